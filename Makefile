@@ -1,0 +1,50 @@
+# Thin wrapper over CMake: every target installs missing Debian packages, configures and builds.
+#   make serve   serve the default model (made by rlxd-synth) on 127.0.0.1:8080
+#   make test    release build + ctest, then the ASan/UBSan build + ctest
+#   make bench   engine and server benchmarks (bench/RESULTS.md)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+DEFAULT_MODEL = $(BUILD)/models/default.gguf
+
+.PHONY: all deps build asan serve test test-release test-asan bench clean default-model
+
+all: build
+
+deps:
+	@bash tools/install-deps.sh
+	@if [ -f tests/integration/package.json ] && [ ! -d tests/integration/node_modules ]; then \
+	  (cd tests/integration && npm ci --no-audit --no-fund --loglevel=error); fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+$(DEFAULT_MODEL): build
+	@mkdir -p $(dir $@)
+	$(BUILD)/rlxd-synth --arch llama --preset tiny --type q8_0 --seed 1 -o $@
+
+default-model: $(DEFAULT_MODEL)
+
+serve: build $(DEFAULT_MODEL)
+	$(BUILD)/rlxd serve -m $(DEFAULT_MODEL):default --host 127.0.0.1 --port 8080
+
+test-release: build
+	cd $(BUILD) && ctest --output-on-failure -j 2
+
+test-asan: asan
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2
+
+# The sanitizer run comes last so the output ends with its ctest summary.
+test: test-release test-asan
+
+bench: build
+	bash bench/run.sh
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

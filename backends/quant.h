@@ -1,0 +1,39 @@
+/* quant.h - block formats of the GGUF tensor types: dequantization, quantization and dot
+ * products. Scalar reference code lives in quant.c; SIMD variants (backends/cpu/) must agree
+ * with it within the tolerances stated in their tests.
+ *
+ * Dot products follow llama.cpp's scheme so logits match its reference: the activation row is
+ * first converted to the weight type's "vec dot type" (Q8_0 for Q4_0/Q8_0, Q8_K for the
+ * K-quants, F32 for F32/F16/BF16), then rlx_vec_dot() combines one weight row with it.
+ * All pointers are borrowed; nothing here allocates. n must be a multiple of the block size. */
+#ifndef RLX_QUANT_H
+#define RLX_QUANT_H
+
+#include "backends/dtype.h"
+
+/* Block layouts (GGUF spec / ggml). Sizes are checked with static asserts in quant.c. */
+#define RLX_QK 32     /* elements per block of the legacy formats */
+#define RLX_QK_K 256  /* elements per super-block of the K formats */
+
+typedef struct { uint16_t d; uint8_t qs[RLX_QK / 2]; } rlx_block_q4_0;                 /* 18 B */
+typedef struct { uint16_t d; int8_t qs[RLX_QK]; } rlx_block_q8_0;                      /* 34 B */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[RLX_QK_K / 2]; } rlx_block_q4_k; /* 144 B */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[RLX_QK_K / 8]; uint8_t qs[RLX_QK_K / 2]; } rlx_block_q5_k; /* 176 B */
+typedef struct { uint8_t ql[RLX_QK_K / 2]; uint8_t qh[RLX_QK_K / 4]; int8_t scales[RLX_QK_K / 16]; uint16_t d; } rlx_block_q6_k; /* 210 B */
+typedef struct { float d; int8_t qs[RLX_QK_K]; int16_t bsums[RLX_QK_K / 16]; } rlx_block_q8_k; /* 292 B */
+
+/* Converts n elements of a row of `type` to f32. Returns RLX_EUNSUPPORTED for types without
+ * a dequantizer. */
+int rlx_dequantize_row(int type, const void *src, float *dst, int64_t n);
+
+/* Quantizes n f32 values into `type` (reference quantizers; used by rlxd-synth and tests).
+ * Supports F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q8_K. */
+int rlx_quantize_row(int type, const float *src, void *dst, int64_t n);
+
+/* The type activations are converted to before rlx_vec_dot with a weight of `type`. */
+int rlx_vec_dot_type(int type);
+
+/* dot(weight row of `type`, activation row already converted to rlx_vec_dot_type(type)). */
+float rlx_vec_dot(int type, const void *w, const void *act, int64_t n);
+
+#endif

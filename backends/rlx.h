@@ -1,0 +1,44 @@
+/* rlx.h - error codes and the error record shared by every layer.
+ *
+ * Functions that can fail return int: 0 on success, a negative RLX_E* code on failure, and
+ * (when given a non-NULL rlx_error) fill it with a sentence a user can act on. Library code
+ * never prints to stdout and never calls exit(). */
+#ifndef RLX_H
+#define RLX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+enum {
+    RLX_OK = 0,
+    RLX_EINVAL = -1,      /* bad argument or bad user input */
+    RLX_ENOMEM = -2,      /* allocation failed */
+    RLX_EIO = -3,         /* file or socket I/O failed */
+    RLX_EFORMAT = -4,     /* malformed file contents */
+    RLX_EUNSUPPORTED = -5,/* valid but not implemented (unknown arch, tensor type, ...) */
+    RLX_ENOTFOUND = -6,   /* key, tensor, model or session absent */
+    RLX_ERANGE = -7,      /* value out of the accepted range */
+    RLX_EFULL = -8,       /* queue or pool full: retry later */
+    RLX_ECANCELED = -9,   /* the request was cancelled */
+    RLX_ETOOLONG = -10,   /* request can never fit (context or KV pool) */
+};
+
+typedef struct rlx_error {
+    int code;            /* last RLX_E* code, 0 if none */
+    char msg[512];       /* NUL-terminated human message */
+} rlx_error;
+
+/* Formats msg into err (if non-NULL) and returns code, so callers can `return rlx_errorf(...)`. */
+int rlx_errorf(rlx_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *rlx_strerror(int code);
+
+#define RLX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define RLX_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define RLX_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Monotonic time in seconds. */
+double rlx_now(void);
+
+#endif

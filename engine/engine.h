@@ -1,0 +1,132 @@
+/* engine.h - the serving runtime's public face: one rlx_worker per loaded model, fed
+ * rlx_requests, answering with rlx_events. Transport-independent: server/ and the CLI use it.
+ *
+ * Threads: each worker owns one thread that runs the scheduler step loop. rlx_worker_submit()
+ * and rlx_worker_cancel() may be called from any thread. Events are delivered by calling
+ * req->on_event ON THE WORKER THREAD; the callback must not block (the server copies the event
+ * into a queue and wakes its loop with uv_async_send).
+ *
+ * Ownership: rlx_worker_submit() takes ownership of the request on success AND on failure
+ * (it is freed with rlx_request_free). The event and everything it points to are borrowed for
+ * the duration of the callback only. After the final event (RLX_EV_DONE or RLX_EV_ERROR) no
+ * further callback happens for that request. */
+#ifndef RLX_ENGINE_H
+#define RLX_ENGINE_H
+
+#include "engine/sample.h"
+#include "models/tokenizer.h"
+#include "models/chat_template.h"
+
+typedef enum rlx_finish_reason {
+    RLX_FINISH_NONE = 0,
+    RLX_FINISH_STOP,      /* end-of-generation token or a stop string */
+    RLX_FINISH_LENGTH,    /* max_tokens or context end */
+    RLX_FINISH_CANCELLED, /* rlx_worker_cancel */
+} rlx_finish_reason;
+
+typedef enum rlx_event_type { RLX_EV_TOKEN, RLX_EV_DONE, RLX_EV_ERROR } rlx_event_type;
+
+#define RLX_MAX_TOP_LOGPROBS 20
+
+typedef struct rlx_usage {
+    int32_t prompt_tokens;
+    int32_t completion_tokens;
+    int32_t cached_tokens;     /* prompt tokens served from the prefix/session cache */
+} rlx_usage;
+
+typedef struct rlx_timings {
+    double queued_s;           /* submit -> admitted */
+    double ttft_s;             /* submit -> first token */
+    double prompt_s;           /* prefill time */
+    double gen_s;              /* first token -> last token */
+    double total_s;
+} rlx_timings;
+
+typedef struct rlx_event {
+    rlx_event_type type;
+    uint64_t request_id;
+    /* RLX_EV_TOKEN: one generated token and the text it completes. `text` may be empty (held
+     * back for UTF-8 completion or a possible stop string) and may hold text of earlier tokens. */
+    int32_t token;
+    const char *text;
+    size_t text_len;
+    float logprob;             /* valid when the request asked for logprobs */
+    int32_t n_top;
+    int32_t top_ids[RLX_MAX_TOP_LOGPROBS];
+    float top_logprobs[RLX_MAX_TOP_LOGPROBS];
+    /* RLX_EV_DONE: the final text not yet delivered is in text/text_len. */
+    rlx_finish_reason finish;
+    rlx_usage usage;
+    rlx_timings timings;
+    /* RLX_EV_ERROR */
+    int error_code;            /* RLX_E* */
+    const char *error_msg;
+} rlx_event;
+
+typedef void (*rlx_event_fn)(void *user, const rlx_event *ev);
+
+typedef struct rlx_request {
+    uint64_t id;               /* assigned by the caller, unique per worker */
+    /* Exactly one of prompt_ids / prompt_text. Text is tokenized by the worker with special
+     * tokens added and parsed (as llama-server does for chat-rendered prompts). */
+    int32_t *prompt_ids;       /* owned (malloc) */
+    size_t n_prompt;
+    char *prompt_text;         /* owned (malloc) */
+    bool add_special;          /* with prompt_text: add BOS etc. */
+    rlx_sampling_params sampling; /* sampling.logit_bias owned (malloc) */
+    int32_t max_tokens;        /* <= 0: up to the context end */
+    bool ignore_eos;
+    char **stop;               /* owned: n_stop malloc'ed strings */
+    size_t n_stop;
+    int32_t top_logprobs;      /* -1: no logprobs; 0..RLX_MAX_TOP_LOGPROBS otherwise */
+    char *session_id;          /* owned, NULL if none */
+    rlx_event_fn on_event;
+    void *user;
+} rlx_request;
+
+rlx_request *rlx_request_new(void);  /* zeroed, default sampling, top_logprobs -1 */
+void rlx_request_free(rlx_request *r);
+
+typedef struct rlx_worker_config {
+    const char *model_path;
+    const char *name;          /* served model name (default: file name without .gguf) */
+    int n_threads;             /* <= 0: all cores */
+    int32_t n_ctx;             /* <= 0: the model's context length */
+    int kv_type;               /* RLX_F16 (default), RLX_F32, RLX_Q8_0 */
+    size_t kv_mem_mib;         /* 0: enough for max_seqs full contexts, capped by free memory */
+    int32_t kv_block;          /* tokens per KV block, default 16 */
+    int32_t max_batch_tokens;  /* default 512 */
+    int32_t max_seqs;          /* default 16 */
+    int32_t max_queue;         /* waiting requests beyond which submit returns RLX_EFULL; default 256 */
+    const char *backend;       /* "cpu" (default), "vulkan", "cuda" */
+    int device;
+    const char *db_path;       /* sessions database, NULL for none */
+} rlx_worker_config;
+
+typedef struct rlx_worker rlx_worker;
+
+typedef struct rlx_worker_stats {
+    int32_t running, waiting;
+    double kv_usage;           /* fraction of KV blocks in use */
+    uint64_t prompt_tokens, generated_tokens;
+    uint64_t prefix_queries, prefix_hits;  /* in tokens */
+    uint64_t preemptions;
+} rlx_worker_stats;
+
+int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err);
+/* Finishes in-flight requests if drain, else cancels them; joins the thread and frees. */
+void rlx_worker_stop(rlx_worker *w, bool drain);
+
+/* RLX_EFULL when the waiting queue is full (answer 503 + Retry-After), RLX_ETOOLONG when the
+ * request can never fit, RLX_EINVAL for bad parameters. On error no event is delivered. */
+int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err);
+/* Cancels at the next step; the request then gets RLX_EV_DONE with RLX_FINISH_CANCELLED. */
+void rlx_worker_cancel(rlx_worker *w, uint64_t request_id);
+
+const char *rlx_worker_name(const rlx_worker *w);
+const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w);
+const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w); /* ChatML if none */
+int32_t rlx_worker_n_ctx(const rlx_worker *w);
+void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
+
+#endif

@@ -1,0 +1,31 @@
+/* chat_template.h - a Jinja-subset interpreter for the chat templates models ship in
+ * tokenizer.chat_template, rendering exactly as Python Jinja2 does when configured like
+ * Hugging Face transformers' apply_chat_template (trim_blocks, lstrip_blocks, loopcontrols,
+ * tojson, raise_exception, strftime_now).
+ *
+ * Ownership: a parsed template owns its AST and copies the source. Rendering borrows the
+ * context (a cJSON object: messages, tools, add_generation_prompt, bos_token, eos_token, ...)
+ * and returns a malloc'ed NUL-terminated string owned by the caller. Parsed templates are
+ * immutable and may be rendered from several threads at once. */
+#ifndef RLX_CHAT_TEMPLATE_H
+#define RLX_CHAT_TEMPLATE_H
+
+#include "backends/rlx.h"
+#include <cjson/cJSON.h>
+
+typedef struct rlx_chat_template rlx_chat_template;
+
+/* Fails with RLX_EUNSUPPORTED naming the construct (and line) it cannot handle, or
+ * RLX_EFORMAT for a syntax error. */
+int rlx_chat_template_parse(rlx_chat_template **out, const char *src, size_t len, rlx_error *err);
+void rlx_chat_template_free(rlx_chat_template *t);
+
+/* now_iso: fixed time for strftime_now ("2024-07-01T12:00:00"), NULL for the current time.
+ * raise_exception() in the template fails with RLX_EINVAL and its message. */
+int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, const char *now_iso,
+                             char **out, rlx_error *err);
+
+/* ChatML, for models that carry no template. */
+extern const char rlx_chatml_template[];
+
+#endif

@@ -1,0 +1,111 @@
+/* gguf.h - read-only GGUF (v2, v3) files over mmap, and a writer.
+ *
+ * Ownership: rlx_gguf_open() maps the file and returns an rlx_gguf that owns the mapping and
+ * every parsed structure; all pointers obtained from it (keys, strings, array data, tensor
+ * data) stay valid until rlx_gguf_close(). String values point into the mapping and are NOT
+ * NUL-terminated: always use the length. Every offset and size is validated at open time, so
+ * callers may read tensor data and arrays without further bounds checks. */
+#ifndef RLX_GGUF_H
+#define RLX_GGUF_H
+
+#include "backends/rlx.h"
+
+typedef enum rlx_gguf_type {
+    RLX_GGUF_UINT8 = 0, RLX_GGUF_INT8 = 1, RLX_GGUF_UINT16 = 2, RLX_GGUF_INT16 = 3,
+    RLX_GGUF_UINT32 = 4, RLX_GGUF_INT32 = 5, RLX_GGUF_FLOAT32 = 6, RLX_GGUF_BOOL = 7,
+    RLX_GGUF_STRING = 8, RLX_GGUF_ARRAY = 9, RLX_GGUF_UINT64 = 10, RLX_GGUF_INT64 = 11,
+    RLX_GGUF_FLOAT64 = 12,
+} rlx_gguf_type;
+
+typedef struct rlx_gguf_str { const char *ptr; uint64_t len; } rlx_gguf_str;
+
+typedef struct rlx_gguf_array {
+    rlx_gguf_type type;               /* element type */
+    uint64_t n;                       /* element count */
+    const void *data;                 /* scalar elements: packed little-endian, in the mapping */
+    const rlx_gguf_str *strs;         /* STRING elements (n of them) */
+    const struct rlx_gguf_array *arrs;/* nested ARRAY elements (n of them) */
+} rlx_gguf_array;
+
+typedef struct rlx_gguf_value {
+    rlx_gguf_type type;
+    union {
+        uint64_t u64;       /* UINT8/16/32/64 */
+        int64_t i64;        /* INT8/16/32/64 */
+        double f64;         /* FLOAT32/64 */
+        bool b;             /* BOOL */
+        rlx_gguf_str str;   /* STRING */
+        rlx_gguf_array arr; /* ARRAY */
+    };
+} rlx_gguf_value;
+
+typedef struct rlx_gguf_kv {
+    const char *key;        /* NUL-terminated copy */
+    rlx_gguf_value value;
+} rlx_gguf_kv;
+
+#define RLX_GGUF_MAX_DIMS 4
+
+typedef struct rlx_gguf_tensor {
+    const char *name;       /* NUL-terminated copy */
+    uint32_t n_dims;
+    int64_t ne[RLX_GGUF_MAX_DIMS]; /* ne[0] is the contiguous (row) dimension; unused dims are 1 */
+    int type;               /* rlx_dtype id */
+    uint64_t offset;        /* relative to the data section */
+    uint64_t size;          /* bytes */
+    const void *data;       /* into the mapping */
+} rlx_gguf_tensor;
+
+typedef struct rlx_gguf rlx_gguf;
+
+int rlx_gguf_open(rlx_gguf **out, const char *path, rlx_error *err);
+/* Parses an in-memory image (borrowed; must outlive the handle). Used by tests and fuzzers. */
+int rlx_gguf_open_memory(rlx_gguf **out, const void *data, size_t size, const char *name, rlx_error *err);
+void rlx_gguf_close(rlx_gguf *g);
+
+const char *rlx_gguf_path(const rlx_gguf *g);
+uint32_t rlx_gguf_version(const rlx_gguf *g);
+uint64_t rlx_gguf_alignment(const rlx_gguf *g);
+uint64_t rlx_gguf_file_size(const rlx_gguf *g);
+
+uint64_t rlx_gguf_n_kv(const rlx_gguf *g);
+const rlx_gguf_kv *rlx_gguf_kv_at(const rlx_gguf *g, uint64_t i);
+const rlx_gguf_value *rlx_gguf_find(const rlx_gguf *g, const char *key); /* NULL if absent */
+
+/* Typed getters: RLX_ENOTFOUND if absent (err untouched), RLX_EFORMAT if the stored type does
+ * not convert (integers convert between widths when the value fits; floats accept integers). */
+int rlx_gguf_get_u32(const rlx_gguf *g, const char *key, uint32_t *out, rlx_error *err);
+int rlx_gguf_get_i64(const rlx_gguf *g, const char *key, int64_t *out, rlx_error *err);
+int rlx_gguf_get_f32(const rlx_gguf *g, const char *key, float *out, rlx_error *err);
+int rlx_gguf_get_bool(const rlx_gguf *g, const char *key, bool *out, rlx_error *err);
+int rlx_gguf_get_str(const rlx_gguf *g, const char *key, rlx_gguf_str *out, rlx_error *err);
+int rlx_gguf_get_arr(const rlx_gguf *g, const char *key, const rlx_gguf_array **out, rlx_error *err);
+
+uint64_t rlx_gguf_n_tensors(const rlx_gguf *g);
+const rlx_gguf_tensor *rlx_gguf_tensor_at(const rlx_gguf *g, uint64_t i);
+const rlx_gguf_tensor *rlx_gguf_find_tensor(const rlx_gguf *g, const char *name); /* NULL if absent */
+
+/* ---- writer (rlxd-synth, tests) ----
+ * The writer copies everything it is given; rlx_gguf_writer_free releases it. Keys keep their
+ * insertion order; setting an existing key replaces its value. Output is GGUF v3 with
+ * general.alignment (default 32) honoured. */
+typedef struct rlx_gguf_writer rlx_gguf_writer;
+
+rlx_gguf_writer *rlx_gguf_writer_new(void);
+void rlx_gguf_writer_free(rlx_gguf_writer *w);
+int rlx_gguf_writer_set_u32(rlx_gguf_writer *w, const char *key, uint32_t v);
+int rlx_gguf_writer_set_i32(rlx_gguf_writer *w, const char *key, int32_t v);
+int rlx_gguf_writer_set_u64(rlx_gguf_writer *w, const char *key, uint64_t v);
+int rlx_gguf_writer_set_f32(rlx_gguf_writer *w, const char *key, float v);
+int rlx_gguf_writer_set_bool(rlx_gguf_writer *w, const char *key, bool v);
+int rlx_gguf_writer_set_str(rlx_gguf_writer *w, const char *key, const char *v, size_t len);
+/* Scalar array: n packed elements of elem_type (not STRING/ARRAY). */
+int rlx_gguf_writer_set_arr(rlx_gguf_writer *w, const char *key, rlx_gguf_type elem_type, const void *data, uint64_t n);
+int rlx_gguf_writer_set_arr_str(rlx_gguf_writer *w, const char *key, const rlx_gguf_str *strs, uint64_t n);
+/* Copies one key/value (any type, nested arrays included) from an open file. */
+int rlx_gguf_writer_copy_kv(rlx_gguf_writer *w, const rlx_gguf_kv *kv);
+int rlx_gguf_writer_add_tensor(rlx_gguf_writer *w, const char *name, int type, uint32_t n_dims,
+                               const int64_t *ne, const void *data, uint64_t size);
+int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err);
+
+#endif

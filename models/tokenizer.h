@@ -1,0 +1,53 @@
+/* tokenizer.h - text <-> token ids for the vocabularies GGUF files carry:
+ * SentencePiece ("llama"), byte-level BPE ("gpt2", pre-tokenizer from tokenizer.ggml.pre) and
+ * WordPiece ("bert").
+ *
+ * Ownership: rlx_tokenizer_from_gguf() copies what it needs out of the GGUF, so the tokenizer
+ * outlives the file. Returned id arrays are malloc'ed and owned by the caller. A tokenizer is
+ * immutable after creation and safe to use from several threads at once. */
+#ifndef RLX_TOKENIZER_H
+#define RLX_TOKENIZER_H
+
+#include "models/gguf.h"
+
+typedef struct rlx_tokenizer rlx_tokenizer;
+
+int rlx_tokenizer_from_gguf(rlx_tokenizer **out, const rlx_gguf *g, rlx_error *err);
+void rlx_tokenizer_free(rlx_tokenizer *t);
+
+int32_t rlx_tokenizer_n_vocab(const rlx_tokenizer *t);
+int32_t rlx_tokenizer_bos(const rlx_tokenizer *t);   /* -1 if none */
+int32_t rlx_tokenizer_eos(const rlx_tokenizer *t);   /* -1 if none */
+bool rlx_tokenizer_add_bos(const rlx_tokenizer *t);  /* tokenizer.ggml.add_bos_token (or model default) */
+/* End-of-generation: eos, eot, eom and the like. */
+bool rlx_tokenizer_is_eog(const rlx_tokenizer *t, int32_t id);
+/* The vocabulary entry as stored (e.g. "▁the", "<0x0A>", "Ġthe"); NULL if id out of range. */
+const char *rlx_tokenizer_piece(const rlx_tokenizer *t, int32_t id);
+
+/* add_special: BOS/EOS as the vocabulary asks; parse_special: recognise control/user-defined
+ * token texts like "<|im_start|>" in `text`. */
+int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_special,
+                 bool parse_special, int32_t **ids, size_t *n_ids, rlx_error *err);
+
+/* Bytes of one token as it appears in text (byte-fallback and byte-level mapping undone,
+ * "▁" -> " "). Control tokens give "" unless `special`. Writes at most cap bytes and returns
+ * the full length (like snprintf, without NUL). */
+size_t rlx_token_to_bytes(const rlx_tokenizer *t, int32_t id, bool special, char *buf, size_t cap);
+
+/* Whole-sequence detokenization into a malloc'ed NUL-terminated string. */
+char *rlx_detokenize(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special);
+
+/* Incremental, UTF-8-safe detokenization for streams: bytes of an incomplete code point are
+ * held back until the code point completes (or flushed, as U+FFFD, at the end). */
+typedef struct rlx_detok_stream {
+    char pending[8];
+    int n_pending;
+} rlx_detok_stream;
+
+/* Appends the newly completed text for token `id` to out (cap bytes); returns bytes written.
+ * A cap of 64 + the longest piece is always enough. */
+size_t rlx_detok_push(const rlx_tokenizer *t, rlx_detok_stream *s, int32_t id, bool special,
+                      char *out, size_t cap);
+size_t rlx_detok_flush(rlx_detok_stream *s, char *out, size_t cap);
+
+#endif
