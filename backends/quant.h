@@ -36,4 +36,18 @@ int rlx_vec_dot_type(int type);
 /* dot(weight row of `type`, activation row already converted to rlx_vec_dot_type(type)). */
 float rlx_vec_dot(int type, const void *w, const void *act, int64_t n);
 
+/* The product used by matrix multiplications: for every activation row t in [0, T) and weight
+ * row n in [n0, n1):  out[t * ldo + n] = rlx_vec_dot(type, W row n, act row t).
+ * `act` holds T rows already converted to rlx_vec_dot_type(type), act_row_bytes apart; W rows
+ * are rlx_row_bytes(type, K) apart. Implementations tile over t so each weight byte is read
+ * once per call, and keep the per-element reduction order independent of T and of [n0, n1)
+ * (batch invariance: a row's result never depends on what else is in the batch).
+ * Dispatches to the best SIMD path of this CPU (see rlx_cpu_path). */
+void rlx_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                     size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+
+/* Kernel path in use: "scalar", "avx2", "avx512", ...; chosen from CPUID at first use, or forced
+ * with the environment variable RLX_CPU_PATH (tests use it to exercise every path). */
+const char *rlx_cpu_path(void);
+
 #endif
