@@ -1,0 +1,415 @@
+/* sample.c - the token sampler (see sample.h).
+ *
+ * Chain, as llama-server's default order: penalties -> logit bias -> top_k -> top_p -> min_p ->
+ * temperature -> draw. temperature <= 0 means greedy after penalties and bias, so a banned token
+ * is never picked even greedily. Filters work on a candidate list (id, logit) that is only ever
+ * partially ordered: top-k selects with a bounded heap, top-p sorts only the candidates above a
+ * logit threshold that provably holds the nucleus, min-p is a linear filter. A 151,936-entry
+ * vocabulary is therefore never fully sorted per token.
+ *
+ * RNG: xoshiro256** seeded through splitmix64, one state per sampler, so a seeded sequence
+ * draws the same numbers whatever else the worker is running. */
+#include "engine/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct cand { int32_t id; float logit; } cand;
+
+struct rlx_sampler {
+    rlx_sampling_params p;    /* p.logit_bias points at bias below */
+    rlx_logit_bias *bias;     /* owned copy */
+    int32_t n_vocab;
+    cand *cands;              /* n_vocab scratch entries */
+    double *probs;            /* n_vocab scratch entries */
+    int32_t *hist;            /* accepted tokens, oldest first; owned */
+    size_t n_hist, cap_hist;
+    int32_t *win;             /* scratch for counting the penalty window */
+    size_t cap_win;
+    uint64_t rng[4];          /* xoshiro256** state */
+};
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+void rlx_sampling_params_default(rlx_sampling_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->temperature = 1.0f;
+    p->top_k = 0;
+    p->top_p = 1.0f;
+    p->min_p = 0.0f;
+    p->repetition_penalty = 1.0f;
+    p->presence_penalty = 0.0f;
+    p->frequency_penalty = 0.0f;
+    p->penalty_last_n = 64;
+}
+
+static int check_range(const char *name, float v, float lo, float hi, rlx_error *err)
+{
+    if (!(v >= lo && v <= hi)) /* also rejects NaN */
+        return rlx_errorf(err, RLX_EINVAL, "%s must be between %g and %g (got %g)", name,
+                          (double)lo, (double)hi, (double)v);
+    return 0;
+}
+
+int rlx_sampling_params_validate(const rlx_sampling_params *p, int32_t n_vocab, rlx_error *err)
+{
+    int rc;
+    if (!p) return rlx_errorf(err, RLX_EINVAL, "sampling parameters are missing");
+    if ((rc = check_range("temperature", p->temperature, 0.0f, 2.0f, err))) return rc;
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return rlx_errorf(err, RLX_EINVAL, "top_p must be greater than 0 and at most 1 (got %g)",
+                          (double)p->top_p);
+    if (p->top_k < -1)
+        return rlx_errorf(err, RLX_EINVAL, "top_k must be 0 or more (0 or -1 disables it; got %d)",
+                          (int)p->top_k);
+    if ((rc = check_range("min_p", p->min_p, 0.0f, 1.0f, err))) return rc;
+    if ((rc = check_range("presence_penalty", p->presence_penalty, -2.0f, 2.0f, err))) return rc;
+    if ((rc = check_range("frequency_penalty", p->frequency_penalty, -2.0f, 2.0f, err))) return rc;
+    if (!(p->repetition_penalty > 0.0f && isfinite(p->repetition_penalty)))
+        return rlx_errorf(err, RLX_EINVAL,
+                          "repetition_penalty must be a positive number (1 disables it; got %g)",
+                          (double)p->repetition_penalty);
+    if (p->penalty_last_n < -1)
+        return rlx_errorf(err, RLX_EINVAL,
+                          "penalty_last_n must be -1 (whole history), 0 (off) or a positive "
+                          "count (got %d)", (int)p->penalty_last_n);
+    if (p->n_logit_bias && !p->logit_bias)
+        return rlx_errorf(err, RLX_EINVAL, "logit_bias has %zu entries but no data",
+                          p->n_logit_bias);
+    for (size_t i = 0; i < p->n_logit_bias; i++) {
+        const rlx_logit_bias *b = &p->logit_bias[i];
+        if (b->token < 0 || b->token >= n_vocab)
+            return rlx_errorf(err, RLX_EINVAL,
+                              "logit_bias token %d is outside the vocabulary (0..%d)",
+                              (int)b->token, (int)n_vocab - 1);
+        if (!(b->bias >= -100.0f && b->bias <= 100.0f))
+            return rlx_errorf(err, RLX_EINVAL,
+                              "logit_bias for token %d must be between -100 and 100 (got %g)",
+                              (int)b->token, (double)b->bias);
+    }
+    return 0;
+}
+
+/* ---- RNG --------------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(uint64_t s[4])
+{
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t; s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double uniform01(uint64_t s[4]) { return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53; }
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
+rlx_sampler *rlx_sampler_new(const rlx_sampling_params *p, int32_t n_vocab)
+{
+    if (!p || n_vocab <= 0) return NULL;
+    rlx_sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
+    s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
+    if (!s->cands || !s->probs) goto fail;
+    if (p->n_logit_bias && p->logit_bias) {
+        s->bias = malloc(p->n_logit_bias * sizeof *s->bias);
+        if (!s->bias) goto fail;
+        memcpy(s->bias, p->logit_bias, p->n_logit_bias * sizeof *s->bias);
+    } else {
+        s->p.n_logit_bias = 0;
+    }
+    s->p.logit_bias = s->bias;
+    uint64_t seed = p->seed;
+    if (!p->has_seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        /* the address separates samplers created in the same nanosecond */
+        seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)s;
+    }
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
+    return s;
+fail:
+    rlx_sampler_free(s);
+    return NULL;
+}
+
+void rlx_sampler_free(rlx_sampler *s)
+{
+    if (!s) return;
+    free(s->bias);
+    free(s->cands);
+    free(s->probs);
+    free(s->hist);
+    free(s->win);
+    free(s);
+}
+
+void rlx_sampler_accept(rlx_sampler *s, int32_t token)
+{
+    if (!s || s->p.penalty_last_n == 0) return;
+    size_t keep = s->p.penalty_last_n > 0 ? (size_t)s->p.penalty_last_n : 0;
+    /* a bounded window is compacted once the history reaches twice its length */
+    if (keep && s->n_hist >= 2 * keep) {
+        memmove(s->hist, s->hist + s->n_hist - (keep - 1), (keep - 1) * sizeof *s->hist);
+        s->n_hist = keep - 1;
+    }
+    if (s->n_hist == s->cap_hist) {
+        size_t cap = s->cap_hist ? s->cap_hist * 2 : 64;
+        int32_t *h = realloc(s->hist, cap * sizeof *h);
+        if (!h) return; /* penalties then miss one token: degraded, not wrong memory */
+        s->hist = h;
+        s->cap_hist = cap;
+    }
+    s->hist[s->n_hist++] = token;
+}
+
+/* ---- chain steps ------------------------------------------------------------------------- */
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Repetition (llama.cpp) then presence/frequency (OpenAI) over distinct tokens of the window. */
+static void apply_penalties(rlx_sampler *s, float *logits)
+{
+    const rlx_sampling_params *p = &s->p;
+    if (p->penalty_last_n == 0 || s->n_hist == 0) return;
+    if (p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f &&
+        p->frequency_penalty == 0.0f)
+        return;
+    size_t n = s->n_hist;
+    if (p->penalty_last_n > 0 && (size_t)p->penalty_last_n < n) n = (size_t)p->penalty_last_n;
+    if (n > s->cap_win) {
+        int32_t *w = realloc(s->win, n * sizeof *w);
+        if (!w) return;
+        s->win = w;
+        s->cap_win = n;
+    }
+    memcpy(s->win, s->hist + s->n_hist - n, n * sizeof *s->win);
+    qsort(s->win, n, sizeof *s->win, cmp_i32);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && s->win[j] == s->win[i]) j++;
+        int32_t tok = s->win[i];
+        float count = (float)(j - i);
+        i = j;
+        if (tok < 0 || tok >= s->n_vocab) continue;
+        float l = logits[tok];
+        l = l > 0.0f ? l / p->repetition_penalty : l * p->repetition_penalty;
+        l -= count * p->frequency_penalty + p->presence_penalty;
+        logits[tok] = l;
+    }
+}
+
+/* Bias -100 is a ban (OpenAI: "should result in a ban"), so it is exact rather than additive. */
+static void apply_bias(const rlx_sampler *s, float *logits)
+{
+    for (size_t i = 0; i < s->p.n_logit_bias; i++) {
+        const rlx_logit_bias *b = &s->bias[i];
+        if (b->token < 0 || b->token >= s->n_vocab) continue;
+        if (b->bias <= -100.0f) logits[b->token] = -INFINITY;
+        else logits[b->token] += b->bias;
+    }
+}
+
+/* "a ranks above b": larger logit, ties to the lower id. NaN ranks lowest. */
+static inline int above(cand a, cand b)
+{
+    if (a.logit > b.logit) return 1;
+    if (a.logit < b.logit) return 0;
+    if (a.logit != a.logit) return 0;
+    if (b.logit != b.logit) return 1;
+    return a.id < b.id;
+}
+
+static int cmp_cand_desc(const void *pa, const void *pb)
+{
+    cand a = *(const cand *)pa, b = *(const cand *)pb;
+    return above(a, b) ? -1 : above(b, a) ? 1 : 0;
+}
+
+/* Min-heap on rank (root = the worst kept candidate). */
+static void heap_sift_down(cand *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && above(h[m], h[l])) m = l;
+        if (r < n && above(h[m], h[r])) m = r;
+        if (m == i) return;
+        cand t = h[i]; h[i] = h[m]; h[m] = t;
+        i = m;
+    }
+}
+
+/* Keeps the k best logits in dst[0..k), sorted best first; a bounded heap, so O(n log k) at
+ * worst and O(n) when most logits lose to the heap's root. Returns the count kept. */
+static size_t select_top_k(const float *logits, size_t n, size_t k, cand *dst)
+{
+    if (k > n) k = n;
+    if (k == 0) return 0;
+    for (size_t i = 0; i < k; i++) dst[i] = (cand){(int32_t)i, logits[i]};
+    for (size_t i = k / 2; i-- > 0;) heap_sift_down(dst, k, i);
+    for (size_t i = k; i < n; i++) {
+        cand ci = {(int32_t)i, logits[i]};
+        if (above(ci, dst[0])) {
+            dst[0] = ci;
+            heap_sift_down(dst, k, 0);
+        }
+    }
+    qsort(dst, k, sizeof *dst, cmp_cand_desc);
+    return k;
+}
+
+/* Moves the candidates with logit >= thr to the front (order not kept); returns their count. */
+static size_t partition_ge(cand *c, size_t n, float thr)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].logit >= thr) {
+            cand t = c[w]; c[w] = c[i]; c[i] = t;
+            w++;
+        }
+    }
+    return w;
+}
+
+/* Nucleus: the smallest best-first prefix whose probability mass reaches top_p. The mass above
+ * a threshold is measured first; once it reaches top_p, the nucleus lies inside that set and
+ * only it is sorted. Thresholds step down from the maximum until that holds. */
+static size_t apply_top_p(cand *c, size_t n, float top_p, int sorted)
+{
+    if (n <= 1 || top_p >= 1.0f) return n;
+    float mx = -INFINITY;
+    for (size_t i = 0; i < n; i++) if (c[i].logit > mx) mx = c[i].logit;
+    double z = 0.0;
+    for (size_t i = 0; i < n; i++) z += exp((double)c[i].logit - mx);
+    double target = (double)top_p * z;
+    size_t m = n;
+    if (!sorted) {
+        static const float deltas[] = {4.0f, 8.0f, 16.0f, 32.0f, 64.0f};
+        for (size_t d = 0; d < RLX_ARRAY_LEN(deltas); d++) {
+            size_t k = partition_ge(c, n, mx - deltas[d]);
+            double mass = 0.0;
+            for (size_t i = 0; i < k; i++) mass += exp((double)c[i].logit - mx);
+            if (mass >= target) { m = k; break; }
+        }
+        qsort(c, m, sizeof *c, cmp_cand_desc);
+    }
+    double cum = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        cum += exp((double)c[i].logit - mx);
+        if (cum >= target) return i + 1;
+    }
+    return m;
+}
+
+/* Keeps candidates with p >= min_p * p_max, i.e. logit >= max + log(min_p). Order kept. */
+static size_t apply_min_p(cand *c, size_t n, float min_p)
+{
+    if (n <= 1 || min_p <= 0.0f) return n;
+    float mx = -INFINITY;
+    for (size_t i = 0; i < n; i++) if (c[i].logit > mx) mx = c[i].logit;
+    float thr = mx + logf(min_p);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) if (c[i].logit >= thr) c[w++] = c[i];
+    return w ? w : n;
+}
+
+int32_t rlx_argmax(const float *logits, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[best] || (logits[best] != logits[best] && logits[i] == logits[i]))
+            best = i;
+    return best;
+}
+
+int32_t rlx_sampler_sample(rlx_sampler *s, float *logits)
+{
+    const rlx_sampling_params *p = &s->p;
+    int32_t nv = s->n_vocab;
+    apply_penalties(s, logits);
+    apply_bias(s, logits);
+    if (p->temperature <= 0.0f) return rlx_argmax(logits, nv);
+
+    /* candidates: every token that can still be drawn (-inf / NaN cannot) */
+    cand *c = s->cands;
+    size_t n = 0;
+    int sorted = 0;
+    if (p->top_k > 0 && p->top_k < nv) {
+        n = select_top_k(logits, (size_t)nv, (size_t)p->top_k, c);
+        sorted = 1;
+    } else {
+        for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, logits[i]};
+        n = (size_t)nv;
+    }
+    size_t live = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit > -INFINITY) c[live++] = c[i]; /* also drops NaN; keeps order */
+    if (live == 0) return rlx_argmax(logits, nv);
+    n = live;
+    n = apply_top_p(c, n, p->top_p, sorted);
+    n = apply_min_p(c, n, p->min_p);
+
+    /* temperature, softmax and the draw, all in double */
+    double inv_t = 1.0 / (double)p->temperature, mx = -INFINITY, z = 0.0;
+    for (size_t i = 0; i < n; i++) if (c[i].logit > mx) mx = c[i].logit;
+    double *pr = s->probs;
+    for (size_t i = 0; i < n; i++) z += pr[i] = exp(((double)c[i].logit - mx) * inv_t);
+    double u = uniform01(s->rng) * z, cum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        cum += pr[i];
+        if (u < cum) return c[i].id;
+    }
+    return c[n - 1].id; /* rounding left u at the very top */
+}
+
+/* ---- log-probabilities ------------------------------------------------------------------- */
+
+float rlx_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k,
+                   int32_t *top_ids, float *top_lp)
+{
+    if (!logits || n_vocab <= 0) return -INFINITY;
+    double mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++) if (logits[i] > mx) mx = logits[i];
+    if (mx == -INFINITY) mx = 0.0; /* all -inf: every logprob is -inf, avoid inf - inf */
+    double z = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++) z += exp((double)logits[i] - mx);
+    double lse = mx + log(z);
+    if (k > 0 && top_ids && top_lp) {
+        size_t kk = (size_t)k < (size_t)n_vocab ? (size_t)k : (size_t)n_vocab;
+        cand *h = malloc(kk * sizeof *h);
+        if (h) {
+            kk = select_top_k(logits, (size_t)n_vocab, kk, h);
+            for (size_t i = 0; i < kk; i++) {
+                top_ids[i] = h[i].id;
+                top_lp[i] = (float)((double)h[i].logit - lse);
+            }
+            free(h);
+        } else {
+            kk = 0;
+        }
+        for (size_t i = kk; i < (size_t)k; i++) { top_ids[i] = -1; top_lp[i] = -INFINITY; }
+    }
+    if (token < 0 || token >= n_vocab) return -INFINITY;
+    return (float)((double)logits[token] - lse);
+}
