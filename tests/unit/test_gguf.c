@@ -588,6 +588,21 @@ TEST(open_errors)
 
 /* ---- malformed files: each is rejected with the right code, naming the field ---- */
 
+/* v2 has v3's layout (v3 only added big-endian variants): a v2 header must be accepted */
+TEST(version2_accepted)
+{
+    bb b = {0};
+    header(&b, 2, 0, 1), str(&b, "general.architecture"), u32(&b, RLX_GGUF_STRING), str(&b, "llama");
+    rlx_gguf *g;
+    rlx_error err = {0};
+    int rc = rlx_gguf_open_memory(&g, b.p, b.n, "v2.gguf", &err);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_EQ(rlx_gguf_version(g), 2);
+    ASSERT_EQ(rlx_gguf_n_kv(g), 1);
+    rlx_gguf_close(g);
+    free(b.p);
+}
+
 TEST(bad_header)
 {
     bb b = {0};
@@ -711,5 +726,5 @@ TEST(bad_tensors)
 TEST_MAIN(TEST_ENTRY(shared_files_open), TEST_ENTRY(stories260k_facts), TEST_ENTRY(qwen_vocab_opens_fast),
           TEST_ENTRY(writer_roundtrip_align32), TEST_ENTRY(writer_roundtrip_align64), TEST_ENTRY(writer_byte_exact),
           TEST_ENTRY(writer_copies_stories260k), TEST_ENTRY(writer_replaces_and_rejects),
-          TEST_ENTRY(getters_convert_when_they_fit), TEST_ENTRY(open_errors), TEST_ENTRY(bad_header),
+          TEST_ENTRY(getters_convert_when_they_fit), TEST_ENTRY(open_errors), TEST_ENTRY(version2_accepted), TEST_ENTRY(bad_header),
           TEST_ENTRY(bad_metadata), TEST_ENTRY(bad_alignment), TEST_ENTRY(bad_tensors))
