@@ -597,15 +597,18 @@ int rlx_gguf_open_memory(rlx_gguf **out, const void *data, size_t size, const ch
 int rlx_gguf_open(rlx_gguf **out, const char *path, rlx_error *err)
 {
     *out = NULL;
+    if (!path) return rlx_errorf(err, RLX_EINVAL, "rlx_gguf_open: no path given");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return rlx_errorf(err, errno == ENOENT ? RLX_ENOTFOUND : RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
+    struct stat st = {0};
+    const char *why = NULL;
+    if (fstat(fd, &st) < 0) why = strerror(errno);
+    else if (S_ISDIR(st.st_mode)) why = "is a directory, not a GGUF file";
+    else if (!S_ISREG(st.st_mode)) why = "is not a regular file";
+    if (why) {
         close(fd);
-        return rlx_errorf(err, RLX_EIO, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory, not a GGUF file"
-                          : e ? strerror(e) : "not a regular file");
+        return rlx_errorf(err, RLX_EIO, "%s: %s", path, why);
     }
     rlx_gguf *g = handle_new(path, err);
     if (!g) {
