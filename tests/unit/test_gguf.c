@@ -472,6 +472,8 @@ TEST(writer_replaces_and_rejects)
     ASSERT_EQ(rlx_gguf_writer_set_arr(w, "bad", RLX_GGUF_STRING, NULL, 0), RLX_EINVAL);
     ASSERT(strstr(rlx_gguf_writer_last_error(w), "scalar"));
     ASSERT_EQ(rlx_gguf_writer_set_u32(w, "", 1), RLX_EINVAL);
+    ASSERT_EQ(rlx_gguf_writer_set_arr(w, "bools", RLX_GGUF_BOOL, "\1\2", 2), RLX_EINVAL);
+    ASSERT(strstr(rlx_gguf_writer_last_error(w), "element 1 is 2"));
     float d[64] = {0};
     int64_t ne[2] = {4, 2}, bad0[1] = {0}, q[1] = {33};
     ASSERT_EQ(rlx_gguf_writer_add_tensor(w, "x", RLX_F32, 2, ne, d, 32), 0);
