@@ -210,7 +210,12 @@ TEST(qwen_vocab_opens_fast)
         rlx_gguf_close(g);
     }
     fprintf(stderr, "  best open of the 151k-token vocabulary: %.2f ms\n", best * 1e3);
-    ASSERT_MSG(best < 0.25, "opening took %.1f ms", best * 1e3); /* generous: ASan and a busy machine */
+#ifdef __SANITIZE_ADDRESS__
+    const double limit = 1.0;
+#else
+    const double limit = 0.1; /* ~4 ms measured; generous for a busy machine */
+#endif
+    ASSERT_MSG(best < limit, "opening took %.1f ms", best * 1e3);
 }
 
 
@@ -459,9 +464,33 @@ TEST(writer_copies_stories260k)
         ASSERT_EQ(a->offset, b->offset);
     }
     ASSERT_EQ(rlx_gguf_file_size(h) - rlx_gguf_data_offset(h), rlx_gguf_file_size(g) - rlx_gguf_data_offset(g));
+    /* Byte for byte: the same header and key/values, our general.alignment (33 bytes) if the
+     * original lacked it, then identical tensor infos and an identical data section. */
+    size_t no, nn;
+    uint8_t *o = (uint8_t *)rlx_read_file(src, &no), *m = (uint8_t *)rlx_read_file(path, &nn);
+    uint64_t doff_o = rlx_gguf_data_offset(g), doff_n = rlx_gguf_data_offset(h);
+    char t0[64];
+    snprintf(t0, sizeof t0, "%s", rlx_gguf_tensor_at(g, 0)->name);
     rlx_gguf_close(h);
     rlx_gguf_close(g);
     unlink(path);
+    ASSERT(o && m);
+    /* where our general.alignment key/value sits (k), if we had to add one */
+    static const uint8_t align_kv[33] = {17, 0, 0, 0, 0, 0, 0, 0, 'g', 'e', 'n', 'e', 'r', 'a', 'l', '.', 'a', 'l',
+                                         'i', 'g', 'n', 'm', 'e', 'n', 't', 4, 0, 0, 0, 32, 0, 0, 0};
+    const uint8_t *hit = extra ? memmem(m, (size_t)doff_n, align_kv, sizeof align_kv) : NULL;
+    size_t k = hit ? (size_t)(hit - m) : (size_t)doff_o, shift = hit ? sizeof align_kv : 0;
+    uint64_t name_len = 0;
+    if (k + 8 <= no) memcpy(&name_len, o + k, 8);
+    int at_infos = !extra || (hit && name_len == strlen(t0) && !memcmp(o + k + 8, t0, name_len));
+    int same = no - doff_o == nn - doff_n && k <= no && k + shift <= nn && !memcmp(o, m, 16) &&
+               !memcmp(o + 24, m + 24, k - 24) &&                                    /* key/values */
+               !memcmp(o + k, m + k + shift, (size_t)RLX_MIN(doff_o - k, doff_n - k - shift)) && /* infos */
+               !memcmp(o + doff_o, m + doff_n, no - doff_o);                          /* data */
+    free(o);
+    free(m);
+    ASSERT_MSG(at_infos, "general.alignment was not appended right before the tensor infos");
+    ASSERT_MSG(same, "the copy differs from the original beyond the added general.alignment");
 }
 
 TEST(writer_replaces_and_rejects)
