@@ -78,6 +78,10 @@ static inline size_t rlx__utf8_len(unsigned char c)
     return lens[c >> 4];
 }
 
+/* Length of the well-formed UTF-8 sequence at s (n > 0 bytes available), or 1 for a byte that
+ * does not start one, so malformed input splits into single bytes instead of eating neighbours. */
+size_t rlx__utf8_valid_len(const char *s, size_t n);
+
 /* Per-family pieces. Each tokenize call appends to `out` and returns 0 or RLX_ENOMEM. */
 int rlx__spm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, bool prefix_space, rlx__ids *out);
 

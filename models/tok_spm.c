@@ -96,7 +96,7 @@ int rlx__spm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, bool p
     int rc = c.syms ? 0 : RLX_ENOMEM;
     int ns = 0;
     for (size_t off = 0; !rc && off < m;) {
-        size_t len = RLX_MIN(rlx__utf8_len((unsigned char)s[off]), m - off);
+        size_t len = rlx__utf8_valid_len(s + off, m - off); /* same as llama.cpp on valid UTF-8 */
         c.syms[ns] = (sym){ns - 1, off + len == m ? -1 : ns + 1, off, len};
         off += len;
         ns++;
