@@ -22,6 +22,8 @@ enum {
     RLX_ATTR_USER_DEFINED = 1 << 4,
     RLX_ATTR_BYTE = 1 << 5,
     RLX_ATTR_EOG = 1 << 6, /* ends generation */
+    RLX_ATTR_LSTRIP = 1 << 7, /* as a special token, eats the whitespace before it */
+    RLX_ATTR_RSTRIP = 1 << 8, /* ... and after it */
 };
 
 #define RLX_BPE_MAX_RE 8

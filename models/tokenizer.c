@@ -4,6 +4,7 @@
  * Behaviour follows llama.cpp's llama-vocab.cpp so ids match the reference vectors. */
 #include "models/tok_internal.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,45 @@ static int32_t find_cstr(const rlx_tokenizer *t, const char *s)
     return rlx__tok_find(t, s, strlen(s));
 }
 
+static bool str_contains(rlx_gguf_str s, const char *lit)
+{
+    size_t n = strlen(lit);
+    for (size_t i = 0; i + n <= s.len; i++) {
+        size_t k = 0;
+        while (k < n && (char)tolower((unsigned char)s.ptr[i + k]) == lit[k]) k++;
+        if (k == n) return true;
+    }
+    return false;
+}
+
+static void set_attr(rlx_tokenizer *t, const char *text, uint16_t bit, bool on)
+{
+    int32_t id = find_cstr(t, text);
+    if (id < 0) return;
+    if (on) t->attr[id] |= bit;
+    else t->attr[id] &= (uint16_t)~bit;
+}
+
+/* Whitespace stripping around some special tokens, chosen by model name as llama.cpp does
+ * (HF's added-token lstrip/rstrip flags are not carried by GGUF). */
+static void set_strip_attrs(rlx_tokenizer *t, const rlx_gguf *g)
+{
+    rlx_gguf_str name = {"", 0}, arch = {"", 0};
+    rlx_gguf_get_str(g, "general.name", &name, NULL);
+    rlx_gguf_get_str(g, "general.architecture", &arch, NULL);
+    rlx_gguf_str pre = {t->pre, strlen(t->pre)};
+    if (str_contains(pre, "jina-v2-de") || str_contains(pre, "jina-v2-es") || str_contains(pre, "jina-v2-code") ||
+        str_contains(arch, "nomic-bert-moe")) {
+        set_attr(t, "<mask>", RLX_ATTR_LSTRIP, true);
+    } else if (str_contains(name, "phi-3") || str_contains(name, "phi3")) {
+        for (size_t i = 0; i < t->n_special; i++) t->attr[t->special[i]] |= RLX_ATTR_RSTRIP;
+        set_attr(t, "</s>", RLX_ATTR_RSTRIP, true);
+        set_attr(t, "<unk>", RLX_ATTR_RSTRIP, false);
+        set_attr(t, "<s>", RLX_ATTR_RSTRIP, false);
+        set_attr(t, "<|endoftext|>", RLX_ATTR_RSTRIP, false);
+    }
+}
+
 static int load_specials(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
 {
     int32_t n = t->n_vocab;
@@ -223,6 +263,7 @@ static int load_specials(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
         if ((t->attr[i] & (RLX_ATTR_CONTROL | RLX_ATTR_USER_DEFINED | RLX_ATTR_UNKNOWN)) && t->len[i] > 0)
             t->special[t->n_special++] = i;
     qsort_r(t->special, t->n_special, sizeof *t->special, cmp_special, t);
+    set_strip_attrs(t, g);
     return 0;
 }
 
@@ -391,6 +432,11 @@ static int frag_push(frags *f, int32_t tok, size_t off, size_t len)
     return 0;
 }
 
+static bool is_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 /* Splits raw fragments around every occurrence of each special token, longest first.
  * Without parse_special only user-defined tokens are split out (as llama.cpp and HF do). */
 static int partition(const rlx_tokenizer *t, const char *text, size_t len, bool parse_special, frags *cur)
@@ -414,10 +460,14 @@ static int partition(const rlx_tokenizer *t, const char *text, size_t len, bool 
             while (!rc && pos < end) {
                 const char *hit = end - pos >= sl ? memmem(text + pos, end - pos, st, sl) : NULL;
                 if (!hit) { rc = frag_push(&next, -1, pos, end - pos); break; }
-                size_t at = (size_t)(hit - text);
-                if (at > pos) rc = frag_push(&next, -1, pos, at - pos);
+                size_t at = (size_t)(hit - text), left = at;
+                if (t->attr[id] & RLX_ATTR_LSTRIP)
+                    while (left > pos && is_space(text[left - 1])) left--;
+                if (left > pos) rc = frag_push(&next, -1, pos, left - pos);
                 if (!rc) rc = frag_push(&next, id, 0, 0);
                 pos = at + sl;
+                if (t->attr[id] & RLX_ATTR_RSTRIP)
+                    while (pos < end && is_space(text[pos])) pos++;
             }
         }
         frags tmp = *cur; *cur = next; next = tmp;

@@ -113,6 +113,32 @@ TEST(special_tokens_and_eog)
     tv_close(&v);
 }
 
+/* Phi-3: special tokens eat the whitespace after them (llama.cpp sets rstrip by model name) and
+ * "</s>" is user-defined, so it is recognised even without parse_special. */
+TEST(phi3_rstrip_and_user_defined)
+{
+    tv_vocab v;
+    int32_t *ids;
+    size_t n;
+    OPEN_OR_SKIP(v, "phi-3");
+    ASSERT_EQ(tokenize(v.t, "<|user|>\nHello<|end|>\n<|assistant|>", false, true, &ids, &n), 0);
+    ASSERT_EQ(n, 4);
+    ASSERT_EQ(ids[0], 32010);
+    ASSERT_EQ(ids[1], 15043);
+    ASSERT_EQ(ids[2], 32007);
+    ASSERT_EQ(ids[3], 32001);
+    free(ids);
+    ASSERT_EQ(tokenize(v.t, "Hi</s>", false, false, &ids, &n), 0);
+    ASSERT(n >= 2);
+    ASSERT_EQ(ids[n - 1], 2);
+    free(ids);
+    ASSERT_EQ(tokenize(v.t, "<s> x", false, true, &ids, &n), 0); /* <s> keeps its space */
+    ASSERT_EQ(ids[0], 1);
+    ASSERT(n >= 2 && ids[1] != find_piece(v.t, "\xe2\x96\x81x"));
+    free(ids);
+    tv_close(&v);
+}
+
 TEST(token_to_bytes)
 {
     tv_vocab v;
@@ -340,6 +366,6 @@ TEST(bad_vocabularies)
     unlink(path);
 }
 
-TEST_MAIN(TEST_ENTRY(add_special_per_family), TEST_ENTRY(special_tokens_and_eog), TEST_ENTRY(token_to_bytes),
+TEST_MAIN(TEST_ENTRY(add_special_per_family), TEST_ENTRY(special_tokens_and_eog), TEST_ENTRY(phi3_rstrip_and_user_defined), TEST_ENTRY(token_to_bytes),
           TEST_ENTRY(stream_holds_split_code_points), TEST_ENTRY(random_bytes_round_trip), TEST_ENTRY(load_time),
           TEST_ENTRY(bad_vocabularies))
