@@ -67,6 +67,10 @@ const char *rlx_gguf_path(const rlx_gguf *g);
 uint32_t rlx_gguf_version(const rlx_gguf *g);
 uint64_t rlx_gguf_alignment(const rlx_gguf *g);
 uint64_t rlx_gguf_file_size(const rlx_gguf *g);
+/* File offset where the tensor data section starts (tensor offsets are relative to it). */
+uint64_t rlx_gguf_data_offset(const rlx_gguf *g);
+/* "uint8", "string", "array", ... ("unknown" for ids outside the enum). */
+const char *rlx_gguf_type_name(rlx_gguf_type t);
 
 uint64_t rlx_gguf_n_kv(const rlx_gguf *g);
 const rlx_gguf_kv *rlx_gguf_kv_at(const rlx_gguf *g, uint64_t i);
@@ -107,5 +111,7 @@ int rlx_gguf_writer_copy_kv(rlx_gguf_writer *w, const rlx_gguf_kv *kv);
 int rlx_gguf_writer_add_tensor(rlx_gguf_writer *w, const char *name, int type, uint32_t n_dims,
                                const int64_t *ne, const void *data, uint64_t size);
 int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err);
+/* Why the last failed setter/add_tensor call failed ("" if none failed); valid until the next call. */
+const char *rlx_gguf_writer_last_error(const rlx_gguf_writer *w);
 
 #endif
