@@ -51,11 +51,11 @@ size_t rlx__utf8_valid_len(const char *s, size_t n)
 
 int32_t rlx__tok_find(const rlx_tokenizer *t, const char *s, size_t n)
 {
-    uint32_t i = rlx__hash_bytes(RLX__HASH_SEED, s, n) & t->tok_mask;
-    for (;; i = (i + 1) & t->tok_mask) {
-        int32_t id = t->tok_slots[i];
+    uint32_t h = rlx__hash_bytes(RLX__HASH_SEED, s, n);
+    for (uint32_t i = h & t->tok_mask;; i = (i + 1) & t->tok_mask) {
+        int32_t id = t->tok_slots[i].id;
         if (id < 0) return -1;
-        if (t->len[id] == n && memcmp(t->text[id], s, n) == 0) return id;
+        if (t->tok_slots[i].h == h && t->len[id] == n && memcmp(t->text[id], s, n) == 0) return id;
     }
 }
 
@@ -69,12 +69,12 @@ static uint32_t pow2_at_least(uint64_t n)
 /* Later duplicates win, as with llama.cpp's token_to_id map. */
 static void tok_insert(rlx_tokenizer *t, int32_t id)
 {
-    uint32_t i = rlx__hash_bytes(RLX__HASH_SEED, t->text[id], t->len[id]) & t->tok_mask;
-    for (;; i = (i + 1) & t->tok_mask) {
-        int32_t cur = t->tok_slots[i];
-        if (cur < 0) { t->tok_slots[i] = id; return; }
-        if (t->len[cur] == t->len[id] && memcmp(t->text[cur], t->text[id], t->len[id]) == 0) {
-            t->tok_slots[i] = id;
+    uint32_t h = rlx__hash_bytes(RLX__HASH_SEED, t->text[id], t->len[id]);
+    for (uint32_t i = h & t->tok_mask;; i = (i + 1) & t->tok_mask) {
+        int32_t cur = t->tok_slots[i].id;
+        if (cur < 0 || (t->tok_slots[i].h == h && t->len[cur] == t->len[id] &&
+                        memcmp(t->text[cur], t->text[id], t->len[id]) == 0)) {
+            t->tok_slots[i] = (rlx__slot){h, id};
             return;
         }
     }
