@@ -256,7 +256,8 @@ static int pretokenize(const rlx_tokenizer *t, const char *text, size_t n, spans
             size_t len = cur->v[i].len, pos = 0, last = 0;
             while (pos < len && !rc) {
                 int m = pcre2_match(t->re[r], (PCRE2_SPTR)s, len, pos, 0, md, NULL);
-                if (m < 0) break; /* no match (or a match-limit error): the rest stays one piece */
+                if (m == PCRE2_ERROR_NOMATCH) break;
+                if (m < 0) { rc = RLX_ERANGE; break; } /* match or depth limit: never split silently */
                 PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
                 size_t ms = ov[0], me = ov[1];
                 if (me <= ms) { pos = ms + 1; continue; } /* empty match: look further on */

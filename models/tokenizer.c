@@ -514,7 +514,9 @@ int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_
     }
     if (rc) {
         free(out.v);
-        return rlx_errorf(err, rc, "out of memory tokenizing %zu bytes of text", len);
+        if (rc == RLX_ENOMEM) return rlx_errorf(err, rc, "out of memory tokenizing %zu bytes of text", len);
+        return rlx_errorf(err, rc, "the '%s' pre-tokenizer could not split this text (regex limit reached); "
+                          "split the input into smaller parts", t->pre);
     }
     *ids = out.v;
     *n_ids = out.n;
