@@ -342,7 +342,8 @@ int rlx_tokenizer_from_gguf(rlx_tokenizer **out, const rlx_gguf *g, rlx_error *e
         t->bos = 1; t->eos = 2; t->unk = 0;
         t->add_bos = true; t->add_space_prefix = true;
     } else if (kind == RLX_TOK_BPE) {
-        t->bos = 11; t->eos = 11;
+        /* llama.cpp defaults to id 11 here, which in GPT-2-style vocabularies is ",": without the
+         * keys we rather have no BOS/EOS than end generation on a comma. */
     } else {
         t->bos = 101; t->unk = 100; t->sep = 102; t->pad = 0;
         t->add_bos = true; t->add_sep = true;
