@@ -409,11 +409,12 @@ TEST(load_time)
 static int write_vocab(const char *path, const char *model, const char *pre)
 {
     rlx_gguf_writer *w = rlx_gguf_writer_new();
-    static const rlx_gguf_str toks[] = {{"<unk>", 5}, {"a", 1}, {"b", 1}, {"ab", 2}};
+    static const rlx_gguf_str toks[] = {{"<unk>", 5}, {"a", 1}, {"b", 1}, {"ab", 2}, {"c", 1}, {"d", 1}, {"e", 1},
+                                        {"f", 1}, {"g", 1}, {"h", 1}, {"i", 1}, {",", 1}, {"j", 1}};
     static const rlx_gguf_str merges[] = {{"a b", 3}};
     if (model) rlx_gguf_writer_set_str(w, "tokenizer.ggml.model", model, strlen(model));
     if (pre) rlx_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre, strlen(pre));
-    rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
+    rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, RLX_ARRAY_LEN(toks));
     rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1);
     rlx_error err = {0};
     int rc = rlx_gguf_writer_write(w, path, &err);
@@ -455,6 +456,9 @@ TEST(bad_vocabularies)
     ASSERT_EQ(load_vocab(path, &t, &err), 0);
     int32_t *ids;
     size_t n;
+    ASSERT_EQ(rlx_tokenizer_eos(t), -1); /* no keys: no BOS/EOS, and "," (id 11) does not end generation */
+    ASSERT_EQ(rlx_tokenizer_bos(t), -1);
+    ASSERT(!rlx_tokenizer_is_eog(t, 11));
     ASSERT_EQ(rlx_tokenize(t, "abab", 4, true, false, &ids, &n, &err), 0);
     ASSERT_EQ(n, 2); /* one pre-token; "a b" merges twice and "abab" is no token */
     ASSERT_EQ(ids[0], 3);
