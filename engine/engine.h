@@ -82,6 +82,7 @@ typedef struct rlx_request {
     char *session_id;          /* owned, NULL if none */
     rlx_event_fn on_event;
     void *user;
+    double submitted_at;       /* set by rlx_worker_submit (rlx_now() clock) */
 } rlx_request;
 
 rlx_request *rlx_request_new(void);  /* zeroed, default sampling, top_logprobs -1 */
@@ -93,7 +94,8 @@ typedef struct rlx_worker_config {
     int n_threads;             /* <= 0: all cores */
     int32_t n_ctx;             /* <= 0: the model's context length */
     int kv_type;               /* RLX_F16 (default), RLX_F32, RLX_Q8_0 */
-    size_t kv_mem_mib;         /* 0: enough for max_seqs full contexts, capped by free memory */
+    size_t kv_mem_mib;         /* 0: enough for max_seqs full contexts */
+    int32_t kv_blocks;         /* exact pool size in blocks (overrides kv_mem_mib; tests) */
     int32_t kv_block;          /* tokens per KV block, default 16 */
     int32_t max_batch_tokens;  /* default 512 */
     int32_t max_seqs;          /* default 16 */
