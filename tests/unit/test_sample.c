@@ -4,6 +4,8 @@
 #include "tests/rlx_test.h"
 #include "engine/sample.h"
 
+#include <pthread.h>
+
 #define N_DRAWS 20000
 
 /* chi-square critical values at p = 0.001 for 1..9 degrees of freedom */
@@ -286,6 +288,14 @@ TEST(top_p_alone)
     double e[] = {0, 0.5 / 0.8, 0, 0.3 / 0.8};
     ASSERT_DIST(counts, e, 4);
     rlx_sampler_free(s);
+    /* ties at the cut are ordered by lower id: four equal tokens, top_p 0.5 keeps 0 and 1 */
+    p.top_p = 0.5f;
+    s = rlx_sampler_new(&p, 4);
+    float eq[] = {2, 2, 2, 2};
+    draw_many(s, eq, 4, counts);
+    double e_eq[] = {0.5, 0.5, 0, 0};
+    ASSERT_DIST(counts, e_eq, 4);
+    rlx_sampler_free(s);
     /* small top_p keeps only the best */
     p.top_p = 0.1f;
     s = rlx_sampler_new(&p, 4);
@@ -355,6 +365,43 @@ TEST(seed_determinism)
     ASSERT(same < 150);
     rlx_sampler_free(s1);
     rlx_sampler_free(other);
+}
+
+typedef struct thr { uint64_t seed; int32_t out[64]; } thr;
+
+static void run_seq(thr *t)
+{
+    enum { NV = 5000 };
+    static float base[NV];
+    float *w = malloc(NV * sizeof *w);
+    for (int i = 0; i < NV; i++) base[i] = (float)((i * 7919) % 1000) / 100.0f;
+    rlx_sampling_params p = params(0.9f, t->seed);
+    p.top_p = 0.9f;
+    rlx_sampler *s = rlx_sampler_new(&p, NV);
+    for (int i = 0; i < 64; i++) {
+        memcpy(w, base, sizeof base);
+        t->out[i] = rlx_sampler_sample(s, w);
+        rlx_sampler_accept(s, t->out[i]);
+    }
+    rlx_sampler_free(s);
+    free(w);
+}
+
+static void *thr_main(void *arg) { run_seq(arg); return NULL; }
+
+TEST(threads_draw_like_one_thread)
+{
+    /* samplers share per-thread scratch; results must not depend on the thread */
+    thr a[4], b[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        a[i].seed = b[i].seed = 100 + (uint64_t)i;
+        run_seq(&a[i]);
+    }
+    for (int i = 0; i < 4; i++) ASSERT_EQ(pthread_create(&th[i], NULL, thr_main, &b[i]), 0);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) ASSERT(memcmp(a[i].out, b[i].out, sizeof a[i].out) == 0);
+    ASSERT(memcmp(a[0].out, a[1].out, sizeof a[0].out) != 0);
 }
 
 TEST(everything_banned_falls_back)
@@ -456,5 +503,6 @@ TEST_MAIN(TEST_ENTRY(defaults), TEST_ENTRY(validation_names_the_parameter),
           TEST_ENTRY(penalties_exact_values), TEST_ENTRY(penalty_window),
           TEST_ENTRY(temperature_distribution), TEST_ENTRY(top_k_alone), TEST_ENTRY(top_p_alone),
           TEST_ENTRY(min_p_alone), TEST_ENTRY(chain_order_filters_before_temperature),
-          TEST_ENTRY(seed_determinism), TEST_ENTRY(everything_banned_falls_back),
+          TEST_ENTRY(seed_determinism), TEST_ENTRY(threads_draw_like_one_thread),
+          TEST_ENTRY(everything_banned_falls_back),
           TEST_ENTRY(logprobs), TEST_ENTRY(large_vocab_top_p_matches_full_sort))
