@@ -74,10 +74,12 @@ struct rlx_sampler {
     rlx_sampling_params p;    /* p.logit_bias points at bias below */
     rlx_logit_bias *bias;     /* owned copy */
     int32_t n_vocab;
-    int32_t *hist;            /* accepted tokens, oldest first; owned */
+    /* Penalty window: counts of the tokens in it, kept up to date by accept so a sample costs
+     * O(distinct tokens) even with penalty_last_n = -1 over a long context. */
+    struct tcount { int32_t tok; int32_t cnt; } *map; /* open addressing, tok -1 = empty */
+    size_t map_cap, map_used; /* map_cap a power of two; map_used: slots with a token */
+    int32_t *hist;            /* bounded windows only: recent tokens, oldest first */
     size_t n_hist, cap_hist;
-    int32_t *win;             /* scratch for counting the penalty window */
-    size_t cap_win;
     uint64_t rng[4];          /* xoshiro256** state */
 };
 
@@ -201,66 +203,92 @@ void rlx_sampler_free(rlx_sampler *s)
 {
     if (!s) return;
     free(s->bias);
+    free(s->map);
     free(s->hist);
-    free(s->win);
     free(s);
+}
+
+static bool penalties_on(const rlx_sampling_params *p)
+{
+    return p->penalty_last_n != 0 && (p->repetition_penalty != 1.0f ||
+                                      p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f);
+}
+
+static size_t map_slot(const struct tcount *m, size_t cap, int32_t tok)
+{
+    size_t i = ((uint32_t)tok * 2654435761u) & (cap - 1);
+    while (m[i].tok != -1 && m[i].tok != tok) i = (i + 1) & (cap - 1);
+    return i;
+}
+
+/* Rebuilds the table with room for growth, dropping tokens whose count fell to zero. */
+static int map_rebuild(rlx_sampler *s)
+{
+    size_t live = 0;
+    for (size_t i = 0; i < s->map_cap; i++) live += s->map[i].cnt > 0;
+    size_t cap = 16;
+    while (cap < 4 * (live + 1)) cap *= 2;
+    struct tcount *m = malloc(cap * sizeof *m);
+    if (!m) return RLX_ENOMEM;
+    for (size_t i = 0; i < cap; i++) m[i] = (struct tcount){-1, 0};
+    for (size_t i = 0; i < s->map_cap; i++)
+        if (s->map[i].cnt > 0) m[map_slot(m, cap, s->map[i].tok)] = s->map[i];
+    free(s->map);
+    s->map = m;
+    s->map_cap = cap;
+    s->map_used = live;
+    return 0;
+}
+
+static int map_add(rlx_sampler *s, int32_t tok, int32_t delta)
+{
+    if (delta > 0 && (s->map_used + 1) * 2 > s->map_cap && map_rebuild(s)) return RLX_ENOMEM;
+    if (!s->map_cap) return 0;
+    size_t i = map_slot(s->map, s->map_cap, tok);
+    if (s->map[i].tok == -1) {
+        if (delta < 0) return 0;
+        s->map[i].tok = tok;
+        s->map_used++;
+    }
+    s->map[i].cnt = RLX_MAX(s->map[i].cnt + delta, 0);
+    return 0;
 }
 
 void rlx_sampler_accept(rlx_sampler *s, int32_t token)
 {
-    if (!s || s->p.penalty_last_n == 0) return;
-    size_t keep = s->p.penalty_last_n > 0 ? (size_t)s->p.penalty_last_n : 0;
-    /* a bounded window is compacted once the history reaches twice its length */
-    if (keep && s->n_hist >= 2 * keep) {
-        memmove(s->hist, s->hist + s->n_hist - (keep - 1), (keep - 1) * sizeof *s->hist);
-        s->n_hist = keep - 1;
+    /* under OOM the token is not counted at all: penalties weaken, memory stays sound */
+    if (!s || !penalties_on(&s->p) || token < 0 || token >= s->n_vocab) return;
+    if (map_add(s, token, 1)) return;
+    if (s->p.penalty_last_n < 0) return; /* the whole history: nothing ever leaves */
+    size_t keep = (size_t)s->p.penalty_last_n;
+    if (s->n_hist == 2 * keep) { /* compact: keep the current window */
+        memmove(s->hist, s->hist + s->n_hist - keep, keep * sizeof *s->hist);
+        s->n_hist = keep;
     }
     if (s->n_hist == s->cap_hist) {
-        size_t cap = s->cap_hist ? s->cap_hist * 2 : 64;
+        size_t cap = RLX_MIN(s->cap_hist ? s->cap_hist * 2 : 64, 2 * keep);
         int32_t *h = realloc(s->hist, cap * sizeof *h);
-        if (!h) return; /* penalties then miss one token: degraded, not wrong memory */
+        if (!h) { map_add(s, token, -1); return; }
         s->hist = h;
         s->cap_hist = cap;
     }
     s->hist[s->n_hist++] = token;
+    if (s->n_hist > keep) map_add(s, s->hist[s->n_hist - keep - 1], -1);
 }
 
 /* ---- chain steps ------------------------------------------------------------------------- */
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
 
 /* Repetition (llama.cpp) then presence/frequency (OpenAI) over distinct tokens of the window. */
 static void apply_penalties(rlx_sampler *s, float *logits)
 {
     const rlx_sampling_params *p = &s->p;
-    if (p->penalty_last_n == 0 || s->n_hist == 0) return;
-    if (p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f &&
-        p->frequency_penalty == 0.0f)
-        return;
-    size_t n = s->n_hist;
-    if (p->penalty_last_n > 0 && (size_t)p->penalty_last_n < n) n = (size_t)p->penalty_last_n;
-    if (n > s->cap_win) {
-        int32_t *w = realloc(s->win, n * sizeof *w);
-        if (!w) return;
-        s->win = w;
-        s->cap_win = n;
-    }
-    memcpy(s->win, s->hist + s->n_hist - n, n * sizeof *s->win);
-    qsort(s->win, n, sizeof *s->win, cmp_i32);
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && s->win[j] == s->win[i]) j++;
-        int32_t tok = s->win[i];
-        float count = (float)(j - i);
-        i = j;
-        if (tok < 0 || tok >= s->n_vocab) continue;
+    if (!penalties_on(p)) return;
+    for (size_t i = 0; i < s->map_cap; i++) {
+        if (s->map[i].cnt <= 0) continue;
+        int32_t tok = s->map[i].tok;
         float l = logits[tok];
         l = l > 0.0f ? l / p->repetition_penalty : l * p->repetition_penalty;
-        l -= count * p->frequency_penalty + p->presence_penalty;
+        l -= (float)s->map[i].cnt * p->frequency_penalty + p->presence_penalty;
         logits[tok] = l;
     }
 }

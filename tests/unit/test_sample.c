@@ -211,6 +211,22 @@ TEST(penalty_window)
     ASSERT_NEAR(l[6], -2.0, 0);
     rlx_sampler_free(s);
 
+    /* repeats leaving the window are uncounted one by one */
+    s = rlx_sampler_new(&p, 8);
+    for (int i = 0; i < 10; i++) rlx_sampler_accept(s, 6);
+    rlx_sampler_accept(s, 1);
+    float r[8] = {0};
+    rlx_sampler_sample(s, r);
+    ASSERT_NEAR(r[6], -2.0, 0);
+    ASSERT_NEAR(r[1], -1.0, 0);
+    rlx_sampler_accept(s, 2);
+    rlx_sampler_accept(s, 3);
+    float r2[8] = {0};
+    rlx_sampler_sample(s, r2);
+    ASSERT_NEAR(r2[6], 0.0, 0);
+    ASSERT_NEAR(r2[1] + r2[2] + r2[3], -3.0, 0);
+    rlx_sampler_free(s);
+
     /* 0 disables; -1 means the whole history */
     p.penalty_last_n = 0;
     s = rlx_sampler_new(&p, 8);
@@ -222,9 +238,13 @@ TEST(penalty_window)
     p.penalty_last_n = -1;
     s = rlx_sampler_new(&p, 8);
     for (int i = 0; i < 500; i++) rlx_sampler_accept(s, 2);
+    for (int i = 0; i < 7; i++) rlx_sampler_accept(s, i); /* grows the count table */
+    rlx_sampler_accept(s, 99); /* out of the vocabulary: ignored */
     float b[8] = {0};
     rlx_sampler_sample(s, b);
-    ASSERT_NEAR(b[2], -500.0, 0);
+    ASSERT_NEAR(b[2], -501.0, 0);
+    ASSERT_NEAR(b[0], -1.0, 0);
+    ASSERT_NEAR(b[7], 0.0, 0);
     rlx_sampler_free(s);
 }
 
