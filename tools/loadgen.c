@@ -279,15 +279,17 @@ static void finish(stream *s, CURLcode cc, const char *curl_err)
         snprintf(why, sizeof why, "HTTP %ld%s%s", status, s->err[0] ? ", " : "", s->err);
     else if (s->err[0])
         snprintf(why, sizeof why, "%s", s->err);
-    else if (s->chunks == 0)
-        snprintf(why, sizeof why, "the stream ended without any content chunk");
+    else if (s->chunks == 0 && !s->done_marker && s->usage_tokens < 0)
+        /* no text is fine for a finished stream (a model may emit only held-back bytes), but
+         * a stream cut short before [DONE] or usage is an error */
+        snprintf(why, sizeof why, "the stream ended without content, usage or [DONE]");
     if (why[0]) {
         st->errors++;
         if (!st->first_error[0]) snprintf(st->first_error, sizeof st->first_error, "%s", why);
         return;
     }
     st->ok++;
-    push(&st->ttft, s->ttft);
+    if (s->ttft >= 0) push(&st->ttft, s->ttft);
     for (size_t i = 0; i < s->itl.n; i++) push(&st->itl, s->itl.v[i]);
     push(&st->e2e, now_s() - s->t_start);
     st->out_tokens += s->usage_tokens >= 0 ? s->usage_tokens : s->chunks;

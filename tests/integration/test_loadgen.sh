@@ -14,7 +14,13 @@ if [ -z "$py" ]; then echo "test_loadgen: python3 not found; skipped"; exit 77; 
 
 tmp=$(mktemp -d)
 srv_pid=""
-cleanup() { [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
+d_pid=""
+cleanup() {
+  [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null
+  [ -n "$d_pid" ] && kill "$d_pid" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 fail=0
 bad() { echo "test_loadgen: FAIL: $*" >&2; fail=1; }
@@ -72,6 +78,8 @@ class H(BaseHTTPRequestHandler):
             for i in range(n):
                 if model == "midstream" and i == 2:
                     self.send_chunk('data: {"error":{"message":"worker died"}}\n\n'); break
+                if model == "cut":
+                    self.send_chunk(""); return  # a clean end of body, but no text, usage or [DONE]
                 c = {"choices": [{"index": 0, "delta": {"content": " t%d" % i}}]} if chat \
                     else {"choices": [{"index": 0, "text": " t%d" % i}]}
                 self.send_chunk("data: %s\n\n" % json.dumps(c))
@@ -136,6 +144,10 @@ check "$tmp/r3.json" "j['errors']==3 and j['ok']==0 and 'HTTP 500' in j['first_e
 timeout 30 "$bin" --url "$url" --model midstream --requests 2 --max-tokens 5 --json > "$tmp/r4.json"
 check "$tmp/r4.json" "j['errors']==2 and 'worker died' in j['first_error']" "in-stream error"
 
+# 4b. a stream that ends before any content, usage or [DONE] is an error
+timeout 30 "$bin" --url "$url" --model cut --requests 2 --max-tokens 5 --json > "$tmp/r4b.json"
+check "$tmp/r4b.json" "j['errors']==2 and 'without content' in j['first_error']" "truncated stream"
+
 # 5. --timeout bounds the run even when the server stalls
 t0=$(date +%s.%N)
 timeout 30 "$bin" --url "$url" --model slow --concurrency 2 --requests 4 --timeout 1 --json > "$tmp/r5.json"
@@ -148,6 +160,34 @@ check "$tmp/r5.json" "j['ok']==0 and j['errors']+j['not_started']==4 and 'imeout
 "$bin" --url ftp://x/v1 --model m >/dev/null 2>&1; [ $? = 2 ] || bad "non-http URL should exit 2"
 "$bin" --url "$url" >/dev/null 2>&1; [ $? = 2 ] || bad "missing --model should exit 2"
 "$bin" --url "$url" --model m --concurrency 0 >/dev/null 2>&1; [ $? = 2 ] || bad "--concurrency 0 should exit 2"
+
+# 7. the real daemon on a tiny synthetic model, once this build has `rlxd serve` and rlxd-synth
+dir=$(dirname "$bin")
+if [ -x "$dir/rlxd" ] && [ -x "$dir/rlxd-synth" ] && "$dir/rlxd" serve --help >/dev/null 2>&1 \
+   && "$dir/rlxd-synth" --arch llama --preset tiny --type q8_0 --seed 1 -o "$tmp/tiny.gguf" >/dev/null 2>&1; then
+  env -i PATH="$PATH" "$dir/rlxd" serve -m "$tmp/tiny.gguf:tiny" --host 127.0.0.1 --port 0 \
+    2> "$tmp/daemon.log" &
+  d_pid=$!
+  for _ in $(seq 150); do
+    grep -q "listening on http://" "$tmp/daemon.log" && break
+    kill -0 "$d_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  dport=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$tmp/daemon.log" | head -1 | grep -o '[0-9]*$')
+  if [ -z "$dport" ]; then
+    bad "rlxd serve did not start: $(tail -5 "$tmp/daemon.log")"
+  else
+    timeout 120 "$bin" --url "http://127.0.0.1:$dport/v1" --model tiny --concurrency 2 --requests 4 \
+      --prompt-tokens 16 --max-tokens 4 --json --timeout 90 > "$tmp/r7.json" || bad "run against rlxd exited $?"
+    check "$tmp/r7.json" "j['ok']==4 and j['errors']==0 and 0<j['output_tokens']<=16" \
+      "against rlxd serve"
+  fi
+  kill "$d_pid" 2>/dev/null
+  wait "$d_pid" 2>/dev/null
+  d_pid=""
+else
+  echo "test_loadgen: rlxd serve or rlxd-synth not available in this build: real-daemon run skipped"
+fi
 
 [ $fail = 0 ] && echo "test_loadgen: ok"
 exit $fail
