@@ -84,6 +84,8 @@ void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why)
     ev.timings.prompt_s = s->t_first > 0 ? s->t_first - s->t_admit : 0;
     ev.timings.gen_s = s->t_first > 0 ? s->t_last - s->t_first : 0;
     ev.timings.total_s = now - sub;
+    if (why == RLX_FINISH_STOP || why == RLX_FINISH_LENGTH) rlx__session_commit(w, s);
+    else rlx__session_detach(w, s);
     emit(s->req, &ev);
     pthread_mutex_lock(&w->mu);
     w->stats.generated_tokens += (uint64_t)s->n_generated;
@@ -94,6 +96,7 @@ void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why)
 void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg)
 {
     detach(w, s);
+    rlx__session_detach(w, s);
     rlx_event ev = {.type = RLX_EV_ERROR, .error_code = code, .error_msg = msg, .text = ""};
     emit(s->req, &ev);
     rlx__seq_free(w, s);
@@ -112,6 +115,10 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
         if ((rc = rlx_tokenize(w->tok, r->prompt_text, strlen(r->prompt_text), r->add_special, true, &ids, &n, err)))
             return rc;
         if (n == 0) { free(ids); return rlx_errorf(err, RLX_EINVAL, "the prompt is empty"); }
+    }
+    if (r->session_id && (rc = rlx__session_attach(w, s, &ids, &n, err))) {
+        if (ids != r->prompt_ids) free(ids);
+        return rc;
     }
     int64_t room = RLX_MIN((int64_t)rn->n_ctx, (int64_t)rn->kv.n_blocks * rn->kv.block_size) - (int64_t)n;
     int64_t want = r->max_tokens > 0 ? r->max_tokens : room;
@@ -232,6 +239,7 @@ static int grow_waiting(rlx_worker *w)
 
 static void intake(rlx_worker *w)
 {
+    rlx__sessions_gc(w);
     pthread_mutex_lock(&w->mu);
     rlx_request **inbox = w->inbox;
     int32_t n_inbox = w->n_inbox;

@@ -51,6 +51,10 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         char *dot = strstr(w->name, ".gguf");
         if (dot && dot[5] == 0) *dot = 0;
     }
+    if ((rc_ = rlx__sessions_open(w, err))) {
+        rlx__sessions_close(w);
+        goto fail;
+    }
     int32_t T = w->cfg.max_batch_tokens, S = w->cfg.max_seqs;
     w->b_tokens = malloc((size_t)T * sizeof *w->b_tokens);
     w->b_pos = malloc((size_t)T * sizeof *w->b_pos);
@@ -61,6 +65,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     w->running = calloc((size_t)S, sizeof *w->running);
     if (!w->b_tokens || !w->b_pos || !w->b_seq || !w->b_out || !w->b_seqs || !w->b_seqptr || !w->running) {
         rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        rlx__sessions_close(w);
         goto fail;
     }
     pthread_mutex_init(&w->mu, NULL);
@@ -68,6 +73,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     extern void *rlx__worker_main(void *);
     if (pthread_create(&w->thread, NULL, rlx__worker_main, w)) {
         rc_ = rlx_errorf(err, RLX_ENOMEM, "cannot start the worker thread");
+        rlx__sessions_close(w);
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
         goto fail;
@@ -132,6 +138,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     }
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
+    rlx__sessions_close(w);
     rlx_chat_template_free(w->tmpl);
     rlx_tokenizer_free(w->tok);
     rlx_runner_close(w->runner);

@@ -10,6 +10,20 @@
 
 typedef struct rlx_session_store rlx_session_store;
 
+/* A session in memory. Metadata is guarded by rlx_worker.smu; pinned blocks are touched only
+ * by the worker thread. */
+typedef struct wsession {
+    char id[129];
+    int32_t *tokens;            /* history: every token of the last turn (prompt + generated) */
+    int32_t n_tokens;
+    int32_t *pinned;            /* full, registered KV blocks holding a reference */
+    int32_t n_pinned;
+    double created, updated;    /* wall clock */
+    double used;                /* monotonic, for the pin LRU */
+    bool busy;                  /* a request of this session is in flight */
+    bool deleted;               /* deleted from another thread; worker unpins and frees */
+} wsession;
+
 typedef struct seq {
     rlx_request *req;           /* owned */
     int32_t *tokens;            /* prompt + generated; tokens[0..n_computed) are in the KV cache */
@@ -32,6 +46,7 @@ typedef struct seq {
     int32_t out_row;            /* row of this step's logits, -1 if none */
     char *text;                 /* detok output buffer */
     size_t text_cap;
+    wsession *session;          /* NULL if none */
 } seq;
 
 typedef struct cancel_node { uint64_t id; struct cancel_node *next; } cancel_node;
@@ -67,6 +82,15 @@ struct rlx_worker {
 
     /* stats (guarded by mu) */
     rlx_worker_stats stats;
+
+    /* sessions */
+    pthread_mutex_t smu;
+    wsession **sessions;
+    int32_t n_sessions, cap_sessions;
+    rlx_session_store *store;   /* NULL without --db */
+    char *kv_dir;               /* snapshot directory (<db>.kv), NULL without --db */
+    uint64_t model_hash;        /* identifies model + KV layout for snapshots */
+    int32_t pin_budget;         /* max blocks pinned by idle sessions */
 };
 
 /* sched.c */
@@ -75,6 +99,16 @@ void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why);
 void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg);
 void rlx__seq_free(rlx_worker *w, seq *s);
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err);
+/* worker_session.c */
+int rlx__sessions_open(rlx_worker *w, rlx_error *err);
+void rlx__sessions_close(rlx_worker *w);
+/* Attaches s to its session, prefixing the history unless the request replaces it. */
+int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, rlx_error *err);
+/* Records the finished turn: history, pins, persistence. */
+void rlx__session_commit(rlx_worker *w, seq *s);
+void rlx__session_detach(rlx_worker *w, seq *s);
+void rlx__sessions_gc(rlx_worker *w);
+
 /* Ends a request that never became a sequence (shutdown without drain). */
 void rlx__request_cancelled(rlx_worker *w, rlx_request *req);
 
