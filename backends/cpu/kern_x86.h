@@ -52,6 +52,7 @@ KINLINE void legacy_block(__m256i wq, float dw, const rlx_block_q8_0 *const *a, 
                           __m256 *acc, const int nt)
 {
     const __m256i wa = _mm256_abs_epi8(wq); /* |w| as unsigned, sign moved onto the activation */
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const __m256i aq = _mm256_loadu_si256((const __m256i *)a[t][ib].qs);
         const __m256i s = DOT_U8S8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(aq, wq));
@@ -73,6 +74,7 @@ KINLINE __m256i q4_0_weights(const rlx_block_q4_0 *b)
                       const int nt)                                                              \
     {                                                                                            \
         __m256 acc0[4], acc1[4];                                                                 \
+        _Pragma("GCC unroll 8")                                                                  \
         for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();                    \
         int64_t ib = 0;                                                                          \
         for (; ib + 1 < nb; ib += 2) {                                                           \
@@ -80,6 +82,7 @@ KINLINE __m256i q4_0_weights(const rlx_block_q4_0 *b)
             legacy_block(WEIGHTS(&w[ib + 1]), f16(w[ib + 1].d), a, ib + 1, acc1, nt);            \
         }                                                                                        \
         if (ib < nb) legacy_block(WEIGHTS(&w[ib]), f16(w[ib].d), a, ib, acc0, nt);               \
+        _Pragma("GCC unroll 8")                                                                  \
         for (int t = 0; t < nt; t++) res[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));          \
     }
 LEGACY_TILE(tile_q8_0, rlx_block_q8_0, q8_0_weights)
@@ -106,9 +109,11 @@ KINLINE void k45_finish(const __m256i q[8], const uint32_t u[4], float d, float 
     const uint8_t *sc = (const uint8_t *)u;
     const __m128i m8 = _mm_set_epi32(0, 0, (int)u[3], (int)u[2]);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const rlx_block_q8_k *y = &a[t][i];
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             const __m256i p = _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j)));
             acc = DOT_I16(acc, p, _mm256_set1_epi16(sc[j]));
@@ -129,6 +134,7 @@ KINLINE void tile_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, 
         uint32_t u[4];
         k4_scales(w[i].scales, u);
         __m256i q[8];
+        #pragma GCC unroll 8
         for (int k = 0; k < 4; k++) {
             const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
             q[2 * k] = _mm256_and_si256(b, m4);
@@ -136,6 +142,7 @@ KINLINE void tile_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, 
         }
         k45_finish(q, u, f16(w[i].d), f16(w[i].dmin), a, i, sum, nt);
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) res[t] = sum[t];
 }
 
@@ -149,6 +156,7 @@ KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, 
         k4_scales(w[i].scales, u);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)w[i].qh);
         __m256i q[8];
+        #pragma GCC unroll 8
         for (int k = 0; k < 4; k++) {
             const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
             /* bit j of qh[l] is the fifth bit of sub-block j */
@@ -159,6 +167,7 @@ KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, 
         }
         k45_finish(q, u, f16(w[i].d), f16(w[i].dmin), a, i, sum, nt);
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) res[t] = sum[t];
 }
 
@@ -169,6 +178,7 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < nb; i++) {
         __m256i q[8], scv[8];
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h + 32));
@@ -182,13 +192,16 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
             q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
         }
+        #pragma GCC unroll 8
         for (int v = 0; v < 8; v++)
             scv[v] = _mm256_setr_m128i(_mm_set1_epi16(w[i].scales[2 * v]), _mm_set1_epi16(w[i].scales[2 * v + 1]));
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const float d = f16(w[i].d);
+        #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const rlx_block_q8_k *y = &a[t][i];
             __m256i acc = _mm256_setzero_si256();
+            #pragma GCC unroll 8
             for (int v = 0; v < 8; v++) {
                 const __m256i p = _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * v)));
                 acc = DOT_I16(acc, p, scv[v]);
@@ -198,6 +211,7 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
             sum[t] += d * y->d * (float)isum;
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) res[t] = sum[t];
 }
 
@@ -221,16 +235,22 @@ KINLINE float scal_bf16(const void *w, int64_t i) { return rlx_bf16_to_f32(((con
     KINLINE void NAME(const void *w, const float *const *a, int64_t K, float *res, const int nt) \
     {                                                                                            \
         __m256 acc[4][4];                                                                        \
+        _Pragma("GCC unroll 8")                                                                  \
         for (int t = 0; t < nt; t++)                                                             \
+            _Pragma("GCC unroll 8")                                                              \
             for (int u = 0; u < 4; u++) acc[t][u] = _mm256_setzero_ps();                         \
         int64_t i = 0;                                                                           \
         for (; i + 32 <= K; i += 32) {                                                           \
             __m256 wv[4];                                                                        \
+            _Pragma("GCC unroll 8")                                                              \
             for (int u = 0; u < 4; u++) wv[u] = LOADW(w, i + 8 * u);                             \
+            _Pragma("GCC unroll 8")                                                              \
             for (int t = 0; t < nt; t++)                                                         \
+                _Pragma("GCC unroll 8")                                                          \
                 for (int u = 0; u < 4; u++)                                                      \
                     acc[t][u] = _mm256_fmadd_ps(wv[u], _mm256_loadu_ps(a[t] + i + 8 * u), acc[t][u]); \
         }                                                                                        \
+        _Pragma("GCC unroll 8")                                                                  \
         for (int t = 0; t < nt; t++) {                                                           \
             float r = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                 \
                                             _mm256_add_ps(acc[t][2], acc[t][3])));               \
@@ -269,8 +289,9 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
         const void *wr = (const char *)w + (size_t)n * wrow;
         for (int64_t t0 = 0; t0 < T; t0 += maxt) {
             const int nt = (int)RLX_MIN((int64_t)maxt, T - t0);
-            const void *ap[4];
+            const void *ap[4] = {act, act, act, act};
             float r[4];
+            #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
             switch (type) {
             case RLX_Q8_0: BY_NT(tile_q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
@@ -282,6 +303,7 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
             case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
             default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
             }
+            #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
         }
     }
