@@ -3,6 +3,7 @@
  *   KPFX(name)  the exported entry's prefix (rlx__<path>_matmul_rows)
  *   KVNNI       1: vpdpbusd / vpdpwssd; 0: vpmaddubsw + vpmaddwd
  *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
+ *   KAVX512     1: the integer kernels of kern_x86_512.h (two blocks / a super-block per zmm)
  *
  * Layout of the work: weight row n outermost; activation rows in tiles of up to 4 (KMAXT_F for
  * float types) visit it while it sits in L1, so weights stream from memory once per call. The
@@ -262,6 +263,19 @@ FLOAT_TILE(tile_f32, load_w_f32, scal_f32)
 FLOAT_TILE(tile_f16, load_w_f16, scal_f16)
 FLOAT_TILE(tile_bf16, load_w_bf16, scal_bf16)
 
+#if KAVX512
+#include "backends/cpu/kern_x86_512.h"
+#define TILE_Q8_0 tile512_q8_0
+#define TILE_Q4_0 tile512_q4_0
+#define TILE_Q4_K tile512_q4_k
+#define TILE_Q6_K tile512_q6_k
+#else
+#define TILE_Q8_0 tile_q8_0
+#define TILE_Q4_0 tile_q4_0
+#define TILE_Q4_K tile_q4_k
+#define TILE_Q6_K tile_q6_k
+#endif
+
 /* ---- driver ---- */
 
 #define BY_NT(call, ...)                                          \
@@ -294,11 +308,11 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
             #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
             switch (type) {
-            case RLX_Q8_0: BY_NT(tile_q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-            case RLX_Q4_0: BY_NT(tile_q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-            case RLX_Q4_K: BY_NT(tile_q4_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+            case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+            case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+            case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
             case RLX_Q5_K: BY_NT(tile_q5_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_Q6_K: BY_NT(tile_q6_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+            case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
             case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
             case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
             default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
