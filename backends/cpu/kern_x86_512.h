@@ -93,17 +93,21 @@ static const uint16_t idx_k6[4][32] __attribute__((aligned(64))) = {
 #undef H16
 };
 
+/* Σ of acc's 16 lanes and of m's 8 lanes, reduced together. */
+KINLINE void reduce2_512(__m512i acc, __m256i m, int32_t *sa, int32_t *sm)
+{
+    reduce2(_mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1)), m, sa, sm);
+}
+
 KINLINE void tile512_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
                           const int nt)
 {
     float sum[4] = {0, 0, 0, 0};
     const __m512i m4 = _mm512_set1_epi8(0xF);
     for (int64_t i = 0; i < nb; i++) {
-        uint32_t u[4];
-        k4_scales(w[i].scales, u);
-        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0])));
-        const __m128i m8 = _mm_set_epi32(0, 0, (int)u[3], (int)u[2]);
-        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        const __m128i sm = k4_scales_v(w[i].scales);
+        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */
         __m512i q[4], scv[4];
         _Pragma("GCC unroll 8")
         for (int k = 0; k < 2; k++) {
@@ -125,8 +129,8 @@ KINLINE void tile512_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *
                 const __m512i p = _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(y->qs + 64 * k)));
                 acc = DOT512_I16(acc, p, scv[k]);
             }
-            const int32_t isum = _mm512_reduce_add_epi32(acc);
-            const int32_t msum = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16));
+            int32_t isum, msum;
+            reduce2_512(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16), &isum, &msum);
             sum[t] += d * y->d * (float)isum;   /* same expressions, same order as quant_k.c */
             sum[t] -= dmin * y->d * (float)msum;
         }
