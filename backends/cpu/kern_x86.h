@@ -125,11 +125,12 @@ KINLINE void k45_finish(const __m256i q[8], const uint8_t packed[12], float d, f
     const __m128i sm = k4_scales_v(packed);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */
     const __m256i sc16 = _mm256_cvtepu8_epi16(sm);
+    /* broadcast word j of sc16: a 64-bit lane broadcast, then an in-lane word shuffle */
+    const __m256i sc_lo = _mm256_permute4x64_epi64(sc16, 0x00), sc_hi = _mm256_permute4x64_epi64(sc16, 0x55);
     __m256i scv[8];
     #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) /* broadcast word j of sc16 (an in-lane shuffle after a lane broadcast) */
-        scv[j] = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(sc16, j < 4 ? 0x00 : 0x55),
-                                     _mm256_set1_epi16((short)(((2 * (j & 3) + 1) << 8) | (2 * (j & 3)))));
+    for (int j = 0; j < 8; j++)
+        scv[j] = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, _mm256_set1_epi16((short)(((2 * (j & 3) + 1) << 8) | (2 * (j & 3)))));
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const rlx_block_q8_k *y = &a[t][i];
