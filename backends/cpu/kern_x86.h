@@ -210,10 +210,15 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
             q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
         }
-        #pragma GCC unroll 8
-        for (int v = 0; v < 8; v++)
-            scv[v] = _mm256_setr_m128i(_mm_set1_epi16(w[i].scales[2 * v]), _mm_set1_epi16(w[i].scales[2 * v + 1]));
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        /* scv[v] = [scale 2v x 8 | scale 2v+1 x 8]: both words sit in 64-bit lane v/2 */
+        const __m256i sq[4] = {_mm256_permute4x64_epi64(sc16, 0x00), _mm256_permute4x64_epi64(sc16, 0x55),
+                               _mm256_permute4x64_epi64(sc16, 0xAA), _mm256_permute4x64_epi64(sc16, 0xFF)};
+        #pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            const short lo = (short)(((4 * (v & 1) + 1) << 8) | (4 * (v & 1))), hi = (short)(lo + 0x0202);
+            scv[v] = _mm256_shuffle_epi8(sq[v / 2], _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi)));
+        }
         const float d = f16(w[i].d);
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
@@ -224,8 +229,9 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
                 const __m256i p = _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * v)));
                 acc = DOT_I16(acc, p, scv[v]);
             }
-            const int32_t corr = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16));
-            const int32_t isum = hsum_epi32(acc) - 32 * corr;
+            int32_t dot, corr;
+            reduce2(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16), &dot, &corr);
+            const int32_t isum = dot - 32 * corr;
             sum[t] += d * y->d * (float)isum;
         }
     }

@@ -172,8 +172,9 @@ KINLINE void tile512_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *
                 const __m512i p = _mm512_maddubs_epi16(q[v], _mm512_loadu_si512((const void *)(y->qs + 64 * v)));
                 acc = DOT512_I16(acc, p, scv[v]);
             }
-            const int32_t corr = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16));
-            const int32_t isum = _mm512_reduce_add_epi32(acc) - 32 * corr;
+            int32_t dot, corr;
+            reduce2_512(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16), &dot, &corr);
+            const int32_t isum = dot - 32 * corr;
             sum[t] += d * y->d * (float)isum;
         }
     }
