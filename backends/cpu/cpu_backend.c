@@ -71,7 +71,7 @@ static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *
     size_t total = 2 * (size_t)geo->n_layers * be->kv_layer_bytes;
     be->kv_mem = alloc64(total);
     be->attn_stride = (slots + 15) & ~(size_t)15;
-    be->attn_scratch = alloc64((size_t)rlx_threadpool_size(be->tp) * be->attn_stride * sizeof(float));
+    be->attn_scratch = alloc64((size_t)rlx_threadpool_size(be->tp) * (be->attn_stride * RLX_CPU_ATTN_G + RLX_CPU_ATTN_PART) * sizeof(float));
     if (!be->kv_mem || !be->attn_scratch)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB for the KV cache", total >> 20);
     memset(be->kv_mem, 0, total);

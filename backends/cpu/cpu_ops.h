@@ -7,13 +7,19 @@
 #include "backends/backend.h"
 #include "backends/cpu/threadpool.h"
 
+/* Query heads attention handles per pass over a K/V row; the backend gives each thread
+ * attn_scratch_stride * RLX_CPU_ATTN_G floats of scores plus RLX_CPU_ATTN_PART floats of
+ * per-lane partial sums (16 lanes of head_dim <= 1024 per head). */
+#define RLX_CPU_ATTN_G 4
+#define RLX_CPU_ATTN_PART ((size_t)RLX_CPU_ATTN_G * 16 * 1024)
+
 typedef struct rlx_cpu_run {
     const rlx_plan *plan;
     const rlx_batch *batch;
     rlx_threadpool *tp;
     uint8_t *arena;
     uint8_t *scratch;            /* matmul activation conversion */
-    float *attn_scratch;         /* per thread: attn_scratch_stride floats */
+    float *attn_scratch;         /* per thread: attn_scratch_stride * RLX_CPU_ATTN_G + RLX_CPU_ATTN_PART floats */
     size_t attn_scratch_stride;
     const int32_t *out_index;    /* batch token index of each output row */
     /* KV pool */

@@ -1,0 +1,185 @@
+/* test_cpu_attention.c - the CPU attention kernels over the paged KV cache. q, k and v come
+ * straight from embedding rows (exact on every path), so the attention output of each SIMD path
+ * (forced like RLX_CPU_PATH does) must equal the scalar reference bit for bit, for F16 and F32
+ * caches, grouped heads (more per KV head than one pass takes), head_dim not a multiple of the
+ * vector width, softcap and sliding window; it must also agree with a double-precision
+ * computation, and a sequence's rows must not depend on the other sequences of the batch. */
+#include "tests/rlx_test.h"
+#include "backends/backend.h"
+#include "backends/cpu/kernels.h"
+
+#include <math.h>
+
+#define VOCAB 32
+#define BS 16
+
+typedef struct cfg { int nh, nkv, hd, window; float cap; int kv_type; } cfg;
+
+static float wq[VOCAB * 12 * 80], wk[VOCAB * 12 * 80], wv[VOCAB * 12 * 80];
+
+static void fill(float *w, int n, uint32_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        w[i] = (float)((int)(seed >> 9) % 2001 - 1000) / 400.0f;
+    }
+}
+
+static void build(rlx_graph *g, const cfg *c)
+{
+    rlx_graph_init(g);
+    int q = rlx_g_get_rows(g, rlx_g_weight(g, "q", RLX_F32, c->nh * c->hd, VOCAB, wq), 1.0f);
+    int k = rlx_g_get_rows(g, rlx_g_weight(g, "k", RLX_F32, c->nkv * c->hd, VOCAB, wk), 1.0f);
+    int v = rlx_g_get_rows(g, rlx_g_weight(g, "v", RLX_F32, c->nkv * c->hd, VOCAB, wv), 1.0f);
+    int a = rlx_g_node(g, RLX_OP_ATTENTION, RLX_ROWS_TOKENS, c->nh * c->hd, q, k, v);
+    rlx_node *n = rlx_g_last(g);
+    n->ip[0] = 0; n->ip[1] = c->nh; n->ip[2] = c->nkv; n->ip[3] = c->hd; n->ip[4] = c->window;
+    n->fp[0] = 1.0f / sqrtf((float)c->hd); n->fp[1] = c->cap;
+    g->output = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, c->nh * c->hd, a, -1, -1);
+    g->n_layers = 1;
+    g->kv_cols = c->nkv * c->hd;
+}
+
+/* Two sequences (21 and 9 tokens) in one prefill batch, or only `only` (0/1) in its own batch,
+ * then one decode token of sequence 0 when both are present. out gets every output row. */
+static int run(const cfg *c, int only, float *out, int *n_rows)
+{
+    rlx_graph g;
+    build(&g, c);
+    rlx_plan p;
+    rlx_error err = {0};
+    rlx_compile_opts o = {.max_tokens = 32, .max_outputs = 32};
+    if (rlx_compile(&g, &o, &p, &err)) { fprintf(stderr, "%s\n", err.msg); return -1; }
+    rlx_backend *be = NULL;
+    int rc = rlx_backend_cpu_create(&be, 2, &err);
+    if (!rc) rc = be->ops->prepare(be, &p, &err);
+    rlx_kv_geometry geo = {1, c->nkv * c->hd, 4, BS, c->kv_type};
+    if (!rc) rc = be->ops->kv_init(be, &geo, &err);
+    int32_t blocks0[2] = {3, 0}, blocks1[1] = {1};
+    rlx_batch_seq seqs[2] = {{blocks0, 2}, {blocks1, 1}};
+    int32_t tok[32], pos[32], seq[32];
+    uint8_t outm[32];
+    int n = 0;
+    for (int s = 0; s < 2; s++) {
+        if (only >= 0 && s != only) continue;
+        int len = s ? 9 : 21;
+        for (int i = 0; i < len; i++, n++) {
+            tok[n] = (i * 7 + s * 5 + 3) % VOCAB;
+            pos[n] = i;
+            seq[n] = only >= 0 ? 0 : s;
+            outm[n] = 1;
+        }
+    }
+    rlx_batch b = {n, tok, pos, seq, outm, n, only >= 0 ? 1 : 2, only >= 0 ? &seqs[only] : seqs};
+    if (!rc) rc = be->ops->run(be, &p, &b, out, &err);
+    *n_rows = n;
+    if (!rc && only < 0) {
+        /* decode step: sequence 0 at position 21 sees its 21 cached positions */
+        int32_t t1 = 11, p1 = 21, s1 = 0;
+        uint8_t o1 = 1;
+        rlx_batch d = {1, &t1, &p1, &s1, &o1, 1, 2, seqs};
+        rc = be->ops->run(be, &p, &d, out + (size_t)n * (size_t)(c->nh * c->hd), &err);
+        *n_rows = n + 1;
+    }
+    if (rc) fprintf(stderr, "run: %s\n", err.msg);
+    rlx_backend_destroy(be);
+    rlx_plan_free(&p);
+    rlx_graph_free(&g);
+    return rc;
+}
+
+static double rnd(double x, int kv_type) { return kv_type == RLX_F16 ? rlx_f16_to_f32(rlx_f32_to_f16((float)x)) : x; }
+
+/* attention of token (tok at pos) of a sequence whose tokens are toks[0..pos], in double */
+static void reference(const cfg *c, const int32_t *toks, int pos, int tok, float *y)
+{
+    int kvc = c->nkv * c->hd, group = c->nh / c->nkv;
+    int j0 = c->window > 0 && pos - c->window + 1 > 0 ? pos - c->window + 1 : 0;
+    for (int h = 0; h < c->nh; h++) {
+        const float *q = wq + (size_t)tok * (size_t)(c->nh * c->hd) + h * c->hd;
+        double sc[64], mx = -INFINITY, sum = 0;
+        for (int j = j0; j <= pos; j++) {
+            const float *k = wk + (size_t)toks[j] * (size_t)kvc + (h / group) * c->hd;
+            double d = 0;
+            for (int i = 0; i < c->hd; i++) d += rnd(q[i], c->kv_type) * rnd(k[i], c->kv_type);
+            if (c->cap > 0) d = c->cap * tanh(d / c->cap);
+            sc[j] = d / sqrt((double)c->hd);
+            mx = fmax(mx, sc[j]);
+        }
+        for (int j = j0; j <= pos; j++) sum += (sc[j] = exp(sc[j] - mx));
+        for (int i = 0; i < c->hd; i++) {
+            double acc = 0;
+            for (int j = j0; j <= pos; j++)
+                acc += sc[j] / sum * rnd(wv[(size_t)toks[j] * (size_t)kvc + (h / group) * c->hd + i], c->kv_type);
+            y[h * c->hd + i] = (float)acc;
+        }
+    }
+}
+
+static const cfg cfgs[] = {
+    {12, 2, 80, 0, 0.0f, RLX_F16},  /* 6 heads per KV head: two passes of 4 + 2; tails of 80 */
+    {12, 2, 80, 0, 0.0f, RLX_F32},
+    {8, 8, 64, 5, 30.0f, RLX_F16},  /* MHA, sliding window, softcap */
+    {4, 1, 128, 0, 0.0f, RLX_F16},
+};
+
+#define MAXOUT (33 * 12 * 80)
+
+TEST(paths_bitwise_equal_and_close_to_double)
+{
+    static float ref[MAXOUT], got[MAXOUT];
+    fill(wq, RLX_ARRAY_LEN(wq), 1);
+    fill(wk, RLX_ARRAY_LEN(wk), 2);
+    fill(wv, RLX_ARRAY_LEN(wv), 3);
+    const char *orig = rlx_cpu_path();
+    const char *paths[] = {"avx2", "avx512", "avx512-novnni"};
+    for (size_t ci = 0; ci < RLX_ARRAY_LEN(cfgs); ci++) {
+        const cfg *c = &cfgs[ci];
+        int cols = c->nh * c->hd, nr = 0, nr2 = 0;
+        ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+        ASSERT_EQ(run(c, -1, ref, &nr), 0);
+        ASSERT_EQ(nr, 31);
+        /* against double precision: rows of sequence 0 (incl. the decode row), then sequence 1 */
+        int32_t toks0[22], toks1[9];
+        for (int i = 0; i < 21; i++) toks0[i] = (i * 7 + 3) % VOCAB;
+        toks0[21] = 11;
+        for (int i = 0; i < 9; i++) toks1[i] = (i * 7 + 8) % VOCAB;
+        float y[12 * 80];
+        for (int r = 0; r < nr; r++) {
+            bool s1 = r >= 21 && r < 30;
+            int pos = r < 21 ? r : s1 ? r - 21 : 21;
+            reference(c, s1 ? toks1 : toks0, pos, s1 ? toks1[pos] : toks0[pos], y);
+            for (int i = 0; i < cols; i++)
+                ASSERT_MSG(fabs(ref[(size_t)r * cols + i] - y[i]) < 2e-3 * (1 + fabs(y[i])),
+                           "cfg %zu row %d col %d: %g vs %g", ci, r, i, ref[(size_t)r * cols + i], y[i]);
+        }
+        for (size_t pi = 0; pi < RLX_ARRAY_LEN(paths); pi++) {
+            if (!rlx_cpu_has_path(paths[pi])) { fprintf(stderr, "  (path %s not on this CPU)\n", paths[pi]); continue; }
+            ASSERT_EQ(rlx_cpu_force_path(paths[pi]), 0);
+            ASSERT_EQ(run(c, -1, got, &nr2), 0);
+            ASSERT_EQ(nr2, nr);
+            for (int i = 0; i < nr * cols; i++)
+                ASSERT_MSG(memcmp(&got[i], &ref[i], 4) == 0, "cfg %zu path %s element %d: %.9g vs scalar %.9g",
+                           ci, paths[pi], i, got[i], ref[i]);
+        }
+    }
+    ASSERT_EQ(rlx_cpu_force_path(orig), 0);
+}
+
+TEST(batch_invariance)
+{
+    static float both[MAXOUT], alone[MAXOUT];
+    for (size_t ci = 0; ci < RLX_ARRAY_LEN(cfgs); ci++) {
+        const cfg *c = &cfgs[ci];
+        int cols = c->nh * c->hd, nb = 0, na = 0;
+        ASSERT_EQ(run(c, -1, both, &nb), 0);
+        ASSERT_EQ(run(c, 1, alone, &na), 0);
+        ASSERT_EQ(na, 9);
+        ASSERT(memcmp(alone, both + (size_t)21 * cols, (size_t)(9 * cols) * 4) == 0);
+        ASSERT_EQ(run(c, 0, alone, &na), 0);
+        ASSERT_EQ(na, 21);
+        ASSERT(memcmp(alone, both, (size_t)(21 * cols) * 4) == 0);
+    }
+}
+
+TEST_MAIN(TEST_ENTRY(paths_bitwise_equal_and_close_to_double), TEST_ENTRY(batch_invariance))
