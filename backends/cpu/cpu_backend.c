@@ -24,6 +24,9 @@ typedef struct cpu_backend {
     float *attn_scratch;
     size_t attn_stride;
     size_t matmul_weight_bytes;  /* weight bytes one token streams through (plan's matmuls) */
+    uint8_t *row_scratch;        /* per thread: one converted activation row */
+    size_t row_stride;
+    _Atomic int64_t *counters;   /* per plan step */
 } cpu_backend;
 
 /* Below this many weight bytes x tokens a step runs on one thread: the barriers between
@@ -39,10 +42,21 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     free(be->arena);
     free(be->scratch);
     free(be->out_index);
+    free(be->row_scratch);
+    free(be->counters);
+    size_t row = 64;
+    for (int i = 0; i < plan->n_steps; i++)
+        if (plan->steps[i].node.op == RLX_OP_MATMUL) {
+            const rlx_gtensor *w = &plan->graph->tensors[plan->steps[i].node.in[1]];
+            row = RLX_MAX(row, rlx_row_bytes(rlx_vec_dot_type(w->wtype), w->ne[0]));
+        }
+    be->row_stride = (row + 63) & ~(size_t)63;
+    be->row_scratch = alloc64(be->row_stride * (size_t)rlx_threadpool_size(be->tp));
+    be->counters = calloc((size_t)RLX_MAX(plan->n_steps, 1), sizeof *be->counters);
     be->arena = alloc64(plan->arena_bytes);
     be->scratch = alloc64(plan->scratch_bytes ? plan->scratch_bytes : 64);
     be->out_index = malloc((size_t)plan->max_outputs * sizeof *be->out_index);
-    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index)
+    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->counters)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB of activations",
                           (plan->arena_bytes + plan->scratch_bytes) >> 20);
     be->arena_bytes = plan->arena_bytes;
@@ -154,10 +168,12 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
     rlx_cpu_run r = {
         .plan = plan, .batch = b, .tp = be->tp, .arena = be->arena, .scratch = be->scratch,
         .attn_scratch = be->attn_scratch, .attn_scratch_stride = be->attn_stride,
+        .row_scratch = be->row_scratch, .row_scratch_stride = be->row_stride, .counters = be->counters,
         .out_index = be->out_index, .kv = &be->kv, .kv_k = be->kv_mem,
         .kv_v = be->kv_mem + (size_t)be->kv.n_layers * be->kv_layer_bytes, .kv_layer_bytes = be->kv_layer_bytes,
     };
     atomic_init(&r.error, 0);
+    for (int i = 0; i < plan->n_steps; i++) atomic_store_explicit(&be->counters[i], 0, memory_order_relaxed);
     size_t work = be->matmul_weight_bytes * (size_t)b->n_tokens;
     rlx_threadpool_run_n(be->tp, work < CPU_SINGLE_THREAD_WORK ? 1 : rlx_threadpool_size(be->tp), run_all_steps, &r);
     int e = atomic_load(&r.error);
@@ -177,6 +193,8 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->out_index);
     free(be->kv_mem);
     free(be->attn_scratch);
+    free(be->row_scratch);
+    free(be->counters);
     free(be);
 }
 

@@ -169,6 +169,11 @@ static void k_gather(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
+/* Output rows go in chunks claimed from a per-step atomic counter, so a thread the OS
+ * preempts (the machine is often oversubscribed) does not hold the others at the next barrier.
+ * rlx_matmul_rows' sums never depend on [n0, n1), so results are the same whoever claims what.
+ * A single activation row is converted by every thread into its own scratch row: cheaper than
+ * a barrier. */
 static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     const rlx_graph *g = r->plan->graph;
@@ -178,37 +183,42 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     int vt = rlx_vec_dot_type(w->wtype);
     size_t arb = rlx_row_bytes(vt, K);
     const void *act;
+    bool own = T == 1 && nth > 1;
+    uint8_t *dst0 = own ? r->row_scratch + (size_t)ith * r->row_scratch_stride : r->scratch;
+    if (own) { a = 0; b = 1; } else split(T, ith, nth, &a, &b);
     if (vt == RLX_F32 && w->wtype == RLX_F32) {
         act = rowp(r, x, 0);
-    } else if (vt == RLX_F32) {
-        /* ggml multiplies F16/BF16 weights with activations rounded to the weight's type;
-         * do the same (kept as f32 values) so logits agree with llama.cpp */
-        split(T, ith, nth, &a, &b);
+    } else {
         for (int64_t t = a; t < b; t++) {
             const float *src = rowp(r, x, t);
-            float *dst = (float *)(r->scratch + (size_t)t * arb);
-            if (w->wtype == RLX_F16)
-                for (int64_t k = 0; k < K; k++) dst[k] = rlx_f16_to_f32(rlx_f32_to_f16(src[k]));
-            else
-                for (int64_t k = 0; k < K; k++) dst[k] = rlx_bf16_to_f32(rlx_f32_to_bf16(src[k]));
+            uint8_t *dst = dst0 + (size_t)t * arb;
+            if (vt != RLX_F32) {
+                rlx_quantize_row(vt, src, dst, K);
+            } else if (w->wtype == RLX_F16) {
+                /* ggml multiplies F16/BF16 weights with activations rounded to the weight's
+                 * type; do the same (kept as f32 values) so logits agree with llama.cpp */
+                for (int64_t k = 0; k < K; k++) ((float *)dst)[k] = rlx_f16_to_f32(rlx_f32_to_f16(src[k]));
+            } else {
+                for (int64_t k = 0; k < K; k++) ((float *)dst)[k] = rlx_bf16_to_f32(rlx_f32_to_bf16(src[k]));
+            }
         }
-        rlx_threadpool_barrier(r->tp);
-        act = r->scratch;
-    } else {
-        split(T, ith, nth, &a, &b);
-        for (int64_t t = a; t < b; t++) rlx_quantize_row(vt, rowp(r, x, t), r->scratch + (size_t)t * arb, K);
-        rlx_threadpool_barrier(r->tp);
-        act = r->scratch;
+        if (!own) rlx_threadpool_barrier(r->tp);
+        act = dst0;
     }
-    /* split output rows in multiples of 16 so SIMD tiles stay whole */
-    int64_t chunks = (N + 15) / 16;
-    split(chunks, ith, nth, &a, &b);
-    int64_t n0 = a * 16, n1 = RLX_MIN(b * 16, N);
-    if (n0 >= n1) return;
     float *out = rowp(r, s->out, 0);
-    rlx_matmul_rows(w->wtype, w->data, n0, n1, act, arb, T, K, out, N);
-    if (s->n_chain)
-        for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1);
+    /* chunks of 16-row tiles: about 8 per thread, more when T is large (longer per row) */
+    int64_t tiles = (N + 15) / 16, per = tiles / ((int64_t)nth * 8);
+    if (per < 1) per = 1;
+    if (nth == 1) per = tiles;
+    _Atomic int64_t *next = &r->counters[s - r->plan->steps];
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(next, per, memory_order_relaxed);
+        if (c >= tiles) break;
+        int64_t n0 = c * 16, n1 = RLX_MIN((c + per) * 16, N);
+        rlx_matmul_rows(w->wtype, w->data, n0, n1, act, arb, T, K, out, N);
+        if (s->n_chain)
+            for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1);
+    }
 }
 
 /* ---- rope ------------------------------------------------------------------------------- */

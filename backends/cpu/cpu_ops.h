@@ -1,6 +1,6 @@
 /* cpu_ops.h - CPU kernels of the plan's step kinds. Each kernel is called by every thread of
- * the pool with its index; it splits the work deterministically (static ranges), so results
- * never depend on the thread count or on the batch composition. Private to backends/cpu/. */
+ * the pool with its index; it splits the work so that results never depend on the thread count,
+ * on which thread computes what (matmuls claim tiles dynamically) or on the batch composition. Private to backends/cpu/. */
 #ifndef RLX_CPU_OPS_H
 #define RLX_CPU_OPS_H
 
@@ -19,6 +19,9 @@ typedef struct rlx_cpu_run {
     rlx_threadpool *tp;
     uint8_t *arena;
     uint8_t *scratch;            /* matmul activation conversion */
+    uint8_t *row_scratch;        /* per thread: one converted activation row (T = 1) */
+    size_t row_scratch_stride;
+    _Atomic int64_t *counters;   /* per step: next matmul tile to claim (zero at run start) */
     float *attn_scratch;         /* per thread: attn_scratch_stride * RLX_CPU_ATTN_G + RLX_CPU_ATTN_PART floats */
     size_t attn_scratch_stride;
     const int32_t *out_index;    /* batch token index of each output row */
