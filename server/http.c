@@ -207,9 +207,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         c->mc = mc;
         c->t0 = rlx_now();
         c->ttft = -1;
-        c->endpoint = "other";
         snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->path, sizeof c->path, "%s", url);
+        c->endpoint = rlx_route_endpoint(c->path);
         c->next = s->conns;
         if (s->conns) s->conns->prev = c;
         s->conns = c;

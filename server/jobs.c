@@ -349,7 +349,10 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
         }
     }
     if (j->n_final == j->n_submitted) finish_job(j);
-    if (!j->client_gone) notify(j);
+    if (j->notify) {
+        notify(j); /* the sink may detach, and so free j, in here */
+        return;
+    }
     maybe_free(j);
 }
 

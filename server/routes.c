@@ -235,6 +235,13 @@ static const route routes[] = {
     {"POST", "/apply-template", h_apply_template, false, "apply_template"},
 };
 
+const char *rlx_route_endpoint(const char *path)
+{
+    for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++)
+        if (!strcmp(routes[i].path, path)) return routes[i].endpoint;
+    return "other";
+}
+
 void rlx_route(rlx_srv *s, rlx_conn *c)
 {
     const route *hit = NULL;

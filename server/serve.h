@@ -172,6 +172,7 @@ struct rlx_conn {
 
 /* routes.c: handles one complete HTTP request. */
 void rlx_route(rlx_srv *s, rlx_conn *c);
+const char *rlx_route_endpoint(const char *path); /* metrics label */
 /* Sets c's answer; body (malloc'ed, may be NULL when out of memory) is taken. */
 void rlx_conn_respond(rlx_conn *c, int status, const char *ctype, char *body);
 void rlx_conn_error(rlx_conn *c, const rlx_api_error *e);
