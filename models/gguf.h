@@ -67,6 +67,10 @@ const char *rlx_gguf_path(const rlx_gguf *g);
 uint32_t rlx_gguf_version(const rlx_gguf *g);
 uint64_t rlx_gguf_alignment(const rlx_gguf *g);
 uint64_t rlx_gguf_file_size(const rlx_gguf *g);
+/* File offset where the tensor data section starts (tensor offsets are relative to it). */
+uint64_t rlx_gguf_data_offset(const rlx_gguf *g);
+/* "uint8", "string", "array", ... ("unknown" for ids outside the enum). */
+const char *rlx_gguf_type_name(rlx_gguf_type t);
 
 uint64_t rlx_gguf_n_kv(const rlx_gguf *g);
 const rlx_gguf_kv *rlx_gguf_kv_at(const rlx_gguf *g, uint64_t i);
@@ -88,7 +92,9 @@ const rlx_gguf_tensor *rlx_gguf_find_tensor(const rlx_gguf *g, const char *name)
 /* ---- writer (rlxd-synth, tests) ----
  * The writer copies everything it is given; rlx_gguf_writer_free releases it. Keys keep their
  * insertion order; setting an existing key replaces its value. Output is GGUF v3 with
- * general.alignment (default 32) honoured. */
+ * general.alignment (default 32) honoured and always written, as a uint32 after the other keys
+ * when it was not set. Setters return RLX_EINVAL/RLX_ENOMEM; rlx_gguf_writer_last_error says
+ * why. Arrays of arrays are valid GGUF but llama.cpp's reader rejects them. */
 typedef struct rlx_gguf_writer rlx_gguf_writer;
 
 rlx_gguf_writer *rlx_gguf_writer_new(void);
@@ -107,5 +113,7 @@ int rlx_gguf_writer_copy_kv(rlx_gguf_writer *w, const rlx_gguf_kv *kv);
 int rlx_gguf_writer_add_tensor(rlx_gguf_writer *w, const char *name, int type, uint32_t n_dims,
                                const int64_t *ne, const void *data, uint64_t size);
 int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err);
+/* Why the last failed setter/add_tensor call failed ("" if none failed); valid until the next call. */
+const char *rlx_gguf_writer_last_error(const rlx_gguf_writer *w);
 
 #endif

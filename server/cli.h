@@ -4,6 +4,7 @@
 #ifndef RLX_CLI_H
 #define RLX_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 int rlx_cmd_serve(int argc, char **argv);
@@ -17,5 +18,14 @@ int rlx_cmd_devices(int argc, char **argv);
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error (errno set). */
 char *rlx_read_file(const char *path, size_t *len);
+
+/* Strict number parsing for flags: prints "rlxd CMD: FLAG expects ..." and returns false on
+ * malformed or out-of-range values. */
+bool rlx_arg_long(const char *cmd, const char *flag, const char *val, long min, long max, long *out);
+bool rlx_arg_float(const char *cmd, const char *flag, const char *val, double min, double max, float *out);
+/* The value after flag argv[*i], advancing *i; prints an error and returns NULL if missing. */
+const char *rlx_arg_value(const char *cmd, int argc, char **argv, int *i);
+/* "f16" | "f32" -> RLX_F16 / RLX_F32, -1 otherwise. */
+int rlx_arg_kv_type(const char *val);
 
 #endif

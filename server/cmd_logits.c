@@ -1,11 +1,100 @@
-/* cmd_logits.c - placeholder until the subcommand lands (replaced by its owner). */
+/* cmd_logits.c - `rlxd logits`: runs a token sequence through the model in one batch and
+ * prints the top-K logits of every position and the full logits of the last, as JSON. */
+#include "engine/runner.h"
+#include "engine/sample.h"
 #include "server/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: rlxd logits -m FILE --tokens 1,2,3 [--top K] [--kv-type f16|f32] [-t THREADS]\n");
+}
+
+static int parse_tokens(const char *s, int32_t **out, int *n)
+{
+    int cap = 64;
+    *n = 0;
+    *out = malloc((size_t)cap * sizeof **out);
+    while (*out && *s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > INT32_MAX || (*end && *end != ',')) return -1;
+        if (*n == cap) {
+            int32_t *t = realloc(*out, (size_t)(cap *= 2) * sizeof *t);
+            if (!t) return -1;
+            *out = t;
+        }
+        (*out)[(*n)++] = (int32_t)v;
+        s = *end ? end + 1 : end;
+    }
+    return *out && *n > 0 ? 0 : -1;
+}
 
 int rlx_cmd_logits(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "rlxd %s: not available in this build yet\n", argv[0]);
-    return 1;
+    const char *model = NULL, *tokens = NULL;
+    long top = 5, threads = 0;
+    int kv_type = RLX_F16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(model = rlx_arg_value("logits", argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--tokens")) { if (!(tokens = rlx_arg_value("logits", argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--top")) { if (!(v = rlx_arg_value("logits", argc, argv, &i)) || !rlx_arg_long("logits", a, v, 0, 100, &top)) return 2; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = rlx_arg_value("logits", argc, argv, &i)) || !rlx_arg_long("logits", a, v, 0, 1024, &threads)) return 2; }
+        else if (!strcmp(a, "--kv-type")) {
+            if (!(v = rlx_arg_value("logits", argc, argv, &i))) return 2;
+            if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd logits: --kv-type must be f16 or f32\n"); return 2; }
+        } else { fprintf(stderr, "rlxd logits: unknown option '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (!model || !tokens) { usage(stderr); return 2; }
+    int32_t *ids = NULL;
+    int n = 0;
+    if (parse_tokens(tokens, &ids, &n)) {
+        fprintf(stderr, "rlxd logits: --tokens expects comma-separated non-negative ids, got '%s'\n", tokens);
+        free(ids);
+        return 2;
+    }
+    rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true,
+                             .max_batch_tokens = n, .max_outputs = n, .n_ctx = n, .backend = {.n_threads = (int)threads}};
+    rlx_runner *r = NULL;
+    rlx_error err = {0};
+    if (rlx_runner_open(&r, &cfg, &err)) { fprintf(stderr, "rlxd logits: %s\n", err.msg); free(ids); return 1; }
+    int rc = 1;
+    int32_t *pos = malloc((size_t)n * sizeof *pos), *seq = calloc((size_t)n, sizeof *seq), *table = NULL, nb = 0, cap = 0;
+    uint8_t *outf = malloc((size_t)n);
+    int32_t *topi = malloc((size_t)(top ? top : 1) * sizeof *topi);
+    float *topv = malloc((size_t)(top ? top : 1) * sizeof *topv);
+    if (!pos || !seq || !outf || !topi || !topv || rlx_runner_reserve(r, &table, &nb, &cap, n)) {
+        fprintf(stderr, "rlxd logits: out of memory\n");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ids[i] >= r->n_vocab) { fprintf(stderr, "rlxd logits: token %d is outside the vocabulary (%d)\n", ids[i], r->n_vocab); goto done; }
+        pos[i] = i;
+        outf[i] = 1;
+    }
+    rlx_batch_seq bs = {table, nb};
+    rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs};
+    if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "rlxd logits: %s\n", err.msg); goto done; }
+    printf("{\"n_vocab\":%d,\"positions\":[", r->n_vocab);
+    for (int i = 0; i < n; i++) {
+        const float *lg = r->logits + (size_t)i * r->n_vocab;
+        if (top) rlx_logprobs(lg, r->n_vocab, 0, (int)top, topi, topv);
+        printf("%s{\"top\":[", i ? "," : "");
+        for (long k = 0; k < top; k++) printf("%s[%d,%.9g]", k ? "," : "", topi[k], lg[topi[k]]);
+        printf("]}");
+    }
+    printf("],\"last\":[");
+    const float *last = r->logits + (size_t)(n - 1) * r->n_vocab;
+    for (int v = 0; v < r->n_vocab; v++) printf("%s%.9g", v ? "," : "", last[v]);
+    printf("]}\n");
+    rc = 0;
+done:
+    free(pos); free(seq); free(outf); free(topi); free(topv); free(table); free(ids);
+    rlx_runner_close(r);
+    return rc;
 }

@@ -3,6 +3,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <string.h>
+
+#include "backends/dtype.h"
 
 char *rlx_read_file(const char *path, size_t *len)
 {
@@ -25,4 +29,46 @@ char *rlx_read_file(const char *path, size_t *len)
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+bool rlx_arg_long(const char *cmd, const char *flag, const char *val, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end || v < min || v > max) {
+        fprintf(stderr, "rlxd %s: %s expects an integer in [%ld, %ld], got '%s'\n", cmd, flag, min, max, val);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool rlx_arg_float(const char *cmd, const char *flag, const char *val, double min, double max, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (errno || end == val || *end || !(v >= min && v <= max)) {
+        fprintf(stderr, "rlxd %s: %s expects a number in [%g, %g], got '%s'\n", cmd, flag, min, max, val);
+        return false;
+    }
+    *out = (float)v;
+    return true;
+}
+
+const char *rlx_arg_value(const char *cmd, int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "rlxd %s: %s needs a value\n", cmd, argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int rlx_arg_kv_type(const char *val)
+{
+    if (!strcmp(val, "f16")) return RLX_F16;
+    if (!strcmp(val, "f32")) return RLX_F32;
+    return -1;
 }

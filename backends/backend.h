@@ -1,0 +1,79 @@
+/* backend.h - the one device interface. A backend runs compiled plans over batches; it owns
+ * its device memory (activation arena, scratch, the paged KV pool and, for GPUs, weight
+ * copies). Backends know nothing of models, serving or HTTP.
+ *
+ * A backend is an opaque handle: the interface table first, private state after. The CPU
+ * backend is the reference every other backend is tested against. */
+#ifndef RLX_BACKEND_H
+#define RLX_BACKEND_H
+
+#include "backends/graph.h"
+
+/* Geometry of the paged KV pool: n_blocks blocks of block_size token slots, per layer a K and
+ * a V array of [n_blocks * block_size][kv_cols] elements of `type` (F32, F16). */
+typedef struct rlx_kv_geometry {
+    int32_t n_layers;
+    int64_t kv_cols;
+    int32_t n_blocks;
+    int32_t block_size;
+    int type;
+} rlx_kv_geometry;
+
+/* One sequence of a batch: its block table (block ids in position order; borrowed). */
+typedef struct rlx_batch_seq {
+    const int32_t *blocks;
+    int32_t n_blocks;
+} rlx_batch_seq;
+
+/* One forward step. All arrays are borrowed for the duration of run(). Token i of the batch
+ * is `tokens[i]` at position `pos[i]` of sequence `seq[i]`; its K/V go to slot pos[i] of that
+ * sequence's block table, whose blocks must cover it. Attention of token i sees positions
+ * 0..pos[i] of its sequence (those of earlier steps and of this batch). Logits are produced
+ * for the tokens with output[i] != 0, in batch order. */
+typedef struct rlx_batch {
+    int32_t n_tokens;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq;
+    const uint8_t *output;
+    int32_t n_outputs;
+    int32_t n_seqs;
+    const rlx_batch_seq *seqs;
+} rlx_batch;
+
+typedef struct rlx_backend rlx_backend;
+
+typedef struct rlx_backend_ops {
+    const char *name;
+    /* Allocates what running `plan` needs (arena, scratch); the plan must outlive the backend's
+     * use of it. */
+    int (*prepare)(rlx_backend *be, const rlx_plan *plan, rlx_error *err);
+    /* (Re)creates the KV pool. Existing contents are lost. */
+    int (*kv_init)(rlx_backend *be, const rlx_kv_geometry *geo, rlx_error *err);
+    /* Copies whole blocks (for copy-on-write of shared prefixes). Optional. */
+    int (*kv_copy_block)(rlx_backend *be, int32_t dst, int32_t src, rlx_error *err);
+    /* Runs one step; logits (n_outputs x n_vocab, f32, host memory) are written to `logits`. */
+    int (*run)(rlx_backend *be, const rlx_plan *plan, const rlx_batch *batch, float *logits, rlx_error *err);
+    /* Host access to a block's K and V of one layer, for snapshots (optional). */
+    int (*kv_read_block)(rlx_backend *be, int32_t layer, int32_t block, void *k, void *v, rlx_error *err);
+    int (*kv_write_block)(rlx_backend *be, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err);
+    void (*destroy)(rlx_backend *be);
+} rlx_backend_ops;
+
+struct rlx_backend {
+    const rlx_backend_ops *ops;
+};
+
+typedef struct rlx_backend_config {
+    const char *name;   /* "cpu" (default), "vulkan", "cuda" */
+    int n_threads;      /* CPU: <= 0 means all cores */
+    int device;         /* GPU index */
+} rlx_backend_config;
+
+/* Creates the named backend; RLX_EUNSUPPORTED when it is not compiled in or no device exists. */
+int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_error *err);
+static inline void rlx_backend_destroy(rlx_backend *be) { if (be) be->ops->destroy(be); }
+
+int rlx_backend_cpu_create(rlx_backend **out, int n_threads, rlx_error *err);
+
+#endif

@@ -1,0 +1,189 @@
+/* cpu_backend.c - the reference backend: host memory, a thread pool, kernels of cpu_ops.c.
+ * One run() executes every step of the plan inside a single pool dispatch, with a barrier
+ * between steps. */
+#include "backends/backend.h"
+#include "backends/cpu/cpu_ops.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_backend {
+    rlx_backend base;            /* must be first */
+    rlx_threadpool *tp;
+    uint8_t *arena;
+    size_t arena_bytes;
+    uint8_t *scratch;
+    size_t scratch_bytes;
+    int32_t *out_index;
+    int32_t max_outputs;
+    rlx_kv_geometry kv;
+    uint8_t *kv_mem;             /* K of every layer, then V of every layer */
+    size_t kv_layer_bytes;
+    float *attn_scratch;
+    size_t attn_stride;
+} cpu_backend;
+
+static void *alloc64(size_t n) { return n ? aligned_alloc(64, (n + 63) & ~(size_t)63) : NULL; }
+
+static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
+{
+    cpu_backend *be = (cpu_backend *)be_;
+    free(be->arena);
+    free(be->scratch);
+    free(be->out_index);
+    be->arena = alloc64(plan->arena_bytes);
+    be->scratch = alloc64(plan->scratch_bytes ? plan->scratch_bytes : 64);
+    be->out_index = malloc((size_t)plan->max_outputs * sizeof *be->out_index);
+    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index)
+        return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB of activations",
+                          (plan->arena_bytes + plan->scratch_bytes) >> 20);
+    be->arena_bytes = plan->arena_bytes;
+    be->scratch_bytes = plan->scratch_bytes;
+    be->max_outputs = plan->max_outputs;
+    return 0;
+}
+
+static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *err)
+{
+    cpu_backend *be = (cpu_backend *)be_;
+    free(be->kv_mem);
+    free(be->attn_scratch);
+    be->kv_mem = NULL;
+    be->attn_scratch = NULL;
+    if (geo->type != RLX_F16 && geo->type != RLX_F32)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "the CPU backend keeps the KV cache in f16 or f32");
+    size_t slots = (size_t)geo->n_blocks * (size_t)geo->block_size;
+    be->kv_layer_bytes = slots * (size_t)geo->kv_cols * (geo->type == RLX_F16 ? 2 : 4);
+    size_t total = 2 * (size_t)geo->n_layers * be->kv_layer_bytes;
+    be->kv_mem = alloc64(total);
+    be->attn_stride = (slots + 15) & ~(size_t)15;
+    be->attn_scratch = alloc64((size_t)rlx_threadpool_size(be->tp) * be->attn_stride * sizeof(float));
+    if (!be->kv_mem || !be->attn_scratch)
+        return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB for the KV cache", total >> 20);
+    memset(be->kv_mem, 0, total);
+    be->kv = *geo;
+    return 0;
+}
+
+static int cpu_kv_copy_block(rlx_backend *be_, int32_t dst, int32_t src, rlx_error *err)
+{
+    cpu_backend *be = (cpu_backend *)be_;
+    if (dst < 0 || src < 0 || dst >= be->kv.n_blocks || src >= be->kv.n_blocks)
+        return rlx_errorf(err, RLX_ERANGE, "KV block id out of range");
+    size_t bb = be->kv_layer_bytes / (size_t)be->kv.n_blocks;
+    for (int half = 0; half < 2; half++)
+        for (int32_t l = 0; l < be->kv.n_layers; l++) {
+            uint8_t *base = be->kv_mem + ((size_t)half * (size_t)be->kv.n_layers + (size_t)l) * be->kv_layer_bytes;
+            memcpy(base + (size_t)dst * bb, base + (size_t)src * bb, bb);
+        }
+    return 0;
+}
+
+static int kv_block_io(cpu_backend *be, int32_t layer, int32_t block, uint8_t **k, uint8_t **v, rlx_error *err)
+{
+    if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks)
+        return rlx_errorf(err, RLX_ERANGE, "KV block or layer out of range");
+    size_t bb = be->kv_layer_bytes / (size_t)be->kv.n_blocks;
+    *k = be->kv_mem + (size_t)layer * be->kv_layer_bytes + (size_t)block * bb;
+    *v = be->kv_mem + ((size_t)be->kv.n_layers + (size_t)layer) * be->kv_layer_bytes + (size_t)block * bb;
+    return (int)bb;
+}
+
+static int cpu_kv_read_block(rlx_backend *be_, int32_t layer, int32_t block, void *k, void *v, rlx_error *err)
+{
+    uint8_t *kp = NULL, *vp = NULL;
+    int bb = kv_block_io((cpu_backend *)be_, layer, block, &kp, &vp, err);
+    if (bb < 0) return bb;
+    memcpy(k, kp, (size_t)bb);
+    memcpy(v, vp, (size_t)bb);
+    return 0;
+}
+
+static int cpu_kv_write_block(rlx_backend *be_, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err)
+{
+    uint8_t *kp = NULL, *vp = NULL;
+    int bb = kv_block_io((cpu_backend *)be_, layer, block, &kp, &vp, err);
+    if (bb < 0) return bb;
+    memcpy(kp, k, (size_t)bb);
+    memcpy(vp, v, (size_t)bb);
+    return 0;
+}
+
+static void run_all_steps(void *ctx, int ith, int nth)
+{
+    rlx_cpu_run *r = ctx;
+    for (int i = 0; i < r->plan->n_steps; i++) {
+        rlx_cpu_step(r, &r->plan->steps[i], ith, nth);
+        rlx_threadpool_barrier(r->tp);
+    }
+}
+
+static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
+{
+    cpu_backend *be = (cpu_backend *)be_;
+    if (b->n_tokens <= 0 || b->n_tokens > plan->max_tokens || b->n_outputs > plan->max_outputs || b->n_outputs < 0)
+        return rlx_errorf(err, RLX_EINVAL, "batch of %d tokens / %d outputs exceeds the plan (%d / %d)",
+                          b->n_tokens, b->n_outputs, plan->max_tokens, plan->max_outputs);
+    if (!be->kv_mem) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
+    if (plan->arena_bytes > be->arena_bytes || plan->scratch_bytes > be->scratch_bytes)
+        return rlx_errorf(err, RLX_EINVAL, "plan was not prepared on this backend");
+    int32_t o = 0;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        if (b->seq[i] < 0 || b->seq[i] >= b->n_seqs)
+            return rlx_errorf(err, RLX_EINVAL, "batch token %d names sequence %d of %d", i, b->seq[i], b->n_seqs);
+        if (b->output[i]) {
+            if (o == b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks more outputs than n_outputs");
+            be->out_index[o++] = i;
+        }
+    }
+    if (o != b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks %d outputs, n_outputs is %d", o, b->n_outputs);
+    rlx_cpu_run r = {
+        .plan = plan, .batch = b, .tp = be->tp, .arena = be->arena, .scratch = be->scratch,
+        .attn_scratch = be->attn_scratch, .attn_scratch_stride = be->attn_stride,
+        .out_index = be->out_index, .kv = &be->kv, .kv_k = be->kv_mem,
+        .kv_v = be->kv_mem + (size_t)be->kv.n_layers * be->kv_layer_bytes, .kv_layer_bytes = be->kv_layer_bytes,
+    };
+    atomic_init(&r.error, 0);
+    rlx_threadpool_run(be->tp, run_all_steps, &r);
+    int e = atomic_load(&r.error);
+    if (e) return rlx_errorf(err, e, "batch holds a token id or position outside the model or its KV blocks");
+    const rlx_graph *g = plan->graph;
+    if (logits && b->n_outputs)
+        memcpy(logits, be->arena + plan->offset[g->output], (size_t)b->n_outputs * (size_t)g->tensors[g->output].cols * 4);
+    return 0;
+}
+
+static void cpu_destroy(rlx_backend *be_)
+{
+    cpu_backend *be = (cpu_backend *)be_;
+    rlx_threadpool_free(be->tp);
+    free(be->arena);
+    free(be->scratch);
+    free(be->out_index);
+    free(be->kv_mem);
+    free(be->attn_scratch);
+    free(be);
+}
+
+static const rlx_backend_ops cpu_ops = {
+    .name = "cpu",
+    .prepare = cpu_prepare,
+    .kv_init = cpu_kv_init,
+    .kv_copy_block = cpu_kv_copy_block,
+    .run = cpu_run,
+    .kv_read_block = cpu_kv_read_block,
+    .kv_write_block = cpu_kv_write_block,
+    .destroy = cpu_destroy,
+};
+
+int rlx_backend_cpu_create(rlx_backend **out, int n_threads, rlx_error *err)
+{
+    cpu_backend *be = calloc(1, sizeof *be);
+    if (!be) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    be->base.ops = &cpu_ops;
+    int rc = rlx_threadpool_create(&be->tp, n_threads, err);
+    if (rc) { free(be); return rc; }
+    *out = &be->base;
+    return 0;
+}

@@ -1,0 +1,102 @@
+/* cpu_path.c - chooses the SIMD path of rlx_matmul_rows from CPUID at first use, or from the
+ * environment variable RLX_CPU_PATH=scalar|avx2|avx512 (a path this CPU lacks is ignored and
+ * the best available one is used). */
+#include "backends/cpu/kernels.h"
+#include "backends/quant_internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_path { const char *name; rlx_matmul_rows_fn fn; } cpu_path;
+
+static bool has_avx2(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
+static bool has_avx512(void)
+{
+#if defined(__x86_64__)
+    return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
+bool rlx_cpu_has_vnni(void)
+{
+#if defined(__x86_64__)
+    return has_avx512() && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+bool rlx_cpu_has_path(const char *name)
+{
+    if (!strcmp(name, "scalar")) return true;
+    if (!strcmp(name, "avx2")) return has_avx2();
+    if (!strcmp(name, "avx512")) return has_avx512();
+    return false;
+}
+
+static cpu_path make_path(const char *name)
+{
+#if defined(__x86_64__)
+    if (!strcmp(name, "avx512"))
+        return (cpu_path){"avx512", rlx_cpu_has_vnni() ? rlx__avx512vnni_matmul_rows : rlx__avx512_matmul_rows};
+    if (!strcmp(name, "avx2")) return (cpu_path){"avx2", rlx__avx2_matmul_rows};
+#endif
+    return (cpu_path){"scalar", rlx__matmul_rows_scalar};
+}
+
+static _Atomic(const char *) g_name;
+static _Atomic(rlx_matmul_rows_fn) g_fn;
+
+static void choose(void)
+{
+    const char *want = getenv("RLX_CPU_PATH");
+    const char *best = has_avx512() ? "avx512" : has_avx2() ? "avx2" : "scalar";
+    cpu_path p = make_path(want && rlx_cpu_has_path(want) ? want : best);
+    /* racing first callers compute the same answer, so plain stores are enough */
+    atomic_store(&g_fn, p.fn);
+    atomic_store(&g_name, p.name);
+}
+
+int rlx_cpu_force_path(const char *name)
+{
+    if (!name || (strcmp(name, "scalar") && strcmp(name, "avx2") && strcmp(name, "avx512"))) return RLX_EINVAL;
+    if (!rlx_cpu_has_path(name)) return RLX_EUNSUPPORTED;
+    cpu_path p = make_path(name);
+    atomic_store(&g_fn, p.fn);
+    atomic_store(&g_name, p.name);
+    return 0;
+}
+
+const char *rlx_cpu_path(void)
+{
+    const char *n = atomic_load(&g_name);
+    if (!n) {
+        choose();
+        n = atomic_load(&g_name);
+    }
+    return n;
+}
+
+void rlx_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                     size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+{
+    rlx_matmul_rows_fn fn = atomic_load(&g_fn);
+    if (!fn) {
+        choose();
+        fn = atomic_load(&g_fn);
+    }
+    fn(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
+}

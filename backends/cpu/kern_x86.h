@@ -1,0 +1,310 @@
+/* kern_x86.h - the x86 SIMD kernels of rlx_matmul_rows, written once and compiled per path by
+ * kern_avx2.c / kern_avx512.c / kern_avx512vnni.c, which set before including this file:
+ *   KPFX(name)  the exported entry's prefix (rlx__<path>_matmul_rows)
+ *   KVNNI       1: vpdpbusd / vpdpwssd; 0: vpmaddubsw + vpmaddwd
+ *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
+ *
+ * Layout of the work: weight row n outermost; activation rows in tiles of up to 4 (KMAXT_F for
+ * float types) visit it while it sits in L1, so weights stream from memory once per call. The
+ * per-(t, n) arithmetic is the same whatever the tile size or row range: results are batch
+ * invariant. K formats: integer sums per super-block, then the scalar code's float update, so
+ * they equal quant_k.c exactly. Q8_0/Q4_0: exact integer block sums, float scaling accumulated
+ * in two 8-lane vectors (even/odd blocks). F32/F16/BF16: four 8-lane FMA accumulators, then a
+ * scalar tail for K % 32. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "backends/quant_internal.h"
+
+#if KVNNI
+#define DOT_U8S8(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define DOT_I16(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#else
+#define DOT_U8S8(acc, u, s) \
+    _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
+#define DOT_I16(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
+#endif
+
+#define KINLINE static inline __attribute__((always_inline))
+
+KINLINE float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+KINLINE int32_t hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+KINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+/* ---- Q8_0 and Q4_0 (activations Q8_0) ---- */
+
+/* wq: the block's 32 signed weights; multiplies them with every activation row's block ib. */
+KINLINE void legacy_block(__m256i wq, float dw, const rlx_block_q8_0 *const *a, int64_t ib,
+                          __m256 *acc, const int nt)
+{
+    const __m256i wa = _mm256_abs_epi8(wq); /* |w| as unsigned, sign moved onto the activation */
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const __m256i aq = _mm256_loadu_si256((const __m256i *)a[t][ib].qs);
+        const __m256i s = DOT_U8S8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(aq, wq));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * f16(a[t][ib].d)), acc[t]);
+    }
+}
+
+KINLINE __m256i q8_0_weights(const rlx_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
+
+KINLINE __m256i q4_0_weights(const rlx_block_q4_0 *b)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs), m4 = _mm_set1_epi8(0xF);
+    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+}
+
+#define LEGACY_TILE(NAME, BLOCK, WEIGHTS)                                                         \
+    KINLINE void NAME(const BLOCK *w, const rlx_block_q8_0 *const *a, int64_t nb, float *res,   \
+                      const int nt)                                                              \
+    {                                                                                            \
+        __m256 acc0[4], acc1[4];                                                                 \
+        _Pragma("GCC unroll 8")                                                                  \
+        for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();                    \
+        int64_t ib = 0;                                                                          \
+        for (; ib + 1 < nb; ib += 2) {                                                           \
+            legacy_block(WEIGHTS(&w[ib]), f16(w[ib].d), a, ib, acc0, nt);                        \
+            legacy_block(WEIGHTS(&w[ib + 1]), f16(w[ib + 1].d), a, ib + 1, acc1, nt);            \
+        }                                                                                        \
+        if (ib < nb) legacy_block(WEIGHTS(&w[ib]), f16(w[ib].d), a, ib, acc0, nt);               \
+        _Pragma("GCC unroll 8")                                                                  \
+        for (int t = 0; t < nt; t++) res[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));          \
+    }
+LEGACY_TILE(tile_q8_0, rlx_block_q8_0, q8_0_weights)
+LEGACY_TILE(tile_q4_0, rlx_block_q4_0, q4_0_weights)
+
+/* ---- K formats (activations Q8_K) ---- */
+
+/* Unpacks the eight 6-bit scales (bytes 0..7 of out) and mins (bytes 8..15) of a Q4_K/Q5_K block. */
+KINLINE void k4_scales(const uint8_t packed[12], uint32_t u[4])
+{
+    const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
+    memcpy(u, packed, 12);
+    u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
+    const uint32_t t = u[1] & m1;
+    u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
+    u[2] = t;
+    u[0] &= m1;
+}
+
+/* q[8]: the block's 8 sub-blocks of 32 unsigned levels; sc: their scales. */
+KINLINE void k45_finish(const __m256i q[8], const uint32_t u[4], float d, float dmin,
+                        const rlx_block_q8_k *const *a, int64_t i, float *sum, const int nt)
+{
+    const uint8_t *sc = (const uint8_t *)u;
+    const __m128i m8 = _mm_set_epi32(0, 0, (int)u[3], (int)u[2]);
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const rlx_block_q8_k *y = &a[t][i];
+        __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m256i p = _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j)));
+            acc = DOT_I16(acc, p, _mm256_set1_epi16(sc[j]));
+        }
+        const int32_t isum = hsum_epi32(acc);
+        const int32_t msum = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16));
+        sum[t] += d * y->d * (float)isum;   /* same expressions, same order as quant_k.c */
+        sum[t] -= dmin * y->d * (float)msum;
+    }
+}
+
+KINLINE void tile_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
+                       const int nt)
+{
+    float sum[4] = {0, 0, 0, 0};
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    for (int64_t i = 0; i < nb; i++) {
+        uint32_t u[4];
+        k4_scales(w[i].scales, u);
+        __m256i q[8];
+        #pragma GCC unroll 8
+        for (int k = 0; k < 4; k++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
+            q[2 * k] = _mm256_and_si256(b, m4);
+            q[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+        }
+        k45_finish(q, u, f16(w[i].d), f16(w[i].dmin), a, i, sum, nt);
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) res[t] = sum[t];
+}
+
+KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
+                       const int nt)
+{
+    float sum[4] = {0, 0, 0, 0};
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < nb; i++) {
+        uint32_t u[4];
+        k4_scales(w[i].scales, u);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)w[i].qh);
+        __m256i q[8];
+        #pragma GCC unroll 8
+        for (int k = 0; k < 4; k++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
+            /* bit j of qh[l] is the fifth bit of sub-block j */
+            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one);
+            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one);
+            q[2 * k] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_slli_epi16(h0, 4));
+            q[2 * k + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), _mm256_slli_epi16(h1, 4));
+        }
+        k45_finish(q, u, f16(w[i].d), f16(w[i].dmin), a, i, sum, nt);
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) res[t] = sum[t];
+}
+
+KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
+                       const int nt)
+{
+    float sum[4] = {0, 0, 0, 0};
+    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i q[8], scv[8];
+        #pragma GCC unroll 8
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
+            /* levels 0..63 (the -32 offset is applied through bsums below) */
+            q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+            q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+            q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+            q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+        }
+        #pragma GCC unroll 8
+        for (int v = 0; v < 8; v++)
+            scv[v] = _mm256_setr_m128i(_mm_set1_epi16(w[i].scales[2 * v]), _mm_set1_epi16(w[i].scales[2 * v + 1]));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        const float d = f16(w[i].d);
+        #pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            const rlx_block_q8_k *y = &a[t][i];
+            __m256i acc = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int v = 0; v < 8; v++) {
+                const __m256i p = _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * v)));
+                acc = DOT_I16(acc, p, scv[v]);
+            }
+            const int32_t corr = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16));
+            const int32_t isum = hsum_epi32(acc) - 32 * corr;
+            sum[t] += d * y->d * (float)isum;
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) res[t] = sum[t];
+}
+
+/* ---- F32 / F16 / BF16 weights (activations F32) ---- */
+
+KINLINE __m256 load_w_f32(const void *w, int64_t i) { return _mm256_loadu_ps((const float *)w + i); }
+KINLINE __m256 load_w_f16(const void *w, int64_t i)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+}
+KINLINE __m256 load_w_bf16(const void *w, int64_t i)
+{
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+KINLINE float scal_f32(const void *w, int64_t i) { return ((const float *)w)[i]; }
+KINLINE float scal_f16(const void *w, int64_t i) { return f16(((const uint16_t *)w)[i]); }
+KINLINE float scal_bf16(const void *w, int64_t i) { return rlx_bf16_to_f32(((const uint16_t *)w)[i]); }
+
+#define FLOAT_TILE(NAME, LOADW, SCALW)                                                            \
+    KINLINE void NAME(const void *w, const float *const *a, int64_t K, float *res, const int nt) \
+    {                                                                                            \
+        __m256 acc[4][4];                                                                        \
+        _Pragma("GCC unroll 8")                                                                  \
+        for (int t = 0; t < nt; t++)                                                             \
+            _Pragma("GCC unroll 8")                                                              \
+            for (int u = 0; u < 4; u++) acc[t][u] = _mm256_setzero_ps();                         \
+        int64_t i = 0;                                                                           \
+        for (; i + 32 <= K; i += 32) {                                                           \
+            __m256 wv[4];                                                                        \
+            _Pragma("GCC unroll 8")                                                              \
+            for (int u = 0; u < 4; u++) wv[u] = LOADW(w, i + 8 * u);                             \
+            _Pragma("GCC unroll 8")                                                              \
+            for (int t = 0; t < nt; t++)                                                         \
+                _Pragma("GCC unroll 8")                                                          \
+                for (int u = 0; u < 4; u++)                                                      \
+                    acc[t][u] = _mm256_fmadd_ps(wv[u], _mm256_loadu_ps(a[t] + i + 8 * u), acc[t][u]); \
+        }                                                                                        \
+        _Pragma("GCC unroll 8")                                                                  \
+        for (int t = 0; t < nt; t++) {                                                           \
+            float r = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                 \
+                                            _mm256_add_ps(acc[t][2], acc[t][3])));               \
+            for (int64_t j = i; j < K; j++) r += SCALW(w, j) * a[t][j];                          \
+            res[t] = r;                                                                          \
+        }                                                                                        \
+    }
+FLOAT_TILE(tile_f32, load_w_f32, scal_f32)
+FLOAT_TILE(tile_f16, load_w_f16, scal_f16)
+FLOAT_TILE(tile_bf16, load_w_bf16, scal_bf16)
+
+/* ---- driver ---- */
+
+#define BY_NT(call, ...)                                          \
+    switch (nt) {                                                 \
+    case 1: call(__VA_ARGS__, 1); break;                          \
+    case 2: call(__VA_ARGS__, 2); break;                          \
+    case 3: call(__VA_ARGS__, 3); break;                          \
+    default: call(__VA_ARGS__, 4); break;                         \
+    }
+
+void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                       size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+{
+    int maxt;
+    switch (type) {
+    case RLX_F32: case RLX_F16: case RLX_BF16: maxt = KMAXT_F; break;
+    case RLX_Q8_0: case RLX_Q4_0: case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K: maxt = 4; break;
+    default:
+        rlx__matmul_rows_scalar(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
+        return;
+    }
+    const size_t wrow = rlx_row_bytes(type, K);
+    const int64_t nbl = K / RLX_QK, nbk = K / RLX_QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const void *wr = (const char *)w + (size_t)n * wrow;
+        for (int64_t t0 = 0; t0 < T; t0 += maxt) {
+            const int nt = (int)RLX_MIN((int64_t)maxt, T - t0);
+            const void *ap[4] = {act, act, act, act};
+            float r[4];
+            #pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
+            switch (type) {
+            case RLX_Q8_0: BY_NT(tile_q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+            case RLX_Q4_0: BY_NT(tile_q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+            case RLX_Q4_K: BY_NT(tile_q4_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+            case RLX_Q5_K: BY_NT(tile_q5_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+            case RLX_Q6_K: BY_NT(tile_q6_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+            case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
+            case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
+            default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
+            }
+            #pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
+        }
+    }
+}

@@ -1,0 +1,21 @@
+/* threadpool.h - persistent worker threads for the CPU backend.
+ *
+ * rlx_threadpool_run() makes every thread (the caller is thread 0) execute fn(ctx, ith, nth)
+ * once and returns when all are done. Inside fn, rlx_threadpool_barrier() synchronises all
+ * threads (every thread must call it the same number of times). Idle workers spin briefly,
+ * then sleep, so an idle server costs no CPU. One run at a time per pool. */
+#ifndef RLX_THREADPOOL_H
+#define RLX_THREADPOOL_H
+
+#include "backends/rlx.h"
+
+typedef struct rlx_threadpool rlx_threadpool;
+typedef void (*rlx_task_fn)(void *ctx, int ith, int nth);
+
+int rlx_threadpool_create(rlx_threadpool **out, int n_threads, rlx_error *err); /* <= 0: all cores */
+void rlx_threadpool_free(rlx_threadpool *tp);
+int rlx_threadpool_size(const rlx_threadpool *tp);
+void rlx_threadpool_run(rlx_threadpool *tp, rlx_task_fn fn, void *ctx);
+void rlx_threadpool_barrier(rlx_threadpool *tp);
+
+#endif

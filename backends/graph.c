@@ -1,0 +1,120 @@
+/* graph.c - building graphs: tensors and nodes appended in emission order. */
+#include "backends/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void rlx_graph_init(rlx_graph *g)
+{
+    memset(g, 0, sizeof *g);
+    g->output = -1;
+}
+
+void rlx_graph_free(rlx_graph *g)
+{
+    free(g->tensors);
+    free(g->nodes);
+    memset(g, 0, sizeof *g);
+    g->output = -1;
+}
+
+static int new_tensor(rlx_graph *g)
+{
+    if (g->oom) return -1;
+    if (g->n_tensors == g->cap_tensors) {
+        int cap = g->cap_tensors ? g->cap_tensors * 2 : 256;
+        rlx_gtensor *t = realloc(g->tensors, (size_t)cap * sizeof *t);
+        if (!t) { g->oom = true; return -1; }
+        g->tensors = t;
+        g->cap_tensors = cap;
+    }
+    memset(&g->tensors[g->n_tensors], 0, sizeof g->tensors[0]);
+    return g->n_tensors++;
+}
+
+int rlx_g_weight(rlx_graph *g, const char *name, int wtype, int64_t ne0, int64_t ne1, const void *data)
+{
+    int id = new_tensor(g);
+    if (id < 0) return -1;
+    rlx_gtensor *t = &g->tensors[id];
+    t->rows = RLX_ROWS_ONE;
+    t->cols = ne0;
+    t->is_weight = true;
+    t->wtype = wtype;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->data = data;
+    t->name = name;
+    return id;
+}
+
+int rlx_g_node(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int b, int c)
+{
+    if (g->oom || (a < 0 && op != RLX_OP_GET_ROWS)) { g->oom = true; return -1; }
+    int id = new_tensor(g);
+    if (id < 0) return -1;
+    g->tensors[id].rows = rows;
+    g->tensors[id].cols = cols;
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 256;
+        rlx_node *n = realloc(g->nodes, (size_t)cap * sizeof *n);
+        if (!n) { g->oom = true; return -1; }
+        g->nodes = n;
+        g->cap_nodes = cap;
+    }
+    rlx_node *n = &g->nodes[g->n_nodes++];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->out = id;
+    n->in[0] = a;
+    n->in[1] = b;
+    n->in[2] = c;
+    return id;
+}
+
+rlx_node *rlx_g_last(rlx_graph *g)
+{
+    return g->n_nodes ? &g->nodes[g->n_nodes - 1] : NULL;
+}
+
+int rlx_g_get_rows(rlx_graph *g, int w, float scale)
+{
+    if (w < 0) { g->oom = true; return -1; }
+    int id = rlx_g_node(g, RLX_OP_GET_ROWS, RLX_ROWS_TOKENS, g->tensors[w].ne[0], w, -1, -1);
+    if (id >= 0) rlx_g_last(g)->fp[0] = scale;
+    return id;
+}
+
+int rlx_g_rms_norm(rlx_graph *g, int x, float eps)
+{
+    if (x < 0) { g->oom = true; return -1; }
+    int id = rlx_g_node(g, RLX_OP_RMS_NORM, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1);
+    if (id >= 0) rlx_g_last(g)->fp[0] = eps;
+    return id;
+}
+
+int rlx_g_matmul(rlx_graph *g, int x, int w)
+{
+    if (x < 0 || w < 0) { g->oom = true; return -1; }
+    return rlx_g_node(g, RLX_OP_MATMUL, g->tensors[x].rows, g->tensors[w].ne[1], x, w, -1);
+}
+
+int rlx_g_add(rlx_graph *g, int a, int b)
+{
+    if (a < 0 || b < 0) { g->oom = true; return -1; }
+    return rlx_g_node(g, RLX_OP_ADD, g->tensors[a].rows, g->tensors[a].cols, a, b, -1);
+}
+
+int rlx_g_mul(rlx_graph *g, int a, int b)
+{
+    if (a < 0 || b < 0) { g->oom = true; return -1; }
+    return rlx_g_node(g, RLX_OP_MUL, g->tensors[a].rows, g->tensors[a].cols, a, b, -1);
+}
+
+int rlx_g_unary(rlx_graph *g, rlx_op op, int x, float p)
+{
+    if (x < 0) { g->oom = true; return -1; }
+    int id = rlx_g_node(g, op, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1);
+    if (id >= 0) rlx_g_last(g)->fp[0] = p;
+    return id;
+}

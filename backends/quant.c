@@ -1,0 +1,198 @@
+/* quant.c - scalar reference for the plain and legacy formats (F32, F16, BF16, Q8_0, Q4_0),
+ * the per-type dispatch of quant.h, and the scalar rlx_matmul_rows. The K formats are in
+ * quant_k.c; SIMD paths are in backends/cpu/. */
+#include "backends/quant_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+_Static_assert(sizeof(rlx_block_q4_0) == 18, "q4_0 block is 18 bytes");
+_Static_assert(sizeof(rlx_block_q8_0) == 34, "q8_0 block is 34 bytes");
+_Static_assert(sizeof(rlx_block_q4_k) == 144, "q4_K block is 144 bytes");
+_Static_assert(sizeof(rlx_block_q5_k) == 176, "q5_K block is 176 bytes");
+_Static_assert(sizeof(rlx_block_q6_k) == 210, "q6_K block is 210 bytes");
+_Static_assert(sizeof(rlx_block_q8_k) == 292, "q8_K block is 292 bytes");
+
+static void dequant_q8_0(const rlx_block_q8_0 *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = rlx_f16_to_f32(x[i].d);
+        for (int j = 0; j < RLX_QK; j++) *y++ = x[i].qs[j] * d;
+    }
+}
+
+static void dequant_q4_0(const rlx_block_q4_0 *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, y += RLX_QK) {
+        const float d = rlx_f16_to_f32(x[i].d);
+        for (int j = 0; j < RLX_QK / 2; j++) {
+            y[j] = ((x[i].qs[j] & 0xF) - 8) * d;
+            y[j + RLX_QK / 2] = ((x[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* ggml's quantize_row_q8_0_ref: symmetric, scale amax/127, round half away from zero. */
+static void quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += RLX_QK) {
+        float amax = 0;
+        for (int j = 0; j < RLX_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        y[i].d = rlx_f32_to_f16(d);
+        for (int j = 0; j < RLX_QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+/* ggml's quantize_row_q4_0_ref: the value of largest magnitude maps to -8 exactly. */
+static void quant_q4_0(const float *x, rlx_block_q4_0 *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += RLX_QK) {
+        float amax = 0, max = 0;
+        for (int j = 0; j < RLX_QK; j++) {
+            if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
+        }
+        const float d = max / -8, id = d ? 1.0f / d : 0.0f;
+        y[i].d = rlx_f32_to_f16(d);
+        for (int j = 0; j < RLX_QK / 2; j++) {
+            const int8_t q0 = (int8_t)(x[j] * id + 8.5f), q1 = (int8_t)(x[j + RLX_QK / 2] * id + 8.5f);
+            y[i].qs[j] = (uint8_t)(RLX_MIN(15, q0) | (RLX_MIN(15, q1) << 4));
+        }
+    }
+}
+
+int rlx_dequantize_row(int type, const void *src, float *dst, int64_t n)
+{
+    const rlx_dtype_info *t = rlx_dtype_get(type);
+    if (!t || n < 0 || n % t->block_elems) return RLX_EINVAL;
+    const int64_t nb = n / t->block_elems;
+    switch (type) {
+    case RLX_F32: memcpy(dst, src, (size_t)n * 4); return 0;
+    case RLX_F16: {
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = rlx_f16_to_f32(s[i]);
+        return 0;
+    }
+    case RLX_BF16: {
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = rlx_bf16_to_f32(s[i]);
+        return 0;
+    }
+    case RLX_Q8_0: dequant_q8_0(src, dst, nb); return 0;
+    case RLX_Q4_0: dequant_q4_0(src, dst, nb); return 0;
+    case RLX_Q4_K: rlx__dequant_q4_k(src, dst, nb); return 0;
+    case RLX_Q5_K: rlx__dequant_q5_k(src, dst, nb); return 0;
+    case RLX_Q6_K: rlx__dequant_q6_k(src, dst, nb); return 0;
+    default: return RLX_EUNSUPPORTED;
+    }
+}
+
+int rlx_quantize_row(int type, const float *src, void *dst, int64_t n)
+{
+    const rlx_dtype_info *t = rlx_dtype_get(type);
+    if (!t || n < 0 || n % t->block_elems) return RLX_EINVAL;
+    const int64_t nb = n / t->block_elems;
+    switch (type) {
+    case RLX_F32: memcpy(dst, src, (size_t)n * 4); return 0;
+    case RLX_F16: {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = rlx_f32_to_f16(src[i]);
+        return 0;
+    }
+    case RLX_BF16: {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = rlx_f32_to_bf16(src[i]);
+        return 0;
+    }
+    case RLX_Q8_0: quant_q8_0(src, dst, nb); return 0;
+    case RLX_Q4_0: quant_q4_0(src, dst, nb); return 0;
+    case RLX_Q4_K: rlx__quant_q4_k(src, dst, nb); return 0;
+    case RLX_Q5_K: rlx__quant_q5_k(src, dst, nb); return 0;
+    case RLX_Q6_K: rlx__quant_q6_k(src, dst, nb); return 0;
+    case RLX_Q8_K: rlx__quant_q8_k(src, dst, nb); return 0;
+    default: return RLX_EUNSUPPORTED;
+    }
+}
+
+int rlx_vec_dot_type(int type)
+{
+    switch (type) {
+    case RLX_F32: case RLX_F16: case RLX_BF16: return RLX_F32;
+    case RLX_Q8_0: case RLX_Q4_0: return RLX_Q8_0;
+    case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K: return RLX_Q8_K;
+    default: return -1;
+    }
+}
+
+/* Float rows accumulate in double, like ggml's scalar ggml_vec_dot_f32/f16. */
+static float dot_f32(const float *x, const float *y, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)(x[i] * y[i]);
+    return (float)s;
+}
+
+static float dot_f16(const uint16_t *x, const float *y, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)(rlx_f16_to_f32(x[i]) * y[i]);
+    return (float)s;
+}
+
+static float dot_bf16(const uint16_t *x, const float *y, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)(rlx_bf16_to_f32(x[i]) * y[i]);
+    return (float)s;
+}
+
+/* Integer sum per block, then one float update per block (ggml's scalar scheme). */
+static float dot_q8_0(const rlx_block_q8_0 *x, const rlx_block_q8_0 *y, int64_t nb)
+{
+    float s = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int32_t si = 0;
+        for (int j = 0; j < RLX_QK; j++) si += x[i].qs[j] * y[i].qs[j];
+        s += (float)si * (rlx_f16_to_f32(x[i].d) * rlx_f16_to_f32(y[i].d));
+    }
+    return s;
+}
+
+static float dot_q4_0(const rlx_block_q4_0 *x, const rlx_block_q8_0 *y, int64_t nb)
+{
+    float s = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int32_t si = 0;
+        for (int j = 0; j < RLX_QK / 2; j++)
+            si += ((x[i].qs[j] & 0xF) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + RLX_QK / 2];
+        s += (float)si * (rlx_f16_to_f32(x[i].d) * rlx_f16_to_f32(y[i].d));
+    }
+    return s;
+}
+
+float rlx_vec_dot(int type, const void *w, const void *act, int64_t n)
+{
+    switch (type) {
+    case RLX_F32: return dot_f32(w, act, n);
+    case RLX_F16: return dot_f16(w, act, n);
+    case RLX_BF16: return dot_bf16(w, act, n);
+    case RLX_Q8_0: return dot_q8_0(w, act, n / RLX_QK);
+    case RLX_Q4_0: return dot_q4_0(w, act, n / RLX_QK);
+    case RLX_Q4_K: return rlx__dot_q4_k(w, act, n / RLX_QK_K);
+    case RLX_Q5_K: return rlx__dot_q5_k(w, act, n / RLX_QK_K);
+    case RLX_Q6_K: return rlx__dot_q6_k(w, act, n / RLX_QK_K);
+    default: return NAN; /* not computable: callers check rlx_vec_dot_type() first */
+    }
+}
+
+void rlx__matmul_rows_scalar(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+{
+    const size_t wrow = rlx_row_bytes(type, K);
+    /* weight row outermost: it stays in L1 while every activation row visits it */
+    for (int64_t n = n0; n < n1; n++) {
+        const char *wr = (const char *)w + (size_t)n * wrow;
+        for (int64_t t = 0; t < T; t++)
+            out[t * ldo + n] = rlx_vec_dot(type, wr, (const char *)act + (size_t)t * act_row_bytes, K);
+    }
+}

@@ -1,0 +1,46 @@
+/* quant_internal.h - private seams between quant.c (legacy formats, dispatch), quant_k.c
+ * (K formats) and the SIMD kernels in backends/cpu/. Not part of the public API. */
+#ifndef RLX_QUANT_INTERNAL_H
+#define RLX_QUANT_INTERNAL_H
+
+#include "backends/quant.h"
+
+/* Round to nearest, ties to even (ggml's nearest_int), for |v| < 2^22. */
+static inline int rlx__nearest_int(float v)
+{
+    float f = v + 12582912.f; /* 1.5 * 2^23: the mantissa then holds the rounded integer */
+    int32_t i;
+    __builtin_memcpy(&i, &f, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
+static inline void rlx__scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+void rlx__dequant_q4_k(const rlx_block_q4_k *x, float *y, int64_t nb);
+void rlx__dequant_q5_k(const rlx_block_q5_k *x, float *y, int64_t nb);
+void rlx__dequant_q6_k(const rlx_block_q6_k *x, float *y, int64_t nb);
+void rlx__quant_q4_k(const float *x, rlx_block_q4_k *y, int64_t nb);
+void rlx__quant_q5_k(const float *x, rlx_block_q5_k *y, int64_t nb);
+void rlx__quant_q6_k(const float *x, rlx_block_q6_k *y, int64_t nb);
+void rlx__quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb);
+/* K-quant dots: integer sums per super-block, then one float update per super-block in the
+ * order written in quant_k.c; the SIMD kernels reproduce these bit for bit. */
+float rlx__dot_q4_k(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb);
+float rlx__dot_q5_k(const rlx_block_q5_k *x, const rlx_block_q8_k *y, int64_t nb);
+float rlx__dot_q6_k(const rlx_block_q6_k *x, const rlx_block_q8_k *y, int64_t nb);
+
+/* Scalar reference of rlx_matmul_rows (also the fallback of the SIMD paths). */
+void rlx__matmul_rows_scalar(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+
+#endif

@@ -1,0 +1,86 @@
+/* runner.c - model + compiled plan + backend + KV pool. */
+#include "engine/runner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *err)
+{
+    rlx_runner *r = calloc(1, sizeof *r);
+    if (!r) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    rlx_graph_init(&r->graph);
+    int rc = rlx_model_load(&r->model, cfg->model_path, err);
+    if (rc) goto fail;
+    const rlx_model_config *mc = &r->model->cfg;
+    r->n_vocab = mc->n_vocab;
+    r->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : mc->n_ctx_train;
+    r->max_seqs = cfg->max_seqs > 0 ? cfg->max_seqs : 1;
+    r->max_batch_tokens = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
+    r->max_outputs = cfg->max_outputs > 0 ? cfg->max_outputs : r->max_seqs;
+    if (r->max_outputs > r->max_batch_tokens) r->max_outputs = r->max_batch_tokens;
+    if ((rc = rlx_model_build(r->model, &r->graph, err))) goto fail;
+    rlx_compile_opts co = {.max_tokens = r->max_batch_tokens, .max_outputs = r->max_outputs};
+    if ((rc = rlx_compile(&r->graph, &co, &r->plan, err))) goto fail;
+    if ((rc = rlx_backend_create(&r->backend, &cfg->backend, err))) goto fail;
+    if ((rc = r->backend->ops->prepare(r->backend, &r->plan, err))) goto fail;
+
+    int kv_type = cfg->kv_type_set ? cfg->kv_type : RLX_F16;
+    int32_t bs = cfg->kv_block > 0 ? cfg->kv_block : 16;
+    size_t elem = kv_type == RLX_F32 ? 4 : 2;
+    size_t block_bytes = 2 * (size_t)mc->n_layer * (size_t)bs * (size_t)r->graph.kv_cols * elem;
+    int64_t nb = cfg->kv_blocks;
+    if (nb <= 0 && cfg->kv_mem_mib) nb = (int64_t)((cfg->kv_mem_mib << 20) / block_bytes);
+    if (nb <= 0) nb = (int64_t)r->max_seqs * ((r->n_ctx + bs - 1) / bs);
+    if (nb > INT32_MAX / bs) nb = INT32_MAX / bs;
+    if (nb < 1) {
+        rc = rlx_errorf(err, RLX_EINVAL, "KV memory of %zu MiB holds no block of %zu KiB", cfg->kv_mem_mib, block_bytes >> 10);
+        goto fail;
+    }
+    r->kv_geo = (rlx_kv_geometry){mc->n_layer, r->graph.kv_cols, (int32_t)nb, bs, kv_type};
+    if ((rc = r->backend->ops->kv_init(r->backend, &r->kv_geo, err))) goto fail;
+    if ((rc = rlx_kv_init(&r->kv, (int32_t)nb, bs, err))) goto fail;
+    r->logits = malloc((size_t)r->max_outputs * (size_t)r->n_vocab * sizeof(float));
+    if (!r->logits) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory for logits"); goto fail; }
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(r->model->gguf); i++)
+        r->weight_bytes += rlx_gguf_tensor_at(r->model->gguf, i)->size;
+    *out = r;
+    return 0;
+fail:
+    rlx_runner_close(r);
+    return rc;
+}
+
+void rlx_runner_close(rlx_runner *r)
+{
+    if (!r) return;
+    if (r->backend) rlx_backend_destroy(r->backend);
+    rlx_plan_free(&r->plan);
+    rlx_graph_free(&r->graph);
+    rlx_kv_free(&r->kv);
+    rlx_model_free(r->model);
+    free(r->logits);
+    free(r);
+}
+
+int rlx_runner_forward(rlx_runner *r, const rlx_batch *b, rlx_error *err)
+{
+    return r->backend->ops->run(r->backend, &r->plan, b, r->logits, err);
+}
+
+int rlx_runner_reserve(rlx_runner *r, int32_t **table, int32_t *n_blocks, int32_t *cap, int32_t n_pos)
+{
+    int32_t need = (n_pos + r->kv.block_size - 1) / r->kv.block_size;
+    if (need > *cap) {
+        int32_t nc = RLX_MAX(need, *cap * 2);
+        int32_t *t = realloc(*table, (size_t)nc * sizeof *t);
+        if (!t) return RLX_ENOMEM;
+        *table = t;
+        *cap = nc;
+    }
+    while (*n_blocks < need) {
+        int32_t b = rlx_kv_alloc(&r->kv);
+        if (b < 0) return RLX_EFULL;
+        (*table)[(*n_blocks)++] = b;
+    }
+    return 0;
+}

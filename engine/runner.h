@@ -1,0 +1,49 @@
+/* runner.h - a model ready to run: the loaded model, its compiled plan on a backend, the KV
+ * pool and its block manager. One runner per model worker (or per CLI command); not
+ * thread-safe.
+ *
+ * Ownership: the runner owns the model, backend, graph, plan, KV manager and the logits
+ * buffer; rlx_runner_forward() leaves n_outputs x n_vocab logits in runner->logits, valid
+ * until the next forward. */
+#ifndef RLX_RUNNER_H
+#define RLX_RUNNER_H
+
+#include "backends/backend.h"
+#include "engine/kv.h"
+#include "models/model.h"
+
+typedef struct rlx_runner_config {
+    const char *model_path;
+    rlx_backend_config backend;
+    int32_t n_ctx;             /* per-sequence limit; <= 0: the model's training context */
+    int kv_type;               /* RLX_F16 or RLX_F32, used when kv_type_set (default F16) */
+    bool kv_type_set;
+    int32_t kv_block;          /* <= 0: 16 */
+    int32_t kv_blocks;         /* <= 0: from kv_mem_mib, else enough for max_seqs full contexts */
+    size_t kv_mem_mib;
+    int32_t max_seqs;          /* <= 0: 1 */
+    int32_t max_batch_tokens;  /* <= 0: 512 */
+    int32_t max_outputs;       /* <= 0: max_seqs */
+} rlx_runner_config;
+
+typedef struct rlx_runner {
+    rlx_model *model;
+    rlx_backend *backend;
+    rlx_graph graph;
+    rlx_plan plan;
+    rlx_kv_manager kv;
+    rlx_kv_geometry kv_geo;
+    int32_t n_ctx, n_vocab, max_batch_tokens, max_outputs, max_seqs;
+    float *logits;
+    size_t weight_bytes;
+} rlx_runner;
+
+int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *err);
+void rlx_runner_close(rlx_runner *r);
+int rlx_runner_forward(rlx_runner *r, const rlx_batch *b, rlx_error *err);
+
+/* Makes `table` (capacity *cap, reallocated as needed) cover positions [0, n_pos) by allocating
+ * fresh blocks; RLX_EFULL if the pool has none left (blocks already added stay). */
+int rlx_runner_reserve(rlx_runner *r, int32_t **table, int32_t *n_blocks, int32_t *cap, int32_t n_pos);
+
+#endif

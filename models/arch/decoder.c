@@ -1,0 +1,116 @@
+/* decoder.c - the shared Llama-style decoder: embeddings, N pre-norm blocks of grouped-query
+ * attention (paged KV) and a gated MLP, final norm, output projection. Families switch the
+ * parts that differ with rlx_decoder_opts and their config (rope mode, soft-capping, sliding
+ * windows, embedding scale). */
+#include "models/model.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define W(name, ne0, ne1, req) rlx_model_weight(m, g, name, ne0, ne1, req, err)
+#define CHECK(id) do { if ((id) < -1) return (id); } while (0)
+
+int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *g, rlx_error *err)
+{
+    const rlx_model_config *c = &m->cfg;
+    const int64_t d = c->n_embd, hd = c->head_dim, nq = (int64_t)c->n_head * hd, nkv = (int64_t)c->n_head_kv * hd;
+    char name[96];
+    g->n_layers = c->n_layer;
+    g->kv_cols = nkv;
+
+    int emb = W("token_embd.weight", d, c->n_vocab, true);
+    CHECK(emb);
+    int x = rlx_g_get_rows(g, emb, c->embd_scale ? sqrtf((float)d) : 1.0f);
+    int rope_ff = W("rope_freqs.weight", c->n_rot / 2, 0, false);
+    CHECK(rope_ff);
+
+    for (int l = 0; l < c->n_layer; l++) {
+#define LW(var, suffix, ne0, ne1, req) \
+        snprintf(name, sizeof name, "blk.%d." suffix, l); \
+        int var = W(name, ne0, ne1, req); CHECK(var)
+        LW(attn_norm, "attn_norm.weight", d, 0, true);
+        LW(wq, "attn_q.weight", d, nq, true);
+        LW(wk, "attn_k.weight", d, nkv, true);
+        LW(wv, "attn_v.weight", d, nkv, true);
+        LW(wo, "attn_output.weight", nq, d, true);
+        LW(ffn_norm, "ffn_norm.weight", d, 0, true);
+        LW(wgate, "ffn_gate.weight", d, c->n_ff, true);
+        LW(wup, "ffn_up.weight", d, c->n_ff, true);
+        LW(wdown, "ffn_down.weight", c->n_ff, d, true);
+
+        int h = rlx_g_mul(g, rlx_g_rms_norm(g, x, c->norm_eps), attn_norm);
+        int q = rlx_g_matmul(g, h, wq), k = rlx_g_matmul(g, h, wk), v = rlx_g_matmul(g, h, wv);
+        if (o->qkv_bias) {
+            LW(bq, "attn_q.bias", nq, 0, true);
+            LW(bk, "attn_k.bias", nkv, 0, true);
+            LW(bv, "attn_v.bias", nkv, 0, true);
+            q = rlx_g_add(g, q, bq);
+            k = rlx_g_add(g, k, bk);
+            v = rlx_g_add(g, v, bv);
+        }
+        if (o->qk_norm) {
+            LW(qn, "attn_q_norm.weight", hd, 0, true);
+            LW(kn, "attn_k_norm.weight", hd, 0, true);
+            q = rlx_g_node(g, RLX_OP_HEAD_NORM, RLX_ROWS_TOKENS, nq, q, qn, -1);
+            if (q >= 0) { rlx_g_last(g)->ip[0] = (int32_t)hd; rlx_g_last(g)->fp[0] = c->norm_eps; }
+            k = rlx_g_node(g, RLX_OP_HEAD_NORM, RLX_ROWS_TOKENS, nkv, k, kn, -1);
+            if (k >= 0) { rlx_g_last(g)->ip[0] = (int32_t)hd; rlx_g_last(g)->fp[0] = c->norm_eps; }
+        }
+        for (int which = 0; which < 2; which++) {
+            int *t = which ? &k : &q;
+            *t = rlx_g_node(g, RLX_OP_ROPE, RLX_ROWS_TOKENS, which ? nkv : nq, *t, rope_ff, -1);
+            if (*t < 0) break;
+            rlx_node *n = rlx_g_last(g);
+            n->ip[0] = which ? c->n_head_kv : c->n_head;
+            n->ip[1] = (int32_t)hd;
+            n->ip[2] = c->n_rot;
+            n->ip[3] = c->rope_mode;
+            n->fp[0] = c->rope_base;
+            n->fp[1] = c->rope_freq_scale;
+        }
+        int a = rlx_g_node(g, RLX_OP_ATTENTION, RLX_ROWS_TOKENS, nq, q, k, v);
+        if (a >= 0) {
+            rlx_node *n = rlx_g_last(g);
+            bool global = c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0;
+            n->ip[0] = l;
+            n->ip[1] = c->n_head;
+            n->ip[2] = c->n_head_kv;
+            n->ip[3] = (int32_t)hd;
+            n->ip[4] = global ? 0 : c->sliding_window;
+            n->fp[0] = c->attn_scale;
+            n->fp[1] = c->attn_softcap;
+        }
+        if (l == c->n_layer - 1) {
+            /* only the rows that produce logits continue past the last attention */
+            a = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, nq, a, -1, -1);
+            x = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, d, x, -1, -1);
+        }
+        int attn_out = rlx_g_matmul(g, a, wo);
+        if (o->post_norms) {
+            LW(pn, "post_attention_norm.weight", d, 0, true);
+            attn_out = rlx_g_mul(g, rlx_g_rms_norm(g, attn_out, c->norm_eps), pn);
+        }
+        x = rlx_g_add(g, attn_out, x);
+
+        h = rlx_g_mul(g, rlx_g_rms_norm(g, x, c->norm_eps), ffn_norm);
+        int up = rlx_g_matmul(g, h, wup);
+        int gate = rlx_g_matmul(g, h, wgate);
+        gate = rlx_g_unary(g, o->gelu ? RLX_OP_GELU : RLX_OP_SILU, gate, 0.0f);
+        int ff = rlx_g_matmul(g, rlx_g_mul(g, gate, up), wdown);
+        if (o->post_norms) {
+            LW(pn, "post_ffw_norm.weight", d, 0, true);
+            ff = rlx_g_mul(g, rlx_g_rms_norm(g, ff, c->norm_eps), pn);
+        }
+        x = rlx_g_add(g, ff, x);
+#undef LW
+    }
+    int out_norm = W("output_norm.weight", d, 0, true);
+    CHECK(out_norm);
+    int wout = c->tied ? emb : W("output.weight", d, c->n_vocab, true);
+    CHECK(wout);
+    x = rlx_g_mul(g, rlx_g_rms_norm(g, x, c->norm_eps), out_norm);
+    int logits = rlx_g_matmul(g, x, wout);
+    if (c->final_softcap > 0.0f) logits = rlx_g_unary(g, RLX_OP_SOFTCAP, logits, c->final_softcap);
+    g->output = logits;
+    return g->oom ? rlx_errorf(err, RLX_ENOMEM, "out of memory while building the graph") : 0;
+}

@@ -1,0 +1,176 @@
+/* model.c - loading a GGUF model: common hyper-parameters, family lookup, weight views. */
+#include "models/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const rlx_arch rlx_arch_llama;
+
+/* Registered families, by general.architecture. */
+static const rlx_arch *const archs[] = {&rlx_arch_llama};
+
+const rlx_arch *rlx_arch_find(const char *name)
+{
+    for (size_t i = 0; i < RLX_ARRAY_LEN(archs); i++)
+        if (!strcmp(archs[i]->name, name)) return archs[i];
+    return NULL;
+}
+
+const char *rlx_arch_list(void)
+{
+    static char buf[256];
+    if (!buf[0])
+        for (size_t i = 0; i < RLX_ARRAY_LEN(archs); i++)
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? ", " : "", archs[i]->name);
+    return buf;
+}
+
+/* Reads "<arch>.<key>" as u32; required keys fail with a message naming the key. */
+static int arch_u32(const rlx_gguf *g, const char *arch, const char *key, int32_t *out, bool required, rlx_error *err)
+{
+    char full[160];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    uint32_t v;
+    int rc = rlx_gguf_get_u32(g, full, &v, err);
+    if (rc == RLX_ENOTFOUND) {
+        if (required) return rlx_errorf(err, RLX_EFORMAT, "%s: required metadata key '%s' is missing", rlx_gguf_path(g), full);
+        return 0;
+    }
+    if (rc) return rc;
+    if (v > INT32_MAX) return rlx_errorf(err, RLX_EFORMAT, "%s: '%s' = %u is out of range", rlx_gguf_path(g), full, v);
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int arch_f32(const rlx_gguf *g, const char *arch, const char *key, float *out, rlx_error *err)
+{
+    char full[160];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    int rc = rlx_gguf_get_f32(g, full, out, err);
+    return rc == RLX_ENOTFOUND ? 0 : rc;
+}
+
+static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
+{
+    const char *a = c->arch;
+    int rc;
+    if ((rc = arch_u32(g, a, "block_count", &c->n_layer, true, err)) ||
+        (rc = arch_u32(g, a, "embedding_length", &c->n_embd, true, err)) ||
+        (rc = arch_u32(g, a, "feed_forward_length", &c->n_ff, true, err)) ||
+        (rc = arch_u32(g, a, "attention.head_count", &c->n_head, true, err)))
+        return rc;
+    c->n_head_kv = c->n_head;
+    c->n_ctx_train = 2048;
+    c->norm_eps = 1e-5f;
+    c->rope_base = 10000.0f;
+    c->rope_freq_scale = 1.0f;
+    if ((rc = arch_u32(g, a, "attention.head_count_kv", &c->n_head_kv, false, err)) ||
+        (rc = arch_u32(g, a, "context_length", &c->n_ctx_train, false, err)) ||
+        (rc = arch_f32(g, a, "attention.layer_norm_rms_epsilon", &c->norm_eps, err)) ||
+        (rc = arch_f32(g, a, "rope.freq_base", &c->rope_base, err)))
+        return rc;
+    if (c->n_layer <= 0 || c->n_embd <= 0 || c->n_head <= 0 || c->n_head_kv <= 0 || c->n_head % c->n_head_kv)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: inconsistent hyper-parameters (layers %d, embedding %d, heads %d / %d kv)",
+                          rlx_gguf_path(g), c->n_layer, c->n_embd, c->n_head, c->n_head_kv);
+    c->head_dim = c->n_embd / c->n_head;
+    if ((rc = arch_u32(g, a, "attention.key_length", &c->head_dim, false, err))) return rc;
+    c->n_rot = c->head_dim;
+    if ((rc = arch_u32(g, a, "rope.dimension_count", &c->n_rot, false, err))) return rc;
+    if (c->head_dim <= 0 || c->head_dim > 1024 || c->n_rot <= 0 || c->n_rot > c->head_dim || c->n_rot % 2)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: head size %d / rotary dims %d are not supported",
+                          rlx_gguf_path(g), c->head_dim, c->n_rot);
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    rlx_gguf_str st;
+    if (rlx_gguf_get_str(g, key, &st, NULL) == 0 && !(st.len == 4 && !memcmp(st.ptr, "none", 4))) {
+        float factor = 1.0f;
+        if ((rc = arch_f32(g, a, "rope.scaling.factor", &factor, err))) return rc;
+        if (st.len == 6 && !memcmp(st.ptr, "linear", 6)) {
+            if (factor <= 0) return rlx_errorf(err, RLX_EFORMAT, "%s: rope.scaling.factor must be positive", rlx_gguf_path(g));
+            c->rope_freq_scale = 1.0f / factor;
+        } else {
+            return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: rope scaling '%.*s' is not supported (linear, or llama3 frequency factors)",
+                              rlx_gguf_path(g), (int)st.len, st.ptr);
+        }
+    }
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    const rlx_gguf_tensor *emb = rlx_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb) return rlx_errorf(err, RLX_EFORMAT, "%s: tensor 'token_embd.weight' is missing", rlx_gguf_path(g));
+    c->n_vocab = (int32_t)emb->ne[1];
+    c->tied = rlx_gguf_find_tensor(g, "output.weight") == NULL;
+    return 0;
+}
+
+int rlx_model_load(rlx_model **out, const char *path, rlx_error *err)
+{
+    rlx_model *m = calloc(1, sizeof *m);
+    if (!m) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    int rc = rlx_gguf_open(&m->gguf, path, err);
+    if (rc) { free(m); return rc; }
+    rlx_gguf_str s;
+    if ((rc = rlx_gguf_get_str(m->gguf, "general.architecture", &s, err))) {
+        if (rc == RLX_ENOTFOUND) rlx_errorf(err, RLX_EFORMAT, "%s: general.architecture is missing (not a model file?)", path);
+        goto fail;
+    }
+    if (s.len >= sizeof m->cfg.arch) s.len = sizeof m->cfg.arch - 1;
+    memcpy(m->cfg.arch, s.ptr, s.len);
+    m->arch = rlx_arch_find(m->cfg.arch);
+    if (!m->arch) {
+        rc = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)", path, m->cfg.arch, rlx_arch_list());
+        goto fail;
+    }
+    if ((rc = read_common(m->gguf, &m->cfg, err)) || (rc = m->arch->config(m->gguf, &m->cfg, err))) goto fail;
+    if (rlx_gguf_get_str(m->gguf, "general.name", &s, NULL) == 0 && s.len) {
+        snprintf(m->name, sizeof m->name, "%.*s", (int)RLX_MIN(s.len, sizeof m->name - 1), s.ptr);
+    } else {
+        const char *base = strrchr(path, '/');
+        snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
+    }
+    *out = m;
+    return 0;
+fail:
+    rlx_gguf_close(m->gguf);
+    free(m);
+    return rc;
+}
+
+void rlx_model_free(rlx_model *m)
+{
+    if (!m) return;
+    rlx_gguf_close(m->gguf);
+    free(m);
+}
+
+int rlx_model_build(const rlx_model *m, rlx_graph *graph, rlx_error *err)
+{
+    int rc = m->arch->build(m, graph, err);
+    if (!rc && graph->oom) rc = rlx_errorf(err, RLX_ENOMEM, "out of memory while building the graph");
+    return rc;
+}
+
+int rlx_model_weight(const rlx_model *m, rlx_graph *graph, const char *name, int64_t ne0, int64_t ne1,
+                     bool required, rlx_error *err)
+{
+    const rlx_gguf_tensor *t = rlx_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (!required) return -1;
+        return rlx_errorf(err, RLX_EFORMAT, "%s: tensor '%s' is missing", rlx_gguf_path(m->gguf), name);
+    }
+    int64_t want1 = ne1 ? ne1 : 1;
+    if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                          rlx_gguf_path(m->gguf), name, (long long)t->ne[0], (long long)t->ne[1],
+                          (long long)t->ne[2], (long long)t->ne[3], (long long)ne0, (long long)want1);
+    const rlx_dtype_info *ti = rlx_dtype_get(t->type);
+    if (!ti || !ti->computable)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: tensor '%s' has type %s, which rlxd cannot compute with",
+                          rlx_gguf_path(m->gguf), name, ti ? ti->name : "unknown");
+    if (!ne1 && t->type != RLX_F32)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: vector '%s' must be f32, not %s", rlx_gguf_path(m->gguf), name, ti->name);
+    /* names point into the GGUF's own copy, which outlives the graph */
+    int id = rlx_g_weight(graph, t->name, t->type, t->ne[0], t->ne[1], t->data);
+    if (id < 0) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    return id;
+}

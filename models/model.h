@@ -1,0 +1,75 @@
+/* model.h - a loaded model: its GGUF mapping, hyper-parameters and family (architecture),
+ * and the graph builder that turns it into backends/graph.h IR.
+ *
+ * Ownership: rlx_model owns the rlx_gguf (weights are borrowed views of its mapping, so the
+ * model must outlive every graph/plan built from it). The tokenizer is separate
+ * (models/tokenizer.h) so vocabulary-only files need no weights. */
+#ifndef RLX_MODEL_H
+#define RLX_MODEL_H
+
+#include "backends/graph.h"
+#include "models/gguf.h"
+
+typedef struct rlx_model_config {
+    char arch[32];
+    int32_t n_layer, n_embd, n_ff, n_head, n_head_kv;
+    int32_t head_dim;          /* attention.key_length, default n_embd / n_head */
+    int32_t n_rot;             /* rope.dimension_count, default head_dim */
+    int32_t n_ctx_train;
+    int32_t n_vocab;
+    float norm_eps;
+    float rope_base;
+    float rope_freq_scale;     /* 1 / rope.scaling.factor for linear scaling */
+    int rope_mode;             /* RLX_ROPE_NORM or RLX_ROPE_NEOX */
+    float attn_softcap;        /* 0 = none */
+    float final_softcap;       /* 0 = none */
+    int32_t sliding_window;    /* 0 = none */
+    int32_t swa_pattern;       /* every swa_pattern-th layer (1-based) is global; 0 = all layers use the window */
+    float attn_scale;          /* scale applied to q.k, default 1/sqrt(head_dim) */
+    bool embd_scale;           /* multiply embeddings by sqrt(n_embd) (Gemma) */
+    bool tied;                 /* output.weight absent: reuse token_embd */
+} rlx_model_config;
+
+typedef struct rlx_model rlx_model;
+
+typedef struct rlx_arch {
+    const char *name;          /* general.architecture */
+    /* Reads the family's metadata into c (common keys are read before this is called). */
+    int (*config)(const rlx_gguf *g, rlx_model_config *c, rlx_error *err);
+    int (*build)(const rlx_model *m, rlx_graph *graph, rlx_error *err);
+} rlx_arch;
+
+struct rlx_model {
+    rlx_gguf *gguf;
+    rlx_model_config cfg;
+    const rlx_arch *arch;
+    char name[128];            /* general.name or the file's base name */
+};
+
+int rlx_model_load(rlx_model **out, const char *path, rlx_error *err);
+void rlx_model_free(rlx_model *m);
+
+const rlx_arch *rlx_arch_find(const char *name);
+/* "llama, qwen2, ..." for error messages */
+const char *rlx_arch_list(void);
+
+/* Builds the forward graph of m into graph (initialised by the caller). */
+int rlx_model_build(const rlx_model *m, rlx_graph *graph, rlx_error *err);
+
+/* Looks up a weight and checks its shape (ne1 == 0 means a vector). Returns the graph tensor id,
+ * -1 if the tensor is absent and !required, or a negative RLX_E* (< -1) code with err set. */
+int rlx_model_weight(const rlx_model *m, rlx_graph *graph, const char *name, int64_t ne0, int64_t ne1,
+                     bool required, rlx_error *err);
+
+/* The shared decoder block builder (Llama-style pre-norm transformer); family files state only
+ * what differs through these options. */
+typedef struct rlx_decoder_opts {
+    bool qkv_bias;        /* attn_q/k/v.bias (Qwen2) */
+    bool qk_norm;         /* attn_q_norm / attn_k_norm per head (Qwen3) */
+    bool post_norms;      /* post_attention_norm / post_ffw_norm (Gemma 2/3) */
+    bool gelu;            /* GeGLU instead of SwiGLU (Gemma) */
+} rlx_decoder_opts;
+
+int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *graph, rlx_error *err);
+
+#endif

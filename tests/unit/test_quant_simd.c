@@ -1,0 +1,284 @@
+/* test_quant_simd.c - quantizers, dot products and every kernel path of rlx_matmul_rows on
+ * random data (no shared files needed).
+ *
+ * Tolerances: the K formats (Q4_K, Q5_K, Q6_K) must match the scalar path bit for bit, since
+ * every path computes the same integer super-block sums and the same float update. Q8_0/Q4_0
+ * block sums are exact integers too, but SIMD paths accumulate the scaled block sums in vector
+ * lanes, and F32/F16/BF16 accumulate products in 32 lanes; for those a path may differ from
+ * scalar by at most 1e-5 * sum|w_i * a_i| (float reassociation over K <= 2048 terms; observed
+ * differences are ~1e-7 of that). Within one path results are bitwise batch invariant. */
+#include "tests/rlx_test.h"
+#include "backends/quant.h"
+#include "backends/cpu/kernels.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static float rng_normal(void)
+{
+    double u1 = (rng_u32() + 1.0) / 4294967297.0, u2 = rng_u32() / 4294967296.0;
+    return (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static void fill_normal(float *x, int64_t n, float sigma)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = sigma * rng_normal();
+}
+
+/* Q8_K has no public dequantizer (it is an activation format): qs * d. */
+static void dequant_q8_k(const rlx_block_q8_k *b, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = b[i / RLX_QK_K].qs[i % RLX_QK_K] * b[i / RLX_QK_K].d;
+}
+
+static void dequant_any(int type, const void *src, float *dst, int64_t n)
+{
+    if (type == RLX_Q8_K) dequant_q8_k(src, dst, n);
+    else rlx_dequantize_row(type, src, dst, n);
+}
+
+static double rel_rms(const float *a, const float *b, int64_t n)
+{
+    double e = 0, r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        e += (double)(a[i] - b[i]) * (a[i] - b[i]);
+        r += (double)a[i] * a[i];
+    }
+    return sqrt(e / r);
+}
+
+TEST(roundtrip_error_bounds)
+{
+    static const struct { int type; double max_rel_rms; } cases[] = {
+        {RLX_F32, 0}, {RLX_F16, 4e-4}, {RLX_BF16, 3e-3}, {RLX_Q8_0, 7e-3}, {RLX_Q4_0, 0.10},
+        {RLX_Q4_K, 0.10}, {RLX_Q5_K, 0.05}, {RLX_Q6_K, 0.025}, {RLX_Q8_K, 8e-3},
+    };
+    enum { N = 256 * 64 };
+    static float x[N], y[N];
+    static char q[N * 4];
+    fill_normal(x, N, 0.05f);
+    for (size_t c = 0; c < RLX_ARRAY_LEN(cases); c++) {
+        const int type = cases[c].type;
+        ASSERT_EQ(rlx_quantize_row(type, x, q, N), 0);
+        dequant_any(type, q, y, N);
+        const double e = rel_rms(x, y, N);
+        ASSERT_MSG(e <= cases[c].max_rel_rms, "%s: relative RMS error %.5f > %.5f",
+                   rlx_dtype_get(type)->name, e, cases[c].max_rel_rms);
+        ASSERT_MSG(type == RLX_F32 || e > 0, "%s: lossless on random data? suspicious", rlx_dtype_get(type)->name);
+    }
+}
+
+TEST(known_blocks)
+{
+    float x[32], y[32];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i - 16) / 16.0f; /* -1 .. 0.9375 */
+    rlx_block_q8_0 b8;
+    ASSERT_EQ(rlx_quantize_row(RLX_Q8_0, x, &b8, 32), 0);
+    ASSERT_EQ(b8.d, rlx_f32_to_f16(1.0f / 127));
+    ASSERT_EQ(b8.qs[0], -127);
+    ASSERT_EQ(b8.qs[16], 0);
+    ASSERT_EQ(b8.qs[24], 64); /* 0.5 * 127 = 63.5 rounds away from zero */
+    rlx_block_q4_0 b4;
+    ASSERT_EQ(rlx_quantize_row(RLX_Q4_0, x, &b4, 32), 0);
+    ASSERT_EQ(b4.d, rlx_f32_to_f16(1.0f / 8)); /* max is -1 -> d = -1/-8 */
+    ASSERT_EQ(b4.qs[0] & 0xF, 0);               /* -1 -> level 0 (value -8) */
+    ASSERT_EQ(b4.qs[0] >> 4, 8);                /* x[16] = 0 -> level 8 */
+    ASSERT_EQ(rlx_dequantize_row(RLX_Q4_0, &b4, y, 32), 0);
+    ASSERT_NEAR(y[0], -1.0, 0);
+    ASSERT_NEAR(y[31], 0.875, 0); /* 0.9375 * 8 + 8.5 = 16 -> clamped to 15 */
+    /* all-zero input gives zero blocks of every type */
+    float z[256] = {0}, out[256];
+    char q[512];
+    static const int types[] = {RLX_Q8_0, RLX_Q4_0, RLX_Q4_K, RLX_Q5_K, RLX_Q6_K};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(types); i++) {
+        ASSERT_EQ(rlx_quantize_row(types[i], z, q, 256), 0);
+        ASSERT_EQ(rlx_dequantize_row(types[i], q, out, 256), 0);
+        for (int j = 0; j < 256; j++) ASSERT_NEAR(out[j], 0, 0);
+    }
+}
+
+TEST(bad_arguments)
+{
+    float x[64] = {0};
+    char q[512];
+    ASSERT_EQ(rlx_quantize_row(RLX_Q8_0, x, q, 33), RLX_EINVAL);
+    ASSERT_EQ(rlx_quantize_row(RLX_Q4_K, x, q, 64), RLX_EINVAL);
+    ASSERT_EQ(rlx_quantize_row(RLX_Q2_K, x, q, 256), RLX_EUNSUPPORTED);
+    ASSERT_EQ(rlx_quantize_row(4, x, q, 32), RLX_EINVAL);
+    ASSERT_EQ(rlx_dequantize_row(RLX_Q8_K, q, x, 256), RLX_EUNSUPPORTED);
+    ASSERT_EQ(rlx_dequantize_row(RLX_Q6_K, q, x, 100), RLX_EINVAL);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_Q4_0), RLX_Q8_0);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_Q8_0), RLX_Q8_0);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_Q4_K), RLX_Q8_K);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_Q5_K), RLX_Q8_K);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_Q6_K), RLX_Q8_K);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_F16), RLX_F32);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_BF16), RLX_F32);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_F32), RLX_F32);
+    ASSERT_EQ(rlx_vec_dot_type(RLX_Q2_K), -1);
+}
+
+static const int dot_types[] = {RLX_F32, RLX_F16, RLX_BF16, RLX_Q8_0, RLX_Q4_0, RLX_Q4_K, RLX_Q5_K, RLX_Q6_K};
+
+TEST(vec_dot_matches_dequantized_dot)
+{
+    enum { K = 1024 };
+    static float w[K], a[K], wd[K], ad[K];
+    static char wq[K * 4], aq[K * 4];
+    for (size_t c = 0; c < RLX_ARRAY_LEN(dot_types); c++) {
+        const int type = dot_types[c], at = rlx_vec_dot_type(type);
+        for (int rep = 0; rep < 4; rep++) {
+            fill_normal(w, K, 0.03f);
+            fill_normal(a, K, 1.0f);
+            ASSERT_EQ(rlx_quantize_row(type, w, wq, K), 0);
+            ASSERT_EQ(rlx_quantize_row(at, a, aq, K), 0);
+            dequant_any(type, wq, wd, K);
+            dequant_any(at, aq, ad, K);
+            double ref = 0, mag = 0;
+            for (int i = 0; i < K; i++) {
+                ref += (double)wd[i] * ad[i];
+                mag += fabs((double)wd[i] * ad[i]);
+            }
+            const float got = rlx_vec_dot(type, wq, aq, K);
+            ASSERT_MSG(fabs(got - ref) <= 2e-6 * mag, "%s: vec_dot %.9g vs dequantized %.9g (mag %.3g)",
+                       rlx_dtype_get(type)->name, got, ref, mag);
+            /* and the quantized product is close to the exact f32 one */
+            double exact = 0;
+            for (int i = 0; i < K; i++) exact += (double)w[i] * a[i];
+            ASSERT_MSG(fabs(got - exact) <= 0.1 * mag, "%s: %.6g vs exact %.6g", rlx_dtype_get(type)->name, got, exact);
+        }
+    }
+}
+
+/* Weights of N rows and T activation rows of one type, ready for rlx_matmul_rows. */
+typedef struct mm_case { int type; int64_t N, K, T; char *w, *act; size_t arow; } mm_case;
+
+static void mm_make(mm_case *c, int type, int64_t N, int64_t K, int64_t T)
+{
+    c->type = type; c->N = N; c->K = K; c->T = T;
+    const int at = rlx_vec_dot_type(type);
+    float *tmp = malloc((size_t)K * sizeof(float));
+    c->w = malloc(rlx_row_bytes(type, K) * (size_t)N);
+    c->arow = rlx_row_bytes(at, K) + 64; /* rows deliberately not packed */
+    c->act = calloc((size_t)T, c->arow);
+    for (int64_t n = 0; n < N; n++) {
+        fill_normal(tmp, K, 0.05f);
+        rlx_quantize_row(type, tmp, c->w + (size_t)n * rlx_row_bytes(type, K), K);
+    }
+    for (int64_t t = 0; t < T; t++) {
+        fill_normal(tmp, K, 1.0f);
+        rlx_quantize_row(at, tmp, c->act + (size_t)t * c->arow, K);
+    }
+    free(tmp);
+}
+
+static void mm_free(mm_case *c) { free(c->w); free(c->act); }
+
+/* sum over i of |w_i * a_i| for weight row n and activation row t: the scale of rounding error */
+static double mm_mag(const mm_case *c, int64_t n, int64_t t)
+{
+    const int at = rlx_vec_dot_type(c->type);
+    float *w = malloc((size_t)c->K * 4), *a = malloc((size_t)c->K * 4);
+    dequant_any(c->type, c->w + (size_t)n * rlx_row_bytes(c->type, c->K), w, c->K);
+    dequant_any(at, c->act + (size_t)t * c->arow, a, c->K);
+    double m = 0;
+    for (int64_t i = 0; i < c->K; i++) m += fabs((double)w[i] * a[i]);
+    free(w);
+    free(a);
+    return m;
+}
+
+static bool exact_type(int type) { return type == RLX_Q4_K || type == RLX_Q5_K || type == RLX_Q6_K; }
+
+TEST(matmul_paths_match_scalar)
+{
+    static const char *paths[] = {"avx2", "avx512"};
+    static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}};
+    static const struct { int64_t N, K; } shapes_k[] = {{19, 256}, {13, 768}};
+    static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}};
+    int ran = 0;
+    for (size_t c = 0; c < RLX_ARRAY_LEN(dot_types); c++) {
+        const int type = dot_types[c];
+        const bool is_f = type == RLX_F32 || type == RLX_F16 || type == RLX_BF16;
+        const bool is_k = exact_type(type);
+        const size_t nshape = is_f ? RLX_ARRAY_LEN(shapes_f) : is_k ? RLX_ARRAY_LEN(shapes_k) : RLX_ARRAY_LEN(shapes_legacy);
+        for (size_t s = 0; s < nshape; s++) {
+            const int64_t N = is_f ? shapes_f[s].N : is_k ? shapes_k[s].N : shapes_legacy[s].N;
+            const int64_t K = is_f ? shapes_f[s].K : is_k ? shapes_k[s].K : shapes_legacy[s].K;
+            const int64_t T = 7, ldo = N + 5;
+            mm_case mc;
+            mm_make(&mc, type, N, K, T);
+            float *ref = malloc((size_t)(T * ldo) * 4), *got = malloc((size_t)(T * ldo) * 4);
+            ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+            ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
+            rlx_matmul_rows(type, mc.w, 0, N, mc.act, mc.arow, T, K, ref, ldo);
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t n = 0; n < N; n++) {
+                    const float v = rlx_vec_dot(type, mc.w + (size_t)n * rlx_row_bytes(type, K), mc.act + (size_t)t * mc.arow, K);
+                    ASSERT_MSG(memcmp(&v, &ref[t * ldo + n], 4) == 0, "scalar matmul != vec_dot");
+                }
+            for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
+                if (!rlx_cpu_has_path(paths[p])) {
+                    fprintf(stderr, "  note: this CPU lacks the %s path; not tested here\n", paths[p]);
+                    continue;
+                }
+                ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
+                ASSERT_STR_EQ(rlx_cpu_path(), paths[p]);
+                /* full batch, then every T in 1..7 over an odd row range: batch invariance */
+                for (int64_t i = 0; i < T * ldo; i++) got[i] = -777.0f;
+                rlx_matmul_rows(type, mc.w, 0, N, mc.act, mc.arow, T, K, got, ldo);
+                for (int64_t t = 0; t < T; t++) {
+                    for (int64_t n = 0; n < N; n++) {
+                        const float a = got[t * ldo + n], b = ref[t * ldo + n];
+                        if (is_k) {
+                            ASSERT_MSG(memcmp(&a, &b, 4) == 0, "%s %s K=%lld t=%lld n=%lld: %.9g != scalar %.9g",
+                                       paths[p], rlx_dtype_get(type)->name, (long long)K, (long long)t, (long long)n, a, b);
+                        } else {
+                            const double tol = 1e-5 * mm_mag(&mc, n, t) + 1e-30;
+                            ASSERT_MSG(fabs(a - b) <= tol, "%s %s K=%lld t=%lld n=%lld: %.9g vs scalar %.9g (tol %.3g)",
+                                       paths[p], rlx_dtype_get(type)->name, (long long)K, (long long)t, (long long)n, a, b, tol);
+                        }
+                    }
+                    for (int64_t n = N; n < ldo; n++) ASSERT_NEAR(got[t * ldo + n], -777.0, 0);
+                }
+                for (int64_t Tt = 1; Tt <= T; Tt++) {
+                    const int64_t n0 = N > 3 ? 3 : 0, n1 = N > 5 ? N - 2 : N;
+                    float *sub = malloc((size_t)(Tt * ldo) * 4);
+                    const int64_t t0 = T - Tt; /* the last Tt rows, so rows move between tiles */
+                    rlx_matmul_rows(type, mc.w, n0, n1, mc.act + (size_t)t0 * mc.arow, mc.arow, Tt, K, sub, ldo);
+                    for (int64_t t = 0; t < Tt; t++)
+                        for (int64_t n = n0; n < n1; n++)
+                            ASSERT_MSG(memcmp(&sub[t * ldo + n], &got[(t0 + t) * ldo + n], 4) == 0,
+                                       "%s %s: batch of %lld changes row %lld", paths[p], rlx_dtype_get(type)->name,
+                                       (long long)Tt, (long long)(t0 + t));
+                    free(sub);
+                }
+                ran++;
+            }
+            free(ref);
+            free(got);
+            mm_free(&mc);
+        }
+    }
+    rlx_cpu_force_path("scalar");
+    if (!ran) SKIP("this CPU has no SIMD path; only the scalar path exists");
+}
+
+TEST(force_path_errors)
+{
+    ASSERT_EQ(rlx_cpu_force_path("nope"), RLX_EINVAL);
+    ASSERT_EQ(rlx_cpu_force_path(NULL), RLX_EINVAL);
+    ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+    ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
+}
+
+TEST_MAIN(TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(bad_arguments),
+          TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
+          TEST_ENTRY(force_path_errors))
