@@ -4,7 +4,12 @@
 #
 #   docker build -t rlxd:cpu .
 #   docker build --build-arg BACKEND=cuda -t rlxd:cuda .
-#   docker run -p 8080:8080 -v $PWD/models:/models:ro rlxd:cpu -m /models/model.gguf:default
+#   docker run -p 8080:8080 -v $PWD/models:/models:ro rlxd:cpu                 # /models/model.gguf
+#   docker run -p 8080:8080 -v $PWD/models:/models:ro rlxd:cpu -m /models/qwen.gguf:qwen
+#
+# Settings are `rlxd serve` flags or RLXD_* variables (see config/rlxd.ini); the image sets
+# RLXD_HOST=0.0.0.0 (reachable from outside the container) and RLXD_DB (sessions survive a
+# restart when /var/lib/rlxd is a volume). The HEALTHCHECK assumes the default port 8080.
 #
 # Models are mounted read-only at /models; /var/lib/rlxd (the sessions database and KV
 # snapshots) is the only writable path the server needs. Runs as the unprivileged user rlxd.
@@ -66,10 +71,12 @@ RUN apt-get update \
  && mkdir -p /models /var/lib/rlxd /etc/rlxd \
  && chown rlxd:rlxd /var/lib/rlxd
 USER 10001:10001
+ENV RLXD_HOST=0.0.0.0 \
+    RLXD_DB=/var/lib/rlxd/sessions.db
 WORKDIR /var/lib/rlxd
 VOLUME ["/var/lib/rlxd"]
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=120s --retries=3 \
   CMD curl -fsS http://127.0.0.1:8080/health || exit 1
 ENTRYPOINT ["rlxd", "serve"]
-CMD ["--host", "0.0.0.0", "--port", "8080", "-m", "/models/model.gguf:default"]
+CMD ["-m", "/models/model.gguf:default"]

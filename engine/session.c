@@ -450,10 +450,10 @@ int rlx_session_list(rlx_session_store *st, size_t offset, size_t limit, rlx_ses
 {
     *out = NULL;
     *n = 0;
-    if (limit == 0) limit = 1;
     if (limit > 10000) limit = 10000; /* one page, not the whole store */
     if (offset > (size_t)INT64_MAX) offset = (size_t)INT64_MAX;
-    rlx_session *list = calloc(limit, sizeof *list);
+    /* limit 0 asks only for the total; calloc(1) keeps *out non-NULL either way */
+    rlx_session *list = calloc(limit ? limit : 1, sizeof *list);
     if (!list) return rlx_errorf(err, RLX_ENOMEM, "out of memory listing sessions");
     size_t got = 0;
     int64_t count = 0;
@@ -470,7 +470,7 @@ int rlx_session_list(rlx_session_store *st, size_t offset, size_t limit, rlx_ses
         goto end;
     sqlite3_bind_int64(s, 1, (int64_t)limit);
     sqlite3_bind_int64(s, 2, (int64_t)offset);
-    int step;
+    int step = SQLITE_DONE;
     while (got < limit && (step = sqlite3_step(s)) == SQLITE_ROW) {
         if ((rc = read_row(st, s, false, &list[got], err))) goto end;
         got++;

@@ -68,9 +68,9 @@ int rlx_session_get(rlx_session_store *st, const char *id, rlx_session *out, rlx
 /* Removes a session and its KV snapshot file. RLX_ENOTFOUND if absent. */
 int rlx_session_delete(rlx_session_store *st, const char *id, rlx_error *err);
 
-/* Page of sessions, most recently updated first (ties by id), without token arrays.
- * *out is a malloc'ed array of *n (free with rlx_session_list_free); *total (optional)
- * receives the number of sessions in the store. */
+/* Page of sessions, most recently updated first (ties by id), without token arrays; at most
+ * 10000 per call, limit 0 for none (just *total). *out is a malloc'ed array of *n (free with
+ * rlx_session_list_free); *total (optional) receives the number of sessions in the store. */
 int rlx_session_list(rlx_session_store *st, size_t offset, size_t limit, rlx_session **out,
                      size_t *n, size_t *total, rlx_error *err);
 void rlx_session_list_free(rlx_session *list, size_t n);

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const rlx_arch rlx_arch_llama;
+extern const rlx_arch rlx_arch_llama, rlx_arch_qwen2, rlx_arch_qwen3, rlx_arch_gemma2, rlx_arch_gemma3;
 
 /* Registered families, by general.architecture. */
-static const rlx_arch *const archs[] = {&rlx_arch_llama};
+static const rlx_arch *const archs[] = {&rlx_arch_llama, &rlx_arch_qwen2, &rlx_arch_qwen3, &rlx_arch_gemma2, &rlx_arch_gemma3};
 
 const rlx_arch *rlx_arch_find(const char *name)
 {
@@ -28,7 +28,7 @@ const char *rlx_arch_list(void)
 }
 
 /* Reads "<arch>.<key>" as u32; required keys fail with a message naming the key. */
-static int arch_u32(const rlx_gguf *g, const char *arch, const char *key, int32_t *out, bool required, rlx_error *err)
+int rlx_model_key_u32(const rlx_gguf *g, const char *arch, const char *key, int32_t *out, bool required, rlx_error *err)
 {
     char full[160];
     snprintf(full, sizeof full, "%s.%s", arch, key);
@@ -44,7 +44,7 @@ static int arch_u32(const rlx_gguf *g, const char *arch, const char *key, int32_
     return 0;
 }
 
-static int arch_f32(const rlx_gguf *g, const char *arch, const char *key, float *out, rlx_error *err)
+int rlx_model_key_f32(const rlx_gguf *g, const char *arch, const char *key, float *out, rlx_error *err)
 {
     char full[160];
     snprintf(full, sizeof full, "%s.%s", arch, key);
@@ -56,28 +56,28 @@ static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
 {
     const char *a = c->arch;
     int rc;
-    if ((rc = arch_u32(g, a, "block_count", &c->n_layer, true, err)) ||
-        (rc = arch_u32(g, a, "embedding_length", &c->n_embd, true, err)) ||
-        (rc = arch_u32(g, a, "feed_forward_length", &c->n_ff, true, err)) ||
-        (rc = arch_u32(g, a, "attention.head_count", &c->n_head, true, err)))
+    if ((rc = rlx_model_key_u32(g, a, "block_count", &c->n_layer, true, err)) ||
+        (rc = rlx_model_key_u32(g, a, "embedding_length", &c->n_embd, true, err)) ||
+        (rc = rlx_model_key_u32(g, a, "feed_forward_length", &c->n_ff, true, err)) ||
+        (rc = rlx_model_key_u32(g, a, "attention.head_count", &c->n_head, true, err)))
         return rc;
     c->n_head_kv = c->n_head;
     c->n_ctx_train = 2048;
     c->norm_eps = 1e-5f;
     c->rope_base = 10000.0f;
     c->rope_freq_scale = 1.0f;
-    if ((rc = arch_u32(g, a, "attention.head_count_kv", &c->n_head_kv, false, err)) ||
-        (rc = arch_u32(g, a, "context_length", &c->n_ctx_train, false, err)) ||
-        (rc = arch_f32(g, a, "attention.layer_norm_rms_epsilon", &c->norm_eps, err)) ||
-        (rc = arch_f32(g, a, "rope.freq_base", &c->rope_base, err)))
+    if ((rc = rlx_model_key_u32(g, a, "attention.head_count_kv", &c->n_head_kv, false, err)) ||
+        (rc = rlx_model_key_u32(g, a, "context_length", &c->n_ctx_train, false, err)) ||
+        (rc = rlx_model_key_f32(g, a, "attention.layer_norm_rms_epsilon", &c->norm_eps, err)) ||
+        (rc = rlx_model_key_f32(g, a, "rope.freq_base", &c->rope_base, err)))
         return rc;
     if (c->n_layer <= 0 || c->n_embd <= 0 || c->n_head <= 0 || c->n_head_kv <= 0 || c->n_head % c->n_head_kv)
         return rlx_errorf(err, RLX_EFORMAT, "%s: inconsistent hyper-parameters (layers %d, embedding %d, heads %d / %d kv)",
                           rlx_gguf_path(g), c->n_layer, c->n_embd, c->n_head, c->n_head_kv);
     c->head_dim = c->n_embd / c->n_head;
-    if ((rc = arch_u32(g, a, "attention.key_length", &c->head_dim, false, err))) return rc;
+    if ((rc = rlx_model_key_u32(g, a, "attention.key_length", &c->head_dim, false, err))) return rc;
     c->n_rot = c->head_dim;
-    if ((rc = arch_u32(g, a, "rope.dimension_count", &c->n_rot, false, err))) return rc;
+    if ((rc = rlx_model_key_u32(g, a, "rope.dimension_count", &c->n_rot, false, err))) return rc;
     if (c->head_dim <= 0 || c->head_dim > 1024 || c->n_rot <= 0 || c->n_rot > c->head_dim || c->n_rot % 2)
         return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: head size %d / rotary dims %d are not supported",
                           rlx_gguf_path(g), c->head_dim, c->n_rot);
@@ -86,7 +86,7 @@ static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
     rlx_gguf_str st;
     if (rlx_gguf_get_str(g, key, &st, NULL) == 0 && !(st.len == 4 && !memcmp(st.ptr, "none", 4))) {
         float factor = 1.0f;
-        if ((rc = arch_f32(g, a, "rope.scaling.factor", &factor, err))) return rc;
+        if ((rc = rlx_model_key_f32(g, a, "rope.scaling.factor", &factor, err))) return rc;
         if (st.len == 6 && !memcmp(st.ptr, "linear", 6)) {
             if (factor <= 0) return rlx_errorf(err, RLX_EFORMAT, "%s: rope.scaling.factor must be positive", rlx_gguf_path(g));
             c->rope_freq_scale = 1.0f / factor;

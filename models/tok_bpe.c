@@ -109,10 +109,11 @@ static uint32_t pair_hash(const char *l, size_t ln, const char *r, size_t rn)
 static int32_t merge_rank(const rlx_tokenizer *t, const char *l, size_t ln, const char *r, size_t rn)
 {
     if (!t->merge_slots) return -1;
-    uint32_t i = pair_hash(l, ln, r, rn) & t->merge_mask;
-    for (;; i = (i + 1) & t->merge_mask) {
-        int32_t k = t->merge_slots[i];
+    uint32_t h = pair_hash(l, ln, r, rn);
+    for (uint32_t i = h & t->merge_mask;; i = (i + 1) & t->merge_mask) {
+        int32_t k = t->merge_slots[i].id;
         if (k < 0) return -1;
+        if (t->merge_slots[i].h != h) continue;
         const char *m = t->merge_str[k];
         if (t->merge_llen[k] == ln && t->merge_rlen[k] == rn && memcmp(m, l, ln) == 0 &&
             memcmp(m + ln + 1, r, rn) == 0)
@@ -156,11 +157,11 @@ static int load_merges(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
         size_t ln = (size_t)(sp - t->merge_str[i]), rn = s.len - ln - 1;
         t->merge_llen[i] = (uint32_t)ln;
         t->merge_rlen[i] = (uint32_t)rn;
-        uint32_t h = pair_hash(t->merge_str[i], ln, sp + 1, rn) & t->merge_mask;
-        for (;; h = (h + 1) & t->merge_mask) {
-            int32_t k = t->merge_slots[h];
-            if (k < 0) { t->merge_slots[h] = (int32_t)i; break; }
-            if (t->merge_llen[k] == ln && t->merge_rlen[k] == rn && memcmp(t->merge_str[k], t->merge_str[i], s.len) == 0)
+        uint32_t h = pair_hash(t->merge_str[i], ln, sp + 1, rn);
+        for (uint32_t j = h & t->merge_mask;; j = (j + 1) & t->merge_mask) {
+            int32_t k = t->merge_slots[j].id;
+            if (k < 0) { t->merge_slots[j] = (rlx__slot){h, (int32_t)i}; break; }
+            if (t->merge_slots[j].h == h && t->merge_llen[k] == ln && t->merge_rlen[k] == rn && memcmp(t->merge_str[k], t->merge_str[i], s.len) == 0)
                 break; /* a duplicate keeps its first (lowest) rank */
         }
     }
@@ -255,7 +256,8 @@ static int pretokenize(const rlx_tokenizer *t, const char *text, size_t n, spans
             size_t len = cur->v[i].len, pos = 0, last = 0;
             while (pos < len && !rc) {
                 int m = pcre2_match(t->re[r], (PCRE2_SPTR)s, len, pos, 0, md, NULL);
-                if (m < 0) break; /* no match (or a match-limit error): the rest stays one piece */
+                if (m == PCRE2_ERROR_NOMATCH) break;
+                if (m < 0) { rc = RLX_ERANGE; break; } /* match or depth limit: never split silently */
                 PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
                 size_t ms = ov[0], me = ov[1];
                 if (me <= ms) { pos = ms + 1; continue; } /* empty match: look further on */

@@ -28,6 +28,12 @@ enum {
 
 #define RLX_BPE_MAX_RE 8
 
+/* Open-addressing hash slot: the full hash is kept so probes rarely touch the entries. */
+typedef struct rlx__slot {
+    uint32_t h;
+    int32_t id; /* -1 = empty */
+} rlx__slot;
+
 struct rlx_tokenizer {
     int kind;                  /* RLX_TOK_* */
     int32_t n_vocab;
@@ -36,7 +42,7 @@ struct rlx_tokenizer {
     float *score;              /* SentencePiece scores (0 when absent) */
     uint16_t *attr;            /* RLX_ATTR_* bits */
     char *arena;
-    int32_t *tok_slots;        /* open-addressing hash text -> id, -1 = empty */
+    rlx__slot *tok_slots;      /* hash of text -> id */
     uint32_t tok_mask;
     size_t max_token_len;
 
@@ -52,7 +58,7 @@ struct rlx_tokenizer {
     const char **merge_str;    /* "left right" as stored, in merge_arena */
     uint32_t *merge_llen, *merge_rlen;
     char *merge_arena;
-    int32_t *merge_slots;      /* hash -> rank, -1 = empty */
+    rlx__slot *merge_slots;    /* hash of "left right" -> rank */
     uint32_t merge_mask;
     pcre2_code *re[RLX_BPE_MAX_RE]; /* pre-tokenizer regexes, applied in order */
     int n_re;

@@ -51,11 +51,11 @@ size_t rlx__utf8_valid_len(const char *s, size_t n)
 
 int32_t rlx__tok_find(const rlx_tokenizer *t, const char *s, size_t n)
 {
-    uint32_t i = rlx__hash_bytes(RLX__HASH_SEED, s, n) & t->tok_mask;
-    for (;; i = (i + 1) & t->tok_mask) {
-        int32_t id = t->tok_slots[i];
+    uint32_t h = rlx__hash_bytes(RLX__HASH_SEED, s, n);
+    for (uint32_t i = h & t->tok_mask;; i = (i + 1) & t->tok_mask) {
+        int32_t id = t->tok_slots[i].id;
         if (id < 0) return -1;
-        if (t->len[id] == n && memcmp(t->text[id], s, n) == 0) return id;
+        if (t->tok_slots[i].h == h && t->len[id] == n && memcmp(t->text[id], s, n) == 0) return id;
     }
 }
 
@@ -69,12 +69,12 @@ static uint32_t pow2_at_least(uint64_t n)
 /* Later duplicates win, as with llama.cpp's token_to_id map. */
 static void tok_insert(rlx_tokenizer *t, int32_t id)
 {
-    uint32_t i = rlx__hash_bytes(RLX__HASH_SEED, t->text[id], t->len[id]) & t->tok_mask;
-    for (;; i = (i + 1) & t->tok_mask) {
-        int32_t cur = t->tok_slots[i];
-        if (cur < 0) { t->tok_slots[i] = id; return; }
-        if (t->len[cur] == t->len[id] && memcmp(t->text[cur], t->text[id], t->len[id]) == 0) {
-            t->tok_slots[i] = id;
+    uint32_t h = rlx__hash_bytes(RLX__HASH_SEED, t->text[id], t->len[id]);
+    for (uint32_t i = h & t->tok_mask;; i = (i + 1) & t->tok_mask) {
+        int32_t cur = t->tok_slots[i].id;
+        if (cur < 0 || (t->tok_slots[i].h == h && t->len[cur] == t->len[id] &&
+                        memcmp(t->text[cur], t->text[id], t->len[id]) == 0)) {
+            t->tok_slots[i] = (rlx__slot){h, id};
             return;
         }
     }
@@ -342,7 +342,8 @@ int rlx_tokenizer_from_gguf(rlx_tokenizer **out, const rlx_gguf *g, rlx_error *e
         t->bos = 1; t->eos = 2; t->unk = 0;
         t->add_bos = true; t->add_space_prefix = true;
     } else if (kind == RLX_TOK_BPE) {
-        t->bos = 11; t->eos = 11;
+        /* llama.cpp defaults to id 11 here, which in GPT-2-style vocabularies is ",": without the
+         * keys we rather have no BOS/EOS than end generation on a comma. */
     } else {
         t->bos = 101; t->unk = 100; t->sep = 102; t->pad = 0;
         t->add_bos = true; t->add_sep = true;
@@ -514,7 +515,9 @@ int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_
     }
     if (rc) {
         free(out.v);
-        return rlx_errorf(err, rc, "out of memory tokenizing %zu bytes of text", len);
+        if (rc == RLX_ENOMEM) return rlx_errorf(err, rc, "out of memory tokenizing %zu bytes of text", len);
+        return rlx_errorf(err, rc, "the '%s' pre-tokenizer could not split this text (regex limit reached); "
+                          "split the input into smaller parts", t->pre);
     }
     *ids = out.v;
     *n_ids = out.n;

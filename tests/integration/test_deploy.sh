@@ -45,6 +45,45 @@ else
   note "systemd-analyze not installed: unit check skipped"
 fi
 
+# ---- INI files (config/*.ini, the ConfigMap's rlxd.ini) -----------------------------------
+awk '/rlxd.ini: \|/ {f = 1; next} f { if ($0 ~ /^    / || $0 ~ /^$/) { sub(/^    /, ""); print } else exit }' \
+  deploy/k8s/configmap.yaml > "$tmp/k8s.ini"
+inis=("$tmp/k8s.ini")
+for f in config/*.ini; do [ "$f" = config/rlxd.ini ] || [ ! -f "$f" ] || inis+=("$f"); done
+# with the daemon's own parser, once `rlxd serve` exists: --help after --config parses the file
+exe="${RLX_BIN:-}/rlxd"
+if [ -x "$exe" ] && env -i PATH="$PATH" "$exe" serve --help >/dev/null 2>&1; then
+  printf '[server]\nno-such-key = 1\n' > "$tmp/bad.ini"
+  if env -i PATH="$PATH" "$exe" serve --config "$tmp/bad.ini" --help >/dev/null 2>&1; then
+    note "rlxd serve --help does not validate --config: daemon INI check skipped"
+  else
+    ran=1
+    for f in "${inis[@]}"; do
+      out=$(env -i PATH="$PATH" "$exe" serve --config "$f" --help 2>&1 >/dev/null) \
+        || bad "rlxd rejects $f: $out"
+    done
+    note "INI files accepted by rlxd serve"
+  fi
+else
+  note "rlxd serve not available in this build: daemon INI check skipped"
+fi
+# shape: only [server] and [model.NAME] sections, every model with a path
+for f in "${inis[@]}"; do
+  ran=1
+  awk -v F="$f" '
+    /^[ \t]*[;#]/ || /^[ \t]*$/ { next }
+    /^\[/ { sec = $0; gsub(/[][ \t]/, "", sec)
+            if (sec != "server" && sec !~ /^model\.[A-Za-z0-9._:-]+$/) { print F ": unknown section [" sec "]"; bad = 1 }
+            if (sec ~ /^model\./) { models[sec] = 0 }
+            next }
+    { split($0, kv, "="); k = kv[1]; gsub(/[ \t]/, "", k)
+      if (sec == "") { print F ": key " k " outside a section"; bad = 1 }
+      if (sec ~ /^model\./) { if (k == "path") models[sec] = 1; else if (k != "ctx") { print F ": [" sec "] unknown key " k; bad = 1 } } }
+    END { n = 0; for (m in models) { n++; if (!models[m]) { print F ": [" m "] has no path"; bad = 1 } }
+          if (!n) { print F ": no [model.NAME] section"; bad = 1 }
+          exit bad }' "$f" || bad "INI shape of $f"
+done
+
 # ---- structural checks (python3 + PyYAML) ----------------------------------------------------
 py=""
 for c in /usr/bin/python3 python3; do

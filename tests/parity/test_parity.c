@@ -39,8 +39,9 @@ static int run_dir(const char *sub, int kv_type, int *n_models)
         }
         rlx_model_free(m);
         golden_result res = golden_run(gpath, mcopy, kv_type, golden_tolerance(model_rel));
-        fprintf(stderr, "  %s %-44s %s KV: %d checks, %d failed, %d within 2x tol%s%s\n", res.failed ? "FAIL" : "ok  ", names[i],
-                kv_type == RLX_F16 ? "f16" : "f32", res.checked, res.failed, res.soft, res.failed ? ": " : "", res.first_failure);
+        fprintf(stderr, "  %s %-44s %s KV: %d checks, %d failed, %d within 2x tol, worst %.2f tol%s%s\n", res.failed ? "FAIL" : "ok  ",
+                names[i], kv_type == RLX_F16 ? "f16" : "f32", res.checked, res.failed, res.soft, res.worst,
+                res.failed ? ": " : "", res.first_failure);
         failures += res.failed ? 1 : 0;
         (*n_models)++;
         free(names[i]);

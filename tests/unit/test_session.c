@@ -191,6 +191,11 @@ TEST(list_pages)
     ASSERT_EQ(rlx_session_list(st, 100, 3, &l, &n, &total, &err), 0);
     ASSERT_EQ(n, 0);
     rlx_session_list_free(l, n);
+    total = 0;
+    ASSERT_EQ(rlx_session_list(st, 0, 0, &l, &n, &total, &err), 0);
+    ASSERT_EQ(n, 0);
+    ASSERT_EQ(total, 7);
+    rlx_session_list_free(l, n);
     rlx_session_store_close(st);
     rm_db(db);
 }

@@ -3,6 +3,7 @@
  * byte-exact round trips of arbitrary bytes, load time, and clear errors for bad vocabularies. */
 #include "tests/unit/test_tokenizer_vocab.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 static int32_t find_piece(const rlx_tokenizer *t, const char *s)
@@ -292,6 +293,108 @@ TEST(random_bytes_round_trip)
     if (!seen) SKIP("no reference vocabularies");
 }
 
+static bool valid_utf8(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t L = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!L || i + L > n) return false;
+        for (size_t k = 1; k < L; k++)
+            if (((unsigned char)s[i + k] & 0xC0) != 0x80) return false;
+        i += L;
+    }
+    return true;
+}
+
+/* Arbitrary bytes (specials' characters included) through every vocabulary and mode: no error,
+ * ids in range, and the stream always emits valid UTF-8. */
+TEST(random_input_every_vocab)
+{
+    static const char *const names[] = {"llama-spm", "phi-3", "baichuan", "qwen2-reconstructed", "gpt-2",
+                                        "deepseek-llm", "deepseek-coder", "falcon", "mpt", "gpt-neox",
+                                        "starcoder", "refact", "bert-bge"};
+    static const char alphabet[] = "<|>/sim_tarednoft[]#\n \t'.,!?0123456789";
+    int seen = 0;
+    uint32_t rng = 777;
+    for (size_t k = 0; k < RLX_ARRAY_LEN(names); k++) {
+        tv_vocab v;
+        if (tv_open(&v, names[k]) != 0) continue;
+        seen++;
+        for (int iter = 0; iter < 60; iter++) {
+            char text[128];
+            size_t len = (size_t)iter * 2;
+            for (size_t i = 0; i < len; i++) {
+                rng = rng * 1664525u + 1013904223u;
+                uint32_t r = rng >> 24;
+                text[i] = r < 128 ? alphabet[r % (sizeof alphabet - 1)] : (char)r;
+            }
+            int32_t *ids;
+            size_t n;
+            rlx_error err = {0};
+            bool add = iter & 1, parse = iter & 2;
+            ASSERT_EQ(rlx_tokenize(v.t, text, len, add, parse, &ids, &n, &err), 0);
+            rlx_detok_stream st = {0};
+            char out[1024];
+            for (size_t i = 0; i < n; i++) {
+                ASSERT(ids[i] >= 0 && ids[i] < rlx_tokenizer_n_vocab(v.t));
+                size_t w = rlx_detok_push(v.t, &st, ids[i], parse, out, sizeof out);
+                ASSERT_MSG(valid_utf8(out, w), "%s: stream emitted invalid UTF-8", names[k]);
+            }
+            size_t w = rlx_detok_flush(&st, out, sizeof out);
+            ASSERT(valid_utf8(out, w));
+            free(ids);
+        }
+        tv_close(&v);
+    }
+    if (!seen) SKIP("no reference vocabularies");
+}
+
+/* A tokenizer is shared by worker threads: concurrent calls must agree with a serial run. */
+typedef struct thread_job {
+    const rlx_tokenizer *t;
+    const tv_set *s;
+    int mismatches;
+} thread_job;
+
+static void *tokenize_all(void *arg)
+{
+    thread_job *j = arg;
+    for (int rep = 0; rep < 5; rep++)
+        for (size_t i = 0; i < j->s->n; i++) {
+            int32_t *ids;
+            size_t n;
+            rlx_error err = {0};
+            const tv_case *c = &j->s->c[i];
+            if (rlx_tokenize(j->t, c->text, c->len, false, false, &ids, &n, &err) || n != c->n_ids ||
+                (n && memcmp(ids, c->ids, n * sizeof *ids)))
+                j->mismatches++;
+            free(ids);
+        }
+    return NULL;
+}
+
+TEST(concurrent_tokenize)
+{
+    tv_vocab v;
+    tv_set s;
+    OPEN_OR_SKIP(v, "qwen2-reconstructed");
+    ASSERT_EQ(tv_read(&s, "qwen2"), 0);
+    pthread_t th[4];
+    thread_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (thread_job){v.t, &s, 0};
+        ASSERT_EQ(pthread_create(&th[i], NULL, tokenize_all, &jobs[i]), 0);
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += jobs[i].mismatches;
+    }
+    tv_set_free(&s);
+    tv_close(&v);
+    ASSERT_EQ(bad, 0);
+}
+
 TEST(load_time)
 {
     tv_vocab v;
@@ -306,11 +409,12 @@ TEST(load_time)
 static int write_vocab(const char *path, const char *model, const char *pre)
 {
     rlx_gguf_writer *w = rlx_gguf_writer_new();
-    static const rlx_gguf_str toks[] = {{"<unk>", 5}, {"a", 1}, {"b", 1}, {"ab", 2}};
+    static const rlx_gguf_str toks[] = {{"<unk>", 5}, {"a", 1}, {"b", 1}, {"ab", 2}, {"c", 1}, {"d", 1}, {"e", 1},
+                                        {"f", 1}, {"g", 1}, {"h", 1}, {"i", 1}, {",", 1}, {"j", 1}};
     static const rlx_gguf_str merges[] = {{"a b", 3}};
     if (model) rlx_gguf_writer_set_str(w, "tokenizer.ggml.model", model, strlen(model));
     if (pre) rlx_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre, strlen(pre));
-    rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
+    rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, RLX_ARRAY_LEN(toks));
     rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1);
     rlx_error err = {0};
     int rc = rlx_gguf_writer_write(w, path, &err);
@@ -352,6 +456,9 @@ TEST(bad_vocabularies)
     ASSERT_EQ(load_vocab(path, &t, &err), 0);
     int32_t *ids;
     size_t n;
+    ASSERT_EQ(rlx_tokenizer_eos(t), -1); /* no keys: no BOS/EOS, and "," (id 11) does not end generation */
+    ASSERT_EQ(rlx_tokenizer_bos(t), -1);
+    ASSERT(!rlx_tokenizer_is_eog(t, 11));
     ASSERT_EQ(rlx_tokenize(t, "abab", 4, true, false, &ids, &n, &err), 0);
     ASSERT_EQ(n, 2); /* one pre-token; "a b" merges twice and "abab" is no token */
     ASSERT_EQ(ids[0], 3);
@@ -367,5 +474,6 @@ TEST(bad_vocabularies)
 }
 
 TEST_MAIN(TEST_ENTRY(add_special_per_family), TEST_ENTRY(special_tokens_and_eog), TEST_ENTRY(phi3_rstrip_and_user_defined), TEST_ENTRY(token_to_bytes),
-          TEST_ENTRY(stream_holds_split_code_points), TEST_ENTRY(random_bytes_round_trip), TEST_ENTRY(load_time),
+          TEST_ENTRY(stream_holds_split_code_points), TEST_ENTRY(random_bytes_round_trip),
+          TEST_ENTRY(random_input_every_vocab), TEST_ENTRY(concurrent_tokenize), TEST_ENTRY(load_time),
           TEST_ENTRY(bad_vocabularies))
