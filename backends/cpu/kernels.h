@@ -13,7 +13,8 @@
 typedef void (*rlx_matmul_rows_fn)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                                    size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 
-/* Forces a kernel path by name ("scalar", "avx2", "avx512"); later rlx_matmul_rows calls use it.
+/* Forces a kernel path by name ("scalar", "avx2", "avx512"; tests also reach "avx512-novnni", the
+ * AVX-512 kernels without VNNI, which a VNNI CPU never picks); later rlx_matmul_rows calls use it.
  * Returns RLX_EUNSUPPORTED (and changes nothing) if this CPU or build lacks it, RLX_EINVAL for
  * an unknown name. Meant for tests and benchmarks; not thread-safe against running products. */
 int rlx_cpu_force_path(const char *name);

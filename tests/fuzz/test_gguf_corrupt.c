@@ -295,6 +295,7 @@ TEST(mutants_of_stories260k)
     ASSERT_MSG(!r, "case %d: %s", st.cases, r);
     fprintf(stderr, "  %d mutants: %d opened, %d rejected\n", st.cases, st.opened, st.failed);
     ASSERT(st.cases >= 500);
+    ASSERT(st.failed > st.cases / 2 && st.opened > 10);
 }
 
 TEST_MAIN(TEST_ENTRY(mutants_of_a_written_file), TEST_ENTRY(mutants_of_stories260k))

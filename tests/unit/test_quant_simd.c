@@ -54,6 +54,16 @@ static double rel_rms(const float *a, const float *b, int64_t n)
     return sqrt(e / r);
 }
 
+/* Runs first: the environment is read at the first use of the dispatcher in a process. */
+TEST(env_selects_path)
+{
+    setenv("RLX_CPU_PATH", "avx2", 1);
+    const char *p = rlx_cpu_path();
+    if (rlx_cpu_has_path("avx2")) ASSERT_STR_EQ(p, "avx2");
+    else ASSERT(strcmp(p, "avx2") != 0); /* a path the CPU lacks is ignored */
+    unsetenv("RLX_CPU_PATH");
+}
+
 TEST(roundtrip_error_bounds)
 {
     static const struct { int type; double max_rel_rms; } cases[] = {
@@ -199,7 +209,7 @@ static bool exact_type(int type) { return type == RLX_Q4_K || type == RLX_Q5_K |
 
 TEST(matmul_paths_match_scalar)
 {
-    static const char *paths[] = {"avx2", "avx512"};
+    static const char *paths[] = {"avx2", "avx512", "avx512-novnni"};
     static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}};
     static const struct { int64_t N, K; } shapes_k[] = {{19, 256}, {13, 768}};
     static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}};
@@ -279,6 +289,6 @@ TEST(force_path_errors)
     ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
 }
 
-TEST_MAIN(TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(bad_arguments),
+TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
           TEST_ENTRY(force_path_errors))
