@@ -182,6 +182,58 @@ TEST(gemma3_forward_matches_reference)
     ASSERT_MSG(no_swa > 1e-2, "logits do not depend on the sliding window (%.3g)", no_swa);
 }
 
+/* Two sequences in one batch (interleaved prefill, then joint decode steps past the window)
+ * give each sequence the logits it gets alone: windows and positions are per sequence. */
+TEST(gemma3_two_sequences_batched)
+{
+    char path[512];
+    if (!synth(GEMMA3_ARGS, "gemma3.gguf", path, sizeof path)) SKIP("rlxd-synth is not built or failed");
+    rlx_runner *r = open_runner(path);
+    ASSERT(r);
+    enum { NA = 42, NB = 36, PA = 34, PB = 28 };
+    const int n[2] = {NA, NB}, pre[2] = {PA, PB};
+    int32_t toks[2][NA];
+    tokens(toks[0], NA, r->n_vocab, 21);
+    tokens(toks[1], NB, r->n_vocab, 22);
+    ref_model rm = ref_of(r->model);
+    ref_family f = {.qk_norm = true, .post_norms = true, .gelu = true, .embd_scale = true, .neox = true, .scale_q = true,
+                    .swa_period = 6, .window = 32, .rope_base = 1e6f, .rope_base_swa = 1e4f};
+    float *ref[2] = {malloc((size_t)NA * rm.V * sizeof(float)), malloc((size_t)NA * rm.V * sizeof(float))};
+    bool ok = ref[0] && ref[1] && ref_forward(&rm, &f, toks[0], NA, ref[0]) && ref_forward(&rm, &f, toks[1], NB, ref[1]);
+    int32_t *table[2] = {NULL, NULL}, nb[2] = {0, 0}, cap[2] = {0, 0};
+    ok = ok && !rlx_runner_reserve(r, &table[0], &nb[0], &cap[0], NA) && !rlx_runner_reserve(r, &table[1], &nb[1], &cap[1], NB);
+    rlx_batch_seq bs[2] = {{table[0], nb[0]}, {table[1], nb[1]}};
+    double maxabs = 1.0, worst = 0.0;
+    for (int s = 0; ok && s < 2; s++)
+        for (size_t i = 0; i < (size_t)n[s] * rm.V; i++) maxabs = fmax(maxabs, fabs(ref[s][i]));
+    int done[2] = {0, 0};
+    rlx_error err = {0};
+    for (int step = 0; ok && (done[0] < n[0] || done[1] < n[1]); step++) {
+        int32_t tk[64], pos[64], sq[64];
+        uint8_t outf[64];
+        int bt = 0;
+        /* step 0: both prefills, interleaved token by token; then one token per sequence */
+        for (int i = 0; i < (step ? 1 : PA); i++)
+            for (int s = 0; s < 2; s++)
+                if (done[s] < (step ? n[s] : pre[s]) && bt < 64) {
+                    tk[bt] = toks[s][done[s]]; pos[bt] = done[s]++; sq[bt] = s; outf[bt++] = 1;
+                }
+        rlx_batch b = {bt, tk, pos, sq, outf, bt, 2, bs};
+        if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "  forward: %s\n", err.msg); ok = false; break; }
+        for (int o = 0; o < bt; o++)
+            for (int v = 0; v < rm.V; v++)
+                worst = fmax(worst, fabs(r->logits[(size_t)o * rm.V + v] - ref[sq[o]][(size_t)pos[o] * rm.V + v]) / maxabs);
+    }
+    for (int s = 0; s < 2; s++) {
+        for (int32_t i = 0; i < nb[s]; i++) rlx_kv_release(&r->kv, table[s][i]);
+        free(table[s]);
+        free(ref[s]);
+    }
+    rlx_runner_close(r);
+    ASSERT(ok);
+    ASSERT_MSG(worst < 1e-3, "batched logits differ from the per-sequence reference by %.3g of max|logit|", worst);
+}
+
 /* The reference against the engine on the gemma2 file whose logits match llama.cpp's golden:
  * if they agree, the reference's reading of the Gemma graph is llama.cpp's. */
 TEST(reference_agrees_on_golden_gemma2)
@@ -348,5 +400,6 @@ TEST(bad_family_metadata)
     ASSERT_MSG(strstr(err.msg, "blk.0.attn_k.bias"), "%s", err.msg);
 }
 
-TEST_MAIN(TEST_ENTRY(gemma3_graph), TEST_ENTRY(gemma3_forward_matches_reference), TEST_ENTRY(reference_agrees_on_golden_gemma2),
+TEST_MAIN(TEST_ENTRY(gemma3_graph), TEST_ENTRY(gemma3_forward_matches_reference),
+          TEST_ENTRY(gemma3_two_sequences_batched), TEST_ENTRY(reference_agrees_on_golden_gemma2),
           TEST_ENTRY(llama3_rope_scaling), TEST_ENTRY(bad_family_metadata))
