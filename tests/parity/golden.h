@@ -78,8 +78,9 @@ static double golden_tolerance(const char *model_file)
     return (strstr(model_file, "-q") && !strstr(model_file, "qwen")) ? 1e-2 : 2e-3;
 }
 
-/* Runs every prompt of golden file `gpath` on model `mpath` with KV type kv_type. */
-static golden_result golden_run(const char *gpath, const char *mpath, int kv_type, double tol)
+/* Runs the prompts of golden file `gpath` (the first max_prompts; 0 = all) on model `mpath`
+ * with KV type kv_type. */
+static golden_result golden_run(const char *gpath, const char *mpath, int kv_type, double tol, int max_prompts)
 {
     golden_result res = {.allow_soft = tol > 5e-3};
     size_t len;
@@ -108,6 +109,7 @@ static golden_result golden_run(const char *gpath, const char *mpath, int kv_typ
     if (rlx_runner_open(&r, &cfg, &err)) { golden_fail(&res, "%s: %s", mpath, err.msg); cJSON_Delete(root); return res; }
     int pi = 0;
     cJSON_ArrayForEach(p, prompts) {
+        if (max_prompts > 0 && pi >= max_prompts) break;
         const cJSON *toks = cJSON_GetObjectItem(p, "tokens");
         int n = cJSON_GetArraySize(toks);
         int32_t ids[256], pos[256], seq[256];
