@@ -4,6 +4,7 @@
  * inside conditionals to run time. */
 #include "models/jinja_text.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,6 +294,8 @@ static rj_value f_round(rj_env *E, rj_value v, const rj_args *a)
     const rj_value *pp = rlx__j_arg(a, 0, "precision"), *mp = rlx__j_arg(a, 1, "method");
     int prec = pp && pp->type == RJ_INT ? (int)RLX_MAX(-20, RLX_MIN(pp->i, 20)) : 0;
     if (!rlx__j_is_number(v)) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "round: a number is required, not %s", rlx__j_type_name(v));
+    bool common = !mp || (mp->type == RJ_STR && mp->s.n == 6 && !memcmp(mp->s.p, "common", 6));
+    if (common && (v.type == RJ_INT || v.type == RJ_BOOL) && prec >= 0) return rj_int(v.type == RJ_INT ? v.i : v.b);
     double x = rlx__j_num(v), p10 = pow(10.0, prec);
     if (mp && mp->type == RJ_STR && mp->s.n == 4 && !memcmp(mp->s.p, "ceil", 4)) return rj_float(ceil(x * p10) / p10);
     if (mp && mp->type == RJ_STR && mp->s.n == 5 && !memcmp(mp->s.p, "floor", 5)) return rj_float(floor(x * p10) / p10);
@@ -422,8 +425,13 @@ static rj_value f_format(rj_env *E, rj_value v, const rj_args *a)
 static rj_value f_attr(rj_env *E, rj_value v, const rj_args *a)
 {
     const rj_value *n = rlx__j_arg(a, 0, "name");
-    if (!n) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "attr needs an attribute name");
-    return attr_path(E, v, *n);
+    if (!n || n->type != RJ_STR) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "attr needs an attribute name");
+    /* attr() reads Python attributes only: a dict's keys are not attributes */
+    if (v.type == RJ_NS) {
+        rj_value *got = rlx__j_dict_gets(v.d, n->s.p, n->s.n);
+        if (got) return *got;
+    }
+    return rlx__j_undef_named(rlx__j_env_rt(E), "'%s object' has no attribute '%.*s'", rlx__j_type_name(v), (int)RLX_MIN(n->s.n, (size_t)60), n->s.p);
 }
 
 static rj_value f_batch(rj_env *E, rj_value v, const rj_args *a)
@@ -509,7 +517,32 @@ static rj_value f_center(rj_env *E, rj_value v, const rj_args *a)
     return rj_str(b.p, b.n);
 }
 
+static rj_value f_truncate(rj_env *E, rj_value v, const rj_args *a)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    rj_value s = need_str(E, v);
+    const rj_value *lp = rlx__j_arg(a, 0, "length"), *ep = rlx__j_arg(a, 2, "end"), *lw = rlx__j_arg(a, 3, "leeway");
+    int64_t length = lp && lp->type == RJ_INT ? lp->i : 255, leeway = lw && lw->type == RJ_INT ? lw->i : 5;
+    rj_value end = ep && ep->type == RJ_STR ? *ep : rj_cstr("...");
+    size_t len = rlx__j_utf8_len(s.s.p, s.s.n), elen = rlx__j_utf8_len(end.s.p, end.s.n);
+    if (length < (int64_t)elen) rlx__j_fail(rt, RLX_EINVAL, "truncate: expected length >= %zu, got %" PRId64, elen, length);
+    if (leeway < 0) rlx__j_fail(rt, RLX_EINVAL, "truncate: expected leeway >= 0");
+    if ((int64_t)len <= length + leeway) return s;
+    size_t cut = rlx__j_utf8_off(s.s.p, s.s.n, (size_t)(length - (int64_t)elen));
+    rj_value head = rj_str(s.s.p, cut);
+    if (!arg_bool(a, 1, "killwords", false)) { /* rsplit(" ", 1)[0] */
+        size_t i = cut;
+        while (i > 0 && s.s.p[i - 1] != ' ') i--;
+        if (i > 0) head.s.n = i - 1;
+    }
+    rj_buf b = {0};
+    rlx__j_buf_put(rt, &b, head.s.p, head.s.n);
+    rlx__j_buf_put(rt, &b, end.s.p, end.s.n);
+    return rj_str(b.p, b.n);
+}
+
 static const struct { const char *name; filter_fn fn; } filters[] = {
+    {"truncate", f_truncate},
     {"tojson", f_tojson}, {"length", f_length}, {"count", f_length}, {"string", f_string}, {"trim", f_trim},
     {"default", f_default}, {"d", f_default}, {"join", f_join}, {"lower", f_lower}, {"upper", f_upper},
     {"title", f_title}, {"capitalize", f_capitalize}, {"safe", f_safe}, {"items", f_items}, {"list", f_list},

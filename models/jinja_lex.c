@@ -4,6 +4,7 @@
  * keep_trailing_newline=False. Comments vanish; {% raw %} bodies become data. */
 #include "models/jinja_ast.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 typedef struct lexer {
@@ -133,6 +134,7 @@ static void lex_string(lexer *L)
         case 'f': rlx__j_buf_puts(L->rt, &b, "\f"); break;
         case 'v': rlx__j_buf_puts(L->rt, &b, "\v"); break;
         case '\n': L->line++; break; /* line continuation */
+        case 'N': L->rt->line = L->line; rlx__j_fail(L->rt, RLX_EUNSUPPORTED, "\\N{...} escapes in string literals are not supported");
         case 'x': case 'u': case 'U': {
             int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
@@ -204,7 +206,15 @@ static void lex_number(lexer *L)
     tmp[tn] = 0;
     rj_token *t = push(L, is_float ? TK_FLOAT : TK_INT, L->s + L->pos, i - L->pos, L->line);
     if (is_float) t->f = strtod(tmp, NULL);
-    else t->i = (int64_t)strtoull(tmp, NULL, base);
+    else {
+        errno = 0;
+        unsigned long long v = strtoull(tmp, NULL, base);
+        if (errno == ERANGE || v > (unsigned long long)INT64_MAX) {
+            L->rt->line = L->line;
+            rlx__j_fail(L->rt, RLX_EUNSUPPORTED, "integer literal %s does not fit in 64 bits", tmp);
+        }
+        t->i = (int64_t)v;
+    }
     L->pos = i;
 }
 
@@ -215,6 +225,7 @@ static const char *const ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", 
 static void lex_tag(lexer *L, bool is_var, int open_line)
 {
     const char *close = is_var ? "}}" : "%}";
+    int balance = 0; /* open ( [ {: a closing delimiter inside brackets is not the tag's end */
     for (;;) {
         while (L->pos < L->n && is_ws(L->s[L->pos])) {
             if (L->s[L->pos] == '\n') L->line++;
@@ -228,7 +239,8 @@ static void lex_tag(lexer *L, bool is_var, int open_line)
         size_t left = L->n - L->pos;
         char mod = 0;
         size_t k = 0;
-        if (left >= 3 && (p[0] == '-' || p[0] == '+') && !memcmp(p + 1, close, 2)) { mod = p[0]; k = 3; }
+        if (balance > 0) k = 0;
+        else if (left >= 3 && (p[0] == '-' || p[0] == '+') && !memcmp(p + 1, close, 2)) { mod = p[0]; k = 3; }
         else if (left >= 2 && !memcmp(p, close, 2)) k = 2;
         if (k) {
             push(L, is_var ? TK_VAR_END : TK_BLOCK_END, p, k, L->line);
@@ -256,6 +268,8 @@ static void lex_tag(lexer *L, bool is_var, int open_line)
                 L->rt->line = L->line;
                 rlx__j_fail(L->rt, RLX_EFORMAT, "unexpected character '%c' inside a tag", c);
             }
+            if (c == '(' || c == '[' || c == '{') balance++;
+            else if ((c == ')' || c == ']' || c == '}') && balance > 0) balance--;
             push(L, TK_OP, p, strlen(ops[i]), L->line);
             L->pos += strlen(ops[i]);
         }

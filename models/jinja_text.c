@@ -63,6 +63,10 @@ rj_value rlx__j_case(rj_rt *rt, rj_value s, int mode)
         }
         }
         first = false;
+        if (cp == 0xdf && o != cp) { /* Python's full case mapping: sharp s becomes two letters */
+            rlx__j_buf_puts(rt, &b, mode == CASE_UPPER || mode == CASE_TITLE_JINJA ? "SS" : "Ss");
+            continue;
+        }
         put_cp(rt, &b, o);
     }
     return rj_str(b.p, b.n);
