@@ -98,6 +98,7 @@ static rj_value f_tojson(rj_env *E, rj_value v, const rj_args *a)
         o.key_sep = rlx__j_strdup(rt, seps->l->v[1].s.p, seps->l->v[1].s.n);
     }
     o.sort_keys = arg_bool(a, -1, "sort_keys", false);
+    o.ensure_ascii = arg_bool(a, -1, "ensure_ascii", false);
     rj_buf b = {0};
     rlx__j_buf_put(rt, &b, "", 0);
     rlx__j_tojson(rt, &b, v, &o, 0);

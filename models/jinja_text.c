@@ -136,8 +136,7 @@ rj_value rlx__j_split(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxspl
         }
         if (j >= s.s.n) break;
         if (maxsplit >= 0 && done >= maxsplit) {
-            rj_value rest = rlx__j_strip(rt, rj_str(s.s.p + j, s.s.n - j), NULL, 2);
-            rlx__j_list_push(rt, out.l, rest);
+            rlx__j_list_push(rt, out.l, rj_str(s.s.p + j, s.s.n - j)); /* the rest keeps trailing spaces */
             return out;
         }
         size_t e = j;

@@ -447,14 +447,15 @@ rj_value rlx__j_to_str(rj_rt *rt, rj_value v)
     return rj_str(b.p ? b.p : "", b.n);
 }
 
-static void json_str(rj_rt *rt, rj_buf *b, const char *s, size_t n)
+static void json_str(rj_rt *rt, rj_buf *b, const char *s, size_t n, bool ascii)
 {
     rlx__j_buf_puts(rt, b, "\"");
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t run = 0, i = 0;
+    while (i < n) {
         unsigned char c = (unsigned char)s[i];
         const char *esc = NULL;
-        char tmp[8];
+        char tmp[16];
+        size_t adv = 1;
         switch (c) {
         case '"': esc = "\\\""; break;
         case '\\': esc = "\\\\"; break;
@@ -465,12 +466,24 @@ static void json_str(rj_rt *rt, rj_buf *b, const char *s, size_t n)
         case '\f': esc = "\\f"; break;
         default:
             if (c < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", c); esc = tmp; }
+            else if (c >= 0x80 && ascii) { /* ensure_ascii: \uXXXX, astral code points as surrogate pairs */
+                utf8proc_int32_t cp;
+                utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+                if (k <= 0) { cp = 0xfffd; k = 1; }
+                adv = (size_t)k;
+                if (cp >= 0x10000) {
+                    cp -= 0x10000;
+                    snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", 0xd800 + (unsigned)(cp >> 10), 0xdc00 + (unsigned)(cp & 0x3ff));
+                } else snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp);
+                esc = tmp;
+            }
         }
         if (esc) {
             rlx__j_buf_put(rt, b, s + run, i - run);
             rlx__j_buf_puts(rt, b, esc);
-            run = i + 1;
+            run = i + adv;
         }
+        i += adv;
     }
     rlx__j_buf_put(rt, b, s + run, n - run);
     rlx__j_buf_puts(rt, b, "\"");
@@ -495,7 +508,7 @@ void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int 
         else if (isinf(v.f)) rlx__j_buf_puts(rt, b, v.f < 0 ? "-Infinity" : "Infinity");
         else { rlx__j_float_repr(num, sizeof num, v.f); rlx__j_buf_puts(rt, b, num); }
         return;
-    case RJ_STR: json_str(rt, b, v.s.p, v.s.n); return;
+    case RJ_STR: json_str(rt, b, v.s.p, v.s.n, o->ensure_ascii); return;
     case RJ_LIST: case RJ_DICT: break;
     default:
         rlx__j_fail(rt, RLX_EINVAL, "tojson: object of type %s is not JSON serializable", rlx__j_type_name(v));
@@ -527,11 +540,11 @@ void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int 
             rlx__j_tojson(rt, b, v.l->v[i], o, level + 1);
         } else {
             rj_value k = v.d->k[order[i]];
-            if (k.type == RJ_STR) json_str(rt, b, k.s.p, k.s.n);
+            if (k.type == RJ_STR) json_str(rt, b, k.s.p, k.s.n, o->ensure_ascii);
             else if (k.type == RJ_INT || k.type == RJ_FLOAT || k.type == RJ_BOOL || k.type == RJ_NONE) {
                 rj_buf kb = {0};
                 rlx__j_tojson(rt, &kb, k, o, level + 1);
-                json_str(rt, b, kb.p, kb.n);
+                json_str(rt, b, kb.p, kb.n, false);
             } else rlx__j_fail(rt, RLX_EINVAL, "tojson: keys must be str, int, float, bool or None, not %s", rlx__j_type_name(k));
             rlx__j_buf_puts(rt, b, o->key_sep);
             rlx__j_tojson(rt, b, v.d->v[order[i]], o, level + 1);

@@ -111,6 +111,7 @@ typedef struct rj_json_opts {
     const char *item_sep;  /* ", " or "," */
     const char *key_sep;   /* ": " */
     bool sort_keys;
+    bool ensure_ascii;     /* escape non-ASCII as \uXXXX (transformers passes False by default) */
 } rj_json_opts;
 void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int level);
 
