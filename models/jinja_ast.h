@@ -35,8 +35,11 @@ typedef enum rj_kind {
     N_CALL, N_FILTER, N_TEST, N_NOT, N_NEG, N_POS, N_BINOP, N_COMPARE, N_AND, N_OR, N_COND,
     /* statements */
     S_DATA, S_PRINT, S_IF, S_FOR, S_SET, S_SET_BLOCK, S_MACRO, S_CALL_BLOCK, S_FILTER_BLOCK,
-    S_BREAK, S_CONTINUE,
+    S_BREAK, S_CONTINUE, S_WITH,
 } rj_kind;
+
+/* S_MACRO flags in rj_node.op: the body reads `kwargs` / `varargs`, so extra arguments land there */
+enum { RJ_MACRO_KWARGS = 1, RJ_MACRO_VARARGS = 2 };
 
 /* binary operators and comparisons (rj_node.op) */
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCAT,

@@ -115,6 +115,10 @@ static rj_value getattr(rj_env *E, rj_value obj, const char *a, size_t n)
                                   (int)RLX_MIN(n, (size_t)100), a);
     }
     case RJ_LOOP: return loop_attr(E, obj.loop, a, n);
+    case RJ_LIST:
+        if (obj.tuple == 2 && n == 7 && !memcmp(a, "grouper", 7)) return obj.l->v[0];
+        if (obj.tuple == 2 && n == 4 && !memcmp(a, "list", 4)) return obj.l->v[1];
+        /* fall through */
     default:
         return rlx__j_undef_named(E->rt, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj),
                                   (int)RLX_MIN(n, (size_t)100), a);
@@ -394,23 +398,32 @@ static rj_value call_macro(rj_env *E, rj_macro_val *m, const rj_args *a)
     rj_scope *saved_scope = E->scope;
     E->scope = s;
     size_t np = def->args.n;
-    if (a->npos > np)
-        rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' takes %zu argument(s) but was given %zu",
-                    (int)def->nlen, def->name ? def->name : "caller", np, a->npos);
-    bool has_caller = false;
+    int mn = def->name ? (int)def->nlen : 6;
+    const char *mname = def->name ? def->name : "caller";
+    bool catch_kwargs = def->op & RJ_MACRO_KWARGS, catch_varargs = def->op & RJ_MACRO_VARARGS;
+    rj_value kwargs = rlx__j_new_dict(E->rt, 0), varargs = rlx__j_new_list(E->rt, 0);
+    varargs.tuple = 1;
+    if (a->npos > np) {
+        if (!catch_varargs)
+            rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' takes %zu argument(s) but was given %zu", mn, mname, np, a->npos);
+        for (size_t i = np; i < a->npos; i++) rlx__j_list_push(E->rt, varargs.l, a->pos[i]);
+    }
     for (size_t k = 0; k < a->nkw; k++) {
-        if (a->kwl[k] == 6 && !memcmp(a->kwn[k], "caller", 6)) { has_caller = true; scope_set(E, s, "caller", 6, a->kwv[k]); continue; }
+        if (a->kwl[k] == 6 && !memcmp(a->kwn[k], "caller", 6)) { scope_set(E, s, "caller", 6, a->kwv[k]); continue; }
         size_t j;
         for (j = 0; j < np; j++)
             if (def->args.v[j]->nlen == a->kwl[k] && !memcmp(def->args.v[j]->name, a->kwn[k], a->kwl[k])) break;
-        if (j == np)
-            rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' takes no keyword argument '%.*s'", (int)def->nlen,
-                        def->name ? def->name : "caller", (int)a->kwl[k], a->kwn[k]);
+        if (j == np) {
+            if (!catch_kwargs)
+                rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' takes no keyword argument '%.*s'", mn, mname, (int)a->kwl[k], a->kwn[k]);
+            rlx__j_dict_set(E->rt, kwargs.d, rj_str(a->kwn[k], a->kwl[k]), a->kwv[k]);
+            continue;
+        }
         if (j < a->npos)
-            rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' got multiple values for argument '%.*s'", (int)def->nlen,
-                        def->name ? def->name : "caller", (int)a->kwl[k], a->kwn[k]);
+            rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' got multiple values for argument '%.*s'", mn, mname, (int)a->kwl[k], a->kwn[k]);
     }
-    (void)has_caller;
+    if (catch_kwargs) scope_set(E, s, "kwargs", 6, kwargs);
+    if (catch_varargs) scope_set(E, s, "varargs", 7, varargs);
     for (size_t j = 0; j < np; j++) {
         const rj_node *p = def->args.v[j];
         const rj_value *v = rlx__j_arg(a, (int)j, NULL);
@@ -443,6 +456,16 @@ rj_value rlx__j_call_value(rj_env *E, rj_value f, const rj_args *a)
     rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not callable", rlx__j_type_name(f));
 }
 
+/* Python attributes of dict win over its keys in jinja2's getattr (d.items is the method). */
+static bool is_dict_method(const char *name, size_t n)
+{
+    static const char *const m[] = {"get", "items", "keys", "values", "copy", "pop", "popitem", "update",
+                                    "setdefault", "clear"};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(m); i++)
+        if (strlen(m[i]) == n && !memcmp(m[i], name, n)) return true;
+    return false;
+}
+
 static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_block)
 {
     rj_args args;
@@ -466,7 +489,7 @@ static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_blo
             return args.pos[obj.loop->i % args.npos];
         }
         if (obj.type == RJ_STR || obj.type == RJ_LIST ||
-            (obj.type == RJ_DICT && !rlx__j_dict_gets(obj.d, f->name, f->nlen)))
+            (obj.type == RJ_DICT && (is_dict_method(f->name, f->nlen) || !rlx__j_dict_gets(obj.d, f->name, f->nlen))))
             return rlx__j_method(E, obj, f->name, f->nlen, &args);
         return rlx__j_call_value(E, getattr(E, obj, f->name, f->nlen), &args);
     }
@@ -719,6 +742,17 @@ static void exec_stmt(rj_env *E, const rj_node *n)
     case S_CALL_BLOCK: {
         rj_value v = eval_call(E, n->a, n);
         rlx__j_str(E->rt, E->out, v);
+        break;
+    }
+    case S_WITH: {
+        /* values are computed in the enclosing scope, then bound in a new one for the body */
+        rj_value *vals = rlx__j_alloc(E->rt, (n->args.n + 1) * sizeof *vals);
+        for (size_t i = 0; i < n->args.n; i++) vals[i] = eval(E, n->args.v[i]->b);
+        rj_scope *outer = E->scope;
+        E->scope = push_scope(E, outer);
+        for (size_t i = 0; i < n->args.n; i++) assign(E, n->args.v[i]->a, vals[i]);
+        exec_body(E, &n->body);
+        E->scope = outer;
         break;
     }
     case S_BREAK: E->ctl = CTL_BREAK; break;

@@ -542,7 +542,50 @@ static rj_value f_truncate(rj_env *E, rj_value v, const rj_args *a)
     return rj_str(b.p, b.n);
 }
 
+/* groupby(attribute, default=None, case_sensitive=False): sorted (grouper, list) pairs; the
+ * pairs answer .grouper and .list (tuple == 2 marks jinja2's _GroupTuple). */
+static rj_value f_groupby(rj_env *E, rj_value v, const rj_args *a)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    const rj_value *attr = rlx__j_arg(a, 0, "attribute"), *dflt = rlx__j_arg(a, 1, "default");
+    bool cs = arg_bool(a, 2, "case_sensitive", false);
+    if (!attr) rlx__j_fail(rt, RLX_EINVAL, "groupby needs an attribute");
+    rj_value items = copy_list(E, rlx__j_iter(rt, v));
+    size_t n = items.l->n;
+    rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) {
+        rj_value k = attr_path(E, items.l->v[i], *attr);
+        keys[i] = k.type == RJ_UNDEF && dflt ? *dflt : k;
+    }
+    for (size_t i = 1; i < n; i++) { /* stable insertion sort by the (case-folded) key */
+        rj_value cv = items.l->v[i], ck = keys[i], cl = lower_key(E, ck, cs);
+        size_t j = i;
+        while (j > 0 && rlx__j_compare(rt, lower_key(E, keys[j - 1], cs), cl) > 0) {
+            items.l->v[j] = items.l->v[j - 1];
+            keys[j] = keys[j - 1];
+            j--;
+        }
+        items.l->v[j] = cv;
+        keys[j] = ck;
+    }
+    rj_value out = rlx__j_new_list(rt, 0);
+    for (size_t i = 0; i < n;) {
+        rj_value group = rlx__j_new_list(rt, 0);
+        rj_value gk = lower_key(E, keys[i], cs);
+        size_t j = i;
+        while (j < n && rlx__j_equal(lower_key(E, keys[j], cs), gk)) rlx__j_list_push(rt, group.l, items.l->v[j++]);
+        rj_value t = rlx__j_new_list(rt, 2);
+        t.tuple = 2;
+        rlx__j_list_push(rt, t.l, keys[i]);
+        rlx__j_list_push(rt, t.l, group);
+        rlx__j_list_push(rt, out.l, t);
+        i = j;
+    }
+    return out;
+}
+
 static const struct { const char *name; filter_fn fn; } filters[] = {
+    {"groupby", f_groupby},
     {"truncate", f_truncate},
     {"tojson", f_tojson}, {"length", f_length}, {"count", f_length}, {"string", f_string}, {"trim", f_trim},
     {"default", f_default}, {"d", f_default}, {"join", f_join}, {"lower", f_lower}, {"upper", f_upper},

@@ -627,7 +627,12 @@ static rj_node *parse_statement(parser *P)
         next(P);
         parse_params(P, &n->args);
         end_block(P);
+        size_t body_start = P->pos;
         parse_body(P, &n->body, END_MACRO);
+        for (size_t i = body_start; i < P->pos; i++) { /* jinja2 passes extras only to macros that use them */
+            if (tok_is(&P->t[i], TK_NAME, "kwargs")) n->op |= RJ_MACRO_KWARGS;
+            if (tok_is(&P->t[i], TK_NAME, "varargs")) n->op |= RJ_MACRO_VARARGS;
+        }
         next(P);
         if (cur(P)->type == TK_NAME) next(P); /* {% endmacro name %} */
         end_block(P);
@@ -647,12 +652,26 @@ static rj_node *parse_statement(parser *P)
         end_block(P);
         parse_body(P, &n->body, END_FILTER);
         expect_end(P, "endfilter");
+    } else if (tok_is(t, TK_NAME, "with")) {
+        n = node(P, S_WITH);
+        next(P);
+        while (cur(P)->type != TK_BLOCK_END) {
+            if (n->args.n) expect_op(P, ",");
+            rj_node *pair = node(P, N_PAIR);
+            pair->a = parse_assign_target(P, false, NULL);
+            expect_op(P, "=");
+            pair->b = parse_expression(P, true);
+            add(P, &n->args, pair);
+        }
+        end_block(P);
+        parse_body(P, &n->body, (const char *const[]){"endwith", NULL});
+        expect_end(P, "endwith");
     } else if (tok_is(t, TK_NAME, "break") || tok_is(t, TK_NAME, "continue")) {
         n = node(P, tok_is(t, TK_NAME, "break") ? S_BREAK : S_CONTINUE);
         next(P);
         end_block(P);
     } else {
-        static const char *const known[] = {"include", "import", "from", "extends", "block", "with", "do",
+        static const char *const known[] = {"include", "import", "from", "extends", "block", "do",
                                             "autoescape", "trans", "pluralize", "raw", "print", NULL};
         for (int i = 0; known[i]; i++)
             if (tok_is(t, TK_NAME, known[i]))

@@ -229,6 +229,13 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
     {"{{ strftime_now('%Y-%m-%d %H:%M:%S %A %d %B %Y') }}\n"
         "",
      "2026-01-02 03:04:05 Friday 02 January 2026"},
+    {"{{ 'a b  c '.rsplit(None, 1) }}|{{ 'x</think>y</think>z'.rsplit('</think>', 1) }}|{{ '  a b c'.rsplit(None, 1) }}|{{ 'a=b=c'.partition('=') }}|{{ 'a=b=c'.rpartition('=') }}|{% set t = {'get': 5, 'x': 1} %}{{ t.get('x') }}",
+     "['a b', 'c']|['x</think>y', 'z']|['  a b', 'c']|('a', '=', 'b=c')|('a=b', '=', 'c')|1"},
+    {"{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, x=4) }}|{{ m(1) }}|{% set a = 5 %}{% with a = a + 1, b = 'x' %}{{ a }}{{ b }}{% endwith %}{{ a }}",
+     "1(2, 3){'x': 4}|1(){}|6x5"},
+    {"{% for g in messages|groupby('role') %}{{ g.grouper }}:{{ g.list|length }};{% endfor %}|{% for k, items in [{'a': 'X'}, {'a': 'x'}, {'a': 'y'}]|groupby('a') %}{{ k }}={{ items|map(attribute='a')|join }};{% endfor %}|{{ [{'a': 1}, {'b': 2}]|groupby('a', default=0)|list }}\n"
+        "",
+     "assistant:1;system:1;user:1;|X=Xx;y=y;|[(0, [{'b': 2}]), (1, [{'a': 1}])]"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
