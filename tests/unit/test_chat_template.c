@@ -412,47 +412,82 @@ TEST(adversarial)
     }
 }
 
-/* Mutates a real template many times (deterministically): whatever the result, no crash,
- * no leak (under ASan), and a failure always carries a message. */
-TEST(mutation_fuzz)
+/* Mutates real templates many times (deterministically): whatever the result, no crash,
+ * no leak (under ASan), and a failure always carries a message. RLX_TEMPLATE_FUZZ_ITERS=N
+ * raises the count per template for longer local runs. */
+static void fuzz_one(const char *file, int iters, uint64_t seed, int *ok, int *failed, int *silent)
 {
-    const char *path = rlx_test_shared("templates/Qwen-Qwen3-0.6B.json");
-    if (!path) SKIP("../shared/templates is absent");
+    const char *path = rlx_test_shared(file);
+    if (!path) return;
     char *text = slurp(path);
     cJSON *doc = cJSON_Parse(text);
     free(text);
-    ASSERT(doc != NULL);
+    if (!doc) return;
     const char *src = cJSON_GetObjectItem(doc, "template")->valuestring;
-    cJSON *ctx = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "cases"), 4), "context");
+    const cJSON *cases = cJSON_GetObjectItem(doc, "cases");
     size_t n = strlen(src);
     char *buf = malloc(n + 1);
-    uint64_t seed = 0x9e3779b97f4a7c15ull;
     static const char alphabet[] = "{}%#-+()[]'\"|.,:~=<>!* \nabcxyz019_";
-    int ok = 0, failed = 0;
-    for (int it = 0; it < 1500; it++) {
+    static const char *const snippets[] = {"{% for x in y %}", "{% endfor %}", "{{ loop.index }}", "{% if ", "{% endif %}",
+        "{% macro q(a) %}{{ q(a) }}{% endmacro %}{{ q(1) }}", "|tojson", "|map(attribute='x')", " is defined", "[::-1]",
+        "{% set ns.v = 1 %}", "(((", "{{ messages }}", "{% break %}", "{% raw %}"};
+    for (int it = 0; it < iters; it++) {
         memcpy(buf, src, n + 1);
         int edits = 1 + it % 4;
+        char *work = buf;
+        size_t wn = n;
         for (int e = 0; e < edits; e++) {
             seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
-            size_t pos = (size_t)(seed % n);
-            buf[pos] = alphabet[(seed >> 32) % (sizeof alphabet - 1)];
+            size_t pos = (size_t)(seed % wn);
+            if ((seed >> 40) % 4 == 0) { /* splice a construct in */
+                const char *sn = snippets[(seed >> 20) % (sizeof snippets / sizeof snippets[0])];
+                size_t sl = strlen(sn);
+                char *nw = malloc(wn + sl + 1);
+                memcpy(nw, work, pos);
+                memcpy(nw + pos, sn, sl);
+                memcpy(nw + pos + sl, work + pos, wn - pos + 1);
+                if (work != buf) free(work);
+                work = nw;
+                wn += sl;
+            } else {
+                work[pos] = alphabet[(seed >> 32) % (sizeof alphabet - 1)];
+            }
         }
+        const cJSON *ctx = cJSON_GetObjectItem(cJSON_GetArrayItem(cases, it % cJSON_GetArraySize(cases)), "context");
         rlx_chat_template *t = NULL;
         rlx_error err = {0};
         char *out = NULL;
-        int rc = rlx_chat_template_parse(&t, buf, n, &err);
+        int rc = rlx_chat_template_parse(&t, work, wn, &err);
         if (rc == 0) rc = rlx_chat_template_render(t, ctx, "2026-01-01T00:00:00", &out, &err);
-        if (rc == 0) ok++;
+        if (rc == 0) (*ok)++;
         else {
-            failed++;
-            ASSERT_MSG(err.msg[0] != 0, "iteration %d failed (rc %d) without a message", it, rc);
+            (*failed)++;
+            if (!err.msg[0]) {
+                (*silent)++;
+                fprintf(stderr, "  %s iteration %d failed (rc %d) without a message\n", file, it, rc);
+            }
         }
         free(out);
         rlx_chat_template_free(t);
+        if (work != buf) free(work);
     }
-    fprintf(stderr, "  mutants: %d rendered, %d rejected\n", ok, failed);
     free(buf);
     cJSON_Delete(doc);
+}
+
+TEST(mutation_fuzz)
+{
+    if (!rlx_test_shared("templates/README.md")) SKIP("../shared/templates is absent");
+    const char *env = getenv("RLX_TEMPLATE_FUZZ_ITERS");
+    int iters = env ? atoi(env) : 0;
+    static const char *const files[] = {"templates/Qwen-Qwen3-0.6B.json", "templates/Kimi-K3.json",
+        "templates/CohereForAI-c4ai-command-r-plus-tool_use.json", "templates/google-gemma-4-31B-it-interleaved.json"};
+    int ok = 0, failed = 0, silent = 0;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        fuzz_one(files[i], iters ? iters : 300, 0x9e3779b97f4a7c15ull + i, &ok, &failed, &silent);
+    fprintf(stderr, "  mutants: %d rendered, %d rejected\n", ok, failed);
+    ASSERT(ok + failed > 0);
+    ASSERT_EQ(silent, 0);
 }
 
 TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(chatml),
