@@ -52,25 +52,13 @@ static rj_value lower_key(rj_env *E, rj_value v, bool case_sensitive)
     return v;
 }
 
-/* stable insertion sort of values by key(v) */
+/* stable sort of values by key(v) */
 static void sort_values(rj_env *E, rj_value *v, size_t n, const rj_value *attr, bool case_sensitive, bool reverse)
 {
     rj_rt *rt = rlx__j_env_rt(E);
     rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
     for (size_t i = 0; i < n; i++) keys[i] = lower_key(E, attr ? attr_path(E, v[i], *attr) : v[i], case_sensitive);
-    for (size_t i = 1; i < n; i++) {
-        rj_value cv = v[i], ck = keys[i];
-        size_t j = i;
-        while (j > 0) {
-            int c = rlx__j_compare(rt, keys[j - 1], ck);
-            if (reverse ? c >= 0 : c <= 0) break;
-            v[j] = v[j - 1];
-            keys[j] = keys[j - 1];
-            j--;
-        }
-        v[j] = cv;
-        keys[j] = ck;
-    }
+    rlx__j_sort(rt, v, keys, n, reverse);
 }
 
 static rj_value copy_list(rj_env *E, rj_list *l)
@@ -557,17 +545,13 @@ static rj_value f_groupby(rj_env *E, rj_value v, const rj_args *a)
         rj_value k = attr_path(E, items.l->v[i], *attr);
         keys[i] = k.type == RJ_UNDEF && dflt ? *dflt : k;
     }
-    for (size_t i = 1; i < n; i++) { /* stable insertion sort by the (case-folded) key */
-        rj_value cv = items.l->v[i], ck = keys[i], cl = lower_key(E, ck, cs);
-        size_t j = i;
-        while (j > 0 && rlx__j_compare(rt, lower_key(E, keys[j - 1], cs), cl) > 0) {
-            items.l->v[j] = items.l->v[j - 1];
-            keys[j] = keys[j - 1];
-            j--;
-        }
-        items.l->v[j] = cv;
-        keys[j] = ck;
-    }
+    rj_value *folded = rlx__j_alloc(rt, (n + 1) * sizeof *folded), *perm = rlx__j_alloc(rt, (n + 1) * sizeof *perm);
+    for (size_t i = 0; i < n; i++) { folded[i] = lower_key(E, keys[i], cs); perm[i] = rj_int((int64_t)i); }
+    rlx__j_sort(rt, perm, folded, n, false);
+    rj_value *sv = rlx__j_alloc(rt, (n + 1) * sizeof *sv), *sk = rlx__j_alloc(rt, (n + 1) * sizeof *sk);
+    for (size_t i = 0; i < n; i++) { sv[i] = items.l->v[perm[i].i]; sk[i] = keys[perm[i].i]; }
+    memcpy(items.l->v, sv, n * sizeof *sv);
+    memcpy(keys, sk, n * sizeof *sk);
     rj_value out = rlx__j_new_list(rt, 0);
     for (size_t i = 0; i < n;) {
         rj_value group = rlx__j_new_list(rt, 0);

@@ -66,7 +66,9 @@ typedef struct rj_value {
 } rj_value;
 
 typedef struct rj_list { size_t n, cap; rj_value *v; } rj_list;
-typedef struct rj_dict { size_t n, cap; rj_value *k, *v; } rj_dict;
+/* Ordered dict. Past a few entries it keeps an open-addressing index (slot -> entry + 1) so
+ * that large contexts stay linear to load and look up. */
+typedef struct rj_dict { size_t n, cap; rj_value *k, *v; uint32_t *index; size_t index_cap; } rj_dict;
 
 /* A growable byte buffer in the arena. */
 typedef struct rj_buf { char *p; size_t n, cap; } rj_buf;
@@ -90,6 +92,10 @@ void rlx__j_dict_set(rj_rt *rt, rj_dict *d, rj_value k, rj_value v); /* replaces
 rj_value *rlx__j_dict_get(const rj_dict *d, rj_value k);          /* NULL if absent */
 rj_value *rlx__j_dict_gets(const rj_dict *d, const char *key, size_t n);
 rj_value rlx__j_from_json(rj_rt *rt, const cJSON *j);
+
+/* Stable merge sort of n values by keys (keys[i] belongs to v[i]; both are permuted);
+ * cmp follows rlx__j_compare, reverse keeps equal keys in their original order. */
+void rlx__j_sort(rj_rt *rt, rj_value *v, rj_value *keys, size_t n, bool reverse);
 
 /* Python semantics */
 bool rlx__j_truthy(rj_value v);

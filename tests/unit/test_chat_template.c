@@ -412,6 +412,32 @@ TEST(adversarial)
     }
 }
 
+/* A client controls the context: a huge object or array must load and sort in n log n,
+ * not n^2 (this would take minutes with linear key lookups). */
+TEST(large_context)
+{
+    cJSON *ctx = cJSON_CreateObject(), *big = cJSON_AddObjectToObject(ctx, "big"), *arr = cJSON_AddArrayToObject(ctx, "arr");
+    char key[32];
+    for (int i = 0; i < 100000; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        cJSON_AddNumberToObject(big, key, i);
+        cJSON_AddItemToArray(arr, cJSON_CreateNumber((i * 7919) % 100003));
+    }
+    cJSON_AddNumberToObject(big, "k5", -5); /* a duplicate key: the last value wins, as in Python */
+    const char *src = "{{ big|length }} {{ big['k99999'] }} {{ big.k5 }} {{ arr|sort|last }} {{ (big|dictsort|first)[0] }}"
+                      " {{ 'k42' in big }} {{ big|tojson(sort_keys=true)|length > 0 }}";
+    rlx_chat_template *t = NULL;
+    rlx_error err = {0};
+    char *out = NULL;
+    ASSERT_EQ(rlx_chat_template_parse(&t, src, strlen(src), &err), 0);
+    int rc = rlx_chat_template_render(t, ctx, NULL, &out, &err);
+    rlx_chat_template_free(t);
+    cJSON_Delete(ctx);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_STR_EQ(out, "100000 99999 -5 100002 k0 True True");
+    free(out);
+}
+
 /* Mutates real templates many times (deterministically): whatever the result, no crash,
  * no leak (under ASan), and a failure always carries a message. RLX_TEMPLATE_FUZZ_ITERS=N
  * raises the count per template for longer local runs. */
@@ -492,4 +518,4 @@ TEST(mutation_fuzz)
 
 TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(chatml),
           TEST_ENTRY(parse_errors_name_construct_and_line), TEST_ENTRY(render_errors), TEST_ENTRY(bad_arguments),
-          TEST_ENTRY(adversarial), TEST_ENTRY(mutation_fuzz))
+          TEST_ENTRY(adversarial), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))
