@@ -101,6 +101,13 @@ rj_value rlx__j_call_value(rj_env *env, rj_value f, const rj_args *a);
 
 rj_rt *rlx__j_env_rt(rj_env *env);
 
+/* operators (jinja_ops.c) */
+_Noreturn void rlx__j_fail_undefined(rj_rt *rt, rj_value u);
+rj_value rlx__j_binop(rj_env *env, int op, rj_value a, rj_value b); /* OP_ADD .. OP_POW */
+rj_value rlx__j_concat(rj_rt *rt, rj_value a, rj_value b);        /* two strings, or two lists */
+bool rlx__j_contains(rj_rt *rt, rj_value needle, rj_value hay);
+rj_value rlx__j_slice(rj_rt *rt, rj_value obj, rj_value lo, rj_value hi, rj_value step);
+
 /* Renders a statement list into out with the given context. */
 void rlx__j_render(rj_rt *rt, const rj_nodes *root, rj_value ctx, rj_buf *out);
 
