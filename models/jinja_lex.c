@@ -3,6 +3,7 @@
  * (drop spaces before a block or comment tag that starts its line), {%- / -%} stripping, and
  * keep_trailing_newline=False. Comments vanish; {% raw %} bodies become data. */
 #include "models/jinja_ast.h"
+#include "models/jinja_text.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,6 +18,30 @@ typedef struct lexer {
 } lexer;
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Whitespace as Python's \s and str.strip() see it (Unicode spaces included): the byte length
+ * of the whitespace character starting at p[0], or ending at p[n-1]; 0 if there is none. */
+static size_t uws_at(const char *p, size_t n)
+{
+    if (!n) return 0;
+    unsigned char c = (unsigned char)p[0];
+    if (c < 0x80) return (is_ws((char)c) || (c >= 0x1c && c <= 0x1f)) ? 1 : 0;
+    size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    if (k > n) return 0;
+    int32_t cp = k == 2 ? ((c & 0x1f) << 6) | (p[1] & 0x3f)
+               : k == 3 ? ((c & 0x0f) << 12) | ((p[1] & 0x3f) << 6) | (p[2] & 0x3f) : -1;
+    return cp > 0 && rlx__j_is_space_cp(cp) ? k : 0;
+}
+
+static size_t uws_before(const char *p, size_t n)
+{
+    size_t st = n;
+    while (st > 0 && n - st < 4) {
+        st--;
+        if (((unsigned char)p[st] & 0xc0) != 0x80) break;
+    }
+    return n > 0 && uws_at(p + st, n - st) == n - st ? n - st : 0;
+}
 static bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -53,13 +78,13 @@ static void emit_data(lexer *L, const char *p, size_t n, char mod, bool is_var)
     int line = L->line;
     L->line += count_nl(p, n);
     if (mod == '-') {
-        while (n && is_ws(p[n - 1])) n--;
+        for (size_t k; (k = uws_before(p, n));) n -= k;
     } else if (mod != '+' && !is_var) {
         size_t l_pos = n;
         while (l_pos && p[l_pos - 1] != '\n') l_pos--;
         if ((l_pos > 0 || L->line_starting) && l_pos < n) {
             size_t i = l_pos;
-            while (i < n && is_ws(p[i])) i++;
+            for (size_t k; i < n && (k = uws_at(p + i, n - i));) i += k;
             if (i == n) n = l_pos;
         }
     }
@@ -72,9 +97,9 @@ static void after_tag(lexer *L, char mod, bool is_block)
 {
     L->line_starting = false;
     if (mod == '-') {
-        while (L->pos < L->n && is_ws(L->s[L->pos])) {
+        for (size_t k; L->pos < L->n && (k = uws_at(L->s + L->pos, L->n - L->pos));) {
             if (L->s[L->pos] == '\n') { L->line++; L->line_starting = true; } else L->line_starting = false;
-            L->pos++;
+            L->pos += k;
         }
     } else if (mod != '+' && is_block && L->pos < L->n && L->s[L->pos] == '\n') {
         L->pos++;

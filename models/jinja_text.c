@@ -351,6 +351,8 @@ rj_value rlx__j_str_format(rj_rt *rt, rj_value fmt, const rj_args *a)
         if (s < fe && strchr("+- ", *s)) sign = *s++;
         if (s < fe && *s == '0') { if (!align) { fill = '0'; align = '='; } s++; }
         while (s < fe && *s >= '0' && *s <= '9') width = width * 10 + (*s++ - '0');
+        char group = 0;
+        if (s < fe && (*s == ',' || *s == '_')) group = *s++;
         if (s < fe && *s == '.') { s++; prec = 0; while (s < fe && *s >= '0' && *s <= '9') prec = prec * 10 + (*s++ - '0'); }
         if (s < fe) type = *s;
         rj_buf one = {0};
@@ -364,6 +366,17 @@ rj_value rlx__j_str_format(rj_rt *rt, rj_value fmt, const rj_args *a)
         } else {
             rlx__j_str(rt, &one, v);
             if (prec >= 0 && v.type == RJ_STR) one.n = rlx__j_utf8_off(one.p, one.n, (size_t)prec);
+        }
+        if (group && (v.type == RJ_INT || v.type == RJ_BOOL) && (!type || type == 'd')) { /* {:,} thousands */
+            rj_buf g = {0};
+            rlx__j_buf_put(rt, &g, "", 0);
+            size_t digits0 = (one.n && one.p[0] == '-') ? 1 : 0, nd = one.n - digits0;
+            rlx__j_buf_put(rt, &g, one.p, digits0);
+            for (size_t i = 0; i < nd; i++) {
+                if (i && (nd - i) % 3 == 0) rlx__j_buf_put(rt, &g, &group, 1);
+                rlx__j_buf_put(rt, &g, one.p + digits0 + i, 1);
+            }
+            one = g;
         }
         size_t len = rlx__j_utf8_len(one.p, one.n);
         size_t pad = width > 0 && (size_t)width > len ? (size_t)width - len : 0;

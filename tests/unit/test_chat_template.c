@@ -233,9 +233,66 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
      "['a b', 'c']|['x</think>y', 'z']|['  a b', 'c']|('a', '=', 'b=c')|('a=b', '=', 'c')|1"},
     {"{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, x=4) }}|{{ m(1) }}|{% set a = 5 %}{% with a = a + 1, b = 'x' %}{{ a }}{{ b }}{% endwith %}{{ a }}",
      "1(2, 3){'x': 4}|1(){}|6x5"},
-    {"{% for g in messages|groupby('role') %}{{ g.grouper }}:{{ g.list|length }};{% endfor %}|{% for k, items in [{'a': 'X'}, {'a': 'x'}, {'a': 'y'}]|groupby('a') %}{{ k }}={{ items|map(attribute='a')|join }};{% endfor %}|{{ [{'a': 1}, {'b': 2}]|groupby('a', default=0)|list }}\n"
-        "",
+    {"{% for g in messages|groupby('role') %}{{ g.grouper }}:{{ g.list|length }};{% endfor %}|{% for k, items in [{'a': 'X'}, {'a': 'x'}, {'a': 'y'}]|groupby('a') %}{{ k }}={{ items|map(attribute='a')|join }};{% endfor %}|{{ [{'a': 1}, {'b': 2}]|groupby('a', default=0)|list }}",
      "assistant:1;system:1;user:1;|X=Xx;y=y;|[(0, [{'b': 2}]), (1, [{'a': 1}])]"},
+    {"{{ messages|map(attribute='content')|map('trim')|join('\\n') }}|{{ [1,2,3]|sum / 2 }}|{{ (messages|selectattr('role', 'eq', 'user')|list)[-1].content }}|{{ none is sameas none }}|{{ 10|string|length }}",
+     "Sys\n"
+        "Hi \"there\" <b> & 'x'\n"
+        "Yo|3.0|Hi \"there\" <b> & 'x'|True|2"},
+    {"{% for m in messages if m.role != 'system' %}{{ loop.index }}{{ loop.depth }}{{ loop.depth0 }}{% endfor %}|{{ x|d }}|{{ (1, 2)|tojson }}|{{ {'a': (1, 2)}|tojson }}|{{ -0.0|tojson }}|{{ 1e100|tojson }}|{{ 3.0 == 3 }}",
+     "110210||[1, 2]|{\"a\": [1, 2]}|-0.0|1e+100|True"},
+    {"{{ not 'a' in 'abc' }}|{{ 'abc'[1:] ~ 'x' }}|{{ \"{{\" }}|{{ '{% raw %}' }}|{{ '%s' % none }}|{{ '%d' % 3.7 }}|{{ '%5.1f|%-8.3e' % (3.14159, 12345.678) }}|{{ '%x %o %X' % (255, 8, 255) }}|{{ '%.1f'|format(2.25) }}",
+     "False|bcx|{{|{% raw %}|None|3|  3.1|1.235e+04|ff 10 FF|2.2"},
+    {"text  \n"
+        "  {%- if true %}\n"
+        "a\n"
+        "{%- endif %}  \n"
+        "   {# c #} b\n"
+        "  {#- c -#}  c",
+     "texta  \n"
+        " bc"},
+    {"{% raw -%}\n"
+        "  raw\n"
+        "{%- endraw %}",
+     "raw"},
+    {"{% set d2 = {1.5: 'a', none: 'b', true: 'c'} %}{{ d2 }}|{{ d2[1.5] }}|{{ d2[none] }}|{{ d2[1] }}",
+     "{1.5: 'a', None: 'b', True: 'c'}|a|b|c"},
+    {"{{ {'a': 1}|tojson(indent='\\t') }}|{{ [1, [2, {}]]|tojson(indent=0) }}|{{ {'z': 1, 'a': {'c': 1, 'b': 2}}|tojson(sort_keys=true, indent=1) }}",
+     "{\n"
+        "\t\"a\": 1\n"
+        "}|[\n"
+        "1,\n"
+        "[\n"
+        "2,\n"
+        "{}\n"
+        "]\n"
+        "]|{\n"
+        " \"a\": {\n"
+        "  \"b\": 2,\n"
+        "  \"c\": 1\n"
+        " },\n"
+        " \"z\": 1\n"
+        "}"},
+    {"{{ 'hello world'.title() }}|{{ \"they're bill's\"|title }}|{{ \"they're bill's\".title() }}|{{ '\303\211COLE'|lower }}|{{ 'stra\303\237e'|upper }}|{{ '\307\206'.title() }}",
+     "Hello World|They're Bill's|They'Re Bill'S|\303\251cole|STRASSE|\307\205"},
+    {"{{ '  x  '|trim('') }}|{{ 'xxhixx'|trim('x') }}|{{ 'abc'.strip('ac') }}|{{ '\\u3000x\\u00a0'.strip() }}|{{ '\\u200bx'.strip() }}",
+     "  x  |hi|b|x|\342\200\213x"},
+    {"{% set items = [{'n': 'b', 'v': 2}, {'n': 'a', 'v': 1}, {'n': 'c', 'v': 2}] %}{{ items|sort(attribute='v')|map(attribute='n')|join }}|{{ items|sort(attribute='v', reverse=true)|map(attribute='n')|join }}|{{ items|max(attribute='v') }}|{{ items|sum(attribute='v') }}|{{ items|unique(attribute='v')|list|length }}|{{ items|map(attribute='n')|sort(reverse=true)|list }}",
+     "abc|bca|{'n': 'b', 'v': 2}|5|2|['c', 'b', 'a']"},
+    {"{{ messages[0] }}|{{ messages[2].tool_calls }}",
+     "{'role': 'system', 'content': 'Sys'}|[{'type': 'function', 'function': {'name': 'f', 'arguments': {'a': 1, 'b': [1.5, True, None]}}}]"},
+    {"{{ 3 is odd and 4 is even }}|{{ 3 is not odd }}|{{ 'abc' is string and 'abc' is not number }}|{{ none is not defined }}|{{ y is not defined }}",
+     "True|False|True|False|True"},
+    {"{{ \"{:,}\".format(1234567) }}",
+     "1,234,567"},
+    {"a \302\240 {%- if true -%}\343\200\200 b{%- endif %}",
+     "ab"},
+    {"\302\240\302\240{% if true %}x{% endif %}\n"
+        "  \342\200\203{% if true %}y{% endif %}",
+     "xy"},
+    {"{{ \"x\" -}}\342\200\250\342\200\251z\n"
+        "",
+     "xz"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
