@@ -303,7 +303,7 @@ static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
     switch (v.type) {
     case RJ_INT: return v;
     case RJ_BOOL: return rj_int(v.b);
-    case RJ_FLOAT: return isfinite(v.f) ? rj_int((int64_t)v.f) : dflt;
+    case RJ_FLOAT: return isfinite(v.f) ? rj_int(rj_trunc(v.f)) : dflt;
     case RJ_STR: {
         char *s = rlx__j_strdup(rlx__j_env_rt(E), v.s.p, v.s.n), *end;
         const rj_value *bp = rlx__j_arg(a, 1, "base");
@@ -312,7 +312,7 @@ static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
         if (end != s && !*end) return rj_int(x);
         double f = strtod(s, &end);
         while (*end == ' ' || *end == '\t' || *end == '\n') end++;
-        if (end != s && !*end && isfinite(f)) return rj_int((int64_t)f);
+        if (end != s && !*end && isfinite(f)) return rj_int(rj_trunc(f));
         return dflt;
     }
     default: return dflt;

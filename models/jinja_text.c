@@ -225,7 +225,7 @@ static void fmt_one(rj_rt *rt, rj_buf *b, char conv, const char *flags, int widt
     if (width > 200) width = 200;
     if (prec > 100) prec = 100;
     if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
-        int64_t x = v.type == RJ_FLOAT ? (int64_t)v.f : v.type == RJ_INT ? v.i : v.b;
+        int64_t x = v.type == RJ_FLOAT ? rj_trunc(v.f) : v.type == RJ_INT ? v.i : v.b;
         if (conv == 'd' || conv == 'i') {
             snprintf(spec, sizeof spec, "%%%s*%s", flags, PRId64);
             snprintf(tmp, sizeof tmp, spec, width, x);

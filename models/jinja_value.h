@@ -104,6 +104,15 @@ bool rlx__j_equal(rj_value a, rj_value b);
 int rlx__j_compare(rj_rt *rt, rj_value a, rj_value b);
 const char *rlx__j_type_name(rj_value v);
 bool rlx__j_is_number(rj_value v); /* int, float or bool */
+/* float -> int truncating toward zero like Python's int(), saturating where int64 ends
+ * (Python would grow a big int; templates never get there) */
+static inline int64_t rj_trunc(double f)
+{
+    if (!(f == f)) return 0;
+    if (f >= 9.2233720368547758e18) return INT64_MAX;
+    if (f <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)f;
+}
 double rlx__j_num(rj_value v);
 
 /* str(v) appended to b; repr(v) appended to b */

@@ -5,6 +5,7 @@
 #include "tests/rlx_test.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 /* Templates we knowingly do not support, with the reason; parse or render must then fail
@@ -469,6 +470,45 @@ TEST(adversarial)
     }
 }
 
+/* One parsed template rendered by several threads at once gives identical output. */
+typedef struct { const rlx_chat_template *t; const cJSON *ctx; char *out; int rc; } render_job;
+
+static void *render_thread(void *arg)
+{
+    render_job *j = arg;
+    for (int i = 0; i < 50 && j->rc == 0; i++) {
+        free(j->out);
+        j->out = NULL;
+        j->rc = rlx_chat_template_render(j->t, j->ctx, "2026-01-01T00:00:00", &j->out, NULL);
+    }
+    return NULL;
+}
+
+TEST(concurrent_renders)
+{
+    const char *src = "{% for m in messages %}{{ m.role|upper }}: {{ m.content|tojson }} {{ loop.index }}\n{% endfor %}"
+                      "{{ strftime_now('%Y') }}{{ range(100)|sum }}";
+    cJSON *ctx = cJSON_Parse(sem_context);
+    rlx_chat_template *t = NULL;
+    ASSERT_EQ(rlx_chat_template_parse(&t, src, strlen(src), NULL), 0);
+    render_job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (render_job){t, ctx, NULL, 0};
+        ASSERT_EQ(pthread_create(&th[i], NULL, render_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        ASSERT_EQ(jobs[i].rc, 0);
+        ASSERT_STR_EQ(jobs[i].out, jobs[0].out);
+    }
+    ASSERT(strstr(jobs[0].out, "USER: \"Hi \\\"there\\\" <b> & 'x'\" 2\n") != NULL);
+    ASSERT(strstr(jobs[0].out, "20264950") != NULL);
+    for (int i = 0; i < 4; i++) free(jobs[i].out);
+    rlx_chat_template_free(t);
+    cJSON_Delete(ctx);
+}
+
 /* A client controls the context: a huge object or array must load and sort in n log n,
  * not n^2 (this would take minutes with linear key lookups). */
 TEST(large_context)
@@ -575,4 +615,4 @@ TEST(mutation_fuzz)
 
 TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(chatml),
           TEST_ENTRY(parse_errors_name_construct_and_line), TEST_ENTRY(render_errors), TEST_ENTRY(bad_arguments),
-          TEST_ENTRY(adversarial), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))
+          TEST_ENTRY(adversarial), TEST_ENTRY(concurrent_renders), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))
