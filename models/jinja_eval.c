@@ -450,12 +450,16 @@ static void assign(rj_env *E, const rj_node *target, rj_value v)
     for (size_t i = 0; i < items->n; i++) assign(E, target->args.v[i], items->v[i]);
 }
 
+/* Block set and filter bodies render in a scope of their own, as in jinja2. */
 static rj_value render_to_string(rj_env *E, const rj_nodes *body)
 {
     rj_buf out = {0}, *saved = E->out;
+    rj_scope *outer = E->scope;
     rlx__j_buf_put(E->rt, &out, "", 0);
     E->out = &out;
+    E->scope = push_scope(E, outer);
     exec_body(E, body);
+    E->scope = outer;
     E->out = saved;
     return rj_str(out.p, out.n);
 }

@@ -291,9 +291,17 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
     {"\302\240\302\240{% if true %}x{% endif %}\n"
         "  \342\200\203{% if true %}y{% endif %}",
      "xy"},
-    {"{{ \"x\" -}}\342\200\250\342\200\251z\n"
-        "",
+    {"{{ \"x\" -}}\342\200\250\342\200\251z",
      "xz"},
+    {"{% set x = 1 %}{% macro m() %}{{ x }}{% set x = 2 %}{{ x }}{% endmacro %}{{ m() }}{{ x }}|{% set x = 1 %}{% for i in [1, 2] %}{{ x }}{% set x = x + 1 %}{{ x }};{% endfor %}{{ x }}|{% set x = 1 %}{% if true %}{% set x = x + 1 %}{% endif %}{{ x }}|{% for i in [1,2] %}{% for j in [1,2] %}{% set k = i * j %}{{ k }}{% endfor %}{{ k }};{% endfor %}",
+     "121|12;12;1|2|12;24;"},
+    {"{% macro outer() %}{% macro inner() %}in{% endmacro %}{{ inner() }}{% endmacro %}{{ outer() }}{{ inner is defined }}|{% set ns = namespace(v=0) %}{% macro bump() %}{% set ns.v = ns.v + 1 %}{% endmacro %}{{ bump() }}{{ bump() }}{{ ns.v }}|{% filter upper %}{% set q = 'x' %}{{ q }}{% endfilter %}{{ q }}|{% set a = [] %}{% for i in range(3) %}{% set a = a + [i] %}{% endfor %}{{ a }}",
+     "inFalse|2|X|[]"},
+    {"{% macro m(x) %}{{ x }}{% set x = 9 %}{{ x }}{% endmacro %}{{ m(1) }}|{% for x in [1] %}{{ loop.index }}{% for y in [2] %}{{ loop.index }}{% endfor %}{{ loop.index }}{% endfor %}|{% set x = 'top' %}{% macro m() %}{{ x }}{% endmacro %}{% set x = 'changed' %}{{ m() }}|{% macro m() %}{{ loop is defined }}{% endmacro %}{% for i in [1] %}{{ m() }}{% endfor %}",
+     "19|111|changed|False"},
+    {"{% for i in [1] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}|{% set y %}{% set q = 1 %}{{ q }}{% endset %}{{ q }}{{ y }}|{% set ns = namespace(a=1) %}{% filter trim %} {% set ns.a = 2 %} {% endfilter %}{{ ns.a }}|{% for i in [1,2] %}{% set y %}{{ i }}{% endset %}{{ y }}{% endfor %}\n"
+        "",
+     "1|1|2|12"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
