@@ -282,6 +282,8 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
      "abc|bca|{'n': 'b', 'v': 2}|5|2|['c', 'b', 'a']"},
     {"{{ messages[0] }}|{{ messages[2].tool_calls }}",
      "{'role': 'system', 'content': 'Sys'}|[{'type': 'function', 'function': {'name': 'f', 'arguments': {'a': 1, 'b': [1.5, True, None]}}}]"},
+    {"{{ 7 // 2 * 2 }}|{{ 2 + 3 * 4 ** 2 }}|{{ (1 + 2) ~ 3 * 2 }}|{{ 10 - 2 - 3 }}|{{ 100 / 10 / 5 }}|{{ 2 ** 2 ** 3 }}|{{ -2 ** 2 }}|{{ (-2) ** 2 }}|{{ not true == false }}",
+     "6|50|36|5|2.0|64|4|4|True"},
     {"{{ 3 is odd and 4 is even }}|{{ 3 is not odd }}|{{ 'abc' is string and 'abc' is not number }}|{{ none is not defined }}|{{ y is not defined }}",
      "True|False|True|False|True"},
     {"{{ \"{:,}\".format(1234567) }}",
