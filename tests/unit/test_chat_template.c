@@ -369,6 +369,9 @@ static const struct { const char *src; int code; const char *what; } bad_templat
     {"{{ a | }}", RLX_EFORMAT, "expected a name"},
     {"{% set 1 = 2 %}", RLX_EFORMAT, "assign"},
     {"{{ x $ y }}", RLX_EFORMAT, "'$'"},
+    {"a\n{% break %}", RLX_EFORMAT, "line 2: 'break' outside of a for loop"},
+    {"{% for i in x %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}", RLX_EFORMAT, "'continue' outside"},
+    {"{% for i in x %}{% else %}{% break %}{% endfor %}", RLX_EFORMAT, "'break' outside"},
 };
 
 TEST(parse_errors_name_construct_and_line)
