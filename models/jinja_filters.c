@@ -186,6 +186,7 @@ static rj_value f_items(rj_env *E, rj_value v, const rj_args *a)
 static rj_value f_dictsort(rj_env *E, rj_value v, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
+    if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rt, v); /* dictsort calls value.items() */
     rj_value items = f_items(E, v, a);
     bool cs = arg_bool(a, 0, "case_sensitive", false), rev = arg_bool(a, 2, "reverse", false);
     const rj_value *by = rlx__j_arg(a, 1, "by");
@@ -298,6 +299,7 @@ static rj_value f_round(rj_env *E, rj_value v, const rj_args *a)
 
 static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
 {
+    if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rlx__j_env_rt(E), v); /* int(Undefined) raises */
     const rj_value *d = rlx__j_arg(a, 0, "default");
     rj_value dflt = d ? *d : rj_int(0);
     switch (v.type) {
@@ -321,6 +323,7 @@ static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
 
 static rj_value f_float(rj_env *E, rj_value v, const rj_args *a)
 {
+    if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rlx__j_env_rt(E), v);
     const rj_value *d = rlx__j_arg(a, 0, "default");
     rj_value dflt = d ? *d : rj_float(0.0);
     if (rlx__j_is_number(v)) return rj_float(rlx__j_num(v));
@@ -364,7 +367,9 @@ static rj_value f_indent(rj_env *E, rj_value v, const rj_args *a)
         memset(s, ' ', (size_t)n);
         ind = rj_str(s, (size_t)n);
     }
-    rj_value s = need_str(E, v);
+    if (v.type != RJ_STR) /* jinja2 appends "\n" to the value itself */
+        rlx__j_fail(rt, RLX_EINVAL, "indent: unsupported operand type(s) for +=: '%s' and 'str'", rlx__j_type_name(v));
+    rj_value s = v;
     rj_value text = rj_str(rlx__j_strdup(rt, s.s.p, s.s.n), s.s.n);
     rj_buf tb = {0};
     rlx__j_buf_put(rt, &tb, text.s.p, text.s.n);
@@ -607,14 +612,6 @@ static const rj_value *targ(rj_env *E, const rj_args *a, const char *test)
     return x;
 }
 
-static int64_t tint(rj_env *E, rj_value v, const char *test)
-{
-    if (v.type == RJ_INT) return v.i;
-    if (v.type == RJ_BOOL) return v.b;
-    if (v.type == RJ_UNDEF) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "%.*s", (int)v.s.n, v.s.p);
-    rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "test '%s' needs an integer, not %s", test, rlx__j_type_name(v));
-}
-
 static bool is_lower_upper(rj_env *E, rj_value v, int mode)
 {
     if (v.type != RJ_STR) return false;
@@ -640,13 +637,10 @@ bool rlx__j_test(rj_env *E, const char *name, size_t n, rj_value v, const rj_arg
     if (T("iterable")) return v.type == RJ_LIST || v.type == RJ_DICT || v.type == RJ_STR || v.type == RJ_UNDEF || v.type == RJ_LOOP;
     if (T("sequence")) return v.type == RJ_LIST || v.type == RJ_DICT || v.type == RJ_STR || v.type == RJ_UNDEF;
     if (T("callable")) return v.type == RJ_MACRO || v.type == RJ_FUNC;
-    if (T("odd")) return (tint(E, v, "odd") & 1) != 0;
-    if (T("even")) return (tint(E, v, "even") & 1) == 0;
-    if (T("divisibleby")) {
-        int64_t d = tint(E, *targ(E, a, "divisibleby"), "divisibleby");
-        if (d == 0) rlx__j_fail(rt, RLX_EINVAL, "divisibleby 0");
-        return d == -1 || tint(E, v, "divisibleby") % d == 0;
-    }
+    /* odd/even/divisibleby are `value % n == ...` in Python: floats take part too */
+    if (T("odd")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, rj_int(2)), rj_int(1));
+    if (T("even")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, rj_int(2)), rj_int(0));
+    if (T("divisibleby")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, *targ(E, a, "divisibleby")), rj_int(0));
     if (T("eq") || T("equalto") || T("==")) return rlx__j_equal(v, *targ(E, a, "eq"));
     if (T("ne") || T("!=")) return !rlx__j_equal(v, *targ(E, a, "ne"));
     if (T("sameas")) {

@@ -137,7 +137,7 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
     if (is(m, n, "format")) return rlx__j_str_format(rt, s, a);
     if (is(m, n, "find") || is(m, n, "rfind") || is(m, n, "index") || is(m, n, "rindex")) {
         int64_t r = find(s, str_arg(rt, a, 0, "find"), m[0] == 'r');
-        if (r < 0 && (m[0] == 'i' || m[1] == 'i')) rlx__j_fail(rt, RLX_EINVAL, "substring not found");
+        if (r < 0 && (m[0] == 'i' || (m[0] == 'r' && m[1] == 'i'))) rlx__j_fail(rt, RLX_EINVAL, "substring not found"); /* index, rindex */
         return rj_int(r);
     }
     if (is(m, n, "count")) {

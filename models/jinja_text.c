@@ -282,7 +282,11 @@ rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, si
         if (!strchr("sridxXoeEfFgG", conv)) rlx__j_fail(rt, RLX_EINVAL, "unsupported format character '%c'", conv);
         fmt_one(rt, &b, conv, flags, width, prec, *val);
     }
-    if (!mapping && argi < nargs) rlx__j_fail(rt, RLX_EINVAL, "not all arguments converted during string formatting");
+    /* Python treats a lone non-tuple argument with __getitem__ (list, dict) as a mapping and
+     * does not complain when the format leaves it unused */
+    bool mapping_like = nargs == 1 && ((args[0].type == RJ_LIST && !args[0].tuple) || args[0].type == RJ_DICT ||
+                                       args[0].type == RJ_UNDEF);
+    if (!mapping && !mapping_like && argi < nargs) rlx__j_fail(rt, RLX_EINVAL, "not all arguments converted during string formatting");
     return rj_str(b.p, b.n);
 }
 

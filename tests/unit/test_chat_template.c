@@ -301,9 +301,11 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
      "inFalse|2|X|[]"},
     {"{% macro m(x) %}{{ x }}{% set x = 9 %}{{ x }}{% endmacro %}{{ m(1) }}|{% for x in [1] %}{{ loop.index }}{% for y in [2] %}{{ loop.index }}{% endfor %}{{ loop.index }}{% endfor %}|{% set x = 'top' %}{% macro m() %}{{ x }}{% endmacro %}{% set x = 'changed' %}{{ m() }}|{% macro m() %}{{ loop is defined }}{% endmacro %}{% for i in [1] %}{{ m() }}{% endfor %}",
      "19|111|changed|False"},
-    {"{% for i in [1] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}|{% set y %}{% set q = 1 %}{{ q }}{% endset %}{{ q }}{{ y }}|{% set ns = namespace(a=1) %}{% filter trim %} {% set ns.a = 2 %} {% endfilter %}{{ ns.a }}|{% for i in [1,2] %}{% set y %}{{ i }}{% endset %}{{ y }}{% endfor %}\n"
-        "",
+    {"{% for i in [1] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}|{% set y %}{% set q = 1 %}{{ q }}{% endset %}{{ q }}{{ y }}|{% set ns = namespace(a=1) %}{% filter trim %} {% set ns.a = 2 %} {% endfilter %}{{ ns.a }}|{% for i in [1,2] %}{% set y %}{{ i }}{% endset %}{{ y }}{% endfor %}",
      "1|1|2|12"},
+    {"{{ 2.5 is divisibleby 2 }}{{ 4.0 is divisibleby 2 }}{{ 3.0 is odd }}{{ -1.5 is odd }}{{ -3 is odd }}|{{ 'abc'.find('z') }}{{ 'abc'.rfind('z') }}{{ 'abcb'.rfind('b') }}{{ 'abc'.index('b') }}{{ 'abcb'.rindex('b') }}|{{ 'A b' % [3, 'a'] }}|{{ '%s' % [1, 2] }}|{{ 'x' % {'a': 1} }}\n"
+        "",
+     "FalseTrueTrueFalseTrue|-1-1313|A b|[1, 2]|x"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
@@ -403,6 +405,11 @@ static const struct { const char *src; int code; const char *what; } bad_renders
     {"{{ undefined_function() }}", RLX_EINVAL, "undefined"},
     {"{% set a, b = [1] %}", RLX_EINVAL, "unpack"},
     {"{% set x = 5 %}{% set x.y = 1 %}", RLX_EINVAL, "namespace"},
+    {"{{ 'abc'.index('z') }}", RLX_EINVAL, "substring not found"},
+    {"{{ x|int }}", RLX_EINVAL, "'x' is undefined"},
+    {"{{ x|dictsort }}", RLX_EINVAL, "'x' is undefined"},
+    {"{{ 5|indent }}", RLX_EINVAL, "indent"},
+    {"{{ 'x' % 5 }}", RLX_EINVAL, "not all arguments converted"},
 };
 
 TEST(render_errors)
