@@ -318,7 +318,9 @@ static size_t match_word_tag(const char *p, size_t left, const char *word, char 
 
 static void lex_raw(lexer *L, char end_mod)
 {
-    after_tag(L, end_mod, true);
+    /* jinja2's raw_begin rule: `-%}` strips what follows, a plain `%}` keeps even the newline
+     * (trim_blocks does not apply to it) */
+    after_tag(L, end_mod, false);
     size_t start = L->pos;
     for (size_t i = start; i + 1 < L->n; i++) {
         if (L->s[i] != '{' || L->s[i + 1] != '%') continue;
@@ -379,7 +381,7 @@ void rlx__j_lex(rj_rt *rt, const char *src, size_t len, rj_tokens *out)
         if (kind == '%') {
             char emod;
             size_t k = match_word_tag(L.s + body, L.n - body, "raw", &emod);
-            if (k) {
+            if (k && emod != '+') { /* `{% raw +%}` is not a raw tag for jinja2 (an unknown tag) */
                 L.line += count_nl(L.s + body, k);
                 L.pos = body + k;
                 lex_raw(&L, emod);

@@ -303,9 +303,37 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
      "19|111|changed|False"},
     {"{% for i in [1] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}|{% set y %}{% set q = 1 %}{{ q }}{% endset %}{{ q }}{{ y }}|{% set ns = namespace(a=1) %}{% filter trim %} {% set ns.a = 2 %} {% endfilter %}{{ ns.a }}|{% for i in [1,2] %}{% set y %}{{ i }}{% endset %}{{ y }}{% endfor %}",
      "1|1|2|12"},
-    {"{{ 2.5 is divisibleby 2 }}{{ 4.0 is divisibleby 2 }}{{ 3.0 is odd }}{{ -1.5 is odd }}{{ -3 is odd }}|{{ 'abc'.find('z') }}{{ 'abc'.rfind('z') }}{{ 'abcb'.rfind('b') }}{{ 'abc'.index('b') }}{{ 'abcb'.rindex('b') }}|{{ 'A b' % [3, 'a'] }}|{{ '%s' % [1, 2] }}|{{ 'x' % {'a': 1} }}\n"
-        "",
+    {"{{ 2.5 is divisibleby 2 }}{{ 4.0 is divisibleby 2 }}{{ 3.0 is odd }}{{ -1.5 is odd }}{{ -3 is odd }}|{{ 'abc'.find('z') }}{{ 'abc'.rfind('z') }}{{ 'abcb'.rfind('b') }}{{ 'abc'.index('b') }}{{ 'abcb'.rindex('b') }}|{{ 'A b' % [3, 'a'] }}|{{ '%s' % [1, 2] }}|{{ 'x' % {'a': 1} }}",
      "FalseTrueTrueFalseTrue|-1-1313|A b|[1, 2]|x"},
+    {"a{% raw %}\n"
+        "{{ y }}\n"
+        "{% endraw %}\n"
+        "b{% raw -%}\n"
+        "  c{%- endraw %}  \n"
+        "  {%- raw %}d{% endraw +%}\n"
+        "e\n"
+        "  {% raw %}f{% endraw %}\n"
+        "g",
+     "a\n"
+        "{{ y }}\n"
+        "bcd\n"
+        "e\n"
+        "fg"},
+    {"{%\n"
+        "for x in [1, 2]\n"
+        "+%}\n"
+        "  {{ x }}\n"
+        "  {%- if x == 1\n"
+        "-%} one {%+ endif %}\n"
+        "{% endfor -%}\n"
+        "  {#- c +#}\n"
+        "  {#+ d -#}\n"
+        "end\n"
+        "",
+     "\n"
+        "  1one \n"
+        "  2\n"
+        "  end"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
