@@ -5,8 +5,9 @@
  *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
  *   KAVX512     1: the integer kernels of kern_x86_512.h (two blocks / a super-block per zmm)
  *
- * Layout of the work: weight row n outermost; activation rows in tiles of up to 4 (KMAXT_F for
- * float types) visit it while it sits in L1, so weights stream from memory once per call. The
+ * Layout of the work: weight rows in chunks that fit L2; activation rows in tiles of up to 4
+ * (KMAXT_F for float types) visit every row of a chunk, so weights stream from memory once per
+ * call and each weight row is loaded once per tile of activations. The
  * per-(t, n) arithmetic is the same whatever the tile size or row range: results are batch
  * invariant. K formats: integer sums per super-block, then the scalar code's float update, so
  * they equal quant_k.c exactly. Q8_0/Q4_0: exact integer block sums, float scaling accumulated
@@ -322,26 +323,32 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
     }
     const size_t wrow = rlx_row_bytes(type, K);
     const int64_t nbl = K / RLX_QK, nbk = K / RLX_QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const void *wr = (const char *)w + (size_t)n * wrow;
+    /* Chunks of weight rows small enough for L2 are visited by every activation tile in turn:
+     * weights come from memory once, activations from memory once per chunk. */
+    const int64_t chunk = RLX_MAX((int64_t)1, (int64_t)((256 << 10) / (wrow ? wrow : 1)));
+    for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
+        const int64_t c1 = RLX_MIN(n1, c0 + chunk);
         for (int64_t t0 = 0; t0 < T; t0 += maxt) {
             const int nt = (int)RLX_MIN((int64_t)maxt, T - t0);
             const void *ap[4] = {act, act, act, act};
-            float r[4];
             #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
-            switch (type) {
-            case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-            case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-            case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_Q5_K: BY_NT(tile_q5_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
-            case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
-            default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
+            for (int64_t n = c0; n < c1; n++) {
+                const void *wr = (const char *)w + (size_t)n * wrow;
+                float r[4] = {0, 0, 0, 0};
+                switch (type) {
+                case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+                case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+                case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_Q5_K: BY_NT(tile_q5_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
+                case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
+                default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
+                }
+                #pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
             }
-            #pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
         }
     }
 }
