@@ -282,11 +282,13 @@ FLOAT_TILE(tile_bf16, load_w_bf16, scal_bf16)
 #define TILE_Q8_0 tile512_q8_0
 #define TILE_Q4_0 tile512_q4_0
 #define TILE_Q4_K tile512_q4_k
+#define TILE_Q5_K tile512_q5_k
 #define TILE_Q6_K tile512_q6_k
 #else
 #define TILE_Q8_0 tile_q8_0
 #define TILE_Q4_0 tile_q4_0
 #define TILE_Q4_K tile_q4_k
+#define TILE_Q5_K tile_q5_k
 #define TILE_Q6_K tile_q6_k
 #endif
 
@@ -330,7 +332,7 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
                 case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
                 case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
                 case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-                case RLX_Q5_K: BY_NT(tile_q5_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_Q5_K: BY_NT(TILE_Q5_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
                 case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
                 case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
                 case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
