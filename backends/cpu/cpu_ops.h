@@ -22,6 +22,7 @@ typedef struct rlx_cpu_run {
     uint8_t *row_scratch;        /* per thread: one converted activation row (T = 1) */
     size_t row_scratch_stride;
     _Atomic int64_t *counters;   /* per step: next matmul tile to claim (zero at run start) */
+    const uint8_t *no_barrier;   /* per step: the next step may overlap it (see cpu_backend.c) */
     float *attn_scratch;         /* per thread: attn_scratch_stride * RLX_CPU_ATTN_G + RLX_CPU_ATTN_PART floats */
     size_t attn_scratch_stride;
     const int32_t *out_index;    /* batch token index of each output row */

@@ -1,4 +1,8 @@
-/* threadpool.c - spin-then-sleep worker pool with a sense-reversing barrier. */
+/* threadpool.c - spin-then-sleep worker pool with a sense-reversing barrier.
+ *
+ * The barrier spins briefly, then sleeps on a futex. On a busy machine (more runnable threads
+ * than cores) the thread everyone waits for has usually been preempted; a waiter that keeps
+ * its core by spinning or sched_yield() delays it, one that sleeps frees the core for it. */
 #include "backends/cpu/threadpool.h"
 
 #include <pthread.h>
@@ -6,6 +10,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
@@ -14,6 +23,26 @@
 #endif
 
 #define SPIN_ITERS 20000
+#define BARRIER_SPINS 2000  /* ~40 us of pause: longer than a step's usual imbalance */
+
+static void bar_sleep(atomic_uint *word, unsigned seen)
+{
+#if defined(__linux__)
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+#else
+    (void)word; (void)seen;
+    sched_yield();
+#endif
+}
+
+static void bar_wake(atomic_uint *word)
+{
+#if defined(__linux__)
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
 
 struct rlx_threadpool {
     int n;
@@ -29,6 +58,7 @@ struct rlx_threadpool {
     /* barrier */
     atomic_int bar_count;
     atomic_uint bar_sense;
+    atomic_int bar_sleepers;    /* waiters asleep on bar_sense */
 };
 
 typedef struct worker_arg { rlx_threadpool *tp; int ith; } worker_arg;
@@ -128,10 +158,16 @@ void rlx_threadpool_barrier(rlx_threadpool *tp)
     unsigned sense = atomic_load_explicit(&tp->bar_sense, memory_order_acquire);
     if (atomic_fetch_add_explicit(&tp->bar_count, 1, memory_order_acq_rel) == tp->active - 1) {
         atomic_store_explicit(&tp->bar_count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&tp->bar_sense, 1, memory_order_release);
+        /* seq_cst pair with the sleeper's increment-then-check: one of the two sees the other */
+        atomic_fetch_add(&tp->bar_sense, 1);
+        if (atomic_load(&tp->bar_sleepers)) bar_wake(&tp->bar_sense);
         return;
     }
-    int spins = 0;
-    while (atomic_load_explicit(&tp->bar_sense, memory_order_acquire) == sense)
-        if (++spins > 2000) sched_yield(); else cpu_relax();
+    for (int spins = 0; spins < BARRIER_SPINS; spins++) {
+        if (atomic_load_explicit(&tp->bar_sense, memory_order_acquire) != sense) return;
+        cpu_relax();
+    }
+    atomic_fetch_add(&tp->bar_sleepers, 1);
+    while (atomic_load(&tp->bar_sense) == sense) bar_sleep(&tp->bar_sense, sense);
+    atomic_fetch_sub(&tp->bar_sleepers, 1);
 }
