@@ -169,6 +169,69 @@ static void k_gather(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
+/* ---- activation quantization ------------------------------------------------------------ */
+
+#if defined(__x86_64__)
+#define T512Q __attribute__((target("avx512f,avx512bw")))
+
+/* roundf (half away from zero) of integral-range values: truncate, then step away from zero
+ * where the dropped fraction is at least one half (v - trunc(v) is exact) */
+T512Q static inline __m512i round_away_512(__m512 v)
+{
+    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)),
+                                                           _mm512_castps_si512(_mm512_set1_ps(1.0f))));
+    return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
+}
+
+T512Q static void q8_0_row_512(const float *x, rlx_block_q8_0 *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += RLX_QK) {
+        const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        y[i].d = rlx_f32_to_f16(d);
+        const __m512 s = _mm512_set1_ps(id);
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(round_away_512(_mm512_mul_ps(v0, s))));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(round_away_512(_mm512_mul_ps(v1, s))));
+    }
+}
+
+T512Q static void q8_k_row_512(const float *x, rlx_block_q8_k *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += RLX_QK_K) {
+        __m512 a = _mm512_setzero_ps();
+        for (int k = 0; k < RLX_QK_K; k += 16) a = _mm512_max_ps(a, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+        const float amax = _mm512_reduce_max_ps(a);
+        if (!amax) { memset(&y[i], 0, sizeof y[i]); continue; }
+        float max = 0.0f; /* the first element of largest magnitude, sign included */
+        for (int k = 0; k < RLX_QK_K; k++)
+            if (fabsf(x[k]) == amax) { max = x[k]; break; }
+        const float iscale = -127.f / max;
+        const __m512 s = _mm512_set1_ps(iscale);
+        for (int k = 0; k < RLX_QK_K; k += 16) {
+            /* cvtps rounds to nearest even, as rlx__nearest_int's magic-number addition */
+            __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), s)), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + k), _mm512_cvtepi32_epi8(q));
+            y[i].bsums[k / 16] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+#endif
+
+void rlx_cpu_quantize_act(int type, const float *x, void *dst, int64_t n)
+{
+#if defined(__x86_64__)
+    if (!strncmp(rlx_cpu_path(), "avx512", 6)) {
+        if (type == RLX_Q8_0 && n % RLX_QK == 0) { q8_0_row_512(x, dst, n / RLX_QK); return; }
+        if (type == RLX_Q8_K && n % RLX_QK_K == 0) { q8_k_row_512(x, dst, n / RLX_QK_K); return; }
+    }
+#endif
+    rlx_quantize_row(type, x, dst, n);
+}
+
 /* Output rows go in chunks claimed from a per-step atomic counter, so a thread the OS
  * preempts (the machine is often oversubscribed) does not hold the others at the next barrier.
  * rlx_matmul_rows' sums never depend on [n0, n1), so results are the same whoever claims what.
@@ -193,7 +256,7 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             const float *src = rowp(r, x, t);
             uint8_t *dst = dst0 + (size_t)t * arb;
             if (vt != RLX_F32) {
-                rlx_quantize_row(vt, src, dst, K);
+                rlx_cpu_quantize_act(vt, src, dst, K);
             } else if (w->wtype == RLX_F16) {
                 /* ggml multiplies F16/BF16 weights with activations rounded to the weight's
                  * type; do the same (kept as f32 values) so logits agree with llama.cpp */

@@ -1,0 +1,59 @@
+/* test_cpu_quant_act.c - activation rows quantized by the CPU backend (vectorised on AVX-512)
+ * are byte-identical to rlx_quantize_row on every path: random rows, exact halves (rounding
+ * direction), zeros, a block whose largest magnitude appears with both signs (the first one
+ * sets the Q8_K scale's sign) and tiny values. */
+#include "tests/rlx_test.h"
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/kernels.h"
+#include "backends/quant.h"
+
+#define N 1024
+
+static void rows(float x[][N], int n_rows)
+{
+    uint32_t s = 7;
+    for (int r = 0; r < n_rows; r++)
+        for (int i = 0; i < N; i++) {
+            s = s * 1664525u + 1013904223u;
+            x[r][i] = (float)((int)(s >> 8) % 200001 - 100000) / (r == 1 ? 1e9f : 3000.0f);
+        }
+    /* row 2: amax 127 in every block, so x * id lands on exact halves */
+    for (int i = 0; i < N; i++) x[2][i] = i % 32 == 0 ? 127.0f : (float)(i % 64) - 31.5f;
+    /* row 3: zeros, and blocks whose extreme magnitude occurs as -m then +m, or +m then -m */
+    for (int i = 0; i < N; i++) x[3][i] = 0.0f;
+    for (int i = 256; i < 512; i++) x[3][i] = (float)(i % 13) - 6.0f;
+    x[3][300] = -9.0f; x[3][400] = 9.0f;
+    for (int i = 512; i < 768; i++) x[3][i] = (float)(i % 5) * 0.5f - 1.0f;
+    x[3][600] = 4.0f; x[3][700] = -4.0f;
+    /* row 4: halves around the Q8_K scale (max 127 -> iscale -1) */
+    for (int i = 0; i < N; i++) x[4][i] = i % 256 == 0 ? 127.0f : (float)(i % 50) - 24.5f;
+}
+
+TEST(bytes_match_reference_on_every_path)
+{
+    static float x[5][N];
+    static uint8_t want[N * 2], got[N * 2];
+    rows(x, 5);
+    const char *orig = rlx_cpu_path();
+    const char *paths[] = {"scalar", "avx2", "avx512", "avx512-novnni"};
+    const int types[] = {RLX_Q8_0, RLX_Q8_K};
+    int tested = 0;
+    for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
+        if (!rlx_cpu_has_path(paths[p])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
+        for (size_t t = 0; t < RLX_ARRAY_LEN(types); t++)
+            for (int r = 0; r < 5; r++) {
+                size_t nb = rlx_row_bytes(types[t], N);
+                memset(want, 0xAA, sizeof want);
+                memset(got, 0x55, sizeof got);
+                ASSERT_EQ(rlx_quantize_row(types[t], x[r], want, N), 0);
+                rlx_cpu_quantize_act(types[t], x[r], got, N);
+                ASSERT_MSG(memcmp(want, got, nb) == 0, "path %s type %d row %d differs", paths[p], types[t], r);
+                tested++;
+            }
+    }
+    ASSERT(tested >= 10);
+    ASSERT_EQ(rlx_cpu_force_path(orig), 0);
+}
+
+TEST_MAIN(TEST_ENTRY(bytes_match_reference_on_every_path))
