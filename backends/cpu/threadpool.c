@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__linux__)
 #include <limits.h>
@@ -23,10 +24,23 @@
 #endif
 
 #define SPIN_ITERS 20000
-/* a few microseconds of pause, then sleep. Decode of the Qwen3-0.6B Q8_0 file at load ~7 on
- * 2 cores (tg48, 3 interleaved rounds): 2000 spins 10.3-10.8 CPU s, 10.7-18.6 tok/s; 200 spins
- * 6.8-7.9 CPU s, 17.8-22.3 tok/s; 20 spins 6.5-7.5 CPU s, 15-30 tok/s. */
-#define BARRIER_SPINS 200
+/* Barrier waits spin up to spin_lim pauses, then sleep. The best limit depends on the load:
+ * decode of the Qwen3-0.6B Q8_0 file (tg48/tg64, interleaved rounds) at load ~7 on 2 cores:
+ * 2000 spins 10.7-18.6 tok/s and 10.3-10.8 CPU s, 200 spins 17.8-22.3 tok/s and 6.8-7.9 CPU s;
+ * at load ~1.7: 200 spins 32-36 tok/s, 2000 36-44, 20000 41-49. So the limit adapts: a sleep
+ * that ended quickly means spinning longer would have been cheaper (double it); a long one
+ * means the awaited thread was preempted and spinning only steals its core (halve it). */
+#define SPIN_MIN 100
+#define SPIN_MAX 20000
+#define SLEEP_SHORT_NS 50000     /* woke within 50 us: should have spun */
+#define SLEEP_LONG_NS 1000000    /* slept over 1 ms: the other thread was off its core */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void bar_sleep(atomic_uint *word, unsigned seen)
 {
@@ -62,6 +76,7 @@ struct rlx_threadpool {
     atomic_int bar_count;
     atomic_uint bar_sense;
     atomic_int bar_sleepers;    /* waiters asleep on bar_sense */
+    atomic_int spin_lim;        /* adaptive spin budget of barrier waits */
 };
 
 typedef struct worker_arg { rlx_threadpool *tp; int ith; } worker_arg;
@@ -100,6 +115,7 @@ int rlx_threadpool_create(rlx_threadpool **out, int n_threads, rlx_error *err)
     rlx_threadpool *tp = calloc(1, sizeof *tp);
     if (!tp) return rlx_errorf(err, RLX_ENOMEM, "out of memory creating the thread pool");
     tp->n = n_threads;
+    atomic_init(&tp->spin_lim, 2000);
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
     tp->threads = calloc((size_t)n_threads, sizeof *tp->threads);
@@ -166,11 +182,19 @@ void rlx_threadpool_barrier(rlx_threadpool *tp)
         if (atomic_load(&tp->bar_sleepers)) bar_wake(&tp->bar_sense);
         return;
     }
-    for (int spins = 0; spins < BARRIER_SPINS; spins++) {
+    const int lim = atomic_load_explicit(&tp->spin_lim, memory_order_relaxed);
+    for (int spins = 0; spins < lim; spins++) {
         if (atomic_load_explicit(&tp->bar_sense, memory_order_acquire) != sense) return;
         cpu_relax();
     }
+    const int64_t t0 = now_ns();
     atomic_fetch_add(&tp->bar_sleepers, 1);
     while (atomic_load(&tp->bar_sense) == sense) bar_sleep(&tp->bar_sense, sense);
     atomic_fetch_sub(&tp->bar_sleepers, 1);
+    const int64_t slept = now_ns() - t0;
+    /* racy read-modify-write between waiters is fine: it is only a hint */
+    if (slept < SLEEP_SHORT_NS && lim < SPIN_MAX)
+        atomic_store_explicit(&tp->spin_lim, lim * 2 > SPIN_MAX ? SPIN_MAX : lim * 2, memory_order_relaxed);
+    else if (slept > SLEEP_LONG_NS && lim > SPIN_MIN)
+        atomic_store_explicit(&tp->spin_lim, lim / 2 < SPIN_MIN ? SPIN_MIN : lim / 2, memory_order_relaxed);
 }
