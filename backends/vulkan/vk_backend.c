@@ -128,7 +128,8 @@ static int vk_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
         if (n->op != RLX_OP_MATMUL) continue;
         const rlx_gtensor *x = &g->tensors[n->in[0]];
         VkDeviceSize rows = x->rows == RLX_ROWS_OUTPUTS ? (VkDeviceSize)plan->max_outputs : (VkDeviceSize)plan->max_tokens;
-        if (rows * (VkDeviceSize)x->cols * 4 > scratch) scratch = rows * (VkDeviceSize)x->cols * 4;
+        VkDeviceSize need = rows * (VkDeviceSize)x->cols * 4 + rows * (VkDeviceSize)(x->cols / 32) * 4;
+        if (need > scratch) scratch = need;
     }
     if ((rc = rlx__vk_buffer(&be->d, &be->scratch, scratch, false, err))) goto fail;
     /* count the dispatches of a run to size the parameter slots and descriptor pool */

@@ -10,7 +10,6 @@
 
 #define CH 48
 #define MAX_OPERANDS 4
-#define MM_GRID 32768u
 #define MM_TILE 8u
 
 typedef struct vk_bind { vk_buffer *b; VkDeviceSize off, size; } vk_bind;
@@ -275,13 +274,17 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
     uint32_t mode = actq_mode(w->wtype), xoff;
     vk_disp ds;
     int rc;
+    /* scratch: quantized activations (T x K), then one scale per block (T x K/32 at most) */
+    VkDeviceSize qbytes = (VkDeviceSize)T * (VkDeviceSize)K * 4;
+    uint32_t nbx = (uint32_t)(K / (mode == 4 ? 256 : 32));
     if (mode) {
         disp_init(&ds, PL_ACTQ);
         ds.P[0] = mode;
         ds.P[1] = (uint32_t)K;
         ds.P[2] = (uint32_t)T;
         ds.P[3] = bind_tensor(be, &ds, VK_B_IN0, xt);
-        ds.P[4] = bind_range(be, &ds, VK_B_OUT, &be->scratch, 0, (VkDeviceSize)T * (VkDeviceSize)K * 4) / 4;
+        ds.P[4] = bind_range(be, &ds, VK_B_OUT, &be->scratch, 0, qbytes + (VkDeviceSize)T * nbx * 4) / 4;
+        ds.P[5] = ds.P[4] + (uint32_t)(qbytes / 4);
         int64_t bs = mode == 4 ? 256 : 32;
         grid_flat(&ds, (uint64_t)T * (uint64_t)((K + bs - 1) / bs));
         if ((rc = emit(be, &ds, err))) return rc;
@@ -291,7 +294,7 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
     for (int64_t n0 = 0; n0 < N; n0 += per) {
         int64_t n1 = RLX_MIN(N, n0 + per);
         disp_init(&ds, PL_MATMUL);
-        if (mode) xoff = bind_range(be, &ds, VK_B_IN0, &be->scratch, 0, (VkDeviceSize)T * (VkDeviceSize)K * 4) / 4;
+        if (mode) xoff = bind_range(be, &ds, VK_B_IN0, &be->scratch, 0, qbytes + (VkDeviceSize)T * nbx * 4) / 4;
         else xoff = bind_tensor(be, &ds, VK_B_IN0, xt);
         ds.P[0] = (uint32_t)w->wtype;
         ds.P[1] = (uint32_t)K;
@@ -304,12 +307,11 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
         ds.P[7] = xoff;
         ds.P[8] = bind_tensor(be, &ds, VK_B_OUT, s->out);
         ds.P[9] = (uint32_t)N;
-        ds.P[10] = MM_GRID;
+        ds.P[10] = xoff + (uint32_t)(qbytes / 4);
         k = set_chain(be, &ds, s->chain, s->n_chain);
-        uint32_t rows = (uint32_t)(n1 - n0);
-        ds.g[0] = rows < MM_GRID ? rows : MM_GRID;
-        ds.g[1] = (rows + MM_GRID - 1) / MM_GRID;
-        ds.g[2] = (uint32_t)((T + MM_TILE - 1) / MM_TILE);
+        ds.g[0] = (uint32_t)((n1 - n0 + 63) / 64);
+        ds.g[1] = (uint32_t)((T + MM_TILE - 1) / MM_TILE);
+        ds.g[2] = 1;
         if ((rc = emit(be, &ds, err))) return rc;
     }
     return finish_chain(be, s, k, err);

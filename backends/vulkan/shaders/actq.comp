@@ -1,8 +1,9 @@
-/* actq.comp - rounds matmul activations the way the CPU backend (and ggml) convert them
- * before the dot product, so GPU and CPU agree closely: mode 1 f16, 2 bf16, 3 Q8_0 (blocks of
- * 32, scale amax/127 stored as f16, round half away from zero), 4 Q8_K (blocks of 256, scale
- * from the largest-magnitude value, round half to even). The result stays f32 (q * d).
- * One invocation per block. P: 0 mode, 1 K, 2 rows, 3 x off, 4 y off. */
+/* actq.comp - converts matmul activations the way the CPU backend (and ggml) do before the
+ * dot product, so GPU and CPU agree: mode 1 rounds to f16, 2 to bf16 (values written in
+ * place of x); mode 3 quantizes to Q8_0 (blocks of 32, scale amax/127 kept as f16, round half
+ * away from zero), 4 to Q8_K (blocks of 256, scale from the largest-magnitude value, round
+ * half to even): the integer q go to y (as floats) and each block's scale to y[P[5] + ...].
+ * One invocation per block. P: 0 mode, 1 K, 2 rows, 3 x off, 4 y off, 5 scale off. */
 #version 450
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -22,19 +23,19 @@ void main()
     uint i = flat_id();
     if (i >= P[2] * nb) return;
     uint r = i / nb, b = i % nb, x0 = P[3] + r * K + b * bs, y0 = P[4] + r * K + b * bs;
-    uint n = min(bs, K - b * bs);
+    uint n = min(bs, K - b * bs), so = P[5] + r * nb + b;
     if (mode == 1u) {
-        for (uint k = 0u; k < n; k++) Y[y0 + k] = unpackHalf2x16(packHalf2x16(vec2(X[x0 + k], 0.0))).x;
+        for (uint k = 0u; k < n; k++) Y[y0 + k] = f16_round(X[x0 + k]);
     } else if (mode == 2u) {
         for (uint k = 0u; k < n; k++) Y[y0 + k] = bf16_round(X[x0 + k]);
     } else if (mode == 3u) {
         float amax = 0.0;
         for (uint k = 0u; k < n; k++) amax = max(amax, abs(X[x0 + k]));
         float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
-        float dh = unpackHalf2x16(packHalf2x16(vec2(d, 0.0))).x;
+        Y[so] = f16_round(d);
         for (uint k = 0u; k < n; k++) {
             float q = X[x0 + k] * id;
-            Y[y0 + k] = sign(q) * floor(abs(q) + 0.5) * dh;
+            Y[y0 + k] = sign(q) * floor(abs(q) + 0.5);
         }
     } else {
         float amax = 0.0, mx = 0.0;
@@ -43,10 +44,12 @@ void main()
             if (ax > amax) { amax = ax; mx = X[x0 + k]; }
         }
         if (amax == 0.0) {
+            Y[so] = 0.0;
             for (uint k = 0u; k < n; k++) Y[y0 + k] = 0.0;
             return;
         }
-        float iscale = -127.0 / mx, d = 1.0 / iscale;
-        for (uint k = 0u; k < n; k++) Y[y0 + k] = min(127.0, roundEven(iscale * X[x0 + k])) * d;
+        float iscale = -127.0 / mx;
+        Y[so] = 1.0 / iscale;
+        for (uint k = 0u; k < n; k++) Y[y0 + k] = min(127.0, roundEven(iscale * X[x0 + k]));
     }
 }

@@ -29,7 +29,7 @@ float kv_at(bool v, uint slot, uint col, bool f16, uint kvc)
 float score(int seq, int j, uint hk, uint hd, uint kvc, bool f16)
 {
     uint slot = kv_slot(seq, j, P[10]);
-    float d = 0.0;
+    precise float d = 0.0; /* no fused multiply-add: the CPU's loop has none */
     for (uint i = 0u; i < hd; i++) d += qs[i] * kv_at(false, slot, hk * hd + i, f16, kvc);
     float cap = PF(6);
     if (cap > 0.0) d = cap * tanh_safe(d / cap);
@@ -45,7 +45,7 @@ void main()
     int j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
     for (uint i = tid; i < hd; i += 64u) {
         float q = Q[P[8] + t * n_head * hd + h * hd + i];
-        qs[i] = f16 ? unpackHalf2x16(packHalf2x16(vec2(q, 0.0))).x : q;
+        qs[i] = f16 ? f16_round(q) : q;
     }
     barrier();
     /* pass 1: running max and sum per invocation, then merged */
@@ -69,14 +69,14 @@ void main()
     }
     float M = pm[0], inv = 1.0 / pl[0];
     /* pass 2: tiles of 64 positions; invocation tid owns dims tid, tid + 64, ... */
-    float acc[8];
+    precise float acc[8];
     for (uint k = 0u; k < 8u; k++) acc[k] = 0.0;
     for (int jb = j0; jb <= p; jb += 64) {
         int j = jb + int(tid);
         float pj = 0.0;
         if (j <= p) {
             pj = exp(score(seq, j, hk, hd, kvc, f16) - M) * inv;
-            if (f16) pj = unpackHalf2x16(packHalf2x16(vec2(pj, 0.0))).x;
+            if (f16) pj = f16_round(pj);
         }
         barrier();
         pp[tid] = pj;

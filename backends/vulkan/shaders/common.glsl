@@ -73,3 +73,19 @@ uint kv_slot(int seq, int pos, uint block_size)
     int blk = B[uint(base) + uint(pos) / block_size];
     return uint(blk) * block_size + uint(pos) % block_size;
 }
+
+/* f32 -> f16 bits, round to nearest even (as the CPU's conversion). packHalf2x16 leaves the
+ * rounding to the driver (lavapipe truncates), which moved logits by ~1e-2. */
+uint f16_bits(float f)
+{
+    uint x = floatBitsToUint(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u);
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;          /* rounds past 65504 */
+    if (ax < 0x38800000u)                                  /* f16 subnormal or zero */
+        return sign | uint(roundEven(uintBitsToFloat(ax) * 16777216.0));
+    uint h = (((ax >> 23) - 112u) << 10) | ((ax >> 13) & 0x3ffu), rest = ax & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0u)) h += 1u;
+    return sign | h;
+}
+float f16_round(float f) { return unpackHalf2x16(f16_bits(f)).x; }
+

@@ -18,8 +18,8 @@ void main()
     uint slot = kv_slot(B[SEQ_OFF + t], B[POS_OFF + t], P[4]);
     uint src = t * kvc, dst = slot * words + w;
     if (f16 != 0u) {
-        KC[dst] = packHalf2x16(vec2(Ka[P[2] + src + 2u * w], Ka[P[2] + src + 2u * w + 1u]));
-        VC[dst] = packHalf2x16(vec2(Va[P[3] + src + 2u * w], Va[P[3] + src + 2u * w + 1u]));
+        KC[dst] = f16_bits(Ka[P[2] + src + 2u * w]) | (f16_bits(Ka[P[2] + src + 2u * w + 1u]) << 16);
+        VC[dst] = f16_bits(Va[P[3] + src + 2u * w]) | (f16_bits(Va[P[3] + src + 2u * w + 1u]) << 16);
     } else {
         KC[dst] = floatBitsToUint(Ka[P[2] + src + w]);
         VC[dst] = floatBitsToUint(Va[P[3] + src + w]);
