@@ -36,7 +36,7 @@ static void list_cuda(void)
     rlx_cuda_device_info dev[16];
     int n = 0;
     rlx_error err = {0};
-    if (rlx_cuda_list_devices(dev, 16, &n, &err)) { printf("cuda: no CUDA device (%s)\n", err.msg); return; }
+    if (rlx_cuda_list_devices(dev, 16, &n, &err)) { printf("cuda: %s\n", err.msg); return; }
     if (n == 0) { printf("cuda: no CUDA device\n"); return; }
     for (int i = 0; i < n && i < 16; i++)
         printf("cuda %d: %s (sm_%d%d, %llu MiB)  --backend cuda --device %d\n", i, dev[i].name, dev[i].major, dev[i].minor,
