@@ -46,34 +46,3 @@ size_t rlx_row_bytes(int type, int64_t n)
     if (!t || n < 0 || n % t->block_elems) return 0;
     return (size_t)(n / t->block_elems) * (size_t)t->block_bytes;
 }
-
-float rlx_f16_to_f32(uint16_t h)
-{
-    _Float16 v;
-    memcpy(&v, &h, 2);
-    return (float)v;
-}
-
-uint16_t rlx_f32_to_f16(float f)
-{
-    _Float16 v = (_Float16)f;
-    uint16_t h;
-    memcpy(&h, &v, 2);
-    return h;
-}
-
-float rlx_bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t rlx_f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 64); /* quiet NaN */
-    return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
-}

@@ -42,10 +42,43 @@ int rlx_dtype_from_name(const char *name);
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
 size_t rlx_row_bytes(int type, int64_t n);
 
-/* IEEE half and bfloat16 conversions (round-to-nearest-even). */
-float rlx_f16_to_f32(uint16_t h);
-uint16_t rlx_f32_to_f16(float f);
-float rlx_bf16_to_f32(uint16_t h);
-uint16_t rlx_f32_to_bf16(float f);
+/* IEEE half and bfloat16 conversions (round-to-nearest-even), inline and branch-light: they sit
+ * in attention and dequantization loops, where libgcc's soft _Float16 routines cost ~20x more.
+ * The half conversions use the exponent-rebias technique (float arithmetic does the rounding
+ * and handles subnormals), so they must not be compiled with -ffast-math. */
+static inline float rlx__u32_as_f32(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline uint32_t rlx__f32_as_u32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+
+static inline float rlx_f16_to_f32(uint16_t h)
+{
+    const uint32_t w = (uint32_t)h << 16, sign = w & 0x80000000u, two_w = w + w;
+    /* normal: shift exponent+mantissa into place and rebias by 2^-112 */
+    const float normalized = rlx__u32_as_f32((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+    /* subnormal: mantissa as a float in [0.5, 1) minus 0.5 */
+    const float denormalized = rlx__u32_as_f32((two_w >> 17) | (126u << 23)) - 0.5f;
+    const uint32_t bits = two_w < (1u << 27) ? rlx__f32_as_u32(denormalized) : rlx__f32_as_u32(normalized);
+    return rlx__u32_as_f32(sign | bits);
+}
+
+static inline uint16_t rlx_f32_to_f16(float f)
+{
+    float base = (__builtin_fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    const uint32_t w = rlx__f32_as_u32(f), shl1_w = w + w, sign = w & 0x80000000u;
+    uint32_t bias = shl1_w & 0xFF000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    base = rlx__u32_as_f32((bias >> 1) + 0x07800000u) + base;
+    const uint32_t bits = rlx__f32_as_u32(base);
+    const uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+    return (uint16_t)((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+}
+
+static inline float rlx_bf16_to_f32(uint16_t h) { return rlx__u32_as_f32((uint32_t)h << 16); }
+
+static inline uint16_t rlx_f32_to_bf16(float f)
+{
+    uint32_t u = rlx__f32_as_u32(f);
+    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 64); /* quiet NaN */
+    return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+}
 
 #endif

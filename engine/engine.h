@@ -80,8 +80,13 @@ typedef struct rlx_request {
     size_t n_stop;
     int32_t top_logprobs;      /* -1: no logprobs; 0..RLX_MAX_TOP_LOGPROBS otherwise */
     char *session_id;          /* owned, NULL if none */
+    /* With a session: false (default) appends the prompt to the session's history (native
+     * API, one turn per request); true treats the prompt as the whole conversation (OpenAI
+     * routes resend every message) and only reuses the session's cached KV. */
+    bool session_replace;
     rlx_event_fn on_event;
     void *user;
+    double submitted_at;       /* set by rlx_worker_submit (rlx_now() clock) */
 } rlx_request;
 
 rlx_request *rlx_request_new(void);  /* zeroed, default sampling, top_logprobs -1 */
@@ -93,14 +98,17 @@ typedef struct rlx_worker_config {
     int n_threads;             /* <= 0: all cores */
     int32_t n_ctx;             /* <= 0: the model's context length */
     int kv_type;               /* RLX_F16 (default), RLX_F32, RLX_Q8_0 */
-    size_t kv_mem_mib;         /* 0: enough for max_seqs full contexts, capped by free memory */
+    size_t kv_mem_mib;         /* 0: enough for max_seqs full contexts */
+    int32_t kv_blocks;         /* exact pool size in blocks (overrides kv_mem_mib; tests) */
     int32_t kv_block;          /* tokens per KV block, default 16 */
     int32_t max_batch_tokens;  /* default 512 */
     int32_t max_seqs;          /* default 16 */
     int32_t max_queue;         /* waiting requests beyond which submit returns RLX_EFULL; default 256 */
     const char *backend;       /* "cpu" (default), "vulkan", "cuda" */
     int device;
-    const char *db_path;       /* sessions database, NULL for none */
+    const char *db_path;       /* sessions database (sqlite3), NULL: sessions live in memory only */
+    double session_ttl_s;      /* <= 0: sessions never expire */
+    int32_t max_sessions;      /* <= 0: 1024 */
 } rlx_worker_config;
 
 typedef struct rlx_worker rlx_worker;
@@ -122,6 +130,24 @@ void rlx_worker_stop(rlx_worker *w, bool drain);
 int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err);
 /* Cancels at the next step; the request then gets RLX_EV_DONE with RLX_FINISH_CANCELLED. */
 void rlx_worker_cancel(rlx_worker *w, uint64_t request_id);
+
+/* ---- sessions (callable from any thread) ---- */
+typedef struct rlx_session_info {
+    char id[129];
+    char model[128];
+    int32_t n_tokens;
+    double created, updated;   /* seconds since the Unix epoch */
+    bool has_kv_snapshot;
+} rlx_session_info;
+
+/* Most recently updated first. *out is malloc'ed (n entries); *total counts all sessions. */
+int rlx_worker_sessions_list(rlx_worker *w, size_t offset, size_t limit, rlx_session_info **out, size_t *n,
+                             size_t *total, rlx_error *err);
+/* RLX_ENOTFOUND if absent. *tokens (optional) is malloc'ed. */
+int rlx_worker_session_get(rlx_worker *w, const char *id, rlx_session_info *info, int32_t **tokens,
+                           size_t *n_tokens, rlx_error *err);
+/* Forgets the session, its pinned KV blocks and its snapshot. RLX_ENOTFOUND if absent. */
+int rlx_worker_session_delete(rlx_worker *w, const char *id, rlx_error *err);
 
 const char *rlx_worker_name(const rlx_worker *w);
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w);

@@ -3,8 +3,8 @@
  * Chain, as llama-server's default order: penalties -> logit bias -> top_k -> top_p -> min_p ->
  * temperature -> draw. temperature <= 0 means greedy after penalties and bias, so a banned token
  * is never picked even greedily. Filters work on a candidate list (id, logit) that is only ever
- * partially ordered: top-k selects with a bounded heap, top-p sorts only the candidates above a
- * logit threshold that provably holds the nucleus, min-p is a linear filter. A 151,936-entry
+ * partially ordered: top-k selects with a bounded heap, top-p histograms the probability mass
+ * and sorts only the bin where the nucleus ends, min-p is a linear filter. A 151,936-entry
  * vocabulary is therefore never fully sorted per token.
  *
  * RNG: xoshiro256** seeded through splitmix64, one state per sampler, so a seeded sequence
@@ -12,22 +12,74 @@
 #include "engine/sample.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 typedef struct cand { int32_t id; float logit; } cand;
 
+/* Top-p mass histogram: bins by distance below the max logit; logits further below than
+ * TOP_P_RANGE share the last bin (their mass is below e^-64 of the max's). */
+#define TOP_P_BINS 4096
+#define TOP_P_RANGE 64.0f
+
+/* Per-thread scratch of vocabulary size, shared by every sampler the thread runs: a worker
+ * sampling 256 sequences keeps one set of buffers (~2.7 MB at 151,936 tokens), not 256. */
+typedef struct scratch {
+    size_t cap;               /* entries in each per-token array */
+    cand *cands;
+    double *probs;
+    uint16_t *bin_of;         /* each candidate's top-p bin */
+    double bins[TOP_P_BINS];
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
+{
+    scratch *sc = p;
+    if (!sc) return;
+    free(sc->cands);
+    free(sc->probs);
+    free(sc->bin_of);
+    free(sc);
+}
+
+static void scratch_key_init(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+static scratch *get_scratch(size_t n)
+{
+    pthread_once(&scratch_once, scratch_key_init);
+    scratch *sc = pthread_getspecific(scratch_key);
+    if (!sc) {
+        if (!(sc = calloc(1, sizeof *sc))) return NULL;
+        if (pthread_setspecific(scratch_key, sc)) { free(sc); return NULL; }
+    }
+    if (sc->cap < n) {
+        cand *c = realloc(sc->cands, n * sizeof *c);
+        if (c) sc->cands = c;
+        double *pr = realloc(sc->probs, n * sizeof *pr);
+        if (pr) sc->probs = pr;
+        uint16_t *b = realloc(sc->bin_of, n * sizeof *b);
+        if (b) sc->bin_of = b;
+        if (!c || !pr || !b) return NULL;
+        sc->cap = n;
+    }
+    return sc;
+}
+
 struct rlx_sampler {
     rlx_sampling_params p;    /* p.logit_bias points at bias below */
     rlx_logit_bias *bias;     /* owned copy */
     int32_t n_vocab;
-    cand *cands;              /* n_vocab scratch entries */
-    double *probs;            /* n_vocab scratch entries */
-    int32_t *hist;            /* accepted tokens, oldest first; owned */
+    /* Penalty window: counts of the tokens in it, kept up to date by accept so a sample costs
+     * O(distinct tokens) even with penalty_last_n = -1 over a long context. */
+    struct tcount { int32_t tok; int32_t cnt; } *map; /* open addressing, tok -1 = empty */
+    size_t map_cap, map_used; /* map_cap a power of two; map_used: slots with a token */
+    int32_t *hist;            /* bounded windows only: recent tokens, oldest first */
     size_t n_hist, cap_hist;
-    int32_t *win;             /* scratch for counting the penalty window */
-    size_t cap_win;
     uint64_t rng[4];          /* xoshiro256** state */
 };
 
@@ -125,9 +177,6 @@ rlx_sampler *rlx_sampler_new(const rlx_sampling_params *p, int32_t n_vocab)
     if (!s) return NULL;
     s->p = *p;
     s->n_vocab = n_vocab;
-    s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
-    s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
-    if (!s->cands || !s->probs) goto fail;
     if (p->n_logit_bias && p->logit_bias) {
         s->bias = malloc(p->n_logit_bias * sizeof *s->bias);
         if (!s->bias) goto fail;
@@ -154,68 +203,92 @@ void rlx_sampler_free(rlx_sampler *s)
 {
     if (!s) return;
     free(s->bias);
-    free(s->cands);
-    free(s->probs);
+    free(s->map);
     free(s->hist);
-    free(s->win);
     free(s);
+}
+
+static bool penalties_on(const rlx_sampling_params *p)
+{
+    return p->penalty_last_n != 0 && (p->repetition_penalty != 1.0f ||
+                                      p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f);
+}
+
+static size_t map_slot(const struct tcount *m, size_t cap, int32_t tok)
+{
+    size_t i = ((uint32_t)tok * 2654435761u) & (cap - 1);
+    while (m[i].tok != -1 && m[i].tok != tok) i = (i + 1) & (cap - 1);
+    return i;
+}
+
+/* Rebuilds the table with room for growth, dropping tokens whose count fell to zero. */
+static int map_rebuild(rlx_sampler *s)
+{
+    size_t live = 0;
+    for (size_t i = 0; i < s->map_cap; i++) live += s->map[i].cnt > 0;
+    size_t cap = 16;
+    while (cap < 4 * (live + 1)) cap *= 2;
+    struct tcount *m = malloc(cap * sizeof *m);
+    if (!m) return RLX_ENOMEM;
+    for (size_t i = 0; i < cap; i++) m[i] = (struct tcount){-1, 0};
+    for (size_t i = 0; i < s->map_cap; i++)
+        if (s->map[i].cnt > 0) m[map_slot(m, cap, s->map[i].tok)] = s->map[i];
+    free(s->map);
+    s->map = m;
+    s->map_cap = cap;
+    s->map_used = live;
+    return 0;
+}
+
+static int map_add(rlx_sampler *s, int32_t tok, int32_t delta)
+{
+    if (delta > 0 && (s->map_used + 1) * 2 > s->map_cap && map_rebuild(s)) return RLX_ENOMEM;
+    if (!s->map_cap) return 0;
+    size_t i = map_slot(s->map, s->map_cap, tok);
+    if (s->map[i].tok == -1) {
+        if (delta < 0) return 0;
+        s->map[i].tok = tok;
+        s->map_used++;
+    }
+    s->map[i].cnt = RLX_MAX(s->map[i].cnt + delta, 0);
+    return 0;
 }
 
 void rlx_sampler_accept(rlx_sampler *s, int32_t token)
 {
-    if (!s || s->p.penalty_last_n == 0) return;
-    size_t keep = s->p.penalty_last_n > 0 ? (size_t)s->p.penalty_last_n : 0;
-    /* a bounded window is compacted once the history reaches twice its length */
-    if (keep && s->n_hist >= 2 * keep) {
-        memmove(s->hist, s->hist + s->n_hist - (keep - 1), (keep - 1) * sizeof *s->hist);
-        s->n_hist = keep - 1;
+    /* under OOM the token is not counted at all: penalties weaken, memory stays sound */
+    if (!s || !penalties_on(&s->p) || token < 0 || token >= s->n_vocab) return;
+    if (map_add(s, token, 1)) return;
+    if (s->p.penalty_last_n < 0) return; /* the whole history: nothing ever leaves */
+    size_t keep = (size_t)s->p.penalty_last_n;
+    if (s->n_hist == 2 * keep) { /* compact: keep the current window */
+        memmove(s->hist, s->hist + s->n_hist - keep, keep * sizeof *s->hist);
+        s->n_hist = keep;
     }
     if (s->n_hist == s->cap_hist) {
-        size_t cap = s->cap_hist ? s->cap_hist * 2 : 64;
+        size_t cap = RLX_MIN(s->cap_hist ? s->cap_hist * 2 : 64, 2 * keep);
         int32_t *h = realloc(s->hist, cap * sizeof *h);
-        if (!h) return; /* penalties then miss one token: degraded, not wrong memory */
+        if (!h) { map_add(s, token, -1); return; }
         s->hist = h;
         s->cap_hist = cap;
     }
     s->hist[s->n_hist++] = token;
+    if (s->n_hist > keep) map_add(s, s->hist[s->n_hist - keep - 1], -1);
 }
 
 /* ---- chain steps ------------------------------------------------------------------------- */
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
 
 /* Repetition (llama.cpp) then presence/frequency (OpenAI) over distinct tokens of the window. */
 static void apply_penalties(rlx_sampler *s, float *logits)
 {
     const rlx_sampling_params *p = &s->p;
-    if (p->penalty_last_n == 0 || s->n_hist == 0) return;
-    if (p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f &&
-        p->frequency_penalty == 0.0f)
-        return;
-    size_t n = s->n_hist;
-    if (p->penalty_last_n > 0 && (size_t)p->penalty_last_n < n) n = (size_t)p->penalty_last_n;
-    if (n > s->cap_win) {
-        int32_t *w = realloc(s->win, n * sizeof *w);
-        if (!w) return;
-        s->win = w;
-        s->cap_win = n;
-    }
-    memcpy(s->win, s->hist + s->n_hist - n, n * sizeof *s->win);
-    qsort(s->win, n, sizeof *s->win, cmp_i32);
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && s->win[j] == s->win[i]) j++;
-        int32_t tok = s->win[i];
-        float count = (float)(j - i);
-        i = j;
-        if (tok < 0 || tok >= s->n_vocab) continue;
+    if (!penalties_on(p)) return;
+    for (size_t i = 0; i < s->map_cap; i++) {
+        if (s->map[i].cnt <= 0) continue;
+        int32_t tok = s->map[i].tok;
         float l = logits[tok];
         l = l > 0.0f ? l / p->repetition_penalty : l * p->repetition_penalty;
-        l -= count * p->frequency_penalty + p->presence_penalty;
+        l -= (float)s->map[i].cnt * p->frequency_penalty + p->presence_penalty;
         logits[tok] = l;
     }
 }
@@ -279,47 +352,46 @@ static size_t select_top_k(const float *logits, size_t n, size_t k, cand *dst)
     return k;
 }
 
-/* Moves the candidates with logit >= thr to the front (order not kept); returns their count. */
-static size_t partition_ge(cand *c, size_t n, float thr)
-{
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (c[i].logit >= thr) {
-            cand t = c[w]; c[w] = c[i]; c[i] = t;
-            w++;
-        }
-    }
-    return w;
-}
-
-/* Nucleus: the smallest best-first prefix whose probability mass reaches top_p. The mass above
- * a threshold is measured first; once it reaches top_p, the nucleus lies inside that set and
- * only it is sorted. Thresholds step down from the maximum until that holds. */
-static size_t apply_top_p(cand *c, size_t n, float top_p, int sorted)
+/* Nucleus: the smallest best-first prefix whose probability mass reaches top_p (ties ordered
+ * by lower id). Without sorting the vocabulary: the mass is binned by distance below the
+ * maximum logit, bins are summed from the top until the target is reached, candidates of
+ * higher bins are all kept, and only the boundary bin is sorted and cut. */
+static size_t apply_top_p(scratch *sc, cand *c, size_t n, float top_p, int sorted)
 {
     if (n <= 1 || top_p >= 1.0f) return n;
     float mx = -INFINITY;
     for (size_t i = 0; i < n; i++) if (c[i].logit > mx) mx = c[i].logit;
-    double z = 0.0;
-    for (size_t i = 0; i < n; i++) z += exp((double)c[i].logit - mx);
-    double target = (double)top_p * z;
-    size_t m = n;
-    if (!sorted) {
-        static const float deltas[] = {4.0f, 8.0f, 16.0f, 32.0f, 64.0f};
-        for (size_t d = 0; d < RLX_ARRAY_LEN(deltas); d++) {
-            size_t k = partition_ge(c, n, mx - deltas[d]);
-            double mass = 0.0;
-            for (size_t i = 0; i < k; i++) mass += exp((double)c[i].logit - mx);
-            if (mass >= target) { m = k; break; }
-        }
-        qsort(c, m, sizeof *c, cmp_cand_desc);
+    double *e = sc->probs, z = 0.0;
+    for (size_t i = 0; i < n; i++) z += e[i] = exp((double)c[i].logit - mx);
+    double target = (double)top_p * z, cum = 0.0;
+    if (sorted) {
+        for (size_t i = 0; i < n; i++)
+            if ((cum += e[i]) >= target) return i + 1;
+        return n;
     }
-    double cum = 0.0;
-    for (size_t i = 0; i < m; i++) {
-        cum += exp((double)c[i].logit - mx);
-        if (cum >= target) return i + 1;
+    double *mass = sc->bins;
+    uint16_t *bin = sc->bin_of;
+    memset(mass, 0, TOP_P_BINS * sizeof *mass);
+    const float scale = (float)TOP_P_BINS / TOP_P_RANGE;
+    for (size_t i = 0; i < n; i++) {
+        float d = (mx - c[i].logit) * scale;
+        bin[i] = d < (float)(TOP_P_BINS - 1) ? (uint16_t)d : TOP_P_BINS - 1;
+        mass[bin[i]] += e[i];
     }
-    return m;
+    size_t b = 0;
+    while (b < TOP_P_BINS - 1 && cum + mass[b] < target) cum += mass[b++];
+    /* the bins above b to the front, then bin b after them (bin[] follows every swap) */
+    size_t above = 0, edge;
+#define SWAP_CB(i, j) do { cand t_ = c[i]; c[i] = c[j]; c[j] = t_; \
+    uint16_t u_ = bin[i]; bin[i] = bin[j]; bin[j] = u_; } while (0)
+    for (size_t i = 0; i < n; i++) if (bin[i] < b) { SWAP_CB(i, above); above++; }
+    edge = above;
+    for (size_t i = above; i < n; i++) if (bin[i] == b) { SWAP_CB(i, edge); edge++; }
+#undef SWAP_CB
+    qsort(c + above, edge - above, sizeof *c, cmp_cand_desc);
+    for (size_t i = above; i < edge; i++)
+        if ((cum += exp((double)c[i].logit - mx)) >= target) return i + 1;
+    return edge;
 }
 
 /* Keeps candidates with p >= min_p * p_max, i.e. logit >= max + log(min_p). Order kept. */
@@ -351,29 +423,28 @@ int32_t rlx_sampler_sample(rlx_sampler *s, float *logits)
     apply_bias(s, logits);
     if (p->temperature <= 0.0f) return rlx_argmax(logits, nv);
 
-    /* candidates: every token that can still be drawn (-inf / NaN cannot) */
-    cand *c = s->cands;
+    /* Without scratch memory the best that can be done is the greedy choice. */
+    scratch *sc = get_scratch((size_t)nv);
+    if (!sc) return rlx_argmax(logits, nv);
+    /* candidates: every token that can still be drawn (-inf and NaN cannot) */
+    cand *c = sc->cands;
     size_t n = 0;
     int sorted = 0;
     if (p->top_k > 0 && p->top_k < nv) {
-        n = select_top_k(logits, (size_t)nv, (size_t)p->top_k, c);
+        size_t k = select_top_k(logits, (size_t)nv, (size_t)p->top_k, c);
+        for (size_t i = 0; i < k; i++) if (c[i].logit > -INFINITY) c[n++] = c[i];
         sorted = 1;
     } else {
-        for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, logits[i]};
-        n = (size_t)nv;
+        for (int32_t i = 0; i < nv; i++) if (logits[i] > -INFINITY) c[n++] = (cand){i, logits[i]};
     }
-    size_t live = 0;
-    for (size_t i = 0; i < n; i++)
-        if (c[i].logit > -INFINITY) c[live++] = c[i]; /* also drops NaN; keeps order */
-    if (live == 0) return rlx_argmax(logits, nv);
-    n = live;
-    n = apply_top_p(c, n, p->top_p, sorted);
+    if (n == 0) return rlx_argmax(logits, nv);
+    n = apply_top_p(sc, c, n, p->top_p, sorted);
     n = apply_min_p(c, n, p->min_p);
 
     /* temperature, softmax and the draw, all in double */
     double inv_t = 1.0 / (double)p->temperature, mx = -INFINITY, z = 0.0;
     for (size_t i = 0; i < n; i++) if (c[i].logit > mx) mx = c[i].logit;
-    double *pr = s->probs;
+    double *pr = sc->probs;
     for (size_t i = 0; i < n; i++) z += pr[i] = exp(((double)c[i].logit - mx) * inv_t);
     double u = uniform01(s->rng) * z, cum = 0.0;
     for (size_t i = 0; i < n; i++) {

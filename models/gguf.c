@@ -185,7 +185,9 @@ static int rd_u64(parser *ps, uint64_t *v, const char *what)
 static int rd_str(parser *ps, rlx_gguf_str *s, const char *what)
 {
     uint64_t at = ps->pos, len;
-    int rc = rd_u64(ps, &len, what);
+    char lw[64];
+    snprintf(lw, sizeof lw, "%s length", what);
+    int rc = rd_u64(ps, &len, lw);
     if (rc) return rc;
     if (len > left(ps))
         return perr(ps, RLX_EFORMAT, "%s length %llu runs past the end of the file (offset %llu, %llu bytes left)",
@@ -595,15 +597,18 @@ int rlx_gguf_open_memory(rlx_gguf **out, const void *data, size_t size, const ch
 int rlx_gguf_open(rlx_gguf **out, const char *path, rlx_error *err)
 {
     *out = NULL;
+    if (!path) return rlx_errorf(err, RLX_EINVAL, "rlx_gguf_open: no path given");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return rlx_errorf(err, errno == ENOENT ? RLX_ENOTFOUND : RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
+    struct stat st = {0};
+    const char *why = NULL;
+    if (fstat(fd, &st) < 0) why = strerror(errno);
+    else if (S_ISDIR(st.st_mode)) why = "is a directory, not a GGUF file";
+    else if (!S_ISREG(st.st_mode)) why = "is not a regular file";
+    if (why) {
         close(fd);
-        return rlx_errorf(err, RLX_EIO, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory, not a GGUF file"
-                          : e ? strerror(e) : "not a regular file");
+        return rlx_errorf(err, RLX_EIO, "%s: %s", path, why);
     }
     rlx_gguf *g = handle_new(path, err);
     if (!g) {
@@ -679,100 +684,4 @@ const rlx_gguf_tensor *rlx_gguf_find_tensor(const rlx_gguf *g, const char *name)
 {
     uint64_t i = lookup(g->tensor_index, g->tensor_mask, g, tensor_name, name);
     return i == UINT64_MAX ? NULL : &g->tensors[i];
-}
-
-/* ---- typed getters ---- */
-
-static bool is_unsigned(rlx_gguf_type t)
-{
-    return t == RLX_GGUF_UINT8 || t == RLX_GGUF_UINT16 || t == RLX_GGUF_UINT32 || t == RLX_GGUF_UINT64;
-}
-
-static bool is_signed(rlx_gguf_type t)
-{
-    return t == RLX_GGUF_INT8 || t == RLX_GGUF_INT16 || t == RLX_GGUF_INT32 || t == RLX_GGUF_INT64;
-}
-
-static int wrong_type(const rlx_gguf *g, const char *key, const rlx_gguf_value *v, const char *want, rlx_error *err)
-{
-    return rlx_errorf(err, RLX_EFORMAT, "%s: metadata key '%s' holds a %s, expected %s", g->name, key,
-                      rlx_gguf_type_name(v->type), want);
-}
-
-static int out_of_range(const rlx_gguf *g, const char *key, const rlx_gguf_value *v, const char *want, rlx_error *err)
-{
-    if (is_signed(v->type))
-        return rlx_errorf(err, RLX_EFORMAT, "%s: metadata key '%s' is %lld, which does not fit %s", g->name, key,
-                          (long long)v->i64, want);
-    return rlx_errorf(err, RLX_EFORMAT, "%s: metadata key '%s' is %llu, which does not fit %s", g->name, key,
-                      (unsigned long long)v->u64, want);
-}
-
-#define FIND_OR_RETURN(v)                              \
-    const rlx_gguf_value *v = rlx_gguf_find(g, key);   \
-    if (!v) return RLX_ENOTFOUND
-
-int rlx_gguf_get_u32(const rlx_gguf *g, const char *key, uint32_t *out, rlx_error *err)
-{
-    FIND_OR_RETURN(v);
-    const char *want = "an unsigned 32-bit integer";
-    if (is_unsigned(v->type)) {
-        if (v->u64 > UINT32_MAX) return out_of_range(g, key, v, want, err);
-        *out = (uint32_t)v->u64;
-    } else if (is_signed(v->type)) {
-        if (v->i64 < 0 || v->i64 > (int64_t)UINT32_MAX) return out_of_range(g, key, v, want, err);
-        *out = (uint32_t)v->i64;
-    } else {
-        return wrong_type(g, key, v, want, err);
-    }
-    return 0;
-}
-
-int rlx_gguf_get_i64(const rlx_gguf *g, const char *key, int64_t *out, rlx_error *err)
-{
-    FIND_OR_RETURN(v);
-    const char *want = "a signed 64-bit integer";
-    if (is_unsigned(v->type)) {
-        if (v->u64 > (uint64_t)INT64_MAX) return out_of_range(g, key, v, want, err);
-        *out = (int64_t)v->u64;
-    } else if (is_signed(v->type)) {
-        *out = v->i64;
-    } else {
-        return wrong_type(g, key, v, want, err);
-    }
-    return 0;
-}
-
-int rlx_gguf_get_f32(const rlx_gguf *g, const char *key, float *out, rlx_error *err)
-{
-    FIND_OR_RETURN(v);
-    if (v->type == RLX_GGUF_FLOAT32 || v->type == RLX_GGUF_FLOAT64) *out = (float)v->f64;
-    else if (is_unsigned(v->type)) *out = (float)v->u64;
-    else if (is_signed(v->type)) *out = (float)v->i64;
-    else return wrong_type(g, key, v, "a number", err);
-    return 0;
-}
-
-int rlx_gguf_get_bool(const rlx_gguf *g, const char *key, bool *out, rlx_error *err)
-{
-    FIND_OR_RETURN(v);
-    if (v->type != RLX_GGUF_BOOL) return wrong_type(g, key, v, "a bool", err);
-    *out = v->b;
-    return 0;
-}
-
-int rlx_gguf_get_str(const rlx_gguf *g, const char *key, rlx_gguf_str *out, rlx_error *err)
-{
-    FIND_OR_RETURN(v);
-    if (v->type != RLX_GGUF_STRING) return wrong_type(g, key, v, "a string", err);
-    *out = v->str;
-    return 0;
-}
-
-int rlx_gguf_get_arr(const rlx_gguf *g, const char *key, const rlx_gguf_array **out, rlx_error *err)
-{
-    FIND_OR_RETURN(v);
-    if (v->type != RLX_GGUF_ARRAY) return wrong_type(g, key, v, "an array", err);
-    *out = &v->arr;
-    return 0;
 }

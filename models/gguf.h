@@ -92,7 +92,9 @@ const rlx_gguf_tensor *rlx_gguf_find_tensor(const rlx_gguf *g, const char *name)
 /* ---- writer (rlxd-synth, tests) ----
  * The writer copies everything it is given; rlx_gguf_writer_free releases it. Keys keep their
  * insertion order; setting an existing key replaces its value. Output is GGUF v3 with
- * general.alignment (default 32) honoured. */
+ * general.alignment (default 32) honoured and always written, as a uint32 after the other keys
+ * when it was not set. Setters return RLX_EINVAL/RLX_ENOMEM; rlx_gguf_writer_last_error says
+ * why. Arrays of arrays are valid GGUF but llama.cpp's reader rejects them. */
 typedef struct rlx_gguf_writer rlx_gguf_writer;
 
 rlx_gguf_writer *rlx_gguf_writer_new(void);

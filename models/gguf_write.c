@@ -139,6 +139,11 @@ static int clone_arr(rlx_gguf_writer *w, rlx_gguf_array *dst, const rlx_gguf_arr
     } else {
         size_t bytes = n * elem_size[src->type];
         if (n && !src->data) return werr(w, RLX_EINVAL, "array without its data");
+        if (src->type == RLX_GGUF_BOOL) /* readers reject anything but 0 and 1 */
+            for (size_t i = 0; i < n; i++)
+                if (((const uint8_t *)src->data)[i] > 1)
+                    return werr(w, RLX_EINVAL, "bool array element %zu is %u, not 0 or 1", i,
+                                ((const uint8_t *)src->data)[i]);
         void *d = malloc(bytes ? bytes : 1);
         if (!d) return werr(w, RLX_ENOMEM, "out of memory copying an array");
         if (bytes) memcpy(d, src->data, bytes);

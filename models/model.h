@@ -20,6 +20,8 @@ typedef struct rlx_model_config {
     float norm_eps;
     float rope_base;
     float rope_freq_scale;     /* 1 / rope.scaling.factor for linear scaling */
+    float rope_base_swa;       /* RoPE base of sliding-window layers (Gemma 3: 10000); 0 = rope_base */
+    float rope_freq_scale_swa; /* frequency scale of sliding-window layers; 0 = rope_freq_scale */
     int rope_mode;             /* RLX_ROPE_NORM or RLX_ROPE_NEOX */
     float attn_softcap;        /* 0 = none */
     float final_softcap;       /* 0 = none */
@@ -44,6 +46,8 @@ struct rlx_model {
     rlx_model_config cfg;
     const rlx_arch *arch;
     char name[128];            /* general.name or the file's base name */
+    float *rope_factors;       /* owned: Llama 3 frequency factors (n_rot / 2) computed from the
+                                  rope.scaling keys when rope_freqs.weight is absent, else NULL */
 };
 
 int rlx_model_load(rlx_model **out, const char *path, rlx_error *err);
@@ -52,6 +56,11 @@ void rlx_model_free(rlx_model *m);
 const rlx_arch *rlx_arch_find(const char *name);
 /* "llama, qwen2, ..." for error messages */
 const char *rlx_arch_list(void);
+
+/* Reads "<arch>.<key>" as u32 / f32 for family config hooks. An absent key leaves *out
+ * unchanged and returns 0, unless required (then RLX_EFORMAT naming the key). */
+int rlx_model_key_u32(const rlx_gguf *g, const char *arch, const char *key, int32_t *out, bool required, rlx_error *err);
+int rlx_model_key_f32(const rlx_gguf *g, const char *arch, const char *key, float *out, rlx_error *err);
 
 /* Builds the forward graph of m into graph (initialised by the caller). */
 int rlx_model_build(const rlx_model *m, rlx_graph *graph, rlx_error *err);
@@ -68,6 +77,9 @@ typedef struct rlx_decoder_opts {
     bool qk_norm;         /* attn_q_norm / attn_k_norm per head (Qwen3) */
     bool post_norms;      /* post_attention_norm / post_ffw_norm (Gemma 2/3) */
     bool gelu;            /* GeGLU instead of SwiGLU (Gemma) */
+    bool scale_q;         /* scale Q by attn_scale before attention instead of q.k after it
+                             (Gemma: soft-capping sees scaled logits, and the f16 K.Q product
+                             rounds the scaled Q, as in llama.cpp) */
 } rlx_decoder_opts;
 
 int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *graph, rlx_error *err);

@@ -34,11 +34,15 @@ int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_
  * the full length (like snprintf, without NUL). */
 size_t rlx_token_to_bytes(const rlx_tokenizer *t, int32_t id, bool special, char *buf, size_t cap);
 
-/* Whole-sequence detokenization into a malloc'ed NUL-terminated string. */
+/* Whole-sequence detokenization into a malloc'ed NUL-terminated string (NULL if out of memory).
+ * The space SentencePiece/WordPiece prefixed to the text is dropped from the first non-empty
+ * piece, so detokenize(tokenize(x)) == x for lossless vocabularies; bytes are kept as they are. */
 char *rlx_detokenize(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special);
 
 /* Incremental, UTF-8-safe detokenization for streams: bytes of an incomplete code point are
- * held back until the code point completes (or flushed, as U+FFFD, at the end). */
+ * held back until the code point completes (or flushed, as U+FFFD, at the end); malformed
+ * sequences become U+FFFD, so the output is always valid UTF-8. Zero-initialise before use.
+ * No prefix space is removed (a stream continues earlier text). */
 typedef struct rlx_detok_stream {
     char pending[8];
     int n_pending;

@@ -1,8 +1,363 @@
-/* synth.c - placeholder until rlxd-synth lands. */
-#include <stdio.h>
+/* synth.c - rlxd-synth: writes a GGUF model with random weights for any supported family, with
+ * llama.cpp's tensor names and metadata keys, so loaders, graph builders and kernels can be
+ * tested without downloading models. Same arguments, same bytes (--seed). */
+#include "tools/synth.h"
+#include "backends/quant.h"
 
-int main(void)
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct arch_info {
+    const char *name;
+    float eps, rope_base;
+    bool qkv_bias, qk_norm, post_norms, softcap, swa, always_tied, add_bos;
+} arch_info;
+
+static const arch_info archs[] = {
+    {"llama", 1e-5f, 10000.f, false, false, false, false, false, false, true},
+    {"qwen2", 1e-6f, 1000000.f, true, false, false, false, false, false, false},
+    {"qwen3", 1e-6f, 1000000.f, false, true, false, false, false, false, false},
+    {"gemma2", 1e-6f, 10000.f, false, false, true, true, true, true, true},
+    {"gemma3", 1e-6f, 1000000.f, false, true, true, false, true, true, true},
+};
+
+/* --type: the main tensor type, llama.cpp's general.file_type, and whether it is a _M mix. */
+typedef struct ftype_info { const char *name; int type; uint32_t file_type; bool mix_m; } ftype_info;
+
+static const ftype_info ftypes[] = {
+    {"f32", RLX_F32, 0, false},     {"f16", RLX_F16, 1, false},     {"bf16", RLX_BF16, 32, false},
+    {"q8_0", RLX_Q8_0, 7, false},   {"q4_0", RLX_Q4_0, 2, false},   {"q4_k", RLX_Q4_K, 14, false},
+    {"q5_k", RLX_Q5_K, 16, false},  {"q6_k", RLX_Q6_K, 18, false},  {"q4_k_m", RLX_Q4_K, 15, true},
+    {"q5_k_m", RLX_Q5_K, 17, true},
+};
+
+typedef struct shape { int64_t hidden, layers, heads, kv_heads, head_dim, ffn, ctx, vocab; int tied; } shape;
+
+static const struct { const char *name; shape s; } presets[] = {
+    {"tiny", {64, 2, 4, 2, 16, 128, 256, 0, -1}},
+    {"mid", {256, 2, 4, 2, 64, 768, 512, 0, -1}},
+    {"qwen3-0.6b", {1024, 28, 16, 8, 128, 3072, 40960, 151936, 1}},
+};
+
+typedef struct opts {
+    const arch_info *arch;
+    const ftype_info *ft;
+    shape s;
+    uint64_t seed;
+    const char *out, *vocab_from, *name, *preset;
+} opts;
+
+static void usage(FILE *f)
 {
-    fprintf(stderr, "rlxd-synth: not available in this build yet\n");
-    return 1;
+    fprintf(f,
+        "usage: rlxd-synth --arch ARCH [--preset P] [options] -o OUT.gguf\n"
+        "Writes a GGUF model with random weights (llama.cpp tensor names and metadata).\n\n"
+        "  --arch llama|qwen2|qwen3|gemma2|gemma3   model family (required)\n"
+        "  --preset tiny|mid|qwen3-0.6b   shape preset (default tiny); flags below override it\n"
+        "  --hidden N --layers N --heads N --kv-heads N --head-dim N --ffn N --ctx N --vocab N\n"
+        "  --tied | --untied         share token_embd with the output (gemma is always tied)\n"
+        "  --type T                  f32|f16|bf16|q8_0|q4_0|q4_k|q5_k|q6_k|q4_k_m|q5_k_m (default f32)\n"
+        "  --seed N                  random seed (default 1); same arguments give identical bytes\n"
+        "  --vocab-from FILE.gguf    copy every tokenizer.* key of FILE (the vocab size follows it)\n"
+        "  --name NAME               general.name (default synth-ARCH-PRESET)\n"
+        "  -o, --out PATH            output file (parent directories are created)\n"
+        "  -h, --help                this text\n\n"
+        "Weights ~ N(0, 1/sqrt(fan_in)), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, 0.02).\n"
+        "Without --vocab-from the vocabulary is a small built-in byte-level BPE with a ChatML template.\n"
+        "Example: rlxd-synth --arch llama --preset tiny --type q8_0 --seed 1 -o build/models/default.gguf\n");
+}
+
+/* ---- deterministic random numbers: splitmix64 seeded per tensor name ---- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double normal(uint64_t *s)
+{
+    const double u1 = ((splitmix(s) >> 11) + 1.0) / 9007199254740993.0;
+    const double u2 = (splitmix(s) >> 11) / 9007199254740992.0;
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static uint64_t name_seed(uint64_t seed, const char *name)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h ^ (seed * 0x9E3779B97F4A7C15ull);
+}
+
+/* ---- tensor types ---- */
+
+/* llama.cpp's use_more_bits: the first and last eighth of the layers, and every third between. */
+static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static int fit_type(int type, int64_t row)
+{
+    if (rlx_row_bytes(type, row)) return type;
+    if (rlx_dtype_get(type)->block_elems == RLX_QK_K && row % RLX_QK == 0) return RLX_Q8_0;
+    return RLX_F16;
+}
+
+typedef enum { W_MATRIX, W_NORM, W_BIAS } wkind;
+
+/* role: "output" for the output projection (token_embd when tied), "attn_v"/"ffn_down" for the
+ * tensors a _M mix upgrades, NULL otherwise. */
+static int pick_type(const opts *o, wkind kind, const char *role, int64_t layer, int64_t row)
+{
+    if (kind != W_MATRIX) return RLX_F32;
+    const int base = o->ft->type;
+    const bool low = base == RLX_Q4_0 || base == RLX_Q4_K || base == RLX_Q5_K;
+    int t = base;
+    if (role && !strcmp(role, "output") && low) t = RLX_Q6_K;
+    else if (role && o->ft->mix_m && (!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) && more_bits(layer, o->s.layers))
+        t = RLX_Q6_K;
+    return fit_type(t, row);
+}
+
+static int add_tensor(rlx_gguf_writer *w, const opts *o, const char *name, wkind kind, const char *role,
+                      int64_t layer, int64_t ne0, int64_t ne1, rlx_error *err)
+{
+    const int type = pick_type(o, kind, role, layer, ne0);
+    const size_t rb = rlx_row_bytes(type, ne0);
+    float *row = malloc((size_t)ne0 * sizeof(float));
+    char *data = malloc(rb * (size_t)ne1);
+    if (!row || !data) {
+        free(row);
+        free(data);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory for tensor %s (%lld x %lld)", name, (long long)ne0, (long long)ne1);
+    }
+    uint64_t s = name_seed(o->seed, name);
+    const double sd = kind == W_MATRIX ? 1.0 / sqrt((double)ne0) : kind == W_NORM ? 0.1 : 0.02;
+    const double mean = kind == W_NORM ? 1.0 : 0.0;
+    for (int64_t r = 0; r < ne1; r++) {
+        for (int64_t i = 0; i < ne0; i++) row[i] = (float)(mean + sd * normal(&s));
+        rlx_quantize_row(type, row, data + (size_t)r * rb, ne0);
+    }
+    const int64_t ne[2] = {ne0, ne1};
+    int rc = rlx_gguf_writer_add_tensor(w, name, type, kind == W_MATRIX ? 2 : 1, ne, data, rb * (size_t)ne1);
+    free(row);
+    free(data);
+    if (rc) return rlx_errorf(err, rc, "could not add tensor %s: %s", name, rlx_strerror(rc));
+    return 0;
+}
+
+/* ---- metadata ---- */
+
+static int set_arch_u32(rlx_gguf_writer *w, const opts *o, const char *key, uint64_t v)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", o->arch->name, key);
+    return rlx_gguf_writer_set_u32(w, k, (uint32_t)v);
+}
+
+static int set_arch_f32(rlx_gguf_writer *w, const opts *o, const char *key, float v)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", o->arch->name, key);
+    return rlx_gguf_writer_set_f32(w, k, v);
+}
+
+static int write_metadata(rlx_gguf_writer *w, const opts *o, rlx_error *err)
+{
+    const shape *s = &o->s;
+    char name[256];
+    if (o->name) snprintf(name, sizeof name, "%s", o->name);
+    else snprintf(name, sizeof name, "synth-%s-%s", o->arch->name, o->preset ? o->preset : "custom");
+    int rc;
+    if ((rc = rlx_gguf_writer_set_str(w, "general.architecture", o->arch->name, strlen(o->arch->name))) ||
+        (rc = rlx_gguf_writer_set_str(w, "general.name", name, strlen(name))) ||
+        (rc = rlx_gguf_writer_set_u32(w, "general.file_type", o->ft->file_type)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "general.alignment", 32)) ||
+        (rc = set_arch_u32(w, o, "vocab_size", (uint64_t)s->vocab)) ||
+        (rc = set_arch_u32(w, o, "context_length", (uint64_t)s->ctx)) ||
+        (rc = set_arch_u32(w, o, "embedding_length", (uint64_t)s->hidden)) ||
+        (rc = set_arch_u32(w, o, "block_count", (uint64_t)s->layers)) ||
+        (rc = set_arch_u32(w, o, "feed_forward_length", (uint64_t)s->ffn)) ||
+        (rc = set_arch_u32(w, o, "attention.head_count", (uint64_t)s->heads)) ||
+        (rc = set_arch_u32(w, o, "attention.head_count_kv", (uint64_t)s->kv_heads)) ||
+        (rc = set_arch_u32(w, o, "attention.key_length", (uint64_t)s->head_dim)) ||
+        (rc = set_arch_u32(w, o, "attention.value_length", (uint64_t)s->head_dim)) ||
+        (rc = set_arch_f32(w, o, "attention.layer_norm_rms_epsilon", o->arch->eps)) ||
+        (rc = set_arch_f32(w, o, "rope.freq_base", o->arch->rope_base)) ||
+        (rc = set_arch_u32(w, o, "rope.dimension_count", (uint64_t)s->head_dim)))
+        return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    if (o->arch->softcap &&
+        ((rc = set_arch_f32(w, o, "attn_logit_softcapping", 50.0f)) ||
+         (rc = set_arch_f32(w, o, "final_logit_softcapping", 30.0f))))
+        return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    /* a window well inside the context, so tests see it act */
+    if (o->arch->swa && (rc = set_arch_u32(w, o, "attention.sliding_window", (uint64_t)RLX_MAX(1, RLX_MIN(4096, s->ctx / 8)))))
+        return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    return 0;
+}
+
+static int copy_vocab(rlx_gguf_writer *w, opts *o, rlx_error *err)
+{
+    rlx_gguf *g;
+    int rc = rlx_gguf_open(&g, o->vocab_from, err);
+    if (rc) return rc;
+    const rlx_gguf_array *toks;
+    if (rlx_gguf_get_arr(g, "tokenizer.ggml.tokens", &toks, NULL) || toks->type != RLX_GGUF_STRING) {
+        rlx_gguf_close(g);
+        return rlx_errorf(err, RLX_EFORMAT, "%s has no tokenizer.ggml.tokens string array to copy", o->vocab_from);
+    }
+    if (o->s.vocab && o->s.vocab != (int64_t)toks->n)
+        fprintf(stderr, "rlxd-synth: --vocab %lld replaced by the %llu tokens of %s\n", (long long)o->s.vocab,
+                (unsigned long long)toks->n, o->vocab_from);
+    o->s.vocab = (int64_t)toks->n;
+    for (uint64_t i = 0; i < rlx_gguf_n_kv(g) && !rc; i++) {
+        const rlx_gguf_kv *kv = rlx_gguf_kv_at(g, i);
+        if (!strncmp(kv->key, "tokenizer.", 10) && (rc = rlx_gguf_writer_copy_kv(w, kv)))
+            rlx_errorf(err, rc, "could not copy %s from %s", kv->key, o->vocab_from);
+    }
+    rlx_gguf_close(g);
+    return rc;
+}
+
+static int add_tensors(rlx_gguf_writer *w, const opts *o, rlx_error *err)
+{
+    const shape *s = &o->s;
+    const arch_info *a = o->arch;
+    const int64_t q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim, h = s->hidden;
+    const bool tied = a->always_tied || s->tied == 1;
+    int rc;
+    if ((rc = add_tensor(w, o, "token_embd.weight", W_MATRIX, tied ? "output" : NULL, 0, h, s->vocab, err))) return rc;
+    for (int64_t l = 0; l < s->layers; l++) {
+        const struct { const char *n; wkind k; const char *role; int64_t ne0, ne1; bool on; } t[] = {
+            {"attn_norm.weight", W_NORM, NULL, h, 1, true},
+            {"attn_q.weight", W_MATRIX, NULL, h, q, true},
+            {"attn_k.weight", W_MATRIX, NULL, h, kv, true},
+            {"attn_v.weight", W_MATRIX, "attn_v", h, kv, true},
+            {"attn_q.bias", W_BIAS, NULL, q, 1, a->qkv_bias},
+            {"attn_k.bias", W_BIAS, NULL, kv, 1, a->qkv_bias},
+            {"attn_v.bias", W_BIAS, NULL, kv, 1, a->qkv_bias},
+            {"attn_q_norm.weight", W_NORM, NULL, s->head_dim, 1, a->qk_norm},
+            {"attn_k_norm.weight", W_NORM, NULL, s->head_dim, 1, a->qk_norm},
+            {"attn_output.weight", W_MATRIX, NULL, q, h, true},
+            {"post_attention_norm.weight", W_NORM, NULL, h, 1, a->post_norms},
+            {"ffn_norm.weight", W_NORM, NULL, h, 1, true},
+            {"ffn_gate.weight", W_MATRIX, NULL, h, s->ffn, true},
+            {"ffn_up.weight", W_MATRIX, NULL, h, s->ffn, true},
+            {"ffn_down.weight", W_MATRIX, "ffn_down", s->ffn, h, true},
+            {"post_ffw_norm.weight", W_NORM, NULL, h, 1, a->post_norms},
+        };
+        for (size_t i = 0; i < RLX_ARRAY_LEN(t); i++) {
+            if (!t[i].on) continue;
+            char name[96];
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, t[i].n);
+            if ((rc = add_tensor(w, o, name, t[i].k, t[i].role, l, t[i].ne0, t[i].ne1, err))) return rc;
+        }
+    }
+    if ((rc = add_tensor(w, o, "output_norm.weight", W_NORM, NULL, 0, h, 1, err))) return rc;
+    if (!tied && (rc = add_tensor(w, o, "output.weight", W_MATRIX, "output", 0, h, s->vocab, err))) return rc;
+    return 0;
+}
+
+/* ---- command line ---- */
+
+static int parse_i64(const char *flag, const char *v, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || errno || *end || x <= 0 || x > (1ll << 40)) {
+        fprintf(stderr, "rlxd-synth: %s needs a positive integer, got '%s'\n", flag, v ? v : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int mkdirs_for(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o = {.seed = 1, .ft = &ftypes[0]};
+    shape over = {0, 0, 0, 0, 0, 0, 0, 0, -1};
+    const char *arch = NULL, *preset = "tiny";
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t *num = !strcmp(f, "--hidden") ? &over.hidden : !strcmp(f, "--layers") ? &over.layers
+                     : !strcmp(f, "--heads") ? &over.heads : !strcmp(f, "--kv-heads") ? &over.kv_heads
+                     : !strcmp(f, "--head-dim") ? &over.head_dim : !strcmp(f, "--ffn") ? &over.ffn
+                     : !strcmp(f, "--ctx") ? &over.ctx : !strcmp(f, "--vocab") ? &over.vocab : NULL;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(f, "--tied")) { over.tied = 1; continue; }
+        else if (!strcmp(f, "--untied")) { over.tied = 0; continue; }
+        if (!v) { fprintf(stderr, "rlxd-synth: unknown option or missing value: %s (see --help)\n", f); return 2; }
+        i++;
+        if (num) { if (parse_i64(f, v, num)) return 2; }
+        else if (!strcmp(f, "--arch")) arch = v;
+        else if (!strcmp(f, "--preset")) preset = v;
+        else if (!strcmp(f, "-o") || !strcmp(f, "--out")) o.out = v;
+        else if (!strcmp(f, "--vocab-from")) o.vocab_from = v;
+        else if (!strcmp(f, "--name")) o.name = v;
+        else if (!strcmp(f, "--type")) {
+            o.ft = NULL;
+            for (size_t k = 0; k < RLX_ARRAY_LEN(ftypes); k++) if (!strcmp(v, ftypes[k].name)) o.ft = &ftypes[k];
+            if (!o.ft) { fprintf(stderr, "rlxd-synth: unknown --type '%s' (see --help)\n", v); return 2; }
+        } else if (!strcmp(f, "--seed")) {
+            char *end;
+            errno = 0;
+            o.seed = strtoull(v, &end, 10);
+            if (errno || *end || !*v) { fprintf(stderr, "rlxd-synth: --seed needs a non-negative integer, got '%s'\n", v); return 2; }
+        } else { fprintf(stderr, "rlxd-synth: unknown option: %s (see --help)\n", f); return 2; }
+    }
+    if (!arch || !o.out) { fprintf(stderr, "rlxd-synth: --arch and -o are required (see --help)\n"); return 2; }
+    for (size_t k = 0; k < RLX_ARRAY_LEN(archs); k++) if (!strcmp(arch, archs[k].name)) o.arch = &archs[k];
+    if (!o.arch) { fprintf(stderr, "rlxd-synth: unknown --arch '%s': llama, qwen2, qwen3, gemma2 or gemma3\n", arch); return 2; }
+    bool found = false;
+    for (size_t k = 0; k < RLX_ARRAY_LEN(presets); k++)
+        if (!strcmp(preset, presets[k].name)) { o.s = presets[k].s; found = true; }
+    if (!found) { fprintf(stderr, "rlxd-synth: unknown --preset '%s': tiny, mid or qwen3-0.6b\n", preset); return 2; }
+    o.preset = preset;
+    int64_t *dst[] = {&o.s.hidden, &o.s.layers, &o.s.heads, &o.s.kv_heads, &o.s.head_dim, &o.s.ffn, &o.s.ctx, &o.s.vocab};
+    const int64_t src[] = {over.hidden, over.layers, over.heads, over.kv_heads, over.head_dim, over.ffn, over.ctx, over.vocab};
+    for (size_t k = 0; k < RLX_ARRAY_LEN(dst); k++) if (src[k]) *dst[k] = src[k];
+    if (over.tied >= 0) o.s.tied = over.tied;
+    if (o.s.heads % o.s.kv_heads) {
+        fprintf(stderr, "rlxd-synth: --heads %lld must be a multiple of --kv-heads %lld\n", (long long)o.s.heads, (long long)o.s.kv_heads);
+        return 2;
+    }
+    if (o.s.head_dim % 2) { fprintf(stderr, "rlxd-synth: --head-dim must be even (RoPE rotates pairs)\n"); return 2; }
+
+    rlx_error err = {0};
+    rlx_gguf_writer *w = rlx_gguf_writer_new();
+    if (!w) { fprintf(stderr, "rlxd-synth: out of memory\n"); return 1; }
+    int64_t nv;
+    int rc = 0;
+    if (o.vocab_from) rc = copy_vocab(w, &o, &err);
+    else if ((nv = rlx_synth_vocab(w, o.s.vocab, o.arch->add_bos, &err)) < 0) rc = (int)nv;
+    else o.s.vocab = nv;
+    if (!rc) rc = write_metadata(w, &o, &err);
+    if (!rc) rc = add_tensors(w, &o, &err);
+    if (!rc && mkdirs_for(o.out)) rc = rlx_errorf(&err, RLX_EIO, "cannot create the directory of %s: %s", o.out, strerror(errno));
+    if (!rc) rc = rlx_gguf_writer_write(w, o.out, &err);
+    rlx_gguf_writer_free(w);
+    if (rc) {
+        fprintf(stderr, "rlxd-synth: %s\n", err.msg[0] ? err.msg : rlx_strerror(rc));
+        return 1;
+    }
+    return 0;
 }

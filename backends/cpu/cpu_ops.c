@@ -31,11 +31,19 @@ static inline void split(int64_t n, int ith, int nth, int64_t *a, int64_t *b)
 
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* ggml's CPU GELU (and GEGLU) reads a table of f16(gelu(f16(x))) and passes |x| >= 10 through;
+ * computing the same roundings directly gives llama.cpp's values bit for bit. */
 static inline float gelu(float x)
 {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
     const float c = 0.79788456080286535587989211986876f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+    float h = rlx_f16_to_f32(rlx_f32_to_f16(x));
+    return rlx_f16_to_f32(rlx_f32_to_f16(0.5f * h * (1.0f + tanhf(c * h * (1.0f + 0.044715f * h * h)))));
 }
+
+/* cap * tanh(x * (1/cap)): ggml scales by the reciprocal, so do the same */
+static inline float softcap(float x, float cap) { return cap * tanhf(x * (1.0f / cap)); }
 
 static const float *operand_row(rlx_cpu_run *r, int t, int64_t row)
 {
@@ -53,7 +61,7 @@ static void apply_ew(rlx_cpu_run *r, const rlx_ew *e, float *y, int64_t row, int
     case RLX_EW_SILU: for (int64_t c = c0; c < c1; c++) y[c] = silu(y[c]); break;
     case RLX_EW_GELU: for (int64_t c = c0; c < c1; c++) y[c] = gelu(y[c]); break;
     case RLX_EW_SCALE: for (int64_t c = c0; c < c1; c++) y[c] *= e->p; break;
-    case RLX_EW_SOFTCAP: for (int64_t c = c0; c < c1; c++) y[c] = e->p * tanhf(y[c] / e->p); break;
+    case RLX_EW_SOFTCAP: for (int64_t c = c0; c < c1; c++) y[c] = softcap(y[c], e->p); break;
     }
 }
 
@@ -258,7 +266,7 @@ static void k_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const rlx_node *n = &s->node;
     const rlx_batch *bt = r->batch;
     int layer = n->ip[0], n_head = n->ip[1], n_head_kv = n->ip[2], hd = n->ip[3], window = n->ip[4];
-    float scale = n->fp[0], softcap = n->fp[1];
+    float scale = n->fp[0], cap = n->fp[1];
     int64_t kvc = r->kv->kv_cols, T = bt->n_tokens, a, b;
     bool f16 = r->kv->type == RLX_F16;
     size_t esz = f16 ? 2 : 4;
@@ -305,7 +313,7 @@ static void k_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
                 const float *k = (const float *)(K + (slot * kvc + (size_t)hk * hd) * esz);
                 for (int i = 0; i < hd; i++) d += qbuf[i] * k[i];
             }
-            if (softcap > 0.0f) d = softcap * tanhf(d / softcap);
+            if (cap > 0.0f) d = softcap(d, cap);
             d *= scale;
             sc[j - j0] = d;
             if (d > mx) mx = d;

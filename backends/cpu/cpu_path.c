@@ -43,7 +43,7 @@ bool rlx_cpu_has_path(const char *name)
 {
     if (!strcmp(name, "scalar")) return true;
     if (!strcmp(name, "avx2")) return has_avx2();
-    if (!strcmp(name, "avx512")) return has_avx512();
+    if (!strcmp(name, "avx512") || !strcmp(name, "avx512-novnni")) return has_avx512();
     return false;
 }
 
@@ -52,6 +52,7 @@ static cpu_path make_path(const char *name)
 #if defined(__x86_64__)
     if (!strcmp(name, "avx512"))
         return (cpu_path){"avx512", rlx_cpu_has_vnni() ? rlx__avx512vnni_matmul_rows : rlx__avx512_matmul_rows};
+    if (!strcmp(name, "avx512-novnni")) return (cpu_path){"avx512-novnni", rlx__avx512_matmul_rows};
     if (!strcmp(name, "avx2")) return (cpu_path){"avx2", rlx__avx2_matmul_rows};
 #endif
     return (cpu_path){"scalar", rlx__matmul_rows_scalar};
@@ -72,7 +73,8 @@ static void choose(void)
 
 int rlx_cpu_force_path(const char *name)
 {
-    if (!name || (strcmp(name, "scalar") && strcmp(name, "avx2") && strcmp(name, "avx512"))) return RLX_EINVAL;
+    if (!name || (strcmp(name, "scalar") && strcmp(name, "avx2") && strcmp(name, "avx512") && strcmp(name, "avx512-novnni")))
+        return RLX_EINVAL;
     if (!rlx_cpu_has_path(name)) return RLX_EUNSUPPORTED;
     cpu_path p = make_path(name);
     atomic_store(&g_fn, p.fn);

@@ -6,5 +6,6 @@
 #define KPFX(name) rlx__avx512vnni_##name
 #define KVNNI 1
 #define KMAXT_F 4
+#define KAVX512 1
 #include "backends/cpu/kern_x86.h"
 #endif

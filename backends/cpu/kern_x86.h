@@ -3,14 +3,17 @@
  *   KPFX(name)  the exported entry's prefix (rlx__<path>_matmul_rows)
  *   KVNNI       1: vpdpbusd / vpdpwssd; 0: vpmaddubsw + vpmaddwd
  *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
+ *   KAVX512     1: the integer kernels of kern_x86_512.h (two blocks / a super-block per zmm)
  *
- * Layout of the work: weight row n outermost; activation rows in tiles of up to 4 (KMAXT_F for
- * float types) visit it while it sits in L1, so weights stream from memory once per call. The
+ * Layout of the work: weight rows in chunks that fit L2; activation rows in tiles of up to 4
+ * (KMAXT_F for float types) visit every row of a chunk, so weights stream from memory once per
+ * call and each weight row is loaded once per tile of activations. The
  * per-(t, n) arithmetic is the same whatever the tile size or row range: results are batch
- * invariant. K formats: integer sums per super-block, then the scalar code's float update, so
- * they equal quant_k.c exactly. Q8_0/Q4_0: exact integer block sums, float scaling accumulated
- * in two 8-lane vectors (even/odd blocks). F32/F16/BF16: four 8-lane FMA accumulators, then a
- * scalar tail for K % 32. */
+ * invariant. Integer parts are exact everywhere; only the float accumulation differs from the
+ * scalar code: K formats keep exact per-lane integer sums of each super-block, scale them and
+ * accumulate across super-blocks in float lanes (a horizontal reduction per super-block would
+ * cost a third of the throughput); Q8_0/Q4_0 accumulate scaled block sums in two 8-lane vectors
+ * (even/odd blocks); F32/F16/BF16 use four 8-lane FMA accumulators, then a scalar tail for K % 32. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -52,6 +55,7 @@ KINLINE void legacy_block(__m256i wq, float dw, const rlx_block_q8_0 *const *a, 
                           __m256 *acc, const int nt)
 {
     const __m256i wa = _mm256_abs_epi8(wq); /* |w| as unsigned, sign moved onto the activation */
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const __m256i aq = _mm256_loadu_si256((const __m256i *)a[t][ib].qs);
         const __m256i s = DOT_U8S8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(aq, wq));
@@ -73,6 +77,7 @@ KINLINE __m256i q4_0_weights(const rlx_block_q4_0 *b)
                       const int nt)                                                              \
     {                                                                                            \
         __m256 acc0[4], acc1[4];                                                                 \
+        _Pragma("GCC unroll 8")                                                                  \
         for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();                    \
         int64_t ib = 0;                                                                          \
         for (; ib + 1 < nb; ib += 2) {                                                           \
@@ -80,6 +85,7 @@ KINLINE __m256i q4_0_weights(const rlx_block_q4_0 *b)
             legacy_block(WEIGHTS(&w[ib + 1]), f16(w[ib + 1].d), a, ib + 1, acc1, nt);            \
         }                                                                                        \
         if (ib < nb) legacy_block(WEIGHTS(&w[ib]), f16(w[ib].d), a, ib, acc0, nt);               \
+        _Pragma("GCC unroll 8")                                                                  \
         for (int t = 0; t < nt; t++) res[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));          \
     }
 LEGACY_TILE(tile_q8_0, rlx_block_q8_0, q8_0_weights)
@@ -87,68 +93,80 @@ LEGACY_TILE(tile_q4_0, rlx_block_q4_0, q4_0_weights)
 
 /* ---- K formats (activations Q8_K) ---- */
 
-/* Unpacks the eight 6-bit scales (bytes 0..7 of out) and mins (bytes 8..15) of a Q4_K/Q5_K block. */
-KINLINE void k4_scales(const uint8_t packed[12], uint32_t u[4])
+/* The eight 6-bit scales (bytes 0..7) and mins (bytes 8..15) of a Q4_K/Q5_K block, unpacked
+ * in-register (same result as rlx__scale_min_k4). */
+KINLINE __m128i k4_scales_v(const uint8_t packed[12])
 {
-    const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
-    memcpy(u, packed, 12);
-    u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
-    const uint32_t t = u[1] & m1;
-    u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
-    u[2] = t;
-    u[0] &= m1;
+    /* 16-byte load: the 4 bytes past the scales are the block's qs, ignored below (a 12-byte
+     * copy would stall store forwarding) */
+    const __m128i x = _mm_loadu_si128((const __m128i *)packed);
+    /* A = [x0-3, x8-11, x4-7, x8-11], B = [0, x0-3, 0, x4-7] */
+    const __m128i A = _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i B = _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i lo = _mm_or_si128(
+        _mm_and_si128(A, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
+        _mm_and_si128(_mm_srli_epi16(A, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+    const __m128i hi = _mm_srli_epi16(_mm_and_si128(B, _mm_set1_epi8((char)0xC0)), 2); /* top 2 bits -> bits 4-5 */
+    return _mm_or_si128(lo, hi);
 }
 
 /* q[8]: the block's 8 sub-blocks of 32 unsigned levels; sc: their scales. */
-KINLINE void k45_finish(const __m256i q[8], const uint32_t u[4], float d, float dmin,
-                        const rlx_block_q8_k *const *a, int64_t i, float *sum, const int nt)
+KINLINE void k45_finish(const __m256i q[8], const uint8_t packed[12], float d, float dmin,
+                        const rlx_block_q8_k *const *a, int64_t i, __m256 *facc, const int nt)
 {
-    const uint8_t *sc = (const uint8_t *)u;
-    const __m128i m8 = _mm_set_epi32(0, 0, (int)u[3], (int)u[2]);
-    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
+    const __m128i sm = k4_scales_v(packed);
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */
+    const __m256i sc16 = _mm256_cvtepu8_epi16(sm);
+    /* broadcast word j of sc16: a 64-bit lane broadcast, then an in-lane word shuffle */
+    const __m256i sc_lo = _mm256_permute4x64_epi64(sc16, 0x00), sc_hi = _mm256_permute4x64_epi64(sc16, 0x55);
+    __m256i scv[8];
+    #pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        scv[j] = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, _mm256_set1_epi16((short)(((2 * (j & 3) + 1) << 8) | (2 * (j & 3)))));
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const rlx_block_q8_k *y = &a[t][i];
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             const __m256i p = _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j)));
-            acc = DOT_I16(acc, p, _mm256_set1_epi16(sc[j]));
+            acc = DOT_I16(acc, p, scv[j]);
         }
-        const int32_t isum = hsum_epi32(acc);
-        const int32_t msum = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16));
-        sum[t] += d * y->d * (float)isum;   /* same expressions, same order as quant_k.c */
-        sum[t] -= dmin * y->d * (float)msum;
+        /* exact integer lanes; the float sum over super-blocks stays in lanes (no reduction) */
+        const __m256i mv = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16);
+        facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(d * y->d), facc[t]);
+        facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_set1_ps(-(dmin * y->d)), facc[t]);
     }
 }
 
 KINLINE void tile_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
                        const int nt)
 {
-    float sum[4] = {0, 0, 0, 0};
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int64_t i = 0; i < nb; i++) {
-        uint32_t u[4];
-        k4_scales(w[i].scales, u);
         __m256i q[8];
+        #pragma GCC unroll 8
         for (int k = 0; k < 4; k++) {
             const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
             q[2 * k] = _mm256_and_si256(b, m4);
             q[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
         }
-        k45_finish(q, u, f16(w[i].d), f16(w[i].dmin), a, i, sum, nt);
+        k45_finish(q, w[i].scales, f16(w[i].d), f16(w[i].dmin), a, i, facc, nt);
     }
-    for (int t = 0; t < nt; t++) res[t] = sum[t];
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
 }
 
 KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
                        const int nt)
 {
-    float sum[4] = {0, 0, 0, 0};
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < nb; i++) {
-        uint32_t u[4];
-        k4_scales(w[i].scales, u);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)w[i].qh);
         __m256i q[8];
+        #pragma GCC unroll 8
         for (int k = 0; k < 4; k++) {
             const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
             /* bit j of qh[l] is the fifth bit of sub-block j */
@@ -157,18 +175,20 @@ KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, 
             q[2 * k] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_slli_epi16(h0, 4));
             q[2 * k + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), _mm256_slli_epi16(h1, 4));
         }
-        k45_finish(q, u, f16(w[i].d), f16(w[i].dmin), a, i, sum, nt);
+        k45_finish(q, w[i].scales, f16(w[i].d), f16(w[i].dmin), a, i, facc, nt);
     }
-    for (int t = 0; t < nt; t++) res[t] = sum[t];
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
 }
 
 KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
                        const int nt)
 {
-    float sum[4] = {0, 0, 0, 0};
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < nb; i++) {
         __m256i q[8], scv[8];
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h + 32));
@@ -182,23 +202,32 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
             q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
         }
-        for (int v = 0; v < 8; v++)
-            scv[v] = _mm256_setr_m128i(_mm_set1_epi16(w[i].scales[2 * v]), _mm_set1_epi16(w[i].scales[2 * v + 1]));
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        /* scv[v] = [scale 2v x 8 | scale 2v+1 x 8]: both words sit in 64-bit lane v/2 */
+        const __m256i sq[4] = {_mm256_permute4x64_epi64(sc16, 0x00), _mm256_permute4x64_epi64(sc16, 0x55),
+                               _mm256_permute4x64_epi64(sc16, 0xAA), _mm256_permute4x64_epi64(sc16, 0xFF)};
+        #pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            const short lo = (short)(((4 * (v & 1) + 1) << 8) | (4 * (v & 1))), hi = (short)(lo + 0x0202);
+            scv[v] = _mm256_shuffle_epi8(sq[v / 2], _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi)));
+        }
         const float d = f16(w[i].d);
+        #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const rlx_block_q8_k *y = &a[t][i];
             __m256i acc = _mm256_setzero_si256();
+            #pragma GCC unroll 8
             for (int v = 0; v < 8; v++) {
                 const __m256i p = _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * v)));
                 acc = DOT_I16(acc, p, scv[v]);
             }
-            const int32_t corr = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16));
-            const int32_t isum = hsum_epi32(acc) - 32 * corr;
-            sum[t] += d * y->d * (float)isum;
+            const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16);
+            facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(d * y->d), facc[t]);
+            facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_set1_ps(-32 * (d * y->d)), facc[t]);
         }
     }
-    for (int t = 0; t < nt; t++) res[t] = sum[t];
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
 }
 
 /* ---- F32 / F16 / BF16 weights (activations F32) ---- */
@@ -221,16 +250,22 @@ KINLINE float scal_bf16(const void *w, int64_t i) { return rlx_bf16_to_f32(((con
     KINLINE void NAME(const void *w, const float *const *a, int64_t K, float *res, const int nt) \
     {                                                                                            \
         __m256 acc[4][4];                                                                        \
+        _Pragma("GCC unroll 8")                                                                  \
         for (int t = 0; t < nt; t++)                                                             \
+            _Pragma("GCC unroll 8")                                                              \
             for (int u = 0; u < 4; u++) acc[t][u] = _mm256_setzero_ps();                         \
         int64_t i = 0;                                                                           \
         for (; i + 32 <= K; i += 32) {                                                           \
             __m256 wv[4];                                                                        \
+            _Pragma("GCC unroll 8")                                                              \
             for (int u = 0; u < 4; u++) wv[u] = LOADW(w, i + 8 * u);                             \
+            _Pragma("GCC unroll 8")                                                              \
             for (int t = 0; t < nt; t++)                                                         \
+                _Pragma("GCC unroll 8")                                                          \
                 for (int u = 0; u < 4; u++)                                                      \
                     acc[t][u] = _mm256_fmadd_ps(wv[u], _mm256_loadu_ps(a[t] + i + 8 * u), acc[t][u]); \
         }                                                                                        \
+        _Pragma("GCC unroll 8")                                                                  \
         for (int t = 0; t < nt; t++) {                                                           \
             float r = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                 \
                                             _mm256_add_ps(acc[t][2], acc[t][3])));               \
@@ -241,6 +276,21 @@ KINLINE float scal_bf16(const void *w, int64_t i) { return rlx_bf16_to_f32(((con
 FLOAT_TILE(tile_f32, load_w_f32, scal_f32)
 FLOAT_TILE(tile_f16, load_w_f16, scal_f16)
 FLOAT_TILE(tile_bf16, load_w_bf16, scal_bf16)
+
+#if KAVX512
+#include "backends/cpu/kern_x86_512.h"
+#define TILE_Q8_0 tile512_q8_0
+#define TILE_Q4_0 tile512_q4_0
+#define TILE_Q4_K tile512_q4_k
+#define TILE_Q5_K tile512_q5_k
+#define TILE_Q6_K tile512_q6_k
+#else
+#define TILE_Q8_0 tile_q8_0
+#define TILE_Q4_0 tile_q4_0
+#define TILE_Q4_K tile_q4_k
+#define TILE_Q5_K tile_q5_k
+#define TILE_Q6_K tile_q6_k
+#endif
 
 /* ---- driver ---- */
 
@@ -265,24 +315,32 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
     }
     const size_t wrow = rlx_row_bytes(type, K);
     const int64_t nbl = K / RLX_QK, nbk = K / RLX_QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const void *wr = (const char *)w + (size_t)n * wrow;
+    /* Chunks of weight rows small enough for L2 are visited by every activation tile in turn:
+     * weights come from memory once, activations from memory once per chunk. */
+    const int64_t chunk = RLX_MAX((int64_t)1, (int64_t)((256 << 10) / (wrow ? wrow : 1)));
+    for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
+        const int64_t c1 = RLX_MIN(n1, c0 + chunk);
         for (int64_t t0 = 0; t0 < T; t0 += maxt) {
             const int nt = (int)RLX_MIN((int64_t)maxt, T - t0);
-            const void *ap[4];
-            float r[4];
+            const void *ap[4] = {act, act, act, act};
+            #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
-            switch (type) {
-            case RLX_Q8_0: BY_NT(tile_q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-            case RLX_Q4_0: BY_NT(tile_q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-            case RLX_Q4_K: BY_NT(tile_q4_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_Q5_K: BY_NT(tile_q5_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_Q6_K: BY_NT(tile_q6_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
-            case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
-            default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
+            for (int64_t n = c0; n < c1; n++) {
+                const void *wr = (const char *)w + (size_t)n * wrow;
+                float r[4] = {0, 0, 0, 0};
+                switch (type) {
+                case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+                case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+                case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_Q5_K: BY_NT(TILE_Q5_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
+                case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
+                default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
+                }
+                #pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
             }
-            for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
         }
     }
 }

@@ -1,10 +1,10 @@
 /* kernels.h - SIMD matmul kernels of the CPU backend and the run-time choice between them.
  *
  * Each path implements rlx_matmul_rows (see backends/quant.h) for the types it accelerates and
- * falls back to the scalar reference for the rest. Paths agree with the scalar code bit for bit
- * on the K formats (integer sums per super-block, then the same float update), and within float
- * reassociation error on F32/F16/BF16/Q8_0/Q4_0 (vector lanes accumulate across blocks); see
- * tests/unit/test_quant_simd.c for the bounds. Nothing here allocates. */
+ * falls back to the scalar reference for the rest. Integer block sums are exact on every path;
+ * paths differ from the scalar code only by float reassociation (vector lanes accumulate across
+ * blocks), see tests/unit/test_quant_simd.c for the bound. Within a path, results are bitwise
+ * independent of T and of the row range (batch invariance). Nothing here allocates. */
 #ifndef RLX_CPU_KERNELS_H
 #define RLX_CPU_KERNELS_H
 
@@ -13,7 +13,8 @@
 typedef void (*rlx_matmul_rows_fn)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                                    size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 
-/* Forces a kernel path by name ("scalar", "avx2", "avx512"); later rlx_matmul_rows calls use it.
+/* Forces a kernel path by name ("scalar", "avx2", "avx512"; tests also reach "avx512-novnni", the
+ * AVX-512 kernels without VNNI, which a VNNI CPU never picks); later rlx_matmul_rows calls use it.
  * Returns RLX_EUNSUPPORTED (and changes nothing) if this CPU or build lacks it, RLX_EINVAL for
  * an unknown name. Meant for tests and benchmarks; not thread-safe against running products. */
 int rlx_cpu_force_path(const char *name);

@@ -25,6 +25,7 @@ struct rlx_threadpool {
     atomic_bool stop;
     rlx_task_fn fn;
     void *ctx;
+    int active;                 /* threads taking part in the current task */
     /* barrier */
     atomic_int bar_count;
     atomic_uint bar_sense;
@@ -51,7 +52,7 @@ static void *worker_main(void *p)
         }
         if (atomic_load(&tp->stop)) return NULL;
         seen = gen;
-        tp->fn(tp->ctx, a.ith, tp->n);
+        if (a.ith < tp->active) tp->fn(tp->ctx, a.ith, tp->active);
         atomic_fetch_sub_explicit(&tp->pending, 1, memory_order_acq_rel);
     }
 }
@@ -101,24 +102,31 @@ int rlx_threadpool_size(const rlx_threadpool *tp) { return tp->n; }
 
 void rlx_threadpool_run(rlx_threadpool *tp, rlx_task_fn fn, void *ctx)
 {
-    if (tp->n == 1) { fn(ctx, 0, 1); return; }
+    rlx_threadpool_run_n(tp, tp->n, fn, ctx);
+}
+
+void rlx_threadpool_run_n(rlx_threadpool *tp, int n, rlx_task_fn fn, void *ctx)
+{
+    if (n > tp->n) n = tp->n;
+    if (n <= 1) { tp->active = 1; fn(ctx, 0, 1); return; }
     tp->fn = fn;
     tp->ctx = ctx;
+    tp->active = n;
     atomic_store(&tp->bar_count, 0);
     atomic_store(&tp->pending, tp->n - 1);
     pthread_mutex_lock(&tp->mu);
     atomic_fetch_add_explicit(&tp->generation, 1, memory_order_release);
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
-    fn(ctx, 0, tp->n);
+    fn(ctx, 0, n);
     while (atomic_load_explicit(&tp->pending, memory_order_acquire) > 0) cpu_relax();
 }
 
 void rlx_threadpool_barrier(rlx_threadpool *tp)
 {
-    if (tp->n == 1) return;
+    if (tp->active <= 1) return;
     unsigned sense = atomic_load_explicit(&tp->bar_sense, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&tp->bar_count, 1, memory_order_acq_rel) == tp->n - 1) {
+    if (atomic_fetch_add_explicit(&tp->bar_count, 1, memory_order_acq_rel) == tp->active - 1) {
         atomic_store_explicit(&tp->bar_count, 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&tp->bar_sense, 1, memory_order_release);
         return;

@@ -16,6 +16,9 @@ int rlx_threadpool_create(rlx_threadpool **out, int n_threads, rlx_error *err); 
 void rlx_threadpool_free(rlx_threadpool *tp);
 int rlx_threadpool_size(const rlx_threadpool *tp);
 void rlx_threadpool_run(rlx_threadpool *tp, rlx_task_fn fn, void *ctx);
+/* Like rlx_threadpool_run with only the first n threads taking part (1 <= n <= size): small
+ * work is faster on one core than split across a barrier. */
+void rlx_threadpool_run_n(rlx_threadpool *tp, int n, rlx_task_fn fn, void *ctx);
 void rlx_threadpool_barrier(rlx_threadpool *tp);
 
 #endif

@@ -23,6 +23,8 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
     int x = rlx_g_get_rows(g, emb, c->embd_scale ? sqrtf((float)d) : 1.0f);
     int rope_ff = W("rope_freqs.weight", c->n_rot / 2, 0, false);
     CHECK(rope_ff);
+    if (rope_ff < 0 && m->rope_factors)
+        rope_ff = rlx_g_weight(g, "rope_freqs (llama3, computed)", RLX_F32, c->n_rot / 2, 1, m->rope_factors);
 
     for (int l = 0; l < c->n_layer; l++) {
 #define LW(var, suffix, ne0, ne1, req) \
@@ -56,6 +58,10 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
             k = rlx_g_node(g, RLX_OP_HEAD_NORM, RLX_ROWS_TOKENS, nkv, k, kn, -1);
             if (k >= 0) { rlx_g_last(g)->ip[0] = (int32_t)hd; rlx_g_last(g)->fp[0] = c->norm_eps; }
         }
+        /* every swa_pattern-th layer (1-based) is global, the others use the window */
+        bool swa = c->sliding_window > 0 && !(c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0);
+        float base = swa && c->rope_base_swa > 0.0f ? c->rope_base_swa : c->rope_base;
+        float fscale = swa && c->rope_freq_scale_swa > 0.0f ? c->rope_freq_scale_swa : c->rope_freq_scale;
         for (int which = 0; which < 2; which++) {
             int *t = which ? &k : &q;
             *t = rlx_g_node(g, RLX_OP_ROPE, RLX_ROWS_TOKENS, which ? nkv : nq, *t, rope_ff, -1);
@@ -65,19 +71,19 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
             n->ip[1] = (int32_t)hd;
             n->ip[2] = c->n_rot;
             n->ip[3] = c->rope_mode;
-            n->fp[0] = c->rope_base;
-            n->fp[1] = c->rope_freq_scale;
+            n->fp[0] = base;
+            n->fp[1] = fscale;
         }
+        if (o->scale_q) q = rlx_g_unary(g, RLX_OP_SCALE, q, c->attn_scale);
         int a = rlx_g_node(g, RLX_OP_ATTENTION, RLX_ROWS_TOKENS, nq, q, k, v);
         if (a >= 0) {
             rlx_node *n = rlx_g_last(g);
-            bool global = c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0;
             n->ip[0] = l;
             n->ip[1] = c->n_head;
             n->ip[2] = c->n_head_kv;
             n->ip[3] = (int32_t)hd;
-            n->ip[4] = global ? 0 : c->sliding_window;
-            n->fp[0] = c->attn_scale;
+            n->ip[4] = swa ? c->sliding_window : 0;
+            n->fp[0] = o->scale_q ? 1.0f : c->attn_scale;
             n->fp[1] = c->attn_softcap;
         }
         if (l == c->n_layer - 1) {

@@ -4,6 +4,8 @@
 #include "tests/rlx_test.h"
 #include "engine/sample.h"
 
+#include <pthread.h>
+
 #define N_DRAWS 20000
 
 /* chi-square critical values at p = 0.001 for 1..9 degrees of freedom */
@@ -209,6 +211,22 @@ TEST(penalty_window)
     ASSERT_NEAR(l[6], -2.0, 0);
     rlx_sampler_free(s);
 
+    /* repeats leaving the window are uncounted one by one */
+    s = rlx_sampler_new(&p, 8);
+    for (int i = 0; i < 10; i++) rlx_sampler_accept(s, 6);
+    rlx_sampler_accept(s, 1);
+    float r[8] = {0};
+    rlx_sampler_sample(s, r);
+    ASSERT_NEAR(r[6], -2.0, 0);
+    ASSERT_NEAR(r[1], -1.0, 0);
+    rlx_sampler_accept(s, 2);
+    rlx_sampler_accept(s, 3);
+    float r2[8] = {0};
+    rlx_sampler_sample(s, r2);
+    ASSERT_NEAR(r2[6], 0.0, 0);
+    ASSERT_NEAR(r2[1] + r2[2] + r2[3], -3.0, 0);
+    rlx_sampler_free(s);
+
     /* 0 disables; -1 means the whole history */
     p.penalty_last_n = 0;
     s = rlx_sampler_new(&p, 8);
@@ -220,9 +238,13 @@ TEST(penalty_window)
     p.penalty_last_n = -1;
     s = rlx_sampler_new(&p, 8);
     for (int i = 0; i < 500; i++) rlx_sampler_accept(s, 2);
+    for (int i = 0; i < 7; i++) rlx_sampler_accept(s, i); /* grows the count table */
+    rlx_sampler_accept(s, 99); /* out of the vocabulary: ignored */
     float b[8] = {0};
     rlx_sampler_sample(s, b);
-    ASSERT_NEAR(b[2], -500.0, 0);
+    ASSERT_NEAR(b[2], -501.0, 0);
+    ASSERT_NEAR(b[0], -1.0, 0);
+    ASSERT_NEAR(b[7], 0.0, 0);
     rlx_sampler_free(s);
 }
 
@@ -285,6 +307,14 @@ TEST(top_p_alone)
     draw_many(s, l, 4, counts);
     double e[] = {0, 0.5 / 0.8, 0, 0.3 / 0.8};
     ASSERT_DIST(counts, e, 4);
+    rlx_sampler_free(s);
+    /* ties at the cut are ordered by lower id: four equal tokens, top_p 0.5 keeps 0 and 1 */
+    p.top_p = 0.5f;
+    s = rlx_sampler_new(&p, 4);
+    float eq[] = {2, 2, 2, 2};
+    draw_many(s, eq, 4, counts);
+    double e_eq[] = {0.5, 0.5, 0, 0};
+    ASSERT_DIST(counts, e_eq, 4);
     rlx_sampler_free(s);
     /* small top_p keeps only the best */
     p.top_p = 0.1f;
@@ -355,6 +385,43 @@ TEST(seed_determinism)
     ASSERT(same < 150);
     rlx_sampler_free(s1);
     rlx_sampler_free(other);
+}
+
+typedef struct thr { uint64_t seed; int32_t out[64]; } thr;
+
+static void run_seq(thr *t)
+{
+    enum { NV = 5000 };
+    static float base[NV];
+    float *w = malloc(NV * sizeof *w);
+    for (int i = 0; i < NV; i++) base[i] = (float)((i * 7919) % 1000) / 100.0f;
+    rlx_sampling_params p = params(0.9f, t->seed);
+    p.top_p = 0.9f;
+    rlx_sampler *s = rlx_sampler_new(&p, NV);
+    for (int i = 0; i < 64; i++) {
+        memcpy(w, base, sizeof base);
+        t->out[i] = rlx_sampler_sample(s, w);
+        rlx_sampler_accept(s, t->out[i]);
+    }
+    rlx_sampler_free(s);
+    free(w);
+}
+
+static void *thr_main(void *arg) { run_seq(arg); return NULL; }
+
+TEST(threads_draw_like_one_thread)
+{
+    /* samplers share per-thread scratch; results must not depend on the thread */
+    thr a[4], b[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        a[i].seed = b[i].seed = 100 + (uint64_t)i;
+        run_seq(&a[i]);
+    }
+    for (int i = 0; i < 4; i++) ASSERT_EQ(pthread_create(&th[i], NULL, thr_main, &b[i]), 0);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) ASSERT(memcmp(a[i].out, b[i].out, sizeof a[i].out) == 0);
+    ASSERT(memcmp(a[0].out, a[1].out, sizeof a[0].out) != 0);
 }
 
 TEST(everything_banned_falls_back)
@@ -456,5 +523,6 @@ TEST_MAIN(TEST_ENTRY(defaults), TEST_ENTRY(validation_names_the_parameter),
           TEST_ENTRY(penalties_exact_values), TEST_ENTRY(penalty_window),
           TEST_ENTRY(temperature_distribution), TEST_ENTRY(top_k_alone), TEST_ENTRY(top_p_alone),
           TEST_ENTRY(min_p_alone), TEST_ENTRY(chain_order_filters_before_temperature),
-          TEST_ENTRY(seed_determinism), TEST_ENTRY(everything_banned_falls_back),
+          TEST_ENTRY(seed_determinism), TEST_ENTRY(threads_draw_like_one_thread),
+          TEST_ENTRY(everything_banned_falls_back),
           TEST_ENTRY(logprobs), TEST_ENTRY(large_vocab_top_p_matches_full_sort))

@@ -1,0 +1,82 @@
+# syntax=docker/dockerfile:1
+# rlxd container image, multi-stage: a build stage with the -dev packages and the toolchain,
+# a runtime stage with only the shared libraries the binaries link against.
+#
+#   docker build -t rlxd:cpu .
+#   docker build --build-arg BACKEND=cuda -t rlxd:cuda .
+#   docker run -p 8080:8080 -v $PWD/models:/models:ro rlxd:cpu                 # /models/model.gguf
+#   docker run -p 8080:8080 -v $PWD/models:/models:ro rlxd:cpu -m /models/qwen.gguf:qwen
+#
+# Settings are `rlxd serve` flags or RLXD_* variables (see config/rlxd.ini); the image sets
+# RLXD_HOST=0.0.0.0 (reachable from outside the container) and RLXD_DB (sessions survive a
+# restart when /var/lib/rlxd is a volume). The HEALTHCHECK assumes the default port 8080.
+#
+# Models are mounted read-only at /models; /var/lib/rlxd (the sessions database and KV
+# snapshots) is the only writable path the server needs. Runs as the unprivileged user rlxd.
+ARG BACKEND=cpu
+ARG CUDA_VERSION=12.6.3
+ARG CUDA_ARCHS="80;86;89;90"
+
+# ---- build stages: one base per backend, chosen below by FROM build-${BACKEND} ----------------
+FROM debian:12 AS build-cpu
+FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu24.04 AS build-cuda
+
+FROM build-${BACKEND} AS build
+ARG BACKEND
+ARG CUDA_ARCHS
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      build-essential cmake pkg-config ca-certificates \
+      libmicrohttpd-dev libuv1-dev libopenblas-dev libsqlite3-dev libcjson-dev \
+      libpcre2-dev libutf8proc-dev libinih-dev libcurl4-openssl-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+# Only the shipped programs are built (not the test executables).
+RUN set -eux; \
+    extra=""; \
+    if [ "$BACKEND" = cuda ]; then extra="-DRLX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS}"; fi; \
+    rm -rf build; \
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $extra; \
+    targets="rlxd rlxd-synth"; \
+    if [ -f tools/loadgen.c ]; then targets="$targets rlxd-loadgen"; fi; \
+    cmake --build build -j"$(nproc)" --target $targets; \
+    mkdir -p /out/usr/local/bin /out/usr/local/share/rlxd; \
+    for t in $targets; do install -m 0755 build/$t /out/usr/local/bin/$t; done
+# The runtime packages are derived from what the binaries actually link, so the list stays
+# right on either base (Debian 12 and Ubuntu 24.04 name some of them differently).
+RUN set -eux; \
+    for f in /out/usr/local/bin/*; do ldd "$f"; done \
+      | awk '/=> \// {print $3}' | sort -u \
+      | while read -r lib; do dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null || true; done \
+      | cut -d: -f1 | sort -u \
+      | grep -v -E '^(libc6|libgcc-s1|libstdc\+\+6)$' > /out/usr/local/share/rlxd/runtime-packages.txt; \
+    cat /out/usr/local/share/rlxd/runtime-packages.txt
+
+# ---- runtime stages --------------------------------------------------------------------------
+FROM debian:12-slim AS runtime-cpu
+FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu24.04 AS runtime-cuda
+
+FROM runtime-${BACKEND}
+ENV DEBIAN_FRONTEND=noninteractive
+COPY --from=build /out/ /
+# curl serves the HEALTHCHECK only.
+RUN apt-get update \
+ && xargs -a /usr/local/share/rlxd/runtime-packages.txt \
+      apt-get install -y --no-install-recommends curl ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 rlxd \
+ && useradd --system --uid 10001 --gid rlxd --home-dir /var/lib/rlxd --shell /usr/sbin/nologin rlxd \
+ && mkdir -p /models /var/lib/rlxd /etc/rlxd \
+ && chown rlxd:rlxd /var/lib/rlxd
+USER 10001:10001
+ENV RLXD_HOST=0.0.0.0 \
+    RLXD_DB=/var/lib/rlxd/sessions.db
+WORKDIR /var/lib/rlxd
+VOLUME ["/var/lib/rlxd"]
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=120s --retries=3 \
+  CMD curl -fsS http://127.0.0.1:8080/health || exit 1
+ENTRYPOINT ["rlxd", "serve"]
+CMD ["-m", "/models/model.gguf:default"]

@@ -1,0 +1,418 @@
+/* sched.c - continuous batching. Each step builds ONE batch: the next token of every running
+ * sequence plus chunks of prompts (chunked prefill) under the token budget, admitting waiting
+ * requests while sequence slots and KV blocks allow. Prompt prefixes already in the paged KV
+ * cache (full blocks, by chained content hash) are reused instead of recomputed. When blocks
+ * run out, the newest running sequence is preempted: its blocks are released (they stay
+ * cached while registered) and it is recomputed later from its tokens, so outputs never change. */
+#include "engine/worker_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- events ---------------------------------------------------------------------------- */
+
+static void emit(rlx_request *r, rlx_event *ev)
+{
+    ev->request_id = r->id;
+    r->on_event(r->user, ev);
+}
+
+static void queued_dec(rlx_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->queued--;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void rlx__request_cancelled(rlx_worker *w, rlx_request *req)
+{
+    rlx_event ev = {.type = RLX_EV_DONE, .finish = RLX_FINISH_CANCELLED, .text = ""};
+    emit(req, &ev);
+    queued_dec(w);
+    rlx_request_free(req);
+}
+
+static void remove_from(seq **arr, int32_t *n, seq *s)
+{
+    for (int32_t i = 0; i < *n; i++)
+        if (arr[i] == s) {
+            memmove(&arr[i], &arr[i + 1], (size_t)(*n - i - 1) * sizeof *arr);
+            (*n)--;
+            return;
+        }
+}
+
+static void release_blocks(rlx_worker *w, seq *s)
+{
+    for (int32_t i = 0; i < s->n_blocks; i++) rlx_kv_release(&w->runner->kv, s->blocks[i]);
+    s->n_blocks = 0;
+    s->n_computed = 0;
+    s->n_hashed = 0;
+    s->last_hash = 0;
+}
+
+void rlx__seq_free(rlx_worker *w, seq *s)
+{
+    release_blocks(w, s);
+    rlx_sampler_free(s->sampler);
+    rlx_request_free(s->req);
+    free(s->tokens);
+    free(s->blocks);
+    free(s->text);
+    free(s);
+}
+
+static void detach(rlx_worker *w, seq *s)
+{
+    remove_from(w->running, &w->n_running, s);
+    remove_from(w->waiting, &w->n_waiting, s);
+    if (!s->started) queued_dec(w);
+}
+
+void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why)
+{
+    detach(w, s);
+    double now = rlx_now();
+    size_t n = rlx_detok_flush(&s->detok, s->text, s->text_cap);
+    rlx_event ev = {.type = RLX_EV_DONE, .finish = why, .text = s->text, .text_len = n};
+    ev.usage.prompt_tokens = s->n_prompt;
+    ev.usage.completion_tokens = s->n_generated;
+    ev.usage.cached_tokens = s->cached_tokens;
+    double sub = s->req->submitted_at ? s->req->submitted_at : s->t_submit;
+    ev.timings.queued_s = s->started ? s->t_admit - sub : now - sub;
+    ev.timings.ttft_s = s->t_first > 0 ? s->t_first - sub : 0;
+    ev.timings.prompt_s = s->t_first > 0 ? s->t_first - s->t_admit : 0;
+    ev.timings.gen_s = s->t_first > 0 ? s->t_last - s->t_first : 0;
+    ev.timings.total_s = now - sub;
+    if (why == RLX_FINISH_STOP || why == RLX_FINISH_LENGTH) rlx__session_commit(w, s);
+    else rlx__session_detach(w, s);
+    emit(s->req, &ev);
+    pthread_mutex_lock(&w->mu);
+    w->stats.generated_tokens += (uint64_t)s->n_generated;
+    pthread_mutex_unlock(&w->mu);
+    rlx__seq_free(w, s);
+}
+
+void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg)
+{
+    detach(w, s);
+    rlx__session_detach(w, s);
+    rlx_event ev = {.type = RLX_EV_ERROR, .error_code = code, .error_msg = msg, .text = ""};
+    emit(s->req, &ev);
+    rlx__seq_free(w, s);
+}
+
+/* ---- admission ------------------------------------------------------------------------- */
+
+int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
+{
+    rlx_request *r = s->req;
+    rlx_runner *rn = w->runner;
+    int32_t *ids = r->prompt_ids;
+    size_t n = r->n_prompt;
+    int rc;
+    if (r->prompt_text) {
+        if ((rc = rlx_tokenize(w->tok, r->prompt_text, strlen(r->prompt_text), r->add_special, true, &ids, &n, err)))
+            return rc;
+        if (n == 0) { free(ids); return rlx_errorf(err, RLX_EINVAL, "the prompt is empty"); }
+    }
+    if (r->session_id && (rc = rlx__session_attach(w, s, &ids, &n, err))) {
+        if (ids != r->prompt_ids) free(ids);
+        return rc;
+    }
+    int64_t room = RLX_MIN((int64_t)rn->n_ctx, (int64_t)rn->kv.n_blocks * rn->kv.block_size) - (int64_t)n;
+    int64_t want = r->max_tokens > 0 ? r->max_tokens : room;
+    if (room < 1 || want > room) {
+        rc = rlx_errorf(err, RLX_ETOOLONG, "the prompt (%zu tokens) plus max_tokens (%lld) does not fit the context "
+                        "(%d tokens, KV pool %d tokens)", n, (long long)want, rn->n_ctx, rn->kv.n_blocks * rn->kv.block_size);
+        if (ids != r->prompt_ids) free(ids);
+        return rc;
+    }
+    s->max_tokens = (int32_t)want;
+    s->cap_tokens = (int32_t)n + s->max_tokens + 1;
+    s->tokens = malloc((size_t)s->cap_tokens * sizeof *s->tokens);
+    s->text_cap = 4096;
+    s->text = malloc(s->text_cap);
+    s->sampler = rlx_sampler_new(&r->sampling, rn->n_vocab);
+    if (!s->tokens || !s->text || !s->sampler) {
+        if (ids != r->prompt_ids) free(ids);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    }
+    memcpy(s->tokens, ids, n * sizeof *ids);
+    if (ids != r->prompt_ids) free(ids);
+    s->n_tokens = s->n_prompt = (int32_t)n;
+    for (size_t i = 0; i < n; i++) rlx_sampler_accept(s->sampler, s->tokens[i]);
+    s->out_row = -1;
+    return 0;
+}
+
+/* Reuses cached full blocks of the sequence's tokens (never the block holding the last token,
+ * whose logits must be computed). */
+static void prefix_lookup(rlx_worker *w, seq *s)
+{
+    rlx_kv_manager *kv = &w->runner->kv;
+    int32_t B = kv->block_size;
+    while ((s->n_hashed + 1) * B <= s->n_tokens - 1 && s->n_blocks < s->cap_blocks) {
+        uint64_t h = rlx_kv_hash(s->last_hash, s->tokens + (size_t)s->n_hashed * B, B);
+        int32_t b = rlx_kv_lookup(kv, h);
+        if (b < 0) break;
+        s->blocks[s->n_blocks++] = b;
+        s->n_hashed++;
+        s->last_hash = h;
+        s->n_computed += B;
+    }
+}
+
+static void register_blocks(rlx_worker *w, seq *s)
+{
+    int32_t B = w->runner->kv.block_size;
+    while ((s->n_hashed + 1) * B <= s->n_computed) {
+        uint64_t h = rlx_kv_hash(s->last_hash, s->tokens + (size_t)s->n_hashed * B, B);
+        rlx_kv_register(&w->runner->kv, s->blocks[s->n_hashed], h);
+        s->last_hash = h;
+        s->n_hashed++;
+    }
+}
+
+static bool ensure_block_table(seq *s, int32_t n_pos, int32_t B)
+{
+    int32_t need = (n_pos + B - 1) / B;
+    if (need <= s->cap_blocks) return true;
+    int32_t nc = RLX_MAX(need, s->cap_blocks * 2);
+    int32_t *t = realloc(s->blocks, (size_t)nc * sizeof *t);
+    if (!t) return false;
+    s->blocks = t;
+    s->cap_blocks = nc;
+    return true;
+}
+
+static void preempt(rlx_worker *w, seq *s)
+{
+    remove_from(w->running, &w->n_running, s);
+    release_blocks(w, s);
+    /* back to the head of the queue: it was admitted before anything still waiting */
+    memmove(&w->waiting[1], &w->waiting[0], (size_t)w->n_waiting * sizeof *w->waiting);
+    w->waiting[0] = s;
+    w->n_waiting++;
+    pthread_mutex_lock(&w->mu);
+    w->stats.preemptions++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static seq *newest_running(rlx_worker *w, seq *except)
+{
+    seq *best = NULL;
+    for (int32_t i = 0; i < w->n_running; i++)
+        if (w->running[i] != except && (!best || w->running[i]->admit_order > best->admit_order)) best = w->running[i];
+    return best;
+}
+
+/* Makes s's blocks cover n_pos positions, preempting newer sequences if the pool is short.
+ * Returns false if s itself cannot get them now. */
+static bool reserve(rlx_worker *w, seq *s, int32_t n_pos, bool may_preempt)
+{
+    rlx_kv_manager *kv = &w->runner->kv;
+    if (!ensure_block_table(s, n_pos, kv->block_size)) return false;
+    int32_t need = (n_pos + kv->block_size - 1) / kv->block_size;
+    while (s->n_blocks < need) {
+        int32_t b = rlx_kv_alloc(kv);
+        if (b >= 0) { s->blocks[s->n_blocks++] = b; continue; }
+        seq *victim = may_preempt ? newest_running(w, s) : NULL;
+        if (!victim || victim->admit_order < s->admit_order) return false;
+        preempt(w, victim);
+    }
+    return true;
+}
+
+/* ---- the step -------------------------------------------------------------------------- */
+
+static int grow_waiting(rlx_worker *w)
+{
+    if (w->n_waiting + 1 <= w->cap_waiting) return 0;
+    int32_t nc = w->cap_waiting ? w->cap_waiting * 2 : 64;
+    seq **n = realloc(w->waiting, (size_t)nc * sizeof *n);
+    if (!n) return RLX_ENOMEM;
+    w->waiting = n;
+    w->cap_waiting = nc;
+    return 0;
+}
+
+static void intake(rlx_worker *w)
+{
+    rlx__sessions_gc(w);
+    pthread_mutex_lock(&w->mu);
+    rlx_request **inbox = w->inbox;
+    int32_t n_inbox = w->n_inbox;
+    cancel_node *cancels = w->cancels;
+    w->inbox = NULL;
+    w->n_inbox = w->cap_inbox = 0;
+    w->cancels = NULL;
+    pthread_mutex_unlock(&w->mu);
+
+    for (int32_t i = 0; i < n_inbox; i++) {
+        seq *s = calloc(1, sizeof *s);
+        rlx_error err = {0};
+        if (!s || grow_waiting(w)) {
+            rlx_event ev = {.type = RLX_EV_ERROR, .error_code = RLX_ENOMEM, .error_msg = "out of memory", .text = ""};
+            emit(inbox[i], &ev);
+            queued_dec(w);
+            rlx_request_free(inbox[i]);
+            free(s);
+            continue;
+        }
+        s->req = inbox[i];
+        s->t_submit = rlx_now();
+        w->waiting[w->n_waiting++] = s;
+        int rc = rlx__seq_prepare(w, s, &err);
+        if (rc) rlx__seq_fail(w, s, rc, err.msg);
+    }
+    free(inbox);
+    while (cancels) {
+        cancel_node *c = cancels;
+        cancels = c->next;
+        for (int32_t i = 0; i < w->n_running; i++)
+            if (w->running[i]->req->id == c->id) { w->running[i]->cancelled = true; break; }
+        for (int32_t i = 0; i < w->n_waiting; i++)
+            if (w->waiting[i]->req->id == c->id) { w->waiting[i]->cancelled = true; break; }
+        free(c);
+    }
+    for (int32_t i = w->n_running - 1; i >= 0; i--)
+        if (w->running[i]->cancelled) rlx__seq_finish(w, w->running[i], RLX_FINISH_CANCELLED);
+    for (int32_t i = w->n_waiting - 1; i >= 0; i--)
+        if (w->waiting[i]->cancelled) rlx__seq_finish(w, w->waiting[i], RLX_FINISH_CANCELLED);
+}
+
+typedef struct plan_entry { seq *s; int32_t k; } plan_entry;
+
+/* Adds up to `budget` pending tokens of s to the batch. */
+static int32_t add_tokens(rlx_worker *w, seq *s, int32_t budget, int32_t *n_tok, int32_t *n_seq, int32_t *n_out)
+{
+    int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
+    if (k <= 0) return 0;
+    int32_t si = (*n_seq)++;
+    w->b_seqptr[si] = s;
+    for (int32_t i = 0; i < k; i++) {
+        int32_t t = (*n_tok)++;
+        w->b_tokens[t] = s->tokens[s->n_computed + i];
+        w->b_pos[t] = s->n_computed + i;
+        w->b_seq[t] = si;
+        w->b_out[t] = 0;
+    }
+    if (s->n_computed + k == s->n_tokens) {
+        w->b_out[*n_tok - 1] = 1;
+        s->out_row = (*n_out)++;
+    } else {
+        s->out_row = -1;
+    }
+    return k;
+}
+
+static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
+{
+    rlx_request *r = s->req;
+    int32_t V = w->runner->n_vocab;
+    memcpy(scratch, logits, (size_t)V * sizeof *scratch);
+    int32_t tok = rlx_sampler_sample(s->sampler, scratch);
+    double now = rlx_now();
+    if (s->t_first == 0) s->t_first = now;
+    s->t_last = now;
+    if (!r->ignore_eos && rlx_tokenizer_is_eog(w->tok, tok)) {
+        rlx__seq_finish(w, s, RLX_FINISH_STOP);
+        return;
+    }
+    rlx_sampler_accept(s->sampler, tok);
+    s->tokens[s->n_tokens++] = tok;
+    s->n_generated++;
+    size_t n = rlx_detok_push(w->tok, &s->detok, tok, false, s->text, s->text_cap);
+    rlx_event ev = {.type = RLX_EV_TOKEN, .token = tok, .text = s->text, .text_len = n};
+    if (r->top_logprobs >= 0) {
+        ev.n_top = r->top_logprobs;
+        ev.logprob = rlx_logprobs(logits, V, tok, ev.n_top, ev.top_ids, ev.top_logprobs);
+    }
+    emit(r, &ev);
+    if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
+}
+
+int rlx__sched_step(rlx_worker *w)
+{
+    intake(w);
+    rlx_runner *rn = w->runner;
+    int32_t budget = w->cfg.max_batch_tokens, n_tok = 0, n_seq = 0, n_out = 0;
+
+    /* running sequences, oldest first: decodes and unfinished prefills */
+    for (int32_t i = 0; i < w->n_running && budget > 0 && n_seq < w->cfg.max_seqs; i++) {
+        seq *s = w->running[i];
+        int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
+        if (k <= 0) continue;
+        if (!reserve(w, s, s->n_computed + k, true)) {
+            preempt(w, s);
+            i--;
+            continue;
+        }
+        /* preemption may have removed sequences after i only (they are newer) */
+        budget -= add_tokens(w, s, budget, &n_tok, &n_seq, &n_out);
+    }
+    /* admit waiting requests while slots, budget and blocks allow */
+    while (w->n_waiting > 0 && w->n_running < w->cfg.max_seqs && budget > 0 && n_seq < w->cfg.max_seqs) {
+        seq *s = w->waiting[0];
+        if (!ensure_block_table(s, s->n_tokens + 1, rn->kv.block_size)) break;
+        int32_t before = s->n_computed;
+        prefix_lookup(w, s);
+        int32_t hit = s->n_computed - before;
+        int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
+        if (!reserve(w, s, s->n_computed + k, false)) {
+            release_blocks(w, s);
+            break;
+        }
+        remove_from(w->waiting, &w->n_waiting, s);
+        s->admit_order = ++w->admit_counter;
+        w->running[w->n_running++] = s;
+        if (!s->started) {
+            s->started = true;
+            s->t_admit = rlx_now();
+            s->cached_tokens = hit;
+            pthread_mutex_lock(&w->mu);
+            w->queued--;
+            w->stats.prefix_queries += (uint64_t)s->n_prompt;
+            w->stats.prefix_hits += (uint64_t)hit;
+            w->stats.prompt_tokens += (uint64_t)s->n_prompt;
+            pthread_mutex_unlock(&w->mu);
+        }
+        budget -= add_tokens(w, s, budget, &n_tok, &n_seq, &n_out);
+    }
+    if (n_tok == 0) {
+        pthread_mutex_lock(&w->mu);
+        w->stats.running = w->n_running;
+        w->stats.waiting = w->n_waiting + w->n_inbox;
+        w->stats.kv_usage = (double)rlx_kv_used(&rn->kv) / rn->kv.n_blocks;
+        pthread_mutex_unlock(&w->mu);
+        /* nothing fits now although work waits: the pool is too small for the head request */
+        if (w->n_running == 0 && w->n_waiting > 0)
+            rlx__seq_fail(w, w->waiting[0], RLX_ETOOLONG, "the request does not fit the KV cache");
+        return w->n_waiting > 0 || w->n_running > 0 ? 0 : 0;
+    }
+    for (int32_t i = 0; i < n_seq; i++) w->b_seqs[i] = (rlx_batch_seq){w->b_seqptr[i]->blocks, w->b_seqptr[i]->n_blocks};
+    rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, n_out, n_seq, w->b_seqs};
+    rlx_error err = {0};
+    int rc = rlx_runner_forward(rn, &b, &err);
+    if (rc) {
+        for (int32_t i = 0; i < n_seq; i++) rlx__seq_fail(w, w->b_seqptr[i], rc, err.msg);
+        return 1;
+    }
+    /* account computed tokens (per sequence, in batch order), then sample */
+    for (int32_t t = 0; t < n_tok; t++) w->b_seqptr[w->b_seq[t]]->n_computed++;
+    float *scratch = w->sample_scratch;
+    for (int32_t i = 0; i < n_seq; i++) {
+        seq *s = w->b_seqptr[i];
+        register_blocks(w, s);
+        if (s->out_row >= 0) {
+            emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
+        }
+    }
+    pthread_mutex_lock(&w->mu);
+    w->stats.running = w->n_running;
+    w->stats.waiting = w->n_waiting + w->n_inbox;
+    w->stats.kv_usage = (double)rlx_kv_used(&rn->kv) / rn->kv.n_blocks;
+    pthread_mutex_unlock(&w->mu);
+    return 1;
+}

@@ -1,0 +1,86 @@
+/* session.h - the persistent session store: token histories (and optional KV snapshot files)
+ * keyed by a client-chosen session id, kept in one sqlite3 database so a restarted daemon
+ * resumes its sessions.
+ *
+ * Durability: WAL journal with synchronous=FULL. In WAL mode a COMMIT appends the transaction
+ * to the -wal file before returning, so a process killed at any moment (kill -9) leaves a
+ * consistent database holding every committed transaction (an unfinished one is ignored on
+ * the next open because its commit frame is missing or fails its checksum). NORMAL would
+ * already give that for process crashes; FULL also fsyncs the WAL on each commit, so a
+ * session a client was told about survives a power loss or kernel crash too, at the cost of
+ * one fsync per put (sessions are written once per request, not per token).
+ *
+ * Threads: a store holds one connection behind its own mutex, so any thread may call any
+ * function; for heavy parallel use open one store per worker thread on the same path (WAL
+ * lets readers and one writer proceed together; a busy timeout absorbs writer contention).
+ *
+ * Ownership: the store owns its connection. rlx_session values returned by get/list are
+ * caller-owned copies; free them with rlx_session_clear / rlx_session_list_free. Strings and
+ * token arrays passed in are borrowed. The store owns the KV snapshot files its rows name:
+ * delete, eviction and a put that replaces kv_path unlink the old file after the COMMIT (a
+ * crash in between leaves an orphan file, never a row naming a file that was removed). */
+#ifndef RLX_SESSION_H
+#define RLX_SESSION_H
+
+#include "backends/rlx.h"
+
+#define RLX_SESSION_ID_MAX 128
+#define RLX_SESSION_SCHEMA_VERSION 2 /* PRAGMA user_version of a current database */
+
+typedef struct rlx_session_store rlx_session_store;
+
+typedef struct rlx_session {
+    char id[RLX_SESSION_ID_MAX + 1];
+    char *model;              /* owned */
+    int32_t *tokens;          /* owned; NULL from rlx_session_list (n_tokens still set) */
+    size_t n_tokens;
+    double created, updated;  /* seconds since the Unix epoch */
+    char *kv_path;            /* owned, NULL if no snapshot */
+    char *kv_model_hash;      /* owned, NULL if no snapshot */
+} rlx_session;
+
+/* Opens (creating if needed) and migrates the database at path. A file that is not an
+ * sqlite3 database, or one that belongs to another program, is refused with RLX_EFORMAT; a
+ * database from a newer rlxd with RLX_EUNSUPPORTED. */
+int rlx_session_store_open(rlx_session_store **out, const char *path, rlx_error *err);
+void rlx_session_store_close(rlx_session_store *st);
+
+/* Runs PRAGMA integrity_check; RLX_EFORMAT with sqlite's first complaint if not "ok". */
+int rlx_session_store_check(rlx_session_store *st, rlx_error *err);
+
+/* Replaces the wall clock (seconds since the epoch) used for created/updated and TTLs; for
+ * tests. NULL restores the real clock. */
+void rlx_session_store_set_clock(rlx_session_store *st, double (*now)(void *), void *user);
+
+/* Session ids: 1..128 characters from [A-Za-z0-9._:-]. */
+bool rlx_session_id_valid(const char *id);
+int rlx_session_id_check(const char *id, rlx_error *err);
+
+/* Inserts or replaces a session in one transaction; `created` survives replacement.
+ * kv_path and kv_model_hash may be NULL. */
+int rlx_session_put(rlx_session_store *st, const char *id, const char *model,
+                    const int32_t *tokens, size_t n_tokens, const char *kv_path,
+                    const char *kv_model_hash, rlx_error *err);
+
+/* Copies the session into *out (clear it afterwards). RLX_ENOTFOUND if absent. */
+int rlx_session_get(rlx_session_store *st, const char *id, rlx_session *out, rlx_error *err);
+
+/* Removes a session and its KV snapshot file. RLX_ENOTFOUND if absent. */
+int rlx_session_delete(rlx_session_store *st, const char *id, rlx_error *err);
+
+/* Page of sessions, most recently updated first (ties by id), without token arrays; at most
+ * 10000 per call, limit 0 for none (just *total). *out is a malloc'ed array of *n (free with
+ * rlx_session_list_free); *total (optional) receives the number of sessions in the store. */
+int rlx_session_list(rlx_session_store *st, size_t offset, size_t limit, rlx_session **out,
+                     size_t *n, size_t *total, rlx_error *err);
+void rlx_session_list_free(rlx_session *list, size_t n);
+
+/* Deletes sessions not updated for ttl_seconds (<= 0: no TTL), then the least recently
+ * updated beyond max_count (<= 0: no cap), with their KV files. *n_removed is optional. */
+int rlx_session_enforce_limits(rlx_session_store *st, double ttl_seconds, int64_t max_count,
+                               size_t *n_removed, rlx_error *err);
+
+/* Frees what a session owns and zeroes it. */
+void rlx_session_clear(rlx_session *s);
+
+#endif

@@ -1,0 +1,219 @@
+/* worker.c - one model worker: loads the model, owns a thread running the scheduler step loop,
+ * and takes requests and cancellations from any thread through a mutex-guarded inbox. */
+#include "engine/worker_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err)
+{
+    rlx_worker *w = calloc(1, sizeof *w);
+    if (!w) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    w->cfg = *cfg;
+    if (w->cfg.max_seqs <= 0) w->cfg.max_seqs = 16;
+    if (w->cfg.max_batch_tokens <= 0) w->cfg.max_batch_tokens = 512;
+    if (w->cfg.max_queue <= 0) w->cfg.max_queue = 256;
+    if (w->cfg.max_batch_tokens < w->cfg.max_seqs) w->cfg.max_batch_tokens = w->cfg.max_seqs;
+    rlx_runner_config rc = {
+        .model_path = cfg->model_path,
+        .backend = {.name = cfg->backend, .n_threads = cfg->n_threads, .device = cfg->device},
+        .n_ctx = cfg->n_ctx,
+        .kv_type = cfg->kv_type ? cfg->kv_type : RLX_F16,
+        .kv_type_set = true,
+        .kv_block = cfg->kv_block,
+        .kv_mem_mib = cfg->kv_mem_mib,
+        .kv_blocks = cfg->kv_blocks,
+        .max_seqs = w->cfg.max_seqs,
+        .max_batch_tokens = w->cfg.max_batch_tokens,
+        .max_outputs = w->cfg.max_seqs,
+    };
+    int rc_ = rlx_runner_open(&w->runner, &rc, err);
+    if (rc_) { free(w); return rc_; }
+    if ((rc_ = rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err))) goto fail;
+    rlx_gguf_str tsrc;
+    if (rlx_gguf_get_str(w->runner->model->gguf, "tokenizer.chat_template", &tsrc, NULL) == 0) {
+        if ((rc_ = rlx_chat_template_parse(&w->tmpl, tsrc.ptr, (size_t)tsrc.len, err))) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            rlx_errorf(err, rc_, "%s: its chat template cannot be used: %s", cfg->model_path, msg);
+            goto fail;
+        }
+    } else if ((rc_ = rlx_chat_template_parse(&w->tmpl, rlx_chatml_template, strlen(rlx_chatml_template), err))) {
+        goto fail;
+    }
+    if (cfg->name && *cfg->name) {
+        snprintf(w->name, sizeof w->name, "%s", cfg->name);
+    } else {
+        const char *base = strrchr(cfg->model_path, '/');
+        base = base ? base + 1 : cfg->model_path;
+        snprintf(w->name, sizeof w->name, "%s", base);
+        char *dot = strstr(w->name, ".gguf");
+        if (dot && dot[5] == 0) *dot = 0;
+    }
+    if ((rc_ = rlx__sessions_open(w, err))) {
+        rlx__sessions_close(w);
+        goto fail;
+    }
+    int32_t T = w->cfg.max_batch_tokens, S = w->cfg.max_seqs;
+    w->b_tokens = malloc((size_t)T * sizeof *w->b_tokens);
+    w->b_pos = malloc((size_t)T * sizeof *w->b_pos);
+    w->b_seq = malloc((size_t)T * sizeof *w->b_seq);
+    w->b_out = malloc((size_t)T);
+    w->b_seqs = malloc((size_t)S * sizeof *w->b_seqs);
+    w->b_seqptr = malloc((size_t)S * sizeof *w->b_seqptr);
+    w->running = calloc((size_t)S, sizeof *w->running);
+    w->sample_scratch = malloc((size_t)w->runner->n_vocab * sizeof *w->sample_scratch);
+    if (!w->sample_scratch || !w->b_tokens || !w->b_pos || !w->b_seq || !w->b_out || !w->b_seqs || !w->b_seqptr || !w->running) {
+        rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        rlx__sessions_close(w);
+        goto fail;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    extern void *rlx__worker_main(void *);
+    if (pthread_create(&w->thread, NULL, rlx__worker_main, w)) {
+        rc_ = rlx_errorf(err, RLX_ENOMEM, "cannot start the worker thread");
+        rlx__sessions_close(w);
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        goto fail;
+    }
+    *out = w;
+    return 0;
+fail:
+    rlx_chat_template_free(w->tmpl);
+    rlx_tokenizer_free(w->tok);
+    rlx_runner_close(w->runner);
+    free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_seqs); free(w->b_seqptr);
+    free(w->running);
+    free(w->sample_scratch);
+    free(w);
+    return rc_;
+}
+
+void *rlx__worker_main(void *arg)
+{
+    rlx_worker *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->stop && w->n_inbox == 0 && !w->cancels && w->n_running == 0 && w->n_waiting == 0)
+            pthread_cond_wait(&w->cv, &w->mu);
+        bool stop = w->stop, drain = w->drain;
+        pthread_mutex_unlock(&w->mu);
+        if (stop && !drain) break;
+        int did = rlx__sched_step(w);
+        if (stop && !did) {
+            pthread_mutex_lock(&w->mu);
+            bool empty = w->n_inbox == 0 && w->n_running == 0 && w->n_waiting == 0;
+            pthread_mutex_unlock(&w->mu);
+            if (empty) break;
+        }
+    }
+    /* cancel whatever is left (stop without drain) */
+    pthread_mutex_lock(&w->mu);
+    rlx_request **inbox = w->inbox;
+    int32_t n_inbox = w->n_inbox;
+    w->inbox = NULL;
+    w->n_inbox = w->cap_inbox = 0;
+    pthread_mutex_unlock(&w->mu);
+    for (int32_t i = 0; i < n_inbox; i++) rlx__request_cancelled(w, inbox[i]);
+    free(inbox);
+    while (w->n_running > 0) rlx__seq_finish(w, w->running[w->n_running - 1], RLX_FINISH_CANCELLED);
+    while (w->n_waiting > 0) rlx__seq_finish(w, w->waiting[w->n_waiting - 1], RLX_FINISH_CANCELLED);
+    return NULL;
+}
+
+void rlx_worker_stop(rlx_worker *w, bool drain)
+{
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    w->drain = drain;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    while (w->cancels) {
+        cancel_node *c = w->cancels;
+        w->cancels = c->next;
+        free(c);
+    }
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    rlx__sessions_close(w);
+    rlx_chat_template_free(w->tmpl);
+    rlx_tokenizer_free(w->tok);
+    rlx_runner_close(w->runner);
+    free(w->waiting);
+    free(w->running);
+    free(w->sample_scratch);
+    free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_seqs); free(w->b_seqptr);
+    free(w);
+}
+
+int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
+{
+    int rc = 0;
+    int32_t n_ctx = w->runner->n_ctx;
+    if (!req->on_event) rc = rlx_errorf(err, RLX_EINVAL, "request has no event callback");
+    else if (!req->prompt_text && (!req->prompt_ids || req->n_prompt == 0))
+        rc = rlx_errorf(err, RLX_EINVAL, "the prompt is empty");
+    else if (req->top_logprobs > RLX_MAX_TOP_LOGPROBS)
+        rc = rlx_errorf(err, RLX_EINVAL, "top_logprobs must be at most %d", RLX_MAX_TOP_LOGPROBS);
+    else if ((rc = rlx_sampling_params_validate(&req->sampling, w->runner->n_vocab, err))) {
+    } else if (req->prompt_ids) {
+        for (size_t i = 0; i < req->n_prompt && !rc; i++)
+            if (req->prompt_ids[i] < 0 || req->prompt_ids[i] >= w->runner->n_vocab)
+                rc = rlx_errorf(err, RLX_EINVAL, "prompt token %d at index %zu is outside the vocabulary (%d tokens)",
+                                req->prompt_ids[i], i, w->runner->n_vocab);
+        if (!rc && (int64_t)req->n_prompt + RLX_MAX(req->max_tokens, 1) > n_ctx)
+            rc = rlx_errorf(err, RLX_ETOOLONG, "the prompt (%zu tokens) plus max_tokens (%d) exceeds the context of %d tokens",
+                            req->n_prompt, req->max_tokens, n_ctx);
+    }
+    if (!rc && req->max_tokens > n_ctx)
+        rc = rlx_errorf(err, RLX_ETOOLONG, "max_tokens (%d) exceeds the context of %d tokens", req->max_tokens, n_ctx);
+    if (rc) { rlx_request_free(req); return rc; }
+    pthread_mutex_lock(&w->mu);
+    if (w->stop) rc = rlx_errorf(err, RLX_EFULL, "the server is shutting down");
+    else if (w->queued >= w->cfg.max_queue)
+        rc = rlx_errorf(err, RLX_EFULL, "too many requests are waiting (%d); retry later", w->queued);
+    else if (w->n_inbox == w->cap_inbox) {
+        int32_t nc = w->cap_inbox ? w->cap_inbox * 2 : 16;
+        rlx_request **n = realloc(w->inbox, (size_t)nc * sizeof *n);
+        if (!n) rc = rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        else { w->inbox = n; w->cap_inbox = nc; }
+    }
+    if (!rc) {
+        req->submitted_at = rlx_now();
+        w->inbox[w->n_inbox++] = req;
+        w->queued++;
+        pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (rc) rlx_request_free(req);
+    return rc;
+}
+
+void rlx_worker_cancel(rlx_worker *w, uint64_t request_id)
+{
+    cancel_node *c = malloc(sizeof *c);
+    if (!c) return;
+    c->id = request_id;
+    pthread_mutex_lock(&w->mu);
+    c->next = w->cancels;
+    w->cancels = c;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+const char *rlx_worker_name(const rlx_worker *w) { return w->name; }
+const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w) { return w->tok; }
+const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w) { return w->tmpl; }
+int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
+
+void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)
+{
+    pthread_mutex_lock(&w->mu);
+    *st = w->stats;
+    pthread_mutex_unlock(&w->mu);
+}

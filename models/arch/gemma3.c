@@ -1,0 +1,32 @@
+/* gemma3.c - the Gemma 3 family (text): Gemma 2's block with per-head Q/K norms and no
+ * soft-capping; five sliding-window layers to every global one (every 6th layer is global),
+ * and the sliding-window layers use RoPE base 10000 without scaling while global layers use
+ * gemma3.rope.freq_base (and rope.scaling, e.g. linear x8 on 4B+), as in llama.cpp. */
+#include "models/model.h"
+
+#include <math.h>
+
+static int gemma3_config(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
+{
+    int rc;
+    c->rope_mode = RLX_ROPE_NEOX;
+    c->embd_scale = true;
+    c->swa_pattern = 6;
+    c->rope_base_swa = 10000.0f;
+    c->rope_freq_scale_swa = 1.0f;
+    if ((rc = rlx_model_key_u32(g, c->arch, "attention.sliding_window", &c->sliding_window, true, err)))
+        return rc;
+    if (c->sliding_window <= 0)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: %s.attention.sliding_window must be positive", rlx_gguf_path(g), c->arch);
+    /* query_pre_attn_scalar: head_dim, except 27B (62 layers), which uses n_embd / n_head */
+    c->attn_scale = 1.0f / sqrtf((float)(c->n_layer == 62 ? c->n_embd / c->n_head : c->head_dim));
+    return 0;
+}
+
+static int gemma3_build(const rlx_model *m, rlx_graph *g, rlx_error *err)
+{
+    static const rlx_decoder_opts opts = {.qk_norm = true, .post_norms = true, .gelu = true, .scale_q = true};
+    return rlx_build_decoder(m, &opts, g, err);
+}
+
+const rlx_arch rlx_arch_gemma3 = {"gemma3", gemma3_config, gemma3_build};

@@ -1,0 +1,90 @@
+/* chat_template.c - the public face of the Jinja-subset interpreter (see chat_template.h).
+ * Parsing builds a tree in the template's own arena; each render gets a fresh arena that is
+ * dropped when it returns, so a parsed template is read-only and shareable across threads.
+ * Errors inside the interpreter longjmp back here (see jinja_value.h). */
+#include "models/chat_template.h"
+#include "models/jinja_ast.h"
+
+#include <stdlib.h>
+
+enum { PARSE_LIMIT = 64 << 20, RENDER_LIMIT = 256 << 20 };
+
+struct rlx_chat_template {
+    rj_rt *arena;   /* owns every token and node */
+    rj_nodes root;
+};
+
+const char rlx_chatml_template[] =
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+int rlx_chat_template_parse(rlx_chat_template **out, const char *src, size_t len, rlx_error *err)
+{
+    if (!out || (!src && len)) return rlx_errorf(err, RLX_EINVAL, "rlx_chat_template_parse: no output pointer or source");
+    *out = NULL;
+    rlx_chat_template *t = calloc(1, sizeof *t);
+    rj_rt *rt = calloc(1, sizeof *rt);
+    if (!t || !rt) {
+        free(t);
+        free(rt);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory parsing the chat template");
+    }
+    rt->limit = PARSE_LIMIT;
+    rt->err = err;
+    t->arena = rt;
+    int code = setjmp(rt->jb);
+    if (code) {
+        rlx__j_arena_free(rt);
+        free(rt);
+        free(t);
+        return code;
+    }
+    rj_tokens toks = {0};
+    rlx__j_lex(rt, src ? src : "", len, &toks);
+    t->root = rlx__j_parse(rt, &toks);
+    rt->err = NULL;
+    *out = t;
+    return 0;
+}
+
+void rlx_chat_template_free(rlx_chat_template *t)
+{
+    if (!t) return;
+    rlx__j_arena_free(t->arena);
+    free(t->arena);
+    free(t);
+}
+
+int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, const char *now_iso, char **out,
+                             rlx_error *err)
+{
+    if (out) *out = NULL;
+    if (!t || !out) return rlx_errorf(err, RLX_EINVAL, "rlx_chat_template_render: no template or output pointer");
+    if (context && !cJSON_IsObject(context))
+        return rlx_errorf(err, RLX_EINVAL, "the chat template context must be a JSON object");
+    rj_rt *rt = calloc(1, sizeof *rt);
+    if (!rt) return rlx_errorf(err, RLX_ENOMEM, "out of memory rendering the chat template");
+    rt->limit = RENDER_LIMIT;
+    rt->err = err;
+    rt->now_iso = now_iso;
+    int code = setjmp(rt->jb);
+    if (code) {
+        rlx__j_arena_free(rt);
+        free(rt);
+        return code;
+    }
+    rj_value ctx = context ? rlx__j_from_json(rt, context) : rlx__j_new_dict(rt, 0);
+    rt->depth = 0;
+    rj_buf b = {0};
+    rlx__j_buf_put(rt, &b, "", 0);
+    rlx__j_render(rt, &t->root, ctx, &b);
+    char *s = malloc(b.n + 1);
+    if (!s) rlx__j_fail(rt, RLX_ENOMEM, "out of memory copying the rendered chat template");
+    memcpy(s, b.p, b.n + 1);
+    rlx__j_arena_free(rt);
+    free(rt);
+    *out = s;
+    return 0;
+}

@@ -1,0 +1,338 @@
+/* jinja_methods.c - Python methods on str, dict and list values as the immutable sandbox allows
+ * them (mutating methods such as list.append fail like Jinja2's SecurityError), loop.cycle,
+ * and the globals: range, namespace, dict, raise_exception, strftime_now. */
+#include "models/jinja_text.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static bool is(const char *name, size_t n, const char *s) { return strlen(s) == n && !memcmp(name, s, n); }
+
+static rj_value str_arg(rj_rt *rt, const rj_args *a, int idx, const char *method)
+{
+    const rj_value *v = rlx__j_arg(a, idx, NULL);
+    if (!v || v->type != RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "str.%s() needs a string argument", method);
+    return *v;
+}
+
+static bool prefix_match(rj_value s, rj_value p, bool suffix)
+{
+    if (p.s.n > s.s.n) return false;
+    return !memcmp(suffix ? s.s.p + s.s.n - p.s.n : s.s.p, p.s.p, p.s.n);
+}
+
+static bool starts_ends(rj_rt *rt, rj_value s, const rj_args *a, bool suffix)
+{
+    const rj_value *p = rlx__j_arg(a, 0, NULL);
+    if (p && p->type == RJ_LIST) {
+        for (size_t i = 0; i < p->l->n; i++)
+            if (p->l->v[i].type == RJ_STR && prefix_match(s, p->l->v[i], suffix)) return true;
+        return false;
+    }
+    return prefix_match(s, str_arg(rt, a, 0, suffix ? "endswith" : "startswith"), suffix);
+}
+
+static int64_t find(rj_value s, rj_value sub, bool from_right)
+{
+    if (sub.s.n > s.s.n) return -1;
+    const char *hit = NULL;
+    if (!from_right) hit = memmem(s.s.p, s.s.n, sub.s.p, sub.s.n);
+    else
+        for (size_t i = s.s.n - sub.s.n + 1; i-- > 0;)
+            if (!memcmp(s.s.p + i, sub.s.p, sub.s.n)) { hit = s.s.p + i; break; }
+    if (!hit) return -1;
+    return (int64_t)rlx__j_utf8_len(s.s.p, (size_t)(hit - s.s.p));
+}
+
+/* str.rsplit with a limit: split from the right, at most maxsplit times */
+static rj_value rsplit(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxsplit)
+{
+    rj_value parts = rlx__j_new_list(rt, 0); /* collected right to left */
+    size_t end = s.s.n;
+    int64_t done = 0;
+    if (!sep) {
+        while (end > 0 && rlx__j_is_space_cp((unsigned char)s.s.p[end - 1])) end--;
+        while (end > 0) {
+            if (done >= maxsplit) {
+                rlx__j_list_push(rt, parts.l, rj_str(s.s.p, end)); /* the rest keeps its leading spaces */
+                end = 0;
+                break;
+            }
+            size_t st = end;
+            while (st > 0 && !rlx__j_is_space_cp((unsigned char)s.s.p[st - 1])) st--;
+            rlx__j_list_push(rt, parts.l, rj_str(s.s.p + st, end - st));
+            done++;
+            end = st;
+            while (end > 0 && rlx__j_is_space_cp((unsigned char)s.s.p[end - 1])) end--;
+        }
+    } else {
+        if (!sep->s.n) rlx__j_fail(rt, RLX_EINVAL, "rsplit(): empty separator");
+        for (;;) {
+            const char *hit = NULL;
+            if (done < maxsplit && sep->s.n <= end)
+                for (size_t i = end - sep->s.n + 1; i-- > 0;)
+                    if (!memcmp(s.s.p + i, sep->s.p, sep->s.n)) { hit = s.s.p + i; break; }
+            if (!hit) {
+                rlx__j_list_push(rt, parts.l, rj_str(s.s.p, end));
+                break;
+            }
+            size_t at = (size_t)(hit - s.s.p);
+            rlx__j_list_push(rt, parts.l, rj_str(s.s.p + at + sep->s.n, end - at - sep->s.n));
+            end = at;
+            done++;
+        }
+    }
+    rj_value out = rlx__j_new_list(rt, parts.l->n);
+    for (size_t i = parts.l->n; i-- > 0;) rlx__j_list_push(rt, out.l, parts.l->v[i]);
+    return out;
+}
+
+static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const rj_args *a)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    if (is(m, n, "strip") || is(m, n, "lstrip") || is(m, n, "rstrip")) {
+        const rj_value *c = rlx__j_arg(a, 0, "chars");
+        return rlx__j_strip(rt, s, c, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3);
+    }
+    if (is(m, n, "split") || is(m, n, "rsplit")) {
+        const rj_value *sep = rlx__j_arg(a, 0, "sep"), *mx = rlx__j_arg(a, 1, "maxsplit");
+        int64_t maxsplit = mx && mx->type == RJ_INT ? mx->i : -1;
+        if (m[0] == 'r' && maxsplit >= 0) return rsplit(rt, s, sep && sep->type == RJ_STR ? sep : NULL, maxsplit);
+        return rlx__j_split(rt, s, sep && sep->type == RJ_STR ? sep : NULL, maxsplit);
+    }
+    if (is(m, n, "partition") || is(m, n, "rpartition")) {
+        rj_value sep = str_arg(rt, a, 0, "partition");
+        if (!sep.s.n) rlx__j_fail(rt, RLX_EINVAL, "str.partition(): empty separator");
+        const char *hit = NULL;
+        if (m[0] == 'p') hit = memmem(s.s.p, s.s.n, sep.s.p, sep.s.n);
+        else if (sep.s.n <= s.s.n)
+            for (size_t i = s.s.n - sep.s.n + 1; i-- > 0;)
+                if (!memcmp(s.s.p + i, sep.s.p, sep.s.n)) { hit = s.s.p + i; break; }
+        rj_value t = rlx__j_new_list(rt, 3);
+        t.tuple = 1;
+        if (!hit) {
+            rj_value e = rj_str("", 0);
+            rlx__j_list_push(rt, t.l, m[0] == 'p' ? s : e);
+            rlx__j_list_push(rt, t.l, e);
+            rlx__j_list_push(rt, t.l, m[0] == 'p' ? e : s);
+            return t;
+        }
+        size_t at = (size_t)(hit - s.s.p);
+        rlx__j_list_push(rt, t.l, rj_str(s.s.p, at));
+        rlx__j_list_push(rt, t.l, sep);
+        rlx__j_list_push(rt, t.l, rj_str(s.s.p + at + sep.s.n, s.s.n - at - sep.s.n));
+        return t;
+    }
+    if (is(m, n, "startswith")) return rj_bool(starts_ends(rt, s, a, false));
+    if (is(m, n, "endswith")) return rj_bool(starts_ends(rt, s, a, true));
+    if (is(m, n, "upper")) return rlx__j_case(rt, s, CASE_UPPER);
+    if (is(m, n, "lower")) return rlx__j_case(rt, s, CASE_LOWER);
+    if (is(m, n, "title")) return rlx__j_case(rt, s, CASE_TITLE_PY);
+    if (is(m, n, "capitalize")) return rlx__j_case(rt, s, CASE_CAPITALIZE);
+    if (is(m, n, "replace")) {
+        const rj_value *c = rlx__j_arg(a, 2, "count");
+        return rlx__j_replace(rt, s, str_arg(rt, a, 0, "replace"), str_arg(rt, a, 1, "replace"), c && c->type == RJ_INT ? c->i : -1);
+    }
+    if (is(m, n, "format")) return rlx__j_str_format(rt, s, a);
+    if (is(m, n, "find") || is(m, n, "rfind") || is(m, n, "index") || is(m, n, "rindex")) {
+        int64_t r = find(s, str_arg(rt, a, 0, "find"), m[0] == 'r');
+        if (r < 0 && (m[0] == 'i' || (m[0] == 'r' && m[1] == 'i'))) rlx__j_fail(rt, RLX_EINVAL, "substring not found"); /* index, rindex */
+        return rj_int(r);
+    }
+    if (is(m, n, "count")) {
+        rj_value sub = str_arg(rt, a, 0, "count");
+        if (!sub.s.n) return rj_int((int64_t)rlx__j_utf8_len(s.s.p, s.s.n) + 1);
+        int64_t c = 0;
+        for (const char *p = s.s.p, *e = s.s.p + s.s.n; (p = memmem(p, (size_t)(e - p), sub.s.p, sub.s.n)); p += sub.s.n) c++;
+        return rj_int(c);
+    }
+    if (is(m, n, "join")) {
+        const rj_value *it = rlx__j_arg(a, 0, NULL);
+        if (!it) rlx__j_fail(rt, RLX_EINVAL, "str.join() needs an iterable");
+        rj_list *l = rlx__j_iter(rt, *it);
+        rj_buf b = {0};
+        rlx__j_buf_put(rt, &b, "", 0);
+        for (size_t i = 0; i < l->n; i++) {
+            if (l->v[i].type != RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "sequence item %zu: expected str instance, %s found", i, rlx__j_type_name(l->v[i]));
+            if (i) rlx__j_buf_put(rt, &b, s.s.p, s.s.n);
+            rlx__j_buf_put(rt, &b, l->v[i].s.p, l->v[i].s.n);
+        }
+        return rj_str(b.p, b.n);
+    }
+    if (is(m, n, "splitlines")) return rlx__j_splitlines(rt, s);
+    if (is(m, n, "isdigit") || is(m, n, "isnumeric") || is(m, n, "isdecimal") || is(m, n, "isalpha") ||
+        is(m, n, "isalnum") || is(m, n, "isspace")) {
+        if (!s.s.n) return rj_bool(false);
+        for (size_t i = 0; i < s.s.n; i++) {
+            unsigned char c = (unsigned char)s.s.p[i];
+            bool d = c >= '0' && c <= '9', al = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
+            bool ok = m[2] == 'd' || m[2] == 'n' ? d : m[2] == 's' ? (c == ' ' || (c >= 9 && c <= 13)) : is(m, n, "isalpha") ? al : (al || d);
+            if (!ok) return rj_bool(false);
+        }
+        return rj_bool(true);
+    }
+    if (is(m, n, "isupper") || is(m, n, "islower")) {
+        rj_value up = rlx__j_case(rt, s, CASE_UPPER), lo = rlx__j_case(rt, s, CASE_LOWER);
+        bool has_cased = !rlx__j_equal(up, lo);
+        return rj_bool(has_cased && rlx__j_equal(s, m[2] == 'u' ? up : lo));
+    }
+    if (is(m, n, "removeprefix") || is(m, n, "removesuffix")) {
+        rj_value p = str_arg(rt, a, 0, "removeprefix");
+        bool suf = m[6] == 's';
+        if (!prefix_match(s, p, suf)) return s;
+        return rj_str(suf ? s.s.p : s.s.p + p.s.n, s.s.n - p.s.n);
+    }
+    if (is(m, n, "zfill") || is(m, n, "ljust") || is(m, n, "rjust") || is(m, n, "center")) {
+        const rj_value *w = rlx__j_arg(a, 0, "width");
+        size_t width = w && w->type == RJ_INT && w->i > 0 ? (size_t)RLX_MIN(w->i, 10000) : 0;
+        size_t len = rlx__j_utf8_len(s.s.p, s.s.n);
+        if (len >= width) return s;
+        size_t pad = width - len, left = m[0] == 'l' ? 0 : m[0] == 'c' ? pad / 2 + (pad & width & 1) : pad;
+        const char *fill = m[0] == 'z' ? "0" : " ";
+        rj_buf b = {0};
+        rlx__j_buf_put(rt, &b, "", 0);
+        size_t start = 0;
+        if (m[0] == 'z' && s.s.n && (s.s.p[0] == '-' || s.s.p[0] == '+')) { rlx__j_buf_put(rt, &b, s.s.p, 1); start = 1; }
+        for (size_t i = 0; i < left; i++) rlx__j_buf_puts(rt, &b, fill);
+        rlx__j_buf_put(rt, &b, s.s.p + start, s.s.n - start);
+        for (size_t i = left; i < pad; i++) rlx__j_buf_puts(rt, &b, fill);
+        return rj_str(b.p, b.n);
+    }
+    rlx__j_fail(rt, RLX_EUNSUPPORTED, "str has no supported method '%.*s'", (int)RLX_MIN(n, (size_t)60), m);
+}
+
+_Noreturn static void unsafe(rj_rt *rt, const char *m, size_t n, const char *type)
+{
+    rlx__j_fail(rt, RLX_EINVAL, "access to attribute '%.*s' of '%s' object is unsafe (templates cannot modify values)",
+                (int)RLX_MIN(n, (size_t)60), m, type);
+}
+
+rj_value rlx__j_method(rj_env *E, rj_value obj, const char *m, size_t n, const rj_args *a)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    if (obj.type == RJ_STR) return str_method(E, obj, m, n, a);
+    if (obj.type == RJ_DICT) {
+        if (is(m, n, "get")) {
+            const rj_value *k = rlx__j_arg(a, 0, NULL), *d = rlx__j_arg(a, 1, NULL);
+            if (!k) rlx__j_fail(rt, RLX_EINVAL, "dict.get() needs a key");
+            rj_value *v = rlx__j_dict_get(obj.d, *k);
+            return v ? *v : d ? *d : rj_none();
+        }
+        if (is(m, n, "items") || is(m, n, "keys") || is(m, n, "values")) {
+            rj_value r = rlx__j_new_list(rt, obj.d->n);
+            for (size_t i = 0; i < obj.d->n; i++) {
+                if (m[0] == 'k') rlx__j_list_push(rt, r.l, obj.d->k[i]);
+                else if (m[0] == 'v') rlx__j_list_push(rt, r.l, obj.d->v[i]);
+                else {
+                    rj_value t = rlx__j_new_list(rt, 2);
+                    t.tuple = 1;
+                    rlx__j_list_push(rt, t.l, obj.d->k[i]);
+                    rlx__j_list_push(rt, t.l, obj.d->v[i]);
+                    rlx__j_list_push(rt, r.l, t);
+                }
+            }
+            return r;
+        }
+        if (is(m, n, "copy")) {
+            rj_value r = rlx__j_new_dict(rt, obj.d->n);
+            for (size_t i = 0; i < obj.d->n; i++) rlx__j_dict_set(rt, r.d, obj.d->k[i], obj.d->v[i]);
+            return r;
+        }
+        if (is(m, n, "pop") || is(m, n, "popitem") || is(m, n, "update") || is(m, n, "setdefault") || is(m, n, "clear"))
+            unsafe(rt, m, n, "dict");
+        rlx__j_fail(rt, RLX_EINVAL, "'dict object' has no attribute '%.*s'", (int)RLX_MIN(n, (size_t)60), m);
+    }
+    if (obj.type == RJ_LIST) {
+        if (is(m, n, "index") || is(m, n, "count")) {
+            const rj_value *x = rlx__j_arg(a, 0, NULL);
+            if (!x) rlx__j_fail(rt, RLX_EINVAL, "list.%.*s() needs an argument", (int)n, m);
+            int64_t c = 0;
+            for (size_t i = 0; i < obj.l->n; i++)
+                if (rlx__j_equal(obj.l->v[i], *x)) {
+                    if (m[0] == 'i') return rj_int((int64_t)i);
+                    c++;
+                }
+            if (m[0] == 'i') rlx__j_fail(rt, RLX_EINVAL, "value is not in list");
+            return rj_int(c);
+        }
+        if (is(m, n, "copy")) {
+            rj_value r = rlx__j_new_list(rt, obj.l->n);
+            for (size_t i = 0; i < obj.l->n; i++) rlx__j_list_push(rt, r.l, obj.l->v[i]);
+            return r;
+        }
+        if (is(m, n, "append") || is(m, n, "extend") || is(m, n, "insert") || is(m, n, "pop") || is(m, n, "remove") ||
+            is(m, n, "clear") || is(m, n, "sort") || is(m, n, "reverse"))
+            unsafe(rt, m, n, obj.tuple ? "tuple" : "list");
+        rlx__j_fail(rt, RLX_EINVAL, "'%s object' has no attribute '%.*s'", obj.tuple ? "tuple" : "list", (int)RLX_MIN(n, (size_t)60), m);
+    }
+    if (obj.type == RJ_UNDEF) rlx__j_fail(rt, RLX_EINVAL, "%.*s", (int)obj.s.n, obj.s.p);
+    rlx__j_fail(rt, RLX_EINVAL, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj), (int)RLX_MIN(n, (size_t)60), m);
+}
+
+/* strftime_now: the fixed ISO time of the render, or the wall clock (UTC). */
+static rj_value strftime_now(rj_rt *rt, const rj_args *a)
+{
+    const rj_value *f = rlx__j_arg(a, 0, NULL);
+    if (!f || f->type != RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "strftime_now() needs a format string");
+    struct tm tm = {0};
+    if (rt->now_iso) {
+        int y, mo, d, h = 0, mi = 0, s = 0;
+        int k = sscanf(rt->now_iso, "%d-%d-%d%*[T ]%d:%d:%d", &y, &mo, &d, &h, &mi, &s);
+        if (k < 3) rlx__j_fail(rt, RLX_EINVAL, "the fixed time '%s' is not ISO 8601 (YYYY-MM-DDTHH:MM:SS)", rt->now_iso);
+        tm.tm_year = y - 1900;
+        tm.tm_mon = mo - 1;
+        tm.tm_mday = d;
+        tm.tm_hour = h;
+        tm.tm_min = mi;
+        tm.tm_sec = s;
+        time_t t = timegm(&tm); /* fills weekday and day of year */
+        gmtime_r(&t, &tm);
+    } else {
+        time_t t = time(NULL);
+        localtime_r(&t, &tm);
+    }
+    char *fmt = rlx__j_strdup(rt, f->s.p, f->s.n);
+    char out[512];
+    size_t k = strftime(out, sizeof out, fmt, &tm);
+    if (k == 0 && f->s.n) rlx__j_fail(rt, RLX_EINVAL, "strftime_now: the format gives no output or is too long");
+    return rj_str(rlx__j_strdup(rt, out, k), k);
+}
+
+rj_value rlx__j_call_builtin(rj_env *E, int fn, const rj_args *a)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    switch (fn) {
+    case FN_RANGE: {
+        int64_t v[3] = {0, 0, 1};
+        if (a->npos < 1 || a->npos > 3) rlx__j_fail(rt, RLX_EINVAL, "range() takes 1 to 3 integer arguments");
+        for (size_t i = 0; i < a->npos; i++) {
+            if (a->pos[i].type != RJ_INT && a->pos[i].type != RJ_BOOL) rlx__j_fail(rt, RLX_EINVAL, "range() arguments must be integers, not %s", rlx__j_type_name(a->pos[i]));
+            v[a->npos == 1 ? 1 : i] = a->pos[i].type == RJ_INT ? a->pos[i].i : a->pos[i].b;
+        }
+        if (v[2] == 0) rlx__j_fail(rt, RLX_EINVAL, "range() step must not be zero");
+        double count = ((double)v[1] - (double)v[0]) / (double)v[2];
+        if (count > 1e7) rlx__j_fail(rt, RLX_ERANGE, "range() is too large (more than 10000000 items)");
+        rj_value r = rlx__j_new_list(rt, 0);
+        for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2]) rlx__j_list_push(rt, r.l, rj_int(i));
+        return r;
+    }
+    case FN_NAMESPACE: case FN_DICT: {
+        rj_value r = rlx__j_new_dict(rt, a->nkw);
+        for (size_t i = 0; i < a->npos; i++) {
+            if (a->pos[i].type != RJ_DICT) rlx__j_fail(rt, RLX_EINVAL, "%s() takes keyword arguments or a dict", fn == FN_DICT ? "dict" : "namespace");
+            for (size_t j = 0; j < a->pos[i].d->n; j++) rlx__j_dict_set(rt, r.d, a->pos[i].d->k[j], a->pos[i].d->v[j]);
+        }
+        for (size_t i = 0; i < a->nkw; i++) rlx__j_dict_set(rt, r.d, rj_str(a->kwn[i], a->kwl[i]), a->kwv[i]);
+        if (fn == FN_NAMESPACE) r.type = RJ_NS;
+        return r;
+    }
+    case FN_RAISE: {
+        const rj_value *m = rlx__j_arg(a, 0, NULL);
+        rj_value s = m ? rlx__j_to_str(rt, *m) : rj_cstr("raise_exception() was called");
+        rlx__j_fail(rt, RLX_EINVAL, "%.*s", (int)RLX_MIN(s.s.n, (size_t)380), s.s.p);
+    }
+    case FN_STRFTIME: return strftime_now(rt, a);
+    default: rlx__j_fail(rt, RLX_EUNSUPPORTED, "this global function is not supported");
+    }
+}

@@ -1,0 +1,143 @@
+/* jinja_value.h - private to the chat template interpreter: the runtime (arena + error exit),
+ * Python-like values, and their conversions (str/repr, tojson, truthiness, comparisons).
+ *
+ * Ownership: every value, string and container made while rendering lives in the runtime's
+ * arena and is freed at once when the render ends; nothing here calls free() on a value.
+ * Strings are UTF-8 with an explicit length (not NUL-terminated). Errors leave through
+ * rlx__j_fail(), which longjmps back to the render entry point, so helpers never return error
+ * codes; the arena guarantees nothing leaks on that path. */
+#ifndef RLX_JINJA_VALUE_H
+#define RLX_JINJA_VALUE_H
+
+#include "backends/rlx.h"
+
+#include <cjson/cJSON.h>
+#include <setjmp.h>
+#include <string.h>
+
+typedef struct rj_chunk rj_chunk;
+
+typedef struct rj_rt {
+    rj_chunk *chunks;      /* arena: newest first */
+    size_t used;           /* bytes handed out, bounded by limit */
+    size_t limit;
+    jmp_buf jb;            /* where rlx__j_fail() lands */
+    rlx_error *err;
+    int depth;             /* nesting of expression/statement/macro evaluation */
+    const char *now_iso;   /* strftime_now's clock; NULL: the current time */
+    int line;              /* template line being evaluated, for messages */
+} rj_rt;
+
+enum { RJ_MAX_DEPTH = 600 };
+
+_Noreturn void rlx__j_fail(rj_rt *rt, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void *rlx__j_alloc(rj_rt *rt, size_t n);      /* zeroed, 16-byte aligned */
+void rlx__j_arena_free(rj_rt *rt);
+char *rlx__j_strdup(rj_rt *rt, const char *p, size_t n); /* NUL-terminated copy */
+
+typedef enum rj_type {
+    RJ_UNDEF, RJ_NONE, RJ_BOOL, RJ_INT, RJ_FLOAT, RJ_STR, RJ_LIST, RJ_DICT,
+    RJ_NS,      /* namespace(): a dict whose attributes may be assigned */
+    RJ_MACRO,   /* a template macro (or `caller`) */
+    RJ_FUNC,    /* a builtin global: range, namespace, dict, raise_exception, ... */
+    RJ_LOOP,    /* the `loop` variable of a for loop */
+} rj_type;
+
+struct rj_list;
+struct rj_dict;
+struct rj_macro_val;
+struct rj_loop;
+
+typedef struct rj_value {
+    uint8_t type;
+    uint8_t tuple;          /* RJ_LIST only: a tuple, printed with parentheses */
+    uint8_t safe;           /* RJ_STR only: markupsafe.Markup (|safe, |escape): `+` escapes plain operands */
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        struct { const char *p; size_t n; } s; /* RJ_STR; RJ_UNDEF: why it is undefined (may be empty) */
+        struct rj_list *l;
+        struct rj_dict *d;  /* RJ_DICT, RJ_NS */
+        struct rj_macro_val *m;
+        int fn;
+        struct rj_loop *loop;
+    };
+} rj_value;
+
+typedef struct rj_list { size_t n, cap; rj_value *v; } rj_list;
+/* Ordered dict. Past a few entries it keeps an open-addressing index (slot -> entry + 1) so
+ * that large contexts stay linear to load and look up. */
+typedef struct rj_dict { size_t n, cap; rj_value *k, *v; uint32_t *index; size_t index_cap; } rj_dict;
+
+/* A growable byte buffer in the arena. */
+typedef struct rj_buf { char *p; size_t n, cap; } rj_buf;
+void rlx__j_buf_put(rj_rt *rt, rj_buf *b, const char *s, size_t n);
+static inline void rlx__j_buf_puts(rj_rt *rt, rj_buf *b, const char *s) { rlx__j_buf_put(rt, b, s, strlen(s)); }
+void rlx__j_buf_printf(rj_rt *rt, rj_buf *b, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* constructors */
+static inline rj_value rj_undef(void) { rj_value v = {0}; v.type = RJ_UNDEF; return v; }
+static inline rj_value rj_none(void) { rj_value v = {0}; v.type = RJ_NONE; return v; }
+static inline rj_value rj_bool(bool b) { rj_value v = {0}; v.type = RJ_BOOL; v.b = b; return v; }
+static inline rj_value rj_int(int64_t i) { rj_value v = {0}; v.type = RJ_INT; v.i = i; return v; }
+static inline rj_value rj_float(double f) { rj_value v = {0}; v.type = RJ_FLOAT; v.f = f; return v; }
+static inline rj_value rj_str(const char *p, size_t n) { rj_value v = {0}; v.type = RJ_STR; v.s.p = p; v.s.n = n; return v; }
+static inline rj_value rj_cstr(const char *p) { return rj_str(p, strlen(p)); }
+rj_value rlx__j_undef_named(rj_rt *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+rj_value rlx__j_new_list(rj_rt *rt, size_t cap);
+rj_value rlx__j_new_dict(rj_rt *rt, size_t cap);
+void rlx__j_list_push(rj_rt *rt, rj_list *l, rj_value v);
+void rlx__j_dict_set(rj_rt *rt, rj_dict *d, rj_value k, rj_value v); /* replaces an equal key */
+rj_value *rlx__j_dict_get(const rj_dict *d, rj_value k);          /* NULL if absent */
+rj_value *rlx__j_dict_gets(const rj_dict *d, const char *key, size_t n);
+rj_value rlx__j_from_json(rj_rt *rt, const cJSON *j);
+
+/* Stable merge sort of n values by keys (keys[i] belongs to v[i]; both are permuted);
+ * cmp follows rlx__j_compare, reverse keeps equal keys in their original order. */
+void rlx__j_sort(rj_rt *rt, rj_value *v, rj_value *keys, size_t n, bool reverse);
+
+/* Python semantics */
+bool rlx__j_truthy(rj_value v);
+bool rlx__j_equal(rj_value a, rj_value b);
+/* <0, 0, >0; fails like Python for unorderable types */
+int rlx__j_compare(rj_rt *rt, rj_value a, rj_value b);
+const char *rlx__j_type_name(rj_value v);
+bool rlx__j_is_number(rj_value v); /* int, float or bool */
+/* float -> int truncating toward zero like Python's int(), saturating where int64 ends
+ * (Python would grow a big int; templates never get there) */
+static inline int64_t rj_trunc(double f)
+{
+    if (!(f == f)) return 0;
+    if (f >= 9.2233720368547758e18) return INT64_MAX;
+    if (f <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)f;
+}
+double rlx__j_num(rj_value v);
+
+/* str(v) appended to b; repr(v) appended to b */
+void rlx__j_str(rj_rt *rt, rj_buf *b, rj_value v);
+void rlx__j_repr(rj_rt *rt, rj_buf *b, rj_value v);
+rj_value rlx__j_to_str(rj_rt *rt, rj_value v);   /* a string value: itself or str(v) */
+void rlx__j_float_repr(char *out, size_t cap, double f); /* Python's repr(float) */
+
+typedef struct rj_json_opts {
+    const char *indent;    /* NULL: single line */
+    const char *item_sep;  /* ", " or "," */
+    const char *key_sep;   /* ": " */
+    bool sort_keys;
+    bool ensure_ascii;     /* escape non-ASCII as \uXXXX (transformers passes False by default) */
+} rj_json_opts;
+void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int level);
+
+/* HTML-escapes str(v) as markupsafe does; the result is marked safe. */
+rj_value rlx__j_escape(rj_rt *rt, rj_value v);
+
+/* UTF-8 helpers: the number of code points, and the byte offset of code point i (clamped). */
+size_t rlx__j_utf8_len(const char *p, size_t n);
+size_t rlx__j_utf8_off(const char *p, size_t n, size_t i);
+
+/* Items to iterate over (list items, dict keys, string characters); fails for non-iterables. */
+rj_list *rlx__j_iter(rj_rt *rt, rj_value v);
+
+#endif

@@ -1,0 +1,105 @@
+/* tok_internal.h - private to models/tokenizer.c, tok_detok.c and tok_{spm,bpe,wpm}.c.
+ *
+ * Ownership: every string an rlx_tokenizer points at lives in its own arenas (copied from the
+ * GGUF at load), so nothing here borrows the file. The struct is immutable after load. */
+#ifndef RLX_TOK_INTERNAL_H
+#define RLX_TOK_INTERNAL_H
+
+#include "models/tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+enum { RLX_TOK_SPM = 1, RLX_TOK_BPE = 2, RLX_TOK_WPM = 3 };
+
+/* Token attributes, derived from tokenizer.ggml.token_type (llama.cpp's token types). */
+enum {
+    RLX_ATTR_UNDEFINED = 0,
+    RLX_ATTR_UNKNOWN = 1 << 0,
+    RLX_ATTR_UNUSED = 1 << 1,
+    RLX_ATTR_NORMAL = 1 << 2,
+    RLX_ATTR_CONTROL = 1 << 3,
+    RLX_ATTR_USER_DEFINED = 1 << 4,
+    RLX_ATTR_BYTE = 1 << 5,
+    RLX_ATTR_EOG = 1 << 6, /* ends generation */
+    RLX_ATTR_LSTRIP = 1 << 7, /* as a special token, eats the whitespace before it */
+    RLX_ATTR_RSTRIP = 1 << 8, /* ... and after it */
+};
+
+#define RLX_BPE_MAX_RE 8
+
+/* Open-addressing hash slot: the full hash is kept so probes rarely touch the entries. */
+typedef struct rlx__slot {
+    uint32_t h;
+    int32_t id; /* -1 = empty */
+} rlx__slot;
+
+struct rlx_tokenizer {
+    int kind;                  /* RLX_TOK_* */
+    int32_t n_vocab;
+    const char **text;         /* n_vocab NUL-terminated texts in `arena` */
+    uint32_t *len;             /* byte length of each text */
+    float *score;              /* SentencePiece scores (0 when absent) */
+    uint16_t *attr;            /* RLX_ATTR_* bits */
+    char *arena;
+    rlx__slot *tok_slots;      /* hash of text -> id */
+    uint32_t tok_mask;
+    size_t max_token_len;
+
+    int32_t bos, eos, eot, eom, unk, sep, pad; /* -1 when absent */
+    bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges;
+
+    int32_t *special;          /* control/user-defined/unknown ids, longest text first */
+    size_t n_special;
+    int32_t byte_tok[256];     /* spm: the <0xXX> token; bpe: the token of the byte's unicode char */
+
+    /* BPE: merges "left right" by rank, hashed on the (left, right) pair. */
+    uint32_t n_merges;
+    const char **merge_str;    /* "left right" as stored, in merge_arena */
+    uint32_t *merge_llen, *merge_rlen;
+    char *merge_arena;
+    rlx__slot *merge_slots;    /* hash of "left right" -> rank */
+    uint32_t merge_mask;
+    pcre2_code *re[RLX_BPE_MAX_RE]; /* pre-tokenizer regexes, applied in order */
+    int n_re;
+    char pre[64];              /* tokenizer.ggml.pre */
+};
+
+/* Growable id vector. */
+typedef struct rlx__ids {
+    int32_t *v;
+    size_t n, cap;
+} rlx__ids;
+
+int rlx__ids_push(rlx__ids *o, int32_t id);
+
+uint32_t rlx__hash_bytes(uint32_t h, const char *s, size_t n);
+#define RLX__HASH_SEED 2166136261u
+
+/* Token id of exactly these bytes, -1 if none. */
+int32_t rlx__tok_find(const rlx_tokenizer *t, const char *s, size_t n);
+
+/* UTF-8 sequence length from the lead byte as llama.cpp counts it (stray bytes count 1). */
+static inline size_t rlx__utf8_len(unsigned char c)
+{
+    static const uint8_t lens[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lens[c >> 4];
+}
+
+/* Length of the well-formed UTF-8 sequence at s (n > 0 bytes available), or 1 for a byte that
+ * does not start one, so malformed input splits into single bytes instead of eating neighbours. */
+size_t rlx__utf8_valid_len(const char *s, size_t n);
+
+/* Per-family pieces. Each tokenize call appends to `out` and returns 0 or RLX_ENOMEM. */
+int rlx__spm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, bool prefix_space, rlx__ids *out);
+
+int rlx__bpe_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err);
+void rlx__bpe_free(rlx_tokenizer *t);
+int rlx__bpe_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__ids *out);
+/* GPT-2 byte <-> unicode mapping. */
+uint32_t rlx__bpe_byte_to_cp(uint8_t b);
+int rlx__bpe_cp_to_byte(uint32_t cp); /* -1 if cp is not a mapped byte */
+
+int rlx__wpm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__ids *out);
+
+#endif

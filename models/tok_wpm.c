@@ -1,0 +1,122 @@
+/* tok_wpm.c - WordPiece ("bert"). The text is normalised like HF's BertNormalizer for uncased
+ * models (drop control characters, NFD, strip combining marks, lowercase), split on whitespace
+ * with punctuation and CJK ideographs as words of their own, and each word is cut greedily
+ * into the longest vocabulary pieces. The GGUF stores word-initial pieces with a leading
+ * U+2581 and continuation pieces bare (the converter rewrote "##x" to "x"). */
+#include "models/tok_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#define WPM_MAX_WORD_CHARS 100 /* longer words become [UNK], as in HF */
+
+static bool is_ws(int32_t c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || utf8proc_category(c) == UTF8PROC_CATEGORY_ZS;
+}
+
+static bool is_control(int32_t c)
+{
+    if (c == '\t' || c == '\n' || c == '\r') return false;
+    switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CS: case UTF8PROC_CATEGORY_CN:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool is_punct(int32_t c)
+{
+    if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
+    int cat = utf8proc_category(c);
+    return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
+}
+
+static bool is_cjk(int32_t c)
+{
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+typedef struct word {
+    char *b;       /* "\xe2\x96\x81" + the word's UTF-8 */
+    size_t n, cap;
+    size_t chars;
+} word;
+
+static int word_put(word *w, int32_t c)
+{
+    if (w->n + 4 > w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 64;
+        char *b = realloc(w->b, cap);
+        if (!b) return RLX_ENOMEM;
+        w->b = b;
+        w->cap = cap;
+    }
+    if (w->n == 0) { memcpy(w->b, "\xe2\x96\x81", 3); w->n = 3; }
+    w->n += (size_t)utf8proc_encode_char(c, (utf8proc_uint8_t *)w->b + w->n);
+    w->chars++;
+    return 0;
+}
+
+/* Greedy longest-prefix pieces; a word with any unmatched position is [UNK] as a whole. */
+static int word_flush(const rlx_tokenizer *t, word *w, rlx__ids *out)
+{
+    if (w->n == 0) return 0;
+    size_t start = out->n, n = w->n;
+    int rc = 0;
+    bool ok = w->chars <= WPM_MAX_WORD_CHARS;
+    for (size_t i = 0; i < n && ok && !rc;) {
+        size_t j = RLX_MIN(n, i + t->max_token_len);
+        int32_t id = -1;
+        for (; j > i; j--)
+            if ((id = rlx__tok_find(t, w->b + i, j - i)) >= 0) break;
+        if (id < 0) { ok = false; break; }
+        rc = rlx__ids_push(out, id);
+        i = j;
+    }
+    if (!rc && !ok) {
+        out->n = start;
+        if (t->unk >= 0) rc = rlx__ids_push(out, t->unk);
+    }
+    w->n = 0;
+    w->chars = 0;
+    return rc;
+}
+
+int rlx__wpm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__ids *out)
+{
+    word w = {0};
+    int rc = 0;
+    for (size_t off = 0; off < n && !rc;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)text + off, (utf8proc_ssize_t)(n - off), &cp);
+        if (k <= 0) { off++; continue; } /* invalid UTF-8 is dropped like U+FFFD */
+        off += (size_t)k;
+        if (is_ws(cp)) { rc = word_flush(t, &w, out); continue; }
+        if (cp == 0 || cp == 0xFFFD || is_control(cp)) continue;
+        utf8proc_int32_t dec[8];
+        int bc = 0;
+        utf8proc_ssize_t nd = utf8proc_decompose_char(cp, dec, 8, UTF8PROC_DECOMPOSE, &bc);
+        if (nd <= 0 || nd > 8) { dec[0] = cp; nd = 1; }
+        for (utf8proc_ssize_t d = 0; d < nd && !rc; d++) {
+            int32_t c = dec[d];
+            if (utf8proc_category(c) == UTF8PROC_CATEGORY_MN) continue; /* strip accents */
+            c = utf8proc_tolower(c);
+            if (is_punct(c) || is_cjk(c)) {
+                rc = word_flush(t, &w, out);
+                if (!rc) rc = word_put(&w, c);
+                if (!rc) rc = word_flush(t, &w, out);
+            } else {
+                rc = word_put(&w, c);
+            }
+        }
+    }
+    if (!rc) rc = word_flush(t, &w, out);
+    free(w.b);
+    return rc;
+}

@@ -1,0 +1,171 @@
+/* build.c - from a parsed API request to engine requests and template contexts; the small
+ * bodies of /tokenize and /detokenize. */
+#include "proto/proto.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INVALID "invalid_request_error"
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+rlx_request *rlx_api_make_request(const rlx_api_request *r, const char *prompt_text,
+                                  const int32_t *ids, size_t n_ids, uint64_t id)
+{
+    const rlx_request *b = r->base;
+    rlx_request *q = rlx_request_new();
+    if (!q) return NULL;
+    q->id = id;
+    q->add_special = b->add_special;
+    q->sampling = b->sampling;
+    q->sampling.logit_bias = NULL;
+    q->sampling.n_logit_bias = 0;
+    q->max_tokens = b->max_tokens;
+    q->ignore_eos = b->ignore_eos;
+    q->top_logprobs = b->top_logprobs;
+    if (b->sampling.n_logit_bias) {
+        rlx_logit_bias *lb = malloc(b->sampling.n_logit_bias * sizeof *lb);
+        if (!lb) goto fail;
+        memcpy(lb, b->sampling.logit_bias, b->sampling.n_logit_bias * sizeof *lb);
+        q->sampling.logit_bias = lb;
+        q->sampling.n_logit_bias = b->sampling.n_logit_bias;
+    }
+    if (b->n_stop) {
+        if (!(q->stop = calloc(b->n_stop, sizeof *q->stop))) goto fail;
+        for (size_t i = 0; i < b->n_stop; i++) {
+            if (!(q->stop[i] = strdup(b->stop[i]))) goto fail;
+            q->n_stop = i + 1;
+        }
+    }
+    if (b->session_id && !(q->session_id = strdup(b->session_id))) goto fail;
+    if (prompt_text) {
+        if (!(q->prompt_text = strdup(prompt_text))) goto fail;
+    } else {
+        if (!(q->prompt_ids = malloc((n_ids ? n_ids : 1) * sizeof *ids))) goto fail;
+        if (n_ids) memcpy(q->prompt_ids, ids, n_ids * sizeof *ids);
+        q->n_prompt = n_ids;
+    }
+    return q;
+fail:
+    rlx_request_free(q);
+    return NULL;
+}
+
+cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos)
+{
+    cJSON *ctx = cJSON_CreateObject();
+    if (!ctx) return NULL;
+    cJSON *m = r->messages ? cJSON_Duplicate(r->messages, true) : cJSON_CreateArray();
+    if (!m || !cJSON_AddItemToObject(ctx, "messages", m)) goto fail;
+    if (r->tools) {
+        cJSON *t = cJSON_Duplicate(r->tools, true);
+        if (!t || !cJSON_AddItemToObject(ctx, "tools", t)) goto fail;
+    }
+    if (!cJSON_AddTrueToObject(ctx, "add_generation_prompt")) goto fail;
+    if (!cJSON_AddStringToObject(ctx, "bos_token", bos ? bos : "")) goto fail;
+    if (!cJSON_AddStringToObject(ctx, "eos_token", eos ? eos : "")) goto fail;
+    return ctx;
+fail:
+    cJSON_Delete(ctx);
+    return NULL;
+}
+
+static cJSON *parse_object(const char *body, size_t len, rlx_api_error *e)
+{
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
+        return NULL;
+    }
+    return root;
+}
+
+static int opt_model(const cJSON *root, char **model, rlx_api_error *e)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    *model = NULL;
+    if (!m || cJSON_IsNull(m)) return 0;
+    if (!cJSON_IsString(m)) return rlx_api_errorf(e, 400, INVALID, "model", "'model' must be a string.");
+    *model = dup_or_null(m->valuestring);
+    return 0;
+}
+
+static int opt_bool(const cJSON *root, const char *name, bool *out, rlx_api_error *e)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsBool(v)) return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a boolean.", name);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_special,
+                           bool *parse_special, char **model, rlx_api_error *e)
+{
+    *text = NULL;
+    *model = NULL;
+    cJSON *root = parse_object(body, len, e);
+    if (!root) return RLX_EINVAL;
+    int rc = 0;
+    const char *name = "content";
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "content");
+    if (!c || cJSON_IsNull(c)) { c = cJSON_GetObjectItemCaseSensitive(root, "prompt"); name = "prompt"; }
+    if (!c || cJSON_IsNull(c)) {
+        rc = rlx_api_errorf(e, 400, INVALID, "content", "'content' (or 'prompt') is required.");
+    } else if (!cJSON_IsString(c)) {
+        rc = rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a string.", name);
+    } else if ((rc = opt_bool(root, "add_special", add_special, e)) == 0
+               && (rc = opt_bool(root, "parse_special", parse_special, e)) == 0
+               && (rc = opt_model(root, model, e)) == 0) {
+        *text = strdup(c->valuestring);
+        if (!*text) rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
+                             size_t *n, char **model, rlx_api_error *e)
+{
+    *ids = NULL;
+    *n = 0;
+    *model = NULL;
+    cJSON *root = parse_object(body, len, e);
+    if (!root) return RLX_EINVAL;
+    int rc = opt_model(root, model, e);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    if (rc) goto out;
+    if (!cJSON_IsArray(t)) {
+        rc = rlx_api_errorf(e, 400, INVALID, "tokens", "'tokens' must be an array of token ids.");
+        goto out;
+    }
+    size_t cnt = (size_t)cJSON_GetArraySize(t), i = 0;
+    *ids = malloc((cnt ? cnt : 1) * sizeof **ids);
+    if (!*ids) { rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory."); goto out; }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, t) {
+        double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+        if (v < 0 || v != floor(v) || (n_vocab > 0 && v >= n_vocab)) {
+            rc = rlx_api_errorf(e, 400, INVALID, "tokens", "'tokens' must hold token ids between 0 and %d.",
+                                n_vocab - 1);
+            free(*ids);
+            *ids = NULL;
+            goto out;
+        }
+        (*ids)[i++] = (int32_t)v;
+    }
+    *n = i;
+out:
+    if (rc) { free(*model); *model = NULL; }
+    cJSON_Delete(root);
+    return rc;
+}

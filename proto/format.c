@@ -1,0 +1,285 @@
+/* format.c - engine results -> OpenAI JSON objects, SSE chunks and native JSON-lines.
+ * Built with cJSON and printed unformatted; every function returns a malloc'ed string. */
+#include "proto/proto.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char rlx_api_sse_done[] = "data: [DONE]\n\n";
+
+void rlx_api_logprob_clear(rlx_api_logprob *lp)
+{
+    free(lp->text);
+    for (int i = 0; i < lp->n_top; i++) free(lp->top_text[i]);
+    memset(lp, 0, sizeof *lp);
+}
+
+const char *rlx_api_finish_name(rlx_finish_reason f)
+{
+    switch (f) {
+    case RLX_FINISH_STOP: return "stop";
+    case RLX_FINISH_LENGTH: return "length";
+    case RLX_FINISH_CANCELLED: return "cancelled";
+    default: return NULL;
+    }
+}
+
+void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, uint64_t seq,
+                       long long now)
+{
+    m->kind = kind;
+    m->model = model;
+    m->created = now;
+    snprintf(m->id, sizeof m->id, "%s-%llx%08llx", kind == RLX_API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)now, (unsigned long long)seq);
+}
+
+char *rlx_api_error_json(const rlx_api_error *e)
+{
+    cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
+    if (!o) { cJSON_Delete(root); return NULL; }
+    cJSON_AddStringToObject(o, "message", e->message);
+    cJSON_AddStringToObject(o, "type", e->type ? e->type : "server_error");
+    if (e->param[0]) cJSON_AddStringToObject(o, "param", e->param);
+    else cJSON_AddNullToObject(o, "param");
+    if (e->code) cJSON_AddStringToObject(o, "code", e->code);
+    else cJSON_AddNullToObject(o, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* cJSON strings must be NUL-terminated; token text may hold NULs only in theory. */
+static cJSON *string_n(const char *s, size_t n)
+{
+    char *tmp = malloc(n + 1);
+    if (!tmp) return NULL;
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    cJSON *v = cJSON_CreateString(tmp);
+    free(tmp);
+    return v;
+}
+
+static void add_string_n(cJSON *o, const char *name, const char *s, size_t n)
+{
+    cJSON *v = string_n(s ? s : "", s ? n : 0);
+    if (v) cJSON_AddItemToObject(o, name, v);
+}
+
+static cJSON *bytes_array(const char *s)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (const unsigned char *p = (const unsigned char *)s; a && *p; p++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(*p));
+    return a;
+}
+
+/* completions style: parallel arrays */
+static cJSON *logprobs_completions(const rlx_api_logprob *lps, size_t n)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *tokens = cJSON_AddArrayToObject(o, "tokens");
+    cJSON *lp = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    cJSON *off = cJSON_AddArrayToObject(o, "text_offset");
+    if (!off) { cJSON_Delete(o); return NULL; }
+    for (size_t i = 0; i < n; i++) {
+        cJSON_AddItemToArray(tokens, cJSON_CreateString(lps[i].text ? lps[i].text : ""));
+        cJSON_AddItemToArray(lp, cJSON_CreateNumber(lps[i].logprob));
+        cJSON *t = cJSON_CreateObject();
+        for (int k = 0; t && k < lps[i].n_top; k++)
+            if (!cJSON_GetObjectItemCaseSensitive(t, lps[i].top_text[k] ? lps[i].top_text[k] : ""))
+                cJSON_AddNumberToObject(t, lps[i].top_text[k] ? lps[i].top_text[k] : "", lps[i].top_logprob[k]);
+        cJSON_AddItemToArray(top, t);
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)lps[i].text_offset));
+    }
+    return o;
+}
+
+/* chat style: {"content":[{token, logprob, bytes, top_logprobs:[...]}], "refusal": null} */
+static cJSON *logprobs_chat(const rlx_api_logprob *lps, size_t n)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *content = cJSON_AddArrayToObject(o, "content");
+    cJSON_AddNullToObject(o, "refusal");
+    if (!content) { cJSON_Delete(o); return NULL; }
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        const char *txt = lps[i].text ? lps[i].text : "";
+        cJSON_AddStringToObject(e, "token", txt);
+        cJSON_AddNumberToObject(e, "logprob", lps[i].logprob);
+        cJSON_AddItemToObject(e, "bytes", bytes_array(txt));
+        cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int k = 0; top && k < lps[i].n_top; k++) {
+            const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddStringToObject(t, "token", tt);
+            cJSON_AddNumberToObject(t, "logprob", lps[i].top_logprob[k]);
+            cJSON_AddItemToObject(t, "bytes", bytes_array(tt));
+            cJSON_AddItemToArray(top, t);
+        }
+        cJSON_AddItemToArray(content, e);
+    }
+    return o;
+}
+
+static void add_logprobs(cJSON *o, rlx_api_kind kind, const rlx_api_logprob *lps, size_t n)
+{
+    if (!lps) { cJSON_AddNullToObject(o, "logprobs"); return; }
+    cJSON *l = kind == RLX_API_CHAT ? logprobs_chat(lps, n) : logprobs_completions(lps, n);
+    if (l) cJSON_AddItemToObject(o, "logprobs", l);
+    else cJSON_AddNullToObject(o, "logprobs");
+}
+
+static void add_finish(cJSON *o, rlx_finish_reason f)
+{
+    const char *name = rlx_api_finish_name(f);
+    if (name) cJSON_AddStringToObject(o, "finish_reason", name);
+    else cJSON_AddNullToObject(o, "finish_reason");
+}
+
+static cJSON *usage_json(const rlx_usage *u)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "prompt_tokens", u->prompt_tokens);
+    cJSON_AddNumberToObject(o, "completion_tokens", u->completion_tokens);
+    cJSON_AddNumberToObject(o, "total_tokens", (double)u->prompt_tokens + u->completion_tokens);
+    cJSON *d = cJSON_AddObjectToObject(o, "prompt_tokens_details");
+    if (d) cJSON_AddNumberToObject(d, "cached_tokens", u->cached_tokens);
+    return o;
+}
+
+static cJSON *timings_json(const rlx_timings *t, const rlx_usage *u)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "queued_s", t->queued_s);
+    cJSON_AddNumberToObject(o, "ttft_s", t->ttft_s);
+    cJSON_AddNumberToObject(o, "prompt_s", t->prompt_s);
+    cJSON_AddNumberToObject(o, "gen_s", t->gen_s);
+    cJSON_AddNumberToObject(o, "total_s", t->total_s);
+    cJSON_AddNumberToObject(o, "prompt_per_second", t->prompt_s > 0 ? u->prompt_tokens / t->prompt_s : 0);
+    cJSON_AddNumberToObject(o, "predicted_per_second",
+                            t->gen_s > 0 && u->completion_tokens > 1 ? (u->completion_tokens - 1) / t->gen_s : 0);
+    return o;
+}
+
+static cJSON *header(const rlx_api_meta *m, const char *object)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", m->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)m->created);
+    cJSON_AddStringToObject(o, "model", m->model ? m->model : "");
+    return o;
+}
+
+static char *print_free(cJSON *o, const char *prefix, const char *suffix)
+{
+    if (!o) return NULL;
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!body) return NULL;
+    size_t pl = strlen(prefix), bl = strlen(body), sl = strlen(suffix);
+    char *s = malloc(pl + bl + sl + 1);
+    if (s) {
+        memcpy(s, prefix, pl);
+        memcpy(s + pl, body, bl);
+        memcpy(s + pl + bl, suffix, sl + 1);
+    }
+    free(body);
+    return s;
+}
+
+static cJSON *native_json(const rlx_api_meta *m, const rlx_api_choice *c, const rlx_usage *u,
+                          const rlx_timings *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", m->id);
+    cJSON_AddStringToObject(o, "model", m->model ? m->model : "");
+    add_string_n(o, "text", c->text, c->text_len);
+    cJSON *ids = cJSON_AddArrayToObject(o, "token_ids");
+    for (size_t i = 0; ids && i < c->n_tokens; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->tokens[i]));
+    add_finish(o, c->finish);
+    if (c->logprobs) add_logprobs(o, RLX_API_CHAT, c->logprobs, c->n_logprobs);
+    cJSON_AddItemToObject(o, "usage", usage_json(u));
+    if (t) cJSON_AddItemToObject(o, "timings", timings_json(t, u));
+    return o;
+}
+
+char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices, size_t n,
+                            const rlx_usage *usage, const rlx_timings *timings)
+{
+    if (m->kind == RLX_API_GENERATE)
+        return n ? print_free(native_json(m, &choices[0], usage, timings), "", "") : NULL;
+    bool chat = m->kind == RLX_API_CHAT;
+    cJSON *o = header(m, chat ? "chat.completion" : "text_completion");
+    cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+    for (size_t i = 0; arr && i < n; i++) {
+        const rlx_api_choice *c = &choices[i];
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "index", c->index);
+        if (chat) {
+            cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+            cJSON_AddStringToObject(msg, "role", "assistant");
+            add_string_n(msg, "content", c->text, c->text_len);
+        } else {
+            add_string_n(ch, "text", c->text, c->text_len);
+        }
+        add_logprobs(ch, m->kind, c->logprobs, c->n_logprobs);
+        add_finish(ch, c->finish);
+        cJSON_AddItemToArray(arr, ch);
+    }
+    cJSON_AddItemToObject(o, "usage", usage_json(usage));
+    return print_free(o, "", "");
+}
+
+char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size_t len,
+                        bool role_first, const rlx_api_logprob *lps, size_t n_lps,
+                        rlx_finish_reason finish)
+{
+    bool chat = m->kind == RLX_API_CHAT;
+    cJSON *o = header(m, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", index);
+    if (chat) {
+        cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+        if (role_first) cJSON_AddStringToObject(d, "role", "assistant");
+        if (len || role_first || finish == RLX_FINISH_NONE) add_string_n(d, "content", text, len);
+    } else {
+        add_string_n(ch, "text", text, len);
+    }
+    add_logprobs(ch, m->kind, lps, n_lps);
+    add_finish(ch, finish);
+    cJSON_AddItemToArray(arr, ch);
+    return print_free(o, "data: ", "\n\n");
+}
+
+char *rlx_api_sse_usage(const rlx_api_meta *m, const rlx_usage *usage)
+{
+    cJSON *o = header(m, m->kind == RLX_API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(o, "choices");
+    cJSON_AddItemToObject(o, "usage", usage_json(usage));
+    return print_free(o, "data: ", "\n\n");
+}
+
+char *rlx_api_sse_error(const rlx_api_error *e)
+{
+    char *j = rlx_api_error_json(e);
+    if (!j) return NULL;
+    size_t n = strlen(j);
+    char *s = malloc(n + 9);
+    if (s) snprintf(s, n + 9, "data: %s\n\n", j);
+    free(j);
+    return s;
+}
+
+char *rlx_api_ndjson_token(int32_t token, const char *text, size_t len)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "token", token);
+    add_string_n(o, "text", text, len);
+    return print_free(o, "", "\n");
+}

@@ -1,0 +1,441 @@
+/* parse.c - request bodies -> rlx_api_request, with OpenAI-style validation: a wrong type or an
+ * out-of-range value is a 400 naming the parameter; unknown fields are ignored; null counts
+ * as absent. */
+#include "proto/proto.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INVALID "invalid_request_error"
+#define MAX_PROMPTS 64
+
+int rlx_api_errorf(rlx_api_error *e, int status, const char *type, const char *param,
+                   const char *fmt, ...)
+{
+    if (e) {
+        e->status = status;
+        e->type = type;
+        e->code = NULL;
+        snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->message, sizeof e->message, fmt, ap);
+        va_end(ap);
+    }
+    return status >= 500 ? RLX_EFULL : RLX_EINVAL;
+}
+
+void rlx_api_error_from_rlx(rlx_api_error *e, int code, const char *msg)
+{
+    switch (code) {
+    case RLX_EFULL:
+        rlx_api_errorf(e, 503, "server_error", NULL, "%s", msg);
+        e->code = "server_busy";
+        break;
+    case RLX_ETOOLONG:
+        rlx_api_errorf(e, 400, INVALID, "messages", "%s", msg);
+        e->code = "context_length_exceeded";
+        break;
+    case RLX_EINVAL: case RLX_ERANGE:
+        rlx_api_errorf(e, 400, INVALID, NULL, "%s", msg);
+        break;
+    case RLX_ENOTFOUND:
+        rlx_api_errorf(e, 404, INVALID, NULL, "%s", msg);
+        break;
+    default:
+        rlx_api_errorf(e, 500, "server_error", NULL, "%s", msg);
+        break;
+    }
+}
+
+/* ---- typed field access -------------------------------------------------------------- */
+
+static const cJSON *field(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return (v && !cJSON_IsNull(v)) ? v : NULL;
+}
+
+static int get_number(const cJSON *o, const char *name, double lo, double hi, double *out,
+                      bool *present, rlx_api_error *e)
+{
+    const cJSON *v = field(o, name);
+    if (present) *present = v != NULL;
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a number.", name);
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be between %g and %g, got %g.",
+                              name, lo, hi, v->valuedouble);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static bool is_integer(const cJSON *v)
+{
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble)
+        && fabs(v->valuedouble) < 9.007199254740992e15;
+}
+
+static int get_int(const cJSON *o, const char *name, long long lo, long long hi, long long *out,
+                   bool *present, rlx_api_error *e)
+{
+    const cJSON *v = field(o, name);
+    if (present) *present = v != NULL;
+    if (!v) return 0;
+    if (!is_integer(v))
+        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be an integer.", name);
+    long long x = (long long)v->valuedouble;
+    if (x < lo || x > hi)
+        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be between %lld and %lld, got %lld.",
+                              name, lo, hi, x);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(const cJSON *o, const char *name, bool *out, rlx_api_error *e)
+{
+    const cJSON *v = field(o, name);
+    if (!v) return 0;
+    if (!cJSON_IsBool(v))
+        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a boolean.", name);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+static int get_string(const cJSON *o, const char *name, char **out, rlx_api_error *e)
+{
+    const cJSON *v = field(o, name);
+    if (!v) return 0;
+    if (!cJSON_IsString(v))
+        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a string.", name);
+    free(*out);
+    *out = strdup(v->valuestring);
+    if (!*out) return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+    return 0;
+}
+
+static int oom(rlx_api_error *e)
+{
+    rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory while parsing the request.");
+    return RLX_ENOMEM;
+}
+
+/* A JSON array of token ids. */
+static int get_ids(const cJSON *arr, const char *name, int32_t n_vocab, int32_t **ids, size_t *n,
+                   rlx_api_error *e)
+{
+    size_t cnt = (size_t)cJSON_GetArraySize(arr);
+    int32_t *v = malloc((cnt ? cnt : 1) * sizeof *v);
+    if (!v) return oom(e);
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        if (!is_integer(it) || it->valuedouble < 0 || (n_vocab > 0 && it->valuedouble >= n_vocab)) {
+            free(v);
+            if (n_vocab > 0)
+                return rlx_api_errorf(e, 400, INVALID, name,
+                                      "'%s' must hold token ids between 0 and %d.", name, n_vocab - 1);
+            return rlx_api_errorf(e, 400, INVALID, name, "'%s' must hold non-negative integer token ids.", name);
+        }
+        v[i++] = (int32_t)it->valuedouble;
+    }
+    *ids = v;
+    *n = cnt;
+    return 0;
+}
+
+/* ---- sampling and generation limits (shared by every kind) --------------------------------- */
+
+static int parse_stop(const cJSON *root, rlx_request *q, rlx_api_error *e)
+{
+    const cJSON *v = field(root, "stop");
+    if (!v) return 0;
+    if (cJSON_IsString(v)) {
+        if (!v->valuestring[0]) return 0; /* "" means no stop string, as OpenAI treats it */
+        q->stop = calloc(1, sizeof *q->stop);
+        if (!q->stop || !(q->stop[0] = strdup(v->valuestring))) return oom(e);
+        q->n_stop = 1;
+        return 0;
+    }
+    if (!cJSON_IsArray(v))
+        return rlx_api_errorf(e, 400, INVALID, "stop", "'stop' must be a string or an array of strings.");
+    int cnt = cJSON_GetArraySize(v);
+    if (cnt > RLX_MAX_STOP)
+        return rlx_api_errorf(e, 400, INVALID, "stop", "'stop' may hold at most %d strings, got %d.",
+                              RLX_MAX_STOP, cnt);
+    q->stop = calloc((size_t)(cnt ? cnt : 1), sizeof *q->stop);
+    if (!q->stop) return oom(e);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) {
+        if (!cJSON_IsString(it) || !it->valuestring[0])
+            return rlx_api_errorf(e, 400, INVALID, "stop", "'stop' must hold non-empty strings.");
+        if (!(q->stop[q->n_stop] = strdup(it->valuestring))) return oom(e);
+        q->n_stop++;
+    }
+    return 0;
+}
+
+static int parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, rlx_api_error *e)
+{
+    const cJSON *v = field(root, "logit_bias");
+    if (!v) return 0;
+    if (!cJSON_IsObject(v))
+        return rlx_api_errorf(e, 400, INVALID, "logit_bias",
+                              "'logit_bias' must be an object mapping token ids to biases.");
+    int cnt = cJSON_GetArraySize(v);
+    rlx_logit_bias *b = calloc((size_t)(cnt ? cnt : 1), sizeof *b);
+    if (!b) return oom(e);
+    q->sampling.logit_bias = b;
+    const cJSON *it;
+    size_t i = 0;
+    cJSON_ArrayForEach(it, v) {
+        char *end = NULL;
+        long id = strtol(it->string, &end, 10);
+        if (!it->string[0] || *end || id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab))
+            return rlx_api_errorf(e, 400, INVALID, "logit_bias",
+                                  "'logit_bias' key '%s' is not a token id of this model.", it->string);
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > 100)
+            return rlx_api_errorf(e, 400, INVALID, "logit_bias",
+                                  "'logit_bias' values must be numbers between -100 and 100.");
+        b[i].token = (int32_t)id;
+        b[i].bias = (float)it->valuedouble;
+        i++;
+    }
+    q->sampling.n_logit_bias = i;
+    return 0;
+}
+
+static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, rlx_api_error *e)
+{
+    rlx_request *q = r->base;
+    rlx_sampling_params *s = &q->sampling;
+    double d;
+    long long x;
+    bool has;
+    int rc;
+    if ((rc = get_string(root, "model", &r->model, e))) return rc;
+    if ((rc = get_number(root, "temperature", 0, 2, &d, &has, e))) return rc;
+    if (has) s->temperature = (float)d;
+    if ((rc = get_number(root, "top_p", 0, 1, &d, &has, e))) return rc;
+    if (has) s->top_p = (float)d;
+    if ((rc = get_int(root, "top_k", -1, INT32_MAX, &x, &has, e))) return rc;
+    if (has) s->top_k = x < 0 ? 0 : (int32_t)x;
+    if ((rc = get_number(root, "min_p", 0, 1, &d, &has, e))) return rc;
+    if (has) s->min_p = (float)d;
+    if ((rc = get_number(root, "presence_penalty", -2, 2, &d, &has, e))) return rc;
+    if (has) s->presence_penalty = (float)d;
+    if ((rc = get_number(root, "frequency_penalty", -2, 2, &d, &has, e))) return rc;
+    if (has) s->frequency_penalty = (float)d;
+    if ((rc = get_number(root, "repetition_penalty", 0.01, 10, &d, &has, e))) return rc;
+    if (has) s->repetition_penalty = (float)d;
+    if ((rc = get_int(root, "repeat_last_n", -1, INT32_MAX, &x, &has, e))) return rc;
+    if (has) s->penalty_last_n = (int32_t)x;
+    if ((rc = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &x, &has, e))) return rc;
+    if (has) { s->seed = (uint64_t)x; s->has_seed = true; }
+    if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
+    if (has) q->max_tokens = (int32_t)x;
+    if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
+    if (has) q->max_tokens = (int32_t)x;
+    if ((rc = get_int(root, "n", 1, RLX_MAX_N, &x, &has, e))) return rc;
+    if (has) r->n = (int)x;
+    if ((rc = get_bool(root, "ignore_eos", &q->ignore_eos, e))) return rc;
+    if ((rc = get_bool(root, "stream", &r->stream, e))) return rc;
+    if ((rc = get_string(root, "session_id", &q->session_id, e))) return rc;
+    const cJSON *u = field(root, "user");
+    if (u && !cJSON_IsString(u))
+        return rlx_api_errorf(e, 400, INVALID, "user", "'user' must be a string.");
+    const cJSON *so = field(root, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so))
+            return rlx_api_errorf(e, 400, INVALID, "stream_options", "'stream_options' must be an object.");
+        const cJSON *iu = field(so, "include_usage");
+        if (iu && !cJSON_IsBool(iu))
+            return rlx_api_errorf(e, 400, INVALID, "stream_options.include_usage",
+                                  "'stream_options.include_usage' must be a boolean.");
+        r->include_usage = iu && cJSON_IsTrue(iu);
+    }
+    if ((rc = parse_stop(root, q, e))) return rc;
+    if ((rc = parse_logit_bias(root, q, n_vocab, e))) return rc;
+
+    /* logprobs: an int for completions, a bool (+ top_logprobs) for chat and generate */
+    const cJSON *lp = field(root, "logprobs");
+    if (r->kind == RLX_API_COMPLETIONS) {
+        if ((rc = get_int(root, "logprobs", 0, RLX_MAX_TOP_LOGPROBS, &x, &has, e))) return rc;
+        if (has) r->logprobs = (int)x;
+    } else if (lp) {
+        if (!cJSON_IsBool(lp)) return rlx_api_errorf(e, 400, INVALID, "logprobs", "'logprobs' must be a boolean.");
+        if (cJSON_IsTrue(lp)) r->logprobs = 0;
+    }
+    if (r->kind != RLX_API_COMPLETIONS) {
+        if ((rc = get_int(root, "top_logprobs", 0, RLX_MAX_TOP_LOGPROBS, &x, &has, e))) return rc;
+        if (has) {
+            if (r->logprobs < 0)
+                return rlx_api_errorf(e, 400, INVALID, "top_logprobs",
+                                      "'top_logprobs' requires 'logprobs' to be true.");
+            r->logprobs = (int)x;
+        }
+    }
+    q->top_logprobs = r->logprobs;
+    return 0;
+}
+
+/* ---- prompts and messages ------------------------------------------------------------- */
+
+static int add_prompt(rlx_api_request *r, const cJSON *v, const char *name, int32_t n_vocab,
+                      rlx_api_error *e)
+{
+    if (r->n_prompts >= MAX_PROMPTS)
+        return rlx_api_errorf(e, 400, INVALID, name, "'%s' may hold at most %d prompts.", name, MAX_PROMPTS);
+    rlx_api_prompt *p = &r->prompts[r->n_prompts];
+    if (cJSON_IsString(v)) {
+        if (!(p->text = strdup(v->valuestring))) return oom(e);
+    } else if (cJSON_IsArray(v)) {
+        int rc = get_ids(v, name, n_vocab, &p->ids, &p->n_ids, e);
+        if (rc) return rc;
+        if (p->n_ids == 0) return rlx_api_errorf(e, 400, INVALID, name, "'%s' must not be empty.", name);
+    } else {
+        return rlx_api_errorf(e, 400, INVALID, name,
+                              "'%s' must be a string, an array of token ids, or an array of those.", name);
+    }
+    r->n_prompts++;
+    return 0;
+}
+
+static int parse_prompts(const cJSON *root, rlx_api_request *r, int32_t n_vocab, rlx_api_error *e)
+{
+    const char *name = "prompt";
+    const cJSON *v = field(root, "prompt");
+    if (!v && r->kind == RLX_API_GENERATE && (v = field(root, "input_ids"))) name = "input_ids";
+    if (!v)
+        return rlx_api_errorf(e, 400, INVALID, name, r->kind == RLX_API_GENERATE
+                              ? "Either 'prompt' or 'input_ids' is required."
+                              : "'prompt' is required.");
+    r->prompts = calloc(MAX_PROMPTS, sizeof *r->prompts);
+    if (!r->prompts) return oom(e);
+    /* a list of strings or of id lists is a batch; a flat list of ints is one prompt */
+    if (cJSON_IsArray(v) && r->kind == RLX_API_COMPLETIONS && cJSON_GetArraySize(v) > 0
+        && !cJSON_IsNumber(cJSON_GetArrayItem(v, 0))) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, v) {
+            int rc = add_prompt(r, it, name, n_vocab, e);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0)
+        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must not be empty.", name);
+    return add_prompt(r, v, name, n_vocab, e);
+}
+
+/* Content given as an array of parts becomes the concatenation of its text parts. */
+static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
+{
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    if (!c || cJSON_IsNull(c) || cJSON_IsString(c)) return 0;
+    if (!cJSON_IsArray(c))
+        return rlx_api_errorf(e, 400, INVALID, "messages",
+                              "messages[%d].content must be a string or an array of content parts.", i);
+    size_t len = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
+        if (!cJSON_IsString(t) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text"))
+            return rlx_api_errorf(e, 400, INVALID, "messages",
+                                  "messages[%d].content: only parts of type 'text' are supported.", i);
+        len += strlen(t->valuestring);
+    }
+    char *s = malloc(len + 1), *p = s;
+    if (!s) return oom(e);
+    cJSON_ArrayForEach(part, c) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t l = strlen(t);
+        memcpy(p, t, l);
+        p += l;
+    }
+    *p = 0;
+    cJSON *str = cJSON_CreateString(s);
+    free(s);
+    if (!str) return oom(e);
+    cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", str);
+    return 0;
+}
+
+static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
+{
+    cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!m || cJSON_IsNull(m)) return rlx_api_errorf(e, 400, INVALID, "messages", "'messages' is required.");
+    if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) == 0)
+        return rlx_api_errorf(e, 400, INVALID, "messages", "'messages' must be a non-empty array.");
+    int i = 0;
+    cJSON *msg;
+    cJSON_ArrayForEach(msg, m) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        if (!cJSON_IsObject(msg) || !cJSON_IsString(role))
+            return rlx_api_errorf(e, 400, INVALID, "messages",
+                                  "messages[%d] must be an object with a string 'role'.", i);
+        int rc = normalise_content(msg, i, e);
+        if (rc) return rc;
+        i++;
+    }
+    r->messages = cJSON_DetachItemFromObjectCaseSensitive(root, "messages");
+    cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    if (tools && !cJSON_IsNull(tools)) {
+        if (!cJSON_IsArray(tools)) return rlx_api_errorf(e, 400, INVALID, "tools", "'tools' must be an array.");
+        r->tools = cJSON_DetachItemFromObjectCaseSensitive(root, "tools");
+    }
+    return 0;
+}
+
+int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
+                  int32_t n_vocab, rlx_api_error *e)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->n = 1;
+    r->logprobs = -1;
+    if (!(r->base = rlx_request_new())) return oom(e);
+    /* OpenAI's completions default is 16 tokens; chat and native run to EOS or context end */
+    if (kind == RLX_API_COMPLETIONS) r->base->max_tokens = 16;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
+    int rc = 0;
+    if (!cJSON_IsObject(root)) {
+        rc = rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
+        goto out;
+    }
+    if ((rc = parse_common(root, r, n_vocab, e))) goto out;
+    if (kind == RLX_API_COMPLETIONS && (rc = get_bool(root, "echo", &r->echo, e))) goto out;
+    if (kind == RLX_API_CHAT) rc = parse_messages(root, r, e);
+    else rc = parse_prompts(root, r, n_vocab, e);
+    if (rc) goto out;
+    if (kind == RLX_API_GENERATE && r->n != 1) {
+        rc = rlx_api_errorf(e, 400, INVALID, "n", "'n' must be 1 for /v1/generate.");
+        goto out;
+    }
+    if (r->n * (r->n_prompts ? r->n_prompts : 1) > MAX_PROMPTS)
+        rc = rlx_api_errorf(e, 400, INVALID, "n", "'n' times the number of prompts may be at most %d.",
+                            MAX_PROMPTS);
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+void rlx_api_request_free(rlx_api_request *r)
+{
+    if (!r) return;
+    free(r->model);
+    for (size_t i = 0; r->prompts && i < MAX_PROMPTS; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
+    cJSON_Delete(r->messages);
+    cJSON_Delete(r->tools);
+    rlx_request_free(r->base);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,138 @@
+/* proto.h - wire formats of the daemon: JSON request bodies -> validated rlx_requests, engine
+ * results -> OpenAI-compatible JSON, SSE chunks and native JSON-lines. No I/O, no engine calls
+ * (only the engine's request/event types and rlx_request_new/free).
+ *
+ * Ownership: parse functions fill a caller-provided rlx_api_request that owns everything it
+ * points to (free with rlx_api_request_free). Format functions return malloc'ed NUL-terminated
+ * strings owned by the caller (NULL only when out of memory). */
+#ifndef RLX_PROTO_H
+#define RLX_PROTO_H
+
+#include "engine/engine.h"
+#include <cjson/cJSON.h>
+
+#define RLX_MAX_STOP 4
+#define RLX_MAX_N 16
+
+/* An error as an OpenAI error object plus the HTTP status it goes with. */
+typedef struct rlx_api_error {
+    int status;            /* HTTP status, e.g. 400 */
+    const char *type;      /* static: "invalid_request_error", "authentication_error", ... */
+    const char *code;      /* static or NULL (JSON null) */
+    char param[64];        /* offending parameter, "" for none (JSON null) */
+    char message[512];
+} rlx_api_error;
+
+/* Fills e and returns RLX_EINVAL (or `code` given) so parsers can `return api_errorf(...)`. */
+int rlx_api_errorf(rlx_api_error *e, int status, const char *type, const char *param,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* {"error":{"message","type","param","code"}} */
+char *rlx_api_error_json(const rlx_api_error *e);
+/* Maps an engine/library error code to status + type (EFULL 503, ETOOLONG 400, ...). */
+void rlx_api_error_from_rlx(rlx_api_error *e, int code, const char *msg);
+
+typedef enum rlx_api_kind {
+    RLX_API_COMPLETIONS,   /* POST /v1/completions */
+    RLX_API_CHAT,          /* POST /v1/chat/completions */
+    RLX_API_GENERATE,      /* POST /v1/generate (native) */
+} rlx_api_kind;
+
+typedef struct rlx_api_prompt {
+    char *text;            /* owned, or NULL when ids are given */
+    int32_t *ids;          /* owned */
+    size_t n_ids;
+} rlx_api_prompt;
+
+typedef struct rlx_api_request {
+    rlx_api_kind kind;
+    char *model;           /* owned; NULL: the default model */
+    bool stream;
+    bool include_usage;    /* stream_options.include_usage */
+    bool echo;             /* completions: prepend the prompt */
+    int n;                 /* choices per prompt, 1..RLX_MAX_N */
+    int logprobs;          /* -1: none; else number of top alternatives (0..20) */
+    rlx_api_prompt *prompts; /* completions/generate: n_prompts >= 1; chat: 0 (see messages) */
+    size_t n_prompts;
+    cJSON *messages;       /* chat: owned detached array, content normalised to strings */
+    cJSON *tools;          /* chat: owned or NULL, passed to the template */
+    rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt */
+} rlx_api_request;
+
+/* Parses a request body. n_vocab bounds token ids and logit_bias keys (<= 0: unchecked).
+ * On error fills e (status 400, param named) and returns a negative code. */
+int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
+                  int32_t n_vocab, rlx_api_error *e);
+void rlx_api_request_free(rlx_api_request *r);
+
+/* A copy of r->base with the given prompt (text copied, or ids copied) and request id. */
+rlx_request *rlx_api_make_request(const rlx_api_request *r, const char *prompt_text,
+                                  const int32_t *ids, size_t n_ids, uint64_t id);
+
+/* The template context for chat: {messages, tools?, add_generation_prompt: true, bos_token,
+ * eos_token}. Returned object owned by the caller (cJSON_Delete). */
+cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos);
+
+/* Small bodies: POST /tokenize {"content"|"prompt", "add_special", "parse_special"},
+ * POST /detokenize {"tokens"}. */
+int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_special,
+                           bool *parse_special, char **model, rlx_api_error *e);
+int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
+                             size_t *n, char **model, rlx_api_error *e);
+
+/* ---- responses ---------------------------------------------------------------------- */
+
+/* Log-probability data of one generated token, texts owned by the entry. */
+typedef struct rlx_api_logprob {
+    char *text;                        /* the token's text */
+    float logprob;
+    int n_top;
+    char *top_text[RLX_MAX_TOP_LOGPROBS];
+    float top_logprob[RLX_MAX_TOP_LOGPROBS];
+    size_t text_offset;                /* completions: byte offset in the choice's text */
+} rlx_api_logprob;
+void rlx_api_logprob_clear(rlx_api_logprob *lp);
+
+/* One finished choice. */
+typedef struct rlx_api_choice {
+    int index;
+    const char *text;
+    size_t text_len;
+    const int32_t *tokens;             /* generated ids (native generate) */
+    size_t n_tokens;
+    const rlx_api_logprob *logprobs;   /* NULL when not asked */
+    size_t n_logprobs;
+    rlx_finish_reason finish;
+} rlx_api_choice;
+
+/* Identity of one response, constant over all its chunks. */
+typedef struct rlx_api_meta {
+    rlx_api_kind kind;
+    char id[48];                       /* "cmpl-..." / "chatcmpl-..." */
+    long long created;                 /* unix seconds */
+    const char *model;
+} rlx_api_meta;
+
+void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, uint64_t seq,
+                       long long now);
+const char *rlx_api_finish_name(rlx_finish_reason f); /* "stop", "length", ... or NULL */
+
+/* Whole non-streamed response: completion / chat.completion / native generate object. */
+char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices, size_t n,
+                            const rlx_usage *usage, const rlx_timings *timings);
+
+/* One SSE event "data: {...}\n\n" for a streamed delta. role_first: the chat chunk that opens
+ * a choice (carries "role":"assistant"). finish: RLX_FINISH_NONE on intermediate chunks. */
+char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size_t len,
+                        bool role_first, const rlx_api_logprob *lps, size_t n_lps,
+                        rlx_finish_reason finish);
+/* The final include_usage chunk: choices [] and usage. */
+char *rlx_api_sse_usage(const rlx_api_meta *m, const rlx_usage *usage);
+/* "data: {\"error\":...}\n\n" */
+char *rlx_api_sse_error(const rlx_api_error *e);
+extern const char rlx_api_sse_done[]; /* "data: [DONE]\n\n" */
+
+/* Native stream: {"token":id,"text":"..."}\n per token; the final line is the response
+ * object of rlx_api_response_json followed by "\n". */
+char *rlx_api_ndjson_token(int32_t token, const char *text, size_t len);
+
+#endif

@@ -1,0 +1,352 @@
+/* config.c - flags, RLXD_* environment and INI for `rlxd serve` (see config.h). One table
+ * describes every setting; each layer applies the same setter, lowest precedence first. */
+#include "server/config.h"
+#include "backends/dtype.h"
+#include "server/cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LOGFMT, T_KVTYPE } setting_type;
+
+typedef struct setting {
+    const char *name;        /* flag without "--"; env RLXD_<NAME>; INI key (dashes or underscores) */
+    setting_type type;
+    size_t off;
+    long long lo, hi;        /* integer bounds */
+} setting;
+
+#define OFF(f) offsetof(rlx_serve_config, f)
+static const setting settings[] = {
+    {"host", T_STR, OFF(host), 0, 0},
+    {"port", T_INT, OFF(port), 0, 65535},
+    {"threads", T_INT, OFF(threads), 0, 1024},
+    {"ctx", T_INT, OFF(ctx), 0, 1 << 24},
+    {"api-key", T_STR, OFF(api_key), 0, 0},
+    {"api-key-file", T_STR, OFF(api_key_file), 0, 0},
+    {"stdio", T_BOOL, OFF(stdio), 0, 0},
+    {"log-format", T_LOGFMT, OFF(log_json), 0, 0},
+    {"max-seqs", T_INT, OFF(max_seqs), 1, 4096},
+    {"max-batch-tokens", T_INT, OFF(max_batch_tokens), 1, 1 << 20},
+    {"kv-mem", T_I64, OFF(kv_mem_mib), 0, 1 << 24},
+    {"kv-type", T_KVTYPE, OFF(kv_type), 0, 0},
+    {"db", T_STR, OFF(db), 0, 0},
+    {"max-body", T_I64, OFF(max_body), 1024, 1LL << 32},
+    {"max-connections", T_INT, OFF(max_connections), 1, 65536},
+};
+
+const char *rlx_serve_usage(void)
+{
+    return "usage: rlxd serve -m FILE[:NAME] [-m ...] [options]\n"
+           "  -m, --model FILE[:NAME]   serve a GGUF model (repeatable; the first is the default)\n"
+           "  --host ADDR               listen address (127.0.0.1)\n"
+           "  --port N                  listen port (8080; 0 picks a free one)\n"
+           "  --threads N               compute threads per model (all cores)\n"
+           "  --ctx N                   context length (the model's)\n"
+           "  --api-key KEY             require Authorization: Bearer KEY (all routes but /health)\n"
+           "  --api-key-file F          read the key from a file\n"
+           "  --config FILE             INI file ([server] keys as the flags, [model.NAME] path=...)\n"
+           "  --stdio                   JSON lines on stdin -> results on stdout, no HTTP\n"
+           "  --log-format text|json    access log format on stderr (text)\n"
+           "  --max-seqs N              concurrent sequences per model (16)\n"
+           "  --max-batch-tokens N      tokens per engine step (512)\n"
+           "  --kv-mem MiB              KV cache memory per model (engine default)\n"
+           "  --kv-type f16|f32|q8_0    KV cache element type (f16)\n"
+           "  --db PATH                 sessions database (none)\n"
+           "  --max-body BYTES          request body limit (4194304)\n"
+           "  --max-connections N       open connections before 503 (512)\n"
+           "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
+           "and a key in the INI [server] section; flags > environment > INI > defaults.\n";
+}
+
+static const setting *find_setting(const char *name)
+{
+    char norm[64];
+    size_t i = 0;
+    for (; name[i] && i + 1 < sizeof norm; i++) norm[i] = name[i] == '_' ? '-' : (char)tolower((unsigned char)name[i]);
+    norm[i] = 0;
+    for (size_t k = 0; k < RLX_ARRAY_LEN(settings); k++)
+        if (!strcmp(settings[k].name, norm)) return &settings[k];
+    return NULL;
+}
+
+static int parse_bool(const char *v, bool *out)
+{
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) *out = true;
+    else if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) *out = false;
+    else return -1;
+    return 0;
+}
+
+static int apply(rlx_serve_config *c, const setting *s, const char *v, const char *src, rlx_error *err)
+{
+    char *base = (char *)c + s->off;
+    switch (s->type) {
+    case T_STR: {
+        char **p = (char **)base;
+        free(*p);
+        *p = strdup(v);
+        return *p ? 0 : rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    }
+    case T_INT: case T_I64: {
+        char *end;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end || x < s->lo || x > s->hi)
+            return rlx_errorf(err, RLX_EINVAL, "%s: '%s' must be an integer between %lld and %lld, got '%s'",
+                              src, s->name, s->lo, s->hi, v);
+        if (s->type == T_INT) *(int *)base = (int)x;
+        else *(int64_t *)base = x;
+        return 0;
+    }
+    case T_BOOL:
+        if (parse_bool(v, (bool *)base))
+            return rlx_errorf(err, RLX_EINVAL, "%s: '%s' must be true or false, got '%s'", src, s->name, v);
+        return 0;
+    case T_LOGFMT:
+        if (strcmp(v, "text") && strcmp(v, "json"))
+            return rlx_errorf(err, RLX_EINVAL, "%s: 'log-format' must be text or json, got '%s'", src, v);
+        *(bool *)base = !strcmp(v, "json");
+        return 0;
+    case T_KVTYPE:
+        if (strcmp(v, "f16") && strcmp(v, "f32") && strcmp(v, "q8_0"))
+            return rlx_errorf(err, RLX_EINVAL, "%s: 'kv-type' must be f16, f32 or q8_0, got '%s'", src, v);
+        *(int *)base = !strcmp(v, "f16") ? RLX_F16 : !strcmp(v, "f32") ? RLX_F32 : RLX_Q8_0;
+        return 0;
+    }
+    return 0;
+}
+
+static void clear_models(rlx_serve_config *c)
+{
+    for (size_t i = 0; i < c->n_models; i++) {
+        free(c->models[i].name);
+        free(c->models[i].path);
+    }
+    memset(c->models, 0, sizeof c->models);
+    c->n_models = 0;
+}
+
+static rlx_serve_model *model_by_name(rlx_serve_config *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_models; i++)
+        if (!strcmp(c->models[i].name, name)) return &c->models[i];
+    return NULL;
+}
+
+static int add_model(rlx_serve_config *c, const char *path, const char *name, const char *src, rlx_error *err)
+{
+    if (!path[0]) return rlx_errorf(err, RLX_EINVAL, "%s: a model needs a file path (FILE[:NAME])", src);
+    char derived[256];
+    if (!name || !name[0]) {
+        const char *b = strrchr(path, '/');
+        snprintf(derived, sizeof derived, "%s", b ? b + 1 : path);
+        size_t n = strlen(derived);
+        if (n > 5 && !strcmp(derived + n - 5, ".gguf")) derived[n - 5] = 0;
+        name = derived;
+    }
+    if (model_by_name(c, name))
+        return rlx_errorf(err, RLX_EINVAL, "%s: two models are named '%s'; give one another name with FILE:NAME",
+                          src, name);
+    if (c->n_models == RLX_SERVE_MAX_MODELS)
+        return rlx_errorf(err, RLX_EINVAL, "%s: at most %d models can be served", src, RLX_SERVE_MAX_MODELS);
+    rlx_serve_model *m = &c->models[c->n_models];
+    m->path = strdup(path);
+    m->name = strdup(name);
+    if (!m->path || !m->name) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    c->n_models++;
+    return 0;
+}
+
+/* FILE[:NAME]: the part after the last ':' is a name when it holds no '/'. */
+static int add_model_spec(rlx_serve_config *c, const char *spec, const char *src, rlx_error *err)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *colon = strrchr(buf, ':');
+    const char *name = NULL;
+    if (colon && !strchr(colon, '/')) {
+        *colon = 0;
+        name = colon + 1;
+    }
+    return add_model(c, buf, name, src, err);
+}
+
+typedef struct ini_ctx {
+    rlx_serve_config *c;
+    rlx_error *err;
+    int rc;
+    bool models_given;
+    char src[1100];
+} ini_ctx;
+
+static int on_ini(void *user, const char *section, const char *key, const char *value)
+{
+    ini_ctx *x = user;
+    if (x->rc) return 1; /* inih: nonzero = keep going; errors are kept in x->rc */
+    if (!strcmp(section, "server")) {
+        if (!strcmp(key, "model")) {
+            x->rc = add_model_spec(x->c, value, x->src, x->err);
+        } else {
+            const setting *s = find_setting(key);
+            if (!s) {
+                x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown key '%s' in [server]", x->src, key);
+                return 1;
+            }
+            x->rc = apply(x->c, s, value, x->src, x->err);
+        }
+    } else if (!strncmp(section, "model.", 6) && section[6]) {
+        const char *name = section + 6;
+        rlx_serve_model *m = model_by_name(x->c, name);
+        if (!strcmp(key, "path")) {
+            if (m) {
+                free(m->path);
+                m->path = strdup(value);
+            } else {
+                x->rc = add_model(x->c, value, name, x->src, x->err);
+            }
+        } else if (!strcmp(key, "ctx")) {
+            char *end;
+            long v = strtol(value, &end, 10);
+            if (!m) x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: [%s] needs 'path' before 'ctx'", x->src, section);
+            else if (*end || v < 0) x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: [%s] ctx must be a non-negative integer", x->src, section);
+            else m->ctx = (int32_t)v;
+        } else {
+            x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown key '%s' in [%s] (path, ctx)", x->src, key, section);
+        }
+    } else {
+        x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown section [%s] ([server] or [model.NAME])", x->src, section);
+    }
+    return 1;
+}
+
+static int load_env(rlx_serve_config *c, rlx_error *err)
+{
+    char env[64], src[80];
+    for (size_t k = 0; k < RLX_ARRAY_LEN(settings); k++) {
+        size_t i = 0;
+        i += (size_t)snprintf(env, sizeof env, "RLXD_");
+        for (const char *p = settings[k].name; *p && i + 1 < sizeof env; p++)
+            env[i++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        env[i] = 0;
+        const char *v = getenv(env);
+        if (!v) continue;
+        snprintf(src, sizeof src, "environment %s", env);
+        int rc = apply(c, &settings[k], v, src, err);
+        if (rc) return rc;
+    }
+    const char *models = getenv("RLXD_MODEL");
+    if (models && models[0]) {
+        clear_models(c);
+        char *copy = strdup(models), *save = NULL;
+        if (!copy) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        int rc = 0;
+        for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save))
+            rc = add_model_spec(c, t, "environment RLXD_MODEL", err);
+        free(copy);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int load_flags(rlx_serve_config *c, int argc, char **argv, rlx_error *err)
+{
+    bool models_cleared = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { c->help = true; continue; }
+        if (strncmp(a, "--", 2) && strcmp(a, "-m"))
+            return rlx_errorf(err, RLX_EINVAL, "unexpected argument '%s' (see rlxd serve --help)", a);
+        char name[64];
+        const char *val = NULL;
+        const char *eq = strchr(a, '=');
+        if (!strcmp(a, "-m")) snprintf(name, sizeof name, "model");
+        else if (eq) { snprintf(name, sizeof name, "%.*s", (int)(eq - a - 2), a + 2); val = eq + 1; }
+        else snprintf(name, sizeof name, "%s", a + 2);
+        const setting *s = strcmp(name, "model") && strcmp(name, "config") ? find_setting(name) : NULL;
+        if (strcmp(name, "model") && strcmp(name, "config") && !s)
+            return rlx_errorf(err, RLX_EINVAL, "unknown option '%s' (see rlxd serve --help)", a);
+        if (!val && s && s->type == T_BOOL) val = "true";
+        if (!val) {
+            if (i + 1 >= argc) return rlx_errorf(err, RLX_EINVAL, "option '%s' needs a value", a);
+            val = argv[++i];
+        }
+        int rc = 0;
+        if (!strcmp(name, "model")) {
+            if (!models_cleared) { clear_models(c); models_cleared = true; }
+            rc = add_model_spec(c, val, "command line -m", err);
+        } else if (!strcmp(name, "config")) {
+            continue; /* read first, see rlx_serve_config_load */
+        } else {
+            char src[96];
+            snprintf(src, sizeof src, "command line --%s", s->name);
+            rc = apply(c, s, val, src, err);
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static const char *find_config_flag(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--config=", 9)) return argv[i] + 9;
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) return argv[i + 1];
+    }
+    return getenv("RLXD_CONFIG");
+}
+
+int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->port = 8080;
+    c->max_seqs = 16;
+    c->max_batch_tokens = 512;
+    c->kv_type = RLX_F16;
+    c->max_body = 4 << 20;
+    c->max_connections = 512;
+    int rc = 0;
+    if (!(c->host = strdup("127.0.0.1"))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    const char *cfg = find_config_flag(argc, argv);
+    if (cfg) {
+        if (!(c->config_path = strdup(cfg))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        ini_ctx x = {.c = c, .err = err};
+        snprintf(x.src, sizeof x.src, "config %s", cfg);
+        int line = ini_parse(cfg, on_ini, &x);
+        if (x.rc) return x.rc;
+        if (line < 0) return rlx_errorf(err, RLX_EINVAL, "cannot read config file %s", cfg);
+        if (line > 0) return rlx_errorf(err, RLX_EINVAL, "config %s: syntax error on line %d", cfg, line);
+    }
+    if ((rc = load_env(c, err)) || (rc = load_flags(c, argc, argv, err))) return rc;
+    if (c->help) return 0;
+    if (c->api_key_file && !c->api_key) {
+        size_t n = 0;
+        char *k = rlx_read_file(c->api_key_file, &n);
+        if (!k) return rlx_errorf(err, RLX_EINVAL, "cannot read the API key file %s", c->api_key_file);
+        while (n && isspace((unsigned char)k[n - 1])) k[--n] = 0;
+        if (!n) { free(k); return rlx_errorf(err, RLX_EINVAL, "the API key file %s is empty", c->api_key_file); }
+        c->api_key = k;
+    }
+    if (c->api_key && !c->api_key[0])
+        return rlx_errorf(err, RLX_EINVAL, "the API key must not be empty (omit --api-key for no auth)");
+    if (c->n_models == 0)
+        return rlx_errorf(err, RLX_EINVAL, "no model to serve: give -m FILE[:NAME], RLXD_MODEL or a [model.NAME] "
+                          "section with path=... in the config file");
+    return 0;
+}
+
+void rlx_serve_config_free(rlx_serve_config *c)
+{
+    clear_models(c);
+    free(c->host);
+    free(c->api_key);
+    free(c->api_key_file);
+    free(c->config_path);
+    free(c->db);
+    memset(c, 0, sizeof *c);
+}

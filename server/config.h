@@ -1,0 +1,47 @@
+/* config.h - `rlxd serve` settings from four layers: command-line flags > RLXD_* environment
+ * > INI file (inih: [server] plus one [model.NAME] section per model) > built-in defaults.
+ *
+ * Ownership: rlx_serve_config owns every string in it (free with rlx_serve_config_free). */
+#ifndef RLX_SERVE_CONFIG_H
+#define RLX_SERVE_CONFIG_H
+
+#include "backends/rlx.h"
+
+#define RLX_SERVE_MAX_MODELS 16
+
+typedef struct rlx_serve_model {
+    char *name;              /* served name, routed by the request's "model" */
+    char *path;              /* GGUF file */
+    int32_t ctx;             /* 0: the server-wide --ctx */
+} rlx_serve_model;
+
+typedef struct rlx_serve_config {
+    rlx_serve_model models[RLX_SERVE_MAX_MODELS];
+    size_t n_models;         /* the first is the default model */
+    char *host;              /* "127.0.0.1" */
+    int port;                /* 8080; 0 picks a free port (logged at start) */
+    int threads;             /* per worker, 0: all cores */
+    int32_t ctx;             /* 0: the model's context length */
+    char *api_key;           /* NULL: no authentication */
+    char *api_key_file;      /* read into api_key at load */
+    char *config_path;
+    bool stdio;              /* JSON lines on stdin/stdout instead of HTTP */
+    bool log_json;           /* --log-format json */
+    int32_t max_seqs;        /* 16 */
+    int32_t max_batch_tokens;/* 512 */
+    int64_t kv_mem_mib;      /* 0: the engine's choice */
+    int kv_type;             /* RLX_F16 */
+    char *db;                /* sessions database, NULL: none */
+    int64_t max_body;        /* request body limit in bytes, 4 MiB */
+    int max_connections;     /* 512 */
+    bool help;               /* --help was given */
+} rlx_serve_config;
+
+/* Builds the configuration; a bad flag, value, file or missing model fails with RLX_EINVAL and
+ * a message naming the setting and its source. */
+int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error *err);
+void rlx_serve_config_free(rlx_serve_config *c);
+/* Writes the usage text. */
+const char *rlx_serve_usage(void);
+
+#endif

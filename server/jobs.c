@@ -1,0 +1,469 @@
+/* jobs.c - one API request in flight: its engine requests (one per choice), the hand-over of
+ * engine events from worker threads to the loop, stop-string hold-back, and the response
+ * bytes it produces for its sink (HTTP connection or stdio line). */
+#include "server/serve.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define INVALID "invalid_request_error"
+
+/* ---- event queue: worker threads -> loop ------------------------------------------------ */
+
+static void on_engine_event(void *user, const rlx_event *ev)
+{
+    rlx_choice *ch = user;
+    rlx_srv *s = ch->job->srv;
+    rlx_qevent *q = calloc(1, sizeof *q);
+    if (!q) return; /* nothing sane to do on a worker thread; the request then never ends */
+    q->choice = ch;
+    q->ev = *ev;
+    if (ev->text && ev->text_len) {
+        q->text = malloc(ev->text_len + 1);
+        if (q->text) {
+            memcpy(q->text, ev->text, ev->text_len);
+            q->text[ev->text_len] = 0;
+        }
+    }
+    q->ev.text = q->text;
+    q->ev.text_len = q->text ? ev->text_len : 0;
+    if (ev->error_msg) q->msg = strdup(ev->error_msg);
+    q->ev.error_msg = q->msg;
+    uv_mutex_lock(&s->qlock);
+    if (s->qtail) s->qtail->next = q;
+    else s->qhead = q;
+    s->qtail = q;
+    uv_mutex_unlock(&s->qlock);
+    uv_async_send(&s->async);
+}
+
+static void handle_event(rlx_choice *ch, const rlx_event *ev);
+
+static void on_async(uv_async_t *a)
+{
+    rlx_srv *s = a->data;
+    uv_mutex_lock(&s->qlock);
+    rlx_qevent *q = s->qhead;
+    s->qhead = s->qtail = NULL;
+    uv_mutex_unlock(&s->qlock);
+    while (q) {
+        rlx_qevent *next = q->next;
+        handle_event(q->choice, &q->ev);
+        free(q->text);
+        free(q->msg);
+        free(q);
+        q = next;
+    }
+    if (s->mhd) rlx_http_kick(s);
+    rlx_srv_maybe_exit(s);
+}
+
+int rlx_srv_queue_init(rlx_srv *s)
+{
+    s->async.data = s;
+    if (uv_mutex_init(&s->qlock)) return RLX_ENOMEM;
+    return uv_async_init(s->loop, &s->async, on_async) ? RLX_EIO : 0;
+}
+
+/* ---- models ------------------------------------------------------------------------------ */
+
+rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e)
+{
+    rlx_model_slot *m = NULL;
+    if (!name || !name[0]) m = &s->models[0];
+    for (size_t i = 0; !m && i < s->n_models; i++)
+        if (!strcmp(s->models[i].cfg->name, name)) m = &s->models[i];
+    if (!m) {
+        rlx_api_errorf(e, 404, INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
+                       name);
+        e->code = "model_not_found";
+        return NULL;
+    }
+    if (m->state != RLX_MODEL_READY) {
+        rlx_api_errorf(e, 503, "unavailable_error", NULL, "The model '%s' is still loading; retry shortly.",
+                       m->cfg->name);
+        return NULL;
+    }
+    return m;
+}
+
+int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e)
+{
+    cJSON *ctx = rlx_api_chat_context(r, m->bos, m->eos);
+    if (!ctx) return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+    rlx_error err = {0};
+    int rc = rlx_chat_template_render(rlx_worker_chat_template(m->w), ctx, NULL, out, &err);
+    cJSON_Delete(ctx);
+    if (rc) return rlx_api_errorf(e, 400, INVALID, "messages", "The chat template failed: %s", err.msg);
+    return 0;
+}
+
+/* ---- output helpers ------------------------------------------------------------------------ */
+
+static void out_put(rlx_job *j, const char *s, size_t n)
+{
+    if (!s) return;
+    if (j->len + n + 1 > j->cap) {
+        size_t nc = j->cap ? j->cap : 1024;
+        while (nc < j->len + n + 1) nc *= 2;
+        char *nb = realloc(j->out, nc);
+        if (!nb) return;
+        j->out = nb;
+        j->cap = nc;
+    }
+    memcpy(j->out + j->len, s, n);
+    j->len += n;
+    j->out[j->len] = 0;
+}
+
+static void out_take(rlx_job *j, char *s)
+{
+    if (s) out_put(j, s, strlen(s));
+    free(s);
+}
+
+static void notify(rlx_job *j)
+{
+    if (j->notify) j->notify(j);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *np = realloc(*p, nc * elem);
+    if (!np) return RLX_ENOMEM;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static void text_append(rlx_choice *ch, const char *s, size_t n)
+{
+    if (grow((void **)&ch->text, &ch->cap, ch->len + n + 1, 1)) return;
+    memcpy(ch->text + ch->len, s, n);
+    ch->len += n;
+    ch->text[ch->len] = 0;
+}
+
+static char *token_text(const rlx_tokenizer *tok, int32_t id)
+{
+    char buf[256];
+    size_t n = rlx_token_to_bytes(tok, id, true, buf, sizeof buf - 1);
+    if (n > sizeof buf - 1) n = sizeof buf - 1;
+    buf[n] = 0;
+    return strdup(buf);
+}
+
+/* ---- job lifecycle -------------------------------------------------------------------------- */
+
+static void job_free(rlx_job *j)
+{
+    rlx_srv *s = j->srv;
+    if (j->prev) j->prev->next = j->next;
+    else if (s->jobs == j) s->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    s->n_jobs--;
+    for (size_t i = 0; i < j->n_choices; i++) {
+        rlx_choice *ch = &j->choices[i];
+        rlx_stop_free(&ch->stop);
+        free(ch->text);
+        free(ch->tokens);
+        for (size_t k = 0; k < ch->n_lps; k++) rlx_api_logprob_clear(&ch->lps[k]);
+        free(ch->lps);
+    }
+    free(j->choices);
+    rlx_api_request_free(&j->req);
+    free(j->out);
+    free(j);
+}
+
+static void cancel_open(rlx_job *j)
+{
+    for (size_t i = 0; i < j->n_choices; i++)
+        if (j->choices[i].submitted && !j->choices[i].final) rlx_worker_cancel(j->model->w, j->choices[i].req_id);
+}
+
+static void maybe_free(rlx_job *j)
+{
+    if (!j->notify && j->n_final == j->n_submitted) job_free(j);
+}
+
+void rlx_job_detach(rlx_job *j)
+{
+    j->notify = NULL;
+    j->sink = NULL;
+    if (j->n_final < j->n_submitted) {
+        j->client_gone = true;
+        j->srv->metrics.cancelled++;
+        cancel_open(j);
+    }
+    maybe_free(j);
+}
+
+void rlx_srv_cancel_all(rlx_srv *s)
+{
+    for (rlx_job *j = s->jobs; j; j = j->next) cancel_open(j);
+}
+
+static void finish_job(rlx_job *j)
+{
+    rlx_srv *s = j->srv;
+    bool stream = j->req.stream;
+    rlx_api_kind kind = j->req.kind;
+    for (size_t i = 0; i < j->n_choices; i++) {
+        const rlx_choice *ch = &j->choices[i];
+        if (!ch->submitted) continue;
+        j->total.prompt_tokens += ch->usage.prompt_tokens;
+        j->total.completion_tokens += ch->usage.completion_tokens;
+        j->total.cached_tokens += ch->usage.cached_tokens;
+        s->metrics.prompt_tokens += (uint64_t)RLX_MAX(ch->usage.prompt_tokens, 0);
+        s->metrics.generation_tokens += (uint64_t)RLX_MAX(ch->usage.completion_tokens, 0);
+        if (ch->usage.completion_tokens > 0) {
+            rlx_histogram_observe(&s->metrics.ttft, ch->timings.ttft_s);
+            if (ch->usage.completion_tokens > 1)
+                rlx_histogram_observe(&s->metrics.itl, ch->timings.gen_s / (ch->usage.completion_tokens - 1));
+        }
+        rlx_histogram_observe(&s->metrics.e2e, ch->timings.total_s);
+    }
+    if (j->client_gone) {
+        j->finished = true;
+        return;
+    }
+    if (j->failed) {
+        if (stream && kind == RLX_API_GENERATE) {
+            char *e = rlx_api_error_json(&j->err);
+            out_take(j, e);
+            out_put(j, "\n", 1);
+        } else if (stream) {
+            out_take(j, rlx_api_sse_error(&j->err));
+            out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
+        } else {
+            j->status = j->err.status;
+            out_take(j, rlx_api_error_json(&j->err));
+        }
+    } else if (stream && kind == RLX_API_GENERATE) {
+        const rlx_choice *ch = &j->choices[0];
+        rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
+                            .finish = ch->finish};
+        out_take(j, rlx_api_response_json(&j->meta, &c, 1, &j->total, &ch->timings));
+        out_put(j, "\n", 1);
+    } else if (stream) {
+        if (j->req.include_usage) out_take(j, rlx_api_sse_usage(&j->meta, &j->total));
+        out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
+    } else {
+        rlx_api_choice *cs = calloc(j->n_choices, sizeof *cs);
+        if (cs) {
+            for (size_t i = 0; i < j->n_choices; i++) {
+                const rlx_choice *ch = &j->choices[i];
+                cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len,
+                                         .tokens = ch->tokens, .n_tokens = ch->n_tokens,
+                                         .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
+                                         .n_logprobs = ch->n_lps, .finish = ch->finish};
+            }
+            out_take(j, rlx_api_response_json(&j->meta, cs, j->n_choices, &j->total, &j->choices[0].timings));
+            free(cs);
+        }
+    }
+    j->finished = true;
+}
+
+/* Streams one released piece of a choice (and its logprob entry, if any). */
+static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n,
+                       const rlx_api_logprob *lp, rlx_finish_reason finish)
+{
+    if (j->req.kind == RLX_API_GENERATE) {
+        if (token >= 0) out_take(j, rlx_api_ndjson_token(token, text, n));
+        return;
+    }
+    if (!n && !lp && finish == RLX_FINISH_NONE) return;
+    out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, finish));
+}
+
+static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
+{
+    if (ch->stop_hit) return;
+    if (!grow((void **)&ch->tokens, &ch->cap_tokens, ch->n_tokens + 1, sizeof *ch->tokens))
+        ch->tokens[ch->n_tokens++] = ev->token;
+    rlx_api_logprob *lp = NULL;
+    if (j->req.logprobs >= 0 && !grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) {
+        lp = &ch->lps[ch->n_lps++];
+        memset(lp, 0, sizeof *lp);
+        lp->text = token_text(j->model->tok, ev->token);
+        lp->logprob = ev->logprob;
+        lp->n_top = RLX_MIN(ev->n_top, j->req.logprobs);
+        for (int k = 0; k < lp->n_top; k++) {
+            lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k]);
+            lp->top_logprob[k] = ev->top_logprobs[k];
+        }
+        lp->text_offset = ch->lp_offset;
+        ch->lp_offset += lp->text ? strlen(lp->text) : 0;
+    }
+    const char *out;
+    size_t n;
+    int m = rlx_stop_push(&ch->stop, ev->text ? ev->text : "", ev->text_len, &out, &n);
+    if (m == 1) {
+        ch->stop_hit = true;
+        rlx_worker_cancel(j->model->w, ch->req_id);
+    }
+    if (j->req.stream && !j->client_gone) emit_piece(j, ch, ev->token, out, n, lp, RLX_FINISH_NONE);
+    text_append(ch, out, n);
+}
+
+static void handle_event(rlx_choice *ch, const rlx_event *ev)
+{
+    rlx_job *j = ch->job;
+    if (ch->final) return;
+    if (ev->type == RLX_EV_TOKEN) {
+        handle_token(j, ch, ev);
+    } else {
+        ch->final = true;
+        j->n_final++;
+        if (ev->type == RLX_EV_ERROR) {
+            if (!j->failed) {
+                j->failed = true;
+                rlx_api_error_from_rlx(&j->err, ev->error_code, ev->error_msg ? ev->error_msg : "generation failed");
+            }
+            cancel_open(j);
+        } else {
+            ch->usage = ev->usage;
+            ch->timings = ev->timings;
+            ch->finish = ch->stop_hit ? RLX_FINISH_STOP : ev->finish;
+            const char *out = "";
+            size_t n = 0;
+            if (!ch->stop_hit) {
+                if (rlx_stop_push(&ch->stop, ev->text ? ev->text : "", ev->text_len, &out, &n) == 1)
+                    ch->finish = RLX_FINISH_STOP;
+                else {
+                    text_append(ch, out, n);
+                    if (j->req.stream && !j->client_gone && j->req.kind != RLX_API_GENERATE && !j->failed)
+                        emit_piece(j, ch, -1, out, n, NULL, RLX_FINISH_NONE);
+                    rlx_stop_flush(&ch->stop, &out, &n);
+                }
+            }
+            text_append(ch, out, n);
+            if (j->req.stream && !j->client_gone && !j->failed && j->req.kind != RLX_API_GENERATE)
+                out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, out, n, false, NULL, 0, ch->finish));
+        }
+    }
+    if (j->n_final == j->n_submitted) finish_job(j);
+    if (j->notify) {
+        notify(j); /* the sink may detach, and so free j, in here */
+        return;
+    }
+    maybe_free(j);
+}
+
+/* Token ids in prompts and logit_bias must exist in the chosen model's vocabulary. */
+static int check_vocab(const rlx_api_request *r, int32_t n_vocab, rlx_api_error *e)
+{
+    for (size_t i = 0; i < r->n_prompts; i++)
+        for (size_t k = 0; k < r->prompts[i].n_ids; k++)
+            if (r->prompts[i].ids[k] >= n_vocab)
+                return rlx_api_errorf(e, 400, INVALID, r->kind == RLX_API_GENERATE && !r->prompts[i].text ? "input_ids"
+                                      : "prompt", "Token id %d is outside the vocabulary (0..%d).",
+                                      r->prompts[i].ids[k], n_vocab - 1);
+    for (size_t i = 0; i < r->base->sampling.n_logit_bias; i++)
+        if (r->base->sampling.logit_bias[i].token >= n_vocab)
+            return rlx_api_errorf(e, 400, INVALID, "logit_bias", "'logit_bias' key %d is not a token id of this model.",
+                                  r->base->sampling.logit_bias[i].token);
+    return 0;
+}
+
+static char *echo_prefix(rlx_model_slot *m, const rlx_api_prompt *p)
+{
+    if (p->text) return strdup(p->text);
+    return rlx_detokenize(m->tok, p->ids, p->n_ids, false);
+}
+
+int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn nfy,
+                  void *sink, rlx_job **out, rlx_api_error *e)
+{
+    char *chat_prompt = NULL;
+    int vrc = check_vocab(req, m->n_vocab, e);
+    if (vrc) return vrc;
+    if (req->kind == RLX_API_CHAT) {
+        int rc = rlx_render_chat(m, req, &chat_prompt, e);
+        if (rc) return rc;
+    }
+    rlx_job *j = calloc(1, sizeof *j);
+    size_t n_prompts = req->kind == RLX_API_CHAT ? 1 : req->n_prompts;
+    size_t n = (size_t)req->n * n_prompts;
+    if (!j || !(j->choices = calloc(n, sizeof *j->choices))) {
+        free(j);
+        free(chat_prompt);
+        return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+    }
+    j->srv = s;
+    j->model = m;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    j->n_choices = n;
+    j->status = 200;
+    j->t_start = rlx_now();
+    j->next = s->jobs;
+    if (s->jobs) s->jobs->prev = j;
+    s->jobs = j;
+    s->n_jobs++;
+    rlx_api_meta_init(&j->meta, j->req.kind, m->cfg->name, ++s->next_id, (long long)time(NULL));
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        rlx_choice *ch = &j->choices[i];
+        const rlx_api_prompt *p = n_prompts ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
+        ch->job = j;
+        ch->index = (int)i;
+        rlx_error err = {0};
+        if ((rc = rlx_stop_init(&ch->stop, j->req.base->stop, j->req.base->n_stop, &err))) {
+            rlx_api_errorf(e, 400, INVALID, "stop", "%s", err.msg);
+            break;
+        }
+        if (j->req.echo && p) {
+            char *pre = echo_prefix(m, p);
+            if (pre) text_append(ch, pre, strlen(pre));
+            ch->lp_offset = ch->len;
+            free(pre);
+        }
+        ch->req_id = ++s->next_id;
+        rlx_request *q;
+        if (chat_prompt) q = rlx_api_make_request(&j->req, chat_prompt, NULL, 0, ch->req_id);
+        else q = rlx_api_make_request(&j->req, p->text, p->ids, p->n_ids, ch->req_id);
+        if (!q) { rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory."); break; }
+        /* the template already wrote BOS as text when it starts with it */
+        if (chat_prompt) q->add_special = !(m->bos[0] && !strncmp(chat_prompt, m->bos, strlen(m->bos)));
+        if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
+        q->on_event = on_engine_event;
+        q->user = ch;
+        if ((rc = rlx_worker_submit(m->w, q, &err))) {
+            rlx_api_error_from_rlx(e, rc, err.msg);
+            break;
+        }
+        ch->submitted = true;
+        j->n_submitted++;
+    }
+    free(chat_prompt);
+    if (rc) {
+        j->client_gone = true;
+        cancel_open(j);
+        maybe_free(j); /* frees now, or once the submitted ones have ended */
+        return rc;
+    }
+    j->notify = nfy;
+    j->sink = sink;
+    if (j->req.stream && j->req.kind == RLX_API_CHAT)
+        for (size_t i = 0; i < n; i++)
+            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
+    *out = j;
+    return 0;
+}
+
+void rlx_srv_drain_queue(rlx_srv *s)
+{
+    on_async(&s->async);
+}
+
+void rlx_srv_free_jobs(rlx_srv *s)
+{
+    while (s->jobs) job_free(s->jobs);
+}

@@ -1,0 +1,155 @@
+/* metrics.c - Prometheus text exposition and the access log line (see metrics.h). */
+#include "server/metrics.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const double latency_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                        0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+
+void rlx_metrics_init(rlx_metrics *m)
+{
+    memset(m, 0, sizeof *m);
+    rlx_histogram *hs[] = {&m->ttft, &m->itl, &m->e2e};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(hs); i++) {
+        hs[i]->bounds = latency_bounds;
+        hs[i]->n_bounds = (int)RLX_ARRAY_LEN(latency_bounds);
+    }
+}
+
+void rlx_metrics_request(rlx_metrics *m, const char *endpoint, int status)
+{
+    for (int i = 0; i < m->n_requests; i++)
+        if (m->requests[i].status == status && !strcmp(m->requests[i].endpoint, endpoint)) {
+            m->requests[i].n++;
+            return;
+        }
+    /* bounded series: unknown paths are folded into "other" by the caller, the rest fit */
+    if (m->n_requests == RLX_METRICS_MAX_SERIES) return;
+    snprintf(m->requests[m->n_requests].endpoint, sizeof m->requests[0].endpoint, "%s", endpoint);
+    m->requests[m->n_requests].status = status;
+    m->requests[m->n_requests].n = 1;
+    m->n_requests++;
+}
+
+void rlx_histogram_observe(rlx_histogram *h, double v)
+{
+    int b = 0;
+    while (b < h->n_bounds && v > h->bounds[b]) b++;
+    h->counts[b]++;
+    h->sum += v;
+    h->count++;
+}
+
+typedef struct sbuf { char *s; size_t n, cap; bool oom; } sbuf;
+
+__attribute__((format(printf, 2, 3)))
+static void put(sbuf *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) { b->oom = true; return; }
+        if ((size_t)k < b->cap - b->n) { b->n += (size_t)k; return; }
+        size_t nc = (b->cap + (size_t)k) * 2;
+        char *ns = realloc(b->s, nc);
+        if (!ns) { b->oom = true; return; }
+        b->s = ns;
+        b->cap = nc;
+    }
+}
+
+static void put_hist(sbuf *b, const char *name, const char *help, const rlx_histogram *h)
+{
+    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n_bounds; i++) {
+        cum += h->counts[i];
+        put(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n_bounds];
+    put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    put(b, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->count);
+}
+
+char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, size_t n_models)
+{
+    sbuf b = {.cap = 4096};
+    if (!(b.s = malloc(b.cap))) return NULL;
+    b.s[0] = 0;
+    put(&b, "# HELP rlxd_requests_total Finished HTTP requests by endpoint and status.\n"
+            "# TYPE rlxd_requests_total counter\n");
+    for (int i = 0; i < m->n_requests; i++)
+        put(&b, "rlxd_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", m->requests[i].endpoint,
+            m->requests[i].status, (unsigned long long)m->requests[i].n);
+    put(&b, "# HELP rlxd_prompt_tokens_total Prompt tokens processed.\n# TYPE rlxd_prompt_tokens_total counter\n"
+            "rlxd_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
+    put(&b, "# HELP rlxd_generation_tokens_total Tokens generated.\n# TYPE rlxd_generation_tokens_total counter\n"
+            "rlxd_generation_tokens_total %llu\n", (unsigned long long)m->generation_tokens);
+    put(&b, "# HELP rlxd_requests_cancelled_total Generations cancelled because the client disconnected.\n"
+            "# TYPE rlxd_requests_cancelled_total counter\nrlxd_requests_cancelled_total %llu\n",
+        (unsigned long long)m->cancelled);
+    static const struct { const char *name, *type, *help; } gauges[] = {
+        {"rlxd_num_requests_running", "gauge", "Sequences being processed by the engine."},
+        {"rlxd_num_requests_waiting", "gauge", "Requests waiting for admission."},
+        {"rlxd_kv_cache_usage_ratio", "gauge", "Fraction of KV cache blocks in use."},
+        {"rlxd_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache."},
+        {"rlxd_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache."},
+    };
+    for (size_t g = 0; g < RLX_ARRAY_LEN(gauges); g++) {
+        put(&b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g].name, gauges[g].help, gauges[g].name, gauges[g].type);
+        for (size_t i = 0; i < n_models; i++) {
+            const rlx_metrics_model *x = &models[i];
+            double v = g == 0 ? x->running : g == 1 ? x->waiting : g == 2 ? x->kv_usage
+                     : g == 3 ? (double)x->prefix_queries : (double)x->prefix_hits;
+            put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
+        }
+    }
+    put_hist(&b, "rlxd_time_to_first_token_seconds", "Time from request arrival to the first token.", &m->ttft);
+    put_hist(&b, "rlxd_inter_token_latency_seconds", "Mean time between generated tokens, per request.", &m->itl);
+    put_hist(&b, "rlxd_e2e_request_latency_seconds", "Time from request arrival to its last token.", &m->e2e);
+    if (b.oom) { free(b.s); return NULL; }
+    return b.s;
+}
+
+void rlx_access_log_format(const rlx_access_entry *e, bool json, char *buf, size_t cap)
+{
+    char ts[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (!json) {
+        char ttft[32] = "-";
+        if (e->ttft_s >= 0) snprintf(ttft, sizeof ttft, "%.1fms", e->ttft_s * 1e3);
+        snprintf(buf, cap, "%s %s %s %d model=%s prompt_tokens=%d completion_tokens=%d ttft=%s duration=%.1fms%s%s\n",
+                 ts, e->method, e->path, e->status, e->model ? e->model : "-", e->prompt_tokens,
+                 e->completion_tokens, ttft, e->duration_s * 1e3, e->finish ? " finish=" : "",
+                 e->finish ? e->finish : "");
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "time", ts);
+    cJSON_AddStringToObject(o, "method", e->method);
+    cJSON_AddStringToObject(o, "path", e->path);
+    cJSON_AddNumberToObject(o, "status", e->status);
+    if (e->model) cJSON_AddStringToObject(o, "model", e->model);
+    else cJSON_AddNullToObject(o, "model");
+    cJSON_AddNumberToObject(o, "prompt_tokens", e->prompt_tokens);
+    cJSON_AddNumberToObject(o, "completion_tokens", e->completion_tokens);
+    if (e->ttft_s >= 0) cJSON_AddNumberToObject(o, "ttft_ms", e->ttft_s * 1e3);
+    else cJSON_AddNullToObject(o, "ttft_ms");
+    cJSON_AddNumberToObject(o, "duration_ms", e->duration_s * 1e3);
+    if (e->finish) cJSON_AddStringToObject(o, "finish", e->finish);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    snprintf(buf, cap, "%s\n", s ? s : "{}");
+    free(s);
+}

@@ -1,0 +1,55 @@
+/* metrics.h - request counters and latency histograms of the daemon, rendered as Prometheus
+ * text with vLLM-style names (rlxd_ prefix); and the one-line access log.
+ *
+ * Threads: used on the loop thread only. Ownership: rlx_metrics is a plain value; the render
+ * functions return malloc'ed strings owned by the caller. */
+#ifndef RLX_METRICS_H
+#define RLX_METRICS_H
+
+#include "backends/rlx.h"
+
+#define RLX_HIST_MAX_BUCKETS 20
+#define RLX_METRICS_MAX_SERIES 64
+
+typedef struct rlx_histogram {
+    const double *bounds;              /* upper bounds, ascending (static) */
+    int n_bounds;
+    uint64_t counts[RLX_HIST_MAX_BUCKETS + 1]; /* per bucket, the last is +Inf */
+    double sum;
+    uint64_t count;
+} rlx_histogram;
+
+typedef struct rlx_metrics {
+    struct { char endpoint[32]; int status; uint64_t n; } requests[RLX_METRICS_MAX_SERIES];
+    int n_requests;
+    uint64_t prompt_tokens, generation_tokens;
+    uint64_t cancelled;                /* generations cancelled because the client left */
+    rlx_histogram ttft, itl, e2e;
+} rlx_metrics;
+
+/* Live per-model values sampled from the workers at render time. */
+typedef struct rlx_metrics_model {
+    const char *name;
+    int32_t running, waiting;
+    double kv_usage;
+    uint64_t prefix_queries, prefix_hits;
+} rlx_metrics_model;
+
+void rlx_metrics_init(rlx_metrics *m);
+void rlx_metrics_request(rlx_metrics *m, const char *endpoint, int status);
+void rlx_histogram_observe(rlx_histogram *h, double v);
+char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, size_t n_models);
+
+typedef struct rlx_access_entry {
+    const char *method, *path, *model; /* model may be NULL */
+    int status;
+    int32_t prompt_tokens, completion_tokens;
+    double ttft_s;                     /* < 0: none */
+    double duration_s;
+    const char *finish;                /* NULL or "stop", "length", "cancelled" */
+} rlx_access_entry;
+
+/* One line (with '\n') in text or JSON form. */
+void rlx_access_log_format(const rlx_access_entry *e, bool json, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,279 @@
+/* routes.c - the HTTP API: a table of routes, authentication, and one handler per endpoint.
+ * Handlers run on the loop thread and never block. Chat templates are rendered and /tokenize
+ * runs here too: both are linear in the body, which --max-body bounds. */
+#include "server/serve.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define INVALID "invalid_request_error"
+
+typedef void (*handler_fn)(rlx_srv *s, rlx_conn *c);
+
+typedef struct route {
+    const char *method, *path;
+    handler_fn fn;
+    bool open;                    /* no API key needed */
+    const char *endpoint;         /* metrics label */
+} route;
+
+/* Equal-time comparison so response timing does not reveal how much of a key matched. */
+static bool key_equal(const char *a, size_t an, const char *b, size_t bn)
+{
+    unsigned char d = an != bn;
+    for (size_t i = 0; i < an; i++) d |= (unsigned char)a[i] ^ (unsigned char)b[i % (bn ? bn : 1)];
+    return d == 0;
+}
+
+static bool authorized(rlx_srv *s, rlx_conn *c)
+{
+    const char *key = s->cfg->api_key;
+    if (!key) return true;
+    const char *h = MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_equal(h, strlen(h), key, strlen(key));
+}
+
+static void respond_json(rlx_conn *c, int status, cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    rlx_conn_respond(c, status, "application/json", s);
+}
+
+/* ---- simple endpoints --------------------------------------------------------------------- */
+
+static void h_health(rlx_srv *s, rlx_conn *c)
+{
+    if (s->n_ready == s->n_models && !s->stopping) {
+        rlx_conn_respond(c, 200, "application/json", strdup("{\"status\":\"ok\"}"));
+        return;
+    }
+    rlx_api_error e;
+    rlx_api_errorf(&e, 503, "unavailable_error", NULL, s->stopping ? "The server is shutting down."
+                   : "Loading model: the server is not ready yet.");
+    rlx_conn_error(c, &e);
+}
+
+static void h_models(rlx_srv *s, rlx_conn *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    for (size_t i = 0; i < s->n_models; i++) {
+        const rlx_model_slot *m = &s->models[i];
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "id", m->cfg->name);
+        cJSON_AddStringToObject(d, "object", "model");
+        cJSON_AddNumberToObject(d, "created", (double)m->created);
+        cJSON_AddStringToObject(d, "owned_by", "rlxd");
+        cJSON *meta = cJSON_AddObjectToObject(d, "meta");
+        cJSON_AddStringToObject(meta, "path", m->cfg->path);
+        cJSON_AddStringToObject(meta, "status", m->state == RLX_MODEL_READY ? "ready"
+                                : m->state == RLX_MODEL_LOADING ? "loading" : "failed");
+        if (m->state == RLX_MODEL_READY) {
+            cJSON_AddNumberToObject(meta, "n_ctx", rlx_worker_n_ctx(m->w));
+            cJSON_AddNumberToObject(meta, "n_vocab", m->n_vocab);
+        }
+        cJSON_AddItemToArray(data, d);
+    }
+    respond_json(c, 200, o);
+}
+
+static void h_metrics(rlx_srv *s, rlx_conn *c)
+{
+    rlx_metrics_model mm[RLX_SERVE_MAX_MODELS];
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_models; i++) {
+        if (s->models[i].state != RLX_MODEL_READY) continue;
+        rlx_worker_stats st = {0};
+        rlx_worker_get_stats(s->models[i].w, &st);
+        mm[n++] = (rlx_metrics_model){.name = s->models[i].cfg->name, .running = st.running, .waiting = st.waiting,
+                                      .kv_usage = st.kv_usage, .prefix_queries = st.prefix_queries,
+                                      .prefix_hits = st.prefix_hits};
+    }
+    rlx_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", rlx_metrics_render(&s->metrics, mm, n));
+}
+
+static rlx_model_slot *pick_model(rlx_srv *s, rlx_conn *c, const char *name)
+{
+    rlx_api_error e;
+    snprintf(c->model, sizeof c->model, "%s", name ? name : s->models[0].cfg->name);
+    rlx_model_slot *m = rlx_srv_model(s, name, &e);
+    if (!m) rlx_conn_error(c, &e);
+    return m;
+}
+
+static void h_tokenize(rlx_srv *s, rlx_conn *c)
+{
+    char *text, *model;
+    bool add_special = true, parse_special = true;
+    rlx_api_error e;
+    if (rlx_api_parse_tokenize(c->body, c->body_len, &text, &add_special, &parse_special, &model, &e)) {
+        rlx_conn_error(c, &e);
+        return;
+    }
+    rlx_model_slot *m = pick_model(s, c, model);
+    free(model);
+    if (!m) { free(text); return; }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rlx_error err = {0};
+    int rc = rlx_tokenize(m->tok, text, strlen(text), add_special, parse_special, &ids, &n, &err);
+    free(text);
+    if (rc) {
+        rlx_api_error_from_rlx(&e, rc, err.msg);
+        rlx_conn_error(c, &e);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+    free(ids);
+    respond_json(c, 200, o);
+}
+
+static void h_detokenize(rlx_srv *s, rlx_conn *c)
+{
+    rlx_api_error e;
+    char *model = NULL;
+    int32_t *ids;
+    size_t n;
+    /* the model decides the vocabulary size, so look at "model" before validating ids */
+    if (rlx_api_parse_detokenize(c->body, c->body_len, 0, &ids, &n, &model, &e)) {
+        rlx_conn_error(c, &e);
+        return;
+    }
+    rlx_model_slot *m = pick_model(s, c, model);
+    free(model);
+    if (!m) { free(ids); return; }
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= m->n_vocab) {
+            free(ids);
+            rlx_api_errorf(&e, 400, INVALID, "tokens", "'tokens' must hold token ids between 0 and %d.", m->n_vocab - 1);
+            rlx_conn_error(c, &e);
+            return;
+        }
+    char *text = rlx_detokenize(m->tok, ids, n, false);
+    free(ids);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "content", text ? text : "");
+    free(text);
+    respond_json(c, 200, o);
+}
+
+static rlx_model_slot *parse_for_model(rlx_srv *s, rlx_conn *c, rlx_api_kind kind, rlx_api_request *r)
+{
+    rlx_api_error e;
+    if (rlx_api_parse(r, kind, c->body ? c->body : "", c->body_len, 0, &e)) {
+        rlx_conn_error(c, &e);
+        return NULL;
+    }
+    return pick_model(s, c, r->model);
+}
+
+static void h_apply_template(rlx_srv *s, rlx_conn *c)
+{
+    rlx_api_request r;
+    rlx_api_error e;
+    rlx_model_slot *m = parse_for_model(s, c, RLX_API_CHAT, &r);
+    char *prompt = NULL;
+    if (m && rlx_render_chat(m, &r, &prompt, &e) == 0) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "prompt", prompt);
+        free(prompt);
+        respond_json(c, 200, o);
+    } else if (m) {
+        rlx_conn_error(c, &e);
+    }
+    rlx_api_request_free(&r);
+}
+
+static void generate(rlx_srv *s, rlx_conn *c, rlx_api_kind kind)
+{
+    rlx_api_request r;
+    rlx_api_error e;
+    rlx_model_slot *m = parse_for_model(s, c, kind, &r);
+    if (m && s->stopping) {
+        rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
+        rlx_conn_error(c, &e);
+        m = NULL;
+    }
+    if (!m) {
+        rlx_api_request_free(&r);
+        return;
+    }
+    bool stream = r.stream;
+    rlx_job *j;
+    if (rlx_job_start(s, m, &r, rlx_conn_job_notify, c, &j, &e)) {
+        rlx_conn_error(c, &e);
+        rlx_api_request_free(&r);
+        return;
+    }
+    c->job = j;
+    c->stream = stream;
+    c->stream_ctype = kind == RLX_API_GENERATE ? "application/x-ndjson" : "text/event-stream";
+}
+
+static void h_completions(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_COMPLETIONS); }
+static void h_chat(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_CHAT); }
+static void h_generate(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_GENERATE); }
+
+static const route routes[] = {
+    {"GET", "/health", h_health, true, "health"},
+    {"GET", "/v1/models", h_models, false, "models"},
+    {"GET", "/metrics", h_metrics, false, "metrics"},
+    {"POST", "/v1/completions", h_completions, false, "completions"},
+    {"POST", "/v1/chat/completions", h_chat, false, "chat_completions"},
+    {"POST", "/v1/generate", h_generate, false, "generate"},
+    {"POST", "/tokenize", h_tokenize, false, "tokenize"},
+    {"POST", "/detokenize", h_detokenize, false, "detokenize"},
+    {"POST", "/apply-template", h_apply_template, false, "apply_template"},
+};
+
+const char *rlx_route_endpoint(const char *path)
+{
+    for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++)
+        if (!strcmp(routes[i].path, path)) return routes[i].endpoint;
+    return "other";
+}
+
+void rlx_route(rlx_srv *s, rlx_conn *c)
+{
+    const route *hit = NULL;
+    bool path_known = false;
+    const char *allow = NULL;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++) {
+        if (strcmp(routes[i].path, c->path)) continue;
+        path_known = true;
+        allow = routes[i].method;
+        if (!strcmp(routes[i].method, c->method) || (!strcmp(c->method, "HEAD") && !strcmp(routes[i].method, "GET")))
+            hit = &routes[i];
+    }
+    rlx_api_error e;
+    if (!path_known) {
+        rlx_api_errorf(&e, 404, INVALID, NULL, "Unknown endpoint %s %s.", c->method, c->path);
+        e.code = "not_found";
+        rlx_conn_error(c, &e);
+        return;
+    }
+    if (!hit) {
+        rlx_api_errorf(&e, 405, INVALID, NULL, "%s does not accept %s; use %s.", c->path, c->method, allow);
+        rlx_conn_error(c, &e);
+        c->allow = allow;
+        return;
+    }
+    c->endpoint = hit->endpoint;
+    if (!hit->open && !authorized(s, c)) {
+        rlx_api_errorf(&e, 401, "authentication_error", NULL,
+                       "Missing or incorrect API key: send the header 'Authorization: Bearer KEY'.");
+        e.code = "invalid_api_key";
+        rlx_conn_error(c, &e);
+        return;
+    }
+    hit->fn(s, c);
+}

@@ -1,0 +1,192 @@
+/* serve.h - internals of `rlxd serve` shared by the daemon's files (not a public API).
+ *
+ * Threads: everything here lives on the one libuv loop thread, except rlx_srv.queue, which
+ * worker threads fill (under qlock) from their event callbacks before waking the loop with
+ * uv_async_send.
+ *
+ * Ownership: rlx_srv owns the model slots, the MHD daemon and the event queue. A job is
+ * owned by the server; its sink (an HTTP connection or a stdio line) only borrows it, and a
+ * job is freed once every engine request of it has delivered its final event and the sink
+ * has let go (rlx_job_detach). */
+#ifndef RLX_SERVE_H
+#define RLX_SERVE_H
+
+#include "engine/engine.h"
+#include "proto/proto.h"
+#include "proto/stop.h"
+#include "server/config.h"
+#include "server/metrics.h"
+
+#include <microhttpd.h>
+#include <uv.h>
+
+typedef struct rlx_srv rlx_srv;
+typedef struct rlx_job rlx_job;
+typedef struct rlx_conn rlx_conn;
+
+typedef enum { RLX_MODEL_LOADING, RLX_MODEL_READY, RLX_MODEL_FAILED } rlx_model_state;
+
+typedef struct rlx_model_slot {
+    rlx_srv *srv;
+    const rlx_serve_model *cfg;
+    rlx_worker_config wc;
+    rlx_worker *w;                 /* owned, NULL until loaded */
+    rlx_model_state state;
+    rlx_error err;                 /* why loading failed */
+    uv_work_t load;                /* rlx_worker_start runs on the libuv threadpool */
+    const rlx_tokenizer *tok;      /* borrowed from w */
+    int32_t n_vocab;
+    char bos[128], eos[128];       /* texts of the special tokens, for chat templates */
+    long long created;             /* load time, unix seconds */
+} rlx_model_slot;
+
+/* One engine request (one choice) of a job. */
+typedef struct rlx_choice {
+    rlx_job *job;
+    int index;
+    uint64_t req_id;
+    bool submitted, final;         /* final: RLX_EV_DONE or RLX_EV_ERROR seen */
+    bool stop_hit;                 /* our stop matcher ended it (then we cancelled it) */
+    rlx_stop_matcher stop;
+    char *text; size_t len, cap;   /* released text (with the echo prefix) */
+    int32_t *tokens; size_t n_tokens, cap_tokens;
+    rlx_api_logprob *lps; size_t n_lps, cap_lps;
+    size_t lp_offset;              /* text_offset of the next logprob entry */
+    rlx_finish_reason finish;
+    rlx_usage usage;
+    rlx_timings timings;
+} rlx_choice;
+
+typedef void (*rlx_job_notify_fn)(rlx_job *job);
+
+struct rlx_job {
+    rlx_srv *srv;
+    rlx_job *prev, *next;          /* srv->jobs list */
+    rlx_model_slot *model;
+    rlx_api_request req;           /* owned */
+    rlx_api_meta meta;
+    rlx_choice *choices;
+    size_t n_choices, n_submitted, n_final;
+    /* output for the sink: bytes out[off..len) not yet taken */
+    char *out; size_t off, len, cap;
+    bool finished;                 /* the whole response is in out */
+    int status;                    /* HTTP status of the response */
+    bool failed;                   /* err holds the first error */
+    rlx_api_error err;
+    bool client_gone;
+    rlx_job_notify_fn notify;      /* NULL once detached */
+    void *sink;
+    double t_start;
+    rlx_usage total;
+};
+
+typedef struct rlx_qevent {
+    struct rlx_qevent *next;
+    rlx_choice *choice;
+    rlx_event ev;                  /* ev.text / ev.error_msg point to the owned copies below */
+    char *text, *msg;
+} rlx_qevent;
+
+struct rlx_srv {
+    rlx_serve_config *cfg;
+    uv_loop_t *loop;
+    rlx_model_slot models[RLX_SERVE_MAX_MODELS];
+    size_t n_models, n_ready, n_failed;
+    uv_async_t async;
+    uv_mutex_t qlock;
+    rlx_qevent *qhead, *qtail;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t drain_timer;
+    struct MHD_Daemon *mhd;
+    uv_poll_t mhd_poll;
+    uv_timer_t mhd_timer;
+    int port;                      /* bound port */
+    rlx_metrics metrics;
+    uint64_t next_id;
+    int n_conns;
+    rlx_conn *conns;
+    rlx_job *jobs;
+    size_t n_jobs;
+    bool stopping;                 /* SIGTERM/SIGINT or stdin EOF: drain then exit */
+    double stop_t0;
+    int exit_code;
+    void *stdio;                   /* stdio.c state in --stdio mode */
+};
+
+/* jobs.c */
+int rlx_srv_queue_init(rlx_srv *s);
+/* Finds the model a request names (NULL: the default); 404 model_not_found, 503 loading. */
+rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e);
+/* Starts a job from a parsed request (moved into the job; *req is zeroed). For chat, the
+ * prompt is rendered here with the model's template. On error nothing was started for the
+ * caller (a partly submitted job cleans itself up) and e says why. */
+int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn notify,
+                  void *sink, rlx_job **out, rlx_api_error *e);
+/* The sink lets go: an unfinished job is cancelled; the job is freed when it can be. */
+void rlx_job_detach(rlx_job *job);
+void rlx_srv_cancel_all(rlx_srv *s);
+/* Shutdown, after the workers stopped: handle what they queued, then free what is left. */
+void rlx_srv_drain_queue(rlx_srv *s);
+void rlx_srv_free_jobs(rlx_srv *s);
+/* Renders a chat request's messages with the model's template (malloc'ed). */
+int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e);
+
+/* http.c */
+int rlx_http_start(rlx_srv *s, rlx_error *err);
+void rlx_http_quiesce(rlx_srv *s);    /* stop accepting */
+void rlx_http_kick(rlx_srv *s);       /* MHD_run + re-arm the timer */
+void rlx_http_stop(rlx_srv *s);
+void rlx_http_resume_all(rlx_srv *s);
+
+/* One HTTP request on the loop thread (http.c owns it; routes.c fills the answer). */
+struct rlx_conn {
+    rlx_srv *srv;
+    struct rlx_conn *prev, *next;  /* srv->conns */
+    struct MHD_Connection *mc;
+    char method[16], path[256];
+    char *body; size_t body_len, body_cap;
+    bool too_large, routed;
+    bool suspended;                /* MHD_suspend_connection called and not yet resumed */
+    bool gone;                     /* the client hung up while we waited */
+    uv_poll_t poll;                /* watches the socket for hang-up while suspended */
+    bool poll_init;
+    /* an answer to queue: either a whole body ... */
+    bool has_resp;
+    int status;
+    char *resp; size_t resp_len;
+    const char *ctype;
+    bool retry_after, www_auth;
+    const char *allow;
+    /* ... or a job whose output is streamed (stream) or sent whole when it finishes */
+    rlx_job *job;
+    bool stream, queued;
+    const char *stream_ctype;
+    /* access log */
+    const char *endpoint;          /* metrics label (static) */
+    char model[64];
+    int log_status;
+    double t0, ttft;
+    int32_t prompt_tokens, completion_tokens;
+    const char *finish;
+};
+
+/* routes.c: handles one complete HTTP request. */
+void rlx_route(rlx_srv *s, rlx_conn *c);
+const char *rlx_route_endpoint(const char *path); /* metrics label */
+/* Sets c's answer; body (malloc'ed, may be NULL when out of memory) is taken. */
+void rlx_conn_respond(rlx_conn *c, int status, const char *ctype, char *body);
+void rlx_conn_error(rlx_conn *c, const rlx_api_error *e);
+/* http.c: the job-side wake-up of the connection waiting on it. */
+void rlx_conn_job_notify(rlx_job *job);
+
+/* stdio.c */
+int rlx_stdio_start(rlx_srv *s, rlx_error *err);
+void rlx_stdio_models_ready(rlx_srv *s);
+void rlx_stdio_close(rlx_srv *s);   /* closes the handles (run the loop after) */
+void rlx_stdio_free(rlx_srv *s);    /* once the handles are closed */
+bool rlx_stdio_idle(rlx_srv *s);    /* EOF seen and every result written */
+
+/* cmd_serve.c */
+void rlx_srv_maybe_exit(rlx_srv *s);  /* while stopping: ends the loop once idle */
+
+#endif

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# test_inspect.sh - `rlxd inspect` on stories260K (text and --json) and on broken files.
+set -u
+SHARED="${RLX_SHARED:-../shared}"
+MODEL="$SHARED/models/stories260K.gguf"
+RLXD="${RLX_BIN:-build}/rlxd"
+if [ ! -f "$MODEL" ]; then
+    echo "skipped: $MODEL is absent (set RLX_SHARED)"
+    exit 77
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$RLXD" inspect "$MODEL" >"$TMP/out.txt" 2>"$TMP/err.txt" || fail "text mode exited $?: $(cat "$TMP/err.txt")"
+for want in "GGUF v3, alignment 32" "general.architecture" '"llama"' "llama.block_count" \
+            "[string x 512: \"<unk>\", \"<s>\"" "token_embd.weight" "[64, 512]" "parameters: 292800" \
+            "weight bytes: 1171200" "320.00 KiB F16 KV cache"; do
+    grep -qF -- "$want" "$TMP/out.txt" || fail "text output lacks '$want'"
+done
+
+"$RLXD" inspect "$MODEL" --json >"$TMP/out.json" 2>"$TMP/err.txt" || fail "--json exited $?: $(cat "$TMP/err.txt")"
+python3 - "$TMP/out.json" <<'PY' || fail "--json output is wrong"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["version"] == 3 and d["alignment"] == 32, d["version"]
+md = d["metadata"]
+assert md["general.architecture"] == "llama"
+assert md["llama.block_count"] == 5 and d["metadata_types"]["llama.block_count"] == "uint32"
+tok = md["tokenizer.ggml.tokens"]
+assert tok["type"] == "string" and tok["count"] == 512 and tok["head"][:2] == ["<unk>", "<s>"], tok
+t = {x["name"]: x for x in d["tensors"]}
+assert len(t) == 48
+assert t["token_embd.weight"]["shape"] == [64, 512] and t["token_embd.weight"]["type"] == "f32"
+assert t["token_embd.weight"]["bytes"] == 64 * 512 * 4
+assert d["parameters"] == 292800 and d["weight_bytes"] == 1171200
+m = d["memory"]
+assert m["kv_cache"] == 2 * 5 * 512 * 4 * 8 * 2 and m["total"] == m["weights"] + m["kv_cache"], m
+PY
+
+# broken files: exit 1, nothing on stdout, a message naming the file and the problem
+head -c 5000 "$MODEL" >"$TMP/cut.gguf"
+"$RLXD" inspect "$TMP/cut.gguf" >"$TMP/out.txt" 2>"$TMP/err.txt"
+rc=$?
+[ $rc -eq 1 ] || fail "truncated file: exit $rc, expected 1"
+[ ! -s "$TMP/out.txt" ] || fail "truncated file: output on stdout"
+grep -q "cut.gguf: metadata key #0 'tokenizer.ggml.tokens': element \[370\]: file truncated: .*runs past the end" "$TMP/err.txt" || fail "truncated file: message: $(cat "$TMP/err.txt")"
+
+printf 'GGML\003\000\000\000' >"$TMP/magic.gguf"
+"$RLXD" inspect --json "$TMP/magic.gguf" >/dev/null 2>"$TMP/err.txt"
+rc=$?
+[ $rc -eq 1 ] || fail "bad magic: exit $rc, expected 1"
+grep -q "magic.gguf: not a GGUF file" "$TMP/err.txt" || fail "bad magic: message: $(cat "$TMP/err.txt")"
+
+"$RLXD" inspect "$TMP/absent.gguf" >/dev/null 2>"$TMP/err.txt"
+rc=$?
+[ $rc -eq 1 ] || fail "missing file: exit $rc, expected 1"
+grep -q "absent.gguf: cannot open" "$TMP/err.txt" || fail "missing file: message: $(cat "$TMP/err.txt")"
+echo "ok"

@@ -1,0 +1,220 @@
+/* test_proto.c - request parsing and validation (proto/parse.c, proto/build.c). */
+#include "tests/rlx_test.h"
+#include "proto/proto.h"
+
+static int parse(rlx_api_request *r, rlx_api_kind k, const char *body, rlx_api_error *e)
+{
+    return rlx_api_parse(r, k, body, strlen(body), 1000, e);
+}
+
+/* Expects a 400 naming `param`. */
+#define EXPECT_BAD(kind, body, param_) do { rlx_api_request r_; rlx_api_error e_ = {0}; \
+    int rc_ = parse(&r_, kind, body, &e_); rlx_api_request_free(&r_); \
+    ASSERT_MSG(rc_ < 0, "accepted bad body %s", body); ASSERT_EQ(e_.status, 400); \
+    ASSERT_STR_EQ(e_.param, param_); ASSERT_STR_EQ(e_.type, "invalid_request_error"); } while (0)
+
+TEST(completions_defaults)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"hi\",\"unknown_field\":[1,2]}", &e), 0);
+    ASSERT_EQ(r.n_prompts, 1);
+    ASSERT_STR_EQ(r.prompts[0].text, "hi");
+    ASSERT_EQ(r.n, 1);
+    ASSERT_EQ(r.logprobs, -1);
+    ASSERT_EQ(r.base->max_tokens, 16);
+    ASSERT(!r.stream);
+    ASSERT(r.model == NULL);
+    rlx_api_request_free(&r);
+}
+
+TEST(sampling_params_parsed)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    const char *body = "{\"model\":\"m\",\"prompt\":[1,2,3],\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,"
+        "\"min_p\":0.05,\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,"
+        "\"seed\":42,\"max_tokens\":7,\"stop\":[\"a\",\"bc\"],\"logit_bias\":{\"5\":-100,\"7\":2.5},"
+        "\"n\":3,\"ignore_eos\":true,\"user\":\"u\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        "\"logprobs\":2,\"echo\":true}";
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, body, &e), 0);
+    ASSERT_STR_EQ(r.model, "m");
+    ASSERT_EQ(r.prompts[0].n_ids, 3);
+    ASSERT_EQ(r.prompts[0].ids[2], 3);
+    ASSERT_NEAR(r.base->sampling.temperature, 0.5, 1e-6);
+    ASSERT_NEAR(r.base->sampling.top_p, 0.9, 1e-6);
+    ASSERT_EQ(r.base->sampling.top_k, 40);
+    ASSERT_NEAR(r.base->sampling.min_p, 0.05, 1e-6);
+    ASSERT_NEAR(r.base->sampling.presence_penalty, 0.5, 1e-6);
+    ASSERT_NEAR(r.base->sampling.frequency_penalty, -0.5, 1e-6);
+    ASSERT_NEAR(r.base->sampling.repetition_penalty, 1.1, 1e-6);
+    ASSERT(r.base->sampling.has_seed);
+    ASSERT_EQ(r.base->sampling.seed, 42);
+    ASSERT_EQ(r.base->max_tokens, 7);
+    ASSERT_EQ(r.base->n_stop, 2);
+    ASSERT_STR_EQ(r.base->stop[1], "bc");
+    ASSERT_EQ(r.base->sampling.n_logit_bias, 2);
+    ASSERT_EQ(r.base->sampling.logit_bias[0].token, 5);
+    ASSERT_NEAR(r.base->sampling.logit_bias[1].bias, 2.5, 1e-6);
+    ASSERT_EQ(r.n, 3);
+    ASSERT(r.base->ignore_eos);
+    ASSERT(r.stream && r.include_usage && r.echo);
+    ASSERT_EQ(r.logprobs, 2);
+    ASSERT_EQ(r.base->top_logprobs, 2);
+
+    rlx_request *q = rlx_api_make_request(&r, NULL, r.prompts[0].ids, r.prompts[0].n_ids, 99);
+    ASSERT(q != NULL);
+    ASSERT_EQ(q->id, 99);
+    ASSERT_EQ(q->n_prompt, 3);
+    ASSERT_EQ(q->n_stop, 2);
+    ASSERT(q->stop[0] != r.base->stop[0]);
+    ASSERT_EQ(q->sampling.n_logit_bias, 2);
+    ASSERT(q->sampling.logit_bias != r.base->sampling.logit_bias);
+    ASSERT_EQ(q->max_tokens, 7);
+    rlx_request_free(q);
+    rlx_api_request_free(&r);
+}
+
+TEST(prompt_shapes)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":[\"a\",\"b\"],\"n\":2}", &e), 0);
+    ASSERT_EQ(r.n_prompts, 2);
+    ASSERT_STR_EQ(r.prompts[1].text, "b");
+    rlx_api_request_free(&r);
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":[[1,2],[3]]}", &e), 0);
+    ASSERT_EQ(r.n_prompts, 2);
+    ASSERT_EQ(r.prompts[1].ids[0], 3);
+    rlx_api_request_free(&r);
+    ASSERT_EQ(parse(&r, RLX_API_GENERATE, "{\"input_ids\":[4,5],\"session_id\":\"s1\"}", &e), 0);
+    ASSERT_EQ(r.prompts[0].n_ids, 2);
+    ASSERT_STR_EQ(r.base->session_id, "s1");
+    ASSERT_EQ(r.base->max_tokens, 0);
+    rlx_api_request_free(&r);
+}
+
+TEST(stop_as_string)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_EQ(parse(&r, RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":\"\\n\"}", &e), 0);
+    ASSERT_EQ(r.base->n_stop, 1);
+    ASSERT_STR_EQ(r.base->stop[0], "\n");
+    rlx_api_request_free(&r);
+}
+
+TEST(chat_messages_and_logprobs)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hel\"},{\"type\":\"text\",\"text\":\"lo\"}]}],"
+        "\"logprobs\":true,\"top_logprobs\":3,\"max_completion_tokens\":5}";
+    ASSERT_EQ(parse(&r, RLX_API_CHAT, body, &e), 0);
+    ASSERT_EQ(cJSON_GetArraySize(r.messages), 2);
+    const cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 1), "content");
+    ASSERT(cJSON_IsString(c));
+    ASSERT_STR_EQ(c->valuestring, "hello");
+    ASSERT_EQ(r.logprobs, 3);
+    ASSERT_EQ(r.base->max_tokens, 5);
+    cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>");
+    ASSERT(ctx != NULL);
+    ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(ctx, "add_generation_prompt")));
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ctx, "bos_token")->valuestring, "<s>");
+    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(ctx, "messages")), 2);
+    cJSON_Delete(ctx);
+    rlx_api_request_free(&r);
+}
+
+TEST(bad_params_name_the_parameter)
+{
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":\"hot\"}", "temperature");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":3}", "temperature");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_p\":1.5}", "top_p");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":2.5}", "top_k");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_p\":-1}", "min_p");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"presence_penalty\":5}", "presence_penalty");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"frequency_penalty\":true}", "frequency_penalty");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"repetition_penalty\":0}", "repetition_penalty");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":\"1\"}", "seed");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":-3}",
+               "max_completion_tokens");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"stop\":[1]}", "stop");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"stop\":5}", "stop");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"abc\":1}}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5000\":1}}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[1]}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":0}", "n");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":17}", "n");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"ignore_eos\":1}", "ignore_eos");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"user\":5}", "user");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":1}}",
+               "stream_options.include_usage");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"echo\":\"no\"}", "echo");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"model\":3}", "model");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":{}}", "prompt");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":[1,-2]}", "prompt");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":[1,1000]}", "prompt");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":[]}", "prompt");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"max_tokens\":3}", "prompt");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"max_tokens\":3}", "prompt");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"n\":2}", "n");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[]}", "messages");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "messages");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":3}", "logprobs");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":3}",
+               "top_logprobs");
+}
+
+TEST(bad_json_is_400_without_param)
+{
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":", "");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "[1,2]", "");
+}
+
+TEST(nulls_are_absent)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":null,\"stop\":null,\"max_tokens\":null}", &e), 0);
+    ASSERT_EQ(r.base->n_stop, 0);
+    ASSERT_EQ(r.base->max_tokens, 16);
+    rlx_api_request_free(&r);
+}
+
+TEST(tokenize_bodies)
+{
+    char *text, *model;
+    bool add = true, parse_sp = false;
+    rlx_api_error e = {0};
+    const char *b = "{\"content\":\"hello\",\"add_special\":false}";
+    ASSERT_EQ(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &model, &e), 0);
+    ASSERT_STR_EQ(text, "hello");
+    ASSERT(!add);
+    free(text);
+    b = "{\"content\":3}";
+    ASSERT(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &model, &e) < 0);
+    ASSERT_STR_EQ(e.param, "content");
+    int32_t *ids;
+    size_t n;
+    b = "{\"tokens\":[1,2,999]}";
+    ASSERT_EQ(rlx_api_parse_detokenize(b, strlen(b), 1000, &ids, &n, &model, &e), 0);
+    ASSERT_EQ(n, 3);
+    ASSERT_EQ(ids[2], 999);
+    free(ids);
+    b = "{\"tokens\":[1,2,1000]}";
+    ASSERT(rlx_api_parse_detokenize(b, strlen(b), 1000, &ids, &n, &model, &e) < 0);
+    ASSERT_STR_EQ(e.param, "tokens");
+}
+
+TEST_MAIN(TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
+          TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
+          TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(bad_json_is_400_without_param),
+          TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies))

@@ -1,0 +1,145 @@
+/* test_proto_format.c - responses, SSE chunks, ndjson and error objects (proto/format.c). */
+#include "tests/rlx_test.h"
+#include "proto/proto.h"
+
+static cJSON *parse_sse(const char *s)
+{
+    if (strncmp(s, "data: ", 6)) return NULL;
+    size_t n = strlen(s);
+    if (n < 8 || strcmp(s + n - 2, "\n\n")) return NULL;
+    return cJSON_ParseWithLength(s + 6, n - 8);
+}
+
+TEST(error_object_shape)
+{
+    rlx_api_error e;
+    rlx_api_errorf(&e, 400, "invalid_request_error", "top_p", "'top_p' must be between 0 and 1.");
+    char *s = rlx_api_error_json(&e);
+    ASSERT_STR_EQ(s, "{\"error\":{\"message\":\"'top_p' must be between 0 and 1.\",\"type\":"
+                     "\"invalid_request_error\",\"param\":\"top_p\",\"code\":null}}");
+    free(s);
+    rlx_api_error_from_rlx(&e, RLX_EFULL, "queue full");
+    ASSERT_EQ(e.status, 503);
+    rlx_api_error_from_rlx(&e, RLX_ETOOLONG, "too long");
+    ASSERT_EQ(e.status, 400);
+    char *sse = rlx_api_sse_error(&e);
+    cJSON *j = parse_sse(sse);
+    ASSERT(j && cJSON_GetObjectItem(j, "error"));
+    cJSON_Delete(j);
+    free(sse);
+}
+
+TEST(chat_response)
+{
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_CHAT, "tiny", 7, 1700000000);
+    ASSERT(!strncmp(m.id, "chatcmpl-", 9));
+    rlx_api_choice c = {.index = 0, .text = "Hi \"there\"", .text_len = 10, .finish = RLX_FINISH_LENGTH};
+    rlx_usage u = {.prompt_tokens = 5, .completion_tokens = 3};
+    char *s = rlx_api_response_json(&m, &c, 1, &u, NULL);
+    cJSON *j = cJSON_Parse(s);
+    ASSERT(j != NULL);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(j, "object")->valuestring, "chat.completion");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(j, "model")->valuestring, "tiny");
+    ASSERT_EQ(cJSON_GetObjectItem(j, "created")->valuedouble, 1700000000);
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "message"), "content")->valuestring, "Hi \"there\"");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "message"), "role")->valuestring, "assistant");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ch, "finish_reason")->valuestring, "length");
+    ASSERT(cJSON_IsNull(cJSON_GetObjectItem(ch, "logprobs")));
+    ASSERT_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "total_tokens")->valueint, 8);
+    cJSON_Delete(j);
+    free(s);
+}
+
+TEST(completion_logprobs)
+{
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_COMPLETIONS, "tiny", 1, 1);
+    rlx_api_logprob lp[2] = {0};
+    lp[0].text = strdup("He");
+    lp[0].logprob = -0.5f;
+    lp[0].n_top = 1;
+    lp[0].top_text[0] = strdup("He");
+    lp[0].top_logprob[0] = -0.5f;
+    lp[1].text = strdup("llo");
+    lp[1].logprob = -1.0f;
+    lp[1].text_offset = 2;
+    rlx_api_choice c = {.index = 0, .text = "Hello", .text_len = 5, .logprobs = lp, .n_logprobs = 2,
+                        .finish = RLX_FINISH_STOP};
+    rlx_usage u = {1, 2, 0};
+    char *s = rlx_api_response_json(&m, &c, 1, &u, NULL);
+    cJSON *j = cJSON_Parse(s);
+    cJSON *l = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "logprobs");
+    ASSERT_STR_EQ(cJSON_GetArrayItem(cJSON_GetObjectItem(l, "tokens"), 1)->valuestring, "llo");
+    ASSERT_NEAR(cJSON_GetArrayItem(cJSON_GetObjectItem(l, "token_logprobs"), 0)->valuedouble, -0.5, 1e-6);
+    ASSERT_EQ(cJSON_GetArrayItem(cJSON_GetObjectItem(l, "text_offset"), 1)->valueint, 2);
+    ASSERT_NEAR(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(l, "top_logprobs"), 0), "He")->valuedouble,
+                -0.5, 1e-6);
+    cJSON_Delete(j);
+    free(s);
+    /* chat format of the same data */
+    m.kind = RLX_API_CHAT;
+    s = rlx_api_sse_chunk(&m, 0, "He", 2, false, lp, 1, RLX_FINISH_NONE);
+    j = parse_sse(s);
+    ASSERT(j != NULL);
+    cJSON *e0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+        cJSON_GetObjectItem(j, "choices"), 0), "logprobs"), "content"), 0);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(e0, "token")->valuestring, "He");
+    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(e0, "bytes")), 2);
+    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(e0, "top_logprobs")), 1);
+    cJSON_Delete(j);
+    free(s);
+    rlx_api_logprob_clear(&lp[0]);
+    rlx_api_logprob_clear(&lp[1]);
+}
+
+TEST(chat_stream_chunks)
+{
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_CHAT, "tiny", 2, 5);
+    char *a = rlx_api_sse_chunk(&m, 0, "", 0, true, NULL, 0, RLX_FINISH_NONE);
+    char *b = rlx_api_sse_chunk(&m, 0, "lo", 2, false, NULL, 0, RLX_FINISH_STOP);
+    char *u = rlx_api_sse_usage(&m, &(rlx_usage){3, 4, 1});
+    cJSON *ja = parse_sse(a), *jb = parse_sse(b), *ju = parse_sse(u);
+    ASSERT(ja && jb && ju);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ja, "id")->valuestring, cJSON_GetObjectItem(jb, "id")->valuestring);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ja, "object")->valuestring, "chat.completion.chunk");
+    cJSON *da = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(ja, "choices"), 0), "delta");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(da, "role")->valuestring, "assistant");
+    cJSON *cb = cJSON_GetArrayItem(cJSON_GetObjectItem(jb, "choices"), 0);
+    ASSERT(cJSON_GetObjectItem(cJSON_GetObjectItem(cb, "delta"), "role") == NULL);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(cb, "delta"), "content")->valuestring, "lo");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(cb, "finish_reason")->valuestring, "stop");
+    ASSERT(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(ja, "choices"), 0), "finish_reason")));
+    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(ju, "choices")), 0);
+    ASSERT_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(ju, "usage"), "completion_tokens")->valueint, 4);
+    ASSERT_STR_EQ(rlx_api_sse_done, "data: [DONE]\n\n");
+    ASSERT(strstr(a, "event:") == NULL);
+    cJSON_Delete(ja); cJSON_Delete(jb); cJSON_Delete(ju);
+    free(a); free(b); free(u);
+}
+
+TEST(native_generate)
+{
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_GENERATE, "tiny", 3, 9);
+    int32_t ids[] = {10, 11};
+    rlx_api_choice c = {.text = "ab", .text_len = 2, .tokens = ids, .n_tokens = 2, .finish = RLX_FINISH_LENGTH};
+    rlx_usage u = {4, 2, 0};
+    rlx_timings t = {.ttft_s = 0.01, .total_s = 0.02, .gen_s = 0.01};
+    char *s = rlx_api_response_json(&m, &c, 1, &u, &t);
+    cJSON *j = cJSON_Parse(s);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(j, "text")->valuestring, "ab");
+    ASSERT_EQ(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "token_ids"), 1)->valueint, 11);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(j, "finish_reason")->valuestring, "length");
+    ASSERT(cJSON_GetObjectItem(j, "usage") && cJSON_GetObjectItem(j, "timings"));
+    cJSON_Delete(j);
+    free(s);
+    s = rlx_api_ndjson_token(10, "a\n", 2);
+    ASSERT_STR_EQ(s, "{\"token\":10,\"text\":\"a\\n\"}\n");
+    free(s);
+}
+
+TEST_MAIN(TEST_ENTRY(error_object_shape), TEST_ENTRY(chat_response), TEST_ENTRY(completion_logprobs),
+          TEST_ENTRY(chat_stream_chunks), TEST_ENTRY(native_generate))

@@ -1,0 +1,62 @@
+/* test_server_metrics.c - Prometheus exposition and the access log line. */
+#include "tests/rlx_test.h"
+#include "server/metrics.h"
+
+TEST(prometheus_text)
+{
+    rlx_metrics m;
+    rlx_metrics_init(&m);
+    rlx_metrics_request(&m, "completions", 200);
+    rlx_metrics_request(&m, "completions", 200);
+    rlx_metrics_request(&m, "chat_completions", 400);
+    m.prompt_tokens = 12;
+    m.generation_tokens = 34;
+    rlx_histogram_observe(&m.ttft, 0.003);
+    rlx_histogram_observe(&m.ttft, 100);
+    rlx_metrics_model mm = {.name = "tiny", .running = 2, .waiting = 1, .kv_usage = 0.25, .prefix_queries = 10,
+                            .prefix_hits = 4};
+    char *s = rlx_metrics_render(&m, &mm, 1);
+    ASSERT(s != NULL);
+    ASSERT(strstr(s, "rlxd_requests_total{endpoint=\"completions\",status=\"200\"} 2\n"));
+    ASSERT(strstr(s, "rlxd_requests_total{endpoint=\"chat_completions\",status=\"400\"} 1\n"));
+    ASSERT(strstr(s, "rlxd_prompt_tokens_total 12\n"));
+    ASSERT(strstr(s, "rlxd_generation_tokens_total 34\n"));
+    ASSERT(strstr(s, "rlxd_num_requests_running{model_name=\"tiny\"} 2\n"));
+    ASSERT(strstr(s, "rlxd_num_requests_waiting{model_name=\"tiny\"} 1\n"));
+    ASSERT(strstr(s, "rlxd_kv_cache_usage_ratio{model_name=\"tiny\"} 0.25\n"));
+    ASSERT(strstr(s, "rlxd_prefix_cache_queries_total{model_name=\"tiny\"} 10\n"));
+    ASSERT(strstr(s, "rlxd_prefix_cache_hits_total{model_name=\"tiny\"} 4\n"));
+    ASSERT(strstr(s, "# TYPE rlxd_time_to_first_token_seconds histogram\n"));
+    ASSERT(strstr(s, "rlxd_time_to_first_token_seconds_bucket{le=\"0.001\"} 0\n"));
+    ASSERT(strstr(s, "rlxd_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n"));
+    ASSERT(strstr(s, "rlxd_time_to_first_token_seconds_bucket{le=\"80\"} 1\n"));
+    ASSERT(strstr(s, "rlxd_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2\n"));
+    ASSERT(strstr(s, "rlxd_time_to_first_token_seconds_count 2\n"));
+    ASSERT(strstr(s, "rlxd_time_to_first_token_seconds_sum 100.003000\n"));
+    ASSERT(strstr(s, "rlxd_inter_token_latency_seconds_count 0\n"));
+    ASSERT(strstr(s, "rlxd_e2e_request_latency_seconds_bucket{le=\"+Inf\"} 0\n"));
+    free(s);
+}
+
+TEST(access_log_lines)
+{
+    rlx_access_entry e = {.method = "POST", .path = "/v1/completions", .model = "tiny", .status = 200,
+                          .prompt_tokens = 5, .completion_tokens = 7, .ttft_s = 0.0125, .duration_s = 0.5,
+                          .finish = "length"};
+    char buf[512];
+    rlx_access_log_format(&e, false, buf, sizeof buf);
+    ASSERT(strstr(buf, "POST /v1/completions 200 model=tiny prompt_tokens=5 completion_tokens=7 ttft=12.5ms "
+                       "duration=500.0ms finish=length\n"));
+    rlx_access_log_format(&e, true, buf, sizeof buf);
+    ASSERT(strstr(buf, "\"method\":\"POST\""));
+    ASSERT(strstr(buf, "\"status\":200"));
+    ASSERT(strstr(buf, "\"completion_tokens\":7"));
+    ASSERT(strstr(buf, "\"ttft_ms\":12.5"));
+    ASSERT(buf[strlen(buf) - 1] == '\n');
+    e.model = NULL;
+    e.ttft_s = -1;
+    rlx_access_log_format(&e, false, buf, sizeof buf);
+    ASSERT(strstr(buf, "model=- ") && strstr(buf, "ttft=- "));
+}
+
+TEST_MAIN(TEST_ENTRY(prometheus_text), TEST_ENTRY(access_log_lines))

@@ -1,0 +1,486 @@
+/* test_session.c - the sqlite3 session store: CRUD, ids, listing, TTL and count limits with
+ * their KV files, foreign and corrupt files, schema migration, reopen persistence, concurrent
+ * threads, and kill -9 of a writer at random moments. */
+#include "tests/rlx_test.h"
+#include "engine/session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char g_dir[256];
+
+/* A fresh temporary directory per test; returns a path inside it. */
+static const char *tmp_path(const char *name)
+{
+    static char buf[4][512];
+    static int next;
+    if (!g_dir[0]) {
+        snprintf(g_dir, sizeof g_dir, "/tmp/rlx_session_XXXXXX");
+        if (!mkdtemp(g_dir)) return NULL;
+    }
+    char *b = buf[next++ & 3];
+    snprintf(b, sizeof buf[0], "%s/%s", g_dir, name);
+    return b;
+}
+
+static void rm_db(const char *path)
+{
+    char p[600];
+    unlink(path);
+    snprintf(p, sizeof p, "%s-wal", path); unlink(p);
+    snprintf(p, sizeof p, "%s-shm", path); unlink(p);
+}
+
+static bool file_exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
+
+static void touch(const char *p) { FILE *f = fopen(p, "w"); if (f) { fputs("kv", f); fclose(f); } }
+
+/* Deterministic token content for crash checks. */
+static int32_t tok_of(uint32_t id, uint32_t j) { return (int32_t)((id * 2654435761u) ^ (j * 40503u)); }
+static size_t len_of(uint32_t id) { return 1 + id % 97; }
+
+static double fake_now;
+static double fake_clock(void *u) { (void)u; return fake_now; }
+
+TEST(ids)
+{
+    ASSERT(rlx_session_id_valid("abc"));
+    ASSERT(rlx_session_id_valid("user-1:chat_2.v3"));
+    ASSERT(!rlx_session_id_valid(""));
+    ASSERT(!rlx_session_id_valid(NULL));
+    ASSERT(!rlx_session_id_valid("a b"));
+    ASSERT(!rlx_session_id_valid("../etc"));
+    ASSERT(!rlx_session_id_valid("x/y"));
+    char id[130];
+    memset(id, 'a', 128); id[128] = 0;
+    ASSERT(rlx_session_id_valid(id));
+    id[128] = 'a'; id[129] = 0;
+    ASSERT(!rlx_session_id_valid(id));
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_session_id_check(id, &err), RLX_EINVAL);
+    ASSERT(strstr(err.msg, "128") != NULL);
+    ASSERT_EQ(rlx_session_id_check("é", &err), RLX_EINVAL);
+    ASSERT(strstr(err.msg, "letters") != NULL);
+}
+
+TEST(crud_and_reopen)
+{
+    const char *db = tmp_path("crud.db");
+    rm_db(db);
+    rlx_session_store *st;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
+    rlx_session_store_set_clock(st, fake_clock, NULL);
+    fake_now = 1000.0;
+    int32_t toks[] = {1, -2, 151935, INT32_MIN, INT32_MAX};
+    ASSERT_EQ(rlx_session_put(st, "s1", "qwen", toks, 5, NULL, NULL, &err), 0);
+    rlx_session s;
+    ASSERT_EQ(rlx_session_get(st, "s1", &s, &err), 0);
+    ASSERT_STR_EQ(s.id, "s1");
+    ASSERT_STR_EQ(s.model, "qwen");
+    ASSERT_EQ(s.n_tokens, 5);
+    ASSERT(memcmp(s.tokens, toks, sizeof toks) == 0);
+    ASSERT(s.kv_path == NULL && s.kv_model_hash == NULL);
+    ASSERT_NEAR(s.created, 1000.0, 0);
+    rlx_session_clear(&s);
+    /* upsert keeps created, moves updated, replaces content */
+    fake_now = 1010.0;
+    ASSERT_EQ(rlx_session_put(st, "s1", "llama", toks, 2, "/x/kv.bin", "abc", &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "s1", &s, &err), 0);
+    ASSERT_STR_EQ(s.model, "llama");
+    ASSERT_EQ(s.n_tokens, 2);
+    ASSERT_EQ(s.tokens[1], -2);
+    ASSERT_STR_EQ(s.kv_path, "/x/kv.bin");
+    ASSERT_STR_EQ(s.kv_model_hash, "abc");
+    ASSERT_NEAR(s.created, 1000.0, 0);
+    ASSERT_NEAR(s.updated, 1010.0, 0);
+    rlx_session_clear(&s);
+    /* empty history is allowed */
+    ASSERT_EQ(rlx_session_put(st, "empty", "m", NULL, 0, NULL, NULL, &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "empty", &s, &err), 0);
+    ASSERT_EQ(s.n_tokens, 0);
+    rlx_session_clear(&s);
+    /* bad input */
+    ASSERT_EQ(rlx_session_put(st, "bad id", "m", toks, 1, NULL, NULL, &err), RLX_EINVAL);
+    ASSERT_EQ(rlx_session_put(st, "ok", NULL, toks, 1, NULL, NULL, &err), RLX_EINVAL);
+    ASSERT_EQ(rlx_session_get(st, "nope", &s, &err), RLX_ENOTFOUND);
+    ASSERT(strstr(err.msg, "nope") != NULL);
+    ASSERT_EQ(rlx_session_store_check(st, &err), 0);
+    rlx_session_store_close(st);
+
+    /* reopen: everything is still there */
+    ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "s1", &s, &err), 0);
+    ASSERT_STR_EQ(s.model, "llama");
+    ASSERT_EQ(s.n_tokens, 2);
+    rlx_session_clear(&s);
+    ASSERT_EQ(rlx_session_delete(st, "s1", &err), 0);
+    ASSERT_EQ(rlx_session_delete(st, "s1", &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_get(st, "s1", &s, &err), RLX_ENOTFOUND);
+    rlx_session_store_close(st);
+    sqlite3 *raw;
+    ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
+    sqlite3_stmt *q;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+    ASSERT_STR_EQ((const char *)sqlite3_column_text(q, 0), "wal");
+    sqlite3_finalize(q);
+    sqlite3_close(raw);
+    rm_db(db);
+}
+
+TEST(kv_files_follow_their_rows)
+{
+    const char *db = tmp_path("kv.db");
+    const char *a = tmp_path("a.kv"), *b = tmp_path("b.kv");
+    rm_db(db);
+    touch(a);
+    touch(b);
+    rlx_session_store *st;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
+    int32_t t = 5;
+    ASSERT_EQ(rlx_session_put(st, "k", "m", &t, 1, a, "h1", &err), 0);
+    ASSERT_EQ(rlx_session_put(st, "k", "m", &t, 1, a, "h1", &err), 0); /* same file: kept */
+    ASSERT(file_exists(a));
+    ASSERT_EQ(rlx_session_put(st, "k", "m", &t, 1, b, "h2", &err), 0); /* replaced: removed */
+    ASSERT(!file_exists(a));
+    ASSERT(file_exists(b));
+    ASSERT_EQ(rlx_session_delete(st, "k", &err), 0);
+    ASSERT(!file_exists(b));
+    rlx_session_store_close(st);
+    rm_db(db);
+}
+
+TEST(list_pages)
+{
+    const char *db = tmp_path("list.db");
+    rm_db(db);
+    rlx_session_store *st;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
+    rlx_session_store_set_clock(st, fake_clock, NULL);
+    int32_t toks[10] = {0};
+    char id[32];
+    for (int i = 0; i < 7; i++) {
+        fake_now = 100.0 + i;
+        snprintf(id, sizeof id, "s%d", i);
+        ASSERT_EQ(rlx_session_put(st, id, "m", toks, (size_t)i, NULL, NULL, &err), 0);
+    }
+    rlx_session *l;
+    size_t n, total;
+    ASSERT_EQ(rlx_session_list(st, 0, 3, &l, &n, &total, &err), 0);
+    ASSERT_EQ(n, 3);
+    ASSERT_EQ(total, 7);
+    ASSERT_STR_EQ(l[0].id, "s6"); /* most recent first */
+    ASSERT_EQ(l[0].n_tokens, 6);
+    ASSERT(l[0].tokens == NULL);
+    ASSERT_STR_EQ(l[2].id, "s4");
+    rlx_session_list_free(l, n);
+    ASSERT_EQ(rlx_session_list(st, 6, 3, &l, &n, NULL, &err), 0);
+    ASSERT_EQ(n, 1);
+    ASSERT_STR_EQ(l[0].id, "s0");
+    rlx_session_list_free(l, n);
+    ASSERT_EQ(rlx_session_list(st, 100, 3, &l, &n, &total, &err), 0);
+    ASSERT_EQ(n, 0);
+    rlx_session_list_free(l, n);
+    total = 0;
+    ASSERT_EQ(rlx_session_list(st, 0, 0, &l, &n, &total, &err), 0);
+    ASSERT_EQ(n, 0);
+    ASSERT_EQ(total, 7);
+    rlx_session_list_free(l, n);
+    rlx_session_store_close(st);
+    rm_db(db);
+}
+
+TEST(limits_ttl_and_count)
+{
+    char db[512];
+    snprintf(db, sizeof db, "%s", tmp_path("lim.db")); /* tmp_path's ring is reused below */
+    rm_db(db);
+    rlx_session_store *st;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
+    rlx_session_store_set_clock(st, fake_clock, NULL);
+    int32_t t = 1;
+    char id[32], kv[10][512];
+    for (int i = 0; i < 10; i++) {
+        fake_now = 1000.0 + 10 * i; /* s0 oldest ... s9 newest */
+        snprintf(id, sizeof id, "s%d", i);
+        snprintf(kv[i], sizeof kv[i], "%s", tmp_path(id));
+        touch(kv[i]);
+        ASSERT_EQ(rlx_session_put(st, id, "m", &t, 1, kv[i], "h", &err), 0);
+    }
+    fake_now = 1100.0;
+    size_t removed = 99;
+    /* nothing to do */
+    ASSERT_EQ(rlx_session_enforce_limits(st, 0, 0, &removed, &err), 0);
+    ASSERT_EQ(removed, 0);
+    /* TTL 65 s at t = 1100: updated < 1035 goes, i.e. s0..s3 */
+    ASSERT_EQ(rlx_session_enforce_limits(st, 65.0, 0, &removed, &err), 0);
+    ASSERT_EQ(removed, 4);
+    rlx_session s;
+    ASSERT_EQ(rlx_session_get(st, "s3", &s, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_get(st, "s4", &s, &err), 0);
+    rlx_session_clear(&s);
+    ASSERT(!file_exists(kv[3]));
+    ASSERT(file_exists(kv[4]));
+    /* touching s4 makes it the newest: the cap of 3 then keeps s4, s9, s8 */
+    fake_now = 1200.0;
+    ASSERT_EQ(rlx_session_put(st, "s4", "m", &t, 1, kv[4], "h", &err), 0);
+    ASSERT_EQ(rlx_session_enforce_limits(st, 0, 3, &removed, &err), 0);
+    ASSERT_EQ(removed, 3);
+    const char *keep[] = {"s4", "s8", "s9"}, *gone[] = {"s5", "s6", "s7"};
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(rlx_session_get(st, keep[i], &s, &err), 0);
+        rlx_session_clear(&s);
+        ASSERT_EQ(rlx_session_get(st, gone[i], &s, &err), RLX_ENOTFOUND);
+    }
+    ASSERT(!file_exists(kv[5]) && !file_exists(kv[7]));
+    ASSERT(file_exists(kv[4]) && file_exists(kv[9]));
+    rlx_session_store_close(st);
+    for (int i = 0; i < 10; i++) unlink(kv[i]);
+    rm_db(db);
+}
+
+TEST(foreign_and_corrupt_files)
+{
+    rlx_session_store *st = (rlx_session_store *)1;
+    rlx_error err = {0};
+    /* plain text */
+    const char *txt = tmp_path("notes.txt");
+    FILE *f = fopen(txt, "w");
+    ASSERT(f);
+    for (int i = 0; i < 200; i++) fputs("this is not a database at all\n", f);
+    fclose(f);
+    ASSERT_EQ(rlx_session_store_open(&st, txt, &err), RLX_EFORMAT);
+    ASSERT(st == NULL);
+    ASSERT_MSG(strstr(err.msg, "not a valid sqlite3 database") && strstr(err.msg, "notes.txt"),
+               "message: %s", err.msg);
+    unlink(txt);
+    /* an sqlite database of another program */
+    const char *other = tmp_path("other.db");
+    rm_db(other);
+    sqlite3 *raw;
+    ASSERT_EQ(sqlite3_open(other, &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "CREATE TABLE users(name TEXT)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    ASSERT_EQ(rlx_session_store_open(&st, other, &err), RLX_EFORMAT);
+    ASSERT(strstr(err.msg, "another program") != NULL);
+    rm_db(other);
+    /* a valid database whose pages were overwritten */
+    const char *bad = tmp_path("bad.db");
+    rm_db(bad);
+    ASSERT_EQ(rlx_session_store_open(&st, bad, &err), 0);
+    int32_t toks[200] = {0};
+    char id[16];
+    for (int i = 0; i < 50; i++) {
+        snprintf(id, sizeof id, "s%d", i);
+        ASSERT_EQ(rlx_session_put(st, id, "m", toks, 200, NULL, NULL, &err), 0);
+    }
+    rlx_session_store_close(st); /* checkpoints the WAL into the main file */
+    int fd = open(bad, O_WRONLY);
+    ASSERT(fd >= 0);
+    char junk[4096];
+    memset(junk, 0xA5, sizeof junk);
+    ASSERT_EQ(pwrite(fd, junk, sizeof junk, 4096), (ssize_t)sizeof junk);
+    ASSERT_EQ(pwrite(fd, junk, 100, 0), 100); /* the header too */
+    close(fd);
+    ASSERT_EQ(rlx_session_store_open(&st, bad, &err), RLX_EFORMAT);
+    rm_db(bad);
+    /* a directory that does not exist */
+    ASSERT_EQ(rlx_session_store_open(&st, "/nonexistent-dir/x/s.db", &err), RLX_EIO);
+    ASSERT(strstr(err.msg, "/nonexistent-dir/x/s.db") != NULL);
+}
+
+TEST(newer_schema_refused_and_v1_migrated)
+{
+    const char *db = tmp_path("ver.db");
+    rm_db(db);
+    sqlite3 *raw;
+    ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
+    /* a version-1 database with one session (tokens 7, 8 little-endian) */
+    ASSERT_EQ(sqlite3_exec(raw,
+        "CREATE TABLE sessions(id TEXT PRIMARY KEY, model TEXT NOT NULL, tokens BLOB NOT NULL,"
+        " created REAL NOT NULL, updated REAL NOT NULL);"
+        "INSERT INTO sessions VALUES('old', 'm', x'0700000008000000', 1.0, 2.0);"
+        "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    rlx_session_store *st;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
+    rlx_session s;
+    ASSERT_EQ(rlx_session_get(st, "old", &s, &err), 0);
+    ASSERT_EQ(s.n_tokens, 2);
+    ASSERT_EQ(s.tokens[0], 7);
+    ASSERT_EQ(s.tokens[1], 8);
+    ASSERT(s.kv_path == NULL);
+    rlx_session_clear(&s);
+    ASSERT_EQ(rlx_session_put(st, "old", "m", NULL, 0, "/p", "h", &err), 0);
+    rlx_session_store_close(st);
+    ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
+    sqlite3_stmt *q;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "PRAGMA user_version", -1, &q, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int(q, 0), RLX_SESSION_SCHEMA_VERSION);
+    sqlite3_finalize(q);
+    ASSERT_EQ(sqlite3_exec(raw, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    ASSERT_EQ(rlx_session_store_open(&st, db, &err), RLX_EUNSUPPORTED);
+    ASSERT(strstr(err.msg, "99") != NULL);
+    rm_db(db);
+}
+
+typedef struct thr_arg { rlx_session_store *st; int k; int fails; } thr_arg;
+
+static void *thr_main(void *p)
+{
+    thr_arg *a = p;
+    char id[32];
+    for (int i = 0; i < 100; i++) {
+        snprintf(id, sizeof id, "t%d-%d", a->k, i);
+        int32_t tok[3] = {a->k, i, 42};
+        rlx_session s;
+        if (rlx_session_put(a->st, id, "m", tok, 3, NULL, NULL, NULL) ||
+            rlx_session_get(a->st, id, &s, NULL) || s.tokens[1] != i)
+            a->fails++;
+        rlx_session_clear(&s);
+    }
+    return NULL;
+}
+
+TEST(threads_share_a_store)
+{
+    const char *db = tmp_path("thr.db");
+    rm_db(db);
+    rlx_session_store *st;
+    ASSERT_EQ(rlx_session_store_open(&st, db, NULL), 0);
+    pthread_t th[4];
+    thr_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thr_arg){st, i, 0};
+        pthread_create(&th[i], NULL, thr_main, &args[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ASSERT_EQ(args[i].fails, 0);
+    }
+    size_t n, total;
+    rlx_session *l;
+    ASSERT_EQ(rlx_session_list(st, 0, 1, &l, &n, &total, NULL), 0);
+    ASSERT_EQ(total, 400);
+    rlx_session_list_free(l, n);
+    rlx_session_store_close(st);
+    rm_db(db);
+}
+
+/* The child writes sessions in a tight loop and reports each id after its COMMIT returned;
+ * every tenth write also rewrites "hot" whose model records the write number. */
+static void crash_child(const char *db, int wfd, uint32_t base)
+{
+    rlx_session_store *st;
+    if (rlx_session_store_open(&st, db, NULL)) _exit(3);
+    int32_t toks[128];
+    char id[32], model[32];
+    for (uint32_t i = base;; i++) {
+        size_t n = len_of(i);
+        for (size_t j = 0; j < n; j++) toks[j] = tok_of(i, (uint32_t)j);
+        snprintf(id, sizeof id, "c%u", i);
+        if (rlx_session_put(st, id, "m", toks, n, NULL, NULL, NULL)) _exit(4);
+        if (i % 10 == 0) {
+            snprintf(model, sizeof model, "v%u", i);
+            if (rlx_session_put(st, "hot", model, toks, n, NULL, NULL, NULL)) _exit(4);
+        }
+        if (write(wfd, &i, sizeof i) != sizeof i) _exit(5);
+    }
+}
+
+TEST(kill9_keeps_committed_sessions)
+{
+    const char *db = tmp_path("crash.db");
+    rm_db(db);
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    srand(seed);
+    fprintf(stderr, "  crash seed %u\n", seed);
+    uint32_t base = 0, total_reported = 0;
+    double t0 = rlx_now();
+    for (int round = 0; round < 6 && rlx_now() - t0 < 7.0; round++) {
+        int fds[2];
+        ASSERT_EQ(pipe(fds), 0);
+        pid_t pid = fork();
+        ASSERT(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            crash_child(db, fds[1], base);
+        }
+        close(fds[1]);
+        /* kill at a random moment 20..400 ms in */
+        struct timespec d = {0, (20 + rand() % 380) * 1000000L};
+        nanosleep(&d, NULL);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        ASSERT_MSG(WIFSIGNALED(status), "child ended on its own (status %d)", status);
+        uint32_t id, last = base, last_hot = UINT32_MAX, n_rep = 0;
+        ssize_t r;
+        while ((r = read(fds[0], &id, sizeof id)) == sizeof id) {
+            last = id;
+            n_rep++;
+            if (id % 10 == 0) last_hot = id;
+        }
+        close(fds[0]);
+        total_reported += n_rep;
+
+        rlx_session_store *st;
+        rlx_error err = {0};
+        ASSERT_MSG(rlx_session_store_open(&st, db, &err) == 0, "reopen: %s", err.msg);
+        ASSERT_MSG(rlx_session_store_check(st, &err) == 0, "integrity: %s", err.msg);
+        for (uint32_t i = base; n_rep && i <= last; i++) {
+            char sid[32];
+            snprintf(sid, sizeof sid, "c%u", i);
+            rlx_session s;
+            ASSERT_MSG(rlx_session_get(st, sid, &s, &err) == 0, "round %d: committed %s lost: %s",
+                       round, sid, err.msg);
+            int ok = s.n_tokens == len_of(i);
+            for (size_t j = 0; ok && j < s.n_tokens; j++) ok = s.tokens[j] == tok_of(i, (uint32_t)j);
+            rlx_session_clear(&s);
+            ASSERT_MSG(ok, "round %d: session %s damaged", round, sid);
+        }
+        if (last_hot != UINT32_MAX) {
+            rlx_session h;
+            ASSERT_EQ(rlx_session_get(st, "hot", &h, &err), 0);
+            uint32_t v = (uint32_t)strtoul(h.model + 1, NULL, 10);
+            int ok = v >= last_hot && h.n_tokens == len_of(v);
+            for (size_t j = 0; ok && j < h.n_tokens; j++) ok = h.tokens[j] == tok_of(v, (uint32_t)j);
+            rlx_session_clear(&h);
+            ASSERT_MSG(ok, "round %d: hot holds v%u, reported v%u", round, v, last_hot);
+        }
+        rlx_session_store_close(st);
+        base = last + 1000; /* fresh ids for the next round */
+    }
+    ASSERT_MSG(total_reported > 0, "the writer never committed anything");
+    fprintf(stderr, "  %u committed writes checked\n", total_reported);
+    rm_db(db);
+}
+
+static void cleanup(void) { if (g_dir[0]) rmdir(g_dir); }
+
+int main(void)
+{
+    static const rlx_test_case cases[] = {
+        TEST_ENTRY(ids), TEST_ENTRY(crud_and_reopen), TEST_ENTRY(kv_files_follow_their_rows),
+        TEST_ENTRY(list_pages), TEST_ENTRY(limits_ttl_and_count),
+        TEST_ENTRY(foreign_and_corrupt_files), TEST_ENTRY(newer_schema_refused_and_v1_migrated),
+        TEST_ENTRY(threads_share_a_store), TEST_ENTRY(kill9_keeps_committed_sessions),
+    };
+    int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
+    cleanup();
+    return rc;
+}

@@ -1,0 +1,232 @@
+/* test_worker.c - the scheduler: continuous batching is invisible in the outputs (batch
+ * invariance), preemption loses nothing, shared prefixes are computed once, cancellation,
+ * admission control. Runs on stories260K from ../shared. */
+#include "tests/rlx_test.h"
+#include "engine/engine.h"
+
+#include <pthread.h>
+
+#define MAX_GEN 64
+
+typedef struct result {
+    int32_t tokens[MAX_GEN];
+    int n;
+    bool done;
+    rlx_finish_reason finish;
+    rlx_usage usage;
+    int error;
+} result;
+
+typedef struct collector {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending;
+    result *res;
+} collector;
+
+typedef struct slot { collector *c; int idx; } slot;
+
+static void on_event(void *user, const rlx_event *ev)
+{
+    slot *s = user;
+    collector *c = s->c;
+    pthread_mutex_lock(&c->mu);
+    result *r = &c->res[s->idx];
+    if (ev->type == RLX_EV_TOKEN && r->n < MAX_GEN) r->tokens[r->n++] = ev->token;
+    if (ev->type != RLX_EV_TOKEN) {
+        r->done = true;
+        r->finish = ev->finish;
+        r->usage = ev->usage;
+        r->error = ev->type == RLX_EV_ERROR ? ev->error_code : 0;
+        c->pending--;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static rlx_worker *start(int32_t max_seqs, size_t kv_mib, int32_t kv_blocks)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) return NULL;
+    rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = max_seqs, .kv_mem_mib = kv_mib,
+                             .max_batch_tokens = 256, .max_queue = 64, .kv_block = 16, .kv_blocks = kv_blocks};
+    rlx_worker *w = NULL;
+    rlx_error err = {0};
+    if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
+    return w;
+}
+
+static void make_prompt(int i, int32_t *ids, size_t *n)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
+    *n = 4 + (size_t)(i * 7 % 37);
+    ids[0] = 1;
+    for (size_t k = 1; k < *n; k++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        ids[k] = 3 + (int32_t)(x % 509);
+    }
+}
+
+static rlx_request *new_req(int i, slot *sl, int32_t max_tokens, const int32_t *ids, size_t n)
+{
+    rlx_request *r = rlx_request_new();
+    r->id = (uint64_t)i + 1;
+    r->prompt_ids = malloc(n * sizeof *ids);
+    memcpy(r->prompt_ids, ids, n * sizeof *ids);
+    r->n_prompt = n;
+    r->max_tokens = max_tokens;
+    r->ignore_eos = true;
+    r->sampling.temperature = 0;
+    r->on_event = on_event;
+    r->user = sl;
+    return r;
+}
+
+static void wait_all(collector *c)
+{
+    pthread_mutex_lock(&c->mu);
+    while (c->pending > 0) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+#define N_REQ 32
+
+/* runs N_REQ prompts either one at a time or all at once; seeded sampling for odd ones */
+static void run_set(rlx_worker *w, bool together, result *res)
+{
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    slot slots[N_REQ];
+    memset(res, 0, sizeof(result) * N_REQ);
+    for (int i = 0; i < N_REQ; i++) {
+        int32_t ids[64];
+        size_t n;
+        make_prompt(i, ids, &n);
+        slots[i] = (slot){&c, i};
+        rlx_request *r = new_req(i, &slots[i], 24 + i % 9, ids, n);
+        if (i % 2) { r->sampling.temperature = 0.8f; r->sampling.seed = 1000 + (uint64_t)i; r->sampling.has_seed = true; }
+        pthread_mutex_lock(&c.mu);
+        c.pending++;
+        pthread_mutex_unlock(&c.mu);
+        rlx_error err = {0};
+        if (rlx_worker_submit(w, r, &err)) { fprintf(stderr, "submit: %s\n", err.msg); res[i].error = err.code; c.pending--; }
+        if (!together) wait_all(&c);
+    }
+    wait_all(&c);
+}
+
+TEST(batching_is_invisible)
+{
+    rlx_worker *w = start(32, 0, 0);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    static result solo[N_REQ], batch[N_REQ];
+    run_set(w, false, solo);
+    run_set(w, true, batch);
+    for (int i = 0; i < N_REQ; i++) {
+        ASSERT_EQ(solo[i].error, 0);
+        ASSERT_EQ(batch[i].error, 0);
+        ASSERT_EQ(solo[i].n, 24 + i % 9);
+        ASSERT_EQ(batch[i].n, solo[i].n);
+        ASSERT_EQ(batch[i].finish, RLX_FINISH_LENGTH);
+        for (int k = 0; k < solo[i].n; k++) ASSERT_EQ(batch[i].tokens[k], solo[i].tokens[k]);
+    }
+    rlx_worker_stop(w, true);
+}
+
+TEST(preemption_keeps_outputs)
+{
+    rlx_worker *w = start(32, 0, 0);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    static result solo[N_REQ], tight[N_REQ];
+    run_set(w, false, solo);
+    rlx_worker_stop(w, true);
+    /* 40 blocks of 16 slots for 32 sequences needing ~100 blocks at once */
+    w = start(32, 0, 40);
+    ASSERT(w != NULL);
+    run_set(w, true, tight);
+    rlx_worker_stats st;
+    rlx_worker_get_stats(w, &st);
+    fprintf(stderr, "  preemptions: %llu\n", (unsigned long long)st.preemptions);
+    ASSERT(st.preemptions > 0);
+    for (int i = 0; i < N_REQ; i++) {
+        ASSERT_EQ(tight[i].error, 0);
+        ASSERT_EQ(tight[i].n, solo[i].n);
+        for (int k = 0; k < solo[i].n; k++) ASSERT_EQ(tight[i].tokens[k], solo[i].tokens[k]);
+    }
+    rlx_worker_stop(w, true);
+}
+
+TEST(shared_prefix_computed_once)
+{
+    rlx_worker *w = start(4, 0, 0);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    int32_t ids[220];
+    ids[0] = 1;
+    for (int k = 1; k < 220; k++) ids[k] = 3 + (k * 37) % 500;
+    static result res[2];
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    slot sl[2] = {{&c, 0}, {&c, 1}};
+    for (int i = 0; i < 2; i++) {
+        ids[210] = 7 + i; /* same 200-token prefix, different tails */
+        c.pending = 1;
+        rlx_error err = {0};
+        ASSERT_EQ(rlx_worker_submit(w, new_req(i, &sl[i], 8, ids, 220), &err), 0);
+        wait_all(&c);
+    }
+    ASSERT_EQ(res[0].usage.cached_tokens, 0);
+    ASSERT(res[1].usage.cached_tokens >= 192);
+    ASSERT_EQ(res[1].usage.prompt_tokens, 220);
+    rlx_worker_stats st;
+    rlx_worker_get_stats(w, &st);
+    ASSERT_EQ(st.prefix_queries, 440);
+    ASSERT_EQ(st.prefix_hits, (uint64_t)res[1].usage.cached_tokens);
+    rlx_worker_stop(w, true);
+}
+
+TEST(cancel_and_limits)
+{
+    rlx_worker *w = start(2, 0, 0);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    static result res[3];
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, res};
+    slot sl = {&c, 0};
+    int32_t ids[4] = {1, 403, 407, 261};
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_submit(w, new_req(0, &sl, 400, ids, 4), &err), 0);
+    rlx_worker_cancel(w, 1);
+    wait_all(&c);
+    ASSERT_EQ(res[0].finish, RLX_FINISH_CANCELLED);
+    ASSERT(res[0].n < 400);
+    /* can never fit: prompt + max_tokens over the context */
+    ASSERT_EQ(rlx_worker_submit(w, new_req(1, &sl, 100000, ids, 4), &err), RLX_ETOOLONG);
+    ASSERT(strstr(err.msg, "context") != NULL);
+    /* token ids outside the vocabulary */
+    int32_t bad[2] = {1, 999999};
+    ASSERT_EQ(rlx_worker_submit(w, new_req(2, &sl, 4, bad, 2), &err), RLX_EINVAL);
+    rlx_worker_stop(w, true);
+}
+
+TEST(text_prompt_and_eos)
+{
+    rlx_worker *w = start(2, 0, 0);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    static result res[1];
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, res};
+    slot sl = {&c, 0};
+    rlx_request *r = rlx_request_new();
+    r->id = 1;
+    r->prompt_text = strdup("Once upon a time");
+    r->max_tokens = 16;
+    r->sampling.temperature = 0;
+    r->on_event = on_event;
+    r->user = &sl;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
+    wait_all(&c);
+    ASSERT_EQ(res[0].usage.prompt_tokens, 5); /* BOS + 4 */
+    ASSERT_EQ(res[0].n, 16);
+    ASSERT_EQ(res[0].tokens[0], 432); /* llama.cpp's greedy continuation starts with "," */
+    rlx_worker_stop(w, true);
+}
+
+TEST_MAIN(TEST_ENTRY(batching_is_invisible), TEST_ENTRY(preemption_keeps_outputs), TEST_ENTRY(shared_prefix_computed_once),
+          TEST_ENTRY(cancel_and_limits), TEST_ENTRY(text_prompt_and_eos))

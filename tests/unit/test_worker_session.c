@@ -1,0 +1,120 @@
+/* test_worker_session.c - sessions through the worker: the next turn appends to the history and
+ * prefills only new tokens; a session survives a worker restart through the sqlite3 store and
+ * its KV snapshot (second turn reports cached tokens); list / get / delete. */
+#include "tests/rlx_test.h"
+#include "engine/engine.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+typedef struct turn { pthread_mutex_t mu; pthread_cond_t cv; bool done; rlx_usage usage; int err; int n; } turn;
+
+static void on_event(void *user, const rlx_event *ev)
+{
+    turn *t = user;
+    pthread_mutex_lock(&t->mu);
+    if (ev->type == RLX_EV_TOKEN) t->n++;
+    else { t->done = true; t->usage = ev->usage; t->err = ev->type == RLX_EV_ERROR ? ev->error_code : 0; }
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static rlx_worker *start(const char *db)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) return NULL;
+    rlx_worker_config cfg = {.model_path = m, .n_threads = 1, .max_seqs = 4, .db_path = db};
+    rlx_worker *w = NULL;
+    rlx_error err = {0};
+    if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
+    return w;
+}
+
+static turn run_turn(rlx_worker *w, const char *session, const char *text, bool replace)
+{
+    turn t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
+    rlx_request *r = rlx_request_new();
+    r->id = 1;
+    r->prompt_text = strdup(text);
+    r->add_special = true;
+    r->max_tokens = 20;
+    r->ignore_eos = true;
+    r->sampling.temperature = 0;
+    r->session_id = session ? strdup(session) : NULL;
+    r->session_replace = replace;
+    r->on_event = on_event;
+    r->user = &t;
+    rlx_error err = {0};
+    if (rlx_worker_submit(w, r, &err)) { t.err = err.code; return t; }
+    pthread_mutex_lock(&t.mu);
+    while (!t.done) pthread_cond_wait(&t.cv, &t.mu);
+    pthread_mutex_unlock(&t.mu);
+    return t;
+}
+
+TEST(next_turn_prefills_only_new_tokens)
+{
+    rlx_worker *w = start(NULL);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    turn a = run_turn(w, "chat-1", "Once upon a time there was a little girl named Lily who loved", false);
+    ASSERT_EQ(a.err, 0);
+    int32_t hist = a.usage.prompt_tokens + a.usage.completion_tokens;
+    turn b = run_turn(w, "chat-1", " She went to the park", false);
+    ASSERT_EQ(b.err, 0);
+    ASSERT(b.usage.prompt_tokens > hist);            /* history + the new text */
+    ASSERT(b.usage.cached_tokens >= hist / 16 * 16);  /* every full block of the history */
+    ASSERT(b.usage.cached_tokens > 0);
+    /* list / get / delete */
+    rlx_session_info *list = NULL, info;
+    size_t n = 0, total = 0, nt = 0;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_sessions_list(w, 0, 10, &list, &n, &total, &err), 0);
+    ASSERT_EQ(n, 1);
+    ASSERT_STR_EQ(list[0].id, "chat-1");
+    free(list);
+    int32_t *toks = NULL;
+    ASSERT_EQ(rlx_worker_session_get(w, "chat-1", &info, &toks, &nt, &err), 0);
+    ASSERT_EQ((int64_t)nt, b.usage.prompt_tokens + b.usage.completion_tokens);
+    free(toks);
+    ASSERT_EQ(rlx_worker_session_delete(w, "chat-1", &err), 0);
+    ASSERT_EQ(rlx_worker_session_get(w, "chat-1", &info, NULL, NULL, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_worker_session_delete(w, "bad id!", &err), RLX_EINVAL);
+    /* a replaced conversation reuses the cached prefix without appending */
+    turn c = run_turn(w, "chat-2", "Once upon a time there was a little girl named Lily who loved", true);
+    turn d = run_turn(w, "chat-2", "Once upon a time there was a little girl named Lily who loved to play", true);
+    ASSERT_EQ(c.err, 0);
+    ASSERT_EQ(d.err, 0);
+    ASSERT(d.usage.prompt_tokens < c.usage.prompt_tokens + 20);
+    rlx_worker_stop(w, true);
+}
+
+TEST(survives_restart)
+{
+    char dir[] = "/tmp/rlxd-sess-XXXXXX";
+    ASSERT(mkdtemp(dir) != NULL);
+    char db[256];
+    snprintf(db, sizeof db, "%s/sessions.db", dir);
+    rlx_worker *w = start(db);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    /* a long first turn so several full blocks are snapshotted */
+    turn a = run_turn(w, "persist", "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends and her dog", false);
+    ASSERT_EQ(a.err, 0);
+    rlx_worker_stop(w, true);
+    w = start(db);
+    ASSERT(w != NULL);
+    rlx_session_info info;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_session_get(w, "persist", &info, NULL, NULL, &err), 0);
+    ASSERT(info.has_kv_snapshot);
+    turn b = run_turn(w, "persist", " One day", false);
+    ASSERT_EQ(b.err, 0);
+    ASSERT(b.usage.prompt_tokens > a.usage.prompt_tokens + a.usage.completion_tokens); /* history + " One day" */
+    ASSERT(b.usage.cached_tokens >= 32);
+    fprintf(stderr, "  restart: second turn %d prompt tokens, %d cached\n", b.usage.prompt_tokens, b.usage.cached_tokens);
+    rlx_worker_stop(w, true);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ASSERT_EQ(system(cmd), 0);
+}
+
+TEST_MAIN(TEST_ENTRY(next_turn_prefills_only_new_tokens), TEST_ENTRY(survives_restart))

@@ -1,0 +1,16 @@
+/* synth.h - private seams of rlxd-synth: synth.c (command line, tensors, metadata) and
+ * synth_vocab.c (the built-in byte-level BPE vocabulary). */
+#ifndef RLX_SYNTH_H
+#define RLX_SYNTH_H
+
+#include "models/gguf.h"
+
+/* Writes the built-in tokenizer (tokenizer.* keys, ChatML template) into w, padded with unused
+ * tokens up to n_vocab entries. n_vocab 0 means "exactly the built-in size". Returns the number
+ * of tokens written, or a negative RLX_E* code with err filled. */
+int64_t rlx_synth_vocab(rlx_gguf_writer *w, int64_t n_vocab, bool add_bos, rlx_error *err);
+
+/* Number of tokens of the built-in vocabulary before padding. */
+int64_t rlx_synth_vocab_size(void);
+
+#endif
