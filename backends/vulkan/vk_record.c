@@ -221,7 +221,8 @@ static int rec_norm(vk_backend *be, const rlx_step *s, rlx_error *err)
 static int64_t rows_per_binding(const vk_backend *be, size_t row_bytes)
 {
     VkDeviceSize room = be->d.max_range - be->d.align;
-    return (int64_t)(room / row_bytes);
+    int64_t rows = (int64_t)(room / row_bytes);
+    return rows > 0 ? rows : 1; /* a row beyond the range is reported by emit() */
 }
 
 static int rec_get_rows(vk_backend *be, const rlx_step *s, rlx_error *err)
