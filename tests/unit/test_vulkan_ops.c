@@ -239,7 +239,25 @@ TEST(env_selects_backend)
     unsetenv("RLXD_BACKEND");
 }
 
+/* `rlxd devices` lists the CPU with its kernel path and this Vulkan device with its flags */
+TEST(devices_command_lists_vulkan)
+{
+    VK_OPEN_OR_SKIP();
+    VK_CLOSE();
+    const char *bin = getenv("RLX_BIN");
+    if (!bin) SKIP("RLX_BIN is not set (run through ctest)");
+    char cmd[1200], out[4096] = "";
+    snprintf(cmd, sizeof cmd, "%s/rlxd devices 2>&1", bin);
+    FILE *f = popen(cmd, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    ASSERT_EQ(pclose(f), 0);
+    ASSERT_MSG(strstr(out, "cpu: ") && strstr(out, rlx_cpu_path()), "no CPU line with its kernel path in:\n%s", out);
+    ASSERT_MSG(strstr(out, "vulkan 0: ") && strstr(out, "--backend vulkan --device 0"), "no Vulkan device line in:\n%s", out);
+}
+
 TEST_MAIN(TEST_ENTRY(get_rows_every_type), TEST_ENTRY(matmul_every_type_and_batch), TEST_ENTRY(norms_and_fused_chains),
           TEST_ENTRY(long_chain_splits), TEST_ENTRY(head_norm_and_rope), TEST_ENTRY(attention_paged),
           TEST_ENTRY(kv_block_io), TEST_ENTRY(split_bindings), TEST_ENTRY(bad_input_is_rejected),
-          TEST_ENTRY(env_selects_backend))
+          TEST_ENTRY(env_selects_backend), TEST_ENTRY(devices_command_lists_vulkan))
