@@ -91,7 +91,9 @@ static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
         if (be->w_dev[t]) continue;
         if ((rc = rlx__cu_check(cudaMalloc(&be->w_dev[t], weight_bytes(x)), "cudaMalloc (weights)", err))) break;
         be->w_owned[t] = true;
-        rc = rlx__cu_check(cudaMemcpy(be->w_dev[t], x->data, weight_bytes(x), cudaMemcpyHostToDevice), "cudaMemcpy (weights)", err);
+        rc = rlx__cu_check(cudaMemcpyAsync(be->w_dev[t], x->data, weight_bytes(x), cudaMemcpyHostToDevice, be->stream),
+                           "cudaMemcpyAsync (weights)", err);
+        if (!rc) rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
     }
     if (rc) goto fail;
     if ((rc = rlx__cu_check(cudaMalloc((void **)&be->arena, plan->arena_bytes ? plan->arena_bytes : 64), "cudaMalloc (arena)", err)))
@@ -161,9 +163,11 @@ static int cu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *e
     for (int32_t l = 0; l < geo->n_layers && !rc; l++) {
         rc = rlx__cu_check(cudaMalloc(&be->kv_k[l], be->kv_layer_bytes), "cudaMalloc (KV cache)", err);
         if (!rc) rc = rlx__cu_check(cudaMalloc(&be->kv_v[l], be->kv_layer_bytes), "cudaMalloc (KV cache)", err);
-        if (!rc) rc = rlx__cu_check(cudaMemset(be->kv_k[l], 0, be->kv_layer_bytes), "cudaMemset", err);
-        if (!rc) rc = rlx__cu_check(cudaMemset(be->kv_v[l], 0, be->kv_layer_bytes), "cudaMemset", err);
+        /* on the backend's stream: a non-blocking stream does not wait for the legacy one */
+        if (!rc) rc = rlx__cu_check(cudaMemsetAsync(be->kv_k[l], 0, be->kv_layer_bytes, be->stream), "cudaMemsetAsync", err);
+        if (!rc) rc = rlx__cu_check(cudaMemsetAsync(be->kv_v[l], 0, be->kv_layer_bytes, be->stream), "cudaMemsetAsync", err);
     }
+    if (!rc) rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
     if (rc) free_kv(be);
     return rc;
 }
@@ -195,8 +199,11 @@ static int kv_io(cu_backend *be, int32_t layer, int32_t block, void *k, void *v,
     size_t bb = block_bytes(be);
     uint8_t *dk = (uint8_t *)be->kv_k[layer] + block * bb, *dv = (uint8_t *)be->kv_v[layer] + block * bb;
     int rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
-    if (!rc) rc = rlx__cu_check(write ? cudaMemcpy(dk, k, bb, cudaMemcpyHostToDevice) : cudaMemcpy(k, dk, bb, cudaMemcpyDeviceToHost), "cudaMemcpy (KV)", err);
-    if (!rc) rc = rlx__cu_check(write ? cudaMemcpy(dv, v, bb, cudaMemcpyHostToDevice) : cudaMemcpy(v, dv, bb, cudaMemcpyDeviceToHost), "cudaMemcpy (KV)", err);
+    /* on the backend's stream, which does not synchronise with the legacy default stream */
+    enum cudaMemcpyKind kind = write ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    if (!rc) rc = rlx__cu_check(cudaMemcpyAsync(write ? dk : k, write ? k : dk, bb, kind, be->stream), "cudaMemcpyAsync (KV)", err);
+    if (!rc) rc = rlx__cu_check(cudaMemcpyAsync(write ? dv : v, write ? v : dv, bb, kind, be->stream), "cudaMemcpyAsync (KV)", err);
+    if (!rc) rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
     return rc;
 }
 
