@@ -102,8 +102,10 @@ grep -q 'POST /v1/completions 200 model=tiny prompt_tokens=[1-9]' "$LOG" || fail
 stop_server
 ok sigterm-idle
 
-# auth: every route but /health needs the key
-start_server auth --api-key s3cret --log-format json
+# auth: every route but /health needs the key; two models, routed by "model"
+Q8="$SHARED/models/stories260K-q8_0.gguf"
+[ -f "$Q8" ] || Q8="$MODEL"
+start_server auth --api-key s3cret --log-format json -m "$Q8:second"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] || fail "/health needs no key"
 r=$(curl -s -w '%{http_code}' "$URL/v1/models")
 case "$r" in *401) ;; *) fail "401 without key: $r";; esac
@@ -114,6 +116,11 @@ r=$(post /v1/completions '{"prompt":"x","max_tokens":2}')
 r=$(post /v1/completions '{"prompt":"x","max_tokens":2}' -H 'Authorization: Bearer s3cret')
 [ "$(status)" = 200 ] || fail "key accepted: $(status) $r"
 grep -q '"path":"/v1/completions","status":200' "$LOG" || fail "json access log"
+[ "$(echo "$r" | jget '.model')" = tiny ] || fail "default model is the first: $r"
+r=$(post /v1/completions '{"prompt":"x","max_tokens":2,"model":"second"}' -H 'Authorization: Bearer s3cret')
+[ "$(echo "$r" | jget '.model')" = second ] || fail "routing by model: $r"
+r=$(curl -s -H 'Authorization: Bearer s3cret' "$URL/v1/models")
+[ "$(echo "$r" | jget '.data.map(m=>m.id).join()')" = "tiny,second" ] || fail "two models listed: $r"
 stop_server
-ok auth
+ok auth multi-model
 echo "all passed"
