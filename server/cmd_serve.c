@@ -79,7 +79,7 @@ static void on_signal(uv_signal_t *h, int signum)
 void rlx_srv_maybe_exit(rlx_srv *s)
 {
     if (!s->stopping) return;
-    bool idle = s->n_jobs == 0 && s->conns == NULL && rlx_stdio_idle(s);
+    bool idle = s->n_jobs == 0 && s->n_tasks == 0 && s->conns == NULL && rlx_stdio_idle(s);
     if (idle) uv_stop(s->loop);
 }
 
@@ -98,6 +98,8 @@ static void on_drain_tick(uv_timer_t *t)
 static void shutdown_all(rlx_srv *s)
 {
     rlx_http_stop(s);
+    /* threadpool tasks borrow a model's tokenizer and template: let them end first */
+    while (s->n_tasks) uv_run(s->loop, UV_RUN_ONCE);
     rlx_srv_cancel_all(s);
     for (size_t i = 0; i < s->n_models; i++)
         if (s->models[i].w) {

@@ -86,7 +86,15 @@ void rlx_http_resume_all(rlx_srv *s)
 void rlx_conn_job_notify(rlx_job *job)
 {
     rlx_conn *c = job->sink;
-    if (c->stream ? (job->len > job->off || job->finished) : job->finished) resume(c);
+    bool ready = job->finished || (c->stream && ((job->started && !c->queued) || job->len > job->off));
+    if (ready) resume(c);
+}
+
+void rlx_conn_wake(rlx_conn *c)
+{
+    c->task_conn = NULL;
+    resume(c);
+    rlx_http_kick(c->srv);
 }
 
 /* ---- answers ------------------------------------------------------------------------------- */
@@ -177,17 +185,23 @@ static enum MHD_Result progress(rlx_conn *c)
 {
     if (c->gone && !c->has_resp) rlx_conn_respond(c, 500, "text/plain", strdup(""));
     if (c->has_resp) return queue_resp(c);
-    if (c->job && c->stream) return c->queued ? MHD_YES : queue_stream(c);
-    if (c->job && c->job->finished) {
-        rlx_job *j = c->job;
+    if (c->task_conn) {
+        suspend(c);
+        return MHD_YES;
+    }
+    rlx_job *j = c->job;
+    if (j && c->stream && j->started) return c->queued ? MHD_YES : queue_stream(c);
+    if (j && j->finished) {
+        /* a whole response, or an error that came before a stream could start */
         take_usage(c, j);
-        rlx_conn_respond(c, j->status, "application/json", j->out ? strdup(j->out + j->off) : NULL);
-        c->retry_after = j->status == 503;
+        rlx_conn_respond(c, j->status == 200 && j->failed ? j->err.status : j->status, "application/json",
+                         j->out ? strdup(j->out + j->off) : NULL);
+        c->retry_after = c->status == 503;
         rlx_job_detach(j);
         c->job = NULL;
         return queue_resp(c);
     }
-    if (c->job) {
+    if (j) {
         suspend(c);
         return MHD_YES;
     }
@@ -279,6 +293,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     rlx_conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
+    if (c->task_conn) *c->task_conn = NULL;
     if (c->job) {
         take_usage(c, c->job);
         if (!c->job->finished) c->log_status = 499;

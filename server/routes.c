@@ -1,6 +1,6 @@
 /* routes.c - the HTTP API: a table of routes, authentication, and one handler per endpoint.
- * Handlers run on the loop thread and never block. Chat templates are rendered and /tokenize
- * runs here too: both are linear in the body, which --max-body bounds. */
+ * Handlers run on the loop thread and never block: they parse and validate (bounded by
+ * --max-body) and hand tokenizing, detokenizing and template rendering to the threadpool. */
 #include "server/serve.h"
 
 #include <stdio.h>
@@ -108,6 +108,132 @@ static rlx_model_slot *pick_model(rlx_srv *s, rlx_conn *c, const char *name)
     return m;
 }
 
+/* Tokenizing, detokenizing and rendering templates run on the libuv threadpool; the
+ * connection waits suspended and the task hands back a finished JSON answer. */
+typedef enum { TASK_TOKENIZE, TASK_DETOKENIZE, TASK_TEMPLATE } task_kind;
+
+typedef struct route_task {
+    uv_work_t work;
+    rlx_conn *conn;                /* NULL once the connection is gone */
+    rlx_model_slot *m;
+    task_kind kind;
+    char *text;                    /* tokenize input */
+    bool add_special, parse_special;
+    int32_t *ids;                  /* detokenize input */
+    size_t n_ids;
+    rlx_api_request req;           /* template input */
+    int status;
+    char *body;                    /* the answer (JSON) */
+} route_task;
+
+static char *print_free(cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static void task_work(uv_work_t *w)
+{
+    route_task *t = w->data;
+    rlx_api_error e;
+    rlx_error err = {0};
+    t->status = 200;
+    if (t->kind == TASK_TOKENIZE) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int rc = rlx_tokenize(t->m->tok, t->text, strlen(t->text), t->add_special, t->parse_special, &ids, &n, &err);
+        if (rc) {
+            rlx_api_error_from_rlx(&e, rc, err.msg);
+            t->status = e.status;
+            t->body = rlx_api_error_json(&e);
+            return;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+        free(ids);
+        t->body = print_free(o);
+    } else if (t->kind == TASK_DETOKENIZE) {
+        char *text = rlx_detokenize(t->m->tok, t->ids, t->n_ids, false);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "content", text ? text : "");
+        free(text);
+        t->body = print_free(o);
+    } else {
+        char *prompt = NULL;
+        if (rlx_render_chat(t->m, &t->req, &prompt, &e)) {
+            t->status = e.status;
+            t->body = rlx_api_error_json(&e);
+            return;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "prompt", prompt);
+        free(prompt);
+        t->body = print_free(o);
+    }
+}
+
+static void task_done(uv_work_t *w, int status)
+{
+    route_task *t = w->data;
+    rlx_srv *s = t->m->srv;
+    s->n_tasks--;
+    if (t->conn) {
+        rlx_conn *c = t->conn;
+        if (status) {
+            rlx_api_error e;
+            rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
+            rlx_conn_error(c, &e);
+            free(t->body);
+        } else {
+            rlx_conn_respond(c, t->status, "application/json", t->body);
+        }
+        rlx_conn_wake(c);
+    } else {
+        free(t->body);
+    }
+    free(t->text);
+    free(t->ids);
+    rlx_api_request_free(&t->req);
+    free(t);
+    rlx_srv_maybe_exit(s);
+}
+
+static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
+{
+    route_task *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->conn = c;
+    t->m = m;
+    t->kind = kind;
+    t->work.data = t;
+    return t;
+}
+
+static void task_queue(rlx_srv *s, rlx_conn *c, route_task *t)
+{
+    if (uv_queue_work(s->loop, &t->work, task_work, task_done)) {
+        rlx_api_error e;
+        rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the work for this request.");
+        rlx_conn_error(c, &e);
+        free(t->text);
+        free(t->ids);
+        rlx_api_request_free(&t->req);
+        free(t);
+        return;
+    }
+    s->n_tasks++;
+    c->task_conn = &t->conn;
+}
+
+static void oom(rlx_conn *c)
+{
+    rlx_api_error e;
+    rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+    rlx_conn_error(c, &e);
+}
+
 static void h_tokenize(rlx_srv *s, rlx_conn *c)
 {
     char *text, *model;
@@ -119,22 +245,16 @@ static void h_tokenize(rlx_srv *s, rlx_conn *c)
     }
     rlx_model_slot *m = pick_model(s, c, model);
     free(model);
-    if (!m) { free(text); return; }
-    int32_t *ids = NULL;
-    size_t n = 0;
-    rlx_error err = {0};
-    int rc = rlx_tokenize(m->tok, text, strlen(text), add_special, parse_special, &ids, &n, &err);
-    free(text);
-    if (rc) {
-        rlx_api_error_from_rlx(&e, rc, err.msg);
-        rlx_conn_error(c, &e);
+    route_task *t = m ? task_new(c, m, TASK_TOKENIZE) : NULL;
+    if (!t) {
+        if (m) oom(c);
+        free(text);
         return;
     }
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
-    free(ids);
-    respond_json(c, 200, o);
+    t->text = text;
+    t->add_special = add_special;
+    t->parse_special = parse_special;
+    task_queue(s, c, t);
 }
 
 static void h_detokenize(rlx_srv *s, rlx_conn *c)
@@ -158,12 +278,11 @@ static void h_detokenize(rlx_srv *s, rlx_conn *c)
             rlx_conn_error(c, &e);
             return;
         }
-    char *text = rlx_detokenize(m->tok, ids, n, false);
-    free(ids);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "content", text ? text : "");
-    free(text);
-    respond_json(c, 200, o);
+    route_task *t = task_new(c, m, TASK_DETOKENIZE);
+    if (!t) { free(ids); oom(c); return; }
+    t->ids = ids;
+    t->n_ids = n;
+    task_queue(s, c, t);
 }
 
 static rlx_model_slot *parse_for_model(rlx_srv *s, rlx_conn *c, rlx_api_kind kind, rlx_api_request *r)
@@ -179,18 +298,15 @@ static rlx_model_slot *parse_for_model(rlx_srv *s, rlx_conn *c, rlx_api_kind kin
 static void h_apply_template(rlx_srv *s, rlx_conn *c)
 {
     rlx_api_request r;
-    rlx_api_error e;
     rlx_model_slot *m = parse_for_model(s, c, RLX_API_CHAT, &r);
-    char *prompt = NULL;
-    if (m && rlx_render_chat(m, &r, &prompt, &e) == 0) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "prompt", prompt);
-        free(prompt);
-        respond_json(c, 200, o);
-    } else if (m) {
-        rlx_conn_error(c, &e);
+    route_task *t = m ? task_new(c, m, TASK_TEMPLATE) : NULL;
+    if (!t) {
+        if (m) oom(c);
+        rlx_api_request_free(&r);
+        return;
     }
-    rlx_api_request_free(&r);
+    t->req = r;
+    task_queue(s, c, t);
 }
 
 static void generate(rlx_srv *s, rlx_conn *c, rlx_api_kind kind)
