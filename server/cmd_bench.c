@@ -15,7 +15,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd bench -m FILE [-p 128] [-n 32] [--seqs 1,4,16] [-r REPS] [-t THREADS] [--kv-type f16|f32] [--json]\n");
+    fprintf(f, "usage: rlxd bench -m FILE [-p 128] [-n 32] [--seqs 1,4,16] [-r REPS] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N] [--kv-type f16|f32] [--json]\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -97,6 +97,8 @@ done:
 int rlx_cmd_bench(int argc, char **argv)
 {
     const char *model = NULL, *v;
+    const char *backend_name = NULL;
+    long device = 0;
     long p = 128, n = 32, reps = 3, threads = 0;
     int seqs[MAX_SEQS_LIST] = {1, 4, 16}, n_seqs_list = 3, kv_type = RLX_F16;
     bool json = false;
@@ -110,6 +112,8 @@ int rlx_cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "-r")) { NEXT(); if (!rlx_arg_long("bench", a, v, 1, 100, &reps)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEXT(); if (!rlx_arg_long("bench", a, v, 0, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "--backend")) { if (!(v = rlx_arg_value("bench", argc, argv, &i))) return 2; backend_name = v; }
+        else if (!strcmp(a, "--device")) { if (!(v = rlx_arg_value("bench", argc, argv, &i)) || !rlx_arg_long("bench", a, v, 0, 64, &device)) return 2; }
         else if (!strcmp(a, "--kv-type")) {
             NEXT();
             if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd bench: --kv-type must be f16 or f32\n"); return 2; }
@@ -134,7 +138,7 @@ int rlx_cmd_bench(int argc, char **argv)
     for (int i = 0; i < n_seqs_list; i++) max_seqs = RLX_MAX(max_seqs, seqs[i]);
     rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true, .n_ctx = (int32_t)(p + n),
                              .max_seqs = max_seqs, .max_batch_tokens = (int32_t)RLX_MAX(RLX_MIN(p, 512), max_seqs),
-                             .max_outputs = max_seqs, .backend = {.n_threads = (int)threads}};
+                             .max_outputs = max_seqs, .backend = {.name = backend_name, .n_threads = (int)threads, .device = (int)device}};
     rlx_runner *r = NULL;
     rlx_error err = {0};
     if (rlx_runner_open(&r, &cfg, &err)) { fprintf(stderr, "rlxd bench: %s\n", err.msg); return 1; }

@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rlxd generate -m FILE -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-               "                     [--repeat-penalty R] [--seed S] [--kv-type f16|f32] [-t THREADS] [--ctx N]\n"
+               "                     [--repeat-penalty R] [--seed S] [--kv-type f16|f32] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N] [--ctx N]\n"
                "  -n N        tokens to generate (default 128; -1: until the context is full)\n"
                "  --temp T    0 = greedy (default 0.8)\n");
 }
@@ -20,6 +20,8 @@ static void usage(FILE *f)
 int rlx_cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *v;
+    const char *backend_name = NULL;
+    long device = 0;
     long n_gen = 128, threads = 0, seed = -1, ctx = 0, top_k = 40;
     float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, rep = 1.0f;
     int kv_type = RLX_F16;
@@ -38,6 +40,8 @@ int rlx_cmd_generate(int argc, char **argv)
         else if (!strcmp(a, "--top-p")) { NEXT(); if (!rlx_arg_float("generate", a, v, 0, 1, &top_p)) return 2; }
         else if (!strcmp(a, "--min-p")) { NEXT(); if (!rlx_arg_float("generate", a, v, 0, 1, &min_p)) return 2; }
         else if (!strcmp(a, "--repeat-penalty")) { NEXT(); if (!rlx_arg_float("generate", a, v, 0.01, 100, &rep)) return 2; }
+        else if (!strcmp(a, "--backend")) { if (!(v = rlx_arg_value("generate", argc, argv, &i))) return 2; backend_name = v; }
+        else if (!strcmp(a, "--device")) { if (!(v = rlx_arg_value("generate", argc, argv, &i)) || !rlx_arg_long("generate", a, v, 0, 64, &device)) return 2; }
         else if (!strcmp(a, "--kv-type")) {
             NEXT();
             if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd generate: --kv-type must be f16 or f32\n"); return 2; }
@@ -48,7 +52,7 @@ int rlx_cmd_generate(int argc, char **argv)
 
     rlx_error err = {0};
     rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true, .n_ctx = (int32_t)ctx,
-                             .max_batch_tokens = 512, .max_outputs = 1, .backend = {.n_threads = (int)threads}};
+                             .max_batch_tokens = 512, .max_outputs = 1, .backend = {.name = backend_name, .n_threads = (int)threads, .device = (int)device}};
     rlx_runner *r = NULL;
     rlx_tokenizer *tok = NULL;
     int32_t *ids = NULL, *table = NULL, nb = 0, cap = 0;

@@ -10,7 +10,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd logits -m FILE --tokens 1,2,3 [--top K] [--kv-type f16|f32] [-t THREADS]\n");
+    fprintf(f, "usage: rlxd logits -m FILE --tokens 1,2,3 [--top K] [--kv-type f16|f32] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N]\n");
 }
 
 static int parse_tokens(const char *s, int32_t **out, int *n)
@@ -36,7 +36,8 @@ static int parse_tokens(const char *s, int32_t **out, int *n)
 int rlx_cmd_logits(int argc, char **argv)
 {
     const char *model = NULL, *tokens = NULL;
-    long top = 5, threads = 0;
+    const char *backend_name = NULL;
+    long top = 5, threads = 0, device = 0;
     int kv_type = RLX_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -45,6 +46,8 @@ int rlx_cmd_logits(int argc, char **argv)
         else if (!strcmp(a, "--tokens")) { if (!(tokens = rlx_arg_value("logits", argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--top")) { if (!(v = rlx_arg_value("logits", argc, argv, &i)) || !rlx_arg_long("logits", a, v, 0, 100, &top)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = rlx_arg_value("logits", argc, argv, &i)) || !rlx_arg_long("logits", a, v, 0, 1024, &threads)) return 2; }
+        else if (!strcmp(a, "--backend")) { if (!(v = rlx_arg_value("logits", argc, argv, &i))) return 2; backend_name = v; }
+        else if (!strcmp(a, "--device")) { if (!(v = rlx_arg_value("logits", argc, argv, &i)) || !rlx_arg_long("logits", a, v, 0, 64, &device)) return 2; }
         else if (!strcmp(a, "--kv-type")) {
             if (!(v = rlx_arg_value("logits", argc, argv, &i))) return 2;
             if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd logits: --kv-type must be f16 or f32\n"); return 2; }
@@ -59,7 +62,7 @@ int rlx_cmd_logits(int argc, char **argv)
         return 2;
     }
     rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true,
-                             .max_batch_tokens = n, .max_outputs = n, .n_ctx = n, .backend = {.n_threads = (int)threads}};
+                             .max_batch_tokens = n, .max_outputs = n, .n_ctx = n, .backend = {.name = backend_name, .n_threads = (int)threads, .device = (int)device}};
     rlx_runner *r = NULL;
     rlx_error err = {0};
     if (rlx_runner_open(&r, &cfg, &err)) { fprintf(stderr, "rlxd logits: %s\n", err.msg); free(ids); return 1; }
