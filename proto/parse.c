@@ -36,7 +36,7 @@ void rlx_api_error_from_rlx(rlx_api_error *e, int code, const char *msg)
         e->code = "server_busy";
         break;
     case RLX_ETOOLONG:
-        rlx_api_errorf(e, 400, INVALID, "messages", "%s", msg);
+        rlx_api_errorf(e, 400, INVALID, NULL, "The request cannot fit the model's context: %s", msg);
         e->code = "context_length_exceeded";
         break;
     case RLX_EINVAL: case RLX_ERANGE:

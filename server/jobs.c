@@ -357,8 +357,9 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
     maybe_free(j);
 }
 
-/* Token ids in prompts and logit_bias must exist in the chosen model's vocabulary. */
-static int check_vocab(const rlx_api_request *r, int32_t n_vocab, rlx_api_error *e)
+/* Token ids in prompts and logit_bias must exist in the chosen model's vocabulary, and
+ * max_tokens must fit its context. */
+static int check_vocab(const rlx_api_request *r, const rlx_model_slot *m, int32_t n_vocab, rlx_api_error *e)
 {
     for (size_t i = 0; i < r->n_prompts; i++)
         for (size_t k = 0; k < r->prompts[i].n_ids; k++)
@@ -366,6 +367,11 @@ static int check_vocab(const rlx_api_request *r, int32_t n_vocab, rlx_api_error 
                 return rlx_api_errorf(e, 400, INVALID, r->kind == RLX_API_GENERATE && !r->prompts[i].text ? "input_ids"
                                       : "prompt", "Token id %d is outside the vocabulary (0..%d).",
                                       r->prompts[i].ids[k], n_vocab - 1);
+    int32_t n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0;
+    if (n_ctx > 0 && r->base->max_tokens >= n_ctx)
+        return rlx_api_errorf(e, 400, INVALID, "max_tokens",
+                              "'max_tokens' is %d but the model's context holds %d tokens in all (prompt included).",
+                              r->base->max_tokens, n_ctx);
     for (size_t i = 0; i < r->base->sampling.n_logit_bias; i++)
         if (r->base->sampling.logit_bias[i].token >= n_vocab)
             return rlx_api_errorf(e, 400, INVALID, "logit_bias", "'logit_bias' key %d is not a token id of this model.",
@@ -468,7 +474,7 @@ static void render_done(uv_work_t *w, int status)
 int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn nfy,
                   void *sink, rlx_job **out, rlx_api_error *e)
 {
-    int vrc = check_vocab(req, m->n_vocab, e);
+    int vrc = check_vocab(req, m, m->n_vocab, e);
     if (vrc) return vrc;
     rlx_job *j = calloc(1, sizeof *j);
     size_t n_prompts = req->kind == RLX_API_CHAT ? 1 : req->n_prompts;
