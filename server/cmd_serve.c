@@ -150,7 +150,8 @@ static int serve(rlx_serve_config *cfg)
         s->exit_code = 1;
     } else {
         if (!cfg->stdio)
-            fprintf(stderr, "rlxd: listening on http://%s:%d\n", cfg->host, s->port);
+            fprintf(stderr, strchr(cfg->host, ':') ? "rlxd: listening on http://[%s]:%d\n"
+                    : "rlxd: listening on http://%s:%d\n", cfg->host, s->port);
         s->n_models = cfg->n_models;
         for (size_t i = 0; i < cfg->n_models; i++) {
             rlx_model_slot *m = &s->models[i];

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
 #include <unistd.h>
 
 static void on_mhd_timer(uv_timer_t *t)
@@ -333,11 +334,18 @@ int rlx_http_start(rlx_srv *s, rlx_error *err)
 {
     struct sockaddr_storage addr;
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
-    if (uv_ip4_addr(s->cfg->host, s->cfg->port, (struct sockaddr_in *)&addr) != 0) {
-        if (uv_ip6_addr(s->cfg->host, s->cfg->port, (struct sockaddr_in6 *)&addr) != 0)
-            return rlx_errorf(err, RLX_EINVAL, "--host '%s' is not an IPv4 or IPv6 address", s->cfg->host);
-        flags |= MHD_USE_IPv6;
+    /* names are resolved once, before the loop runs, so the blocking lookup is harmless */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->cfg->port);
+    if (getaddrinfo(s->cfg->host, port, &hints, &ai) || !ai || ai->ai_addrlen > sizeof addr) {
+        if (ai) freeaddrinfo(ai);
+        return rlx_errorf(err, RLX_EINVAL, "--host '%s' is not an address or a name this machine resolves",
+                          s->cfg->host);
     }
+    memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    freeaddrinfo(ai);
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->cfg->port, NULL, NULL, on_access, s,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
