@@ -420,9 +420,14 @@ static int submit_all(rlx_job *j, const char *chat_prompt, rlx_api_error *e)
 static void started(rlx_job *j)
 {
     j->started = true;
-    if (j->req.stream && j->req.kind == RLX_API_CHAT)
-        for (size_t i = 0; i < j->n_choices; i++)
+    if (!j->req.stream) return;
+    for (size_t i = 0; i < j->n_choices; i++) {
+        const rlx_choice *ch = &j->choices[i];
+        if (j->req.kind == RLX_API_CHAT) /* the opening chunk carries the role */
             out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
+        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS) /* echo: the prompt comes first */
+            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, ch->text, ch->len, false, NULL, 0, RLX_FINISH_NONE));
+    }
 }
 
 /* Chat prompts are rendered on the libuv threadpool: templates are programs, and the loop

@@ -59,6 +59,11 @@ full=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":24,"tempe
 [ "$(echo "$streamed" | jget '.text')" = "$full" ] || fail "streamed text differs from non-streamed"
 ok completions stream equals non-stream
 
+curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true,"echo":true}' >"$TMP/echo.sse"
+echoed=$(sse_check "$TMP/echo.sse" completions) || fail "echo stream format"
+[ "$(echo "$echoed" | jget '.text')" = "Once upon a time$full" ] || fail "streamed echo: $echoed"
+ok completions stream with echo
+
 # A stop string taken from the middle of the greedy output, 4 bytes long, so it most likely
 # spans a token boundary: the streamed text must be exactly what precedes it.
 body=$(node -e '
