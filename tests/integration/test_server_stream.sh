@@ -100,6 +100,23 @@ grep -qi '^content-type: application/x-ndjson' <(curl -sN -D - -o /dev/null "$UR
     fail "ndjson content type"
 ok generate ndjson
 
+# many streams at once (suspend/resume under load): every one well-formed and complete
+pids=()
+for i in $(seq 1 24); do
+    if [ $((i % 2)) = 0 ]; then
+        curl -sN "$URL/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"story $i\"}],\"max_tokens\":16,\"stream\":true,\"seed\":$i}" >"$TMP/par$i.sse" &
+    else
+        curl -sN "$URL/v1/completions" -d "{\"prompt\":\"Tale $i\",\"max_tokens\":16,\"stream\":true,\"seed\":$i}" >"$TMP/par$i.sse" &
+    fi
+    pids+=($!)
+done
+wait "${pids[@]}"
+for i in $(seq 1 24); do
+    kind=completions; [ $((i % 2)) = 0 ] && kind=chat
+    sse_check "$TMP/par$i.sse" $kind >/dev/null || fail "concurrent stream $i"
+done
+ok 24 concurrent streams
+
 # an error before the first byte is a plain HTTP error, even for stream requests
 r=$(post /v1/chat/completions '{"messages":[],"stream":true}')
 [ "$(status)" = 400 ] || fail "stream 400: $r"
