@@ -33,8 +33,7 @@ void rlx__quant_q4_k(const float *x, rlx_block_q4_k *y, int64_t nb);
 void rlx__quant_q5_k(const float *x, rlx_block_q5_k *y, int64_t nb);
 void rlx__quant_q6_k(const float *x, rlx_block_q6_k *y, int64_t nb);
 void rlx__quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb);
-/* K-quant dots: integer sums per super-block, then one float update per super-block in the
- * order written in quant_k.c; the SIMD kernels reproduce these bit for bit. */
+/* K-quant dots: integer sums per super-block, then one float update per super-block. */
 float rlx__dot_q4_k(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb);
 float rlx__dot_q5_k(const rlx_block_q5_k *x, const rlx_block_q8_k *y, int64_t nb);
 float rlx__dot_q6_k(const rlx_block_q6_k *x, const rlx_block_q8_k *y, int64_t nb);

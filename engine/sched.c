@@ -401,23 +401,11 @@ int rlx__sched_step(rlx_worker *w)
     }
     /* account computed tokens (per sequence, in batch order), then sample */
     for (int32_t t = 0; t < n_tok; t++) w->b_seqptr[w->b_seq[t]]->n_computed++;
-    float *scratch = rn->logits + (size_t)n_out * rn->n_vocab < rn->logits + (size_t)rn->max_outputs * rn->n_vocab
-                         ? rn->logits + (size_t)n_out * rn->n_vocab : NULL;
-    static __thread float *own_scratch;
-    static __thread int32_t own_cap;
-    if (!scratch) {
-        if (own_cap < rn->n_vocab) {
-            free(own_scratch);
-            own_scratch = malloc((size_t)rn->n_vocab * sizeof *own_scratch);
-            own_cap = own_scratch ? rn->n_vocab : 0;
-        }
-        scratch = own_scratch;
-    }
+    float *scratch = w->sample_scratch;
     for (int32_t i = 0; i < n_seq; i++) {
         seq *s = w->b_seqptr[i];
         register_blocks(w, s);
         if (s->out_row >= 0) {
-            if (!scratch) { rlx__seq_fail(w, s, RLX_ENOMEM, "out of memory"); continue; }
             emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
         }
     }

@@ -79,6 +79,7 @@ struct rlx_worker {
     uint8_t *b_out;
     rlx_batch_seq *b_seqs;
     seq **b_seqptr;
+    float *sample_scratch;      /* n_vocab floats: the sampler works on a copy of the logits */
 
     /* stats (guarded by mu) */
     rlx_worker_stats stats;

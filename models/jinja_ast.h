@@ -35,8 +35,11 @@ typedef enum rj_kind {
     N_CALL, N_FILTER, N_TEST, N_NOT, N_NEG, N_POS, N_BINOP, N_COMPARE, N_AND, N_OR, N_COND,
     /* statements */
     S_DATA, S_PRINT, S_IF, S_FOR, S_SET, S_SET_BLOCK, S_MACRO, S_CALL_BLOCK, S_FILTER_BLOCK,
-    S_BREAK, S_CONTINUE,
+    S_BREAK, S_CONTINUE, S_WITH,
 } rj_kind;
+
+/* S_MACRO flags in rj_node.op: the body reads `kwargs` / `varargs`, so extra arguments land there */
+enum { RJ_MACRO_KWARGS = 1, RJ_MACRO_VARARGS = 2 };
 
 /* binary operators and comparisons (rj_node.op) */
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCAT,
@@ -91,12 +94,19 @@ bool rlx__j_has_test(const char *name, size_t nlen);
 /* obj.name(args) for strings, dicts and lists; fails for unknown or unsafe methods. */
 rj_value rlx__j_method(rj_env *env, rj_value obj, const char *name, size_t nlen, const rj_args *a);
 /* builtin globals */
-enum { FN_RANGE, FN_NAMESPACE, FN_DICT, FN_RAISE, FN_STRFTIME, FN_CYCLE, FN_LIPSUM_UNUSED };
+enum { FN_RANGE, FN_NAMESPACE, FN_DICT, FN_RAISE, FN_STRFTIME };
 rj_value rlx__j_call_builtin(rj_env *env, int fn, const rj_args *a);
 /* Calls any callable value (macro or builtin). */
 rj_value rlx__j_call_value(rj_env *env, rj_value f, const rj_args *a);
 
 rj_rt *rlx__j_env_rt(rj_env *env);
+
+/* operators (jinja_ops.c) */
+_Noreturn void rlx__j_fail_undefined(rj_rt *rt, rj_value u);
+rj_value rlx__j_binop(rj_env *env, int op, rj_value a, rj_value b); /* OP_ADD .. OP_POW */
+rj_value rlx__j_concat(rj_rt *rt, rj_value a, rj_value b);        /* two strings, or two lists */
+bool rlx__j_contains(rj_rt *rt, rj_value needle, rj_value hay);
+rj_value rlx__j_slice(rj_rt *rt, rj_value obj, rj_value lo, rj_value hi, rj_value step);
 
 /* Renders a statement list into out with the given context. */
 void rlx__j_render(rj_rt *rt, const rj_nodes *root, rj_value ctx, rj_buf *out);

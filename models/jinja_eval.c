@@ -77,11 +77,7 @@ static rj_value lookup(rj_env *E, const char *name, size_t n)
     return rlx__j_undef_named(E->rt, "'%.*s' is undefined", (int)RLX_MIN(n, (size_t)100), name);
 }
 
-_Noreturn static void fail_undefined(rj_env *E, rj_value u)
-{
-    if (u.s.n) rlx__j_fail(E->rt, RLX_EINVAL, "%.*s", (int)u.s.n, u.s.p);
-    rlx__j_fail(E->rt, RLX_EINVAL, "a value is undefined");
-}
+_Noreturn static void fail_undefined(rj_env *E, rj_value u) { rlx__j_fail_undefined(E->rt, u); }
 
 /* ---- attribute and item access ---- */
 
@@ -115,6 +111,10 @@ static rj_value getattr(rj_env *E, rj_value obj, const char *a, size_t n)
                                   (int)RLX_MIN(n, (size_t)100), a);
     }
     case RJ_LOOP: return loop_attr(E, obj.loop, a, n);
+    case RJ_LIST:
+        if (obj.tuple == 2 && n == 7 && !memcmp(a, "grouper", 7)) return obj.l->v[0];
+        if (obj.tuple == 2 && n == 4 && !memcmp(a, "list", 4)) return obj.l->v[1];
+        /* fall through */
     default:
         return rlx__j_undef_named(E->rt, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj),
                                   (int)RLX_MIN(n, (size_t)100), a);
@@ -122,65 +122,6 @@ static rj_value getattr(rj_env *E, rj_value obj, const char *a, size_t n)
 }
 
 static int64_t norm_index(int64_t i, size_t len) { return i < 0 ? i + (int64_t)len : i; }
-
-/* Python slice bounds over len elements. */
-static void slice_bounds(rj_env *E, rj_value lo, rj_value hi, rj_value st, size_t len, int64_t *start, int64_t *stop, int64_t *step)
-{
-    int64_t L = (int64_t)len;
-    *step = 1;
-    if (st.type != RJ_NONE && st.type != RJ_UNDEF) {
-        if (st.type != RJ_INT) rlx__j_fail(E->rt, RLX_EINVAL, "slice indices must be integers");
-        *step = st.i;
-        if (*step == 0) rlx__j_fail(E->rt, RLX_EINVAL, "slice step cannot be zero");
-    }
-    rj_value b[2] = {lo, hi};
-    int64_t out[2];
-    for (int k = 0; k < 2; k++) {
-        if (b[k].type == RJ_NONE || b[k].type == RJ_UNDEF) {
-            out[k] = *step > 0 ? (k == 0 ? 0 : L) : (k == 0 ? L - 1 : -1);
-            continue;
-        }
-        if (b[k].type != RJ_INT && b[k].type != RJ_BOOL) rlx__j_fail(E->rt, RLX_EINVAL, "slice indices must be integers or None");
-        int64_t v = b[k].type == RJ_INT ? b[k].i : b[k].b;
-        if (v < 0) {
-            v += L;
-            if (v < 0) v = *step > 0 ? 0 : -1;
-        } else if (v >= L) {
-            v = *step > 0 ? L : L - 1;
-        }
-        out[k] = v;
-    }
-    *start = out[0];
-    *stop = out[1];
-}
-
-static rj_value do_slice(rj_env *E, rj_value obj, rj_value lo, rj_value hi, rj_value st)
-{
-    int64_t a, b, s;
-    if (obj.type == RJ_LIST) {
-        slice_bounds(E, lo, hi, st, obj.l->n, &a, &b, &s);
-        rj_value r = rlx__j_new_list(E->rt, 0);
-        r.tuple = obj.tuple;
-        for (int64_t i = a; s > 0 ? i < b : i > b; i += s) rlx__j_list_push(E->rt, r.l, obj.l->v[i]);
-        return r;
-    }
-    if (obj.type == RJ_STR) {
-        size_t len = rlx__j_utf8_len(obj.s.p, obj.s.n);
-        slice_bounds(E, lo, hi, st, len, &a, &b, &s);
-        if (s == 1) {
-            if (b <= a) return rj_str("", 0);
-            size_t x = rlx__j_utf8_off(obj.s.p, obj.s.n, (size_t)a), y = rlx__j_utf8_off(obj.s.p, obj.s.n, (size_t)b);
-            return rj_str(obj.s.p + x, y - x);
-        }
-        rj_list *chars = rlx__j_iter(E->rt, obj);
-        rj_buf buf = {0};
-        rlx__j_buf_put(E->rt, &buf, "", 0);
-        for (int64_t i = a; s > 0 ? i < b : i > b; i += s) rlx__j_buf_put(E->rt, &buf, chars->v[i].s.p, chars->v[i].s.n);
-        return rj_str(buf.p, buf.n);
-    }
-    if (obj.type == RJ_UNDEF) fail_undefined(E, obj);
-    rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not subscriptable", rlx__j_type_name(obj));
-}
 
 static rj_value getitem(rj_env *E, rj_value obj, rj_value key)
 {
@@ -215,144 +156,6 @@ static rj_value getitem(rj_env *E, rj_value obj, rj_value key)
     rj_buf b = {0};
     rlx__j_repr(E->rt, &b, key);
     return rlx__j_undef_named(E->rt, "'%s object' has no element %.*s", rlx__j_type_name(obj), (int)RLX_MIN(b.n, (size_t)100), b.p);
-}
-
-/* ---- arithmetic ---- */
-
-_Noreturn static void bad_operands(rj_env *E, const char *op, rj_value a, rj_value b)
-{
-    if (a.type == RJ_UNDEF) fail_undefined(E, a);
-    if (b.type == RJ_UNDEF) fail_undefined(E, b);
-    if (a.type == RJ_STR && !strcmp(op, "+"))
-        rlx__j_fail(E->rt, RLX_EINVAL, "can only concatenate str (not \"%s\") to str", rlx__j_type_name(b));
-    rlx__j_fail(E->rt, RLX_EINVAL, "unsupported operand type(s) for %s: '%s' and '%s'", op, rlx__j_type_name(a), rlx__j_type_name(b));
-}
-
-static rj_value concat_seq(rj_env *E, rj_value a, rj_value b)
-{
-    if (a.type == RJ_STR) {
-        char *p = rlx__j_alloc(E->rt, a.s.n + b.s.n + 1);
-        if (a.s.n) memcpy(p, a.s.p, a.s.n);
-        if (b.s.n) memcpy(p + a.s.n, b.s.p, b.s.n);
-        return rj_str(p, a.s.n + b.s.n);
-    }
-    rj_value r = rlx__j_new_list(E->rt, a.l->n + b.l->n);
-    r.tuple = a.tuple;
-    for (size_t i = 0; i < a.l->n; i++) rlx__j_list_push(E->rt, r.l, a.l->v[i]);
-    for (size_t i = 0; i < b.l->n; i++) rlx__j_list_push(E->rt, r.l, b.l->v[i]);
-    return r;
-}
-
-static rj_value repeat_seq(rj_env *E, rj_value s, int64_t k)
-{
-    if (k < 0) k = 0;
-    size_t unit = s.type == RJ_STR ? s.s.n : s.l->n;
-    if (unit && (uint64_t)k > (E->rt->limit / unit)) rlx__j_fail(E->rt, RLX_ENOMEM, "sequence repetition is too large");
-    if (s.type == RJ_STR) {
-        rj_buf b = {0};
-        rlx__j_buf_put(E->rt, &b, "", 0);
-        for (int64_t i = 0; i < k; i++) rlx__j_buf_put(E->rt, &b, s.s.p, s.s.n);
-        return rj_str(b.p, b.n);
-    }
-    rj_value r = rlx__j_new_list(E->rt, 0);
-    r.tuple = s.tuple;
-    for (int64_t i = 0; i < k; i++)
-        for (size_t j = 0; j < s.l->n; j++) rlx__j_list_push(E->rt, r.l, s.l->v[j]);
-    return r;
-}
-
-static int64_t ival(rj_value v) { return v.type == RJ_INT ? v.i : (int64_t)v.b; }
-
-static rj_value binop(rj_env *E, int op, rj_value a, rj_value b)
-{
-    static const char *const names[] = {"+", "-", "*", "/", "//", "%", "**"};
-    bool nums = rlx__j_is_number(a) && rlx__j_is_number(b);
-    bool ints = nums && a.type != RJ_FLOAT && b.type != RJ_FLOAT;
-    switch (op) {
-    case OP_ADD:
-        if (ints) return rj_int((int64_t)((uint64_t)ival(a) + (uint64_t)ival(b)));
-        if (nums) return rj_float(rlx__j_num(a) + rlx__j_num(b));
-        if (a.type == RJ_STR && b.type == RJ_STR && (a.safe || b.safe)) { /* Markup + str escapes the str */
-            rj_value r = concat_seq(E, rlx__j_escape(E->rt, a), rlx__j_escape(E->rt, b));
-            r.safe = 1;
-            return r;
-        }
-        if ((a.type == RJ_STR && b.type == RJ_STR) || (a.type == RJ_LIST && b.type == RJ_LIST && a.tuple == b.tuple))
-            return concat_seq(E, a, b);
-        break;
-    case OP_SUB:
-        if (ints) return rj_int((int64_t)((uint64_t)ival(a) - (uint64_t)ival(b)));
-        if (nums) return rj_float(rlx__j_num(a) - rlx__j_num(b));
-        break;
-    case OP_MUL:
-        if (ints) return rj_int((int64_t)((uint64_t)ival(a) * (uint64_t)ival(b)));
-        if (nums) return rj_float(rlx__j_num(a) * rlx__j_num(b));
-        if ((a.type == RJ_STR || a.type == RJ_LIST) && (b.type == RJ_INT || b.type == RJ_BOOL)) return repeat_seq(E, a, ival(b));
-        if ((b.type == RJ_STR || b.type == RJ_LIST) && (a.type == RJ_INT || a.type == RJ_BOOL)) return repeat_seq(E, b, ival(a));
-        break;
-    case OP_DIV:
-        if (nums) {
-            if (rlx__j_num(b) == 0.0) rlx__j_fail(E->rt, RLX_EINVAL, "division by zero");
-            return rj_float(rlx__j_num(a) / rlx__j_num(b));
-        }
-        break;
-    case OP_FLOORDIV: case OP_MOD:
-        if (nums) {
-            if (rlx__j_num(b) == 0.0) rlx__j_fail(E->rt, RLX_EINVAL, "integer division or modulo by zero");
-            if (ints) {
-                int64_t x = ival(a), y = ival(b);
-                if (y == -1) return op == OP_MOD ? rj_int(0) : rj_int((int64_t)(0 - (uint64_t)x));
-                int64_t q = x / y, r = x % y;
-                if (r != 0 && ((r < 0) != (y < 0))) { q--; r += y; }
-                return rj_int(op == OP_MOD ? r : q);
-            }
-            /* CPython's float_divmod */
-            double x = rlx__j_num(a), y = rlx__j_num(b);
-            double m = fmod(x, y), div = (x - m) / y;
-            if (m != 0 && ((m < 0) != (y < 0))) { m += y; div -= 1.0; }
-            double fd = floor(div);
-            if (div - fd > 0.5) fd += 1.0;
-            return rj_float(op == OP_MOD ? m : fd);
-        }
-        if (op == OP_MOD && a.type == RJ_STR) {
-            rj_args args = {0};
-            rj_value one = b;
-            if (b.type == RJ_LIST && b.tuple) { args.pos = b.l->v; args.npos = b.l->n; }
-            else { args.pos = &one; args.npos = 1; }
-            return rlx__j_filter(E, "format", 6, a, &args);
-        }
-        break;
-    case OP_POW:
-        if (ints && ival(b) >= 0) {
-            int64_t r = 1, x = ival(a);
-            for (int64_t e = ival(b); e > 0; e >>= 1) {
-                if (e & 1) r = (int64_t)((uint64_t)r * (uint64_t)x);
-                x = (int64_t)((uint64_t)x * (uint64_t)x);
-            }
-            return rj_int(r);
-        }
-        if (nums) return rj_float(pow(rlx__j_num(a), rlx__j_num(b)));
-        break;
-    }
-    bad_operands(E, names[op], a, b);
-}
-
-static bool contains(rj_env *E, rj_value needle, rj_value hay)
-{
-    switch (hay.type) {
-    case RJ_UNDEF: return false;
-    case RJ_STR:
-        if (needle.type != RJ_STR)
-            rlx__j_fail(E->rt, RLX_EINVAL, "'in <string>' requires string as left operand, not %s", rlx__j_type_name(needle));
-        return needle.s.n == 0 || memmem(hay.s.p, hay.s.n, needle.s.p, needle.s.n) != NULL;
-    case RJ_LIST:
-        for (size_t i = 0; i < hay.l->n; i++)
-            if (rlx__j_equal(needle, hay.l->v[i])) return true;
-        return false;
-    case RJ_DICT: case RJ_NS: return rlx__j_dict_get(hay.d, needle) != NULL;
-    default:
-        rlx__j_fail(E->rt, RLX_EINVAL, "argument of type '%s' is not iterable", rlx__j_type_name(hay));
-    }
 }
 
 /* ---- calls ---- */
@@ -394,23 +197,32 @@ static rj_value call_macro(rj_env *E, rj_macro_val *m, const rj_args *a)
     rj_scope *saved_scope = E->scope;
     E->scope = s;
     size_t np = def->args.n;
-    if (a->npos > np)
-        rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' takes %zu argument(s) but was given %zu",
-                    (int)def->nlen, def->name ? def->name : "caller", np, a->npos);
-    bool has_caller = false;
+    int mn = def->name ? (int)def->nlen : 6;
+    const char *mname = def->name ? def->name : "caller";
+    bool catch_kwargs = def->op & RJ_MACRO_KWARGS, catch_varargs = def->op & RJ_MACRO_VARARGS;
+    rj_value kwargs = rlx__j_new_dict(E->rt, 0), varargs = rlx__j_new_list(E->rt, 0);
+    varargs.tuple = 1;
+    if (a->npos > np) {
+        if (!catch_varargs)
+            rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' takes %zu argument(s) but was given %zu", mn, mname, np, a->npos);
+        for (size_t i = np; i < a->npos; i++) rlx__j_list_push(E->rt, varargs.l, a->pos[i]);
+    }
     for (size_t k = 0; k < a->nkw; k++) {
-        if (a->kwl[k] == 6 && !memcmp(a->kwn[k], "caller", 6)) { has_caller = true; scope_set(E, s, "caller", 6, a->kwv[k]); continue; }
+        if (a->kwl[k] == 6 && !memcmp(a->kwn[k], "caller", 6)) { scope_set(E, s, "caller", 6, a->kwv[k]); continue; }
         size_t j;
         for (j = 0; j < np; j++)
             if (def->args.v[j]->nlen == a->kwl[k] && !memcmp(def->args.v[j]->name, a->kwn[k], a->kwl[k])) break;
-        if (j == np)
-            rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' takes no keyword argument '%.*s'", (int)def->nlen,
-                        def->name ? def->name : "caller", (int)a->kwl[k], a->kwn[k]);
+        if (j == np) {
+            if (!catch_kwargs)
+                rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' takes no keyword argument '%.*s'", mn, mname, (int)a->kwl[k], a->kwn[k]);
+            rlx__j_dict_set(E->rt, kwargs.d, rj_str(a->kwn[k], a->kwl[k]), a->kwv[k]);
+            continue;
+        }
         if (j < a->npos)
-            rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' got multiple values for argument '%.*s'", (int)def->nlen,
-                        def->name ? def->name : "caller", (int)a->kwl[k], a->kwn[k]);
+            rlx__j_fail(E->rt, RLX_EINVAL, "macro '%.*s' got multiple values for argument '%.*s'", mn, mname, (int)a->kwl[k], a->kwn[k]);
     }
-    (void)has_caller;
+    if (catch_kwargs) scope_set(E, s, "kwargs", 6, kwargs);
+    if (catch_varargs) scope_set(E, s, "varargs", 7, varargs);
     for (size_t j = 0; j < np; j++) {
         const rj_node *p = def->args.v[j];
         const rj_value *v = rlx__j_arg(a, (int)j, NULL);
@@ -443,6 +255,16 @@ rj_value rlx__j_call_value(rj_env *E, rj_value f, const rj_args *a)
     rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not callable", rlx__j_type_name(f));
 }
 
+/* Python attributes of dict win over its keys in jinja2's getattr (d.items is the method). */
+static bool is_dict_method(const char *name, size_t n)
+{
+    static const char *const m[] = {"get", "items", "keys", "values", "copy", "pop", "popitem", "update",
+                                    "setdefault", "clear"};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(m); i++)
+        if (strlen(m[i]) == n && !memcmp(m[i], name, n)) return true;
+    return false;
+}
+
 static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_block)
 {
     rj_args args;
@@ -466,7 +288,7 @@ static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_blo
             return args.pos[obj.loop->i % args.npos];
         }
         if (obj.type == RJ_STR || obj.type == RJ_LIST ||
-            (obj.type == RJ_DICT && !rlx__j_dict_gets(obj.d, f->name, f->nlen)))
+            (obj.type == RJ_DICT && (is_dict_method(f->name, f->nlen) || !rlx__j_dict_gets(obj.d, f->name, f->nlen))))
             return rlx__j_method(E, obj, f->name, f->nlen, &args);
         return rlx__j_call_value(E, getattr(E, obj, f->name, f->nlen), &args);
     }
@@ -518,7 +340,7 @@ static rj_value eval(rj_env *E, const rj_node *n)
             rj_value lo = s->a ? eval(E, s->a) : rj_none(), hi = s->b ? eval(E, s->b) : rj_none(),
                      st = s->c ? eval(E, s->c) : rj_none();
             E->rt->line = n->line;
-            r = do_slice(E, obj, lo, hi, st);
+            r = rlx__j_slice(E->rt, obj, lo, hi, st);
         } else {
             rj_value k = eval(E, n->b);
             E->rt->line = n->line;
@@ -547,7 +369,10 @@ static rj_value eval(rj_env *E, const rj_node *n)
     case N_NEG: case N_POS: {
         rj_value v = eval(E, n->a);
         E->rt->line = n->line;
-        if (v.type == RJ_INT || v.type == RJ_BOOL) r = rj_int(n->kind == N_NEG ? (int64_t)(0 - (uint64_t)ival(v)) : ival(v));
+        if (v.type == RJ_INT || v.type == RJ_BOOL) {
+            int64_t x = v.type == RJ_INT ? v.i : v.b;
+            r = rj_int(n->kind == N_NEG ? (int64_t)(0 - (uint64_t)x) : x);
+        }
         else if (v.type == RJ_FLOAT) r = rj_float(n->kind == N_NEG ? -v.f : v.f);
         else if (v.type == RJ_UNDEF) fail_undefined(E, v);
         else rlx__j_fail(E->rt, RLX_EINVAL, "bad operand type for unary %s: '%s'", n->kind == N_NEG ? "-" : "+", rlx__j_type_name(v));
@@ -558,9 +383,9 @@ static rj_value eval(rj_env *E, const rj_node *n)
         E->rt->line = n->line;
         if (n->op == OP_CONCAT) {
             rj_value sa = rlx__j_to_str(E->rt, a), sb = rlx__j_to_str(E->rt, b);
-            r = concat_seq(E, sa, sb);
+            r = rlx__j_concat(E->rt, sa, sb);
         } else {
-            r = binop(E, n->op, a, b);
+            r = rlx__j_binop(E, n->op, a, b);
         }
         break;
     }
@@ -570,8 +395,8 @@ static rj_value eval(rj_env *E, const rj_node *n)
         switch (n->op) {
         case OP_EQ: r = rj_bool(rlx__j_equal(a, b)); break;
         case OP_NE: r = rj_bool(!rlx__j_equal(a, b)); break;
-        case OP_IN: r = rj_bool(contains(E, a, b)); break;
-        case OP_NOTIN: r = rj_bool(!contains(E, a, b)); break;
+        case OP_IN: r = rj_bool(rlx__j_contains(E->rt, a, b)); break;
+        case OP_NOTIN: r = rj_bool(!rlx__j_contains(E->rt, a, b)); break;
         default: {
             if (a.type == RJ_UNDEF) fail_undefined(E, a);
             if (b.type == RJ_UNDEF) fail_undefined(E, b);
@@ -625,12 +450,16 @@ static void assign(rj_env *E, const rj_node *target, rj_value v)
     for (size_t i = 0; i < items->n; i++) assign(E, target->args.v[i], items->v[i]);
 }
 
+/* Block set and filter bodies render in a scope of their own, as in jinja2. */
 static rj_value render_to_string(rj_env *E, const rj_nodes *body)
 {
     rj_buf out = {0}, *saved = E->out;
+    rj_scope *outer = E->scope;
     rlx__j_buf_put(E->rt, &out, "", 0);
     E->out = &out;
+    E->scope = push_scope(E, outer);
     exec_body(E, body);
+    E->scope = outer;
     E->out = saved;
     return rj_str(out.p, out.n);
 }
@@ -719,6 +548,17 @@ static void exec_stmt(rj_env *E, const rj_node *n)
     case S_CALL_BLOCK: {
         rj_value v = eval_call(E, n->a, n);
         rlx__j_str(E->rt, E->out, v);
+        break;
+    }
+    case S_WITH: {
+        /* values are computed in the enclosing scope, then bound in a new one for the body */
+        rj_value *vals = rlx__j_alloc(E->rt, (n->args.n + 1) * sizeof *vals);
+        for (size_t i = 0; i < n->args.n; i++) vals[i] = eval(E, n->args.v[i]->b);
+        rj_scope *outer = E->scope;
+        E->scope = push_scope(E, outer);
+        for (size_t i = 0; i < n->args.n; i++) assign(E, n->args.v[i]->a, vals[i]);
+        exec_body(E, &n->body);
+        E->scope = outer;
         break;
     }
     case S_BREAK: E->ctl = CTL_BREAK; break;

@@ -4,6 +4,7 @@
  * inside conditionals to run time. */
 #include "models/jinja_text.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,25 +52,13 @@ static rj_value lower_key(rj_env *E, rj_value v, bool case_sensitive)
     return v;
 }
 
-/* stable insertion sort of values by key(v) */
+/* stable sort of values by key(v) */
 static void sort_values(rj_env *E, rj_value *v, size_t n, const rj_value *attr, bool case_sensitive, bool reverse)
 {
     rj_rt *rt = rlx__j_env_rt(E);
     rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
     for (size_t i = 0; i < n; i++) keys[i] = lower_key(E, attr ? attr_path(E, v[i], *attr) : v[i], case_sensitive);
-    for (size_t i = 1; i < n; i++) {
-        rj_value cv = v[i], ck = keys[i];
-        size_t j = i;
-        while (j > 0) {
-            int c = rlx__j_compare(rt, keys[j - 1], ck);
-            if (reverse ? c >= 0 : c <= 0) break;
-            v[j] = v[j - 1];
-            keys[j] = keys[j - 1];
-            j--;
-        }
-        v[j] = cv;
-        keys[j] = ck;
-    }
+    rlx__j_sort(rt, v, keys, n, reverse);
 }
 
 static rj_value copy_list(rj_env *E, rj_list *l)
@@ -97,6 +86,7 @@ static rj_value f_tojson(rj_env *E, rj_value v, const rj_args *a)
         o.key_sep = rlx__j_strdup(rt, seps->l->v[1].s.p, seps->l->v[1].s.n);
     }
     o.sort_keys = arg_bool(a, -1, "sort_keys", false);
+    o.ensure_ascii = arg_bool(a, -1, "ensure_ascii", false);
     rj_buf b = {0};
     rlx__j_buf_put(rt, &b, "", 0);
     rlx__j_tojson(rt, &b, v, &o, 0);
@@ -196,6 +186,7 @@ static rj_value f_items(rj_env *E, rj_value v, const rj_args *a)
 static rj_value f_dictsort(rj_env *E, rj_value v, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
+    if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rt, v); /* dictsort calls value.items() */
     rj_value items = f_items(E, v, a);
     bool cs = arg_bool(a, 0, "case_sensitive", false), rev = arg_bool(a, 2, "reverse", false);
     const rj_value *by = rlx__j_arg(a, 1, "by");
@@ -293,6 +284,8 @@ static rj_value f_round(rj_env *E, rj_value v, const rj_args *a)
     const rj_value *pp = rlx__j_arg(a, 0, "precision"), *mp = rlx__j_arg(a, 1, "method");
     int prec = pp && pp->type == RJ_INT ? (int)RLX_MAX(-20, RLX_MIN(pp->i, 20)) : 0;
     if (!rlx__j_is_number(v)) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "round: a number is required, not %s", rlx__j_type_name(v));
+    bool common = !mp || (mp->type == RJ_STR && mp->s.n == 6 && !memcmp(mp->s.p, "common", 6));
+    if (common && (v.type == RJ_INT || v.type == RJ_BOOL) && prec >= 0) return rj_int(v.type == RJ_INT ? v.i : v.b);
     double x = rlx__j_num(v), p10 = pow(10.0, prec);
     if (mp && mp->type == RJ_STR && mp->s.n == 4 && !memcmp(mp->s.p, "ceil", 4)) return rj_float(ceil(x * p10) / p10);
     if (mp && mp->type == RJ_STR && mp->s.n == 5 && !memcmp(mp->s.p, "floor", 5)) return rj_float(floor(x * p10) / p10);
@@ -306,12 +299,13 @@ static rj_value f_round(rj_env *E, rj_value v, const rj_args *a)
 
 static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
 {
+    if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rlx__j_env_rt(E), v); /* int(Undefined) raises */
     const rj_value *d = rlx__j_arg(a, 0, "default");
     rj_value dflt = d ? *d : rj_int(0);
     switch (v.type) {
     case RJ_INT: return v;
     case RJ_BOOL: return rj_int(v.b);
-    case RJ_FLOAT: return isfinite(v.f) ? rj_int((int64_t)v.f) : dflt;
+    case RJ_FLOAT: return isfinite(v.f) ? rj_int(rj_trunc(v.f)) : dflt;
     case RJ_STR: {
         char *s = rlx__j_strdup(rlx__j_env_rt(E), v.s.p, v.s.n), *end;
         const rj_value *bp = rlx__j_arg(a, 1, "base");
@@ -320,7 +314,7 @@ static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
         if (end != s && !*end) return rj_int(x);
         double f = strtod(s, &end);
         while (*end == ' ' || *end == '\t' || *end == '\n') end++;
-        if (end != s && !*end && isfinite(f)) return rj_int((int64_t)f);
+        if (end != s && !*end && isfinite(f)) return rj_int(rj_trunc(f));
         return dflt;
     }
     default: return dflt;
@@ -329,6 +323,7 @@ static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
 
 static rj_value f_float(rj_env *E, rj_value v, const rj_args *a)
 {
+    if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rlx__j_env_rt(E), v);
     const rj_value *d = rlx__j_arg(a, 0, "default");
     rj_value dflt = d ? *d : rj_float(0.0);
     if (rlx__j_is_number(v)) return rj_float(rlx__j_num(v));
@@ -372,7 +367,9 @@ static rj_value f_indent(rj_env *E, rj_value v, const rj_args *a)
         memset(s, ' ', (size_t)n);
         ind = rj_str(s, (size_t)n);
     }
-    rj_value s = need_str(E, v);
+    if (v.type != RJ_STR) /* jinja2 appends "\n" to the value itself */
+        rlx__j_fail(rt, RLX_EINVAL, "indent: unsupported operand type(s) for +=: '%s' and 'str'", rlx__j_type_name(v));
+    rj_value s = v;
     rj_value text = rj_str(rlx__j_strdup(rt, s.s.p, s.s.n), s.s.n);
     rj_buf tb = {0};
     rlx__j_buf_put(rt, &tb, text.s.p, text.s.n);
@@ -422,8 +419,13 @@ static rj_value f_format(rj_env *E, rj_value v, const rj_args *a)
 static rj_value f_attr(rj_env *E, rj_value v, const rj_args *a)
 {
     const rj_value *n = rlx__j_arg(a, 0, "name");
-    if (!n) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "attr needs an attribute name");
-    return attr_path(E, v, *n);
+    if (!n || n->type != RJ_STR) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "attr needs an attribute name");
+    /* attr() reads Python attributes only: a dict's keys are not attributes */
+    if (v.type == RJ_NS) {
+        rj_value *got = rlx__j_dict_gets(v.d, n->s.p, n->s.n);
+        if (got) return *got;
+    }
+    return rlx__j_undef_named(rlx__j_env_rt(E), "'%s object' has no attribute '%.*s'", rlx__j_type_name(v), (int)RLX_MIN(n->s.n, (size_t)60), n->s.p);
 }
 
 static rj_value f_batch(rj_env *E, rj_value v, const rj_args *a)
@@ -509,7 +511,71 @@ static rj_value f_center(rj_env *E, rj_value v, const rj_args *a)
     return rj_str(b.p, b.n);
 }
 
+static rj_value f_truncate(rj_env *E, rj_value v, const rj_args *a)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    rj_value s = need_str(E, v);
+    const rj_value *lp = rlx__j_arg(a, 0, "length"), *ep = rlx__j_arg(a, 2, "end"), *lw = rlx__j_arg(a, 3, "leeway");
+    int64_t length = lp && lp->type == RJ_INT ? lp->i : 255, leeway = lw && lw->type == RJ_INT ? lw->i : 5;
+    rj_value end = ep && ep->type == RJ_STR ? *ep : rj_cstr("...");
+    size_t len = rlx__j_utf8_len(s.s.p, s.s.n), elen = rlx__j_utf8_len(end.s.p, end.s.n);
+    if (length < (int64_t)elen) rlx__j_fail(rt, RLX_EINVAL, "truncate: expected length >= %zu, got %" PRId64, elen, length);
+    if (leeway < 0) rlx__j_fail(rt, RLX_EINVAL, "truncate: expected leeway >= 0");
+    if ((int64_t)len <= length + leeway) return s;
+    size_t cut = rlx__j_utf8_off(s.s.p, s.s.n, (size_t)(length - (int64_t)elen));
+    rj_value head = rj_str(s.s.p, cut);
+    if (!arg_bool(a, 1, "killwords", false)) { /* rsplit(" ", 1)[0] */
+        size_t i = cut;
+        while (i > 0 && s.s.p[i - 1] != ' ') i--;
+        if (i > 0) head.s.n = i - 1;
+    }
+    rj_buf b = {0};
+    rlx__j_buf_put(rt, &b, head.s.p, head.s.n);
+    rlx__j_buf_put(rt, &b, end.s.p, end.s.n);
+    return rj_str(b.p, b.n);
+}
+
+/* groupby(attribute, default=None, case_sensitive=False): sorted (grouper, list) pairs; the
+ * pairs answer .grouper and .list (tuple == 2 marks jinja2's _GroupTuple). */
+static rj_value f_groupby(rj_env *E, rj_value v, const rj_args *a)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    const rj_value *attr = rlx__j_arg(a, 0, "attribute"), *dflt = rlx__j_arg(a, 1, "default");
+    bool cs = arg_bool(a, 2, "case_sensitive", false);
+    if (!attr) rlx__j_fail(rt, RLX_EINVAL, "groupby needs an attribute");
+    rj_value items = copy_list(E, rlx__j_iter(rt, v));
+    size_t n = items.l->n;
+    rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) {
+        rj_value k = attr_path(E, items.l->v[i], *attr);
+        keys[i] = k.type == RJ_UNDEF && dflt ? *dflt : k;
+    }
+    rj_value *folded = rlx__j_alloc(rt, (n + 1) * sizeof *folded), *perm = rlx__j_alloc(rt, (n + 1) * sizeof *perm);
+    for (size_t i = 0; i < n; i++) { folded[i] = lower_key(E, keys[i], cs); perm[i] = rj_int((int64_t)i); }
+    rlx__j_sort(rt, perm, folded, n, false);
+    rj_value *sv = rlx__j_alloc(rt, (n + 1) * sizeof *sv), *sk = rlx__j_alloc(rt, (n + 1) * sizeof *sk);
+    for (size_t i = 0; i < n; i++) { sv[i] = items.l->v[perm[i].i]; sk[i] = keys[perm[i].i]; }
+    memcpy(items.l->v, sv, n * sizeof *sv);
+    memcpy(keys, sk, n * sizeof *sk);
+    rj_value out = rlx__j_new_list(rt, 0);
+    for (size_t i = 0; i < n;) {
+        rj_value group = rlx__j_new_list(rt, 0);
+        rj_value gk = lower_key(E, keys[i], cs);
+        size_t j = i;
+        while (j < n && rlx__j_equal(lower_key(E, keys[j], cs), gk)) rlx__j_list_push(rt, group.l, items.l->v[j++]);
+        rj_value t = rlx__j_new_list(rt, 2);
+        t.tuple = 2;
+        rlx__j_list_push(rt, t.l, keys[i]);
+        rlx__j_list_push(rt, t.l, group);
+        rlx__j_list_push(rt, out.l, t);
+        i = j;
+    }
+    return out;
+}
+
 static const struct { const char *name; filter_fn fn; } filters[] = {
+    {"groupby", f_groupby},
+    {"truncate", f_truncate},
     {"tojson", f_tojson}, {"length", f_length}, {"count", f_length}, {"string", f_string}, {"trim", f_trim},
     {"default", f_default}, {"d", f_default}, {"join", f_join}, {"lower", f_lower}, {"upper", f_upper},
     {"title", f_title}, {"capitalize", f_capitalize}, {"safe", f_safe}, {"items", f_items}, {"list", f_list},
@@ -546,14 +612,6 @@ static const rj_value *targ(rj_env *E, const rj_args *a, const char *test)
     return x;
 }
 
-static int64_t tint(rj_env *E, rj_value v, const char *test)
-{
-    if (v.type == RJ_INT) return v.i;
-    if (v.type == RJ_BOOL) return v.b;
-    if (v.type == RJ_UNDEF) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "%.*s", (int)v.s.n, v.s.p);
-    rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "test '%s' needs an integer, not %s", test, rlx__j_type_name(v));
-}
-
 static bool is_lower_upper(rj_env *E, rj_value v, int mode)
 {
     if (v.type != RJ_STR) return false;
@@ -579,13 +637,10 @@ bool rlx__j_test(rj_env *E, const char *name, size_t n, rj_value v, const rj_arg
     if (T("iterable")) return v.type == RJ_LIST || v.type == RJ_DICT || v.type == RJ_STR || v.type == RJ_UNDEF || v.type == RJ_LOOP;
     if (T("sequence")) return v.type == RJ_LIST || v.type == RJ_DICT || v.type == RJ_STR || v.type == RJ_UNDEF;
     if (T("callable")) return v.type == RJ_MACRO || v.type == RJ_FUNC;
-    if (T("odd")) return (tint(E, v, "odd") & 1) != 0;
-    if (T("even")) return (tint(E, v, "even") & 1) == 0;
-    if (T("divisibleby")) {
-        int64_t d = tint(E, *targ(E, a, "divisibleby"), "divisibleby");
-        if (d == 0) rlx__j_fail(rt, RLX_EINVAL, "divisibleby 0");
-        return d == -1 || tint(E, v, "divisibleby") % d == 0;
-    }
+    /* odd/even/divisibleby are `value % n == ...` in Python: floats take part too */
+    if (T("odd")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, rj_int(2)), rj_int(1));
+    if (T("even")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, rj_int(2)), rj_int(0));
+    if (T("divisibleby")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, *targ(E, a, "divisibleby")), rj_int(0));
     if (T("eq") || T("equalto") || T("==")) return rlx__j_equal(v, *targ(E, a, "eq"));
     if (T("ne") || T("!=")) return !rlx__j_equal(v, *targ(E, a, "ne"));
     if (T("sameas")) {

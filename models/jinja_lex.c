@@ -3,7 +3,9 @@
  * (drop spaces before a block or comment tag that starts its line), {%- / -%} stripping, and
  * keep_trailing_newline=False. Comments vanish; {% raw %} bodies become data. */
 #include "models/jinja_ast.h"
+#include "models/jinja_text.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 typedef struct lexer {
@@ -16,6 +18,30 @@ typedef struct lexer {
 } lexer;
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Whitespace as Python's \s and str.strip() see it (Unicode spaces included): the byte length
+ * of the whitespace character starting at p[0], or ending at p[n-1]; 0 if there is none. */
+static size_t uws_at(const char *p, size_t n)
+{
+    if (!n) return 0;
+    unsigned char c = (unsigned char)p[0];
+    if (c < 0x80) return (is_ws((char)c) || (c >= 0x1c && c <= 0x1f)) ? 1 : 0;
+    size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    if (k > n) return 0;
+    int32_t cp = k == 2 ? ((c & 0x1f) << 6) | (p[1] & 0x3f)
+               : k == 3 ? ((c & 0x0f) << 12) | ((p[1] & 0x3f) << 6) | (p[2] & 0x3f) : -1;
+    return cp > 0 && rlx__j_is_space_cp(cp) ? k : 0;
+}
+
+static size_t uws_before(const char *p, size_t n)
+{
+    size_t st = n;
+    while (st > 0 && n - st < 4) {
+        st--;
+        if (((unsigned char)p[st] & 0xc0) != 0x80) break;
+    }
+    return n > 0 && uws_at(p + st, n - st) == n - st ? n - st : 0;
+}
 static bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -52,13 +78,13 @@ static void emit_data(lexer *L, const char *p, size_t n, char mod, bool is_var)
     int line = L->line;
     L->line += count_nl(p, n);
     if (mod == '-') {
-        while (n && is_ws(p[n - 1])) n--;
+        for (size_t k; (k = uws_before(p, n));) n -= k;
     } else if (mod != '+' && !is_var) {
         size_t l_pos = n;
         while (l_pos && p[l_pos - 1] != '\n') l_pos--;
         if ((l_pos > 0 || L->line_starting) && l_pos < n) {
             size_t i = l_pos;
-            while (i < n && is_ws(p[i])) i++;
+            for (size_t k; i < n && (k = uws_at(p + i, n - i));) i += k;
             if (i == n) n = l_pos;
         }
     }
@@ -71,9 +97,9 @@ static void after_tag(lexer *L, char mod, bool is_block)
 {
     L->line_starting = false;
     if (mod == '-') {
-        while (L->pos < L->n && is_ws(L->s[L->pos])) {
+        for (size_t k; L->pos < L->n && (k = uws_at(L->s + L->pos, L->n - L->pos));) {
             if (L->s[L->pos] == '\n') { L->line++; L->line_starting = true; } else L->line_starting = false;
-            L->pos++;
+            L->pos += k;
         }
     } else if (mod != '+' && is_block && L->pos < L->n && L->s[L->pos] == '\n') {
         L->pos++;
@@ -133,6 +159,7 @@ static void lex_string(lexer *L)
         case 'f': rlx__j_buf_puts(L->rt, &b, "\f"); break;
         case 'v': rlx__j_buf_puts(L->rt, &b, "\v"); break;
         case '\n': L->line++; break; /* line continuation */
+        case 'N': L->rt->line = L->line; rlx__j_fail(L->rt, RLX_EUNSUPPORTED, "\\N{...} escapes in string literals are not supported");
         case 'x': case 'u': case 'U': {
             int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
@@ -204,7 +231,15 @@ static void lex_number(lexer *L)
     tmp[tn] = 0;
     rj_token *t = push(L, is_float ? TK_FLOAT : TK_INT, L->s + L->pos, i - L->pos, L->line);
     if (is_float) t->f = strtod(tmp, NULL);
-    else t->i = (int64_t)strtoull(tmp, NULL, base);
+    else {
+        errno = 0;
+        unsigned long long v = strtoull(tmp, NULL, base);
+        if (errno == ERANGE || v > (unsigned long long)INT64_MAX) {
+            L->rt->line = L->line;
+            rlx__j_fail(L->rt, RLX_EUNSUPPORTED, "integer literal %s does not fit in 64 bits", tmp);
+        }
+        t->i = (int64_t)v;
+    }
     L->pos = i;
 }
 
@@ -215,6 +250,7 @@ static const char *const ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", 
 static void lex_tag(lexer *L, bool is_var, int open_line)
 {
     const char *close = is_var ? "}}" : "%}";
+    int balance = 0; /* open ( [ {: a closing delimiter inside brackets is not the tag's end */
     for (;;) {
         while (L->pos < L->n && is_ws(L->s[L->pos])) {
             if (L->s[L->pos] == '\n') L->line++;
@@ -228,7 +264,8 @@ static void lex_tag(lexer *L, bool is_var, int open_line)
         size_t left = L->n - L->pos;
         char mod = 0;
         size_t k = 0;
-        if (left >= 3 && (p[0] == '-' || p[0] == '+') && !memcmp(p + 1, close, 2)) { mod = p[0]; k = 3; }
+        if (balance > 0) k = 0;
+        else if (left >= 3 && (p[0] == '-' || p[0] == '+') && !memcmp(p + 1, close, 2)) { mod = p[0]; k = 3; }
         else if (left >= 2 && !memcmp(p, close, 2)) k = 2;
         if (k) {
             push(L, is_var ? TK_VAR_END : TK_BLOCK_END, p, k, L->line);
@@ -256,6 +293,8 @@ static void lex_tag(lexer *L, bool is_var, int open_line)
                 L->rt->line = L->line;
                 rlx__j_fail(L->rt, RLX_EFORMAT, "unexpected character '%c' inside a tag", c);
             }
+            if (c == '(' || c == '[' || c == '{') balance++;
+            else if ((c == ')' || c == ']' || c == '}') && balance > 0) balance--;
             push(L, TK_OP, p, strlen(ops[i]), L->line);
             L->pos += strlen(ops[i]);
         }
@@ -279,7 +318,9 @@ static size_t match_word_tag(const char *p, size_t left, const char *word, char 
 
 static void lex_raw(lexer *L, char end_mod)
 {
-    after_tag(L, end_mod, true);
+    /* jinja2's raw_begin rule: `-%}` strips what follows, a plain `%}` keeps even the newline
+     * (trim_blocks does not apply to it) */
+    after_tag(L, end_mod, false);
     size_t start = L->pos;
     for (size_t i = start; i + 1 < L->n; i++) {
         if (L->s[i] != '{' || L->s[i + 1] != '%') continue;
@@ -340,7 +381,7 @@ void rlx__j_lex(rj_rt *rt, const char *src, size_t len, rj_tokens *out)
         if (kind == '%') {
             char emod;
             size_t k = match_word_tag(L.s + body, L.n - body, "raw", &emod);
-            if (k) {
+            if (k && emod != '+') { /* `{% raw +%}` is not a raw tag for jinja2 (an unknown tag) */
                 L.line += count_nl(L.s + body, k);
                 L.pos = body + k;
                 lex_raw(&L, emod);

@@ -45,6 +45,49 @@ static int64_t find(rj_value s, rj_value sub, bool from_right)
     return (int64_t)rlx__j_utf8_len(s.s.p, (size_t)(hit - s.s.p));
 }
 
+/* str.rsplit with a limit: split from the right, at most maxsplit times */
+static rj_value rsplit(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxsplit)
+{
+    rj_value parts = rlx__j_new_list(rt, 0); /* collected right to left */
+    size_t end = s.s.n;
+    int64_t done = 0;
+    if (!sep) {
+        while (end > 0 && rlx__j_is_space_cp((unsigned char)s.s.p[end - 1])) end--;
+        while (end > 0) {
+            if (done >= maxsplit) {
+                rlx__j_list_push(rt, parts.l, rj_str(s.s.p, end)); /* the rest keeps its leading spaces */
+                end = 0;
+                break;
+            }
+            size_t st = end;
+            while (st > 0 && !rlx__j_is_space_cp((unsigned char)s.s.p[st - 1])) st--;
+            rlx__j_list_push(rt, parts.l, rj_str(s.s.p + st, end - st));
+            done++;
+            end = st;
+            while (end > 0 && rlx__j_is_space_cp((unsigned char)s.s.p[end - 1])) end--;
+        }
+    } else {
+        if (!sep->s.n) rlx__j_fail(rt, RLX_EINVAL, "rsplit(): empty separator");
+        for (;;) {
+            const char *hit = NULL;
+            if (done < maxsplit && sep->s.n <= end)
+                for (size_t i = end - sep->s.n + 1; i-- > 0;)
+                    if (!memcmp(s.s.p + i, sep->s.p, sep->s.n)) { hit = s.s.p + i; break; }
+            if (!hit) {
+                rlx__j_list_push(rt, parts.l, rj_str(s.s.p, end));
+                break;
+            }
+            size_t at = (size_t)(hit - s.s.p);
+            rlx__j_list_push(rt, parts.l, rj_str(s.s.p + at + sep->s.n, end - at - sep->s.n));
+            end = at;
+            done++;
+        }
+    }
+    rj_value out = rlx__j_new_list(rt, parts.l->n);
+    for (size_t i = parts.l->n; i-- > 0;) rlx__j_list_push(rt, out.l, parts.l->v[i]);
+    return out;
+}
+
 static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
@@ -55,8 +98,31 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
     if (is(m, n, "split") || is(m, n, "rsplit")) {
         const rj_value *sep = rlx__j_arg(a, 0, "sep"), *mx = rlx__j_arg(a, 1, "maxsplit");
         int64_t maxsplit = mx && mx->type == RJ_INT ? mx->i : -1;
-        if (m[0] == 'r' && maxsplit >= 0) rlx__j_fail(rt, RLX_EUNSUPPORTED, "str.rsplit() with maxsplit is not supported");
+        if (m[0] == 'r' && maxsplit >= 0) return rsplit(rt, s, sep && sep->type == RJ_STR ? sep : NULL, maxsplit);
         return rlx__j_split(rt, s, sep && sep->type == RJ_STR ? sep : NULL, maxsplit);
+    }
+    if (is(m, n, "partition") || is(m, n, "rpartition")) {
+        rj_value sep = str_arg(rt, a, 0, "partition");
+        if (!sep.s.n) rlx__j_fail(rt, RLX_EINVAL, "str.partition(): empty separator");
+        const char *hit = NULL;
+        if (m[0] == 'p') hit = memmem(s.s.p, s.s.n, sep.s.p, sep.s.n);
+        else if (sep.s.n <= s.s.n)
+            for (size_t i = s.s.n - sep.s.n + 1; i-- > 0;)
+                if (!memcmp(s.s.p + i, sep.s.p, sep.s.n)) { hit = s.s.p + i; break; }
+        rj_value t = rlx__j_new_list(rt, 3);
+        t.tuple = 1;
+        if (!hit) {
+            rj_value e = rj_str("", 0);
+            rlx__j_list_push(rt, t.l, m[0] == 'p' ? s : e);
+            rlx__j_list_push(rt, t.l, e);
+            rlx__j_list_push(rt, t.l, m[0] == 'p' ? e : s);
+            return t;
+        }
+        size_t at = (size_t)(hit - s.s.p);
+        rlx__j_list_push(rt, t.l, rj_str(s.s.p, at));
+        rlx__j_list_push(rt, t.l, sep);
+        rlx__j_list_push(rt, t.l, rj_str(s.s.p + at + sep.s.n, s.s.n - at - sep.s.n));
+        return t;
     }
     if (is(m, n, "startswith")) return rj_bool(starts_ends(rt, s, a, false));
     if (is(m, n, "endswith")) return rj_bool(starts_ends(rt, s, a, true));
@@ -71,7 +137,7 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
     if (is(m, n, "format")) return rlx__j_str_format(rt, s, a);
     if (is(m, n, "find") || is(m, n, "rfind") || is(m, n, "index") || is(m, n, "rindex")) {
         int64_t r = find(s, str_arg(rt, a, 0, "find"), m[0] == 'r');
-        if (r < 0 && (m[0] == 'i' || m[1] == 'i')) rlx__j_fail(rt, RLX_EINVAL, "substring not found");
+        if (r < 0 && (m[0] == 'i' || (m[0] == 'r' && m[1] == 'i'))) rlx__j_fail(rt, RLX_EINVAL, "substring not found"); /* index, rindex */
         return rj_int(r);
     }
     if (is(m, n, "count")) {

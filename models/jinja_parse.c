@@ -11,6 +11,7 @@ typedef struct parser {
     const rj_token *t;
     size_t pos, n;
     int depth;
+    int loops;  /* enclosing for-loop bodies (a macro body starts afresh): where break/continue may go */
 } parser;
 
 enum { MAX_PARSE_DEPTH = 200 };
@@ -594,7 +595,9 @@ static rj_node *parse_statement(parser *P)
         }
         if (is_name(P, "recursive")) fail_at(P, RLX_EUNSUPPORTED, "recursive for loops are not supported");
         end_block(P);
+        P->loops++;
         parse_body(P, &n->body, END_FOR);
+        P->loops--;
         if (is_name(P, "else")) {
             next(P);
             end_block(P);
@@ -627,7 +630,15 @@ static rj_node *parse_statement(parser *P)
         next(P);
         parse_params(P, &n->args);
         end_block(P);
+        size_t body_start = P->pos;
+        int saved_loops = P->loops;
+        P->loops = 0;
         parse_body(P, &n->body, END_MACRO);
+        P->loops = saved_loops;
+        for (size_t i = body_start; i < P->pos; i++) { /* jinja2 passes extras only to macros that use them */
+            if (tok_is(&P->t[i], TK_NAME, "kwargs")) n->op |= RJ_MACRO_KWARGS;
+            if (tok_is(&P->t[i], TK_NAME, "varargs")) n->op |= RJ_MACRO_VARARGS;
+        }
         next(P);
         if (cur(P)->type == TK_NAME) next(P); /* {% endmacro name %} */
         end_block(P);
@@ -638,7 +649,10 @@ static rj_node *parse_statement(parser *P)
         n->a = parse_expression(P, true);
         if (n->a->kind != N_CALL) { P->rt->line = line; rlx__j_fail(P->rt, RLX_EFORMAT, "{%% call %%} needs a macro call"); }
         end_block(P);
+        int saved_loops = P->loops;
+        P->loops = 0; /* the body is the `caller` macro */
         parse_body(P, &n->body, END_CALL);
+        P->loops = saved_loops;
         expect_end(P, "endcall");
     } else if (tok_is(t, TK_NAME, "filter")) {
         n = node(P, S_FILTER_BLOCK);
@@ -647,12 +661,28 @@ static rj_node *parse_statement(parser *P)
         end_block(P);
         parse_body(P, &n->body, END_FILTER);
         expect_end(P, "endfilter");
+    } else if (tok_is(t, TK_NAME, "with")) {
+        n = node(P, S_WITH);
+        next(P);
+        while (cur(P)->type != TK_BLOCK_END) {
+            if (n->args.n) expect_op(P, ",");
+            rj_node *pair = node(P, N_PAIR);
+            pair->a = parse_assign_target(P, false, NULL);
+            expect_op(P, "=");
+            pair->b = parse_expression(P, true);
+            add(P, &n->args, pair);
+        }
+        end_block(P);
+        parse_body(P, &n->body, (const char *const[]){"endwith", NULL});
+        expect_end(P, "endwith");
     } else if (tok_is(t, TK_NAME, "break") || tok_is(t, TK_NAME, "continue")) {
         n = node(P, tok_is(t, TK_NAME, "break") ? S_BREAK : S_CONTINUE);
+        if (P->loops == 0)
+            rlx__j_fail(P->rt, RLX_EFORMAT, "'%s' outside of a for loop", n->kind == S_BREAK ? "break" : "continue");
         next(P);
         end_block(P);
     } else {
-        static const char *const known[] = {"include", "import", "from", "extends", "block", "with", "do",
+        static const char *const known[] = {"include", "import", "from", "extends", "block", "do",
                                             "autoescape", "trans", "pluralize", "raw", "print", NULL};
         for (int i = 0; known[i]; i++)
             if (tok_is(t, TK_NAME, known[i]))

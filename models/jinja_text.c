@@ -63,6 +63,10 @@ rj_value rlx__j_case(rj_rt *rt, rj_value s, int mode)
         }
         }
         first = false;
+        if (cp == 0xdf && o != cp) { /* Python's full case mapping: sharp s becomes two letters */
+            rlx__j_buf_puts(rt, &b, mode == CASE_UPPER || mode == CASE_TITLE_JINJA ? "SS" : "Ss");
+            continue;
+        }
         put_cp(rt, &b, o);
     }
     return rj_str(b.p, b.n);
@@ -132,8 +136,7 @@ rj_value rlx__j_split(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxspl
         }
         if (j >= s.s.n) break;
         if (maxsplit >= 0 && done >= maxsplit) {
-            rj_value rest = rlx__j_strip(rt, rj_str(s.s.p + j, s.s.n - j), NULL, 2);
-            rlx__j_list_push(rt, out.l, rest);
+            rlx__j_list_push(rt, out.l, rj_str(s.s.p + j, s.s.n - j)); /* the rest keeps trailing spaces */
             return out;
         }
         size_t e = j;
@@ -222,7 +225,7 @@ static void fmt_one(rj_rt *rt, rj_buf *b, char conv, const char *flags, int widt
     if (width > 200) width = 200;
     if (prec > 100) prec = 100;
     if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
-        int64_t x = v.type == RJ_FLOAT ? (int64_t)v.f : v.type == RJ_INT ? v.i : v.b;
+        int64_t x = v.type == RJ_FLOAT ? rj_trunc(v.f) : v.type == RJ_INT ? v.i : v.b;
         if (conv == 'd' || conv == 'i') {
             snprintf(spec, sizeof spec, "%%%s*%s", flags, PRId64);
             snprintf(tmp, sizeof tmp, spec, width, x);
@@ -279,7 +282,11 @@ rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, si
         if (!strchr("sridxXoeEfFgG", conv)) rlx__j_fail(rt, RLX_EINVAL, "unsupported format character '%c'", conv);
         fmt_one(rt, &b, conv, flags, width, prec, *val);
     }
-    if (!mapping && argi < nargs) rlx__j_fail(rt, RLX_EINVAL, "not all arguments converted during string formatting");
+    /* Python treats a lone non-tuple argument with __getitem__ (list, dict) as a mapping and
+     * does not complain when the format leaves it unused */
+    bool mapping_like = nargs == 1 && ((args[0].type == RJ_LIST && !args[0].tuple) || args[0].type == RJ_DICT ||
+                                       args[0].type == RJ_UNDEF);
+    if (!mapping && !mapping_like && argi < nargs) rlx__j_fail(rt, RLX_EINVAL, "not all arguments converted during string formatting");
     return rj_str(b.p, b.n);
 }
 
@@ -348,6 +355,8 @@ rj_value rlx__j_str_format(rj_rt *rt, rj_value fmt, const rj_args *a)
         if (s < fe && strchr("+- ", *s)) sign = *s++;
         if (s < fe && *s == '0') { if (!align) { fill = '0'; align = '='; } s++; }
         while (s < fe && *s >= '0' && *s <= '9') width = width * 10 + (*s++ - '0');
+        char group = 0;
+        if (s < fe && (*s == ',' || *s == '_')) group = *s++;
         if (s < fe && *s == '.') { s++; prec = 0; while (s < fe && *s >= '0' && *s <= '9') prec = prec * 10 + (*s++ - '0'); }
         if (s < fe) type = *s;
         rj_buf one = {0};
@@ -361,6 +370,17 @@ rj_value rlx__j_str_format(rj_rt *rt, rj_value fmt, const rj_args *a)
         } else {
             rlx__j_str(rt, &one, v);
             if (prec >= 0 && v.type == RJ_STR) one.n = rlx__j_utf8_off(one.p, one.n, (size_t)prec);
+        }
+        if (group && (v.type == RJ_INT || v.type == RJ_BOOL) && (!type || type == 'd')) { /* {:,} thousands */
+            rj_buf g = {0};
+            rlx__j_buf_put(rt, &g, "", 0);
+            size_t digits0 = (one.n && one.p[0] == '-') ? 1 : 0, nd = one.n - digits0;
+            rlx__j_buf_put(rt, &g, one.p, digits0);
+            for (size_t i = 0; i < nd; i++) {
+                if (i && (nd - i) % 3 == 0) rlx__j_buf_put(rt, &g, &group, 1);
+                rlx__j_buf_put(rt, &g, one.p + digits0 + i, 1);
+            }
+            one = g;
         }
         size_t len = rlx__j_utf8_len(one.p, one.n);
         size_t pad = width > 0 && (size_t)width > len ? (size_t)width - len : 0;

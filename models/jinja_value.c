@@ -34,9 +34,6 @@ void *rlx__j_alloc(rj_rt *rt, size_t n)
     rj_chunk *c = rt->chunks;
     if (!c || c->size - c->used < n) {
         size_t size = n > (1u << 16) ? n : (1u << 16);
-        if (c && n <= (1u << 16) && c->size - c->used >= 256) {
-            /* keep using the current chunk for small objects: put big ones in their own */
-        }
         rj_chunk *nc = malloc(sizeof *nc + size);
         if (!nc) rlx__j_fail(rt, RLX_ENOMEM, "out of memory while rendering the chat template");
         nc->size = size;
@@ -158,15 +155,56 @@ void rlx__j_list_push(rj_rt *rt, rj_list *l, rj_value v)
     l->v[l->n++] = v;
 }
 
-rj_value *rlx__j_dict_get(const rj_dict *d, rj_value k)
+enum { DICT_INDEX_MIN = 16 };
+
+/* Hash of a key consistent with rlx__j_equal (1 == 1.0 == True hash alike). */
+static uint64_t key_hash(rj_value k)
 {
+    uint64_t h = 1469598103934665603ull;
+    switch (k.type) {
+    case RJ_STR:
+        for (size_t i = 0; i < k.s.n; i++) h = (h ^ (unsigned char)k.s.p[i]) * 1099511628211ull;
+        return h;
+    case RJ_INT: case RJ_BOOL: case RJ_FLOAT: {
+        double d = rlx__j_num(k);
+        if (d == floor(d) && fabs(d) < 9.2e18) return (uint64_t)(int64_t)d * 0x9e3779b97f4a7c15ull;
+        uint64_t bits;
+        memcpy(&bits, &d, sizeof bits);
+        return bits * 0x9e3779b97f4a7c15ull;
+    }
+    default: return (uint64_t)k.type; /* None, lists, ...: all collide, equality decides */
+    }
+}
+
+static void index_rebuild(rj_rt *rt, rj_dict *d, size_t cap)
+{
+    d->index = rlx__j_alloc(rt, cap * sizeof *d->index);
+    d->index_cap = cap;
+    for (size_t i = 0; i < d->n; i++) {
+        size_t slot = (size_t)key_hash(d->k[i]) & (cap - 1);
+        while (d->index[slot]) slot = (slot + 1) & (cap - 1);
+        d->index[slot] = (uint32_t)(i + 1);
+    }
+}
+
+static rj_value *dict_find(const rj_dict *d, rj_value k, uint64_t h)
+{
+    if (d->index) {
+        size_t slot = (size_t)h & (d->index_cap - 1);
+        for (uint32_t e; (e = d->index[slot]); slot = (slot + 1) & (d->index_cap - 1))
+            if (rlx__j_equal(d->k[e - 1], k)) return &d->v[e - 1];
+        return NULL;
+    }
     for (size_t i = 0; i < d->n; i++)
         if (rlx__j_equal(d->k[i], k)) return &d->v[i];
     return NULL;
 }
 
+rj_value *rlx__j_dict_get(const rj_dict *d, rj_value k) { return dict_find(d, k, d->index ? key_hash(k) : 0); }
+
 rj_value *rlx__j_dict_gets(const rj_dict *d, const char *key, size_t n)
 {
+    if (d->index) return rlx__j_dict_get(d, rj_str(key, n));
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].type == RJ_STR && d->k[i].s.n == n && !memcmp(d->k[i].s.p, key, n)) return &d->v[i];
     return NULL;
@@ -174,8 +212,10 @@ rj_value *rlx__j_dict_gets(const rj_dict *d, const char *key, size_t n)
 
 void rlx__j_dict_set(rj_rt *rt, rj_dict *d, rj_value k, rj_value v)
 {
-    rj_value *slot = rlx__j_dict_get(d, k);
+    uint64_t h = key_hash(k);
+    rj_value *slot = dict_find(d, k, h);
     if (slot) { *slot = v; return; }
+    if (d->n >= UINT32_MAX - 1) rlx__j_fail(rt, RLX_ERANGE, "a dict has too many keys");
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
         rj_value *nk = rlx__j_alloc(rt, cap * sizeof *nk), *nv = rlx__j_alloc(rt, cap * sizeof *nv);
@@ -190,6 +230,36 @@ void rlx__j_dict_set(rj_rt *rt, rj_dict *d, rj_value k, rj_value v)
     d->k[d->n] = k;
     d->v[d->n] = v;
     d->n++;
+    if (d->n >= DICT_INDEX_MIN && d->n * 2 > d->index_cap) {
+        size_t cap = 64;
+        while (cap < d->n * 4) cap *= 2;
+        index_rebuild(rt, d, cap);
+    } else if (d->index) {
+        size_t s2 = (size_t)h & (d->index_cap - 1);
+        while (d->index[s2]) s2 = (s2 + 1) & (d->index_cap - 1);
+        d->index[s2] = (uint32_t)d->n;
+    }
+}
+
+void rlx__j_sort(rj_rt *rt, rj_value *v, rj_value *keys, size_t n, bool reverse)
+{
+    if (n < 2) return;
+    rj_value *tv = rlx__j_alloc(rt, n * sizeof *tv), *tk = rlx__j_alloc(rt, n * sizeof *tk);
+    for (size_t width = 1; width < n; width *= 2) { /* bottom-up merge: stable, no recursion */
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = RLX_MIN(lo + width, n), hi = RLX_MIN(lo + 2 * width, n), i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) {
+                int c = rlx__j_compare(rt, keys[j], keys[i]);
+                bool take_right = reverse ? c > 0 : c < 0;
+                if (take_right) { tv[o] = v[j]; tk[o++] = keys[j++]; }
+                else { tv[o] = v[i]; tk[o++] = keys[i++]; }
+            }
+            while (i < mid) { tv[o] = v[i]; tk[o++] = keys[i++]; }
+            while (j < hi) { tv[o] = v[j]; tk[o++] = keys[j++]; }
+        }
+        memcpy(v, tv, n * sizeof *v);
+        memcpy(keys, tk, n * sizeof *keys);
+    }
 }
 
 rj_value rlx__j_from_json(rj_rt *rt, const cJSON *j)
@@ -237,8 +307,13 @@ double rlx__j_num(rj_value v)
     return v.type == RJ_FLOAT ? v.f : v.type == RJ_INT ? (double)v.i : v.type == RJ_BOOL ? (double)v.b : 0.0;
 }
 
-bool rlx__j_equal(rj_value a, rj_value b)
+static bool equal_d(rj_value a, rj_value b, int depth);
+bool rlx__j_equal(rj_value a, rj_value b) { return equal_d(a, b, 0); }
+
+/* Containers nested deeper than RJ_MAX_DEPTH compare unequal rather than exhaust the stack. */
+static bool equal_d(rj_value a, rj_value b, int depth)
 {
+    if (depth > RJ_MAX_DEPTH) return false;
     if (rlx__j_is_number(a) && rlx__j_is_number(b)) {
         if (a.type != RJ_FLOAT && b.type != RJ_FLOAT) return (a.type == RJ_INT ? a.i : a.b) == (b.type == RJ_INT ? b.i : b.b);
         return rlx__j_num(a) == rlx__j_num(b);
@@ -250,13 +325,13 @@ bool rlx__j_equal(rj_value a, rj_value b)
     case RJ_LIST:
         if (a.tuple != b.tuple || a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!rlx__j_equal(a.l->v[i], b.l->v[i])) return false;
+            if (!equal_d(a.l->v[i], b.l->v[i], depth + 1)) return false;
         return true;
     case RJ_DICT:
         if (a.d->n != b.d->n) return false;
         for (size_t i = 0; i < a.d->n; i++) {
             rj_value *o = rlx__j_dict_get(b.d, a.d->k[i]);
-            if (!o || !rlx__j_equal(a.d->v[i], *o)) return false;
+            if (!o || !equal_d(a.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case RJ_NS: return a.d == b.d;
@@ -302,7 +377,10 @@ int rlx__j_compare(rj_rt *rt, rj_value a, rj_value b)
         size_t n = RLX_MIN(a.l->n, b.l->n);
         for (size_t i = 0; i < n; i++) {
             if (rlx__j_equal(a.l->v[i], b.l->v[i])) continue;
-            return rlx__j_compare(rt, a.l->v[i], b.l->v[i]);
+            if (++rt->depth > RJ_MAX_DEPTH) rlx__j_fail(rt, RLX_ERANGE, "compared values nest deeper than %d levels", RJ_MAX_DEPTH);
+            int c = rlx__j_compare(rt, a.l->v[i], b.l->v[i]);
+            rt->depth--;
+            return c;
         }
         return (a.l->n > b.l->n) - (a.l->n < b.l->n);
     }
@@ -447,14 +525,15 @@ rj_value rlx__j_to_str(rj_rt *rt, rj_value v)
     return rj_str(b.p ? b.p : "", b.n);
 }
 
-static void json_str(rj_rt *rt, rj_buf *b, const char *s, size_t n)
+static void json_str(rj_rt *rt, rj_buf *b, const char *s, size_t n, bool ascii)
 {
     rlx__j_buf_puts(rt, b, "\"");
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t run = 0, i = 0;
+    while (i < n) {
         unsigned char c = (unsigned char)s[i];
         const char *esc = NULL;
-        char tmp[8];
+        char tmp[16];
+        size_t adv = 1;
         switch (c) {
         case '"': esc = "\\\""; break;
         case '\\': esc = "\\\\"; break;
@@ -465,12 +544,24 @@ static void json_str(rj_rt *rt, rj_buf *b, const char *s, size_t n)
         case '\f': esc = "\\f"; break;
         default:
             if (c < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", c); esc = tmp; }
+            else if (c >= 0x80 && ascii) { /* ensure_ascii: \uXXXX, astral code points as surrogate pairs */
+                utf8proc_int32_t cp;
+                utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+                if (k <= 0) { cp = 0xfffd; k = 1; }
+                adv = (size_t)k;
+                if (cp >= 0x10000) {
+                    cp -= 0x10000;
+                    snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", 0xd800 + (unsigned)(cp >> 10), 0xdc00 + (unsigned)(cp & 0x3ff));
+                } else snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp);
+                esc = tmp;
+            }
         }
         if (esc) {
             rlx__j_buf_put(rt, b, s + run, i - run);
             rlx__j_buf_puts(rt, b, esc);
-            run = i + 1;
+            run = i + adv;
         }
+        i += adv;
     }
     rlx__j_buf_put(rt, b, s + run, n - run);
     rlx__j_buf_puts(rt, b, "\"");
@@ -495,7 +586,7 @@ void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int 
         else if (isinf(v.f)) rlx__j_buf_puts(rt, b, v.f < 0 ? "-Infinity" : "Infinity");
         else { rlx__j_float_repr(num, sizeof num, v.f); rlx__j_buf_puts(rt, b, num); }
         return;
-    case RJ_STR: json_str(rt, b, v.s.p, v.s.n); return;
+    case RJ_STR: json_str(rt, b, v.s.p, v.s.n, o->ensure_ascii); return;
     case RJ_LIST: case RJ_DICT: break;
     default:
         rlx__j_fail(rt, RLX_EINVAL, "tojson: object of type %s is not JSON serializable", rlx__j_type_name(v));
@@ -512,12 +603,11 @@ void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int 
     if (v.type == RJ_DICT) {
         order = rlx__j_alloc(rt, n * sizeof *order);
         for (size_t i = 0; i < n; i++) order[i] = i;
-        if (o->sort_keys) { /* insertion sort: dicts in templates are small, and it is stable */
-            for (size_t i = 1; i < n; i++) {
-                size_t cur = order[i], j = i;
-                while (j > 0 && rlx__j_compare(rt, v.d->k[order[j - 1]], v.d->k[cur]) > 0) { order[j] = order[j - 1]; j--; }
-                order[j] = cur;
-            }
+        if (o->sort_keys) {
+            rj_value *keys = rlx__j_alloc(rt, n * sizeof *keys), *idx = rlx__j_alloc(rt, n * sizeof *idx);
+            for (size_t i = 0; i < n; i++) { keys[i] = v.d->k[i]; idx[i] = rj_int((int64_t)i); }
+            rlx__j_sort(rt, idx, keys, n, false);
+            for (size_t i = 0; i < n; i++) order[i] = (size_t)idx[i].i;
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -527,11 +617,11 @@ void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int 
             rlx__j_tojson(rt, b, v.l->v[i], o, level + 1);
         } else {
             rj_value k = v.d->k[order[i]];
-            if (k.type == RJ_STR) json_str(rt, b, k.s.p, k.s.n);
+            if (k.type == RJ_STR) json_str(rt, b, k.s.p, k.s.n, o->ensure_ascii);
             else if (k.type == RJ_INT || k.type == RJ_FLOAT || k.type == RJ_BOOL || k.type == RJ_NONE) {
                 rj_buf kb = {0};
                 rlx__j_tojson(rt, &kb, k, o, level + 1);
-                json_str(rt, b, kb.p, kb.n);
+                json_str(rt, b, kb.p, kb.n, false);
             } else rlx__j_fail(rt, RLX_EINVAL, "tojson: keys must be str, int, float, bool or None, not %s", rlx__j_type_name(k));
             rlx__j_buf_puts(rt, b, o->key_sep);
             rlx__j_tojson(rt, b, v.d->v[order[i]], o, level + 1);

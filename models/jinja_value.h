@@ -66,7 +66,9 @@ typedef struct rj_value {
 } rj_value;
 
 typedef struct rj_list { size_t n, cap; rj_value *v; } rj_list;
-typedef struct rj_dict { size_t n, cap; rj_value *k, *v; } rj_dict;
+/* Ordered dict. Past a few entries it keeps an open-addressing index (slot -> entry + 1) so
+ * that large contexts stay linear to load and look up. */
+typedef struct rj_dict { size_t n, cap; rj_value *k, *v; uint32_t *index; size_t index_cap; } rj_dict;
 
 /* A growable byte buffer in the arena. */
 typedef struct rj_buf { char *p; size_t n, cap; } rj_buf;
@@ -91,6 +93,10 @@ rj_value *rlx__j_dict_get(const rj_dict *d, rj_value k);          /* NULL if abs
 rj_value *rlx__j_dict_gets(const rj_dict *d, const char *key, size_t n);
 rj_value rlx__j_from_json(rj_rt *rt, const cJSON *j);
 
+/* Stable merge sort of n values by keys (keys[i] belongs to v[i]; both are permuted);
+ * cmp follows rlx__j_compare, reverse keeps equal keys in their original order. */
+void rlx__j_sort(rj_rt *rt, rj_value *v, rj_value *keys, size_t n, bool reverse);
+
 /* Python semantics */
 bool rlx__j_truthy(rj_value v);
 bool rlx__j_equal(rj_value a, rj_value b);
@@ -98,6 +104,15 @@ bool rlx__j_equal(rj_value a, rj_value b);
 int rlx__j_compare(rj_rt *rt, rj_value a, rj_value b);
 const char *rlx__j_type_name(rj_value v);
 bool rlx__j_is_number(rj_value v); /* int, float or bool */
+/* float -> int truncating toward zero like Python's int(), saturating where int64 ends
+ * (Python would grow a big int; templates never get there) */
+static inline int64_t rj_trunc(double f)
+{
+    if (!(f == f)) return 0;
+    if (f >= 9.2233720368547758e18) return INT64_MAX;
+    if (f <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)f;
+}
 double rlx__j_num(rj_value v);
 
 /* str(v) appended to b; repr(v) appended to b */
@@ -111,6 +126,7 @@ typedef struct rj_json_opts {
     const char *item_sep;  /* ", " or "," */
     const char *key_sep;   /* ": " */
     bool sort_keys;
+    bool ensure_ascii;     /* escape non-ASCII as \uXXXX (transformers passes False by default) */
 } rj_json_opts;
 void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int level);
 

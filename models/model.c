@@ -81,26 +81,73 @@ static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
     if (c->head_dim <= 0 || c->head_dim > 1024 || c->n_rot <= 0 || c->n_rot > c->head_dim || c->n_rot % 2)
         return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: head size %d / rotary dims %d are not supported",
                           rlx_gguf_path(g), c->head_dim, c->n_rot);
-    char key[160];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    rlx_gguf_str st;
-    if (rlx_gguf_get_str(g, key, &st, NULL) == 0 && !(st.len == 4 && !memcmp(st.ptr, "none", 4))) {
-        float factor = 1.0f;
-        if ((rc = rlx_model_key_f32(g, a, "rope.scaling.factor", &factor, err))) return rc;
-        if (st.len == 6 && !memcmp(st.ptr, "linear", 6)) {
-            if (factor <= 0) return rlx_errorf(err, RLX_EFORMAT, "%s: rope.scaling.factor must be positive", rlx_gguf_path(g));
-            c->rope_freq_scale = 1.0f / factor;
-        } else {
-            return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: rope scaling '%.*s' is not supported (linear, or llama3 frequency factors)",
-                              rlx_gguf_path(g), (int)st.len, st.ptr);
-        }
-    }
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     const rlx_gguf_tensor *emb = rlx_gguf_find_tensor(g, "token_embd.weight");
     if (!emb) return rlx_errorf(err, RLX_EFORMAT, "%s: tensor 'token_embd.weight' is missing", rlx_gguf_path(g));
     c->n_vocab = (int32_t)emb->ne[1];
     c->tied = rlx_gguf_find_tensor(g, "output.weight") == NULL;
     return 0;
+}
+
+/* Llama 3 RoPE scaling: per-dimension frequency factors as convert_hf_to_gguf.py computes them
+ * into rope_freqs.weight (wavelengths below original_ctx / high_freq_factor keep their
+ * frequency, those above original_ctx / low_freq_factor are divided by factor, and the band
+ * between is interpolated). Used when a file names the scaling but lacks that tensor. */
+static int llama3_factors(rlx_model *m, float factor, rlx_error *err)
+{
+    const rlx_gguf *g = m->gguf;
+    const char *a = m->cfg.arch;
+    float lo = 1.0f, hi = 4.0f;
+    int32_t orig = 8192;
+    int rc;
+    if ((rc = rlx_model_key_f32(g, a, "rope.scaling.low_freq_factor", &lo, err)) ||
+        (rc = rlx_model_key_f32(g, a, "rope.scaling.high_freq_factor", &hi, err)) ||
+        (rc = rlx_model_key_u32(g, a, "rope.scaling.original_context_length", &orig, false, err)))
+        return rc;
+    if (!(factor > 0.0f) || !(lo > 0.0f) || !(hi > lo) || orig <= 0)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: llama3 rope scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor "
+                          "and a positive original_context_length (have %g, %g, %g, %d)", rlx_gguf_path(g), factor, lo, hi, orig);
+    int n = m->cfg.n_rot / 2;
+    m->rope_factors = malloc((size_t)n * sizeof(float));
+    if (!m->rope_factors) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    const double lo_wavelen = orig / lo, hi_wavelen = orig / hi;
+    for (int i = 0; i < n; i++) {
+        double freq = 1.0 / pow(m->cfg.rope_base, 2.0 * i / m->cfg.n_rot);
+        double wavelen = 2.0 * M_PI / freq, f;
+        if (wavelen < hi_wavelen) f = 1.0;
+        else if (wavelen > lo_wavelen) f = factor;
+        else {
+            double smooth = (orig / wavelen - lo) / (hi - lo);
+            f = 1.0 / ((1.0 - smooth) / factor + smooth);
+        }
+        m->rope_factors[i] = (float)f;
+    }
+    return 0;
+}
+
+/* <arch>.rope.scaling.type: none, linear (frequencies divided by the factor) or llama3
+ * (frequency factors from rope_freqs.weight, or computed from the scaling keys). */
+static int read_rope_scaling(rlx_model *m, rlx_error *err)
+{
+    const rlx_gguf *g = m->gguf;
+    rlx_model_config *c = &m->cfg;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch);
+    rlx_gguf_str st;
+    int rc = rlx_gguf_get_str(g, key, &st, err);
+    if (rc == RLX_ENOTFOUND || (!rc && st.len == 4 && !memcmp(st.ptr, "none", 4))) return 0;
+    if (rc) return rc;
+    float factor = 1.0f;
+    if ((rc = rlx_model_key_f32(g, c->arch, "rope.scaling.factor", &factor, err))) return rc;
+    if (st.len == 6 && !memcmp(st.ptr, "linear", 6)) {
+        if (!(factor > 0.0f)) return rlx_errorf(err, RLX_EFORMAT, "%s: rope.scaling.factor must be positive", rlx_gguf_path(g));
+        c->rope_freq_scale = 1.0f / factor;
+        return 0;
+    }
+    if (st.len == 6 && !memcmp(st.ptr, "llama3", 6))
+        return rlx_gguf_find_tensor(g, "rope_freqs.weight") ? 0 : llama3_factors(m, factor, err);
+    return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: rope scaling '%.*s' is not supported (none, linear or llama3)",
+                      rlx_gguf_path(g), (int)st.len, st.ptr);
 }
 
 int rlx_model_load(rlx_model **out, const char *path, rlx_error *err)
@@ -121,7 +168,9 @@ int rlx_model_load(rlx_model **out, const char *path, rlx_error *err)
         rc = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)", path, m->cfg.arch, rlx_arch_list());
         goto fail;
     }
-    if ((rc = read_common(m->gguf, &m->cfg, err)) || (rc = m->arch->config(m->gguf, &m->cfg, err))) goto fail;
+    if ((rc = read_common(m->gguf, &m->cfg, err)) || (rc = read_rope_scaling(m, err)) ||
+        (rc = m->arch->config(m->gguf, &m->cfg, err)))
+        goto fail;
     if (rlx_gguf_get_str(m->gguf, "general.name", &s, NULL) == 0 && s.len) {
         snprintf(m->name, sizeof m->name, "%.*s", (int)RLX_MIN(s.len, sizeof m->name - 1), s.ptr);
     } else {
@@ -132,6 +181,7 @@ int rlx_model_load(rlx_model **out, const char *path, rlx_error *err)
     return 0;
 fail:
     rlx_gguf_close(m->gguf);
+    free(m->rope_factors);
     free(m);
     return rc;
 }
@@ -140,6 +190,7 @@ void rlx_model_free(rlx_model *m)
 {
     if (!m) return;
     rlx_gguf_close(m->gguf);
+    free(m->rope_factors);
     free(m);
 }
 

@@ -46,6 +46,8 @@ struct rlx_model {
     rlx_model_config cfg;
     const rlx_arch *arch;
     char name[128];            /* general.name or the file's base name */
+    float *rope_factors;       /* owned: Llama 3 frequency factors (n_rot / 2) computed from the
+                                  rope.scaling keys when rope_freqs.weight is absent, else NULL */
 };
 
 int rlx_model_load(rlx_model **out, const char *path, rlx_error *err);

@@ -5,13 +5,15 @@
  *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
  *   KAVX512     1: the integer kernels of kern_x86_512.h (two blocks / a super-block per zmm)
  *
- * Layout of the work: weight row n outermost; activation rows in tiles of up to 4 (KMAXT_F for
- * float types) visit it while it sits in L1, so weights stream from memory once per call. The
+ * Layout of the work: weight rows in chunks that fit L2; activation rows in tiles of up to 4
+ * (KMAXT_F for float types) visit every row of a chunk, so weights stream from memory once per
+ * call and each weight row is loaded once per tile of activations. The
  * per-(t, n) arithmetic is the same whatever the tile size or row range: results are batch
- * invariant. K formats: integer sums per super-block, then the scalar code's float update, so
- * they equal quant_k.c exactly. Q8_0/Q4_0: exact integer block sums, float scaling accumulated
- * in two 8-lane vectors (even/odd blocks). F32/F16/BF16: four 8-lane FMA accumulators, then a
- * scalar tail for K % 32. */
+ * invariant. Integer parts are exact everywhere; only the float accumulation differs from the
+ * scalar code: K formats keep exact per-lane integer sums of each super-block, scale them and
+ * accumulate across super-blocks in float lanes (a horizontal reduction per super-block would
+ * cost a third of the throughput); Q8_0/Q4_0 accumulate scaled block sums in two 8-lane vectors
+ * (even/odd blocks); F32/F16/BF16 use four 8-lane FMA accumulators, then a scalar tail for K % 32. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -108,19 +110,9 @@ KINLINE __m128i k4_scales_v(const uint8_t packed[12])
     return _mm_or_si128(lo, hi);
 }
 
-/* Σ of a's 8 lanes and of m's 8 lanes, reduced together. */
-KINLINE void reduce2(__m256i a, __m256i m, int32_t *sa, int32_t *sm)
-{
-    const __m256i x = _mm256_add_epi32(_mm256_unpacklo_epi64(a, m), _mm256_unpackhi_epi64(a, m));
-    __m128i y = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)); /* a a m m */
-    y = _mm_add_epi32(y, _mm_shuffle_epi32(y, 0xB1));
-    *sa = _mm_cvtsi128_si32(y);
-    *sm = _mm_extract_epi32(y, 2);
-}
-
 /* q[8]: the block's 8 sub-blocks of 32 unsigned levels; sc: their scales. */
 KINLINE void k45_finish(const __m256i q[8], const uint8_t packed[12], float d, float dmin,
-                        const rlx_block_q8_k *const *a, int64_t i, float *sum, const int nt)
+                        const rlx_block_q8_k *const *a, int64_t i, __m256 *facc, const int nt)
 {
     const __m128i sm = k4_scales_v(packed);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */
@@ -140,17 +132,17 @@ KINLINE void k45_finish(const __m256i q[8], const uint8_t packed[12], float d, f
             const __m256i p = _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j)));
             acc = DOT_I16(acc, p, scv[j]);
         }
-        int32_t isum, msum;
-        reduce2(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16), &isum, &msum);
-        sum[t] += d * y->d * (float)isum;   /* same expressions, same order as quant_k.c */
-        sum[t] -= dmin * y->d * (float)msum;
+        /* exact integer lanes; the float sum over super-blocks stays in lanes (no reduction) */
+        const __m256i mv = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16);
+        facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(d * y->d), facc[t]);
+        facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_set1_ps(-(dmin * y->d)), facc[t]);
     }
 }
 
 KINLINE void tile_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
                        const int nt)
 {
-    float sum[4] = {0, 0, 0, 0};
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int64_t i = 0; i < nb; i++) {
         __m256i q[8];
@@ -160,16 +152,16 @@ KINLINE void tile_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, 
             q[2 * k] = _mm256_and_si256(b, m4);
             q[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
         }
-        k45_finish(q, w[i].scales, f16(w[i].d), f16(w[i].dmin), a, i, sum, nt);
+        k45_finish(q, w[i].scales, f16(w[i].d), f16(w[i].dmin), a, i, facc, nt);
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) res[t] = sum[t];
+    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
 }
 
 KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
                        const int nt)
 {
-    float sum[4] = {0, 0, 0, 0};
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < nb; i++) {
         const __m256i qh = _mm256_loadu_si256((const __m256i *)w[i].qh);
@@ -183,16 +175,16 @@ KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, 
             q[2 * k] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_slli_epi16(h0, 4));
             q[2 * k + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), _mm256_slli_epi16(h1, 4));
         }
-        k45_finish(q, w[i].scales, f16(w[i].d), f16(w[i].dmin), a, i, sum, nt);
+        k45_finish(q, w[i].scales, f16(w[i].d), f16(w[i].dmin), a, i, facc, nt);
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) res[t] = sum[t];
+    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
 }
 
 KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
                        const int nt)
 {
-    float sum[4] = {0, 0, 0, 0};
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < nb; i++) {
         __m256i q[8], scv[8];
@@ -229,14 +221,13 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
                 const __m256i p = _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * v)));
                 acc = DOT_I16(acc, p, scv[v]);
             }
-            int32_t dot, corr;
-            reduce2(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16), &dot, &corr);
-            const int32_t isum = dot - 32 * corr;
-            sum[t] += d * y->d * (float)isum;
+            const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16);
+            facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(d * y->d), facc[t]);
+            facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_set1_ps(-32 * (d * y->d)), facc[t]);
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) res[t] = sum[t];
+    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
 }
 
 /* ---- F32 / F16 / BF16 weights (activations F32) ---- */
@@ -291,11 +282,13 @@ FLOAT_TILE(tile_bf16, load_w_bf16, scal_bf16)
 #define TILE_Q8_0 tile512_q8_0
 #define TILE_Q4_0 tile512_q4_0
 #define TILE_Q4_K tile512_q4_k
+#define TILE_Q5_K tile512_q5_k
 #define TILE_Q6_K tile512_q6_k
 #else
 #define TILE_Q8_0 tile_q8_0
 #define TILE_Q4_0 tile_q4_0
 #define TILE_Q4_K tile_q4_k
+#define TILE_Q5_K tile_q5_k
 #define TILE_Q6_K tile_q6_k
 #endif
 
@@ -322,26 +315,32 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
     }
     const size_t wrow = rlx_row_bytes(type, K);
     const int64_t nbl = K / RLX_QK, nbk = K / RLX_QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const void *wr = (const char *)w + (size_t)n * wrow;
+    /* Chunks of weight rows small enough for L2 are visited by every activation tile in turn:
+     * weights come from memory once, activations from memory once per chunk. */
+    const int64_t chunk = RLX_MAX((int64_t)1, (int64_t)((256 << 10) / (wrow ? wrow : 1)));
+    for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
+        const int64_t c1 = RLX_MIN(n1, c0 + chunk);
         for (int64_t t0 = 0; t0 < T; t0 += maxt) {
             const int nt = (int)RLX_MIN((int64_t)maxt, T - t0);
             const void *ap[4] = {act, act, act, act};
-            float r[4];
             #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
-            switch (type) {
-            case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-            case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-            case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_Q5_K: BY_NT(tile_q5_k, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-            case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
-            case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
-            default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
+            for (int64_t n = c0; n < c1; n++) {
+                const void *wr = (const char *)w + (size_t)n * wrow;
+                float r[4] = {0, 0, 0, 0};
+                switch (type) {
+                case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+                case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+                case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_Q5_K: BY_NT(TILE_Q5_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
+                case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
+                case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
+                default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
+                }
+                #pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
             }
-            #pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
         }
     }
 }

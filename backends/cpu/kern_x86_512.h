@@ -1,8 +1,8 @@
 /* kern_x86_512.h - 512-bit variants of the integer kernels of kern_x86.h, included by it when
- * KAVX512 is set (AVX-512 F/BW/VL, plus VNNI when KVNNI). Same contracts: the K formats give
- * the scalar code's exact results (integer super-block sums, then the same float update);
- * Q8_0/Q4_0 process two blocks per register, lanes 0-7 for the even block and 8-15 for the odd
- * one, alternating between two accumulators per pair, so the float order is fixed per (t, n). */
+ * KAVX512 is set (AVX-512 F/BW/VL, plus VNNI when KVNNI). Same contracts: exact integer lane
+ * sums, float accumulation in lanes in an order fixed per (t, n). K formats: one super-block per
+ * set of registers, 16 float lanes across super-blocks; Q8_0/Q4_0: two blocks per register,
+ * lanes 0-7 for the even block and 8-15 for the odd one, alternating between two accumulators. */
 
 #if KVNNI
 #define DOT512_U8S8(acc, u, s) _mm512_dpbusd_epi32((acc), (u), (s))
@@ -93,56 +93,72 @@ static const uint16_t idx_k6[4][32] __attribute__((aligned(64))) = {
 #undef H16
 };
 
-/* Σ of acc's 16 lanes and of m's 8 lanes, reduced together. */
-KINLINE void reduce2_512(__m512i acc, __m256i m, int32_t *sa, int32_t *sm)
-{
-    reduce2(_mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1)), m, sa, sm);
-}
 
-KINLINE void tile512_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
-                          const int nt)
+/* The 256 levels of a Q4_K (qh NULL) or Q5_K block in element order, 64 per register. */
+KINLINE void k45_levels512(const uint8_t *qs, const uint8_t *qh, __m512i q[4])
 {
-    float sum[4] = {0, 0, 0, 0};
     const __m512i m4 = _mm512_set1_epi8(0xF);
-    for (int64_t i = 0; i < nb; i++) {
-        const __m128i sm = k4_scales_v(w[i].scales);
-        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
-        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */
-        __m512i q[4], scv[4];
+    _Pragma("GCC unroll 8")
+    for (int k = 0; k < 2; k++) {
+        const __m512i z = _mm512_loadu_si512((const void *)(qs + 64 * k));
+        const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+        /* lo = [sb 4k | sb 4k+2], hi = [sb 4k+1 | sb 4k+3] -> element order */
+        q[2 * k] = _mm512_shuffle_i64x2(lo, hi, 0x44);
+        q[2 * k + 1] = _mm512_shuffle_i64x2(lo, hi, 0xEE);
+    }
+    if (qh) { /* bit j of qh[l] is the fifth bit of element l of sub-block j; q[m] = [sb 2m | sb 2m+1] */
+        const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+        const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
         _Pragma("GCC unroll 8")
-        for (int k = 0; k < 2; k++) {
-            const __m512i z = _mm512_loadu_si512((const void *)(w[i].qs + 64 * k));
-            const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-            /* lo = [sb 4k | sb 4k+2], hi = [sb 4k+1 | sb 4k+3] -> element order */
-            q[2 * k] = _mm512_shuffle_i64x2(lo, hi, 0x44);
-            q[2 * k + 1] = _mm512_shuffle_i64x2(lo, hi, 0xEE);
-        }
-        _Pragma("GCC unroll 8")
-        for (int k = 0; k < 4; k++) scv[k] = _mm512_permutexvar_epi16(_mm512_load_si512((const void *)idx_k4[k]), sc16);
-        const float d = f16(w[i].d), dmin = f16(w[i].dmin);
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < nt; t++) {
-            const rlx_block_q8_k *y = &a[t][i];
-            __m512i acc = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8")
-            for (int k = 0; k < 4; k++) {
-                const __m512i p = _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(y->qs + 64 * k)));
-                acc = DOT512_I16(acc, p, scv[k]);
-            }
-            int32_t isum, msum;
-            reduce2_512(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16), &isum, &msum);
-            sum[t] += d * y->d * (float)isum;   /* same expressions, same order as quant_k.c */
-            sum[t] -= dmin * y->d * (float)msum;
+        for (int m = 0; m < 4; m++) {
+            const __m512i bit = _mm512_and_si512(_mm512_srlv_epi16(hb, _mm512_add_epi16(half, _mm512_set1_epi16((short)(2 * m)))),
+                                                 _mm512_set1_epi8(1));
+            q[m] = _mm512_or_si512(q[m], _mm512_slli_epi16(bit, 4));
         }
     }
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < nt; t++) res[t] = sum[t];
 }
+
+/* Q4_K and Q5_K share everything but the levels: d, dmin and scales sit at the same offsets. */
+#define K45_TILE512(NAME, BLOCK, QH)                                                                 \
+    KINLINE void NAME(const BLOCK *w, const rlx_block_q8_k *const *a, int64_t nb, float *res, const int nt) \
+    {                                                                                               \
+        __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()}; \
+        for (int64_t i = 0; i < nb; i++) {                                                          \
+            const __m128i sm = k4_scales_v(w[i].scales);                                            \
+            const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));                  \
+            const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */ \
+            __m512i q[4], scv[4];                                                                   \
+            k45_levels512(w[i].qs, QH, q);                                                          \
+            _Pragma("GCC unroll 8")                                                                 \
+            for (int k = 0; k < 4; k++)                                                             \
+                scv[k] = _mm512_permutexvar_epi16(_mm512_load_si512((const void *)idx_k4[k]), sc16); \
+            const float d = f16(w[i].d), dmin = f16(w[i].dmin);                                     \
+            _Pragma("GCC unroll 8")                                                                 \
+            for (int t = 0; t < nt; t++) {                                                          \
+                const rlx_block_q8_k *y = &a[t][i];                                                 \
+                __m512i acc = _mm512_setzero_si512();                                               \
+                _Pragma("GCC unroll 8")                                                             \
+                for (int k = 0; k < 4; k++) {                                                       \
+                    const __m512i p = _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(y->qs + 64 * k))); \
+                    acc = DOT512_I16(acc, p, scv[k]);                                               \
+                }                                                                                   \
+                /* exact integer lanes; the float sum over super-blocks stays in lanes */           \
+                const __m256i mv = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16); \
+                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(d * y->d), facc[t]); \
+                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(mv)),          \
+                                          _mm512_set1_ps(-(dmin * y->d)), facc[t]);                 \
+            }                                                                                       \
+        }                                                                                           \
+        _Pragma("GCC unroll 8")                                                                     \
+        for (int t = 0; t < nt; t++) res[t] = _mm512_reduce_add_ps(facc[t]);                        \
+    }
+K45_TILE512(tile512_q4_k, rlx_block_q4_k, NULL)
+K45_TILE512(tile512_q5_k, rlx_block_q5_k, w[i].qh)
 
 KINLINE void tile512_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
                           const int nt)
 {
-    float sum[4] = {0, 0, 0, 0};
+    __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
     /* per-half shift of the high bits: quarter 0|1 use bits 0-1|2-3, quarter 2|3 bits 4-5|6-7 */
     const __m512i sh_a = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
@@ -172,12 +188,11 @@ KINLINE void tile512_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *
                 const __m512i p = _mm512_maddubs_epi16(q[v], _mm512_loadu_si512((const void *)(y->qs + 64 * v)));
                 acc = DOT512_I16(acc, p, scv[v]);
             }
-            int32_t dot, corr;
-            reduce2_512(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16), &dot, &corr);
-            const int32_t isum = dot - 32 * corr;
-            sum[t] += d * y->d * (float)isum;
+            const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16);
+            facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(d * y->d), facc[t]);
+            facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(corr)), _mm512_set1_ps(-32 * (d * y->d)), facc[t]);
         }
     }
     _Pragma("GCC unroll 8")
-    for (int t = 0; t < nt; t++) res[t] = sum[t];
+    for (int t = 0; t < nt; t++) res[t] = _mm512_reduce_add_ps(facc[t]);
 }

@@ -1,10 +1,10 @@
 /* kernels.h - SIMD matmul kernels of the CPU backend and the run-time choice between them.
  *
  * Each path implements rlx_matmul_rows (see backends/quant.h) for the types it accelerates and
- * falls back to the scalar reference for the rest. Paths agree with the scalar code bit for bit
- * on the K formats (integer sums per super-block, then the same float update), and within float
- * reassociation error on F32/F16/BF16/Q8_0/Q4_0 (vector lanes accumulate across blocks); see
- * tests/unit/test_quant_simd.c for the bounds. Nothing here allocates. */
+ * falls back to the scalar reference for the rest. Integer block sums are exact on every path;
+ * paths differ from the scalar code only by float reassociation (vector lanes accumulate across
+ * blocks), see tests/unit/test_quant_simd.c for the bound. Within a path, results are bitwise
+ * independent of T and of the row range (batch invariance). Nothing here allocates. */
 #ifndef RLX_CPU_KERNELS_H
 #define RLX_CPU_KERNELS_H
 

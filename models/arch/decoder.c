@@ -23,6 +23,8 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
     int x = rlx_g_get_rows(g, emb, c->embd_scale ? sqrtf((float)d) : 1.0f);
     int rope_ff = W("rope_freqs.weight", c->n_rot / 2, 0, false);
     CHECK(rope_ff);
+    if (rope_ff < 0 && m->rope_factors)
+        rope_ff = rlx_g_weight(g, "rope_freqs (llama3, computed)", RLX_F32, c->n_rot / 2, 1, m->rope_factors);
 
     for (int l = 0; l < c->n_layer; l++) {
 #define LW(var, suffix, ne0, ne1, req) \

@@ -5,6 +5,16 @@
 
 #include <dirent.h>
 
+/* Sanitizer builds run unoptimised matmul kernels at a fraction of their speed, and the
+ * 151936-token Qwen vocabularies make the output projection most of the work: there, models
+ * with vocabularies this large run the first two prompts with an F16 KV cache only (the
+ * release build runs everything; the F32 KV path is covered by the smaller models). */
+#if defined(__SANITIZE_ADDRESS__)
+#define BIG_VOCAB 65536
+#else
+#define BIG_VOCAB INT32_MAX
+#endif
+
 static int run_dir(const char *sub, int kv_type, int *n_models)
 {
     const char *dirpath = rlx_test_shared(sub);
@@ -37,11 +47,18 @@ static int run_dir(const char *sub, int kv_type, int *n_models)
             free(names[i]);
             continue;
         }
+        bool big = m->cfg.n_vocab > BIG_VOCAB;
         rlx_model_free(m);
-        golden_result res = golden_run(gpath, mcopy, kv_type, golden_tolerance(model_rel));
+        if (big && kv_type != RLX_F16) {
+            fprintf(stderr, "  skip %-44s (sanitizer build: large vocabulary, F16 KV only)\n", names[i]);
+            free(names[i]);
+            continue;
+        }
+        golden_result res = golden_run(gpath, mcopy, kv_type, golden_tolerance(model_rel), big ? 2 : 0);
         fprintf(stderr, "  %s %-44s %s KV: %d checks, %d failed, %d within 2x tol, worst %.2f tol%s%s\n", res.failed ? "FAIL" : "ok  ",
                 names[i], kv_type == RLX_F16 ? "f16" : "f32", res.checked, res.failed, res.soft, res.worst,
                 res.failed ? ": " : "", res.first_failure);
+        if (big) fprintf(stderr, "       (sanitizer build: first 2 prompts)\n");
         failures += res.failed ? 1 : 0;
         (*n_models)++;
         free(names[i]);

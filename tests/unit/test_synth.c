@@ -185,6 +185,38 @@ TEST(quant_mix_and_statistics)
     rlx_gguf_close(g);
 }
 
+TEST(every_type)
+{
+    if (!have_tool()) SKIP("rlxd-synth not built (RLX_BIN unset?)");
+    static const struct { const char *name; int main_type, output_type; uint32_t file_type; double tol; } types[] = {
+        {"f32", RLX_F32, RLX_F32, 0, 0.02},      {"f16", RLX_F16, RLX_F16, 1, 0.02},
+        {"bf16", RLX_BF16, RLX_BF16, 32, 0.02},  {"q8_0", RLX_Q8_0, RLX_Q8_0, 7, 0.02},
+        {"q4_0", RLX_Q4_0, RLX_Q6_K, 2, 0.05},   {"q4_k", RLX_Q4_K, RLX_Q6_K, 14, 0.05},
+        {"q5_k", RLX_Q5_K, RLX_Q6_K, 16, 0.03},  {"q6_k", RLX_Q6_K, RLX_Q6_K, 18, 0.02},
+        {"q4_k_m", RLX_Q4_K, RLX_Q6_K, 15, 0.05}, {"q5_k_m", RLX_Q5_K, RLX_Q6_K, 17, 0.03},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(types); i++) {
+        char args[256], out[64];
+        snprintf(args, sizeof args, "--arch qwen2 --preset tiny --hidden 256 --ffn 512 --layers 1 --type %s --seed 9", types[i].name);
+        snprintf(out, sizeof out, "t_%s.gguf", types[i].name);
+        ASSERT_EQ(synth(args, out), 0);
+        rlx_gguf *g = open_out(out);
+        ASSERT(g);
+        ASSERT_EQ(get_u32(g, "general.file_type"), types[i].file_type);
+        const rlx_gguf_tensor *q = rlx_gguf_find_tensor(g, "blk.0.attn_q.weight");
+        ASSERT_MSG(q->type == types[i].main_type, "%s: attn_q is %s", types[i].name, rlx_dtype_get(q->type)->name);
+        ASSERT_EQ(rlx_gguf_find_tensor(g, "output.weight")->type, types[i].output_type);
+        ASSERT_EQ(rlx_gguf_find_tensor(g, "blk.0.attn_q.bias")->type, RLX_F32);
+        double mean, sd;
+        stats(q, &mean, &sd); /* quantization noise only shifts the spread a little */
+        ASSERT_NEAR(mean, 0, 0.003);
+        ASSERT_MSG(fabs(sd * 16 - 1) <= types[i].tol + 0.05, "%s: sd %.5f, want 1/16", types[i].name, sd);
+        stats(rlx_gguf_find_tensor(g, "blk.0.attn_q.bias"), &mean, &sd);
+        ASSERT_NEAR(sd, 0.02, 0.004);
+        rlx_gguf_close(g);
+    }
+}
+
 static bool same_file(const char *a, const char *b)
 {
     char pa[512], pb[512];
@@ -323,5 +355,6 @@ static void cleanup(void)
 
 TEST(zz_cleanup) { cleanup(); }
 
-TEST_MAIN(TEST_ENTRY(families_metadata_and_tensors), TEST_ENTRY(quant_mix_and_statistics), TEST_ENTRY(deterministic),
+TEST_MAIN(TEST_ENTRY(families_metadata_and_tensors), TEST_ENTRY(quant_mix_and_statistics), TEST_ENTRY(every_type),
+          TEST_ENTRY(deterministic),
           TEST_ENTRY(builtin_vocabulary), TEST_ENTRY(vocab_from), TEST_ENTRY(bad_arguments), TEST_ENTRY(zz_cleanup))

@@ -1,0 +1,210 @@
+/* jinja_ops.c - Python operator semantics on template values: + - * / // % ** and ~, `in`,
+ * slicing with negative and stepped bounds (strings by code point), and Markup's escaping `+`. */
+#include "models/jinja_ast.h"
+
+#include <math.h>
+#include <stdio.h>
+
+void rlx__j_fail_undefined(rj_rt *rt, rj_value u)
+{
+    if (u.s.n) rlx__j_fail(rt, RLX_EINVAL, "%.*s", (int)u.s.n, u.s.p);
+    rlx__j_fail(rt, RLX_EINVAL, "a value is undefined");
+}
+
+/* Python slice bounds over len elements. */
+static void slice_bounds(rj_rt *rt, rj_value lo, rj_value hi, rj_value st, size_t len, int64_t *start, int64_t *stop, int64_t *step)
+{
+    int64_t L = (int64_t)len;
+    *step = 1;
+    if (st.type != RJ_NONE && st.type != RJ_UNDEF) {
+        if (st.type != RJ_INT) rlx__j_fail(rt, RLX_EINVAL, "slice indices must be integers");
+        *step = st.i;
+        if (*step == 0) rlx__j_fail(rt, RLX_EINVAL, "slice step cannot be zero");
+    }
+    rj_value b[2] = {lo, hi};
+    int64_t out[2];
+    for (int k = 0; k < 2; k++) {
+        if (b[k].type == RJ_NONE || b[k].type == RJ_UNDEF) {
+            out[k] = *step > 0 ? (k == 0 ? 0 : L) : (k == 0 ? L - 1 : -1);
+            continue;
+        }
+        if (b[k].type != RJ_INT && b[k].type != RJ_BOOL) rlx__j_fail(rt, RLX_EINVAL, "slice indices must be integers or None");
+        int64_t v = b[k].type == RJ_INT ? b[k].i : b[k].b;
+        if (v < 0) {
+            v += L;
+            if (v < 0) v = *step > 0 ? 0 : -1;
+        } else if (v >= L) {
+            v = *step > 0 ? L : L - 1;
+        }
+        out[k] = v;
+    }
+    *start = out[0];
+    *stop = out[1];
+}
+
+rj_value rlx__j_slice(rj_rt *rt, rj_value obj, rj_value lo, rj_value hi, rj_value st)
+{
+    int64_t a, b, s;
+    if (obj.type == RJ_LIST) {
+        slice_bounds(rt, lo, hi, st, obj.l->n, &a, &b, &s);
+        rj_value r = rlx__j_new_list(rt, 0);
+        r.tuple = obj.tuple;
+        for (int64_t i = a; s > 0 ? i < b : i > b; i += s) rlx__j_list_push(rt, r.l, obj.l->v[i]);
+        return r;
+    }
+    if (obj.type == RJ_STR) {
+        size_t len = rlx__j_utf8_len(obj.s.p, obj.s.n);
+        slice_bounds(rt, lo, hi, st, len, &a, &b, &s);
+        if (s == 1) {
+            if (b <= a) return rj_str("", 0);
+            size_t x = rlx__j_utf8_off(obj.s.p, obj.s.n, (size_t)a), y = rlx__j_utf8_off(obj.s.p, obj.s.n, (size_t)b);
+            return rj_str(obj.s.p + x, y - x);
+        }
+        rj_list *chars = rlx__j_iter(rt, obj);
+        rj_buf buf = {0};
+        rlx__j_buf_put(rt, &buf, "", 0);
+        for (int64_t i = a; s > 0 ? i < b : i > b; i += s) rlx__j_buf_put(rt, &buf, chars->v[i].s.p, chars->v[i].s.n);
+        return rj_str(buf.p, buf.n);
+    }
+    if (obj.type == RJ_UNDEF) rlx__j_fail_undefined(rt, obj);
+    rlx__j_fail(rt, RLX_EINVAL, "'%s' object is not subscriptable", rlx__j_type_name(obj));
+}
+
+
+_Noreturn static void bad_operands(rj_rt *rt, const char *op, rj_value a, rj_value b)
+{
+    if (a.type == RJ_UNDEF) rlx__j_fail_undefined(rt, a);
+    if (b.type == RJ_UNDEF) rlx__j_fail_undefined(rt, b);
+    if (a.type == RJ_STR && !strcmp(op, "+"))
+        rlx__j_fail(rt, RLX_EINVAL, "can only concatenate str (not \"%s\") to str", rlx__j_type_name(b));
+    rlx__j_fail(rt, RLX_EINVAL, "unsupported operand type(s) for %s: '%s' and '%s'", op, rlx__j_type_name(a), rlx__j_type_name(b));
+}
+
+rj_value rlx__j_concat(rj_rt *rt, rj_value a, rj_value b)
+{
+    if (a.type == RJ_STR) {
+        char *p = rlx__j_alloc(rt, a.s.n + b.s.n + 1);
+        if (a.s.n) memcpy(p, a.s.p, a.s.n);
+        if (b.s.n) memcpy(p + a.s.n, b.s.p, b.s.n);
+        return rj_str(p, a.s.n + b.s.n);
+    }
+    rj_value r = rlx__j_new_list(rt, a.l->n + b.l->n);
+    r.tuple = a.tuple;
+    for (size_t i = 0; i < a.l->n; i++) rlx__j_list_push(rt, r.l, a.l->v[i]);
+    for (size_t i = 0; i < b.l->n; i++) rlx__j_list_push(rt, r.l, b.l->v[i]);
+    return r;
+}
+
+static rj_value repeat_seq(rj_rt *rt, rj_value s, int64_t k)
+{
+    if (k < 0) k = 0;
+    size_t unit = s.type == RJ_STR ? s.s.n : s.l->n;
+    if (unit && (uint64_t)k > (rt->limit / unit)) rlx__j_fail(rt, RLX_ENOMEM, "sequence repetition is too large");
+    if (s.type == RJ_STR) {
+        rj_buf b = {0};
+        rlx__j_buf_put(rt, &b, "", 0);
+        for (int64_t i = 0; i < k; i++) rlx__j_buf_put(rt, &b, s.s.p, s.s.n);
+        return rj_str(b.p, b.n);
+    }
+    rj_value r = rlx__j_new_list(rt, 0);
+    r.tuple = s.tuple;
+    for (int64_t i = 0; i < k; i++)
+        for (size_t j = 0; j < s.l->n; j++) rlx__j_list_push(rt, r.l, s.l->v[j]);
+    return r;
+}
+
+static int64_t ival(rj_value v) { return v.type == RJ_INT ? v.i : (int64_t)v.b; }
+
+rj_value rlx__j_binop(rj_env *E, int op, rj_value a, rj_value b)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    static const char *const names[] = {"+", "-", "*", "/", "//", "%", "**"};
+    bool nums = rlx__j_is_number(a) && rlx__j_is_number(b);
+    bool ints = nums && a.type != RJ_FLOAT && b.type != RJ_FLOAT;
+    switch (op) {
+    case OP_ADD:
+        if (ints) return rj_int((int64_t)((uint64_t)ival(a) + (uint64_t)ival(b)));
+        if (nums) return rj_float(rlx__j_num(a) + rlx__j_num(b));
+        if (a.type == RJ_STR && b.type == RJ_STR && (a.safe || b.safe)) { /* Markup + str escapes the str */
+            rj_value r = rlx__j_concat(rt, rlx__j_escape(rt, a), rlx__j_escape(rt, b));
+            r.safe = 1;
+            return r;
+        }
+        if ((a.type == RJ_STR && b.type == RJ_STR) || (a.type == RJ_LIST && b.type == RJ_LIST && a.tuple == b.tuple))
+            return rlx__j_concat(rt, a, b);
+        break;
+    case OP_SUB:
+        if (ints) return rj_int((int64_t)((uint64_t)ival(a) - (uint64_t)ival(b)));
+        if (nums) return rj_float(rlx__j_num(a) - rlx__j_num(b));
+        break;
+    case OP_MUL:
+        if (ints) return rj_int((int64_t)((uint64_t)ival(a) * (uint64_t)ival(b)));
+        if (nums) return rj_float(rlx__j_num(a) * rlx__j_num(b));
+        if ((a.type == RJ_STR || a.type == RJ_LIST) && (b.type == RJ_INT || b.type == RJ_BOOL)) return repeat_seq(rt, a, ival(b));
+        if ((b.type == RJ_STR || b.type == RJ_LIST) && (a.type == RJ_INT || a.type == RJ_BOOL)) return repeat_seq(rt, b, ival(a));
+        break;
+    case OP_DIV:
+        if (nums) {
+            if (rlx__j_num(b) == 0.0) rlx__j_fail(rt, RLX_EINVAL, "division by zero");
+            return rj_float(rlx__j_num(a) / rlx__j_num(b));
+        }
+        break;
+    case OP_FLOORDIV: case OP_MOD:
+        if (nums) {
+            if (rlx__j_num(b) == 0.0) rlx__j_fail(rt, RLX_EINVAL, "integer division or modulo by zero");
+            if (ints) {
+                int64_t x = ival(a), y = ival(b);
+                if (y == -1) return op == OP_MOD ? rj_int(0) : rj_int((int64_t)(0 - (uint64_t)x));
+                int64_t q = x / y, r = x % y;
+                if (r != 0 && ((r < 0) != (y < 0))) { q--; r += y; }
+                return rj_int(op == OP_MOD ? r : q);
+            }
+            /* CPython's float_divmod */
+            double x = rlx__j_num(a), y = rlx__j_num(b);
+            double m = fmod(x, y), div = (x - m) / y;
+            if (m != 0 && ((m < 0) != (y < 0))) { m += y; div -= 1.0; }
+            double fd = floor(div);
+            if (div - fd > 0.5) fd += 1.0;
+            return rj_float(op == OP_MOD ? m : fd);
+        }
+        if (op == OP_MOD && a.type == RJ_STR) {
+            rj_args args = {0};
+            rj_value one = b;
+            if (b.type == RJ_LIST && b.tuple) { args.pos = b.l->v; args.npos = b.l->n; }
+            else { args.pos = &one; args.npos = 1; }
+            return rlx__j_filter(E, "format", 6, a, &args);
+        }
+        break;
+    case OP_POW:
+        if (ints && ival(b) >= 0) {
+            int64_t r = 1, x = ival(a);
+            for (int64_t e = ival(b); e > 0; e >>= 1) {
+                if (e & 1) r = (int64_t)((uint64_t)r * (uint64_t)x);
+                x = (int64_t)((uint64_t)x * (uint64_t)x);
+            }
+            return rj_int(r);
+        }
+        if (nums) return rj_float(pow(rlx__j_num(a), rlx__j_num(b)));
+        break;
+    }
+    bad_operands(rt, names[op], a, b);
+}
+
+bool rlx__j_contains(rj_rt *rt, rj_value needle, rj_value hay)
+{
+    switch (hay.type) {
+    case RJ_UNDEF: return false;
+    case RJ_STR:
+        if (needle.type != RJ_STR)
+            rlx__j_fail(rt, RLX_EINVAL, "'in <string>' requires string as left operand, not %s", rlx__j_type_name(needle));
+        return needle.s.n == 0 || memmem(hay.s.p, hay.s.n, needle.s.p, needle.s.n) != NULL;
+    case RJ_LIST:
+        for (size_t i = 0; i < hay.l->n; i++)
+            if (rlx__j_equal(needle, hay.l->v[i])) return true;
+        return false;
+    case RJ_DICT: case RJ_NS: return rlx__j_dict_get(hay.d, needle) != NULL;
+    default:
+        rlx__j_fail(rt, RLX_EINVAL, "argument of type '%s' is not iterable", rlx__j_type_name(hay));
+    }
+}
+

@@ -1,0 +1,405 @@
+/* test_arch.c - model families beyond the golden files: Gemma 3 (no llama.cpp reference
+ * exists here) built from rlxd-synth models and checked node by node and against a naive
+ * forward (test_arch_ref.h), that reference itself checked on the golden-verified gemma2 file,
+ * Llama 3 RoPE scaling from metadata keys, and the errors bad family metadata gets. */
+#include "tests/unit/test_arch_ref.h"
+#include "engine/runner.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static void cleanup(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd)) fprintf(stderr, "  could not remove %s\n", tmpdir);
+}
+
+/* Runs the built rlxd-synth (RLX_BIN) into tmpdir/out; false if the tool is not available. */
+static bool synth(const char *args, const char *out, char *path, size_t cap)
+{
+    const char *bin = getenv("RLX_BIN");
+    char tool[512], cmd[2048];
+    snprintf(tool, sizeof tool, "%s/rlxd-synth", bin ? bin : ".");
+    if (access(tool, X_OK)) return false;
+    if (!tmpdir[0]) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/rlx-test-arch-XXXXXX");
+        if (!mkdtemp(tmpdir)) return false;
+        atexit(cleanup);
+    }
+    snprintf(path, cap, "%s/%s", tmpdir, out);
+    snprintf(cmd, sizeof cmd, "\"%s\" %s -o \"%s\" 2>/dev/null", tool, args, path);
+    int rc = system(cmd);
+    return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+}
+
+/* Copies src to dst without key `drop` (may be NULL), then lets edit() add keys or tensors. */
+static int rewrite(const char *src, const char *dst, const char *drop, void (*edit)(rlx_gguf_writer *, void *), void *ctx)
+{
+    rlx_gguf *g = NULL;
+    rlx_error err = {0};
+    if (rlx_gguf_open(&g, src, &err)) return -1;
+    rlx_gguf_writer *w = rlx_gguf_writer_new();
+    int rc = w ? 0 : -1;
+    for (uint64_t i = 0; !rc && i < rlx_gguf_n_kv(g); i++) {
+        const rlx_gguf_kv *kv = rlx_gguf_kv_at(g, i);
+        if (!drop || strcmp(kv->key, drop)) rc = rlx_gguf_writer_copy_kv(w, kv);
+    }
+    for (uint64_t i = 0; !rc && i < rlx_gguf_n_tensors(g); i++) {
+        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+        rc = rlx_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size);
+    }
+    if (!rc && edit) edit(w, ctx);
+    if (!rc) rc = rlx_gguf_writer_write(w, dst, &err);
+    if (rc) fprintf(stderr, "  rewrite %s: %s %s\n", dst, err.msg, w ? rlx_gguf_writer_last_error(w) : "");
+    rlx_gguf_writer_free(w);
+    rlx_gguf_close(g);
+    return rc;
+}
+
+static ref_model ref_of(const rlx_model *m)
+{
+    const rlx_model_config *c = &m->cfg;
+    return (ref_model){m->gguf, c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim, c->n_ff, c->n_vocab, c->norm_eps};
+}
+
+/* Runs tokens[0..n) on the runner (F32 KV) as a prefill of n_pre tokens and then one token per
+ * decode step, and compares every position's logits with ref (n x V). Returns the largest
+ * difference relative to max(1, max |ref|). */
+static double run_vs_ref(rlx_runner *r, const int32_t *tok, int n, int n_pre, const float *ref)
+{
+    int32_t *table = NULL, nb = 0, cap = 0, pos[128], seq[128] = {0};
+    uint8_t outf[128];
+    double maxabs = 1.0, worst = 0.0;
+    const int V = r->n_vocab;
+    for (size_t i = 0; i < (size_t)n * V; i++) maxabs = fmax(maxabs, fabs(ref[i]));
+    if (n > 128 || rlx_runner_reserve(r, &table, &nb, &cap, n)) { free(table); return INFINITY; }
+    rlx_batch_seq bs = {table, nb};
+    rlx_error err = {0};
+    for (int i = 0; i < n; i++) { pos[i] = i; outf[i] = 1; }
+    for (int start = 0; start < n;) {
+        int len = start == 0 ? n_pre : 1;
+        rlx_batch b = {len, tok + start, pos + start, seq, outf, len, 1, &bs};
+        if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "  forward: %s\n", err.msg); worst = INFINITY; break; }
+        for (size_t i = 0; i < (size_t)len * V; i++) {
+            float v = r->logits[i];
+            if (!isfinite(v)) { worst = INFINITY; break; }
+            worst = fmax(worst, fabs(v - ref[(size_t)start * V + i]) / maxabs);
+        }
+        start += len;
+    }
+    for (int32_t i = 0; i < nb; i++) rlx_kv_release(&r->kv, table[i]);
+    free(table);
+    return worst;
+}
+
+static void tokens(int32_t *t, int n, int V, uint32_t seed)
+{
+    for (int i = 0; i < n; i++) { seed = seed * 1664525u + 1013904223u; t[i] = (int32_t)((seed >> 8) % (uint32_t)V); }
+}
+
+static rlx_runner *open_runner(const char *path)
+{
+    rlx_runner_config cfg = {.model_path = path, .kv_type = RLX_F32, .kv_type_set = true, .n_ctx = 128,
+                             .max_batch_tokens = 64, .max_outputs = 64, .backend = {.n_threads = 2}};
+    rlx_runner *r = NULL;
+    rlx_error err = {0};
+    if (rlx_runner_open(&r, &cfg, &err)) fprintf(stderr, "  %s: %s\n", path, err.msg);
+    return r;
+}
+
+/* Gemma 3, 7 layers: layers 0-4 and 6 slide (window 32, RoPE base 10000), layer 5 is global
+ * (base 1e6); Q/K head norms; Q pre-scaled by 1/sqrt(32); no soft-capping. */
+#define GEMMA3_ARGS "--arch gemma3 --layers 7 --head-dim 32 --seed 7"
+
+TEST(gemma3_graph)
+{
+    char path[512];
+    if (!synth(GEMMA3_ARGS, "gemma3.gguf", path, sizeof path)) SKIP("rlxd-synth is not built or failed");
+    rlx_model *m = NULL;
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_model_load(&m, path, &err) == 0, "%s", err.msg);
+    rlx_graph g;
+    rlx_graph_init(&g);
+    int rc = rlx_model_build(m, &g, &err);
+    int n_attn = 0, n_rope = 0, n_head_norm = 0, n_softcap = 0, n_scale = 0, bad = 0;
+    for (int i = 0; rc == 0 && i < g.n_nodes; i++) {
+        const rlx_node *n = &g.nodes[i];
+        if (n->op == RLX_OP_ATTENTION) {
+            bool global = n->ip[0] == 5;
+            if (n->ip[4] != (global ? 0 : 32) || n->fp[0] != 1.0f || n->fp[1] != 0.0f) bad++;
+            n_attn++;
+        } else if (n->op == RLX_OP_ROPE) {
+            /* two ROPE nodes per layer, in layer order */
+            bool global = n_rope / 2 == 5;
+            if (n->fp[0] != (global ? 1e6f : 1e4f) || n->ip[3] != RLX_ROPE_NEOX || n->fp[1] != 1.0f) bad++;
+            n_rope++;
+        } else if (n->op == RLX_OP_SCALE) {
+            if (fabsf(n->fp[0] - 1.0f / sqrtf(32.0f)) > 1e-7f) bad++;
+            n_scale++;
+        }
+        n_head_norm += n->op == RLX_OP_HEAD_NORM;
+        n_softcap += n->op == RLX_OP_SOFTCAP;
+    }
+    rlx_graph_free(&g);
+    rlx_model_free(m);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_EQ(n_attn, 7);
+    ASSERT_EQ(n_rope, 14);
+    ASSERT_EQ(n_scale, 7);
+    ASSERT_EQ(n_head_norm, 14);
+    ASSERT_EQ(n_softcap, 0);
+    ASSERT_EQ(bad, 0);
+}
+
+TEST(gemma3_forward_matches_reference)
+{
+    char path[512];
+    if (!synth(GEMMA3_ARGS, "gemma3.gguf", path, sizeof path)) SKIP("rlxd-synth is not built or failed");
+    rlx_runner *r = open_runner(path);
+    ASSERT(r);
+    /* 40 prompt tokens then 8 decode steps: positions beyond the window of 32 */
+    enum { N = 48, PRE = 40 };
+    int32_t tok[N];
+    tokens(tok, N, r->n_vocab, 3);
+    ref_model rm = ref_of(r->model);
+    ref_family f = {.qk_norm = true, .post_norms = true, .gelu = true, .embd_scale = true, .neox = true, .scale_q = true,
+                    .swa_period = 6, .window = 32, .rope_base = 1e6f, .rope_base_swa = 1e4f};
+    float *ref = malloc((size_t)N * rm.V * sizeof(float));
+    bool ok = ref && ref_forward(&rm, &f, tok, N, ref);
+    double worst = ok ? run_vs_ref(r, tok, N, PRE, ref) : INFINITY;
+    /* the same reference with every layer global must disagree, or the window is not exercised */
+    f.window = 0;
+    double no_swa = ok && ref_forward(&rm, &f, tok, N, ref) ? run_vs_ref(r, tok, N, PRE, ref) : 0.0;
+    free(ref);
+    rlx_runner_close(r);
+    ASSERT_MSG(ok, "reference forward: a weight is missing or not f32");
+    /* 1e-3: an input that differs in the last bit can cross an f16 step of the GELU table; the
+     * wrong readings measured here (rope base, window 31/33, all layers sliding) are >= 8e-2 off */
+    ASSERT_MSG(worst < 1e-3, "logits differ from the reference by %.3g of max|logit|", worst);
+    ASSERT_MSG(no_swa > 1e-2, "logits do not depend on the sliding window (%.3g)", no_swa);
+}
+
+/* Two sequences in one batch (interleaved prefill, then joint decode steps past the window)
+ * give each sequence the logits it gets alone: windows and positions are per sequence. */
+TEST(gemma3_two_sequences_batched)
+{
+    char path[512];
+    if (!synth(GEMMA3_ARGS, "gemma3.gguf", path, sizeof path)) SKIP("rlxd-synth is not built or failed");
+    rlx_runner *r = open_runner(path);
+    ASSERT(r);
+    enum { NA = 42, NB = 36, PA = 34, PB = 28 };
+    const int n[2] = {NA, NB}, pre[2] = {PA, PB};
+    int32_t toks[2][NA];
+    tokens(toks[0], NA, r->n_vocab, 21);
+    tokens(toks[1], NB, r->n_vocab, 22);
+    ref_model rm = ref_of(r->model);
+    ref_family f = {.qk_norm = true, .post_norms = true, .gelu = true, .embd_scale = true, .neox = true, .scale_q = true,
+                    .swa_period = 6, .window = 32, .rope_base = 1e6f, .rope_base_swa = 1e4f};
+    float *ref[2] = {malloc((size_t)NA * rm.V * sizeof(float)), malloc((size_t)NA * rm.V * sizeof(float))};
+    bool ok = ref[0] && ref[1] && ref_forward(&rm, &f, toks[0], NA, ref[0]) && ref_forward(&rm, &f, toks[1], NB, ref[1]);
+    int32_t *table[2] = {NULL, NULL}, nb[2] = {0, 0}, cap[2] = {0, 0};
+    ok = ok && !rlx_runner_reserve(r, &table[0], &nb[0], &cap[0], NA) && !rlx_runner_reserve(r, &table[1], &nb[1], &cap[1], NB);
+    rlx_batch_seq bs[2] = {{table[0], nb[0]}, {table[1], nb[1]}};
+    double maxabs = 1.0, worst = 0.0;
+    for (int s = 0; ok && s < 2; s++)
+        for (size_t i = 0; i < (size_t)n[s] * rm.V; i++) maxabs = fmax(maxabs, fabs(ref[s][i]));
+    int done[2] = {0, 0};
+    rlx_error err = {0};
+    for (int step = 0; ok && (done[0] < n[0] || done[1] < n[1]); step++) {
+        int32_t tk[64], pos[64], sq[64];
+        uint8_t outf[64];
+        int bt = 0;
+        /* step 0: both prefills, interleaved token by token; then one token per sequence */
+        for (int i = 0; i < (step ? 1 : PA); i++)
+            for (int s = 0; s < 2; s++)
+                if (done[s] < (step ? n[s] : pre[s]) && bt < 64) {
+                    tk[bt] = toks[s][done[s]]; pos[bt] = done[s]++; sq[bt] = s; outf[bt++] = 1;
+                }
+        rlx_batch b = {bt, tk, pos, sq, outf, bt, 2, bs};
+        if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "  forward: %s\n", err.msg); ok = false; break; }
+        for (int o = 0; o < bt; o++)
+            for (int v = 0; v < rm.V; v++)
+                worst = fmax(worst, fabs(r->logits[(size_t)o * rm.V + v] - ref[sq[o]][(size_t)pos[o] * rm.V + v]) / maxabs);
+    }
+    for (int s = 0; s < 2; s++) {
+        for (int32_t i = 0; i < nb[s]; i++) rlx_kv_release(&r->kv, table[s][i]);
+        free(table[s]);
+        free(ref[s]);
+    }
+    rlx_runner_close(r);
+    ASSERT(ok);
+    ASSERT_MSG(worst < 1e-3, "batched logits differ from the per-sequence reference by %.3g of max|logit|", worst);
+}
+
+/* The reference against the engine on the gemma2 file whose logits match llama.cpp's golden:
+ * if they agree, the reference's reading of the Gemma graph is llama.cpp's. */
+TEST(reference_agrees_on_golden_gemma2)
+{
+    const char *p = rlx_test_shared("models/synth-gemma2-tiny-f32.gguf");
+    if (!p) SKIP("../shared/models/synth-gemma2-tiny-f32.gguf is absent");
+    char path[1024];
+    snprintf(path, sizeof path, "%s", p);
+    rlx_runner *r = open_runner(path);
+    ASSERT(r);
+    enum { N = 40, PRE = 36 };
+    int32_t tok[N];
+    tokens(tok, N, r->n_vocab, 5);
+    ref_model rm = ref_of(r->model);
+    ref_family f = {.post_norms = true, .gelu = true, .embd_scale = true, .neox = true, .scale_q = true,
+                    .swa_period = 2, .window = 32, .rope_base = 1e4f, .attn_softcap = 50.0f, .final_softcap = 30.0f};
+    float *ref = malloc((size_t)N * rm.V * sizeof(float));
+    bool ok = ref && ref_forward(&rm, &f, tok, N, ref);
+    double worst = ok ? run_vs_ref(r, tok, N, PRE, ref) : INFINITY;
+    free(ref);
+    rlx_runner_close(r);
+    ASSERT(ok);
+    ASSERT_MSG(worst < 1e-3, "logits differ from the reference by %.3g of max|logit|", worst);
+}
+
+static void set_llama3(rlx_gguf_writer *w, void *ctx)
+{
+    (void)ctx;
+    rlx_gguf_writer_set_str(w, "llama.rope.scaling.type", "llama3", 6);
+    rlx_gguf_writer_set_f32(w, "llama.rope.scaling.factor", 8.0f);
+    rlx_gguf_writer_set_u32(w, "llama.rope.scaling.original_context_length", 64);
+}
+
+/* convert_hf_to_gguf.py's Llama 3 factors, written as rope_freqs.weight */
+static void add_llama3_tensor(rlx_gguf_writer *w, void *ctx)
+{
+    int64_t ne[1] = {8};
+    rlx_gguf_writer_add_tensor(w, "rope_freqs.weight", RLX_F32, 1, ne, ctx, 8 * sizeof(float));
+}
+
+static void llama3_expected(float *ff, int n_rot, double base, double factor, double lo, double hi, double orig)
+{
+    for (int i = 0; i < n_rot / 2; i++) {
+        double wl = 2 * M_PI * pow(base, 2.0 * i / n_rot);
+        if (wl < orig / hi) ff[i] = 1.0f;
+        else if (wl > orig / lo) ff[i] = (float)factor;
+        else {
+            double s = (orig / wl - lo) / (hi - lo);
+            ff[i] = (float)(1.0 / ((1 - s) / factor + s));
+        }
+    }
+}
+
+TEST(llama3_rope_scaling)
+{
+    char plain[512], keys[600], tens[600];
+    if (!synth("--arch llama --seed 11", "llama.gguf", plain, sizeof plain)) SKIP("rlxd-synth is not built or failed");
+    snprintf(keys, sizeof keys, "%s/llama3-keys.gguf", tmpdir);
+    snprintf(tens, sizeof tens, "%s/llama3-tensor.gguf", tmpdir);
+    /* head_dim 16, base 10000, original context 64: wavelengths 6.3 (kept), 20 and 63 (blended), >= 199 (x8) */
+    float ff[8];
+    llama3_expected(ff, 16, 10000.0, 8.0, 1.0, 4.0, 64.0);
+    ASSERT(ff[0] == 1.0f && ff[1] > 1.0f && ff[1] < 8.0f && ff[2] > ff[1] && ff[2] < 8.0f && ff[3] == 8.0f);
+    ASSERT_EQ(rewrite(plain, keys, NULL, set_llama3, NULL), 0);
+    ASSERT_EQ(rewrite(plain, tens, NULL, add_llama3_tensor, ff), 0);
+
+    rlx_model *m = NULL;
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_model_load(&m, keys, &err) == 0, "%s", err.msg);
+    int bad = m->rope_factors ? 0 : 8;
+    for (int i = 0; m->rope_factors && i < 8; i++) bad += fabsf(m->rope_factors[i] - ff[i]) > 1e-6f * ff[i];
+    float fs = m->cfg.rope_freq_scale;
+    rlx_model_free(m);
+    ASSERT_EQ(bad, 0);
+    ASSERT_MSG(fs == 1.0f, "llama3 scaling must not also scale linearly (freq scale %g)", fs);
+
+    /* computed factors and the same factors as a tensor give the same logits; no factors differ */
+    enum { N = 24 };
+    int32_t tok[N];
+    rlx_runner *r = open_runner(tens);
+    ASSERT(r);
+    tokens(tok, N, r->n_vocab, 9);
+    ref_model rm = ref_of(r->model);
+    ref_family f = {.rope_base = 10000.0f, .rope_factors = ff};
+    float *ref = malloc((size_t)N * rm.V * sizeof(float));
+    bool ok = ref && ref_forward(&rm, &f, tok, N, ref);
+    double w_tensor = ok ? run_vs_ref(r, tok, N, N, ref) : INFINITY;
+    rlx_runner_close(r);
+    r = open_runner(keys);
+    double w_keys = r && ok ? run_vs_ref(r, tok, N, N, ref) : INFINITY;
+    rlx_runner_close(r);
+    r = open_runner(plain);
+    double w_plain = r && ok ? run_vs_ref(r, tok, N, N, ref) : 0.0;
+    rlx_runner_close(r);
+    free(ref);
+    ASSERT(ok);
+    ASSERT_MSG(w_tensor < 1e-4, "rope_freqs.weight: %.3g off the reference", w_tensor);
+    ASSERT_MSG(w_keys < 1e-4, "llama3 keys: %.3g off the reference", w_keys);
+    ASSERT_MSG(w_plain > 1e-3, "unscaled model agrees with the scaled reference (%.3g)", w_plain);
+}
+
+static void set_yarn(rlx_gguf_writer *w, void *ctx)
+{
+    (void)ctx;
+    rlx_gguf_writer_set_str(w, "llama.rope.scaling.type", "yarn", 4);
+}
+
+static void set_bad_llama3(rlx_gguf_writer *w, void *ctx)
+{
+    set_llama3(w, ctx);
+    rlx_gguf_writer_set_f32(w, "llama.rope.scaling.high_freq_factor", 0.5f);
+}
+
+static int load_error(const char *path, rlx_error *err)
+{
+    rlx_model *m = NULL;
+    int rc = rlx_model_load(&m, path, err);
+    rlx_model_free(m);
+    return rc;
+}
+
+TEST(bad_family_metadata)
+{
+    char g3[512], ll[512], p[600];
+    if (!synth(GEMMA3_ARGS, "gemma3.gguf", g3, sizeof g3) || !synth("--arch llama --seed 11", "llama.gguf", ll, sizeof ll))
+        SKIP("rlxd-synth is not built or failed");
+    rlx_error err = {0};
+    snprintf(p, sizeof p, "%s/gemma3-nowindow.gguf", tmpdir);
+    ASSERT_EQ(rewrite(g3, p, "gemma3.attention.sliding_window", NULL, NULL), 0);
+    ASSERT_EQ(load_error(p, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "gemma3.attention.sliding_window"), "%s", err.msg);
+
+    snprintf(p, sizeof p, "%s/llama-yarn.gguf", tmpdir);
+    ASSERT_EQ(rewrite(ll, p, NULL, set_yarn, NULL), 0);
+    ASSERT_EQ(load_error(p, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "yarn"), "%s", err.msg);
+
+    snprintf(p, sizeof p, "%s/llama3-bad.gguf", tmpdir);
+    ASSERT_EQ(rewrite(ll, p, NULL, set_bad_llama3, NULL), 0);
+    ASSERT_EQ(load_error(p, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "high_freq_factor"), "%s", err.msg);
+
+    /* a qwen2 file without its q/k/v biases loads but cannot be built */
+    char q2[512];
+    ASSERT(synth("--arch qwen2 --seed 2", "qwen2.gguf", q2, sizeof q2));
+    snprintf(p, sizeof p, "%s/qwen2-nobias.gguf", tmpdir);
+    {
+        rlx_gguf *g = NULL;
+        ASSERT_EQ(rlx_gguf_open(&g, q2, &err), 0);
+        rlx_gguf_writer *w = rlx_gguf_writer_new();
+        for (uint64_t i = 0; i < rlx_gguf_n_kv(g); i++) rlx_gguf_writer_copy_kv(w, rlx_gguf_kv_at(g, i));
+        for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+            const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+            if (!strstr(t->name, "attn_k.bias")) rlx_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size);
+        }
+        int rc = rlx_gguf_writer_write(w, p, &err);
+        rlx_gguf_writer_free(w);
+        rlx_gguf_close(g);
+        ASSERT_EQ(rc, 0);
+    }
+    rlx_runner_config cfg = {.model_path = p, .n_ctx = 64};
+    rlx_runner *r = NULL;
+    ASSERT_EQ(rlx_runner_open(&r, &cfg, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "blk.0.attn_k.bias"), "%s", err.msg);
+}
+
+TEST_MAIN(TEST_ENTRY(gemma3_graph), TEST_ENTRY(gemma3_forward_matches_reference),
+          TEST_ENTRY(gemma3_two_sequences_batched), TEST_ENTRY(reference_agrees_on_golden_gemma2),
+          TEST_ENTRY(llama3_rope_scaling), TEST_ENTRY(bad_family_metadata))
