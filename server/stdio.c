@@ -18,6 +18,8 @@ typedef struct entry {
     rlx_job *job;              /* borrowed while running */
     char *line;                /* owned until the request starts */
     size_t len;
+    rlx_api_kind kind;         /* for the access log */
+    double t0;
     char *result;              /* the output line, once known */
 } entry;
 
@@ -114,11 +116,36 @@ static char *spare(char *s)
     return r;
 }
 
+/* One access-log line and one metrics count per request, as over HTTP. */
+static void log_request(entry *e, int status, const rlx_job *job)
+{
+    rlx_srv *s = e->st->srv;
+    static const char *const names[] = {"completions", "chat_completions", "generate"};
+    const char *endpoint = names[e->kind];
+    rlx_metrics_request(&s->metrics, endpoint, status);
+    char path[32], line[1024];
+    snprintf(path, sizeof path, "stdio:%s", endpoint);
+    rlx_access_entry ae = {.method = "LINE", .path = path, .status = status, .ttft_s = -1,
+                           .duration_s = rlx_now() - e->t0};
+    if (job) {
+        ae.model = job->model->cfg->name;
+        ae.prompt_tokens = job->total.prompt_tokens;
+        ae.completion_tokens = job->total.completion_tokens;
+        if (job->n_choices) {
+            ae.ttft_s = job->choices[0].timings.ttft_s;
+            ae.finish = rlx_api_finish_name(job->choices[0].finish);
+        }
+    }
+    rlx_access_log_format(&ae, s->cfg->log_json, line, sizeof line);
+    fputs(line, stderr);
+}
+
 static void set_error(entry *e, const rlx_api_error *err)
 {
     char *j = rlx_api_error_json(err);
     e->result = spare(with_id(j, e->id));
     free(j);
+    log_request(e, err->status, NULL);
 }
 
 static void on_job(rlx_job *job)
@@ -127,6 +154,7 @@ static void on_job(rlx_job *job)
     if (!job->finished) return;
     stdio_state *st = e->st;
     e->result = spare(with_id(job->out ? job->out + job->off : NULL, e->id));
+    log_request(e, job->failed ? job->err.status : job->status, job);
     e->job = NULL;
     st->running--;
     rlx_job_detach(job);
@@ -144,6 +172,8 @@ static void enqueue_line(stdio_state *st, const char *line, size_t len)
     e->line[len] = 0;
     e->len = len;
     e->st = st;
+    e->t0 = rlx_now();
+    e->kind = RLX_API_GENERATE;
     if (st->tail) st->tail->next = e;
     else st->head = e;
     st->tail = e;
@@ -171,6 +201,7 @@ static void start_entry(stdio_state *st, entry *e)
         err.status = 0;
     }
     cJSON_Delete(root);
+    e->kind = kind;
     if (err.status) { set_error(e, &err); return; }
     rlx_api_request r;
     if (rlx_api_parse(&r, kind, line, len, 0, &err)) {

@@ -39,6 +39,7 @@ if (!Array.isArray(o[6].token_ids)) die("input_ids result");
 rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] || fail "exit $rc: $(tail -3 "$TMP/err1")"
 check "$TMP/out1.jsonl" || fail "pipe output"
+[ "$(grep -c ' LINE stdio:' "$TMP/err1")" = 7 ] || fail "one access-log line per request: $(cat "$TMP/err1")"
 ok stdio through pipes
 
 cat "$TMP/in.jsonl" | "$BIN" serve -m "$MODEL:tiny" --stdio >"$TMP/out2.jsonl" 2>"$TMP/err2"
