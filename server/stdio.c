@@ -2,7 +2,8 @@
  * plus optional "id", echoed back, and "endpoint": "generate" | "completions" | "chat"), one
  * JSON result per line on stdout, in input order. Errors are {"id":..,"error":{...}}. At EOF
  * the work in flight finishes, then the daemon exits. stdin/stdout are libuv pipes or ttys on
- * the loop; regular files are read through uv_fs (the threadpool) and written synchronously. */
+ * the loop; regular files are read through uv_fs (the threadpool) and written synchronously.
+ * "stream" is ignored here: each request gives exactly one line. */
 #include "server/serve.h"
 
 #include <stdio.h>
