@@ -68,4 +68,32 @@ wait "$bad"; rc=$?
 [ "$rc" != 0 ] || fail "bad model exited 0"
 grep -q "cannot load model" "$TMP/bad.log" || fail "no load error message: $(cat "$TMP/bad.log")"
 ok bad model
+# while a model loads, /health and the model's routes answer 503 (+ Retry-After): a FIFO as
+# the model file keeps the loader blocked in open() until we open its other end
+mkfifo "$TMP/slow.gguf" || fail "mkfifo"
+"$BIN" serve -m "$TMP/slow.gguf:slow" --port 0 2>"$TMP/slow.log" &
+slow=$!
+PIDS+=("$slow")
+LOG="$TMP/slow.log"
+PORT=""
+for _ in $(seq 1 100); do
+    PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$LOG" | head -1)
+    [ -n "$PORT" ] && break
+    sleep 0.1
+done
+[ -n "$PORT" ] || fail "no port while loading"
+URL="http://127.0.0.1:$PORT"
+hdr=$(curl -s -D - -o "$TMP/h.json" "$URL/health")
+echo "$hdr" | head -1 | grep -q ' 503' || fail "/health while loading: $(echo "$hdr" | head -1)"
+echo "$hdr" | grep -qi '^retry-after:' || fail "/health 503 without Retry-After"
+[ "$(jget '.error.type' <"$TMP/h.json")" = unavailable_error ] || fail "health error shape: $(cat "$TMP/h.json")"
+r=$(post /v1/completions '{"prompt":"x"}')
+[ "$(status)" = 503 ] || fail "completions while loading: $(status) $r"
+[ "$(curl -s "$URL/v1/models" | jget '.data[0].meta.status')" = loading ] || fail "models while loading"
+exec 5>"$TMP/slow.gguf"; exec 5>&-   # the loader now fails: the daemon says so and exits non-zero
+for _ in $(seq 1 100); do kill -0 "$slow" 2>/dev/null || break; sleep 0.1; done
+wait "$slow"; rc=$?
+[ "$rc" != 0 ] || fail "a model that failed to load exited 0"
+grep -q "cannot load model 'slow'" "$LOG" || fail "no load error message"
+ok 503 while loading
 echo "all passed"
