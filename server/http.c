@@ -224,6 +224,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         c->ttft = -1;
         snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->path, sizeof c->path, "%s", url);
+        for (char *p = c->path; *p; p++) /* the path goes into the log: no control bytes */
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
         c->endpoint = rlx_route_endpoint(c->path);
         c->next = s->conns;
         if (s->conns) s->conns->prev = c;
