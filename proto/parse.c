@@ -239,7 +239,7 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
     if (has) q->max_tokens = (int32_t)x;
     if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
-    if (has) q->max_tokens = (int32_t)x;
+    if (has) { q->max_tokens = (int32_t)x; r->max_tokens_param = "max_completion_tokens"; }
     if ((rc = get_int(root, "n", 1, RLX_MAX_N, &x, &has, e))) return rc;
     if (has) r->n = (int)x;
     if ((rc = get_bool(root, "ignore_eos", &q->ignore_eos, e))) return rc;
@@ -398,6 +398,7 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     r->kind = kind;
     r->n = 1;
     r->logprobs = -1;
+    r->max_tokens_param = "max_tokens";
     if (!(r->base = rlx_request_new())) return oom(e);
     /* OpenAI's completions default is 16 tokens; chat and native run to EOS or context end */
     if (kind == RLX_API_COMPLETIONS) r->base->max_tokens = 16;

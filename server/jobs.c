@@ -369,9 +369,9 @@ static int check_vocab(const rlx_api_request *r, const rlx_model_slot *m, int32_
                                       r->prompts[i].ids[k], n_vocab - 1);
     int32_t n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0;
     if (n_ctx > 0 && r->base->max_tokens >= n_ctx)
-        return rlx_api_errorf(e, 400, INVALID, "max_tokens",
-                              "'max_tokens' is %d but the model's context holds %d tokens in all (prompt included).",
-                              r->base->max_tokens, n_ctx);
+        return rlx_api_errorf(e, 400, INVALID, r->max_tokens_param,
+                              "'%s' is %d but the model's context holds %d tokens in all (prompt included).",
+                              r->max_tokens_param, r->base->max_tokens, n_ctx);
     for (size_t i = 0; i < r->base->sampling.n_logit_bias; i++)
         if (r->base->sampling.logit_bias[i].token >= n_vocab)
             return rlx_api_errorf(e, 400, INVALID, "logit_bias", "'logit_bias' key %d is not a token id of this model.",

@@ -74,6 +74,8 @@ r=$(post /v1/completions '{"prompt":[1,99999999]}')
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = prompt ] || fail "400 vocab: $r"
 r=$(post /v1/completions '{"prompt":"x","max_tokens":100000}')
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = max_tokens ] || fail "400 max_tokens over the context: $r"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":100000}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = max_completion_tokens ] || fail "400 max_completion_tokens: $r"
 long=$(node -e 'console.log(JSON.stringify({prompt: Array(600).fill(5), max_tokens: 4}))')
 r=$(post /v1/completions "$long")
 [ "$(status)" = 400 ] || fail "a prompt longer than the context must be a 400: $(status) $r"
