@@ -59,29 +59,46 @@ static void h_health(rlx_srv *s, rlx_conn *c)
     rlx_conn_error(c, &e);
 }
 
+static cJSON *model_json(const rlx_model_slot *m)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "id", m->cfg->name);
+    cJSON_AddStringToObject(d, "object", "model");
+    cJSON_AddNumberToObject(d, "created", (double)m->created);
+    cJSON_AddStringToObject(d, "owned_by", "rlxd");
+    cJSON *meta = cJSON_AddObjectToObject(d, "meta");
+    cJSON_AddStringToObject(meta, "path", m->cfg->path);
+    cJSON_AddStringToObject(meta, "status", m->state == RLX_MODEL_READY ? "ready"
+                            : m->state == RLX_MODEL_LOADING ? "loading" : "failed");
+    if (m->state == RLX_MODEL_READY) {
+        cJSON_AddNumberToObject(meta, "n_ctx", rlx_worker_n_ctx(m->w));
+        cJSON_AddNumberToObject(meta, "n_vocab", m->n_vocab);
+    }
+    return d;
+}
+
 static void h_models(rlx_srv *s, rlx_conn *c)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(o, "data");
-    for (size_t i = 0; i < s->n_models; i++) {
-        const rlx_model_slot *m = &s->models[i];
-        cJSON *d = cJSON_CreateObject();
-        cJSON_AddStringToObject(d, "id", m->cfg->name);
-        cJSON_AddStringToObject(d, "object", "model");
-        cJSON_AddNumberToObject(d, "created", (double)m->created);
-        cJSON_AddStringToObject(d, "owned_by", "rlxd");
-        cJSON *meta = cJSON_AddObjectToObject(d, "meta");
-        cJSON_AddStringToObject(meta, "path", m->cfg->path);
-        cJSON_AddStringToObject(meta, "status", m->state == RLX_MODEL_READY ? "ready"
-                                : m->state == RLX_MODEL_LOADING ? "loading" : "failed");
-        if (m->state == RLX_MODEL_READY) {
-            cJSON_AddNumberToObject(meta, "n_ctx", rlx_worker_n_ctx(m->w));
-            cJSON_AddNumberToObject(meta, "n_vocab", m->n_vocab);
-        }
-        cJSON_AddItemToArray(data, d);
-    }
+    for (size_t i = 0; i < s->n_models; i++) cJSON_AddItemToArray(data, model_json(&s->models[i]));
     respond_json(c, 200, o);
+}
+
+/* GET /v1/models/{id} */
+static void h_model(rlx_srv *s, rlx_conn *c)
+{
+    const char *id = c->path + strlen("/v1/models/");
+    for (size_t i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].cfg->name, id)) {
+            respond_json(c, 200, model_json(&s->models[i]));
+            return;
+        }
+    rlx_api_error e;
+    rlx_api_errorf(&e, 404, INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.", id);
+    e.code = "model_not_found";
+    rlx_conn_error(c, &e);
 }
 
 static void h_metrics(rlx_srv *s, rlx_conn *c)
@@ -342,6 +359,7 @@ static void h_generate(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_GENERAT
 static const route routes[] = {
     {"GET", "/health", h_health, true, "health"},
     {"GET", "/v1/models", h_models, false, "models"},
+    {"GET", "/v1/models/*", h_model, false, "models"},
     {"GET", "/metrics", h_metrics, false, "metrics"},
     {"POST", "/v1/completions", h_completions, false, "completions"},
     {"POST", "/v1/chat/completions", h_chat, false, "chat_completions"},
@@ -351,10 +369,19 @@ static const route routes[] = {
     {"POST", "/apply-template", h_apply_template, false, "apply_template"},
 };
 
+/* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment). */
+static bool path_match(const char *pattern, const char *path)
+{
+    size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*')
+        return !strncmp(pattern, path, n - 1) && path[n - 1] && !strchr(path + n - 1, '/');
+    return !strcmp(pattern, path);
+}
+
 const char *rlx_route_endpoint(const char *path)
 {
     for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++)
-        if (!strcmp(routes[i].path, path)) return routes[i].endpoint;
+        if (path_match(routes[i].path, path)) return routes[i].endpoint;
     return "other";
 }
 
@@ -364,7 +391,7 @@ void rlx_route(rlx_srv *s, rlx_conn *c)
     bool path_known = false;
     const char *allow = NULL;
     for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++) {
-        if (strcmp(routes[i].path, c->path)) continue;
+        if (!path_match(routes[i].path, c->path)) continue;
         path_known = true;
         allow = routes[i].method;
         if (!strcmp(routes[i].method, c->method) || (!strcmp(c->method, "HEAD") && !strcmp(routes[i].method, "GET")))

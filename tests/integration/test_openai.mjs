@@ -49,7 +49,9 @@ const client = new OpenAI({ baseURL: base + '/v1', apiKey: key, maxRetries: 0 })
 try {
   const models = await client.models.list();
   assert(models.data.length === 1 && models.data[0].id === 'tiny', 'models.list: ' + JSON.stringify(models.data));
-  console.log('ok   models.list');
+  const one = await client.models.retrieve('tiny');
+  assert(one.id === 'tiny' && one.object === 'model', 'models.retrieve: ' + JSON.stringify(one));
+  console.log('ok   models.list + retrieve');
 
   const chat = await client.chat.completions.create({
     model: 'tiny', messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 10, temperature: 0,

@@ -13,6 +13,8 @@ ok health
 m=$(curl -s "$URL/v1/models")
 [ "$(echo "$m" | jget '.data[0].id')" = tiny ] || fail "/v1/models: $m"
 [ "$(echo "$m" | jget '.object')" = list ] || fail "/v1/models object"
+[ "$(curl -s "$URL/v1/models/tiny" | jget '.id')" = tiny ] || fail "/v1/models/tiny"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/models/other")" = 404 ] || fail "/v1/models/other must be 404"
 ok models
 
 # completions: greedy is deterministic; n x prompts choices with their index
