@@ -100,7 +100,7 @@ static rj_value f_length(rj_env *E, rj_value v, const rj_args *a)
     case RJ_UNDEF: return rj_int(0);
     case RJ_STR: return rj_int((int64_t)rlx__j_utf8_len(v.s.p, v.s.n));
     case RJ_LIST: return rj_int((int64_t)v.l->n);
-    case RJ_DICT: case RJ_NS: return rj_int((int64_t)v.d->n);
+    case RJ_DICT: return rj_int((int64_t)v.d->n);
     default: rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "object of type '%s' has no len()", rlx__j_type_name(v));
     }
 }
@@ -191,7 +191,6 @@ static rj_value f_dictsort(rj_env *E, rj_value v, const rj_args *a)
     bool cs = arg_bool(a, 0, "case_sensitive", false), rev = arg_bool(a, 2, "reverse", false);
     const rj_value *by = rlx__j_arg(a, 1, "by");
     rj_value idx = rj_int(by && by->type == RJ_STR && by->s.n == 5 && !memcmp(by->s.p, "value", 5) ? 1 : 0);
-    (void)rt;
     sort_values(E, items.l->v, items.l->n, &idx, cs, rev);
     return items;
 }

@@ -685,7 +685,7 @@ rj_list *rlx__j_iter(rj_rt *rt, rj_value v)
     switch (v.type) {
     case RJ_UNDEF: return rlx__j_new_list(rt, 0).l;
     case RJ_LIST: return v.l;
-    case RJ_DICT: case RJ_NS:
+    case RJ_DICT:
         out = rlx__j_new_list(rt, v.d->n);
         for (size_t i = 0; i < v.d->n; i++) rlx__j_list_push(rt, out.l, v.d->k[i]);
         return out.l;
