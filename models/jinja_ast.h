@@ -35,7 +35,7 @@ typedef enum rj_kind {
     N_CALL, N_FILTER, N_TEST, N_NOT, N_NEG, N_POS, N_BINOP, N_COMPARE, N_AND, N_OR, N_COND,
     /* statements */
     S_DATA, S_PRINT, S_IF, S_FOR, S_SET, S_SET_BLOCK, S_MACRO, S_CALL_BLOCK, S_FILTER_BLOCK,
-    S_BREAK, S_CONTINUE, S_WITH,
+    S_BREAK, S_CONTINUE, S_WITH, S_GENERATION,
 } rj_kind;
 
 /* S_MACRO flags in rj_node.op: the body reads `kwargs` / `varargs`, so extra arguments land there */

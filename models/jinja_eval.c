@@ -531,6 +531,11 @@ static void exec_stmt(rj_env *E, const rj_node *n)
         assign(E, n->a, v);
         break;
     }
+    case S_GENERATION: { /* the body renders in its own scope, like the caller() of a call block */
+        rj_value v = render_to_string(E, &n->body);
+        rlx__j_buf_put(E->rt, E->out, v.s.p, v.s.n);
+        break;
+    }
     case S_FILTER_BLOCK: {
         rj_value v = apply_filters(E, n->c, render_to_string(E, &n->body));
         rlx__j_str(E->rt, E->out, v);

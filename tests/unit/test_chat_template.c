@@ -366,6 +366,21 @@ TEST(semantics_match_jinja2)
     ASSERT_EQ(bad, 0);
 }
 
+/* transformers registers {% generation %} (AssistantTracker): the body renders unchanged, in
+ * a scope of its own. Expected output from Jinja2 with that extension. */
+TEST(generation_block)
+{
+    const char *src = "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{% set z = 1 %}A: {{ m.content }}\n"
+                      "{% endgeneration %}{{ z is defined }}{% else %}U: {{ m.content }}\n{% endif %}{% endfor %}";
+    int rc;
+    rlx_error err = {0};
+    char *out = render_src(src, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}]}",
+                           NULL, &rc, &err);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_STR_EQ(out, "U: hi\nA: yo\nFalse");
+    free(out);
+}
+
 TEST(chatml)
 {
     const char *ctx = "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
@@ -661,6 +676,6 @@ TEST(mutation_fuzz)
     ASSERT_EQ(silent, 0);
 }
 
-TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(chatml),
+TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(generation_block), TEST_ENTRY(chatml),
           TEST_ENTRY(parse_errors_name_construct_and_line), TEST_ENTRY(render_errors), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(adversarial), TEST_ENTRY(concurrent_renders), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))
