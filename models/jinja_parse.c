@@ -593,7 +593,10 @@ static rj_node *parse_statement(parser *P)
             next(P);
             n->c = parse_expression(P, true);
         }
-        if (is_name(P, "recursive")) fail_at(P, RLX_EUNSUPPORTED, "recursive for loops are not supported");
+        if (is_name(P, "recursive")) { /* loop(children) inside the body renders it again one level down */
+            n->op = 1;
+            next(P);
+        }
         end_block(P);
         P->loops++;
         parse_body(P, &n->body, END_FOR);

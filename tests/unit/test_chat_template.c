@@ -328,12 +328,14 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
         "{% endfor -%}\n"
         "  {#- c +#}\n"
         "  {#+ d -#}\n"
-        "end\n"
-        "",
+        "end",
      "\n"
         "  1one \n"
         "  2\n"
         "  end"},
+    {"{% set tree = [{'n': 'a', 'c': [{'n': 'b', 'c': []}, {'n': 'c', 'c': [{'n': 'd', 'c': []}]}]}, {'n': 'e', 'c': []}] %}{% for x in tree recursive %}[{{ x.n }}{{ loop.depth }}{{ loop.depth0 }}{{ loop.index }}{% if x.c %}<{{ loop(x.c) }}>{% endif %}]{% endfor %}|{% for x in [1, [2, 3], 4] recursive %}{% if x is iterable %}({{ loop(x) }}){% else %}{{ x }}{{ loop.last }}{% endif %}{% endfor %}|{% for x in [[], 1] recursive %}{% if x is iterable %}{{ loop(x) }}{% else %}{{ x }}{% endif %}{% else %}E{% endfor %}|{% for x in [1, 2, 3] if x != 2 recursive %}{{ x }}{% endfor %}\n"
+        "",
+     "[a101<[b211][c212<[d321]>]>][e102]|1False(2False3True)4True|E1|13"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
@@ -406,7 +408,6 @@ static const struct { const char *src; int code; const char *what; } bad_templat
     {"x\n{{ a\n", RLX_EFORMAT, "never closed"},
     {"\n\n{% include 'other.jinja' %}", RLX_EUNSUPPORTED, "line 3: the '{% include %}'"},
     {"{% extends 'base' %}", RLX_EUNSUPPORTED, "extends"},
-    {"\n{% for x in y recursive %}{% endfor %}", RLX_EUNSUPPORTED, "line 2: recursive"},
     {"{{ f(*args) }}", RLX_EUNSUPPORTED, "*args"},
     {"{# no end", RLX_EFORMAT, "comment"},
     {"{% raw %}no end", RLX_EFORMAT, "raw"},
@@ -448,6 +449,8 @@ static const struct { const char *src; int code; const char *what; } bad_renders
     {"{{ undefined_function() }}", RLX_EINVAL, "undefined"},
     {"{% set a, b = [1] %}", RLX_EINVAL, "unpack"},
     {"{% set x = 5 %}{% set x.y = 1 %}", RLX_EINVAL, "namespace"},
+    {"{% for x in [1] %}{{ loop([2]) }}{% endfor %}", RLX_EINVAL, "non-recursive loop"},
+    {"{% for x in [[[1]]] recursive %}{{ loop(x) }}{% endfor %}", RLX_EINVAL, "not iterable"},
     {"{{ 'abc'.index('z') }}", RLX_EINVAL, "substring not found"},
     {"{{ x|int }}", RLX_EINVAL, "'x' is undefined"},
     {"{{ x|dictsort }}", RLX_EINVAL, "'x' is undefined"},
@@ -519,6 +522,7 @@ TEST(adversarial)
         {nest("{{ x", ".a", 100000, "", "", " }}"), RLX_ERANGE},             /* long attribute chains */
         {strdup("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), RLX_ERANGE},
         {strdup("{% for i in range(100000000) %}{% endfor %}"), RLX_ERANGE},
+        {strdup("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}"), RLX_ERANGE},
         {strdup("{{ 'x' * 1000000000000 }}"), RLX_ENOMEM},
         {strdup("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"), RLX_ENOMEM},
         {strdup("{{ '{:>999999}'.format(1) }}"), RLX_EINVAL},
