@@ -23,6 +23,7 @@ typedef struct rj_loop {
     const rj_node *node;   /* the S_FOR, for loop(...) in recursive loops */
     rj_scope *outer;       /* scope the loop started in */
     int depth;             /* loop.depth: 1 + recursion level */
+    rj_value changed_last; /* loop.changed(): the arguments of the previous call (undefined: none yet) */
 } rj_loop;
 
 enum { CTL_NONE, CTL_BREAK, CTL_CONTINUE };
@@ -291,6 +292,13 @@ static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_blo
         if (obj.type == RJ_LOOP && f->nlen == 5 && !memcmp(f->name, "cycle", 5)) {
             if (!args.npos) rlx__j_fail(E->rt, RLX_EINVAL, "loop.cycle() needs at least one value");
             return args.pos[obj.loop->i % args.npos];
+        }
+        if (obj.type == RJ_LOOP && f->nlen == 7 && !memcmp(f->name, "changed", 7)) {
+            rj_value now = rlx__j_new_list(E->rt, args.npos);
+            for (size_t i = 0; i < args.npos; i++) rlx__j_list_push(E->rt, now.l, args.pos[i]);
+            bool changed = !rlx__j_equal(now, obj.loop->changed_last);
+            obj.loop->changed_last = now;
+            return rj_bool(changed);
         }
         if (obj.type == RJ_STR || obj.type == RJ_LIST ||
             (obj.type == RJ_DICT && (is_dict_method(f->name, f->nlen) || !rlx__j_dict_gets(obj.d, f->name, f->nlen))))

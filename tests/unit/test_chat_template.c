@@ -336,6 +336,9 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
     {"{% set tree = [{'n': 'a', 'c': [{'n': 'b', 'c': []}, {'n': 'c', 'c': [{'n': 'd', 'c': []}]}]}, {'n': 'e', 'c': []}] %}{% for x in tree recursive %}[{{ x.n }}{{ loop.depth }}{{ loop.depth0 }}{{ loop.index }}{% if x.c %}<{{ loop(x.c) }}>{% endif %}]{% endfor %}|{% for x in [1, [2, 3], 4] recursive %}{% if x is iterable %}({{ loop(x) }}){% else %}{{ x }}{{ loop.last }}{% endif %}{% endfor %}|{% for x in [[], 1] recursive %}{% if x is iterable %}{{ loop(x) }}{% else %}{{ x }}{% endif %}{% else %}E{% endfor %}|{% for x in [1, 2, 3] if x != 2 recursive %}{{ x }}{% endfor %}\n"
         "",
      "[a101<[b211][c212<[d321]>]>][e102]|1False(2False3True)4True|E1|13"},
+    {"{% for x in [1, 1, 2, 2, 1] %}{{ loop.changed(x) }}{% endfor %}|{% for m in messages %}{% if loop.changed(m.role) %}{{ m.role }}{% endif %}{% endfor %}\n"
+        "",
+     "TrueFalseTrueFalseTrue|systemuserassistant"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
