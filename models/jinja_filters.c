@@ -597,8 +597,16 @@ bool rlx__j_has_filter(const char *name, size_t n)
 
 rj_value rlx__j_filter(rj_env *E, const char *name, size_t n, rj_value v, const rj_args *a)
 {
-    for (size_t i = 0; i < RLX_ARRAY_LEN(filters); i++)
-        if (name_is(filters[i].name, name, n)) return filters[i].fn(E, v, a);
+    for (size_t i = 0; i < RLX_ARRAY_LEN(filters); i++) {
+        if (!name_is(filters[i].name, name, n)) continue;
+        rj_value r = filters[i].fn(E, v, a);
+        /* these call Markup's own str methods in jinja2, so a safe string stays safe */
+        if (v.type == RJ_STR && v.safe && r.type == RJ_STR &&
+            (name_is("trim", name, n) || name_is("upper", name, n) || name_is("lower", name, n) ||
+             name_is("capitalize", name, n) || name_is("string", name, n)))
+            r.safe = 1;
+        return r;
+    }
     rlx__j_fail(rlx__j_env_rt(E), RLX_EUNSUPPORTED, "no filter named '%.*s' (not supported)", (int)RLX_MIN(n, (size_t)60), name);
 }
 

@@ -339,6 +339,9 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
     {"{% for x in [1, 1, 2, 2, 1] %}{{ loop.changed(x) }}{% endfor %}|{% for m in messages %}{% if loop.changed(m.role) %}{{ m.role }}{% endif %}{% endfor %}\n"
         "",
      "TrueFalseTrueFalseTrue|systemuserassistant"},
+    {"{{ ' <a> '|safe|trim + '<b>' }}|{{ 'x'|safe|upper + '<' }}|{{ 'x'|safe|lower ~ '<' }}|{{ 'x'|safe|replace('x','y') + '<' }}|{{ 'x'|safe|string + '&' }}|{{ 'x'|safe|title + '<' }}|{{ ('x'|safe + '<')|length }}\n"
+        "",
+     "<a>&lt;b&gt;|X&lt;|x<|y<|x&amp;|X<|5"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
