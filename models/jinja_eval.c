@@ -63,7 +63,7 @@ static void scope_set(rj_env *E, rj_scope *s, const char *name, size_t n, rj_val
 
 static const struct { const char *name; int fn; } builtins[] = {
     {"range", FN_RANGE}, {"namespace", FN_NAMESPACE}, {"dict", FN_DICT},
-    {"raise_exception", FN_RAISE}, {"strftime_now", FN_STRFTIME},
+    {"raise_exception", FN_RAISE}, {"strftime_now", FN_STRFTIME}, {"joiner", FN_JOINER}, {"cycler", FN_CYCLER},
 };
 
 static rj_value lookup(rj_env *E, const char *name, size_t n)
@@ -116,6 +116,9 @@ static rj_value getattr(rj_env *E, rj_value obj, const char *a, size_t n)
                                   (int)RLX_MIN(n, (size_t)100), a);
     }
     case RJ_LOOP: return loop_attr(E, obj.loop, a, n);
+    case RJ_OBJ:
+        if (obj.obj->is_cycler && n == 7 && !memcmp(a, "current", 7)) return obj.obj->items->v[obj.obj->pos];
+        return rlx__j_undef_named(E->rt, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj), (int)RLX_MIN(n, (size_t)100), a);
     case RJ_LIST:
         if (obj.tuple == 2 && n == 7 && !memcmp(a, "grouper", 7)) return obj.l->v[0];
         if (obj.tuple == 2 && n == 4 && !memcmp(a, "list", 4)) return obj.l->v[1];
@@ -257,6 +260,11 @@ rj_value rlx__j_call_value(rj_env *E, rj_value f, const rj_args *a)
     if (f.type == RJ_MACRO) return call_macro(E, f.m, a);
     if (f.type == RJ_FUNC) return rlx__j_call_builtin(E, f.fn, a);
     if (f.type == RJ_LOOP) return call_loop(E, f.loop, a);
+    if (f.type == RJ_OBJ && !f.obj->is_cycler) { /* joiner() */
+        bool first = !f.obj->used;
+        f.obj->used = true;
+        return first ? rj_str("", 0) : f.obj->sep;
+    }
     if (f.type == RJ_UNDEF) fail_undefined(E, f);
     rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not callable", rlx__j_type_name(f));
 }
@@ -300,6 +308,7 @@ static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_blo
             obj.loop->changed_last = now;
             return rj_bool(changed);
         }
+        if (obj.type == RJ_OBJ && obj.obj->is_cycler) return rlx__j_method(E, obj, f->name, f->nlen, &args);
         if (obj.type == RJ_STR || obj.type == RJ_LIST ||
             (obj.type == RJ_DICT && (is_dict_method(f->name, f->nlen) || !rlx__j_dict_gets(obj.d, f->name, f->nlen))))
             return rlx__j_method(E, obj, f->name, f->nlen, &args);

@@ -338,6 +338,7 @@ static bool equal_d(rj_value a, rj_value b, int depth)
     case RJ_MACRO: return a.m == b.m;
     case RJ_FUNC: return a.fn == b.fn;
     case RJ_LOOP: return a.loop == b.loop;
+    case RJ_OBJ: return a.obj == b.obj;
     default: return false;
     }
 }
@@ -356,6 +357,7 @@ const char *rlx__j_type_name(rj_value v)
     case RJ_NS: return "Namespace";
     case RJ_MACRO: return "Macro";
     case RJ_FUNC: return "function";
+    case RJ_OBJ: return v.obj->is_cycler ? "Cycler" : "Joiner";
     default: return "LoopContext";
     }
 }
@@ -506,6 +508,7 @@ void rlx__j_str(rj_rt *rt, rj_buf *b, rj_value v)
     case RJ_LIST: case RJ_DICT: case RJ_NS: put_container(rt, b, v); return;
     case RJ_MACRO: rlx__j_buf_puts(rt, b, "<Macro>"); return;
     case RJ_FUNC: rlx__j_buf_puts(rt, b, "<built-in function>"); return;
+    case RJ_OBJ: rlx__j_buf_puts(rt, b, v.obj->is_cycler ? "<Cycler>" : "<Joiner>"); return;
     default: rlx__j_buf_puts(rt, b, "<LoopContext>"); return;
     }
 }

@@ -342,6 +342,9 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
     {"{{ ' <a> '|safe|trim + '<b>' }}|{{ 'x'|safe|upper + '<' }}|{{ 'x'|safe|lower ~ '<' }}|{{ 'x'|safe|replace('x','y') + '<' }}|{{ 'x'|safe|string + '&' }}|{{ 'x'|safe|title + '<' }}|{{ ('x'|safe + '<')|length }}\n"
         "",
      "<a>&lt;b&gt;|X&lt;|x<|y<|x&amp;|X<|5"},
+    {"{% set j = joiner(' | ') %}{% for m in messages %}{{ j() }}{{ m.role }}{% endfor %}|{% set c = cycler('odd', 'even') %}{% for i in range(3) %}{{ c.next() }}{{ c.current }} {% endfor %}{{ c.reset() }}{{ c.current }}|{% set j2 = joiner() %}{{ j2() }}{{ j2() }}{{ j2() }}\n"
+        "",
+     "system | user | assistant|oddeven evenodd oddeven Noneodd|, , "},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
