@@ -22,7 +22,8 @@ void rlx__j_fail(rj_rt *rt, int code, const char *fmt, ...)
         if (rt->line > 0) rlx_errorf(rt->err, code, "chat template line %d: %s", rt->line, msg);
         else rlx_errorf(rt->err, code, "chat template: %s", msg);
     }
-    longjmp(rt->jb, code);
+    rt->code = code;
+    longjmp(rt->jb, 1);
 }
 
 void *rlx__j_alloc(rj_rt *rt, size_t n)

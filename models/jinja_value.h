@@ -22,6 +22,7 @@ typedef struct rj_rt {
     size_t used;           /* bytes handed out, bounded by limit */
     size_t limit;
     jmp_buf jb;            /* where rlx__j_fail() lands */
+    int code;              /* the RLX_E* code of that failure */
     rlx_error *err;
     int depth;             /* nesting of expression/statement/macro evaluation */
     const char *now_iso;   /* strftime_now's clock; NULL: the current time */
