@@ -32,15 +32,27 @@ static void dequant_q4_0(const rlx_block_q4_0 *x, float *y, int64_t nb)
     }
 }
 
+/* roundf() for |v| < 2^31 without the libm call (activations are quantized on every product):
+ * truncate, then step away from zero when the dropped fraction is at least one half. Exact:
+ * v - t is the fractional part, representable without rounding. */
+static inline float round_away(float v)
+{
+    const float t = (float)(int32_t)v, f = v - t;
+    return fabsf(f) >= 0.5f ? t + copysignf(1.0f, v) : t;
+}
+
 /* ggml's quantize_row_q8_0_ref: symmetric, scale amax/127, round half away from zero. */
 static void quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += RLX_QK) {
         float amax = 0;
-        for (int j = 0; j < RLX_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < RLX_QK; j++) {
+            const float ax = fabsf(x[j]);
+            amax = amax > ax ? amax : ax; /* ggml's MAX(); fmaxf() would be a libm call */
+        }
         const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
         y[i].d = rlx_f32_to_f16(d);
-        for (int j = 0; j < RLX_QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < RLX_QK; j++) y[i].qs[j] = (int8_t)round_away(x[j] * id);
     }
 }
 

@@ -113,6 +113,29 @@ TEST(known_blocks)
     }
 }
 
+/* Q8_0 rounds half away from zero like ggml's roundf(); ties and near-ties included. */
+TEST(q8_0_rounding_matches_roundf)
+{
+    float x[32];
+    rlx_block_q8_0 b;
+    for (int rep = 0; rep < 4000; rep++) {
+        /* amax 127 makes the scale 1, so x itself is rounded: exact halves, their neighbours, randoms */
+        x[0] = (rep & 1) ? 127.0f : -127.0f;
+        for (int j = 1; j < 32; j++) {
+            const float h = (float)((int)(rng_u32() % 253) - 126) + 0.5f;
+            switch ((rep + j) % 4) {
+            case 0: x[j] = h; break;
+            case 1: x[j] = nextafterf(h, 0.0f); break;
+            case 2: x[j] = nextafterf(h, 1000.0f); break;
+            default: x[j] = 126.0f * (2.0f * (float)(rng_u32() / 4294967296.0) - 1.0f); break;
+            }
+        }
+        ASSERT_EQ(rlx_quantize_row(RLX_Q8_0, x, &b, 32), 0);
+        const float id = 1.0f / (127.0f / 127);
+        for (int j = 0; j < 32; j++) ASSERT_MSG(b.qs[j] == (int8_t)roundf(x[j] * id), "x=%.9g -> %d, roundf %g", x[j], b.qs[j], roundf(x[j]));
+    }
+}
+
 TEST(bad_arguments)
 {
     float x[64] = {0};
@@ -281,6 +304,6 @@ TEST(force_path_errors)
     ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
 }
 
-TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(bad_arguments),
+TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_rounding_matches_roundf), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
           TEST_ENTRY(force_path_errors))
