@@ -38,14 +38,6 @@ KINLINE float hsum_ps(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-KINLINE int32_t hsum_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
 KINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* ---- Q8_0 and Q4_0 (activations Q8_0) ---- */
