@@ -2,6 +2,7 @@
  * the per-type dispatch of quant.h, and the scalar rlx_matmul_rows. The K formats are in
  * quant_k.c; SIMD paths are in backends/cpu/. */
 #include "backends/quant_internal.h"
+#include "backends/cpu/kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -116,12 +117,18 @@ int rlx_quantize_row(int type, const float *src, void *dst, int64_t n)
         for (int64_t i = 0; i < n; i++) d[i] = rlx_f32_to_bf16(src[i]);
         return 0;
     }
+#if defined(__x86_64__)
+    /* activation formats: same bytes, 8 lanes at a time */
+    case RLX_Q8_0: if (rlx__cpu_simd()) rlx__avx2_quant_q8_0(src, dst, nb); else quant_q8_0(src, dst, nb); return 0;
+    case RLX_Q8_K: if (rlx__cpu_simd()) rlx__avx2_quant_q8_k(src, dst, nb); else rlx__quant_q8_k(src, dst, nb); return 0;
+#else
     case RLX_Q8_0: quant_q8_0(src, dst, nb); return 0;
+    case RLX_Q8_K: rlx__quant_q8_k(src, dst, nb); return 0;
+#endif
     case RLX_Q4_0: quant_q4_0(src, dst, nb); return 0;
     case RLX_Q4_K: rlx__quant_q4_k(src, dst, nb); return 0;
     case RLX_Q5_K: rlx__quant_q5_k(src, dst, nb); return 0;
     case RLX_Q6_K: rlx__quant_q6_k(src, dst, nb); return 0;
-    case RLX_Q8_K: rlx__quant_q8_k(src, dst, nb); return 0;
     default: return RLX_EUNSUPPORTED;
     }
 }

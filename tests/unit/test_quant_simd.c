@@ -136,6 +136,45 @@ TEST(q8_0_rounding_matches_roundf)
     }
 }
 
+/* The SIMD activation quantizers (used when a SIMD path is active) give the scalar bytes. */
+TEST(activation_quantizers_match_scalar)
+{
+    if (!rlx_cpu_has_path("avx2")) SKIP("this CPU has no AVX2; only the scalar quantizers exist");
+    enum { N = 256 * 8 };
+    static float x[N];
+    static char a[N * 2], b[N * 2];
+    for (int rep = 0; rep < 40; rep++) {
+        fill_normal(x, N, rep % 2 ? 1e-3f : 3.0f);
+        switch (rep % 5) {
+        case 1: /* exact halves after scaling by 1 (amax 127) */
+            for (int i = 0; i < N; i++) x[i] = (i % 32 == 0) ? 127.0f : (float)((int)(rng_u32() % 253) - 126) + 0.5f;
+            break;
+        case 2: /* a zero block and a block with one value */
+            memset(x, 0, 256 * sizeof(float));
+            memset(x + 256, 0, 256 * sizeof(float));
+            x[300] = -2.5f;
+            break;
+        case 3: /* largest magnitude twice, opposite signs: the first one sets the sign */
+            x[17] = 9.0f; x[200] = -9.0f; x[256 + 5] = -9.0f; x[256 + 100] = 9.0f;
+            break;
+        default: break;
+        }
+        static const int types[] = {RLX_Q8_0, RLX_Q8_K};
+        for (size_t t = 0; t < RLX_ARRAY_LEN(types); t++) {
+            ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+            ASSERT_EQ(rlx_quantize_row(types[t], x, a, N), 0);
+            ASSERT_EQ(rlx_cpu_force_path("avx2"), 0);
+            ASSERT_EQ(rlx_quantize_row(types[t], x, b, N), 0);
+            const size_t bytes = rlx_row_bytes(types[t], N);
+            size_t first = 0;
+            while (first < bytes && a[first] == b[first]) first++;
+            ASSERT_MSG(first == bytes, "%s rep %d: SIMD bytes differ from scalar at byte %zu",
+                       rlx_dtype_get(types[t])->name, rep, first);
+        }
+    }
+    rlx_cpu_force_path("scalar");
+}
+
 TEST(bad_arguments)
 {
     float x[64] = {0};
@@ -304,6 +343,7 @@ TEST(force_path_errors)
     ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
 }
 
-TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_rounding_matches_roundf), TEST_ENTRY(bad_arguments),
+TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_rounding_matches_roundf),
+          TEST_ENTRY(activation_quantizers_match_scalar), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
           TEST_ENTRY(force_path_errors))
