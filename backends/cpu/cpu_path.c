@@ -71,6 +71,11 @@ static void choose(void)
     atomic_store(&g_name, p.name);
 }
 
+bool rlx__cpu_simd(void)
+{
+    return strcmp(rlx_cpu_path(), "scalar") != 0;
+}
+
 int rlx_cpu_force_path(const char *name)
 {
     if (!name || (strcmp(name, "scalar") && strcmp(name, "avx2") && strcmp(name, "avx512") && strcmp(name, "avx512-novnni")))

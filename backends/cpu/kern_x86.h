@@ -38,14 +38,6 @@ KINLINE float hsum_ps(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-KINLINE int32_t hsum_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
 KINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* ---- Q8_0 and Q4_0 (activations Q8_0) ---- */
@@ -315,6 +307,9 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
     }
     const size_t wrow = rlx_row_bytes(type, K);
     const int64_t nbl = K / RLX_QK, nbk = K / RLX_QK_K;
+#if KAVX512
+    leg_tile L; /* 64 KiB of stack */
+#endif
     /* Chunks of weight rows small enough for L2 are visited by every activation tile in turn:
      * weights come from memory once, activations from memory once per chunk. */
     const int64_t chunk = RLX_MAX((int64_t)1, (int64_t)((256 << 10) / (wrow ? wrow : 1)));
@@ -325,12 +320,25 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
             const void *ap[4] = {act, act, act, act};
             #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
+#if KAVX512
+            const bool rp = (type == RLX_Q8_0 || type == RLX_Q4_0) && (nbl + 1) / 2 <= LEG_MAXP;
+            if (rp) leg_repack(&L, ap, nt, nbl);
+#endif
             for (int64_t n = c0; n < c1; n++) {
                 const void *wr = (const char *)w + (size_t)n * wrow;
                 float r[4] = {0, 0, 0, 0};
                 switch (type) {
+#if KAVX512
+                case RLX_Q8_0:
+                    if (rp) BY_NT(tile512rp_q8_0, wr, &L, nbl, r) else BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
+                    break;
+                case RLX_Q4_0:
+                    if (rp) BY_NT(tile512rp_q4_0, wr, &L, nbl, r) else BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
+                    break;
+#else
                 case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
                 case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+#endif
                 case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
                 case RLX_Q5_K: BY_NT(TILE_Q5_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
                 case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;

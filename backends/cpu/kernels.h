@@ -25,6 +25,12 @@ bool rlx_cpu_has_path(const char *name);
 /* True if the avx512 path uses VNNI (vpdpbusd/vpdpwssd) on this CPU. */
 bool rlx_cpu_has_vnni(void);
 
+/* True when a SIMD path is in use (then quant.c hands Q8_0/Q8_K activations to the AVX2
+ * quantizers below, which give the scalar reference's bytes). */
+bool rlx__cpu_simd(void);
+void rlx__avx2_quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb);
+void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb);
+
 /* Path entry points (x86-64 only). */
 void rlx__avx2_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                            size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
