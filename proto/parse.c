@@ -245,6 +245,8 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if ((rc = get_bool(root, "ignore_eos", &q->ignore_eos, e))) return rc;
     if ((rc = get_bool(root, "stream", &r->stream, e))) return rc;
     if ((rc = get_string(root, "session_id", &q->session_id, e))) return rc;
+    /* the OpenAI routes resend the whole conversation; the native route sends one turn */
+    q->session_replace = r->kind != RLX_API_GENERATE;
     const cJSON *u = field(root, "user");
     if (u && !cJSON_IsString(u))
         return rlx_api_errorf(e, 400, INVALID, "user", "'user' must be a string.");
@@ -414,6 +416,10 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     if (kind == RLX_API_CHAT) rc = parse_messages(root, r, e);
     else rc = parse_prompts(root, r, n_vocab, e);
     if (rc) goto out;
+    if (r->base->session_id && (r->n > 1 || r->n_prompts > 1)) {
+        rc = rlx_api_errorf(e, 400, INVALID, "session_id", "A session continues one conversation: use it with n = 1 and a single prompt.");
+        goto out;
+    }
     if (kind == RLX_API_GENERATE && r->n != 1) {
         rc = rlx_api_errorf(e, 400, INVALID, "n", "'n' must be 1 for /v1/generate.");
         goto out;

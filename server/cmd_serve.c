@@ -160,7 +160,9 @@ static int serve(rlx_serve_config *cfg)
             m->wc = (rlx_worker_config){.model_path = m->cfg->path, .name = m->cfg->name, .n_threads = cfg->threads,
                                         .n_ctx = m->cfg->ctx ? m->cfg->ctx : cfg->ctx, .kv_type = cfg->kv_type,
                                         .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,
-                                        .max_seqs = cfg->max_seqs, .backend = "cpu", .db_path = cfg->db};
+                                        .max_seqs = cfg->max_seqs, .backend = cfg->backend, .device = cfg->device,
+                                        .db_path = cfg->db, .session_ttl_s = cfg->session_ttl,
+                                        .max_sessions = cfg->max_sessions};
             m->load.data = m;
             uv_queue_work(s->loop, &m->load, load_work, load_done);
         }

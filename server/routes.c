@@ -309,6 +309,13 @@ static rlx_model_slot *parse_for_model(rlx_srv *s, rlx_conn *c, rlx_api_kind kin
         rlx_conn_error(c, &e);
         return NULL;
     }
+    /* the session may also come as a header, for clients that cannot add body fields */
+    const char *sid = MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, "X-Session-Id");
+    if (sid && !r->base->session_id && !(r->base->session_id = strdup(sid))) {
+        oom(c);
+        rlx_api_request_free(r);
+        return NULL;
+    }
     return pick_model(s, c, r->model);
 }
 
@@ -356,6 +363,99 @@ static void h_completions(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_COMP
 static void h_chat(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_CHAT); }
 static void h_generate(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_GENERATE); }
 
+/* ---- sessions ----------------------------------------------------------------------------
+ * Reads go to the worker's session table or its sqlite3 store (one indexed query, bounded by
+ * the page size), so they are answered on the loop like /metrics. */
+
+static cJSON *session_json(const rlx_session_info *i)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", i->id);
+    cJSON_AddStringToObject(o, "object", "session");
+    cJSON_AddStringToObject(o, "model", i->model);
+    cJSON_AddNumberToObject(o, "n_tokens", i->n_tokens);
+    cJSON_AddNumberToObject(o, "created", (double)(long long)i->created);
+    cJSON_AddNumberToObject(o, "updated", (double)(long long)i->updated);
+    cJSON_AddBoolToObject(o, "kv_snapshot", i->has_kv_snapshot);
+    return o;
+}
+
+static long query_long(rlx_conn *c, const char *key, long def, long max)
+{
+    const char *v = MHD_lookup_connection_value(c->mc, MHD_GET_ARGUMENT_KIND, key);
+    if (!v) return def;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return (end == v || *end || x < 0) ? -1 : (x > max ? max : x);
+}
+
+static void h_sessions(rlx_srv *s, rlx_conn *c)
+{
+    long offset = query_long(c, "offset", 0, 1L << 30), limit = query_long(c, "limit", 100, 1000);
+    rlx_api_error e;
+    if (offset < 0 || limit < 0) {
+        rlx_api_errorf(&e, 400, INVALID, offset < 0 ? "offset" : "limit", "offset and limit must be non-negative integers.");
+        rlx_conn_error(c, &e);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
+    double total = 0;
+    for (size_t m = 0; m < s->n_models; m++) {
+        if (s->models[m].state != RLX_MODEL_READY) continue;
+        rlx_session_info *list = NULL;
+        size_t n = 0, tot = 0;
+        rlx_error err = {0};
+        if (rlx_worker_sessions_list(s->models[m].w, (size_t)offset, (size_t)limit, &list, &n, &tot, &err) == 0) {
+            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, session_json(&list[i]));
+            total += (double)tot;
+        }
+        free(list);
+    }
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddNumberToObject(o, "total", total);
+    respond_json(c, 200, o);
+}
+
+static void h_session(rlx_srv *s, rlx_conn *c)
+{
+    const char *id = c->path + strlen("/v1/sessions/");
+    bool del = !strcmp(c->method, "DELETE");
+    rlx_api_error e;
+    rlx_error err = {0};
+    for (size_t m = 0; m < s->n_models; m++) {
+        if (s->models[m].state != RLX_MODEL_READY) continue;
+        rlx_session_info info;
+        int32_t *tokens = NULL;
+        size_t n = 0;
+        int rc = del ? rlx_worker_session_delete(s->models[m].w, id, &err)
+                     : rlx_worker_session_get(s->models[m].w, id, &info, &tokens, &n, &err);
+        if (rc == RLX_ENOTFOUND) continue;
+        if (rc) {
+            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? INVALID : "server_error",
+                           rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
+            rlx_conn_error(c, &e);
+            return;
+        }
+        cJSON *o;
+        if (del) {
+            o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "id", id);
+            cJSON_AddStringToObject(o, "object", "session.deleted");
+            cJSON_AddBoolToObject(o, "deleted", true);
+        } else {
+            o = session_json(&info);
+            cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(tokens[i]));
+            free(tokens);
+        }
+        respond_json(c, 200, o);
+        return;
+    }
+    rlx_api_errorf(&e, 404, INVALID, "session_id", "The session '%s' does not exist.", id);
+    e.code = "session_not_found";
+    rlx_conn_error(c, &e);
+}
+
 static const route routes[] = {
     {"GET", "/health", h_health, true, "health"},
     {"GET", "/v1/models", h_models, false, "models"},
@@ -367,6 +467,9 @@ static const route routes[] = {
     {"POST", "/tokenize", h_tokenize, false, "tokenize"},
     {"POST", "/detokenize", h_detokenize, false, "detokenize"},
     {"POST", "/apply-template", h_apply_template, false, "apply_template"},
+    {"GET", "/v1/sessions", h_sessions, false, "sessions"},
+    {"GET", "/v1/sessions/*", h_session, false, "sessions"},
+    {"DELETE", "/v1/sessions/*", h_session, false, "sessions"},
 };
 
 /* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment). */
