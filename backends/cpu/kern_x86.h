@@ -308,7 +308,7 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
     const size_t wrow = rlx_row_bytes(type, K);
     const int64_t nbl = K / RLX_QK, nbk = K / RLX_QK_K;
 #if KAVX512
-    leg_tile L; /* 64 KiB of stack */
+    leg_tile L; /* 96 KiB of stack */
 #endif
     /* Chunks of weight rows small enough for L2 are visited by every activation tile in turn:
      * weights come from memory once, activations from memory once per chunk. */
@@ -322,7 +322,7 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
 #if KAVX512
             const bool rp = (type == RLX_Q8_0 || type == RLX_Q4_0) && (nbl + 1) / 2 <= LEG_MAXP;
-            if (rp) leg_repack(&L, ap, nt, nbl);
+            if (rp) leg_repack(&L, ap, nt, nbl, type == RLX_Q4_0);
 #endif
             for (int64_t n = c0; n < c1; n++) {
                 const void *wr = (const char *)w + (size_t)n * wrow;
