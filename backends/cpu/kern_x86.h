@@ -1,7 +1,9 @@
 /* kern_x86.h - the x86 SIMD kernels of rlx_matmul_rows, written once and compiled per path by
- * kern_avx2.c / kern_avx512.c / kern_avx512vnni.c, which set before including this file:
+ * kern_avx2.c / kern_avx2vnni.c / kern_avx512.c / kern_avx512vnni.c, which set before including
+ * this file:
  *   KPFX(name)  the exported entry's prefix (rlx__<path>_matmul_rows)
- *   KVNNI       1: vpdpbusd / vpdpwssd; 0: vpmaddubsw + vpmaddwd
+ *   KVNNI       1: vpdpbusd / vpdpwssd (AVX-512 VNNI); 2: the same in AVX-VNNI encoding;
+ *               0: vpmaddubsw + vpmaddwd
  *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
  *   KAVX512     1: the integer kernels of kern_x86_512.h (two blocks / a super-block per zmm)
  *
@@ -19,7 +21,10 @@
 
 #include "backends/quant_internal.h"
 
-#if KVNNI
+#if KVNNI == 2 /* AVX-VNNI: the VEX encoding, on CPUs without AVX-512 */
+#define DOT_U8S8(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#define DOT_I16(acc, a, b) _mm256_dpwssd_avx_epi32((acc), (a), (b))
+#elif KVNNI
 #define DOT_U8S8(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define DOT_I16(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 #else
