@@ -7,8 +7,9 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # The Vulkan backend is built (and its tests run on Mesa's lavapipe) when glslc and the Vulkan
-# headers are present, which `make deps` installs.
-VULKAN_FLAG = $(shell command -v glslc >/dev/null 2>&1 && [ -f /usr/include/vulkan/vulkan.h ] && echo -DRLX_VULKAN=ON)
+# headers are present, which `make deps` installs. Evaluated by the recipe's shell (after deps
+# ran), not when make reads this file, so a fresh machine gets it on the first run.
+VULKAN_FLAG = $$(command -v glslc >/dev/null 2>&1 && [ -f /usr/include/vulkan/vulkan.h ] && echo -DRLX_VULKAN=ON)
 DEFAULT_MODEL = $(BUILD)/models/default.gguf
 
 .PHONY: all deps build asan serve test test-release test-asan bench clean default-model
