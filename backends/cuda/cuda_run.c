@@ -41,26 +41,9 @@ static rlx_cu_chain make_chain(cu_backend *be, const rlx_ew *e, int n)
 
 static int validate(const cu_backend *be, const rlx_plan *plan, const rlx_batch *b, rlx_error *err)
 {
-    if (b->n_tokens <= 0 || b->n_tokens > plan->max_tokens || b->n_outputs > plan->max_outputs || b->n_outputs < 0)
-        return rlx_errorf(err, RLX_EINVAL, "batch of %d tokens / %d outputs exceeds the plan (%d / %d)",
-                          b->n_tokens, b->n_outputs, plan->max_tokens, plan->max_outputs);
     if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
     if (plan != be->plan) return rlx_errorf(err, RLX_EINVAL, "plan was not prepared on this backend");
-    int32_t o = 0;
-    for (int32_t i = 0; i < b->n_tokens; i++) {
-        if (b->seq[i] < 0 || b->seq[i] >= b->n_seqs)
-            return rlx_errorf(err, RLX_EINVAL, "batch token %d names sequence %d of %d", i, b->seq[i], b->n_seqs);
-        if (b->output[i] && ++o > b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks more outputs than n_outputs");
-        const rlx_batch_seq *s = &b->seqs[b->seq[i]];
-        if (b->pos[i] < 0 || b->pos[i] / be->kv.block_size >= s->n_blocks || b->tokens[i] < 0 || b->tokens[i] >= be->min_vocab)
-            return rlx_errorf(err, RLX_ERANGE, "batch holds a token id or position outside the model or its KV blocks");
-    }
-    if (o != b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks %d outputs, n_outputs is %d", o, b->n_outputs);
-    for (int32_t s = 0; s < b->n_seqs; s++)
-        for (int32_t k = 0; k < b->seqs[s].n_blocks; k++)
-            if (b->seqs[s].blocks[k] < 0 || b->seqs[s].blocks[k] >= be->kv.n_blocks)
-                return rlx_errorf(err, RLX_ERANGE, "sequence %d names KV block %d of %d", s, b->seqs[s].blocks[k], be->kv.n_blocks);
-    return 0;
+    return rlx_batch_validate(b, plan, &be->kv, be->min_vocab, err);
 }
 
 /* Words: tokens[T] pos[T] seq[T] out_index[O] table_start[S] tables... rope tables. */
