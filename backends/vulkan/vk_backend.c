@@ -292,18 +292,10 @@ static int write_batch(vk_backend *be, const rlx_batch *b, rlx_error *err)
     for (int r = 0; r < be->n_ropes; r++) {
         vk_rope_tab *rt = &be->ropes[r];
         rt->off = (uint32_t)at;
-        int half = rt->n_rot / 2;
-        float freq_scale = rt->scale != 0.0f ? rt->scale : 1.0f;
         const float *ff = rt->ff >= 0 ? (const float *)g->tensors[rt->ff].data : NULL;
-        const float theta_scale = powf(rt->base, -2.0f / (float)rt->n_rot);
         for (size_t t = 0; t < T; t++, at += (size_t)rt->n_rot) {
-            float theta = (float)b->pos[t], *cs = (float *)(w + at), *sn = cs + half;
-            for (int i = 0; i < half; i++) {
-                float th = freq_scale * (ff ? theta / ff[i] : theta);
-                cs[i] = cosf(th);
-                sn[i] = sinf(th);
-                theta *= theta_scale;
-            }
+            float *cs = (float *)(w + at);
+            rlx_rope_angles(rt->base, rt->scale, ff, rt->n_rot, b->pos[t], cs, cs + rt->n_rot / 2);
         }
     }
     return rlx__vk_write(&be->d, &be->batch, 0, w, words * 4, err);
