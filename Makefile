@@ -6,6 +6,10 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# The Vulkan backend is built (and its tests run on Mesa's lavapipe) when glslc and the Vulkan
+# headers are present, which `make deps` installs. Evaluated by the recipe's shell (after deps
+# ran), not when make reads this file, so a fresh machine gets it on the first run.
+VULKAN_FLAG = $$(command -v glslc >/dev/null 2>&1 && [ -f /usr/include/vulkan/vulkan.h ] && echo -DRLX_VULKAN=ON)
 DEFAULT_MODEL = $(BUILD)/models/default.gguf
 
 .PHONY: all deps build asan serve test test-release test-asan bench clean default-model
@@ -18,11 +22,11 @@ deps:
 	  (cd tests/integration && npm ci --no-audit --no-fund --loglevel=error); fi
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(VULKAN_FLAG) $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON $(CMAKE_FLAGS) > /dev/null
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON $(VULKAN_FLAG) $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 $(DEFAULT_MODEL): build

@@ -1,11 +1,69 @@
-/* backend.c - backend selection by name. */
+/* backend.c - backend selection by name: the configured name, else the RLXD_BACKEND
+ * environment variable (with RLXD_DEVICE for the GPU index; so every command and the daemon
+ * can be pointed at a GPU without a flag), else "cpu". GPU backends exist only when compiled in (RLX_HAVE_VULKAN/RLX_HAVE_CUDA). */
 #include "backends/backend.h"
+#ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/vulkan.h"
+#endif
+#ifdef RLX_HAVE_CUDA
+#include "backends/cuda/cuda.h"
+#endif
 
+#include <stdlib.h>
 #include <string.h>
+
+#define AVAILABLE "cpu" VK_NAME CUDA_NAME
+#ifdef RLX_HAVE_VULKAN
+#define VK_NAME ", vulkan"
+#else
+#define VK_NAME ""
+#endif
+#ifdef RLX_HAVE_CUDA
+#define CUDA_NAME ", cuda"
+#else
+#define CUDA_NAME ""
+#endif
 
 int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_error *err)
 {
-    const char *name = cfg && cfg->name ? cfg->name : "cpu";
+    const char *name = cfg && cfg->name && *cfg->name ? cfg->name : getenv("RLXD_BACKEND");
+    int device = cfg ? cfg->device : 0;
+    /* a backend named by the environment takes its device index from there too */
+    if (name && (!cfg || !cfg->name || !*cfg->name) && getenv("RLXD_DEVICE")) device = atoi(getenv("RLXD_DEVICE"));
+    if (!name || !*name) name = "cpu";
     if (!strcmp(name, "cpu")) return rlx_backend_cpu_create(out, cfg ? cfg->n_threads : 0, err);
-    return rlx_errorf(err, RLX_EUNSUPPORTED, "backend '%s' is not compiled into this build (available: cpu)", name);
+#ifdef RLX_HAVE_VULKAN
+    if (!strcmp(name, "vulkan")) return rlx_backend_vulkan_create(out, device, err);
+#endif
+#ifdef RLX_HAVE_CUDA
+    if (!strcmp(name, "cuda")) return rlx_backend_cuda_create(out, device, err);
+#endif
+    (void)device;
+    if (!strcmp(name, "vulkan") || !strcmp(name, "cuda"))
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "backend '%s' is not compiled into this build (available: %s); "
+                          "rebuild with -DRLX_%s=ON", name, AVAILABLE, !strcmp(name, "cuda") ? "CUDA" : "VULKAN");
+    return rlx_errorf(err, RLX_EUNSUPPORTED, "unknown backend '%s' (available: %s)", name, AVAILABLE);
+}
+
+int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_geometry *kv, int64_t n_vocab,
+                       rlx_error *err)
+{
+    if (b->n_tokens <= 0 || b->n_tokens > plan->max_tokens || b->n_outputs > plan->max_outputs || b->n_outputs < 0)
+        return rlx_errorf(err, RLX_EINVAL, "batch of %d tokens / %d outputs exceeds the plan (%d / %d)",
+                          b->n_tokens, b->n_outputs, plan->max_tokens, plan->max_outputs);
+    int32_t o = 0;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        if (b->seq[i] < 0 || b->seq[i] >= b->n_seqs)
+            return rlx_errorf(err, RLX_EINVAL, "batch token %d names sequence %d of %d", i, b->seq[i], b->n_seqs);
+        if (b->output[i] && ++o > b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks more outputs than n_outputs");
+        const rlx_batch_seq *s = &b->seqs[b->seq[i]];
+        if (b->pos[i] < 0 || b->pos[i] / kv->block_size >= s->n_blocks || b->tokens[i] < 0 || b->tokens[i] >= n_vocab)
+            return rlx_errorf(err, RLX_ERANGE, "batch holds a token id or position outside the model or its KV blocks");
+    }
+    if (o != b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks %d outputs, n_outputs is %d", o, b->n_outputs);
+    for (int32_t s = 0; s < b->n_seqs; s++)
+        for (int32_t k = 0; k < b->seqs[s].n_blocks; k++)
+            if (b->seqs[s].blocks[k] < 0 || b->seqs[s].blocks[k] >= kv->n_blocks)
+                return rlx_errorf(err, RLX_ERANGE, "sequence %d names KV block %d of %d", s, b->seqs[s].blocks[k], kv->n_blocks);
+    return 0;
 }

@@ -70,6 +70,13 @@ typedef struct rlx_backend_config {
     int device;         /* GPU index */
 } rlx_backend_config;
 
+/* Checks a batch against a plan and KV geometry before a backend runs it: sizes, sequence
+ * indices, output count, positions inside each block table, block ids inside the pool, token
+ * ids below n_vocab. GPU backends call it because their kernels cannot raise errors and an
+ * out-of-range index there would touch foreign memory. */
+int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_geometry *kv, int64_t n_vocab,
+                       rlx_error *err);
+
 /* Creates the named backend; RLX_EUNSUPPORTED when it is not compiled in or no device exists. */
 int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_error *err);
 static inline void rlx_backend_destroy(rlx_backend *be) { if (be) be->ops->destroy(be); }

@@ -104,17 +104,6 @@ static int validate(const rlx_graph *g, rlx_error *err)
     return 0;
 }
 
-static rlx_ew_op ew_of(rlx_op op)
-{
-    switch (op) {
-    case RLX_OP_ADD: return RLX_EW_ADD;
-    case RLX_OP_MUL: return RLX_EW_MUL;
-    case RLX_OP_SILU: return RLX_EW_SILU;
-    case RLX_OP_GELU: return RLX_EW_GELU;
-    case RLX_OP_SCALE: return RLX_EW_SCALE;
-    default: return RLX_EW_SOFTCAP;
-    }
-}
 
 /* free-list allocator over the arena (offsets kept sorted, neighbours merged) */
 typedef struct span { size_t off, len; } span;
@@ -216,7 +205,7 @@ int rlx_compile(const rlx_graph *g, const rlx_compile_opts *opts, rlx_plan *plan
             if ((n->op == RLX_OP_ADD || n->op == RLX_OP_MUL) &&
                 (other < 0 || other >= s->node.out || g->tensors[other].cols != g->tensors[s->out].cols))
                 break;
-            s->chain[s->n_chain++] = (rlx_ew){ew_of(n->op), (n->op == RLX_OP_ADD || n->op == RLX_OP_MUL) ? other : -1, n->fp[0]};
+            s->chain[s->n_chain++] = (rlx_ew){rlx_ew_of_op(n->op), (n->op == RLX_OP_ADD || n->op == RLX_OP_MUL) ? other : -1, n->fp[0]};
             s->out = n->out;
             plan->n_fused++;
             i++;

@@ -1,6 +1,7 @@
 /* graph.c - building graphs: tensors and nodes appended in emission order. */
 #include "backends/graph.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,4 +118,29 @@ int rlx_g_unary(rlx_graph *g, rlx_op op, int x, float p)
     int id = rlx_g_node(g, op, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1);
     if (id >= 0) rlx_g_last(g)->fp[0] = p;
     return id;
+}
+
+rlx_ew_op rlx_ew_of_op(rlx_op op)
+{
+    switch (op) {
+    case RLX_OP_ADD: return RLX_EW_ADD;
+    case RLX_OP_MUL: return RLX_EW_MUL;
+    case RLX_OP_SILU: return RLX_EW_SILU;
+    case RLX_OP_GELU: return RLX_EW_GELU;
+    case RLX_OP_SCALE: return RLX_EW_SCALE;
+    default: return RLX_EW_SOFTCAP;
+    }
+}
+
+void rlx_rope_angles(float base, float freq_scale, const float *ff, int n_rot, int32_t pos, float *cs, float *sn)
+{
+    if (freq_scale == 0.0f) freq_scale = 1.0f;
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int i = 0; i < n_rot / 2; i++) {
+        float th = freq_scale * (ff ? theta / ff[i] : theta);
+        cs[i] = cosf(th);
+        sn[i] = sinf(th);
+        theta *= theta_scale;
+    }
 }

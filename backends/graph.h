@@ -135,6 +135,14 @@ typedef struct rlx_compile_opts {
     bool no_fusion;           /* for tests: one node per step */
 } rlx_compile_opts;
 
+/* The elementwise op an ADD/MUL/SILU/GELU/SCALE/SOFTCAP node performs (fused or not). */
+rlx_ew_op rlx_ew_of_op(rlx_op op);
+
+/* cos/sin of the n_rot/2 rotation angles of position pos, with ggml's arithmetic (angles
+ * advanced by repeated multiplication in float) so every backend and llama.cpp agree exactly.
+ * ff: optional per-pair frequency factors (NULL: none); freq_scale 0 means 1. */
+void rlx_rope_angles(float base, float freq_scale, const float *ff, int n_rot, int32_t pos, float *cs, float *sn);
+
 int rlx_compile(const rlx_graph *g, const rlx_compile_opts *opts, rlx_plan *plan, rlx_error *err);
 void rlx_plan_free(rlx_plan *plan);
 /* Bytes of one row of tensor t in the arena (activations are f32). */

@@ -2,6 +2,7 @@
  * the per-type dispatch of quant.h, and the scalar rlx_matmul_rows. The K formats are in
  * quant_k.c; SIMD paths are in backends/cpu/. */
 #include "backends/quant_internal.h"
+#include "backends/cpu/kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -32,15 +33,27 @@ static void dequant_q4_0(const rlx_block_q4_0 *x, float *y, int64_t nb)
     }
 }
 
+/* roundf() for |v| < 2^31 without the libm call (activations are quantized on every product):
+ * truncate, then step away from zero when the dropped fraction is at least one half. Exact:
+ * v - t is the fractional part, representable without rounding. */
+static inline float round_away(float v)
+{
+    const float t = (float)(int32_t)v, f = v - t;
+    return fabsf(f) >= 0.5f ? t + copysignf(1.0f, v) : t;
+}
+
 /* ggml's quantize_row_q8_0_ref: symmetric, scale amax/127, round half away from zero. */
 static void quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += RLX_QK) {
         float amax = 0;
-        for (int j = 0; j < RLX_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < RLX_QK; j++) {
+            const float ax = fabsf(x[j]);
+            amax = amax > ax ? amax : ax; /* ggml's MAX(); fmaxf() would be a libm call */
+        }
         const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
         y[i].d = rlx_f32_to_f16(d);
-        for (int j = 0; j < RLX_QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < RLX_QK; j++) y[i].qs[j] = (int8_t)round_away(x[j] * id);
     }
 }
 
@@ -104,12 +117,18 @@ int rlx_quantize_row(int type, const float *src, void *dst, int64_t n)
         for (int64_t i = 0; i < n; i++) d[i] = rlx_f32_to_bf16(src[i]);
         return 0;
     }
+#if defined(__x86_64__)
+    /* activation formats: same bytes, 8 lanes at a time */
+    case RLX_Q8_0: if (rlx__cpu_simd()) rlx__avx2_quant_q8_0(src, dst, nb); else quant_q8_0(src, dst, nb); return 0;
+    case RLX_Q8_K: if (rlx__cpu_simd()) rlx__avx2_quant_q8_k(src, dst, nb); else rlx__quant_q8_k(src, dst, nb); return 0;
+#else
     case RLX_Q8_0: quant_q8_0(src, dst, nb); return 0;
+    case RLX_Q8_K: rlx__quant_q8_k(src, dst, nb); return 0;
+#endif
     case RLX_Q4_0: quant_q4_0(src, dst, nb); return 0;
     case RLX_Q4_K: rlx__quant_q4_k(src, dst, nb); return 0;
     case RLX_Q5_K: rlx__quant_q5_k(src, dst, nb); return 0;
     case RLX_Q6_K: rlx__quant_q6_k(src, dst, nb); return 0;
-    case RLX_Q8_K: rlx__quant_q8_k(src, dst, nb); return 0;
     default: return RLX_EUNSUPPORTED;
     }
 }

@@ -34,8 +34,8 @@ int rlx_chat_template_parse(rlx_chat_template **out, const char *src, size_t len
     rt->limit = PARSE_LIMIT;
     rt->err = err;
     t->arena = rt;
-    int code = setjmp(rt->jb);
-    if (code) {
+    if (setjmp(rt->jb) != 0) { /* setjmp may only be tested, not stored (C17 7.13.1.1) */
+        int code = rt->code;
         rlx__j_arena_free(rt);
         free(rt);
         free(t);
@@ -69,8 +69,8 @@ int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, c
     rt->limit = RENDER_LIMIT;
     rt->err = err;
     rt->now_iso = now_iso;
-    int code = setjmp(rt->jb);
-    if (code) {
+    if (setjmp(rt->jb) != 0) {
+        int code = rt->code;
         rlx__j_arena_free(rt);
         free(rt);
         return code;

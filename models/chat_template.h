@@ -6,7 +6,13 @@
  * Ownership: a parsed template owns its AST and copies the source. Rendering borrows the
  * context (a cJSON object: messages, tools, add_generation_prompt, bos_token, eos_token, ...)
  * and returns a malloc'ed NUL-terminated string owned by the caller. Parsed templates are
- * immutable and may be rendered from several threads at once. */
+ * immutable and may be rendered from several threads at once.
+ *
+ * Limits: evaluation nests at most 600 levels (runaway recursion fails with RLX_ERANGE; the
+ * worst case needs about 0.5 MiB of stack in a release build, more under ASan) and one render
+ * may use 256 MiB (RLX_ENOMEM beyond). JSON numbers that are integral become ints, so a
+ * context value 1.0 prints as 1 (cJSON keeps no int/float distinction). Not supported:
+ * include, import, extends, block, star-args in calls, dotted filter names. */
 #ifndef RLX_CHAT_TEMPLATE_H
 #define RLX_CHAT_TEMPLATE_H
 

@@ -35,7 +35,7 @@ typedef enum rj_kind {
     N_CALL, N_FILTER, N_TEST, N_NOT, N_NEG, N_POS, N_BINOP, N_COMPARE, N_AND, N_OR, N_COND,
     /* statements */
     S_DATA, S_PRINT, S_IF, S_FOR, S_SET, S_SET_BLOCK, S_MACRO, S_CALL_BLOCK, S_FILTER_BLOCK,
-    S_BREAK, S_CONTINUE, S_WITH,
+    S_BREAK, S_CONTINUE, S_WITH, S_GENERATION,
 } rj_kind;
 
 /* S_MACRO flags in rj_node.op: the body reads `kwargs` / `varargs`, so extra arguments land there */
@@ -94,7 +94,7 @@ bool rlx__j_has_test(const char *name, size_t nlen);
 /* obj.name(args) for strings, dicts and lists; fails for unknown or unsafe methods. */
 rj_value rlx__j_method(rj_env *env, rj_value obj, const char *name, size_t nlen, const rj_args *a);
 /* builtin globals */
-enum { FN_RANGE, FN_NAMESPACE, FN_DICT, FN_RAISE, FN_STRFTIME };
+enum { FN_RANGE, FN_NAMESPACE, FN_DICT, FN_RAISE, FN_STRFTIME, FN_JOINER, FN_CYCLER };
 rj_value rlx__j_call_builtin(rj_env *env, int fn, const rj_args *a);
 /* Calls any callable value (macro or builtin). */
 rj_value rlx__j_call_value(rj_env *env, rj_value f, const rj_args *a);

@@ -20,6 +20,10 @@ typedef struct rj_macro_val {
 typedef struct rj_loop {
     rj_list *items;
     size_t i;
+    const rj_node *node;   /* the S_FOR, for loop(...) in recursive loops */
+    rj_scope *outer;       /* scope the loop started in */
+    int depth;             /* loop.depth: 1 + recursion level */
+    rj_value changed_last; /* loop.changed(): the arguments of the previous call (undefined: none yet) */
 } rj_loop;
 
 enum { CTL_NONE, CTL_BREAK, CTL_CONTINUE };
@@ -35,6 +39,7 @@ rj_rt *rlx__j_env_rt(rj_env *env) { return env->rt; }
 
 static rj_value eval(rj_env *E, const rj_node *n);
 static void exec_body(rj_env *E, const rj_nodes *body);
+static rj_value call_loop(rj_env *E, rj_loop *L, const rj_args *a);
 
 static void enter(rj_env *E, const rj_node *n)
 {
@@ -58,7 +63,7 @@ static void scope_set(rj_env *E, rj_scope *s, const char *name, size_t n, rj_val
 
 static const struct { const char *name; int fn; } builtins[] = {
     {"range", FN_RANGE}, {"namespace", FN_NAMESPACE}, {"dict", FN_DICT},
-    {"raise_exception", FN_RAISE}, {"strftime_now", FN_STRFTIME},
+    {"raise_exception", FN_RAISE}, {"strftime_now", FN_STRFTIME}, {"joiner", FN_JOINER}, {"cycler", FN_CYCLER},
 };
 
 static rj_value lookup(rj_env *E, const char *name, size_t n)
@@ -92,8 +97,8 @@ static rj_value loop_attr(rj_env *E, rj_loop *L, const char *a, size_t n)
     if (IS("first")) return rj_bool(L->i == 0);
     if (IS("last")) return rj_bool(L->i + 1 == len);
     if (IS("length")) return rj_int((int64_t)len);
-    if (IS("depth")) return rj_int(1);
-    if (IS("depth0")) return rj_int(0);
+    if (IS("depth")) return rj_int(L->depth);
+    if (IS("depth0")) return rj_int(L->depth - 1);
     if (IS("previtem")) return L->i > 0 ? L->items->v[L->i - 1] : rlx__j_undef_named(E->rt, "there is no previous item");
     if (IS("nextitem")) return L->i + 1 < len ? L->items->v[L->i + 1] : rlx__j_undef_named(E->rt, "there is no next item");
 #undef IS
@@ -111,6 +116,9 @@ static rj_value getattr(rj_env *E, rj_value obj, const char *a, size_t n)
                                   (int)RLX_MIN(n, (size_t)100), a);
     }
     case RJ_LOOP: return loop_attr(E, obj.loop, a, n);
+    case RJ_OBJ:
+        if (obj.obj->is_cycler && n == 7 && !memcmp(a, "current", 7)) return obj.obj->items->v[obj.obj->pos];
+        return rlx__j_undef_named(E->rt, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj), (int)RLX_MIN(n, (size_t)100), a);
     case RJ_LIST:
         if (obj.tuple == 2 && n == 7 && !memcmp(a, "grouper", 7)) return obj.l->v[0];
         if (obj.tuple == 2 && n == 4 && !memcmp(a, "list", 4)) return obj.l->v[1];
@@ -251,6 +259,12 @@ rj_value rlx__j_call_value(rj_env *E, rj_value f, const rj_args *a)
 {
     if (f.type == RJ_MACRO) return call_macro(E, f.m, a);
     if (f.type == RJ_FUNC) return rlx__j_call_builtin(E, f.fn, a);
+    if (f.type == RJ_LOOP) return call_loop(E, f.loop, a);
+    if (f.type == RJ_OBJ && !f.obj->is_cycler) { /* joiner() */
+        bool first = !f.obj->used;
+        f.obj->used = true;
+        return first ? rj_str("", 0) : f.obj->sep;
+    }
     if (f.type == RJ_UNDEF) fail_undefined(E, f);
     rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not callable", rlx__j_type_name(f));
 }
@@ -287,6 +301,14 @@ static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_blo
             if (!args.npos) rlx__j_fail(E->rt, RLX_EINVAL, "loop.cycle() needs at least one value");
             return args.pos[obj.loop->i % args.npos];
         }
+        if (obj.type == RJ_LOOP && f->nlen == 7 && !memcmp(f->name, "changed", 7)) {
+            rj_value now = rlx__j_new_list(E->rt, args.npos);
+            for (size_t i = 0; i < args.npos; i++) rlx__j_list_push(E->rt, now.l, args.pos[i]);
+            bool changed = !rlx__j_equal(now, obj.loop->changed_last);
+            obj.loop->changed_last = now;
+            return rj_bool(changed);
+        }
+        if (obj.type == RJ_OBJ && obj.obj->is_cycler) return rlx__j_method(E, obj, f->name, f->nlen, &args);
         if (obj.type == RJ_STR || obj.type == RJ_LIST ||
             (obj.type == RJ_DICT && (is_dict_method(f->name, f->nlen) || !rlx__j_dict_gets(obj.d, f->name, f->nlen))))
             return rlx__j_method(E, obj, f->name, f->nlen, &args);
@@ -464,14 +486,12 @@ static rj_value render_to_string(rj_env *E, const rj_nodes *body)
     return rj_str(out.p, out.n);
 }
 
-static void exec_for(rj_env *E, const rj_node *n)
+static void exec_for_seq(rj_env *E, const rj_node *n, rj_value seq, rj_scope *outer, int depth)
 {
-    rj_value seq = eval(E, n->b);
     E->rt->line = n->line;
     if (seq.type == RJ_NONE || seq.type == RJ_INT || seq.type == RJ_FLOAT || seq.type == RJ_BOOL)
         rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not iterable", rlx__j_type_name(seq));
     rj_list *items = rlx__j_iter(E->rt, seq);
-    rj_scope *outer = E->scope;
     if (n->c) { /* `for x in xs if cond`: filter first, so loop.* counts the kept items */
         rj_value kept = rlx__j_new_list(E->rt, items->n);
         for (size_t i = 0; i < items->n; i++) {
@@ -489,6 +509,9 @@ static void exec_for(rj_env *E, const rj_node *n)
     }
     rj_loop *L = rlx__j_alloc(E->rt, sizeof *L);
     L->items = items;
+    L->node = n;
+    L->outer = outer;
+    L->depth = depth;
     rj_value lv = {0};
     lv.type = RJ_LOOP;
     lv.loop = L;
@@ -502,6 +525,31 @@ static void exec_for(rj_env *E, const rj_node *n)
         if (E->ctl == CTL_BREAK) { E->ctl = CTL_NONE; break; }
         E->ctl = CTL_NONE;
     }
+}
+
+static void exec_for(rj_env *E, const rj_node *n)
+{
+    rj_value seq = eval(E, n->b);
+    exec_for_seq(E, n, seq, E->scope, 1);
+}
+
+/* loop(items) in a recursive loop: the same body over items, one level deeper, as a string */
+static rj_value call_loop(rj_env *E, rj_loop *L, const rj_args *a)
+{
+    if (!L->node->op)
+        rlx__j_fail(E->rt, RLX_EINVAL, "tried to call a non-recursive loop (add the 'recursive' modifier)");
+    if (a->npos != 1 || a->nkw) rlx__j_fail(E->rt, RLX_EINVAL, "loop() takes exactly one iterable");
+    rj_buf out = {0}, *saved_out = E->out;
+    rj_scope *saved_scope = E->scope;
+    int saved_ctl = E->ctl;
+    rlx__j_buf_put(E->rt, &out, "", 0);
+    E->out = &out;
+    E->ctl = CTL_NONE;
+    exec_for_seq(E, L->node, a->pos[0], L->outer, L->depth + 1);
+    E->out = saved_out;
+    E->scope = saved_scope;
+    E->ctl = saved_ctl;
+    return rj_str(out.p, out.n);
 }
 
 static void exec_stmt(rj_env *E, const rj_node *n)
@@ -529,6 +577,11 @@ static void exec_stmt(rj_env *E, const rj_node *n)
     case S_SET_BLOCK: {
         rj_value v = apply_filters(E, n->c, render_to_string(E, &n->body));
         assign(E, n->a, v);
+        break;
+    }
+    case S_GENERATION: { /* the body renders in its own scope, like the caller() of a call block */
+        rj_value v = render_to_string(E, &n->body);
+        rlx__j_buf_put(E->rt, E->out, v.s.p, v.s.n);
         break;
     }
     case S_FILTER_BLOCK: {

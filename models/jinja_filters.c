@@ -100,7 +100,7 @@ static rj_value f_length(rj_env *E, rj_value v, const rj_args *a)
     case RJ_UNDEF: return rj_int(0);
     case RJ_STR: return rj_int((int64_t)rlx__j_utf8_len(v.s.p, v.s.n));
     case RJ_LIST: return rj_int((int64_t)v.l->n);
-    case RJ_DICT: case RJ_NS: return rj_int((int64_t)v.d->n);
+    case RJ_DICT: return rj_int((int64_t)v.d->n);
     default: rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "object of type '%s' has no len()", rlx__j_type_name(v));
     }
 }
@@ -191,7 +191,6 @@ static rj_value f_dictsort(rj_env *E, rj_value v, const rj_args *a)
     bool cs = arg_bool(a, 0, "case_sensitive", false), rev = arg_bool(a, 2, "reverse", false);
     const rj_value *by = rlx__j_arg(a, 1, "by");
     rj_value idx = rj_int(by && by->type == RJ_STR && by->s.n == 5 && !memcmp(by->s.p, "value", 5) ? 1 : 0);
-    (void)rt;
     sort_values(E, items.l->v, items.l->n, &idx, cs, rev);
     return items;
 }
@@ -598,8 +597,16 @@ bool rlx__j_has_filter(const char *name, size_t n)
 
 rj_value rlx__j_filter(rj_env *E, const char *name, size_t n, rj_value v, const rj_args *a)
 {
-    for (size_t i = 0; i < RLX_ARRAY_LEN(filters); i++)
-        if (name_is(filters[i].name, name, n)) return filters[i].fn(E, v, a);
+    for (size_t i = 0; i < RLX_ARRAY_LEN(filters); i++) {
+        if (!name_is(filters[i].name, name, n)) continue;
+        rj_value r = filters[i].fn(E, v, a);
+        /* these call Markup's own str methods in jinja2, so a safe string stays safe */
+        if (v.type == RJ_STR && v.safe && r.type == RJ_STR &&
+            (name_is("trim", name, n) || name_is("upper", name, n) || name_is("lower", name, n) ||
+             name_is("capitalize", name, n) || name_is("string", name, n)))
+            r.safe = 1;
+        return r;
+    }
     rlx__j_fail(rlx__j_env_rt(E), RLX_EUNSUPPORTED, "no filter named '%.*s' (not supported)", (int)RLX_MIN(n, (size_t)60), name);
 }
 

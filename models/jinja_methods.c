@@ -266,6 +266,15 @@ rj_value rlx__j_method(rj_env *E, rj_value obj, const char *m, size_t n, const r
             unsafe(rt, m, n, obj.tuple ? "tuple" : "list");
         rlx__j_fail(rt, RLX_EINVAL, "'%s object' has no attribute '%.*s'", obj.tuple ? "tuple" : "list", (int)RLX_MIN(n, (size_t)60), m);
     }
+    if (obj.type == RJ_OBJ && obj.obj->is_cycler) {
+        rj_obj *c = obj.obj;
+        if (is(m, n, "next")) {
+            rj_value v = c->items->v[c->pos];
+            c->pos = (c->pos + 1) % c->items->n;
+            return v;
+        }
+        if (is(m, n, "reset")) { c->pos = 0; return rj_none(); }
+    }
     if (obj.type == RJ_UNDEF) rlx__j_fail(rt, RLX_EINVAL, "%.*s", (int)obj.s.n, obj.s.p);
     rlx__j_fail(rt, RLX_EINVAL, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj), (int)RLX_MIN(n, (size_t)60), m);
 }
@@ -333,6 +342,22 @@ rj_value rlx__j_call_builtin(rj_env *E, int fn, const rj_args *a)
         rlx__j_fail(rt, RLX_EINVAL, "%.*s", (int)RLX_MIN(s.s.n, (size_t)380), s.s.p);
     }
     case FN_STRFTIME: return strftime_now(rt, a);
+    case FN_JOINER: case FN_CYCLER: {
+        rj_value o = {0};
+        o.type = RJ_OBJ;
+        o.obj = rlx__j_alloc(rt, sizeof *o.obj);
+        if (fn == FN_JOINER) {
+            const rj_value *sep = rlx__j_arg(a, 0, "sep");
+            o.obj->sep = sep ? rlx__j_to_str(rt, *sep) : rj_str(", ", 2);
+        } else {
+            if (!a->npos) rlx__j_fail(rt, RLX_EINVAL, "cycler() needs at least one item");
+            rj_value items = rlx__j_new_list(rt, a->npos);
+            for (size_t i = 0; i < a->npos; i++) rlx__j_list_push(rt, items.l, a->pos[i]);
+            o.obj->is_cycler = true;
+            o.obj->items = items.l;
+        }
+        return o;
+    }
     default: rlx__j_fail(rt, RLX_EUNSUPPORTED, "this global function is not supported");
     }
 }

@@ -202,7 +202,7 @@ bool rlx__j_contains(rj_rt *rt, rj_value needle, rj_value hay)
         for (size_t i = 0; i < hay.l->n; i++)
             if (rlx__j_equal(needle, hay.l->v[i])) return true;
         return false;
-    case RJ_DICT: case RJ_NS: return rlx__j_dict_get(hay.d, needle) != NULL;
+    case RJ_DICT: return rlx__j_dict_get(hay.d, needle) != NULL;
     default:
         rlx__j_fail(rt, RLX_EINVAL, "argument of type '%s' is not iterable", rlx__j_type_name(hay));
     }

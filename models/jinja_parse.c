@@ -593,7 +593,10 @@ static rj_node *parse_statement(parser *P)
             next(P);
             n->c = parse_expression(P, true);
         }
-        if (is_name(P, "recursive")) fail_at(P, RLX_EUNSUPPORTED, "recursive for loops are not supported");
+        if (is_name(P, "recursive")) { /* loop(children) inside the body renders it again one level down */
+            n->op = 1;
+            next(P);
+        }
         end_block(P);
         P->loops++;
         parse_body(P, &n->body, END_FOR);
@@ -675,6 +678,16 @@ static rj_node *parse_statement(parser *P)
         end_block(P);
         parse_body(P, &n->body, (const char *const[]){"endwith", NULL});
         expect_end(P, "endwith");
+    } else if (tok_is(t, TK_NAME, "generation")) {
+        /* transformers' AssistantTracker: a call block that renders its body unchanged */
+        n = node(P, S_GENERATION);
+        next(P);
+        end_block(P);
+        int saved_loops = P->loops;
+        P->loops = 0;
+        parse_body(P, &n->body, (const char *const[]){"endgeneration", NULL});
+        P->loops = saved_loops;
+        expect_end(P, "endgeneration");
     } else if (tok_is(t, TK_NAME, "break") || tok_is(t, TK_NAME, "continue")) {
         n = node(P, tok_is(t, TK_NAME, "break") ? S_BREAK : S_CONTINUE);
         if (P->loops == 0)

@@ -22,7 +22,8 @@ void rlx__j_fail(rj_rt *rt, int code, const char *fmt, ...)
         if (rt->line > 0) rlx_errorf(rt->err, code, "chat template line %d: %s", rt->line, msg);
         else rlx_errorf(rt->err, code, "chat template: %s", msg);
     }
-    longjmp(rt->jb, code);
+    rt->code = code;
+    longjmp(rt->jb, 1);
 }
 
 void *rlx__j_alloc(rj_rt *rt, size_t n)
@@ -338,6 +339,7 @@ static bool equal_d(rj_value a, rj_value b, int depth)
     case RJ_MACRO: return a.m == b.m;
     case RJ_FUNC: return a.fn == b.fn;
     case RJ_LOOP: return a.loop == b.loop;
+    case RJ_OBJ: return a.obj == b.obj;
     default: return false;
     }
 }
@@ -356,6 +358,7 @@ const char *rlx__j_type_name(rj_value v)
     case RJ_NS: return "Namespace";
     case RJ_MACRO: return "Macro";
     case RJ_FUNC: return "function";
+    case RJ_OBJ: return v.obj->is_cycler ? "Cycler" : "Joiner";
     default: return "LoopContext";
     }
 }
@@ -506,6 +509,7 @@ void rlx__j_str(rj_rt *rt, rj_buf *b, rj_value v)
     case RJ_LIST: case RJ_DICT: case RJ_NS: put_container(rt, b, v); return;
     case RJ_MACRO: rlx__j_buf_puts(rt, b, "<Macro>"); return;
     case RJ_FUNC: rlx__j_buf_puts(rt, b, "<built-in function>"); return;
+    case RJ_OBJ: rlx__j_buf_puts(rt, b, v.obj->is_cycler ? "<Cycler>" : "<Joiner>"); return;
     default: rlx__j_buf_puts(rt, b, "<LoopContext>"); return;
     }
 }
@@ -685,7 +689,7 @@ rj_list *rlx__j_iter(rj_rt *rt, rj_value v)
     switch (v.type) {
     case RJ_UNDEF: return rlx__j_new_list(rt, 0).l;
     case RJ_LIST: return v.l;
-    case RJ_DICT: case RJ_NS:
+    case RJ_DICT:
         out = rlx__j_new_list(rt, v.d->n);
         for (size_t i = 0; i < v.d->n; i++) rlx__j_list_push(rt, out.l, v.d->k[i]);
         return out.l;

@@ -22,6 +22,7 @@ typedef struct rj_rt {
     size_t used;           /* bytes handed out, bounded by limit */
     size_t limit;
     jmp_buf jb;            /* where rlx__j_fail() lands */
+    int code;              /* the RLX_E* code of that failure */
     rlx_error *err;
     int depth;             /* nesting of expression/statement/macro evaluation */
     const char *now_iso;   /* strftime_now's clock; NULL: the current time */
@@ -41,6 +42,7 @@ typedef enum rj_type {
     RJ_MACRO,   /* a template macro (or `caller`) */
     RJ_FUNC,    /* a builtin global: range, namespace, dict, raise_exception, ... */
     RJ_LOOP,    /* the `loop` variable of a for loop */
+    RJ_OBJ,     /* a stateful global object: joiner() or cycler() */
 } rj_type;
 
 struct rj_list;
@@ -62,10 +64,20 @@ typedef struct rj_value {
         struct rj_macro_val *m;
         int fn;
         struct rj_loop *loop;
+        struct rj_obj *obj;
     };
 } rj_value;
 
 typedef struct rj_list { size_t n, cap; rj_value *v; } rj_list;
+
+/* joiner(sep): "" on the first call, sep afterwards; cycler(*items): next(), reset(), current */
+typedef struct rj_obj {
+    bool is_cycler;
+    bool used;          /* joiner: called before */
+    size_t pos;         /* cycler: index of current */
+    rj_value sep;       /* joiner */
+    rj_list *items;     /* cycler */
+} rj_obj;
 /* Ordered dict. Past a few entries it keeps an open-addressing index (slot -> entry + 1) so
  * that large contexts stay linear to load and look up. */
 typedef struct rj_dict { size_t n, cap; rj_value *k, *v; uint32_t *index; size_t index_cap; } rj_dict;

@@ -274,78 +274,21 @@ static int pretokenize(const rlx_tokenizer *t, const char *text, size_t n, spans
     return rc;
 }
 
-typedef struct bsym {
-    int prev, next;
-    size_t off, n;
-} bsym;
-
-typedef struct bbigram {
-    int left, right;
-    int32_t rank;
-    size_t ln, rn; /* symbol lengths when queued; stale if either changed */
-} bbigram;
-
-typedef struct bheap {
-    bbigram *v;
-    size_t n, cap;
-} bheap;
-
-static bool bbefore(const bbigram *a, const bbigram *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static int bheap_push(bheap *h, bbigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        bbigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v) return RLX_ENOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bbefore(&b, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return 0;
-}
-
-static bbigram bheap_pop(bheap *h)
-{
-    bbigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && bbefore(&h->v[c + 1], &h->v[c])) c++;
-        if (!bbefore(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
 typedef struct bpe_ws {
     char *w;      /* byte-encoded word */
     size_t wcap;
-    bsym *syms;
+    rlx__sym *syms;
     size_t scap;
-    bheap q;
+    rlx__merge_heap q;
 } bpe_ws;
 
 static int add_bigram(const rlx_tokenizer *t, bpe_ws *ws, int left, int right)
 {
     if (left < 0 || right < 0) return 0;
-    const bsym *l = &ws->syms[left], *r = &ws->syms[right];
+    const rlx__sym *l = &ws->syms[left], *r = &ws->syms[right];
     int32_t rank = merge_rank(t, ws->w + l->off, l->n, ws->w + r->off, r->n);
     if (rank < 0) return 0;
-    return bheap_push(&ws->q, (bbigram){left, right, rank, l->n, r->n});
+    return rlx__merge_push(&ws->q, (rlx__merge){left, right, -(float)rank, l->n, r->n});
 }
 
 static int bpe_word(const rlx_tokenizer *t, bpe_ws *ws, const char *src, size_t n, rlx__ids *out)
@@ -367,7 +310,7 @@ static int bpe_word(const rlx_tokenizer *t, bpe_ws *ws, const char *src, size_t 
         if (id >= 0) return rlx__ids_push(out, id);
     }
     if (ws->scap < m) {
-        bsym *s = realloc(ws->syms, m * sizeof *s);
+        rlx__sym *s = realloc(ws->syms, m * sizeof *s);
         if (!s) return RLX_ENOMEM;
         ws->syms = s;
         ws->scap = m;
@@ -375,7 +318,7 @@ static int bpe_word(const rlx_tokenizer *t, bpe_ws *ws, const char *src, size_t 
     int ns = 0;
     for (size_t off = 0; off < m;) {
         size_t len = RLX_MIN(rlx__utf8_len((unsigned char)ws->w[off]), m - off);
-        ws->syms[ns] = (bsym){ns - 1, off + len == m ? -1 : ns + 1, off, len};
+        ws->syms[ns] = (rlx__sym){ns - 1, off + len == m ? -1 : ns + 1, off, len};
         off += len;
         ns++;
     }
@@ -383,8 +326,8 @@ static int bpe_word(const rlx_tokenizer *t, bpe_ws *ws, const char *src, size_t 
     int rc = 0;
     for (int i = 1; i < ns && !rc; i++) rc = add_bigram(t, ws, i - 1, i);
     while (!rc && ws->q.n) {
-        bbigram b = bheap_pop(&ws->q);
-        bsym *l = &ws->syms[b.left], *r = &ws->syms[b.right];
+        rlx__merge b = rlx__merge_pop(&ws->q);
+        rlx__sym *l = &ws->syms[b.left], *r = &ws->syms[b.right];
         if (l->n == 0 || r->n == 0 || l->n != b.ln || r->n != b.rn) continue; /* stale */
         l->n += r->n;
         r->n = 0;
@@ -394,7 +337,7 @@ static int bpe_word(const rlx_tokenizer *t, bpe_ws *ws, const char *src, size_t 
         if (!rc) rc = add_bigram(t, ws, b.left, l->next);
     }
     for (int i = ns ? 0 : -1; i >= 0 && !rc; i = ws->syms[i].next) {
-        const bsym *y = &ws->syms[i];
+        const rlx__sym *y = &ws->syms[i];
         int32_t id = rlx__tok_find(t, ws->w + y->off, y->n);
         if (id >= 0) { rc = rlx__ids_push(out, id); continue; }
         /* Not in the vocabulary: each byte on its own, if the vocabulary has it (llama.cpp). */

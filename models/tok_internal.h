@@ -90,6 +90,28 @@ static inline size_t rlx__utf8_len(unsigned char c)
  * does not start one, so malformed input splits into single bytes instead of eating neighbours. */
 size_t rlx__utf8_valid_len(const char *s, size_t n);
 
+/* Greedy pair merging shared by SentencePiece and BPE: symbols form a linked chain over a
+ * byte string; candidate pairs wait in a max-heap (higher priority first, ties to the leftmost
+ * pair) and are skipped when stale, i.e. when either side changed length since queued. */
+typedef struct rlx__sym {
+    int prev, next; /* neighbours in the live chain, -1 at the ends */
+    size_t off, n;  /* bytes in the string; n == 0 once merged away */
+} rlx__sym;
+
+typedef struct rlx__merge {
+    int left, right;
+    float priority; /* SentencePiece: the piece's score; BPE: minus the merge rank */
+    size_t ln, rn;  /* symbol lengths when queued */
+} rlx__merge;
+
+typedef struct rlx__merge_heap {
+    rlx__merge *v;
+    size_t n, cap;
+} rlx__merge_heap;
+
+int rlx__merge_push(rlx__merge_heap *h, rlx__merge m);
+rlx__merge rlx__merge_pop(rlx__merge_heap *h);
+
 /* Per-family pieces. Each tokenize call appends to `out` and returns 0 or RLX_ENOMEM. */
 int rlx__spm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, bool prefix_space, rlx__ids *out);
 

@@ -523,3 +523,46 @@ int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_
     *n_ids = out.n;
     return 0;
 }
+
+/* ---- the merge heap shared by SentencePiece and BPE ---- */
+
+static bool merge_before(const rlx__merge *a, const rlx__merge *b)
+{
+    return a->priority > b->priority || (a->priority == b->priority && a->left < b->left);
+}
+
+int rlx__merge_push(rlx__merge_heap *h, rlx__merge m)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        rlx__merge *v = realloc(h->v, cap * sizeof *v);
+        if (!v) return RLX_ENOMEM;
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!merge_before(&m, &h->v[p])) break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = m;
+    return 0;
+}
+
+rlx__merge rlx__merge_pop(rlx__merge_heap *h)
+{
+    rlx__merge top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && merge_before(&h->v[c + 1], &h->v[c])) c++;
+        if (!merge_before(&h->v[c], &last)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n) h->v[i] = last;
+    return top;
+}

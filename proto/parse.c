@@ -36,7 +36,7 @@ void rlx_api_error_from_rlx(rlx_api_error *e, int code, const char *msg)
         e->code = "server_busy";
         break;
     case RLX_ETOOLONG:
-        rlx_api_errorf(e, 400, INVALID, "messages", "%s", msg);
+        rlx_api_errorf(e, 400, INVALID, NULL, "The request cannot fit the model's context: %s", msg);
         e->code = "context_length_exceeded";
         break;
     case RLX_EINVAL: case RLX_ERANGE:
@@ -239,12 +239,14 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
     if (has) q->max_tokens = (int32_t)x;
     if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
-    if (has) q->max_tokens = (int32_t)x;
+    if (has) { q->max_tokens = (int32_t)x; r->max_tokens_param = "max_completion_tokens"; }
     if ((rc = get_int(root, "n", 1, RLX_MAX_N, &x, &has, e))) return rc;
     if (has) r->n = (int)x;
     if ((rc = get_bool(root, "ignore_eos", &q->ignore_eos, e))) return rc;
     if ((rc = get_bool(root, "stream", &r->stream, e))) return rc;
     if ((rc = get_string(root, "session_id", &q->session_id, e))) return rc;
+    /* the OpenAI routes resend the whole conversation; the native route sends one turn */
+    q->session_replace = r->kind != RLX_API_GENERATE;
     const cJSON *u = field(root, "user");
     if (u && !cJSON_IsString(u))
         return rlx_api_errorf(e, 400, INVALID, "user", "'user' must be a string.");
@@ -398,6 +400,7 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     r->kind = kind;
     r->n = 1;
     r->logprobs = -1;
+    r->max_tokens_param = "max_tokens";
     if (!(r->base = rlx_request_new())) return oom(e);
     /* OpenAI's completions default is 16 tokens; chat and native run to EOS or context end */
     if (kind == RLX_API_COMPLETIONS) r->base->max_tokens = 16;
@@ -413,6 +416,10 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     if (kind == RLX_API_CHAT) rc = parse_messages(root, r, e);
     else rc = parse_prompts(root, r, n_vocab, e);
     if (rc) goto out;
+    if (r->base->session_id && (r->n > 1 || r->n_prompts > 1)) {
+        rc = rlx_api_errorf(e, 400, INVALID, "session_id", "A session continues one conversation: use it with n = 1 and a single prompt.");
+        goto out;
+    }
     if (kind == RLX_API_GENERATE && r->n != 1) {
         rc = rlx_api_errorf(e, 400, INVALID, "n", "'n' must be 1 for /v1/generate.");
         goto out;

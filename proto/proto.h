@@ -56,6 +56,7 @@ typedef struct rlx_api_request {
     cJSON *messages;       /* chat: owned detached array, content normalised to strings */
     cJSON *tools;          /* chat: owned or NULL, passed to the template */
     rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt */
+    const char *max_tokens_param; /* static: the name the client used, for error messages */
 } rlx_api_request;
 
 /* Parses a request body. n_vocab bounds token ids and logit_bias keys (<= 0: unchecked).

@@ -1,11 +1,196 @@
-/* cmd_serve.c - placeholder until the subcommand lands (replaced by its owner). */
+/* cmd_serve.c - `rlxd serve`: loads the models (one rlx_worker each, on the libuv threadpool so
+ * /health can answer 503 meanwhile), serves HTTP or --stdio on one libuv loop, and on
+ * SIGTERM/SIGINT stops accepting, lets requests in flight finish for a grace period, and
+ * exits 0. */
 #include "server/cli.h"
+#include "server/serve.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GRACE_S 10.0
+
+static void load_work(uv_work_t *w)
+{
+    rlx_model_slot *m = w->data;
+    if (rlx_worker_start(&m->w, &m->wc, &m->err)) m->w = NULL;
+}
+
+static void begin_stop(rlx_srv *s)
+{
+    if (s->stopping && s->stop_t0 > 0) return;
+    s->stopping = true;
+    s->stop_t0 = rlx_now();
+    rlx_http_quiesce(s);
+    rlx_srv_maybe_exit(s);
+}
+
+static void special_text(const rlx_tokenizer *t, int32_t id, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (id < 0) return;
+    size_t n = rlx_token_to_bytes(t, id, true, buf, cap - 1);
+    buf[n < cap - 1 ? n : cap - 1] = 0;
+}
+
+static void load_done(uv_work_t *w, int status)
+{
+    rlx_model_slot *m = w->data;
+    rlx_srv *s = m->srv;
+    if (status || !m->w) {
+        m->state = RLX_MODEL_FAILED;
+        s->n_failed++;
+        fprintf(stderr, "rlxd: cannot load model '%s' from %s: %s\n", m->cfg->name, m->cfg->path,
+                status ? "cancelled" : m->err.msg);
+        s->exit_code = 1;
+        begin_stop(s);
+        return;
+    }
+    m->tok = rlx_worker_tokenizer(m->w);
+    m->n_vocab = rlx_tokenizer_n_vocab(m->tok);
+    special_text(m->tok, rlx_tokenizer_bos(m->tok), m->bos, sizeof m->bos);
+    special_text(m->tok, rlx_tokenizer_eos(m->tok), m->eos, sizeof m->eos);
+    m->created = (long long)time(NULL);
+    m->state = RLX_MODEL_READY;
+    s->n_ready++;
+    fprintf(stderr, "rlxd: model '%s' ready (%s, context %d)\n", m->cfg->name, m->cfg->path, rlx_worker_n_ctx(m->w));
+    if (s->stopping) return;
+    if (s->n_ready == s->n_models) {
+        fprintf(stderr, "rlxd: all models ready\n");
+        rlx_stdio_models_ready(s);
+    }
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    rlx_srv *s = h->data;
+    if (s->stopping && s->stop_t0 > 0) {
+        fprintf(stderr, "rlxd: second signal %d, stopping now\n", signum);
+        uv_stop(s->loop);
+        return;
+    }
+    fprintf(stderr, "rlxd: signal %d: no new connections, finishing %zu request(s) (up to %.0f s)\n", signum,
+            s->n_jobs, GRACE_S);
+    begin_stop(s);
+}
+
+void rlx_srv_maybe_exit(rlx_srv *s)
+{
+    if (!s->stopping) return;
+    bool idle = s->n_jobs == 0 && s->n_tasks == 0 && s->conns == NULL && rlx_stdio_idle(s);
+    if (idle) uv_stop(s->loop);
+}
+
+static void on_drain_tick(uv_timer_t *t)
+{
+    rlx_srv *s = t->data;
+    if (!s->stopping || s->stop_t0 <= 0) return;
+    if (rlx_now() - s->stop_t0 > GRACE_S) {
+        fprintf(stderr, "rlxd: grace period over, cancelling %zu request(s)\n", s->n_jobs);
+        uv_stop(s->loop);
+        return;
+    }
+    rlx_srv_maybe_exit(s);
+}
+
+static void shutdown_all(rlx_srv *s)
+{
+    rlx_http_stop(s);
+    /* threadpool tasks borrow a model's tokenizer and template: let them end first */
+    while (s->n_tasks) uv_run(s->loop, UV_RUN_ONCE);
+    rlx_srv_cancel_all(s);
+    for (size_t i = 0; i < s->n_models; i++)
+        if (s->models[i].w) {
+            rlx_worker_stop(s->models[i].w, false);
+            s->models[i].w = NULL;
+            s->models[i].state = RLX_MODEL_FAILED;
+        }
+    /* the workers may have queued final events: handle them so jobs end cleanly */
+    rlx_srv_drain_queue(s);
+    rlx_stdio_close(s);
+    rlx_srv_free_jobs(s);
+    uv_close((uv_handle_t *)&s->async, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->drain_timer, NULL);
+    uv_run(s->loop, UV_RUN_DEFAULT); /* closes handles; waits for a model still loading */
+    for (size_t i = 0; i < s->n_models; i++)
+        if (s->models[i].w) rlx_worker_stop(s->models[i].w, false);
+    rlx_stdio_free(s);
+    uv_mutex_destroy(&s->qlock);
+}
+
+static int serve(rlx_serve_config *cfg)
+{
+    rlx_srv *s = calloc(1, sizeof *s);
+    if (!s) return 1;
+    s->cfg = cfg;
+    s->loop = uv_default_loop();
+    rlx_metrics_init(&s->metrics);
+    rlx_error err = {0};
+    if (rlx_srv_queue_init(s)) {
+        fprintf(stderr, "rlxd serve: cannot set up the event queue\n");
+        free(s);
+        return 1;
+    }
+    uv_signal_init(s->loop, &s->sigterm);
+    uv_signal_init(s->loop, &s->sigint);
+    uv_timer_init(s->loop, &s->drain_timer);
+    s->sigterm.data = s->sigint.data = s->drain_timer.data = s;
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_timer_start(&s->drain_timer, on_drain_tick, 100, 100);
+    uv_unref((uv_handle_t *)&s->drain_timer);
+
+    int rc = cfg->stdio ? rlx_stdio_start(s, &err) : rlx_http_start(s, &err);
+    if (rc) {
+        fprintf(stderr, "rlxd serve: %s\n", err.msg);
+        s->exit_code = 1;
+    } else {
+        if (!cfg->stdio)
+            fprintf(stderr, strchr(cfg->host, ':') ? "rlxd: listening on http://[%s]:%d\n"
+                    : "rlxd: listening on http://%s:%d\n", cfg->host, s->port);
+        s->n_models = cfg->n_models;
+        for (size_t i = 0; i < cfg->n_models; i++) {
+            rlx_model_slot *m = &s->models[i];
+            m->srv = s;
+            m->cfg = &cfg->models[i];
+            m->wc = (rlx_worker_config){.model_path = m->cfg->path, .name = m->cfg->name, .n_threads = cfg->threads,
+                                        .n_ctx = m->cfg->ctx ? m->cfg->ctx : cfg->ctx, .kv_type = cfg->kv_type,
+                                        .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,
+                                        .max_seqs = cfg->max_seqs, .backend = cfg->backend, .device = cfg->device,
+                                        .db_path = cfg->db, .session_ttl_s = cfg->session_ttl,
+                                        .max_sessions = cfg->max_sessions};
+            m->load.data = m;
+            uv_queue_work(s->loop, &m->load, load_work, load_done);
+        }
+        uv_run(s->loop, UV_RUN_DEFAULT);
+    }
+    shutdown_all(s);
+    int code = s->exit_code;
+    if (!code) fprintf(stderr, "rlxd: stopped\n");
+    free(s);
+    return code;
+}
 
 int rlx_cmd_serve(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "rlxd %s: not available in this build yet\n", argv[0]);
-    return 1;
+    rlx_serve_config cfg;
+    rlx_error err = {0};
+    if (rlx_serve_config_load(&cfg, argc, argv, &err)) {
+        fprintf(stderr, "rlxd serve: %s\n", err.msg);
+        rlx_serve_config_free(&cfg);
+        return 2;
+    }
+    if (cfg.help) {
+        fputs(rlx_serve_usage(), stdout);
+        rlx_serve_config_free(&cfg);
+        return 0;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    int rc = serve(&cfg);
+    rlx_serve_config_free(&cfg);
+    return rc;
 }

@@ -36,6 +36,10 @@ static const setting settings[] = {
     {"kv-mem", T_I64, OFF(kv_mem_mib), 0, 1 << 24},
     {"kv-type", T_KVTYPE, OFF(kv_type), 0, 0},
     {"db", T_STR, OFF(db), 0, 0},
+    {"session-ttl", T_INT, OFF(session_ttl), 0, 1 << 30},
+    {"max-sessions", T_INT, OFF(max_sessions), 1, 1 << 24},
+    {"backend", T_STR, OFF(backend), 0, 0},
+    {"device", T_INT, OFF(device), 0, 64},
     {"max-body", T_I64, OFF(max_body), 1024, 1LL << 32},
     {"max-connections", T_INT, OFF(max_connections), 1, 65536},
 };
@@ -57,7 +61,11 @@ const char *rlx_serve_usage(void)
            "  --max-batch-tokens N      tokens per engine step (512)\n"
            "  --kv-mem MiB              KV cache memory per model (engine default)\n"
            "  --kv-type f16|f32|q8_0    KV cache element type (f16)\n"
-           "  --db PATH                 sessions database (none)\n"
+           "  --db PATH                 sessions database, sqlite3 (none: sessions in memory only)\n"
+           "  --session-ttl SECONDS     forget sessions idle this long (0: never)\n"
+           "  --max-sessions N          sessions kept per model (1024)\n"
+           "  --backend cpu|vulkan|cuda compute backend (cpu)\n"
+           "  --device N                GPU index for vulkan/cuda (0)\n"
            "  --max-body BYTES          request body limit (4194304)\n"
            "  --max-connections N       open connections before 503 (512)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
@@ -310,6 +318,7 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     c->kv_type = RLX_F16;
     c->max_body = 4 << 20;
     c->max_connections = 512;
+    c->max_sessions = 1024;
     int rc = 0;
     if (!(c->host = strdup("127.0.0.1"))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     const char *cfg = find_config_flag(argc, argv);
@@ -348,5 +357,6 @@ void rlx_serve_config_free(rlx_serve_config *c)
     free(c->api_key_file);
     free(c->config_path);
     free(c->db);
+    free(c->backend);
     memset(c, 0, sizeof *c);
 }

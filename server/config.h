@@ -32,6 +32,10 @@ typedef struct rlx_serve_config {
     int64_t kv_mem_mib;      /* 0: the engine's choice */
     int kv_type;             /* RLX_F16 */
     char *db;                /* sessions database, NULL: none */
+    int session_ttl;         /* seconds an idle session is kept, 0: forever */
+    int max_sessions;        /* sessions kept per model, 1024 */
+    char *backend;           /* "cpu" (default), "vulkan", "cuda" */
+    int device;              /* GPU index */
     int64_t max_body;        /* request body limit in bytes, 4 MiB */
     int max_connections;     /* 512 */
     bool help;               /* --help was given */

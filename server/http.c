@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
 #include <unistd.h>
 
 static void on_mhd_timer(uv_timer_t *t)
@@ -86,7 +87,15 @@ void rlx_http_resume_all(rlx_srv *s)
 void rlx_conn_job_notify(rlx_job *job)
 {
     rlx_conn *c = job->sink;
-    if (c->stream ? (job->len > job->off || job->finished) : job->finished) resume(c);
+    bool ready = job->finished || (c->stream && ((job->started && !c->queued) || job->len > job->off));
+    if (ready) resume(c);
+}
+
+void rlx_conn_wake(rlx_conn *c)
+{
+    c->task_conn = NULL;
+    resume(c);
+    rlx_http_kick(c->srv);
 }
 
 /* ---- answers ------------------------------------------------------------------------------- */
@@ -177,17 +186,23 @@ static enum MHD_Result progress(rlx_conn *c)
 {
     if (c->gone && !c->has_resp) rlx_conn_respond(c, 500, "text/plain", strdup(""));
     if (c->has_resp) return queue_resp(c);
-    if (c->job && c->stream) return c->queued ? MHD_YES : queue_stream(c);
-    if (c->job && c->job->finished) {
-        rlx_job *j = c->job;
+    if (c->task_conn) {
+        suspend(c);
+        return MHD_YES;
+    }
+    rlx_job *j = c->job;
+    if (j && c->stream && j->started) return c->queued ? MHD_YES : queue_stream(c);
+    if (j && j->finished) {
+        /* a whole response, or an error that came before a stream could start */
         take_usage(c, j);
-        rlx_conn_respond(c, j->status, "application/json", j->out ? strdup(j->out + j->off) : NULL);
-        c->retry_after = j->status == 503;
+        rlx_conn_respond(c, j->status == 200 && j->failed ? j->err.status : j->status, "application/json",
+                         j->out ? strdup(j->out + j->off) : NULL);
+        c->retry_after = c->status == 503;
         rlx_job_detach(j);
         c->job = NULL;
         return queue_resp(c);
     }
-    if (c->job) {
+    if (j) {
         suspend(c);
         return MHD_YES;
     }
@@ -209,6 +224,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         c->ttft = -1;
         snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->path, sizeof c->path, "%s", url);
+        for (char *p = c->path; *p; p++) /* the path goes into the log: no control bytes */
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
         c->endpoint = rlx_route_endpoint(c->path);
         c->next = s->conns;
         if (s->conns) s->conns->prev = c;
@@ -279,6 +296,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     rlx_conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
+    if (c->task_conn) *c->task_conn = NULL;
     if (c->job) {
         take_usage(c, c->job);
         if (!c->job->finished) c->log_status = 499;
@@ -318,11 +336,18 @@ int rlx_http_start(rlx_srv *s, rlx_error *err)
 {
     struct sockaddr_storage addr;
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
-    if (uv_ip4_addr(s->cfg->host, s->cfg->port, (struct sockaddr_in *)&addr) != 0) {
-        if (uv_ip6_addr(s->cfg->host, s->cfg->port, (struct sockaddr_in6 *)&addr) != 0)
-            return rlx_errorf(err, RLX_EINVAL, "--host '%s' is not an IPv4 or IPv6 address", s->cfg->host);
-        flags |= MHD_USE_IPv6;
+    /* names are resolved once, before the loop runs, so the blocking lookup is harmless */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->cfg->port);
+    if (getaddrinfo(s->cfg->host, port, &hints, &ai) || !ai || ai->ai_addrlen > sizeof addr) {
+        if (ai) freeaddrinfo(ai);
+        return rlx_errorf(err, RLX_EINVAL, "--host '%s' is not an address or a name this machine resolves",
+                          s->cfg->host);
     }
+    memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    freeaddrinfo(ai);
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->cfg->port, NULL, NULL, on_access, s,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,

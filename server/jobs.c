@@ -188,7 +188,7 @@ static void cancel_open(rlx_job *j)
 
 static void maybe_free(rlx_job *j)
 {
-    if (!j->notify && j->n_final == j->n_submitted) job_free(j);
+    if (!j->notify && !j->preparing && j->n_final == j->n_submitted) job_free(j);
 }
 
 void rlx_job_detach(rlx_job *j)
@@ -233,11 +233,12 @@ static void finish_job(rlx_job *j)
         return;
     }
     if (j->failed) {
-        if (stream && kind == RLX_API_GENERATE) {
+        /* before the first byte an error is a plain HTTP error, after it an in-band event */
+        if (stream && j->started && kind == RLX_API_GENERATE) {
             char *e = rlx_api_error_json(&j->err);
             out_take(j, e);
             out_put(j, "\n", 1);
-        } else if (stream) {
+        } else if (stream && j->started) {
             out_take(j, rlx_api_sse_error(&j->err));
             out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
         } else {
@@ -356,8 +357,9 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
     maybe_free(j);
 }
 
-/* Token ids in prompts and logit_bias must exist in the chosen model's vocabulary. */
-static int check_vocab(const rlx_api_request *r, int32_t n_vocab, rlx_api_error *e)
+/* Token ids in prompts and logit_bias must exist in the chosen model's vocabulary, and
+ * max_tokens must fit its context. */
+static int check_vocab(const rlx_api_request *r, const rlx_model_slot *m, int32_t n_vocab, rlx_api_error *e)
 {
     for (size_t i = 0; i < r->n_prompts; i++)
         for (size_t k = 0; k < r->prompts[i].n_ids; k++)
@@ -365,6 +367,11 @@ static int check_vocab(const rlx_api_request *r, int32_t n_vocab, rlx_api_error 
                 return rlx_api_errorf(e, 400, INVALID, r->kind == RLX_API_GENERATE && !r->prompts[i].text ? "input_ids"
                                       : "prompt", "Token id %d is outside the vocabulary (0..%d).",
                                       r->prompts[i].ids[k], n_vocab - 1);
+    int32_t n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0;
+    if (n_ctx > 0 && r->base->max_tokens >= n_ctx)
+        return rlx_api_errorf(e, 400, INVALID, r->max_tokens_param,
+                              "'%s' is %d but the model's context holds %d tokens in all (prompt included).",
+                              r->max_tokens_param, r->base->max_tokens, n_ctx);
     for (size_t i = 0; i < r->base->sampling.n_logit_bias; i++)
         if (r->base->sampling.logit_bias[i].token >= n_vocab)
             return rlx_api_errorf(e, 400, INVALID, "logit_bias", "'logit_bias' key %d is not a token id of this model.",
@@ -378,22 +385,107 @@ static char *echo_prefix(rlx_model_slot *m, const rlx_api_prompt *p)
     return rlx_detokenize(m->tok, p->ids, p->n_ids, false);
 }
 
+/* Submits one engine request per choice; on failure cancels those already submitted. */
+static int submit_all(rlx_job *j, const char *chat_prompt, rlx_api_error *e)
+{
+    rlx_model_slot *m = j->model;
+    size_t n_prompts = j->req.kind == RLX_API_CHAT ? 0 : j->req.n_prompts;
+    for (size_t i = 0; i < j->n_choices; i++) {
+        rlx_choice *ch = &j->choices[i];
+        const rlx_api_prompt *p = n_prompts ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
+        rlx_error err = {0};
+        ch->req_id = ++j->srv->next_id;
+        rlx_request *q;
+        if (chat_prompt) q = rlx_api_make_request(&j->req, chat_prompt, NULL, 0, ch->req_id);
+        else q = rlx_api_make_request(&j->req, p->text, p->ids, p->n_ids, ch->req_id);
+        int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        if (q) {
+            /* the template already wrote BOS as text when it starts with it */
+            if (chat_prompt) q->add_special = !(m->bos[0] && !strncmp(chat_prompt, m->bos, strlen(m->bos)));
+            if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
+            q->on_event = on_engine_event;
+            q->user = ch;
+            if ((rc = rlx_worker_submit(m->w, q, &err))) rlx_api_error_from_rlx(e, rc, err.msg);
+        }
+        if (rc) {
+            cancel_open(j);
+            return rc;
+        }
+        ch->submitted = true;
+        j->n_submitted++;
+    }
+    return 0;
+}
+
+static void started(rlx_job *j)
+{
+    j->started = true;
+    if (!j->req.stream) return;
+    for (size_t i = 0; i < j->n_choices; i++) {
+        const rlx_choice *ch = &j->choices[i];
+        if (j->req.kind == RLX_API_CHAT) /* the opening chunk carries the role */
+            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
+        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS) /* echo: the prompt comes first */
+            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, ch->text, ch->len, false, NULL, 0, RLX_FINISH_NONE));
+    }
+}
+
+/* Chat prompts are rendered on the libuv threadpool: templates are programs, and the loop
+ * must not compute. */
+typedef struct render_task {
+    uv_work_t work;
+    rlx_job *job;
+    char *prompt;
+    int rc;
+    rlx_api_error e;
+} render_task;
+
+static void render_work(uv_work_t *w)
+{
+    render_task *t = w->data;
+    t->rc = rlx_render_chat(t->job->model, &t->job->req, &t->prompt, &t->e);
+}
+
+static void render_done(uv_work_t *w, int status)
+{
+    render_task *t = w->data;
+    rlx_job *j = t->job;
+    rlx_srv *s = j->srv;
+    s->n_tasks--;
+    j->preparing = false;
+    int rc = status ? rlx_api_errorf(&t->e, 503, "unavailable_error", NULL, "The server is shutting down.") : t->rc;
+    if (!j->notify) {
+        /* the client left meanwhile: nothing was submitted */
+        free(t->prompt);
+        free(t);
+        maybe_free(j);
+        rlx_srv_maybe_exit(s);
+        return;
+    }
+    if (!rc) rc = submit_all(j, t->prompt, &t->e);
+    free(t->prompt);
+    if (rc) {
+        j->failed = true;
+        j->err = t->e;
+        if (j->n_final == j->n_submitted) finish_job(j);
+    } else {
+        started(j);
+    }
+    free(t);
+    notify(j); /* may free j */
+    if (s->mhd) rlx_http_kick(s);
+}
+
 int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn nfy,
                   void *sink, rlx_job **out, rlx_api_error *e)
 {
-    char *chat_prompt = NULL;
-    int vrc = check_vocab(req, m->n_vocab, e);
+    int vrc = check_vocab(req, m, m->n_vocab, e);
     if (vrc) return vrc;
-    if (req->kind == RLX_API_CHAT) {
-        int rc = rlx_render_chat(m, req, &chat_prompt, e);
-        if (rc) return rc;
-    }
     rlx_job *j = calloc(1, sizeof *j);
     size_t n_prompts = req->kind == RLX_API_CHAT ? 1 : req->n_prompts;
     size_t n = (size_t)req->n * n_prompts;
     if (!j || !(j->choices = calloc(n, sizeof *j->choices))) {
         free(j);
-        free(chat_prompt);
         return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
     }
     j->srv = s;
@@ -411,7 +503,7 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         rlx_choice *ch = &j->choices[i];
-        const rlx_api_prompt *p = n_prompts ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
+        const rlx_api_prompt *p = j->req.kind != RLX_API_CHAT ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
         ch->job = j;
         ch->index = (int)i;
         rlx_error err = {0};
@@ -425,35 +517,33 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
             ch->lp_offset = ch->len;
             free(pre);
         }
-        ch->req_id = ++s->next_id;
-        rlx_request *q;
-        if (chat_prompt) q = rlx_api_make_request(&j->req, chat_prompt, NULL, 0, ch->req_id);
-        else q = rlx_api_make_request(&j->req, p->text, p->ids, p->n_ids, ch->req_id);
-        if (!q) { rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory."); break; }
-        /* the template already wrote BOS as text when it starts with it */
-        if (chat_prompt) q->add_special = !(m->bos[0] && !strncmp(chat_prompt, m->bos, strlen(m->bos)));
-        if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
-        q->on_event = on_engine_event;
-        q->user = ch;
-        if ((rc = rlx_worker_submit(m->w, q, &err))) {
-            rlx_api_error_from_rlx(e, rc, err.msg);
-            break;
-        }
-        ch->submitted = true;
-        j->n_submitted++;
     }
-    free(chat_prompt);
+    if (!rc && j->req.kind == RLX_API_CHAT) {
+        render_task *t = calloc(1, sizeof *t);
+        if (!t) {
+            rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        } else {
+            t->job = j;
+            t->work.data = t;
+            if ((rc = uv_queue_work(s->loop, &t->work, render_work, render_done))) {
+                free(t);
+                rc = rlx_api_errorf(e, 500, "server_error", NULL, "Cannot queue the chat template rendering.");
+            } else {
+                j->preparing = true;
+                s->n_tasks++;
+            }
+        }
+    } else if (!rc) {
+        rc = submit_all(j, NULL, e);
+    }
     if (rc) {
         j->client_gone = true;
-        cancel_open(j);
         maybe_free(j); /* frees now, or once the submitted ones have ended */
         return rc;
     }
     j->notify = nfy;
     j->sink = sink;
-    if (j->req.stream && j->req.kind == RLX_API_CHAT)
-        for (size_t i = 0; i < n; i++)
-            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
+    if (!j->preparing) started(j);
     *out = j;
     return 0;
 }

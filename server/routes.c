@@ -1,6 +1,6 @@
 /* routes.c - the HTTP API: a table of routes, authentication, and one handler per endpoint.
- * Handlers run on the loop thread and never block. Chat templates are rendered and /tokenize
- * runs here too: both are linear in the body, which --max-body bounds. */
+ * Handlers run on the loop thread and never block: they parse and validate (bounded by
+ * --max-body) and hand tokenizing, detokenizing and template rendering to the threadpool. */
 #include "server/serve.h"
 
 #include <stdio.h>
@@ -59,29 +59,46 @@ static void h_health(rlx_srv *s, rlx_conn *c)
     rlx_conn_error(c, &e);
 }
 
+static cJSON *model_json(const rlx_model_slot *m)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "id", m->cfg->name);
+    cJSON_AddStringToObject(d, "object", "model");
+    cJSON_AddNumberToObject(d, "created", (double)m->created);
+    cJSON_AddStringToObject(d, "owned_by", "rlxd");
+    cJSON *meta = cJSON_AddObjectToObject(d, "meta");
+    cJSON_AddStringToObject(meta, "path", m->cfg->path);
+    cJSON_AddStringToObject(meta, "status", m->state == RLX_MODEL_READY ? "ready"
+                            : m->state == RLX_MODEL_LOADING ? "loading" : "failed");
+    if (m->state == RLX_MODEL_READY) {
+        cJSON_AddNumberToObject(meta, "n_ctx", rlx_worker_n_ctx(m->w));
+        cJSON_AddNumberToObject(meta, "n_vocab", m->n_vocab);
+    }
+    return d;
+}
+
 static void h_models(rlx_srv *s, rlx_conn *c)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(o, "data");
-    for (size_t i = 0; i < s->n_models; i++) {
-        const rlx_model_slot *m = &s->models[i];
-        cJSON *d = cJSON_CreateObject();
-        cJSON_AddStringToObject(d, "id", m->cfg->name);
-        cJSON_AddStringToObject(d, "object", "model");
-        cJSON_AddNumberToObject(d, "created", (double)m->created);
-        cJSON_AddStringToObject(d, "owned_by", "rlxd");
-        cJSON *meta = cJSON_AddObjectToObject(d, "meta");
-        cJSON_AddStringToObject(meta, "path", m->cfg->path);
-        cJSON_AddStringToObject(meta, "status", m->state == RLX_MODEL_READY ? "ready"
-                                : m->state == RLX_MODEL_LOADING ? "loading" : "failed");
-        if (m->state == RLX_MODEL_READY) {
-            cJSON_AddNumberToObject(meta, "n_ctx", rlx_worker_n_ctx(m->w));
-            cJSON_AddNumberToObject(meta, "n_vocab", m->n_vocab);
-        }
-        cJSON_AddItemToArray(data, d);
-    }
+    for (size_t i = 0; i < s->n_models; i++) cJSON_AddItemToArray(data, model_json(&s->models[i]));
     respond_json(c, 200, o);
+}
+
+/* GET /v1/models/{id} */
+static void h_model(rlx_srv *s, rlx_conn *c)
+{
+    const char *id = c->path + strlen("/v1/models/");
+    for (size_t i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].cfg->name, id)) {
+            respond_json(c, 200, model_json(&s->models[i]));
+            return;
+        }
+    rlx_api_error e;
+    rlx_api_errorf(&e, 404, INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.", id);
+    e.code = "model_not_found";
+    rlx_conn_error(c, &e);
 }
 
 static void h_metrics(rlx_srv *s, rlx_conn *c)
@@ -108,6 +125,132 @@ static rlx_model_slot *pick_model(rlx_srv *s, rlx_conn *c, const char *name)
     return m;
 }
 
+/* Tokenizing, detokenizing and rendering templates run on the libuv threadpool; the
+ * connection waits suspended and the task hands back a finished JSON answer. */
+typedef enum { TASK_TOKENIZE, TASK_DETOKENIZE, TASK_TEMPLATE } task_kind;
+
+typedef struct route_task {
+    uv_work_t work;
+    rlx_conn *conn;                /* NULL once the connection is gone */
+    rlx_model_slot *m;
+    task_kind kind;
+    char *text;                    /* tokenize input */
+    bool add_special, parse_special;
+    int32_t *ids;                  /* detokenize input */
+    size_t n_ids;
+    rlx_api_request req;           /* template input */
+    int status;
+    char *body;                    /* the answer (JSON) */
+} route_task;
+
+static char *print_free(cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static void task_work(uv_work_t *w)
+{
+    route_task *t = w->data;
+    rlx_api_error e;
+    rlx_error err = {0};
+    t->status = 200;
+    if (t->kind == TASK_TOKENIZE) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int rc = rlx_tokenize(t->m->tok, t->text, strlen(t->text), t->add_special, t->parse_special, &ids, &n, &err);
+        if (rc) {
+            rlx_api_error_from_rlx(&e, rc, err.msg);
+            t->status = e.status;
+            t->body = rlx_api_error_json(&e);
+            return;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+        free(ids);
+        t->body = print_free(o);
+    } else if (t->kind == TASK_DETOKENIZE) {
+        char *text = rlx_detokenize(t->m->tok, t->ids, t->n_ids, false);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "content", text ? text : "");
+        free(text);
+        t->body = print_free(o);
+    } else {
+        char *prompt = NULL;
+        if (rlx_render_chat(t->m, &t->req, &prompt, &e)) {
+            t->status = e.status;
+            t->body = rlx_api_error_json(&e);
+            return;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "prompt", prompt);
+        free(prompt);
+        t->body = print_free(o);
+    }
+}
+
+static void task_done(uv_work_t *w, int status)
+{
+    route_task *t = w->data;
+    rlx_srv *s = t->m->srv;
+    s->n_tasks--;
+    if (t->conn) {
+        rlx_conn *c = t->conn;
+        if (status) {
+            rlx_api_error e;
+            rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
+            rlx_conn_error(c, &e);
+            free(t->body);
+        } else {
+            rlx_conn_respond(c, t->status, "application/json", t->body);
+        }
+        rlx_conn_wake(c);
+    } else {
+        free(t->body);
+    }
+    free(t->text);
+    free(t->ids);
+    rlx_api_request_free(&t->req);
+    free(t);
+    rlx_srv_maybe_exit(s);
+}
+
+static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
+{
+    route_task *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->conn = c;
+    t->m = m;
+    t->kind = kind;
+    t->work.data = t;
+    return t;
+}
+
+static void task_queue(rlx_srv *s, rlx_conn *c, route_task *t)
+{
+    if (uv_queue_work(s->loop, &t->work, task_work, task_done)) {
+        rlx_api_error e;
+        rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the work for this request.");
+        rlx_conn_error(c, &e);
+        free(t->text);
+        free(t->ids);
+        rlx_api_request_free(&t->req);
+        free(t);
+        return;
+    }
+    s->n_tasks++;
+    c->task_conn = &t->conn;
+}
+
+static void oom(rlx_conn *c)
+{
+    rlx_api_error e;
+    rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+    rlx_conn_error(c, &e);
+}
+
 static void h_tokenize(rlx_srv *s, rlx_conn *c)
 {
     char *text, *model;
@@ -119,22 +262,16 @@ static void h_tokenize(rlx_srv *s, rlx_conn *c)
     }
     rlx_model_slot *m = pick_model(s, c, model);
     free(model);
-    if (!m) { free(text); return; }
-    int32_t *ids = NULL;
-    size_t n = 0;
-    rlx_error err = {0};
-    int rc = rlx_tokenize(m->tok, text, strlen(text), add_special, parse_special, &ids, &n, &err);
-    free(text);
-    if (rc) {
-        rlx_api_error_from_rlx(&e, rc, err.msg);
-        rlx_conn_error(c, &e);
+    route_task *t = m ? task_new(c, m, TASK_TOKENIZE) : NULL;
+    if (!t) {
+        if (m) oom(c);
+        free(text);
         return;
     }
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
-    free(ids);
-    respond_json(c, 200, o);
+    t->text = text;
+    t->add_special = add_special;
+    t->parse_special = parse_special;
+    task_queue(s, c, t);
 }
 
 static void h_detokenize(rlx_srv *s, rlx_conn *c)
@@ -158,12 +295,11 @@ static void h_detokenize(rlx_srv *s, rlx_conn *c)
             rlx_conn_error(c, &e);
             return;
         }
-    char *text = rlx_detokenize(m->tok, ids, n, false);
-    free(ids);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "content", text ? text : "");
-    free(text);
-    respond_json(c, 200, o);
+    route_task *t = task_new(c, m, TASK_DETOKENIZE);
+    if (!t) { free(ids); oom(c); return; }
+    t->ids = ids;
+    t->n_ids = n;
+    task_queue(s, c, t);
 }
 
 static rlx_model_slot *parse_for_model(rlx_srv *s, rlx_conn *c, rlx_api_kind kind, rlx_api_request *r)
@@ -173,24 +309,28 @@ static rlx_model_slot *parse_for_model(rlx_srv *s, rlx_conn *c, rlx_api_kind kin
         rlx_conn_error(c, &e);
         return NULL;
     }
+    /* the session may also come as a header, for clients that cannot add body fields */
+    const char *sid = MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, "X-Session-Id");
+    if (sid && !r->base->session_id && !(r->base->session_id = strdup(sid))) {
+        oom(c);
+        rlx_api_request_free(r);
+        return NULL;
+    }
     return pick_model(s, c, r->model);
 }
 
 static void h_apply_template(rlx_srv *s, rlx_conn *c)
 {
     rlx_api_request r;
-    rlx_api_error e;
     rlx_model_slot *m = parse_for_model(s, c, RLX_API_CHAT, &r);
-    char *prompt = NULL;
-    if (m && rlx_render_chat(m, &r, &prompt, &e) == 0) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "prompt", prompt);
-        free(prompt);
-        respond_json(c, 200, o);
-    } else if (m) {
-        rlx_conn_error(c, &e);
+    route_task *t = m ? task_new(c, m, TASK_TEMPLATE) : NULL;
+    if (!t) {
+        if (m) oom(c);
+        rlx_api_request_free(&r);
+        return;
     }
-    rlx_api_request_free(&r);
+    t->req = r;
+    task_queue(s, c, t);
 }
 
 static void generate(rlx_srv *s, rlx_conn *c, rlx_api_kind kind)
@@ -223,9 +363,103 @@ static void h_completions(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_COMP
 static void h_chat(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_CHAT); }
 static void h_generate(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_GENERATE); }
 
+/* ---- sessions ----------------------------------------------------------------------------
+ * Reads go to the worker's session table or its sqlite3 store (one indexed query, bounded by
+ * the page size), so they are answered on the loop like /metrics. */
+
+static cJSON *session_json(const rlx_session_info *i)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", i->id);
+    cJSON_AddStringToObject(o, "object", "session");
+    cJSON_AddStringToObject(o, "model", i->model);
+    cJSON_AddNumberToObject(o, "n_tokens", i->n_tokens);
+    cJSON_AddNumberToObject(o, "created", (double)(long long)i->created);
+    cJSON_AddNumberToObject(o, "updated", (double)(long long)i->updated);
+    cJSON_AddBoolToObject(o, "kv_snapshot", i->has_kv_snapshot);
+    return o;
+}
+
+static long query_long(rlx_conn *c, const char *key, long def, long max)
+{
+    const char *v = MHD_lookup_connection_value(c->mc, MHD_GET_ARGUMENT_KIND, key);
+    if (!v) return def;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return (end == v || *end || x < 0) ? -1 : (x > max ? max : x);
+}
+
+static void h_sessions(rlx_srv *s, rlx_conn *c)
+{
+    long offset = query_long(c, "offset", 0, 1L << 30), limit = query_long(c, "limit", 100, 1000);
+    rlx_api_error e;
+    if (offset < 0 || limit < 0) {
+        rlx_api_errorf(&e, 400, INVALID, offset < 0 ? "offset" : "limit", "offset and limit must be non-negative integers.");
+        rlx_conn_error(c, &e);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
+    double total = 0;
+    for (size_t m = 0; m < s->n_models; m++) {
+        if (s->models[m].state != RLX_MODEL_READY) continue;
+        rlx_session_info *list = NULL;
+        size_t n = 0, tot = 0;
+        rlx_error err = {0};
+        if (rlx_worker_sessions_list(s->models[m].w, (size_t)offset, (size_t)limit, &list, &n, &tot, &err) == 0) {
+            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, session_json(&list[i]));
+            total += (double)tot;
+        }
+        free(list);
+    }
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddNumberToObject(o, "total", total);
+    respond_json(c, 200, o);
+}
+
+static void h_session(rlx_srv *s, rlx_conn *c)
+{
+    const char *id = c->path + strlen("/v1/sessions/");
+    bool del = !strcmp(c->method, "DELETE");
+    rlx_api_error e;
+    rlx_error err = {0};
+    for (size_t m = 0; m < s->n_models; m++) {
+        if (s->models[m].state != RLX_MODEL_READY) continue;
+        rlx_session_info info;
+        int32_t *tokens = NULL;
+        size_t n = 0;
+        int rc = del ? rlx_worker_session_delete(s->models[m].w, id, &err)
+                     : rlx_worker_session_get(s->models[m].w, id, &info, &tokens, &n, &err);
+        if (rc == RLX_ENOTFOUND) continue;
+        if (rc) {
+            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? INVALID : "server_error",
+                           rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
+            rlx_conn_error(c, &e);
+            return;
+        }
+        cJSON *o;
+        if (del) {
+            o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "id", id);
+            cJSON_AddStringToObject(o, "object", "session.deleted");
+            cJSON_AddBoolToObject(o, "deleted", true);
+        } else {
+            o = session_json(&info);
+            cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(tokens[i]));
+            free(tokens);
+        }
+        respond_json(c, 200, o);
+        return;
+    }
+    rlx_api_errorf(&e, 404, INVALID, "session_id", "The session '%s' does not exist.", id);
+    e.code = "session_not_found";
+    rlx_conn_error(c, &e);
+}
+
 static const route routes[] = {
     {"GET", "/health", h_health, true, "health"},
     {"GET", "/v1/models", h_models, false, "models"},
+    {"GET", "/v1/models/*", h_model, false, "models"},
     {"GET", "/metrics", h_metrics, false, "metrics"},
     {"POST", "/v1/completions", h_completions, false, "completions"},
     {"POST", "/v1/chat/completions", h_chat, false, "chat_completions"},
@@ -233,12 +467,24 @@ static const route routes[] = {
     {"POST", "/tokenize", h_tokenize, false, "tokenize"},
     {"POST", "/detokenize", h_detokenize, false, "detokenize"},
     {"POST", "/apply-template", h_apply_template, false, "apply_template"},
+    {"GET", "/v1/sessions", h_sessions, false, "sessions"},
+    {"GET", "/v1/sessions/*", h_session, false, "sessions"},
+    {"DELETE", "/v1/sessions/*", h_session, false, "sessions"},
 };
+
+/* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment). */
+static bool path_match(const char *pattern, const char *path)
+{
+    size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*')
+        return !strncmp(pattern, path, n - 1) && path[n - 1] && !strchr(path + n - 1, '/');
+    return !strcmp(pattern, path);
+}
 
 const char *rlx_route_endpoint(const char *path)
 {
     for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++)
-        if (!strcmp(routes[i].path, path)) return routes[i].endpoint;
+        if (path_match(routes[i].path, path)) return routes[i].endpoint;
     return "other";
 }
 
@@ -248,7 +494,7 @@ void rlx_route(rlx_srv *s, rlx_conn *c)
     bool path_known = false;
     const char *allow = NULL;
     for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++) {
-        if (strcmp(routes[i].path, c->path)) continue;
+        if (!path_match(routes[i].path, c->path)) continue;
         path_known = true;
         allow = routes[i].method;
         if (!strcmp(routes[i].method, c->method) || (!strcmp(c->method, "HEAD") && !strcmp(routes[i].method, "GET")))

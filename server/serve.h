@@ -74,6 +74,8 @@ struct rlx_job {
     bool failed;                   /* err holds the first error */
     rlx_api_error err;
     bool client_gone;
+    bool preparing;                /* the chat template is being rendered off the loop */
+    bool started;                  /* every choice was submitted: a stream may begin */
     rlx_job_notify_fn notify;      /* NULL once detached */
     void *sink;
     double t_start;
@@ -107,6 +109,7 @@ struct rlx_srv {
     rlx_conn *conns;
     rlx_job *jobs;
     size_t n_jobs;
+    size_t n_tasks;                /* threadpool work in flight that uses a model */
     bool stopping;                 /* SIGTERM/SIGINT or stdin EOF: drain then exit */
     double stop_t0;
     int exit_code;
@@ -160,6 +163,7 @@ struct rlx_conn {
     /* ... or a job whose output is streamed (stream) or sent whole when it finishes */
     rlx_job *job;
     bool stream, queued;
+    struct rlx_conn **task_conn;   /* a threadpool task answering us holds this back-pointer */
     const char *stream_ctype;
     /* access log */
     const char *endpoint;          /* metrics label (static) */
@@ -178,6 +182,8 @@ void rlx_conn_respond(rlx_conn *c, int status, const char *ctype, char *body);
 void rlx_conn_error(rlx_conn *c, const rlx_api_error *e);
 /* http.c: the job-side wake-up of the connection waiting on it. */
 void rlx_conn_job_notify(rlx_job *job);
+/* http.c: a threadpool task has set c's answer: resume the connection. */
+void rlx_conn_wake(rlx_conn *c);
 
 /* stdio.c */
 int rlx_stdio_start(rlx_srv *s, rlx_error *err);

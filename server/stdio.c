@@ -2,7 +2,8 @@
  * plus optional "id", echoed back, and "endpoint": "generate" | "completions" | "chat"), one
  * JSON result per line on stdout, in input order. Errors are {"id":..,"error":{...}}. At EOF
  * the work in flight finishes, then the daemon exits. stdin/stdout are libuv pipes or ttys on
- * the loop; regular files are read through uv_fs (the threadpool) and written synchronously. */
+ * the loop; regular files are read through uv_fs (the threadpool) and written synchronously.
+ * "stream" is ignored here: each request gives exactly one line. */
 #include "server/serve.h"
 
 #include <stdio.h>
@@ -16,6 +17,10 @@ typedef struct entry {
     struct stdio_state *st;
     cJSON *id;                 /* owned; JSON null when absent */
     rlx_job *job;              /* borrowed while running */
+    char *line;                /* owned until the request starts */
+    size_t len;
+    rlx_api_kind kind;         /* for the access log */
+    double t0;
     char *result;              /* the output line, once known */
 } entry;
 
@@ -27,9 +32,18 @@ typedef struct stdio_state {
     char rbuf[65536];
     char *line; size_t len, cap;
     entry *head, *tail;
-    bool eof;
+    bool eof, paused;
     size_t writes_pending;
+    size_t running, waiting;   /* lines started / read but not started (backpressure) */
 } stdio_state;
+
+/* Requests run at once; more lines wait in order, and reading pauses while many wait, so a
+ * large input neither overflows the engine's queue nor memory. */
+#define MAX_RUNNING 16
+#define MAX_WAITING 256
+
+static void start_waiting(stdio_state *st);
+static void resume_reading(stdio_state *st);
 
 static char *with_id(const char *json, const cJSON *id)
 {
@@ -103,34 +117,75 @@ static char *spare(char *s)
     return r;
 }
 
+/* One access-log line and one metrics count per request, as over HTTP. */
+static void log_request(entry *e, int status, const rlx_job *job)
+{
+    rlx_srv *s = e->st->srv;
+    static const char *const names[] = {"completions", "chat_completions", "generate"};
+    const char *endpoint = names[e->kind];
+    rlx_metrics_request(&s->metrics, endpoint, status);
+    char path[32], line[1024];
+    snprintf(path, sizeof path, "stdio:%s", endpoint);
+    rlx_access_entry ae = {.method = "LINE", .path = path, .status = status, .ttft_s = -1,
+                           .duration_s = rlx_now() - e->t0};
+    if (job) {
+        ae.model = job->model->cfg->name;
+        ae.prompt_tokens = job->total.prompt_tokens;
+        ae.completion_tokens = job->total.completion_tokens;
+        if (job->n_choices) {
+            ae.ttft_s = job->choices[0].timings.ttft_s;
+            ae.finish = rlx_api_finish_name(job->choices[0].finish);
+        }
+    }
+    rlx_access_log_format(&ae, s->cfg->log_json, line, sizeof line);
+    fputs(line, stderr);
+}
+
 static void set_error(entry *e, const rlx_api_error *err)
 {
     char *j = rlx_api_error_json(err);
     e->result = spare(with_id(j, e->id));
     free(j);
+    log_request(e, err->status, NULL);
 }
 
 static void on_job(rlx_job *job)
 {
     entry *e = job->sink;
     if (!job->finished) return;
+    stdio_state *st = e->st;
     e->result = spare(with_id(job->out ? job->out + job->off : NULL, e->id));
+    log_request(e, job->failed ? job->err.status : job->status, job);
     e->job = NULL;
+    st->running--;
     rlx_job_detach(job);
-    flush(e->st);
+    start_waiting(st);
+    flush(st);
 }
 
-static void handle_line(stdio_state *st, const char *line, size_t len)
+static void enqueue_line(stdio_state *st, const char *line, size_t len)
 {
-    rlx_srv *s = st->srv;
     while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t')) len--;
     if (!len) return;
     entry *e = calloc(1, sizeof *e);
-    if (!e) return;
+    if (!e || !(e->line = malloc(len + 1))) { free(e); return; }
+    memcpy(e->line, line, len);
+    e->line[len] = 0;
+    e->len = len;
     e->st = st;
+    e->t0 = rlx_now();
+    e->kind = RLX_API_GENERATE;
     if (st->tail) st->tail->next = e;
     else st->head = e;
     st->tail = e;
+    st->waiting++;
+}
+
+static void start_entry(stdio_state *st, entry *e)
+{
+    rlx_srv *s = st->srv;
+    const char *line = e->line;
+    size_t len = e->len;
     rlx_api_error err;
     cJSON *root = cJSON_ParseWithLength(line, len);
     if (root) e->id = cJSON_DetachItemFromObjectCaseSensitive(root, "id");
@@ -147,12 +202,12 @@ static void handle_line(stdio_state *st, const char *line, size_t len)
         err.status = 0;
     }
     cJSON_Delete(root);
-    if (err.status) { set_error(e, &err); flush(st); return; }
+    e->kind = kind;
+    if (err.status) { set_error(e, &err); return; }
     rlx_api_request r;
     if (rlx_api_parse(&r, kind, line, len, 0, &err)) {
         rlx_api_request_free(&r);
         set_error(e, &err);
-        flush(st);
         return;
     }
     r.stream = false; /* one result line per request */
@@ -161,17 +216,31 @@ static void handle_line(stdio_state *st, const char *line, size_t len)
     if (!m || rlx_job_start(s, m, &r, on_job, e, &job, &err)) {
         rlx_api_request_free(&r);
         set_error(e, &err);
-        flush(st);
         return;
     }
     e->job = job;
+    st->running++;
+}
+
+
+static void start_waiting(stdio_state *st)
+{
+    for (entry *e = st->head; e && st->running < MAX_RUNNING; e = e->next) {
+        if (!e->line) continue;
+        st->waiting--;
+        start_entry(st, e);
+        free(e->line);
+        e->line = NULL;
+    }
+    if (st->paused && st->waiting < MAX_WAITING / 2) resume_reading(st);
+    flush(st);
 }
 
 static void feed(stdio_state *st, const char *buf, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (buf[i] == '\n') {
-            handle_line(st, st->line ? st->line : "", st->len);
+            enqueue_line(st, st->line ? st->line : "", st->len);
             st->len = 0;
             continue;
         }
@@ -188,10 +257,10 @@ static void feed(stdio_state *st, const char *buf, size_t n)
 
 static void at_eof(stdio_state *st)
 {
-    if (st->len) handle_line(st, st->line, st->len);
+    if (st->len) enqueue_line(st, st->line, st->len);
     st->len = 0;
     st->eof = true;
-    flush(st);
+    start_waiting(st);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -204,7 +273,14 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     stdio_state *st = s->data;
-    if (n > 0) feed(st, b->base, (size_t)n);
+    if (n > 0) {
+        feed(st, b->base, (size_t)n);
+        start_waiting(st);
+        if (st->waiting >= MAX_WAITING && !st->eof) {
+            uv_read_stop(s);
+            st->paused = true;
+        }
+    }
     if (n < 0) {
         uv_read_stop(s);
         at_eof(st);
@@ -220,7 +296,9 @@ static void on_file_read(uv_fs_t *req)
     uv_fs_req_cleanup(req);
     if (n > 0) {
         feed(st, st->rbuf, (size_t)n);
-        read_file_next(st);
+        start_waiting(st);
+        if (st->waiting >= MAX_WAITING) st->paused = true;
+        else read_file_next(st);
     } else {
         at_eof(st);
     }
@@ -267,6 +345,16 @@ int rlx_stdio_start(rlx_srv *s, rlx_error *err)
     return 0;
 }
 
+static void resume_reading(stdio_state *st)
+{
+    st->paused = false;
+    if (st->in_stream) {
+        if (uv_read_start(&st->in.stream, on_alloc, on_read)) at_eof(st);
+    } else {
+        read_file_next(st);
+    }
+}
+
 void rlx_stdio_models_ready(rlx_srv *s)
 {
     stdio_state *st = s->stdio;
@@ -294,6 +382,7 @@ void rlx_stdio_close(rlx_srv *s)
         entry *e = st->head;
         st->head = e->next;
         if (e->job) rlx_job_detach(e->job);
+        free(e->line);
         free(e->result);
         cJSON_Delete(e->id);
         free(e);

@@ -65,7 +65,8 @@ static void usage(FILE *f)
         "  --vocab-from FILE.gguf    copy every tokenizer.* key of FILE (the vocab size follows it)\n"
         "  --name NAME               general.name (default synth-ARCH-PRESET)\n"
         "  -o, --out PATH            output file (parent directories are created)\n"
-        "  -h, --help                this text\n\n"
+        "  -h, --help                this text\n"
+        "  --bench [-K N] [-N N] [-T N] [--type T]   time the matmul kernels instead (one thread)\n\n"
         "Weights ~ N(0, 1/sqrt(fan_in)), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, 0.02).\n"
         "Without --vocab-from the vocabulary is a small built-in byte-level BPE with a ChatML template.\n"
         "Example: rlxd-synth --arch llama --preset tiny --type q8_0 --seed 1 -o build/models/default.gguf\n");
@@ -296,6 +297,7 @@ int main(int argc, char **argv)
     opts o = {.seed = 1, .ft = &ftypes[0]};
     shape over = {0, 0, 0, 0, 0, 0, 0, 0, -1};
     const char *arch = NULL, *preset = "tiny";
+    if (argc > 1 && !strcmp(argv[1], "--bench")) return rlx_synth_bench(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *num = !strcmp(f, "--hidden") ? &over.hidden : !strcmp(f, "--layers") ? &over.layers

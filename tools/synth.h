@@ -1,5 +1,5 @@
-/* synth.h - private seams of rlxd-synth: synth.c (command line, tensors, metadata) and
- * synth_vocab.c (the built-in byte-level BPE vocabulary). */
+/* synth.h - private seams of rlxd-synth: synth.c (command line, tensors, metadata),
+ * synth_vocab.c (the built-in byte-level BPE vocabulary) and synth_bench.c (--bench). */
 #ifndef RLX_SYNTH_H
 #define RLX_SYNTH_H
 
@@ -9,6 +9,9 @@
  * tokens up to n_vocab entries. n_vocab 0 means "exactly the built-in size". Returns the number
  * of tokens written, or a negative RLX_E* code with err filled. */
 int64_t rlx_synth_vocab(rlx_gguf_writer *w, int64_t n_vocab, bool add_bos, rlx_error *err);
+
+/* `rlxd-synth --bench ...`: the kernel micro benchmark (synth_bench.c). Returns an exit code. */
+int rlx_synth_bench(int argc, char **argv);
 
 /* Number of tokens of the built-in vocabulary before padding. */
 int64_t rlx_synth_vocab_size(void);

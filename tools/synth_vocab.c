@@ -29,7 +29,16 @@ static const char corpus[] =
     "There were three little pigs who lived with their mother. When they grew up, they left home "
     "to build their own houses. The first pig built a house of straw, the second pig built a house "
     "of sticks, and the third pig built a house of bricks. Then the wolf came and said: little pig, "
-    "little pig, let me come in! Not by the hair of my chin, said the pig.\n";
+    "little pig, let me come in! Not by the hair of my chin, said the pig.\n"
+    "The children were playing in the garden when it started to rain. They ran inside and sat by "
+    "the window, watching the water run down the glass. Their mother made them a cup of warm milk "
+    "and told them a story about a brave little mouse who wanted to see the world. The mouse "
+    "walked for many days and nights, and every evening he looked at the stars and thought about "
+    "his family at home. In the end he came back and told everyone about the things he had seen.\n"
+    "Learning something new takes time and practice. If you want to get better at writing, read "
+    "many books and write a little every day. Ask questions when you do not understand something, "
+    "and do not be afraid of making mistakes, because every mistake teaches you something important. "
+    "Good teachers and good friends will always help you when you need them.\n";
 
 enum { N_MERGES_MAX = 320 };
 

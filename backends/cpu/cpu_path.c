@@ -39,10 +39,19 @@ bool rlx_cpu_has_vnni(void)
 #endif
 }
 
+bool rlx_cpu_has_avxvnni(void)
+{
+#if defined(__x86_64__)
+    return has_avx2() && __builtin_cpu_supports("avxvnni");
+#else
+    return false;
+#endif
+}
+
 bool rlx_cpu_has_path(const char *name)
 {
     if (!strcmp(name, "scalar")) return true;
-    if (!strcmp(name, "avx2")) return has_avx2();
+    if (!strcmp(name, "avx2") || !strcmp(name, "avx2-novnni")) return has_avx2();
     if (!strcmp(name, "avx512") || !strcmp(name, "avx512-novnni")) return has_avx512();
     return false;
 }
@@ -53,7 +62,9 @@ static cpu_path make_path(const char *name)
     if (!strcmp(name, "avx512"))
         return (cpu_path){"avx512", rlx_cpu_has_vnni() ? rlx__avx512vnni_matmul_rows : rlx__avx512_matmul_rows};
     if (!strcmp(name, "avx512-novnni")) return (cpu_path){"avx512-novnni", rlx__avx512_matmul_rows};
-    if (!strcmp(name, "avx2")) return (cpu_path){"avx2", rlx__avx2_matmul_rows};
+    if (!strcmp(name, "avx2-novnni")) return (cpu_path){"avx2-novnni", rlx__avx2_matmul_rows};
+    if (!strcmp(name, "avx2"))
+        return (cpu_path){"avx2", rlx_cpu_has_avxvnni() ? rlx__avx2vnni_matmul_rows : rlx__avx2_matmul_rows};
 #endif
     return (cpu_path){"scalar", rlx__matmul_rows_scalar};
 }
@@ -71,10 +82,17 @@ static void choose(void)
     atomic_store(&g_name, p.name);
 }
 
+bool rlx__cpu_simd(void)
+{
+    return strcmp(rlx_cpu_path(), "scalar") != 0;
+}
+
 int rlx_cpu_force_path(const char *name)
 {
-    if (!name || (strcmp(name, "scalar") && strcmp(name, "avx2") && strcmp(name, "avx512") && strcmp(name, "avx512-novnni")))
-        return RLX_EINVAL;
+    static const char *const known[] = {"scalar", "avx2", "avx2-novnni", "avx512", "avx512-novnni"};
+    bool ok = false;
+    for (size_t i = 0; name && i < RLX_ARRAY_LEN(known); i++) ok |= !strcmp(name, known[i]);
+    if (!ok) return RLX_EINVAL;
     if (!rlx_cpu_has_path(name)) return RLX_EUNSUPPORTED;
     cpu_path p = make_path(name);
     atomic_store(&g_fn, p.fn);

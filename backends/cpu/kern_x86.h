@@ -1,7 +1,9 @@
 /* kern_x86.h - the x86 SIMD kernels of rlx_matmul_rows, written once and compiled per path by
- * kern_avx2.c / kern_avx512.c / kern_avx512vnni.c, which set before including this file:
+ * kern_avx2.c / kern_avx2vnni.c / kern_avx512.c / kern_avx512vnni.c, which set before including
+ * this file:
  *   KPFX(name)  the exported entry's prefix (rlx__<path>_matmul_rows)
- *   KVNNI       1: vpdpbusd / vpdpwssd; 0: vpmaddubsw + vpmaddwd
+ *   KVNNI       1: vpdpbusd / vpdpwssd (AVX-512 VNNI); 2: the same in AVX-VNNI encoding;
+ *               0: vpmaddubsw + vpmaddwd
  *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
  *   KAVX512     1: the integer kernels of kern_x86_512.h (two blocks / a super-block per zmm)
  *
@@ -19,7 +21,10 @@
 
 #include "backends/quant_internal.h"
 
-#if KVNNI
+#if KVNNI == 2 /* AVX-VNNI: the VEX encoding, on CPUs without AVX-512 */
+#define DOT_U8S8(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#define DOT_I16(acc, a, b) _mm256_dpwssd_avx_epi32((acc), (a), (b))
+#elif KVNNI
 #define DOT_U8S8(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define DOT_I16(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 #else
@@ -36,14 +41,6 @@ KINLINE float hsum_ps(__m256 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-KINLINE int32_t hsum_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
 }
 
 KINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
@@ -90,6 +87,73 @@ KINLINE __m256i q4_0_weights(const rlx_block_q4_0 *b)
     }
 LEGACY_TILE(tile_q8_0, rlx_block_q8_0, q8_0_weights)
 LEGACY_TILE(tile_q4_0, rlx_block_q4_0, q4_0_weights)
+
+#if !KAVX512
+/* An activation tile prepared once per tile and weight chunk (rows up to LEG2_MAXB blocks,
+ * K <= 8192): block scales as f32 and, for Q4_0, -8 * (sum of each 4 values), so Q4_0 weight
+ * levels stay unsigned. Same integer sums and float operations as legacy_block: same bits. */
+enum { LEG2_MAXB = 256 };
+typedef struct leg2_tile {
+    const rlx_block_q8_0 *a[4];
+    float da[4][LEG2_MAXB];
+    __m256i nc8[4][LEG2_MAXB];
+} leg2_tile;
+
+KINLINE void leg2_prepare(leg2_tile *L, const void *const *ap, int nt, int64_t nb, bool q4)
+{
+    for (int t = 0; t < nt; t++) {
+        const rlx_block_q8_0 *b = L->a[t] = ap[t];
+        for (int64_t i = 0; i < nb; i++) {
+            L->da[t][i] = f16(b[i].d);
+            if (q4)
+                L->nc8[t][i] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                    DOT_U8S8(_mm256_setzero_si256(), _mm256_set1_epi8(8), _mm256_loadu_si256((const __m256i *)b[i].qs)));
+        }
+    }
+}
+
+KINLINE void q8_0_block_rp(const rlx_block_q8_0 *wb, const leg2_tile *L, int64_t ib, __m256 *acc, const int nt)
+{
+    const __m256i wq = _mm256_loadu_si256((const __m256i *)wb->qs), wa = _mm256_abs_epi8(wq);
+    const float dw = f16(wb->d);
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const __m256i aq = _mm256_loadu_si256((const __m256i *)L->a[t][ib].qs);
+        const __m256i s = DOT_U8S8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(aq, wq));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * L->da[t][ib]), acc[t]);
+    }
+}
+
+KINLINE void q4_0_block_rp(const rlx_block_q4_0 *wb, const leg2_tile *L, int64_t ib, __m256 *acc, const int nt)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)wb->qs), m4 = _mm_set1_epi8(0xF);
+    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+    const float dw = f16(wb->d);
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const __m256i s = DOT_U8S8(L->nc8[t][ib], q, _mm256_loadu_si256((const __m256i *)L->a[t][ib].qs));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * L->da[t][ib]), acc[t]);
+    }
+}
+
+#define LEGACY_TILE_RP(NAME, BLOCK, BLOCKFN)                                                      \
+    KINLINE void NAME(const BLOCK *w, const leg2_tile *L, int64_t nb, float *res, const int nt) \
+    {                                                                                            \
+        __m256 acc0[4], acc1[4];                                                                 \
+        _Pragma("GCC unroll 8")                                                                  \
+        for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();                    \
+        int64_t ib = 0; /* same block order and accumulators as LEGACY_TILE */                   \
+        for (; ib + 1 < nb; ib += 2) {                                                           \
+            BLOCKFN(&w[ib], L, ib, acc0, nt);                                                    \
+            BLOCKFN(&w[ib + 1], L, ib + 1, acc1, nt);                                            \
+        }                                                                                        \
+        if (ib < nb) BLOCKFN(&w[ib], L, ib, acc0, nt);                                           \
+        _Pragma("GCC unroll 8")                                                                  \
+        for (int t = 0; t < nt; t++) res[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));          \
+    }
+LEGACY_TILE_RP(tile_rp_q8_0, rlx_block_q8_0, q8_0_block_rp)
+LEGACY_TILE_RP(tile_rp_q4_0, rlx_block_q4_0, q4_0_block_rp)
+#endif
 
 /* ---- K formats (activations Q8_K) ---- */
 
@@ -315,6 +379,11 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
     }
     const size_t wrow = rlx_row_bytes(type, K);
     const int64_t nbl = K / RLX_QK, nbk = K / RLX_QK_K;
+#if KAVX512
+    leg_tile L; /* 96 KiB of stack */
+#else
+    leg2_tile L; /* 36 KiB of stack */
+#endif
     /* Chunks of weight rows small enough for L2 are visited by every activation tile in turn:
      * weights come from memory once, activations from memory once per chunk. */
     const int64_t chunk = RLX_MAX((int64_t)1, (int64_t)((256 << 10) / (wrow ? wrow : 1)));
@@ -325,12 +394,32 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
             const void *ap[4] = {act, act, act, act};
             #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
+#if KAVX512
+            const bool rp = (type == RLX_Q8_0 || type == RLX_Q4_0) && (nbl + 1) / 2 <= LEG_MAXP;
+            if (rp) leg_repack(&L, ap, nt, nbl, type == RLX_Q4_0);
+#else
+            const bool rp = (type == RLX_Q8_0 || type == RLX_Q4_0) && nbl <= LEG2_MAXB;
+            if (rp) leg2_prepare(&L, ap, nt, nbl, type == RLX_Q4_0);
+#endif
             for (int64_t n = c0; n < c1; n++) {
                 const void *wr = (const char *)w + (size_t)n * wrow;
                 float r[4] = {0, 0, 0, 0};
                 switch (type) {
-                case RLX_Q8_0: BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
-                case RLX_Q4_0: BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r) break;
+#if KAVX512
+                case RLX_Q8_0:
+                    if (rp) BY_NT(tile512rp_q8_0, wr, &L, nbl, r) else BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
+                    break;
+                case RLX_Q4_0:
+                    if (rp) BY_NT(tile512rp_q4_0, wr, &L, nbl, r) else BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
+                    break;
+#else
+                case RLX_Q8_0:
+                    if (rp) BY_NT(tile_rp_q8_0, wr, &L, nbl, r) else BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
+                    break;
+                case RLX_Q4_0:
+                    if (rp) BY_NT(tile_rp_q4_0, wr, &L, nbl, r) else BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
+                    break;
+#endif
                 case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
                 case RLX_Q5_K: BY_NT(TILE_Q5_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
                 case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;

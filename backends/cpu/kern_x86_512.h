@@ -80,6 +80,105 @@ KINLINE __m512i q4_0_pair(const rlx_block_q4_0 *b, bool two)
 LEGACY_TILE512(tile512_q8_0, rlx_block_q8_0, q8_0_pair)
 LEGACY_TILE512(tile512_q4_0, rlx_block_q4_0, q4_0_pair)
 
+/* An activation tile (up to 4 rows of Q8_0 blocks) repacked once per tile and weight chunk:
+ * per pair of blocks the 64 int8 values and the expanded scales [d x 8 | d' x 8], exactly the
+ * vectors legacy_pair builds from the blocks, so both kernels give the same bits; the repacked
+ * one saves five instructions per row and pair. Rows up to LEG_MAXP pairs (K <= 8192). */
+enum { LEG_MAXP = 128 };
+typedef struct leg_tile {
+    __m512i qs[4][LEG_MAXP];
+    __m512 da[4][LEG_MAXP];
+    __m512i nc8[4][LEG_MAXP]; /* Q4_0 only: -8 * (sum of each 4 values), for unsigned weight levels */
+} leg_tile;
+
+KINLINE void leg_repack(leg_tile *L, const void *const *ap, int nt, int64_t nb, bool q4)
+{
+    for (int t = 0; t < nt; t++) {
+        const rlx_block_q8_0 *b = ap[t];
+        for (int64_t p = 0; 2 * p < nb; p++) {
+            const bool two = 2 * p + 1 < nb;
+            L->qs[t][p] = load2(b[2 * p].qs, two ? b[2 * p + 1].qs : NULL);
+            L->da[t][p] = scale2(b[2 * p].d, two ? b[2 * p + 1].d : 0);
+            if (q4)
+                L->nc8[t][p] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                DOT512_U8S8(_mm512_setzero_si512(), _mm512_set1_epi8(8), L->qs[t][p]));
+        }
+    }
+}
+
+/* Q4_0 against a repacked tile: levels 0..15 stay unsigned (no sign juggling per pair); the
+ * -8 offset comes from nc8, so the integer sums equal legacy_pair's exactly. */
+KINLINE void q4_0_pair_rp(const rlx_block_q4_0 *wb, bool two, const leg_tile *L, int64_t p, __m512 *acc, const int nt)
+{
+    const __m128i r0 = _mm_loadu_si128((const __m128i *)wb[0].qs);
+    const __m128i r1 = two ? _mm_loadu_si128((const __m128i *)wb[1].qs) : _mm_setzero_si128();
+    const __m256i raw = _mm256_inserti128_si256(_mm256_castsi128_si256(r0), r1, 1), m4 = _mm256_set1_epi8(0xF);
+    const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    q = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512 dw = scale2(wb[0].d, two ? wb[1].d : 0);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++) {
+        const __m512i s = DOT512_U8S8(L->nc8[t][p], q, L->qs[t][p]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, L->da[t][p]), acc[t]);
+    }
+}
+
+KINLINE void tile512rp_q4_0(const rlx_block_q4_0 *w, const leg_tile *L, int64_t nb, float *res, const int nt)
+{
+    __m512 acc0[4], acc1[4];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm512_setzero_ps();
+    int64_t ib = 0; /* same pair order and accumulators as LEGACY_TILE512 */
+    for (; ib + 4 <= nb; ib += 4) {
+        q4_0_pair_rp(&w[ib], true, L, ib / 2, acc0, nt);
+        q4_0_pair_rp(&w[ib + 2], true, L, ib / 2 + 1, acc1, nt);
+    }
+    if (ib + 2 <= nb) {
+        q4_0_pair_rp(&w[ib], true, L, ib / 2, acc0, nt);
+        ib += 2;
+    }
+    if (ib < nb) q4_0_pair_rp(&w[ib], false, L, ib / 2, acc1, nt);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++) res[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t]));
+}
+
+KINLINE void legacy_pair_rp(__m512i wq, __m512 dw, const leg_tile *L, int64_t p, __m512 *acc, const int nt)
+{
+    const __m512i wa = _mm512_abs_epi8(wq);
+    const __mmask64 neg = _mm512_movepi8_mask(wq);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++) {
+        const __m512i aq = L->qs[t][p];
+        const __m512i as = _mm512_mask_sub_epi8(aq, neg, _mm512_setzero_si512(), aq);
+        const __m512i s = DOT512_U8S8(_mm512_setzero_si512(), wa, as);
+        const __m512 sc = _mm512_mul_ps(dw, L->da[t][p]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[t]);
+    }
+}
+
+/* Same pair order and accumulators as LEGACY_TILE512. */
+#define LEGACY_TILE512_RP(NAME, BLOCK, PAIR)                                                       \
+    KINLINE void NAME(const BLOCK *w, const leg_tile *L, int64_t nb, float *res, const int nt)    \
+    {                                                                                             \
+        __m512 acc0[4], acc1[4];                                                                  \
+        _Pragma("GCC unroll 8")                                                                   \
+        for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm512_setzero_ps();                     \
+        int64_t ib = 0;                                                                           \
+        for (; ib + 4 <= nb; ib += 4) {                                                           \
+            legacy_pair_rp(PAIR(&w[ib], true), scale2(w[ib].d, w[ib + 1].d), L, ib / 2, acc0, nt); \
+            legacy_pair_rp(PAIR(&w[ib + 2], true), scale2(w[ib + 2].d, w[ib + 3].d), L, ib / 2 + 1, acc1, nt); \
+        }                                                                                         \
+        if (ib + 2 <= nb) {                                                                       \
+            legacy_pair_rp(PAIR(&w[ib], true), scale2(w[ib].d, w[ib + 1].d), L, ib / 2, acc0, nt); \
+            ib += 2;                                                                              \
+        }                                                                                         \
+        if (ib < nb) legacy_pair_rp(PAIR(&w[ib], false), scale2(w[ib].d, 0), L, ib / 2, acc1, nt); \
+        _Pragma("GCC unroll 8")                                                                   \
+        for (int t = 0; t < nt; t++) res[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])); \
+    }
+LEGACY_TILE512_RP(tile512rp_q8_0, rlx_block_q8_0, q8_0_pair)
+
 /* word-permutation indices: scale of sub-block 2k / 2k+1 for the 32-element halves (Q4_K) */
 static const uint16_t idx_k4[4][32] __attribute__((aligned(64))) = {
 #define H16(a) a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a

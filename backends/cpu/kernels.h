@@ -13,8 +13,9 @@
 typedef void (*rlx_matmul_rows_fn)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                                    size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 
-/* Forces a kernel path by name ("scalar", "avx2", "avx512"; tests also reach "avx512-novnni", the
- * AVX-512 kernels without VNNI, which a VNNI CPU never picks); later rlx_matmul_rows calls use it.
+/* Forces a kernel path by name ("scalar", "avx2", "avx512"; tests also reach "avx2-novnni" and
+ * "avx512-novnni", the kernels without VNNI, which a VNNI CPU never picks); later
+ * rlx_matmul_rows calls use it.
  * Returns RLX_EUNSUPPORTED (and changes nothing) if this CPU or build lacks it, RLX_EINVAL for
  * an unknown name. Meant for tests and benchmarks; not thread-safe against running products. */
 int rlx_cpu_force_path(const char *name);
@@ -24,10 +25,20 @@ bool rlx_cpu_has_path(const char *name);
 
 /* True if the avx512 path uses VNNI (vpdpbusd/vpdpwssd) on this CPU. */
 bool rlx_cpu_has_vnni(void);
+/* True if the avx2 path uses AVX-VNNI on this CPU. */
+bool rlx_cpu_has_avxvnni(void);
+
+/* True when a SIMD path is in use (then quant.c hands Q8_0/Q8_K activations to the AVX2
+ * quantizers below, which give the scalar reference's bytes). */
+bool rlx__cpu_simd(void);
+void rlx__avx2_quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb);
+void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb);
 
 /* Path entry points (x86-64 only). */
 void rlx__avx2_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                            size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+void rlx__avx2vnni_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                               size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 void rlx__avx512_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                              size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 void rlx__avx512vnni_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,

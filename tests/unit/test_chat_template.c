@@ -328,12 +328,23 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
         "{% endfor -%}\n"
         "  {#- c +#}\n"
         "  {#+ d -#}\n"
-        "end\n"
-        "",
+        "end",
      "\n"
         "  1one \n"
         "  2\n"
         "  end"},
+    {"{% set tree = [{'n': 'a', 'c': [{'n': 'b', 'c': []}, {'n': 'c', 'c': [{'n': 'd', 'c': []}]}]}, {'n': 'e', 'c': []}] %}{% for x in tree recursive %}[{{ x.n }}{{ loop.depth }}{{ loop.depth0 }}{{ loop.index }}{% if x.c %}<{{ loop(x.c) }}>{% endif %}]{% endfor %}|{% for x in [1, [2, 3], 4] recursive %}{% if x is iterable %}({{ loop(x) }}){% else %}{{ x }}{{ loop.last }}{% endif %}{% endfor %}|{% for x in [[], 1] recursive %}{% if x is iterable %}{{ loop(x) }}{% else %}{{ x }}{% endif %}{% else %}E{% endfor %}|{% for x in [1, 2, 3] if x != 2 recursive %}{{ x }}{% endfor %}\n"
+        "",
+     "[a101<[b211][c212<[d321]>]>][e102]|1False(2False3True)4True|E1|13"},
+    {"{% for x in [1, 1, 2, 2, 1] %}{{ loop.changed(x) }}{% endfor %}|{% for m in messages %}{% if loop.changed(m.role) %}{{ m.role }}{% endif %}{% endfor %}\n"
+        "",
+     "TrueFalseTrueFalseTrue|systemuserassistant"},
+    {"{{ ' <a> '|safe|trim + '<b>' }}|{{ 'x'|safe|upper + '<' }}|{{ 'x'|safe|lower ~ '<' }}|{{ 'x'|safe|replace('x','y') + '<' }}|{{ 'x'|safe|string + '&' }}|{{ 'x'|safe|title + '<' }}|{{ ('x'|safe + '<')|length }}\n"
+        "",
+     "<a>&lt;b&gt;|X&lt;|x<|y<|x&amp;|X<|5"},
+    {"{% set j = joiner(' | ') %}{% for m in messages %}{{ j() }}{{ m.role }}{% endfor %}|{% set c = cycler('odd', 'even') %}{% for i in range(3) %}{{ c.next() }}{{ c.current }} {% endfor %}{{ c.reset() }}{{ c.current }}|{% set j2 = joiner() %}{{ j2() }}{{ j2() }}{{ j2() }}\n"
+        "",
+     "system | user | assistant|oddeven evenodd oddeven Noneodd|, , "},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
@@ -366,6 +377,21 @@ TEST(semantics_match_jinja2)
     ASSERT_EQ(bad, 0);
 }
 
+/* transformers registers {% generation %} (AssistantTracker): the body renders unchanged, in
+ * a scope of its own. Expected output from Jinja2 with that extension. */
+TEST(generation_block)
+{
+    const char *src = "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{% set z = 1 %}A: {{ m.content }}\n"
+                      "{% endgeneration %}{{ z is defined }}{% else %}U: {{ m.content }}\n{% endif %}{% endfor %}";
+    int rc;
+    rlx_error err = {0};
+    char *out = render_src(src, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}]}",
+                           NULL, &rc, &err);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_STR_EQ(out, "U: hi\nA: yo\nFalse");
+    free(out);
+}
+
 TEST(chatml)
 {
     const char *ctx = "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
@@ -391,7 +417,6 @@ static const struct { const char *src; int code; const char *what; } bad_templat
     {"x\n{{ a\n", RLX_EFORMAT, "never closed"},
     {"\n\n{% include 'other.jinja' %}", RLX_EUNSUPPORTED, "line 3: the '{% include %}'"},
     {"{% extends 'base' %}", RLX_EUNSUPPORTED, "extends"},
-    {"\n{% for x in y recursive %}{% endfor %}", RLX_EUNSUPPORTED, "line 2: recursive"},
     {"{{ f(*args) }}", RLX_EUNSUPPORTED, "*args"},
     {"{# no end", RLX_EFORMAT, "comment"},
     {"{% raw %}no end", RLX_EFORMAT, "raw"},
@@ -433,6 +458,8 @@ static const struct { const char *src; int code; const char *what; } bad_renders
     {"{{ undefined_function() }}", RLX_EINVAL, "undefined"},
     {"{% set a, b = [1] %}", RLX_EINVAL, "unpack"},
     {"{% set x = 5 %}{% set x.y = 1 %}", RLX_EINVAL, "namespace"},
+    {"{% for x in [1] %}{{ loop([2]) }}{% endfor %}", RLX_EINVAL, "non-recursive loop"},
+    {"{% for x in [[[1]]] recursive %}{{ loop(x) }}{% endfor %}", RLX_EINVAL, "not iterable"},
     {"{{ 'abc'.index('z') }}", RLX_EINVAL, "substring not found"},
     {"{{ x|int }}", RLX_EINVAL, "'x' is undefined"},
     {"{{ x|dictsort }}", RLX_EINVAL, "'x' is undefined"},
@@ -504,6 +531,7 @@ TEST(adversarial)
         {nest("{{ x", ".a", 100000, "", "", " }}"), RLX_ERANGE},             /* long attribute chains */
         {strdup("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), RLX_ERANGE},
         {strdup("{% for i in range(100000000) %}{% endfor %}"), RLX_ERANGE},
+        {strdup("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}"), RLX_ERANGE},
         {strdup("{{ 'x' * 1000000000000 }}"), RLX_ENOMEM},
         {strdup("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"), RLX_ENOMEM},
         {strdup("{{ '{:>999999}'.format(1) }}"), RLX_EINVAL},
@@ -661,6 +689,6 @@ TEST(mutation_fuzz)
     ASSERT_EQ(silent, 0);
 }
 
-TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(chatml),
+TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(generation_block), TEST_ENTRY(chatml),
           TEST_ENTRY(parse_errors_name_construct_and_line), TEST_ENTRY(render_errors), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(adversarial), TEST_ENTRY(concurrent_renders), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))

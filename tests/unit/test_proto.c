@@ -214,7 +214,48 @@ TEST(tokenize_bodies)
     ASSERT_STR_EQ(e.param, "tokens");
 }
 
-TEST_MAIN(TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
+/* Mutated bodies (bytes flipped, cut, spliced): parsing never crashes, and every rejection
+ * is a 400 with a message. Deterministic (fixed xorshift seed) so a failure reproduces. */
+TEST(mutated_bodies_fail_cleanly)
+{
+    static const char *seeds[] = {
+        "{\"model\":\"m\",\"prompt\":[\"a\",[1,2]],\"temperature\":0.5,\"stop\":[\"x\"],\"logit_bias\":{\"5\":1},\"n\":2}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}],\"logprobs\":true,\"top_logprobs\":2}",
+        "{\"input_ids\":[1,2,3],\"max_tokens\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},\"session_id\":\"s\"}",
+    };
+    const rlx_api_kind kinds[] = {RLX_API_COMPLETIONS, RLX_API_CHAT, RLX_API_GENERATE};
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    char buf[512];
+    int accepted = 0, rejected = 0;
+    for (int iter = 0; iter < 20000; iter++) {
+        int k = iter % 3;
+        size_t n = strlen(seeds[k]);
+        memcpy(buf, seeds[k], n);
+        int edits = 1 + iter % 4;
+        for (int e = 0; e < edits; e++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            size_t pos = (size_t)(x % n);
+            switch ((x >> 32) % 4) {
+            case 0: buf[pos] = (char)(x >> 40); break;                /* flip a byte */
+            case 1: n = pos; break;                                    /* truncate */
+            case 2: buf[pos] = "{}[]\",:0-9.en"[(x >> 24) % 14]; break; /* JSON punctuation */
+            default: if (n + 1 < sizeof buf) { memmove(buf + pos + 1, buf + pos, n - pos); n++; } break;
+            }
+            if (n == 0) break;
+        }
+        rlx_api_request r;
+        rlx_api_error err = {0};
+        int rc = rlx_api_parse(&r, kinds[k], buf, n, 1000, &err);
+        rlx_api_request_free(&r);
+        if (rc == 0) { accepted++; continue; }
+        rejected++;
+        ASSERT_MSG(err.status == 400, "status %d for body %.*s", err.status, (int)n, buf);
+        ASSERT_MSG(err.message[0], "empty message for body %.*s", (int)n, buf);
+    }
+    ASSERT(accepted > 0 && rejected > 0);
+}
+
+TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
           TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies))

@@ -22,6 +22,7 @@ TEST(error_object_shape)
     ASSERT_EQ(e.status, 503);
     rlx_api_error_from_rlx(&e, RLX_ETOOLONG, "too long");
     ASSERT_EQ(e.status, 400);
+    ASSERT(strstr(e.message, "cannot fit") != NULL);
     char *sse = rlx_api_sse_error(&e);
     cJSON *j = parse_sse(sse);
     ASSERT(j && cJSON_GetObjectItem(j, "error"));

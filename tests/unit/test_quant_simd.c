@@ -4,7 +4,7 @@
  * Tolerances: integer (sub-)block sums are exact on every path, but the SIMD paths accumulate
  * the scaled sums (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) or the products (F32, F16, BF16) in vector
  * lanes, so a path may differ from scalar by float reassociation only: at most
- * 1e-5 * sum|w_i * a_i| (K <= 1056 terms; float rounding alone stays far below it). Within one
+ * 1e-5 * sum|w_i * a_i| (K <= 8224 terms; float rounding alone stays far below it). Within one
  * path, results are bitwise batch invariant: the same for any T, tile position and row range. */
 #include "tests/rlx_test.h"
 #include "backends/quant.h"
@@ -113,6 +113,68 @@ TEST(known_blocks)
     }
 }
 
+/* Q8_0 rounds half away from zero like ggml's roundf(); ties and near-ties included. */
+TEST(q8_0_rounding_matches_roundf)
+{
+    float x[32];
+    rlx_block_q8_0 b;
+    for (int rep = 0; rep < 4000; rep++) {
+        /* amax 127 makes the scale 1, so x itself is rounded: exact halves, their neighbours, randoms */
+        x[0] = (rep & 1) ? 127.0f : -127.0f;
+        for (int j = 1; j < 32; j++) {
+            const float h = (float)((int)(rng_u32() % 253) - 126) + 0.5f;
+            switch ((rep + j) % 4) {
+            case 0: x[j] = h; break;
+            case 1: x[j] = nextafterf(h, 0.0f); break;
+            case 2: x[j] = nextafterf(h, 1000.0f); break;
+            default: x[j] = 126.0f * (2.0f * (float)(rng_u32() / 4294967296.0) - 1.0f); break;
+            }
+        }
+        ASSERT_EQ(rlx_quantize_row(RLX_Q8_0, x, &b, 32), 0);
+        const float id = 1.0f / (127.0f / 127);
+        for (int j = 0; j < 32; j++) ASSERT_MSG(b.qs[j] == (int8_t)roundf(x[j] * id), "x=%.9g -> %d, roundf %g", x[j], b.qs[j], roundf(x[j]));
+    }
+}
+
+/* The SIMD activation quantizers (used when a SIMD path is active) give the scalar bytes. */
+TEST(activation_quantizers_match_scalar)
+{
+    if (!rlx_cpu_has_path("avx2")) SKIP("this CPU has no AVX2; only the scalar quantizers exist");
+    enum { N = 256 * 8 };
+    static float x[N];
+    static char a[N * 2], b[N * 2];
+    for (int rep = 0; rep < 40; rep++) {
+        fill_normal(x, N, rep % 2 ? 1e-3f : 3.0f);
+        switch (rep % 5) {
+        case 1: /* exact halves after scaling by 1 (amax 127) */
+            for (int i = 0; i < N; i++) x[i] = (i % 32 == 0) ? 127.0f : (float)((int)(rng_u32() % 253) - 126) + 0.5f;
+            break;
+        case 2: /* a zero block and a block with one value */
+            memset(x, 0, 256 * sizeof(float));
+            memset(x + 256, 0, 256 * sizeof(float));
+            x[300] = -2.5f;
+            break;
+        case 3: /* largest magnitude twice, opposite signs: the first one sets the sign */
+            x[17] = 9.0f; x[200] = -9.0f; x[256 + 5] = -9.0f; x[256 + 100] = 9.0f;
+            break;
+        default: break;
+        }
+        static const int types[] = {RLX_Q8_0, RLX_Q8_K};
+        for (size_t t = 0; t < RLX_ARRAY_LEN(types); t++) {
+            ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+            ASSERT_EQ(rlx_quantize_row(types[t], x, a, N), 0);
+            ASSERT_EQ(rlx_cpu_force_path("avx2"), 0);
+            ASSERT_EQ(rlx_quantize_row(types[t], x, b, N), 0);
+            const size_t bytes = rlx_row_bytes(types[t], N);
+            size_t first = 0;
+            while (first < bytes && a[first] == b[first]) first++;
+            ASSERT_MSG(first == bytes, "%s rep %d: SIMD bytes differ from scalar at byte %zu",
+                       rlx_dtype_get(types[t])->name, rep, first);
+        }
+    }
+    rlx_cpu_force_path("scalar");
+}
+
 TEST(bad_arguments)
 {
     float x[64] = {0};
@@ -206,8 +268,9 @@ static double mm_mag(const mm_case *c, int64_t n, int64_t t)
 
 TEST(matmul_paths_match_scalar)
 {
-    static const char *paths[] = {"avx2", "avx512", "avx512-novnni"};
-    static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}};
+    static const char *paths[] = {"avx2", "avx2-novnni", "avx512", "avx512-novnni"};
+    /* K 8192 is the largest the avx512 path repacks activations for; 8224 takes its other kernel */
+    static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}, {5, 8192}, {6, 8224}};
     static const struct { int64_t N, K; } shapes_k[] = {{19, 256}, {13, 768}};
     static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}};
     int ran = 0;
@@ -281,6 +344,7 @@ TEST(force_path_errors)
     ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
 }
 
-TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(bad_arguments),
+TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_rounding_matches_roundf),
+          TEST_ENTRY(activation_quantizers_match_scalar), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
           TEST_ENTRY(force_path_errors))

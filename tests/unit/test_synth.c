@@ -266,7 +266,7 @@ TEST(builtin_vocabulary)
     ASSERT_EQ(toks->n, 1000);
     ASSERT_EQ(types->n, 1000);
     ASSERT_EQ(get_u32(g, "qwen3.vocab_size"), 1000);
-    ASSERT(merges->n >= 150);
+    ASSERT(merges->n >= 250);
     /* byte 'A' is spelled "A", the space byte is spelled "Ġ" (U+0120) */
     ASSERT(toks->strs['A'].len == 1 && toks->strs['A'].ptr[0] == 'A');
     ASSERT(toks->strs[' '].len == 2 && !memcmp(toks->strs[' '].ptr, "\xC4\xA0", 2));

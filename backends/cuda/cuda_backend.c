@@ -1,0 +1,270 @@
+/* cuda_backend.c - the CUDA backend's host side (C, CUDA runtime + cuBLAS C APIs): device
+ * selection, weights copied once at prepare(), the activation arena, matmul scratch, the paged
+ * KV pool (one K and one V allocation per layer), and run(): validate the batch, upload its
+ * words (ids, positions, block tables, rope tables), launch one kernel (or a few) per step on
+ * the backend's stream, copy the logits back. Batches of >= 32 tokens multiply through cuBLAS
+ * SGEMM over a dequantized copy of the weight (activations rounded as for the kernel path). */
+#include "backends/cuda/cu_internal.h"
+#include "backends/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEQ_MAX_BYTES ((size_t)256 << 20)
+
+
+int rlx__cu_check(cudaError_t e, const char *what, rlx_error *err)
+{
+    if (e == cudaSuccess) return 0;
+    return rlx_errorf(err, e == cudaErrorMemoryAllocation ? RLX_ENOMEM : RLX_EIO, "CUDA: %s failed: %s", what,
+                      cudaGetErrorString(e));
+}
+
+static bool no_device_error(cudaError_t e)
+{
+    return e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || e == cudaErrorInitializationError;
+}
+
+int rlx_cuda_list_devices(rlx_cuda_device_info *out, int cap, int *n, rlx_error *err)
+{
+    *n = 0;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (no_device_error(e))
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "no CUDA device (%s)", cudaGetErrorString(e));
+    if (e != cudaSuccess) return rlx__cu_check(e, "cudaGetDeviceCount", err);
+    for (int i = 0; i < count && i < cap; i++) {
+        struct cudaDeviceProp p;
+        if ((e = cudaGetDeviceProperties(&p, i)) != cudaSuccess) return rlx__cu_check(e, "cudaGetDeviceProperties", err);
+        memset(&out[i], 0, sizeof out[i]);
+        snprintf(out[i].name, sizeof out[i].name, "%.255s", p.name);
+        out[i].major = p.major;
+        out[i].minor = p.minor;
+        out[i].mem_bytes = p.totalGlobalMem;
+    }
+    *n = count;
+    return 0;
+}
+
+static void free_plan_state(cu_backend *be)
+{
+    if (be->w_dev && be->plan)
+        for (int t = 0; t < be->plan->graph->n_tensors; t++)
+            if (be->w_owned[t]) cudaFree(be->w_dev[t]);
+    free(be->w_dev);
+    free(be->w_owned);
+    free(be->ropes);
+    cudaFree(be->arena);
+    cudaFree(be->scratch);
+    cudaFree(be->deq);
+    be->w_dev = NULL;
+    be->w_owned = NULL;
+    be->ropes = NULL;
+    be->arena = NULL;
+    be->scratch = be->deq = NULL;
+    be->n_ropes = 0;
+    be->deq_bytes = 0;
+    be->plan = NULL;
+}
+
+static size_t weight_bytes(const rlx_gtensor *x) { return rlx_row_bytes(x->wtype, x->ne[0]) * (size_t)x->ne[1]; }
+
+static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
+{
+    cu_backend *be = (cu_backend *)be_;
+    free_plan_state(be);
+    const rlx_graph *g = plan->graph;
+    int nt = g->n_tensors, rc = 0;
+    be->plan = plan;
+    be->w_dev = calloc((size_t)nt, sizeof *be->w_dev);
+    be->w_owned = calloc((size_t)nt, sizeof *be->w_owned);
+    be->ropes = calloc((size_t)plan->n_steps + 1, sizeof *be->ropes);
+    if (!be->w_dev || !be->w_owned || !be->ropes) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory"); goto fail; }
+    for (int t = 0; t < nt && !rc; t++) {
+        const rlx_gtensor *x = &g->tensors[t];
+        if (!x->is_weight || !x->data) continue;
+        for (int u = 0; u < t && !be->w_dev[t]; u++) /* tied tensors share one copy */
+            if (g->tensors[u].is_weight && g->tensors[u].data == x->data && weight_bytes(&g->tensors[u]) == weight_bytes(x))
+                be->w_dev[t] = be->w_dev[u];
+        if (be->w_dev[t]) continue;
+        if ((rc = rlx__cu_check(cudaMalloc(&be->w_dev[t], weight_bytes(x)), "cudaMalloc (weights)", err))) break;
+        be->w_owned[t] = true;
+        rc = rlx__cu_check(cudaMemcpyAsync(be->w_dev[t], x->data, weight_bytes(x), cudaMemcpyHostToDevice, be->stream),
+                           "cudaMemcpyAsync (weights)", err);
+        if (!rc) rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
+    }
+    if (rc) goto fail;
+    if ((rc = rlx__cu_check(cudaMalloc((void **)&be->arena, plan->arena_bytes ? plan->arena_bytes : 64), "cudaMalloc (arena)", err)))
+        goto fail;
+    size_t scratch = 64;
+    be->min_vocab = INT64_MAX;
+    for (int i = 0; i < plan->n_steps; i++) {
+        const rlx_node *n = &plan->steps[i].node;
+        if (n->op == RLX_OP_GET_ROWS && g->tensors[n->in[0]].ne[1] < be->min_vocab) be->min_vocab = g->tensors[n->in[0]].ne[1];
+        if (n->op == RLX_OP_ATTENTION && (n->ip[3] > 512 || n->ip[3] <= 0)) {
+            rc = rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: attention head size %d is above 512", n->ip[3]);
+            goto fail;
+        }
+        if (n->op == RLX_OP_MATMUL) {
+            const rlx_gtensor *x = &g->tensors[n->in[0]], *w = &g->tensors[n->in[1]];
+            size_t rows = x->rows == RLX_ROWS_OUTPUTS ? (size_t)plan->max_outputs : (size_t)plan->max_tokens;
+            if (rows * (size_t)x->cols * 4 > scratch) scratch = rows * (size_t)x->cols * 4;
+            size_t deq = (size_t)w->ne[0] * (size_t)w->ne[1] * 4;
+            if (rows >= GEMM_MIN_TOKENS && deq <= DEQ_MAX_BYTES && deq > be->deq_bytes) be->deq_bytes = deq;
+        }
+        if (n->op == RLX_OP_ROPE) {
+            if (n->ip[2] % 2 || n->ip[1] % 2 || n->ip[2] > n->ip[1] ||
+                (n->in[1] >= 0 && (!g->tensors[n->in[1]].is_weight || g->tensors[n->in[1]].wtype != RLX_F32))) {
+                rc = rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: this rope configuration is not supported");
+                goto fail;
+            }
+            bool seen = false;
+            for (int r = 0; r < be->n_ropes; r++)
+                seen |= be->ropes[r].n_rot == n->ip[2] && be->ropes[r].base == n->fp[0] && be->ropes[r].scale == n->fp[1] &&
+                        be->ropes[r].ff == n->in[1];
+            if (!seen) be->ropes[be->n_ropes++] = (cu_rope){n->ip[2], n->fp[0], n->fp[1], n->in[1], 0};
+        }
+    }
+    if ((rc = rlx__cu_check(cudaMalloc((void **)&be->scratch, scratch), "cudaMalloc (scratch)", err))) goto fail;
+    if (be->deq_bytes && (rc = rlx__cu_check(cudaMalloc((void **)&be->deq, be->deq_bytes), "cudaMalloc (gemm scratch)", err)))
+        goto fail;
+    return 0;
+fail:
+    free_plan_state(be);
+    return rc;
+}
+
+static void free_kv(cu_backend *be)
+{
+    for (int32_t l = 0; be->kv_k && l < be->kv.n_layers; l++) {
+        cudaFree(be->kv_k[l]);
+        cudaFree(be->kv_v[l]);
+    }
+    free(be->kv_k);
+    free(be->kv_v);
+    be->kv_k = be->kv_v = NULL;
+    memset(&be->kv, 0, sizeof be->kv);
+}
+
+static int cu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *err)
+{
+    cu_backend *be = (cu_backend *)be_;
+    free_kv(be);
+    if (geo->type != RLX_F16 && geo->type != RLX_F32)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "the CUDA backend keeps the KV cache in f16 or f32");
+    be->kv_k = calloc((size_t)geo->n_layers, sizeof *be->kv_k);
+    be->kv_v = calloc((size_t)geo->n_layers, sizeof *be->kv_v);
+    if (!be->kv_k || !be->kv_v) { free(be->kv_k); free(be->kv_v); be->kv_k = be->kv_v = NULL; return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+    be->kv = *geo;
+    be->kv_layer_bytes = (size_t)geo->n_blocks * (size_t)geo->block_size * (size_t)geo->kv_cols * (geo->type == RLX_F16 ? 2 : 4);
+    int rc = 0;
+    for (int32_t l = 0; l < geo->n_layers && !rc; l++) {
+        rc = rlx__cu_check(cudaMalloc(&be->kv_k[l], be->kv_layer_bytes), "cudaMalloc (KV cache)", err);
+        if (!rc) rc = rlx__cu_check(cudaMalloc(&be->kv_v[l], be->kv_layer_bytes), "cudaMalloc (KV cache)", err);
+        /* on the backend's stream: a non-blocking stream does not wait for the legacy one */
+        if (!rc) rc = rlx__cu_check(cudaMemsetAsync(be->kv_k[l], 0, be->kv_layer_bytes, be->stream), "cudaMemsetAsync", err);
+        if (!rc) rc = rlx__cu_check(cudaMemsetAsync(be->kv_v[l], 0, be->kv_layer_bytes, be->stream), "cudaMemsetAsync", err);
+    }
+    if (!rc) rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
+    if (rc) free_kv(be);
+    return rc;
+}
+
+static size_t block_bytes(const cu_backend *be) { return be->kv_layer_bytes / (size_t)be->kv.n_blocks; }
+
+static int cu_kv_copy_block(rlx_backend *be_, int32_t dst, int32_t src, rlx_error *err)
+{
+    cu_backend *be = (cu_backend *)be_;
+    if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
+    if (dst < 0 || src < 0 || dst >= be->kv.n_blocks || src >= be->kv.n_blocks)
+        return rlx_errorf(err, RLX_ERANGE, "KV block id out of range");
+    size_t bb = block_bytes(be);
+    int rc = 0;
+    for (int32_t l = 0; l < be->kv.n_layers && !rc; l++) {
+        rc = rlx__cu_check(cudaMemcpyAsync((uint8_t *)be->kv_k[l] + dst * bb, (uint8_t *)be->kv_k[l] + src * bb, bb,
+                                      cudaMemcpyDeviceToDevice, be->stream), "cudaMemcpyAsync", err);
+        if (!rc) rc = rlx__cu_check(cudaMemcpyAsync((uint8_t *)be->kv_v[l] + dst * bb, (uint8_t *)be->kv_v[l] + src * bb, bb,
+                                               cudaMemcpyDeviceToDevice, be->stream), "cudaMemcpyAsync", err);
+    }
+    return rc ? rc : rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
+}
+
+static int kv_io(cu_backend *be, int32_t layer, int32_t block, void *k, void *v, bool write, rlx_error *err)
+{
+    if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
+    if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks)
+        return rlx_errorf(err, RLX_ERANGE, "KV block or layer out of range");
+    size_t bb = block_bytes(be);
+    uint8_t *dk = (uint8_t *)be->kv_k[layer] + block * bb, *dv = (uint8_t *)be->kv_v[layer] + block * bb;
+    int rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
+    /* on the backend's stream, which does not synchronise with the legacy default stream */
+    enum cudaMemcpyKind kind = write ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    if (!rc) rc = rlx__cu_check(cudaMemcpyAsync(write ? dk : k, write ? k : dk, bb, kind, be->stream), "cudaMemcpyAsync (KV)", err);
+    if (!rc) rc = rlx__cu_check(cudaMemcpyAsync(write ? dv : v, write ? v : dv, bb, kind, be->stream), "cudaMemcpyAsync (KV)", err);
+    if (!rc) rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
+    return rc;
+}
+
+static int cu_kv_read_block(rlx_backend *be, int32_t layer, int32_t block, void *k, void *v, rlx_error *err)
+{
+    return kv_io((cu_backend *)be, layer, block, k, v, false, err);
+}
+
+static int cu_kv_write_block(rlx_backend *be, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err)
+{
+    return kv_io((cu_backend *)be, layer, block, (void *)(uintptr_t)k, (void *)(uintptr_t)v, true, err);
+}
+
+static int cu_run(rlx_backend *be, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
+{
+    return rlx__cu_run((cu_backend *)be, plan, b, logits, err);
+}
+
+static void cu_destroy(rlx_backend *be_)
+{
+    cu_backend *be = (cu_backend *)be_;
+    if (be->stream) cudaStreamSynchronize(be->stream);
+    free_plan_state(be);
+    free_kv(be);
+    cudaFree(be->d_batch);
+    free(be->h_batch);
+    if (be->blas) cublasDestroy(be->blas);
+    if (be->stream) cudaStreamDestroy(be->stream);
+    free(be);
+}
+
+static const rlx_backend_ops cu_ops = {
+    .name = "cuda",
+    .prepare = cu_prepare,
+    .kv_init = cu_kv_init,
+    .kv_copy_block = cu_kv_copy_block,
+    .run = cu_run,
+    .kv_read_block = cu_kv_read_block,
+    .kv_write_block = cu_kv_write_block,
+    .destroy = cu_destroy,
+};
+
+int rlx_backend_cuda_create(rlx_backend **out, int device, rlx_error *err)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (no_device_error(e) || (e == cudaSuccess && count == 0))
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "no CUDA device (%s); use --backend cpu or vulkan",
+                          e == cudaSuccess ? "the driver reports none" : cudaGetErrorString(e));
+    if (e != cudaSuccess) return rlx__cu_check(e, "cudaGetDeviceCount", err);
+    if (device < 0) device = 0;
+    if (device >= count) return rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA device %d does not exist (%d found; see `rlxd devices`)", device, count);
+    cu_backend *be = calloc(1, sizeof *be);
+    if (!be) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    be->base.ops = &cu_ops;
+    be->device = device;
+    int rc = rlx__cu_check(cudaSetDevice(device), "cudaSetDevice", err);
+    if (!rc) rc = rlx__cu_check(cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking), "cudaStreamCreate", err);
+    if (!rc && cublasCreate(&be->blas) != CUBLAS_STATUS_SUCCESS) rc = rlx_errorf(err, RLX_EIO, "CUDA: cublasCreate failed");
+    if (!rc && cublasSetStream(be->blas, be->stream) != CUBLAS_STATUS_SUCCESS) rc = rlx_errorf(err, RLX_EIO, "CUDA: cublasSetStream failed");
+    if (rc) { cu_destroy(&be->base); return rc; }
+    *out = &be->base;
+    return 0;
+}

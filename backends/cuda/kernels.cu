@@ -1,0 +1,441 @@
+/* kernels.cu - the CUDA kernels of every plan step kind, mirroring the Vulkan shaders
+ * (backends/vulkan/shaders/) and the CPU reference (backends/cpu/cpu_ops.c): dequantization
+ * of F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K in 32-element chunks, activations rounded or
+ * quantized as the CPU does before its dot products, the fused elementwise chain, rope from
+ * host-computed cos/sin tables, and two-pass attention over the paged KV pool. */
+#include "backends/cuda/cu_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#define CU_STREAM(s) ((cudaStream_t)(s))
+
+static inline int launched(void) { return (int)cudaGetLastError(); }
+static inline unsigned blocks_for(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
+
+/* ---- chain ---------------------------------------------------------------------------- */
+
+__device__ static float silu_f(float x) { return x / (1.0f + expf(-x)); }
+__device__ static float gelu_f(float x)
+{
+    const float c = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+}
+
+__device__ static float apply_chain(const rlx_cu_chain &ch, float y, int64_t row, int64_t col)
+{
+    for (int k = 0; k < ch.n; k++) {
+        switch (ch.op[k]) {
+        case 0: y += ch.operand[k][row * ch.stride[k] + col]; break;
+        case 1: y *= ch.operand[k][row * ch.stride[k] + col]; break;
+        case 2: y = silu_f(y); break;
+        case 3: y = gelu_f(y); break;
+        case 4: y *= ch.p[k]; break;
+        default: y = ch.p[k] * tanhf(y / ch.p[k]); break;
+        }
+    }
+    return y;
+}
+
+/* ---- dequantization ------------------------------------------------------------------------ */
+
+__device__ static float h2f(const uint8_t *p) { return __half2float(*(const __half *)p); }
+__device__ static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+__device__ static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
+{
+    if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
+    else { *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4); *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
+}
+
+/* 32 values of chunk c of a row at `row` (bytes); plain types may end in a partial chunk. */
+__device__ static void dequant32(int type, const uint8_t *row, int64_t c, int64_t K, float *v)
+{
+    switch (type) {
+    case 0: case 1: case 30:
+        for (int i = 0; i < 32; i++) {
+            int64_t k = c * 32 + i;
+            if (k >= K) { v[i] = 0.0f; continue; }
+            if (type == 0) v[i] = ((const float *)row)[k];
+            else if (type == 1) v[i] = __half2float(((const __half *)row)[k]);
+            else v[i] = __uint_as_float((uint32_t)u16(row + 2 * k) << 16);
+        }
+        break;
+    case 8: {
+        const uint8_t *b = row + 34 * c;
+        float d = h2f(b);
+        for (int i = 0; i < 32; i++) v[i] = (float)(int8_t)b[2 + i] * d;
+        break;
+    }
+    case 2: {
+        const uint8_t *b = row + 18 * c;
+        float d = h2f(b);
+        for (int i = 0; i < 16; i++) {
+            v[i] = (float)((b[2 + i] & 0xF) - 8) * d;
+            v[i + 16] = (float)((b[2 + i] >> 4) - 8) * d;
+        }
+        break;
+    }
+    case 12: case 13: {
+        bool q5 = type == 13;
+        const uint8_t *b = row + (q5 ? 176 : 144) * (c / 8);
+        int j = (int)(c % 8), il = j / 2, hi = j & 1, sc, m;
+        float d = h2f(b), dmin = h2f(b + 2);
+        scale_min_k4(j, b + 4, &sc, &m);
+        float d1 = d * (float)sc, m1 = dmin * (float)m;
+        const uint8_t *qs = b + (q5 ? 48 : 16) + 32 * il;
+        for (int l = 0; l < 32; l++) {
+            int q = hi ? qs[l] >> 4 : qs[l] & 0xF;
+            if (q5 && ((b[16 + l] >> (2 * il + hi)) & 1)) q += 16;
+            v[l] = d1 * (float)q - m1;
+        }
+        break;
+    }
+    default: { /* Q6_K */
+        const uint8_t *b = row + 210 * (c / 8);
+        int j = (int)(c % 8), h = j / 4, qq = j % 4;
+        float d = h2f(b + 208);
+        const uint8_t *ql = b + 64 * h + ((qq & 1) ? 32 : 0), *qh = b + 128 + 32 * h;
+        for (int l = 0; l < 32; l++) {
+            int lo = qq < 2 ? ql[l] & 0xF : ql[l] >> 4;
+            int q = (lo | (((qh[l] >> (2 * qq)) & 3) << 4)) - 32;
+            v[l] = d * (float)(int8_t)b[192 + 8 * h + 2 * qq + l / 16] * (float)q;
+        }
+        break;
+    }
+    }
+}
+
+/* ---- get_rows / gather / elementwise ------------------------------------------------------- */
+
+__global__ static void k_get_rows(int type, const uint8_t *w, size_t rb, int64_t cols, int64_t nrw, rlx_cu_batch b,
+                                  float scale, float *y, rlx_cu_chain ch)
+{
+    int64_t nch = (cols + 31) / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)b.n_tokens * nch) return;
+    int64_t t = i / nch, c = i % nch;
+    int32_t id = b.words[b.tok + t];
+    if (id < 0 || id >= nrw) return; /* validated on the host */
+    float v[32];
+    dequant32(type, w + (size_t)id * rb, c, cols, v);
+    for (int k = 0; k < 32 && c * 32 + k < cols; k++) {
+        float x = v[k];
+        if (scale != 0.0f && scale != 1.0f) x *= scale;
+        y[t * cols + c * 32 + k] = apply_chain(ch, x, t, c * 32 + k);
+    }
+}
+
+__global__ static void k_ew(const float *x, float *y, int64_t rows, int64_t cols, rlx_cu_chain ch)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * cols) return;
+    y[i] = apply_chain(ch, x[i], i / cols, i % cols);
+}
+
+__global__ static void k_gather(const float *x, float *y, rlx_cu_batch b, int64_t cols)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)b.n_outputs * cols) return;
+    int64_t o = i / cols, c = i % cols;
+    y[i] = x[(int64_t)b.words[b.oidx + o] * cols + c];
+}
+
+/* ---- norms: one block of 256 per (row, segment) ----------------------------------------- */
+
+__global__ static void k_rms_norm(const float *x, float *y, int64_t cols, int64_t seg, float eps, const float *w,
+                                  rlx_cu_chain ch)
+{
+    __shared__ double red[256];
+    int64_t row = blockIdx.x, s = blockIdx.y, base = row * cols + s * seg;
+    int tid = threadIdx.x;
+    double sum = 0.0;
+    for (int64_t i = tid; i < seg; i += 256) { float v = x[base + i]; sum += (double)(v * v); }
+    red[tid] = sum;
+    __syncthreads();
+    for (int st = 128; st > 0; st >>= 1) {
+        if (tid < st) red[tid] += red[tid + st];
+        __syncthreads();
+    }
+    const float scale = 1.0f / sqrtf((float)(red[0] / (double)seg) + eps);
+    for (int64_t i = tid; i < seg; i += 256) {
+        float v = x[base + i] * scale;
+        if (w) v *= w[i];
+        y[base + i] = apply_chain(ch, v, row, s * seg + i);
+    }
+}
+
+/* ---- matmul ----------------------------------------------------------------------------- */
+
+__device__ static float bf16_round(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return __uint_as_float(u & 0xffff0000u);
+}
+
+__global__ static void k_actq(int mode, const float *x, float *y, int64_t rows, int64_t K)
+{
+    int64_t bs = mode == 4 ? 256 : 32, nb = (K + bs - 1) / bs, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * nb) return;
+    int64_t r = i / nb, blk = i % nb, o = r * K + blk * bs, n = K - blk * bs < bs ? K - blk * bs : bs;
+    if (mode == 1) { for (int64_t k = 0; k < n; k++) y[o + k] = __half2float(__float2half_rn(x[o + k])); return; }
+    if (mode == 2) { for (int64_t k = 0; k < n; k++) y[o + k] = bf16_round(x[o + k]); return; }
+    if (mode == 3) {
+        float amax = 0.0f;
+        for (int64_t k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[o + k]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dh = __half2float(__float2half_rn(d));
+        for (int64_t k = 0; k < n; k++) y[o + k] = roundf(x[o + k] * id) * dh;
+        return;
+    }
+    float amax = 0.0f, mx = 0.0f;
+    for (int64_t k = 0; k < n; k++)
+        if (fabsf(x[o + k]) > amax) { amax = fabsf(x[o + k]); mx = x[o + k]; }
+    if (amax == 0.0f) { for (int64_t k = 0; k < n; k++) y[o + k] = 0.0f; return; }
+    float iscale = -127.0f / mx, d = 1.0f / iscale;
+    for (int64_t k = 0; k < n; k++) y[o + k] = fminf(127.0f, rintf(iscale * x[o + k])) * d;
+}
+
+#define MM_TT 8
+/* one warp per weight row and tile of 8 tokens; lanes take 32-element chunks */
+__global__ static void k_matmul(int type, const uint8_t *w, size_t rb, int64_t K, int64_t N, const float *x, int64_t T,
+                                float *y, int64_t ldo, rlx_cu_chain ch)
+{
+    int64_t n = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, t0 = (int64_t)blockIdx.y * MM_TT;
+    int lane = threadIdx.x % 32;
+    if (n >= N) return;
+    int nt = (int)(T - t0 < MM_TT ? T - t0 : MM_TT);
+    float acc[MM_TT] = {0}, v[32];
+    const uint8_t *row = w + (size_t)n * rb;
+    for (int64_t c = lane; c < (K + 31) / 32; c += 32) {
+        dequant32(type, row, c, K, v);
+        int kn = (int)(K - c * 32 < 32 ? K - c * 32 : 32);
+        for (int t = 0; t < nt; t++) {
+            const float *xr = x + (t0 + t) * K + c * 32;
+            float s = 0.0f;
+            for (int k = 0; k < kn; k++) s += v[k] * xr[k];
+            acc[t] += s;
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        float s = acc[t];
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+        if (lane == 0) y[(t0 + t) * ldo + n] = apply_chain(ch, s, t0 + t, n);
+    }
+}
+
+__global__ static void k_dequant(int type, const uint8_t *w, size_t rb, int64_t K, int64_t N, float *out)
+{
+    int64_t nch = (K + 31) / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * nch) return;
+    int64_t n = i / nch, c = i % nch;
+    float v[32];
+    dequant32(type, w + (size_t)n * rb, c, K, v);
+    for (int k = 0; k < 32 && c * 32 + k < K; k++) out[n * K + c * 32 + k] = v[k];
+}
+
+/* ---- rope, KV store, attention ---------------------------------------------------------- */
+
+__global__ static void k_rope(const float *x, float *y, rlx_cu_batch b, int nh, int hd, int nrot, int mode, int32_t tab)
+{
+    int64_t half = hd / 2, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)b.n_tokens * nh * half) return;
+    int64_t t = i / (nh * half), h = (i / half) % nh, p = i % half, base = t * nh * hd + h * hd, hr = nrot / 2;
+    if (p < hr) {
+        const float *tb = (const float *)(b.words + tab) + t * nrot;
+        float cs = tb[p], sn = tb[hr + p];
+        int64_t i0 = mode == 2 ? p : 2 * p, i1 = mode == 2 ? p + hr : 2 * p + 1;
+        float x0 = x[base + i0], x1 = x[base + i1];
+        y[base + i0] = x0 * cs - x1 * sn;
+        y[base + i1] = x0 * sn + x1 * cs;
+    } else {
+        int64_t k = nrot + 2 * (p - hr);
+        y[base + k] = x[base + k];
+        y[base + k + 1] = x[base + k + 1];
+    }
+}
+
+__device__ static int64_t kv_slot(const rlx_cu_batch &b, int32_t seq, int32_t pos, int bsz)
+{
+    const int32_t *table = b.words + b.words[b.tstart + seq];
+    return (int64_t)table[pos / bsz] * bsz + pos % bsz;
+}
+
+__global__ static void k_kv_store(const float *k, const float *v, void *kc, void *vc, rlx_cu_batch b, int64_t kvc, int f16,
+                                  int bsz)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)b.n_tokens * kvc) return;
+    int64_t t = i / kvc, c = i % kvc;
+    int64_t dst = kv_slot(b, b.words[b.seq + t], b.words[b.pos + t], bsz) * kvc + c;
+    if (f16) {
+        ((__half *)kc)[dst] = __float2half_rn(k[t * kvc + c]);
+        ((__half *)vc)[dst] = __float2half_rn(v[t * kvc + c]);
+    } else {
+        ((float *)kc)[dst] = k[t * kvc + c];
+        ((float *)vc)[dst] = v[t * kvc + c];
+    }
+}
+
+__device__ static float kv_at(const void *p, int64_t idx, int f16)
+{
+    return f16 ? __half2float(((const __half *)p)[idx]) : ((const float *)p)[idx];
+}
+
+/* one block of 128 per (head, token); head_dim <= 512. Pass 1: max and sum of exp (merged
+ * across threads in double, as the CPU sums in double); pass 2: p-weighted sum of V. */
+__global__ static void k_attention(const float *q, float *y, const void *kc, const void *vc, rlx_cu_batch b, int n_head,
+                                   int group, int hd, int64_t kvc, int window, float scale, float softcap, int f16, int bsz)
+{
+    __shared__ float qs[512], pp[128], red_m[128];
+    __shared__ double red_l[128];
+    int h = blockIdx.x, hk = h / group, tid = threadIdx.x;
+    int64_t t = blockIdx.y;
+    int32_t p = b.words[b.pos + t], seq = b.words[b.seq + t];
+    int32_t j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    for (int i = tid; i < hd; i += 128) {
+        float v = q[t * n_head * hd + (int64_t)h * hd + i];
+        qs[i] = f16 ? __half2float(__float2half_rn(v)) : v;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int32_t j = j0 + tid; j <= p; j += 128) {
+        int64_t base = kv_slot(b, seq, j, bsz) * kvc + (int64_t)hk * hd;
+        float d = 0.0f;
+        for (int i = 0; i < hd; i++) d += qs[i] * kv_at(kc, base + i, f16);
+        if (softcap > 0.0f) d = softcap * tanhf(d / softcap);
+        m = fmaxf(m, d * scale);
+    }
+    red_m[tid] = m;
+    __syncthreads();
+    for (int st = 64; st > 0; st >>= 1) {
+        if (tid < st) red_m[tid] = fmaxf(red_m[tid], red_m[tid + st]);
+        __syncthreads();
+    }
+    const float M = red_m[0];
+    double l = 0.0;
+    for (int32_t j = j0 + tid; j <= p; j += 128) {
+        int64_t base = kv_slot(b, seq, j, bsz) * kvc + (int64_t)hk * hd;
+        float d = 0.0f;
+        for (int i = 0; i < hd; i++) d += qs[i] * kv_at(kc, base + i, f16);
+        if (softcap > 0.0f) d = softcap * tanhf(d / softcap);
+        l += (double)expf(d * scale - M);
+    }
+    red_l[tid] = l;
+    __syncthreads();
+    for (int st = 64; st > 0; st >>= 1) {
+        if (tid < st) red_l[tid] += red_l[tid + st];
+        __syncthreads();
+    }
+    const float inv = (float)(1.0 / red_l[0]);
+    float acc[4] = {0, 0, 0, 0};
+    for (int32_t jb = j0; jb <= p; jb += 128) {
+        int32_t j = jb + tid;
+        float pj = 0.0f;
+        if (j <= p) {
+            int64_t base = kv_slot(b, seq, j, bsz) * kvc + (int64_t)hk * hd;
+            float d = 0.0f;
+            for (int i = 0; i < hd; i++) d += qs[i] * kv_at(kc, base + i, f16);
+            if (softcap > 0.0f) d = softcap * tanhf(d / softcap);
+            pj = expf(d * scale - M) * inv;
+            if (f16) pj = __half2float(__float2half_rn(pj));
+        }
+        __syncthreads();
+        pp[tid] = pj;
+        __syncthreads();
+        int nj = p - jb + 1 < 128 ? p - jb + 1 : 128;
+        for (int jj = 0; jj < nj; jj++) {
+            int64_t base = kv_slot(b, seq, jb + jj, bsz) * kvc + (int64_t)hk * hd;
+            for (int k = 0; k < 4; k++) {
+                int i = tid + 128 * k;
+                if (i < hd) acc[k] += pp[jj] * kv_at(vc, base + i, f16);
+            }
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        int i = tid + 128 * k;
+        if (i < hd) y[t * n_head * hd + (int64_t)h * hd + i] = acc[k];
+    }
+}
+
+/* ---- launch wrappers ---------------------------------------------------------------------- */
+
+extern "C" {
+
+int rlx_cu_get_rows(void *s, int type, const void *w, size_t rb, int64_t cols, int64_t nrw, rlx_cu_batch b, float scale,
+                    float *y, rlx_cu_chain ch)
+{
+    int64_t n = (int64_t)b.n_tokens * ((cols + 31) / 32);
+    k_get_rows<<<blocks_for(n, 128), 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, cols, nrw, b, scale, y, ch);
+    return launched();
+}
+
+int rlx_cu_rms_norm(void *s, const float *x, float *y, int64_t rows, int64_t cols, int64_t seg, float eps, const float *w,
+                    rlx_cu_chain ch)
+{
+    if (rows == 0) return 0;
+    k_rms_norm<<<dim3((unsigned)rows, (unsigned)(cols / seg)), 256, 0, CU_STREAM(s)>>>(x, y, cols, seg, eps, w, ch);
+    return launched();
+}
+
+int rlx_cu_ew(void *s, const float *x, float *y, int64_t rows, int64_t cols, rlx_cu_chain ch)
+{
+    if (rows * cols == 0) return 0;
+    k_ew<<<blocks_for(rows * cols, 256), 256, 0, CU_STREAM(s)>>>(x, y, rows, cols, ch);
+    return launched();
+}
+
+int rlx_cu_actq(void *s, int mode, const float *x, float *y, int64_t rows, int64_t K)
+{
+    int64_t bs = mode == 4 ? 256 : 32, n = rows * ((K + bs - 1) / bs);
+    if (n == 0) return 0;
+    k_actq<<<blocks_for(n, 128), 128, 0, CU_STREAM(s)>>>(mode, x, y, rows, K);
+    return launched();
+}
+
+int rlx_cu_matmul(void *s, int type, const void *w, size_t rb, int64_t K, int64_t N, const float *x, int64_t T, float *y,
+                  int64_t ldo, rlx_cu_chain ch)
+{
+    if (T == 0) return 0;
+    dim3 grid(blocks_for(N, 4), (unsigned)((T + MM_TT - 1) / MM_TT));
+    k_matmul<<<grid, 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, K, N, x, T, y, ldo, ch);
+    return launched();
+}
+
+int rlx_cu_dequant(void *s, int type, const void *w, size_t rb, int64_t K, int64_t N, float *out)
+{
+    k_dequant<<<blocks_for(N * ((K + 31) / 32), 128), 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, K, N, out);
+    return launched();
+}
+
+int rlx_cu_rope(void *s, const float *x, float *y, rlx_cu_batch b, int nh, int hd, int nrot, int mode, int32_t tab)
+{
+    int64_t n = (int64_t)b.n_tokens * nh * (hd / 2);
+    k_rope<<<blocks_for(n, 256), 256, 0, CU_STREAM(s)>>>(x, y, b, nh, hd, nrot, mode, tab);
+    return launched();
+}
+
+int rlx_cu_kv_store(void *s, const float *k, const float *v, void *kc, void *vc, rlx_cu_batch b, int64_t kvc, int f16,
+                    int bsz)
+{
+    k_kv_store<<<blocks_for((int64_t)b.n_tokens * kvc, 256), 256, 0, CU_STREAM(s)>>>(k, v, kc, vc, b, kvc, f16, bsz);
+    return launched();
+}
+
+int rlx_cu_attention(void *s, const float *q, float *y, const void *kc, const void *vc, rlx_cu_batch b, int n_head,
+                     int group, int hd, int64_t kvc, int window, float scale, float softcap, int f16, int bsz)
+{
+    k_attention<<<dim3((unsigned)n_head, (unsigned)b.n_tokens), 128, 0, CU_STREAM(s)>>>(q, y, kc, vc, b, n_head, group, hd,
+                                                                                     kvc, window, scale, softcap, f16, bsz);
+    return launched();
+}
+
+int rlx_cu_gather(void *s, const float *x, float *y, rlx_cu_batch b, int64_t cols)
+{
+    if (b.n_outputs == 0) return 0;
+    k_gather<<<blocks_for((int64_t)b.n_outputs * cols, 256), 256, 0, CU_STREAM(s)>>>(x, y, b, cols);
+    return launched();
+}
+
+} /* extern "C" */

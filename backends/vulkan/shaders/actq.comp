@@ -1,0 +1,55 @@
+/* actq.comp - converts matmul activations the way the CPU backend (and ggml) do before the
+ * dot product, so GPU and CPU agree: mode 1 rounds to f16, 2 to bf16 (values written in
+ * place of x); mode 3 quantizes to Q8_0 (blocks of 32, scale amax/127 kept as f16, round half
+ * away from zero), 4 to Q8_K (blocks of 256, scale from the largest-magnitude value, round
+ * half to even): the integer q go to y (as floats) and each block's scale to y[P[5] + ...].
+ * One invocation per block. P: 0 mode, 1 K, 2 rows, 3 x off, 4 y off, 5 scale off. */
+#version 450
+#include "common.glsl"
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 1) buffer Y_ { float Y[]; };
+layout(std430, set = 0, binding = 2) readonly buffer X_ { float X[]; };
+
+float bf16_round(float x)
+{
+    uint u = floatBitsToUint(x);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return uintBitsToFloat(u & 0xffff0000u);
+}
+
+void main()
+{
+    uint mode = P[0], K = P[1], bs = mode == 4u ? 256u : 32u, nb = (K + bs - 1u) / bs;
+    uint i = flat_id();
+    if (i >= P[2] * nb) return;
+    uint r = i / nb, b = i % nb, x0 = P[3] + r * K + b * bs, y0 = P[4] + r * K + b * bs;
+    uint n = min(bs, K - b * bs), so = P[5] + r * nb + b;
+    if (mode == 1u) {
+        for (uint k = 0u; k < n; k++) Y[y0 + k] = f16_round(X[x0 + k]);
+    } else if (mode == 2u) {
+        for (uint k = 0u; k < n; k++) Y[y0 + k] = bf16_round(X[x0 + k]);
+    } else if (mode == 3u) {
+        float amax = 0.0;
+        for (uint k = 0u; k < n; k++) amax = max(amax, abs(X[x0 + k]));
+        float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
+        Y[so] = f16_round(d);
+        for (uint k = 0u; k < n; k++) {
+            float q = X[x0 + k] * id;
+            Y[y0 + k] = sign(q) * floor(abs(q) + 0.5);
+        }
+    } else {
+        float amax = 0.0, mx = 0.0;
+        for (uint k = 0u; k < n; k++) {
+            float ax = abs(X[x0 + k]);
+            if (ax > amax) { amax = ax; mx = X[x0 + k]; }
+        }
+        if (amax == 0.0) {
+            Y[so] = 0.0;
+            for (uint k = 0u; k < n; k++) Y[y0 + k] = 0.0;
+            return;
+        }
+        float iscale = -127.0 / mx;
+        Y[so] = 1.0 / iscale;
+        for (uint k = 0u; k < n; k++) Y[y0 + k] = min(127.0, roundEven(iscale * X[x0 + k]));
+    }
+}

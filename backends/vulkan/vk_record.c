@@ -1,0 +1,411 @@
+/* vk_record.c - turns one plan step into compute dispatches: fills the step's parameter slot,
+ * binds its buffers (tensors at arbitrary arena offsets are bound at the device's alignment
+ * and addressed with an element offset; weights larger than maxStorageBufferRange are bound
+ * in row ranges, one dispatch each), and puts a barrier after each dispatch.
+ * Elementwise chains longer than the four operand bindings continue in place with ew passes. */
+#include "backends/vulkan/vk_internal.h"
+#include "backends/quant.h"
+
+#include <string.h>
+
+#define CH 48
+#define MAX_OPERANDS 4
+#define MM_TILE 8u
+
+typedef struct vk_bind { vk_buffer *b; VkDeviceSize off, size; } vk_bind;
+
+typedef struct vk_disp {
+    int pl;
+    uint32_t P[VK_PARAM_WORDS];
+    vk_bind bind[VK_N_BINDINGS];
+    uint32_t g[3];
+} vk_disp;
+
+int64_t rlx__vk_rows(const vk_backend *be, int t)
+{
+    const rlx_gtensor *x = &be->plan->graph->tensors[t];
+    if (x->is_weight || x->rows == RLX_ROWS_ONE) return 1;
+    if (be->b) return x->rows == RLX_ROWS_TOKENS ? be->b->n_tokens : be->b->n_outputs;
+    return x->rows == RLX_ROWS_TOKENS ? be->plan->max_tokens : be->plan->max_outputs;
+}
+
+static int64_t max_rows(const vk_backend *be, int t)
+{
+    const rlx_gtensor *x = &be->plan->graph->tensors[t];
+    if (x->is_weight) return x->ne[1];
+    return x->rows == RLX_ROWS_TOKENS ? be->plan->max_tokens : x->rows == RLX_ROWS_OUTPUTS ? be->plan->max_outputs : 1;
+}
+
+/* Binds [off, off + size) of b at binding i; returns the byte distance from the bound start. */
+static uint32_t bind_range(vk_backend *be, vk_disp *ds, int i, vk_buffer *b, VkDeviceSize off, VkDeviceSize size)
+{
+    VkDeviceSize start = off & ~(be->d.align - 1);
+    /* whole words: shaders read weights as uint[], and a word only partly inside the range
+     * would read as 0 (buffers are allocated in multiples of 16 bytes, so this stays inside) */
+    VkDeviceSize range = (off - start + size + 3) & ~(VkDeviceSize)3;
+    if (start + range > b->size) range = b->size - start;
+    ds->bind[i] = (vk_bind){b, start, range};
+    return (uint32_t)(off - start);
+}
+
+/* Binds tensor t (activation or weight, whole) at binding i; returns its element offset. */
+static uint32_t bind_tensor(vk_backend *be, vk_disp *ds, int i, int t)
+{
+    const rlx_gtensor *x = &be->plan->graph->tensors[t];
+    if (x->is_weight) {
+        size_t bytes = rlx_row_bytes(x->wtype, x->ne[0]) * (size_t)x->ne[1];
+        return bind_range(be, ds, i, &be->slabs[be->w_slab[t]], be->w_off[t], bytes) / 4;
+    }
+    VkDeviceSize bytes = (VkDeviceSize)max_rows(be, t) * (VkDeviceSize)x->cols * 4;
+    return bind_range(be, ds, i, &be->arena, (VkDeviceSize)be->plan->offset[t], bytes) / 4;
+}
+
+static void grid_flat(vk_disp *ds, uint64_t invocations)
+{
+    uint64_t groups = (invocations + 63) / 64;
+    if (groups == 0) groups = 1;
+    ds->g[0] = (uint32_t)(groups < 65535 ? groups : 65535);
+    ds->g[1] = (uint32_t)((groups + ds->g[0] - 1) / ds->g[0]);
+    ds->g[2] = 1;
+}
+
+static int emit(vk_backend *be, vk_disp *ds, rlx_error *err)
+{
+    if (be->counting) { be->slot++; return 0; }
+    if (be->slot >= be->n_slots) return rlx_errorf(err, RLX_EINVAL, "Vulkan: the plan needs more dispatches than prepared");
+    for (int k = 0; k < 3; k++)
+        if (ds->g[k] == 0) return 0; /* nothing to do (e.g. no outputs) */
+    memcpy(&ds->P[40], be->batch_words, sizeof be->batch_words);
+    VkDeviceSize poff = (VkDeviceSize)be->slot * be->slot_bytes;
+    memcpy((uint8_t *)be->params.map + poff, ds->P, sizeof ds->P);
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = be->dpool,
+                                      .descriptorSetCount = 1, .pSetLayouts = &be->d.dsl};
+    VkDescriptorSet set;
+    int rc = rlx__vk_check(vkAllocateDescriptorSets(be->d.dev, &ai, &set), "vkAllocateDescriptorSets", err);
+    if (rc) return rc;
+    ds->bind[VK_B_PARAMS] = (vk_bind){&be->params, poff, sizeof ds->P};
+    ds->bind[VK_B_BATCH] = (vk_bind){&be->batch, 0, be->batch.size};
+    VkDescriptorBufferInfo bi[VK_N_BINDINGS];
+    VkWriteDescriptorSet w[VK_N_BINDINGS];
+    for (int i = 0; i < VK_N_BINDINGS; i++) {
+        vk_bind *bd = &ds->bind[i];
+        if (!bd->b) *bd = (vk_bind){&be->dummy, 0, be->dummy.size};
+        if (bd->size > be->d.max_range)
+            return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: a tensor of %llu MiB exceeds this device's storage-buffer "
+                              "range (%llu MiB); lower the batch size", (unsigned long long)(bd->size >> 20),
+                              (unsigned long long)(be->d.max_range >> 20));
+        bi[i] = (VkDescriptorBufferInfo){bd->b->buf, bd->off, bd->size};
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = (uint32_t)i,
+                                      .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &bi[i]};
+    }
+    vkUpdateDescriptorSets(be->d.dev, VK_N_BINDINGS, w, 0, NULL);
+    VkCommandBuffer cmd = be->d.cmd;
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->pl[ds->pl]);
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->d.layout, 0, 1, &set, 0, NULL);
+    vkCmdDispatch(cmd, ds->g[0], ds->g[1], ds->g[2]);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    be->slot++;
+    return 0;
+}
+
+static void disp_init(vk_disp *ds, int pl)
+{
+    memset(ds, 0, sizeof *ds);
+    ds->pl = pl;
+}
+
+/* Puts chain entries e[0..n) into ds's parameter block, as many as the operand bindings
+ * allow; returns how many were taken. */
+static int set_chain(vk_backend *be, vk_disp *ds, const rlx_ew *e, int n)
+{
+    int used[MAX_OPERANDS], n_used = 0, k;
+    for (k = 0; k < n && k < 8; k++) {
+        uint32_t slot = 0;
+        if (e[k].op == RLX_EW_ADD || e[k].op == RLX_EW_MUL) {
+            int j;
+            for (j = 0; j < n_used && used[j] != e[k].operand; j++) {}
+            if (j == n_used) {
+                if (n_used == MAX_OPERANDS) break;
+                const rlx_gtensor *x = &be->plan->graph->tensors[e[k].operand];
+                used[n_used] = e[k].operand;
+                ds->P[CH + 25 + n_used] = bind_tensor(be, ds, VK_B_OP0 + n_used, e[k].operand);
+                ds->P[CH + 29 + n_used] = (x->is_weight || x->rows == RLX_ROWS_ONE) ? 0u : (uint32_t)x->cols;
+                n_used++;
+            }
+            slot = (uint32_t)j;
+        }
+        ds->P[CH + 1 + k] = (uint32_t)e[k].op;
+        memcpy(&ds->P[CH + 9 + k], &e[k].p, 4);
+        ds->P[CH + 17 + k] = slot;
+    }
+    ds->P[CH] = (uint32_t)k;
+    return k;
+}
+
+/* Applies e[0..n) in place on tensor t with ew passes. */
+static int chain_passes(vk_backend *be, int t, const rlx_ew *e, int n, rlx_error *err)
+{
+    const rlx_gtensor *x = &be->plan->graph->tensors[t];
+    while (n > 0) {
+        vk_disp ds;
+        disp_init(&ds, PL_EW);
+        uint32_t rows = (uint32_t)rlx__vk_rows(be, t);
+        ds.P[0] = rows;
+        ds.P[1] = (uint32_t)x->cols;
+        ds.P[2] = bind_tensor(be, &ds, VK_B_IN0, t);
+        ds.P[3] = bind_tensor(be, &ds, VK_B_OUT, t);
+        int k = set_chain(be, &ds, e, n);
+        grid_flat(&ds, (uint64_t)rows * (uint64_t)x->cols);
+        int rc = emit(be, &ds, err);
+        if (rc) return rc;
+        e += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* The head's dispatch took `taken` chain entries; the rest run as ew passes. */
+static int finish_chain(vk_backend *be, const rlx_step *s, int taken, rlx_error *err)
+{
+    return chain_passes(be, s->out, s->chain + taken, s->n_chain - taken, err);
+}
+
+static int rec_elementwise(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    rlx_ew all[RLX_MAX_CHAIN + 1];
+    static const rlx_ew_op head[] = {[RLX_OP_ADD] = RLX_EW_ADD, [RLX_OP_MUL] = RLX_EW_MUL, [RLX_OP_SILU] = RLX_EW_SILU,
+                                     [RLX_OP_GELU] = RLX_EW_GELU, [RLX_OP_SCALE] = RLX_EW_SCALE, [RLX_OP_SOFTCAP] = RLX_EW_SOFTCAP};
+    bool binary = s->node.op == RLX_OP_ADD || s->node.op == RLX_OP_MUL;
+    all[0] = (rlx_ew){head[s->node.op], binary ? s->node.in[1] : -1, s->node.fp[0]};
+    memcpy(all + 1, s->chain, (size_t)s->n_chain * sizeof *all);
+    int n = s->n_chain + 1;
+    const rlx_gtensor *x = &be->plan->graph->tensors[s->out];
+    vk_disp ds;
+    disp_init(&ds, PL_EW);
+    uint32_t rows = (uint32_t)rlx__vk_rows(be, s->out);
+    ds.P[0] = rows;
+    ds.P[1] = (uint32_t)x->cols;
+    ds.P[2] = bind_tensor(be, &ds, VK_B_IN0, s->node.in[0]);
+    ds.P[3] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+    int k = set_chain(be, &ds, all, n);
+    grid_flat(&ds, (uint64_t)rows * (uint64_t)x->cols);
+    int rc = emit(be, &ds, err);
+    return rc ? rc : chain_passes(be, s->out, all + k, n - k, err);
+}
+
+static int rec_norm(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    const rlx_gtensor *x = &be->plan->graph->tensors[s->out];
+    bool head = s->node.op == RLX_OP_HEAD_NORM;
+    vk_disp ds;
+    disp_init(&ds, PL_RMS);
+    ds.P[0] = (uint32_t)x->cols;
+    ds.P[1] = bind_tensor(be, &ds, VK_B_IN0, s->node.in[0]);
+    ds.P[2] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+    memcpy(&ds.P[3], &s->node.fp[0], 4);
+    ds.P[4] = head ? (uint32_t)s->node.ip[0] : (uint32_t)x->cols;
+    ds.P[5] = head;
+    if (head) ds.P[6] = bind_tensor(be, &ds, VK_B_IN1, s->node.in[1]);
+    int k = set_chain(be, &ds, s->chain, s->n_chain);
+    ds.g[0] = (uint32_t)rlx__vk_rows(be, s->out);
+    ds.g[1] = (uint32_t)(x->cols / ds.P[4]);
+    ds.g[2] = 1;
+    int rc = emit(be, &ds, err);
+    return rc ? rc : finish_chain(be, s, k, err);
+}
+
+/* Rows of weight w that fit one binding. */
+static int64_t rows_per_binding(const vk_backend *be, size_t row_bytes)
+{
+    VkDeviceSize room = be->d.max_range - be->d.align;
+    int64_t rows = (int64_t)(room / row_bytes);
+    return rows > 0 ? rows : 1; /* a row beyond the range is reported by emit() */
+}
+
+static int rec_get_rows(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    int wt = s->node.in[0];
+    const rlx_gtensor *w = &be->plan->graph->tensors[wt];
+    size_t rb = rlx_row_bytes(w->wtype, w->ne[0]);
+    int64_t per = rows_per_binding(be, rb), nch = (w->ne[0] + 31) / 32;
+    int k = 0;
+    for (int64_t r0 = 0; r0 < w->ne[1]; r0 += per) {
+        int64_t r1 = RLX_MIN(w->ne[1], r0 + per);
+        vk_disp ds;
+        disp_init(&ds, PL_GET_ROWS);
+        ds.P[0] = (uint32_t)w->wtype;
+        ds.P[1] = (uint32_t)w->ne[0];
+        ds.P[2] = (uint32_t)rb;
+        ds.P[3] = bind_range(be, &ds, VK_B_IN1, &be->slabs[be->w_slab[wt]], be->w_off[wt] + (VkDeviceSize)r0 * rb,
+                             (VkDeviceSize)(r1 - r0) * rb);
+        ds.P[4] = (uint32_t)r0;
+        ds.P[5] = (uint32_t)r1;
+        ds.P[6] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+        memcpy(&ds.P[7], &s->node.fp[0], 4);
+        ds.P[8] = (uint32_t)nch;
+        k = set_chain(be, &ds, s->chain, s->n_chain);
+        grid_flat(&ds, (uint64_t)rlx__vk_rows(be, s->out) * (uint64_t)nch);
+        int rc = emit(be, &ds, err);
+        if (rc) return rc;
+    }
+    return finish_chain(be, s, k, err);
+}
+
+/* How the CPU converts activations before the dot product with weights of this type. */
+static uint32_t actq_mode(int wtype)
+{
+    switch (wtype) {
+    case RLX_F16: return 1;
+    case RLX_BF16: return 2;
+    case RLX_Q8_0: case RLX_Q4_0: return 3;
+    case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K: return 4;
+    default: return 0;
+    }
+}
+
+static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    int xt = s->node.in[0], wt = s->node.in[1];
+    const rlx_gtensor *w = &be->plan->graph->tensors[wt];
+    int64_t K = w->ne[0], N = w->ne[1], T = rlx__vk_rows(be, xt);
+    size_t rb = rlx_row_bytes(w->wtype, K);
+    uint32_t mode = actq_mode(w->wtype), xoff;
+    vk_disp ds;
+    int rc;
+    /* scratch: quantized activations (T x K), then one scale per block (T x K/32 at most) */
+    VkDeviceSize qbytes = (VkDeviceSize)T * (VkDeviceSize)K * 4;
+    uint32_t nbx = (uint32_t)(K / (mode == 4 ? 256 : 32));
+    if (mode) {
+        disp_init(&ds, PL_ACTQ);
+        ds.P[0] = mode;
+        ds.P[1] = (uint32_t)K;
+        ds.P[2] = (uint32_t)T;
+        ds.P[3] = bind_tensor(be, &ds, VK_B_IN0, xt);
+        ds.P[4] = bind_range(be, &ds, VK_B_OUT, &be->scratch, 0, qbytes + (VkDeviceSize)T * nbx * 4) / 4;
+        ds.P[5] = ds.P[4] + (uint32_t)(qbytes / 4);
+        int64_t bs = mode == 4 ? 256 : 32;
+        grid_flat(&ds, (uint64_t)T * (uint64_t)((K + bs - 1) / bs));
+        if ((rc = emit(be, &ds, err))) return rc;
+    }
+    int64_t per = rows_per_binding(be, rb);
+    int k = 0;
+    for (int64_t n0 = 0; n0 < N; n0 += per) {
+        int64_t n1 = RLX_MIN(N, n0 + per);
+        disp_init(&ds, PL_MATMUL);
+        if (mode) xoff = bind_range(be, &ds, VK_B_IN0, &be->scratch, 0, qbytes + (VkDeviceSize)T * nbx * 4) / 4;
+        else xoff = bind_tensor(be, &ds, VK_B_IN0, xt);
+        ds.P[0] = (uint32_t)w->wtype;
+        ds.P[1] = (uint32_t)K;
+        ds.P[2] = (uint32_t)(n1 - n0);
+        ds.P[3] = (uint32_t)rb;
+        ds.P[4] = bind_range(be, &ds, VK_B_IN1, &be->slabs[be->w_slab[wt]], be->w_off[wt] + (VkDeviceSize)n0 * rb,
+                             (VkDeviceSize)(n1 - n0) * rb);
+        ds.P[5] = (uint32_t)n0;
+        ds.P[6] = (uint32_t)T;
+        ds.P[7] = xoff;
+        ds.P[8] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+        ds.P[9] = (uint32_t)N;
+        ds.P[10] = xoff + (uint32_t)(qbytes / 4);
+        k = set_chain(be, &ds, s->chain, s->n_chain);
+        ds.g[0] = (uint32_t)((n1 - n0 + 63) / 64);
+        ds.g[1] = (uint32_t)((T + MM_TILE - 1) / MM_TILE);
+        ds.g[2] = 1;
+        if ((rc = emit(be, &ds, err))) return rc;
+    }
+    return finish_chain(be, s, k, err);
+}
+
+static int rec_rope(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    const rlx_node *n = &s->node;
+    int tab = -1;
+    for (int i = 0; i < be->n_ropes; i++) {
+        const vk_rope_tab *r = &be->ropes[i];
+        if (r->n_rot == n->ip[2] && r->base == n->fp[0] && r->scale == n->fp[1] && r->ff == n->in[1]) tab = i;
+    }
+    if (tab < 0) return rlx_errorf(err, RLX_EINVAL, "Vulkan: rope step was not prepared");
+    vk_disp ds;
+    disp_init(&ds, PL_ROPE);
+    ds.P[0] = (uint32_t)n->ip[0];
+    ds.P[1] = (uint32_t)n->ip[1];
+    ds.P[2] = (uint32_t)n->ip[2];
+    ds.P[3] = (uint32_t)n->ip[3];
+    ds.P[4] = bind_tensor(be, &ds, VK_B_IN0, n->in[0]);
+    ds.P[5] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+    ds.P[6] = be->ropes[tab].off;
+    grid_flat(&ds, (uint64_t)rlx__vk_rows(be, s->out) * (uint64_t)n->ip[0] * (uint64_t)(n->ip[1] / 2));
+    return emit(be, &ds, err);
+}
+
+static int rec_attention(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    const rlx_node *n = &s->node;
+    int layer = n->ip[0];
+    bool f16 = be->kv.type == RLX_F16;
+    uint32_t T = (uint32_t)rlx__vk_rows(be, n->in[0]), kvc = (uint32_t)be->kv.kv_cols;
+    vk_disp ds;
+    disp_init(&ds, PL_KV_STORE);
+    ds.P[0] = kvc;
+    ds.P[1] = f16;
+    ds.P[2] = bind_tensor(be, &ds, VK_B_IN0, n->in[1]);
+    ds.P[3] = bind_tensor(be, &ds, VK_B_IN1, n->in[2]);
+    ds.P[4] = (uint32_t)be->kv.block_size;
+    if (!be->counting) {
+        ds.bind[VK_B_KC] = (vk_bind){&be->kv_k[layer], 0, be->kv_layer_bytes};
+        ds.bind[VK_B_VC] = (vk_bind){&be->kv_v[layer], 0, be->kv_layer_bytes};
+    }
+    grid_flat(&ds, (uint64_t)T * (f16 ? kvc / 2 : kvc));
+    int rc = emit(be, &ds, err);
+    if (rc) return rc;
+    disp_init(&ds, PL_ATTN);
+    ds.P[0] = (uint32_t)n->ip[1];
+    ds.P[1] = (uint32_t)(n->ip[1] / n->ip[2]);
+    ds.P[2] = (uint32_t)n->ip[3];
+    ds.P[3] = kvc;
+    ds.P[4] = (uint32_t)n->ip[4];
+    memcpy(&ds.P[5], &n->fp[0], 4);
+    memcpy(&ds.P[6], &n->fp[1], 4);
+    ds.P[7] = f16;
+    ds.P[8] = bind_tensor(be, &ds, VK_B_IN0, n->in[0]);
+    ds.P[9] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+    ds.P[10] = (uint32_t)be->kv.block_size;
+    if (!be->counting) {
+        ds.bind[VK_B_KC] = (vk_bind){&be->kv_k[layer], 0, be->kv_layer_bytes};
+        ds.bind[VK_B_VC] = (vk_bind){&be->kv_v[layer], 0, be->kv_layer_bytes};
+    }
+    ds.g[0] = (uint32_t)n->ip[1];
+    ds.g[1] = T;
+    ds.g[2] = 1;
+    return emit(be, &ds, err);
+}
+
+static int rec_gather(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    const rlx_gtensor *x = &be->plan->graph->tensors[s->out];
+    vk_disp ds;
+    disp_init(&ds, PL_GATHER);
+    ds.P[0] = (uint32_t)x->cols;
+    ds.P[1] = bind_tensor(be, &ds, VK_B_IN0, s->node.in[0]);
+    ds.P[2] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+    grid_flat(&ds, (uint64_t)rlx__vk_rows(be, s->out) * (uint64_t)x->cols);
+    return emit(be, &ds, err);
+}
+
+int rlx__vk_record_step(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    switch (s->node.op) {
+    case RLX_OP_GET_ROWS: return rec_get_rows(be, s, err);
+    case RLX_OP_RMS_NORM: case RLX_OP_HEAD_NORM: return rec_norm(be, s, err);
+    case RLX_OP_MATMUL: return rec_matmul(be, s, err);
+    case RLX_OP_ROPE: return rec_rope(be, s, err);
+    case RLX_OP_ATTENTION: return rec_attention(be, s, err);
+    case RLX_OP_GATHER: return rec_gather(be, s, err);
+    case RLX_OP_ADD: case RLX_OP_MUL: case RLX_OP_SILU: case RLX_OP_GELU: case RLX_OP_SCALE: case RLX_OP_SOFTCAP:
+        return rec_elementwise(be, s, err);
+    default:
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: no kernel for step op %d", (int)s->node.op);
+    }
+}

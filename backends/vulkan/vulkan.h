@@ -1,0 +1,27 @@
+/* vulkan.h - the Vulkan compute backend (built with -DRLX_VULKAN=ON, which defines
+ * RLX_HAVE_VULKAN for consumers of rlx_backends). It runs the same plans as the CPU backend
+ * with GLSL compute shaders compiled to SPIR-V at build time; weights are copied to device
+ * memory once at prepare(), activations and the paged KV pool live in device memory.
+ * Tested on Mesa's lavapipe; any Vulkan 1.2 device with a compute queue should do. */
+#ifndef RLX_VULKAN_H
+#define RLX_VULKAN_H
+
+#include "backends/backend.h"
+
+typedef struct rlx_vk_device_info {
+    char name[256];          /* driver-reported device name */
+    char type[16];           /* "discrete", "integrated", "virtual", "cpu", "other" */
+    uint32_t api_version;    /* VK_MAKE_API_VERSION packed */
+    uint64_t heap_bytes;     /* size of the largest device-local heap */
+    bool usable;             /* has a compute queue and Vulkan >= 1.2 */
+} rlx_vk_device_info;
+
+/* Lists the physical devices (at most cap, into out; may be NULL with cap 0); *n gets the
+ * total. RLX_EUNSUPPORTED with a message when no Vulkan driver/loader works. */
+int rlx_vk_list_devices(rlx_vk_device_info *out, int cap, int *n, rlx_error *err);
+
+/* Creates the backend on physical device `device` (index as listed; < 0 means 0). Fails with
+ * RLX_EUNSUPPORTED when there is no Vulkan driver or no such usable device. */
+int rlx_backend_vulkan_create(rlx_backend **out, int device, rlx_error *err);
+
+#endif

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# test_server_http.sh - every HTTP endpoint of `rlxd serve` against the real daemon, plus the
+# error paths: 400 naming the parameter, 404 route/model, 405, 413 body limit, 401 auth.
+cd "$(dirname "$0")/../.." || exit 1
+source tests/integration/server_lib.sh
+command -v node >/dev/null || { echo "skip: node missing (used to read JSON)"; exit 77; }
+
+start_server http --max-body 4096
+
+# /health and /v1/models
+[ "$(curl -s "$URL/health")" = '{"status":"ok"}' ] || fail "/health body"
+ok health
+m=$(curl -s "$URL/v1/models")
+[ "$(echo "$m" | jget '.data[0].id')" = tiny ] || fail "/v1/models: $m"
+[ "$(echo "$m" | jget '.object')" = list ] || fail "/v1/models object"
+[ "$(curl -s "$URL/v1/models/tiny" | jget '.id')" = tiny ] || fail "/v1/models/tiny"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/models/other")" = 404 ] || fail "/v1/models/other must be 404"
+ok models
+
+# completions: greedy is deterministic; n x prompts choices with their index
+r=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}')
+[ "$(status)" = 200 ] || fail "completions status $(status): $r"
+[ "$(echo "$r" | jget '.object')" = text_completion ] || fail "completions object: $r"
+t1=$(echo "$r" | jget '.choices[0].text')
+[ -n "$t1" ] || fail "empty completion"
+[ "$(echo "$r" | jget '.usage.completion_tokens')" -le 8 ] || fail "usage: $r"
+fr=$(echo "$r" | jget '.choices[0].finish_reason')
+[ "$fr" = length ] || [ "$fr" = stop ] || fail "finish_reason $fr"
+r2=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}')
+[ "$(echo "$r2" | jget '.choices[0].text')" = "$t1" ] || fail "greedy not deterministic"
+r=$(post /v1/completions '{"prompt":["Once","The dog"],"n":2,"max_tokens":3,"temperature":0.8,"seed":5}')
+[ "$(echo "$r" | jget '.choices.length')" = 4 ] || fail "n x prompts: $r"
+[ "$(echo "$r" | jget '.choices.map(c=>c.index).join()')" = "0,1,2,3" ] || fail "indexes: $r"
+r=$(post /v1/completions '{"prompt":"Once upon","max_tokens":3,"temperature":0,"echo":true,"logprobs":2}')
+case "$(echo "$r" | jget '.choices[0].text')" in "Once upon"*) ;; *) fail "echo: $r";; esac
+[ "$(echo "$r" | jget '.choices[0].logprobs.tokens.length')" = "$(echo "$r" | jget '.usage.completion_tokens')" ] ||
+    fail "logprobs tokens: $r"
+[ "$(echo "$r" | jget '.choices[0].logprobs.text_offset[0]')" = 9 ] || fail "text_offset after echo: $r"
+r=$(post /v1/completions '{"prompt":[1,400,500],"max_tokens":2}')
+[ "$(status)" = 200 ] || fail "token-array prompt: $r"
+ok completions
+
+# chat completions, with logprobs in the chat format
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6,"temperature":0,"logprobs":true,"top_logprobs":2}')
+[ "$(status)" = 200 ] || fail "chat status $(status): $r"
+[ "$(echo "$r" | jget '.object')" = chat.completion ] || fail "chat object: $r"
+[ "$(echo "$r" | jget '.choices[0].message.role')" = assistant ] || fail "chat role: $r"
+[ "$(echo "$r" | jget '.choices[0].logprobs.content[0].top_logprobs.length')" = 2 ] || fail "chat top_logprobs: $r"
+ok chat
+
+# native generate
+r=$(post /v1/generate '{"prompt":"Once upon a time","max_tokens":5,"temperature":0}')
+[ "$(echo "$r" | jget '.token_ids.length')" = "$(echo "$r" | jget '.usage.completion_tokens')" ] || fail "generate: $r"
+echo "$r" | jget '.timings.total_s' >/dev/null || fail "timings: $r"
+ok generate
+
+# tokenize / detokenize round trip; apply-template
+r=$(post /tokenize '{"content":"Once upon a time","add_special":false}')
+ids=$(echo "$r" | jget '.tokens')
+[ "$(echo "$r" | jget '.tokens.length')" -ge 2 ] || fail "tokenize: $r"
+r=$(post /detokenize "{\"tokens\":$ids}")
+[ "$(echo "$r" | jget '.content')" = "Once upon a time" ] || fail "detokenize: $r"
+r=$(post /apply-template '{"messages":[{"role":"user","content":"Hi there"}]}')
+case "$(echo "$r" | jget '.prompt')" in *"Hi there"*) ;; *) fail "apply-template: $r";; esac
+ok tokenize detokenize apply-template
+
+# errors
+r=$(post /v1/completions '{"prompt":"x","temperature":"hot"}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = temperature ] || fail "400 temperature: $r"
+[ "$(echo "$r" | jget '.error.type')" = invalid_request_error ] || fail "error type: $r"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_p":2}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = top_p ] || fail "400 top_p: $r"
+r=$(post /v1/completions '{"prompt":"x","stop":["a","b","c","d","e"]}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = stop ] || fail "400 stop: $r"
+r=$(post /v1/completions '{"prompt":[1,99999999]}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = prompt ] || fail "400 vocab: $r"
+r=$(post /v1/completions '{"prompt":"x","max_tokens":100000}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = max_tokens ] || fail "400 max_tokens over the context: $r"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":100000}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = max_completion_tokens ] || fail "400 max_completion_tokens: $r"
+long=$(node -e 'console.log(JSON.stringify({prompt: Array(600).fill(5), max_tokens: 4}))')
+r=$(post /v1/completions "$long")
+[ "$(status)" = 400 ] || fail "a prompt longer than the context must be a 400: $(status) $r"
+r=$(post /v1/completions '{"prompt": "x"')
+[ "$(status)" = 400 ] || fail "bad JSON: $(status)"
+r=$(post /v1/completions '{"prompt":"x","model":"nope"}')
+[ "$(status)" = 404 ] && [ "$(echo "$r" | jget '.error.code')" = model_not_found ] || fail "404 model: $r"
+r=$(curl -s -w '%{http_code}' "$URL/v1/nothing")
+case "$r" in *404) ;; *) fail "404 route: $r";; esac
+r=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/completions")
+[ "$r" = 405 ] || fail "405: $r"
+big=$(head -c 6000 /dev/zero | tr '\0' 'a')
+r=$(post /v1/completions "{\"prompt\":\"$big\"}")
+[ "$(status)" = 413 ] || fail "413: $(status) $r"
+echo "$r" | jget '.error.message' >/dev/null || fail "413 body: $r"
+ok errors 400 404 405 413
+
+# /metrics: Prometheus names
+mt=$(curl -s "$URL/metrics")
+for name in 'rlxd_requests_total{endpoint="completions",status="200"}' rlxd_prompt_tokens_total \
+    rlxd_generation_tokens_total rlxd_num_requests_running rlxd_num_requests_waiting rlxd_kv_cache_usage_ratio \
+    rlxd_prefix_cache_queries_total rlxd_prefix_cache_hits_total rlxd_time_to_first_token_seconds_bucket \
+    rlxd_inter_token_latency_seconds_sum rlxd_e2e_request_latency_seconds_count \
+    'rlxd_requests_total{endpoint="completions",status="400"}'; do
+    echo "$mt" | grep -qF "$name" || fail "metrics lack $name"
+done
+ok metrics
+
+# access log: one line per request with status and tokens
+grep -q 'POST /v1/completions 200 model=tiny prompt_tokens=[1-9]' "$LOG" || fail "access log line"
+stop_server
+ok sigterm-idle
+
+# auth: every route but /health needs the key; two models, routed by "model"
+Q8="$SHARED/models/stories260K-q8_0.gguf"
+[ -f "$Q8" ] || Q8="$MODEL"
+start_server auth --api-key s3cret --log-format json -m "$Q8:second"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] || fail "/health needs no key"
+r=$(curl -s -w '%{http_code}' "$URL/v1/models")
+case "$r" in *401) ;; *) fail "401 without key: $r";; esac
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' "$URL/v1/models")" = 401 ] || fail "wrong key"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cretX' "$URL/metrics")" = 401 ] || fail "longer key"
+r=$(post /v1/completions '{"prompt":"x","max_tokens":2}')
+[ "$(status)" = 401 ] || fail "401 completions"
+r=$(post /v1/completions '{"prompt":"x","max_tokens":2}' -H 'Authorization: Bearer s3cret')
+[ "$(status)" = 200 ] || fail "key accepted: $(status) $r"
+grep -q '"path":"/v1/completions","status":200' "$LOG" || fail "json access log"
+[ "$(echo "$r" | jget '.model')" = tiny ] || fail "default model is the first: $r"
+r=$(post /v1/completions '{"prompt":"x","max_tokens":2,"model":"second"}' -H 'Authorization: Bearer s3cret')
+[ "$(echo "$r" | jget '.model')" = second ] || fail "routing by model: $r"
+r=$(curl -s -H 'Authorization: Bearer s3cret' "$URL/v1/models")
+[ "$(echo "$r" | jget '.data.map(m=>m.id).join()')" = "tiny,second" ] || fail "two models listed: $r"
+stop_server
+ok auth multi-model
+echo "all passed"

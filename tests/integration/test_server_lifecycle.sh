@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# test_server_lifecycle.sh - the daemon's life around requests: a client that disconnects
+# cancels its generation (seen in /metrics and the access log), the connection limit answers
+# 503 + Retry-After, and SIGTERM lets a request in flight finish before exiting 0.
+cd "$(dirname "$0")/../.." || exit 1
+source tests/integration/server_lib.sh
+command -v node >/dev/null || { echo "skip: node missing"; exit 77; }
+
+start_server life --max-connections 1
+# ignore_eos + max_tokens near the 512-token context: long enough to be cancelled midway
+long='{"prompt":"Once upon a time","max_tokens":480,"ignore_eos":true,"stream":true}'
+
+# client disconnect: read the first bytes of a stream, then hang up
+curl -sN -m 30 "$URL/v1/completions" -d "$long" | head -c 200 >/dev/null
+cancelled=""
+for _ in $(seq 1 50); do
+    m=$(curl -s "$URL/metrics")
+    if echo "$m" | grep -q '^rlxd_requests_cancelled_total [1-9]'; then cancelled=1; break; fi
+    sleep 0.1
+done
+[ -n "$cancelled" ] || fail "disconnect did not cancel: $(echo "$m" | grep cancelled)"
+grep -q 'POST /v1/completions 499 .*finish=cancelled' "$LOG" || fail "access log lacks the 499 line"
+for _ in $(seq 1 50); do
+    echo "$(curl -s "$URL/metrics")" | grep -q '^rlxd_num_requests_running{model_name="tiny"} 0' && break
+    sleep 0.1
+done
+echo "$(curl -s "$URL/metrics")" | grep -q '^rlxd_num_requests_running{model_name="tiny"} 0' ||
+    fail "the cancelled sequence is still running"
+ok disconnect cancels
+
+# connection limit: with one connection open (idle), another one gets 503 + Retry-After
+exec 3<>/dev/tcp/127.0.0.1/"$PORT" || fail "cannot open a raw connection"
+sleep 0.2
+hdr=$(curl -s -D - -o "$TMP/busy" "$URL/v1/models")
+exec 3>&-
+echo "$hdr" | head -1 | grep -q ' 503' || fail "no 503 at the connection limit: $(echo "$hdr" | head -1)"
+echo "$hdr" | grep -qi '^retry-after:' || fail "503 without Retry-After"
+grep -q '"error"' "$TMP/busy" || fail "503 body not an error object"
+ok connection limit 503
+sleep 0.3
+stop_server
+
+# SIGTERM drain: a stream in flight completes, new connections are refused, exit 0
+start_server drain
+# (200 tokens: still running at SIGTERM, well within the 10 s grace even in a sanitizer build)
+curl -sN -m 30 "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":200,"ignore_eos":true,"stream":true}' >"$TMP/drain.sse" &
+client=$!
+for _ in $(seq 1 100); do [ -s "$TMP/drain.sse" ] && break; sleep 0.02; done
+[ -s "$TMP/drain.sse" ] || fail "the stream did not start"
+kill -TERM "$PID"
+sleep 0.1
+curl -s -m 2 -o /dev/null "$URL/health" && fail "still accepting connections after SIGTERM"
+wait "$client" || fail "in-flight request failed during drain"
+tail -c 14 "$TMP/drain.sse" | grep -q 'data: \[DONE\]' || fail "drained stream did not end with [DONE]"
+grep -q '"finish_reason":"length"' "$TMP/drain.sse" || fail "drained stream incomplete"
+for _ in $(seq 1 150); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$PID" 2>/dev/null && fail "rlxd did not exit after draining"
+wait "$PID"; rc=$?
+[ "$rc" = 0 ] || fail "exit status $rc after SIGTERM"
+ok sigterm drain exit 0
+
+# a model that cannot load: the daemon says why and exits non-zero
+"$BIN" serve -m /nonexistent/model.gguf --port 0 2>"$TMP/bad.log" &
+bad=$!
+PIDS+=("$bad")
+for _ in $(seq 1 100); do kill -0 "$bad" 2>/dev/null || break; sleep 0.1; done
+wait "$bad"; rc=$?
+[ "$rc" != 0 ] || fail "bad model exited 0"
+grep -q "cannot load model" "$TMP/bad.log" || fail "no load error message: $(cat "$TMP/bad.log")"
+ok bad model
+# while a model loads, /health and the model's routes answer 503 (+ Retry-After): a FIFO as
+# the model file keeps the loader blocked in open() until we open its other end
+mkfifo "$TMP/slow.gguf" || fail "mkfifo"
+"$BIN" serve -m "$TMP/slow.gguf:slow" --port 0 2>"$TMP/slow.log" &
+slow=$!
+PIDS+=("$slow")
+LOG="$TMP/slow.log"
+PORT=""
+for _ in $(seq 1 100); do
+    PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$LOG" | head -1)
+    [ -n "$PORT" ] && break
+    sleep 0.1
+done
+[ -n "$PORT" ] || fail "no port while loading"
+URL="http://127.0.0.1:$PORT"
+hdr=$(curl -s -D - -o "$TMP/h.json" "$URL/health")
+echo "$hdr" | head -1 | grep -q ' 503' || fail "/health while loading: $(echo "$hdr" | head -1)"
+echo "$hdr" | grep -qi '^retry-after:' || fail "/health 503 without Retry-After"
+[ "$(jget '.error.type' <"$TMP/h.json")" = unavailable_error ] || fail "health error shape: $(cat "$TMP/h.json")"
+r=$(post /v1/completions '{"prompt":"x"}')
+[ "$(status)" = 503 ] || fail "completions while loading: $(status) $r"
+[ "$(curl -s "$URL/v1/models" | jget '.data[0].meta.status')" = loading ] || fail "models while loading"
+exec 5>"$TMP/slow.gguf"; exec 5>&-   # the loader now fails: the daemon says so and exits non-zero
+for _ in $(seq 1 100); do kill -0 "$slow" 2>/dev/null || break; sleep 0.1; done
+wait "$slow"; rc=$?
+[ "$rc" != 0 ] || fail "a model that failed to load exited 0"
+grep -q "cannot load model 'slow'" "$LOG" || fail "no load error message"
+ok 503 while loading
+echo "all passed"

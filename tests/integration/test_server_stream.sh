@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# test_server_stream.sh - streamed responses byte by byte: SSE framing ("data: ...\n\n", no
+# "event:" lines, [DONE] last), stable id/created, the chat role chunk, finish_reason,
+# include_usage, stop strings never leaking (not even in part), native ndjson.
+cd "$(dirname "$0")/../.." || exit 1
+source tests/integration/server_lib.sh
+command -v node >/dev/null || { echo "skip: node missing"; exit 77; }
+start_server stream
+
+# Checks an SSE body (file $1) for framing; prints the concatenated text of choice 0.
+sse_check() {
+    node -e '
+const s = require("fs").readFileSync(process.argv[1], "utf8");
+const kind = process.argv[2];
+const die = m => { console.error(m); process.exit(1); };
+if (!s.endsWith("data: [DONE]\n\n")) die("stream does not end with [DONE]: " + JSON.stringify(s.slice(-80)));
+const events = s.split("\n\n"); events.pop();
+let text = "", ids = new Set(), created = new Set(), finish = null, usage = null, first = true, after = false;
+for (const e of events) {
+    if (!e.startsWith("data: ")) die("event without data: prefix: " + JSON.stringify(e));
+    if (e.includes("\n")) die("multi-line event: " + JSON.stringify(e));
+    const p = e.slice(6);
+    if (p === "[DONE]") { if (e !== events[events.length - 1]) die("[DONE] not last"); continue; }
+    const o = JSON.parse(p);
+    if (o.error) die("error event: " + p);
+    ids.add(o.id); created.add(o.created);
+    if (o.choices.length === 0) { usage = o.usage; continue; }
+    if (usage) die("chunk after the usage chunk");
+    const c = o.choices[0];
+    if (kind === "chat") {
+        if (o.object !== "chat.completion.chunk") die("object " + o.object);
+        if (first && c.delta.role !== "assistant") die("first chunk lacks the role");
+        if (!first && c.delta.role) die("role repeated");
+        text += c.delta.content || "";
+    } else {
+        if (o.object !== "text_completion") die("object " + o.object);
+        text += c.text;
+    }
+    if (after) die("chunk after finish_reason");
+    if (c.finish_reason) { finish = c.finish_reason; after = true; }
+    first = false;
+}
+if (ids.size !== 1 || created.size !== 1) die("id/created not stable");
+if (!finish) die("no finish_reason");
+if (process.argv[3] === "usage" && (!usage || usage.total_tokens !== usage.prompt_tokens + usage.completion_tokens)) die("usage chunk missing");
+if (process.argv[3] !== "usage" && usage) die("usage without include_usage");
+process.stdout.write(JSON.stringify({text, finish}));
+' "$@"
+}
+
+curl -sN "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Tell a story"}],"max_tokens":12,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' >"$TMP/chat.sse"
+grep -q '^event:' "$TMP/chat.sse" && fail "event: lines present"
+sse_check "$TMP/chat.sse" chat usage >/dev/null || fail "chat stream format"
+ok chat stream framing + usage
+
+curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true}' >"$TMP/c.sse"
+streamed=$(sse_check "$TMP/c.sse" completions) || fail "completions stream format"
+full=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' | jget '.choices[0].text')
+[ "$(echo "$streamed" | jget '.text')" = "$full" ] || fail "streamed text differs from non-streamed"
+ok completions stream equals non-stream
+
+curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true,"echo":true}' >"$TMP/echo.sse"
+echoed=$(sse_check "$TMP/echo.sse" completions) || fail "echo stream format"
+[ "$(echo "$echoed" | jget '.text')" = "Once upon a time$full" ] || fail "streamed echo: $echoed"
+ok completions stream with echo
+
+# A stop string taken from the middle of the greedy output, 4 bytes long, so it most likely
+# spans a token boundary: the streamed text must be exactly what precedes it.
+body=$(node -e '
+const full = process.argv[1];
+const at = Math.max(1, Math.floor(full.length / 2));
+const stop = full.slice(at, at + 4);
+const want = full.slice(0, full.indexOf(stop));
+console.log(JSON.stringify({stop, want}));' "$full")
+stop=$(echo "$body" | jget '.stop')
+want=$(echo "$body" | jget '.want')
+req=$(node -e 'console.log(JSON.stringify({prompt:"Once upon a time",max_tokens:24,temperature:0,stream:true,stop:[process.argv[1]]}))' "$stop")
+curl -sN "$URL/v1/completions" -d "$req" >"$TMP/stop.sse"
+got=$(sse_check "$TMP/stop.sse" completions) || fail "stop stream format"
+[ "$(echo "$got" | jget '.text')" = "$want" ] || fail "stop: streamed $(echo "$got" | jget '.text') want $want (stop '$stop')"
+[ "$(echo "$got" | jget '.finish')" = stop ] || fail "stop finish_reason: $got"
+req=$(node -e 'console.log(JSON.stringify({prompt:"Once upon a time",max_tokens:24,temperature:0,stop:process.argv[1]}))' "$stop")
+r=$(post /v1/completions "$req")
+[ "$(echo "$r" | jget '.choices[0].text')" = "$want" ] || fail "stop non-stream: $r"
+ok stop string held back across tokens
+
+# native ndjson stream: token lines, then the final object
+curl -sN "$URL/v1/generate" -d '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"stream":true}' >"$TMP/g.ndjson"
+node -e '
+const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n");
+if (lines.pop() !== "") throw new Error("no final newline");
+const objs = lines.map(l => JSON.parse(l));
+const fin = objs.pop();
+if (!fin.finish_reason || !Array.isArray(fin.token_ids) || !fin.usage || !fin.timings) throw new Error("final: " + JSON.stringify(fin));
+if (objs.length !== fin.token_ids.length) throw new Error("token lines " + objs.length + " vs " + fin.token_ids.length);
+objs.forEach((o, i) => { if (o.token !== fin.token_ids[i] || typeof o.text !== "string") throw new Error("line " + i); });
+if (!fin.text.startsWith(objs.map(o => o.text).join(""))) throw new Error("texts do not add up");
+' "$TMP/g.ndjson" || fail "ndjson stream"
+grep -qi '^content-type: application/x-ndjson' <(curl -sN -D - -o /dev/null "$URL/v1/generate" -d '{"prompt":"a","max_tokens":1,"stream":true}') ||
+    fail "ndjson content type"
+ok generate ndjson
+
+# many streams at once (suspend/resume under load): every one well-formed and complete
+pids=()
+for i in $(seq 1 24); do
+    if [ $((i % 2)) = 0 ]; then
+        curl -sN "$URL/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"story $i\"}],\"max_tokens\":16,\"stream\":true,\"seed\":$i}" >"$TMP/par$i.sse" &
+    else
+        curl -sN "$URL/v1/completions" -d "{\"prompt\":\"Tale $i\",\"max_tokens\":16,\"stream\":true,\"seed\":$i}" >"$TMP/par$i.sse" &
+    fi
+    pids+=($!)
+done
+wait "${pids[@]}"
+for i in $(seq 1 24); do
+    kind=completions; [ $((i % 2)) = 0 ] && kind=chat
+    sse_check "$TMP/par$i.sse" $kind >/dev/null || fail "concurrent stream $i"
+done
+ok 24 concurrent streams
+
+# an error before the first byte is a plain HTTP error, even for stream requests
+r=$(post /v1/chat/completions '{"messages":[],"stream":true}')
+[ "$(status)" = 400 ] || fail "stream 400: $r"
+stop_server
+echo "all passed"
