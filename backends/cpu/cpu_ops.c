@@ -73,24 +73,13 @@ static void apply_chain(rlx_cpu_run *r, const rlx_step *s, float *y, int64_t row
     for (int k = 0; k < s->n_chain; k++) apply_ew(r, &s->chain[k], y, row, c0, c1);
 }
 
-static rlx_ew_op head_ew(rlx_op op)
-{
-    switch (op) {
-    case RLX_OP_ADD: return RLX_EW_ADD;
-    case RLX_OP_MUL: return RLX_EW_MUL;
-    case RLX_OP_SILU: return RLX_EW_SILU;
-    case RLX_OP_GELU: return RLX_EW_GELU;
-    case RLX_OP_SCALE: return RLX_EW_SCALE;
-    default: return RLX_EW_SOFTCAP;
-    }
-}
 
 static void k_elementwise(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     int64_t T = n_rows(r, s->out), a, b;
     int64_t cols = r->plan->graph->tensors[s->out].cols;
     split(T, ith, nth, &a, &b);
-    rlx_ew head = {head_ew(s->node.op), (s->node.op == RLX_OP_ADD || s->node.op == RLX_OP_MUL) ? s->node.in[1] : -1, s->node.fp[0]};
+    rlx_ew head = {rlx_ew_of_op(s->node.op), (s->node.op == RLX_OP_ADD || s->node.op == RLX_OP_MUL) ? s->node.in[1] : -1, s->node.fp[0]};
     for (int64_t t = a; t < b; t++) {
         const float *x = rowp(r, s->node.in[0], t);
         float *y = rowp(r, s->out, t);
@@ -302,19 +291,11 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const rlx_node *n = &s->node;
     int64_t T = r->batch->n_tokens, a, b;
     int n_heads = n->ip[0], hd = n->ip[1], n_rot = n->ip[2], mode = n->ip[3];
-    float base = n->fp[0], freq_scale = n->fp[1] != 0.0f ? n->fp[1] : 1.0f;
     const float *ff = n->in[1] >= 0 ? operand_row(r, n->in[1], 0) : NULL;
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float cs[512], sn[512]; /* n_rot <= 1024 is checked by the builder */
     split(T, ith, nth, &a, &b);
     for (int64_t t = a; t < b; t++) {
-        float theta = (float)r->batch->pos[t];
-        for (int i = 0; i < n_rot / 2; i++) {
-            float th = freq_scale * (ff ? theta / ff[i] : theta);
-            cs[i] = cosf(th);
-            sn[i] = sinf(th);
-            theta *= theta_scale;
-        }
+        rlx_rope_angles(n->fp[0], n->fp[1], ff, n_rot, r->batch->pos[t], cs, sn);
         const float *x = rowp(r, n->in[0], t);
         float *y = rowp(r, s->out, t);
         for (int h = 0; h < n_heads; h++) {
