@@ -10,7 +10,8 @@
 #   decode:  tok/s x weight bytes per token / memory bandwidth
 #   prefill: tok/s x 2 x parameters / sgemm peak
 # Environment: BUILD (build), THREADS (2), REPS (3), GEN (32), MODELS (f16 q8_0 q4_k_m),
-#              SERVER_REQUESTS (2 x concurrency).
+#              SERVER_MODEL (the Q8_0 file), SERVER_REQUESTS (2 x concurrency),
+#              SERVER_ONLY=1 (skip the engine figures).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -61,7 +62,8 @@ echo "|---|---|---|---|---|---|---|---|---|"
 } | tee "$OUT/results.md"
 
 PARAMS=""
-for f in "${FILES[@]}"; do
+[ -n "${SERVER_ONLY:-}" ] && FILES_ENGINE=() || FILES_ENGINE=("${FILES[@]}")
+for f in "${FILES_ENGINE[@]}"; do
     j=$("$BUILD/rlxd" bench -m "$f" -p 128 -n "$GEN" --seqs 1,4,16 -t "$THREADS" -r "$REPS" --json)
     j5=$("$BUILD/rlxd" bench -m "$f" -p 512 -n 1 --seqs 1 -t "$THREADS" -r "$REPS" --json)
     wb=$(echo "$j" | json_get weight_bytes)
@@ -86,9 +88,10 @@ if ! "$BUILD/rlxd" serve --help >/dev/null 2>&1; then
     echo -e "\nserver figures skipped: this build has no \`rlxd serve\`" | tee -a "$OUT/results.md"
     exit 0
 fi
-MODEL="${FILES[1]:-${FILES[0]}}"
+MODEL=${SERVER_MODEL:-$BUILD/models/q06-q8_0.gguf}
+[ -f "$MODEL" ] || MODEL="${FILES[0]}"
 PORT=$((20000 + RANDOM % 30000))
-"$BUILD/rlxd" serve -m "$MODEL:bench" --host 127.0.0.1 --port "$PORT" --threads "$THREADS" --max-seqs 16 \
+"$BUILD/rlxd" serve -m "$MODEL:bench" --host 127.0.0.1 --port "$PORT" --threads "$THREADS" --max-seqs 16 --ctx 512 \
     >"$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true' EXIT
@@ -110,7 +113,8 @@ for c in 1 4 16; do
         --prompt-tokens 128 --max-tokens 64 --json)
     node -e '
       const [c, j] = process.argv.slice(1); const d = JSON.parse(j);
-      console.log(`| ${c} | ${d.output_tps.toFixed(1)} | ${d.ttft_p50_ms.toFixed(0)} | ${d.ttft_p99_ms.toFixed(0)} | ${d.itl_p50_ms.toFixed(1)} | ${d.itl_p99_ms.toFixed(1)} | ${d.errors} |`);
+      const f = (x, n) => (typeof x === "number" ? x.toFixed(n) : "-"); /* null when nothing was measured */
+      console.log(`| ${c} | ${f(d.output_tps, 1)} | ${f(d.ttft_p50_ms, 0)} | ${f(d.ttft_p99_ms, 0)} | ${f(d.itl_p50_ms, 1)} | ${f(d.itl_p99_ms, 1)} | ${d.errors} |`);
     ' "$c" "$j" | tee -a "$OUT/results.md"
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/results.md"
