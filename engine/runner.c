@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *err)
 {
@@ -30,7 +31,17 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     size_t block_bytes = 2 * (size_t)mc->n_layer * (size_t)bs * (size_t)r->graph.kv_cols * elem;
     int64_t nb = cfg->kv_blocks;
     if (nb <= 0 && cfg->kv_mem_mib) nb = (int64_t)((cfg->kv_mem_mib << 20) / block_bytes);
-    if (nb <= 0) nb = (int64_t)r->max_seqs * ((r->n_ctx + bs - 1) / bs);
+    if (nb <= 0) {
+        /* default: room for max_seqs full contexts, but at most a quarter of the memory
+         * available now (a 40k-token model context x 16 sequences would ask for tens of GiB) */
+        nb = (int64_t)r->max_seqs * ((r->n_ctx + bs - 1) / bs);
+        long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && psize > 0) {
+            int64_t cap = (int64_t)((uint64_t)pages * (uint64_t)psize / 4 / block_bytes);
+            int64_t floor_blocks = (r->n_ctx + bs - 1) / bs; /* one full context at least */
+            if (nb > cap) nb = RLX_MAX(cap, RLX_MIN(floor_blocks, nb));
+        }
+    }
     if (nb > INT32_MAX / bs) nb = INT32_MAX / bs;
     if (nb < 1) {
         rc = rlx_errorf(err, RLX_EINVAL, "KV memory of %zu MiB holds no block of %zu KiB", cfg->kv_mem_mib, block_bytes >> 10);

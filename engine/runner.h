@@ -19,7 +19,8 @@ typedef struct rlx_runner_config {
     int kv_type;               /* RLX_F16 or RLX_F32, used when kv_type_set (default F16) */
     bool kv_type_set;
     int32_t kv_block;          /* <= 0: 16 */
-    int32_t kv_blocks;         /* <= 0: from kv_mem_mib, else enough for max_seqs full contexts */
+    int32_t kv_blocks;         /* <= 0: from kv_mem_mib, else enough for max_seqs full contexts,
+                                  capped at a quarter of the available memory */
     size_t kv_mem_mib;
     int32_t max_seqs;          /* <= 0: 1 */
     int32_t max_batch_tokens;  /* <= 0: 512 */
