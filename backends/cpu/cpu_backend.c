@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef struct cpu_backend {
     rlx_backend base;            /* must be first */
@@ -19,7 +20,8 @@ typedef struct cpu_backend {
     int32_t *out_index;
     int32_t max_outputs;
     rlx_kv_geometry kv;
-    uint8_t *kv_mem;             /* K of every layer, then V of every layer */
+    uint8_t *kv_mem;             /* K of every layer, then V of every layer (mmap'ed) */
+    size_t kv_mem_bytes;
     size_t kv_layer_bytes;
     float *attn_scratch;
     size_t attn_stride;
@@ -116,7 +118,7 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
 static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *err)
 {
     cpu_backend *be = (cpu_backend *)be_;
-    free(be->kv_mem);
+    if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);
     free(be->attn_scratch);
     be->kv_mem = NULL;
     be->attn_scratch = NULL;
@@ -125,12 +127,15 @@ static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *
     size_t slots = (size_t)geo->n_blocks * (size_t)geo->block_size;
     be->kv_layer_bytes = slots * (size_t)geo->kv_cols * (geo->type == RLX_F16 ? 2 : 4);
     size_t total = 2 * (size_t)geo->n_layers * be->kv_layer_bytes;
-    be->kv_mem = alloc64(total);
+    /* anonymous pages: zero, and committed only when a block is first written, so a large
+     * default pool costs nothing until sequences fill it */
+    void *mem = total ? mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    be->kv_mem = mem == MAP_FAILED ? NULL : mem;
+    be->kv_mem_bytes = total;
     be->attn_stride = (slots + 15) & ~(size_t)15;
     be->attn_scratch = alloc64((size_t)rlx_threadpool_size(be->tp) * (be->attn_stride * RLX_CPU_ATTN_G + RLX_CPU_ATTN_PART) * sizeof(float));
     if (!be->kv_mem || !be->attn_scratch)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB for the KV cache", total >> 20);
-    memset(be->kv_mem, 0, total);
     be->kv = *geo;
     return 0;
 }
@@ -250,7 +255,7 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->arena);
     free(be->scratch);
     free(be->out_index);
-    free(be->kv_mem);
+    if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);
     free(be->attn_scratch);
     free(be->row_scratch);
     free(be->counters);
