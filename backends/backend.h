@@ -29,7 +29,15 @@ typedef struct rlx_batch_seq {
  * is `tokens[i]` at position `pos[i]` of sequence `seq[i]`; its K/V go to slot pos[i] of that
  * sequence's block table, whose blocks must cover it. Attention of token i sees positions
  * 0..pos[i] of its sequence (those of earlier steps and of this batch). Logits are produced
- * for the tokens with output[i] != 0, in batch order. */
+ * for the tokens with output[i] != 0, in batch order.
+ *
+ * decode[i] != 0 marks a token of a one-token decode step (a generated token being fed back),
+ * 0 a token of a prompt. The CPU backend gives each kind the arithmetic llama.cpp uses for it
+ * (single-token vs batched kernels) so logits match llama.cpp's bit for bit; since the kind
+ * comes from the request and not from the batch, results stay batch invariant. NULL: a token
+ * is a decode token when it is its sequence's only token in the batch (right for callers that
+ * run a prompt as one batch and then one token per step). Logit rows: a sequence's only output
+ * row in the batch takes the decode arithmetic, several take the prompt one. */
 typedef struct rlx_batch {
     int32_t n_tokens;
     const int32_t *tokens;
@@ -39,6 +47,7 @@ typedef struct rlx_batch {
     int32_t n_outputs;
     int32_t n_seqs;
     const rlx_batch_seq *seqs;
+    const uint8_t *decode;       /* optional, n_tokens entries */
 } rlx_batch;
 
 typedef struct rlx_backend rlx_backend;

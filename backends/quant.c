@@ -205,8 +205,10 @@ float rlx_vec_dot(int type, const void *w, const void *act, int64_t n)
 }
 
 void rlx__matmul_rows_scalar(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo,
+                             const uint8_t *decode)
 {
+    (void)decode; /* the reference has one arithmetic */
     const size_t wrow = rlx_row_bytes(type, K);
     /* weight row outermost: it stays in L1 while every activation row visits it */
     for (int64_t n = n0; n < n1; n++) {

@@ -42,9 +42,13 @@ float rlx_vec_dot(int type, const void *w, const void *act, int64_t n);
  * are rlx_row_bytes(type, K) apart. Implementations tile over t so each weight byte is read
  * once per call, and keep the per-element reduction order independent of T and of [n0, n1)
  * (batch invariance: a row's result never depends on what else is in the batch).
+ * `decode` (NULL: all zero) marks the activation rows of one-token decode steps: a path may
+ * give them the arithmetic llama.cpp uses for single tokens and the others that of its batched
+ * prompt kernels, so logits match llama.cpp's bit for bit (see backends/cpu/kern_x86_float.h).
  * Dispatches to the best SIMD path of this CPU (see rlx_cpu_path). */
 void rlx_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                     size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+                     size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo,
+                     const uint8_t *decode);
 
 /* Kernel path in use: "scalar", "avx2", "avx512", ...; chosen from CPUID at first use, or forced
  * with the environment variable RLX_CPU_PATH (tests use it to exercise every path). */

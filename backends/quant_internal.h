@@ -40,6 +40,7 @@ float rlx__dot_q6_k(const rlx_block_q6_k *x, const rlx_block_q8_k *y, int64_t nb
 
 /* Scalar reference of rlx_matmul_rows (also the fallback of the SIMD paths). */
 void rlx__matmul_rows_scalar(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo,
+                             const uint8_t *decode);
 
 #endif

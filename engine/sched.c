@@ -297,6 +297,10 @@ static int32_t add_tokens(rlx_worker *w, seq *s, int32_t budget, int32_t *n_tok,
         w->b_pos[t] = s->n_computed + i;
         w->b_seq[t] = si;
         w->b_out[t] = 0;
+        /* generated tokens (also when recomputed after preemption) take the one-token
+         * arithmetic, prompt tokens the batched one, as llama.cpp computes them; a one-token
+         * prompt is a single-token step there too */
+        w->b_dec[t] = s->n_computed + i >= s->n_prompt || s->n_prompt == 1;
     }
     if (s->n_computed + k == s->n_tokens) {
         w->b_out[*n_tok - 1] = 1;
@@ -392,7 +396,7 @@ int rlx__sched_step(rlx_worker *w)
         return w->n_waiting > 0 || w->n_running > 0 ? 0 : 0;
     }
     for (int32_t i = 0; i < n_seq; i++) w->b_seqs[i] = (rlx_batch_seq){w->b_seqptr[i]->blocks, w->b_seqptr[i]->n_blocks};
-    rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, n_out, n_seq, w->b_seqs};
+    rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, n_out, n_seq, w->b_seqs, w->b_dec};
     rlx_error err = {0};
     int rc = rlx_runner_forward(rn, &b, &err);
     if (rc) {

@@ -77,6 +77,7 @@ struct rlx_worker {
     /* step scratch */
     int32_t *b_tokens, *b_pos, *b_seq;
     uint8_t *b_out;
+    uint8_t *b_dec;             /* per token: a generated token (rlx_batch.decode) */
     rlx_batch_seq *b_seqs;
     seq **b_seqptr;
     float *sample_scratch;      /* n_vocab floats: the sampler works on a copy of the logits */

@@ -95,7 +95,7 @@ int rlx_cmd_generate(int argc, char **argv)
         int32_t pos[512], seq[512];
         uint8_t outf[512];
         for (int32_t i = 0; i < n; i++) { pos[i] = (int32_t)s + i; seq[i] = 0; outf[i] = (s + (size_t)i == n_ids - 1); }
-        rlx_batch b = {n, ids + s, pos, seq, outf, s + (size_t)n == n_ids ? 1 : 0, 1, &bs};
+        rlx_batch b = {n, ids + s, pos, seq, outf, s + (size_t)n == n_ids ? 1 : 0, 1, &bs, NULL};
         if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "rlxd generate: %s\n", err.msg); goto done; }
     }
     double t1 = rlx_now();
@@ -113,7 +113,7 @@ int rlx_cmd_generate(int argc, char **argv)
         n_out++;
         if (n_out == limit) break;
         uint8_t one = 1;
-        rlx_batch d = {1, &tk, &pos, &zero, &one, 1, 1, &bs};
+        rlx_batch d = {1, &tk, &pos, &zero, &one, 1, 1, &bs, NULL};
         if (rlx_runner_forward(r, &d, &err)) { fprintf(stderr, "\nrlxd generate: %s\n", err.msg); goto done; }
         pos++;
     }

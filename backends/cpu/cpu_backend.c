@@ -19,6 +19,10 @@ typedef struct cpu_backend {
     size_t scratch_bytes;
     int32_t *out_index;
     int32_t max_outputs;
+    uint8_t *decode_tok;         /* per token / output row: arithmetic kind (rlx_batch.decode) */
+    uint8_t *decode_out;
+    int32_t *seq_count;          /* 2 x seq_cap: tokens, then output rows, per batch sequence */
+    int32_t seq_cap;
     rlx_kv_geometry kv;
     uint8_t *kv_mem;             /* K of every layer, then V of every layer (mmap'ed) */
     size_t kv_mem_bytes;
@@ -80,6 +84,10 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     free(be->row_scratch);
     free(be->counters);
     free(be->no_barrier);
+    free(be->decode_tok);
+    free(be->decode_out);
+    be->decode_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1));
+    be->decode_out = malloc((size_t)RLX_MAX(plan->max_outputs, 1));
     be->no_barrier = calloc((size_t)RLX_MAX(plan->n_steps, 1), 1);
     /* a barrier-free run of steps must be pairwise independent, not just neighbours */
     for (int i = 0, start = 0; be->no_barrier && i + 1 < plan->n_steps; i++) {
@@ -100,7 +108,8 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     be->arena = alloc64(plan->arena_bytes);
     be->scratch = alloc64(plan->scratch_bytes ? plan->scratch_bytes : 64);
     be->out_index = malloc((size_t)plan->max_outputs * sizeof *be->out_index);
-    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->counters || !be->no_barrier)
+    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->counters || !be->no_barrier ||
+        !be->decode_tok || !be->decode_out)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB of activations",
                           (plan->arena_bytes + plan->scratch_bytes) >> 20);
     be->arena_bytes = plan->arena_bytes;
@@ -209,6 +218,29 @@ static void run_all_steps(void *ctx, int ith, int nth)
     }
 }
 
+/* Arithmetic kind of every token and output row (see rlx_batch.decode). The per-sequence
+ * counts live on the backend and only grow when a batch names more sequences than before. */
+static int set_roles(cpu_backend *be, const rlx_batch *b)
+{
+    if (b->n_seqs > be->seq_cap) {
+        int32_t *n = realloc(be->seq_count, 2 * (size_t)b->n_seqs * sizeof *n);
+        if (!n) return RLX_ENOMEM;
+        be->seq_count = n;
+        be->seq_cap = b->n_seqs;
+    }
+    int32_t *tok = be->seq_count, *outs = be->seq_count + b->n_seqs;
+    memset(be->seq_count, 0, 2 * (size_t)b->n_seqs * sizeof *tok);
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        tok[b->seq[i]]++;
+        outs[b->seq[i]] += b->output[i] != 0;
+    }
+    for (int32_t i = 0, o = 0; i < b->n_tokens; i++) {
+        be->decode_tok[i] = b->decode ? b->decode[i] != 0 : tok[b->seq[i]] == 1;
+        if (b->output[i]) be->decode_out[o++] = outs[b->seq[i]] == 1;
+    }
+    return 0;
+}
+
 static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
 {
     cpu_backend *be = (cpu_backend *)be_;
@@ -228,12 +260,13 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
         }
     }
     if (o != b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks %d outputs, n_outputs is %d", o, b->n_outputs);
+    if (set_roles(be, b)) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     rlx_cpu_run r = {
         .plan = plan, .batch = b, .tp = be->tp, .arena = be->arena, .scratch = be->scratch,
         .attn_scratch = be->attn_scratch, .attn_scratch_stride = be->attn_stride,
         .row_scratch = be->row_scratch, .row_scratch_stride = be->row_stride, .counters = be->counters,
         .no_barrier = be->no_barrier,
-        .out_index = be->out_index, .kv = &be->kv, .kv_k = be->kv_mem,
+        .out_index = be->out_index, .decode_tok = be->decode_tok, .decode_out = be->decode_out, .kv = &be->kv, .kv_k = be->kv_mem,
         .kv_v = be->kv_mem + (size_t)be->kv.n_layers * be->kv_layer_bytes, .kv_layer_bytes = be->kv_layer_bytes,
     };
     atomic_init(&r.error, 0);
@@ -255,6 +288,9 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->arena);
     free(be->scratch);
     free(be->out_index);
+    free(be->decode_tok);
+    free(be->decode_out);
+    free(be->seq_count);
     if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);
     free(be->attn_scratch);
     free(be->row_scratch);

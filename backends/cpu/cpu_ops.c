@@ -210,6 +210,46 @@ T512Q static void q8_k_row_512(const float *x, rlx_block_q8_k *y, int64_t nb)
 }
 #endif
 
+#if defined(__x86_64__)
+/* f32 -> f16 -> f32 with F16C (round to nearest even, as rlx_f32_to_f16) */
+__attribute__((target("avx512f,f16c"))) static void round_f16_512(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    for (; i < n; i++) y[i] = rlx_f16_to_f32(rlx_f32_to_f16(x[i]));
+}
+
+/* f32 -> bf16 -> f32: round to nearest even on the bits; NaN stays a quiet NaN */
+__attribute__((target("avx512f"))) static void round_bf16_512(const float *x, float *y, int64_t n)
+{
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u), quiet = _mm512_set1_epi32(0x00400000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512(x + i);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+        r = _mm512_mask_or_epi32(r, nan, u, quiet);
+        _mm512_storeu_si512(y + i, _mm512_and_si512(r, hi));
+    }
+    for (; i < n; i++) y[i] = rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
+}
+#endif
+
+void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n)
+{
+#if defined(__x86_64__)
+    if (!strncmp(rlx_cpu_path(), "avx512", 6)) {
+        if (wtype == RLX_F16) { round_f16_512(x, y, n); return; }
+        if (wtype == RLX_BF16) { round_bf16_512(x, y, n); return; }
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        y[i] = wtype == RLX_F16 ? rlx_f16_to_f32(rlx_f32_to_f16(x[i])) : rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
+}
+
 void rlx_cpu_quantize_act(int type, const float *x, void *dst, int64_t n)
 {
 #if defined(__x86_64__)
@@ -249,18 +289,18 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             uint8_t *dst = dst0 + (size_t)t * arb;
             if (vt != RLX_F32) {
                 rlx_cpu_quantize_act(vt, src, dst, K);
-            } else if (w->wtype == RLX_F16) {
+            } else {
                 /* ggml multiplies F16/BF16 weights with activations rounded to the weight's
                  * type; do the same (kept as f32 values) so logits agree with llama.cpp */
-                for (int64_t k = 0; k < K; k++) ((float *)dst)[k] = rlx_f16_to_f32(rlx_f32_to_f16(src[k]));
-            } else {
-                for (int64_t k = 0; k < K; k++) ((float *)dst)[k] = rlx_bf16_to_f32(rlx_f32_to_bf16(src[k]));
+                rlx_cpu_round_act(w->wtype, src, (float *)dst, K);
             }
         }
         if (!own) rlx_threadpool_barrier(r->tp);
         act = dst0;
     }
     float *out = rowp(r, s->out, 0);
+    const int rows = g->tensors[x].rows;
+    const uint8_t *role = rows == RLX_ROWS_TOKENS ? r->decode_tok : rows == RLX_ROWS_OUTPUTS ? r->decode_out : NULL;
     /* Chunks of 16-row tiles: about 8 per thread. For many activation rows, a chunk's weights
      * (at most ~256 KiB) and a block of activations (~256 KiB) are kept in L2 and the block
      * loop runs inside the chunk; otherwise every weight tile would stream all T rows from
@@ -278,7 +318,7 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         int64_t n0 = c * 16, n1 = RLX_MIN((c + per) * 16, N);
         for (int64_t t0 = 0; t0 < T; t0 += tb)
             rlx_matmul_rows(w->wtype, w->data, n0, n1, (const uint8_t *)act + (size_t)t0 * arb, arb, RLX_MIN(tb, T - t0), K,
-                            out + t0 * N, N);
+                            out + t0 * N, N, role ? role + t0 : NULL);
         if (s->n_chain)
             for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1);
     }

@@ -26,6 +26,8 @@ typedef struct rlx_cpu_run {
     float *attn_scratch;         /* per thread: attn_scratch_stride * RLX_CPU_ATTN_G + RLX_CPU_ATTN_PART floats */
     size_t attn_scratch_stride;
     const int32_t *out_index;    /* batch token index of each output row */
+    const uint8_t *decode_tok;   /* per token: one-token-decode arithmetic (see rlx_batch.decode) */
+    const uint8_t *decode_out;   /* per output row: the same for rows gathered for the logits */
     /* KV pool */
     const rlx_kv_geometry *kv;
     uint8_t *kv_k, *kv_v;        /* [layer][n_blocks*block_size][kv_cols] */
@@ -36,6 +38,9 @@ typedef struct rlx_cpu_run {
 /* rlx_quantize_row for activation rows, vectorised where the kernel path allows; the bytes are
  * identical to rlx_quantize_row's (tests/unit/test_cpu_quant_act.c). */
 void rlx_cpu_quantize_act(int type, const float *x, void *dst, int64_t n);
+/* y = x rounded to wtype (RLX_F16 or RLX_BF16) and back to f32, as the scalar conversions of
+ * backends/dtype.h give (NaN stays NaN); vectorised where the kernel path allows. */
+void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n);
 
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
 

@@ -5,10 +5,13 @@
 #include "backends/quant_internal.h"
 
 #include <stdatomic.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cpu_path { const char *name; rlx_matmul_rows_fn fn; } cpu_path;
+typedef struct cpu_path { const char *name; rlx_matmul_rows_fn fn; bool bf16dp; } cpu_path;
 
 static bool has_avx2(void)
 {
@@ -48,6 +51,17 @@ bool rlx_cpu_has_avxvnni(void)
 #endif
 }
 
+static bool has_avx512bf16(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!has_avx512() || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a >> 5) & 1; /* CPUID.(7,1):EAX.AVX512_BF16 */
+#else
+    return false;
+#endif
+}
+
 bool rlx_cpu_has_path(const char *name)
 {
     if (!strcmp(name, "scalar")) return true;
@@ -60,17 +74,20 @@ static cpu_path make_path(const char *name)
 {
 #if defined(__x86_64__)
     if (!strcmp(name, "avx512"))
-        return (cpu_path){"avx512", rlx_cpu_has_vnni() ? rlx__avx512vnni_matmul_rows : rlx__avx512_matmul_rows};
-    if (!strcmp(name, "avx512-novnni")) return (cpu_path){"avx512-novnni", rlx__avx512_matmul_rows};
-    if (!strcmp(name, "avx2-novnni")) return (cpu_path){"avx2-novnni", rlx__avx2_matmul_rows};
+        return (cpu_path){"avx512", rlx_cpu_has_vnni() ? rlx__avx512vnni_matmul_rows : rlx__avx512_matmul_rows,
+                          has_avx512bf16()};
+    /* stands in for AVX-512 CPUs of the first generations: neither VNNI nor BF16 */
+    if (!strcmp(name, "avx512-novnni")) return (cpu_path){"avx512-novnni", rlx__avx512_matmul_rows, false};
+    if (!strcmp(name, "avx2-novnni")) return (cpu_path){"avx2-novnni", rlx__avx2_matmul_rows, false};
     if (!strcmp(name, "avx2"))
-        return (cpu_path){"avx2", rlx_cpu_has_avxvnni() ? rlx__avx2vnni_matmul_rows : rlx__avx2_matmul_rows};
+        return (cpu_path){"avx2", rlx_cpu_has_avxvnni() ? rlx__avx2vnni_matmul_rows : rlx__avx2_matmul_rows, false};
 #endif
-    return (cpu_path){"scalar", rlx__matmul_rows_scalar};
+    return (cpu_path){"scalar", rlx__matmul_rows_scalar, false};
 }
 
 static _Atomic(const char *) g_name;
 static _Atomic(rlx_matmul_rows_fn) g_fn;
+static atomic_bool g_bf16dp;
 
 static void choose(void)
 {
@@ -78,8 +95,15 @@ static void choose(void)
     const char *best = has_avx512() ? "avx512" : has_avx2() ? "avx2" : "scalar";
     cpu_path p = make_path(want && rlx_cpu_has_path(want) ? want : best);
     /* racing first callers compute the same answer, so plain stores are enough */
+    atomic_store(&g_bf16dp, p.bf16dp);
     atomic_store(&g_fn, p.fn);
     atomic_store(&g_name, p.name);
+}
+
+bool rlx__cpu_bf16dp(void)
+{
+    (void)rlx_cpu_path();
+    return atomic_load(&g_bf16dp);
 }
 
 bool rlx__cpu_simd(void)
@@ -95,6 +119,7 @@ int rlx_cpu_force_path(const char *name)
     if (!ok) return RLX_EINVAL;
     if (!rlx_cpu_has_path(name)) return RLX_EUNSUPPORTED;
     cpu_path p = make_path(name);
+    atomic_store(&g_bf16dp, p.bf16dp);
     atomic_store(&g_fn, p.fn);
     atomic_store(&g_name, p.name);
     return 0;
@@ -111,12 +136,13 @@ const char *rlx_cpu_path(void)
 }
 
 void rlx_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                     size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+                     size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo,
+                     const uint8_t *decode)
 {
     rlx_matmul_rows_fn fn = atomic_load(&g_fn);
     if (!fn) {
         choose();
         fn = atomic_load(&g_fn);
     }
-    fn(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
+    fn(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo, decode);
 }

@@ -4,19 +4,19 @@
  *   KPFX(name)  the exported entry's prefix (rlx__<path>_matmul_rows)
  *   KVNNI       1: vpdpbusd / vpdpwssd (AVX-512 VNNI); 2: the same in AVX-VNNI encoding;
  *               0: vpmaddubsw + vpmaddwd
- *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
  *   KAVX512     1: the integer kernels of kern_x86_512.h (two blocks / a super-block per zmm)
  *
  * Layout of the work: weight rows in chunks that fit L2; activation rows in tiles of up to 4
- * (KMAXT_F for float types) visit every row of a chunk, so weights stream from memory once per
+ * visit every row of a chunk, so weights stream from memory once per
  * call and each weight row is loaded once per tile of activations. The
  * per-(t, n) arithmetic is the same whatever the tile size or row range: results are batch
  * invariant. Integer parts are exact everywhere; only the float accumulation differs from the
  * scalar code: K formats keep exact per-lane integer sums of each super-block, scale them and
  * accumulate across super-blocks in float lanes (a horizontal reduction per super-block would
  * cost a third of the throughput); Q8_0/Q4_0 accumulate scaled block sums in two 8-lane vectors
- * (even/odd blocks); F32/F16/BF16 use four 8-lane FMA accumulators, then a scalar tail for K % 32. */
+ * (even/odd blocks). F32/F16/BF16 weights: register-blocked tiles of kern_x86_float.h. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "backends/quant_internal.h"
@@ -296,50 +296,7 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
 
 /* ---- F32 / F16 / BF16 weights (activations F32) ---- */
 
-KINLINE __m256 load_w_f32(const void *w, int64_t i) { return _mm256_loadu_ps((const float *)w + i); }
-KINLINE __m256 load_w_f16(const void *w, int64_t i)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
-}
-KINLINE __m256 load_w_bf16(const void *w, int64_t i)
-{
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-KINLINE float scal_f32(const void *w, int64_t i) { return ((const float *)w)[i]; }
-KINLINE float scal_f16(const void *w, int64_t i) { return f16(((const uint16_t *)w)[i]); }
-KINLINE float scal_bf16(const void *w, int64_t i) { return rlx_bf16_to_f32(((const uint16_t *)w)[i]); }
-
-#define FLOAT_TILE(NAME, LOADW, SCALW)                                                            \
-    KINLINE void NAME(const void *w, const float *const *a, int64_t K, float *res, const int nt) \
-    {                                                                                            \
-        __m256 acc[4][4];                                                                        \
-        _Pragma("GCC unroll 8")                                                                  \
-        for (int t = 0; t < nt; t++)                                                             \
-            _Pragma("GCC unroll 8")                                                              \
-            for (int u = 0; u < 4; u++) acc[t][u] = _mm256_setzero_ps();                         \
-        int64_t i = 0;                                                                           \
-        for (; i + 32 <= K; i += 32) {                                                           \
-            __m256 wv[4];                                                                        \
-            _Pragma("GCC unroll 8")                                                              \
-            for (int u = 0; u < 4; u++) wv[u] = LOADW(w, i + 8 * u);                             \
-            _Pragma("GCC unroll 8")                                                              \
-            for (int t = 0; t < nt; t++)                                                         \
-                _Pragma("GCC unroll 8")                                                          \
-                for (int u = 0; u < 4; u++)                                                      \
-                    acc[t][u] = _mm256_fmadd_ps(wv[u], _mm256_loadu_ps(a[t] + i + 8 * u), acc[t][u]); \
-        }                                                                                        \
-        _Pragma("GCC unroll 8")                                                                  \
-        for (int t = 0; t < nt; t++) {                                                           \
-            float r = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                 \
-                                            _mm256_add_ps(acc[t][2], acc[t][3])));               \
-            for (int64_t j = i; j < K; j++) r += SCALW(w, j) * a[t][j];                          \
-            res[t] = r;                                                                          \
-        }                                                                                        \
-    }
-FLOAT_TILE(tile_f32, load_w_f32, scal_f32)
-FLOAT_TILE(tile_f16, load_w_f16, scal_f16)
-FLOAT_TILE(tile_bf16, load_w_bf16, scal_bf16)
+#include "backends/cpu/kern_x86_float.h"
 
 #if KAVX512
 #include "backends/cpu/kern_x86_512.h"
@@ -367,14 +324,17 @@ FLOAT_TILE(tile_bf16, load_w_bf16, scal_bf16)
     }
 
 void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                       size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+                       size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo,
+                       const uint8_t *decode)
 {
-    int maxt;
+    const int maxt = 4;
     switch (type) {
-    case RLX_F32: case RLX_F16: case RLX_BF16: maxt = KMAXT_F; break;
-    case RLX_Q8_0: case RLX_Q4_0: case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K: maxt = 4; break;
+    case RLX_F32: case RLX_F16: case RLX_BF16:
+        float_rows(type, w, n0, n1, act, act_row_bytes / 4, T, K, out, ldo, decode);
+        return;
+    case RLX_Q8_0: case RLX_Q4_0: case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K: break;
     default:
-        rlx__matmul_rows_scalar(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
+        rlx__matmul_rows_scalar(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo, decode);
         return;
     }
     const size_t wrow = rlx_row_bytes(type, K);
@@ -422,10 +382,7 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
 #endif
                 case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
                 case RLX_Q5_K: BY_NT(TILE_Q5_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-                case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-                case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
-                case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
-                default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
+                default: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
                 }
                 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];

@@ -11,7 +11,8 @@
 #include "backends/quant.h"
 
 typedef void (*rlx_matmul_rows_fn)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                                   size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+                                   size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo,
+                                   const uint8_t *decode);
 
 /* Forces a kernel path by name ("scalar", "avx2", "avx512"; tests also reach "avx2-novnni" and
  * "avx512-novnni", the kernels without VNNI, which a VNNI CPU never picks); later
@@ -27,6 +28,9 @@ bool rlx_cpu_has_path(const char *name);
 bool rlx_cpu_has_vnni(void);
 /* True if the avx2 path uses AVX-VNNI on this CPU. */
 bool rlx_cpu_has_avxvnni(void);
+/* True if float kernels of the current path use AVX512-BF16's vdpbf16ps for BF16 weights (the
+ * "avx512" path on CPUs that have it, as ggml does there). */
+bool rlx__cpu_bf16dp(void);
 
 /* True when a SIMD path is in use (then quant.c hands Q8_0/Q8_K activations to the AVX2
  * quantizers below, which give the scalar reference's bytes). */
@@ -36,12 +40,12 @@ void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb);
 
 /* Path entry points (x86-64 only). */
 void rlx__avx2_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                           size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+                           size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
 void rlx__avx2vnni_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                               size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+                               size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
 void rlx__avx512_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
 void rlx__avx512vnni_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
-                                 size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+                                 size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
 
 #endif

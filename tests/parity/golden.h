@@ -120,7 +120,7 @@ static golden_result golden_run(const char *gpath, const char *mpath, int kv_typ
         int ng = cJSON_GetArraySize(greedy);
         if (rlx_runner_reserve(r, &table, &nb, &cap, n + ng)) { golden_fail(&res, "KV reserve failed"); break; }
         rlx_batch_seq bs = {table, nb};
-        rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs};
+        rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs, NULL};
         if (rlx_runner_forward(r, &b, &err)) { golden_fail(&res, "forward: %s", err.msg); free(table); break; }
         const cJSON *top5 = cJSON_GetObjectItem(p, "top5");
         char where[128];
@@ -167,7 +167,7 @@ static golden_result golden_run(const char *gpath, const char *mpath, int kv_typ
             if (k == ng - 1) break;
             int32_t t1 = cur, p1 = n + k, s1 = 0;
             uint8_t o1 = 1;
-            rlx_batch d = {1, &t1, &p1, &s1, &o1, 1, 1, &bs};
+            rlx_batch d = {1, &t1, &p1, &s1, &o1, 1, 1, &bs, NULL};
             if (rlx_runner_forward(r, &d, &err)) { golden_fail(&res, "decode: %s", err.msg); break; }
             snprintf(where, sizeof where, "prompt %d greedy step %d", pi, k + 1);
             if (gtop) golden_check_top5(&res, r->logits, r->n_vocab, cJSON_GetArrayItem(gtop, k + 1), tol, where);

@@ -70,14 +70,14 @@ static int run(const cfg *c, int only, float *out, int *n_rows)
             outm[n] = 1;
         }
     }
-    rlx_batch b = {n, tok, pos, seq, outm, n, only >= 0 ? 1 : 2, only >= 0 ? &seqs[only] : seqs};
+    rlx_batch b = {n, tok, pos, seq, outm, n, only >= 0 ? 1 : 2, only >= 0 ? &seqs[only] : seqs, NULL};
     if (!rc) rc = be->ops->run(be, &p, &b, out, &err);
     *n_rows = n;
     if (!rc && only < 0) {
         /* decode step: sequence 0 at position 21 sees its 21 cached positions */
         int32_t t1 = 11, p1 = 21, s1 = 0;
         uint8_t o1 = 1;
-        rlx_batch d = {1, &t1, &p1, &s1, &o1, 1, 2, seqs};
+        rlx_batch d = {1, &t1, &p1, &s1, &o1, 1, 2, seqs, NULL};
         rc = be->ops->run(be, &p, &d, out + (size_t)n * (size_t)(c->nh * c->hd), &err);
         *n_rows = n + 1;
     }

@@ -7,6 +7,8 @@
 #include "backends/cpu/kernels.h"
 #include "backends/quant.h"
 
+#include <math.h>
+
 #define N 1024
 
 static void rows(float x[][N], int n_rows)
@@ -56,4 +58,44 @@ TEST(bytes_match_reference_on_every_path)
     ASSERT_EQ(rlx_cpu_force_path(orig), 0);
 }
 
-TEST_MAIN(TEST_ENTRY(bytes_match_reference_on_every_path))
+/* rounding to f16/bf16 (the activations of F16/BF16 weights): same bits as the scalar
+ * conversions for random values, exact halfway cases of both formats, f16 subnormals and
+ * overflow, infinities; NaN stays NaN */
+TEST(rounding_matches_scalar_on_every_path)
+{
+    enum { M = 1000 };
+    static float x[M], want[M], got[M];
+    uint32_t s = 99;
+    for (int i = 0; i < M; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((int)(s >> 8) % 2000001 - 1000000) / 777.0f;
+    }
+    for (int i = 0; i < 64; i++) x[i] = 1.0f + (float)(2 * i + 1) * 0x1p-11f; /* f16 halfway */
+    for (int i = 64; i < 128; i++) x[i] = 1.0f + (float)(2 * i + 1) * 0x1p-8f;  /* bf16 halfway */
+    for (int i = 128; i < 160; i++) x[i] = (float)(i - 140) * 0x1p-20f;         /* f16 subnormals */
+    x[160] = 70000.0f; x[161] = -65520.0f; x[162] = INFINITY; x[163] = -INFINITY; x[164] = NAN;
+    x[165] = -0.0f; x[166] = 3.0e38f;
+    const char *orig = rlx_cpu_path();
+    const char *paths[] = {"scalar", "avx2", "avx512", "avx512-novnni"};
+    const int types[] = {RLX_F16, RLX_BF16};
+    int tested = 0;
+    for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
+        if (!rlx_cpu_has_path(paths[p])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
+        for (size_t t = 0; t < RLX_ARRAY_LEN(types); t++) {
+            for (int i = 0; i < M; i++)
+                want[i] = types[t] == RLX_F16 ? rlx_f16_to_f32(rlx_f32_to_f16(x[i])) : rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
+            rlx_cpu_round_act(types[t], x, got, M - 3); /* a vector tail too */
+            for (int i = 0; i < M - 3; i++) {
+                if (isnan(want[i])) { ASSERT_MSG(isnan(got[i]), "path %s: NaN lost at %d", paths[p], i); continue; }
+                ASSERT_MSG(memcmp(&want[i], &got[i], 4) == 0, "path %s type %d: x=%.9g gives %.9g, scalar %.9g", paths[p], types[t],
+                           x[i], got[i], want[i]);
+            }
+            tested++;
+        }
+    }
+    ASSERT(tested >= 2);
+    ASSERT_EQ(rlx_cpu_force_path(orig), 0);
+}
+
+TEST_MAIN(TEST_ENTRY(bytes_match_reference_on_every_path), TEST_ENTRY(rounding_matches_scalar_on_every_path))

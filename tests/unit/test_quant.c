@@ -150,7 +150,7 @@ TEST(matmul_on_real_weights)
         char *aq = malloc(arb * (size_t)T);
         for (int64_t i = 0; i < T * K; i++) a[i] = sinf((float)i * 0.37f) + 0.1f * cosf((float)i * 1.3f);
         for (int64_t t0 = 0; t0 < T; t0++) ASSERT_EQ(rlx_quantize_row(at, a + t0 * K, aq + arb * (size_t)t0, K), 0);
-        rlx_matmul_rows(t->type, t->data, 0, N, aq, arb, T, K, out, N);
+        rlx_matmul_rows(t->type, t->data, 0, N, aq, arb, T, K, out, N, NULL);
         for (int64_t t0 = 0; t0 < T; t0++) {
             /* Q8_K activations have no public dequantizer: qs * d */
             const rlx_block_q8_k *b = (const rlx_block_q8_k *)(aq + arb * (size_t)t0);

@@ -245,6 +245,10 @@ static void mm_make(mm_case *c, int type, int64_t N, int64_t K, int64_t T)
     }
     for (int64_t t = 0; t < T; t++) {
         fill_normal(tmp, K, 1.0f);
+        /* the CPU backend rounds activations to F16/BF16 weights' type (as ggml converts them) */
+        for (int64_t k = 0; k < K; k++)
+            if (type == RLX_F16) tmp[k] = rlx_f16_to_f32(rlx_f32_to_f16(tmp[k]));
+            else if (type == RLX_BF16) tmp[k] = rlx_bf16_to_f32(rlx_f32_to_bf16(tmp[k]));
         rlx_quantize_row(at, tmp, c->act + (size_t)t * c->arow, K);
     }
     free(tmp);
@@ -272,7 +276,11 @@ TEST(matmul_paths_match_scalar)
     /* K 8192 is the largest the avx512 path repacks activations for; 8224 takes its other kernel */
     static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}, {5, 8192}, {6, 8224}};
     static const struct { int64_t N, K; } shapes_k[] = {{19, 256}, {13, 768}};
-    static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}};
+    /* float weights: K multiples of 16/32/64 take both arithmetics (prompt and decode rows),
+     * others the decode one only */
+    static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}, {11, 96}, {10, 160}};
+    /* rows 1, 2 and 5 are one-token decode rows, the others prompt rows */
+    static const uint8_t decode[7] = {0, 1, 1, 0, 0, 1, 0};
     int ran = 0;
     for (size_t c = 0; c < RLX_ARRAY_LEN(dot_types); c++) {
         const int type = dot_types[c];
@@ -288,7 +296,7 @@ TEST(matmul_paths_match_scalar)
             float *ref = malloc((size_t)(T * ldo) * 4), *got = malloc((size_t)(T * ldo) * 4);
             ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
             ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
-            rlx_matmul_rows(type, mc.w, 0, N, mc.act, mc.arow, T, K, ref, ldo);
+            rlx_matmul_rows(type, mc.w, 0, N, mc.act, mc.arow, T, K, ref, ldo, NULL);
             for (int64_t t = 0; t < T; t++)
                 for (int64_t n = 0; n < N; n++) {
                     const float v = rlx_vec_dot(type, mc.w + (size_t)n * rlx_row_bytes(type, K), mc.act + (size_t)t * mc.arow, K);
@@ -303,7 +311,7 @@ TEST(matmul_paths_match_scalar)
                 ASSERT_STR_EQ(rlx_cpu_path(), paths[p]);
                 /* full batch, then every T in 1..7 over an odd row range: batch invariance */
                 for (int64_t i = 0; i < T * ldo; i++) got[i] = -777.0f;
-                rlx_matmul_rows(type, mc.w, 0, N, mc.act, mc.arow, T, K, got, ldo);
+                rlx_matmul_rows(type, mc.w, 0, N, mc.act, mc.arow, T, K, got, ldo, decode);
                 for (int64_t t = 0; t < T; t++) {
                     for (int64_t n = 0; n < N; n++) {
                         const float a = got[t * ldo + n], b = ref[t * ldo + n];
@@ -317,7 +325,7 @@ TEST(matmul_paths_match_scalar)
                     const int64_t n0 = N > 3 ? 3 : 0, n1 = N > 5 ? N - 2 : N;
                     float *sub = malloc((size_t)(Tt * ldo) * 4);
                     const int64_t t0 = T - Tt; /* the last Tt rows, so rows move between tiles */
-                    rlx_matmul_rows(type, mc.w, n0, n1, mc.act + (size_t)t0 * mc.arow, mc.arow, Tt, K, sub, ldo);
+                    rlx_matmul_rows(type, mc.w, n0, n1, mc.act + (size_t)t0 * mc.arow, mc.arow, Tt, K, sub, ldo, decode + t0);
                     for (int64_t t = 0; t < Tt; t++)
                         for (int64_t n = n0; n < n1; n++)
                             ASSERT_MSG(memcmp(&sub[t * ldo + n], &got[(t0 + t) * ldo + n], 4) == 0,

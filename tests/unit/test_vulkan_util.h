@@ -128,7 +128,7 @@ static int vt_run_one(vt_case *c, rlx_backend *be, float *out, rlx_error *err)
     int32_t table[128];
     for (int32_t i = 0; i < c->geo.n_blocks && i < 128; i++) table[i] = i;
     rlx_batch_seq bs = {table, c->geo.n_blocks};
-    rlx_batch b = {c->n_tokens, c->tokens, c->pos, c->seq, c->out, c->n_tokens, 1, &bs};
+    rlx_batch b = {c->n_tokens, c->tokens, c->pos, c->seq, c->out, c->n_tokens, 1, &bs, NULL};
     static float sink[VT_MAX_T * 4096];
     return be->ops->run(be, &c->plan, &b, out ? out : sink, err);
 }
@@ -217,7 +217,7 @@ static double vt_compare_attention(vt_case *c, rlx_backend *gpu)
         int n1 = step == 0 ? 5 : 1, p1 = step == 0 ? 0 : step == 1 ? 5 : 6;
         for (int i = 0; i < n0; i++, n++) { ids[n] = (7 * n + step) % 40; pos[n] = p0 + i; seq[n] = 0; out[n] = 1; }
         for (int i = 0; i < n1; i++, n++) { ids[n] = (11 * n + 3 * step) % 40; pos[n] = p1 + i; seq[n] = 1; out[n] = 1; }
-        rlx_batch b = {n, ids, pos, seq, out, n, 2, seqs};
+        rlx_batch b = {n, ids, pos, seq, out, n, 2, seqs, NULL};
         for (int i = 0; i < 2; i++)
             if (bes[i]->ops->run(bes[i], &c->plan, &b, lg[i], &err)) {
                 fprintf(stderr, "  %s run: %s\n", bes[i]->ops->name, err.msg);
