@@ -12,22 +12,10 @@
 #include <immintrin.h>
 #endif
 
-static inline float *rowp(rlx_cpu_run *r, int t, int64_t row)
-{
-    const rlx_graph *g = r->plan->graph;
-    return (float *)(r->arena + r->plan->offset[t]) + row * g->tensors[t].cols;
-}
-
 static int64_t n_rows(const rlx_cpu_run *r, int t)
 {
     const rlx_gtensor *x = &r->plan->graph->tensors[t];
     return x->rows == RLX_ROWS_TOKENS ? r->batch->n_tokens : x->rows == RLX_ROWS_OUTPUTS ? r->batch->n_outputs : 1;
-}
-
-static inline void split(int64_t n, int ith, int nth, int64_t *a, int64_t *b)
-{
-    *a = n * ith / nth;
-    *b = n * (ith + 1) / nth;
 }
 
 /* ---- elementwise ------------------------------------------------------------------------ */
@@ -44,9 +32,6 @@ static inline float gelu(float x)
     float h = rlx_f16_to_f32(rlx_f32_to_f16(x));
     return rlx_f16_to_f32(rlx_f32_to_f16(0.5f * h * (1.0f + tanhf(c * h * (1.0f + 0.044715f * h * h)))));
 }
-
-/* cap * tanh(x * (1/cap)): ggml scales by the reciprocal, so do the same */
-static inline float softcap(float x, float cap) { return cap * tanhf(x * (1.0f / cap)); }
 
 static const float *operand_row(rlx_cpu_run *r, int t, int64_t row)
 {
@@ -360,235 +345,6 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     }
 }
 
-/* ---- attention over the paged KV cache ------------------------------------------------------ */
-
-static inline size_t kv_slot(const rlx_cpu_run *r, int32_t seq, int32_t pos)
-{
-    const rlx_batch_seq *bs = &r->batch->seqs[seq];
-    int32_t B = r->kv->block_size;
-    return (size_t)bs->blocks[pos / B] * (size_t)B + (size_t)(pos % B);
-}
-
-/* Phase 2 works on one (token, KV head, up to ATTN_G query heads of its group): scores of all
- * G heads in one pass over K, a softmax per head, then one pass over V. This keeps ggml's
- * rounding (q and the normalised probabilities rounded to f16 for an f16 cache), which parity
- * needs; an online softmax would round unnormalised weights instead. Vector paths only change
- * the summation order of the q.k and p.v products, fixed per path, so results never depend on
- * the batch or the thread split. */
-#define ATTN_G RLX_CPU_ATTN_G
-
-typedef struct attn_job {
-    const rlx_cpu_run *r;
-    const uint8_t *K, *V;
-    bool f16;
-    int64_t kvc;
-    int hd, hk, G;
-    int32_t seq, p, j0;
-    const float *q;   /* G consecutive heads */
-    float *y;
-    float *sc;        /* G rows of `stride` scores */
-    float *part;      /* head_dim x 16 K tile, then G x head_dim accumulators */
-    size_t stride;
-    float scale, cap;
-} attn_job;
-
-typedef void (*attn_fn)(const attn_job *j);
-
-static inline float f16_round(float x) { return rlx_f16_to_f32(rlx_f32_to_f16(x)); }
-
-/* scores in place: softcap, scale, then exp(s - max) summed in double, as ggml's softmax */
-static void attn_softmax(const attn_job *j, int32_t n, float *mx, float *inv)
-{
-    for (int g = 0; g < j->G; g++) {
-        float *sg = j->sc + (size_t)g * j->stride;
-        mx[g] = -INFINITY;
-        for (int32_t k = 0; k < n; k++) {
-            float d = sg[k];
-            if (j->cap > 0.0f) d = softcap(d, j->cap);
-            d *= j->scale;
-            sg[k] = d;
-            if (d > mx[g]) mx[g] = d;
-        }
-        double sum = 0.0;
-        for (int32_t k = 0; k < n; k++) {
-            float e = expf(sg[k] - mx[g]);
-            sg[k] = e;
-            sum += (double)e;
-        }
-        inv[g] = (float)(1.0 / sum);
-    }
-}
-
-/* Scalar reference: q.k and p.v summed sequentially in float without fused multiply-adds.
- * The vector paths below compute exactly these numbers (bit for bit): q.k runs across W
- * positions at once over a transposed tile of K, p.v across head_dim; contraction into FMAs
- * is turned off for them. Summing in any other order moved the BF16 parity file's margin
- * past its tolerance (measured: 0.91 -> 1.04-1.14 of tol with ggml-like orders). */
-static void attn_scalar(const attn_job *j)
-{
-    const int G = j->G, hd = j->hd;
-    const int32_t n = j->p - j->j0 + 1;
-    const size_t esz = j->f16 ? 2 : 4, st = j->stride;
-    float qb[ATTN_G * 1024], mx[ATTN_G], inv[ATTN_G];
-    float *acc = j->part;
-    for (int i = 0; i < G * hd; i++) qb[i] = j->f16 ? f16_round(j->q[i]) : j->q[i];
-    for (int g = 0; g < G; g++) mx[g] = -INFINITY;
-    for (int32_t k = 0; k < n; k++) {
-        const uint8_t *kr = j->K + (kv_slot(j->r, j->seq, j->j0 + k) * (size_t)j->kvc + (size_t)j->hk * (size_t)hd) * esz;
-        for (int g = 0; g < G; g++) {
-            float d = 0.0f;
-            for (int i = 0; i < hd; i++) d += qb[g * hd + i] * (j->f16 ? rlx_f16_to_f32(((const uint16_t *)kr)[i]) : ((const float *)kr)[i]);
-            j->sc[g * st + (size_t)k] = d;
-        }
-    }
-    attn_softmax(j, n, mx, inv);
-    memset(acc, 0, (size_t)(G * hd) * sizeof *acc);
-    for (int32_t k = 0; k < n; k++) {
-        const uint8_t *vr = j->V + (kv_slot(j->r, j->seq, j->j0 + k) * (size_t)j->kvc + (size_t)j->hk * (size_t)hd) * esz;
-        for (int g = 0; g < G; g++) {
-            float pj = j->sc[g * st + (size_t)k] * inv[g];
-            if (j->f16) pj = f16_round(pj);
-            for (int i = 0; i < hd; i++) acc[g * hd + i] += pj * (j->f16 ? rlx_f16_to_f32(((const uint16_t *)vr)[i]) : ((const float *)vr)[i]);
-        }
-    }
-    memcpy(j->y, acc, (size_t)(G * hd) * sizeof *acc);
-}
-
-#if defined(__x86_64__)
-/* One vector path per ISA from the same body: VF vector type, W lanes, LD/ST f32 load/store,
- * CVT16 f16 load, SET1, ADD, MUL, ZERO. */
-#define DEFINE_ATTN_VEC(NAME, ATTR, VF, W, LD, ST, CVT16, SET1, ADD, MUL, ZERO)                      \
-    ATTR static void NAME(const attn_job *j)                                                        \
-    {                                                                                               \
-        const int G = j->G, hd = j->hd;                                                             \
-        const int32_t n = j->p - j->j0 + 1;                                                         \
-        const size_t esz = j->f16 ? 2 : 4, st = j->stride;                                          \
-        _Alignas(64) float qb[ATTN_G * 1024], row[1024 + W];                                        \
-        float mx[ATTN_G], inv[ATTN_G];                                                              \
-        float *kt = j->part; /* hd x W transposed K tile, then the p.v accumulators */              \
-        const int hv = hd / W * W;                                                                  \
-        for (int i = 0; i < G * hd; i++) qb[i] = j->f16 ? f16_round(j->q[i]) : j->q[i];             \
-        for (int g = 0; g < G; g++) mx[g] = -INFINITY;                                              \
-        for (int32_t k0 = 0; k0 < n; k0 += W) {                                                     \
-            const int nw = n - k0 < W ? (int)(n - k0) : W;                                          \
-            for (int l = 0; l < W; l++) {                                                           \
-                if (l >= nw) { for (int i = 0; i < hd; i++) kt[i * W + l] = 0.0f; continue; }      \
-                const uint8_t *kr = j->K + (kv_slot(j->r, j->seq, j->j0 + k0 + l) * (size_t)j->kvc + (size_t)j->hk * (size_t)hd) * esz; \
-                const float *src = (const float *)kr;                                               \
-                if (j->f16) {                                                                       \
-                    int i = 0;                                                                      \
-                    for (; i < hv; i += W) ST(row + i, CVT16((const uint16_t *)kr + i));            \
-                    for (; i < hd; i++) row[i] = rlx_f16_to_f32(((const uint16_t *)kr)[i]);         \
-                    src = row;                                                                      \
-                }                                                                                   \
-                for (int i = 0; i < hd; i++) kt[i * W + l] = src[i];                                \
-            }                                                                                       \
-            for (int g = 0; g < G; g++) {                                                           \
-                const float *qg = qb + g * hd;                                                      \
-                VF d = ZERO();                                                                      \
-                for (int i = 0; i < hd; i++) d = ADD(d, MUL(SET1(qg[i]), LD(kt + i * W)));          \
-                _Alignas(64) float dv[W];                                                           \
-                ST(dv, d);                                                                          \
-                memcpy(j->sc + g * st + (size_t)k0, dv, (size_t)nw * sizeof(float));                \
-            }                                                                                       \
-        }                                                                                           \
-        attn_softmax(j, n, mx, inv);                                                                \
-        float *acc = j->part;                                                                       \
-        memset(acc, 0, (size_t)(G * hd) * sizeof *acc);                                             \
-        for (int32_t k = 0; k < n; k++) {                                                           \
-            const uint8_t *vr = j->V + (kv_slot(j->r, j->seq, j->j0 + k) * (size_t)j->kvc + (size_t)j->hk * (size_t)hd) * esz; \
-            const float *vf = (const float *)vr;                                                    \
-            if (j->f16) {                                                                           \
-                int i = 0;                                                                          \
-                for (; i < hv; i += W) ST(row + i, CVT16((const uint16_t *)vr + i));                \
-                for (; i < hd; i++) row[i] = rlx_f16_to_f32(((const uint16_t *)vr)[i]);             \
-                vf = row;                                                                           \
-            }                                                                                       \
-            for (int g = 0; g < G; g++) {                                                           \
-                float pj = j->sc[g * st + (size_t)k] * inv[g];                                      \
-                if (j->f16) pj = f16_round(pj);                                                     \
-                float *ag = acc + g * hd;                                                           \
-                const VF pv = SET1(pj);                                                             \
-                int i = 0;                                                                          \
-                for (; i < hv; i += W) ST(ag + i, ADD(LD(ag + i), MUL(pv, LD(vf + i))));            \
-                for (; i < hd; i++) ag[i] += pj * vf[i];                                            \
-            }                                                                                       \
-        }                                                                                           \
-        memcpy(j->y, acc, (size_t)(G * hd) * sizeof *acc);                                          \
-    }
-
-#define T512 __attribute__((target("avx512f,f16c"), optimize("fp-contract=off")))
-#define T256 __attribute__((target("avx2,f16c"), optimize("fp-contract=off")))
-#define CVT512(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define CVT256(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-DEFINE_ATTN_VEC(attn_avx512, T512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, CVT512, _mm512_set1_ps,
-                _mm512_add_ps, _mm512_mul_ps, _mm512_setzero_ps)
-DEFINE_ATTN_VEC(attn_avx2, T256, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, CVT256, _mm256_set1_ps,
-                _mm256_add_ps, _mm256_mul_ps, _mm256_setzero_ps)
-#endif
-
-/* follows the matmul kernels' path, so RLX_CPU_PATH / rlx_cpu_force_path test every variant */
-static attn_fn attn_kernel(void)
-{
-#if defined(__x86_64__)
-    const char *path = rlx_cpu_path();
-    if (!strncmp(path, "avx512", 6)) return attn_avx512;
-    if (!strcmp(path, "avx2")) return attn_avx2;
-#endif
-    return attn_scalar;
-}
-
-static void k_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
-{
-    const rlx_node *n = &s->node;
-    const rlx_batch *bt = r->batch;
-    int layer = n->ip[0], n_head = n->ip[1], n_head_kv = n->ip[2], hd = n->ip[3], window = n->ip[4];
-    float scale = n->fp[0], cap = n->fp[1];
-    int64_t kvc = r->kv->kv_cols, T = bt->n_tokens, a, b;
-    bool f16 = r->kv->type == RLX_F16;
-    size_t esz = f16 ? 2 : 4;
-    uint8_t *K = r->kv_k + (size_t)layer * r->kv_layer_bytes, *V = r->kv_v + (size_t)layer * r->kv_layer_bytes;
-
-    /* phase 1: store this batch's K and V */
-    split(T, ith, nth, &a, &b);
-    for (int64_t t = a; t < b; t++) {
-        const rlx_batch_seq *bs = &bt->seqs[bt->seq[t]];
-        if (bt->pos[t] < 0 || bt->pos[t] / r->kv->block_size >= bs->n_blocks) { atomic_store(&r->error, RLX_ERANGE); continue; }
-        size_t slot = kv_slot(r, bt->seq[t], bt->pos[t]);
-        const float *k = rowp(r, n->in[1], t), *v = rowp(r, n->in[2], t);
-        if (f16) {
-            uint16_t *kd = (uint16_t *)(K + slot * kvc * esz), *vd = (uint16_t *)(V + slot * kvc * esz);
-            for (int64_t c = 0; c < kvc; c++) { kd[c] = rlx_f32_to_f16(k[c]); vd[c] = rlx_f32_to_f16(v[c]); }
-        } else {
-            memcpy(K + slot * kvc * esz, k, (size_t)kvc * 4);
-            memcpy(V + slot * kvc * esz, v, (size_t)kvc * 4);
-        }
-    }
-    rlx_threadpool_barrier(r->tp);
-    if (atomic_load(&r->error)) return;
-
-    /* phase 2: one (token, KV head, group of up to ATTN_G query heads) at a time, so each K/V
-     * row is read once per group; the kernel is chosen by the matmul path (RLX_CPU_PATH) */
-    attn_fn fn = attn_kernel();
-    int group = n_head / n_head_kv;
-    int n_sub = (group + ATTN_G - 1) / ATTN_G;
-    float *sc = r->attn_scratch + (size_t)ith * (r->attn_scratch_stride * ATTN_G + RLX_CPU_ATTN_PART);
-    split(T * n_head_kv * n_sub, ith, nth, &a, &b);
-    for (int64_t w = a; w < b; w++) {
-        int64_t t = w / (n_head_kv * n_sub);
-        int rest = (int)(w % (n_head_kv * n_sub)), hk = rest / n_sub, h0 = hk * group + (rest % n_sub) * ATTN_G;
-        int32_t p = bt->pos[t];
-        attn_job j = {
-            .r = r, .K = K, .V = V, .f16 = f16, .kvc = kvc, .hd = hd, .hk = hk,
-            .G = RLX_MIN(ATTN_G, hk * group + group - h0), .seq = bt->seq[t], .p = p,
-            .j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0,
-            .q = rowp(r, n->in[0], t) + (int64_t)h0 * hd, .y = rowp(r, s->out, t) + (int64_t)h0 * hd,
-            .sc = sc, .part = sc + r->attn_scratch_stride * ATTN_G, .stride = r->attn_scratch_stride, .scale = scale, .cap = cap,
-        };
-        fn(&j);
-    }
-}
-
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     switch (s->node.op) {
@@ -597,7 +353,7 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     case RLX_OP_HEAD_NORM: k_head_norm(r, s, ith, nth); break;
     case RLX_OP_MATMUL: k_matmul(r, s, ith, nth); break;
     case RLX_OP_ROPE: k_rope(r, s, ith, nth); break;
-    case RLX_OP_ATTENTION: k_attention(r, s, ith, nth); break;
+    case RLX_OP_ATTENTION: rlx_cpu_attention(r, s, ith, nth); break;
     case RLX_OP_GATHER: k_gather(r, s, ith, nth); break;
     default: k_elementwise(r, s, ith, nth); break;
     }

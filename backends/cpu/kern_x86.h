@@ -330,7 +330,7 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
     const int maxt = 4;
     switch (type) {
     case RLX_F32: case RLX_F16: case RLX_BF16:
-        float_rows(type, w, n0, n1, act, act_row_bytes / 4, T, K, out, ldo, decode);
+        KPFX(float_gemm)(type, w, rlx_row_bytes(type, K), n0, n1, act, act_row_bytes / 4, T, K, out, ldo, decode);
         return;
     case RLX_Q8_0: case RLX_Q4_0: case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K: break;
     default:

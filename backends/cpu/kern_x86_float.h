@@ -270,13 +270,13 @@ TBF16 static void bf16dp_run(const uint8_t *w, size_t wrow, int64_t n0, int64_t 
 }
 #endif
 
-/* Rows [n0, n1) of float weights times T activation rows; decode (NULL: none) marks the rows
- * that take the one-token arithmetic. Runs of rows of one kind go together. */
-static void float_rows(int type, const void *w_, int64_t n0, int64_t n1, const float *act, size_t astr, int64_t T,
-                       int64_t K, float *out, int64_t ldo, const uint8_t *decode)
+/* Rows [n0, n1) of float weights (wrow bytes apart) times T activation rows; decode (NULL:
+ * none) marks the rows that take the one-token arithmetic. Runs of rows of one kind go together.
+ * Also the entry of attention's products (K rows of the cache, transposed V). */
+void KPFX(float_gemm)(int type, const void *w_, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                      int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode)
 {
     const uint8_t *w = w_;
-    const size_t wrow = rlx_row_bytes(type, K);
 #if KAVX512
     const bool dp = type == RLX_BF16 && rlx__cpu_bf16dp();
     const int64_t kn = dp ? 32 : FW;

@@ -38,7 +38,23 @@ bool rlx__cpu_simd(void);
 void rlx__avx2_quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb);
 void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb);
 
+/* F32/F16/BF16 weight rows `wrow` bytes apart (not necessarily packed) times f32 activation
+ * rows `astr` floats apart: out[t * ldo + n] for n in [n0, n1), t < T, with the arithmetic of
+ * rlx_matmul_rows (decode marks one-token rows, NULL: none). Attention's products use it. */
+void rlx_cpu_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                        int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+typedef void (*rlx_float_gemm_fn)(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act,
+                                  size_t astr, int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+
 /* Path entry points (x86-64 only). */
+void rlx__avx2_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                          int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+void rlx__avx2vnni_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                              int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+void rlx__avx512_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                            int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+void rlx__avx512vnni_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                                int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
 void rlx__avx2_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                            size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
 void rlx__avx2vnni_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
