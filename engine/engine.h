@@ -13,6 +13,7 @@
 #ifndef RLX_ENGINE_H
 #define RLX_ENGINE_H
 
+#include "backends/dtype.h"
 #include "engine/sample.h"
 #include "models/tokenizer.h"
 #include "models/chat_template.h"
@@ -97,7 +98,8 @@ typedef struct rlx_worker_config {
     const char *name;          /* served model name (default: file name without .gguf) */
     int n_threads;             /* <= 0: all cores */
     int32_t n_ctx;             /* <= 0: the model's context length */
-    int kv_type;               /* RLX_F16 (default), RLX_F32, RLX_Q8_0 */
+    int kv_type;               /* RLX_F16, RLX_F32 or RLX_Q8_0, used when kv_type_set */
+    bool kv_type_set;          /* false: F16 (RLX_F32 is 0, so a zeroed config cannot say F32) */
     size_t kv_mem_mib;         /* 0: enough for max_seqs full contexts */
     int32_t kv_blocks;         /* exact pool size in blocks (overrides kv_mem_mib; tests) */
     int32_t kv_block;          /* tokens per KV block, default 16 */
@@ -153,6 +155,8 @@ const char *rlx_worker_name(const rlx_worker *w);
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w);
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w); /* ChatML if none */
 int32_t rlx_worker_n_ctx(const rlx_worker *w);
+/* The KV pool as built: element type (RLX_F16, RLX_F32, RLX_Q8_0), tokens per block, blocks. */
+void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks);
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
 
 #endif

@@ -19,7 +19,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         .model_path = cfg->model_path,
         .backend = {.name = cfg->backend, .n_threads = cfg->n_threads, .device = cfg->device},
         .n_ctx = cfg->n_ctx,
-        .kv_type = cfg->kv_type ? cfg->kv_type : RLX_F16,
+        .kv_type = cfg->kv_type_set ? cfg->kv_type : RLX_F16,
         .kv_type_set = true,
         .kv_block = cfg->kv_block,
         .kv_mem_mib = cfg->kv_mem_mib,
@@ -210,6 +210,13 @@ const char *rlx_worker_name(const rlx_worker *w) { return w->name; }
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w) { return w->tok; }
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w) { return w->tmpl; }
 int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
+
+void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks)
+{
+    if (type) *type = w->runner->kv_geo.type;
+    if (block_size) *block_size = w->runner->kv_geo.block_size;
+    if (n_blocks) *n_blocks = w->runner->kv_geo.n_blocks;
+}
 
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)
 {

@@ -131,7 +131,7 @@ static bool restore_snapshot(rlx_worker *w, wsession *ws, const char *path)
               h.n_layers == (uint32_t)r->kv_geo.n_layers && h.kv_cols == (uint64_t)r->kv_geo.kv_cols &&
               h.n_tokens == (uint64_t)h.n_blocks * h.block_size && h.n_tokens <= (uint64_t)ws->n_tokens &&
               (int32_t)h.n_blocks <= w->pin_budget;
-    size_t bb = (size_t)r->kv_geo.block_size * (size_t)r->kv_geo.kv_cols * (r->kv_geo.type == RLX_F32 ? 4 : 2);
+    size_t bb = (size_t)r->kv_geo.block_size * rlx_kv_row_bytes(r->kv_geo.type, r->kv_geo.kv_cols);
     uint8_t *kb = ok ? malloc(bb) : NULL, *vb = ok ? malloc(bb) : NULL;
     int32_t *blocks = ok ? calloc(h.n_blocks ? h.n_blocks : 1, sizeof *blocks) : NULL;
     int32_t got = 0;
@@ -171,7 +171,7 @@ static void write_snapshot(rlx_worker *w, wsession *ws, char *path_out, size_t c
     char path[1024], tmp[1040];
     snapshot_path(w, ws->id, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    size_t bb = (size_t)r->kv_geo.block_size * (size_t)r->kv_geo.kv_cols * (r->kv_geo.type == RLX_F32 ? 4 : 2);
+    size_t bb = (size_t)r->kv_geo.block_size * rlx_kv_row_bytes(r->kv_geo.type, r->kv_geo.kv_cols);
     kv_header h = {.model_hash = w->model_hash, .kv_type = (uint32_t)r->kv_geo.type, .block_size = (uint32_t)r->kv_geo.block_size,
                    .n_layers = (uint32_t)r->kv_geo.n_layers, .n_blocks = (uint32_t)ws->n_pinned,
                    .kv_cols = (uint64_t)r->kv_geo.kv_cols, .n_tokens = (uint64_t)ws->n_pinned * (uint64_t)r->kv_geo.block_size};

@@ -44,16 +44,22 @@ static void on_event(void *user, const rlx_event *ev)
     pthread_mutex_unlock(&c->mu);
 }
 
-static rlx_worker *start(int32_t max_seqs, size_t kv_mib, int32_t kv_blocks)
+static rlx_worker *start_kv(int32_t max_seqs, size_t kv_mib, int32_t kv_blocks, int kv_type)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) return NULL;
     rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = max_seqs, .kv_mem_mib = kv_mib,
-                             .max_batch_tokens = 256, .max_queue = 64, .kv_block = 16, .kv_blocks = kv_blocks};
+                             .max_batch_tokens = 256, .max_queue = 64, .kv_block = 16, .kv_blocks = kv_blocks,
+                             .kv_type = kv_type, .kv_type_set = true};
     rlx_worker *w = NULL;
     rlx_error err = {0};
     if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
     return w;
+}
+
+static rlx_worker *start(int32_t max_seqs, size_t kv_mib, int32_t kv_blocks)
+{
+    return start_kv(max_seqs, kv_mib, kv_blocks, RLX_F16);
 }
 
 static void make_prompt(int i, int32_t *ids, size_t *n)
@@ -114,13 +120,21 @@ static void run_set(rlx_worker *w, bool together, result *res)
     wait_all(&c);
 }
 
-TEST(batching_is_invisible)
+/* The batched run gets a fresh worker: on the solo run's worker it would find every prompt's
+ * blocks cached and compute less than it would cold. */
+static void batching_is_invisible_with(int kv_type)
 {
-    rlx_worker *w = start(32, 0, 0);
+    rlx_worker *w = start_kv(32, 0, 0, kv_type);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     static result solo[N_REQ], batch[N_REQ];
     run_set(w, false, solo);
+    rlx_worker_stop(w, true);
+    w = start_kv(32, 0, 0, kv_type);
+    ASSERT(w != NULL);
     run_set(w, true, batch);
+    rlx_worker_stats st;
+    rlx_worker_get_stats(w, &st);
+    ASSERT_EQ(st.prefix_hits, 0); /* nothing was reused: every prompt was computed in the batch */
     for (int i = 0; i < N_REQ; i++) {
         ASSERT_EQ(solo[i].error, 0);
         ASSERT_EQ(batch[i].error, 0);
@@ -130,6 +144,33 @@ TEST(batching_is_invisible)
         for (int k = 0; k < solo[i].n; k++) ASSERT_EQ(batch[i].tokens[k], solo[i].tokens[k]);
     }
     rlx_worker_stop(w, true);
+}
+
+TEST(batching_is_invisible) { batching_is_invisible_with(RLX_F16); }
+TEST(batching_is_invisible_q8_0_kv) { batching_is_invisible_with(RLX_Q8_0); }
+
+/* kv_type is used only with kv_type_set: RLX_F32 is 0, the value of a zeroed config */
+TEST(kv_type_selection)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) SKIP("../shared/models/stories260K.gguf absent");
+    static const struct { int type; bool set; int want; } cases[] = {
+        {0, false, RLX_F16}, {RLX_F32, true, RLX_F32}, {RLX_F16, true, RLX_F16}, {RLX_Q8_0, true, RLX_Q8_0},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++) {
+        rlx_worker_config cfg = {.model_path = m, .n_threads = 1, .max_seqs = 2, .kv_blocks = 8, .kv_block = 8,
+                                 .kv_type = cases[i].type, .kv_type_set = cases[i].set};
+        rlx_worker *w = NULL;
+        rlx_error err = {0};
+        ASSERT_EQ(rlx_worker_start(&w, &cfg, &err), 0);
+        int type = -1;
+        int32_t bs = 0, nb = 0;
+        rlx_worker_kv_layout(w, &type, &bs, &nb);
+        ASSERT_EQ(type, cases[i].want);
+        ASSERT_EQ(bs, 8);
+        ASSERT_EQ(nb, 8);
+        rlx_worker_stop(w, true);
+    }
 }
 
 TEST(preemption_keeps_outputs)
@@ -228,5 +269,6 @@ TEST(text_prompt_and_eos)
     rlx_worker_stop(w, true);
 }
 
-TEST_MAIN(TEST_ENTRY(batching_is_invisible), TEST_ENTRY(preemption_keeps_outputs), TEST_ENTRY(shared_prefix_computed_once),
+TEST_MAIN(TEST_ENTRY(batching_is_invisible), TEST_ENTRY(batching_is_invisible_q8_0_kv), TEST_ENTRY(kv_type_selection),
+          TEST_ENTRY(preemption_keeps_outputs), TEST_ENTRY(shared_prefix_computed_once),
           TEST_ENTRY(cancel_and_limits), TEST_ENTRY(text_prompt_and_eos))
