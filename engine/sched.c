@@ -55,6 +55,7 @@ void rlx__seq_free(rlx_worker *w, seq *s)
 {
     release_blocks(w, s);
     rlx_sampler_free(s->sampler);
+    rlx_stop_free(&s->stop);
     rlx_request_free(s->req);
     free(s->tokens);
     free(s->blocks);
@@ -69,12 +70,41 @@ static void detach(rlx_worker *w, seq *s)
     if (!s->started) queued_dec(w);
 }
 
+/* The text a finished sequence still owes: the detokenizer's pending bytes and whatever the
+ * stop matcher held back, unless a stop string matched (then nothing after it is sent; an
+ * ending that completes a stop string turns into a stop). Returned text is malloc'ed. */
+static char *final_text(seq *s, size_t *len, rlx_finish_reason *why)
+{
+    size_t n = rlx_detok_flush(&s->detok, s->text, s->text_cap);
+    *len = 0;
+    if (s->stop.matched) return NULL;
+    const char *a = s->text, *b = "";
+    size_t na = n, nb = 0;
+    char *out = NULL;
+    if (s->stop.n_stop) {
+        int m = rlx_stop_push(&s->stop, s->text, n, &a, &na);
+        if (m < 0) return NULL;
+        if (m == 1) *why = RLX_FINISH_STOP;
+        if (!(out = malloc(na + 1))) return NULL;
+        memcpy(out, a, na); /* a points into the matcher, which flush reuses */
+        if (m == 0) rlx_stop_flush(&s->stop, &b, &nb);
+    }
+    char *t = realloc(out, na + nb + 1);
+    if (!t) { free(out); return NULL; }
+    if (!out) memcpy(t, a, na);
+    memcpy(t + na, b, nb);
+    t[na + nb] = 0;
+    *len = na + nb;
+    return t;
+}
+
 void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why)
 {
     detach(w, s);
     double now = rlx_now();
-    size_t n = rlx_detok_flush(&s->detok, s->text, s->text_cap);
-    rlx_event ev = {.type = RLX_EV_DONE, .finish = why, .text = s->text, .text_len = n};
+    size_t n = 0;
+    char *rest = final_text(s, &n, &why);
+    rlx_event ev = {.type = RLX_EV_DONE, .finish = why, .text = rest ? rest : "", .text_len = n};
     ev.usage.prompt_tokens = s->n_prompt;
     ev.usage.completion_tokens = s->n_generated;
     ev.usage.cached_tokens = s->cached_tokens;
@@ -87,6 +117,7 @@ void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why)
     if (why == RLX_FINISH_STOP || why == RLX_FINISH_LENGTH) rlx__session_commit(w, s);
     else rlx__session_detach(w, s);
     emit(s->req, &ev);
+    free(rest);
     pthread_mutex_lock(&w->mu);
     w->stats.generated_tokens += (uint64_t)s->n_generated;
     pthread_mutex_unlock(&w->mu);
@@ -137,6 +168,10 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     if (!s->tokens || !s->text || !s->sampler) {
         if (ids != r->prompt_ids) free(ids);
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    }
+    if ((rc = rlx_stop_init(&s->stop, r->stop, r->n_stop, err))) {
+        if (ids != r->prompt_ids) free(ids);
+        return rc;
     }
     memcpy(s->tokens, ids, n * sizeof *ids);
     if (ids != r->prompt_ids) free(ids);
@@ -325,12 +360,20 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     s->n_generated++;
     size_t n = rlx_detok_push(w->tok, &s->detok, tok, false, s->text, s->text_cap);
     rlx_event ev = {.type = RLX_EV_TOKEN, .token = tok, .text = s->text, .text_len = n};
+    /* text that may begin a stop string is held back; a match ends the sequence at this token,
+     * which counts as generated and stays in the session history */
+    int m = s->stop.n_stop ? rlx_stop_push(&s->stop, s->text, n, &ev.text, &ev.text_len) : 0;
+    if (m < 0) {
+        rlx__seq_fail(w, s, RLX_ENOMEM, "out of memory matching stop strings");
+        return;
+    }
     if (r->top_logprobs >= 0) {
         ev.n_top = r->top_logprobs;
         ev.logprob = rlx_logprobs(logits, V, tok, ev.n_top, ev.top_ids, ev.top_logprobs);
     }
     emit(r, &ev);
-    if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
+    if (m == 1) rlx__seq_finish(w, s, RLX_FINISH_STOP);
+    else if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
 }
 
 int rlx__sched_step(rlx_worker *w)

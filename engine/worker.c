@@ -151,6 +151,14 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     free(w);
 }
 
+static int check_stops(const rlx_request *req, rlx_error *err)
+{
+    if (req->n_stop && !req->stop) return rlx_errorf(err, RLX_EINVAL, "the request counts stop strings but has none");
+    for (size_t i = 0; i < req->n_stop; i++)
+        if (!req->stop[i] || !req->stop[i][0]) return rlx_errorf(err, RLX_EINVAL, "stop strings must not be empty");
+    return 0;
+}
+
 int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
 {
     int rc = 0;
@@ -158,7 +166,8 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
     if (!req->on_event) rc = rlx_errorf(err, RLX_EINVAL, "request has no event callback");
     else if (!req->prompt_text && (!req->prompt_ids || req->n_prompt == 0))
         rc = rlx_errorf(err, RLX_EINVAL, "the prompt is empty");
-    else if (req->top_logprobs > RLX_MAX_TOP_LOGPROBS)
+    else if ((rc = check_stops(req, err))) {
+    } else if (req->top_logprobs > RLX_MAX_TOP_LOGPROBS)
         rc = rlx_errorf(err, RLX_EINVAL, "top_logprobs must be at most %d", RLX_MAX_TOP_LOGPROBS);
     else if ((rc = rlx_sampling_params_validate(&req->sampling, w->runner->n_vocab, err))) {
     } else if (req->prompt_ids) {

@@ -5,6 +5,7 @@
 
 #include "engine/engine.h"
 #include "engine/runner.h"
+#include "engine/stop.h"
 
 #include <pthread.h>
 
@@ -46,6 +47,7 @@ typedef struct seq {
     int32_t out_row;            /* row of this step's logits, -1 if none */
     char *text;                 /* detok output buffer */
     size_t text_cap;
+    rlx_stop_matcher stop;      /* the request's stop strings over the detokenized text */
     wsession *session;          /* NULL if none */
 } seq;
 

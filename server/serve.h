@@ -13,7 +13,7 @@
 
 #include "engine/engine.h"
 #include "proto/proto.h"
-#include "proto/stop.h"
+#include "engine/stop.h"
 #include "server/config.h"
 #include "server/metrics.h"
 
