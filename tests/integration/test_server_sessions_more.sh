@@ -30,7 +30,7 @@ post /v1/generate '{"prompt":"Lily","max_tokens":4,"temperature":0,"session_id":
 curl -sN "$URL/v1/generate" -d '{"prompt":" and","max_tokens":400,"ignore_eos":true,"temperature":0,"stream":true,"session_id":"busy"}' \
     >"$TMP/busy.ndjson" &
 cpid=$!
-for _ in $(seq 1 100); do [ -s "$TMP/busy.ndjson" ] && break; sleep 0.05; done
+for _ in $(seq 1 600); do [ -s "$TMP/busy.ndjson" ] && break; sleep 0.05; done
 [ -s "$TMP/busy.ndjson" ] || fail "the long turn did not start"
 d=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/sessions/busy")
 [ "$d" = 200 ] || fail "DELETE during the turn: $d"
@@ -61,10 +61,10 @@ ok "a history over the context is a 400 naming it, before any stream starts"
 stop_server
 
 # --- TTL on read ---
-start_server ttl --db "$TMP/ttl.db" --session-ttl 1
+start_server ttl --db "$TMP/ttl.db" --session-ttl 2
 post /v1/generate '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"session_id":"short"}' >/dev/null
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/short")" = 200 ] || fail "fresh session missing"
-sleep 2.2
+sleep 3.5
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/short")" = 404 ] || fail "expired session still served"
 [ "$(curl -s "$URL/v1/sessions" | jget '.total')" = 0 ] || fail "expired session still listed"
 r=$(post /v1/generate '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"session_id":"short"}')
@@ -104,16 +104,17 @@ ra=$(post /v1/generate '{"model":"alpha","prompt":" outside","max_tokens":2,"tem
 ok "two models on one database keep their own sessions"
 stop_server
 
-# --- preemptions in /metrics: a 1 MiB pool (~100 blocks of 16) for 12 streams of 200 tokens ---
+# --- preemptions in /metrics: a 1 MiB pool (~100 blocks of 16) for 12 requests of ~460 tokens
+# (29 blocks each: any four at once overflow it) ---
 start_server pre --kv-mem 1 --max-seqs 16
 pids=()
 for i in $(seq 1 12); do
-    curl -s -o "$TMP/pre$i.json" "$URL/v1/generate" -d "{\"prompt\":\"Tale $i\",\"max_tokens\":190,\"ignore_eos\":true,\"temperature\":0}" &
+    curl -s -o "$TMP/pre$i.json" "$URL/v1/generate" -d "{\"prompt\":\"Tale $i\",\"max_tokens\":450,\"ignore_eos\":true,\"temperature\":0}" &
     pids+=($!)
 done
 wait "${pids[@]}"
 for i in $(seq 1 12); do
-    [ "$(jget '.usage.completion_tokens' <"$TMP/pre$i.json")" = 190 ] || fail "request $i under preemption: $(cat "$TMP/pre$i.json")"
+    [ "$(jget '.usage.completion_tokens' <"$TMP/pre$i.json")" = 450 ] || fail "request $i under preemption: $(cat "$TMP/pre$i.json")"
 done
 n=$(curl -s "$URL/metrics" | sed -n 's/^rlxd_preemptions_total{model_name="tiny"} //p')
 [ -n "$n" ] && [ "$n" -gt 0 ] || fail "rlxd_preemptions_total missing or 0: '$n'"
