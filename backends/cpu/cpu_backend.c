@@ -122,10 +122,10 @@ static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *
     free(be->attn_scratch);
     be->kv_mem = NULL;
     be->attn_scratch = NULL;
-    if (geo->type != RLX_F16 && geo->type != RLX_F32)
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "the CPU backend keeps the KV cache in f16 or f32");
+    int rc = rlx_kv_type_check(geo->type, geo->kv_cols, err);
+    if (rc) return rc;
     size_t slots = (size_t)geo->n_blocks * (size_t)geo->block_size;
-    be->kv_layer_bytes = slots * (size_t)geo->kv_cols * (geo->type == RLX_F16 ? 2 : 4);
+    be->kv_layer_bytes = slots * rlx_kv_row_bytes(geo->type, geo->kv_cols);
     size_t total = 2 * (size_t)geo->n_layers * be->kv_layer_bytes;
     /* anonymous pages: zero, and committed only when a block is first written, so a large
      * default pool costs nothing until sequences fill it */

@@ -340,8 +340,9 @@ static inline size_t kv_slot(const rlx_cpu_run *r, int32_t seq, int32_t pos)
 typedef struct attn_job {
     const rlx_cpu_run *r;
     const uint8_t *K, *V;
-    bool f16;
+    bool f16, q8;     /* cache type F16 / Q8_0 (neither: F32) */
     int64_t kvc;
+    size_t rb;        /* bytes per K/V row (rlx_kv_row_bytes) */
     int hd, hk, G;
     int32_t seq, p, j0;
     const float *q;   /* G consecutive heads */
@@ -353,6 +354,31 @@ typedef struct attn_job {
 } attn_job;
 
 typedef void (*attn_fn)(const attn_job *j);
+
+/* n values of a Q8_0 row from column c0 on (a head's slice may start inside a block), with
+ * quant.c's dequantization arithmetic: qs * f16_to_f32(d). */
+static inline void deq_q8_0_cols(const uint8_t *row, int64_t c0, int n, float *out)
+{
+    const rlx_block_q8_0 *b = (const rlx_block_q8_0 *)row;
+    for (int i = 0; i < n;) {
+        const int64_t c = c0 + i;
+        const rlx_block_q8_0 *blk = b + c / RLX_QK;
+        const float d = rlx_f16_to_f32(blk->d);
+        const int e = (int)(c % RLX_QK), m = RLX_QK - e < n - i ? RLX_QK - e : n - i;
+        for (int t = 0; t < m; t++) out[i + t] = blk->qs[e + t] * d;
+        i += m;
+    }
+}
+
+/* K or V of position j0 + k for the job's KV head: its hd elements in the cache (F16, F32), or,
+ * for a Q8_0 cache, those values dequantized into buf (which is returned). */
+static inline const uint8_t *kv_head(const attn_job *j, const uint8_t *base, int32_t k, float *buf)
+{
+    const size_t slot = kv_slot(j->r, j->seq, j->j0 + k);
+    if (!j->q8) return base + (slot * (size_t)j->kvc + (size_t)j->hk * (size_t)j->hd) * (j->f16 ? 2 : 4);
+    deq_q8_0_cols(base + slot * j->rb, (int64_t)j->hk * j->hd, j->hd, buf);
+    return (const uint8_t *)buf;
+}
 
 static inline float f16_round(float x) { return rlx_f16_to_f32(rlx_f32_to_f16(x)); }
 
@@ -388,13 +414,13 @@ static void attn_scalar(const attn_job *j)
 {
     const int G = j->G, hd = j->hd;
     const int32_t n = j->p - j->j0 + 1;
-    const size_t esz = j->f16 ? 2 : 4, st = j->stride;
-    float qb[ATTN_G * 1024], mx[ATTN_G], inv[ATTN_G];
+    const size_t st = j->stride;
+    float qb[ATTN_G * 1024], mx[ATTN_G], inv[ATTN_G], row[1024];
     float *acc = j->part;
     for (int i = 0; i < G * hd; i++) qb[i] = j->f16 ? f16_round(j->q[i]) : j->q[i];
     for (int g = 0; g < G; g++) mx[g] = -INFINITY;
     for (int32_t k = 0; k < n; k++) {
-        const uint8_t *kr = j->K + (kv_slot(j->r, j->seq, j->j0 + k) * (size_t)j->kvc + (size_t)j->hk * (size_t)hd) * esz;
+        const uint8_t *kr = kv_head(j, j->K, k, row);
         for (int g = 0; g < G; g++) {
             float d = 0.0f;
             for (int i = 0; i < hd; i++) d += qb[g * hd + i] * (j->f16 ? rlx_f16_to_f32(((const uint16_t *)kr)[i]) : ((const float *)kr)[i]);
@@ -404,7 +430,7 @@ static void attn_scalar(const attn_job *j)
     attn_softmax(j, n, mx, inv);
     memset(acc, 0, (size_t)(G * hd) * sizeof *acc);
     for (int32_t k = 0; k < n; k++) {
-        const uint8_t *vr = j->V + (kv_slot(j->r, j->seq, j->j0 + k) * (size_t)j->kvc + (size_t)j->hk * (size_t)hd) * esz;
+        const uint8_t *vr = kv_head(j, j->V, k, row);
         for (int g = 0; g < G; g++) {
             float pj = j->sc[g * st + (size_t)k] * inv[g];
             if (j->f16) pj = f16_round(pj);
@@ -422,7 +448,7 @@ static void attn_scalar(const attn_job *j)
     {                                                                                               \
         const int G = j->G, hd = j->hd;                                                             \
         const int32_t n = j->p - j->j0 + 1;                                                         \
-        const size_t esz = j->f16 ? 2 : 4, st = j->stride;                                          \
+        const size_t st = j->stride;                                                                \
         _Alignas(64) float qb[ATTN_G * 1024], row[1024 + W];                                        \
         float mx[ATTN_G], inv[ATTN_G];                                                              \
         float *kt = j->part; /* hd x W transposed K tile, then the p.v accumulators */              \
@@ -433,7 +459,7 @@ static void attn_scalar(const attn_job *j)
             const int nw = n - k0 < W ? (int)(n - k0) : W;                                          \
             for (int l = 0; l < W; l++) {                                                           \
                 if (l >= nw) { for (int i = 0; i < hd; i++) kt[i * W + l] = 0.0f; continue; }      \
-                const uint8_t *kr = j->K + (kv_slot(j->r, j->seq, j->j0 + k0 + l) * (size_t)j->kvc + (size_t)j->hk * (size_t)hd) * esz; \
+                const uint8_t *kr = kv_head(j, j->K, k0 + l, row);                                  \
                 const float *src = (const float *)kr;                                               \
                 if (j->f16) {                                                                       \
                     int i = 0;                                                                      \
@@ -456,7 +482,7 @@ static void attn_scalar(const attn_job *j)
         float *acc = j->part;                                                                       \
         memset(acc, 0, (size_t)(G * hd) * sizeof *acc);                                             \
         for (int32_t k = 0; k < n; k++) {                                                           \
-            const uint8_t *vr = j->V + (kv_slot(j->r, j->seq, j->j0 + k) * (size_t)j->kvc + (size_t)j->hk * (size_t)hd) * esz; \
+            const uint8_t *vr = kv_head(j, j->V, k, row);                                           \
             const float *vf = (const float *)vr;                                                    \
             if (j->f16) {                                                                           \
                 int i = 0;                                                                          \
@@ -505,8 +531,8 @@ static void k_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     int layer = n->ip[0], n_head = n->ip[1], n_head_kv = n->ip[2], hd = n->ip[3], window = n->ip[4];
     float scale = n->fp[0], cap = n->fp[1];
     int64_t kvc = r->kv->kv_cols, T = bt->n_tokens, a, b;
-    bool f16 = r->kv->type == RLX_F16;
-    size_t esz = f16 ? 2 : 4;
+    bool f16 = r->kv->type == RLX_F16, q8 = r->kv->type == RLX_Q8_0;
+    size_t rb = rlx_kv_row_bytes(r->kv->type, kvc);
     uint8_t *K = r->kv_k + (size_t)layer * r->kv_layer_bytes, *V = r->kv_v + (size_t)layer * r->kv_layer_bytes;
 
     /* phase 1: store this batch's K and V */
@@ -517,11 +543,15 @@ static void k_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         size_t slot = kv_slot(r, bt->seq[t], bt->pos[t]);
         const float *k = rowp(r, n->in[1], t), *v = rowp(r, n->in[2], t);
         if (f16) {
-            uint16_t *kd = (uint16_t *)(K + slot * kvc * esz), *vd = (uint16_t *)(V + slot * kvc * esz);
+            uint16_t *kd = (uint16_t *)(K + slot * rb), *vd = (uint16_t *)(V + slot * rb);
             for (int64_t c = 0; c < kvc; c++) { kd[c] = rlx_f32_to_f16(k[c]); vd[c] = rlx_f32_to_f16(v[c]); }
+        } else if (q8) {
+            /* the reference quantizer (the activation quantizer's bytes): see backend.h */
+            rlx_quantize_row(RLX_Q8_0, k, K + slot * rb, kvc);
+            rlx_quantize_row(RLX_Q8_0, v, V + slot * rb, kvc);
         } else {
-            memcpy(K + slot * kvc * esz, k, (size_t)kvc * 4);
-            memcpy(V + slot * kvc * esz, v, (size_t)kvc * 4);
+            memcpy(K + slot * rb, k, (size_t)kvc * 4);
+            memcpy(V + slot * rb, v, (size_t)kvc * 4);
         }
     }
     rlx_threadpool_barrier(r->tp);
@@ -539,7 +569,7 @@ static void k_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         int rest = (int)(w % (n_head_kv * n_sub)), hk = rest / n_sub, h0 = hk * group + (rest % n_sub) * ATTN_G;
         int32_t p = bt->pos[t];
         attn_job j = {
-            .r = r, .K = K, .V = V, .f16 = f16, .kvc = kvc, .hd = hd, .hk = hk,
+            .r = r, .K = K, .V = V, .f16 = f16, .q8 = q8, .kvc = kvc, .rb = rb, .hd = hd, .hk = hk,
             .G = RLX_MIN(ATTN_G, hk * group + group - h0), .seq = bt->seq[t], .p = p,
             .j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0,
             .q = rowp(r, n->in[0], t) + (int64_t)h0 * hd, .y = rowp(r, s->out, t) + (int64_t)h0 * hd,
