@@ -2,6 +2,7 @@
  * environment variable (with RLXD_DEVICE for the GPU index; so every command and the daemon
  * can be pointed at a GPU without a flag), else "cpu". GPU backends exist only when compiled in (RLX_HAVE_VULKAN/RLX_HAVE_CUDA). */
 #include "backends/backend.h"
+#include "backends/quant.h"
 #ifdef RLX_HAVE_VULKAN
 #include "backends/vulkan/vulkan.h"
 #endif
@@ -65,5 +66,28 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_ge
         for (int32_t k = 0; k < b->seqs[s].n_blocks; k++)
             if (b->seqs[s].blocks[k] < 0 || b->seqs[s].blocks[k] >= kv->n_blocks)
                 return rlx_errorf(err, RLX_ERANGE, "sequence %d names KV block %d of %d", s, b->seqs[s].blocks[k], kv->n_blocks);
+    return 0;
+}
+
+size_t rlx_kv_row_bytes(int type, int64_t kv_cols)
+{
+    if (kv_cols <= 0) return 0;
+    switch (type) {
+    case RLX_F32: return (size_t)kv_cols * 4;
+    case RLX_F16: return (size_t)kv_cols * 2;
+    case RLX_Q8_0: return kv_cols % RLX_QK ? 0 : (size_t)(kv_cols / RLX_QK) * sizeof(rlx_block_q8_0);
+    default: return 0;
+    }
+}
+
+int rlx_kv_type_check(int type, int64_t kv_cols, rlx_error *err)
+{
+    if (type != RLX_F32 && type != RLX_F16 && type != RLX_Q8_0) {
+        const rlx_dtype_info *t = rlx_dtype_get(type);
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "the KV cache cannot hold %s; use f16, f32 or q8_0", t ? t->name : "this type");
+    }
+    if (!rlx_kv_row_bytes(type, kv_cols))
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "a q8_0 KV cache needs the KV row width (KV heads x head_dim = %lld) "
+                          "to be a multiple of 32; use --kv-type f16 for this model", (long long)kv_cols);
     return 0;
 }

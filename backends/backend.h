@@ -9,8 +9,20 @@
 
 #include "backends/graph.h"
 
-/* Geometry of the paged KV pool: n_blocks blocks of block_size token slots, per layer a K and
- * a V array of [n_blocks * block_size][kv_cols] elements of `type` (F32, F16). */
+/* Geometry of the paged KV pool: n_blocks blocks of block_size token slots; per layer a K and a
+ * V array of n_blocks * block_size rows, one row per token slot (slot = block * block_size +
+ * position in the block), rlx_kv_row_bytes(type, kv_cols) bytes apart. Block b of a layer is
+ * rows [b * block_size, (b + 1) * block_size), contiguous.
+ *
+ * Row layout by `type` (every backend and the snapshot files use exactly this):
+ *   RLX_F32   kv_cols floats.
+ *   RLX_F16   kv_cols IEEE halves.
+ *   RLX_Q8_0  kv_cols / 32 consecutive rlx_block_q8_0 (backends/quant.h: f16 scale d, then 32
+ *             int8 qs; 34 bytes) covering columns [32 i, 32 i + 32); kv_cols must be a multiple
+ *             of 32 (a head's slice may start inside a block). Stored with the reference Q8_0
+ *             quantizer (rlx_quantize_row: d = amax / 127, qs = round-half-away(x / d)); read
+ *             as x = f16_to_f32(d) * qs, and attention then computes q.k and p.v in f32 with
+ *             q and p unrounded (as for an F32 cache). */
 typedef struct rlx_kv_geometry {
     int32_t n_layers;
     int64_t kv_cols;
@@ -18,6 +30,13 @@ typedef struct rlx_kv_geometry {
     int32_t block_size;
     int type;
 } rlx_kv_geometry;
+
+/* Bytes of one token's K (or V) row of a layer; 0 when `type` is not a KV type (F32, F16,
+ * Q8_0) or Q8_0 is asked for with kv_cols not a multiple of 32. */
+size_t rlx_kv_row_bytes(int type, int64_t kv_cols);
+/* Checks that the KV pool can use `type` for rows of kv_cols values; RLX_EUNSUPPORTED with a
+ * sentence naming the fix otherwise. */
+int rlx_kv_type_check(int type, int64_t kv_cols, rlx_error *err);
 
 /* One sequence of a batch: its block table (block ids in position order; borrowed). */
 typedef struct rlx_batch_seq {

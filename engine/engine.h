@@ -1,10 +1,13 @@
 /* engine.h - the serving runtime's public face: one rlx_worker per loaded model, fed
  * rlx_requests, answering with rlx_events. Transport-independent: server/ and the CLI use it.
  *
- * Threads: each worker owns one thread that runs the scheduler step loop. rlx_worker_submit()
- * and rlx_worker_cancel() may be called from any thread. Events are delivered by calling
- * req->on_event ON THE WORKER THREAD; the callback must not block (the server copies the event
- * into a queue and wakes its loop with uv_async_send).
+ * Threads: each worker owns one thread that runs the scheduler step loop, and with a sessions
+ * database a second one that stores session turns. rlx_worker_submit() and rlx_worker_cancel()
+ * may be called from any thread. Events are delivered by calling req->on_event on the worker
+ * thread, except the final event of a stored session turn, which the session writer thread
+ * delivers once the turn is durable (after all of the request's token events); the callback
+ * must be thread-safe and must not block (the server copies the event into a queue and wakes
+ * its loop with uv_async_send).
  *
  * Ownership: rlx_worker_submit() takes ownership of the request on success AND on failure
  * (it is freed with rlx_request_free). The event and everything it points to are borrowed for
@@ -13,6 +16,7 @@
 #ifndef RLX_ENGINE_H
 #define RLX_ENGINE_H
 
+#include "backends/dtype.h"
 #include "engine/sample.h"
 #include "models/tokenizer.h"
 #include "models/chat_template.h"
@@ -97,7 +101,8 @@ typedef struct rlx_worker_config {
     const char *name;          /* served model name (default: file name without .gguf) */
     int n_threads;             /* <= 0: all cores */
     int32_t n_ctx;             /* <= 0: the model's context length */
-    int kv_type;               /* RLX_F16 (default), RLX_F32, RLX_Q8_0 */
+    int kv_type;               /* RLX_F16, RLX_F32 or RLX_Q8_0, used when kv_type_set */
+    bool kv_type_set;          /* false: F16 (RLX_F32 is 0, so a zeroed config cannot say F32) */
     size_t kv_mem_mib;         /* 0: enough for max_seqs full contexts */
     int32_t kv_blocks;         /* exact pool size in blocks (overrides kv_mem_mib; tests) */
     int32_t kv_block;          /* tokens per KV block, default 16 */
@@ -126,12 +131,20 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
 void rlx_worker_stop(rlx_worker *w, bool drain);
 
 /* RLX_EFULL when the waiting queue is full (answer 503 + Retry-After), RLX_ETOOLONG when the
- * request can never fit, RLX_EINVAL for bad parameters. On error no event is delivered. */
+ * request can never fit (prompt ids plus max_tokens, after the session's history when the
+ * worker holds it, over the context or the whole KV pool; a prompt_text or a history read from
+ * the store is checked after tokenizing, with an RLX_EV_ERROR), RLX_EINVAL for bad parameters
+ * (empty stop strings, invalid session ids included). On error no event is delivered.
+ * Stop strings are matched on the detokenized text: text that may begin one is held back, a
+ * match ends the request with RLX_FINISH_STOP at the token completing it (counted in usage,
+ * kept in a session's history), and no part of the stop string is ever sent. */
 int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err);
 /* Cancels at the next step; the request then gets RLX_EV_DONE with RLX_FINISH_CANCELLED. */
 void rlx_worker_cancel(rlx_worker *w, uint64_t request_id);
 
-/* ---- sessions (callable from any thread) ---- */
+/* ---- sessions (callable from any thread; a worker sees only its own model's sessions, also
+ * when several models share one database; sessions idle longer than session_ttl_s are gone
+ * for all of these at once) ---- */
 typedef struct rlx_session_info {
     char id[129];
     char model[128];
@@ -153,6 +166,8 @@ const char *rlx_worker_name(const rlx_worker *w);
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w);
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w); /* ChatML if none */
 int32_t rlx_worker_n_ctx(const rlx_worker *w);
+/* The KV pool as built: element type (RLX_F16, RLX_F32, RLX_Q8_0), tokens per block, blocks. */
+void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks);
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
 
 #endif

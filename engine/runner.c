@@ -27,8 +27,8 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
 
     int kv_type = cfg->kv_type_set ? cfg->kv_type : RLX_F16;
     int32_t bs = cfg->kv_block > 0 ? cfg->kv_block : 16;
-    size_t elem = kv_type == RLX_F32 ? 4 : 2;
-    size_t block_bytes = 2 * (size_t)mc->n_layer * (size_t)bs * (size_t)r->graph.kv_cols * elem;
+    if ((rc = rlx_kv_type_check(kv_type, r->graph.kv_cols, err))) goto fail;
+    size_t block_bytes = 2 * (size_t)mc->n_layer * (size_t)bs * rlx_kv_row_bytes(kv_type, r->graph.kv_cols);
     int64_t nb = cfg->kv_blocks;
     if (nb <= 0 && cfg->kv_mem_mib) nb = (int64_t)((cfg->kv_mem_mib << 20) / block_bytes);
     if (nb <= 0) {

@@ -16,7 +16,7 @@ typedef struct rlx_runner_config {
     const char *model_path;
     rlx_backend_config backend;
     int32_t n_ctx;             /* per-sequence limit; <= 0: the model's training context */
-    int kv_type;               /* RLX_F16 or RLX_F32, used when kv_type_set (default F16) */
+    int kv_type;               /* RLX_F16, RLX_F32 or RLX_Q8_0, used when kv_type_set (default F16) */
     bool kv_type_set;
     int32_t kv_block;          /* <= 0: 16 */
     int32_t kv_blocks;         /* <= 0: from kv_mem_mib, else enough for max_seqs full contexts,

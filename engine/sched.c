@@ -11,7 +11,7 @@
 
 /* ---- events ---------------------------------------------------------------------------- */
 
-static void emit(rlx_request *r, rlx_event *ev)
+void rlx__emit(rlx_request *r, rlx_event *ev)
 {
     ev->request_id = r->id;
     r->on_event(r->user, ev);
@@ -27,7 +27,7 @@ static void queued_dec(rlx_worker *w)
 void rlx__request_cancelled(rlx_worker *w, rlx_request *req)
 {
     rlx_event ev = {.type = RLX_EV_DONE, .finish = RLX_FINISH_CANCELLED, .text = ""};
-    emit(req, &ev);
+    rlx__emit(req, &ev);
     queued_dec(w);
     rlx_request_free(req);
 }
@@ -55,6 +55,7 @@ void rlx__seq_free(rlx_worker *w, seq *s)
 {
     release_blocks(w, s);
     rlx_sampler_free(s->sampler);
+    rlx_stop_free(&s->stop);
     rlx_request_free(s->req);
     free(s->tokens);
     free(s->blocks);
@@ -69,24 +70,57 @@ static void detach(rlx_worker *w, seq *s)
     if (!s->started) queued_dec(w);
 }
 
+/* The text a finished sequence still owes: the detokenizer's pending bytes and whatever the
+ * stop matcher held back, unless a stop string matched (then nothing after it is sent; an
+ * ending that completes a stop string turns into a stop). Returned text is malloc'ed. */
+static char *final_text(seq *s, size_t *len, rlx_finish_reason *why)
+{
+    size_t n = rlx_detok_flush(&s->detok, s->text, s->text_cap);
+    *len = 0;
+    if (s->stop.matched) return NULL;
+    const char *a = s->text, *b = "";
+    size_t na = n, nb = 0;
+    char *out = NULL;
+    if (s->stop.n_stop) {
+        int m = rlx_stop_push(&s->stop, s->text, n, &a, &na);
+        if (m < 0) return NULL;
+        if (m == 1) *why = RLX_FINISH_STOP;
+        if (!(out = malloc(na + 1))) return NULL;
+        memcpy(out, a, na); /* a points into the matcher, which flush reuses */
+        if (m == 0) rlx_stop_flush(&s->stop, &b, &nb);
+    }
+    char *t = realloc(out, na + nb + 1);
+    if (!t) { free(out); return NULL; }
+    if (!out) memcpy(t, a, na);
+    memcpy(t + na, b, nb);
+    t[na + nb] = 0;
+    *len = na + nb;
+    return t;
+}
+
 void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why)
 {
     detach(w, s);
     double now = rlx_now();
-    size_t n = rlx_detok_flush(&s->detok, s->text, s->text_cap);
-    rlx_event ev = {.type = RLX_EV_DONE, .finish = why, .text = s->text, .text_len = n};
+    size_t n = 0;
+    char *rest = final_text(s, &n, &why);
+    rlx_event ev = {.type = RLX_EV_DONE, .finish = why, .text = rest ? rest : "", .text_len = n};
     ev.usage.prompt_tokens = s->n_prompt;
     ev.usage.completion_tokens = s->n_generated;
     ev.usage.cached_tokens = s->cached_tokens;
-    double sub = s->req->submitted_at ? s->req->submitted_at : s->t_submit;
+    double sub = s->req->submitted_at ? s->req->submitted_at : s->t_submit; /* before a commit takes req */
     ev.timings.queued_s = s->started ? s->t_admit - sub : now - sub;
     ev.timings.ttft_s = s->t_first > 0 ? s->t_first - sub : 0;
     ev.timings.prompt_s = s->t_first > 0 ? s->t_first - s->t_admit : 0;
     ev.timings.gen_s = s->t_first > 0 ? s->t_last - s->t_first : 0;
     ev.timings.total_s = now - sub;
-    if (why == RLX_FINISH_STOP || why == RLX_FINISH_LENGTH) rlx__session_commit(w, s);
+    /* a stored session turn's final event goes out from the session writer once the turn is
+     * durable (then the writer owns the request) */
+    bool handed = false;
+    if (why == RLX_FINISH_STOP || why == RLX_FINISH_LENGTH) handed = rlx__session_commit(w, s, &ev);
     else rlx__session_detach(w, s);
-    emit(s->req, &ev);
+    if (!handed) rlx__emit(s->req, &ev);
+    free(rest);
     pthread_mutex_lock(&w->mu);
     w->stats.generated_tokens += (uint64_t)s->n_generated;
     pthread_mutex_unlock(&w->mu);
@@ -98,7 +132,7 @@ void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg)
     detach(w, s);
     rlx__session_detach(w, s);
     rlx_event ev = {.type = RLX_EV_ERROR, .error_code = code, .error_msg = msg, .text = ""};
-    emit(s->req, &ev);
+    rlx__emit(s->req, &ev);
     rlx__seq_free(w, s);
 }
 
@@ -123,8 +157,14 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     int64_t room = RLX_MIN((int64_t)rn->n_ctx, (int64_t)rn->kv.n_blocks * rn->kv.block_size) - (int64_t)n;
     int64_t want = r->max_tokens > 0 ? r->max_tokens : room;
     if (room < 1 || want > room) {
-        rc = rlx_errorf(err, RLX_ETOOLONG, "the prompt (%zu tokens) plus max_tokens (%lld) does not fit the context "
-                        "(%d tokens, KV pool %d tokens)", n, (long long)want, rn->n_ctx, rn->kv.n_blocks * rn->kv.block_size);
+        if (s->n_history > 0)
+            rc = rlx_errorf(err, RLX_ETOOLONG, "the session history (%d tokens) plus this prompt (%zu tokens) and "
+                            "max_tokens (%lld) do not fit the context (%d tokens, KV pool %d tokens); delete the "
+                            "session or start a new one", s->n_history, n - (size_t)s->n_history,
+                            (long long)RLX_MAX(want, 1), rn->n_ctx, rn->kv.n_blocks * rn->kv.block_size);
+        else
+            rc = rlx_errorf(err, RLX_ETOOLONG, "the prompt (%zu tokens) plus max_tokens (%lld) does not fit the context "
+                            "(%d tokens, KV pool %d tokens)", n, (long long)want, rn->n_ctx, rn->kv.n_blocks * rn->kv.block_size);
         if (ids != r->prompt_ids) free(ids);
         return rc;
     }
@@ -137,6 +177,10 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     if (!s->tokens || !s->text || !s->sampler) {
         if (ids != r->prompt_ids) free(ids);
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    }
+    if ((rc = rlx_stop_init(&s->stop, r->stop, r->n_stop, err))) {
+        if (ids != r->prompt_ids) free(ids);
+        return rc;
     }
     memcpy(s->tokens, ids, n * sizeof *ids);
     if (ids != r->prompt_ids) free(ids);
@@ -161,6 +205,37 @@ static void prefix_lookup(rlx_worker *w, seq *s)
         s->last_hash = h;
         s->n_computed += B;
     }
+}
+
+/* Records the content hashes of the full blocks s completes with its next k tokens in this
+ * step (they are registered after the step runs). */
+static void note_inflight(rlx_worker *w, seq *s, int32_t k)
+{
+    int32_t B = w->runner->kv.block_size;
+    uint64_t h = s->last_hash;
+    for (int32_t b = s->n_hashed; (b + 1) * B <= s->n_computed + k; b++) {
+        h = rlx_kv_hash(h, s->tokens + (size_t)b * B, B);
+        if (w->n_inflight == w->cap_inflight) {
+            int32_t nc = w->cap_inflight ? 2 * w->cap_inflight : 64;
+            uint64_t *a = realloc(w->b_inflight, (size_t)nc * sizeof *a);
+            if (!a) return; /* only an optimisation */
+            w->b_inflight = a;
+            w->cap_inflight = nc;
+        }
+        w->b_inflight[w->n_inflight++] = h;
+    }
+}
+
+/* Whether the next block s would look up in the prefix cache is being computed in this step by
+ * another sequence: then s waits a step and reuses it, instead of computing it a second time. */
+static bool prefix_in_flight(rlx_worker *w, const seq *s)
+{
+    int32_t B = w->runner->kv.block_size;
+    if ((s->n_hashed + 1) * B > s->n_tokens - 1 || w->n_inflight == 0) return false;
+    uint64_t h = rlx_kv_hash(s->last_hash, s->tokens + (size_t)s->n_hashed * B, B);
+    for (int32_t i = 0; i < w->n_inflight; i++)
+        if (w->b_inflight[i] == h) return true;
+    return false;
 }
 
 static void register_blocks(rlx_worker *w, seq *s)
@@ -207,8 +282,9 @@ static seq *newest_running(rlx_worker *w, seq *except)
     return best;
 }
 
-/* Makes s's blocks cover n_pos positions, preempting newer sequences if the pool is short.
- * Returns false if s itself cannot get them now. */
+/* Makes s's blocks cover n_pos positions. When the pool is short, idle sessions' pins go
+ * first (least recently used first), then newer sequences are preempted. Returns false if s
+ * itself cannot get them now. */
 static bool reserve(rlx_worker *w, seq *s, int32_t n_pos, bool may_preempt)
 {
     rlx_kv_manager *kv = &w->runner->kv;
@@ -217,6 +293,7 @@ static bool reserve(rlx_worker *w, seq *s, int32_t n_pos, bool may_preempt)
     while (s->n_blocks < need) {
         int32_t b = rlx_kv_alloc(kv);
         if (b >= 0) { s->blocks[s->n_blocks++] = b; continue; }
+        if (rlx__sessions_release_pins(w, false)) continue;
         seq *victim = may_preempt ? newest_running(w, s) : NULL;
         if (!victim || victim->admit_order < s->admit_order) return false;
         preempt(w, victim);
@@ -254,7 +331,7 @@ static void intake(rlx_worker *w)
         rlx_error err = {0};
         if (!s || grow_waiting(w)) {
             rlx_event ev = {.type = RLX_EV_ERROR, .error_code = RLX_ENOMEM, .error_msg = "out of memory", .text = ""};
-            emit(inbox[i], &ev);
+            rlx__emit(inbox[i], &ev);
             queued_dec(w);
             rlx_request_free(inbox[i]);
             free(s);
@@ -329,12 +406,20 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     s->n_generated++;
     size_t n = rlx_detok_push(w->tok, &s->detok, tok, false, s->text, s->text_cap);
     rlx_event ev = {.type = RLX_EV_TOKEN, .token = tok, .text = s->text, .text_len = n};
+    /* text that may begin a stop string is held back; a match ends the sequence at this token,
+     * which counts as generated and stays in the session history */
+    int m = s->stop.n_stop ? rlx_stop_push(&s->stop, s->text, n, &ev.text, &ev.text_len) : 0;
+    if (m < 0) {
+        rlx__seq_fail(w, s, RLX_ENOMEM, "out of memory matching stop strings");
+        return;
+    }
     if (r->top_logprobs >= 0) {
         ev.n_top = r->top_logprobs;
         ev.logprob = rlx_logprobs(logits, V, tok, ev.n_top, ev.top_ids, ev.top_logprobs);
     }
-    emit(r, &ev);
-    if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
+    rlx__emit(r, &ev);
+    if (m == 1) rlx__seq_finish(w, s, RLX_FINISH_STOP);
+    else if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
 }
 
 int rlx__sched_step(rlx_worker *w)
@@ -342,6 +427,7 @@ int rlx__sched_step(rlx_worker *w)
     intake(w);
     rlx_runner *rn = w->runner;
     int32_t budget = w->cfg.max_batch_tokens, n_tok = 0, n_seq = 0, n_out = 0;
+    w->n_inflight = 0;
 
     /* running sequences, oldest first: decodes and unfinished prefills */
     for (int32_t i = 0; i < w->n_running && budget > 0 && n_seq < w->cfg.max_seqs; i++) {
@@ -354,15 +440,23 @@ int rlx__sched_step(rlx_worker *w)
             continue;
         }
         /* preemption may have removed sequences after i only (they are newer) */
+        note_inflight(w, s, k);
         budget -= add_tokens(w, s, budget, &n_tok, &n_seq, &n_out);
     }
-    /* admit waiting requests while slots, budget and blocks allow */
-    while (w->n_waiting > 0 && w->n_running < w->cfg.max_seqs && budget > 0 && n_seq < w->cfg.max_seqs) {
-        seq *s = w->waiting[0];
+    /* admit waiting requests while slots, budget and blocks allow, oldest first; one whose
+     * prefix another sequence computes in this step waits for it */
+    int32_t wi = 0;
+    while (wi < w->n_waiting && w->n_running < w->cfg.max_seqs && budget > 0 && n_seq < w->cfg.max_seqs) {
+        seq *s = w->waiting[wi];
         if (!ensure_block_table(s, s->n_tokens + 1, rn->kv.block_size)) break;
         int32_t before = s->n_computed;
         prefix_lookup(w, s);
         int32_t hit = s->n_computed - before;
+        if (prefix_in_flight(w, s)) {
+            release_blocks(w, s);
+            wi++;
+            continue;
+        }
         int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
         if (!reserve(w, s, s->n_computed + k, false)) {
             release_blocks(w, s);
@@ -382,6 +476,7 @@ int rlx__sched_step(rlx_worker *w)
             w->stats.prompt_tokens += (uint64_t)s->n_prompt;
             pthread_mutex_unlock(&w->mu);
         }
+        note_inflight(w, s, RLX_MIN(s->n_tokens - s->n_computed, budget));
         budget -= add_tokens(w, s, budget, &n_tok, &n_seq, &n_out);
     }
     if (n_tok == 0) {
@@ -390,10 +485,13 @@ int rlx__sched_step(rlx_worker *w)
         w->stats.waiting = w->n_waiting + w->n_inbox;
         w->stats.kv_usage = (double)rlx_kv_used(&rn->kv) / rn->kv.n_blocks;
         pthread_mutex_unlock(&w->mu);
-        /* nothing fits now although work waits: the pool is too small for the head request */
-        if (w->n_running == 0 && w->n_waiting > 0)
+        /* nothing fits now although work waits and nothing runs: pins of sessions whose own
+         * requests wait are all that is left to give back; then the head request cannot fit */
+        if (w->n_running == 0 && w->n_waiting > 0) {
+            if (rlx__sessions_release_pins(w, true)) return 1;
             rlx__seq_fail(w, w->waiting[0], RLX_ETOOLONG, "the request does not fit the KV cache");
-        return w->n_waiting > 0 || w->n_running > 0 ? 0 : 0;
+        }
+        return 0;
     }
     for (int32_t i = 0; i < n_seq; i++) w->b_seqs[i] = (rlx_batch_seq){w->b_seqptr[i]->blocks, w->b_seqptr[i]->n_blocks};
     rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, n_out, n_seq, w->b_seqs, w->b_dec};

@@ -3,6 +3,8 @@
  * Schema history (PRAGMA user_version):
  *   1: sessions(id TEXT PRIMARY KEY, model TEXT, tokens BLOB, created REAL, updated REAL)
  *   2: + kv_path TEXT NULL, kv_model_hash TEXT NULL, and an index on updated for eviction.
+ *   3: the key is (model, id): models sharing one database keep separate sessions (a v2 row
+ *      keeps the model it was written by); the eviction index is per model.
  * Tokens are stored as int32 little-endian whatever the host order, so a database can move
  * between machines. */
 #include "engine/session.h"
@@ -111,17 +113,29 @@ static void rollback(rlx_session_store *st) { sqlite3_exec(st->db, "ROLLBACK", N
 
 /* ---- schema ------------------------------------------------------------------------------ */
 
-static const char schema_v2[] =
-    "CREATE TABLE sessions(id TEXT PRIMARY KEY, model TEXT NOT NULL, tokens BLOB NOT NULL,"
-    " created REAL NOT NULL, updated REAL NOT NULL, kv_path TEXT NULL, kv_model_hash TEXT NULL);"
-    "CREATE INDEX sessions_updated ON sessions(updated);"
-    "PRAGMA user_version = 2;";
+#define TABLE_V3                                                                                   \
+    "CREATE TABLE sessions(model TEXT NOT NULL, id TEXT NOT NULL, tokens BLOB NOT NULL,"           \
+    " created REAL NOT NULL, updated REAL NOT NULL, kv_path TEXT NULL, kv_model_hash TEXT NULL,"   \
+    " PRIMARY KEY(model, id));"                                                                    \
+    "CREATE INDEX sessions_model_updated ON sessions(model, updated);"
+
+static const char schema_v3[] = TABLE_V3 "PRAGMA user_version = 3;";
 
 static const char migrate_1_to_2[] =
     "ALTER TABLE sessions ADD COLUMN kv_path TEXT NULL;"
     "ALTER TABLE sessions ADD COLUMN kv_model_hash TEXT NULL;"
     "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated);"
     "PRAGMA user_version = 2;";
+
+/* a new primary key needs a new table: copy the rows over, then drop the old one (its index
+ * goes with it) */
+static const char migrate_2_to_3[] =
+    "ALTER TABLE sessions RENAME TO sessions_v2;"
+    TABLE_V3
+    "INSERT INTO sessions(model, id, tokens, created, updated, kv_path, kv_model_hash)"
+    " SELECT model, id, tokens, created, updated, kv_path, kv_model_hash FROM sessions_v2;"
+    "DROP TABLE sessions_v2;"
+    "PRAGMA user_version = 3;";
 
 static int migrate(rlx_session_store *st, rlx_error *err)
 {
@@ -148,8 +162,9 @@ static int migrate(rlx_session_store *st, rlx_error *err)
                         "schema); set db_path to a new file", st->path);
         goto fail;
     }
-    if (ver == 0) rc = exec(st, schema_v2, "creating the schema", err);
-    else if (ver == 1) rc = exec(st, migrate_1_to_2, "migrating the schema to version 2", err);
+    if (ver == 0) rc = exec(st, schema_v3, "creating the schema", err);
+    if (!rc && ver == 1) rc = exec(st, migrate_1_to_2, "migrating the schema to version 2", err);
+    if (!rc && ver >= 1 && ver < 3) rc = exec(st, migrate_2_to_3, "migrating the schema to version 3", err);
     if (rc) goto fail;
     return exec(st, "COMMIT", "committing the schema", err);
 fail:
@@ -324,13 +339,24 @@ oom:
 
 /* ---- operations -------------------------------------------------------------------------- */
 
-int rlx_session_put(rlx_session_store *st, const char *id, const char *model,
+static int check_key(const char *model, const char *id, rlx_error *err)
+{
+    if (!model || !*model) return rlx_errorf(err, RLX_EINVAL, "a session needs a model name");
+    return rlx_session_id_check(id, err);
+}
+
+/* Rows updated before this are expired (max_age <= 0: none is). */
+static double cutoff(rlx_session_store *st, double max_age)
+{
+    return max_age > 0 ? st->now(st->now_user) - max_age : -1e300;
+}
+
+int rlx_session_put(rlx_session_store *st, const char *model, const char *id,
                     const int32_t *tokens, size_t n_tokens, const char *kv_path,
                     const char *kv_model_hash, rlx_error *err)
 {
     int rc;
-    if ((rc = rlx_session_id_check(id, err))) return rc;
-    if (!model) return rlx_errorf(err, RLX_EINVAL, "a session needs a model name");
+    if ((rc = check_key(model, id, err))) return rc;
     if (n_tokens && !tokens) return rlx_errorf(err, RLX_EINVAL, "session tokens are missing");
     if (n_tokens > (size_t)INT32_MAX / 4)
         return rlx_errorf(err, RLX_ERANGE, "session '%s' has too many tokens (%zu)", id, n_tokens);
@@ -348,8 +374,9 @@ int rlx_session_put(rlx_session_store *st, const char *id, const char *model,
     pthread_mutex_lock(&st->mu);
     double now = st->now(st->now_user);
     if ((rc = exec(st, "BEGIN IMMEDIATE", "starting a transaction", err))) goto out;
-    if ((rc = prepare(st, "SELECT kv_path FROM sessions WHERE id = ?1", &sel, err))) goto fail;
-    sqlite3_bind_text(sel, 1, id, -1, SQLITE_STATIC);
+    if ((rc = prepare(st, "SELECT kv_path FROM sessions WHERE model = ?1 AND id = ?2", &sel, err))) goto fail;
+    sqlite3_bind_text(sel, 1, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(sel, 2, id, -1, SQLITE_STATIC);
     int step = sqlite3_step(sel);
     if (step == SQLITE_ROW) {
         const char *p = (const char *)sqlite3_column_text(sel, 0);
@@ -362,14 +389,13 @@ int rlx_session_put(rlx_session_store *st, const char *id, const char *model,
         goto fail;
     }
     if ((rc = prepare(st,
-                      "INSERT INTO sessions(id, model, tokens, created, updated, kv_path, "
-                      "kv_model_hash) VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6) ON CONFLICT(id) DO "
-                      "UPDATE SET model = excluded.model, tokens = excluded.tokens, updated = "
-                      "excluded.updated, kv_path = excluded.kv_path, kv_model_hash = "
-                      "excluded.kv_model_hash", &up, err)))
+                      "INSERT INTO sessions(model, id, tokens, created, updated, kv_path, "
+                      "kv_model_hash) VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6) ON CONFLICT(model, id) DO "
+                      "UPDATE SET tokens = excluded.tokens, updated = excluded.updated, kv_path = "
+                      "excluded.kv_path, kv_model_hash = excluded.kv_model_hash", &up, err)))
         goto fail;
-    sqlite3_bind_text(up, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(up, 2, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(up, 1, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(up, 2, id, -1, SQLITE_STATIC);
     sqlite3_bind_blob(up, 3, blob, (int)(n_tokens * 4), SQLITE_STATIC);
     sqlite3_bind_double(up, 4, now);
     if (kv_path) sqlite3_bind_text(up, 5, kv_path, -1, SQLITE_STATIC);
@@ -394,16 +420,20 @@ out:
 
 #define ROW_COLS "id, model, created, updated, kv_path, kv_model_hash, length(tokens)"
 
-int rlx_session_get(rlx_session_store *st, const char *id, rlx_session *out, rlx_error *err)
+int rlx_session_get(rlx_session_store *st, const char *model, const char *id, double max_age,
+                    rlx_session *out, rlx_error *err)
 {
     int rc;
     memset(out, 0, sizeof *out);
-    if ((rc = rlx_session_id_check(id, err))) return rc;
+    if ((rc = check_key(model, id, err))) return rc;
     sqlite3_stmt *s = NULL;
     pthread_mutex_lock(&st->mu);
-    if ((rc = prepare(st, "SELECT " ROW_COLS ", tokens FROM sessions WHERE id = ?1", &s, err)))
+    if ((rc = prepare(st, "SELECT " ROW_COLS ", tokens FROM sessions WHERE model = ?1 AND id = ?2 "
+                      "AND updated >= ?3", &s, err)))
         goto out;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 1, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 3, cutoff(st, max_age));
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW) rc = read_row(st, s, true, out, err);
     else if (step == SQLITE_DONE) rc = rlx_errorf(err, RLX_ENOTFOUND, "session '%s' not found", id);
@@ -414,17 +444,18 @@ out:
     return rc;
 }
 
-int rlx_session_delete(rlx_session_store *st, const char *id, rlx_error *err)
+int rlx_session_delete(rlx_session_store *st, const char *model, const char *id, rlx_error *err)
 {
     int rc;
-    if ((rc = rlx_session_id_check(id, err))) return rc;
+    if ((rc = check_key(model, id, err))) return rc;
     strvec files = {0};
     sqlite3_stmt *s = NULL;
     pthread_mutex_lock(&st->mu);
     if ((rc = exec(st, "BEGIN IMMEDIATE", "starting a transaction", err))) goto out;
-    if ((rc = prepare(st, "DELETE FROM sessions WHERE id = ?1 RETURNING kv_path", &s, err)))
+    if ((rc = prepare(st, "DELETE FROM sessions WHERE model = ?1 AND id = ?2 RETURNING kv_path", &s, err)))
         goto fail;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 1, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
     int step, found = 0;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
         found = 1;
@@ -445,11 +476,12 @@ out:
     return rc;
 }
 
-int rlx_session_list(rlx_session_store *st, size_t offset, size_t limit, rlx_session **out,
-                     size_t *n, size_t *total, rlx_error *err)
+int rlx_session_list(rlx_session_store *st, const char *model, double max_age, size_t offset,
+                     size_t limit, rlx_session **out, size_t *n, size_t *total, rlx_error *err)
 {
     *out = NULL;
     *n = 0;
+    if (!model || !*model) return rlx_errorf(err, RLX_EINVAL, "listing sessions needs a model name");
     if (limit > 10000) limit = 10000; /* one page, not the whole store */
     if (offset > (size_t)INT64_MAX) offset = (size_t)INT64_MAX;
     /* limit 0 asks only for the total; calloc(1) keeps *out non-NULL either way */
@@ -459,17 +491,29 @@ int rlx_session_list(rlx_session_store *st, size_t offset, size_t limit, rlx_ses
     int64_t count = 0;
     sqlite3_stmt *s = NULL;
     pthread_mutex_lock(&st->mu);
+    double cut = cutoff(st, max_age);
     /* one read transaction so the page and the total agree */
     int rc = exec(st, "BEGIN", "starting a transaction", err);
     if (rc) goto out;
-    if (total && (rc = query_int(st, "SELECT count(*) FROM sessions", &count,
-                                 "counting sessions", err)))
-        goto end;
-    if ((rc = prepare(st, "SELECT " ROW_COLS " FROM sessions ORDER BY updated DESC, id ASC "
-                      "LIMIT ?1 OFFSET ?2", &s, err)))
+    if (total) {
+        if ((rc = prepare(st, "SELECT count(*) FROM sessions WHERE model = ?1 AND updated >= ?2", &s, err)))
+            goto end;
+        sqlite3_bind_text(s, 1, model, -1, SQLITE_STATIC);
+        sqlite3_bind_double(s, 2, cut);
+        int step = sqlite3_step(s);
+        if (step == SQLITE_ROW) count = sqlite3_column_int64(s, 0);
+        else rc = db_error(st, step, "counting sessions", err);
+        sqlite3_finalize(s);
+        s = NULL;
+        if (rc) goto end;
+    }
+    if ((rc = prepare(st, "SELECT " ROW_COLS " FROM sessions WHERE model = ?3 AND updated >= ?4 "
+                      "ORDER BY updated DESC, id ASC LIMIT ?1 OFFSET ?2", &s, err)))
         goto end;
     sqlite3_bind_int64(s, 1, (int64_t)limit);
     sqlite3_bind_int64(s, 2, (int64_t)offset);
+    sqlite3_bind_text(s, 3, model, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 4, cut);
     int step = SQLITE_DONE;
     while (got < limit && (step = sqlite3_step(s)) == SQLITE_ROW) {
         if ((rc = read_row(st, s, false, &list[got], err))) goto end;
@@ -491,15 +535,17 @@ out:
     return 0;
 }
 
-/* Collects kv_path of the rows `where` selects, then deletes them; adds to *removed. */
+/* Collects kv_path of the rows a statement selects, then deletes them; adds to *removed.
+ * Both statements bind ?1 = model and ?2 = the double or integer argument. */
 static int delete_where(rlx_session_store *st, const char *select_paths, const char *del,
-                        double arg_d, int64_t arg_i, bool use_d, strvec *files, size_t *removed,
-                        rlx_error *err)
+                        const char *model, double arg_d, int64_t arg_i, bool use_d, strvec *files,
+                        size_t *removed, rlx_error *err)
 {
     sqlite3_stmt *s = NULL;
     int rc, step;
     if ((rc = prepare(st, select_paths, &s, err))) return rc;
-    if (use_d) sqlite3_bind_double(s, 1, arg_d); else sqlite3_bind_int64(s, 1, arg_i);
+    sqlite3_bind_text(s, 1, model, -1, SQLITE_STATIC);
+    if (use_d) sqlite3_bind_double(s, 2, arg_d); else sqlite3_bind_int64(s, 2, arg_i);
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
         const char *p = (const char *)sqlite3_column_text(s, 0);
         if (p && strvec_push(files, p)) { step = SQLITE_NOMEM; break; }
@@ -507,7 +553,8 @@ static int delete_where(rlx_session_store *st, const char *select_paths, const c
     sqlite3_finalize(s);
     if (step != SQLITE_DONE) return db_error(st, step, "selecting sessions to evict", err);
     if ((rc = prepare(st, del, &s, err))) return rc;
-    if (use_d) sqlite3_bind_double(s, 1, arg_d); else sqlite3_bind_int64(s, 1, arg_i);
+    sqlite3_bind_text(s, 1, model, -1, SQLITE_STATIC);
+    if (use_d) sqlite3_bind_double(s, 2, arg_d); else sqlite3_bind_int64(s, 2, arg_i);
     step = sqlite3_step(s);
     sqlite3_finalize(s);
     if (step != SQLITE_DONE) return db_error(st, step, "evicting sessions", err);
@@ -515,26 +562,28 @@ static int delete_where(rlx_session_store *st, const char *select_paths, const c
     return 0;
 }
 
-#define OVER_CAP "SELECT id FROM sessions ORDER BY updated DESC, id ASC LIMIT -1 OFFSET ?1"
+#define OVER_CAP "SELECT id FROM sessions WHERE model = ?1 ORDER BY updated DESC, id ASC LIMIT -1 OFFSET ?2"
 
-int rlx_session_enforce_limits(rlx_session_store *st, double ttl_seconds, int64_t max_count,
-                               size_t *n_removed, rlx_error *err)
+int rlx_session_enforce_limits(rlx_session_store *st, const char *model, double ttl_seconds,
+                               int64_t max_count, size_t *n_removed, rlx_error *err)
 {
     size_t removed = 0;
     strvec files = {0};
+    if (n_removed) *n_removed = 0;
+    if (!model || !*model) return rlx_errorf(err, RLX_EINVAL, "session limits need a model name");
     pthread_mutex_lock(&st->mu);
-    double cutoff = st->now(st->now_user) - ttl_seconds;
+    double cut = cutoff(st, ttl_seconds);
     int rc = exec(st, "BEGIN IMMEDIATE", "starting a transaction", err);
     if (rc) goto out;
     if (ttl_seconds > 0 &&
-        (rc = delete_where(st, "SELECT kv_path FROM sessions WHERE updated < ?1",
-                           "DELETE FROM sessions WHERE updated < ?1", cutoff, 0, true, &files,
-                           &removed, err)))
+        (rc = delete_where(st, "SELECT kv_path FROM sessions WHERE model = ?1 AND updated < ?2",
+                           "DELETE FROM sessions WHERE model = ?1 AND updated < ?2", model, cut, 0,
+                           true, &files, &removed, err)))
         goto fail;
     if (max_count > 0 &&
-        (rc = delete_where(st, "SELECT kv_path FROM sessions WHERE id IN (" OVER_CAP ")",
-                           "DELETE FROM sessions WHERE id IN (" OVER_CAP ")", 0, max_count,
-                           false, &files, &removed, err)))
+        (rc = delete_where(st, "SELECT kv_path FROM sessions WHERE model = ?1 AND id IN (" OVER_CAP ")",
+                           "DELETE FROM sessions WHERE model = ?1 AND id IN (" OVER_CAP ")", model, 0,
+                           max_count, false, &files, &removed, err)))
         goto fail;
     if ((rc = exec(st, "COMMIT", "committing evictions", err))) goto fail;
     goto out;

@@ -1,6 +1,7 @@
 /* session.h - the persistent session store: token histories (and optional KV snapshot files)
- * keyed by a client-chosen session id, kept in one sqlite3 database so a restarted daemon
- * resumes its sessions.
+ * keyed by (model, client-chosen session id), kept in one sqlite3 database so a restarted
+ * daemon resumes its sessions. Several models may share one database: each sees only its own
+ * sessions, and limits apply per model.
  *
  * Durability: WAL journal with synchronous=FULL. In WAL mode a COMMIT appends the transaction
  * to the -wal file before returning, so a process killed at any moment (kill -9) leaves a
@@ -25,7 +26,7 @@
 #include "backends/rlx.h"
 
 #define RLX_SESSION_ID_MAX 128
-#define RLX_SESSION_SCHEMA_VERSION 2 /* PRAGMA user_version of a current database */
+#define RLX_SESSION_SCHEMA_VERSION 3 /* PRAGMA user_version of a current database */
 
 typedef struct rlx_session_store rlx_session_store;
 
@@ -56,29 +57,34 @@ void rlx_session_store_set_clock(rlx_session_store *st, double (*now)(void *), v
 bool rlx_session_id_valid(const char *id);
 int rlx_session_id_check(const char *id, rlx_error *err);
 
-/* Inserts or replaces a session in one transaction; `created` survives replacement.
+/* Inserts or replaces session (model, id) in one transaction; `created` survives replacement.
  * kv_path and kv_model_hash may be NULL. */
-int rlx_session_put(rlx_session_store *st, const char *id, const char *model,
+int rlx_session_put(rlx_session_store *st, const char *model, const char *id,
                     const int32_t *tokens, size_t n_tokens, const char *kv_path,
                     const char *kv_model_hash, rlx_error *err);
 
-/* Copies the session into *out (clear it afterwards). RLX_ENOTFOUND if absent. */
-int rlx_session_get(rlx_session_store *st, const char *id, rlx_session *out, rlx_error *err);
+/* Copies session (model, id) into *out (clear it afterwards). RLX_ENOTFOUND if absent or not
+ * updated for more than max_age seconds (<= 0: any age; an expired row stays until
+ * rlx_session_enforce_limits removes it, but is never returned). */
+int rlx_session_get(rlx_session_store *st, const char *model, const char *id, double max_age,
+                    rlx_session *out, rlx_error *err);
 
 /* Removes a session and its KV snapshot file. RLX_ENOTFOUND if absent. */
-int rlx_session_delete(rlx_session_store *st, const char *id, rlx_error *err);
+int rlx_session_delete(rlx_session_store *st, const char *model, const char *id, rlx_error *err);
 
-/* Page of sessions, most recently updated first (ties by id), without token arrays; at most
- * 10000 per call, limit 0 for none (just *total). *out is a malloc'ed array of *n (free with
- * rlx_session_list_free); *total (optional) receives the number of sessions in the store. */
-int rlx_session_list(rlx_session_store *st, size_t offset, size_t limit, rlx_session **out,
-                     size_t *n, size_t *total, rlx_error *err);
+/* Page of a model's sessions updated within max_age seconds (<= 0: all), most recently updated
+ * first (ties by id), without token arrays; at most 10000 per call, limit 0 for none (just
+ * *total). *out is a malloc'ed array of *n (free with rlx_session_list_free); *total
+ * (optional) receives the number of such sessions. */
+int rlx_session_list(rlx_session_store *st, const char *model, double max_age, size_t offset,
+                     size_t limit, rlx_session **out, size_t *n, size_t *total, rlx_error *err);
 void rlx_session_list_free(rlx_session *list, size_t n);
 
-/* Deletes sessions not updated for ttl_seconds (<= 0: no TTL), then the least recently
- * updated beyond max_count (<= 0: no cap), with their KV files. *n_removed is optional. */
-int rlx_session_enforce_limits(rlx_session_store *st, double ttl_seconds, int64_t max_count,
-                               size_t *n_removed, rlx_error *err);
+/* Deletes a model's sessions not updated for ttl_seconds (<= 0: no TTL), then its least
+ * recently updated beyond max_count (<= 0: no cap), with their KV files. *n_removed is
+ * optional. */
+int rlx_session_enforce_limits(rlx_session_store *st, const char *model, double ttl_seconds,
+                               int64_t max_count, size_t *n_removed, rlx_error *err);
 
 /* Frees what a session owns and zeroes it. */
 void rlx_session_clear(rlx_session *s);

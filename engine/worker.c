@@ -1,10 +1,12 @@
 /* worker.c - one model worker: loads the model, owns a thread running the scheduler step loop,
  * and takes requests and cancellations from any thread through a mutex-guarded inbox. */
+#include "engine/session.h"
 #include "engine/worker_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err)
 {
@@ -19,7 +21,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         .model_path = cfg->model_path,
         .backend = {.name = cfg->backend, .n_threads = cfg->n_threads, .device = cfg->device},
         .n_ctx = cfg->n_ctx,
-        .kv_type = cfg->kv_type ? cfg->kv_type : RLX_F16,
+        .kv_type = cfg->kv_type_set ? cfg->kv_type : RLX_F16,
         .kv_type_set = true,
         .kv_block = cfg->kv_block,
         .kv_mem_mib = cfg->kv_mem_mib,
@@ -99,8 +101,15 @@ void *rlx__worker_main(void *arg)
     rlx_worker *w = arg;
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        while (!w->stop && w->n_inbox == 0 && !w->cancels && w->n_running == 0 && w->n_waiting == 0)
-            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->stop && w->n_inbox == 0 && !w->cancels && w->n_running == 0 && w->n_waiting == 0) {
+            /* idle: wake for the periodic session expiry (a step runs it) */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            double t = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + w->gc_interval;
+            until.tv_sec = (time_t)t;
+            until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+            pthread_cond_timedwait(&w->cv, &w->mu, &until);
+        }
         bool stop = w->stop, drain = w->drain;
         pthread_mutex_unlock(&w->mu);
         if (stop && !drain) break;
@@ -150,7 +159,37 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     free(w->running);
     free(w->sample_scratch);
     free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
+    free(w->b_inflight);
     free(w);
+}
+
+static int check_stops(const rlx_request *req, rlx_error *err)
+{
+    if (req->n_stop && !req->stop) return rlx_errorf(err, RLX_EINVAL, "the request counts stop strings but has none");
+    for (size_t i = 0; i < req->n_stop; i++)
+        if (!req->stop[i] || !req->stop[i][0]) return rlx_errorf(err, RLX_EINVAL, "stop strings must not be empty");
+    return 0;
+}
+
+/* Can never fit: prompt (after the session's history, as far as it is known now) plus
+ * max_tokens beyond the context or the whole KV pool. Decided here so that a streaming route
+ * answers 400 before its first byte. */
+static int check_fits(rlx_worker *w, const rlx_request *req, rlx_error *err)
+{
+    rlx_runner *rn = w->runner;
+    int64_t pool = (int64_t)rn->kv.n_blocks * rn->kv.block_size, limit = RLX_MIN((int64_t)rn->n_ctx, pool);
+    int64_t gen = RLX_MAX(req->max_tokens, 1);
+    int64_t hist = req->session_id && !req->session_replace ? rlx__session_history(w, req->session_id) : 0;
+    int64_t prompt = req->prompt_ids ? (int64_t)req->n_prompt : 1; /* text: at least one token */
+    if (hist + prompt + gen <= limit) return 0;
+    const char *what = limit < rn->n_ctx ? "the KV pool" : "the context";
+    if (hist > 0)
+        return rlx_errorf(err, RLX_ETOOLONG, "the session history (%lld tokens) plus this prompt (%lld tokens) and "
+                          "max_tokens (%d) exceed %s of %lld tokens; delete the session or start a new one",
+                          (long long)hist, (long long)(req->prompt_ids ? prompt : 0), req->max_tokens, what,
+                          (long long)limit);
+    return rlx_errorf(err, RLX_ETOOLONG, "the prompt (%lld tokens) plus max_tokens (%d) exceeds %s of %lld tokens",
+                      (long long)(req->prompt_ids ? prompt : 0), req->max_tokens, what, (long long)limit);
 }
 
 int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
@@ -160,7 +199,9 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
     if (!req->on_event) rc = rlx_errorf(err, RLX_EINVAL, "request has no event callback");
     else if (!req->prompt_text && (!req->prompt_ids || req->n_prompt == 0))
         rc = rlx_errorf(err, RLX_EINVAL, "the prompt is empty");
-    else if (req->top_logprobs > RLX_MAX_TOP_LOGPROBS)
+    else if ((rc = check_stops(req, err))) {
+    } else if (req->session_id && (rc = rlx_session_id_check(req->session_id, err))) {
+    } else if (req->top_logprobs > RLX_MAX_TOP_LOGPROBS)
         rc = rlx_errorf(err, RLX_EINVAL, "top_logprobs must be at most %d", RLX_MAX_TOP_LOGPROBS);
     else if ((rc = rlx_sampling_params_validate(&req->sampling, w->runner->n_vocab, err))) {
     } else if (req->prompt_ids) {
@@ -168,12 +209,10 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
             if (req->prompt_ids[i] < 0 || req->prompt_ids[i] >= w->runner->n_vocab)
                 rc = rlx_errorf(err, RLX_EINVAL, "prompt token %d at index %zu is outside the vocabulary (%d tokens)",
                                 req->prompt_ids[i], i, w->runner->n_vocab);
-        if (!rc && (int64_t)req->n_prompt + RLX_MAX(req->max_tokens, 1) > n_ctx)
-            rc = rlx_errorf(err, RLX_ETOOLONG, "the prompt (%zu tokens) plus max_tokens (%d) exceeds the context of %d tokens",
-                            req->n_prompt, req->max_tokens, n_ctx);
     }
     if (!rc && req->max_tokens > n_ctx)
         rc = rlx_errorf(err, RLX_ETOOLONG, "max_tokens (%d) exceeds the context of %d tokens", req->max_tokens, n_ctx);
+    if (!rc) rc = check_fits(w, req, err);
     if (rc) { rlx_request_free(req); return rc; }
     pthread_mutex_lock(&w->mu);
     if (w->stop) rc = rlx_errorf(err, RLX_EFULL, "the server is shutting down");
@@ -212,6 +251,13 @@ const char *rlx_worker_name(const rlx_worker *w) { return w->name; }
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w) { return w->tok; }
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w) { return w->tmpl; }
 int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
+
+void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks)
+{
+    if (type) *type = w->runner->kv_geo.type;
+    if (block_size) *block_size = w->runner->kv_geo.block_size;
+    if (n_blocks) *n_blocks = w->runner->kv_geo.n_blocks;
+}
 
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)
 {

@@ -1,27 +1,38 @@
-/* worker_internal.h - state shared by worker.c (thread, inbox, public API) and sched.c (the
- * continuous-batching step). Private to engine/. */
+/* worker_internal.h - state shared by worker.c (thread, inbox, public API), sched.c (the
+ * continuous-batching step), worker_session.c (sessions), session_writer.c (the thread that
+ * stores them) and session_snapshot.c (KV snapshot files). Private to engine/.
+ *
+ * Locks, always taken in this order when nested: smu (session table) -> wmu (writer queue);
+ * mu (inbox, stats) is never held with another. No lock is held across disk I/O except the
+ * store connections' own mutexes, and the worker thread never uses the writer's connection,
+ * so the step loop never waits for an fsync. */
 #ifndef RLX_WORKER_INTERNAL_H
 #define RLX_WORKER_INTERNAL_H
 
 #include "engine/engine.h"
 #include "engine/runner.h"
+#include "engine/stop.h"
 
 #include <pthread.h>
 
 typedef struct rlx_session_store rlx_session_store;
+typedef struct wjob wjob;
 
-/* A session in memory. Metadata is guarded by rlx_worker.smu; pinned blocks are touched only
- * by the worker thread. */
+/* A session in memory. Metadata is guarded by rlx_worker.smu; pinned blocks are changed only
+ * by the worker thread (under smu). A session is freed by the worker once it is deleted (or
+ * expired), not busy, and no store write of it is queued. */
 typedef struct wsession {
     char id[129];
     int32_t *tokens;            /* history: every token of the last turn (prompt + generated) */
     int32_t n_tokens;
     int32_t *pinned;            /* full, registered KV blocks holding a reference */
     int32_t n_pinned;
+    uint64_t pinned_hash;       /* chained content hash of the last pinned block */
     double created, updated;    /* wall clock */
     double used;                /* monotonic, for the pin LRU */
+    int32_t pending;            /* store writes of this session queued for the writer */
     bool busy;                  /* a request of this session is in flight */
-    bool deleted;               /* deleted from another thread; worker unpins and frees */
+    bool deleted;               /* deleted (or expired): invisible; freed by the worker */
 } wsession;
 
 typedef struct seq {
@@ -46,7 +57,9 @@ typedef struct seq {
     int32_t out_row;            /* row of this step's logits, -1 if none */
     char *text;                 /* detok output buffer */
     size_t text_cap;
+    rlx_stop_matcher stop;      /* the request's stop strings over the detokenized text */
     wsession *session;          /* NULL if none */
+    int32_t n_history;          /* leading tokens that came from the session's history */
 } seq;
 
 typedef struct cancel_node { uint64_t id; struct cancel_node *next; } cancel_node;
@@ -80,6 +93,8 @@ struct rlx_worker {
     uint8_t *b_dec;             /* per token: a generated token (rlx_batch.decode) */
     rlx_batch_seq *b_seqs;
     seq **b_seqptr;
+    uint64_t *b_inflight;       /* content hashes of the full blocks this step computes */
+    int32_t n_inflight, cap_inflight;
     float *sample_scratch;      /* n_vocab floats: the sampler works on a copy of the logits */
 
     /* stats (guarded by mu) */
@@ -89,14 +104,29 @@ struct rlx_worker {
     pthread_mutex_t smu;
     wsession **sessions;
     int32_t n_sessions, cap_sessions;
-    rlx_session_store *store;   /* NULL without --db */
-    char *kv_dir;               /* snapshot directory (<db>.kv), NULL without --db */
-    uint64_t model_hash;        /* identifies model + KV layout for snapshots */
+    char *kv_dir;               /* this model's snapshot directory (<db>.kv/<name>), NULL without --db */
+    uint64_t model_hash;        /* identifies model + KV layout for snapshots (0 without --db) */
     int32_t pin_budget;         /* max blocks pinned by idle sessions */
+    uint64_t delete_gen;        /* counts session deletes (under smu), for attach's unlocked read */
+    double gc_interval, last_gc;/* periodic expiry (monotonic seconds) */
+    /* Three connections to the --db store (all NULL without one): the writer's, the worker
+     * thread's (attach reads), and one for rlx_worker_session(s)_* callers. */
+    rlx_session_store *store, *rstore, *astore;
+
+    /* the session writer (session_writer.c) */
+    pthread_t wthread;
+    bool wthread_started, wstop;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;         /* work queued */
+    pthread_cond_t wdone;       /* a job someone waits for has finished */
+    wjob *whead, *wtail;
+    size_t wbytes;              /* snapshot bytes queued (bounded: see session_writer.c) */
 };
 
 /* sched.c */
 int rlx__sched_step(rlx_worker *w);                /* 1 if work was done, 0 if idle */
+/* Delivers an event to the request's callback (sets request_id). */
+void rlx__emit(rlx_request *r, rlx_event *ev);
 void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why);
 void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg);
 void rlx__seq_free(rlx_worker *w, seq *s);
@@ -106,10 +136,54 @@ int rlx__sessions_open(rlx_worker *w, rlx_error *err);
 void rlx__sessions_close(rlx_worker *w);
 /* Attaches s to its session, prefixing the history unless the request replaces it. */
 int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, rlx_error *err);
-/* Records the finished turn: history, pins, persistence. */
-void rlx__session_commit(rlx_worker *w, seq *s);
+/* Records the finished turn (history, pins) and queues it for the store. Returns true when
+ * the writer took the request and delivers `ev` (its final event) once the turn is stored;
+ * false when the caller delivers it. */
+bool rlx__session_commit(rlx_worker *w, seq *s, const rlx_event *ev);
 void rlx__session_detach(rlx_worker *w, seq *s);
+/* Frees deleted and expired sessions; queues the store's periodic expiry. */
 void rlx__sessions_gc(rlx_worker *w);
+/* Unpins the least recently used idle session (any session with busy_too); false if none
+ * holds pins. The scheduler calls it before preempting or failing for want of blocks. */
+bool rlx__sessions_release_pins(rlx_worker *w, bool busy_too);
+/* History length of a live session, 0 if none (any thread). */
+int32_t rlx__session_history(rlx_worker *w, const char *id);
+
+/* session_snapshot.c */
+/* Identity of the model file and KV layout: geometry, the tensor table and a digest of every
+ * byte of the file. */
+uint64_t rlx__model_hash(const rlx_runner *r);
+/* Reads the blocks (worker thread) into a malloc'ed snapshot image; NULL if the backend cannot
+ * read blocks or memory is short. */
+uint8_t *rlx__snapshot_capture(rlx_worker *w, const int32_t *blocks, int32_t n_blocks, uint64_t last_hash,
+                               size_t *bytes);
+/* Writes an image next to its final path and renames it there after an fsync (any thread). */
+int rlx__snapshot_write(const char *path, const uint8_t *img, size_t bytes, rlx_error *err);
+/* Loads a snapshot of the history tokens[0..n) into the pool (worker thread): *blocks gets its
+ * blocks, each with a reference. False when the file is absent, damaged, of another model or
+ * KV layout, or of another history. */
+bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *tokens, int32_t n, int32_t max_blocks,
+                           int32_t **blocks, int32_t *n_blocks, uint64_t *last_hash);
+void rlx__snapshot_path(const rlx_worker *w, const char *id, char *buf, size_t cap);
+
+/* session_writer.c */
+int rlx__writer_start(rlx_worker *w, rlx_error *err);
+/* Stores what is queued, then ends the thread. */
+void rlx__writer_stop(rlx_worker *w);
+/* Queues a finished turn (caller holds smu, so a delete of the session orders after it).
+ * Takes tokens, snapshot image and request. */
+void rlx__writer_put(rlx_worker *w, wsession *ws, int32_t *tokens, size_t n_tokens, uint8_t *snap,
+                     size_t snap_bytes, rlx_request *req, const rlx_event *ev);
+/* Queues a delete of the stored session (caller holds smu); returns the job to wait on. */
+wjob *rlx__writer_delete(rlx_worker *w, const char *id, rlx_error *err);
+/* Whether a delete of this id is queued and not yet applied. */
+bool rlx__writer_deleting(rlx_worker *w, const char *id);
+/* Waits for a queued delete; RLX_ENOTFOUND if the store had no such session. Frees the job. */
+int rlx__writer_wait(rlx_worker *w, wjob *job, rlx_error *err);
+/* Queues the store's TTL and count limits for this model. */
+void rlx__writer_limits(rlx_worker *w);
+/* Bytes of snapshot images the queue may hold; a turn beyond it is stored without one. */
+#define RLX_WRITER_MAX_BYTES ((size_t)1 << 30)
 
 /* Ends a request that never became a sequence (shutdown without drain). */
 void rlx__request_cancelled(rlx_worker *w, rlx_request *req);

@@ -2,10 +2,15 @@
  * the worker keeps between requests, so the next turn prefills only its new tokens.
  *
  * Between turns a session pins its full KV blocks (they stay registered in the prefix cache,
- * so the next turn's prompt finds them), under an LRU budget across idle sessions. With a
- * database (--db) every finished turn is written to the sqlite3 store, and the pinned blocks
- * to a snapshot file next to it; a restarted daemon restores the blocks when the snapshot's
- * model hash matches, and otherwise recomputes the history. */
+ * so the next turn's prompt finds them), under an LRU budget across idle sessions; when the
+ * pool runs short the scheduler takes idle sessions' pins back before preempting anything.
+ * With a database (--db) every finished turn is queued for the session writer
+ * (session_writer.c): its row, keyed by (model name, id), and a snapshot of the pinned blocks
+ * in this model's snapshot directory. A restarted daemon restores the blocks when the snapshot
+ * matches the model file and the history (session_snapshot.c), and otherwise recomputes.
+ *
+ * Sessions not updated for session_ttl_s are invisible to every lookup (attach, get, list,
+ * delete) from the moment they expire, and removed by the worker's periodic collection. */
 #include "engine/session.h"
 #include "engine/worker_internal.h"
 
@@ -16,15 +21,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static const char kv_magic[8] = {'R', 'L', 'X', 'K', 'V', '1', 0, 0};
-
-typedef struct kv_header {
-    char magic[8];
-    uint64_t model_hash;
-    uint32_t kv_type, block_size, n_layers, n_blocks;
-    uint64_t kv_cols, n_tokens;   /* tokens covered by the blocks */
-} kv_header;
-
 static double wall_now(void)
 {
     struct timespec ts;
@@ -32,38 +28,46 @@ static double wall_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static uint64_t compute_model_hash(const rlx_worker *w)
+/* <db>.kv/<model name>, the name with bytes outside [A-Za-z0-9._-] written as %XX */
+static char *model_dir(const char *db, const char *name)
 {
-    const rlx_runner *r = w->runner;
-    const rlx_gguf *g = r->model->gguf;
-    int32_t geo[6] = {r->kv_geo.n_layers, (int32_t)r->kv_geo.kv_cols, r->kv_geo.block_size, r->kv_geo.type,
-                      (int32_t)rlx_gguf_n_tensors(g), (int32_t)(rlx_gguf_file_size(g) & 0x7fffffff)};
-    uint64_t h = rlx_kv_hash(rlx_gguf_file_size(g), geo, 6);
-    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
-        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
-        int32_t d[6] = {t->type, (int32_t)t->ne[0], (int32_t)t->ne[1], (int32_t)t->offset, (int32_t)(t->offset >> 32),
-                        (int32_t)t->size};
-        h = rlx_kv_hash(h, d, 6);
+    size_t n = strlen(db) + 4 + 3 * strlen(name) + 2;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    size_t k = (size_t)snprintf(p, n, "%s.kv/", db);
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                     *c == '.' || *c == '_' || *c == '-';
+        if (plain && !(c == (const unsigned char *)name && *c == '.')) p[k++] = (char)*c;
+        else k += (size_t)snprintf(p + k, n - k, "%%%02X", *c);
     }
-    return h;
+    p[k] = 0;
+    return p;
 }
 
 int rlx__sessions_open(rlx_worker *w, rlx_error *err)
 {
     pthread_mutex_init(&w->smu, NULL);
-    w->model_hash = compute_model_hash(w);
     w->pin_budget = RLX_MAX(1, w->runner->kv.n_blocks / 4);
     if (w->cfg.max_sessions <= 0) w->cfg.max_sessions = 1024;
+    double ttl = w->cfg.session_ttl_s;
+    w->gc_interval = ttl > 0 ? RLX_MIN(RLX_MAX(ttl / 4, 0.05), 60.0) : 60.0;
+    w->last_gc = rlx_now();
     if (!w->cfg.db_path) return 0;
-    int rc = rlx_session_store_open(&w->store, w->cfg.db_path, err);
-    if (rc) return rc;
-    size_t n = strlen(w->cfg.db_path) + 8;
-    w->kv_dir = malloc(n);
-    if (!w->kv_dir) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    snprintf(w->kv_dir, n, "%s.kv", w->cfg.db_path);
+    w->model_hash = rlx__model_hash(w->runner);
+    int rc;
+    if ((rc = rlx_session_store_open(&w->store, w->cfg.db_path, err)) ||
+        (rc = rlx_session_store_open(&w->rstore, w->cfg.db_path, err)) ||
+        (rc = rlx_session_store_open(&w->astore, w->cfg.db_path, err)))
+        return rc;
+    char top[1100];
+    snprintf(top, sizeof top, "%s.kv", w->cfg.db_path);
+    if (mkdir(top, 0700) && errno != EEXIST)
+        return rlx_errorf(err, RLX_EIO, "cannot create the session snapshot directory %s: %s", top, strerror(errno));
+    if (!(w->kv_dir = model_dir(w->cfg.db_path, w->name))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     if (mkdir(w->kv_dir, 0700) && errno != EEXIST)
         return rlx_errorf(err, RLX_EIO, "cannot create the session snapshot directory %s: %s", w->kv_dir, strerror(errno));
-    return 0;
+    return rlx__writer_start(w, err);
 }
 
 static void unpin(rlx_worker *w, wsession *ws)
@@ -72,6 +76,7 @@ static void unpin(rlx_worker *w, wsession *ws)
     free(ws->pinned);
     ws->pinned = NULL;
     ws->n_pinned = 0;
+    ws->pinned_hash = 0;
 }
 
 static void free_session(rlx_worker *w, wsession *ws)
@@ -83,19 +88,35 @@ static void free_session(rlx_worker *w, wsession *ws)
 
 void rlx__sessions_close(rlx_worker *w)
 {
+    rlx__writer_stop(w); /* stores what is queued (and delivers those turns' events) */
     for (int32_t i = 0; i < w->n_sessions; i++) free_session(w, w->sessions[i]);
     free(w->sessions);
     w->sessions = NULL;
     w->n_sessions = 0;
-    if (w->store) rlx_session_store_close(w->store);
+    rlx_session_store_close(w->store);
+    rlx_session_store_close(w->rstore);
+    rlx_session_store_close(w->astore);
+    w->store = w->rstore = w->astore = NULL;
     free(w->kv_dir);
+    w->kv_dir = NULL;
     pthread_mutex_destroy(&w->smu);
 }
 
+static bool expired(const rlx_worker *w, const wsession *ws, double now)
+{
+    return w->cfg.session_ttl_s > 0 && !ws->busy && ws->pending == 0 && now - ws->updated > w->cfg.session_ttl_s;
+}
+
+/* The live session named id (smu held); an expired one is marked deleted on the way. */
 static wsession *find(rlx_worker *w, const char *id)
 {
-    for (int32_t i = 0; i < w->n_sessions; i++)
-        if (!w->sessions[i]->deleted && !strcmp(w->sessions[i]->id, id)) return w->sessions[i];
+    double now = wall_now();
+    for (int32_t i = 0; i < w->n_sessions; i++) {
+        wsession *x = w->sessions[i];
+        if (x->deleted || strcmp(x->id, id)) continue;
+        if (expired(w, x, now)) { x->deleted = true; continue; }
+        return x;
+    }
     return NULL;
 }
 
@@ -108,86 +129,55 @@ static void remove_session(rlx_worker *w, int32_t i)
 
 void rlx__sessions_gc(rlx_worker *w)
 {
+    double now = wall_now();
     pthread_mutex_lock(&w->smu);
-    for (int32_t i = w->n_sessions - 1; i >= 0; i--)
-        if (w->sessions[i]->deleted && !w->sessions[i]->busy) remove_session(w, i);
+    for (int32_t i = w->n_sessions - 1; i >= 0; i--) {
+        wsession *x = w->sessions[i];
+        if (expired(w, x, now)) x->deleted = true;
+        if (x->deleted && !x->busy && x->pending == 0) remove_session(w, i);
+    }
     pthread_mutex_unlock(&w->smu);
+    double t = rlx_now();
+    if (w->store && t - w->last_gc >= w->gc_interval) {
+        w->last_gc = t;
+        rlx__writer_limits(w);
+    }
 }
 
-static void snapshot_path(const rlx_worker *w, const char *id, char *buf, size_t cap)
+int32_t rlx__session_history(rlx_worker *w, const char *id)
 {
-    snprintf(buf, cap, "%s/%s.kv", w->kv_dir, id);
+    pthread_mutex_lock(&w->smu);
+    wsession *ws = find(w, id);
+    int32_t n = ws ? ws->n_tokens : 0;
+    pthread_mutex_unlock(&w->smu);
+    return n;
 }
 
-/* Loads the blocks of a snapshot into the pool and pins them; false if it does not match. */
-static bool restore_snapshot(rlx_worker *w, wsession *ws, const char *path)
+/* Fills a new session from its stored row (worker thread, the worker's own connection; no
+ * lock held: the read and the snapshot restore may touch the disk). */
+static int load_stored(rlx_worker *w, wsession *ws, rlx_error *err)
 {
-    rlx_runner *r = w->runner;
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    kv_header h;
-    bool ok = fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, kv_magic, 8) && h.model_hash == w->model_hash &&
-              h.kv_type == (uint32_t)r->kv_geo.type && h.block_size == (uint32_t)r->kv_geo.block_size &&
-              h.n_layers == (uint32_t)r->kv_geo.n_layers && h.kv_cols == (uint64_t)r->kv_geo.kv_cols &&
-              h.n_tokens == (uint64_t)h.n_blocks * h.block_size && h.n_tokens <= (uint64_t)ws->n_tokens &&
-              (int32_t)h.n_blocks <= w->pin_budget;
-    size_t bb = (size_t)r->kv_geo.block_size * (size_t)r->kv_geo.kv_cols * (r->kv_geo.type == RLX_F32 ? 4 : 2);
-    uint8_t *kb = ok ? malloc(bb) : NULL, *vb = ok ? malloc(bb) : NULL;
-    int32_t *blocks = ok ? calloc(h.n_blocks ? h.n_blocks : 1, sizeof *blocks) : NULL;
-    int32_t got = 0;
-    uint64_t hash = 0;
-    ok = ok && kb && vb && blocks;
-    for (uint32_t b = 0; ok && b < h.n_blocks; b++) {
-        uint64_t ch = rlx_kv_hash(hash, ws->tokens + (size_t)b * h.block_size, (int32_t)h.block_size);
-        int32_t blk = rlx_kv_lookup(&r->kv, ch); /* already cached: keep it */
-        bool fresh = blk < 0;
-        if (fresh && (blk = rlx_kv_alloc(&r->kv)) < 0) { ok = false; break; }
-        blocks[got++] = blk;
-        for (uint32_t l = 0; l < h.n_layers; l++) {
-            if (fread(kb, bb, 1, f) != 1 || fread(vb, bb, 1, f) != 1) { ok = false; break; }
-            if (fresh && r->backend->ops->kv_write_block(r->backend, (int32_t)l, blk, kb, vb, NULL)) { ok = false; break; }
+    rlx_session stored = {0};
+    if (!w->rstore || rlx_session_get(w->rstore, w->name, ws->id, w->cfg.session_ttl_s, &stored, NULL)) return 0;
+    for (size_t i = 0; i < stored.n_tokens; i++)
+        if (stored.tokens[i] < 0 || stored.tokens[i] >= w->runner->n_vocab) {
+            int rc = rlx_errorf(err, RLX_EINVAL, "session '%s' holds token %d, outside this model's vocabulary of %d; "
+                                "delete the session", ws->id, stored.tokens[i], w->runner->n_vocab);
+            rlx_session_clear(&stored);
+            return rc;
         }
-        if (ok && fresh) rlx_kv_register(&r->kv, blk, ch);
-        hash = ch;
-    }
-    fclose(f);
-    free(kb);
-    free(vb);
-    if (!ok) {
-        for (int32_t i = 0; i < got; i++) rlx_kv_release(&r->kv, blocks[i]);
-        free(blocks);
-        return false;
-    }
-    ws->pinned = blocks;
-    ws->n_pinned = got;
-    return true;
-}
-
-static void write_snapshot(rlx_worker *w, wsession *ws, char *path_out, size_t cap)
-{
-    rlx_runner *r = w->runner;
-    path_out[0] = 0;
-    if (!w->kv_dir || !r->backend->ops->kv_read_block || ws->n_pinned == 0) return;
-    char path[1024], tmp[1040];
-    snapshot_path(w, ws->id, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    size_t bb = (size_t)r->kv_geo.block_size * (size_t)r->kv_geo.kv_cols * (r->kv_geo.type == RLX_F32 ? 4 : 2);
-    kv_header h = {.model_hash = w->model_hash, .kv_type = (uint32_t)r->kv_geo.type, .block_size = (uint32_t)r->kv_geo.block_size,
-                   .n_layers = (uint32_t)r->kv_geo.n_layers, .n_blocks = (uint32_t)ws->n_pinned,
-                   .kv_cols = (uint64_t)r->kv_geo.kv_cols, .n_tokens = (uint64_t)ws->n_pinned * (uint64_t)r->kv_geo.block_size};
-    memcpy(h.magic, kv_magic, 8);
-    FILE *f = fopen(tmp, "wb");
-    uint8_t *kb = malloc(bb), *vb = malloc(bb);
-    bool ok = f && kb && vb && fwrite(&h, sizeof h, 1, f) == 1;
-    for (int32_t b = 0; ok && b < ws->n_pinned; b++)
-        for (int32_t l = 0; ok && l < r->kv_geo.n_layers; l++)
-            ok = !r->backend->ops->kv_read_block(r->backend, l, ws->pinned[b], kb, vb, NULL) &&
-                 fwrite(kb, bb, 1, f) == 1 && fwrite(vb, bb, 1, f) == 1;
-    free(kb);
-    free(vb);
-    if (f && fclose(f)) ok = false;
-    if (ok && rename(tmp, path) == 0) snprintf(path_out, cap, "%s", path);
-    else remove(tmp);
+    ws->created = stored.created;
+    ws->updated = stored.updated;
+    ws->tokens = stored.tokens;
+    ws->n_tokens = (int32_t)stored.n_tokens;
+    stored.tokens = NULL;
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)w->model_hash);
+    if (stored.kv_path && stored.kv_model_hash && !strcmp(stored.kv_model_hash, hash))
+        rlx__snapshot_restore(w, stored.kv_path, ws->tokens, ws->n_tokens, w->pin_budget, &ws->pinned, &ws->n_pinned,
+                              &ws->pinned_hash);
+    rlx_session_clear(&stored);
+    return 0;
 }
 
 int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, rlx_error *err)
@@ -201,28 +191,37 @@ int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, rlx_err
         pthread_mutex_unlock(&w->smu);
         return rlx_errorf(err, RLX_EFULL, "session '%s' is busy with another request; retry when it finishes", id);
     }
-    if (!ws) {
+    /* Not in memory: read the store without the lock. A delete of this id queued meanwhile (or
+     * before, and not yet applied) means the stored row is as good as gone: start empty. */
+    while (!ws) {
+        uint64_t gen = w->delete_gen;
+        bool doomed = rlx__writer_deleting(w, id);
+        pthread_mutex_unlock(&w->smu);
+        wsession *fresh = calloc(1, sizeof *fresh);
+        if (!fresh) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        snprintf(fresh->id, sizeof fresh->id, "%s", id);
+        fresh->created = fresh->updated = wall_now();
+        if (!doomed && (rc = load_stored(w, fresh, err))) {
+            free_session(w, fresh);
+            return rc;
+        }
+        pthread_mutex_lock(&w->smu);
+        if (gen != w->delete_gen) { /* a delete came in while we read: read again */
+            free_session(w, fresh);
+            continue;
+        }
         if (w->n_sessions == w->cap_sessions) {
             int32_t nc = w->cap_sessions ? w->cap_sessions * 2 : 16;
             wsession **a = realloc(w->sessions, (size_t)nc * sizeof *a);
-            if (!a) { pthread_mutex_unlock(&w->smu); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+            if (!a) {
+                pthread_mutex_unlock(&w->smu);
+                free_session(w, fresh);
+                return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+            }
             w->sessions = a;
             w->cap_sessions = nc;
         }
-        ws = calloc(1, sizeof *ws);
-        if (!ws) { pthread_mutex_unlock(&w->smu); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
-        snprintf(ws->id, sizeof ws->id, "%s", id);
-        ws->created = ws->updated = wall_now();
-        rlx_session stored = {0};
-        if (w->store && rlx_session_get(w->store, id, &stored, NULL) == 0) {
-            ws->created = stored.created;
-            ws->updated = stored.updated;
-            ws->tokens = stored.tokens;
-            ws->n_tokens = (int32_t)stored.n_tokens;
-            stored.tokens = NULL;
-            if (stored.kv_path && stored.kv_model_hash) restore_snapshot(w, ws, stored.kv_path);
-            rlx_session_clear(&stored);
-        }
+        ws = fresh;
         w->sessions[w->n_sessions++] = ws;
     }
     ws->busy = true;
@@ -237,6 +236,7 @@ int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, rlx_err
         if (*ids != s->req->prompt_ids) free(*ids);
         *ids = joined;
         *n += (size_t)ws->n_tokens;
+        s->n_history = ws->n_tokens;
     }
     return 0;
 }
@@ -250,7 +250,7 @@ void rlx__session_detach(rlx_worker *w, seq *s)
     s->session = NULL;
 }
 
-/* Drops pins of the least recently used idle sessions until the budget holds. */
+/* Drops pins of the least recently used idle sessions until the budget holds (smu held). */
 static void enforce_pin_budget(rlx_worker *w)
 {
     for (;;) {
@@ -266,18 +266,41 @@ static void enforce_pin_budget(rlx_worker *w)
     }
 }
 
-void rlx__session_commit(rlx_worker *w, seq *s)
+bool rlx__sessions_release_pins(rlx_worker *w, bool busy_too)
+{
+    pthread_mutex_lock(&w->smu);
+    wsession *lru = NULL;
+    for (int32_t i = 0; i < w->n_sessions; i++) {
+        wsession *x = w->sessions[i];
+        if (x->n_pinned && (busy_too || !x->busy) && (!lru || x->used < lru->used)) lru = x;
+    }
+    if (lru) unpin(w, lru);
+    pthread_mutex_unlock(&w->smu);
+    return lru != NULL;
+}
+
+bool rlx__session_commit(rlx_worker *w, seq *s, const rlx_event *ev)
 {
     wsession *ws = s->session;
-    if (!ws) return;
+    if (!ws) return false;
     int32_t *tokens = malloc((size_t)RLX_MAX(s->n_tokens, 1) * sizeof *tokens);
     int32_t *pins = malloc((size_t)RLX_MAX(s->n_hashed, 1) * sizeof *pins);
-    if (!tokens || !pins) { free(tokens); free(pins); rlx__session_detach(w, s); return; }
+    int32_t *stored = w->store ? malloc((size_t)RLX_MAX(s->n_tokens, 1) * sizeof *stored) : NULL;
+    if (!tokens || !pins || (w->store && !stored)) {
+        free(tokens); free(pins); free(stored);
+        rlx__session_detach(w, s);
+        return false;
+    }
     memcpy(tokens, s->tokens, (size_t)s->n_tokens * sizeof *tokens);
+    if (stored) memcpy(stored, s->tokens, (size_t)s->n_tokens * sizeof *stored);
     for (int32_t i = 0; i < s->n_hashed; i++) {
         pins[i] = s->blocks[i];
         rlx_kv_retain(&w->runner->kv, pins[i]);
     }
+    /* the snapshot is read from the pool here (worker thread); the writer only writes bytes */
+    size_t snap_bytes = 0;
+    uint8_t *snap = stored && w->kv_dir ? rlx__snapshot_capture(w, pins, s->n_hashed, s->last_hash, &snap_bytes) : NULL;
+    bool handed = false;
     pthread_mutex_lock(&w->smu);
     unpin(w, ws);
     free(ws->tokens);
@@ -285,36 +308,41 @@ void rlx__session_commit(rlx_worker *w, seq *s)
     ws->n_tokens = s->n_tokens;
     ws->pinned = pins;
     ws->n_pinned = s->n_hashed;
+    ws->pinned_hash = s->last_hash;
     ws->updated = wall_now();
     ws->used = rlx_now();
-    pthread_mutex_unlock(&w->smu);
-    if (w->store) {
-        char kv_path[1100], hash_hex[17];
-        write_snapshot(w, ws, kv_path, sizeof kv_path);
-        snprintf(hash_hex, sizeof hash_hex, "%016llx", (unsigned long long)w->model_hash);
-        rlx_error err = {0};
-        if (rlx_session_put(w->store, ws->id, w->name, ws->tokens, (size_t)ws->n_tokens, kv_path[0] ? kv_path : NULL,
-                            kv_path[0] ? hash_hex : NULL, &err))
-            fprintf(stderr, "rlxd: session '%s' not saved: %s\n", ws->id, err.msg);
-        rlx_session_enforce_limits(w->store, w->cfg.session_ttl_s, w->cfg.max_sessions, NULL, NULL);
+    ws->busy = false;
+    s->session = NULL;
+    if (stored && !ws->deleted) {
+        /* under smu: a delete of this session queues after this turn, never before it */
+        rlx__writer_put(w, ws, stored, (size_t)s->n_tokens, snap, snap_bytes, s->req, ev);
+        s->req = NULL;
+        handed = true;
+    } else {
+        free(stored); /* deleted while the turn ran: nothing to store */
+        free(snap);
     }
-    rlx__session_detach(w, s);
-    pthread_mutex_lock(&w->smu);
-    /* in-memory limits: oldest idle sessions beyond the cap, and expired ones */
+    /* in-memory limits: expired sessions, then the oldest idle ones beyond the cap */
     double now = wall_now();
     for (int32_t i = w->n_sessions - 1; i >= 0; i--) {
         wsession *x = w->sessions[i];
-        if (!x->busy && w->cfg.session_ttl_s > 0 && now - x->updated > w->cfg.session_ttl_s) remove_session(w, i);
+        if (expired(w, x, now)) x->deleted = true;
+        if (x->deleted && !x->busy && x->pending == 0) remove_session(w, i);
     }
-    while (w->n_sessions > w->cfg.max_sessions) {
-        int32_t oldest = -1;
-        for (int32_t i = 0; i < w->n_sessions; i++)
-            if (!w->sessions[i]->busy && (oldest < 0 || w->sessions[i]->updated < w->sessions[oldest]->updated)) oldest = i;
-        if (oldest < 0) break;
+    for (;;) {
+        int32_t live = 0, oldest = -1;
+        for (int32_t i = 0; i < w->n_sessions; i++) {
+            wsession *x = w->sessions[i];
+            if (x->deleted) continue;
+            live++;
+            if (!x->busy && x->pending == 0 && (oldest < 0 || x->updated < w->sessions[oldest]->updated)) oldest = i;
+        }
+        if (live <= w->cfg.max_sessions || oldest < 0) break;
         remove_session(w, oldest);
     }
     enforce_pin_budget(w);
     pthread_mutex_unlock(&w->smu);
+    return handed;
 }
 
 /* ---- the public session API (any thread) ---- */
@@ -346,10 +374,10 @@ int rlx_worker_sessions_list(rlx_worker *w, size_t offset, size_t limit, rlx_ses
 {
     *out = NULL;
     *n = 0;
-    if (w->store) {
+    if (w->astore) {
         rlx_session *list = NULL;
         size_t cnt = 0;
-        int rc = rlx_session_list(w->store, offset, limit, &list, &cnt, total, err);
+        int rc = rlx_session_list(w->astore, w->name, w->cfg.session_ttl_s, offset, limit, &list, &cnt, total, err);
         if (rc) return rc;
         *out = calloc(cnt ? cnt : 1, sizeof **out);
         if (!*out) { rlx_session_list_free(list, cnt); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
@@ -362,8 +390,9 @@ int rlx_worker_sessions_list(rlx_worker *w, size_t offset, size_t limit, rlx_ses
     size_t live = 0;
     wsession **order = malloc((size_t)RLX_MAX(w->n_sessions, 1) * sizeof *order);
     if (!order) { pthread_mutex_unlock(&w->smu); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+    double now = wall_now();
     for (int32_t i = 0; i < w->n_sessions; i++)
-        if (!w->sessions[i]->deleted) order[live++] = w->sessions[i];
+        if (!w->sessions[i]->deleted && !expired(w, w->sessions[i], now)) order[live++] = w->sessions[i];
     /* most recently updated first */
     for (size_t i = 1; i < live; i++)
         for (size_t j = i; j > 0 && order[j]->updated > order[j - 1]->updated; j--) {
@@ -387,9 +416,9 @@ int rlx_worker_session_get(rlx_worker *w, const char *id, rlx_session_info *info
     int rc = rlx_session_id_check(id, err);
     if (rc) return rc;
     if (tokens) *tokens = NULL;
-    if (w->store) {
+    if (w->astore) {
         rlx_session s = {0};
-        if ((rc = rlx_session_get(w->store, id, &s, err))) return rc;
+        if ((rc = rlx_session_get(w->astore, w->name, id, w->cfg.session_ttl_s, &s, err))) return rc;
         info_of_stored(&s, info);
         if (tokens) { *tokens = s.tokens; s.tokens = NULL; }
         if (n_tokens) *n_tokens = s.n_tokens;
@@ -414,17 +443,26 @@ int rlx_worker_session_delete(rlx_worker *w, const char *id, rlx_error *err)
     int rc = rlx_session_id_check(id, err);
     if (rc) return rc;
     bool found = false;
+    wjob *job = NULL;
     pthread_mutex_lock(&w->smu);
     wsession *ws = find(w, id);
     if (ws) { ws->deleted = true; found = true; }
+    w->delete_gen++;
+    /* queued under smu: after every turn of this session already queued, and a turn still
+     * running sees `deleted` and stores nothing */
+    if (w->store && !(job = rlx__writer_delete(w, id, err))) {
+        pthread_mutex_unlock(&w->smu);
+        return RLX_ENOMEM;
+    }
     pthread_mutex_unlock(&w->smu);
-    if (w->store) {
-        rc = rlx_session_delete(w->store, id, err);
+    if (job) {
+        rlx_error werr = {0};
+        rc = rlx__writer_wait(w, job, &werr);
         if (rc == 0) found = true;
-        else if (rc != RLX_ENOTFOUND) return rc;
+        else if (rc != RLX_ENOTFOUND) { if (err) *err = werr; return rc; }
     }
     if (!found) return rlx_errorf(err, RLX_ENOTFOUND, "session '%s' does not exist", id);
-    /* the worker unpins at its next step */
+    /* the worker unpins and frees it at its next step */
     pthread_mutex_lock(&w->mu);
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);

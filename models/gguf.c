@@ -655,6 +655,7 @@ const char *rlx_gguf_path(const rlx_gguf *g) { return g->name; }
 uint32_t rlx_gguf_version(const rlx_gguf *g) { return g->version; }
 uint64_t rlx_gguf_alignment(const rlx_gguf *g) { return g->alignment; }
 uint64_t rlx_gguf_file_size(const rlx_gguf *g) { return g->size; }
+const void *rlx_gguf_bytes(const rlx_gguf *g) { return g->base; }
 uint64_t rlx_gguf_data_offset(const rlx_gguf *g) { return g->data_offset; }
 uint64_t rlx_gguf_n_kv(const rlx_gguf *g) { return g->n_kv; }
 uint64_t rlx_gguf_n_tensors(const rlx_gguf *g) { return g->n_tensors; }

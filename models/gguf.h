@@ -67,6 +67,8 @@ const char *rlx_gguf_path(const rlx_gguf *g);
 uint32_t rlx_gguf_version(const rlx_gguf *g);
 uint64_t rlx_gguf_alignment(const rlx_gguf *g);
 uint64_t rlx_gguf_file_size(const rlx_gguf *g);
+/* The whole file image (rlx_gguf_file_size bytes: the mapping or the caller's buffer). */
+const void *rlx_gguf_bytes(const rlx_gguf *g);
 /* File offset where the tensor data section starts (tensor offsets are relative to it). */
 uint64_t rlx_gguf_data_offset(const rlx_gguf *g);
 /* "uint8", "string", "array", ... ("unknown" for ids outside the enum). */

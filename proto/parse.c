@@ -393,6 +393,19 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
     return 0;
 }
 
+/* Whether a JSON text holds the escape \u0000. cJSON decodes it into a NUL byte, where every C
+ * string after it is cut: a session_id "a\u0000b" would silently name session "a". (Valid JSON
+ * has backslashes only inside strings, each starting one escape.) */
+static bool has_escaped_nul(const char *b, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (b[i] != '\\') continue;
+        if (b[i + 1] == 'u' && i + 5 < n && !memcmp(b + i + 2, "0000", 4)) return true;
+        i++; /* the escaped character */
+    }
+    return false;
+}
+
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e)
 {
@@ -404,6 +417,8 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     if (!(r->base = rlx_request_new())) return oom(e);
     /* OpenAI's completions default is 16 tokens; chat and native run to EOS or context end */
     if (kind == RLX_API_COMPLETIONS) r->base->max_tokens = 16;
+    if (has_escaped_nul(body, len))
+        return rlx_api_errorf(e, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
     int rc = 0;

@@ -15,7 +15,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd bench -m FILE [-p 128] [-n 32] [--seqs 1,4,16] [-r REPS] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N] [--kv-type f16|f32] [--json]\n");
+    fprintf(f, "usage: rlxd bench -m FILE [-p 128] [-n 32] [--seqs 1,4,16] [-r REPS] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N] [--kv-type f16|f32|q8_0] [--json]\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -116,7 +116,7 @@ int rlx_cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--device")) { if (!(v = rlx_arg_value("bench", argc, argv, &i)) || !rlx_arg_long("bench", a, v, 0, 64, &device)) return 2; }
         else if (!strcmp(a, "--kv-type")) {
             NEXT();
-            if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd bench: --kv-type must be f16 or f32\n"); return 2; }
+            if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd bench: --kv-type must be f16, f32 or q8_0\n"); return 2; }
         } else if (!strcmp(a, "--seqs")) {
             NEXT();
             n_seqs_list = 0;

@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rlxd generate -m FILE -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-               "                     [--repeat-penalty R] [--seed S] [--kv-type f16|f32] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N] [--ctx N]\n"
+               "                     [--repeat-penalty R] [--seed S] [--kv-type f16|f32|q8_0] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N] [--ctx N]\n"
                "  -n N        tokens to generate (default 128; -1: until the context is full)\n"
                "  --temp T    0 = greedy (default 0.8)\n");
 }
@@ -44,7 +44,7 @@ int rlx_cmd_generate(int argc, char **argv)
         else if (!strcmp(a, "--device")) { if (!(v = rlx_arg_value("generate", argc, argv, &i)) || !rlx_arg_long("generate", a, v, 0, 64, &device)) return 2; }
         else if (!strcmp(a, "--kv-type")) {
             NEXT();
-            if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd generate: --kv-type must be f16 or f32\n"); return 2; }
+            if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd generate: --kv-type must be f16, f32 or q8_0\n"); return 2; }
         } else { fprintf(stderr, "rlxd generate: unknown option '%s'\n", a); usage(stderr); return 2; }
 #undef NEXT
     }

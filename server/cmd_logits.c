@@ -10,7 +10,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd logits -m FILE --tokens 1,2,3 [--top K] [--kv-type f16|f32] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N]\n");
+    fprintf(f, "usage: rlxd logits -m FILE --tokens 1,2,3 [--top K] [--kv-type f16|f32|q8_0] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N]\n");
 }
 
 static int parse_tokens(const char *s, int32_t **out, int *n)
@@ -50,7 +50,7 @@ int rlx_cmd_logits(int argc, char **argv)
         else if (!strcmp(a, "--device")) { if (!(v = rlx_arg_value("logits", argc, argv, &i)) || !rlx_arg_long("logits", a, v, 0, 64, &device)) return 2; }
         else if (!strcmp(a, "--kv-type")) {
             if (!(v = rlx_arg_value("logits", argc, argv, &i))) return 2;
-            if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd logits: --kv-type must be f16 or f32\n"); return 2; }
+            if ((kv_type = rlx_arg_kv_type(v)) < 0) { fprintf(stderr, "rlxd logits: --kv-type must be f16, f32 or q8_0\n"); return 2; }
         } else { fprintf(stderr, "rlxd logits: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!model || !tokens) { usage(stderr); return 2; }

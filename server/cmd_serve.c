@@ -4,6 +4,7 @@
  * exits 0. */
 #include "server/cli.h"
 #include "server/serve.h"
+#include "backends/dtype.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -55,7 +56,11 @@ static void load_done(uv_work_t *w, int status)
     m->created = (long long)time(NULL);
     m->state = RLX_MODEL_READY;
     s->n_ready++;
-    fprintf(stderr, "rlxd: model '%s' ready (%s, context %d)\n", m->cfg->name, m->cfg->path, rlx_worker_n_ctx(m->w));
+    int kv_type;
+    int32_t kv_block, kv_blocks;
+    rlx_worker_kv_layout(m->w, &kv_type, &kv_block, &kv_blocks);
+    fprintf(stderr, "rlxd: model '%s' ready (%s, context %d, KV %s: %d blocks of %d tokens)\n", m->cfg->name,
+            m->cfg->path, rlx_worker_n_ctx(m->w), rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
     if (s->stopping) return;
     if (s->n_ready == s->n_models) {
         fprintf(stderr, "rlxd: all models ready\n");
@@ -159,6 +164,7 @@ static int serve(rlx_serve_config *cfg)
             m->cfg = &cfg->models[i];
             m->wc = (rlx_worker_config){.model_path = m->cfg->path, .name = m->cfg->name, .n_threads = cfg->threads,
                                         .n_ctx = m->cfg->ctx ? m->cfg->ctx : cfg->ctx, .kv_type = cfg->kv_type,
+                                        .kv_type_set = true, .kv_block = cfg->kv_block,
                                         .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,
                                         .max_seqs = cfg->max_seqs, .backend = cfg->backend, .device = cfg->device,
                                         .db_path = cfg->db, .session_ttl_s = cfg->session_ttl,

@@ -31,6 +31,7 @@ typedef struct rlx_serve_config {
     int32_t max_batch_tokens;/* 512 */
     int64_t kv_mem_mib;      /* 0: the engine's choice */
     int kv_type;             /* RLX_F16 */
+    int kv_block;            /* tokens per KV block, 16 */
     char *db;                /* sessions database, NULL: none */
     int session_ttl;         /* seconds an idle session is kept, 0: forever */
     int max_sessions;        /* sessions kept per model, 1024 */

@@ -1,6 +1,7 @@
 /* jobs.c - one API request in flight: its engine requests (one per choice), the hand-over of
- * engine events from worker threads to the loop, stop-string hold-back, and the response
- * bytes it produces for its sink (HTTP connection or stdio line). */
+ * engine events from worker threads to the loop, and the response bytes it produces for its
+ * sink (HTTP connection or stdio line). Stop strings are matched by the engine, which holds
+ * back text that may begin one and sends nothing of it. */
 #include "server/serve.h"
 
 #include <stdlib.h>
@@ -168,7 +169,6 @@ static void job_free(rlx_job *j)
     s->n_jobs--;
     for (size_t i = 0; i < j->n_choices; i++) {
         rlx_choice *ch = &j->choices[i];
-        rlx_stop_free(&ch->stop);
         free(ch->text);
         free(ch->tokens);
         for (size_t k = 0; k < ch->n_lps; k++) rlx_api_logprob_clear(&ch->lps[k]);
@@ -285,7 +285,6 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
 
 static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
 {
-    if (ch->stop_hit) return;
     if (!grow((void **)&ch->tokens, &ch->cap_tokens, ch->n_tokens + 1, sizeof *ch->tokens))
         ch->tokens[ch->n_tokens++] = ev->token;
     rlx_api_logprob *lp = NULL;
@@ -302,13 +301,8 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
         lp->text_offset = ch->lp_offset;
         ch->lp_offset += lp->text ? strlen(lp->text) : 0;
     }
-    const char *out;
-    size_t n;
-    int m = rlx_stop_push(&ch->stop, ev->text ? ev->text : "", ev->text_len, &out, &n);
-    if (m == 1) {
-        ch->stop_hit = true;
-        rlx_worker_cancel(j->model->w, ch->req_id);
-    }
+    const char *out = ev->text ? ev->text : "";
+    size_t n = ev->text_len;
     if (j->req.stream && !j->client_gone) emit_piece(j, ch, ev->token, out, n, lp, RLX_FINISH_NONE);
     text_append(ch, out, n);
 }
@@ -331,19 +325,9 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
         } else {
             ch->usage = ev->usage;
             ch->timings = ev->timings;
-            ch->finish = ch->stop_hit ? RLX_FINISH_STOP : ev->finish;
-            const char *out = "";
-            size_t n = 0;
-            if (!ch->stop_hit) {
-                if (rlx_stop_push(&ch->stop, ev->text ? ev->text : "", ev->text_len, &out, &n) == 1)
-                    ch->finish = RLX_FINISH_STOP;
-                else {
-                    text_append(ch, out, n);
-                    if (j->req.stream && !j->client_gone && j->req.kind != RLX_API_GENERATE && !j->failed)
-                        emit_piece(j, ch, -1, out, n, NULL, RLX_FINISH_NONE);
-                    rlx_stop_flush(&ch->stop, &out, &n);
-                }
-            }
+            ch->finish = ev->finish;
+            const char *out = ev->text ? ev->text : "";
+            size_t n = ev->text_len;
             text_append(ch, out, n);
             if (j->req.stream && !j->client_gone && !j->failed && j->req.kind != RLX_API_GENERATE)
                 out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, out, n, false, NULL, 0, ch->finish));
@@ -506,11 +490,6 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
         const rlx_api_prompt *p = j->req.kind != RLX_API_CHAT ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
         ch->job = j;
         ch->index = (int)i;
-        rlx_error err = {0};
-        if ((rc = rlx_stop_init(&ch->stop, j->req.base->stop, j->req.base->n_stop, &err))) {
-            rlx_api_errorf(e, 400, INVALID, "stop", "%s", err.msg);
-            break;
-        }
         if (j->req.echo && p) {
             char *pre = echo_prefix(m, p);
             if (pre) text_append(ch, pre, strlen(pre));

@@ -33,6 +33,7 @@ typedef struct rlx_metrics_model {
     int32_t running, waiting;
     double kv_usage;
     uint64_t prefix_queries, prefix_hits;
+    uint64_t preemptions;              /* sequences preempted for want of KV blocks */
 } rlx_metrics_model;
 
 void rlx_metrics_init(rlx_metrics *m);

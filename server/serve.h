@@ -13,7 +13,6 @@
 
 #include "engine/engine.h"
 #include "proto/proto.h"
-#include "proto/stop.h"
 #include "server/config.h"
 #include "server/metrics.h"
 
@@ -46,8 +45,6 @@ typedef struct rlx_choice {
     int index;
     uint64_t req_id;
     bool submitted, final;         /* final: RLX_EV_DONE or RLX_EV_ERROR seen */
-    bool stop_hit;                 /* our stop matcher ended it (then we cancelled it) */
-    rlx_stop_matcher stop;
     char *text; size_t len, cap;   /* released text (with the echo prefix) */
     int32_t *tokens; size_t n_tokens, cap_tokens;
     rlx_api_logprob *lps; size_t n_lps, cap_lps;

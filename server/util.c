@@ -70,5 +70,6 @@ int rlx_arg_kv_type(const char *val)
 {
     if (!strcmp(val, "f16")) return RLX_F16;
     if (!strcmp(val, "f32")) return RLX_F32;
+    if (!strcmp(val, "q8_0")) return RLX_Q8_0;
     return -1;
 }

@@ -8,6 +8,8 @@
  *                       then times (float)(1 / sum)
  *   out = V^T . p       p rounded to the cache's type; V transposed into scratch so the same
  *                       kernels run with the positions as the reduction dimension.
+ * A Q8_0 cache (llama.cpp has no such path without flash attention) is read as f16(d) * qs and
+ * computed as an F32 one: q and p unrounded (see the layout note in backends/backend.h).
  * llama.cpp reduces over a KV view padded to 256 positions from position 0; here positions are
  * laid out from a multiple of 64 and padded to one, which puts the same positions in the same
  * vector lanes and accumulators (masked positions contribute exact zeros in both).
@@ -27,12 +29,28 @@
 
 #define ATTN_ROWS 32 /* query rows (token x head) per work item */
 
-size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions)
+size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions, int64_t block_size)
 {
     const size_t npad = ((size_t)max_positions + 63) / 64 * 64 + 64;
-    /* rounded q rows, scores / probabilities, transposed V, output rows */
+    /* rounded q rows, scores / probabilities, transposed V, output rows, one block of
+     * dequantized K rows (Q8_0 caches) */
     return (size_t)ATTN_ROWS * (size_t)head_dim + (size_t)ATTN_ROWS * npad + (size_t)head_dim * npad +
-           (size_t)ATTN_ROWS * (size_t)head_dim + 64;
+           (size_t)ATTN_ROWS * (size_t)head_dim + (size_t)block_size * (size_t)head_dim + 64;
+}
+
+/* n values of a Q8_0 row from column c0 on (a head's slice may start inside a block), as
+ * quant.c dequantizes them: qs * f16_to_f32(d) */
+static void deq_q8_0_cols(const uint8_t *row, int64_t c0, int n, float *out)
+{
+    const rlx_block_q8_0 *b = (const rlx_block_q8_0 *)row;
+    for (int i = 0; i < n;) {
+        const int64_t c = c0 + i;
+        const rlx_block_q8_0 *blk = b + c / RLX_QK;
+        const float d = rlx_f16_to_f32(blk->d);
+        const int e = (int)(c % RLX_QK), m = RLX_QK - e < n - i ? RLX_QK - e : n - i;
+        for (int t = 0; t < m; t++) out[i + t] = blk->qs[e + t] * d;
+        i += m;
+    }
 }
 
 static inline size_t kv_slot(const rlx_cpu_run *r, int32_t seq, int32_t pos)
@@ -192,8 +210,10 @@ typedef struct attn_item {
     rlx_cpu_run *r;
     const rlx_step *s;
     const uint8_t *K, *V;   /* this layer */
-    int type;               /* RLX_F16 or RLX_F32 */
-    size_t esz;
+    int type;               /* arithmetic: RLX_F16 or RLX_F32 (also for a Q8_0 cache) */
+    bool q8;                /* the cache holds Q8_0 rows */
+    size_t esz;             /* bytes per value of `type` */
+    size_t rb;              /* bytes per cache row (rlx_kv_row_bytes) */
     int64_t kvc;
     int hd, hk, h0, gs;     /* KV head, first query head, query heads in this item */
     int window, qt;         /* qt: tokens per tile (qt x gs <= ATTN_ROWS) */
@@ -232,11 +252,18 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     }
     const int64_t npad = (jmax - j0 + 1 + 63) / 64 * 64;
     if ((size_t)npad > it->npad_max) return RLX_ERANGE;
-    const size_t krow = (size_t)it->kvc * it->esz, sstride = it->npad_max;
+    const size_t sstride = it->npad_max;
+    float *kbuf = S + (size_t)ATTN_ROWS * sstride + (size_t)hd * sstride + (size_t)ATTN_ROWS * hd;
     for (int64_t b = j0 / B; b * B <= jmax; b++) {
         const int64_t pa = b * B < j0 ? j0 : b * B, pb = (b + 1) * B - 1 < jmax ? (b + 1) * B - 1 : jmax;
-        const uint8_t *w = it->K + ((size_t)bs->blocks[b] * (size_t)B + (size_t)(pa - b * B)) * krow + (size_t)it->hk * hd * it->esz;
-        rlx_cpu_float_gemm(it->type, w, krow, 0, pb - pa + 1, q, (size_t)hd, R, hd, S + (pa - j0), (int64_t)sstride, role);
+        const uint8_t *row0 = it->K + ((size_t)bs->blocks[b] * (size_t)B + (size_t)(pa - b * B)) * it->rb;
+        if (it->q8) {
+            for (int64_t j = 0; j <= pb - pa; j++) deq_q8_0_cols(row0 + (size_t)j * it->rb, (int64_t)it->hk * hd, hd, kbuf + (size_t)j * hd);
+            rlx_cpu_float_gemm(RLX_F32, kbuf, (size_t)hd * 4, 0, pb - pa + 1, q, (size_t)hd, R, hd, S + (pa - j0), (int64_t)sstride, role);
+        } else {
+            rlx_cpu_float_gemm(it->type, row0 + (size_t)it->hk * hd * it->esz, it->rb, 0, pb - pa + 1, q, (size_t)hd, R, hd,
+                               S + (pa - j0), (int64_t)sstride, role);
+        }
     }
     for (int row = 0; row < R; row++) {
         float *x = S + (size_t)row * sstride;
@@ -255,7 +282,7 @@ static int run_item(const attn_item *it)
     const int hd = it->hd, gs = it->gs;
     const int32_t seq = bt->seq[it->toks[0]], B = r->kv->block_size;
     const rlx_batch_seq *bs = &bt->seqs[seq];
-    const size_t sstride = it->npad_max, krow = (size_t)it->kvc * it->esz;
+    const size_t sstride = it->npad_max;
     float *q = it->scratch, *S = q + (size_t)ATTN_ROWS * hd;
     float *vt = S + (size_t)ATTN_ROWS * sstride, *o = vt + (size_t)hd * sstride;
     uint8_t role[ATTN_ROWS];
@@ -273,11 +300,11 @@ static int run_item(const attn_item *it)
     const int64_t j0 = jmin / 64 * 64, nall = (jmax - j0 + 1 + 63) / 64 * 64;
     if ((size_t)nall > sstride) return RLX_ERANGE;
 
-    if (all_decode && it->kqv_dec && hd % it->fw == 0) {
+    if (all_decode && it->kqv_dec && !it->q8 && hd % it->fw == 0) {
         /* one-token rows: V read in place, row pointers in the transposed-V scratch */
         const uint8_t **vrow = (const uint8_t **)vt;
         for (int64_t k = 0; k < nall; k++)
-            vrow[k] = j0 + k <= jmax ? it->V + kv_slot(r, seq, (int32_t)(j0 + k)) * krow + (size_t)it->hk * hd * it->esz : NULL;
+            vrow[k] = j0 + k <= jmax ? it->V + kv_slot(r, seq, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz : NULL;
         for (int ti = 0; ti < it->nt; ti++) {
             int64_t npad;
             int e = scores(it, ti, 1, j0, q, S, role, &npad);
@@ -296,7 +323,14 @@ static int run_item(const attn_item *it)
             for (int d = 0; d < hd; d++) memset((uint8_t *)vt + ((size_t)d * nall + (size_t)k) * it->esz, 0, it->esz);
             continue;
         }
-        const uint8_t *v = it->V + kv_slot(r, seq, (int32_t)j) * krow + (size_t)it->hk * hd * it->esz;
+        const uint8_t *row = it->V + kv_slot(r, seq, (int32_t)j) * it->rb;
+        if (it->q8) {
+            float *tmp = o; /* free until the first tile's output */
+            deq_q8_0_cols(row, (int64_t)it->hk * hd, hd, tmp);
+            for (int d = 0; d < hd; d++) vt[(size_t)d * nall + (size_t)k] = tmp[d];
+            continue;
+        }
+        const uint8_t *v = row + (size_t)it->hk * hd * it->esz;
         if (it->type == RLX_F16)
             for (int d = 0; d < hd; d++) ((uint16_t *)vt)[(size_t)d * nall + (size_t)k] = ((const uint16_t *)v)[d];
         else
@@ -322,8 +356,8 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const rlx_batch *bt = r->batch;
     const int layer = n->ip[0], n_head = n->ip[1], n_head_kv = n->ip[2], hd = n->ip[3];
     const int64_t kvc = r->kv->kv_cols, T = bt->n_tokens;
-    const bool f16 = r->kv->type == RLX_F16;
-    const size_t esz = f16 ? 2 : 4;
+    const bool f16 = r->kv->type == RLX_F16, q8 = r->kv->type == RLX_Q8_0;
+    const size_t esz = f16 ? 2 : 4, rb = rlx_kv_row_bytes(r->kv->type, kvc);
     uint8_t *K = r->kv_k + (size_t)layer * r->kv_layer_bytes, *V = r->kv_v + (size_t)layer * r->kv_layer_bytes;
     int64_t a, b;
 
@@ -335,11 +369,15 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         const size_t slot = kv_slot(r, bt->seq[t], bt->pos[t]);
         const float *k = rowp(r, n->in[1], t), *v = rowp(r, n->in[2], t);
         if (f16) {
-            uint16_t *kd = (uint16_t *)(K + slot * kvc * esz), *vd = (uint16_t *)(V + slot * kvc * esz);
+            uint16_t *kd = (uint16_t *)(K + slot * rb), *vd = (uint16_t *)(V + slot * rb);
             for (int64_t c = 0; c < kvc; c++) { kd[c] = rlx_f32_to_f16(k[c]); vd[c] = rlx_f32_to_f16(v[c]); }
+        } else if (q8) {
+            /* the layout's reference quantizer (backends/backend.h) */
+            rlx_quantize_row(RLX_Q8_0, k, K + slot * rb, kvc);
+            rlx_quantize_row(RLX_Q8_0, v, V + slot * rb, kvc);
         } else {
-            memcpy(K + slot * kvc * esz, k, (size_t)kvc * 4);
-            memcpy(V + slot * kvc * esz, v, (size_t)kvc * 4);
+            memcpy(K + slot * rb, k, (size_t)kvc * 4);
+            memcpy(V + slot * rb, v, (size_t)kvc * 4);
         }
     }
     rlx_threadpool_barrier(r->tp);
@@ -350,7 +388,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const int n_sub = (group + gs - 1) / gs;
     const int64_t per_seq = (int64_t)n_head_kv * n_sub, items = (int64_t)bt->n_seqs * per_seq;
     _Atomic int64_t *next = &r->counters[s - r->plan->steps];
-    attn_item it = {.r = r, .s = s, .K = K, .V = V, .type = f16 ? RLX_F16 : RLX_F32, .esz = esz, .kvc = kvc, .hd = hd,
+    attn_item it = {.r = r, .s = s, .K = K, .V = V, .type = f16 ? RLX_F16 : RLX_F32, .q8 = q8, .esz = esz, .rb = rb, .kvc = kvc, .hd = hd,
                     .window = n->ip[4], .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
                     .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
 #if defined(__x86_64__)

@@ -140,10 +140,10 @@ static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *
     if (be->attn_scratch) munmap(be->attn_scratch, be->attn_scratch_bytes);
     be->kv_mem = NULL;
     be->attn_scratch = NULL;
-    if (geo->type != RLX_F16 && geo->type != RLX_F32)
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "the CPU backend keeps the KV cache in f16 or f32");
+    int rc = rlx_kv_type_check(geo->type, geo->kv_cols, err);
+    if (rc) return rc;
     size_t slots = (size_t)geo->n_blocks * (size_t)geo->block_size;
-    be->kv_layer_bytes = slots * (size_t)geo->kv_cols * (geo->type == RLX_F16 ? 2 : 4);
+    be->kv_layer_bytes = slots * rlx_kv_row_bytes(geo->type, geo->kv_cols);
     size_t total = 2 * (size_t)geo->n_layers * be->kv_layer_bytes;
     /* anonymous pages: zero, and committed only when a block is first written, so a large
      * default pool costs nothing until sequences fill it */
@@ -152,7 +152,7 @@ static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *
     be->kv_mem_bytes = total;
     /* attention scratch: lazily committed like the pool, so only what sequences use costs */
     be->attn_stride = (slots + 63) / 64 * 64 + 64;
-    be->attn_floats = rlx_cpu_attn_scratch_floats(be->attn_hd, (int64_t)slots);
+    be->attn_floats = rlx_cpu_attn_scratch_floats(be->attn_hd, (int64_t)slots, geo->block_size);
     size_t ab = (size_t)rlx_threadpool_size(be->tp) * be->attn_floats * sizeof(float);
     void *am = mmap(NULL, ab, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     be->attn_scratch = am == MAP_FAILED ? NULL : am;

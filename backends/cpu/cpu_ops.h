@@ -44,9 +44,9 @@ void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n);
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
 
 /* attention.c: the attention step, and the scratch floats one thread needs for heads of
- * head_dim and sequences of up to max_positions */
+ * head_dim, sequences of up to max_positions and KV blocks of block_size */
 void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
-size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions);
+size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions, int64_t block_size);
 
 static inline float *rowp(rlx_cpu_run *r, int t, int64_t row)
 {

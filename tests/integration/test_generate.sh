@@ -7,17 +7,21 @@ model="${RLX_SHARED:-../shared}/models/stories260K.gguf"
 fail=0
 check() {
   local prompt="$1" want="$2" got
-  got=$("$bin" generate -m "$model" -p "$prompt" -n 64 --temp 0 2>/dev/null; printf x)
+  shift 2
+  got=$("$bin" generate -m "$model" -p "$prompt" -n 64 --temp 0 "$@" 2>/dev/null; printf x)
   got="${got%x}"
   if [ "$got" != "$want" ]; then
-    echo "FAIL: '$prompt'"; printf '  got:  %q\n  want: %q\n' "$got" "$want"; fail=1
+    echo "FAIL: '$prompt' $*"; printf '  got:  %q\n  want: %q\n' "$got" "$want"; fail=1
   else
-    echo "ok   '$prompt'"
+    echo "ok   '$prompt' $*"
   fi
 }
 check "Once upon a time" $', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily\'s mom said'
 check "Lily and Tom went to the park" $'. They saw a big box with a big box. They wanted to play with it. They wanted to play with the box. They wanted to play with the box.\n"Look, Mom!" Lily said. "Let\'s g'
 check "The little dog was sad because" $' he loved to play with his toys. One day, he saw a big box in the ground. The box was very scared and didn\'t know what to do.\nThe boy said, "Don'
+# a Q8_0 KV cache keeps this story (its logits stay within tests/unit/test_kv_q8.c's tolerance)
+check "Once upon a time" $', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily\'s mom said' --kv-type q8_0
+if "$bin" generate -m "$model" -p x --kv-type q4_0 2>/dev/null; then echo "FAIL: --kv-type q4_0 accepted"; fail=1; else echo "ok   unknown --kv-type rejected"; fi
 # same seed, same output; bad input is a clear error
 a=$("$bin" generate -m "$model" -p "Once" -n 20 --temp 0.9 --seed 7 2>/dev/null)
 b=$("$bin" generate -m "$model" -p "Once" -n 20 --temp 0.9 --seed 7 2>/dev/null)
@@ -26,5 +30,5 @@ if "$bin" generate -m /nonexistent.gguf -p x 2>/tmp/rlxd_gen_err.$$; then echo "
 else grep -q nonexistent /tmp/rlxd_gen_err.$$ && echo "ok   missing model is a clear error" || { echo "FAIL: unclear error"; fail=1; }; fi
 rm -f /tmp/rlxd_gen_err.$$
 if "$bin" generate -m "$model" -p x --temp abc 2>/dev/null; then echo "FAIL: bad --temp accepted"; fail=1; else echo "ok   bad flag rejected"; fi
-[ $fail = 0 ] && echo "5 passed, 0 failed" || echo "some checks failed"
+[ $fail = 0 ] && echo "7 passed, 0 failed" || echo "some checks failed"
 exit $fail

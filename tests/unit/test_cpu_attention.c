@@ -3,10 +3,13 @@
  * vector width, softcap and sliding window, the output agrees with a double-precision
  * computation, and a sequence's rows do not depend on the other sequences of the batch, bit for
  * bit. Paths differ from each other in float order by design (each follows llama.cpp's build
- * for that ISA: tests/unit/test_cpu_float_order.c checks the products). */
+ * for that ISA: tests/unit/test_cpu_float_order.c checks the products). Q8_0 caches (head
+ * slices that start inside a 32-column block included) are held to the same, against double
+ * precision over the quantized K/V values. */
 #include "tests/rlx_test.h"
 #include "backends/backend.h"
 #include "backends/cpu/kernels.h"
+#include "backends/quant.h"
 
 #include <math.h>
 
@@ -96,6 +99,18 @@ static int run(const cfg *c, int only, float *out, int *n_rows) { return run_ex(
 
 static double rnd(double x, int kv_type) { return kv_type == RLX_F16 ? rlx_f16_to_f32(rlx_f32_to_f16((float)x)) : x; }
 
+/* a K or V row of kvc values as the cache holds it */
+static void stored(const float *src, int kvc, int kv_type, float *out)
+{
+    if (kv_type == RLX_Q8_0) {
+        rlx_block_q8_0 q[12 * 80 / 32];
+        rlx_quantize_row(RLX_Q8_0, src, q, kvc);
+        rlx_dequantize_row(RLX_Q8_0, q, out, kvc);
+        return;
+    }
+    for (int i = 0; i < kvc; i++) out[i] = (float)rnd(src[i], kv_type);
+}
+
 /* attention of token (tok at pos) of a sequence whose tokens are toks[0..pos], in double */
 static void reference(const cfg *c, const int32_t *toks, int pos, int tok, float *y)
 {
@@ -105,9 +120,11 @@ static void reference(const cfg *c, const int32_t *toks, int pos, int tok, float
         const float *q = wq + (size_t)tok * (size_t)(c->nh * c->hd) + h * c->hd;
         double sc[64], mx = -INFINITY, sum = 0;
         for (int j = j0; j <= pos; j++) {
-            const float *k = wk + (size_t)toks[j] * (size_t)kvc + (h / group) * c->hd;
+            float krow[12 * 80];
+            stored(wk + (size_t)toks[j] * (size_t)kvc, kvc, c->kv_type, krow);
+            const float *k = krow + (h / group) * c->hd;
             double d = 0;
-            for (int i = 0; i < c->hd; i++) d += rnd(q[i], c->kv_type) * rnd(k[i], c->kv_type);
+            for (int i = 0; i < c->hd; i++) d += rnd(q[i], c->kv_type) * k[i];
             if (c->cap > 0) d = c->cap * tanh(d / c->cap);
             sc[j] = d / sqrt((double)c->hd);
             mx = fmax(mx, sc[j]);
@@ -115,8 +132,11 @@ static void reference(const cfg *c, const int32_t *toks, int pos, int tok, float
         for (int j = j0; j <= pos; j++) sum += (sc[j] = exp(sc[j] - mx));
         for (int i = 0; i < c->hd; i++) {
             double acc = 0;
-            for (int j = j0; j <= pos; j++)
-                acc += sc[j] / sum * rnd(wv[(size_t)toks[j] * (size_t)kvc + (h / group) * c->hd + i], c->kv_type);
+            for (int j = j0; j <= pos; j++) {
+                float vrow[12 * 80];
+                stored(wv + (size_t)toks[j] * (size_t)kvc, kvc, c->kv_type, vrow);
+                acc += sc[j] / sum * vrow[(h / group) * c->hd + i];
+            }
             y[h * c->hd + i] = (float)acc;
         }
     }
@@ -127,6 +147,9 @@ static const cfg cfgs[] = {
     {12, 2, 80, 0, 0.0f, RLX_F32},
     {8, 8, 64, 5, 30.0f, RLX_F16},  /* MHA, sliding window, softcap */
     {4, 1, 128, 0, 0.0f, RLX_F16},
+    {12, 2, 80, 0, 0.0f, RLX_Q8_0}, /* kv_cols 160: the second head starts mid-block */
+    {8, 8, 64, 5, 30.0f, RLX_Q8_0},
+    {4, 1, 128, 0, 0.0f, RLX_Q8_0},
 };
 
 #define MAXOUT (33 * 12 * 80)

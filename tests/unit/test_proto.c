@@ -179,6 +179,23 @@ TEST(bad_json_is_400_without_param)
     EXPECT_BAD(RLX_API_COMPLETIONS, "[1,2]", "");
 }
 
+/* C strings end at NUL: "a\u0000b" would become session "a" (or a cut prompt) */
+TEST(nul_in_strings_refused)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT(parse(&r, RLX_API_GENERATE, "{\"prompt\":\"x\",\"session_id\":\"a\\u0000b\"}", &e) < 0);
+    rlx_api_request_free(&r);
+    ASSERT_EQ(e.status, 400);
+    ASSERT(strstr(e.message, "NUL") != NULL);
+    ASSERT(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\\u0000y\"}", &e) < 0);
+    rlx_api_request_free(&r);
+    /* an escaped backslash before "u0000" is plain text */
+    ASSERT_EQ(parse(&r, RLX_API_GENERATE, "{\"prompt\":\"x\\\\u0000\",\"session_id\":\"a\"}", &e), 0);
+    ASSERT_STR_EQ(r.prompts[0].text, "x\\u0000");
+    rlx_api_request_free(&r);
+}
+
 TEST(nulls_are_absent)
 {
     rlx_api_request r;
@@ -255,7 +272,7 @@ TEST(mutated_bodies_fail_cleanly)
     ASSERT(accepted > 0 && rejected > 0);
 }
 
-TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
+TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
           TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies))

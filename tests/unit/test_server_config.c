@@ -8,7 +8,7 @@
 static void clear_env(void)
 {
     const char *vars[] = {"RLXD_HOST", "RLXD_PORT", "RLXD_MODEL", "RLXD_CONFIG", "RLXD_API_KEY", "RLXD_MAX_SEQS",
-                          "RLXD_LOG_FORMAT", "RLXD_STDIO", "RLXD_KV_TYPE"};
+                          "RLXD_LOG_FORMAT", "RLXD_STDIO", "RLXD_KV_TYPE", "RLXD_KV_BLOCK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
@@ -37,6 +37,7 @@ TEST(defaults_and_model_names)
     ASSERT_STR_EQ(c.models[1].name, "chat");
     ASSERT_EQ(c.max_seqs, 16);
     ASSERT_EQ(c.kv_type, RLX_F16);
+    ASSERT_EQ(c.kv_block, 16);
     ASSERT(c.api_key == NULL);
     ASSERT(!c.stdio && !c.log_json);
     rlx_serve_config_free(&c);
@@ -45,7 +46,7 @@ TEST(defaults_and_model_names)
 TEST(precedence_flags_env_ini)
 {
     clear_env();
-    const char *ini = write_tmp("[server]\nhost = 0.0.0.0\nport = 9000\nmax_seqs = 4\nlog-format = json\n"
+    const char *ini = write_tmp("[server]\nhost = 0.0.0.0\nport = 9000\nmax_seqs = 4\nlog-format = json\nkv_block = 8\n"
                                 "[model.small]\npath = /m/small.gguf\nctx = 256\n");
     setenv("RLXD_PORT", "9100", 1);
     setenv("RLXD_MAX_SEQS", "5", 1);
@@ -62,6 +63,7 @@ TEST(precedence_flags_env_ini)
     ASSERT(c.log_json);
     ASSERT(c.stdio);
     ASSERT_EQ(c.kv_type, RLX_Q8_0);
+    ASSERT_EQ(c.kv_block, 8);             /* INI */
     ASSERT_EQ(c.n_models, 1);
     ASSERT_STR_EQ(c.models[0].name, "small");
     ASSERT_EQ(c.models[0].ctx, 256);
@@ -72,6 +74,11 @@ TEST(precedence_flags_env_ini)
     ASSERT_EQ(c.n_models, 2);
     ASSERT_STR_EQ(c.models[1].name, "bee");
     rlx_serve_config_free(&c);
+    setenv("RLXD_KV_BLOCK", "32", 1);
+    ASSERT_EQ(rlx_serve_config_load(&c, 2, argv, &err), 0);
+    ASSERT_EQ(c.kv_block, 32);            /* env over INI */
+    rlx_serve_config_free(&c);
+    unsetenv("RLXD_KV_BLOCK");
     char *argv2[] = {"serve", cfgflag, "-m", "/f/c.gguf"};
     ASSERT_EQ(rlx_serve_config_load(&c, 4, argv2, &err), 0);
     ASSERT_EQ(c.n_models, 1);
@@ -107,6 +114,7 @@ TEST(bad_settings_are_named)
         {1, {"serve"}, "no model"},
         {4, {"serve", "-m", "a.gguf", "--threads"}, "needs a value"},
         {5, {"serve", "-m", "a.gguf", "--max-seqs", "x"}, "max-seqs"},
+        {5, {"serve", "-m", "a.gguf", "--kv-block", "0"}, "kv-block"},
         {5, {"serve", "-m", "a.gguf", "--api-key", ""}, "API key"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -80,9 +80,9 @@ TEST(crud_and_reopen)
     rlx_session_store_set_clock(st, fake_clock, NULL);
     fake_now = 1000.0;
     int32_t toks[] = {1, -2, 151935, INT32_MIN, INT32_MAX};
-    ASSERT_EQ(rlx_session_put(st, "s1", "qwen", toks, 5, NULL, NULL, &err), 0);
+    ASSERT_EQ(rlx_session_put(st, "qwen", "s1", toks, 5, NULL, NULL, &err), 0);
     rlx_session s;
-    ASSERT_EQ(rlx_session_get(st, "s1", &s, &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "qwen", "s1", 0, &s, &err), 0);
     ASSERT_STR_EQ(s.id, "s1");
     ASSERT_STR_EQ(s.model, "qwen");
     ASSERT_EQ(s.n_tokens, 5);
@@ -92,9 +92,9 @@ TEST(crud_and_reopen)
     rlx_session_clear(&s);
     /* upsert keeps created, moves updated, replaces content */
     fake_now = 1010.0;
-    ASSERT_EQ(rlx_session_put(st, "s1", "llama", toks, 2, "/x/kv.bin", "abc", &err), 0);
-    ASSERT_EQ(rlx_session_get(st, "s1", &s, &err), 0);
-    ASSERT_STR_EQ(s.model, "llama");
+    ASSERT_EQ(rlx_session_put(st, "qwen", "s1", toks, 2, "/x/kv.bin", "abc", &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "qwen", "s1", 0, &s, &err), 0);
+    ASSERT_STR_EQ(s.model, "qwen");
     ASSERT_EQ(s.n_tokens, 2);
     ASSERT_EQ(s.tokens[1], -2);
     ASSERT_STR_EQ(s.kv_path, "/x/kv.bin");
@@ -102,28 +102,43 @@ TEST(crud_and_reopen)
     ASSERT_NEAR(s.created, 1000.0, 0);
     ASSERT_NEAR(s.updated, 1010.0, 0);
     rlx_session_clear(&s);
+    /* another model's session of the same id is another session */
+    ASSERT_EQ(rlx_session_get(st, "llama", "s1", 0, &s, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_put(st, "llama", "s1", toks, 3, NULL, NULL, &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "llama", "s1", 0, &s, &err), 0);
+    ASSERT_EQ(s.n_tokens, 3);
+    rlx_session_clear(&s);
+    ASSERT_EQ(rlx_session_get(st, "qwen", "s1", 0, &s, &err), 0);
+    ASSERT_EQ(s.n_tokens, 2);
+    rlx_session_clear(&s);
+    /* max_age: a session not updated within it is not returned */
+    fake_now = 1100.0;
+    ASSERT_EQ(rlx_session_get(st, "qwen", "s1", 89.0, &s, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_get(st, "qwen", "s1", 91.0, &s, &err), 0);
+    rlx_session_clear(&s);
+    ASSERT_EQ(rlx_session_delete(st, "llama", "s1", &err), 0);
     /* empty history is allowed */
-    ASSERT_EQ(rlx_session_put(st, "empty", "m", NULL, 0, NULL, NULL, &err), 0);
-    ASSERT_EQ(rlx_session_get(st, "empty", &s, &err), 0);
+    ASSERT_EQ(rlx_session_put(st, "m", "empty", NULL, 0, NULL, NULL, &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "m", "empty", 0, &s, &err), 0);
     ASSERT_EQ(s.n_tokens, 0);
     rlx_session_clear(&s);
     /* bad input */
-    ASSERT_EQ(rlx_session_put(st, "bad id", "m", toks, 1, NULL, NULL, &err), RLX_EINVAL);
-    ASSERT_EQ(rlx_session_put(st, "ok", NULL, toks, 1, NULL, NULL, &err), RLX_EINVAL);
-    ASSERT_EQ(rlx_session_get(st, "nope", &s, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_put(st, "m", "bad id", toks, 1, NULL, NULL, &err), RLX_EINVAL);
+    ASSERT_EQ(rlx_session_put(st, NULL, "ok", toks, 1, NULL, NULL, &err), RLX_EINVAL);
+    ASSERT_EQ(rlx_session_get(st, "m", "nope", 0, &s, &err), RLX_ENOTFOUND);
     ASSERT(strstr(err.msg, "nope") != NULL);
     ASSERT_EQ(rlx_session_store_check(st, &err), 0);
     rlx_session_store_close(st);
 
     /* reopen: everything is still there */
     ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
-    ASSERT_EQ(rlx_session_get(st, "s1", &s, &err), 0);
-    ASSERT_STR_EQ(s.model, "llama");
+    ASSERT_EQ(rlx_session_get(st, "qwen", "s1", 0, &s, &err), 0);
+    ASSERT_STR_EQ(s.model, "qwen");
     ASSERT_EQ(s.n_tokens, 2);
     rlx_session_clear(&s);
-    ASSERT_EQ(rlx_session_delete(st, "s1", &err), 0);
-    ASSERT_EQ(rlx_session_delete(st, "s1", &err), RLX_ENOTFOUND);
-    ASSERT_EQ(rlx_session_get(st, "s1", &s, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_delete(st, "qwen", "s1", &err), 0);
+    ASSERT_EQ(rlx_session_delete(st, "qwen", "s1", &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_get(st, "qwen", "s1", 0, &s, &err), RLX_ENOTFOUND);
     rlx_session_store_close(st);
     sqlite3 *raw;
     ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
@@ -147,13 +162,13 @@ TEST(kv_files_follow_their_rows)
     rlx_error err = {0};
     ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
     int32_t t = 5;
-    ASSERT_EQ(rlx_session_put(st, "k", "m", &t, 1, a, "h1", &err), 0);
-    ASSERT_EQ(rlx_session_put(st, "k", "m", &t, 1, a, "h1", &err), 0); /* same file: kept */
+    ASSERT_EQ(rlx_session_put(st, "m", "k", &t, 1, a, "h1", &err), 0);
+    ASSERT_EQ(rlx_session_put(st, "m", "k", &t, 1, a, "h1", &err), 0); /* same file: kept */
     ASSERT(file_exists(a));
-    ASSERT_EQ(rlx_session_put(st, "k", "m", &t, 1, b, "h2", &err), 0); /* replaced: removed */
+    ASSERT_EQ(rlx_session_put(st, "m", "k", &t, 1, b, "h2", &err), 0); /* replaced: removed */
     ASSERT(!file_exists(a));
     ASSERT(file_exists(b));
-    ASSERT_EQ(rlx_session_delete(st, "k", &err), 0);
+    ASSERT_EQ(rlx_session_delete(st, "m", "k", &err), 0);
     ASSERT(!file_exists(b));
     rlx_session_store_close(st);
     rm_db(db);
@@ -172,11 +187,11 @@ TEST(list_pages)
     for (int i = 0; i < 7; i++) {
         fake_now = 100.0 + i;
         snprintf(id, sizeof id, "s%d", i);
-        ASSERT_EQ(rlx_session_put(st, id, "m", toks, (size_t)i, NULL, NULL, &err), 0);
+        ASSERT_EQ(rlx_session_put(st, "m", id, toks, (size_t)i, NULL, NULL, &err), 0);
     }
     rlx_session *l;
     size_t n, total;
-    ASSERT_EQ(rlx_session_list(st, 0, 3, &l, &n, &total, &err), 0);
+    ASSERT_EQ(rlx_session_list(st, "m", 0, 0, 3, &l, &n, &total, &err), 0);
     ASSERT_EQ(n, 3);
     ASSERT_EQ(total, 7);
     ASSERT_STR_EQ(l[0].id, "s6"); /* most recent first */
@@ -184,17 +199,29 @@ TEST(list_pages)
     ASSERT(l[0].tokens == NULL);
     ASSERT_STR_EQ(l[2].id, "s4");
     rlx_session_list_free(l, n);
-    ASSERT_EQ(rlx_session_list(st, 6, 3, &l, &n, NULL, &err), 0);
+    ASSERT_EQ(rlx_session_list(st, "m", 0, 6, 3, &l, &n, NULL, &err), 0);
     ASSERT_EQ(n, 1);
     ASSERT_STR_EQ(l[0].id, "s0");
     rlx_session_list_free(l, n);
-    ASSERT_EQ(rlx_session_list(st, 100, 3, &l, &n, &total, &err), 0);
+    ASSERT_EQ(rlx_session_list(st, "m", 0, 100, 3, &l, &n, &total, &err), 0);
     ASSERT_EQ(n, 0);
     rlx_session_list_free(l, n);
     total = 0;
-    ASSERT_EQ(rlx_session_list(st, 0, 0, &l, &n, &total, &err), 0);
+    ASSERT_EQ(rlx_session_list(st, "m", 0, 0, 0, &l, &n, &total, &err), 0);
     ASSERT_EQ(n, 0);
     ASSERT_EQ(total, 7);
+    rlx_session_list_free(l, n);
+    /* per model, and within a max age (now = 106: s3..s6 were updated in the last 3.5 s) */
+    fake_now = 106.0;
+    ASSERT_EQ(rlx_session_put(st, "other", "s0", toks, 1, NULL, NULL, &err), 0);
+    ASSERT_EQ(rlx_session_list(st, "other", 0, 0, 10, &l, &n, &total, &err), 0);
+    ASSERT_EQ(total, 1);
+    ASSERT_EQ(n, 1);
+    rlx_session_list_free(l, n);
+    ASSERT_EQ(rlx_session_list(st, "m", 3.5, 0, 10, &l, &n, &total, &err), 0);
+    ASSERT_EQ(total, 4);
+    ASSERT_EQ(n, 4);
+    ASSERT_STR_EQ(l[3].id, "s3");
     rlx_session_list_free(l, n);
     rlx_session_store_close(st);
     rm_db(db);
@@ -216,32 +243,32 @@ TEST(limits_ttl_and_count)
         snprintf(id, sizeof id, "s%d", i);
         snprintf(kv[i], sizeof kv[i], "%s", tmp_path(id));
         touch(kv[i]);
-        ASSERT_EQ(rlx_session_put(st, id, "m", &t, 1, kv[i], "h", &err), 0);
+        ASSERT_EQ(rlx_session_put(st, "m", id, &t, 1, kv[i], "h", &err), 0);
     }
     fake_now = 1100.0;
     size_t removed = 99;
     /* nothing to do */
-    ASSERT_EQ(rlx_session_enforce_limits(st, 0, 0, &removed, &err), 0);
+    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 0, 0, &removed, &err), 0);
     ASSERT_EQ(removed, 0);
     /* TTL 65 s at t = 1100: updated < 1035 goes, i.e. s0..s3 */
-    ASSERT_EQ(rlx_session_enforce_limits(st, 65.0, 0, &removed, &err), 0);
+    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 65.0, 0, &removed, &err), 0);
     ASSERT_EQ(removed, 4);
     rlx_session s;
-    ASSERT_EQ(rlx_session_get(st, "s3", &s, &err), RLX_ENOTFOUND);
-    ASSERT_EQ(rlx_session_get(st, "s4", &s, &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "m", "s3", 0, &s, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_get(st, "m", "s4", 0, &s, &err), 0);
     rlx_session_clear(&s);
     ASSERT(!file_exists(kv[3]));
     ASSERT(file_exists(kv[4]));
     /* touching s4 makes it the newest: the cap of 3 then keeps s4, s9, s8 */
     fake_now = 1200.0;
-    ASSERT_EQ(rlx_session_put(st, "s4", "m", &t, 1, kv[4], "h", &err), 0);
-    ASSERT_EQ(rlx_session_enforce_limits(st, 0, 3, &removed, &err), 0);
+    ASSERT_EQ(rlx_session_put(st, "m", "s4", &t, 1, kv[4], "h", &err), 0);
+    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 0, 3, &removed, &err), 0);
     ASSERT_EQ(removed, 3);
     const char *keep[] = {"s4", "s8", "s9"}, *gone[] = {"s5", "s6", "s7"};
     for (int i = 0; i < 3; i++) {
-        ASSERT_EQ(rlx_session_get(st, keep[i], &s, &err), 0);
+        ASSERT_EQ(rlx_session_get(st, "m", keep[i], 0, &s, &err), 0);
         rlx_session_clear(&s);
-        ASSERT_EQ(rlx_session_get(st, gone[i], &s, &err), RLX_ENOTFOUND);
+        ASSERT_EQ(rlx_session_get(st, "m", gone[i], 0, &s, &err), RLX_ENOTFOUND);
     }
     ASSERT(!file_exists(kv[5]) && !file_exists(kv[7]));
     ASSERT(file_exists(kv[4]) && file_exists(kv[9]));
@@ -283,7 +310,7 @@ TEST(foreign_and_corrupt_files)
     char id[16];
     for (int i = 0; i < 50; i++) {
         snprintf(id, sizeof id, "s%d", i);
-        ASSERT_EQ(rlx_session_put(st, id, "m", toks, 200, NULL, NULL, &err), 0);
+        ASSERT_EQ(rlx_session_put(st, "m", id, toks, 200, NULL, NULL, &err), 0);
     }
     rlx_session_store_close(st); /* checkpoints the WAL into the main file */
     int fd = open(bad, O_WRONLY);
@@ -317,13 +344,13 @@ TEST(newer_schema_refused_and_v1_migrated)
     rlx_error err = {0};
     ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
     rlx_session s;
-    ASSERT_EQ(rlx_session_get(st, "old", &s, &err), 0);
+    ASSERT_EQ(rlx_session_get(st, "m", "old", 0, &s, &err), 0);
     ASSERT_EQ(s.n_tokens, 2);
     ASSERT_EQ(s.tokens[0], 7);
     ASSERT_EQ(s.tokens[1], 8);
     ASSERT(s.kv_path == NULL);
     rlx_session_clear(&s);
-    ASSERT_EQ(rlx_session_put(st, "old", "m", NULL, 0, "/p", "h", &err), 0);
+    ASSERT_EQ(rlx_session_put(st, "m", "old", NULL, 0, "/p", "h", &err), 0);
     rlx_session_store_close(st);
     ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
     sqlite3_stmt *q;
@@ -338,6 +365,54 @@ TEST(newer_schema_refused_and_v1_migrated)
     rm_db(db);
 }
 
+/* A version-2 database (id alone was the key) moves to (model, id) keys with every row, its
+ * model, snapshot path and times kept; afterwards two models may use one id. */
+TEST(v2_migrated_to_model_keys)
+{
+    const char *db = tmp_path("v2.db");
+    rm_db(db);
+    sqlite3 *raw;
+    ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+        "PRAGMA journal_mode = WAL;"
+        "CREATE TABLE sessions(id TEXT PRIMARY KEY, model TEXT NOT NULL, tokens BLOB NOT NULL,"
+        " created REAL NOT NULL, updated REAL NOT NULL, kv_path TEXT NULL, kv_model_hash TEXT NULL);"
+        "CREATE INDEX sessions_updated ON sessions(updated);"
+        "INSERT INTO sessions VALUES('a', 'llama', x'07000000', 1.0, 5.0, '/kv/a.kv', 'h1');"
+        "INSERT INTO sessions VALUES('b', 'qwen', x'0800000009000000', 2.0, 6.0, NULL, NULL);"
+        "PRAGMA user_version = 2;", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    rlx_session_store *st;
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_session_store_open(&st, db, &err) == 0, "%s", err.msg);
+    rlx_session s;
+    ASSERT_EQ(rlx_session_get(st, "llama", "a", 0, &s, &err), 0);
+    ASSERT_EQ(s.n_tokens, 1);
+    ASSERT_EQ(s.tokens[0], 7);
+    ASSERT_STR_EQ(s.kv_path, "/kv/a.kv");
+    ASSERT_STR_EQ(s.kv_model_hash, "h1");
+    ASSERT_NEAR(s.created, 1.0, 0);
+    ASSERT_NEAR(s.updated, 5.0, 0);
+    rlx_session_clear(&s);
+    ASSERT_EQ(rlx_session_get(st, "qwen", "a", 0, &s, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_session_get(st, "qwen", "b", 0, &s, &err), 0);
+    ASSERT_EQ(s.n_tokens, 2);
+    rlx_session_clear(&s);
+    int32_t t = 3;
+    ASSERT_EQ(rlx_session_put(st, "qwen", "a", &t, 1, NULL, NULL, &err), 0);
+    size_t n = 0, total = 0;
+    rlx_session *l;
+    ASSERT_EQ(rlx_session_list(st, "qwen", 0, 0, 10, &l, &n, &total, &err), 0);
+    ASSERT_EQ(total, 2);
+    rlx_session_list_free(l, n);
+    ASSERT_EQ(rlx_session_list(st, "llama", 0, 0, 10, &l, &n, &total, &err), 0);
+    ASSERT_EQ(total, 1);
+    rlx_session_list_free(l, n);
+    ASSERT_EQ(rlx_session_store_check(st, &err), 0);
+    rlx_session_store_close(st);
+    rm_db(db);
+}
+
 typedef struct thr_arg { rlx_session_store *st; int k; int fails; } thr_arg;
 
 static void *thr_main(void *p)
@@ -348,8 +423,8 @@ static void *thr_main(void *p)
         snprintf(id, sizeof id, "t%d-%d", a->k, i);
         int32_t tok[3] = {a->k, i, 42};
         rlx_session s;
-        if (rlx_session_put(a->st, id, "m", tok, 3, NULL, NULL, NULL) ||
-            rlx_session_get(a->st, id, &s, NULL) || s.tokens[1] != i)
+        if (rlx_session_put(a->st, "m", id, tok, 3, NULL, NULL, NULL) ||
+            rlx_session_get(a->st, "m", id, 0, &s, NULL) || s.tokens[1] != i)
             a->fails++;
         rlx_session_clear(&s);
     }
@@ -374,7 +449,7 @@ TEST(threads_share_a_store)
     }
     size_t n, total;
     rlx_session *l;
-    ASSERT_EQ(rlx_session_list(st, 0, 1, &l, &n, &total, NULL), 0);
+    ASSERT_EQ(rlx_session_list(st, "m", 0, 0, 1, &l, &n, &total, NULL), 0);
     ASSERT_EQ(total, 400);
     rlx_session_list_free(l, n);
     rlx_session_store_close(st);
@@ -382,22 +457,20 @@ TEST(threads_share_a_store)
 }
 
 /* The child writes sessions in a tight loop and reports each id after its COMMIT returned;
- * every tenth write also rewrites "hot" whose model records the write number. */
+ * every tenth write also rewrites "hot" whose first token records the write number. */
 static void crash_child(const char *db, int wfd, uint32_t base)
 {
     rlx_session_store *st;
     if (rlx_session_store_open(&st, db, NULL)) _exit(3);
-    int32_t toks[128];
-    char id[32], model[32];
+    int32_t toks[129];
+    char id[32];
     for (uint32_t i = base;; i++) {
         size_t n = len_of(i);
-        for (size_t j = 0; j < n; j++) toks[j] = tok_of(i, (uint32_t)j);
+        toks[0] = (int32_t)i;
+        for (size_t j = 0; j < n; j++) toks[j + 1] = tok_of(i, (uint32_t)j);
         snprintf(id, sizeof id, "c%u", i);
-        if (rlx_session_put(st, id, "m", toks, n, NULL, NULL, NULL)) _exit(4);
-        if (i % 10 == 0) {
-            snprintf(model, sizeof model, "v%u", i);
-            if (rlx_session_put(st, "hot", model, toks, n, NULL, NULL, NULL)) _exit(4);
-        }
+        if (rlx_session_put(st, "m", id, toks + 1, n, NULL, NULL, NULL)) _exit(4);
+        if (i % 10 == 0 && rlx_session_put(st, "m", "hot", toks, n + 1, NULL, NULL, NULL)) _exit(4);
         if (write(wfd, &i, sizeof i) != sizeof i) _exit(5);
     }
 }
@@ -446,7 +519,7 @@ TEST(kill9_keeps_committed_sessions)
             char sid[32];
             snprintf(sid, sizeof sid, "c%u", i);
             rlx_session s;
-            ASSERT_MSG(rlx_session_get(st, sid, &s, &err) == 0, "round %d: committed %s lost: %s",
+            ASSERT_MSG(rlx_session_get(st, "m", sid, 0, &s, &err) == 0, "round %d: committed %s lost: %s",
                        round, sid, err.msg);
             int ok = s.n_tokens == len_of(i);
             for (size_t j = 0; ok && j < s.n_tokens; j++) ok = s.tokens[j] == tok_of(i, (uint32_t)j);
@@ -455,10 +528,10 @@ TEST(kill9_keeps_committed_sessions)
         }
         if (last_hot != UINT32_MAX) {
             rlx_session h;
-            ASSERT_EQ(rlx_session_get(st, "hot", &h, &err), 0);
-            uint32_t v = (uint32_t)strtoul(h.model + 1, NULL, 10);
-            int ok = v >= last_hot && h.n_tokens == len_of(v);
-            for (size_t j = 0; ok && j < h.n_tokens; j++) ok = h.tokens[j] == tok_of(v, (uint32_t)j);
+            ASSERT_EQ(rlx_session_get(st, "m", "hot", 0, &h, &err), 0);
+            uint32_t v = h.n_tokens ? (uint32_t)h.tokens[0] : 0;
+            int ok = v >= last_hot && h.n_tokens == len_of(v) + 1;
+            for (size_t j = 0; ok && j + 1 < h.n_tokens; j++) ok = h.tokens[j + 1] == tok_of(v, (uint32_t)j);
             rlx_session_clear(&h);
             ASSERT_MSG(ok, "round %d: hot holds v%u, reported v%u", round, v, last_hot);
         }
@@ -478,6 +551,7 @@ int main(void)
         TEST_ENTRY(ids), TEST_ENTRY(crud_and_reopen), TEST_ENTRY(kv_files_follow_their_rows),
         TEST_ENTRY(list_pages), TEST_ENTRY(limits_ttl_and_count),
         TEST_ENTRY(foreign_and_corrupt_files), TEST_ENTRY(newer_schema_refused_and_v1_migrated),
+        TEST_ENTRY(v2_migrated_to_model_keys),
         TEST_ENTRY(threads_share_a_store), TEST_ENTRY(kill9_keeps_committed_sessions),
     };
     int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));

@@ -44,16 +44,22 @@ static void on_event(void *user, const rlx_event *ev)
     pthread_mutex_unlock(&c->mu);
 }
 
-static rlx_worker *start(int32_t max_seqs, size_t kv_mib, int32_t kv_blocks)
+static rlx_worker *start_kv(int32_t max_seqs, size_t kv_mib, int32_t kv_blocks, int kv_type)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) return NULL;
     rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = max_seqs, .kv_mem_mib = kv_mib,
-                             .max_batch_tokens = 256, .max_queue = 64, .kv_block = 16, .kv_blocks = kv_blocks};
+                             .max_batch_tokens = 256, .max_queue = 64, .kv_block = 16, .kv_blocks = kv_blocks,
+                             .kv_type = kv_type, .kv_type_set = true};
     rlx_worker *w = NULL;
     rlx_error err = {0};
     if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
     return w;
+}
+
+static rlx_worker *start(int32_t max_seqs, size_t kv_mib, int32_t kv_blocks)
+{
+    return start_kv(max_seqs, kv_mib, kv_blocks, RLX_F16);
 }
 
 static void make_prompt(int i, int32_t *ids, size_t *n)
@@ -114,13 +120,21 @@ static void run_set(rlx_worker *w, bool together, result *res)
     wait_all(&c);
 }
 
-TEST(batching_is_invisible)
+/* The batched run gets a fresh worker: on the solo run's worker it would find every prompt's
+ * blocks cached and compute less than it would cold. */
+static void batching_is_invisible_with(int kv_type)
 {
-    rlx_worker *w = start(32, 0, 0);
+    rlx_worker *w = start_kv(32, 0, 0, kv_type);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     static result solo[N_REQ], batch[N_REQ];
     run_set(w, false, solo);
+    rlx_worker_stop(w, true);
+    w = start_kv(32, 0, 0, kv_type);
+    ASSERT(w != NULL);
     run_set(w, true, batch);
+    rlx_worker_stats st;
+    rlx_worker_get_stats(w, &st);
+    ASSERT_EQ(st.prefix_hits, 0); /* nothing was reused: every prompt was computed in the batch */
     for (int i = 0; i < N_REQ; i++) {
         ASSERT_EQ(solo[i].error, 0);
         ASSERT_EQ(batch[i].error, 0);
@@ -130,6 +144,33 @@ TEST(batching_is_invisible)
         for (int k = 0; k < solo[i].n; k++) ASSERT_EQ(batch[i].tokens[k], solo[i].tokens[k]);
     }
     rlx_worker_stop(w, true);
+}
+
+TEST(batching_is_invisible) { batching_is_invisible_with(RLX_F16); }
+TEST(batching_is_invisible_q8_0_kv) { batching_is_invisible_with(RLX_Q8_0); }
+
+/* kv_type is used only with kv_type_set: RLX_F32 is 0, the value of a zeroed config */
+TEST(kv_type_selection)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) SKIP("../shared/models/stories260K.gguf absent");
+    static const struct { int type; bool set; int want; } cases[] = {
+        {0, false, RLX_F16}, {RLX_F32, true, RLX_F32}, {RLX_F16, true, RLX_F16}, {RLX_Q8_0, true, RLX_Q8_0},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++) {
+        rlx_worker_config cfg = {.model_path = m, .n_threads = 1, .max_seqs = 2, .kv_blocks = 8, .kv_block = 8,
+                                 .kv_type = cases[i].type, .kv_type_set = cases[i].set};
+        rlx_worker *w = NULL;
+        rlx_error err = {0};
+        ASSERT_EQ(rlx_worker_start(&w, &cfg, &err), 0);
+        int type = -1;
+        int32_t bs = 0, nb = 0;
+        rlx_worker_kv_layout(w, &type, &bs, &nb);
+        ASSERT_EQ(type, cases[i].want);
+        ASSERT_EQ(bs, 8);
+        ASSERT_EQ(nb, 8);
+        rlx_worker_stop(w, true);
+    }
 }
 
 TEST(preemption_keeps_outputs)
@@ -228,5 +269,99 @@ TEST(text_prompt_and_eos)
     rlx_worker_stop(w, true);
 }
 
-TEST_MAIN(TEST_ENTRY(batching_is_invisible), TEST_ENTRY(preemption_keeps_outputs), TEST_ENTRY(shared_prefix_computed_once),
-          TEST_ENTRY(cancel_and_limits), TEST_ENTRY(text_prompt_and_eos))
+/* Two identical prompts admitted in the same step: the second reuses the first one's blocks
+ * (it waits a step for them) instead of computing the same prefix twice. A long request keeps
+ * the worker inside a step while both are queued, so they arrive in one intake. */
+TEST(identical_prompts_in_one_step_computed_once)
+{
+    rlx_worker *w = start(4, 0, 0);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    static result res[3];
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 3, res};
+    slot sl[3] = {{&c, 0}, {&c, 1}, {&c, 2}};
+    int32_t busy[4] = {1, 403, 407, 261}, ids[100];
+    ids[0] = 1;
+    for (int k = 1; k < 100; k++) ids[k] = 3 + (k * 53) % 500;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_submit(w, new_req(0, &sl[0], 300, busy, 4), &err), 0);
+    ASSERT_EQ(rlx_worker_submit(w, new_req(1, &sl[1], 4, ids, 100), &err), 0);
+    ASSERT_EQ(rlx_worker_submit(w, new_req(2, &sl[2], 4, ids, 100), &err), 0);
+    wait_all(&c);
+    ASSERT_EQ(res[1].error, 0);
+    ASSERT_EQ(res[2].error, 0);
+    ASSERT_EQ(res[1].usage.cached_tokens + res[2].usage.cached_tokens, 96); /* 6 full blocks of the 99 before the last */
+    for (int k = 0; k < 4; k++) ASSERT_EQ(res[1].tokens[k], res[2].tokens[k]);
+    rlx_worker_stop(w, true);
+}
+
+/* Pins of idle sessions give way when a request that fits the pool needs their blocks: the
+ * request completes instead of failing mid-generation. Pool: 12 blocks of 16, so sessions may
+ * pin 3; the session below pins exactly 3, the request needs all 12. */
+TEST(idle_session_pins_give_way)
+{
+    rlx_worker *w = start(4, 0, 12);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    static result res[2];
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, res};
+    slot sl[2] = {{&c, 0}, {&c, 1}};
+    int32_t ids[32];
+    for (int k = 0; k < 32; k++) ids[k] = k ? 3 + (k * 29) % 500 : 1;
+    rlx_request *r = new_req(0, &sl[0], 18, ids, 30);
+    r->session_id = strdup("pinned");
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
+    wait_all(&c);
+    ASSERT_EQ(res[0].error, 0); /* 48 tokens: 3 full blocks pinned */
+    c.pending = 1;
+    ASSERT_EQ(rlx_worker_submit(w, new_req(1, &sl[1], 170, ids + 2, 20), &err), 0);
+    wait_all(&c);
+    ASSERT_MSG(res[1].error == 0, "the request failed with %d", res[1].error);
+    ASSERT_EQ(res[1].n, MAX_GEN);
+    ASSERT_EQ(res[1].usage.completion_tokens, 170);
+    /* the session is still there (its history; its blocks are recomputed next turn) */
+    rlx_session_info info;
+    ASSERT_EQ(rlx_worker_session_get(w, "pinned", &info, NULL, NULL, &err), 0);
+    ASSERT_EQ(info.n_tokens, 48);
+    rlx_worker_stop(w, true);
+}
+
+/* Requests that can never fit are refused by submit itself (a streaming route then answers
+ * 400 before its first byte): prompt ids plus max_tokens over the KV pool, and a session's
+ * known history plus the prompt over it. Pool: 4 blocks of 16 = 64 tokens. */
+TEST(never_fits_refused_at_submit)
+{
+    rlx_worker *w = start(2, 0, 4);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    static result res[2];
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    slot sl = {&c, 0};
+    int32_t ids[40];
+    for (int k = 0; k < 40; k++) ids[k] = k ? 3 + (k * 31) % 500 : 1;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_submit(w, new_req(0, &sl, 30, ids, 40), &err), RLX_ETOOLONG);
+    ASSERT_MSG(strstr(err.msg, "KV pool of 64 tokens") != NULL, "%s", err.msg);
+    rlx_request *r = new_req(1, &sl, 10, ids, 30);
+    r->session_id = strdup("grows");
+    c.pending = 1;
+    ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
+    wait_all(&c);
+    ASSERT_EQ(res[0].error, 0);
+    r = new_req(2, &sl, 10, ids, 20);
+    r->session_id = strdup("grows");
+    ASSERT_EQ(rlx_worker_submit(w, r, &err), RLX_ETOOLONG); /* 40 + 20 + 10 > 64 */
+    ASSERT_MSG(strstr(err.msg, "session history (40 tokens)") != NULL, "%s", err.msg);
+    r = new_req(3, &sl, 10, ids, 20); /* the same without the session fits */
+    c.pending = 1;
+    ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
+    wait_all(&c);
+    r = new_req(4, &sl, 4, ids, 4);
+    r->session_id = strdup("bad\001id");
+    ASSERT_EQ(rlx_worker_submit(w, r, &err), RLX_EINVAL);
+    rlx_worker_stop(w, true);
+}
+
+TEST_MAIN(TEST_ENTRY(batching_is_invisible), TEST_ENTRY(batching_is_invisible_q8_0_kv), TEST_ENTRY(kv_type_selection),
+          TEST_ENTRY(preemption_keeps_outputs), TEST_ENTRY(shared_prefix_computed_once),
+          TEST_ENTRY(cancel_and_limits), TEST_ENTRY(text_prompt_and_eos),
+          TEST_ENTRY(identical_prompts_in_one_step_computed_once), TEST_ENTRY(idle_session_pins_give_way),
+          TEST_ENTRY(never_fits_refused_at_submit))

@@ -1,6 +1,6 @@
-/* test_proto_stop.c - the hold-back stop-string matcher (proto/stop.c). */
+/* test_stop.c - the hold-back stop-string matcher (engine/stop.c). */
 #include "tests/rlx_test.h"
-#include "proto/stop.h"
+#include "engine/stop.h"
 
 /* Feeds pieces, concatenating what is released; returns whether a stop matched. */
 static int run(const char *const *stops, size_t n_stop, const char *const *pieces, size_t n,

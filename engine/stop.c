@@ -1,5 +1,5 @@
 /* stop.c - hold-back stop-string matcher (see stop.h). */
-#include "proto/stop.h"
+#include "engine/stop.h"
 
 #include <stdlib.h>
 #include <string.h>

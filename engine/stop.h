@@ -1,9 +1,11 @@
 /* stop.h - stop-string matching over a stream of text pieces, with hold-back: text that might
  * be the start of a stop string is withheld until it is decided, so a client never sees any
- * part of a stop string. Matches across piece (token) boundaries.
+ * part of a stop string. Matches across piece (token) boundaries. The worker runs one per
+ * sequence on its detokenized output (engine/sched.c), so a match ends the sequence at the
+ * token that completed it.
  *
  * Ownership: the matcher copies the stop strings. The text returned by push/flush points into
- * the matcher and stays valid until the next call on it. Not thread-safe (one per choice). */
+ * the matcher and stays valid until the next call on it. Not thread-safe (one per sequence). */
 #ifndef RLX_STOP_H
 #define RLX_STOP_H
 

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Sessions over HTTP, the harder cases: a stop string ends a session turn at its token and the
+# history keeps exactly the counted tokens; a DELETE while the session's turn runs stays
+# deleted (also after a restart); an expired session is gone for GET and for the next turn;
+# two models on one --db keep separate sessions and snapshot directories; a session whose
+# history outgrew the context is a 400 naming the history; a NUL in a session id is a 400;
+# preemptions show in /metrics.
+. "$(dirname "$0")/server_lib.sh"
+DB="$TMP/s.db"
+js() { node -e 'console.log(JSON.stringify(JSON.parse(process.argv[1])))' "$1"; }
+
+# --- stop strings in a session turn ---
+start_server s1 --db "$DB"
+r=$(post /v1/generate '{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"session_id":"st","stop":["Lily"]}')
+[ "$(status)" = 200 ] || fail "stop turn: $(status) $r"
+[ "$(echo "$r" | jget '.finish_reason')" = stop ] || fail "stop turn finish: $r"
+[ "$(echo "$r" | jget '.text')" = ", there was a little girl named " ] || fail "stop turn text: $r"
+p=$(echo "$r" | jget '.usage.prompt_tokens'); c=$(echo "$r" | jget '.usage.completion_tokens')
+[ "$c" = "$(echo "$r" | jget '.token_ids.length')" ] || fail "usage vs token_ids: $r"
+g=$(curl -s "$URL/v1/sessions/st")
+[ "$(echo "$g" | jget '.n_tokens')" = $((p + c)) ] || fail "history after a stop: $g (want $p + $c)"
+[ "$(echo "$g" | jget '.tokens.slice(-1)[0]')" = "$(echo "$r" | jget '.token_ids.slice(-1)[0]')" ] ||
+    fail "the history does not end with the token that completed the stop string"
+r=$(post /v1/generate '{"prompt":". She","max_tokens":4,"temperature":0,"session_id":"st"}')
+[ "$(echo "$r" | jget '.usage.prompt_tokens')" -gt $((p + c)) ] || fail "next turn does not continue the stopped one: $r"
+ok "a stop string ends the session turn at its token ($c tokens counted and kept)"
+
+# --- DELETE while the session's turn runs ---
+post /v1/generate '{"prompt":"Lily","max_tokens":4,"temperature":0,"session_id":"busy"}' >/dev/null
+curl -sN "$URL/v1/generate" -d '{"prompt":" and","max_tokens":400,"ignore_eos":true,"temperature":0,"stream":true,"session_id":"busy"}' \
+    >"$TMP/busy.ndjson" &
+cpid=$!
+for _ in $(seq 1 600); do [ -s "$TMP/busy.ndjson" ] && break; sleep 0.05; done
+[ -s "$TMP/busy.ndjson" ] || fail "the long turn did not start"
+d=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/sessions/busy")
+[ "$d" = 200 ] || fail "DELETE during the turn: $d"
+wait $cpid
+tail -1 "$TMP/busy.ndjson" | grep -q '"finish_reason":"length"' || fail "the turn did not finish: $(tail -c 300 "$TMP/busy.ndjson")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/busy")" = 404 ] || fail "deleted session came back"
+[ -e "$DB.kv/tiny/busy.kv" ] && fail "the deleted session's snapshot is still there"
+ok "DELETE during a turn stays deleted"
+
+# --- NUL in a session id; history over the context ---
+r=$(post /v1/generate '{"prompt":"x","max_tokens":2,"session_id":"st\u0000x"}')
+[ "$(status)" = 400 ] || fail "NUL in session_id: $(status) $r"
+ok "a NUL in a session id is a 400"
+stop_server
+start_server s2 --db "$DB"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/busy")" = 404 ] || fail "deleted session back after a restart"
+stop_server
+
+start_server ctx --db "$TMP/ctx.db" --ctx 64
+r=$(post /v1/generate '{"prompt":"Once upon a time there was a little girl named Lily. She loved to play outside","max_tokens":24,"temperature":0,"session_id":"long"}')
+[ "$(status)" = 200 ] || fail "first long turn: $(status) $r"
+r=$(post /v1/generate '{"prompt":" in the park","max_tokens":24,"temperature":0,"session_id":"long"}')
+[ "$(status)" = 400 ] || fail "history over the context: $(status) $r"
+echo "$r" | jget '.error.message' | grep -q "session history" || fail "the 400 does not name the session history: $r"
+r=$(curl -sN "$URL/v1/generate" -d '{"prompt":" in the park","max_tokens":24,"stream":true,"session_id":"long"}' -o "$TMP/long.ndjson" -w '%{http_code}')
+[ "$r" = 400 ] || fail "streaming request over the context: $r (must be refused before the stream starts)"
+ok "a history over the context is a 400 naming it, before any stream starts"
+stop_server
+
+# --- TTL on read ---
+start_server ttl --db "$TMP/ttl.db" --session-ttl 2
+post /v1/generate '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"session_id":"short"}' >/dev/null
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/short")" = 200 ] || fail "fresh session missing"
+sleep 3.5
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/short")" = 404 ] || fail "expired session still served"
+[ "$(curl -s "$URL/v1/sessions" | jget '.total')" = 0 ] || fail "expired session still listed"
+r=$(post /v1/generate '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"session_id":"short"}')
+[ "$(echo "$r" | jget '.usage.prompt_tokens')" = 5 ] || fail "expired history was resumed: $r"
+ok "an expired session is gone for GET, list and the next turn"
+stop_server
+
+# --- two models on one database ---
+LOG="$TMP/two.log"
+start_two() {
+    "$BIN" serve -m "$MODEL:alpha" -m "$MODEL:beta" --host 127.0.0.1 --port 0 --db "$TMP/two.db" 2>"$LOG" &
+    PID=$!; PIDS+=("$PID")
+    for _ in $(seq 1 100); do
+        PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$LOG" | head -1); [ -n "$PORT" ] && break; sleep 0.1
+    done
+    URL="http://127.0.0.1:$PORT"
+    for _ in $(seq 1 300); do [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && return 0; sleep 0.1; done
+    fail "two-model server not healthy"
+}
+start_two
+ra=$(post /v1/generate '{"model":"alpha","prompt":"Once upon a time there was a little girl named Lily. She loved to play","max_tokens":8,"temperature":0,"session_id":"same"}')
+rb=$(post /v1/generate '{"model":"beta","prompt":"The dog","max_tokens":4,"temperature":0,"session_id":"same"}')
+ha=$(( $(echo "$ra" | jget '.usage.prompt_tokens') + $(echo "$ra" | jget '.usage.completion_tokens') ))
+hb=$(( $(echo "$rb" | jget '.usage.prompt_tokens') + $(echo "$rb" | jget '.usage.completion_tokens') ))
+l=$(curl -s "$URL/v1/sessions")
+[ "$(echo "$l" | jget '.total')" = 2 ] || fail "two models' sessions: $l"
+[ "$(echo "$l" | jget '.data.map(s=>s.model+":"+s.n_tokens).sort().join(",")')" = "alpha:$ha,beta:$hb" ] || fail "per-model histories: $l"
+[ -e "$TMP/two.db.kv/alpha/same.kv" ] || fail "no snapshot in alpha's directory"
+stop_server
+start_two
+rb=$(post /v1/generate '{"model":"beta","prompt":" ran","max_tokens":2,"temperature":0,"session_id":"same"}')
+[ "$(echo "$rb" | jget '.usage.prompt_tokens')" -gt "$hb" ] && [ "$(echo "$rb" | jget '.usage.prompt_tokens')" -lt "$ha" ] ||
+    fail "beta resumed another history: $rb (beta had $hb, alpha $ha)"
+ra=$(post /v1/generate '{"model":"alpha","prompt":" outside","max_tokens":2,"temperature":0,"session_id":"same"}')
+[ "$(echo "$ra" | jget '.usage.prompt_tokens')" -gt "$ha" ] || fail "alpha lost its history: $ra"
+[ "$(echo "$ra" | jget '.usage.prompt_tokens_details.cached_tokens')" -ge 16 ] || fail "alpha's snapshot not used: $ra"
+ok "two models on one database keep their own sessions"
+stop_server
+
+# --- preemptions in /metrics: a 1 MiB pool (~100 blocks of 16) for 12 requests of ~460 tokens
+# (29 blocks each: any four at once overflow it) ---
+start_server pre --kv-mem 1 --max-seqs 16
+pids=()
+for i in $(seq 1 12); do
+    curl -s -o "$TMP/pre$i.json" "$URL/v1/generate" -d "{\"prompt\":\"Tale $i\",\"max_tokens\":450,\"ignore_eos\":true,\"temperature\":0}" &
+    pids+=($!)
+done
+wait "${pids[@]}"
+for i in $(seq 1 12); do
+    [ "$(jget '.usage.completion_tokens' <"$TMP/pre$i.json")" = 450 ] || fail "request $i under preemption: $(cat "$TMP/pre$i.json")"
+done
+n=$(curl -s "$URL/metrics" | sed -n 's/^rlxd_preemptions_total{model_name="tiny"} //p')
+[ -n "$n" ] && [ "$n" -gt 0 ] || fail "rlxd_preemptions_total missing or 0: '$n'"
+ok "preemptions show in /metrics ($n)"
+stop_server
+echo "7 passed, 0 failed"
