@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GRACE_S 10.0
-
 static void load_work(uv_work_t *w)
 {
     rlx_model_slot *m = w->data;
@@ -71,8 +69,8 @@ static void on_signal(uv_signal_t *h, int signum)
         uv_stop(s->loop);
         return;
     }
-    fprintf(stderr, "rlxd: signal %d: no new connections, finishing %zu request(s) (up to %.0f s)\n", signum,
-            s->n_jobs, GRACE_S);
+    fprintf(stderr, "rlxd: signal %d: no new connections, finishing %zu request(s) (up to %d s)\n", signum,
+            s->n_jobs, s->cfg->grace_seconds);
     begin_stop(s);
 }
 
@@ -87,7 +85,7 @@ static void on_drain_tick(uv_timer_t *t)
 {
     rlx_srv *s = t->data;
     if (!s->stopping || s->stop_t0 <= 0) return;
-    if (rlx_now() - s->stop_t0 > GRACE_S) {
+    if (rlx_now() - s->stop_t0 >= s->cfg->grace_seconds) {
         fprintf(stderr, "rlxd: grace period over, cancelling %zu request(s)\n", s->n_jobs);
         uv_stop(s->loop);
         return;
@@ -162,7 +160,7 @@ static int serve(rlx_serve_config *cfg)
                                         .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,
                                         .max_seqs = cfg->max_seqs, .backend = cfg->backend, .device = cfg->device,
                                         .db_path = cfg->db, .session_ttl_s = cfg->session_ttl,
-                                        .max_sessions = cfg->max_sessions};
+                                        .max_sessions = cfg->max_sessions, .max_queue = cfg->max_queue};
             m->load.data = m;
             uv_queue_work(s->loop, &m->load, load_work, load_done);
         }
