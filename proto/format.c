@@ -35,11 +35,28 @@ void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, ui
              (unsigned long long)now, (unsigned long long)seq);
 }
 
+/* Every string written goes through here (or safe_string): made valid UTF-8 and
+ * NUL-terminated for cJSON. */
+static cJSON *string_n(const char *s, size_t n)
+{
+    char *tmp = rlx_api_utf8_sanitize(s, n, NULL);
+    if (!tmp) return NULL;
+    cJSON *v = cJSON_CreateString(tmp);
+    free(tmp);
+    return v;
+}
+
+static cJSON *safe_string(const char *s)
+{
+    return string_n(s ? s : "", s ? strlen(s) : 0);
+}
+
 char *rlx_api_error_json(const rlx_api_error *e)
 {
     cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
     if (!o) { cJSON_Delete(root); return NULL; }
-    cJSON_AddStringToObject(o, "message", e->message);
+    cJSON *msg = safe_string(e->message); /* messages may quote what the client sent */
+    if (msg) cJSON_AddItemToObject(o, "message", msg);
     cJSON_AddStringToObject(o, "type", e->type ? e->type : "server_error");
     if (e->param[0]) cJSON_AddStringToObject(o, "param", e->param);
     else cJSON_AddNullToObject(o, "param");
@@ -48,18 +65,6 @@ char *rlx_api_error_json(const rlx_api_error *e)
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;
-}
-
-/* cJSON strings must be NUL-terminated; token text may hold NULs only in theory. */
-static cJSON *string_n(const char *s, size_t n)
-{
-    char *tmp = malloc(n + 1);
-    if (!tmp) return NULL;
-    memcpy(tmp, s, n);
-    tmp[n] = 0;
-    cJSON *v = cJSON_CreateString(tmp);
-    free(tmp);
-    return v;
 }
 
 static void add_string_n(cJSON *o, const char *name, const char *s, size_t n)
@@ -86,12 +91,15 @@ static cJSON *logprobs_completions(const rlx_api_logprob *lps, size_t n)
     cJSON *off = cJSON_AddArrayToObject(o, "text_offset");
     if (!off) { cJSON_Delete(o); return NULL; }
     for (size_t i = 0; i < n; i++) {
-        cJSON_AddItemToArray(tokens, cJSON_CreateString(lps[i].text ? lps[i].text : ""));
+        cJSON_AddItemToArray(tokens, safe_string(lps[i].text));
         cJSON_AddItemToArray(lp, cJSON_CreateNumber(lps[i].logprob));
         cJSON *t = cJSON_CreateObject();
-        for (int k = 0; t && k < lps[i].n_top; k++)
-            if (!cJSON_GetObjectItemCaseSensitive(t, lps[i].top_text[k] ? lps[i].top_text[k] : ""))
-                cJSON_AddNumberToObject(t, lps[i].top_text[k] ? lps[i].top_text[k] : "", lps[i].top_logprob[k]);
+        for (int k = 0; t && k < lps[i].n_top; k++) {
+            const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
+            char *key = rlx_api_utf8_sanitize(tt, strlen(tt), NULL);
+            if (key && !cJSON_GetObjectItemCaseSensitive(t, key)) cJSON_AddNumberToObject(t, key, lps[i].top_logprob[k]);
+            free(key);
+        }
         cJSON_AddItemToArray(top, t);
         cJSON_AddItemToArray(off, cJSON_CreateNumber((double)lps[i].text_offset));
     }
@@ -108,14 +116,14 @@ static cJSON *logprobs_chat(const rlx_api_logprob *lps, size_t n)
     for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
         const char *txt = lps[i].text ? lps[i].text : "";
-        cJSON_AddStringToObject(e, "token", txt);
+        cJSON_AddItemToObject(e, "token", safe_string(txt)); /* "bytes" keeps the raw bytes */
         cJSON_AddNumberToObject(e, "logprob", lps[i].logprob);
         cJSON_AddItemToObject(e, "bytes", bytes_array(txt));
         cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
         for (int k = 0; top && k < lps[i].n_top; k++) {
             const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
             cJSON *t = cJSON_CreateObject();
-            cJSON_AddStringToObject(t, "token", tt);
+            cJSON_AddItemToObject(t, "token", safe_string(tt));
             cJSON_AddNumberToObject(t, "logprob", lps[i].top_logprob[k]);
             cJSON_AddItemToObject(t, "bytes", bytes_array(tt));
             cJSON_AddItemToArray(top, t);

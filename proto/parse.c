@@ -411,6 +411,7 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
         rc = rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
         goto out;
     }
+    if ((rc = rlx_api_check_utf8(root, e))) goto out;
     if ((rc = parse_common(root, r, n_vocab, e))) goto out;
     if (kind == RLX_API_COMPLETIONS && (rc = get_bool(root, "echo", &r->echo, e))) goto out;
     if (kind == RLX_API_CHAT) rc = parse_messages(root, r, e);

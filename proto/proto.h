@@ -80,6 +80,16 @@ int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_
 int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
                              size_t *n, char **model, rlx_api_error *e);
 
+/* ---- UTF-8 -------------------------------------------------------------------------- */
+
+bool rlx_api_utf8_valid(const char *s, size_t n);
+/* A malloc'ed NUL-terminated copy with every invalid sequence replaced by U+FFFD (NULL when out
+ * of memory); *out_len (optional) receives its length. */
+char *rlx_api_utf8_sanitize(const char *s, size_t n, size_t *out_len);
+/* Every key and string value in a parsed body must be valid UTF-8: 400 naming the top-level
+ * field that holds a bad one. */
+int rlx_api_check_utf8(const cJSON *root, rlx_api_error *e);
+
 /* ---- responses ---------------------------------------------------------------------- */
 
 /* Log-probability data of one generated token, texts owned by the entry. */

@@ -172,7 +172,10 @@ static void task_work(uv_work_t *w)
         free(ids);
         t->body = print_free(o);
     } else if (t->kind == TASK_DETOKENIZE) {
-        char *text = rlx_detokenize(t->m->tok, t->ids, t->n_ids, false);
+        char *raw = rlx_detokenize(t->m->tok, t->ids, t->n_ids, false);
+        /* arbitrary ids may end inside a character or hold lone bytes */
+        char *text = raw ? rlx_api_utf8_sanitize(raw, strlen(raw), NULL) : NULL;
+        free(raw);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "content", text ? text : "");
         free(text);

@@ -81,6 +81,11 @@ r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_
 long=$(node -e 'console.log(JSON.stringify({prompt: Array(600).fill(5), max_tokens: 4}))')
 r=$(post /v1/completions "$long")
 [ "$(status)" = 400 ] || fail "a prompt longer than the context must be a 400: $(status) $r"
+r=$(post /detokenize '{"tokens":[-1]}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = tokens ] || fail "400 detokenize -1: $r"
+case "$(echo "$r" | jget '.error.message')" in *"and -1"*) fail "detokenize message: $r";; esac
+r=$(post /detokenize '{"tokens":[99999999]}')
+case "$(echo "$r" | jget '.error.message')" in *"between 0 and 511"*) ;; *) fail "detokenize range: $r";; esac
 r=$(post /v1/completions '{"prompt": "x"')
 [ "$(status)" = 400 ] || fail "bad JSON: $(status)"
 r=$(post /v1/completions '{"prompt":"x","model":"nope"}')
