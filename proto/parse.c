@@ -293,6 +293,8 @@ static int add_prompt(rlx_api_request *r, const cJSON *v, const char *name, int3
     if (r->n_prompts >= MAX_PROMPTS)
         return rlx_api_errorf(e, 400, INVALID, name, "'%s' may hold at most %d prompts.", name, MAX_PROMPTS);
     rlx_api_prompt *p = &r->prompts[r->n_prompts];
+    if (!strcmp(name, "input_ids") && !cJSON_IsArray(v))
+        return rlx_api_errorf(e, 400, INVALID, name, "'input_ids' must be an array of token ids (integers).");
     if (cJSON_IsString(v)) {
         if (!(p->text = strdup(v->valuestring))) return oom(e);
     } else if (cJSON_IsArray(v)) {

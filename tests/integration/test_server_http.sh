@@ -81,6 +81,10 @@ r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_
 long=$(node -e 'console.log(JSON.stringify({prompt: Array(600).fill(5), max_tokens: 4}))')
 r=$(post /v1/completions "$long")
 [ "$(status)" = 400 ] || fail "a prompt longer than the context must be a 400: $(status) $r"
+for ids in '"abc"' '[1,"a"]' '[1.5]' '[[1,2]]' '{"a":1}' '[]'; do
+    r=$(post /v1/generate "{\"input_ids\":$ids,\"max_tokens\":2}")
+    [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = input_ids ] || fail "400 input_ids $ids: $r"
+done
 r=$(post /detokenize '{"tokens":[-1]}')
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = tokens ] || fail "400 detokenize -1: $r"
 case "$(echo "$r" | jget '.error.message')" in *"and -1"*) fail "detokenize message: $r";; esac
