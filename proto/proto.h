@@ -39,7 +39,7 @@ typedef enum rlx_api_kind {
 
 typedef struct rlx_api_prompt {
     char *text;            /* owned, or NULL when ids are given */
-    int32_t *ids;          /* owned */
+    int32_t *ids;          /* owned: the ids given, or the text's tokens once the server has them */
     size_t n_ids;
 } rlx_api_prompt;
 

@@ -175,6 +175,9 @@ static void job_free(rlx_job *j)
         free(ch->lps);
     }
     free(j->choices);
+    for (size_t i = 0; j->echo && i < j->req.n_prompts; i++) free(j->echo[i]);
+    free(j->echo);
+    free(j->chat_ids);
     rlx_api_request_free(&j->req);
     free(j->out);
     free(j);
@@ -357,55 +360,45 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
     maybe_free(j);
 }
 
-/* Token ids in prompts and logit_bias must exist in the chosen model's vocabulary, and
- * max_tokens must fit its context. */
-static int check_vocab(const rlx_api_request *r, const rlx_model_slot *m, int32_t n_vocab, rlx_api_error *e)
+/* The checks that need no prompt tokens: max_tokens against the context, logit_bias keys
+ * against the vocabulary (prompts are checked on the threadpool, see prepare.c). */
+static int check_params(const rlx_api_request *r, const rlx_model_slot *m, rlx_api_error *e)
 {
-    for (size_t i = 0; i < r->n_prompts; i++)
-        for (size_t k = 0; k < r->prompts[i].n_ids; k++)
-            if (r->prompts[i].ids[k] >= n_vocab)
-                return rlx_api_errorf(e, 400, INVALID, r->kind == RLX_API_GENERATE && !r->prompts[i].text ? "input_ids"
-                                      : "prompt", "Token id %d is outside the vocabulary (0..%d).",
-                                      r->prompts[i].ids[k], n_vocab - 1);
     int32_t n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0;
     if (n_ctx > 0 && r->base->max_tokens >= n_ctx)
         return rlx_api_errorf(e, 400, INVALID, r->max_tokens_param,
                               "'%s' is %d but the model's context holds %d tokens in all (prompt included).",
                               r->max_tokens_param, r->base->max_tokens, n_ctx);
     for (size_t i = 0; i < r->base->sampling.n_logit_bias; i++)
-        if (r->base->sampling.logit_bias[i].token >= n_vocab)
+        if (r->base->sampling.logit_bias[i].token >= m->n_vocab)
             return rlx_api_errorf(e, 400, INVALID, "logit_bias", "'logit_bias' key %d is not a token id of this model.",
                                   r->base->sampling.logit_bias[i].token);
     return 0;
 }
 
-static char *echo_prefix(rlx_model_slot *m, const rlx_api_prompt *p)
-{
-    if (p->text) return strdup(p->text);
-    return rlx_detokenize(m->tok, p->ids, p->n_ids, false);
-}
-
-/* Submits one engine request per choice; on failure cancels those already submitted. */
-static int submit_all(rlx_job *j, const char *chat_prompt, rlx_api_error *e)
+/* Submits one engine request (token ids) per choice; on failure cancels those already
+ * submitted. The engine's synchronous refusals (context, capacity, full queue) come back here. */
+static int submit_all(rlx_job *j, rlx_api_error *e)
 {
     rlx_model_slot *m = j->model;
-    size_t n_prompts = j->req.kind == RLX_API_CHAT ? 0 : j->req.n_prompts;
+    bool chat = j->req.kind == RLX_API_CHAT;
     for (size_t i = 0; i < j->n_choices; i++) {
         rlx_choice *ch = &j->choices[i];
-        const rlx_api_prompt *p = n_prompts ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
+        size_t pi = chat ? 0 : i / (size_t)j->req.n;
+        const int32_t *ids = chat ? j->chat_ids : j->req.prompts[pi].ids;
+        size_t n_ids = chat ? j->n_chat_ids : j->req.prompts[pi].n_ids;
         rlx_error err = {0};
         ch->req_id = ++j->srv->next_id;
-        rlx_request *q;
-        if (chat_prompt) q = rlx_api_make_request(&j->req, chat_prompt, NULL, 0, ch->req_id);
-        else q = rlx_api_make_request(&j->req, p->text, p->ids, p->n_ids, ch->req_id);
+        rlx_request *q = rlx_api_make_request(&j->req, NULL, ids, n_ids, ch->req_id);
         int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         if (q) {
-            /* the template already wrote BOS as text when it starts with it */
-            if (chat_prompt) q->add_special = !(m->bos[0] && !strncmp(chat_prompt, m->bos, strlen(m->bos)));
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
             q->on_event = on_engine_event;
             q->user = ch;
-            if ((rc = rlx_worker_submit(m->w, q, &err))) rlx_api_error_from_rlx(e, rc, err.msg);
+            if ((rc = rlx_worker_submit(m->w, q, &err))) {
+                if (rc == RLX_ETOOLONG) rlx_job_context_error(j, pi, n_ids, e);
+                else rlx_api_error_from_rlx(e, rc, err.msg);
+            }
         }
         if (rc) {
             cancel_open(j);
@@ -413,6 +406,7 @@ static int submit_all(rlx_job *j, const char *chat_prompt, rlx_api_error *e)
         }
         ch->submitted = true;
         j->n_submitted++;
+        j->prompt_tokens += (int32_t)n_ids;
     }
     return 0;
 }
@@ -430,25 +424,24 @@ static void started(rlx_job *j)
     }
 }
 
-/* Chat prompts are rendered on the libuv threadpool: templates are programs, and the loop
- * must not compute. */
-typedef struct render_task {
+/* Tokenizing and rendering run on the libuv threadpool (prepare.c): the loop must not
+ * compute. */
+typedef struct prepare_task {
     uv_work_t work;
     rlx_job *job;
-    char *prompt;
     int rc;
     rlx_api_error e;
-} render_task;
+} prepare_task;
 
-static void render_work(uv_work_t *w)
+static void prepare_work(uv_work_t *w)
 {
-    render_task *t = w->data;
-    t->rc = rlx_render_chat(t->job->model, &t->job->req, &t->prompt, &t->e);
+    prepare_task *t = w->data;
+    t->rc = rlx_job_prepare(t->job, &t->e);
 }
 
-static void render_done(uv_work_t *w, int status)
+static void prepare_done(uv_work_t *w, int status)
 {
-    render_task *t = w->data;
+    prepare_task *t = w->data;
     rlx_job *j = t->job;
     rlx_srv *s = j->srv;
     s->n_tasks--;
@@ -456,14 +449,19 @@ static void render_done(uv_work_t *w, int status)
     int rc = status ? rlx_api_errorf(&t->e, 503, "unavailable_error", NULL, "The server is shutting down.") : t->rc;
     if (!j->notify) {
         /* the client left meanwhile: nothing was submitted */
-        free(t->prompt);
         free(t);
         maybe_free(j);
         rlx_srv_maybe_exit(s);
         return;
     }
-    if (!rc) rc = submit_all(j, t->prompt, &t->e);
-    free(t->prompt);
+    if (!rc && j->echo)
+        for (size_t i = 0; i < j->n_choices; i++) {
+            rlx_choice *ch = &j->choices[i];
+            const char *pre = j->echo[i / (size_t)j->req.n];
+            text_append(ch, pre, strlen(pre));
+            ch->lp_offset = ch->len;
+        }
+    if (!rc) rc = submit_all(j, &t->e);
     if (rc) {
         j->failed = true;
         j->err = t->e;
@@ -479,7 +477,7 @@ static void render_done(uv_work_t *w, int status)
 int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn nfy,
                   void *sink, rlx_job **out, rlx_api_error *e)
 {
-    int vrc = check_vocab(req, m, m->n_vocab, e);
+    int vrc = check_params(req, m, e);
     if (vrc) return vrc;
     rlx_job *j = calloc(1, sizeof *j);
     size_t n_prompts = req->kind == RLX_API_CHAT ? 1 : req->n_prompts;
@@ -503,7 +501,6 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         rlx_choice *ch = &j->choices[i];
-        const rlx_api_prompt *p = j->req.kind != RLX_API_CHAT ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
         ch->job = j;
         ch->index = (int)i;
         rlx_error err = {0};
@@ -511,30 +508,22 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
             rlx_api_errorf(e, 400, INVALID, "stop", "%s", err.msg);
             break;
         }
-        if (j->req.echo && p) {
-            char *pre = echo_prefix(m, p);
-            if (pre) text_append(ch, pre, strlen(pre));
-            ch->lp_offset = ch->len;
-            free(pre);
-        }
     }
-    if (!rc && j->req.kind == RLX_API_CHAT) {
-        render_task *t = calloc(1, sizeof *t);
+    if (!rc) {
+        prepare_task *t = calloc(1, sizeof *t);
         if (!t) {
             rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         } else {
             t->job = j;
             t->work.data = t;
-            if ((rc = uv_queue_work(s->loop, &t->work, render_work, render_done))) {
+            if (uv_queue_work(s->loop, &t->work, prepare_work, prepare_done)) {
                 free(t);
-                rc = rlx_api_errorf(e, 500, "server_error", NULL, "Cannot queue the chat template rendering.");
+                rc = rlx_api_errorf(e, 500, "server_error", NULL, "Cannot queue the preparation of this request.");
             } else {
                 j->preparing = true;
                 s->n_tasks++;
             }
         }
-    } else if (!rc) {
-        rc = submit_all(j, NULL, e);
     }
     if (rc) {
         j->client_gone = true;
@@ -543,7 +532,6 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     }
     j->notify = nfy;
     j->sink = sink;
-    if (!j->preparing) started(j);
     *out = j;
     return 0;
 }

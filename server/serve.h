@@ -74,7 +74,11 @@ struct rlx_job {
     bool failed;                   /* err holds the first error */
     rlx_api_error err;
     bool client_gone;
-    bool preparing;                /* the chat template is being rendered off the loop */
+    bool preparing;                /* prepare.c's work runs on the threadpool */
+    int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
+    size_t n_chat_ids;
+    char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
+    int32_t prompt_tokens;         /* prompt tokens submitted, over all choices */
     bool started;                  /* every choice was submitted: a stream may begin */
     rlx_job_notify_fn notify;      /* NULL once detached */
     void *sink;
@@ -131,6 +135,13 @@ void rlx_srv_cancel_all(rlx_srv *s);
 /* Shutdown, after the workers stopped: handle what they queued, then free what is left. */
 void rlx_srv_drain_queue(rlx_srv *s);
 void rlx_srv_free_jobs(rlx_srv *s);
+/* prepare.c, on the threadpool: renders and tokenizes the job's prompts (into req.prompts[].ids
+ * or chat_ids), checks them against vocabulary and context, and detokenizes echoed prompts. */
+int rlx_job_prepare(rlx_job *j, rlx_api_error *e);
+/* The parameter a prompt problem names: "messages", "input_ids" or "prompt". */
+const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt);
+/* A 400 context_length_exceeded naming the prompt (too long by itself) or max_tokens. */
+int rlx_job_context_error(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
 /* Renders a chat request's messages with the model's template (malloc'ed). */
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e);
 

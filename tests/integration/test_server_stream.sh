@@ -120,5 +120,18 @@ ok 24 concurrent streams
 # an error before the first byte is a plain HTTP error, even for stream requests
 r=$(post /v1/chat/completions '{"messages":[],"stream":true}')
 [ "$(status)" = 400 ] || fail "stream 400: $r"
+# a text prompt longer than the context is known before the stream starts: a 400 naming it
+long=$(node -e 'console.log("Once upon a time ".repeat(200))')
+overflow() { # PATH PARAM BODY
+    r=$(post "$1" "$3")
+    [ "$(status)" = 400 ] || fail "$1: a streamed request over the context must be a 400, got $(status): $(echo "$r" | head -c 300)"
+    [ "$(echo "$r" | jget '.error.param')" = "$2" ] || fail "$1: param: $r"
+    [ "$(echo "$r" | jget '.error.code')" = context_length_exceeded ] || fail "$1: code: $r"
+}
+overflow /v1/completions prompt "{\"prompt\":\"$long\",\"stream\":true}"
+overflow /v1/chat/completions messages "{\"messages\":[{\"role\":\"user\",\"content\":\"$long\"}],\"stream\":true}"
+overflow /v1/generate prompt "{\"prompt\":\"$long\",\"stream\":true}"
+overflow /v1/completions max_tokens '{"prompt":"Once upon a time","max_tokens":509,"stream":true}'
+ok context overflow of a streamed request is a 400 before the stream
 stop_server
 echo "all passed"
