@@ -93,7 +93,6 @@ void rlx_conn_job_notify(rlx_job *job)
 
 void rlx_conn_wake(rlx_conn *c)
 {
-    c->task_conn = NULL;
     resume(c);
     rlx_http_kick(c->srv);
 }
