@@ -20,6 +20,8 @@ for _ in $(seq 1 50); do
 done
 [ -n "$cancelled" ] || fail "disconnect did not cancel: $(echo "$m" | grep cancelled)"
 grep -q 'POST /v1/completions 499 .*finish=cancelled' "$LOG" || fail "access log lacks the 499 line"
+grep -q 'POST /v1/completions 499 .*prompt_tokens=[1-9][0-9]* completion_tokens=[1-9]' "$LOG" ||
+    fail "the 499 line lacks the tokens used so far: $(grep ' 499 ' "$LOG")"
 for _ in $(seq 1 50); do
     echo "$(curl -s "$URL/metrics")" | grep -q '^rlxd_num_requests_running{model_name="tiny"} 0' && break
     sleep 0.1
