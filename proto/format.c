@@ -180,6 +180,7 @@ static cJSON *header(const rlx_api_meta *m, const char *object)
     cJSON_AddStringToObject(o, "object", object);
     cJSON_AddNumberToObject(o, "created", (double)m->created);
     cJSON_AddStringToObject(o, "model", m->model ? m->model : "");
+    if (m->fingerprint) cJSON_AddStringToObject(o, "system_fingerprint", m->fingerprint);
     return o;
 }
 
@@ -262,6 +263,7 @@ char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size
     add_logprobs(ch, m->kind, lps, n_lps);
     add_finish(ch, finish);
     cJSON_AddItemToArray(arr, ch);
+    if (m->include_usage) cJSON_AddNullToObject(o, "usage"); /* as OpenAI: usage comes in the last chunk */
     return print_free(o, "data: ", "\n\n");
 }
 

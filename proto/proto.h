@@ -121,6 +121,8 @@ typedef struct rlx_api_meta {
     char id[48];                       /* "cmpl-..." / "chatcmpl-..." */
     long long created;                 /* unix seconds */
     const char *model;
+    const char *fingerprint;           /* system_fingerprint (static/borrowed), NULL: none */
+    bool include_usage;                /* stream chunks carry "usage": null until the last */
 } rlx_api_meta;
 
 void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, uint64_t seq,

@@ -126,6 +126,7 @@ static int serve(rlx_serve_config *cfg)
     if (!s) return 1;
     s->cfg = cfg;
     s->loop = uv_default_loop();
+    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_rlxd_%s_%s", RLX_VERSION, cfg->backend ? cfg->backend : "cpu");
     rlx_metrics_init(&s->metrics);
     rlx_error err = {0};
     if (rlx_srv_queue_init(s)) {

@@ -498,6 +498,8 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     s->jobs = j;
     s->n_jobs++;
     rlx_api_meta_init(&j->meta, j->req.kind, m->cfg->name, ++s->next_id, (long long)time(NULL));
+    j->meta.fingerprint = s->fingerprint;
+    j->meta.include_usage = j->req.stream && j->req.include_usage;
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         rlx_choice *ch = &j->choices[i];

@@ -118,6 +118,7 @@ struct rlx_srv {
     double stop_t0;
     int exit_code;
     void *stdio;                   /* stdio.c state in --stdio mode */
+    char fingerprint[64];          /* system_fingerprint: version and backend */
 };
 
 /* jobs.c */

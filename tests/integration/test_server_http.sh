@@ -21,6 +21,7 @@ ok models
 r=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}')
 [ "$(status)" = 200 ] || fail "completions status $(status): $r"
 [ "$(echo "$r" | jget '.object')" = text_completion ] || fail "completions object: $r"
+case "$(echo "$r" | jget '.system_fingerprint')" in fp_rlxd_*) ;; *) fail "system_fingerprint: $r";; esac
 t1=$(echo "$r" | jget '.choices[0].text')
 [ -n "$t1" ] || fail "empty completion"
 [ "$(echo "$r" | jget '.usage.completion_tokens')" -le 8 ] || fail "usage: $r"
@@ -44,6 +45,7 @@ ok completions
 r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6,"temperature":0,"logprobs":true,"top_logprobs":2}')
 [ "$(status)" = 200 ] || fail "chat status $(status): $r"
 [ "$(echo "$r" | jget '.object')" = chat.completion ] || fail "chat object: $r"
+case "$(echo "$r" | jget '.system_fingerprint')" in fp_rlxd_*) ;; *) fail "chat system_fingerprint: $r";; esac
 [ "$(echo "$r" | jget '.choices[0].message.role')" = assistant ] || fail "chat role: $r"
 [ "$(echo "$r" | jget '.choices[0].logprobs.content[0].top_logprobs.length')" = 2 ] || fail "chat top_logprobs: $r"
 ok chat

@@ -24,7 +24,9 @@ for (const e of events) {
     const o = JSON.parse(p);
     if (o.error) die("error event: " + p);
     ids.add(o.id); created.add(o.created);
+    if (typeof o.system_fingerprint !== "string" || !o.system_fingerprint) die("chunk without system_fingerprint: " + p);
     if (o.choices.length === 0) { usage = o.usage; continue; }
+    if (process.argv[3] === "usage" && !("usage" in o && o.usage === null)) die("with include_usage every chunk but the last has usage null: " + p);
     if (usage) die("chunk after the usage chunk");
     const c = o.choices[0];
     if (kind === "chat") {
@@ -53,6 +55,8 @@ grep -q '^event:' "$TMP/chat.sse" && fail "event: lines present"
 sse_check "$TMP/chat.sse" chat usage >/dev/null || fail "chat stream format"
 ok chat stream framing + usage
 
+curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' >"$TMP/cu.sse"
+sse_check "$TMP/cu.sse" completions usage >/dev/null || fail "completions stream with include_usage"
 curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true}' >"$TMP/c.sse"
 streamed=$(sse_check "$TMP/c.sse" completions) || fail "completions stream format"
 full=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' | jget '.choices[0].text')
