@@ -51,10 +51,11 @@ static cJSON *safe_string(const char *s)
     return string_n(s ? s : "", s ? strlen(s) : 0);
 }
 
-char *rlx_api_error_json(const rlx_api_error *e)
+/* {"message","type","param","code"} */
+static cJSON *error_object(const rlx_api_error *e)
 {
-    cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
-    if (!o) { cJSON_Delete(root); return NULL; }
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
     cJSON *msg = safe_string(e->message); /* messages may quote what the client sent */
     if (msg) cJSON_AddItemToObject(o, "message", msg);
     cJSON_AddStringToObject(o, "type", e->type ? e->type : "server_error");
@@ -62,6 +63,14 @@ char *rlx_api_error_json(const rlx_api_error *e)
     else cJSON_AddNullToObject(o, "param");
     if (e->code) cJSON_AddStringToObject(o, "code", e->code);
     else cJSON_AddNullToObject(o, "code");
+    return o;
+}
+
+char *rlx_api_error_json(const rlx_api_error *e)
+{
+    cJSON *root = cJSON_CreateObject(), *o = error_object(e);
+    if (!root || !o) { cJSON_Delete(root); cJSON_Delete(o); return NULL; }
+    cJSON_AddItemToObject(root, "error", o);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;
@@ -291,5 +300,58 @@ char *rlx_api_ndjson_token(int32_t token, const char *text, size_t len)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "token", token);
     add_string_n(o, "text", text, len);
+    return print_free(o, "", "\n");
+}
+
+/* ---- JSON lines ------------------------------------------------------------------------ */
+
+static cJSON *line_start(const char *id)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *v = cJSON_CreateRaw(id ? id : "null");
+    if (!o || !v || !cJSON_AddItemToObject(o, "id", v)) {
+        cJSON_Delete(o);
+        cJSON_Delete(v);
+        return NULL;
+    }
+    return o;
+}
+
+char *rlx_api_line_token(const char *id, int32_t token, const char *text, size_t len)
+{
+    cJSON *o = line_start(id);
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "token", token);
+    add_string_n(o, "text", text, len);
+    return print_free(o, "", "\n");
+}
+
+char *rlx_api_line_result(const char *id, const rlx_api_choice *c, const rlx_usage *usage,
+                          double elapsed_ms)
+{
+    cJSON *o = line_start(id);
+    if (!o) return NULL;
+    cJSON_AddTrueToObject(o, "ok");
+    add_string_n(o, "text", c->text, c->text_len);
+    cJSON *ids = cJSON_AddArrayToObject(o, "token_ids");
+    for (size_t i = 0; ids && i < c->n_tokens; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->tokens[i]));
+    add_finish(o, c->finish);
+    if (c->logprobs) add_logprobs(o, RLX_API_CHAT, c->logprobs, c->n_logprobs);
+    cJSON_AddItemToObject(o, "usage", usage_json(usage));
+    cJSON_AddNumberToObject(o, "elapsed_ms", elapsed_ms);
+    return print_free(o, "", "\n");
+}
+
+char *rlx_api_line_error(const char *id, const rlx_api_error *e, double elapsed_ms)
+{
+    cJSON *o = line_start(id), *eo = error_object(e);
+    if (!o || !eo) {
+        cJSON_Delete(o);
+        cJSON_Delete(eo);
+        return NULL;
+    }
+    cJSON_AddFalseToObject(o, "ok");
+    cJSON_AddItemToObject(o, "error", eo);
+    cJSON_AddNumberToObject(o, "elapsed_ms", elapsed_ms);
     return print_free(o, "", "\n");
 }

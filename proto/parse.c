@@ -398,6 +398,19 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e)
 {
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        memset(r, 0, sizeof *r);
+        return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
+    }
+    int rc = rlx_api_parse_json(r, kind, root, n_vocab, e);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32_t n_vocab,
+                       rlx_api_error *e)
+{
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->n = 1;
@@ -406,8 +419,6 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     if (!(r->base = rlx_request_new())) return oom(e);
     /* OpenAI's completions default is 16 tokens; chat and native run to EOS or context end */
     if (kind == RLX_API_COMPLETIONS) r->base->max_tokens = 16;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
     int rc = 0;
     if (!cJSON_IsObject(root)) {
         rc = rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
@@ -431,7 +442,6 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
         rc = rlx_api_errorf(e, 400, INVALID, "n", "'n' times the number of prompts may be at most %d.",
                             MAX_PROMPTS);
 out:
-    cJSON_Delete(root);
     return rc;
 }
 

@@ -53,7 +53,9 @@ typedef struct rlx_api_request {
     int logprobs;          /* -1: none; else number of top alternatives (0..20) */
     rlx_api_prompt *prompts; /* completions/generate: n_prompts >= 1; chat: 0 (see messages) */
     size_t n_prompts;
-    cJSON *messages;       /* chat: owned detached array, content normalised to strings */
+    cJSON *messages;       /* chat: owned detached array, content normalised to strings; a request
+                              with messages is rendered by the chat template whatever its kind
+                              (the stdio mode answers chat in the native shape) */
     cJSON *tools;          /* chat: owned or NULL, passed to the template */
     rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt */
     const char *max_tokens_param; /* static: the name the client used, for error messages */
@@ -63,6 +65,9 @@ typedef struct rlx_api_request {
  * On error fills e (status 400, param named) and returns a negative code. */
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e);
+/* The same from a parsed body (borrowed; "messages" and "tools" are detached from it). */
+int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32_t n_vocab,
+                       rlx_api_error *e);
 void rlx_api_request_free(rlx_api_request *r);
 
 /* A copy of r->base with the given prompt (text copied, or ids copied) and request id. */
@@ -147,5 +152,14 @@ extern const char rlx_api_sse_done[]; /* "data: [DONE]\n\n" */
 /* Native stream: {"token":id,"text":"..."}\n per token; the final line is the response
  * object of rlx_api_response_json followed by "\n". */
 char *rlx_api_ndjson_token(int32_t token, const char *text, size_t len);
+
+/* JSON lines of `rlxd serve --stdio`, each ending in "\n"; id is the request's id as JSON text
+ * ("null" when it could not be read). A token event {"id","token","text"}; the result
+ * {"id","ok":true,"text","token_ids","finish_reason","usage","elapsed_ms"} (+ "logprobs" when
+ * asked); a failure {"id","ok":false,"error":{...},"elapsed_ms"}. */
+char *rlx_api_line_token(const char *id, int32_t token, const char *text, size_t len);
+char *rlx_api_line_result(const char *id, const rlx_api_choice *c, const rlx_usage *usage,
+                          double elapsed_ms);
+char *rlx_api_line_error(const char *id, const rlx_api_error *e, double elapsed_ms);
 
 #endif

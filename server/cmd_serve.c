@@ -22,6 +22,7 @@ static void begin_stop(rlx_srv *s)
     s->stopping = true;
     s->stop_t0 = rlx_now();
     rlx_http_quiesce(s);
+    rlx_stdio_quiesce(s);
     rlx_srv_maybe_exit(s);
 }
 

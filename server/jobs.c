@@ -235,6 +235,17 @@ static void finish_job(rlx_job *j)
         j->finished = true;
         return;
     }
+    if (j->line_id) {
+        const rlx_choice *ch = &j->choices[0];
+        double ms = (rlx_now() - j->t_start) * 1000;
+        rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
+                            .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL, .n_logprobs = ch->n_lps,
+                            .finish = ch->finish};
+        out_take(j, j->failed ? rlx_api_line_error(j->line_id, &j->err, ms)
+                              : rlx_api_line_result(j->line_id, &c, &j->total, ms));
+        j->finished = true;
+        return;
+    }
     if (j->failed) {
         /* before the first byte an error is a plain HTTP error, after it an in-band event */
         if (stream && j->started && kind == RLX_API_GENERATE) {
@@ -279,7 +290,8 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
                        const rlx_api_logprob *lp, rlx_finish_reason finish)
 {
     if (j->req.kind == RLX_API_GENERATE) {
-        if (token >= 0) out_take(j, rlx_api_ndjson_token(token, text, n));
+        if (token >= 0)
+            out_take(j, j->line_id ? rlx_api_line_token(j->line_id, token, text, n) : rlx_api_ndjson_token(token, text, n));
         return;
     }
     if (!n && !lp && finish == RLX_FINISH_NONE) return;
@@ -381,7 +393,7 @@ static int check_params(const rlx_api_request *r, const rlx_model_slot *m, rlx_a
 static int submit_all(rlx_job *j, rlx_api_error *e)
 {
     rlx_model_slot *m = j->model;
-    bool chat = j->req.kind == RLX_API_CHAT;
+    bool chat = j->req.messages != NULL;
     for (size_t i = 0; i < j->n_choices; i++) {
         rlx_choice *ch = &j->choices[i];
         size_t pi = chat ? 0 : i / (size_t)j->req.n;
@@ -480,7 +492,7 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     int vrc = check_params(req, m, e);
     if (vrc) return vrc;
     rlx_job *j = calloc(1, sizeof *j);
-    size_t n_prompts = req->kind == RLX_API_CHAT ? 1 : req->n_prompts;
+    size_t n_prompts = req->messages ? 1 : req->n_prompts;
     size_t n = (size_t)req->n * n_prompts;
     if (!j || !(j->choices = calloc(n, sizeof *j->choices))) {
         free(j);

@@ -12,7 +12,7 @@
 
 const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt)
 {
-    if (j->req.kind == RLX_API_CHAT) return "messages";
+    if (j->req.messages) return "messages";
     if (j->req.kind == RLX_API_GENERATE && j->req.prompts && !j->req.prompts[prompt].text) return "input_ids";
     return "prompt";
 }
@@ -63,7 +63,7 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
     rlx_api_request *r = &j->req;
     rlx_model_slot *m = j->model;
     int rc;
-    if (r->kind == RLX_API_CHAT) {
+    if (r->messages) {
         char *prompt = NULL;
         if ((rc = rlx_render_chat(m, r, &prompt, e))) return rc;
         /* the template already wrote BOS as text when it starts with it */

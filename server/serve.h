@@ -80,6 +80,8 @@ struct rlx_job {
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
     int32_t prompt_tokens;         /* prompt tokens submitted, over all choices */
     bool started;                  /* every choice was submitted: a stream may begin */
+    const char *line_id;           /* stdio: the client's id as JSON (borrowed from the sink); the
+                                      output is then JSON lines (rlx_api_line_*) */
     rlx_job_notify_fn notify;      /* NULL once detached */
     void *sink;
     double t_start;
@@ -209,7 +211,8 @@ int rlx_stdio_start(rlx_srv *s, rlx_error *err);
 void rlx_stdio_models_ready(rlx_srv *s);
 void rlx_stdio_close(rlx_srv *s);   /* closes the handles (run the loop after) */
 void rlx_stdio_free(rlx_srv *s);    /* once the handles are closed */
-bool rlx_stdio_idle(rlx_srv *s);    /* EOF seen and every result written */
+void rlx_stdio_quiesce(rlx_srv *s); /* SIGTERM: stop reading, refuse lines not started */
+bool rlx_stdio_idle(rlx_srv *s);    /* nothing in flight and every line written */
 
 /* cmd_serve.c */
 void rlx_srv_maybe_exit(rlx_srv *s);  /* while stopping: ends the loop once idle */
