@@ -68,16 +68,29 @@ echoed=$(sse_check "$TMP/echo.sse" completions) || fail "echo stream format"
 [ "$(echo "$echoed" | jget '.text')" = "Once upon a time$full" ] || fail "streamed echo: $echoed"
 ok completions stream with echo
 
-# A stop string taken from the middle of the greedy output, 4 bytes long, so it most likely
-# spans a token boundary: the streamed text must be exactly what precedes it.
+# A stop string that spans a token boundary, chosen from the greedy output's own tokens (their
+# texts from logprobs): the last 2 bytes of token k and the first 2 of token k+1, where that is
+# the string's first occurrence. The streamed text must be exactly what precedes it: no part
+# of the stop string may ever be sent.
+r=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"logprobs":0}')
 body=$(node -e '
-const full = process.argv[1];
-const at = Math.max(1, Math.floor(full.length / 2));
-const stop = full.slice(at, at + 4);
-const want = full.slice(0, full.indexOf(stop));
-console.log(JSON.stringify({stop, want}));' "$full")
+const r = JSON.parse(process.argv[1]);
+const full = r.choices[0].text, toks = r.choices[0].logprobs.tokens;
+if (toks.join("") !== full) { console.error("token texts do not make up the text"); process.exit(1); }
+let off = 0;
+for (let k = 0; k + 1 < toks.length; k++) {
+  off += toks[k].length;
+  if (k < 2 || toks[k].length < 2 || toks[k + 1].length < 2) continue;
+  const stop = full.slice(off - 2, off + 2);
+  if (full.indexOf(stop) !== off - 2) continue;
+  console.log(JSON.stringify({stop, want: full.slice(0, off - 2), boundary: off}));
+  process.exit(0);
+}
+console.error("no token boundary with two 2-byte tokens around it: " + JSON.stringify(toks));
+process.exit(1);' "$r") || fail "choosing a stop string across a token boundary"
 stop=$(echo "$body" | jget '.stop')
 want=$(echo "$body" | jget '.want')
+[ "$full" = "$(echo "$r" | jget '.choices[0].text')" ] || fail "greedy text changed with logprobs"
 req=$(node -e 'console.log(JSON.stringify({prompt:"Once upon a time",max_tokens:24,temperature:0,stream:true,stop:[process.argv[1]]}))' "$stop")
 curl -sN "$URL/v1/completions" -d "$req" >"$TMP/stop.sse"
 got=$(sse_check "$TMP/stop.sse" completions) || fail "stop stream format"
