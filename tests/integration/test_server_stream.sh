@@ -117,22 +117,33 @@ grep -qi '^content-type: application/x-ndjson' <(curl -sN -D - -o /dev/null "$UR
     fail "ndjson content type"
 ok generate ndjson
 
-# many streams at once (suspend/resume under load): every one well-formed and complete
+# 64 streaming clients at once (suspend/resume under load): every stream well-formed and
+# complete, and its text equal to the greedy text of the same request made alone, non-streamed
+prompts=("Once upon a time" "The little dog" "Lily wanted to" "One day, a girl" "The sun was" "Tom and Sue" "A big red" "In the park")
+for k in $(seq 0 7); do
+    p=${prompts[$k]}
+    post /v1/completions "{\"prompt\":\"$p\",\"max_tokens\":16,\"temperature\":0}" | jget '.choices[0].text' >"$TMP/ref_c$k"
+    post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"$p\"}],\"max_tokens\":16,\"temperature\":0}" |
+        jget '.choices[0].message.content' >"$TMP/ref_h$k"
+done
 pids=()
-for i in $(seq 1 24); do
+for i in $(seq 1 64); do
+    k=$((i % 8)); p=${prompts[$k]}
     if [ $((i % 2)) = 0 ]; then
-        curl -sN "$URL/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"story $i\"}],\"max_tokens\":16,\"stream\":true,\"seed\":$i}" >"$TMP/par$i.sse" &
+        curl -sN -m 120 "$URL/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$p\"}],\"max_tokens\":16,\"temperature\":0,\"stream\":true}" >"$TMP/par$i.sse" &
     else
-        curl -sN "$URL/v1/completions" -d "{\"prompt\":\"Tale $i\",\"max_tokens\":16,\"stream\":true,\"seed\":$i}" >"$TMP/par$i.sse" &
+        curl -sN -m 120 "$URL/v1/completions" -d "{\"prompt\":\"$p\",\"max_tokens\":16,\"temperature\":0,\"stream\":true}" >"$TMP/par$i.sse" &
     fi
     pids+=($!)
 done
-wait "${pids[@]}"
-for i in $(seq 1 24); do
-    kind=completions; [ $((i % 2)) = 0 ] && kind=chat
-    sse_check "$TMP/par$i.sse" $kind >/dev/null || fail "concurrent stream $i"
+for p in "${pids[@]}"; do wait "$p" || fail "a concurrent stream's curl failed"; done
+for i in $(seq 1 64); do
+    k=$((i % 8)); kind=completions; ref="$TMP/ref_c$k"
+    [ $((i % 2)) = 0 ] && kind=chat && ref="$TMP/ref_h$k"
+    got=$(sse_check "$TMP/par$i.sse" $kind) || fail "concurrent stream $i"
+    [ "$(echo "$got" | jget '.text')" = "$(cat "$ref")" ] || fail "stream $i ($kind, '${prompts[$k]}'): $(echo "$got" | jget '.text') != $(cat "$ref")"
 done
-ok 24 concurrent streams
+ok 64 concurrent streams equal their greedy texts
 
 # an error before the first byte is a plain HTTP error, even for stream requests
 r=$(post /v1/chat/completions '{"messages":[],"stream":true}')
