@@ -101,6 +101,12 @@ static cJSON *logprobs_completions(const rlx_api_logprob *lps, size_t n)
     if (!off) { cJSON_Delete(o); return NULL; }
     for (size_t i = 0; i < n; i++) {
         cJSON_AddItemToArray(tokens, safe_string(lps[i].text));
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)lps[i].text_offset));
+        if (lps[i].none) {
+            cJSON_AddItemToArray(lp, cJSON_CreateNull());
+            cJSON_AddItemToArray(top, cJSON_CreateNull());
+            continue;
+        }
         cJSON_AddItemToArray(lp, cJSON_CreateNumber(lps[i].logprob));
         cJSON *t = cJSON_CreateObject();
         for (int k = 0; t && k < lps[i].n_top; k++) {
@@ -110,7 +116,6 @@ static cJSON *logprobs_completions(const rlx_api_logprob *lps, size_t n)
             free(key);
         }
         cJSON_AddItemToArray(top, t);
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)lps[i].text_offset));
     }
     return o;
 }

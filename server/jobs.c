@@ -294,8 +294,33 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
             out_take(j, j->line_id ? rlx_api_line_token(j->line_id, token, text, n) : rlx_api_ndjson_token(token, text, n));
         return;
     }
+    if (ch->echo_pending) { /* the echoed prompt, now with its logprobs */
+        ch->echo_pending = false;
+        out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, ch->text, ch->echo_len, false, ch->lps, ch->n_prompt_lps,
+                                      RLX_FINISH_NONE));
+    }
     if (!n && !lp && finish == RLX_FINISH_NONE) return;
     out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, finish));
+}
+
+/* Appends the logprob entry of a token (generated or of the prompt) at *offset of the text;
+ * ev NULL: an entry without logprob (a prompt's first token). */
+static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, const rlx_event *ev, size_t *offset)
+{
+    if (grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) return NULL;
+    rlx_api_logprob *lp = &ch->lps[ch->n_lps++];
+    memset(lp, 0, sizeof *lp);
+    lp->text = token_text(j->model->tok, token);
+    lp->none = !ev;
+    lp->logprob = ev ? ev->logprob : 0;
+    lp->n_top = ev ? RLX_MIN(ev->n_top, j->req.logprobs) : 0;
+    for (int k = 0; k < lp->n_top; k++) {
+        lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k]);
+        lp->top_logprob[k] = ev->top_logprobs[k];
+    }
+    lp->text_offset = *offset;
+    *offset += lp->text ? strlen(lp->text) : 0;
+    return lp;
 }
 
 static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
@@ -303,20 +328,7 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
     if (ch->stop_hit) return;
     if (!grow((void **)&ch->tokens, &ch->cap_tokens, ch->n_tokens + 1, sizeof *ch->tokens))
         ch->tokens[ch->n_tokens++] = ev->token;
-    rlx_api_logprob *lp = NULL;
-    if (j->req.logprobs >= 0 && !grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) {
-        lp = &ch->lps[ch->n_lps++];
-        memset(lp, 0, sizeof *lp);
-        lp->text = token_text(j->model->tok, ev->token);
-        lp->logprob = ev->logprob;
-        lp->n_top = RLX_MIN(ev->n_top, j->req.logprobs);
-        for (int k = 0; k < lp->n_top; k++) {
-            lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k]);
-            lp->top_logprob[k] = ev->top_logprobs[k];
-        }
-        lp->text_offset = ch->lp_offset;
-        ch->lp_offset += lp->text ? strlen(lp->text) : 0;
-    }
+    rlx_api_logprob *lp = j->req.logprobs >= 0 ? add_logprob(j, ch, ev->token, ev, &ch->lp_offset) : NULL;
     const char *out;
     size_t n;
     int m = rlx_stop_push(&ch->stop, ev->text ? ev->text : "", ev->text_len, &out, &n);
@@ -332,6 +344,10 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
 {
     rlx_job *j = ch->job;
     if (ch->final) return;
+    if (ev->type == RLX_EV_PROMPT_TOKEN) { /* echo with logprobs: sent with the echoed prompt */
+        if (add_logprob(j, ch, ev->token, ev, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
+        return;
+    }
     if (ev->type == RLX_EV_TOKEN) {
         handle_token(j, ch, ev);
     } else {
@@ -405,6 +421,9 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         if (q) {
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
+            /* echo with logprobs: the prompt's tokens get logprobs too, the first none (as OpenAI) */
+            q->prompt_logprobs = j->req.echo && j->req.logprobs >= 0;
+            if (q->prompt_logprobs && add_logprob(j, ch, ids[0], NULL, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
             q->on_event = on_engine_event;
             q->user = ch;
             if ((rc = rlx_worker_submit(m->w, q, &err))) {
@@ -428,9 +447,11 @@ static void started(rlx_job *j)
     j->started = true;
     if (!j->req.stream) return;
     for (size_t i = 0; i < j->n_choices; i++) {
-        const rlx_choice *ch = &j->choices[i];
+        rlx_choice *ch = &j->choices[i];
         if (j->req.kind == RLX_API_CHAT) /* the opening chunk carries the role */
             out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
+        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS && j->req.logprobs >= 0)
+            ch->echo_pending = true; /* echo: the prompt goes first, once its logprobs are in */
         else if (ch->len && j->req.kind == RLX_API_COMPLETIONS) /* echo: the prompt comes first */
             out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, ch->text, ch->len, false, NULL, 0, RLX_FINISH_NONE));
     }
@@ -471,7 +492,7 @@ static void prepare_done(uv_work_t *w, int status)
             rlx_choice *ch = &j->choices[i];
             const char *pre = j->echo[i / (size_t)j->req.n];
             text_append(ch, pre, strlen(pre));
-            ch->lp_offset = ch->len;
+            ch->lp_offset = ch->echo_len = ch->len;
         }
     if (!rc) rc = submit_all(j, &t->e);
     if (rc) {

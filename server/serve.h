@@ -52,6 +52,10 @@ typedef struct rlx_choice {
     int32_t *tokens; size_t n_tokens, cap_tokens;
     rlx_api_logprob *lps; size_t n_lps, cap_lps;
     size_t lp_offset;              /* text_offset of the next logprob entry */
+    size_t echo_len;               /* echo: bytes of text that are the prompt */
+    size_t n_prompt_lps;           /* echo + logprobs: lps[0..n) are the prompt's tokens */
+    size_t prompt_lp_offset;       /* text_offset of the next prompt token's entry */
+    bool echo_pending;             /* stream: the echo chunk waits for the prompt's logprobs */
     rlx_finish_reason finish;
     rlx_usage usage;
     rlx_timings timings;

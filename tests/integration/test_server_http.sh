@@ -34,9 +34,20 @@ r=$(post /v1/completions '{"prompt":["Once","The dog"],"n":2,"max_tokens":3,"tem
 [ "$(echo "$r" | jget '.choices.map(c=>c.index).join()')" = "0,1,2,3" ] || fail "indexes: $r"
 r=$(post /v1/completions '{"prompt":"Once upon","max_tokens":3,"temperature":0,"echo":true,"logprobs":2}')
 case "$(echo "$r" | jget '.choices[0].text')" in "Once upon"*) ;; *) fail "echo: $r";; esac
-[ "$(echo "$r" | jget '.choices[0].logprobs.tokens.length')" = "$(echo "$r" | jget '.usage.completion_tokens')" ] ||
-    fail "logprobs tokens: $r"
-[ "$(echo "$r" | jget '.choices[0].logprobs.text_offset[0]')" = 9 ] || fail "text_offset after echo: $r"
+# echo with logprobs: the prompt's tokens come first (the first without logprob), as OpenAI
+np=$(echo "$r" | jget '.usage.prompt_tokens')
+[ "$(echo "$r" | jget '.choices[0].logprobs.tokens.length')" = $((np + $(echo "$r" | jget '.usage.completion_tokens'))) ] ||
+    fail "logprobs tokens (prompt + completion): $r"
+[ "$(echo "$r" | jget '.choices[0].logprobs.token_logprobs[0]')" = null ] || fail "first prompt token logprob: $r"
+[ "$(echo "$r" | jget '.choices[0].logprobs.top_logprobs[0]')" = null ] || fail "first prompt token top: $r"
+[ "$(echo "$r" | jget '.choices[0].logprobs.token_logprobs.slice(1).every(x => typeof x === "number" && x <= 0)')" = true ] ||
+    fail "prompt token logprobs: $r"
+[ "$(echo "$r" | jget ".choices[0].logprobs.tokens.slice(1, $np).join('')")" = " Once upon" ] || fail "prompt tokens: $r"
+[ "$(echo "$r" | jget ".choices[0].logprobs.text_offset[$np]")" = 9 ] || fail "text_offset after echo: $r"
+# the last prompt token's logprob is what the model gave it as a continuation
+r2=$(post /v1/completions '{"prompt":"Once","max_tokens":1,"temperature":0,"logprobs":1,"logit_bias":{"'"$(post /tokenize '{"content":" upon","add_special":false}' | jget '.tokens[0]')"'":0}}')
+[ "$(node -e 'const [a,b]=process.argv.slice(1).map(JSON.parse); const x=a.choices[0].logprobs.token_logprobs[2], y=b.choices[0].logprobs.token_logprobs[0]; console.log(b.choices[0].logprobs.tokens[0] !== " upon" || Math.abs(x - y) < 1e-3)' "$r" "$r2")" = true ] ||
+    fail "prompt logprob of ' upon' differs from its generation logprob: $r $r2"
 r=$(post /v1/completions '{"prompt":[1,400,500],"max_tokens":2}')
 [ "$(status)" = 200 ] || fail "token-array prompt: $r"
 ok completions

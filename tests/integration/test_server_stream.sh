@@ -66,6 +66,13 @@ ok completions stream equals non-stream
 curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true,"echo":true}' >"$TMP/echo.sse"
 echoed=$(sse_check "$TMP/echo.sse" completions) || fail "echo stream format"
 [ "$(echo "$echoed" | jget '.text')" = "Once upon a time$full" ] || fail "streamed echo: $echoed"
+curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"stream":true,"echo":true,"logprobs":1}' >"$TMP/echolp.sse"
+node -e '
+const ev = require("fs").readFileSync(process.argv[1], "utf8").split("\n\n").filter(e => e.startsWith("data: {")).map(e => JSON.parse(e.slice(6)));
+const first = ev[0].choices[0];
+if (first.text !== "Once upon a time" || !first.logprobs || first.logprobs.token_logprobs[0] !== null
+    || first.logprobs.tokens.length < 5) { console.error("echo chunk: " + JSON.stringify(ev[0])); process.exit(1); }
+' "$TMP/echolp.sse" || fail "streamed echo with logprobs: the first chunk carries the prompt and its logprobs"
 ok completions stream with echo
 
 # A stop string that spans a token boundary, chosen from the greedy output's own tokens (their
