@@ -427,8 +427,8 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
             q->on_event = on_engine_event;
             q->user = ch;
             if ((rc = rlx_worker_submit(m->w, q, &err))) {
-                if (rc == RLX_ETOOLONG) rlx_job_context_error(j, pi, n_ids, e);
-                else rlx_api_error_from_rlx(e, rc, err.msg);
+                rlx_api_error_from_rlx(e, rc, err.msg);
+                if (rc == RLX_ETOOLONG) rlx_job_context_param(j, pi, n_ids, e); /* context or KV pool */
             }
         }
         if (rc) {

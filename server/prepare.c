@@ -5,6 +5,7 @@
  * queue) is answered before the first byte of a response goes out. */
 #include "server/serve.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,13 @@ const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt)
     if (j->req.messages) return "messages";
     if (j->req.kind == RLX_API_GENERATE && j->req.prompts && !j->req.prompts[prompt].text) return "input_ids";
     return "prompt";
+}
+
+void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e)
+{
+    const char *p = (int64_t)n_prompt >= rlx_worker_n_ctx(j->model->w) ? rlx_job_prompt_param(j, prompt)
+                                                                      : j->req.max_tokens_param;
+    snprintf(e->param, sizeof e->param, "%s", p);
 }
 
 int rlx_job_context_error(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e)

@@ -149,6 +149,8 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e);
 const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt);
 /* A 400 context_length_exceeded naming the prompt (too long by itself) or max_tokens. */
 int rlx_job_context_error(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
+/* Names that parameter in e (for the engine's own RLX_ETOOLONG, e.g. the KV pool's limit). */
+void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
 /* Renders a chat request's messages with the model's template (malloc'ed). */
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e);
 
