@@ -78,6 +78,50 @@ TEST(norms_and_fused_chains)
     VK_CLOSE();
 }
 
+/* GELU rounds its input and output through f16 as ggml's table does (cpu_ops.c): the GPU must
+ * give the same f16 values, not a float GELU within 1e-3 (that moved quantized Gemma logits by
+ * ~1% and flipped greedy tokens). Inputs span [-12, 12] (the pass-through beyond +-10 too),
+ * both as a step of its own and fused after a matmul. Only a value whose exact GELU lies
+ * within the driver's exp/tanh error of an f16 rounding boundary may differ, by one f16 step
+ * (measured: 2 of 5120 on lavapipe; 3261 before the f16 roundings). */
+TEST(gelu_matches_cpu_f16_rounding)
+{
+    VK_OPEN_OR_SKIP();
+    for (int fused = 0; fused < 2; fused++) {
+        vt_case c;
+        vt_init(&c, 5);
+        int E = vt_weight(&c, RLX_F32, 256, 40, 12.0f), W = vt_weight(&c, RLX_F32, 256, 256, 0.2f);
+        int x = rlx_g_get_rows(&c.g, E, 0.0f);
+        if (fused) x = rlx_g_matmul(&c.g, x, W);
+        x = rlx_g_unary(&c.g, RLX_OP_GELU, x, 0.0f);
+        c.g.output = rlx_g_node(&c.g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, 256, x, -1, -1);
+        vt_batch_linear(&c, 20, 40);
+        size_t n = (size_t)c.n_tokens * 256;
+        float *a = calloc(n, 4), *b = calloc(n, 4);
+        rlx_error err = {0};
+        ASSERT_EQ(rlx_backend_cpu_create(&c.cpu, 2, &err), 0);
+        ASSERT_MSG(vt_run_one(&c, c.cpu, b, &err) == 0, "%s", err.msg);
+        ASSERT_MSG(vt_run_one(&c, vk, a, &err) == 0, "%s", err.msg);
+        size_t differ = 0;
+        double worst_steps = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (a[i] == b[i]) continue;
+            /* beyond +-10 GELU passes the matmul's float result through */
+            if (fabs(b[i]) >= 10.0 && fabs(a[i] - b[i]) <= 1e-5 * fabs(b[i])) continue;
+            differ++;
+            /* one f16 step at b's magnitude */
+            double step = ldexp(1.0, (fabs(b[i]) < 6.1e-5 ? -14 : ilogb(b[i])) - 10);
+            worst_steps = fmax(worst_steps, fabs((double)a[i] - b[i]) / step);
+        }
+        free(a);
+        free(b);
+        ASSERT_MSG(differ * 100 <= n, "fused=%d: %zu of %zu GELU values differ from the CPU's", fused, differ, n);
+        ASSERT_MSG(worst_steps <= 1.0, "fused=%d: a GELU value is %.2f f16 steps from the CPU's", fused, worst_steps);
+        vt_free(&c);
+    }
+    VK_CLOSE();
+}
+
 /* a chain with more distinct operands than the shader's four operand bindings */
 TEST(long_chain_splits)
 {
@@ -258,6 +302,7 @@ TEST(devices_command_lists_vulkan)
 }
 
 TEST_MAIN(TEST_ENTRY(get_rows_every_type), TEST_ENTRY(matmul_every_type_and_batch), TEST_ENTRY(norms_and_fused_chains),
+          TEST_ENTRY(gelu_matches_cpu_f16_rounding),
           TEST_ENTRY(long_chain_splits), TEST_ENTRY(head_norm_and_rope), TEST_ENTRY(attention_paged),
           TEST_ENTRY(kv_block_io), TEST_ENTRY(split_bindings), TEST_ENTRY(bad_input_is_rejected),
           TEST_ENTRY(env_selects_backend), TEST_ENTRY(devices_command_lists_vulkan))

@@ -32,7 +32,7 @@ float score(int seq, int j, uint hk, uint hd, uint kvc, bool f16)
     precise float d = 0.0; /* no fused multiply-add: the CPU's loop has none */
     for (uint i = 0u; i < hd; i++) d += qs[i] * kv_at(false, slot, hk * hd + i, f16, kvc);
     float cap = PF(6);
-    if (cap > 0.0) d = cap * tanh_safe(d / cap);
+    if (cap > 0.0) d = cap * tanh_safe(d * (1.0 / cap)); /* the CPU scales by the reciprocal */
     return d * PF(5);
 }
 
