@@ -10,7 +10,8 @@
 #include "backends/graph.h"
 
 /* Geometry of the paged KV pool: n_blocks blocks of block_size token slots, per layer a K and
- * a V array of [n_blocks * block_size][kv_cols] elements of `type` (F32, F16). */
+ * a V array of [n_blocks * block_size] rows of kv_cols values of `type`: F32, F16, or Q8_0
+ * (a row is kv_cols / 32 consecutive rlx_block_q8_0, quantized as quant.c's Q8_0 quantizer). */
 typedef struct rlx_kv_geometry {
     int32_t n_layers;
     int64_t kv_cols;
@@ -57,6 +58,9 @@ typedef struct rlx_backend_ops {
     /* Host access to a block's K and V of one layer, for snapshots (optional). */
     int (*kv_read_block)(rlx_backend *be, int32_t layer, int32_t block, void *k, void *v, rlx_error *err);
     int (*kv_write_block)(rlx_backend *be, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err);
+    /* Device memory still free after prepare(), in bytes, for sizing the KV pool (optional:
+     * NULL where the pool lives in host memory, as on the CPU backend). */
+    int (*mem_available)(rlx_backend *be, uint64_t *bytes, rlx_error *err);
     void (*destroy)(rlx_backend *be);
 } rlx_backend_ops;
 

@@ -4,7 +4,8 @@
  * bindings 5..8) and weight byte access (weights are bound as uint words because the block
  * formats are not 4-byte aligned).
  *
- * Parameter words: 0..39 kernel-specific; 40..47 batch layout; 48..80 chain. */
+ * Parameter words: 0..39 kernel-specific (33..35: the KV pool, kv.glsl); 40..46 batch
+ * layout; 48..80 chain. */
 #extension GL_GOOGLE_include_directive : enable
 
 layout(std430, set = 0, binding = 0) readonly buffer Params { uint P[]; };
@@ -22,7 +23,6 @@ layout(std430, set = 0, binding = 8) readonly buffer Op3 { float O3[]; };
 #define SEQ_OFF P[44]
 #define OIDX_OFF P[45]
 #define SBASE_OFF P[46]
-#define SNB_OFF P[47]
 #define CH 48
 
 /* flat invocation index over a 2-D grid of 1-D workgroups (grids wider than 65535 groups) */
@@ -105,6 +105,15 @@ float apply_chain(float y, uint row, uint col)
         else y = p * tanh_safe(y * (1.0 / p)); /* the CPU scales by the reciprocal */
     }
     return y;
+}
+
+/* round half away from zero exactly as the CPU's quantizers (quant.c): truncate, then step
+ * away from zero when the dropped fraction is at least one half (floor(|v| + 0.5) rounds the
+ * sum first and gets 0.5 - 2^-25 wrong) */
+float round_away(float v)
+{
+    precise float t = trunc(v), f = v - t;
+    return abs(f) >= 0.5 ? t + sign(v) : t;
 }
 
 /* KV slot of position `pos` of sequence `seq` through its block table */
