@@ -83,4 +83,26 @@ static int golden_run_dir(const char *sub, int kv_type, const golden_dir_opts *o
     return failures;
 }
 
+/* The golden directory `sub` with KV type kv_type on the GPU backend `name` (reached through
+ * RLXD_BACKEND as `rlxd generate/serve` do): 77-style skip reason in *why when there is no such
+ * device or no reference data, else the number of failing models. */
+__attribute__((unused)) static int golden_run_backend(const char *name, const char *sub, int kv_type, int64_t big_vocab, char *why, size_t why_n)
+{
+    rlx_backend *be = NULL;
+    rlx_error err = {0};
+    rlx_backend_config cfg = {.name = name};
+    if (rlx_backend_create(&be, &cfg, &err)) {
+        snprintf(why, why_n, "no %s device: %s", name, err.msg);
+        return 0;
+    }
+    rlx_backend_destroy(be);
+    setenv("RLXD_BACKEND", name, 1);
+    int models = 0;
+    golden_dir_opts o = {big_vocab, getenv("RLX_PARITY_MODELS")};
+    int failures = golden_run_dir(sub, kv_type, &o, &models);
+    unsetenv("RLXD_BACKEND");
+    if (models == 0 && failures == 0) snprintf(why, why_n, "../shared/%s or its models are absent", sub);
+    return failures;
+}
+
 #endif

@@ -15,26 +15,11 @@
 #define BIG_VOCAB 0
 #endif
 
-static bool have_vulkan(char *why, size_t n)
-{
-    rlx_backend *be = NULL;
-    rlx_error err = {0};
-    rlx_backend_config cfg = {.name = "vulkan"};
-    if (rlx_backend_create(&be, &cfg, &err)) { snprintf(why, n, "%s", err.msg); return false; }
-    rlx_backend_destroy(be);
-    return true;
-}
-
 static void golden_vulkan(const char *dir, int kv_type)
 {
-    char why[512];
-    if (!have_vulkan(why, sizeof why)) SKIP("no Vulkan device: %s", why);
-    setenv("RLXD_BACKEND", "vulkan", 1);
-    int models = 0;
-    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS")};
-    int failures = golden_run_dir(dir, kv_type, &o, &models);
-    unsetenv("RLXD_BACKEND");
-    if (models == 0 && failures == 0) SKIP("../shared/%s or its models are absent", dir);
+    char why[600] = "";
+    int failures = golden_run_backend("vulkan", dir, kv_type, BIG_VOCAB, why, sizeof why);
+    if (why[0]) SKIP("%s", why);
     ASSERT_EQ(failures, 0);
 }
 
@@ -43,7 +28,7 @@ TEST(golden_f32_kv_vulkan) { golden_vulkan("golden/f32kv", RLX_F32); }
 #else
 TEST(golden_f16_kv_vulkan)
 {
-    (void)golden_run_dir; /* header-only helpers this configuration does not call */
+    (void)golden_run_backend; /* header-only helpers this configuration does not call */
     SKIP("this build has no Vulkan backend (configure with -DRLX_VULKAN=ON)");
 }
 TEST(golden_f32_kv_vulkan) { SKIP("this build has no Vulkan backend (configure with -DRLX_VULKAN=ON)"); }

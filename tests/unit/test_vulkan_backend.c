@@ -22,7 +22,6 @@ static rlx_vk_stats stats(rlx_backend *vk)
  * recording (the CPU's) and the same batch twice gives the same bytes. */
 TEST(commands_recorded_once_per_shape)
 {
-    (void)vt_weight_pos; /* a helper of test_vulkan_util.h this file does not need */
     VK_OPEN_OR_SKIP();
     vt_case c;
     vt_init(&c, 2);
