@@ -5,7 +5,8 @@
  * so the two differ only in float summation order: 1e-4 of the largest |value| for plain
  * steps, 2e-3 for quantized matmuls (where a summation-order difference can flip the
  * rounding of one 8-bit activation). Skips (77) without a Vulkan device. */
-#include "tests/unit/test_vulkan_util.h"
+#define VT_Q8_TOL 1e-5
+#include "tests/unit/test_gpu_common.h"
 
 static const int all_types[] = {RLX_F32, RLX_F16, RLX_BF16, RLX_Q8_0, RLX_Q4_0, RLX_Q4_K, RLX_Q5_K, RLX_Q6_K};
 
@@ -102,25 +103,6 @@ TEST(norms_and_fused_chains)
     VK_CLOSE();
 }
 
-/* GELU rounds its input and output through f16 as ggml's table does (cpu_ops.c): the GPU must
- * give the same f16 values, not a float GELU within 1e-3 (that moved quantized Gemma logits by
- * ~1% and flipped greedy tokens). Inputs span [-12, 12] (the pass-through beyond +-10 too),
- * both as a step of its own and fused after a matmul. Only a value whose exact GELU lies
- * within the driver's exp/tanh error of an f16 rounding boundary may differ, by one f16 step
- * (measured: 2 of 5120 on lavapipe; 3261 before the f16 roundings). */
-TEST(gelu_matches_cpu_f16_rounding)
-{
-    VK_OPEN_OR_SKIP();
-    for (int fused = 0; fused < 2; fused++) {
-        size_t differ = 0, n = 0;
-        double worst_steps = 0;
-        ASSERT(vt_gelu_against_cpu(vk, fused, &differ, &n, &worst_steps) == 0);
-        ASSERT_MSG(differ * 100 <= n, "fused=%d: %zu of %zu GELU values differ from the CPU's", fused, differ, n);
-        ASSERT_MSG(worst_steps <= 1.0, "fused=%d: a GELU value is %.2f f16 steps from the CPU's", fused, worst_steps);
-    }
-    VK_CLOSE();
-}
-
 /* a chain with more distinct operands than the shader's four operand bindings */
 TEST(long_chain_splits)
 {
@@ -185,27 +167,6 @@ TEST(attention_paged)
         ASSERT_MSG(d <= 1e-4, "variant %d: attention differs by %g", variant, d);
         vt_free(&c);
     }
-    VK_CLOSE();
-}
-
-/* Q8_0 KV pool against the scalar reference of its layout (test_vulkan_util.h): the pool's
- * bytes exactly, attention within 1e-5 (measured 2e-7); rows of 1 to 4 blocks (34 bytes:
- * neighbouring rows share words), GQA, window and softcap. */
-TEST(attention_q8_0_kv_against_reference)
-{
-    VK_OPEN_OR_SKIP();
-    for (int ci = 0; ci < VT_Q8_CASES; ci++) {
-        double worst = 1e9;
-        bool same = false;
-        ASSERT_MSG(vt_q8_kv_case(vk, ci, &worst, &same) == 0, "case %d did not run", ci);
-        ASSERT_MSG(same, "case %d: the Q8_0 pool differs from the reference's bytes", ci);
-        ASSERT_MSG(worst <= 1e-5, "case %d: attention over a Q8_0 pool differs by %g", ci, worst);
-    }
-    /* rows that are not whole Q8_0 blocks are refused with a clear error */
-    rlx_kv_geometry bad = {1, 48, 4, 4, RLX_Q8_0};
-    rlx_error err = {0};
-    ASSERT_EQ(vk->ops->kv_init(vk, &bad, &err), RLX_EUNSUPPORTED);
-    ASSERT_MSG(strstr(err.msg, "32") && strstr(err.msg, "48"), "%s", err.msg);
     VK_CLOSE();
 }
 
