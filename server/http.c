@@ -339,6 +339,17 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ct
     if (t == MHD_CONNECTION_NOTIFY_CLOSED) rlx_srv_maybe_exit(s);
 }
 
+/* MHD's unescaping, except that a URI or argument holding %00 stays as sent: decoded, the NUL
+ * would cut the text (GET /v1/sessions/a%00b acting on session "a"); left escaped, the '%' makes
+ * the id invalid and the route answers 400. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *uri)
+{
+    (void)cls;
+    (void)c;
+    if (strstr(uri, "%00")) return strlen(uri);
+    return MHD_http_unescape(uri);
+}
+
 int rlx_http_start(rlx_srv *s, rlx_error *err)
 {
     struct sockaddr_storage addr;
@@ -362,6 +373,7 @@ int rlx_http_start(rlx_srv *s, rlx_error *err)
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg->max_connections + 64),
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                               MHD_OPTION_END);
     if (!s->mhd)
         return rlx_errorf(err, RLX_EIO, "cannot listen on %s:%d (address in use or not allowed?)", s->cfg->host,
