@@ -33,26 +33,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# Only the shipped programs are built (not the test executables).
-RUN set -eux; \
-    extra=""; \
-    if [ "$BACKEND" = cuda ]; then extra="-DRLX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS}"; fi; \
-    rm -rf build; \
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $extra; \
-    targets="rlxd rlxd-synth"; \
-    if [ -f tools/loadgen.c ]; then targets="$targets rlxd-loadgen"; fi; \
-    cmake --build build -j"$(nproc)" --target $targets; \
-    mkdir -p /out/usr/local/bin /out/usr/local/share/rlxd; \
-    for t in $targets; do install -m 0755 build/$t /out/usr/local/bin/$t; done
-# The runtime packages are derived from what the binaries actually link, so the list stays
-# right on either base (Debian 12 and Ubuntu 24.04 name some of them differently).
-RUN set -eux; \
-    for f in /out/usr/local/bin/*; do ldd "$f"; done \
-      | awk '/=> \// {print $3}' | sort -u \
-      | while read -r lib; do dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null || true; done \
-      | cut -d: -f1 | sort -u \
-      | grep -v -E '^(libc6|libgcc-s1|libstdc\+\+6)$' > /out/usr/local/share/rlxd/runtime-packages.txt; \
-    cat /out/usr/local/share/rlxd/runtime-packages.txt
+# The build steps live in deploy/build-image.sh (tests run the same script without Docker):
+# the shipped programs into /out/usr/local/bin, and the runtime packages they need in
+# /out/usr/local/share/rlxd/runtime-packages.txt.
+RUN BACKEND="$BACKEND" CUDA_ARCHS="$CUDA_ARCHS" bash deploy/build-image.sh /out build
 
 # ---- runtime stages --------------------------------------------------------------------------
 FROM debian:12-slim AS runtime-cpu

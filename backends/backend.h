@@ -85,6 +85,9 @@ typedef struct rlx_backend_ops {
     /* Host access to a block's K and V of one layer, for snapshots (optional). */
     int (*kv_read_block)(rlx_backend *be, int32_t layer, int32_t block, void *k, void *v, rlx_error *err);
     int (*kv_write_block)(rlx_backend *be, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err);
+    /* Device memory still free after prepare(), in bytes, for sizing the KV pool (optional:
+     * NULL where the pool lives in host memory, as on the CPU backend). */
+    int (*mem_available)(rlx_backend *be, uint64_t *bytes, rlx_error *err);
     void (*destroy)(rlx_backend *be);
 } rlx_backend_ops;
 

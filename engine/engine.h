@@ -28,7 +28,9 @@ typedef enum rlx_finish_reason {
     RLX_FINISH_CANCELLED, /* rlx_worker_cancel */
 } rlx_finish_reason;
 
-typedef enum rlx_event_type { RLX_EV_TOKEN, RLX_EV_DONE, RLX_EV_ERROR } rlx_event_type;
+/* RLX_EV_PROMPT_TOKEN comes only to requests that set prompt_logprobs, before their first
+ * RLX_EV_TOKEN: it is not a final event. */
+typedef enum rlx_event_type { RLX_EV_TOKEN, RLX_EV_DONE, RLX_EV_ERROR, RLX_EV_PROMPT_TOKEN } rlx_event_type;
 
 #define RLX_MAX_TOP_LOGPROBS 20
 
@@ -50,7 +52,9 @@ typedef struct rlx_event {
     rlx_event_type type;
     uint64_t request_id;
     /* RLX_EV_TOKEN: one generated token and the text it completes. `text` may be empty (held
-     * back for UTF-8 completion or a possible stop string) and may hold text of earlier tokens. */
+     * back for UTF-8 completion or a possible stop string) and may hold text of earlier tokens.
+     * RLX_EV_PROMPT_TOKEN: prompt token `token` (at prompt position 1, 2, ... in order) with its
+     * logprob given the tokens before it, and top alternatives when top_logprobs > 0; no text. */
     int32_t token;
     const char *text;
     size_t text_len;
@@ -83,6 +87,10 @@ typedef struct rlx_request {
     char **stop;               /* owned: n_stop malloc'ed strings */
     size_t n_stop;
     int32_t top_logprobs;      /* -1: no logprobs; 0..RLX_MAX_TOP_LOGPROBS otherwise */
+    /* Also deliver an RLX_EV_PROMPT_TOKEN per prompt token after the first (OpenAI's echo with
+     * logprobs). The prompt is then computed in full (no prefix-cache reuse), at most
+     * max_outputs of its tokens per step. */
+    bool prompt_logprobs;
     char *session_id;          /* owned, NULL if none */
     /* With a session: false (default) appends the prompt to the session's history (native
      * API, one turn per request); true treats the prompt as the whole conversation (OpenAI

@@ -41,6 +41,10 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
             int64_t floor_blocks = (r->n_ctx + bs - 1) / bs; /* one full context at least */
             if (nb > cap) nb = RLX_MAX(cap, RLX_MIN(floor_blocks, nb));
         }
+        /* a GPU backend keeps the pool in device memory: at most 3/4 of what it has left */
+        uint64_t dev = 0;
+        if (r->backend->ops->mem_available && !r->backend->ops->mem_available(r->backend, &dev, NULL) && dev > 0)
+            nb = RLX_MIN(nb, RLX_MAX(1, (int64_t)(dev / 4 * 3 / block_bytes)));
     }
     if (nb > INT32_MAX / bs) nb = INT32_MAX / bs;
     if (nb < 1) {

@@ -185,6 +185,7 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     memcpy(s->tokens, ids, n * sizeof *ids);
     if (ids != r->prompt_ids) free(ids);
     s->n_tokens = s->n_prompt = (int32_t)n;
+    s->plp_next = 1;
     for (size_t i = 0; i < n; i++) rlx_sampler_accept(s->sampler, s->tokens[i]);
     s->out_row = -1;
     return 0;
@@ -361,10 +362,17 @@ static void intake(rlx_worker *w)
 
 typedef struct plan_entry { seq *s; int32_t k; } plan_entry;
 
-/* Adds up to `budget` pending tokens of s to the batch. */
+/* Adds up to `budget` pending tokens of s to the batch. Logits rows are limited to the
+ * runner's max_outputs: a sequence still owing prompt logprobs takes one per token, the others
+ * one for their last token (or stop short of it when none is left). */
 static int32_t add_tokens(rlx_worker *w, seq *s, int32_t budget, int32_t *n_tok, int32_t *n_seq, int32_t *n_out)
 {
     int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
+    int32_t rows = w->runner->max_outputs - *n_out;
+    bool plp = s->req->prompt_logprobs && s->plp_next < s->n_prompt;
+    s->plp_n = 0;
+    if (plp) k = RLX_MIN(k, rows);
+    else if (rows <= 0 && s->n_computed + k == s->n_tokens) k--;
     if (k <= 0) return 0;
     int32_t si = (*n_seq)++;
     w->b_seqptr[si] = s;
@@ -379,13 +387,39 @@ static int32_t add_tokens(rlx_worker *w, seq *s, int32_t budget, int32_t *n_tok,
          * prompt is a single-token step there too */
         w->b_dec[t] = s->n_computed + i >= s->n_prompt || s->n_prompt == 1;
     }
-    if (s->n_computed + k == s->n_tokens) {
+    if (plp) {
+        for (int32_t i = 0; i < k; i++) w->b_out[*n_tok - k + i] = 1;
+        s->plp_pos = s->n_computed;
+        s->plp_row = *n_out;
+        s->plp_n = k;
+        *n_out += k;
+        s->out_row = s->n_computed + k == s->n_tokens ? *n_out - 1 : -1;
+    } else if (s->n_computed + k == s->n_tokens) {
         w->b_out[*n_tok - 1] = 1;
         s->out_row = (*n_out)++;
     } else {
         s->out_row = -1;
     }
     return k;
+}
+
+/* The logprob of each prompt token whose row this step computed (row i predicts position
+ * plp_pos + i + 1); rows recomputed after a preemption are not sent twice. */
+static void emit_prompt_logprobs(rlx_worker *w, seq *s, const float *logits)
+{
+    rlx_request *r = s->req;
+    int32_t V = w->runner->n_vocab;
+    for (int32_t i = 0; i < s->plp_n; i++) {
+        int32_t next = s->plp_pos + i + 1;
+        if (next != s->plp_next || next >= s->n_prompt) continue;
+        rlx_event ev = {.type = RLX_EV_PROMPT_TOKEN, .token = s->tokens[next], .text = ""};
+        ev.n_top = RLX_MAX(r->top_logprobs, 0);
+        ev.logprob = rlx_logprobs(logits + (size_t)(s->plp_row + i) * V, V, ev.token, ev.n_top, ev.top_ids,
+                                  ev.top_logprobs);
+        rlx__emit(r, &ev);
+        s->plp_next++;
+    }
+    s->plp_n = 0;
 }
 
 static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
@@ -450,7 +484,7 @@ int rlx__sched_step(rlx_worker *w)
         seq *s = w->waiting[wi];
         if (!ensure_block_table(s, s->n_tokens + 1, rn->kv.block_size)) break;
         int32_t before = s->n_computed;
-        prefix_lookup(w, s);
+        if (!s->req->prompt_logprobs) prefix_lookup(w, s); /* cached blocks have no logits */
         int32_t hit = s->n_computed - before;
         if (prefix_in_flight(w, s)) {
             release_blocks(w, s);
@@ -507,6 +541,7 @@ int rlx__sched_step(rlx_worker *w)
     for (int32_t i = 0; i < n_seq; i++) {
         seq *s = w->b_seqptr[i];
         register_blocks(w, s);
+        if (s->plp_n) emit_prompt_logprobs(w, s, rn->logits);
         if (s->out_row >= 0) {
             emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
         }

@@ -55,6 +55,9 @@ typedef struct seq {
     bool started;               /* has been admitted at least once */
     double t_submit, t_admit, t_first, t_last;
     int32_t out_row;            /* row of this step's logits, -1 if none */
+    /* prompt logprobs (req->prompt_logprobs): the next prompt position whose logprob is due,
+     * and this step's rows for positions plp_pos.. (plp_n of them, from row plp_row) */
+    int32_t plp_next, plp_pos, plp_row, plp_n;
     char *text;                 /* detok output buffer */
     size_t text_cap;
     rlx_stop_matcher stop;      /* the request's stop strings over the detokenized text */

@@ -87,6 +87,10 @@ static cJSON *parse_object(const char *body, size_t len, rlx_api_error *e)
         rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
         return NULL;
     }
+    if (rlx_api_check_utf8(root, e)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
     return root;
 }
 
@@ -156,8 +160,9 @@ int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int3
     cJSON_ArrayForEach(it, t) {
         double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
         if (v < 0 || v != floor(v) || (n_vocab > 0 && v >= n_vocab)) {
-            rc = rlx_api_errorf(e, 400, INVALID, "tokens", "'tokens' must hold token ids between 0 and %d.",
-                                n_vocab - 1);
+            rc = n_vocab > 0 ? rlx_api_errorf(e, 400, INVALID, "tokens",
+                                              "'tokens' must hold token ids between 0 and %d.", n_vocab - 1)
+                             : rlx_api_errorf(e, 400, INVALID, "tokens", "'tokens' must hold non-negative integer token ids.");
             free(*ids);
             *ids = NULL;
             goto out;

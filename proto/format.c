@@ -35,31 +35,45 @@ void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, ui
              (unsigned long long)now, (unsigned long long)seq);
 }
 
-char *rlx_api_error_json(const rlx_api_error *e)
+/* Every string written goes through here (or safe_string): made valid UTF-8 and
+ * NUL-terminated for cJSON. */
+static cJSON *string_n(const char *s, size_t n)
 {
-    cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
-    if (!o) { cJSON_Delete(root); return NULL; }
-    cJSON_AddStringToObject(o, "message", e->message);
+    char *tmp = rlx_api_utf8_sanitize(s, n, NULL);
+    if (!tmp) return NULL;
+    cJSON *v = cJSON_CreateString(tmp);
+    free(tmp);
+    return v;
+}
+
+static cJSON *safe_string(const char *s)
+{
+    return string_n(s ? s : "", s ? strlen(s) : 0);
+}
+
+/* {"message","type","param","code"} */
+static cJSON *error_object(const rlx_api_error *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON *msg = safe_string(e->message); /* messages may quote what the client sent */
+    if (msg) cJSON_AddItemToObject(o, "message", msg);
     cJSON_AddStringToObject(o, "type", e->type ? e->type : "server_error");
     if (e->param[0]) cJSON_AddStringToObject(o, "param", e->param);
     else cJSON_AddNullToObject(o, "param");
     if (e->code) cJSON_AddStringToObject(o, "code", e->code);
     else cJSON_AddNullToObject(o, "code");
+    return o;
+}
+
+char *rlx_api_error_json(const rlx_api_error *e)
+{
+    cJSON *root = cJSON_CreateObject(), *o = error_object(e);
+    if (!root || !o) { cJSON_Delete(root); cJSON_Delete(o); return NULL; }
+    cJSON_AddItemToObject(root, "error", o);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;
-}
-
-/* cJSON strings must be NUL-terminated; token text may hold NULs only in theory. */
-static cJSON *string_n(const char *s, size_t n)
-{
-    char *tmp = malloc(n + 1);
-    if (!tmp) return NULL;
-    memcpy(tmp, s, n);
-    tmp[n] = 0;
-    cJSON *v = cJSON_CreateString(tmp);
-    free(tmp);
-    return v;
 }
 
 static void add_string_n(cJSON *o, const char *name, const char *s, size_t n)
@@ -86,14 +100,22 @@ static cJSON *logprobs_completions(const rlx_api_logprob *lps, size_t n)
     cJSON *off = cJSON_AddArrayToObject(o, "text_offset");
     if (!off) { cJSON_Delete(o); return NULL; }
     for (size_t i = 0; i < n; i++) {
-        cJSON_AddItemToArray(tokens, cJSON_CreateString(lps[i].text ? lps[i].text : ""));
+        cJSON_AddItemToArray(tokens, safe_string(lps[i].text));
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)lps[i].text_offset));
+        if (lps[i].none) {
+            cJSON_AddItemToArray(lp, cJSON_CreateNull());
+            cJSON_AddItemToArray(top, cJSON_CreateNull());
+            continue;
+        }
         cJSON_AddItemToArray(lp, cJSON_CreateNumber(lps[i].logprob));
         cJSON *t = cJSON_CreateObject();
-        for (int k = 0; t && k < lps[i].n_top; k++)
-            if (!cJSON_GetObjectItemCaseSensitive(t, lps[i].top_text[k] ? lps[i].top_text[k] : ""))
-                cJSON_AddNumberToObject(t, lps[i].top_text[k] ? lps[i].top_text[k] : "", lps[i].top_logprob[k]);
+        for (int k = 0; t && k < lps[i].n_top; k++) {
+            const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
+            char *key = rlx_api_utf8_sanitize(tt, strlen(tt), NULL);
+            if (key && !cJSON_GetObjectItemCaseSensitive(t, key)) cJSON_AddNumberToObject(t, key, lps[i].top_logprob[k]);
+            free(key);
+        }
         cJSON_AddItemToArray(top, t);
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)lps[i].text_offset));
     }
     return o;
 }
@@ -108,14 +130,14 @@ static cJSON *logprobs_chat(const rlx_api_logprob *lps, size_t n)
     for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
         const char *txt = lps[i].text ? lps[i].text : "";
-        cJSON_AddStringToObject(e, "token", txt);
+        cJSON_AddItemToObject(e, "token", safe_string(txt)); /* "bytes" keeps the raw bytes */
         cJSON_AddNumberToObject(e, "logprob", lps[i].logprob);
         cJSON_AddItemToObject(e, "bytes", bytes_array(txt));
         cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
         for (int k = 0; top && k < lps[i].n_top; k++) {
             const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
             cJSON *t = cJSON_CreateObject();
-            cJSON_AddStringToObject(t, "token", tt);
+            cJSON_AddItemToObject(t, "token", safe_string(tt));
             cJSON_AddNumberToObject(t, "logprob", lps[i].top_logprob[k]);
             cJSON_AddItemToObject(t, "bytes", bytes_array(tt));
             cJSON_AddItemToArray(top, t);
@@ -172,6 +194,7 @@ static cJSON *header(const rlx_api_meta *m, const char *object)
     cJSON_AddStringToObject(o, "object", object);
     cJSON_AddNumberToObject(o, "created", (double)m->created);
     cJSON_AddStringToObject(o, "model", m->model ? m->model : "");
+    if (m->fingerprint) cJSON_AddStringToObject(o, "system_fingerprint", m->fingerprint);
     return o;
 }
 
@@ -254,6 +277,7 @@ char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size
     add_logprobs(ch, m->kind, lps, n_lps);
     add_finish(ch, finish);
     cJSON_AddItemToArray(arr, ch);
+    if (m->include_usage) cJSON_AddNullToObject(o, "usage"); /* as OpenAI: usage comes in the last chunk */
     return print_free(o, "data: ", "\n\n");
 }
 
@@ -281,5 +305,58 @@ char *rlx_api_ndjson_token(int32_t token, const char *text, size_t len)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "token", token);
     add_string_n(o, "text", text, len);
+    return print_free(o, "", "\n");
+}
+
+/* ---- JSON lines ------------------------------------------------------------------------ */
+
+static cJSON *line_start(const char *id)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *v = cJSON_CreateRaw(id ? id : "null");
+    if (!o || !v || !cJSON_AddItemToObject(o, "id", v)) {
+        cJSON_Delete(o);
+        cJSON_Delete(v);
+        return NULL;
+    }
+    return o;
+}
+
+char *rlx_api_line_token(const char *id, int32_t token, const char *text, size_t len)
+{
+    cJSON *o = line_start(id);
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "token", token);
+    add_string_n(o, "text", text, len);
+    return print_free(o, "", "\n");
+}
+
+char *rlx_api_line_result(const char *id, const rlx_api_choice *c, const rlx_usage *usage,
+                          double elapsed_ms)
+{
+    cJSON *o = line_start(id);
+    if (!o) return NULL;
+    cJSON_AddTrueToObject(o, "ok");
+    add_string_n(o, "text", c->text, c->text_len);
+    cJSON *ids = cJSON_AddArrayToObject(o, "token_ids");
+    for (size_t i = 0; ids && i < c->n_tokens; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->tokens[i]));
+    add_finish(o, c->finish);
+    if (c->logprobs) add_logprobs(o, RLX_API_CHAT, c->logprobs, c->n_logprobs);
+    cJSON_AddItemToObject(o, "usage", usage_json(usage));
+    cJSON_AddNumberToObject(o, "elapsed_ms", elapsed_ms);
+    return print_free(o, "", "\n");
+}
+
+char *rlx_api_line_error(const char *id, const rlx_api_error *e, double elapsed_ms)
+{
+    cJSON *o = line_start(id), *eo = error_object(e);
+    if (!o || !eo) {
+        cJSON_Delete(o);
+        cJSON_Delete(eo);
+        return NULL;
+    }
+    cJSON_AddFalseToObject(o, "ok");
+    cJSON_AddItemToObject(o, "error", eo);
+    cJSON_AddNumberToObject(o, "elapsed_ms", elapsed_ms);
     return print_free(o, "", "\n");
 }

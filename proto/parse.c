@@ -293,6 +293,8 @@ static int add_prompt(rlx_api_request *r, const cJSON *v, const char *name, int3
     if (r->n_prompts >= MAX_PROMPTS)
         return rlx_api_errorf(e, 400, INVALID, name, "'%s' may hold at most %d prompts.", name, MAX_PROMPTS);
     rlx_api_prompt *p = &r->prompts[r->n_prompts];
+    if (!strcmp(name, "input_ids") && !cJSON_IsArray(v))
+        return rlx_api_errorf(e, 400, INVALID, name, "'input_ids' must be an array of token ids (integers).");
     if (cJSON_IsString(v)) {
         if (!(p->text = strdup(v->valuestring))) return oom(e);
     } else if (cJSON_IsArray(v)) {
@@ -396,7 +398,7 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
 /* Whether a JSON text holds the escape \u0000. cJSON decodes it into a NUL byte, where every C
  * string after it is cut: a session_id "a\u0000b" would silently name session "a". (Valid JSON
  * has backslashes only inside strings, each starting one escape.) */
-static bool has_escaped_nul(const char *b, size_t n)
+bool rlx_api_has_escaped_nul(const char *b, size_t n)
 {
     for (size_t i = 0; i + 1 < n; i++) {
         if (b[i] != '\\') continue;
@@ -409,6 +411,23 @@ static bool has_escaped_nul(const char *b, size_t n)
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e)
 {
+    if (rlx_api_has_escaped_nul(body, len)) {
+        memset(r, 0, sizeof *r);
+        return rlx_api_errorf(e, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
+    }
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        memset(r, 0, sizeof *r);
+        return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
+    }
+    int rc = rlx_api_parse_json(r, kind, root, n_vocab, e);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32_t n_vocab,
+                       rlx_api_error *e)
+{
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->n = 1;
@@ -417,15 +436,12 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     if (!(r->base = rlx_request_new())) return oom(e);
     /* OpenAI's completions default is 16 tokens; chat and native run to EOS or context end */
     if (kind == RLX_API_COMPLETIONS) r->base->max_tokens = 16;
-    if (has_escaped_nul(body, len))
-        return rlx_api_errorf(e, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
     int rc = 0;
     if (!cJSON_IsObject(root)) {
         rc = rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
         goto out;
     }
+    if ((rc = rlx_api_check_utf8(root, e))) goto out;
     if ((rc = parse_common(root, r, n_vocab, e))) goto out;
     if (kind == RLX_API_COMPLETIONS && (rc = get_bool(root, "echo", &r->echo, e))) goto out;
     if (kind == RLX_API_CHAT) rc = parse_messages(root, r, e);
@@ -443,7 +459,6 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
         rc = rlx_api_errorf(e, 400, INVALID, "n", "'n' times the number of prompts may be at most %d.",
                             MAX_PROMPTS);
 out:
-    cJSON_Delete(root);
     return rc;
 }
 

@@ -39,7 +39,7 @@ typedef enum rlx_api_kind {
 
 typedef struct rlx_api_prompt {
     char *text;            /* owned, or NULL when ids are given */
-    int32_t *ids;          /* owned */
+    int32_t *ids;          /* owned: the ids given, or the text's tokens once the server has them */
     size_t n_ids;
 } rlx_api_prompt;
 
@@ -53,7 +53,9 @@ typedef struct rlx_api_request {
     int logprobs;          /* -1: none; else number of top alternatives (0..20) */
     rlx_api_prompt *prompts; /* completions/generate: n_prompts >= 1; chat: 0 (see messages) */
     size_t n_prompts;
-    cJSON *messages;       /* chat: owned detached array, content normalised to strings */
+    cJSON *messages;       /* chat: owned detached array, content normalised to strings; a request
+                              with messages is rendered by the chat template whatever its kind
+                              (the stdio mode answers chat in the native shape) */
     cJSON *tools;          /* chat: owned or NULL, passed to the template */
     rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt */
     const char *max_tokens_param; /* static: the name the client used, for error messages */
@@ -63,6 +65,12 @@ typedef struct rlx_api_request {
  * On error fills e (status 400, param named) and returns a negative code. */
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e);
+/* The same from a parsed body (borrowed; "messages" and "tools" are detached from it). A caller
+ * that parses the text itself first rejects rlx_api_has_escaped_nul() bodies: cJSON decodes
+ * \u0000 into a NUL that silently cuts every string after it. */
+bool rlx_api_has_escaped_nul(const char *body, size_t len);
+int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32_t n_vocab,
+                       rlx_api_error *e);
 void rlx_api_request_free(rlx_api_request *r);
 
 /* A copy of r->base with the given prompt (text copied, or ids copied) and request id. */
@@ -80,6 +88,16 @@ int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_
 int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
                              size_t *n, char **model, rlx_api_error *e);
 
+/* ---- UTF-8 -------------------------------------------------------------------------- */
+
+bool rlx_api_utf8_valid(const char *s, size_t n);
+/* A malloc'ed NUL-terminated copy with every invalid sequence replaced by U+FFFD (NULL when out
+ * of memory); *out_len (optional) receives its length. */
+char *rlx_api_utf8_sanitize(const char *s, size_t n, size_t *out_len);
+/* Every key and string value in a parsed body must be valid UTF-8: 400 naming the top-level
+ * field that holds a bad one. */
+int rlx_api_check_utf8(const cJSON *root, rlx_api_error *e);
+
 /* ---- responses ---------------------------------------------------------------------- */
 
 /* Log-probability data of one generated token, texts owned by the entry. */
@@ -90,6 +108,7 @@ typedef struct rlx_api_logprob {
     char *top_text[RLX_MAX_TOP_LOGPROBS];
     float top_logprob[RLX_MAX_TOP_LOGPROBS];
     size_t text_offset;                /* completions: byte offset in the choice's text */
+    bool none;                         /* no logprob (a prompt's first token): JSON null */
 } rlx_api_logprob;
 void rlx_api_logprob_clear(rlx_api_logprob *lp);
 
@@ -111,6 +130,8 @@ typedef struct rlx_api_meta {
     char id[48];                       /* "cmpl-..." / "chatcmpl-..." */
     long long created;                 /* unix seconds */
     const char *model;
+    const char *fingerprint;           /* system_fingerprint (static/borrowed), NULL: none */
+    bool include_usage;                /* stream chunks carry "usage": null until the last */
 } rlx_api_meta;
 
 void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, uint64_t seq,
@@ -135,5 +156,14 @@ extern const char rlx_api_sse_done[]; /* "data: [DONE]\n\n" */
 /* Native stream: {"token":id,"text":"..."}\n per token; the final line is the response
  * object of rlx_api_response_json followed by "\n". */
 char *rlx_api_ndjson_token(int32_t token, const char *text, size_t len);
+
+/* JSON lines of `rlxd serve --stdio`, each ending in "\n"; id is the request's id as JSON text
+ * ("null" when it could not be read). A token event {"id","token","text"}; the result
+ * {"id","ok":true,"text","token_ids","finish_reason","usage","elapsed_ms"} (+ "logprobs" when
+ * asked); a failure {"id","ok":false,"error":{...},"elapsed_ms"}. */
+char *rlx_api_line_token(const char *id, int32_t token, const char *text, size_t len);
+char *rlx_api_line_result(const char *id, const rlx_api_choice *c, const rlx_usage *usage,
+                          double elapsed_ms);
+char *rlx_api_line_error(const char *id, const rlx_api_error *e, double elapsed_ms);
 
 #endif

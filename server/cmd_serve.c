@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GRACE_S 10.0
-
 static void load_work(uv_work_t *w)
 {
     rlx_model_slot *m = w->data;
@@ -25,6 +23,7 @@ static void begin_stop(rlx_srv *s)
     s->stopping = true;
     s->stop_t0 = rlx_now();
     rlx_http_quiesce(s);
+    rlx_stdio_quiesce(s);
     rlx_srv_maybe_exit(s);
 }
 
@@ -76,8 +75,8 @@ static void on_signal(uv_signal_t *h, int signum)
         uv_stop(s->loop);
         return;
     }
-    fprintf(stderr, "rlxd: signal %d: no new connections, finishing %zu request(s) (up to %.0f s)\n", signum,
-            s->n_jobs, GRACE_S);
+    fprintf(stderr, "rlxd: signal %d: no new connections, finishing %zu request(s) (up to %d s)\n", signum,
+            s->n_jobs, s->cfg->grace_seconds);
     begin_stop(s);
 }
 
@@ -92,7 +91,7 @@ static void on_drain_tick(uv_timer_t *t)
 {
     rlx_srv *s = t->data;
     if (!s->stopping || s->stop_t0 <= 0) return;
-    if (rlx_now() - s->stop_t0 > GRACE_S) {
+    if (rlx_now() - s->stop_t0 >= s->cfg->grace_seconds) {
         fprintf(stderr, "rlxd: grace period over, cancelling %zu request(s)\n", s->n_jobs);
         uv_stop(s->loop);
         return;
@@ -133,6 +132,7 @@ static int serve(rlx_serve_config *cfg)
     if (!s) return 1;
     s->cfg = cfg;
     s->loop = uv_default_loop();
+    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_rlxd_%s_%s", RLX_VERSION, cfg->backend ? cfg->backend : "cpu");
     rlx_metrics_init(&s->metrics);
     rlx_error err = {0};
     if (rlx_srv_queue_init(s)) {
@@ -168,7 +168,7 @@ static int serve(rlx_serve_config *cfg)
                                         .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,
                                         .max_seqs = cfg->max_seqs, .backend = cfg->backend, .device = cfg->device,
                                         .db_path = cfg->db, .session_ttl_s = cfg->session_ttl,
-                                        .max_sessions = cfg->max_sessions};
+                                        .max_sessions = cfg->max_sessions, .max_queue = cfg->max_queue};
             m->load.data = m;
             uv_queue_work(s->loop, &m->load, load_work, load_done);
         }

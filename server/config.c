@@ -43,7 +43,20 @@ static const setting settings[] = {
     {"device", T_INT, OFF(device), 0, 64},
     {"max-body", T_I64, OFF(max_body), 1024, 1LL << 32},
     {"max-connections", T_INT, OFF(max_connections), 1, 65536},
+    {"max-queue", T_INT, OFF(max_queue), 1, 1 << 20},
+    {"grace-seconds", T_INT, OFF(grace_seconds), 0, 86400},
 };
+
+/* Which layer last set a value: a later layer's --api-key replaces a lower layer's
+ * --api-key-file and the other way round; both in one layer is an error. */
+enum { L_DEFAULT, L_INI, L_ENV, L_FLAG };
+static const char *const layer_names[] = {"defaults", "the config file", "the environment", "the command line"};
+
+typedef struct load_state {
+    rlx_serve_config *c;
+    int layer;               /* the layer being applied */
+    int key_layer, key_file_layer;
+} load_state;
 
 const char *rlx_serve_usage(void)
 {
@@ -70,6 +83,8 @@ const char *rlx_serve_usage(void)
            "  --device N                GPU index for vulkan/cuda (0)\n"
            "  --max-body BYTES          request body limit (4194304)\n"
            "  --max-connections N       open connections before 503 (512)\n"
+           "  --max-queue N             waiting requests per model before 503 (256)\n"
+           "  --grace-seconds N         on SIGTERM, how long requests in flight may finish (30)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
            "and a key in the INI [server] section; flags > environment > INI > defaults.\n";
 }
@@ -93,7 +108,7 @@ static int parse_bool(const char *v, bool *out)
     return 0;
 }
 
-static int apply(rlx_serve_config *c, const setting *s, const char *v, const char *src, rlx_error *err)
+static int apply_value(rlx_serve_config *c, const setting *s, const char *v, const char *src, rlx_error *err)
 {
     char *base = (char *)c + s->off;
     switch (s->type) {
@@ -130,6 +145,27 @@ static int apply(rlx_serve_config *c, const setting *s, const char *v, const cha
         return 0;
     }
     return 0;
+}
+
+static int apply(load_state *ls, const setting *s, const char *v, const char *src, rlx_error *err)
+{
+    bool is_key = s->off == OFF(api_key), is_file = s->off == OFF(api_key_file);
+    if (is_key || is_file) {
+        int *mine = is_key ? &ls->key_layer : &ls->key_file_layer;
+        int other = is_key ? ls->key_file_layer : ls->key_layer;
+        char **other_val = is_key ? &ls->c->api_key_file : &ls->c->api_key;
+        if (other == ls->layer)
+            return rlx_errorf(err, RLX_EINVAL, "%s: give either 'api-key' or 'api-key-file', not both (in %s)", src,
+                              layer_names[ls->layer]);
+        if (other > L_DEFAULT) { /* a lower layer's choice of the other form gives way */
+            free(*other_val);
+            *other_val = NULL;
+            if (is_key) ls->key_file_layer = L_DEFAULT;
+            else ls->key_layer = L_DEFAULT;
+        }
+        *mine = ls->layer;
+    }
+    return apply_value(ls->c, s, v, src, err);
 }
 
 static void clear_models(rlx_serve_config *c)
@@ -188,6 +224,7 @@ static int add_model_spec(rlx_serve_config *c, const char *spec, const char *src
 }
 
 typedef struct ini_ctx {
+    load_state *ls;
     rlx_serve_config *c;
     rlx_error *err;
     int rc;
@@ -208,7 +245,7 @@ static int on_ini(void *user, const char *section, const char *key, const char *
                 x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown key '%s' in [server]", x->src, key);
                 return 1;
             }
-            x->rc = apply(x->c, s, value, x->src, x->err);
+            x->rc = apply(x->ls, s, value, x->src, x->err);
         }
     } else if (!strncmp(section, "model.", 6) && section[6]) {
         const char *name = section + 6;
@@ -235,8 +272,10 @@ static int on_ini(void *user, const char *section, const char *key, const char *
     return 1;
 }
 
-static int load_env(rlx_serve_config *c, rlx_error *err)
+static int load_env(load_state *ls, rlx_error *err)
 {
+    rlx_serve_config *c = ls->c;
+    ls->layer = L_ENV;
     char env[64], src[80];
     for (size_t k = 0; k < RLX_ARRAY_LEN(settings); k++) {
         size_t i = 0;
@@ -247,7 +286,7 @@ static int load_env(rlx_serve_config *c, rlx_error *err)
         const char *v = getenv(env);
         if (!v) continue;
         snprintf(src, sizeof src, "environment %s", env);
-        int rc = apply(c, &settings[k], v, src, err);
+        int rc = apply(ls, &settings[k], v, src, err);
         if (rc) return rc;
     }
     const char *models = getenv("RLXD_MODEL");
@@ -264,8 +303,10 @@ static int load_env(rlx_serve_config *c, rlx_error *err)
     return 0;
 }
 
-static int load_flags(rlx_serve_config *c, int argc, char **argv, rlx_error *err)
+static int load_flags(load_state *ls, int argc, char **argv, rlx_error *err)
 {
+    rlx_serve_config *c = ls->c;
+    ls->layer = L_FLAG;
     bool models_cleared = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -295,7 +336,7 @@ static int load_flags(rlx_serve_config *c, int argc, char **argv, rlx_error *err
         } else {
             char src[96];
             snprintf(src, sizeof src, "command line --%s", s->name);
-            rc = apply(c, s, val, src, err);
+            rc = apply(ls, s, val, src, err);
         }
         if (rc) return rc;
     }
@@ -322,22 +363,27 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     c->max_body = 4 << 20;
     c->max_connections = 512;
     c->max_sessions = 1024;
+    c->max_queue = 256;
+    c->grace_seconds = 30;
+    load_state ls = {.c = c, .layer = L_INI};
     int rc = 0;
     if (!(c->host = strdup("127.0.0.1"))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     const char *cfg = find_config_flag(argc, argv);
     if (cfg) {
         if (!(c->config_path = strdup(cfg))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-        ini_ctx x = {.c = c, .err = err};
+        ini_ctx x = {.ls = &ls, .c = c, .err = err};
         snprintf(x.src, sizeof x.src, "config %s", cfg);
         int line = ini_parse(cfg, on_ini, &x);
         if (x.rc) return x.rc;
         if (line < 0) return rlx_errorf(err, RLX_EINVAL, "cannot read config file %s", cfg);
         if (line > 0) return rlx_errorf(err, RLX_EINVAL, "config %s: syntax error on line %d", cfg, line);
     }
-    if ((rc = load_env(c, err)) || (rc = load_flags(c, argc, argv, err))) return rc;
+    if ((rc = load_env(&ls, err)) || (rc = load_flags(&ls, argc, argv, err))) return rc;
     if (c->help) return 0;
-    if (c->api_key_file && !c->api_key) {
+    if (c->api_key_file) {
         size_t n = 0;
+        free(c->api_key);
+        c->api_key = NULL;
         char *k = rlx_read_file(c->api_key_file, &n);
         if (!k) return rlx_errorf(err, RLX_EINVAL, "cannot read the API key file %s", c->api_key_file);
         while (n && isspace((unsigned char)k[n - 1])) k[--n] = 0;
@@ -349,6 +395,34 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     if (c->n_models == 0)
         return rlx_errorf(err, RLX_EINVAL, "no model to serve: give -m FILE[:NAME], RLXD_MODEL or a [model.NAME] "
                           "section with path=... in the config file");
+    return 0;
+}
+
+const char *const *rlx_serve_setting_names(size_t *n)
+{
+    static const char *names[RLX_ARRAY_LEN(settings)];
+    for (size_t k = 0; k < RLX_ARRAY_LEN(settings); k++) names[k] = settings[k].name;
+    *n = RLX_ARRAY_LEN(settings);
+    return names;
+}
+
+int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf, size_t cap)
+{
+    const setting *s = find_setting(name);
+    if (!s) return RLX_ENOTFOUND;
+    const char *base = (const char *)c + s->off;
+    switch (s->type) {
+    case T_STR: snprintf(buf, cap, "%s", *(char *const *)base ? *(char *const *)base : ""); break;
+    case T_INT: snprintf(buf, cap, "%d", *(const int *)base); break;
+    case T_I64: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)base); break;
+    case T_BOOL: snprintf(buf, cap, "%s", *(const bool *)base ? "true" : "false"); break;
+    case T_LOGFMT: snprintf(buf, cap, "%s", *(const bool *)base ? "json" : "text"); break;
+    case T_KVTYPE: {
+        int t = *(const int *)base;
+        snprintf(buf, cap, "%s", t == RLX_F16 ? "f16" : t == RLX_F32 ? "f32" : "q8_0");
+        break;
+    }
+    }
     return 0;
 }
 

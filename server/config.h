@@ -39,6 +39,8 @@ typedef struct rlx_serve_config {
     int device;              /* GPU index */
     int64_t max_body;        /* request body limit in bytes, 4 MiB */
     int max_connections;     /* 512 */
+    int max_queue;           /* waiting requests per model before 503, 256 */
+    int grace_seconds;       /* SIGTERM: how long requests in flight may finish, 30 */
     bool help;               /* --help was given */
 } rlx_serve_config;
 
@@ -46,6 +48,11 @@ typedef struct rlx_serve_config {
  * a message naming the setting and its source. */
 int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error *err);
 void rlx_serve_config_free(rlx_serve_config *c);
+/* The names of every setting (flag names without "--"), for tests and documentation. */
+const char *const *rlx_serve_setting_names(size_t *n);
+/* The current value of setting `name` as text (as a flag would give it); RLX_ENOTFOUND for an
+ * unknown name. */
+int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf, size_t cap);
 /* Writes the usage text. */
 const char *rlx_serve_usage(void);
 

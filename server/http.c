@@ -42,6 +42,22 @@ static void resume(rlx_conn *c)
     MHD_resume_connection(c->mc);
 }
 
+/* For the access log. A job cut short (the client left) counts what it got so far. */
+static void take_usage(rlx_conn *c, const rlx_job *j)
+{
+    if (!j->finished) {
+        c->prompt_tokens = j->prompt_tokens;
+        c->completion_tokens = 0;
+        for (size_t i = 0; i < j->n_choices; i++) c->completion_tokens += (int32_t)j->choices[i].n_tokens;
+        return;
+    }
+    c->prompt_tokens = j->total.prompt_tokens;
+    c->completion_tokens = j->total.completion_tokens;
+    c->ttft = j->n_choices ? j->choices[0].timings.ttft_s : -1;
+    if (j->n_choices) c->finish = rlx_api_finish_name(j->choices[0].finish);
+    if (j->failed && !c->stream) c->finish = NULL;
+}
+
 static void on_hangup(uv_poll_t *p, int status, int events)
 {
     rlx_conn *c = p->data;
@@ -49,6 +65,7 @@ static void on_hangup(uv_poll_t *p, int status, int events)
     c->gone = true;
     c->log_status = 499; /* nginx's "client closed request" */
     if (c->job) {
+        take_usage(c, c->job);
         rlx_job_detach(c->job);
         c->job = NULL;
     }
@@ -93,7 +110,6 @@ void rlx_conn_job_notify(rlx_job *job)
 
 void rlx_conn_wake(rlx_conn *c)
 {
-    c->task_conn = NULL;
     resume(c);
     rlx_http_kick(c->srv);
 }
@@ -115,15 +131,6 @@ void rlx_conn_error(rlx_conn *c, const rlx_api_error *e)
     rlx_conn_respond(c, e->status, "application/json", rlx_api_error_json(e));
     c->retry_after = e->status == 503;
     c->www_auth = e->status == 401;
-}
-
-static void take_usage(rlx_conn *c, const rlx_job *j)
-{
-    c->prompt_tokens = j->total.prompt_tokens;
-    c->completion_tokens = j->total.completion_tokens;
-    c->ttft = j->n_choices ? j->choices[0].timings.ttft_s : -1;
-    if (j->n_choices) c->finish = rlx_api_finish_name(j->choices[0].finish);
-    if (j->failed && !c->stream) c->finish = NULL;
 }
 
 static enum MHD_Result queue_resp(rlx_conn *c)
@@ -332,6 +339,17 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ct
     if (t == MHD_CONNECTION_NOTIFY_CLOSED) rlx_srv_maybe_exit(s);
 }
 
+/* MHD's unescaping, except that a URI or argument holding %00 stays as sent: decoded, the NUL
+ * would cut the text (GET /v1/sessions/a%00b acting on session "a"); left escaped, the '%' makes
+ * the id invalid and the route answers 400. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *uri)
+{
+    (void)cls;
+    (void)c;
+    if (strstr(uri, "%00")) return strlen(uri);
+    return MHD_http_unescape(uri);
+}
+
 int rlx_http_start(rlx_srv *s, rlx_error *err)
 {
     struct sockaddr_storage addr;
@@ -355,6 +373,7 @@ int rlx_http_start(rlx_srv *s, rlx_error *err)
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg->max_connections + 64),
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                               MHD_OPTION_END);
     if (!s->mhd)
         return rlx_errorf(err, RLX_EIO, "cannot listen on %s:%d (address in use or not allowed?)", s->cfg->host,

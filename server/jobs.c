@@ -175,6 +175,9 @@ static void job_free(rlx_job *j)
         free(ch->lps);
     }
     free(j->choices);
+    for (size_t i = 0; j->echo && i < j->req.n_prompts; i++) free(j->echo[i]);
+    free(j->echo);
+    free(j->chat_ids);
     rlx_api_request_free(&j->req);
     free(j->out);
     free(j);
@@ -232,6 +235,17 @@ static void finish_job(rlx_job *j)
         j->finished = true;
         return;
     }
+    if (j->line_id) {
+        const rlx_choice *ch = &j->choices[0];
+        double ms = (rlx_now() - j->t_start) * 1000;
+        rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
+                            .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL, .n_logprobs = ch->n_lps,
+                            .finish = ch->finish};
+        out_take(j, j->failed ? rlx_api_line_error(j->line_id, &j->err, ms)
+                              : rlx_api_line_result(j->line_id, &c, &j->total, ms));
+        j->finished = true;
+        return;
+    }
     if (j->failed) {
         /* before the first byte an error is a plain HTTP error, after it an in-band event */
         if (stream && j->started && kind == RLX_API_GENERATE) {
@@ -276,31 +290,44 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
                        const rlx_api_logprob *lp, rlx_finish_reason finish)
 {
     if (j->req.kind == RLX_API_GENERATE) {
-        if (token >= 0) out_take(j, rlx_api_ndjson_token(token, text, n));
+        if (token >= 0)
+            out_take(j, j->line_id ? rlx_api_line_token(j->line_id, token, text, n) : rlx_api_ndjson_token(token, text, n));
         return;
+    }
+    if (ch->echo_pending) { /* the echoed prompt, now with its logprobs */
+        ch->echo_pending = false;
+        out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, ch->text, ch->echo_len, false, ch->lps, ch->n_prompt_lps,
+                                      RLX_FINISH_NONE));
     }
     if (!n && !lp && finish == RLX_FINISH_NONE) return;
     out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, finish));
+}
+
+/* Appends the logprob entry of a token (generated or of the prompt) at *offset of the text;
+ * ev NULL: an entry without logprob (a prompt's first token). */
+static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, const rlx_event *ev, size_t *offset)
+{
+    if (grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) return NULL;
+    rlx_api_logprob *lp = &ch->lps[ch->n_lps++];
+    memset(lp, 0, sizeof *lp);
+    lp->text = token_text(j->model->tok, token);
+    lp->none = !ev;
+    lp->logprob = ev ? ev->logprob : 0;
+    lp->n_top = ev ? RLX_MIN(ev->n_top, j->req.logprobs) : 0;
+    for (int k = 0; k < lp->n_top; k++) {
+        lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k]);
+        lp->top_logprob[k] = ev->top_logprobs[k];
+    }
+    lp->text_offset = *offset;
+    *offset += lp->text ? strlen(lp->text) : 0;
+    return lp;
 }
 
 static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
 {
     if (!grow((void **)&ch->tokens, &ch->cap_tokens, ch->n_tokens + 1, sizeof *ch->tokens))
         ch->tokens[ch->n_tokens++] = ev->token;
-    rlx_api_logprob *lp = NULL;
-    if (j->req.logprobs >= 0 && !grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) {
-        lp = &ch->lps[ch->n_lps++];
-        memset(lp, 0, sizeof *lp);
-        lp->text = token_text(j->model->tok, ev->token);
-        lp->logprob = ev->logprob;
-        lp->n_top = RLX_MIN(ev->n_top, j->req.logprobs);
-        for (int k = 0; k < lp->n_top; k++) {
-            lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k]);
-            lp->top_logprob[k] = ev->top_logprobs[k];
-        }
-        lp->text_offset = ch->lp_offset;
-        ch->lp_offset += lp->text ? strlen(lp->text) : 0;
-    }
+    rlx_api_logprob *lp = j->req.logprobs >= 0 ? add_logprob(j, ch, ev->token, ev, &ch->lp_offset) : NULL;
     const char *out = ev->text ? ev->text : "";
     size_t n = ev->text_len;
     if (j->req.stream && !j->client_gone) emit_piece(j, ch, ev->token, out, n, lp, RLX_FINISH_NONE);
@@ -311,6 +338,10 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
 {
     rlx_job *j = ch->job;
     if (ch->final) return;
+    if (ev->type == RLX_EV_PROMPT_TOKEN) { /* echo with logprobs: sent with the echoed prompt */
+        if (add_logprob(j, ch, ev->token, ev, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
+        return;
+    }
     if (ev->type == RLX_EV_TOKEN) {
         handle_token(j, ch, ev);
     } else {
@@ -341,55 +372,48 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
     maybe_free(j);
 }
 
-/* Token ids in prompts and logit_bias must exist in the chosen model's vocabulary, and
- * max_tokens must fit its context. */
-static int check_vocab(const rlx_api_request *r, const rlx_model_slot *m, int32_t n_vocab, rlx_api_error *e)
+/* The checks that need no prompt tokens: max_tokens against the context, logit_bias keys
+ * against the vocabulary (prompts are checked on the threadpool, see prepare.c). */
+static int check_params(const rlx_api_request *r, const rlx_model_slot *m, rlx_api_error *e)
 {
-    for (size_t i = 0; i < r->n_prompts; i++)
-        for (size_t k = 0; k < r->prompts[i].n_ids; k++)
-            if (r->prompts[i].ids[k] >= n_vocab)
-                return rlx_api_errorf(e, 400, INVALID, r->kind == RLX_API_GENERATE && !r->prompts[i].text ? "input_ids"
-                                      : "prompt", "Token id %d is outside the vocabulary (0..%d).",
-                                      r->prompts[i].ids[k], n_vocab - 1);
     int32_t n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0;
     if (n_ctx > 0 && r->base->max_tokens >= n_ctx)
         return rlx_api_errorf(e, 400, INVALID, r->max_tokens_param,
                               "'%s' is %d but the model's context holds %d tokens in all (prompt included).",
                               r->max_tokens_param, r->base->max_tokens, n_ctx);
     for (size_t i = 0; i < r->base->sampling.n_logit_bias; i++)
-        if (r->base->sampling.logit_bias[i].token >= n_vocab)
+        if (r->base->sampling.logit_bias[i].token >= m->n_vocab)
             return rlx_api_errorf(e, 400, INVALID, "logit_bias", "'logit_bias' key %d is not a token id of this model.",
                                   r->base->sampling.logit_bias[i].token);
     return 0;
 }
 
-static char *echo_prefix(rlx_model_slot *m, const rlx_api_prompt *p)
-{
-    if (p->text) return strdup(p->text);
-    return rlx_detokenize(m->tok, p->ids, p->n_ids, false);
-}
-
-/* Submits one engine request per choice; on failure cancels those already submitted. */
-static int submit_all(rlx_job *j, const char *chat_prompt, rlx_api_error *e)
+/* Submits one engine request (token ids) per choice; on failure cancels those already
+ * submitted. The engine's synchronous refusals (context, capacity, full queue) come back here. */
+static int submit_all(rlx_job *j, rlx_api_error *e)
 {
     rlx_model_slot *m = j->model;
-    size_t n_prompts = j->req.kind == RLX_API_CHAT ? 0 : j->req.n_prompts;
+    bool chat = j->req.messages != NULL;
     for (size_t i = 0; i < j->n_choices; i++) {
         rlx_choice *ch = &j->choices[i];
-        const rlx_api_prompt *p = n_prompts ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
+        size_t pi = chat ? 0 : i / (size_t)j->req.n;
+        const int32_t *ids = chat ? j->chat_ids : j->req.prompts[pi].ids;
+        size_t n_ids = chat ? j->n_chat_ids : j->req.prompts[pi].n_ids;
         rlx_error err = {0};
         ch->req_id = ++j->srv->next_id;
-        rlx_request *q;
-        if (chat_prompt) q = rlx_api_make_request(&j->req, chat_prompt, NULL, 0, ch->req_id);
-        else q = rlx_api_make_request(&j->req, p->text, p->ids, p->n_ids, ch->req_id);
+        rlx_request *q = rlx_api_make_request(&j->req, NULL, ids, n_ids, ch->req_id);
         int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         if (q) {
-            /* the template already wrote BOS as text when it starts with it */
-            if (chat_prompt) q->add_special = !(m->bos[0] && !strncmp(chat_prompt, m->bos, strlen(m->bos)));
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
+            /* echo with logprobs: the prompt's tokens get logprobs too, the first none (as OpenAI) */
+            q->prompt_logprobs = j->req.echo && j->req.logprobs >= 0;
+            if (q->prompt_logprobs && add_logprob(j, ch, ids[0], NULL, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
             q->on_event = on_engine_event;
             q->user = ch;
-            if ((rc = rlx_worker_submit(m->w, q, &err))) rlx_api_error_from_rlx(e, rc, err.msg);
+            if ((rc = rlx_worker_submit(m->w, q, &err))) {
+                rlx_api_error_from_rlx(e, rc, err.msg);
+                if (rc == RLX_ETOOLONG) rlx_job_context_param(j, pi, n_ids, e); /* context or KV pool */
+            }
         }
         if (rc) {
             cancel_open(j);
@@ -397,6 +421,7 @@ static int submit_all(rlx_job *j, const char *chat_prompt, rlx_api_error *e)
         }
         ch->submitted = true;
         j->n_submitted++;
+        j->prompt_tokens += (int32_t)n_ids;
     }
     return 0;
 }
@@ -406,33 +431,34 @@ static void started(rlx_job *j)
     j->started = true;
     if (!j->req.stream) return;
     for (size_t i = 0; i < j->n_choices; i++) {
-        const rlx_choice *ch = &j->choices[i];
+        rlx_choice *ch = &j->choices[i];
         if (j->req.kind == RLX_API_CHAT) /* the opening chunk carries the role */
             out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
+        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS && j->req.logprobs >= 0)
+            ch->echo_pending = true; /* echo: the prompt goes first, once its logprobs are in */
         else if (ch->len && j->req.kind == RLX_API_COMPLETIONS) /* echo: the prompt comes first */
             out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, ch->text, ch->len, false, NULL, 0, RLX_FINISH_NONE));
     }
 }
 
-/* Chat prompts are rendered on the libuv threadpool: templates are programs, and the loop
- * must not compute. */
-typedef struct render_task {
+/* Tokenizing and rendering run on the libuv threadpool (prepare.c): the loop must not
+ * compute. */
+typedef struct prepare_task {
     uv_work_t work;
     rlx_job *job;
-    char *prompt;
     int rc;
     rlx_api_error e;
-} render_task;
+} prepare_task;
 
-static void render_work(uv_work_t *w)
+static void prepare_work(uv_work_t *w)
 {
-    render_task *t = w->data;
-    t->rc = rlx_render_chat(t->job->model, &t->job->req, &t->prompt, &t->e);
+    prepare_task *t = w->data;
+    t->rc = rlx_job_prepare(t->job, &t->e);
 }
 
-static void render_done(uv_work_t *w, int status)
+static void prepare_done(uv_work_t *w, int status)
 {
-    render_task *t = w->data;
+    prepare_task *t = w->data;
     rlx_job *j = t->job;
     rlx_srv *s = j->srv;
     s->n_tasks--;
@@ -440,14 +466,19 @@ static void render_done(uv_work_t *w, int status)
     int rc = status ? rlx_api_errorf(&t->e, 503, "unavailable_error", NULL, "The server is shutting down.") : t->rc;
     if (!j->notify) {
         /* the client left meanwhile: nothing was submitted */
-        free(t->prompt);
         free(t);
         maybe_free(j);
         rlx_srv_maybe_exit(s);
         return;
     }
-    if (!rc) rc = submit_all(j, t->prompt, &t->e);
-    free(t->prompt);
+    if (!rc && j->echo)
+        for (size_t i = 0; i < j->n_choices; i++) {
+            rlx_choice *ch = &j->choices[i];
+            const char *pre = j->echo[i / (size_t)j->req.n];
+            text_append(ch, pre, strlen(pre));
+            ch->lp_offset = ch->echo_len = ch->len;
+        }
+    if (!rc) rc = submit_all(j, &t->e);
     if (rc) {
         j->failed = true;
         j->err = t->e;
@@ -463,10 +494,10 @@ static void render_done(uv_work_t *w, int status)
 int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn nfy,
                   void *sink, rlx_job **out, rlx_api_error *e)
 {
-    int vrc = check_vocab(req, m, m->n_vocab, e);
+    int vrc = check_params(req, m, e);
     if (vrc) return vrc;
     rlx_job *j = calloc(1, sizeof *j);
-    size_t n_prompts = req->kind == RLX_API_CHAT ? 1 : req->n_prompts;
+    size_t n_prompts = req->messages ? 1 : req->n_prompts;
     size_t n = (size_t)req->n * n_prompts;
     if (!j || !(j->choices = calloc(n, sizeof *j->choices))) {
         free(j);
@@ -484,36 +515,29 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     s->jobs = j;
     s->n_jobs++;
     rlx_api_meta_init(&j->meta, j->req.kind, m->cfg->name, ++s->next_id, (long long)time(NULL));
+    j->meta.fingerprint = s->fingerprint;
+    j->meta.include_usage = j->req.stream && j->req.include_usage;
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         rlx_choice *ch = &j->choices[i];
-        const rlx_api_prompt *p = j->req.kind != RLX_API_CHAT ? &j->req.prompts[i / (size_t)j->req.n] : NULL;
         ch->job = j;
         ch->index = (int)i;
-        if (j->req.echo && p) {
-            char *pre = echo_prefix(m, p);
-            if (pre) text_append(ch, pre, strlen(pre));
-            ch->lp_offset = ch->len;
-            free(pre);
-        }
     }
-    if (!rc && j->req.kind == RLX_API_CHAT) {
-        render_task *t = calloc(1, sizeof *t);
+    if (!rc) {
+        prepare_task *t = calloc(1, sizeof *t);
         if (!t) {
             rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         } else {
             t->job = j;
             t->work.data = t;
-            if ((rc = uv_queue_work(s->loop, &t->work, render_work, render_done))) {
+            if (uv_queue_work(s->loop, &t->work, prepare_work, prepare_done)) {
                 free(t);
-                rc = rlx_api_errorf(e, 500, "server_error", NULL, "Cannot queue the chat template rendering.");
+                rc = rlx_api_errorf(e, 500, "server_error", NULL, "Cannot queue the preparation of this request.");
             } else {
                 j->preparing = true;
                 s->n_tasks++;
             }
         }
-    } else if (!rc) {
-        rc = submit_all(j, NULL, e);
     }
     if (rc) {
         j->client_gone = true;
@@ -522,7 +546,6 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     }
     j->notify = nfy;
     j->sink = sink;
-    if (!j->preparing) started(j);
     *out = j;
     return 0;
 }

@@ -1,6 +1,7 @@
 /* routes.c - the HTTP API: a table of routes, authentication, and one handler per endpoint.
- * Handlers run on the loop thread and never block: they parse and validate (bounded by
- * --max-body) and hand tokenizing, detokenizing and template rendering to the threadpool. */
+ * Handlers run on the loop thread and never block or compute: bodies above a few KiB are
+ * parsed on the libuv threadpool first, and tokenizing, templates and the sessions store are
+ * answered there too (tasks.c); generation requests become jobs (jobs.c, prepare.c). */
 #include "server/serve.h"
 
 #include <stdio.h>
@@ -10,14 +11,7 @@
 
 #define INVALID "invalid_request_error"
 
-typedef void (*handler_fn)(rlx_srv *s, rlx_conn *c);
-
-typedef struct route {
-    const char *method, *path;
-    handler_fn fn;
-    bool open;                    /* no API key needed */
-    const char *endpoint;         /* metrics label */
-} route;
+typedef struct parsed parsed;
 
 /* Equal-time comparison so response timing does not reveal how much of a key matched. */
 static bool key_equal(const char *a, size_t an, const char *b, size_t bn)
@@ -47,8 +41,9 @@ static void respond_json(rlx_conn *c, int status, cJSON *o)
 
 /* ---- simple endpoints --------------------------------------------------------------------- */
 
-static void h_health(rlx_srv *s, rlx_conn *c)
+static void h_health(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
+    (void)pb;
     if (s->n_ready == s->n_models && !s->stopping) {
         rlx_conn_respond(c, 200, "application/json", strdup("{\"status\":\"ok\"}"));
         return;
@@ -77,8 +72,9 @@ static cJSON *model_json(const rlx_model_slot *m)
     return d;
 }
 
-static void h_models(rlx_srv *s, rlx_conn *c)
+static void h_models(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
+    (void)pb;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(o, "data");
@@ -87,8 +83,9 @@ static void h_models(rlx_srv *s, rlx_conn *c)
 }
 
 /* GET /v1/models/{id} */
-static void h_model(rlx_srv *s, rlx_conn *c)
+static void h_model(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
+    (void)pb;
     const char *id = c->path + strlen("/v1/models/");
     for (size_t i = 0; i < s->n_models; i++)
         if (!strcmp(s->models[i].cfg->name, id)) {
@@ -101,8 +98,9 @@ static void h_model(rlx_srv *s, rlx_conn *c)
     rlx_conn_error(c, &e);
 }
 
-static void h_metrics(rlx_srv *s, rlx_conn *c)
+static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
+    (void)pb;
     rlx_metrics_model mm[RLX_SERVE_MAX_MODELS];
     size_t n = 0;
     for (size_t i = 0; i < s->n_models; i++) {
@@ -125,233 +123,124 @@ static rlx_model_slot *pick_model(rlx_srv *s, rlx_conn *c, const char *name)
     return m;
 }
 
-/* Tokenizing, detokenizing and rendering templates run on the libuv threadpool; the
- * connection waits suspended and the task hands back a finished JSON answer. */
-typedef enum { TASK_TOKENIZE, TASK_DETOKENIZE, TASK_TEMPLATE } task_kind;
+/* ---- bodies: parsed on the loop when small, on the threadpool otherwise -------------------- */
 
-typedef struct route_task {
-    uv_work_t work;
-    rlx_conn *conn;                /* NULL once the connection is gone */
-    rlx_model_slot *m;
-    task_kind kind;
-    char *text;                    /* tokenize input */
+/* Bodies up to this size parse in microseconds; larger ones (up to --max-body) would stall
+ * every other connection, so they go to the threadpool. */
+#define INLINE_PARSE_MAX 16384
+
+typedef enum { P_NONE, P_API, P_TOKENIZE, P_DETOKENIZE } parse_kind;
+
+/* What a body parsed into; a handler takes what it uses (setting it NULL/zero), parsed_free
+ * releases the rest. */
+struct parsed {
+    int rc;
+    rlx_api_error e;
+    rlx_api_request req;           /* P_API */
+    char *text, *model;            /* P_TOKENIZE; model also P_DETOKENIZE */
     bool add_special, parse_special;
-    int32_t *ids;                  /* detokenize input */
+    int32_t *ids;                  /* P_DETOKENIZE */
     size_t n_ids;
-    rlx_api_request req;           /* template input */
-    int status;
-    char *body;                    /* the answer (JSON) */
-} route_task;
+};
 
-static char *print_free(cJSON *o)
+static void parse_body(parsed *pb, parse_kind pk, rlx_api_kind ak, const char *body, size_t len)
 {
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+    memset(pb, 0, sizeof *pb);
+    pb->add_special = pb->parse_special = true;
+    if (pk == P_API) pb->rc = rlx_api_parse(&pb->req, ak, body, len, 0, &pb->e);
+    else if (pk == P_TOKENIZE)
+        pb->rc = rlx_api_parse_tokenize(body, len, &pb->text, &pb->add_special, &pb->parse_special, &pb->model, &pb->e);
+    else if (pk == P_DETOKENIZE) pb->rc = rlx_api_parse_detokenize(body, len, 0, &pb->ids, &pb->n_ids, &pb->model, &pb->e);
 }
 
-static void task_work(uv_work_t *w)
+static void parsed_free(parsed *pb)
 {
-    route_task *t = w->data;
-    rlx_api_error e;
-    rlx_error err = {0};
-    t->status = 200;
-    if (t->kind == TASK_TOKENIZE) {
-        int32_t *ids = NULL;
-        size_t n = 0;
-        int rc = rlx_tokenize(t->m->tok, t->text, strlen(t->text), t->add_special, t->parse_special, &ids, &n, &err);
-        if (rc) {
-            rlx_api_error_from_rlx(&e, rc, err.msg);
-            t->status = e.status;
-            t->body = rlx_api_error_json(&e);
-            return;
-        }
-        cJSON *o = cJSON_CreateObject();
-        cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
-        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
-        free(ids);
-        t->body = print_free(o);
-    } else if (t->kind == TASK_DETOKENIZE) {
-        char *text = rlx_detokenize(t->m->tok, t->ids, t->n_ids, false);
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "content", text ? text : "");
-        free(text);
-        t->body = print_free(o);
-    } else {
-        char *prompt = NULL;
-        if (rlx_render_chat(t->m, &t->req, &prompt, &e)) {
-            t->status = e.status;
-            t->body = rlx_api_error_json(&e);
-            return;
-        }
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "prompt", prompt);
-        free(prompt);
-        t->body = print_free(o);
-    }
+    rlx_api_request_free(&pb->req);
+    free(pb->text);
+    free(pb->model);
+    free(pb->ids);
+    memset(pb, 0, sizeof *pb);
 }
 
-static void task_done(uv_work_t *w, int status)
+typedef void (*handler_fn)(rlx_srv *s, rlx_conn *c, parsed *pb);
+
+typedef struct route {
+    const char *method, *path;
+    handler_fn fn;
+    bool open;                    /* no API key needed */
+    const char *endpoint;         /* metrics label */
+    parse_kind body;              /* how the body is parsed before fn runs */
+    rlx_api_kind api;             /* for P_API */
+} route;
+
+/* ---- tokenizer and template routes (answered on the threadpool, see tasks.c) ---------------- */
+
+static void h_tokenize(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
-    route_task *t = w->data;
-    rlx_srv *s = t->m->srv;
-    s->n_tasks--;
-    if (t->conn) {
-        rlx_conn *c = t->conn;
-        if (status) {
-            rlx_api_error e;
-            rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
-            rlx_conn_error(c, &e);
-            free(t->body);
-        } else {
-            rlx_conn_respond(c, t->status, "application/json", t->body);
-        }
-        rlx_conn_wake(c);
-    } else {
-        free(t->body);
-    }
-    free(t->text);
-    free(t->ids);
-    rlx_api_request_free(&t->req);
-    free(t);
-    rlx_srv_maybe_exit(s);
+    rlx_model_slot *m = pick_model(s, c, pb->model);
+    if (!m) return;
+    rlx_task_tokenize(c, m, pb->text, pb->add_special, pb->parse_special);
+    pb->text = NULL;
 }
 
-static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
-{
-    route_task *t = calloc(1, sizeof *t);
-    if (!t) return NULL;
-    t->conn = c;
-    t->m = m;
-    t->kind = kind;
-    t->work.data = t;
-    return t;
-}
-
-static void task_queue(rlx_srv *s, rlx_conn *c, route_task *t)
-{
-    if (uv_queue_work(s->loop, &t->work, task_work, task_done)) {
-        rlx_api_error e;
-        rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the work for this request.");
-        rlx_conn_error(c, &e);
-        free(t->text);
-        free(t->ids);
-        rlx_api_request_free(&t->req);
-        free(t);
-        return;
-    }
-    s->n_tasks++;
-    c->task_conn = &t->conn;
-}
-
-static void oom(rlx_conn *c)
+static void h_detokenize(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     rlx_api_error e;
-    rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
-    rlx_conn_error(c, &e);
-}
-
-static void h_tokenize(rlx_srv *s, rlx_conn *c)
-{
-    char *text, *model;
-    bool add_special = true, parse_special = true;
-    rlx_api_error e;
-    if (rlx_api_parse_tokenize(c->body, c->body_len, &text, &add_special, &parse_special, &model, &e)) {
-        rlx_conn_error(c, &e);
-        return;
-    }
-    rlx_model_slot *m = pick_model(s, c, model);
-    free(model);
-    route_task *t = m ? task_new(c, m, TASK_TOKENIZE) : NULL;
-    if (!t) {
-        if (m) oom(c);
-        free(text);
-        return;
-    }
-    t->text = text;
-    t->add_special = add_special;
-    t->parse_special = parse_special;
-    task_queue(s, c, t);
-}
-
-static void h_detokenize(rlx_srv *s, rlx_conn *c)
-{
-    rlx_api_error e;
-    char *model = NULL;
-    int32_t *ids;
-    size_t n;
-    /* the model decides the vocabulary size, so look at "model" before validating ids */
-    if (rlx_api_parse_detokenize(c->body, c->body_len, 0, &ids, &n, &model, &e)) {
-        rlx_conn_error(c, &e);
-        return;
-    }
-    rlx_model_slot *m = pick_model(s, c, model);
-    free(model);
-    if (!m) { free(ids); return; }
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] >= m->n_vocab) {
-            free(ids);
+    /* the model decides the vocabulary size, so ids are bounded only now */
+    rlx_model_slot *m = pick_model(s, c, pb->model);
+    if (!m) return;
+    for (size_t i = 0; i < pb->n_ids; i++)
+        if (pb->ids[i] >= m->n_vocab) {
             rlx_api_errorf(&e, 400, INVALID, "tokens", "'tokens' must hold token ids between 0 and %d.", m->n_vocab - 1);
             rlx_conn_error(c, &e);
             return;
         }
-    route_task *t = task_new(c, m, TASK_DETOKENIZE);
-    if (!t) { free(ids); oom(c); return; }
-    t->ids = ids;
-    t->n_ids = n;
-    task_queue(s, c, t);
+    rlx_task_detokenize(c, m, pb->ids, pb->n_ids);
+    pb->ids = NULL;
 }
 
-static rlx_model_slot *parse_for_model(rlx_srv *s, rlx_conn *c, rlx_api_kind kind, rlx_api_request *r)
+static rlx_model_slot *model_for(rlx_srv *s, rlx_conn *c, rlx_api_request *r)
 {
-    rlx_api_error e;
-    if (rlx_api_parse(r, kind, c->body ? c->body : "", c->body_len, 0, &e)) {
-        rlx_conn_error(c, &e);
-        return NULL;
-    }
     /* the session may also come as a header, for clients that cannot add body fields */
     const char *sid = MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, "X-Session-Id");
-    if (sid && !r->base->session_id && !(r->base->session_id = strdup(sid))) {
-        oom(c);
-        rlx_api_request_free(r);
-        return NULL;
+    if (sid && !r->base->session_id) {
+        rlx_api_error e;
+        if (!rlx_api_utf8_valid(sid, strlen(sid))) {
+            rlx_api_errorf(&e, 400, INVALID, "session_id", "The X-Session-Id header is not valid UTF-8 text.");
+            rlx_conn_error(c, &e);
+            return NULL;
+        }
+        if (!(r->base->session_id = strdup(sid))) {
+            rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+            rlx_conn_error(c, &e);
+            return NULL;
+        }
     }
     return pick_model(s, c, r->model);
 }
 
-static void h_apply_template(rlx_srv *s, rlx_conn *c)
+static void h_apply_template(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
-    rlx_api_request r;
-    rlx_model_slot *m = parse_for_model(s, c, RLX_API_CHAT, &r);
-    route_task *t = m ? task_new(c, m, TASK_TEMPLATE) : NULL;
-    if (!t) {
-        if (m) oom(c);
-        rlx_api_request_free(&r);
-        return;
-    }
-    t->req = r;
-    task_queue(s, c, t);
+    rlx_model_slot *m = model_for(s, c, &pb->req);
+    if (m) rlx_task_template(c, m, &pb->req);
 }
 
-static void generate(rlx_srv *s, rlx_conn *c, rlx_api_kind kind)
+static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
-    rlx_api_request r;
+    rlx_api_request *r = &pb->req;
     rlx_api_error e;
-    rlx_model_slot *m = parse_for_model(s, c, kind, &r);
-    if (m && s->stopping) {
+    rlx_model_slot *m = model_for(s, c, r);
+    if (!m) return;
+    if (s->stopping) {
         rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
         rlx_conn_error(c, &e);
-        m = NULL;
-    }
-    if (!m) {
-        rlx_api_request_free(&r);
         return;
     }
-    bool stream = r.stream;
+    bool stream = r->stream;
+    rlx_api_kind kind = r->kind;
     rlx_job *j;
-    if (rlx_job_start(s, m, &r, rlx_conn_job_notify, c, &j, &e)) {
+    if (rlx_job_start(s, m, r, rlx_conn_job_notify, c, &j, &e)) {
         rlx_conn_error(c, &e);
-        rlx_api_request_free(&r);
         return;
     }
     c->job = j;
@@ -359,26 +248,7 @@ static void generate(rlx_srv *s, rlx_conn *c, rlx_api_kind kind)
     c->stream_ctype = kind == RLX_API_GENERATE ? "application/x-ndjson" : "text/event-stream";
 }
 
-static void h_completions(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_COMPLETIONS); }
-static void h_chat(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_CHAT); }
-static void h_generate(rlx_srv *s, rlx_conn *c) { generate(s, c, RLX_API_GENERATE); }
-
-/* ---- sessions ----------------------------------------------------------------------------
- * Reads go to the worker's session table or its sqlite3 store (one indexed query, bounded by
- * the page size), so they are answered on the loop like /metrics. */
-
-static cJSON *session_json(const rlx_session_info *i)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", i->id);
-    cJSON_AddStringToObject(o, "object", "session");
-    cJSON_AddStringToObject(o, "model", i->model);
-    cJSON_AddNumberToObject(o, "n_tokens", i->n_tokens);
-    cJSON_AddNumberToObject(o, "created", (double)(long long)i->created);
-    cJSON_AddNumberToObject(o, "updated", (double)(long long)i->updated);
-    cJSON_AddBoolToObject(o, "kv_snapshot", i->has_kv_snapshot);
-    return o;
-}
+/* ---- sessions (the store is sqlite3: answered on the threadpool) ------------------------- */
 
 static long query_long(rlx_conn *c, const char *key, long def, long max)
 {
@@ -389,8 +259,10 @@ static long query_long(rlx_conn *c, const char *key, long def, long max)
     return (end == v || *end || x < 0) ? -1 : (x > max ? max : x);
 }
 
-static void h_sessions(rlx_srv *s, rlx_conn *c)
+static void h_sessions(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
+    (void)s;
+    (void)pb;
     long offset = query_long(c, "offset", 0, 1L << 30), limit = query_long(c, "limit", 100, 1000);
     rlx_api_error e;
     if (offset < 0 || limit < 0) {
@@ -398,79 +270,110 @@ static void h_sessions(rlx_srv *s, rlx_conn *c)
         rlx_conn_error(c, &e);
         return;
     }
-    cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
-    double total = 0;
-    for (size_t m = 0; m < s->n_models; m++) {
-        if (s->models[m].state != RLX_MODEL_READY) continue;
-        rlx_session_info *list = NULL;
-        size_t n = 0, tot = 0;
-        rlx_error err = {0};
-        if (rlx_worker_sessions_list(s->models[m].w, (size_t)offset, (size_t)limit, &list, &n, &tot, &err) == 0) {
-            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, session_json(&list[i]));
-            total += (double)tot;
-        }
-        free(list);
-    }
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON_AddNumberToObject(o, "total", total);
-    respond_json(c, 200, o);
+    rlx_task_sessions(c, NULL, false, (size_t)offset, (size_t)limit);
 }
 
-static void h_session(rlx_srv *s, rlx_conn *c)
+static void h_session(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
+    (void)s;
+    (void)pb;
     const char *id = c->path + strlen("/v1/sessions/");
-    bool del = !strcmp(c->method, "DELETE");
-    rlx_api_error e;
-    rlx_error err = {0};
-    for (size_t m = 0; m < s->n_models; m++) {
-        if (s->models[m].state != RLX_MODEL_READY) continue;
-        rlx_session_info info;
-        int32_t *tokens = NULL;
-        size_t n = 0;
-        int rc = del ? rlx_worker_session_delete(s->models[m].w, id, &err)
-                     : rlx_worker_session_get(s->models[m].w, id, &info, &tokens, &n, &err);
-        if (rc == RLX_ENOTFOUND) continue;
-        if (rc) {
-            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? INVALID : "server_error",
-                           rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
-            rlx_conn_error(c, &e);
-            return;
-        }
-        cJSON *o;
-        if (del) {
-            o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "id", id);
-            cJSON_AddStringToObject(o, "object", "session.deleted");
-            cJSON_AddBoolToObject(o, "deleted", true);
-        } else {
-            o = session_json(&info);
-            cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
-            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(tokens[i]));
-            free(tokens);
-        }
-        respond_json(c, 200, o);
+    if (!rlx_api_utf8_valid(id, strlen(id))) {
+        rlx_api_error e;
+        rlx_api_errorf(&e, 400, INVALID, "session_id", "The session id in the path is not valid UTF-8 text.");
+        rlx_conn_error(c, &e);
         return;
     }
-    rlx_api_errorf(&e, 404, INVALID, "session_id", "The session '%s' does not exist.", id);
-    e.code = "session_not_found";
-    rlx_conn_error(c, &e);
+    rlx_task_sessions(c, id, !strcmp(c->method, "DELETE"), 0, 0);
 }
 
 static const route routes[] = {
-    {"GET", "/health", h_health, true, "health"},
-    {"GET", "/v1/models", h_models, false, "models"},
-    {"GET", "/v1/models/*", h_model, false, "models"},
-    {"GET", "/metrics", h_metrics, false, "metrics"},
-    {"POST", "/v1/completions", h_completions, false, "completions"},
-    {"POST", "/v1/chat/completions", h_chat, false, "chat_completions"},
-    {"POST", "/v1/generate", h_generate, false, "generate"},
-    {"POST", "/tokenize", h_tokenize, false, "tokenize"},
-    {"POST", "/detokenize", h_detokenize, false, "detokenize"},
-    {"POST", "/apply-template", h_apply_template, false, "apply_template"},
-    {"GET", "/v1/sessions", h_sessions, false, "sessions"},
-    {"GET", "/v1/sessions/*", h_session, false, "sessions"},
-    {"DELETE", "/v1/sessions/*", h_session, false, "sessions"},
+    {"GET", "/health", h_health, true, "health", P_NONE, 0},
+    {"GET", "/v1/models", h_models, false, "models", P_NONE, 0},
+    {"GET", "/v1/models/*", h_model, false, "models", P_NONE, 0},
+    {"GET", "/metrics", h_metrics, false, "metrics", P_NONE, 0},
+    {"POST", "/v1/completions", generate, false, "completions", P_API, RLX_API_COMPLETIONS},
+    {"POST", "/v1/chat/completions", generate, false, "chat_completions", P_API, RLX_API_CHAT},
+    {"POST", "/v1/generate", generate, false, "generate", P_API, RLX_API_GENERATE},
+    {"POST", "/tokenize", h_tokenize, false, "tokenize", P_TOKENIZE, 0},
+    {"POST", "/detokenize", h_detokenize, false, "detokenize", P_DETOKENIZE, 0},
+    {"POST", "/apply-template", h_apply_template, false, "apply_template", P_API, RLX_API_CHAT},
+    {"GET", "/v1/sessions", h_sessions, false, "sessions", P_NONE, 0},
+    {"GET", "/v1/sessions/*", h_session, false, "sessions", P_NONE, 0},
+    {"DELETE", "/v1/sessions/*", h_session, false, "sessions", P_NONE, 0},
 };
+
+static void run_parsed(rlx_srv *s, rlx_conn *c, const route *r, parsed *pb)
+{
+    if (pb->rc) rlx_conn_error(c, &pb->e);
+    else r->fn(s, c, pb);
+    parsed_free(pb);
+}
+
+typedef struct parse_task {
+    uv_work_t work;
+    rlx_srv *srv;
+    rlx_conn *conn;                /* NULL once the connection is gone */
+    const route *route;
+    char *body;                    /* taken from the connection */
+    size_t len;
+    parsed pb;
+} parse_task;
+
+static void parse_work(uv_work_t *w)
+{
+    parse_task *t = w->data;
+    parse_body(&t->pb, t->route->body, t->route->api, t->body, t->len);
+}
+
+static void parse_done(uv_work_t *w, int status)
+{
+    parse_task *t = w->data;
+    rlx_srv *s = t->srv;
+    s->n_tasks--;
+    if (t->conn) {
+        rlx_conn *c = t->conn;
+        c->task_conn = NULL;
+        if (status) {
+            rlx_api_error e;
+            rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
+            rlx_conn_error(c, &e);
+            parsed_free(&t->pb);
+        } else {
+            run_parsed(s, c, t->route, &t->pb); /* may queue the next task or start a job */
+        }
+        rlx_conn_wake(c);
+    } else {
+        parsed_free(&t->pb);
+    }
+    free(t->body);
+    free(t);
+    rlx_srv_maybe_exit(s);
+}
+
+static void parse_queue(rlx_srv *s, rlx_conn *c, const route *r)
+{
+    parse_task *t = calloc(1, sizeof *t);
+    if (t) {
+        t->work.data = t;
+        t->srv = s;
+        t->conn = c;
+        t->route = r;
+        t->body = c->body; /* the connection may end while the task runs */
+        t->len = c->body_len;
+    }
+    if (!t || uv_queue_work(s->loop, &t->work, parse_work, parse_done)) {
+        free(t);
+        rlx_api_error e;
+        rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the parsing of this request.");
+        rlx_conn_error(c, &e);
+        return;
+    }
+    c->body = NULL;
+    c->body_len = c->body_cap = 0;
+    s->n_tasks++;
+    c->task_conn = &t->conn;
+}
 
 /* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment). */
 static bool path_match(const char *pattern, const char *path)
@@ -521,5 +424,15 @@ void rlx_route(rlx_srv *s, rlx_conn *c)
         rlx_conn_error(c, &e);
         return;
     }
-    hit->fn(s, c);
+    if (hit->body == P_NONE) {
+        hit->fn(s, c, NULL);
+        return;
+    }
+    if (c->body_len > INLINE_PARSE_MAX) {
+        parse_queue(s, c, hit);
+        return;
+    }
+    parsed pb;
+    parse_body(&pb, hit->body, hit->api, c->body ? c->body : "", c->body_len);
+    run_parsed(s, c, hit, &pb);
 }

@@ -49,6 +49,10 @@ typedef struct rlx_choice {
     int32_t *tokens; size_t n_tokens, cap_tokens;
     rlx_api_logprob *lps; size_t n_lps, cap_lps;
     size_t lp_offset;              /* text_offset of the next logprob entry */
+    size_t echo_len;               /* echo: bytes of text that are the prompt */
+    size_t n_prompt_lps;           /* echo + logprobs: lps[0..n) are the prompt's tokens */
+    size_t prompt_lp_offset;       /* text_offset of the next prompt token's entry */
+    bool echo_pending;             /* stream: the echo chunk waits for the prompt's logprobs */
     rlx_finish_reason finish;
     rlx_usage usage;
     rlx_timings timings;
@@ -71,8 +75,14 @@ struct rlx_job {
     bool failed;                   /* err holds the first error */
     rlx_api_error err;
     bool client_gone;
-    bool preparing;                /* the chat template is being rendered off the loop */
+    bool preparing;                /* prepare.c's work runs on the threadpool */
+    int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
+    size_t n_chat_ids;
+    char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
+    int32_t prompt_tokens;         /* prompt tokens submitted, over all choices */
     bool started;                  /* every choice was submitted: a stream may begin */
+    const char *line_id;           /* stdio: the client's id as JSON (borrowed from the sink); the
+                                      output is then JSON lines (rlx_api_line_*) */
     rlx_job_notify_fn notify;      /* NULL once detached */
     void *sink;
     double t_start;
@@ -111,6 +121,7 @@ struct rlx_srv {
     double stop_t0;
     int exit_code;
     void *stdio;                   /* stdio.c state in --stdio mode */
+    char fingerprint[64];          /* system_fingerprint: version and backend */
 };
 
 /* jobs.c */
@@ -128,6 +139,15 @@ void rlx_srv_cancel_all(rlx_srv *s);
 /* Shutdown, after the workers stopped: handle what they queued, then free what is left. */
 void rlx_srv_drain_queue(rlx_srv *s);
 void rlx_srv_free_jobs(rlx_srv *s);
+/* prepare.c, on the threadpool: renders and tokenizes the job's prompts (into req.prompts[].ids
+ * or chat_ids), checks them against vocabulary and context, and detokenizes echoed prompts. */
+int rlx_job_prepare(rlx_job *j, rlx_api_error *e);
+/* The parameter a prompt problem names: "messages", "input_ids" or "prompt". */
+const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt);
+/* A 400 context_length_exceeded naming the prompt (too long by itself) or max_tokens. */
+int rlx_job_context_error(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
+/* Names that parameter in e (for the engine's own RLX_ETOOLONG, e.g. the KV pool's limit). */
+void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
 /* Renders a chat request's messages with the model's template (malloc'ed). */
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e);
 
@@ -177,9 +197,16 @@ const char *rlx_route_endpoint(const char *path); /* metrics label */
 /* Sets c's answer; body (malloc'ed, may be NULL when out of memory) is taken. */
 void rlx_conn_respond(rlx_conn *c, int status, const char *ctype, char *body);
 void rlx_conn_error(rlx_conn *c, const rlx_api_error *e);
+/* tasks.c: answers computed on the threadpool while the connection waits; each takes its
+ * inputs (freed also on failure). id NULL: list sessions, else get or delete one. */
+void rlx_task_tokenize(rlx_conn *c, rlx_model_slot *m, char *text, bool add_special, bool parse_special);
+void rlx_task_detokenize(rlx_conn *c, rlx_model_slot *m, int32_t *ids, size_t n);
+void rlx_task_template(rlx_conn *c, rlx_model_slot *m, rlx_api_request *r);
+void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, size_t limit);
 /* http.c: the job-side wake-up of the connection waiting on it. */
 void rlx_conn_job_notify(rlx_job *job);
-/* http.c: a threadpool task has set c's answer: resume the connection. */
+/* http.c: a threadpool task has answered (and cleared c->task_conn, unless it queued
+ * another): resume the connection. */
 void rlx_conn_wake(rlx_conn *c);
 
 /* stdio.c */
@@ -187,7 +214,8 @@ int rlx_stdio_start(rlx_srv *s, rlx_error *err);
 void rlx_stdio_models_ready(rlx_srv *s);
 void rlx_stdio_close(rlx_srv *s);   /* closes the handles (run the loop after) */
 void rlx_stdio_free(rlx_srv *s);    /* once the handles are closed */
-bool rlx_stdio_idle(rlx_srv *s);    /* EOF seen and every result written */
+void rlx_stdio_quiesce(rlx_srv *s); /* SIGTERM: stop reading, refuse lines not started */
+bool rlx_stdio_idle(rlx_srv *s);    /* nothing in flight and every line written */
 
 /* cmd_serve.c */
 void rlx_srv_maybe_exit(rlx_srv *s);  /* while stopping: ends the loop once idle */

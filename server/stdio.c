@@ -1,9 +1,15 @@
-/* stdio.c - `rlxd serve --stdio`: one JSON request per line on stdin (a /v1/generate body,
- * plus optional "id", echoed back, and "endpoint": "generate" | "completions" | "chat"), one
- * JSON result per line on stdout, in input order. Errors are {"id":..,"error":{...}}. At EOF
- * the work in flight finishes, then the daemon exits. stdin/stdout are libuv pipes or ttys on
- * the loop; regular files are read through uv_fs (the threadpool) and written synchronously.
- * "stream" is ignored here: each request gives exactly one line. */
+/* stdio.c - `rlxd serve --stdio`: JSON lines. Each stdin line is one request object with an
+ * "id" (any JSON value but null), the fields of /v1/generate (or "messages" for chat, which the
+ * model's template renders) and "stream". Each stdout line is JSON carrying that id: token
+ * events {"id","token","text"} when streaming, then one result {"id","ok":true,...} or
+ * {"id","ok":false,"error":{...}}. Requests run concurrently and their lines go out as they
+ * are produced, so a long request does not hold back a short one behind it. A malformed line
+ * gets an error line (id null when it could not be read) and the stream goes on. At EOF the
+ * work in flight finishes, then the daemon exits 0.
+ *
+ * The loop neither blocks nor parses: lines are parsed on the threadpool; stdin/stdout are
+ * libuv pipes or ttys, or regular files read and written through uv_fs (the threadpool), one
+ * write at a time so lines keep their order. */
 #include "server/serve.h"
 
 #include <stdio.h>
@@ -12,127 +18,159 @@
 
 #define INVALID "invalid_request_error"
 
+/* Lines in flight (parsing or generating) at once; further lines wait, and reading pauses
+ * while many wait, so a large input overflows neither the engine's queue nor memory. */
+#define MAX_RUNNING 32
+#define MAX_WAITING 256
+
+typedef struct stdio_state stdio_state;
+
 typedef struct entry {
-    struct entry *next;
-    struct stdio_state *st;
-    cJSON *id;                 /* owned; JSON null when absent */
-    rlx_job *job;              /* borrowed while running */
-    char *line;                /* owned until the request starts */
+    struct entry *next;        /* waiting FIFO */
+    stdio_state *st;
+    char *line;                /* owned until parsed */
     size_t len;
-    rlx_api_kind kind;         /* for the access log */
     double t0;
-    char *result;              /* the output line, once known */
+    uv_work_t work;            /* the parse */
+    char *id;                  /* the client's id as JSON text (owned), "null" when unknown */
+    cJSON *root;               /* parsed line (owned until the request starts) */
+    rlx_api_request req;
+    int rc;
+    rlx_api_error err;
+    rlx_api_kind kind;         /* for the access log */
+    rlx_job *job;              /* borrowed while running */
 } entry;
 
-typedef struct stdio_state {
+typedef struct out_buf { char *p; size_t len, cap; } out_buf;
+
+struct stdio_state {
     rlx_srv *srv;
     union { uv_pipe_t pipe; uv_tty_t tty; uv_stream_t stream; } in, out;
     bool in_stream, out_stream, in_open, out_open;
     uv_fs_t read_req;
+    bool reading_file;         /* a uv_fs_read is in flight */
     char rbuf[65536];
     char *line; size_t len, cap;
-    entry *head, *tail;
-    bool eof, paused;
-    size_t writes_pending;
-    size_t running, waiting;   /* lines started / read but not started (backpressure) */
-} stdio_state;
-
-/* Requests run at once; more lines wait in order, and reading pauses while many wait, so a
- * large input neither overflows the engine's queue nor memory. */
-#define MAX_RUNNING 16
-#define MAX_WAITING 256
+    bool too_long;             /* the current line passed the limit: skip to its end */
+    entry *head, *tail;        /* read, not started */
+    size_t waiting, running;
+    bool eof, paused, closing;
+    out_buf pending, writing;  /* bytes to write next / being written */
+    size_t write_off;
+    uv_write_t wreq;
+    uv_fs_t wfs;
+    bool write_busy, out_broken;
+};
 
 static void start_waiting(stdio_state *st);
 static void resume_reading(stdio_state *st);
 
-static char *with_id(const char *json, const cJSON *id)
-{
-    cJSON *o = json ? cJSON_Parse(json) : NULL;
-    if (!o) o = cJSON_CreateObject();
-    cJSON *idc = id ? cJSON_Duplicate(id, true) : cJSON_CreateNull();
-    cJSON_DeleteItemFromObjectCaseSensitive(o, "id");
-    if (idc) cJSON_AddItemToObject(o, "id", idc);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
-}
+/* ---- output: one write in flight, later lines gather behind it --------------------------- */
 
-static void on_written(uv_write_t *w, int status)
+static void write_next(stdio_state *st);
+
+static void write_finished(stdio_state *st, int status)
 {
-    (void)status;
-    stdio_state *st = w->data;
-    free(((char **)(w + 1))[0]);
-    free(w);
-    st->writes_pending--;
+    if (status < 0 && !st->out_broken) {
+        st->out_broken = true; /* the reader is gone: results have nowhere to go */
+        fprintf(stderr, "rlxd: stdout: %s; further output is dropped\n", uv_strerror(status));
+    }
+    st->write_busy = false;
+    st->writing.len = 0;
+    st->write_off = 0;
+    write_next(st);
     rlx_srv_maybe_exit(st->srv);
 }
 
-static void write_line(stdio_state *st, char *line)
+static void on_stream_written(uv_write_t *w, int status)
 {
-    size_t n = strlen(line);
-    line[n] = '\n'; /* the NUL slot: the line was allocated with room for it below */
-    if (st->out_stream) {
-        uv_write_t *w = malloc(sizeof *w + sizeof(char *));
-        if (!w) { free(line); return; }
-        ((char **)(w + 1))[0] = line;
-        w->data = st;
-        uv_buf_t b = uv_buf_init(line, (unsigned)n + 1);
-        st->writes_pending++;
-        if (uv_write(w, &st->out.stream, &b, 1, on_written)) {
-            st->writes_pending--;
-            free(line);
-            free(w);
-        }
+    write_finished(w->data, status);
+}
+
+static void on_file_written(uv_fs_t *req)
+{
+    stdio_state *st = req->data;
+    ssize_t n = req->result;
+    uv_fs_req_cleanup(req);
+    if (n > 0 && st->write_off + (size_t)n < st->writing.len) { /* a short write: the rest */
+        st->write_off += (size_t)n;
+        uv_buf_t b = uv_buf_init(st->writing.p + st->write_off, (unsigned)(st->writing.len - st->write_off));
+        if (uv_fs_write(st->srv->loop, &st->wfs, 1, &b, 1, -1, on_file_written) == 0) return;
+        n = -1;
+    }
+    write_finished(st, n < 0 ? (int)n : 0);
+}
+
+static void write_next(stdio_state *st)
+{
+    if (st->write_busy || !st->pending.len || st->closing) return;
+    if (st->out_broken) {
+        st->pending.len = 0;
         return;
     }
-    uv_fs_t req;
-    uv_buf_t b = uv_buf_init(line, (unsigned)n + 1);
-    uv_fs_write(st->srv->loop, &req, 1, &b, 1, -1, NULL);
-    uv_fs_req_cleanup(&req);
-    free(line);
-}
-
-static void flush(stdio_state *st)
-{
-    while (st->head && st->head->result) {
-        entry *e = st->head;
-        st->head = e->next;
-        if (!st->head) st->tail = NULL;
-        write_line(st, e->result);
-        cJSON_Delete(e->id);
-        free(e);
+    out_buf t = st->writing; /* swap: pending becomes the buffer in flight */
+    st->writing = st->pending;
+    st->pending = t;
+    st->pending.len = 0;
+    st->write_off = 0;
+    uv_buf_t b = uv_buf_init(st->writing.p, (unsigned)st->writing.len);
+    int rc;
+    if (st->out_stream) {
+        st->wreq.data = st;
+        rc = uv_write(&st->wreq, &st->out.stream, &b, 1, on_stream_written);
+    } else {
+        st->wfs.data = st;
+        rc = uv_fs_write(st->srv->loop, &st->wfs, 1, &b, 1, -1, on_file_written);
     }
-    if (st->eof && !st->head) st->srv->stopping = true;
-    rlx_srv_maybe_exit(st->srv);
+    if (rc) {
+        st->out_broken = true;
+        st->writing.len = 0;
+        fprintf(stderr, "rlxd: cannot write to stdout: %s\n", uv_strerror(rc));
+        return;
+    }
+    st->write_busy = true;
 }
 
-/* result lines get one spare byte for the '\n' write_line puts in place of the NUL */
-static char *spare(char *s)
+static void emit(stdio_state *st, const char *s, size_t n)
 {
-    if (!s) return NULL;
-    size_t n = strlen(s);
-    char *r = realloc(s, n + 2);
-    if (!r) { free(s); return NULL; }
-    r[n + 1] = 0;
-    return r;
+    if (!s || !n || st->out_broken) return;
+    out_buf *b = &st->pending;
+    if (b->len + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 65536;
+        while (nc < b->len + n) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) return;
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    write_next(st);
 }
+
+static void emit_take(stdio_state *st, char *s)
+{
+    if (s) emit(st, s, strlen(s));
+    free(s);
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
 
 /* One access-log line and one metrics count per request, as over HTTP. */
 static void log_request(entry *e, int status, const rlx_job *job)
 {
     rlx_srv *s = e->st->srv;
-    static const char *const names[] = {"completions", "chat_completions", "generate"};
-    const char *endpoint = names[e->kind];
+    const char *endpoint = e->kind == RLX_API_CHAT ? "chat_completions" : "generate";
     rlx_metrics_request(&s->metrics, endpoint, status);
     char path[32], line[1024];
-    snprintf(path, sizeof path, "stdio:%s", endpoint);
+    snprintf(path, sizeof path, "stdio:%s", e->kind == RLX_API_CHAT ? "chat" : "generate");
     rlx_access_entry ae = {.method = "LINE", .path = path, .status = status, .ttft_s = -1,
                            .duration_s = rlx_now() - e->t0};
     if (job) {
         ae.model = job->model->cfg->name;
-        ae.prompt_tokens = job->total.prompt_tokens;
+        ae.prompt_tokens = job->finished ? job->total.prompt_tokens : job->prompt_tokens;
         ae.completion_tokens = job->total.completion_tokens;
-        if (job->n_choices) {
+        if (job->n_choices && job->finished) {
             ae.ttft_s = job->choices[0].timings.ttft_s;
             ae.finish = rlx_api_finish_name(job->choices[0].finish);
         }
@@ -141,34 +179,154 @@ static void log_request(entry *e, int status, const rlx_job *job)
     fputs(line, stderr);
 }
 
-static void set_error(entry *e, const rlx_api_error *err)
+static void entry_free(entry *e)
 {
-    char *j = rlx_api_error_json(err);
-    e->result = spare(with_id(j, e->id));
-    free(j);
+    free(e->line);
+    free(e->id);
+    cJSON_Delete(e->root);
+    rlx_api_request_free(&e->req);
+    free(e);
+}
+
+/* The request is over (answered, failed or never started): free its slot. */
+static void entry_done(entry *e)
+{
+    stdio_state *st = e->st;
+    st->running--;
+    entry_free(e);
+    start_waiting(st);
+    rlx_srv_maybe_exit(st->srv);
+}
+
+static void fail_entry(entry *e, const rlx_api_error *err)
+{
+    emit_take(e->st, rlx_api_line_error(e->id, err, (rlx_now() - e->t0) * 1000));
     log_request(e, err->status, NULL);
 }
 
 static void on_job(rlx_job *job)
 {
     entry *e = job->sink;
-    if (!job->finished) return;
     stdio_state *st = e->st;
-    e->result = spare(with_id(job->out ? job->out + job->off : NULL, e->id));
+    if (job->len > job->off) emit(st, job->out + job->off, job->len - job->off);
+    job->off = job->len = 0;
+    if (!job->finished) return;
     log_request(e, job->failed ? job->err.status : job->status, job);
     e->job = NULL;
-    st->running--;
     rlx_job_detach(job);
-    start_waiting(st);
-    flush(st);
+    entry_done(e);
 }
+
+/* Threadpool: the line -> id + request. */
+static void parse_work(uv_work_t *w)
+{
+    entry *e = w->data;
+    e->root = cJSON_ParseWithLength(e->line, e->len);
+    const cJSON *id = e->root ? cJSON_GetObjectItemCaseSensitive(e->root, "id") : NULL;
+    if (id && !cJSON_IsNull(id)) {
+        char *txt = cJSON_PrintUnformatted(id);
+        if (txt && rlx_api_utf8_valid(txt, strlen(txt))) e->id = txt;
+        else free(txt);
+    }
+    if (!e->root || !cJSON_IsObject(e->root)) {
+        e->rc = rlx_api_errorf(&e->err, 400, INVALID, NULL, "Each line must be one JSON object.");
+        return;
+    }
+    if (!e->id) {
+        e->rc = rlx_api_errorf(&e->err, 400, INVALID, "id", "Each request needs an 'id' (any JSON value but null) "
+                               "to tell its output lines apart.");
+        return;
+    }
+    if (rlx_api_has_escaped_nul(e->line, e->len)) {
+        e->rc = rlx_api_errorf(&e->err, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
+        return;
+    }
+    e->kind = cJSON_GetObjectItemCaseSensitive(e->root, "messages") ? RLX_API_CHAT : RLX_API_GENERATE;
+    e->rc = rlx_api_parse_json(&e->req, e->kind, e->root, 0, &e->err);
+}
+
+static void parse_done(uv_work_t *w, int status)
+{
+    entry *e = w->data;
+    stdio_state *st = e->st;
+    rlx_srv *s = st->srv;
+    s->n_tasks--;
+    free(e->line);
+    e->line = NULL;
+    cJSON_Delete(e->root);
+    e->root = NULL;
+    if (!e->id && !(e->id = strdup("null"))) { entry_done(e); return; }
+    if (status || st->closing) {
+        rlx_api_errorf(&e->err, 503, "unavailable_error", NULL, "The server is shutting down.");
+        fail_entry(e, &e->err);
+        entry_done(e);
+        return;
+    }
+    rlx_api_error err;
+    rlx_model_slot *m = e->rc ? NULL : rlx_srv_model(s, e->req.model, &err);
+    if (e->rc) err = e->err;
+    /* chat is rendered by the template, then answered like generate: one native result */
+    e->req.kind = RLX_API_GENERATE;
+    rlx_job *job;
+    if (!m || rlx_job_start(s, m, &e->req, on_job, e, &job, &err)) {
+        fail_entry(e, &err);
+        entry_done(e);
+        return;
+    }
+    job->line_id = e->id;
+    job->t_start = e->t0;
+    e->job = job;
+}
+
+static void start_entry(stdio_state *st, entry *e)
+{
+    rlx_srv *s = st->srv;
+    st->running++;
+    e->work.data = e;
+    if (uv_queue_work(s->loop, &e->work, parse_work, parse_done)) {
+        e->id = strdup("null");
+        rlx_api_errorf(&e->err, 500, "server_error", NULL, "Cannot queue the parsing of this line.");
+        fail_entry(e, &e->err);
+        entry_done(e);
+        return;
+    }
+    s->n_tasks++;
+}
+
+static void start_waiting(stdio_state *st)
+{
+    while (st->head && st->running < MAX_RUNNING && !st->closing) {
+        entry *e = st->head;
+        st->head = e->next;
+        if (!st->head) st->tail = NULL;
+        st->waiting--;
+        if (st->srv->stopping && !st->eof) {
+            /* SIGTERM: lines read but not started are refused, not silently dropped */
+            e->id = strdup("null");
+            rlx_api_error err;
+            rlx_api_errorf(&err, 503, "unavailable_error", NULL, "The server is shutting down.");
+            st->running++;
+            fail_entry(e, &err);
+            entry_done(e);
+            continue;
+        }
+        start_entry(st, e);
+    }
+    if (st->paused && st->waiting < MAX_WAITING / 2 && !st->srv->stopping) resume_reading(st);
+    if (st->eof && !st->head && st->running == 0) st->srv->stopping = true; /* EOF drained */
+}
+
+/* ---- input ----------------------------------------------------------------------------------- */
 
 static void enqueue_line(stdio_state *st, const char *line, size_t len)
 {
     while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t')) len--;
     if (!len) return;
     entry *e = calloc(1, sizeof *e);
-    if (!e || !(e->line = malloc(len + 1))) { free(e); return; }
+    if (!e || !(e->line = malloc(len + 1))) {
+        free(e);
+        return;
+    }
     memcpy(e->line, line, len);
     e->line[len] = 0;
     e->len = len;
@@ -181,86 +339,56 @@ static void enqueue_line(stdio_state *st, const char *line, size_t len)
     st->waiting++;
 }
 
-static void start_entry(stdio_state *st, entry *e)
+static void line_too_long(stdio_state *st)
 {
-    rlx_srv *s = st->srv;
-    const char *line = e->line;
-    size_t len = e->len;
     rlx_api_error err;
-    cJSON *root = cJSON_ParseWithLength(line, len);
-    if (root) e->id = cJSON_DetachItemFromObjectCaseSensitive(root, "id");
-    const cJSON *ep = root ? cJSON_GetObjectItemCaseSensitive(root, "endpoint") : NULL;
-    rlx_api_kind kind = RLX_API_GENERATE;
-    if (!root || !cJSON_IsObject(root)) {
-        rlx_api_errorf(&err, 400, INVALID, NULL, "Each line must be one JSON object.");
-    } else if (ep && !cJSON_IsNull(ep) && (!cJSON_IsString(ep) || (strcmp(ep->valuestring, "generate")
-               && strcmp(ep->valuestring, "completions") && strcmp(ep->valuestring, "chat")))) {
-        rlx_api_errorf(&err, 400, INVALID, "endpoint", "'endpoint' must be \"generate\", \"completions\" or \"chat\".");
-    } else {
-        if (cJSON_IsString(ep)) kind = !strcmp(ep->valuestring, "chat") ? RLX_API_CHAT
-                                     : !strcmp(ep->valuestring, "completions") ? RLX_API_COMPLETIONS : RLX_API_GENERATE;
-        err.status = 0;
-    }
-    cJSON_Delete(root);
-    e->kind = kind;
-    if (err.status) { set_error(e, &err); return; }
-    rlx_api_request r;
-    if (rlx_api_parse(&r, kind, line, len, 0, &err)) {
-        rlx_api_request_free(&r);
-        set_error(e, &err);
-        return;
-    }
-    r.stream = false; /* one result line per request */
-    rlx_model_slot *m = rlx_srv_model(s, r.model, &err);
-    rlx_job *job;
-    if (!m || rlx_job_start(s, m, &r, on_job, e, &job, &err)) {
-        rlx_api_request_free(&r);
-        set_error(e, &err);
-        return;
-    }
-    e->job = job;
-    st->running++;
-}
-
-
-static void start_waiting(stdio_state *st)
-{
-    for (entry *e = st->head; e && st->running < MAX_RUNNING; e = e->next) {
-        if (!e->line) continue;
-        st->waiting--;
-        start_entry(st, e);
-        free(e->line);
-        e->line = NULL;
-    }
-    if (st->paused && st->waiting < MAX_WAITING / 2) resume_reading(st);
-    flush(st);
+    rlx_api_errorf(&err, 413, INVALID, NULL, "The line is longer than the limit of %lld bytes (--max-body).",
+                   (long long)st->srv->cfg->max_body);
+    emit_take(st, rlx_api_line_error("null", &err, 0));
+    entry e = {.st = st, .t0 = rlx_now(), .kind = RLX_API_GENERATE};
+    log_request(&e, 413, NULL);
 }
 
 static void feed(stdio_state *st, const char *buf, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (buf[i] == '\n') {
-            enqueue_line(st, st->line ? st->line : "", st->len);
+    size_t limit = (size_t)st->srv->cfg->max_body;
+    for (size_t i = 0; i < n;) {
+        const char *nl = memchr(buf + i, '\n', n - i);
+        size_t k = (nl ? (size_t)(nl - buf) : n) - i;
+        if (!st->too_long && st->len + k > limit) {
+            st->too_long = true;
             st->len = 0;
-            continue;
+            line_too_long(st);
         }
-        if (st->len + 1 >= st->cap) {
-            size_t nc = st->cap ? st->cap * 2 : 4096;
-            char *nl = realloc(st->line, nc);
-            if (!nl) return;
-            st->line = nl;
-            st->cap = nc;
+        if (!st->too_long) {
+            if (st->len + k + 1 > st->cap) {
+                size_t nc = st->cap ? st->cap : 4096;
+                while (nc < st->len + k + 1) nc *= 2;
+                char *nl2 = realloc(st->line, nc);
+                if (!nl2) return;
+                st->line = nl2;
+                st->cap = nc;
+            }
+            memcpy(st->line + st->len, buf + i, k);
+            st->len += k;
         }
-        st->line[st->len++] = buf[i];
+        i += k;
+        if (nl) {
+            if (!st->too_long) enqueue_line(st, st->line, st->len);
+            st->too_long = false;
+            st->len = 0;
+            i++;
+        }
     }
 }
 
 static void at_eof(stdio_state *st)
 {
-    if (st->len) enqueue_line(st, st->line, st->len);
+    if (st->len && !st->too_long) enqueue_line(st, st->line, st->len);
     st->len = 0;
     st->eof = true;
     start_waiting(st);
+    rlx_srv_maybe_exit(st->srv);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -270,18 +398,22 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     *b = uv_buf_init(st->rbuf, sizeof st->rbuf);
 }
 
+static void after_read(stdio_state *st)
+{
+    start_waiting(st);
+    if (st->waiting >= MAX_WAITING && !st->eof) {
+        st->paused = true;
+        if (st->in_stream) uv_read_stop(&st->in.stream);
+    }
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     stdio_state *st = s->data;
     if (n > 0) {
         feed(st, b->base, (size_t)n);
-        start_waiting(st);
-        if (st->waiting >= MAX_WAITING && !st->eof) {
-            uv_read_stop(s);
-            st->paused = true;
-        }
-    }
-    if (n < 0) {
+        after_read(st);
+    } else if (n < 0) {
         uv_read_stop(s);
         at_eof(st);
     }
@@ -294,14 +426,16 @@ static void on_file_read(uv_fs_t *req)
     stdio_state *st = req->data;
     ssize_t n = req->result;
     uv_fs_req_cleanup(req);
+    st->reading_file = false;
+    if (st->closing) return;
     if (n > 0) {
         feed(st, st->rbuf, (size_t)n);
-        start_waiting(st);
-        if (st->waiting >= MAX_WAITING) st->paused = true;
-        else read_file_next(st);
+        after_read(st);
+        if (!st->paused && !st->srv->stopping) read_file_next(st);
     } else {
         at_eof(st);
     }
+    rlx_srv_maybe_exit(st->srv);
 }
 
 static void read_file_next(stdio_state *st)
@@ -309,6 +443,17 @@ static void read_file_next(stdio_state *st)
     uv_buf_t b = uv_buf_init(st->rbuf, sizeof st->rbuf);
     st->read_req.data = st;
     if (uv_fs_read(st->srv->loop, &st->read_req, 0, &b, 1, -1, on_file_read)) at_eof(st);
+    else st->reading_file = true;
+}
+
+static void resume_reading(stdio_state *st)
+{
+    st->paused = false;
+    if (st->in_stream) {
+        if (uv_read_start(&st->in.stream, on_alloc, on_read)) at_eof(st);
+    } else if (!st->reading_file) {
+        read_file_next(st);
+    }
 }
 
 static int open_stream(rlx_srv *s, stdio_state *st, int fd, bool readable, bool *is_stream, bool *open)
@@ -325,7 +470,7 @@ static int open_stream(rlx_srv *s, stdio_state *st, int fd, bool readable, bool 
             return RLX_EIO;
         }
     } else {
-        return 0; /* a regular file: uv_fs */
+        return 0; /* a regular file (or /dev/null): uv_fs on the threadpool */
     }
     h->data = st;
     *is_stream = true;
@@ -345,47 +490,47 @@ int rlx_stdio_start(rlx_srv *s, rlx_error *err)
     return 0;
 }
 
-static void resume_reading(stdio_state *st)
-{
-    st->paused = false;
-    if (st->in_stream) {
-        if (uv_read_start(&st->in.stream, on_alloc, on_read)) at_eof(st);
-    } else {
-        read_file_next(st);
-    }
-}
-
 void rlx_stdio_models_ready(rlx_srv *s)
 {
     stdio_state *st = s->stdio;
+    if (st) resume_reading(st);
+}
+
+void rlx_stdio_quiesce(rlx_srv *s)
+{
+    stdio_state *st = s->stdio;
     if (!st) return;
-    if (st->in_stream) {
-        if (uv_read_start(&st->in.stream, on_alloc, on_read)) at_eof(st);
-    } else {
-        read_file_next(st);
-    }
+    if (st->in_stream && st->in_open) uv_read_stop(&st->in.stream);
+    st->paused = true;
+    start_waiting(st); /* refuses what was read but not started */
 }
 
 bool rlx_stdio_idle(rlx_srv *s)
 {
     stdio_state *st = s->stdio;
-    return !st || (st->eof && !st->head && st->writes_pending == 0);
+    return !st || (st->running == 0 && !st->head && !st->write_busy && !st->pending.len && !st->reading_file);
 }
 
 void rlx_stdio_close(rlx_srv *s)
 {
     stdio_state *st = s->stdio;
     if (!st) return;
+    st->closing = true;
     if (st->in_open) uv_close((uv_handle_t *)&st->in.stream, NULL);
     if (st->out_open) uv_close((uv_handle_t *)&st->out.stream, NULL);
     while (st->head) {
         entry *e = st->head;
         st->head = e->next;
-        if (e->job) rlx_job_detach(e->job);
-        free(e->line);
-        free(e->result);
-        cJSON_Delete(e->id);
-        free(e);
+        entry_free(e);
+    }
+    /* jobs still running (grace period over) are detached; their entries go with them */
+    for (;;) {
+        rlx_job *j = s->jobs;
+        while (j && j->notify != on_job) j = j->next;
+        if (!j) break;
+        entry *e = j->sink;
+        rlx_job_detach(j); /* may free j: the list is walked again from its head */
+        entry_free(e);
     }
 }
 
@@ -394,6 +539,8 @@ void rlx_stdio_free(rlx_srv *s)
     stdio_state *st = s->stdio;
     if (!st) return;
     free(st->line);
+    free(st->pending.p);
+    free(st->writing.p);
     free(st);
     s->stdio = NULL;
 }

@@ -53,7 +53,9 @@ static inline const char *rlx_test_shared(const char *rel)
 static inline int rlx_test_run(const rlx_test_case *cases, size_t n)
 {
     int passed = 0, failed = 0, skipped = 0;
+    const char *only = getenv("RLX_TEST_ONLY"); /* run the tests whose name contains this */
     for (size_t i = 0; i < n; i++) {
+        if (only && *only && !strstr(cases[i].name, only)) continue;
         rlx_test_failed_ = rlx_test_skipped_ = 0;
         cases[i].fn();
         if (rlx_test_failed_) { failed++; fprintf(stderr, "FAIL %s\n", cases[i].name); }

@@ -43,10 +43,12 @@ int rlx_cu_matmul(void *stream, int type, const void *w, size_t row_bytes, int64
 int rlx_cu_dequant(void *stream, int type, const void *w, size_t row_bytes, int64_t K, int64_t N, float *out);
 /* table: per token n_rot floats (n_rot/2 cos, then n_rot/2 sin), in the batch words at `tab`. */
 int rlx_cu_rope(void *stream, const float *x, float *y, rlx_cu_batch b, int n_heads, int hd, int n_rot, int mode, int32_t tab);
+/* The paged KV pool: rows of rb bytes, type 0 f32, 1 f16, 2 Q8_0 (kvc / 32 blocks of an f16
+ * scale and 32 int8, quantized as quant.c does). */
 int rlx_cu_kv_store(void *stream, const float *k, const float *v, void *kc, void *vc, rlx_cu_batch b, int64_t kvc,
-                    int f16, int block_size);
+                    int type, int64_t rb, int block_size);
 int rlx_cu_attention(void *stream, const float *q, float *y, const void *kc, const void *vc, rlx_cu_batch b, int n_head,
-                     int group, int hd, int64_t kvc, int window, float scale, float softcap, int f16, int block_size);
+                     int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int block_size);
 int rlx_cu_gather(void *stream, const float *x, float *y, rlx_cu_batch b, int64_t cols);
 /* KV snapshot helpers are plain cudaMemcpy; nothing here. */
 

@@ -1,9 +1,9 @@
 /* cuda_backend.c - the CUDA backend's host side (C, CUDA runtime + cuBLAS C APIs): device
- * selection, weights copied once at prepare(), the activation arena, matmul scratch, the paged
- * KV pool (one K and one V allocation per layer), and run(): validate the batch, upload its
- * words (ids, positions, block tables, rope tables), launch one kernel (or a few) per step on
- * the backend's stream, copy the logits back. Batches of >= 32 tokens multiply through cuBLAS
- * SGEMM over a dequantized copy of the weight (activations rounded as for the kernel path). */
+ * selection, weights copied once at prepare(), the activation arena, matmul scratch, the batch
+ * words, the paged KV pool (one K and one V allocation per layer: f32, f16 or Q8_0 rows), and
+ * the entry points, each of which first makes the backend's device current (the engine calls
+ * them from its worker thread, not the thread that created the backend). One forward step is
+ * in cuda_run.c. */
 #include "backends/cuda/cu_internal.h"
 #include "backends/quant.h"
 
@@ -48,22 +48,35 @@ int rlx_cuda_list_devices(rlx_cuda_device_info *out, int cap, int *n, rlx_error 
     return 0;
 }
 
+/* cudaSetDevice on the calling thread: the device is per thread in the runtime API */
+static int use_device(const cu_backend *be, rlx_error *err)
+{
+    return rlx__cu_check(cudaSetDevice(be->device), "cudaSetDevice", err);
+}
+
+/* Frees what prepare() made. Counts come from the backend, never from the plan: the caller may
+ * already have freed the plan (and its graph) it prepared. */
 static void free_plan_state(cu_backend *be)
 {
-    if (be->w_dev && be->plan)
-        for (int t = 0; t < be->plan->graph->n_tensors; t++)
-            if (be->w_owned[t]) cudaFree(be->w_dev[t]);
+    rlx__cu_graphs_drop(be);
+    for (int t = 0; be->w_dev && be->w_owned && t < be->n_tensors; t++)
+        if (be->w_owned[t]) cudaFree(be->w_dev[t]);
     free(be->w_dev);
     free(be->w_owned);
     free(be->ropes);
     cudaFree(be->arena);
     cudaFree(be->scratch);
     cudaFree(be->deq);
+    cudaFree(be->d_batch);
+    cudaFreeHost(be->h_batch);
     be->w_dev = NULL;
     be->w_owned = NULL;
+    be->n_tensors = 0;
     be->ropes = NULL;
     be->arena = NULL;
     be->scratch = be->deq = NULL;
+    be->d_batch = be->h_batch = NULL;
+    be->batch_cap = be->batch_fixed = 0;
     be->n_ropes = 0;
     be->deq_bytes = 0;
     be->plan = NULL;
@@ -74,14 +87,19 @@ static size_t weight_bytes(const rlx_gtensor *x) { return rlx_row_bytes(x->wtype
 static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
 {
     cu_backend *be = (cu_backend *)be_;
+    int rc = use_device(be, err);
+    if (rc) return rc;
     free_plan_state(be);
     const rlx_graph *g = plan->graph;
-    int nt = g->n_tensors, rc = 0;
+    int nt = g->n_tensors;
+    if (plan->max_tokens > 65535)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: batches of more than 65535 tokens are not supported");
     be->plan = plan;
-    be->w_dev = calloc((size_t)nt, sizeof *be->w_dev);
-    be->w_owned = calloc((size_t)nt, sizeof *be->w_owned);
+    be->w_dev = calloc((size_t)nt + 1, sizeof *be->w_dev);
+    be->w_owned = calloc((size_t)nt + 1, sizeof *be->w_owned);
     be->ropes = calloc((size_t)plan->n_steps + 1, sizeof *be->ropes);
     if (!be->w_dev || !be->w_owned || !be->ropes) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory"); goto fail; }
+    be->n_tensors = nt;
     for (int t = 0; t < nt && !rc; t++) {
         const rlx_gtensor *x = &g->tensors[t];
         if (!x->is_weight || !x->data) continue;
@@ -103,8 +121,9 @@ static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     for (int i = 0; i < plan->n_steps; i++) {
         const rlx_node *n = &plan->steps[i].node;
         if (n->op == RLX_OP_GET_ROWS && g->tensors[n->in[0]].ne[1] < be->min_vocab) be->min_vocab = g->tensors[n->in[0]].ne[1];
-        if (n->op == RLX_OP_ATTENTION && (n->ip[3] > 512 || n->ip[3] <= 0)) {
-            rc = rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: attention head size %d is above 512", n->ip[3]);
+        if (n->op == RLX_OP_ATTENTION && (n->ip[3] > 512 || n->ip[3] <= 0 || n->ip[1] > 65535)) {
+            rc = rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: attention with %d heads of %d values is not supported (at most "
+                            "65535 heads of 512)", n->ip[1], n->ip[3]);
             goto fail;
         }
         if (n->op == RLX_OP_MATMUL) {
@@ -130,6 +149,16 @@ static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     if ((rc = rlx__cu_check(cudaMalloc((void **)&be->scratch, scratch), "cudaMalloc (scratch)", err))) goto fail;
     if (be->deq_bytes && (rc = rlx__cu_check(cudaMalloc((void **)&be->deq, be->deq_bytes), "cudaMalloc (gemm scratch)", err)))
         goto fail;
+    /* the batch words' fixed part: its offsets are kernel arguments captured into graphs */
+    size_t at = 3 * (size_t)plan->max_tokens + (size_t)plan->max_outputs;
+    for (int r = 0; r < be->n_ropes; r++) {
+        be->ropes[r].off = (int32_t)at;
+        at += (size_t)plan->max_tokens * (size_t)be->ropes[r].n_rot;
+    }
+    be->batch_fixed = at;
+    if ((rc = rlx__cu_check(cudaMallocHost((void **)&be->h_batch, (at + 4096) * 4), "cudaMallocHost (batch)", err))) goto fail;
+    if ((rc = rlx__cu_check(cudaMalloc((void **)&be->d_batch, (at + 4096) * 4), "cudaMalloc (batch)", err))) goto fail;
+    be->batch_cap = at + 4096;
     return 0;
 fail:
     free_plan_state(be);
@@ -138,6 +167,7 @@ fail:
 
 static void free_kv(cu_backend *be)
 {
+    rlx__cu_graphs_drop(be);
     for (int32_t l = 0; be->kv_k && l < be->kv.n_layers; l++) {
         cudaFree(be->kv_k[l]);
         cudaFree(be->kv_v[l]);
@@ -151,15 +181,18 @@ static void free_kv(cu_backend *be)
 static int cu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *err)
 {
     cu_backend *be = (cu_backend *)be_;
+    int rc = use_device(be, err);
+    if (rc) return rc;
     free_kv(be);
-    if (geo->type != RLX_F16 && geo->type != RLX_F32)
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "the CUDA backend keeps the KV cache in f16 or f32");
+    if ((rc = rlx_kv_type_check(geo->type, geo->kv_cols, err))) return rc;
+    if (geo->n_layers <= 0 || geo->n_blocks <= 0 || geo->block_size <= 0 || geo->kv_cols <= 0)
+        return rlx_errorf(err, RLX_EINVAL, "CUDA: empty KV geometry");
     be->kv_k = calloc((size_t)geo->n_layers, sizeof *be->kv_k);
     be->kv_v = calloc((size_t)geo->n_layers, sizeof *be->kv_v);
     if (!be->kv_k || !be->kv_v) { free(be->kv_k); free(be->kv_v); be->kv_k = be->kv_v = NULL; return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
     be->kv = *geo;
-    be->kv_layer_bytes = (size_t)geo->n_blocks * (size_t)geo->block_size * (size_t)geo->kv_cols * (geo->type == RLX_F16 ? 2 : 4);
-    int rc = 0;
+    be->kv_row_bytes = rlx_kv_row_bytes(geo->type, geo->kv_cols);
+    be->kv_layer_bytes = (size_t)geo->n_blocks * (size_t)geo->block_size * be->kv_row_bytes;
     for (int32_t l = 0; l < geo->n_layers && !rc; l++) {
         rc = rlx__cu_check(cudaMalloc(&be->kv_k[l], be->kv_layer_bytes), "cudaMalloc (KV cache)", err);
         if (!rc) rc = rlx__cu_check(cudaMalloc(&be->kv_v[l], be->kv_layer_bytes), "cudaMalloc (KV cache)", err);
@@ -172,16 +205,17 @@ static int cu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *e
     return rc;
 }
 
-static size_t block_bytes(const cu_backend *be) { return be->kv_layer_bytes / (size_t)be->kv.n_blocks; }
+static size_t block_bytes(const cu_backend *be) { return be->kv_row_bytes * (size_t)be->kv.block_size; }
 
 static int cu_kv_copy_block(rlx_backend *be_, int32_t dst, int32_t src, rlx_error *err)
 {
     cu_backend *be = (cu_backend *)be_;
+    int rc = use_device(be, err);
+    if (rc) return rc;
     if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
     if (dst < 0 || src < 0 || dst >= be->kv.n_blocks || src >= be->kv.n_blocks)
         return rlx_errorf(err, RLX_ERANGE, "KV block id out of range");
     size_t bb = block_bytes(be);
-    int rc = 0;
     for (int32_t l = 0; l < be->kv.n_layers && !rc; l++) {
         rc = rlx__cu_check(cudaMemcpyAsync((uint8_t *)be->kv_k[l] + dst * bb, (uint8_t *)be->kv_k[l] + src * bb, bb,
                                       cudaMemcpyDeviceToDevice, be->stream), "cudaMemcpyAsync", err);
@@ -193,12 +227,14 @@ static int cu_kv_copy_block(rlx_backend *be_, int32_t dst, int32_t src, rlx_erro
 
 static int kv_io(cu_backend *be, int32_t layer, int32_t block, void *k, void *v, bool write, rlx_error *err)
 {
+    int rc = use_device(be, err);
+    if (rc) return rc;
     if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
     if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks)
         return rlx_errorf(err, RLX_ERANGE, "KV block or layer out of range");
     size_t bb = block_bytes(be);
     uint8_t *dk = (uint8_t *)be->kv_k[layer] + block * bb, *dv = (uint8_t *)be->kv_v[layer] + block * bb;
-    int rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
+    rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
     /* on the backend's stream, which does not synchronise with the legacy default stream */
     enum cudaMemcpyKind kind = write ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     if (!rc) rc = rlx__cu_check(cudaMemcpyAsync(write ? dk : k, write ? k : dk, bb, kind, be->stream), "cudaMemcpyAsync (KV)", err);
@@ -217,19 +253,39 @@ static int cu_kv_write_block(rlx_backend *be, int32_t layer, int32_t block, cons
     return kv_io((cu_backend *)be, layer, block, (void *)(uintptr_t)k, (void *)(uintptr_t)v, true, err);
 }
 
-static int cu_run(rlx_backend *be, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
+/* Free device memory now (the KV pool's default size is capped by it). */
+static int cu_mem_available(rlx_backend *be_, uint64_t *bytes, rlx_error *err)
 {
-    return rlx__cu_run((cu_backend *)be, plan, b, logits, err);
+    cu_backend *be = (cu_backend *)be_;
+    size_t free_b = 0, total = 0;
+    int rc = use_device(be, err);
+    if (!rc) rc = rlx__cu_check(cudaMemGetInfo(&free_b, &total), "cudaMemGetInfo", err);
+    *bytes = rc ? 0 : (uint64_t)free_b;
+    return rc;
+}
+
+int rlx_cuda_get_stats(const rlx_backend *be_, rlx_cuda_stats *out)
+{
+    if (!be_ || strcmp(be_->ops->name, "cuda")) return RLX_EINVAL;
+    const cu_backend *be = (const cu_backend *)be_;
+    *out = (rlx_cuda_stats){be->n_captures, be->graphs_on};
+    return 0;
+}
+
+static int cu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
+{
+    cu_backend *be = (cu_backend *)be_;
+    int rc = use_device(be, err);
+    return rc ? rc : rlx__cu_run(be, plan, b, logits, err);
 }
 
 static void cu_destroy(rlx_backend *be_)
 {
     cu_backend *be = (cu_backend *)be_;
+    cudaSetDevice(be->device);
     if (be->stream) cudaStreamSynchronize(be->stream);
     free_plan_state(be);
     free_kv(be);
-    cudaFree(be->d_batch);
-    free(be->h_batch);
     if (be->blas) cublasDestroy(be->blas);
     if (be->stream) cudaStreamDestroy(be->stream);
     free(be);
@@ -243,6 +299,7 @@ static const rlx_backend_ops cu_ops = {
     .run = cu_run,
     .kv_read_block = cu_kv_read_block,
     .kv_write_block = cu_kv_write_block,
+    .mem_available = cu_mem_available,
     .destroy = cu_destroy,
 };
 
@@ -260,6 +317,9 @@ int rlx_backend_cuda_create(rlx_backend **out, int device, rlx_error *err)
     if (!be) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     be->base.ops = &cu_ops;
     be->device = device;
+    const char *gr = getenv("RLX_CUDA_GRAPHS"), *sy = getenv("RLX_CUDA_SYNC");
+    be->sync_steps = sy && !strcmp(sy, "1");
+    be->graphs_on = !(gr && !strcmp(gr, "0")) && !be->sync_steps; /* a per-step wait cannot be captured */
     int rc = rlx__cu_check(cudaSetDevice(device), "cudaSetDevice", err);
     if (!rc) rc = rlx__cu_check(cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking), "cudaStreamCreate", err);
     if (!rc && cublasCreate(&be->blas) != CUBLAS_STATUS_SUCCESS) rc = rlx_errorf(err, RLX_EIO, "CUDA: cublasCreate failed");

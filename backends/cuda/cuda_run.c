@@ -1,10 +1,12 @@
 /* cuda_run.c - one forward step on the CUDA backend: batch validation and upload, then the
  * plan's steps as kernel launches on the backend's stream (see kernels.cu), the logits copied
- * back at the end. */
+ * back at the end. Decode-sized batches replay a CUDA graph captured for their shape (tokens,
+ * outputs): the batch words sit at offsets fixed per plan, so only their contents change. */
 #include "backends/cuda/cu_internal.h"
 #include "backends/quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,52 +48,69 @@ static int validate(const cu_backend *be, const rlx_plan *plan, const rlx_batch 
     return rlx_batch_validate(b, plan, &be->kv, be->min_vocab, err);
 }
 
-/* Words: tokens[T] pos[T] seq[T] out_index[O] table_start[S] tables... rope tables. */
+/* Writes the batch words (layout in cu_internal.h) and copies them to the device. Tables that
+ * outgrow the buffer replace it, which drops the captured graphs (they read it). */
 static int upload_batch(cu_backend *be, const rlx_batch *b, rlx_cu_batch *cb, rlx_error *err)
 {
-    const rlx_graph *g = be->plan->graph;
-    size_t T = (size_t)b->n_tokens, O = (size_t)b->n_outputs, S = (size_t)b->n_seqs, words = 3 * T + O + S;
+    const rlx_plan *plan = be->plan;
+    const rlx_graph *g = plan->graph;
+    size_t T = (size_t)b->n_tokens, S = (size_t)b->n_seqs, MT = (size_t)plan->max_tokens, words = be->batch_fixed + S;
     for (size_t s = 0; s < S; s++) words += (size_t)b->seqs[s].n_blocks;
-    size_t rope0 = words;
-    for (int r = 0; r < be->n_ropes; r++) words += T * (size_t)be->ropes[r].n_rot;
     if (words > be->batch_cap) {
         int rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
         if (rc) return rc;
-        free(be->h_batch);
+        rlx__cu_graphs_drop(be);
+        cudaFreeHost(be->h_batch);
         cudaFree(be->d_batch);
-        be->d_batch = NULL;
+        be->h_batch = be->d_batch = NULL;
+        be->batch_cap = 0;
+        if ((rc = rlx__cu_check(cudaMallocHost((void **)&be->h_batch, words * 8), "cudaMallocHost (batch)", err))) return rc;
+        if ((rc = rlx__cu_check(cudaMalloc((void **)&be->d_batch, words * 8), "cudaMalloc (batch)", err))) return rc;
         be->batch_cap = words * 2;
-        be->h_batch = malloc(be->batch_cap * 4);
-        if (!be->h_batch) { be->batch_cap = 0; return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
-        if ((rc = rlx__cu_check(cudaMalloc((void **)&be->d_batch, be->batch_cap * 4), "cudaMalloc (batch)", err))) {
-            be->batch_cap = 0;
-            return rc;
-        }
     }
     int32_t *w = be->h_batch;
-    *cb = (rlx_cu_batch){be->d_batch, b->n_tokens, b->n_outputs, 0, (int32_t)T, (int32_t)(2 * T), (int32_t)(3 * T),
-                         (int32_t)(3 * T + O)};
+    *cb = (rlx_cu_batch){be->d_batch, b->n_tokens, b->n_outputs, 0, (int32_t)MT, (int32_t)(2 * MT), (int32_t)(3 * MT),
+                         (int32_t)be->batch_fixed};
     memcpy(w, b->tokens, T * 4);
-    memcpy(w + T, b->pos, T * 4);
-    memcpy(w + 2 * T, b->seq, T * 4);
-    size_t o = 0, at = 3 * T + O + S;
-    for (size_t i = 0; i < T; i++) if (b->output[i]) w[3 * T + o++] = (int32_t)i;
+    memcpy(w + MT, b->pos, T * 4);
+    memcpy(w + 2 * MT, b->seq, T * 4);
+    size_t o = 0, at = be->batch_fixed + S;
+    for (size_t i = 0; i < T; i++) if (b->output[i]) w[3 * MT + o++] = (int32_t)i;
     for (size_t s = 0; s < S; s++) {
-        w[3 * T + O + s] = (int32_t)at;
+        w[be->batch_fixed + s] = (int32_t)at;
         memcpy(w + at, b->seqs[s].blocks, (size_t)b->seqs[s].n_blocks * 4);
         at += (size_t)b->seqs[s].n_blocks;
     }
-    at = rope0;
     for (int r = 0; r < be->n_ropes; r++) { /* the CPU backend's expressions, so angles agree exactly */
-        cu_rope *rt = &be->ropes[r];
-        rt->off = (int32_t)at;
+        const cu_rope *rt = &be->ropes[r];
         const float *ff = rt->ff >= 0 ? (const float *)g->tensors[rt->ff].data : NULL;
-        for (size_t t = 0; t < T; t++, at += (size_t)rt->n_rot) {
-            float *cs = (float *)(w + at);
+        for (size_t t = 0; t < T; t++) {
+            float *cs = (float *)(w + rt->off + t * (size_t)rt->n_rot);
             rlx_rope_angles(rt->base, rt->scale, ff, rt->n_rot, b->pos[t], cs, cs + rt->n_rot / 2);
         }
     }
-    return rlx__cu_check(cudaMemcpyAsync(be->d_batch, w, words * 4, cudaMemcpyHostToDevice, be->stream), "cudaMemcpyAsync", err);
+    /* this batch's rows of each region (pinned memory: the copies are asynchronous, and the run
+     * ends with a stream synchronisation before the words are written again) */
+    size_t reg[8][2] = {{0, T}, {MT, T}, {2 * MT, T}, {3 * MT, (size_t)b->n_outputs}};
+    int n_reg = 4;
+    if (be->n_ropes <= 3) {
+        for (int r = 0; r < be->n_ropes; r++, n_reg++) {
+            reg[n_reg][0] = (size_t)be->ropes[r].off;
+            reg[n_reg][1] = T * (size_t)be->ropes[r].n_rot;
+        }
+        reg[n_reg][0] = be->batch_fixed;
+        reg[n_reg++][1] = words - be->batch_fixed;
+    } else { /* the rope tables lie in order before the block tables: one copy of all */
+        reg[n_reg][0] = (size_t)be->ropes[0].off;
+        reg[n_reg++][1] = words - (size_t)be->ropes[0].off;
+    }
+    for (int r = 0; r < n_reg; r++) {
+        if (!reg[r][1]) continue;
+        int rc = rlx__cu_check(cudaMemcpyAsync(be->d_batch + reg[r][0], w + reg[r][0], reg[r][1] * 4, cudaMemcpyHostToDevice,
+                                               be->stream), "cudaMemcpyAsync (batch)", err);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 static int actq_mode(int wtype)
@@ -169,12 +188,16 @@ static int run_step(cu_backend *be, const rlx_step *s, const rlx_batch *b, const
         break;
     }
     case RLX_OP_ATTENTION: {
-        int layer = n->ip[0], f16 = be->kv.type == RLX_F16;
+        int layer = n->ip[0], type = be->kv.type == RLX_F32 ? 0 : be->kv.type == RLX_F16 ? 1 : 2;
+        if (layer < 0 || layer >= be->kv.n_layers || be->kv.kv_cols != g->kv_cols)
+            return rlx_errorf(err, RLX_EINVAL, "CUDA: the KV pool (%d layers of %lld values) does not fit the plan (layer %d, "
+                              "%lld values)", be->kv.n_layers, (long long)be->kv.kv_cols, layer, (long long)g->kv_cols);
         e = rlx_cu_kv_store(be->stream, tensor_ptr(be, n->in[1]), tensor_ptr(be, n->in[2]), be->kv_k[layer], be->kv_v[layer],
-                            *cb, be->kv.kv_cols, f16, be->kv.block_size);
+                            *cb, be->kv.kv_cols, type, (int64_t)be->kv_row_bytes, be->kv.block_size);
         if (!e)
             e = rlx_cu_attention(be->stream, tensor_ptr(be, n->in[0]), y, be->kv_k[layer], be->kv_v[layer], *cb, n->ip[1],
-                                 n->ip[1] / n->ip[2], n->ip[3], be->kv.kv_cols, n->ip[4], n->fp[0], n->fp[1], f16, be->kv.block_size);
+                                 n->ip[1] / n->ip[2], n->ip[3], (int64_t)be->kv_row_bytes, n->ip[4], n->fp[0], n->fp[1], type,
+                                 be->kv.block_size);
         break;
     }
     case RLX_OP_GATHER:
@@ -192,7 +215,80 @@ static int run_step(cu_backend *be, const rlx_step *s, const rlx_batch *b, const
         break;
     }
     }
-    return rlx__cu_check(e, "kernel launch", err);
+    return rlx__cu_check((cudaError_t)e, "kernel launch", err);
+}
+
+static const char *op_name(rlx_op op)
+{
+    static const char *const names[RLX_OP_COUNT] = {
+        [RLX_OP_GET_ROWS] = "get_rows", [RLX_OP_RMS_NORM] = "rms_norm", [RLX_OP_HEAD_NORM] = "head_norm",
+        [RLX_OP_MATMUL] = "matmul", [RLX_OP_ADD] = "add", [RLX_OP_MUL] = "mul", [RLX_OP_SILU] = "silu",
+        [RLX_OP_GELU] = "gelu", [RLX_OP_SCALE] = "scale", [RLX_OP_SOFTCAP] = "softcap", [RLX_OP_ROPE] = "rope",
+        [RLX_OP_ATTENTION] = "attention", [RLX_OP_GATHER] = "gather"};
+    return op >= 0 && op < RLX_OP_COUNT && names[op] ? names[op] : "?";
+}
+
+/* Every step of the plan; an error names its step. With sync_steps, waits after each so an
+ * asynchronous kernel fault is reported at the step that caused it. */
+static int run_steps(cu_backend *be, const rlx_plan *plan, const rlx_batch *b, const rlx_cu_batch *cb, bool sync, rlx_error *err)
+{
+    for (int i = 0; i < plan->n_steps; i++) {
+        int rc = run_step(be, &plan->steps[i], b, cb, err);
+        if (!rc && sync) rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
+        if (rc && err) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return rlx_errorf(err, rc, "%s (step %d of %d, %s)", msg, i, plan->n_steps, op_name(plan->steps[i].node.op));
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+void rlx__cu_graphs_drop(cu_backend *be)
+{
+    for (int i = 0; i < CU_MAX_GRAPHS; i++) {
+        if (be->graphs[i].exec) cudaGraphExecDestroy(be->graphs[i].exec);
+        memset(&be->graphs[i], 0, sizeof be->graphs[i]);
+    }
+}
+
+/* The graph of this batch's shape, captured from one run of the steps when new (the least
+ * recently used one makes room). */
+static int shape_graph(cu_backend *be, const rlx_plan *plan, const rlx_batch *b, const rlx_cu_batch *cb, cudaGraphExec_t *out,
+                       rlx_error *err)
+{
+    cu_graph *hit = NULL, *lru = &be->graphs[0];
+    be->graph_clock++;
+    for (int i = 0; i < CU_MAX_GRAPHS && !hit; i++) {
+        cu_graph *gr = &be->graphs[i];
+        if (gr->n_tokens == b->n_tokens && gr->n_outputs == b->n_outputs) hit = gr;
+        else if (!gr->n_tokens || (lru->n_tokens && gr->last_used < lru->last_used)) lru = gr;
+    }
+    if (!hit) {
+        if (lru->exec) cudaGraphExecDestroy(lru->exec);
+        memset(lru, 0, sizeof *lru);
+        cudaGraph_t g = NULL;
+        int rc = rlx__cu_check(cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture", err);
+        if (rc) return rc;
+        rc = run_steps(be, plan, b, cb, false, err);
+        cudaError_t e = cudaStreamEndCapture(be->stream, &g); /* always: the stream leaves capture mode */
+        if (!rc) rc = rlx__cu_check(e, "cudaStreamEndCapture", err);
+        if (!rc) rc = rlx__cu_check(cudaGraphInstantiate(&lru->exec, g, 0), "cudaGraphInstantiate", err);
+        if (g) cudaGraphDestroy(g);
+        if (rc) {
+            (void)cudaGetLastError(); /* a failed capture leaves an error that is not the next call's */
+            lru->exec = NULL;
+            return rc;
+        }
+        lru->n_tokens = b->n_tokens;
+        lru->n_outputs = b->n_outputs;
+        be->n_captures++;
+        hit = lru;
+    }
+    hit->last_used = be->graph_clock;
+    *out = hit->exec;
+    return 0;
 }
 
 int rlx__cu_run(cu_backend *be, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
@@ -200,15 +296,25 @@ int rlx__cu_run(cu_backend *be, const rlx_plan *plan, const rlx_batch *b, float 
     int rc = validate(be, plan, b, err);
     if (rc) return rc;
     rlx_cu_batch cb;
-    if ((rc = upload_batch(be, b, &cb, err))) return rc;
-    for (int i = 0; i < plan->n_steps && !rc; i++) rc = run_step(be, &plan->steps[i], b, &cb, err);
-    if (rc) return rc;
+    rc = upload_batch(be, b, &cb, err);
+    if (!rc && be->graphs_on && b->n_tokens <= CU_GRAPH_MAX_TOKENS) {
+        cudaGraphExec_t exec;
+        if (!(rc = shape_graph(be, plan, b, &cb, &exec, err)))
+            rc = rlx__cu_check(cudaGraphLaunch(exec, be->stream), "cudaGraphLaunch", err);
+    } else if (!rc) {
+        rc = run_steps(be, plan, b, &cb, be->sync_steps, err);
+    }
+    if (rc) {
+        cudaStreamSynchronize(be->stream); /* nothing in flight reads the batch words any more */
+        return rc;
+    }
     const rlx_graph *g = plan->graph;
     if (logits && b->n_outputs)
         rc = rlx__cu_check(cudaMemcpyAsync(logits, be->arena + plan->offset[g->output],
                                            (size_t)b->n_outputs * (size_t)g->tensors[g->output].cols * 4,
                                            cudaMemcpyDeviceToHost, be->stream), "cudaMemcpyAsync (logits)", err);
-    /* the batch words are reused next run, and the caller reads logits now */
-    int rc2 = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
+    /* the batch words are reused next run, and the caller reads logits now; an asynchronous
+     * kernel fault surfaces here (RLX_CUDA_SYNC=1 names its step) */
+    int rc2 = rlx__cu_check(cudaStreamSynchronize(be->stream), "a kernel of this step (set RLX_CUDA_SYNC=1 to find which)", err);
     return rc ? rc : rc2;
 }

@@ -18,10 +18,42 @@ static inline unsigned blocks_for(int64_t n, int per) { return (unsigned)((n + p
 /* ---- chain ---------------------------------------------------------------------------- */
 
 __device__ static float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+__device__ static float f16_round(float x) { return __half2float(__float2half_rn(x)); }
+
+/* tanh within one float ulp (as vulkan/shaders/common.glsl; the CPU's tanhf is within one too,
+ * CUDA's tanhf within two): an odd polynomial below 0.55, 1 - 2 / (e^2|x| + 1) above, 1 beyond
+ * 9. The _rn intrinsics keep nvcc from contracting into FMAs the CPU does not use. */
+__device__ static float tanh_acc(float x)
+{
+    float ax = fabsf(x), z;
+    if (ax >= 9.0f) z = 1.0f;
+    else if (ax >= 0.55f) z = __fsub_rn(1.0f, __fdiv_rn(2.0f, __fadd_rn(expf(__fmul_rn(2.0f, ax)), 1.0f)));
+    else {
+        float s = __fmul_rn(ax, ax), p = 0.0025662498f;
+        p = __fadd_rn(__fmul_rn(p, s), -0.0085542398f);
+        p = __fadd_rn(__fmul_rn(p, s), 0.021825222f);
+        p = __fadd_rn(__fmul_rn(p, s), -0.053965364f);
+        p = __fadd_rn(__fmul_rn(p, s), 0.13333327f);
+        p = __fadd_rn(__fmul_rn(p, s), -0.33333334f);
+        z = __fadd_rn(ax, __fmul_rn(__fmul_rn(ax, s), p));
+    }
+    return x < 0.0f ? -z : z;
+}
+
+/* cap * tanh(x * (1/cap)): the CPU scales by the reciprocal */
+__device__ static float softcap_f(float x, float cap) { return __fmul_rn(cap, tanh_acc(__fmul_rn(x, __fdiv_rn(1.0f, cap)))); }
+
+/* ggml's CPU GELU reads a table of f16(gelu(f16(x))) and passes |x| >= 10 through; the CPU
+ * backend (cpu_ops.c) and the Vulkan shaders compute the same roundings, in the same order */
 __device__ static float gelu_f(float x)
 {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
     const float c = 0.79788456080286535587989211986876f;
-    return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+    float h = f16_round(x);
+    float u = __fmul_rn(__fmul_rn(c, h), __fadd_rn(1.0f, __fmul_rn(__fmul_rn(0.044715f, h), h)));
+    return f16_round(__fmul_rn(__fmul_rn(0.5f, h), __fadd_rn(1.0f, tanh_acc(u))));
 }
 
 __device__ static float apply_chain(const rlx_cu_chain &ch, float y, int64_t row, int64_t col)
@@ -33,7 +65,7 @@ __device__ static float apply_chain(const rlx_cu_chain &ch, float y, int64_t row
         case 2: y = silu_f(y); break;
         case 3: y = gelu_f(y); break;
         case 4: y *= ch.p[k]; break;
-        default: y = ch.p[k] * tanhf(y / ch.p[k]); break;
+        default: y = softcap_f(y, ch.p[k]); break;
         }
     }
     return y;
@@ -262,51 +294,84 @@ __device__ static int64_t kv_slot(const rlx_cu_batch &b, int32_t seq, int32_t po
     return (int64_t)table[pos / bsz] * bsz + pos % bsz;
 }
 
-__global__ static void k_kv_store(const float *k, const float *v, void *kc, void *vc, rlx_cu_batch b, int64_t kvc, int f16,
-                                  int bsz)
+/* round half away from zero as quant.c's quantizers: truncate, then step away from zero when
+ * the dropped fraction is at least one half */
+__device__ static float round_away(float v)
 {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (int64_t)b.n_tokens * kvc) return;
-    int64_t t = i / kvc, c = i % kvc;
-    int64_t dst = kv_slot(b, b.words[b.seq + t], b.words[b.pos + t], bsz) * kvc + c;
-    if (f16) {
-        ((__half *)kc)[dst] = __float2half_rn(k[t * kvc + c]);
-        ((__half *)vc)[dst] = __float2half_rn(v[t * kvc + c]);
+    float t = truncf(v), f = __fsub_rn(v, t);
+    return fabsf(f) >= 0.5f ? t + copysignf(1.0f, v) : t;
+}
+
+/* One Q8_0 block (32 values of x) to dst: f16 scale amax / 127, then the int8 values. */
+__device__ static void quant_q8_0(const float *x, uint8_t *dst)
+{
+    float amax = 0.0f;
+    for (int k = 0; k < 32; k++) amax = fmaxf(amax, fabsf(x[k]));
+    float d = __fdiv_rn(amax, 127.0f), id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    *(__half *)dst = __float2half_rn(d); /* rows and blocks start at even offsets */
+    for (int k = 0; k < 32; k++) dst[2 + k] = (uint8_t)(int8_t)round_away(__fmul_rn(x[k], id));
+}
+
+/* one thread per (token, unit): a value of an f32/f16 row, or a Q8_0 block of 32 */
+__global__ static void k_kv_store(const float *k, const float *v, uint8_t *kc, uint8_t *vc, rlx_cu_batch b, int64_t kvc,
+                                  int type, int64_t rb, int bsz)
+{
+    int64_t units = type == 2 ? kvc / 32 : kvc, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)b.n_tokens * units) return;
+    int64_t t = i / units, u = i % units;
+    int64_t row = kv_slot(b, b.words[b.seq + t], b.words[b.pos + t], bsz) * rb;
+    if (type == 2) {
+        quant_q8_0(k + t * kvc + u * 32, kc + row + u * 34);
+        quant_q8_0(v + t * kvc + u * 32, vc + row + u * 34);
+    } else if (type == 1) {
+        ((__half *)(kc + row))[u] = __float2half_rn(k[t * kvc + u]);
+        ((__half *)(vc + row))[u] = __float2half_rn(v[t * kvc + u]);
     } else {
-        ((float *)kc)[dst] = k[t * kvc + c];
-        ((float *)vc)[dst] = v[t * kvc + c];
+        ((float *)(kc + row))[u] = k[t * kvc + u];
+        ((float *)(vc + row))[u] = v[t * kvc + u];
     }
 }
 
-__device__ static float kv_at(const void *p, int64_t idx, int f16)
+/* value `col` of the pool row at byte `row` (a Q8_0 value is its int8 times the block's scale) */
+__device__ static float kv_at(const uint8_t *p, int64_t row, int64_t col, int type)
 {
-    return f16 ? __half2float(((const __half *)p)[idx]) : ((const float *)p)[idx];
+    if (type == 1) return __half2float(((const __half *)(p + row))[col]);
+    if (type == 0) return ((const float *)(p + row))[col];
+    const uint8_t *blk = p + row + (col / 32) * 34;
+    return __fmul_rn((float)(int8_t)blk[2 + col % 32], __half2float(*(const __half *)blk));
 }
 
-/* one block of 128 per (head, token); head_dim <= 512. Pass 1: max and sum of exp (merged
- * across threads in double, as the CPU sums in double); pass 2: p-weighted sum of V. */
-__global__ static void k_attention(const float *q, float *y, const void *kc, const void *vc, rlx_cu_batch b, int n_head,
-                                   int group, int hd, int64_t kvc, int window, float scale, float softcap, int f16, int bsz)
+/* q.k in the CPU's order and precision (sequential, no FMA), softcap, then scale */
+__device__ static float score_at(const float *qs, const uint8_t *kc, int64_t row, int64_t c0, int hd, int type, float scale,
+                                 float softcap)
+{
+    float d = 0.0f;
+    for (int i = 0; i < hd; i++) d = __fadd_rn(d, __fmul_rn(qs[i], kv_at(kc, row, c0 + i, type)));
+    if (softcap > 0.0f) d = softcap_f(d, softcap);
+    return __fmul_rn(d, scale);
+}
+
+/* one block of 128 per (token, head) (tokens on grid x: up to 2^31 - 1; heads on y); head_dim
+ * <= 512. Pass 1: max and sum of exp (merged across threads in double, as the CPU sums in
+ * double); pass 2: p-weighted sum of V. q and p are rounded to f16 for an f16 pool (the CPU's
+ * rounding); a Q8_0 pool is read as its dequantized values. */
+__global__ static void k_attention(const float *q, float *y, const uint8_t *kc, const uint8_t *vc, rlx_cu_batch b, int n_head,
+                                   int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int bsz)
 {
     __shared__ float qs[512], pp[128], red_m[128];
     __shared__ double red_l[128];
-    int h = blockIdx.x, hk = h / group, tid = threadIdx.x;
-    int64_t t = blockIdx.y;
+    int h = blockIdx.y, hk = h / group, tid = threadIdx.x;
+    int64_t t = blockIdx.x, c0 = (int64_t)hk * hd;
     int32_t p = b.words[b.pos + t], seq = b.words[b.seq + t];
     int32_t j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
     for (int i = tid; i < hd; i += 128) {
         float v = q[t * n_head * hd + (int64_t)h * hd + i];
-        qs[i] = f16 ? __half2float(__float2half_rn(v)) : v;
+        qs[i] = type == 1 ? f16_round(v) : v;
     }
     __syncthreads();
     float m = -INFINITY;
-    for (int32_t j = j0 + tid; j <= p; j += 128) {
-        int64_t base = kv_slot(b, seq, j, bsz) * kvc + (int64_t)hk * hd;
-        float d = 0.0f;
-        for (int i = 0; i < hd; i++) d += qs[i] * kv_at(kc, base + i, f16);
-        if (softcap > 0.0f) d = softcap * tanhf(d / softcap);
-        m = fmaxf(m, d * scale);
-    }
+    for (int32_t j = j0 + tid; j <= p; j += 128)
+        m = fmaxf(m, score_at(qs, kc, kv_slot(b, seq, j, bsz) * rb, c0, hd, type, scale, softcap));
     red_m[tid] = m;
     __syncthreads();
     for (int st = 64; st > 0; st >>= 1) {
@@ -315,13 +380,8 @@ __global__ static void k_attention(const float *q, float *y, const void *kc, con
     }
     const float M = red_m[0];
     double l = 0.0;
-    for (int32_t j = j0 + tid; j <= p; j += 128) {
-        int64_t base = kv_slot(b, seq, j, bsz) * kvc + (int64_t)hk * hd;
-        float d = 0.0f;
-        for (int i = 0; i < hd; i++) d += qs[i] * kv_at(kc, base + i, f16);
-        if (softcap > 0.0f) d = softcap * tanhf(d / softcap);
-        l += (double)expf(d * scale - M);
-    }
+    for (int32_t j = j0 + tid; j <= p; j += 128)
+        l += (double)expf(__fsub_rn(score_at(qs, kc, kv_slot(b, seq, j, bsz) * rb, c0, hd, type, scale, softcap), M));
     red_l[tid] = l;
     __syncthreads();
     for (int st = 64; st > 0; st >>= 1) {
@@ -334,22 +394,18 @@ __global__ static void k_attention(const float *q, float *y, const void *kc, con
         int32_t j = jb + tid;
         float pj = 0.0f;
         if (j <= p) {
-            int64_t base = kv_slot(b, seq, j, bsz) * kvc + (int64_t)hk * hd;
-            float d = 0.0f;
-            for (int i = 0; i < hd; i++) d += qs[i] * kv_at(kc, base + i, f16);
-            if (softcap > 0.0f) d = softcap * tanhf(d / softcap);
-            pj = expf(d * scale - M) * inv;
-            if (f16) pj = __half2float(__float2half_rn(pj));
+            pj = __fmul_rn(expf(__fsub_rn(score_at(qs, kc, kv_slot(b, seq, j, bsz) * rb, c0, hd, type, scale, softcap), M)), inv);
+            if (type == 1) pj = f16_round(pj);
         }
         __syncthreads();
         pp[tid] = pj;
         __syncthreads();
         int nj = p - jb + 1 < 128 ? p - jb + 1 : 128;
         for (int jj = 0; jj < nj; jj++) {
-            int64_t base = kv_slot(b, seq, jb + jj, bsz) * kvc + (int64_t)hk * hd;
+            int64_t row = kv_slot(b, seq, jb + jj, bsz) * rb;
             for (int k = 0; k < 4; k++) {
                 int i = tid + 128 * k;
-                if (i < hd) acc[k] += pp[jj] * kv_at(vc, base + i, f16);
+                if (i < hd) acc[k] = __fadd_rn(acc[k], __fmul_rn(pp[jj], kv_at(vc, row, c0 + i, type)));
             }
         }
     }
@@ -416,18 +472,22 @@ int rlx_cu_rope(void *s, const float *x, float *y, rlx_cu_batch b, int nh, int h
     return launched();
 }
 
-int rlx_cu_kv_store(void *s, const float *k, const float *v, void *kc, void *vc, rlx_cu_batch b, int64_t kvc, int f16,
-                    int bsz)
+int rlx_cu_kv_store(void *s, const float *k, const float *v, void *kc, void *vc, rlx_cu_batch b, int64_t kvc, int type,
+                    int64_t rb, int bsz)
 {
-    k_kv_store<<<blocks_for((int64_t)b.n_tokens * kvc, 256), 256, 0, CU_STREAM(s)>>>(k, v, kc, vc, b, kvc, f16, bsz);
+    int64_t n = (int64_t)b.n_tokens * (type == 2 ? kvc / 32 : kvc);
+    if (n == 0) return 0;
+    k_kv_store<<<blocks_for(n, 256), 256, 0, CU_STREAM(s)>>>(k, v, (uint8_t *)kc, (uint8_t *)vc, b, kvc, type, rb, bsz);
     return launched();
 }
 
 int rlx_cu_attention(void *s, const float *q, float *y, const void *kc, const void *vc, rlx_cu_batch b, int n_head,
-                     int group, int hd, int64_t kvc, int window, float scale, float softcap, int f16, int bsz)
+                     int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int bsz)
 {
-    k_attention<<<dim3((unsigned)n_head, (unsigned)b.n_tokens), 128, 0, CU_STREAM(s)>>>(q, y, kc, vc, b, n_head, group, hd,
-                                                                                     kvc, window, scale, softcap, f16, bsz);
+    if (b.n_tokens == 0) return 0;
+    if (n_head > 65535) return (int)cudaErrorInvalidConfiguration; /* grid y; checked at prepare() */
+    k_attention<<<dim3((unsigned)b.n_tokens, (unsigned)n_head), 128, 0, CU_STREAM(s)>>>(
+        q, y, (const uint8_t *)kc, (const uint8_t *)vc, b, n_head, group, hd, rb, window, scale, softcap, type, bsz);
     return launched();
 }
 

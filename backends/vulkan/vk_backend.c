@@ -1,9 +1,8 @@
 /* vk_backend.c - the Vulkan backend's lifetime and memory: weights uploaded once at prepare()
- * into a few large buffers ("slabs"), the activation arena, the matmul scratch, the paged KV
- * pool (one K and one V buffer per layer), and run(): validate the batch, write the batch
- * buffer (ids, positions, block tables, rope tables), record every step (vk_record.c) into
- * one command buffer, submit, wait and read the logits back. Command buffers are recorded per
- * run: recording is cheap next to the kernels and keeps the batch shape free. */
+ * into a few large buffers ("slabs"), the activation arena, the matmul scratch, the batch
+ * buffer, and run(): validate the batch, write its words (ids, positions, block tables, rope
+ * tables), submit the commands recorded for its shape (vk_shape.c; recorded on first use) and
+ * read the logits back. The paged KV pool is in vk_kv.c. */
 #include "backends/vulkan/vk_internal.h"
 #include "backends/quant.h"
 
@@ -15,11 +14,12 @@
 
 static const char *const pipeline_names[PL_COUNT] = {
     [PL_EW] = "ew", [PL_RMS] = "rms_norm", [PL_GET_ROWS] = "get_rows", [PL_ACTQ] = "actq", [PL_MATMUL] = "matmul",
-    [PL_ROPE] = "rope", [PL_GATHER] = "gather", [PL_KV_STORE] = "kv_store", [PL_ATTN] = "attn"};
+    [PL_ROPE] = "rope", [PL_GATHER] = "gather"};
 
 static void free_plan_state(vk_backend *be)
 {
     vk_dev *d = &be->d;
+    if (!d->dev) return;
     for (int i = 0; i < be->n_slabs; i++) rlx__vk_buffer_free(d, &be->slabs[i]);
     free(be->slabs);
     free(be->w_slab);
@@ -30,11 +30,11 @@ static void free_plan_state(vk_backend *be)
     be->w_off = NULL;
     be->ropes = NULL;
     be->n_slabs = be->n_ropes = 0;
+    rlx__vk_shapes_drop(be);
     rlx__vk_buffer_free(d, &be->arena);
     rlx__vk_buffer_free(d, &be->scratch);
-    rlx__vk_buffer_free(d, &be->params);
-    if (be->dpool) vkDestroyDescriptorPool(d->dev, be->dpool, NULL);
-    be->dpool = VK_NULL_HANDLE;
+    rlx__vk_buffer_free(d, &be->readback);
+    rlx__vk_buffer_free(d, &be->batch);
     be->plan = NULL;
 }
 
@@ -132,173 +132,103 @@ static int vk_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
         if (need > scratch) scratch = need;
     }
     if ((rc = rlx__vk_buffer(&be->d, &be->scratch, scratch, false, err))) goto fail;
-    /* count the dispatches of a run to size the parameter slots and descriptor pool */
+    /* the batch buffer's layout, fixed for every batch this plan runs (vk_internal.h) */
+    size_t T = (size_t)plan->max_tokens, at = 3 * T + (size_t)plan->max_outputs;
+    for (int r = 0; r < be->n_ropes; r++) {
+        be->ropes[r].off = (uint32_t)at;
+        at += T * (size_t)be->ropes[r].n_rot;
+    }
+    be->batch_fixed = at;
+    uint32_t *L = be->batch_words;
+    L[VK_BW_TOK] = 0;
+    L[VK_BW_POS] = (uint32_t)T;
+    L[VK_BW_SEQ] = (uint32_t)(2 * T);
+    L[VK_BW_OIDX] = (uint32_t)(3 * T);
+    L[VK_BW_SBASE] = (uint32_t)at;
+    if ((rc = rlx__vk_buffer(&be->d, &be->batch, (at + 4096) * 4, true, err))) goto fail;
+    if (!be->arena.map) {
+        size_t lb = (size_t)plan->max_outputs * (size_t)g->tensors[g->output].cols * 4;
+        if ((rc = rlx__vk_buffer(&be->d, &be->readback, lb, true, err))) goto fail;
+    }
+    /* count the dispatches of a run (parameter slots, descriptor sets) and check every
+     * binding at the plan's largest batch */
     be->counting = true;
     be->slot = 0;
-    be->b = NULL;
+    be->cur_tokens = plan->max_tokens;
+    be->cur_outputs = plan->max_outputs;
     for (int i = 0; i < plan->n_steps && !rc; i++) rc = rlx__vk_record_step(be, &plan->steps[i], err);
     be->counting = false;
     if (rc) goto fail;
     be->n_slots = be->slot + 1;
     be->slot_bytes = align_up(VK_PARAM_WORDS * 4, be->d.align);
-    if ((rc = rlx__vk_buffer(&be->d, &be->params, be->slot_bytes * be->n_slots, true, err))) goto fail;
-    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, be->n_slots * VK_N_BINDINGS};
-    VkDescriptorPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = be->n_slots,
-                                      .poolSizeCount = 1, .pPoolSizes = &ps};
-    if ((rc = rlx__vk_check(vkCreateDescriptorPool(be->d.dev, &pci, NULL, &be->dpool), "vkCreateDescriptorPool", err))) goto fail;
     return 0;
 fail:
     free_plan_state(be);
     return rc;
 }
 
-static void free_kv(vk_backend *be)
+static int vk_kv_init(rlx_backend *be, const rlx_kv_geometry *geo, rlx_error *err)
 {
-    for (int32_t l = 0; be->kv_k && l < be->kv.n_layers; l++) {
-        rlx__vk_buffer_free(&be->d, &be->kv_k[l]);
-        rlx__vk_buffer_free(&be->d, &be->kv_v[l]);
-    }
-    free(be->kv_k);
-    free(be->kv_v);
-    be->kv_k = be->kv_v = NULL;
-    memset(&be->kv, 0, sizeof be->kv);
+    return rlx__vk_kv_init((vk_backend *)be, geo, err);
 }
 
-static int vk_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *err)
+static int vk_kv_copy_block(rlx_backend *be, int32_t dst, int32_t src, rlx_error *err)
 {
-    vk_backend *be = (vk_backend *)be_;
-    free_kv(be);
-    if (geo->type != RLX_F16 && geo->type != RLX_F32)
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "the Vulkan backend keeps the KV cache in f16 or f32");
-    if (geo->type == RLX_F16 && geo->kv_cols % 2)
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: an f16 KV cache needs an even row width (got %lld); use f32",
-                          (long long)geo->kv_cols);
-    VkDeviceSize lb = (VkDeviceSize)geo->n_blocks * (VkDeviceSize)geo->block_size * (VkDeviceSize)geo->kv_cols *
-                      (geo->type == RLX_F16 ? 2 : 4);
-    if (lb > be->d.max_range)
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: a KV layer of %llu MiB exceeds the device's storage-buffer range "
-                          "(%llu MiB); use fewer KV blocks", (unsigned long long)(lb >> 20), (unsigned long long)(be->d.max_range >> 20));
-    be->kv_k = calloc((size_t)geo->n_layers, sizeof *be->kv_k);
-    be->kv_v = calloc((size_t)geo->n_layers, sizeof *be->kv_v);
-    if (!be->kv_k || !be->kv_v) { free(be->kv_k); free(be->kv_v); be->kv_k = be->kv_v = NULL; return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
-    be->kv = *geo;
-    be->kv_layer_bytes = lb;
-    int rc = 0;
-    for (int32_t l = 0; l < geo->n_layers && !rc; l++) {
-        rc = rlx__vk_buffer(&be->d, &be->kv_k[l], lb, false, err);
-        if (!rc) rc = rlx__vk_buffer(&be->d, &be->kv_v[l], lb, false, err);
-    }
-    if (!rc && !(rc = rlx__vk_begin(&be->d, err))) {
-        for (int32_t l = 0; l < geo->n_layers; l++) {
-            vkCmdFillBuffer(be->d.cmd, be->kv_k[l].buf, 0, VK_WHOLE_SIZE, 0);
-            vkCmdFillBuffer(be->d.cmd, be->kv_v[l].buf, 0, VK_WHOLE_SIZE, 0);
-        }
-        rc = rlx__vk_submit(&be->d, err);
-    }
-    if (rc) free_kv(be);
-    return rc;
+    return rlx__vk_kv_copy_block((vk_backend *)be, dst, src, err);
 }
 
-static VkDeviceSize block_bytes(const vk_backend *be) { return be->kv_layer_bytes / (VkDeviceSize)be->kv.n_blocks; }
-
-static int vk_kv_copy_block(rlx_backend *be_, int32_t dst, int32_t src, rlx_error *err)
+static int vk_kv_read_block(rlx_backend *be, int32_t layer, int32_t block, void *k, void *v, rlx_error *err)
 {
-    vk_backend *be = (vk_backend *)be_;
-    if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
-    if (dst < 0 || src < 0 || dst >= be->kv.n_blocks || src >= be->kv.n_blocks)
-        return rlx_errorf(err, RLX_ERANGE, "KV block id out of range");
-    int rc = rlx__vk_begin(&be->d, err);
-    if (rc) return rc;
-    VkDeviceSize bb = block_bytes(be);
-    VkBufferCopy c = {(VkDeviceSize)src * bb, (VkDeviceSize)dst * bb, bb};
-    for (int32_t l = 0; l < be->kv.n_layers; l++) {
-        vkCmdCopyBuffer(be->d.cmd, be->kv_k[l].buf, be->kv_k[l].buf, 1, &c);
-        vkCmdCopyBuffer(be->d.cmd, be->kv_v[l].buf, be->kv_v[l].buf, 1, &c);
-    }
-    return rlx__vk_submit(&be->d, err);
+    return rlx__vk_kv_block_io((vk_backend *)be, layer, block, k, v, false, err);
 }
 
-static int kv_check(vk_backend *be, int32_t layer, int32_t block, rlx_error *err)
+static int vk_kv_write_block(rlx_backend *be, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err)
 {
-    if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
-    if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks)
-        return rlx_errorf(err, RLX_ERANGE, "KV block or layer out of range");
-    return 0;
-}
-
-static int vk_kv_read_block(rlx_backend *be_, int32_t layer, int32_t block, void *k, void *v, rlx_error *err)
-{
-    vk_backend *be = (vk_backend *)be_;
-    int rc = kv_check(be, layer, block, err);
-    VkDeviceSize bb = rc ? 0 : block_bytes(be);
-    if (!rc) rc = rlx__vk_read(&be->d, &be->kv_k[layer], (VkDeviceSize)block * bb, k, bb, err);
-    if (!rc) rc = rlx__vk_read(&be->d, &be->kv_v[layer], (VkDeviceSize)block * bb, v, bb, err);
-    return rc;
-}
-
-static int vk_kv_write_block(rlx_backend *be_, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err)
-{
-    vk_backend *be = (vk_backend *)be_;
-    int rc = kv_check(be, layer, block, err);
-    VkDeviceSize bb = rc ? 0 : block_bytes(be);
-    if (!rc) rc = rlx__vk_write(&be->d, &be->kv_k[layer], (VkDeviceSize)block * bb, k, bb, err);
-    if (!rc) rc = rlx__vk_write(&be->d, &be->kv_v[layer], (VkDeviceSize)block * bb, v, bb, err);
-    return rc;
+    return rlx__vk_kv_block_io((vk_backend *)be, layer, block, (void *)(uintptr_t)k, (void *)(uintptr_t)v, true, err);
 }
 
 static int validate_batch(const vk_backend *be, const rlx_plan *plan, const rlx_batch *b, rlx_error *err)
 {
-    if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
+    if (!be->kv.k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
     if (plan != be->plan) return rlx_errorf(err, RLX_EINVAL, "plan was not prepared on this backend");
-    return rlx_batch_validate(b, plan, &be->kv, be->min_vocab, err);
+    return rlx_batch_validate(b, plan, &be->kv.geo, be->min_vocab, err);
 }
 
-/* Batch words: tokens[T] pos[T] seq[T] out_index[O] table_start[S] table_len[S] tables...
- * then one rope table per configuration: [T][n_rot/2] cos then [n_rot/2] sin, as floats. */
+/* Writes the batch words at the plan's fixed offsets (vk_internal.h); the block tables go
+ * after table_start. A batch whose tables outgrow the buffer replaces it, which drops the
+ * recorded commands (they bind it). */
 static int write_batch(vk_backend *be, const rlx_batch *b, rlx_error *err)
 {
     const rlx_graph *g = be->plan->graph;
-    size_t T = (size_t)b->n_tokens, O = (size_t)b->n_outputs, S = (size_t)b->n_seqs, words = 3 * T + O + 2 * S;
+    const uint32_t *L = be->batch_words;
+    size_t T = (size_t)b->n_tokens, S = (size_t)b->n_seqs, words = be->batch_fixed + S;
     for (size_t s = 0; s < S; s++) words += (size_t)b->seqs[s].n_blocks;
-    size_t rope0 = words;
-    for (int r = 0; r < be->n_ropes; r++) words += T * (size_t)be->ropes[r].n_rot;
-    if (words > be->host_batch_cap) {
-        free(be->host_batch);
-        be->host_batch_cap = words * 2;
-        be->host_batch = malloc(be->host_batch_cap * 4);
-        if (!be->host_batch) { be->host_batch_cap = 0; return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
-    }
-    if (be->batch.size < words * 4) {
+    if (words * 4 > be->batch.size) {
+        rlx__vk_shapes_drop(be);
         rlx__vk_buffer_free(&be->d, &be->batch);
-        int rc = rlx__vk_buffer(&be->d, &be->batch, be->host_batch_cap * 4, true, err);
+        int rc = rlx__vk_buffer(&be->d, &be->batch, words * 8, true, err);
         if (rc) return rc;
     }
-    int32_t *w = be->host_batch;
-    uint32_t *L = be->batch_words;
-    L[0] = (uint32_t)T; L[1] = (uint32_t)O; L[2] = 0; L[3] = (uint32_t)T; L[4] = (uint32_t)(2 * T);
-    L[5] = (uint32_t)(3 * T); L[6] = (uint32_t)(3 * T + O); L[7] = (uint32_t)(3 * T + O + S);
-    memcpy(w, b->tokens, T * 4);
-    memcpy(w + T, b->pos, T * 4);
-    memcpy(w + 2 * T, b->seq, T * 4);
-    size_t o = 0, at = 3 * T + O + 2 * S;
-    for (size_t i = 0; i < T; i++) if (b->output[i]) w[3 * T + o++] = (int32_t)i;
+    int32_t *w = be->batch.map;
+    memcpy(w + L[VK_BW_TOK], b->tokens, T * 4);
+    memcpy(w + L[VK_BW_POS], b->pos, T * 4);
+    memcpy(w + L[VK_BW_SEQ], b->seq, T * 4);
+    size_t o = 0, at = be->batch_fixed + S;
+    for (size_t i = 0; i < T; i++) if (b->output[i]) w[L[VK_BW_OIDX] + o++] = (int32_t)i;
     for (size_t s = 0; s < S; s++) {
-        w[L[6] + s] = (int32_t)at;
-        w[L[7] + s] = b->seqs[s].n_blocks;
+        w[L[VK_BW_SBASE] + s] = (int32_t)at;
         memcpy(w + at, b->seqs[s].blocks, (size_t)b->seqs[s].n_blocks * 4);
         at += (size_t)b->seqs[s].n_blocks;
     }
-    at = rope0;
     for (int r = 0; r < be->n_ropes; r++) {
-        vk_rope_tab *rt = &be->ropes[r];
-        rt->off = (uint32_t)at;
+        const vk_rope_tab *rt = &be->ropes[r];
         const float *ff = rt->ff >= 0 ? (const float *)g->tensors[rt->ff].data : NULL;
-        for (size_t t = 0; t < T; t++, at += (size_t)rt->n_rot) {
-            float *cs = (float *)(w + at);
+        for (size_t t = 0; t < T; t++) {
+            float *cs = (float *)(w + rt->off + t * (size_t)rt->n_rot);
             rlx_rope_angles(rt->base, rt->scale, ff, rt->n_rot, b->pos[t], cs, cs + rt->n_rot / 2);
         }
     }
-    return rlx__vk_write(&be->d, &be->batch, 0, w, words * 4, err);
+    return 0;
 }
 
 static int vk_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
@@ -306,23 +236,33 @@ static int vk_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, fl
     vk_backend *be = (vk_backend *)be_;
     int rc = validate_batch(be, plan, b, err);
     if (rc) return rc;
+    vk_shape *sh;
     if ((rc = write_batch(be, b, err))) return rc;
-    if ((rc = rlx__vk_begin(&be->d, err))) return rc;
-    if ((rc = rlx__vk_check(vkResetDescriptorPool(be->d.dev, be->dpool, 0), "vkResetDescriptorPool", err))) return rc;
-    be->slot = 0;
-    be->b = b;
-    for (int i = 0; i < plan->n_steps && !rc; i++) rc = rlx__vk_record_step(be, &plan->steps[i], err);
-    be->b = NULL;
-    if (rc) {
-        vkEndCommandBuffer(be->d.cmd);
-        return rc;
-    }
-    if ((rc = rlx__vk_submit(&be->d, err))) return rc;
+    if ((rc = rlx__vk_shape_get(be, b->n_tokens, b->n_outputs, &sh, err))) return rc;
+    if ((rc = rlx__vk_submit_cmd(&be->d, sh->cmd, err))) return rc;
     const rlx_graph *g = plan->graph;
-    if (logits && b->n_outputs)
-        rc = rlx__vk_read(&be->d, &be->arena, (VkDeviceSize)plan->offset[g->output], logits,
-                          (size_t)b->n_outputs * (size_t)g->tensors[g->output].cols * 4, err);
-    return rc;
+    if (logits && b->n_outputs) {
+        size_t n = (size_t)b->n_outputs * (size_t)g->tensors[g->output].cols * 4;
+        memcpy(logits, be->arena.map ? (const uint8_t *)be->arena.map + plan->offset[g->output] : be->readback.map, n);
+    }
+    return 0;
+}
+
+/* Device memory left for the KV pool: the device-local heap less what this backend holds. */
+static int vk_mem_available(rlx_backend *be_, uint64_t *bytes, rlx_error *err)
+{
+    (void)err;
+    vk_backend *be = (vk_backend *)be_;
+    *bytes = be->d.heap_bytes > be->d.device_bytes ? be->d.heap_bytes - be->d.device_bytes : 0;
+    return 0;
+}
+
+int rlx_vk_get_stats(const rlx_backend *be_, rlx_vk_stats *out)
+{
+    if (!be_ || strcmp(be_->ops->name, "vulkan")) return RLX_EINVAL;
+    const vk_backend *be = (const vk_backend *)be_;
+    *out = (rlx_vk_stats){be->n_recordings, be->d.device_bytes, be->d.bar_bytes, be->kv.n_chunks};
+    return 0;
 }
 
 static void vk_destroy(rlx_backend *be_)
@@ -330,13 +270,13 @@ static void vk_destroy(rlx_backend *be_)
     vk_backend *be = (vk_backend *)be_;
     if (be->d.dev) vkDeviceWaitIdle(be->d.dev);
     free_plan_state(be);
-    free_kv(be);
-    rlx__vk_buffer_free(&be->d, &be->batch);
+    rlx__vk_kv_free(be);
     rlx__vk_buffer_free(&be->d, &be->dummy);
     for (int i = 0; i < PL_COUNT; i++)
         if (be->pl[i]) vkDestroyPipeline(be->d.dev, be->pl[i], NULL);
+    for (int i = 0; i < PL_KV_COUNT * 3 * 2; i++)
+        if ((&be->pl_kv[0][0][0])[i]) vkDestroyPipeline(be->d.dev, (&be->pl_kv[0][0][0])[i], NULL);
     rlx__vk_close(&be->d);
-    free(be->host_batch);
     free(be);
 }
 
@@ -348,6 +288,7 @@ static const rlx_backend_ops vk_ops = {
     .run = vk_run,
     .kv_read_block = vk_kv_read_block,
     .kv_write_block = vk_kv_write_block,
+    .mem_available = vk_mem_available,
     .destroy = vk_destroy,
 };
 
@@ -357,7 +298,7 @@ int rlx_backend_vulkan_create(rlx_backend **out, int device, rlx_error *err)
     if (!be) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     be->base.ops = &vk_ops;
     int rc = rlx__vk_open(&be->d, device, err);
-    for (int i = 0; i < PL_COUNT && !rc; i++) rc = rlx__vk_pipeline(&be->d, pipeline_names[i], &be->pl[i], err);
+    for (int i = 0; i < PL_COUNT && !rc; i++) rc = rlx__vk_pipeline(&be->d, pipeline_names[i], NULL, 0, &be->pl[i], err);
     if (!rc) rc = rlx__vk_buffer(&be->d, &be->dummy, 256, false, err);
     if (rc) { vk_destroy(&be->base); return rc; }
     *out = &be->base;

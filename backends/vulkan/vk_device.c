@@ -1,6 +1,7 @@
 /* vk_device.c - the Vulkan device layer: instance and physical-device selection, one compute
- * queue, buffers with their own memory (device-local preferred, host-visible when the device
- * shares memory with the host), staging copies, and compute pipelines from embedded SPIR-V. */
+ * queue, buffers with their own memory (device-local; mapped where that memory is host
+ * visible and plentiful, else reached through staging copies), and compute pipelines from
+ * embedded SPIR-V. */
 #include "backends/vulkan/vk_internal.h"
 
 #include <stdio.h>
@@ -166,6 +167,17 @@ int rlx__vk_open(vk_dev *d, int index, rlx_error *err)
     d->align = d->props.limits.minStorageBufferOffsetAlignment;
     if (d->align < 16) d->align = 16;
     d->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : ((VkDeviceSize)1 << 30);
+    if (d->props.limits.maxPerStageDescriptorStorageBuffers < VK_N_BINDINGS)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan device %d (%s) binds %u storage buffers per shader; rlxd needs %d",
+                          index, d->props.deviceName, d->props.limits.maxPerStageDescriptorStorageBuffers, VK_N_BINDINGS);
+    for (uint32_t h = 0; h < d->mem.memoryHeapCount; h++)
+        if ((d->mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && d->mem.memoryHeaps[h].size > d->heap_bytes)
+            d->heap_bytes = d->mem.memoryHeaps[h].size;
+    /* test hooks: a smaller device, a BAR window, a device without host-visible VRAM */
+    const char *hb = getenv("RLX_VK_HEAP_BYTES"), *bar = getenv("RLX_VK_BAR_BYTES"), *fs = getenv("RLX_VK_FORCE_STAGING");
+    if (hb && strtoull(hb, NULL, 10) > 0 && strtoull(hb, NULL, 10) < d->heap_bytes) d->heap_bytes = strtoull(hb, NULL, 10);
+    if (bar) d->bar_limit = strtoull(bar, NULL, 10);
+    d->force_staging = fs && !strcmp(fs, "1");
 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = d->qfam,
@@ -198,11 +210,40 @@ void rlx__vk_close(vk_dev *d)
     memset(d, 0, sizeof *d);
 }
 
-static int memory_type(const vk_dev *d, uint32_t bits, VkMemoryPropertyFlags want)
+/* First memory type allowed by `bits` that has every flag of `want` and none of `avoid`. */
+static int memory_type(const vk_dev *d, uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid)
 {
-    for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
-        if ((bits & (1u << i)) && (d->mem.memoryTypes[i].propertyFlags & want) == want) return (int)i;
+    for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = d->mem.memoryTypes[i].propertyFlags;
+        if ((bits & (1u << i)) && (f & want) == want && !(f & avoid)) return (int)i;
+    }
     return -1;
+}
+
+static const VkMemoryPropertyFlags HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+static const VkMemoryPropertyFlags DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+
+/* Memory types to try for a buffer, best first; a mapped choice is marked in map_ok. Device
+ * buffers: device-local and host-visible only where that memory is the device's main heap
+ * (unified memory, resizable BAR), else (and when allocating there fails) device-local alone. */
+static int memory_choices(const vk_dev *d, uint32_t bits, bool host, VkDeviceSize size, int mt[3], bool map_ok[3])
+{
+    int n = 0;
+    if (host) {
+        mt[n] = memory_type(d, bits, HV, 0);
+        map_ok[n++] = true;
+        return mt[0] >= 0 ? 1 : 0;
+    }
+    int bar = d->force_staging ? -1 : memory_type(d, bits, DL | HV, 0);
+    if (bar >= 0 && d->mem.memoryHeaps[d->mem.memoryTypes[bar].heapIndex].size < d->heap_bytes) bar = -1;
+    if (bar >= 0 && d->bar_limit && d->bar_bytes + size > d->bar_limit) bar = -1;
+    if (bar >= 0) { mt[n] = bar; map_ok[n++] = true; }
+    int vram = memory_type(d, bits, DL, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    if (vram < 0) vram = memory_type(d, bits, DL, 0);
+    if (vram >= 0) { mt[n] = vram; map_ok[n++] = false; }
+    int any = memory_type(d, bits, 0, 0);
+    if (any >= 0 && any != vram) { mt[n] = any; map_ok[n++] = false; }
+    return n;
 }
 
 int rlx__vk_buffer(vk_dev *d, vk_buffer *b, VkDeviceSize size, bool host, rlx_error *err)
@@ -221,15 +262,20 @@ int rlx__vk_buffer(vk_dev *d, vk_buffer *b, VkDeviceSize size, bool host, rlx_er
     if (rc) return rc;
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
-    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    int mt = host ? memory_type(d, req.memoryTypeBits, hv)
-                  : memory_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | hv);
-    if (mt < 0 && !host) mt = memory_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-    if (mt < 0) mt = memory_type(d, req.memoryTypeBits, 0);
-    if (mt < 0) { rlx__vk_buffer_free(d, b); return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: no memory type fits a buffer"); }
-    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
-                                .memoryTypeIndex = (uint32_t)mt};
-    if ((rc = rlx__vk_check(vkAllocateMemory(d->dev, &mai, NULL, &b->mem), "vkAllocateMemory", err))) {
+    int mt[3];
+    bool map_ok[3];
+    int n = memory_choices(d, req.memoryTypeBits, host, req.size, mt, map_ok), k = 0;
+    if (n == 0) { rlx__vk_buffer_free(d, b); return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: no memory type fits a buffer"); }
+    VkResult r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    for (; k < n; k++) {
+        VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                                    .memoryTypeIndex = (uint32_t)mt[k]};
+        r = vkAllocateMemory(d->dev, &mai, NULL, &b->mem);
+        if (r == VK_SUCCESS) break;
+        /* a full BAR window (or heap) falls back to the next choice */
+        if (r != VK_ERROR_OUT_OF_DEVICE_MEMORY && r != VK_ERROR_OUT_OF_HOST_MEMORY) break;
+    }
+    if ((rc = rlx__vk_check(r, "vkAllocateMemory", err))) {
         rlx__vk_buffer_free(d, b);
         return rc;
     }
@@ -237,18 +283,23 @@ int rlx__vk_buffer(vk_dev *d, vk_buffer *b, VkDeviceSize size, bool host, rlx_er
         rlx__vk_buffer_free(d, b);
         return rc;
     }
-    if ((d->mem.memoryTypes[mt].propertyFlags & hv) == hv &&
-        (rc = rlx__vk_check(vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map), "vkMapMemory", err))) {
+    if (map_ok[k] && (rc = rlx__vk_check(vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map), "vkMapMemory", err))) {
         rlx__vk_buffer_free(d, b);
         return rc;
     }
     b->size = size;
+    b->device = !host;
+    b->bar = !host && b->map;
+    if (b->device) d->device_bytes += size;
+    if (b->bar) d->bar_bytes += size;
     return 0;
 }
 
 void rlx__vk_buffer_free(vk_dev *d, vk_buffer *b)
 {
     if (!d->dev) return;
+    if (b->device) d->device_bytes -= b->size;
+    if (b->bar) d->bar_bytes -= b->size;
     if (b->buf) vkDestroyBuffer(d->dev, b->buf, NULL);
     if (b->mem) vkFreeMemory(d->dev, b->mem, NULL);
     memset(b, 0, sizeof *b);
@@ -263,14 +314,30 @@ int rlx__vk_begin(vk_dev *d, rlx_error *err)
     return rlx__vk_check(vkBeginCommandBuffer(d->cmd, &bi), "vkBeginCommandBuffer", err);
 }
 
-int rlx__vk_submit(vk_dev *d, rlx_error *err)
+int rlx__vk_submit_cmd(vk_dev *d, VkCommandBuffer cmd, rlx_error *err)
 {
-    int rc = rlx__vk_check(vkEndCommandBuffer(d->cmd), "vkEndCommandBuffer", err);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+    int rc = rlx__vk_check(vkResetFences(d->dev, 1, &d->fence), "vkResetFences", err);
     if (rc) return rc;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &d->cmd};
-    if ((rc = rlx__vk_check(vkResetFences(d->dev, 1, &d->fence), "vkResetFences", err))) return rc;
     if ((rc = rlx__vk_check(vkQueueSubmit(d->queue, 1, &si, d->fence), "vkQueueSubmit", err))) return rc;
     return rlx__vk_check(vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_MAX), "vkWaitForFences", err);
+}
+
+int rlx__vk_submit(vk_dev *d, rlx_error *err)
+{
+    rlx__vk_barrier_all(d->cmd); /* results visible to the host and to later submissions */
+    int rc = rlx__vk_check(vkEndCommandBuffer(d->cmd), "vkEndCommandBuffer", err);
+    return rc ? rc : rlx__vk_submit_cmd(d, d->cmd, err);
+}
+
+void rlx__vk_barrier_all(VkCommandBuffer cmd)
+{
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
+    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT;
+    vkCmdPipelineBarrier(cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
 /* One staged copy in either direction, in STAGING_BYTES pieces. */
@@ -284,6 +351,7 @@ static int staged(vk_dev *d, vk_buffer *b, VkDeviceSize off, void *host, size_t 
         size_t piece = n - done < cap ? n - done : (size_t)cap;
         if (up) memcpy(st.map, (uint8_t *)host + done, piece);
         if ((rc = rlx__vk_begin(d, err))) break;
+        rlx__vk_barrier_all(d->cmd); /* after the shaders of earlier submissions */
         VkBufferCopy c = {.srcOffset = up ? 0 : off + done, .dstOffset = up ? off + done : 0, .size = piece};
         vkCmdCopyBuffer(d->cmd, up ? st.buf : b->buf, up ? b->buf : st.buf, 1, &c);
         if ((rc = rlx__vk_submit(d, err))) break;
@@ -308,7 +376,7 @@ int rlx__vk_read(vk_dev *d, vk_buffer *b, VkDeviceSize off, void *dst, size_t n,
     return staged(d, b, off, dst, n, false, err);
 }
 
-int rlx__vk_pipeline(vk_dev *d, const char *name, VkPipeline *out, rlx_error *err)
+int rlx__vk_pipeline(vk_dev *d, const char *name, const uint32_t *spec, uint32_t n_spec, VkPipeline *out, rlx_error *err)
 {
     const rlx__vk_shader *s = NULL;
     for (int i = 0; i < rlx__vk_n_shaders; i++)
@@ -318,10 +386,13 @@ int rlx__vk_pipeline(vk_dev *d, const char *name, VkPipeline *out, rlx_error *er
     VkShaderModule mod;
     int rc = rlx__vk_check(vkCreateShaderModule(d->dev, &mci, NULL, &mod), "vkCreateShaderModule", err);
     if (rc) return rc;
+    VkSpecializationMapEntry me[4];
+    for (uint32_t i = 0; i < n_spec && i < 4; i++) me[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+    VkSpecializationInfo si = {n_spec < 4 ? n_spec : 4, me, (n_spec < 4 ? n_spec : 4) * 4, spec};
     VkComputePipelineCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                  .module = mod, .pName = "main"},
+                  .module = mod, .pName = "main", .pSpecializationInfo = n_spec ? &si : NULL},
         .layout = d->layout};
     rc = rlx__vk_check(vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &pci, NULL, out), "vkCreateComputePipelines", err);
     vkDestroyShaderModule(d->dev, mod, NULL);

@@ -12,10 +12,11 @@
 #define MAX_OPERANDS 4
 #define MM_TILE 8u
 
-typedef struct vk_bind { vk_buffer *b; VkDeviceSize off, size; } vk_bind;
+typedef struct vk_bind { vk_buffer *b; VkDeviceSize off, size; int tensor; /* for messages; -1 none */ } vk_bind;
 
 typedef struct vk_disp {
     int pl;
+    VkPipeline pipe;         /* a KV variant (instead of pl) */
     uint32_t P[VK_PARAM_WORDS];
     vk_bind bind[VK_N_BINDINGS];
     uint32_t g[3];
@@ -25,8 +26,7 @@ int64_t rlx__vk_rows(const vk_backend *be, int t)
 {
     const rlx_gtensor *x = &be->plan->graph->tensors[t];
     if (x->is_weight || x->rows == RLX_ROWS_ONE) return 1;
-    if (be->b) return x->rows == RLX_ROWS_TOKENS ? be->b->n_tokens : be->b->n_outputs;
-    return x->rows == RLX_ROWS_TOKENS ? be->plan->max_tokens : be->plan->max_outputs;
+    return x->rows == RLX_ROWS_TOKENS ? be->cur_tokens : be->cur_outputs;
 }
 
 static int64_t max_rows(const vk_backend *be, int t)
@@ -44,7 +44,7 @@ static uint32_t bind_range(vk_backend *be, vk_disp *ds, int i, vk_buffer *b, VkD
      * would read as 0 (buffers are allocated in multiples of 16 bytes, so this stays inside) */
     VkDeviceSize range = (off - start + size + 3) & ~(VkDeviceSize)3;
     if (start + range > b->size) range = b->size - start;
-    ds->bind[i] = (vk_bind){b, start, range};
+    ds->bind[i] = (vk_bind){b, start, range, -1};
     return (uint32_t)(off - start);
 }
 
@@ -57,7 +57,30 @@ static uint32_t bind_tensor(vk_backend *be, vk_disp *ds, int i, int t)
         return bind_range(be, ds, i, &be->slabs[be->w_slab[t]], be->w_off[t], bytes) / 4;
     }
     VkDeviceSize bytes = (VkDeviceSize)max_rows(be, t) * (VkDeviceSize)x->cols * 4;
-    return bind_range(be, ds, i, &be->arena, (VkDeviceSize)be->plan->offset[t], bytes) / 4;
+    uint32_t e = bind_range(be, ds, i, &be->arena, (VkDeviceSize)be->plan->offset[t], bytes) / 4;
+    ds->bind[i].tensor = t;
+    return e;
+}
+
+/* Every binding within maxStorageBufferRange; checked while prepare() counts dispatches, so a
+ * plan whose largest batch cannot be bound fails at model load with what to change. */
+static int check_ranges(const vk_backend *be, const vk_disp *ds, rlx_error *err)
+{
+    for (int i = 0; i < VK_N_BINDINGS; i++) {
+        const vk_bind *bd = &ds->bind[i];
+        if (!bd->b || bd->size <= be->d.max_range) continue;
+        unsigned long long mib = (unsigned long long)(bd->size >> 20), lim = (unsigned long long)(be->d.max_range >> 20);
+        if (bd->tensor < 0)
+            return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: a buffer range of %llu MiB exceeds this device's storage-buffer "
+                              "range (%llu MiB)", mib, lim);
+        const rlx_gtensor *x = &be->plan->graph->tensors[bd->tensor];
+        bool outs = x->rows == RLX_ROWS_OUTPUTS;
+        long long fit = (long long)(be->d.max_range / ((VkDeviceSize)x->cols * 4));
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: an activation of %lld rows x %lld values (%llu MiB) exceeds this "
+                          "device's storage-buffer range (%llu MiB); at most %lld rows fit: lower %s", (long long)max_rows(be, bd->tensor),
+                          (long long)x->cols, mib, lim, fit, outs ? "--max-seqs (one logit row per sequence)" : "--max-batch-tokens");
+    }
+    return 0;
 }
 
 static void grid_flat(vk_disp *ds, uint64_t invocations)
@@ -71,42 +94,42 @@ static void grid_flat(vk_disp *ds, uint64_t invocations)
 
 static int emit(vk_backend *be, vk_disp *ds, rlx_error *err)
 {
+    int rc = check_ranges(be, ds, err);
+    if (rc) return rc;
     if (be->counting) { be->slot++; return 0; }
     if (be->slot >= be->n_slots) return rlx_errorf(err, RLX_EINVAL, "Vulkan: the plan needs more dispatches than prepared");
     for (int k = 0; k < 3; k++)
         if (ds->g[k] == 0) return 0; /* nothing to do (e.g. no outputs) */
+    vk_shape *sh = be->rec;
     memcpy(&ds->P[40], be->batch_words, sizeof be->batch_words);
+    ds->P[40 + VK_BW_TOKENS] = (uint32_t)be->cur_tokens;
+    ds->P[40 + VK_BW_OUTPUTS] = (uint32_t)be->cur_outputs;
     VkDeviceSize poff = (VkDeviceSize)be->slot * be->slot_bytes;
-    memcpy((uint8_t *)be->params.map + poff, ds->P, sizeof ds->P);
-    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = be->dpool,
+    memcpy((uint8_t *)sh->params.map + poff, ds->P, sizeof ds->P);
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = sh->pool,
                                       .descriptorSetCount = 1, .pSetLayouts = &be->d.dsl};
     VkDescriptorSet set;
-    int rc = rlx__vk_check(vkAllocateDescriptorSets(be->d.dev, &ai, &set), "vkAllocateDescriptorSets", err);
-    if (rc) return rc;
-    ds->bind[VK_B_PARAMS] = (vk_bind){&be->params, poff, sizeof ds->P};
-    ds->bind[VK_B_BATCH] = (vk_bind){&be->batch, 0, be->batch.size};
+    if ((rc = rlx__vk_check(vkAllocateDescriptorSets(be->d.dev, &ai, &set), "vkAllocateDescriptorSets", err))) return rc;
+    ds->bind[VK_B_PARAMS] = (vk_bind){&sh->params, poff, sizeof ds->P, -1};
+    ds->bind[VK_B_BATCH] = (vk_bind){&be->batch, 0, be->batch.size, -1};
     VkDescriptorBufferInfo bi[VK_N_BINDINGS];
     VkWriteDescriptorSet w[VK_N_BINDINGS];
     for (int i = 0; i < VK_N_BINDINGS; i++) {
         vk_bind *bd = &ds->bind[i];
-        if (!bd->b) *bd = (vk_bind){&be->dummy, 0, be->dummy.size};
-        if (bd->size > be->d.max_range)
-            return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: a tensor of %llu MiB exceeds this device's storage-buffer "
-                              "range (%llu MiB); lower the batch size", (unsigned long long)(bd->size >> 20),
-                              (unsigned long long)(be->d.max_range >> 20));
+        if (!bd->b) *bd = (vk_bind){&be->dummy, 0, be->dummy.size, -1};
+        if (bd->size > be->d.max_range) bd->size = be->d.max_range; /* the batch buffer: read within the range */
         bi[i] = (VkDescriptorBufferInfo){bd->b->buf, bd->off, bd->size};
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = (uint32_t)i,
                                       .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &bi[i]};
     }
     vkUpdateDescriptorSets(be->d.dev, VK_N_BINDINGS, w, 0, NULL);
-    VkCommandBuffer cmd = be->d.cmd;
-    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->pl[ds->pl]);
-    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->d.layout, 0, 1, &set, 0, NULL);
-    vkCmdDispatch(cmd, ds->g[0], ds->g[1], ds->g[2]);
+    vkCmdBindPipeline(sh->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ds->pipe ? ds->pipe : be->pl[ds->pl]);
+    vkCmdBindDescriptorSets(sh->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->d.layout, 0, 1, &set, 0, NULL);
+    vkCmdDispatch(sh->cmd, ds->g[0], ds->g[1], ds->g[2]);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    vkCmdPipelineBarrier(sh->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     be->slot++;
     return 0;
 }
@@ -115,6 +138,7 @@ static void disp_init(vk_disp *ds, int pl)
 {
     memset(ds, 0, sizeof *ds);
     ds->pl = pl;
+    for (int i = 0; i < VK_N_BINDINGS; i++) ds->bind[i].tensor = -1;
 }
 
 /* Puts chain entries e[0..n) into ds's parameter block, as many as the operand bindings
@@ -340,27 +364,53 @@ static int rec_rope(vk_backend *be, const rlx_step *s, rlx_error *err)
     return emit(be, &ds, err);
 }
 
+/* The pipeline of KV shader `which` for this pool (made on first use). */
+static int kv_pipeline(vk_backend *be, int which, VkPipeline *out, rlx_error *err)
+{
+    const vk_kv *kv = &be->kv;
+    uint32_t spec[2] = {kv->geo.type == RLX_F32 ? 0u : kv->geo.type == RLX_F16 ? 1u : 2u, kv->n_chunks > 1};
+    VkPipeline *p = &be->pl_kv[which][spec[0]][spec[1]];
+    int rc = *p ? 0 : rlx__vk_pipeline(&be->d, which == PL_KV_STORE ? "kv_store" : "attn", spec, 2, p, err);
+    *out = *p;
+    return rc;
+}
+
+/* The KV pool of `layer` at bindings VK_B_KC.. / VK_B_VC.. and its parameter words 33..35. */
+static void bind_kv(vk_backend *be, vk_disp *ds, int layer)
+{
+    const vk_kv *kv = &be->kv;
+    ds->P[33] = (uint32_t)kv->row_bytes;
+    ds->P[34] = (uint32_t)kv->chunk_blocks;
+    ds->P[35] = (uint32_t)kv->geo.block_size;
+    for (int c = 0; !be->counting && c < kv->n_chunks; c++) { /* prepare() may precede kv_init() */
+        vk_buffer *k = &kv->k[layer * VK_KV_CHUNKS + c], *v = &kv->v[layer * VK_KV_CHUNKS + c];
+        ds->bind[VK_B_KC + c] = (vk_bind){k, 0, k->size, -1};
+        ds->bind[VK_B_VC + c] = (vk_bind){v, 0, v->size, -1};
+    }
+}
+
 static int rec_attention(vk_backend *be, const rlx_step *s, rlx_error *err)
 {
     const rlx_node *n = &s->node;
     int layer = n->ip[0];
-    bool f16 = be->kv.type == RLX_F16;
-    uint32_t T = (uint32_t)rlx__vk_rows(be, n->in[0]), kvc = (uint32_t)be->kv.kv_cols;
+    uint32_t T = (uint32_t)rlx__vk_rows(be, n->in[0]), kvc = (uint32_t)be->plan->graph->kv_cols;
+    if (!be->counting && (layer < 0 || layer >= be->kv.geo.n_layers || be->kv.geo.kv_cols != (int64_t)kvc))
+        return rlx_errorf(err, RLX_EINVAL, "Vulkan: the KV pool (%d layers of %lld values) does not fit the plan (layer %d, "
+                          "%u values)", be->kv.geo.n_layers, (long long)be->kv.geo.kv_cols, layer, kvc);
+    int type = be->counting ? RLX_F32 : be->kv.geo.type;
+    uint32_t units = type == RLX_F32 ? kvc : type == RLX_F16 ? kvc / 2 : kvc / 32;
     vk_disp ds;
-    disp_init(&ds, PL_KV_STORE);
+    disp_init(&ds, 0);
+    int rc = be->counting ? 0 : kv_pipeline(be, PL_KV_STORE, &ds.pipe, err);
+    if (rc) return rc;
     ds.P[0] = kvc;
-    ds.P[1] = f16;
     ds.P[2] = bind_tensor(be, &ds, VK_B_IN0, n->in[1]);
     ds.P[3] = bind_tensor(be, &ds, VK_B_IN1, n->in[2]);
-    ds.P[4] = (uint32_t)be->kv.block_size;
-    if (!be->counting) {
-        ds.bind[VK_B_KC] = (vk_bind){&be->kv_k[layer], 0, be->kv_layer_bytes};
-        ds.bind[VK_B_VC] = (vk_bind){&be->kv_v[layer], 0, be->kv_layer_bytes};
-    }
-    grid_flat(&ds, (uint64_t)T * (f16 ? kvc / 2 : kvc));
-    int rc = emit(be, &ds, err);
-    if (rc) return rc;
-    disp_init(&ds, PL_ATTN);
+    bind_kv(be, &ds, layer);
+    grid_flat(&ds, (uint64_t)T * units);
+    if ((rc = emit(be, &ds, err))) return rc;
+    disp_init(&ds, 0);
+    if (!be->counting && (rc = kv_pipeline(be, PL_KV_ATTN, &ds.pipe, err))) return rc;
     ds.P[0] = (uint32_t)n->ip[1];
     ds.P[1] = (uint32_t)(n->ip[1] / n->ip[2]);
     ds.P[2] = (uint32_t)n->ip[3];
@@ -368,14 +418,9 @@ static int rec_attention(vk_backend *be, const rlx_step *s, rlx_error *err)
     ds.P[4] = (uint32_t)n->ip[4];
     memcpy(&ds.P[5], &n->fp[0], 4);
     memcpy(&ds.P[6], &n->fp[1], 4);
-    ds.P[7] = f16;
     ds.P[8] = bind_tensor(be, &ds, VK_B_IN0, n->in[0]);
     ds.P[9] = bind_tensor(be, &ds, VK_B_OUT, s->out);
-    ds.P[10] = (uint32_t)be->kv.block_size;
-    if (!be->counting) {
-        ds.bind[VK_B_KC] = (vk_bind){&be->kv_k[layer], 0, be->kv_layer_bytes};
-        ds.bind[VK_B_VC] = (vk_bind){&be->kv_v[layer], 0, be->kv_layer_bytes};
-    }
+    bind_kv(be, &ds, layer);
     ds.g[0] = (uint32_t)n->ip[1];
     ds.g[1] = T;
     ds.g[2] = 1;

@@ -1,7 +1,11 @@
 /* vulkan.h - the Vulkan compute backend (built with -DRLX_VULKAN=ON, which defines
  * RLX_HAVE_VULKAN for consumers of rlx_backends). It runs the same plans as the CPU backend
  * with GLSL compute shaders compiled to SPIR-V at build time; weights are copied to device
- * memory once at prepare(), activations and the paged KV pool live in device memory.
+ * memory once at prepare(), activations and the paged KV pool (f32, f16 or q8_0) live in
+ * device memory, and each batch shape's commands are recorded once and resubmitted.
+ * Environment: RLX_VK_FORCE_STAGING=1 keeps device memory unmapped (every upload and readback
+ * through staging copies, as on a discrete GPU without resizable BAR); RLX_VK_BAR_BYTES,
+ * RLX_VK_HEAP_BYTES, RLX_VK_MAX_RANGE and RLX_VK_KV_CHUNK shrink device limits for tests.
  * Tested on Mesa's lavapipe; any Vulkan 1.2 device with a compute queue should do. */
 #ifndef RLX_VULKAN_H
 #define RLX_VULKAN_H
@@ -23,5 +27,16 @@ int rlx_vk_list_devices(rlx_vk_device_info *out, int cap, int *n, rlx_error *err
 /* Creates the backend on physical device `device` (index as listed; < 0 means 0). Fails with
  * RLX_EUNSUPPORTED when there is no Vulkan driver or no such usable device. */
 int rlx_backend_vulkan_create(rlx_backend **out, int device, rlx_error *err);
+
+/* What a Vulkan backend holds and has done, for tests and diagnostics. */
+typedef struct rlx_vk_stats {
+    uint64_t recordings;          /* command buffers recorded: one per new batch shape */
+    uint64_t device_bytes;        /* device memory allocated */
+    uint64_t mapped_device_bytes; /* of which mapped into the host (no staging copies) */
+    int kv_chunks;                /* buffers per layer the K (and V) pool is split into */
+} rlx_vk_stats;
+
+/* RLX_EINVAL when `be` is not a Vulkan backend. */
+int rlx_vk_get_stats(const rlx_backend *be, rlx_vk_stats *out);
 
 #endif

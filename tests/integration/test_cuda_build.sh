@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_cuda_build.sh - compile check of the CUDA backend where there is no GPU: configures a
-# separate build with -DRLX_CUDA=ON for sm_80 and sm_90, builds only what rlxd needs (the
-# backend library with its kernels, and rlxd), then checks that `rlxd --version` lists cuda and
-# that `rlxd devices` reports the missing CUDA device cleanly (exit 0, a clear line).
+# separate build with -DRLX_CUDA=ON for sm_80 and sm_90, builds rlxd and the CUDA tests
+# (unit_test_cuda_ops, parity_test_parity_cuda), then checks that `rlxd --version` lists cuda,
+# that `rlxd devices` reports the missing CUDA device cleanly (exit 0, a clear line), and that
+# the CUDA tests run: skipping with a clear message here, passing where a GPU is.
 # Skips (77) without nvcc, and in the sanitizer build (the release build's run suffices).
 set -euo pipefail
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -16,8 +17,8 @@ DIR="$BIN/cuda-check"
 cmake -S "$SRC" -B "$DIR" -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DRLX_VULKAN=OFF -DRLX_WERROR=ON \
       -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="80;90" > "$DIR.configure.log" 2>&1 \
   || { cat "$DIR.configure.log"; echo "FAIL: configuring the CUDA build"; exit 1; }
-cmake --build "$DIR" --target rlxd -j 2 > "$DIR.build.log" 2>&1 \
-  || { tail -50 "$DIR.build.log"; echo "FAIL: building rlxd with CUDA"; exit 1; }
+cmake --build "$DIR" --target rlxd unit_test_cuda_ops parity_test_parity_cuda -j 2 > "$DIR.build.log" 2>&1 \
+  || { tail -50 "$DIR.build.log"; echo "FAIL: building rlxd and the CUDA tests with CUDA"; exit 1; }
 ver=$("$DIR/rlxd" --version)
 echo "$ver"
 grep -q 'backends:.*cuda' <<<"$ver" || { echo "FAIL: rlxd --version does not list cuda"; exit 1; }
@@ -31,4 +32,21 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
 else
   grep -q '^cuda: no CUDA device' <<<"$dev" || { echo "FAIL: rlxd devices does not say that there is no CUDA device"; exit 1; }
 fi
-echo "ok: CUDA build (sm_80, sm_90) compiles, links and degrades cleanly"
+# the CUDA tests: every one passes or skips with its reason (77 = all skipped)
+gpu=0
+command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && gpu=1
+for t in unit_test_cuda_ops parity_test_parity_cuda; do
+  set +e
+  out=$("$DIR/$t" 2>&1); rc=$?
+  set -e
+  echo "$out" | tail -4
+  case "$rc" in
+    0) ;;
+    77) [ "$gpu" = 0 ] || { echo "FAIL: $t skipped although a GPU is present"; exit 1; } ;;
+    *) echo "$out"; echo "FAIL: $t exited with $rc"; exit 1 ;;
+  esac
+  if [ "$gpu" = 0 ]; then
+    grep -q 'skipped: .*no [Cc][Uu][Dd][Aa] device' <<<"$out" || { echo "FAIL: $t does not say that there is no CUDA device"; exit 1; }
+  fi
+done
+echo "ok: CUDA build (sm_80, sm_90) compiles, links, degrades cleanly; its tests build and run"

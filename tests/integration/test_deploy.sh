@@ -155,6 +155,19 @@ if "rlxd" in jobs:
     check(tg == names, f"prometheus.yml targets {tg} != compose replicas {names}")
     check(jobs["rlxd"].get("metrics_path", "/metrics") == "/metrics", "prometheus.yml: metrics_path")
 
+# the supervisors wait longer than the daemon's grace period (30 s unless configured)
+def grace_of(ini_text):
+    m = re.search(r"^\s*grace[-_]seconds\s*=\s*(\d+)", ini_text, re.M)
+    return int(m.group(1)) if m else 30
+env = comp["x-rlxd"].get("environment", {})
+g = int(env.get("RLXD_GRACE_SECONDS", 30))
+sgp = re.match(r"(\d+)s$", str(comp["x-rlxd"].get("stop_grace_period", "10s")))
+check(sgp and int(sgp.group(1)) > g, f"docker-compose.yml: stop_grace_period must exceed RLXD_GRACE_SECONDS ({g})")
+unit = open(os.path.join(src, "deploy/rlxd.service")).read()
+tss = re.search(r"^TimeoutStopSec=(\d+)", unit, re.M)
+check(tss and int(tss.group(1)) > grace_of(open(os.path.join(src, "config/rlxd.ini")).read()),
+      "rlxd.service: TimeoutStopSec must exceed grace-seconds of config/rlxd.ini")
+
 # Kubernetes manifests
 docs = []
 for p in sorted(glob.glob(os.path.join(src, "deploy/k8s/*.yaml"))):
@@ -186,6 +199,8 @@ if {"Deployment", "Service", "ConfigMap"} <= kinds.keys():
     cms = [v["configMap"]["name"] for v in vols.values() if "configMap" in v]
     check(cm["metadata"]["name"] in cms, "Deployment does not mount the ConfigMap")
     check(dep["spec"]["template"]["spec"].get("securityContext", {}).get("runAsNonRoot") is True, "Deployment: runAsNonRoot")
+    check(dep["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30) > grace_of(cm["data"]["rlxd.ini"]),
+          "Deployment: terminationGracePeriodSeconds must exceed the ConfigMap's grace-seconds")
 
 if errors:
     print("\n".join(errors), file=sys.stderr)

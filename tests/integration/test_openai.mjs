@@ -94,6 +94,27 @@ try {
   assert(ctext === cmpl.choices[0].text, `streamed completion "${ctext}" != "${cmpl.choices[0].text}"`);
   console.log('ok   completions + stream');
 
+  // completions streamed with include_usage: the usage chunk comes last, the text is the same
+  const ustream = await client.completions.create({
+    model: 'tiny', prompt: 'Once upon a time', max_tokens: 12, temperature: 0, stream: true,
+    stream_options: { include_usage: true },
+  });
+  let utext = '', cusage = null, fps = new Set(), nulls = 0, chunks = 0;
+  for await (const chunk of ustream) {
+    chunks++;
+    assert(!cusage, 'a chunk after the usage chunk');
+    if (chunk.usage) cusage = chunk.usage;
+    else if (chunk.usage === null) nulls++;
+    fps.add(chunk.system_fingerprint);
+    utext += chunk.choices.map((c) => c.text).join('');
+  }
+  assert(utext === cmpl.choices[0].text, `streamed completion with usage "${utext}" != "${cmpl.choices[0].text}"`);
+  assert(cusage && cusage.completion_tokens === cmpl.usage.completion_tokens
+         && cusage.prompt_tokens === cmpl.usage.prompt_tokens, 'completions include_usage: ' + JSON.stringify(cusage));
+  assert(nulls === chunks - 1, `usage null on every chunk but the last: ${nulls} of ${chunks}`);
+  assert(fps.size === 1 && [...fps][0] === cmpl.system_fingerprint && cmpl.system_fingerprint, 'system_fingerprint');
+  console.log('ok   completions stream + include_usage');
+
   const multi = await client.completions.create({ model: 'tiny', prompt: ['One', 'Two'], n: 2, max_tokens: 2 });
   assert(multi.choices.length === 4, 'n x prompts');
   console.log('ok   completions n x prompts');
@@ -104,6 +125,56 @@ try {
   } catch (e) { err = e; }
   assert(err instanceof OpenAI.BadRequestError, 'temperature 5 must be a BadRequestError');
   assert(err.status === 400 && err.param === 'temperature', 'error param: ' + err.param);
+  // streamed requests that are bad: the client raises BadRequestError (a 400 before the
+  // stream starts), not an APIError from an in-band event
+  for (const [what, params, param] of [
+    ['prompt over the context', { prompt: 'Once upon a time '.repeat(200) }, 'prompt'],
+    ['max_tokens over the context', { prompt: 'Once upon a time', max_tokens: 509 }, 'max_tokens'],
+    ['bad temperature', { prompt: 'x', temperature: 5 }, 'temperature'],
+  ]) {
+    err = null;
+    try {
+      const st = await client.completions.create({ model: 'tiny', stream: true, ...params });
+      for await (const _ of st) { /* drain */ }
+    } catch (e) { err = e; }
+    assert(err instanceof OpenAI.BadRequestError, `streamed ${what} must raise BadRequestError, got ${err && err.constructor.name}: ${err}`);
+    assert(err.status === 400 && err.param === param, `streamed ${what}: status ${err.status} param ${err.param}`);
+  }
+  err = null;
+  try {
+    const st = await client.chat.completions.create({
+      model: 'tiny', stream: true, messages: [{ role: 'user', content: 'Once upon a time '.repeat(200) }],
+    });
+    for await (const _ of st) { /* drain */ }
+  } catch (e) { err = e; }
+  assert(err instanceof OpenAI.BadRequestError && err.param === 'messages' && err.code === 'context_length_exceeded',
+         'streamed chat over the context: ' + err);
+  console.log('ok   streamed bad requests raise BadRequestError');
+
+  // an aborted stream frees its request: /metrics shows it cancelled, nothing running, no KV
+  const metrics = async () => (await fetch(base + '/metrics', { headers: { Authorization: 'Bearer ' + key } })).text();
+  const gauge = (m, name) => Number((new RegExp('^' + name + '(?:\\{[^}]*\\})? (\\S+)$', 'm').exec(m) || [])[1]);
+  const cancelled0 = gauge(await metrics(), 'rlxd_requests_cancelled_total');
+  const abortable = await client.completions.create({
+    model: 'tiny', prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true, stream: true,
+  });
+  let seen = 0;
+  for await (const chunk of abortable) {
+    if (chunk.choices.length && ++seen === 3) break; // leaving the loop aborts the request
+  }
+  abortable.controller.abort();
+  let m = '';
+  for (let i = 0; i < 100; i++) {
+    m = await metrics();
+    if (gauge(m, 'rlxd_requests_cancelled_total') > cancelled0 && gauge(m, 'rlxd_num_requests_running') === 0
+        && gauge(m, 'rlxd_kv_cache_usage_ratio') === 0) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert(gauge(m, 'rlxd_requests_cancelled_total') > cancelled0, 'the aborted stream is not counted as cancelled');
+  assert(gauge(m, 'rlxd_num_requests_running') === 0, 'the aborted stream is still running');
+  assert(gauge(m, 'rlxd_kv_cache_usage_ratio') === 0, 'the aborted stream still holds KV blocks');
+  console.log('ok   aborted stream cancelled and freed (metrics)');
+
   err = null;
   try {
     await client.completions.create({ model: 'missing', prompt: 'x' });

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/../.." || exit 1
 source tests/integration/server_lib.sh
 command -v node >/dev/null || { echo "skip: node missing (used to read JSON)"; exit 77; }
 
-start_server http --max-body 4096
+start_server http
 
 # /health and /v1/models
 [ "$(curl -s "$URL/health")" = '{"status":"ok"}' ] || fail "/health body"
@@ -21,6 +21,7 @@ ok models
 r=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}')
 [ "$(status)" = 200 ] || fail "completions status $(status): $r"
 [ "$(echo "$r" | jget '.object')" = text_completion ] || fail "completions object: $r"
+case "$(echo "$r" | jget '.system_fingerprint')" in fp_rlxd_*) ;; *) fail "system_fingerprint: $r";; esac
 t1=$(echo "$r" | jget '.choices[0].text')
 [ -n "$t1" ] || fail "empty completion"
 [ "$(echo "$r" | jget '.usage.completion_tokens')" -le 8 ] || fail "usage: $r"
@@ -33,9 +34,20 @@ r=$(post /v1/completions '{"prompt":["Once","The dog"],"n":2,"max_tokens":3,"tem
 [ "$(echo "$r" | jget '.choices.map(c=>c.index).join()')" = "0,1,2,3" ] || fail "indexes: $r"
 r=$(post /v1/completions '{"prompt":"Once upon","max_tokens":3,"temperature":0,"echo":true,"logprobs":2}')
 case "$(echo "$r" | jget '.choices[0].text')" in "Once upon"*) ;; *) fail "echo: $r";; esac
-[ "$(echo "$r" | jget '.choices[0].logprobs.tokens.length')" = "$(echo "$r" | jget '.usage.completion_tokens')" ] ||
-    fail "logprobs tokens: $r"
-[ "$(echo "$r" | jget '.choices[0].logprobs.text_offset[0]')" = 9 ] || fail "text_offset after echo: $r"
+# echo with logprobs: the prompt's tokens come first (the first without logprob), as OpenAI
+np=$(echo "$r" | jget '.usage.prompt_tokens')
+[ "$(echo "$r" | jget '.choices[0].logprobs.tokens.length')" = $((np + $(echo "$r" | jget '.usage.completion_tokens'))) ] ||
+    fail "logprobs tokens (prompt + completion): $r"
+[ "$(echo "$r" | jget '.choices[0].logprobs.token_logprobs[0]')" = null ] || fail "first prompt token logprob: $r"
+[ "$(echo "$r" | jget '.choices[0].logprobs.top_logprobs[0]')" = null ] || fail "first prompt token top: $r"
+[ "$(echo "$r" | jget '.choices[0].logprobs.token_logprobs.slice(1).every(x => typeof x === "number" && x <= 0)')" = true ] ||
+    fail "prompt token logprobs: $r"
+[ "$(echo "$r" | jget ".choices[0].logprobs.tokens.slice(1, $np).join('')")" = " Once upon" ] || fail "prompt tokens: $r"
+[ "$(echo "$r" | jget ".choices[0].logprobs.text_offset[$np]")" = 9 ] || fail "text_offset after echo: $r"
+# the last prompt token's logprob is what the model gave it as a continuation
+r2=$(post /v1/completions '{"prompt":"Once","max_tokens":1,"temperature":0,"logprobs":1,"logit_bias":{"'"$(post /tokenize '{"content":" upon","add_special":false}' | jget '.tokens[0]')"'":0}}')
+[ "$(node -e 'const [a,b]=process.argv.slice(1).map(JSON.parse); const x=a.choices[0].logprobs.token_logprobs[2], y=b.choices[0].logprobs.token_logprobs[0]; console.log(b.choices[0].logprobs.tokens[0] !== " upon" || Math.abs(x - y) < 1e-3)' "$r" "$r2")" = true ] ||
+    fail "prompt logprob of ' upon' differs from its generation logprob: $r $r2"
 r=$(post /v1/completions '{"prompt":[1,400,500],"max_tokens":2}')
 [ "$(status)" = 200 ] || fail "token-array prompt: $r"
 ok completions
@@ -44,6 +56,7 @@ ok completions
 r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6,"temperature":0,"logprobs":true,"top_logprobs":2}')
 [ "$(status)" = 200 ] || fail "chat status $(status): $r"
 [ "$(echo "$r" | jget '.object')" = chat.completion ] || fail "chat object: $r"
+case "$(echo "$r" | jget '.system_fingerprint')" in fp_rlxd_*) ;; *) fail "chat system_fingerprint: $r";; esac
 [ "$(echo "$r" | jget '.choices[0].message.role')" = assistant ] || fail "chat role: $r"
 [ "$(echo "$r" | jget '.choices[0].logprobs.content[0].top_logprobs.length')" = 2 ] || fail "chat top_logprobs: $r"
 ok chat
@@ -81,6 +94,15 @@ r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_
 long=$(node -e 'console.log(JSON.stringify({prompt: Array(600).fill(5), max_tokens: 4}))')
 r=$(post /v1/completions "$long")
 [ "$(status)" = 400 ] || fail "a prompt longer than the context must be a 400: $(status) $r"
+for ids in '"abc"' '[1,"a"]' '[1.5]' '[[1,2]]' '{"a":1}' '[]'; do
+    r=$(post /v1/generate "{\"input_ids\":$ids,\"max_tokens\":2}")
+    [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = input_ids ] || fail "400 input_ids $ids: $r"
+done
+r=$(post /detokenize '{"tokens":[-1]}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = tokens ] || fail "400 detokenize -1: $r"
+case "$(echo "$r" | jget '.error.message')" in *"and -1"*) fail "detokenize message: $r";; esac
+r=$(post /detokenize '{"tokens":[99999999]}')
+case "$(echo "$r" | jget '.error.message')" in *"between 0 and 511"*) ;; *) fail "detokenize range: $r";; esac
 r=$(post /v1/completions '{"prompt": "x"')
 [ "$(status)" = 400 ] || fail "bad JSON: $(status)"
 r=$(post /v1/completions '{"prompt":"x","model":"nope"}')
@@ -89,10 +111,25 @@ r=$(curl -s -w '%{http_code}' "$URL/v1/nothing")
 case "$r" in *404) ;; *) fail "404 route: $r";; esac
 r=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/completions")
 [ "$r" = 405 ] || fail "405: $r"
-big=$(head -c 6000 /dev/zero | tr '\0' 'a')
-r=$(post /v1/completions "{\"prompt\":\"$big\"}")
-[ "$(status)" = 413 ] || fail "413: $(status) $r"
-echo "$r" | jget '.error.message' >/dev/null || fail "413 body: $r"
+# a real 10 MB body against the default 4 MiB limit: announced by Content-Length, and sent
+# chunked (no length known up front)
+node -e 'process.stdout.write(JSON.stringify({prompt: "a".repeat(10 << 20)}))' >"$TMP/big.json"
+[ "$(stat -c %s "$TMP/big.json")" -gt 10000000 ] || fail "the big body is not 10 MB"
+for hdr in "Content-Type: application/json" "Transfer-Encoding: chunked"; do
+    code=$(curl -s -o "$TMP/body" -w '%{http_code}' -H "$hdr" --data-binary @"$TMP/big.json" "$URL/v1/completions")
+    [ "$code" = 413 ] || fail "10 MB body ($hdr): $code $(head -c 200 "$TMP/body")"
+    jget '.error.message' <"$TMP/body" >/dev/null || fail "413 body: $(head -c 200 "$TMP/body")"
+done
+# bodies over the inline-parse size are parsed on the threadpool: same answers
+pad=$(node -e 'console.log("p".repeat(100000))')
+r=$(post /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"temperature\":0,\"pad\":\"$pad\"}")
+[ "$(echo "$r" | jget '.choices[0].text')" = "$t1" ] || fail "large body completion: $(echo "$r" | head -c 300)"
+r=$(post /tokenize "{\"content\":\"$pad\",\"add_special\":false}")
+[ "$(echo "$r" | jget '.tokens.length')" -gt 1000 ] || fail "large /tokenize: $(echo "$r" | head -c 200)"
+r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":3,\"pad\":\"$pad\"}")
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = top_p ] || fail "large body 400: $(echo "$r" | head -c 300)"
+r=$(post /v1/completions "{\"prompt\":\"$pad\"")
+[ "$(status)" = 400 ] || fail "large bad JSON: $(status)"
 ok errors 400 404 405 413
 
 # /metrics: Prometheus names

@@ -20,6 +20,8 @@ for _ in $(seq 1 50); do
 done
 [ -n "$cancelled" ] || fail "disconnect did not cancel: $(echo "$m" | grep cancelled)"
 grep -q 'POST /v1/completions 499 .*finish=cancelled' "$LOG" || fail "access log lacks the 499 line"
+grep -q 'POST /v1/completions 499 .*prompt_tokens=[1-9][0-9]* completion_tokens=[1-9]' "$LOG" ||
+    fail "the 499 line lacks the tokens used so far: $(grep ' 499 ' "$LOG")"
 for _ in $(seq 1 50); do
     echo "$(curl -s "$URL/metrics")" | grep -q '^rlxd_num_requests_running{model_name="tiny"} 0' && break
     sleep 0.1
@@ -38,6 +40,28 @@ echo "$hdr" | grep -qi '^retry-after:' || fail "503 without Retry-After"
 grep -q '"error"' "$TMP/busy" || fail "503 body not an error object"
 ok connection limit 503
 sleep 0.3
+stop_server
+
+# a full waiting queue: one sequence runs, one waits (--max-queue 1), the next gets 503 +
+# Retry-After. Chat streams send their role chunk once submitted, which tells us where each is.
+start_server queue --max-seqs 1 --max-queue 1
+chat_long='{"messages":[{"role":"user","content":"Tell a story"}],"max_tokens":400,"ignore_eos":true,"stream":true}'
+curl -sN -m 60 "$URL/v1/chat/completions" -d "$chat_long" >"$TMP/q1.sse" &
+q1=$!
+for _ in $(seq 1 100); do grep -q '"content":"[^"]' "$TMP/q1.sse" && break; sleep 0.05; done
+grep -q '"content":"[^"]' "$TMP/q1.sse" || fail "the first stream did not start generating"
+curl -sN -m 60 "$URL/v1/chat/completions" -d "$chat_long" >"$TMP/q2.sse" &
+q2=$!
+for _ in $(seq 1 100); do [ -s "$TMP/q2.sse" ] && break; sleep 0.05; done
+[ -s "$TMP/q2.sse" ] || fail "the second stream was not accepted"
+grep -q '"content":"[^"]' "$TMP/q2.sse" && fail "the second stream runs although --max-seqs is 1"
+hdr=$(curl -s -D - -o "$TMP/full" "$URL/v1/completions" -d '{"prompt":"Once","max_tokens":2}')
+echo "$hdr" | head -1 | grep -q ' 503' || fail "no 503 with a full queue: $(echo "$hdr" | head -1) $(cat "$TMP/full")"
+echo "$hdr" | grep -qi '^retry-after:' || fail "queue 503 without Retry-After"
+[ "$(jget '.error.code' <"$TMP/full")" = server_busy ] || fail "queue 503 body: $(cat "$TMP/full")"
+kill "$q1" "$q2" 2>/dev/null
+wait "$q1" "$q2" 2>/dev/null
+ok full queue 503 + Retry-After
 stop_server
 
 # SIGTERM drain: a stream in flight completes, new connections are refused, exit 0

@@ -3,7 +3,8 @@
 # history keeps exactly the counted tokens; a DELETE while the session's turn runs stays
 # deleted (also after a restart); an expired session is gone for GET and for the next turn;
 # two models on one --db keep separate sessions and snapshot directories; a session whose
-# history outgrew the context is a 400 naming the history; a NUL in a session id is a 400;
+# history outgrew the context is a 400 naming the history; a NUL in a session id (body or URL)
+# is a 400;
 # preemptions show in /metrics.
 . "$(dirname "$0")/server_lib.sh"
 DB="$TMP/s.db"
@@ -44,6 +45,13 @@ ok "DELETE during a turn stays deleted"
 r=$(post /v1/generate '{"prompt":"x","max_tokens":2,"session_id":"st\u0000x"}')
 [ "$(status)" = 400 ] || fail "NUL in session_id: $(status) $r"
 ok "a NUL in a session id is a 400"
+# in the URL too: %00 must not cut the id to the existing session "st"
+for m in GET DELETE; do
+    c=$(curl -s -o "$TMP/body" -w '%{http_code}' -X "$m" "$URL/v1/sessions/st%00x")
+    [ "$c" = 400 ] || fail "$m /v1/sessions/st%00x: $c $(cat "$TMP/body")"
+done
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/st")" = 200 ] || fail "session st lost to a %00 request"
+ok "%00 in a session URL is a 400 and leaves the session alone"
 stop_server
 start_server s2 --db "$DB"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/busy")" = 404 ] || fail "deleted session back after a restart"

@@ -24,7 +24,9 @@ for (const e of events) {
     const o = JSON.parse(p);
     if (o.error) die("error event: " + p);
     ids.add(o.id); created.add(o.created);
+    if (typeof o.system_fingerprint !== "string" || !o.system_fingerprint) die("chunk without system_fingerprint: " + p);
     if (o.choices.length === 0) { usage = o.usage; continue; }
+    if (process.argv[3] === "usage" && !("usage" in o && o.usage === null)) die("with include_usage every chunk but the last has usage null: " + p);
     if (usage) die("chunk after the usage chunk");
     const c = o.choices[0];
     if (kind === "chat") {
@@ -53,6 +55,8 @@ grep -q '^event:' "$TMP/chat.sse" && fail "event: lines present"
 sse_check "$TMP/chat.sse" chat usage >/dev/null || fail "chat stream format"
 ok chat stream framing + usage
 
+curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' >"$TMP/cu.sse"
+sse_check "$TMP/cu.sse" completions usage >/dev/null || fail "completions stream with include_usage"
 curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true}' >"$TMP/c.sse"
 streamed=$(sse_check "$TMP/c.sse" completions) || fail "completions stream format"
 full=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' | jget '.choices[0].text')
@@ -62,18 +66,38 @@ ok completions stream equals non-stream
 curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true,"echo":true}' >"$TMP/echo.sse"
 echoed=$(sse_check "$TMP/echo.sse" completions) || fail "echo stream format"
 [ "$(echo "$echoed" | jget '.text')" = "Once upon a time$full" ] || fail "streamed echo: $echoed"
+curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"stream":true,"echo":true,"logprobs":1}' >"$TMP/echolp.sse"
+node -e '
+const ev = require("fs").readFileSync(process.argv[1], "utf8").split("\n\n").filter(e => e.startsWith("data: {")).map(e => JSON.parse(e.slice(6)));
+const first = ev[0].choices[0];
+if (first.text !== "Once upon a time" || !first.logprobs || first.logprobs.token_logprobs[0] !== null
+    || first.logprobs.tokens.length < 5) { console.error("echo chunk: " + JSON.stringify(ev[0])); process.exit(1); }
+' "$TMP/echolp.sse" || fail "streamed echo with logprobs: the first chunk carries the prompt and its logprobs"
 ok completions stream with echo
 
-# A stop string taken from the middle of the greedy output, 4 bytes long, so it most likely
-# spans a token boundary: the streamed text must be exactly what precedes it.
+# A stop string that spans a token boundary, chosen from the greedy output's own tokens (their
+# texts from logprobs): the last 2 bytes of token k and the first 2 of token k+1, where that is
+# the string's first occurrence. The streamed text must be exactly what precedes it: no part
+# of the stop string may ever be sent.
+r=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"logprobs":0}')
 body=$(node -e '
-const full = process.argv[1];
-const at = Math.max(1, Math.floor(full.length / 2));
-const stop = full.slice(at, at + 4);
-const want = full.slice(0, full.indexOf(stop));
-console.log(JSON.stringify({stop, want}));' "$full")
+const r = JSON.parse(process.argv[1]);
+const full = r.choices[0].text, toks = r.choices[0].logprobs.tokens;
+if (toks.join("") !== full) { console.error("token texts do not make up the text"); process.exit(1); }
+let off = 0;
+for (let k = 0; k + 1 < toks.length; k++) {
+  off += toks[k].length;
+  if (k < 2 || toks[k].length < 2 || toks[k + 1].length < 2) continue;
+  const stop = full.slice(off - 2, off + 2);
+  if (full.indexOf(stop) !== off - 2) continue;
+  console.log(JSON.stringify({stop, want: full.slice(0, off - 2), boundary: off}));
+  process.exit(0);
+}
+console.error("no token boundary with two 2-byte tokens around it: " + JSON.stringify(toks));
+process.exit(1);' "$r") || fail "choosing a stop string across a token boundary"
 stop=$(echo "$body" | jget '.stop')
 want=$(echo "$body" | jget '.want')
+[ "$full" = "$(echo "$r" | jget '.choices[0].text')" ] || fail "greedy text changed with logprobs"
 req=$(node -e 'console.log(JSON.stringify({prompt:"Once upon a time",max_tokens:24,temperature:0,stream:true,stop:[process.argv[1]]}))' "$stop")
 curl -sN "$URL/v1/completions" -d "$req" >"$TMP/stop.sse"
 got=$(sse_check "$TMP/stop.sse" completions) || fail "stop stream format"
@@ -110,25 +134,49 @@ grep -qi '^content-type: application/x-ndjson' <(curl -sN -D - -o /dev/null "$UR
     fail "ndjson content type"
 ok generate ndjson
 
-# many streams at once (suspend/resume under load): every one well-formed and complete
+# 64 streaming clients at once (suspend/resume under load): every stream well-formed and
+# complete, and its text equal to the greedy text of the same request made alone, non-streamed
+prompts=("Once upon a time" "The little dog" "Lily wanted to" "One day, a girl" "The sun was" "Tom and Sue" "A big red" "In the park")
+for k in $(seq 0 7); do
+    p=${prompts[$k]}
+    post /v1/completions "{\"prompt\":\"$p\",\"max_tokens\":16,\"temperature\":0}" | jget '.choices[0].text' >"$TMP/ref_c$k"
+    post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"$p\"}],\"max_tokens\":16,\"temperature\":0}" |
+        jget '.choices[0].message.content' >"$TMP/ref_h$k"
+done
 pids=()
-for i in $(seq 1 24); do
+for i in $(seq 1 64); do
+    k=$((i % 8)); p=${prompts[$k]}
     if [ $((i % 2)) = 0 ]; then
-        curl -sN "$URL/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"story $i\"}],\"max_tokens\":16,\"stream\":true,\"seed\":$i}" >"$TMP/par$i.sse" &
+        curl -sN -m 120 "$URL/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$p\"}],\"max_tokens\":16,\"temperature\":0,\"stream\":true}" >"$TMP/par$i.sse" &
     else
-        curl -sN "$URL/v1/completions" -d "{\"prompt\":\"Tale $i\",\"max_tokens\":16,\"stream\":true,\"seed\":$i}" >"$TMP/par$i.sse" &
+        curl -sN -m 120 "$URL/v1/completions" -d "{\"prompt\":\"$p\",\"max_tokens\":16,\"temperature\":0,\"stream\":true}" >"$TMP/par$i.sse" &
     fi
     pids+=($!)
 done
-wait "${pids[@]}"
-for i in $(seq 1 24); do
-    kind=completions; [ $((i % 2)) = 0 ] && kind=chat
-    sse_check "$TMP/par$i.sse" $kind >/dev/null || fail "concurrent stream $i"
+for p in "${pids[@]}"; do wait "$p" || fail "a concurrent stream's curl failed"; done
+for i in $(seq 1 64); do
+    k=$((i % 8)); kind=completions; ref="$TMP/ref_c$k"
+    [ $((i % 2)) = 0 ] && kind=chat && ref="$TMP/ref_h$k"
+    got=$(sse_check "$TMP/par$i.sse" $kind) || fail "concurrent stream $i"
+    [ "$(echo "$got" | jget '.text')" = "$(cat "$ref")" ] || fail "stream $i ($kind, '${prompts[$k]}'): $(echo "$got" | jget '.text') != $(cat "$ref")"
 done
-ok 24 concurrent streams
+ok 64 concurrent streams equal their greedy texts
 
 # an error before the first byte is a plain HTTP error, even for stream requests
 r=$(post /v1/chat/completions '{"messages":[],"stream":true}')
 [ "$(status)" = 400 ] || fail "stream 400: $r"
+# a text prompt longer than the context is known before the stream starts: a 400 naming it
+long=$(node -e 'console.log("Once upon a time ".repeat(200))')
+overflow() { # PATH PARAM BODY
+    r=$(post "$1" "$3")
+    [ "$(status)" = 400 ] || fail "$1: a streamed request over the context must be a 400, got $(status): $(echo "$r" | head -c 300)"
+    [ "$(echo "$r" | jget '.error.param')" = "$2" ] || fail "$1: param: $r"
+    [ "$(echo "$r" | jget '.error.code')" = context_length_exceeded ] || fail "$1: code: $r"
+}
+overflow /v1/completions prompt "{\"prompt\":\"$long\",\"stream\":true}"
+overflow /v1/chat/completions messages "{\"messages\":[{\"role\":\"user\",\"content\":\"$long\"}],\"stream\":true}"
+overflow /v1/generate prompt "{\"prompt\":\"$long\",\"stream\":true}"
+overflow /v1/completions max_tokens '{"prompt":"Once upon a time","max_tokens":509,"stream":true}'
+ok context overflow of a streamed request is a 400 before the stream
 stop_server
 echo "all passed"

@@ -5,35 +5,7 @@
 #include "tests/unit/test_arch_ref.h"
 #include "engine/runner.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-static char tmpdir[256];
-
-static void cleanup(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd)) fprintf(stderr, "  could not remove %s\n", tmpdir);
-}
-
-/* Runs the built rlxd-synth (RLX_BIN) into tmpdir/out; false if the tool is not available. */
-static bool synth(const char *args, const char *out, char *path, size_t cap)
-{
-    const char *bin = getenv("RLX_BIN");
-    char tool[512], cmd[2048];
-    snprintf(tool, sizeof tool, "%s/rlxd-synth", bin ? bin : ".");
-    if (access(tool, X_OK)) return false;
-    if (!tmpdir[0]) {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/rlx-test-arch-XXXXXX");
-        if (!mkdtemp(tmpdir)) return false;
-        atexit(cleanup);
-    }
-    snprintf(path, cap, "%s/%s", tmpdir, out);
-    snprintf(cmd, sizeof cmd, "\"%s\" %s -o \"%s\" 2>/dev/null", tool, args, path);
-    int rc = system(cmd);
-    return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
-}
+#include "tests/unit/test_synth_util.h"
 
 /* Copies src to dst without key `drop` (may be NULL), then lets edit() add keys or tensors. */
 static int rewrite(const char *src, const char *dst, const char *drop, void (*edit)(rlx_gguf_writer *, void *), void *ctx)
@@ -291,8 +263,8 @@ TEST(llama3_rope_scaling)
 {
     char plain[512], keys[600], tens[600];
     if (!synth("--arch llama --seed 11", "llama.gguf", plain, sizeof plain)) SKIP("rlxd-synth is not built or failed");
-    snprintf(keys, sizeof keys, "%s/llama3-keys.gguf", tmpdir);
-    snprintf(tens, sizeof tens, "%s/llama3-tensor.gguf", tmpdir);
+    snprintf(keys, sizeof keys, "%s/llama3-keys.gguf", synth_tmpdir);
+    snprintf(tens, sizeof tens, "%s/llama3-tensor.gguf", synth_tmpdir);
     /* head_dim 16, base 10000, original context 64: wavelengths 6.3 (kept), 20 and 63 (blended), >= 199 (x8) */
     float ff[8];
     llama3_expected(ff, 16, 10000.0, 8.0, 1.0, 4.0, 64.0);
@@ -361,17 +333,17 @@ TEST(bad_family_metadata)
     if (!synth(GEMMA3_ARGS, "gemma3.gguf", g3, sizeof g3) || !synth("--arch llama --seed 11", "llama.gguf", ll, sizeof ll))
         SKIP("rlxd-synth is not built or failed");
     rlx_error err = {0};
-    snprintf(p, sizeof p, "%s/gemma3-nowindow.gguf", tmpdir);
+    snprintf(p, sizeof p, "%s/gemma3-nowindow.gguf", synth_tmpdir);
     ASSERT_EQ(rewrite(g3, p, "gemma3.attention.sliding_window", NULL, NULL), 0);
     ASSERT_EQ(load_error(p, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "gemma3.attention.sliding_window"), "%s", err.msg);
 
-    snprintf(p, sizeof p, "%s/llama-yarn.gguf", tmpdir);
+    snprintf(p, sizeof p, "%s/llama-yarn.gguf", synth_tmpdir);
     ASSERT_EQ(rewrite(ll, p, NULL, set_yarn, NULL), 0);
     ASSERT_EQ(load_error(p, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "yarn"), "%s", err.msg);
 
-    snprintf(p, sizeof p, "%s/llama3-bad.gguf", tmpdir);
+    snprintf(p, sizeof p, "%s/llama3-bad.gguf", synth_tmpdir);
     ASSERT_EQ(rewrite(ll, p, NULL, set_bad_llama3, NULL), 0);
     ASSERT_EQ(load_error(p, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "high_freq_factor"), "%s", err.msg);
@@ -379,7 +351,7 @@ TEST(bad_family_metadata)
     /* a qwen2 file without its q/k/v biases loads but cannot be built */
     char q2[512];
     ASSERT(synth("--arch qwen2 --seed 2", "qwen2.gguf", q2, sizeof q2));
-    snprintf(p, sizeof p, "%s/qwen2-nobias.gguf", tmpdir);
+    snprintf(p, sizeof p, "%s/qwen2-nobias.gguf", synth_tmpdir);
     {
         rlx_gguf *g = NULL;
         ASSERT_EQ(rlx_gguf_open(&g, q2, &err), 0);

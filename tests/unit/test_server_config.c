@@ -3,13 +3,27 @@
 #include "server/config.h"
 #include "backends/dtype.h"
 
+#include <ctype.h>
 #include <unistd.h>
+
+static void env_name(const char *setting, char *buf, size_t cap)
+{
+    size_t i = (size_t)snprintf(buf, cap, "RLXD_");
+    for (const char *p = setting; *p && i + 1 < cap; p++) buf[i++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    buf[i] = 0;
+}
 
 static void clear_env(void)
 {
-    const char *vars[] = {"RLXD_HOST", "RLXD_PORT", "RLXD_MODEL", "RLXD_CONFIG", "RLXD_API_KEY", "RLXD_MAX_SEQS",
-                          "RLXD_LOG_FORMAT", "RLXD_STDIO", "RLXD_KV_TYPE", "RLXD_KV_BLOCK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+    unsetenv("RLXD_MODEL");
+    unsetenv("RLXD_CONFIG");
+    size_t n;
+    const char *const *names = rlx_serve_setting_names(&n);
+    char env[64];
+    for (size_t i = 0; i < n; i++) {
+        env_name(names[i], env, sizeof env);
+        unsetenv(env);
+    }
 }
 
 static const char *write_tmp(const char *text)
@@ -159,5 +173,134 @@ TEST(shipped_config_parses)
     rlx_serve_config_free(&c);
 }
 
+static const char *write_file(const char *tag, const char *text)
+{
+    static char paths[4][64];
+    static int next;
+    char *path = paths[next++ & 3];
+    snprintf(path, sizeof paths[0], "/tmp/rlxd_cfg_%d_%s", (int)getpid(), tag);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* Every setting, layer by layer: the default, then INI over it, the environment over the INI,
+ * and a flag over the environment. The table must name every setting the parser knows. */
+TEST(every_setting_follows_the_layer_order)
+{
+    clear_env();
+    char kf[3][64]; /* own copies: write_file reuses its buffers */
+    snprintf(kf[0], sizeof kf[0], "%s", write_file("k1", "key-ini\n"));
+    snprintf(kf[1], sizeof kf[1], "%s", write_file("k2", "key-env\n"));
+    snprintf(kf[2], sizeof kf[2], "%s", write_file("k3", "key-flag\n"));
+    struct { const char *name, *def, *ini, *env, *flag; } t[] = {
+        {"host", "127.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.3"},
+        {"port", "8080", "9001", "9002", "9003"},
+        {"threads", "0", "1", "2", "3"},
+        {"ctx", "0", "128", "256", "384"},
+        {"api-key", "", "k-ini", "k-env", "k-flag"},
+        {"api-key-file", "", kf[0], kf[1], kf[2]},
+        {"stdio", "false", "true", "false", "true"},
+        {"log-format", "text", "json", "text", "json"},
+        {"max-seqs", "16", "2", "3", "4"},
+        {"max-batch-tokens", "512", "64", "65", "66"},
+        {"kv-mem", "0", "10", "11", "12"},
+        {"kv-type", "f16", "f32", "q8_0", "f32"},
+        {"kv-block", "16", "8", "32", "64"},
+        {"db", "", "/tmp/a.db", "/tmp/b.db", "/tmp/c.db"},
+        {"session-ttl", "0", "5", "6", "7"},
+        {"max-sessions", "1024", "8", "9", "10"},
+        {"backend", "", "vulkan", "cuda", "cpu"},
+        {"device", "0", "1", "2", "3"},
+        {"max-body", "4194304", "2048", "4096", "8192"},
+        {"max-connections", "512", "5", "6", "7"},
+        {"max-queue", "256", "1", "2", "3"},
+        {"grace-seconds", "30", "1", "2", "3"},
+    };
+    size_t n_names;
+    const char *const *names = rlx_serve_setting_names(&n_names);
+    for (size_t k = 0; k < n_names; k++) {
+        bool found = false;
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) found |= !strcmp(t[i].name, names[k]);
+        ASSERT_MSG(found, "setting '%s' is missing from this test's table", names[k]);
+    }
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char ini_text[256], cfgflag[128], flag[256], env[64], got[256];
+        snprintf(ini_text, sizeof ini_text, "[server]\n%s = %s\n", t[i].name, t[i].ini);
+        const char *ini = write_file("ini", ini_text);
+        snprintf(cfgflag, sizeof cfgflag, "--config=%s", ini);
+        snprintf(flag, sizeof flag, "--%s=%s", t[i].name, t[i].flag);
+        env_name(t[i].name, env, sizeof env);
+        for (int layers = 0; layers < 4; layers++) {
+            char *argv[5] = {"serve", "-m", "a.gguf"};
+            int argc = 3;
+            if (layers >= 1) argv[argc++] = cfgflag;
+            if (layers >= 3) argv[argc++] = flag;
+            if (layers >= 2) setenv(env, t[i].env, 1);
+            else unsetenv(env);
+            const char *want = layers == 0 ? t[i].def : layers == 1 ? t[i].ini : layers == 2 ? t[i].env : t[i].flag;
+            rlx_serve_config c;
+            rlx_error err = {0};
+            int rc = rlx_serve_config_load(&c, argc, argv, &err);
+            ASSERT_MSG(rc == 0, "%s with %d layer(s): %s", t[i].name, layers, err.msg);
+            ASSERT_EQ(rlx_serve_config_get(&c, t[i].name, got, sizeof got), 0);
+            ASSERT_MSG(!strcmp(got, want), "%s with %d layer(s): got '%s', want '%s'", t[i].name, layers, got, want);
+            if (!strcmp(t[i].name, "api-key-file") && layers > 0) {
+                char key[32];
+                snprintf(key, sizeof key, "key-%s", layers == 1 ? "ini" : layers == 2 ? "env" : "flag");
+                ASSERT_STR_EQ(c.api_key, key);
+            }
+            rlx_serve_config_free(&c);
+        }
+        unsetenv(env);
+        unlink(ini);
+    }
+    for (int k = 0; k < 3; k++) unlink(kf[k]);
+}
+
+/* --api-key and --api-key-file are one setting in two forms: a higher layer's form wins over
+ * a lower layer's other form, and both in one layer is an error. */
+TEST(api_key_forms)
+{
+    clear_env();
+    const char *kf = write_file("key", "from-file\n");
+    const char *ini = write_file("ini2", "[server]\napi_key = from-ini\n");
+    char cfgflag[128], fileflag[128];
+    snprintf(cfgflag, sizeof cfgflag, "--config=%s", ini);
+    snprintf(fileflag, sizeof fileflag, "--api-key-file=%s", kf);
+    rlx_serve_config c;
+    rlx_error err = {0};
+    char *a1[] = {"serve", "-m", "a.gguf", cfgflag, fileflag};
+    ASSERT_EQ(rlx_serve_config_load(&c, 5, a1, &err), 0);
+    ASSERT_STR_EQ(c.api_key, "from-file"); /* the flag's file beats the INI key */
+    rlx_serve_config_free(&c);
+    char *a2[] = {"serve", "-m", "a.gguf", "--api-key=x", fileflag};
+    ASSERT_EQ(rlx_serve_config_load(&c, 5, a2, &err), RLX_EINVAL);
+    ASSERT(strstr(err.msg, "not both") != NULL);
+    rlx_serve_config_free(&c);
+    setenv("RLXD_API_KEY", "from-env", 1);
+    setenv("RLXD_API_KEY_FILE", kf, 1);
+    char *a3[] = {"serve", "-m", "a.gguf"};
+    ASSERT_EQ(rlx_serve_config_load(&c, 3, a3, &err), RLX_EINVAL);
+    rlx_serve_config_free(&c);
+    unsetenv("RLXD_API_KEY_FILE");
+    const char *ini2 = write_file("ini3", "");
+    FILE *f = fopen(ini2, "w");
+    fprintf(f, "[server]\napi-key-file = %s\n", kf);
+    fclose(f);
+    snprintf(cfgflag, sizeof cfgflag, "--config=%s", ini2);
+    char *a4[] = {"serve", "-m", "a.gguf", cfgflag};
+    ASSERT_EQ(rlx_serve_config_load(&c, 4, a4, &err), 0);
+    ASSERT_STR_EQ(c.api_key, "from-env"); /* the environment's key beats the INI file */
+    ASSERT(c.api_key_file == NULL);
+    rlx_serve_config_free(&c);
+    clear_env();
+    unlink(kf);
+    unlink(ini);
+    unlink(ini2);
+}
+
 TEST_MAIN(TEST_ENTRY(defaults_and_model_names), TEST_ENTRY(precedence_flags_env_ini), TEST_ENTRY(api_key_file),
+          TEST_ENTRY(every_setting_follows_the_layer_order), TEST_ENTRY(api_key_forms),
           TEST_ENTRY(bad_settings_are_named), TEST_ENTRY(shipped_config_parses))

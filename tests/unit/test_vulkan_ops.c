@@ -5,7 +5,8 @@
  * so the two differ only in float summation order: 1e-4 of the largest |value| for plain
  * steps, 2e-3 for quantized matmuls (where a summation-order difference can flip the
  * rounding of one 8-bit activation). Skips (77) without a Vulkan device. */
-#include "tests/unit/test_vulkan_util.h"
+#define VT_Q8_TOL 1e-5
+#include "tests/unit/test_gpu_common.h"
 
 static const int all_types[] = {RLX_F32, RLX_F16, RLX_BF16, RLX_Q8_0, RLX_Q4_0, RLX_Q4_K, RLX_Q5_K, RLX_Q6_K};
 
@@ -47,6 +48,30 @@ TEST(matmul_every_type_and_batch)
                        rlx_dtype_get(all_types[ti])->name, Ts[bi], d);
             vt_free(&c);
         }
+    VK_CLOSE();
+}
+
+/* Q8_0 activations round half away from zero as quant.c does: x * (1/d) = 0.5 - 2^-25 gives 0
+ * (floor(|x| + 0.5) rounded the sum up to 1 and moved the product by a whole weight) */
+TEST(q8_0_activation_rounding_edge)
+{
+    VK_OPEN_OR_SKIP();
+    vt_case c;
+    vt_init(&c, 4);
+    int E = vt_weight(&c, RLX_F32, 64, 4, 1.0f), W = vt_weight(&c, RLX_Q8_0, 64, 16, 1.0f);
+    float *e = (float *)c.g.tensors[E].data;
+    for (int r = 0; r < 4; r++) { /* amax 127: scale 1; the rest at and around the edge */
+        for (int i = 0; i < 64; i++) e[r * 64 + i] = (i % 2 ? -1.0f : 1.0f) * (0.5f - 0x1p-25f);
+        e[r * 64 + 0] = e[r * 64 + 32] = 127.0f;
+        e[r * 64 + 5] = 1.5f;
+        e[r * 64 + 6] = -2.5f;
+    }
+    int y = rlx_g_matmul(&c.g, rlx_g_get_rows(&c.g, E, 0.0f), W);
+    c.g.output = rlx_g_node(&c.g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, 16, y, -1, -1);
+    vt_batch_linear(&c, 4, 4);
+    double d = vt_compare(&c, vk, 1e-6);
+    ASSERT_MSG(d <= 1e-6, "differs by %g", d);
+    vt_free(&c);
     VK_CLOSE();
 }
 
@@ -257,7 +282,10 @@ TEST(devices_command_lists_vulkan)
     ASSERT_MSG(strstr(out, "vulkan 0: ") && strstr(out, "--backend vulkan --device 0"), "no Vulkan device line in:\n%s", out);
 }
 
-TEST_MAIN(TEST_ENTRY(get_rows_every_type), TEST_ENTRY(matmul_every_type_and_batch), TEST_ENTRY(norms_and_fused_chains),
+TEST_MAIN(TEST_ENTRY(get_rows_every_type), TEST_ENTRY(matmul_every_type_and_batch), TEST_ENTRY(q8_0_activation_rounding_edge),
+          TEST_ENTRY(norms_and_fused_chains),
+          TEST_ENTRY(gelu_matches_cpu_f16_rounding),
           TEST_ENTRY(long_chain_splits), TEST_ENTRY(head_norm_and_rope), TEST_ENTRY(attention_paged),
+          TEST_ENTRY(attention_q8_0_kv_against_reference),
           TEST_ENTRY(kv_block_io), TEST_ENTRY(split_bindings), TEST_ENTRY(bad_input_is_rejected),
           TEST_ENTRY(env_selects_backend), TEST_ENTRY(devices_command_lists_vulkan))

@@ -14,6 +14,7 @@
 #endif
 
 #define VT_MAX_T 64
+#define VT_UNUSED __attribute__((unused)) /* helpers not every test file calls */
 
 typedef struct vt_case {
     rlx_graph g;
@@ -82,7 +83,7 @@ static int vt_weight(vt_case *c, int type, int64_t ne0, int64_t ne1, float scale
 }
 
 /* An f32 vector of n values in [lo, hi] (rope frequency factors). */
-static int vt_weight_pos(vt_case *c, int64_t n, float lo, float hi)
+VT_UNUSED static int vt_weight_pos(vt_case *c, int64_t n, float lo, float hi)
 {
     float *data = malloc((size_t)n * sizeof *data);
     for (int64_t i = 0; i < n; i++) data[i] = lo + (hi - lo) * (vt_rand(c) * 0.5f + 0.5f);

@@ -34,8 +34,8 @@ void main()
         float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
         Y[so] = f16_round(d);
         for (uint k = 0u; k < n; k++) {
-            float q = X[x0 + k] * id;
-            Y[y0 + k] = sign(q) * floor(abs(q) + 0.5);
+            precise float q = X[x0 + k] * id;
+            Y[y0 + k] = round_away(q);
         }
     } else {
         float amax = 0.0, mx = 0.0;

@@ -1,0 +1,69 @@
+/* utf8.c - UTF-8 at the wire: request strings must be valid (a 400 naming the parameter
+ * otherwise), and every string the daemon writes is made valid (U+FFFD for each broken
+ * sequence) so no response carries raw bytes. */
+#include "proto/proto.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#define INVALID "invalid_request_error"
+
+bool rlx_api_utf8_valid(const char *s, size_t n)
+{
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s;
+    size_t i = 0;
+    while (i < n) {
+        if (p[i] < 0x80) { i++; continue; }
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0 || cp < 0) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+char *rlx_api_utf8_sanitize(const char *s, size_t n, size_t *out_len)
+{
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s;
+    char *out = malloc(n * 3 + 1), *w = out; /* each bad byte may become 3 */
+    if (!out) return NULL;
+    size_t i = 0;
+    while (i < n) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = p[i] < 0x80 ? 1 : utf8proc_iterate(p + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (p[i] >= 0x80 && (k <= 0 || cp < 0)) {
+            memcpy(w, "\xef\xbf\xbd", 3);
+            w += 3;
+            i++;
+            continue;
+        }
+        memcpy(w, s + i, (size_t)k);
+        w += k;
+        i += (size_t)k;
+    }
+    *w = 0;
+    if (out_len) *out_len = (size_t)(w - out);
+    return out;
+}
+
+static bool tree_valid(const cJSON *v)
+{
+    if (v->string && !rlx_api_utf8_valid(v->string, strlen(v->string))) return false;
+    if (cJSON_IsString(v) && !rlx_api_utf8_valid(v->valuestring, strlen(v->valuestring))) return false;
+    for (const cJSON *c = v->child; c; c = c->next)
+        if (!tree_valid(c)) return false;
+    return true;
+}
+
+int rlx_api_check_utf8(const cJSON *root, rlx_api_error *e)
+{
+    for (const cJSON *c = root->child; c; c = c->next) {
+        if (tree_valid(c)) continue;
+        bool key_ok = c->string && rlx_api_utf8_valid(c->string, strlen(c->string));
+        return rlx_api_errorf(e, 400, INVALID, key_ok ? c->string : NULL,
+                              key_ok ? "'%s' is not valid UTF-8 text." : "A field name is not valid UTF-8 text.",
+                              key_ok ? c->string : "");
+    }
+    return 0;
+}

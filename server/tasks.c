@@ -1,0 +1,271 @@
+/* tasks.c - routes whose answer is computed on the libuv threadpool: tokenizing,
+ * detokenizing, rendering templates, and the sessions store (sqlite3 behind a mutex the
+ * worker may hold during an fsync). The connection waits suspended; the task hands back a
+ * finished JSON answer, or drops it when the client has gone. */
+#include "server/serve.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INVALID "invalid_request_error"
+
+typedef enum { TASK_TOKENIZE, TASK_DETOKENIZE, TASK_TEMPLATE, TASK_SESSIONS, TASK_SESSION } task_kind;
+
+typedef struct route_task {
+    uv_work_t work;
+    rlx_srv *srv;
+    rlx_conn *conn;                /* NULL once the connection is gone */
+    rlx_model_slot *m;             /* tokenizer tasks */
+    task_kind kind;
+    char *text;                    /* tokenize input; session id */
+    bool add_special, parse_special;
+    int32_t *ids;                  /* detokenize input */
+    size_t n_ids;
+    rlx_api_request req;           /* template input */
+    rlx_worker *workers[RLX_SERVE_MAX_MODELS]; /* session tasks: the ready models */
+    size_t n_workers;
+    size_t offset, limit;
+    bool del;
+    int status;
+    char *body;                    /* the answer (JSON) */
+} route_task;
+
+static char *print_free(cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static void set_error(route_task *t, const rlx_api_error *e)
+{
+    t->status = e->status;
+    t->body = rlx_api_error_json(e);
+}
+
+static cJSON *session_json(const rlx_session_info *i)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", i->id);
+    cJSON_AddStringToObject(o, "object", "session");
+    cJSON_AddStringToObject(o, "model", i->model);
+    cJSON_AddNumberToObject(o, "n_tokens", i->n_tokens);
+    cJSON_AddNumberToObject(o, "created", (double)(long long)i->created);
+    cJSON_AddNumberToObject(o, "updated", (double)(long long)i->updated);
+    cJSON_AddBoolToObject(o, "kv_snapshot", i->has_kv_snapshot);
+    return o;
+}
+
+static void sessions_list(route_task *t)
+{
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
+    double total = 0;
+    for (size_t m = 0; m < t->n_workers; m++) {
+        rlx_session_info *list = NULL;
+        size_t n = 0, tot = 0;
+        rlx_error err = {0};
+        if (rlx_worker_sessions_list(t->workers[m], t->offset, t->limit, &list, &n, &tot, &err) == 0) {
+            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, session_json(&list[i]));
+            total += (double)tot;
+        }
+        free(list);
+    }
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddNumberToObject(o, "total", total);
+    t->body = print_free(o);
+}
+
+static void session_one(route_task *t)
+{
+    const char *id = t->text;
+    rlx_api_error e;
+    rlx_error err = {0};
+    for (size_t m = 0; m < t->n_workers; m++) {
+        rlx_session_info info;
+        int32_t *tokens = NULL;
+        size_t n = 0;
+        int rc = t->del ? rlx_worker_session_delete(t->workers[m], id, &err)
+                        : rlx_worker_session_get(t->workers[m], id, &info, &tokens, &n, &err);
+        if (rc == RLX_ENOTFOUND) continue;
+        if (rc) {
+            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? INVALID : "server_error",
+                           rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
+            set_error(t, &e);
+            return;
+        }
+        cJSON *o;
+        if (t->del) {
+            o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "id", id);
+            cJSON_AddStringToObject(o, "object", "session.deleted");
+            cJSON_AddBoolToObject(o, "deleted", true);
+        } else {
+            o = session_json(&info);
+            cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(tokens[i]));
+            free(tokens);
+        }
+        t->body = print_free(o);
+        return;
+    }
+    rlx_api_errorf(&e, 404, INVALID, "session_id", "The session '%s' does not exist.", id);
+    e.code = "session_not_found";
+    set_error(t, &e);
+}
+
+static void task_work(uv_work_t *w)
+{
+    route_task *t = w->data;
+    rlx_api_error e;
+    rlx_error err = {0};
+    t->status = 200;
+    if (t->kind == TASK_TOKENIZE) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int rc = rlx_tokenize(t->m->tok, t->text, strlen(t->text), t->add_special, t->parse_special, &ids, &n, &err);
+        if (rc) {
+            rlx_api_error_from_rlx(&e, rc, err.msg);
+            set_error(t, &e);
+            return;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+        free(ids);
+        t->body = print_free(o);
+    } else if (t->kind == TASK_DETOKENIZE) {
+        char *raw = rlx_detokenize(t->m->tok, t->ids, t->n_ids, false);
+        /* arbitrary ids may end inside a character or hold lone bytes */
+        char *text = raw ? rlx_api_utf8_sanitize(raw, strlen(raw), NULL) : NULL;
+        free(raw);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "content", text ? text : "");
+        free(text);
+        t->body = print_free(o);
+    } else if (t->kind == TASK_TEMPLATE) {
+        char *prompt = NULL;
+        if (rlx_render_chat(t->m, &t->req, &prompt, &e)) {
+            set_error(t, &e);
+            return;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "prompt", prompt);
+        free(prompt);
+        t->body = print_free(o);
+    } else if (t->kind == TASK_SESSIONS) {
+        sessions_list(t);
+    } else {
+        session_one(t);
+    }
+}
+
+static void task_free(route_task *t)
+{
+    free(t->body);
+    free(t->text);
+    free(t->ids);
+    rlx_api_request_free(&t->req);
+    free(t);
+}
+
+static void task_done(uv_work_t *w, int status)
+{
+    route_task *t = w->data;
+    rlx_srv *s = t->srv;
+    s->n_tasks--;
+    if (t->conn) {
+        rlx_conn *c = t->conn;
+        c->task_conn = NULL;
+        if (status) {
+            rlx_api_error e;
+            rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
+            rlx_conn_error(c, &e);
+        } else {
+            rlx_conn_respond(c, t->status, "application/json", t->body);
+            t->body = NULL;
+        }
+        rlx_conn_wake(c);
+    }
+    task_free(t);
+    rlx_srv_maybe_exit(s);
+}
+
+static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
+{
+    route_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        rlx_api_error e;
+        rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+        rlx_conn_error(c, &e);
+        return NULL;
+    }
+    t->srv = c->srv;
+    t->conn = c;
+    t->m = m;
+    t->kind = kind;
+    t->work.data = t;
+    return t;
+}
+
+static void task_queue(rlx_conn *c, route_task *t)
+{
+    rlx_srv *s = c->srv;
+    if (uv_queue_work(s->loop, &t->work, task_work, task_done)) {
+        rlx_api_error e;
+        rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the work for this request.");
+        rlx_conn_error(c, &e);
+        task_free(t);
+        return;
+    }
+    s->n_tasks++;
+    c->task_conn = &t->conn;
+}
+
+void rlx_task_tokenize(rlx_conn *c, rlx_model_slot *m, char *text, bool add_special, bool parse_special)
+{
+    route_task *t = task_new(c, m, TASK_TOKENIZE);
+    if (!t) { free(text); return; }
+    t->text = text;
+    t->add_special = add_special;
+    t->parse_special = parse_special;
+    task_queue(c, t);
+}
+
+void rlx_task_detokenize(rlx_conn *c, rlx_model_slot *m, int32_t *ids, size_t n)
+{
+    route_task *t = task_new(c, m, TASK_DETOKENIZE);
+    if (!t) { free(ids); return; }
+    t->ids = ids;
+    t->n_ids = n;
+    task_queue(c, t);
+}
+
+void rlx_task_template(rlx_conn *c, rlx_model_slot *m, rlx_api_request *r)
+{
+    route_task *t = task_new(c, m, TASK_TEMPLATE);
+    if (!t) { rlx_api_request_free(r); return; }
+    t->req = *r;
+    memset(r, 0, sizeof *r);
+    task_queue(c, t);
+}
+
+void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, size_t limit)
+{
+    route_task *t = task_new(c, NULL, id ? TASK_SESSION : TASK_SESSIONS);
+    if (!t) return;
+    if (id && !(t->text = strdup(id))) {
+        task_free(t);
+        rlx_api_error e;
+        rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+        rlx_conn_error(c, &e);
+        return;
+    }
+    rlx_srv *s = c->srv;
+    for (size_t m = 0; m < s->n_models; m++)
+        if (s->models[m].state == RLX_MODEL_READY) t->workers[t->n_workers++] = s->models[m].w;
+    t->del = del;
+    t->offset = offset;
+    t->limit = limit;
+    task_queue(c, t);
+}
