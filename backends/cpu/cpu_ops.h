@@ -33,10 +33,13 @@ typedef struct rlx_cpu_run {
     _Atomic int error;           /* RLX_E* raised by a kernel */
 } rlx_cpu_run;
 
-/* rlx_quantize_row for activation rows, vectorised where the kernel path allows; the bytes are
- * identical to rlx_quantize_row's (tests/unit/test_cpu_quant_act.c). */
-void rlx_cpu_quantize_act(int type, const float *x, void *dst, int64_t n);
+/* rlx_quantize_act (batched: rlx_quantize_act_batched), vectorised where the kernel path
+ * allows; the bytes are identical (tests/unit/test_cpu_quant_act.c). */
+void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int64_t n);
 
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
+
+/* The attention step (cpu_attn.c). */
+void rlx__cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
 
 #endif

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cpu_path { const char *name; rlx_matmul_rows_fn fn; } cpu_path;
+typedef struct cpu_path { const char *name; rlx_matmul_rows_fn fn, fn_batched; } cpu_path;
 
 static bool has_avx2(void)
 {
@@ -60,17 +60,19 @@ static cpu_path make_path(const char *name)
 {
 #if defined(__x86_64__)
     if (!strcmp(name, "avx512"))
-        return (cpu_path){"avx512", rlx_cpu_has_vnni() ? rlx__avx512vnni_matmul_rows : rlx__avx512_matmul_rows};
-    if (!strcmp(name, "avx512-novnni")) return (cpu_path){"avx512-novnni", rlx__avx512_matmul_rows};
-    if (!strcmp(name, "avx2-novnni")) return (cpu_path){"avx2-novnni", rlx__avx2_matmul_rows};
+        return rlx_cpu_has_vnni() ? (cpu_path){"avx512", rlx__avx512vnni_matmul_rows, rlx__avx512vnni_matmul_rows_batched}
+                                  : (cpu_path){"avx512", rlx__avx512_matmul_rows, rlx__avx512_matmul_rows_batched};
+    if (!strcmp(name, "avx512-novnni")) return (cpu_path){"avx512-novnni", rlx__avx512_matmul_rows, rlx__avx512_matmul_rows_batched};
+    if (!strcmp(name, "avx2-novnni")) return (cpu_path){"avx2-novnni", rlx__avx2_matmul_rows, rlx__avx2_matmul_rows_batched};
     if (!strcmp(name, "avx2"))
-        return (cpu_path){"avx2", rlx_cpu_has_avxvnni() ? rlx__avx2vnni_matmul_rows : rlx__avx2_matmul_rows};
+        return rlx_cpu_has_avxvnni() ? (cpu_path){"avx2", rlx__avx2vnni_matmul_rows, rlx__avx2vnni_matmul_rows_batched}
+                                     : (cpu_path){"avx2", rlx__avx2_matmul_rows, rlx__avx2_matmul_rows_batched};
 #endif
-    return (cpu_path){"scalar", rlx__matmul_rows_scalar};
+    return (cpu_path){"scalar", rlx__matmul_rows_scalar, rlx__matmul_rows_scalar_batched};
 }
 
 static _Atomic(const char *) g_name;
-static _Atomic(rlx_matmul_rows_fn) g_fn;
+static _Atomic(rlx_matmul_rows_fn) g_fn, g_fn_batched;
 
 static void choose(void)
 {
@@ -79,6 +81,7 @@ static void choose(void)
     cpu_path p = make_path(want && rlx_cpu_has_path(want) ? want : best);
     /* racing first callers compute the same answer, so plain stores are enough */
     atomic_store(&g_fn, p.fn);
+    atomic_store(&g_fn_batched, p.fn_batched);
     atomic_store(&g_name, p.name);
 }
 
@@ -96,6 +99,7 @@ int rlx_cpu_force_path(const char *name)
     if (!rlx_cpu_has_path(name)) return RLX_EUNSUPPORTED;
     cpu_path p = make_path(name);
     atomic_store(&g_fn, p.fn);
+    atomic_store(&g_fn_batched, p.fn_batched);
     atomic_store(&g_name, p.name);
     return 0;
 }
@@ -117,6 +121,17 @@ void rlx_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void
     if (!fn) {
         choose();
         fn = atomic_load(&g_fn);
+    }
+    fn(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
+}
+
+void rlx_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+{
+    rlx_matmul_rows_fn fn = atomic_load(&g_fn_batched);
+    if (!fn) {
+        choose();
+        fn = atomic_load(&g_fn_batched);
     }
     fn(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
 }

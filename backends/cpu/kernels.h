@@ -28,13 +28,21 @@ bool rlx_cpu_has_vnni(void);
 /* True if the avx2 path uses AVX-VNNI on this CPU. */
 bool rlx_cpu_has_avxvnni(void);
 
-/* True when a SIMD path is in use (then quant.c hands Q8_0/Q8_K activations to the AVX2
- * quantizers below, which give the scalar reference's bytes). */
+/* True when a SIMD path is in use (then rlx_quantize_act hands Q8_0/Q8_K activations to the
+ * AVX2 quantizers below, which give the scalar code's bytes). */
 bool rlx__cpu_simd(void);
 void rlx__avx2_quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb);
-void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb);
+void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb, bool batched);
 
-/* Path entry points (x86-64 only). */
+/* Path entry points (x86-64 only), and their rlx_matmul_rows_batched. */
+void rlx__avx2_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                                   size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+void rlx__avx2vnni_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                                       size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+void rlx__avx512_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                                     size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+void rlx__avx512vnni_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                                         size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 void rlx__avx2_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                            size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 void rlx__avx2vnni_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
