@@ -170,6 +170,18 @@ int rlx_quantize_act_batched(int type, const float *src, void *dst, int64_t n)
     return quantize_act(type, src, dst, n, true);
 }
 
+int rlx_batched_rows(int type, int64_t N, int64_t K)
+{
+    switch (type) {
+    /* llamafile's tinyBLAS takes F32/F16 (16 | K) and BF16 (32 | K) weights of 4 | N rows */
+    case RLX_F32: case RLX_F16: return K % 16 == 0 && N % 4 == 0;
+    case RLX_BF16: return K % 32 == 0 && N % 4 == 0;
+    /* the Q4_K repack needs 8 | N; otherwise llama.cpp's gemv-free vec_dot_q4_K (not ours) */
+    case RLX_Q4_K: return N % 8 == 0 ? 4 : 0;
+    default: return 0;
+    }
+}
+
 int rlx_vec_dot_type(int type)
 {
     switch (type) {
@@ -178,28 +190,6 @@ int rlx_vec_dot_type(int type)
     case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K: return RLX_Q8_K;
     default: return -1;
     }
-}
-
-/* Float rows accumulate in double, like ggml's scalar ggml_vec_dot_f32/f16. */
-static float dot_f32(const float *x, const float *y, int64_t n)
-{
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += (double)(x[i] * y[i]);
-    return (float)s;
-}
-
-static float dot_f16(const uint16_t *x, const float *y, int64_t n)
-{
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += (double)(rlx_f16_to_f32(x[i]) * y[i]);
-    return (float)s;
-}
-
-static float dot_bf16(const uint16_t *x, const float *y, int64_t n)
-{
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += (double)(rlx_bf16_to_f32(x[i]) * y[i]);
-    return (float)s;
 }
 
 /* Q8_0 as llama.cpp's x86 kernels (ggml_vec_dot_q8_0_q8_0 and llamafile's tinyBLAS_Q0_AVX,
@@ -236,9 +226,9 @@ static float dot_q4_0(const rlx_block_q4_0 *x, const rlx_block_q8_0 *y, int64_t 
 float rlx_vec_dot(int type, const void *w, const void *act, int64_t n)
 {
     switch (type) {
-    case RLX_F32: return dot_f32(w, act, n);
-    case RLX_F16: return dot_f16(w, act, n);
-    case RLX_BF16: return dot_bf16(w, act, n);
+    case RLX_F32: return rlx__dot_f32(w, act, n);
+    case RLX_F16: return rlx__dot_f16(w, act, n);
+    case RLX_BF16: return rlx__dot_bf16(w, act, n);
     case RLX_Q8_0: return dot_q8_0(w, act, n / RLX_QK);
     case RLX_Q4_0: return dot_q4_0(w, act, n / RLX_QK);
     case RLX_Q4_K: return rlx__dot_q4_k(w, act, n / RLX_QK_K);
@@ -251,16 +241,17 @@ float rlx_vec_dot(int type, const void *w, const void *act, int64_t n)
 void rlx__matmul_rows_scalar_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                                      size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
 {
-    if (type != RLX_Q4_K) {
+    const bool fl = type == RLX_F32 || type == RLX_F16 || type == RLX_BF16;
+    if (type != RLX_Q4_K && !fl) {
         rlx__matmul_rows_scalar(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
         return;
     }
     const size_t wrow = rlx_row_bytes(type, K);
     for (int64_t n = n0; n < n1; n++)
-        for (int64_t t = 0; t < T; t++)
-            out[t * ldo + n] = rlx__dot_q4_k_batched((const rlx_block_q4_k *)((const char *)w + (size_t)n * wrow),
-                                                     (const rlx_block_q8_k *)((const char *)act + (size_t)t * act_row_bytes),
-                                                     K / RLX_QK_K);
+        for (int64_t t = 0; t < T; t++) {
+            const void *wr = (const char *)w + (size_t)n * wrow, *ar = (const char *)act + (size_t)t * act_row_bytes;
+            out[t * ldo + n] = fl ? rlx__dot_float_batched(type, wr, ar, K) : rlx__dot_q4_k_batched(wr, ar, K / RLX_QK_K);
+        }
 }
 
 void rlx__matmul_rows_scalar(int type, const void *w, int64_t n0, int64_t n1, const void *act,

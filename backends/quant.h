@@ -56,13 +56,18 @@ void rlx_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void
                      size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 
 /* The arithmetic of llama.cpp's batched CPU kernels for rows of a multi-row product, where it
- * differs from the one-row (decode) arithmetic of rlx_quantize_act / rlx_matmul_rows: for Q4_K
- * weights its repacked gemm (four rows at a time) folds every 64 values into the float sums
- * where its gemv folds every 256, and its 4-row Q8_K quantizer takes the positive sign when a
- * block's largest magnitude occurs with both signs. Every other type gives the same bits either
- * way. The CPU backend uses these for the first c - c % 4 of a sequence's c rows in a step, the
- * rows llama.cpp's gemm would take. Activations for rlx_matmul_rows_batched come from
- * rlx_quantize_act_batched. */
+ * differs from the one-row (decode) arithmetic of rlx_quantize_act / rlx_matmul_rows:
+ *  - Q4_K (llama.cpp repacks weights of 8 | N rows): its gemm takes rows four at a time and
+ *    folds every 64 values into the float sums where its gemv folds every 256; its 4-row Q8_K
+ *    quantizer takes the positive sign when a block's largest magnitude has both signs;
+ *  - F32/F16/BF16 (when llamafile's tinyBLAS takes the shape): one 16-lane accumulator instead
+ *    of ggml_vec_dot's four (BF16: vdpbf16ps chains). The scalar path computes both exactly;
+ *    the SIMD float tiles (kern_x86.h) do not follow either yet.
+ * rlx_batched_rows(type, N, K) tells which rows get it for an N x K weight: 0 none, 1 every row
+ * of a multi-row product, 4 the first c - c % 4 of c rows. The CPU backend applies it to each
+ * sequence's own rows of a step. Activations for rlx_matmul_rows_batched come from
+ * rlx_quantize_act_batched. Every other case gives the same bits either way. */
+int rlx_batched_rows(int type, int64_t N, int64_t K);
 int rlx_quantize_act_batched(int type, const float *src, void *dst, int64_t n);
 void rlx_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                              size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);

@@ -47,6 +47,13 @@ float rlx__dot_q4_k_batched(const rlx_block_q4_k *x, const rlx_block_q8_k *y, in
 float rlx__dot_q5_k(const rlx_block_q5_k *x, const rlx_block_q8_k *y, int64_t nb);
 float rlx__dot_q6_k(const rlx_block_q6_k *x, const rlx_block_q8_k *y, int64_t nb);
 
+/* Float weights (quant_f.c): llama.cpp's one-row and batched (tinyBLAS) dot products; the
+ * activations y are already rounded to F16/BF16 for those weight types. */
+float rlx__dot_f32(const float *x, const float *y, int64_t n);
+float rlx__dot_f16(const uint16_t *x, const float *y, int64_t n);
+float rlx__dot_bf16(const uint16_t *x, const float *y, int64_t n);
+float rlx__dot_float_batched(int type, const void *w, const float *y, int64_t n);
+
 /* Scalar references of rlx_matmul_rows and rlx_matmul_rows_batched (also the fallback of the
  * SIMD paths). */
 void rlx__matmul_rows_scalar(int type, const void *w, int64_t n0, int64_t n1, const void *act,

@@ -247,12 +247,13 @@ void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int
 #define WEIGHT_CHUNK_BYTES (256u << 10)
 
 /* llama.cpp's batched kernels compute some rows of a product differently from its one-row
- * kernels (see rlx_matmul_rows_batched): its repacked gemm takes the rows of a multi-row
- * product four at a time, the rows past the last group of four go through the one-row gemv.
- * We apply the same rule to each sequence's own rows of the step (a run of consecutive rows of
- * one sequence, as the scheduler builds batches), so a sequence's results never depend on the
- * other sequences of the batch. Rows [t, end) share one mode; *batched tells which. */
-static int64_t mode_run(const rlx_cpu_run *r, int x, int64_t t, int64_t T, bool *batched)
+ * kernels (rlx_batched_rows, rlx_matmul_rows_batched): tinyBLAS takes every row of a
+ * multi-row float product, the repacked Q4_K gemm takes rows four at a time and leaves the rest
+ * to the one-row gemv. We apply the same rule to each sequence's own rows of the step (a run of
+ * consecutive rows of one sequence, as the scheduler builds batches), so a sequence's results
+ * never depend on the other sequences of the batch. Rows [t, end) share one mode; *batched
+ * tells which. rule: rlx_batched_rows' answer (1 or 4). */
+static int64_t mode_run(const rlx_cpu_run *r, int x, int rule, int64_t t, int64_t T, bool *batched)
 {
     const bool outputs = r->plan->graph->tensors[x].rows == RLX_ROWS_OUTPUTS;
     const int32_t *seq = r->batch->seq;
@@ -262,7 +263,7 @@ static int64_t mode_run(const rlx_cpu_run *r, int x, int64_t t, int64_t T, bool 
     while (a > 0 && SEQ_OF(a - 1) == sq) a--;
     while (b < T && SEQ_OF(b) == sq) b++;
 #undef SEQ_OF
-    const int64_t cut = b - (b - a) % 4;
+    const int64_t cut = rule == 4 ? b - (b - a) % 4 : b - a > 1 ? b : a;
     *batched = t < cut;
     return t < cut ? cut : b;
 }
@@ -284,14 +285,14 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     bool own = T == 1 && nth > 1;
     uint8_t *dst0 = own ? r->row_scratch + (size_t)ith * r->row_scratch_stride : r->scratch;
     if (own) { a = 0; b = 1; } else split(T, ith, nth, &a, &b);
-    /* only Q4_K has batched arithmetic of its own (quant.h) */
-    const bool modes = w->wtype == RLX_Q4_K && T > 1;
+    const int rule = T > 1 ? rlx_batched_rows(w->wtype, N, K) : 0;
+    const bool modes = rule != 0;
     if (vt == RLX_F32 && w->wtype == RLX_F32) {
         act = rowp(r, x, 0);
     } else {
         bool batched = false;
         for (int64_t t = a, end = a; t < b; t++) {
-            if (modes && t == end) end = mode_run(r, x, t, T, &batched);
+            if (modes && t == end) end = mode_run(r, x, rule, t, T, &batched);
             const float *src = rowp(r, x, t);
             uint8_t *dst = dst0 + (size_t)t * arb;
             if (vt != RLX_F32) {
@@ -327,7 +328,7 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             const int64_t t1 = RLX_MIN(t0 + tb, T);
             for (int64_t u = t0, end; u < t1; u = end) {
                 bool batched = false;
-                end = modes ? RLX_MIN(mode_run(r, x, u, T, &batched), t1) : t1;
+                end = modes ? RLX_MIN(mode_run(r, x, rule, u, T, &batched), t1) : t1;
                 (batched ? rlx_matmul_rows_batched : rlx_matmul_rows)(w->wtype, w->data, n0, n1, (const uint8_t *)act + (size_t)u * arb,
                                                                      arb, end - u, K, out + u * N, N);
             }

@@ -1,7 +1,15 @@
 /* test_parity.c - logits and greedy continuations against llama.cpp for every model of
  * ../shared/models that has a golden file: F16 KV against golden/, F32 KV against
- * golden/f32kv/. Families rlxd does not support yet are listed as skipped. */
+ * golden/f32kv/, under golden/README.md's rules as written (tests/parity/golden.h). Families
+ * rlxd does not support yet are listed as skipped.
+ *
+ * Quantized files run on the default kernel path, which reproduces llama.cpp's arithmetic bit
+ * for bit. Float-weight files (F32/F16/BF16) are held to the rules on the scalar path, whose
+ * float dot products are llama.cpp's (quant_f.c); the SIMD float tiles (backends/cpu/kern_x86.h)
+ * do not follow its sums yet, so on the default path they get the lenient rules only, with the
+ * strict verdict printed for the record. */
 #include "tests/parity/golden.h"
+#include "backends/cpu/kernels.h"
 
 #include <dirent.h>
 
@@ -54,12 +62,26 @@ static int run_dir(const char *sub, int kv_type, int *n_models)
             free(names[i]);
             continue;
         }
-        golden_result res = golden_run(gpath, mcopy, kv_type, golden_tolerance(model_rel), big ? 2 : 0);
-        fprintf(stderr, "  %s %-44s %s KV: %d checks, %d failed, %d within 2x tol, worst %.2f tol%s%s\n", res.failed ? "FAIL" : "ok  ",
-                names[i], kv_type == RLX_F16 ? "f16" : "f32", res.checked, res.failed, res.soft, res.worst,
-                res.failed ? ": " : "", res.first_failure);
-        if (big) fprintf(stderr, "       (sanitizer build: first 2 prompts)\n");
+        const double tol = golden_tolerance(model_rel);
+        const bool float_weights = tol < 5e-3;
+        const char *path = rlx_cpu_path();
+        if (float_weights) rlx_cpu_force_path("scalar");
+        golden_result res = golden_run(gpath, mcopy, kv_type, tol, big ? 2 : 0, false);
+        rlx_cpu_force_path(path);
+        fprintf(stderr, "  %s %-44s %s KV%s: %d checks, %d failed, worst %.2f tol%s%s\n", res.failed ? "FAIL" : "ok  ",
+                names[i], kv_type == RLX_F16 ? "f16" : "f32", float_weights ? " (scalar path)" : "", res.checked, res.failed,
+                res.worst, res.failed ? ": " : "", res.first_failure);
         failures += res.failed ? 1 : 0;
+        if (float_weights) {
+            golden_result simd = golden_run(gpath, mcopy, kv_type, tol, big ? 2 : 0, true);
+            fprintf(stderr, "       %s path (lenient): %d checks, %d failed, %d within 2x tol, worst %.2f tol%s%s\n", path,
+                    simd.checked, simd.failed, simd.soft, simd.worst, simd.failed ? ": " : "", simd.first_failure);
+            if (simd.strict_failed)
+                fprintf(stderr, "       %s path, strict README rules: %d checks fail, first: %s\n", path, simd.strict_failed,
+                        simd.first_strict);
+            failures += simd.failed ? 1 : 0;
+        }
+        if (big) fprintf(stderr, "       (sanitizer build: first 2 prompts)\n");
         (*n_models)++;
         free(names[i]);
     }
