@@ -114,8 +114,9 @@ TEST(special_tokens_and_eog)
     tv_close(&v);
 }
 
-/* Phi-3: special tokens eat the whitespace after them (llama.cpp sets rstrip by model name) and
- * "</s>" is user-defined, so it is recognised even without parse_special. */
+/* Phi-3: special tokens eat the whitespace after them (llama.cpp sets rstrip by model name).
+ * "</s>" is user-defined in the file, but llama.cpp makes it an end-of-generation control token,
+ * so without parse_special it is plain text (ids from llama.cpp's tokenizer). */
 TEST(phi3_rstrip_and_user_defined)
 {
     tv_vocab v;
@@ -129,10 +130,20 @@ TEST(phi3_rstrip_and_user_defined)
     ASSERT_EQ(ids[2], 32007);
     ASSERT_EQ(ids[3], 32001);
     free(ids);
-    ASSERT_EQ(tokenize(v.t, "Hi</s>", false, false, &ids, &n), 0);
-    ASSERT(n >= 2);
-    ASSERT_EQ(ids[n - 1], 2);
+    ASSERT_EQ(tokenize(v.t, "</s>", false, false, &ids, &n), 0);
+    ASSERT_EQ(n, 3);
+    ASSERT_EQ(ids[0], 1533);
+    ASSERT_EQ(ids[1], 29879);
+    ASSERT_EQ(ids[2], 29958);
     free(ids);
+    ASSERT_EQ(tokenize(v.t, "Hi</s>", false, true, &ids, &n), 0);
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(ids[0], 6324);
+    ASSERT_EQ(ids[1], 2);
+    free(ids);
+    ASSERT(rlx_tokenizer_is_eog(v.t, 2));
+    ASSERT(rlx_tokenizer_is_eog(v.t, 32007)); /* <|end|> */
+    ASSERT(!rlx_tokenizer_is_eog(v.t, 32001)); /* <|assistant|> */
     ASSERT_EQ(tokenize(v.t, "<s> x", false, true, &ids, &n), 0); /* <s> keeps its space */
     ASSERT_EQ(ids[0], 1);
     ASSERT(n >= 2 && ids[1] != find_piece(v.t, "\xe2\x96\x81x"));
@@ -432,6 +443,55 @@ static int load_vocab(const char *path, rlx_tokenizer **t, rlx_error *err)
     return rc;
 }
 
+/* A vocabulary of the texts llama.cpp's loader treats specially, typed as the file says
+ * (1 normal, 2 unknown, 3 control, 4 user-defined); the expected end-of-generation set and
+ * control types are llama.cpp's for this file (checked with its loader). */
+TEST(eog_and_control_by_text)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/rlx_tok_eog_%d.gguf", (int)getpid());
+    static const struct { const char *text; int32_t type; bool eog, control; } toks[] = {
+        {"<unk>", 2, false, false},      {"<s>", 3, false, true},        {"</s>", 4, true, true},
+        {"a", 1, false, false},          {"[EOS]", 1, true, true},       {"[EOT]", 1, true, true},
+        {"<|flush|>", 4, true, true},    {"<|calls|>", 4, true, true},   {"<|end|>", 3, false, false},
+        {"<eos>", 1, true, true},        {"<|channel|>", 3, false, false}, {"<|fim_pad|>", 1, true, true},
+        {"<PRE>", 1, false, true},       {"<unused0>", 3, false, true},  {"\xe2\x96\x81", 1, false, false},
+        {"b", 1, false, false},
+    };
+    rlx_gguf_str strs[RLX_ARRAY_LEN(toks)];
+    int32_t types[RLX_ARRAY_LEN(toks)];
+    float scores[RLX_ARRAY_LEN(toks)] = {0};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(toks); i++) {
+        strs[i] = (rlx_gguf_str){toks[i].text, strlen(toks[i].text)};
+        types[i] = toks[i].type;
+    }
+    rlx_gguf_writer *w = rlx_gguf_writer_new();
+    rlx_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama", 5);
+    rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, RLX_ARRAY_LEN(toks));
+    rlx_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RLX_GGUF_FLOAT32, scores, RLX_ARRAY_LEN(toks));
+    rlx_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RLX_GGUF_INT32, types, RLX_ARRAY_LEN(toks));
+    rlx_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 1000); /* out of range: no EOS */
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_gguf_writer_write(w, path, &err), 0);
+    rlx_gguf_writer_free(w);
+    rlx_tokenizer *t;
+    ASSERT_EQ(load_vocab(path, &t, &err), 0);
+    for (size_t i = 0; i < RLX_ARRAY_LEN(toks); i++) {
+        ASSERT_MSG(rlx_tokenizer_is_eog(t, (int32_t)i) == toks[i].eog, "%s: end of generation %d", toks[i].text,
+                   rlx_tokenizer_is_eog(t, (int32_t)i));
+        /* a control token is never matched in text unless special tokens are parsed */
+        int32_t *ids;
+        size_t n;
+        ASSERT_EQ(rlx_tokenize(t, toks[i].text, strlen(toks[i].text), false, false, &ids, &n, &err), 0);
+        const bool matched = n == 1 && ids[0] == (int32_t)i;
+        free(ids);
+        if (i >= 4 && toks[i].type != 1)
+            ASSERT_MSG(matched == !toks[i].control, "%s: matched as a token without parse_special: %d", toks[i].text, matched);
+    }
+    rlx_tokenizer_free(t);
+    unlink(path);
+}
+
 TEST(bad_vocabularies)
 {
     char path[64];
@@ -476,4 +536,4 @@ TEST(bad_vocabularies)
 TEST_MAIN(TEST_ENTRY(add_special_per_family), TEST_ENTRY(special_tokens_and_eog), TEST_ENTRY(phi3_rstrip_and_user_defined), TEST_ENTRY(token_to_bytes),
           TEST_ENTRY(stream_holds_split_code_points), TEST_ENTRY(random_bytes_round_trip),
           TEST_ENTRY(random_input_every_vocab), TEST_ENTRY(concurrent_tokenize), TEST_ENTRY(load_time),
-          TEST_ENTRY(bad_vocabularies))
+          TEST_ENTRY(eog_and_control_by_text), TEST_ENTRY(bad_vocabularies))
