@@ -32,23 +32,6 @@ uint32_t rlx__hash_bytes(uint32_t h, const char *s, size_t n)
     return h;
 }
 
-size_t rlx__utf8_valid_len(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t L = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
-             : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
-    if (L <= 1 || L > n) return 1;
-    unsigned char lo = 0x80, hi = 0xBF; /* second-byte limits exclude overlongs, surrogates, > U+10FFFF */
-    if (p[0] == 0xE0) lo = 0xA0;
-    else if (p[0] == 0xED) hi = 0x9F;
-    else if (p[0] == 0xF0) lo = 0x90;
-    else if (p[0] == 0xF4) hi = 0x8F;
-    if (p[1] < lo || p[1] > hi) return 1;
-    for (size_t i = 2; i < L; i++)
-        if (p[i] < 0x80 || p[i] > 0xBF) return 1;
-    return L;
-}
-
 int32_t rlx__tok_find(const rlx_tokenizer *t, const char *s, size_t n)
 {
     uint32_t h = rlx__hash_bytes(RLX__HASH_SEED, s, n);
