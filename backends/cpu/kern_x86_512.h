@@ -52,9 +52,11 @@ KINLINE void k45_levels512(const uint8_t *qs, const uint8_t *qh, __m512i q[4])
     }
 }
 
-/* Q4_K and Q5_K share everything but the levels: d, dmin and scales sit at the same offsets. */
+/* Q4_K and Q5_K share everything but the levels: d, dmin and scales sit at the same offsets.
+ * pairs: lane[t][p] for each pair p of sub-blocks (batched Q4_K), else the whole super-block in
+ * lane[t][0]. */
 KINLINE void k45_lanes512(const uint8_t *qs, const uint8_t *qh, const uint8_t packed[12], const rlx_block_q8_k *const *a,
-                          int64_t i, __m256i lane[][4], __m256i *mins, const int nt)
+                          int64_t i, __m256i lane[][4], __m256i *mins, const bool pairs, const int nt)
 {
     const __m128i sm = k4_scales_v(packed);
     const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
@@ -66,25 +68,29 @@ KINLINE void k45_lanes512(const uint8_t *qs, const uint8_t *qh, const uint8_t pa
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const rlx_block_q8_k *y = &a[t][i];
+        __m512i acc = _mm512_setzero_si512();
         /* q[k] holds sub-blocks 2k and 2k+1: one pair per register */
         #pragma GCC unroll 8
-        for (int k = 0; k < 4; k++)
-            lane[t][k] = fold512(DOT512_I16(_mm512_setzero_si512(),
-                                            _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(y->qs + 64 * k))), scv[k]));
+        for (int k = 0; k < 4; k++) {
+            const __m512i p = _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(y->qs + 64 * k)));
+            if (pairs) lane[t][k] = fold512(DOT512_I16(_mm512_setzero_si512(), p, scv[k]));
+            else acc = DOT512_I16(acc, p, scv[k]);
+        }
+        if (!pairs) lane[t][0] = fold512(acc);
         mins[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16);
     }
 }
 
 KINLINE void q4_k_rows_lanes(const rlx_block_q4_k *b, const rlx_block_q8_k *const *a, int64_t i, __m256i lane[][4],
-                             __m256i *mins, const int nt)
+                             __m256i *mins, const bool pairs, const int nt)
 {
-    k45_lanes512(b->qs, NULL, b->scales, a, i, lane, mins, nt);
+    k45_lanes512(b->qs, NULL, b->scales, a, i, lane, mins, pairs, nt);
 }
 
 KINLINE void q5_k_rows_lanes(const rlx_block_q5_k *b, const rlx_block_q8_k *const *a, int64_t i, __m256i lane[][4],
                              __m256i *mins, const int nt)
 {
-    k45_lanes512(b->qs, b->qh, b->scales, a, i, lane, mins, nt);
+    k45_lanes512(b->qs, b->qh, b->scales, a, i, lane, mins, false, nt);
 }
 
 KINLINE void q6_k_rows_lanes(const rlx_block_q6_k *b, const rlx_block_q8_k *const *a, int64_t i, __m256i *lane,

@@ -143,7 +143,7 @@ KINLINE void tile8_q4_0(const rlx_block_q4_0 *const *w, const rlx_block_q8_0 *co
  * lanes 0..7 (bytes 4j..4j+3 of each 32-value sub-block times its scale) of sub-blocks 2p and
  * 2p+1, mins[t] the mins times the block sums (lane k: sub-block k). q[8]: the levels. */
 KINLINE void k45_lanes(const __m256i q[8], const uint8_t packed[12], const rlx_block_q8_k *const *a, int64_t i,
-                       __m256i lane[][4], __m256i *mins, const int nt)
+                       __m256i lane[][4], __m256i *mins, const bool pairs, const int nt)
 {
     const __m128i sm = k4_scales_v(packed);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */
@@ -157,14 +157,14 @@ KINLINE void k45_lanes(const __m256i q[8], const uint8_t packed[12], const rlx_b
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const rlx_block_q8_k *y = &a[t][i];
-        #pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            __m256i acc = _mm256_setzero_si256();
-            #pragma GCC unroll 2
-            for (int j = 2 * p; j < 2 * p + 2; j++)
-                acc = DOT_I16(acc, _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j))), scv[j]);
-            lane[t][p] = acc;
+        __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            if (pairs && j % 2 == 0) acc = _mm256_setzero_si256();
+            acc = DOT_I16(acc, _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j))), scv[j]);
+            if (pairs && j % 2) lane[t][j / 2] = acc;
         }
+        if (!pairs) lane[t][0] = acc;
         mins[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16);
     }
 }
@@ -196,11 +196,11 @@ KINLINE void q5_k_levels(const rlx_block_q5_k *b, __m256i q[8])
 }
 
 KINLINE void q4_k_rows_lanes(const rlx_block_q4_k *b, const rlx_block_q8_k *const *a, int64_t i, __m256i lane[][4],
-                             __m256i *mins, const int nt)
+                             __m256i *mins, const bool pairs, const int nt)
 {
     __m256i q[8];
     q4_k_levels(b, q);
-    k45_lanes(q, b->scales, a, i, lane, mins, nt);
+    k45_lanes(q, b->scales, a, i, lane, mins, pairs, nt);
 }
 
 KINLINE void q5_k_rows_lanes(const rlx_block_q5_k *b, const rlx_block_q8_k *const *a, int64_t i, __m256i lane[][4],
@@ -208,7 +208,7 @@ KINLINE void q5_k_rows_lanes(const rlx_block_q5_k *b, const rlx_block_q8_k *cons
 {
     __m256i q[8];
     q5_k_levels(b, q);
-    k45_lanes(q, b->scales, a, i, lane, mins, nt);
+    k45_lanes(q, b->scales, a, i, lane, mins, false, nt);
 }
 
 /* Lane k: bytes 4k..4k+3 of every 32-value chunk times its scale, less 32 x (block sums 2k and
@@ -268,8 +268,7 @@ KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, 
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const float dy = a[t][i].d;
-            const __m256i l = _mm256_add_epi32(_mm256_add_epi32(lane[t][0], lane[t][1]), _mm256_add_epi32(lane[t][2], lane[t][3]));
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(l), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(lane[t][0]), acc[t]);
             summs[t] = fmaf(-dy * dmw, (float)hsum_epi32(mins[t]), summs[t]);
         }
     }
@@ -294,6 +293,25 @@ KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, 
     for (int t = 0; t < nt; t++) res[t] = hsum_ps(acc[t]);
 }
 
+/* m[r] lane j: row r's mins of sub-block j times its block sums; out[p] lane r: the sum of
+ * lanes 2p and 2p+1 of m[r] (the mins of pair p), for the batched Q4_K chains. */
+KINLINE void mins_pairs8(const __m256i m[8], __m256i out[4])
+{
+    __m256 e[2], o[2];
+    for (int h = 0; h < 2; h++) {
+        /* H = [r p0, r p1, r' p0, r' p1 | r p2, r p3, r' p2, r' p3] for rows r, r' = r + 1 */
+        const __m256i h0 = _mm256_hadd_epi32(m[4 * h], m[4 * h + 1]), h1 = _mm256_hadd_epi32(m[4 * h + 2], m[4 * h + 3]);
+        const __m256 x = _mm256_castsi256_ps(_mm256_unpacklo_epi64(h0, h1)), y = _mm256_castsi256_ps(_mm256_unpackhi_epi64(h0, h1));
+        e[h] = _mm256_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)); /* rows 0 2 1 3 (+4h): p0 | p2 */
+        o[h] = _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1)); /* p1 | p3 */
+    }
+    const __m256i order = _mm256_setr_epi32(0, 2, 1, 3, 4, 6, 5, 7);
+    out[0] = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_permute2f128_ps(e[0], e[1], 0x20)), order);
+    out[1] = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_permute2f128_ps(o[0], o[1], 0x20)), order);
+    out[2] = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_permute2f128_ps(e[0], e[1], 0x31)), order);
+    out[3] = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_permute2f128_ps(o[0], o[1], 0x31)), order);
+}
+
 /* Q4_K (rows): per super-block the whole integer sum and the mins sum of each of eight weight
  * rows, each into its own float chain; res[t] lane r = output (r, t). batched: one update of
  * each chain per pair of sub-blocks, as llama.cpp's gemm. */
@@ -307,15 +325,11 @@ KINLINE void tile8_q4_k(const rlx_block_q4_k *const *w, const rlx_block_q8_k *co
         __m256i lane[4][4][8], mins[4][8]; /* [t][pair][row], [t][row] */
         for (int r = 0; r < 8; r++) {
             __m256i l[4][4], m[4];
-            q4_k_rows_lanes(&w[r][i], a, i, l, m, nt);
+            q4_k_rows_lanes(&w[r][i], a, i, l, m, batched, nt);
             #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) {
                 mins[t][r] = m[t];
-                if (batched) {
-                    for (int p = 0; p < 4; p++) lane[t][p][r] = l[t][p];
-                } else {
-                    lane[t][0][r] = _mm256_add_epi32(_mm256_add_epi32(l[t][0], l[t][1]), _mm256_add_epi32(l[t][2], l[t][3]));
-                }
+                for (int p = 0; p < (batched ? 4 : 1); p++) lane[t][p][r] = l[t][p];
             }
         }
         const __m256 dw = scales8((const void *const *)w, (size_t)i * sizeof(rlx_block_q4_k));
@@ -328,14 +342,11 @@ KINLINE void tile8_q4_k(const rlx_block_q4_k *const *w, const rlx_block_q8_k *co
                 accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(mins[t])), scm, accm[t]);
                 continue;
             }
+            __m256i mp[4];
+            mins_pairs8(mins[t], mp);
             for (int p = 0; p < 4; p++) {
-                /* the mins of sub-blocks 2p and 2p+1: lanes 2p, 2p+1 of each row's mins vector */
-                const __m256i keep = _mm256_cmpeq_epi32(_mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), 1),
-                                                        _mm256_set1_epi32(p));
-                __m256i mp[8];
-                for (int r = 0; r < 8; r++) mp[r] = _mm256_and_si256(mins[t][r], keep);
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(lane[t][p])), sc, acc[t]);
-                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(mp)), scm, accm[t]);
+                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mp[p]), scm, accm[t]);
             }
         }
     }
