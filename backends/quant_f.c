@@ -14,15 +14,6 @@
 
 #include <math.h>
 
-/* GCC's _mm512_reduce_add_ps order. */
-static float red16(const float a[16])
-{
-    float t3[8], t6[4];
-    for (int k = 0; k < 8; k++) t3[k] = a[k + 8] + a[k];
-    for (int k = 0; k < 4; k++) t6[k] = t3[k + 4] + t3[k];
-    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
-}
-
 /* The 64-value blocks of ggml_vec_dot_f32/f16: four accumulators of 16 lanes. */
 #define VEC_DOT_BLOCKS(LOADX)                                                            \
     float s[4][16] = {{0}};                                                              \
@@ -43,7 +34,7 @@ float rlx__dot_f32(const float *x, const float *y, int64_t n)
 #define LX(i) ld_f32(x, (i))
     VEC_DOT_BLOCKS(LX)
 #undef LX
-    float sum = red16(x0);
+    float sum = rlx__red16(x0);
     const int64_t m8 = np + ((n - np) & ~(int64_t)7);
     for (int64_t i = np; i < m8; i++) sum = sum + x[i] * y[i];
     for (int64_t i = m8; i < n; i++) sum = fmaf(x[i], y[i], sum);
@@ -56,7 +47,7 @@ float rlx__dot_f16(const uint16_t *x, const float *y, int64_t n)
 #define LX(i) ld_f16(x, (i))
     VEC_DOT_BLOCKS(LX)
 #undef LX
-    double sum = red16(x0);
+    double sum = rlx__red16(x0);
     for (int64_t i = np; i < n; i++) sum += (double)(ld_f16(x, i) * y[i]);
     return (float)sum;
 }
@@ -83,8 +74,8 @@ float rlx__dot_bf16(const uint16_t *x, const float *y, int64_t n)
                 c[h][l] = dpbf16(c[h][l], ld_bf16(x, e), y[e], ld_bf16(x, e + 1), y[e + 1]);
             }
     double sum = 0;
-    sum += (double)red16(c[0]);
-    sum += (double)red16(c[1]);
+    sum += (double)rlx__red16(c[0]);
+    sum += (double)rlx__red16(c[1]);
     for (; i < n; i++) sum += (double)(ld_bf16(x, i) * y[i]);
     return (float)sum;
 }
@@ -99,11 +90,11 @@ float rlx__dot_float_batched(int type, const void *w, const float *y, int64_t n)
         for (int64_t i = 0; i < n; i += 32)
             for (int l = 0; l < 16; l++)
                 a[l] = dpbf16(a[l], ld_bf16(w, i + 2 * l), y[i + 2 * l], ld_bf16(w, i + 2 * l + 1), y[i + 2 * l + 1]);
-        return red16(a);
+        return rlx__red16(a);
     }
     if (n % 16) return type == RLX_F16 ? rlx__dot_f16(w, y, n) : rlx__dot_f32(w, y, n);
     for (int64_t i = 0; i < n; i += 16)
         for (int l = 0; l < 16; l++)
             a[l] = fmaf(type == RLX_F16 ? ld_f16(w, i + l) : ld_f32(w, i + l), y[i + l], a[l]);
-    return red16(a);
+    return rlx__red16(a);
 }

@@ -22,6 +22,15 @@ static inline float rlx__hsum8(const float a[8])
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
+/* GCC's _mm512_reduce_add_ps order over sixteen values, which ggml's 16-lane reductions use. */
+static inline float rlx__red16(const float a[16])
+{
+    float t3[8], t6[4];
+    for (int k = 0; k < 8; k++) t3[k] = a[k + 8] + a[k];
+    for (int k = 0; k < 4; k++) t6[k] = t3[k + 4] + t3[k];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
 /* Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
 static inline void rlx__scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
 {

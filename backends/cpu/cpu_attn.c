@@ -13,7 +13,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vmath.h"
-#include "backends/quant.h"
+#include "backends/quant_internal.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -53,15 +53,6 @@ static inline const uint8_t *attn_kv_row(const attn_job *j, const uint8_t *base,
 
 static inline float attn_f16_round(float x) { return rlx_f16_to_f32(rlx_f32_to_f16(x)); }
 
-/* GCC's _mm512_reduce_add_ps order, which ggml's 16-lane reductions use. */
-static inline float red16(const float a[16])
-{
-    float t3[8], t6[4];
-    for (int k = 0; k < 8; k++) t3[k] = a[k + 8] + a[k];
-    for (int k = 0; k < 4; k++) t6[k] = t3[k + 4] + t3[k];
-    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
-}
-
 /* The part of ggml_vec_dot past its last multiple of 64 (head): F16 sums in double; F32 as the
  * compiled loop does it, eight products at a time added in order, then fused multiply-adds. */
 static float attn_dot_tail(const float *q, const float *kt, int stride, int np, int hd, bool f16, float head)
@@ -89,7 +80,7 @@ static float attn_softmax_inv(const attn_job *j, const float *e)
             const int32_t pos = c + l;
             v[l] = pos >= j->j0 && pos <= j->p ? e[pos - j->j0] : 0.0f;
         }
-        sum += (double)red16(v);
+        sum += (double)rlx__red16(v);
     }
     return (float)(1.0 / sum);
 }
@@ -102,7 +93,7 @@ static float attn_reduce_lanes(const float *a, int hd, bool tile)
         x[l] = tile ? a[(size_t)l * (size_t)hd]
                     : (a[(size_t)l * (size_t)hd] + a[(size_t)(32 + l) * (size_t)hd]) +
                           (a[(size_t)(16 + l) * (size_t)hd] + a[(size_t)(48 + l) * (size_t)hd]);
-    return red16(x);
+    return rlx__red16(x);
 }
 
 static void cvt16_scalar(float *dst, const uint16_t *src, int n)
