@@ -50,13 +50,15 @@ typedef struct rlx_batch_seq {
  * 0..pos[i] of its sequence (those of earlier steps and of this batch). Logits are produced
  * for the tokens with output[i] != 0, in batch order.
  *
- * decode[i] != 0 marks a token of a one-token decode step (a generated token being fed back),
- * 0 a token of a prompt. The CPU backend gives each kind the arithmetic llama.cpp uses for it
- * (single-token vs batched kernels) so logits match llama.cpp's bit for bit; since the kind
- * comes from the request and not from the batch, results stay batch invariant. NULL: a token
- * is a decode token when it is its sequence's only token in the batch (right for callers that
- * run a prompt as one batch and then one token per step). Logit rows: a sequence's only output
- * row in the batch takes the decode arithmetic, several take the prompt one. */
+ * decode[i] is the token's kind, which selects llama.cpp's arithmetic for it on the CPU backend
+ * (one-row vs batched kernels) so logits match llama.cpp's bit for bit: RLX_TOKEN_DECODE a
+ * generated token (a one-token step there), RLX_TOKEN_PROMPT a prompt token, RLX_TOKEN_PROMPT_TAIL
+ * one of a prompt's last n % 4 tokens (left to one-row kernels by llama.cpp's 4-row gemm). The
+ * kind comes from the request, not from the batch, so results stay batch invariant. NULL: derived
+ * from the batch as llama.cpp would see it (a sequence's only token is a decode token, the last
+ * c % 4 of its c tokens a tail); logit rows are always derived that way from the sequence's
+ * output rows. */
+enum { RLX_TOKEN_PROMPT = 0, RLX_TOKEN_DECODE = 1, RLX_TOKEN_PROMPT_TAIL = 2 };
 typedef struct rlx_batch {
     int32_t n_tokens;
     const int32_t *tokens;
@@ -66,7 +68,7 @@ typedef struct rlx_batch {
     int32_t n_outputs;
     int32_t n_seqs;
     const rlx_batch_seq *seqs;
-    const uint8_t *decode;       /* optional, n_tokens entries */
+    const uint8_t *decode;       /* optional, n_tokens RLX_TOKEN_* kinds */
 } rlx_batch;
 
 typedef struct rlx_backend rlx_backend;

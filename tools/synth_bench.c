@@ -62,11 +62,11 @@ int rlx_synth_bench(int argc, char **argv)
         printf("%-5s", rlx_dtype_get(type)->name);
         for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
             if (rlx_cpu_force_path(paths[p])) { printf("  %s -", paths[p]); continue; }
-            rlx_matmul_rows(type, w, 0, N, act, arow, T, K, out, N, NULL); /* warm caches */
+            rlx_matmul_rows(type, w, 0, N, act, arow, T, K, out, N); /* warm caches */
             double best = 1e30, start = rlx_now();
             do {
                 const double t0 = rlx_now();
-                rlx_matmul_rows(type, w, 0, N, act, arow, T, K, out, N, NULL);
+                rlx_matmul_rows(type, w, 0, N, act, arow, T, K, out, N);
                 const double dt = rlx_now() - t0;
                 if (dt < best) best = dt;
             } while (rlx_now() - start < (p == 0 ? seconds / 4 : seconds));

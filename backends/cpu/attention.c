@@ -4,7 +4,7 @@
  *                       cache as the weight rows (tinyBLAS's order for prompt rows, vec_dot's
  *                       for one-token decode rows, as llama.cpp's mul_mat picks them)
  *   p = softmax(scale * softcap(scores) + mask)   as ggml_soft_max_ext: max, ggml's vectorised
- *                       exp of x - max, sums of 16-lane (8-lane) chunks accumulated in double,
+ *                       exp of x - max (vmath.h), sums of 16-value chunks accumulated in double,
  *                       then times (float)(1 / sum)
  *   out = V^T . p       p rounded to the cache's type; V transposed into scratch so the same
  *                       kernels run with the positions as the reduction dimension.
@@ -20,8 +20,9 @@
  * the batch or the thread split. */
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/vexp.h"
+#include "backends/cpu/vmath.h"
 #include "backends/quant.h"
+#include "backends/quant_internal.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -90,14 +91,14 @@ static void sm_scale(const sm_row *s, double sum)
     for (int64_t k = 0; k < s->n; k++) s->x[k] *= inv;
 }
 
+/* every path: AVX-512 llama.cpp's numbers (exp of vmath.h, chunk sums in its reduction tree) */
 static void sm_scalar(const sm_row *s)
 {
     const float mx = sm_prepare(s);
     double sum = 0.0;
-    for (int64_t k = 0; k < s->n; k++) {
-        const float e = expf(s->x[k] - mx);
-        s->x[k] = e;
-        sum += (double)e;
+    for (int64_t k = 0; k < s->n; k += 16) {
+        for (int l = 0; l < 16; l++) s->x[k + l] = rlx__vexp(s->x[k + l] - mx);
+        sum += (double)rlx__red16(s->x + k);
     }
     sm_scale(s, sum);
 }
@@ -109,7 +110,7 @@ __attribute__((target("avx512f"))) static void sm_avx512(const sm_row *s)
     double sum = 0.0;
     const __m512 m = _mm512_set1_ps(mx);
     for (int64_t k = 0; k < s->n; k += 16) {
-        const __m512 v = rlx__vexp16(_mm512_sub_ps(_mm512_loadu_ps(s->x + k), m));
+        const __m512 v = rlx__vexp512(_mm512_sub_ps(_mm512_loadu_ps(s->x + k), m));
         _mm512_storeu_ps(s->x + k, v);
         sum += (double)_mm512_reduce_add_ps(v);
     }
@@ -121,10 +122,14 @@ __attribute__((target("avx2,fma"))) static void sm_avx2(const sm_row *s)
     const float mx = sm_prepare(s);
     double sum = 0.0;
     const __m256 m = _mm256_set1_ps(mx);
-    for (int64_t k = 0; k < s->n; k += 8) {
-        const __m256 v = rlx__vexp8(_mm256_sub_ps(_mm256_loadu_ps(s->x + k), m));
-        _mm256_storeu_ps(s->x + k, v);
-        __m128 h = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    for (int64_t k = 0; k < s->n; k += 16) {
+        const __m256 lo = rlx__vexp256(_mm256_sub_ps(_mm256_loadu_ps(s->x + k), m));
+        const __m256 hi = rlx__vexp256(_mm256_sub_ps(_mm256_loadu_ps(s->x + k + 8), m));
+        _mm256_storeu_ps(s->x + k, lo);
+        _mm256_storeu_ps(s->x + k + 8, hi);
+        /* the 16-lane tree: lanes i + 8 and i, then halves, pairs, and the last add */
+        __m256 h8 = _mm256_add_ps(hi, lo);
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
         h = _mm_add_ps(h, _mm_movehl_ps(h, h));
         h = _mm_add_ss(h, _mm_movehdup_ps(h));
         sum += (double)_mm_cvtss_f32(h);
@@ -152,7 +157,8 @@ static sm_fn softmax_kernel(void)
  * k mod FW), ggml's pairwise reduction, then the lanes' sum. Kept "vertically" (a vector over
  * FW channels per lane), the same sums come from row-major V: one pass per accumulator with FW
  * lane vectors, then the same reduction tree across them. Bit for bit the numbers of the
- * transposed product (tests/unit/test_cpu_attention.c checks both routes agree). */
+ * transposed product (tests/unit/test_cpu_attention.c checks both routes agree). AVX-512 only:
+ * the 16 lane vectors need its 32 registers; other paths take the transposed product. */
 #if defined(__x86_64__)
 #define KQV_DEC(NAME, ATTR, VEC, FW, ZERO, SET1, FMA, ADD, LD32, LD16, ST, RED)                        \
     ATTR static void NAME(const float *p, int64_t n, const uint8_t *const *vrow, bool f16, int hd, float *y) \
@@ -178,9 +184,7 @@ static sm_fn softmax_kernel(void)
     }
 
 #define T512A __attribute__((target("avx512f")))
-#define T256A __attribute__((target("avx2,fma,f16c")))
 #define LD16_512(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define LD16_256(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 /* _mm512_reduce_add_ps's tree across 16 lane vectors: halves of 8, of 4, then pairs */
 T512A static inline __m512 red16_vert(const __m512 *x)
 {
@@ -189,17 +193,8 @@ T512A static inline __m512 red16_vert(const __m512 *x)
     for (int i = 0; i < 4; i++) q[i] = _mm512_add_ps(h[i + 4], h[i]);
     return _mm512_add_ps(_mm512_add_ps(q[0], q[2]), _mm512_add_ps(q[1], q[3]));
 }
-/* GGML_F32x8_REDUCE's last step across 8 lane vectors: low + high half, then two hadds */
-T256A static inline __m256 red8_vert(const __m256 *x)
-{
-    __m256 h[4];
-    for (int i = 0; i < 4; i++) h[i] = _mm256_add_ps(x[i], x[i + 4]);
-    return _mm256_add_ps(_mm256_add_ps(h[0], h[1]), _mm256_add_ps(h[2], h[3]));
-}
 KQV_DEC(kqv_dec512, T512A, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,
         _mm512_loadu_ps, LD16_512, _mm512_storeu_ps, red16_vert)
-KQV_DEC(kqv_dec256, T256A, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps,
-        _mm256_loadu_ps, LD16_256, _mm256_storeu_ps, red8_vert)
 #endif
 
 typedef void (*kqv_dec_fn)(const float *p, int64_t n, const uint8_t *const *vrow, bool f16, int hd, float *y);
@@ -341,6 +336,8 @@ static int run_item(const attn_item *it)
         int64_t npad;
         int e = scores(it, t0, n, j0, q, S, role, &npad);
         if (e) return e;
+        /* tinyBLAS also declines a row count (here head_dim) not a multiple of 4 */
+        if (hd % 4) memset(role, 1, (size_t)R);
         rlx_cpu_float_gemm(it->type, vt, (size_t)nall * it->esz, 0, hd, S, sstride, R, npad, o, hd, role);
         for (int ti = 0; ti < n; ti++) {
             float *y = rowp(r, it->s->out, it->toks[t0 + ti]) + (int64_t)it->h0 * hd;
@@ -393,7 +390,6 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
                     .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
 #if defined(__x86_64__)
     if (it.softmax == sm_avx512) { it.kqv_dec = kqv_dec512; it.fw = 16; }
-    else if (it.softmax == sm_avx2) { it.kqv_dec = kqv_dec256; it.fw = 8; }
 #endif
     for (;;) {
         const int64_t w = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);

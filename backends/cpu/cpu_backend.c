@@ -19,9 +19,10 @@ typedef struct cpu_backend {
     size_t scratch_bytes;
     int32_t *out_index;
     int32_t max_outputs;
-    uint8_t *decode_tok;         /* per token / output row: arithmetic kind (rlx_batch.decode) */
-    uint8_t *decode_out;
-    int32_t *seq_count;          /* 3 x seq_cap + 1: tokens, output rows, token offsets per sequence */
+    uint8_t *decode_tok, *onerow4_tok; /* per token / output row: arithmetic (see cpu_ops.h) */
+    uint8_t *decode_out, *onerow4_out;
+    int32_t *seq_count;          /* 5 x seq_cap + 1: tokens, output rows, their running counts,
+                                    token offsets per sequence */
     int32_t *seq_tok;            /* max_tokens: token indices grouped by sequence */
     int32_t seq_cap;
     rlx_kv_geometry kv;
@@ -90,8 +91,12 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     free(be->no_barrier);
     free(be->decode_tok);
     free(be->decode_out);
+    free(be->onerow4_tok);
+    free(be->onerow4_out);
     be->decode_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1));
+    be->onerow4_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1));
     be->decode_out = malloc((size_t)RLX_MAX(plan->max_outputs, 1));
+    be->onerow4_out = malloc((size_t)RLX_MAX(plan->max_outputs, 1));
     free(be->seq_tok);
     be->seq_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1) * sizeof *be->seq_tok);
     be->attn_hd = 1;
@@ -118,7 +123,7 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     be->scratch = alloc64(plan->scratch_bytes ? plan->scratch_bytes : 64);
     be->out_index = malloc((size_t)plan->max_outputs * sizeof *be->out_index);
     if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->counters || !be->no_barrier ||
-        !be->decode_tok || !be->decode_out || !be->seq_tok)
+        !be->decode_tok || !be->decode_out || !be->onerow4_tok || !be->onerow4_out || !be->seq_tok)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB of activations",
                           (plan->arena_bytes + plan->scratch_bytes) >> 20);
     be->arena_bytes = plan->arena_bytes;
@@ -232,27 +237,42 @@ static void run_all_steps(void *ctx, int ith, int nth)
     }
 }
 
-/* Arithmetic kind of every token and output row (see rlx_batch.decode), and the batch's tokens
+/* c rows of one sequence, the i-th of them: llama.cpp's kind for it (see rlx_batch.decode) */
+static uint8_t derived_kind(int32_t i, int32_t c)
+{
+    return c == 1 ? RLX_TOKEN_DECODE : i < c - c % 4 ? RLX_TOKEN_PROMPT : RLX_TOKEN_PROMPT_TAIL;
+}
+
+/* Arithmetic of every token and output row (see rlx_batch.decode), and the batch's tokens
  * grouped by sequence for attention. The per-sequence counts live on the backend and only grow
  * when a batch names more sequences than before. */
 static int set_roles(cpu_backend *be, const rlx_batch *b)
 {
+    const size_t ns = (size_t)b->n_seqs;
     if (b->n_seqs > be->seq_cap) {
-        int32_t *n = realloc(be->seq_count, (3 * (size_t)b->n_seqs + 1) * sizeof *n);
+        int32_t *n = realloc(be->seq_count, (5 * ns + 1) * sizeof *n);
         if (!n) return RLX_ENOMEM;
         be->seq_count = n;
         be->seq_cap = b->n_seqs;
     }
-    int32_t *tok = be->seq_count, *outs = tok + b->n_seqs, *off = outs + b->n_seqs;
-    memset(be->seq_count, 0, (3 * (size_t)b->n_seqs + 1) * sizeof *tok);
+    int32_t *tok = be->seq_count, *outs = tok + ns, *ti = outs + ns, *oi = ti + ns, *off = oi + ns;
+    memset(be->seq_count, 0, (5 * ns + 1) * sizeof *tok);
     for (int32_t i = 0; i < b->n_tokens; i++) {
         tok[b->seq[i]]++;
         outs[b->seq[i]] += b->output[i] != 0;
     }
     for (int32_t q = 0; q < b->n_seqs; q++) off[q + 1] = off[q] + tok[q];
     for (int32_t i = 0, o = 0; i < b->n_tokens; i++) {
-        be->decode_tok[i] = b->decode ? b->decode[i] != 0 : tok[b->seq[i]] == 1;
-        if (b->output[i]) be->decode_out[o++] = outs[b->seq[i]] == 1;
+        const int32_t q = b->seq[i];
+        const uint8_t k = b->decode ? b->decode[i] : derived_kind(ti[q], tok[q]);
+        ti[q]++;
+        be->decode_tok[i] = k == RLX_TOKEN_DECODE;
+        be->onerow4_tok[i] = k != RLX_TOKEN_PROMPT;
+        if (b->output[i]) {
+            const uint8_t ko = derived_kind(oi[q]++, outs[q]);
+            be->decode_out[o] = ko == RLX_TOKEN_DECODE;
+            be->onerow4_out[o++] = ko != RLX_TOKEN_PROMPT;
+        }
     }
     /* off[] now becomes a fill cursor, then is restored */
     for (int32_t i = 0; i < b->n_tokens; i++) be->seq_tok[off[b->seq[i]]++] = i;
@@ -286,8 +306,8 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
         .attn_scratch = be->attn_scratch, .attn_scratch_floats = be->attn_floats, .attn_scratch_stride = be->attn_stride,
         .row_scratch = be->row_scratch, .row_scratch_stride = be->row_stride, .counters = be->counters,
         .no_barrier = be->no_barrier,
-        .out_index = be->out_index, .decode_tok = be->decode_tok, .decode_out = be->decode_out,
-        .seq_tok = be->seq_tok, .seq_off = be->seq_count + 2 * (size_t)b->n_seqs, .kv = &be->kv, .kv_k = be->kv_mem,
+        .out_index = be->out_index, .decode_tok = be->decode_tok, .onerow4_tok = be->onerow4_tok, .decode_out = be->decode_out,
+        .onerow4_out = be->onerow4_out, .seq_tok = be->seq_tok, .seq_off = be->seq_count + 4 * (size_t)b->n_seqs, .kv = &be->kv, .kv_k = be->kv_mem,
         .kv_v = be->kv_mem + (size_t)be->kv.n_layers * be->kv_layer_bytes, .kv_layer_bytes = be->kv_layer_bytes,
     };
     atomic_init(&r.error, 0);
@@ -311,6 +331,8 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->out_index);
     free(be->decode_tok);
     free(be->decode_out);
+    free(be->onerow4_tok);
+    free(be->onerow4_out);
     free(be->seq_count);
     free(be->seq_tok);
     if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);

@@ -1,8 +1,10 @@
-/* cpu_ops.c - the CPU backend's kernels, one per step kind, plus the fused elementwise
- * epilogue. Arithmetic follows ggml's CPU path (float rows, double accumulation in norms and
- * softmax sums, K/Q and P/V products at the KV cache's precision) so logits agree with
- * llama.cpp's within its stated tolerances. */
+/* cpu_ops.c - the CPU backend's kernels, one per step kind (attention is in cpu_attn.c), plus
+ * the fused elementwise epilogue. Arithmetic follows ggml's CPU path operation for operation
+ * (double accumulation in norms, ggml_v_silu for SwiGLU, its activation quantizers) so logits
+ * are bit-identical to llama.cpp's. */
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/vmath.h"
 #include "backends/quant.h"
 
 #include <math.h>
@@ -20,7 +22,34 @@ static int64_t n_rows(const rlx_cpu_run *r, int t)
 
 /* ---- elementwise ------------------------------------------------------------------------ */
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+/* SiLU of columns [c0, c1) of a row of `cols`: as ggml_vec_swiglu_f32 / ggml_vec_silu_f32,
+ * ggml_v_silu for the columns below the row's last multiple of 16, libm for the rest. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static int64_t silu_512(float *y, int64_t c, int64_t cv)
+{
+    for (; c + 16 <= cv; c += 16) _mm512_storeu_ps(y + c, rlx__vsilu512(_mm512_loadu_ps(y + c)));
+    return c;
+}
+
+__attribute__((target("avx2,fma"))) static int64_t silu_256(float *y, int64_t c, int64_t cv)
+{
+    for (; c + 8 <= cv; c += 8) _mm256_storeu_ps(y + c, rlx__vsilu256(_mm256_loadu_ps(y + c)));
+    return c;
+}
+#endif
+
+static void silu_cols(float *y, int64_t c0, int64_t c1, int64_t cols)
+{
+    const int64_t cv = RLX_MIN(c1, cols & ~(int64_t)15);
+    int64_t c = c0;
+#if defined(__x86_64__)
+    const char *path = rlx_cpu_path();
+    if (!strncmp(path, "avx512", 6)) c = silu_512(y, c, cv);
+    else if (!strncmp(path, "avx2", 4)) c = silu_256(y, c, cv);
+#endif
+    for (; c < cv; c++) y[c] = rlx__vsilu(y[c]);
+    for (; c < c1; c++) y[c] = rlx__silu_libm(y[c]);
+}
 
 /* ggml's CPU GELU (and GEGLU) reads a table of f16(gelu(f16(x))) and passes |x| >= 10 through;
  * computing the same roundings directly gives llama.cpp's values bit for bit. */
@@ -40,22 +69,22 @@ static const float *operand_row(rlx_cpu_run *r, int t, int64_t row)
     return rowp(r, t, x->rows == RLX_ROWS_ONE ? 0 : row);
 }
 
-static void apply_ew(rlx_cpu_run *r, const rlx_ew *e, float *y, int64_t row, int64_t c0, int64_t c1)
+static void apply_ew(rlx_cpu_run *r, const rlx_ew *e, float *y, int64_t row, int64_t c0, int64_t c1, int64_t cols)
 {
     const float *o = e->operand >= 0 ? operand_row(r, e->operand, row) : NULL;
     switch (e->op) {
     case RLX_EW_ADD: for (int64_t c = c0; c < c1; c++) y[c] += o[c]; break;
     case RLX_EW_MUL: for (int64_t c = c0; c < c1; c++) y[c] *= o[c]; break;
-    case RLX_EW_SILU: for (int64_t c = c0; c < c1; c++) y[c] = silu(y[c]); break;
+    case RLX_EW_SILU: silu_cols(y, c0, c1, cols); break;
     case RLX_EW_GELU: for (int64_t c = c0; c < c1; c++) y[c] = gelu(y[c]); break;
     case RLX_EW_SCALE: for (int64_t c = c0; c < c1; c++) y[c] *= e->p; break;
     case RLX_EW_SOFTCAP: for (int64_t c = c0; c < c1; c++) y[c] = softcap(y[c], e->p); break;
     }
 }
 
-static void apply_chain(rlx_cpu_run *r, const rlx_step *s, float *y, int64_t row, int64_t c0, int64_t c1)
+static void apply_chain(rlx_cpu_run *r, const rlx_step *s, float *y, int64_t row, int64_t c0, int64_t c1, int64_t cols)
 {
-    for (int k = 0; k < s->n_chain; k++) apply_ew(r, &s->chain[k], y, row, c0, c1);
+    for (int k = 0; k < s->n_chain; k++) apply_ew(r, &s->chain[k], y, row, c0, c1, cols);
 }
 
 
@@ -69,8 +98,8 @@ static void k_elementwise(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         const float *x = rowp(r, s->node.in[0], t);
         float *y = rowp(r, s->out, t);
         if (y != x) memcpy(y, x, (size_t)cols * 4);
-        apply_ew(r, &head, y, t, 0, cols);
-        apply_chain(r, s, y, t, 0, cols);
+        apply_ew(r, &head, y, t, 0, cols, cols);
+        apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
 
@@ -92,7 +121,7 @@ static void k_rms_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     for (int64_t t = a; t < b; t++) {
         float *y = rowp(r, s->out, t);
         rms_row(rowp(r, s->node.in[0], t), y, cols, s->node.fp[0]);
-        apply_chain(r, s, y, t, 0, cols);
+        apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
 
@@ -109,7 +138,7 @@ static void k_head_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             rms_row(x + h * hd, y + h * hd, hd, s->node.fp[0]);
             for (int64_t i = 0; i < hd; i++) y[h * hd + i] *= w[i];
         }
-        apply_chain(r, s, y, t, 0, cols);
+        apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
 
@@ -128,7 +157,7 @@ static void k_get_rows(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         rlx_dequantize_row(w->wtype, (const uint8_t *)w->data + (size_t)id * rb, y, cols);
         if (s->node.fp[0] != 0.0f && s->node.fp[0] != 1.0f)
             for (int64_t c = 0; c < cols; c++) y[c] *= s->node.fp[0];
-        apply_chain(r, s, y, t, 0, cols);
+        apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
 
@@ -148,40 +177,32 @@ static void k_gather(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 #if defined(__x86_64__)
 #define T512Q __attribute__((target("avx512f,avx512bw")))
 
-/* roundf (half away from zero) of integral-range values: truncate, then step away from zero
- * where the dropped fraction is at least one half (v - trunc(v) is exact) */
-T512Q static inline __m512i round_away_512(__m512 v)
-{
-    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)),
-                                                           _mm512_castps_si512(_mm512_set1_ps(1.0f))));
-    return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
-}
-
+/* rlx_quantize_act's Q8_0 (llama.cpp's x86 activation quantizer): values times 127/amax,
+ * rounded to nearest even by the conversion's default rounding mode */
 T512Q static void q8_0_row_512(const float *x, rlx_block_q8_0 *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += RLX_QK) {
         const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
-        y[i].d = rlx_f32_to_f16(d);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = rlx_f32_to_f16(amax / 127.f);
         const __m512 s = _mm512_set1_ps(id);
-        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(round_away_512(_mm512_mul_ps(v0, s))));
-        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(round_away_512(_mm512_mul_ps(v1, s))));
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, s))));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, s))));
     }
 }
 
-T512Q static void q8_k_row_512(const float *x, rlx_block_q8_k *y, int64_t nb)
+T512Q static void q8_k_row_512(const float *x, rlx_block_q8_k *y, int64_t nb, bool batched)
 {
     for (int64_t i = 0; i < nb; i++, x += RLX_QK_K) {
         __m512 a = _mm512_setzero_ps();
         for (int k = 0; k < RLX_QK_K; k += 16) a = _mm512_max_ps(a, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
         const float amax = _mm512_reduce_max_ps(a);
         if (!amax) { memset(&y[i], 0, sizeof y[i]); continue; }
-        float max = 0.0f; /* the first element of largest magnitude, sign included */
+        /* the first element of largest magnitude, sign included (batched: +amax if it occurs) */
+        float max = batched ? -amax : 0.0f;
         for (int k = 0; k < RLX_QK_K; k++)
-            if (fabsf(x[k]) == amax) { max = x[k]; break; }
+            if (batched ? x[k] == amax : fabsf(x[k]) == amax) { max = x[k]; break; }
         const float iscale = -127.f / max;
         const __m512 s = _mm512_set1_ps(iscale);
         for (int k = 0; k < RLX_QK_K; k += 16) {
@@ -235,19 +256,36 @@ void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n)
         y[i] = wtype == RLX_F16 ? rlx_f16_to_f32(rlx_f32_to_f16(x[i])) : rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
 }
 
-void rlx_cpu_quantize_act(int type, const float *x, void *dst, int64_t n)
+void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int64_t n)
 {
 #if defined(__x86_64__)
     if (!strncmp(rlx_cpu_path(), "avx512", 6)) {
         if (type == RLX_Q8_0 && n % RLX_QK == 0) { q8_0_row_512(x, dst, n / RLX_QK); return; }
-        if (type == RLX_Q8_K && n % RLX_QK_K == 0) { q8_k_row_512(x, dst, n / RLX_QK_K); return; }
+        if (type == RLX_Q8_K && n % RLX_QK_K == 0) { q8_k_row_512(x, dst, n / RLX_QK_K, batched); return; }
     }
 #endif
-    rlx_quantize_row(type, x, dst, n);
+    if (batched) rlx_quantize_act_batched(type, x, dst, n);
+    else rlx_quantize_act(type, x, dst, n);
 }
 
 #define ACT_BLOCK_BYTES (256u << 10)
 #define WEIGHT_CHUNK_BYTES (256u << 10)
+
+/* Which rows of a product take llama.cpp's one-row arithmetic and which its batched one
+ * (rlx_batched_rows, rlx_matmul_rows_batched): tinyBLAS-style products (rule 1) batch every
+ * prompt row, the repacked Q4_K gemm (rule 4) those of a prompt's full groups of four. Each
+ * row's kind comes from its token (rlx_batch.decode), so a sequence's results never depend on
+ * the other sequences of the batch or on how its prompt is chunked. NULL: every row one-row. */
+static const uint8_t *row_roles(const rlx_cpu_run *r, int x, int rule)
+{
+    if (!rule) return NULL;
+    const int rows = r->plan->graph->tensors[x].rows;
+    if (rows == RLX_ROWS_TOKENS) return rule == 4 ? r->onerow4_tok : r->decode_tok;
+    if (rows == RLX_ROWS_OUTPUTS) return rule == 4 ? r->onerow4_out : r->decode_out;
+    return NULL;
+}
+
+static inline bool onerow(const uint8_t *role, int64_t t) { return !role || role[t]; }
 
 /* Output rows go in chunks claimed from a per-step atomic counter, so a thread the OS
  * preempts (the machine is often oversubscribed) does not hold the others at the next barrier.
@@ -266,14 +304,16 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     bool own = T == 1 && nth > 1;
     uint8_t *dst0 = own ? r->row_scratch + (size_t)ith * r->row_scratch_stride : r->scratch;
     if (own) { a = 0; b = 1; } else split(T, ith, nth, &a, &b);
+    const uint8_t *role = row_roles(r, x, rlx_batched_rows(w->wtype, N, K));
     if (vt == RLX_F32 && w->wtype == RLX_F32) {
         act = rowp(r, x, 0);
     } else {
         for (int64_t t = a; t < b; t++) {
+            const bool batched = !onerow(role, t);
             const float *src = rowp(r, x, t);
             uint8_t *dst = dst0 + (size_t)t * arb;
             if (vt != RLX_F32) {
-                rlx_cpu_quantize_act(vt, src, dst, K);
+                rlx_cpu_quantize_act(vt, batched, src, dst, K);
             } else {
                 /* ggml multiplies F16/BF16 weights with activations rounded to the weight's
                  * type; do the same (kept as f32 values) so logits agree with llama.cpp */
@@ -284,8 +324,6 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         act = dst0;
     }
     float *out = rowp(r, s->out, 0);
-    const int rows = g->tensors[x].rows;
-    const uint8_t *role = rows == RLX_ROWS_TOKENS ? r->decode_tok : rows == RLX_ROWS_OUTPUTS ? r->decode_out : NULL;
     /* Chunks of 16-row tiles: about 8 per thread. For many activation rows, a chunk's weights
      * (at most ~256 KiB) and a block of activations (~256 KiB) are kept in L2 and the block
      * loop runs inside the chunk; otherwise every weight tile would stream all T rows from
@@ -301,15 +339,52 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         int64_t c = atomic_fetch_add_explicit(next, per, memory_order_relaxed);
         if (c >= tiles) break;
         int64_t n0 = c * 16, n1 = RLX_MIN((c + per) * 16, N);
-        for (int64_t t0 = 0; t0 < T; t0 += tb)
-            rlx_matmul_rows(w->wtype, w->data, n0, n1, (const uint8_t *)act + (size_t)t0 * arb, arb, RLX_MIN(tb, T - t0), K,
-                            out + t0 * N, N, role ? role + t0 : NULL);
+        for (int64_t t0 = 0; t0 < T; t0 += tb) {
+            const int64_t t1 = RLX_MIN(t0 + tb, T);
+            for (int64_t u = t0, end; u < t1; u = end) {
+                const bool one = onerow(role, u);
+                for (end = u + 1; end < t1 && onerow(role, end) == one;) end++;
+                (one ? rlx_matmul_rows : rlx_matmul_rows_batched)(w->wtype, w->data, n0, n1, (const uint8_t *)act + (size_t)u * arb,
+                                                                 arb, end - u, K, out + u * N, N);
+            }
+        }
         if (s->n_chain)
-            for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1);
+            for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1, N);
     }
 }
 
 /* ---- rope ------------------------------------------------------------------------------- */
+
+/* One head: ggml's rotate_pairs as its compiled code evaluates it, the first product of each
+ * output fused (x0*cos - x1*sin -> fma(x0, cos, -(x1*sin))). The same body is compiled with FMA
+ * enabled (fmaf inlined) for the SIMD paths; the results are the same. */
+#define ROPE_HEAD_BODY                                                                                  \
+    if (neox) {                                                                                        \
+        for (int i = 0; i < n_rot / 2; i++) {                                                          \
+            const float x0 = xh[i], x1 = xh[i + n_rot / 2];                                            \
+            yh[i] = fmaf(x0, cs[i], -(x1 * sn[i]));                                                    \
+            yh[i + n_rot / 2] = fmaf(x0, sn[i], x1 * cs[i]);                                           \
+        }                                                                                              \
+    } else {                                                                                           \
+        for (int i = 0; i < n_rot / 2; i++) {                                                          \
+            const float x0 = xh[2 * i], x1 = xh[2 * i + 1];                                            \
+            yh[2 * i] = fmaf(x0, cs[i], -(x1 * sn[i]));                                                \
+            yh[2 * i + 1] = fmaf(x0, sn[i], x1 * cs[i]);                                               \
+        }                                                                                              \
+    }
+
+static void rope_head(const float *xh, float *yh, const float *cs, const float *sn, int n_rot, bool neox)
+{
+    ROPE_HEAD_BODY
+}
+
+#if defined(__x86_64__)
+__attribute__((target("fma"))) static void rope_head_fma(const float *xh, float *yh, const float *cs, const float *sn,
+                                                         int n_rot, bool neox)
+{
+    ROPE_HEAD_BODY
+}
+#endif
 
 static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
@@ -318,6 +393,10 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     int n_heads = n->ip[0], hd = n->ip[1], n_rot = n->ip[2], mode = n->ip[3];
     const float *ff = n->in[1] >= 0 ? operand_row(r, n->in[1], 0) : NULL;
     float cs[512], sn[512]; /* n_rot <= 1024 is checked by the builder */
+    void (*head)(const float *, float *, const float *, const float *, int, bool) = rope_head;
+#if defined(__x86_64__)
+    if (rlx__cpu_simd()) head = rope_head_fma; /* every SIMD path implies FMA */
+#endif
     split(T, ith, nth, &a, &b);
     for (int64_t t = a; t < b; t++) {
         rlx_rope_angles(n->fp[0], n->fp[1], ff, n_rot, r->batch->pos[t], cs, sn);
@@ -326,19 +405,7 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         for (int h = 0; h < n_heads; h++) {
             const float *xh = x + (int64_t)h * hd;
             float *yh = y + (int64_t)h * hd;
-            if (mode == RLX_ROPE_NEOX) {
-                for (int i = 0; i < n_rot / 2; i++) {
-                    float x0 = xh[i], x1 = xh[i + n_rot / 2];
-                    yh[i] = x0 * cs[i] - x1 * sn[i];
-                    yh[i + n_rot / 2] = x0 * sn[i] + x1 * cs[i];
-                }
-            } else {
-                for (int i = 0; i < n_rot / 2; i++) {
-                    float x0 = xh[2 * i], x1 = xh[2 * i + 1];
-                    yh[2 * i] = x0 * cs[i] - x1 * sn[i];
-                    yh[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
-                }
-            }
+            head(xh, yh, cs, sn, n_rot, mode == RLX_ROPE_NEOX);
             if (yh != xh)
                 for (int i = n_rot; i < hd; i++) yh[i] = xh[i];
         }

@@ -23,8 +23,10 @@ typedef struct rlx_cpu_run {
     size_t attn_scratch_floats;
     size_t attn_scratch_stride;  /* positions a work item may span (padded), see attention.c */
     const int32_t *out_index;    /* batch token index of each output row */
-    const uint8_t *decode_tok;   /* per token: one-token-decode arithmetic (see rlx_batch.decode) */
-    const uint8_t *decode_out;   /* per output row: the same for rows gathered for the logits */
+    /* one-row (not batched) arithmetic per token and per output row (rlx_batch.decode): for
+     * tinyBLAS-style products and attention (decode), for 4-row gemm products (onerow4) */
+    const uint8_t *decode_tok, *onerow4_tok;
+    const uint8_t *decode_out, *onerow4_out;
     const int32_t *seq_tok;      /* batch token indices grouped by sequence, in batch order ... */
     const int32_t *seq_off;      /* ... sequence s at [seq_off[s], seq_off[s + 1]) */
     /* KV pool */
@@ -34,9 +36,9 @@ typedef struct rlx_cpu_run {
     _Atomic int error;           /* RLX_E* raised by a kernel */
 } rlx_cpu_run;
 
-/* rlx_quantize_row for activation rows, vectorised where the kernel path allows; the bytes are
- * identical to rlx_quantize_row's (tests/unit/test_cpu_quant_act.c). */
-void rlx_cpu_quantize_act(int type, const float *x, void *dst, int64_t n);
+/* rlx_quantize_act (batched: rlx_quantize_act_batched), vectorised where the kernel path
+ * allows; the bytes are identical (tests/unit/test_cpu_quant_act.c). */
+void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int64_t n);
 /* y = x rounded to wtype (RLX_F16 or RLX_BF16) and back to f32, as the scalar conversions of
  * backends/dtype.h give (NaN stays NaN); vectorised where the kernel path allows. */
 void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n);

@@ -1,82 +1,136 @@
 /* kern_x86_float.h - F32 / F16 / BF16 weights times f32 activation rows, included by kern_x86.h
- * once per path (FW = 16 lanes with AVX-512, 8 with AVX2). For F16/BF16 weights the caller has
- * rounded the activations to the weight's type, as ggml converts them.
+ * once per path. Every path computes exactly the numbers of backends/quant_f.c, the scalar
+ * specification of llama.cpp's float arithmetic on an AVX-512 (+BF16) CPU, where the golden
+ * outputs were made; tests/unit/test_quant_simd.c checks all paths against it bit for bit.
+ * For F16/BF16 weights the caller has rounded the activations to the weight's type, as ggml
+ * converts them, so every product is exact in float.
  *
- * Two arithmetics, chosen per activation row, each the order of llama.cpp's CPU backend so that
- * logits match it bit for bit (activations are rounded to f16/bf16 or 8 bits before every
- * product, so a last-bit difference upstream can flip a rounding and show in the logits):
- *   prompt rows (decode[t] == 0) - llamafile's tinyBLAS, which llama.cpp uses for batches of 2+
- *     tokens: one accumulator per output over lanes k mod KN, one horizontal sum. tinyBLAS
- *     declines K % KN != 0; then llama.cpp, and we, use the decode arithmetic.
- *   decode rows (decode[t] != 0) - ggml_vec_dot_f32/f16/bf16, used for one-token steps: four
- *     accumulators over 4 x FW (two dpbf16 ones over 64 for BF16 with AVX512-BF16), ggml's
- *     pairwise reduction, then the leftover products in float (F32) or double (F16, BF16).
- * Which rows are which depends only on the request (see rlx_batch.decode), and every output's
- * arithmetic depends only on its row's kind, never on T, the tile shape or the row range: results
- * stay batch invariant.
+ * Two arithmetics, per activation row:
+ *   batched rows - llamafile's tinyBLAS (llama.cpp's multi-row products): one 16-lane
+ *     accumulator per output, a fused multiply-add per 16 values (a vdpbf16ps pair step per 32
+ *     for BF16), then _mm512_reduce_add_ps's tree. tinyBLAS declines K % 16 (BF16: 32) != 0;
+ *     then, as in llama.cpp, the one-row arithmetic.
+ *   one-row rows - ggml_vec_dot_f32/f16 (four 16-lane accumulators per 64 values, (a0 + a2) +
+ *     (a1 + a3), the reduction tree, then the tail as quant_f.c) and ggml_vec_dot_bf16 (two
+ *     vdpbf16ps chains per 64 values, each reduced and added in double, the tail in double).
+ * Every output's arithmetic depends only on its row's kind, never on T, the tile shape or the
+ * row range: results are batch invariant.
  *
- * Register blocking: a prompt micro-tile multiplies PT_RM weight rows with PT_RN activation rows
- * (each loaded weight vector feeds PT_RN FMAs); a decode micro-tile has DT_RM1 rows x 1 or
- * DT_RM x DT_RN, four accumulators each. */
+ * A logical vector is 16 lanes: one zmm, or a low and a high ymm on AVX2, whose sum hi + lo then
+ * hsum_ps is exactly the 16-lane tree. vdpbf16ps is used where the CPU has it and otherwise
+ * computed as it defines: per lane the odd pair's product, then the even one's, each added with
+ * one rounding and denormal results flushed to zero.
+ *
+ * Register blocking: batched micro-tiles of PT_RM weight rows x PT_RN activation rows (each
+ * loaded weight vector feeds PT_RN FMAs); one-row micro-tiles of DT_RM1 rows x 1, or DT_RM x
+ * DT_RN, four accumulators each. */
 
 #if KAVX512
-typedef __m512 fvec;
-#define FW 16
+typedef struct { __m512 v; } lvec;
 #define PT_RM 4      /* 4 x 6 accumulators + 4 + 1 of 32 zmm */
 #define PT_RN 6
-#define DT_RM1 1     /* one weight row streams fastest; its four accumulators hide the FMA latency */
+#define DT_RM1 1     /* one weight row streams fastest; four chains hide the FMA latency */
 #define DT_RM 2      /* 2 x 3 x 4 accumulators */
 #define DT_RN 3
-KINLINE fvec fv_zero(void) { return _mm512_setzero_ps(); }
-KINLINE fvec fv_add(fvec a, fvec b) { return _mm512_add_ps(a, b); }
-KINLINE fvec fv_fma(fvec a, fvec b, fvec c) { return _mm512_fmadd_ps(a, b, c); }
-/* tinyBLAS's hsum and the last step of GGML_F32x16_REDUCE: _mm512_reduce_add_ps */
-KINLINE float fv_hsum(fvec v) { return _mm512_reduce_add_ps(v); }
-KINLINE float fv_hsum_vecdot(fvec v) { return _mm512_reduce_add_ps(v); }
-KINLINE fvec fv_loada(const float *a, int64_t k) { return _mm512_loadu_ps(a + k); }
-KINLINE fvec fv_loadw(int type, const void *w, int64_t k)
+KINLINE lvec lv_zero(void) { return (lvec){_mm512_setzero_ps()}; }
+KINLINE lvec lv_add(lvec a, lvec b) { return (lvec){_mm512_add_ps(a.v, b.v)}; }
+KINLINE lvec lv_fma(lvec a, lvec b, lvec c) { return (lvec){_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+KINLINE float lv_red(lvec a) { return _mm512_reduce_add_ps(a.v); }
+KINLINE lvec lv_loada(const float *a) { return (lvec){_mm512_loadu_ps(a)}; }
+KINLINE lvec lv_from_u32(__m512i u) { return (lvec){_mm512_castsi512_ps(u)}; }
+KINLINE lvec lv_loadw(int type, const void *w, int64_t k)
 {
     switch (type) {
-    case RLX_F32: return _mm512_loadu_ps((const float *)w + k);
-    case RLX_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k)));
-    default: {
-        const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k)));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    case RLX_F32: return (lvec){_mm512_loadu_ps((const float *)w + k)};
+    case RLX_F16: return (lvec){_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k)))};
+    default:
+        return lv_from_u32(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k))), 16));
     }
-    }
+}
+/* 32 bf16 weights at k as the even and odd elements of 16 pairs */
+KINLINE void lv_loadw_pairs(const void *w, int64_t k, lvec *even, lvec *odd)
+{
+    const __m512i u = _mm512_loadu_si512((const uint16_t *)w + k);
+    *even = lv_from_u32(_mm512_slli_epi32(u, 16));
+    *odd = lv_from_u32(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+KINLINE void lv_loada_pairs(const float *a, int64_t k, lvec *even, lvec *odd)
+{
+    const __m512 x0 = _mm512_loadu_ps(a + k), x1 = _mm512_loadu_ps(a + k + 16);
+    const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    *even = (lvec){_mm512_permutex2var_ps(x0, ie, x1)};
+    *odd = (lvec){_mm512_permutex2var_ps(x0, io, x1)};
+}
+/* |x| < 2^-126 -> a zero of x's sign */
+KINLINE lvec lv_ftz(lvec x)
+{
+    const __mmask16 tiny = _mm512_cmp_ps_mask(_mm512_abs_ps(x.v), _mm512_set1_ps(0x1p-126f), _CMP_LT_OQ);
+    const __m512i u = _mm512_castps_si512(x.v);
+    return (lvec){_mm512_castsi512_ps(_mm512_mask_and_epi32(u, tiny, u, _mm512_set1_epi32(INT32_MIN)))};
 }
 #else
-typedef __m256 fvec;
-#define FW 8
-#define PT_RM 2      /* 2 x 4 accumulators + 2 + 1 of 16 ymm */
+typedef struct { __m256 lo, hi; } lvec;
+#define PT_RM 1      /* 16 ymm: 1 x 4 logical accumulators (8) + weights and activations */
 #define PT_RN 4
-#define DT_RM1 2
+#define DT_RM1 1
 #define DT_RM 1
-#define DT_RN 2
-KINLINE fvec fv_zero(void) { return _mm256_setzero_ps(); }
-KINLINE fvec fv_add(fvec a, fvec b) { return _mm256_add_ps(a, b); }
-KINLINE fvec fv_fma(fvec a, fvec b, fvec c) { return _mm256_fmadd_ps(a, b, c); }
-KINLINE float fv_hsum(fvec v) { return hsum_ps(v); }
-/* the last step of GGML_F32x8_REDUCE: low + high half, then two hadds */
-KINLINE float fv_hsum_vecdot(fvec v)
-{
-    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 t1 = _mm_hadd_ps(t0, t0);
-    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-}
-KINLINE fvec fv_loada(const float *a, int64_t k) { return _mm256_loadu_ps(a + k); }
-KINLINE fvec fv_loadw(int type, const void *w, int64_t k)
+#define DT_RN 1
+KINLINE lvec lv_zero(void) { return (lvec){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+KINLINE lvec lv_add(lvec a, lvec b) { return (lvec){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+KINLINE lvec lv_fma(lvec a, lvec b, lvec c) { return (lvec){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+/* the 16-lane tree: lanes i + 8 and i, then hsum_ps's halves, pairs and final add */
+KINLINE float lv_red(lvec a) { return hsum_ps(_mm256_add_ps(a.hi, a.lo)); }
+KINLINE lvec lv_loada(const float *a) { return (lvec){_mm256_loadu_ps(a), _mm256_loadu_ps(a + 8)}; }
+KINLINE __m256 ld8w(int type, const void *w, int64_t k)
 {
     switch (type) {
     case RLX_F32: return _mm256_loadu_ps((const float *)w + k);
     case RLX_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k)));
-    default: {
-        const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    }
+    default:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k))), 16));
     }
 }
+KINLINE lvec lv_loadw(int type, const void *w, int64_t k) { return (lvec){ld8w(type, w, k), ld8w(type, w, k + 8)}; }
+KINLINE void lv_loadw_pairs(const void *w, int64_t k, lvec *even, lvec *odd)
+{
+    const __m256i u0 = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k));
+    const __m256i u1 = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k + 16));
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    *even = (lvec){_mm256_castsi256_ps(_mm256_slli_epi32(u0, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(u1, 16))};
+    *odd = (lvec){_mm256_castsi256_ps(_mm256_and_si256(u0, hi)), _mm256_castsi256_ps(_mm256_and_si256(u1, hi))};
+}
+/* 16 floats -> their 8 even and 8 odd elements, in order */
+KINLINE void split8(const float *a, __m256 *even, __m256 *odd)
+{
+    const __m256 x0 = _mm256_loadu_ps(a), x1 = _mm256_loadu_ps(a + 8);
+    const __m256 e = _mm256_shuffle_ps(x0, x1, 0x88), o = _mm256_shuffle_ps(x0, x1, 0xDD);
+    /* shuffle_ps works per 128-bit half: lanes come out as 0 2 8 10 | 4 6 12 14 */
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
+}
+KINLINE void lv_loada_pairs(const float *a, int64_t k, lvec *even, lvec *odd)
+{
+    split8(a + k, &even->lo, &odd->lo);
+    split8(a + k + 16, &even->hi, &odd->hi);
+}
+KINLINE __m256 ftz8(__m256 x)
+{
+    const __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(0x1p-126f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(x, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)), tiny);
+}
+KINLINE lvec lv_ftz(lvec x) { return (lvec){ftz8(x.lo), ftz8(x.hi)}; }
 #endif
+
+/* one vdpbf16ps step on 32 values at k: the odd pairs' products, then the even ones' */
+KINLINE lvec lv_dp(lvec acc, const void *w, const float *a, int64_t k)
+{
+    lvec we, wo, ae, ao;
+    lv_loadw_pairs(w, k, &we, &wo);
+    lv_loada_pairs(a, k, &ae, &ao);
+    acc = lv_ftz(lv_fma(wo, ao, acc));
+    return lv_ftz(lv_fma(we, ae, acc));
+}
 
 KINLINE float fw_scalar(int type, const void *w, int64_t k)
 {
@@ -87,103 +141,110 @@ KINLINE float fw_scalar(int type, const void *w, int64_t k)
     }
 }
 
-/* ---- prompt rows: tinyBLAS (K % FW == 0) ---- */
+/* ---- batched rows: tinyBLAS (K % 16 == 0, BF16 K % 32 == 0) ---- */
 
 KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
                    float *out, int64_t ldo, const int rm, const int rn)
 {
-    fvec acc[PT_RM][PT_RN];
+    lvec acc[PT_RM][PT_RN];
     #pragma GCC unroll 8
     for (int i = 0; i < rm; i++)
         #pragma GCC unroll 8
-        for (int j = 0; j < rn; j++) acc[i][j] = fv_zero();
-    for (int64_t k = 0; k < K; k += FW) {
-        fvec wv[PT_RM];
-        #pragma GCC unroll 8
-        for (int i = 0; i < rm; i++) wv[i] = fv_loadw(type, w + (size_t)i * wrow, k);
-        #pragma GCC unroll 8
-        for (int j = 0; j < rn; j++) {
-            const fvec av = fv_loada(a + (size_t)j * astr, k);
+        for (int j = 0; j < rn; j++) acc[i][j] = lv_zero();
+    if (type == RLX_BF16) {
+        for (int64_t k = 0; k < K; k += 32)
             #pragma GCC unroll 8
-            for (int i = 0; i < rm; i++) acc[i][j] = fv_fma(wv[i], av, acc[i][j]);
+            for (int j = 0; j < rn; j++)
+                #pragma GCC unroll 8
+                for (int i = 0; i < rm; i++) acc[i][j] = lv_dp(acc[i][j], w + (size_t)i * wrow, a + (size_t)j * astr, k);
+    } else {
+        for (int64_t k = 0; k < K; k += 16) {
+            lvec wv[PT_RM];
+            #pragma GCC unroll 8
+            for (int i = 0; i < rm; i++) wv[i] = lv_loadw(type, w + (size_t)i * wrow, k);
+            #pragma GCC unroll 8
+            for (int j = 0; j < rn; j++) {
+                const lvec av = lv_loada(a + (size_t)j * astr + k);
+                #pragma GCC unroll 8
+                for (int i = 0; i < rm; i++) acc[i][j] = lv_fma(wv[i], av, acc[i][j]);
+            }
         }
     }
     #pragma GCC unroll 8
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 8
-        for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = fv_hsum(acc[i][j]);
+        for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = lv_red(acc[i][j]);
 }
 
-/* ---- decode rows: ggml_vec_dot_f32 / _f16 (four accumulators over 4 x FW), and the BF16
- * variant of plain AVX-512 / AVX2 (two or four accumulators over 2 x 16 or 4 x 8) ---- */
+/* ---- one-row rows: ggml_vec_dot_f32 / _f16 / _bf16 ---- */
 
 KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
                    float *out, int64_t ldo, const int rm, const int rn)
 {
-#if KAVX512
-    const int na = type == RLX_BF16 ? 2 : 4; /* accumulators of FW lanes per output */
-#else
-    const int na = 4;
-#endif
-    const int64_t step = (int64_t)na * FW;
-    const int64_t np = K - K % step;
-    fvec acc[DT_RM1 > DT_RM ? DT_RM1 : DT_RM][DT_RN][4];
+    const int64_t np = K & ~(int64_t)63;
+    lvec acc[DT_RM1 > DT_RM ? DT_RM1 : DT_RM][DT_RN][4];
     #pragma GCC unroll 8
     for (int i = 0; i < rm; i++)
         #pragma GCC unroll 8
         for (int j = 0; j < rn; j++)
             #pragma GCC unroll 4
-            for (int s = 0; s < na; s++) acc[i][j][s] = fv_zero();
-    for (int64_t k = 0; k < np; k += step)
-        #pragma GCC unroll 4
-        for (int s = 0; s < na; s++) {
-            fvec wv[DT_RM1 > DT_RM ? DT_RM1 : DT_RM];
-            #pragma GCC unroll 8
-            for (int i = 0; i < rm; i++) wv[i] = fv_loadw(type, w + (size_t)i * wrow, k + s * FW);
-            #pragma GCC unroll 8
-            for (int j = 0; j < rn; j++) {
-                const fvec av = fv_loada(a + (size_t)j * astr, k + s * FW);
+            for (int s = 0; s < 4; s++) acc[i][j][s] = lv_zero();
+    if (type == RLX_BF16) {
+        /* two chains: values [k, k + 32) and [k + 32, k + 64) */
+        for (int64_t k = 0; k < np; k += 64)
+            #pragma GCC unroll 2
+            for (int s = 0; s < 2; s++)
                 #pragma GCC unroll 8
-                for (int i = 0; i < rm; i++) acc[i][j][s] = fv_fma(wv[i], av, acc[i][j][s]);
+                for (int j = 0; j < rn; j++)
+                    #pragma GCC unroll 8
+                    for (int i = 0; i < rm; i++)
+                        acc[i][j][s] = lv_dp(acc[i][j][s], w + (size_t)i * wrow, a + (size_t)j * astr, k + 32 * s);
+    } else {
+        for (int64_t k = 0; k < np; k += 64)
+            #pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                lvec wv[DT_RM1 > DT_RM ? DT_RM1 : DT_RM];
+                #pragma GCC unroll 8
+                for (int i = 0; i < rm; i++) wv[i] = lv_loadw(type, w + (size_t)i * wrow, k + 16 * s);
+                #pragma GCC unroll 8
+                for (int j = 0; j < rn; j++) {
+                    const lvec av = lv_loada(a + (size_t)j * astr + k + 16 * s);
+                    #pragma GCC unroll 8
+                    for (int i = 0; i < rm; i++) acc[i][j][s] = lv_fma(wv[i], av, acc[i][j][s]);
+                }
             }
-        }
+    }
     #pragma GCC unroll 8
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 8
         for (int i = 0; i < rm; i++) {
             const uint8_t *wi = w + (size_t)i * wrow;
             const float *aj = a + (size_t)j * astr;
-            fvec *x = acc[i][j];
+            lvec *x = acc[i][j];
             if (type == RLX_BF16) {
-#if KAVX512
-                /* sumf += reduce(c1); sumf += reduce(c2) */
-                double sum = (double)fv_hsum(x[0]);
-                sum += (double)fv_hsum(x[1]);
-#else
-                /* (c1 + c3) + (c2 + c4), then hsum */
-                double sum = (double)fv_hsum(fv_add(fv_add(x[0], x[2]), fv_add(x[1], x[3])));
-#endif
+                double sum = (double)lv_red(x[0]);
+                sum += (double)lv_red(x[1]);
                 for (int64_t k = np; k < K; k++) sum += (double)(fw_scalar(type, wi, k) * aj[k]);
                 out[(int64_t)j * ldo + i] = (float)sum;
-                continue;
-            }
-            /* GGML_F32_VEC_REDUCE: x0 += x2, x1 += x3; x0 += x1; then the final reduction */
-            const float r = fv_hsum_vecdot(fv_add(fv_add(x[0], x[2]), fv_add(x[1], x[3])));
-            if (type == RLX_F32) {
-                float sum = r; /* ggml keeps this one in float; the compiler contracts to FMA */
-                for (int64_t k = np; k < K; k++) sum = fmaf(((const float *)wi)[k], aj[k], sum);
+            } else if (type == RLX_F32) {
+                /* the compiled tail: eight products at a time added unfused, then FMAs */
+                float sum = lv_red(lv_add(lv_add(x[0], x[2]), lv_add(x[1], x[3])));
+                const float *wf = (const float *)wi;
+                const int64_t m8 = np + ((K - np) & ~(int64_t)7);
+                for (int64_t k = np; k < m8; k++) sum = sum + wf[k] * aj[k];
+                for (int64_t k = m8; k < K; k++) sum = fmaf(wf[k], aj[k], sum);
                 out[(int64_t)j * ldo + i] = sum;
             } else {
-                double sum = (double)r;
+                double sum = (double)lv_red(lv_add(lv_add(x[0], x[2]), lv_add(x[1], x[3])));
                 for (int64_t k = np; k < K; k++) sum += (double)(fw_scalar(type, wi, k) * aj[k]);
                 out[(int64_t)j * ldo + i] = (float)sum;
             }
         }
 }
 
-#define TILE_BY_RN(TILE, type, rm, max, ...)                    \
-    switch (rn) {                                               \
-    case 1: TILE(type, __VA_ARGS__, rm, 1); break;              \
+#define TILE_BY_RN(TILE, type, rm, max, ...)                      \
+    switch (rn) {                                                 \
+    case 1: TILE(type, __VA_ARGS__, rm, 1); break;                \
     case 2: TILE(type, __VA_ARGS__, rm, 2 <= max ? 2 : 1); break; \
     case 3: TILE(type, __VA_ARGS__, rm, 3 <= max ? 3 : 1); break; \
     case 4: TILE(type, __VA_ARGS__, rm, 4 <= max ? 4 : 1); break; \
@@ -195,9 +256,9 @@ KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a
 #define FLOAT_RUN(NAME, TYPE)                                                                    \
     static void NAME(const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act,   \
                      size_t astr, int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo,    \
-                     bool decode)                                                                \
+                     bool onerow)                                                                \
     {                                                                                            \
-        if (decode && t1 - t0 == 1) {                                                            \
+        if (onerow && t1 - t0 == 1) {                                                            \
             const float *a = act + (size_t)t0 * astr;                                            \
             float *o = out + t0 * ldo;                                                           \
             int64_t n = n0;                                                                      \
@@ -206,7 +267,7 @@ KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a
             for (; n < n1; n++) dtile(TYPE, w + (size_t)n * wrow, wrow, a, astr, K, o + n, ldo, 1, 1); \
             return;                                                                              \
         }                                                                                        \
-        const int rmax = decode ? DT_RM : PT_RM, tmax = decode ? DT_RN : PT_RN;                  \
+        const int rmax = onerow ? DT_RM : PT_RM, tmax = onerow ? DT_RN : PT_RN;                  \
         for (int64_t n = n0; n < n1; n += rmax) {                                                \
             const bool full = n + rmax <= n1;                                                    \
             for (int64_t t = t0; t < t1; t += tmax) {                                            \
@@ -215,8 +276,8 @@ KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a
                 float *o = out + t * ldo;                                                        \
                 for (int64_t r = n; r < (full ? n + 1 : n1); r++) {                              \
                     const uint8_t *wr = w + (size_t)r * wrow;                                    \
-                    if (decode && full) TILE_BY_RN(dtile, TYPE, DT_RM, DT_RN, wr, wrow, a, astr, K, o + r, ldo) \
-                    else if (decode) TILE_BY_RN(dtile, TYPE, 1, DT_RN, wr, wrow, a, astr, K, o + r, ldo) \
+                    if (onerow && full) TILE_BY_RN(dtile, TYPE, DT_RM, DT_RN, wr, wrow, a, astr, K, o + r, ldo) \
+                    else if (onerow) TILE_BY_RN(dtile, TYPE, 1, DT_RN, wr, wrow, a, astr, K, o + r, ldo) \
                     else if (full) TILE_BY_RN(ptile, TYPE, PT_RM, PT_RN, wr, wrow, a, astr, K, o + r, ldo) \
                     else TILE_BY_RN(ptile, TYPE, 1, PT_RN, wr, wrow, a, astr, K, o + r, ldo)     \
                 }                                                                                \
@@ -228,9 +289,8 @@ FLOAT_RUN(float_run_f16, RLX_F16)
 FLOAT_RUN(float_run_bf16, RLX_BF16)
 
 #if KAVX512
-/* BF16 with AVX512-BF16, as ggml on such CPUs: vdpbf16ps sums pairs of products into f32 lanes
- * (tinyBLAS with KN = 32; vec_dot with two accumulators over 64). The activations, already
- * bf16 values, are narrowed exactly. */
+/* BF16 on CPUs with AVX512-BF16: the instruction itself (one output at a time: it halves the
+ * loads per product already). The activations, bf16 values, are narrowed exactly. */
 #define TBF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 TBF16 static inline __m512bh bf_loadw(const uint8_t *w, int64_t k)
 {
@@ -242,14 +302,13 @@ TBF16 static inline __m512bh bf_loada(const float *a, int64_t k)
 }
 
 TBF16 static void bf16dp_run(const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
-                             int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo, bool decode)
+                             int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo, bool onerow)
 {
-    /* one output at a time: vdpbf16ps halves the loads per product already */
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *wr = w + (size_t)n * wrow;
         for (int64_t t = t0; t < t1; t++) {
             const float *a = act + (size_t)t * astr;
-            if (!decode) {
+            if (!onerow) {
                 __m512 c = _mm512_setzero_ps();
                 for (int64_t k = 0; k < K; k += 32) c = _mm512_dpbf16_ps(c, bf_loadw(wr, k), bf_loada(a, k));
                 out[t * ldo + n] = _mm512_reduce_add_ps(c);
@@ -270,32 +329,33 @@ TBF16 static void bf16dp_run(const uint8_t *w, size_t wrow, int64_t n0, int64_t 
 }
 #endif
 
-/* Rows [n0, n1) of float weights (wrow bytes apart) times T activation rows; decode (NULL:
- * none) marks the rows that take the one-token arithmetic. Runs of rows of one kind go together.
- * Also the entry of attention's products (K rows of the cache, transposed V). */
-void KPFX(float_gemm)(int type, const void *w_, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+/* Activation rows [t0, t1) of one kind (onerow: llama.cpp's one-row arithmetic, else its
+ * batched one, which needs K % 16 (BF16: 32) == 0 and otherwise is the one-row one too). */
+static void float_rows(int type, const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                       int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo, bool onerow)
+{
+    if (K % (type == RLX_BF16 ? 32 : 16)) onerow = true;
+#if KAVX512
+    if (type == RLX_BF16 && rlx__cpu_bf16dp()) { bf16dp_run(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, onerow); return; }
+#endif
+    switch (type) {
+    case RLX_F32: float_run_f32(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, onerow); break;
+    case RLX_F16: float_run_f16(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, onerow); break;
+    default: float_run_bf16(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, onerow); break;
+    }
+}
+
+/* Rows [n0, n1) of float weights (wrow bytes apart) times T activation rows; decode[t] != 0
+ * marks the rows that take the one-row arithmetic (NULL: none). Runs of rows of one kind go
+ * together. The entry of attention's products (K rows of the cache, transposed V). */
+void KPFX(float_gemm)(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
                       int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode)
 {
-    const uint8_t *w = w_;
-#if KAVX512
-    const bool dp = type == RLX_BF16 && rlx__cpu_bf16dp();
-    const int64_t kn = dp ? 32 : FW;
-#else
-    const int64_t kn = FW;
-#endif
-    const bool tinyblas = K % kn == 0; /* else every row takes the vec_dot arithmetic */
     for (int64_t t0 = 0; t0 < T;) {
-        const bool d = !tinyblas || (decode && decode[t0]);
+        const bool d = decode && decode[t0];
         int64_t t1 = t0 + 1;
-        while (t1 < T && (!tinyblas || (decode && decode[t1])) == d) t1++;
-#if KAVX512
-        if (dp) { bf16dp_run(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, d); t0 = t1; continue; }
-#endif
-        switch (type) {
-        case RLX_F32: float_run_f32(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, d); break;
-        case RLX_F16: float_run_f16(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, d); break;
-        default: float_run_bf16(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, d); break;
-        }
+        while (t1 < T && (decode && decode[t1]) == d) t1++;
+        float_rows(type, w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, d);
         t0 = t1;
     }
 }
