@@ -48,7 +48,17 @@ typedef struct rlx_batch_seq {
  * is `tokens[i]` at position `pos[i]` of sequence `seq[i]`; its K/V go to slot pos[i] of that
  * sequence's block table, whose blocks must cover it. Attention of token i sees positions
  * 0..pos[i] of its sequence (those of earlier steps and of this batch). Logits are produced
- * for the tokens with output[i] != 0, in batch order. */
+ * for the tokens with output[i] != 0, in batch order.
+ *
+ * decode[i] is the token's kind, which selects llama.cpp's arithmetic for it on the CPU backend
+ * (one-row vs batched kernels) so logits match llama.cpp's bit for bit: RLX_TOKEN_DECODE a
+ * generated token (a one-token step there), RLX_TOKEN_PROMPT a prompt token, RLX_TOKEN_PROMPT_TAIL
+ * one of a prompt's last n % 4 tokens (left to one-row kernels by llama.cpp's 4-row gemm). The
+ * kind comes from the request, not from the batch, so results stay batch invariant. NULL: derived
+ * from the batch as llama.cpp would see it (a sequence's only token is a decode token, the last
+ * c % 4 of its c tokens a tail); logit rows are always derived that way from the sequence's
+ * output rows. */
+enum { RLX_TOKEN_PROMPT = 0, RLX_TOKEN_DECODE = 1, RLX_TOKEN_PROMPT_TAIL = 2 };
 typedef struct rlx_batch {
     int32_t n_tokens;
     const int32_t *tokens;
@@ -58,6 +68,7 @@ typedef struct rlx_batch {
     int32_t n_outputs;
     int32_t n_seqs;
     const rlx_batch_seq *seqs;
+    const uint8_t *decode;       /* optional, n_tokens RLX_TOKEN_* kinds */
 } rlx_batch;
 
 typedef struct rlx_backend rlx_backend;

@@ -286,7 +286,10 @@ void rlx__quant_q6_k(const float *x, rlx_block_q6_k *y, int64_t nb)
     }
 }
 
-void rlx__quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb)
+/* ggml's quantize_row_q8_K_ref: the scale follows the first value of largest magnitude, sign
+ * included. batched: the sign as ggml_quantize_mat_q8_K_4x8 (the 4-row quantizer of its batched
+ * Q4_K kernels) takes it, positive when that magnitude occurs with a + anywhere in the block. */
+void rlx__quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb, bool batched)
 {
     for (int64_t i = 0; i < nb; i++, x += RLX_QK_K) {
         float max = 0, amax = 0;
@@ -296,6 +299,9 @@ void rlx__quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb)
         }
         memset(&y[i], 0, sizeof y[i]);
         if (!amax) continue;
+        if (batched)
+            for (int j = 0; j < RLX_QK_K; j++)
+                if (x[j] == amax) max = amax;
         const float iscale = -127.f / max; /* ggml uses 127 (not 128) so the SIMD dots never see -128 */
         for (int j = 0; j < RLX_QK_K; j++) y[i].qs[j] = (int8_t)RLX_MIN(127, rlx__nearest_int(iscale * x[j]));
         for (int j = 0; j < RLX_QK_K / 16; j++) {
@@ -307,9 +313,13 @@ void rlx__quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb)
     }
 }
 
+/* Q4_K as llama.cpp's repacked x86 kernels (q4_K_8x8 gemv/gemm, used for every tensor whose row
+ * count is a multiple of 8): per super-block one integer sum of scaled products and one of mins
+ * times block sums, each folded into its own float chain by a fused multiply-add; the chains
+ * are subtracted at the end. */
 float rlx__dot_q4_k(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb)
 {
-    float sum = 0;
+    float acc = 0, accm = 0;
     for (int64_t i = 0; i < nb; i++) {
         int32_t isum = 0, msum = 0;
         for (int j = 0; j < 8; j++) {
@@ -322,47 +332,89 @@ float rlx__dot_q4_k(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb
             isum += sc * s;
             msum += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
-        sum += rlx_f16_to_f32(x[i].d) * y[i].d * (float)isum;
-        sum -= rlx_f16_to_f32(x[i].dmin) * y[i].d * (float)msum;
+        acc = fmaf((float)isum, rlx_f16_to_f32(x[i].d) * y[i].d, acc);
+        accm = fmaf((float)msum, rlx_f16_to_f32(x[i].dmin) * y[i].d, accm);
     }
-    return sum;
+    return acc - accm;
 }
 
+/* Q4_K as the batched kernel (q4_K_8x8 gemm) computes its rows: the same, but each pair of
+ * sub-blocks (64 values) is folded into the chains on its own. */
+float rlx__dot_q4_k_batched(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb)
+{
+    float acc = 0, accm = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        for (int pr = 0; pr < 4; pr++) {
+            int32_t isum = 0, msum = 0;
+            for (int j = 2 * pr; j < 2 * pr + 2; j++) {
+                uint8_t sc, m;
+                rlx__scale_min_k4(j, x[i].scales, &sc, &m);
+                const uint8_t *q4 = x[i].qs + 32 * (j / 2);
+                const int8_t *q8 = y[i].qs + 32 * j;
+                int32_t s = 0;
+                for (int l = 0; l < 32; l++) s += ((j & 1) ? q4[l] >> 4 : q4[l] & 0xF) * q8[l];
+                isum += sc * s;
+                msum += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            }
+            acc = fmaf((float)isum, rlx_f16_to_f32(x[i].d) * y[i].d, acc);
+            accm = fmaf((float)msum, rlx_f16_to_f32(x[i].dmin) * y[i].d, accm);
+        }
+    }
+    return acc - accm;
+}
+
+/* The 5-bit value l (0..255) of a Q5_K block. */
+static inline int q5_at(const rlx_block_q5_k *b, int l)
+{
+    const int j = l / 32, p = l % 32;
+    const uint8_t q = b->qs[32 * (j / 2) + p];
+    return ((j & 1) ? q >> 4 : q & 0xF) | (((b->qh[p] >> j) & 1) << 4);
+}
+
+/* Q5_K as ggml_vec_dot_q5_K_q8_K (x86 AVX2): eight integer lanes, lane k summing bytes
+ * 4k..4k+3 of every 32-value sub-block times its scale; one fused multiply-add per lane and
+ * super-block; the mins go to a separate scalar chain added after ggml's hsum_float_8. */
 float rlx__dot_q5_k(const rlx_block_q5_k *x, const rlx_block_q8_k *y, int64_t nb)
 {
-    float sum = 0;
+    float acc[8] = {0}, summs = 0;
     for (int64_t i = 0; i < nb; i++) {
-        int32_t isum = 0, msum = 0;
+        const float d = y[i].d * rlx_f16_to_f32(x[i].d), dmin = -y[i].d * rlx_f16_to_f32(x[i].dmin);
+        int32_t lane[8] = {0}, msum = 0;
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
             rlx__scale_min_k4(j, x[i].scales, &sc, &m);
-            const uint8_t *ql = x[i].qs + 32 * (j / 2);
-            const int8_t *q8 = y[i].qs + 32 * j;
-            int32_t s = 0;
-            for (int l = 0; l < 32; l++) {
-                const int v = ((j & 1) ? ql[l] >> 4 : ql[l] & 0xF) | (((x[i].qh[l] >> j) & 1) << 4);
-                s += v * q8[l];
-            }
-            isum += sc * s;
             msum += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            for (int k = 0; k < 8; k++) {
+                int32_t s = 0;
+                for (int l = 32 * j + 4 * k; l < 32 * j + 4 * k + 4; l++) s += q5_at(&x[i], l) * y[i].qs[l];
+                lane[k] += sc * s;
+            }
         }
-        sum += rlx_f16_to_f32(x[i].d) * y[i].d * (float)isum;
-        sum -= rlx_f16_to_f32(x[i].dmin) * y[i].d * (float)msum;
+        summs = fmaf(dmin, (float)msum, summs);
+        for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)lane[k], acc[k]);
     }
-    return sum;
+    return rlx__hsum8(acc) + summs;
 }
 
+/* Q6_K as ggml_vec_dot_q6_K_q8_K (x86 AVX2): eight integer lanes, lane k summing bytes 4k..4k+3
+ * of every 32-value chunk times its 16-value scale, less 32 x (block sums 2k and 2k+1 times
+ * their scales) for the level offset; one fused multiply-add per lane and super-block, then
+ * ggml's hsum_float_8. */
 float rlx__dot_q6_k(const rlx_block_q6_k *x, const rlx_block_q8_k *y, int64_t nb)
 {
-    float sum = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < nb; i++) {
-        int32_t isum = 0;
-        for (int j = 0; j < 16; j++) {
-            int32_t s = 0;
-            for (int l = 0; l < 16; l++) s += (q6_at(&x[i], 16 * j + l) - 32) * y[i].qs[16 * j + l];
-            isum += x[i].scales[j] * s;
-        }
-        sum += rlx_f16_to_f32(x[i].d) * y[i].d * (float)isum;
+        const float d = y[i].d * rlx_f16_to_f32(x[i].d);
+        int32_t lane[8];
+        for (int k = 0; k < 8; k++)
+            lane[k] = -32 * (y[i].bsums[2 * k] * x[i].scales[2 * k] + y[i].bsums[2 * k + 1] * x[i].scales[2 * k + 1]);
+        for (int v = 0; v < 8; v++)
+            for (int k = 0; k < 8; k++) {
+                int32_t s = 0;
+                for (int l = 32 * v + 4 * k; l < 32 * v + 4 * k + 4; l++) s += q6_at(&x[i], l) * y[i].qs[l];
+                lane[k] += x[i].scales[2 * v + (k >= 4)] * s;
+            }
+        for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)lane[k], acc[k]);
     }
-    return sum;
+    return rlx__hsum8(acc);
 }

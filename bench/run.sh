@@ -10,7 +10,8 @@
 #   decode:  tok/s x weight bytes per token / memory bandwidth
 #   prefill: tok/s x 2 x parameters / sgemm peak
 # Environment: BUILD (build), THREADS (2), REPS (3), GEN (32), MODELS (f16 q8_0 q4_k_m),
-#              SERVER_MODEL (the Q8_0 file), SERVER_REQUESTS (2 x concurrency),
+#              SERVER_MODEL (default: the Q8_0 file with ../shared's Qwen2 vocabulary),
+#              SERVER_REQUESTS (2 x concurrency),
 #              SERVER_ONLY=1 (skip the engine figures).
 set -euo pipefail
 
@@ -88,7 +89,22 @@ if ! "$BUILD/rlxd" serve --help >/dev/null 2>&1; then
     echo -e "\nserver figures skipped: this build has no \`rlxd serve\`" | tee -a "$OUT/results.md"
     exit 0
 fi
-MODEL=${SERVER_MODEL:-$BUILD/models/q06-q8_0.gguf}
+# The server model: the Qwen3-0.6B shape in Q8_0 with a real byte-level BPE vocabulary (the
+# Qwen2 one of ../shared's synth-qwen3-tiny, 151936 tokens as Qwen3's), so loadgen's prompts
+# tokenize as text does and the random weights' tokens stream as visible text (the built-in
+# byte-level vocabulary emits bytes that mostly do not form UTF-8: no chunks, no TTFT/ITL).
+VOCAB_FROM="$SHARED/models/synth-qwen3-tiny-f32.gguf"
+if [ -z "${SERVER_MODEL:-}" ]; then
+    if [ -f "$VOCAB_FROM" ]; then
+        MODEL="$BUILD/models/q06v-q8_0.gguf"
+        [ -f "$MODEL" ] || "$BUILD/rlxd-synth" --arch qwen3 --preset qwen3-0.6b --type q8_0 --vocab-from "$VOCAB_FROM" -o "$MODEL" >/dev/null
+    else
+        MODEL="$BUILD/models/q06-q8_0.gguf"
+        echo "bench: $VOCAB_FROM is missing; the server model keeps the built-in vocabulary (TTFT/ITL may be empty)" >&2
+    fi
+else
+    MODEL=$SERVER_MODEL
+fi
 [ -f "$MODEL" ] || MODEL="${FILES[0]}"
 PORT=$((20000 + RANDOM % 30000))
 "$BUILD/rlxd" serve -m "$MODEL:bench" --host 127.0.0.1 --port "$PORT" --threads "$THREADS" --max-seqs 16 --ctx 512 \
@@ -100,21 +116,33 @@ for _ in $(seq 1 600); do
     kill -0 "$SERVER" 2>/dev/null || { echo "bench: rlxd serve exited; see $OUT/serve.log" >&2; exit 1; }
     sleep 0.1
 done
-{
-echo
-echo "## Server (\`rlxd serve\`, $(basename "$MODEL"), rlxd-loadgen, prompt 128, max_tokens 64)"
-echo
-echo "| streams | output tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | errors |"
-echo "|---|---|---|---|---|---|---|"
-} | tee -a "$OUT/results.md"
-for c in 1 4 16; do
-    n=${SERVER_REQUESTS:-$((2 * c))}
-    j=$("$BUILD/rlxd-loadgen" --url "http://127.0.0.1:$PORT/v1" --model bench --concurrency "$c" --requests "$n" \
-        --prompt-tokens 128 --max-tokens 64 --json)
-    node -e '
-      const [c, j] = process.argv.slice(1); const d = JSON.parse(j);
-      const f = (x, n) => (typeof x === "number" ? x.toFixed(n) : "-"); /* null when nothing was measured */
-      console.log(`| ${c} | ${f(d.output_tps, 1)} | ${f(d.ttft_p50_ms, 0)} | ${f(d.ttft_p99_ms, 0)} | ${f(d.itl_p50_ms, 1)} | ${f(d.itl_p99_ms, 1)} | ${d.errors} |`);
-    ' "$c" "$j" | tee -a "$OUT/results.md"
-done
+
+# One table per workload: C concurrent streams (rlxd-loadgen keeps C requests in flight, 2 x C
+# requests in all), then the aggregate output tok/s at 16 streams over 1 stream.
+server_table() {
+    local prompt=$1 gen=$2 what=$3 one=""
+    {
+    echo
+    echo "## Server: $what (\`rlxd serve\`, $(basename "$MODEL"), rlxd-loadgen --prompt-tokens $prompt --max-tokens $gen)"
+    echo
+    echo "| streams | output tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | errors |"
+    echo "|---|---|---|---|---|---|---|"
+    } | tee -a "$OUT/results.md"
+    for c in 1 4 16; do
+        n=${SERVER_REQUESTS:-$((2 * c))}
+        j=$("$BUILD/rlxd-loadgen" --url "http://127.0.0.1:$PORT/v1" --model bench --concurrency "$c" --requests "$n" \
+            --prompt-tokens "$prompt" --max-tokens "$gen" --json)
+        node -e '
+          const [c, j] = process.argv.slice(1); const d = JSON.parse(j);
+          const f = (x, n) => (typeof x === "number" ? x.toFixed(n) : "-"); /* null when nothing was measured */
+          console.log(`| ${c} | ${f(d.output_tps, 1)} | ${f(d.ttft_p50_ms, 0)} | ${f(d.ttft_p99_ms, 0)} | ${f(d.itl_p50_ms, 1)} | ${f(d.itl_p99_ms, 1)} | ${d.errors} |`);
+        ' "$c" "$j" | tee -a "$OUT/results.md"
+        tps=$(echo "$j" | json_get output_tps)
+        [ "$c" = 1 ] && one=$tps
+        [ "$c" = 16 ] && node -e 'const [a, b] = process.argv.slice(1).map(Number);
+            console.log(`\n16 streams / 1 stream: ${(b / a).toFixed(2)}x`)' "$one" "$tps" | tee -a "$OUT/results.md"
+    done
+}
+server_table 32 128 "generation-heavy"
+server_table 128 64 "prompt-heavy"
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/results.md"

@@ -362,6 +362,16 @@ static void intake(rlx_worker *w)
 
 typedef struct plan_entry { seq *s; int32_t k; } plan_entry;
 
+/* The kind of s's token at pos (rlx_batch.decode): llama.cpp runs a prompt as one batch and then
+ * one token per step, and these are the arithmetics it gives each token then, whatever chunks
+ * our steps cut (generated tokens recomputed after a preemption keep theirs too). */
+static uint8_t token_kind(const seq *s, int32_t pos)
+{
+    const int32_t p = s->n_prompt;
+    if (pos >= p || p == 1) return RLX_TOKEN_DECODE;
+    return pos < p - p % 4 ? RLX_TOKEN_PROMPT : RLX_TOKEN_PROMPT_TAIL;
+}
+
 /* Adds up to `budget` pending tokens of s to the batch. Logits rows are limited to the
  * runner's max_outputs: a sequence still owing prompt logprobs takes one per token, the others
  * one for their last token (or stop short of it when none is left). */
@@ -382,6 +392,7 @@ static int32_t add_tokens(rlx_worker *w, seq *s, int32_t budget, int32_t *n_tok,
         w->b_pos[t] = s->n_computed + i;
         w->b_seq[t] = si;
         w->b_out[t] = 0;
+        w->b_dec[t] = token_kind(s, s->n_computed + i);
     }
     if (plp) {
         for (int32_t i = 0; i < k; i++) w->b_out[*n_tok - k + i] = 1;
@@ -524,7 +535,7 @@ int rlx__sched_step(rlx_worker *w)
         return 0;
     }
     for (int32_t i = 0; i < n_seq; i++) w->b_seqs[i] = (rlx_batch_seq){w->b_seqptr[i]->blocks, w->b_seqptr[i]->n_blocks};
-    rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, n_out, n_seq, w->b_seqs};
+    rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, n_out, n_seq, w->b_seqs, w->b_dec};
     rlx_error err = {0};
     int rc = rlx_runner_forward(rn, &b, &err);
     if (rc) {

@@ -62,11 +62,13 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     w->b_pos = malloc((size_t)T * sizeof *w->b_pos);
     w->b_seq = malloc((size_t)T * sizeof *w->b_seq);
     w->b_out = malloc((size_t)T);
+    w->b_dec = malloc((size_t)T);
     w->b_seqs = malloc((size_t)S * sizeof *w->b_seqs);
     w->b_seqptr = malloc((size_t)S * sizeof *w->b_seqptr);
     w->running = calloc((size_t)S, sizeof *w->running);
     w->sample_scratch = malloc((size_t)w->runner->n_vocab * sizeof *w->sample_scratch);
-    if (!w->sample_scratch || !w->b_tokens || !w->b_pos || !w->b_seq || !w->b_out || !w->b_seqs || !w->b_seqptr || !w->running) {
+    if (!w->sample_scratch || !w->b_tokens || !w->b_pos || !w->b_seq || !w->b_out || !w->b_dec || !w->b_seqs || !w->b_seqptr ||
+        !w->running) {
         rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory");
         rlx__sessions_close(w);
         goto fail;
@@ -87,7 +89,7 @@ fail:
     rlx_chat_template_free(w->tmpl);
     rlx_tokenizer_free(w->tok);
     rlx_runner_close(w->runner);
-    free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_seqs); free(w->b_seqptr);
+    free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
     free(w->running);
     free(w->sample_scratch);
     free(w);
@@ -156,7 +158,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     free(w->waiting);
     free(w->running);
     free(w->sample_scratch);
-    free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_seqs); free(w->b_seqptr);
+    free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
     free(w->b_inflight);
     free(w);
 }

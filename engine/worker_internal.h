@@ -93,6 +93,7 @@ struct rlx_worker {
     /* step scratch */
     int32_t *b_tokens, *b_pos, *b_seq;
     uint8_t *b_out;
+    uint8_t *b_dec;             /* per token: its RLX_TOKEN_* kind (rlx_batch.decode) */
     rlx_batch_seq *b_seqs;
     seq **b_seqptr;
     uint64_t *b_inflight;       /* content hashes of the full blocks this step computes */

@@ -86,10 +86,6 @@ static inline size_t rlx__utf8_len(unsigned char c)
     return lens[c >> 4];
 }
 
-/* Length of the well-formed UTF-8 sequence at s (n > 0 bytes available), or 1 for a byte that
- * does not start one, so malformed input splits into single bytes instead of eating neighbours. */
-size_t rlx__utf8_valid_len(const char *s, size_t n);
-
 /* Greedy pair merging shared by SentencePiece and BPE: symbols form a linked chain over a
  * byte string; candidate pairs wait in a max-heap (higher priority first, ties to the leftmost
  * pair) and are skipped when stale, i.e. when either side changed length since queued. */

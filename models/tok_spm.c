@@ -1,6 +1,6 @@
 /* tok_spm.c - SentencePiece ("llama") tokenization as llama.cpp's llm_tokenizer_spm does it:
  * spaces become U+2581 (with an optional leading one), the text is split into UTF-8
- * characters, and adjacent symbols are merged greedily by the score of the merged piece
+ * characters by their lead bytes, and adjacent symbols are merged greedily by the score of the merged piece
  * (highest first, leftmost on ties). Symbols that are not tokens fall back to <0xXX> bytes. */
 #include "models/tok_internal.h"
 
@@ -38,7 +38,9 @@ int rlx__spm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, bool p
     int rc = c.syms ? 0 : RLX_ENOMEM;
     int ns = 0;
     for (size_t off = 0; !rc && off < m;) {
-        size_t len = rlx__utf8_valid_len(s + off, m - off); /* same as llama.cpp on valid UTF-8 */
+        /* as llama.cpp: the lead byte's length, valid or not ("\xe2ab" is one symbol that then
+         * falls back to three bytes), cut at the end of the text */
+        size_t len = RLX_MIN(rlx__utf8_len((unsigned char)s[off]), m - off);
         c.syms[ns] = (rlx__sym){ns - 1, off + len == m ? -1 : ns + 1, off, len};
         off += len;
         ns++;

@@ -32,23 +32,6 @@ uint32_t rlx__hash_bytes(uint32_t h, const char *s, size_t n)
     return h;
 }
 
-size_t rlx__utf8_valid_len(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t L = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
-             : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
-    if (L <= 1 || L > n) return 1;
-    unsigned char lo = 0x80, hi = 0xBF; /* second-byte limits exclude overlongs, surrogates, > U+10FFFF */
-    if (p[0] == 0xE0) lo = 0xA0;
-    else if (p[0] == 0xED) hi = 0x9F;
-    else if (p[0] == 0xF0) lo = 0x90;
-    else if (p[0] == 0xF4) hi = 0x8F;
-    if (p[1] < lo || p[1] > hi) return 1;
-    for (size_t i = 2; i < L; i++)
-        if (p[i] < 0x80 || p[i] > 0xBF) return 1;
-    return L;
-}
-
 int32_t rlx__tok_find(const rlx_tokenizer *t, const char *s, size_t n)
 {
     uint32_t h = rlx__hash_bytes(RLX__HASH_SEED, s, n);
@@ -151,16 +134,39 @@ static int cmp_special(const void *a, const void *b, void *ctx)
     return x < y ? -1 : x > y;
 }
 
-/* End-of-generation by token text, as llama.cpp does for models whose metadata lacks them. */
-static const char *const k_eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-    "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
-};
+/* Special tokens found by their text, as llama.cpp's vocabulary loader does (llama-vocab.cpp):
+ * end-of-turn, fill-in-the-middle roles, and the texts that end generation. The first list entry
+ * present wins (llama.cpp takes the first in its hash map's order, which only matters for a
+ * vocabulary with two candidates). */
 static const char *const k_eot_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-    "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "<end_of_utterance>",
+};
+enum { FIM_PRE, FIM_SUF, FIM_MID, FIM_PAD, FIM_REP, FIM_SEP, FIM_N };
+static const char *const k_fim_texts[FIM_N][9] = {
+    [FIM_PRE] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>",
+                 "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"},
+    [FIM_SUF] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>",
+                 "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"},
+    [FIM_MID] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>",
+                 "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"},
+    [FIM_PAD] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"},
+    [FIM_REP] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
+    [FIM_SEP] = {"<|file_sep|>"},
+};
+static const char *const k_fim_keys[FIM_N][2] = {
+    [FIM_PRE] = {"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
+    [FIM_SUF] = {"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
+    [FIM_MID] = {"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+    [FIM_PAD] = {"tokenizer.ggml.fim_pad_token_id"},
+    [FIM_REP] = {"tokenizer.ggml.fim_rep_token_id"},
+    [FIM_SEP] = {"tokenizer.ggml.fim_sep_token_id"},
+};
+/* Tokens that end generation whatever the file says; they become control tokens. */
+static const char *const k_eog_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>",
+    "<eos>", "<turn|>", "<|tool_response>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~[",
 };
 
 static int32_t find_cstr(const rlx_tokenizer *t, const char *s)
@@ -231,28 +237,49 @@ static int load_specials(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
     for (size_t i = 0; i < RLX_ARRAY_LEN(ids); i++)
         if (*ids[i] >= n) *ids[i] = -1;
 
-    if (t->eot < 0) {
+    /* found by text when the metadata does not name them: these become control tokens */
+    if (t->eot < 0)
         for (size_t i = 0; i < RLX_ARRAY_LEN(k_eot_texts) && t->eot < 0; i++)
-            t->eot = find_cstr(t, k_eot_texts[i]);
+            if ((t->eot = find_cstr(t, k_eot_texts[i])) >= 0) t->attr[t->eot] |= RLX_ATTR_CONTROL;
+    if (t->eom < 0 && (t->eom = find_cstr(t, "<|eom_id|>")) >= 0) t->attr[t->eom] |= RLX_ATTR_CONTROL;
+    int32_t fim[FIM_N];
+    for (int f = 0; f < FIM_N; f++) {
+        fim[f] = -1;
+        for (int k = 0; k < 2 && k_fim_keys[f][k]; k++)
+            if ((rc = read_id(g, k_fim_keys[f][k], n, &fim[f], err))) return rc;
+        for (size_t i = 0; fim[f] < 0 && i < RLX_ARRAY_LEN(k_fim_texts[f]) && k_fim_texts[f][i]; i++)
+            if ((fim[f] = find_cstr(t, k_fim_texts[f][i])) >= 0) t->attr[fim[f]] |= RLX_ATTR_CONTROL;
     }
-    if (t->eom < 0) t->eom = find_cstr(t, "<|eom_id|>");
-    /* Tokens that end generation are control tokens whatever the file says (llama.cpp). */
+    /* control tokens named "unused" */
+    for (int32_t i = 0; i < n; i++)
+        if ((t->attr[i] & RLX_ATTR_CONTROL) && strstr(t->text[i], "unused")) t->attr[i] |= RLX_ATTR_UNUSED;
+    /* what ends generation: FIM pad/repo/separator, the texts above (made control tokens), then
+     * EOS/EOT/EOM */
+    for (int f = FIM_PAD; f <= FIM_SEP; f++)
+        if (fim[f] >= 0) t->attr[fim[f]] |= RLX_ATTR_EOG;
     for (size_t i = 0; i < RLX_ARRAY_LEN(k_eog_texts); i++) {
         int32_t id = find_cstr(t, k_eog_texts[i]);
-        if (id >= 0) t->attr[id] = RLX_ATTR_CONTROL | RLX_ATTR_EOG;
+        if (id >= 0) t->attr[id] |= RLX_ATTR_CONTROL | RLX_ATTR_EOG;
     }
-    if (t->eot >= 0) t->attr[t->eot] |= RLX_ATTR_CONTROL;
-    if (t->eom >= 0) t->attr[t->eom] |= RLX_ATTR_CONTROL;
+    /* gpt-oss: these are rendered, whatever their type */
+    static const char *const k_rendered[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(k_rendered); i++) {
+        int32_t id = find_cstr(t, k_rendered[i]);
+        if (id >= 0) t->attr[id] = (uint16_t)(RLX_ATTR_USER_DEFINED | (t->attr[id] & RLX_ATTR_EOG));
+    }
     int32_t eogs[] = {t->eos, t->eot, t->eom};
     for (size_t i = 0; i < RLX_ARRAY_LEN(eogs); i++)
         if (eogs[i] >= 0) t->attr[eogs[i]] |= RLX_ATTR_EOG;
-    const char *fim_keys[] = {"tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
-                              "tokenizer.ggml.fim_sep_token_id"};
-    for (size_t i = 0; i < RLX_ARRAY_LEN(fim_keys); i++) {
-        int32_t id = -1;
-        if ((rc = read_id(g, fim_keys[i], n, &id, err))) return rc;
-        if (id >= 0) t->attr[id] |= RLX_ATTR_EOG;
-    }
+    /* o200k_harmony / solar-open: "<|end|>" is not an end of generation there */
+    int32_t ret = find_cstr(t, "<|return|>"), call = find_cstr(t, "<|call|>"), calls = find_cstr(t, "<|calls|>"),
+            flush = find_cstr(t, "<|flush|>"), end = find_cstr(t, "<|end|>");
+#define IS_EOG(id) ((id) >= 0 && (t->attr[id] & RLX_ATTR_EOG))
+    const bool has_call = IS_EOG(call) || IS_EOG(calls);
+    if (IS_EOG(end) && ((IS_EOG(ret) && has_call) || (has_call && IS_EOG(flush)))) t->attr[end] = RLX_ATTR_USER_DEFINED;
+    /* gemma4 / paddleocr: "</s>" is ordinary text when "<|tool_response>" ends generation */
+    int32_t tool = find_cstr(t, "<|tool_response>"), eos_s = find_cstr(t, "</s>");
+    if (IS_EOG(tool) && IS_EOG(eos_s)) t->attr[eos_s] = RLX_ATTR_NORMAL;
+#undef IS_EOG
 
     size_t ns = 0;
     for (int32_t i = 0; i < n; i++)

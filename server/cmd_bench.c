@@ -70,7 +70,7 @@ static int run_once(rlx_runner *r, int n_seqs, int p, int gen, double *t_pp, dou
                 seq[i] = s;
                 out[i] = off + i == p - 1;
             }
-            rlx_batch b = {n, tok, pos, seq, out, off + n == p, n_seqs, bs};
+            rlx_batch b = {n, tok, pos, seq, out, off + n == p, n_seqs, bs, NULL};
             if ((rc = rlx_runner_forward(r, &b, err))) goto done;
         }
     double t1 = rlx_now();
@@ -81,7 +81,7 @@ static int run_once(rlx_runner *r, int n_seqs, int p, int gen, double *t_pp, dou
             seq[s] = s;
             out[s] = 1;
         }
-        rlx_batch b = {n_seqs, tok, pos, seq, out, n_seqs, n_seqs, bs};
+        rlx_batch b = {n_seqs, tok, pos, seq, out, n_seqs, n_seqs, bs, NULL};
         if ((rc = rlx_runner_forward(r, &b, err))) goto done;
     }
     double t2 = rlx_now();

@@ -1,5 +1,6 @@
 /* cmd_generate.c - `rlxd generate`: prompt -> text on stdout (streamed, UTF-8 safe), stopping
- * at end-of-generation or after -n tokens; speed on stderr. */
+ * at end-of-generation, after -n tokens or when the context is full (said on stderr); speed on
+ * stderr. */
 #include "engine/runner.h"
 #include "engine/sample.h"
 #include "models/tokenizer.h"
@@ -70,7 +71,8 @@ int rlx_cmd_generate(int argc, char **argv)
         goto done;
     }
     int64_t limit = r->n_ctx - (int64_t)n_ids;
-    if (n_gen >= 0 && n_gen < limit) limit = n_gen;
+    const bool ctx_bound = n_gen < 0 || n_gen > limit; /* the context, not -n, ends the text */
+    if (!ctx_bound) limit = n_gen;
     if (rlx_runner_reserve(r, &table, &nb, &cap, (int32_t)(n_ids + (size_t)limit))) {
         fprintf(stderr, "rlxd generate: the KV cache cannot hold %lld tokens\n", (long long)(n_ids + (size_t)limit));
         goto done;
@@ -95,7 +97,7 @@ int rlx_cmd_generate(int argc, char **argv)
         int32_t pos[512], seq[512];
         uint8_t outf[512];
         for (int32_t i = 0; i < n; i++) { pos[i] = (int32_t)s + i; seq[i] = 0; outf[i] = (s + (size_t)i == n_ids - 1); }
-        rlx_batch b = {n, ids + s, pos, seq, outf, s + (size_t)n == n_ids ? 1 : 0, 1, &bs};
+        rlx_batch b = {n, ids + s, pos, seq, outf, s + (size_t)n == n_ids ? 1 : 0, 1, &bs, NULL};
         if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "rlxd generate: %s\n", err.msg); goto done; }
     }
     double t1 = rlx_now();
@@ -113,7 +115,7 @@ int rlx_cmd_generate(int argc, char **argv)
         n_out++;
         if (n_out == limit) break;
         uint8_t one = 1;
-        rlx_batch d = {1, &tk, &pos, &zero, &one, 1, 1, &bs};
+        rlx_batch d = {1, &tk, &pos, &zero, &one, 1, 1, &bs, NULL};
         if (rlx_runner_forward(r, &d, &err)) { fprintf(stderr, "\nrlxd generate: %s\n", err.msg); goto done; }
         pos++;
     }
@@ -123,6 +125,9 @@ int rlx_cmd_generate(int argc, char **argv)
     double t2 = rlx_now();
     fprintf(stderr, "\nprompt: %zu tokens in %.3f s (%.1f tok/s); generation: %lld tokens in %.3f s (%.1f tok/s)\n",
             n_ids, t1 - t0, (double)n_ids / (t1 - t0), (long long)n_out, t2 - t1, n_out > 0 ? (double)n_out / (t2 - t1) : 0.0);
+    if (ctx_bound && n_out == limit)
+        fprintf(stderr, "rlxd generate: stopped after %lld tokens: the context of %d tokens is full (finish reason: length)%s\n",
+                (long long)n_out, r->n_ctx, n_gen > 0 ? "; -n asked for more" : "");
     rc = 0;
 done:
     rlx_sampler_free(smp);

@@ -81,7 +81,7 @@ int rlx_cmd_logits(int argc, char **argv)
         outf[i] = 1;
     }
     rlx_batch_seq bs = {table, nb};
-    rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs};
+    rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs, NULL};
     if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "rlxd logits: %s\n", err.msg); goto done; }
     printf("{\"n_vocab\":%d,\"positions\":[", r->n_vocab);
     for (int i = 0; i < n; i++) {

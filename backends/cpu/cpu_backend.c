@@ -19,12 +19,21 @@ typedef struct cpu_backend {
     size_t scratch_bytes;
     int32_t *out_index;
     int32_t max_outputs;
+    uint8_t *decode_tok, *onerow4_tok; /* per token / output row: arithmetic (see cpu_ops.h) */
+    uint8_t *decode_out, *onerow4_out;
+    int32_t *seq_count;          /* 5 x seq_cap + 1: tokens, output rows, their running counts,
+                                    token offsets per sequence */
+    int32_t *seq_tok;            /* max_tokens: token indices grouped by sequence */
+    int32_t seq_cap;
     rlx_kv_geometry kv;
     uint8_t *kv_mem;             /* K of every layer, then V of every layer (mmap'ed) */
     size_t kv_mem_bytes;
     size_t kv_layer_bytes;
     float *attn_scratch;
+    size_t attn_floats;          /* per thread */
+    size_t attn_scratch_bytes;   /* mmap'ed, all threads */
     size_t attn_stride;
+    int64_t attn_hd;             /* the plan's largest head_dim */
     size_t matmul_weight_bytes;  /* weight bytes one token streams through (plan's matmuls) */
     uint8_t *row_scratch;        /* per thread: one converted activation row */
     size_t row_stride;
@@ -80,6 +89,19 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     free(be->row_scratch);
     free(be->counters);
     free(be->no_barrier);
+    free(be->decode_tok);
+    free(be->decode_out);
+    free(be->onerow4_tok);
+    free(be->onerow4_out);
+    be->decode_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1));
+    be->onerow4_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1));
+    be->decode_out = malloc((size_t)RLX_MAX(plan->max_outputs, 1));
+    be->onerow4_out = malloc((size_t)RLX_MAX(plan->max_outputs, 1));
+    free(be->seq_tok);
+    be->seq_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1) * sizeof *be->seq_tok);
+    be->attn_hd = 1;
+    for (int i = 0; i < plan->n_steps; i++)
+        if (plan->steps[i].node.op == RLX_OP_ATTENTION) be->attn_hd = RLX_MAX(be->attn_hd, plan->steps[i].node.ip[3]);
     be->no_barrier = calloc((size_t)RLX_MAX(plan->n_steps, 1), 1);
     /* a barrier-free run of steps must be pairwise independent, not just neighbours */
     for (int i = 0, start = 0; be->no_barrier && i + 1 < plan->n_steps; i++) {
@@ -100,7 +122,8 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     be->arena = alloc64(plan->arena_bytes);
     be->scratch = alloc64(plan->scratch_bytes ? plan->scratch_bytes : 64);
     be->out_index = malloc((size_t)plan->max_outputs * sizeof *be->out_index);
-    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->counters || !be->no_barrier)
+    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->counters || !be->no_barrier ||
+        !be->decode_tok || !be->decode_out || !be->onerow4_tok || !be->onerow4_out || !be->seq_tok)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB of activations",
                           (plan->arena_bytes + plan->scratch_bytes) >> 20);
     be->arena_bytes = plan->arena_bytes;
@@ -119,7 +142,7 @@ static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *
 {
     cpu_backend *be = (cpu_backend *)be_;
     if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);
-    free(be->attn_scratch);
+    if (be->attn_scratch) munmap(be->attn_scratch, be->attn_scratch_bytes);
     be->kv_mem = NULL;
     be->attn_scratch = NULL;
     int rc = rlx_kv_type_check(geo->type, geo->kv_cols, err);
@@ -132,8 +155,13 @@ static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *
     void *mem = total ? mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
     be->kv_mem = mem == MAP_FAILED ? NULL : mem;
     be->kv_mem_bytes = total;
-    be->attn_stride = (slots + 15) & ~(size_t)15;
-    be->attn_scratch = alloc64((size_t)rlx_threadpool_size(be->tp) * (be->attn_stride * RLX_CPU_ATTN_G + RLX_CPU_ATTN_PART) * sizeof(float));
+    /* attention scratch: lazily committed like the pool, so only what sequences use costs */
+    be->attn_stride = (slots + 63) / 64 * 64 + 64;
+    be->attn_floats = rlx_cpu_attn_scratch_floats(be->attn_hd, (int64_t)slots, geo->block_size);
+    size_t ab = (size_t)rlx_threadpool_size(be->tp) * be->attn_floats * sizeof(float);
+    void *am = mmap(NULL, ab, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    be->attn_scratch = am == MAP_FAILED ? NULL : am;
+    be->attn_scratch_bytes = ab;
     if (!be->kv_mem || !be->attn_scratch)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB for the KV cache", total >> 20);
     be->kv = *geo;
@@ -209,6 +237,50 @@ static void run_all_steps(void *ctx, int ith, int nth)
     }
 }
 
+/* c rows of one sequence, the i-th of them: llama.cpp's kind for it (see rlx_batch.decode) */
+static uint8_t derived_kind(int32_t i, int32_t c)
+{
+    return c == 1 ? RLX_TOKEN_DECODE : i < c - c % 4 ? RLX_TOKEN_PROMPT : RLX_TOKEN_PROMPT_TAIL;
+}
+
+/* Arithmetic of every token and output row (see rlx_batch.decode), and the batch's tokens
+ * grouped by sequence for attention. The per-sequence counts live on the backend and only grow
+ * when a batch names more sequences than before. */
+static int set_roles(cpu_backend *be, const rlx_batch *b)
+{
+    const size_t ns = (size_t)b->n_seqs;
+    if (b->n_seqs > be->seq_cap) {
+        int32_t *n = realloc(be->seq_count, (5 * ns + 1) * sizeof *n);
+        if (!n) return RLX_ENOMEM;
+        be->seq_count = n;
+        be->seq_cap = b->n_seqs;
+    }
+    int32_t *tok = be->seq_count, *outs = tok + ns, *ti = outs + ns, *oi = ti + ns, *off = oi + ns;
+    memset(be->seq_count, 0, (5 * ns + 1) * sizeof *tok);
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        tok[b->seq[i]]++;
+        outs[b->seq[i]] += b->output[i] != 0;
+    }
+    for (int32_t q = 0; q < b->n_seqs; q++) off[q + 1] = off[q] + tok[q];
+    for (int32_t i = 0, o = 0; i < b->n_tokens; i++) {
+        const int32_t q = b->seq[i];
+        const uint8_t k = b->decode ? b->decode[i] : derived_kind(ti[q], tok[q]);
+        ti[q]++;
+        be->decode_tok[i] = k == RLX_TOKEN_DECODE;
+        be->onerow4_tok[i] = k != RLX_TOKEN_PROMPT;
+        if (b->output[i]) {
+            const uint8_t ko = derived_kind(oi[q]++, outs[q]);
+            be->decode_out[o] = ko == RLX_TOKEN_DECODE;
+            be->onerow4_out[o++] = ko != RLX_TOKEN_PROMPT;
+        }
+    }
+    /* off[] now becomes a fill cursor, then is restored */
+    for (int32_t i = 0; i < b->n_tokens; i++) be->seq_tok[off[b->seq[i]]++] = i;
+    for (int32_t q = b->n_seqs; q > 0; q--) off[q] = off[q - 1];
+    off[0] = 0;
+    return 0;
+}
+
 static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
 {
     cpu_backend *be = (cpu_backend *)be_;
@@ -228,12 +300,14 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
         }
     }
     if (o != b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks %d outputs, n_outputs is %d", o, b->n_outputs);
+    if (set_roles(be, b)) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     rlx_cpu_run r = {
         .plan = plan, .batch = b, .tp = be->tp, .arena = be->arena, .scratch = be->scratch,
-        .attn_scratch = be->attn_scratch, .attn_scratch_stride = be->attn_stride,
+        .attn_scratch = be->attn_scratch, .attn_scratch_floats = be->attn_floats, .attn_scratch_stride = be->attn_stride,
         .row_scratch = be->row_scratch, .row_scratch_stride = be->row_stride, .counters = be->counters,
         .no_barrier = be->no_barrier,
-        .out_index = be->out_index, .kv = &be->kv, .kv_k = be->kv_mem,
+        .out_index = be->out_index, .decode_tok = be->decode_tok, .onerow4_tok = be->onerow4_tok, .decode_out = be->decode_out,
+        .onerow4_out = be->onerow4_out, .seq_tok = be->seq_tok, .seq_off = be->seq_count + 4 * (size_t)b->n_seqs, .kv = &be->kv, .kv_k = be->kv_mem,
         .kv_v = be->kv_mem + (size_t)be->kv.n_layers * be->kv_layer_bytes, .kv_layer_bytes = be->kv_layer_bytes,
     };
     atomic_init(&r.error, 0);
@@ -255,8 +329,14 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->arena);
     free(be->scratch);
     free(be->out_index);
+    free(be->decode_tok);
+    free(be->decode_out);
+    free(be->onerow4_tok);
+    free(be->onerow4_out);
+    free(be->seq_count);
+    free(be->seq_tok);
     if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);
-    free(be->attn_scratch);
+    if (be->attn_scratch) munmap(be->attn_scratch, be->attn_scratch_bytes);
     free(be->row_scratch);
     free(be->counters);
     free(be->no_barrier);

@@ -1,8 +1,10 @@
-/* cpu_ops.c - the CPU backend's kernels, one per step kind, plus the fused elementwise
- * epilogue. Arithmetic follows ggml's CPU path (float rows, double accumulation in norms and
- * softmax sums, K/Q and P/V products at the KV cache's precision) so logits agree with
- * llama.cpp's within its stated tolerances. */
+/* cpu_ops.c - the CPU backend's kernels, one per step kind (attention is in cpu_attn.c), plus
+ * the fused elementwise epilogue. Arithmetic follows ggml's CPU path operation for operation
+ * (double accumulation in norms, ggml_v_silu for SwiGLU, its activation quantizers) so logits
+ * are bit-identical to llama.cpp's. */
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/vmath.h"
 #include "backends/quant.h"
 
 #include <math.h>
@@ -12,27 +14,42 @@
 #include <immintrin.h>
 #endif
 
-static inline float *rowp(rlx_cpu_run *r, int t, int64_t row)
-{
-    const rlx_graph *g = r->plan->graph;
-    return (float *)(r->arena + r->plan->offset[t]) + row * g->tensors[t].cols;
-}
-
 static int64_t n_rows(const rlx_cpu_run *r, int t)
 {
     const rlx_gtensor *x = &r->plan->graph->tensors[t];
     return x->rows == RLX_ROWS_TOKENS ? r->batch->n_tokens : x->rows == RLX_ROWS_OUTPUTS ? r->batch->n_outputs : 1;
 }
 
-static inline void split(int64_t n, int ith, int nth, int64_t *a, int64_t *b)
-{
-    *a = n * ith / nth;
-    *b = n * (ith + 1) / nth;
-}
-
 /* ---- elementwise ------------------------------------------------------------------------ */
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+/* SiLU of columns [c0, c1) of a row of `cols`: as ggml_vec_swiglu_f32 / ggml_vec_silu_f32,
+ * ggml_v_silu for the columns below the row's last multiple of 16, libm for the rest. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static int64_t silu_512(float *y, int64_t c, int64_t cv)
+{
+    for (; c + 16 <= cv; c += 16) _mm512_storeu_ps(y + c, rlx__vsilu512(_mm512_loadu_ps(y + c)));
+    return c;
+}
+
+__attribute__((target("avx2,fma"))) static int64_t silu_256(float *y, int64_t c, int64_t cv)
+{
+    for (; c + 8 <= cv; c += 8) _mm256_storeu_ps(y + c, rlx__vsilu256(_mm256_loadu_ps(y + c)));
+    return c;
+}
+#endif
+
+static void silu_cols(float *y, int64_t c0, int64_t c1, int64_t cols)
+{
+    const int64_t cv = RLX_MIN(c1, cols & ~(int64_t)15);
+    int64_t c = c0;
+#if defined(__x86_64__)
+    const char *path = rlx_cpu_path();
+    if (!strncmp(path, "avx512", 6)) c = silu_512(y, c, cv);
+    else if (!strncmp(path, "avx2", 4)) c = silu_256(y, c, cv);
+#endif
+    for (; c < cv; c++) y[c] = rlx__vsilu(y[c]);
+    for (; c < c1; c++) y[c] = rlx__silu_libm(y[c]);
+}
 
 /* ggml's CPU GELU (and GEGLU) reads a table of f16(gelu(f16(x))) and passes |x| >= 10 through;
  * computing the same roundings directly gives llama.cpp's values bit for bit. */
@@ -45,9 +62,6 @@ static inline float gelu(float x)
     return rlx_f16_to_f32(rlx_f32_to_f16(0.5f * h * (1.0f + tanhf(c * h * (1.0f + 0.044715f * h * h)))));
 }
 
-/* cap * tanh(x * (1/cap)): ggml scales by the reciprocal, so do the same */
-static inline float softcap(float x, float cap) { return cap * tanhf(x * (1.0f / cap)); }
-
 static const float *operand_row(rlx_cpu_run *r, int t, int64_t row)
 {
     const rlx_gtensor *x = &r->plan->graph->tensors[t];
@@ -55,22 +69,22 @@ static const float *operand_row(rlx_cpu_run *r, int t, int64_t row)
     return rowp(r, t, x->rows == RLX_ROWS_ONE ? 0 : row);
 }
 
-static void apply_ew(rlx_cpu_run *r, const rlx_ew *e, float *y, int64_t row, int64_t c0, int64_t c1)
+static void apply_ew(rlx_cpu_run *r, const rlx_ew *e, float *y, int64_t row, int64_t c0, int64_t c1, int64_t cols)
 {
     const float *o = e->operand >= 0 ? operand_row(r, e->operand, row) : NULL;
     switch (e->op) {
     case RLX_EW_ADD: for (int64_t c = c0; c < c1; c++) y[c] += o[c]; break;
     case RLX_EW_MUL: for (int64_t c = c0; c < c1; c++) y[c] *= o[c]; break;
-    case RLX_EW_SILU: for (int64_t c = c0; c < c1; c++) y[c] = silu(y[c]); break;
+    case RLX_EW_SILU: silu_cols(y, c0, c1, cols); break;
     case RLX_EW_GELU: for (int64_t c = c0; c < c1; c++) y[c] = gelu(y[c]); break;
     case RLX_EW_SCALE: for (int64_t c = c0; c < c1; c++) y[c] *= e->p; break;
     case RLX_EW_SOFTCAP: for (int64_t c = c0; c < c1; c++) y[c] = softcap(y[c], e->p); break;
     }
 }
 
-static void apply_chain(rlx_cpu_run *r, const rlx_step *s, float *y, int64_t row, int64_t c0, int64_t c1)
+static void apply_chain(rlx_cpu_run *r, const rlx_step *s, float *y, int64_t row, int64_t c0, int64_t c1, int64_t cols)
 {
-    for (int k = 0; k < s->n_chain; k++) apply_ew(r, &s->chain[k], y, row, c0, c1);
+    for (int k = 0; k < s->n_chain; k++) apply_ew(r, &s->chain[k], y, row, c0, c1, cols);
 }
 
 
@@ -84,8 +98,8 @@ static void k_elementwise(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         const float *x = rowp(r, s->node.in[0], t);
         float *y = rowp(r, s->out, t);
         if (y != x) memcpy(y, x, (size_t)cols * 4);
-        apply_ew(r, &head, y, t, 0, cols);
-        apply_chain(r, s, y, t, 0, cols);
+        apply_ew(r, &head, y, t, 0, cols, cols);
+        apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
 
@@ -107,7 +121,7 @@ static void k_rms_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     for (int64_t t = a; t < b; t++) {
         float *y = rowp(r, s->out, t);
         rms_row(rowp(r, s->node.in[0], t), y, cols, s->node.fp[0]);
-        apply_chain(r, s, y, t, 0, cols);
+        apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
 
@@ -124,7 +138,7 @@ static void k_head_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             rms_row(x + h * hd, y + h * hd, hd, s->node.fp[0]);
             for (int64_t i = 0; i < hd; i++) y[h * hd + i] *= w[i];
         }
-        apply_chain(r, s, y, t, 0, cols);
+        apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
 
@@ -143,7 +157,7 @@ static void k_get_rows(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         rlx_dequantize_row(w->wtype, (const uint8_t *)w->data + (size_t)id * rb, y, cols);
         if (s->node.fp[0] != 0.0f && s->node.fp[0] != 1.0f)
             for (int64_t c = 0; c < cols; c++) y[c] *= s->node.fp[0];
-        apply_chain(r, s, y, t, 0, cols);
+        apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
 
@@ -163,40 +177,32 @@ static void k_gather(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 #if defined(__x86_64__)
 #define T512Q __attribute__((target("avx512f,avx512bw")))
 
-/* roundf (half away from zero) of integral-range values: truncate, then step away from zero
- * where the dropped fraction is at least one half (v - trunc(v) is exact) */
-T512Q static inline __m512i round_away_512(__m512 v)
-{
-    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)),
-                                                           _mm512_castps_si512(_mm512_set1_ps(1.0f))));
-    return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
-}
-
+/* rlx_quantize_act's Q8_0 (llama.cpp's x86 activation quantizer): values times 127/amax,
+ * rounded to nearest even by the conversion's default rounding mode */
 T512Q static void q8_0_row_512(const float *x, rlx_block_q8_0 *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += RLX_QK) {
         const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
-        y[i].d = rlx_f32_to_f16(d);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = rlx_f32_to_f16(amax / 127.f);
         const __m512 s = _mm512_set1_ps(id);
-        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(round_away_512(_mm512_mul_ps(v0, s))));
-        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(round_away_512(_mm512_mul_ps(v1, s))));
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, s))));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, s))));
     }
 }
 
-T512Q static void q8_k_row_512(const float *x, rlx_block_q8_k *y, int64_t nb)
+T512Q static void q8_k_row_512(const float *x, rlx_block_q8_k *y, int64_t nb, bool batched)
 {
     for (int64_t i = 0; i < nb; i++, x += RLX_QK_K) {
         __m512 a = _mm512_setzero_ps();
         for (int k = 0; k < RLX_QK_K; k += 16) a = _mm512_max_ps(a, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
         const float amax = _mm512_reduce_max_ps(a);
         if (!amax) { memset(&y[i], 0, sizeof y[i]); continue; }
-        float max = 0.0f; /* the first element of largest magnitude, sign included */
+        /* the first element of largest magnitude, sign included (batched: +amax if it occurs) */
+        float max = batched ? -amax : 0.0f;
         for (int k = 0; k < RLX_QK_K; k++)
-            if (fabsf(x[k]) == amax) { max = x[k]; break; }
+            if (batched ? x[k] == amax : fabsf(x[k]) == amax) { max = x[k]; break; }
         const float iscale = -127.f / max;
         const __m512 s = _mm512_set1_ps(iscale);
         for (int k = 0; k < RLX_QK_K; k += 16) {
@@ -210,19 +216,76 @@ T512Q static void q8_k_row_512(const float *x, rlx_block_q8_k *y, int64_t nb)
 }
 #endif
 
-void rlx_cpu_quantize_act(int type, const float *x, void *dst, int64_t n)
+#if defined(__x86_64__)
+/* f32 -> f16 -> f32 with F16C (round to nearest even, as rlx_f32_to_f16) */
+__attribute__((target("avx512f,f16c"))) static void round_f16_512(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    for (; i < n; i++) y[i] = rlx_f16_to_f32(rlx_f32_to_f16(x[i]));
+}
+
+/* f32 -> bf16 -> f32: round to nearest even on the bits; NaN stays a quiet NaN */
+__attribute__((target("avx512f"))) static void round_bf16_512(const float *x, float *y, int64_t n)
+{
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u), quiet = _mm512_set1_epi32(0x00400000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512(x + i);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+        r = _mm512_mask_or_epi32(r, nan, u, quiet);
+        _mm512_storeu_si512(y + i, _mm512_and_si512(r, hi));
+    }
+    for (; i < n; i++) y[i] = rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
+}
+#endif
+
+void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n)
+{
+#if defined(__x86_64__)
+    if (!strncmp(rlx_cpu_path(), "avx512", 6)) {
+        if (wtype == RLX_F16) { round_f16_512(x, y, n); return; }
+        if (wtype == RLX_BF16) { round_bf16_512(x, y, n); return; }
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        y[i] = wtype == RLX_F16 ? rlx_f16_to_f32(rlx_f32_to_f16(x[i])) : rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
+}
+
+void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int64_t n)
 {
 #if defined(__x86_64__)
     if (!strncmp(rlx_cpu_path(), "avx512", 6)) {
         if (type == RLX_Q8_0 && n % RLX_QK == 0) { q8_0_row_512(x, dst, n / RLX_QK); return; }
-        if (type == RLX_Q8_K && n % RLX_QK_K == 0) { q8_k_row_512(x, dst, n / RLX_QK_K); return; }
+        if (type == RLX_Q8_K && n % RLX_QK_K == 0) { q8_k_row_512(x, dst, n / RLX_QK_K, batched); return; }
     }
 #endif
-    rlx_quantize_row(type, x, dst, n);
+    if (batched) rlx_quantize_act_batched(type, x, dst, n);
+    else rlx_quantize_act(type, x, dst, n);
 }
 
 #define ACT_BLOCK_BYTES (256u << 10)
 #define WEIGHT_CHUNK_BYTES (256u << 10)
+
+/* Which rows of a product take llama.cpp's one-row arithmetic and which its batched one
+ * (rlx_batched_rows, rlx_matmul_rows_batched): tinyBLAS-style products (rule 1) batch every
+ * prompt row, the repacked Q4_K gemm (rule 4) those of a prompt's full groups of four. Each
+ * row's kind comes from its token (rlx_batch.decode), so a sequence's results never depend on
+ * the other sequences of the batch or on how its prompt is chunked. NULL: every row one-row. */
+static const uint8_t *row_roles(const rlx_cpu_run *r, int x, int rule)
+{
+    if (!rule) return NULL;
+    const int rows = r->plan->graph->tensors[x].rows;
+    if (rows == RLX_ROWS_TOKENS) return rule == 4 ? r->onerow4_tok : r->decode_tok;
+    if (rows == RLX_ROWS_OUTPUTS) return rule == 4 ? r->onerow4_out : r->decode_out;
+    return NULL;
+}
+
+static inline bool onerow(const uint8_t *role, int64_t t) { return !role || role[t]; }
 
 /* Output rows go in chunks claimed from a per-step atomic counter, so a thread the OS
  * preempts (the machine is often oversubscribed) does not hold the others at the next barrier.
@@ -241,20 +304,20 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     bool own = T == 1 && nth > 1;
     uint8_t *dst0 = own ? r->row_scratch + (size_t)ith * r->row_scratch_stride : r->scratch;
     if (own) { a = 0; b = 1; } else split(T, ith, nth, &a, &b);
+    const uint8_t *role = row_roles(r, x, rlx_batched_rows(w->wtype, N, K));
     if (vt == RLX_F32 && w->wtype == RLX_F32) {
         act = rowp(r, x, 0);
     } else {
         for (int64_t t = a; t < b; t++) {
+            const bool batched = !onerow(role, t);
             const float *src = rowp(r, x, t);
             uint8_t *dst = dst0 + (size_t)t * arb;
             if (vt != RLX_F32) {
-                rlx_cpu_quantize_act(vt, src, dst, K);
-            } else if (w->wtype == RLX_F16) {
+                rlx_cpu_quantize_act(vt, batched, src, dst, K);
+            } else {
                 /* ggml multiplies F16/BF16 weights with activations rounded to the weight's
                  * type; do the same (kept as f32 values) so logits agree with llama.cpp */
-                for (int64_t k = 0; k < K; k++) ((float *)dst)[k] = rlx_f16_to_f32(rlx_f32_to_f16(src[k]));
-            } else {
-                for (int64_t k = 0; k < K; k++) ((float *)dst)[k] = rlx_bf16_to_f32(rlx_f32_to_bf16(src[k]));
+                rlx_cpu_round_act(w->wtype, src, (float *)dst, K);
             }
         }
         if (!own) rlx_threadpool_barrier(r->tp);
@@ -276,15 +339,52 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         int64_t c = atomic_fetch_add_explicit(next, per, memory_order_relaxed);
         if (c >= tiles) break;
         int64_t n0 = c * 16, n1 = RLX_MIN((c + per) * 16, N);
-        for (int64_t t0 = 0; t0 < T; t0 += tb)
-            rlx_matmul_rows(w->wtype, w->data, n0, n1, (const uint8_t *)act + (size_t)t0 * arb, arb, RLX_MIN(tb, T - t0), K,
-                            out + t0 * N, N);
+        for (int64_t t0 = 0; t0 < T; t0 += tb) {
+            const int64_t t1 = RLX_MIN(t0 + tb, T);
+            for (int64_t u = t0, end; u < t1; u = end) {
+                const bool one = onerow(role, u);
+                for (end = u + 1; end < t1 && onerow(role, end) == one;) end++;
+                (one ? rlx_matmul_rows : rlx_matmul_rows_batched)(w->wtype, w->data, n0, n1, (const uint8_t *)act + (size_t)u * arb,
+                                                                 arb, end - u, K, out + u * N, N);
+            }
+        }
         if (s->n_chain)
-            for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1);
+            for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1, N);
     }
 }
 
 /* ---- rope ------------------------------------------------------------------------------- */
+
+/* One head: ggml's rotate_pairs as its compiled code evaluates it, the first product of each
+ * output fused (x0*cos - x1*sin -> fma(x0, cos, -(x1*sin))). The same body is compiled with FMA
+ * enabled (fmaf inlined) for the SIMD paths; the results are the same. */
+#define ROPE_HEAD_BODY                                                                                  \
+    if (neox) {                                                                                        \
+        for (int i = 0; i < n_rot / 2; i++) {                                                          \
+            const float x0 = xh[i], x1 = xh[i + n_rot / 2];                                            \
+            yh[i] = fmaf(x0, cs[i], -(x1 * sn[i]));                                                    \
+            yh[i + n_rot / 2] = fmaf(x0, sn[i], x1 * cs[i]);                                           \
+        }                                                                                              \
+    } else {                                                                                           \
+        for (int i = 0; i < n_rot / 2; i++) {                                                          \
+            const float x0 = xh[2 * i], x1 = xh[2 * i + 1];                                            \
+            yh[2 * i] = fmaf(x0, cs[i], -(x1 * sn[i]));                                                \
+            yh[2 * i + 1] = fmaf(x0, sn[i], x1 * cs[i]);                                               \
+        }                                                                                              \
+    }
+
+static void rope_head(const float *xh, float *yh, const float *cs, const float *sn, int n_rot, bool neox)
+{
+    ROPE_HEAD_BODY
+}
+
+#if defined(__x86_64__)
+__attribute__((target("fma"))) static void rope_head_fma(const float *xh, float *yh, const float *cs, const float *sn,
+                                                         int n_rot, bool neox)
+{
+    ROPE_HEAD_BODY
+}
+#endif
 
 static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
@@ -293,6 +393,10 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     int n_heads = n->ip[0], hd = n->ip[1], n_rot = n->ip[2], mode = n->ip[3];
     const float *ff = n->in[1] >= 0 ? operand_row(r, n->in[1], 0) : NULL;
     float cs[512], sn[512]; /* n_rot <= 1024 is checked by the builder */
+    void (*head)(const float *, float *, const float *, const float *, int, bool) = rope_head;
+#if defined(__x86_64__)
+    if (rlx__cpu_simd()) head = rope_head_fma; /* every SIMD path implies FMA */
+#endif
     split(T, ith, nth, &a, &b);
     for (int64_t t = a; t < b; t++) {
         rlx_rope_angles(n->fp[0], n->fp[1], ff, n_rot, r->batch->pos[t], cs, sn);
@@ -301,281 +405,10 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         for (int h = 0; h < n_heads; h++) {
             const float *xh = x + (int64_t)h * hd;
             float *yh = y + (int64_t)h * hd;
-            if (mode == RLX_ROPE_NEOX) {
-                for (int i = 0; i < n_rot / 2; i++) {
-                    float x0 = xh[i], x1 = xh[i + n_rot / 2];
-                    yh[i] = x0 * cs[i] - x1 * sn[i];
-                    yh[i + n_rot / 2] = x0 * sn[i] + x1 * cs[i];
-                }
-            } else {
-                for (int i = 0; i < n_rot / 2; i++) {
-                    float x0 = xh[2 * i], x1 = xh[2 * i + 1];
-                    yh[2 * i] = x0 * cs[i] - x1 * sn[i];
-                    yh[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
-                }
-            }
+            head(xh, yh, cs, sn, n_rot, mode == RLX_ROPE_NEOX);
             if (yh != xh)
                 for (int i = n_rot; i < hd; i++) yh[i] = xh[i];
         }
-    }
-}
-
-/* ---- attention over the paged KV cache ------------------------------------------------------ */
-
-static inline size_t kv_slot(const rlx_cpu_run *r, int32_t seq, int32_t pos)
-{
-    const rlx_batch_seq *bs = &r->batch->seqs[seq];
-    int32_t B = r->kv->block_size;
-    return (size_t)bs->blocks[pos / B] * (size_t)B + (size_t)(pos % B);
-}
-
-/* Phase 2 works on one (token, KV head, up to ATTN_G query heads of its group): scores of all
- * G heads in one pass over K, a softmax per head, then one pass over V. This keeps ggml's
- * rounding (q and the normalised probabilities rounded to f16 for an f16 cache), which parity
- * needs; an online softmax would round unnormalised weights instead. Vector paths only change
- * the summation order of the q.k and p.v products, fixed per path, so results never depend on
- * the batch or the thread split. */
-#define ATTN_G RLX_CPU_ATTN_G
-
-typedef struct attn_job {
-    const rlx_cpu_run *r;
-    const uint8_t *K, *V;
-    bool f16, q8;     /* cache type F16 / Q8_0 (neither: F32) */
-    int64_t kvc;
-    size_t rb;        /* bytes per K/V row (rlx_kv_row_bytes) */
-    int hd, hk, G;
-    int32_t seq, p, j0;
-    const float *q;   /* G consecutive heads */
-    float *y;
-    float *sc;        /* G rows of `stride` scores */
-    float *part;      /* head_dim x 16 K tile, then G x head_dim accumulators */
-    size_t stride;
-    float scale, cap;
-} attn_job;
-
-typedef void (*attn_fn)(const attn_job *j);
-
-/* n values of a Q8_0 row from column c0 on (a head's slice may start inside a block), with
- * quant.c's dequantization arithmetic: qs * f16_to_f32(d). */
-static inline void deq_q8_0_cols(const uint8_t *row, int64_t c0, int n, float *out)
-{
-    const rlx_block_q8_0 *b = (const rlx_block_q8_0 *)row;
-    for (int i = 0; i < n;) {
-        const int64_t c = c0 + i;
-        const rlx_block_q8_0 *blk = b + c / RLX_QK;
-        const float d = rlx_f16_to_f32(blk->d);
-        const int e = (int)(c % RLX_QK), m = RLX_QK - e < n - i ? RLX_QK - e : n - i;
-        for (int t = 0; t < m; t++) out[i + t] = blk->qs[e + t] * d;
-        i += m;
-    }
-}
-
-/* K or V of position j0 + k for the job's KV head: its hd elements in the cache (F16, F32), or,
- * for a Q8_0 cache, those values dequantized into buf (which is returned). */
-static inline const uint8_t *kv_head(const attn_job *j, const uint8_t *base, int32_t k, float *buf)
-{
-    const size_t slot = kv_slot(j->r, j->seq, j->j0 + k);
-    if (!j->q8) return base + (slot * (size_t)j->kvc + (size_t)j->hk * (size_t)j->hd) * (j->f16 ? 2 : 4);
-    deq_q8_0_cols(base + slot * j->rb, (int64_t)j->hk * j->hd, j->hd, buf);
-    return (const uint8_t *)buf;
-}
-
-static inline float f16_round(float x) { return rlx_f16_to_f32(rlx_f32_to_f16(x)); }
-
-/* scores in place: softcap, scale, then exp(s - max) summed in double, as ggml's softmax */
-static void attn_softmax(const attn_job *j, int32_t n, float *mx, float *inv)
-{
-    for (int g = 0; g < j->G; g++) {
-        float *sg = j->sc + (size_t)g * j->stride;
-        mx[g] = -INFINITY;
-        for (int32_t k = 0; k < n; k++) {
-            float d = sg[k];
-            if (j->cap > 0.0f) d = softcap(d, j->cap);
-            d *= j->scale;
-            sg[k] = d;
-            if (d > mx[g]) mx[g] = d;
-        }
-        double sum = 0.0;
-        for (int32_t k = 0; k < n; k++) {
-            float e = expf(sg[k] - mx[g]);
-            sg[k] = e;
-            sum += (double)e;
-        }
-        inv[g] = (float)(1.0 / sum);
-    }
-}
-
-/* Scalar reference: q.k and p.v summed sequentially in float without fused multiply-adds.
- * The vector paths below compute exactly these numbers (bit for bit): q.k runs across W
- * positions at once over a transposed tile of K, p.v across head_dim; contraction into FMAs
- * is turned off for them. Summing in any other order moved the BF16 parity file's margin
- * past its tolerance (measured: 0.91 -> 1.04-1.14 of tol with ggml-like orders). */
-static void attn_scalar(const attn_job *j)
-{
-    const int G = j->G, hd = j->hd;
-    const int32_t n = j->p - j->j0 + 1;
-    const size_t st = j->stride;
-    float qb[ATTN_G * 1024], mx[ATTN_G], inv[ATTN_G], row[1024];
-    float *acc = j->part;
-    for (int i = 0; i < G * hd; i++) qb[i] = j->f16 ? f16_round(j->q[i]) : j->q[i];
-    for (int g = 0; g < G; g++) mx[g] = -INFINITY;
-    for (int32_t k = 0; k < n; k++) {
-        const uint8_t *kr = kv_head(j, j->K, k, row);
-        for (int g = 0; g < G; g++) {
-            float d = 0.0f;
-            for (int i = 0; i < hd; i++) d += qb[g * hd + i] * (j->f16 ? rlx_f16_to_f32(((const uint16_t *)kr)[i]) : ((const float *)kr)[i]);
-            j->sc[g * st + (size_t)k] = d;
-        }
-    }
-    attn_softmax(j, n, mx, inv);
-    memset(acc, 0, (size_t)(G * hd) * sizeof *acc);
-    for (int32_t k = 0; k < n; k++) {
-        const uint8_t *vr = kv_head(j, j->V, k, row);
-        for (int g = 0; g < G; g++) {
-            float pj = j->sc[g * st + (size_t)k] * inv[g];
-            if (j->f16) pj = f16_round(pj);
-            for (int i = 0; i < hd; i++) acc[g * hd + i] += pj * (j->f16 ? rlx_f16_to_f32(((const uint16_t *)vr)[i]) : ((const float *)vr)[i]);
-        }
-    }
-    memcpy(j->y, acc, (size_t)(G * hd) * sizeof *acc);
-}
-
-#if defined(__x86_64__)
-/* One vector path per ISA from the same body: VF vector type, W lanes, LD/ST f32 load/store,
- * CVT16 f16 load, SET1, ADD, MUL, ZERO. */
-#define DEFINE_ATTN_VEC(NAME, ATTR, VF, W, LD, ST, CVT16, SET1, ADD, MUL, ZERO)                      \
-    ATTR static void NAME(const attn_job *j)                                                        \
-    {                                                                                               \
-        const int G = j->G, hd = j->hd;                                                             \
-        const int32_t n = j->p - j->j0 + 1;                                                         \
-        const size_t st = j->stride;                                                                \
-        _Alignas(64) float qb[ATTN_G * 1024], row[1024 + W];                                        \
-        float mx[ATTN_G], inv[ATTN_G];                                                              \
-        float *kt = j->part; /* hd x W transposed K tile, then the p.v accumulators */              \
-        const int hv = hd / W * W;                                                                  \
-        for (int i = 0; i < G * hd; i++) qb[i] = j->f16 ? f16_round(j->q[i]) : j->q[i];             \
-        for (int g = 0; g < G; g++) mx[g] = -INFINITY;                                              \
-        for (int32_t k0 = 0; k0 < n; k0 += W) {                                                     \
-            const int nw = n - k0 < W ? (int)(n - k0) : W;                                          \
-            for (int l = 0; l < W; l++) {                                                           \
-                if (l >= nw) { for (int i = 0; i < hd; i++) kt[i * W + l] = 0.0f; continue; }      \
-                const uint8_t *kr = kv_head(j, j->K, k0 + l, row);                                  \
-                const float *src = (const float *)kr;                                               \
-                if (j->f16) {                                                                       \
-                    int i = 0;                                                                      \
-                    for (; i < hv; i += W) ST(row + i, CVT16((const uint16_t *)kr + i));            \
-                    for (; i < hd; i++) row[i] = rlx_f16_to_f32(((const uint16_t *)kr)[i]);         \
-                    src = row;                                                                      \
-                }                                                                                   \
-                for (int i = 0; i < hd; i++) kt[i * W + l] = src[i];                                \
-            }                                                                                       \
-            for (int g = 0; g < G; g++) {                                                           \
-                const float *qg = qb + g * hd;                                                      \
-                VF d = ZERO();                                                                      \
-                for (int i = 0; i < hd; i++) d = ADD(d, MUL(SET1(qg[i]), LD(kt + i * W)));          \
-                _Alignas(64) float dv[W];                                                           \
-                ST(dv, d);                                                                          \
-                memcpy(j->sc + g * st + (size_t)k0, dv, (size_t)nw * sizeof(float));                \
-            }                                                                                       \
-        }                                                                                           \
-        attn_softmax(j, n, mx, inv);                                                                \
-        float *acc = j->part;                                                                       \
-        memset(acc, 0, (size_t)(G * hd) * sizeof *acc);                                             \
-        for (int32_t k = 0; k < n; k++) {                                                           \
-            const uint8_t *vr = kv_head(j, j->V, k, row);                                           \
-            const float *vf = (const float *)vr;                                                    \
-            if (j->f16) {                                                                           \
-                int i = 0;                                                                          \
-                for (; i < hv; i += W) ST(row + i, CVT16((const uint16_t *)vr + i));                \
-                for (; i < hd; i++) row[i] = rlx_f16_to_f32(((const uint16_t *)vr)[i]);             \
-                vf = row;                                                                           \
-            }                                                                                       \
-            for (int g = 0; g < G; g++) {                                                           \
-                float pj = j->sc[g * st + (size_t)k] * inv[g];                                      \
-                if (j->f16) pj = f16_round(pj);                                                     \
-                float *ag = acc + g * hd;                                                           \
-                const VF pv = SET1(pj);                                                             \
-                int i = 0;                                                                          \
-                for (; i < hv; i += W) ST(ag + i, ADD(LD(ag + i), MUL(pv, LD(vf + i))));            \
-                for (; i < hd; i++) ag[i] += pj * vf[i];                                            \
-            }                                                                                       \
-        }                                                                                           \
-        memcpy(j->y, acc, (size_t)(G * hd) * sizeof *acc);                                          \
-    }
-
-#define T512 __attribute__((target("avx512f,f16c"), optimize("fp-contract=off")))
-#define T256 __attribute__((target("avx2,f16c"), optimize("fp-contract=off")))
-#define CVT512(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define CVT256(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-DEFINE_ATTN_VEC(attn_avx512, T512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, CVT512, _mm512_set1_ps,
-                _mm512_add_ps, _mm512_mul_ps, _mm512_setzero_ps)
-DEFINE_ATTN_VEC(attn_avx2, T256, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, CVT256, _mm256_set1_ps,
-                _mm256_add_ps, _mm256_mul_ps, _mm256_setzero_ps)
-#endif
-
-/* follows the matmul kernels' path, so RLX_CPU_PATH / rlx_cpu_force_path test every variant */
-static attn_fn attn_kernel(void)
-{
-#if defined(__x86_64__)
-    const char *path = rlx_cpu_path();
-    if (!strncmp(path, "avx512", 6)) return attn_avx512;
-    if (!strcmp(path, "avx2")) return attn_avx2;
-#endif
-    return attn_scalar;
-}
-
-static void k_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
-{
-    const rlx_node *n = &s->node;
-    const rlx_batch *bt = r->batch;
-    int layer = n->ip[0], n_head = n->ip[1], n_head_kv = n->ip[2], hd = n->ip[3], window = n->ip[4];
-    float scale = n->fp[0], cap = n->fp[1];
-    int64_t kvc = r->kv->kv_cols, T = bt->n_tokens, a, b;
-    bool f16 = r->kv->type == RLX_F16, q8 = r->kv->type == RLX_Q8_0;
-    size_t rb = rlx_kv_row_bytes(r->kv->type, kvc);
-    uint8_t *K = r->kv_k + (size_t)layer * r->kv_layer_bytes, *V = r->kv_v + (size_t)layer * r->kv_layer_bytes;
-
-    /* phase 1: store this batch's K and V */
-    split(T, ith, nth, &a, &b);
-    for (int64_t t = a; t < b; t++) {
-        const rlx_batch_seq *bs = &bt->seqs[bt->seq[t]];
-        if (bt->pos[t] < 0 || bt->pos[t] / r->kv->block_size >= bs->n_blocks) { atomic_store(&r->error, RLX_ERANGE); continue; }
-        size_t slot = kv_slot(r, bt->seq[t], bt->pos[t]);
-        const float *k = rowp(r, n->in[1], t), *v = rowp(r, n->in[2], t);
-        if (f16) {
-            uint16_t *kd = (uint16_t *)(K + slot * rb), *vd = (uint16_t *)(V + slot * rb);
-            for (int64_t c = 0; c < kvc; c++) { kd[c] = rlx_f32_to_f16(k[c]); vd[c] = rlx_f32_to_f16(v[c]); }
-        } else if (q8) {
-            /* the reference quantizer (the activation quantizer's bytes): see backend.h */
-            rlx_quantize_row(RLX_Q8_0, k, K + slot * rb, kvc);
-            rlx_quantize_row(RLX_Q8_0, v, V + slot * rb, kvc);
-        } else {
-            memcpy(K + slot * rb, k, (size_t)kvc * 4);
-            memcpy(V + slot * rb, v, (size_t)kvc * 4);
-        }
-    }
-    rlx_threadpool_barrier(r->tp);
-    if (atomic_load(&r->error)) return;
-
-    /* phase 2: one (token, KV head, group of up to ATTN_G query heads) at a time, so each K/V
-     * row is read once per group; the kernel is chosen by the matmul path (RLX_CPU_PATH) */
-    attn_fn fn = attn_kernel();
-    int group = n_head / n_head_kv;
-    int n_sub = (group + ATTN_G - 1) / ATTN_G;
-    float *sc = r->attn_scratch + (size_t)ith * (r->attn_scratch_stride * ATTN_G + RLX_CPU_ATTN_PART);
-    split(T * n_head_kv * n_sub, ith, nth, &a, &b);
-    for (int64_t w = a; w < b; w++) {
-        int64_t t = w / (n_head_kv * n_sub);
-        int rest = (int)(w % (n_head_kv * n_sub)), hk = rest / n_sub, h0 = hk * group + (rest % n_sub) * ATTN_G;
-        int32_t p = bt->pos[t];
-        attn_job j = {
-            .r = r, .K = K, .V = V, .f16 = f16, .q8 = q8, .kvc = kvc, .rb = rb, .hd = hd, .hk = hk,
-            .G = RLX_MIN(ATTN_G, hk * group + group - h0), .seq = bt->seq[t], .p = p,
-            .j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0,
-            .q = rowp(r, n->in[0], t) + (int64_t)h0 * hd, .y = rowp(r, s->out, t) + (int64_t)h0 * hd,
-            .sc = sc, .part = sc + r->attn_scratch_stride * ATTN_G, .stride = r->attn_scratch_stride, .scale = scale, .cap = cap,
-        };
-        fn(&j);
     }
 }
 
@@ -587,7 +420,7 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     case RLX_OP_HEAD_NORM: k_head_norm(r, s, ith, nth); break;
     case RLX_OP_MATMUL: k_matmul(r, s, ith, nth); break;
     case RLX_OP_ROPE: k_rope(r, s, ith, nth); break;
-    case RLX_OP_ATTENTION: k_attention(r, s, ith, nth); break;
+    case RLX_OP_ATTENTION: rlx_cpu_attention(r, s, ith, nth); break;
     case RLX_OP_GATHER: k_gather(r, s, ith, nth); break;
     default: k_elementwise(r, s, ith, nth); break;
     }

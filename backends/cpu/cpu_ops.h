@@ -7,11 +7,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/threadpool.h"
 
-/* Query heads attention handles per pass over a K/V row; the backend gives each thread
- * attn_scratch_stride * RLX_CPU_ATTN_G floats of scores plus RLX_CPU_ATTN_PART floats of
- * per-lane partial sums (16 lanes of head_dim <= 1024 per head). */
-#define RLX_CPU_ATTN_G 4
-#define RLX_CPU_ATTN_PART ((size_t)RLX_CPU_ATTN_G * 16 * 1024)
+#include <math.h>
 
 typedef struct rlx_cpu_run {
     const rlx_plan *plan;
@@ -23,9 +19,16 @@ typedef struct rlx_cpu_run {
     size_t row_scratch_stride;
     _Atomic int64_t *counters;   /* per step: next matmul tile to claim (zero at run start) */
     const uint8_t *no_barrier;   /* per step: the next step may overlap it (see cpu_backend.c) */
-    float *attn_scratch;         /* per thread: attn_scratch_stride * RLX_CPU_ATTN_G + RLX_CPU_ATTN_PART floats */
-    size_t attn_scratch_stride;
+    float *attn_scratch;         /* per thread: attn_scratch_floats (rlx_cpu_attn_scratch_floats) */
+    size_t attn_scratch_floats;
+    size_t attn_scratch_stride;  /* positions a work item may span (padded), see attention.c */
     const int32_t *out_index;    /* batch token index of each output row */
+    /* one-row (not batched) arithmetic per token and per output row (rlx_batch.decode): for
+     * tinyBLAS-style products and attention (decode), for 4-row gemm products (onerow4) */
+    const uint8_t *decode_tok, *onerow4_tok;
+    const uint8_t *decode_out, *onerow4_out;
+    const int32_t *seq_tok;      /* batch token indices grouped by sequence, in batch order ... */
+    const int32_t *seq_off;      /* ... sequence s at [seq_off[s], seq_off[s + 1]) */
     /* KV pool */
     const rlx_kv_geometry *kv;
     uint8_t *kv_k, *kv_v;        /* [layer][n_blocks*block_size][kv_cols] */
@@ -33,10 +36,33 @@ typedef struct rlx_cpu_run {
     _Atomic int error;           /* RLX_E* raised by a kernel */
 } rlx_cpu_run;
 
-/* rlx_quantize_row for activation rows, vectorised where the kernel path allows; the bytes are
- * identical to rlx_quantize_row's (tests/unit/test_cpu_quant_act.c). */
-void rlx_cpu_quantize_act(int type, const float *x, void *dst, int64_t n);
+/* rlx_quantize_act (batched: rlx_quantize_act_batched), vectorised where the kernel path
+ * allows; the bytes are identical (tests/unit/test_cpu_quant_act.c). */
+void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int64_t n);
+/* y = x rounded to wtype (RLX_F16 or RLX_BF16) and back to f32, as the scalar conversions of
+ * backends/dtype.h give (NaN stays NaN); vectorised where the kernel path allows. */
+void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n);
 
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
+
+/* attention.c: the attention step, and the scratch floats one thread needs for heads of
+ * head_dim, sequences of up to max_positions and KV blocks of block_size */
+void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
+size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions, int64_t block_size);
+
+static inline float *rowp(rlx_cpu_run *r, int t, int64_t row)
+{
+    const rlx_graph *g = r->plan->graph;
+    return (float *)(r->arena + r->plan->offset[t]) + row * g->tensors[t].cols;
+}
+
+static inline void split(int64_t n, int ith, int nth, int64_t *a, int64_t *b)
+{
+    *a = n * ith / nth;
+    *b = n * (ith + 1) / nth;
+}
+
+/* cap * tanh(x * (1/cap)): ggml scales by the reciprocal, so do the same */
+static inline float softcap(float x, float cap) { return cap * tanhf(x * (1.0f / cap)); }
 
 #endif

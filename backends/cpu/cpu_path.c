@@ -5,10 +5,30 @@
 #include "backends/quant_internal.h"
 
 #include <stdatomic.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cpu_path { const char *name; rlx_matmul_rows_fn fn; } cpu_path;
+typedef struct cpu_path {
+    const char *name;
+    rlx_matmul_rows_fn fn, fn_batched;
+    rlx_float_gemm_fn gemm;
+    bool bf16dp;
+} cpu_path;
+
+/* the scalar path's float products: quant_f.c's one-row or batched dot per output */
+static void scalar_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                              int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode)
+{
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t n = n0; n < n1; n++) {
+            const void *wr = (const uint8_t *)w + (size_t)n * wrow;
+            const float *a = act + (size_t)t * astr;
+            out[t * ldo + n] = decode && decode[t] ? rlx_vec_dot(type, wr, a, K) : rlx__dot_float_batched(type, wr, a, K);
+        }
+}
 
 static bool has_avx2(void)
 {
@@ -48,6 +68,17 @@ bool rlx_cpu_has_avxvnni(void)
 #endif
 }
 
+static bool has_avx512bf16(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!has_avx512() || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a >> 5) & 1; /* CPUID.(7,1):EAX.AVX512_BF16 */
+#else
+    return false;
+#endif
+}
+
 bool rlx_cpu_has_path(const char *name)
 {
     if (!strcmp(name, "scalar")) return true;
@@ -60,17 +91,28 @@ static cpu_path make_path(const char *name)
 {
 #if defined(__x86_64__)
     if (!strcmp(name, "avx512"))
-        return (cpu_path){"avx512", rlx_cpu_has_vnni() ? rlx__avx512vnni_matmul_rows : rlx__avx512_matmul_rows};
-    if (!strcmp(name, "avx512-novnni")) return (cpu_path){"avx512-novnni", rlx__avx512_matmul_rows};
-    if (!strcmp(name, "avx2-novnni")) return (cpu_path){"avx2-novnni", rlx__avx2_matmul_rows};
+        return rlx_cpu_has_vnni()
+                   ? (cpu_path){"avx512", rlx__avx512vnni_matmul_rows, rlx__avx512vnni_matmul_rows_batched, rlx__avx512vnni_float_gemm,
+                                has_avx512bf16()}
+                   : (cpu_path){"avx512", rlx__avx512_matmul_rows, rlx__avx512_matmul_rows_batched, rlx__avx512_float_gemm,
+                                has_avx512bf16()};
+    /* stands in for AVX-512 CPUs of the first generations: neither VNNI nor BF16 */
+    if (!strcmp(name, "avx512-novnni"))
+        return (cpu_path){"avx512-novnni", rlx__avx512_matmul_rows, rlx__avx512_matmul_rows_batched, rlx__avx512_float_gemm, false};
+    if (!strcmp(name, "avx2-novnni"))
+        return (cpu_path){"avx2-novnni", rlx__avx2_matmul_rows, rlx__avx2_matmul_rows_batched, rlx__avx2_float_gemm, false};
     if (!strcmp(name, "avx2"))
-        return (cpu_path){"avx2", rlx_cpu_has_avxvnni() ? rlx__avx2vnni_matmul_rows : rlx__avx2_matmul_rows};
+        return rlx_cpu_has_avxvnni()
+                   ? (cpu_path){"avx2", rlx__avx2vnni_matmul_rows, rlx__avx2vnni_matmul_rows_batched, rlx__avx2vnni_float_gemm, false}
+                   : (cpu_path){"avx2", rlx__avx2_matmul_rows, rlx__avx2_matmul_rows_batched, rlx__avx2_float_gemm, false};
 #endif
-    return (cpu_path){"scalar", rlx__matmul_rows_scalar};
+    return (cpu_path){"scalar", rlx__matmul_rows_scalar, rlx__matmul_rows_scalar_batched, scalar_float_gemm, false};
 }
 
 static _Atomic(const char *) g_name;
-static _Atomic(rlx_matmul_rows_fn) g_fn;
+static _Atomic(rlx_matmul_rows_fn) g_fn, g_fn_batched;
+static atomic_bool g_bf16dp;
+static _Atomic(rlx_float_gemm_fn) g_gemm;
 
 static void choose(void)
 {
@@ -78,8 +120,17 @@ static void choose(void)
     const char *best = has_avx512() ? "avx512" : has_avx2() ? "avx2" : "scalar";
     cpu_path p = make_path(want && rlx_cpu_has_path(want) ? want : best);
     /* racing first callers compute the same answer, so plain stores are enough */
+    atomic_store(&g_bf16dp, p.bf16dp);
+    atomic_store(&g_gemm, p.gemm);
     atomic_store(&g_fn, p.fn);
+    atomic_store(&g_fn_batched, p.fn_batched);
     atomic_store(&g_name, p.name);
+}
+
+bool rlx__cpu_bf16dp(void)
+{
+    (void)rlx_cpu_path();
+    return atomic_load(&g_bf16dp);
 }
 
 bool rlx__cpu_simd(void)
@@ -95,7 +146,10 @@ int rlx_cpu_force_path(const char *name)
     if (!ok) return RLX_EINVAL;
     if (!rlx_cpu_has_path(name)) return RLX_EUNSUPPORTED;
     cpu_path p = make_path(name);
+    atomic_store(&g_bf16dp, p.bf16dp);
+    atomic_store(&g_gemm, p.gemm);
     atomic_store(&g_fn, p.fn);
+    atomic_store(&g_fn_batched, p.fn_batched);
     atomic_store(&g_name, p.name);
     return 0;
 }
@@ -117,6 +171,24 @@ void rlx_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void
     if (!fn) {
         choose();
         fn = atomic_load(&g_fn);
+    }
+    fn(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
+}
+
+void rlx_cpu_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                        int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode)
+{
+    (void)rlx_cpu_path();
+    atomic_load(&g_gemm)(type, w, wrow, n0, n1, act, astr, T, K, out, ldo, decode);
+}
+
+void rlx_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                             size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+{
+    rlx_matmul_rows_fn fn = atomic_load(&g_fn_batched);
+    if (!fn) {
+        choose();
+        fn = atomic_load(&g_fn_batched);
     }
     fn(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
 }

@@ -5,7 +5,6 @@
 #pragma GCC target("avx2,fma,f16c")
 #define KPFX(name) rlx__avx2_##name
 #define KVNNI 0
-#define KMAXT_F 2
 #define KAVX512 0
 #include "backends/cpu/kern_x86.h"
 #endif

@@ -6,7 +6,6 @@
 #pragma GCC target("avx2,fma,f16c,avxvnni")
 #define KPFX(name) rlx__avx2vnni_##name
 #define KVNNI 2
-#define KMAXT_F 2
 #define KAVX512 0
 #include "backends/cpu/kern_x86.h"
 #endif

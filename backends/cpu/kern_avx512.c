@@ -5,7 +5,6 @@
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
 #define KPFX(name) rlx__avx512_##name
 #define KVNNI 0
-#define KMAXT_F 4
 #define KAVX512 1
 #include "backends/cpu/kern_x86.h"
 #endif

@@ -4,19 +4,15 @@
  *   KPFX(name)  the exported entry's prefix (rlx__<path>_matmul_rows)
  *   KVNNI       1: vpdpbusd / vpdpwssd (AVX-512 VNNI); 2: the same in AVX-VNNI encoding;
  *               0: vpmaddubsw + vpmaddwd
- *   KMAXT_F     activation rows per tile for float weights (register budget: 16 or 32 ymm)
- *   KAVX512     1: the integer kernels of kern_x86_512.h (two blocks / a super-block per zmm)
+ *   KAVX512     1: the 512-bit integer parts of kern_x86_512.h for the K formats, 512-bit float
+ *               tiles
  *
- * Layout of the work: weight rows in chunks that fit L2; activation rows in tiles of up to 4
- * (KMAXT_F for float types) visit every row of a chunk, so weights stream from memory once per
- * call and each weight row is loaded once per tile of activations. The
- * per-(t, n) arithmetic is the same whatever the tile size or row range: results are batch
- * invariant. Integer parts are exact everywhere; only the float accumulation differs from the
- * scalar code: K formats keep exact per-lane integer sums of each super-block, scale them and
- * accumulate across super-blocks in float lanes (a horizontal reduction per super-block would
- * cost a third of the throughput); Q8_0/Q4_0 accumulate scaled block sums in two 8-lane vectors
- * (even/odd blocks); F32/F16/BF16 use four 8-lane FMA accumulators, then a scalar tail for K % 32. */
+ * The quantized types are in kern_x86_q.h, the float types in kern_x86_float.h; both compute
+ * the numbers of the scalar references (quant.c, quant_k.c, quant_f.c: llama.cpp's arithmetic)
+ * bit for bit on every path. Weights stream from memory once per call; each output's
+ * arithmetic is the same whatever the tile size or row range, so results are batch invariant. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "backends/quant_internal.h"
@@ -45,391 +41,41 @@ KINLINE float hsum_ps(__m256 v)
 
 KINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 
-/* ---- Q8_0 and Q4_0 (activations Q8_0) ---- */
-
-/* wq: the block's 32 signed weights; multiplies them with every activation row's block ib. */
-KINLINE void legacy_block(__m256i wq, float dw, const rlx_block_q8_0 *const *a, int64_t ib,
-                          __m256 *acc, const int nt)
-{
-    const __m256i wa = _mm256_abs_epi8(wq); /* |w| as unsigned, sign moved onto the activation */
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        const __m256i aq = _mm256_loadu_si256((const __m256i *)a[t][ib].qs);
-        const __m256i s = DOT_U8S8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(aq, wq));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * f16(a[t][ib].d)), acc[t]);
-    }
-}
-
-KINLINE __m256i q8_0_weights(const rlx_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
-
-KINLINE __m256i q4_0_weights(const rlx_block_q4_0 *b)
-{
-    const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs), m4 = _mm_set1_epi8(0xF);
-    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
-}
-
-#define LEGACY_TILE(NAME, BLOCK, WEIGHTS)                                                         \
-    KINLINE void NAME(const BLOCK *w, const rlx_block_q8_0 *const *a, int64_t nb, float *res,   \
-                      const int nt)                                                              \
-    {                                                                                            \
-        __m256 acc0[4], acc1[4];                                                                 \
-        _Pragma("GCC unroll 8")                                                                  \
-        for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();                    \
-        int64_t ib = 0;                                                                          \
-        for (; ib + 1 < nb; ib += 2) {                                                           \
-            legacy_block(WEIGHTS(&w[ib]), f16(w[ib].d), a, ib, acc0, nt);                        \
-            legacy_block(WEIGHTS(&w[ib + 1]), f16(w[ib + 1].d), a, ib + 1, acc1, nt);            \
-        }                                                                                        \
-        if (ib < nb) legacy_block(WEIGHTS(&w[ib]), f16(w[ib].d), a, ib, acc0, nt);               \
-        _Pragma("GCC unroll 8")                                                                  \
-        for (int t = 0; t < nt; t++) res[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));          \
-    }
-LEGACY_TILE(tile_q8_0, rlx_block_q8_0, q8_0_weights)
-LEGACY_TILE(tile_q4_0, rlx_block_q4_0, q4_0_weights)
-
-#if !KAVX512
-/* An activation tile prepared once per tile and weight chunk (rows up to LEG2_MAXB blocks,
- * K <= 8192): block scales as f32 and, for Q4_0, -8 * (sum of each 4 values), so Q4_0 weight
- * levels stay unsigned. Same integer sums and float operations as legacy_block: same bits. */
-enum { LEG2_MAXB = 256 };
-typedef struct leg2_tile {
-    const rlx_block_q8_0 *a[4];
-    float da[4][LEG2_MAXB];
-    __m256i nc8[4][LEG2_MAXB];
-} leg2_tile;
-
-KINLINE void leg2_prepare(leg2_tile *L, const void *const *ap, int nt, int64_t nb, bool q4)
-{
-    for (int t = 0; t < nt; t++) {
-        const rlx_block_q8_0 *b = L->a[t] = ap[t];
-        for (int64_t i = 0; i < nb; i++) {
-            L->da[t][i] = f16(b[i].d);
-            if (q4)
-                L->nc8[t][i] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                    DOT_U8S8(_mm256_setzero_si256(), _mm256_set1_epi8(8), _mm256_loadu_si256((const __m256i *)b[i].qs)));
-        }
-    }
-}
-
-KINLINE void q8_0_block_rp(const rlx_block_q8_0 *wb, const leg2_tile *L, int64_t ib, __m256 *acc, const int nt)
-{
-    const __m256i wq = _mm256_loadu_si256((const __m256i *)wb->qs), wa = _mm256_abs_epi8(wq);
-    const float dw = f16(wb->d);
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        const __m256i aq = _mm256_loadu_si256((const __m256i *)L->a[t][ib].qs);
-        const __m256i s = DOT_U8S8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(aq, wq));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * L->da[t][ib]), acc[t]);
-    }
-}
-
-KINLINE void q4_0_block_rp(const rlx_block_q4_0 *wb, const leg2_tile *L, int64_t ib, __m256 *acc, const int nt)
-{
-    const __m128i raw = _mm_loadu_si128((const __m128i *)wb->qs), m4 = _mm_set1_epi8(0xF);
-    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
-    const float dw = f16(wb->d);
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        const __m256i s = DOT_U8S8(L->nc8[t][ib], q, _mm256_loadu_si256((const __m256i *)L->a[t][ib].qs));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * L->da[t][ib]), acc[t]);
-    }
-}
-
-#define LEGACY_TILE_RP(NAME, BLOCK, BLOCKFN)                                                      \
-    KINLINE void NAME(const BLOCK *w, const leg2_tile *L, int64_t nb, float *res, const int nt) \
-    {                                                                                            \
-        __m256 acc0[4], acc1[4];                                                                 \
-        _Pragma("GCC unroll 8")                                                                  \
-        for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();                    \
-        int64_t ib = 0; /* same block order and accumulators as LEGACY_TILE */                   \
-        for (; ib + 1 < nb; ib += 2) {                                                           \
-            BLOCKFN(&w[ib], L, ib, acc0, nt);                                                    \
-            BLOCKFN(&w[ib + 1], L, ib + 1, acc1, nt);                                            \
-        }                                                                                        \
-        if (ib < nb) BLOCKFN(&w[ib], L, ib, acc0, nt);                                           \
-        _Pragma("GCC unroll 8")                                                                  \
-        for (int t = 0; t < nt; t++) res[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));          \
-    }
-LEGACY_TILE_RP(tile_rp_q8_0, rlx_block_q8_0, q8_0_block_rp)
-LEGACY_TILE_RP(tile_rp_q4_0, rlx_block_q4_0, q4_0_block_rp)
-#endif
-
-/* ---- K formats (activations Q8_K) ---- */
-
-/* The eight 6-bit scales (bytes 0..7) and mins (bytes 8..15) of a Q4_K/Q5_K block, unpacked
- * in-register (same result as rlx__scale_min_k4). */
-KINLINE __m128i k4_scales_v(const uint8_t packed[12])
-{
-    /* 16-byte load: the 4 bytes past the scales are the block's qs, ignored below (a 12-byte
-     * copy would stall store forwarding) */
-    const __m128i x = _mm_loadu_si128((const __m128i *)packed);
-    /* A = [x0-3, x8-11, x4-7, x8-11], B = [0, x0-3, 0, x4-7] */
-    const __m128i A = _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-    const __m128i B = _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-    const __m128i lo = _mm_or_si128(
-        _mm_and_si128(A, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
-        _mm_and_si128(_mm_srli_epi16(A, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
-    const __m128i hi = _mm_srli_epi16(_mm_and_si128(B, _mm_set1_epi8((char)0xC0)), 2); /* top 2 bits -> bits 4-5 */
-    return _mm_or_si128(lo, hi);
-}
-
-/* q[8]: the block's 8 sub-blocks of 32 unsigned levels; sc: their scales. */
-KINLINE void k45_finish(const __m256i q[8], const uint8_t packed[12], float d, float dmin,
-                        const rlx_block_q8_k *const *a, int64_t i, __m256 *facc, const int nt)
-{
-    const __m128i sm = k4_scales_v(packed);
-    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */
-    const __m256i sc16 = _mm256_cvtepu8_epi16(sm);
-    /* broadcast word j of sc16: a 64-bit lane broadcast, then an in-lane word shuffle */
-    const __m256i sc_lo = _mm256_permute4x64_epi64(sc16, 0x00), sc_hi = _mm256_permute4x64_epi64(sc16, 0x55);
-    __m256i scv[8];
-    #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-        scv[j] = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, _mm256_set1_epi16((short)(((2 * (j & 3) + 1) << 8) | (2 * (j & 3)))));
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        const rlx_block_q8_k *y = &a[t][i];
-        __m256i acc = _mm256_setzero_si256();
-        #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            const __m256i p = _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j)));
-            acc = DOT_I16(acc, p, scv[j]);
-        }
-        /* exact integer lanes; the float sum over super-blocks stays in lanes (no reduction) */
-        const __m256i mv = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins16);
-        facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(d * y->d), facc[t]);
-        facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_set1_ps(-(dmin * y->d)), facc[t]);
-    }
-}
-
-KINLINE void tile_q4_k(const rlx_block_q4_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
-                       const int nt)
-{
-    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    for (int64_t i = 0; i < nb; i++) {
-        __m256i q[8];
-        #pragma GCC unroll 8
-        for (int k = 0; k < 4; k++) {
-            const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
-            q[2 * k] = _mm256_and_si256(b, m4);
-            q[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
-        }
-        k45_finish(q, w[i].scales, f16(w[i].d), f16(w[i].dmin), a, i, facc, nt);
-    }
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
-}
-
-KINLINE void tile_q5_k(const rlx_block_q5_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
-                       const int nt)
-{
-    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)w[i].qh);
-        __m256i q[8];
-        #pragma GCC unroll 8
-        for (int k = 0; k < 4; k++) {
-            const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
-            /* bit j of qh[l] is the fifth bit of sub-block j */
-            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one);
-            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one);
-            q[2 * k] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_slli_epi16(h0, 4));
-            q[2 * k + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), _mm256_slli_epi16(h1, 4));
-        }
-        k45_finish(q, w[i].scales, f16(w[i].d), f16(w[i].dmin), a, i, facc, nt);
-    }
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
-}
-
-KINLINE void tile_q6_k(const rlx_block_q6_k *w, const rlx_block_q8_k *const *a, int64_t nb, float *res,
-                       const int nt)
-{
-    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
-    for (int64_t i = 0; i < nb; i++) {
-        __m256i q[8], scv[8];
-        #pragma GCC unroll 8
-        for (int h = 0; h < 2; h++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
-            /* levels 0..63 (the -32 offset is applied through bsums below) */
-            q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-            q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-            q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-            q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
-        }
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
-        /* scv[v] = [scale 2v x 8 | scale 2v+1 x 8]: both words sit in 64-bit lane v/2 */
-        const __m256i sq[4] = {_mm256_permute4x64_epi64(sc16, 0x00), _mm256_permute4x64_epi64(sc16, 0x55),
-                               _mm256_permute4x64_epi64(sc16, 0xAA), _mm256_permute4x64_epi64(sc16, 0xFF)};
-        #pragma GCC unroll 8
-        for (int v = 0; v < 8; v++) {
-            const short lo = (short)(((4 * (v & 1) + 1) << 8) | (4 * (v & 1))), hi = (short)(lo + 0x0202);
-            scv[v] = _mm256_shuffle_epi8(sq[v / 2], _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi)));
-        }
-        const float d = f16(w[i].d);
-        #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            const rlx_block_q8_k *y = &a[t][i];
-            __m256i acc = _mm256_setzero_si256();
-            #pragma GCC unroll 8
-            for (int v = 0; v < 8; v++) {
-                const __m256i p = _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * v)));
-                acc = DOT_I16(acc, p, scv[v]);
-            }
-            const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16);
-            facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(d * y->d), facc[t]);
-            facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_set1_ps(-32 * (d * y->d)), facc[t]);
-        }
-    }
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) res[t] = hsum_ps(facc[t]);
-}
+#include "backends/cpu/kern_x86_q.h"
 
 /* ---- F32 / F16 / BF16 weights (activations F32) ---- */
 
-KINLINE __m256 load_w_f32(const void *w, int64_t i) { return _mm256_loadu_ps((const float *)w + i); }
-KINLINE __m256 load_w_f16(const void *w, int64_t i)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
-}
-KINLINE __m256 load_w_bf16(const void *w, int64_t i)
-{
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-KINLINE float scal_f32(const void *w, int64_t i) { return ((const float *)w)[i]; }
-KINLINE float scal_f16(const void *w, int64_t i) { return f16(((const uint16_t *)w)[i]); }
-KINLINE float scal_bf16(const void *w, int64_t i) { return rlx_bf16_to_f32(((const uint16_t *)w)[i]); }
+#include "backends/cpu/kern_x86_float.h"
 
-#define FLOAT_TILE(NAME, LOADW, SCALW)                                                            \
-    KINLINE void NAME(const void *w, const float *const *a, int64_t K, float *res, const int nt) \
-    {                                                                                            \
-        __m256 acc[4][4];                                                                        \
-        _Pragma("GCC unroll 8")                                                                  \
-        for (int t = 0; t < nt; t++)                                                             \
-            _Pragma("GCC unroll 8")                                                              \
-            for (int u = 0; u < 4; u++) acc[t][u] = _mm256_setzero_ps();                         \
-        int64_t i = 0;                                                                           \
-        for (; i + 32 <= K; i += 32) {                                                           \
-            __m256 wv[4];                                                                        \
-            _Pragma("GCC unroll 8")                                                              \
-            for (int u = 0; u < 4; u++) wv[u] = LOADW(w, i + 8 * u);                             \
-            _Pragma("GCC unroll 8")                                                              \
-            for (int t = 0; t < nt; t++)                                                         \
-                _Pragma("GCC unroll 8")                                                          \
-                for (int u = 0; u < 4; u++)                                                      \
-                    acc[t][u] = _mm256_fmadd_ps(wv[u], _mm256_loadu_ps(a[t] + i + 8 * u), acc[t][u]); \
-        }                                                                                        \
-        _Pragma("GCC unroll 8")                                                                  \
-        for (int t = 0; t < nt; t++) {                                                           \
-            float r = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                 \
-                                            _mm256_add_ps(acc[t][2], acc[t][3])));               \
-            for (int64_t j = i; j < K; j++) r += SCALW(w, j) * a[t][j];                          \
-            res[t] = r;                                                                          \
-        }                                                                                        \
-    }
-FLOAT_TILE(tile_f32, load_w_f32, scal_f32)
-FLOAT_TILE(tile_f16, load_w_f16, scal_f16)
-FLOAT_TILE(tile_bf16, load_w_bf16, scal_bf16)
+/* ---- entries ---- */
 
-#if KAVX512
-#include "backends/cpu/kern_x86_512.h"
-#define TILE_Q8_0 tile512_q8_0
-#define TILE_Q4_0 tile512_q4_0
-#define TILE_Q4_K tile512_q4_k
-#define TILE_Q5_K tile512_q5_k
-#define TILE_Q6_K tile512_q6_k
-#else
-#define TILE_Q8_0 tile_q8_0
-#define TILE_Q4_0 tile_q4_0
-#define TILE_Q4_K tile_q4_k
-#define TILE_Q5_K tile_q5_k
-#define TILE_Q6_K tile_q6_k
-#endif
-
-/* ---- driver ---- */
-
-#define BY_NT(call, ...)                                          \
-    switch (nt) {                                                 \
-    case 1: call(__VA_ARGS__, 1); break;                          \
-    case 2: call(__VA_ARGS__, 2); break;                          \
-    case 3: call(__VA_ARGS__, 3); break;                          \
-    default: call(__VA_ARGS__, 4); break;                         \
-    }
-
+/* rlx_matmul_rows: llama.cpp's one-row arithmetic for every row */
 void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                        size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
 {
-    int maxt;
     switch (type) {
-    case RLX_F32: case RLX_F16: case RLX_BF16: maxt = KMAXT_F; break;
-    case RLX_Q8_0: case RLX_Q4_0: case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K: maxt = 4; break;
+    case RLX_F32: case RLX_F16: case RLX_BF16:
+        float_rows(type, w, rlx_row_bytes(type, K), n0, n1, act, act_row_bytes / 4, 0, T, K, out, ldo, true);
+        return;
+    case RLX_Q8_0: case RLX_Q4_0: case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K:
+        matmul_rows_q(type, false, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
+        return;
     default:
         rlx__matmul_rows_scalar(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
         return;
     }
-    const size_t wrow = rlx_row_bytes(type, K);
-    const int64_t nbl = K / RLX_QK, nbk = K / RLX_QK_K;
-#if KAVX512
-    leg_tile L; /* 96 KiB of stack */
-#else
-    leg2_tile L; /* 36 KiB of stack */
-#endif
-    /* Chunks of weight rows small enough for L2 are visited by every activation tile in turn:
-     * weights come from memory once, activations from memory once per chunk. */
-    const int64_t chunk = RLX_MAX((int64_t)1, (int64_t)((256 << 10) / (wrow ? wrow : 1)));
-    for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
-        const int64_t c1 = RLX_MIN(n1, c0 + chunk);
-        for (int64_t t0 = 0; t0 < T; t0 += maxt) {
-            const int nt = (int)RLX_MIN((int64_t)maxt, T - t0);
-            const void *ap[4] = {act, act, act, act};
-            #pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
-#if KAVX512
-            const bool rp = (type == RLX_Q8_0 || type == RLX_Q4_0) && (nbl + 1) / 2 <= LEG_MAXP;
-            if (rp) leg_repack(&L, ap, nt, nbl, type == RLX_Q4_0);
-#else
-            const bool rp = (type == RLX_Q8_0 || type == RLX_Q4_0) && nbl <= LEG2_MAXB;
-            if (rp) leg2_prepare(&L, ap, nt, nbl, type == RLX_Q4_0);
-#endif
-            for (int64_t n = c0; n < c1; n++) {
-                const void *wr = (const char *)w + (size_t)n * wrow;
-                float r[4] = {0, 0, 0, 0};
-                switch (type) {
-#if KAVX512
-                case RLX_Q8_0:
-                    if (rp) BY_NT(tile512rp_q8_0, wr, &L, nbl, r) else BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
-                    break;
-                case RLX_Q4_0:
-                    if (rp) BY_NT(tile512rp_q4_0, wr, &L, nbl, r) else BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
-                    break;
-#else
-                case RLX_Q8_0:
-                    if (rp) BY_NT(tile_rp_q8_0, wr, &L, nbl, r) else BY_NT(TILE_Q8_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
-                    break;
-                case RLX_Q4_0:
-                    if (rp) BY_NT(tile_rp_q4_0, wr, &L, nbl, r) else BY_NT(TILE_Q4_0, wr, (const rlx_block_q8_0 *const *)ap, nbl, r)
-                    break;
-#endif
-                case RLX_Q4_K: BY_NT(TILE_Q4_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-                case RLX_Q5_K: BY_NT(TILE_Q5_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-                case RLX_Q6_K: BY_NT(TILE_Q6_K, wr, (const rlx_block_q8_k *const *)ap, nbk, r) break;
-                case RLX_F32: BY_NT(tile_f32, wr, (const float *const *)ap, K, r) break;
-                case RLX_F16: BY_NT(tile_f16, wr, (const float *const *)ap, K, r) break;
-                default: BY_NT(tile_bf16, wr, (const float *const *)ap, K, r) break;
-                }
-                #pragma GCC unroll 8
-                for (int t = 0; t < nt; t++) out[(t0 + t) * ldo + n] = r[t];
-            }
-        }
+}
+
+/* rlx_matmul_rows_batched: tinyBLAS for float weights, the repacked 4-row gemm for Q4_K; the
+ * other types have one arithmetic */
+void KPFX(matmul_rows_batched)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                               size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
+{
+    switch (type) {
+    case RLX_F32: case RLX_F16: case RLX_BF16:
+        float_rows(type, w, rlx_row_bytes(type, K), n0, n1, act, act_row_bytes / 4, 0, T, K, out, ldo, false);
+        return;
+    case RLX_Q4_K: matmul_rows_q(type, true, w, n0, n1, act, act_row_bytes, T, K, out, ldo); return;
+    default: KPFX(matmul_rows)(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo); return;
     }
 }

@@ -1,10 +1,10 @@
 /* kernels.h - SIMD matmul kernels of the CPU backend and the run-time choice between them.
  *
- * Each path implements rlx_matmul_rows (see backends/quant.h) for the types it accelerates and
- * falls back to the scalar reference for the rest. Integer block sums are exact on every path;
- * paths differ from the scalar code only by float reassociation (vector lanes accumulate across
- * blocks), see tests/unit/test_quant_simd.c for the bound. Within a path, results are bitwise
- * independent of T and of the row range (batch invariance). Nothing here allocates. */
+ * Each path implements rlx_matmul_rows and rlx_matmul_rows_batched (see backends/quant.h) for
+ * the types it accelerates and falls back to the scalar reference for the rest. Every path
+ * computes the scalar references' numbers bit for bit (llama.cpp's arithmetic; see
+ * tests/unit/test_quant_simd.c), independent of T and of the row range (batch invariance).
+ * Nothing here allocates. */
 #ifndef RLX_CPU_KERNELS_H
 #define RLX_CPU_KERNELS_H
 
@@ -27,14 +27,42 @@ bool rlx_cpu_has_path(const char *name);
 bool rlx_cpu_has_vnni(void);
 /* True if the avx2 path uses AVX-VNNI on this CPU. */
 bool rlx_cpu_has_avxvnni(void);
+/* True if the float kernels of the current path run AVX512-BF16's vdpbf16ps for BF16 weights
+ * (the "avx512" path on CPUs that have it; the other paths compute its numbers without it). */
+bool rlx__cpu_bf16dp(void);
 
-/* True when a SIMD path is in use (then quant.c hands Q8_0/Q8_K activations to the AVX2
- * quantizers below, which give the scalar reference's bytes). */
+/* True when a SIMD path is in use (then rlx_quantize_act hands Q8_0/Q8_K activations to the
+ * AVX2 quantizers below, which give the scalar code's bytes). */
 bool rlx__cpu_simd(void);
 void rlx__avx2_quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb);
-void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb);
+void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb, bool batched);
 
-/* Path entry points (x86-64 only). */
+/* F32/F16/BF16 weight rows `wrow` bytes apart (not necessarily packed) times f32 activation
+ * rows `astr` floats apart: out[t * ldo + n] for n in [n0, n1), t < T, with the arithmetic of
+ * rlx_matmul_rows for rows with decode[t] != 0 and of rlx_matmul_rows_batched for the others
+ * (decode NULL: all batched). Attention's products use it. */
+void rlx_cpu_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                        int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+typedef void (*rlx_float_gemm_fn)(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act,
+                                  size_t astr, int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+
+void rlx__avx2_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                          int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+void rlx__avx2vnni_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                              int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+void rlx__avx512_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                            int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+void rlx__avx512vnni_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                                int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+/* Path entry points (x86-64 only), and their rlx_matmul_rows_batched. */
+void rlx__avx2_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                                   size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+void rlx__avx2vnni_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                                       size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+void rlx__avx512_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                                     size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
+void rlx__avx512vnni_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
+                                         size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 void rlx__avx2_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                            size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);
 void rlx__avx2vnni_matmul_rows(int type, const void *w, int64_t n0, int64_t n1, const void *act,

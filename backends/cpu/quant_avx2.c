@@ -1,5 +1,5 @@
-/* quant_avx2.c - AVX2 activation quantizers (Q8_0, Q8_K): the same bytes as the scalar
- * reference in quant.c / quant_k.c, computed 8 lanes at a time. Activations are quantized
+/* quant_avx2.c - AVX2 activation quantizers (Q8_0, Q8_K): the same bytes as rlx_quantize_act's
+ * scalar code in quant.c / quant_k.c, computed 8 lanes at a time. Activations are quantized
  * before every product, single-threaded in decode, so this is on the critical path. */
 #include "backends/cpu/kernels.h"
 #include "backends/quant_internal.h"
@@ -15,17 +15,6 @@ static inline float hmax_ps(__m256 v)
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     return _mm_cvtss_f32(m);
-}
-
-/* roundf(): truncate, then step away from zero when the dropped fraction is >= 1/2 (exact). */
-static inline __m256i round_away(__m256 v)
-{
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
-    const __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
-    const __m256 step = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
-                                      _mm256_or_ps(sign, _mm256_set1_ps(1.0f)));
-    return _mm256_cvttps_epi32(_mm256_add_ps(t, step));
 }
 
 /* Four vectors of 8 int32 in [-128, 127] -> 32 int8 in order. */
@@ -45,16 +34,16 @@ void rlx__avx2_quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb)
         const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
                                        _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
         const float amax = hmax_ps(m);
-        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
-        y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = _cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT);
         const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++) q[k] = round_away(_mm256_mul_ps(v[k], vid));
+        __m256i q[4]; /* the conversion rounds to nearest even, as rlx__nearest_int */
+        for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
         _mm256_storeu_si256((__m256i *)y[i].qs, pack32(q[0], q[1], q[2], q[3]));
     }
 }
 
-void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb)
+void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb, bool batched)
 {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t i = 0; i < nb; i++, x += RLX_QK_K) {
@@ -63,11 +52,18 @@ void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb)
         const float amax = hmax_ps(m);
         memset(&y[i], 0, sizeof y[i]);
         if (!amax) continue;
-        /* the scalar code keeps the first element of largest magnitude, sign included */
+        /* the scalar code keeps the first element of largest magnitude, sign included (batched:
+         * positive if any element is +amax) */
         float max = 0;
         const __m256 va = _mm256_set1_ps(amax);
         for (int k = 0; k < RLX_QK_K / 8; k++) {
-            const int bits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * k), abs_mask), va, _CMP_EQ_OQ));
+            const __m256 v = _mm256_loadu_ps(x + 8 * k);
+            if (batched) {
+                if (_mm256_movemask_ps(_mm256_cmp_ps(v, va, _CMP_EQ_OQ))) { max = amax; break; }
+                max = -amax;
+                continue;
+            }
+            const int bits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(v, abs_mask), va, _CMP_EQ_OQ));
             if (bits) { max = x[8 * k + __builtin_ctz((unsigned)bits)]; break; }
         }
         const float iscale = -127.f / max;

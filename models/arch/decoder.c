@@ -86,12 +86,14 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
             n->fp[0] = o->scale_q ? 1.0f : c->attn_scale;
             n->fp[1] = c->attn_softcap;
         }
+        int attn_out = rlx_g_matmul(g, a, wo);
         if (l == c->n_layer - 1) {
-            /* only the rows that produce logits continue past the last attention */
-            a = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, nq, a, -1, -1);
+            /* only the rows that produce logits continue past the last attention's output
+             * projection; gathering after it, as llama.cpp does, keeps its row counts, which
+             * decide its arithmetic (rlx_matmul_rows_batched) */
+            attn_out = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, d, attn_out, -1, -1);
             x = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, d, x, -1, -1);
         }
-        int attn_out = rlx_g_matmul(g, a, wo);
         if (o->post_norms) {
             LW(pn, "post_attention_norm.weight", d, 0, true);
             attn_out = rlx_g_mul(g, rlx_g_rms_norm(g, attn_out, c->norm_eps), pn);

@@ -20,6 +20,18 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -n "${LOG:-}" ] && [ -f "$LOG" ] && { echo "--- server log:" >&2; tail -20 "$LOG" >&2; }; exit 1; }
 ok() { echo "ok   $*"; }
 
+# use_slow_model: later start_server calls serve a model that decodes a few hundred tokens/s with
+# an 8192-token context (made by rlxd-synth with the stories vocabulary), for tests that need a
+# stream still running seconds later whatever the machine (stories260K streams its whole
+# 512-token context in a fraction of a second).
+use_slow_model() {
+    local synth="${RLX_BIN:-build}/rlxd-synth" slow="$TMP/slow-decoder.gguf"
+    [ -x "$synth" ] || fail "$synth not built"
+    "$synth" --arch llama --preset tiny --hidden 768 --layers 6 --heads 12 --kv-heads 4 --ffn 2048 --ctx 8192 \
+        --type q8_0 --vocab-from "$SHARED/models/stories260K.gguf" -o "$slow" >/dev/null || fail "rlxd-synth failed"
+    MODEL=$slow
+}
+
 # start_server NAME [ARGS...]: sets PID, PORT, URL, LOG
 start_server() {
     local name=$1; shift

@@ -30,5 +30,11 @@ if "$bin" generate -m /nonexistent.gguf -p x 2>/tmp/rlxd_gen_err.$$; then echo "
 else grep -q nonexistent /tmp/rlxd_gen_err.$$ && echo "ok   missing model is a clear error" || { echo "FAIL: unclear error"; fail=1; }; fi
 rm -f /tmp/rlxd_gen_err.$$
 if "$bin" generate -m "$model" -p x --temp abc 2>/dev/null; then echo "FAIL: bad --temp accepted"; fail=1; else echo "ok   bad flag rejected"; fi
+# a full context ends the text with a notice on stderr (not silently); -n within it gives none
+err=$("$bin" generate -m "$model" -p "Once upon a time" -n 100 --temp 0 --ctx 20 2>&1 >/dev/null)
+if [ $? = 0 ] && printf '%s' "$err" | grep -q "context of 20 tokens is full (finish reason: length)"; then echo "ok   full context is reported";
+else echo "FAIL: no full-context notice: $err"; fail=1; fi
+err=$("$bin" generate -m "$model" -p "Once upon a time" -n 5 --temp 0 --ctx 20 2>&1 >/dev/null)
+if printf '%s' "$err" | grep -q "is full"; then echo "FAIL: notice without a full context"; fail=1; else echo "ok   no notice when -n ends the text"; fi
 [ $fail = 0 ] && echo "7 passed, 0 failed" || echo "some checks failed"
 exit $fail

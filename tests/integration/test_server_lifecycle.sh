@@ -6,9 +6,10 @@ cd "$(dirname "$0")/../.." || exit 1
 source tests/integration/server_lib.sh
 command -v node >/dev/null || { echo "skip: node missing"; exit 77; }
 
+use_slow_model
 start_server life --max-connections 1
-# ignore_eos + max_tokens near the 512-token context: long enough to be cancelled midway
-long='{"prompt":"Once upon a time","max_tokens":480,"ignore_eos":true,"stream":true}'
+# ignore_eos: seconds of streaming on the slow model, so the hang-up comes midway
+long='{"prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true,"stream":true}'
 
 # client disconnect: read the first bytes of a stream, then hang up
 curl -sN -m 30 "$URL/v1/completions" -d "$long" | head -c 200 >/dev/null
@@ -45,7 +46,7 @@ stop_server
 # a full waiting queue: one sequence runs, one waits (--max-queue 1), the next gets 503 +
 # Retry-After. Chat streams send their role chunk once submitted, which tells us where each is.
 start_server queue --max-seqs 1 --max-queue 1
-chat_long='{"messages":[{"role":"user","content":"Tell a story"}],"max_tokens":400,"ignore_eos":true,"stream":true}'
+chat_long='{"messages":[{"role":"user","content":"Tell a story"}],"max_tokens":6000,"ignore_eos":true,"stream":true}'
 curl -sN -m 60 "$URL/v1/chat/completions" -d "$chat_long" >"$TMP/q1.sse" &
 q1=$!
 for _ in $(seq 1 100); do grep -q '"content":"[^"]' "$TMP/q1.sse" && break; sleep 0.05; done
@@ -66,8 +67,9 @@ stop_server
 
 # SIGTERM drain: a stream in flight completes, new connections are refused, exit 0
 start_server drain
-# (200 tokens: still running at SIGTERM, well within the 10 s grace even in a sanitizer build)
-curl -sN -m 30 "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":200,"ignore_eos":true,"stream":true}' >"$TMP/drain.sse" &
+# (1000 tokens of the slow model: still running at SIGTERM, well within the 30 s grace even in a
+# sanitizer build)
+curl -sN -m 60 "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":1000,"ignore_eos":true,"stream":true}' >"$TMP/drain.sse" &
 client=$!
 for _ in $(seq 1 100); do [ -s "$TMP/drain.sse" ] && break; sleep 0.02; done
 [ -s "$TMP/drain.sse" ] || fail "the stream did not start"

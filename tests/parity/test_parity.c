@@ -1,6 +1,8 @@
 /* test_parity.c - logits and greedy continuations against llama.cpp for every model of
  * ../shared/models that has a golden file: F16 KV against golden/, F32 KV against
- * golden/f32kv/. Families rlxd does not support yet are listed as skipped. */
+ * golden/f32kv/, under golden/README.md's rules as written (tests/parity/golden.h) on the default
+ * kernel path, which reproduces llama.cpp's arithmetic bit for bit for every weight type.
+ * Families rlxd does not support yet are listed as skipped. */
 #include "tests/parity/golden_dir.h"
 
 /* Sanitizer builds run unoptimised matmul kernels at a fraction of their speed, and the
@@ -16,7 +18,7 @@
 TEST(golden_f16_kv)
 {
     int n = 0;
-    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS")};
+    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS"), false};
     int failures = golden_run_dir("golden", RLX_F16, &o, &n);
     if (n == 0 && failures == 0) SKIP("../shared/golden or its models are absent");
     ASSERT_EQ(failures, 0);
@@ -25,7 +27,7 @@ TEST(golden_f16_kv)
 TEST(golden_f32_kv)
 {
     int n = 0;
-    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS")};
+    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS"), false};
     int failures = golden_run_dir("golden/f32kv", RLX_F32, &o, &n);
     if (n == 0 && failures == 0) SKIP("../shared/golden/f32kv or its models are absent");
     ASSERT_EQ(failures, 0);

@@ -53,7 +53,7 @@ static double run_vs_ref(rlx_runner *r, const int32_t *tok, int n, int n_pre, co
     for (int i = 0; i < n; i++) { pos[i] = i; outf[i] = 1; }
     for (int start = 0; start < n;) {
         int len = start == 0 ? n_pre : 1;
-        rlx_batch b = {len, tok + start, pos + start, seq, outf, len, 1, &bs};
+        rlx_batch b = {len, tok + start, pos + start, seq, outf, len, 1, &bs, NULL};
         if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "  forward: %s\n", err.msg); worst = INFINITY; break; }
         for (size_t i = 0; i < (size_t)len * V; i++) {
             float v = r->logits[i];
@@ -190,7 +190,7 @@ TEST(gemma3_two_sequences_batched)
                 if (done[s] < (step ? n[s] : pre[s]) && bt < 64) {
                     tk[bt] = toks[s][done[s]]; pos[bt] = done[s]++; sq[bt] = s; outf[bt++] = 1;
                 }
-        rlx_batch b = {bt, tk, pos, sq, outf, bt, 2, bs};
+        rlx_batch b = {bt, tk, pos, sq, outf, bt, 2, bs, NULL};
         if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "  forward: %s\n", err.msg); ok = false; break; }
         for (int o = 0; o < bt; o++)
             for (int v = 0; v < rm.V; v++)

@@ -87,7 +87,7 @@ TEST(fused_equals_unfused)
         uint8_t out[4] = {0, 1, 0, 1};
         int32_t blocks[1] = {0};
         rlx_batch_seq bs = {blocks, 1};
-        rlx_batch b = {4, tok, pos, seqi, out, 2, 1, &bs};
+        rlx_batch b = {4, tok, pos, seqi, out, 2, 1, &bs, NULL};
         ASSERT_EQ(be->ops->run(be, p, &b, variant ? lu : lf, &err), 0);
         /* an out-of-range token is an error, not a crash */
         tok[2] = 16;

@@ -63,7 +63,7 @@ static int run(const rlx_plan *p, int nth, const int32_t *tok, int n, float *out
     uint8_t outm[16];
     for (int i = 0; i < n; i++) { pos[i] = i; outm[i] = 1; }
     rlx_batch_seq bs = {blocks, 1};
-    rlx_batch b = {n, tok, pos, seq, outm, n, 1, &bs};
+    rlx_batch b = {n, tok, pos, seq, outm, n, 1, &bs, NULL};
     if (!rc) rc = be->ops->run(be, p, &b, out, &err);
     if (rc) fprintf(stderr, "run: %s\n", err.msg);
     rlx_backend_destroy(be);

@@ -14,7 +14,7 @@
  * the values that differ (*differ of *n) and the largest difference in f16 steps. Inputs span
  * [-12, 12]; fused: GELU after an f32 matmul (beyond +-10 GELU passes the float product through,
  * which may differ in its last bits). */
-static int vt_gelu_against_cpu(rlx_backend *gpu, int fused, size_t *differ, size_t *n, double *worst_steps)
+static inline int vt_gelu_against_cpu(rlx_backend *gpu, int fused, size_t *differ, size_t *n, double *worst_steps)
 {
     vt_case c;
     vt_init(&c, 5);
@@ -61,7 +61,7 @@ typedef struct q8_ref {
     const float *Eq, *Ek, *Ev;
 } q8_ref;
 
-static void q8_ref_step(q8_ref *r, const rlx_batch *b, float *y)
+static inline void q8_ref_step(q8_ref *r, const rlx_batch *b, float *y)
 {
     const int32_t bs = 4;
     for (int32_t t = 0; t < b->n_tokens; t++) { /* the batch's K/V first, as the backends do */
@@ -110,7 +110,7 @@ static void q8_ref_step(q8_ref *r, const rlx_batch *b, float *y)
 /* Case ci (heads, KV heads, head size, window, softcap) over four steps of two sequences with
  * scattered blocks: *worst relative difference from the reference, *same whether every block of
  * the GPU's pool holds the reference's bytes. Non-zero when it could not run. */
-static int vt_q8_kv_case(rlx_backend *gpu, int ci, double *worst, bool *same)
+static inline int vt_q8_kv_case(rlx_backend *gpu, int ci, double *worst, bool *same)
 {
     static const struct { int nh, nkv, hd, window; float cap; } cases[VT_Q8_CASES] = {
         {4, 2, 32, 0, 0.0f}, {2, 1, 64, 5, 30.0f}, {6, 3, 32, 0, 0.0f}, {2, 1, 32, 3, 0.0f}};
@@ -151,7 +151,7 @@ static int vt_q8_kv_case(rlx_backend *gpu, int ci, double *worst, bool *same)
         int nt = 0;
         for (int i = 0; i < n0s[step]; i++, nt++) { ids[nt] = (7 * nt + step) % 40; pos[nt] = p0s[step] + i; seq[nt] = 0; out[nt] = 1; }
         for (int i = 0; i < n1s[step]; i++, nt++) { ids[nt] = (11 * nt + 3 * step) % 40; pos[nt] = p1s[step] + i; seq[nt] = 1; out[nt] = 1; }
-        rlx_batch b = {nt, ids, pos, seq, out, nt, 2, seqs};
+        rlx_batch b = {nt, ids, pos, seq, out, nt, 2, seqs, NULL};
         if ((rc = gpu->ops->run(gpu, &c.plan, &b, got, &err))) break;
         q8_ref_step(&r, &b, want);
         *worst = fmax(*worst, vt_diff(got, want, (size_t)nt * cols));

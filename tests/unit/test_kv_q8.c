@@ -31,10 +31,10 @@ static int run(const char *model, int kv_type, float **out, int32_t *n_vocab)
     *n_vocab = r->n_vocab;
     *out = malloc((size_t)(N_TOK + 1) * (size_t)r->n_vocab * sizeof **out);
     rlx_batch_seq bs = {table, nb};
-    rlx_batch b = {N_TOK, ids, pos, seq, outm, N_TOK, 1, &bs};
+    rlx_batch b = {N_TOK, ids, pos, seq, outm, N_TOK, 1, &bs, NULL};
     if (!rc) rc = rlx_runner_forward(r, &b, &err);
     if (!rc) memcpy(*out, r->logits, (size_t)N_TOK * (size_t)r->n_vocab * sizeof **out);
-    rlx_batch d = {1, ids + N_TOK, pos + N_TOK, seq, outm, 1, 1, &bs};
+    rlx_batch d = {1, ids + N_TOK, pos + N_TOK, seq, outm, 1, 1, &bs, NULL};
     if (!rc) rc = rlx_runner_forward(r, &d, &err);
     if (!rc) memcpy(*out + (size_t)N_TOK * (size_t)r->n_vocab, r->logits, (size_t)r->n_vocab * sizeof **out);
     if (rc) fprintf(stderr, "forward: %s\n", err.msg);

@@ -1,11 +1,12 @@
 /* test_quant_simd.c - quantizers, dot products and every kernel path of rlx_matmul_rows on
  * random data (no shared files needed).
  *
- * Tolerances: integer (sub-)block sums are exact on every path, but the SIMD paths accumulate
- * the scaled sums (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) or the products (F32, F16, BF16) in vector
- * lanes, so a path may differ from scalar by float reassociation only: at most
- * 1e-5 * sum|w_i * a_i| (K <= 8224 terms; float rounding alone stays far below it). Within one
- * path, results are bitwise batch invariant: the same for any T, tile position and row range. */
+ * Every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) repeats llama.cpp's x86 float
+ * operations in its order on every path, so every path must give the scalar references' bits
+ * (quant.c, quant_k.c, quant_f.c), for rlx_matmul_rows and rlx_matmul_rows_batched alike, with
+ * float activations rounded to F16/BF16 weights' type as the CPU backend rounds them. Within
+ * one path, results are bitwise batch invariant: the same for any T, tile position and row
+ * range. */
 #include "tests/rlx_test.h"
 #include "backends/quant.h"
 #include "backends/cpu/kernels.h"
@@ -113,8 +114,9 @@ TEST(known_blocks)
     }
 }
 
-/* Q8_0 rounds half away from zero like ggml's roundf(); ties and near-ties included. */
-TEST(q8_0_rounding_matches_roundf)
+/* Q8_0 weights round half away from zero like llama-quantize's quantize_row_q8_0_ref (roundf);
+ * ties and near-ties included. */
+TEST(q8_0_weight_rounding_matches_roundf)
 {
     float x[32];
     rlx_block_q8_0 b;
@@ -134,6 +136,34 @@ TEST(q8_0_rounding_matches_roundf)
         const float id = 1.0f / (127.0f / 127);
         for (int j = 0; j < 32; j++) ASSERT_MSG(b.qs[j] == (int8_t)roundf(x[j] * id), "x=%.9g -> %d, roundf %g", x[j], b.qs[j], roundf(x[j]));
     }
+}
+
+/* Q8_0 activations as llama.cpp's x86 quantize_row_q8_0: values times 127/amax (not 1/(amax/127)),
+ * rounded to nearest even; the weight quantizer differs on exact halves and where the two
+ * reciprocals differ. */
+TEST(q8_0_activation_rounding_matches_llama_cpp_x86)
+{
+    float x[32];
+    rlx_block_q8_0 a, wq;
+    int halves_differ = 0, scale_differ = 0;
+    for (int rep = 0; rep < 4000; rep++) {
+        const float amax = rep % 2 ? 127.0f : 0.01f + (float)(rng_u32() % 100000) / 1000.0f;
+        x[0] = (rep & 2) ? amax : -amax;
+        for (int j = 1; j < 32; j++) {
+            const float h = (float)((int)(rng_u32() % 253) - 126) + 0.5f;
+            x[j] = rep % 2 ? ((j % 3) ? h : nextafterf(h, 0.0f)) : amax * (2.0f * (float)(rng_u32() / 4294967296.0) - 1.0f);
+        }
+        ASSERT_EQ(rlx_quantize_act(RLX_Q8_0, x, &a, 32), 0);
+        ASSERT_EQ(rlx_quantize_row(RLX_Q8_0, x, &wq, 32), 0);
+        ASSERT_EQ(a.d, rlx_f32_to_f16(amax / 127.0f));
+        const float id = 127.0f / amax;
+        for (int j = 0; j < 32; j++) {
+            ASSERT_MSG(a.qs[j] == (int8_t)nearbyintf(x[j] * id), "x=%.9g amax %.9g -> %d, want %g", x[j], amax, a.qs[j],
+                       nearbyintf(x[j] * id));
+            if (a.qs[j] != wq.qs[j]) { if (rep % 2) halves_differ++; else scale_differ++; }
+        }
+    }
+    ASSERT(halves_differ > 100 && scale_differ > 0);
 }
 
 /* The SIMD activation quantizers (used when a SIMD path is active) give the scalar bytes. */
@@ -160,17 +190,19 @@ TEST(activation_quantizers_match_scalar)
         default: break;
         }
         static const int types[] = {RLX_Q8_0, RLX_Q8_K};
-        for (size_t t = 0; t < RLX_ARRAY_LEN(types); t++) {
-            ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
-            ASSERT_EQ(rlx_quantize_row(types[t], x, a, N), 0);
-            ASSERT_EQ(rlx_cpu_force_path("avx2"), 0);
-            ASSERT_EQ(rlx_quantize_row(types[t], x, b, N), 0);
-            const size_t bytes = rlx_row_bytes(types[t], N);
-            size_t first = 0;
-            while (first < bytes && a[first] == b[first]) first++;
-            ASSERT_MSG(first == bytes, "%s rep %d: SIMD bytes differ from scalar at byte %zu",
-                       rlx_dtype_get(types[t])->name, rep, first);
-        }
+        for (size_t t = 0; t < RLX_ARRAY_LEN(types); t++)
+            for (int batched = 0; batched < 2; batched++) {
+                int (*q)(int, const float *, void *, int64_t) = batched ? rlx_quantize_act_batched : rlx_quantize_act;
+                ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+                ASSERT_EQ(q(types[t], x, a, N), 0);
+                ASSERT_EQ(rlx_cpu_force_path("avx2"), 0);
+                ASSERT_EQ(q(types[t], x, b, N), 0);
+                const size_t bytes = rlx_row_bytes(types[t], N);
+                size_t first = 0;
+                while (first < bytes && a[first] == b[first]) first++;
+                ASSERT_MSG(first == bytes, "%s batched %d rep %d: SIMD bytes differ from scalar at byte %zu",
+                           rlx_dtype_get(types[t])->name, batched, rep, first);
+            }
     }
     rlx_cpu_force_path("scalar");
 }
@@ -245,26 +277,17 @@ static void mm_make(mm_case *c, int type, int64_t N, int64_t K, int64_t T)
     }
     for (int64_t t = 0; t < T; t++) {
         fill_normal(tmp, K, 1.0f);
-        rlx_quantize_row(at, tmp, c->act + (size_t)t * c->arow, K);
+        /* the CPU backend rounds activations to F16/BF16 weights' type (as ggml converts them) */
+        for (int64_t k = 0; k < K; k++)
+            if (type == RLX_F16) tmp[k] = rlx_f16_to_f32(rlx_f32_to_f16(tmp[k]));
+            else if (type == RLX_BF16) tmp[k] = rlx_bf16_to_f32(rlx_f32_to_bf16(tmp[k]));
+        if (at == RLX_F32) rlx_quantize_row(at, tmp, c->act + (size_t)t * c->arow, K);
+        else rlx_quantize_act(at, tmp, c->act + (size_t)t * c->arow, K);
     }
     free(tmp);
 }
 
 static void mm_free(mm_case *c) { free(c->w); free(c->act); }
-
-/* sum over i of |w_i * a_i| for weight row n and activation row t: the scale of rounding error */
-static double mm_mag(const mm_case *c, int64_t n, int64_t t)
-{
-    const int at = rlx_vec_dot_type(c->type);
-    float *w = malloc((size_t)c->K * 4), *a = malloc((size_t)c->K * 4);
-    dequant_any(c->type, c->w + (size_t)n * rlx_row_bytes(c->type, c->K), w, c->K);
-    dequant_any(at, c->act + (size_t)t * c->arow, a, c->K);
-    double m = 0;
-    for (int64_t i = 0; i < c->K; i++) m += fabs((double)w[i] * a[i]);
-    free(w);
-    free(a);
-    return m;
-}
 
 TEST(matmul_paths_match_scalar)
 {
@@ -272,7 +295,9 @@ TEST(matmul_paths_match_scalar)
     /* K 8192 is the largest the avx512 path repacks activations for; 8224 takes its other kernel */
     static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}, {5, 8192}, {6, 8224}};
     static const struct { int64_t N, K; } shapes_k[] = {{19, 256}, {13, 768}};
-    static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}};
+    /* float weights: K multiples of 16/32/64 get tinyBLAS's arithmetic from the batched entry,
+     * others the one-row one from both; tails of every length past 64 */
+    static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}, {11, 96}, {10, 160}};
     int ran = 0;
     for (size_t c = 0; c < RLX_ARRAY_LEN(dot_types); c++) {
         const int type = dot_types[c];
@@ -286,46 +311,51 @@ TEST(matmul_paths_match_scalar)
             mm_case mc;
             mm_make(&mc, type, N, K, T);
             float *ref = malloc((size_t)(T * ldo) * 4), *got = malloc((size_t)(T * ldo) * 4);
-            ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
-            ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
-            rlx_matmul_rows(type, mc.w, 0, N, mc.act, mc.arow, T, K, ref, ldo);
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t n = 0; n < N; n++) {
-                    const float v = rlx_vec_dot(type, mc.w + (size_t)n * rlx_row_bytes(type, K), mc.act + (size_t)t * mc.arow, K);
-                    ASSERT_MSG(memcmp(&v, &ref[t * ldo + n], 4) == 0, "scalar matmul != vec_dot");
-                }
-            for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
-                if (!rlx_cpu_has_path(paths[p])) {
-                    fprintf(stderr, "  note: this CPU lacks the %s path; not tested here\n", paths[p]);
-                    continue;
-                }
-                ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
-                ASSERT_STR_EQ(rlx_cpu_path(), paths[p]);
-                /* full batch, then every T in 1..7 over an odd row range: batch invariance */
-                for (int64_t i = 0; i < T * ldo; i++) got[i] = -777.0f;
-                rlx_matmul_rows(type, mc.w, 0, N, mc.act, mc.arow, T, K, got, ldo);
-                for (int64_t t = 0; t < T; t++) {
-                    for (int64_t n = 0; n < N; n++) {
-                        const float a = got[t * ldo + n], b = ref[t * ldo + n];
-                        const double tol = 1e-5 * mm_mag(&mc, n, t) + 1e-30;
-                        ASSERT_MSG(fabs(a - b) <= tol, "%s %s K=%lld t=%lld n=%lld: %.9g vs scalar %.9g (tol %.3g)",
-                                   paths[p], rlx_dtype_get(type)->name, (long long)K, (long long)t, (long long)n, a, b, tol);
+            for (int batched = 0; batched < 2; batched++) {
+                void (*mm)(int, const void *, int64_t, int64_t, const void *, size_t, int64_t, int64_t, float *, int64_t) =
+                    batched ? rlx_matmul_rows_batched : rlx_matmul_rows;
+                ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+                ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
+                mm(type, mc.w, 0, N, mc.act, mc.arow, T, K, ref, ldo);
+                if (!batched)
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t n = 0; n < N; n++) {
+                            const float v = rlx_vec_dot(type, mc.w + (size_t)n * rlx_row_bytes(type, K), mc.act + (size_t)t * mc.arow, K);
+                            ASSERT_MSG(memcmp(&v, &ref[t * ldo + n], 4) == 0, "scalar matmul != vec_dot");
+                        }
+                for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
+                    if (!rlx_cpu_has_path(paths[p])) {
+                        fprintf(stderr, "  note: this CPU lacks the %s path; not tested here\n", paths[p]);
+                        continue;
                     }
-                    for (int64_t n = N; n < ldo; n++) ASSERT_NEAR(got[t * ldo + n], -777.0, 0);
+                    ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
+                    ASSERT_STR_EQ(rlx_cpu_path(), paths[p]);
+                    /* full batch, then every T in 1..7 over an odd row range: batch invariance */
+                    for (int64_t i = 0; i < T * ldo; i++) got[i] = -777.0f;
+                    mm(type, mc.w, 0, N, mc.act, mc.arow, T, K, got, ldo);
+                    for (int64_t t = 0; t < T; t++) {
+                        for (int64_t n = 0; n < N; n++) {
+                            const float a = got[t * ldo + n], b = ref[t * ldo + n];
+                            ASSERT_MSG(memcmp(&a, &b, 4) == 0, "%s %s batched %d K=%lld t=%lld n=%lld: %.9g vs scalar %.9g",
+                                       paths[p], rlx_dtype_get(type)->name, batched, (long long)K, (long long)t,
+                                       (long long)n, a, b);
+                        }
+                        for (int64_t n = N; n < ldo; n++) ASSERT_NEAR(got[t * ldo + n], -777.0, 0);
+                    }
+                    for (int64_t Tt = 1; Tt <= T; Tt++) {
+                        const int64_t n0 = N > 3 ? 3 : 0, n1 = N > 5 ? N - 2 : N;
+                        float *sub = malloc((size_t)(Tt * ldo) * 4);
+                        const int64_t t0 = T - Tt; /* the last Tt rows, so rows move between tiles */
+                        mm(type, mc.w, n0, n1, mc.act + (size_t)t0 * mc.arow, mc.arow, Tt, K, sub, ldo);
+                        for (int64_t t = 0; t < Tt; t++)
+                            for (int64_t n = n0; n < n1; n++)
+                                ASSERT_MSG(memcmp(&sub[t * ldo + n], &got[(t0 + t) * ldo + n], 4) == 0,
+                                           "%s %s: batch of %lld changes row %lld", paths[p], rlx_dtype_get(type)->name,
+                                           (long long)Tt, (long long)(t0 + t));
+                        free(sub);
+                    }
+                    ran++;
                 }
-                for (int64_t Tt = 1; Tt <= T; Tt++) {
-                    const int64_t n0 = N > 3 ? 3 : 0, n1 = N > 5 ? N - 2 : N;
-                    float *sub = malloc((size_t)(Tt * ldo) * 4);
-                    const int64_t t0 = T - Tt; /* the last Tt rows, so rows move between tiles */
-                    rlx_matmul_rows(type, mc.w, n0, n1, mc.act + (size_t)t0 * mc.arow, mc.arow, Tt, K, sub, ldo);
-                    for (int64_t t = 0; t < Tt; t++)
-                        for (int64_t n = n0; n < n1; n++)
-                            ASSERT_MSG(memcmp(&sub[t * ldo + n], &got[(t0 + t) * ldo + n], 4) == 0,
-                                       "%s %s: batch of %lld changes row %lld", paths[p], rlx_dtype_get(type)->name,
-                                       (long long)Tt, (long long)(t0 + t));
-                    free(sub);
-                }
-                ran++;
             }
             free(ref);
             free(got);
@@ -344,7 +374,7 @@ TEST(force_path_errors)
     ASSERT_STR_EQ(rlx_cpu_path(), "scalar");
 }
 
-TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_rounding_matches_roundf),
+TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_weight_rounding_matches_roundf), TEST_ENTRY(q8_0_activation_rounding_matches_llama_cpp_x86),
           TEST_ENTRY(activation_quantizers_match_scalar), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
           TEST_ENTRY(force_path_errors))

@@ -11,7 +11,7 @@
 
 static char synth_tmpdir[256];
 
-static void synth_cleanup(void)
+static inline void synth_cleanup(void)
 {
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", synth_tmpdir);
@@ -20,7 +20,7 @@ static void synth_cleanup(void)
 
 /* Runs rlxd-synth with `args` into <tmpdir>/out (path gets the file); false if the tool is not
  * built or fails. */
-static bool synth(const char *args, const char *out, char *path, size_t cap)
+static inline bool synth(const char *args, const char *out, char *path, size_t cap)
 {
     const char *bin = getenv("RLX_BIN");
     char tool[512], cmd[2048];

@@ -114,8 +114,9 @@ TEST(special_tokens_and_eog)
     tv_close(&v);
 }
 
-/* Phi-3: special tokens eat the whitespace after them (llama.cpp sets rstrip by model name) and
- * "</s>" is user-defined, so it is recognised even without parse_special. */
+/* Phi-3: special tokens eat the whitespace after them (llama.cpp sets rstrip by model name).
+ * "</s>" is user-defined in the file, but llama.cpp makes it an end-of-generation control token,
+ * so without parse_special it is plain text (ids from llama.cpp's tokenizer). */
 TEST(phi3_rstrip_and_user_defined)
 {
     tv_vocab v;
@@ -129,14 +130,48 @@ TEST(phi3_rstrip_and_user_defined)
     ASSERT_EQ(ids[2], 32007);
     ASSERT_EQ(ids[3], 32001);
     free(ids);
-    ASSERT_EQ(tokenize(v.t, "Hi</s>", false, false, &ids, &n), 0);
-    ASSERT(n >= 2);
-    ASSERT_EQ(ids[n - 1], 2);
+    ASSERT_EQ(tokenize(v.t, "</s>", false, false, &ids, &n), 0);
+    ASSERT_EQ(n, 3);
+    ASSERT_EQ(ids[0], 1533);
+    ASSERT_EQ(ids[1], 29879);
+    ASSERT_EQ(ids[2], 29958);
     free(ids);
+    ASSERT_EQ(tokenize(v.t, "Hi</s>", false, true, &ids, &n), 0);
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(ids[0], 6324);
+    ASSERT_EQ(ids[1], 2);
+    free(ids);
+    ASSERT(rlx_tokenizer_is_eog(v.t, 2));
+    ASSERT(rlx_tokenizer_is_eog(v.t, 32007)); /* <|end|> */
+    ASSERT(!rlx_tokenizer_is_eog(v.t, 32001)); /* <|assistant|> */
     ASSERT_EQ(tokenize(v.t, "<s> x", false, true, &ids, &n), 0); /* <s> keeps its space */
     ASSERT_EQ(ids[0], 1);
     ASSERT(n >= 2 && ids[1] != find_piece(v.t, "\xe2\x96\x81x"));
     free(ids);
+    tv_close(&v);
+}
+
+/* SentencePiece splits text into symbols by the lead byte's length, as llama.cpp does, valid
+ * UTF-8 or not: "\xe2ab" is one 3-byte symbol (no token) spelled as three bytes, not E2 then
+ * "ab". Expected ids are llama.cpp's on this vocabulary. */
+TEST(spm_invalid_utf8_splits_by_lead_byte)
+{
+    tv_vocab v;
+    int32_t *ids;
+    size_t n;
+    OPEN_OR_SKIP(v, "llama-spm");
+    static const struct { const char *text; int32_t want[6]; size_t n; } cases[] = {
+        {"\xe2" "ab c", {29871, 229, 100, 101, 274}, 5}, /* <0xE2> <0x61> <0x62> \u2581c */
+        {"\xc3( hi", {29871, 198, 43, 7251}, 4},
+        {"ab\xf0", {633, 243}, 2},                       /* cut at the end of the text */
+        {"x\xf0\x9f", {921, 243, 162}, 3},
+    };
+    for (size_t c = 0; c < RLX_ARRAY_LEN(cases); c++) {
+        ASSERT_EQ(tokenize(v.t, cases[c].text, false, false, &ids, &n), 0);
+        ASSERT_MSG(n == cases[c].n, "case %zu: %zu ids", c, n);
+        for (size_t i = 0; i < n; i++) ASSERT_MSG(ids[i] == cases[c].want[i], "case %zu id %zu: %d, want %d", c, i, ids[i], cases[c].want[i]);
+        free(ids);
+    }
     tv_close(&v);
 }
 
@@ -247,6 +282,19 @@ TEST(stream_holds_split_code_points)
     tv_close(&v);
 }
 
+/* SentencePiece's escaped space (U+2581) taken into a malformed symbol comes back as its three
+ * bytes (llama.cpp splits by lead byte: "\xe8 " is one symbol "\xe8\xe2\x96"): compare with every
+ * U+2581 read as a space. */
+static size_t unescape_spaces(const char *s, size_t n, char *out)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + 2 < n && !memcmp(s + i, "\xe2\x96\x81", 3)) { out[m++] = ' '; i += 2; }
+        else out[m++] = s[i];
+    }
+    return m;
+}
+
 /* Byte-level BPE and SentencePiece with byte fallback reproduce any bytes, valid UTF-8 or not. */
 TEST(random_bytes_round_trip)
 {
@@ -276,6 +324,14 @@ TEST(random_bytes_round_trip)
             rlx_error err = {0};
             ASSERT_EQ(rlx_tokenize(v.t, text, len, false, false, &ids, &n, &err), 0);
             char *back = rlx_detokenize(v.t, ids, n, false);
+            if (back && !strcmp(names[k], "llama-spm")) {
+                char a[4 * 96], b[4 * 96];
+                const size_t na = unescape_spaces(text, len, a), nb = unescape_spaces(back, strlen(back), b);
+                ASSERT_MSG(na == nb && !memcmp(a, b, na), "llama-spm: round trip of %zu random bytes differs", len);
+                free(back);
+                free(ids);
+                continue;
+            }
             if (!back || strlen(back) != len || memcmp(back, text, len) != 0) {
                 fprintf(stderr, "  input: ");
                 for (size_t i = 0; i < len; i++) fprintf(stderr, "%02x", (uint8_t)text[i]);
@@ -432,6 +488,55 @@ static int load_vocab(const char *path, rlx_tokenizer **t, rlx_error *err)
     return rc;
 }
 
+/* A vocabulary of the texts llama.cpp's loader treats specially, typed as the file says
+ * (1 normal, 2 unknown, 3 control, 4 user-defined); the expected end-of-generation set and
+ * control types are llama.cpp's for this file (checked with its loader). */
+TEST(eog_and_control_by_text)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/rlx_tok_eog_%d.gguf", (int)getpid());
+    static const struct { const char *text; int32_t type; bool eog, control; } toks[] = {
+        {"<unk>", 2, false, false},      {"<s>", 3, false, true},        {"</s>", 4, true, true},
+        {"a", 1, false, false},          {"[EOS]", 1, true, true},       {"[EOT]", 1, true, true},
+        {"<|flush|>", 4, true, true},    {"<|calls|>", 4, true, true},   {"<|end|>", 3, false, false},
+        {"<eos>", 1, true, true},        {"<|channel|>", 3, false, false}, {"<|fim_pad|>", 1, true, true},
+        {"<PRE>", 1, false, true},       {"<unused0>", 3, false, true},  {"\xe2\x96\x81", 1, false, false},
+        {"b", 1, false, false},
+    };
+    rlx_gguf_str strs[RLX_ARRAY_LEN(toks)];
+    int32_t types[RLX_ARRAY_LEN(toks)];
+    float scores[RLX_ARRAY_LEN(toks)] = {0};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(toks); i++) {
+        strs[i] = (rlx_gguf_str){toks[i].text, strlen(toks[i].text)};
+        types[i] = toks[i].type;
+    }
+    rlx_gguf_writer *w = rlx_gguf_writer_new();
+    rlx_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama", 5);
+    rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, RLX_ARRAY_LEN(toks));
+    rlx_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RLX_GGUF_FLOAT32, scores, RLX_ARRAY_LEN(toks));
+    rlx_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RLX_GGUF_INT32, types, RLX_ARRAY_LEN(toks));
+    rlx_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 1000); /* out of range: no EOS */
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_gguf_writer_write(w, path, &err), 0);
+    rlx_gguf_writer_free(w);
+    rlx_tokenizer *t;
+    ASSERT_EQ(load_vocab(path, &t, &err), 0);
+    for (size_t i = 0; i < RLX_ARRAY_LEN(toks); i++) {
+        ASSERT_MSG(rlx_tokenizer_is_eog(t, (int32_t)i) == toks[i].eog, "%s: end of generation %d", toks[i].text,
+                   rlx_tokenizer_is_eog(t, (int32_t)i));
+        /* a control token is never matched in text unless special tokens are parsed */
+        int32_t *ids;
+        size_t n;
+        ASSERT_EQ(rlx_tokenize(t, toks[i].text, strlen(toks[i].text), false, false, &ids, &n, &err), 0);
+        const bool matched = n == 1 && ids[0] == (int32_t)i;
+        free(ids);
+        if (i >= 4 && toks[i].type != 1)
+            ASSERT_MSG(matched == !toks[i].control, "%s: matched as a token without parse_special: %d", toks[i].text, matched);
+    }
+    rlx_tokenizer_free(t);
+    unlink(path);
+}
+
 TEST(bad_vocabularies)
 {
     char path[64];
@@ -473,7 +578,8 @@ TEST(bad_vocabularies)
     unlink(path);
 }
 
-TEST_MAIN(TEST_ENTRY(add_special_per_family), TEST_ENTRY(special_tokens_and_eog), TEST_ENTRY(phi3_rstrip_and_user_defined), TEST_ENTRY(token_to_bytes),
+TEST_MAIN(TEST_ENTRY(add_special_per_family), TEST_ENTRY(special_tokens_and_eog), TEST_ENTRY(phi3_rstrip_and_user_defined),
+          TEST_ENTRY(spm_invalid_utf8_splits_by_lead_byte), TEST_ENTRY(token_to_bytes),
           TEST_ENTRY(stream_holds_split_code_points), TEST_ENTRY(random_bytes_round_trip),
           TEST_ENTRY(random_input_every_vocab), TEST_ENTRY(concurrent_tokenize), TEST_ENTRY(load_time),
-          TEST_ENTRY(bad_vocabularies))
+          TEST_ENTRY(eog_and_control_by_text), TEST_ENTRY(bad_vocabularies))

@@ -164,7 +164,12 @@ TEST(attention_paged)
         vt_attention_graph(&c, 4, 2, 32, variant >= 2 ? 5 : 0, variant == 3 ? 30.0f : 0.0f);
         c.kv_type = kv_type;
         double d = vt_compare_attention(&c, vk);
-        ASSERT_MSG(d <= 1e-4, "variant %d: attention differs by %g", variant, d);
+        /* with an f16 pool the probabilities are rounded to f16 before p.v (as llama.cpp does);
+         * the CPU computes them with ggml's exp and sums, so one probability may round to the
+         * neighbouring f16 value (2^-11 relative): with a window of 5 one term moves the
+         * output by up to ~3e-4 of its magnitude */
+        const double tol = kv_type == RLX_F16 ? 1e-3 : 1e-4;
+        ASSERT_MSG(d <= tol, "variant %d: attention differs by %g", variant, d);
         vt_free(&c);
     }
     VK_CLOSE();

@@ -49,7 +49,7 @@ static inline float vt_rand(vt_case *c)
     return (float)((c->rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
-static void vt_init(vt_case *c, uint64_t seed)
+static inline void vt_init(vt_case *c, uint64_t seed)
 {
     memset(c, 0, sizeof *c);
     rlx_graph_init(&c->g);
@@ -58,7 +58,7 @@ static void vt_init(vt_case *c, uint64_t seed)
     c->kv_type = RLX_F32;
 }
 
-static void vt_free(vt_case *c)
+static inline void vt_free(vt_case *c)
 {
     if (c->compiled) rlx_plan_free(&c->plan);
     rlx_graph_free(&c->g);
@@ -68,7 +68,7 @@ static void vt_free(vt_case *c)
 }
 
 /* A random weight of ne1 rows of ne0 values in [-scale, scale], stored as `type`. */
-static int vt_weight(vt_case *c, int type, int64_t ne0, int64_t ne1, float scale)
+static inline int vt_weight(vt_case *c, int type, int64_t ne0, int64_t ne1, float scale)
 {
     size_t rb = rlx_row_bytes(type, ne0);
     uint8_t *data = malloc(rb * (size_t)ne1);
@@ -92,7 +92,7 @@ VT_UNUSED static int vt_weight_pos(vt_case *c, int64_t n, float lo, float hi)
 }
 
 /* T tokens of one sequence at positions 0..T-1, every one an output. */
-static void vt_batch_linear(vt_case *c, int32_t T, int32_t vocab)
+static inline void vt_batch_linear(vt_case *c, int32_t T, int32_t vocab)
 {
     c->n_tokens = T;
     for (int32_t i = 0; i < T; i++) {
@@ -104,7 +104,7 @@ static void vt_batch_linear(vt_case *c, int32_t T, int32_t vocab)
     c->blocks_needed = T;
 }
 
-static int vt_prepare(vt_case *c, rlx_backend *be, rlx_error *err)
+static inline int vt_prepare(vt_case *c, rlx_backend *be, rlx_error *err)
 {
     if (!c->compiled) {
         rlx_compile_opts o = {.max_tokens = c->max_tokens, .max_outputs = c->max_tokens, .no_fusion = c->no_fusion};
@@ -122,19 +122,19 @@ static int vt_prepare(vt_case *c, rlx_backend *be, rlx_error *err)
 }
 
 /* Runs the single-sequence batch of c on be (prepared here); logits to out if non-NULL. */
-static int vt_run_one(vt_case *c, rlx_backend *be, float *out, rlx_error *err)
+static inline int vt_run_one(vt_case *c, rlx_backend *be, float *out, rlx_error *err)
 {
     int rc = vt_prepare(c, be, err);
     if (rc) return rc;
     int32_t table[128];
     for (int32_t i = 0; i < c->geo.n_blocks && i < 128; i++) table[i] = i;
     rlx_batch_seq bs = {table, c->geo.n_blocks};
-    rlx_batch b = {c->n_tokens, c->tokens, c->pos, c->seq, c->out, c->n_tokens, 1, &bs};
+    rlx_batch b = {c->n_tokens, c->tokens, c->pos, c->seq, c->out, c->n_tokens, 1, &bs, NULL};
     static float sink[VT_MAX_T * 4096];
     return be->ops->run(be, &c->plan, &b, out ? out : sink, err);
 }
 
-static double vt_diff(const float *a, const float *ref, size_t n)
+static inline double vt_diff(const float *a, const float *ref, size_t n)
 {
     double worst = 0, maxabs = 1e-30;
     for (size_t i = 0; i < n; i++) {
@@ -146,7 +146,7 @@ static double vt_diff(const float *a, const float *ref, size_t n)
 }
 
 /* Largest difference GPU vs CPU relative to max |CPU value|; a failure to run is 1e9. */
-static double vt_compare(vt_case *c, rlx_backend *gpu, double tol)
+static inline double vt_compare(vt_case *c, rlx_backend *gpu, double tol)
 {
     rlx_error err = {0};
     if (!c->cpu && rlx_backend_cpu_create(&c->cpu, 2, &err)) return 1e9;
@@ -165,7 +165,7 @@ static double vt_compare(vt_case *c, rlx_backend *gpu, double tol)
 
 /* Two layers of q/k/v projections + NEOX rope + attention; head counts, window and softcap
  * as given. Output: the second attention's rows. */
-static void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int window, float softcap)
+static inline void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int window, float softcap)
 {
     int64_t d = 64;
     int E = vt_weight(c, RLX_F32, d, 40, 1.0f);
@@ -196,7 +196,7 @@ static void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int window, 
 /* Three steps over two sequences with block size 4 and scattered blocks: a prefill of 7 + 5
  * tokens, one decode each, then a 6-token chunk of sequence 0 with a decode of sequence 1.
  * Returns the worst relative difference over all steps. */
-static double vt_compare_attention(vt_case *c, rlx_backend *gpu)
+static inline double vt_compare_attention(vt_case *c, rlx_backend *gpu)
 {
     static const int32_t t0[] = {5, 1, 8, 3}, t1[] = {0, 7, 2, 9};
     rlx_batch_seq seqs[2] = {{t0, 4}, {t1, 4}};
@@ -218,7 +218,7 @@ static double vt_compare_attention(vt_case *c, rlx_backend *gpu)
         int n1 = step == 0 ? 5 : 1, p1 = step == 0 ? 0 : step == 1 ? 5 : 6;
         for (int i = 0; i < n0; i++, n++) { ids[n] = (7 * n + step) % 40; pos[n] = p0 + i; seq[n] = 0; out[n] = 1; }
         for (int i = 0; i < n1; i++, n++) { ids[n] = (11 * n + 3 * step) % 40; pos[n] = p1 + i; seq[n] = 1; out[n] = 1; }
-        rlx_batch b = {n, ids, pos, seq, out, n, 2, seqs};
+        rlx_batch b = {n, ids, pos, seq, out, n, 2, seqs, NULL};
         for (int i = 0; i < 2; i++)
             if (bes[i]->ops->run(bes[i], &c->plan, &b, lg[i], &err)) {
                 fprintf(stderr, "  %s run: %s\n", bes[i]->ops->name, err.msg);

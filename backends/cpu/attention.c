@@ -1,0 +1,407 @@
+/* attention.c - attention over the paged KV cache, in the arithmetic of llama.cpp's CPU backend
+ * without flash attention (the setting of ../shared/golden), so logits agree bit for bit:
+ *   scores = K . q      q rounded to the cache's type; rlx_cpu_float_gemm with K rows of the
+ *                       cache as the weight rows (tinyBLAS's order for prompt rows, vec_dot's
+ *                       for one-token decode rows, as llama.cpp's mul_mat picks them)
+ *   p = softmax(scale * softcap(scores) + mask)   as ggml_soft_max_ext: max, ggml's vectorised
+ *                       exp of x - max (vmath.h), sums of 16-value chunks accumulated in double,
+ *                       then times (float)(1 / sum)
+ *   out = V^T . p       p rounded to the cache's type; V transposed into scratch so the same
+ *                       kernels run with the positions as the reduction dimension.
+ * A Q8_0 cache (llama.cpp has no such path without flash attention) is read as f16(d) * qs and
+ * computed as an F32 one: q and p unrounded (see the layout note in backends/backend.h).
+ * llama.cpp reduces over a KV view padded to 256 positions from position 0; here positions are
+ * laid out from a multiple of 64 and padded to one, which puts the same positions in the same
+ * vector lanes and accumulators (masked positions contribute exact zeros in both).
+ *
+ * Work items are (sequence, KV head, tile of the sequence's tokens x query heads of the group),
+ * claimed from the step's atomic counter: K and V rows are read once per item, and every
+ * output depends only on its own token's row kind (rlx_batch.decode) and positions, never on
+ * the batch or the thread split. */
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/vmath.h"
+#include "backends/quant.h"
+#include "backends/quant_internal.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define ATTN_ROWS 32 /* query rows (token x head) per work item */
+
+size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions, int64_t block_size)
+{
+    const size_t npad = ((size_t)max_positions + 63) / 64 * 64 + 64;
+    /* rounded q rows, scores / probabilities, transposed V, output rows, one block of
+     * dequantized K rows (Q8_0 caches) */
+    return (size_t)ATTN_ROWS * (size_t)head_dim + (size_t)ATTN_ROWS * npad + (size_t)head_dim * npad +
+           (size_t)ATTN_ROWS * (size_t)head_dim + (size_t)block_size * (size_t)head_dim + 64;
+}
+
+/* n values of a Q8_0 row from column c0 on (a head's slice may start inside a block), as
+ * quant.c dequantizes them: qs * f16_to_f32(d) */
+static void deq_q8_0_cols(const uint8_t *row, int64_t c0, int n, float *out)
+{
+    const rlx_block_q8_0 *b = (const rlx_block_q8_0 *)row;
+    for (int i = 0; i < n;) {
+        const int64_t c = c0 + i;
+        const rlx_block_q8_0 *blk = b + c / RLX_QK;
+        const float d = rlx_f16_to_f32(blk->d);
+        const int e = (int)(c % RLX_QK), m = RLX_QK - e < n - i ? RLX_QK - e : n - i;
+        for (int t = 0; t < m; t++) out[i + t] = blk->qs[e + t] * d;
+        i += m;
+    }
+}
+
+static inline size_t kv_slot(const rlx_cpu_run *r, int32_t seq, int32_t pos)
+{
+    const rlx_batch_seq *bs = &r->batch->seqs[seq];
+    const int32_t B = r->kv->block_size;
+    return (size_t)bs->blocks[pos / B] * (size_t)B + (size_t)(pos % B);
+}
+
+/* ---- softmax of one row (ggml_soft_max_ext) ------------------------------------------------ */
+
+typedef struct sm_row {
+    float *x;          /* n scores in, probabilities out */
+    int64_t n;         /* a multiple of 64 */
+    int64_t lo, hi;    /* valid positions [lo, hi] as indices of x; others are masked */
+    float scale, cap;
+} sm_row;
+
+/* scale * softcap(s) on valid positions, -inf elsewhere; returns the maximum */
+static float sm_prepare(const sm_row *s)
+{
+    float mx = -INFINITY;
+    for (int64_t k = 0; k < s->n; k++) {
+        if (k < s->lo || k > s->hi) { s->x[k] = -INFINITY; continue; }
+        float d = s->x[k];
+        if (s->cap > 0.0f) d = softcap(d, s->cap);
+        d *= s->scale;
+        s->x[k] = d;
+        if (d > mx) mx = d;
+    }
+    return mx;
+}
+
+static void sm_scale(const sm_row *s, double sum)
+{
+    const float inv = (float)(1.0 / sum);
+    for (int64_t k = 0; k < s->n; k++) s->x[k] *= inv;
+}
+
+/* every path: AVX-512 llama.cpp's numbers (exp of vmath.h, chunk sums in its reduction tree) */
+static void sm_scalar(const sm_row *s)
+{
+    const float mx = sm_prepare(s);
+    double sum = 0.0;
+    for (int64_t k = 0; k < s->n; k += 16) {
+        for (int l = 0; l < 16; l++) s->x[k + l] = rlx__vexp(s->x[k + l] - mx);
+        sum += (double)rlx__red16(s->x + k);
+    }
+    sm_scale(s, sum);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void sm_avx512(const sm_row *s)
+{
+    const float mx = sm_prepare(s);
+    double sum = 0.0;
+    const __m512 m = _mm512_set1_ps(mx);
+    for (int64_t k = 0; k < s->n; k += 16) {
+        const __m512 v = rlx__vexp512(_mm512_sub_ps(_mm512_loadu_ps(s->x + k), m));
+        _mm512_storeu_ps(s->x + k, v);
+        sum += (double)_mm512_reduce_add_ps(v);
+    }
+    sm_scale(s, sum);
+}
+
+__attribute__((target("avx2,fma"))) static void sm_avx2(const sm_row *s)
+{
+    const float mx = sm_prepare(s);
+    double sum = 0.0;
+    const __m256 m = _mm256_set1_ps(mx);
+    for (int64_t k = 0; k < s->n; k += 16) {
+        const __m256 lo = rlx__vexp256(_mm256_sub_ps(_mm256_loadu_ps(s->x + k), m));
+        const __m256 hi = rlx__vexp256(_mm256_sub_ps(_mm256_loadu_ps(s->x + k + 8), m));
+        _mm256_storeu_ps(s->x + k, lo);
+        _mm256_storeu_ps(s->x + k + 8, hi);
+        /* the 16-lane tree: lanes i + 8 and i, then halves, pairs, and the last add */
+        __m256 h8 = _mm256_add_ps(hi, lo);
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        sum += (double)_mm_cvtss_f32(h);
+    }
+    sm_scale(s, sum);
+}
+#endif
+
+typedef void (*sm_fn)(const sm_row *);
+
+/* follows the matmul kernels' path, so RLX_CPU_PATH / rlx_cpu_force_path test every variant */
+static sm_fn softmax_kernel(void)
+{
+#if defined(__x86_64__)
+    const char *path = rlx_cpu_path();
+    if (!strncmp(path, "avx512", 6)) return sm_avx512;
+    if (!strncmp(path, "avx2", 4)) return sm_avx2;
+#endif
+    return sm_scalar;
+}
+
+/* ---- decode rows without transposing V -----------------------------------------------------
+ * For a row of a one-token step llama.cpp's V^T . p is ggml_vec_dot per output channel d: four
+ * accumulators of FW lanes over positions (position k goes to accumulator (k mod 4FW) / FW, lane
+ * k mod FW), ggml's pairwise reduction, then the lanes' sum. Kept "vertically" (a vector over
+ * FW channels per lane), the same sums come from row-major V: one pass per accumulator with FW
+ * lane vectors, then the same reduction tree across them. Bit for bit the numbers of the
+ * transposed product (tests/unit/test_cpu_attention.c checks both routes agree). AVX-512 only:
+ * the 16 lane vectors need its 32 registers; other paths take the transposed product. */
+#if defined(__x86_64__)
+#define KQV_DEC(NAME, ATTR, VEC, FW, ZERO, SET1, FMA, ADD, LD32, LD16, ST, RED)                        \
+    ATTR static void NAME(const float *p, int64_t n, const uint8_t *const *vrow, bool f16, int hd, float *y) \
+    {                                                                                                  \
+        VEC part[4][FW];                                                                               \
+        for (int dc = 0; dc < hd; dc += FW) {                                                          \
+            for (int s = 0; s < 4; s++) {                                                              \
+                VEC A[FW];                                                                             \
+                for (int l = 0; l < FW; l++) A[l] = ZERO();                                            \
+                for (int64_t k0 = (int64_t)s * FW; k0 < n; k0 += 4 * FW)                               \
+                    for (int l = 0; l < FW; l++) {                                                     \
+                        const uint8_t *v = vrow[k0 + l];                                               \
+                        if (!v) continue; /* past the last position: p = 0 */                          \
+                        const VEC vv = f16 ? LD16((const uint16_t *)v + dc) : LD32((const float *)v + dc); \
+                        A[l] = FMA(vv, SET1(p[k0 + l]), A[l]);                                         \
+                    }                                                                                  \
+                for (int l = 0; l < FW; l++) part[s][l] = A[l];                                        \
+            }                                                                                          \
+            VEC x[FW];                                                                                 \
+            for (int l = 0; l < FW; l++) x[l] = ADD(ADD(part[0][l], part[2][l]), ADD(part[1][l], part[3][l])); \
+            ST(y + dc, RED(x));                                                                        \
+        }                                                                                              \
+    }
+
+#define T512A __attribute__((target("avx512f")))
+#define LD16_512(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+/* _mm512_reduce_add_ps's tree across 16 lane vectors: halves of 8, of 4, then pairs */
+T512A static inline __m512 red16_vert(const __m512 *x)
+{
+    __m512 h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = _mm512_add_ps(x[i + 8], x[i]);
+    for (int i = 0; i < 4; i++) q[i] = _mm512_add_ps(h[i + 4], h[i]);
+    return _mm512_add_ps(_mm512_add_ps(q[0], q[2]), _mm512_add_ps(q[1], q[3]));
+}
+KQV_DEC(kqv_dec512, T512A, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,
+        _mm512_loadu_ps, LD16_512, _mm512_storeu_ps, red16_vert)
+#endif
+
+typedef void (*kqv_dec_fn)(const float *p, int64_t n, const uint8_t *const *vrow, bool f16, int hd, float *y);
+
+/* ---- one work item: a sequence's tokens x one group of query heads ------------------------ */
+
+typedef struct attn_item {
+    rlx_cpu_run *r;
+    const rlx_step *s;
+    const uint8_t *K, *V;   /* this layer */
+    int type;               /* arithmetic: RLX_F16 or RLX_F32 (also for a Q8_0 cache) */
+    bool q8;                /* the cache holds Q8_0 rows */
+    size_t esz;             /* bytes per value of `type` */
+    size_t rb;              /* bytes per cache row (rlx_kv_row_bytes) */
+    int64_t kvc;
+    int hd, hk, h0, gs;     /* KV head, first query head, query heads in this item */
+    int window, qt;         /* qt: tokens per tile (qt x gs <= ATTN_ROWS) */
+    const int32_t *toks;    /* batch token indices of this item (one sequence) */
+    int nt;
+    float *scratch;
+    size_t npad_max;
+    sm_fn softmax;
+    kqv_dec_fn kqv_dec;     /* NULL on the scalar path */
+    int fw;                 /* its lanes */
+} attn_item;
+
+/* q rows of tokens [t0, t0 + n) of the item, scores over positions [j0, j0 + npad) (K rows of
+ * the cache as weight rows, one product per block) and the rows' probabilities */
+static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, float *S, uint8_t *role, int64_t *npad_out)
+{
+    rlx_cpu_run *r = it->r;
+    const rlx_batch *bt = r->batch;
+    const int hd = it->hd, gs = it->gs, R = n * gs;
+    const int32_t B = r->kv->block_size;
+    const rlx_batch_seq *bs = &bt->seqs[bt->seq[it->toks[t0]]];
+    int64_t lo[ATTN_ROWS], hi[ATTN_ROWS], jmax = -1;
+    for (int ti = 0; ti < n; ti++) {
+        const int32_t t = it->toks[t0 + ti], p = bt->pos[t];
+        const int64_t l = it->window > 0 && p - it->window + 1 > 0 ? p - it->window + 1 : 0;
+        jmax = p > jmax ? p : jmax;
+        const float *src = rowp(r, it->s->node.in[0], t) + (int64_t)it->h0 * hd;
+        for (int g = 0; g < gs; g++) {
+            const int row = ti * gs + g;
+            if (it->type == RLX_F16) rlx_cpu_round_act(RLX_F16, src + (size_t)g * hd, q + (size_t)row * hd, hd);
+            else memcpy(q + (size_t)row * hd, src + (size_t)g * hd, (size_t)hd * sizeof *q);
+            role[row] = r->decode_tok[t];
+            lo[row] = l;
+            hi[row] = p;
+        }
+    }
+    const int64_t npad = (jmax - j0 + 1 + 63) / 64 * 64;
+    if ((size_t)npad > it->npad_max) return RLX_ERANGE;
+    const size_t sstride = it->npad_max;
+    float *kbuf = S + (size_t)ATTN_ROWS * sstride + (size_t)hd * sstride + (size_t)ATTN_ROWS * hd;
+    for (int64_t b = j0 / B; b * B <= jmax; b++) {
+        const int64_t pa = b * B < j0 ? j0 : b * B, pb = (b + 1) * B - 1 < jmax ? (b + 1) * B - 1 : jmax;
+        const uint8_t *row0 = it->K + ((size_t)bs->blocks[b] * (size_t)B + (size_t)(pa - b * B)) * it->rb;
+        if (it->q8) {
+            for (int64_t j = 0; j <= pb - pa; j++) deq_q8_0_cols(row0 + (size_t)j * it->rb, (int64_t)it->hk * hd, hd, kbuf + (size_t)j * hd);
+            rlx_cpu_float_gemm(RLX_F32, kbuf, (size_t)hd * 4, 0, pb - pa + 1, q, (size_t)hd, R, hd, S + (pa - j0), (int64_t)sstride, role);
+        } else {
+            rlx_cpu_float_gemm(it->type, row0 + (size_t)it->hk * hd * it->esz, it->rb, 0, pb - pa + 1, q, (size_t)hd, R, hd,
+                               S + (pa - j0), (int64_t)sstride, role);
+        }
+    }
+    for (int row = 0; row < R; row++) {
+        float *x = S + (size_t)row * sstride;
+        sm_row sm = {x, npad, lo[row] - j0, hi[row] - j0, it->s->node.fp[0], it->s->node.fp[1]};
+        it->softmax(&sm);
+        if (it->type == RLX_F16) rlx_cpu_round_act(RLX_F16, x, x, npad);
+    }
+    *npad_out = npad;
+    return 0;
+}
+
+static int run_item(const attn_item *it)
+{
+    rlx_cpu_run *r = it->r;
+    const rlx_batch *bt = r->batch;
+    const int hd = it->hd, gs = it->gs;
+    const int32_t seq = bt->seq[it->toks[0]], B = r->kv->block_size;
+    const rlx_batch_seq *bs = &bt->seqs[seq];
+    const size_t sstride = it->npad_max;
+    float *q = it->scratch, *S = q + (size_t)ATTN_ROWS * hd;
+    float *vt = S + (size_t)ATTN_ROWS * sstride, *o = vt + (size_t)hd * sstride;
+    uint8_t role[ATTN_ROWS];
+
+    int64_t jmin = INT64_MAX, jmax = -1;
+    bool all_decode = true;
+    for (int ti = 0; ti < it->nt; ti++) {
+        const int32_t t = it->toks[ti], p = bt->pos[t];
+        if (p < 0 || p / B >= bs->n_blocks) return RLX_ERANGE;
+        const int64_t l = it->window > 0 && p - it->window + 1 > 0 ? p - it->window + 1 : 0;
+        jmin = l < jmin ? l : jmin;
+        jmax = p > jmax ? p : jmax;
+        all_decode &= r->decode_tok[t] != 0;
+    }
+    const int64_t j0 = jmin / 64 * 64, nall = (jmax - j0 + 1 + 63) / 64 * 64;
+    if ((size_t)nall > sstride) return RLX_ERANGE;
+
+    if (all_decode && it->kqv_dec && !it->q8 && hd % it->fw == 0) {
+        /* one-token rows: V read in place, row pointers in the transposed-V scratch */
+        const uint8_t **vrow = (const uint8_t **)vt;
+        for (int64_t k = 0; k < nall; k++)
+            vrow[k] = j0 + k <= jmax ? it->V + kv_slot(r, seq, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz : NULL;
+        for (int ti = 0; ti < it->nt; ti++) {
+            int64_t npad;
+            int e = scores(it, ti, 1, j0, q, S, role, &npad);
+            if (e) return e;
+            float *y = rowp(r, it->s->out, it->toks[ti]) + (int64_t)it->h0 * hd;
+            for (int g = 0; g < gs; g++)
+                it->kqv_dec(S + (size_t)g * sstride, npad, vrow, it->type == RLX_F16, hd, y + (size_t)g * hd);
+        }
+        return 0;
+    }
+
+    /* V transposed once for every tile: row d holds channel d for positions j0.. (zero past jmax) */
+    for (int64_t k = 0; k < nall; k++) {
+        const int64_t j = j0 + k;
+        if (j > jmax) {
+            for (int d = 0; d < hd; d++) memset((uint8_t *)vt + ((size_t)d * nall + (size_t)k) * it->esz, 0, it->esz);
+            continue;
+        }
+        const uint8_t *row = it->V + kv_slot(r, seq, (int32_t)j) * it->rb;
+        if (it->q8) {
+            float *tmp = o; /* free until the first tile's output */
+            deq_q8_0_cols(row, (int64_t)it->hk * hd, hd, tmp);
+            for (int d = 0; d < hd; d++) vt[(size_t)d * nall + (size_t)k] = tmp[d];
+            continue;
+        }
+        const uint8_t *v = row + (size_t)it->hk * hd * it->esz;
+        if (it->type == RLX_F16)
+            for (int d = 0; d < hd; d++) ((uint16_t *)vt)[(size_t)d * nall + (size_t)k] = ((const uint16_t *)v)[d];
+        else
+            for (int d = 0; d < hd; d++) vt[(size_t)d * nall + (size_t)k] = ((const float *)v)[d];
+    }
+    for (int t0 = 0; t0 < it->nt; t0 += it->qt) {
+        const int n = it->nt - t0 < it->qt ? it->nt - t0 : it->qt, R = n * gs;
+        int64_t npad;
+        int e = scores(it, t0, n, j0, q, S, role, &npad);
+        if (e) return e;
+        /* tinyBLAS also declines a row count (here head_dim) not a multiple of 4 */
+        if (hd % 4) memset(role, 1, (size_t)R);
+        rlx_cpu_float_gemm(it->type, vt, (size_t)nall * it->esz, 0, hd, S, sstride, R, npad, o, hd, role);
+        for (int ti = 0; ti < n; ti++) {
+            float *y = rowp(r, it->s->out, it->toks[t0 + ti]) + (int64_t)it->h0 * hd;
+            memcpy(y, o + (size_t)ti * gs * hd, (size_t)gs * hd * sizeof *y);
+        }
+    }
+    return 0;
+}
+
+void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+{
+    const rlx_node *n = &s->node;
+    const rlx_batch *bt = r->batch;
+    const int layer = n->ip[0], n_head = n->ip[1], n_head_kv = n->ip[2], hd = n->ip[3];
+    const int64_t kvc = r->kv->kv_cols, T = bt->n_tokens;
+    const bool f16 = r->kv->type == RLX_F16, q8 = r->kv->type == RLX_Q8_0;
+    const size_t esz = f16 ? 2 : 4, rb = rlx_kv_row_bytes(r->kv->type, kvc);
+    uint8_t *K = r->kv_k + (size_t)layer * r->kv_layer_bytes, *V = r->kv_v + (size_t)layer * r->kv_layer_bytes;
+    int64_t a, b;
+
+    /* phase 1: store this batch's K and V */
+    split(T, ith, nth, &a, &b);
+    for (int64_t t = a; t < b; t++) {
+        const rlx_batch_seq *bs = &bt->seqs[bt->seq[t]];
+        if (bt->pos[t] < 0 || bt->pos[t] / r->kv->block_size >= bs->n_blocks) { atomic_store(&r->error, RLX_ERANGE); continue; }
+        const size_t slot = kv_slot(r, bt->seq[t], bt->pos[t]);
+        const float *k = rowp(r, n->in[1], t), *v = rowp(r, n->in[2], t);
+        if (f16) {
+            uint16_t *kd = (uint16_t *)(K + slot * rb), *vd = (uint16_t *)(V + slot * rb);
+            for (int64_t c = 0; c < kvc; c++) { kd[c] = rlx_f32_to_f16(k[c]); vd[c] = rlx_f32_to_f16(v[c]); }
+        } else if (q8) {
+            /* the layout's reference quantizer (backends/backend.h) */
+            rlx_quantize_row(RLX_Q8_0, k, K + slot * rb, kvc);
+            rlx_quantize_row(RLX_Q8_0, v, V + slot * rb, kvc);
+        } else {
+            memcpy(K + slot * rb, k, (size_t)kvc * 4);
+            memcpy(V + slot * rb, v, (size_t)kvc * 4);
+        }
+    }
+    rlx_threadpool_barrier(r->tp);
+    if (atomic_load(&r->error)) return;
+
+    /* phase 2: items (sequence, KV head, head sub-group) claimed in turn */
+    const int group = n_head / n_head_kv, gs = group < ATTN_ROWS ? group : ATTN_ROWS;
+    const int n_sub = (group + gs - 1) / gs;
+    const int64_t per_seq = (int64_t)n_head_kv * n_sub, items = (int64_t)bt->n_seqs * per_seq;
+    _Atomic int64_t *next = &r->counters[s - r->plan->steps];
+    attn_item it = {.r = r, .s = s, .K = K, .V = V, .type = f16 ? RLX_F16 : RLX_F32, .q8 = q8, .esz = esz, .rb = rb, .kvc = kvc, .hd = hd,
+                    .window = n->ip[4], .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
+                    .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
+#if defined(__x86_64__)
+    if (it.softmax == sm_avx512) { it.kqv_dec = kqv_dec512; it.fw = 16; }
+#endif
+    for (;;) {
+        const int64_t w = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        if (w >= items) break;
+        const int32_t q = (int32_t)(w / per_seq), rest = (int32_t)(w % per_seq);
+        if (r->seq_off[q + 1] == r->seq_off[q]) continue; /* a sequence without tokens here */
+        it.hk = rest / n_sub;
+        it.h0 = it.hk * group + (rest % n_sub) * gs;
+        it.gs = RLX_MIN(gs, it.hk * group + group - it.h0);
+        it.toks = r->seq_tok + r->seq_off[q];
+        it.nt = r->seq_off[q + 1] - r->seq_off[q];
+        int e = run_item(&it);
+        if (e) atomic_store(&r->error, e);
+    }
+}

@@ -1,0 +1,361 @@
+/* kern_x86_float.h - F32 / F16 / BF16 weights times f32 activation rows, included by kern_x86.h
+ * once per path. Every path computes exactly the numbers of backends/quant_f.c, the scalar
+ * specification of llama.cpp's float arithmetic on an AVX-512 (+BF16) CPU, where the golden
+ * outputs were made; tests/unit/test_quant_simd.c checks all paths against it bit for bit.
+ * For F16/BF16 weights the caller has rounded the activations to the weight's type, as ggml
+ * converts them, so every product is exact in float.
+ *
+ * Two arithmetics, per activation row:
+ *   batched rows - llamafile's tinyBLAS (llama.cpp's multi-row products): one 16-lane
+ *     accumulator per output, a fused multiply-add per 16 values (a vdpbf16ps pair step per 32
+ *     for BF16), then _mm512_reduce_add_ps's tree. tinyBLAS declines K % 16 (BF16: 32) != 0;
+ *     then, as in llama.cpp, the one-row arithmetic.
+ *   one-row rows - ggml_vec_dot_f32/f16 (four 16-lane accumulators per 64 values, (a0 + a2) +
+ *     (a1 + a3), the reduction tree, then the tail as quant_f.c) and ggml_vec_dot_bf16 (two
+ *     vdpbf16ps chains per 64 values, each reduced and added in double, the tail in double).
+ * Every output's arithmetic depends only on its row's kind, never on T, the tile shape or the
+ * row range: results are batch invariant.
+ *
+ * A logical vector is 16 lanes: one zmm, or a low and a high ymm on AVX2, whose sum hi + lo then
+ * hsum_ps is exactly the 16-lane tree. vdpbf16ps is used where the CPU has it and otherwise
+ * computed as it defines: per lane the odd pair's product, then the even one's, each added with
+ * one rounding and denormal results flushed to zero.
+ *
+ * Register blocking: batched micro-tiles of PT_RM weight rows x PT_RN activation rows (each
+ * loaded weight vector feeds PT_RN FMAs); one-row micro-tiles of DT_RM1 rows x 1, or DT_RM x
+ * DT_RN, four accumulators each. */
+
+#if KAVX512
+typedef struct { __m512 v; } lvec;
+#define PT_RM 4      /* 4 x 6 accumulators + 4 + 1 of 32 zmm */
+#define PT_RN 6
+#define DT_RM1 1     /* one weight row streams fastest; four chains hide the FMA latency */
+#define DT_RM 2      /* 2 x 3 x 4 accumulators */
+#define DT_RN 3
+KINLINE lvec lv_zero(void) { return (lvec){_mm512_setzero_ps()}; }
+KINLINE lvec lv_add(lvec a, lvec b) { return (lvec){_mm512_add_ps(a.v, b.v)}; }
+KINLINE lvec lv_fma(lvec a, lvec b, lvec c) { return (lvec){_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+KINLINE float lv_red(lvec a) { return _mm512_reduce_add_ps(a.v); }
+KINLINE lvec lv_loada(const float *a) { return (lvec){_mm512_loadu_ps(a)}; }
+KINLINE lvec lv_from_u32(__m512i u) { return (lvec){_mm512_castsi512_ps(u)}; }
+KINLINE lvec lv_loadw(int type, const void *w, int64_t k)
+{
+    switch (type) {
+    case RLX_F32: return (lvec){_mm512_loadu_ps((const float *)w + k)};
+    case RLX_F16: return (lvec){_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k)))};
+    default:
+        return lv_from_u32(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k))), 16));
+    }
+}
+/* 32 bf16 weights at k as the even and odd elements of 16 pairs */
+KINLINE void lv_loadw_pairs(const void *w, int64_t k, lvec *even, lvec *odd)
+{
+    const __m512i u = _mm512_loadu_si512((const uint16_t *)w + k);
+    *even = lv_from_u32(_mm512_slli_epi32(u, 16));
+    *odd = lv_from_u32(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+KINLINE void lv_loada_pairs(const float *a, int64_t k, lvec *even, lvec *odd)
+{
+    const __m512 x0 = _mm512_loadu_ps(a + k), x1 = _mm512_loadu_ps(a + k + 16);
+    const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    *even = (lvec){_mm512_permutex2var_ps(x0, ie, x1)};
+    *odd = (lvec){_mm512_permutex2var_ps(x0, io, x1)};
+}
+/* |x| < 2^-126 -> a zero of x's sign */
+KINLINE lvec lv_ftz(lvec x)
+{
+    const __mmask16 tiny = _mm512_cmp_ps_mask(_mm512_abs_ps(x.v), _mm512_set1_ps(0x1p-126f), _CMP_LT_OQ);
+    const __m512i u = _mm512_castps_si512(x.v);
+    return (lvec){_mm512_castsi512_ps(_mm512_mask_and_epi32(u, tiny, u, _mm512_set1_epi32(INT32_MIN)))};
+}
+#else
+typedef struct { __m256 lo, hi; } lvec;
+#define PT_RM 1      /* 16 ymm: 1 x 4 logical accumulators (8) + weights and activations */
+#define PT_RN 4
+#define DT_RM1 1
+#define DT_RM 1
+#define DT_RN 1
+KINLINE lvec lv_zero(void) { return (lvec){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+KINLINE lvec lv_add(lvec a, lvec b) { return (lvec){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+KINLINE lvec lv_fma(lvec a, lvec b, lvec c) { return (lvec){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+/* the 16-lane tree: lanes i + 8 and i, then hsum_ps's halves, pairs and final add */
+KINLINE float lv_red(lvec a) { return hsum_ps(_mm256_add_ps(a.hi, a.lo)); }
+KINLINE lvec lv_loada(const float *a) { return (lvec){_mm256_loadu_ps(a), _mm256_loadu_ps(a + 8)}; }
+KINLINE __m256 ld8w(int type, const void *w, int64_t k)
+{
+    switch (type) {
+    case RLX_F32: return _mm256_loadu_ps((const float *)w + k);
+    case RLX_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k)));
+    default:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k))), 16));
+    }
+}
+KINLINE lvec lv_loadw(int type, const void *w, int64_t k) { return (lvec){ld8w(type, w, k), ld8w(type, w, k + 8)}; }
+KINLINE void lv_loadw_pairs(const void *w, int64_t k, lvec *even, lvec *odd)
+{
+    const __m256i u0 = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k));
+    const __m256i u1 = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k + 16));
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    *even = (lvec){_mm256_castsi256_ps(_mm256_slli_epi32(u0, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(u1, 16))};
+    *odd = (lvec){_mm256_castsi256_ps(_mm256_and_si256(u0, hi)), _mm256_castsi256_ps(_mm256_and_si256(u1, hi))};
+}
+/* 16 floats -> their 8 even and 8 odd elements, in order */
+KINLINE void split8(const float *a, __m256 *even, __m256 *odd)
+{
+    const __m256 x0 = _mm256_loadu_ps(a), x1 = _mm256_loadu_ps(a + 8);
+    const __m256 e = _mm256_shuffle_ps(x0, x1, 0x88), o = _mm256_shuffle_ps(x0, x1, 0xDD);
+    /* shuffle_ps works per 128-bit half: lanes come out as 0 2 8 10 | 4 6 12 14 */
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
+}
+KINLINE void lv_loada_pairs(const float *a, int64_t k, lvec *even, lvec *odd)
+{
+    split8(a + k, &even->lo, &odd->lo);
+    split8(a + k + 16, &even->hi, &odd->hi);
+}
+KINLINE __m256 ftz8(__m256 x)
+{
+    const __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(0x1p-126f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(x, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)), tiny);
+}
+KINLINE lvec lv_ftz(lvec x) { return (lvec){ftz8(x.lo), ftz8(x.hi)}; }
+#endif
+
+/* one vdpbf16ps step on 32 values at k: the odd pairs' products, then the even ones' */
+KINLINE lvec lv_dp(lvec acc, const void *w, const float *a, int64_t k)
+{
+    lvec we, wo, ae, ao;
+    lv_loadw_pairs(w, k, &we, &wo);
+    lv_loada_pairs(a, k, &ae, &ao);
+    acc = lv_ftz(lv_fma(wo, ao, acc));
+    return lv_ftz(lv_fma(we, ae, acc));
+}
+
+KINLINE float fw_scalar(int type, const void *w, int64_t k)
+{
+    switch (type) {
+    case RLX_F32: return ((const float *)w)[k];
+    case RLX_F16: return f16(((const uint16_t *)w)[k]);
+    default: return rlx_bf16_to_f32(((const uint16_t *)w)[k]);
+    }
+}
+
+/* ---- batched rows: tinyBLAS (K % 16 == 0, BF16 K % 32 == 0) ---- */
+
+KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
+                   float *out, int64_t ldo, const int rm, const int rn)
+{
+    lvec acc[PT_RM][PT_RN];
+    #pragma GCC unroll 8
+    for (int i = 0; i < rm; i++)
+        #pragma GCC unroll 8
+        for (int j = 0; j < rn; j++) acc[i][j] = lv_zero();
+    if (type == RLX_BF16) {
+        for (int64_t k = 0; k < K; k += 32)
+            #pragma GCC unroll 8
+            for (int j = 0; j < rn; j++)
+                #pragma GCC unroll 8
+                for (int i = 0; i < rm; i++) acc[i][j] = lv_dp(acc[i][j], w + (size_t)i * wrow, a + (size_t)j * astr, k);
+    } else {
+        for (int64_t k = 0; k < K; k += 16) {
+            lvec wv[PT_RM];
+            #pragma GCC unroll 8
+            for (int i = 0; i < rm; i++) wv[i] = lv_loadw(type, w + (size_t)i * wrow, k);
+            #pragma GCC unroll 8
+            for (int j = 0; j < rn; j++) {
+                const lvec av = lv_loada(a + (size_t)j * astr + k);
+                #pragma GCC unroll 8
+                for (int i = 0; i < rm; i++) acc[i][j] = lv_fma(wv[i], av, acc[i][j]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int j = 0; j < rn; j++)
+        #pragma GCC unroll 8
+        for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = lv_red(acc[i][j]);
+}
+
+/* ---- one-row rows: ggml_vec_dot_f32 / _f16 / _bf16 ---- */
+
+KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
+                   float *out, int64_t ldo, const int rm, const int rn)
+{
+    const int64_t np = K & ~(int64_t)63;
+    lvec acc[DT_RM1 > DT_RM ? DT_RM1 : DT_RM][DT_RN][4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < rm; i++)
+        #pragma GCC unroll 8
+        for (int j = 0; j < rn; j++)
+            #pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) acc[i][j][s] = lv_zero();
+    if (type == RLX_BF16) {
+        /* two chains: values [k, k + 32) and [k + 32, k + 64) */
+        for (int64_t k = 0; k < np; k += 64)
+            #pragma GCC unroll 2
+            for (int s = 0; s < 2; s++)
+                #pragma GCC unroll 8
+                for (int j = 0; j < rn; j++)
+                    #pragma GCC unroll 8
+                    for (int i = 0; i < rm; i++)
+                        acc[i][j][s] = lv_dp(acc[i][j][s], w + (size_t)i * wrow, a + (size_t)j * astr, k + 32 * s);
+    } else {
+        for (int64_t k = 0; k < np; k += 64)
+            #pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                lvec wv[DT_RM1 > DT_RM ? DT_RM1 : DT_RM];
+                #pragma GCC unroll 8
+                for (int i = 0; i < rm; i++) wv[i] = lv_loadw(type, w + (size_t)i * wrow, k + 16 * s);
+                #pragma GCC unroll 8
+                for (int j = 0; j < rn; j++) {
+                    const lvec av = lv_loada(a + (size_t)j * astr + k + 16 * s);
+                    #pragma GCC unroll 8
+                    for (int i = 0; i < rm; i++) acc[i][j][s] = lv_fma(wv[i], av, acc[i][j][s]);
+                }
+            }
+    }
+    #pragma GCC unroll 8
+    for (int j = 0; j < rn; j++)
+        #pragma GCC unroll 8
+        for (int i = 0; i < rm; i++) {
+            const uint8_t *wi = w + (size_t)i * wrow;
+            const float *aj = a + (size_t)j * astr;
+            lvec *x = acc[i][j];
+            if (type == RLX_BF16) {
+                double sum = (double)lv_red(x[0]);
+                sum += (double)lv_red(x[1]);
+                for (int64_t k = np; k < K; k++) sum += (double)(fw_scalar(type, wi, k) * aj[k]);
+                out[(int64_t)j * ldo + i] = (float)sum;
+            } else if (type == RLX_F32) {
+                /* the compiled tail: eight products at a time added unfused, then FMAs */
+                float sum = lv_red(lv_add(lv_add(x[0], x[2]), lv_add(x[1], x[3])));
+                const float *wf = (const float *)wi;
+                const int64_t m8 = np + ((K - np) & ~(int64_t)7);
+                for (int64_t k = np; k < m8; k++) sum = sum + wf[k] * aj[k];
+                for (int64_t k = m8; k < K; k++) sum = fmaf(wf[k], aj[k], sum);
+                out[(int64_t)j * ldo + i] = sum;
+            } else {
+                double sum = (double)lv_red(lv_add(lv_add(x[0], x[2]), lv_add(x[1], x[3])));
+                for (int64_t k = np; k < K; k++) sum += (double)(fw_scalar(type, wi, k) * aj[k]);
+                out[(int64_t)j * ldo + i] = (float)sum;
+            }
+        }
+}
+
+#define TILE_BY_RN(TILE, type, rm, max, ...)                      \
+    switch (rn) {                                                 \
+    case 1: TILE(type, __VA_ARGS__, rm, 1); break;                \
+    case 2: TILE(type, __VA_ARGS__, rm, 2 <= max ? 2 : 1); break; \
+    case 3: TILE(type, __VA_ARGS__, rm, 3 <= max ? 3 : 1); break; \
+    case 4: TILE(type, __VA_ARGS__, rm, 4 <= max ? 4 : 1); break; \
+    case 5: TILE(type, __VA_ARGS__, rm, 5 <= max ? 5 : 1); break; \
+    default: TILE(type, __VA_ARGS__, rm, 6 <= max ? 6 : 1); break; \
+    }
+
+/* Rows [n0, n1) times activation rows [t0, t1), all of one kind. */
+#define FLOAT_RUN(NAME, TYPE)                                                                    \
+    static void NAME(const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act,   \
+                     size_t astr, int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo,    \
+                     bool onerow)                                                                \
+    {                                                                                            \
+        if (onerow && t1 - t0 == 1) {                                                            \
+            const float *a = act + (size_t)t0 * astr;                                            \
+            float *o = out + t0 * ldo;                                                           \
+            int64_t n = n0;                                                                      \
+            for (; n + DT_RM1 <= n1; n += DT_RM1)                                                \
+                dtile(TYPE, w + (size_t)n * wrow, wrow, a, astr, K, o + n, ldo, DT_RM1, 1);      \
+            for (; n < n1; n++) dtile(TYPE, w + (size_t)n * wrow, wrow, a, astr, K, o + n, ldo, 1, 1); \
+            return;                                                                              \
+        }                                                                                        \
+        const int rmax = onerow ? DT_RM : PT_RM, tmax = onerow ? DT_RN : PT_RN;                  \
+        for (int64_t n = n0; n < n1; n += rmax) {                                                \
+            const bool full = n + rmax <= n1;                                                    \
+            for (int64_t t = t0; t < t1; t += tmax) {                                            \
+                const int rn = (int)(t1 - t < tmax ? t1 - t : tmax);                             \
+                const float *a = act + (size_t)t * astr;                                         \
+                float *o = out + t * ldo;                                                        \
+                for (int64_t r = n; r < (full ? n + 1 : n1); r++) {                              \
+                    const uint8_t *wr = w + (size_t)r * wrow;                                    \
+                    if (onerow && full) TILE_BY_RN(dtile, TYPE, DT_RM, DT_RN, wr, wrow, a, astr, K, o + r, ldo) \
+                    else if (onerow) TILE_BY_RN(dtile, TYPE, 1, DT_RN, wr, wrow, a, astr, K, o + r, ldo) \
+                    else if (full) TILE_BY_RN(ptile, TYPE, PT_RM, PT_RN, wr, wrow, a, astr, K, o + r, ldo) \
+                    else TILE_BY_RN(ptile, TYPE, 1, PT_RN, wr, wrow, a, astr, K, o + r, ldo)     \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+    }
+FLOAT_RUN(float_run_f32, RLX_F32)
+FLOAT_RUN(float_run_f16, RLX_F16)
+FLOAT_RUN(float_run_bf16, RLX_BF16)
+
+#if KAVX512
+/* BF16 on CPUs with AVX512-BF16: the instruction itself (one output at a time: it halves the
+ * loads per product already). The activations, bf16 values, are narrowed exactly. */
+#define TBF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+TBF16 static inline __m512bh bf_loadw(const uint8_t *w, int64_t k)
+{
+    return (__m512bh)_mm512_loadu_si512((const uint16_t *)w + k);
+}
+TBF16 static inline __m512bh bf_loada(const float *a, int64_t k)
+{
+    return _mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + k + 16), _mm512_loadu_ps(a + k));
+}
+
+TBF16 static void bf16dp_run(const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                             int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo, bool onerow)
+{
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *wr = w + (size_t)n * wrow;
+        for (int64_t t = t0; t < t1; t++) {
+            const float *a = act + (size_t)t * astr;
+            if (!onerow) {
+                __m512 c = _mm512_setzero_ps();
+                for (int64_t k = 0; k < K; k += 32) c = _mm512_dpbf16_ps(c, bf_loadw(wr, k), bf_loada(a, k));
+                out[t * ldo + n] = _mm512_reduce_add_ps(c);
+                continue;
+            }
+            __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+            int64_t k = 0;
+            for (; k + 64 <= K; k += 64) {
+                c1 = _mm512_dpbf16_ps(c1, bf_loadw(wr, k), bf_loada(a, k));
+                c2 = _mm512_dpbf16_ps(c2, bf_loadw(wr, k + 32), bf_loada(a, k + 32));
+            }
+            double sum = (double)_mm512_reduce_add_ps(c1);
+            sum += (double)_mm512_reduce_add_ps(c2);
+            for (; k < K; k++) sum += (double)(rlx_bf16_to_f32(((const uint16_t *)wr)[k]) * a[k]);
+            out[t * ldo + n] = (float)sum;
+        }
+    }
+}
+#endif
+
+/* Activation rows [t0, t1) of one kind (onerow: llama.cpp's one-row arithmetic, else its
+ * batched one, which needs K % 16 (BF16: 32) == 0 and otherwise is the one-row one too). */
+static void float_rows(int type, const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                       int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo, bool onerow)
+{
+    if (K % (type == RLX_BF16 ? 32 : 16)) onerow = true;
+#if KAVX512
+    if (type == RLX_BF16 && rlx__cpu_bf16dp()) { bf16dp_run(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, onerow); return; }
+#endif
+    switch (type) {
+    case RLX_F32: float_run_f32(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, onerow); break;
+    case RLX_F16: float_run_f16(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, onerow); break;
+    default: float_run_bf16(w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, onerow); break;
+    }
+}
+
+/* Rows [n0, n1) of float weights (wrow bytes apart) times T activation rows; decode[t] != 0
+ * marks the rows that take the one-row arithmetic (NULL: none). Runs of rows of one kind go
+ * together. The entry of attention's products (K rows of the cache, transposed V). */
+void KPFX(float_gemm)(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
+                      int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode)
+{
+    for (int64_t t0 = 0; t0 < T;) {
+        const bool d = decode && decode[t0];
+        int64_t t1 = t0 + 1;
+        while (t1 < T && (decode && decode[t1]) == d) t1++;
+        float_rows(type, w, wrow, n0, n1, act, astr, t0, t1, K, out, ldo, d);
+        t0 = t1;
+    }
+}
