@@ -217,8 +217,9 @@ __global__ static void k_actq(int mode, const float *x, float *y, int64_t rows, 
     if (mode == 3) {
         float amax = 0.0f;
         for (int64_t k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[o + k]));
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dh = __half2float(__float2half_rn(d));
-        for (int64_t k = 0; k < n; k++) y[o + k] = roundf(x[o + k] * id) * dh;
+        /* llama.cpp's x86 quantize_row_q8_0: times 127/amax, rounded half to even */
+        float d = __fdiv_rn(amax, 127.0f), id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f, dh = __half2float(__float2half_rn(d));
+        for (int64_t k = 0; k < n; k++) y[o + k] = rintf(__fmul_rn(x[o + k], id)) * dh;
         return;
     }
     float amax = 0.0f, mx = 0.0f;

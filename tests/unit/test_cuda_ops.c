@@ -120,7 +120,7 @@ TEST(decode_steps_as_graphs)
             int n0 = step == 0 ? 7 : 1, n1 = step == 0 ? 5 : 1, p0 = step == 0 ? 0 : 6 + step, p1 = step == 0 ? 0 : 4 + step;
             for (int i = 0; i < n0; i++, n++) { ids[n] = (7 * n + step) % 40; pos[n] = p0 + i; seq[n] = 0; out[n] = 1; }
             for (int i = 0; i < n1; i++, n++) { ids[n] = (11 * n + 3 * step) % 40; pos[n] = p1 + i; seq[n] = 1; out[n] = 1; }
-            rlx_batch bt = {n, ids, pos, seq, out, n, 2, seqs};
+            rlx_batch bt = {n, ids, pos, seq, out, n, 2, seqs, NULL};
             ASSERT_MSG(vk->ops->run(vk, &c.plan, &bt, a, &err) == 0, "%s", err.msg);
             ASSERT_MSG(plain->ops->run(plain, &c.plan, &bt, b, &err) == 0, "%s", err.msg);
             ASSERT_MSG(memcmp(a, b, (size_t)n * (size_t)cols * 4) == 0, "kv %d step %d: the graph's logits differ", kv, step);

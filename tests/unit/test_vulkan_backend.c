@@ -38,7 +38,7 @@ TEST(commands_recorded_once_per_shape)
     for (int step = 0; step < 2; step++) { /* decodes of both sequences: shape (2, 2) again */
         int32_t ids[2] = {(3 * step + 1) % 40, (5 * step + 2) % 40}, pos[2] = {14 + step, 7 + step}, seq[2] = {0, 1};
         uint8_t out[2] = {1, 1};
-        rlx_batch bt = {2, ids, pos, seq, out, 2, 2, seqs};
+        rlx_batch bt = {2, ids, pos, seq, out, 2, 2, seqs, NULL};
         ASSERT_MSG(vk->ops->run(vk, &c.plan, &bt, a, &err) == 0, "%s", err.msg);
         ASSERT_MSG(vk->ops->run(vk, &c.plan, &bt, b, &err) == 0, "%s", err.msg);
         ASSERT_MSG(c.cpu->ops->run(c.cpu, &c.plan, &bt, ref, &err) == 0, "%s", err.msg);
@@ -50,7 +50,7 @@ TEST(commands_recorded_once_per_shape)
     /* a new shape records once more; the KV pool re-created drops every recording */
     int32_t id1 = 3, p1 = 9, s1 = 1;
     uint8_t o1 = 1;
-    rlx_batch one = {1, &id1, &p1, &s1, &o1, 1, 2, seqs};
+    rlx_batch one = {1, &id1, &p1, &s1, &o1, 1, 2, seqs, NULL};
     ASSERT_EQ(vk->ops->run(vk, &c.plan, &one, a, &err), 0);
     ASSERT_EQ(vk->ops->run(vk, &c.plan, &one, a, &err), 0);
     ASSERT_EQ(stats(vk).recordings, after_prefill + 1);
@@ -223,7 +223,7 @@ static int run_model(const char *path, const char *backend, int kv, float **logi
     for (int i = 0; i < 40; i++) { ids[i] = (i * 37 + 11) % r->n_vocab; pos[i] = i; seq[i] = 0; out[i] = 1; }
     if ((rc = rlx_runner_reserve(r, &table, &nb, &cap, 40 + n_greedy))) goto done;
     rlx_batch_seq bs = {table, nb};
-    rlx_batch b = {40, ids, pos, seq, out, 40, 1, &bs};
+    rlx_batch b = {40, ids, pos, seq, out, 40, 1, &bs, NULL};
     if ((rc = rlx_runner_forward(r, &b, err))) goto done;
     *n_vocab = r->n_vocab;
     if (!(*logits = malloc(40 * (size_t)r->n_vocab * 4))) { rc = RLX_ENOMEM; goto done; }
@@ -233,7 +233,7 @@ static int run_model(const char *path, const char *backend, int kv, float **logi
         greedy[k] = cur;
         int32_t p = 40 + k, s = 0;
         uint8_t o = 1;
-        rlx_batch d = {1, &cur, &p, &s, &o, 1, 1, &bs};
+        rlx_batch d = {1, &cur, &p, &s, &o, 1, 1, &bs, NULL};
         if (!(rc = rlx_runner_forward(r, &d, err))) cur = rlx_argmax(r->logits, r->n_vocab);
     }
 done:
@@ -242,20 +242,29 @@ done:
     return rc;
 }
 
-/* Quantized Gemma 2 (GELU, attention and final softcaps) and Gemma 3 on Vulkan give the CPU's
- * logits (relative 1e-5; measured 7e-8, from one tanh ulp) and the same greedy tokens. Before
- * GELU rounded through f16 and tanh was the driver's, they differed by ~1%. */
-TEST(quantized_gemma_matches_cpu)
+/* Gemma 2 (GELU, attention and final softcaps) and Gemma 3 on Vulkan against the CPU. Float
+ * weights: the CPU's logits within 1e-4 relative with an F32 KV cache (measured 1e-5; before GELU
+ * rounded through f16 and tanh was the driver's they differed by ~1e-3) and 1e-3 with an F16 one
+ * (probabilities are rounded to f16 there, and the CPU's exp is ggml's: measured 2e-4), and
+ * the same top-1s and greedy tokens. Quantized weights:
+ * the CPU now sums in llama.cpp's order and Vulkan in its own, so some 8-bit activation roundings
+ * differ, as golden/README.md allows for quantized weights: logits within 1e-2 of the largest
+ * and the top-1 at 38 or more of 40 positions. GELU's own numbers are pinned bit for bit by
+ * test_vulkan_ops' gelu_matches_cpu_f16_rounding. */
+TEST(gemma_matches_cpu)
 {
     VK_OPEN_OR_SKIP();
     VK_CLOSE();
-    const char *models[][2] = {{"--arch gemma2 --preset tiny --type q8_0 --seed 3", "g2-q8_0.gguf"},
-                               {"--arch gemma2 --preset tiny --type q4_k --seed 5", "g2-q4_k.gguf"},
-                               {"--arch gemma3 --preset tiny --type q8_0 --seed 4", "g3-q8_0.gguf"}};
+    const struct { const char *args, *file; bool quant; } models[] = {
+        {"--arch gemma2 --preset tiny --type f32 --seed 3", "g2-f32.gguf", false},
+        {"--arch gemma3 --preset tiny --type f32 --seed 4", "g3-f32.gguf", false},
+        {"--arch gemma2 --preset tiny --type q8_0 --seed 3", "g2-q8_0.gguf", true},
+        {"--arch gemma2 --preset tiny --type q4_k --seed 5", "g2-q4_k.gguf", true},
+        {"--arch gemma3 --preset tiny --type q8_0 --seed 4", "g3-q8_0.gguf", true}};
     for (size_t m = 0; m < RLX_ARRAY_LEN(models); m++)
         for (int kvi = 0; kvi < 2; kvi++) {
             char path[512];
-            if (!synth(models[m][0], models[m][1], path, sizeof path)) SKIP("rlxd-synth is not built (RLX_BIN)");
+            if (!synth(models[m].args, models[m].file, path, sizeof path)) SKIP("rlxd-synth is not built (RLX_BIN)");
             int kv = kvi ? RLX_F32 : RLX_F16;
             enum { G = 24 };
             float *lc = NULL, *lv = NULL;
@@ -269,16 +278,22 @@ TEST(quantized_gemma_matches_cpu)
             for (int i = 0; i < 40; i++) top_differ += rlx_argmax(lc + (size_t)i * V, V) != rlx_argmax(lv + (size_t)i * V, V);
             free(lc);
             free(lv);
-            ASSERT_MSG(d <= 1e-5, "%s %s KV: logits differ by %g of the largest", models[m][1], kvi ? "f32" : "f16", d);
-            ASSERT_MSG(top_differ == 0, "%s: top-1 differs at %d of 40 positions", models[m][1], top_differ);
-            ASSERT_MSG(memcmp(gc, gv, sizeof gc) == 0, "%s: greedy continuations differ", models[m][1]);
+            const char *kvn = kvi ? "f32" : "f16";
+            if (models[m].quant) {
+                ASSERT_MSG(d <= 1e-2, "%s %s KV: logits differ by %g of the largest", models[m].file, kvn, d);
+                ASSERT_MSG(top_differ <= 2, "%s %s KV: top-1 differs at %d of 40 positions", models[m].file, kvn, top_differ);
+                continue;
+            }
+            ASSERT_MSG(d <= (kvi ? 1e-4 : 1e-3), "%s %s KV: logits differ by %g of the largest", models[m].file, kvn, d);
+            ASSERT_MSG(top_differ == 0, "%s %s KV: top-1 differs at %d of 40 positions", models[m].file, kvn, top_differ);
+            ASSERT_MSG(memcmp(gc, gv, sizeof gc) == 0, "%s %s KV: greedy continuations differ", models[m].file, kvn);
         }
 }
 
 TEST_MAIN(TEST_ENTRY(commands_recorded_once_per_shape), TEST_ENTRY(kv_pool_split_across_bindings),
           TEST_ENTRY(oversized_activation_fails_prepare), TEST_ENTRY(staging_without_mapped_device_memory),
           TEST_ENTRY(full_bar_window_falls_back), TEST_ENTRY(default_kv_pool_fits_device_memory),
-          TEST_ENTRY(quantized_gemma_matches_cpu))
+          TEST_ENTRY(gemma_matches_cpu))
 #else
 TEST(no_vulkan) { SKIP("this build has no Vulkan backend (configure with -DRLX_VULKAN=ON)"); }
 TEST_MAIN(TEST_ENTRY(no_vulkan))

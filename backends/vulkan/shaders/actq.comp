@@ -1,7 +1,7 @@
 /* actq.comp - converts matmul activations the way the CPU backend (and ggml) do before the
  * dot product, so GPU and CPU agree: mode 1 rounds to f16, 2 to bf16 (values written in
- * place of x); mode 3 quantizes to Q8_0 (blocks of 32, scale amax/127 kept as f16, round half
- * away from zero), 4 to Q8_K (blocks of 256, scale from the largest-magnitude value, round
+ * place of x); mode 3 quantizes to Q8_0 as llama.cpp's x86 quantize_row_q8_0 (blocks of 32,
+ * values times 127/amax rounded half to even, scale amax/127 kept as f16), 4 to Q8_K (blocks of 256, scale from the largest-magnitude value, round
  * half to even): the integer q go to y (as floats) and each block's scale to y[P[5] + ...].
  * One invocation per block. P: 0 mode, 1 K, 2 rows, 3 x off, 4 y off, 5 scale off. */
 #version 450
@@ -31,11 +31,11 @@ void main()
     } else if (mode == 3u) {
         float amax = 0.0;
         for (uint k = 0u; k < n; k++) amax = max(amax, abs(X[x0 + k]));
-        float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
+        precise float d = amax / 127.0, id = amax != 0.0 ? 127.0 / amax : 0.0;
         Y[so] = f16_round(d);
         for (uint k = 0u; k < n; k++) {
             precise float q = X[x0 + k] * id;
-            Y[y0 + k] = round_away(q);
+            Y[y0 + k] = roundEven(q);
         }
     } else {
         float amax = 0.0, mx = 0.0;
