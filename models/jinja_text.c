@@ -1,5 +1,5 @@
-/* jinja_text.c - Python str semantics over UTF-8: case mapping, whitespace, strip, split,
- * replace, splitlines, `%` formatting and str.format. */
+/* jinja_text.c - Python str semantics over UTF-8: whitespace, strip, split, replace,
+ * splitlines, padding, `%` formatting and str.format (case mapping: jinja_case.c). */
 #include "models/jinja_text.h"
 
 #include <inttypes.h>
@@ -16,60 +16,12 @@ static int32_t next_cp(const char *p, size_t n, size_t *i)
     return cp;
 }
 
-static void put_cp(rj_rt *rt, rj_buf *b, int32_t cp)
-{
-    utf8proc_uint8_t u[4];
-    utf8proc_ssize_t k = utf8proc_encode_char(cp, u);
-    if (k > 0) rlx__j_buf_put(rt, b, (const char *)u, (size_t)k);
-}
-
 bool rlx__j_is_space_cp(int32_t cp)
 {
     if (cp == ' ' || (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x1f)) return true;
     if (cp < 0x80) return false;
     return cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
            cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
-}
-
-static bool is_cased(int32_t cp)
-{
-    utf8proc_category_t c = utf8proc_category(cp);
-    return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT;
-}
-
-rj_value rlx__j_case(rj_rt *rt, rj_value s, int mode)
-{
-    rj_buf b = {0};
-    rlx__j_buf_put(rt, &b, "", 0);
-    size_t i = 0;
-    bool prev_cased = false, first = true, word_start = true;
-    while (i < s.s.n) {
-        int32_t cp = next_cp(s.s.p, s.s.n, &i), o = cp;
-        switch (mode) {
-        case CASE_LOWER: o = utf8proc_tolower(cp); break;
-        case CASE_UPPER: o = utf8proc_toupper(cp); break;
-        case CASE_CAPITALIZE: o = first ? utf8proc_totitle(cp) : utf8proc_tolower(cp); break;
-        case CASE_TITLE_PY:
-            if (is_cased(cp)) { o = prev_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp); prev_cased = true; }
-            else prev_cased = false;
-            break;
-        case CASE_TITLE_JINJA: {
-            /* jinja2's title: split on runs of [-\s({[<], upper the first char of each piece */
-            bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || rlx__j_is_space_cp(cp);
-            if (sep) { word_start = true; break; }
-            o = word_start ? utf8proc_toupper(cp) : utf8proc_tolower(cp);
-            word_start = false;
-            break;
-        }
-        }
-        first = false;
-        if (cp == 0xdf && o != cp) { /* Python's full case mapping: sharp s becomes two letters */
-            rlx__j_buf_puts(rt, &b, mode == CASE_UPPER || mode == CASE_TITLE_JINJA ? "SS" : "Ss");
-            continue;
-        }
-        put_cp(rt, &b, o);
-    }
-    return rj_str(b.p, b.n);
 }
 
 static bool in_chars(int32_t cp, const rj_value *chars)
@@ -183,6 +135,33 @@ rj_value rlx__j_replace(rj_rt *rt, rj_value s, rj_value old, rj_value new_, int6
         done++;
     }
     rlx__j_buf_put(rt, &b, s.s.p + i, s.s.n - i);
+    return rj_str(b.p, b.n);
+}
+
+rj_value rlx__j_pad(rj_rt *rt, rj_value s, char how, rj_value width, const rj_value *fill)
+{
+    if (width.type != RJ_INT && width.type != RJ_BOOL)
+        rlx__j_fail(rt, RLX_EINVAL, "'%s' object cannot be interpreted as an integer", rlx__j_type_name(width));
+    int64_t w = width.type == RJ_INT ? width.i : width.b;
+    rj_value f = rj_str(how == 'z' ? "0" : " ", 1);
+    if (fill) {
+        if (fill->type != RJ_STR || rlx__j_utf8_len(fill->s.p, fill->s.n) != 1)
+            rlx__j_fail(rt, RLX_EINVAL, "The fill character must be exactly one character long");
+        f = *fill;
+    }
+    size_t len = rlx__j_utf8_len(s.s.p, s.s.n);
+    if (w <= (int64_t)len) return s;
+    if (w > 1000000) rlx__j_fail(rt, RLX_ENOMEM, "padding to %" PRId64 " characters is too large", w);
+    size_t pad = (size_t)w - len;
+    /* CPython's pad(): center puts the odd space on the left when the width is odd */
+    size_t left = how == 'l' ? 0 : how == 'c' ? pad / 2 + (pad & (size_t)w & 1) : pad;
+    rj_buf b = {0};
+    rlx__j_buf_put(rt, &b, "", 0);
+    size_t start = 0;
+    if (how == 'z' && s.s.n && (s.s.p[0] == '-' || s.s.p[0] == '+')) { rlx__j_buf_put(rt, &b, s.s.p, 1); start = 1; }
+    for (size_t i = 0; i < left; i++) rlx__j_buf_put(rt, &b, f.s.p, f.s.n);
+    rlx__j_buf_put(rt, &b, s.s.p + start, s.s.n - start);
+    for (size_t i = left; i < pad; i++) rlx__j_buf_put(rt, &b, f.s.p, f.s.n);
     return rj_str(b.p, b.n);
 }
 

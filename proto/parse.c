@@ -2,6 +2,7 @@
  * out-of-range value is a 400 naming the parameter; unknown fields are ignored; null counts
  * as absent. */
 #include "proto/proto.h"
+#include "models/json.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -404,8 +405,12 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     if (!(r->base = rlx_request_new())) return oom(e);
     /* OpenAI's completions default is 16 tokens; chat and native run to EOS or context end */
     if (kind == RLX_API_COMPLETIONS) r->base->max_tokens = 16;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
+    /* read as Python's json reads it, so messages and tools reach the chat template with their
+     * numbers' types (1.0 stays a float) and NULs intact (models/json.h) */
+    cJSON *root = NULL;
+    rlx_error jerr = {0};
+    if (rlx_json_parse(body, len, &root, &jerr))
+        return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON (%s).", jerr.msg);
     int rc = 0;
     if (!cJSON_IsObject(root)) {
         rc = rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
