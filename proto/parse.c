@@ -368,6 +368,28 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
     return 0;
 }
 
+/* vLLM's chat template options: add_generation_prompt, continue_final_message,
+ * chat_template_kwargs */
+static int parse_template_options(cJSON *root, rlx_api_request *r, rlx_api_error *e)
+{
+    int rc;
+    r->add_generation_prompt = true;
+    if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
+    if ((rc = get_bool(root, "continue_final_message", &r->continue_final_message, e))) return rc;
+    if (r->add_generation_prompt && r->continue_final_message)
+        return rlx_api_errorf(e, 400, INVALID, "continue_final_message",
+                              "Cannot set both 'continue_final_message' and 'add_generation_prompt' to true.");
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (!kw) return 0;
+    if (!cJSON_IsObject(kw))
+        return rlx_api_errorf(e, 400, INVALID, "chat_template_kwargs", "'chat_template_kwargs' must be an object.");
+    if (cJSON_GetObjectItemCaseSensitive(kw, "messages"))
+        return rlx_api_errorf(e, 400, INVALID, "chat_template_kwargs",
+                              "'chat_template_kwargs' cannot set 'messages'; send them as 'messages'.");
+    r->template_kwargs = cJSON_DetachItemFromObjectCaseSensitive(root, "chat_template_kwargs");
+    return 0;
+}
+
 static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
 {
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
@@ -391,7 +413,7 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
         if (!cJSON_IsArray(tools)) return rlx_api_errorf(e, 400, INVALID, "tools", "'tools' must be an array.");
         r->tools = cJSON_DetachItemFromObjectCaseSensitive(root, "tools");
     }
-    return 0;
+    return parse_template_options(root, r, e);
 }
 
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
@@ -448,6 +470,7 @@ void rlx_api_request_free(rlx_api_request *r)
     free(r->prompts);
     cJSON_Delete(r->messages);
     cJSON_Delete(r->tools);
+    cJSON_Delete(r->template_kwargs);
     rlx_request_free(r->base);
     memset(r, 0, sizeof *r);
 }

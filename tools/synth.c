@@ -49,6 +49,7 @@ typedef struct opts {
     shape s;
     uint64_t seed;
     const char *out, *vocab_from, *name, *preset;
+    const char *chat_template; /* --chat-template FILE: replaces the vocabulary's template */
 } opts;
 
 static void usage(FILE *f)
@@ -64,6 +65,7 @@ static void usage(FILE *f)
         "  --seed N                  random seed (default 1); same arguments give identical bytes\n"
         "  --vocab-from FILE.gguf    copy every tokenizer.* key of FILE (the vocab size follows it)\n"
         "  --name NAME               general.name (default synth-ARCH-PRESET)\n"
+        "  --chat-template FILE      tokenizer.chat_template from FILE (a Jinja template)\n"
         "  -o, --out PATH            output file (parent directories are created)\n"
         "  -h, --help                this text\n"
         "  --bench [-K N] [-N N] [-T N] [--type T]   time the matmul kernels instead (one thread)\n\n"
@@ -202,6 +204,31 @@ static int write_metadata(rlx_gguf_writer *w, const opts *o, rlx_error *err)
     return 0;
 }
 
+static int set_chat_template(rlx_gguf_writer *w, const char *path, rlx_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return rlx_errorf(err, RLX_EIO, "cannot open the chat template %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *nb = realloc(b, cap *= 2);
+        if (!nb) { free(b); b = NULL; }
+        else b = nb;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!b || bad) {
+        free(b);
+        return rlx_errorf(err, b ? RLX_EIO : RLX_ENOMEM, "cannot read the chat template %s", path);
+    }
+    int rc = rlx_gguf_writer_set_str(w, "tokenizer.chat_template", b, n);
+    free(b);
+    return rc ? rlx_errorf(err, rc, "could not store the chat template: %s", rlx_strerror(rc)) : 0;
+}
+
 static int copy_vocab(rlx_gguf_writer *w, opts *o, rlx_error *err)
 {
     rlx_gguf *g;
@@ -315,6 +342,7 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "-o") || !strcmp(f, "--out")) o.out = v;
         else if (!strcmp(f, "--vocab-from")) o.vocab_from = v;
         else if (!strcmp(f, "--name")) o.name = v;
+        else if (!strcmp(f, "--chat-template")) o.chat_template = v;
         else if (!strcmp(f, "--type")) {
             o.ft = NULL;
             for (size_t k = 0; k < RLX_ARRAY_LEN(ftypes); k++) if (!strcmp(v, ftypes[k].name)) o.ft = &ftypes[k];
@@ -352,6 +380,7 @@ int main(int argc, char **argv)
     if (o.vocab_from) rc = copy_vocab(w, &o, &err);
     else if ((nv = rlx_synth_vocab(w, o.s.vocab, o.arch->add_bos, &err)) < 0) rc = (int)nv;
     else o.s.vocab = nv;
+    if (!rc && o.chat_template) rc = set_chat_template(w, o.chat_template, &err);
     if (!rc) rc = write_metadata(w, &o, &err);
     if (!rc) rc = add_tensors(w, &o, &err);
     if (!rc && mkdirs_for(o.out)) rc = rlx_errorf(&err, RLX_EIO, "cannot create the directory of %s: %s", o.out, strerror(errno));
