@@ -393,6 +393,23 @@ void rlx__j_int_str(rj_rt *rt, rj_buf *b, rj_value v)
     rlx__j_buf_put(rt, b, out + k, cap - k);
 }
 
+void rlx__j_int_base(rj_rt *rt, rj_buf *b, rj_value v, int base, bool upper)
+{
+    const char *dig = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+    bool neg;
+    mag m = mag_of(rt, v, &neg);
+    if (!m.n) { rlx__j_buf_puts(rt, b, "0"); return; }
+    size_t cap = m.n * 32 + 1, k = cap;
+    char *out = rlx__j_alloc(rt, cap);
+    while (m.n) {
+        mag q;
+        uint32_t r = mag_divsmall(rt, m, (uint32_t)base, &q);
+        out[--k] = dig[r];
+        m = q;
+    }
+    rlx__j_buf_put(rt, b, out + k, cap - k);
+}
+
 double rlx__j_int_to_double(rj_value v)
 {
     if (v.type != RJ_BIGINT) return v.type == RJ_INT ? (double)v.i : (double)v.b;

@@ -22,7 +22,8 @@ rj_value rlx__j_strip(rj_rt *rt, rj_value s, const rj_value *chars, int which);
 /* sep NULL: split on runs of whitespace; maxsplit < 0: no limit */
 rj_value rlx__j_split(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxsplit);
 rj_value rlx__j_replace(rj_rt *rt, rj_value s, rj_value old, rj_value new_, int64_t count);
-/* Python's `fmt % args` (args: a tuple/list of positional values, or a dict for %(name)s). */
+/* Python's `fmt % args` (args: a tuple/list of positional values, or a dict for %(name)s);
+ * jinja_format.c */
 rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, size_t nargs, const rj_value *mapping);
 /* str.format(*args, **kwargs) */
 rj_value rlx__j_str_format(rj_rt *rt, rj_value fmt, const rj_args *a);

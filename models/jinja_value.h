@@ -167,6 +167,7 @@ int rlx__j_int_cmp_float(rj_value a, double f);             /* 2: unordered (NaN
 double rlx__j_int_to_double(rj_value v);                   /* correctly rounded; inf past DBL_MAX */
 rj_value rlx__j_int_from_double(rj_rt *rt, double f);      /* Python's int(f) */
 void rlx__j_int_str(rj_rt *rt, rj_buf *b, rj_value v);
+void rlx__j_int_base(rj_rt *rt, rj_buf *b, rj_value v, int base, bool upper); /* digits of |v| */
 
 /* str(v) appended to b; repr(v) appended to b */
 void rlx__j_str(rj_rt *rt, rj_buf *b, rj_value v);

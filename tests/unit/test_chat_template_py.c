@@ -72,6 +72,14 @@ static const py_case strings_cases[] = {
     {"{{ 'abc'.startswith(('x', 'a')) }} {{ 'ABC'.casefold() }} {{ '12'.isdigit() }} {{ '一'.isnumeric() }}",
      "True abc True True", 18},
 };
+static const py_case formatting_cases[] = {
+    {"{{ '{:.1%}'.format(0.5) }}|{{ '{:,}'.format(1234567.5) }}|{{ '{:08.2f}'.format(-3.5) }}|{{ '{:#x}'.format(255) }}|{{ '{:b}'.format(5) }}|{{ '{:.3}'.format(100.0) }}|{{ '{:>6}'.format(True) }}|{{ '{:d}'.format(True) }}",
+     "50.0%|1,234,567.5|-0003.50|0xff|101|1e+02|     1|1", 50},
+    {"{{ '{:d}'.format(2**70) }}|{{ '%d' % 2**70 }}|{{ '%x' % 2**70 }}|{{ '%.3d' % 5 }}|{{ '%+.2f' % 2 }}|{{ '%-5s|' % 'ab' }}|{{ '%c' % 65 }}|{{ '%5.1f%%' % 12.34 }}",
+     "1180591620717411303424|1180591620717411303424|400000000000000000|005|+2.00|ab   ||A| 12.3%", 90},
+    {"{{ '{:07_}'.format(12345) }}|{{ '{:★^9}'.format('mid') }}|{{ '{:e}'.format(12345.678) }}|{{ '{!r:>6}'.format('q') }}|{{ '{0:{1}}'.format(1, 2) if false else 'x' }}",
+     "012_345|★★★mid★★★|1.234568e+04|   'q'|x", 51},
+};
 static const py_case snippets_cases[] = {
     {"{{ d[]|default('fallback') }} {{ d[] is undefined }}",
      "fallback True", 13},
@@ -120,6 +128,7 @@ PY_TEST(nul)
 PY_TEST(generators)
 PY_TEST(methods)
 PY_TEST(strings)
+PY_TEST(formatting)
 PY_TEST(snippets)
 
 /* where Python raises at render time, so must the interpreter */
@@ -134,6 +143,8 @@ static const struct { const char *src; const char *what; } py_errors[] = {
     {"{{ d.pop('a') }}", "unsafe"},
     {"{{ sum([1]) if false else [1]|sum(start='') }}", "can't sum strings"},
     {"{% if l %}{{ l|from_json }}{% endif %}", "no filter named 'from_json'"},
+    {"{{ '{:s}'.format(1) }}", "Unknown format code 's' for object of type 'int'"},
+    {"{{ '%c' % 1.5 }}", "requires int or char"},
 };
 
 TEST(render_errors_as_python)
@@ -184,4 +195,4 @@ TEST(load_time_checks)
 }
 
 TEST_MAIN(TEST_ENTRY(numbers), TEST_ENTRY(nul), TEST_ENTRY(generators), TEST_ENTRY(methods), TEST_ENTRY(strings),
-          TEST_ENTRY(snippets), TEST_ENTRY(render_errors_as_python), TEST_ENTRY(load_time_checks))
+          TEST_ENTRY(formatting), TEST_ENTRY(snippets), TEST_ENTRY(render_errors_as_python), TEST_ENTRY(load_time_checks))
