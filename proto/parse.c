@@ -343,6 +343,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
         return rlx_api_errorf(e, 400, INVALID, "messages",
                               "messages[%d].content must be a string or an array of content parts.", i);
     size_t len = 0;
+    bool nul = false; /* a part holds U+0000 (stored as C0 80, models/json.h): so does the whole */
     const cJSON *part;
     cJSON_ArrayForEach(part, c) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
@@ -351,6 +352,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
             return rlx_api_errorf(e, 400, INVALID, "messages",
                                   "messages[%d].content: only parts of type 'text' are supported.", i);
         len += strlen(t->valuestring);
+        nul = nul || t->valueint == RLX_JSON_STR_NUL;
     }
     char *s = malloc(len + 1), *p = s;
     if (!s) return oom(e);
@@ -364,6 +366,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
     cJSON *str = cJSON_CreateString(s);
     free(s);
     if (!str) return oom(e);
+    if (nul) str->valueint = RLX_JSON_STR_NUL;
     cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", str);
     return 0;
 }

@@ -1,6 +1,7 @@
 /* test_proto_template.c - the chat template options of a chat request (vLLM's
  * add_generation_prompt, continue_final_message, chat_template_kwargs): parsing, the template
  * context they give, and continue_final_message's cut as transformers makes it. */
+#include "models/chat_template.h"
 #include "proto/proto.h"
 #include "tests/rlx_test.h"
 
@@ -79,4 +80,29 @@ TEST(continue_final_message)
     }
 }
 
-TEST_MAIN(TEST_ENTRY(defaults_and_context), TEST_ENTRY(bad_options), TEST_ENTRY(continue_final_message))
+/* what the template sees of a request: numbers with their types, NULs inside strings, also
+ * when content comes as parts */
+TEST(template_sees_request_values)
+{
+    rlx_api_request r;
+    rlx_api_error e;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\\u0000\"},"
+                       "{\"type\":\"text\",\"text\":\"b\"}]}],\"tools\":[{\"minimum\":0.0,\"big\":12345678901234567890}]}";
+    ASSERT_EQ(parse(&r, body, &e), 0);
+    cJSON *ctx = rlx_api_chat_context(&r, "", "");
+    const char *src = "{{ messages[0].content|length }} {{ messages[0].content|tojson }} {{ tools|tojson }}";
+    rlx_chat_template *t = NULL;
+    rlx_error err = {0};
+    char *out = NULL;
+    ASSERT_EQ(rlx_chat_template_parse(&t, src, strlen(src), &err), 0);
+    int rc = rlx_chat_template_render(t, ctx, NULL, &out, &err);
+    rlx_chat_template_free(t);
+    cJSON_Delete(ctx);
+    rlx_api_request_free(&r);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_STR_EQ(out, "3 \"a\\u0000b\" [{\"minimum\": 0.0, \"big\": 12345678901234567890}]");
+    free(out);
+}
+
+TEST_MAIN(TEST_ENTRY(defaults_and_context), TEST_ENTRY(bad_options), TEST_ENTRY(continue_final_message),
+          TEST_ENTRY(template_sees_request_values))
