@@ -373,16 +373,18 @@ static rj_value f_wordwrap(rj_env *E, rj_value v, const rj_args *a) { return rlx
 static rj_value f_filesizeformat(rj_env *E, rj_value v, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
-    rj_value fv = v.type == RJ_STR ? f_float(E, v, &(rj_args){0}) : v;
-    if (v.type == RJ_STR) { /* float(value) raises on a bad string */
+    double bytes; /* float(value), which raises on anything else */
+    if (v.type == RJ_STR) {
         rj_value t = rlx__j_strip(rt, v, NULL, 3);
         char *s = rlx__j_strdup(rt, t.s.p, t.s.n), *end;
-        strtod(s, &end);
-        if (!t.s.n || end != s + t.s.n) rlx__j_fail(rt, RLX_EINVAL, "could not convert string to float: '%.*s'", (int)RLX_MIN(v.s.n, (size_t)60), v.s.p);
-    } else if (!rlx__j_is_number(v)) {
+        bytes = strtod(s, &end);
+        if (!t.s.n || end != s + t.s.n || strpbrk(s, "xXpP"))
+            rlx__j_fail(rt, RLX_EINVAL, "could not convert string to float: '%.*s'", (int)RLX_MIN(v.s.n, (size_t)60), v.s.p);
+    } else if (rlx__j_is_number(v)) {
+        bytes = rlx__j_num(v);
+    } else {
         rlx__j_fail(rt, RLX_EINVAL, "float() argument must be a string or a real number, not '%s'", rlx__j_type_name(v));
     }
-    double bytes = rlx__j_num(fv);
     bool binary = arg_bool(a, 0, "binary", false);
     double base = binary ? 1024 : 1000;
     static const char *const dec[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
