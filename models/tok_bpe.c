@@ -22,6 +22,8 @@
 #define RE_LLAMA3 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_BLOOM " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+"
+/* llama.cpp's digit splitter: runs of \p{N} cut into threes from the right */
+#define RE_DIGITS3 "\\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N}))"
 #define RE_CJK "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+" /* [一-龥ࠀ-一가-퟿]+ */
 
 /* kimi-k2's Han ranges (llama.cpp's unicode_cpt_is_han) */
@@ -39,7 +41,7 @@ typedef struct pre_def {
 static const pre_def k_pre[] = {
     {{"default"},
      {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false, false},
-    {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
+    {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
      {RE_LLAMA3}, true, true},
     {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {RE_LLAMA3}, false, false},
     {{"deepseek-llm"},
@@ -61,16 +63,17 @@ static const pre_def k_pre[] = {
       "\\s?[!-/:-~\xef\xbc\x81-\xef\xbc\x8f\xef\xbc\x9a-\xef\xbd\x9e\xe2\x80\x98-\xe2\x80\x9f\xe3\x80\x80-\xe3\x80\x82]+",
       "\\s+$", RE_CJK, "\\p{N}+"}, false, false},
     {{"deepseek-coder"}, {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}, false, false},
-    {{"deepseek-v3"},
+    {{"deepseek-v3", "hunyuan-dense", "hy_v4", "joyai-llm"},
      {"\\p{N}{1,3}", "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
       "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
      false, false},
     {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}, false, false},
-    {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
+    {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"},
      {"\\p{N}", RE_GPT2}, false, false},
     {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code"},
      {RE_GPT2}, false, false},
-    {{"roberta-bpe", "mpt", "olmo", "jais", "trillion"}, {RE_GPT2}, false, false},
+    {{"roberta-bpe", "mpt", "olmo", "jais", "trillion", "a.x-4.0", "mellum", "modern-bert", "exaone4", "granite-docling"},
+     {RE_GPT2}, false, false},
     {{"qwen2", "qwen2.5", "deepseek-r1-qwen", "megrez", "stablelm2", "hunyuan", "grok-2", "kormo", "f2llmv2",
       "solar-open"}, {RE_QWEN2}, false, false},
     {{"qwen35"},
@@ -96,6 +99,51 @@ static const pre_def k_pre[] = {
      {"[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER_LOWER "|[^\\r\\n\\p{L}\\p{N}]?" RE_LOWER_UPPER
       "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, true, true},
     /* the whole text merged at once, split only at newlines, after ' ' became U+2581 */
+    /* the later llama.cpp pre-tokenizers that are regexes (JAIS2, SPARK2_5, YOUTU, EXAONE_MOE,
+     * LAGUNA, GRANITE_EMB_MULTI, TINY_AYA, MINICPM5, UFAKZEKA, CHAMELEON, AFMOE). Where llama.cpp
+     * kept the tokenizer.json original's \p{Lu}/\p{Ll}, its collapsed-category engine reads
+     * them as any letter: written \p{L} here. Its digit splitter (groups of three from the
+     * left remainder) is the lookahead regex it stands for. */
+    {{"jais-2"},
+     {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+      "\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|"
+      "\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}"}, false, false},
+    {{"spark2_5"},
+     {"\\p{N}{1,3}", "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+",
+      "\\p{N}"}, false, false},
+    {{"youtu"},
+     {"[\xea\xb0\x80-\xed\x9e\xa3\xe3\x84\xb1-\xe3\x86\x8e]+|[\xef\xbc\x81\xe2\x80\xa6\xe2\x80\x9c\xe2\x80\x9d\xe2\x80\x98\xe2\x80\x99\xe2\x80\x94"
+      "\xef\xbc\x9a\xef\xbc\x9b\xef\xbc\x8c\xe3\x80\x81-\xe3\x80\xbf\xef\xb8\xb0-\xef\xb9\x8f]+|[\xe3\x84\x85-\xe3\x84\xaf]+|"
+      "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]*[\\p{L}\\p{M}]+" RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+[\\p{L}\\p{M}]*"
+      RE_CONTRACTIONS "?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, true, false},
+    {{"exaone-moe"},
+     {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|"
+      "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}, false, false},
+    {{"laguna"}, {"[^\\n]+|[\\n]+", RE_QWEN2}, false, false},
+    {{"granite-embed-multi-97m"},
+     {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+" RE_CONTRACTIONS "?|"
+      "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*" RE_CONTRACTIONS "?|"
+      "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, true, false},
+    {{"tiny_aya", "cohere2moe"},
+     {RE_DIGITS3,
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]*[\\p{L}\\p{M}]+" RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+[\\p{L}\\p{M}]*"
+      RE_CONTRACTIONS "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
+    {{"minicpm5"},
+     {"\\p{N}{1,3}", RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     true, false},
+    {{"ufakzeka"}, {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
+    {{"chameleon"},
+     {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}", "[\\p{P}!-/:-@\\[-`{-~]", RE_GPT2},
+     false, true},
+    {{"afmoe"},
+     {RE_DIGITS3,
+      "[\xe4\xb8\x80-\xe9\xbf\xbf\xe3\x90\x80-\xe4\xb6\xbf\xef\xa4\x80-\xef\xab\xbf\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf"
+      "\xef\xbd\xa5-\xef\xbe\x9f\xe2\xbc\x80-\xe2\xbf\x9f\xe0\xb9\x80-\xe0\xb9\xbf\xe0\xba\x80-\xe0\xbb\xbf\xe1\x9e\x80-\xe1\x9f\xbf"
+      "\xe1\x80\x80-\xe1\x82\x9f\xea\xa9\xa0-\xea\xa9\xbf\xea\xa7\xa0-\xea\xa7\xbf\xea\xb0\x80-\xed\x9e\xaf\xe1\x84\x80-\xe1\x87\xbf]+",
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
     {{"gemma4", "granite-embed-multi-311m", "sarvam-moe"}, {"[^\\n]+|[\\n]+"}, false, false},
     {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"},
      {"[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER_LOWER RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?" RE_LOWER_UPPER RE_CONTRACTIONS
@@ -219,12 +267,14 @@ int rlx__bpe_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
                 d = &k_pre[i];
                 break;
             }
-    if (!d)
+    if (!d) {
+        char names[480] = "";
+        for (size_t i = 0; i < RLX_ARRAY_LEN(k_pre); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", k_pre[i].names[0]);
         return rlx_errorf(err, RLX_EUNSUPPORTED,
-                          "BPE pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported; supported: default, "
-                          "llama3, qwen2, qwen35, gpt-2, deepseek-llm, deepseek-coder, deepseek-v3, falcon, mpt, "
-                          "starcoder, refact, command-r, tekken, gpt-4o, glm4, kimi-k2, seed-coder, superbpe, grok-2, "
-                          "bailingmoe, minimax-m2 and their aliases", (int)RLX_MIN(pre.len, 64), pre.ptr);
+                          "BPE pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported; supported: %s and their aliases",
+                          (int)RLX_MIN(pre.len, 64), pre.ptr, names);
+    }
     snprintf(t->pre, sizeof t->pre, "%.*s", (int)RLX_MIN(pre.len, sizeof t->pre - 1), pre.ptr);
     t->ignore_merges = d->ignore_merges;
     t->add_bos = d->add_bos;
