@@ -100,6 +100,22 @@ TEST(pre_tokenizers)
     ASSERT_EQ(bad, 0);
 }
 
+/* afmoe's CJK class starts at U+8C48 in llama.cpp, so Yi syllables fall in it and split off the
+ * space before them; qwen2 keeps " ꏕ" together */
+TEST(afmoe_cjk_class)
+{
+    static const int32_t afmoe[] = {220, 166, 237, 243}, qwen2[] = {8620, 237, 243};
+    tv_vocab v;
+    int rc = open_relabelled("afmoe", NULL, &v);
+    if (rc == 77) SKIP("../shared/vocab/ggml-vocab-qwen2-reconstructed.gguf absent");
+    ASSERT_EQ(rc, 0);
+    ASSERT_EQ(check_ids(v.t, "afmoe", " \xea\x8f\x95", afmoe, 4), 0);
+    tv_close(&v);
+    ASSERT_EQ(open_relabelled("qwen2", NULL, &v), 0);
+    ASSERT_EQ(check_ids(v.t, "qwen2", " \xea\x8f\x95", qwen2, 3), 0);
+    tv_close(&v);
+}
+
 /* tokenizer.ggml.model "gemma4": the same BPE as pre "gemma4", with BOS forced on and decoding
  * that turns U+2581 back into spaces */
 TEST(gemma4_model)
@@ -144,4 +160,4 @@ TEST(wordpiece_normalisation)
     ASSERT_EQ(bad, 0);
 }
 
-TEST_MAIN(TEST_ENTRY(pre_tokenizers), TEST_ENTRY(gemma4_model), TEST_ENTRY(unknown_pre_rejected), TEST_ENTRY(wordpiece_normalisation))
+TEST_MAIN(TEST_ENTRY(pre_tokenizers), TEST_ENTRY(afmoe_cjk_class), TEST_ENTRY(gemma4_model), TEST_ENTRY(unknown_pre_rejected), TEST_ENTRY(wordpiece_normalisation))
