@@ -60,7 +60,14 @@ void rlx_chat_template_free(rlx_chat_template *t)
 int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, const char *now_iso, char **out,
                              rlx_error *err)
 {
+    return rlx_chat_template_render_len(t, context, now_iso, out, NULL, err);
+}
+
+int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *context, const char *now_iso, char **out,
+                                 size_t *out_len, rlx_error *err)
+{
     if (out) *out = NULL;
+    if (out_len) *out_len = 0;
     if (!t || !out) return rlx_errorf(err, RLX_EINVAL, "rlx_chat_template_render: no template or output pointer");
     if (context && !cJSON_IsObject(context))
         return rlx_errorf(err, RLX_EINVAL, "the chat template context must be a JSON object");
@@ -83,6 +90,7 @@ int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, c
     char *s = malloc(b.n + 1);
     if (!s) rlx__j_fail(rt, RLX_ENOMEM, "out of memory copying the rendered chat template");
     memcpy(s, b.p, b.n + 1);
+    if (out_len) *out_len = b.n;
     rlx__j_arena_free(rt);
     free(rt);
     *out = s;

@@ -10,9 +10,11 @@
  *
  * Limits: evaluation nests at most 600 levels (runaway recursion fails with RLX_ERANGE; the
  * worst case needs about 0.5 MiB of stack in a release build, more under ASan) and one render
- * may use 256 MiB (RLX_ENOMEM beyond). JSON numbers that are integral become ints, so a
- * context value 1.0 prints as 1 (cJSON keeps no int/float distinction). Not supported:
- * include, import, extends, block, star-args in calls, dotted filter names. */
+ * may use 256 MiB (RLX_ENOMEM beyond). Give the context as rlx_json_parse (models/json.h)
+ * reads it: then 1.0 stays a float, big ints stay exact and strings may hold NULs, as in
+ * Python; numbers made by cJSON itself carry no literal, and integral ones become ints. Not
+ * supported: include, import, extends, block, star-args in calls, dotted filter names; a
+ * filter, test or method the interpreter lacks fails at parse time. */
 #ifndef RLX_CHAT_TEMPLATE_H
 #define RLX_CHAT_TEMPLATE_H
 
@@ -30,6 +32,10 @@ void rlx_chat_template_free(rlx_chat_template *t);
  * raise_exception() in the template fails with RLX_EINVAL and its message. */
 int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, const char *now_iso,
                              char **out, rlx_error *err);
+/* The same, with the rendering's length in *out_len (a context string may hold NULs, which the
+ * rendering then holds too). */
+int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *context, const char *now_iso,
+                                 char **out, size_t *out_len, rlx_error *err);
 
 /* ChatML, for models that carry no template. */
 extern const char rlx_chatml_template[];

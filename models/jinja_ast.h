@@ -19,7 +19,8 @@ typedef struct rj_token {
     int line;
     const char *p;   /* DATA/STRING: the (decoded) text; NAME/OP: the source text */
     size_t n;
-    int64_t i;       /* TK_INT */
+    int64_t i;       /* TK_INT (INT64_MAX when it does not fit) */
+    rj_value num;    /* TK_INT: the exact value, int or big int */
     double f;        /* TK_FLOAT */
 } rj_token;
 
@@ -38,8 +39,8 @@ typedef enum rj_kind {
     S_BREAK, S_CONTINUE, S_WITH, S_GENERATION,
 } rj_kind;
 
-/* S_MACRO flags in rj_node.op: the body reads `kwargs` / `varargs`, so extra arguments land there */
-enum { RJ_MACRO_KWARGS = 1, RJ_MACRO_VARARGS = 2 };
+/* S_MACRO flags in rj_node.op: the body reads `kwargs` / `varargs` (extra arguments land there) or `caller` */
+enum { RJ_MACRO_KWARGS = 1, RJ_MACRO_VARARGS = 2, RJ_MACRO_CALLER = 4 };
 
 /* binary operators and comparisons (rj_node.op) */
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCAT,
@@ -66,6 +67,9 @@ struct rj_node {
  * syntax errors, RLX_EUNSUPPORTED for Jinja constructs outside the supported subset). */
 rj_nodes rlx__j_parse(rj_rt *rt, const rj_tokens *toks);
 
+/* Load-time check of the filter, test and method names a parsed template uses (jinja_check.c). */
+void rlx__j_check(rj_rt *rt, const rj_nodes *root);
+
 /* ---- evaluator internals shared by jinja_eval.c, jinja_filters.c and jinja_methods.c ---- */
 
 typedef struct rj_scope rj_scope;
@@ -84,12 +88,62 @@ typedef struct rj_args {
 /* keyword or positional argument `name` at position `idx` (-1: keyword only); NULL if absent */
 const rj_value *rlx__j_arg(const rj_args *a, int idx, const char *name);
 
+/* A macro value (or `caller`): its definition and the scope it closes over. */
+typedef struct rj_macro_val {
+    const rj_node *def;    /* S_MACRO or S_CALL_BLOCK (for `caller`) */
+    rj_scope *closure;     /* scope the macro was defined in (live: later top-level sets are seen) */
+} rj_macro_val;
+
+/* Jinja2's environment.getattr / getitem in the immutable sandbox: attribute first for
+ * obj.name (so d.items is the method even when d has a key 'items'), item first for obj[key];
+ * Python methods come back as RJ_METHOD, mutating ones as an undefined that says why. */
+rj_value rlx__j_getattr(rj_env *env, rj_value obj, const char *name, size_t n);
+rj_value rlx__j_getitem(rj_env *env, rj_value obj, rj_value key);
+/* Python's getattr alone (no item fallback): *found tells whether obj has the attribute */
+rj_value rlx__j_pyattr(rj_env *env, rj_value obj, const char *name, size_t n, bool *found);
+
+/* RJ_GEN: a single-use iterator, as Jinja2's filters return generators. Eager ones hold their
+ * items (reversed(), batch, slice, unique, dict|items); lazy ones (map, select, reject,
+ * selectattr, rejectattr) compute each item when it is taken, from a source that may itself
+ * be lazy, so errors surface when Python's would. */
+enum { RJ_GEN_EAGER, RJ_GEN_MAP, RJ_GEN_SELECT, RJ_GEN_REJECT, RJ_GEN_SELECTATTR, RJ_GEN_REJECTATTR };
+typedef struct rj_gen {
+    const char *type_name; /* Python's: "generator", "list_reverseiterator", ... */
+    int kind;              /* RJ_GEN_* */
+    rj_list *items;        /* eager: the items; lazy: the source's items once started (NULL: source is a generator) */
+    size_t pos;            /* next index into items */
+    bool started, done;
+    rj_env *env;           /* lazy: applies the filters and tests */
+    rj_value src;          /* lazy: what the filter was applied to */
+    rj_args args;          /* lazy: the filter's arguments */
+} rj_gen;
+bool rlx__j_gen_next(rj_rt *rt, rj_gen *g, rj_value *out);
+rj_value rlx__j_gen_of(rj_rt *rt, rj_list *items, const char *type_name);
+
+/* Python's method names by receiver type, for bound-method lookup and the load-time check of
+ * `x.name(...)` calls: true when `name` is a method the interpreter implements for some type. */
+bool rlx__j_is_py_method(rj_value self, const char *name, size_t n);    /* Python has it */
+bool rlx__j_is_unsafe_method(rj_value self, const char *name, size_t n); /* it mutates */
+bool rlx__j_has_method(const char *name, size_t n);                     /* implemented for some type */
+
 /* Filters and tests take the subject plus arguments. env is needed by map/select (which apply
- * other filters/tests). Unknown names fail with RLX_EUNSUPPORTED. */
+ * other filters/tests). Unknown names fail with RLX_EUNSUPPORTED (the parser rejects them
+ * already, where the name is written in the template). */
 rj_value rlx__j_filter(rj_env *env, const char *name, size_t nlen, rj_value v, const rj_args *a);
 bool rlx__j_test(rj_env *env, const char *name, size_t nlen, rj_value v, const rj_args *a);
 bool rlx__j_has_filter(const char *name, size_t nlen);
 bool rlx__j_has_test(const char *name, size_t nlen);
+
+/* filters over iterables (jinja_iter.c) */
+rj_value rlx__j_attr_getter(rj_env *env, rj_value item, rj_value attr); /* make_attrgetter: "a.0.b", or an int */
+rj_value rlx__j_f_map(rj_env *env, rj_value v, const rj_args *a);
+rj_value rlx__j_f_select(rj_env *env, rj_value v, const rj_args *a, int kind);
+rj_value rlx__j_f_batch(rj_env *env, rj_value v, const rj_args *a);
+rj_value rlx__j_f_slice(rj_env *env, rj_value v, const rj_args *a);
+rj_value rlx__j_f_unique(rj_env *env, rj_value v, const rj_args *a);
+rj_value rlx__j_f_items(rj_env *env, rj_value v, const rj_args *a);
+rj_value rlx__j_f_reverse(rj_env *env, rj_value v, const rj_args *a);
+rj_value rlx__j_f_wordwrap(rj_env *env, rj_value v, const rj_args *a);
 
 /* obj.name(args) for strings, dicts and lists; fails for unknown or unsafe methods. */
 rj_value rlx__j_method(rj_env *env, rj_value obj, const char *name, size_t nlen, const rj_args *a);

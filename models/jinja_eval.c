@@ -12,11 +12,6 @@ struct rj_scope {
     rj_dict vars;
 };
 
-typedef struct rj_macro_val {
-    const rj_node *def;    /* S_MACRO or S_CALL_BLOCK (for `caller`) */
-    rj_scope *closure;     /* scope the macro was defined in (live: later top-level sets are seen) */
-} rj_macro_val;
-
 typedef struct rj_loop {
     rj_list *items;
     size_t i;
@@ -105,47 +100,102 @@ static rj_value loop_attr(rj_env *E, rj_loop *L, const char *a, size_t n)
     return rlx__j_undef_named(E->rt, "'LoopContext' has no attribute '%.*s'", (int)RLX_MIN(n, (size_t)100), a);
 }
 
-static rj_value getattr(rj_env *E, rj_value obj, const char *a, size_t n)
+static rj_value no_attr(rj_env *E, rj_value obj, const char *a, size_t n)
 {
-    switch (obj.type) {
-    case RJ_UNDEF: fail_undefined(E, obj);
-    case RJ_DICT: case RJ_NS: {
-        rj_value *v = rlx__j_dict_gets(obj.d, a, n);
-        if (v) return *v;
-        return rlx__j_undef_named(E->rt, "'%s object' has no attribute '%.*s'", obj.type == RJ_NS ? "Namespace" : "dict",
-                                  (int)RLX_MIN(n, (size_t)100), a);
+    return rlx__j_undef_named(E->rt, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj), (int)RLX_MIN(n, (size_t)100), a);
+}
+
+static rj_value macro_attr(rj_env *E, rj_value m, const char *a, size_t n, bool *found)
+{
+    const rj_node *def = m.m->def;
+#define IS(s) (n == strlen(s) && !memcmp(a, s, n))
+    if (IS("name")) return def->name ? rj_str(def->name, def->nlen) : rj_cstr("caller");
+    if (IS("arguments")) {
+        rj_value t = rlx__j_new_list(E->rt, def->args.n);
+        t.tuple = 1;
+        for (size_t i = 0; i < def->args.n; i++) rlx__j_list_push(E->rt, t.l, rj_str(def->args.v[i]->name, def->args.v[i]->nlen));
+        return t;
     }
+    if (IS("catch_kwargs")) return rj_bool(def->op & RJ_MACRO_KWARGS);
+    if (IS("catch_varargs")) return rj_bool(def->op & RJ_MACRO_VARARGS);
+    if (IS("caller")) return rj_bool(def->op & RJ_MACRO_CALLER);
+#undef IS
+    *found = false;
+    return rj_undef();
+}
+
+/* a Python method of obj: bound, or an undefined that fails when called if it would mutate */
+static rj_value method_ref(rj_env *E, rj_value obj, const char *a, size_t n)
+{
+    if (rlx__j_is_unsafe_method(obj, a, n))
+        return rlx__j_undef_named(E->rt, "access to attribute '%.*s' of '%s' object is unsafe (templates cannot modify values)",
+                                  (int)RLX_MIN(n, (size_t)60), a, rlx__j_type_name(obj));
+    rj_value m = {0};
+    m.type = RJ_METHOD;
+    m.meth = rlx__j_alloc(E->rt, sizeof *m.meth);
+    m.meth->self = obj;
+    m.meth->name = a;
+    m.meth->n = n;
+    return m;
+}
+
+/* Python's getattr(obj, name) alone: methods and the attributes of template objects */
+rj_value rlx__j_pyattr(rj_env *E, rj_value obj, const char *a, size_t n, bool *found)
+{
+    *found = true;
+    if (n && a[0] == '_') { *found = false; return rj_undef(); } /* the sandbox hides private attributes */
+    if (rlx__j_is_py_method(obj, a, n)) return method_ref(E, obj, a, n);
+    switch (obj.type) {
     case RJ_LOOP: return loop_attr(E, obj.loop, a, n);
+    case RJ_MACRO: return macro_attr(E, obj, a, n, found);
     case RJ_OBJ:
         if (obj.obj->is_cycler && n == 7 && !memcmp(a, "current", 7)) return obj.obj->items->v[obj.obj->pos];
-        return rlx__j_undef_named(E->rt, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj), (int)RLX_MIN(n, (size_t)100), a);
+        break;
+    case RJ_NS: {
+        rj_value *v = rlx__j_dict_gets(obj.d, a, n);
+        if (v) return *v;
+        break;
+    }
     case RJ_LIST:
         if (obj.tuple == 2 && n == 7 && !memcmp(a, "grouper", 7)) return obj.l->v[0];
         if (obj.tuple == 2 && n == 4 && !memcmp(a, "list", 4)) return obj.l->v[1];
-        /* fall through */
-    default:
-        return rlx__j_undef_named(E->rt, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj),
-                                  (int)RLX_MIN(n, (size_t)100), a);
+        break;
+    default: break;
     }
+    *found = false;
+    return rj_undef();
+}
+
+rj_value rlx__j_getattr(rj_env *E, rj_value obj, const char *a, size_t n)
+{
+    if (obj.type == RJ_UNDEF) fail_undefined(E, obj);
+    bool found;
+    rj_value v = rlx__j_pyattr(E, obj, a, n, &found);
+    if (found) return v;
+    if (obj.type == RJ_DICT) { /* then obj[name] */
+        rj_value *got = rlx__j_dict_gets(obj.d, a, n);
+        if (got) return *got;
+    }
+    return no_attr(E, obj, a, n);
 }
 
 static int64_t norm_index(int64_t i, size_t len) { return i < 0 ? i + (int64_t)len : i; }
 
-static rj_value getitem(rj_env *E, rj_value obj, rj_value key)
+rj_value rlx__j_getitem(rj_env *E, rj_value obj, rj_value key)
 {
     switch (obj.type) {
     case RJ_UNDEF: fail_undefined(E, obj);
     case RJ_LIST:
-        if (key.type == RJ_INT || key.type == RJ_BOOL) {
+        if ((key.type == RJ_INT || key.type == RJ_BOOL) && (!obj.view || obj.view == RJ_VIEW_RANGE)) {
             int64_t i = norm_index(key.type == RJ_INT ? key.i : key.b, obj.l->n);
             if (i >= 0 && (size_t)i < obj.l->n) return obj.l->v[i];
-            return rlx__j_undef_named(E->rt, "list index out of range");
+            return rlx__j_undef_named(E->rt, "%s index out of range", obj.tuple ? "tuple" : obj.view ? "range object" : "list");
         }
         break;
     case RJ_STR:
-        if (key.type == RJ_INT) {
+        if (key.type == RJ_INT || key.type == RJ_BOOL) {
             size_t len = rlx__j_utf8_len(obj.s.p, obj.s.n);
-            int64_t i = norm_index(key.i, len);
+            int64_t i = norm_index(key.type == RJ_INT ? key.i : key.b, len);
             if (i >= 0 && (size_t)i < len) {
                 size_t x = rlx__j_utf8_off(obj.s.p, obj.s.n, (size_t)i), y = rlx__j_utf8_off(obj.s.p, obj.s.n, (size_t)i + 1);
                 return rj_str(obj.s.p + x, y - x);
@@ -153,14 +203,18 @@ static rj_value getitem(rj_env *E, rj_value obj, rj_value key)
             return rlx__j_undef_named(E->rt, "string index out of range");
         }
         break;
-    case RJ_DICT: case RJ_NS: {
+    case RJ_DICT: {
         rj_value *v = rlx__j_dict_get(obj.d, key);
         if (v) return *v;
         break;
     }
     default: break;
     }
-    if (key.type == RJ_STR) return getattr(E, obj, key.s.p, key.s.n);
+    if (key.type == RJ_STR) { /* then getattr(obj, key) */
+        bool found;
+        rj_value v = rlx__j_pyattr(E, obj, key.s.p, key.s.n, &found);
+        if (found) return v;
+    }
     rj_buf b = {0};
     rlx__j_repr(E->rt, &b, key);
     return rlx__j_undef_named(E->rt, "'%s object' has no element %.*s", rlx__j_type_name(obj), (int)RLX_MIN(b.n, (size_t)100), b.p);
@@ -260,6 +314,7 @@ rj_value rlx__j_call_value(rj_env *E, rj_value f, const rj_args *a)
     if (f.type == RJ_MACRO) return call_macro(E, f.m, a);
     if (f.type == RJ_FUNC) return rlx__j_call_builtin(E, f.fn, a);
     if (f.type == RJ_LOOP) return call_loop(E, f.loop, a);
+    if (f.type == RJ_METHOD) return rlx__j_method(E, f.meth->self, f.meth->name, f.meth->n, a);
     if (f.type == RJ_OBJ && !f.obj->is_cycler) { /* joiner() */
         bool first = !f.obj->used;
         f.obj->used = true;
@@ -267,16 +322,6 @@ rj_value rlx__j_call_value(rj_env *E, rj_value f, const rj_args *a)
     }
     if (f.type == RJ_UNDEF) fail_undefined(E, f);
     rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not callable", rlx__j_type_name(f));
-}
-
-/* Python attributes of dict win over its keys in jinja2's getattr (d.items is the method). */
-static bool is_dict_method(const char *name, size_t n)
-{
-    static const char *const m[] = {"get", "items", "keys", "values", "copy", "pop", "popitem", "update",
-                                    "setdefault", "clear"};
-    for (size_t i = 0; i < RLX_ARRAY_LEN(m); i++)
-        if (strlen(m[i]) == n && !memcmp(m[i], name, n)) return true;
-    return false;
 }
 
 static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_block)
@@ -308,11 +353,7 @@ static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_blo
             obj.loop->changed_last = now;
             return rj_bool(changed);
         }
-        if (obj.type == RJ_OBJ && obj.obj->is_cycler) return rlx__j_method(E, obj, f->name, f->nlen, &args);
-        if (obj.type == RJ_STR || obj.type == RJ_LIST ||
-            (obj.type == RJ_DICT && (is_dict_method(f->name, f->nlen) || !rlx__j_dict_gets(obj.d, f->name, f->nlen))))
-            return rlx__j_method(E, obj, f->name, f->nlen, &args);
-        return rlx__j_call_value(E, getattr(E, obj, f->name, f->nlen), &args);
+        return rlx__j_call_value(E, rlx__j_getattr(E, obj, f->name, f->nlen), &args);
     }
     rj_value callee = eval(E, f);
     E->rt->line = n->line;
@@ -352,7 +393,7 @@ static rj_value eval(rj_env *E, const rj_node *n)
     case N_ATTR: {
         rj_value obj = eval(E, n->a);
         E->rt->line = n->line;
-        r = getattr(E, obj, n->name, n->nlen);
+        r = rlx__j_getattr(E, obj, n->name, n->nlen);
         break;
     }
     case N_SUBSCRIPT: {
@@ -366,7 +407,7 @@ static rj_value eval(rj_env *E, const rj_node *n)
         } else {
             rj_value k = eval(E, n->b);
             E->rt->line = n->line;
-            r = getitem(E, obj, k);
+            r = rlx__j_getitem(E, obj, k);
         }
         break;
     }
@@ -391,10 +432,7 @@ static rj_value eval(rj_env *E, const rj_node *n)
     case N_NEG: case N_POS: {
         rj_value v = eval(E, n->a);
         E->rt->line = n->line;
-        if (v.type == RJ_INT || v.type == RJ_BOOL) {
-            int64_t x = v.type == RJ_INT ? v.i : v.b;
-            r = rj_int(n->kind == N_NEG ? (int64_t)(0 - (uint64_t)x) : x);
-        }
+        if (rlx__j_is_int(v)) r = n->kind == N_NEG ? rlx__j_int_neg(E->rt, v) : v.type == RJ_BOOL ? rj_int(v.b) : v;
         else if (v.type == RJ_FLOAT) r = rj_float(n->kind == N_NEG ? -v.f : v.f);
         else if (v.type == RJ_UNDEF) fail_undefined(E, v);
         else rlx__j_fail(E->rt, RLX_EINVAL, "bad operand type for unary %s: '%s'", n->kind == N_NEG ? "-" : "+", rlx__j_type_name(v));

@@ -1,7 +1,7 @@
-/* jinja_filters.c - Jinja2's builtin filters and tests (the subset chat templates use), with
+/* jinja_filters.c - Jinja2's builtin filters (those over iterables live in jinja_iter.c), with
  * transformers' tojson (json.dumps with ensure_ascii=False, indent, separators, sort_keys).
- * Unknown names fail at render time with RLX_EUNSUPPORTED, as Jinja2 defers unknown filters
- * inside conditionals to run time. */
+ * Filter names are checked when the template is parsed; an unknown name reaching here came
+ * from map('name'). */
 #include "models/jinja_text.h"
 
 #include <inttypes.h>
@@ -20,32 +20,6 @@ static bool arg_bool(const rj_args *a, int idx, const char *name, bool dflt)
     return v ? rlx__j_truthy(*v) : dflt;
 }
 
-/* Follows a dotted attribute path ("a.b", "items.0") as jinja's make_attrgetter does. */
-static rj_value attr_path(rj_env *E, rj_value v, rj_value path)
-{
-    rj_rt *rt = rlx__j_env_rt(E);
-    if (path.type == RJ_INT) {
-        if (v.type == RJ_LIST && path.i >= 0 && (size_t)path.i < v.l->n) return v.l->v[path.i];
-        return rj_undef();
-    }
-    if (path.type != RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "attribute must be a string");
-    const char *p = path.s.p, *e = p + path.s.n;
-    while (p <= e) {
-        const char *d = memchr(p, '.', (size_t)(e - p));
-        if (!d) d = e;
-        size_t n = (size_t)(d - p);
-        rj_value *got = NULL;
-        if (v.type == RJ_DICT || v.type == RJ_NS) got = rlx__j_dict_gets(v.d, p, n);
-        else if (v.type == RJ_LIST && n && p[0] >= '0' && p[0] <= '9') {
-            size_t idx = (size_t)strtoul(p, NULL, 10);
-            if (idx < v.l->n) got = &v.l->v[idx];
-        }
-        v = got ? *got : rlx__j_undef_named(rt, "'%s object' has no attribute '%.*s'", rlx__j_type_name(v), (int)n, p);
-        p = d + 1;
-    }
-    return v;
-}
-
 static rj_value lower_key(rj_env *E, rj_value v, bool case_sensitive)
 {
     if (!case_sensitive && v.type == RJ_STR) return rlx__j_case(rlx__j_env_rt(E), v, CASE_LOWER);
@@ -57,7 +31,7 @@ static void sort_values(rj_env *E, rj_value *v, size_t n, const rj_value *attr, 
 {
     rj_rt *rt = rlx__j_env_rt(E);
     rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
-    for (size_t i = 0; i < n; i++) keys[i] = lower_key(E, attr ? attr_path(E, v[i], *attr) : v[i], case_sensitive);
+    for (size_t i = 0; i < n; i++) keys[i] = lower_key(E, attr ? rlx__j_attr_getter(E, v[i], *attr) : v[i], case_sensitive);
     rlx__j_sort(rt, v, keys, n, reverse);
 }
 
@@ -100,7 +74,7 @@ static rj_value f_length(rj_env *E, rj_value v, const rj_args *a)
     case RJ_UNDEF: return rj_int(0);
     case RJ_STR: return rj_int((int64_t)rlx__j_utf8_len(v.s.p, v.s.n));
     case RJ_LIST: return rj_int((int64_t)v.l->n);
-    case RJ_DICT: return rj_int((int64_t)v.d->n);
+    case RJ_DICT: case RJ_NS: return rj_int((int64_t)v.d->n);
     default: rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "object of type '%s' has no len()", rlx__j_type_name(v));
     }
 }
@@ -142,7 +116,7 @@ static rj_value f_join(rj_env *E, rj_value v, const rj_args *a)
     rlx__j_buf_put(rt, &b, "", 0);
     for (size_t i = 0; i < items->n; i++) {
         if (i) rlx__j_buf_put(rt, &b, sep.s.p, sep.s.n);
-        rlx__j_str(rt, &b, attr ? attr_path(E, items->v[i], *attr) : items->v[i]);
+        rlx__j_str(rt, &b, attr ? rlx__j_attr_getter(E, items->v[i], *attr) : items->v[i]);
     }
     return rj_str(b.p, b.n);
 }
@@ -150,44 +124,30 @@ static rj_value f_join(rj_env *E, rj_value v, const rj_args *a)
 static rj_value f_first(rj_env *E, rj_value v, const rj_args *a)
 {
     (void)a;
-    rj_list *l = rlx__j_iter(rlx__j_env_rt(E), v);
-    return l->n ? l->v[0] : rlx__j_undef_named(rlx__j_env_rt(E), "no first item, sequence was empty");
+    rj_rt *rt = rlx__j_env_rt(E);
+    if (v.type == RJ_GEN) { /* takes one item, the rest stays in the iterator */
+        rj_value x;
+        return rlx__j_gen_next(rt, v.gen, &x) ? x : rlx__j_undef_named(rt, "no first item, sequence was empty");
+    }
+    rj_list *l = rlx__j_iter(rt, v);
+    return l->n ? l->v[0] : rlx__j_undef_named(rt, "no first item, sequence was empty");
 }
 
 static rj_value f_last(rj_env *E, rj_value v, const rj_args *a)
 {
     (void)a;
+    if (v.type == RJ_GEN) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "'%s' object is not reversible", rlx__j_type_name(v));
     rj_list *l = rlx__j_iter(rlx__j_env_rt(E), v);
     return l->n ? l->v[l->n - 1] : rlx__j_undef_named(rlx__j_env_rt(E), "no last item, sequence was empty");
 }
 
 static rj_value f_list(rj_env *E, rj_value v, const rj_args *a) { (void)a; return copy_list(E, rlx__j_iter(rlx__j_env_rt(E), v)); }
 
-static rj_value pair(rj_rt *rt, rj_value k, rj_value v)
-{
-    rj_value t = rlx__j_new_list(rt, 2);
-    t.tuple = 1;
-    rlx__j_list_push(rt, t.l, k);
-    rlx__j_list_push(rt, t.l, v);
-    return t;
-}
-
-static rj_value f_items(rj_env *E, rj_value v, const rj_args *a)
-{
-    (void)a;
-    rj_rt *rt = rlx__j_env_rt(E);
-    if (v.type == RJ_UNDEF) return rlx__j_new_list(rt, 0);
-    if (v.type != RJ_DICT && v.type != RJ_NS) rlx__j_fail(rt, RLX_EINVAL, "items: can only get item pairs from a mapping, not %s", rlx__j_type_name(v));
-    rj_value r = rlx__j_new_list(rt, v.d->n);
-    for (size_t i = 0; i < v.d->n; i++) rlx__j_list_push(rt, r.l, pair(rt, v.d->k[i], v.d->v[i]));
-    return r;
-}
-
 static rj_value f_dictsort(rj_env *E, rj_value v, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
     if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rt, v); /* dictsort calls value.items() */
-    rj_value items = f_items(E, v, a);
+    rj_value items = copy_list(E, rlx__j_iter(rt, rlx__j_f_items(E, v, a)));
     bool cs = arg_bool(a, 0, "case_sensitive", false), rev = arg_bool(a, 2, "reverse", false);
     const rj_value *by = rlx__j_arg(a, 1, "by");
     rj_value idx = rj_int(by && by->type == RJ_STR && by->s.n == 5 && !memcmp(by->s.p, "value", 5) ? 1 : 0);
@@ -202,40 +162,6 @@ static rj_value f_sort(rj_env *E, rj_value v, const rj_args *a)
     return r;
 }
 
-static rj_value f_reverse(rj_env *E, rj_value v, const rj_args *a)
-{
-    (void)a;
-    rj_rt *rt = rlx__j_env_rt(E);
-    rj_list *l = rlx__j_iter(rt, v);
-    if (v.type == RJ_STR) {
-        rj_buf b = {0};
-        rlx__j_buf_put(rt, &b, "", 0);
-        for (size_t i = l->n; i-- > 0;) rlx__j_buf_put(rt, &b, l->v[i].s.p, l->v[i].s.n);
-        return rj_str(b.p, b.n);
-    }
-    rj_value r = rlx__j_new_list(rt, l->n);
-    for (size_t i = l->n; i-- > 0;) rlx__j_list_push(rt, r.l, l->v[i]);
-    return r;
-}
-
-static rj_value f_unique(rj_env *E, rj_value v, const rj_args *a)
-{
-    rj_rt *rt = rlx__j_env_rt(E);
-    rj_list *l = rlx__j_iter(rt, v);
-    bool cs = arg_bool(a, 0, "case_sensitive", false);
-    const rj_value *attr = rlx__j_arg(a, 1, "attribute");
-    rj_value r = rlx__j_new_list(rt, l->n), seen = rlx__j_new_list(rt, l->n);
-    for (size_t i = 0; i < l->n; i++) {
-        rj_value k = lower_key(E, attr ? attr_path(E, l->v[i], *attr) : l->v[i], cs);
-        bool dup = false;
-        for (size_t j = 0; j < seen.l->n && !dup; j++) dup = rlx__j_equal(seen.l->v[j], k);
-        if (dup) continue;
-        rlx__j_list_push(rt, seen.l, k);
-        rlx__j_list_push(rt, r.l, l->v[i]);
-    }
-    return r;
-}
-
 static rj_value minmax(rj_env *E, rj_value v, const rj_args *a, int sign)
 {
     rj_rt *rt = rlx__j_env_rt(E);
@@ -244,9 +170,9 @@ static rj_value minmax(rj_env *E, rj_value v, const rj_args *a, int sign)
     const rj_value *attr = rlx__j_arg(a, 1, "attribute");
     if (!l->n) return rlx__j_undef_named(rt, "no aggregated item, sequence was empty");
     size_t best = 0;
-    rj_value bk = lower_key(E, attr ? attr_path(E, l->v[0], *attr) : l->v[0], cs);
+    rj_value bk = lower_key(E, attr ? rlx__j_attr_getter(E, l->v[0], *attr) : l->v[0], cs);
     for (size_t i = 1; i < l->n; i++) {
-        rj_value k = lower_key(E, attr ? attr_path(E, l->v[i], *attr) : l->v[i], cs);
+        rj_value k = lower_key(E, attr ? rlx__j_attr_getter(E, l->v[i], *attr) : l->v[i], cs);
         if (rlx__j_compare(rt, k, bk) * sign > 0) { best = i; bk = k; }
     }
     return l->v[best];
@@ -260,20 +186,16 @@ static rj_value f_sum(rj_env *E, rj_value v, const rj_args *a)
     rj_list *l = rlx__j_iter(rt, v);
     const rj_value *attr = rlx__j_arg(a, 0, "attribute"), *start = rlx__j_arg(a, 1, "start");
     rj_value acc = start ? *start : rj_int(0);
-    for (size_t i = 0; i < l->n; i++) {
-        rj_value x = attr ? attr_path(E, l->v[i], *attr) : l->v[i];
-        if (!rlx__j_is_number(acc) || !rlx__j_is_number(x)) rlx__j_fail(rt, RLX_EINVAL, "sum: unsupported operand types '%s' and '%s'", rlx__j_type_name(acc), rlx__j_type_name(x));
-        if (acc.type != RJ_FLOAT && x.type != RJ_FLOAT) acc = rj_int((int64_t)((uint64_t)(acc.type == RJ_INT ? acc.i : acc.b) + (uint64_t)(x.type == RJ_INT ? x.i : x.b)));
-        else acc = rj_float(rlx__j_num(acc) + rlx__j_num(x));
-    }
+    if (acc.type == RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "sum() can't sum strings [use ''.join(seq) instead]");
+    for (size_t i = 0; i < l->n; i++) /* Python's sum(): start + x + ... with the `+` of the values */
+        acc = rlx__j_binop(E, OP_ADD, acc, attr && attr->type != RJ_NONE ? rlx__j_attr_getter(E, l->v[i], *attr) : l->v[i]);
     return acc;
 }
 
 static rj_value f_abs(rj_env *E, rj_value v, const rj_args *a)
 {
     (void)a;
-    if (v.type == RJ_INT) return rj_int(v.i < 0 ? (int64_t)(0 - (uint64_t)v.i) : v.i);
-    if (v.type == RJ_BOOL) return rj_int(v.b);
+    if (rlx__j_is_int(v)) return rlx__j_int_cmp(v, rj_int(0)) < 0 ? rlx__j_int_neg(rlx__j_env_rt(E), v) : v.type == RJ_BOOL ? rj_int(v.b) : v;
     if (v.type == RJ_FLOAT) return rj_float(fabs(v.f));
     rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "bad operand type for abs(): '%s'", rlx__j_type_name(v));
 }
@@ -284,7 +206,7 @@ static rj_value f_round(rj_env *E, rj_value v, const rj_args *a)
     int prec = pp && pp->type == RJ_INT ? (int)RLX_MAX(-20, RLX_MIN(pp->i, 20)) : 0;
     if (!rlx__j_is_number(v)) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "round: a number is required, not %s", rlx__j_type_name(v));
     bool common = !mp || (mp->type == RJ_STR && mp->s.n == 6 && !memcmp(mp->s.p, "common", 6));
-    if (common && (v.type == RJ_INT || v.type == RJ_BOOL) && prec >= 0) return rj_int(v.type == RJ_INT ? v.i : v.b);
+    if (common && rlx__j_is_int(v) && prec >= 0) return v.type == RJ_BOOL ? rj_int(v.b) : v;
     double x = rlx__j_num(v), p10 = pow(10.0, prec);
     if (mp && mp->type == RJ_STR && mp->s.n == 4 && !memcmp(mp->s.p, "ceil", 4)) return rj_float(ceil(x * p10) / p10);
     if (mp && mp->type == RJ_STR && mp->s.n == 5 && !memcmp(mp->s.p, "floor", 5)) return rj_float(floor(x * p10) / p10);
@@ -301,19 +223,32 @@ static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
     if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rlx__j_env_rt(E), v); /* int(Undefined) raises */
     const rj_value *d = rlx__j_arg(a, 0, "default");
     rj_value dflt = d ? *d : rj_int(0);
+    rj_rt *rt = rlx__j_env_rt(E);
     switch (v.type) {
-    case RJ_INT: return v;
+    case RJ_INT: case RJ_BIGINT: return v;
     case RJ_BOOL: return rj_int(v.b);
-    case RJ_FLOAT: return isfinite(v.f) ? rj_int(rj_trunc(v.f)) : dflt;
-    case RJ_STR: {
-        char *s = rlx__j_strdup(rlx__j_env_rt(E), v.s.p, v.s.n), *end;
+    case RJ_FLOAT: return isfinite(v.f) ? rlx__j_int_from_double(rt, v.f) : dflt;
+    case RJ_STR: { /* int(value, base), else int(float(value)) */
         const rj_value *bp = rlx__j_arg(a, 1, "base");
-        long long x = strtoll(s, &end, bp && bp->type == RJ_INT ? (int)bp->i : 10);
-        while (*end == ' ' || *end == '\t' || *end == '\n') end++;
-        if (end != s && !*end) return rj_int(x);
+        int base = bp && bp->type == RJ_INT && bp->i >= 2 && bp->i <= 36 ? (int)bp->i : 10;
+        rj_value t = rlx__j_strip(rt, v, NULL, 3);
+        size_t i = 0, n = t.s.n;
+        const char *p = t.s.p;
+        bool ok = n > 0;
+        if (ok && (p[0] == '-' || p[0] == '+')) i++;
+        if (base == 16 && n - i > 2 && p[i] == '0' && (p[i + 1] | 0x20) == 'x') i += 2;
+        ok = ok && i < n && p[i] != '_' && p[n - 1] != '_';
+        for (size_t k = i; ok && k < n; k++) {
+            int c = p[k] | 0x20, d = p[k] >= '0' && p[k] <= '9' ? p[k] - '0' : c >= 'a' && c <= 'z' ? c - 'a' + 10 : p[k] == '_' ? 0 : 99;
+            ok = d < base && !(p[k] == '_' && p[k - 1] == '_');
+        }
+        if (ok) {
+            rj_value r = rlx__j_int_parse(rt, p + i, n - i, base);
+            return p[0] == '-' ? rlx__j_int_neg(rt, r) : r;
+        }
+        char *s = rlx__j_strdup(rt, p, n), *end;
         double f = strtod(s, &end);
-        while (*end == ' ' || *end == '\t' || *end == '\n') end++;
-        if (end != s && !*end && isfinite(f)) return rj_int(rj_trunc(f));
+        if (n && end == s + n && isfinite(f) && !strpbrk(s, "xXpP")) return rlx__j_int_from_double(rt, f);
         return dflt;
     }
     default: return dflt;
@@ -327,10 +262,10 @@ static rj_value f_float(rj_env *E, rj_value v, const rj_args *a)
     rj_value dflt = d ? *d : rj_float(0.0);
     if (rlx__j_is_number(v)) return rj_float(rlx__j_num(v));
     if (v.type == RJ_STR) {
-        char *s = rlx__j_strdup(rlx__j_env_rt(E), v.s.p, v.s.n), *end;
+        rj_value t = rlx__j_strip(rlx__j_env_rt(E), v, NULL, 3);
+        char *s = rlx__j_strdup(rlx__j_env_rt(E), t.s.p, t.s.n), *end;
         double f = strtod(s, &end);
-        while (*end == ' ' || *end == '\t' || *end == '\n') end++;
-        if (end != s && !*end) return rj_float(f);
+        if (t.s.n && end == s + t.s.n && !strpbrk(s, "xXpP")) return rj_float(f);
     }
     return dflt;
 }
@@ -419,95 +354,58 @@ static rj_value f_attr(rj_env *E, rj_value v, const rj_args *a)
 {
     const rj_value *n = rlx__j_arg(a, 0, "name");
     if (!n || n->type != RJ_STR) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "attr needs an attribute name");
-    /* attr() reads Python attributes only: a dict's keys are not attributes */
-    if (v.type == RJ_NS) {
-        rj_value *got = rlx__j_dict_gets(v.d, n->s.p, n->s.n);
-        if (got) return *got;
-    }
+    /* attr() reads Python attributes only: a dict's keys are not attributes, its methods are */
+    bool found;
+    rj_value got = rlx__j_pyattr(E, v, n->s.p, n->s.n, &found);
+    if (found) return got;
     return rlx__j_undef_named(rlx__j_env_rt(E), "'%s object' has no attribute '%.*s'", rlx__j_type_name(v), (int)RLX_MIN(n->s.n, (size_t)60), n->s.p);
 }
 
-static rj_value f_batch(rj_env *E, rj_value v, const rj_args *a)
-{
-    rj_rt *rt = rlx__j_env_rt(E);
-    const rj_value *c = rlx__j_arg(a, 0, "linecount"), *fill = rlx__j_arg(a, 1, "fill_with");
-    if (!c || c->type != RJ_INT || c->i <= 0) rlx__j_fail(rt, RLX_EINVAL, "batch needs a positive count");
-    rj_list *l = rlx__j_iter(rt, v);
-    rj_value r = rlx__j_new_list(rt, 0), cur = rlx__j_new_list(rt, 0);
-    for (size_t i = 0; i < l->n; i++) {
-        rlx__j_list_push(rt, cur.l, l->v[i]);
-        if ((int64_t)cur.l->n == c->i) { rlx__j_list_push(rt, r.l, cur); cur = rlx__j_new_list(rt, 0); }
-    }
-    if (cur.l->n) {
-        while (fill && (int64_t)cur.l->n < c->i) rlx__j_list_push(rt, cur.l, *fill);
-        rlx__j_list_push(rt, r.l, cur);
-    }
-    return r;
-}
-
-/* map('filter', args...) or map(attribute='x', default=...) */
-static rj_value f_map(rj_env *E, rj_value v, const rj_args *a)
-{
-    rj_rt *rt = rlx__j_env_rt(E);
-    if (!rlx__j_truthy(v)) return rlx__j_new_list(rt, 0);
-    rj_list *l = rlx__j_iter(rt, v);
-    rj_value r = rlx__j_new_list(rt, l->n);
-    const rj_value *attr = rlx__j_arg(a, -1, "attribute"), *dflt = rlx__j_arg(a, -1, "default");
-    if (attr) {
-        for (size_t i = 0; i < l->n; i++) {
-            rj_value x = attr_path(E, l->v[i], *attr);
-            rlx__j_list_push(rt, r.l, x.type == RJ_UNDEF && dflt ? *dflt : x);
-        }
-        return r;
-    }
-    if (a->npos < 1 || a->pos[0].type != RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "map needs a filter name or attribute=");
-    rj_args rest = *a;
-    rest.pos++;
-    rest.npos--;
-    for (size_t i = 0; i < l->n; i++) rlx__j_list_push(rt, r.l, rlx__j_filter(E, a->pos[0].s.p, a->pos[0].s.n, l->v[i], &rest));
-    return r;
-}
-
-static rj_value select_common(rj_env *E, rj_value v, const rj_args *a, bool by_attr, bool keep)
-{
-    rj_rt *rt = rlx__j_env_rt(E);
-    if (!rlx__j_truthy(v)) return rlx__j_new_list(rt, 0); /* jinja2: `if value:` guards the loop */
-    rj_list *l = rlx__j_iter(rt, v);
-    rj_value r = rlx__j_new_list(rt, l->n);
-    size_t off = by_attr ? 1 : 0;
-    if (by_attr && (a->npos < 1)) rlx__j_fail(rt, RLX_EINVAL, "selectattr/rejectattr need an attribute name");
-    const rj_value *test = a->npos > off ? &a->pos[off] : NULL;
-    if (test && test->type != RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "the test name must be a string");
-    rj_args rest = *a;
-    rest.pos += off + (test ? 1 : 0);
-    rest.npos -= off + (test ? 1 : 0);
-    for (size_t i = 0; i < l->n; i++) {
-        rj_value x = by_attr ? attr_path(E, l->v[i], a->pos[0]) : l->v[i];
-        bool ok = test ? rlx__j_test(E, test->s.p, test->s.n, x, &rest) : rlx__j_truthy(x);
-        if (ok == keep) rlx__j_list_push(rt, r.l, l->v[i]);
-    }
-    return r;
-}
-static rj_value f_select(rj_env *E, rj_value v, const rj_args *a) { return select_common(E, v, a, false, true); }
-static rj_value f_reject(rj_env *E, rj_value v, const rj_args *a) { return select_common(E, v, a, false, false); }
-static rj_value f_selectattr(rj_env *E, rj_value v, const rj_args *a) { return select_common(E, v, a, true, true); }
-static rj_value f_rejectattr(rj_env *E, rj_value v, const rj_args *a) { return select_common(E, v, a, true, false); }
-
 static rj_value f_center(rj_env *E, rj_value v, const rj_args *a)
 {
-    rj_rt *rt = rlx__j_env_rt(E);
-    rj_value s = need_str(E, v);
     const rj_value *w = rlx__j_arg(a, 0, "width");
-    size_t width = w && w->type == RJ_INT && w->i > 0 ? (size_t)RLX_MIN(w->i, 10000) : 80;
-    size_t len = rlx__j_utf8_len(s.s.p, s.s.n);
-    if (len >= width) return s;
-    size_t pad = width - len, left = pad / 2 + (pad & width & 1);
-    rj_buf b = {0};
-    rlx__j_buf_put(rt, &b, "", 0);
-    for (size_t i = 0; i < left; i++) rlx__j_buf_puts(rt, &b, " ");
-    rlx__j_buf_put(rt, &b, s.s.p, s.s.n);
-    for (size_t i = left; i < pad; i++) rlx__j_buf_puts(rt, &b, " ");
-    return rj_str(b.p, b.n);
+    return rlx__j_pad(rlx__j_env_rt(E), need_str(E, v), 'c', w ? *w : rj_int(80), NULL);
+}
+
+static rj_value f_wordwrap(rj_env *E, rj_value v, const rj_args *a) { return rlx__j_f_wordwrap(E, v, a); }
+
+/* do_filesizeformat: decimal (kB, MB, ...) or binary (KiB, MiB, ...) prefixes */
+static rj_value f_filesizeformat(rj_env *E, rj_value v, const rj_args *a)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    double bytes; /* float(value), which raises on anything else */
+    if (v.type == RJ_STR) {
+        rj_value t = rlx__j_strip(rt, v, NULL, 3);
+        char *s = rlx__j_strdup(rt, t.s.p, t.s.n), *end;
+        bytes = strtod(s, &end);
+        if (!t.s.n || end != s + t.s.n || strpbrk(s, "xXpP"))
+            rlx__j_fail(rt, RLX_EINVAL, "could not convert string to float: '%.*s'", (int)RLX_MIN(v.s.n, (size_t)60), v.s.p);
+    } else if (rlx__j_is_number(v)) {
+        bytes = rlx__j_num(v);
+    } else {
+        rlx__j_fail(rt, RLX_EINVAL, "float() argument must be a string or a real number, not '%s'", rlx__j_type_name(v));
+    }
+    bool binary = arg_bool(a, 0, "binary", false);
+    double base = binary ? 1024 : 1000;
+    static const char *const dec[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
+    static const char *const bin[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+    char out[64];
+    if (bytes == 1) return rj_cstr("1 Byte");
+    if (bytes < base) {
+        rj_buf b = {0};
+        rlx__j_int_str(rt, &b, rlx__j_int_from_double(rt, bytes));
+        rlx__j_buf_puts(rt, &b, " Bytes");
+        return rj_str(b.p, b.n);
+    }
+    double unit = base;
+    int i;
+    for (i = 0; i < 8; i++) {
+        unit = pow(base, i + 2);
+        if (bytes < unit) break;
+    }
+    if (i == 8) i = 7;
+    snprintf(out, sizeof out, "%.1f %s", base * bytes / unit, binary ? bin[i] : dec[i]);
+    return rj_str(rlx__j_strdup(rt, out, strlen(out)), strlen(out));
 }
 
 static rj_value f_truncate(rj_env *E, rj_value v, const rj_args *a)
@@ -546,7 +444,7 @@ static rj_value f_groupby(rj_env *E, rj_value v, const rj_args *a)
     size_t n = items.l->n;
     rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
     for (size_t i = 0; i < n; i++) {
-        rj_value k = attr_path(E, items.l->v[i], *attr);
+        rj_value k = rlx__j_attr_getter(E, items.l->v[i], *attr);
         keys[i] = k.type == RJ_UNDEF && dflt ? *dflt : k;
     }
     rj_value *folded = rlx__j_alloc(rt, (n + 1) * sizeof *folded), *perm = rlx__j_alloc(rt, (n + 1) * sizeof *perm);
@@ -572,17 +470,22 @@ static rj_value f_groupby(rj_env *E, rj_value v, const rj_args *a)
     return out;
 }
 
+static rj_value f_select(rj_env *E, rj_value v, const rj_args *a) { return rlx__j_f_select(E, v, a, RJ_GEN_SELECT); }
+static rj_value f_reject(rj_env *E, rj_value v, const rj_args *a) { return rlx__j_f_select(E, v, a, RJ_GEN_REJECT); }
+static rj_value f_selectattr(rj_env *E, rj_value v, const rj_args *a) { return rlx__j_f_select(E, v, a, RJ_GEN_SELECTATTR); }
+static rj_value f_rejectattr(rj_env *E, rj_value v, const rj_args *a) { return rlx__j_f_select(E, v, a, RJ_GEN_REJECTATTR); }
+
 static const struct { const char *name; filter_fn fn; } filters[] = {
-    {"groupby", f_groupby},
-    {"truncate", f_truncate},
+    {"groupby", f_groupby}, {"truncate", f_truncate}, {"wordwrap", f_wordwrap}, {"filesizeformat", f_filesizeformat},
+    {"slice", rlx__j_f_slice}, {"batch", rlx__j_f_batch},
     {"tojson", f_tojson}, {"length", f_length}, {"count", f_length}, {"string", f_string}, {"trim", f_trim},
     {"default", f_default}, {"d", f_default}, {"join", f_join}, {"lower", f_lower}, {"upper", f_upper},
-    {"title", f_title}, {"capitalize", f_capitalize}, {"safe", f_safe}, {"items", f_items}, {"list", f_list},
-    {"first", f_first}, {"last", f_last}, {"dictsort", f_dictsort}, {"sort", f_sort}, {"reverse", f_reverse},
-    {"unique", f_unique}, {"min", f_min}, {"max", f_max}, {"sum", f_sum}, {"abs", f_abs}, {"round", f_round},
+    {"title", f_title}, {"capitalize", f_capitalize}, {"safe", f_safe}, {"items", rlx__j_f_items}, {"list", f_list},
+    {"first", f_first}, {"last", f_last}, {"dictsort", f_dictsort}, {"sort", f_sort}, {"reverse", rlx__j_f_reverse},
+    {"unique", rlx__j_f_unique}, {"min", f_min}, {"max", f_max}, {"sum", f_sum}, {"abs", f_abs}, {"round", f_round},
     {"int", f_int}, {"float", f_float}, {"replace", f_replace}, {"escape", f_escape}, {"e", f_escape},
     {"forceescape", f_forceescape}, {"indent", f_indent}, {"wordcount", f_wordcount}, {"format", f_format},
-    {"attr", f_attr}, {"batch", f_batch}, {"map", f_map}, {"select", f_select}, {"reject", f_reject},
+    {"attr", f_attr}, {"map", rlx__j_f_map}, {"select", f_select}, {"reject", f_reject},
     {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"center", f_center},
 };
 
@@ -610,79 +513,3 @@ rj_value rlx__j_filter(rj_env *E, const char *name, size_t n, rj_value v, const 
     rlx__j_fail(rlx__j_env_rt(E), RLX_EUNSUPPORTED, "no filter named '%.*s' (not supported)", (int)RLX_MIN(n, (size_t)60), name);
 }
 
-/* ---- tests ---- */
-
-static const rj_value *targ(rj_env *E, const rj_args *a, const char *test)
-{
-    const rj_value *x = rlx__j_arg(a, 0, NULL);
-    if (!x) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "test '%s' needs an argument", test);
-    return x;
-}
-
-static bool is_lower_upper(rj_env *E, rj_value v, int mode)
-{
-    if (v.type != RJ_STR) return false;
-    rj_value c = rlx__j_case(rlx__j_env_rt(E), v, mode), o = rlx__j_case(rlx__j_env_rt(E), v, mode == CASE_LOWER ? CASE_UPPER : CASE_LOWER);
-    return rlx__j_equal(c, v) && !rlx__j_equal(o, v);
-}
-
-bool rlx__j_test(rj_env *E, const char *name, size_t n, rj_value v, const rj_args *a)
-{
-    rj_rt *rt = rlx__j_env_rt(E);
-#define T(s) name_is(s, name, n)
-    if (T("defined")) return v.type != RJ_UNDEF;
-    if (T("undefined")) return v.type == RJ_UNDEF;
-    if (T("none")) return v.type == RJ_NONE;
-    if (T("string")) return v.type == RJ_STR;
-    if (T("number")) return v.type == RJ_INT || v.type == RJ_FLOAT || v.type == RJ_BOOL;
-    if (T("integer")) return v.type == RJ_INT;
-    if (T("float")) return v.type == RJ_FLOAT;
-    if (T("boolean")) return v.type == RJ_BOOL;
-    if (T("true")) return v.type == RJ_BOOL && v.b;
-    if (T("false")) return v.type == RJ_BOOL && !v.b;
-    if (T("mapping")) return v.type == RJ_DICT;
-    if (T("iterable")) return v.type == RJ_LIST || v.type == RJ_DICT || v.type == RJ_STR || v.type == RJ_UNDEF || v.type == RJ_LOOP;
-    if (T("sequence")) return v.type == RJ_LIST || v.type == RJ_DICT || v.type == RJ_STR || v.type == RJ_UNDEF;
-    if (T("callable")) return v.type == RJ_MACRO || v.type == RJ_FUNC;
-    /* odd/even/divisibleby are `value % n == ...` in Python: floats take part too */
-    if (T("odd")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, rj_int(2)), rj_int(1));
-    if (T("even")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, rj_int(2)), rj_int(0));
-    if (T("divisibleby")) return rlx__j_equal(rlx__j_binop(E, OP_MOD, v, *targ(E, a, "divisibleby")), rj_int(0));
-    if (T("eq") || T("equalto") || T("==")) return rlx__j_equal(v, *targ(E, a, "eq"));
-    if (T("ne") || T("!=")) return !rlx__j_equal(v, *targ(E, a, "ne"));
-    if (T("sameas")) {
-        rj_value o = *targ(E, a, "sameas");
-        return o.type == v.type && rlx__j_equal(v, o);
-    }
-    if (T("lt") || T("lessthan")) return rlx__j_compare(rt, v, *targ(E, a, "lt")) < 0;
-    if (T("le")) return rlx__j_compare(rt, v, *targ(E, a, "le")) <= 0;
-    if (T("gt") || T("greaterthan")) return rlx__j_compare(rt, v, *targ(E, a, "gt")) > 0;
-    if (T("ge")) return rlx__j_compare(rt, v, *targ(E, a, "ge")) >= 0;
-    if (T("in")) {
-        rj_value seq = *targ(E, a, "in");
-        if (seq.type == RJ_STR && v.type == RJ_STR) return v.s.n == 0 || memmem(seq.s.p, seq.s.n, v.s.p, v.s.n);
-        if (seq.type == RJ_DICT) return rlx__j_dict_get(seq.d, v) != NULL;
-        rj_list *l = rlx__j_iter(rt, seq);
-        for (size_t i = 0; i < l->n; i++)
-            if (rlx__j_equal(v, l->v[i])) return true;
-        return false;
-    }
-    if (T("lower")) return is_lower_upper(E, v, CASE_LOWER);
-    if (T("upper")) return is_lower_upper(E, v, CASE_UPPER);
-    if (T("escaped")) return false;
-    if (T("filter")) return v.type == RJ_STR && rlx__j_has_filter(v.s.p, v.s.n);
-    if (T("test")) return v.type == RJ_STR && rlx__j_has_test(v.s.p, v.s.n);
-#undef T
-    rlx__j_fail(rt, RLX_EUNSUPPORTED, "no test named '%.*s' (not supported)", (int)RLX_MIN(n, (size_t)60), name);
-}
-
-bool rlx__j_has_test(const char *name, size_t n)
-{
-    static const char *const names[] = {"defined", "undefined", "none", "string", "number", "integer", "float",
-        "boolean", "true", "false", "mapping", "iterable", "sequence", "callable", "odd", "even", "divisibleby",
-        "eq", "equalto", "==", "ne", "!=", "sameas", "lt", "lessthan", "le", "gt", "greaterthan", "ge", "in",
-        "lower", "upper", "escaped", "filter", "test"};
-    for (size_t i = 0; i < RLX_ARRAY_LEN(names); i++)
-        if (name_is(names[i], name, n)) return true;
-    return false;
-}

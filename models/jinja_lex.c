@@ -231,14 +231,11 @@ static void lex_number(lexer *L)
     tmp[tn] = 0;
     rj_token *t = push(L, is_float ? TK_FLOAT : TK_INT, L->s + L->pos, i - L->pos, L->line);
     if (is_float) t->f = strtod(tmp, NULL);
-    else {
-        errno = 0;
-        unsigned long long v = strtoull(tmp, NULL, base);
-        if (errno == ERANGE || v > (unsigned long long)INT64_MAX) {
-            L->rt->line = L->line;
-            rlx__j_fail(L->rt, RLX_EUNSUPPORTED, "integer literal %s does not fit in 64 bits", tmp);
-        }
-        t->i = (int64_t)v;
+    else { /* Python ints have no size limit: a literal past int64 is a big int */
+        size_t start = L->pos + (base == 10 ? 0 : 2);
+        L->rt->line = L->line;
+        t->num = rlx__j_int_parse(L->rt, L->s + start, i - start, base);
+        t->i = t->num.type == RJ_INT ? t->num.i : INT64_MAX;
     }
     L->pos = i;
 }

@@ -24,13 +24,23 @@ static bool prefix_match(rj_value s, rj_value p, bool suffix)
 
 static bool starts_ends(rj_rt *rt, rj_value s, const rj_args *a, bool suffix)
 {
+    const char *m = suffix ? "endswith" : "startswith";
     const rj_value *p = rlx__j_arg(a, 0, NULL);
-    if (p && p->type == RJ_LIST) {
-        for (size_t i = 0; i < p->l->n; i++)
-            if (p->l->v[i].type == RJ_STR && prefix_match(s, p->l->v[i], suffix)) return true;
+    if (!p) rlx__j_fail(rt, RLX_EINVAL, "%s() takes at least 1 argument (0 given)", m);
+    /* start and end slice the string first, as s[start:end].startswith(prefix) */
+    const rj_value *st = rlx__j_arg(a, 1, NULL), *en = rlx__j_arg(a, 2, NULL);
+    if (st || en) s = rlx__j_slice(rt, s, st ? *st : rj_none(), en ? *en : rj_none(), rj_none());
+    if (p->type == RJ_LIST && p->tuple && !p->view) {
+        for (size_t i = 0; i < p->l->n; i++) {
+            if (p->l->v[i].type != RJ_STR)
+                rlx__j_fail(rt, RLX_EINVAL, "tuple for %s must only contain str, not %s", m, rlx__j_type_name(p->l->v[i]));
+            if (prefix_match(s, p->l->v[i], suffix)) return true;
+        }
         return false;
     }
-    return prefix_match(s, str_arg(rt, a, 0, suffix ? "endswith" : "startswith"), suffix);
+    if (p->type != RJ_STR)
+        rlx__j_fail(rt, RLX_EINVAL, "%s first arg must be str or a tuple of str, not %s", m, rlx__j_type_name(*p));
+    return prefix_match(s, *p, suffix);
 }
 
 static int64_t find(rj_value s, rj_value sub, bool from_right)
@@ -126,15 +136,58 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
     }
     if (is(m, n, "startswith")) return rj_bool(starts_ends(rt, s, a, false));
     if (is(m, n, "endswith")) return rj_bool(starts_ends(rt, s, a, true));
-    if (is(m, n, "upper")) return rlx__j_case(rt, s, CASE_UPPER);
-    if (is(m, n, "lower")) return rlx__j_case(rt, s, CASE_LOWER);
-    if (is(m, n, "title")) return rlx__j_case(rt, s, CASE_TITLE_PY);
-    if (is(m, n, "capitalize")) return rlx__j_case(rt, s, CASE_CAPITALIZE);
+    static const struct { const char *name; int mode; } cases[] = {
+        {"upper", CASE_UPPER}, {"lower", CASE_LOWER}, {"title", CASE_TITLE_PY}, {"capitalize", CASE_CAPITALIZE},
+        {"swapcase", CASE_SWAP}, {"casefold", CASE_FOLD}};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++)
+        if (is(m, n, cases[i].name)) return rlx__j_case(rt, s, cases[i].mode);
+    static const struct { const char *name; int what; } preds[] = {
+        {"islower", STR_ISLOWER}, {"isupper", STR_ISUPPER}, {"istitle", STR_ISTITLE}, {"isalpha", STR_ISALPHA},
+        {"isdigit", STR_ISDIGIT}, {"isdecimal", STR_ISDECIMAL}, {"isnumeric", STR_ISNUMERIC}, {"isalnum", STR_ISALNUM},
+        {"isspace", STR_ISSPACE}, {"isascii", STR_ISASCII}, {"isprintable", STR_ISPRINTABLE}, {"isidentifier", STR_ISIDENTIFIER}};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(preds); i++)
+        if (is(m, n, preds[i].name)) return rj_bool(rlx__j_str_is(s, preds[i].what));
     if (is(m, n, "replace")) {
         const rj_value *c = rlx__j_arg(a, 2, "count");
         return rlx__j_replace(rt, s, str_arg(rt, a, 0, "replace"), str_arg(rt, a, 1, "replace"), c && c->type == RJ_INT ? c->i : -1);
     }
     if (is(m, n, "format")) return rlx__j_str_format(rt, s, a);
+    if (is(m, n, "format_map")) {
+        const rj_value *d = rlx__j_arg(a, 0, NULL);
+        if (!d || d->type != RJ_DICT) rlx__j_fail(rt, RLX_EINVAL, "str.format_map() needs a mapping");
+        rj_args kw = {0};
+        kw.nkw = d->d->n;
+        kw.kwn = rlx__j_alloc(rt, (kw.nkw + 1) * sizeof *kw.kwn);
+        kw.kwl = rlx__j_alloc(rt, (kw.nkw + 1) * sizeof *kw.kwl);
+        kw.kwv = rlx__j_alloc(rt, (kw.nkw + 1) * sizeof *kw.kwv);
+        for (size_t i = 0; i < kw.nkw; i++) {
+            rj_value k = rlx__j_to_str(rt, d->d->k[i]);
+            kw.kwn[i] = k.s.p;
+            kw.kwl[i] = k.s.n;
+            kw.kwv[i] = d->d->v[i];
+        }
+        return rlx__j_str_format(rt, s, &kw);
+    }
+    if (is(m, n, "expandtabs")) {
+        const rj_value *ts = rlx__j_arg(a, 0, "tabsize");
+        int64_t tab = ts && ts->type == RJ_INT ? ts->i : 8;
+        rj_buf b = {0};
+        rlx__j_buf_put(rt, &b, "", 0);
+        int64_t col = 0;
+        for (size_t i = 0; i < s.s.n; i++) {
+            char c = s.s.p[i];
+            if (c == '\t') {
+                int64_t k = tab > 0 ? tab - col % tab : 0;
+                for (int64_t j = 0; j < k; j++) rlx__j_buf_puts(rt, &b, " ");
+                col += k;
+            } else {
+                rlx__j_buf_put(rt, &b, &c, 1);
+                if (c == '\n' || c == '\r') col = 0;
+                else if (((unsigned char)c & 0xc0) != 0x80) col++;
+            }
+        }
+        return rj_str(b.p, b.n);
+    }
     if (is(m, n, "find") || is(m, n, "rfind") || is(m, n, "index") || is(m, n, "rindex")) {
         int64_t r = find(s, str_arg(rt, a, 0, "find"), m[0] == 'r');
         if (r < 0 && (m[0] == 'i' || (m[0] == 'r' && m[1] == 'i'))) rlx__j_fail(rt, RLX_EINVAL, "substring not found"); /* index, rindex */
@@ -161,22 +214,6 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
         return rj_str(b.p, b.n);
     }
     if (is(m, n, "splitlines")) return rlx__j_splitlines(rt, s);
-    if (is(m, n, "isdigit") || is(m, n, "isnumeric") || is(m, n, "isdecimal") || is(m, n, "isalpha") ||
-        is(m, n, "isalnum") || is(m, n, "isspace")) {
-        if (!s.s.n) return rj_bool(false);
-        for (size_t i = 0; i < s.s.n; i++) {
-            unsigned char c = (unsigned char)s.s.p[i];
-            bool d = c >= '0' && c <= '9', al = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
-            bool ok = m[2] == 'd' || m[2] == 'n' ? d : m[2] == 's' ? (c == ' ' || (c >= 9 && c <= 13)) : is(m, n, "isalpha") ? al : (al || d);
-            if (!ok) return rj_bool(false);
-        }
-        return rj_bool(true);
-    }
-    if (is(m, n, "isupper") || is(m, n, "islower")) {
-        rj_value up = rlx__j_case(rt, s, CASE_UPPER), lo = rlx__j_case(rt, s, CASE_LOWER);
-        bool has_cased = !rlx__j_equal(up, lo);
-        return rj_bool(has_cased && rlx__j_equal(s, m[2] == 'u' ? up : lo));
-    }
     if (is(m, n, "removeprefix") || is(m, n, "removesuffix")) {
         rj_value p = str_arg(rt, a, 0, "removeprefix");
         bool suf = m[6] == 's';
@@ -184,22 +221,71 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
         return rj_str(suf ? s.s.p : s.s.p + p.s.n, s.s.n - p.s.n);
     }
     if (is(m, n, "zfill") || is(m, n, "ljust") || is(m, n, "rjust") || is(m, n, "center")) {
-        const rj_value *w = rlx__j_arg(a, 0, "width");
-        size_t width = w && w->type == RJ_INT && w->i > 0 ? (size_t)RLX_MIN(w->i, 10000) : 0;
-        size_t len = rlx__j_utf8_len(s.s.p, s.s.n);
-        if (len >= width) return s;
-        size_t pad = width - len, left = m[0] == 'l' ? 0 : m[0] == 'c' ? pad / 2 + (pad & width & 1) : pad;
-        const char *fill = m[0] == 'z' ? "0" : " ";
-        rj_buf b = {0};
-        rlx__j_buf_put(rt, &b, "", 0);
-        size_t start = 0;
-        if (m[0] == 'z' && s.s.n && (s.s.p[0] == '-' || s.s.p[0] == '+')) { rlx__j_buf_put(rt, &b, s.s.p, 1); start = 1; }
-        for (size_t i = 0; i < left; i++) rlx__j_buf_puts(rt, &b, fill);
-        rlx__j_buf_put(rt, &b, s.s.p + start, s.s.n - start);
-        for (size_t i = left; i < pad; i++) rlx__j_buf_puts(rt, &b, fill);
-        return rj_str(b.p, b.n);
+        const rj_value *w = rlx__j_arg(a, 0, NULL);
+        if (!w) rlx__j_fail(rt, RLX_EINVAL, "%.*s() takes at least 1 argument (0 given)", (int)n, m);
+        return rlx__j_pad(rt, s, m[0], *w, m[0] == 'z' ? NULL : rlx__j_arg(a, 1, NULL));
     }
-    rlx__j_fail(rt, RLX_EUNSUPPORTED, "str has no supported method '%.*s'", (int)RLX_MIN(n, (size_t)60), m);
+    rlx__j_fail(rt, RLX_EUNSUPPORTED, "the str method '%.*s' is not supported", (int)RLX_MIN(n, (size_t)60), m);
+}
+
+/* ---- Python's method names ---- */
+
+static const char *const k_str_methods[] = {"capitalize", "casefold", "center", "count", "encode", "endswith",
+    "expandtabs", "find", "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
+    "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower",
+    "lstrip", "maketrans", "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust",
+    "rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "translate",
+    "upper", "zfill", NULL};
+/* those of them rlx__j_method implements */
+static const char *const k_str_done[] = {"capitalize", "casefold", "center", "count", "endswith", "expandtabs",
+    "find", "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier",
+    "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip",
+    "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
+    "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill", NULL};
+static const char *const k_dict_methods[] = {"clear", "copy", "fromkeys", "get", "items", "keys", "pop", "popitem",
+    "setdefault", "update", "values", NULL};
+static const char *const k_dict_done[] = {"copy", "get", "items", "keys", "values", NULL};
+static const char *const k_list_methods[] = {"append", "clear", "copy", "count", "extend", "index", "insert", "pop",
+    "remove", "reverse", "sort", NULL};
+static const char *const k_tuple_methods[] = {"count", "index", NULL};
+static const char *const k_cycler_methods[] = {"next", "reset", NULL};
+/* the immutable sandbox's _mutable_spec */
+static const char *const k_list_mutating[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort", NULL};
+static const char *const k_dict_mutating[] = {"clear", "pop", "popitem", "setdefault", "update", NULL};
+
+static bool in_table(const char *const *t, const char *name, size_t n)
+{
+    for (; *t; t++)
+        if (is(name, n, *t)) return true;
+    return false;
+}
+
+bool rlx__j_is_py_method(rj_value self, const char *name, size_t n)
+{
+    switch (self.type) {
+    case RJ_STR: return in_table(k_str_methods, name, n);
+    case RJ_DICT: return in_table(k_dict_methods, name, n);
+    case RJ_LIST:
+        if (self.view == RJ_VIEW_RANGE || self.tuple) return in_table(k_tuple_methods, name, n);
+        if (self.view) return false;
+        return in_table(k_list_methods, name, n);
+    case RJ_OBJ: return self.obj->is_cycler && in_table(k_cycler_methods, name, n);
+    default: return false;
+    }
+}
+
+bool rlx__j_is_unsafe_method(rj_value self, const char *name, size_t n)
+{
+    if (self.type == RJ_DICT) return in_table(k_dict_mutating, name, n);
+    if (self.type == RJ_LIST && !self.tuple && !self.view) return in_table(k_list_mutating, name, n);
+    return false;
+}
+
+/* implemented, or refused at run time exactly as the immutable sandbox refuses them */
+bool rlx__j_has_method(const char *name, size_t n)
+{
+    return in_table(k_str_done, name, n) || in_table(k_dict_done, name, n) || in_table(k_dict_mutating, name, n) ||
+           in_table(k_list_methods, name, n) || in_table(k_cycler_methods, name, n);
 }
 
 _Noreturn static void unsafe(rj_rt *rt, const char *m, size_t n, const char *type)
@@ -221,6 +307,7 @@ rj_value rlx__j_method(rj_env *E, rj_value obj, const char *m, size_t n, const r
         }
         if (is(m, n, "items") || is(m, n, "keys") || is(m, n, "values")) {
             rj_value r = rlx__j_new_list(rt, obj.d->n);
+            r.view = m[0] == 'k' ? RJ_VIEW_KEYS : m[0] == 'v' ? RJ_VIEW_VALUES : RJ_VIEW_ITEMS;
             for (size_t i = 0; i < obj.d->n; i++) {
                 if (m[0] == 'k') rlx__j_list_push(rt, r.l, obj.d->k[i]);
                 else if (m[0] == 'v') rlx__j_list_push(rt, r.l, obj.d->v[i]);
@@ -239,8 +326,9 @@ rj_value rlx__j_method(rj_env *E, rj_value obj, const char *m, size_t n, const r
             for (size_t i = 0; i < obj.d->n; i++) rlx__j_dict_set(rt, r.d, obj.d->k[i], obj.d->v[i]);
             return r;
         }
-        if (is(m, n, "pop") || is(m, n, "popitem") || is(m, n, "update") || is(m, n, "setdefault") || is(m, n, "clear"))
-            unsafe(rt, m, n, "dict");
+        if (rlx__j_is_unsafe_method(obj, m, n)) unsafe(rt, m, n, "dict");
+        if (rlx__j_is_py_method(obj, m, n))
+            rlx__j_fail(rt, RLX_EUNSUPPORTED, "the dict method '%.*s' is not supported", (int)RLX_MIN(n, (size_t)60), m);
         rlx__j_fail(rt, RLX_EINVAL, "'dict object' has no attribute '%.*s'", (int)RLX_MIN(n, (size_t)60), m);
     }
     if (obj.type == RJ_LIST) {
@@ -261,9 +349,7 @@ rj_value rlx__j_method(rj_env *E, rj_value obj, const char *m, size_t n, const r
             for (size_t i = 0; i < obj.l->n; i++) rlx__j_list_push(rt, r.l, obj.l->v[i]);
             return r;
         }
-        if (is(m, n, "append") || is(m, n, "extend") || is(m, n, "insert") || is(m, n, "pop") || is(m, n, "remove") ||
-            is(m, n, "clear") || is(m, n, "sort") || is(m, n, "reverse"))
-            unsafe(rt, m, n, obj.tuple ? "tuple" : "list");
+        if (rlx__j_is_unsafe_method(obj, m, n)) unsafe(rt, m, n, "list");
         rlx__j_fail(rt, RLX_EINVAL, "'%s object' has no attribute '%.*s'", obj.tuple ? "tuple" : "list", (int)RLX_MIN(n, (size_t)60), m);
     }
     if (obj.type == RJ_OBJ && obj.obj->is_cycler) {
@@ -279,12 +365,13 @@ rj_value rlx__j_method(rj_env *E, rj_value obj, const char *m, size_t n, const r
     rlx__j_fail(rt, RLX_EINVAL, "'%s object' has no attribute '%.*s'", rlx__j_type_name(obj), (int)RLX_MIN(n, (size_t)60), m);
 }
 
-/* strftime_now: the fixed ISO time of the render, or the wall clock (UTC). */
+/* strftime_now: the fixed ISO time of the render, or the local wall clock, like datetime.now(). */
 static rj_value strftime_now(rj_rt *rt, const rj_args *a)
 {
     const rj_value *f = rlx__j_arg(a, 0, NULL);
     if (!f || f->type != RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "strftime_now() needs a format string");
     struct tm tm = {0};
+    long usec = 0;
     if (rt->now_iso) {
         int y, mo, d, h = 0, mi = 0, s = 0;
         int k = sscanf(rt->now_iso, "%d-%d-%d%*[T ]%d:%d:%d", &y, &mo, &d, &h, &mi, &s);
@@ -298,14 +385,35 @@ static rj_value strftime_now(rj_rt *rt, const rj_args *a)
         time_t t = timegm(&tm); /* fills weekday and day of year */
         gmtime_r(&t, &tm);
     } else {
-        time_t t = time(NULL);
-        localtime_r(&t, &tm);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        usec = ts.tv_nsec / 1000;
+        localtime_r(&ts.tv_sec, &tm);
     }
-    char *fmt = rlx__j_strdup(rt, f->s.p, f->s.n);
-    char out[512];
-    size_t k = strftime(out, sizeof out, fmt, &tm);
-    if (k == 0 && f->s.n) rlx__j_fail(rt, RLX_EINVAL, "strftime_now: the format gives no output or is too long");
-    return rj_str(rlx__j_strdup(rt, out, k), k);
+    /* Python's datetime.strftime handles %f, %z and %Z itself: the time is naive, so the
+     * zone codes give nothing, and the fixed time has no microseconds */
+    rj_buf fb = {0};
+    rlx__j_buf_put(rt, &fb, "", 0);
+    for (size_t i = 0; i < f->s.n; i++) {
+        char c = f->s.p[i];
+        if (c == '%' && i + 1 < f->s.n) {
+            char d = f->s.p[++i];
+            if (d == 'z' || d == 'Z') continue;
+            if (d == 'f') { rlx__j_buf_printf(rt, &fb, "%06ld", usec); continue; }
+            rlx__j_buf_put(rt, &fb, &c, 1);
+            rlx__j_buf_put(rt, &fb, &d, 1);
+            continue;
+        }
+        if (c == 0) rlx__j_fail(rt, RLX_EINVAL, "embedded null character in the strftime format");
+        rlx__j_buf_put(rt, &fb, &c, 1);
+    }
+    rlx__j_buf_puts(rt, &fb, "\x01"); /* a sentinel tells an empty result from an overflow */
+    for (size_t cap = 256; cap <= (1u << 20); cap *= 4) {
+        char *out = rlx__j_alloc(rt, cap);
+        size_t k = strftime(out, cap, fb.p, &tm);
+        if (k > 0) return rj_str(out, k - 1);
+    }
+    rlx__j_fail(rt, RLX_EINVAL, "strftime_now: the format gives too long a result");
 }
 
 rj_value rlx__j_call_builtin(rj_env *E, int fn, const rj_args *a)
@@ -324,6 +432,8 @@ rj_value rlx__j_call_builtin(rj_env *E, int fn, const rj_args *a)
         if (count > 1e7) rlx__j_fail(rt, RLX_ERANGE, "range() is too large (more than 10000000 items)");
         rj_value r = rlx__j_new_list(rt, 0);
         for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2]) rlx__j_list_push(rt, r.l, rj_int(i));
+        r.view = RJ_VIEW_RANGE; /* prints as range(a, b) and is no list for tojson or `+` */
+        memcpy(r.l->range, v, sizeof v);
         return r;
     }
     case FN_NAMESPACE: case FN_DICT: {

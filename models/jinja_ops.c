@@ -45,7 +45,7 @@ static void slice_bounds(rj_rt *rt, rj_value lo, rj_value hi, rj_value st, size_
 rj_value rlx__j_slice(rj_rt *rt, rj_value obj, rj_value lo, rj_value hi, rj_value st)
 {
     int64_t a, b, s;
-    if (obj.type == RJ_LIST) {
+    if (obj.type == RJ_LIST && (!obj.view || obj.view == RJ_VIEW_RANGE)) {
         slice_bounds(rt, lo, hi, st, obj.l->n, &a, &b, &s);
         rj_value r = rlx__j_new_list(rt, 0);
         r.tuple = obj.tuple;
@@ -67,7 +67,8 @@ rj_value rlx__j_slice(rj_rt *rt, rj_value obj, rj_value lo, rj_value hi, rj_valu
         return rj_str(buf.p, buf.n);
     }
     if (obj.type == RJ_UNDEF) rlx__j_fail_undefined(rt, obj);
-    rlx__j_fail(rt, RLX_EINVAL, "'%s' object is not subscriptable", rlx__j_type_name(obj));
+    /* Jinja2's getitem turns the TypeError into an undefined */
+    return rlx__j_undef_named(rt, "'%s' object is not subscriptable", rlx__j_type_name(obj));
 }
 
 
@@ -114,6 +115,7 @@ static rj_value repeat_seq(rj_rt *rt, rj_value s, int64_t k)
 }
 
 static int64_t ival(rj_value v) { return v.type == RJ_INT ? v.i : (int64_t)v.b; }
+static bool small_int(rj_value v) { return v.type == RJ_INT || v.type == RJ_BOOL; }
 
 rj_value rlx__j_binop(rj_env *E, int op, rj_value a, rj_value b)
 {
@@ -123,27 +125,36 @@ rj_value rlx__j_binop(rj_env *E, int op, rj_value a, rj_value b)
     bool ints = nums && a.type != RJ_FLOAT && b.type != RJ_FLOAT;
     switch (op) {
     case OP_ADD:
-        if (ints) return rj_int((int64_t)((uint64_t)ival(a) + (uint64_t)ival(b)));
+        if (ints) return rlx__j_int_op(rt, RJ_IADD, a, b);
         if (nums) return rj_float(rlx__j_num(a) + rlx__j_num(b));
         if (a.type == RJ_STR && b.type == RJ_STR && (a.safe || b.safe)) { /* Markup + str escapes the str */
             rj_value r = rlx__j_concat(rt, rlx__j_escape(rt, a), rlx__j_escape(rt, b));
             r.safe = 1;
             return r;
         }
-        if ((a.type == RJ_STR && b.type == RJ_STR) || (a.type == RJ_LIST && b.type == RJ_LIST && a.tuple == b.tuple))
+        if ((a.type == RJ_STR && b.type == RJ_STR) || (a.type == RJ_LIST && b.type == RJ_LIST && a.tuple == b.tuple && !a.view && !b.view))
             return rlx__j_concat(rt, a, b);
         break;
     case OP_SUB:
-        if (ints) return rj_int((int64_t)((uint64_t)ival(a) - (uint64_t)ival(b)));
+        if (ints) return rlx__j_int_op(rt, RJ_ISUB, a, b);
         if (nums) return rj_float(rlx__j_num(a) - rlx__j_num(b));
         break;
     case OP_MUL:
-        if (ints) return rj_int((int64_t)((uint64_t)ival(a) * (uint64_t)ival(b)));
+        if (ints) return rlx__j_int_op(rt, RJ_IMUL, a, b);
         if (nums) return rj_float(rlx__j_num(a) * rlx__j_num(b));
-        if ((a.type == RJ_STR || a.type == RJ_LIST) && (b.type == RJ_INT || b.type == RJ_BOOL)) return repeat_seq(rt, a, ival(b));
-        if ((b.type == RJ_STR || b.type == RJ_LIST) && (a.type == RJ_INT || a.type == RJ_BOOL)) return repeat_seq(rt, b, ival(a));
+        if (((a.type == RJ_STR || (a.type == RJ_LIST && !a.view)) && rlx__j_is_int(b)) ||
+            ((b.type == RJ_STR || (b.type == RJ_LIST && !b.view)) && rlx__j_is_int(a))) {
+            bool a_seq = a.type == RJ_STR || a.type == RJ_LIST;
+            rj_value seq = a_seq ? a : b, k = a_seq ? b : a;
+            if (k.type == RJ_BIGINT) {
+                if (k.big->neg) return repeat_seq(rt, seq, 0);
+                rlx__j_fail(rt, RLX_ENOMEM, "cannot repeat a sequence that many times");
+            }
+            return repeat_seq(rt, seq, ival(k));
+        }
         break;
     case OP_DIV:
+        if (ints) return rj_float(rlx__j_int_truediv(rt, a, b));
         if (nums) {
             if (rlx__j_num(b) == 0.0) rlx__j_fail(rt, RLX_EINVAL, "division by zero");
             return rj_float(rlx__j_num(a) / rlx__j_num(b));
@@ -152,13 +163,7 @@ rj_value rlx__j_binop(rj_env *E, int op, rj_value a, rj_value b)
     case OP_FLOORDIV: case OP_MOD:
         if (nums) {
             if (rlx__j_num(b) == 0.0) rlx__j_fail(rt, RLX_EINVAL, "integer division or modulo by zero");
-            if (ints) {
-                int64_t x = ival(a), y = ival(b);
-                if (y == -1) return op == OP_MOD ? rj_int(0) : rj_int((int64_t)(0 - (uint64_t)x));
-                int64_t q = x / y, r = x % y;
-                if (r != 0 && ((r < 0) != (y < 0))) { q--; r += y; }
-                return rj_int(op == OP_MOD ? r : q);
-            }
+            if (ints) return rlx__j_int_op(rt, op == OP_MOD ? RJ_IMOD : RJ_IFLOORDIV, a, b);
             /* CPython's float_divmod */
             double x = rlx__j_num(a), y = rlx__j_num(b);
             double m = fmod(x, y), div = (x - m) / y;
@@ -176,13 +181,13 @@ rj_value rlx__j_binop(rj_env *E, int op, rj_value a, rj_value b)
         }
         break;
     case OP_POW:
-        if (ints && ival(b) >= 0) {
-            int64_t r = 1, x = ival(a);
-            for (int64_t e = ival(b); e > 0; e >>= 1) {
-                if (e & 1) r = (int64_t)((uint64_t)r * (uint64_t)x);
-                x = (int64_t)((uint64_t)x * (uint64_t)x);
+        if (ints && rlx__j_int_cmp(b, rj_int(0)) >= 0) {
+            if (!small_int(b)) { /* only 0, 1 and -1 survive a huge exponent */
+                if (small_int(a) && (ival(a) == 0 || ival(a) == 1)) return rj_int(ival(a));
+                if (small_int(a) && ival(a) == -1) return rj_int(b.big->d[0] & 1 ? -1 : 1);
+                rlx__j_fail(rt, RLX_ERANGE, "integer result has more than %d digits (Python will not print it either)", RJ_INT_MAX_DIGITS);
             }
-            return rj_int(r);
+            return rlx__j_int_pow(rt, a, ival(b));
         }
         if (nums) return rj_float(pow(rlx__j_num(a), rlx__j_num(b)));
         break;
@@ -203,6 +208,12 @@ bool rlx__j_contains(rj_rt *rt, rj_value needle, rj_value hay)
             if (rlx__j_equal(needle, hay.l->v[i])) return true;
         return false;
     case RJ_DICT: return rlx__j_dict_get(hay.d, needle) != NULL;
+    case RJ_GEN: { /* consumes the iterator up to the match, as Python does */
+        rj_value x;
+        while (rlx__j_gen_next(rt, hay.gen, &x))
+            if (rlx__j_equal(needle, x)) return true;
+        return false;
+    }
     default:
         rlx__j_fail(rt, RLX_EINVAL, "argument of type '%s' is not iterable", rlx__j_type_name(hay));
     }

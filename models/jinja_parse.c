@@ -161,17 +161,21 @@ static rj_node *parse_test(parser *P, rj_node *n)
     return t;
 }
 
+static rj_node *parse_call(parser *P, rj_node *callee)
+{
+    rj_node *c = node(P, N_CALL);
+    c->a = callee;
+    parse_call_args(P, c);
+    return c;
+}
+
 static rj_node *parse_filter_expr(parser *P, rj_node *n)
 {
     for (;;) {
         if (is_op(P, "|")) n = parse_filter(P, n, false);
         else if (is_name(P, "is")) n = parse_test(P, n);
-        else if (is_op(P, "(")) {
-            rj_node *c = node(P, N_CALL);
-            c->a = n;
-            parse_call_args(P, c);
-            n = c;
-        } else return n;
+        else if (is_op(P, "(")) n = parse_call(P, n);
+        else return n;
     }
 }
 
@@ -230,14 +234,10 @@ static rj_node *parse_postfix(parser *P, rj_node *n)
                 add(P, &tup->args, parse_subscribed(P));
             }
             next(P);
-            if (tup->args.n == 0) fail_at(P, RLX_EFORMAT, "empty subscript");
-            s->b = tup->args.n == 1 ? tup->args.v[0] : tup;
+            s->b = tup->args.n == 1 ? tup->args.v[0] : tup; /* a[] looks up the empty tuple, as in Jinja2 */
             n = s;
         } else if (is_op(P, "(")) {
-            rj_node *c = node(P, N_CALL);
-            c->a = n;
-            parse_call_args(P, c);
-            n = c;
+            n = parse_call(P, n);
         } else return n;
     }
 }
@@ -269,7 +269,7 @@ static rj_node *parse_primary(parser *P)
         n->val = rj_str(b.p, b.n);
     } else if (t->type == TK_INT || t->type == TK_FLOAT) {
         n = node(P, N_CONST);
-        n->val = t->type == TK_INT ? rj_int(t->i) : rj_float(t->f);
+        n->val = t->type == TK_INT ? t->num : rj_float(t->f);
         next(P);
     } else if (is_op(P, "(")) {
         next(P);
@@ -641,6 +641,7 @@ static rj_node *parse_statement(parser *P)
         for (size_t i = body_start; i < P->pos; i++) { /* jinja2 passes extras only to macros that use them */
             if (tok_is(&P->t[i], TK_NAME, "kwargs")) n->op |= RJ_MACRO_KWARGS;
             if (tok_is(&P->t[i], TK_NAME, "varargs")) n->op |= RJ_MACRO_VARARGS;
+            if (tok_is(&P->t[i], TK_NAME, "caller")) n->op |= RJ_MACRO_CALLER;
         }
         next(P);
         if (cur(P)->type == TK_NAME) next(P); /* {% endmacro name %} */
@@ -747,5 +748,6 @@ rj_nodes rlx__j_parse(rj_rt *rt, const rj_tokens *toks)
     parser P = {.rt = rt, .t = toks->v, .n = toks->n};
     rj_nodes root = {0};
     parse_body(&P, &root, NULL);
+    rlx__j_check(rt, &root);
     return root;
 }

@@ -1,6 +1,7 @@
 /* jinja_value.c - the render arena, values with Python semantics, str/repr and tojson.
  * See jinja_value.h for ownership (everything lives in the arena). */
-#include "models/jinja_value.h"
+#include "models/jinja_ast.h"
+#include "models/json.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -166,7 +167,7 @@ static uint64_t key_hash(rj_value k)
     case RJ_STR:
         for (size_t i = 0; i < k.s.n; i++) h = (h ^ (unsigned char)k.s.p[i]) * 1099511628211ull;
         return h;
-    case RJ_INT: case RJ_BOOL: case RJ_FLOAT: {
+    case RJ_INT: case RJ_BOOL: case RJ_FLOAT: case RJ_BIGINT: {
         double d = rlx__j_num(k);
         if (d == floor(d) && fabs(d) < 9.2e18) return (uint64_t)(int64_t)d * 0x9e3779b97f4a7c15ull;
         uint64_t bits;
@@ -263,19 +264,47 @@ void rlx__j_sort(rj_rt *rt, rj_value *v, rj_value *keys, size_t n, bool reverse)
     }
 }
 
+/* Python's json: a literal with a fraction or exponent (or NaN/Infinity) is a float, any other
+ * an exact int. Numbers made by cJSON_Create* carry no literal: integral ones become ints. */
+static rj_value number_from_json(rj_rt *rt, const cJSON *j)
+{
+    const char *lit = j->valuestring;
+    if (!lit) {
+        double d = j->valuedouble;
+        if (d == floor(d) && fabs(d) < 9.007199254740992e15) return rj_int((int64_t)d);
+        return rj_float(d);
+    }
+    size_t n = strlen(lit);
+    if (strpbrk(lit, ".eEIN")) return rj_float(strtod(lit, NULL));
+    if (n <= 18) return rj_int(strtoll(lit, NULL, 10));
+    return rlx__j_int_parse(rt, lit, n, 10);
+}
+
+static rj_value string_from_json(rj_rt *rt, const cJSON *j)
+{
+    if (j->valueint != RLX_JSON_STR_NUL) return rj_cstr(j->valuestring);
+    /* NULs were stored as C0 80 (models/json.h) */
+    size_t n = strlen(j->valuestring), o = 0;
+    char *p = rlx__j_alloc(rt, n + 1);
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)j->valuestring[i] == 0xc0 && i + 1 < n && (unsigned char)j->valuestring[i + 1] == 0x80) {
+            p[o++] = 0;
+            i++;
+        } else {
+            p[o++] = j->valuestring[i];
+        }
+    }
+    return rj_str(p, o);
+}
+
 rj_value rlx__j_from_json(rj_rt *rt, const cJSON *j)
 {
     if (++rt->depth > RJ_MAX_DEPTH) rlx__j_fail(rt, RLX_ERANGE, "the context nests deeper than %d levels", RJ_MAX_DEPTH);
     rj_value v = rj_none();
     if (cJSON_IsBool(j)) v = rj_bool(cJSON_IsTrue(j));
-    else if (cJSON_IsNumber(j)) {
-        /* cJSON keeps no int/float distinction: integral values within range become ints */
-        double d = j->valuedouble;
-        if (d == floor(d) && fabs(d) < 9.007199254740992e15) v = rj_int((int64_t)d);
-        else v = rj_float(d);
-    } else if (cJSON_IsString(j)) {
-        v = rj_cstr(j->valuestring);
-    } else if (cJSON_IsArray(j)) {
+    else if (cJSON_IsNumber(j)) v = number_from_json(rt, j);
+    else if (cJSON_IsString(j)) v = string_from_json(rt, j);
+    else if (cJSON_IsArray(j)) {
         v = rlx__j_new_list(rt, (size_t)cJSON_GetArraySize(j));
         for (const cJSON *c = j->child; c; c = c->next) rlx__j_list_push(rt, v.l, rlx__j_from_json(rt, c));
     } else if (cJSON_IsObject(j)) {
@@ -301,11 +330,26 @@ bool rlx__j_truthy(rj_value v)
     }
 }
 
-bool rlx__j_is_number(rj_value v) { return v.type == RJ_INT || v.type == RJ_FLOAT || v.type == RJ_BOOL; }
+bool rlx__j_is_number(rj_value v) { return v.type == RJ_FLOAT || rlx__j_is_int(v); }
 
 double rlx__j_num(rj_value v)
 {
-    return v.type == RJ_FLOAT ? v.f : v.type == RJ_INT ? (double)v.i : v.type == RJ_BOOL ? (double)v.b : 0.0;
+    return v.type == RJ_FLOAT ? v.f : rlx__j_is_int(v) ? rlx__j_int_to_double(v) : 0.0;
+}
+
+/* <0, 0, >0, or 2 when unordered (NaN), for two numbers */
+static int num_cmp(rj_value a, rj_value b)
+{
+    if (a.type != RJ_FLOAT && b.type != RJ_FLOAT) return rlx__j_int_cmp(a, b);
+    if (a.type == RJ_FLOAT && b.type == RJ_FLOAT) {
+        if (isnan(a.f) || isnan(b.f)) return 2;
+        return (a.f > b.f) - (a.f < b.f);
+    }
+    if (a.type == RJ_FLOAT) {
+        int c = rlx__j_int_cmp_float(b, a.f);
+        return c == 2 ? 2 : -c;
+    }
+    return rlx__j_int_cmp_float(a, b.f);
 }
 
 static bool equal_d(rj_value a, rj_value b, int depth);
@@ -315,16 +359,13 @@ bool rlx__j_equal(rj_value a, rj_value b) { return equal_d(a, b, 0); }
 static bool equal_d(rj_value a, rj_value b, int depth)
 {
     if (depth > RJ_MAX_DEPTH) return false;
-    if (rlx__j_is_number(a) && rlx__j_is_number(b)) {
-        if (a.type != RJ_FLOAT && b.type != RJ_FLOAT) return (a.type == RJ_INT ? a.i : a.b) == (b.type == RJ_INT ? b.i : b.b);
-        return rlx__j_num(a) == rlx__j_num(b);
-    }
+    if (rlx__j_is_number(a) && rlx__j_is_number(b)) return num_cmp(a, b) == 0;
     if (a.type != b.type) return false;
     switch (a.type) {
     case RJ_UNDEF: case RJ_NONE: return true;
     case RJ_STR: return a.s.n == b.s.n && (a.s.n == 0 || !memcmp(a.s.p, b.s.p, a.s.n));
     case RJ_LIST:
-        if (a.tuple != b.tuple || a.l->n != b.l->n) return false;
+        if (a.tuple != b.tuple || a.view != b.view || a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
             if (!equal_d(a.l->v[i], b.l->v[i], depth + 1)) return false;
         return true;
@@ -340,6 +381,8 @@ static bool equal_d(rj_value a, rj_value b, int depth)
     case RJ_FUNC: return a.fn == b.fn;
     case RJ_LOOP: return a.loop == b.loop;
     case RJ_OBJ: return a.obj == b.obj;
+    case RJ_GEN: return a.gen == b.gen;
+    case RJ_METHOD: return a.meth == b.meth;
     default: return false;
     }
 }
@@ -353,7 +396,13 @@ const char *rlx__j_type_name(rj_value v)
     case RJ_INT: return "int";
     case RJ_FLOAT: return "float";
     case RJ_STR: return "str";
-    case RJ_LIST: return v.tuple ? "tuple" : "list";
+    case RJ_LIST: {
+        static const char *const views[] = {"list", "dict_keys", "dict_values", "dict_items", "range"};
+        return v.tuple ? "tuple" : views[v.view];
+    }
+    case RJ_BIGINT: return "int";
+    case RJ_METHOD: return "builtin_function_or_method";
+    case RJ_GEN: return v.gen->type_name;
     case RJ_DICT: return "dict";
     case RJ_NS: return "Namespace";
     case RJ_MACRO: return "Macro";
@@ -366,9 +415,8 @@ const char *rlx__j_type_name(rj_value v)
 int rlx__j_compare(rj_rt *rt, rj_value a, rj_value b)
 {
     if (rlx__j_is_number(a) && rlx__j_is_number(b)) {
-        if (a.type == RJ_INT && b.type == RJ_INT) return (a.i > b.i) - (a.i < b.i);
-        double x = rlx__j_num(a), y = rlx__j_num(b);
-        return (x > y) - (x < y);
+        int c = num_cmp(a, b);
+        return c == 2 ? 0 : c; /* NaN: neither order holds; callers see "equal" */
     }
     if (a.type == RJ_STR && b.type == RJ_STR) {
         size_t n = RLX_MIN(a.s.n, b.s.n);
@@ -474,7 +522,12 @@ static void put_repr_str(rj_rt *rt, rj_buf *b, const char *s, size_t n)
 static void put_container(rj_rt *rt, rj_buf *b, rj_value v)
 {
     if (++rt->depth > RJ_MAX_DEPTH) rlx__j_fail(rt, RLX_ERANGE, "a value nests deeper than %d levels", RJ_MAX_DEPTH);
-    if (v.type == RJ_LIST) {
+    if (v.type == RJ_LIST && v.view == RJ_VIEW_RANGE) {
+        const int64_t *r = v.l->range;
+        if (r[2] == 1) rlx__j_buf_printf(rt, b, "range(%" PRId64 ", %" PRId64 ")", r[0], r[1]);
+        else rlx__j_buf_printf(rt, b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", r[0], r[1], r[2]);
+    } else if (v.type == RJ_LIST) {
+        if (v.view) rlx__j_buf_printf(rt, b, "%s(", rlx__j_type_name(v)); /* dict_keys([...]) */
         rlx__j_buf_puts(rt, b, v.tuple ? "(" : "[");
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) rlx__j_buf_puts(rt, b, ", ");
@@ -482,6 +535,7 @@ static void put_container(rj_rt *rt, rj_buf *b, rj_value v)
         }
         if (v.tuple && v.l->n == 1) rlx__j_buf_puts(rt, b, ",");
         rlx__j_buf_puts(rt, b, v.tuple ? ")" : "]");
+        if (v.view) rlx__j_buf_puts(rt, b, ")");
     } else {
         if (v.type == RJ_NS) rlx__j_buf_puts(rt, b, "<Namespace ");
         rlx__j_buf_puts(rt, b, "{");
@@ -504,10 +558,19 @@ void rlx__j_str(rj_rt *rt, rj_buf *b, rj_value v)
     case RJ_NONE: rlx__j_buf_puts(rt, b, "None"); return;
     case RJ_BOOL: rlx__j_buf_puts(rt, b, v.b ? "True" : "False"); return;
     case RJ_INT: snprintf(num, sizeof num, "%" PRId64, v.i); rlx__j_buf_puts(rt, b, num); return;
+    case RJ_BIGINT: rlx__j_int_str(rt, b, v); return;
     case RJ_FLOAT: rlx__j_float_repr(num, sizeof num, v.f); rlx__j_buf_puts(rt, b, num); return;
     case RJ_STR: rlx__j_buf_put(rt, b, v.s.p, v.s.n); return;
     case RJ_LIST: case RJ_DICT: case RJ_NS: put_container(rt, b, v); return;
-    case RJ_MACRO: rlx__j_buf_puts(rt, b, "<Macro>"); return;
+    case RJ_MACRO:
+        if (v.m->def->name) rlx__j_buf_printf(rt, b, "<Macro '%.*s'>", (int)v.m->def->nlen, v.m->def->name);
+        else rlx__j_buf_puts(rt, b, "<Macro 'caller'>");
+        return;
+    /* Python adds the object's address here, which no other run can reproduce */
+    case RJ_METHOD:
+        rlx__j_buf_printf(rt, b, "<built-in method %.*s of %s object>", (int)v.meth->n, v.meth->name, rlx__j_type_name(v.meth->self));
+        return;
+    case RJ_GEN: rlx__j_buf_printf(rt, b, "<%s object>", v.gen->type_name); return;
     case RJ_FUNC: rlx__j_buf_puts(rt, b, "<built-in function>"); return;
     case RJ_OBJ: rlx__j_buf_puts(rt, b, v.obj->is_cycler ? "<Cycler>" : "<Joiner>"); return;
     default: rlx__j_buf_puts(rt, b, "<LoopContext>"); return;
@@ -585,15 +648,19 @@ void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int 
     case RJ_NONE: rlx__j_buf_puts(rt, b, "null"); return;
     case RJ_BOOL: rlx__j_buf_puts(rt, b, v.b ? "true" : "false"); return;
     case RJ_INT: snprintf(num, sizeof num, "%" PRId64, v.i); rlx__j_buf_puts(rt, b, num); return;
+    case RJ_BIGINT: rlx__j_int_str(rt, b, v); return;
     case RJ_FLOAT:
         if (isnan(v.f)) rlx__j_buf_puts(rt, b, "NaN");
         else if (isinf(v.f)) rlx__j_buf_puts(rt, b, v.f < 0 ? "-Infinity" : "Infinity");
         else { rlx__j_float_repr(num, sizeof num, v.f); rlx__j_buf_puts(rt, b, num); }
         return;
     case RJ_STR: json_str(rt, b, v.s.p, v.s.n, o->ensure_ascii); return;
-    case RJ_LIST: case RJ_DICT: break;
+    case RJ_DICT: break;
+    case RJ_LIST:
+        if (!v.view) break;
+        rlx__j_fail(rt, RLX_EINVAL, "tojson: Object of type %s is not JSON serializable", rlx__j_type_name(v));
     default:
-        rlx__j_fail(rt, RLX_EINVAL, "tojson: object of type %s is not JSON serializable", rlx__j_type_name(v));
+        rlx__j_fail(rt, RLX_EINVAL, "tojson: Object of type %s is not JSON serializable", rlx__j_type_name(v));
     }
     if (++rt->depth > RJ_MAX_DEPTH) rlx__j_fail(rt, RLX_ERANGE, "tojson: a value nests deeper than %d levels", RJ_MAX_DEPTH);
     size_t n = v.type == RJ_LIST ? v.l->n : v.d->n;
@@ -622,7 +689,7 @@ void rlx__j_tojson(rj_rt *rt, rj_buf *b, rj_value v, const rj_json_opts *o, int 
         } else {
             rj_value k = v.d->k[order[i]];
             if (k.type == RJ_STR) json_str(rt, b, k.s.p, k.s.n, o->ensure_ascii);
-            else if (k.type == RJ_INT || k.type == RJ_FLOAT || k.type == RJ_BOOL || k.type == RJ_NONE) {
+            else if (rlx__j_is_number(k) || k.type == RJ_NONE) {
                 rj_buf kb = {0};
                 rlx__j_tojson(rt, &kb, k, o, level + 1);
                 json_str(rt, b, kb.p, kb.n, false);
@@ -689,6 +756,12 @@ rj_list *rlx__j_iter(rj_rt *rt, rj_value v)
     switch (v.type) {
     case RJ_UNDEF: return rlx__j_new_list(rt, 0).l;
     case RJ_LIST: return v.l;
+    case RJ_GEN: { /* takes every item left: the iterator is spent afterwards, as in Python */
+        out = rlx__j_new_list(rt, 0);
+        rj_value x;
+        while (rlx__j_gen_next(rt, v.gen, &x)) rlx__j_list_push(rt, out.l, x);
+        return out.l;
+    }
     case RJ_DICT:
         out = rlx__j_new_list(rt, v.d->n);
         for (size_t i = 0; i < v.d->n; i++) rlx__j_list_push(rt, out.l, v.d->k[i]);

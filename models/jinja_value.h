@@ -43,17 +43,27 @@ typedef enum rj_type {
     RJ_FUNC,    /* a builtin global: range, namespace, dict, raise_exception, ... */
     RJ_LOOP,    /* the `loop` variable of a for loop */
     RJ_OBJ,     /* a stateful global object: joiner() or cycler() */
+    RJ_BIGINT,  /* an int outside int64 (v.big); RJ_INT never holds a value that fits here */
+    RJ_METHOD,  /* a bound method looked up without a call: d.items, s.upper (v.meth) */
+    RJ_GEN,     /* a single-use iterator: map/select/... results, reversed(), dict|items (v.gen) */
 } rj_type;
+
+/* RJ_LIST values that Python knows as other types: printed, serialised and indexed as those */
+enum { RJ_VIEW_NONE, RJ_VIEW_KEYS, RJ_VIEW_VALUES, RJ_VIEW_ITEMS, RJ_VIEW_RANGE };
 
 struct rj_list;
 struct rj_dict;
 struct rj_macro_val;
 struct rj_loop;
+struct rj_big;
+struct rj_gen;
+struct rj_meth;
 
 typedef struct rj_value {
     uint8_t type;
     uint8_t tuple;          /* RJ_LIST only: a tuple, printed with parentheses */
     uint8_t safe;           /* RJ_STR only: markupsafe.Markup (|safe, |escape): `+` escapes plain operands */
+    uint8_t view;           /* RJ_LIST only: RJ_VIEW_* (dict_keys, range, ...) */
     union {
         bool b;
         int64_t i;
@@ -65,10 +75,24 @@ typedef struct rj_value {
         int fn;
         struct rj_loop *loop;
         struct rj_obj *obj;
+        struct rj_big *big;
+        struct rj_meth *meth;
+        struct rj_gen *gen;
     };
 } rj_value;
 
-typedef struct rj_list { size_t n, cap; rj_value *v; } rj_list;
+typedef struct rj_list {
+    size_t n, cap;
+    rj_value *v;
+    int64_t range[3];       /* RJ_VIEW_RANGE: start, stop, step as given to range() */
+} rj_list;
+
+/* RJ_BIGINT: sign and magnitude in 32-bit limbs, least significant first; n >= 1, d[n-1] != 0,
+ * and the value lies outside int64 */
+typedef struct rj_big { bool neg; size_t n; uint32_t d[]; } rj_big;
+
+/* a bound method: self.name */
+typedef struct rj_meth { rj_value self; const char *name; size_t n; } rj_meth;
 
 /* joiner(sep): "" on the first call, sep afterwards; cycler(*items): next(), reset(), current */
 typedef struct rj_obj {
@@ -103,6 +127,8 @@ void rlx__j_list_push(rj_rt *rt, rj_list *l, rj_value v);
 void rlx__j_dict_set(rj_rt *rt, rj_dict *d, rj_value k, rj_value v); /* replaces an equal key */
 rj_value *rlx__j_dict_get(const rj_dict *d, rj_value k);          /* NULL if absent */
 rj_value *rlx__j_dict_gets(const rj_dict *d, const char *key, size_t n);
+/* A context value: numbers with their literal (models/json.h) keep Python's int/float types and
+ * exact big ints; strings marked as holding NULs get them back. */
 rj_value rlx__j_from_json(rj_rt *rt, const cJSON *j);
 
 /* Stable merge sort of n values by keys (keys[i] belongs to v[i]; both are permuted);
@@ -116,8 +142,8 @@ bool rlx__j_equal(rj_value a, rj_value b);
 int rlx__j_compare(rj_rt *rt, rj_value a, rj_value b);
 const char *rlx__j_type_name(rj_value v);
 bool rlx__j_is_number(rj_value v); /* int, float or bool */
-/* float -> int truncating toward zero like Python's int(), saturating where int64 ends
- * (Python would grow a big int; templates never get there) */
+/* float -> int64 truncating toward zero, saturating where int64 ends (for counts and widths;
+ * rlx__j_int_from_double gives Python's exact int()) */
 static inline int64_t rj_trunc(double f)
 {
     if (!(f == f)) return 0;
@@ -125,7 +151,23 @@ static inline int64_t rj_trunc(double f)
     if (f <= -9.2233720368547758e18) return INT64_MIN;
     return (int64_t)f;
 }
-double rlx__j_num(rj_value v);
+double rlx__j_num(rj_value v); /* int-like or float as a double (big ints rounded) */
+
+/* ---- ints with Python's unbounded precision (jinja_int.c) ---- */
+enum { RJ_INT_MAX_DIGITS = 4300 };  /* Python's default limit for printing an int */
+enum { RJ_IADD, RJ_ISUB, RJ_IMUL, RJ_IFLOORDIV, RJ_IMOD };
+bool rlx__j_is_int(rj_value v);     /* int, bool or big int */
+rj_value rlx__j_int_parse(rj_rt *rt, const char *s, size_t n, int base); /* [+-]digits, '_' ignored */
+rj_value rlx__j_int_op(rj_rt *rt, int op, rj_value a, rj_value b);      /* a, b int-like */
+rj_value rlx__j_int_pow(rj_rt *rt, rj_value base, int64_t e);
+double rlx__j_int_truediv(rj_rt *rt, rj_value a, rj_value b);         /* a / b correctly rounded */
+rj_value rlx__j_int_neg(rj_rt *rt, rj_value a);
+int rlx__j_int_cmp(rj_value a, rj_value b);
+int rlx__j_int_cmp_float(rj_value a, double f);             /* 2: unordered (NaN) */
+double rlx__j_int_to_double(rj_value v);                   /* correctly rounded; inf past DBL_MAX */
+rj_value rlx__j_int_from_double(rj_rt *rt, double f);      /* Python's int(f) */
+void rlx__j_int_str(rj_rt *rt, rj_buf *b, rj_value v);
+void rlx__j_int_base(rj_rt *rt, rj_buf *b, rj_value v, int base, bool upper); /* digits of |v| */
 
 /* str(v) appended to b; repr(v) appended to b */
 void rlx__j_str(rj_rt *rt, rj_buf *b, rj_value v);

@@ -52,6 +52,25 @@ int rlx_model_key_f32(const rlx_gguf *g, const char *arch, const char *key, floa
     return rc == RLX_ENOTFOUND ? 0 : rc;
 }
 
+int rlx_model_swa_pattern(const rlx_gguf *g, rlx_model_config *c, int32_t default_pattern, rlx_error *err)
+{
+    char full[160];
+    snprintf(full, sizeof full, "%s.attention.sliding_window_pattern", c->arch);
+    c->swa_pattern = default_pattern;
+    c->swa_layers = NULL;
+    const rlx_gguf_value *v = rlx_gguf_find(g, full);
+    if (!v) return 0;
+    if (v->type != RLX_GGUF_ARRAY) return rlx_model_key_u32(g, c->arch, "attention.sliding_window_pattern", &c->swa_pattern, false, err);
+    const rlx_gguf_array *a = &v->arr;
+    if (a->type != RLX_GGUF_BOOL && a->type != RLX_GGUF_UINT8 && a->type != RLX_GGUF_INT8)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: '%s' must be a number or an array of per-layer booleans", rlx_gguf_path(g), full);
+    if (a->n != (uint64_t)c->n_layer)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: '%s' has %llu entries for %d layers", rlx_gguf_path(g), full,
+                          (unsigned long long)a->n, c->n_layer);
+    c->swa_layers = a->data;
+    return 0;
+}
+
 static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
 {
     const char *a = c->arch;

@@ -27,6 +27,8 @@ typedef struct rlx_model_config {
     float final_softcap;       /* 0 = none */
     int32_t sliding_window;    /* 0 = none */
     int32_t swa_pattern;       /* every swa_pattern-th layer (1-based) is global; 0 = all layers use the window */
+    const uint8_t *swa_layers; /* per layer, non-zero: it slides (attention.sliding_window_pattern given as an
+                                  array); overrides swa_pattern. Borrowed from the GGUF mapping, or NULL */
     float attn_scale;          /* scale applied to q.k, default 1/sqrt(head_dim) */
     bool embd_scale;           /* multiply embeddings by sqrt(n_embd) (Gemma) */
     bool tied;                 /* output.weight absent: reuse token_embd */
@@ -62,6 +64,19 @@ const char *rlx_arch_list(void);
 int rlx_model_key_u32(const rlx_gguf *g, const char *arch, const char *key, int32_t *out, bool required, rlx_error *err);
 int rlx_model_key_f32(const rlx_gguf *g, const char *arch, const char *key, float *out, rlx_error *err);
 
+/* "<arch>.attention.sliding_window_pattern", as llama.cpp's load_swa_pattern reads it: an array
+ * of per-layer flags (c->swa_layers), or a number n (every n-th layer is global; 0: all slide),
+ * else default_pattern. */
+int rlx_model_swa_pattern(const rlx_gguf *g, rlx_model_config *c, int32_t default_pattern, rlx_error *err);
+
+/* whether layer l of c uses the sliding window */
+static inline bool rlx_model_layer_swa(const rlx_model_config *c, int32_t l)
+{
+    if (c->sliding_window <= 0) return false;
+    if (c->swa_layers) return c->swa_layers[l] != 0;
+    return !(c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0);
+}
+
 /* Builds the forward graph of m into graph (initialised by the caller). */
 int rlx_model_build(const rlx_model *m, rlx_graph *graph, rlx_error *err);
 
@@ -74,6 +89,7 @@ int rlx_model_weight(const rlx_model *m, rlx_graph *graph, const char *name, int
  * what differs through these options. */
 typedef struct rlx_decoder_opts {
     bool qkv_bias;        /* attn_q/k/v.bias (Qwen2) */
+    bool out_bias;        /* output.bias when the file has one (Qwen2, as llama.cpp loads it) */
     bool qk_norm;         /* attn_q_norm / attn_k_norm per head (Qwen3) */
     bool post_norms;      /* post_attention_norm / post_ffw_norm (Gemma 2/3) */
     bool gelu;            /* GeGLU instead of SwiGLU (Gemma) */

@@ -1,7 +1,13 @@
 /* tok_bpe.c - byte-level BPE ("gpt2"): the family's pre-tokenizer regexes (by
  * tokenizer.ggml.pre, as llama.cpp's llama-vocab.cpp lists them) run with PCRE2 (UTF + UCP,
  * JIT), each piece is mapped byte -> unicode (GPT-2's table) and merged by rank from
- * tokenizer.ggml.merges (lowest rank first, leftmost on ties). */
+ * tokenizer.ggml.merges (lowest rank first, leftmost on ties).
+ *
+ * The regexes are llama.cpp's, not the tokenizer.json originals: llama.cpp runs them (or a
+ * hand-written equivalent) on text whose non-ASCII code points are collapsed to their general
+ * category, so \p{Lu} and \p{Ll} both mean "a letter" there, which is why it rewrote the
+ * case-sensitive ones with ASCII [^a-z]/[^A-Z]; and its hand-written splitters (kimi-k2) are
+ * written out here as the regex they implement. */
 #include "models/tok_internal.h"
 
 #include <stdio.h>
@@ -16,10 +22,18 @@
 #define RE_LLAMA3 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_BLOOM " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+"
+/* llama.cpp's digit splitter: runs of \p{N} cut into threes from the right */
+#define RE_DIGITS3 "\\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N}))"
 #define RE_CJK "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+" /* [一-龥ࠀ-一가-퟿]+ */
 
+/* kimi-k2's Han ranges (llama.cpp's unicode_cpt_is_han) */
+#define HAN_RANGES "\\x{3400}-\\x{4DBF}\\x{4E00}-\\x{9FFF}\\x{F900}-\\x{FAFF}\\x{20000}-\\x{2A6DF}\\x{2A700}-\\x{2EBEF}\\x{2F800}-\\x{2FA1F}"
+/* the case-sensitive letter runs of gpt-4o / tekken as llama.cpp has them: ASCII case only */
+#define RE_UPPER_LOWER "((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"
+#define RE_LOWER_UPPER "((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*"
+
 typedef struct pre_def {
-    const char *names[9];
+    const char *names[12];
     const char *re[RLX_BPE_MAX_RE];
     bool ignore_merges, add_bos;
 } pre_def;
@@ -27,9 +41,9 @@ typedef struct pre_def {
 static const pre_def k_pre[] = {
     {{"default"},
      {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false, false},
-    {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
+    {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
      {RE_LLAMA3}, true, true},
-    {{"dbrx", "smaug-bpe", "chatglm-bpe"}, {RE_LLAMA3}, false, false},
+    {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {RE_LLAMA3}, false, false},
     {{"deepseek-llm"},
      {"[\r\n]",
       "\\s?[A-Za-z\xc2\xb5\xc3\x80-\xc3\x96\xc3\x98-\xc3\xb6\xc3\xb8-\xc6\xba\xc6\xbc-\xc6\xbf\xc7\x84-\xca\x93\xca\x95-\xca\xaf"
@@ -49,27 +63,96 @@ static const pre_def k_pre[] = {
       "\\s?[!-/:-~\xef\xbc\x81-\xef\xbc\x8f\xef\xbc\x9a-\xef\xbd\x9e\xe2\x80\x98-\xe2\x80\x9f\xe3\x80\x80-\xe3\x80\x82]+",
       "\\s+$", RE_CJK, "\\p{N}+"}, false, false},
     {{"deepseek-coder"}, {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}, false, false},
-    {{"deepseek-v3"},
+    {{"deepseek-v3", "hunyuan-dense", "hy_v4", "joyai-llm"},
      {"\\p{N}{1,3}", "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
       "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
      false, false},
     {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}, false, false},
-    {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
+    {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"},
      {"\\p{N}", RE_GPT2}, false, false},
     {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code"},
      {RE_GPT2}, false, false},
-    {{"roberta-bpe", "mpt", "olmo", "jais", "trillion"}, {RE_GPT2}, false, false},
-    {{"qwen2", "qwen2.5", "deepseek-r1-qwen", "megrez", "stablelm2", "hunyuan"}, {RE_QWEN2}, false, false},
+    {{"roberta-bpe", "mpt", "olmo", "jais", "trillion", "a.x-4.0", "mellum", "modern-bert", "exaone4", "granite-docling"},
+     {RE_GPT2}, false, false},
+    {{"qwen2", "qwen2.5", "deepseek-r1-qwen", "megrez", "stablelm2", "hunyuan", "grok-2", "kormo", "f2llmv2",
+      "solar-open"}, {RE_QWEN2}, false, false},
+    {{"qwen35"},
+     {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     false, false},
+    {{"bailingmoe", "bailingmoe2", "llada-moe"},
+     {"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}, false, false},
+    {{"seed-coder"},
+     {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     false, false},
+    /* a digit run, then empty matches that cut it into threes from the right: \\d is ASCII in
+     * llama.cpp's std::regex */
+    {{"superbpe"}, {"\\p{N}+", "(?=([0-9]{3})+(?![0-9]))"}, false, false},
+    /* llama.cpp's hand-written splitter: Han runs, then letter words without Han (marks split
+     * them), contractions, numbers in threes */
+    {{"kimi-k2"},
+     {"[" HAN_RANGES "]+|[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}" HAN_RANGES "]+(?:'[sStTmMdD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?|"
+      "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
     {{"poro-chat", "bloom", "gpt3-finnish"}, {RE_BLOOM}, false, false},
     {{"viking"}, {RE_BLOOM, "\\p{N}"}, false, false},
     {{"tekken"},
-     {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?"
-      "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
-      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, true, true},
-    {{"gpt-4o", "llama4"},
-     {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
-      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
-      "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
+     {"[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER_LOWER "|[^\\r\\n\\p{L}\\p{N}]?" RE_LOWER_UPPER
+      "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, true, true},
+    /* the whole text merged at once, split only at newlines, after ' ' became U+2581 */
+    /* the later llama.cpp pre-tokenizers that are regexes (JAIS2, SPARK2_5, YOUTU, EXAONE_MOE,
+     * LAGUNA, GRANITE_EMB_MULTI, TINY_AYA, MINICPM5, UFAKZEKA, CHAMELEON, AFMOE). Where llama.cpp
+     * kept the tokenizer.json original's \p{Lu}/\p{Ll}, its collapsed-category engine reads
+     * them as any letter: written \p{L} here. Its digit splitter (groups of three from the
+     * left remainder) is the lookahead regex it stands for. */
+    {{"jais-2"},
+     {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+      "\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|"
+      "\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}"}, false, false},
+    {{"spark2_5"},
+     {"\\p{N}{1,3}", "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+",
+      "\\p{N}"}, false, false},
+    {{"youtu"},
+     {"[\xea\xb0\x80-\xed\x9e\xa3\xe3\x84\xb1-\xe3\x86\x8e]+|[\xef\xbc\x81\xe2\x80\xa6\xe2\x80\x9c\xe2\x80\x9d\xe2\x80\x98\xe2\x80\x99\xe2\x80\x94"
+      "\xef\xbc\x9a\xef\xbc\x9b\xef\xbc\x8c\xe3\x80\x81-\xe3\x80\xbf\xef\xb8\xb0-\xef\xb9\x8f]+|[\xe3\x84\x85-\xe3\x84\xaf]+|"
+      "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]*[\\p{L}\\p{M}]+" RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+[\\p{L}\\p{M}]*"
+      RE_CONTRACTIONS "?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, true, false},
+    {{"exaone-moe"},
+     {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|"
+      "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}, false, false},
+    {{"laguna"}, {"[^\\n]+|[\\n]+", RE_QWEN2}, false, false},
+    {{"granite-embed-multi-97m"},
+     {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+" RE_CONTRACTIONS "?|"
+      "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*" RE_CONTRACTIONS "?|"
+      "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, true, false},
+    {{"tiny_aya", "cohere2moe"},
+     {RE_DIGITS3,
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]*[\\p{L}\\p{M}]+" RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+[\\p{L}\\p{M}]*"
+      RE_CONTRACTIONS "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
+    {{"minicpm5"},
+     {"\\p{N}{1,3}", RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     true, false},
+    {{"ufakzeka"}, {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
+    {{"chameleon"},
+     {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}", "[\\p{P}!-/:-@\\[-`{-~]", RE_GPT2},
+     false, true},
+    {{"afmoe"}, /* its CJK class runs from U+8C48 (the unified 豈), not U+F900, as llama.cpp has it */
+     {RE_DIGITS3,
+      "[\xe4\xb8\x80-\xe9\xbf\xbf\xe3\x90\x80-\xe4\xb6\xbf\xe8\xb1\x88-\xef\xab\xbf\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf"
+      "\xef\xbd\xa5-\xef\xbe\x9f\xe2\xbc\x80-\xe2\xbf\x9f\xe0\xb9\x80-\xe0\xb9\xbf\xe0\xba\x80-\xe0\xbb\xbf\xe1\x9e\x80-\xe1\x9f\xbf"
+      "\xe1\x80\x80-\xe1\x82\x9f\xea\xa9\xa0-\xea\xa9\xbf\xea\xa7\xa0-\xea\xa7\xbf\xea\xb0\x80-\xed\x9e\xaf\xe1\x84\x80-\xe1\x87\xbf]+",
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
+    {{"gemma4", "granite-embed-multi-311m", "sarvam-moe"}, {"[^\\n]+|[\\n]+"}, false, false},
+    {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"},
+     {"[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER_LOWER RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?" RE_LOWER_UPPER RE_CONTRACTIONS
+      "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, false, false},
+};
+
+/* SentencePiece-style BPE (rlx_tokenizer.bpe_raw), and whether it is llama.cpp's GEMMA4 type */
+static const struct { const char *name; bool gemma4; } k_raw[] = {
+    {"gemma4", true}, {"granite-embed-multi-311m", true}, {"sarvam-moe", false},
 };
 
 /* ---- GPT-2 byte <-> unicode ------------------------------------------------------------ */
@@ -171,9 +254,12 @@ static int load_merges(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
 
 int rlx__bpe_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
 {
-    rlx_gguf_str pre = {"default", 7};
+    rlx_gguf_str pre = {"default", 7}, model = {"", 0};
     int rc = rlx_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
     if (rc && rc != RLX_ENOTFOUND) return rc;
+    /* tokenizer.ggml.model "gemma4" is this BPE with its own pre-tokenizer, whatever the key says */
+    if (rlx_gguf_get_str(g, "tokenizer.ggml.model", &model, NULL) == 0 && model.len == 6 && !memcmp(model.ptr, "gemma4", 6))
+        pre = (rlx_gguf_str){"gemma4", 6};
     const pre_def *d = NULL;
     for (size_t i = 0; i < RLX_ARRAY_LEN(k_pre) && !d; i++)
         for (size_t j = 0; j < RLX_ARRAY_LEN(k_pre[i].names) && k_pre[i].names[j]; j++)
@@ -181,14 +267,22 @@ int rlx__bpe_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
                 d = &k_pre[i];
                 break;
             }
-    if (!d)
+    if (!d) {
+        char names[480] = "";
+        for (size_t i = 0; i < RLX_ARRAY_LEN(k_pre); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", k_pre[i].names[0]);
         return rlx_errorf(err, RLX_EUNSUPPORTED,
-                          "BPE pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported; supported: default, "
-                          "llama3, qwen2, gpt-2, deepseek-llm, deepseek-coder, deepseek-v3, falcon, mpt, starcoder, "
-                          "refact, command-r, tekken, gpt-4o and their aliases", (int)RLX_MIN(pre.len, 64), pre.ptr);
+                          "BPE pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported; supported: %s and their aliases",
+                          (int)RLX_MIN(pre.len, 64), pre.ptr, names);
+    }
     snprintf(t->pre, sizeof t->pre, "%.*s", (int)RLX_MIN(pre.len, sizeof t->pre - 1), pre.ptr);
     t->ignore_merges = d->ignore_merges;
     t->add_bos = d->add_bos;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(k_raw); i++)
+        if (!strcmp(t->pre, k_raw[i].name)) {
+            t->bpe_raw = true;
+            t->bpe_gemma4 = k_raw[i].gemma4;
+        }
     for (int i = 0; i < RLX_BPE_MAX_RE && d->re[i]; i++) {
         int ec;
         PCRE2_SIZE eo;
@@ -260,7 +354,14 @@ static int pretokenize(const rlx_tokenizer *t, const char *text, size_t n, spans
                 if (m < 0) { rc = RLX_ERANGE; break; } /* match or depth limit: never split silently */
                 PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
                 size_t ms = ov[0], me = ov[1];
-                if (me <= ms) { pos = ms + 1; continue; } /* empty match: look further on */
+                if (me <= ms) { /* an empty match cuts the piece there (superbpe's digit groups), as
+                                 * std::regex_iterator's empty matches do in llama.cpp */
+                    if (ms > last) rc = span_push(&next, cur->v[i].off + last, ms - last);
+                    last = ms;
+                    pos = ms + 1;
+                    while (pos < len && ((unsigned char)s[pos] & 0xc0) == 0x80) pos++;
+                    continue;
+                }
                 rc = span_push(&next, cur->v[i].off + last, ms - last);
                 if (!rc) rc = span_push(&next, cur->v[i].off + ms, me - ms);
                 pos = last = me;
@@ -300,12 +401,19 @@ static int bpe_word(const rlx_tokenizer *t, bpe_ws *ws, const char *src, size_t 
         ws->wcap = 2 * n;
     }
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t cp = rlx__bpe_byte_to_cp((uint8_t)src[i]);
-        if (cp < 0x80) ws->w[m++] = (char)cp;
-        else { ws->w[m++] = (char)(0xC0 | (cp >> 6)); ws->w[m++] = (char)(0x80 | (cp & 0x3F)); }
+    if (t->bpe_raw) {
+        memcpy(ws->w, src, n);
+        m = n;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t cp = rlx__bpe_byte_to_cp((uint8_t)src[i]);
+            if (cp < 0x80) ws->w[m++] = (char)cp;
+            else { ws->w[m++] = (char)(0xC0 | (cp >> 6)); ws->w[m++] = (char)(0x80 | (cp & 0x3F)); }
+        }
     }
-    if (t->ignore_merges) {
+    bool newlines = t->bpe_gemma4; /* a run of newlines is one token if it has one */
+    for (size_t i = 0; newlines && i < m; i++) newlines = ws->w[i] == '\n';
+    if (t->ignore_merges || newlines) {
         int32_t id = rlx__tok_find(t, ws->w, m);
         if (id >= 0) return rlx__ids_push(out, id);
     }
@@ -340,19 +448,47 @@ static int bpe_word(const rlx_tokenizer *t, bpe_ws *ws, const char *src, size_t 
         const rlx__sym *y = &ws->syms[i];
         int32_t id = rlx__tok_find(t, ws->w + y->off, y->n);
         if (id >= 0) { rc = rlx__ids_push(out, id); continue; }
-        /* Not in the vocabulary: each byte on its own, if the vocabulary has it (llama.cpp). */
+        /* Not in the vocabulary: each byte on its own, if the vocabulary has it (llama.cpp);
+         * SentencePiece-style vocabularies spell bytes <0xXX> */
         for (size_t j = 0; j < y->n && !rc; j++) {
-            id = rlx__tok_find(t, ws->w + y->off + j, 1);
+            char hex[8];
+            snprintf(hex, sizeof hex, "<0x%02X>", (unsigned char)ws->w[y->off + j]);
+            id = t->bpe_raw ? rlx__tok_find(t, hex, 6) : rlx__tok_find(t, ws->w + y->off + j, 1);
             if (id >= 0) rc = rlx__ids_push(out, id);
         }
     }
     return rc;
 }
 
+/* SentencePiece-style BPE sees ' ' as U+2581 and, like llama.cpp's code point split, each
+ * malformed UTF-8 byte as U+FFFD. Returns a malloc'ed copy, *len its length. */
+static char *escape_raw(const char *text, size_t n, size_t *len)
+{
+    char *o = malloc(3 * n + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)text[i];
+        size_t need = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        bool ok = need && i + need <= n;
+        for (size_t j = 1; ok && j < need; j++) ok = ((unsigned char)text[i + j] & 0xc0) == 0x80;
+        if (c == ' ') { memcpy(o + k, "\xe2\x96\x81", 3); k += 3; i++; }
+        else if (!ok) { memcpy(o + k, "\xef\xbf\xbd", 3); k += 3; i++; }
+        else { memcpy(o + k, text + i, need); k += need; i += need; }
+    }
+    *len = k;
+    return o;
+}
+
 int rlx__bpe_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__ids *out)
 {
     spans words = {0};
     bpe_ws ws = {0};
+    char *esc = NULL;
+    if (t->bpe_raw) {
+        if (!(esc = escape_raw(text, n, &n))) return RLX_ENOMEM;
+        text = esc;
+    }
     int rc = pretokenize(t, text, n, &words);
     for (size_t i = 0; i < words.n && !rc; i++)
         rc = bpe_word(t, &ws, text + words.v[i].off, words.v[i].len, out);
@@ -360,5 +496,6 @@ int rlx__bpe_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__i
     free(ws.w);
     free(ws.syms);
     free(ws.q.v);
+    free(esc);
     return rc;
 }

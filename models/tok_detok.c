@@ -37,7 +37,7 @@ size_t rlx_token_to_bytes(const rlx_tokenizer *t, int32_t id, bool special, char
         put(&s, p, n);
         return s.n;
     }
-    if (t->kind == RLX_TOK_BPE) {
+    if (t->kind == RLX_TOK_BPE && !t->bpe_raw) { /* SentencePiece-style BPE decodes as SentencePiece below */
         if (!(a & RLX_ATTR_NORMAL)) return 0;
         for (size_t i = 0; i < n;) {
             size_t k = RLX_MIN(rlx__utf8_len((unsigned char)p[i]), n - i);

@@ -48,6 +48,7 @@ struct rlx_tokenizer {
 
     int32_t bos, eos, eot, eom, unk, sep, pad; /* -1 when absent */
     bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges;
+    bool wpm_lowercase, wpm_strip_accents; /* WordPiece: tokenizer.ggml.normalizer.* (default true) */
 
     int32_t *special;          /* control/user-defined/unknown ids, longest text first */
     size_t n_special;
@@ -63,6 +64,9 @@ struct rlx_tokenizer {
     pcre2_code *re[RLX_BPE_MAX_RE]; /* pre-tokenizer regexes, applied in order */
     int n_re;
     char pre[64];              /* tokenizer.ggml.pre */
+    bool bpe_raw;              /* SentencePiece-style BPE (gemma4): ' ' -> U+2581, merges on raw UTF-8,
+                                * <0xXX> byte fallback, no GPT-2 byte mapping */
+    bool bpe_gemma4;           /* llama.cpp's GEMMA4 pre-type: BOS forced on, a newline run is one token */
 };
 
 /* Growable id vector. */
@@ -118,6 +122,7 @@ int rlx__bpe_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__i
 uint32_t rlx__bpe_byte_to_cp(uint8_t b);
 int rlx__bpe_cp_to_byte(uint32_t cp); /* -1 if cp is not a mapped byte */
 
+int rlx__wpm_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err); /* normalizer options */
 int rlx__wpm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__ids *out);
 
 #endif

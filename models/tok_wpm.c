@@ -1,8 +1,10 @@
-/* tok_wpm.c - WordPiece ("bert"). The text is normalised like HF's BertNormalizer for uncased
- * models (drop control characters, NFD, strip combining marks, lowercase), split on whitespace
- * with punctuation and CJK ideographs as words of their own, and each word is cut greedily
- * into the longest vocabulary pieces. The GGUF stores word-initial pieces with a leading
- * U+2581 and continuation pieces bare (the converter rewrote "##x" to "x"). */
+/* tok_wpm.c - WordPiece ("bert"), as llama.cpp's llm_tokenizer_wpm_session does it. Each code
+ * point is normalised on its own (with strip_accents: replaced by the first code point of its
+ * NFD, and dropped if it is a mark \p{M}; lowercased with lowercase), control characters are
+ * dropped (unassigned code points are kept), whitespace splits words, and punctuation, ASCII
+ * symbols and CJK ideographs are words of their own. Each word is cut greedily into the
+ * longest vocabulary pieces. The GGUF stores word-initial pieces with a leading U+2581 and
+ * continuation pieces bare (the converter rewrote "##x" to "x"). */
 #include "models/tok_internal.h"
 
 #include <stdlib.h>
@@ -11,21 +13,28 @@
 
 #define WPM_MAX_WORD_CHARS 100 /* longer words become [UNK], as in HF */
 
+/* the White_Space property (llama.cpp's unicode_set_whitespace) */
 static bool is_ws(int32_t c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || utf8proc_category(c) == UTF8PROC_CATEGORY_ZS;
+    return (c >= 0x09 && c <= 0x0d) || c == ' ' || c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
+/* \p{C} without Cn: llama.cpp's flags know only assigned code points */
 static bool is_control(int32_t c)
 {
-    if (c == '\t' || c == '\n' || c == '\r') return false;
     switch (utf8proc_category(c)) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CO:
-    case UTF8PROC_CATEGORY_CS: case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CS:
         return true;
     default:
         return false;
     }
+}
+
+static bool is_mark(int32_t c)
+{
+    int cat = utf8proc_category(c);
+    return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
 }
 
 static bool is_punct(int32_t c)
@@ -35,11 +44,23 @@ static bool is_punct(int32_t c)
     return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
 }
 
+/* HF's (and llama.cpp's) CJK ranges, with their 0x2B920 where Unicode has 0x2B820 */
 static bool is_cjk(int32_t c)
 {
     return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
-           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
            (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+int rlx__wpm_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
+{
+    /* BertNormalizer options: lowercase defaults to true, strip_accents to lowercase */
+    t->wpm_lowercase = true;
+    int rc = rlx_gguf_get_bool(g, "tokenizer.ggml.normalizer.lowercase", &t->wpm_lowercase, err);
+    if (rc && rc != RLX_ENOTFOUND) return rc;
+    t->wpm_strip_accents = t->wpm_lowercase;
+    rc = rlx_gguf_get_bool(g, "tokenizer.ggml.normalizer.strip_accents", &t->wpm_strip_accents, err);
+    return rc == RLX_ENOTFOUND ? 0 : rc;
 }
 
 typedef struct word {
@@ -97,23 +118,23 @@ int rlx__wpm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__i
         utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)text + off, (utf8proc_ssize_t)(n - off), &cp);
         if (k <= 0) { off++; continue; } /* invalid UTF-8 is dropped like U+FFFD */
         off += (size_t)k;
+        if (t->wpm_strip_accents) { /* the first code point of its NFD only, as llama.cpp's table has it */
+            utf8proc_int32_t dec[8];
+            int bc = 0;
+            if (utf8proc_decompose_char(cp, dec, 8, UTF8PROC_DECOMPOSE, &bc) >= 1) cp = dec[0];
+        }
         if (is_ws(cp)) { rc = word_flush(t, &w, out); continue; }
         if (cp == 0 || cp == 0xFFFD || is_control(cp)) continue;
-        utf8proc_int32_t dec[8];
-        int bc = 0;
-        utf8proc_ssize_t nd = utf8proc_decompose_char(cp, dec, 8, UTF8PROC_DECOMPOSE, &bc);
-        if (nd <= 0 || nd > 8) { dec[0] = cp; nd = 1; }
-        for (utf8proc_ssize_t d = 0; d < nd && !rc; d++) {
-            int32_t c = dec[d];
-            if (utf8proc_category(c) == UTF8PROC_CATEGORY_MN) continue; /* strip accents */
-            c = utf8proc_tolower(c);
-            if (is_punct(c) || is_cjk(c)) {
-                rc = word_flush(t, &w, out);
-                if (!rc) rc = word_put(&w, c);
-                if (!rc) rc = word_flush(t, &w, out);
-            } else {
-                rc = word_put(&w, c);
-            }
+        if (t->wpm_strip_accents && is_mark(cp)) continue;
+        /* punctuation and CJK are judged before lowercasing, as in llama.cpp */
+        bool alone = is_punct(cp) || is_cjk(cp);
+        int32_t c = t->wpm_lowercase ? utf8proc_tolower(cp) : cp;
+        if (alone) {
+            rc = word_flush(t, &w, out);
+            if (!rc) rc = word_put(&w, c);
+            if (!rc) rc = word_flush(t, &w, out);
+        } else {
+            rc = word_put(&w, c);
         }
     }
     if (!rc) rc = word_flush(t, &w, out);

@@ -354,7 +354,7 @@ int rlx_tokenizer_from_gguf(rlx_tokenizer **out, const rlx_gguf *g, rlx_error *e
     if (rc == RLX_ENOTFOUND)
         return rlx_errorf(err, RLX_ENOTFOUND, "the GGUF carries no tokenizer (tokenizer.ggml.model is missing)");
     if (rc) return rc;
-    int kind = str_is(model, "llama") ? RLX_TOK_SPM : str_is(model, "gpt2") ? RLX_TOK_BPE
+    int kind = str_is(model, "llama") ? RLX_TOK_SPM : str_is(model, "gpt2") || str_is(model, "gemma4") ? RLX_TOK_BPE
              : str_is(model, "bert") ? RLX_TOK_WPM : 0;
     if (!kind)
         return rlx_errorf(err, RLX_EUNSUPPORTED,
@@ -377,7 +377,9 @@ int rlx_tokenizer_from_gguf(rlx_tokenizer **out, const rlx_gguf *g, rlx_error *e
     }
     rc = load_tokens(t, g, err);
     if (!rc && kind == RLX_TOK_BPE) rc = rlx__bpe_init(t, g, err); /* may set add_bos by pre-tokenizer */
+    if (!rc && kind == RLX_TOK_WPM) rc = rlx__wpm_init(t, g, err);
     if (!rc) rc = load_specials(t, g, err);
+    if (!rc && t->bpe_gemma4) t->add_bos = true; /* gemma4: llama.cpp overrides add_bos_token */
     if (!rc) {
         for (int b = 0; b < 256; b++) {
             char buf[8];

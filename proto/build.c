@@ -66,13 +66,58 @@ cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const cha
         cJSON *t = cJSON_Duplicate(r->tools, true);
         if (!t || !cJSON_AddItemToObject(ctx, "tools", t)) goto fail;
     }
-    if (!cJSON_AddTrueToObject(ctx, "add_generation_prompt")) goto fail;
+    if (!cJSON_AddBoolToObject(ctx, "add_generation_prompt", r->add_generation_prompt)) goto fail;
     if (!cJSON_AddStringToObject(ctx, "bos_token", bos ? bos : "")) goto fail;
     if (!cJSON_AddStringToObject(ctx, "eos_token", eos ? eos : "")) goto fail;
+    /* chat_template_kwargs go over everything above, as in vLLM (parse refused 'messages') */
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, r->template_kwargs) {
+        cJSON *v = cJSON_Duplicate(kv, true);
+        if (!v) goto fail;
+        if (cJSON_GetObjectItemCaseSensitive(ctx, kv->string)) {
+            if (!cJSON_ReplaceItemInObjectCaseSensitive(ctx, kv->string, v)) { cJSON_Delete(v); goto fail; }
+        } else if (!cJSON_AddItemToObject(ctx, kv->string, v)) {
+            cJSON_Delete(v);
+            goto fail;
+        }
+    }
     return ctx;
 fail:
     cJSON_Delete(ctx);
     return NULL;
+}
+
+/* Python's str.strip() whitespace, ASCII part (what message texts end with in practice) */
+static bool py_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+
+int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_error *e)
+{
+    if (!r->continue_final_message) return 0;
+    const cJSON *last = NULL, *m;
+    cJSON_ArrayForEach(m, r->messages) last = m;
+    const cJSON *c = last ? cJSON_GetObjectItemCaseSensitive(last, "content") : NULL;
+    if (!cJSON_IsString(c))
+        return rlx_api_errorf(e, 400, INVALID, "continue_final_message",
+                              "'continue_final_message' needs a final message with text content.");
+    /* transformers: find the stripped message last in the rendering and cut after it, keeping
+     * its leading-stripped length when the template kept the message's trailing space */
+    const char *msg = c->valuestring;
+    size_t n = strlen(msg), lo = 0, hi = n;
+    while (lo < n && py_space(msg[lo])) lo++;
+    while (hi > lo && py_space(msg[hi - 1])) hi--;
+    const char *core = msg + lo, *at = NULL;
+    size_t core_n = hi - lo, len = strlen(rendered);
+    for (size_t i = len + 1; i-- > 0;)
+        if (len - i >= core_n && !memcmp(rendered + i, core, core_n)) { at = rendered + i; break; }
+    if (!at)
+        return rlx_api_errorf(e, 400, INVALID, "continue_final_message",
+                              "'continue_final_message' is set but the final message does not appear in the "
+                              "rendered chat template (the template changes it).");
+    size_t keep = (size_t)(at - rendered), lstripped = n - lo;
+    if (len - keep >= lstripped && !memcmp(at, msg + lo, lstripped) && lstripped == n) keep += lstripped;
+    else keep += core_n;
+    rendered[keep] = 0;
+    return 0;
 }
 
 static cJSON *parse_object(const char *body, size_t len, rlx_api_error *e)

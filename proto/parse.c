@@ -2,6 +2,7 @@
  * out-of-range value is a 400 naming the parameter; unknown fields are ignored; null counts
  * as absent. */
 #include "proto/proto.h"
+#include "models/json.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -344,6 +345,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
         return rlx_api_errorf(e, 400, INVALID, "messages",
                               "messages[%d].content must be a string or an array of content parts.", i);
     size_t len = 0;
+    bool nul = false; /* a part holds U+0000 (stored as C0 80, models/json.h): so does the whole */
     const cJSON *part;
     cJSON_ArrayForEach(part, c) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
@@ -352,6 +354,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
             return rlx_api_errorf(e, 400, INVALID, "messages",
                                   "messages[%d].content: only parts of type 'text' are supported.", i);
         len += strlen(t->valuestring);
+        nul = nul || t->valueint == RLX_JSON_STR_NUL;
     }
     char *s = malloc(len + 1), *p = s;
     if (!s) return oom(e);
@@ -365,7 +368,30 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
     cJSON *str = cJSON_CreateString(s);
     free(s);
     if (!str) return oom(e);
+    if (nul) str->valueint = RLX_JSON_STR_NUL;
     cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", str);
+    return 0;
+}
+
+/* vLLM's chat template options: add_generation_prompt, continue_final_message,
+ * chat_template_kwargs */
+static int parse_template_options(cJSON *root, rlx_api_request *r, rlx_api_error *e)
+{
+    int rc;
+    r->add_generation_prompt = true;
+    if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
+    if ((rc = get_bool(root, "continue_final_message", &r->continue_final_message, e))) return rc;
+    if (r->add_generation_prompt && r->continue_final_message)
+        return rlx_api_errorf(e, 400, INVALID, "continue_final_message",
+                              "Cannot set both 'continue_final_message' and 'add_generation_prompt' to true.");
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (!kw) return 0;
+    if (!cJSON_IsObject(kw))
+        return rlx_api_errorf(e, 400, INVALID, "chat_template_kwargs", "'chat_template_kwargs' must be an object.");
+    if (cJSON_GetObjectItemCaseSensitive(kw, "messages"))
+        return rlx_api_errorf(e, 400, INVALID, "chat_template_kwargs",
+                              "'chat_template_kwargs' cannot set 'messages'; send them as 'messages'.");
+    r->template_kwargs = cJSON_DetachItemFromObjectCaseSensitive(root, "chat_template_kwargs");
     return 0;
 }
 
@@ -392,7 +418,7 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
         if (!cJSON_IsArray(tools)) return rlx_api_errorf(e, 400, INVALID, "tools", "'tools' must be an array.");
         r->tools = cJSON_DetachItemFromObjectCaseSensitive(root, "tools");
     }
-    return 0;
+    return parse_template_options(root, r, e);
 }
 
 /* Whether a JSON text holds the escape \u0000. cJSON decodes it into a NUL byte, where every C
@@ -415,10 +441,13 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
         memset(r, 0, sizeof *r);
         return rlx_api_errorf(e, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
     }
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) {
+    /* read as Python's json reads it, so messages and tools reach the chat template with their
+     * numbers' types (1.0 stays a float) (models/json.h) */
+    cJSON *root = NULL;
+    rlx_error jerr = {0};
+    if (rlx_json_parse(body, len, &root, &jerr)) {
         memset(r, 0, sizeof *r);
-        return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
+        return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON (%s).", jerr.msg);
     }
     int rc = rlx_api_parse_json(r, kind, root, n_vocab, e);
     cJSON_Delete(root);
@@ -473,6 +502,7 @@ void rlx_api_request_free(rlx_api_request *r)
     free(r->prompts);
     cJSON_Delete(r->messages);
     cJSON_Delete(r->tools);
+    cJSON_Delete(r->template_kwargs);
     rlx_request_free(r->base);
     memset(r, 0, sizeof *r);
 }

@@ -57,6 +57,9 @@ typedef struct rlx_api_request {
                               with messages is rendered by the chat template whatever its kind
                               (the stdio mode answers chat in the native shape) */
     cJSON *tools;          /* chat: owned or NULL, passed to the template */
+    bool add_generation_prompt;  /* chat: the template ends with the assistant's turn opening (default true) */
+    bool continue_final_message; /* chat: the final message stays open for the model to continue */
+    cJSON *template_kwargs;      /* chat: owned or NULL, chat_template_kwargs: extra template variables */
     rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt */
     const char *max_tokens_param; /* static: the name the client used, for error messages */
 } rlx_api_request;
@@ -77,9 +80,16 @@ void rlx_api_request_free(rlx_api_request *r);
 rlx_request *rlx_api_make_request(const rlx_api_request *r, const char *prompt_text,
                                   const int32_t *ids, size_t n_ids, uint64_t id);
 
-/* The template context for chat: {messages, tools?, add_generation_prompt: true, bos_token,
- * eos_token}. Returned object owned by the caller (cJSON_Delete). */
+/* The template context for chat, as vLLM builds it: {messages, tools?, add_generation_prompt,
+ * bos_token, eos_token} and then the request's chat_template_kwargs over them (e.g.
+ * enable_thinking). Returned object owned by the caller (cJSON_Delete). */
 cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos);
+
+/* continue_final_message: cuts a rendering (len bytes, NUL-terminated, modified in place) right
+ * after the final message's content, as transformers' apply_chat_template does, so the model
+ * continues that message. Does nothing without the option. Fails with 400 when the template
+ * does not reproduce the final message. */
+int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_error *e);
 
 /* Small bodies: POST /tokenize {"content"|"prompt", "add_special", "parse_special"},
  * POST /detokenize {"tokens"}. */

@@ -5,6 +5,7 @@
 #include "server/cli.h"
 #include "models/chat_template.h"
 #include "models/gguf.h"
+#include "models/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ static void usage(FILE *f)
             "  --now ISO8601         fixed time for strftime_now, e.g. 2026-01-01T00:00:00\n");
 }
 
-static char *read_stdin(void)
+static char *read_stdin(size_t *len)
 {
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap + 1);
@@ -36,6 +37,7 @@ static char *read_stdin(void)
         }
     }
     if (b) b[n] = 0;
+    *len = n;
     return b;
 }
 
@@ -84,15 +86,20 @@ int rlx_cmd_render_template(int argc, char **argv)
         return 2;
     }
 
-    char *ctx_text = !strcmp(ctx_path, "-") ? read_stdin() : rlx_read_file(ctx_path, NULL);
+    size_t ctx_len = 0;
+    char *ctx_text = !strcmp(ctx_path, "-") ? read_stdin(&ctx_len) : rlx_read_file(ctx_path, &ctx_len);
     if (!ctx_text) {
         fprintf(stderr, "rlxd render-template: cannot read the context %s\n", ctx_path);
         return 1;
     }
-    cJSON *ctx = cJSON_Parse(ctx_text);
+    /* read as Python's json reads it: 1.0 stays a float, big ints stay exact, NULs survive */
+    cJSON *ctx = NULL;
+    rlx_error jerr = {0};
+    int jrc = rlx_json_parse(ctx_text, ctx_len, &ctx, &jerr);
     free(ctx_text);
-    if (!cJSON_IsObject(ctx)) {
-        fprintf(stderr, "rlxd render-template: %s is not a JSON object\n", ctx_path);
+    if (jrc || !cJSON_IsObject(ctx)) {
+        if (jrc) fprintf(stderr, "rlxd render-template: %s: %s\n", ctx_path, jerr.msg);
+        else fprintf(stderr, "rlxd render-template: %s is not a JSON object\n", ctx_path);
         cJSON_Delete(ctx);
         return 1;
     }
@@ -137,9 +144,10 @@ int rlx_cmd_render_template(int argc, char **argv)
     rlx_chat_template *t = NULL;
     char *out = NULL;
     int rc = rlx_chat_template_parse(&t, src, src_len, &err);
-    if (rc == 0) rc = rlx_chat_template_render(t, ctx, now, &out, &err);
+    size_t out_len = 0;
+    if (rc == 0) rc = rlx_chat_template_render_len(t, ctx, now, &out, &out_len, &err);
     if (rc == 0) {
-        fwrite(out, 1, strlen(out), stdout);
+        fwrite(out, 1, out_len, stdout);
         fflush(stdout);
     } else {
         fprintf(stderr, "rlxd render-template: %s\n", err.msg);

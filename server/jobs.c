@@ -97,7 +97,11 @@ int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx
     int rc = rlx_chat_template_render(rlx_worker_chat_template(m->w), ctx, NULL, out, &err);
     cJSON_Delete(ctx);
     if (rc) return rlx_api_errorf(e, 400, INVALID, "messages", "The chat template failed: %s", err.msg);
-    return 0;
+    if ((rc = rlx_api_continue_final(r, *out, e))) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 /* ---- output helpers ------------------------------------------------------------------------ */

@@ -10,6 +10,7 @@
  * The loop neither blocks nor parses: lines are parsed on the threadpool; stdin/stdout are
  * libuv pipes or ttys, or regular files read and written through uv_fs (the threadpool), one
  * write at a time so lines keep their order. */
+#include "models/json.h"
 #include "server/serve.h"
 
 #include <stdio.h>
@@ -221,7 +222,9 @@ static void on_job(rlx_job *job)
 static void parse_work(uv_work_t *w)
 {
     entry *e = w->data;
-    e->root = cJSON_ParseWithLength(e->line, e->len);
+    rlx_error jerr = {0};
+    /* read as Python's json reads it, as HTTP bodies are (1.0 stays a float for the templates) */
+    if (rlx_json_parse(e->line, e->len, &e->root, &jerr)) e->root = NULL;
     const cJSON *id = e->root ? cJSON_GetObjectItemCaseSensitive(e->root, "id") : NULL;
     if (id && !cJSON_IsNull(id)) {
         char *txt = cJSON_PrintUnformatted(id);

@@ -49,6 +49,11 @@ typedef struct opts {
     shape s;
     uint64_t seed;
     const char *out, *vocab_from, *name, *preset;
+    const char *chat_template; /* --chat-template FILE: replaces the vocabulary's template */
+    /* sliding-window and soft-capping metadata (gemma2/gemma3); NAN / -1 / NULL: the family default */
+    int64_t window;            /* attention.sliding_window; 0: leave the key out */
+    const char *swa_pattern;   /* attention.sliding_window_pattern: "N", or "1,0,1,..." per layer */
+    float rope_base_swa, final_softcap, attn_softcap;
 } opts;
 
 static void usage(FILE *f)
@@ -64,6 +69,11 @@ static void usage(FILE *f)
         "  --seed N                  random seed (default 1); same arguments give identical bytes\n"
         "  --vocab-from FILE.gguf    copy every tokenizer.* key of FILE (the vocab size follows it)\n"
         "  --name NAME               general.name (default synth-ARCH-PRESET)\n"
+        "  --chat-template FILE      tokenizer.chat_template from FILE (a Jinja template)\n"
+        "  --sliding-window N        ARCH.attention.sliding_window (0: leave it out)\n"
+        "  --swa-pattern N|F,F,...   ARCH.attention.sliding_window_pattern: a number, or one 0/1 per layer\n"
+        "  --rope-base-swa F         ARCH.rope.freq_base_swa\n"
+        "  --final-softcap F --attn-softcap F   ARCH.final_logit_softcapping / attn_logit_softcapping\n"
         "  -o, --out PATH            output file (parent directories are created)\n"
         "  -h, --help                this text\n"
         "  --bench [-K N] [-N N] [-T N] [--type T]   time the matmul kernels instead (one thread)\n\n"
@@ -197,9 +207,59 @@ static int write_metadata(rlx_gguf_writer *w, const opts *o, rlx_error *err)
          (rc = set_arch_f32(w, o, "final_logit_softcapping", 30.0f))))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
     /* a window well inside the context, so tests see it act */
-    if (o->arch->swa && (rc = set_arch_u32(w, o, "attention.sliding_window", (uint64_t)RLX_MAX(1, RLX_MIN(4096, s->ctx / 8)))))
+    int64_t window = o->window >= 0 ? o->window : o->arch->swa ? RLX_MAX(1, RLX_MIN(4096, s->ctx / 8)) : 0;
+    if (window > 0 && (rc = set_arch_u32(w, o, "attention.sliding_window", (uint64_t)window)))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    if ((!isnan(o->rope_base_swa) && (rc = set_arch_f32(w, o, "rope.freq_base_swa", o->rope_base_swa))) ||
+        (!isnan(o->final_softcap) && (rc = set_arch_f32(w, o, "final_logit_softcapping", o->final_softcap))) ||
+        (!isnan(o->attn_softcap) && (rc = set_arch_f32(w, o, "attn_logit_softcapping", o->attn_softcap))))
+        return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    if (o->swa_pattern) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", o->arch->name);
+        if (!strchr(o->swa_pattern, ',')) {
+            char *end;
+            unsigned long n = strtoul(o->swa_pattern, &end, 10);
+            if (*end || !*o->swa_pattern || n > 1000) return rlx_errorf(err, RLX_EINVAL, "--swa-pattern: '%s' is not a number", o->swa_pattern);
+            rc = rlx_gguf_writer_set_u32(w, key, (uint32_t)n);
+        } else {
+            bool flags[1024];
+            int64_t n = 0;
+            for (const char *p = o->swa_pattern; *p && n < 1024; p++)
+                if (*p == '0' || *p == '1') flags[n++] = *p == '1';
+                else if (*p != ',') return rlx_errorf(err, RLX_EINVAL, "--swa-pattern: flags are 0 or 1, got '%c'", *p);
+            if (n != s->layers)
+                return rlx_errorf(err, RLX_EINVAL, "--swa-pattern has %lld flags for %lld layers", (long long)n, (long long)s->layers);
+            rc = rlx_gguf_writer_set_arr(w, key, RLX_GGUF_BOOL, flags, (uint64_t)n);
+        }
+        if (rc) return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    }
     return 0;
+}
+
+static int set_chat_template(rlx_gguf_writer *w, const char *path, rlx_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return rlx_errorf(err, RLX_EIO, "cannot open the chat template %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *nb = realloc(b, cap *= 2);
+        if (!nb) { free(b); b = NULL; }
+        else b = nb;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!b || bad) {
+        free(b);
+        return rlx_errorf(err, b ? RLX_EIO : RLX_ENOMEM, "cannot read the chat template %s", path);
+    }
+    int rc = rlx_gguf_writer_set_str(w, "tokenizer.chat_template", b, n);
+    free(b);
+    return rc ? rlx_errorf(err, rc, "could not store the chat template: %s", rlx_strerror(rc)) : 0;
 }
 
 static int copy_vocab(rlx_gguf_writer *w, opts *o, rlx_error *err)
@@ -294,7 +354,7 @@ static int mkdirs_for(const char *path)
 
 int main(int argc, char **argv)
 {
-    opts o = {.seed = 1, .ft = &ftypes[0]};
+    opts o = {.seed = 1, .ft = &ftypes[0], .window = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
     shape over = {0, 0, 0, 0, 0, 0, 0, 0, -1};
     const char *arch = NULL, *preset = "tiny";
     if (argc > 1 && !strcmp(argv[1], "--bench")) return rlx_synth_bench(argc, argv);
@@ -315,6 +375,20 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "-o") || !strcmp(f, "--out")) o.out = v;
         else if (!strcmp(f, "--vocab-from")) o.vocab_from = v;
         else if (!strcmp(f, "--name")) o.name = v;
+        else if (!strcmp(f, "--chat-template")) o.chat_template = v;
+        else if (!strcmp(f, "--swa-pattern")) o.swa_pattern = v;
+        else if (!strcmp(f, "--sliding-window")) {
+            char *end;
+            errno = 0;
+            long long x = strtoll(v, &end, 10);
+            if (errno || *end || !*v || x < 0 || x > INT32_MAX) { fprintf(stderr, "rlxd-synth: --sliding-window needs a count, got '%s'\n", v); return 2; }
+            o.window = x;
+        } else if (!strcmp(f, "--rope-base-swa") || !strcmp(f, "--final-softcap") || !strcmp(f, "--attn-softcap")) {
+            char *end;
+            float x = strtof(v, &end);
+            if (*end || !*v || !isfinite(x) || x < 0) { fprintf(stderr, "rlxd-synth: %s needs a non-negative number, got '%s'\n", f, v); return 2; }
+            *(f[2] == 'r' ? &o.rope_base_swa : f[2] == 'f' ? &o.final_softcap : &o.attn_softcap) = x;
+        }
         else if (!strcmp(f, "--type")) {
             o.ft = NULL;
             for (size_t k = 0; k < RLX_ARRAY_LEN(ftypes); k++) if (!strcmp(v, ftypes[k].name)) o.ft = &ftypes[k];
@@ -352,6 +426,7 @@ int main(int argc, char **argv)
     if (o.vocab_from) rc = copy_vocab(w, &o, &err);
     else if ((nv = rlx_synth_vocab(w, o.s.vocab, o.arch->add_bos, &err)) < 0) rc = (int)nv;
     else o.s.vocab = nv;
+    if (!rc && o.chat_template) rc = set_chat_template(w, o.chat_template, &err);
     if (!rc) rc = write_metadata(w, &o, &err);
     if (!rc) rc = add_tensors(w, &o, &err);
     if (!rc && mkdirs_for(o.out)) rc = rlx_errorf(&err, RLX_EIO, "cannot create the directory of %s: %s", o.out, strerror(errno));

@@ -58,8 +58,7 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
             k = rlx_g_node(g, RLX_OP_HEAD_NORM, RLX_ROWS_TOKENS, nkv, k, kn, -1);
             if (k >= 0) { rlx_g_last(g)->ip[0] = (int32_t)hd; rlx_g_last(g)->fp[0] = c->norm_eps; }
         }
-        /* every swa_pattern-th layer (1-based) is global, the others use the window */
-        bool swa = c->sliding_window > 0 && !(c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0);
+        bool swa = rlx_model_layer_swa(c, l);
         float base = swa && c->rope_base_swa > 0.0f ? c->rope_base_swa : c->rope_base;
         float fscale = swa && c->rope_freq_scale_swa > 0.0f ? c->rope_freq_scale_swa : c->rope_freq_scale;
         for (int which = 0; which < 2; which++) {
@@ -118,6 +117,11 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
     CHECK(wout);
     x = rlx_g_mul(g, rlx_g_rms_norm(g, x, c->norm_eps), out_norm);
     int logits = rlx_g_matmul(g, x, wout);
+    if (o->out_bias) {
+        int ob = W("output.bias", c->n_vocab, 0, false);
+        CHECK(ob);
+        if (ob >= 0) logits = rlx_g_add(g, logits, ob);
+    }
     if (c->final_softcap > 0.0f) logits = rlx_g_unary(g, RLX_OP_SOFTCAP, logits, c->final_softcap);
     g->output = logits;
     return g->oom ? rlx_errorf(err, RLX_ENOMEM, "out of memory while building the graph") : 0;

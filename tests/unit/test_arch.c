@@ -327,16 +327,131 @@ static int load_error(const char *path, rlx_error *err)
     return rc;
 }
 
+/* a per-layer pattern with too few entries */
+static void set_bad_pattern(rlx_gguf_writer *w, void *ctx)
+{
+    (void)ctx;
+    const bool flags[3] = {true, false, true};
+    rlx_gguf_writer_set_arr(w, "gemma3.attention.sliding_window_pattern", RLX_GGUF_BOOL, flags, 3);
+}
+
+/* Gemma metadata as llama.cpp reads it (each setting checked against llama.cpp itself with
+ * these synth files): f is the reading the engine must match, and `naive` the reading that
+ * ignores the keys under test, which must give other logits, or the test proves nothing. */
+static void check_family(const char *args, const char *file, const ref_family *f, const ref_family *naive)
+{
+    char path[512];
+    if (!synth(args, file, path, sizeof path)) SKIP("rlxd-synth is not built or failed");
+    rlx_runner *r = open_runner(path);
+    ASSERT_MSG(r, "%s does not load", file);
+    enum { N = 48, PRE = 40 };
+    int32_t tok[N];
+    tokens(tok, N, r->n_vocab, 9);
+    ref_model rm = ref_of(r->model);
+    float *ref = malloc((size_t)N * rm.V * sizeof(float));
+    bool ok = ref && ref_forward(&rm, f, tok, N, ref);
+    double worst = ok ? run_vs_ref(r, tok, N, PRE, ref) : INFINITY;
+    double other = ok && ref_forward(&rm, naive, tok, N, ref) ? run_vs_ref(r, tok, N, PRE, ref) : 0.0;
+    free(ref);
+    rlx_runner_close(r);
+    ASSERT_MSG(ok, "reference forward: a weight is missing or not f32");
+    ASSERT_MSG(worst < 1e-3, "%s: logits differ from the reference by %.3g of max|logit|", file, worst);
+    ASSERT_MSG(other > 1e-2, "%s: the keys under test do not change the logits (%.3g)", file, other);
+}
+
+#define G3_FAMILY .qk_norm = true, .post_norms = true, .gelu = true, .embd_scale = true, .neox = true, .scale_q = true
+
+/* without attention.sliding_window every layer is global (llama.cpp), and a final soft-cap */
+TEST(gemma3_without_window)
+{
+    ref_family f = {G3_FAMILY, .window = 0, .rope_base = 1e6f, .final_softcap = 4.0f};
+    ref_family naive = f;
+    naive.final_softcap = 0.0f;
+    check_family(GEMMA3_ARGS " --sliding-window 0 --final-softcap 4", "g3-nowindow.gguf", &f, &naive);
+}
+
+/* sliding_window_pattern as a number, and rope.freq_base_swa */
+TEST(gemma3_pattern_and_swa_base)
+{
+    ref_family f = {G3_FAMILY, .swa_period = 2, .window = 32, .rope_base = 1e6f, .rope_base_swa = 2000.0f};
+    ref_family naive = f;
+    naive.swa_period = 6;
+    naive.rope_base_swa = 1e4f;
+    check_family(GEMMA3_ARGS " --swa-pattern 2 --rope-base-swa 2000", "g3-pattern.gguf", &f, &naive);
+}
+
+/* sliding_window_pattern as per-layer flags */
+TEST(gemma3_per_layer_pattern)
+{
+    static const bool layers[7] = {true, false, true, true, false, true, true};
+    ref_family f = {G3_FAMILY, .swa_layers = layers, .window = 32, .rope_base = 1e6f, .rope_base_swa = 1e4f};
+    ref_family naive = f;
+    naive.swa_layers = NULL;
+    naive.swa_period = 6;
+    check_family(GEMMA3_ARGS " --swa-pattern 1,0,1,1,0,1,1", "g3-layers.gguf", &f, &naive);
+}
+
+/* Gemma 2 reads the same pattern and swa base keys (default: every other layer, base = rope base) */
+TEST(gemma2_pattern_and_swa_base)
+{
+    ref_family f = {.post_norms = true, .gelu = true, .embd_scale = true, .neox = true, .scale_q = true, .swa_period = 3,
+                    .window = 12, .rope_base = 1e4f, .rope_base_swa = 700.0f, .attn_softcap = 50.0f, .final_softcap = 30.0f};
+    ref_family naive = f;
+    naive.swa_period = 2;
+    naive.rope_base_swa = 0.0f;
+    check_family("--arch gemma2 --layers 4 --seed 5 --swa-pattern 3 --rope-base-swa 700 --sliding-window 12", "g2-pattern.gguf",
+                 &f, &naive);
+}
+
+static void add_output_bias(rlx_gguf_writer *w, void *ctx)
+{
+    const int64_t *n = ctx;
+    float *b = malloc((size_t)*n * sizeof *b);
+    for (int64_t i = 0; b && i < *n; i++) b[i] = (float)((i * 37) % 11) - 5.0f;
+    int64_t ne[1] = {*n};
+    if (b) rlx_gguf_writer_add_tensor(w, "output.bias", RLX_F32, 1, ne, b, (size_t)*n * sizeof *b);
+    free(b);
+}
+
+/* llama.cpp's qwen2 adds output.bias to the logits when the file has one */
+TEST(qwen2_output_bias)
+{
+    char q2[512], p[600];
+    if (!synth("--arch qwen2 --seed 4", "qwen2-ob.gguf", q2, sizeof q2)) SKIP("rlxd-synth is not built or failed");
+    rlx_runner *r = open_runner(q2);
+    ASSERT(r);
+    int64_t V = r->n_vocab;
+    enum { N = 6 };
+    int32_t tok[N];
+    tokens(tok, N, (int)V, 4);
+    float *plain = malloc((size_t)N * V * sizeof(float));
+    ASSERT(plain);
+    ref_model rm = ref_of(r->model);
+    ref_family f = {.qkv_bias = true, .neox = true, .rope_base = 1e6f};
+    bool ok = ref_forward(&rm, &f, tok, N, plain);
+    rlx_runner_close(r);
+    ASSERT(ok);
+    snprintf(p, sizeof p, "%s/qwen2-with-bias.gguf", synth_tmpdir);
+    ASSERT_EQ(rewrite(q2, p, NULL, add_output_bias, &V), 0);
+    for (size_t i = 0; i < (size_t)N * V; i++) plain[i] += (float)(((int64_t)(i % (size_t)V) * 37) % 11) - 5.0f;
+    r = open_runner(p);
+    ASSERT(r);
+    double worst = run_vs_ref(r, tok, N, N, plain);
+    rlx_runner_close(r);
+    free(plain);
+    ASSERT_MSG(worst < 1e-4, "logits with output.bias differ from logits + bias by %.3g", worst);
+}
+
 TEST(bad_family_metadata)
 {
     char g3[512], ll[512], p[600];
     if (!synth(GEMMA3_ARGS, "gemma3.gguf", g3, sizeof g3) || !synth("--arch llama --seed 11", "llama.gguf", ll, sizeof ll))
         SKIP("rlxd-synth is not built or failed");
     rlx_error err = {0};
-    snprintf(p, sizeof p, "%s/gemma3-nowindow.gguf", synth_tmpdir);
-    ASSERT_EQ(rewrite(g3, p, "gemma3.attention.sliding_window", NULL, NULL), 0);
+    snprintf(p, sizeof p, "%s/gemma3-badpattern.gguf", synth_tmpdir);
+    ASSERT_EQ(rewrite(g3, p, NULL, set_bad_pattern, NULL), 0);
     ASSERT_EQ(load_error(p, &err), RLX_EFORMAT);
-    ASSERT_MSG(strstr(err.msg, "gemma3.attention.sliding_window"), "%s", err.msg);
+    ASSERT_MSG(strstr(err.msg, "gemma3.attention.sliding_window_pattern"), "%s", err.msg);
 
     snprintf(p, sizeof p, "%s/llama-yarn.gguf", synth_tmpdir);
     ASSERT_EQ(rewrite(ll, p, NULL, set_yarn, NULL), 0);
@@ -347,6 +462,12 @@ TEST(bad_family_metadata)
     ASSERT_EQ(rewrite(ll, p, NULL, set_bad_llama3, NULL), 0);
     ASSERT_EQ(load_error(p, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "high_freq_factor"), "%s", err.msg);
+
+    /* llama.cpp's qwen2 has no head size of its own */
+    char hd[512];
+    ASSERT(synth("--arch qwen2 --hidden 64 --heads 4 --kv-heads 2 --head-dim 32 --seed 3", "qwen2-hd.gguf", hd, sizeof hd));
+    ASSERT_EQ(load_error(hd, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "key_length"), "%s", err.msg);
 
     /* a qwen2 file without its q/k/v biases loads but cannot be built */
     char q2[512];
@@ -374,4 +495,6 @@ TEST(bad_family_metadata)
 
 TEST_MAIN(TEST_ENTRY(gemma3_graph), TEST_ENTRY(gemma3_forward_matches_reference),
           TEST_ENTRY(gemma3_two_sequences_batched), TEST_ENTRY(reference_agrees_on_golden_gemma2),
-          TEST_ENTRY(llama3_rope_scaling), TEST_ENTRY(bad_family_metadata))
+          TEST_ENTRY(llama3_rope_scaling), TEST_ENTRY(gemma3_without_window), TEST_ENTRY(gemma3_pattern_and_swa_base),
+          TEST_ENTRY(gemma3_per_layer_pattern), TEST_ENTRY(gemma2_pattern_and_swa_base), TEST_ENTRY(qwen2_output_bias),
+          TEST_ENTRY(bad_family_metadata))

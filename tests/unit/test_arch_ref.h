@@ -14,6 +14,7 @@
 typedef struct ref_family {
     bool qkv_bias, qk_norm, post_norms, gelu, embd_scale, neox, scale_q;
     int swa_period;          /* every swa_period-th layer (1-based) is global; 0: all slide if window > 0 */
+    const bool *swa_layers;  /* per layer: slides (overrides swa_period), or NULL */
     int window;              /* sliding window, 0 = none */
     float rope_base, rope_base_swa; /* rope_base_swa 0 = rope_base */
     float attn_softcap, final_softcap;
@@ -100,7 +101,7 @@ static bool ref_forward(const ref_model *m, const ref_family *f, const int32_t *
         ok = an && wq && wk && wv && wo && fn && wg && wu && wd && (!f->qkv_bias || (bq && bk && bv)) &&
              (!f->qk_norm || (qn && kn)) && (!f->post_norms || (pa && pf));
         if (!ok) break;
-        bool swa = f->window > 0 && !(f->swa_period > 0 && (l + 1) % f->swa_period == 0);
+        bool swa = f->window > 0 && (f->swa_layers ? f->swa_layers[l] : !(f->swa_period > 0 && (l + 1) % f->swa_period == 0));
         float base = swa && f->rope_base_swa > 0 ? f->rope_base_swa : f->rope_base;
         for (int t = 0; t < n; t++) {
             ref_rms(x + (size_t)t * d, an, h, d, m->eps);

@@ -1,0 +1,198 @@
+/* test_chat_template_py.c - template semantics where Python's types and objects show through,
+ * against Python Jinja2 3.1 configured as transformers configures it (the expected strings are
+ * its renderings of the same template and context): int vs float and big ints from the
+ * context, NULs in strings, lazy generators, bound methods, full Unicode case mapping, and the
+ * filters and methods real templates reach for. Also: what fails at load and what at render. */
+#include "models/chat_template.h"
+#include "models/json.h"
+#include "tests/rlx_test.h"
+
+typedef struct py_case { const char *tmpl, *want; size_t want_len; } py_case;
+
+static const char py_context[] = "{\"x\": 1.0, \"y\": -0.0, \"z\": 12345678901234567890, \"f\": [0.1, 1e-07, 1e+16, 1e+22, 2.5, -1.5e-300, 100.0], \"nul\": \"before\\u0000after\", \"d\": {\"a\": 1, \"items\": 2}, \"s\": \"Hello World\", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"number\", \"minimum\": 0.0, \"maximum\": 1000.0}}}}}, {\"type\": \"function\", \"function\": {\"name\": \"g\"}}], \"l\": [3, 1, 2, 1], \"msgs\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}, {\"role\": \"user\", \"content\": \"c\"}]}";
+static const py_case numbers_cases[] = {
+    {"{{ x|tojson }} {{ x }} {{ y }} {{ z }} {{ x is integer }}",
+     "1.0 1.0 -0.0 12345678901234567890 False", 39},
+    {"{{ f|tojson }} {{ f }}",
+     "[0.1, 1e-07, 1e+16, 1e+22, 2.5, -1.5e-300, 100.0] [0.1, 1e-07, 1e+16, 1e+22, 2.5, -1.5e-300, 100.0]", 99},
+    {"{{ tools[0]|tojson }}",
+     "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"number\", \"minimum\": 0.0, \"maximum\": 1000.0}}}}}", 157},
+    {"{{ z + 1 }} {{ z * z }} {{ -z // 7 }} {{ z % 1000 }} {{ z is integer }} {{ z > 1e19 }} {{ z|float }}",
+     "12345678901234567891 152415787532388367501905199875019052100 -1763668414462081128 890 True True 1.2345678901234567e+19", 118},
+    {"{{ 2**64 }} {{ 2**100 }} {{ -(2**63) - 1 }} {{ 9223372036854775807 + 1 }} {{ (2**64) // 3 }} {{ 99999999999999999999 }}",
+     "18446744073709551616 1267650600228229401496703205376 -9223372036854775809 9223372036854775808 6148914691236517205 99999999999999999999", 134},
+    {"{{ [1, 2**70]|sum }} {{ (2**70)|abs }} {{ (2**70)|string|length }} {{ 2**70 == 2.0**70 }} {{ 2**53 + 1 == (2**53 + 1)|float }}",
+     "1180591620717411303425 1180591620717411303424 22 True False", 59},
+    {"{{ 9007199254740993 / 3 }} {{ 1e20|int }} {{ '123456789012345678901'|int + 1 }}",
+     "3002399751580331.0 100000000000000000000 123456789012345678902", 62},
+};
+static const py_case nul_cases[] = {
+    {"{{ nul|length }} {{ nul|tojson }} {{ nul|replace('\\u0000', '0') }}",
+     "12 \"before\\u0000after\" before0after", 35},
+    {"[{{ nul }}]",
+     "[before\000after]", 14},
+};
+static const py_case generators_cases[] = {
+    {"{{ tools|map(attribute='function')|list|tojson }}",
+     "[{\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"number\", \"minimum\": 0.0, \"maximum\": 1000.0}}}}, {\"name\": \"g\"}]", 140},
+    {"{% for n in tools|map(attribute='function.name') %}{{ n }}{% endfor %}",
+     "fg", 2},
+    {"{% set g = l|select('odd') %}{{ g|list }}{{ g|list }}",
+     "[3, 1, 1][]", 11},
+    {"{% set g = l|map('string') %}{{ g|first }}{{ g|join }}",
+     "3121", 4},
+    {"{{ 'yes' if []|select else 'no' }} {{ l|select is sequence }} {{ l|select is iterable }}",
+     "yes False True", 14},
+    {"{{ msgs|selectattr('role', 'equalto', 'user')|map(attribute='content')|join('+') }}",
+     "a+c", 3},
+    {"{{ l|unique|list }} {{ l|reverse|list }} {{ l|batch(3)|list }} {{ l|slice(3)|list }} {{ d|items|list }}",
+     "[3, 1, 2] [1, 2, 1, 3] [[3, 1, 2], [1]] [[3, 1], [2], [1]] [('a', 1), ('items', 2)]", 83},
+    {"{{ d.keys() }} {{ d.values() }} {{ d.items() }} {{ range(3) }} {{ range(1, 9, 3) }} {{ range(4)[2] }} {{ d.keys()|list }}",
+     "dict_keys(['a', 'items']) dict_values([1, 2]) dict_items([('a', 1), ('items', 2)]) range(0, 3) range(1, 9, 3) 2 ['a', 'items']", 126},
+};
+static const py_case methods_cases[] = {
+    {"{{ 'Y' if d.items else 'N' }} {{ d.get is defined }} {{ s.upper is defined }} {{ d.items is callable }} {{ s.nope is defined }}",
+     "Y True True True False", 22},
+    {"{{ {'items': 1}.items is callable }} {{ {'items': 1}['items'] }} {{ {}['items'] is callable }} {{ d.pop is defined }} {{ d|attr('items') is callable }}",
+     "True 1 True False True", 22},
+    {"{% set up = s.upper %}{{ up() }} {{ d.get('a') }} {{ d.get('q', 5) }}",
+     "HELLO WORLD 1 5", 15},
+};
+static const py_case strings_cases[] = {
+    {"{{ s.swapcase() }} {{ s.istitle() }} {{ 'hello'.istitle() }} {{ 'abc'.center(6, '-') }} {{ 'ab'.ljust(5, '.') }} {{ 'ab'.rjust(5, '.') }}",
+     "hELLO wORLD True False -abc-- ab... ...ab", 41},
+    {"{{ 'ﬁ'|upper }} {{ 'ΣΑΣ'|lower }} {{ 'İ'|lower|length }} {{ 'straße'|upper }} {{ 'ǆemal'|capitalize }} {{ 'ΣΑΣ ΟΔΟΣ'|title }} {{ 'ﬁx'.title() }}",
+     "FI σας 2 STRASSE ǅemal Σας Οδος Fix", 46},
+    {"{{ 'the quick brown fox jumps over the lazy dog'|wordwrap(10) }}|{{ 'a-very-long-hyphenated-word'|wordwrap(8) }}",
+     "the quick\nbrown fox\njumps over\nthe lazy\ndog|a-very-\nlong-hyp\nhenated-\nword", 74},
+    {"{{ 1000|filesizeformat }} {{ 1|filesizeformat }} {{ 123456789|filesizeformat(true) }} {{ [[1], [2, 3]]|sum(start=[]) }}",
+     "1.0 kB 1 Byte 117.7 MiB [1, 2, 3]", 33},
+    {"{{ strftime_now('%Z%z') }}|{{ strftime_now('%Y-%m-%d') }}",
+     "|2026-01-01", 11},
+    {"{{ 'abc'.startswith(('x', 'a')) }} {{ 'ABC'.casefold() }} {{ '12'.isdigit() }} {{ '一'.isnumeric() }}",
+     "True abc True True", 18},
+};
+static const py_case formatting_cases[] = {
+    {"{{ '{:.1%}'.format(0.5) }}|{{ '{:,}'.format(1234567.5) }}|{{ '{:08.2f}'.format(-3.5) }}|{{ '{:#x}'.format(255) }}|{{ '{:b}'.format(5) }}|{{ '{:.3}'.format(100.0) }}|{{ '{:>6}'.format(True) }}|{{ '{:d}'.format(True) }}",
+     "50.0%|1,234,567.5|-0003.50|0xff|101|1e+02|     1|1", 50},
+    {"{{ '{:d}'.format(2**70) }}|{{ '%d' % 2**70 }}|{{ '%x' % 2**70 }}|{{ '%.3d' % 5 }}|{{ '%+.2f' % 2 }}|{{ '%-5s|' % 'ab' }}|{{ '%c' % 65 }}|{{ '%5.1f%%' % 12.34 }}",
+     "1180591620717411303424|1180591620717411303424|400000000000000000|005|+2.00|ab   ||A| 12.3%", 90},
+    {"{{ '{:07_}'.format(12345) }}|{{ '{:★^9}'.format('mid') }}|{{ '{:e}'.format(12345.678) }}|{{ '{!r:>6}'.format('q') }}|{{ '{0:{1}}'.format(1, 2) if false else 'x' }}",
+     "012_345|★★★mid★★★|1.234568e+04|   'q'|x", 51},
+};
+static const py_case snippets_cases[] = {
+    {"{{ d[]|default('fallback') }} {{ d[] is undefined }}",
+     "fallback True", 13},
+    {"{{ ''.strip is callable }} {{ 'x'|safe is escaped }} {{ 'x' is escaped }}",
+     "True True False", 15},
+    {"{{ [['a', 'b'], ['c', 'd']]|map(attribute=-1)|list }} {{ [[1, 2], [3, 4]]|join(',', attribute=0) }}",
+     "['b', 'd'] 1,3", 14},
+    {"{% macro m(a, b=2) %}{% endmacro %}{{ m.name }} {{ m.arguments }} {{ m }} {{ m.catch_kwargs }}",
+     "m ('a', 'b') <Macro 'm'> False", 30},
+};
+
+/* renders src with the context read by rlx_json_parse, as render-template and the server do */
+static char *render(const char *src, const char *ctx_json, size_t *len, int *rc, rlx_error *err)
+{
+    rlx_chat_template *t = NULL;
+    cJSON *ctx = NULL;
+    char *out = NULL;
+    *rc = rlx_json_parse(ctx_json, strlen(ctx_json), &ctx, err);
+    if (*rc == 0) *rc = rlx_chat_template_parse(&t, src, strlen(src), err);
+    if (*rc == 0) *rc = rlx_chat_template_render_len(t, ctx, "2026-01-01T00:00:00", &out, len, err);
+    rlx_chat_template_free(t);
+    cJSON_Delete(ctx);
+    return out;
+}
+
+static int run(const py_case *c, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        size_t len = 0;
+        rlx_error err = {0};
+        char *out = render(c[i].tmpl, py_context, &len, &rc, &err);
+        if (rc != 0 || len != c[i].want_len || memcmp(out, c[i].want, len)) {
+            bad++;
+            fprintf(stderr, "  %s\n    want: %s\n    got:  %s\n", c[i].tmpl, c[i].want, rc ? err.msg : out);
+        }
+        free(out);
+    }
+    return bad;
+}
+
+#define PY_TEST(group) TEST(group) { ASSERT_EQ(run(group##_cases, sizeof group##_cases / sizeof group##_cases[0]), 0); }
+PY_TEST(numbers)
+PY_TEST(nul)
+PY_TEST(generators)
+PY_TEST(methods)
+PY_TEST(strings)
+PY_TEST(formatting)
+PY_TEST(snippets)
+
+/* where Python raises at render time, so must the interpreter */
+static const struct { const char *src; const char *what; } py_errors[] = {
+    {"{{ tools|map(attribute='function')|tojson }}", "Object of type generator is not JSON serializable"},
+    {"{{ l|select|length }}", "object of type 'generator' has no len()"},
+    {"{{ l|select|last }}", "'generator' object is not reversible"},
+    {"{{ d.keys()|tojson }}", "Object of type dict_keys is not JSON serializable"},
+    {"{{ range(2)|tojson }}", "Object of type range is not JSON serializable"},
+    {"{{ 'abc'.startswith(['a']) }}", "must be str or a tuple of str, not list"},
+    {"{{ 2**20000 }}", "4300 digits"},
+    {"{{ d.pop('a') }}", "unsafe"},
+    {"{{ sum([1]) if false else [1]|sum(start='') }}", "can't sum strings"},
+    {"{% if l %}{{ l|from_json }}{% endif %}", "no filter named 'from_json'"},
+    {"{{ '{:s}'.format(1) }}", "Unknown format code 's' for object of type 'int'"},
+    {"{{ '%c' % 1.5 }}", "requires int or char"},
+};
+
+TEST(render_errors_as_python)
+{
+    for (size_t i = 0; i < sizeof py_errors / sizeof py_errors[0]; i++) {
+        int rc;
+        size_t len;
+        rlx_error err = {0};
+        char *out = render(py_errors[i].src, py_context, &len, &rc, &err);
+        ASSERT_MSG(out == NULL && rc != 0, "case %zu rendered \"%s\"", i, out ? out : "");
+        ASSERT_MSG(strstr(err.msg, py_errors[i].what), "case %zu: \"%s\" lacks \"%s\"", i, err.msg, py_errors[i].what);
+    }
+}
+
+/* A template the interpreter cannot handle fails at load, naming the construct, even in a branch
+ * no render takes; names Jinja2 itself does not know load where Jinja2 loads them. */
+TEST(load_time_checks)
+{
+    static const struct { const char *src; int code; const char *what; } cases[] = {
+        {"{% if false %}{{ x|xmlattr }}{% endif %}", RLX_EUNSUPPORTED, "the filter 'xmlattr' is not supported"},
+        {"{% if false %}{{ x|map('pprint')|list }}{% endif %}", RLX_EUNSUPPORTED, "the filter 'pprint'"},
+        {"{% if false %}{{ 'x'.translate({}) }}{% endif %}", RLX_EUNSUPPORTED, "the method 'translate' is not supported"},
+        {"{% for m in messages %}{{ m.content.encode() }}{% endfor %}", RLX_EUNSUPPORTED, "the method 'encode'"},
+        {"{{ {}.fromkeys([1]) }}", RLX_EUNSUPPORTED, "the method 'fromkeys'"},
+        {"{% for m in x %}{% if m %}{% for k in m %}{{ k|nope }}{% endfor %}{% endif %}{% endfor %}", RLX_EFORMAT, "no filter named 'nope'"},
+        {"{% macro f() %}{{ 1 is nope }}{% endmacro %}", RLX_EFORMAT, "no test named 'nope'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlx_chat_template *t = NULL;
+        rlx_error err = {0};
+        int rc = rlx_chat_template_parse(&t, cases[i].src, strlen(cases[i].src), &err);
+        ASSERT_MSG(rc == cases[i].code && !t, "case %zu: rc %d (%s)", i, rc, err.msg);
+        ASSERT_MSG(strstr(err.msg, cases[i].what), "case %zu: \"%s\" lacks \"%s\"", i, err.msg, cases[i].what);
+    }
+    /* soft frames (if, inline if) defer unknown names as Jinja2 does; mutating methods load and
+     * are refused when they run */
+    static const char *const loads[] = {
+        "{% if x %}{{ x|from_json }}{% endif %}", "{{ x|nope if x else 1 }}", "{% if x %}{{ x is nope }}{% endif %}",
+        "{{ l.append(1) if false }}", "{% if false %}{{ d.update({}) }}{% endif %}", "{{ loop_var.cycle(1) if false }}",
+    };
+    for (size_t i = 0; i < sizeof loads / sizeof loads[0]; i++) {
+        rlx_chat_template *t = NULL;
+        rlx_error err = {0};
+        int rc = rlx_chat_template_parse(&t, loads[i], strlen(loads[i]), &err);
+        ASSERT_MSG(rc == 0, "load %zu: %s", i, err.msg);
+        rlx_chat_template_free(t);
+    }
+}
+
+TEST_MAIN(TEST_ENTRY(numbers), TEST_ENTRY(nul), TEST_ENTRY(generators), TEST_ENTRY(methods), TEST_ENTRY(strings),
+          TEST_ENTRY(formatting), TEST_ENTRY(snippets), TEST_ENTRY(render_errors_as_python), TEST_ENTRY(load_time_checks))

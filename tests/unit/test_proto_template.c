@@ -1,0 +1,110 @@
+/* test_proto_template.c - the chat template options of a chat request (vLLM's
+ * add_generation_prompt, continue_final_message, chat_template_kwargs): parsing, the template
+ * context they give, and continue_final_message's cut as transformers makes it. */
+#include "models/chat_template.h"
+#include "proto/proto.h"
+#include "tests/rlx_test.h"
+
+static int parse(rlx_api_request *r, const char *body, rlx_api_error *e)
+{
+    return rlx_api_parse(r, RLX_API_CHAT, body, strlen(body), 0, e);
+}
+
+TEST(defaults_and_context)
+{
+    rlx_api_request r;
+    rlx_api_error e;
+    ASSERT_EQ(parse(&r, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &e), 0);
+    ASSERT(r.add_generation_prompt && !r.continue_final_message && !r.template_kwargs);
+    cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>");
+    ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(ctx, "add_generation_prompt")));
+    cJSON_Delete(ctx);
+    rlx_api_request_free(&r);
+
+    ASSERT_EQ(parse(&r, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":false,"
+                        "\"chat_template_kwargs\":{\"enable_thinking\":false,\"bos_token\":\"B\",\"t\":1.0}}", &e), 0);
+    ctx = rlx_api_chat_context(&r, "<s>", "</s>");
+    ASSERT(cJSON_IsFalse(cJSON_GetObjectItem(ctx, "add_generation_prompt")));
+    ASSERT(cJSON_IsFalse(cJSON_GetObjectItem(ctx, "enable_thinking")));
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ctx, "bos_token")->valuestring, "B"); /* kwargs go over, as in vLLM */
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ctx, "t")->valuestring, "1.0");     /* the literal survives */
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ctx, "eos_token")->valuestring, "</s>");
+    cJSON_Delete(ctx);
+    rlx_api_request_free(&r);
+}
+
+TEST(bad_options)
+{
+    static const struct { const char *body, *param; } bad[] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"continue_final_message\":true}", "continue_final_message"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":1}", "add_generation_prompt"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":\"x\"}", "chat_template_kwargs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":{\"messages\":1}}", "chat_template_kwargs"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rlx_api_request r;
+        rlx_api_error e;
+        ASSERT_MSG(parse(&r, bad[i].body, &e) != 0, "case %zu parsed", i);
+        ASSERT_EQ(e.status, 400);
+        ASSERT_STR_EQ(e.param, bad[i].param);
+        rlx_api_request_free(&r);
+    }
+}
+
+/* transformers: cut after the final message's text; its trailing spaces stay when the template
+ * kept them, go when it trimmed them */
+TEST(continue_final_message)
+{
+    static const struct { const char *content, *rendered, *want; int rc; } cases[] = {
+        {"The answer is", "<u>Hi</u><a>The answer is</a>\n", "<u>Hi</u><a>The answer is", 0},
+        {"The answer is ", "<a>The answer is </a>", "<a>The answer is ", 0},
+        {"The answer is ", "<a>The answer is</a>", "<a>The answer is", 0},
+        {"  The answer", "<a>The answer</a>", "<a>The answer", 0},
+        {"x", "<a>x</a><b>x</b>", "<a>x</a><b>x", 0},
+        {"gone", "<a>changed</a>", NULL, RLX_EINVAL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"%s\"}],"
+                 "\"add_generation_prompt\":false,\"continue_final_message\":true}", cases[i].content);
+        rlx_api_request r;
+        rlx_api_error e;
+        ASSERT_EQ(parse(&r, body, &e), 0);
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", cases[i].rendered);
+        int rc = rlx_api_continue_final(&r, buf, &e);
+        ASSERT_MSG(rc == cases[i].rc, "case %zu: rc %d", i, rc);
+        if (!rc) ASSERT_STR_EQ(buf, cases[i].want);
+        else ASSERT_STR_EQ(e.param, "continue_final_message");
+        rlx_api_request_free(&r);
+    }
+}
+
+/* what the template sees of a request: numbers with their types, NULs inside strings, also
+ * when content comes as parts */
+TEST(template_sees_request_values)
+{
+    rlx_api_request r;
+    rlx_api_error e;
+    /* (a NUL in a request is refused at the boundary - prompts travel as C strings - so parts
+     * with NULs are covered by render-template's context files instead) */
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\\u00e9\"},"
+                       "{\"type\":\"text\",\"text\":\"b\"}]}],\"tools\":[{\"minimum\":0.0,\"big\":12345678901234567890}]}";
+    ASSERT_EQ(parse(&r, body, &e), 0);
+    cJSON *ctx = rlx_api_chat_context(&r, "", "");
+    const char *src = "{{ messages[0].content|length }} {{ messages[0].content|tojson }} {{ tools|tojson }}";
+    rlx_chat_template *t = NULL;
+    rlx_error err = {0};
+    char *out = NULL;
+    ASSERT_EQ(rlx_chat_template_parse(&t, src, strlen(src), &err), 0);
+    int rc = rlx_chat_template_render(t, ctx, NULL, &out, &err);
+    rlx_chat_template_free(t);
+    cJSON_Delete(ctx);
+    rlx_api_request_free(&r);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_STR_EQ(out, "3 \"a\xc3\xa9" "b\" [{\"minimum\": 0.0, \"big\": 12345678901234567890}]");
+    free(out);
+}
+
+TEST_MAIN(TEST_ENTRY(defaults_and_context), TEST_ENTRY(bad_options), TEST_ENTRY(continue_final_message),
+          TEST_ENTRY(template_sees_request_values))

@@ -1,0 +1,163 @@
+/* test_tokenizer_pre.c - llama.cpp's tokenization where it departs from the tokenizer.json
+ * originals: its pre-tokenizer regexes (gpt-4o and tekken see letters case-blind outside ASCII,
+ * so combining marks split words; qwen35 keeps marks; kimi-k2's hand-written splitter), the
+ * pre-tokenizers added to it later, gemma4's SentencePiece-style BPE, and WordPiece's per-code-
+ * point normalisation. Expected ids are llama.cpp's (node-llama-cpp 3.22.1, vocabOnly) on the
+ * Qwen2 vocabulary of ../shared/vocab relabelled with each tokenizer.ggml.pre, and on bert-bge. */
+#include "tests/unit/test_tokenizer_vocab.h"
+
+#include <unistd.h>
+
+static const char *const pre_texts[] = {"ไม่ใช่ I'LL be 1234567 中文English混合カタカナ", "Hello  world\n\n  xé́ don't 12 345", "a-b 'S 'Re 9999 一二三abcあ"};
+static const struct { const char *pre; int32_t ids[3][32]; size_t n[3]; } pre_cases[] = {
+    {"gpt-4o", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"tekken", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"glm4", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"qwen35", {{130799, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {21, 17, 16}},
+    {"kimi-k2", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 220, 104811, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"seed-coder", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"superbpe", {{130799, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 256, 14615, 271, 256, 87, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {21, 17, 16}},
+    {"grok-2", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"bailingmoe", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"minimax-m2", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"afmoe", {{49756, 26283, 18625, 69867, 48120, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 220, 104811, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {26, 17, 16}},
+    {"tiny_aya", {{130799, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {21, 17, 16}},
+    {"youtu", {{130799, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 220, 104811, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {21, 17, 16}},
+    {"jais-2", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"minicpm5", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 17, 16}},
+    {"chameleon", {{86032, 18625, 124207, 18625, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 256, 14615, 198, 198, 256, 87, 963, 53839, 1513, 6, 83, 220, 16, 17, 220, 18, 19, 20}, {64, 12, 65, 220, 6, 50, 220, 6, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {24, 19, 19}},
+    {"exaone-moe", {{130799, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 72858, 16744, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 271, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {21, 17, 16}},
+    {"spark2_5", {{130799, 358, 6, 4086, 387, 220, 16, 17, 18, 19, 20, 21, 22, 220, 104811, 22574, 105063, 70393, 46207, 70393, 95352}, {9707, 220, 1879, 198, 198, 220, 856, 963, 53839, 1513, 944, 220, 16, 17, 220, 18, 19, 20}, {64, 1455, 364, 50, 364, 693, 220, 24, 24, 24, 24, 220, 112190, 44991, 13683, 29491}}, {21, 18, 16}},
+    {"gemma4", {{40, 6, 4086, 1371, 16, 17, 18, 19, 20, 21, 22, 22574}, {9707, 14615, 87, 165, 15007, 944, 16, 17, 18, 19, 20}, {64, 1455, 13272, 49427, 24, 24, 24, 24, 13683}}, {12, 11, 9}},
+};
+static const struct { const char *text; int32_t ids[8]; size_t n; } bert_cases[] = {
+    {"강", {1455}, 1},
+    {"कि", {1315}, 1},
+    {"a⃝", {1037}, 1},
+    {"a๮b", {100}, 1},
+    {"a\x0b""b c\xc2\x85""d", {1037, 1038, 1039, 1040}, 4},
+    {"한국어 텍스트", {1469, 29991, 29999, 1467, 29997, 30003}, 6},
+};
+
+/* The Qwen2 vocabulary with another tokenizer.ggml.pre (and tokenizer.ggml.model, if given),
+ * written to a temporary file and loaded. 0 ok, 77 vocabulary absent, 1 error. */
+static int open_relabelled(const char *pre, const char *model, tv_vocab *out)
+{
+    tv_vocab base;
+    int rc = tv_open(&base, "qwen2-reconstructed");
+    if (rc) return rc;
+    rlx_gguf_writer *w = rlx_gguf_writer_new();
+    rlx_error err = {0};
+    for (uint64_t i = 0; w && i < rlx_gguf_n_kv(base.g) && !rc; i++) rc = rlx_gguf_writer_copy_kv(w, rlx_gguf_kv_at(base.g, i));
+    if (!rc && w) rc = rlx_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre, strlen(pre));
+    if (!rc && w && model) rc = rlx_gguf_writer_set_str(w, "tokenizer.ggml.model", model, strlen(model));
+    char path[] = "/tmp/rlx-test-pre-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    if (!w || fd < 0 || rc || rlx_gguf_writer_write(w, path, &err)) {
+        fprintf(stderr, "  cannot write the relabelled vocabulary: %s\n", err.msg);
+        rc = 1;
+    }
+    rlx_gguf_writer_free(w);
+    tv_close(&base);
+    out->g = NULL;
+    out->t = NULL;
+    if (!rc && (rlx_gguf_open(&out->g, path, &err) || rlx_tokenizer_from_gguf(&out->t, out->g, &err))) {
+        fprintf(stderr, "  %s: %s\n", pre, err.msg);
+        rc = 1;
+    }
+    unlink(path);
+    return rc;
+}
+
+static int check_ids(const rlx_tokenizer *t, const char *what, const char *text, const int32_t *want, size_t n_want)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rlx_error err = {0};
+    int rc = rlx_tokenize(t, text, strlen(text), false, false, &ids, &n, &err);
+    int bad = rc || n != n_want || (n && memcmp(ids, want, n * sizeof *ids));
+    if (bad) {
+        fprintf(stderr, "  %s \"%.40s\": got", what, text);
+        for (size_t i = 0; i < n && i < 32; i++) fprintf(stderr, " %d", ids[i]);
+        fprintf(stderr, " (%s)\n", rc ? err.msg : "ids differ");
+    }
+    free(ids);
+    return bad;
+}
+
+TEST(pre_tokenizers)
+{
+    int bad = 0;
+    for (size_t i = 0; i < sizeof pre_cases / sizeof pre_cases[0]; i++) {
+        tv_vocab v;
+        int rc = open_relabelled(pre_cases[i].pre, NULL, &v);
+        if (rc == 77) SKIP("../shared/vocab/ggml-vocab-qwen2-reconstructed.gguf absent");
+        ASSERT_MSG(rc == 0, "pre-tokenizer %s does not load", pre_cases[i].pre);
+        for (size_t k = 0; k < 3; k++) bad += check_ids(v.t, pre_cases[i].pre, pre_texts[k], pre_cases[i].ids[k], pre_cases[i].n[k]);
+        tv_close(&v);
+    }
+    ASSERT_EQ(bad, 0);
+}
+
+/* afmoe's CJK class starts at U+8C48 in llama.cpp, so Yi syllables fall in it and split off the
+ * space before them; qwen2 keeps " ꏕ" together */
+TEST(afmoe_cjk_class)
+{
+    static const int32_t afmoe[] = {220, 166, 237, 243}, qwen2[] = {8620, 237, 243};
+    tv_vocab v;
+    int rc = open_relabelled("afmoe", NULL, &v);
+    if (rc == 77) SKIP("../shared/vocab/ggml-vocab-qwen2-reconstructed.gguf absent");
+    ASSERT_EQ(rc, 0);
+    ASSERT_EQ(check_ids(v.t, "afmoe", " \xea\x8f\x95", afmoe, 4), 0);
+    tv_close(&v);
+    ASSERT_EQ(open_relabelled("qwen2", NULL, &v), 0);
+    ASSERT_EQ(check_ids(v.t, "qwen2", " \xea\x8f\x95", qwen2, 3), 0);
+    tv_close(&v);
+}
+
+/* tokenizer.ggml.model "gemma4": the same BPE as pre "gemma4", with BOS forced on and decoding
+ * that turns U+2581 back into spaces */
+TEST(gemma4_model)
+{
+    tv_vocab v;
+    int rc = open_relabelled("qwen2", "gemma4", &v);
+    if (rc == 77) SKIP("../shared/vocab/ggml-vocab-qwen2-reconstructed.gguf absent");
+    ASSERT_EQ(rc, 0);
+    const size_t g = sizeof pre_cases / sizeof pre_cases[0] - 1;
+    ASSERT_STR_EQ(pre_cases[g].pre, "gemma4");
+    for (size_t k = 0; k < 3; k++) ASSERT_EQ(check_ids(v.t, "gemma4 model", pre_texts[k], pre_cases[g].ids[k], pre_cases[g].n[k]), 0);
+    ASSERT(rlx_tokenizer_add_bos(v.t) || rlx_tokenizer_bos(v.t) < 0);
+    /* pieces are raw UTF-8 here: "Ġworld" stays as it is (llama.cpp's token_to_piece) */
+    const int32_t ids[] = {9707, 1879, 220};
+    char *text = rlx_detokenize(v.t, ids, 3, false);
+    ASSERT_STR_EQ(text, "Hello\xc4\xa0world\xc4\xa0");
+    free(text);
+    tv_close(&v);
+}
+
+/* pre-tokenizers not supported (llama.cpp's "whitespace", which needs its own session) or
+ * unknown fail at load, naming the key */
+TEST(unknown_pre_rejected)
+{
+    tv_vocab v;
+    int rc = open_relabelled("whitespace", NULL, &v);
+    if (rc == 77) SKIP("../shared/vocab/ggml-vocab-qwen2-reconstructed.gguf absent");
+    ASSERT_EQ(rc, 1);
+    tv_close(&v);
+}
+
+TEST(wordpiece_normalisation)
+{
+    tv_vocab v;
+    int rc = tv_open(&v, "bert-bge");
+    if (rc == 77) SKIP("../shared/vocab/ggml-vocab-bert-bge.gguf absent");
+    ASSERT_EQ(rc, 0);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof bert_cases / sizeof bert_cases[0]; i++)
+        bad += check_ids(v.t, "bert-bge", bert_cases[i].text, bert_cases[i].ids, bert_cases[i].n);
+    tv_close(&v);
+    ASSERT_EQ(bad, 0);
+}
+
+TEST_MAIN(TEST_ENTRY(pre_tokenizers), TEST_ENTRY(afmoe_cjk_class), TEST_ENTRY(gemma4_model), TEST_ENTRY(unknown_pre_rejected), TEST_ENTRY(wordpiece_normalisation))
