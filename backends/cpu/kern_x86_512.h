@@ -141,12 +141,13 @@ KINLINE __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm5
  * eight-lane arithmetic of the 256-bit kernel for all four rows, in two independent chains. */
 #define Q8_0_ROWS 4
 KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
-                            float res[][Q8_0_ROWS], const int nt)
+                            const char *pf, float res[][Q8_0_ROWS], const int nt)
 {
     __m512 acc[4][2];
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
+        Q8_0_PREFETCH(pf, ib);
         __m512i wa[2];
         __mmask64 neg[2];
         __m512 dw[2];
@@ -191,14 +192,15 @@ KINLINE __m256i reduce8_pairs(const __m512i z[4])
 }
 
 /* Q4_0 (rows), two weight rows per register. */
-KINLINE void tile8_q4_0(const rlx_block_q4_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb, __m256 *res,
-                        const int nt)
+KINLINE void tile8_q4_0(const rlx_block_q4_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
+                        const char *pf, __m256 *res, const int nt)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256 acc[4];
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
+        PREFETCH_STEP(pf, ib, 8 * sizeof(rlx_block_q4_0));
         __m512i q[4]; /* levels 0..15 of rows k and k + 4; the -8 offset comes from nc below */
         #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {

@@ -62,6 +62,27 @@ KINLINE int32_t hsum_epi32(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
+/* A tile reads its weight rows side by side: several short (0.5-3 KiB) streams that the
+ * hardware prefetchers barely train on before they end, so the loads stall on memory (Q8_0
+ * decode ran at a third of the bandwidth F16 reaches). The rows of the tile PF_TILES ahead are
+ * contiguous in memory; each block step prefetches its share of them (`step` bytes: one block
+ * of each row), a touch per 64-byte line. A line a step leaves untouched at its end is the
+ * first of the next step's. Prefetches never fault, so running past the weights is harmless. */
+#define PF_TILES 2
+#define PREFETCH_STEP(pf, i, step)                                                              \
+    do {                                                                                        \
+        const char *pf_ = (pf) + (size_t)(i) * (step);                                          \
+        if (pf) _Pragma("GCC unroll 32") for (size_t o_ = 0; o_ < (step); o_ += 48) _mm_prefetch(pf_ + o_, _MM_HINT_T0); \
+    } while (0)
+#define Q8_0_PREFETCH(pf, ib)                                                                    \
+    do {                                                                                         \
+        if (!(pf)) break;                                                                        \
+        const char *pf_ = (pf) + (size_t)(ib) * (Q8_0_ROWS * sizeof(rlx_block_q8_0));           \
+        _mm_prefetch(pf_, _MM_HINT_T0);                                                          \
+        _mm_prefetch(pf_ + Q8_0_ROWS * sizeof(rlx_block_q8_0) / 3, _MM_HINT_T0);                 \
+        _mm_prefetch(pf_ + 2 * Q8_0_ROWS * sizeof(rlx_block_q8_0) / 3, _MM_HINT_T0);             \
+    } while (0)
+
 #if KAVX512
 #include "backends/cpu/kern_x86_512.h"
 #endif
@@ -71,12 +92,13 @@ KINLINE int32_t hsum_epi32(__m256i v)
 #if !KAVX512
 #define Q8_0_ROWS 2
 KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
-                            float res[][Q8_0_ROWS], const int nt)
+                            const char *pf, float res[][Q8_0_ROWS], const int nt)
 {
     __m256 acc[4][2];
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
+        Q8_0_PREFETCH(pf, ib);
         __m256i wq[2], wa[2];
         float dw[2];
         #pragma GCC unroll 2
@@ -104,14 +126,15 @@ KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0
 /* ---- Q4_0 (rows): eight weight rows x nt activation rows; res[t] lane r = output (r, t) ---- */
 
 #if !KAVX512
-KINLINE void tile8_q4_0(const rlx_block_q4_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb, __m256 *res,
-                        const int nt)
+KINLINE void tile8_q4_0(const rlx_block_q4_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
+                        const char *pf, __m256 *res, const int nt)
 {
     const __m128i m4 = _mm_set1_epi8(0xF);
     __m256 acc[4];
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
+        PREFETCH_STEP(pf, ib, 8 * sizeof(rlx_block_q4_0));
         __m256i q[8]; /* levels 0..15; the -8 offset comes from nc below */
         #pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
@@ -315,13 +338,14 @@ KINLINE void mins_pairs8(const __m256i m[8], __m256i out[4])
 /* Q4_K (rows): per super-block the whole integer sum and the mins sum of each of eight weight
  * rows, each into its own float chain; res[t] lane r = output (r, t). batched: one update of
  * each chain per pair of sub-blocks, as llama.cpp's gemm. */
-KINLINE void tile8_q4_k(const rlx_block_q4_k *const *w, const rlx_block_q8_k *const *a, int64_t nb, __m256 *res,
-                        const bool batched, const int nt)
+KINLINE void tile8_q4_k(const rlx_block_q4_k *const *w, const rlx_block_q8_k *const *a, int64_t nb,
+                        const char *pf, __m256 *res, const bool batched, const int nt)
 {
     __m256 acc[4], accm[4];
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = accm[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        PREFETCH_STEP(pf, i, 8 * sizeof(rlx_block_q4_k));
         __m256i lane[4][4][8], mins[4][8]; /* [t][pair][row], [t][row] */
         for (int r = 0; r < 8; r++) {
             __m256i l[4][4], m[4];
@@ -387,9 +411,10 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
                     #pragma GCC unroll 8
                     for (int r = 0; r < 8; r++) wr[r] = (const char *)w + (size_t)RLX_MIN(n + r, c1 - 1) * wrow;
                     __m256 res[4];
-                    if (type == RLX_Q4_0) BY_NT_Q(tile8_q4_0, (const rlx_block_q4_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, res)
-                    else if (batched) BY_NT_Q(tile8_q4_k, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, res, true)
-                    else BY_NT_Q(tile8_q4_k, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, res, false)
+                    const char *pf = t0 ? NULL : (const char *)w + (size_t)(n + PF_TILES * 8) * wrow; /* later passes hit L2 */
+                    if (type == RLX_Q4_0) BY_NT_Q(tile8_q4_0, (const rlx_block_q4_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, res)
+                    else if (batched) BY_NT_Q(tile8_q4_k, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, pf, res, true)
+                    else BY_NT_Q(tile8_q4_k, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, pf, res, false)
                     const int nr = (int)RLX_MIN((int64_t)8, c1 - n);
                     for (int t = 0; t < nt; t++) {
                         float v[8];
@@ -404,7 +429,8 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
                     const void *wr[Q8_0_ROWS];
                     for (int u = 0; u < Q8_0_ROWS; u++) wr[u] = (const char *)w + (size_t)RLX_MIN(n + u, c1 - 1) * wrow;
                     float rr[4][Q8_0_ROWS];
-                    BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, rr)
+                    const char *pf = t0 ? NULL : (const char *)w + (size_t)(n + PF_TILES * Q8_0_ROWS) * wrow;
+                    BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
                     const int nr = (int)RLX_MIN((int64_t)Q8_0_ROWS, c1 - n);
                     for (int t = 0; t < nt; t++) memcpy(out + (t0 + t) * ldo + n, rr[t], (size_t)nr * sizeof(float));
                 }
