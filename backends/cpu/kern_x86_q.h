@@ -91,6 +91,7 @@ KINLINE int32_t hsum_epi32(__m256i v)
 
 #if !KAVX512
 #define Q8_0_ROWS 2
+#define Q8_0_NT 4
 KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
                             const char *pf, float res[][Q8_0_ROWS], const int nt)
 {
@@ -387,6 +388,18 @@ KINLINE void tile8_q4_k(const rlx_block_q4_k *const *w, const rlx_block_q8_k *co
     case 3: call(__VA_ARGS__, 3); break;                          \
     default: call(__VA_ARGS__, 4); break;                         \
     }
+/* up to Q8_0_NT activation rows */
+#define BY_NT_Q8(call, ...)                                                 \
+    switch (nt) {                                                           \
+    case 1: call(__VA_ARGS__, 1); break;                                    \
+    case 2: call(__VA_ARGS__, 2); break;                                    \
+    case 3: call(__VA_ARGS__, 3); break;                                    \
+    case 4: call(__VA_ARGS__, 4); break;                                    \
+    case 5: call(__VA_ARGS__, Q8_0_NT > 4 ? 5 : 4); break;                  \
+    case 6: call(__VA_ARGS__, Q8_0_NT > 4 ? 6 : 4); break;                  \
+    case 7: call(__VA_ARGS__, Q8_0_NT > 4 ? 7 : 4); break;                  \
+    default: call(__VA_ARGS__, Q8_0_NT > 4 ? 8 : 4); break;                 \
+    }
 
 static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int64_t n1, const void *act,
                           size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
@@ -399,9 +412,10 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
     const int64_t chunk = RLX_MAX((int64_t)8, (int64_t)((256 << 10) / wrow) / 8 * 8);
     for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
         const int64_t c1 = RLX_MIN(n1, c0 + chunk);
-        for (int64_t t0 = 0; t0 < T; t0 += 4) {
-            const int nt = (int)RLX_MIN((int64_t)4, T - t0);
-            const void *ap[4] = {act, act, act, act};
+        const int64_t tstep = type == RLX_Q8_0 ? Q8_0_NT : 4;
+        for (int64_t t0 = 0; t0 < T; t0 += tstep) {
+            const int nt = (int)RLX_MIN(tstep, T - t0);
+            const void *ap[8] = {act, act, act, act, act, act, act, act};
             #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) ap[t] = (const char *)act + (size_t)(t0 + t) * act_row_bytes;
             if (rows8) {
@@ -428,9 +442,14 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
                 for (int64_t n = c0; n < c1; n += Q8_0_ROWS) {
                     const void *wr[Q8_0_ROWS];
                     for (int u = 0; u < Q8_0_ROWS; u++) wr[u] = (const char *)w + (size_t)RLX_MIN(n + u, c1 - 1) * wrow;
-                    float rr[4][Q8_0_ROWS];
+                    float rr[8][Q8_0_ROWS];
                     const char *pf = t0 ? NULL : (const char *)w + (size_t)(n + PF_TILES * Q8_0_ROWS) * wrow;
+#if KAVX512 && KVNNI
+                    if (nt > 1) BY_NT_Q8(tile_rows_q8_0_u8, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
+                    else tile_rows_q8_0((const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, 1);
+#else
                     BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
+#endif
                     const int nr = (int)RLX_MIN((int64_t)Q8_0_ROWS, c1 - n);
                     for (int t = 0; t < nt; t++) memcpy(out + (t0 + t) * ldo + n, rr[t], (size_t)nr * sizeof(float));
                 }
