@@ -272,6 +272,45 @@ TEST(temperature_distribution)
     rlx_sampler_free(s);
 }
 
+/* Temperature alone over a Qwen-size vocabulary takes the full-vocabulary path (vectorized
+ * weights, block sums): its draws must follow the softmax across block boundaries, never pick
+ * -inf or NaN logits, and repeat with the seed. */
+TEST(full_vocab_temperature_distribution)
+{
+    enum { NV = 151936 };
+    static const int32_t ids[] = {0, 255, 256, 40000, NV - 1}; /* block edges and the vocabulary's end */
+    const double prob[] = {0.3, 0.25, 0.2, 0.15, 0.1};
+    static float l[NV], buf[NV];
+    for (int32_t i = 0; i < NV; i++) l[i] = -60.0f; /* e^-60 x 151931: nothing drawn in 20000 */
+    for (int32_t i = 1000; i < 1100; i++) l[i] = -INFINITY;
+    l[2000] = NAN;
+    const float temps[] = {1.0f, 0.7f};
+    for (size_t k = 0; k < RLX_ARRAY_LEN(temps); k++) {
+        for (size_t j = 0; j < RLX_ARRAY_LEN(ids); j++) l[ids[j]] = (float)log(prob[j]) * temps[k];
+        rlx_sampling_params p = params(temps[k], 11 + k);
+        rlx_sampler *s = rlx_sampler_new(&p, NV);
+        int counts[6] = {0};
+        int32_t first[8];
+        for (int d = 0; d < N_DRAWS; d++) {
+            memcpy(buf, l, sizeof buf);
+            const int32_t t = rlx_sampler_sample(s, buf);
+            if (d < 8) first[d] = t;
+            size_t j = 0;
+            while (j < RLX_ARRAY_LEN(ids) && ids[j] != t) j++;
+            counts[j]++; /* j == 5: any other token */
+        }
+        double e[6] = {0.3, 0.25, 0.2, 0.15, 0.1, 0.0};
+        ASSERT_DIST(counts, e, 6);
+        rlx_sampler_free(s);
+        s = rlx_sampler_new(&p, NV); /* the same seed draws the same tokens */
+        for (int d = 0; d < 8; d++) {
+            memcpy(buf, l, sizeof buf);
+            ASSERT_EQ(rlx_sampler_sample(s, buf), first[d]);
+        }
+        rlx_sampler_free(s);
+    }
+}
+
 TEST(top_k_alone)
 {
     float l[] = {0.1f, 2.0f, 1.0f, 3.0f, -1.0f, 2.0f, 0.5f, -3.0f};
@@ -521,7 +560,7 @@ TEST(large_vocab_top_p_matches_full_sort)
 TEST_MAIN(TEST_ENTRY(defaults), TEST_ENTRY(validation_names_the_parameter),
           TEST_ENTRY(greedy_ties_to_lowest_id), TEST_ENTRY(logit_bias_ban_and_boost),
           TEST_ENTRY(penalties_exact_values), TEST_ENTRY(penalty_window),
-          TEST_ENTRY(temperature_distribution), TEST_ENTRY(top_k_alone), TEST_ENTRY(top_p_alone),
+          TEST_ENTRY(temperature_distribution), TEST_ENTRY(full_vocab_temperature_distribution), TEST_ENTRY(top_k_alone), TEST_ENTRY(top_p_alone),
           TEST_ENTRY(min_p_alone), TEST_ENTRY(chain_order_filters_before_temperature),
           TEST_ENTRY(seed_determinism), TEST_ENTRY(threads_draw_like_one_thread),
           TEST_ENTRY(everything_banned_falls_back),
