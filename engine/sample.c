@@ -423,16 +423,16 @@ int32_t rlx_argmax(const float *logits, int32_t n)
  * per draw. Deterministic: the same logits and RNG state give the same token. */
 #define DRAW_BLOCK 256
 
-/* e^x for x <= 0 (0 below -87, where float would go subnormal): Cody-Waite reduction to
- * r in [-ln2/2, ln2/2], a degree-6 Taylor polynomial, and the exponent put in by bits. */
+/* e^x for x <= 0, and 0 below -87 (where float would go subnormal) or for NaN: Cody-Waite
+ * reduction to r in [-ln2/2, ln2/2], a degree-6 Taylor polynomial, the exponent put in by bits. */
 static inline float exp_nonpos(float x)
 {
-    const float xc = x < -87.0f ? -87.0f : x;
+    const float xc = x > -87.0f ? x : -87.0f; /* NaN too: the float-to-int below must be in range */
     const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest */
     const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
     const float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f + r * 1.3888889e-3f)))));
-    union { int32_t i; float f; } sc = {.i = ((int32_t)n + 127) << 23};
-    return x < -87.0f ? 0.0f : p * sc.f;
+    union { uint32_t i; float f; } sc = {.i = (uint32_t)((int32_t)n + 127) << 23};
+    return x > -87.0f ? p * sc.f : 0.0f;
 }
 
 /* w[i] = e^((l[i] - mx) / T) for logits above -inf, 0 for -inf and NaN. One clone per vector
