@@ -140,6 +140,19 @@ KINLINE __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm5
 /* Q8_0, four weight rows, two per register (lanes 0-7 row 2p, 8-15 row 2p + 1): the
  * eight-lane arithmetic of the 256-bit kernel for all four rows, in two independent chains. */
 #define Q8_0_ROWS 4
+
+/* Each register of acc[t] holds two rows' eight lanes: ggml's hsum_float_8 of each half. */
+KINLINE void q8_0_pairs_out(const __m512 acc[][2], float res[][Q8_0_ROWS], const int nt)
+{
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            res[t][2 * p] = hsum_ps(_mm512_castps512_ps256(acc[t][p]));
+            res[t][2 * p + 1] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][p]), 1)));
+        }
+}
+
 KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
                             const char *pf, float res[][Q8_0_ROWS], const int nt)
 {
@@ -170,13 +183,7 @@ KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0
             }
         }
     }
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-        #pragma GCC unroll 2
-        for (int p = 0; p < 2; p++) {
-            res[t][2 * p] = hsum_ps(_mm512_castps512_ps256(acc[t][p]));
-            res[t][2 * p + 1] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][p]), 1)));
-        }
+    q8_0_pairs_out(acc, res, nt);
 }
 
 #if KVNNI
@@ -218,13 +225,7 @@ KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, const rlx_block_q
             }
         }
     }
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-        #pragma GCC unroll 2
-        for (int p = 0; p < 2; p++) {
-            res[t][2 * p] = hsum_ps(_mm512_castps512_ps256(acc[t][p]));
-            res[t][2 * p + 1] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][p]), 1)));
-        }
+    q8_0_pairs_out(acc, res, nt);
 }
 #else
 #define Q8_0_NT 4
