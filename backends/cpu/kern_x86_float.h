@@ -32,9 +32,6 @@ typedef struct { __m512 v; } lvec;
 #define DT_RM1 1     /* one weight row streams fastest; four chains hide the FMA latency */
 #define DT_RM 2      /* 2 x 3 x 4 accumulators */
 #define DT_RN 3
-/* one-row F32/F16 rows, T > 1: the four chains in four passes, 4 x 6 accumulators per pass */
-#define DP_RM 4
-#define DP_RN 6
 KINLINE lvec lv_zero(void) { return (lvec){_mm512_setzero_ps()}; }
 KINLINE lvec lv_add(lvec a, lvec b) { return (lvec){_mm512_add_ps(a.v, b.v)}; }
 KINLINE lvec lv_fma(lvec a, lvec b, lvec c) { return (lvec){_mm512_fmadd_ps(a.v, b.v, c.v)}; }
@@ -146,6 +143,31 @@ KINLINE float fw_scalar(int type, const void *w, int64_t k)
 
 /* ---- batched rows: tinyBLAS (K % 16 == 0, BF16 K % 32 == 0) ---- */
 
+/* F32/F16: acc[i][j] += w_i . a_j over 16 values at k = k0, k0 + kstep, ... < kend, one FMA per
+ * step in order (tinyBLAS's chain with kstep 16, one of ggml's four with kstep 64). pf, when not
+ * NULL, is rows laid out as w's whose same values are prefetched as the chain goes. */
+KINLINE void tile_fma_chain(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t k0,
+                            int64_t kend, int64_t kstep, const uint8_t *pf, lvec acc[][PT_RN], const int rm, const int rn)
+{
+    const size_t esz = type == RLX_F32 ? 4 : 2;
+    for (int64_t k = k0; k < kend; k += kstep) {
+        if (pf)
+            #pragma GCC unroll 8
+            for (int i = 0; i < rm; i++)
+                for (size_t o = 0; o < (size_t)kstep * esz; o += 64)
+                    _mm_prefetch((const char *)pf + (size_t)i * wrow + (size_t)k * esz + o, _MM_HINT_T0);
+        lvec wv[PT_RM];
+        #pragma GCC unroll 8
+        for (int i = 0; i < rm; i++) wv[i] = lv_loadw(type, w + (size_t)i * wrow, k);
+        #pragma GCC unroll 8
+        for (int j = 0; j < rn; j++) {
+            const lvec av = lv_loada(a + (size_t)j * astr + k);
+            #pragma GCC unroll 8
+            for (int i = 0; i < rm; i++) acc[i][j] = lv_fma(wv[i], av, acc[i][j]);
+        }
+    }
+}
+
 KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
                    float *out, int64_t ldo, const int rm, const int rn)
 {
@@ -161,17 +183,7 @@ KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a
                 #pragma GCC unroll 8
                 for (int i = 0; i < rm; i++) acc[i][j] = lv_dp(acc[i][j], w + (size_t)i * wrow, a + (size_t)j * astr, k);
     } else {
-        for (int64_t k = 0; k < K; k += 16) {
-            lvec wv[PT_RM];
-            #pragma GCC unroll 8
-            for (int i = 0; i < rm; i++) wv[i] = lv_loadw(type, w + (size_t)i * wrow, k);
-            #pragma GCC unroll 8
-            for (int j = 0; j < rn; j++) {
-                const lvec av = lv_loada(a + (size_t)j * astr + k);
-                #pragma GCC unroll 8
-                for (int i = 0; i < rm; i++) acc[i][j] = lv_fma(wv[i], av, acc[i][j]);
-            }
-        }
+        tile_fma_chain(type, w, wrow, a, astr, 0, K, 16, NULL, acc, rm, rn);
     }
     #pragma GCC unroll 8
     for (int j = 0; j < rn; j++)
@@ -258,33 +270,17 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
                           float *out, int64_t ldo, const int rm, const int rn)
 {
     const int64_t np = K & ~(int64_t)63;
-    lvec part[DP_RM][DP_RN][4];
+    lvec part[PT_RM][PT_RN][4];
     #pragma GCC unroll 1
     for (int s = 0; s < 4; s++) {
-        lvec acc[DP_RM][DP_RN];
+        lvec acc[PT_RM][PT_RN];
         #pragma GCC unroll 8
         for (int i = 0; i < rm; i++)
             #pragma GCC unroll 8
             for (int j = 0; j < rn; j++) acc[i][j] = lv_zero();
-        for (int64_t k = 16 * s; k < np; k += 64) {
-            if (s == 0) /* the next tile's rows (contiguous): the passes' scattered first touches defeat the prefetchers */
-                #pragma GCC unroll 8
-                for (int i = 0; i < rm; i++) {
-                    const uint8_t *nx = w + (size_t)(rm + i) * wrow + (size_t)k * (type == RLX_F32 ? 4 : 2);
-                    _mm_prefetch((const char *)nx, _MM_HINT_T0);
-                    _mm_prefetch((const char *)nx + 64, _MM_HINT_T0);
-                    if (type == RLX_F32) { _mm_prefetch((const char *)nx + 128, _MM_HINT_T0); _mm_prefetch((const char *)nx + 192, _MM_HINT_T0); }
-                }
-            lvec wv[DP_RM];
-            #pragma GCC unroll 8
-            for (int i = 0; i < rm; i++) wv[i] = lv_loadw(type, w + (size_t)i * wrow, k);
-            #pragma GCC unroll 8
-            for (int j = 0; j < rn; j++) {
-                const lvec av = lv_loada(a + (size_t)j * astr + k);
-                #pragma GCC unroll 8
-                for (int i = 0; i < rm; i++) acc[i][j] = lv_fma(wv[i], av, acc[i][j]);
-            }
-        }
+        /* pass 0 touches the next tile's rows (contiguous) ahead: the passes' scattered first
+         * touches defeat the hardware prefetchers */
+        tile_fma_chain(type, w, wrow, a, astr, 16 * s, np, 64, s == 0 ? w + (size_t)rm * wrow : NULL, acc, rm, rn);
         #pragma GCC unroll 8
         for (int i = 0; i < rm; i++)
             #pragma GCC unroll 8
@@ -312,11 +308,11 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
 #define PASSES(type, T) ((type) != RLX_BF16 && (T) >= 8)
 #define ONEROW_TILE(type, rm, ...)                                                                \
     {                                                                                             \
-        if (passes) TILE_BY_RN(dtile_passes, type, (rm) == 1 ? 1 : DP_RM, DP_RN, __VA_ARGS__) \
+        if (passes) TILE_BY_RN(dtile_passes, type, (rm) == 1 ? 1 : PT_RM, PT_RN, __VA_ARGS__) \
         else TILE_BY_RN(dtile, type, (rm) == 1 ? 1 : DT_RM, DT_RN, __VA_ARGS__)                    \
     }
-#define ONEROW_PASS_RM DP_RM
-#define ONEROW_PASS_RN DP_RN
+#define ONEROW_PASS_RM PT_RM /* the batched tile's shape, per pass */
+#define ONEROW_PASS_RN PT_RN
 #else
 #define PASSES(type, T) 0
 #define ONEROW_PASS_RM DT_RM

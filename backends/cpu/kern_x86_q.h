@@ -66,22 +66,16 @@ KINLINE int32_t hsum_epi32(__m256i v)
  * hardware prefetchers barely train on before they end, so the loads stall on memory (Q8_0
  * decode ran at a third of the bandwidth F16 reaches). The rows of the tile PF_TILES ahead are
  * contiguous in memory; each block step prefetches its share of them (`step` bytes: one block
- * of each row), a touch per 64-byte line. A line a step leaves untouched at its end is the
- * first of the next step's. Prefetches never fault, so running past the weights is harmless. */
+ * of each row) with a touch every 48 bytes, so no 64-byte line falls between two touches (one
+ * per 64 bytes ran slower: Q4_K 87 vs 93 tok/s). pf NULL: no prefetch (the tile is in cache).
+ * Prefetches never fault, so running past the weights is harmless. */
 #define PF_TILES 2
 #define PREFETCH_STEP(pf, i, step)                                                              \
     do {                                                                                        \
         const char *pf_ = (pf) + (size_t)(i) * (step);                                          \
         if (pf) _Pragma("GCC unroll 32") for (size_t o_ = 0; o_ < (step); o_ += 48) _mm_prefetch(pf_ + o_, _MM_HINT_T0); \
     } while (0)
-#define Q8_0_PREFETCH(pf, ib)                                                                    \
-    do {                                                                                         \
-        if (!(pf)) break;                                                                        \
-        const char *pf_ = (pf) + (size_t)(ib) * (Q8_0_ROWS * sizeof(rlx_block_q8_0));           \
-        _mm_prefetch(pf_, _MM_HINT_T0);                                                          \
-        _mm_prefetch(pf_ + Q8_0_ROWS * sizeof(rlx_block_q8_0) / 3, _MM_HINT_T0);                 \
-        _mm_prefetch(pf_ + 2 * Q8_0_ROWS * sizeof(rlx_block_q8_0) / 3, _MM_HINT_T0);             \
-    } while (0)
+#define Q8_0_PREFETCH(pf, ib) PREFETCH_STEP(pf, ib, Q8_0_ROWS * sizeof(rlx_block_q8_0))
 
 #if KAVX512
 #include "backends/cpu/kern_x86_512.h"
