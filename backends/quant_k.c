@@ -314,39 +314,16 @@ void rlx__quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb, bool batched
 }
 
 /* Q4_K as llama.cpp's repacked x86 kernels (q4_K_8x8 gemv/gemm, used for every tensor whose row
- * count is a multiple of 8): per super-block one integer sum of scaled products and one of mins
- * times block sums, each folded into its own float chain by a fused multiply-add; the chains
- * are subtracted at the end. */
-float rlx__dot_q4_k(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb)
+ * count is a multiple of 8): integer sums of scaled products and of mins times block sums over
+ * `fold` sub-blocks at a time, each folded into its own float chain by a fused multiply-add;
+ * the chains are subtracted at the end. */
+static float dot_q4_k_folded(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb, int fold)
 {
     float acc = 0, accm = 0;
     for (int64_t i = 0; i < nb; i++) {
-        int32_t isum = 0, msum = 0;
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            rlx__scale_min_k4(j, x[i].scales, &sc, &m);
-            const uint8_t *q4 = x[i].qs + 32 * (j / 2);
-            const int8_t *q8 = y[i].qs + 32 * j;
-            int32_t s = 0;
-            for (int l = 0; l < 32; l++) s += ((j & 1) ? q4[l] >> 4 : q4[l] & 0xF) * q8[l];
-            isum += sc * s;
-            msum += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-        }
-        acc = fmaf((float)isum, rlx_f16_to_f32(x[i].d) * y[i].d, acc);
-        accm = fmaf((float)msum, rlx_f16_to_f32(x[i].dmin) * y[i].d, accm);
-    }
-    return acc - accm;
-}
-
-/* Q4_K as the batched kernel (q4_K_8x8 gemm) computes its rows: the same, but each pair of
- * sub-blocks (64 values) is folded into the chains on its own. */
-float rlx__dot_q4_k_batched(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb)
-{
-    float acc = 0, accm = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        for (int pr = 0; pr < 4; pr++) {
+        for (int j0 = 0; j0 < 8; j0 += fold) {
             int32_t isum = 0, msum = 0;
-            for (int j = 2 * pr; j < 2 * pr + 2; j++) {
+            for (int j = j0; j < j0 + fold; j++) {
                 uint8_t sc, m;
                 rlx__scale_min_k4(j, x[i].scales, &sc, &m);
                 const uint8_t *q4 = x[i].qs + 32 * (j / 2);
@@ -361,6 +338,15 @@ float rlx__dot_q4_k_batched(const rlx_block_q4_k *x, const rlx_block_q8_k *y, in
         }
     }
     return acc - accm;
+}
+
+/* The gemv (one row): one fold per super-block. */
+float rlx__dot_q4_k(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb) { return dot_q4_k_folded(x, y, nb, 8); }
+
+/* The gemm (batched rows): each pair of sub-blocks (64 values) is folded on its own. */
+float rlx__dot_q4_k_batched(const rlx_block_q4_k *x, const rlx_block_q8_k *y, int64_t nb)
+{
+    return dot_q4_k_folded(x, y, nb, 2);
 }
 
 /* The 5-bit value l (0..255) of a Q5_K block. */
