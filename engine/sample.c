@@ -5,7 +5,8 @@
  * is never picked even greedily. Filters work on a candidate list (id, logit) that is only ever
  * partially ordered: top-k selects with a bounded heap, top-p histograms the probability mass
  * and sorts only the bin where the nucleus ends, min-p is a linear filter. A 151,936-entry
- * vocabulary is therefore never fully sorted per token.
+ * vocabulary is therefore never fully sorted per token. Temperature alone (no filter) skips the
+ * list: sample_full_vocab draws straight from vectorized weights.
  *
  * RNG: xoshiro256** seeded through splitmix64, one state per sampler, so a seeded sequence
  * draws the same numbers whatever else the worker is running. */
@@ -24,6 +25,9 @@ typedef struct cand { int32_t id; float logit; } cand;
 #define TOP_P_BINS 4096
 #define TOP_P_RANGE 64.0f
 
+/* Full-vocabulary draws sum the weights per block of this many tokens. */
+#define DRAW_BLOCK 256
+
 /* Per-thread scratch of vocabulary size, shared by every sampler the thread runs: a worker
  * sampling 256 sequences keeps one set of buffers (~2.7 MB at 151,936 tokens), not 256. */
 typedef struct scratch {
@@ -32,6 +36,8 @@ typedef struct scratch {
     double *probs;
     uint16_t *bin_of;         /* each candidate's top-p bin */
     double bins[TOP_P_BINS];
+    float *weights;           /* full-vocabulary path: each token's weight */
+    double *block_sums;       /* full-vocabulary path: per DRAW_BLOCK tokens */
 } scratch;
 
 static pthread_key_t scratch_key;
@@ -44,6 +50,8 @@ static void scratch_free(void *p)
     free(sc->cands);
     free(sc->probs);
     free(sc->bin_of);
+    free(sc->weights);
+    free(sc->block_sums);
     free(sc);
 }
 
@@ -64,7 +72,11 @@ static scratch *get_scratch(size_t n)
         if (pr) sc->probs = pr;
         uint16_t *b = realloc(sc->bin_of, n * sizeof *b);
         if (b) sc->bin_of = b;
-        if (!c || !pr || !b) return NULL;
+        float *wt = realloc(sc->weights, n * sizeof *wt);
+        if (wt) sc->weights = wt;
+        double *bs = realloc(sc->block_sums, (n / DRAW_BLOCK + 1) * sizeof *bs);
+        if (bs) sc->block_sums = bs;
+        if (!c || !pr || !b || !wt || !bs) return NULL;
         sc->cap = n;
     }
     return sc;
@@ -421,7 +433,6 @@ int32_t rlx_argmax(const float *logits, int32_t n)
  * and takes the weights with a branch-free exp the compiler vectorizes (relative error ~2e-7,
  * immaterial to a draw), summed per block so the draw finds its block first: 0.97 -> 0.13 ms
  * per draw. Deterministic: the same logits and RNG state give the same token. */
-#define DRAW_BLOCK 256
 
 /* e^x for x <= 0, and 0 below -87 (where float would go subnormal) or for NaN: Cody-Waite
  * reduction to r in [-ln2/2, ln2/2], a degree-6 Taylor polynomial, the exponent put in by bits. */
@@ -456,10 +467,10 @@ static int32_t sample_full_vocab(rlx_sampler *s, const float *logits, scratch *s
     float mx = -INFINITY;
     for (int32_t i = 0; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
     if (mx == -INFINITY || mx == INFINITY) return rlx_argmax(logits, nv);
-    float *w = (float *)sc->probs; /* n doubles hold n floats */
+    float *w = sc->weights;
     full_vocab_weights(logits, nv, mx, (float)(1.0 / (double)s->p.temperature), w);
     /* block sums (eight float lanes each, then in double), and z */
-    double *bsum = (double *)sc->cands; /* n cands (8 bytes each) hold n / DRAW_BLOCK doubles */
+    double *bsum = sc->block_sums;
     const int32_t nblk = (nv + DRAW_BLOCK - 1) / DRAW_BLOCK;
     double z = 0.0;
     for (int32_t b = 0; b < nblk; b++) {
