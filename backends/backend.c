@@ -46,6 +46,29 @@ int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_err
     return rlx_errorf(err, RLX_EUNSUPPORTED, "unknown backend '%s' (available: %s)", name, AVAILABLE);
 }
 
+/* c rows of one sequence, the i-th of them: llama.cpp's kind for it (see rlx_batch.decode) */
+static uint8_t derived_kind(int32_t i, int32_t c)
+{
+    return c == 1 ? RLX_TOKEN_DECODE : i < c - c % 4 ? RLX_TOKEN_PROMPT : RLX_TOKEN_PROMPT_TAIL;
+}
+
+void rlx_batch_kinds(const rlx_batch *b, int32_t *counts, uint8_t *tok, uint8_t *out)
+{
+    const size_t ns = (size_t)b->n_seqs;
+    int32_t *ntok = counts, *nout = counts + ns, *ti = counts + 2 * ns, *oi = counts + 3 * ns;
+    memset(counts, 0, 4 * ns * sizeof *counts);
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        ntok[b->seq[i]]++;
+        nout[b->seq[i]] += b->output[i] != 0;
+    }
+    for (int32_t i = 0, o = 0; i < b->n_tokens; i++) {
+        const int32_t q = b->seq[i];
+        tok[i] = b->decode ? b->decode[i] : derived_kind(ti[q], ntok[q]);
+        ti[q]++;
+        if (b->output[i]) out[o++] = derived_kind(oi[q]++, nout[q]);
+    }
+}
+
 int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_geometry *kv, int64_t n_vocab,
                        rlx_error *err)
 {

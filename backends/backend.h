@@ -110,6 +110,11 @@ typedef struct rlx_backend_config {
 int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_geometry *kv, int64_t n_vocab,
                        rlx_error *err);
 
+/* The RLX_TOKEN_* kind of every token (tok[n_tokens]: b->decode, or derived when NULL) and of
+ * every output row (out[n_outputs]: always derived from the sequence's output rows), as
+ * rlx_batch.decode describes. counts: caller scratch of 4 * n_seqs int32. */
+void rlx_batch_kinds(const rlx_batch *b, int32_t *counts, uint8_t *tok, uint8_t *out);
+
 /* Creates the named backend; RLX_EUNSUPPORTED when it is not compiled in or no device exists. */
 int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_error *err);
 static inline void rlx_backend_destroy(rlx_backend *be) { if (be) be->ops->destroy(be); }

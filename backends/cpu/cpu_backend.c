@@ -237,12 +237,6 @@ static void run_all_steps(void *ctx, int ith, int nth)
     }
 }
 
-/* c rows of one sequence, the i-th of them: llama.cpp's kind for it (see rlx_batch.decode) */
-static uint8_t derived_kind(int32_t i, int32_t c)
-{
-    return c == 1 ? RLX_TOKEN_DECODE : i < c - c % 4 ? RLX_TOKEN_PROMPT : RLX_TOKEN_PROMPT_TAIL;
-}
-
 /* Arithmetic of every token and output row (see rlx_batch.decode), and the batch's tokens
  * grouped by sequence for attention. The per-sequence counts live on the backend and only grow
  * when a batch names more sequences than before. */
@@ -255,25 +249,21 @@ static int set_roles(cpu_backend *be, const rlx_batch *b)
         be->seq_count = n;
         be->seq_cap = b->n_seqs;
     }
-    int32_t *tok = be->seq_count, *outs = tok + ns, *ti = outs + ns, *oi = ti + ns, *off = oi + ns;
-    memset(be->seq_count, 0, (5 * ns + 1) * sizeof *tok);
+    /* kinds first (into the per-token flags as scratch), then the flags they imply */
+    rlx_batch_kinds(b, be->seq_count, be->decode_tok, be->decode_out);
     for (int32_t i = 0; i < b->n_tokens; i++) {
-        tok[b->seq[i]]++;
-        outs[b->seq[i]] += b->output[i] != 0;
+        be->onerow4_tok[i] = be->decode_tok[i] != RLX_TOKEN_PROMPT;
+        be->decode_tok[i] = be->decode_tok[i] == RLX_TOKEN_DECODE;
     }
+    for (int32_t o = 0; o < b->n_outputs; o++) {
+        be->onerow4_out[o] = be->decode_out[o] != RLX_TOKEN_PROMPT;
+        be->decode_out[o] = be->decode_out[o] == RLX_TOKEN_DECODE;
+    }
+    int32_t *tok = be->seq_count, *off = tok + 4 * ns;
+    memset(tok, 0, (ns + 1) * sizeof *tok);
+    memset(off, 0, (ns + 1) * sizeof *off);
+    for (int32_t i = 0; i < b->n_tokens; i++) tok[b->seq[i]]++;
     for (int32_t q = 0; q < b->n_seqs; q++) off[q + 1] = off[q] + tok[q];
-    for (int32_t i = 0, o = 0; i < b->n_tokens; i++) {
-        const int32_t q = b->seq[i];
-        const uint8_t k = b->decode ? b->decode[i] : derived_kind(ti[q], tok[q]);
-        ti[q]++;
-        be->decode_tok[i] = k == RLX_TOKEN_DECODE;
-        be->onerow4_tok[i] = k != RLX_TOKEN_PROMPT;
-        if (b->output[i]) {
-            const uint8_t ko = derived_kind(oi[q]++, outs[q]);
-            be->decode_out[o] = ko == RLX_TOKEN_DECODE;
-            be->onerow4_out[o++] = ko != RLX_TOKEN_PROMPT;
-        }
-    }
     /* off[] now becomes a fill cursor, then is restored */
     for (int32_t i = 0; i < b->n_tokens; i++) be->seq_tok[off[b->seq[i]]++] = i;
     for (int32_t q = b->n_seqs; q > 0; q--) off[q] = off[q - 1];

@@ -134,6 +134,8 @@ static int vk_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     if ((rc = rlx__vk_buffer(&be->d, &be->scratch, scratch, false, err))) goto fail;
     /* the batch buffer's layout, fixed for every batch this plan runs (vk_internal.h) */
     size_t T = (size_t)plan->max_tokens, at = 3 * T + (size_t)plan->max_outputs;
+    be->kind_off = (uint32_t)at;
+    at += T + (size_t)plan->max_outputs;
     for (int r = 0; r < be->n_ropes; r++) {
         be->ropes[r].off = (uint32_t)at;
         at += T * (size_t)be->ropes[r].n_rot;
@@ -215,6 +217,17 @@ static int write_batch(vk_backend *be, const rlx_batch *b, rlx_error *err)
     memcpy(w + L[VK_BW_SEQ], b->seq, T * 4);
     size_t o = 0, at = be->batch_fixed + S;
     for (size_t i = 0; i < T; i++) if (b->output[i]) w[L[VK_BW_OIDX] + o++] = (int32_t)i;
+    size_t need = 4 * S + (T + (size_t)b->n_outputs + 3) / 4;
+    if (need > be->kind_scratch_words) {
+        int32_t *k = realloc(be->kind_scratch, need * 4);
+        if (!k) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        be->kind_scratch = k;
+        be->kind_scratch_words = need;
+    }
+    uint8_t *kt = (uint8_t *)(be->kind_scratch + 4 * S), *ko = kt + T;
+    rlx_batch_kinds(b, be->kind_scratch, kt, ko);
+    for (size_t i = 0; i < T; i++) w[be->kind_off + i] = kt[i];
+    for (size_t i = 0; i < (size_t)b->n_outputs; i++) w[be->kind_off + (size_t)be->plan->max_tokens + i] = ko[i];
     for (size_t s = 0; s < S; s++) {
         w[L[VK_BW_SBASE] + s] = (int32_t)at;
         memcpy(w + at, b->seqs[s].blocks, (size_t)b->seqs[s].n_blocks * 4);
@@ -270,6 +283,7 @@ static void vk_destroy(rlx_backend *be_)
     vk_backend *be = (vk_backend *)be_;
     if (be->d.dev) vkDeviceWaitIdle(be->d.dev);
     free_plan_state(be);
+    free(be->kind_scratch);
     rlx__vk_kv_free(be);
     rlx__vk_buffer_free(&be->d, &be->dummy);
     for (int i = 0; i < PL_COUNT; i++)

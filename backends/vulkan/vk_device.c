@@ -61,12 +61,16 @@ static int compute_family(VkPhysicalDevice pd, uint32_t *fam)
     return 0;
 }
 
+/* Vulkan 1.2, a compute queue, and 64-bit floats: the shaders reproduce the CPU backend's
+ * double-precision sums (norms, softmax, F16/BF16 dot tails) to give its bits. */
 static bool usable(VkPhysicalDevice pd)
 {
     VkPhysicalDeviceProperties p;
+    VkPhysicalDeviceFeatures f;
     vkGetPhysicalDeviceProperties(pd, &p);
+    vkGetPhysicalDeviceFeatures(pd, &f);
     uint32_t fam;
-    return p.apiVersion >= VK_API_VERSION_1_2 && compute_family(pd, &fam) == 0;
+    return p.apiVersion >= VK_API_VERSION_1_2 && f.shaderFloat64 && compute_family(pd, &fam) == 0;
 }
 
 static const char *type_name(VkPhysicalDeviceType t)
@@ -155,7 +159,7 @@ int rlx__vk_open(vk_dev *d, int index, rlx_error *err)
     vkGetPhysicalDeviceProperties(d->pd, &d->props);
     vkGetPhysicalDeviceMemoryProperties(d->pd, &d->mem);
     if (!usable(d->pd))
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan device %d (%s) lacks Vulkan 1.2 or a compute queue", index, d->props.deviceName);
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan device %d (%s) lacks Vulkan 1.2, a compute queue or shaderFloat64", index, d->props.deviceName);
     compute_family(d->pd, &d->qfam);
     VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
@@ -178,11 +182,15 @@ int rlx__vk_open(vk_dev *d, int index, rlx_error *err)
     if (hb && strtoull(hb, NULL, 10) > 0 && strtoull(hb, NULL, 10) < d->heap_bytes) d->heap_bytes = strtoull(hb, NULL, 10);
     if (bar) d->bar_limit = strtoull(bar, NULL, 10);
     d->force_staging = fs && !strcmp(fs, "1");
+    const char *sf = getenv("RLX_VK_SOFT_FMA");
+    d->soft_fma = sf && (!strcmp(sf, "0") || !strcmp(sf, "1")) ? sf[0] == '1' : d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = d->qfam,
                                    .queueCount = 1, .pQueuePriorities = &prio};
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+    VkPhysicalDeviceFeatures feat = {.shaderFloat64 = VK_TRUE};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
+                              .pEnabledFeatures = &feat};
     if ((rc = rlx__vk_check(vkCreateDevice(d->pd, &dci, NULL, &d->dev), "vkCreateDevice", err))) return rc;
     vkGetDeviceQueue(d->dev, d->qfam, 0, &d->queue);
     VkCommandPoolCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -386,13 +394,19 @@ int rlx__vk_pipeline(vk_dev *d, const char *name, const uint32_t *spec, uint32_t
     VkShaderModule mod;
     int rc = rlx__vk_check(vkCreateShaderModule(d->dev, &mci, NULL, &mod), "vkCreateShaderModule", err);
     if (rc) return rc;
-    VkSpecializationMapEntry me[4];
-    for (uint32_t i = 0; i < n_spec && i < 4; i++) me[i] = (VkSpecializationMapEntry){i, i * 4, 4};
-    VkSpecializationInfo si = {n_spec < 4 ? n_spec : 4, me, (n_spec < 4 ? n_spec : 4) * 4, spec};
+    VkSpecializationMapEntry me[5];
+    uint32_t data[5], n = n_spec < 4 ? n_spec : 4;
+    for (uint32_t i = 0; i < n; i++) {
+        me[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+        data[i] = spec[i];
+    }
+    me[n] = (VkSpecializationMapEntry){7, n * 4, 4};
+    data[n] = d->soft_fma;
+    VkSpecializationInfo si = {n + 1, me, (n + 1) * 4, data};
     VkComputePipelineCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                  .module = mod, .pName = "main", .pSpecializationInfo = n_spec ? &si : NULL},
+                  .module = mod, .pName = "main", .pSpecializationInfo = &si},
         .layout = d->layout};
     rc = rlx__vk_check(vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &pci, NULL, out), "vkCreateComputePipelines", err);
     vkDestroyShaderModule(d->dev, mod, NULL);

@@ -52,6 +52,10 @@ typedef struct vk_dev {
      * bar_limit (RLX_VK_BAR_BYTES, a test hook) simulates such a window: 0 = none. */
     VkDeviceSize bar_bytes, bar_limit;
     bool force_staging;      /* RLX_VK_FORCE_STAGING=1: device buffers never mapped */
+    /* Shaders' fma() computed through doubles (specialization constant 7): Vulkan lets a driver
+     * evaluate fma() unfused, and lavapipe does in some shaders; GPUs fuse it in hardware.
+     * On for CPU devices; RLX_VK_SOFT_FMA=0/1 overrides. */
+    uint32_t soft_fma;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
 } vk_dev;
@@ -74,7 +78,7 @@ int rlx__vk_submit_cmd(vk_dev *d, VkCommandBuffer cmd, rlx_error *err);
 /* A global barrier: every earlier write (shaders, transfers, host) before every later access. */
 void rlx__vk_barrier_all(VkCommandBuffer cmd);
 /* Compute pipeline of the embedded shader `name`, its specialization constants 0.. set to
- * spec[0..n_spec) (at most 4). */
+ * spec[0..n_spec) (at most 4), and constant 7 to d->soft_fma. */
 int rlx__vk_pipeline(vk_dev *d, const char *name, const uint32_t *spec, uint32_t n_spec, VkPipeline *out, rlx_error *err);
 int rlx__vk_check(VkResult r, const char *what, rlx_error *err);
 
@@ -93,7 +97,8 @@ enum { PL_KV_STORE, PL_KV_ATTN, PL_KV_COUNT };
 typedef struct vk_rope_tab { int n_rot; float base, scale; int ff; uint32_t off; } vk_rope_tab;
 
 /* Batch-buffer layout (words), fixed per plan so recorded commands stay valid for any batch:
- * tokens[max_tokens] pos[max_tokens] seq[max_tokens] out_index[max_outputs], the rope tables
+ * tokens[max_tokens] pos[max_tokens] seq[max_tokens] out_index[max_outputs], the RLX_TOKEN_*
+ * kinds of tokens[max_tokens] and of output rows[max_outputs] (at kind_off), the rope tables
  * ([max_tokens][n_rot] each), then table_start[n_seqs] and the block tables of the run. */
 enum { VK_BW_TOKENS, VK_BW_OUTPUTS, VK_BW_TOK, VK_BW_POS, VK_BW_SEQ, VK_BW_OIDX, VK_BW_SBASE, VK_BW_N };
 
@@ -134,6 +139,9 @@ typedef struct vk_backend {
     vk_buffer batch;                 /* host-visible batch words (layout above) */
     size_t batch_fixed;              /* words before table_start */
     uint32_t batch_words[VK_BW_N];   /* P[40..46] of every dispatch (tokens/outputs per shape) */
+    uint32_t kind_off;               /* token kinds; output-row kinds follow at + max_tokens */
+    int32_t *kind_scratch;           /* rlx_batch_kinds' counts, then the kinds as bytes */
+    size_t kind_scratch_words;
     vk_rope_tab *ropes;
     int n_ropes;
     int64_t min_vocab;               /* smallest get_rows table: token ids must stay below */

@@ -143,9 +143,10 @@ static void disp_init(vk_disp *ds, int pl)
 
 /* Puts chain entries e[0..n) into ds's parameter block, as many as the operand bindings
  * allow; returns how many were taken. */
-static int set_chain(vk_backend *be, vk_disp *ds, const rlx_ew *e, int n)
+static int set_chain(vk_backend *be, vk_disp *ds, int t, const rlx_ew *e, int n)
 {
     int used[MAX_OPERANDS], n_used = 0, k;
+    ds->P[CH + 33] = (uint32_t)be->plan->graph->tensors[t].cols; /* SiLU's vector/libm split */
     for (k = 0; k < n && k < 8; k++) {
         uint32_t slot = 0;
         if (e[k].op == RLX_EW_ADD || e[k].op == RLX_EW_MUL) {
@@ -181,7 +182,7 @@ static int chain_passes(vk_backend *be, int t, const rlx_ew *e, int n, rlx_error
         ds.P[1] = (uint32_t)x->cols;
         ds.P[2] = bind_tensor(be, &ds, VK_B_IN0, t);
         ds.P[3] = bind_tensor(be, &ds, VK_B_OUT, t);
-        int k = set_chain(be, &ds, e, n);
+        int k = set_chain(be, &ds, t, e, n);
         grid_flat(&ds, (uint64_t)rows * (uint64_t)x->cols);
         int rc = emit(be, &ds, err);
         if (rc) return rc;
@@ -214,7 +215,7 @@ static int rec_elementwise(vk_backend *be, const rlx_step *s, rlx_error *err)
     ds.P[1] = (uint32_t)x->cols;
     ds.P[2] = bind_tensor(be, &ds, VK_B_IN0, s->node.in[0]);
     ds.P[3] = bind_tensor(be, &ds, VK_B_OUT, s->out);
-    int k = set_chain(be, &ds, all, n);
+    int k = set_chain(be, &ds, s->out, all, n);
     grid_flat(&ds, (uint64_t)rows * (uint64_t)x->cols);
     int rc = emit(be, &ds, err);
     return rc ? rc : chain_passes(be, s->out, all + k, n - k, err);
@@ -233,7 +234,7 @@ static int rec_norm(vk_backend *be, const rlx_step *s, rlx_error *err)
     ds.P[4] = head ? (uint32_t)s->node.ip[0] : (uint32_t)x->cols;
     ds.P[5] = head;
     if (head) ds.P[6] = bind_tensor(be, &ds, VK_B_IN1, s->node.in[1]);
-    int k = set_chain(be, &ds, s->chain, s->n_chain);
+    int k = set_chain(be, &ds, s->out, s->chain, s->n_chain);
     ds.g[0] = (uint32_t)rlx__vk_rows(be, s->out);
     ds.g[1] = (uint32_t)(x->cols / ds.P[4]);
     ds.g[2] = 1;
@@ -270,7 +271,7 @@ static int rec_get_rows(vk_backend *be, const rlx_step *s, rlx_error *err)
         ds.P[6] = bind_tensor(be, &ds, VK_B_OUT, s->out);
         memcpy(&ds.P[7], &s->node.fp[0], 4);
         ds.P[8] = (uint32_t)nch;
-        k = set_chain(be, &ds, s->chain, s->n_chain);
+        k = set_chain(be, &ds, s->out, s->chain, s->n_chain);
         grid_flat(&ds, (uint64_t)rlx__vk_rows(be, s->out) * (uint64_t)nch);
         int rc = emit(be, &ds, err);
         if (rc) return rc;
@@ -302,6 +303,10 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
     /* scratch: quantized activations (T x K), then one scale per block (T x K/32 at most) */
     VkDeviceSize qbytes = (VkDeviceSize)T * (VkDeviceSize)K * 4;
     uint32_t nbx = (uint32_t)(K / (mode == 4 ? 256 : 32));
+    /* which rows take llama.cpp's batched arithmetic (as the CPU backend's row_roles) */
+    const int rows = be->plan->graph->tensors[xt].rows, rule = rlx_batched_rows(w->wtype, N, K);
+    uint32_t kinds = !rule ? ~0u : rows == RLX_ROWS_TOKENS ? be->kind_off
+                   : rows == RLX_ROWS_OUTPUTS ? be->kind_off + (uint32_t)be->plan->max_tokens : ~0u;
     if (mode) {
         disp_init(&ds, PL_ACTQ);
         ds.P[0] = mode;
@@ -310,6 +315,8 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
         ds.P[3] = bind_tensor(be, &ds, VK_B_IN0, xt);
         ds.P[4] = bind_range(be, &ds, VK_B_OUT, &be->scratch, 0, qbytes + (VkDeviceSize)T * nbx * 4) / 4;
         ds.P[5] = ds.P[4] + (uint32_t)(qbytes / 4);
+        ds.P[6] = kinds;
+        ds.P[7] = (uint32_t)rule;
         int64_t bs = mode == 4 ? 256 : 32;
         grid_flat(&ds, (uint64_t)T * (uint64_t)((K + bs - 1) / bs));
         if ((rc = emit(be, &ds, err))) return rc;
@@ -333,7 +340,9 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
         ds.P[8] = bind_tensor(be, &ds, VK_B_OUT, s->out);
         ds.P[9] = (uint32_t)N;
         ds.P[10] = xoff + (uint32_t)(qbytes / 4);
-        k = set_chain(be, &ds, s->chain, s->n_chain);
+        ds.P[11] = kinds;
+        ds.P[12] = (uint32_t)rule;
+        k = set_chain(be, &ds, s->out, s->chain, s->n_chain);
         ds.g[0] = (uint32_t)((n1 - n0 + 63) / 64);
         ds.g[1] = (uint32_t)((T + MM_TILE - 1) / MM_TILE);
         ds.g[2] = 1;
@@ -420,6 +429,7 @@ static int rec_attention(vk_backend *be, const rlx_step *s, rlx_error *err)
     memcpy(&ds.P[6], &n->fp[1], 4);
     ds.P[8] = bind_tensor(be, &ds, VK_B_IN0, n->in[0]);
     ds.P[9] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+    ds.P[10] = be->kind_off;
     bind_kv(be, &ds, layer);
     ds.g[0] = (uint32_t)n->ip[1];
     ds.g[1] = T;

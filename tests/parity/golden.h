@@ -20,8 +20,8 @@
  * tol is absolute: the README's relative tolerance times max(1, max |logit|) of the model's
  * reference file (the README calibrates it so: "stories260K, whose logits reach 17.8").
  *
- * The CPU backend reproduces llama.cpp's arithmetic and is held to these rules. lenient is for
- * backends whose float arithmetic differs from llama.cpp's (GPU shaders): a strict failure is
+ * The CPU and Vulkan backends reproduce llama.cpp's arithmetic and are held to these rules.
+ * lenient is for backends whose float arithmetic differs from llama.cpp's (CUDA): a strict failure is
  * still counted and reported (strict_failed, first_strict), but only fails the run when it is
  * not a rounding effect: a near tie in the reference (closer than tol) that went the other way
  * at rank 1 or in the greedy continuation (which then stops), a swap with an id within tol, or

@@ -89,9 +89,11 @@ static int golden_run_dir(const char *sub, int kv_type, const golden_dir_opts *o
 }
 
 /* The golden directory `sub` with KV type kv_type on the GPU backend `name` (reached through
- * RLXD_BACKEND as `rlxd generate/serve` do): 77-style skip reason in *why when there is no such
- * device or no reference data, else the number of failing models. */
-__attribute__((unused)) static int golden_run_backend(const char *name, const char *sub, int kv_type, int64_t big_vocab, char *why, size_t why_n)
+ * RLXD_BACKEND as `rlxd generate/serve` do), under golden.h's strict or lenient rules: 77-style
+ * skip reason in *why when there is no such device or no reference data, else the number of
+ * failing models. */
+__attribute__((unused)) static int golden_run_backend(const char *name, const char *sub, int kv_type, int64_t big_vocab, bool lenient,
+                                                      char *why, size_t why_n)
 {
     rlx_backend *be = NULL;
     rlx_error err = {0};
@@ -103,8 +105,7 @@ __attribute__((unused)) static int golden_run_backend(const char *name, const ch
     rlx_backend_destroy(be);
     setenv("RLXD_BACKEND", name, 1);
     int models = 0;
-    /* GPU backends keep their own float sums (not llama.cpp's CPU order): the lenient rules */
-    golden_dir_opts o = {big_vocab, getenv("RLX_PARITY_MODELS"), true};
+    golden_dir_opts o = {big_vocab, getenv("RLX_PARITY_MODELS"), lenient};
     int failures = golden_run_dir(sub, kv_type, &o, &models);
     unsetenv("RLXD_BACKEND");
     if (models == 0 && failures == 0) snprintf(why, why_n, "../shared/%s or its models are absent", sub);

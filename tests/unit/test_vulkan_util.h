@@ -229,7 +229,7 @@ static inline double vt_compare_attention(vt_case *c, rlx_backend *gpu)
     }
     free(lg[0]);
     free(lg[1]);
-    if (worst > 1e-4) fprintf(stderr, "  attention: relative difference %g\n", worst);
+    if (worst > 0) fprintf(stderr, "  attention: relative difference %g\n", worst);
     return worst;
 }
 

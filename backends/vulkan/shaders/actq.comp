@@ -1,9 +1,12 @@
 /* actq.comp - converts matmul activations the way the CPU backend (and ggml) do before the
  * dot product, so GPU and CPU agree: mode 1 rounds to f16, 2 to bf16 (values written in
  * place of x); mode 3 quantizes to Q8_0 as llama.cpp's x86 quantize_row_q8_0 (blocks of 32,
- * values times 127/amax rounded half to even, scale amax/127 kept as f16), 4 to Q8_K (blocks of 256, scale from the largest-magnitude value, round
- * half to even): the integer q go to y (as floats) and each block's scale to y[P[5] + ...].
- * One invocation per block. P: 0 mode, 1 K, 2 rows, 3 x off, 4 y off, 5 scale off. */
+ * values times 127/amax rounded half to even, scale amax/127 kept as f16), 4 to Q8_K (blocks of
+ * 256, scale from the first largest-magnitude value, sign included; for rows of the batched
+ * Q4_K gemm positive when that magnitude occurs with a + anywhere, as quant_k.c; round half to
+ * even): the integer q go to y (as floats) and each block's scale to y[P[5] + ...].
+ * One invocation per block. P: 0 mode, 1 K, 2 rows, 3 x off, 4 y off, 5 scale off, 6 row kinds
+ * and 7 rule (row_batched). */
 #version 450
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -31,7 +34,7 @@ void main()
     } else if (mode == 3u) {
         float amax = 0.0;
         for (uint k = 0u; k < n; k++) amax = max(amax, abs(X[x0 + k]));
-        precise float d = amax / 127.0, id = amax != 0.0 ? 127.0 / amax : 0.0;
+        float d = div_rn(amax, 127.0), id = amax != 0.0 ? div_rn(127.0, amax) : 0.0;
         Y[so] = f16_round(d);
         for (uint k = 0u; k < n; k++) {
             precise float q = X[x0 + k] * id;
@@ -43,13 +46,20 @@ void main()
             float ax = abs(X[x0 + k]);
             if (ax > amax) { amax = ax; mx = X[x0 + k]; }
         }
+        if (row_batched(P[6], P[7], r))
+            for (uint k = 0u; k < n; k++)
+                if (X[x0 + k] == amax) mx = amax;
         if (amax == 0.0) {
             Y[so] = 0.0;
             for (uint k = 0u; k < n; k++) Y[y0 + k] = 0.0;
             return;
         }
-        float iscale = -127.0 / mx;
-        Y[so] = 1.0 / iscale;
-        for (uint k = 0u; k < n; k++) Y[y0 + k] = min(127.0, roundEven(iscale * X[x0 + k]));
+        float iscale = div_rn(-127.0, mx);
+        float dq = div_rn(1.0, iscale);
+        Y[so] = dq;
+        for (uint k = 0u; k < n; k++) {
+            precise float q = iscale * X[x0 + k];
+            Y[y0 + k] = min(127.0, roundEven(q));
+        }
     }
 }

@@ -1,11 +1,20 @@
-/* attn.comp - causal (optionally sliding-window) attention of one (token, head) per
- * workgroup over the paged KV pool (kv.glsl), in two passes like the CPU backend: first the
- * maximum and the sum of exp(score - max) (merged online across invocations), then the
- * weighted sum of V with p = exp(score - max) / sum (q and p rounded to f16 when the pool is
- * f16, as the CPU does; a Q8_0 pool is read as its dequantized values, q and p unrounded).
- * Scores: softcap first, then scale (the CPU order). head_dim <= 512.
- * P: 0 n_head, 1 group, 2 head_dim, 3 kv_cols, 4 window, 5 scale, 6 softcap, 8 q off, 9 y off;
- * 33..35 the pool (kv.glsl). */
+/* attn.comp - causal (optionally sliding-window) attention of one (token, head) per workgroup
+ * over the paged KV pool (kv.glsl), in the CPU backend's arithmetic (backends/cpu/attention.c,
+ * llama.cpp without flash attention) so results are bit-identical to it:
+ *   scores   q rounded to f16 for an f16 pool; per position the one-row dot product
+ *            (ggml_vec_dot: 4 x 16 lanes per 64, red16, tail) for decode tokens, tinyBLAS's
+ *            (16 lanes) for prompt tokens;
+ *   softmax  softcap then scale, max over the valid positions, vexp(x - max), 16-position
+ *            chunk sums (red16) added in double in position order, times (float)(1 / sum),
+ *            then p rounded to f16 for an f16 pool;
+ *   V^T . p  per channel, positions from a multiple of 64 as the reduction: 64 lanes combined
+ *            (a0 + a2) + (a1 + a3) then red16 for decode tokens, 16 lanes then red16 for
+ *            prompt tokens (one-row when head_dim % 4, as tinyBLAS declines it).
+ * A Q8_0 pool is read as f16(d) * qs with f32 arithmetic, q and p unrounded. Masked positions
+ * contribute exact zeros on the CPU, so they are skipped here. Scores are recomputed in each
+ * pass (the same bits) instead of stored. head_dim <= 512.
+ * P: 0 n_head, 1 group, 2 head_dim, 3 kv_cols, 4 window, 5 scale, 6 softcap, 8 q off, 9 y off,
+ * 10 token kinds; 33..35 the pool (kv.glsl). */
 #version 450
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -14,88 +23,154 @@ layout(std430, set = 0, binding = 2) readonly buffer Q_ { float Q[]; };
 #define KV_QUAL readonly
 #include "kv.glsl"
 shared float qs[512];
-shared float pm[64];
-shared float pl[64];
+shared float red[64];
 shared float pp[64];
+shared float inv_sh;
 
-float score(int seq, int j, uint hk, uint hd)
+/* value `col` of the K (v false) or V row at byte `row` of chunk c */
+float kv_val(bool v, uint c, uint row, uint col)
+{
+    float r = 0.0;
+#define KV_VAL(BUF)                                                                               \
+    if (KV_TYPE == KV_F32) r = KV_F32_AT(BUF, row, col);                                          \
+    else if (KV_TYPE == KV_F16) r = KV_F16_AT(BUF, row, col);                                     \
+    else { precise float x = KV_Q8_AT(BUF, row, col); r = x; }
+    KV_SELECT(v, c, KV_VAL)
+    return r;
+}
+
+/* q . K[j] of head hk: rlx__dot_f16 / rlx__dot_f32 (one-row) or rlx__dot_float_batched */
+float qk(int seq, int j, uint hk, uint hd, bool batched)
 {
     kv_loc l = kv_locate(kv_slot(seq, j, KV_BLOCK_SIZE));
-    uint row = l.byte_off, c0 = hk * hd;
-    precise float d = 0.0; /* no fused multiply-add: the CPU's loop has none */
-#define QK(BUF)                                                                                   \
-    if (KV_TYPE == KV_F32) { for (uint i = 0u; i < hd; i++) d += qs[i] * KV_F32_AT(BUF, row, c0 + i); }   \
-    else if (KV_TYPE == KV_F16) { for (uint i = 0u; i < hd; i++) d += qs[i] * KV_F16_AT(BUF, row, c0 + i); } \
-    else { for (uint i = 0u; i < hd; i++) d += qs[i] * KV_Q8_AT(BUF, row, c0 + i); }
-    KV_SELECT(false, l.chunk, QK)
+    uint c0 = hk * hd;
+    bool f16 = KV_TYPE == KV_F16;
+    if (batched && hd % 16u == 0u) {
+        precise float a[16];
+        for (uint i = 0u; i < 16u; i++) a[i] = 0.0;
+        for (uint i = 0u; i < hd; i += 16u)
+            for (uint k = 0u; k < 16u; k++) a[k] = fmaf(kv_val(false, l.chunk, l.byte_off, c0 + i + k), qs[i + k], a[k]);
+        return red16(a);
+    }
+    uint np = hd & ~63u;
+    precise float s[64];
+    for (uint i = 0u; i < 64u; i++) s[i] = 0.0;
+    for (uint i = 0u; i < np; i += 64u)
+        for (uint k = 0u; k < 64u; k++) s[k] = fmaf(kv_val(false, l.chunk, l.byte_off, c0 + i + k), qs[i + k], s[k]);
+    precise float x0[16];
+    for (uint k = 0u; k < 16u; k++) x0[k] = (s[k] + s[32u + k]) + (s[16u + k] + s[48u + k]);
+    if (f16) {
+        precise double sum = double(red16(x0));
+        for (uint i = np; i < hd; i++) {
+            precise float p = kv_val(false, l.chunk, l.byte_off, c0 + i) * qs[i];
+            sum = sum + double(p);
+        }
+        return float(sum);
+    }
+    precise float sum = red16(x0);
+    uint m8 = np + ((hd - np) & ~7u);
+    for (uint i = np; i < m8; i++) {
+        precise float p = kv_val(false, l.chunk, l.byte_off, c0 + i) * qs[i];
+        sum = sum + p;
+    }
+    for (uint i = m8; i < hd; i++) sum = fmaf(kv_val(false, l.chunk, l.byte_off, c0 + i), qs[i], sum);
+    return sum;
+}
+
+/* scale * softcap(score), the CPU's order */
+float score(int seq, int j, uint hk, uint hd, bool batched)
+{
+    precise float d = qk(seq, j, hk, hd, batched);
     float cap = PF(6);
-    if (cap > 0.0) d = cap * tanh_safe(d * (1.0 / cap)); /* the CPU scales by the reciprocal */
-    return d * PF(5);
+    if (cap > 0.0) d = cap * tanh_safe(d * div_rn(1.0, cap));
+    d = d * PF(5);
+    return d;
 }
 
 void main()
 {
     uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
     uint n_head = P[0], hd = P[2], hk = h / P[1];
-    bool f16 = KV_TYPE == KV_F16;
+    bool f16 = KV_TYPE == KV_F16, batched = B[P[10] + t] != 1;
     int p = B[POS_OFF + t], seq = B[SEQ_OFF + t], window = int(P[4]);
-    int j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0, j0 = lo / 64 * 64;
     for (uint i = tid; i < hd; i += 64u) {
         float q = Q[P[8] + t * n_head * hd + h * hd + i];
         qs[i] = f16 ? f16_round(q) : q;
     }
     barrier();
-    /* pass 1: running max and sum per invocation, then merged */
-    float m = -1.0 / 0.0, l = 0.0;
-    for (int j = j0 + int(tid); j <= p; j += 64) {
-        float s = score(seq, j, hk, hd);
-        if (s > m) { l = l * exp(m - s) + 1.0; m = s; }
-        else l += exp(s - m);
-    }
-    pm[tid] = m;
-    pl[tid] = l;
+
+    /* the maximum over the valid positions */
+    float m = uintBitsToFloat(0xff800000u);
+    for (int j = lo + int(tid); j <= p; j += 64) m = max(m, score(seq, j, hk, hd, batched));
+    red[tid] = m;
     barrier();
     for (uint w = 32u; w > 0u; w >>= 1) {
-        if (tid < w) {
-            float m1 = pm[tid], m2 = pm[tid + w], l1 = pl[tid], l2 = pl[tid + w];
-            float mm = max(m1, m2);
-            pm[tid] = mm;
-            pl[tid] = (l1 > 0.0 ? l1 * exp(m1 - mm) : 0.0) + (l2 > 0.0 ? l2 * exp(m2 - mm) : 0.0);
-        }
+        if (tid < w) red[tid] = max(red[tid], red[tid + w]);
         barrier();
     }
-    float M = pm[0], inv = 1.0 / pl[0];
-    /* pass 2: tiles of 64 positions; invocation tid owns dims tid, tid + 64, ... */
-    precise float acc[8];
-    for (uint k = 0u; k < 8u; k++) acc[k] = 0.0;
-    for (int jb = j0; jb <= p; jb += 64) {
-        int j = jb + int(tid);
-        float pj = 0.0;
-        if (j <= p) {
-            pj = exp(score(seq, j, hk, hd) - M) * inv;
-            if (f16) pj = f16_round(pj);
-        }
-        barrier();
-        pp[tid] = pj;
-        barrier();
-        int nj = min(64, p - jb + 1);
-        for (int jj = 0; jj < nj; jj++) {
-            kv_loc l = kv_locate(kv_slot(seq, jb + jj, KV_BLOCK_SIZE));
-            uint row = l.byte_off;
-            float w = pp[jj];
-#define PV_LOOP(BUF, AT)                                                                          \
-            for (uint k = 0u; k < 8u; k++) {                                                      \
-                uint i = tid + 64u * k;                                                           \
-                if (i < hd) acc[k] += w * AT(BUF, row, hk * hd + i);                             \
+    float mx = red[0];
+    barrier();
+
+    /* 16-position chunk sums, 64 chunks per round, added in order in double by invocation 0 */
+    precise double sum = 0.0;
+    int c_end = p / 16;
+    for (int cb = j0 / 16; cb <= c_end; cb += 64) {
+        int c = cb + int(tid);
+        float cs = 0.0;
+        if (c <= c_end) {
+            float e[16];
+            for (int k = 0; k < 16; k++) {
+                int j = 16 * c + k;
+                e[k] = j >= lo && j <= p ? vexp(score(seq, j, hk, hd, batched) - mx) : 0.0;
             }
-#define PV(BUF)                                                                                   \
-            if (KV_TYPE == KV_F32) { PV_LOOP(BUF, KV_F32_AT) } else if (KV_TYPE == KV_F16) { PV_LOOP(BUF, KV_F16_AT) } \
-            else { PV_LOOP(BUF, KV_Q8_AT) }
-            KV_SELECT(true, l.chunk, PV)
+            cs = red16(e);
         }
+        red[tid] = cs;
+        barrier();
+        if (tid == 0u)
+            for (int k = 0; k < 64 && cb + k <= c_end; k++) sum = sum + double(red[k]);
+        barrier();
     }
-    for (uint k = 0u; k < 8u; k++) {
-        uint i = tid + 64u * k;
-        if (i < hd) Y[P[9] + t * n_head * hd + h * hd + i] = acc[k];
+    if (tid == 0u) {
+        precise double iv = 1.0 / sum;
+        inv_sh = float(iv);
+    }
+    barrier();
+    float inv = inv_sh;
+
+    /* V^T . p: channels tid, tid + 64, ... one group at a time, positions in blocks of 64 */
+    bool pv_batched = batched && hd % 4u == 0u;
+    for (uint g = 0u; g * 64u < hd; g++) {
+        uint ch = g * 64u + tid;
+        precise float s[64];
+        for (uint k = 0u; k < 64u; k++) s[k] = 0.0;
+        for (int jb = j0; jb <= p; jb += 64) {
+            int j = jb + int(tid);
+            float pj = 0.0;
+            if (j >= lo && j <= p) {
+                precise float pr = vexp(score(seq, j, hk, hd, batched) - mx) * inv;
+                pj = f16 ? f16_round(pr) : pr;
+            }
+            barrier();
+            pp[tid] = pj;
+            barrier();
+            if (ch < hd)
+                for (int k = 0; k < 64; k++) {
+                    int jj = jb + k;
+                    if (jj < lo || jj > p) continue;
+                    kv_loc l = kv_locate(kv_slot(seq, jj, KV_BLOCK_SIZE));
+                    uint a = pv_batched ? uint(k) % 16u : uint(k);
+                    s[a] = fmaf(kv_val(true, l.chunk, l.byte_off, hk * hd + ch), pp[k], s[a]);
+                }
+        }
+        if (ch < hd) {
+            precise float x0[16];
+            if (pv_batched)
+                for (uint k = 0u; k < 16u; k++) x0[k] = s[k];
+            else
+                for (uint k = 0u; k < 16u; k++) x0[k] = (s[k] + s[32u + k]) + (s[16u + k] + s[48u + k]);
+            Y[P[9] + t * n_head * hd + h * hd + ch] = red16(x0);
+        }
     }
 }

@@ -16,6 +16,34 @@ layout(std430, set = 0, binding = 7) readonly buffer Op2 { float O2[]; };
 layout(std430, set = 0, binding = 8) readonly buffer Op3 { float O3[]; };
 
 #define PF(i) uintBitsToFloat(P[i])
+
+/* fused multiply-add with one rounding on every device (vk_internal.h, soft_fma): through
+ * doubles when SOFT_FMA, where the product is exact and a sum that lands exactly halfway
+ * between two floats is moved toward its true value (TwoSum error) so the single rounding to
+ * float is the fused one. Float-subnormal results may round twice. */
+layout(constant_id = 7) const uint SOFT_FMA = 0u;
+
+/* correctly rounded float quotient and square root on any device (Vulkan allows 2.5 ulp for
+ * float division; a double result rounded to float is the correctly rounded float one) */
+float div_rn(float a, float b) { precise double q = double(a) / double(b); return float(q); }
+float sqrt_rn(float a) { precise double r = sqrt(double(a)); return float(r); }
+float fmaf(float a, float b, float c)
+{
+    if (SOFT_FMA == 0u) return fma(a, b, c);
+    precise double p = double(a) * double(b);
+    precise double dc = double(c);
+    precise double s = p + dc;
+    precise double bb = s - p;
+    precise double e = (p - (s - bb)) + (dc - bb);
+    if (e != 0.0) {
+        uvec2 u = unpackDouble2x32(s);
+        if ((u.x & 0x1fffffffu) == 0x10000000u) {
+            u.x = (e > 0.0) == (s > 0.0) ? u.x + 1u : u.x - 1u;
+            s = packDouble2x32(u);
+        }
+    }
+    return float(s);
+}
 #define N_TOKENS P[40]
 #define N_OUTPUTS P[41]
 #define TOK_OFF P[42]
@@ -67,7 +95,34 @@ float tanh_safe(float x)
     }
     return x < 0.0 ? -z : z;
 }
-float silu(float x) { return x / (1.0 + exp(-x)); }
+#include "libm.glsl"
+
+/* ggml_v_expf (AVX-512) for one value, as backends/cpu/vmath.h rlx__vexp: a degree-5
+ * polynomial after a range reduction by ln 2, then the exact power-of-two scaling (through a
+ * double so subnormal results round once). */
+float vexp(float x)
+{
+    const float r = uintBitsToFloat(0x4b400000u);
+    float z = fmaf(x, uintBitsToFloat(0x3fb8aa3bu), r);
+    precise float n = z - r;
+    float b = fmaf(-n, uintBitsToFloat(0x35bfbe8eu), fmaf(-n, uintBitsToFloat(0x3f317200u), x));
+    precise float u = b * b;
+    float j = fmaf(fmaf(fmaf(uintBitsToFloat(0x3c072010u), b, uintBitsToFloat(0x3d2b9f17u)), u,
+                        fmaf(uintBitsToFloat(0x3e2aaf33u), b, uintBitsToFloat(0x3efffedbu))),
+                   u, fmaf(uintBitsToFloat(0x3f7ffff6u), b, 1.0));
+    if (abs(n) > 192.0) return n <= 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
+    precise double e = double(j) * packDouble2x32(uvec2(0u, uint(1023 + int(n)) << 20));
+    return float(e);
+}
+
+/* SiLU as the CPU backend: ggml_v_silu below the row's last multiple of 16 columns, libm's
+ * expf (expf_libm) for the rest */
+float silu_at(float x, uint col, uint cols)
+{
+    if (col >= (cols & ~15u)) return silu_libm(x);
+    precise float den = 1.0 + vexp(0.0 - x);
+    return div_rn(x, den);
+}
 /* ggml's CPU GELU reads a table of f16(gelu(f16(x))) and passes |x| >= 10 through; the CPU
  * backend computes the same roundings (cpu_ops.c), and so does this. */
 float gelu(float x)
@@ -91,20 +146,47 @@ float chain_operand(uint slot, uint row, uint col)
 }
 
 /* ops: 0 add, 1 mul, 2 silu, 3 gelu, 4 scale, 5 softcap (rlx_ew_op order) */
-float apply_chain(float y, uint row, uint col)
+float apply_chain(float y0, uint row, uint col)
 {
+    precise float y = y0; /* no multiply-add fused across chain entries: the CPU has none */
     uint n = P[CH];
     for (uint k = 0u; k < n; k++) {
         uint op = P[CH + 1 + k];
         float p = PF(CH + 9 + k);
-        if (op == 0u) y += chain_operand(P[CH + 17 + k], row, col);
-        else if (op == 1u) y *= chain_operand(P[CH + 17 + k], row, col);
-        else if (op == 2u) y = silu(y);
+        if (op == 0u) y = y + chain_operand(P[CH + 17 + k], row, col);
+        else if (op == 1u) y = y * chain_operand(P[CH + 17 + k], row, col);
+        else if (op == 2u) y = silu_at(y, col, P[CH + 33]);
         else if (op == 3u) y = gelu(y);
-        else if (op == 4u) y *= p;
-        else y = p * tanh_safe(y * (1.0 / p)); /* the CPU scales by the reciprocal */
+        else if (op == 4u) y = y * p;
+        else y = p * tanh_safe(y * div_rn(1.0, p)); /* the CPU scales by the reciprocal */
     }
     return y;
+}
+
+/* ggml's hsum_float_8 and GCC's _mm512_reduce_add_ps order (quant_internal.h) */
+float hsum8(float a[8])
+{
+    precise float r = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    return r;
+}
+float red16(float a[16])
+{
+    precise float t3[8], t6[4];
+    for (uint k = 0u; k < 8u; k++) t3[k] = a[k + 8u] + a[k];
+    for (uint k = 0u; k < 4u; k++) t6[k] = t3[k + 4u] + t3[k];
+    precise float r = (t6[0] + t6[2]) + (t6[1] + t6[3]);
+    return r;
+}
+
+/* Whether row t of a product takes llama.cpp's batched arithmetic, as the CPU backend's
+ * row_roles: kinds (RLX_TOKEN_*: 0 prompt, 1 decode, 2 prompt tail) at word koff of B (~0: every
+ * row one-row); rule 1 (tinyBLAS) batches all but decode rows, rule 4 (the Q4_K gemm) prompt
+ * rows only. */
+bool row_batched(uint koff, uint rule, uint t)
+{
+    if (koff == 0xffffffffu || rule == 0u) return false;
+    int k = B[koff + t];
+    return rule == 4u ? k == 0 : k != 1;
 }
 
 /* round half away from zero exactly as the CPU's quantizers (quant.c): truncate, then step

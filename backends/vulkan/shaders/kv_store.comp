@@ -48,7 +48,7 @@ void store_q8(bool v, uint t, uint blk, uint c, uint b)
     uint x0 = t * P[0] + blk * 32u;
     float amax = 0.0;
     for (uint k = 0u; k < 32u; k++) amax = max(amax, abs(src(v, x0 + k)));
-    float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
+    float d = div_rn(amax, 127.0), id = d != 0.0 ? div_rn(1.0, d) : 0.0;
     uint bytes[34];
     uint dh = f16_bits(d);
     bytes[0] = dh & 0xffu;

@@ -21,8 +21,10 @@ void main()
         float cs = intBitsToFloat(B[tb + p]), sn = intBitsToFloat(B[tb + hr + p]);
         uint i0 = P[3] == 2u ? p : 2u * p, i1 = P[3] == 2u ? p + hr : 2u * p + 1u;
         float x0 = X[P[4] + base + i0], x1 = X[P[4] + base + i1];
-        Y[P[5] + base + i0] = x0 * cs - x1 * sn;
-        Y[P[5] + base + i1] = x0 * sn + x1 * cs;
+        /* the CPU's rotate_pairs: the first product of each output fused */
+        precise float a = x1 * sn, b = x1 * cs;
+        Y[P[5] + base + i0] = fmaf(x0, cs, -a);
+        Y[P[5] + base + i1] = fmaf(x0, sn, b);
     } else {
         uint k = nrot + 2u * (p - hr);
         Y[P[5] + base + k] = X[P[4] + base + k];
