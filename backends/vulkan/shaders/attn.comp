@@ -82,7 +82,7 @@ float score(int seq, int j, uint hk, uint hd, bool batched)
 {
     precise float d = qk(seq, j, hk, hd, batched);
     float cap = PF(6);
-    if (cap > 0.0) d = cap * tanh_safe(d * div_rn(1.0, cap));
+    if (cap > 0.0) d = cap * tanhf_libm(d * div_rn(1.0, cap));
     d = d * PF(5);
     return d;
 }

@@ -74,27 +74,6 @@ uint f16_bits(float f)
 }
 float f16_round(float f) { return unpackHalf2x16(f16_bits(f)).x; }
 
-/* tanh within one float ulp of the true value on any device (the CPU's tanhf is within one
- * too; they agree on ~96% of inputs): an odd polynomial below 0.55, 1 - 2 / (e^2|x| + 1)
- * above, 1 beyond 9 (as tanhf). Drivers' own tanh, often (e^2x - 1) / (e^2x + 1), loses
- * several ulps near 0 and all relative precision of 1 + tanh(x) for x << 0. */
-float tanh_safe(float x)
-{
-    float ax = abs(x);
-    precise float z;
-    if (ax >= 9.0) z = 1.0;
-    else if (ax >= 0.55) z = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
-    else {
-        precise float s = ax * ax, p = 0.0025662498;
-        p = p * s - 0.0085542398;
-        p = p * s + 0.021825222;
-        p = p * s - 0.053965364;
-        p = p * s + 0.13333327;
-        p = p * s - 0.33333334;
-        z = ax + (ax * s) * p;
-    }
-    return x < 0.0 ? -z : z;
-}
 #include "libm.glsl"
 
 /* ggml_v_expf (AVX-512) for one value, as backends/cpu/vmath.h rlx__vexp: a degree-5
@@ -132,7 +111,7 @@ float gelu(float x)
     const float c = 0.79788456080286535587989211986876;
     float h = f16_round(x);
     precise float u = c * h * (1.0 + 0.044715 * h * h);
-    precise float g = 0.5 * h * (1.0 + tanh_safe(u));
+    precise float g = 0.5 * h * (1.0 + tanhf_libm(u));
     return f16_round(g);
 }
 
@@ -158,7 +137,7 @@ float apply_chain(float y0, uint row, uint col)
         else if (op == 2u) y = silu_at(y, col, P[CH + 33]);
         else if (op == 3u) y = gelu(y);
         else if (op == 4u) y = y * p;
-        else y = p * tanh_safe(y * div_rn(1.0, p)); /* the CPU scales by the reciprocal */
+        else y = p * tanhf_libm(y * div_rn(1.0, p)); /* the CPU scales by the reciprocal */
     }
     return y;
 }

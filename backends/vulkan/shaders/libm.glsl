@@ -1,6 +1,7 @@
-/* libm.glsl - glibc 2.36's expf (x86-64, its FMA variant) bit for bit, and the CPU backend's
- * libm SiLU x / (1.0f + expf(-x)) (backends/cpu/vmath.h rlx__silu_libm) built on it: checked
- * against glibc over all 2^32 inputs, in C and on lavapipe. Needs shaderFloat64; uses no
+/* libm.glsl - glibc 2.36's expf (x86-64, its FMA variant) and tanhf (fdlibm's, on fdlibm's
+ * expm1f, plain float arithmetic) bit for bit, and the CPU backend's libm SiLU
+ * x / (1.0f + expf(-x)) (backends/cpu/vmath.h rlx__silu_libm): each checked against glibc over
+ * all 2^32 inputs, in C and on lavapipe. Needs shaderFloat64; uses no
  * fma() (Vulkan may evaluate it unfused) and no float division (2.5 ulp in Vulkan).
  * The algorithm is ARM optimized-routines' expf (32-entry 2^(i/32) table, degree-3
  * polynomial); glibc fuses the range reduction, reproduced exactly here by splitting 32/ln2
@@ -118,4 +119,141 @@ float silu_libm(float x)
         return uintBitsToFloat(sgn | q);
     }
     return uintBitsToFloat(sgn | floatBitsToUint(expf_div_rn_pos(uintBitsToFloat(ax), b)));
+}
+
+// correctly rounded a / b for nonzero finite a, b with a normal quotient
+float tanhf_div_rn(float a, float b)
+{
+    uint ua = floatBitsToUint(a);
+    uint ub = floatBitsToUint(b);
+    float q = expf_div_rn_pos(uintBitsToFloat(ua & 0x7fffffffu), uintBitsToFloat(ub & 0x7fffffffu));
+    return uintBitsToFloat(floatBitsToUint(q) | ((ua ^ ub) & 0x80000000u));
+}
+
+// fdlibm expm1f as compiled in glibc 2.36; valid for finite x, |x| <= 0x1.62e42ep6
+float tanhf_expm1f(float x)
+{
+    const float LN2_HI = uintBitsToFloat(0x3f317180u);
+    const float LN2_LO = uintBitsToFloat(0x3717f7d1u);
+    const float INVLN2 = uintBitsToFloat(0x3fb8aa3bu);
+    const float Q1 = uintBitsToFloat(0xbd088889u);
+    const float Q2 = uintBitsToFloat(0x3ad00d01u);
+    const float Q3 = uintBitsToFloat(0xb8a670cdu);
+    const float Q4 = uintBitsToFloat(0x36867e54u);
+    const float Q5 = uintBitsToFloat(0xb457edbbu);
+    uint ux = floatBitsToUint(x);
+    uint hx = ux & 0x7fffffffu;
+    bool neg = (ux >> 31) != 0u;
+    precise float xr = x;
+    precise float c = 0.0;
+    int k = 0;
+    if (hx >= 0x4195b844u && neg) return -1.0;               // x <= -27 ln2: tiny - one
+    if (hx > 0x3eb17218u) {                                  // |x| > 0.5 ln2
+        precise float hi;
+        precise float lo;
+        if (hx < 0x3f851592u) {                              // |x| < 1.5 ln2
+            if (!neg) { hi = x - LN2_HI; lo = LN2_LO; k = 1; }
+            else      { hi = x + LN2_HI; lo = -LN2_LO; k = -1; }
+        } else {
+            precise float kp = INVLN2 * x;
+            precise float kf = kp + (neg ? -0.5 : 0.5);
+            k = int(kf);                                     // truncation (cvttss2si)
+            precise float t = float(k);
+            precise float th = t * LN2_HI;                   // exact
+            hi = x - th;
+            lo = t * LN2_LO;
+        }
+        xr = hi - lo;
+        precise float d = hi - xr;
+        c = d - lo;
+    } else if (hx < 0x33000000u) {
+        return x;                                            // |x| < 2^-25
+    }
+    precise float hfx = 0.5 * xr;
+    precise float hxs = xr * hfx;
+    precise float r1 = Q5 * hxs;
+    r1 = (r1 + Q4) * hxs;
+    r1 = (r1 + Q3) * hxs;
+    r1 = (r1 + Q2) * hxs;
+    r1 = (r1 + Q1) * hxs;
+    r1 = r1 + 1.0;
+    precise float rh = r1 * hfx;
+    precise float t3 = 3.0 - rh;
+    precise float num = r1 - t3;
+    precise float xt = xr * t3;
+    precise float den = 6.0 - xt;
+    precise float e = tanhf_div_rn(num, den) * hxs;
+    if (k == 0) {
+        precise float xe = xr * e;
+        precise float w = xe - hxs;
+        precise float res0 = xr - w;
+        return res0;
+    }
+    precise float ec = e - c;
+    precise float xec = xr * ec;
+    e = xec - c;
+    e = e - hxs;
+    if (k == -1) {
+        precise float a = xr - e;
+        precise float b = a * 0.5;
+        precise float res1 = b - 0.5;
+        return res1;
+    }
+    if (k == 1) {
+        if (xr < -0.25) {
+            precise float a = xr + 0.5;
+            precise float b = e - a;
+            precise float res2 = -2.0 * b;
+            return res2;
+        }
+        precise float a = xr - e;
+        precise float b = a + a;
+        precise float res3 = 1.0 + b;
+        return res3;
+    }
+    if (k <= -2 || k > 56) {
+        precise float a = e - xr;
+        precise float y = 1.0 - a;
+        precise float y2 = uintBitsToFloat(floatBitsToUint(y) + (uint(k) << 23));
+        precise float res4 = y2 - 1.0;
+        return res4;
+    }
+    precise float y;
+    if (k < 23) {
+        precise float t = uintBitsToFloat(0x3f800000u - (0x1000000u >> uint(k)));   // 1 - 2^-k
+        precise float a = e - xr;
+        y = t - a;
+    } else {
+        precise float t = uintBitsToFloat(uint(0x7f - k) << 23);                   // 2^-k
+        precise float a = e + t;
+        precise float b = xr - a;
+        y = b + 1.0;
+    }
+    return uintBitsToFloat(floatBitsToUint(y) + (uint(k) << 23));
+}
+
+// == glibc 2.36 tanhf(x), bit for bit for all 2^32 inputs (NaN payloads included)
+float tanhf_libm(float x)
+{
+    uint ux = floatBitsToUint(x);
+    uint ix = ux & 0x7fffffffu;
+    uint sg = ux & 0x80000000u;
+    if (ix > 0x7f800000u) return uintBitsToFloat(ux | 0x400000u);  // NaN: quieted x
+    if (ix > 0x41afffffu) return uintBitsToFloat(sg | 0x3f800000u); // |x| >= 22, inf: +-1
+    if (ix < 0x24000000u) return x;                                 // |x| < 2^-55: x*(1+x) == x
+    precise float ax = uintBitsToFloat(ix);
+    precise float z;
+    if (ix >= 0x3f800000u) {                                        // |x| >= 1
+        precise float a2 = ax + ax;
+        precise float t = tanhf_expm1f(a2);
+        precise float d = t + 2.0;
+        precise float q = tanhf_div_rn(2.0, d);
+        z = 1.0 - q;
+    } else {
+        precise float a2 = -2.0 * ax;
+        precise float t = tanhf_expm1f(a2);
+        precise float d = t + 2.0;
+        z = tanhf_div_rn(-t, d);
+    }
+    return uintBitsToFloat(floatBitsToUint(z) ^ sg);
 }
