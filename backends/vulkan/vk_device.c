@@ -61,16 +61,12 @@ static int compute_family(VkPhysicalDevice pd, uint32_t *fam)
     return 0;
 }
 
-/* Vulkan 1.2, a compute queue, and 64-bit floats: the shaders reproduce the CPU backend's
- * double-precision sums (norms, softmax, F16/BF16 dot tails) to give its bits. */
 static bool usable(VkPhysicalDevice pd)
 {
     VkPhysicalDeviceProperties p;
-    VkPhysicalDeviceFeatures f;
     vkGetPhysicalDeviceProperties(pd, &p);
-    vkGetPhysicalDeviceFeatures(pd, &f);
     uint32_t fam;
-    return p.apiVersion >= VK_API_VERSION_1_2 && f.shaderFloat64 && compute_family(pd, &fam) == 0;
+    return p.apiVersion >= VK_API_VERSION_1_2 && compute_family(pd, &fam) == 0;
 }
 
 static const char *type_name(VkPhysicalDeviceType t)
@@ -159,7 +155,7 @@ int rlx__vk_open(vk_dev *d, int index, rlx_error *err)
     vkGetPhysicalDeviceProperties(d->pd, &d->props);
     vkGetPhysicalDeviceMemoryProperties(d->pd, &d->mem);
     if (!usable(d->pd))
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan device %d (%s) lacks Vulkan 1.2, a compute queue or shaderFloat64", index, d->props.deviceName);
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan device %d (%s) lacks Vulkan 1.2 or a compute queue", index, d->props.deviceName);
     compute_family(d->pd, &d->qfam);
     VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
@@ -182,13 +178,19 @@ int rlx__vk_open(vk_dev *d, int index, rlx_error *err)
     if (hb && strtoull(hb, NULL, 10) > 0 && strtoull(hb, NULL, 10) < d->heap_bytes) d->heap_bytes = strtoull(hb, NULL, 10);
     if (bar) d->bar_limit = strtoull(bar, NULL, 10);
     d->force_staging = fs && !strcmp(fs, "1");
+    /* 64-bit floats reproduce the CPU backend's double sums (norms, softmax, F16/BF16 dot
+     * tails) and glibc's expf/tanhf, hence its bits */
+    VkPhysicalDeviceFeatures have;
+    vkGetPhysicalDeviceFeatures(d->pd, &have);
+    const char *nf = getenv("RLX_VK_NO_F64");
+    d->f64 = have.shaderFloat64 && !(nf && !strcmp(nf, "1"));
     const char *sf = getenv("RLX_VK_SOFT_FMA");
-    d->soft_fma = sf && (!strcmp(sf, "0") || !strcmp(sf, "1")) ? sf[0] == '1' : d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    d->soft_fma = d->f64 && (sf && (!strcmp(sf, "0") || !strcmp(sf, "1")) ? sf[0] == '1' : d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = d->qfam,
                                    .queueCount = 1, .pQueuePriorities = &prio};
-    VkPhysicalDeviceFeatures feat = {.shaderFloat64 = VK_TRUE};
+    VkPhysicalDeviceFeatures feat = {.shaderFloat64 = d->f64};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
                               .pEnabledFeatures = &feat};
     if ((rc = rlx__vk_check(vkCreateDevice(d->pd, &dci, NULL, &d->dev), "vkCreateDevice", err))) return rc;
@@ -387,9 +389,11 @@ int rlx__vk_read(vk_dev *d, vk_buffer *b, VkDeviceSize off, void *dst, size_t n,
 int rlx__vk_pipeline(vk_dev *d, const char *name, const uint32_t *spec, uint32_t n_spec, VkPipeline *out, rlx_error *err)
 {
     const rlx__vk_shader *s = NULL;
+    char want[64];
+    snprintf(want, sizeof want, "%s%s", name, d->f64 ? "" : "_f32");
     for (int i = 0; i < rlx__vk_n_shaders; i++)
-        if (!strcmp(rlx__vk_shaders[i].name, name)) s = &rlx__vk_shaders[i];
-    if (!s) return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: shader '%s' is not built into this binary", name);
+        if (!strcmp(rlx__vk_shaders[i].name, want)) s = &rlx__vk_shaders[i];
+    if (!s) return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: shader '%s' is not built into this binary", want);
     VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = s->size, .pCode = s->code};
     VkShaderModule mod;
     int rc = rlx__vk_check(vkCreateShaderModule(d->dev, &mci, NULL, &mod), "vkCreateShaderModule", err);

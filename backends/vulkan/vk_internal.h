@@ -56,6 +56,9 @@ typedef struct vk_dev {
      * evaluate fma() unfused, and lavapipe does in some shaders; GPUs fuse it in hardware.
      * On for CPU devices; RLX_VK_SOFT_FMA=0/1 overrides. */
     uint32_t soft_fma;
+    /* shaderFloat64: the exact shader builds; without it (or with RLX_VK_NO_F64=1, a test hook)
+     * the <name>_f32 builds, whose sums and libm functions are float ones (common.glsl) */
+    bool f64;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
 } vk_dev;
@@ -77,8 +80,9 @@ int rlx__vk_submit(vk_dev *d, rlx_error *err);
 int rlx__vk_submit_cmd(vk_dev *d, VkCommandBuffer cmd, rlx_error *err);
 /* A global barrier: every earlier write (shaders, transfers, host) before every later access. */
 void rlx__vk_barrier_all(VkCommandBuffer cmd);
-/* Compute pipeline of the embedded shader `name`, its specialization constants 0.. set to
- * spec[0..n_spec) (at most 4), and constant 7 to d->soft_fma. */
+/* Compute pipeline of the embedded shader `name` (its _f32 build without d->f64), its
+ * specialization constants 0.. set to spec[0..n_spec) (at most 4), and constant 7 to
+ * d->soft_fma. */
 int rlx__vk_pipeline(vk_dev *d, const char *name, const uint32_t *spec, uint32_t n_spec, VkPipeline *out, rlx_error *err);
 int rlx__vk_check(VkResult r, const char *what, rlx_error *err);
 

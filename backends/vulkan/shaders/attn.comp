@@ -60,10 +60,10 @@ float qk(int seq, int j, uint hk, uint hd, bool batched)
     precise float x0[16];
     for (uint k = 0u; k < 16u; k++) x0[k] = (s[k] + s[32u + k]) + (s[16u + k] + s[48u + k]);
     if (f16) {
-        precise double sum = double(red16(x0));
+        precise WIDE sum = WIDE(red16(x0));
         for (uint i = np; i < hd; i++) {
             precise float p = kv_val(false, l.chunk, l.byte_off, c0 + i) * qs[i];
-            sum = sum + double(p);
+            sum = sum + WIDE(p);
         }
         return float(sum);
     }
@@ -113,7 +113,7 @@ void main()
     barrier();
 
     /* 16-position chunk sums, 64 chunks per round, added in order in double by invocation 0 */
-    precise double sum = 0.0;
+    precise WIDE sum = 0.0;
     int c_end = p / 16;
     for (int cb = j0 / 16; cb <= c_end; cb += 64) {
         int c = cb + int(tid);
@@ -129,11 +129,11 @@ void main()
         red[tid] = cs;
         barrier();
         if (tid == 0u)
-            for (int k = 0; k < 64 && cb + k <= c_end; k++) sum = sum + double(red[k]);
+            for (int k = 0; k < 64 && cb + k <= c_end; k++) sum = sum + WIDE(red[k]);
         barrier();
     }
     if (tid == 0u) {
-        precise double iv = 1.0 / sum;
+        precise WIDE iv = 1.0 / sum;
         inv_sh = float(iv);
     }
     barrier();

@@ -17,18 +17,27 @@ layout(std430, set = 0, binding = 8) readonly buffer Op3 { float O3[]; };
 
 #define PF(i) uintBitsToFloat(P[i])
 
+/* WIDE: the type of the CPU's double sums. Shaders are built twice (CMakeLists.txt): as
+ * written, needing shaderFloat64 and giving the CPU backend's bits, and with RLX_NO_F64 for
+ * devices without 64-bit floats, where these sums, divisions and libm functions are float ones
+ * and results are close to the CPU's rather than identical (vk_device.c picks the build). */
+#ifdef RLX_NO_F64
+#define WIDE float
+#else
+#define WIDE double
+#endif
+
 /* fused multiply-add with one rounding on every device (vk_internal.h, soft_fma): through
  * doubles when SOFT_FMA, where the product is exact and a sum that lands exactly halfway
  * between two floats is moved toward its true value (TwoSum error) so the single rounding to
  * float is the fused one. Float-subnormal results may round twice. */
 layout(constant_id = 7) const uint SOFT_FMA = 0u;
 
-/* correctly rounded float quotient and square root on any device (Vulkan allows 2.5 ulp for
- * float division; a double result rounded to float is the correctly rounded float one) */
-float div_rn(float a, float b) { precise double q = double(a) / double(b); return float(q); }
-float sqrt_rn(float a) { precise double r = sqrt(double(a)); return float(r); }
 float fmaf(float a, float b, float c)
 {
+#ifdef RLX_NO_F64
+    return fma(a, b, c);
+#else
     if (SOFT_FMA == 0u) return fma(a, b, c);
     precise double p = double(a) * double(b);
     precise double dc = double(c);
@@ -43,7 +52,13 @@ float fmaf(float a, float b, float c)
         }
     }
     return float(s);
+#endif
 }
+
+/* correctly rounded float quotient and square root on any device (Vulkan allows 2.5 ulp for
+ * float division; a double result rounded to float is the correctly rounded float one) */
+float div_rn(float a, float b) { precise WIDE q = WIDE(a) / WIDE(b); return float(q); }
+float sqrt_rn(float a) { precise WIDE r = sqrt(WIDE(a)); return float(r); }
 #define N_TOKENS P[40]
 #define N_OUTPUTS P[41]
 #define TOK_OFF P[42]
@@ -90,8 +105,12 @@ float vexp(float x)
                         fmaf(uintBitsToFloat(0x3e2aaf33u), b, uintBitsToFloat(0x3efffedbu))),
                    u, fmaf(uintBitsToFloat(0x3f7ffff6u), b, 1.0));
     if (abs(n) > 192.0) return n <= 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
+#ifdef RLX_NO_F64
+    return ldexp(j, int(n));
+#else
     precise double e = double(j) * packDouble2x32(uvec2(0u, uint(1023 + int(n)) << 20));
     return float(e);
+#endif
 }
 
 /* SiLU as the CPU backend: ggml_v_silu below the row's last multiple of 16 columns, libm's

@@ -5,7 +5,9 @@
  * fma() (Vulkan may evaluate it unfused) and no float division (2.5 ulp in Vulkan).
  * The algorithm is ARM optimized-routines' expf (32-entry 2^(i/32) table, degree-3
  * polynomial); glibc fuses the range reduction, reproduced exactly here by splitting 32/ln2
- * into two 26-bit halves so every product with x is exact. */
+ * into two 26-bit halves so every product with x is exact. The RLX_NO_F64 build (common.glsl)
+ * has float approximations instead. */
+#ifndef RLX_NO_F64
 const uvec2 EXPF_TAB[32] = uvec2[32](   // bits of 2^(i/32) minus (i << 47): (lo, hi)
     uvec2(0x00000000u, 0x3ff00000u), uvec2(0xd3158574u, 0x3fefd9b0u),
     uvec2(0x6cf9890fu, 0x3fefb558u), uvec2(0xd0125b51u, 0x3fef9301u),
@@ -257,3 +259,27 @@ float tanhf_libm(float x)
     }
     return uintBitsToFloat(floatBitsToUint(z) ^ sg);
 }
+#else
+/* without 64-bit floats: the driver's exp, and tanh within about an ulp (an odd polynomial
+ * below 0.55, 1 - 2 / (e^2|x| + 1) above, 1 beyond 9): drivers' own tanh, often
+ * (e^2x - 1) / (e^2x + 1), loses all relative precision of 1 + tanh(x) for x << 0 */
+float expf_libm(float x) { return exp(x); }
+float silu_libm(float x) { return x / (1.0 + exp(-x)); }
+float tanhf_libm(float x)
+{
+    float ax = abs(x);
+    precise float z;
+    if (ax >= 9.0) z = 1.0;
+    else if (ax >= 0.55) z = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
+    else {
+        precise float s = ax * ax, p = 0.0025662498;
+        p = p * s - 0.0085542398;
+        p = p * s + 0.021825222;
+        p = p * s - 0.053965364;
+        p = p * s + 0.13333327;
+        p = p * s - 0.33333334;
+        z = ax + (ax * s) * p;
+    }
+    return x < 0.0 ? -z : z;
+}
+#endif

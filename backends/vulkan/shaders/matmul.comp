@@ -53,10 +53,10 @@ float dot_f32(uint row, uint xb)
 float dot_f16(uint row, uint xb)
 {
     uint np = K & ~63u;
-    precise double sum = double(vec_dot_blocks(1u, row, xb, np));
+    precise WIDE sum = WIDE(vec_dot_blocks(1u, row, xb, np));
     for (uint i = np; i < K; i++) {
         precise float p = wplain(1u, row, i) * X[xb + i];
-        sum = sum + double(p);
+        sum = sum + WIDE(p);
     }
     return float(sum);
 }
@@ -85,12 +85,12 @@ float dot_bf16(uint row, uint xb)
             }
     float c0[16], c1[16];
     for (uint l = 0u; l < 16u; l++) { c0[l] = c[l]; c1[l] = c[16u + l]; }
-    precise double sum = 0.0;
-    sum = sum + double(red16(c0));
-    sum = sum + double(red16(c1));
+    precise WIDE sum = 0.0;
+    sum = sum + WIDE(red16(c0));
+    sum = sum + WIDE(red16(c1));
     for (; i < K; i++) {
         precise float p = wplain(30u, row, i) * X[xb + i];
-        sum = sum + double(p);
+        sum = sum + WIDE(p);
     }
     return float(sum);
 }

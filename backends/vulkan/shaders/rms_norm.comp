@@ -16,13 +16,13 @@ void main()
     uint row = gl_WorkGroupID.x, seg = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
     uint cols = P[0], hd = P[4], base = row * cols + seg * hd;
     if (tid == 0u) {
-        precise double s = 0.0;
+        precise WIDE s = 0.0;
         for (uint i = 0u; i < hd; i++) {
             float x = X[P[1] + base + i];
             precise float sq = x * x;
-            s = s + double(sq);
+            s = s + WIDE(sq);
         }
-        precise double mean = s / double(hd);
+        precise WIDE mean = s / WIDE(hd);
         precise float ms = float(mean) + PF(3);
         float sc = div_rn(1.0, sqrt_rn(ms));
         scale_sh = sc;
