@@ -128,7 +128,8 @@ static int vk_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
         if (n->op != RLX_OP_MATMUL) continue;
         const rlx_gtensor *x = &g->tensors[n->in[0]];
         VkDeviceSize rows = x->rows == RLX_ROWS_OUTPUTS ? (VkDeviceSize)plan->max_outputs : (VkDeviceSize)plan->max_tokens;
-        VkDeviceSize need = rows * (VkDeviceSize)x->cols * 4 + rows * (VkDeviceSize)(x->cols / 32) * 4;
+        /* rec_matmul's layout: values, block scales (K/32 at most), Q8_K's 16-value sums */
+        VkDeviceSize need = rows * (VkDeviceSize)x->cols * 4 + rows * (VkDeviceSize)(x->cols / 32 + x->cols / 16) * 4;
         if (need > scratch) scratch = need;
     }
     if ((rc = rlx__vk_buffer(&be->d, &be->scratch, scratch, false, err))) goto fail;

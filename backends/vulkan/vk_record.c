@@ -300,9 +300,11 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
     uint32_t mode = actq_mode(w->wtype), xoff;
     vk_disp ds;
     int rc;
-    /* scratch: quantized activations (T x K), then one scale per block (T x K/32 at most) */
+    /* scratch: quantized activations (T x K), one scale per block (T x nbx), then for Q8_K
+     * the sums of 16 values (T x K/16), computed once here instead of per weight row */
     VkDeviceSize qbytes = (VkDeviceSize)T * (VkDeviceSize)K * 4;
-    uint32_t nbx = (uint32_t)(K / (mode == 4 ? 256 : 32));
+    uint32_t nbx = (uint32_t)(K / (mode == 4 ? 256 : 32)), nbs = mode == 4 ? (uint32_t)(K / 16) : 0;
+    VkDeviceSize sbytes = qbytes + (VkDeviceSize)T * (nbx + nbs) * 4;
     /* which rows take llama.cpp's batched arithmetic (as the CPU backend's row_roles) */
     const int rows = be->plan->graph->tensors[xt].rows, rule = rlx_batched_rows(w->wtype, N, K);
     uint32_t kinds = !rule ? ~0u : rows == RLX_ROWS_TOKENS ? be->kind_off
@@ -313,8 +315,9 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
         ds.P[1] = (uint32_t)K;
         ds.P[2] = (uint32_t)T;
         ds.P[3] = bind_tensor(be, &ds, VK_B_IN0, xt);
-        ds.P[4] = bind_range(be, &ds, VK_B_OUT, &be->scratch, 0, qbytes + (VkDeviceSize)T * nbx * 4) / 4;
+        ds.P[4] = bind_range(be, &ds, VK_B_OUT, &be->scratch, 0, sbytes) / 4;
         ds.P[5] = ds.P[4] + (uint32_t)(qbytes / 4);
+        ds.P[8] = ds.P[5] + (uint32_t)T * nbx;
         ds.P[6] = kinds;
         ds.P[7] = (uint32_t)rule;
         int64_t bs = mode == 4 ? 256 : 32;
@@ -326,7 +329,7 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
     for (int64_t n0 = 0; n0 < N; n0 += per) {
         int64_t n1 = RLX_MIN(N, n0 + per);
         disp_init(&ds, PL_MATMUL);
-        if (mode) xoff = bind_range(be, &ds, VK_B_IN0, &be->scratch, 0, qbytes + (VkDeviceSize)T * nbx * 4) / 4;
+        if (mode) xoff = bind_range(be, &ds, VK_B_IN0, &be->scratch, 0, sbytes) / 4;
         else xoff = bind_tensor(be, &ds, VK_B_IN0, xt);
         ds.P[0] = (uint32_t)w->wtype;
         ds.P[1] = (uint32_t)K;
@@ -342,6 +345,7 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
         ds.P[10] = xoff + (uint32_t)(qbytes / 4);
         ds.P[11] = kinds;
         ds.P[12] = (uint32_t)rule;
+        ds.P[13] = ds.P[10] + (uint32_t)T * nbx;
         k = set_chain(be, &ds, s->out, s->chain, s->n_chain);
         ds.g[0] = (uint32_t)((n1 - n0 + 63) / 64);
         ds.g[1] = (uint32_t)((T + MM_TILE - 1) / MM_TILE);

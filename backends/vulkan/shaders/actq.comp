@@ -5,8 +5,9 @@
  * 256, scale from the first largest-magnitude value, sign included; for rows of the batched
  * Q4_K gemm positive when that magnitude occurs with a + anywhere, as quant_k.c; round half to
  * even): the integer q go to y (as floats) and each block's scale to y[P[5] + ...].
+ * Q8_K also writes each block's sums of 16 values (the CPU's bsums) at y[P[8] + ...].
  * One invocation per block. P: 0 mode, 1 K, 2 rows, 3 x off, 4 y off, 5 scale off, 6 row kinds
- * and 7 rule (row_batched). */
+ * and 7 rule (row_batched), 8 block-sum off. */
 #version 450
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -52,14 +53,21 @@ void main()
         if (amax == 0.0) {
             Y[so] = 0.0;
             for (uint k = 0u; k < n; k++) Y[y0 + k] = 0.0;
+            for (uint j = 0u; j < 16u; j++) Y[P[8] + i * 16u + j] = 0.0;
             return;
         }
         float iscale = div_rn(-127.0, mx);
         float dq = div_rn(1.0, iscale);
         Y[so] = dq;
-        for (uint k = 0u; k < n; k++) {
-            precise float q = iscale * X[x0 + k];
-            Y[y0 + k] = min(127.0, roundEven(q));
+        for (uint j = 0u; j < n / 16u; j++) {
+            int sum = 0;
+            for (uint k = 16u * j; k < 16u * j + 16u; k++) {
+                precise float q = iscale * X[x0 + k];
+                float v = min(127.0, roundEven(q));
+                Y[y0 + k] = v;
+                sum += int(v);
+            }
+            Y[P[8] + i * 16u + j] = float(sum);
         }
     }
 }

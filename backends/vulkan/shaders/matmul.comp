@@ -6,7 +6,8 @@
  * quantized types read activations quantized by actq.comp (integer values as floats, one scale
  * per block); F16/BF16 read them rounded to the weight's type.
  * P: 0 type, 1 K, 2 rows in this dispatch, 3 row bytes, 4 byte base, 5 first row (output
- * column), 6 T, 7 x off, 8 y off, 9 ldo, 10 x scale off, 11 row kinds, 12 rule. */
+ * column), 6 T, 7 x off, 8 y off, 9 ldo, 10 x scale off, 11 row kinds, 12 rule, 13 Q8_K
+ * block-sum off. */
 #version 450
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -156,13 +157,9 @@ float dot_q4_0(uint row, uint xb, uint sb)
     return acc;
 }
 
-/* sum of the 32 activation integers of sub-block j of super-block i (bsums[2j] + bsums[2j+1]) */
-int q8k_sub_sum(uint xb, uint i, uint j)
-{
-    int s = 0;
-    for (uint l = 0u; l < 32u; l++) s += int(X[xb + 256u * i + 32u * j + l]);
-    return s;
-}
+/* Q8_K block sums (actq.comp), the 16-value sums of row tt, as bsums[] of the CPU's blocks */
+uint BS;
+int bsum(uint i, uint k) { return int(X[BS + 16u * i + k]); }
 
 /* dot_q4_k_folded: integer sums over `fold` sub-blocks at a time, each folded into the value and
  * min chains by an FMA; the chains subtracted at the end */
@@ -185,7 +182,7 @@ float dot_q4_k(uint row, uint xb, uint sb, uint fold)
                     s += int((j & 1u) == 1u ? v >> 4 : v & 0xFu) * int(X[xb + 256u * i + 32u * j + l]);
                 }
                 isum += int(fsc) * s;
-                msum += int(fm) * q8k_sub_sum(xb, i, j);
+                msum += int(fm) * (bsum(i, 2u * j) + bsum(i, 2u * j + 1u));
             }
             acc = fmaf(float(isum), dd, acc);
             accm = fmaf(float(msum), dm, accm);
@@ -212,7 +209,7 @@ float dot_q5_k(uint row, uint xb, uint sb)
         for (uint j = 0u; j < 8u; j++) {
             float fsc, fm;
             scale_min_k4(j, base + 4u, fsc, fm);
-            msum += int(fm) * q8k_sub_sum(xb, i, j);
+            msum += int(fm) * (bsum(i, 2u * j) + bsum(i, 2u * j + 1u));
             for (uint k = 0u; k < 8u; k++) {
                 int s = 0;
                 for (uint l = 32u * j + 4u * k; l < 32u * j + 4u * k + 4u; l++) {
@@ -242,9 +239,7 @@ float dot_q6_k(uint row, uint xb, uint sb)
         precise float d = X[sb + i] * wf16(base + 208u);
         int lane[8];
         for (uint k = 0u; k < 8u; k++) {
-            int b0 = 0, b1 = 0;
-            for (uint l = 0u; l < 16u; l++) { b0 += int(X[xi + 32u * k + l]); b1 += int(X[xi + 32u * k + 16u + l]); }
-            lane[k] = -32 * (b0 * ws8(base + 192u + 2u * k) + b1 * ws8(base + 193u + 2u * k));
+            lane[k] = -32 * (bsum(i, 2u * k) * ws8(base + 192u + 2u * k) + bsum(i, 2u * k + 1u) * ws8(base + 193u + 2u * k));
         }
         for (uint v = 0u; v < 8u; v++)
             for (uint k = 0u; k < 8u; k++) {
@@ -273,6 +268,7 @@ void main()
     for (uint t = 0u; t < nt; t++) {
         uint tt = t0 + t, xb = P[7] + tt * K, sb = P[10] + tt * nb;
         bool batched = row_batched(P[11], P[12], tt);
+        BS = P[13] + tt * (K / 16u);
         float r;
         if (type == 0u || type == 1u || type == 30u) r = batched ? dot_plain_batched(type, row, xb) : dot_plain(type, row, xb);
         else if (type == 8u) r = dot_q8_0(row, xb, sb);
