@@ -25,6 +25,7 @@ layout(std430, set = 0, binding = 2) readonly buffer Q_ { float Q[]; };
 shared float qs[512];
 shared float red[64];
 shared float pp[64];
+shared uint vchunk[64], vrow[64]; /* where the V rows of the block's positions live */
 shared float inv_sh;
 
 /* value `col` of the K (v false) or V row at byte `row` of chunk c */
@@ -148,20 +149,23 @@ void main()
         for (int jb = j0; jb <= p; jb += 64) {
             int j = jb + int(tid);
             float pj = 0.0;
+            kv_loc l = kv_loc(0u, 0u);
             if (j >= lo && j <= p) {
                 precise float pr = vexp(score(seq, j, hk, hd, batched) - mx) * inv;
                 pj = f16 ? f16_round(pr) : pr;
+                l = kv_locate(kv_slot(seq, j, KV_BLOCK_SIZE));
             }
             barrier();
             pp[tid] = pj;
+            vchunk[tid] = l.chunk;
+            vrow[tid] = l.byte_off;
             barrier();
             if (ch < hd)
                 for (int k = 0; k < 64; k++) {
                     int jj = jb + k;
                     if (jj < lo || jj > p) continue;
-                    kv_loc l = kv_locate(kv_slot(seq, jj, KV_BLOCK_SIZE));
                     uint a = pv_batched ? uint(k) % 16u : uint(k);
-                    s[a] = fmaf(kv_val(true, l.chunk, l.byte_off, hk * hd + ch), pp[k], s[a]);
+                    s[a] = fmaf(kv_val(true, vchunk[k], vrow[k], hk * hd + ch), pp[k], s[a]);
                 }
         }
         if (ch < hd) {
