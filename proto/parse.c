@@ -29,6 +29,11 @@ int rlx_api_errorf(rlx_api_error *e, int status, const char *type, const char *p
     return status >= 500 ? RLX_EFULL : RLX_EINVAL;
 }
 
+int rlx_api_error_shutdown(rlx_api_error *e)
+{
+    return rlx_api_errorf(e, 503, "unavailable_error", NULL, "The server is shutting down.");
+}
+
 void rlx_api_error_from_rlx(rlx_api_error *e, int code, const char *msg)
 {
     switch (code) {

@@ -26,6 +26,8 @@ typedef struct rlx_api_error {
 /* Fills e and returns RLX_EINVAL (or `code` given) so parsers can `return api_errorf(...)`. */
 int rlx_api_errorf(rlx_api_error *e, int status, const char *type, const char *param,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The 503 of work refused or cancelled because the server is stopping; returns RLX_EFULL. */
+int rlx_api_error_shutdown(rlx_api_error *e);
 /* {"error":{"message","type","param","code"}} */
 char *rlx_api_error_json(const rlx_api_error *e);
 /* Maps an engine/library error code to status + type (EFULL 503, ETOOLONG 400, ...). */

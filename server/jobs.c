@@ -467,7 +467,7 @@ static void prepare_done(uv_work_t *w, int status)
     rlx_srv *s = j->srv;
     s->n_tasks--;
     j->preparing = false;
-    int rc = status ? rlx_api_errorf(&t->e, 503, "unavailable_error", NULL, "The server is shutting down.") : t->rc;
+    int rc = status ? rlx_api_error_shutdown(&t->e) : t->rc;
     if (!j->notify) {
         /* the client left meanwhile: nothing was submitted */
         free(t);

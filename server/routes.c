@@ -49,8 +49,8 @@ static void h_health(rlx_srv *s, rlx_conn *c, parsed *pb)
         return;
     }
     rlx_api_error e;
-    rlx_api_errorf(&e, 503, "unavailable_error", NULL, s->stopping ? "The server is shutting down."
-                   : "Loading model: the server is not ready yet.");
+    if (s->stopping) rlx_api_error_shutdown(&e);
+    else rlx_api_errorf(&e, 503, "unavailable_error", NULL, "Loading model: the server is not ready yet.");
     rlx_conn_error(c, &e);
 }
 
@@ -232,7 +232,7 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
     rlx_model_slot *m = model_for(s, c, r);
     if (!m) return;
     if (s->stopping) {
-        rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
+        rlx_api_error_shutdown(&e);
         rlx_conn_error(c, &e);
         return;
     }
@@ -336,7 +336,7 @@ static void parse_done(uv_work_t *w, int status)
         c->task_conn = NULL;
         if (status) {
             rlx_api_error e;
-            rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
+            rlx_api_error_shutdown(&e);
             rlx_conn_error(c, &e);
             parsed_free(&t->pb);
         } else {

@@ -260,7 +260,7 @@ static void parse_done(uv_work_t *w, int status)
     e->root = NULL;
     if (!e->id && !(e->id = strdup("null"))) { entry_done(e); return; }
     if (status || st->closing) {
-        rlx_api_errorf(&e->err, 503, "unavailable_error", NULL, "The server is shutting down.");
+        rlx_api_error_shutdown(&e->err);
         fail_entry(e, &e->err);
         entry_done(e);
         return;
@@ -307,7 +307,7 @@ static void start_waiting(stdio_state *st)
             /* SIGTERM: lines read but not started are refused, not silently dropped */
             e->id = strdup("null");
             rlx_api_error err;
-            rlx_api_errorf(&err, 503, "unavailable_error", NULL, "The server is shutting down.");
+            rlx_api_error_shutdown(&err);
             st->running++;
             fail_entry(e, &err);
             entry_done(e);

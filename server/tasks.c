@@ -179,7 +179,7 @@ static void task_done(uv_work_t *w, int status)
         c->task_conn = NULL;
         if (status) {
             rlx_api_error e;
-            rlx_api_errorf(&e, 503, "unavailable_error", NULL, "The server is shutting down.");
+            rlx_api_error_shutdown(&e);
             rlx_conn_error(c, &e);
         } else {
             rlx_conn_respond(c, t->status, "application/json", t->body);

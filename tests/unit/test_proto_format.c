@@ -23,6 +23,10 @@ TEST(error_object_shape)
     rlx_api_error_from_rlx(&e, RLX_ETOOLONG, "too long");
     ASSERT_EQ(e.status, 400);
     ASSERT(strstr(e.message, "cannot fit") != NULL);
+    ASSERT_EQ(rlx_api_error_shutdown(&e), RLX_EFULL);
+    ASSERT_EQ(e.status, 503);
+    ASSERT_STR_EQ(e.type, "unavailable_error");
+    ASSERT_STR_EQ(e.message, "The server is shutting down.");
     char *sse = rlx_api_sse_error(&e);
     cJSON *j = parse_sse(sse);
     ASSERT(j && cJSON_GetObjectItem(j, "error"));
