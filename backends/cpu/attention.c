@@ -153,38 +153,24 @@ static sm_fn softmax_kernel(void)
 
 /* ---- decode rows without transposing V -----------------------------------------------------
  * For a row of a one-token step llama.cpp's V^T . p is ggml_vec_dot per output channel d: four
- * accumulators of FW lanes over positions (position k goes to accumulator (k mod 4FW) / FW, lane
- * k mod FW), ggml's pairwise reduction, then the lanes' sum. Kept "vertically" (a vector over
- * FW channels per lane), the same sums come from row-major V: one pass per accumulator with FW
- * lane vectors, then the same reduction tree across them. Bit for bit the numbers of the
+ * accumulators of 16 lanes over positions (position k goes to accumulator (k mod 64) / 16, lane
+ * k mod 16), ggml's pairwise reduction, then the lanes' sum. Kept "vertically" (a vector over 16
+ * channels per lane), the same sums come from row-major V: one pass per accumulator and half of
+ * its lanes (eight lane vectors per row, two rows of a head group sharing each V load, all in
+ * registers), then the same reduction tree across the lanes. Positions past the last valid one
+ * (p = 0, no V row) are skipped, as their terms never existed. Bit for bit the numbers of the
  * transposed product (tests/unit/test_cpu_attention.c checks both routes agree). AVX-512 only:
- * the 16 lane vectors need its 32 registers; other paths take the transposed product. */
+ * other paths take the transposed product. */
+#define KQV_LANES 16
 #if defined(__x86_64__)
-#define KQV_DEC(NAME, ATTR, VEC, FW, ZERO, SET1, FMA, ADD, LD32, LD16, ST, RED)                        \
-    ATTR static void NAME(const float *p, int64_t n, const uint8_t *const *vrow, bool f16, int hd, float *y) \
-    {                                                                                                  \
-        VEC part[4][FW];                                                                               \
-        for (int dc = 0; dc < hd; dc += FW) {                                                          \
-            for (int s = 0; s < 4; s++) {                                                              \
-                VEC A[FW];                                                                             \
-                for (int l = 0; l < FW; l++) A[l] = ZERO();                                            \
-                for (int64_t k0 = (int64_t)s * FW; k0 < n; k0 += 4 * FW)                               \
-                    for (int l = 0; l < FW; l++) {                                                     \
-                        const uint8_t *v = vrow[k0 + l];                                               \
-                        if (!v) continue; /* past the last position: p = 0 */                          \
-                        const VEC vv = f16 ? LD16((const uint16_t *)v + dc) : LD32((const float *)v + dc); \
-                        A[l] = FMA(vv, SET1(p[k0 + l]), A[l]);                                         \
-                    }                                                                                  \
-                for (int l = 0; l < FW; l++) part[s][l] = A[l];                                        \
-            }                                                                                          \
-            VEC x[FW];                                                                                 \
-            for (int l = 0; l < FW; l++) x[l] = ADD(ADD(part[0][l], part[2][l]), ADD(part[1][l], part[3][l])); \
-            ST(y + dc, RED(x));                                                                        \
-        }                                                                                              \
-    }
-
 #define T512A __attribute__((target("avx512f")))
-#define LD16_512(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+
+T512A static inline __m512 kqv_load(const uint8_t *v, int dc, const bool f16)
+{
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)v + dc)))
+               : _mm512_loadu_ps((const float *)v + dc);
+}
+
 /* _mm512_reduce_add_ps's tree across 16 lane vectors: halves of 8, of 4, then pairs */
 T512A static inline __m512 red16_vert(const __m512 *x)
 {
@@ -193,11 +179,60 @@ T512A static inline __m512 red16_vert(const __m512 *x)
     for (int i = 0; i < 4; i++) q[i] = _mm512_add_ps(h[i + 4], h[i]);
     return _mm512_add_ps(_mm512_add_ps(q[0], q[2]), _mm512_add_ps(q[1], q[3]));
 }
-KQV_DEC(kqv_dec512, T512A, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,
-        _mm512_loadu_ps, LD16_512, _mm512_storeu_ps, red16_vert)
+
+/* nr (1 or 2) rows p[r] of probabilities over positions [0, nvalid) into y[r][0, hd) */
+T512A __attribute__((always_inline)) static inline void kqv_dec512_rows(const float *const *p, const int nr, int64_t nvalid,
+                                                                         const uint8_t *const *vrow, const bool f16, int hd,
+                                                                         float *const *y)
+{
+    for (int dc = 0; dc < hd; dc += KQV_LANES) {
+        __m512 part[2][4][KQV_LANES];
+        for (int s = 0; s < 4; s++)
+            for (int h = 0; h < 2; h++) {
+                __m512 A[2][8];
+                #pragma GCC unroll 8
+                for (int l = 0; l < 8; l++) A[0][l] = A[1][l] = _mm512_setzero_ps();
+                for (int64_t k0 = (int64_t)s * KQV_LANES + 8 * h; k0 < nvalid; k0 += 4 * KQV_LANES) {
+                    const bool full = k0 + 8 <= nvalid;
+                    #pragma GCC unroll 8
+                    for (int l = 0; l < 8; l++) {
+                        if (!full && k0 + l >= nvalid) break;
+                        const __m512 v = kqv_load(vrow[k0 + l], dc, f16);
+                        #pragma GCC unroll 2
+                        for (int r = 0; r < nr; r++) A[r][l] = _mm512_fmadd_ps(v, _mm512_set1_ps(p[r][k0 + l]), A[r][l]);
+                    }
+                }
+                #pragma GCC unroll 2
+                for (int r = 0; r < nr; r++)
+                    #pragma GCC unroll 8
+                    for (int l = 0; l < 8; l++) part[r][s][8 * h + l] = A[r][l];
+            }
+        #pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) {
+            __m512 x[KQV_LANES];
+            for (int l = 0; l < KQV_LANES; l++)
+                x[l] = _mm512_add_ps(_mm512_add_ps(part[r][0][l], part[r][2][l]), _mm512_add_ps(part[r][1][l], part[r][3][l]));
+            _mm512_storeu_ps(y[r] + dc, red16_vert(x));
+        }
+    }
+}
+
+T512A static void kqv_dec512(const float *const *p, int nr, int64_t nvalid, const uint8_t *const *vrow, bool f16, int hd,
+                             float *const *y)
+{
+    for (int r = 0; r < nr; r += 2) {
+        const bool two = r + 1 < nr;
+        if (f16 && two) kqv_dec512_rows(p + r, 2, nvalid, vrow, true, hd, y + r);
+        else if (f16) kqv_dec512_rows(p + r, 1, nvalid, vrow, true, hd, y + r);
+        else if (two) kqv_dec512_rows(p + r, 2, nvalid, vrow, false, hd, y + r);
+        else kqv_dec512_rows(p + r, 1, nvalid, vrow, false, hd, y + r);
+    }
+}
 #endif
 
-typedef void (*kqv_dec_fn)(const float *p, int64_t n, const uint8_t *const *vrow, bool f16, int hd, float *y);
+/* nr rows of probabilities p[r] over positions [0, nvalid) (V rows vrow[k]) into y[r] */
+typedef void (*kqv_dec_fn)(const float *const *p, int nr, int64_t nvalid, const uint8_t *const *vrow, bool f16, int hd,
+                           float *const *y);
 
 /* ---- one work item: a sequence's tokens x one group of query heads ------------------------ */
 
@@ -218,7 +253,6 @@ typedef struct attn_item {
     size_t npad_max;
     sm_fn softmax;
     kqv_dec_fn kqv_dec;     /* NULL on the scalar path */
-    int fw;                 /* its lanes */
 } attn_item;
 
 /* q rows of tokens [t0, t0 + n) of the item, scores over positions [j0, j0 + npad) (K rows of
@@ -270,6 +304,23 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     return 0;
 }
 
+/* The item's K and V head slices are scattered rows (one per position, a cache row apart) that
+ * this step reads for the first time: without a touch ahead their loads stall on memory (the
+ * score and V^T . p kernels' loads were their hottest instructions). All are touched up front,
+ * K toward L1 for the scores, V toward L2 until the softmax is done. */
+static void prefetch_kv(const attn_item *it, int32_t seq, int64_t j0, int64_t jmax)
+{
+    const size_t off = (size_t)it->hk * (size_t)it->hd * it->esz, len = (size_t)it->hd * it->esz;
+    if (it->q8) return; /* dequantized per block as read */
+    for (int64_t j = j0; j <= jmax; j++) {
+        const size_t row = kv_slot(it->r, seq, (int32_t)j) * it->rb + off;
+        for (size_t o = 0; o < len; o += 64) {
+            __builtin_prefetch(it->K + row + o, 0, 3);
+            __builtin_prefetch(it->V + row + o, 0, 2);
+        }
+    }
+}
+
 static int run_item(const attn_item *it)
 {
     rlx_cpu_run *r = it->r;
@@ -294,19 +345,23 @@ static int run_item(const attn_item *it)
     }
     const int64_t j0 = jmin / 64 * 64, nall = (jmax - j0 + 1 + 63) / 64 * 64;
     if ((size_t)nall > sstride) return RLX_ERANGE;
+    prefetch_kv(it, seq, j0, jmax);
 
-    if (all_decode && it->kqv_dec && !it->q8 && hd % it->fw == 0) {
+    if (all_decode && it->kqv_dec && !it->q8 && hd % KQV_LANES == 0) {
         /* one-token rows: V read in place, row pointers in the transposed-V scratch */
         const uint8_t **vrow = (const uint8_t **)vt;
-        for (int64_t k = 0; k < nall; k++)
-            vrow[k] = j0 + k <= jmax ? it->V + kv_slot(r, seq, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz : NULL;
+        const int64_t nvalid = jmax - j0 + 1;
+        for (int64_t k = 0; k < nvalid; k++)
+            vrow[k] = it->V + kv_slot(r, seq, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz;
         for (int ti = 0; ti < it->nt; ti++) {
             int64_t npad;
             int e = scores(it, ti, 1, j0, q, S, role, &npad);
             if (e) return e;
             float *y = rowp(r, it->s->out, it->toks[ti]) + (int64_t)it->h0 * hd;
-            for (int g = 0; g < gs; g++)
-                it->kqv_dec(S + (size_t)g * sstride, npad, vrow, it->type == RLX_F16, hd, y + (size_t)g * hd);
+            const float *prow[ATTN_ROWS];
+            float *yrow[ATTN_ROWS];
+            for (int g = 0; g < gs; g++) { prow[g] = S + (size_t)g * sstride; yrow[g] = y + (size_t)g * hd; }
+            it->kqv_dec(prow, gs, nvalid, vrow, it->type == RLX_F16, hd, yrow);
         }
         return 0;
     }
@@ -389,7 +444,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
                     .window = n->ip[4], .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
                     .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
 #if defined(__x86_64__)
-    if (it.softmax == sm_avx512) { it.kqv_dec = kqv_dec512; it.fw = 16; }
+    if (it.softmax == sm_avx512) it.kqv_dec = kqv_dec512;
 #endif
     for (;;) {
         const int64_t w = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);

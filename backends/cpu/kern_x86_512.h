@@ -195,14 +195,34 @@ KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0
  * It costs one more instruction per weight block, so a single activation row keeps the form
  * above (pp128 366 -> 408-428 tok/s, x16 220 -> 243-258; one row measured no better). */
 #define Q8_0_NT 8
-KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
-                            const char *pf, float res[][Q8_0_ROWS], const int nt)
+/* The activation side of a block is the same for every weight row, so it is prepared once per
+ * tile of activation rows rather than once per weight tile: a + 128 as bytes and the scale as
+ * a float (no f16 conversion, xor or broadcast left in the inner loop, the scale a broadcast
+ * operand of the multiply). Segments of Q8_0_SEG blocks bound the buffer (37 KiB of stack). */
+#define Q8_0_SEG 128
+typedef struct q8_0_prep {
+    uint8_t au[Q8_0_NT][Q8_0_SEG * 32];
+    float da[Q8_0_NT][Q8_0_SEG];
+} q8_0_prep;
+
+KINLINE void q8_0_prepare(const rlx_block_q8_0 *const *a, int64_t ib0, int64_t nb, q8_0_prep *pa, const int nt)
 {
-    __m512 acc[Q8_0_NT][2];
-    const __m512i ones = _mm512_set1_epi8(1), flip = _mm512_set1_epi8((char)0x80);
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int t = 0; t < nt; t++)
+        for (int64_t i = 0; i < nb; i++) {
+            const rlx_block_q8_0 *b = &a[t][ib0 + i];
+            _mm256_storeu_si256((__m256i *)(pa->au[t] + 32 * i), _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip));
+            pa->da[t][i] = f16(b->d);
+        }
+}
+
+/* blocks [ib0, ib0 + nb) of four weight rows x nt prepared activation rows into acc */
+KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, int64_t ib0, int64_t nb, const q8_0_prep *pa,
+                               const char *pf, __m512 acc[][2], const int nt)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t i = 0; i < nb; i++) {
+        const int64_t ib = ib0 + i;
         Q8_0_PREFETCH(pf, ib);
         __m512i wq[2], base[2];
         __m512 dw[2];
@@ -216,8 +236,8 @@ KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, const rlx_block_q
         }
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
-            const __m512i au = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a[t][ib].qs)), flip);
-            const __m512 da = _mm512_set1_ps(f16(a[t][ib].d));
+            const __m512i au = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(pa->au[t] + 32 * i)));
+            const __m512 da = _mm512_set1_ps(pa->da[t][i]);
             #pragma GCC unroll 2
             for (int p = 0; p < 2; p++) {
                 const __m512i s = _mm512_dpbusd_epi32(base[p], au, wq[p]);
@@ -225,7 +245,50 @@ KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, const rlx_block_q
             }
         }
     }
-    q8_0_pairs_out(acc, res, nt);
+}
+
+/* Weight rows [c0, c1) (a chunk) x nt activation rows a[t] into out (row t at out + t * ldo).
+ * pf: prefetch the rows ahead (first activation tile only). Over Q8_0_SEG blocks, the rows go
+ * in groups of Q8_0_SUB whose sums wait in acc_keep between segments. */
+#define Q8_0_SUB 64
+KINLINE void rows_q8_0_u8(const void *w, size_t wrow, int64_t c0, int64_t c1, const rlx_block_q8_0 *const *a, int64_t nbl,
+                          bool pf_on, float *out, int64_t ldo, const int nt)
+{
+    q8_0_prep pa;
+    const bool one_seg = nbl <= Q8_0_SEG;
+    if (one_seg) q8_0_prepare(a, 0, nbl, &pa, nt);
+    for (int64_t s0 = c0; s0 < c1; s0 += Q8_0_SUB) {
+        const int64_t s1 = RLX_MIN(c1, s0 + Q8_0_SUB);
+        __m512 acc_keep[Q8_0_SUB / Q8_0_ROWS][Q8_0_NT][2];
+        for (int64_t ib0 = 0; ib0 < nbl; ib0 += Q8_0_SEG) {
+            const int64_t nb = RLX_MIN((int64_t)Q8_0_SEG, nbl - ib0);
+            const bool last = ib0 + nb == nbl;
+            if (!one_seg) q8_0_prepare(a, ib0, nb, &pa, nt);
+            for (int64_t n = s0; n < s1; n += Q8_0_ROWS) {
+                const rlx_block_q8_0 *wr[Q8_0_ROWS];
+                for (int u = 0; u < Q8_0_ROWS; u++) wr[u] = (const rlx_block_q8_0 *)((const char *)w + (size_t)RLX_MIN(n + u, c1 - 1) * wrow);
+                const char *pf = pf_on ? (const char *)w + (size_t)(n + PF_TILES * Q8_0_ROWS) * wrow : NULL;
+                __m512 acc[Q8_0_NT][2];
+                __m512 (*keep)[2] = acc_keep[(n - s0) / Q8_0_ROWS];
+                #pragma GCC unroll 8
+                for (int t = 0; t < nt; t++)
+                    #pragma GCC unroll 2
+                    for (int p = 0; p < 2; p++) acc[t][p] = ib0 ? keep[t][p] : _mm512_setzero_ps();
+                tile_rows_q8_0_u8(wr, ib0, nb, &pa, pf, acc, nt);
+                if (!last) {
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < nt; t++)
+                        #pragma GCC unroll 2
+                        for (int p = 0; p < 2; p++) keep[t][p] = acc[t][p];
+                    continue;
+                }
+                float rr[Q8_0_NT][Q8_0_ROWS];
+                q8_0_pairs_out(acc, rr, nt);
+                const int nr = (int)RLX_MIN((int64_t)Q8_0_ROWS, c1 - n);
+                for (int t = 0; t < nt; t++) memcpy(out + t * ldo + n, rr[t], (size_t)nr * sizeof(float));
+            }
+        }
+    }
 }
 #else
 #define Q8_0_NT 4

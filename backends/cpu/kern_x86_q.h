@@ -432,18 +432,19 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
                 }
                 continue;
             }
+#if KAVX512 && KVNNI
+            if (type == RLX_Q8_0 && nt > 1) {
+                BY_NT_Q8(rows_q8_0_u8, w, wrow, c0, c1, (const rlx_block_q8_0 *const *)ap, nbl, t0 == 0, out + t0 * ldo, ldo)
+                continue;
+            }
+#endif
             if (type == RLX_Q8_0) {
                 for (int64_t n = c0; n < c1; n += Q8_0_ROWS) {
                     const void *wr[Q8_0_ROWS];
                     for (int u = 0; u < Q8_0_ROWS; u++) wr[u] = (const char *)w + (size_t)RLX_MIN(n + u, c1 - 1) * wrow;
                     float rr[8][Q8_0_ROWS];
                     const char *pf = t0 ? NULL : (const char *)w + (size_t)(n + PF_TILES * Q8_0_ROWS) * wrow;
-#if KAVX512 && KVNNI
-                    if (nt > 1) BY_NT_Q8(tile_rows_q8_0_u8, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
-                    else tile_rows_q8_0((const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, 1);
-#else
                     BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
-#endif
                     const int nr = (int)RLX_MIN((int64_t)Q8_0_ROWS, c1 - n);
                     for (int t = 0; t < nt; t++) memcpy(out + (t0 + t) * ldo + n, rr[t], (size_t)nr * sizeof(float));
                 }

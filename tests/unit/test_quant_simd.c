@@ -292,8 +292,10 @@ static void mm_free(mm_case *c) { free(c->w); free(c->act); }
 TEST(matmul_paths_match_scalar)
 {
     static const char *paths[] = {"avx2", "avx2-novnni", "avx512", "avx512-novnni"};
-    /* K 8192 is the largest the avx512 path repacks activations for; 8224 takes its other kernel */
-    static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}, {5, 8192}, {6, 8224}};
+    /* K 8192 is the largest the avx512 path repacks activations for; 8224 takes its other kernel.
+     * Q8_0 on avx512 prepares activations in segments of 128 blocks for groups of 64 weight rows:
+     * 130 x 64 spans three groups of one segment, 150 x 4128 two segments over three chunks. */
+    static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}, {5, 8192}, {6, 8224}, {130, 64}, {150, 4128}};
     static const struct { int64_t N, K; } shapes_k[] = {{19, 256}, {13, 768}};
     /* float weights: K multiples of 16/32/64 get tinyBLAS's arithmetic from the batched entry,
      * others the one-row one from both; tails of every length past 64 */
