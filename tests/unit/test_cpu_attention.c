@@ -240,4 +240,69 @@ TEST(decode_routes_agree)
     ASSERT_EQ(rlx_cpu_force_path(orig), 0);
 }
 
-TEST_MAIN(TEST_ENTRY(paths_close_to_double), TEST_ENTRY(batch_invariance), TEST_ENTRY(decode_routes_agree))
+/* Sequence 0 of len tokens prefilled in chunks of 32, then its decode token at position len,
+ * alone or (pair) beside a prompt token at len + 1; y gets the decode row. */
+static int run_long(const cfg *c, int len, bool pair, float *y)
+{
+    rlx_graph g;
+    build(&g, c);
+    rlx_plan p;
+    rlx_error err = {0};
+    rlx_compile_opts o = {.max_tokens = 32, .max_outputs = 32};
+    if (rlx_compile(&g, &o, &p, &err)) { fprintf(stderr, "%s\n", err.msg); return -1; }
+    rlx_backend *be = NULL;
+    int rc = rlx_backend_cpu_create(&be, 2, &err);
+    if (!rc) rc = be->ops->prepare(be, &p, &err);
+    rlx_kv_geometry geo = {1, c->nkv * c->hd, 16, BS, c->kv_type};
+    if (!rc) rc = be->ops->kv_init(be, &geo, &err);
+    int32_t blocks[16];
+    for (int i = 0; i < 16; i++) blocks[i] = (i * 5 + 3) % 16; /* scattered blocks */
+    rlx_batch_seq seq = {blocks, (len + 2 + BS - 1) / BS};
+    static float out[32 * 12 * 80];
+    int32_t tok[32], pos[32], sq[32] = {0};
+    uint8_t outm[32], dec[32];
+    for (int p0 = 0; !rc && p0 < len; p0 += 32) {
+        const int n = len - p0 < 32 ? len - p0 : 32;
+        for (int i = 0; i < n; i++) { tok[i] = ((p0 + i) * 7 + 3) % VOCAB; pos[i] = p0 + i; outm[i] = 1; }
+        rlx_batch b = {n, tok, pos, sq, outm, n, 1, &seq, NULL};
+        rc = be->ops->run(be, &p, &b, out, &err);
+    }
+    if (!rc) {
+        const int nd = pair ? 2 : 1;
+        tok[0] = 11; tok[1] = 5; pos[0] = len; pos[1] = len + 1; outm[0] = outm[1] = 1; dec[0] = 1; dec[1] = 0;
+        rlx_batch d = {nd, tok, pos, sq, outm, nd, 1, &seq, pair ? dec : NULL};
+        rc = be->ops->run(be, &p, &d, out, &err);
+        memcpy(y, out, (size_t)(c->nh * c->hd) * sizeof *y);
+    }
+    if (rc) fprintf(stderr, "run: %s\n", err.msg);
+    rlx_backend_destroy(be);
+    rlx_plan_free(&p);
+    rlx_graph_free(&g);
+    return rc;
+}
+
+/* the same at contexts over one 64-position stride (several passes per accumulator, a last
+ * partial group of lanes), in scattered cache blocks */
+TEST(decode_routes_agree_long_contexts)
+{
+    static float alone[12 * 80], paired[12 * 80];
+    const char *orig = rlx_cpu_path();
+    const char *paths[] = {"scalar", "avx2", "avx512", "avx512-novnni"};
+    const int lens[] = {63, 64, 65, 100, 137, 200};
+    for (size_t pi = 0; pi < RLX_ARRAY_LEN(paths); pi++) {
+        if (!rlx_cpu_has_path(paths[pi])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(paths[pi]), 0);
+        for (size_t ci = 0; ci < RLX_ARRAY_LEN(cfgs); ci++)
+            for (size_t li = 0; li < RLX_ARRAY_LEN(lens); li++) {
+                const cfg *c = &cfgs[ci];
+                ASSERT_EQ(run_long(c, lens[li], false, alone), 0);
+                ASSERT_EQ(run_long(c, lens[li], true, paired), 0);
+                ASSERT_MSG(memcmp(alone, paired, (size_t)(c->nh * c->hd) * 4) == 0,
+                           "path %s cfg %zu len %d: the decode row depends on the route", paths[pi], ci, lens[li]);
+            }
+    }
+    ASSERT_EQ(rlx_cpu_force_path(orig), 0);
+}
+
+TEST_MAIN(TEST_ENTRY(paths_close_to_double), TEST_ENTRY(batch_invariance), TEST_ENTRY(decode_routes_agree),
+          TEST_ENTRY(decode_routes_agree_long_contexts))
