@@ -309,8 +309,9 @@ TEST(matmul_paths_match_scalar)
         for (size_t s = 0; s < nshape; s++) {
             const int64_t N = is_f ? shapes_f[s].N : is_k ? shapes_k[s].N : shapes_legacy[s].N;
             const int64_t K = is_f ? shapes_f[s].K : is_k ? shapes_k[s].K : shapes_legacy[s].K;
-            /* 11 rows: the one-row float kernels take another tiling from 8 rows on */
-            const int64_t T = 11, ldo = N + 5;
+            /* 17 rows: the one-row float kernels take another tiling from 8 rows on; Q8_0 on
+             * avx512 runs tiles of 8 (8 + 8 + 1) */
+            const int64_t T = 17, ldo = N + 5;
             mm_case mc;
             mm_make(&mc, type, N, K, T);
             float *ref = malloc((size_t)(T * ldo) * 4), *got = malloc((size_t)(T * ldo) * 4);
@@ -333,7 +334,7 @@ TEST(matmul_paths_match_scalar)
                     }
                     ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
                     ASSERT_STR_EQ(rlx_cpu_path(), paths[p]);
-                    /* full batch, then every T in 1..11 over an odd row range: batch invariance */
+                    /* full batch, then every T in 1..17 over an odd row range: batch invariance */
                     for (int64_t i = 0; i < T * ldo; i++) got[i] = -777.0f;
                     mm(type, mc.w, 0, N, mc.act, mc.arow, T, K, got, ldo);
                     for (int64_t t = 0; t < T; t++) {
