@@ -304,21 +304,43 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     return 0;
 }
 
-/* The item's K and V head slices are scattered rows (one per position, a cache row apart) that
+/* An item's K and V head slices are scattered rows (one per position, a cache row apart) that
  * this step reads for the first time: without a touch ahead their loads stall on memory (the
- * score and V^T . p kernels' loads were their hottest instructions). All are touched up front,
- * K toward L1 for the scores, V toward L2 until the softmax is done. */
-static void prefetch_kv(const attn_item *it, int32_t seq, int64_t j0, int64_t jmax)
+ * score and V^T . p kernels' loads were their hottest instructions). A thread claims its next
+ * item before running the current one and touches the next one's rows toward L2 (ahead); the
+ * current item's K rows then go to L1, its V rows to L2 until the softmax is done. Touching
+ * the next item's rows toward L1 instead evicted the current one's. */
+static void prefetch_kv(const attn_item *it, int32_t seq, int64_t j0, int64_t jmax, bool ahead)
 {
     const size_t off = (size_t)it->hk * (size_t)it->hd * it->esz, len = (size_t)it->hd * it->esz;
     if (it->q8) return; /* dequantized per block as read */
     for (int64_t j = j0; j <= jmax; j++) {
         const size_t row = kv_slot(it->r, seq, (int32_t)j) * it->rb + off;
         for (size_t o = 0; o < len; o += 64) {
-            __builtin_prefetch(it->K + row + o, 0, 3);
+            if (ahead) __builtin_prefetch(it->K + row + o, 0, 2);
+            else __builtin_prefetch(it->K + row + o, 0, 3);
             __builtin_prefetch(it->V + row + o, 0, 2);
         }
     }
+}
+
+/* The positions [*jmin, *jmax] an item reads; false when a position lies outside its
+ * sequence's blocks. */
+static bool item_range(const attn_item *it, int64_t *jmin, int64_t *jmax)
+{
+    const rlx_batch *bt = it->r->batch;
+    const rlx_batch_seq *bs = &bt->seqs[bt->seq[it->toks[0]]];
+    const int32_t B = it->r->kv->block_size;
+    *jmin = INT64_MAX;
+    *jmax = -1;
+    for (int ti = 0; ti < it->nt; ti++) {
+        const int32_t p = bt->pos[it->toks[ti]];
+        if (p < 0 || p / B >= bs->n_blocks) return false;
+        const int64_t l = it->window > 0 && p - it->window + 1 > 0 ? p - it->window + 1 : 0;
+        *jmin = l < *jmin ? l : *jmin;
+        *jmax = p > *jmax ? p : *jmax;
+    }
+    return true;
 }
 
 static int run_item(const attn_item *it)
@@ -326,26 +348,19 @@ static int run_item(const attn_item *it)
     rlx_cpu_run *r = it->r;
     const rlx_batch *bt = r->batch;
     const int hd = it->hd, gs = it->gs;
-    const int32_t seq = bt->seq[it->toks[0]], B = r->kv->block_size;
-    const rlx_batch_seq *bs = &bt->seqs[seq];
+    const int32_t seq = bt->seq[it->toks[0]];
     const size_t sstride = it->npad_max;
     float *q = it->scratch, *S = q + (size_t)ATTN_ROWS * hd;
     float *vt = S + (size_t)ATTN_ROWS * sstride, *o = vt + (size_t)hd * sstride;
     uint8_t role[ATTN_ROWS];
 
-    int64_t jmin = INT64_MAX, jmax = -1;
+    int64_t jmin, jmax;
+    if (!item_range(it, &jmin, &jmax)) return RLX_ERANGE;
     bool all_decode = true;
-    for (int ti = 0; ti < it->nt; ti++) {
-        const int32_t t = it->toks[ti], p = bt->pos[t];
-        if (p < 0 || p / B >= bs->n_blocks) return RLX_ERANGE;
-        const int64_t l = it->window > 0 && p - it->window + 1 > 0 ? p - it->window + 1 : 0;
-        jmin = l < jmin ? l : jmin;
-        jmax = p > jmax ? p : jmax;
-        all_decode &= r->decode_tok[t] != 0;
-    }
+    for (int ti = 0; ti < it->nt; ti++) all_decode &= r->decode_tok[it->toks[ti]] != 0;
     const int64_t j0 = jmin / 64 * 64, nall = (jmax - j0 + 1 + 63) / 64 * 64;
     if ((size_t)nall > sstride) return RLX_ERANGE;
-    prefetch_kv(it, seq, j0, jmax);
+    prefetch_kv(it, seq, j0, jmax, false);
 
     if (all_decode && it->kqv_dec && !it->q8 && hd % KQV_LANES == 0) {
         /* one-token rows: V read in place, row pointers in the transposed-V scratch */
@@ -402,6 +417,25 @@ static int run_item(const attn_item *it)
     return 0;
 }
 
+/* The next item (sequence, KV head, head sub-group) with tokens in this batch, claimed from
+ * the step's counter into it; false when none is left. */
+static bool claim_item(rlx_cpu_run *r, _Atomic int64_t *next, int64_t items, int64_t per_seq, int n_sub, int group, int gs,
+                       attn_item *it)
+{
+    for (;;) {
+        const int64_t w = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        if (w >= items) return false;
+        const int32_t q = (int32_t)(w / per_seq), rest = (int32_t)(w % per_seq);
+        if (r->seq_off[q + 1] == r->seq_off[q]) continue; /* a sequence without tokens here */
+        it->hk = rest / n_sub;
+        it->h0 = it->hk * group + (rest % n_sub) * gs;
+        it->gs = RLX_MIN(gs, it->hk * group + group - it->h0);
+        it->toks = r->seq_tok + r->seq_off[q];
+        it->nt = r->seq_off[q + 1] - r->seq_off[q];
+        return true;
+    }
+}
+
 void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     const rlx_node *n = &s->node;
@@ -446,17 +480,15 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 #if defined(__x86_64__)
     if (it.softmax == sm_avx512) it.kqv_dec = kqv_dec512;
 #endif
-    for (;;) {
-        const int64_t w = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
-        if (w >= items) break;
-        const int32_t q = (int32_t)(w / per_seq), rest = (int32_t)(w % per_seq);
-        if (r->seq_off[q + 1] == r->seq_off[q]) continue; /* a sequence without tokens here */
-        it.hk = rest / n_sub;
-        it.h0 = it.hk * group + (rest % n_sub) * gs;
-        it.gs = RLX_MIN(gs, it.hk * group + group - it.h0);
-        it.toks = r->seq_tok + r->seq_off[q];
-        it.nt = r->seq_off[q + 1] - r->seq_off[q];
-        int e = run_item(&it);
+    attn_item cur = it, ahead = it;
+    bool have = claim_item(r, next, items, per_seq, n_sub, group, gs, &cur);
+    while (have) {
+        const bool more = claim_item(r, next, items, per_seq, n_sub, group, gs, &ahead);
+        int64_t jmin, jmax;
+        if (more && item_range(&ahead, &jmin, &jmax)) prefetch_kv(&ahead, r->batch->seq[ahead.toks[0]], jmin, jmax, true);
+        int e = run_item(&cur);
         if (e) atomic_store(&r->error, e);
+        cur = ahead;
+        have = more;
     }
 }
