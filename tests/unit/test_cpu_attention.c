@@ -43,6 +43,40 @@ static void build(rlx_graph *g, const cfg *c)
     g->kv_cols = c->nkv * c->hd;
 }
 
+/* The graph of c compiled for 32 tokens on a 2-thread CPU backend with a KV pool of n_blocks
+ * blocks; nonzero (reported) on failure, with everything released. */
+static int open_cpu(const cfg *c, int n_blocks, rlx_graph *g, rlx_plan *p, rlx_backend **be, rlx_error *err)
+{
+    build(g, c);
+    rlx_compile_opts o = {.max_tokens = 32, .max_outputs = 32};
+    if (rlx_compile(g, &o, p, err)) {
+        fprintf(stderr, "%s\n", err->msg);
+        rlx_graph_free(g);
+        return -1;
+    }
+    int rc = rlx_backend_cpu_create(be, 2, err);
+    if (!rc) rc = (*be)->ops->prepare(*be, p, err);
+    rlx_kv_geometry geo = {1, c->nkv * c->hd, n_blocks, BS, c->kv_type};
+    if (!rc) rc = (*be)->ops->kv_init(*be, &geo, err);
+    if (rc) {
+        fprintf(stderr, "setup: %s\n", err->msg);
+        rlx_backend_destroy(*be);
+        rlx_plan_free(p);
+        rlx_graph_free(g);
+    }
+    return rc;
+}
+
+/* Releases what open_cpu made; returns rc, reported when nonzero. */
+static int close_cpu(int rc, const rlx_error *err, rlx_graph *g, rlx_plan *p, rlx_backend *be)
+{
+    if (rc) fprintf(stderr, "run: %s\n", err->msg);
+    rlx_backend_destroy(be);
+    rlx_plan_free(p);
+    rlx_graph_free(g);
+    return rc;
+}
+
 /* Two sequences (21 and 9 tokens) in one prefill batch, or only `only` (0/1) in its own batch,
  * then one decode token of sequence 0 when both are present. out gets every output row. */
 /* pair: the decode step also carries a prompt token of sequence 0 at position 22 (explicit
@@ -51,16 +85,11 @@ static void build(rlx_graph *g, const cfg *c)
 static int run_ex(const cfg *c, int only, float *out, int *n_rows, bool pair)
 {
     rlx_graph g;
-    build(&g, c);
     rlx_plan p;
-    rlx_error err = {0};
-    rlx_compile_opts o = {.max_tokens = 32, .max_outputs = 32};
-    if (rlx_compile(&g, &o, &p, &err)) { fprintf(stderr, "%s\n", err.msg); return -1; }
     rlx_backend *be = NULL;
-    int rc = rlx_backend_cpu_create(&be, 2, &err);
-    if (!rc) rc = be->ops->prepare(be, &p, &err);
-    rlx_kv_geometry geo = {1, c->nkv * c->hd, 4, BS, c->kv_type};
-    if (!rc) rc = be->ops->kv_init(be, &geo, &err);
+    rlx_error err = {0};
+    if (open_cpu(c, 4, &g, &p, &be, &err)) return -1;
+    int rc = 0;
     int32_t blocks0[2] = {3, 0}, blocks1[1] = {1};
     rlx_batch_seq seqs[2] = {{blocks0, 2}, {blocks1, 1}};
     int32_t tok[32], pos[32], seq[32];
@@ -88,11 +117,7 @@ static int run_ex(const cfg *c, int only, float *out, int *n_rows, bool pair)
         rc = be->ops->run(be, &p, &d, out + (size_t)n * (size_t)(c->nh * c->hd), &err);
         *n_rows = n + nd;
     }
-    if (rc) fprintf(stderr, "run: %s\n", err.msg);
-    rlx_backend_destroy(be);
-    rlx_plan_free(&p);
-    rlx_graph_free(&g);
-    return rc;
+    return close_cpu(rc, &err, &g, &p, be);
 }
 
 static int run(const cfg *c, int only, float *out, int *n_rows) { return run_ex(c, only, out, n_rows, false); }
@@ -245,16 +270,11 @@ TEST(decode_routes_agree)
 static int run_long(const cfg *c, int len, bool pair, float *y)
 {
     rlx_graph g;
-    build(&g, c);
     rlx_plan p;
-    rlx_error err = {0};
-    rlx_compile_opts o = {.max_tokens = 32, .max_outputs = 32};
-    if (rlx_compile(&g, &o, &p, &err)) { fprintf(stderr, "%s\n", err.msg); return -1; }
     rlx_backend *be = NULL;
-    int rc = rlx_backend_cpu_create(&be, 2, &err);
-    if (!rc) rc = be->ops->prepare(be, &p, &err);
-    rlx_kv_geometry geo = {1, c->nkv * c->hd, 16, BS, c->kv_type};
-    if (!rc) rc = be->ops->kv_init(be, &geo, &err);
+    rlx_error err = {0};
+    if (open_cpu(c, 16, &g, &p, &be, &err)) return -1;
+    int rc = 0;
     int32_t blocks[16];
     for (int i = 0; i < 16; i++) blocks[i] = (i * 5 + 3) % 16; /* scattered blocks */
     rlx_batch_seq seq = {blocks, (len + 2 + BS - 1) / BS};
@@ -274,11 +294,7 @@ static int run_long(const cfg *c, int len, bool pair, float *y)
         rc = be->ops->run(be, &p, &d, out, &err);
         memcpy(y, out, (size_t)(c->nh * c->hd) * sizeof *y);
     }
-    if (rc) fprintf(stderr, "run: %s\n", err.msg);
-    rlx_backend_destroy(be);
-    rlx_plan_free(&p);
-    rlx_graph_free(&g);
-    return rc;
+    return close_cpu(rc, &err, &g, &p, be);
 }
 
 /* the same at contexts over one 64-position stride (several passes per accumulator, a last
