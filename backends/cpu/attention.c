@@ -249,6 +249,9 @@ typedef struct attn_item {
     int window, qt;         /* qt: tokens per tile (qt x gs <= ATTN_ROWS) */
     const int32_t *toks;    /* batch token indices of this item (one sequence) */
     int nt;
+    int32_t seq;            /* its sequence in the batch */
+    int64_t jmin, jmax;     /* positions it reads (claim_item) */
+    bool range_ok;          /* false: a position lies outside the sequence's blocks */
     float *scratch;
     size_t npad_max;
     sm_fn softmax;
@@ -310,12 +313,12 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
  * item before running the current one and touches the next one's rows toward L2 (ahead); the
  * current item's K rows then go to L1, its V rows to L2 until the softmax is done. Touching
  * the next item's rows toward L1 instead evicted the current one's. */
-static void prefetch_kv(const attn_item *it, int32_t seq, int64_t j0, int64_t jmax, bool ahead)
+static void prefetch_kv(const attn_item *it, bool ahead)
 {
     const size_t off = (size_t)it->hk * (size_t)it->hd * it->esz, len = (size_t)it->hd * it->esz;
-    if (it->q8) return; /* dequantized per block as read */
-    for (int64_t j = j0; j <= jmax; j++) {
-        const size_t row = kv_slot(it->r, seq, (int32_t)j) * it->rb + off;
+    if (it->q8 || !it->range_ok) return; /* Q8_0: dequantized per block as read */
+    for (int64_t j = it->jmin; j <= it->jmax; j++) {
+        const size_t row = kv_slot(it->r, it->seq, (int32_t)j) * it->rb + off;
         for (size_t o = 0; o < len; o += 64) {
             if (ahead) __builtin_prefetch(it->K + row + o, 0, 2);
             else __builtin_prefetch(it->K + row + o, 0, 3);
@@ -324,43 +327,23 @@ static void prefetch_kv(const attn_item *it, int32_t seq, int64_t j0, int64_t jm
     }
 }
 
-/* The positions [*jmin, *jmax] an item reads; false when a position lies outside its
- * sequence's blocks. */
-static bool item_range(const attn_item *it, int64_t *jmin, int64_t *jmax)
-{
-    const rlx_batch *bt = it->r->batch;
-    const rlx_batch_seq *bs = &bt->seqs[bt->seq[it->toks[0]]];
-    const int32_t B = it->r->kv->block_size;
-    *jmin = INT64_MAX;
-    *jmax = -1;
-    for (int ti = 0; ti < it->nt; ti++) {
-        const int32_t p = bt->pos[it->toks[ti]];
-        if (p < 0 || p / B >= bs->n_blocks) return false;
-        const int64_t l = it->window > 0 && p - it->window + 1 > 0 ? p - it->window + 1 : 0;
-        *jmin = l < *jmin ? l : *jmin;
-        *jmax = p > *jmax ? p : *jmax;
-    }
-    return true;
-}
-
 static int run_item(const attn_item *it)
 {
     rlx_cpu_run *r = it->r;
-    const rlx_batch *bt = r->batch;
     const int hd = it->hd, gs = it->gs;
-    const int32_t seq = bt->seq[it->toks[0]];
+    const int32_t seq = it->seq;
     const size_t sstride = it->npad_max;
     float *q = it->scratch, *S = q + (size_t)ATTN_ROWS * hd;
     float *vt = S + (size_t)ATTN_ROWS * sstride, *o = vt + (size_t)hd * sstride;
     uint8_t role[ATTN_ROWS];
 
-    int64_t jmin, jmax;
-    if (!item_range(it, &jmin, &jmax)) return RLX_ERANGE;
+    if (!it->range_ok) return RLX_ERANGE;
+    const int64_t jmax = it->jmax;
     bool all_decode = true;
     for (int ti = 0; ti < it->nt; ti++) all_decode &= r->decode_tok[it->toks[ti]] != 0;
-    const int64_t j0 = jmin / 64 * 64, nall = (jmax - j0 + 1 + 63) / 64 * 64;
+    const int64_t j0 = it->jmin / 64 * 64, nall = (jmax - j0 + 1 + 63) / 64 * 64;
     if ((size_t)nall > sstride) return RLX_ERANGE;
-    prefetch_kv(it, seq, j0, jmax, false);
+    prefetch_kv(it, false);
 
     if (all_decode && it->kqv_dec && !it->q8 && hd % KQV_LANES == 0) {
         /* one-token rows: V read in place, row pointers in the transposed-V scratch */
@@ -418,7 +401,7 @@ static int run_item(const attn_item *it)
 }
 
 /* The next item (sequence, KV head, head sub-group) with tokens in this batch, claimed from
- * the step's counter into it; false when none is left. */
+ * the step's counter into it with the positions it reads; false when none is left. */
 static bool claim_item(rlx_cpu_run *r, _Atomic int64_t *next, int64_t items, int64_t per_seq, int n_sub, int group, int gs,
                        attn_item *it)
 {
@@ -432,6 +415,20 @@ static bool claim_item(rlx_cpu_run *r, _Atomic int64_t *next, int64_t items, int
         it->gs = RLX_MIN(gs, it->hk * group + group - it->h0);
         it->toks = r->seq_tok + r->seq_off[q];
         it->nt = r->seq_off[q + 1] - r->seq_off[q];
+        it->seq = q;
+        const rlx_batch *bt = r->batch;
+        const rlx_batch_seq *bs = &bt->seqs[q];
+        const int32_t B = r->kv->block_size;
+        it->jmin = INT64_MAX;
+        it->jmax = -1;
+        it->range_ok = true;
+        for (int ti = 0; ti < it->nt && it->range_ok; ti++) {
+            const int32_t p = bt->pos[it->toks[ti]];
+            const int64_t l = it->window > 0 && p - it->window + 1 > 0 ? p - it->window + 1 : 0;
+            it->range_ok = p >= 0 && p / B < bs->n_blocks;
+            it->jmin = l < it->jmin ? l : it->jmin;
+            it->jmax = p > it->jmax ? p : it->jmax;
+        }
         return true;
     }
 }
@@ -484,8 +481,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     bool have = claim_item(r, next, items, per_seq, n_sub, group, gs, &cur);
     while (have) {
         const bool more = claim_item(r, next, items, per_seq, n_sub, group, gs, &ahead);
-        int64_t jmin, jmax;
-        if (more && item_range(&ahead, &jmin, &jmax)) prefetch_kv(&ahead, r->batch->seq[ahead.toks[0]], jmin, jmax, true);
+        if (more) prefetch_kv(&ahead, true);
         int e = run_item(&cur);
         if (e) atomic_store(&r->error, e);
         cur = ahead;
