@@ -28,6 +28,7 @@ const char *rlx_api_finish_name(rlx_finish_reason f)
 void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, uint64_t seq,
                        long long now)
 {
+    memset(m, 0, sizeof *m); /* every field set: fingerprint NULL, include_usage false */
     m->kind = kind;
     m->model = model;
     m->created = now;

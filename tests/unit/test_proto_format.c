@@ -34,6 +34,21 @@ TEST(error_object_shape)
     free(sse);
 }
 
+/* Regression: meta_init left fingerprint and include_usage as the stack held them; an AVX2 host's
+ * libc left garbage there and header() handed it to cJSON (segfault). Every field is set. */
+TEST(meta_init_sets_every_field)
+{
+    rlx_api_meta m;
+    memset(&m, 0xA5, sizeof m);
+    rlx_api_meta_init(&m, RLX_API_COMPLETIONS, "tiny", 3, 4);
+    ASSERT(m.fingerprint == NULL);
+    ASSERT(!m.include_usage);
+    ASSERT_EQ(m.kind, RLX_API_COMPLETIONS);
+    char *s = rlx_api_sse_chunk(&m, 0, "x", 1, false, NULL, 0, RLX_FINISH_NONE);
+    ASSERT(s && !strstr(s, "system_fingerprint") && !strstr(s, "\"usage\""));
+    free(s);
+}
+
 TEST(chat_response)
 {
     rlx_api_meta m;
@@ -146,5 +161,5 @@ TEST(native_generate)
     free(s);
 }
 
-TEST_MAIN(TEST_ENTRY(error_object_shape), TEST_ENTRY(chat_response), TEST_ENTRY(completion_logprobs),
+TEST_MAIN(TEST_ENTRY(error_object_shape), TEST_ENTRY(meta_init_sets_every_field), TEST_ENTRY(chat_response), TEST_ENTRY(completion_logprobs),
           TEST_ENTRY(chat_stream_chunks), TEST_ENTRY(native_generate))
