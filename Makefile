@@ -42,7 +42,7 @@ test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
 test-asan: asan
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:max_malloc_fill_size=1048576 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2
 
 # The sanitizer run comes last so the output ends with its ctest summary.
 test: test-release test-asan
