@@ -163,7 +163,7 @@ static void log_request(entry *e, int status, const rlx_job *job)
     rlx_srv *s = e->st->srv;
     const char *endpoint = e->kind == RLX_API_CHAT ? "chat_completions" : "generate";
     rlx_metrics_request(&s->metrics, endpoint, status);
-    char path[32], line[1024];
+    char path[32], line[4096];
     snprintf(path, sizeof path, "stdio:%s", e->kind == RLX_API_CHAT ? "chat" : "generate");
     rlx_access_entry ae = {.method = "LINE", .path = path, .status = status, .ttft_s = -1,
                            .duration_s = rlx_now() - e->t0};
