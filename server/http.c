@@ -397,7 +397,8 @@ static rlx_conn *new_conn(rlx_srv *s, struct MHD_Connection *mc, const char *uri
     c->t0 = rlx_now();
     c->ttft = -1;
     snprintf(c->method, sizeof c->method, "-"); /* MHD tells the method with the headers */
-    snprintf(c->path, sizeof c->path, "%s", uri);
+    snprintf(c->path, sizeof c->path, "%.*s", (int)strcspn(uri, "?"), uri); /* as MHD gives it later */
+    c->endpoint = rlx_route_endpoint(c->path);
     const union MHD_ConnectionInfo *si = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     if (si && si->socket_context) {
         c->sock = si->socket_context;
