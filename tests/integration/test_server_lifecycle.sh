@@ -47,12 +47,15 @@ sleep 0.2
 [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$URL/v1/models")" = 200 ] ||
     fail "an idle connection took the only request slot"
 exec 3>&-
-curl -sN -m 30 "$URL/v1/completions" -d "$long" >/dev/null &
+# a stream long enough to outlast the check on a loaded machine (cancelled by the hang-up after)
+# (/metrics cannot tell when it runs: it would get the 503 itself; its first bytes can)
+curl -sN -m 60 "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":'$N_QUEUE',"ignore_eos":true,"stream":true}' >"$TMP/hold" &
 hold=$!
-for _ in $(seq 1 50); do
-    echo "$(curl -s -m 5 "$URL/metrics")" | grep -q '^rlxd_num_requests_running{model_name="tiny"} 1' && break
+for _ in $(seq 1 100); do
+    [ -s "$TMP/hold" ] && break
     sleep 0.1
 done
+[ -s "$TMP/hold" ] || fail "the long stream did not start"
 hdr=$(curl -s -m 5 -D - -o "$TMP/busy" "$URL/v1/models")
 kill "$hold" 2>/dev/null
 wait "$hold" 2>/dev/null
