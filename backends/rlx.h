@@ -41,4 +41,12 @@ const char *rlx_strerror(int code);
 /* Monotonic time in seconds. */
 double rlx_now(void);
 
+/* Copies s into out (cap > 0 bytes, always NUL-terminated) so that text a client chose (a path,
+ * a model name, a session id) can go into a one-line log without forging lines or reaching the
+ * terminal as control sequences. text: control bytes, DEL, C1 controls, ' ', '"' and '\\' are
+ * escaped (\n, \r, \t, \", \\, else \xNN) as are bytes that are not valid UTF-8; otherwise
+ * (for a JSON encoder, which escapes the rest itself) only the invalid UTF-8 bytes are. Text that
+ * does not fit is cut (never inside an escape or a character) and ends with "...". Returns out. */
+const char *rlx_log_escape(const char *s, bool text, char *out, size_t cap);
+
 #endif

@@ -56,14 +56,16 @@ static void run_put(rlx_worker *w, wjob *j)
     char path[1100], hash[17];
     const char *kv = NULL;
     rlx_error err = {0};
+    char id[300]; /* the client's text: escaped for the log */
+    rlx_log_escape(j->id, true, id, sizeof id);
     if (j->snap) {
         rlx__snapshot_path(w, j->id, path, sizeof path);
         if (rlx__snapshot_write(path, j->snap, j->snap_bytes, &err) == 0) kv = path;
-        else fprintf(stderr, "rlxd: session '%s' stored without its KV snapshot: %s\n", j->id, err.msg);
+        else fprintf(stderr, "rlxd: session '%s' stored without its KV snapshot: %s\n", id, err.msg);
     }
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)w->model_hash);
     if (rlx_session_put(w->store, w->name, j->id, j->tokens, j->n_tokens, kv, kv ? hash : NULL, &err))
-        fprintf(stderr, "rlxd: session '%s' not saved: %s\n", j->id, err.msg);
+        fprintf(stderr, "rlxd: session '%s' not saved: %s\n", id, err.msg);
     else
         rlx_session_enforce_limits(w->store, w->name, w->cfg.session_ttl_s, w->cfg.max_sessions, NULL, NULL);
     if (j->req) {
@@ -146,7 +148,8 @@ void rlx__writer_put(rlx_worker *w, wsession *ws, int32_t *tokens, size_t n_toke
     char *text = ev && ev->text_len ? malloc(ev->text_len) : NULL;
     if (!j || (ev && ev->text_len && !text)) {
         /* cannot queue: the turn stays in memory only, and its event goes out now */
-        fprintf(stderr, "rlxd: session '%s' not saved: out of memory\n", ws->id);
+        char id[300];
+        fprintf(stderr, "rlxd: session '%s' not saved: out of memory\n", rlx_log_escape(ws->id, true, id, sizeof id));
         free(j);
         free(text);
         free(tokens);

@@ -43,6 +43,8 @@ static const setting settings[] = {
     {"device", T_INT, OFF(device), 0, 64},
     {"max-body", T_I64, OFF(max_body), 1024, 1LL << 32},
     {"max-connections", T_INT, OFF(max_connections), 1, 65536},
+    {"request-timeout", T_INT, OFF(request_timeout), 1, 86400},
+    {"max-pending-bytes", T_I64, OFF(max_pending_bytes), 4096, 1LL << 32},
     {"max-queue", T_INT, OFF(max_queue), 1, 1 << 20},
     {"grace-seconds", T_INT, OFF(grace_seconds), 0, 86400},
 };
@@ -82,7 +84,10 @@ const char *rlx_serve_usage(void)
            "  --backend cpu|vulkan|cuda compute backend (cpu)\n"
            "  --device N                GPU index for vulkan/cuda (0)\n"
            "  --max-body BYTES          request body limit (4194304)\n"
-           "  --max-connections N       open connections before 503 (512)\n"
+           "  --max-connections N       requests answered at once before 503 (512)\n"
+           "  --request-timeout SECONDS a request must arrive whole this soon after its\n"
+           "                            connection opened (or the previous answer), else 408 (30)\n"
+           "  --max-pending-bytes BYTES a stream whose client leaves more unread is cancelled (4194304)\n"
            "  --max-queue N             waiting requests per model before 503 (256)\n"
            "  --grace-seconds N         on SIGTERM, how long requests in flight may finish (30)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
@@ -362,6 +367,8 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     c->kv_block = 16;
     c->max_body = 4 << 20;
     c->max_connections = 512;
+    c->request_timeout = 30;
+    c->max_pending_bytes = 4 << 20;
     c->max_sessions = 1024;
     c->max_queue = 256;
     c->grace_seconds = 30;

@@ -38,7 +38,9 @@ typedef struct rlx_serve_config {
     char *backend;           /* "cpu" (default), "vulkan", "cuda" */
     int device;              /* GPU index */
     int64_t max_body;        /* request body limit in bytes, 4 MiB */
-    int max_connections;     /* 512 */
+    int max_connections;     /* requests being answered at once before 503, 512 */
+    int request_timeout;     /* seconds from accept (or the previous answer) to a whole request, 30 */
+    int64_t max_pending_bytes; /* response bytes waiting for a client that does not read, 4 MiB */
     int max_queue;           /* waiting requests per model before 503, 256 */
     int grace_seconds;       /* SIGTERM: how long requests in flight may finish, 30 */
     bool help;               /* --help was given */

@@ -2,14 +2,39 @@
  * threads; a uv_poll on that epoll fd and a uv_timer from MHD_get_timeout call MHD_run.
  * Requests that wait on the engine are suspended; their socket is watched for hang-up
  * (MHD does not notice a client leaving while a connection is suspended) so the generation
- * can be cancelled. Streaming uses a content-reader callback that suspends when no bytes wait. */
+ * can be cancelled. Streaming uses a content-reader callback that suspends when no bytes wait;
+ * a stream whose client leaves more than --max-pending-bytes unread is cancelled.
+ *
+ * Slow clients: a socket with no request being answered ("waiting": its request still arriving,
+ * or idle between requests) must complete a request within --request-timeout of the start of
+ * its wait, whatever it trickles (MHD's own timeout counts inactivity only); when sockets reach
+ * MHD's limit the oldest waiting one makes room. Only requests being answered count against
+ * --max-connections, so clients that never finish a request cannot lock others out. */
 #include "server/serve.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+/* Sockets beyond --max-connections that MHD accepts: room for clients sending a request or idle. */
+#define WAIT_SLOTS 64
+/* Request headers beyond this get a JSON 431; MHD's pool (twice this) answers larger ones itself,
+ * in HTML (see README, "HTTP errors libmicrohttpd answers itself"). */
+#define MAX_HEADER_BYTES (32 * 1024)
+
+/* MHD's socket context: one per accepted socket, from MHD_CONNECTION_NOTIFY_STARTED to _CLOSED. */
+typedef struct rlx_sock {
+    struct rlx_sock *prev, *next;  /* srv->wait_head list while waiting */
+    bool waiting;                  /* no request of it is being answered */
+    bool dropped;                  /* we shut it down: it only waits for MHD to close it */
+    bool served;                   /* a request was answered on it (an idle keep-alive socket) */
+    double since;                  /* when the wait began (accept or the last answer), rlx_now() */
+    int fd;
+    rlx_conn *conn;                /* the request whose line has arrived, NULL before */
+} rlx_sock;
 
 static void on_mhd_timer(uv_timer_t *t)
 {
@@ -26,10 +51,115 @@ static void on_mhd_poll(uv_poll_t *p, int status, int events)
 void rlx_http_kick(rlx_srv *s)
 {
     if (!s->mhd) return;
-    MHD_run(s->mhd);
+    /* MHD takes its listening socket out of its epoll set at the connection limit and puts it
+     * back only at the start of a run: after a run that closed sockets, run again, or clients
+     * in the backlog wait for an unrelated event */
+    for (int i = 0; i < 4; i++) {
+        unsigned closed = s->n_closed;
+        MHD_run(s->mhd);
+        if (s->n_closed == closed) break;
+    }
     MHD_UNSIGNED_LONG_LONG to = 0;
     if (MHD_get_timeout(s->mhd, &to) == MHD_YES) uv_timer_start(&s->mhd_timer, on_mhd_timer, to, 0);
     else uv_timer_stop(&s->mhd_timer);
+}
+
+/* ---- waiting sockets: --request-timeout and room at the connection limit ------------------ */
+
+static void wait_unlink(rlx_srv *s, rlx_sock *k)
+{
+    if (!k->waiting) return;
+    if (k->prev) k->prev->next = k->next;
+    else s->wait_head = k->next;
+    if (k->next) k->next->prev = k->prev;
+    else s->wait_tail = k->prev;
+    k->prev = k->next = NULL;
+    k->waiting = false;
+}
+
+static void on_wait_timer(uv_timer_t *t);
+
+/* The timer follows the oldest waiting socket (the list is in order of `since`). */
+static void wait_arm(rlx_srv *s)
+{
+    if (!s->wait_head) {
+        uv_timer_stop(&s->wait_timer);
+        return;
+    }
+    double left = s->wait_head->since + s->cfg->request_timeout - rlx_now();
+    uv_timer_start(&s->wait_timer, on_wait_timer, left > 0 ? (uint64_t)(left * 1e3) + 1 : 0, 0);
+}
+
+static void wait_begin(rlx_srv *s, rlx_sock *k)
+{
+    if (k->waiting || k->dropped) return;
+    k->waiting = true;
+    k->since = rlx_now();
+    k->prev = s->wait_tail;
+    k->next = NULL;
+    if (s->wait_tail) s->wait_tail->next = k;
+    else s->wait_head = k;
+    s->wait_tail = k;
+    if (s->wait_head == k) wait_arm(s);
+}
+
+/* A request of c's socket is being answered: no deadline until the answer is over. */
+static void wait_end(rlx_conn *c)
+{
+    rlx_sock *k = c->sock;
+    if (!k || !k->waiting) return;
+    bool was_head = c->srv->wait_head == k;
+    wait_unlink(c->srv, k);
+    if (was_head) wait_arm(c->srv);
+}
+
+/* Closes a waiting socket. A request that began (or a socket that never had one) first gets a
+ * JSON answer, written straight to the socket: MHD queues answers only once a request's headers
+ * are in, and nothing of an answer has been sent on a waiting socket. shutdown(2) then ends it;
+ * MHD sees the hang-up and closes it (on_completed logs the request with this status). */
+static void drop(rlx_srv *s, rlx_sock *k, int status)
+{
+    wait_unlink(s, k);
+    k->dropped = true;
+    rlx_conn *c = k->conn;
+    if (c || !k->served) {
+        rlx_api_error e;
+        if (status == 408) {
+            rlx_api_errorf(&e, 408, "invalid_request_error", NULL,
+                           "The request did not arrive whole within %d s (--request-timeout); the connection is "
+                           "closed.", s->cfg->request_timeout);
+            e.code = "request_timeout";
+            s->metrics.request_timeouts++;
+        } else {
+            rlx_api_errorf(&e, 503, "server_error", NULL,
+                           "The server is at its connection limit and closed this connection, which had not "
+                           "sent a whole request, to accept a newer one; retry shortly.");
+            s->metrics.evicted++;
+        }
+        char *body = rlx_api_error_json(&e), msg[1024];
+        int n = snprintf(msg, sizeof msg, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                         "Connection: close\r\n%s\r\n%s", status == 408 ? "408 Request Timeout" : "503 Service Unavailable",
+                         body ? strlen(body) : 0, status == 503 ? "Retry-After: 1\r\n" : "", body ? body : "");
+        free(body);
+        /* best effort: a client that does not read may not get it */
+        if (n > 0 && (size_t)n < sizeof msg && send(k->fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) (void)0;
+        if (c) c->log_status = status;
+    }
+    shutdown(k->fd, SHUT_RDWR);
+}
+
+static void on_wait_timer(uv_timer_t *t)
+{
+    rlx_srv *s = t->data;
+    double now = rlx_now();
+    while (s->wait_head && s->wait_head->since + s->cfg->request_timeout <= now + 1e-3) drop(s, s->wait_head, 408);
+    wait_arm(s);
+    rlx_http_kick(s);
+}
+
+static unsigned mhd_limit(const rlx_srv *s)
+{
+    return (unsigned)(s->cfg->max_connections + WAIT_SLOTS);
 }
 
 /* ---- suspend / resume ---------------------------------------------------------------------- */
@@ -101,9 +231,35 @@ void rlx_http_resume_all(rlx_srv *s)
     }
 }
 
+/* The client of a stream left more than --max-pending-bytes unread (it reads slower than the
+ * engine writes, or not at all): cancel the generation rather than buffer without bound. */
+static void cancel_unread(rlx_conn *c, rlx_job *j)
+{
+    rlx_srv *s = c->srv;
+    char path[1100];
+    fprintf(stderr, "rlxd: %s %s: stream cancelled, the client left %zu bytes unread (over --max-pending-bytes %lld)\n",
+            c->method, rlx_log_escape(c->path, true, path, sizeof path), j->len - j->off,
+            (long long)s->cfg->max_pending_bytes);
+    s->metrics.unread_cancelled++;
+    take_usage(c, j);
+    c->unread = true;
+    c->finish = "unread";
+    c->gone = true; /* the reader ends the response */
+    rlx_job_detach(j); /* frees what was queued */
+    c->job = NULL;
+    resume(c);
+    /* the client reads nothing: end the socket now rather than after MHD's inactivity timeout */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) shutdown(ci->connect_fd, SHUT_RDWR);
+}
+
 void rlx_conn_job_notify(rlx_job *job)
 {
     rlx_conn *c = job->sink;
+    if (c->stream && !job->finished && job->len - job->off > (size_t)c->srv->cfg->max_pending_bytes) {
+        cancel_unread(c, job); /* detaches, and so may free, job */
+        return;
+    }
     bool ready = job->finished || (c->stream && ((job->started && !c->queued) || job->len > job->off));
     if (ready) resume(c);
 }
@@ -143,6 +299,7 @@ static enum MHD_Result queue_resp(rlx_conn *c)
     if (c->www_auth) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (c->allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, c->allow);
     if (!c->log_status) c->log_status = c->status;
+    wait_end(c);
     enum MHD_Result ok = MHD_queue_response(c->mc, (unsigned)c->status, r);
     MHD_destroy_response(r);
     return ok;
@@ -217,32 +374,75 @@ static enum MHD_Result progress(rlx_conn *c)
     return queue_resp(c);
 }
 
+/* One access-log line and one metrics count for a finished request. */
+static void access_log(rlx_srv *s, const rlx_conn *c)
+{
+    const char *endpoint = c->endpoint ? c->endpoint : "other";
+    rlx_metrics_request(&s->metrics, endpoint, c->log_status);
+    char line[4096];
+    rlx_access_entry ae = {.method = c->method, .path = c->path, .model = c->model[0] ? c->model : NULL,
+                           .status = c->log_status, .prompt_tokens = c->prompt_tokens,
+                           .completion_tokens = c->completion_tokens, .ttft_s = c->ttft,
+                           .duration_s = rlx_now() - c->t0, .finish = c->log_status == 499 ? "cancelled" : c->finish};
+    rlx_access_log_format(&ae, s->cfg->log_json, line, sizeof line);
+    fputs(line, stderr);
+}
+
+static rlx_conn *new_conn(rlx_srv *s, struct MHD_Connection *mc, const char *uri)
+{
+    rlx_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->srv = s;
+    c->mc = mc;
+    c->t0 = rlx_now();
+    c->ttft = -1;
+    snprintf(c->method, sizeof c->method, "-"); /* MHD tells the method with the headers */
+    snprintf(c->path, sizeof c->path, "%.*s", (int)strcspn(uri, "?"), uri); /* as MHD gives it later */
+    c->endpoint = rlx_route_endpoint(c->path);
+    const union MHD_ConnectionInfo *si = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (si && si->socket_context) {
+        c->sock = si->socket_context;
+        c->sock->conn = c;
+    }
+    return c;
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line has arrived (its headers may never come). The
+ * connection state starts here so that requests MHD answers itself, or that time out, are
+ * logged too. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *mc)
+{
+    return new_conn(cls, mc, uri);
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
     (void)version;
     rlx_srv *s = cls;
     rlx_conn *c = *con_cls;
-    if (!c) {
-        if (!(c = calloc(1, sizeof *c))) return MHD_NO;
-        c->srv = s;
-        c->mc = mc;
-        c->t0 = rlx_now();
-        c->ttft = -1;
+    if (!c && !(c = *con_cls = new_conn(s, mc, url))) return MHD_NO;
+    if (!c->accessed) { /* the headers are in */
+        c->accessed = true;
         snprintf(c->method, sizeof c->method, "%s", method);
-        snprintf(c->path, sizeof c->path, "%s", url);
-        for (char *p = c->path; *p; p++) /* the path goes into the log: no control bytes */
-            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+        snprintf(c->path, sizeof c->path, "%s", url); /* the log escapes what the client chose */
         c->endpoint = rlx_route_endpoint(c->path);
         c->next = s->conns;
         if (s->conns) s->conns->prev = c;
         s->conns = c;
-        *con_cls = c;
         rlx_api_error e;
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (s->n_conns > s->cfg->max_connections) {
-            rlx_api_errorf(&e, 503, "server_error", NULL, "Too many open connections (%d); retry shortly.",
+        const union MHD_ConnectionInfo *hi = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        if (s->n_requests >= s->cfg->max_connections) {
+            rlx_api_errorf(&e, 503, "server_error", NULL, "Too many requests in progress (%d); retry shortly.",
                            s->cfg->max_connections);
+            rlx_conn_error(c, &e);
+            return queue_resp(c);
+        }
+        if (hi && hi->header_size > MAX_HEADER_BYTES) {
+            rlx_api_errorf(&e, 431, "invalid_request_error", NULL,
+                           "The request's headers are %zu bytes; the server accepts at most %d.", hi->header_size,
+                           MAX_HEADER_BYTES);
             rlx_conn_error(c, &e);
             return queue_resp(c);
         }
@@ -278,6 +478,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
     }
     if (!c->routed && !c->has_resp) {
         c->routed = true;
+        c->counted = true;
+        s->n_requests++;
+        wait_end(c);
         if (c->too_large) {
             rlx_api_error e;
             rlx_api_errorf(&e, 413, "invalid_request_error", NULL,
@@ -298,11 +501,29 @@ static void free_conn(uv_handle_t *h)
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)mc;
     rlx_srv *s = cls;
     rlx_conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
+    rlx_sock *k = c->sock;
+    if (k) {
+        k->conn = NULL;
+        if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) { /* kept alive: waits for the next request */
+            k->served = true;
+            wait_begin(s, k);
+        }
+    }
+    if (!c->log_status) { /* MHD answered itself (a malformed request, see README) */
+        const union MHD_ConnectionInfo *ri = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_HTTP_STATUS);
+        if (ri && ri->http_status) c->log_status = (int)ri->http_status;
+    }
+    if (!c->accessed) {
+        /* ended before its headers were in: logged when answered (by MHD, or 408/503 by drop) */
+        if (c->log_status) access_log(s, c);
+        free(c);
+        return;
+    }
+    if (c->counted) s->n_requests--;
     if (c->task_conn) *c->task_conn = NULL;
     if (c->job) {
         take_usage(c, c->job);
@@ -310,16 +531,10 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         rlx_job_detach(c->job);
         c->job = NULL;
     }
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->stream && c->log_status == 200) c->log_status = 499;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->stream && c->log_status == 200 && !c->unread)
+        c->log_status = 499;
     if (!c->log_status) c->log_status = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? c->status : 499;
-    rlx_metrics_request(&s->metrics, c->endpoint, c->log_status);
-    char line[1024];
-    rlx_access_entry ae = {.method = c->method, .path = c->path, .model = c->model[0] ? c->model : NULL,
-                           .status = c->log_status, .prompt_tokens = c->prompt_tokens,
-                           .completion_tokens = c->completion_tokens, .ttft_s = c->ttft,
-                           .duration_s = rlx_now() - c->t0, .finish = c->log_status == 499 ? "cancelled" : c->finish};
-    rlx_access_log_format(&ae, s->cfg->log_json, line, sizeof line);
-    fputs(line, stderr);
+    access_log(s, c);
     if (c->prev) c->prev->next = c->next;
     else s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -332,11 +547,38 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
 
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ctx, enum MHD_ConnectionNotificationCode t)
 {
-    (void)mc;
-    (void)socket_ctx;
     rlx_srv *s = cls;
-    s->n_conns += t == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
-    if (t == MHD_CONNECTION_NOTIFY_CLOSED) rlx_srv_maybe_exit(s);
+    if (t == MHD_CONNECTION_NOTIFY_STARTED) {
+        s->n_conns++;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        rlx_sock *k = ci ? calloc(1, sizeof *k) : NULL;
+        if (!k) { /* untracked, it could outstay any timeout: refuse it */
+            if (ci) shutdown(ci->connect_fd, SHUT_RDWR);
+            return;
+        }
+        k->fd = ci->connect_fd;
+        *socket_ctx = k;
+        wait_begin(s, k);
+        /* one socket short of MHD's limit (it would stop accepting): the oldest socket that is
+         * not being answered makes room, so a client that sends its request promptly gets in */
+        if ((unsigned)s->n_conns + 1 >= mhd_limit(s) && s->wait_head && s->wait_head != k) {
+            drop(s, s->wait_head, 503);
+            wait_arm(s);
+        }
+        return;
+    }
+    s->n_conns--;
+    s->n_closed++;
+    rlx_sock *k = *socket_ctx;
+    if (k) {
+        bool was_head = s->wait_head == k;
+        wait_unlink(s, k);
+        if (k->conn) k->conn->sock = NULL;
+        free(k);
+        *socket_ctx = NULL;
+        if (was_head) wait_arm(s);
+    }
+    rlx_srv_maybe_exit(s);
 }
 
 /* MHD's unescaping, except that a URI or argument holding %00 stays as sent: decoded, the NUL
@@ -370,7 +612,9 @@ int rlx_http_start(rlx_srv *s, rlx_error *err)
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg->max_connections + 64),
+                              MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
+                              MHD_OPTION_CONNECTION_LIMIT, mhd_limit(s),
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(2 * MAX_HEADER_BYTES),
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
@@ -381,13 +625,15 @@ int rlx_http_start(rlx_srv *s, rlx_error *err)
     const union MHD_DaemonInfo *pi = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = pi ? pi->port : s->cfg->port;
     const union MHD_DaemonInfo *ei = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-    if (!ei || uv_poll_init(s->loop, &s->mhd_poll, ei->epoll_fd) || uv_timer_init(s->loop, &s->mhd_timer)) {
+    if (!ei || uv_poll_init(s->loop, &s->mhd_poll, ei->epoll_fd) || uv_timer_init(s->loop, &s->mhd_timer) ||
+        uv_timer_init(s->loop, &s->wait_timer)) {
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
         return rlx_errorf(err, RLX_EIO, "cannot watch the HTTP daemon's epoll descriptor");
     }
     s->mhd_poll.data = s;
     s->mhd_timer.data = s;
+    s->wait_timer.data = s;
     uv_poll_start(&s->mhd_poll, UV_READABLE, on_mhd_poll);
     rlx_http_kick(s);
     return 0;
@@ -409,4 +655,5 @@ void rlx_http_stop(rlx_srv *s)
     s->mhd = NULL;
     uv_close((uv_handle_t *)&s->mhd_poll, NULL);
     uv_close((uv_handle_t *)&s->mhd_timer, NULL);
+    uv_close((uv_handle_t *)&s->wait_timer, NULL);
 }

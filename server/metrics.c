@@ -96,6 +96,17 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
     put(&b, "# HELP rlxd_requests_cancelled_total Generations cancelled because the client disconnected.\n"
             "# TYPE rlxd_requests_cancelled_total counter\nrlxd_requests_cancelled_total %llu\n",
         (unsigned long long)m->cancelled);
+    put(&b, "# HELP rlxd_request_timeouts_total Requests not received whole within --request-timeout (408).\n"
+            "# TYPE rlxd_request_timeouts_total counter\nrlxd_request_timeouts_total %llu\n",
+        (unsigned long long)m->request_timeouts);
+    put(&b, "# HELP rlxd_connections_evicted_total Connections still sending their request, closed (503) to "
+            "accept new ones at the connection limit.\n"
+            "# TYPE rlxd_connections_evicted_total counter\nrlxd_connections_evicted_total %llu\n",
+        (unsigned long long)m->evicted);
+    put(&b, "# HELP rlxd_streams_unread_cancelled_total Streams cancelled because their client left more than "
+            "--max-pending-bytes unread.\n"
+            "# TYPE rlxd_streams_unread_cancelled_total counter\nrlxd_streams_unread_cancelled_total %llu\n",
+        (unsigned long long)m->unread_cancelled);
     static const struct { const char *name, *type, *help; } gauges[] = {
         {"rlxd_num_requests_running", "gauge", "Sequences being processed by the engine."},
         {"rlxd_num_requests_waiting", "gauge", "Requests waiting for admission."},
@@ -127,21 +138,28 @@ void rlx_access_log_format(const rlx_access_entry *e, bool json, char *buf, size
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    /* method, path and model are the client's text: escaped so that they cannot forge a line
+     * (text) or make the line invalid UTF-8 (JSON; cJSON escapes the control bytes) */
+    char method[64], path[1100], model[300];
+    rlx_log_escape(e->method, !json, method, sizeof method);
+    rlx_log_escape(e->path, !json, path, sizeof path);
+    rlx_log_escape(e->model ? e->model : "-", !json, model, sizeof model);
     if (!json) {
         char ttft[32] = "-";
         if (e->ttft_s >= 0) snprintf(ttft, sizeof ttft, "%.1fms", e->ttft_s * 1e3);
-        snprintf(buf, cap, "%s %s %s %d model=%s prompt_tokens=%d completion_tokens=%d ttft=%s duration=%.1fms%s%s\n",
-                 ts, e->method, e->path, e->status, e->model ? e->model : "-", e->prompt_tokens,
+        int n = snprintf(buf, cap, "%s %s %s %d model=%s prompt_tokens=%d completion_tokens=%d ttft=%s duration=%.1fms%s%s\n",
+                 ts, method, path, e->status, model, e->prompt_tokens,
                  e->completion_tokens, ttft, e->duration_s * 1e3, e->finish ? " finish=" : "",
                  e->finish ? e->finish : "");
+        if (n >= 0 && (size_t)n >= cap && cap >= 2) buf[cap - 2] = '\n'; /* cut, but still one line */
         return;
     }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "time", ts);
-    cJSON_AddStringToObject(o, "method", e->method);
-    cJSON_AddStringToObject(o, "path", e->path);
+    cJSON_AddStringToObject(o, "method", method);
+    cJSON_AddStringToObject(o, "path", path);
     cJSON_AddNumberToObject(o, "status", e->status);
-    if (e->model) cJSON_AddStringToObject(o, "model", e->model);
+    if (e->model) cJSON_AddStringToObject(o, "model", model);
     else cJSON_AddNullToObject(o, "model");
     cJSON_AddNumberToObject(o, "prompt_tokens", e->prompt_tokens);
     cJSON_AddNumberToObject(o, "completion_tokens", e->completion_tokens);

@@ -24,6 +24,9 @@ typedef struct rlx_metrics {
     int n_requests;
     uint64_t prompt_tokens, generation_tokens;
     uint64_t cancelled;                /* generations cancelled because the client left */
+    uint64_t request_timeouts;         /* requests not whole within --request-timeout (408) */
+    uint64_t evicted;                  /* sockets still sending a request closed to make room */
+    uint64_t unread_cancelled;         /* streams cancelled: over --max-pending-bytes unread */
     rlx_histogram ttft, itl, e2e;
 } rlx_metrics;
 

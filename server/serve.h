@@ -112,7 +112,12 @@ struct rlx_srv {
     int port;                      /* bound port */
     rlx_metrics metrics;
     uint64_t next_id;
-    int n_conns;
+    int n_conns;                   /* sockets MHD holds open */
+    unsigned n_closed;             /* sockets MHD has closed, ever (http.c's kick compares) */
+    int n_requests;                /* requests being answered, against --max-connections */
+    struct rlx_sock *wait_head, *wait_tail; /* http.c: sockets with no request being answered
+                                      (still sending one, or idle), oldest first */
+    uv_timer_t wait_timer;         /* http.c: the oldest waiting socket's --request-timeout */
     rlx_conn *conns;
     rlx_job *jobs;
     size_t n_jobs;
@@ -163,6 +168,10 @@ struct rlx_conn {
     rlx_srv *srv;
     struct rlx_conn *prev, *next;  /* srv->conns */
     struct MHD_Connection *mc;
+    struct rlx_sock *sock;         /* http.c: the socket's state (MHD's socket context) */
+    bool accessed;                 /* the headers are in: on_access has run, c is in srv->conns */
+    bool counted;                  /* counted in srv->n_requests */
+    bool unread;                   /* the stream was cancelled: over --max-pending-bytes unread */
     char method[16], path[256];
     char *body; size_t body_len, body_cap;
     bool too_large, routed;

@@ -23,6 +23,8 @@
  * while many wait, so a large input overflows neither the engine's queue nor memory. */
 #define MAX_RUNNING 32
 #define MAX_WAITING 256
+/* An id is repeated on every output line of its request: longer ones are refused. */
+#define MAX_ID_BYTES 256
 
 typedef struct stdio_state stdio_state;
 
@@ -163,7 +165,7 @@ static void log_request(entry *e, int status, const rlx_job *job)
     rlx_srv *s = e->st->srv;
     const char *endpoint = e->kind == RLX_API_CHAT ? "chat_completions" : "generate";
     rlx_metrics_request(&s->metrics, endpoint, status);
-    char path[32], line[1024];
+    char path[32], line[4096];
     snprintf(path, sizeof path, "stdio:%s", e->kind == RLX_API_CHAT ? "chat" : "generate");
     rlx_access_entry ae = {.method = "LINE", .path = path, .status = status, .ttft_s = -1,
                            .duration_s = rlx_now() - e->t0};
@@ -226,13 +228,20 @@ static void parse_work(uv_work_t *w)
     /* read as Python's json reads it, as HTTP bodies are (1.0 stays a float for the templates) */
     if (rlx_json_parse(e->line, e->len, &e->root, &jerr)) e->root = NULL;
     const cJSON *id = e->root ? cJSON_GetObjectItemCaseSensitive(e->root, "id") : NULL;
+    size_t id_len = 0;
     if (id && !cJSON_IsNull(id)) {
         char *txt = cJSON_PrintUnformatted(id);
-        if (txt && rlx_api_utf8_valid(txt, strlen(txt))) e->id = txt;
+        id_len = txt ? strlen(txt) : 0;
+        if (txt && id_len <= MAX_ID_BYTES && rlx_api_utf8_valid(txt, id_len)) e->id = txt;
         else free(txt);
     }
     if (!e->root || !cJSON_IsObject(e->root)) {
         e->rc = rlx_api_errorf(&e->err, 400, INVALID, NULL, "Each line must be one JSON object.");
+        return;
+    }
+    if (id_len > MAX_ID_BYTES) {
+        e->rc = rlx_api_errorf(&e->err, 400, INVALID, "id", "The 'id' is %zu bytes of JSON; at most %d are "
+                               "allowed (it is repeated on every output line).", id_len, MAX_ID_BYTES);
         return;
     }
     if (!e->id) {

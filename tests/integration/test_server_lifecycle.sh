@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_server_lifecycle.sh - the daemon's life around requests: a client that disconnects
-# cancels its generation (seen in /metrics and the access log), the connection limit answers
-# 503 + Retry-After, and SIGTERM lets a request in flight finish before exiting 0.
+# cancels its generation (seen in /metrics and the access log), the limit on requests being
+# answered (--max-connections) answers 503 + Retry-After, and SIGTERM lets a request in flight finish before exiting 0.
 cd "$(dirname "$0")/../.." || exit 1
 source tests/integration/server_lib.sh
 command -v node >/dev/null || { echo "skip: node missing"; exit 77; }
@@ -40,11 +40,25 @@ echo "$(curl -s "$URL/metrics")" | grep -q '^rlxd_num_requests_running{model_nam
     fail "the cancelled sequence is still running"
 ok disconnect cancels
 
-# connection limit: with one connection open (idle), another one gets 503 + Retry-After
+# connection limit: with one request being answered (a long stream), another one gets 503 +
+# Retry-After; a socket that has not sent a request does not count (test_server_slowloris.sh)
 exec 3<>/dev/tcp/127.0.0.1/"$PORT" || fail "cannot open a raw connection"
 sleep 0.2
-hdr=$(curl -s -D - -o "$TMP/busy" "$URL/v1/models")
+[ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$URL/v1/models")" = 200 ] ||
+    fail "an idle connection took the only request slot"
 exec 3>&-
+# a stream long enough to outlast the check on a loaded machine (cancelled by the hang-up after)
+# (/metrics cannot tell when it runs: it would get the 503 itself; its first bytes can)
+curl -sN -m 60 "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":'$N_QUEUE',"ignore_eos":true,"stream":true}' >"$TMP/hold" &
+hold=$!
+for _ in $(seq 1 100); do
+    [ -s "$TMP/hold" ] && break
+    sleep 0.1
+done
+[ -s "$TMP/hold" ] || fail "the long stream did not start"
+hdr=$(curl -s -m 5 -D - -o "$TMP/busy" "$URL/v1/models")
+kill "$hold" 2>/dev/null
+wait "$hold" 2>/dev/null
 echo "$hdr" | head -1 | grep -q ' 503' || fail "no 503 at the connection limit: $(echo "$hdr" | head -1)"
 echo "$hdr" | grep -qi '^retry-after:' || fail "503 without Retry-After"
 grep -q '"error"' "$TMP/busy" || fail "503 body not an error object"

@@ -215,6 +215,8 @@ TEST(every_setting_follows_the_layer_order)
         {"device", "0", "1", "2", "3"},
         {"max-body", "4194304", "2048", "4096", "8192"},
         {"max-connections", "512", "5", "6", "7"},
+        {"request-timeout", "30", "1", "2", "3"},
+        {"max-pending-bytes", "4194304", "4096", "8192", "16384"},
         {"max-queue", "256", "1", "2", "3"},
         {"grace-seconds", "30", "1", "2", "3"},
     };

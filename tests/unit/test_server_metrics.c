@@ -61,4 +61,27 @@ TEST(access_log_lines)
     ASSERT(strstr(buf, "model=- ") && strstr(buf, "ttft=- "));
 }
 
-TEST_MAIN(TEST_ENTRY(prometheus_text), TEST_ENTRY(access_log_lines))
+/* Client-chosen text cannot break a log line: escaped in text, valid UTF-8 for JSON, cut whole. */
+TEST(log_escape)
+{
+    char b[128];
+    ASSERT_STR_EQ(rlx_log_escape("a\nb\x1b[31m\"q\" \\\r\t\x7f", true, b, sizeof b),
+                  "a\\nb\\x1b[31m\\\"q\\\"\\x20\\\\\\r\\t\\x7f");
+    ASSERT_STR_EQ(rlx_log_escape("\xc3\xa9 \xc2\x85 \xff \xed\xa0\x80", true, b, sizeof b),
+                  "\xc3\xa9\\x20\\xc2\\x85\\x20\\xff\\x20\\xed\\xa0\\x80");
+    ASSERT_STR_EQ(rlx_log_escape("a\nb \xff\xc3\xa9", false, b, sizeof b), "a\nb \\xff\xc3\xa9");
+    char s[8];
+    ASSERT_STR_EQ(rlx_log_escape("abc\x1b\x1b", true, s, sizeof s), "abc...");
+    ASSERT_STR_EQ(rlx_log_escape("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", true, s, sizeof s), "\xc3\xa9\xc3\xa9...");
+    ASSERT_STR_EQ(rlx_log_escape("abcdefg", true, s, sizeof s), "abcdefg");
+    ASSERT_STR_EQ(rlx_log_escape(NULL, true, s, sizeof s), "");
+    rlx_access_entry e = {.method = "GET", .path = "/a\nGET /forged", .model = "m\x1b", .status = 404, .ttft_s = -1};
+    rlx_access_log_format(&e, false, b, sizeof b);
+    ASSERT(strstr(b, "GET /a\\nGET\\x20/forged 404 model=m\\x1b "));
+    ASSERT(strchr(b, '\n') == b + strlen(b) - 1);
+    char small[40]; /* a line cut short still ends with its newline */
+    rlx_access_log_format(&e, false, small, sizeof small);
+    ASSERT(small[strlen(small) - 1] == '\n');
+}
+
+TEST_MAIN(TEST_ENTRY(prometheus_text), TEST_ENTRY(access_log_lines), TEST_ENTRY(log_escape))
