@@ -155,6 +155,7 @@ static cJSON *logprobs_completions(const rlx_api_logprob *lps, size_t n)
         for (int k = 0; t && k < lps[i].n_top; k++) {
             const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
             char *key = rlx_api_utf8_sanitize(tt, strlen(tt), NULL);
+            if (!key) t_oom = true;
             if (key && !cJSON_GetObjectItemCaseSensitive(t, key)) cJSON_AddNumberToObject(t, key, lps[i].top_logprob[k]);
             free(key);
         }
