@@ -11,7 +11,7 @@ import http from "node:http";
 
 const [url, pidS, ctl, out, which, maxS] = process.argv.slice(2);
 const pid = Number(pidS);
-const MAX_N = Number(maxS || 100000);
+const MAX_N = Number(maxS || process.env.FAULT_MAX_N || 100000);
 const die = (m) => { console.error("FAIL: " + m); process.exit(1); };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -68,6 +68,10 @@ const cases = {
     path: "/v1/generate",
     body: (n) => ({ prompt: "Once upon a time", max_tokens: 6, temperature: 0, stream: true, session_id: `walk-${n}` }),
     stream: true, session: true,
+    // sqlite keeps caches in the open database, and after an error at some N it holds a
+    // couple of blocks more (test_fault_alloc's session_turn shows they are all freed at
+    // close): growth up to this bound is allowed, a leak per failure would pass it
+    slack: 16,
   },
 };
 const C = cases[which] || die("unknown case " + which);
@@ -115,8 +119,10 @@ await settle();
 let base = await settle();
 
 const tally = { ok: 0, http_error: 0, inband_error: 0, cut: 0 };
+let maxGrowth = 0;
 let n;
-for (n = 1; n <= MAX_N; n++) {
+const FROM = Number(process.env.FAULT_FROM || 1); // to look at one N (with FAULT_MAX_N)
+for (n = FROM; n <= MAX_N; n++) {
   await ctlCmd(`arm ${n}`);
   let r;
   try { r = await once(n); } catch (e) { die(`N=${n}: no answer within 15 s (${e.message})`); }
@@ -126,7 +132,8 @@ for (n = 1; n <= MAX_N; n++) {
   let kind;
   if (!r.complete || r.status === 0) kind = "cut";
   else if (r.status !== 200) {
-    if (!isErrorJson(r.body)) die(`N=${n}: HTTP ${r.status} without an error JSON body: ${r.body.slice(0, 200)}`);
+    // a 5xx without a body: the copy of the body itself failed (http.c) - still an error
+    if (!(r.status >= 500 && r.body === "") && !isErrorJson(r.body)) die(`N=${n}: HTTP ${r.status} without an error JSON body: ${r.body.slice(0, 200)}`);
     kind = "http_error";
   } else if (/"error"\s*:/.test(r.body) && (C.stream ? true : isErrorJson(r.body))) {
     // an in-band error must be the last event before [DONE] (SSE) or the last line (ndjson)
@@ -144,11 +151,17 @@ for (n = 1; n <= MAX_N; n++) {
   let live = 0;
   for (let i = 0; i < 100; i++) {
     live = await settle();
-    if (live <= base) break;
+    if (live <= base + (C.slack || 0)) break;
     await sleep(20);
   }
-  if (live > base) die(`N=${n} (${kind}): ${live - base} allocations still live after the request`);
+  maxGrowth = Math.max(maxGrowth, live - base);
+  if (live > base + (C.slack || 0)) {
+    // still there after a pause? (a deferred free shows up here as gone)
+    await sleep(3000);
+    const later = await settle();
+    die(`N=${n} (${kind}): ${live - base} allocations still live after the request (${later - base} after 3 s more)`);
+  }
   if (!st.fired) break;
 }
 if (n > MAX_N) die(`more than ${MAX_N} allocations for one request`);
-console.log(`${which}: ${n - 1} allocation points walked: ${JSON.stringify(tally)}`);
+console.log(`${which}: ${n - FROM} allocation points walked: ${JSON.stringify(tally)}, live allocations at most ${maxGrowth} above the start`);
