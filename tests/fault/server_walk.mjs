@@ -156,10 +156,15 @@ for (n = FROM; n <= MAX_N; n++) {
   }
   maxGrowth = Math.max(maxGrowth, live - base);
   if (live > base + (C.slack || 0)) {
-    // still there after a pause? (a deferred free shows up here as gone)
-    await sleep(3000);
+    // The worker frees some things at its next step, and a wake-up that reaches it while it
+    // is busy is lost until its idle timeout (see bench/RESULTS.md section 8): make it step
+    // with one small unarmed request, then look again.
+    await request("POST", "/v1/completions", JSON.stringify({ prompt: "a", max_tokens: 1 }));
+    await sleep(500);
     const later = await settle();
-    die(`N=${n} (${kind}): ${live - base} allocations still live after the request (${later - base} after 3 s more)`);
+    if (later > base + (C.slack || 0))
+      die(`N=${n} (${kind}): ${live - base} allocations still live after the request (${later - base} after one more step)`);
+    console.log(`N=${n}: ${live - base} allocations were freed only at the worker's next step`);
   }
   if (!st.fired) break;
 }
