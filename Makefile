@@ -2,8 +2,12 @@
 #   make serve   serve the default model (made by rlxd-synth) on 127.0.0.1:8080
 #   make test    release build + ctest, then the ASan/UBSan build + ctest
 #   make bench   engine and server benchmarks (bench/RESULTS.md)
+#   make fuzz    the libFuzzer targets, FUZZ_SECONDS (300) each (clang; `make test` runs them 15 s)
+#   make soak    256 concurrent mixed streams with disconnects for SOAK_SECONDS (600); not in CI
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 300
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # The Vulkan backend is built (and its tests run on Mesa's lavapipe) when glslc and the Vulkan
@@ -12,7 +16,7 @@ CMAKE_FLAGS ?=
 VULKAN_FLAG = $$(command -v glslc >/dev/null 2>&1 && [ -f /usr/include/vulkan/vulkan.h ] && echo -DRLX_VULKAN=ON)
 DEFAULT_MODEL = $(BUILD)/models/default.gguf
 
-.PHONY: all deps build asan serve test test-release test-asan bench clean default-model
+.PHONY: all deps build asan serve test test-release test-asan fuzz-build test-fuzz fuzz soak bench clean default-model
 
 all: build
 
@@ -44,11 +48,27 @@ test-release: build
 test-asan: asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:max_malloc_fill_size=1048576 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2
 
+# libFuzzer targets (tests/fuzz/fuzz_*.c) in their own clang build; skipped without clang.
+fuzz-build: deps
+	@if command -v clang >/dev/null; then \
+	  CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRLX_FUZZ=ON > /dev/null && \
+	  cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers; \
+	else echo "clang not installed: no fuzz build"; fi
+
+test-fuzz: fuzz-build
+	@if [ -d $(FUZZ_BUILD) ]; then cd $(FUZZ_BUILD) && FUZZ_SECONDS=15 ctest -L libfuzzer --output-on-failure; fi
+
+fuzz: fuzz-build
+	cd $(FUZZ_BUILD) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L libfuzzer --output-on-failure
+
+soak: build
+	bash bench/soak.sh
+
 # The sanitizer run comes last so the output ends with its ctest summary.
-test: test-release test-asan
+test: test-release test-fuzz test-asan
 
 bench: build
 	bash bench/run.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

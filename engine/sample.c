@@ -11,6 +11,7 @@
  * RNG: xoshiro256** seeded through splitmix64, one state per sampler, so a seeded sequence
  * draws the same numbers whatever else the worker is running. */
 #include "engine/sample.h"
+#include "engine/engine.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -559,14 +560,17 @@ float rlx_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k,
     double lse = mx + log(z);
     if (k > 0 && top_ids && top_lp) {
         size_t kk = (size_t)k < (size_t)n_vocab ? (size_t)k : (size_t)n_vocab;
-        cand *h = malloc(kk * sizeof *h);
+        /* on the stack for what the API asks (k <= RLX_MAX_TOP_LOGPROBS): out of memory must
+         * not turn the alternatives into id -1 / -inf, which a client would get as real */
+        cand stack[RLX_MAX_TOP_LOGPROBS];
+        cand *h = kk <= RLX_MAX_TOP_LOGPROBS ? stack : malloc(kk * sizeof *h);
         if (h) {
             kk = select_top_k(logits, (size_t)n_vocab, kk, h);
             for (size_t i = 0; i < kk; i++) {
                 top_ids[i] = h[i].id;
                 top_lp[i] = (float)((double)h[i].logit - lse);
             }
-            free(h);
+            if (h != stack) free(h);
         } else {
             kk = 0;
         }

@@ -60,11 +60,20 @@ cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const cha
 {
     cJSON *ctx = cJSON_CreateObject();
     if (!ctx) return NULL;
+    /* cJSON_AddItemToObject fails (copying the key) without taking the item: free it then */
     cJSON *m = r->messages ? cJSON_Duplicate(r->messages, true) : cJSON_CreateArray();
-    if (!m || !cJSON_AddItemToObject(ctx, "messages", m)) goto fail;
+    if (!m) goto fail;
+    if (!cJSON_AddItemToObject(ctx, "messages", m)) {
+        cJSON_Delete(m);
+        goto fail;
+    }
     if (r->tools) {
         cJSON *t = cJSON_Duplicate(r->tools, true);
-        if (!t || !cJSON_AddItemToObject(ctx, "tools", t)) goto fail;
+        if (!t) goto fail;
+        if (!cJSON_AddItemToObject(ctx, "tools", t)) {
+            cJSON_Delete(t);
+            goto fail;
+        }
     }
     if (!cJSON_AddBoolToObject(ctx, "add_generation_prompt", r->add_generation_prompt)) goto fail;
     if (!cJSON_AddStringToObject(ctx, "bos_token", bos ? bos : "")) goto fail;

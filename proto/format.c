@@ -1,10 +1,50 @@
 /* format.c - engine results -> OpenAI JSON objects, SSE chunks and native JSON-lines.
- * Built with cJSON and printed unformatted; every function returns a malloc'ed string. */
+ * Built with cJSON and printed unformatted; every function returns a malloc'ed string.
+ *
+ * Out of memory: a formatter returns NULL rather than an object with a part missing. Every
+ * allocation cJSON makes goes through cJSON_malloc (hooked below), which records a failure
+ * in a thread-local flag each public function clears first and print_free checks last;
+ * add/push free an item cJSON could not attach. */
 #include "proto/proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static _Thread_local bool t_oom;
+
+static void *hook_malloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p) t_oom = true;
+    return p;
+}
+
+/* Before main, so before any thread uses cJSON; the hooks still allocate with malloc/free, so
+ * trees made before or elsewhere (models/json.c) free the same way. */
+__attribute__((constructor)) static void format_hooks(void)
+{
+    cJSON_Hooks h = {.malloc_fn = hook_malloc, .free_fn = free};
+    cJSON_InitHooks(&h);
+}
+
+static char *print_free(cJSON *o, const char *prefix, const char *suffix);
+
+static void add(cJSON *o, const char *name, cJSON *v)
+{
+    if (!v || !cJSON_AddItemToObject(o, name, v)) {
+        cJSON_Delete(v);
+        t_oom = true;
+    }
+}
+
+static void push(cJSON *a, cJSON *v)
+{
+    if (!v || !cJSON_AddItemToArray(a, v)) {
+        cJSON_Delete(v);
+        t_oom = true;
+    }
+}
 
 const char rlx_api_sse_done[] = "data: [DONE]\n\n";
 
@@ -41,7 +81,10 @@ void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, ui
 static cJSON *string_n(const char *s, size_t n)
 {
     char *tmp = rlx_api_utf8_sanitize(s, n, NULL);
-    if (!tmp) return NULL;
+    if (!tmp) {
+        t_oom = true;
+        return NULL;
+    }
     cJSON *v = cJSON_CreateString(tmp);
     free(tmp);
     return v;
@@ -58,7 +101,7 @@ static cJSON *error_object(const rlx_api_error *e)
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON *msg = safe_string(e->message); /* messages may quote what the client sent */
-    if (msg) cJSON_AddItemToObject(o, "message", msg);
+    if (msg) add(o, "message", msg);
     cJSON_AddStringToObject(o, "type", e->type ? e->type : "server_error");
     if (e->param[0]) cJSON_AddStringToObject(o, "param", e->param);
     else cJSON_AddNullToObject(o, "param");
@@ -69,25 +112,24 @@ static cJSON *error_object(const rlx_api_error *e)
 
 char *rlx_api_error_json(const rlx_api_error *e)
 {
+    t_oom = false;
     cJSON *root = cJSON_CreateObject(), *o = error_object(e);
     if (!root || !o) { cJSON_Delete(root); cJSON_Delete(o); return NULL; }
-    cJSON_AddItemToObject(root, "error", o);
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return s;
+    add(root, "error", o);
+    return print_free(root, "", "");
 }
 
 static void add_string_n(cJSON *o, const char *name, const char *s, size_t n)
 {
     cJSON *v = string_n(s ? s : "", s ? n : 0);
-    if (v) cJSON_AddItemToObject(o, name, v);
+    if (v) add(o, name, v);
 }
 
 static cJSON *bytes_array(const char *s)
 {
     cJSON *a = cJSON_CreateArray();
     for (const unsigned char *p = (const unsigned char *)s; a && *p; p++)
-        cJSON_AddItemToArray(a, cJSON_CreateNumber(*p));
+        push(a, cJSON_CreateNumber(*p));
     return a;
 }
 
@@ -101,22 +143,23 @@ static cJSON *logprobs_completions(const rlx_api_logprob *lps, size_t n)
     cJSON *off = cJSON_AddArrayToObject(o, "text_offset");
     if (!off) { cJSON_Delete(o); return NULL; }
     for (size_t i = 0; i < n; i++) {
-        cJSON_AddItemToArray(tokens, safe_string(lps[i].text));
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)lps[i].text_offset));
+        push(tokens, safe_string(lps[i].text));
+        push(off, cJSON_CreateNumber((double)lps[i].text_offset));
         if (lps[i].none) {
-            cJSON_AddItemToArray(lp, cJSON_CreateNull());
-            cJSON_AddItemToArray(top, cJSON_CreateNull());
+            push(lp, cJSON_CreateNull());
+            push(top, cJSON_CreateNull());
             continue;
         }
-        cJSON_AddItemToArray(lp, cJSON_CreateNumber(lps[i].logprob));
+        push(lp, cJSON_CreateNumber(lps[i].logprob));
         cJSON *t = cJSON_CreateObject();
         for (int k = 0; t && k < lps[i].n_top; k++) {
             const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
             char *key = rlx_api_utf8_sanitize(tt, strlen(tt), NULL);
+            if (!key) t_oom = true;
             if (key && !cJSON_GetObjectItemCaseSensitive(t, key)) cJSON_AddNumberToObject(t, key, lps[i].top_logprob[k]);
             free(key);
         }
-        cJSON_AddItemToArray(top, t);
+        push(top, t);
     }
     return o;
 }
@@ -131,19 +174,19 @@ static cJSON *logprobs_chat(const rlx_api_logprob *lps, size_t n)
     for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
         const char *txt = lps[i].text ? lps[i].text : "";
-        cJSON_AddItemToObject(e, "token", safe_string(txt)); /* "bytes" keeps the raw bytes */
+        add(e, "token", safe_string(txt)); /* "bytes" keeps the raw bytes */
         cJSON_AddNumberToObject(e, "logprob", lps[i].logprob);
-        cJSON_AddItemToObject(e, "bytes", bytes_array(txt));
+        add(e, "bytes", bytes_array(txt));
         cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
         for (int k = 0; top && k < lps[i].n_top; k++) {
             const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
             cJSON *t = cJSON_CreateObject();
-            cJSON_AddItemToObject(t, "token", safe_string(tt));
+            add(t, "token", safe_string(tt));
             cJSON_AddNumberToObject(t, "logprob", lps[i].top_logprob[k]);
-            cJSON_AddItemToObject(t, "bytes", bytes_array(tt));
-            cJSON_AddItemToArray(top, t);
+            add(t, "bytes", bytes_array(tt));
+            push(top, t);
         }
-        cJSON_AddItemToArray(content, e);
+        push(content, e);
     }
     return o;
 }
@@ -152,7 +195,7 @@ static void add_logprobs(cJSON *o, rlx_api_kind kind, const rlx_api_logprob *lps
 {
     if (!lps) { cJSON_AddNullToObject(o, "logprobs"); return; }
     cJSON *l = kind == RLX_API_CHAT ? logprobs_chat(lps, n) : logprobs_completions(lps, n);
-    if (l) cJSON_AddItemToObject(o, "logprobs", l);
+    if (l) add(o, "logprobs", l);
     else cJSON_AddNullToObject(o, "logprobs");
 }
 
@@ -201,7 +244,10 @@ static cJSON *header(const rlx_api_meta *m, const char *object)
 
 static char *print_free(cJSON *o, const char *prefix, const char *suffix)
 {
-    if (!o) return NULL;
+    if (!o || t_oom) { /* a part is missing */
+        cJSON_Delete(o);
+        return NULL;
+    }
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!body) return NULL;
@@ -224,17 +270,18 @@ static cJSON *native_json(const rlx_api_meta *m, const rlx_api_choice *c, const 
     cJSON_AddStringToObject(o, "model", m->model ? m->model : "");
     add_string_n(o, "text", c->text, c->text_len);
     cJSON *ids = cJSON_AddArrayToObject(o, "token_ids");
-    for (size_t i = 0; ids && i < c->n_tokens; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->tokens[i]));
+    for (size_t i = 0; ids && i < c->n_tokens; i++) push(ids, cJSON_CreateNumber(c->tokens[i]));
     add_finish(o, c->finish);
     if (c->logprobs) add_logprobs(o, RLX_API_CHAT, c->logprobs, c->n_logprobs);
-    cJSON_AddItemToObject(o, "usage", usage_json(u));
-    if (t) cJSON_AddItemToObject(o, "timings", timings_json(t, u));
+    add(o, "usage", usage_json(u));
+    if (t) add(o, "timings", timings_json(t, u));
     return o;
 }
 
 char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices, size_t n,
                             const rlx_usage *usage, const rlx_timings *timings)
 {
+    t_oom = false;
     if (m->kind == RLX_API_GENERATE)
         return n ? print_free(native_json(m, &choices[0], usage, timings), "", "") : NULL;
     bool chat = m->kind == RLX_API_CHAT;
@@ -253,9 +300,9 @@ char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices
         }
         add_logprobs(ch, m->kind, c->logprobs, c->n_logprobs);
         add_finish(ch, c->finish);
-        cJSON_AddItemToArray(arr, ch);
+        push(arr, ch);
     }
-    cJSON_AddItemToObject(o, "usage", usage_json(usage));
+    add(o, "usage", usage_json(usage));
     return print_free(o, "", "");
 }
 
@@ -263,6 +310,7 @@ char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size
                         bool role_first, const rlx_api_logprob *lps, size_t n_lps,
                         rlx_finish_reason finish)
 {
+    t_oom = false;
     bool chat = m->kind == RLX_API_CHAT;
     cJSON *o = header(m, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *arr = cJSON_AddArrayToObject(o, "choices");
@@ -277,16 +325,17 @@ char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size
     }
     add_logprobs(ch, m->kind, lps, n_lps);
     add_finish(ch, finish);
-    cJSON_AddItemToArray(arr, ch);
+    push(arr, ch);
     if (m->include_usage) cJSON_AddNullToObject(o, "usage"); /* as OpenAI: usage comes in the last chunk */
     return print_free(o, "data: ", "\n\n");
 }
 
 char *rlx_api_sse_usage(const rlx_api_meta *m, const rlx_usage *usage)
 {
+    t_oom = false;
     cJSON *o = header(m, m->kind == RLX_API_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON_AddArrayToObject(o, "choices");
-    cJSON_AddItemToObject(o, "usage", usage_json(usage));
+    add(o, "usage", usage_json(usage));
     return print_free(o, "data: ", "\n\n");
 }
 
@@ -303,6 +352,7 @@ char *rlx_api_sse_error(const rlx_api_error *e)
 
 char *rlx_api_ndjson_token(int32_t token, const char *text, size_t len)
 {
+    t_oom = false;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "token", token);
     add_string_n(o, "text", text, len);
@@ -325,6 +375,7 @@ static cJSON *line_start(const char *id)
 
 char *rlx_api_line_token(const char *id, int32_t token, const char *text, size_t len)
 {
+    t_oom = false;
     cJSON *o = line_start(id);
     if (!o) return NULL;
     cJSON_AddNumberToObject(o, "token", token);
@@ -335,21 +386,23 @@ char *rlx_api_line_token(const char *id, int32_t token, const char *text, size_t
 char *rlx_api_line_result(const char *id, const rlx_api_choice *c, const rlx_usage *usage,
                           double elapsed_ms)
 {
+    t_oom = false;
     cJSON *o = line_start(id);
     if (!o) return NULL;
     cJSON_AddTrueToObject(o, "ok");
     add_string_n(o, "text", c->text, c->text_len);
     cJSON *ids = cJSON_AddArrayToObject(o, "token_ids");
-    for (size_t i = 0; ids && i < c->n_tokens; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->tokens[i]));
+    for (size_t i = 0; ids && i < c->n_tokens; i++) push(ids, cJSON_CreateNumber(c->tokens[i]));
     add_finish(o, c->finish);
     if (c->logprobs) add_logprobs(o, RLX_API_CHAT, c->logprobs, c->n_logprobs);
-    cJSON_AddItemToObject(o, "usage", usage_json(usage));
+    add(o, "usage", usage_json(usage));
     cJSON_AddNumberToObject(o, "elapsed_ms", elapsed_ms);
     return print_free(o, "", "\n");
 }
 
 char *rlx_api_line_error(const char *id, const rlx_api_error *e, double elapsed_ms)
 {
+    t_oom = false;
     cJSON *o = line_start(id), *eo = error_object(e);
     if (!o || !eo) {
         cJSON_Delete(o);
@@ -357,7 +410,7 @@ char *rlx_api_line_error(const char *id, const rlx_api_error *e, double elapsed_
         return NULL;
     }
     cJSON_AddFalseToObject(o, "ok");
-    cJSON_AddItemToObject(o, "error", eo);
+    add(o, "error", eo);
     cJSON_AddNumberToObject(o, "elapsed_ms", elapsed_ms);
     return print_free(o, "", "\n");
 }

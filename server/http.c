@@ -309,8 +309,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     rlx_conn *c = cls;
-    if (c->gone) return MHD_CONTENT_READER_END_WITH_ERROR;
     rlx_job *j = c->job;
+    if (c->gone || (j && j->out_lost)) return MHD_CONTENT_READER_END_WITH_ERROR; /* lost bytes: no clean end */
     if (!j) return MHD_CONTENT_READER_END_OF_STREAM;
     size_t avail = j->len - j->off;
     if (avail) {

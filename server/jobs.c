@@ -12,12 +12,19 @@
 
 /* ---- event queue: worker threads -> loop ------------------------------------------------ */
 
+/* Runs on the thread delivering the event. Out of memory a token is lost, never the final
+ * event (its entry was allocated at submit): the loss is recorded and fails the job there. */
 static void on_engine_event(void *user, const rlx_event *ev)
 {
     rlx_choice *ch = user;
     rlx_srv *s = ch->job->srv;
-    rlx_qevent *q = calloc(1, sizeof *q);
-    if (!q) return; /* nothing sane to do on a worker thread; the request then never ends */
+    bool final = ev->type == RLX_EV_DONE || ev->type == RLX_EV_ERROR;
+    rlx_qevent *q = final && ch->final_ev ? ch->final_ev : calloc(1, sizeof *q);
+    if (final) ch->final_ev = NULL;
+    if (!q) {
+        ch->ev_lost = true;
+        return;
+    }
     q->choice = ch;
     q->ev = *ev;
     if (ev->text && ev->text_len) {
@@ -25,12 +32,15 @@ static void on_engine_event(void *user, const rlx_event *ev)
         if (q->text) {
             memcpy(q->text, ev->text, ev->text_len);
             q->text[ev->text_len] = 0;
+        } else {
+            ch->ev_lost = true;
         }
     }
     q->ev.text = q->text;
     q->ev.text_len = q->text ? ev->text_len : 0;
-    if (ev->error_msg) q->msg = strdup(ev->error_msg);
+    if (ev->error_msg) q->msg = strdup(ev->error_msg); /* NULL: handle_event says something generic */
     q->ev.error_msg = q->msg;
+    q->lost = final && ch->ev_lost;
     uv_mutex_lock(&s->qlock);
     if (s->qtail) s->qtail->next = q;
     else s->qhead = q;
@@ -39,7 +49,7 @@ static void on_engine_event(void *user, const rlx_event *ev)
     uv_async_send(&s->async);
 }
 
-static void handle_event(rlx_choice *ch, const rlx_event *ev);
+static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost);
 
 static void on_async(uv_async_t *a)
 {
@@ -50,7 +60,7 @@ static void on_async(uv_async_t *a)
     uv_mutex_unlock(&s->qlock);
     while (q) {
         rlx_qevent *next = q->next;
-        handle_event(q->choice, &q->ev);
+        handle_event(q->choice, &q->ev, q->lost);
         free(q->text);
         free(q->msg);
         free(q);
@@ -106,14 +116,33 @@ int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx
 
 /* ---- output helpers ------------------------------------------------------------------------ */
 
+static void cancel_open(rlx_job *j);
+
+/* Out of memory, part of the answer is lost: the job fails (500) and stops generating. */
+static void job_oom(rlx_job *j)
+{
+    if (!j->failed) {
+        j->failed = true;
+        rlx_api_errorf(&j->err, 500, "server_error", NULL, "Out of memory: the response could not be completed.");
+    }
+    cancel_open(j);
+}
+
+/* Appends whole or not at all; once bytes were lost nothing more is added (the client must
+ * not get a stream with a gap: finish_job replaces a whole answer by an error, a stream ends
+ * with an error). */
 static void out_put(rlx_job *j, const char *s, size_t n)
 {
-    if (!s) return;
+    if (j->out_lost) return;
     if (j->len + n + 1 > j->cap) {
         size_t nc = j->cap ? j->cap : 1024;
         while (nc < j->len + n + 1) nc *= 2;
         char *nb = realloc(j->out, nc);
-        if (!nb) return;
+        if (!nb) {
+            j->out_lost = true;
+            job_oom(j);
+            return;
+        }
         j->out = nb;
         j->cap = nc;
     }
@@ -122,9 +151,15 @@ static void out_put(rlx_job *j, const char *s, size_t n)
     j->out[j->len] = 0;
 }
 
+/* s: a formatter's malloc'ed output; NULL means it ran out of memory, so the piece is lost. */
 static void out_take(rlx_job *j, char *s)
 {
-    if (s) out_put(j, s, strlen(s));
+    if (s) {
+        out_put(j, s, strlen(s));
+    } else if (!j->out_lost) {
+        j->out_lost = true;
+        job_oom(j);
+    }
     free(s);
 }
 
@@ -145,12 +180,16 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-static void text_append(rlx_choice *ch, const char *s, size_t n)
+static bool text_append(rlx_choice *ch, const char *s, size_t n)
 {
-    if (grow((void **)&ch->text, &ch->cap, ch->len + n + 1, 1)) return;
+    if (grow((void **)&ch->text, &ch->cap, ch->len + n + 1, 1)) {
+        job_oom(ch->job);
+        return false;
+    }
     memcpy(ch->text + ch->len, s, n);
     ch->len += n;
     ch->text[ch->len] = 0;
+    return true;
 }
 
 static char *token_text(const rlx_tokenizer *tok, int32_t id)
@@ -177,6 +216,7 @@ static void job_free(rlx_job *j)
         free(ch->tokens);
         for (size_t k = 0; k < ch->n_lps; k++) rlx_api_logprob_clear(&ch->lps[k]);
         free(ch->lps);
+        free(ch->final_ev); /* still ours when the choice was never submitted */
     }
     free(j->choices);
     for (size_t i = 0; j->echo && i < j->req.n_prompts; i++) free(j->echo[i]);
@@ -215,11 +255,12 @@ void rlx_srv_cancel_all(rlx_srv *s)
     for (rlx_job *j = s->jobs; j; j = j->next) cancel_open(j);
 }
 
+static void write_final(rlx_job *j);
+
 static void finish_job(rlx_job *j)
 {
     rlx_srv *s = j->srv;
     bool stream = j->req.stream;
-    rlx_api_kind kind = j->req.kind;
     for (size_t i = 0; i < j->n_choices; i++) {
         const rlx_choice *ch = &j->choices[i];
         if (!ch->submitted) continue;
@@ -239,6 +280,22 @@ static void finish_job(rlx_job *j)
         j->finished = true;
         return;
     }
+    write_final(j);
+    if (j->out_lost && (j->line_id || !stream)) {
+        /* the whole answer (or line) did not fit: an error replaces it */
+        job_oom(j);
+        j->off = j->len = 0;
+        j->out_lost = false;
+        write_final(j);
+    }
+    j->finished = true;
+}
+
+/* The end of the response: a whole answer, a stream's last events or a stdio result line. */
+static void write_final(rlx_job *j)
+{
+    bool stream = j->req.stream;
+    rlx_api_kind kind = j->req.kind;
     if (j->line_id) {
         const rlx_choice *ch = &j->choices[0];
         double ms = (rlx_now() - j->t_start) * 1000;
@@ -247,7 +304,6 @@ static void finish_job(rlx_job *j)
                             .finish = ch->finish};
         out_take(j, j->failed ? rlx_api_line_error(j->line_id, &j->err, ms)
                               : rlx_api_line_result(j->line_id, &c, &j->total, ms));
-        j->finished = true;
         return;
     }
     if (j->failed) {
@@ -274,7 +330,9 @@ static void finish_job(rlx_job *j)
         out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
     } else {
         rlx_api_choice *cs = calloc(j->n_choices, sizeof *cs);
-        if (cs) {
+        if (!cs) {
+            j->out_lost = true;
+        } else {
             for (size_t i = 0; i < j->n_choices; i++) {
                 const rlx_choice *ch = &j->choices[i];
                 cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len,
@@ -286,7 +344,6 @@ static void finish_job(rlx_job *j)
             free(cs);
         }
     }
-    j->finished = true;
 }
 
 /* Streams one released piece of a choice (and its logprob entry, if any). */
@@ -311,17 +368,23 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
  * ev NULL: an entry without logprob (a prompt's first token). */
 static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, const rlx_event *ev, size_t *offset)
 {
-    if (grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) return NULL;
+    if (grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) {
+        job_oom(j);
+        return NULL;
+    }
     rlx_api_logprob *lp = &ch->lps[ch->n_lps++];
     memset(lp, 0, sizeof *lp);
     lp->text = token_text(j->model->tok, token);
+    bool ok = lp->text != NULL;
     lp->none = !ev;
     lp->logprob = ev ? ev->logprob : 0;
     lp->n_top = ev ? RLX_MIN(ev->n_top, j->req.logprobs) : 0;
     for (int k = 0; k < lp->n_top; k++) {
         lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k]);
         lp->top_logprob[k] = ev->top_logprobs[k];
+        ok = ok && lp->top_text[k];
     }
+    if (!ok) job_oom(j);
     lp->text_offset = *offset;
     *offset += lp->text ? strlen(lp->text) : 0;
     return lp;
@@ -331,6 +394,8 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
 {
     if (!grow((void **)&ch->tokens, &ch->cap_tokens, ch->n_tokens + 1, sizeof *ch->tokens))
         ch->tokens[ch->n_tokens++] = ev->token;
+    else
+        job_oom(j);
     rlx_api_logprob *lp = j->req.logprobs >= 0 ? add_logprob(j, ch, ev->token, ev, &ch->lp_offset) : NULL;
     const char *out = ev->text ? ev->text : "";
     size_t n = ev->text_len;
@@ -338,7 +403,7 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
     text_append(ch, out, n);
 }
 
-static void handle_event(rlx_choice *ch, const rlx_event *ev)
+static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
 {
     rlx_job *j = ch->job;
     if (ch->final) return;
@@ -351,7 +416,9 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev)
     } else {
         ch->final = true;
         j->n_final++;
-        if (ev->type == RLX_EV_ERROR) {
+        if (lost && ev->type != RLX_EV_ERROR) {
+            job_oom(j); /* a token (or the final text) never reached us */
+        } else if (ev->type == RLX_EV_ERROR) {
             if (!j->failed) {
                 j->failed = true;
                 rlx_api_error_from_rlx(&j->err, ev->error_code, ev->error_msg ? ev->error_msg : "generation failed");
@@ -405,6 +472,10 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         size_t n_ids = chat ? j->n_chat_ids : j->req.prompts[pi].n_ids;
         rlx_error err = {0};
         ch->req_id = ++j->srv->next_id;
+        if (!ch->final_ev && !(ch->final_ev = calloc(1, sizeof *ch->final_ev))) {
+            cancel_open(j);
+            return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        }
         rlx_request *q = rlx_api_make_request(&j->req, NULL, ids, n_ids, ch->req_id);
         int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         if (q) {
@@ -479,7 +550,8 @@ static void prepare_done(uv_work_t *w, int status)
         for (size_t i = 0; i < j->n_choices; i++) {
             rlx_choice *ch = &j->choices[i];
             const char *pre = j->echo[i / (size_t)j->req.n];
-            text_append(ch, pre, strlen(pre));
+            if (!text_append(ch, pre, strlen(pre)) && !rc)
+                rc = rlx_api_errorf(&t->e, 500, "server_error", NULL, "Out of memory.");
             ch->lp_offset = ch->echo_len = ch->len;
         }
     if (!rc) rc = submit_all(j, &t->e);

@@ -56,6 +56,12 @@ typedef struct rlx_choice {
     rlx_finish_reason finish;
     rlx_usage usage;
     rlx_timings timings;
+    /* Event hand-over (jobs.c): the final event's queue entry is allocated at submit, so the
+     * final event always reaches the loop; ev_lost (touched only by the threads that deliver
+     * this choice's events, one after the other) records an event that could not be queued,
+     * and the final event then fails the job. */
+    struct rlx_qevent *final_ev;
+    bool ev_lost;
 } rlx_choice;
 
 typedef void (*rlx_job_notify_fn)(rlx_job *job);
@@ -71,6 +77,8 @@ struct rlx_job {
     /* output for the sink: bytes out[off..len) not yet taken */
     char *out; size_t off, len, cap;
     bool finished;                 /* the whole response is in out */
+    bool out_lost;                 /* bytes could not be added to out (out of memory): a stream
+                                      must end with an error */
     int status;                    /* HTTP status of the response */
     bool failed;                   /* err holds the first error */
     rlx_api_error err;
@@ -94,6 +102,7 @@ typedef struct rlx_qevent {
     rlx_choice *choice;
     rlx_event ev;                  /* ev.text / ev.error_msg point to the owned copies below */
     char *text, *msg;
+    bool lost;                     /* final event: an earlier event (or this one's text) was lost */
 } rlx_qevent;
 
 struct rlx_srv {

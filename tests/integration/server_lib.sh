@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*" >&2; [ -n "${LOG:-}" ] && [ -f "$LOG" ] && { echo "--- server log:" >&2; tail -20 "$LOG" >&2; }; exit 1; }
+fail() { echo "FAIL: $*" >&2; [ -n "${KEEP_LOG:-}" ] && cp "$LOG" "$KEEP_LOG"; [ -n "${LOG:-}" ] && [ -f "$LOG" ] && { echo "--- server log:" >&2; tail -20 "$LOG" >&2; }; exit 1; }
 ok() { echo "ok   $*"; }
 
 # use_slow_model: later start_server calls serve a model that decodes a few hundred tokens/s with

@@ -1,0 +1,93 @@
+/* fuzz_gguf.c - libFuzzer target for the GGUF loader (models/gguf.c, opened from memory) and
+ * what reads its metadata: every value and tensor of a file that opens is walked (ASan sees any
+ * pointer outside the input), then the tokenizer is built from it and its chat template, if
+ * any, parsed, as a model load does. A file that does not open must fail with a negative code
+ * and a message. */
+#include "models/gguf.h"
+#include "models/tokenizer.h"
+#include "models/chat_template.h"
+#include "backends/dtype.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile uint64_t sink;
+
+static uint64_t walk_arr(const rlx_gguf_array *a)
+{
+    static const int sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    uint64_t h = a->n;
+    for (uint64_t i = 0; i < a->n; i++) {
+        if (a->type == RLX_GGUF_STRING) {
+            for (uint64_t j = 0; j < a->strs[i].len; j++) h += (uint8_t)a->strs[i].ptr[j];
+        } else if (a->type == RLX_GGUF_ARRAY) {
+            h += walk_arr(&a->arrs[i]);
+        } else {
+            for (int j = 0; j < sizes[a->type]; j++) h += ((const uint8_t *)a->data)[i * (uint64_t)sizes[a->type] + j];
+        }
+    }
+    return h;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* an exactly sized copy: a read past the end is a heap overflow ASan reports */
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) return 0;
+    memcpy(buf, data, size);
+    rlx_gguf *g = NULL;
+    rlx_error err = {0};
+    int rc = rlx_gguf_open_memory(&g, buf, size, "fuzz.gguf", &err);
+    if (rc) {
+        if (g || rc >= 0 || !err.msg[0]) abort();
+        free(buf);
+        return 0;
+    }
+    uint64_t h = 0;
+    for (uint64_t i = 0; i < rlx_gguf_n_kv(g); i++) {
+        const rlx_gguf_kv *kv = rlx_gguf_kv_at(g, i);
+        h += strlen(kv->key);
+        const rlx_gguf_value *v = &kv->value;
+        if (v->type == RLX_GGUF_STRING)
+            for (uint64_t j = 0; j < v->str.len; j++) h += (uint8_t)v->str.ptr[j];
+        if (v->type == RLX_GGUF_ARRAY) h += walk_arr(&v->arr);
+        uint32_t u;
+        float f;
+        rlx_gguf_get_u32(g, kv->key, &u, &err);
+        rlx_gguf_get_f32(g, kv->key, &f, &err);
+    }
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+        if (t->n_dims < 1 || t->n_dims > RLX_GGUF_MAX_DIMS || !rlx_dtype_get(t->type)) abort();
+        const uint8_t *d = t->data;
+        if (t->size && (d < buf || d + t->size > buf + size)) abort();
+        for (uint64_t j = 0; j < t->size; j += 64) h += d[j];
+    }
+    /* the model loader's next steps: the tokenizer and the chat template */
+    rlx_tokenizer *tok = NULL;
+    if (rlx_tokenizer_from_gguf(&tok, g, &err) == 0) {
+        static const char text[] = "Hello world <|im_start|> \xc3\xa9\xf0\x9f\x98\x80 123";
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (rlx_tokenize(tok, text, sizeof text - 1, true, true, &ids, &n, &err) == 0) {
+            char *back = rlx_detokenize(tok, ids, n, true);
+            free(back);
+        }
+        free(ids);
+        int32_t nv = rlx_tokenizer_n_vocab(tok);
+        char piece[256];
+        for (int32_t id = 0; id < nv && id < 64; id++) h += rlx_token_to_bytes(tok, id, true, piece, sizeof piece);
+        rlx_tokenizer_free(tok);
+    }
+    rlx_gguf_str src;
+    if (rlx_gguf_get_str(g, "tokenizer.chat_template", &src, NULL) == 0) {
+        rlx_chat_template *t = NULL;
+        if (rlx_chat_template_parse(&t, src.ptr, src.len, &err) == 0) rlx_chat_template_free(t);
+    }
+    sink += h;
+    rlx_gguf_close(g);
+    free(buf);
+    return 0;
+}
