@@ -30,6 +30,16 @@ struct rlx_grammar {
     uint32_t root;
 };
 
+const char rlx_grammar_json_object[] =
+    "root    ::= \"{\" ws ( members )? \"}\"\n"
+    "members ::= string \":\" ws value (\",\" ws string \":\" ws value)*\n"
+    "value   ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+    "object  ::= root ws\n"
+    "array   ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+    "string  ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+    "number  ::= \"-\"? ([0-9] | [1-9] [0-9]{1,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,16})? ws\n"
+    "ws      ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+
 /* ---- stack sets ------------------------------------------------------------------------- */
 
 typedef struct sset {
@@ -254,9 +264,19 @@ struct rlx_grammar_state {
     uint32_t *buf;          /* RLX_GRAMMAR_MAX_DEPTH + 1 scratch entries */
 };
 
+#define LEAD_FLAG (1u << 31) /* in a partial: only the lead byte was read */
+
 static bool partial_possible(const rlx_grammar *g, const sset *s, uint32_t partial, int remain)
 {
+    bool lead_only = partial & LEAD_FLAG;
+    partial &= ~LEAD_FLAG;
     uint32_t lo = partial << (6 * remain), hi = lo | ((1u << (6 * remain)) - 1);
+    if (lead_only) { /* the shortest forms only: a lead byte of n bytes starts U+0080, U+0800, U+10000 on */
+        static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
+        if (lo < min_cp[remain]) lo = min_cp[remain];
+    }
+    if (hi > 0x10ffff) hi = 0x10ffff;
+    if (lo > hi) return false;
     for (size_t i = 0; i < s->n; i++)
         if (s->len[i] && match_range(g->e, s->data[s->off[i] + s->len[i] - 1], lo, hi)) return true;
     return false;
@@ -271,6 +291,12 @@ static int step_byte(const rlx_grammar *g, const sset *in, uint32_t *partial, in
     uint32_t cp;
     if (*remain > 0) {
         if ((b & 0xc0) != 0x80) return 0;
+        if (*partial & LEAD_FLAG) { /* the second byte: no overlong forms, surrogates or > U+10FFFF */
+            uint32_t v = *partial & ~LEAD_FLAG;
+            if (*remain == 2 && ((v == 0 && b < 0xa0) || (v == 0xd && b > 0x9f))) return 0;
+            if (*remain == 3 && ((v == 0 && b < 0x90) || (v == 4 && b > 0x8f) || v > 4)) return 0;
+            *partial = v;
+        }
         *partial = (*partial << 6) | (b & 0x3f);
         if (--*remain > 0) return partial_possible(g, in, *partial, *remain) ? 2 : 0;
         cp = *partial;
@@ -278,8 +304,8 @@ static int step_byte(const rlx_grammar *g, const sset *in, uint32_t *partial, in
         cp = b;
     } else {
         int r = (b & 0xe0) == 0xc0 ? 1 : (b & 0xf0) == 0xe0 ? 2 : (b & 0xf8) == 0xf0 ? 3 : -1;
-        if (r < 0) return 0;
-        *partial = b & (0x3f >> r);
+        if (r < 0 || b == 0xc0 || b == 0xc1 || b > 0xf4) return 0; /* C0/C1 only start overlong forms */
+        *partial = (b & (0x3f >> r)) | LEAD_FLAG;
         *remain = r;
         return partial_possible(g, in, *partial, *remain) ? 2 : 0;
     }

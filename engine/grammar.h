@@ -54,6 +54,10 @@ bool rlx_grammar_can_end(const rlx_grammar_state *s);
 /* True when nothing but the end can follow (every stack is empty). */
 bool rlx_grammar_must_end(const rlx_grammar_state *s);
 
+/* GBNF for one JSON object (OpenAI's response_format {"type":"json_object"}): llama.cpp's
+ * grammars/json.gbnf with an object at the root, whitespace bounded. */
+extern const char rlx_grammar_json_object[];
+
 /* ---- vocabulary ---- */
 
 /* texts[i] / lens[i]: the bytes token i produces (special tokens should be given length 0:

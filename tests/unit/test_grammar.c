@@ -123,7 +123,23 @@ TEST(utf8_split_across_pieces)
     ASSERT(g != NULL);
     ASSERT_EQ(prefix_ok(g, "\xff"), 0);
     ASSERT_EQ(prefix_ok(g, "\x80"), 0);
+    /* only the shortest form of a code point: the overlong "{" (C1 BB) a byte-fallback vocabulary
+     * can spell is refused, as are surrogates and code points past U+10FFFF */
+    const char *invalid[] = {"\xc1\xbb", "\xc0\x80", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xf0\x8f\xbf\xbf",
+                             "\xf4\x90\x80\x80", "\xf5\x80\x80\x80"};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(invalid); i++) ASSERT_MSG(!prefix_ok(g, invalid[i]), "invalid[%zu]", i);
+    ASSERT_EQ(full_match(g, "\xed\x9f\xbf\xf4\x8f\xbf\xbf\xe0\xa0\x80\xc2\x80", 1), 1); /* the edges */
     ASSERT_EQ(full_match(g, "any \xe2\x82\xac text", 1), 1);
+    rlx_grammar_free(g);
+    /* a lead byte is refused at once when no code point of its length fits ("{" is ASCII) */
+    g = compile("root ::= \"{\" [\\u0800-\\u0FFF]\n");
+    ASSERT(g != NULL);
+    ASSERT_EQ(prefix_ok(g, "\xe0"), 0);
+    ASSERT_EQ(prefix_ok(g, "\xc1"), 0);
+    ASSERT_EQ(prefix_ok(g, "{\xe0"), 1);
+    ASSERT_EQ(prefix_ok(g, "{\xe0\x9f"), 0); /* overlong */
+    ASSERT_EQ(prefix_ok(g, "{\xe1"), 0);      /* U+1000 and up */
+    ASSERT_EQ(full_match(g, "{\xe0\xbf\xbf", 1), 1);
     rlx_grammar_free(g);
 }
 
@@ -260,6 +276,26 @@ TEST(mask_equals_token_checks)
     rlx_grammar_vocab_free(v);
 }
 
-TEST_MAIN(TEST_ENTRY(literals_and_alternatives), TEST_ENTRY(classes_ranges_and_repetition),
+/* response_format json_object: one JSON object, over as soon as its brace closes */
+TEST(builtin_json_object)
+{
+    rlx_grammar *g = compile(rlx_grammar_json_object);
+    ASSERT(g != NULL);
+    ASSERT_EQ(full_match(g, "{\"a\": [1, -2.5e3, {\"b\": null}], \"c\": \"x\\u00e9\\n\"}", 3), 1);
+    ASSERT_EQ(full_match(g, "{}", 1), 1);
+    ASSERT_EQ(full_match(g, "[1]", 1), 0);
+    ASSERT_EQ(full_match(g, "\"s\"", 1), 0);
+    ASSERT_EQ(prefix_ok(g, "{} "), 0);
+    ASSERT_EQ(prefix_ok(g, "{\"a\":01"), 0);
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    ASSERT_EQ(rlx_grammar_accept(s, "{\"k\": true", 10), 0);
+    ASSERT(!rlx_grammar_can_end(s));
+    ASSERT_EQ(rlx_grammar_accept(s, "}", 1), 0);
+    ASSERT(rlx_grammar_can_end(s) && rlx_grammar_must_end(s));
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
+}
+
+TEST_MAIN(TEST_ENTRY(builtin_json_object), TEST_ENTRY(literals_and_alternatives), TEST_ENTRY(classes_ranges_and_repetition),
           TEST_ENTRY(utf8_split_across_pieces), TEST_ENTRY(json_grammar), TEST_ENTRY(compile_errors_name_the_place),
           TEST_ENTRY(limits_are_errors_not_aborts), TEST_ENTRY(mask_equals_token_checks))
