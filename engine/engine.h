@@ -92,6 +92,10 @@ typedef struct rlx_request {
      * max_outputs of its tokens per step. */
     bool prompt_logprobs;
     char *session_id;          /* owned, NULL if none */
+    /* GBNF rules (engine/grammar.h) the generated text must follow, owned, NULL: none. The
+     * worker compiles them at admission; end-of-generation is sampled only where the grammar is
+     * complete, and the sequence stops with RLX_FINISH_STOP once nothing else could follow. */
+    char *grammar;
     /* With a session: false (default) appends the prompt to the session's history (native
      * API, one turn per request); true treats the prompt as the whole conversation (OpenAI
      * routes resend every message) and only reuses the session's cached KV. */

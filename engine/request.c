@@ -22,5 +22,6 @@ void rlx_request_free(rlx_request *r)
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->session_id);
+    free(r->grammar);
     free(r);
 }

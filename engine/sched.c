@@ -5,6 +5,7 @@
  * run out, the newest running sequence is preempted: its blocks are released (they stay
  * cached while registered) and it is recomputed later from its tokens, so outputs never change. */
 #include "engine/worker_internal.h"
+#include <math.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,8 @@ void rlx__seq_free(rlx_worker *w, seq *s)
 {
     release_blocks(w, s);
     rlx_sampler_free(s->sampler);
+    rlx_grammar_state_free(s->gstate);
+    rlx_grammar_free(s->grammar);
     rlx_stop_free(&s->stop);
     rlx_request_free(s->req);
     free(s->tokens);
@@ -138,6 +141,84 @@ void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg)
 
 /* ---- admission ------------------------------------------------------------------------- */
 
+/* The vocabulary as the grammar sees it: each token's bytes, control tokens none (they can
+ * never continue a grammar; end-of-generation is decided apart). Built once per worker. */
+static int grammar_vocab(rlx_worker *w, rlx_error *err)
+{
+    if (w->gvocab) return 0;
+    int32_t V = w->runner->n_vocab;
+    w->gtext = calloc((size_t)V, sizeof *w->gtext);
+    w->glen = calloc((size_t)V, sizeof *w->glen);
+    w->gmask = malloc((size_t)V);
+    if (!w->gtext || !w->glen || !w->gmask) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    for (int32_t t = 0; t < V; t++) {
+        char buf[256];
+        size_t n = rlx_tokenizer_is_eog(w->tok, t) ? 0 : rlx_token_to_bytes(w->tok, t, false, buf, sizeof buf);
+        if (n > sizeof buf) {
+            char *big = malloc(n);
+            if (!big) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+            rlx_token_to_bytes(w->tok, t, false, big, n);
+            w->gtext[t] = big;
+        } else if (n) {
+            if (!(w->gtext[t] = malloc(n))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+            memcpy(w->gtext[t], buf, n);
+        }
+        w->glen[t] = n;
+    }
+    w->gvocab = rlx_grammar_vocab_new(V, (const char *const *)w->gtext, w->glen);
+    return w->gvocab ? 0 : rlx_errorf(err, RLX_ENOMEM, "out of memory");
+}
+
+void rlx__grammar_vocab_free(rlx_worker *w)
+{
+    rlx_grammar_vocab_free(w->gvocab);
+    for (int32_t t = 0; w->gtext && t < w->runner->n_vocab; t++) free(w->gtext[t]);
+    free(w->gtext);
+    free(w->glen);
+    free(w->gmask);
+    w->gvocab = NULL;
+    w->gtext = NULL;
+    w->glen = NULL;
+    w->gmask = NULL;
+}
+
+static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
+{
+    int rc = grammar_vocab(w, err);
+    if (rc) return rc;
+    const char *src = s->req->grammar;
+    rlx_error gerr = {0};
+    if (!(s->grammar = rlx_grammar_compile(src, strlen(src), NULL, &gerr)) ||
+        !(s->gstate = rlx_grammar_state_new(s->grammar, &gerr)))
+        return rlx_errorf(err, gerr.code ? gerr.code : RLX_EINVAL, "%s", gerr.msg);
+    return 0;
+}
+
+/* May the grammar take token t next? End-of-generation where the text is complete. */
+static bool grammar_allows(const rlx_worker *w, const seq *s, int32_t t)
+{
+    if (rlx_tokenizer_is_eog(w->tok, t)) return rlx_grammar_can_end(s->gstate);
+    return w->glen[t] && rlx_grammar_allows(s->gstate, w->gtext[t], w->glen[t]);
+}
+
+/* The sampled token broke the grammar: sample again from the logits with every token it does
+ * not allow removed (the check-first order costs the full mask only on such steps). */
+static int32_t grammar_resample(rlx_worker *w, seq *s, const float *logits, float *scratch)
+{
+    int32_t V = w->runner->n_vocab;
+    int64_t n = rlx_grammar_mask(s->gstate, w->gvocab, w->gmask);
+    if (n < 0) return -1;
+    bool can_end = rlx_grammar_can_end(s->gstate);
+    memcpy(scratch, logits, (size_t)V * sizeof *scratch);
+    for (int32_t t = 0; t < V; t++) {
+        bool ok = w->gmask[t] || (can_end && rlx_tokenizer_is_eog(w->tok, t));
+        if (!ok) scratch[t] = -INFINITY;
+    }
+    if (n == 0 && !can_end) return -1;
+    int32_t tok = rlx_sampler_sample(s->sampler, scratch);
+    return grammar_allows(w, s, tok) ? tok : -1;
+}
+
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
 {
     rlx_request *r = s->req;
@@ -179,6 +260,10 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     }
     if ((rc = rlx_stop_init(&s->stop, r->stop, r->n_stop, err))) {
+        if (ids != r->prompt_ids) free(ids);
+        return rc;
+    }
+    if (r->grammar && (rc = grammar_prepare(w, s, err))) {
         if (ids != r->prompt_ids) free(ids);
         return rc;
     }
@@ -435,6 +520,10 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     int32_t V = w->runner->n_vocab;
     memcpy(scratch, logits, (size_t)V * sizeof *scratch);
     int32_t tok = rlx_sampler_sample(s->sampler, scratch);
+    if (s->gstate && !grammar_allows(w, s, tok) && (tok = grammar_resample(w, s, logits, scratch)) < 0) {
+        rlx__seq_fail(w, s, RLX_EINVAL, "the grammar allows no token of this vocabulary here");
+        return;
+    }
     double now = rlx_now();
     if (s->t_first == 0) s->t_first = now;
     s->t_last = now;
@@ -443,6 +532,10 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
         return;
     }
     rlx_sampler_accept(s->sampler, tok);
+    if (s->gstate && rlx_grammar_accept(s->gstate, w->gtext[tok], w->glen[tok])) {
+        rlx__seq_fail(w, s, RLX_ENOMEM, "out of memory following the grammar");
+        return;
+    }
     s->tokens[s->n_tokens++] = tok;
     s->n_generated++;
     size_t n = rlx_detok_push(w->tok, &s->detok, tok, false, s->text, s->text_cap);
@@ -459,7 +552,8 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
         ev.logprob = rlx_logprobs(logits, V, tok, ev.n_top, ev.top_ids, ev.top_logprobs);
     }
     rlx__emit(r, &ev);
-    if (m == 1) rlx__seq_finish(w, s, RLX_FINISH_STOP);
+    /* a grammar with nothing left to take ends the text as end-of-generation would */
+    if (m == 1 || (s->gstate && rlx_grammar_must_end(s->gstate))) rlx__seq_finish(w, s, RLX_FINISH_STOP);
     else if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
 }
 

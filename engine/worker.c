@@ -152,6 +152,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     rlx__sessions_close(w);
+    rlx__grammar_vocab_free(w); /* reads the runner's n_vocab */
     rlx_chat_template_free(w->tmpl);
     rlx_tokenizer_free(w->tok);
     rlx_runner_close(w->runner);

@@ -10,6 +10,7 @@
 #define RLX_WORKER_INTERNAL_H
 
 #include "engine/engine.h"
+#include "engine/grammar.h"
 #include "engine/runner.h"
 #include "engine/stop.h"
 
@@ -49,6 +50,8 @@ typedef struct seq {
     int32_t max_tokens;         /* effective limit on generated tokens */
     int32_t cached_tokens;      /* prompt tokens reused from the cache */
     rlx_sampler *sampler;
+    rlx_grammar *grammar;       /* compiled req->grammar (NULL: none) */
+    rlx_grammar_state *gstate;  /* where the generated text stands in it */
     rlx_detok_stream detok;
     uint64_t admit_order;       /* larger = admitted later (preempted first) */
     bool cancelled;
@@ -73,6 +76,11 @@ struct rlx_worker {
     rlx_tokenizer *tok;
     rlx_chat_template *tmpl;
     rlx_worker_config cfg;
+    /* constrained sampling, built at the first request with a grammar (worker thread) */
+    rlx_grammar_vocab *gvocab;  /* every token's bytes as a trie (control tokens: none) */
+    char **gtext;               /* token bytes, for the check of a sampled token */
+    size_t *glen;
+    uint8_t *gmask;             /* n_vocab entries */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -134,6 +142,7 @@ void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why);
 void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg);
 void rlx__seq_free(rlx_worker *w, seq *s);
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err);
+void rlx__grammar_vocab_free(rlx_worker *w); /* worker teardown */
 /* worker_session.c */
 int rlx__sessions_open(rlx_worker *w, rlx_error *err);
 void rlx__sessions_close(rlx_worker *w);

@@ -42,6 +42,7 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const char *prompt_t
         }
     }
     if (b->session_id && !(q->session_id = strdup(b->session_id))) goto fail;
+    if (b->grammar && !(q->grammar = strdup(b->grammar))) goto fail;
     q->session_replace = b->session_replace;
     if (prompt_text) {
         if (!(q->prompt_text = strdup(prompt_text))) goto fail;

@@ -3,6 +3,7 @@
  * as absent. */
 #include "proto/proto.h"
 #include "models/json.h"
+#include "engine/grammar.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -215,6 +216,51 @@ static int parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, 
     return 0;
 }
 
+/* "grammar" (GBNF, as llama-server) and "response_format" (OpenAI) become the request's grammar,
+ * compiled here once so that a bad one is a 400 naming the field (the worker compiles its own). */
+static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
+{
+    const cJSON *g = field(root, "grammar"), *rf = field(root, "response_format");
+    const char *src = NULL, *param = "grammar";
+    if (g && !cJSON_IsNull(g)) {
+        if (!cJSON_IsString(g))
+            return rlx_api_errorf(e, 400, INVALID, "grammar", "'grammar' must be a string of GBNF rules.");
+        if (g->valuestring[0]) src = g->valuestring; /* "" is no grammar, as in llama-server */
+    }
+    if (rf && !cJSON_IsNull(rf)) {
+        const cJSON *type = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+        if (!cJSON_IsString(type))
+            return rlx_api_errorf(e, 400, INVALID, "response_format",
+                                  "'response_format' must be an object with a string 'type' (\"text\", \"json_object\").");
+        if (!strcmp(type->valuestring, "json_object")) {
+            if (field(rf, "schema"))
+                return rlx_api_errorf(e, 400, INVALID, "response_format.schema",
+                                      "'response_format.schema' (JSON Schema constraints) is not supported yet; use "
+                                      "{\"type\": \"json_object\"} alone or a GBNF 'grammar'.");
+            if (src)
+                return rlx_api_errorf(e, 400, INVALID, "response_format",
+                                      "'grammar' and a JSON 'response_format' cannot be combined.");
+            src = rlx_grammar_json_object;
+            param = "response_format";
+        } else if (!strcmp(type->valuestring, "json_schema")) {
+            return rlx_api_errorf(e, 400, INVALID, "response_format.json_schema",
+                                  "'response_format' of type \"json_schema\" is not supported yet; use "
+                                  "{\"type\": \"json_object\"} or a GBNF 'grammar'.");
+        } else if (strcmp(type->valuestring, "text")) {
+            return rlx_api_errorf(e, 400, INVALID, "response_format.type",
+                                  "'response_format.type' must be \"text\" or \"json_object\", not '%s'.",
+                                  type->valuestring);
+        }
+    }
+    if (!src) return 0;
+    rlx_error gerr = {0};
+    rlx_grammar *gr = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
+    if (!gr) return rlx_api_errorf(e, 400, INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
+    rlx_grammar_free(gr);
+    if (!(q->grammar = strdup(src))) return oom(e);
+    return 0;
+}
+
 static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, rlx_api_error *e)
 {
     rlx_request *q = r->base;
@@ -268,6 +314,7 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     }
     if ((rc = parse_stop(root, q, e))) return rc;
     if ((rc = parse_logit_bias(root, q, n_vocab, e))) return rc;
+    if ((rc = parse_constraint(root, q, e))) return rc;
 
     /* logprobs: an int for completions, a bool (+ top_logprobs) for chat and generate */
     const cJSON *lp = field(root, "logprobs");

@@ -1,0 +1,73 @@
+/* grammar.h - constrained decoding: GBNF grammars (llama.cpp's dialect) compiled to a
+ * pushdown recogniser over Unicode code points, matched byte by byte against token texts.
+ *
+ * A compiled rlx_grammar is immutable and may be shared by any number of sequences on any
+ * threads. An rlx_grammar_state is one sequence's position in it (a set of parse stacks plus
+ * a partial UTF-8 code point); it is owned by that sequence and is not thread-safe. An
+ * rlx_grammar_vocab is the tokenizer's token texts as a byte trie, built once per model and
+ * shared read-only.
+ *
+ * Dialect (llama.cpp grammars/README.md): `name ::= alternatives` rules, one per line (a rule
+ * continues on the next line after `|` or inside parentheses), `#` comments, string literals
+ * with \n \r \t \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH escapes, character classes [a-z] and [^...],
+ * `.` (any code point), groups, rule references, and the postfix operators * + ? {m} {m,}
+ * {m,n}. Left recursion is refused at compile time (it would never terminate).
+ *
+ * Limits (over them compilation or a step fails with RLX_ERANGE and a message, never an
+ * abort): source size, rules, elements, repetition counts, parse stacks alive at once. */
+#ifndef RLX_GRAMMAR_H
+#define RLX_GRAMMAR_H
+
+#include "backends/rlx.h"
+
+typedef struct rlx_grammar rlx_grammar;
+typedef struct rlx_grammar_state rlx_grammar_state;
+typedef struct rlx_grammar_vocab rlx_grammar_vocab;
+
+#define RLX_GRAMMAR_MAX_SOURCE (1u << 20)  /* bytes of GBNF text */
+#define RLX_GRAMMAR_MAX_RULES 4096
+#define RLX_GRAMMAR_MAX_ELEMS (1u << 18)
+#define RLX_GRAMMAR_MAX_REPEAT 1000        /* m and n of {m,n} */
+#define RLX_GRAMMAR_MAX_STACKS 2048        /* live parse stacks of one state */
+#define RLX_GRAMMAR_MAX_DEPTH 1024         /* nesting of one stack */
+
+/* Compiles GBNF text; `root` names the start rule (NULL: "root"). NULL on failure with a
+ * message in err naming the line and column. */
+rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, rlx_error *err);
+void rlx_grammar_free(rlx_grammar *g);
+int rlx_grammar_n_rules(const rlx_grammar *g);
+
+/* A fresh state at the start of the root rule; NULL on allocation failure or a limit. */
+rlx_grammar_state *rlx_grammar_state_new(const rlx_grammar *g, rlx_error *err);
+rlx_grammar_state *rlx_grammar_state_clone(const rlx_grammar_state *s);
+void rlx_grammar_state_free(rlx_grammar_state *s);
+
+/* Feeds bytes (any split of UTF-8 across calls is fine). Returns 0 and advances when the text
+ * can continue the grammar; RLX_EINVAL (state unchanged) when it cannot; RLX_ERANGE when the
+ * parse would need more than RLX_GRAMMAR_MAX_STACKS stacks (state unchanged). */
+int rlx_grammar_accept(rlx_grammar_state *s, const char *bytes, size_t n);
+/* True when the bytes could be accepted (state unchanged). */
+bool rlx_grammar_allows(const rlx_grammar_state *s, const char *bytes, size_t n);
+/* True when the text so far is a complete sentence of the grammar (end-of-generation may be
+ * sampled): some stack is empty and no UTF-8 sequence is half-read. */
+bool rlx_grammar_can_end(const rlx_grammar_state *s);
+/* True when nothing but the end can follow (every stack is empty). */
+bool rlx_grammar_must_end(const rlx_grammar_state *s);
+
+/* GBNF for one JSON object (OpenAI's response_format {"type":"json_object"}): llama.cpp's
+ * grammars/json.gbnf with an object at the root, whitespace bounded. */
+extern const char rlx_grammar_json_object[];
+
+/* ---- vocabulary ---- */
+
+/* texts[i] / lens[i]: the bytes token i produces (special tokens should be given length 0:
+ * they are never allowed by a grammar). Copies what it needs. */
+rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *texts, const size_t *lens);
+void rlx_grammar_vocab_free(rlx_grammar_vocab *v);
+
+/* Fills allowed[0..n_vocab) with 1 for every token whose bytes the state accepts, 0 otherwise,
+ * walking the byte trie once (a rejected prefix prunes every token under it). Returns the
+ * number allowed, or a negative RLX_E* code. */
+int64_t rlx_grammar_mask(const rlx_grammar_state *s, const rlx_grammar_vocab *v, uint8_t *allowed);
+
+#endif

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# test_server_grammar.sh - constrained generation through the daemon: a GBNF "grammar" on every
+# route, response_format json_object on chat, streamed and not, and the 400s for a bad grammar
+# and for what is not supported yet (json_schema).
+cd "$(dirname "$0")/../.." || exit 1
+source tests/integration/server_lib.sh
+command -v node >/dev/null || { echo "skip: node missing (used to read JSON)"; exit 77; }
+
+start_server grammar
+
+yn='root ::= \" \" (\"yes\" | \"no\") \".\"\n'
+for i in 1 2 3 4; do
+    r=$(post /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"temperature\":1,\"seed\":$i,\"grammar\":\"$yn\"}")
+    [ "$(status)" = 200 ] || fail "completions + grammar: $(status) $r"
+    t=$(echo "$r" | jget '.choices[0].text')
+    [ "$t" = " yes." ] || [ "$t" = " no." ] || fail "text '$t' does not follow the grammar: $r"
+    [ "$(echo "$r" | jget '.choices[0].finish_reason')" = stop ] || fail "finish_reason: $r"
+done
+ok "completions follow a grammar and stop when it is complete"
+
+# native route, streamed: the tokens' texts put together follow the grammar
+digits='root ::= [0-9]{3} \"-\" [0-9]{2}\n'
+out=$(curl -s --max-time 30 "$URL/v1/generate" -d "{\"prompt\":\"Once\",\"max_tokens\":20,\"stream\":true,\"grammar\":\"$digits\"}")
+last=$(echo "$out" | tail -1)
+txt=$(echo "$last" | jget '.text')
+echo "$txt" | grep -Eq '^[0-9]{3}-[0-9]{2}$' || fail "generate stream text '$txt': $out"
+[ "$(echo "$last" | jget '.finish_reason')" = stop ] || fail "generate finish: $last"
+ok "generate (stream) follows a grammar"
+
+# chat JSON mode: an object (complete when it stopped, else a valid start of one)
+for i in 1 2 3; do
+    r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Give me JSON\"}],\"max_tokens\":120,\"seed\":$i,\"response_format\":{\"type\":\"json_object\"}}")
+    [ "$(status)" = 200 ] || fail "json_object: $(status) $r"
+    c=$(echo "$r" | jget '.choices[0].message.content')
+    f=$(echo "$r" | jget '.choices[0].finish_reason')
+    case "$c" in "{"*) ;; *) fail "json_object content does not open an object: $r";; esac
+    if [ "$f" = stop ]; then
+        echo "$c" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const v=JSON.parse(s);if(typeof v!=="object"||Array.isArray(v)||v===null)process.exit(1)})' ||
+            fail "json_object content is not a JSON object: $c"
+    else
+        [ "$f" = length ] || fail "json_object finish_reason $f"
+    fi
+done
+ok "chat response_format json_object"
+
+# errors name the field; nothing is generated
+r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" | undefined\n"}')
+[ "$(status)" = 400 ] || fail "bad grammar status $(status): $r"
+[ "$(echo "$r" | jget '.error.param')" = grammar ] || fail "bad grammar param: $r"
+echo "$r" | jget '.error.message' | grep -q "undefined" || fail "bad grammar message: $r"
+r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= (\"a\"\n"}')
+[ "$(status)" = 400 ] && echo "$r" | jget '.error.message' | grep -q "line 1" || fail "syntax error position: $r"
+r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= root \"a\"\n"}')
+[ "$(status)" = 400 ] && echo "$r" | jget '.error.message' | grep -q "left-recursive" || fail "left recursion: $r"
+r=$(post /v1/completions '{"prompt":"x","grammar":7}')
+[ "$(status)" = 400 ] || fail "grammar of the wrong type: $r"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object"}}}}')
+[ "$(status)" = 400 ] || fail "json_schema must be refused while unsupported: $r"
+[ "$(echo "$r" | jget '.error.param')" = response_format.json_schema ] || fail "json_schema param: $r"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = response_format.type ] || fail "unknown type: $r"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},"grammar":"root ::= \"a\"\n"}')
+[ "$(status)" = 400 ] || fail "grammar + json_object must conflict: $r"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_tokens":4,"response_format":{"type":"text"}}')
+[ "$(status)" = 200 ] || fail "response_format text: $(status) $r"
+ok "errors: bad grammar (with position), left recursion, json_schema, unknown type, conflict"
+
+# the daemon is still healthy
+[ "$(curl -s --max-time 5 "$URL/health")" = '{"status":"ok"}' ] || fail "/health after the grammar requests"
+stop_server
+ok "clean shutdown"

@@ -1,0 +1,301 @@
+/* test_grammar.c - GBNF compiler and recogniser (engine/grammar.c): what a grammar accepts and
+ * refuses, UTF-8 split across tokens, completion, compile errors with positions, limits, and the
+ * trie mask against a token-by-token check. */
+#include "tests/rlx_test.h"
+#include "engine/grammar.h"
+
+static rlx_grammar *compile(const char *src)
+{
+    rlx_error e = {0};
+    rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &e);
+    if (!g) fprintf(stderr, "  compile failed: %s\n", e.msg);
+    return g;
+}
+
+/* Does the grammar accept the whole text (fed in pieces of `step` bytes) as a complete sentence? */
+static int full_match(const rlx_grammar *g, const char *text, size_t step)
+{
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    if (!s) return -1;
+    size_t n = strlen(text);
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i += step) {
+        size_t k = n - i < step ? n - i : step;
+        if (rlx_grammar_accept(s, text + i, k)) ok = 0;
+    }
+    if (ok && !rlx_grammar_can_end(s)) ok = 0;
+    rlx_grammar_state_free(s);
+    return ok;
+}
+
+/* Is text a prefix the grammar can continue (not necessarily complete)? */
+static int prefix_ok(const rlx_grammar *g, const char *text)
+{
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    int ok = rlx_grammar_allows(s, text, strlen(text));
+    rlx_grammar_state_free(s);
+    return ok;
+}
+
+static const char json_gbnf[] =
+    "# JSON, as llama.cpp's grammars/json.gbnf has it\n"
+    "root   ::= value\n"
+    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+    "object ::=\n"
+    "  \"{\" ws (\n"
+    "            string \":\" ws value\n"
+    "    (\",\" ws string \":\" ws value)*\n"
+    "  )? \"}\" ws\n"
+    "array  ::=\n"
+    "  \"[\" ws (\n"
+    "            value\n"
+    "    (\",\" ws value)*\n"
+    "  )? \"]\" ws\n"
+    "string ::=\n"
+    "  \"\\\"\" (\n"
+    "    [^\"\\\\\\x7F\\x00-\\x1F] |\n"
+    "    \"\\\\\" ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) # escapes\n"
+    "  )* \"\\\"\" ws\n"
+    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+
+TEST(literals_and_alternatives)
+{
+    rlx_grammar *g = compile("root ::= \"yes\" | \"no\"\n");
+    ASSERT(g != NULL);
+    ASSERT_EQ(full_match(g, "yes", 1), 1);
+    ASSERT_EQ(full_match(g, "no", 2), 1);
+    ASSERT_EQ(full_match(g, "ye", 1), 0);   /* incomplete */
+    ASSERT_EQ(full_match(g, "yess", 1), 0);
+    ASSERT_EQ(prefix_ok(g, "ye"), 1);
+    ASSERT_EQ(prefix_ok(g, "x"), 0);
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    ASSERT(!rlx_grammar_can_end(s));
+    ASSERT_EQ(rlx_grammar_accept(s, "n", 1), 0);
+    ASSERT_EQ(rlx_grammar_accept(s, "x", 1), RLX_EINVAL); /* refused, state unchanged */
+    ASSERT_EQ(rlx_grammar_accept(s, "o", 1), 0);
+    ASSERT(rlx_grammar_can_end(s) && rlx_grammar_must_end(s));
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
+}
+
+TEST(classes_ranges_and_repetition)
+{
+    rlx_grammar *g = compile("root ::= [a-c]{2,3} [^x-z0]? \".\"* [0-9]{2,}\n");
+    ASSERT(g != NULL);
+    ASSERT_EQ(full_match(g, "ab12", 1), 1);
+    ASSERT_EQ(full_match(g, "abc12", 1), 1);
+    ASSERT_EQ(full_match(g, "abcq...123", 3), 1);
+    ASSERT_EQ(full_match(g, "a12", 1), 0);     /* {2,3}: one is too few */
+    ASSERT_EQ(full_match(g, "abcab12", 1), 0);  /* four letters: the 4th is not [^x-z0] followed by digits */
+    ASSERT_EQ(full_match(g, "abx12", 1), 0);    /* x is excluded */
+    ASSERT_EQ(full_match(g, "ab1", 1), 0);      /* {2,}: one digit is too few */
+    ASSERT_EQ(full_match(g, "ab1234567", 4), 1);
+    rlx_grammar_free(g);
+    g = compile("root ::= (\"ab\" | \"c\")+ \"!\"? [\\x41-\\x43\\u00e9]\n");
+    ASSERT(g != NULL);
+    ASSERT_EQ(full_match(g, "abcabB", 1), 1);
+    ASSERT_EQ(full_match(g, "c!\xc3\xa9", 1), 1);
+    ASSERT_EQ(full_match(g, "B", 1), 0);
+    ASSERT_EQ(full_match(g, "aB", 1), 0);
+    rlx_grammar_free(g);
+}
+
+TEST(utf8_split_across_pieces)
+{
+    /* U+00E9 (2 bytes), U+65E5 (3 bytes), U+1F600 (4 bytes) */
+    rlx_grammar *g = compile("root ::= \"\xc3\xa9\" [\xe6\x97\xa5-\xe6\x9c\xac]* \"\\U0001F600\"\n");
+    ASSERT(g != NULL);
+    const char *text = "\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80";
+    for (size_t step = 1; step <= 5; step++) ASSERT_EQ(full_match(g, text, step), 1);
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    ASSERT_EQ(rlx_grammar_accept(s, "\xc3", 1), 0); /* half a character: may go on, not end */
+    ASSERT(!rlx_grammar_can_end(s));
+    ASSERT(!rlx_grammar_allows(s, "\xa8", 1));      /* would be U+00E8 */
+    ASSERT(!rlx_grammar_allows(s, "a", 1));         /* not a continuation byte */
+    ASSERT_EQ(rlx_grammar_accept(s, "\xa9\xe6", 2), 0);
+    ASSERT(rlx_grammar_allows(s, "\x97", 1));       /* U+65C0..U+65FF may hold U+65E5 */
+    ASSERT(!rlx_grammar_allows(s, "\x80\x80", 2));  /* U+6000 is below the range */
+    rlx_grammar_state_free(s);
+    /* invalid UTF-8 is never accepted, even by '.' */
+    rlx_grammar_free(g);
+    g = compile("root ::= .*\n");
+    ASSERT(g != NULL);
+    ASSERT_EQ(prefix_ok(g, "\xff"), 0);
+    ASSERT_EQ(prefix_ok(g, "\x80"), 0);
+    /* only the shortest form of a code point: the overlong "{" (C1 BB) a byte-fallback vocabulary
+     * can spell is refused, as are surrogates and code points past U+10FFFF */
+    const char *invalid[] = {"\xc1\xbb", "\xc0\x80", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xf0\x8f\xbf\xbf",
+                             "\xf4\x90\x80\x80", "\xf5\x80\x80\x80"};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(invalid); i++) ASSERT_MSG(!prefix_ok(g, invalid[i]), "invalid[%zu]", i);
+    ASSERT_EQ(full_match(g, "\xed\x9f\xbf\xf4\x8f\xbf\xbf\xe0\xa0\x80\xc2\x80", 1), 1); /* the edges */
+    ASSERT_EQ(full_match(g, "any \xe2\x82\xac text", 1), 1);
+    rlx_grammar_free(g);
+    /* a lead byte is refused at once when no code point of its length fits ("{" is ASCII) */
+    g = compile("root ::= \"{\" [\\u0800-\\u0FFF]\n");
+    ASSERT(g != NULL);
+    ASSERT_EQ(prefix_ok(g, "\xe0"), 0);
+    ASSERT_EQ(prefix_ok(g, "\xc1"), 0);
+    ASSERT_EQ(prefix_ok(g, "{\xe0"), 1);
+    ASSERT_EQ(prefix_ok(g, "{\xe0\x9f"), 0); /* overlong */
+    ASSERT_EQ(prefix_ok(g, "{\xe1"), 0);      /* U+1000 and up */
+    ASSERT_EQ(full_match(g, "{\xe0\xbf\xbf", 1), 1);
+    rlx_grammar_free(g);
+}
+
+TEST(json_grammar)
+{
+    rlx_grammar *g = compile(json_gbnf);
+    ASSERT(g != NULL);
+    const char *good[] = {"{}", "[]", "{\"a\": [1, 2.5, -3e7, true, null, \"x\\n\\u00e9\"]}", "\"plain\"", "0",
+                          "{\"nested\": {\"k\": [[], {}]}}", "-12.5E+3"};
+    const char *bad[] = {"{", "[1,]", "{\"a\" 1}", "01", "\"unterminated", "{\"a\":1}}", "tru", "\"ctrl\x01\""};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(good); i++) ASSERT_MSG(full_match(g, good[i], 3) == 1, "good[%zu] %s", i, good[i]);
+    for (size_t i = 0; i < RLX_ARRAY_LEN(bad); i++) ASSERT_MSG(full_match(g, bad[i], 2) == 0, "bad[%zu] %s", i, bad[i]);
+    rlx_grammar_free(g);
+}
+
+static void expect_error(const char *src, const char *needle)
+{
+    rlx_error e = {0};
+    rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &e);
+    if (g) {
+        rlx_grammar_free(g);
+        fprintf(stderr, "  compiled but should not: %s\n", src);
+        rlx_test_failed_ = 1;
+        return;
+    }
+    if (!strstr(e.msg, needle)) {
+        fprintf(stderr, "  error \"%s\" lacks \"%s\"\n", e.msg, needle);
+        rlx_test_failed_ = 1;
+    }
+}
+
+TEST(compile_errors_name_the_place)
+{
+    expect_error("root ::= foo\n", "'foo' is used but not defined");
+    expect_error("start ::= \"a\"\n", "no rule named 'root'");
+    expect_error("root ::= \"a\"\nroot ::= \"b\"\n", "defined twice");
+    expect_error("root ::= \"abc\n", "line 1 column 10: unterminated string");
+    expect_error("root ::= \"a\"\nx ::= [abc\n", "line 2 column 7: unterminated character class");
+    expect_error("root ::= \"\\q\"\n", "unknown escape");
+    expect_error("root ::= \"\\x4\"\n", "hex digits");
+    expect_error("root ::= [z-a]\n", "below its start");
+    expect_error("root ::= * \"a\"\n", "follows nothing");
+    expect_error("root ::= \"a\"{3,2}\n", "below the minimum");
+    expect_error("root ::= \"a\"{1001}\n", "over 1000");
+    expect_error("root = \"a\"\n", "expected '::='");
+    expect_error("root ::= (\"a\"\n", "unclosed");
+    expect_error("root ::= root \"a\" | \"b\"\n", "'root' is left-recursive");
+    expect_error("root ::= x \"a\"\nx ::= y? root\ny ::= \"b\"\n", "left-recursive"); /* through a nullable prefix */
+    expect_error("root ::= \"a\" ]\n", "unexpected ']'");
+    expect_error("", "no rule named 'root'");
+    /* invalid UTF-8 in the source */
+    expect_error("root ::= \"\xff\"\n", "invalid UTF-8");
+}
+
+TEST(limits_are_errors_not_aborts)
+{
+    size_t n = RLX_GRAMMAR_MAX_SOURCE + 1;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    big[n] = 0;
+    rlx_error e = {0};
+    ASSERT(rlx_grammar_compile(big, n, NULL, &e) == NULL);
+    ASSERT_EQ(e.code, RLX_ERANGE);
+    free(big);
+    /* nesting deeper than a stack may hold: refused with RLX_ERANGE, state kept */
+    rlx_grammar *g = compile("root ::= \"(\" root \")\" | \"x\"\n");
+    ASSERT(g != NULL);
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    int rc = 0, depth = 0;
+    while (depth < 5000 && !(rc = rlx_grammar_accept(s, "(", 1))) depth++;
+    ASSERT_EQ(rc, RLX_ERANGE);
+    ASSERT(depth > 100);
+    ASSERT_EQ(rlx_grammar_accept(s, "x", 1), 0); /* the state is still usable */
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
+    /* ambiguity: each "a" may start or continue one of several runs; duplicates merge */
+    g = compile("root ::= (\"a\" | \"aa\" | \"aaa\")* \"b\"\n");
+    ASSERT(g != NULL);
+    char text[402];
+    memset(text, 'a', 400);
+    text[400] = 'b';
+    text[401] = 0;
+    ASSERT_EQ(full_match(g, text, 7), 1);
+    rlx_grammar_free(g);
+}
+
+/* A small vocabulary with multi-byte pieces, partial UTF-8, duplicates and empty (special)
+ * tokens; the trie mask must equal rlx_grammar_allows token by token at every step of a walk. */
+TEST(mask_equals_token_checks)
+{
+    static const char *const pieces[] = {
+        "{", "}", "{\"", "\":", "\"", "a", "ab", "abc", "b", ",", ", \"", "1", "12", "-", ".5", "e", "true", "tru",
+        "null", "[", "]", "[]", "{}", " ", "\n", "\xc3", "\xa9", "\xc3\xa9", "\xe6\x97", "\xa5", "\\", "\\u00", "e9",
+        "x", "\"}", "\"]", "a\"", "", "1.", "0", "a",
+    };
+    enum { NV = RLX_ARRAY_LEN(pieces) };
+    size_t lens[NV];
+    for (int i = 0; i < NV; i++) lens[i] = strlen(pieces[i]);
+    rlx_grammar_vocab *v = rlx_grammar_vocab_new(NV, pieces, lens);
+    ASSERT(v != NULL);
+    rlx_grammar *g = compile(json_gbnf);
+    ASSERT(g != NULL);
+    uint64_t rng = 42;
+    for (int walk = 0; walk < 40; walk++) {
+        rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+        for (int step = 0; step < 30; step++) {
+            uint8_t mask[NV];
+            int64_t n = rlx_grammar_mask(s, v, mask);
+            ASSERT(n >= 0);
+            int64_t count = 0;
+            for (int t = 0; t < NV; t++) {
+                int want = lens[t] > 0 && rlx_grammar_allows(s, pieces[t], lens[t]);
+                ASSERT_MSG(mask[t] == want, "walk %d step %d token %d '%s': mask %d, check %d", walk, step, t, pieces[t],
+                           mask[t], want);
+                count += want;
+            }
+            ASSERT_EQ(n, count);
+            if (!n) break;
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            int64_t pick = (int64_t)((rng >> 33) % (uint64_t)n);
+            for (int t = 0; t < NV; t++)
+                if (mask[t] && pick-- == 0) {
+                    ASSERT_EQ(rlx_grammar_accept(s, pieces[t], lens[t]), 0);
+                    break;
+                }
+        }
+        rlx_grammar_state *c = rlx_grammar_state_clone(s);
+        ASSERT(c != NULL);
+        ASSERT_EQ(rlx_grammar_can_end(c), rlx_grammar_can_end(s));
+        rlx_grammar_state_free(c);
+        rlx_grammar_state_free(s);
+    }
+    rlx_grammar_free(g);
+    rlx_grammar_vocab_free(v);
+}
+
+/* response_format json_object: one JSON object, over as soon as its brace closes */
+TEST(builtin_json_object)
+{
+    rlx_grammar *g = compile(rlx_grammar_json_object);
+    ASSERT(g != NULL);
+    ASSERT_EQ(full_match(g, "{\"a\": [1, -2.5e3, {\"b\": null}], \"c\": \"x\\u00e9\\n\"}", 3), 1);
+    ASSERT_EQ(full_match(g, "{}", 1), 1);
+    ASSERT_EQ(full_match(g, "[1]", 1), 0);
+    ASSERT_EQ(full_match(g, "\"s\"", 1), 0);
+    ASSERT_EQ(prefix_ok(g, "{} "), 0);
+    ASSERT_EQ(prefix_ok(g, "{\"a\":01"), 0);
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    ASSERT_EQ(rlx_grammar_accept(s, "{\"k\": true", 10), 0);
+    ASSERT(!rlx_grammar_can_end(s));
+    ASSERT_EQ(rlx_grammar_accept(s, "}", 1), 0);
+    ASSERT(rlx_grammar_can_end(s) && rlx_grammar_must_end(s));
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
+}
+
+TEST_MAIN(TEST_ENTRY(builtin_json_object), TEST_ENTRY(literals_and_alternatives), TEST_ENTRY(classes_ranges_and_repetition),
+          TEST_ENTRY(utf8_split_across_pieces), TEST_ENTRY(json_grammar), TEST_ENTRY(compile_errors_name_the_place),
+          TEST_ENTRY(limits_are_errors_not_aborts), TEST_ENTRY(mask_equals_token_checks))

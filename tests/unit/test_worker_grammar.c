@@ -1,0 +1,205 @@
+/* test_worker_grammar.c - constrained sampling in the worker (engine/sched.c + engine/grammar.c)
+ * on stories260K: every generated text follows its grammar, the sequence ends once the grammar
+ * is complete, sequences with different grammars share steps without changing each other's
+ * output, and a bad grammar fails only its own request. */
+#include "tests/rlx_test.h"
+#include "engine/engine.h"
+#include "engine/grammar.h"
+
+#include <pthread.h>
+
+#define N_REQ 6
+
+typedef struct result {
+    char text[4096];
+    size_t len;
+    int32_t tokens[256];
+    int n_tokens;
+    bool done;
+    rlx_finish_reason finish;
+    int error;
+    char msg[256];
+} result;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int pending;
+
+static void on_event(void *user, const rlx_event *ev)
+{
+    result *r = user;
+    pthread_mutex_lock(&mu);
+    if (ev->text && ev->text_len && r->len + ev->text_len < sizeof r->text) {
+        memcpy(r->text + r->len, ev->text, ev->text_len);
+        r->len += ev->text_len;
+        r->text[r->len] = 0;
+    }
+    if (ev->type == RLX_EV_TOKEN && r->n_tokens < 256) r->tokens[r->n_tokens++] = ev->token;
+    if (ev->type == RLX_EV_DONE || ev->type == RLX_EV_ERROR) {
+        r->done = true;
+        r->finish = ev->finish;
+        r->error = ev->type == RLX_EV_ERROR ? ev->error_code : 0;
+        if (ev->error_msg) snprintf(r->msg, sizeof r->msg, "%s", ev->error_msg);
+        pending--;
+        pthread_cond_broadcast(&cv);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+static rlx_worker *start(void)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) return NULL;
+    rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 8, .max_batch_tokens = 256, .max_queue = 64};
+    rlx_worker *w = NULL;
+    rlx_error err = {0};
+    if (rlx_worker_start(&w, &cfg, &err)) {
+        fprintf(stderr, "start: %s\n", err.msg);
+        return NULL;
+    }
+    return w;
+}
+
+static int submit(rlx_worker *w, uint64_t id, const char *grammar, float temp, uint64_t seed, int32_t max_tokens,
+                  result *res)
+{
+    memset(res, 0, sizeof *res);
+    rlx_request *r = rlx_request_new();
+    r->id = id;
+    static const int32_t prompt[] = {1, 403, 407, 261, 378};
+    r->prompt_ids = malloc(sizeof prompt);
+    memcpy(r->prompt_ids, prompt, sizeof prompt);
+    r->n_prompt = RLX_ARRAY_LEN(prompt);
+    r->max_tokens = max_tokens;
+    r->sampling.temperature = temp;
+    r->sampling.seed = seed;
+    r->sampling.has_seed = true;
+    r->grammar = grammar ? strdup(grammar) : NULL;
+    r->on_event = on_event;
+    r->user = res;
+    rlx_error err = {0};
+    pthread_mutex_lock(&mu);
+    pending++;
+    pthread_mutex_unlock(&mu);
+    int rc = rlx_worker_submit(w, r, &err);
+    if (rc) {
+        pthread_mutex_lock(&mu);
+        pending--;
+        pthread_mutex_unlock(&mu);
+        fprintf(stderr, "submit: %s\n", err.msg);
+    }
+    return rc;
+}
+
+static void wait_all(void)
+{
+    pthread_mutex_lock(&mu);
+    while (pending > 0) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+/* Does the grammar take the whole text (complete = it must be a full sentence)? */
+static bool follows(const char *grammar, const char *text, size_t len, bool complete)
+{
+    rlx_grammar *g = rlx_grammar_compile(grammar, strlen(grammar), NULL, NULL);
+    rlx_grammar_state *s = g ? rlx_grammar_state_new(g, NULL) : NULL;
+    bool ok = s && rlx_grammar_accept(s, text, len) == 0 && (!complete || rlx_grammar_can_end(s));
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
+    return ok;
+}
+
+static const char *const grammars[] = {
+    "root ::= \" \" (\"yes\" | \"no\") \".\"\n",
+    "root ::= (\" \" [a-z]{1,8}){2,4} \".\"\n",
+    "root ::= \" The \" [a-z]+ \" was \" (\"happy\" | \"sad\" | \"big\") \".\"\n",
+    "root ::= [0-9]{3} \"-\" [0-9]{4}\n",
+};
+
+TEST(outputs_follow_their_grammars)
+{
+    rlx_worker *w = start();
+    if (!w) SKIP("stories260K.gguf absent");
+    static result res[N_REQ * 4];
+    int k = 0;
+    for (size_t gi = 0; gi < RLX_ARRAY_LEN(grammars); gi++)
+        for (int i = 0; i < N_REQ; i++, k++)
+            ASSERT_EQ(submit(w, (uint64_t)k + 1, grammars[gi], i == 0 ? 0.0f : 1.0f, (uint64_t)i, 48, &res[k]), 0);
+    wait_all();
+    k = 0;
+    for (size_t gi = 0; gi < RLX_ARRAY_LEN(grammars); gi++)
+        for (int i = 0; i < N_REQ; i++, k++) {
+            result *r = &res[k];
+            ASSERT_MSG(r->error == 0, "grammar %zu req %d: error %d %s", gi, i, r->error, r->msg);
+            /* each grammar is short and finite: complete before 48 tokens, then stopped */
+            ASSERT_MSG(r->finish == RLX_FINISH_STOP, "grammar %zu req %d: finish %d, text '%s'", gi, i, r->finish, r->text);
+            ASSERT_MSG(follows(grammars[gi], r->text, r->len, true), "grammar %zu req %d: '%s'", gi, i, r->text);
+        }
+    rlx_worker_stop(w, false);
+}
+
+/* JSON mode on a model that never saw JSON: the text is a JSON object, or a valid prefix of one
+ * when max_tokens cut it. */
+TEST(json_object_mode)
+{
+    rlx_worker *w = start();
+    if (!w) SKIP("stories260K.gguf absent");
+    static result res[N_REQ];
+    for (int i = 0; i < N_REQ; i++) ASSERT_EQ(submit(w, (uint64_t)i + 1, rlx_grammar_json_object, 1.0f, (uint64_t)i + 7, 96, &res[i]), 0);
+    wait_all();
+    int complete = 0;
+    for (int i = 0; i < N_REQ; i++) {
+        result *r = &res[i];
+        ASSERT_MSG(r->error == 0, "req %d: %s", i, r->msg);
+        ASSERT(r->finish == RLX_FINISH_STOP || r->finish == RLX_FINISH_LENGTH);
+        bool full = r->finish == RLX_FINISH_STOP;
+        ASSERT_MSG(follows(rlx_grammar_json_object, r->text, r->len, full), "req %d (%s): '%s'", i,
+                   full ? "stop" : "length", r->text);
+        complete += full;
+
+    }
+    fprintf(stderr, "  %d of %d objects complete within 96 tokens\n", complete, N_REQ);
+    rlx_worker_stop(w, false);
+}
+
+/* A constrained sequence gives the same tokens alone and beside others (different grammars,
+ * unconstrained ones); the unconstrained request is untouched by its neighbours' grammars. */
+TEST(batch_invariance_with_grammars)
+{
+    rlx_worker *w = start();
+    if (!w) SKIP("stories260K.gguf absent");
+    static result solo[2], mixed[8];
+    ASSERT_EQ(submit(w, 1, grammars[1], 1.0f, 99, 40, &solo[0]), 0);
+    wait_all();
+    ASSERT_EQ(submit(w, 2, NULL, 1.0f, 5, 40, &solo[1]), 0);
+    wait_all();
+    for (int i = 0; i < 8; i++) {
+        const char *g = i == 3 ? grammars[1] : i == 5 ? NULL : grammars[i % RLX_ARRAY_LEN(grammars)];
+        uint64_t seed = i == 3 ? 99 : i == 5 ? 5 : (uint64_t)(100 + i);
+        ASSERT_EQ(submit(w, (uint64_t)(10 + i), g, 1.0f, seed, 40, &mixed[i]), 0);
+    }
+    wait_all();
+    ASSERT_EQ(mixed[3].n_tokens, solo[0].n_tokens);
+    ASSERT(!memcmp(mixed[3].tokens, solo[0].tokens, (size_t)solo[0].n_tokens * sizeof(int32_t)));
+    ASSERT_EQ(mixed[5].n_tokens, solo[1].n_tokens);
+    ASSERT(!memcmp(mixed[5].tokens, solo[1].tokens, (size_t)solo[1].n_tokens * sizeof(int32_t)));
+    rlx_worker_stop(w, false);
+}
+
+TEST(bad_grammar_fails_its_request_only)
+{
+    rlx_worker *w = start();
+    if (!w) SKIP("stories260K.gguf absent");
+    static result bad, good;
+    ASSERT_EQ(submit(w, 1, "root ::= undefined-rule\n", 1.0f, 1, 8, &bad), 0);
+    ASSERT_EQ(submit(w, 2, grammars[0], 0.0f, 1, 8, &good), 0);
+    wait_all();
+    ASSERT_EQ(bad.error, RLX_EINVAL);
+    ASSERT(strstr(bad.msg, "undefined-rule") != NULL);
+    ASSERT_EQ(good.error, 0);
+    ASSERT(follows(grammars[0], good.text, good.len, true));
+    rlx_worker_stop(w, false);
+}
+
+TEST_MAIN(TEST_ENTRY(outputs_follow_their_grammars), TEST_ENTRY(json_object_mode),
+          TEST_ENTRY(batch_invariance_with_grammars), TEST_ENTRY(bad_grammar_fails_its_request_only))
