@@ -96,6 +96,11 @@ typedef struct rlx_request {
      * API, one turn per request); true treats the prompt as the whole conversation (OpenAI
      * routes resend every message) and only reuses the session's cached KV. */
     bool session_replace;
+    /* prompt_ids[0], when it is the vocabulary's BOS, was added by the tokenizer (add_special)
+     * or the chat template, not written by the client: a turn appended to a session that
+     * already holds tokens continues the sequence, so that BOS is then dropped (as it is for
+     * prompt_text with add_special). */
+    bool bos_added;
     rlx_event_fn on_event;
     void *user;
     double submitted_at;       /* set by rlx_worker_submit (rlx_now() clock) */

@@ -409,6 +409,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         if (q) {
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
+            q->bos_added = chat || j->req.prompts[pi].text; /* tokenized here, not ids the client sent */
             /* echo with logprobs: the prompt's tokens get logprobs too, the first none (as OpenAI) */
             q->prompt_logprobs = j->req.echo && j->req.logprobs >= 0;
             if (q->prompt_logprobs && add_logprob(j, ch, ids[0], NULL, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
