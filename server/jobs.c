@@ -223,9 +223,12 @@ static void finish_job(rlx_job *j)
     for (size_t i = 0; i < j->n_choices; i++) {
         const rlx_choice *ch = &j->choices[i];
         if (!ch->submitted) continue;
-        j->total.prompt_tokens += ch->usage.prompt_tokens;
+        /* a prompt counts once however many choices it has (as OpenAI and vLLM count it) */
+        if (i % (size_t)j->req.n == 0) {
+            j->total.prompt_tokens += ch->usage.prompt_tokens;
+            j->total.cached_tokens += ch->usage.cached_tokens;
+        }
         j->total.completion_tokens += ch->usage.completion_tokens;
-        j->total.cached_tokens += ch->usage.cached_tokens;
         s->metrics.prompt_tokens += (uint64_t)RLX_MAX(ch->usage.prompt_tokens, 0);
         s->metrics.generation_tokens += (uint64_t)RLX_MAX(ch->usage.completion_tokens, 0);
         if (ch->usage.completion_tokens > 0) {
@@ -240,13 +243,21 @@ static void finish_job(rlx_job *j)
         return;
     }
     if (j->line_id) {
-        const rlx_choice *ch = &j->choices[0];
         double ms = (rlx_now() - j->t_start) * 1000;
-        rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
-                            .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL, .n_logprobs = ch->n_lps,
-                            .finish = ch->finish};
+        rlx_api_choice *cs = j->failed ? NULL : calloc(j->n_choices, sizeof *cs);
+        if (!j->failed && !cs) {
+            j->failed = true;
+            rlx_api_errorf(&j->err, 500, "server_error", NULL, "Out of memory.");
+        }
+        for (size_t i = 0; cs && i < j->n_choices; i++) {
+            const rlx_choice *ch = &j->choices[i];
+            cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
+                                     .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
+                                     .n_logprobs = ch->n_lps, .finish = ch->finish};
+        }
         out_take(j, j->failed ? rlx_api_line_error(j->line_id, &j->err, ms)
-                              : rlx_api_line_result(j->line_id, &c, &j->total, ms));
+                              : rlx_api_line_result(j->line_id, cs, j->n_choices, &j->total, ms));
+        free(cs);
         j->finished = true;
         return;
     }
@@ -295,7 +306,8 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
 {
     if (j->req.kind == RLX_API_GENERATE) {
         if (token >= 0)
-            out_take(j, j->line_id ? rlx_api_line_token(j->line_id, token, text, n) : rlx_api_ndjson_token(token, text, n));
+            out_take(j, j->line_id ? rlx_api_line_token(j->line_id, j->n_choices > 1 ? ch->index : -1, token, text, n)
+                                   : rlx_api_ndjson_token(token, text, n));
         return;
     }
     if (ch->echo_pending) { /* the echoed prompt, now with its logprobs */
@@ -426,7 +438,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         }
         ch->submitted = true;
         j->n_submitted++;
-        j->prompt_tokens += (int32_t)n_ids;
+        if (i % (size_t)j->req.n == 0) j->prompt_tokens += (int32_t)n_ids;
     }
     return 0;
 }

@@ -79,7 +79,7 @@ struct rlx_job {
     int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
     size_t n_chat_ids;
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
-    int32_t prompt_tokens;         /* prompt tokens submitted, over all choices */
+    int32_t prompt_tokens;         /* prompt tokens submitted, once per prompt (not per choice) */
     bool started;                  /* every choice was submitted: a stream may begin */
     const char *line_id;           /* stdio: the client's id as JSON (borrowed from the sink); the
                                       output is then JSON lines (rlx_api_line_*) */
