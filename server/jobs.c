@@ -319,8 +319,25 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
     out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, finish));
 }
 
+/* Bytes a prompt token adds to the echoed text: its piece without special tokens (a BOS adds
+ * none), the first non-empty one as the detokenizer writes it (SentencePiece's prefix space
+ * dropped); *begun says a piece with text was seen. */
+static size_t prompt_piece_len(const rlx_tokenizer *tok, int32_t token, bool *begun)
+{
+    char buf[256];
+    size_t n = rlx_token_to_bytes(tok, token, false, buf, sizeof buf);
+    if (n && !*begun) {
+        *begun = true;
+        char *d = rlx_detokenize(tok, &token, 1, false);
+        if (d) n = strlen(d);
+        free(d);
+    }
+    return n;
+}
+
 /* Appends the logprob entry of a token (generated or of the prompt) at *offset of the text;
- * ev NULL: an entry without logprob (a prompt's first token). */
+ * ev NULL: an entry without logprob (a prompt's first token). Prompt entries (offset is
+ * prompt_lp_offset) advance through the echoed text as it is, so text_offset indexes it. */
 static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, const rlx_event *ev, size_t *offset)
 {
     if (grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) return NULL;
@@ -334,8 +351,13 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
         lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k]);
         lp->top_logprob[k] = ev->top_logprobs[k];
     }
-    lp->text_offset = *offset;
-    *offset += lp->text ? strlen(lp->text) : 0;
+    if (offset == &ch->prompt_lp_offset) { /* never past the echoed text, whatever its bytes */
+        lp->text_offset = RLX_MIN(*offset, ch->echo_len);
+        *offset += prompt_piece_len(j->model->tok, token, &ch->prompt_text_begun);
+    } else {
+        lp->text_offset = *offset;
+        *offset += lp->text ? strlen(lp->text) : 0;
+    }
     return lp;
 }
 

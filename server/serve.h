@@ -52,6 +52,7 @@ typedef struct rlx_choice {
     size_t echo_len;               /* echo: bytes of text that are the prompt */
     size_t n_prompt_lps;           /* echo + logprobs: lps[0..n) are the prompt's tokens */
     size_t prompt_lp_offset;       /* text_offset of the next prompt token's entry */
+    bool prompt_text_begun;        /* a prompt token with text was seen (its prefix space dropped) */
     bool echo_pending;             /* stream: the echo chunk waits for the prompt's logprobs */
     rlx_finish_reason finish;
     rlx_usage usage;
