@@ -112,7 +112,7 @@ void rlx_request_free(rlx_request *r);
 typedef struct rlx_worker_config {
     const char *model_path;
     const char *name;          /* served model name (default: file name without .gguf) */
-    int n_threads;             /* <= 0: all cores */
+    int n_threads;             /* <= 0: the CPUs this process may use (affinity, cgroup quota) */
     int32_t n_ctx;             /* <= 0: the model's context length */
     int kv_type;               /* RLX_F16, RLX_F32 or RLX_Q8_0, used when kv_type_set */
     bool kv_type_set;          /* false: F16 (RLX_F32 is 0, so a zeroed config cannot say F32) */
