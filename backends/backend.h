@@ -99,7 +99,7 @@ struct rlx_backend {
 
 typedef struct rlx_backend_config {
     const char *name;   /* "cpu" (default), "vulkan", "cuda" */
-    int n_threads;      /* CPU: <= 0 means all cores */
+    int n_threads;      /* CPU: <= 0 means rlx_cpu_count() (affinity and cgroup quota heeded) */
     int device;         /* GPU index */
 } rlx_backend_config;
 

@@ -100,6 +100,11 @@ typedef struct rlx_request {
      * API, one turn per request); true treats the prompt as the whole conversation (OpenAI
      * routes resend every message) and only reuses the session's cached KV. */
     bool session_replace;
+    /* prompt_ids[0], when it is the vocabulary's BOS, was added by the tokenizer (add_special)
+     * or the chat template, not written by the client: a turn appended to a session that
+     * already holds tokens continues the sequence, so that BOS is then dropped (as it is for
+     * prompt_text with add_special). */
+    bool bos_added;
     rlx_event_fn on_event;
     void *user;
     double submitted_at;       /* set by rlx_worker_submit (rlx_now() clock) */
@@ -111,7 +116,7 @@ void rlx_request_free(rlx_request *r);
 typedef struct rlx_worker_config {
     const char *model_path;
     const char *name;          /* served model name (default: file name without .gguf) */
-    int n_threads;             /* <= 0: all cores */
+    int n_threads;             /* <= 0: the CPUs this process may use (affinity, cgroup quota) */
     int32_t n_ctx;             /* <= 0: the model's context length */
     int kv_type;               /* RLX_F16, RLX_F32 or RLX_Q8_0, used when kv_type_set */
     bool kv_type_set;          /* false: F16 (RLX_F32 is 0, so a zeroed config cannot say F32) */

@@ -231,7 +231,8 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
             return rc;
         if (n == 0) { free(ids); return rlx_errorf(err, RLX_EINVAL, "the prompt is empty"); }
     }
-    if (r->session_id && (rc = rlx__session_attach(w, s, &ids, &n, err))) {
+    bool drop_bos = r->prompt_text ? r->add_special : r->bos_added;
+    if (r->session_id && (rc = rlx__session_attach(w, s, &ids, &n, drop_bos, err))) {
         if (ids != r->prompt_ids) free(ids);
         return rc;
     }

@@ -3,9 +3,10 @@
  * A snapshot holds a session's pinned blocks (full, registered): a header, then per block and
  * per layer its K then V bytes in the pool's row layout (backends/backend.h). The header names
  * the model hash and the chained content hash of the last block (engine/kv.h), so a file is
- * loaded only by the same model file and KV layout, for the same token history; anything else
+ * loaded only by the same model file and KV layout, for the same token history, and a checksum
+ * over the header and every K/V byte, verified before any block enters the pool; anything else
  * (a file of another model, one overwritten by a later turn whose row did not commit, a
- * damaged one) is ignored and the history recomputed.
+ * damaged one, one of an older format version) is ignored and the history recomputed.
  *
  * The model hash covers every byte of the model file, not just its shapes: two files of one
  * shape with other weights must not read each other's KV. Measured on this project's machine
@@ -14,12 +15,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static const char kv_magic[8] = {'R', 'L', 'X', 'K', 'V', '2', 0, 0};
+/* version 3 added the checksum; files of version 2 fail the magic and are recomputed */
+static const char kv_magic[8] = {'R', 'L', 'X', 'K', 'V', '3', 0, 0};
 
 typedef struct kv_header {
     char magic[8];
@@ -27,6 +30,7 @@ typedef struct kv_header {
     uint32_t kv_type, block_size, n_layers, n_blocks;
     uint64_t kv_cols, n_tokens;   /* tokens covered by the blocks */
     uint64_t last_hash;           /* chained content hash of the last block */
+    uint64_t checksum;            /* kv_checksum: this header (checksum 0) then each K/V buffer */
 } kv_header;
 
 static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
@@ -50,6 +54,15 @@ static uint64_t digest_bytes(const uint8_t *p, size_t n, uint64_t seed)
     uint64_t h = rotl64(a, 1) + rotl64(b, 7) + rotl64(c, 12) + rotl64(d, 18) + (uint64_t)n;
     for (; i < n; i++) h = rotl64(h ^ (p[i] * P1), 11) * P2;
     return h;
+}
+
+/* The snapshot's checksum starts from its header (checksum field 0) and chains over each K
+ * and V buffer in file order, so a reader can verify in fixed-size pieces. */
+static uint64_t kv_checksum_start(const kv_header *h)
+{
+    kv_header c = *h;
+    c.checksum = 0;
+    return digest_bytes((const uint8_t *)&c, sizeof c, 0x524C584B56330000ULL);
 }
 
 uint64_t rlx__model_hash(const rlx_runner *r)
@@ -101,6 +114,9 @@ uint8_t *rlx__snapshot_capture(rlx_worker *w, const int32_t *blocks, int32_t n_b
                 free(img);
                 return NULL;
             }
+    uint64_t sum = kv_checksum_start(&h);
+    for (p = img + sizeof h; p < img + total; p += bb) sum = digest_bytes(p, bb, sum);
+    memcpy(img + offsetof(kv_header, checksum), &sum, sizeof sum);
     *bytes = total;
     return img;
 }
@@ -155,6 +171,21 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
     int32_t got = 0;
     uint64_t hash = 0;
     ok = ok && kb && vb && blocks;
+    /* a first pass verifies the checksum: damaged bytes must never reach the pool (they would
+     * be read as valid KV and the next turn would emit garbage) */
+    if (ok) {
+        uint64_t sum = kv_checksum_start(&h);
+        for (uint64_t i = 0; ok && i < (uint64_t)h.n_blocks * h.n_layers * 2; i++) {
+            ok = fread(kb, bb, 1, f) == 1;
+            if (ok) sum = digest_bytes(kb, bb, sum);
+        }
+        if (ok && sum != h.checksum) {
+            fprintf(stderr, "rlxd: KV snapshot %s fails its checksum (damaged): ignored, the session's history is "
+                    "recomputed\n", path);
+            ok = false;
+        }
+        ok = ok && fseek(f, (long)sizeof h, SEEK_SET) == 0;
+    }
     for (uint32_t b = 0; ok && b < h.n_blocks; b++) {
         uint64_t ch = rlx_kv_hash(hash, tokens + (size_t)b * h.block_size, (int32_t)h.block_size);
         int32_t blk = rlx_kv_lookup(&r->kv, ch); /* already cached: keep it */

@@ -146,8 +146,10 @@ void rlx__grammar_vocab_free(rlx_worker *w); /* worker teardown */
 /* worker_session.c */
 int rlx__sessions_open(rlx_worker *w, rlx_error *err);
 void rlx__sessions_close(rlx_worker *w);
-/* Attaches s to its session, prefixing the history unless the request replaces it. */
-int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, rlx_error *err);
+/* Attaches s to its session, prefixing the history unless the request replaces it; with
+ * drop_bos a leading BOS of *ids is dropped when it follows a history (a continuation, not a
+ * new sequence). */
+int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, bool drop_bos, rlx_error *err);
 /* Records the finished turn (history, pins) and queues it for the store. Returns true when
  * the writer took the request and delivers `ev` (its final event) once the turn is stored;
  * false when the caller delivers it. */

@@ -180,7 +180,7 @@ static int load_stored(rlx_worker *w, wsession *ws, rlx_error *err)
     return 0;
 }
 
-int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, rlx_error *err)
+int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, bool drop_bos, rlx_error *err)
 {
     const char *id = s->req->session_id;
     int rc = rlx_session_id_check(id, err);
@@ -229,13 +229,17 @@ int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, rlx_err
     pthread_mutex_unlock(&w->smu);
     s->session = ws;
     if (!s->req->session_replace && ws->n_tokens > 0) {
-        int32_t *joined = malloc(((size_t)ws->n_tokens + *n) * sizeof *joined);
+        /* the turn continues the history: a BOS the tokenizer put first would restart it */
+        int32_t bos = rlx_tokenizer_bos(w->tok);
+        size_t skip = drop_bos && *n > 0 && bos >= 0 && (*ids)[0] == bos ? 1 : 0;
+        size_t n_new = *n - skip;
+        int32_t *joined = malloc(((size_t)ws->n_tokens + n_new) * sizeof *joined);
         if (!joined) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
         memcpy(joined, ws->tokens, (size_t)ws->n_tokens * sizeof *joined);
-        memcpy(joined + ws->n_tokens, *ids, *n * sizeof *joined);
+        if (n_new) memcpy(joined + ws->n_tokens, *ids + skip, n_new * sizeof *joined);
         if (*ids != s->req->prompt_ids) free(*ids);
         *ids = joined;
-        *n += (size_t)ws->n_tokens;
+        *n = n_new + (size_t)ws->n_tokens;
         s->n_history = ws->n_tokens;
     }
     return 0;

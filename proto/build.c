@@ -132,6 +132,11 @@ int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_err
 
 static cJSON *parse_object(const char *body, size_t len, rlx_api_error *e)
 {
+    /* cJSON would cut such a string at the NUL: refused, as the generation routes do */
+    if (rlx_api_has_escaped_nul(body, len)) {
+        rlx_api_errorf(e, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
+        return NULL;
+    }
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) {
         rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
@@ -213,11 +218,11 @@ int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int3
     if (!*ids) { rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory."); goto out; }
     const cJSON *it;
     cJSON_ArrayForEach(it, t) {
+        /* range-checked before the cast: 1e10 or inf as an int32_t is undefined behaviour */
         double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
-        if (v < 0 || v != floor(v) || (n_vocab > 0 && v >= n_vocab)) {
-            rc = n_vocab > 0 ? rlx_api_errorf(e, 400, INVALID, "tokens",
-                                              "'tokens' must hold token ids between 0 and %d.", n_vocab - 1)
-                             : rlx_api_errorf(e, 400, INVALID, "tokens", "'tokens' must hold non-negative integer token ids.");
+        int32_t hi = n_vocab > 0 ? n_vocab - 1 : INT32_MAX;
+        if (!isfinite(v) || v < 0 || v > hi || v != floor(v)) {
+            rc = rlx_api_errorf(e, 400, INVALID, "tokens", "'tokens' must hold integer token ids between 0 and %d.", hi);
             free(*ids);
             *ids = NULL;
             goto out;

@@ -373,28 +373,51 @@ static cJSON *line_start(const char *id)
     return o;
 }
 
-char *rlx_api_line_token(const char *id, int32_t token, const char *text, size_t len)
+char *rlx_api_line_token(const char *id, int index, int32_t token, const char *text, size_t len)
 {
     t_oom = false;
     cJSON *o = line_start(id);
     if (!o) return NULL;
+    if (index >= 0) cJSON_AddNumberToObject(o, "index", index);
     cJSON_AddNumberToObject(o, "token", token);
     add_string_n(o, "text", text, len);
     return print_free(o, "", "\n");
 }
 
-char *rlx_api_line_result(const char *id, const rlx_api_choice *c, const rlx_usage *usage,
-                          double elapsed_ms)
+/* text, token_ids, finish_reason (+ logprobs) of one choice into o */
+static void line_choice(cJSON *o, const rlx_api_choice *c)
 {
-    t_oom = false;
-    cJSON *o = line_start(id);
-    if (!o) return NULL;
-    cJSON_AddTrueToObject(o, "ok");
     add_string_n(o, "text", c->text, c->text_len);
     cJSON *ids = cJSON_AddArrayToObject(o, "token_ids");
     for (size_t i = 0; ids && i < c->n_tokens; i++) push(ids, cJSON_CreateNumber(c->tokens[i]));
     add_finish(o, c->finish);
     if (c->logprobs) add_logprobs(o, RLX_API_CHAT, c->logprobs, c->n_logprobs);
+}
+
+char *rlx_api_line_result(const char *id, const rlx_api_choice *choices, size_t n, const rlx_usage *usage,
+                          double elapsed_ms)
+{
+    t_oom = false;
+    cJSON *o = line_start(id);
+    if (!o || !n) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    cJSON_AddTrueToObject(o, "ok");
+    line_choice(o, &choices[0]);
+    if (n > 1) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+        for (size_t i = 0; arr && i < n; i++) {
+            cJSON *c = cJSON_CreateObject();
+            if (!c) {
+                t_oom = true;
+                break;
+            }
+            cJSON_AddNumberToObject(c, "index", choices[i].index);
+            line_choice(c, &choices[i]);
+            push(arr, c);
+        }
+    }
     add(o, "usage", usage_json(usage));
     cJSON_AddNumberToObject(o, "elapsed_ms", elapsed_ms);
     return print_free(o, "", "\n");

@@ -141,12 +141,11 @@ static int get_ids(const cJSON *arr, const char *name, int32_t n_vocab, int32_t 
     size_t i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
-        if (!is_integer(it) || it->valuedouble < 0 || (n_vocab > 0 && it->valuedouble >= n_vocab)) {
+        /* range-checked before the cast: 4294967297 as an int32_t is undefined behaviour */
+        int32_t hi = n_vocab > 0 ? n_vocab - 1 : INT32_MAX;
+        if (!is_integer(it) || it->valuedouble < 0 || it->valuedouble > hi) {
             free(v);
-            if (n_vocab > 0)
-                return rlx_api_errorf(e, 400, INVALID, name,
-                                      "'%s' must hold token ids between 0 and %d.", name, n_vocab - 1);
-            return rlx_api_errorf(e, 400, INVALID, name, "'%s' must hold non-negative integer token ids.", name);
+            return rlx_api_errorf(e, 400, INVALID, name, "'%s' must hold integer token ids between 0 and %d.", name, hi);
         }
         v[i++] = (int32_t)it->valuedouble;
     }

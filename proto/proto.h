@@ -170,11 +170,13 @@ extern const char rlx_api_sse_done[]; /* "data: [DONE]\n\n" */
 char *rlx_api_ndjson_token(int32_t token, const char *text, size_t len);
 
 /* JSON lines of `rlxd serve --stdio`, each ending in "\n"; id is the request's id as JSON text
- * ("null" when it could not be read). A token event {"id","token","text"}; the result
- * {"id","ok":true,"text","token_ids","finish_reason","usage","elapsed_ms"} (+ "logprobs" when
- * asked); a failure {"id","ok":false,"error":{...},"elapsed_ms"}. */
-char *rlx_api_line_token(const char *id, int32_t token, const char *text, size_t len);
-char *rlx_api_line_result(const char *id, const rlx_api_choice *c, const rlx_usage *usage,
+ * ("null" when it could not be read). A token event {"id","token","text"}, with "index" (the
+ * choice) when index >= 0; the result {"id","ok":true,"text","token_ids","finish_reason",
+ * "usage","elapsed_ms"} (+ "logprobs" when asked) of choices[0], and when n > 1 also
+ * "choices":[{"index","text","token_ids","finish_reason"},...] holding every choice; a failure
+ * {"id","ok":false,"error":{...},"elapsed_ms"}. */
+char *rlx_api_line_token(const char *id, int index, int32_t token, const char *text, size_t len);
+char *rlx_api_line_result(const char *id, const rlx_api_choice *choices, size_t n, const rlx_usage *usage,
                           double elapsed_ms);
 char *rlx_api_line_error(const char *id, const rlx_api_error *e, double elapsed_ms);
 

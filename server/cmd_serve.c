@@ -4,6 +4,7 @@
  * exits 0. */
 #include "server/cli.h"
 #include "server/serve.h"
+#include "backends/cpu/threadpool.h"
 #include "backends/dtype.h"
 
 #include <signal.h>
@@ -58,8 +59,11 @@ static void load_done(uv_work_t *w, int status)
     int kv_type;
     int32_t kv_block, kv_blocks;
     rlx_worker_kv_layout(m->w, &kv_type, &kv_block, &kv_blocks);
-    fprintf(stderr, "rlxd: model '%s' ready (%s, context %d, KV %s: %d blocks of %d tokens)\n", m->cfg->name,
-            m->cfg->path, rlx_worker_n_ctx(m->w), rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
+    char threads[32] = "";
+    if (!m->wc.backend || !strcmp(m->wc.backend, "cpu"))
+        snprintf(threads, sizeof threads, ", %d thread%s", m->wc.n_threads, m->wc.n_threads == 1 ? "" : "s");
+    fprintf(stderr, "rlxd: model '%s' ready (%s, context %d, KV %s: %d blocks of %d tokens%s)\n", m->cfg->name,
+            m->cfg->path, rlx_worker_n_ctx(m->w), rlx_dtype_get(kv_type)->name, kv_blocks, kv_block, threads);
     if (s->stopping) return;
     if (s->n_ready == s->n_models) {
         fprintf(stderr, "rlxd: all models ready\n");
@@ -158,11 +162,13 @@ static int serve(rlx_serve_config *cfg)
             fprintf(stderr, strchr(cfg->host, ':') ? "rlxd: listening on http://[%s]:%d\n"
                     : "rlxd: listening on http://%s:%d\n", cfg->host, s->port);
         s->n_models = cfg->n_models;
+        /* the default heeds the affinity mask and a cgroup CPU quota (a container's --cpus) */
+        int threads = cfg->threads > 0 ? cfg->threads : rlx_cpu_count();
         for (size_t i = 0; i < cfg->n_models; i++) {
             rlx_model_slot *m = &s->models[i];
             m->srv = s;
             m->cfg = &cfg->models[i];
-            m->wc = (rlx_worker_config){.model_path = m->cfg->path, .name = m->cfg->name, .n_threads = cfg->threads,
+            m->wc = (rlx_worker_config){.model_path = m->cfg->path, .name = m->cfg->name, .n_threads = threads,
                                         .n_ctx = m->cfg->ctx ? m->cfg->ctx : cfg->ctx, .kv_type = cfg->kv_type,
                                         .kv_type_set = true, .kv_block = cfg->kv_block,
                                         .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,

@@ -264,9 +264,12 @@ static void finish_job(rlx_job *j)
     for (size_t i = 0; i < j->n_choices; i++) {
         const rlx_choice *ch = &j->choices[i];
         if (!ch->submitted) continue;
-        j->total.prompt_tokens += ch->usage.prompt_tokens;
+        /* a prompt counts once however many choices it has (as OpenAI and vLLM count it) */
+        if (i % (size_t)j->req.n == 0) {
+            j->total.prompt_tokens += ch->usage.prompt_tokens;
+            j->total.cached_tokens += ch->usage.cached_tokens;
+        }
         j->total.completion_tokens += ch->usage.completion_tokens;
-        j->total.cached_tokens += ch->usage.cached_tokens;
         s->metrics.prompt_tokens += (uint64_t)RLX_MAX(ch->usage.prompt_tokens, 0);
         s->metrics.generation_tokens += (uint64_t)RLX_MAX(ch->usage.completion_tokens, 0);
         if (ch->usage.completion_tokens > 0) {
@@ -297,13 +300,21 @@ static void write_final(rlx_job *j)
     bool stream = j->req.stream;
     rlx_api_kind kind = j->req.kind;
     if (j->line_id) {
-        const rlx_choice *ch = &j->choices[0];
         double ms = (rlx_now() - j->t_start) * 1000;
-        rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
-                            .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL, .n_logprobs = ch->n_lps,
-                            .finish = ch->finish};
+        rlx_api_choice *cs = j->failed ? NULL : calloc(j->n_choices, sizeof *cs);
+        if (!j->failed && !cs) {
+            j->failed = true;
+            rlx_api_errorf(&j->err, 500, "server_error", NULL, "Out of memory.");
+        }
+        for (size_t i = 0; cs && i < j->n_choices; i++) {
+            const rlx_choice *ch = &j->choices[i];
+            cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
+                                     .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
+                                     .n_logprobs = ch->n_lps, .finish = ch->finish};
+        }
         out_take(j, j->failed ? rlx_api_line_error(j->line_id, &j->err, ms)
-                              : rlx_api_line_result(j->line_id, &c, &j->total, ms));
+                              : rlx_api_line_result(j->line_id, cs, j->n_choices, &j->total, ms));
+        free(cs);
         return;
     }
     if (j->failed) {
@@ -352,7 +363,8 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
 {
     if (j->req.kind == RLX_API_GENERATE) {
         if (token >= 0)
-            out_take(j, j->line_id ? rlx_api_line_token(j->line_id, token, text, n) : rlx_api_ndjson_token(token, text, n));
+            out_take(j, j->line_id ? rlx_api_line_token(j->line_id, j->n_choices > 1 ? ch->index : -1, token, text, n)
+                                   : rlx_api_ndjson_token(token, text, n));
         return;
     }
     if (ch->echo_pending) { /* the echoed prompt, now with its logprobs */
@@ -364,8 +376,25 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
     out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, finish));
 }
 
+/* Bytes a prompt token adds to the echoed text: its piece without special tokens (a BOS adds
+ * none), the first non-empty one as the detokenizer writes it (SentencePiece's prefix space
+ * dropped); *begun says a piece with text was seen. */
+static size_t prompt_piece_len(const rlx_tokenizer *tok, int32_t token, bool *begun)
+{
+    char buf[256];
+    size_t n = rlx_token_to_bytes(tok, token, false, buf, sizeof buf);
+    if (n && !*begun) {
+        *begun = true;
+        char *d = rlx_detokenize(tok, &token, 1, false);
+        if (d) n = strlen(d);
+        free(d);
+    }
+    return n;
+}
+
 /* Appends the logprob entry of a token (generated or of the prompt) at *offset of the text;
- * ev NULL: an entry without logprob (a prompt's first token). */
+ * ev NULL: an entry without logprob (a prompt's first token). Prompt entries (offset is
+ * prompt_lp_offset) advance through the echoed text as it is, so text_offset indexes it. */
 static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, const rlx_event *ev, size_t *offset)
 {
     if (grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) {
@@ -385,8 +414,13 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
         ok = ok && lp->top_text[k];
     }
     if (!ok) job_oom(j);
-    lp->text_offset = *offset;
-    *offset += lp->text ? strlen(lp->text) : 0;
+    if (offset == &ch->prompt_lp_offset) { /* never past the echoed text, whatever its bytes */
+        lp->text_offset = RLX_MIN(*offset, ch->echo_len);
+        *offset += prompt_piece_len(j->model->tok, token, &ch->prompt_text_begun);
+    } else {
+        lp->text_offset = *offset;
+        *offset += lp->text ? strlen(lp->text) : 0;
+    }
     return lp;
 }
 
@@ -480,6 +514,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         if (q) {
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
+            q->bos_added = chat || j->req.prompts[pi].text; /* tokenized here, not ids the client sent */
             /* echo with logprobs: the prompt's tokens get logprobs too, the first none (as OpenAI) */
             q->prompt_logprobs = j->req.echo && j->req.logprobs >= 0;
             if (q->prompt_logprobs && add_logprob(j, ch, ids[0], NULL, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
@@ -496,7 +531,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         }
         ch->submitted = true;
         j->n_submitted++;
-        j->prompt_tokens += (int32_t)n_ids;
+        if (i % (size_t)j->req.n == 0) j->prompt_tokens += (int32_t)n_ids;
     }
     return 0;
 }

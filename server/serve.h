@@ -52,6 +52,7 @@ typedef struct rlx_choice {
     size_t echo_len;               /* echo: bytes of text that are the prompt */
     size_t n_prompt_lps;           /* echo + logprobs: lps[0..n) are the prompt's tokens */
     size_t prompt_lp_offset;       /* text_offset of the next prompt token's entry */
+    bool prompt_text_begun;        /* a prompt token with text was seen (its prefix space dropped) */
     bool echo_pending;             /* stream: the echo chunk waits for the prompt's logprobs */
     rlx_finish_reason finish;
     rlx_usage usage;
@@ -87,7 +88,7 @@ struct rlx_job {
     int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
     size_t n_chat_ids;
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
-    int32_t prompt_tokens;         /* prompt tokens submitted, over all choices */
+    int32_t prompt_tokens;         /* prompt tokens submitted, once per prompt (not per choice) */
     bool started;                  /* every choice was submitted: a stream may begin */
     const char *line_id;           /* stdio: the client's id as JSON (borrowed from the sink); the
                                       output is then JSON lines (rlx_api_line_*) */

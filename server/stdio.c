@@ -220,6 +220,15 @@ static void on_job(rlx_job *job)
     entry_done(e);
 }
 
+/* Whether a started request (its job not yet answered) has this id: its lines could not be
+ * told apart from a second one's. */
+static bool id_in_flight(rlx_srv *s, const char *id)
+{
+    for (const rlx_job *j = s->jobs; j; j = j->next)
+        if (j->notify == on_job && j->sink && !strcmp(((const entry *)j->sink)->id, id)) return true;
+    return false;
+}
+
 /* Threadpool: the line -> id + request. */
 static void parse_work(uv_work_t *w)
 {
@@ -277,6 +286,11 @@ static void parse_done(uv_work_t *w, int status)
     rlx_api_error err;
     rlx_model_slot *m = e->rc ? NULL : rlx_srv_model(s, e->req.model, &err);
     if (e->rc) err = e->err;
+    else if (m && id_in_flight(s, e->id)) {
+        m = NULL;
+        rlx_api_errorf(&err, 400, INVALID, "id", "A request with this id is still in flight; ids must be unique "
+                       "among requests in flight.");
+    }
     /* chat is rendered by the template, then answered like generate: one native result */
     e->req.kind = RLX_API_GENERATE;
     rlx_job *job;

@@ -107,10 +107,7 @@ static void *worker_main(void *p)
 
 int rlx_threadpool_create(rlx_threadpool **out, int n_threads, rlx_error *err)
 {
-    if (n_threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = n > 0 ? (int)n : 1;
-    }
+    if (n_threads <= 0) n_threads = rlx_cpu_count();
     if (n_threads > 256) n_threads = 256;
     rlx_threadpool *tp = calloc(1, sizeof *tp);
     if (!tp) return rlx_errorf(err, RLX_ENOMEM, "out of memory creating the thread pool");

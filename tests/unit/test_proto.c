@@ -231,6 +231,54 @@ TEST(tokenize_bodies)
     ASSERT_STR_EQ(e.param, "tokens");
 }
 
+/* JSON numbers that become ints are range-checked before the cast (1e10 or inf as an int32_t
+ * is undefined behaviour): a 400 naming the parameter. */
+TEST(token_ids_out_of_int_range)
+{
+    static const char *bad[] = {"1e10", "4294967297", "2147483648", "1e999", "-1e999", "-1", "1.5", "\"3\"", "true"};
+    rlx_api_error e = {0};
+    char body[128], *model = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(body, sizeof body, "{\"tokens\":[1,%s]}", bad[i]);
+        for (int32_t vocab = 0; vocab <= 1000; vocab += 1000) { /* the route parses with 0 (vocab checked later) */
+            memset(&e, 0, sizeof e);
+            ASSERT_MSG(rlx_api_parse_detokenize(body, strlen(body), vocab, &ids, &n, &model, &e) < 0, "accepted %s", body);
+            ASSERT_EQ(e.status, 400);
+            ASSERT_STR_EQ(e.param, "tokens");
+        }
+        snprintf(body, sizeof body, "{\"input_ids\":[1,%s]}", bad[i]);
+        rlx_api_request r;
+        memset(&e, 0, sizeof e);
+        ASSERT_MSG(rlx_api_parse(&r, RLX_API_GENERATE, body, strlen(body), 0, &e) < 0, "accepted %s", body);
+        ASSERT_STR_EQ(e.param, "input_ids");
+        ASSERT_MSG(!strstr(e.message, "-2147483648"), "%s", e.message);
+        rlx_api_request_free(&r);
+        snprintf(body, sizeof body, "{\"prompt\":[[1,%s]]}", bad[i]);
+        memset(&e, 0, sizeof e);
+        ASSERT_MSG(rlx_api_parse(&r, RLX_API_COMPLETIONS, body, strlen(body), 0, &e) < 0, "accepted %s", body);
+        ASSERT_STR_EQ(e.param, "prompt");
+        rlx_api_request_free(&r);
+    }
+    const char *ok = "{\"tokens\":[0,2147483647]}";
+    ASSERT_EQ(rlx_api_parse_detokenize(ok, strlen(ok), 0, &ids, &n, &model, &e), 0);
+    ASSERT_EQ(ids[1], INT32_MAX);
+    free(ids);
+}
+
+TEST(tokenize_refuses_nul)
+{
+    char *text = NULL, *model = NULL;
+    bool add = true, parse_sp = false;
+    rlx_api_error e = {0};
+    const char *b = "{\"content\":\"a\\u0000b\"}";
+    ASSERT(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &model, &e) < 0);
+    ASSERT_EQ(e.status, 400);
+    ASSERT(strstr(e.message, "NUL") != NULL);
+    ASSERT(text == NULL);
+}
+
 /* Mutated bodies (bytes flipped, cut, spliced): parsing never crashes, and every rejection
  * is a 400 with a message. Deterministic (fixed xorshift seed) so a failure reproduces. */
 TEST(mutated_bodies_fail_cleanly)
@@ -275,4 +323,5 @@ TEST(mutated_bodies_fail_cleanly)
 TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
           TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(bad_json_is_400_without_param),
-          TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies))
+          TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies), TEST_ENTRY(token_ids_out_of_int_range),
+          TEST_ENTRY(tokenize_refuses_nul))

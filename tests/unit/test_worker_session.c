@@ -1,6 +1,7 @@
 /* test_worker_session.c - sessions through the worker: the next turn appends to the history and
  * prefills only new tokens; a session survives a worker restart through the sqlite3 store and
- * its KV snapshot (second turn reports cached tokens); list / get / delete. */
+ * its KV snapshot (second turn reports cached tokens); list / get / delete; an appended turn
+ * continues the sequence (no BOS after the first turn's, unless the client sent it as an id). */
 #include "tests/rlx_test.h"
 #include "engine/engine.h"
 
@@ -117,4 +118,66 @@ TEST(survives_restart)
     ASSERT_EQ(system(cmd), 0);
 }
 
-TEST_MAIN(TEST_ENTRY(next_turn_prefills_only_new_tokens), TEST_ENTRY(survives_restart))
+static size_t count_bos(rlx_worker *w, const char *session, size_t *first)
+{
+    int32_t bos = rlx_tokenizer_bos(rlx_worker_tokenizer(w)), *toks = NULL;
+    size_t nt = 0, cnt = 0;
+    rlx_session_info info;
+    rlx_error err = {0};
+    *first = (size_t)-1;
+    if (rlx_worker_session_get(w, session, &info, &toks, &nt, &err)) return (size_t)-1;
+    for (size_t i = 0; i < nt; i++)
+        if (toks[i] == bos) { if (!cnt) *first = i; cnt++; }
+    free(toks);
+    return cnt;
+}
+
+static turn run_ids(rlx_worker *w, const char *session, const int32_t *ids, size_t n, bool bos_added)
+{
+    turn t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
+    rlx_request *r = rlx_request_new();
+    r->id = 2;
+    r->prompt_ids = malloc(n * sizeof *ids);
+    memcpy(r->prompt_ids, ids, n * sizeof *ids);
+    r->n_prompt = n;
+    r->bos_added = bos_added;
+    r->max_tokens = 4;
+    r->sampling.temperature = 0;
+    r->session_id = strdup(session);
+    r->on_event = on_event;
+    r->user = &t;
+    rlx_error err = {0};
+    if (rlx_worker_submit(w, r, &err)) { t.err = err.code; return t; }
+    pthread_mutex_lock(&t.mu);
+    while (!t.done) pthread_cond_wait(&t.cv, &t.mu);
+    pthread_mutex_unlock(&t.mu);
+    return t;
+}
+
+TEST(appended_turn_has_no_bos)
+{
+    rlx_worker *w = start(NULL);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    int32_t bos = rlx_tokenizer_bos(rlx_worker_tokenizer(w));
+    ASSERT(bos >= 0);
+    ASSERT_EQ(run_turn(w, "c", "Once upon a time", false).err, 0);
+    size_t first;
+    ASSERT_EQ(count_bos(w, "c", &first), 1);  /* the first turn keeps its BOS */
+    ASSERT_EQ(first, 0);
+    ASSERT_EQ(run_turn(w, "c", " One day", false).err, 0);
+    ASSERT_EQ(count_bos(w, "c", &first), 1);  /* prompt_text with add_special: dropped */
+    int32_t ids[3] = {bos, 400, 401};
+    ASSERT_EQ(run_ids(w, "c", ids, 3, true).err, 0);
+    ASSERT_EQ(count_bos(w, "c", &first), 1);  /* ids the server tokenized: dropped */
+    ASSERT_EQ(run_ids(w, "c", ids, 3, false).err, 0);
+    ASSERT_EQ(count_bos(w, "c", &first), 2);  /* ids the client sent: kept */
+    ASSERT_EQ(first, 0);
+    /* a new session's first turn keeps it even when marked */
+    ASSERT_EQ(run_ids(w, "d", ids, 3, true).err, 0);
+    ASSERT_EQ(count_bos(w, "d", &first), 1);
+    ASSERT_EQ(first, 0);
+    rlx_worker_stop(w, true);
+}
+
+TEST_MAIN(TEST_ENTRY(next_turn_prefills_only_new_tokens), TEST_ENTRY(survives_restart),
+          TEST_ENTRY(appended_turn_has_no_bos))

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# test_server_usage_offsets.sh - usage and logprob offsets of the OpenAI routes: with n = 2 (and
+# two prompts) usage.prompt_tokens counts each prompt once, as OpenAI and vLLM do, while
+# completion_tokens counts every choice; with echo and logprobs every text_offset indexes the
+# returned text (the BOS piece "<s>" and SentencePiece's leading space are not in it), for text
+# and token-id prompts, streamed or not.
+. "$(dirname "$0")/server_lib.sh"
+command -v node >/dev/null || { echo "skip: node missing"; exit 77; }
+start_server s1
+
+p1=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":4,"temperature":0}' | jget '.usage.prompt_tokens')
+p2=$(post /v1/completions '{"prompt":"The little dog ran","max_tokens":4,"temperature":0}' | jget '.usage.prompt_tokens')
+r=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":4,"n":2,"temperature":0}')
+[ "$(status)" = 200 ] || fail "n=2: $(status) $r"
+[ "$(echo "$r" | jget '.usage.prompt_tokens')" = "$p1" ] || fail "n=2 prompt_tokens should be $p1: $r"
+[ "$(echo "$r" | jget '.usage.completion_tokens')" = 8 ] || fail "n=2 completion_tokens: $r"
+[ "$(echo "$r" | jget '.usage.total_tokens')" = $((p1 + 8)) ] || fail "n=2 total_tokens: $r"
+r=$(post /v1/completions '{"prompt":["Once upon a time","The little dog ran"],"max_tokens":4,"n":2,"temperature":0}')
+[ "$(echo "$r" | jget '.usage.prompt_tokens')" = $((p1 + p2)) ] || fail "2 prompts x n=2: prompt_tokens should be $((p1 + p2)): $r"
+[ "$(echo "$r" | jget '.usage.completion_tokens')" = 16 ] || fail "2 prompts x n=2 completion_tokens: $r"
+c1=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"temperature":0}' | jget '.usage.prompt_tokens')
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"n":3,"temperature":0}')
+[ "$(echo "$r" | jget '.usage.prompt_tokens')" = "$c1" ] || fail "chat n=3 prompt_tokens should be $c1: $r"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"n":2,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}')
+u=$(echo "$r" | grep '"usage":{' | sed 's/^data: //')
+[ "$(echo "$u" | jget '.usage.prompt_tokens')" = "$c1" ] || fail "streamed chat n=2 prompt_tokens should be $c1: $u"
+ok "prompt_tokens counted once per prompt (completions $p1, $p1+$p2; chat $c1)"
+
+# echo + logprobs: offsets index the returned text
+check_offsets() { # RESPONSE-JSON (a completion with one choice)
+    node -e '
+const r = JSON.parse(process.argv[1]), c = r.choices[0], lp = c.logprobs, t = c.text;
+const die = m => { console.error(m + "\n" + JSON.stringify(c)); process.exit(1); };
+if (lp.tokens.length !== lp.text_offset.length) die("lengths");
+let first = true;
+lp.tokens.forEach((tok, i) => {
+  const off = lp.text_offset[i];
+  if (off < 0 || off > t.length) die("offset " + off + " of token " + i + " outside the text");
+  if (i && off < lp.text_offset[i - 1]) die("offsets go back at " + i);
+  if (tok === "<s>") return;                                  /* a special piece: not in the text */
+  const want = first && !t.startsWith(tok) ? tok.replace(/^ /, "") : tok;
+  first = false;
+  if (t.substr(off, want.length) !== want) die("token " + i + " " + JSON.stringify(tok) + " is not at " + off);
+});
+if (lp.text_offset[0] !== 0) die("the first offset is not 0");
+' "$1"
+}
+for body in '{"prompt":"Once upon a time","max_tokens":4,"echo":true,"logprobs":1,"temperature":0}' \
+            '{"prompt":[1,403,407,261],"max_tokens":4,"echo":true,"logprobs":2,"temperature":0}' \
+            '{"prompt":" Lily and Ben","max_tokens":3,"echo":true,"logprobs":0,"temperature":0}'; do
+    r=$(post /v1/completions "$body")
+    [ "$(status)" = 200 ] || fail "echo: $(status) $r"
+    check_offsets "$r" || fail "echo offsets for $body"
+done
+r=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":4,"echo":true,"logprobs":1,"temperature":0,"stream":true}')
+first=$(echo "$r" | grep '^data: {' | head -1 | sed 's/^data: //')
+node -e '
+const c = JSON.parse(process.argv[1]).choices[0], lp = c.logprobs;
+const i = lp.tokens.indexOf(" upon");
+if (i < 0 || c.text.substr(lp.text_offset[i], 5) !== " upon") { console.error(JSON.stringify(c)); process.exit(1); }
+' "$first" || fail "streamed echo offsets: $first"
+ok "echo + logprobs: text_offset indexes the returned text"
+stop_server
+echo "2 passed, 0 failed"
