@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static void on_mhd_timer(uv_timer_t *t)
@@ -56,6 +57,7 @@ static void take_usage(rlx_conn *c, const rlx_job *j)
     c->ttft = j->n_choices ? j->choices[0].timings.ttft_s : -1;
     if (j->n_choices) c->finish = rlx_api_finish_name(j->choices[0].finish);
     if (j->failed && !c->stream) c->finish = NULL;
+    if (j->aborted) c->log_status = j->err.status; /* ended at shutdown, not by the client (499) */
 }
 
 static void on_hangup(uv_poll_t *p, int status, int events)
@@ -92,7 +94,16 @@ void rlx_http_resume_all(rlx_srv *s)
 {
     for (rlx_conn *c = s->conns; c; c = c->next) {
         if (!c->suspended) continue;
-        c->gone = true;
+        if (c->queued) {
+            c->gone = true; /* a stream: cut */
+        } else {
+            /* still waiting for its answer: the server stops */
+            rlx_api_error e;
+            rlx_api_error_shutdown(&e);
+            rlx_conn_error(c, &e);
+            if (c->task_conn) *c->task_conn = NULL;
+            c->task_conn = NULL;
+        }
         if (c->job) {
             rlx_job_detach(c->job);
             c->job = NULL;
@@ -400,9 +411,45 @@ void rlx_http_quiesce(rlx_srv *s)
     if (fd != MHD_INVALID_SOCKET) close(fd);
 }
 
+bool rlx_http_idle(rlx_srv *s)
+{
+    for (rlx_conn *c = s->conns; c; c = c->next)
+        if (c->routed || c->has_resp) return false;
+    return true;
+}
+
+/* A request whose body is still arriving when the server stops gets the 503 "shutting down".
+ * MHD queues a response only before the body or once it is complete, not in between, so the
+ * answer is written on the socket here, before MHD closes the connection (the client has sent
+ * nothing that is left unread, so the close does not reset the connection under it). */
+static void refuse_unrouted(rlx_conn *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    rlx_api_error e;
+    rlx_api_error_shutdown(&e);
+    char *body = rlx_api_error_json(&e);
+    if (!ci || !body) {
+        free(body);
+        return;
+    }
+    char head[256];
+    int hn = snprintf(head, sizeof head, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", strlen(body));
+    /* a fresh socket's buffer takes these few hundred bytes at once; a short write leaves the
+     * client with a cut response, as before */
+    if (send(ci->connect_fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        (void)!send(ci->connect_fd, body, strlen(body), MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(ci->connect_fd, SHUT_WR);
+    free(body);
+    c->refused = true;
+    c->log_status = 503;
+}
+
 void rlx_http_stop(rlx_srv *s)
 {
     if (!s->mhd) return;
+    for (rlx_conn *c = s->conns; c; c = c->next)
+        if (!c->routed && !c->has_resp && !c->suspended) refuse_unrouted(c);
     rlx_http_resume_all(s);
     MHD_run(s->mhd);
     MHD_stop_daemon(s->mhd);
