@@ -100,6 +100,7 @@ static void on_drain_tick(uv_timer_t *t)
         /* every request gets its final event (a 503 "shutting down") rather than a cut */
         fprintf(stderr, "rlxd: grace period over, cancelling %zu request(s)\n", s->n_jobs);
         rlx_srv_end_all(s);
+        rlx_http_end_tasks(s);
     } else if (dt >= s->cfg->grace_seconds + FLUSH_SECONDS) {
         /* clients too slow to take those final bytes are cut */
         uv_stop(s->loop);
@@ -114,7 +115,10 @@ static void shutdown_all(rlx_srv *s)
     /* threadpool tasks borrow a model's tokenizer and template: those queued are cancelled, those
      * running (bounded: prompts are tokenized with a cap) are waited for */
     if (!s->grace_over) rlx_srv_end_all(s);
-    while (s->n_tasks) uv_run(s->loop, UV_RUN_ONCE);
+    while (s->n_tasks) {
+        rlx_srv_cancel_work(s); /* also what a finished task queued after it */
+        uv_run(s->loop, UV_RUN_ONCE);
+    }
     rlx_srv_cancel_all(s);
     for (size_t i = 0; i < s->n_models; i++)
         if (s->models[i].w) {

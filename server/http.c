@@ -46,10 +46,11 @@ static void resume(rlx_conn *c)
 /* For the access log. A job cut short (the client left) counts what it got so far. */
 static void take_usage(rlx_conn *c, const rlx_job *j)
 {
-    if (!j->finished) {
+    if (!j->finished || j->aborted) {
         c->prompt_tokens = j->prompt_tokens;
         c->completion_tokens = 0;
         for (size_t i = 0; i < j->n_choices; i++) c->completion_tokens += (int32_t)j->choices[i].n_tokens;
+        if (j->aborted) c->log_status = j->err.status; /* ended at shutdown, not by the client (499) */
         return;
     }
     c->prompt_tokens = j->total.prompt_tokens;
@@ -57,7 +58,6 @@ static void take_usage(rlx_conn *c, const rlx_job *j)
     c->ttft = j->n_choices ? j->choices[0].timings.ttft_s : -1;
     if (j->n_choices) c->finish = rlx_api_finish_name(j->choices[0].finish);
     if (j->failed && !c->stream) c->finish = NULL;
-    if (j->aborted) c->log_status = j->err.status; /* ended at shutdown, not by the client (499) */
 }
 
 static void on_hangup(uv_poll_t *p, int status, int events)
@@ -409,6 +409,20 @@ void rlx_http_quiesce(rlx_srv *s)
     if (!s->mhd) return;
     MHD_socket fd = MHD_quiesce_daemon(s->mhd);
     if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void rlx_http_end_tasks(rlx_srv *s)
+{
+    for (rlx_conn *c = s->conns; c; c = c->next) {
+        if (!c->task_conn) continue;
+        *c->task_conn = NULL; /* the task, running or cancelled, then answers no one */
+        c->task_conn = NULL;
+        rlx_api_error e;
+        rlx_api_error_shutdown(&e);
+        rlx_conn_error(c, &e);
+        resume(c);
+    }
+    rlx_http_kick(s);
 }
 
 bool rlx_http_idle(rlx_srv *s)

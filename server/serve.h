@@ -187,6 +187,8 @@ void rlx_http_quiesce(rlx_srv *s);    /* stop accepting */
 void rlx_http_kick(rlx_srv *s);       /* MHD_run + re-arm the timer */
 void rlx_http_stop(rlx_srv *s);
 void rlx_http_resume_all(rlx_srv *s);
+/* Grace period over: requests waiting on threadpool tasks get the 503 "shutting down" now. */
+void rlx_http_end_tasks(rlx_srv *s);
 /* No request is being answered: the connections left (if any) are still sending their bodies. */
 bool rlx_http_idle(rlx_srv *s);
 
