@@ -43,7 +43,16 @@ for i in $(seq 1 24); do
         >"$TMP/tok$i.code" &
     toks+=($!)
 done
-sleep 0.5
+# and prompts of 2 MB, which took seconds each to tokenize (and to refuse) before
+text=$(yes 'Once upon a time there was a little girl. ' | head -c 2000000 | tr -d '\n')
+printf '{"prompt":"%s","max_tokens":4}' "$text" >"$TMP/big.json"
+unset text
+for i in $(seq 1 8); do
+    { curl -s -m 60 -o "$TMP/big$i" -w '%{http_code}' --data-binary @"$TMP/big.json" "$URL/v1/completions"; echo " $?"; } \
+        >"$TMP/big$i.code" &
+    toks+=($!)
+done
+sleep 1
 t0=$(date +%s.%N)
 kill -TERM "$PID"
 wait_exit "$PID" || fail "rlxd still running 20 s after SIGTERM (grace $GRACE s)"
@@ -73,7 +82,12 @@ for i in $(seq 1 24); do
     [ "$code" = 200 ] || [ "$code" = 503 ] || [ "$crc" = 7 ] ||
         fail "/tokenize $i got '$code' (curl exit $crc): $(head -c 200 "$TMP/tok$i")"
 done
-ok /tokenize answered or refused
+for i in $(seq 1 8); do
+    read -r code crc <"$TMP/big$i.code"
+    [ "$code" = 400 ] || [ "$code" = 503 ] || [ "$crc" = 7 ] ||
+        fail "big prompt $i got '$code' (curl exit $crc): $(head -c 200 "$TMP/big$i")"
+done
+ok /tokenize and big prompts answered or refused
 grep -q 'POST /v1/completions 503 .*completion_tokens=[1-9]' "$LOG" || fail "no 503 access-log line for the cut stream: $(grep POST "$LOG" | head)"
 grep -q 'POST /v1/generate 503 ' "$LOG" || fail "no 503 access-log line for the cut NDJSON stream"
 grep -q ' 499 ' "$LOG" && fail "a request cut by the shutdown is logged as a client disconnect: $(grep ' 499 ' "$LOG")"
