@@ -455,7 +455,6 @@ static void refuse_unrouted(rlx_conn *c)
         (void)!send(ci->connect_fd, body, strlen(body), MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(ci->connect_fd, SHUT_WR);
     free(body);
-    c->refused = true;
     c->log_status = 503;
 }
 

@@ -200,7 +200,6 @@ struct rlx_conn {
     char method[16], path[256];
     char *body; size_t body_len, body_cap;
     bool too_large, routed;
-    bool refused;                  /* answered 503 on the socket at shutdown, body incomplete */
     bool suspended;                /* MHD_suspend_connection called and not yet resumed */
     bool gone;                     /* the client hung up while we waited */
     uv_poll_t poll;                /* watches the socket for hang-up while suspended */
