@@ -45,6 +45,9 @@ struct rlx_tokenizer {
     rlx__slot *tok_slots;      /* hash of text -> id */
     uint32_t tok_mask;
     size_t max_token_len;
+    uint64_t *pairs;           /* 65536 bits: bit (a << 8 | b) set when some token's text holds byte a
+                                * followed by byte b (where SentencePiece may cut a text into chunks) */
+    size_t max_bytes_per_token;/* 0 when a token may stand for unboundedly many input bytes */
 
     int32_t bos, eos, eot, eom, unk, sep, pad; /* -1 when absent */
     bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges;
@@ -69,10 +72,12 @@ struct rlx_tokenizer {
     bool bpe_gemma4;           /* llama.cpp's GEMMA4 pre-type: BOS forced on, a newline run is one token */
 };
 
-/* Growable id vector. */
+/* Growable id vector. max: 0 for no limit, else a push past max ids fails with RLX_ETOOLONG
+ * (the capped tokenization stops there). */
 typedef struct rlx__ids {
     int32_t *v;
     size_t n, cap;
+    size_t max;
 } rlx__ids;
 
 int rlx__ids_push(rlx__ids *o, int32_t id);

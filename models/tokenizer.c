@@ -11,6 +11,7 @@
 
 int rlx__ids_push(rlx__ids *o, int32_t id)
 {
+    if (o->max && o->n >= o->max) return RLX_ETOOLONG;
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 64;
         int32_t *v = realloc(o->v, cap * sizeof *v);
@@ -324,7 +325,8 @@ static int load_tokens(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
     t->arena = malloc(bytes);
     t->tok_mask = pow2_at_least(n * 2) - 1;
     t->tok_slots = malloc(((size_t)t->tok_mask + 1) * sizeof *t->tok_slots);
-    if (!t->text || !t->len || !t->score || !t->attr || !t->arena || !t->tok_slots)
+    t->pairs = calloc(65536 / 64, sizeof *t->pairs);
+    if (!t->text || !t->len || !t->score || !t->attr || !t->arena || !t->tok_slots || !t->pairs)
         return rlx_errorf(err, RLX_ENOMEM, "out of memory loading %zu tokens", n);
     memset(t->tok_slots, 0xff, ((size_t)t->tok_mask + 1) * sizeof *t->tok_slots);
     char *p = t->arena;
@@ -342,8 +344,33 @@ static int load_tokens(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
         t->attr[i] = types ? attr_from_type(arr_int(types, i)) : RLX_ATTR_NORMAL;
         if (s.len > t->max_token_len) t->max_token_len = s.len;
         if (s.len > 0) tok_insert(t, (int32_t)i);
+        for (size_t k = 1; k < s.len; k++) {
+            unsigned pair = (unsigned)(uint8_t)s.ptr[k - 1] << 8 | (uint8_t)s.ptr[k];
+            t->pairs[pair >> 6] |= 1ull << (pair & 63);
+        }
     }
     return 0;
+}
+
+/* Every token stands for at most max_token_len bytes of input (SentencePiece's U+2581 and the
+ * byte-level mapping only lengthen the text; a special token's text is a vocabulary entry),
+ * unless some input can vanish: a byte without a fallback token, whitespace that a special token
+ * strips, or WordPiece, which drops whitespace and control characters. */
+static size_t bytes_per_token_bound(const rlx_tokenizer *t)
+{
+    if (t->kind == RLX_TOK_WPM || !t->max_token_len) return 0;
+    for (size_t i = 0; i < t->n_special; i++)
+        if (t->attr[t->special[i]] & (RLX_ATTR_LSTRIP | RLX_ATTR_RSTRIP)) return 0;
+    for (int b = 0; b < 256; b++) {
+        if (t->kind == RLX_TOK_BPE && t->bpe_raw) {
+            char hex[8];
+            snprintf(hex, sizeof hex, "<0x%02X>", b);
+            if (rlx__tok_find(t, hex, 6) < 0) return 0;
+        } else if (t->byte_tok[b] < 0) {
+            return 0;
+        }
+    }
+    return t->max_token_len;
 }
 
 int rlx_tokenizer_from_gguf(rlx_tokenizer **out, const rlx_gguf *g, rlx_error *err)
@@ -398,6 +425,7 @@ int rlx_tokenizer_from_gguf(rlx_tokenizer **out, const rlx_gguf *g, rlx_error *e
             }
             t->byte_tok[b] = id;
         }
+        t->max_bytes_per_token = bytes_per_token_bound(t);
     }
     if (rc) {
         rlx_tokenizer_free(t);
@@ -418,6 +446,7 @@ void rlx_tokenizer_free(rlx_tokenizer *t)
     free(t->arena);
     free(t->tok_slots);
     free(t->special);
+    free(t->pairs);
     free(t);
 }
 
@@ -506,13 +535,13 @@ static int partition(const rlx_tokenizer *t, const char *text, size_t len, bool 
     return rc;
 }
 
-int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_special,
-                 bool parse_special, int32_t **ids, size_t *n_ids, rlx_error *err)
+static int tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+                    size_t max_ids, int32_t **ids, size_t *n_ids, rlx_error *err)
 {
     *ids = NULL;
     *n_ids = 0;
     if (!text && len) return rlx_errorf(err, RLX_EINVAL, "no text given to tokenize");
-    rlx__ids out = {0};
+    rlx__ids out = {.max = max_ids};
     frags fr = {0};
     int rc = 0;
     if (len) rc = partition(t, text, len, parse_special, &fr);
@@ -545,12 +574,33 @@ int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_
     if (rc) {
         free(out.v);
         if (rc == RLX_ENOMEM) return rlx_errorf(err, rc, "out of memory tokenizing %zu bytes of text", len);
+        if (rc == RLX_ETOOLONG) {
+            *n_ids = max_ids + 1;
+            return rlx_errorf(err, rc, "the text makes more than %zu tokens", max_ids);
+        }
         return rlx_errorf(err, rc, "the '%s' pre-tokenizer could not split this text (regex limit reached); "
                           "split the input into smaller parts", t->pre);
     }
     *ids = out.v;
     *n_ids = out.n;
     return 0;
+}
+
+int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_special,
+                 bool parse_special, int32_t **ids, size_t *n_ids, rlx_error *err)
+{
+    return tokenize(t, text, len, add_special, parse_special, 0, ids, n_ids, err);
+}
+
+int rlx_tokenize_capped(const rlx_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+                        size_t max_ids, int32_t **ids, size_t *n_ids, rlx_error *err)
+{
+    return tokenize(t, text, len, add_special, parse_special, max_ids, ids, n_ids, err);
+}
+
+size_t rlx_tokenizer_max_bytes_per_token(const rlx_tokenizer *t)
+{
+    return t->max_bytes_per_token;
 }
 
 /* ---- the merge heap shared by SentencePiece and BPE ---- */

@@ -29,6 +29,20 @@ const char *rlx_tokenizer_piece(const rlx_tokenizer *t, int32_t id);
 int rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len, bool add_special,
                  bool parse_special, int32_t **ids, size_t *n_ids, rlx_error *err);
 
+/* rlx_tokenize giving up early: RLX_ETOOLONG (*ids NULL, *n_ids = max_ids + 1) as soon as the
+ * text is known to make more than max_ids ids, having done work for about that many only. A text
+ * that makes at most max_ids ids gets exactly rlx_tokenize's ids. (For bounded work on huge
+ * texts: SentencePiece merges a long text in chunks cut where no vocabulary entry could span the
+ * cut; BPE and WordPiece stop after the word that passes the cap, though BPE still runs its
+ * pre-tokenizer over the whole text, and every family looks for special tokens in all of it.) */
+int rlx_tokenize_capped(const rlx_tokenizer *t, const char *text, size_t len, bool add_special,
+                        bool parse_special, size_t max_ids, int32_t **ids, size_t *n_ids, rlx_error *err);
+
+/* The most bytes of text one token can stand for: a text of len bytes makes at least
+ * len / this ids, so longer texts can be refused before tokenizing. 0: no such bound (WordPiece
+ * drops whitespace; some special tokens strip the spaces around them). */
+size_t rlx_tokenizer_max_bytes_per_token(const rlx_tokenizer *t);
+
 /* Bytes of one token as it appears in text (byte-fallback and byte-level mapping undone,
  * "▁" -> " "). Control tokens give "" unless `special`. Writes at most cap bytes and returns
  * the full length (like snprintf, without NUL). */

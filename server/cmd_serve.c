@@ -87,16 +87,26 @@ static void on_signal(uv_signal_t *h, int signum)
 void rlx_srv_maybe_exit(rlx_srv *s)
 {
     if (!s->stopping) return;
-    bool idle = s->n_jobs == 0 && s->n_tasks == 0 && s->conns == NULL && rlx_stdio_idle(s);
+    /* connections still sending their bodies do not hold the exit: they are answered 503 then */
+    bool idle = s->n_jobs == 0 && s->n_tasks == 0 && rlx_http_idle(s) && rlx_stdio_idle(s);
     if (idle) uv_stop(s->loop);
 }
+
+/* After the grace period, how long the final events of cancelled requests may take to go out. */
+#define FLUSH_SECONDS 0.5
 
 static void on_drain_tick(uv_timer_t *t)
 {
     rlx_srv *s = t->data;
     if (!s->stopping || s->stop_t0 <= 0) return;
-    if (rlx_now() - s->stop_t0 >= s->cfg->grace_seconds) {
+    double dt = rlx_now() - s->stop_t0;
+    if (dt >= s->cfg->grace_seconds && !s->grace_over) {
+        /* every request gets its final event (a 503 "shutting down") rather than a cut */
         fprintf(stderr, "rlxd: grace period over, cancelling %zu request(s)\n", s->n_jobs);
+        rlx_srv_end_all(s);
+        rlx_http_end_tasks(s);
+    } else if (dt >= s->cfg->grace_seconds + FLUSH_SECONDS) {
+        /* clients too slow to take those final bytes are cut */
         uv_stop(s->loop);
         return;
     }
@@ -106,8 +116,13 @@ static void on_drain_tick(uv_timer_t *t)
 static void shutdown_all(rlx_srv *s)
 {
     rlx_http_stop(s);
-    /* threadpool tasks borrow a model's tokenizer and template: let them end first */
-    while (s->n_tasks) uv_run(s->loop, UV_RUN_ONCE);
+    /* threadpool tasks borrow a model's tokenizer and template: those queued are cancelled, those
+     * running (bounded: prompts are tokenized with a cap) are waited for */
+    if (!s->grace_over) rlx_srv_end_all(s);
+    while (s->n_tasks) {
+        rlx_srv_cancel_work(s); /* also what a finished task queued after it */
+        uv_run(s->loop, UV_RUN_ONCE);
+    }
     rlx_srv_cancel_all(s);
     for (size_t i = 0; i < s->n_models; i++)
         if (s->models[i].w) {

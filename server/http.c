@@ -175,10 +175,11 @@ static void resume(rlx_conn *c)
 /* For the access log. A job cut short (the client left) counts what it got so far. */
 static void take_usage(rlx_conn *c, const rlx_job *j)
 {
-    if (!j->finished) {
+    if (!j->finished || j->aborted) {
         c->prompt_tokens = j->prompt_tokens;
         c->completion_tokens = 0;
         for (size_t i = 0; i < j->n_choices; i++) c->completion_tokens += (int32_t)j->choices[i].n_tokens;
+        if (j->aborted) c->log_status = j->err.status; /* ended at shutdown, not by the client (499) */
         return;
     }
     c->prompt_tokens = j->total.prompt_tokens;
@@ -222,7 +223,16 @@ void rlx_http_resume_all(rlx_srv *s)
 {
     for (rlx_conn *c = s->conns; c; c = c->next) {
         if (!c->suspended) continue;
-        c->gone = true;
+        if (c->queued) {
+            c->gone = true; /* a stream: cut */
+        } else {
+            /* still waiting for its answer: the server stops */
+            rlx_api_error e;
+            rlx_api_error_shutdown(&e);
+            rlx_conn_error(c, &e);
+            if (c->task_conn) *c->task_conn = NULL;
+            c->task_conn = NULL;
+        }
         if (c->job) {
             rlx_job_detach(c->job);
             c->job = NULL;
@@ -646,9 +656,58 @@ void rlx_http_quiesce(rlx_srv *s)
     if (fd != MHD_INVALID_SOCKET) close(fd);
 }
 
+void rlx_http_end_tasks(rlx_srv *s)
+{
+    for (rlx_conn *c = s->conns; c; c = c->next) {
+        if (!c->task_conn) continue;
+        *c->task_conn = NULL; /* the task, running or cancelled, then answers no one */
+        c->task_conn = NULL;
+        rlx_api_error e;
+        rlx_api_error_shutdown(&e);
+        rlx_conn_error(c, &e);
+        resume(c);
+    }
+    rlx_http_kick(s);
+}
+
+bool rlx_http_idle(rlx_srv *s)
+{
+    for (rlx_conn *c = s->conns; c; c = c->next)
+        if (c->routed || c->has_resp) return false;
+    return true;
+}
+
+/* A request whose body is still arriving when the server stops gets the 503 "shutting down".
+ * MHD queues a response only before the body or once it is complete, not in between, so the
+ * answer is written on the socket here, before MHD closes the connection (the client has sent
+ * nothing that is left unread, so the close does not reset the connection under it). */
+static void refuse_unrouted(rlx_conn *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    rlx_api_error e;
+    rlx_api_error_shutdown(&e);
+    char *body = rlx_api_error_json(&e);
+    if (!ci || !body) {
+        free(body);
+        return;
+    }
+    char head[256];
+    int hn = snprintf(head, sizeof head, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", strlen(body));
+    /* a fresh socket's buffer takes these few hundred bytes at once; a short write leaves the
+     * client with a cut response, as before */
+    if (send(ci->connect_fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        (void)!send(ci->connect_fd, body, strlen(body), MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(ci->connect_fd, SHUT_WR);
+    free(body);
+    c->log_status = 503;
+}
+
 void rlx_http_stop(rlx_srv *s)
 {
     if (!s->mhd) return;
+    for (rlx_conn *c = s->conns; c; c = c->next)
+        if (!c->routed && !c->has_resp && !c->suspended) refuse_unrouted(c);
     rlx_http_resume_all(s);
     MHD_run(s->mhd);
     MHD_stop_daemon(s->mhd);

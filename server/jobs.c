@@ -469,7 +469,7 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
                 out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, out, n, false, NULL, 0, ch->finish));
         }
     }
-    if (j->n_final == j->n_submitted) finish_job(j);
+    if (j->n_final == j->n_submitted && !j->finished) finish_job(j);
     if (j->notify) {
         notify(j); /* the sink may detach, and so free j, in here */
         return;
@@ -554,11 +554,25 @@ static void started(rlx_job *j)
 /* Tokenizing and rendering run on the libuv threadpool (prepare.c): the loop must not
  * compute. */
 typedef struct prepare_task {
-    uv_work_t work;
+    rlx_work work;
     rlx_job *job;
     int rc;
     rlx_api_error e;
 } prepare_task;
+
+/* Prompt text over a request's prompts or messages: what its preparation costs. */
+static size_t prompt_bytes(const rlx_api_request *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_prompts; i++)
+        if (r->prompts[i].text) n += strlen(r->prompts[i].text);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, r->messages) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (cJSON_IsString(c)) n += strlen(c->valuestring);
+    }
+    return n;
+}
 
 static void prepare_work(uv_work_t *w)
 {
@@ -571,9 +585,10 @@ static void prepare_done(uv_work_t *w, int status)
     prepare_task *t = w->data;
     rlx_job *j = t->job;
     rlx_srv *s = j->srv;
-    s->n_tasks--;
+    rlx_srv_work_done(s, &t->work);
     j->preparing = false;
     int rc = status ? rlx_api_error_shutdown(&t->e) : t->rc;
+    if (!rc && s->grace_over) rc = rlx_api_error_shutdown(&t->e);
     if (!j->notify) {
         /* the client left meanwhile: nothing was submitted */
         free(t);
@@ -600,6 +615,31 @@ static void prepare_done(uv_work_t *w, int status)
     free(t);
     notify(j); /* may free j */
     if (s->mhd) rlx_http_kick(s);
+}
+
+/* Ends a job the engine is still running: its sink gets the 503 "shutting down" as a final
+ * event (an error line, or an SSE error event and [DONE] when a stream has begun). The engine's
+ * final events still come and are only counted. */
+static void abort_job(rlx_job *j)
+{
+    if (!j->failed) {
+        j->failed = true;
+        rlx_api_error_shutdown(&j->err);
+    }
+    j->aborted = true;
+    cancel_open(j);
+    finish_job(j);
+    notify(j); /* may free j */
+}
+
+void rlx_srv_end_all(rlx_srv *s)
+{
+    s->grace_over = true;
+    rlx_srv_cancel_work(s);
+    for (rlx_job *j = s->jobs, *next; j; j = next) {
+        next = j->next;
+        if (!j->finished && !j->preparing && j->notify) abort_job(j);
+    }
 }
 
 int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn nfy,
@@ -634,19 +674,21 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
         ch->job = j;
         ch->index = (int)i;
     }
+    /* a text prompt that cannot fit is refused here, without a thread or tokenizing */
+    for (size_t i = 0; i < j->req.n_prompts && !rc; i++)
+        if (j->req.prompts[i].text) rc = rlx_job_check_prompt_bytes(j, i, strlen(j->req.prompts[i].text), e);
     if (!rc) {
         prepare_task *t = calloc(1, sizeof *t);
         if (!t) {
             rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
         } else {
             t->job = j;
-            t->work.data = t;
-            if (uv_queue_work(s->loop, &t->work, prepare_work, prepare_done)) {
+            t->work.req.data = t;
+            if (rlx_srv_queue_work(s, &t->work, prompt_bytes(&j->req) > RLX_BIG_WORK_BYTES, prepare_work, prepare_done)) {
                 free(t);
                 rc = rlx_api_errorf(e, 500, "server_error", NULL, "Cannot queue the preparation of this request.");
             } else {
                 j->preparing = true;
-                s->n_tasks++;
             }
         }
     }

@@ -41,14 +41,38 @@ int rlx_job_context_error(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_
     return RLX_ETOOLONG;
 }
 
-/* Token ids of one prompt: tokenized text (stored beside it), or the ids given. */
+int rlx_job_check_prompt_bytes(const rlx_job *j, size_t prompt, size_t len, rlx_api_error *e)
+{
+    size_t bpt = rlx_tokenizer_max_bytes_per_token(j->model->tok);
+    int32_t n_ctx = rlx_worker_n_ctx(j->model->w);
+    if (!bpt || n_ctx <= 0 || len / bpt < (size_t)n_ctx) return 0;
+    const char *pp = rlx_job_prompt_param(j, prompt);
+    rlx_api_errorf(e, 400, INVALID, pp, "The prompt ('%s') is %zu bytes long, so at least %zu tokens for this model, "
+                   "but the model's context holds %d tokens in all; shorten it.", pp, len, len / bpt, n_ctx);
+    e->code = "context_length_exceeded";
+    return RLX_ETOOLONG;
+}
+
+/* Token ids of one prompt: tokenized text (stored beside it), or the ids given. Tokenizing stops
+ * once the prompt alone passes the context, so a huge prompt costs about a context's worth of
+ * work to refuse. */
 static int prompt_ids(rlx_job *j, size_t i, const char *text, bool add_special, int32_t **ids, size_t *n,
                       rlx_api_error *e)
 {
     const rlx_tokenizer *tok = j->model->tok;
     const char *param = rlx_job_prompt_param(j, i);
+    size_t len = strlen(text);
+    int rc = rlx_job_check_prompt_bytes(j, i, len, e);
+    if (rc) return rc;
+    int32_t n_ctx = rlx_worker_n_ctx(j->model->w);
     rlx_error err = {0};
-    int rc = rlx_tokenize(tok, text, strlen(text), add_special, true, ids, n, &err);
+    rc = rlx_tokenize_capped(tok, text, len, add_special, true, (size_t)RLX_MAX(n_ctx, 1), ids, n, &err);
+    if (rc == RLX_ETOOLONG) {
+        rlx_api_errorf(e, 400, INVALID, param, "The prompt ('%s') is more than %d tokens long but the model's context "
+                       "holds %d tokens in all; shorten it.", param, n_ctx, n_ctx);
+        e->code = "context_length_exceeded";
+        return rc;
+    }
     if (rc) return rlx_api_errorf(e, 400, INVALID, param, "The prompt cannot be tokenized: %s", err.msg);
     if (*n == 0) return rlx_api_errorf(e, 400, INVALID, param, "'%s' must not be empty.", param);
     return 0;

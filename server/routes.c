@@ -311,7 +311,7 @@ static void run_parsed(rlx_srv *s, rlx_conn *c, const route *r, parsed *pb)
 }
 
 typedef struct parse_task {
-    uv_work_t work;
+    rlx_work work;                 /* listed: shutdown cancels it while queued */
     rlx_srv *srv;
     rlx_conn *conn;                /* NULL once the connection is gone */
     const route *route;
@@ -330,7 +330,7 @@ static void parse_done(uv_work_t *w, int status)
 {
     parse_task *t = w->data;
     rlx_srv *s = t->srv;
-    s->n_tasks--;
+    rlx_srv_work_done(s, &t->work);
     if (t->conn) {
         rlx_conn *c = t->conn;
         c->task_conn = NULL;
@@ -355,14 +355,14 @@ static void parse_queue(rlx_srv *s, rlx_conn *c, const route *r)
 {
     parse_task *t = calloc(1, sizeof *t);
     if (t) {
-        t->work.data = t;
+        t->work.req.data = t;
         t->srv = s;
         t->conn = c;
         t->route = r;
         t->body = c->body; /* the connection may end while the task runs */
         t->len = c->body_len;
     }
-    if (!t || uv_queue_work(s->loop, &t->work, parse_work, parse_done)) {
+    if (!t || rlx_srv_queue_work(s, &t->work, t->len > RLX_BIG_WORK_BYTES, parse_work, parse_done)) {
         free(t);
         rlx_api_error e;
         rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the parsing of this request.");
@@ -371,7 +371,6 @@ static void parse_queue(rlx_srv *s, rlx_conn *c, const route *r)
     }
     c->body = NULL;
     c->body_len = c->body_cap = 0;
-    s->n_tasks++;
     c->task_conn = &t->conn;
 }
 

@@ -23,6 +23,16 @@ typedef struct rlx_srv rlx_srv;
 typedef struct rlx_job rlx_job;
 typedef struct rlx_conn rlx_conn;
 
+/* Threadpool work of a request (work.c): the server lists it so that shutdown can uv_cancel what
+ * has not started, and holds big work back while half the pool runs big work already. */
+typedef struct rlx_work {
+    uv_work_t req;                 /* req.data: the owner's task */
+    uv_work_cb work;
+    uv_after_work_cb done;
+    bool big, waiting;             /* waiting: in srv->big_head, not yet queued in libuv */
+    struct rlx_work *prev, *next;  /* srv->works, or srv->big_head while waiting */
+} rlx_work;
+
 typedef enum { RLX_MODEL_LOADING, RLX_MODEL_READY, RLX_MODEL_FAILED } rlx_model_state;
 
 typedef struct rlx_model_slot {
@@ -90,6 +100,7 @@ struct rlx_job {
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
     int32_t prompt_tokens;         /* prompt tokens submitted, once per prompt (not per choice) */
     bool started;                  /* every choice was submitted: a stream may begin */
+    bool aborted;                  /* ended by the server (grace period over), not by the engine */
     const char *line_id;           /* stdio: the client's id as JSON (borrowed from the sink); the
                                       output is then JSON lines (rlx_api_line_*) */
     rlx_job_notify_fn notify;      /* NULL once detached */
@@ -132,6 +143,10 @@ struct rlx_srv {
     rlx_job *jobs;
     size_t n_jobs;
     size_t n_tasks;                /* threadpool work in flight that uses a model */
+    rlx_work *works;               /* that work, for uv_cancel at shutdown */
+    rlx_work *big_head, *big_tail; /* big work waiting for a thread (FIFO) ... */
+    int n_big_running;             /* ... while this much runs (at most half the threadpool) */
+    bool grace_over;               /* stopping and the grace period has passed: end everything */
     bool stopping;                 /* SIGTERM/SIGINT or stdin EOF: drain then exit */
     double stop_t0;
     int exit_code;
@@ -151,12 +166,18 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
 /* The sink lets go: an unfinished job is cancelled; the job is freed when it can be. */
 void rlx_job_detach(rlx_job *job);
 void rlx_srv_cancel_all(rlx_srv *s);
+/* Grace period over: cancels queued threadpool work (its done callbacks answer 503), and ends
+ * every job still running with a final error event (503 "shutting down") for its sink. */
+void rlx_srv_end_all(rlx_srv *s);
 /* Shutdown, after the workers stopped: handle what they queued, then free what is left. */
 void rlx_srv_drain_queue(rlx_srv *s);
 void rlx_srv_free_jobs(rlx_srv *s);
 /* prepare.c, on the threadpool: renders and tokenizes the job's prompts (into req.prompts[].ids
  * or chat_ids), checks them against vocabulary and context, and detokenizes echoed prompts. */
 int rlx_job_prepare(rlx_job *j, rlx_api_error *e);
+/* A prompt of len bytes that the context cannot hold whatever its tokens (the tokenizer's bound on
+ * bytes per token): 400 context_length_exceeded, decided without tokenizing. */
+int rlx_job_check_prompt_bytes(const rlx_job *j, size_t prompt, size_t len, rlx_api_error *e);
 /* The parameter a prompt problem names: "messages", "input_ids" or "prompt". */
 const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt);
 /* A 400 context_length_exceeded naming the prompt (too long by itself) or max_tokens. */
@@ -166,12 +187,25 @@ void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx
 /* Renders a chat request's messages with the model's template (malloc'ed). */
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e);
 
+/* work.c: queues threadpool work (counted in n_tasks; big: a big prompt's parse, preparation or
+ * tokenizing, held back while half the pool runs such work). done must call rlx_srv_work_done
+ * first; it may also be called with UV_ECANCELED (shutdown) or UV_EIO without work having run. */
+#define RLX_BIG_WORK_BYTES (64 * 1024) /* text (body, prompt) that makes threadpool work big */
+int rlx_srv_queue_work(rlx_srv *s, rlx_work *w, bool big, uv_work_cb work, uv_after_work_cb done);
+void rlx_srv_work_done(rlx_srv *s, rlx_work *w);
+/* Shutdown: cancels the work that has not started (done gets UV_ECANCELED). */
+void rlx_srv_cancel_work(rlx_srv *s);
+
 /* http.c */
 int rlx_http_start(rlx_srv *s, rlx_error *err);
 void rlx_http_quiesce(rlx_srv *s);    /* stop accepting */
 void rlx_http_kick(rlx_srv *s);       /* MHD_run + re-arm the timer */
 void rlx_http_stop(rlx_srv *s);
 void rlx_http_resume_all(rlx_srv *s);
+/* Grace period over: requests waiting on threadpool tasks get the 503 "shutting down" now. */
+void rlx_http_end_tasks(rlx_srv *s);
+/* No request is being answered: the connections left (if any) are still sending their bodies. */
+bool rlx_http_idle(rlx_srv *s);
 
 /* One HTTP request on the loop thread (http.c owns it; routes.c fills the answer). */
 struct rlx_conn {

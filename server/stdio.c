@@ -34,7 +34,8 @@ typedef struct entry {
     char *line;                /* owned until parsed */
     size_t len;
     double t0;
-    uv_work_t work;            /* the parse */
+    rlx_work work;             /* the parse (listed: shutdown cancels it while queued) */
+    bool refuse;               /* read before SIGTERM but not started: parsed for its id, refused */
     char *id;                  /* the client's id as JSON text (owned), "null" when unknown */
     cJSON *root;               /* parsed line (owned until the request starts) */
     rlx_api_request req;
@@ -271,13 +272,13 @@ static void parse_done(uv_work_t *w, int status)
     entry *e = w->data;
     stdio_state *st = e->st;
     rlx_srv *s = st->srv;
-    s->n_tasks--;
+    rlx_srv_work_done(s, &e->work);
     free(e->line);
     e->line = NULL;
     cJSON_Delete(e->root);
     e->root = NULL;
     if (!e->id && !(e->id = strdup("null"))) { entry_done(e); return; }
-    if (status || st->closing) {
+    if (status || st->closing || e->refuse) {
         rlx_api_error_shutdown(&e->err);
         fail_entry(e, &e->err);
         entry_done(e);
@@ -308,15 +309,14 @@ static void start_entry(stdio_state *st, entry *e)
 {
     rlx_srv *s = st->srv;
     st->running++;
-    e->work.data = e;
-    if (uv_queue_work(s->loop, &e->work, parse_work, parse_done)) {
+    e->work.req.data = e;
+    if (rlx_srv_queue_work(s, &e->work, e->len > RLX_BIG_WORK_BYTES, parse_work, parse_done)) {
         e->id = strdup("null");
         rlx_api_errorf(&e->err, 500, "server_error", NULL, "Cannot queue the parsing of this line.");
         fail_entry(e, &e->err);
         entry_done(e);
         return;
     }
-    s->n_tasks++;
 }
 
 static void start_waiting(stdio_state *st)
@@ -326,16 +326,9 @@ static void start_waiting(stdio_state *st)
         st->head = e->next;
         if (!st->head) st->tail = NULL;
         st->waiting--;
-        if (st->srv->stopping && !st->eof) {
-            /* SIGTERM: lines read but not started are refused, not silently dropped */
-            e->id = strdup("null");
-            rlx_api_error err;
-            rlx_api_error_shutdown(&err);
-            st->running++;
-            fail_entry(e, &err);
-            entry_done(e);
-            continue;
-        }
+        /* SIGTERM: lines read but not started are refused, not silently dropped; they are still
+         * parsed (on the threadpool) so that the refusal carries the line's id */
+        e->refuse = st->srv->stopping && !st->eof;
         start_entry(st, e);
     }
     if (st->paused && st->waiting < MAX_WAITING / 2 && !st->srv->stopping) resume_reading(st);

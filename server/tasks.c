@@ -13,7 +13,7 @@
 typedef enum { TASK_TOKENIZE, TASK_DETOKENIZE, TASK_TEMPLATE, TASK_SESSIONS, TASK_SESSION } task_kind;
 
 typedef struct route_task {
-    uv_work_t work;
+    rlx_work work;                 /* listed: shutdown cancels it while queued */
     rlx_srv *srv;
     rlx_conn *conn;                /* NULL once the connection is gone */
     rlx_model_slot *m;             /* tokenizer tasks */
@@ -173,7 +173,7 @@ static void task_done(uv_work_t *w, int status)
 {
     route_task *t = w->data;
     rlx_srv *s = t->srv;
-    s->n_tasks--;
+    rlx_srv_work_done(s, &t->work);
     if (t->conn) {
         rlx_conn *c = t->conn;
         c->task_conn = NULL;
@@ -204,21 +204,20 @@ static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
     t->conn = c;
     t->m = m;
     t->kind = kind;
-    t->work.data = t;
+    t->work.req.data = t;
     return t;
 }
 
 static void task_queue(rlx_conn *c, route_task *t)
 {
     rlx_srv *s = c->srv;
-    if (uv_queue_work(s->loop, &t->work, task_work, task_done)) {
+    if (rlx_srv_queue_work(s, &t->work, t->text && strlen(t->text) > RLX_BIG_WORK_BYTES, task_work, task_done)) {
         rlx_api_error e;
         rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the work for this request.");
         rlx_conn_error(c, &e);
         task_free(t);
         return;
     }
-    s->n_tasks++;
     c->task_conn = &t->conn;
 }
 
