@@ -31,6 +31,21 @@ static rlx_worker *start(const char *db)
     return w;
 }
 
+/* Submits r and waits for its final event (t receives the events). */
+static void submit_wait(rlx_worker *w, rlx_request *r, turn *t)
+{
+    r->on_event = on_event;
+    r->user = t;
+    rlx_error err = {0};
+    if (rlx_worker_submit(w, r, &err)) {
+        t->err = err.code;
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    while (!t->done) pthread_cond_wait(&t->cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+}
+
 static turn run_turn(rlx_worker *w, const char *session, const char *text, bool replace)
 {
     turn t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
@@ -43,13 +58,7 @@ static turn run_turn(rlx_worker *w, const char *session, const char *text, bool 
     r->sampling.temperature = 0;
     r->session_id = session ? strdup(session) : NULL;
     r->session_replace = replace;
-    r->on_event = on_event;
-    r->user = &t;
-    rlx_error err = {0};
-    if (rlx_worker_submit(w, r, &err)) { t.err = err.code; return t; }
-    pthread_mutex_lock(&t.mu);
-    while (!t.done) pthread_cond_wait(&t.cv, &t.mu);
-    pthread_mutex_unlock(&t.mu);
+    submit_wait(w, r, &t);
     return t;
 }
 
@@ -144,13 +153,7 @@ static turn run_ids(rlx_worker *w, const char *session, const int32_t *ids, size
     r->max_tokens = 4;
     r->sampling.temperature = 0;
     r->session_id = strdup(session);
-    r->on_event = on_event;
-    r->user = &t;
-    rlx_error err = {0};
-    if (rlx_worker_submit(w, r, &err)) { t.err = err.code; return t; }
-    pthread_mutex_lock(&t.mu);
-    while (!t.done) pthread_cond_wait(&t.cv, &t.mu);
-    pthread_mutex_unlock(&t.mu);
+    submit_wait(w, r, &t);
     return t;
 }
 
