@@ -193,7 +193,10 @@ TEST(stories260k_facts)
     rlx_gguf_close(g);
 }
 
-TEST(qwen_vocab_opens_fast)
+/* The 151k-token vocabulary opens (its strings are views into the mapping, not copies). The time
+ * is printed for the record only: speed is measured by benchmarks, never asserted in a test, where
+ * a loaded machine or valgrind would make it flaky. */
+TEST(qwen_vocab_opens)
 {
     const char *path = rlx_test_shared("vocab/ggml-vocab-qwen2-reconstructed.gguf");
     if (!path) SKIP("vocab/ggml-vocab-qwen2-reconstructed.gguf is absent");
@@ -210,12 +213,6 @@ TEST(qwen_vocab_opens_fast)
         rlx_gguf_close(g);
     }
     fprintf(stderr, "  best open of the 151k-token vocabulary: %.2f ms\n", best * 1e3);
-#ifdef __SANITIZE_ADDRESS__
-    const double limit = 1.0;
-#else
-    const double limit = 0.1; /* ~4 ms measured; generous for a busy machine */
-#endif
-    ASSERT_MSG(best < limit, "opening took %.1f ms", best * 1e3);
 }
 
 
@@ -754,7 +751,7 @@ TEST(bad_tensors)
     EXPECT_FAIL(b, RLX_EFORMAT, "tensor #0 'w': file truncated", "data offset (8 bytes at offset 49)");
 }
 
-TEST_MAIN(TEST_ENTRY(shared_files_open), TEST_ENTRY(stories260k_facts), TEST_ENTRY(qwen_vocab_opens_fast),
+TEST_MAIN(TEST_ENTRY(shared_files_open), TEST_ENTRY(stories260k_facts), TEST_ENTRY(qwen_vocab_opens),
           TEST_ENTRY(writer_roundtrip_align32), TEST_ENTRY(writer_roundtrip_align64), TEST_ENTRY(writer_byte_exact),
           TEST_ENTRY(writer_copies_stories260k), TEST_ENTRY(writer_replaces_and_rejects),
           TEST_ENTRY(getters_convert_when_they_fit), TEST_ENTRY(open_errors), TEST_ENTRY(version2_accepted), TEST_ENTRY(bad_header),
