@@ -379,14 +379,16 @@ static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
 /* Bytes a prompt token adds to the echoed text: its piece without special tokens (a BOS adds
  * none), the first non-empty one as the detokenizer writes it (SentencePiece's prefix space
  * dropped); *begun says a piece with text was seen. */
-static size_t prompt_piece_len(const rlx_tokenizer *tok, int32_t token, bool *begun)
+static size_t prompt_piece_len(rlx_job *j, int32_t token, bool *begun)
 {
+    const rlx_tokenizer *tok = j->model->tok;
     char buf[256];
     size_t n = rlx_token_to_bytes(tok, token, false, buf, sizeof buf);
     if (n && !*begun) {
         *begun = true;
         char *d = rlx_detokenize(tok, &token, 1, false);
         if (d) n = strlen(d);
+        else job_oom(j); /* the offsets would be off by the dropped space: fail, never mislead */
         free(d);
     }
     return n;
@@ -416,7 +418,7 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
     if (!ok) job_oom(j);
     if (offset == &ch->prompt_lp_offset) { /* never past the echoed text, whatever its bytes */
         lp->text_offset = RLX_MIN(*offset, ch->echo_len);
-        *offset += prompt_piece_len(j->model->tok, token, &ch->prompt_text_begun);
+        *offset += prompt_piece_len(j, token, &ch->prompt_text_begun);
     } else {
         lp->text_offset = *offset;
         *offset += lp->text ? strlen(lp->text) : 0;
