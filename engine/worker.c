@@ -101,7 +101,7 @@ void *rlx__worker_main(void *arg)
     rlx_worker *w = arg;
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        if (!w->stop && w->n_inbox == 0 && !w->cancels && w->n_running == 0 && w->n_waiting == 0) {
+        if (!w->stop && w->n_inbox == 0 && !w->cancels && w->n_running == 0 && w->n_waiting == 0 && !w->gc_wanted) {
             /* idle: wake for the periodic session expiry (a step runs it) */
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
@@ -111,6 +111,7 @@ void *rlx__worker_main(void *arg)
             pthread_cond_timedwait(&w->cv, &w->mu, &until);
         }
         bool stop = w->stop, drain = w->drain;
+        w->gc_wanted = false; /* the step below runs the session expiry and frees deleted ones */
         pthread_mutex_unlock(&w->mu);
         if (stop && !drain) break;
         int did = rlx__sched_step(w);

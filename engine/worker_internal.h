@@ -119,6 +119,8 @@ struct rlx_worker {
     uint64_t model_hash;        /* identifies model + KV layout for snapshots (0 without --db) */
     int32_t pin_budget;         /* max blocks pinned by idle sessions */
     uint64_t delete_gen;        /* counts session deletes (under smu), for attach's unlocked read */
+    bool gc_wanted;             /* a session was deleted: the next step frees it (under mu; the
+                                   idle wait tests it, so a delete during a busy step is not lost) */
     double gc_interval, last_gc;/* periodic expiry (monotonic seconds) */
     /* Three connections to the --db store (all NULL without one): the writer's, the worker
      * thread's (attach reads), and one for rlx_worker_session(s)_* callers. */

@@ -468,6 +468,7 @@ int rlx_worker_session_delete(rlx_worker *w, const char *id, rlx_error *err)
     if (!found) return rlx_errorf(err, RLX_ENOTFOUND, "session '%s' does not exist", id);
     /* the worker unpins and frees it at its next step */
     pthread_mutex_lock(&w->mu);
+    w->gc_wanted = true;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return 0;

@@ -369,8 +369,12 @@ static enum MHD_Result progress(rlx_conn *c)
     if (j && j->finished) {
         /* a whole response, or an error that came before a stream could start */
         take_usage(c, j);
-        rlx_conn_respond(c, j->status == 200 && j->failed ? j->err.status : j->status, "application/json",
-                         j->out ? strdup(j->out + j->off) : NULL);
+        /* the job's buffer is handed over, not copied: no allocation can lose the answer now */
+        char *body = j->out;
+        if (body && j->off) memmove(body, body + j->off, j->len - j->off + 1);
+        j->out = NULL;
+        j->off = j->len = j->cap = 0;
+        rlx_conn_respond(c, j->status == 200 && j->failed ? j->err.status : j->status, "application/json", body);
         c->retry_after = c->status == 503;
         rlx_job_detach(j);
         c->job = NULL;
