@@ -64,8 +64,15 @@ EOF
 rss1=$(cat "$TMP/rss")
 echo "VmRSS ${rss0} kB before, ${rss1} kB with 8 non-reading clients connected (a stream is $full bytes)"
 grow=$((rss1 - rss0))
-[ "$grow" -lt 24576 ] || fail "resident memory grew by $grow kB (bound 24 MiB)"
-ok memory bounded
+# Under ASan resident memory measures the sanitizer, not the server: freed blocks wait in its
+# quarantine (256 MiB by default) and every block carries redzones. The bound is checked in the
+# release build; the sanitizer build checks the cancel path's memory safety and the rest below.
+if ldd "$BIN" 2>/dev/null | grep -q libasan; then
+    ok "memory bound not checked under ASan (grew $grow kB, quarantine included)"
+else
+    [ "$grow" -lt 24576 ] || fail "resident memory grew by $grow kB (bound 24 MiB)"
+    ok memory bounded
+fi
 grep -q 'max-pending-bytes' "$LOG" || fail "no log line for the cancelled streams"
 m=$(curl -s -m 5 "$URL/metrics")
 echo "$m" | grep -q '^rlxd_streams_unread_cancelled_total [1-9]' || fail "not metered: $(echo "$m" | grep unread)"
