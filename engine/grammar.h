@@ -35,7 +35,6 @@ typedef struct rlx_grammar_vocab rlx_grammar_vocab;
  * message in err naming the line and column. */
 rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, rlx_error *err);
 void rlx_grammar_free(rlx_grammar *g);
-int rlx_grammar_n_rules(const rlx_grammar *g);
 
 /* A fresh state at the start of the root rule; NULL on allocation failure or a limit. */
 rlx_grammar_state *rlx_grammar_state_new(const rlx_grammar *g, rlx_error *err);

@@ -1,0 +1,582 @@
+/* grammar_compile.c - GBNF text to a compiled rlx_grammar (see grammar.h for the dialect and
+ * limits): a recursive-descent parser building each rule's elements, repetitions rewritten into
+ * helper rules as llama.cpp does, then the checks (undefined rules, left recursion) and the
+ * rules laid out back to back. */
+#include "engine/grammar_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char rlx_grammar_json_object[] =
+    "root    ::= \"{\" ws ( members )? \"}\"\n"
+    "members ::= string \":\" ws value (\",\" ws string \":\" ws value)*\n"
+    "value   ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+    "object  ::= root ws\n"
+    "array   ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+    "string  ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+    "number  ::= \"-\"? ([0-9] | [1-9] [0-9]{1,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,16})? ws\n"
+    "ws      ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+
+/* ---- compiler ---------------------------------------------------------------------------------- */
+
+typedef struct parser {
+    const char *src, *end;
+    rlx_error *err;
+    bool failed;
+} parser;
+
+typedef struct ebuf { gelem *e; size_t n, cap; } ebuf;
+
+static int perr(parser *p, const char *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int perr(parser *p, const char *at, const char *fmt, ...)
+{
+    if (p->failed) return RLX_EINVAL;
+    p->failed = true;
+    int line = 1, col = 1;
+    for (const char *c = p->src; at && c < at && c < p->end; c++) {
+        if (*c == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (at) rlx_errorf(p->err, RLX_EINVAL, "grammar line %d column %d: %s", line, col, msg);
+    else rlx_errorf(p->err, RLX_EINVAL, "grammar: %s", msg);
+    return RLX_EINVAL;
+}
+
+static bool eb_push(parser *p, ebuf *b, uint32_t type, uint32_t value)
+{
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 16;
+        gelem *ne = realloc(b->e, nc * sizeof *ne);
+        if (!ne) {
+            perr(p, NULL, "out of memory");
+            return false;
+        }
+        b->e = ne;
+        b->cap = nc;
+    }
+    b->e[b->n++] = (gelem){type, value};
+    return true;
+}
+
+/* rule bodies are built as separate element buffers, then laid out back to back */
+typedef struct rule_tab {
+    ebuf *body;
+    char **name;
+    bool *defined;
+    int n, cap;
+} rule_tab;
+
+static int rule_find(parser *p, rule_tab *rt, const char *name, size_t len, bool create)
+{
+    for (int i = 0; i < rt->n; i++)
+        if (strlen(rt->name[i]) == len && !memcmp(rt->name[i], name, len)) return i;
+    if (!create) return -1;
+    if (rt->n >= RLX_GRAMMAR_MAX_RULES) return perr(p, NULL, "more than %d rules", RLX_GRAMMAR_MAX_RULES), -1;
+    if (rt->n == rt->cap) {
+        int nc = rt->cap ? rt->cap * 2 : 32;
+        ebuf *nb = realloc(rt->body, (size_t)nc * sizeof *nb);
+        if (nb) rt->body = nb;
+        char **nn = realloc(rt->name, (size_t)nc * sizeof *nn);
+        if (nn) rt->name = nn;
+        bool *nd = realloc(rt->defined, (size_t)nc * sizeof *nd);
+        if (nd) rt->defined = nd;
+        if (!nb || !nn || !nd) return perr(p, NULL, "out of memory"), -1;
+        rt->cap = nc;
+    }
+    char *s = malloc(len + 1);
+    if (!s) return perr(p, NULL, "out of memory"), -1;
+    memcpy(s, name, len);
+    s[len] = 0;
+    rt->body[rt->n] = (ebuf){0};
+    rt->name[rt->n] = s;
+    rt->defined[rt->n] = false;
+    return rt->n++;
+}
+
+static int rule_new(parser *p, rule_tab *rt, const char *base)
+{
+    char name[160];
+    for (int k = rt->n;; k++) {
+        snprintf(name, sizeof name, "%.120s_%d", base, k);
+        if (rule_find(p, rt, name, strlen(name), false) < 0) break;
+    }
+    int id = rule_find(p, rt, name, strlen(name), true);
+    if (id >= 0) rt->defined[id] = true;
+    return id;
+}
+
+static bool is_word_char(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_'; }
+
+static const char *skip_space(parser *p, const char *s, bool newline_ok)
+{
+    while (s < p->end) {
+        if (*s == '#') {
+            while (s < p->end && *s != '\n' && *s != '\r') s++;
+        } else if (*s == ' ' || *s == '\t' || ((*s == '\n' || *s == '\r') && newline_ok)) {
+            s++;
+        } else {
+            break;
+        }
+    }
+    return s;
+}
+
+static const char *parse_name(parser *p, const char *s)
+{
+    const char *b = s;
+    while (s < p->end && is_word_char(*s)) s++;
+    if (s == b) perr(p, b, "expected a rule name");
+    return s;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes one UTF-8 code point at s (strictly); returns the byte count or 0. */
+static int utf8_decode(const char *s, const char *end, uint32_t *cp)
+{
+    const uint8_t *u = (const uint8_t *)s;
+    size_t avail = (size_t)(end - s);
+    if (!avail) return 0;
+    if (u[0] < 0x80) {
+        *cp = u[0];
+        return 1;
+    }
+    int n = (u[0] & 0xe0) == 0xc0 ? 2 : (u[0] & 0xf0) == 0xe0 ? 3 : (u[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (!n || avail < (size_t)n) return 0;
+    uint32_t c = u[0] & (0x7f >> n);
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xc0) != 0x80) return 0;
+        c = (c << 6) | (u[i] & 0x3f);
+    }
+    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min_cp[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+    *cp = c;
+    return n;
+}
+
+/* One character of a literal or class, escapes included. */
+static const char *parse_char(parser *p, const char *s, uint32_t *cp)
+{
+    if (s >= p->end) {
+        perr(p, s, "unexpected end of grammar");
+        return s;
+    }
+    if (*s == '\\') {
+        s++;
+        if (s >= p->end) {
+            perr(p, s, "unfinished escape");
+            return s;
+        }
+        char c = *s++;
+        int digits = c == 'x' ? 2 : c == 'u' ? 4 : c == 'U' ? 8 : 0;
+        if (digits) {
+            uint32_t v = 0;
+            for (int i = 0; i < digits; i++, s++) {
+                int h = s < p->end ? hex_value(*s) : -1;
+                if (h < 0) {
+                    perr(p, s, "expected %d hex digits after \\%c", digits, c);
+                    return s;
+                }
+                v = (v << 4) | (uint32_t)h;
+            }
+            if (v > 0x10ffff) {
+                perr(p, s, "code point U+%X is out of range", v);
+                return s;
+            }
+            *cp = v;
+            return s;
+        }
+        switch (c) {
+        case 'n': *cp = '\n'; return s;
+        case 'r': *cp = '\r'; return s;
+        case 't': *cp = '\t'; return s;
+        case '\\': case '"': case '[': case ']': case '-': case '^': case '/': *cp = (uint8_t)c; return s;
+        default:
+            perr(p, s - 1, "unknown escape '\\%c'", c);
+            return s;
+        }
+    }
+    int n = utf8_decode(s, p->end, cp);
+    if (!n) {
+        perr(p, s, "invalid UTF-8 in the grammar");
+        return s + 1;
+    }
+    return s + n;
+}
+
+static const char *parse_alternates(parser *p, rule_tab *rt, const char *s, int rule, bool nested);
+
+/* Rewrites the last term of b (elements [start, b->n)) repeated {min, max} (max -1: no bound)
+ * with helper rules, as llama.cpp does: x{m,n} = x...x (m times) then nested optionals. */
+static bool apply_repeat(parser *p, rule_tab *rt, int rule, ebuf *b, size_t start, int min, int max, const char *at)
+{
+    size_t tlen = b->n - start;
+    gelem term[64];
+    if (tlen > RLX_ARRAY_LEN(term)) { /* a long char class: make it a rule so the copies are refs */
+        int sub = rule_new(p, rt, rt->name[rule]);
+        if (sub < 0) return false;
+        for (size_t i = start; i < b->n; i++)
+            if (!eb_push(p, &rt->body[sub], b->e[i].type, b->e[i].value)) return false;
+        if (!eb_push(p, &rt->body[sub], G_END, 0)) return false;
+        b->n = start;
+        if (!eb_push(p, b, G_REF, (uint32_t)sub)) return false;
+        tlen = 1;
+    }
+    memcpy(term, b->e + start, tlen * sizeof *term);
+    b->n = start;
+    if (min > RLX_GRAMMAR_MAX_REPEAT || max > RLX_GRAMMAR_MAX_REPEAT) {
+        perr(p, at, "repetition count over %d", RLX_GRAMMAR_MAX_REPEAT);
+        return false;
+    }
+    for (int k = 0; k < min; k++)
+        for (size_t i = 0; i < tlen; i++)
+            if (!eb_push(p, b, term[i].type, term[i].value)) return false;
+    if (max == min) return true;
+    if (max < 0) { /* star: R ::= term R | (empty) */
+        int r = rule_new(p, rt, rt->name[rule]);
+        if (r < 0) return false;
+        ebuf *rb = &rt->body[r];
+        for (size_t i = 0; i < tlen; i++)
+            if (!eb_push(p, rb, term[i].type, term[i].value)) return false;
+        if (!eb_push(p, rb, G_REF, (uint32_t)r) || !eb_push(p, rb, G_ALT, 0) || !eb_push(p, rb, G_END, 0)) return false;
+        return eb_push(p, b, G_REF, (uint32_t)r);
+    }
+    /* up to (max - min) more: R1 ::= term R2 | (empty), ..., Rk ::= term | (empty) */
+    int last = -1;
+    for (int k = 0; k < max - min; k++) {
+        int r = rule_new(p, rt, rt->name[rule]);
+        if (r < 0) return false;
+        ebuf *rb = &rt->body[r];
+        for (size_t i = 0; i < tlen; i++)
+            if (!eb_push(p, rb, term[i].type, term[i].value)) return false;
+        if (last >= 0 && !eb_push(p, rb, G_REF, (uint32_t)last)) return false;
+        if (!eb_push(p, rb, G_ALT, 0) || !eb_push(p, rb, G_END, 0)) return false;
+        last = r;
+    }
+    return eb_push(p, b, G_REF, (uint32_t)last);
+}
+
+static const char *parse_int(parser *p, const char *s, int *v)
+{
+    const char *b = s;
+    long x = 0;
+    while (s < p->end && *s >= '0' && *s <= '9') {
+        x = x * 10 + (*s - '0');
+        if (x > RLX_GRAMMAR_MAX_REPEAT) {
+            perr(p, b, "repetition count over %d", RLX_GRAMMAR_MAX_REPEAT);
+            return s;
+        }
+        s++;
+    }
+    if (s == b) perr(p, b, "expected a number");
+    *v = (int)x;
+    return s;
+}
+
+static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int rule, ebuf *b, bool nested)
+{
+    size_t last_start = b->n;
+    bool have_last = false;
+    while (s < p->end && !p->failed) {
+        const char *at = s;
+        if (*s == '"') {
+            s++;
+            last_start = b->n;
+            have_last = true;
+            bool empty = true;
+            while (s < p->end && *s != '"' && !p->failed) {
+                uint32_t cp;
+                s = parse_char(p, s, &cp);
+                if (!eb_push(p, b, G_CHAR, cp)) return s;
+                empty = false;
+            }
+            if (s >= p->end) return perr(p, at, "unterminated string literal"), s;
+            s++;
+            if (empty) have_last = false; /* "" matches nothing: repeating it is a no-op */
+        } else if (*s == '[') {
+            s++;
+            last_start = b->n;
+            have_last = true;
+            uint32_t start_type = G_CHAR;
+            if (s < p->end && *s == '^') {
+                start_type = G_CHAR_NOT;
+                s++;
+            }
+            bool first = true;
+            while (s < p->end && *s != ']' && !p->failed) {
+                uint32_t cp;
+                s = parse_char(p, s, &cp);
+                if (!eb_push(p, b, first ? start_type : G_CHAR_ALT, cp)) return s;
+                first = false;
+                if (s + 1 < p->end && *s == '-' && s[1] != ']') {
+                    uint32_t hi;
+                    const char *rat = s;
+                    s = parse_char(p, s + 1, &hi);
+                    if (hi < cp) return perr(p, rat, "character range end U+%X is below its start U+%X", hi, cp), s;
+                    if (!eb_push(p, b, G_RNG_UPPER, hi)) return s;
+                }
+            }
+            if (s >= p->end) return perr(p, at, "unterminated character class"), s;
+            if (first) return perr(p, at, "empty character class"), s;
+            s++;
+        } else if (*s == '.') {
+            s++;
+            last_start = b->n;
+            have_last = true;
+            if (!eb_push(p, b, G_ANY, 0)) return s;
+        } else if (is_word_char(*s)) {
+            const char *e = parse_name(p, s);
+            int ref = rule_find(p, rt, s, (size_t)(e - s), true);
+            if (ref < 0) return e;
+            s = e;
+            last_start = b->n;
+            have_last = true;
+            if (!eb_push(p, b, G_REF, (uint32_t)ref)) return s;
+        } else if (*s == '(') {
+            int sub = rule_new(p, rt, rt->name[rule]);
+            if (sub < 0) return s;
+            s = parse_alternates(p, rt, s + 1, sub, true);
+            if (p->failed) return s;
+            if (s >= p->end || *s != ')') return perr(p, at, "unclosed '('"), s;
+            s++;
+            last_start = b->n;
+            have_last = true;
+            if (!eb_push(p, b, G_REF, (uint32_t)sub)) return s;
+        } else if (*s == '*' || *s == '+' || *s == '?' || *s == '{') {
+            if (!have_last) return perr(p, at, "'%c' follows nothing it could repeat", *s), s;
+            int min = 0, max = -1;
+            if (*s == '*') {
+                s++;
+            } else if (*s == '+') {
+                min = 1;
+                s++;
+            } else if (*s == '?') {
+                max = 1;
+                s++;
+            } else {
+                s = skip_space(p, s + 1, nested);
+                s = parse_int(p, s, &min);
+                s = skip_space(p, s, nested);
+                if (p->failed) return s;
+                if (s < p->end && *s == ',') {
+                    s = skip_space(p, s + 1, nested);
+                    if (s < p->end && *s >= '0' && *s <= '9') s = parse_int(p, s, &max);
+                    s = skip_space(p, s, nested);
+                } else {
+                    max = min;
+                }
+                if (p->failed) return s;
+                if (s >= p->end || *s != '}') return perr(p, at, "expected '}'"), s;
+                s++;
+                if (max >= 0 && max < min) return perr(p, at, "{%d,%d}: the maximum is below the minimum", min, max), s;
+            }
+            if (!apply_repeat(p, rt, rule, b, last_start, min, max, at)) return s;
+            have_last = false; /* x** is an error, as in llama.cpp */
+        } else {
+            break;
+        }
+        s = skip_space(p, s, nested);
+    }
+    return s;
+}
+
+static const char *parse_alternates(parser *p, rule_tab *rt, const char *s, int rule, bool nested)
+{
+    ebuf b = {0};
+    s = skip_space(p, s, nested);
+    s = parse_sequence(p, rt, s, rule, &b, nested);
+    while (!p->failed && s < p->end && *s == '|') {
+        if (!eb_push(p, &b, G_ALT, 0)) break;
+        s = skip_space(p, s + 1, true);
+        s = parse_sequence(p, rt, s, rule, &b, nested);
+    }
+    if (!p->failed) eb_push(p, &b, G_END, 0);
+    free(rt->body[rule].e);
+    rt->body[rule] = b;
+    return s;
+}
+
+/* nullable[r]: rule r can match the empty string. */
+static void compute_nullable(const rule_tab *rt, bool *nullable)
+{
+    memset(nullable, 0, (size_t)rt->n * sizeof *nullable);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int r = 0; r < rt->n; r++) {
+            if (nullable[r]) continue;
+            const gelem *e = rt->body[r].e;
+            size_t i = 0;
+            for (;;) { /* each alternative */
+                bool all = true;
+                for (; e[i].type != G_END && e[i].type != G_ALT; i++) {
+                    if (e[i].type == G_REF && nullable[e[i].value]) continue;
+                    all = false;
+                    if (e[i].type != G_REF) { /* skip the rest of a char set */
+                        while (e[i + 1].type == G_CHAR_ALT || e[i + 1].type == G_RNG_UPPER) i++;
+                    }
+                }
+                if (all) {
+                    nullable[r] = changed = true;
+                    break;
+                }
+                if (e[i].type == G_END) break;
+                i++;
+            }
+        }
+    }
+}
+
+/* Finds a rule reachable from r through leading (nullable-prefixed) references that leads back
+ * to r: such a rule can never be expanded to a character. */
+static int left_recursive(const rule_tab *rt, const bool *nullable, int r, uint8_t *mark)
+{
+    if (mark[r] == 1) return r; /* on the current path */
+    if (mark[r] == 2) return -1;
+    mark[r] = 1;
+    const gelem *e = rt->body[r].e;
+    for (size_t i = 0;; i++) {
+        /* start of an alternative */
+        for (; e[i].type != G_END && e[i].type != G_ALT; i++) {
+            if (e[i].type != G_REF) break;
+            int hit = left_recursive(rt, nullable, (int)e[i].value, mark);
+            if (hit >= 0) return hit;
+            if (!nullable[e[i].value]) break;
+        }
+        while (e[i].type != G_END && e[i].type != G_ALT) i++;
+        if (e[i].type == G_END) break;
+    }
+    mark[r] = 2;
+    return -1;
+}
+
+rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, rlx_error *err)
+{
+    if (!src) len = 0;
+    if (len > RLX_GRAMMAR_MAX_SOURCE) {
+        rlx_errorf(err, RLX_ERANGE, "grammar: %zu bytes, over the limit of %u", len, RLX_GRAMMAR_MAX_SOURCE);
+        return NULL;
+    }
+    if (!root) root = "root";
+    parser p = {.src = src, .end = src + len, .err = err};
+    rule_tab rt = {0};
+    rlx_grammar *g = NULL;
+    bool *nullable = NULL;
+    uint8_t *mark = NULL;
+    const char *s = skip_space(&p, src, true);
+    while (s < p.end && !p.failed) {
+        const char *at = s;
+        const char *e = parse_name(&p, s);
+        if (p.failed) break;
+        int r = rule_find(&p, &rt, s, (size_t)(e - s), true);
+        if (r < 0) break;
+        if (rt.defined[r]) {
+            perr(&p, at, "rule '%s' is defined twice", rt.name[r]);
+            break;
+        }
+        rt.defined[r] = true;
+        s = skip_space(&p, e, false);
+        if (p.end - s < 3 || memcmp(s, "::=", 3)) {
+            perr(&p, s, "expected '::=' after '%s'", rt.name[r]);
+            break;
+        }
+        s = parse_alternates(&p, &rt, skip_space(&p, s + 3, true), r, false); /* the body may start on the next line */
+        if (p.failed) break;
+        if (s < p.end && *s == '\r') s++;
+        if (s < p.end && *s != '\n') {
+            perr(&p, s, "unexpected '%c'", *s);
+            break;
+        }
+        s = skip_space(&p, s, true);
+    }
+    if (p.failed) goto fail;
+    for (int r = 0; r < rt.n; r++)
+        if (!rt.defined[r]) {
+            perr(&p, NULL, "rule '%s' is used but not defined", rt.name[r]);
+            goto fail;
+        }
+    int root_id = rule_find(&p, &rt, root, strlen(root), false);
+    if (root_id < 0) {
+        perr(&p, NULL, "no rule named '%s' (the start rule)", root);
+        goto fail;
+    }
+    nullable = malloc((size_t)rt.n * sizeof *nullable);
+    mark = calloc((size_t)rt.n, 1);
+    if (!nullable || !mark) {
+        perr(&p, NULL, "out of memory");
+        goto fail;
+    }
+    compute_nullable(&rt, nullable);
+    for (int r = 0; r < rt.n; r++) {
+        int hit = left_recursive(&rt, nullable, r, mark);
+        if (hit >= 0) {
+            perr(&p, NULL, "rule '%s' is left-recursive (it can reach itself before any character)", rt.name[hit]);
+            goto fail;
+        }
+    }
+    size_t total = 0;
+    for (int r = 0; r < rt.n; r++) total += rt.body[r].n;
+    if (total > RLX_GRAMMAR_MAX_ELEMS) {
+        rlx_errorf(err, RLX_ERANGE, "grammar: %zu elements after expansion, over the limit of %u", total,
+                   RLX_GRAMMAR_MAX_ELEMS);
+        p.failed = true;
+        goto fail;
+    }
+    g = calloc(1, sizeof *g);
+    if (!g || !(g->e = malloc((total + 1) * sizeof *g->e)) || !(g->rule_start = malloc((size_t)rt.n * sizeof *g->rule_start))) {
+        perr(&p, NULL, "out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < rt.n; r++) {
+        g->rule_start[r] = g->n_e;
+        memcpy(g->e + g->n_e, rt.body[r].e, rt.body[r].n * sizeof *g->e);
+        g->n_e += (uint32_t)rt.body[r].n;
+    }
+    g->e[g->n_e] = (gelem){G_END, 0}; /* a sentinel: the set scanners read one past a set */
+    g->root = (uint32_t)root_id;
+    goto done;
+fail:
+    if (g) {
+        free(g->e);
+        free(g->rule_start);
+        free(g);
+        g = NULL;
+    }
+done: /* the rule table is scratch either way */
+    for (int r = 0; r < rt.n; r++) {
+        free(rt.body[r].e);
+        free(rt.name[r]);
+    }
+    free(rt.body);
+    free(rt.name);
+    free(rt.defined);
+    free(nullable);
+    free(mark);
+    return g;
+}
+
+void rlx_grammar_free(rlx_grammar *g)
+{
+    if (!g) return;
+    free(g->e);
+    free(g->rule_start);
+    free(g);
+}
+
+

@@ -1,0 +1,60 @@
+/* grammar_internal.h - what the grammar's three files share (not a public API).
+ *
+ * grammar_compile.c turns GBNF text into a compiled rlx_grammar; grammar.c holds the
+ * recogniser (stack sets, a state's steps); grammar_vocab.c the vocabulary trie and the masks,
+ * which step the recogniser byte by byte down the trie. Ownership and threads as grammar.h
+ * says: a compiled grammar is immutable, a state belongs to one sequence.
+ *
+ * A compiled grammar is a list of rules; a rule is a run of elements whose alternatives are
+ * separated by G_ALT and which ends with G_END. A character set is a G_CHAR / G_CHAR_NOT /
+ * G_ANY element followed by G_CHAR_ALT and G_RNG_UPPER elements. Repetitions and groups become
+ * rules of their own, so a parse position is just an element index. */
+#ifndef RLX_GRAMMAR_INTERNAL_H
+#define RLX_GRAMMAR_INTERNAL_H
+
+#include "engine/grammar.h"
+
+enum { G_END, G_ALT, G_REF, G_CHAR, G_CHAR_NOT, G_RNG_UPPER, G_CHAR_ALT, G_ANY };
+
+typedef struct gelem { uint32_t type, value; } gelem;
+
+struct rlx_grammar {
+    gelem *e;               /* every rule's elements back to back, then a G_END sentinel */
+    uint32_t n_e;
+    uint32_t *rule_start;   /* first element of each rule */
+    uint32_t root;
+};
+
+/* A set of parse stacks (duplicates merged), each a list of element indexes, top last. */
+typedef struct rlx__sset {
+    uint32_t *data;         /* stacks back to back */
+    size_t dlen, dcap;
+    uint32_t *off, *len;    /* stack i is data[off[i] .. off[i] + len[i]) */
+    uint64_t *hash;
+    size_t n, cap;
+    int32_t *table;         /* open addressing over stack indexes, -1 empty */
+    size_t tcap;
+    bool overflow;          /* a limit was hit while building */
+    bool oom;
+} rlx__sset;
+
+void rlx__sset_free(rlx__sset *s);
+
+/* Feeds one byte from (*in, *partial, *remain) into out / the updated partial. Returns 1 when
+ * the result lies in `out`, 2 when it is the input stacks (a half-read UTF-8 sequence goes on),
+ * 0 when the byte is rejected, negative on a limit or allocation failure. buf: scratch of
+ * RLX_GRAMMAR_MAX_DEPTH + 1 entries. */
+int rlx__grammar_step_byte(const rlx_grammar *g, const rlx__sset *in, uint32_t *partial, int *remain, uint8_t b,
+                           rlx__sset *out, uint32_t *buf);
+
+struct rlx_grammar_state {
+    const rlx_grammar *g;
+    rlx__sset stacks;
+    uint32_t partial;       /* bits of a half-read UTF-8 sequence */
+    int remain;             /* continuation bytes still expected (0: none) */
+    /* scratch, reached through pointers so the const checks (allows, mask) may use it: */
+    uint32_t *buf;          /* RLX_GRAMMAR_MAX_DEPTH + 1 entries */
+    rlx__sset *spare;       /* two stack sets */
+};
+
+#endif
