@@ -7,6 +7,7 @@
 #include "models/tokenizer.h"
 #include "models/chat_template.h"
 #include "backends/dtype.h"
+#include "tests/gguf_walk.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -14,22 +15,6 @@
 #include <string.h>
 
 static volatile uint64_t sink;
-
-static uint64_t walk_arr(const rlx_gguf_array *a)
-{
-    static const int sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    uint64_t h = a->n;
-    for (uint64_t i = 0; i < a->n; i++) {
-        if (a->type == RLX_GGUF_STRING) {
-            for (uint64_t j = 0; j < a->strs[i].len; j++) h += (uint8_t)a->strs[i].ptr[j];
-        } else if (a->type == RLX_GGUF_ARRAY) {
-            h += walk_arr(&a->arrs[i]);
-        } else {
-            for (int j = 0; j < sizes[a->type]; j++) h += ((const uint8_t *)a->data)[i * (uint64_t)sizes[a->type] + j];
-        }
-    }
-    return h;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -46,25 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     uint64_t h = 0;
-    for (uint64_t i = 0; i < rlx_gguf_n_kv(g); i++) {
-        const rlx_gguf_kv *kv = rlx_gguf_kv_at(g, i);
-        h += strlen(kv->key);
-        const rlx_gguf_value *v = &kv->value;
-        if (v->type == RLX_GGUF_STRING)
-            for (uint64_t j = 0; j < v->str.len; j++) h += (uint8_t)v->str.ptr[j];
-        if (v->type == RLX_GGUF_ARRAY) h += walk_arr(&v->arr);
-        uint32_t u;
-        float f;
-        rlx_gguf_get_u32(g, kv->key, &u, &err);
-        rlx_gguf_get_f32(g, kv->key, &f, &err);
-    }
-    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
-        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
-        if (t->n_dims < 1 || t->n_dims > RLX_GGUF_MAX_DIMS || !rlx_dtype_get(t->type)) abort();
-        const uint8_t *d = t->data;
-        if (t->size && (d < buf || d + t->size > buf + size)) abort();
-        for (uint64_t j = 0; j < t->size; j += 64) h += d[j];
-    }
+    if (rlx_test_gguf_walk(g, buf, size, &h)) abort(); /* an opened file must hold together */
     /* the model loader's next steps: the tokenizer and the chat template */
     rlx_tokenizer *tok = NULL;
     if (rlx_tokenizer_from_gguf(&tok, g, &err) == 0) {
