@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cuda_build.sh - compile check of the CUDA backend where there is no GPU: configures a
-# separate build with -DRLX_CUDA=ON for sm_80 and sm_90, builds rlxd and the CUDA tests
+# separate build with -DRLX_CUDA=ON for sm_90 (the kernels have no per-architecture code, so
+# one target checks them; nvcc's time is CI's), builds rlxd and the CUDA tests
 # (unit_test_cuda_ops, parity_test_parity_cuda), then checks that `rlxd --version` lists cuda,
 # that `rlxd devices` reports the missing CUDA device cleanly (exit 0, a clear line), and that
 # the CUDA tests run: skipping with a clear message here, passing where a GPU is.
@@ -15,7 +16,7 @@ if grep -q '^RLX_SANITIZE:BOOL=ON' "$BIN/CMakeCache.txt" 2>/dev/null; then
 fi
 DIR="$BIN/cuda-check"
 cmake -S "$SRC" -B "$DIR" -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DRLX_VULKAN=OFF -DRLX_WERROR=ON \
-      -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="80;90" > "$DIR.configure.log" 2>&1 \
+      -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES=90 > "$DIR.configure.log" 2>&1 \
   || { cat "$DIR.configure.log"; echo "FAIL: configuring the CUDA build"; exit 1; }
 cmake --build "$DIR" --target rlxd unit_test_cuda_ops parity_test_parity_cuda -j 2 > "$DIR.build.log" 2>&1 \
   || { tail -50 "$DIR.build.log"; echo "FAIL: building rlxd and the CUDA tests with CUDA"; exit 1; }
