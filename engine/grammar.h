@@ -69,4 +69,27 @@ void rlx_grammar_vocab_free(rlx_grammar_vocab *v);
  * number allowed, or a negative RLX_E* code. */
 int64_t rlx_grammar_mask(const rlx_grammar_state *s, const rlx_grammar_vocab *v, uint8_t *allowed);
 
+/* ---- as a stage of the sampler chain (engine/sample.h; sample_grammar.c) ---- */
+
+typedef struct rlx_sampler_stage rlx_sampler_stage;
+
+/* What the grammar stage borrows from the worker (all n_vocab long, valid while the stage
+ * lives, used only by the thread running the sequence): each token's bytes (texts/lens, as
+ * given to rlx_grammar_vocab_new, control tokens length 0), the vocabulary's trie, a mask
+ * buffer, and whether a token ends generation. */
+typedef struct rlx_grammar_tokens {
+    const rlx_grammar_vocab *vocab;
+    const char *const *texts;
+    const size_t *lens;
+    uint8_t *mask;
+    bool (*is_eog)(const void *ctx, int32_t token);
+    const void *eog_ctx;
+} rlx_grammar_tokens;
+
+/* A constraint stage following `g` (taken over, freed with the stage, also on failure) from
+ * its start: it allows a token whose bytes continue the text, an end-of-generation token only
+ * where the text is complete, follows generated tokens (not the prompt's), and demands the
+ * end when nothing else can follow. NULL with err set on failure. */
+rlx_sampler_stage *rlx_grammar_stage_new(rlx_grammar *g, const rlx_grammar_tokens *toks, rlx_error *err);
+
 #endif

@@ -56,8 +56,6 @@ void rlx__seq_free(rlx_worker *w, seq *s)
 {
     release_blocks(w, s);
     rlx_sampler_free(s->sampler);
-    rlx_grammar_state_free(s->gstate);
-    rlx_grammar_free(s->grammar);
     rlx_stop_free(&s->stop);
     rlx_request_free(s->req);
     free(s->tokens);
@@ -182,41 +180,22 @@ void rlx__grammar_vocab_free(rlx_worker *w)
     w->gmask = NULL;
 }
 
+static bool token_is_eog(const void *tok, int32_t t) { return rlx_tokenizer_is_eog(tok, t); }
+
+/* The request's grammar as a constraint stage of the sequence's sampler chain. */
 static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
 {
     int rc = grammar_vocab(w, err);
     if (rc) return rc;
     const char *src = s->req->grammar;
     rlx_error gerr = {0};
-    if (!(s->grammar = rlx_grammar_compile(src, strlen(src), NULL, &gerr)) ||
-        !(s->gstate = rlx_grammar_state_new(s->grammar, &gerr)))
-        return rlx_errorf(err, gerr.code ? gerr.code : RLX_EINVAL, "%s", gerr.msg);
+    rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
+    rlx_grammar_tokens toks = {.vocab = w->gvocab, .texts = (const char *const *)w->gtext, .lens = w->glen,
+                               .mask = w->gmask, .is_eog = token_is_eog, .eog_ctx = w->tok};
+    rlx_sampler_stage *st = g ? rlx_grammar_stage_new(g, &toks, &gerr) : NULL;
+    if (!st) return rlx_errorf(err, gerr.code ? gerr.code : RLX_EINVAL, "%s", gerr.msg);
+    if ((rc = rlx_sampler_add_stage(s->sampler, st))) return rlx_errorf(err, rc, "out of memory");
     return 0;
-}
-
-/* May the grammar take token t next? End-of-generation where the text is complete. */
-static bool grammar_allows(const rlx_worker *w, const seq *s, int32_t t)
-{
-    if (rlx_tokenizer_is_eog(w->tok, t)) return rlx_grammar_can_end(s->gstate);
-    return w->glen[t] && rlx_grammar_allows(s->gstate, w->gtext[t], w->glen[t]);
-}
-
-/* The sampled token broke the grammar: sample again from the logits with every token it does
- * not allow removed (the check-first order costs the full mask only on such steps). */
-static int32_t grammar_resample(rlx_worker *w, seq *s, const float *logits, float *scratch)
-{
-    int32_t V = w->runner->n_vocab;
-    int64_t n = rlx_grammar_mask(s->gstate, w->gvocab, w->gmask);
-    if (n < 0) return -1;
-    bool can_end = rlx_grammar_can_end(s->gstate);
-    memcpy(scratch, logits, (size_t)V * sizeof *scratch);
-    for (int32_t t = 0; t < V; t++) {
-        bool ok = w->gmask[t] || (can_end && rlx_tokenizer_is_eog(w->tok, t));
-        if (!ok) scratch[t] = -INFINITY;
-    }
-    if (n == 0 && !can_end) return -1;
-    int32_t tok = rlx_sampler_sample(s->sampler, scratch);
-    return grammar_allows(w, s, tok) ? tok : -1;
 }
 
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
@@ -272,7 +251,7 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     if (ids != r->prompt_ids) free(ids);
     s->n_tokens = s->n_prompt = (int32_t)n;
     s->plp_next = 1;
-    for (size_t i = 0; i < n; i++) rlx_sampler_accept(s->sampler, s->tokens[i]);
+    for (size_t i = 0; i < n; i++) rlx_sampler_accept(s->sampler, s->tokens[i], false);
     s->out_row = -1;
     return 0;
 }
@@ -520,9 +499,11 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     rlx_request *r = s->req;
     int32_t V = w->runner->n_vocab;
     memcpy(scratch, logits, (size_t)V * sizeof *scratch);
-    int32_t tok = rlx_sampler_sample(s->sampler, scratch);
-    if (s->gstate && !grammar_allows(w, s, tok) && (tok = grammar_resample(w, s, logits, scratch)) < 0) {
-        rlx__seq_fail(w, s, RLX_EINVAL, "the grammar allows no token of this vocabulary here");
+    int32_t tok = -1;
+    rlx_error serr = {0};
+    int rc = rlx_sampler_pick(s->sampler, scratch, logits, &tok, &serr);
+    if (rc) {
+        rlx__seq_fail(w, s, rc, serr.msg);
         return;
     }
     double now = rlx_now();
@@ -532,8 +513,7 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
         rlx__seq_finish(w, s, RLX_FINISH_STOP);
         return;
     }
-    rlx_sampler_accept(s->sampler, tok);
-    if (s->gstate && rlx_grammar_accept(s->gstate, w->gtext[tok], w->glen[tok])) {
+    if (rlx_sampler_accept(s->sampler, tok, true)) {
         rlx__seq_fail(w, s, RLX_ENOMEM, "out of memory following the grammar");
         return;
     }
@@ -554,7 +534,7 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     }
     rlx__emit(r, &ev);
     /* a grammar with nothing left to take ends the text as end-of-generation would */
-    if (m == 1 || (s->gstate && rlx_grammar_must_end(s->gstate))) rlx__seq_finish(w, s, RLX_FINISH_STOP);
+    if (m == 1 || rlx_sampler_must_end(s->sampler)) rlx__seq_finish(w, s, RLX_FINISH_STOP);
     else if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
 }
 

@@ -50,8 +50,6 @@ typedef struct seq {
     int32_t max_tokens;         /* effective limit on generated tokens */
     int32_t cached_tokens;      /* prompt tokens reused from the cache */
     rlx_sampler *sampler;
-    rlx_grammar *grammar;       /* compiled req->grammar (NULL: none) */
-    rlx_grammar_state *gstate;  /* where the generated text stands in it */
     rlx_detok_stream detok;
     uint64_t admit_order;       /* larger = admitted later (preempted first) */
     bool cancelled;

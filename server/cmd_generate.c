@@ -86,7 +86,7 @@ int rlx_cmd_generate(int argc, char **argv)
     sp.repetition_penalty = rep;
     if (seed >= 0) { sp.seed = (uint64_t)seed; sp.has_seed = true; }
     if (!(smp = rlx_sampler_new(&sp, r->n_vocab))) { fprintf(stderr, "rlxd generate: out of memory\n"); goto done; }
-    for (size_t i = 0; i < n_ids; i++) rlx_sampler_accept(smp, ids[i]);
+    for (size_t i = 0; i < n_ids; i++) rlx_sampler_accept(smp, ids[i], false);
 
     rlx_batch_seq bs = {table, nb};
     int32_t zero = 0;
@@ -108,7 +108,7 @@ int rlx_cmd_generate(int argc, char **argv)
     while (n_out < limit) {
         int32_t tk = rlx_sampler_sample(smp, r->logits);
         if (rlx_tokenizer_is_eog(tok, tk)) break;
-        rlx_sampler_accept(smp, tk);
+        rlx_sampler_accept(smp, tk, true);
         size_t m = rlx_detok_push(tok, &ds, tk, false, text, sizeof text);
         fwrite(text, 1, m, stdout);
         fflush(stdout);

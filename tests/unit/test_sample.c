@@ -182,7 +182,7 @@ TEST(penalties_exact_values)
     p.frequency_penalty = 0.25f;
     rlx_sampler *s = rlx_sampler_new(&p, 5);
     int32_t hist[] = {0, 1, 0, 4};
-    for (size_t i = 0; i < RLX_ARRAY_LEN(hist); i++) rlx_sampler_accept(s, hist[i]);
+    for (size_t i = 0; i < RLX_ARRAY_LEN(hist); i++) rlx_sampler_accept(s, hist[i], true);
     float l[] = {2.0f, -2.0f, 1.0f, 0.5f, 0.0f};
     rlx_sampler_sample(s, l); /* logits are modified in place: check the chain's values */
     ASSERT_NEAR(l[0], 2.0 / 2 - (2 * 0.25 + 0.5), 1e-6);  /* positive: divided; seen twice */
@@ -200,10 +200,10 @@ TEST(penalty_window)
     p.penalty_last_n = 3;
     rlx_sampler *s = rlx_sampler_new(&p, 8);
     /* a long history: only the last three tokens (5, 6, 6) count */
-    for (int i = 0; i < 1000; i++) rlx_sampler_accept(s, i % 5);
-    rlx_sampler_accept(s, 5);
-    rlx_sampler_accept(s, 6);
-    rlx_sampler_accept(s, 6);
+    for (int i = 0; i < 1000; i++) rlx_sampler_accept(s, i % 5, true);
+    rlx_sampler_accept(s, 5, true);
+    rlx_sampler_accept(s, 6, true);
+    rlx_sampler_accept(s, 6, true);
     float l[8] = {0};
     rlx_sampler_sample(s, l);
     for (int i = 0; i < 5; i++) ASSERT_NEAR(l[i], 0.0, 0);
@@ -213,14 +213,14 @@ TEST(penalty_window)
 
     /* repeats leaving the window are uncounted one by one */
     s = rlx_sampler_new(&p, 8);
-    for (int i = 0; i < 10; i++) rlx_sampler_accept(s, 6);
-    rlx_sampler_accept(s, 1);
+    for (int i = 0; i < 10; i++) rlx_sampler_accept(s, 6, true);
+    rlx_sampler_accept(s, 1, true);
     float r[8] = {0};
     rlx_sampler_sample(s, r);
     ASSERT_NEAR(r[6], -2.0, 0);
     ASSERT_NEAR(r[1], -1.0, 0);
-    rlx_sampler_accept(s, 2);
-    rlx_sampler_accept(s, 3);
+    rlx_sampler_accept(s, 2, true);
+    rlx_sampler_accept(s, 3, true);
     float r2[8] = {0};
     rlx_sampler_sample(s, r2);
     ASSERT_NEAR(r2[6], 0.0, 0);
@@ -230,16 +230,16 @@ TEST(penalty_window)
     /* 0 disables; -1 means the whole history */
     p.penalty_last_n = 0;
     s = rlx_sampler_new(&p, 8);
-    rlx_sampler_accept(s, 2);
+    rlx_sampler_accept(s, 2, true);
     float a[8] = {0};
     rlx_sampler_sample(s, a);
     ASSERT_NEAR(a[2], 0.0, 0);
     rlx_sampler_free(s);
     p.penalty_last_n = -1;
     s = rlx_sampler_new(&p, 8);
-    for (int i = 0; i < 500; i++) rlx_sampler_accept(s, 2);
-    for (int i = 0; i < 7; i++) rlx_sampler_accept(s, i); /* grows the count table */
-    rlx_sampler_accept(s, 99); /* out of the vocabulary: ignored */
+    for (int i = 0; i < 500; i++) rlx_sampler_accept(s, 2, true);
+    for (int i = 0; i < 7; i++) rlx_sampler_accept(s, i, true); /* grows the count table */
+    rlx_sampler_accept(s, 99, true); /* out of the vocabulary: ignored */
     float b[8] = {0};
     rlx_sampler_sample(s, b);
     ASSERT_NEAR(b[2], -501.0, 0);
@@ -440,7 +440,7 @@ static void run_seq(thr *t)
     for (int i = 0; i < 64; i++) {
         memcpy(w, base, sizeof base);
         t->out[i] = rlx_sampler_sample(s, w);
-        rlx_sampler_accept(s, t->out[i]);
+        rlx_sampler_accept(s, t->out[i], true);
     }
     rlx_sampler_free(s);
     free(w);

@@ -1,0 +1,293 @@
+/* test_sample_chain.c - the sampler as a chain of stages (engine/sample.h): the stages built
+ * from parameters and their order, a constraint stage added from outside (sample first, full
+ * mask only on refusal, restart from the raw logits, veto and demand of the end), what stages
+ * are told about prompt and generated tokens, and the grammar stage on a toy vocabulary. */
+#include "tests/rlx_test.h"
+#include "engine/grammar.h"
+#include "engine/sample.h"
+
+static rlx_sampling_params params(float temp, uint64_t seed)
+{
+    rlx_sampling_params p;
+    rlx_sampling_params_default(&p);
+    p.temperature = temp;
+    p.seed = seed;
+    p.has_seed = true;
+    return p;
+}
+
+static const char *describe(const rlx_sampling_params *p, int32_t nv)
+{
+    static char buf[256];
+    rlx_sampler *s = rlx_sampler_new(p, nv);
+    if (!s) return "(oom)";
+    rlx_sampler_describe(s, buf, sizeof buf);
+    rlx_sampler_free(s);
+    return buf;
+}
+
+TEST(stages_follow_the_parameters)
+{
+    rlx_sampling_params p = params(0.0f, 1);
+    ASSERT_STR_EQ(describe(&p, 10), "greedy");
+    p = params(0.7f, 1);
+    ASSERT_STR_EQ(describe(&p, 10), "dist"); /* temperature alone: the full-vocabulary draw */
+    rlx_logit_bias b = {3, 2.0f};
+    p.logit_bias = &b;
+    p.n_logit_bias = 1;
+    p.repetition_penalty = 1.1f;
+    p.top_k = 5;
+    p.top_p = 0.9f;
+    p.min_p = 0.05f;
+    ASSERT_STR_EQ(describe(&p, 10), "penalties -> logit_bias -> top_k -> top_p -> min_p -> dist");
+    p.top_k = 10; /* the whole vocabulary: no stage */
+    p.penalty_last_n = 0; /* penalties off */
+    ASSERT_STR_EQ(describe(&p, 10), "logit_bias -> top_p -> min_p -> dist");
+}
+
+/* A constraint for the tests: allows tokens whose bit is set in `allowed`; counts what it is
+ * told and asked. */
+typedef struct toy {
+    rlx_sampler_stage base;
+    uint32_t allowed;
+    int n_prompt, n_generated, n_allows, n_mask;
+    bool can_end, must_end;
+    int *freed;
+} toy;
+
+static bool toy_allows(rlx_sampler_stage *st, int32_t t)
+{
+    toy *s = (toy *)st;
+    s->n_allows++;
+    return t >= 0 && t < 32 && (s->allowed >> t & 1u);
+}
+
+static int64_t toy_mask(rlx_sampler_stage *st, rlx_token_cands *c)
+{
+    toy *s = (toy *)st;
+    s->n_mask++;
+    int64_t left = 0;
+    for (int32_t t = 0; t < c->n_vocab; t++) {
+        if (t < 32 && (s->allowed >> t & 1u)) left++;
+        else c->logits[t] = -INFINITY;
+    }
+    return left;
+}
+
+static int toy_accept(rlx_sampler_stage *st, int32_t t, bool generated)
+{
+    (void)t;
+    toy *s = (toy *)st;
+    if (generated) s->n_generated++;
+    else s->n_prompt++;
+    return 0;
+}
+
+static bool toy_can_end(const rlx_sampler_stage *st) { return ((const toy *)st)->can_end; }
+static bool toy_must_end(const rlx_sampler_stage *st) { return ((const toy *)st)->must_end; }
+static void toy_free(rlx_sampler_stage *st)
+{
+    toy *s = (toy *)st;
+    if (s->freed) (*s->freed)++;
+    free(s);
+}
+
+static const rlx_stage_ops toy_ops = {.name = "toy", .allows = toy_allows, .mask = toy_mask, .accept = toy_accept,
+                                      .can_end = toy_can_end, .must_end = toy_must_end, .free = toy_free};
+
+static toy *toy_new(uint32_t allowed, int *freed)
+{
+    toy *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->base.ops = &toy_ops;
+    s->allowed = allowed;
+    s->can_end = true;
+    s->freed = freed;
+    return s;
+}
+
+TEST(constraint_checks_first_and_masks_only_on_refusal)
+{
+    const float raw[8] = {0.0f, 5.0f, 1.0f, 4.0f, 2.0f, 3.0f, 0.5f, 0.25f};
+    rlx_sampling_params p = params(0.0f, 1);
+    rlx_sampler *s = rlx_sampler_new(&p, 8);
+    ASSERT(s);
+    toy *t = toy_new(0xFFu, NULL);
+    ASSERT_EQ(rlx_sampler_add_stage(s, &t->base), 0);
+    char buf[64];
+    ASSERT_STR_EQ(rlx_sampler_describe(s, buf, sizeof buf), "toy -> greedy");
+    float l[8];
+    int32_t tok = -1;
+    memcpy(l, raw, sizeof l);
+    ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, NULL), 0);
+    ASSERT_EQ(tok, 1);            /* allowed at once: no mask built */
+    ASSERT_EQ(t->n_mask, 0);
+    ASSERT_EQ(t->n_allows, 1);
+    t->allowed = 1u << 2 | 1u << 4 | 1u << 6; /* even tokens from 2 */
+    memcpy(l, raw, sizeof l);
+    ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, NULL), 0);
+    ASSERT_EQ(tok, 4);            /* the best allowed one */
+    ASSERT_EQ(t->n_mask, 1);
+    t->allowed = 0;
+    rlx_error err = {0};
+    memcpy(l, raw, sizeof l);
+    ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, &err), RLX_EINVAL);
+    ASSERT(strstr(err.msg, "toy allows no token"));
+    /* without raw logits to restart from, a refusal is an error, not a wrong token */
+    t->allowed = 1u << 0;
+    memcpy(l, raw, sizeof l);
+    ASSERT_EQ(rlx_sampler_pick(s, l, NULL, &tok, &err), RLX_EINVAL);
+    rlx_sampler_free(s);
+}
+
+TEST(constraint_sits_after_bias_and_before_truncation)
+{
+    rlx_sampling_params p = params(0.8f, 7);
+    rlx_logit_bias b = {1, -100.0f};
+    p.logit_bias = &b;
+    p.n_logit_bias = 1;
+    p.top_k = 2;
+    rlx_sampler *s = rlx_sampler_new(&p, 8);
+    ASSERT(s);
+    ASSERT_EQ(rlx_sampler_add_stage(s, &toy_new(0xF0u, NULL)->base), 0);
+    char buf[128];
+    ASSERT_STR_EQ(rlx_sampler_describe(s, buf, sizeof buf), "logit_bias -> toy -> top_k -> dist");
+    /* tokens 4..7 only; top-k 2 of those is {5, 7}, whatever the best banned/refused ones are */
+    const float raw[8] = {9.0f, 8.0f, 7.0f, 6.0f, 1.0f, 3.0f, 0.0f, 2.0f};
+    for (int i = 0; i < 200; i++) {
+        float l[8];
+        memcpy(l, raw, sizeof l);
+        int32_t tok = -1;
+        ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, NULL), 0);
+        ASSERT_MSG(tok == 5 || tok == 7, "draw %d gave token %d", i, tok);
+    }
+    rlx_sampler_free(s);
+}
+
+TEST(accepting_constraint_leaves_draws_unchanged)
+{
+    /* a constraint that allows everything costs no RNG draws: the same tokens as without */
+    float raw[16];
+    for (int i = 0; i < 16; i++) raw[i] = (float)((i * 7) % 5) * 0.5f;
+    rlx_sampling_params p = params(1.0f, 42);
+    p.top_p = 0.95f;
+    rlx_sampler *a = rlx_sampler_new(&p, 16), *b = rlx_sampler_new(&p, 16);
+    ASSERT(a && b);
+    ASSERT_EQ(rlx_sampler_add_stage(b, &toy_new(0xFFFFu, NULL)->base), 0);
+    for (int i = 0; i < 100; i++) {
+        float la[16], lb[16];
+        memcpy(la, raw, sizeof la);
+        memcpy(lb, raw, sizeof lb);
+        int32_t ta = -1, tb = -1;
+        ASSERT_EQ(rlx_sampler_pick(a, la, raw, &ta, NULL), 0);
+        ASSERT_EQ(rlx_sampler_pick(b, lb, raw, &tb, NULL), 0);
+        ASSERT_EQ(ta, tb);
+    }
+    rlx_sampler_free(a);
+    rlx_sampler_free(b);
+}
+
+TEST(stages_are_told_prompt_and_generated_tokens_and_may_veto_the_end)
+{
+    rlx_sampling_params p = params(0.0f, 1);
+    rlx_sampler *s = rlx_sampler_new(&p, 8);
+    toy *t = toy_new(0xFFu, NULL);
+    ASSERT(s && t);
+    ASSERT_EQ(rlx_sampler_add_stage(s, &t->base), 0);
+    for (int i = 0; i < 3; i++) ASSERT_EQ(rlx_sampler_accept(s, i, false), 0);
+    ASSERT_EQ(rlx_sampler_accept(s, 5, true), 0);
+    ASSERT_EQ(t->n_prompt, 3);
+    ASSERT_EQ(t->n_generated, 1);
+    ASSERT(rlx_sampler_can_end(s));
+    ASSERT(!rlx_sampler_must_end(s));
+    t->can_end = false;
+    t->must_end = true;
+    ASSERT(!rlx_sampler_can_end(s));
+    ASSERT(rlx_sampler_must_end(s));
+    rlx_sampler_free(s);
+}
+
+TEST(add_stage_takes_ownership_also_on_refusal)
+{
+    int freed = 0;
+    rlx_sampling_params p = params(0.0f, 1);
+    rlx_sampler *s = rlx_sampler_new(&p, 8);
+    ASSERT(s);
+    static const rlx_stage_ops no_mask = {.name = "half", .allows = toy_allows, .free = toy_free};
+    toy *t = toy_new(1, &freed);
+    t->base.ops = &no_mask;
+    ASSERT_EQ(rlx_sampler_add_stage(s, &t->base), RLX_EINVAL); /* allows without mask */
+    ASSERT_EQ(freed, 1);
+    int added = 0, rc;
+    while ((rc = rlx_sampler_add_stage(s, &toy_new(0xFFu, &freed)->base)) == 0) added++;
+    ASSERT_EQ(rc, RLX_ENOMEM); /* the chain is full */
+    ASSERT(added >= 8);
+    ASSERT_EQ(freed, 2);
+    rlx_sampler_free(s);
+    ASSERT_EQ(freed, added + 2);
+}
+
+/* ---- the grammar stage on a toy vocabulary ---- */
+
+static const char *const vocab_text[] = {"", "a", "b", "ab", "c", ""};
+static const size_t vocab_len[] = {0, 1, 1, 2, 1, 0};
+enum { TOY_EOS = 5, TOY_NV = 6 };
+static bool toy_eog(const void *ctx, int32_t t) { (void)ctx; return t == TOY_EOS; }
+
+TEST(grammar_stage_constrains_and_ends)
+{
+    rlx_grammar_vocab *v = rlx_grammar_vocab_new(TOY_NV, vocab_text, vocab_len);
+    uint8_t mask[TOY_NV];
+    rlx_grammar_tokens toks = {.vocab = v, .texts = vocab_text, .lens = vocab_len, .mask = mask, .is_eog = toy_eog};
+    const char *src = "root ::= \"a\" \"b\"+";
+    rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, NULL);
+    ASSERT(v && g);
+    rlx_sampler_stage *st = rlx_grammar_stage_new(g, &toks, NULL);
+    ASSERT(st);
+    rlx_sampling_params p = params(0.0f, 1);
+    rlx_sampler *s = rlx_sampler_new(&p, TOY_NV);
+    ASSERT(s);
+    ASSERT_EQ(rlx_sampler_add_stage(s, st), 0);
+    ASSERT_EQ(rlx_sampler_accept(s, 4, false), 0); /* a prompt token: the grammar does not follow it */
+    /* c and end-of-generation are the favourites; the grammar wants a (not ab: less likely),
+     * then b, then may end */
+    const float raw[TOY_NV] = {0.0f, 1.0f, 2.0f, 0.5f, 9.0f, 8.0f};
+    int32_t want[] = {1, 2, TOY_EOS};
+    for (int i = 0; i < 3; i++) {
+        ASSERT(rlx_sampler_can_end(s) == (i == 2));
+        float l[TOY_NV];
+        memcpy(l, raw, sizeof l);
+        int32_t tok = -1;
+        ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, NULL), 0);
+        ASSERT_EQ(tok, want[i]);
+        ASSERT(!rlx_sampler_must_end(s)); /* b+ can always take one more b */
+        if (tok != TOY_EOS) ASSERT_EQ(rlx_sampler_accept(s, tok, true), 0);
+    }
+    rlx_sampler_free(s);
+    /* a grammar with nothing left to take demands the end */
+    src = "root ::= \"ab\"";
+    g = rlx_grammar_compile(src, strlen(src), NULL, NULL);
+    st = g ? rlx_grammar_stage_new(g, &toks, NULL) : NULL;
+    s = rlx_sampler_new(&p, TOY_NV);
+    ASSERT(st && s);
+    ASSERT_EQ(rlx_sampler_add_stage(s, st), 0);
+    ASSERT_EQ(rlx_sampler_accept(s, 3, true), 0);
+    ASSERT(rlx_sampler_must_end(s));
+    ASSERT(rlx_sampler_can_end(s));
+    rlx_sampler_free(s);
+    rlx_grammar_vocab_free(v);
+}
+
+int main(void)
+{
+    static const rlx_test_case cases[] = {
+        TEST_ENTRY(stages_follow_the_parameters),
+        TEST_ENTRY(constraint_checks_first_and_masks_only_on_refusal),
+        TEST_ENTRY(constraint_sits_after_bias_and_before_truncation),
+        TEST_ENTRY(accepting_constraint_leaves_draws_unchanged),
+        TEST_ENTRY(stages_are_told_prompt_and_generated_tokens_and_may_veto_the_end),
+        TEST_ENTRY(add_stage_takes_ownership_also_on_refusal),
+        TEST_ENTRY(grammar_stage_constrains_and_ends),
+    };
+    return rlx_test_run(cases, RLX_ARRAY_LEN(cases));
+}
