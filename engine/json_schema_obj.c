@@ -70,8 +70,9 @@ static bool gather(rlx__js *j, objspec *o, const cJSON *s, int hops)
             for (const cJSON *t = cJSON_IsArray(k) ? k->child : NULL; t; t = t->next)
                 obj |= cJSON_IsString(t) && !strcmp(t->valuestring, "object");
             if (!obj) return rlx__js_fail(j, RLX_EINVAL, "'allOf' is supported for object schemas only");
-        } else if (f != KW_ANNOT && f != KW_DEFS && f != KW_OBJ && strcmp(k->string, "allOf") && strcmp(k->string, "$ref")) {
-            return rlx__js_fail(j, RLX_EINVAL, "'%s' in an object merged by 'allOf' is not supported", k->string);
+        } else if (f == KW_ENUM || (f == KW_COMB && strcmp(k->string, "allOf") && strcmp(k->string, "$ref"))) {
+            /* string, array and number keywords say nothing about an object; these do */
+            return rlx__js_fail(j, RLX_EINVAL, "'%s' beside an object's properties is not supported", k->string);
         }
     }
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");

@@ -221,6 +221,11 @@ TEST(objects)
     ASSERT(g);
     YES(g, "{\"k\":[1]}"); NO(g, "{}");
     rlx_grammar_free(g);
+    g = schema("{\"type\":[\"object\",\"string\"],\"maxLength\":2,\"properties\":{\"a\":{\"const\":1}},"
+               "\"additionalProperties\":false}"); /* each type takes its own keywords */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"a\":1}"); YES(g, "\"ab\""); NO(g, "\"abc\""); NO(g, "{\"b\":1}");
+    rlx_grammar_free(g);
     REFUSED("{\"type\":\"object\",\"minProperties\":1}", "minProperties");
     REFUSED("{\"type\":\"object\",\"patternProperties\":{}}", "patternProperties");
     REFUSED("{\"type\":\"object\",\"required\":[\"k\"],\"additionalProperties\":false}", "'k'");
@@ -236,6 +241,7 @@ TEST(all_of)
     YES(g, "{\"name\":\"bo\",\"age\":3}"); NO(g, "{\"name\":\"bo\"}"); NO(g, "{\"name\":\"bo\",\"age\":-1}");
     rlx_grammar_free(g);
     REFUSED("{\"allOf\":[{\"type\":\"string\"}]}", "allOf");
+    REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"enum\":[{\"a\":1}]}]}", "enum");
     REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},{\"properties\":{\"b\":{}}}]}", "'b'");
 }
 
