@@ -4,6 +4,7 @@
 #include "proto/proto.h"
 #include "models/json.h"
 #include "engine/grammar.h"
+#include "engine/json_schema.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -215,48 +216,99 @@ static int parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, 
     return 0;
 }
 
-/* "grammar" (GBNF, as llama-server) and "response_format" (OpenAI) become the request's grammar,
- * compiled here once so that a bad one is a 400 naming the field (the worker compiles its own). */
+/* A JSON Schema compiled to GBNF (engine/json_schema.h) into *gbnf; a schema it cannot honour
+ * is a 400 naming `param` and, in the message, the keyword. */
+static int schema_grammar(const cJSON *schema, const char *param, char **gbnf, rlx_api_error *e)
+{
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        return rlx_api_errorf(e, 400, INVALID, param, "'%s' must be a JSON Schema (an object).", param);
+    rlx_error err = {0};
+    if (!(*gbnf = rlx_json_schema_to_gbnf(schema, &err))) {
+        if (err.code == RLX_ENOMEM) return oom(e);
+        return rlx_api_errorf(e, 400, INVALID, param, "'%s' is not supported: %s", param, err.msg);
+    }
+    return 0;
+}
+
+/* "grammar" (GBNF, as llama-server), "json_schema" (native) and "response_format" (OpenAI)
+ * become the request's grammar, compiled here once so that a bad one is a 400 naming the field
+ * (the worker compiles its own). At most one of them may constrain a request. */
 static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
 {
-    const cJSON *g = field(root, "grammar"), *rf = field(root, "response_format");
-    const char *src = NULL, *param = "grammar";
+    const cJSON *g = field(root, "grammar"), *rf = field(root, "response_format"), *js = field(root, "json_schema");
+    const char *src = NULL, *param = "grammar", *other = NULL;
+    char *owned = NULL;
+    int rc;
     if (g && !cJSON_IsNull(g)) {
         if (!cJSON_IsString(g))
             return rlx_api_errorf(e, 400, INVALID, "grammar", "'grammar' must be a string of GBNF rules.");
-        if (g->valuestring[0]) src = g->valuestring; /* "" is no grammar, as in llama-server */
+        if (g->valuestring[0]) src = g->valuestring, other = "grammar"; /* "" is no grammar, as in llama-server */
+    }
+    if (js && !cJSON_IsNull(js)) {
+        if (other)
+            return rlx_api_errorf(e, 400, INVALID, "json_schema", "'grammar' and 'json_schema' cannot be combined.");
+        if ((rc = schema_grammar(js, "json_schema", &owned, e))) return rc;
+        src = owned;
+        param = other = "json_schema";
     }
     if (rf && !cJSON_IsNull(rf)) {
         const cJSON *type = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
-        if (!cJSON_IsString(type))
-            return rlx_api_errorf(e, 400, INVALID, "response_format",
-                                  "'response_format' must be an object with a string 'type' (\"text\", \"json_object\").");
-        if (!strcmp(type->valuestring, "json_object")) {
-            if (field(rf, "schema"))
-                return rlx_api_errorf(e, 400, INVALID, "response_format.schema",
-                                      "'response_format.schema' (JSON Schema constraints) is not supported yet; use "
-                                      "{\"type\": \"json_object\"} alone or a GBNF 'grammar'.");
-            if (src)
-                return rlx_api_errorf(e, 400, INVALID, "response_format",
-                                      "'grammar' and a JSON 'response_format' cannot be combined.");
-            src = rlx_grammar_json_object;
-            param = "response_format";
-        } else if (!strcmp(type->valuestring, "json_schema")) {
-            return rlx_api_errorf(e, 400, INVALID, "response_format.json_schema",
-                                  "'response_format' of type \"json_schema\" is not supported yet; use "
-                                  "{\"type\": \"json_object\"} or a GBNF 'grammar'.");
+        rc = 0;
+        if (!cJSON_IsString(type)) {
+            rc = rlx_api_errorf(e, 400, INVALID, "response_format",
+                                "'response_format' must be an object with a string 'type' (\"text\", \"json_object\", "
+                                "\"json_schema\").");
+        } else if (!strcmp(type->valuestring, "json_object") || !strcmp(type->valuestring, "json_schema")) {
+            bool object = type->valuestring[5] == 'o';
+            const cJSON *spec = object ? NULL : field(rf, "json_schema");
+            if (object && field(rf, "schema"))
+                rc = rlx_api_errorf(e, 400, INVALID, "response_format.schema",
+                                    "'response_format.schema' is not a field of {\"type\": \"json_object\"}; use "
+                                    "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}.");
+            else if (other)
+                rc = rlx_api_errorf(e, 400, INVALID, "response_format",
+                                    "'%s' and a JSON 'response_format' cannot be combined.", other);
+            else if (object)
+                src = rlx_grammar_json_object, param = "response_format";
+            else if (!cJSON_IsObject(spec))
+                rc = rlx_api_errorf(e, 400, INVALID, "response_format.json_schema",
+                                    "'response_format.json_schema' must be an object {\"name\", \"schema\", \"strict\"}.");
+            else if (field(spec, "name") && !cJSON_IsString(field(spec, "name")))
+                rc = rlx_api_errorf(e, 400, INVALID, "response_format.json_schema.name",
+                                    "'response_format.json_schema.name' must be a string.");
+            else if (field(spec, "strict") && !cJSON_IsBool(field(spec, "strict")) && !cJSON_IsNull(field(spec, "strict")))
+                rc = rlx_api_errorf(e, 400, INVALID, "response_format.json_schema.strict",
+                                    "'response_format.json_schema.strict' must be a boolean.");
+            else {
+                /* no schema: any JSON value; strict or not, the output follows the schema */
+                static const cJSON any = {.type = cJSON_True};
+                const cJSON *schema = field(spec, "schema");
+                if ((rc = schema_grammar(schema && !cJSON_IsNull(schema) ? schema : &any, "response_format.json_schema",
+                                         &owned, e)) == 0)
+                    src = owned, param = "response_format.json_schema";
+            }
         } else if (strcmp(type->valuestring, "text")) {
-            return rlx_api_errorf(e, 400, INVALID, "response_format.type",
-                                  "'response_format.type' must be \"text\" or \"json_object\", not '%s'.",
-                                  type->valuestring);
+            rc = rlx_api_errorf(e, 400, INVALID, "response_format.type",
+                                "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not '%s'.",
+                                type->valuestring);
+        }
+        if (rc) {
+            free(owned);
+            return rc;
         }
     }
     if (!src) return 0;
     rlx_error gerr = {0};
     rlx_grammar *gr = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
-    if (!gr) return rlx_api_errorf(e, 400, INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
+    if (!gr) {
+        rc = owned ? rlx_api_errorf(e, 400, INVALID, param, "'%s' is not supported: its grammar is refused: %s", param, gerr.msg)
+                   : rlx_api_errorf(e, 400, INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
+        free(owned);
+        return rc;
+    }
     rlx_grammar_free(gr);
-    if (!(q->grammar = strdup(src))) return oom(e);
+    q->grammar = owned ? owned : strdup(src);
+    if (!q->grammar) return oom(e);
     return 0;
 }
 

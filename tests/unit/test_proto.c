@@ -173,6 +173,38 @@ TEST(bad_params_name_the_parameter)
                "top_logprobs");
 }
 
+/* response_format json_schema (chat, completions) and the native json_schema field become a
+ * grammar (GBNF from engine/json_schema.c); what cannot be honoured is a 400 naming the field. */
+TEST(json_schema_constraint)
+{
+    static const struct { rlx_api_kind kind; const char *body; } ok[] = {
+        {RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+                       "\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"integer\",\"minimum\":3}}}}"},
+        {RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\"}}}"},
+        {RLX_API_GENERATE, "{\"prompt\":\"x\",\"json_schema\":{\"enum\":[1,2]}}"},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(ok); i++) {
+        rlx_api_request r;
+        rlx_api_error e = {0};
+        ASSERT_MSG(parse(&r, ok[i].kind, ok[i].body, &e) == 0, "%s: %s", ok[i].body, e.message);
+        ASSERT(r.base->grammar && strstr(r.base->grammar, "root ::="));
+        rlx_api_request_free(&r);
+    }
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+                             "\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\",\"format\":\"email\"}}}}",
+               "response_format.json_schema");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\"}}",
+               "response_format.json_schema");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+                             "\"json_schema\":{\"name\":1,\"schema\":{}}}}", "response_format.json_schema.name");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":"
+                                    "\"json_schema\",\"json_schema\":{\"schema\":{}}}}", "response_format");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\",\"json_schema\":{}}", "json_schema");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"json_schema\":{\"type\":\"object\",\"dependentRequired\":{}}}", "json_schema");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"json_schema\":\"{}\"}", "json_schema");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"json_schema\":{\"anyOf\":[{\"$ref\":\"#\"}]}}", "json_schema");
+}
+
 TEST(bad_json_is_400_without_param)
 {
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":", "");
@@ -322,6 +354,6 @@ TEST(mutated_bodies_fail_cleanly)
 
 TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
-          TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(bad_json_is_400_without_param),
+          TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(json_schema_constraint), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies), TEST_ENTRY(token_ids_out_of_int_range),
           TEST_ENTRY(tokenize_refuses_nul))

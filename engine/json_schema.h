@@ -1,0 +1,45 @@
+/* json_schema.h - JSON Schema -> GBNF (engine/grammar.h's dialect), for OpenAI's
+ * response_format {"type":"json_schema"} and the native routes' `json_schema` field.
+ *
+ * Pure functions: the caller owns the cJSON tree (read only) and frees the returned text with
+ * free(); no global state, so any thread may call it (the request parsers do, on the loop or a
+ * threadpool thread). The produced grammar accepts only JSON texts that validate against the
+ * schema (a subset of them: e.g. object properties come in the schema's order, optional ones
+ * may be left out, whitespace is bounded), never one that does not.
+ *
+ * Keywords honoured: type (a name or an array of names), properties / required /
+ * additionalProperties (false, true, a schema; when absent and properties are given, no
+ * others are produced), items / prefixItems (and the older items array), minItems / maxItems,
+ * enum / const (any JSON values), anyOf, oneOf (only when its alternatives are disjoint by
+ * type or by const/enum values, so that exactly one matches), allOf of object schemas (merged),
+ * $ref to "#..." JSON pointers with $defs / definitions (recursion allowed), minLength /
+ * maxLength, pattern (an ECMA regex subset, see json_schema_regex.c), format date / time /
+ * date-time / uuid, integer minimum / maximum / exclusiveMinimum / exclusiveMaximum (exact
+ * digit-range rules). Annotations (title, description, $schema, $id, $anchor, default,
+ * examples, $comment, deprecated, readOnly, writeOnly) are ignored. Anything else - an unknown
+ * keyword, a bound on a non-integer number, a remote $ref, an unsupported regex construct - is
+ * an error whose message names it: nothing is silently skipped.
+ *
+ * Whitespace: at most one run per gap (after { [ , : and before } ]), either one space or a
+ * newline and up to 20 spaces/tabs, so a model cannot loop on whitespace. The value has no
+ * trailing whitespace: the grammar is complete when the value is.
+ *
+ * Limits (RLX_ERANGE with a message): schema nesting, generated rules, grammar size, repetition
+ * counts (minLength, maxItems, regex {m,n}) over RLX_GRAMMAR_MAX_REPEAT. */
+#ifndef RLX_JSON_SCHEMA_H
+#define RLX_JSON_SCHEMA_H
+
+#include "backends/rlx.h"
+#include <cjson/cJSON.h>
+
+#define RLX_JSON_SCHEMA_MAX_DEPTH 64          /* nested schemas being compiled at once */
+#define RLX_JSON_SCHEMA_MAX_RULES 1024        /* rules the schema generates (primitives aside) */
+#define RLX_JSON_SCHEMA_MAX_GBNF (256u << 10) /* bytes of produced grammar */
+
+/* Compiles `schema` (an object or a boolean) to GBNF text whose start rule is "root".
+ * Returns malloc'd NUL-terminated text, or NULL with err set: RLX_EINVAL for what the schema
+ * asks that cannot be honoured (the message names the keyword and where it is, as a JSON
+ * pointer), RLX_ERANGE for a limit, RLX_ENOMEM. */
+char *rlx_json_schema_to_gbnf(const cJSON *schema, rlx_error *err);
+
+#endif

@@ -1,0 +1,58 @@
+/* json_schema_internal.h - what the schema compiler's files share (not a public API).
+ *
+ * json_schema.c walks the schema (types, enum/const, composition, $ref, strings, integers) and
+ * assembles the grammar; json_schema_obj.c compiles objects and arrays (json_schema_walk.h is
+ * the walk's shared state); json_schema_prim.c holds the text helpers (growable buffers, GBNF and JSON string
+ * escaping, code point sets as JSON string content), the fixed primitive rules and the integer
+ * digit-range rules; json_schema_regex.c translates `pattern`. Everything here runs inside one
+ * rlx_json_schema_to_gbnf call on the caller's thread. */
+#ifndef RLX_JSON_SCHEMA_INTERNAL_H
+#define RLX_JSON_SCHEMA_INTERNAL_H
+
+#include "engine/json_schema.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A growable NUL-terminated text; `oom` sticks once an allocation failed. */
+typedef struct rlx__sb { char *p; size_t n, cap; bool oom; } rlx__sb;
+
+void rlx__sb_put(rlx__sb *b, const char *s, size_t n);
+void rlx__sb_puts(rlx__sb *b, const char *s);
+void rlx__sb_printf(rlx__sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Returns the text (caller frees; "" when empty) and resets b; NULL if an allocation failed. */
+char *rlx__sb_take(rlx__sb *b);
+
+/* A GBNF string literal ("...") matching exactly these bytes (UTF-8 passed through). */
+void rlx__gbnf_literal(rlx__sb *b, const char *s, size_t n);
+/* The JSON text of a string (quotes included; " \ and control characters escaped). */
+void rlx__json_string(rlx__sb *b, const char *s, size_t n);
+
+/* A set of code points as sorted, disjoint, non-adjacent inclusive ranges. */
+typedef struct rlx__cpset { uint32_t (*r)[2]; size_t n, cap; bool oom; } rlx__cpset;
+void rlx__cpset_add(rlx__cpset *s, uint32_t lo, uint32_t hi);
+void rlx__cpset_add_set(rlx__cpset *s, const rlx__cpset *o);
+/* Replaces s by its complement over U+0000..U+10FFFF (surrogates excluded). */
+void rlx__cpset_negate(rlx__cpset *s);
+bool rlx__cpset_has(const rlx__cpset *s, uint32_t c);
+void rlx__cpset_free(rlx__cpset *s);
+/* A GBNF group matching one JSON-string character that decodes to a code point of s: the raw
+ * character where JSON allows it, an escape (\" \\ \n \t \r \b \f \u00XX) for the others.
+ * Returns false (nothing written) when s is empty. */
+bool rlx__cpset_gbnf(rlx__sb *b, const rlx__cpset *s);
+
+/* The fixed rules every generated grammar ends with: ws, value, object, array, string, char,
+ * number, integer, boolean, null, date, time, date-time, uuid (and their helpers). */
+extern const char rlx__json_schema_prims[];
+
+/* GBNF (an alternation, parenthesised) for the integers in [lo, hi]; has_lo/has_hi false means
+ * unbounded on that side. |bounds| must be <= RLX__INT_BOUND. False when the range is empty. */
+#define RLX__INT_BOUND 9007199254740991LL /* 2^53 - 1: exact in a double */
+bool rlx__int_range(rlx__sb *b, bool has_lo, long long lo, bool has_hi, long long hi);
+
+/* Translates an ECMA-262 regex (a JSON Schema `pattern`) to a GBNF expression over JSON string
+ * content (without the quotes). Returns malloc'd text, or NULL with err set (RLX_EINVAL naming
+ * the construct, RLX_ERANGE for a limit, RLX_ENOMEM). */
+char *rlx__regex_to_gbnf(const char *re, rlx_error *err);
+
+#endif

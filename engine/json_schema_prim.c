@@ -1,0 +1,360 @@
+/* json_schema_prim.c - text helpers and fixed rules of the JSON Schema compiler: growable
+ * buffers, GBNF / JSON string escaping, code point sets written as JSON string characters, the
+ * primitive rules, and exact integer range rules (see json_schema_internal.h). */
+#include "engine/json_schema_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- buffers ---- */
+
+static bool sb_reserve(rlx__sb *b, size_t extra)
+{
+    if (b->oom) return false;
+    if (b->n + extra + 1 <= b->cap) return true;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->n + extra + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+void rlx__sb_put(rlx__sb *b, const char *s, size_t n)
+{
+    if (!sb_reserve(b, n)) return;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void rlx__sb_puts(rlx__sb *b, const char *s) { rlx__sb_put(b, s, strlen(s)); }
+
+void rlx__sb_printf(rlx__sb *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !sb_reserve(b, (size_t)n)) return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)n;
+}
+
+char *rlx__sb_take(rlx__sb *b)
+{
+    char *p = b->oom ? NULL : b->p ? b->p : strdup("");
+    if (b->oom) free(b->p);
+    *b = (rlx__sb){0};
+    return p;
+}
+
+/* ---- escaping ---- */
+
+void rlx__gbnf_literal(rlx__sb *b, const char *s, size_t n)
+{
+    rlx__sb_put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            rlx__sb_put(b, e, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            rlx__sb_printf(b, "\\x%02X", c);
+        } else {
+            rlx__sb_put(b, (const char *)&s[i], 1); /* UTF-8 bytes pass through */
+        }
+    }
+    rlx__sb_put(b, "\"", 1);
+}
+
+void rlx__json_string(rlx__sb *b, const char *s, size_t n)
+{
+    rlx__sb_put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        if (e) rlx__sb_puts(b, e);
+        else if (c < 0x20) rlx__sb_printf(b, "\\u%04x", c);
+        else rlx__sb_put(b, (const char *)&s[i], 1);
+    }
+    rlx__sb_put(b, "\"", 1);
+}
+
+/* ---- code point sets ---- */
+
+void rlx__cpset_add(rlx__cpset *s, uint32_t lo, uint32_t hi)
+{
+    if (s->oom || lo > hi) return;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        uint32_t (*r)[2] = realloc(s->r, cap * sizeof *r);
+        if (!r) {
+            s->oom = true;
+            return;
+        }
+        s->r = r;
+        s->cap = cap;
+    }
+    /* insert in order, then merge overlapping or adjacent neighbours */
+    size_t i = 0;
+    while (i < s->n && s->r[i][0] < lo) i++;
+    memmove(s->r + i + 1, s->r + i, (s->n - i) * sizeof *s->r);
+    s->r[i][0] = lo;
+    s->r[i][1] = hi;
+    s->n++;
+    size_t w = 0;
+    for (size_t k = 1; k < s->n; k++) {
+        if (s->r[k][0] <= s->r[w][1] + 1) {
+            if (s->r[k][1] > s->r[w][1]) s->r[w][1] = s->r[k][1];
+        } else {
+            w++;
+            s->r[w][0] = s->r[k][0];
+            s->r[w][1] = s->r[k][1];
+        }
+    }
+    s->n = w + 1;
+}
+
+void rlx__cpset_add_set(rlx__cpset *s, const rlx__cpset *o)
+{
+    for (size_t i = 0; i < o->n; i++) rlx__cpset_add(s, o->r[i][0], o->r[i][1]);
+    if (o->oom) s->oom = true;
+}
+
+void rlx__cpset_negate(rlx__cpset *s)
+{
+    rlx__cpset out = {0};
+    uint32_t next = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->r[i][0] > next) rlx__cpset_add(&out, next, s->r[i][0] - 1);
+        next = s->r[i][1] + 1;
+    }
+    if (next <= 0x10ffff) rlx__cpset_add(&out, next, 0x10ffff);
+    /* no surrogates: they are not characters */
+    rlx__cpset cut = {0};
+    for (size_t i = 0; i < out.n; i++) {
+        uint32_t lo = out.r[i][0], hi = out.r[i][1];
+        if (hi < 0xd800 || lo > 0xdfff) {
+            rlx__cpset_add(&cut, lo, hi);
+        } else {
+            if (lo < 0xd800) rlx__cpset_add(&cut, lo, 0xd7ff);
+            if (hi > 0xdfff) rlx__cpset_add(&cut, 0xe000, hi);
+        }
+    }
+    cut.oom |= out.oom | s->oom;
+    rlx__cpset_free(&out);
+    rlx__cpset_free(s);
+    *s = cut;
+}
+
+bool rlx__cpset_has(const rlx__cpset *s, uint32_t c)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (c >= s->r[i][0] && c <= s->r[i][1]) return true;
+    return false;
+}
+
+void rlx__cpset_free(rlx__cpset *s)
+{
+    free(s->r);
+    *s = (rlx__cpset){0};
+}
+
+static void class_cp(rlx__sb *b, uint32_t c)
+{
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) rlx__sb_printf(b, "%c", (char)c);
+    else if (c < 0x100) rlx__sb_printf(b, "\\x%02X", c);
+    else if (c < 0x10000) rlx__sb_printf(b, "\\u%04X", c);
+    else rlx__sb_printf(b, "\\U%08X", c);
+}
+
+bool rlx__cpset_gbnf(rlx__sb *b, const rlx__cpset *s)
+{
+    if (!s->n) return false;
+    /* raw: what JSON lets stand for itself (not a control character, quote or backslash) */
+    rlx__cpset raw = {0};
+    for (size_t i = 0; i < s->n; i++) {
+        uint32_t lo = s->r[i][0] < 0x20 ? 0x20 : s->r[i][0], hi = s->r[i][1];
+        for (uint32_t a = lo; a <= hi;) { /* split around '"' and '\\' */
+            uint32_t stop = a <= '"' && hi >= '"' ? '"' : a <= '\\' && hi >= '\\' ? '\\' : hi + 1;
+            if (stop > a) rlx__cpset_add(&raw, a, stop - 1);
+            if (stop > hi) break;
+            a = stop + 1;
+        }
+    }
+    int alts = 0;
+    rlx__sb_puts(b, "(");
+    if (raw.n) {
+        rlx__sb_puts(b, "[");
+        for (size_t i = 0; i < raw.n; i++) {
+            class_cp(b, raw.r[i][0]);
+            if (raw.r[i][1] != raw.r[i][0]) {
+                rlx__sb_puts(b, "-");
+                class_cp(b, raw.r[i][1]);
+            }
+        }
+        rlx__sb_puts(b, "]");
+        alts++;
+    }
+    b->oom |= raw.oom;
+    rlx__cpset_free(&raw);
+    for (uint32_t c = 0; c < 0x20; c++) {
+        if (!rlx__cpset_has(s, c)) continue;
+        const char *e = c == '\n' ? "\"\\\\n\"" : c == '\r' ? "\"\\\\r\"" : c == '\t' ? "\"\\\\t\""
+                      : c == '\b' ? "\"\\\\b\"" : c == '\f' ? "\"\\\\f\"" : NULL;
+        rlx__sb_puts(b, alts++ ? " | " : "");
+        if (e) rlx__sb_puts(b, e);
+        else rlx__sb_printf(b, "\"\\\\u%04x\"", c);
+    }
+    if (rlx__cpset_has(s, '"')) rlx__sb_puts(b, alts++ ? " | \"\\\\\\\"\"" : "\"\\\\\\\"\"");
+    if (rlx__cpset_has(s, '\\')) rlx__sb_puts(b, alts++ ? " | \"\\\\\\\\\"" : "\"\\\\\\\\\"");
+    rlx__sb_puts(b, ")");
+    return true;
+}
+
+/* ---- primitive rules ---- */
+
+const char rlx__json_schema_prims[] =
+    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n"
+    "value ::= object | array | string | number | boolean | null\n"
+    "object ::= \"{\" ws ( string \":\" ws value ( \",\" ws string \":\" ws value )* ws )? \"}\"\n"
+    "array ::= \"[\" ws ( value ( \",\" ws value )* ws )? \"]\"\n"
+    "string ::= \"\\\"\" char* \"\\\"\"\n"
+    /* one character: raw, a short escape, a \u escape of a non-surrogate, or a surrogate pair
+     * (so that a length counts code points, as JSON Schema does) */
+    "char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" hex4 ) | "
+    "\"\\\\u\" [dD] [89abAB] hex hex \"\\\\u\" [dD] [c-fC-F] hex hex\n"
+    "keychar ::= [^\"\\\\\\x00-\\x1F]\n"
+    "hex ::= [0-9a-fA-F]\n"
+    "hex4 ::= [0-9a-cA-Ce-fE-F] hex hex hex | [dD] [0-7] hex hex\n"
+    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
+    "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
+    "boolean ::= \"true\" | \"false\"\n"
+    "null ::= \"null\"\n"
+    /* RFC 3339 full-date with the days of each month (29 February in leap years only) */
+    "date ::= [0-9]{4} \"-\" ( date-m31 \"-\" date-d31 | date-m30 \"-\" date-d30 | \"02-\" date-d28 ) | date-leap \"-02-29\"\n"
+    "date-leap ::= [0-9] [0-9] ( [02468] [48] | [2468] \"0\" | [13579] [26] ) | ( [02468] [048] | [13579] [26] ) \"00\"\n"
+    "date-m31 ::= \"0\" [13578] | \"1\" [02]\n"
+    "date-m30 ::= \"0\" [469] | \"11\"\n"
+    "date-d28 ::= \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]\n"
+    "date-d30 ::= date-d28 | \"29\" | \"30\"\n"
+    "date-d31 ::= date-d30 | \"31\"\n"
+    /* RFC 3339 full-time: the offset is always written */
+    "time ::= time-h \":\" time-ms \":\" time-ms ( \".\" [0-9]{1,9} )? ( \"Z\" | [+-] time-h \":\" time-ms )\n"
+    "time-h ::= [01] [0-9] | \"2\" [0-3]\n"
+    "time-ms ::= [0-5] [0-9]\n"
+    "date-time ::= date \"T\" time\n"
+    "uuid ::= [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}\n";
+
+/* ---- integer ranges ---- */
+
+static int ndigits(long long v)
+{
+    int n = 1;
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+static long long pow10ll(int k)
+{
+    long long p = 1;
+    while (k-- > 0) p *= 10;
+    return p;
+}
+
+/* Alternatives for the digit strings of length n between A and B (same length, A <= B). */
+static void same_len(rlx__sb *b, const char *A, const char *B, int n)
+{
+    if (n == 0) return;
+    if (!strncmp(A, B, (size_t)n)) {
+        rlx__sb_printf(b, "\"%.*s\"", n, A);
+        return;
+    }
+    if (A[0] == B[0]) {
+        rlx__sb_printf(b, "\"%c\" ", A[0]);
+        same_len(b, A + 1, B + 1, n - 1);
+        return;
+    }
+    bool a_zero = true, b_nine = true;
+    for (int i = 1; i < n; i++) {
+        a_zero &= A[i] == '0';
+        b_nine &= B[i] == '9';
+    }
+    char lo = a_zero ? A[0] : (char)(A[0] + 1), hi = b_nine ? B[0] : (char)(B[0] - 1);
+    char nines[20], zeros[20];
+    memset(nines, '9', sizeof nines);
+    memset(zeros, '0', sizeof zeros);
+    int alts = 0;
+    rlx__sb_puts(b, "( ");
+    if (!a_zero) {
+        rlx__sb_printf(b, "\"%c\" ", A[0]);
+        same_len(b, A + 1, nines, n - 1);
+        alts++;
+    }
+    if (lo <= hi) {
+        rlx__sb_puts(b, alts++ ? " | " : "");
+        if (lo == hi) rlx__sb_printf(b, "\"%c\"", lo);
+        else rlx__sb_printf(b, "[%c-%c]", lo, hi);
+        if (n > 1) rlx__sb_printf(b, " [0-9]{%d}", n - 1);
+    }
+    if (!b_nine) {
+        rlx__sb_puts(b, alts++ ? " | " : "");
+        rlx__sb_printf(b, "\"%c\" ", B[0]);
+        same_len(b, zeros, B + 1, n - 1);
+    }
+    rlx__sb_puts(b, " )");
+}
+
+/* Non-negative integers in [a, hi] (hi < 0: unbounded), as alternatives; returns the count. */
+static int magnitudes(rlx__sb *b, long long a, long long hi, int alts)
+{
+    int la = ndigits(a), lb = hi < 0 ? la : ndigits(hi);
+    for (int L = la; L <= lb; L++) {
+        long long lo_l = L == la ? a : pow10ll(L - 1);
+        long long hi_l = hi >= 0 && L == lb ? hi : pow10ll(L) - 1;
+        char A[24], B[24];
+        snprintf(A, sizeof A, "%lld", lo_l);
+        snprintf(B, sizeof B, "%lld", hi_l);
+        rlx__sb_puts(b, alts++ ? " | " : "");
+        same_len(b, A, B, L);
+    }
+    if (hi < 0 && la < 16) { /* and every longer number the integer rule allows */
+        rlx__sb_puts(b, alts++ ? " | " : "");
+        rlx__sb_printf(b, "[1-9] [0-9]{%d,15}", la);
+    }
+    return alts;
+}
+
+bool rlx__int_range(rlx__sb *b, bool has_lo, long long lo, bool has_hi, long long hi)
+{
+    if (has_lo && has_hi && lo > hi) return false;
+    int alts = 0;
+    rlx__sb_puts(b, "( ");
+    if (!has_lo || lo < 0) { /* negatives: "-" and a magnitude */
+        long long mmin = has_hi && hi < 0 ? -hi : 1, mmax = has_lo ? -lo : -1;
+        rlx__sb_puts(b, "\"-\" ( ");
+        magnitudes(b, mmin, mmax, 0);
+        rlx__sb_puts(b, " )");
+        alts++;
+    }
+    if (!has_hi || hi >= 0) {
+        long long from = has_lo && lo > 0 ? lo : 0;
+        rlx__sb_puts(b, alts ? " | " : "");
+        alts = magnitudes(b, from, has_hi ? hi : -1, 0) + alts;
+    }
+    rlx__sb_puts(b, " )");
+    return alts > 0;
+}

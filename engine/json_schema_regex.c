@@ -1,0 +1,401 @@
+/* json_schema_regex.c - a JSON Schema `pattern` (ECMA-262 regex, Unicode mode, as validators
+ * run it) translated to GBNF over the JSON-encoded string content.
+ *
+ * Supported: literal characters, escapes (\d \w \s and their negations, \n \r \t \f \v \0,
+ * \xHH, \uHHHH, \u{H...}, escaped punctuation), classes [...] and [^...] with ranges and those
+ * escapes, `.` (any character but a line terminator), groups (...) (?:...) (?<name>...),
+ * alternation, ? * + {m} {m,} {m,n} (lazy forms too: same language). A pattern matches anywhere
+ * in the string: a branch without `^` gets any characters before it, one without `$` any after.
+ * Refused with a message naming the construct: lookarounds, backreferences, word boundaries,
+ * anchors inside the pattern, \cX, \p{...}, counts over RLX_GRAMMAR_MAX_REPEAT, nesting deeper
+ * than 64 groups. The characters are matched as JSON writes them: raw where JSON allows it, an
+ * escape for quotes, backslashes and control characters. */
+#include "engine/json_schema_internal.h"
+#include "engine/grammar.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RX_MAX_DEPTH 64
+
+typedef struct rx {
+    const char *s, *p;
+    rlx_error *err;
+    bool failed;
+    int depth;
+} rx;
+
+static void rx_fail(rx *x, int code, const char *fmt, const char *what)
+{
+    if (x->failed) return;
+    x->failed = true;
+    rlx_errorf(x->err, code, fmt, what, (int)(x->p - x->s));
+}
+
+static int hexv(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static uint32_t utf8_next(rx *x)
+{
+    const unsigned char *u = (const unsigned char *)x->p;
+    int n = u[0] < 0x80 ? 1 : (u[0] & 0xe0) == 0xc0 ? 2 : (u[0] & 0xf0) == 0xe0 ? 3 : (u[0] & 0xf8) == 0xf0 ? 4 : 0;
+    uint32_t c = n == 1 ? u[0] : n ? (uint32_t)(u[0] & (0x7f >> n)) : 0;
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xc0) != 0x80) n = 0;
+        if (!n) break;
+        c = (c << 6) | (u[i] & 0x3f);
+    }
+    if (!n) {
+        rx_fail(x, RLX_EINVAL, "the pattern is not valid UTF-8%s (at byte %d)", "");
+        return 0;
+    }
+    x->p += n;
+    return c;
+}
+
+static void add_class_escape(rlx__cpset *s, char e)
+{
+    rlx__cpset t = {0};
+    switch (e | 0x20) {
+    case 'd': rlx__cpset_add(&t, '0', '9'); break;
+    case 'w':
+        rlx__cpset_add(&t, '0', '9');
+        rlx__cpset_add(&t, 'A', 'Z');
+        rlx__cpset_add(&t, 'a', 'z');
+        rlx__cpset_add(&t, '_', '_');
+        break;
+    default: /* 's': ECMA WhiteSpace and LineTerminator */
+        rlx__cpset_add(&t, 0x09, 0x0d);
+        rlx__cpset_add(&t, 0x20, 0x20);
+        rlx__cpset_add(&t, 0xa0, 0xa0);
+        rlx__cpset_add(&t, 0x1680, 0x1680);
+        rlx__cpset_add(&t, 0x2000, 0x200a);
+        rlx__cpset_add(&t, 0x2028, 0x2029);
+        rlx__cpset_add(&t, 0x202f, 0x202f);
+        rlx__cpset_add(&t, 0x205f, 0x205f);
+        rlx__cpset_add(&t, 0x3000, 0x3000);
+        rlx__cpset_add(&t, 0xfeff, 0xfeff);
+        break;
+    }
+    if (e >= 'A' && e <= 'Z') rlx__cpset_negate(&t);
+    rlx__cpset_add_set(s, &t);
+    rlx__cpset_free(&t);
+}
+
+/* One escape after '\' (x->p at the letter): a class shorthand goes into `set` (returns
+ * UINT32_MAX), anything else returns its code point. */
+static uint32_t parse_escape(rx *x, rlx__cpset *set, bool in_class)
+{
+    char c = *x->p;
+    if (!c) {
+        rx_fail(x, RLX_EINVAL, "the pattern ends with a lone backslash%s (at byte %d)", "");
+        return 0;
+    }
+    x->p++;
+    switch (c) {
+    case 'd': case 'D': case 'w': case 'W': case 's': case 'S':
+        add_class_escape(set, c);
+        return UINT32_MAX;
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    case 'f': return '\f';
+    case 'v': return '\v';
+    case '0': return 0;
+    case 'b':
+        if (in_class) return '\b';
+        x->p--;
+        rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "\\b (word boundary)");
+        return 0;
+    case 'x': case 'u': {
+        uint32_t v = 0;
+        int want = c == 'x' ? 2 : 4;
+        if (c == 'u' && *x->p == '{') {
+            x->p++;
+            int k = 0;
+            while (hexv(*x->p) >= 0 && k < 7) v = v * 16 + (uint32_t)hexv(*x->p++), k++;
+            if (!k || *x->p != '}' || v > 0x10ffff) {
+                rx_fail(x, RLX_EINVAL, "bad escape '%s' in the pattern (at byte %d)", "\\u{...}");
+                return 0;
+            }
+            x->p++;
+            return v;
+        }
+        for (int i = 0; i < want; i++) {
+            int h = hexv(*x->p);
+            if (h < 0) {
+                rx_fail(x, RLX_EINVAL, "bad escape '%s' in the pattern (at byte %d)", c == 'x' ? "\\x" : "\\u");
+                return 0;
+            }
+            v = v * 16 + (uint32_t)h;
+            x->p++;
+        }
+        if (v >= 0xd800 && v <= 0xdfff) {
+            rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "\\u surrogate");
+            return 0;
+        }
+        return v;
+    }
+    case 'B': case 'c': case 'p': case 'P': case 'k': {
+        static const char *names[] = {"\\B (word boundary)", "\\cX (control escape)", "\\p{...} (property escape)",
+                                      "\\P{...} (property escape)", "\\k<name> (backreference)"};
+        const char *n = names[c == 'B' ? 0 : c == 'c' ? 1 : c == 'p' ? 2 : c == 'P' ? 3 : 4];
+        x->p--;
+        rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", n);
+        return 0;
+    }
+    default:
+        if (c >= '1' && c <= '9') {
+            x->p--;
+            rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "\\1 (backreference)");
+            return 0;
+        }
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c & 0x80)) {
+            x->p--;
+            rx_fail(x, RLX_EINVAL, "unknown escape in the pattern%s (at byte %d)", "");
+            return 0;
+        }
+        return (uint32_t)(unsigned char)c; /* escaped punctuation stands for itself */
+    }
+}
+
+static void parse_class(rx *x, rlx__cpset *set)
+{
+    bool neg = *x->p == '^';
+    if (neg) x->p++;
+    bool first = true;
+    while (!x->failed && (first || *x->p != ']')) {
+        first = false;
+        if (!*x->p) {
+            rx_fail(x, RLX_EINVAL, "unterminated character class%s in the pattern (at byte %d)", "");
+            return;
+        }
+        uint32_t lo;
+        if (*x->p == '\\') {
+            x->p++;
+            lo = parse_escape(x, set, true);
+        } else if (*x->p == ']') { /* ECMA: [] matches nothing, []...] is not a literal */
+            break;
+        } else {
+            lo = utf8_next(x);
+        }
+        if (x->failed) return;
+        if (lo == UINT32_MAX) continue;
+        if (*x->p == '-' && x->p[1] && x->p[1] != ']') {
+            x->p++;
+            uint32_t hi;
+            if (*x->p == '\\') {
+                x->p++;
+                hi = parse_escape(x, set, true);
+            } else {
+                hi = utf8_next(x);
+            }
+            if (x->failed) return;
+            if (hi == UINT32_MAX || hi < lo) {
+                rx_fail(x, RLX_EINVAL, "bad range%s in a class of the pattern (at byte %d)", "");
+                return;
+            }
+            rlx__cpset_add(set, lo, hi);
+        } else {
+            rlx__cpset_add(set, lo, lo);
+        }
+    }
+    if (*x->p != ']') {
+        rx_fail(x, RLX_EINVAL, "unterminated character class%s in the pattern (at byte %d)", "");
+        return;
+    }
+    x->p++;
+    if (neg) rlx__cpset_negate(set);
+}
+
+static void emit_set(rx *x, rlx__sb *out, rlx__cpset *set)
+{
+    if (set->oom) out->oom = true;
+    if (!rlx__cpset_gbnf(out, set)) rx_fail(x, RLX_EINVAL, "pattern construct '%s' matches nothing (at byte %d)", "[]");
+}
+
+static const char any_char[] = "char";
+
+static void parse_alt(rx *x, rlx__sb *out, bool top);
+
+/* {m}, {m,}, {m,n}: true when x->p is at one (then parsed into *m, *n; n -1 = unbounded). */
+static bool parse_count(rx *x, int *m, int *n)
+{
+    const char *p = x->p + 1;
+    long a = 0, b = -1;
+    if (*p < '0' || *p > '9') return false;
+    while (*p >= '0' && *p <= '9' && a <= 100000) a = a * 10 + (*p++ - '0');
+    if (*p == ',') {
+        p++;
+        if (*p >= '0' && *p <= '9') {
+            b = 0;
+            while (*p >= '0' && *p <= '9' && b <= 100000) b = b * 10 + (*p++ - '0');
+        }
+    } else {
+        b = a;
+    }
+    if (*p != '}') return false; /* ECMA (non-Unicode) would read it literally; refuse below */
+    x->p = p + 1;
+    if (a > RLX_GRAMMAR_MAX_REPEAT || b > RLX_GRAMMAR_MAX_REPEAT) {
+        rx_fail(x, RLX_ERANGE, "pattern repetition %s over 1000 (at byte %d)", "count");
+        return true;
+    }
+    if (b >= 0 && b < a) {
+        rx_fail(x, RLX_EINVAL, "pattern repetition %s out of order (at byte %d)", "{m,n}");
+        return true;
+    }
+    *m = (int)a;
+    *n = (int)b;
+    return true;
+}
+
+static void parse_seq(rx *x, rlx__sb *out, bool top)
+{
+    bool any = false, anchored_start = false;
+    rlx__sb_puts(out, "( ");
+    if (top && *x->p == '^') {
+        anchored_start = true;
+        x->p++;
+    }
+    if (top && !anchored_start) rlx__sb_printf(out, "%s* ", any_char);
+    while (!x->failed && *x->p && *x->p != '|' && *x->p != ')') {
+        char c = *x->p;
+        if (c == '$') {
+            x->p++;
+            if (!top || (*x->p && *x->p != '|')) {
+                x->p--;
+                rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "$ inside the pattern");
+                return;
+            }
+            rlx__sb_puts(out, ")");
+            return;
+        }
+        if (c == '^') {
+            rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "^ inside the pattern");
+            return;
+        }
+        if (c == '*' || c == '+' || c == '?' || (c == '{' && x->p[1] >= '0' && x->p[1] <= '9')) {
+            rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "quantifier without a target");
+            return;
+        }
+        rlx__sb atom = {0};
+        if (c == '(') {
+            x->p++;
+            if (*x->p == '?') {
+                if (x->p[1] == ':') {
+                    x->p += 2;
+                } else if (x->p[1] == '<' && x->p[2] != '=' && x->p[2] != '!') {
+                    const char *q = strchr(x->p, '>');
+                    if (!q) {
+                        rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "(?<");
+                        return;
+                    }
+                    x->p = q + 1;
+                } else {
+                    rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)",
+                            x->p[1] == '=' || x->p[1] == '!' || x->p[1] == '<' ? "lookaround (?= (?! (?<= (?<!" : "(?");
+                    return;
+                }
+            }
+            if (++x->depth > RX_MAX_DEPTH) {
+                rx_fail(x, RLX_ERANGE, "pattern groups nested deeper than %s (at byte %d)", "64");
+                return;
+            }
+            parse_alt(x, &atom, false);
+            x->depth--;
+            if (!x->failed && *x->p != ')') rx_fail(x, RLX_EINVAL, "unbalanced parenthesis%s in the pattern (at byte %d)", "");
+            if (!x->failed) x->p++;
+        } else if (c == ')') {
+            break;
+        } else if (c == '[') {
+            x->p++;
+            rlx__cpset set = {0};
+            parse_class(x, &set);
+            if (!x->failed) emit_set(x, &atom, &set);
+            rlx__cpset_free(&set);
+        } else if (c == '.') {
+            x->p++;
+            rlx__cpset set = {0};
+            rlx__cpset_add(&set, '\n', '\n');
+            rlx__cpset_add(&set, '\r', '\r');
+            rlx__cpset_add(&set, 0x2028, 0x2029);
+            rlx__cpset_negate(&set);
+            emit_set(x, &atom, &set);
+            rlx__cpset_free(&set);
+        } else {
+            rlx__cpset set = {0};
+            uint32_t cp;
+            if (c == '\\') {
+                x->p++;
+                cp = parse_escape(x, &set, false);
+            } else {
+                cp = utf8_next(x);
+            }
+            if (!x->failed) {
+                if (cp != UINT32_MAX) rlx__cpset_add(&set, cp, cp);
+                emit_set(x, &atom, &set);
+            }
+            rlx__cpset_free(&set);
+        }
+        if (x->failed) {
+            free(rlx__sb_take(&atom));
+            return;
+        }
+        /* quantifier */
+        int m = -2, n = -2;
+        if (*x->p == '?') m = 0, n = 1, x->p++;
+        else if (*x->p == '*') m = 0, n = -1, x->p++;
+        else if (*x->p == '+') m = 1, n = -1, x->p++;
+        else if (*x->p == '{' && !parse_count(x, &m, &n) && !x->failed) {
+            rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "{ without a count");
+        }
+        if (x->failed) {
+            free(rlx__sb_take(&atom));
+            return;
+        }
+        if (m != -2 && *x->p == '?') x->p++; /* lazy: the same language */
+        if (atom.oom) out->oom = true;
+        rlx__sb_put(out, atom.p ? atom.p : "", atom.n);
+        free(rlx__sb_take(&atom));
+        if (m == 0 && n == 1) rlx__sb_puts(out, "?");
+        else if (m == 0 && n == -1) rlx__sb_puts(out, "*");
+        else if (m == 1 && n == -1) rlx__sb_puts(out, "+");
+        else if (m != -2 && n == -1) rlx__sb_printf(out, "{%d,}", m);
+        else if (m != -2 && m == n) rlx__sb_printf(out, "{%d}", m);
+        else if (m != -2) rlx__sb_printf(out, "{%d,%d}", m, n);
+        rlx__sb_puts(out, " ");
+        any = true;
+    }
+    (void)any;
+    if (top) rlx__sb_printf(out, "%s* ", any_char); /* no '$': anything may follow */
+    rlx__sb_puts(out, ")");
+}
+
+static void parse_alt(rx *x, rlx__sb *out, bool top)
+{
+    rlx__sb_puts(out, "( ");
+    parse_seq(x, out, top);
+    while (!x->failed && *x->p == '|') {
+        x->p++;
+        rlx__sb_puts(out, " | ");
+        parse_seq(x, out, top);
+    }
+    rlx__sb_puts(out, " )");
+}
+
+char *rlx__regex_to_gbnf(const char *re, rlx_error *err)
+{
+    rx x = {.s = re, .p = re, .err = err};
+    rlx__sb out = {0};
+    parse_alt(&x, &out, true);
+    if (!x.failed && *x.p) rx_fail(&x, RLX_EINVAL, "unbalanced parenthesis%s in the pattern (at byte %d)", "");
+    if (x.failed) {
+        free(rlx__sb_take(&out));
+        return NULL;
+    }
+    char *s = rlx__sb_take(&out);
+    if (!s) rlx_errorf(err, RLX_ENOMEM, "out of memory translating a pattern");
+    return s;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# test_server_json_schema.sh - JSON Schema constrained output through the daemon, with a
+# random-weight model (synth-llama-tiny, the 32,000-token Llama vocabulary; RLX_SCHEMA_MODEL=
+# synth-qwen2-tiny-f32.gguf takes the 151,936-token Qwen2 one, about 3x slower) so that nothing
+# but the constraint makes the output valid: json_schema_check.mjs samples RLX_SCHEMA_SAMPLES
+# (100) outputs at temperature 1.0 for each of 18 schemas and validates them with Ajv (JSON
+# Schema 2020-12 + ajv-formats); then the native and stdio `json_schema` field and the 400s
+# naming the keyword.
+cd "$(dirname "$0")/../.." || exit 1
+source tests/integration/server_lib.sh
+command -v node >/dev/null || { echo "skip: node missing"; exit 77; }
+[ -d tests/integration/node_modules/ajv-formats ] || { echo "skip: npm ci in tests/integration first (ajv)"; exit 77; }
+MODEL="$SHARED/models/${RLX_SCHEMA_MODEL:-synth-llama-tiny-f32.gguf}"
+[ -f "$MODEL" ] || { echo "skip: $MODEL absent"; exit 77; }
+
+start_server json_schema --max-seqs 64
+node tests/integration/json_schema_check.mjs "$URL" "${RLX_SCHEMA_SAMPLES:-100}" || fail "sampled outputs do not validate"
+ok "sampled outputs validate against their schemas"
+
+# native route: json_schema field, streamed; its text is the value
+out=$(curl -s --max-time 30 "$URL/v1/generate" -d '{"prompt":"x","max_tokens":40,"stream":true,"temperature":1,"json_schema":{"type":"integer","minimum":10,"maximum":20}}')
+last=$(echo "$out" | tail -1)
+txt=$(echo "$last" | jget '.text')
+[ "$(echo "$last" | jget '.finish_reason')" = stop ] || fail "generate + json_schema finish: $last"
+[ "$txt" -ge 10 ] && [ "$txt" -le 20 ] || fail "generate + json_schema text '$txt'"
+ok "generate takes json_schema"
+
+# stdio takes it too
+line=$(printf '{"id":1,"prompt":"x","max_tokens":40,"json_schema":{"enum":["yes","no"]}}\n' |
+       "$BIN" serve -m "$MODEL:tiny" --stdio 2>/dev/null)
+t=$(echo "$line" | jget '.text')
+[ "$t" = '"yes"' ] || [ "$t" = '"no"' ] || fail "stdio + json_schema: $line"
+ok "stdio takes json_schema"
+
+# errors: the keyword is named, the parameter is the field
+chat='"messages":[{"role":"user","content":"x"}]'
+r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"multipleOf\":3}}}}}}")
+[ "$(status)" = 400 ] || fail "unsupported keyword status $(status): $r"
+[ "$(echo "$r" | jget '.error.param')" = response_format.json_schema ] || fail "param: $r"
+echo "$r" | jget '.error.message' | grep -q "multipleOf" || fail "message names the keyword: $r"
+r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{\"\$ref\":\"http://x/s.json\"}}}}")
+[ "$(status)" = 400 ] && echo "$r" | jget '.error.message' | grep -q "not local" || fail "remote ref: $r"
+r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{\"type\":\"string\",\"pattern\":\"^(?=a)\"}}}}")
+[ "$(status)" = 400 ] && echo "$r" | jget '.error.message' | grep -q "lookaround" || fail "regex construct: $r"
+r=$(post /v1/chat/completions "{$chat,\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{}}}}")
+[ "$(status)" = 400 ] || fail "grammar + json_schema must conflict: $r"
+r=$(post /v1/generate '{"prompt":"x","grammar":"root ::= \"a\"","json_schema":{}}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = json_schema ] || fail "native grammar + json_schema: $r"
+r=$(post /v1/generate '{"prompt":"x","json_schema":{"type":"number","maximum":3}}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = json_schema ] || fail "native bad schema: $r"
+r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":7}}")
+[ "$(status)" = 400 ] || fail "json_schema not an object: $r"
+ok "errors name the keyword and the field"
+
+[ "$(curl -s --max-time 5 "$URL/health")" = '{"status":"ok"}' ] || fail "/health after the schema requests"
+stop_server
+ok "clean shutdown"

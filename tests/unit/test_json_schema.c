@@ -1,0 +1,436 @@
+/* test_json_schema.c - JSON Schema -> GBNF (engine/json_schema.h): for every keyword, the
+ * compiled grammar (run by the recogniser of engine/grammar.h) accepts valid instances and
+ * refuses invalid ones; Unicode and escapes; depth, size and refusal limits with messages that
+ * name the keyword. */
+#include "tests/rlx_test.h"
+#include "engine/grammar.h"
+#include "engine/json_schema.h"
+
+static rlx_error last_err;
+
+/* The compiled grammar of a schema given as JSON text; NULL (last_err set) when refused. */
+static rlx_grammar *schema(const char *json)
+{
+    cJSON *s = cJSON_Parse(json);
+    if (!s) {
+        fprintf(stderr, "  bad test JSON: %s\n", json);
+        return NULL;
+    }
+    last_err = (rlx_error){0};
+    char *g = rlx_json_schema_to_gbnf(s, &last_err);
+    cJSON_Delete(s);
+    if (!g) return NULL;
+    rlx_grammar *gr = rlx_grammar_compile(g, strlen(g), NULL, &last_err);
+    if (!gr) fprintf(stderr, "  grammar does not compile: %s\n%s\n", last_err.msg, g);
+    free(g);
+    return gr;
+}
+
+/* 1 when the grammar accepts text as a whole, fed in 3-byte pieces (splits UTF-8 too). */
+static int accepts(const rlx_grammar *g, const char *text)
+{
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    if (!s) return -1;
+    size_t n = strlen(text);
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i += 3)
+        if (rlx_grammar_accept(s, text + i, n - i < 3 ? n - i : 3)) ok = 0;
+    if (ok && !rlx_grammar_can_end(s)) ok = 0;
+    rlx_grammar_state_free(s);
+    return ok;
+}
+
+#define YES(g, t) ASSERT_MSG(accepts(g, t) == 1, "should accept: %s", t)
+#define NO(g, t) ASSERT_MSG(accepts(g, t) == 0, "should refuse: %s", t)
+#define REFUSED(json, word) do { rlx_grammar *g_ = schema(json); if (g_) rlx_grammar_free(g_); \
+    ASSERT_MSG(!g_, "schema should be refused: %s", json); \
+    ASSERT_MSG(strstr(last_err.msg, word), "message '%s' should name '%s'", last_err.msg, word); } while (0)
+
+TEST(types)
+{
+    rlx_grammar *g = schema("{\"type\":\"integer\"}");
+    ASSERT(g);
+    YES(g, "0"); YES(g, "-12"); YES(g, "1234567890123456");
+    NO(g, "01"); NO(g, "1.5"); NO(g, "\"1\""); NO(g, "1 ");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"number\"}");
+    ASSERT(g);
+    YES(g, "0"); YES(g, "-1.25"); YES(g, "3e10"); YES(g, "2.5E-3");
+    NO(g, "1."); NO(g, ".5"); NO(g, "1e999"); NO(g, "NaN");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":[\"boolean\",\"null\"]}");
+    ASSERT(g);
+    YES(g, "true"); YES(g, "false"); YES(g, "null"); NO(g, "0"); NO(g, "\"true\"");
+    rlx_grammar_free(g);
+    g = schema("{}"); /* any value */
+    ASSERT(g);
+    YES(g, "{\"a\": [1, \"x\", null, {\"b\": false}]}"); YES(g, "\"s\""); YES(g, "-0.5");
+    NO(g, "{\"a\" 1}"); NO(g, "[1,]");
+    rlx_grammar_free(g);
+    g = schema("true");
+    ASSERT(g);
+    YES(g, "[]");
+    rlx_grammar_free(g);
+    REFUSED("false", "false");
+    REFUSED("{\"type\":\"float\"}", "type");
+}
+
+TEST(strings_unicode)
+{
+    rlx_grammar *g = schema("{\"type\":\"string\"}");
+    ASSERT(g);
+    YES(g, "\"\""); YES(g, "\"caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\"");
+    YES(g, "\"a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\""); YES(g, "\"\\u00e9\\uD83D\\uDE00\"");
+    NO(g, "\"a\nb\""); NO(g, "\"\\x41\""); NO(g, "\"\\ud83d\""); NO(g, "\"\\uDE00\\uD83D\""); NO(g, "\"a");
+    NO(g, "\"a\"\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}");
+    ASSERT(g);
+    YES(g, "\"ab\""); YES(g, "\"\xe4\xb8\xad\xe6\x96\x87\xf0\x9f\x98\x80\""); YES(g, "\"\\uD83D\\uDE00x\"");
+    NO(g, "\"a\""); NO(g, "\"abcd\""); NO(g, "\"\\uD83D\\uDE00\""); /* one code point */
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"maxLength\":5000}", "maxLength");
+    REFUSED("{\"type\":\"string\",\"minLength\":-1}", "minLength");
+}
+
+TEST(formats)
+{
+    rlx_grammar *g = schema("{\"type\":\"string\",\"format\":\"date\"}");
+    ASSERT(g);
+    YES(g, "\"2024-02-29\""); YES(g, "\"2000-02-29\""); YES(g, "\"2023-12-31\""); YES(g, "\"2023-04-30\"");
+    NO(g, "\"2023-02-29\""); NO(g, "\"1900-02-29\""); NO(g, "\"2023-04-31\""); NO(g, "\"2023-13-01\"");
+    NO(g, "\"2023-00-10\""); NO(g, "\"2023-1-10\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"time\"}");
+    ASSERT(g);
+    YES(g, "\"23:59:59Z\""); YES(g, "\"08:30:00.123+05:30\"");
+    NO(g, "\"24:00:00Z\""); NO(g, "\"12:60:00Z\""); NO(g, "\"12:00:00\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"date-time\"}");
+    ASSERT(g);
+    YES(g, "\"2024-01-15T10:20:30-08:00\""); NO(g, "\"2024-01-15 10:20:30Z\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"uuid\"}");
+    ASSERT(g);
+    YES(g, "\"123e4567-e89b-12d3-a456-426614174000\""); NO(g, "\"123e4567e89b12d3a456426614174000\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"format\":\"email\"}", "email");
+    REFUSED("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":3}", "format");
+}
+
+TEST(pattern)
+{
+    rlx_grammar *g = schema("{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3,4}(x|yz)?$\"}");
+    ASSERT(g);
+    YES(g, "\"AB-123\""); YES(g, "\"ZZ-0000yz\""); YES(g, "\"QQ-999x\"");
+    NO(g, "\"ab-123\""); NO(g, "\"AB-12\""); NO(g, "\"AB-12345\""); NO(g, "\"AB-123xyz\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^(?:[^a-c\\\"]+|\\\\.)*$\"}");
+    ASSERT(g);
+    YES(g, "\"xyz\""); YES(g, "\"d.e\""); YES(g, "\"\xc3\xa9\\\\\""); NO(g, "\"abc\""); NO(g, "\"x\\\"\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"ab+\"}"); /* unanchored: anywhere */
+    ASSERT(g);
+    YES(g, "\"xxabbby\""); YES(g, "\"ab\""); NO(g, "\"a b\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^a$|^b\"}");
+    ASSERT(g);
+    YES(g, "\"a\""); YES(g, "\"bcd\""); NO(g, "\"ac\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^\\\\s\\\\S\\\\w\\\\W.$\"}");
+    ASSERT(g);
+    YES(g, "\" x_-\xe4\xb8\xad\""); YES(g, "\"\\tx_-\\\"\""); NO(g, "\"  _-a\""); NO(g, "\" x_-\\n\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^(?=a)a$\"}", "lookaround");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}", "backreference");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^a\\\\bb$\"}", "word boundary");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^a{2000}$\"}", "1000");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^(a$\"}", "pattern");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"a^b\"}", "^ inside");
+}
+
+TEST(integer_ranges)
+{
+    static const struct { const char *schema; long long lo, hi; } cases[] = {
+        {"{\"type\":\"integer\",\"minimum\":0,\"maximum\":100}", 0, 100},
+        {"{\"type\":\"integer\",\"minimum\":-37,\"maximum\":1234}", -37, 1234},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":9,\"exclusiveMaximum\":1000}", 10, 999},
+        {"{\"type\":\"integer\",\"minimum\":-250,\"maximum\":-17}", -250, -17},
+        {"{\"type\":\"integer\",\"minimum\":1.5,\"maximum\":99.5}", 2, 99},
+        {"{\"type\":\"integer\",\"minimum\":387}", 387, 100000},
+        {"{\"type\":\"integer\",\"maximum\":-42}", -100000, -42},
+        {"{\"type\":\"integer\",\"maximum\":5,\"exclusiveMaximum\":true}", -100000, 4},
+        {"{\"type\":\"integer\",\"minimum\":7,\"maximum\":7}", 7, 7},
+    };
+    for (size_t c = 0; c < RLX_ARRAY_LEN(cases); c++) {
+        rlx_grammar *g = schema(cases[c].schema);
+        ASSERT_MSG(g, "%s: %s", cases[c].schema, last_err.msg);
+        long long lo = cases[c].lo, hi = cases[c].hi;
+        for (long long v = lo - 1200; v <= hi + 1200; v++) {
+            if (v < -100000 || v > 100000) continue;
+            char t[32];
+            snprintf(t, sizeof t, "%lld", v);
+            bool in = v >= lo && v <= hi;
+            if (accepts(g, t) != in) {
+                rlx_grammar_free(g);
+                FAIL_("%s: %lld %s", cases[c].schema, v, in ? "refused" : "accepted");
+            }
+        }
+        rlx_grammar_free(g);
+    }
+    rlx_grammar *g = schema("{\"type\":\"integer\",\"minimum\":12}");
+    ASSERT(g);
+    YES(g, "9999999999999999"); NO(g, "11"); NO(g, "-5");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "minimum");
+    REFUSED("{\"type\":\"integer\",\"minimum\":1e300}", "minimum");
+    REFUSED("{\"type\":\"number\",\"minimum\":0}", "minimum");
+}
+
+TEST(objects)
+{
+    rlx_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},"
+                            "\"c\":{\"type\":\"boolean\"}},\"required\":[\"b\"]}");
+    ASSERT(g);
+    YES(g, "{\"b\":\"x\"}"); YES(g, "{\"a\":1,\"b\":\"x\"}"); YES(g, "{\"a\": 1, \"b\": \"x\", \"c\": true}");
+    YES(g, "{\"b\":\"x\",\"c\":false}"); YES(g, "{\n  \"b\": \"x\"\n}");
+    NO(g, "{}"); NO(g, "{\"a\":1}"); NO(g, "{\"b\":\"x\",\"a\":1}"); NO(g, "{\"b\":\"x\",\"d\":1}");
+    NO(g, "{\"b\":\"x\",}"); NO(g, "{\"b\":\"x\"} ");
+    rlx_grammar_free(g);
+    g = schema("{\"properties\":{\"x\":{\"type\":\"null\"},\"y\":{\"type\":\"null\"}}}"); /* all optional */
+    ASSERT(g);
+    YES(g, "{}"); YES(g, "{\"y\":null}"); YES(g, "{\"x\":null,\"y\":null}"); NO(g, "{,\"y\":null}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],"
+               "\"additionalProperties\":{\"type\":\"string\"}}");
+    ASSERT(g);
+    YES(g, "{\"id\":1}"); YES(g, "{\"id\":1,\"name\":\"a\",\"i\":\"b\",\"idx\":\"c\"}");
+    NO(g, "{\"id\":1,\"id\":\"a\"}"); NO(g, "{\"id\":1,\"n\":2}"); NO(g, "{\"id\":1,\"i\\u0064\":\"a\"}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"additionalProperties\":false}");
+    ASSERT(g);
+    YES(g, "{}"); YES(g, "{ }"); NO(g, "{\"a\":1}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"caf\xc3\xa9\":{\"const\":1},\"\xe4\xb8\xad\":{\"const\":2}},"
+               "\"additionalProperties\":true}");
+    ASSERT(g);
+    YES(g, "{\"caf\xc3\xa9\":1,\"\xe4\xb8\xad\":2,\"caf\xc3\xa8\":[]}"); NO(g, "{\"caf\xc3\xa9\":1,\"\xe4\xb8\xad\":3}");
+    NO(g, "{\"\xe4\xb8\xad\":2,\"\xe4\xb8\xad\":2}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"required\":[\"k\"]}"); /* undeclared but required */
+    ASSERT(g);
+    YES(g, "{\"k\":[1]}"); NO(g, "{}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":[\"object\",\"string\"],\"maxLength\":2,\"properties\":{\"a\":{\"const\":1}},"
+               "\"additionalProperties\":false}"); /* each type takes its own keywords */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"a\":1}"); YES(g, "\"ab\""); NO(g, "\"abc\""); NO(g, "{\"b\":1}");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"object\",\"minProperties\":1}", "minProperties");
+    REFUSED("{\"type\":\"object\",\"patternProperties\":{}}", "patternProperties");
+    REFUSED("{\"type\":\"object\",\"required\":[\"k\"],\"additionalProperties\":false}", "'k'");
+}
+
+TEST(all_of)
+{
+    rlx_grammar *g = schema("{\"$defs\":{\"named\":{\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":4}},"
+                            "\"required\":[\"name\"]}},\"allOf\":[{\"$ref\":\"#/$defs/named\"},"
+                            "{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0}},"
+                            "\"required\":[\"age\"]}]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"name\":\"bo\",\"age\":3}"); NO(g, "{\"name\":\"bo\"}"); NO(g, "{\"name\":\"bo\",\"age\":-1}");
+    rlx_grammar_free(g);
+    REFUSED("{\"allOf\":[{\"type\":\"string\"}]}", "allOf");
+    REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"enum\":[{\"a\":1}]}]}", "enum");
+    REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},{\"properties\":{\"b\":{}}}]}", "'b'");
+}
+
+TEST(arrays)
+{
+    rlx_grammar *g = schema("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}");
+    ASSERT(g);
+    YES(g, "[1,2]"); YES(g, "[ 1, 2, 3 ]"); NO(g, "[1]"); NO(g, "[1,2,3,4]"); NO(g, "[1,\"a\"]"); NO(g, "[1,2,]");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"array\",\"items\":{\"type\":\"string\"}}");
+    ASSERT(g);
+    YES(g, "[]"); YES(g, "[\"a\"]"); YES(g, "[\"a\",\"b\",\"c\"]"); NO(g, "[,]");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}");
+    ASSERT(g);
+    YES(g, "[1,\"a\"]"); NO(g, "[1]"); NO(g, "[1,\"a\",2]"); NO(g, "[\"a\",1]");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"array\",\"prefixItems\":[{\"const\":\"x\"}],\"items\":{\"type\":\"boolean\"},\"maxItems\":3}");
+    ASSERT(g);
+    YES(g, "[\"x\"]"); YES(g, "[\"x\",true,false]"); NO(g, "[\"x\",true,false,true]"); NO(g, "[true]");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"array\",\"maxItems\":0}");
+    ASSERT(g);
+    YES(g, "[]"); NO(g, "[1]");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"array\",\"maxItems\":100000}", "maxItems");
+    REFUSED("{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems");
+    REFUSED("{\"type\":\"array\",\"items\":false,\"minItems\":1}", "minItems");
+}
+
+TEST(enum_const)
+{
+    rlx_grammar *g = schema("{\"enum\":[\"red\",1.5,null,true,{\"a\":[1,2]},[\"x\"],\"caf\xc3\xa9\",\"q\\\"uote\"]}");
+    ASSERT(g);
+    YES(g, "\"red\""); YES(g, "1.5"); YES(g, "null"); YES(g, "true"); YES(g, "{\"a\":[1,2]}"); YES(g, "[\"x\"]");
+    YES(g, "\"caf\xc3\xa9\""); YES(g, "\"q\\\"uote\""); NO(g, "\"blue\""); NO(g, "false"); NO(g, "{\"a\":[1]}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"enum\":[\"a\",1,\"b\"]}"); /* only the strings */
+    ASSERT(g);
+    YES(g, "\"a\""); YES(g, "\"b\""); NO(g, "1");
+    rlx_grammar_free(g);
+    g = schema("{\"const\":{\"k\":\"v\"}}");
+    ASSERT(g);
+    YES(g, "{\"k\":\"v\"}"); NO(g, "{\"k\":\"w\"}");
+    rlx_grammar_free(g);
+    /* 1000 values */
+    char *big = malloc(20000);
+    ASSERT(big);
+    size_t n = (size_t)sprintf(big, "{\"enum\":[");
+    for (int i = 0; i < 1000; i++) n += (size_t)sprintf(big + n, "%s\"v%d\"", i ? "," : "", i * 7);
+    sprintf(big + n, "]}");
+    g = schema(big);
+    free(big);
+    ASSERT(g);
+    YES(g, "\"v0\""); YES(g, "\"v6993\""); YES(g, "\"v3500\""); NO(g, "\"v1\""); NO(g, "\"v6994\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"integer\",\"enum\":[\"a\"]}", "enum");
+    REFUSED("{\"enum\":[\"a\"],\"maxLength\":3}", "maxLength");
+}
+
+TEST(any_one_of)
+{
+    rlx_grammar *g = schema("{\"anyOf\":[{\"type\":\"integer\",\"maximum\":3},{\"type\":\"string\",\"maxLength\":1},"
+                            "{\"type\":\"integer\",\"minimum\":100}]}");
+    ASSERT(g);
+    YES(g, "2"); YES(g, "\"a\""); YES(g, "150"); NO(g, "50"); NO(g, "\"ab\"");
+    rlx_grammar_free(g);
+    g = schema("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}},"
+               "\"required\":[\"kind\",\"x\"]},{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"b\"}},"
+               "\"required\":[\"kind\"]},{\"type\":\"null\"}]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"kind\":\"a\",\"x\":1}"); YES(g, "{\"kind\":\"b\"}"); YES(g, "null"); NO(g, "{\"kind\":\"c\"}");
+    rlx_grammar_free(g);
+    REFUSED("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "oneOf");
+    REFUSED("{\"type\":\"object\",\"anyOf\":[{\"required\":[\"a\"]}]}", "type");
+}
+
+TEST(refs)
+{
+    /* a recursive tree */
+    rlx_grammar *g = schema("{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
+                            "\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"},"
+                            "\"maxItems\":3}},\"required\":[\"v\"],\"additionalProperties\":false}}}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"v\":1}"); YES(g, "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[{\"v\":4,\"kids\":[]}]}]}");
+    NO(g, "{\"v\":1,\"kids\":[{}]}"); NO(g, "{\"v\":1,\"kids\":[{\"v\":1},{\"v\":1},{\"v\":1},{\"v\":1}]}");
+    rlx_grammar_free(g);
+    g = schema("{\"definitions\":{\"a~b\":{\"type\":\"boolean\"}},\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/a~0b\"}}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "[true,false]"); NO(g, "[1]");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#\"}}}"); /* the root itself */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"next\":{\"next\":{}}}"); NO(g, "{\"next\":1}");
+    rlx_grammar_free(g);
+    REFUSED("{\"$ref\":\"https://example.com/s.json\"}", "not local");
+    REFUSED("{\"$ref\":\"#/$defs/missing\"}", "points at nothing");
+    REFUSED("{\"$ref\":\"#/$defs/a\",\"type\":\"string\",\"$defs\":{\"a\":{}}}", "type");
+}
+
+TEST(unknown_keywords_and_annotations)
+{
+    rlx_grammar *g = schema("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"x\",\"title\":\"t\","
+                            "\"description\":\"d\",\"default\":1,\"examples\":[1],\"$comment\":\"c\",\"deprecated\":false,"
+                            "\"readOnly\":true,\"writeOnly\":false,\"type\":\"integer\"}");
+    ASSERT(g);
+    YES(g, "5");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"integer\",\"multipleOf\":3}", "multipleOf");
+    REFUSED("{\"not\":{}}", "'not'");
+    REFUSED("{\"if\":{},\"then\":{}}", "keyword");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"contentEncoding\":\"base64\"}}}",
+            "contentEncoding");
+    /* the message says where */
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"foo\":1}}}", "/properties/a");
+}
+
+/* schema nested `depth` levels of arrays (items) around an integer, built without the parser */
+static cJSON *nested_items(int depth)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "type", "integer");
+    for (int i = 0; i < depth; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "array");
+        cJSON_AddItemToObject(o, "items", s);
+        s = o;
+    }
+    return s;
+}
+
+TEST(depth)
+{
+    /* 32 levels of objects: fine */
+    char buf[4096];
+    size_t n = 0;
+    for (int i = 0; i < 32; i++) n += (size_t)sprintf(buf + n, "{\"type\":\"object\",\"properties\":{\"k\":");
+    n += (size_t)sprintf(buf + n, "{\"type\":\"integer\"}");
+    for (int i = 0; i < 32; i++) n += (size_t)sprintf(buf + n, "},\"required\":[\"k\"]}");
+    rlx_grammar *g = schema(buf);
+    ASSERT_MSG(g, "%s", last_err.msg);
+    n = 0;
+    for (int i = 0; i < 32; i++) n += (size_t)sprintf(buf + n, "{\"k\":");
+    n += (size_t)sprintf(buf + n, "7");
+    for (int i = 0; i < 32; i++) buf[n++] = '}';
+    buf[n] = 0;
+    YES(g, buf);
+    buf[n - 1] = 0;
+    NO(g, buf);
+    rlx_grammar_free(g);
+    /* 10000 levels: a clean error */
+    cJSON *deep = nested_items(10000);
+    rlx_error e = {0};
+    char *out = rlx_json_schema_to_gbnf(deep, &e);
+    cJSON_Delete(deep);
+    ASSERT(!out);
+    ASSERT_EQ(e.code, RLX_ERANGE);
+    ASSERT(strstr(e.msg, "deeper"));
+    /* recursion through $ref that is left-recursive does not hang: the grammar refuses it */
+    g = schema("{\"anyOf\":[{\"$ref\":\"#\"},{\"type\":\"null\"}]}");
+    ASSERT(!g);
+}
+
+TEST(limits)
+{
+    /* many distinct properties: over the rule budget, a clean error */
+    size_t cap = 400000, n = 0;
+    char *buf = malloc(cap);
+    ASSERT(buf);
+    n += (size_t)sprintf(buf + n, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < 3000; i++) n += (size_t)sprintf(buf + n, "%s\"p%d\":{\"type\":\"string\",\"maxLength\":%d}", i ? "," : "", i, i % 900 + 1);
+    sprintf(buf + n, "}}");
+    cJSON *s = cJSON_Parse(buf);
+    free(buf);
+    ASSERT(s);
+    rlx_error e = {0};
+    char *out = rlx_json_schema_to_gbnf(s, &e);
+    cJSON_Delete(s);
+    ASSERT(!out);
+    ASSERT_EQ(e.code, RLX_ERANGE);
+}
+
+int main(void)
+{
+    static const rlx_test_case tests[] = {
+        TEST_ENTRY(types), TEST_ENTRY(strings_unicode), TEST_ENTRY(formats), TEST_ENTRY(pattern),
+        TEST_ENTRY(integer_ranges), TEST_ENTRY(objects), TEST_ENTRY(all_of), TEST_ENTRY(arrays),
+        TEST_ENTRY(enum_const), TEST_ENTRY(any_one_of), TEST_ENTRY(refs), TEST_ENTRY(unknown_keywords_and_annotations),
+        TEST_ENTRY(depth), TEST_ENTRY(limits),
+    };
+    return rlx_test_run(tests, RLX_ARRAY_LEN(tests));
+}
