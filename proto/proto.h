@@ -14,6 +14,12 @@
 #define RLX_MAX_STOP 4
 #define RLX_MAX_N 16
 
+/* The OpenAI error types ("type" of an error object), written here once. */
+#define RLX_API_ERR_INVALID "invalid_request_error"   /* 4xx: the request is at fault */
+#define RLX_API_ERR_SERVER "server_error"              /* 5xx: the server is at fault */
+#define RLX_API_ERR_UNAVAILABLE "unavailable_error"    /* 503: loading or shutting down */
+#define RLX_API_ERR_AUTH "authentication_error"        /* 401 */
+
 /* An error as an OpenAI error object plus the HTTP status it goes with. */
 typedef struct rlx_api_error {
     int status;            /* HTTP status, e.g. 400 */

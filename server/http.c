@@ -125,13 +125,13 @@ static void drop(rlx_srv *s, rlx_sock *k, int status)
     if (c || !k->served) {
         rlx_api_error e;
         if (status == 408) {
-            rlx_api_errorf(&e, 408, "invalid_request_error", NULL,
+            rlx_api_errorf(&e, 408, RLX_API_ERR_INVALID, NULL,
                            "The request did not arrive whole within %d s (--request-timeout); the connection is "
                            "closed.", s->cfg->request_timeout);
             e.code = "request_timeout";
             s->metrics.request_timeouts++;
         } else {
-            rlx_api_errorf(&e, 503, "server_error", NULL,
+            rlx_api_errorf(&e, 503, RLX_API_ERR_SERVER, NULL,
                            "The server is at its connection limit and closed this connection, which had not "
                            "sent a whole request, to accept a newer one; retry shortly.");
             s->metrics.evicted++;
@@ -448,20 +448,20 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const union MHD_ConnectionInfo *hi = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
         if (s->n_requests >= s->cfg->max_connections) {
-            rlx_api_errorf(&e, 503, "server_error", NULL, "Too many requests in progress (%d); retry shortly.",
+            rlx_api_errorf(&e, 503, RLX_API_ERR_SERVER, NULL, "Too many requests in progress (%d); retry shortly.",
                            s->cfg->max_connections);
             rlx_conn_error(c, &e);
             return queue_resp(c);
         }
         if (hi && hi->header_size > MAX_HEADER_BYTES) {
-            rlx_api_errorf(&e, 431, "invalid_request_error", NULL,
+            rlx_api_errorf(&e, 431, RLX_API_ERR_INVALID, NULL,
                            "The request's headers are %zu bytes; the server accepts at most %d.", hi->header_size,
                            MAX_HEADER_BYTES);
             rlx_conn_error(c, &e);
             return queue_resp(c);
         }
         if (cl && strtoll(cl, NULL, 10) > s->cfg->max_body) {
-            rlx_api_errorf(&e, 413, "invalid_request_error", NULL,
+            rlx_api_errorf(&e, 413, RLX_API_ERR_INVALID, NULL,
                            "The request body is larger than the server's limit of %lld bytes.",
                            (long long)s->cfg->max_body);
             rlx_conn_error(c, &e);
@@ -497,7 +497,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         wait_end(c);
         if (c->too_large) {
             rlx_api_error e;
-            rlx_api_errorf(&e, 413, "invalid_request_error", NULL,
+            rlx_api_errorf(&e, 413, RLX_API_ERR_INVALID, NULL,
                            "The request body is larger than the server's limit of %lld bytes.",
                            (long long)s->cfg->max_body);
             rlx_conn_error(c, &e);

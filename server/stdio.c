@@ -17,8 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INVALID "invalid_request_error"
-
 /* Lines in flight (parsing or generating) at once; further lines wait, and reading pauses
  * while many wait, so a large input overflows neither the engine's queue nor memory. */
 #define MAX_RUNNING 32
@@ -246,21 +244,21 @@ static void parse_work(uv_work_t *w)
         else free(txt);
     }
     if (!e->root || !cJSON_IsObject(e->root)) {
-        e->rc = rlx_api_errorf(&e->err, 400, INVALID, NULL, "Each line must be one JSON object.");
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, NULL, "Each line must be one JSON object.");
         return;
     }
     if (id_len > MAX_ID_BYTES) {
-        e->rc = rlx_api_errorf(&e->err, 400, INVALID, "id", "The 'id' is %zu bytes of JSON; at most %d are "
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, "id", "The 'id' is %zu bytes of JSON; at most %d are "
                                "allowed (it is repeated on every output line).", id_len, MAX_ID_BYTES);
         return;
     }
     if (!e->id) {
-        e->rc = rlx_api_errorf(&e->err, 400, INVALID, "id", "Each request needs an 'id' (any JSON value but null) "
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, "id", "Each request needs an 'id' (any JSON value but null) "
                                "to tell its output lines apart.");
         return;
     }
     if (rlx_api_has_escaped_nul(e->line, e->len)) {
-        e->rc = rlx_api_errorf(&e->err, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
         return;
     }
     e->kind = cJSON_GetObjectItemCaseSensitive(e->root, "messages") ? RLX_API_CHAT : RLX_API_GENERATE;
@@ -289,7 +287,7 @@ static void parse_done(uv_work_t *w, int status)
     if (e->rc) err = e->err;
     else if (m && id_in_flight(s, e->id)) {
         m = NULL;
-        rlx_api_errorf(&err, 400, INVALID, "id", "A request with this id is still in flight; ids must be unique "
+        rlx_api_errorf(&err, 400, RLX_API_ERR_INVALID, "id", "A request with this id is still in flight; ids must be unique "
                        "among requests in flight.");
     }
     /* chat is rendered by the template, then answered like generate: one native result */
@@ -312,7 +310,7 @@ static void start_entry(stdio_state *st, entry *e)
     e->work.req.data = e;
     if (rlx_srv_queue_work(s, &e->work, e->len > RLX_BIG_WORK_BYTES, parse_work, parse_done)) {
         e->id = strdup("null");
-        rlx_api_errorf(&e->err, 500, "server_error", NULL, "Cannot queue the parsing of this line.");
+        rlx_api_errorf(&e->err, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the parsing of this line.");
         fail_entry(e, &e->err);
         entry_done(e);
         return;
@@ -361,7 +359,7 @@ static void enqueue_line(stdio_state *st, const char *line, size_t len)
 static void line_too_long(stdio_state *st)
 {
     rlx_api_error err;
-    rlx_api_errorf(&err, 413, INVALID, NULL, "The line is longer than the limit of %lld bytes (--max-body).",
+    rlx_api_errorf(&err, 413, RLX_API_ERR_INVALID, NULL, "The line is longer than the limit of %lld bytes (--max-body).",
                    (long long)st->srv->cfg->max_body);
     emit_take(st, rlx_api_line_error("null", &err, 0));
     entry e = {.st = st, .t0 = rlx_now(), .kind = RLX_API_GENERATE};

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INVALID "invalid_request_error"
-
 typedef enum { TASK_TOKENIZE, TASK_DETOKENIZE, TASK_TEMPLATE, TASK_SESSIONS, TASK_SESSION } task_kind;
 
 typedef struct route_task {
@@ -89,7 +87,7 @@ static void session_one(route_task *t)
                         : rlx_worker_session_get(t->workers[m], id, &info, &tokens, &n, &err);
         if (rc == RLX_ENOTFOUND) continue;
         if (rc) {
-            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? INVALID : "server_error",
+            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
                            rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
             set_error(t, &e);
             return;
@@ -109,7 +107,7 @@ static void session_one(route_task *t)
         t->body = print_free(o);
         return;
     }
-    rlx_api_errorf(&e, 404, INVALID, "session_id", "The session '%s' does not exist.", id);
+    rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, "session_id", "The session '%s' does not exist.", id);
     e.code = "session_not_found";
     set_error(t, &e);
 }
@@ -196,7 +194,7 @@ static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
     route_task *t = calloc(1, sizeof *t);
     if (!t) {
         rlx_api_error e;
-        rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         rlx_conn_error(c, &e);
         return NULL;
     }
@@ -213,7 +211,7 @@ static void task_queue(rlx_conn *c, route_task *t)
     rlx_srv *s = c->srv;
     if (rlx_srv_queue_work(s, &t->work, t->text && strlen(t->text) > RLX_BIG_WORK_BYTES, task_work, task_done)) {
         rlx_api_error e;
-        rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the work for this request.");
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the work for this request.");
         rlx_conn_error(c, &e);
         task_free(t);
         return;
@@ -256,7 +254,7 @@ void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, siz
     if (id && !(t->text = strdup(id))) {
         task_free(t);
         rlx_api_error e;
-        rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         rlx_conn_error(c, &e);
         return;
     }
