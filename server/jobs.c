@@ -8,8 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#define INVALID "invalid_request_error"
-
 /* ---- event queue: worker threads -> loop ------------------------------------------------ */
 
 /* Runs on the thread delivering the event. Out of memory a token is lost, never the final
@@ -86,13 +84,13 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e)
     for (size_t i = 0; !m && i < s->n_models; i++)
         if (!strcmp(s->models[i].cfg->name, name)) m = &s->models[i];
     if (!m) {
-        rlx_api_errorf(e, 404, INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
+        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
                        name);
         e->code = "model_not_found";
         return NULL;
     }
     if (m->state != RLX_MODEL_READY) {
-        rlx_api_errorf(e, 503, "unavailable_error", NULL, "The model '%s' is still loading; retry shortly.",
+        rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "The model '%s' is still loading; retry shortly.",
                        m->cfg->name);
         return NULL;
     }
@@ -102,11 +100,11 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e)
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e)
 {
     cJSON *ctx = rlx_api_chat_context(r, m->bos, m->eos);
-    if (!ctx) return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+    if (!ctx) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     rlx_error err = {0};
     int rc = rlx_chat_template_render(rlx_worker_chat_template(m->w), ctx, NULL, out, &err);
     cJSON_Delete(ctx);
-    if (rc) return rlx_api_errorf(e, 400, INVALID, "messages", "The chat template failed: %s", err.msg);
+    if (rc) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "The chat template failed: %s", err.msg);
     if ((rc = rlx_api_continue_final(r, *out, e))) {
         free(*out);
         *out = NULL;
@@ -123,7 +121,7 @@ static void job_oom(rlx_job *j)
 {
     if (!j->failed) {
         j->failed = true;
-        rlx_api_errorf(&j->err, 500, "server_error", NULL, "Out of memory: the response could not be completed.");
+        rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory: the response could not be completed.");
     }
     cancel_open(j);
 }
@@ -304,7 +302,7 @@ static void write_final(rlx_job *j)
         rlx_api_choice *cs = j->failed ? NULL : calloc(j->n_choices, sizeof *cs);
         if (!j->failed && !cs) {
             j->failed = true;
-            rlx_api_errorf(&j->err, 500, "server_error", NULL, "Out of memory.");
+            rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         }
         for (size_t i = 0; cs && i < j->n_choices; i++) {
             const rlx_choice *ch = &j->choices[i];
@@ -479,20 +477,16 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
     maybe_free(j);
 }
 
-/* The checks that need no prompt tokens: max_tokens against the context, logit_bias keys
- * against the vocabulary (prompts are checked on the threadpool, see prepare.c). */
+/* The admission checks that need no prompt tokens: max_tokens against the context, logit_bias
+ * keys against the vocabulary (prompts are checked on the threadpool, see prepare.c). */
 static int check_params(const rlx_api_request *r, const rlx_model_slot *m, rlx_api_error *e)
 {
-    int32_t n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0;
-    if (n_ctx > 0 && r->base->max_tokens >= n_ctx)
-        return rlx_api_errorf(e, 400, INVALID, r->max_tokens_param,
-                              "'%s' is %d but the model's context holds %d tokens in all (prompt included).",
-                              r->max_tokens_param, r->base->max_tokens, n_ctx);
-    for (size_t i = 0; i < r->base->sampling.n_logit_bias; i++)
-        if (r->base->sampling.logit_bias[i].token >= m->n_vocab)
-            return rlx_api_errorf(e, 400, INVALID, "logit_bias", "'logit_bias' key %d is not a token id of this model.",
-                                  r->base->sampling.logit_bias[i].token);
-    return 0;
+    rlx_admit_limits lim = {.n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0, .n_vocab = m->n_vocab};
+    rlx_admit_query q = {.bound = RLX_ADMIT_UNKNOWN, .max_tokens = r->base->max_tokens,
+                         .bias = r->base->sampling.logit_bias, .n_bias = r->base->sampling.n_logit_bias};
+    rlx_admit a;
+    if (!rlx_admit_check(&lim, &q, &a)) return 0;
+    return rlx_api_error_from_admit(e, &a, "prompt", r->max_tokens_param);
 }
 
 /* Submits one engine request (token ids) per choice; on failure cancels those already
@@ -510,10 +504,10 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         ch->req_id = ++j->srv->next_id;
         if (!ch->final_ev && !(ch->final_ev = calloc(1, sizeof *ch->final_ev))) {
             cancel_open(j);
-            return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+            return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         }
         rlx_request *q = rlx_api_make_request(&j->req, NULL, ids, n_ids, ch->req_id);
-        int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        int rc = q ? 0 : rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         if (q) {
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
             q->bos_added = chat || j->req.prompts[pi].text; /* tokenized here, not ids the client sent */
@@ -603,7 +597,7 @@ static void prepare_done(uv_work_t *w, int status)
             rlx_choice *ch = &j->choices[i];
             const char *pre = j->echo[i / (size_t)j->req.n];
             if (!text_append(ch, pre, strlen(pre)) && !rc)
-                rc = rlx_api_errorf(&t->e, 500, "server_error", NULL, "Out of memory.");
+                rc = rlx_api_errorf(&t->e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
             ch->lp_offset = ch->echo_len = ch->len;
         }
     if (!rc) rc = submit_all(j, &t->e);
@@ -654,7 +648,7 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     size_t n = (size_t)req->n * n_prompts;
     if (!j || !(j->choices = calloc(n, sizeof *j->choices))) {
         free(j);
-        return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     }
     j->srv = s;
     j->model = m;
@@ -682,13 +676,13 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     if (!rc) {
         prepare_task *t = calloc(1, sizeof *t);
         if (!t) {
-            rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+            rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         } else {
             t->job = j;
             t->work.req.data = t;
             if (rlx_srv_queue_work(s, &t->work, prompt_bytes(&j->req) > RLX_BIG_WORK_BYTES, prepare_work, prepare_done)) {
                 free(t);
-                rc = rlx_api_errorf(e, 500, "server_error", NULL, "Cannot queue the preparation of this request.");
+                rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the preparation of this request.");
             } else {
                 j->preparing = true;
             }

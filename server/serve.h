@@ -180,8 +180,9 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e);
 int rlx_job_check_prompt_bytes(const rlx_job *j, size_t prompt, size_t len, rlx_api_error *e);
 /* The parameter a prompt problem names: "messages", "input_ids" or "prompt". */
 const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt);
-/* A 400 context_length_exceeded naming the prompt (too long by itself) or max_tokens. */
-int rlx_job_context_error(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
+/* The admission rule (engine.h) for one prompt of the job against the model's context and
+ * vocabulary: 0, or the API's 400 in e naming the prompt's parameter or max_tokens. */
+int rlx_job_admit(const rlx_job *j, size_t prompt, const rlx_admit_query *q, rlx_api_error *e);
 /* Names that parameter in e (for the engine's own RLX_ETOOLONG, e.g. the KV pool's limit). */
 void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
 /* Renders a chat request's messages with the model's template (malloc'ed). */
