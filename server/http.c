@@ -230,8 +230,7 @@ void rlx_http_resume_all(rlx_srv *s)
             rlx_api_error e;
             rlx_api_error_shutdown(&e);
             rlx_conn_error(c, &e);
-            if (c->task_conn) *c->task_conn = NULL;
-            c->task_conn = NULL;
+            rlx_call_drop(&c->call);
         }
         if (c->job) {
             rlx_job_detach(c->job);
@@ -360,7 +359,7 @@ static enum MHD_Result progress(rlx_conn *c)
 {
     if (c->gone && !c->has_resp) rlx_conn_respond(c, 500, "text/plain", strdup(""));
     if (c->has_resp) return queue_resp(c);
-    if (c->task_conn) {
+    if (c->call) {
         suspend(c);
         return MHD_YES;
     }
@@ -538,7 +537,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         return;
     }
     if (c->counted) s->n_requests--;
-    if (c->task_conn) *c->task_conn = NULL;
+    rlx_call_drop(&c->call); /* a call in flight then answers no one */
     if (c->job) {
         take_usage(c, c->job);
         if (!c->job->finished) c->log_status = 499;
@@ -663,9 +662,8 @@ void rlx_http_quiesce(rlx_srv *s)
 void rlx_http_end_tasks(rlx_srv *s)
 {
     for (rlx_conn *c = s->conns; c; c = c->next) {
-        if (!c->task_conn) continue;
-        *c->task_conn = NULL; /* the task, running or cancelled, then answers no one */
-        c->task_conn = NULL;
+        if (!c->call) continue;
+        rlx_call_drop(&c->call); /* the call, running or cancelled, then answers no one */
         rlx_api_error e;
         rlx_api_error_shutdown(&e);
         rlx_conn_error(c, &e);

@@ -240,6 +240,7 @@ void rlx_job_detach(rlx_job *j)
 {
     j->notify = NULL;
     j->sink = NULL;
+    rlx_call_drop(&j->prep); /* its done frees the job */
     if (j->n_final < j->n_submitted) {
         j->client_gone = true;
         j->srv->metrics.cancelled++;
@@ -550,8 +551,9 @@ static void started(rlx_job *j)
 /* Tokenizing and rendering run on the libuv threadpool (prepare.c): the loop must not
  * compute. */
 typedef struct prepare_task {
-    rlx_work work;
-    rlx_job *job;
+    rlx_call call;                 /* first: the call is the task; its client is the job while
+                                      the sink holds it (rlx_job_detach drops the call) */
+    rlx_job *job;                  /* kept alive until done (j->preparing) */
     int rc;
     rlx_api_error e;
 } prepare_task;
@@ -570,26 +572,24 @@ static size_t prompt_bytes(const rlx_api_request *r)
     return n;
 }
 
-static void prepare_work(uv_work_t *w)
+static void prepare_work(rlx_call *call)
 {
-    prepare_task *t = w->data;
+    prepare_task *t = (prepare_task *)call;
     t->rc = rlx_job_prepare(t->job, &t->e);
 }
 
-static void prepare_done(uv_work_t *w, int status)
+static void prepare_done(rlx_call *call, void *client, int status)
 {
-    prepare_task *t = w->data;
+    prepare_task *t = (prepare_task *)call;
     rlx_job *j = t->job;
     rlx_srv *s = j->srv;
-    rlx_srv_work_done(s, &t->work);
     j->preparing = false;
     int rc = status ? rlx_api_error_shutdown(&t->e) : t->rc;
     if (!rc && s->grace_over) rc = rlx_api_error_shutdown(&t->e);
-    if (!j->notify) {
-        /* the client left meanwhile: nothing was submitted */
+    if (!client) {
+        /* the sink left meanwhile: nothing was submitted */
         free(t);
         maybe_free(j);
-        rlx_srv_maybe_exit(s);
         return;
     }
     if (!rc && j->echo)
@@ -679,8 +679,8 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
             rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         } else {
             t->job = j;
-            t->work.req.data = t;
-            if (rlx_srv_queue_work(s, &t->work, prompt_bytes(&j->req) > RLX_BIG_WORK_BYTES, prepare_work, prepare_done)) {
+            if (rlx_call_start(s, &t->call, prompt_bytes(&j->req) > RLX_BIG_WORK_BYTES, j, &j->prep, prepare_work,
+                               prepare_done)) {
                 free(t);
                 rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the preparation of this request.");
             } else {

@@ -309,36 +309,31 @@ static void run_parsed(rlx_srv *s, rlx_conn *c, const route *r, parsed *pb)
 }
 
 typedef struct parse_task {
-    rlx_work work;                 /* listed: shutdown cancels it while queued */
-    rlx_srv *srv;
-    rlx_conn *conn;                /* NULL once the connection is gone */
+    rlx_call call;                 /* first: the call is the task; its client is the connection */
     const route *route;
     char *body;                    /* taken from the connection */
     size_t len;
     parsed pb;
 } parse_task;
 
-static void parse_work(uv_work_t *w)
+static void parse_work(rlx_call *call)
 {
-    parse_task *t = w->data;
+    parse_task *t = (parse_task *)call;
     parse_body(&t->pb, t->route->body, t->route->api, t->body, t->len);
 }
 
-static void parse_done(uv_work_t *w, int status)
+static void parse_done(rlx_call *call, void *client, int status)
 {
-    parse_task *t = w->data;
-    rlx_srv *s = t->srv;
-    rlx_srv_work_done(s, &t->work);
-    if (t->conn) {
-        rlx_conn *c = t->conn;
-        c->task_conn = NULL;
+    parse_task *t = (parse_task *)call;
+    rlx_conn *c = client;
+    if (c) {
         if (status) {
             rlx_api_error e;
             rlx_api_error_shutdown(&e);
             rlx_conn_error(c, &e);
             parsed_free(&t->pb);
         } else {
-            run_parsed(s, c, t->route, &t->pb); /* may queue the next task or start a job */
+            run_parsed(t->call.srv, c, t->route, &t->pb); /* may queue the next call or start a job */
         }
         rlx_conn_wake(c);
     } else {
@@ -346,21 +341,17 @@ static void parse_done(uv_work_t *w, int status)
     }
     free(t->body);
     free(t);
-    rlx_srv_maybe_exit(s);
 }
 
 static void parse_queue(rlx_srv *s, rlx_conn *c, const route *r)
 {
     parse_task *t = calloc(1, sizeof *t);
     if (t) {
-        t->work.req.data = t;
-        t->srv = s;
-        t->conn = c;
         t->route = r;
         t->body = c->body; /* the connection may end while the task runs */
         t->len = c->body_len;
     }
-    if (!t || rlx_srv_queue_work(s, &t->work, t->len > RLX_BIG_WORK_BYTES, parse_work, parse_done)) {
+    if (!t || rlx_call_start(s, &t->call, t->len > RLX_BIG_WORK_BYTES, c, &c->call, parse_work, parse_done)) {
         free(t);
         rlx_api_error e;
         rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the parsing of this request.");
@@ -369,7 +360,6 @@ static void parse_queue(rlx_srv *s, rlx_conn *c, const route *r)
     }
     c->body = NULL;
     c->body_len = c->body_cap = 0;
-    c->task_conn = &t->conn;
 }
 
 /* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment). */

@@ -22,6 +22,7 @@
 typedef struct rlx_srv rlx_srv;
 typedef struct rlx_job rlx_job;
 typedef struct rlx_conn rlx_conn;
+typedef struct rlx_call rlx_call;
 
 /* Threadpool work of a request (work.c): the server lists it so that shutdown can uv_cancel what
  * has not started, and holds big work back while half the pool runs big work already. */
@@ -94,7 +95,8 @@ struct rlx_job {
     bool failed;                   /* err holds the first error */
     rlx_api_error err;
     bool client_gone;
-    bool preparing;                /* prepare.c's work runs on the threadpool */
+    bool preparing;                /* prepare.c's work runs on the threadpool: the job stays */
+    rlx_call *prep;                /* that call while the sink holds the job (dropped on detach) */
     int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
     size_t n_chat_ids;
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
@@ -197,6 +199,31 @@ void rlx_srv_work_done(rlx_srv *s, rlx_work *w);
 /* Shutdown: cancels the work that has not started (done gets UV_ECANCELED). */
 void rlx_srv_cancel_work(rlx_srv *s);
 
+/* work.c: a call - threadpool work that answers a client (an HTTP connection, a job's sink)
+ * which may leave while it runs. The one protocol for "run this on the threadpool and come back
+ * to the loop if the client is still there": the client keeps a handle (*slot) on the call while
+ * it is in flight; a client that leaves calls rlx_call_drop(slot) and is then never called back.
+ * done runs on the loop exactly once: status 0 (run ran), UV_ECANCELED (shutdown, run did not
+ * run) or UV_EIO (could not be queued after waiting); client is the one given at start, or NULL
+ * once dropped. *slot is cleared before done runs, so done may start the client's next call; done
+ * owns the call's memory (it may free it), and the loop may exit after it (rlx_srv_maybe_exit). */
+typedef void (*rlx_call_run_fn)(rlx_call *call);                           /* threadpool */
+typedef void (*rlx_call_done_fn)(rlx_call *call, void *client, int status); /* loop */
+struct rlx_call {
+    rlx_work work;
+    rlx_srv *srv;
+    void *client;                  /* NULL once the client let go */
+    rlx_call **slot;               /* the client's handle on this call; NULL once let go or done */
+    rlx_call_run_fn run;
+    rlx_call_done_fn done;
+};
+/* Queues call (counted in n_tasks; big as for rlx_srv_queue_work) and sets *slot. On failure
+ * (RLX_EIO) nothing was queued, *slot is untouched and done will not run. */
+int rlx_call_start(rlx_srv *s, rlx_call *call, bool big, void *client, rlx_call **slot, rlx_call_run_fn run,
+                   rlx_call_done_fn done);
+/* The client leaves: its call (if any) will come back with client NULL; *slot becomes NULL. */
+void rlx_call_drop(rlx_call **slot);
+
 /* http.c */
 int rlx_http_start(rlx_srv *s, rlx_error *err);
 void rlx_http_quiesce(rlx_srv *s);    /* stop accepting */
@@ -234,7 +261,7 @@ struct rlx_conn {
     /* ... or a job whose output is streamed (stream) or sent whole when it finishes */
     rlx_job *job;
     bool stream, queued;
-    struct rlx_conn **task_conn;   /* a threadpool task answering us holds this back-pointer */
+    rlx_call *call;                /* threadpool work answering us (work.c), NULL when none */
     const char *stream_ctype;
     /* access log */
     const char *endpoint;          /* metrics label (static) */
@@ -259,8 +286,8 @@ void rlx_task_template(rlx_conn *c, rlx_model_slot *m, rlx_api_request *r);
 void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, size_t limit);
 /* http.c: the job-side wake-up of the connection waiting on it. */
 void rlx_conn_job_notify(rlx_job *job);
-/* http.c: a threadpool task has answered (and cleared c->task_conn, unless it queued
- * another): resume the connection. */
+/* http.c: a call has answered (c->call is NULL again, unless it started another): resume the
+ * connection. */
 void rlx_conn_wake(rlx_conn *c);
 
 /* stdio.c */
