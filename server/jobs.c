@@ -1,7 +1,9 @@
 /* jobs.c - one API request in flight: its engine requests (one per choice), the hand-over of
- * engine events from worker threads to the loop, and the response bytes it produces for its
- * sink (HTTP connection or stdio line). Stop strings are matched by the engine, which holds
- * back text that may begin one and sends nothing of it. */
+ * engine events from worker threads to the loop, and the bookkeeping of its choices (text,
+ * tokens, logprobs, usage, finish). The bytes of the response are its sink's (rlx_sink_ops:
+ * sink_http.c, stdio.c): the job tells the sink when a stream begins, each piece, each choice's
+ * end and the end, and the sink formats them into the job's output queue. Stop strings are
+ * matched by the engine, which holds back text that may begin one and sends nothing of it. */
 #include "server/serve.h"
 
 #include <stdlib.h>
@@ -129,7 +131,7 @@ static void job_oom(rlx_job *j)
 /* Appends whole or not at all; once bytes were lost nothing more is added (the client must
  * not get a stream with a gap: finish_job replaces a whole answer by an error, a stream ends
  * with an error). */
-static void out_put(rlx_job *j, const char *s, size_t n)
+void rlx_job_out_put(rlx_job *j, const char *s, size_t n)
 {
     if (j->out_lost) return;
     if (j->len + n + 1 > j->cap) {
@@ -150,10 +152,10 @@ static void out_put(rlx_job *j, const char *s, size_t n)
 }
 
 /* s: a formatter's malloc'ed output; NULL means it ran out of memory, so the piece is lost. */
-static void out_take(rlx_job *j, char *s)
+void rlx_job_out_take(rlx_job *j, char *s)
 {
     if (s) {
-        out_put(j, s, strlen(s));
+        rlx_job_out_put(j, s, strlen(s));
     } else if (!j->out_lost) {
         j->out_lost = true;
         job_oom(j);
@@ -163,7 +165,7 @@ static void out_take(rlx_job *j, char *s)
 
 static void notify(rlx_job *j)
 {
-    if (j->notify) j->notify(j);
+    if (j->sink) j->ops->notify(j);
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -233,12 +235,11 @@ static void cancel_open(rlx_job *j)
 
 static void maybe_free(rlx_job *j)
 {
-    if (!j->notify && !j->preparing && j->n_final == j->n_submitted) job_free(j);
+    if (!j->sink && !j->preparing && j->n_final == j->n_submitted) job_free(j);
 }
 
 void rlx_job_detach(rlx_job *j)
 {
-    j->notify = NULL;
     j->sink = NULL;
     rlx_call_drop(&j->prep); /* its done frees the job */
     if (j->n_final < j->n_submitted) {
@@ -254,12 +255,16 @@ void rlx_srv_cancel_all(rlx_srv *s)
     for (rlx_job *j = s->jobs; j; j = j->next) cancel_open(j);
 }
 
-static void write_final(rlx_job *j);
+/* The end of the response, in the sink's format. */
+static void write_final(rlx_job *j)
+{
+    if (j->failed) j->ops->fail(j);
+    else j->ops->finish(j);
+}
 
 static void finish_job(rlx_job *j)
 {
     rlx_srv *s = j->srv;
-    bool stream = j->req.stream;
     for (size_t i = 0; i < j->n_choices; i++) {
         const rlx_choice *ch = &j->choices[i];
         if (!ch->submitted) continue;
@@ -283,7 +288,7 @@ static void finish_job(rlx_job *j)
         return;
     }
     write_final(j);
-    if (j->out_lost && (j->line_id || !stream)) {
+    if (j->out_lost && j->ops->whole(j)) {
         /* the whole answer (or line) did not fit: an error replaces it */
         job_oom(j);
         j->off = j->len = 0;
@@ -291,88 +296,6 @@ static void finish_job(rlx_job *j)
         write_final(j);
     }
     j->finished = true;
-}
-
-/* The end of the response: a whole answer, a stream's last events or a stdio result line. */
-static void write_final(rlx_job *j)
-{
-    bool stream = j->req.stream;
-    rlx_api_kind kind = j->req.kind;
-    if (j->line_id) {
-        double ms = (rlx_now() - j->t_start) * 1000;
-        rlx_api_choice *cs = j->failed ? NULL : calloc(j->n_choices, sizeof *cs);
-        if (!j->failed && !cs) {
-            j->failed = true;
-            rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
-        }
-        for (size_t i = 0; cs && i < j->n_choices; i++) {
-            const rlx_choice *ch = &j->choices[i];
-            cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
-                                     .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
-                                     .n_logprobs = ch->n_lps, .finish = ch->finish};
-        }
-        out_take(j, j->failed ? rlx_api_line_error(j->line_id, &j->err, ms)
-                              : rlx_api_line_result(j->line_id, cs, j->n_choices, &j->total, ms));
-        free(cs);
-        return;
-    }
-    if (j->failed) {
-        /* before the first byte an error is a plain HTTP error, after it an in-band event */
-        if (stream && j->started && kind == RLX_API_GENERATE) {
-            char *e = rlx_api_error_json(&j->err);
-            out_take(j, e);
-            out_put(j, "\n", 1);
-        } else if (stream && j->started) {
-            out_take(j, rlx_api_sse_error(&j->err));
-            out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
-        } else {
-            j->status = j->err.status;
-            out_take(j, rlx_api_error_json(&j->err));
-        }
-    } else if (stream && kind == RLX_API_GENERATE) {
-        const rlx_choice *ch = &j->choices[0];
-        rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
-                            .finish = ch->finish};
-        out_take(j, rlx_api_response_json(&j->meta, &c, 1, &j->total, &ch->timings));
-        out_put(j, "\n", 1);
-    } else if (stream) {
-        if (j->req.include_usage) out_take(j, rlx_api_sse_usage(&j->meta, &j->total));
-        out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
-    } else {
-        rlx_api_choice *cs = calloc(j->n_choices, sizeof *cs);
-        if (!cs) {
-            j->out_lost = true;
-        } else {
-            for (size_t i = 0; i < j->n_choices; i++) {
-                const rlx_choice *ch = &j->choices[i];
-                cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len,
-                                         .tokens = ch->tokens, .n_tokens = ch->n_tokens,
-                                         .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
-                                         .n_logprobs = ch->n_lps, .finish = ch->finish};
-            }
-            out_take(j, rlx_api_response_json(&j->meta, cs, j->n_choices, &j->total, &j->choices[0].timings));
-            free(cs);
-        }
-    }
-}
-
-/* Streams one released piece of a choice (and its logprob entry, if any). */
-static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n,
-                       const rlx_api_logprob *lp, rlx_finish_reason finish)
-{
-    if (j->req.kind == RLX_API_GENERATE) {
-        if (token >= 0)
-            out_take(j, j->line_id ? rlx_api_line_token(j->line_id, j->n_choices > 1 ? ch->index : -1, token, text, n)
-                                   : rlx_api_ndjson_token(token, text, n));
-        return;
-    }
-    if (ch->echo_pending) { /* the echoed prompt, now with its logprobs */
-        ch->echo_pending = false;
-        out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, ch->text, ch->echo_len, false, ch->lps, ch->n_prompt_lps,
-                                      RLX_FINISH_NONE));
-    }
-    if (!n && !lp && finish == RLX_FINISH_NONE) return;
-    out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, finish));
 }
 
 /* Bytes a prompt token adds to the echoed text: its piece without special tokens (a BOS adds
@@ -434,7 +357,7 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
     rlx_api_logprob *lp = j->req.logprobs >= 0 ? add_logprob(j, ch, ev->token, ev, &ch->lp_offset) : NULL;
     const char *out = ev->text ? ev->text : "";
     size_t n = ev->text_len;
-    if (j->req.stream && !j->client_gone) emit_piece(j, ch, ev->token, out, n, lp, RLX_FINISH_NONE);
+    if (j->req.stream && !j->client_gone) j->ops->piece(j, ch, ev->token, out, n, lp);
     text_append(ch, out, n);
 }
 
@@ -466,12 +389,11 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
             const char *out = ev->text ? ev->text : "";
             size_t n = ev->text_len;
             text_append(ch, out, n);
-            if (j->req.stream && !j->client_gone && !j->failed && j->req.kind != RLX_API_GENERATE)
-                out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, out, n, false, NULL, 0, ch->finish));
+            if (j->req.stream && !j->client_gone && !j->failed && j->ops->choice_end) j->ops->choice_end(j, ch, out, n);
         }
     }
     if (j->n_final == j->n_submitted && !j->finished) finish_job(j);
-    if (j->notify) {
+    if (j->sink) {
         notify(j); /* the sink may detach, and so free j, in here */
         return;
     }
@@ -536,16 +458,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
 static void started(rlx_job *j)
 {
     j->started = true;
-    if (!j->req.stream) return;
-    for (size_t i = 0; i < j->n_choices; i++) {
-        rlx_choice *ch = &j->choices[i];
-        if (j->req.kind == RLX_API_CHAT) /* the opening chunk carries the role */
-            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
-        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS && j->req.logprobs >= 0)
-            ch->echo_pending = true; /* echo: the prompt goes first, once its logprobs are in */
-        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS) /* echo: the prompt comes first */
-            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, ch->text, ch->len, false, NULL, 0, RLX_FINISH_NONE));
-    }
+    if (j->req.stream && j->ops->begin) j->ops->begin(j);
 }
 
 /* Tokenizing and rendering run on the libuv threadpool (prepare.c): the loop must not
@@ -634,12 +547,12 @@ void rlx_srv_end_all(rlx_srv *s)
     rlx_srv_cancel_work(s);
     for (rlx_job *j = s->jobs, *next; j; j = next) {
         next = j->next;
-        if (!j->finished && !j->preparing && j->notify) abort_job(j);
+        if (!j->finished && !j->preparing && j->sink) abort_job(j);
     }
 }
 
-int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn nfy,
-                  void *sink, rlx_job **out, rlx_api_error *e)
+int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx_sink_ops *ops, void *sink,
+                  rlx_job **out, rlx_api_error *e)
 {
     int vrc = check_params(req, m, e);
     if (vrc) return vrc;
@@ -652,6 +565,7 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     }
     j->srv = s;
     j->model = m;
+    j->ops = ops;
     j->req = *req;
     memset(req, 0, sizeof *req);
     j->n_choices = n;
@@ -693,7 +607,6 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
         maybe_free(j); /* frees now, or once the submitted ones have ended */
         return rc;
     }
-    j->notify = nfy;
     j->sink = sink;
     *out = j;
     return 0;

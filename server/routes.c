@@ -237,7 +237,7 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
     bool stream = r->stream;
     rlx_api_kind kind = r->kind;
     rlx_job *j;
-    if (rlx_job_start(s, m, r, rlx_conn_job_notify, c, &j, &e)) {
+    if (rlx_job_start(s, m, r, &rlx_http_sink, c, &j, &e)) {
         rlx_conn_error(c, &e);
         return;
     }

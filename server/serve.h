@@ -76,7 +76,28 @@ typedef struct rlx_choice {
     bool ev_lost;
 } rlx_choice;
 
-typedef void (*rlx_job_notify_fn)(rlx_job *job);
+/* A front end's sink: how a job's response reaches its client. The job keeps the engine's
+ * bookkeeping (choices, events, usage, finish) and calls these on the loop thread; they format
+ * with proto's formatters into the job's output queue (rlx_job_out_take / _put), which the front
+ * end drains (j->out[off..len)). A new front end is one file that implements them. */
+typedef struct rlx_sink_ops {
+    /* a stream's every choice was submitted: its opening bytes (optional) */
+    void (*begin)(rlx_job *j);
+    /* a stream's released piece of a choice: token (its id), its text, its logprob entry (NULL
+     * when not asked) */
+    void (*piece)(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lp);
+    /* a stream's choice ended well (ch->finish set): its last text (optional) */
+    void (*choice_end)(rlx_job *j, rlx_choice *ch, const char *text, size_t n);
+    /* the end of the response: every choice is final (the total in j->total) ... */
+    void (*finish)(rlx_job *j);
+    /* ... or the job failed (j->err); before a stream began (!j->started) nothing was sent */
+    void (*fail)(rlx_job *j);
+    /* whether the whole response is one piece, which an error replaces when part of it was
+     * lost (a stream's sent bytes cannot be taken back) */
+    bool (*whole)(const rlx_job *j);
+    /* bytes were queued, or the job finished: wake the front end (it may detach, freeing j) */
+    void (*notify)(rlx_job *j);
+} rlx_sink_ops;
 
 struct rlx_job {
     rlx_srv *srv;
@@ -103,10 +124,9 @@ struct rlx_job {
     int32_t prompt_tokens;         /* prompt tokens submitted, once per prompt (not per choice) */
     bool started;                  /* every choice was submitted: a stream may begin */
     bool aborted;                  /* ended by the server (grace period over), not by the engine */
-    const char *line_id;           /* stdio: the client's id as JSON (borrowed from the sink); the
-                                      output is then JSON lines (rlx_api_line_*) */
-    rlx_job_notify_fn notify;      /* NULL once detached */
-    void *sink;
+    const char *line_id;           /* stdio's sink: the client's id as JSON (borrowed from it) */
+    const rlx_sink_ops *ops;       /* the front end's formats (static) */
+    void *sink;                    /* the front end's state (a connection, a line); NULL once detached */
     double t_start;
     rlx_usage total;
 };
@@ -163,8 +183,13 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e);
 /* Starts a job from a parsed request (moved into the job; *req is zeroed). For chat, the
  * prompt is rendered here with the model's template. On error nothing was started for the
  * caller (a partly submitted job cleans itself up) and e says why. */
-int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn notify,
-                  void *sink, rlx_job **out, rlx_api_error *e);
+int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx_sink_ops *ops, void *sink,
+                  rlx_job **out, rlx_api_error *e);
+/* A sink's output: appended whole or not at all (once bytes were lost nothing more is added and
+ * the job fails, see rlx_sink_ops.whole); _take frees s, NULL meaning a formatter ran out of
+ * memory (the piece is lost). */
+void rlx_job_out_put(rlx_job *j, const char *s, size_t n);
+void rlx_job_out_take(rlx_job *j, char *s);
 /* The sink lets go: an unfinished job is cancelled; the job is freed when it can be. */
 void rlx_job_detach(rlx_job *job);
 void rlx_srv_cancel_all(rlx_srv *s);
@@ -286,6 +311,8 @@ void rlx_task_template(rlx_conn *c, rlx_model_slot *m, rlx_api_request *r);
 void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, size_t limit);
 /* http.c: the job-side wake-up of the connection waiting on it. */
 void rlx_conn_job_notify(rlx_job *job);
+/* sink_http.c: a job's response as HTTP bodies (JSON, SSE, NDJSON). */
+extern const rlx_sink_ops rlx_http_sink;
 /* http.c: a call has answered (c->call is NULL again, unless it started another): resume the
  * connection. */
 void rlx_conn_wake(rlx_conn *c);

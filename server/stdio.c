@@ -219,12 +219,59 @@ static void on_job(rlx_job *job)
     entry_done(e);
 }
 
+/* ---- the sink: JSON lines (rlx_api_line_*) carrying the request's id ------------------------ */
+
+static void line_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lp)
+{
+    (void)lp;
+    if (token >= 0)
+        rlx_job_out_take(j, rlx_api_line_token(j->line_id, j->n_choices > 1 ? ch->index : -1, token, text, n));
+}
+
+static void line_fail(rlx_job *j)
+{
+    rlx_job_out_take(j, rlx_api_line_error(j->line_id, &j->err, (rlx_now() - j->t_start) * 1000));
+}
+
+static void line_finish(rlx_job *j)
+{
+    rlx_api_choice *cs = calloc(j->n_choices, sizeof *cs);
+    if (!cs) {
+        j->failed = true;
+        rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+        line_fail(j);
+        return;
+    }
+    for (size_t i = 0; i < j->n_choices; i++) {
+        const rlx_choice *ch = &j->choices[i];
+        cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
+                                 .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
+                                 .n_logprobs = ch->n_lps, .finish = ch->finish};
+    }
+    rlx_job_out_take(j, rlx_api_line_result(j->line_id, cs, j->n_choices, &j->total, (rlx_now() - j->t_start) * 1000));
+    free(cs);
+}
+
+static bool line_whole(const rlx_job *j)
+{
+    (void)j;
+    return true; /* the result is one line, written after the token lines already taken */
+}
+
+static const rlx_sink_ops line_sink = {
+    .piece = line_piece,
+    .finish = line_finish,
+    .fail = line_fail,
+    .whole = line_whole,
+    .notify = on_job,
+};
+
 /* Whether a started request (its job not yet answered) has this id: its lines could not be
  * told apart from a second one's. */
 static bool id_in_flight(rlx_srv *s, const char *id)
 {
     for (const rlx_job *j = s->jobs; j; j = j->next)
-        if (j->notify == on_job && j->sink && !strcmp(((const entry *)j->sink)->id, id)) return true;
+        if (j->ops == &line_sink && j->sink && !strcmp(((const entry *)j->sink)->id, id)) return true;
     return false;
 }
 
@@ -293,7 +340,7 @@ static void parse_done(uv_work_t *w, int status)
     /* chat is rendered by the template, then answered like generate: one native result */
     e->req.kind = RLX_API_GENERATE;
     rlx_job *job;
-    if (!m || rlx_job_start(s, m, &e->req, on_job, e, &job, &err)) {
+    if (!m || rlx_job_start(s, m, &e->req, &line_sink, e, &job, &err)) {
         fail_entry(e, &err);
         entry_done(e);
         return;
@@ -543,7 +590,7 @@ void rlx_stdio_close(rlx_srv *s)
     /* jobs still running (grace period over) are detached; their entries go with them */
     for (;;) {
         rlx_job *j = s->jobs;
-        while (j && j->notify != on_job) j = j->next;
+        while (j && j->ops != &line_sink) j = j->next;
         if (!j) break;
         entry *e = j->sink;
         rlx_job_detach(j); /* may free j: the list is walked again from its head */
