@@ -705,6 +705,24 @@ static void refuse_unrouted(rlx_conn *c)
     c->log_status = 503;
 }
 
+static int http_start(rlx_srv *s, rlx_error *err)
+{
+    int rc = rlx_http_start(s, err);
+    if (!rc)
+        fprintf(stderr, strchr(s->cfg->host, ':') ? "rlxd: listening on http://[%s]:%d\n"
+                : "rlxd: listening on http://%s:%d\n", s->cfg->host, s->port);
+    return rc;
+}
+
+const rlx_front_ops rlx_http_front = {
+    .start = http_start,
+    .quiesce = rlx_http_quiesce,
+    .end_tasks = rlx_http_end_tasks,
+    .kick = rlx_http_kick,
+    .idle = rlx_http_idle,
+    .stop = rlx_http_stop,
+};
+
 void rlx_http_stop(rlx_srv *s)
 {
     if (!s->mhd) return;

@@ -66,7 +66,7 @@ static void on_async(uv_async_t *a)
         free(q);
         q = next;
     }
-    if (s->mhd) rlx_http_kick(s);
+    if (s->front && s->front->kick) s->front->kick(s);
     rlx_srv_maybe_exit(s);
 }
 
@@ -523,7 +523,7 @@ static void prepare_done(rlx_call *call, void *client, int status)
     }
     free(t);
     notify(j); /* may free j */
-    if (s->mhd) rlx_http_kick(s);
+    if (s->front && s->front->kick) s->front->kick(s);
 }
 
 /* Ends a job the engine is still running: its sink gets the 503 "shutting down" as a final

@@ -139,8 +139,27 @@ typedef struct rlx_qevent {
     bool lost;                     /* final event: an earlier event (or this one's text) was lost */
 } rlx_qevent;
 
+/* A front end: how clients reach the daemon (HTTP, --stdio). cmd_serve.c drives the one the
+ * configuration picks through this table and knows no front end by name; with rlx_sink_ops (how
+ * a job's response reaches a client) a new front end is one file. Loop thread. */
+typedef struct rlx_front_ops {
+    int (*start)(rlx_srv *s, rlx_error *err);  /* before the models load */
+    void (*models_ready)(rlx_srv *s);          /* optional: every model loaded */
+    void (*quiesce)(rlx_srv *s);               /* SIGTERM/SIGINT or a failed load: accept no more */
+    void (*end_tasks)(rlx_srv *s);             /* optional: grace period over, answer what waits on
+                                                  threadpool calls now (503 "shutting down") */
+    void (*kick)(rlx_srv *s);                  /* optional: events were handled, run the front end */
+    bool (*idle)(rlx_srv *s);                  /* nothing in flight that holds the exit */
+    void (*stop)(rlx_srv *s);                  /* optional: shutdown, before the workers stop */
+    void (*close)(rlx_srv *s);                 /* optional: after the workers stopped (run the loop after) */
+    void (*free)(rlx_srv *s);                  /* optional: once its handles are closed */
+} rlx_front_ops;
+extern const rlx_front_ops rlx_http_front;  /* http.c */
+extern const rlx_front_ops rlx_stdio_front; /* stdio.c */
+
 struct rlx_srv {
     rlx_serve_config *cfg;
+    const rlx_front_ops *front;    /* the front end serving (static) */
     uv_loop_t *loop;
     rlx_model_slot models[RLX_SERVE_MAX_MODELS];
     size_t n_models, n_ready, n_failed;

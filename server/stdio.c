@@ -608,3 +608,12 @@ void rlx_stdio_free(rlx_srv *s)
     free(st);
     s->stdio = NULL;
 }
+
+const rlx_front_ops rlx_stdio_front = {
+    .start = rlx_stdio_start,
+    .models_ready = rlx_stdio_models_ready,
+    .quiesce = rlx_stdio_quiesce,
+    .idle = rlx_stdio_idle,
+    .close = rlx_stdio_close,
+    .free = rlx_stdio_free,
+};
