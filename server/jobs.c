@@ -298,6 +298,18 @@ static void finish_job(rlx_job *j)
     j->finished = true;
 }
 
+rlx_api_choice *rlx_job_api_choices(const rlx_job *j)
+{
+    rlx_api_choice *cs = calloc(j->n_choices ? j->n_choices : 1, sizeof *cs);
+    for (size_t i = 0; cs && i < j->n_choices; i++) {
+        const rlx_choice *ch = &j->choices[i];
+        cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
+                                 .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
+                                 .n_logprobs = ch->n_lps, .finish = ch->finish};
+    }
+    return cs;
+}
+
 /* Bytes a prompt token adds to the echoed text: its piece without special tokens (a BOS adds
  * none), the first non-empty one as the detokenizer writes it (SentencePiece's prefix space
  * dropped); *begun says a piece with text was seen. */

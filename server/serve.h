@@ -209,6 +209,9 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx
  * memory (the piece is lost). */
 void rlx_job_out_put(rlx_job *j, const char *s, size_t n);
 void rlx_job_out_take(rlx_job *j, char *s);
+/* The job's choices as proto's rlx_api_choice (borrowing their texts), malloc'ed; NULL when out
+ * of memory. */
+rlx_api_choice *rlx_job_api_choices(const rlx_job *j);
 /* The sink lets go: an unfinished job is cancelled; the job is freed when it can be. */
 void rlx_job_detach(rlx_job *job);
 void rlx_srv_cancel_all(rlx_srv *s);

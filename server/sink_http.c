@@ -56,16 +56,10 @@ static void http_finish(rlx_job *j)
         if (j->req.include_usage) rlx_job_out_take(j, rlx_api_sse_usage(&j->meta, &j->total));
         rlx_job_out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
     } else {
-        rlx_api_choice *cs = calloc(j->n_choices, sizeof *cs);
+        rlx_api_choice *cs = rlx_job_api_choices(j);
         if (!cs) {
             j->out_lost = true;
             return;
-        }
-        for (size_t i = 0; i < j->n_choices; i++) {
-            const rlx_choice *ch = &j->choices[i];
-            cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
-                                     .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
-                                     .n_logprobs = ch->n_lps, .finish = ch->finish};
         }
         rlx_job_out_take(j, rlx_api_response_json(&j->meta, cs, j->n_choices, &j->total, &j->choices[0].timings));
         free(cs);

@@ -235,18 +235,12 @@ static void line_fail(rlx_job *j)
 
 static void line_finish(rlx_job *j)
 {
-    rlx_api_choice *cs = calloc(j->n_choices, sizeof *cs);
+    rlx_api_choice *cs = rlx_job_api_choices(j);
     if (!cs) {
         j->failed = true;
         rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         line_fail(j);
         return;
-    }
-    for (size_t i = 0; i < j->n_choices; i++) {
-        const rlx_choice *ch = &j->choices[i];
-        cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
-                                 .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
-                                 .n_logprobs = ch->n_lps, .finish = ch->finish};
     }
     rlx_job_out_take(j, rlx_api_line_result(j->line_id, cs, j->n_choices, &j->total, (rlx_now() - j->t_start) * 1000));
     free(cs);
