@@ -60,6 +60,7 @@ static void done(rlx_call *call, void *cl, int status)
 typedef struct fixture {
     uv_loop_t loop;
     rlx_srv srv;
+    uv_sem_t started, go;          /* a held task posts started, then waits for go */
 } fixture;
 
 static void fx_init(fixture *f)
@@ -67,12 +68,23 @@ static void fx_init(fixture *f)
     memset(f, 0, sizeof *f);
     uv_loop_init(&f->loop);
     f->srv.loop = &f->loop;
+    uv_sem_init(&f->started, 0);
+    uv_sem_init(&f->go, 0);
 }
 
 static void fx_close(fixture *f)
 {
     uv_run(&f->loop, UV_RUN_DEFAULT);
     uv_loop_close(&f->loop);
+    uv_sem_destroy(&f->started);
+    uv_sem_destroy(&f->go);
+}
+
+/* t's run will wait for f->go once it started */
+static void hold(fixture *f, task *t)
+{
+    t->started = &f->started;
+    t->go = &f->go;
 }
 
 static task *new_task(int *ran, int *done_calls, task **out)
@@ -115,17 +127,13 @@ TEST(drop_before_run)
 {
     fixture f;
     fx_init(&f);
-    uv_sem_t started, go;
-    uv_sem_init(&started, 0);
-    uv_sem_init(&go, 0);
     int ran = 0, dc = 0;
     /* a blocker holds the pool's one thread */
     task *blk = new_task(&ran, &dc, NULL);
-    blk->started = &started;
-    blk->go = &go;
+    hold(&f, blk);
     client holder = {0};
     ASSERT_EQ(rlx_call_start(&f.srv, &blk->call, false, &holder, &holder.call, run, done), 0);
-    uv_sem_wait(&started);
+    uv_sem_wait(&f.started);
     client *c = calloc(1, sizeof *c);
     task *got = NULL, *t = new_task(&ran, &dc, &got);
     ASSERT_EQ(rlx_call_start(&f.srv, &t->call, false, c, &c->call, run, done), 0);
@@ -134,7 +142,7 @@ TEST(drop_before_run)
     ASSERT(c->call == NULL);
     rlx_call_drop(&c->call); /* twice is harmless */
     free(c); /* the client is gone for good: nothing may touch it */
-    uv_sem_post(&go);
+    uv_sem_post(&f.go);
     uv_run(&f.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(ran, 2);
     ASSERT_EQ(dc, 2);
@@ -144,8 +152,6 @@ TEST(drop_before_run)
     ASSERT_EQ(holder.answers, 1);
     ASSERT_EQ(f.srv.n_tasks, 0);
     free(got);
-    uv_sem_destroy(&started);
-    uv_sem_destroy(&go);
     fx_close(&f);
 }
 
@@ -154,26 +160,20 @@ TEST(drop_during_run)
 {
     fixture f;
     fx_init(&f);
-    uv_sem_t started, go;
-    uv_sem_init(&started, 0);
-    uv_sem_init(&go, 0);
     int ran = 0, dc = 0;
     client *c = calloc(1, sizeof *c);
     task *got = NULL, *t = new_task(&ran, &dc, &got);
-    t->started = &started;
-    t->go = &go;
+    hold(&f, t);
     ASSERT_EQ(rlx_call_start(&f.srv, &t->call, false, c, &c->call, run, done), 0);
-    uv_sem_wait(&started); /* running now */
+    uv_sem_wait(&f.started); /* running now */
     rlx_call_drop(&c->call);
     free(c);
-    uv_sem_post(&go);
+    uv_sem_post(&f.go);
     uv_run(&f.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(ran, 1);
     ASSERT_EQ(dc, 1);
     ASSERT(got != NULL && got->seen_client == NULL);
     free(got);
-    uv_sem_destroy(&started);
-    uv_sem_destroy(&go);
     fx_close(&f);
 }
 
@@ -183,15 +183,11 @@ TEST(cancel_before_run)
 {
     fixture f;
     fx_init(&f);
-    uv_sem_t started, go;
-    uv_sem_init(&started, 0);
-    uv_sem_init(&go, 0);
     int ran = 0, dc = 0, blk_ran = 0;
     task *blk = new_task(&blk_ran, &dc, NULL);
-    blk->started = &started;
-    blk->go = &go;
+    hold(&f, blk);
     ASSERT_EQ(rlx_call_start(&f.srv, &blk->call, true, NULL, NULL, run, done), 0); /* big: holds the big slot */
-    uv_sem_wait(&started);
+    uv_sem_wait(&f.started);
     client a = {0}, b = {0};
     task *ga = NULL, *gb = NULL;
     task *ta = new_task(&ran, &dc, &ga), *tb = new_task(&ran, &dc, &gb);
@@ -199,7 +195,7 @@ TEST(cancel_before_run)
     ASSERT_EQ(rlx_call_start(&f.srv, &tb->call, true, &b, &b.call, run, done), 0); /* waits in big_head */
     ASSERT(f.srv.big_head == &tb->call.work);
     rlx_srv_cancel_work(&f.srv);
-    uv_sem_post(&go);
+    uv_sem_post(&f.go);
     uv_run(&f.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(blk_ran, 1);
     ASSERT_EQ(ran, 0);
@@ -211,8 +207,6 @@ TEST(cancel_before_run)
     ASSERT_EQ(f.srv.n_tasks, 0);
     free(ga);
     free(gb);
-    uv_sem_destroy(&started);
-    uv_sem_destroy(&go);
     fx_close(&f);
 }
 
