@@ -187,4 +187,78 @@ int32_t rlx_worker_n_ctx(const rlx_worker *w);
 void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks);
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
 
+/* ---- admission (admit.c) --------------------------------------------------------------------
+ * One rule for what a request may ask of a model, applied wherever a part of it becomes known:
+ * the server before tokenizing (max_tokens, logit_bias), after tokenizing (the prompt), and the
+ * worker at submit and again once a session's history is attached. Pure functions of their
+ * arguments, any thread. The rule, in the order checked:
+ *   prompt empty            a known prompt of no token, and no session history before it;
+ *   token id                a prompt id outside 0..n_vocab-1 (the first one);
+ *   max_tokens              max_tokens >= n_ctx: no room is left for even one prompt token;
+ *   logit_bias key          a key outside 0..n_vocab-1 (the first one);
+ *   prompt too long         history + prompt >= the limit: no room for one generated token;
+ *   context                 history + prompt + max(max_tokens, 1) > the limit,
+ * where the limit is n_ctx, or the KV pool's tokens when that is smaller. A limit <= 0 is not
+ * checked. Callers turn a refusal into their own words: proto's rlx_api_error_from_admit for the
+ * HTTP/stdio API, rlx_admit_error for the engine's rlx_error. */
+typedef enum rlx_admit_reason {
+    RLX_ADMIT_OK = 0,
+    RLX_ADMIT_PROMPT_EMPTY,
+    RLX_ADMIT_TOKEN_ID,        /* value: the id, index: its position in the prompt */
+    RLX_ADMIT_MAX_TOKENS,      /* value: max_tokens, limit: n_ctx */
+    RLX_ADMIT_BIAS_ID,         /* value: the key, index: its entry */
+    RLX_ADMIT_PROMPT_LONG,     /* value: prompt tokens (see bound), limit: as below */
+    RLX_ADMIT_CONTEXT,         /* value: max_tokens, limit: as below */
+} rlx_admit_reason;
+
+/* How well the prompt's length is known. */
+typedef enum rlx_admit_bound {
+    RLX_ADMIT_UNKNOWN = 0,     /* not yet (text not tokenized): taken as one token */
+    RLX_ADMIT_EXACT,           /* n_prompt tokens */
+    RLX_ADMIT_AT_LEAST,        /* at least n_prompt (from prompt_bytes and the tokenizer's bound) */
+    RLX_ADMIT_MORE_THAN,       /* more than n_prompt (tokenizing stopped at that cap) */
+} rlx_admit_bound;
+
+typedef struct rlx_admit_limits {
+    int32_t n_ctx;             /* the model's context; <= 0: unchecked */
+    int32_t n_vocab;           /* <= 0: ids unchecked */
+    int64_t kv_tokens;         /* tokens the KV pool holds in all; <= 0: as n_ctx */
+} rlx_admit_limits;
+
+typedef struct rlx_admit_query {
+    const int32_t *ids;        /* the prompt's ids to range-check (borrowed), NULL: none */
+    size_t n_prompt;           /* prompt tokens (history excluded), see bound */
+    rlx_admit_bound bound;
+    size_t prompt_bytes;       /* RLX_ADMIT_AT_LEAST: the text's bytes it was estimated from */
+    int64_t n_history;         /* a session's tokens before the prompt */
+    int32_t max_tokens;        /* <= 0: up to the end of the context */
+    const rlx_logit_bias *bias; /* borrowed, NULL: none */
+    size_t n_bias;
+} rlx_admit_query;
+
+typedef struct rlx_admit {
+    rlx_admit_reason reason;
+    int64_t value;             /* the offending number (see the reasons) */
+    size_t index;
+    int64_t limit;             /* the bound broken: n_vocab, n_ctx, or the context/KV limit */
+    bool kv_pool;              /* the limit is the KV pool's, smaller than the context */
+    int32_t n_ctx;             /* the model's context, for messages */
+    /* the query's prompt as checked, for messages */
+    size_t n_prompt;
+    rlx_admit_bound bound;
+    size_t prompt_bytes;
+    int64_t n_history;
+    int32_t max_tokens;
+} rlx_admit;
+
+/* Fills *a (reason RLX_ADMIT_OK when admitted) and returns 0, RLX_EINVAL (empty prompt, token
+ * id, logit_bias key) or RLX_ETOOLONG (max_tokens, prompt too long, context). */
+int rlx_admit_check(const rlx_admit_limits *lim, const rlx_admit_query *q, rlx_admit *a);
+/* Only the id range of a token list (may be empty), e.g. /detokenize: RLX_ADMIT_TOKEN_ID. */
+int rlx_admit_tokens(int32_t n_vocab, const int32_t *ids, size_t n, rlx_admit *a);
+/* The engine's sentence for a refusal (rlx_errorf into err); returns the same code as the check. */
+int rlx_admit_error(const rlx_admit *a, rlx_error *err);
+/* The limits of a loaded model: its context, vocabulary and KV pool. */
+void rlx_worker_admit_limits(const rlx_worker *w, rlx_admit_limits *lim);
+
 #endif

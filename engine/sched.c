@@ -215,20 +215,20 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
         if (ids != r->prompt_ids) free(ids);
         return rc;
     }
-    int64_t room = RLX_MIN((int64_t)rn->n_ctx, (int64_t)rn->kv.n_blocks * rn->kv.block_size) - (int64_t)n;
-    int64_t want = r->max_tokens > 0 ? r->max_tokens : room;
-    if (room < 1 || want > room) {
-        if (s->n_history > 0)
-            rc = rlx_errorf(err, RLX_ETOOLONG, "the session history (%d tokens) plus this prompt (%zu tokens) and "
-                            "max_tokens (%lld) do not fit the context (%d tokens, KV pool %d tokens); delete the "
-                            "session or start a new one", s->n_history, n - (size_t)s->n_history,
-                            (long long)RLX_MAX(want, 1), rn->n_ctx, rn->kv.n_blocks * rn->kv.block_size);
-        else
-            rc = rlx_errorf(err, RLX_ETOOLONG, "the prompt (%zu tokens) plus max_tokens (%lld) does not fit the context "
-                            "(%d tokens, KV pool %d tokens)", n, (long long)want, rn->n_ctx, rn->kv.n_blocks * rn->kv.block_size);
+    /* the admission rule again, now that the history (read from the store, perhaps) is attached */
+    rlx_admit_limits lim;
+    rlx_worker_admit_limits(w, &lim);
+    lim.n_vocab = 0; /* ids: checked at submit, or the tokenizer's own */
+    rlx_admit_query q = {.n_prompt = n - (size_t)s->n_history, .bound = RLX_ADMIT_EXACT, .n_history = s->n_history,
+                         .max_tokens = r->max_tokens};
+    rlx_admit a;
+    if (rlx_admit_check(&lim, &q, &a)) {
+        rc = rlx_admit_error(&a, err);
         if (ids != r->prompt_ids) free(ids);
         return rc;
     }
+    int64_t room = RLX_MIN((int64_t)rn->n_ctx, (int64_t)rn->kv.n_blocks * rn->kv.block_size) - (int64_t)n;
+    int64_t want = r->max_tokens > 0 ? r->max_tokens : room;
     s->max_tokens = (int32_t)want;
     s->cap_tokens = (int32_t)n + s->max_tokens + 1;
     s->tokens = malloc((size_t)s->cap_tokens * sizeof *s->tokens);

@@ -173,31 +173,23 @@ static int check_stops(const rlx_request *req, rlx_error *err)
     return 0;
 }
 
-/* Can never fit: prompt (after the session's history, as far as it is known now) plus
- * max_tokens beyond the context or the whole KV pool. Decided here so that a streaming route
- * answers 400 before its first byte. */
-static int check_fits(rlx_worker *w, const rlx_request *req, rlx_error *err)
+/* Can never fit (the admission rule, engine.h): prompt ids out of the vocabulary, or the prompt
+ * (after the session's history, as far as it is known now) plus max_tokens beyond the context or
+ * the whole KV pool. Decided here so that a streaming route answers 400 before its first byte. */
+static int check_admit(rlx_worker *w, const rlx_request *req, rlx_error *err)
 {
-    rlx_runner *rn = w->runner;
-    int64_t pool = (int64_t)rn->kv.n_blocks * rn->kv.block_size, limit = RLX_MIN((int64_t)rn->n_ctx, pool);
-    int64_t gen = RLX_MAX(req->max_tokens, 1);
-    int64_t hist = req->session_id && !req->session_replace ? rlx__session_history(w, req->session_id) : 0;
-    int64_t prompt = req->prompt_ids ? (int64_t)req->n_prompt : 1; /* text: at least one token */
-    if (hist + prompt + gen <= limit) return 0;
-    const char *what = limit < rn->n_ctx ? "the KV pool" : "the context";
-    if (hist > 0)
-        return rlx_errorf(err, RLX_ETOOLONG, "the session history (%lld tokens) plus this prompt (%lld tokens) and "
-                          "max_tokens (%d) exceed %s of %lld tokens; delete the session or start a new one",
-                          (long long)hist, (long long)(req->prompt_ids ? prompt : 0), req->max_tokens, what,
-                          (long long)limit);
-    return rlx_errorf(err, RLX_ETOOLONG, "the prompt (%lld tokens) plus max_tokens (%d) exceeds %s of %lld tokens",
-                      (long long)(req->prompt_ids ? prompt : 0), req->max_tokens, what, (long long)limit);
+    rlx_admit_limits lim;
+    rlx_worker_admit_limits(w, &lim);
+    rlx_admit_query q = {.ids = req->prompt_ids, .n_prompt = req->prompt_ids ? req->n_prompt : 0,
+                         .bound = req->prompt_ids ? RLX_ADMIT_EXACT : RLX_ADMIT_UNKNOWN, .max_tokens = req->max_tokens};
+    q.n_history = req->session_id && !req->session_replace ? rlx__session_history(w, req->session_id) : 0;
+    rlx_admit a;
+    return rlx_admit_check(&lim, &q, &a) ? rlx_admit_error(&a, err) : 0;
 }
 
 int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
 {
     int rc = 0;
-    int32_t n_ctx = w->runner->n_ctx;
     if (!req->on_event) rc = rlx_errorf(err, RLX_EINVAL, "request has no event callback");
     else if (!req->prompt_text && (!req->prompt_ids || req->n_prompt == 0))
         rc = rlx_errorf(err, RLX_EINVAL, "the prompt is empty");
@@ -206,15 +198,8 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
     } else if (req->top_logprobs > RLX_MAX_TOP_LOGPROBS)
         rc = rlx_errorf(err, RLX_EINVAL, "top_logprobs must be at most %d", RLX_MAX_TOP_LOGPROBS);
     else if ((rc = rlx_sampling_params_validate(&req->sampling, w->runner->n_vocab, err))) {
-    } else if (req->prompt_ids) {
-        for (size_t i = 0; i < req->n_prompt && !rc; i++)
-            if (req->prompt_ids[i] < 0 || req->prompt_ids[i] >= w->runner->n_vocab)
-                rc = rlx_errorf(err, RLX_EINVAL, "prompt token %d at index %zu is outside the vocabulary (%d tokens)",
-                                req->prompt_ids[i], i, w->runner->n_vocab);
     }
-    if (!rc && req->max_tokens > n_ctx)
-        rc = rlx_errorf(err, RLX_ETOOLONG, "max_tokens (%d) exceeds the context of %d tokens", req->max_tokens, n_ctx);
-    if (!rc) rc = check_fits(w, req, err);
+    if (!rc) rc = check_admit(w, req, err);
     if (rc) { rlx_request_free(req); return rc; }
     pthread_mutex_lock(&w->mu);
     if (w->stop) rc = rlx_errorf(err, RLX_EFULL, "the server is shutting down");
@@ -253,6 +238,13 @@ const char *rlx_worker_name(const rlx_worker *w) { return w->name; }
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w) { return w->tok; }
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w) { return w->tmpl; }
 int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
+
+void rlx_worker_admit_limits(const rlx_worker *w, rlx_admit_limits *lim)
+{
+    const rlx_runner *rn = w->runner;
+    *lim = (rlx_admit_limits){.n_ctx = rn->n_ctx, .n_vocab = rn->n_vocab,
+                              .kv_tokens = (int64_t)rn->kv.n_blocks * rn->kv.block_size};
+}
 
 void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks)
 {

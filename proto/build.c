@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INVALID "invalid_request_error"
-
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -107,7 +105,7 @@ int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_err
     cJSON_ArrayForEach(m, r->messages) last = m;
     const cJSON *c = last ? cJSON_GetObjectItemCaseSensitive(last, "content") : NULL;
     if (!cJSON_IsString(c))
-        return rlx_api_errorf(e, 400, INVALID, "continue_final_message",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "continue_final_message",
                               "'continue_final_message' needs a final message with text content.");
     /* transformers: find the stripped message last in the rendering and cut after it, keeping
      * its leading-stripped length when the template kept the message's trailing space */
@@ -120,7 +118,7 @@ int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_err
     for (size_t i = len + 1; i-- > 0;)
         if (len - i >= core_n && !memcmp(rendered + i, core, core_n)) { at = rendered + i; break; }
     if (!at)
-        return rlx_api_errorf(e, 400, INVALID, "continue_final_message",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "continue_final_message",
                               "'continue_final_message' is set but the final message does not appear in the "
                               "rendered chat template (the template changes it).");
     size_t keep = (size_t)(at - rendered), lstripped = n - lo;
@@ -134,17 +132,17 @@ static cJSON *parse_object(const char *body, size_t len, rlx_api_error *e)
 {
     /* cJSON would cut such a string at the NUL: refused, as the generation routes do */
     if (rlx_api_has_escaped_nul(body, len)) {
-        rlx_api_errorf(e, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
+        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
         return NULL;
     }
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) {
-        rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON.");
+        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request body is not valid JSON.");
         return NULL;
     }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
+        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request body must be a JSON object.");
         return NULL;
     }
     if (rlx_api_check_utf8(root, e)) {
@@ -159,7 +157,7 @@ static int opt_model(const cJSON *root, char **model, rlx_api_error *e)
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
     *model = NULL;
     if (!m || cJSON_IsNull(m)) return 0;
-    if (!cJSON_IsString(m)) return rlx_api_errorf(e, 400, INVALID, "model", "'model' must be a string.");
+    if (!cJSON_IsString(m)) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "model", "'model' must be a string.");
     *model = dup_or_null(m->valuestring);
     return 0;
 }
@@ -168,7 +166,7 @@ static int opt_bool(const cJSON *root, const char *name, bool *out, rlx_api_erro
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
     if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsBool(v)) return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a boolean.", name);
+    if (!cJSON_IsBool(v)) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be a boolean.", name);
     *out = cJSON_IsTrue(v);
     return 0;
 }
@@ -185,14 +183,14 @@ int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "content");
     if (!c || cJSON_IsNull(c)) { c = cJSON_GetObjectItemCaseSensitive(root, "prompt"); name = "prompt"; }
     if (!c || cJSON_IsNull(c)) {
-        rc = rlx_api_errorf(e, 400, INVALID, "content", "'content' (or 'prompt') is required.");
+        rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "content", "'content' (or 'prompt') is required.");
     } else if (!cJSON_IsString(c)) {
-        rc = rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a string.", name);
+        rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be a string.", name);
     } else if ((rc = opt_bool(root, "add_special", add_special, e)) == 0
                && (rc = opt_bool(root, "parse_special", parse_special, e)) == 0
                && (rc = opt_model(root, model, e)) == 0) {
         *text = strdup(c->valuestring);
-        if (!*text) rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        if (!*text) rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     }
     cJSON_Delete(root);
     return rc;
@@ -210,19 +208,19 @@ int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int3
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     if (rc) goto out;
     if (!cJSON_IsArray(t)) {
-        rc = rlx_api_errorf(e, 400, INVALID, "tokens", "'tokens' must be an array of token ids.");
+        rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tokens", "'tokens' must be an array of token ids.");
         goto out;
     }
     size_t cnt = (size_t)cJSON_GetArraySize(t), i = 0;
     *ids = malloc((cnt ? cnt : 1) * sizeof **ids);
-    if (!*ids) { rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory."); goto out; }
+    if (!*ids) { rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory."); goto out; }
     const cJSON *it;
     cJSON_ArrayForEach(it, t) {
         /* range-checked before the cast: 1e10 or inf as an int32_t is undefined behaviour */
         double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
         int32_t hi = n_vocab > 0 ? n_vocab - 1 : INT32_MAX;
         if (!isfinite(v) || v < 0 || v > hi || v != floor(v)) {
-            rc = rlx_api_errorf(e, 400, INVALID, "tokens", "'tokens' must hold integer token ids between 0 and %d.", hi);
+            rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tokens", "'tokens' must hold integer token ids between 0 and %d.", hi);
             free(*ids);
             *ids = NULL;
             goto out;

@@ -102,7 +102,7 @@ static cJSON *error_object(const rlx_api_error *e)
     if (!o) return NULL;
     cJSON *msg = safe_string(e->message); /* messages may quote what the client sent */
     if (msg) add(o, "message", msg);
-    cJSON_AddStringToObject(o, "type", e->type ? e->type : "server_error");
+    cJSON_AddStringToObject(o, "type", e->type ? e->type : RLX_API_ERR_SERVER);
     if (e->param[0]) cJSON_AddStringToObject(o, "param", e->param);
     else cJSON_AddNullToObject(o, "param");
     if (e->code) cJSON_AddStringToObject(o, "code", e->code);

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INVALID "invalid_request_error"
 #define MAX_PROMPTS 64
 
 int rlx_api_errorf(rlx_api_error *e, int status, const char *type, const char *param,
@@ -33,30 +32,76 @@ int rlx_api_errorf(rlx_api_error *e, int status, const char *type, const char *p
 
 int rlx_api_error_shutdown(rlx_api_error *e)
 {
-    return rlx_api_errorf(e, 503, "unavailable_error", NULL, "The server is shutting down.");
+    return rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "The server is shutting down.");
 }
 
 void rlx_api_error_from_rlx(rlx_api_error *e, int code, const char *msg)
 {
     switch (code) {
     case RLX_EFULL:
-        rlx_api_errorf(e, 503, "server_error", NULL, "%s", msg);
+        rlx_api_errorf(e, 503, RLX_API_ERR_SERVER, NULL, "%s", msg);
         e->code = "server_busy";
         break;
     case RLX_ETOOLONG:
-        rlx_api_errorf(e, 400, INVALID, NULL, "The request cannot fit the model's context: %s", msg);
+        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request cannot fit the model's context: %s", msg);
         e->code = "context_length_exceeded";
         break;
     case RLX_EINVAL: case RLX_ERANGE:
-        rlx_api_errorf(e, 400, INVALID, NULL, "%s", msg);
+        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "%s", msg);
         break;
     case RLX_ENOTFOUND:
-        rlx_api_errorf(e, 404, INVALID, NULL, "%s", msg);
+        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, NULL, "%s", msg);
         break;
     default:
-        rlx_api_errorf(e, 500, "server_error", NULL, "%s", msg);
+        rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "%s", msg);
         break;
     }
+}
+
+int rlx_api_error_from_admit(rlx_api_error *e, const rlx_admit *a, const char *prompt_param,
+                             const char *max_tokens_param)
+{
+    const char *pp = prompt_param, *mp = max_tokens_param;
+    int n_ctx = a->n_ctx;
+    switch (a->reason) {
+    case RLX_ADMIT_OK:
+        return 0;
+    case RLX_ADMIT_PROMPT_EMPTY:
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, pp, "'%s' must not be empty.", pp);
+    case RLX_ADMIT_TOKEN_ID:
+        if (!mp) /* a list of ids, not a prompt (/detokenize) */
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, pp, "'%s' must hold token ids between 0 and %lld.", pp,
+                                  (long long)a->limit - 1);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, pp, "Token id %lld is outside the vocabulary (0..%lld).",
+                              (long long)a->value, (long long)a->limit - 1);
+    case RLX_ADMIT_BIAS_ID:
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
+                              "'logit_bias' key %lld is not a token id of this model.", (long long)a->value);
+    case RLX_ADMIT_MAX_TOKENS: /* no code: it is not about the prompt (as it always answered) */
+        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, mp,
+                       "'%s' is %d but the model's context holds %d tokens in all (prompt included).", mp,
+                       a->max_tokens, n_ctx);
+        return RLX_ETOOLONG;
+    case RLX_ADMIT_PROMPT_LONG:
+        if (a->bound == RLX_ADMIT_AT_LEAST)
+            rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, pp, "The prompt ('%s') is %zu bytes long, so at least %zu "
+                           "tokens for this model, but the model's context holds %d tokens in all; shorten it.", pp,
+                           a->prompt_bytes, a->n_prompt, n_ctx);
+        else if (a->bound == RLX_ADMIT_MORE_THAN)
+            rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, pp, "The prompt ('%s') is more than %zu tokens long but the "
+                           "model's context holds %d tokens in all; shorten it.", pp, a->n_prompt, n_ctx);
+        else
+            rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, pp, "The prompt ('%s') is %zu tokens long but the model's "
+                           "context holds %d tokens in all; shorten it.", pp, a->n_prompt, n_ctx);
+        break;
+    case RLX_ADMIT_CONTEXT:
+        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, mp, "The prompt (%zu tokens) plus '%s' (%d) exceeds the model's "
+                       "context of %d tokens; lower '%s' to at most %lld.", a->n_prompt, mp, a->max_tokens, n_ctx, mp,
+                       (long long)n_ctx - (long long)a->n_prompt);
+        break;
+    }
+    e->code = "context_length_exceeded";
+    return RLX_ETOOLONG;
 }
 
 /* ---- typed field access -------------------------------------------------------------- */
@@ -74,9 +119,9 @@ static int get_number(const cJSON *o, const char *name, double lo, double hi, do
     if (present) *present = v != NULL;
     if (!v) return 0;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a number.", name);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be a number.", name);
     if (v->valuedouble < lo || v->valuedouble > hi)
-        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be between %g and %g, got %g.",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be between %g and %g, got %g.",
                               name, lo, hi, v->valuedouble);
     *out = v->valuedouble;
     return 0;
@@ -95,10 +140,10 @@ static int get_int(const cJSON *o, const char *name, long long lo, long long hi,
     if (present) *present = v != NULL;
     if (!v) return 0;
     if (!is_integer(v))
-        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be an integer.", name);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be an integer.", name);
     long long x = (long long)v->valuedouble;
     if (x < lo || x > hi)
-        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be between %lld and %lld, got %lld.",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be between %lld and %lld, got %lld.",
                               name, lo, hi, x);
     *out = x;
     return 0;
@@ -109,7 +154,7 @@ static int get_bool(const cJSON *o, const char *name, bool *out, rlx_api_error *
     const cJSON *v = field(o, name);
     if (!v) return 0;
     if (!cJSON_IsBool(v))
-        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a boolean.", name);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be a boolean.", name);
     *out = cJSON_IsTrue(v);
     return 0;
 }
@@ -119,16 +164,16 @@ static int get_string(const cJSON *o, const char *name, char **out, rlx_api_erro
     const cJSON *v = field(o, name);
     if (!v) return 0;
     if (!cJSON_IsString(v))
-        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must be a string.", name);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be a string.", name);
     free(*out);
     *out = strdup(v->valuestring);
-    if (!*out) return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+    if (!*out) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     return 0;
 }
 
 static int oom(rlx_api_error *e)
 {
-    rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory while parsing the request.");
+    rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory while parsing the request.");
     return RLX_ENOMEM;
 }
 
@@ -146,7 +191,7 @@ static int get_ids(const cJSON *arr, const char *name, int32_t n_vocab, int32_t 
         int32_t hi = n_vocab > 0 ? n_vocab - 1 : INT32_MAX;
         if (!is_integer(it) || it->valuedouble < 0 || it->valuedouble > hi) {
             free(v);
-            return rlx_api_errorf(e, 400, INVALID, name, "'%s' must hold integer token ids between 0 and %d.", name, hi);
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must hold integer token ids between 0 and %d.", name, hi);
         }
         v[i++] = (int32_t)it->valuedouble;
     }
@@ -169,17 +214,17 @@ static int parse_stop(const cJSON *root, rlx_request *q, rlx_api_error *e)
         return 0;
     }
     if (!cJSON_IsArray(v))
-        return rlx_api_errorf(e, 400, INVALID, "stop", "'stop' must be a string or an array of strings.");
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "stop", "'stop' must be a string or an array of strings.");
     int cnt = cJSON_GetArraySize(v);
     if (cnt > RLX_MAX_STOP)
-        return rlx_api_errorf(e, 400, INVALID, "stop", "'stop' may hold at most %d strings, got %d.",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "stop", "'stop' may hold at most %d strings, got %d.",
                               RLX_MAX_STOP, cnt);
     q->stop = calloc((size_t)(cnt ? cnt : 1), sizeof *q->stop);
     if (!q->stop) return oom(e);
     const cJSON *it;
     cJSON_ArrayForEach(it, v) {
         if (!cJSON_IsString(it) || !it->valuestring[0])
-            return rlx_api_errorf(e, 400, INVALID, "stop", "'stop' must hold non-empty strings.");
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "stop", "'stop' must hold non-empty strings.");
         if (!(q->stop[q->n_stop] = strdup(it->valuestring))) return oom(e);
         q->n_stop++;
     }
@@ -191,7 +236,7 @@ static int parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, 
     const cJSON *v = field(root, "logit_bias");
     if (!v) return 0;
     if (!cJSON_IsObject(v))
-        return rlx_api_errorf(e, 400, INVALID, "logit_bias",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
                               "'logit_bias' must be an object mapping token ids to biases.");
     int cnt = cJSON_GetArraySize(v);
     rlx_logit_bias *b = calloc((size_t)(cnt ? cnt : 1), sizeof *b);
@@ -203,10 +248,10 @@ static int parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, 
         char *end = NULL;
         long id = strtol(it->string, &end, 10);
         if (!it->string[0] || *end || id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab))
-            return rlx_api_errorf(e, 400, INVALID, "logit_bias",
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
                                   "'logit_bias' key '%s' is not a token id of this model.", it->string);
         if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > 100)
-            return rlx_api_errorf(e, 400, INVALID, "logit_bias",
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
                                   "'logit_bias' values must be numbers between -100 and 100.");
         b[i].token = (int32_t)id;
         b[i].bias = (float)it->valuedouble;
@@ -221,11 +266,11 @@ static int parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, 
 static int schema_grammar(const cJSON *schema, const char *param, char **gbnf, rlx_api_error *e)
 {
     if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
-        return rlx_api_errorf(e, 400, INVALID, param, "'%s' must be a JSON Schema (an object).", param);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' must be a JSON Schema (an object).", param);
     rlx_error err = {0};
     if (!(*gbnf = rlx_json_schema_to_gbnf(schema, &err))) {
         if (err.code == RLX_ENOMEM) return oom(e);
-        return rlx_api_errorf(e, 400, INVALID, param, "'%s' is not supported: %s", param, err.msg);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not supported: %s", param, err.msg);
     }
     return 0;
 }
@@ -241,12 +286,12 @@ static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
     int rc;
     if (g && !cJSON_IsNull(g)) {
         if (!cJSON_IsString(g))
-            return rlx_api_errorf(e, 400, INVALID, "grammar", "'grammar' must be a string of GBNF rules.");
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "grammar", "'grammar' must be a string of GBNF rules.");
         if (g->valuestring[0]) src = g->valuestring, other = "grammar"; /* "" is no grammar, as in llama-server */
     }
     if (js && !cJSON_IsNull(js)) {
         if (other)
-            return rlx_api_errorf(e, 400, INVALID, "json_schema", "'grammar' and 'json_schema' cannot be combined.");
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "json_schema", "'grammar' and 'json_schema' cannot be combined.");
         if ((rc = schema_grammar(js, "json_schema", &owned, e))) return rc;
         src = owned;
         param = other = "json_schema";
@@ -255,29 +300,29 @@ static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
         const cJSON *type = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
         rc = 0;
         if (!cJSON_IsString(type)) {
-            rc = rlx_api_errorf(e, 400, INVALID, "response_format",
+            rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format",
                                 "'response_format' must be an object with a string 'type' (\"text\", \"json_object\", "
                                 "\"json_schema\").");
         } else if (!strcmp(type->valuestring, "json_object") || !strcmp(type->valuestring, "json_schema")) {
             bool object = type->valuestring[5] == 'o';
             const cJSON *spec = object ? NULL : field(rf, "json_schema");
             if (object && field(rf, "schema"))
-                rc = rlx_api_errorf(e, 400, INVALID, "response_format.schema",
+                rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format.schema",
                                     "'response_format.schema' is not a field of {\"type\": \"json_object\"}; use "
                                     "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}.");
             else if (other)
-                rc = rlx_api_errorf(e, 400, INVALID, "response_format",
+                rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format",
                                     "'%s' and a JSON 'response_format' cannot be combined.", other);
             else if (object)
                 src = rlx_grammar_json_object, param = "response_format";
             else if (!cJSON_IsObject(spec))
-                rc = rlx_api_errorf(e, 400, INVALID, "response_format.json_schema",
+                rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format.json_schema",
                                     "'response_format.json_schema' must be an object {\"name\", \"schema\", \"strict\"}.");
             else if (field(spec, "name") && !cJSON_IsString(field(spec, "name")))
-                rc = rlx_api_errorf(e, 400, INVALID, "response_format.json_schema.name",
+                rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format.json_schema.name",
                                     "'response_format.json_schema.name' must be a string.");
             else if (field(spec, "strict") && !cJSON_IsBool(field(spec, "strict")) && !cJSON_IsNull(field(spec, "strict")))
-                rc = rlx_api_errorf(e, 400, INVALID, "response_format.json_schema.strict",
+                rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format.json_schema.strict",
                                     "'response_format.json_schema.strict' must be a boolean.");
             else {
                 /* no schema: any JSON value; strict or not, the output follows the schema */
@@ -288,7 +333,7 @@ static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
                     src = owned, param = "response_format.json_schema";
             }
         } else if (strcmp(type->valuestring, "text")) {
-            rc = rlx_api_errorf(e, 400, INVALID, "response_format.type",
+            rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format.type",
                                 "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not '%s'.",
                                 type->valuestring);
         }
@@ -301,8 +346,8 @@ static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
     rlx_error gerr = {0};
     rlx_grammar *gr = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
     if (!gr) {
-        rc = owned ? rlx_api_errorf(e, 400, INVALID, param, "'%s' is not supported: its grammar is refused: %s", param, gerr.msg)
-                   : rlx_api_errorf(e, 400, INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
+        rc = owned ? rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not supported: its grammar is refused: %s", param, gerr.msg)
+                   : rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
         free(owned);
         return rc;
     }
@@ -352,14 +397,14 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     q->session_replace = r->kind != RLX_API_GENERATE;
     const cJSON *u = field(root, "user");
     if (u && !cJSON_IsString(u))
-        return rlx_api_errorf(e, 400, INVALID, "user", "'user' must be a string.");
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "user", "'user' must be a string.");
     const cJSON *so = field(root, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so))
-            return rlx_api_errorf(e, 400, INVALID, "stream_options", "'stream_options' must be an object.");
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "stream_options", "'stream_options' must be an object.");
         const cJSON *iu = field(so, "include_usage");
         if (iu && !cJSON_IsBool(iu))
-            return rlx_api_errorf(e, 400, INVALID, "stream_options.include_usage",
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "stream_options.include_usage",
                                   "'stream_options.include_usage' must be a boolean.");
         r->include_usage = iu && cJSON_IsTrue(iu);
     }
@@ -373,14 +418,14 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
         if ((rc = get_int(root, "logprobs", 0, RLX_MAX_TOP_LOGPROBS, &x, &has, e))) return rc;
         if (has) r->logprobs = (int)x;
     } else if (lp) {
-        if (!cJSON_IsBool(lp)) return rlx_api_errorf(e, 400, INVALID, "logprobs", "'logprobs' must be a boolean.");
+        if (!cJSON_IsBool(lp)) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logprobs", "'logprobs' must be a boolean.");
         if (cJSON_IsTrue(lp)) r->logprobs = 0;
     }
     if (r->kind != RLX_API_COMPLETIONS) {
         if ((rc = get_int(root, "top_logprobs", 0, RLX_MAX_TOP_LOGPROBS, &x, &has, e))) return rc;
         if (has) {
             if (r->logprobs < 0)
-                return rlx_api_errorf(e, 400, INVALID, "top_logprobs",
+                return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "top_logprobs",
                                       "'top_logprobs' requires 'logprobs' to be true.");
             r->logprobs = (int)x;
         }
@@ -395,18 +440,18 @@ static int add_prompt(rlx_api_request *r, const cJSON *v, const char *name, int3
                       rlx_api_error *e)
 {
     if (r->n_prompts >= MAX_PROMPTS)
-        return rlx_api_errorf(e, 400, INVALID, name, "'%s' may hold at most %d prompts.", name, MAX_PROMPTS);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' may hold at most %d prompts.", name, MAX_PROMPTS);
     rlx_api_prompt *p = &r->prompts[r->n_prompts];
     if (!strcmp(name, "input_ids") && !cJSON_IsArray(v))
-        return rlx_api_errorf(e, 400, INVALID, name, "'input_ids' must be an array of token ids (integers).");
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'input_ids' must be an array of token ids (integers).");
     if (cJSON_IsString(v)) {
         if (!(p->text = strdup(v->valuestring))) return oom(e);
     } else if (cJSON_IsArray(v)) {
         int rc = get_ids(v, name, n_vocab, &p->ids, &p->n_ids, e);
         if (rc) return rc;
-        if (p->n_ids == 0) return rlx_api_errorf(e, 400, INVALID, name, "'%s' must not be empty.", name);
+        if (p->n_ids == 0) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must not be empty.", name);
     } else {
-        return rlx_api_errorf(e, 400, INVALID, name,
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name,
                               "'%s' must be a string, an array of token ids, or an array of those.", name);
     }
     r->n_prompts++;
@@ -419,7 +464,7 @@ static int parse_prompts(const cJSON *root, rlx_api_request *r, int32_t n_vocab,
     const cJSON *v = field(root, "prompt");
     if (!v && r->kind == RLX_API_GENERATE && (v = field(root, "input_ids"))) name = "input_ids";
     if (!v)
-        return rlx_api_errorf(e, 400, INVALID, name, r->kind == RLX_API_GENERATE
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, r->kind == RLX_API_GENERATE
                               ? "Either 'prompt' or 'input_ids' is required."
                               : "'prompt' is required.");
     r->prompts = calloc(MAX_PROMPTS, sizeof *r->prompts);
@@ -435,7 +480,7 @@ static int parse_prompts(const cJSON *root, rlx_api_request *r, int32_t n_vocab,
         return 0;
     }
     if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0)
-        return rlx_api_errorf(e, 400, INVALID, name, "'%s' must not be empty.", name);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must not be empty.", name);
     return add_prompt(r, v, name, n_vocab, e);
 }
 
@@ -445,7 +490,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
     cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
     if (!c || cJSON_IsNull(c) || cJSON_IsString(c)) return 0;
     if (!cJSON_IsArray(c))
-        return rlx_api_errorf(e, 400, INVALID, "messages",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
                               "messages[%d].content must be a string or an array of content parts.", i);
     size_t len = 0;
     bool nul = false; /* a part holds U+0000 (stored as C0 80, models/json.h): so does the whole */
@@ -454,7 +499,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
         if (!cJSON_IsString(t) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text"))
-            return rlx_api_errorf(e, 400, INVALID, "messages",
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
                                   "messages[%d].content: only parts of type 'text' are supported.", i);
         len += strlen(t->valuestring);
         nul = nul || t->valueint == RLX_JSON_STR_NUL;
@@ -485,14 +530,14 @@ static int parse_template_options(cJSON *root, rlx_api_request *r, rlx_api_error
     if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
     if ((rc = get_bool(root, "continue_final_message", &r->continue_final_message, e))) return rc;
     if (r->add_generation_prompt && r->continue_final_message)
-        return rlx_api_errorf(e, 400, INVALID, "continue_final_message",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "continue_final_message",
                               "Cannot set both 'continue_final_message' and 'add_generation_prompt' to true.");
     const cJSON *kw = field(root, "chat_template_kwargs");
     if (!kw) return 0;
     if (!cJSON_IsObject(kw))
-        return rlx_api_errorf(e, 400, INVALID, "chat_template_kwargs", "'chat_template_kwargs' must be an object.");
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "chat_template_kwargs", "'chat_template_kwargs' must be an object.");
     if (cJSON_GetObjectItemCaseSensitive(kw, "messages"))
-        return rlx_api_errorf(e, 400, INVALID, "chat_template_kwargs",
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "chat_template_kwargs",
                               "'chat_template_kwargs' cannot set 'messages'; send them as 'messages'.");
     r->template_kwargs = cJSON_DetachItemFromObjectCaseSensitive(root, "chat_template_kwargs");
     return 0;
@@ -501,15 +546,15 @@ static int parse_template_options(cJSON *root, rlx_api_request *r, rlx_api_error
 static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
 {
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
-    if (!m || cJSON_IsNull(m)) return rlx_api_errorf(e, 400, INVALID, "messages", "'messages' is required.");
+    if (!m || cJSON_IsNull(m)) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "'messages' is required.");
     if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) == 0)
-        return rlx_api_errorf(e, 400, INVALID, "messages", "'messages' must be a non-empty array.");
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "'messages' must be a non-empty array.");
     int i = 0;
     cJSON *msg;
     cJSON_ArrayForEach(msg, m) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
         if (!cJSON_IsObject(msg) || !cJSON_IsString(role))
-            return rlx_api_errorf(e, 400, INVALID, "messages",
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
                                   "messages[%d] must be an object with a string 'role'.", i);
         int rc = normalise_content(msg, i, e);
         if (rc) return rc;
@@ -518,7 +563,7 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
     r->messages = cJSON_DetachItemFromObjectCaseSensitive(root, "messages");
     cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     if (tools && !cJSON_IsNull(tools)) {
-        if (!cJSON_IsArray(tools)) return rlx_api_errorf(e, 400, INVALID, "tools", "'tools' must be an array.");
+        if (!cJSON_IsArray(tools)) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools", "'tools' must be an array.");
         r->tools = cJSON_DetachItemFromObjectCaseSensitive(root, "tools");
     }
     return parse_template_options(root, r, e);
@@ -542,7 +587,7 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
 {
     if (rlx_api_has_escaped_nul(body, len)) {
         memset(r, 0, sizeof *r);
-        return rlx_api_errorf(e, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
     }
     /* read as Python's json reads it, so messages and tools reach the chat template with their
      * numbers' types (1.0 stays a float) (models/json.h) */
@@ -550,7 +595,7 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
     rlx_error jerr = {0};
     if (rlx_json_parse(body, len, &root, &jerr)) {
         memset(r, 0, sizeof *r);
-        return rlx_api_errorf(e, 400, INVALID, NULL, "The request body is not valid JSON (%s).", jerr.msg);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request body is not valid JSON (%s).", jerr.msg);
     }
     int rc = rlx_api_parse_json(r, kind, root, n_vocab, e);
     cJSON_Delete(root);
@@ -570,7 +615,7 @@ int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32
     if (kind == RLX_API_COMPLETIONS) r->base->max_tokens = 16;
     int rc = 0;
     if (!cJSON_IsObject(root)) {
-        rc = rlx_api_errorf(e, 400, INVALID, NULL, "The request body must be a JSON object.");
+        rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request body must be a JSON object.");
         goto out;
     }
     if ((rc = rlx_api_check_utf8(root, e))) goto out;
@@ -580,15 +625,15 @@ int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32
     else rc = parse_prompts(root, r, n_vocab, e);
     if (rc) goto out;
     if (r->base->session_id && (r->n > 1 || r->n_prompts > 1)) {
-        rc = rlx_api_errorf(e, 400, INVALID, "session_id", "A session continues one conversation: use it with n = 1 and a single prompt.");
+        rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "session_id", "A session continues one conversation: use it with n = 1 and a single prompt.");
         goto out;
     }
     if (kind == RLX_API_GENERATE && r->n != 1) {
-        rc = rlx_api_errorf(e, 400, INVALID, "n", "'n' must be 1 for /v1/generate.");
+        rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "n", "'n' must be 1 for /v1/generate.");
         goto out;
     }
     if (r->n * (r->n_prompts ? r->n_prompts : 1) > MAX_PROMPTS)
-        rc = rlx_api_errorf(e, 400, INVALID, "n", "'n' times the number of prompts may be at most %d.",
+        rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "n", "'n' times the number of prompts may be at most %d.",
                             MAX_PROMPTS);
 out:
     return rc;

@@ -14,6 +14,12 @@
 #define RLX_MAX_STOP 4
 #define RLX_MAX_N 16
 
+/* The OpenAI error types ("type" of an error object), written here once. */
+#define RLX_API_ERR_INVALID "invalid_request_error"   /* 4xx: the request is at fault */
+#define RLX_API_ERR_SERVER "server_error"              /* 5xx: the server is at fault */
+#define RLX_API_ERR_UNAVAILABLE "unavailable_error"    /* 503: loading or shutting down */
+#define RLX_API_ERR_AUTH "authentication_error"        /* 401 */
+
 /* An error as an OpenAI error object plus the HTTP status it goes with. */
 typedef struct rlx_api_error {
     int status;            /* HTTP status, e.g. 400 */
@@ -32,6 +38,13 @@ int rlx_api_error_shutdown(rlx_api_error *e);
 char *rlx_api_error_json(const rlx_api_error *e);
 /* Maps an engine/library error code to status + type (EFULL 503, ETOOLONG 400, ...). */
 void rlx_api_error_from_rlx(rlx_api_error *e, int code, const char *msg);
+/* An admission refusal (engine.h, rlx_admit_check) as the API's 400, naming the parameter at
+ * fault: prompt_param ("prompt", "messages", "input_ids", "tokens") for the prompt's length, ids
+ * and emptiness, max_tokens_param for max_tokens and the context ("context_length_exceeded" for
+ * those over the context). max_tokens_param NULL: the ids are a plain list (/detokenize), worded
+ * as such. Returns the check's code (RLX_EINVAL or RLX_ETOOLONG), 0 when admitted. */
+int rlx_api_error_from_admit(rlx_api_error *e, const rlx_admit *a, const char *prompt_param,
+                             const char *max_tokens_param);
 
 typedef enum rlx_api_kind {
     RLX_API_COMPLETIONS,   /* POST /v1/completions */

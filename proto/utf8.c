@@ -7,8 +7,6 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#define INVALID "invalid_request_error"
-
 bool rlx_api_utf8_valid(const char *s, size_t n)
 {
     const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s;
@@ -61,7 +59,7 @@ int rlx_api_check_utf8(const cJSON *root, rlx_api_error *e)
     for (const cJSON *c = root->child; c; c = c->next) {
         if (tree_valid(c)) continue;
         bool key_ok = c->string && rlx_api_utf8_valid(c->string, strlen(c->string));
-        return rlx_api_errorf(e, 400, INVALID, key_ok ? c->string : NULL,
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, key_ok ? c->string : NULL,
                               key_ok ? "'%s' is not valid UTF-8 text." : "A field name is not valid UTF-8 text.",
                               key_ok ? c->string : "");
     }

@@ -23,8 +23,7 @@ static void begin_stop(rlx_srv *s)
     if (s->stopping && s->stop_t0 > 0) return;
     s->stopping = true;
     s->stop_t0 = rlx_now();
-    rlx_http_quiesce(s);
-    rlx_stdio_quiesce(s);
+    s->front->quiesce(s);
     rlx_srv_maybe_exit(s);
 }
 
@@ -67,7 +66,7 @@ static void load_done(uv_work_t *w, int status)
     if (s->stopping) return;
     if (s->n_ready == s->n_models) {
         fprintf(stderr, "rlxd: all models ready\n");
-        rlx_stdio_models_ready(s);
+        if (s->front->models_ready) s->front->models_ready(s);
     }
 }
 
@@ -88,7 +87,7 @@ void rlx_srv_maybe_exit(rlx_srv *s)
 {
     if (!s->stopping) return;
     /* connections still sending their bodies do not hold the exit: they are answered 503 then */
-    bool idle = s->n_jobs == 0 && s->n_tasks == 0 && rlx_http_idle(s) && rlx_stdio_idle(s);
+    bool idle = s->n_jobs == 0 && s->n_tasks == 0 && s->front->idle(s);
     if (idle) uv_stop(s->loop);
 }
 
@@ -104,7 +103,7 @@ static void on_drain_tick(uv_timer_t *t)
         /* every request gets its final event (a 503 "shutting down") rather than a cut */
         fprintf(stderr, "rlxd: grace period over, cancelling %zu request(s)\n", s->n_jobs);
         rlx_srv_end_all(s);
-        rlx_http_end_tasks(s);
+        if (s->front->end_tasks) s->front->end_tasks(s);
     } else if (dt >= s->cfg->grace_seconds + FLUSH_SECONDS) {
         /* clients too slow to take those final bytes are cut */
         uv_stop(s->loop);
@@ -115,7 +114,7 @@ static void on_drain_tick(uv_timer_t *t)
 
 static void shutdown_all(rlx_srv *s)
 {
-    rlx_http_stop(s);
+    if (s->front->stop) s->front->stop(s);
     /* threadpool tasks borrow a model's tokenizer and template: those queued are cancelled, those
      * running (bounded: prompts are tokenized with a cap) are waited for */
     if (!s->grace_over) rlx_srv_end_all(s);
@@ -132,7 +131,7 @@ static void shutdown_all(rlx_srv *s)
         }
     /* the workers may have queued final events: handle them so jobs end cleanly */
     rlx_srv_drain_queue(s);
-    rlx_stdio_close(s);
+    if (s->front->close) s->front->close(s);
     rlx_srv_free_jobs(s);
     uv_close((uv_handle_t *)&s->async, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
@@ -141,7 +140,7 @@ static void shutdown_all(rlx_srv *s)
     uv_run(s->loop, UV_RUN_DEFAULT); /* closes handles; waits for a model still loading */
     for (size_t i = 0; i < s->n_models; i++)
         if (s->models[i].w) rlx_worker_stop(s->models[i].w, false);
-    rlx_stdio_free(s);
+    if (s->front->free) s->front->free(s);
     uv_mutex_destroy(&s->qlock);
 }
 
@@ -150,6 +149,7 @@ static int serve(rlx_serve_config *cfg)
     rlx_srv *s = calloc(1, sizeof *s);
     if (!s) return 1;
     s->cfg = cfg;
+    s->front = cfg->stdio ? &rlx_stdio_front : &rlx_http_front;
     s->loop = uv_default_loop();
     snprintf(s->fingerprint, sizeof s->fingerprint, "fp_rlxd_%s_%s", RLX_VERSION, cfg->backend ? cfg->backend : "cpu");
     rlx_metrics_init(&s->metrics);
@@ -168,14 +168,11 @@ static int serve(rlx_serve_config *cfg)
     uv_timer_start(&s->drain_timer, on_drain_tick, 100, 100);
     uv_unref((uv_handle_t *)&s->drain_timer);
 
-    int rc = cfg->stdio ? rlx_stdio_start(s, &err) : rlx_http_start(s, &err);
+    int rc = s->front->start(s, &err);
     if (rc) {
         fprintf(stderr, "rlxd serve: %s\n", err.msg);
         s->exit_code = 1;
     } else {
-        if (!cfg->stdio)
-            fprintf(stderr, strchr(cfg->host, ':') ? "rlxd: listening on http://[%s]:%d\n"
-                    : "rlxd: listening on http://%s:%d\n", cfg->host, s->port);
         s->n_models = cfg->n_models;
         /* the default heeds the affinity mask and a cgroup CPU quota (a container's --cpus) */
         int threads = cfg->threads > 0 ? cfg->threads : rlx_cpu_count();

@@ -125,13 +125,13 @@ static void drop(rlx_srv *s, rlx_sock *k, int status)
     if (c || !k->served) {
         rlx_api_error e;
         if (status == 408) {
-            rlx_api_errorf(&e, 408, "invalid_request_error", NULL,
+            rlx_api_errorf(&e, 408, RLX_API_ERR_INVALID, NULL,
                            "The request did not arrive whole within %d s (--request-timeout); the connection is "
                            "closed.", s->cfg->request_timeout);
             e.code = "request_timeout";
             s->metrics.request_timeouts++;
         } else {
-            rlx_api_errorf(&e, 503, "server_error", NULL,
+            rlx_api_errorf(&e, 503, RLX_API_ERR_SERVER, NULL,
                            "The server is at its connection limit and closed this connection, which had not "
                            "sent a whole request, to accept a newer one; retry shortly.");
             s->metrics.evicted++;
@@ -230,8 +230,7 @@ void rlx_http_resume_all(rlx_srv *s)
             rlx_api_error e;
             rlx_api_error_shutdown(&e);
             rlx_conn_error(c, &e);
-            if (c->task_conn) *c->task_conn = NULL;
-            c->task_conn = NULL;
+            rlx_call_drop(&c->call);
         }
         if (c->job) {
             rlx_job_detach(c->job);
@@ -360,7 +359,7 @@ static enum MHD_Result progress(rlx_conn *c)
 {
     if (c->gone && !c->has_resp) rlx_conn_respond(c, 500, "text/plain", strdup(""));
     if (c->has_resp) return queue_resp(c);
-    if (c->task_conn) {
+    if (c->call) {
         suspend(c);
         return MHD_YES;
     }
@@ -448,20 +447,20 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const union MHD_ConnectionInfo *hi = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
         if (s->n_requests >= s->cfg->max_connections) {
-            rlx_api_errorf(&e, 503, "server_error", NULL, "Too many requests in progress (%d); retry shortly.",
+            rlx_api_errorf(&e, 503, RLX_API_ERR_SERVER, NULL, "Too many requests in progress (%d); retry shortly.",
                            s->cfg->max_connections);
             rlx_conn_error(c, &e);
             return queue_resp(c);
         }
         if (hi && hi->header_size > MAX_HEADER_BYTES) {
-            rlx_api_errorf(&e, 431, "invalid_request_error", NULL,
+            rlx_api_errorf(&e, 431, RLX_API_ERR_INVALID, NULL,
                            "The request's headers are %zu bytes; the server accepts at most %d.", hi->header_size,
                            MAX_HEADER_BYTES);
             rlx_conn_error(c, &e);
             return queue_resp(c);
         }
         if (cl && strtoll(cl, NULL, 10) > s->cfg->max_body) {
-            rlx_api_errorf(&e, 413, "invalid_request_error", NULL,
+            rlx_api_errorf(&e, 413, RLX_API_ERR_INVALID, NULL,
                            "The request body is larger than the server's limit of %lld bytes.",
                            (long long)s->cfg->max_body);
             rlx_conn_error(c, &e);
@@ -497,7 +496,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         wait_end(c);
         if (c->too_large) {
             rlx_api_error e;
-            rlx_api_errorf(&e, 413, "invalid_request_error", NULL,
+            rlx_api_errorf(&e, 413, RLX_API_ERR_INVALID, NULL,
                            "The request body is larger than the server's limit of %lld bytes.",
                            (long long)s->cfg->max_body);
             rlx_conn_error(c, &e);
@@ -538,7 +537,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         return;
     }
     if (c->counted) s->n_requests--;
-    if (c->task_conn) *c->task_conn = NULL;
+    rlx_call_drop(&c->call); /* a call in flight then answers no one */
     if (c->job) {
         take_usage(c, c->job);
         if (!c->job->finished) c->log_status = 499;
@@ -663,9 +662,8 @@ void rlx_http_quiesce(rlx_srv *s)
 void rlx_http_end_tasks(rlx_srv *s)
 {
     for (rlx_conn *c = s->conns; c; c = c->next) {
-        if (!c->task_conn) continue;
-        *c->task_conn = NULL; /* the task, running or cancelled, then answers no one */
-        c->task_conn = NULL;
+        if (!c->call) continue;
+        rlx_call_drop(&c->call); /* the call, running or cancelled, then answers no one */
         rlx_api_error e;
         rlx_api_error_shutdown(&e);
         rlx_conn_error(c, &e);
@@ -706,6 +704,24 @@ static void refuse_unrouted(rlx_conn *c)
     free(body);
     c->log_status = 503;
 }
+
+static int http_start(rlx_srv *s, rlx_error *err)
+{
+    int rc = rlx_http_start(s, err);
+    if (!rc)
+        fprintf(stderr, strchr(s->cfg->host, ':') ? "rlxd: listening on http://[%s]:%d\n"
+                : "rlxd: listening on http://%s:%d\n", s->cfg->host, s->port);
+    return rc;
+}
+
+const rlx_front_ops rlx_http_front = {
+    .start = http_start,
+    .quiesce = rlx_http_quiesce,
+    .end_tasks = rlx_http_end_tasks,
+    .kick = rlx_http_kick,
+    .idle = rlx_http_idle,
+    .stop = rlx_http_stop,
+};
 
 void rlx_http_stop(rlx_srv *s)
 {

@@ -1,14 +1,14 @@
 /* jobs.c - one API request in flight: its engine requests (one per choice), the hand-over of
- * engine events from worker threads to the loop, and the response bytes it produces for its
- * sink (HTTP connection or stdio line). Stop strings are matched by the engine, which holds
- * back text that may begin one and sends nothing of it. */
+ * engine events from worker threads to the loop, and the bookkeeping of its choices (text,
+ * tokens, logprobs, usage, finish). The bytes of the response are its sink's (rlx_sink_ops:
+ * sink_http.c, stdio.c): the job tells the sink when a stream begins, each piece, each choice's
+ * end and the end, and the sink formats them into the job's output queue. Stop strings are
+ * matched by the engine, which holds back text that may begin one and sends nothing of it. */
 #include "server/serve.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define INVALID "invalid_request_error"
 
 /* ---- event queue: worker threads -> loop ------------------------------------------------ */
 
@@ -66,7 +66,7 @@ static void on_async(uv_async_t *a)
         free(q);
         q = next;
     }
-    if (s->mhd) rlx_http_kick(s);
+    if (s->front && s->front->kick) s->front->kick(s);
     rlx_srv_maybe_exit(s);
 }
 
@@ -86,13 +86,13 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e)
     for (size_t i = 0; !m && i < s->n_models; i++)
         if (!strcmp(s->models[i].cfg->name, name)) m = &s->models[i];
     if (!m) {
-        rlx_api_errorf(e, 404, INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
+        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
                        name);
         e->code = "model_not_found";
         return NULL;
     }
     if (m->state != RLX_MODEL_READY) {
-        rlx_api_errorf(e, 503, "unavailable_error", NULL, "The model '%s' is still loading; retry shortly.",
+        rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "The model '%s' is still loading; retry shortly.",
                        m->cfg->name);
         return NULL;
     }
@@ -102,11 +102,11 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e)
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e)
 {
     cJSON *ctx = rlx_api_chat_context(r, m->bos, m->eos);
-    if (!ctx) return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+    if (!ctx) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     rlx_error err = {0};
     int rc = rlx_chat_template_render(rlx_worker_chat_template(m->w), ctx, NULL, out, &err);
     cJSON_Delete(ctx);
-    if (rc) return rlx_api_errorf(e, 400, INVALID, "messages", "The chat template failed: %s", err.msg);
+    if (rc) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "The chat template failed: %s", err.msg);
     if ((rc = rlx_api_continue_final(r, *out, e))) {
         free(*out);
         *out = NULL;
@@ -123,7 +123,7 @@ static void job_oom(rlx_job *j)
 {
     if (!j->failed) {
         j->failed = true;
-        rlx_api_errorf(&j->err, 500, "server_error", NULL, "Out of memory: the response could not be completed.");
+        rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory: the response could not be completed.");
     }
     cancel_open(j);
 }
@@ -131,7 +131,7 @@ static void job_oom(rlx_job *j)
 /* Appends whole or not at all; once bytes were lost nothing more is added (the client must
  * not get a stream with a gap: finish_job replaces a whole answer by an error, a stream ends
  * with an error). */
-static void out_put(rlx_job *j, const char *s, size_t n)
+void rlx_job_out_put(rlx_job *j, const char *s, size_t n)
 {
     if (j->out_lost) return;
     if (j->len + n + 1 > j->cap) {
@@ -152,10 +152,10 @@ static void out_put(rlx_job *j, const char *s, size_t n)
 }
 
 /* s: a formatter's malloc'ed output; NULL means it ran out of memory, so the piece is lost. */
-static void out_take(rlx_job *j, char *s)
+void rlx_job_out_take(rlx_job *j, char *s)
 {
     if (s) {
-        out_put(j, s, strlen(s));
+        rlx_job_out_put(j, s, strlen(s));
     } else if (!j->out_lost) {
         j->out_lost = true;
         job_oom(j);
@@ -165,7 +165,7 @@ static void out_take(rlx_job *j, char *s)
 
 static void notify(rlx_job *j)
 {
-    if (j->notify) j->notify(j);
+    if (j->sink) j->ops->notify(j);
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -235,13 +235,13 @@ static void cancel_open(rlx_job *j)
 
 static void maybe_free(rlx_job *j)
 {
-    if (!j->notify && !j->preparing && j->n_final == j->n_submitted) job_free(j);
+    if (!j->sink && !j->preparing && j->n_final == j->n_submitted) job_free(j);
 }
 
 void rlx_job_detach(rlx_job *j)
 {
-    j->notify = NULL;
     j->sink = NULL;
+    rlx_call_drop(&j->prep); /* its done frees the job */
     if (j->n_final < j->n_submitted) {
         j->client_gone = true;
         j->srv->metrics.cancelled++;
@@ -255,12 +255,16 @@ void rlx_srv_cancel_all(rlx_srv *s)
     for (rlx_job *j = s->jobs; j; j = j->next) cancel_open(j);
 }
 
-static void write_final(rlx_job *j);
+/* The end of the response, in the sink's format. */
+static void write_final(rlx_job *j)
+{
+    if (j->failed) j->ops->fail(j);
+    else j->ops->finish(j);
+}
 
 static void finish_job(rlx_job *j)
 {
     rlx_srv *s = j->srv;
-    bool stream = j->req.stream;
     for (size_t i = 0; i < j->n_choices; i++) {
         const rlx_choice *ch = &j->choices[i];
         if (!ch->submitted) continue;
@@ -284,7 +288,7 @@ static void finish_job(rlx_job *j)
         return;
     }
     write_final(j);
-    if (j->out_lost && (j->line_id || !stream)) {
+    if (j->out_lost && j->ops->whole(j)) {
         /* the whole answer (or line) did not fit: an error replaces it */
         job_oom(j);
         j->off = j->len = 0;
@@ -294,86 +298,16 @@ static void finish_job(rlx_job *j)
     j->finished = true;
 }
 
-/* The end of the response: a whole answer, a stream's last events or a stdio result line. */
-static void write_final(rlx_job *j)
+rlx_api_choice *rlx_job_api_choices(const rlx_job *j)
 {
-    bool stream = j->req.stream;
-    rlx_api_kind kind = j->req.kind;
-    if (j->line_id) {
-        double ms = (rlx_now() - j->t_start) * 1000;
-        rlx_api_choice *cs = j->failed ? NULL : calloc(j->n_choices, sizeof *cs);
-        if (!j->failed && !cs) {
-            j->failed = true;
-            rlx_api_errorf(&j->err, 500, "server_error", NULL, "Out of memory.");
-        }
-        for (size_t i = 0; cs && i < j->n_choices; i++) {
-            const rlx_choice *ch = &j->choices[i];
-            cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
-                                     .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
-                                     .n_logprobs = ch->n_lps, .finish = ch->finish};
-        }
-        out_take(j, j->failed ? rlx_api_line_error(j->line_id, &j->err, ms)
-                              : rlx_api_line_result(j->line_id, cs, j->n_choices, &j->total, ms));
-        free(cs);
-        return;
+    rlx_api_choice *cs = calloc(j->n_choices ? j->n_choices : 1, sizeof *cs);
+    for (size_t i = 0; cs && i < j->n_choices; i++) {
+        const rlx_choice *ch = &j->choices[i];
+        cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
+                                 .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
+                                 .n_logprobs = ch->n_lps, .finish = ch->finish};
     }
-    if (j->failed) {
-        /* before the first byte an error is a plain HTTP error, after it an in-band event */
-        if (stream && j->started && kind == RLX_API_GENERATE) {
-            char *e = rlx_api_error_json(&j->err);
-            out_take(j, e);
-            out_put(j, "\n", 1);
-        } else if (stream && j->started) {
-            out_take(j, rlx_api_sse_error(&j->err));
-            out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
-        } else {
-            j->status = j->err.status;
-            out_take(j, rlx_api_error_json(&j->err));
-        }
-    } else if (stream && kind == RLX_API_GENERATE) {
-        const rlx_choice *ch = &j->choices[0];
-        rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
-                            .finish = ch->finish};
-        out_take(j, rlx_api_response_json(&j->meta, &c, 1, &j->total, &ch->timings));
-        out_put(j, "\n", 1);
-    } else if (stream) {
-        if (j->req.include_usage) out_take(j, rlx_api_sse_usage(&j->meta, &j->total));
-        out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
-    } else {
-        rlx_api_choice *cs = calloc(j->n_choices, sizeof *cs);
-        if (!cs) {
-            j->out_lost = true;
-        } else {
-            for (size_t i = 0; i < j->n_choices; i++) {
-                const rlx_choice *ch = &j->choices[i];
-                cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len,
-                                         .tokens = ch->tokens, .n_tokens = ch->n_tokens,
-                                         .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
-                                         .n_logprobs = ch->n_lps, .finish = ch->finish};
-            }
-            out_take(j, rlx_api_response_json(&j->meta, cs, j->n_choices, &j->total, &j->choices[0].timings));
-            free(cs);
-        }
-    }
-}
-
-/* Streams one released piece of a choice (and its logprob entry, if any). */
-static void emit_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n,
-                       const rlx_api_logprob *lp, rlx_finish_reason finish)
-{
-    if (j->req.kind == RLX_API_GENERATE) {
-        if (token >= 0)
-            out_take(j, j->line_id ? rlx_api_line_token(j->line_id, j->n_choices > 1 ? ch->index : -1, token, text, n)
-                                   : rlx_api_ndjson_token(token, text, n));
-        return;
-    }
-    if (ch->echo_pending) { /* the echoed prompt, now with its logprobs */
-        ch->echo_pending = false;
-        out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, ch->text, ch->echo_len, false, ch->lps, ch->n_prompt_lps,
-                                      RLX_FINISH_NONE));
-    }
-    if (!n && !lp && finish == RLX_FINISH_NONE) return;
-    out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, finish));
+    return cs;
 }
 
 /* Bytes a prompt token adds to the echoed text: its piece without special tokens (a BOS adds
@@ -435,7 +369,7 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
     rlx_api_logprob *lp = j->req.logprobs >= 0 ? add_logprob(j, ch, ev->token, ev, &ch->lp_offset) : NULL;
     const char *out = ev->text ? ev->text : "";
     size_t n = ev->text_len;
-    if (j->req.stream && !j->client_gone) emit_piece(j, ch, ev->token, out, n, lp, RLX_FINISH_NONE);
+    if (j->req.stream && !j->client_gone) j->ops->piece(j, ch, ev->token, out, n, lp);
     text_append(ch, out, n);
 }
 
@@ -467,32 +401,27 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
             const char *out = ev->text ? ev->text : "";
             size_t n = ev->text_len;
             text_append(ch, out, n);
-            if (j->req.stream && !j->client_gone && !j->failed && j->req.kind != RLX_API_GENERATE)
-                out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, out, n, false, NULL, 0, ch->finish));
+            if (j->req.stream && !j->client_gone && !j->failed && j->ops->choice_end) j->ops->choice_end(j, ch, out, n);
         }
     }
     if (j->n_final == j->n_submitted && !j->finished) finish_job(j);
-    if (j->notify) {
+    if (j->sink) {
         notify(j); /* the sink may detach, and so free j, in here */
         return;
     }
     maybe_free(j);
 }
 
-/* The checks that need no prompt tokens: max_tokens against the context, logit_bias keys
- * against the vocabulary (prompts are checked on the threadpool, see prepare.c). */
+/* The admission checks that need no prompt tokens: max_tokens against the context, logit_bias
+ * keys against the vocabulary (prompts are checked on the threadpool, see prepare.c). */
 static int check_params(const rlx_api_request *r, const rlx_model_slot *m, rlx_api_error *e)
 {
-    int32_t n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0;
-    if (n_ctx > 0 && r->base->max_tokens >= n_ctx)
-        return rlx_api_errorf(e, 400, INVALID, r->max_tokens_param,
-                              "'%s' is %d but the model's context holds %d tokens in all (prompt included).",
-                              r->max_tokens_param, r->base->max_tokens, n_ctx);
-    for (size_t i = 0; i < r->base->sampling.n_logit_bias; i++)
-        if (r->base->sampling.logit_bias[i].token >= m->n_vocab)
-            return rlx_api_errorf(e, 400, INVALID, "logit_bias", "'logit_bias' key %d is not a token id of this model.",
-                                  r->base->sampling.logit_bias[i].token);
-    return 0;
+    rlx_admit_limits lim = {.n_ctx = m->w ? rlx_worker_n_ctx(m->w) : 0, .n_vocab = m->n_vocab};
+    rlx_admit_query q = {.bound = RLX_ADMIT_UNKNOWN, .max_tokens = r->base->max_tokens,
+                         .bias = r->base->sampling.logit_bias, .n_bias = r->base->sampling.n_logit_bias};
+    rlx_admit a;
+    if (!rlx_admit_check(&lim, &q, &a)) return 0;
+    return rlx_api_error_from_admit(e, &a, "prompt", r->max_tokens_param);
 }
 
 /* Submits one engine request (token ids) per choice; on failure cancels those already
@@ -510,10 +439,10 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         ch->req_id = ++j->srv->next_id;
         if (!ch->final_ev && !(ch->final_ev = calloc(1, sizeof *ch->final_ev))) {
             cancel_open(j);
-            return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+            return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         }
         rlx_request *q = rlx_api_make_request(&j->req, NULL, ids, n_ids, ch->req_id);
-        int rc = q ? 0 : rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        int rc = q ? 0 : rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         if (q) {
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
             q->bos_added = chat || j->req.prompts[pi].text; /* tokenized here, not ids the client sent */
@@ -541,23 +470,15 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
 static void started(rlx_job *j)
 {
     j->started = true;
-    if (!j->req.stream) return;
-    for (size_t i = 0; i < j->n_choices; i++) {
-        rlx_choice *ch = &j->choices[i];
-        if (j->req.kind == RLX_API_CHAT) /* the opening chunk carries the role */
-            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
-        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS && j->req.logprobs >= 0)
-            ch->echo_pending = true; /* echo: the prompt goes first, once its logprobs are in */
-        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS) /* echo: the prompt comes first */
-            out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, ch->text, ch->len, false, NULL, 0, RLX_FINISH_NONE));
-    }
+    if (j->req.stream && j->ops->begin) j->ops->begin(j);
 }
 
 /* Tokenizing and rendering run on the libuv threadpool (prepare.c): the loop must not
  * compute. */
 typedef struct prepare_task {
-    rlx_work work;
-    rlx_job *job;
+    rlx_call call;                 /* first: the call is the task; its client is the job while
+                                      the sink holds it (rlx_job_detach drops the call) */
+    rlx_job *job;                  /* kept alive until done (j->preparing) */
     int rc;
     rlx_api_error e;
 } prepare_task;
@@ -576,26 +497,24 @@ static size_t prompt_bytes(const rlx_api_request *r)
     return n;
 }
 
-static void prepare_work(uv_work_t *w)
+static void prepare_work(rlx_call *call)
 {
-    prepare_task *t = w->data;
+    prepare_task *t = (prepare_task *)call;
     t->rc = rlx_job_prepare(t->job, &t->e);
 }
 
-static void prepare_done(uv_work_t *w, int status)
+static void prepare_done(rlx_call *call, void *client, int status)
 {
-    prepare_task *t = w->data;
+    prepare_task *t = (prepare_task *)call;
     rlx_job *j = t->job;
     rlx_srv *s = j->srv;
-    rlx_srv_work_done(s, &t->work);
     j->preparing = false;
     int rc = status ? rlx_api_error_shutdown(&t->e) : t->rc;
     if (!rc && s->grace_over) rc = rlx_api_error_shutdown(&t->e);
-    if (!j->notify) {
-        /* the client left meanwhile: nothing was submitted */
+    if (!client) {
+        /* the sink left meanwhile: nothing was submitted */
         free(t);
         maybe_free(j);
-        rlx_srv_maybe_exit(s);
         return;
     }
     if (!rc && j->echo)
@@ -603,7 +522,7 @@ static void prepare_done(uv_work_t *w, int status)
             rlx_choice *ch = &j->choices[i];
             const char *pre = j->echo[i / (size_t)j->req.n];
             if (!text_append(ch, pre, strlen(pre)) && !rc)
-                rc = rlx_api_errorf(&t->e, 500, "server_error", NULL, "Out of memory.");
+                rc = rlx_api_errorf(&t->e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
             ch->lp_offset = ch->echo_len = ch->len;
         }
     if (!rc) rc = submit_all(j, &t->e);
@@ -616,7 +535,7 @@ static void prepare_done(uv_work_t *w, int status)
     }
     free(t);
     notify(j); /* may free j */
-    if (s->mhd) rlx_http_kick(s);
+    if (s->front && s->front->kick) s->front->kick(s);
 }
 
 /* Ends a job the engine is still running: its sink gets the 503 "shutting down" as a final
@@ -640,12 +559,12 @@ void rlx_srv_end_all(rlx_srv *s)
     rlx_srv_cancel_work(s);
     for (rlx_job *j = s->jobs, *next; j; j = next) {
         next = j->next;
-        if (!j->finished && !j->preparing && j->notify) abort_job(j);
+        if (!j->finished && !j->preparing && j->sink) abort_job(j);
     }
 }
 
-int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn nfy,
-                  void *sink, rlx_job **out, rlx_api_error *e)
+int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx_sink_ops *ops, void *sink,
+                  rlx_job **out, rlx_api_error *e)
 {
     int vrc = check_params(req, m, e);
     if (vrc) return vrc;
@@ -654,10 +573,11 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     size_t n = (size_t)req->n * n_prompts;
     if (!j || !(j->choices = calloc(n, sizeof *j->choices))) {
         free(j);
-        return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     }
     j->srv = s;
     j->model = m;
+    j->ops = ops;
     j->req = *req;
     memset(req, 0, sizeof *req);
     j->n_choices = n;
@@ -682,13 +602,13 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
     if (!rc) {
         prepare_task *t = calloc(1, sizeof *t);
         if (!t) {
-            rc = rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+            rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         } else {
             t->job = j;
-            t->work.req.data = t;
-            if (rlx_srv_queue_work(s, &t->work, prompt_bytes(&j->req) > RLX_BIG_WORK_BYTES, prepare_work, prepare_done)) {
+            if (rlx_call_start(s, &t->call, prompt_bytes(&j->req) > RLX_BIG_WORK_BYTES, j, &j->prep, prepare_work,
+                               prepare_done)) {
                 free(t);
-                rc = rlx_api_errorf(e, 500, "server_error", NULL, "Cannot queue the preparation of this request.");
+                rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the preparation of this request.");
             } else {
                 j->preparing = true;
             }
@@ -699,7 +619,6 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_n
         maybe_free(j); /* frees now, or once the submitted ones have ended */
         return rc;
     }
-    j->notify = nfy;
     j->sink = sink;
     *out = j;
     return 0;

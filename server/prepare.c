@@ -1,6 +1,7 @@
 /* prepare.c - what a generation request needs before it can be submitted, computed on the
  * libuv threadpool: the chat template rendered, text prompts tokenized, token prompts checked
- * against the vocabulary and the context, echoed prompts detokenized. The loop then submits
+ * against the vocabulary and the context (the engine's admission rule, rlx_job_admit), echoed
+ * prompts detokenized. The loop then submits
  * token ids only, so every check the engine makes at submit time (context, KV capacity,
  * queue) is answered before the first byte of a response goes out. */
 #include "server/serve.h"
@@ -8,8 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define INVALID "invalid_request_error"
 
 const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt)
 {
@@ -25,32 +24,24 @@ void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx
     snprintf(e->param, sizeof e->param, "%s", p);
 }
 
-int rlx_job_context_error(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e)
+/* The admission rule (engine.h) for one prompt of the job, against the model's context and
+ * vocabulary (the KV pool and a session's history are the engine's, at submit); a refusal becomes
+ * the API's 400 naming the prompt's parameter or max_tokens. */
+int rlx_job_admit(const rlx_job *j, size_t prompt, const rlx_admit_query *q, rlx_api_error *e)
 {
-    int32_t n_ctx = rlx_worker_n_ctx(j->model->w);
-    int32_t max_tokens = j->req.base->max_tokens;
-    const char *pp = rlx_job_prompt_param(j, prompt);
-    if ((int64_t)n_prompt >= n_ctx)
-        rlx_api_errorf(e, 400, INVALID, pp, "The prompt ('%s') is %zu tokens long but the model's context holds %d "
-                       "tokens in all; shorten it.", pp, n_prompt, n_ctx);
-    else
-        rlx_api_errorf(e, 400, INVALID, j->req.max_tokens_param, "The prompt (%zu tokens) plus '%s' (%d) exceeds the "
-                       "model's context of %d tokens; lower '%s' to at most %lld.", n_prompt, j->req.max_tokens_param,
-                       max_tokens, n_ctx, j->req.max_tokens_param, (long long)n_ctx - (long long)n_prompt);
-    e->code = "context_length_exceeded";
-    return RLX_ETOOLONG;
+    rlx_admit_limits lim = {.n_ctx = rlx_worker_n_ctx(j->model->w), .n_vocab = j->model->n_vocab};
+    rlx_admit a;
+    if (!rlx_admit_check(&lim, q, &a)) return 0;
+    return rlx_api_error_from_admit(e, &a, rlx_job_prompt_param(j, prompt), j->req.max_tokens_param);
 }
 
 int rlx_job_check_prompt_bytes(const rlx_job *j, size_t prompt, size_t len, rlx_api_error *e)
 {
     size_t bpt = rlx_tokenizer_max_bytes_per_token(j->model->tok);
-    int32_t n_ctx = rlx_worker_n_ctx(j->model->w);
-    if (!bpt || n_ctx <= 0 || len / bpt < (size_t)n_ctx) return 0;
-    const char *pp = rlx_job_prompt_param(j, prompt);
-    rlx_api_errorf(e, 400, INVALID, pp, "The prompt ('%s') is %zu bytes long, so at least %zu tokens for this model, "
-                   "but the model's context holds %d tokens in all; shorten it.", pp, len, len / bpt, n_ctx);
-    e->code = "context_length_exceeded";
-    return RLX_ETOOLONG;
+    if (!bpt) return 0;
+    /* the prompt alone (max_tokens was checked before): an estimate says nothing about the rest */
+    rlx_admit_query q = {.n_prompt = len / bpt, .bound = RLX_ADMIT_AT_LEAST, .prompt_bytes = len};
+    return rlx_job_admit(j, prompt, &q, e);
 }
 
 /* Token ids of one prompt: tokenized text (stored beside it), or the ids given. Tokenizing stops
@@ -67,27 +58,18 @@ static int prompt_ids(rlx_job *j, size_t i, const char *text, bool add_special, 
     int32_t n_ctx = rlx_worker_n_ctx(j->model->w);
     rlx_error err = {0};
     rc = rlx_tokenize_capped(tok, text, len, add_special, true, (size_t)RLX_MAX(n_ctx, 1), ids, n, &err);
-    if (rc == RLX_ETOOLONG) {
-        rlx_api_errorf(e, 400, INVALID, param, "The prompt ('%s') is more than %d tokens long but the model's context "
-                       "holds %d tokens in all; shorten it.", param, n_ctx, n_ctx);
-        e->code = "context_length_exceeded";
-        return rc;
+    if (rc == RLX_ETOOLONG) { /* more than the cap: the prompt alone is too long */
+        rlx_admit_query q = {.n_prompt = (size_t)RLX_MAX(n_ctx, 1), .bound = RLX_ADMIT_MORE_THAN};
+        return rlx_job_admit(j, i, &q, e);
     }
-    if (rc) return rlx_api_errorf(e, 400, INVALID, param, "The prompt cannot be tokenized: %s", err.msg);
-    if (*n == 0) return rlx_api_errorf(e, 400, INVALID, param, "'%s' must not be empty.", param);
+    if (rc) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "The prompt cannot be tokenized: %s", err.msg);
     return 0;
 }
 
 static int check_prompt(rlx_job *j, size_t i, const int32_t *ids, size_t n, rlx_api_error *e)
 {
-    int32_t n_vocab = j->model->n_vocab;
-    for (size_t k = 0; k < n; k++)
-        if (ids[k] < 0 || ids[k] >= n_vocab)
-            return rlx_api_errorf(e, 400, INVALID, rlx_job_prompt_param(j, i),
-                                  "Token id %d is outside the vocabulary (0..%d).", ids[k], n_vocab - 1);
-    int32_t n_ctx = rlx_worker_n_ctx(j->model->w);
-    if ((int64_t)n + RLX_MAX(j->req.base->max_tokens, 1) > n_ctx) return rlx_job_context_error(j, i, n, e);
-    return 0;
+    rlx_admit_query q = {.ids = ids, .n_prompt = n, .bound = RLX_ADMIT_EXACT, .max_tokens = j->req.base->max_tokens};
+    return rlx_job_admit(j, i, &q, e);
 }
 
 int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
@@ -105,7 +87,7 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
         return rc ? rc : check_prompt(j, 0, j->chat_ids, j->n_chat_ids, e);
     }
     if (r->echo && !(j->echo = calloc(r->n_prompts, sizeof *j->echo)))
-        return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+        return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     for (size_t i = 0; i < r->n_prompts; i++) {
         rlx_api_prompt *p = &r->prompts[i];
         if (p->text && (rc = prompt_ids(j, i, p->text, r->base->add_special, &p->ids, &p->n_ids, e))) return rc;
@@ -115,7 +97,7 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
             const char *src = p->text ? p->text : raw;
             j->echo[i] = src ? rlx_api_utf8_sanitize(src, strlen(src), NULL) : NULL;
             free(raw);
-            if (!j->echo[i]) return rlx_api_errorf(e, 500, "server_error", NULL, "Out of memory.");
+            if (!j->echo[i]) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         }
     }
     return 0;

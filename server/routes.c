@@ -9,8 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#define INVALID "invalid_request_error"
-
 typedef struct parsed parsed;
 
 /* Equal-time comparison so response timing does not reveal how much of a key matched. */
@@ -50,7 +48,7 @@ static void h_health(rlx_srv *s, rlx_conn *c, parsed *pb)
     }
     rlx_api_error e;
     if (s->stopping) rlx_api_error_shutdown(&e);
-    else rlx_api_errorf(&e, 503, "unavailable_error", NULL, "Loading model: the server is not ready yet.");
+    else rlx_api_errorf(&e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "Loading model: the server is not ready yet.");
     rlx_conn_error(c, &e);
 }
 
@@ -93,7 +91,7 @@ static void h_model(rlx_srv *s, rlx_conn *c, parsed *pb)
             return;
         }
     rlx_api_error e;
-    rlx_api_errorf(&e, 404, INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.", id);
+    rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.", id);
     e.code = "model_not_found";
     rlx_conn_error(c, &e);
 }
@@ -189,12 +187,12 @@ static void h_detokenize(rlx_srv *s, rlx_conn *c, parsed *pb)
     /* the model decides the vocabulary size, so ids are bounded only now */
     rlx_model_slot *m = pick_model(s, c, pb->model);
     if (!m) return;
-    for (size_t i = 0; i < pb->n_ids; i++)
-        if (pb->ids[i] >= m->n_vocab) {
-            rlx_api_errorf(&e, 400, INVALID, "tokens", "'tokens' must hold token ids between 0 and %d.", m->n_vocab - 1);
-            rlx_conn_error(c, &e);
-            return;
-        }
+    rlx_admit a;
+    if (rlx_admit_tokens(m->n_vocab, pb->ids, pb->n_ids, &a)) {
+        rlx_api_error_from_admit(&e, &a, "tokens", NULL);
+        rlx_conn_error(c, &e);
+        return;
+    }
     rlx_task_detokenize(c, m, pb->ids, pb->n_ids);
     pb->ids = NULL;
 }
@@ -206,12 +204,12 @@ static rlx_model_slot *model_for(rlx_srv *s, rlx_conn *c, rlx_api_request *r)
     if (sid && !r->base->session_id) {
         rlx_api_error e;
         if (!rlx_api_utf8_valid(sid, strlen(sid))) {
-            rlx_api_errorf(&e, 400, INVALID, "session_id", "The X-Session-Id header is not valid UTF-8 text.");
+            rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "session_id", "The X-Session-Id header is not valid UTF-8 text.");
             rlx_conn_error(c, &e);
             return NULL;
         }
         if (!(r->base->session_id = strdup(sid))) {
-            rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+            rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
             rlx_conn_error(c, &e);
             return NULL;
         }
@@ -239,7 +237,7 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
     bool stream = r->stream;
     rlx_api_kind kind = r->kind;
     rlx_job *j;
-    if (rlx_job_start(s, m, r, rlx_conn_job_notify, c, &j, &e)) {
+    if (rlx_job_start(s, m, r, &rlx_http_sink, c, &j, &e)) {
         rlx_conn_error(c, &e);
         return;
     }
@@ -266,7 +264,7 @@ static void h_sessions(rlx_srv *s, rlx_conn *c, parsed *pb)
     long offset = query_long(c, "offset", 0, 1L << 30), limit = query_long(c, "limit", 100, 1000);
     rlx_api_error e;
     if (offset < 0 || limit < 0) {
-        rlx_api_errorf(&e, 400, INVALID, offset < 0 ? "offset" : "limit", "offset and limit must be non-negative integers.");
+        rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, offset < 0 ? "offset" : "limit", "offset and limit must be non-negative integers.");
         rlx_conn_error(c, &e);
         return;
     }
@@ -280,7 +278,7 @@ static void h_session(rlx_srv *s, rlx_conn *c, parsed *pb)
     const char *id = c->path + strlen("/v1/sessions/");
     if (!rlx_api_utf8_valid(id, strlen(id))) {
         rlx_api_error e;
-        rlx_api_errorf(&e, 400, INVALID, "session_id", "The session id in the path is not valid UTF-8 text.");
+        rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "session_id", "The session id in the path is not valid UTF-8 text.");
         rlx_conn_error(c, &e);
         return;
     }
@@ -311,36 +309,31 @@ static void run_parsed(rlx_srv *s, rlx_conn *c, const route *r, parsed *pb)
 }
 
 typedef struct parse_task {
-    rlx_work work;                 /* listed: shutdown cancels it while queued */
-    rlx_srv *srv;
-    rlx_conn *conn;                /* NULL once the connection is gone */
+    rlx_call call;                 /* first: the call is the task; its client is the connection */
     const route *route;
     char *body;                    /* taken from the connection */
     size_t len;
     parsed pb;
 } parse_task;
 
-static void parse_work(uv_work_t *w)
+static void parse_work(rlx_call *call)
 {
-    parse_task *t = w->data;
+    parse_task *t = (parse_task *)call;
     parse_body(&t->pb, t->route->body, t->route->api, t->body, t->len);
 }
 
-static void parse_done(uv_work_t *w, int status)
+static void parse_done(rlx_call *call, void *client, int status)
 {
-    parse_task *t = w->data;
-    rlx_srv *s = t->srv;
-    rlx_srv_work_done(s, &t->work);
-    if (t->conn) {
-        rlx_conn *c = t->conn;
-        c->task_conn = NULL;
+    parse_task *t = (parse_task *)call;
+    rlx_conn *c = client;
+    if (c) {
         if (status) {
             rlx_api_error e;
             rlx_api_error_shutdown(&e);
             rlx_conn_error(c, &e);
             parsed_free(&t->pb);
         } else {
-            run_parsed(s, c, t->route, &t->pb); /* may queue the next task or start a job */
+            run_parsed(t->call.srv, c, t->route, &t->pb); /* may queue the next call or start a job */
         }
         rlx_conn_wake(c);
     } else {
@@ -348,30 +341,25 @@ static void parse_done(uv_work_t *w, int status)
     }
     free(t->body);
     free(t);
-    rlx_srv_maybe_exit(s);
 }
 
 static void parse_queue(rlx_srv *s, rlx_conn *c, const route *r)
 {
     parse_task *t = calloc(1, sizeof *t);
     if (t) {
-        t->work.req.data = t;
-        t->srv = s;
-        t->conn = c;
         t->route = r;
         t->body = c->body; /* the connection may end while the task runs */
         t->len = c->body_len;
     }
-    if (!t || rlx_srv_queue_work(s, &t->work, t->len > RLX_BIG_WORK_BYTES, parse_work, parse_done)) {
+    if (!t || rlx_call_start(s, &t->call, t->len > RLX_BIG_WORK_BYTES, c, &c->call, parse_work, parse_done)) {
         free(t);
         rlx_api_error e;
-        rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the parsing of this request.");
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the parsing of this request.");
         rlx_conn_error(c, &e);
         return;
     }
     c->body = NULL;
     c->body_len = c->body_cap = 0;
-    c->task_conn = &t->conn;
 }
 
 /* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment). */
@@ -404,20 +392,20 @@ void rlx_route(rlx_srv *s, rlx_conn *c)
     }
     rlx_api_error e;
     if (!path_known) {
-        rlx_api_errorf(&e, 404, INVALID, NULL, "Unknown endpoint %s %s.", c->method, c->path);
+        rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, NULL, "Unknown endpoint %s %s.", c->method, c->path);
         e.code = "not_found";
         rlx_conn_error(c, &e);
         return;
     }
     if (!hit) {
-        rlx_api_errorf(&e, 405, INVALID, NULL, "%s does not accept %s; use %s.", c->path, c->method, allow);
+        rlx_api_errorf(&e, 405, RLX_API_ERR_INVALID, NULL, "%s does not accept %s; use %s.", c->path, c->method, allow);
         rlx_conn_error(c, &e);
         c->allow = allow;
         return;
     }
     c->endpoint = hit->endpoint;
     if (!hit->open && !authorized(s, c)) {
-        rlx_api_errorf(&e, 401, "authentication_error", NULL,
+        rlx_api_errorf(&e, 401, RLX_API_ERR_AUTH, NULL,
                        "Missing or incorrect API key: send the header 'Authorization: Bearer KEY'.");
         e.code = "invalid_api_key";
         rlx_conn_error(c, &e);

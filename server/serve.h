@@ -22,6 +22,7 @@
 typedef struct rlx_srv rlx_srv;
 typedef struct rlx_job rlx_job;
 typedef struct rlx_conn rlx_conn;
+typedef struct rlx_call rlx_call;
 
 /* Threadpool work of a request (work.c): the server lists it so that shutdown can uv_cancel what
  * has not started, and holds big work back while half the pool runs big work already. */
@@ -75,7 +76,28 @@ typedef struct rlx_choice {
     bool ev_lost;
 } rlx_choice;
 
-typedef void (*rlx_job_notify_fn)(rlx_job *job);
+/* A front end's sink: how a job's response reaches its client. The job keeps the engine's
+ * bookkeeping (choices, events, usage, finish) and calls these on the loop thread; they format
+ * with proto's formatters into the job's output queue (rlx_job_out_take / _put), which the front
+ * end drains (j->out[off..len)). A new front end is one file that implements them. */
+typedef struct rlx_sink_ops {
+    /* a stream's every choice was submitted: its opening bytes (optional) */
+    void (*begin)(rlx_job *j);
+    /* a stream's released piece of a choice: token (its id), its text, its logprob entry (NULL
+     * when not asked) */
+    void (*piece)(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lp);
+    /* a stream's choice ended well (ch->finish set): its last text (optional) */
+    void (*choice_end)(rlx_job *j, rlx_choice *ch, const char *text, size_t n);
+    /* the end of the response: every choice is final (the total in j->total) ... */
+    void (*finish)(rlx_job *j);
+    /* ... or the job failed (j->err); before a stream began (!j->started) nothing was sent */
+    void (*fail)(rlx_job *j);
+    /* whether the whole response is one piece, which an error replaces when part of it was
+     * lost (a stream's sent bytes cannot be taken back) */
+    bool (*whole)(const rlx_job *j);
+    /* bytes were queued, or the job finished: wake the front end (it may detach, freeing j) */
+    void (*notify)(rlx_job *j);
+} rlx_sink_ops;
 
 struct rlx_job {
     rlx_srv *srv;
@@ -94,17 +116,17 @@ struct rlx_job {
     bool failed;                   /* err holds the first error */
     rlx_api_error err;
     bool client_gone;
-    bool preparing;                /* prepare.c's work runs on the threadpool */
+    bool preparing;                /* prepare.c's work runs on the threadpool: the job stays */
+    rlx_call *prep;                /* that call while the sink holds the job (dropped on detach) */
     int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
     size_t n_chat_ids;
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
     int32_t prompt_tokens;         /* prompt tokens submitted, once per prompt (not per choice) */
     bool started;                  /* every choice was submitted: a stream may begin */
     bool aborted;                  /* ended by the server (grace period over), not by the engine */
-    const char *line_id;           /* stdio: the client's id as JSON (borrowed from the sink); the
-                                      output is then JSON lines (rlx_api_line_*) */
-    rlx_job_notify_fn notify;      /* NULL once detached */
-    void *sink;
+    const char *line_id;           /* stdio's sink: the client's id as JSON (borrowed from it) */
+    const rlx_sink_ops *ops;       /* the front end's formats (static) */
+    void *sink;                    /* the front end's state (a connection, a line); NULL once detached */
     double t_start;
     rlx_usage total;
 };
@@ -117,8 +139,27 @@ typedef struct rlx_qevent {
     bool lost;                     /* final event: an earlier event (or this one's text) was lost */
 } rlx_qevent;
 
+/* A front end: how clients reach the daemon (HTTP, --stdio). cmd_serve.c drives the one the
+ * configuration picks through this table and knows no front end by name; with rlx_sink_ops (how
+ * a job's response reaches a client) a new front end is one file. Loop thread. */
+typedef struct rlx_front_ops {
+    int (*start)(rlx_srv *s, rlx_error *err);  /* before the models load */
+    void (*models_ready)(rlx_srv *s);          /* optional: every model loaded */
+    void (*quiesce)(rlx_srv *s);               /* SIGTERM/SIGINT or a failed load: accept no more */
+    void (*end_tasks)(rlx_srv *s);             /* optional: grace period over, answer what waits on
+                                                  threadpool calls now (503 "shutting down") */
+    void (*kick)(rlx_srv *s);                  /* optional: events were handled, run the front end */
+    bool (*idle)(rlx_srv *s);                  /* nothing in flight that holds the exit */
+    void (*stop)(rlx_srv *s);                  /* optional: shutdown, before the workers stop */
+    void (*close)(rlx_srv *s);                 /* optional: after the workers stopped (run the loop after) */
+    void (*free)(rlx_srv *s);                  /* optional: once its handles are closed */
+} rlx_front_ops;
+extern const rlx_front_ops rlx_http_front;  /* http.c */
+extern const rlx_front_ops rlx_stdio_front; /* stdio.c */
+
 struct rlx_srv {
     rlx_serve_config *cfg;
+    const rlx_front_ops *front;    /* the front end serving (static) */
     uv_loop_t *loop;
     rlx_model_slot models[RLX_SERVE_MAX_MODELS];
     size_t n_models, n_ready, n_failed;
@@ -161,8 +202,16 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e);
 /* Starts a job from a parsed request (moved into the job; *req is zeroed). For chat, the
  * prompt is rendered here with the model's template. On error nothing was started for the
  * caller (a partly submitted job cleans itself up) and e says why. */
-int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, rlx_job_notify_fn notify,
-                  void *sink, rlx_job **out, rlx_api_error *e);
+int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx_sink_ops *ops, void *sink,
+                  rlx_job **out, rlx_api_error *e);
+/* A sink's output: appended whole or not at all (once bytes were lost nothing more is added and
+ * the job fails, see rlx_sink_ops.whole); _take frees s, NULL meaning a formatter ran out of
+ * memory (the piece is lost). */
+void rlx_job_out_put(rlx_job *j, const char *s, size_t n);
+void rlx_job_out_take(rlx_job *j, char *s);
+/* The job's choices as proto's rlx_api_choice (borrowing their texts), malloc'ed; NULL when out
+ * of memory. */
+rlx_api_choice *rlx_job_api_choices(const rlx_job *j);
 /* The sink lets go: an unfinished job is cancelled; the job is freed when it can be. */
 void rlx_job_detach(rlx_job *job);
 void rlx_srv_cancel_all(rlx_srv *s);
@@ -180,8 +229,9 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e);
 int rlx_job_check_prompt_bytes(const rlx_job *j, size_t prompt, size_t len, rlx_api_error *e);
 /* The parameter a prompt problem names: "messages", "input_ids" or "prompt". */
 const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt);
-/* A 400 context_length_exceeded naming the prompt (too long by itself) or max_tokens. */
-int rlx_job_context_error(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
+/* The admission rule (engine.h) for one prompt of the job against the model's context and
+ * vocabulary: 0, or the API's 400 in e naming the prompt's parameter or max_tokens. */
+int rlx_job_admit(const rlx_job *j, size_t prompt, const rlx_admit_query *q, rlx_api_error *e);
 /* Names that parameter in e (for the engine's own RLX_ETOOLONG, e.g. the KV pool's limit). */
 void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
 /* Renders a chat request's messages with the model's template (malloc'ed). */
@@ -195,6 +245,31 @@ int rlx_srv_queue_work(rlx_srv *s, rlx_work *w, bool big, uv_work_cb work, uv_af
 void rlx_srv_work_done(rlx_srv *s, rlx_work *w);
 /* Shutdown: cancels the work that has not started (done gets UV_ECANCELED). */
 void rlx_srv_cancel_work(rlx_srv *s);
+
+/* work.c: a call - threadpool work that answers a client (an HTTP connection, a job's sink)
+ * which may leave while it runs. The one protocol for "run this on the threadpool and come back
+ * to the loop if the client is still there": the client keeps a handle (*slot) on the call while
+ * it is in flight; a client that leaves calls rlx_call_drop(slot) and is then never called back.
+ * done runs on the loop exactly once: status 0 (run ran), UV_ECANCELED (shutdown, run did not
+ * run) or UV_EIO (could not be queued after waiting); client is the one given at start, or NULL
+ * once dropped. *slot is cleared before done runs, so done may start the client's next call; done
+ * owns the call's memory (it may free it), and the loop may exit after it (rlx_srv_maybe_exit). */
+typedef void (*rlx_call_run_fn)(rlx_call *call);                           /* threadpool */
+typedef void (*rlx_call_done_fn)(rlx_call *call, void *client, int status); /* loop */
+struct rlx_call {
+    rlx_work work;
+    rlx_srv *srv;
+    void *client;                  /* NULL once the client let go */
+    rlx_call **slot;               /* the client's handle on this call; NULL once let go or done */
+    rlx_call_run_fn run;
+    rlx_call_done_fn done;
+};
+/* Queues call (counted in n_tasks; big as for rlx_srv_queue_work) and sets *slot. On failure
+ * (RLX_EIO) nothing was queued, *slot is untouched and done will not run. */
+int rlx_call_start(rlx_srv *s, rlx_call *call, bool big, void *client, rlx_call **slot, rlx_call_run_fn run,
+                   rlx_call_done_fn done);
+/* The client leaves: its call (if any) will come back with client NULL; *slot becomes NULL. */
+void rlx_call_drop(rlx_call **slot);
 
 /* http.c */
 int rlx_http_start(rlx_srv *s, rlx_error *err);
@@ -233,7 +308,7 @@ struct rlx_conn {
     /* ... or a job whose output is streamed (stream) or sent whole when it finishes */
     rlx_job *job;
     bool stream, queued;
-    struct rlx_conn **task_conn;   /* a threadpool task answering us holds this back-pointer */
+    rlx_call *call;                /* threadpool work answering us (work.c), NULL when none */
     const char *stream_ctype;
     /* access log */
     const char *endpoint;          /* metrics label (static) */
@@ -258,8 +333,10 @@ void rlx_task_template(rlx_conn *c, rlx_model_slot *m, rlx_api_request *r);
 void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, size_t limit);
 /* http.c: the job-side wake-up of the connection waiting on it. */
 void rlx_conn_job_notify(rlx_job *job);
-/* http.c: a threadpool task has answered (and cleared c->task_conn, unless it queued
- * another): resume the connection. */
+/* sink_http.c: a job's response as HTTP bodies (JSON, SSE, NDJSON). */
+extern const rlx_sink_ops rlx_http_sink;
+/* http.c: a call has answered (c->call is NULL again, unless it started another): resume the
+ * connection. */
 void rlx_conn_wake(rlx_conn *c);
 
 /* stdio.c */

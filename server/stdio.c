@@ -17,8 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INVALID "invalid_request_error"
-
 /* Lines in flight (parsing or generating) at once; further lines wait, and reading pauses
  * while many wait, so a large input overflows neither the engine's queue nor memory. */
 #define MAX_RUNNING 32
@@ -221,12 +219,53 @@ static void on_job(rlx_job *job)
     entry_done(e);
 }
 
+/* ---- the sink: JSON lines (rlx_api_line_*) carrying the request's id ------------------------ */
+
+static void line_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lp)
+{
+    (void)lp;
+    if (token >= 0)
+        rlx_job_out_take(j, rlx_api_line_token(j->line_id, j->n_choices > 1 ? ch->index : -1, token, text, n));
+}
+
+static void line_fail(rlx_job *j)
+{
+    rlx_job_out_take(j, rlx_api_line_error(j->line_id, &j->err, (rlx_now() - j->t_start) * 1000));
+}
+
+static void line_finish(rlx_job *j)
+{
+    rlx_api_choice *cs = rlx_job_api_choices(j);
+    if (!cs) {
+        j->failed = true;
+        rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+        line_fail(j);
+        return;
+    }
+    rlx_job_out_take(j, rlx_api_line_result(j->line_id, cs, j->n_choices, &j->total, (rlx_now() - j->t_start) * 1000));
+    free(cs);
+}
+
+static bool line_whole(const rlx_job *j)
+{
+    (void)j;
+    return true; /* the result is one line, written after the token lines already taken */
+}
+
+static const rlx_sink_ops line_sink = {
+    .piece = line_piece,
+    .finish = line_finish,
+    .fail = line_fail,
+    .whole = line_whole,
+    .notify = on_job,
+};
+
 /* Whether a started request (its job not yet answered) has this id: its lines could not be
  * told apart from a second one's. */
 static bool id_in_flight(rlx_srv *s, const char *id)
 {
     for (const rlx_job *j = s->jobs; j; j = j->next)
-        if (j->notify == on_job && j->sink && !strcmp(((const entry *)j->sink)->id, id)) return true;
+        if (j->ops == &line_sink && j->sink && !strcmp(((const entry *)j->sink)->id, id)) return true;
     return false;
 }
 
@@ -246,21 +285,21 @@ static void parse_work(uv_work_t *w)
         else free(txt);
     }
     if (!e->root || !cJSON_IsObject(e->root)) {
-        e->rc = rlx_api_errorf(&e->err, 400, INVALID, NULL, "Each line must be one JSON object.");
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, NULL, "Each line must be one JSON object.");
         return;
     }
     if (id_len > MAX_ID_BYTES) {
-        e->rc = rlx_api_errorf(&e->err, 400, INVALID, "id", "The 'id' is %zu bytes of JSON; at most %d are "
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, "id", "The 'id' is %zu bytes of JSON; at most %d are "
                                "allowed (it is repeated on every output line).", id_len, MAX_ID_BYTES);
         return;
     }
     if (!e->id) {
-        e->rc = rlx_api_errorf(&e->err, 400, INVALID, "id", "Each request needs an 'id' (any JSON value but null) "
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, "id", "Each request needs an 'id' (any JSON value but null) "
                                "to tell its output lines apart.");
         return;
     }
     if (rlx_api_has_escaped_nul(e->line, e->len)) {
-        e->rc = rlx_api_errorf(&e->err, 400, INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
         return;
     }
     e->kind = cJSON_GetObjectItemCaseSensitive(e->root, "messages") ? RLX_API_CHAT : RLX_API_GENERATE;
@@ -289,13 +328,13 @@ static void parse_done(uv_work_t *w, int status)
     if (e->rc) err = e->err;
     else if (m && id_in_flight(s, e->id)) {
         m = NULL;
-        rlx_api_errorf(&err, 400, INVALID, "id", "A request with this id is still in flight; ids must be unique "
+        rlx_api_errorf(&err, 400, RLX_API_ERR_INVALID, "id", "A request with this id is still in flight; ids must be unique "
                        "among requests in flight.");
     }
     /* chat is rendered by the template, then answered like generate: one native result */
     e->req.kind = RLX_API_GENERATE;
     rlx_job *job;
-    if (!m || rlx_job_start(s, m, &e->req, on_job, e, &job, &err)) {
+    if (!m || rlx_job_start(s, m, &e->req, &line_sink, e, &job, &err)) {
         fail_entry(e, &err);
         entry_done(e);
         return;
@@ -312,7 +351,7 @@ static void start_entry(stdio_state *st, entry *e)
     e->work.req.data = e;
     if (rlx_srv_queue_work(s, &e->work, e->len > RLX_BIG_WORK_BYTES, parse_work, parse_done)) {
         e->id = strdup("null");
-        rlx_api_errorf(&e->err, 500, "server_error", NULL, "Cannot queue the parsing of this line.");
+        rlx_api_errorf(&e->err, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the parsing of this line.");
         fail_entry(e, &e->err);
         entry_done(e);
         return;
@@ -361,7 +400,7 @@ static void enqueue_line(stdio_state *st, const char *line, size_t len)
 static void line_too_long(stdio_state *st)
 {
     rlx_api_error err;
-    rlx_api_errorf(&err, 413, INVALID, NULL, "The line is longer than the limit of %lld bytes (--max-body).",
+    rlx_api_errorf(&err, 413, RLX_API_ERR_INVALID, NULL, "The line is longer than the limit of %lld bytes (--max-body).",
                    (long long)st->srv->cfg->max_body);
     emit_take(st, rlx_api_line_error("null", &err, 0));
     entry e = {.st = st, .t0 = rlx_now(), .kind = RLX_API_GENERATE};
@@ -545,7 +584,7 @@ void rlx_stdio_close(rlx_srv *s)
     /* jobs still running (grace period over) are detached; their entries go with them */
     for (;;) {
         rlx_job *j = s->jobs;
-        while (j && j->notify != on_job) j = j->next;
+        while (j && j->ops != &line_sink) j = j->next;
         if (!j) break;
         entry *e = j->sink;
         rlx_job_detach(j); /* may free j: the list is walked again from its head */
@@ -563,3 +602,12 @@ void rlx_stdio_free(rlx_srv *s)
     free(st);
     s->stdio = NULL;
 }
+
+const rlx_front_ops rlx_stdio_front = {
+    .start = rlx_stdio_start,
+    .models_ready = rlx_stdio_models_ready,
+    .quiesce = rlx_stdio_quiesce,
+    .idle = rlx_stdio_idle,
+    .close = rlx_stdio_close,
+    .free = rlx_stdio_free,
+};

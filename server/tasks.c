@@ -1,21 +1,18 @@
 /* tasks.c - routes whose answer is computed on the libuv threadpool: tokenizing,
  * detokenizing, rendering templates, and the sessions store (sqlite3 behind a mutex the
- * worker may hold during an fsync). The connection waits suspended; the task hands back a
- * finished JSON answer, or drops it when the client has gone. */
+ * worker may hold during an fsync). Each task is a call (work.c) whose client is the connection:
+ * the connection waits suspended; the task hands back a finished JSON answer, or drops it when
+ * the client has gone. */
 #include "server/serve.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define INVALID "invalid_request_error"
-
 typedef enum { TASK_TOKENIZE, TASK_DETOKENIZE, TASK_TEMPLATE, TASK_SESSIONS, TASK_SESSION } task_kind;
 
 typedef struct route_task {
-    rlx_work work;                 /* listed: shutdown cancels it while queued */
-    rlx_srv *srv;
-    rlx_conn *conn;                /* NULL once the connection is gone */
+    rlx_call call;                 /* first: the call is the task; its client is the connection */
     rlx_model_slot *m;             /* tokenizer tasks */
     task_kind kind;
     char *text;                    /* tokenize input; session id */
@@ -89,7 +86,7 @@ static void session_one(route_task *t)
                         : rlx_worker_session_get(t->workers[m], id, &info, &tokens, &n, &err);
         if (rc == RLX_ENOTFOUND) continue;
         if (rc) {
-            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? INVALID : "server_error",
+            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
                            rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
             set_error(t, &e);
             return;
@@ -109,14 +106,14 @@ static void session_one(route_task *t)
         t->body = print_free(o);
         return;
     }
-    rlx_api_errorf(&e, 404, INVALID, "session_id", "The session '%s' does not exist.", id);
+    rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, "session_id", "The session '%s' does not exist.", id);
     e.code = "session_not_found";
     set_error(t, &e);
 }
 
-static void task_work(uv_work_t *w)
+static void task_work(rlx_call *call)
 {
-    route_task *t = w->data;
+    route_task *t = (route_task *)call;
     rlx_api_error e;
     rlx_error err = {0};
     t->status = 200;
@@ -169,14 +166,11 @@ static void task_free(route_task *t)
     free(t);
 }
 
-static void task_done(uv_work_t *w, int status)
+static void task_done(rlx_call *call, void *client, int status)
 {
-    route_task *t = w->data;
-    rlx_srv *s = t->srv;
-    rlx_srv_work_done(s, &t->work);
-    if (t->conn) {
-        rlx_conn *c = t->conn;
-        c->task_conn = NULL;
+    route_task *t = (route_task *)call;
+    rlx_conn *c = client;
+    if (c) {
         if (status) {
             rlx_api_error e;
             rlx_api_error_shutdown(&e);
@@ -188,7 +182,6 @@ static void task_done(uv_work_t *w, int status)
         rlx_conn_wake(c);
     }
     task_free(t);
-    rlx_srv_maybe_exit(s);
 }
 
 static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
@@ -196,29 +189,25 @@ static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
     route_task *t = calloc(1, sizeof *t);
     if (!t) {
         rlx_api_error e;
-        rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         rlx_conn_error(c, &e);
         return NULL;
     }
-    t->srv = c->srv;
-    t->conn = c;
     t->m = m;
     t->kind = kind;
-    t->work.req.data = t;
     return t;
 }
 
 static void task_queue(rlx_conn *c, route_task *t)
 {
     rlx_srv *s = c->srv;
-    if (rlx_srv_queue_work(s, &t->work, t->text && strlen(t->text) > RLX_BIG_WORK_BYTES, task_work, task_done)) {
+    if (rlx_call_start(s, &t->call, t->text && strlen(t->text) > RLX_BIG_WORK_BYTES, c, &c->call, task_work,
+                       task_done)) {
         rlx_api_error e;
-        rlx_api_errorf(&e, 500, "server_error", NULL, "Cannot queue the work for this request.");
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Cannot queue the work for this request.");
         rlx_conn_error(c, &e);
         task_free(t);
-        return;
     }
-    c->task_conn = &t->conn;
 }
 
 void rlx_task_tokenize(rlx_conn *c, rlx_model_slot *m, char *text, bool add_special, bool parse_special)
@@ -256,7 +245,7 @@ void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, siz
     if (id && !(t->text = strdup(id))) {
         task_free(t);
         rlx_api_error e;
-        rlx_api_errorf(&e, 500, "server_error", NULL, "Out of memory.");
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         rlx_conn_error(c, &e);
         return;
     }

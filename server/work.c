@@ -4,7 +4,8 @@
  * 4) served in FIFO order, so two dozen big prompts (seconds of parsing and tokenizing) queued
  * there would hold every small request behind them. Work marked big runs on at most half the
  * threads; further big work waits here, in order, and small work always finds a thread.
- * Loop thread only. */
+ * Calls (rlx_call_start) are such work answering a client that may leave meanwhile.
+ * Loop thread only (a call's run on the threadpool). */
 #include "server/serve.h"
 
 #include <stdlib.h>
@@ -94,4 +95,46 @@ void rlx_srv_cancel_work(rlx_srv *s)
         link_front(&s->works, w);
         w->done(&w->req, UV_ECANCELED);
     }
+}
+
+/* ---- calls -------------------------------------------------------------------------------- */
+
+static void call_run(uv_work_t *w)
+{
+    rlx_call *c = w->data;
+    c->run(c);
+}
+
+static void call_done(uv_work_t *w, int status)
+{
+    rlx_call *c = w->data;
+    rlx_srv *s = c->srv;
+    rlx_srv_work_done(s, &c->work);
+    if (c->slot) *c->slot = NULL; /* before done: it may start the client's next call */
+    c->slot = NULL;
+    c->done(c, c->client, status); /* may free c */
+    rlx_srv_maybe_exit(s);
+}
+
+int rlx_call_start(rlx_srv *s, rlx_call *call, bool big, void *client, rlx_call **slot, rlx_call_run_fn run,
+                   rlx_call_done_fn done)
+{
+    call->srv = s;
+    call->client = client;
+    call->slot = slot;
+    call->run = run;
+    call->done = done;
+    call->work.req.data = call;
+    if (rlx_srv_queue_work(s, &call->work, big, call_run, call_done)) return RLX_EIO;
+    if (slot) *slot = call;
+    return 0;
+}
+
+void rlx_call_drop(rlx_call **slot)
+{
+    rlx_call *c = *slot;
+    if (!c) return;
+    c->client = NULL;
+    c->slot = NULL;
+    *slot = NULL;
 }

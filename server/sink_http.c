@@ -1,0 +1,97 @@
+/* sink_http.c - the HTTP front end's sink (rlx_sink_ops): a job's response as a whole JSON body,
+ * an SSE stream (completions and chat: chunks, the usage chunk, [DONE]) or an NDJSON stream
+ * (native generate: a line per token, then the response object). Formats with proto's
+ * formatters into the job's output queue; http.c sends it. Loop thread only. */
+#include "server/serve.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The opening chunks: chat's role, or completions' echoed prompt (held back until its
+ * logprobs are in, with echo + logprobs). */
+static void http_begin(rlx_job *j)
+{
+    for (size_t i = 0; i < j->n_choices; i++) {
+        rlx_choice *ch = &j->choices[i];
+        if (j->req.kind == RLX_API_CHAT) /* the opening chunk carries the role */
+            rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
+        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS && j->req.logprobs >= 0)
+            ch->echo_pending = true; /* echo: the prompt goes first, once its logprobs are in */
+        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS) /* echo: the prompt comes first */
+            rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, ch->text, ch->len, false, NULL, 0, RLX_FINISH_NONE));
+    }
+}
+
+static void http_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lp)
+{
+    if (j->req.kind == RLX_API_GENERATE) {
+        if (token >= 0) rlx_job_out_take(j, rlx_api_ndjson_token(token, text, n));
+        return;
+    }
+    if (ch->echo_pending) { /* the echoed prompt, now with its logprobs */
+        ch->echo_pending = false;
+        rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, ch->text, ch->echo_len, false, ch->lps,
+                                              ch->n_prompt_lps, RLX_FINISH_NONE));
+    }
+    if (!n && !lp) return;
+    rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, RLX_FINISH_NONE));
+}
+
+/* SSE: the choice's last text with its finish_reason (NDJSON ends with the response object). */
+static void http_choice_end(rlx_job *j, rlx_choice *ch, const char *text, size_t n)
+{
+    if (j->req.kind != RLX_API_GENERATE)
+        rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, NULL, 0, ch->finish));
+}
+
+static void http_finish(rlx_job *j)
+{
+    if (j->req.stream && j->req.kind == RLX_API_GENERATE) {
+        const rlx_choice *ch = &j->choices[0];
+        rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
+                            .finish = ch->finish};
+        rlx_job_out_take(j, rlx_api_response_json(&j->meta, &c, 1, &j->total, &ch->timings));
+        rlx_job_out_put(j, "\n", 1);
+    } else if (j->req.stream) {
+        if (j->req.include_usage) rlx_job_out_take(j, rlx_api_sse_usage(&j->meta, &j->total));
+        rlx_job_out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
+    } else {
+        rlx_api_choice *cs = rlx_job_api_choices(j);
+        if (!cs) {
+            j->out_lost = true;
+            return;
+        }
+        rlx_job_out_take(j, rlx_api_response_json(&j->meta, cs, j->n_choices, &j->total, &j->choices[0].timings));
+        free(cs);
+    }
+}
+
+/* Before the first byte an error is a plain HTTP error, after it an in-band event. */
+static void http_fail(rlx_job *j)
+{
+    if (j->req.stream && j->started && j->req.kind == RLX_API_GENERATE) {
+        rlx_job_out_take(j, rlx_api_error_json(&j->err));
+        rlx_job_out_put(j, "\n", 1);
+    } else if (j->req.stream && j->started) {
+        rlx_job_out_take(j, rlx_api_sse_error(&j->err));
+        rlx_job_out_put(j, rlx_api_sse_done, strlen(rlx_api_sse_done));
+    } else {
+        j->status = j->err.status;
+        rlx_job_out_take(j, rlx_api_error_json(&j->err));
+    }
+}
+
+static bool http_whole(const rlx_job *j)
+{
+    return !j->req.stream;
+}
+
+const rlx_sink_ops rlx_http_sink = {
+    .begin = http_begin,
+    .piece = http_piece,
+    .choice_end = http_choice_end,
+    .finish = http_finish,
+    .fail = http_fail,
+    .whole = http_whole,
+    .notify = rlx_conn_job_notify,
+};
