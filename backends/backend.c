@@ -46,6 +46,15 @@ int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_err
     return rlx_errorf(err, RLX_EUNSUPPORTED, "unknown backend '%s' (available: %s)", name, AVAILABLE);
 }
 
+const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
+{
+    (void)be;
+    (void)g;
+    if (n->op >= RLX_OP_COUNT || n->op == RLX_OP_NONE) return "this backend has kernels for the built-in ops only";
+    if (n->op == RLX_OP_ATTENTION && n->p.attn.mask != RLX_ATTN_CAUSAL) return "bidirectional attention has no kernel here";
+    return NULL;
+}
+
 int rlx_backend_check_plan(const rlx_backend *be, const rlx_plan *plan, rlx_error *err)
 {
     const rlx_graph *g = plan->graph;

@@ -122,6 +122,10 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_ge
  * rlx_batch.decode describes. counts: caller scratch of 4 * n_seqs int32. */
 void rlx_batch_kinds(const rlx_batch *b, int32_t *counts, uint8_t *tok, uint8_t *out);
 
+/* An rlx_backend_ops.unsupported for backends with kernels for the built-in ops only and
+ * causal attention only (Vulkan, CUDA). */
+const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g, const rlx_node *n);
+
 /* RLX_EUNSUPPORTED naming the op (or output) and the backend when the backend cannot run
  * every node of the plan's graph (ops->unsupported) or return its output kind; 0 otherwise.
  * Every backend's prepare() calls it, so loading a model that needs more is refused. */

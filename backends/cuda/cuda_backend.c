@@ -84,16 +84,6 @@ static void free_plan_state(cu_backend *be)
 
 static size_t weight_bytes(const rlx_gtensor *x) { return rlx_row_bytes(x->wtype, x->ne[0]) * (size_t)x->ne[1]; }
 
-/* The built-in ops, attention causal only. */
-static const char *cu_unsupported(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
-{
-    (void)be;
-    (void)g;
-    if (n->op >= RLX_OP_COUNT || n->op == RLX_OP_NONE) return "no CUDA kernel";
-    if (n->op == RLX_OP_ATTENTION && n->p.attn.mask != RLX_ATTN_CAUSAL) return "bidirectional attention has no CUDA kernel";
-    return NULL;
-}
-
 static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
 {
     cu_backend *be = (cu_backend *)be_;
@@ -305,7 +295,7 @@ static void cu_destroy(rlx_backend *be_)
 
 static const rlx_backend_ops cu_ops = {
     .name = "cuda",
-    .unsupported = cu_unsupported,
+    .unsupported = rlx_backend_builtin_causal,
     .prepare = cu_prepare,
     .kv_init = cu_kv_init,
     .kv_copy_block = cu_kv_copy_block,

@@ -83,16 +83,6 @@ static int upload_weights(vk_backend *be, const rlx_graph *g, rlx_error *err)
     return rc;
 }
 
-/* The built-in ops, attention causal only (the attn shader masks by position). */
-static const char *vk_unsupported(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
-{
-    (void)be;
-    (void)g;
-    if (n->op >= RLX_OP_COUNT || n->op == RLX_OP_NONE) return "no Vulkan kernel";
-    if (n->op == RLX_OP_ATTENTION && n->p.attn.mask != RLX_ATTN_CAUSAL) return "bidirectional attention has no Vulkan kernel";
-    return NULL;
-}
-
 static int check_plan(vk_backend *be, const rlx_plan *plan, rlx_error *err)
 {
     const rlx_graph *g = plan->graph;
@@ -310,7 +300,7 @@ static void vk_destroy(rlx_backend *be_)
 
 static const rlx_backend_ops vk_ops = {
     .name = "vulkan",
-    .unsupported = vk_unsupported,
+    .unsupported = rlx_backend_builtin_causal, /* the attn shader masks by position */
     .prepare = vk_prepare,
     .kv_init = vk_kv_init,
     .kv_copy_block = vk_kv_copy_block,
