@@ -46,6 +46,32 @@ int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_err
     return rlx_errorf(err, RLX_EUNSUPPORTED, "unknown backend '%s' (available: %s)", name, AVAILABLE);
 }
 
+const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
+{
+    (void)be;
+    (void)g;
+    if (n->op >= RLX_OP_COUNT || n->op == RLX_OP_NONE) return "this backend has kernels for the built-in ops only";
+    if (n->op == RLX_OP_ATTENTION && n->p.attn.mask != RLX_ATTN_CAUSAL) return "bidirectional attention has no kernel here";
+    return NULL;
+}
+
+int rlx_backend_check_plan(const rlx_backend *be, const rlx_plan *plan, rlx_error *err)
+{
+    const rlx_graph *g = plan->graph;
+    const char *name = be->ops->name;
+    if (g->output_kind == RLX_OUTPUT_HIDDEN && !be->ops->hidden_output)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "the %s backend cannot return hidden states (the model's graph output); "
+                          "use the cpu backend", name);
+    for (int i = 0; i < plan->n_steps; i++) {
+        const rlx_step *s = &plan->steps[i];
+        const char *why = be->ops->unsupported ? be->ops->unsupported(be, g, &s->node) : NULL;
+        if (why)
+            return rlx_errorf(err, RLX_EUNSUPPORTED, "the %s backend does not support op '%s'%s%s (step %d of the model's graph)",
+                              name, rlx_op_name(s->node.op), *why ? ": " : "", why, i);
+    }
+    return 0;
+}
+
 /* c rows of one sequence, the i-th of them: llama.cpp's kind for it (see rlx_batch.decode) */
 static uint8_t derived_kind(int32_t i, int32_t c)
 {

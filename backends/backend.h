@@ -75,15 +75,22 @@ typedef struct rlx_backend rlx_backend;
 
 typedef struct rlx_backend_ops {
     const char *name;
+    /* Which ops this backend runs: NULL when it runs node n of g, else a short phrase saying
+     * what it lacks (for the error rlx_backend_check_plan() composes). */
+    const char *(*unsupported)(const rlx_backend *be, const rlx_graph *g, const rlx_node *n);
+    /* Whether run() can return a RLX_OUTPUT_HIDDEN graph's states (every backend returns logits). */
+    bool hidden_output;
     /* Allocates what running `plan` needs (arena, scratch); the plan must outlive the backend's
-     * use of it. */
+     * use of it. Refuses (rlx_backend_check_plan) a plan with an op or output it cannot run. */
     int (*prepare)(rlx_backend *be, const rlx_plan *plan, rlx_error *err);
     /* (Re)creates the KV pool. Existing contents are lost. */
     int (*kv_init)(rlx_backend *be, const rlx_kv_geometry *geo, rlx_error *err);
     /* Copies whole blocks (for copy-on-write of shared prefixes). Optional. */
     int (*kv_copy_block)(rlx_backend *be, int32_t dst, int32_t src, rlx_error *err);
-    /* Runs one step; logits (n_outputs x n_vocab, f32, host memory) are written to `logits`. */
-    int (*run)(rlx_backend *be, const rlx_plan *plan, const rlx_batch *batch, float *logits, rlx_error *err);
+    /* Runs one step; the graph's output (f32, host memory) is written to `out`: for
+     * RLX_OUTPUT_LOGITS n_outputs rows of logits, for RLX_OUTPUT_HIDDEN n_tokens rows of hidden
+     * states, in batch order. */
+    int (*run)(rlx_backend *be, const rlx_plan *plan, const rlx_batch *batch, float *out, rlx_error *err);
     /* Host access to a block's K and V of one layer, for snapshots (optional). */
     int (*kv_read_block)(rlx_backend *be, int32_t layer, int32_t block, void *k, void *v, rlx_error *err);
     int (*kv_write_block)(rlx_backend *be, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err);
@@ -114,6 +121,15 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_ge
  * every output row (out[n_outputs]: always derived from the sequence's output rows), as
  * rlx_batch.decode describes. counts: caller scratch of 4 * n_seqs int32. */
 void rlx_batch_kinds(const rlx_batch *b, int32_t *counts, uint8_t *tok, uint8_t *out);
+
+/* An rlx_backend_ops.unsupported for backends with kernels for the built-in ops only and
+ * causal attention only (Vulkan, CUDA). */
+const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g, const rlx_node *n);
+
+/* RLX_EUNSUPPORTED naming the op (or output) and the backend when the backend cannot run
+ * every node of the plan's graph (ops->unsupported) or return its output kind; 0 otherwise.
+ * Every backend's prepare() calls it, so loading a model that needs more is refused. */
+int rlx_backend_check_plan(const rlx_backend *be, const rlx_plan *plan, rlx_error *err);
 
 /* Creates the named backend; RLX_EUNSUPPORTED when it is not compiled in or no device exists. */
 int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_error *err);

@@ -1,47 +1,27 @@
 /* compile.c - graph -> plan: validation, fusion of elementwise chains into their producer,
- * and arena placement of activations by liveness. */
+ * and arena placement of activations by liveness. What an op takes, fuses and checks comes
+ * from the op table (ops.c); nothing here names an op but matmul (its conversion scratch). */
 #include "backends/graph.h"
 #include "backends/quant.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_elementwise(rlx_op op)
+/* registered ops: weights as F32 vectors only, activations of in[0]'s rows or broadcast */
+static int validate_registered(const rlx_graph *g, const rlx_node *n, int i, rlx_error *err)
 {
-    return op == RLX_OP_ADD || op == RLX_OP_MUL || op == RLX_OP_SILU || op == RLX_OP_GELU ||
-           op == RLX_OP_SCALE || op == RLX_OP_SOFTCAP;
-}
-
-/* Heads whose output may be extended with an elementwise epilogue. */
-static bool takes_epilogue(rlx_op op)
-{
-    return op == RLX_OP_MATMUL || op == RLX_OP_RMS_NORM || op == RLX_OP_GET_ROWS ||
-           op == RLX_OP_HEAD_NORM || is_elementwise(op);
-}
-
-/* Heads that read each element (or row) before writing the same position, so the output may
- * share the buffer of its dying first input. */
-static bool in_place_safe(rlx_op op)
-{
-    return op == RLX_OP_RMS_NORM || op == RLX_OP_HEAD_NORM || op == RLX_OP_ROPE || is_elementwise(op);
-}
-
-static int n_inputs(rlx_op op)
-{
-    switch (op) {
-    case RLX_OP_GET_ROWS: return 1;
-    case RLX_OP_MATMUL: case RLX_OP_ADD: case RLX_OP_MUL: case RLX_OP_HEAD_NORM: return 2;
-    case RLX_OP_ATTENTION: return 3;
-    default: return 1;
+    const rlx_op_info *info = rlx_op_get(n->op);
+    const rlx_gtensor *a = &g->tensors[n->in[0]];
+    if (g->tensors[n->out].rows != a->rows)
+        return rlx_errorf(err, RLX_EINVAL, "node %d (%s): output rows must follow the first input's", i, info->name);
+    for (int k = 1; k < info->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        const rlx_gtensor *b = &g->tensors[n->in[k]];
+        if ((b->is_weight && (b->wtype != RLX_F32 || b->ne[1] != 1)) || (!b->is_weight && b->rows != RLX_ROWS_ONE && b->rows != a->rows))
+            return rlx_errorf(err, RLX_EINVAL, "node %d (%s): input %d must be an F32 vector or have the first input's rows",
+                              i, info->name, k);
     }
-}
-
-static const char *op_name(rlx_op op)
-{
-    static const char *names[RLX_OP_COUNT] = {
-        "none", "get_rows", "rms_norm", "head_norm", "matmul", "add", "mul", "silu", "gelu",
-        "scale", "softcap", "rope", "attention", "gather"};
-    return op < RLX_OP_COUNT ? names[op] : "?";
+    return info->validate ? info->validate(g, n, err) : 0;
 }
 
 static int validate(const rlx_graph *g, rlx_error *err)
@@ -51,56 +31,25 @@ static int validate(const rlx_graph *g, rlx_error *err)
         return rlx_errorf(err, RLX_EINVAL, "graph has no output tensor");
     for (int i = 0; i < g->n_nodes; i++) {
         const rlx_node *n = &g->nodes[i];
-        const rlx_gtensor *o = &g->tensors[n->out];
-        for (int k = 0; k < n_inputs(n->op); k++) {
+        const rlx_op_info *info = rlx_op_get(n->op);
+        if (!info || n->op == RLX_OP_NONE) return rlx_errorf(err, RLX_EINVAL, "node %d: op %d is not in the op table", i, (int)n->op);
+        for (int k = 0; k < info->n_in; k++) {
             int t = n->in[k];
-            bool optional = (n->op == RLX_OP_ROPE && k == 1);
-            if (t < 0 && optional) continue;
+            if (t < 0 && (info->optional >> k & 1u)) continue;
             if (t < 0 || t >= n->out)
-                return rlx_errorf(err, RLX_EINVAL, "node %d (%s): input %d is undefined", i, op_name(n->op), k);
+                return rlx_errorf(err, RLX_EINVAL, "node %d (%s): input %d is undefined", i, info->name, k);
         }
         const rlx_gtensor *a = &g->tensors[n->in[0]];
-        switch (n->op) {
-        case RLX_OP_GET_ROWS:
-            if (!a->is_weight || !rlx_dtype_get(a->wtype) || !rlx_dtype_get(a->wtype)->computable)
-                return rlx_errorf(err, RLX_EUNSUPPORTED, "get_rows on '%s': not a weight of a supported type", a->name ? a->name : "?");
-            break;
-        case RLX_OP_MATMUL: {
-            const rlx_gtensor *w = &g->tensors[n->in[1]];
-            if (!w->is_weight) return rlx_errorf(err, RLX_EINVAL, "node %d: matmul needs a weight", i);
-            const rlx_dtype_info *ti = rlx_dtype_get(w->wtype);
-            if (!ti || !ti->computable)
-                return rlx_errorf(err, RLX_EUNSUPPORTED, "tensor '%s': type %s has no matmul kernel", w->name, ti ? ti->name : "unknown");
-            if (a->cols != w->ne[0])
-                return rlx_errorf(err, RLX_EINVAL, "matmul with '%s': input has %lld columns, weight rows have %lld",
-                                  w->name, (long long)a->cols, (long long)w->ne[0]);
-            if (w->ne[0] % ti->block_elems)
-                return rlx_errorf(err, RLX_EINVAL, "tensor '%s': row of %lld is not a multiple of the %s block (%d)",
-                                  w->name, (long long)w->ne[0], ti->name, ti->block_elems);
-            break;
-        }
-        case RLX_OP_ADD: case RLX_OP_MUL: case RLX_OP_HEAD_NORM: {
-            const rlx_gtensor *b = &g->tensors[n->in[1]];
-            int64_t need = n->op == RLX_OP_HEAD_NORM ? n->ip[0] : a->cols;
-            if (b->cols != need || (b->rows != RLX_ROWS_ONE && b->rows != a->rows))
-                return rlx_errorf(err, RLX_EINVAL, "node %d (%s): operand shapes differ (%lld vs %lld columns)",
-                                  i, op_name(n->op), (long long)a->cols, (long long)b->cols);
-            if (b->is_weight && (b->wtype != RLX_F32 || b->ne[1] != 1))
-                return rlx_errorf(err, RLX_EUNSUPPORTED, "tensor '%s': elementwise operands must be F32 vectors", b->name);
-            break;
-        }
-        case RLX_OP_ATTENTION:
-            if (n->ip[0] < 0 || n->ip[0] >= g->n_layers || n->ip[2] <= 0 || n->ip[1] % n->ip[2] ||
-                g->tensors[n->in[1]].cols != g->kv_cols)
-                return rlx_errorf(err, RLX_EINVAL, "node %d: attention geometry is inconsistent", i);
-            break;
-        default:
-            break;
-        }
         if (a->is_weight && n->op != RLX_OP_GET_ROWS)
-            return rlx_errorf(err, RLX_EINVAL, "node %d (%s): a weight cannot be the first input", i, op_name(n->op));
-        (void)o;
+            return rlx_errorf(err, RLX_EINVAL, "node %d (%s): a weight cannot be the first input", i, info->name);
+        int rc = n->op >= RLX_OP_COUNT ? validate_registered(g, n, i, err) : info->validate ? info->validate(g, n, err) : 0;
+        if (rc) return rc;
     }
+    const rlx_rows want = g->output_kind == RLX_OUTPUT_HIDDEN ? RLX_ROWS_TOKENS : RLX_ROWS_OUTPUTS;
+    if ((g->output_kind != RLX_OUTPUT_LOGITS && g->output_kind != RLX_OUTPUT_HIDDEN) || g->tensors[g->output].rows != want)
+        return rlx_errorf(err, RLX_EINVAL, "graph output: %s need one row per %s",
+                          g->output_kind == RLX_OUTPUT_HIDDEN ? "hidden states" : "logits",
+                          g->output_kind == RLX_OUTPUT_HIDDEN ? "batch token" : "output token");
     return 0;
 }
 
@@ -195,17 +144,20 @@ int rlx_compile(const rlx_graph *g, const rlx_compile_opts *opts, rlx_plan *plan
         s->node = g->nodes[i];
         s->out = s->node.out;
         i++;
-        while (!opts->no_fusion && takes_epilogue(s->node.op) && s->n_chain < RLX_MAX_CHAIN && i < g->n_nodes) {
+        while (!opts->no_fusion && rlx_op_get(s->node.op)->epilogue && s->n_chain < RLX_MAX_CHAIN && i < g->n_nodes) {
             const rlx_node *n = &g->nodes[i];
-            if (!is_elementwise(n->op) || consumers[s->out] != 1) break;
+            const rlx_op_info *ni = rlx_op_get(n->op);
+            if (!ni->elementwise || consumers[s->out] != 1) break;
+            const bool binary = ni->n_in == 2;
             int other = -1;
             if (n->in[0] == s->out) other = n->in[1];
-            else if ((n->op == RLX_OP_ADD || n->op == RLX_OP_MUL) && n->in[1] == s->out) other = n->in[0];
+            else if (binary && n->in[1] == s->out) other = n->in[0];
             else break;
-            if ((n->op == RLX_OP_ADD || n->op == RLX_OP_MUL) &&
-                (other < 0 || other >= s->node.out || g->tensors[other].cols != g->tensors[s->out].cols))
+            if (binary && (other < 0 || other >= s->node.out || g->tensors[other].cols != g->tensors[s->out].cols))
                 break;
-            s->chain[s->n_chain++] = (rlx_ew){rlx_ew_of_op(n->op), (n->op == RLX_OP_ADD || n->op == RLX_OP_MUL) ? other : -1, n->fp[0]};
+            rlx_ew e = rlx_ew_of_node(n);
+            e.operand = binary ? other : -1;
+            s->chain[s->n_chain++] = e;
             s->out = n->out;
             plan->n_fused++;
             i++;
@@ -226,7 +178,7 @@ int rlx_compile(const rlx_graph *g, const rlx_compile_opts *opts, rlx_plan *plan
         size_t need = tensor_bytes(g, opts, s->out);
         int reuse = -1;
         /* share the buffer of a dying input of the same size where the kernel allows it */
-        if (in_place_safe(s->node.op) && s->node.in[0] >= 0 && !g->tensors[s->node.in[0]].is_weight &&
+        if (rlx_op_get(s->node.op)->in_place && s->node.in[0] >= 0 && !g->tensors[s->node.in[0]].is_weight &&
             last_use[s->node.in[0]] == si && tensor_bytes(g, opts, s->node.in[0]) == need &&
             s->node.in[1] != s->node.in[0]) {
             reuse = s->node.in[0];

@@ -1,4 +1,5 @@
-/* graph.c - building graphs: tensors and nodes appended in emission order. */
+/* graph.c - building graphs: tensors and nodes appended in emission order, each node through
+ * its op's constructor (parameters typed, see graph.h). */
 #include "backends/graph.h"
 
 #include <math.h>
@@ -49,9 +50,10 @@ int rlx_g_weight(rlx_graph *g, const char *name, int wtype, int64_t ne0, int64_t
     return id;
 }
 
-int rlx_g_node(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int b, int c)
+int rlx_g_op(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int b, int c, const void *params)
 {
-    if (g->oom || (a < 0 && op != RLX_OP_GET_ROWS)) { g->oom = true; return -1; }
+    const rlx_op_info *info = rlx_op_get(op);
+    if (g->oom || !info || (a < 0 && op != RLX_OP_GET_ROWS)) { g->oom = true; return -1; }
     int id = new_tensor(g);
     if (id < 0) return -1;
     g->tensors[id].rows = rows;
@@ -70,66 +72,90 @@ int rlx_g_node(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int 
     n->in[0] = a;
     n->in[1] = b;
     n->in[2] = c;
+    if (params) memcpy(&n->p, params, info->param_size);
     return id;
 }
 
-rlx_node *rlx_g_last(rlx_graph *g)
+int rlx_g_node(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int b, int c)
 {
-    return g->n_nodes ? &g->nodes[g->n_nodes - 1] : NULL;
+    return rlx_g_op(g, op, rows, cols, a, b, c, NULL);
 }
 
 int rlx_g_get_rows(rlx_graph *g, int w, float scale)
 {
     if (w < 0) { g->oom = true; return -1; }
-    int id = rlx_g_node(g, RLX_OP_GET_ROWS, RLX_ROWS_TOKENS, g->tensors[w].ne[0], w, -1, -1);
-    if (id >= 0) rlx_g_last(g)->fp[0] = scale;
-    return id;
+    rlx_scalar_params p = {scale};
+    return rlx_g_op(g, RLX_OP_GET_ROWS, RLX_ROWS_TOKENS, g->tensors[w].ne[0], w, -1, -1, &p);
 }
 
 int rlx_g_rms_norm(rlx_graph *g, int x, float eps)
 {
     if (x < 0) { g->oom = true; return -1; }
-    int id = rlx_g_node(g, RLX_OP_RMS_NORM, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1);
-    if (id >= 0) rlx_g_last(g)->fp[0] = eps;
-    return id;
+    rlx_norm_params p = {.eps = eps};
+    return rlx_g_op(g, RLX_OP_RMS_NORM, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1, &p);
+}
+
+int rlx_g_head_norm(rlx_graph *g, int x, int w, int32_t head_dim, float eps)
+{
+    if (x < 0 || w < 0) { g->oom = true; return -1; }
+    rlx_norm_params p = {.eps = eps, .head_dim = head_dim};
+    return rlx_g_op(g, RLX_OP_HEAD_NORM, g->tensors[x].rows, g->tensors[x].cols, x, w, -1, &p);
 }
 
 int rlx_g_matmul(rlx_graph *g, int x, int w)
 {
     if (x < 0 || w < 0) { g->oom = true; return -1; }
-    return rlx_g_node(g, RLX_OP_MATMUL, g->tensors[x].rows, g->tensors[w].ne[1], x, w, -1);
+    return rlx_g_op(g, RLX_OP_MATMUL, g->tensors[x].rows, g->tensors[w].ne[1], x, w, -1, NULL);
 }
 
 int rlx_g_add(rlx_graph *g, int a, int b)
 {
     if (a < 0 || b < 0) { g->oom = true; return -1; }
-    return rlx_g_node(g, RLX_OP_ADD, g->tensors[a].rows, g->tensors[a].cols, a, b, -1);
+    return rlx_g_op(g, RLX_OP_ADD, g->tensors[a].rows, g->tensors[a].cols, a, b, -1, NULL);
 }
 
 int rlx_g_mul(rlx_graph *g, int a, int b)
 {
     if (a < 0 || b < 0) { g->oom = true; return -1; }
-    return rlx_g_node(g, RLX_OP_MUL, g->tensors[a].rows, g->tensors[a].cols, a, b, -1);
+    return rlx_g_op(g, RLX_OP_MUL, g->tensors[a].rows, g->tensors[a].cols, a, b, -1, NULL);
 }
 
 int rlx_g_unary(rlx_graph *g, rlx_op op, int x, float p)
 {
     if (x < 0) { g->oom = true; return -1; }
-    int id = rlx_g_node(g, op, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1);
-    if (id >= 0) rlx_g_last(g)->fp[0] = p;
-    return id;
+    rlx_scalar_params sp = {p};
+    return rlx_g_op(g, op, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1, &sp);
 }
 
-rlx_ew_op rlx_ew_of_op(rlx_op op)
+int rlx_g_rope(rlx_graph *g, int x, int ff, const rlx_rope_params *p)
 {
-    switch (op) {
-    case RLX_OP_ADD: return RLX_EW_ADD;
-    case RLX_OP_MUL: return RLX_EW_MUL;
-    case RLX_OP_SILU: return RLX_EW_SILU;
-    case RLX_OP_GELU: return RLX_EW_GELU;
-    case RLX_OP_SCALE: return RLX_EW_SCALE;
-    default: return RLX_EW_SOFTCAP;
-    }
+    if (x < 0) { g->oom = true; return -1; }
+    return rlx_g_op(g, RLX_OP_ROPE, g->tensors[x].rows, g->tensors[x].cols, x, ff, -1, p);
+}
+
+int rlx_g_attention(rlx_graph *g, int q, int k, int v, const rlx_attn_params *p)
+{
+    if (q < 0 || k < 0 || v < 0) { g->oom = true; return -1; }
+    return rlx_g_op(g, RLX_OP_ATTENTION, g->tensors[q].rows, g->tensors[q].cols, q, k, v, p);
+}
+
+int rlx_g_gather(rlx_graph *g, int x)
+{
+    if (x < 0) { g->oom = true; return -1; }
+    return rlx_g_op(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, g->tensors[x].cols, x, -1, -1, NULL);
+}
+
+void rlx_g_set_output(rlx_graph *g, int t, rlx_output_kind kind)
+{
+    g->output = t;
+    g->output_kind = kind;
+}
+
+rlx_ew rlx_ew_of_node(const rlx_node *n)
+{
+    const rlx_op_info *info = rlx_op_get(n->op);
+    bool binary = info && info->n_in == 2;
+    return (rlx_ew){info ? info->ew : RLX_EW_ADD, binary ? n->in[1] : -1, binary ? 0.0f : n->p.scalar.value};
 }
 
 void rlx_rope_angles(float base, float freq_scale, const float *ff, int n_rot, int32_t pos, float *cs, float *sn)

@@ -1,15 +1,30 @@
-/* graph.h - the graph IR model family builders emit, and the compiled plan backends run.
+/* graph.h - the graph IR model family builders emit, the op table every layer shares, and the
+ * compiled plan backends run.
  *
  * A graph describes ONE forward step over a batch with a symbolic token count: activation
  * tensors have either one row per batch token (RLX_ROWS_TOKENS) or one row per token whose
  * logits are wanted (RLX_ROWS_OUTPUTS), and a fixed column count. Weights are borrowed views
- * of model memory (usually the GGUF mapping) and must outlive the graph and its plan.
+ * of model memory (usually the GGUF mapping) and must outlive the graph and its plan. The graph
+ * declares its output (rlx_output_kind): logits of the selected rows, or a hidden state per
+ * batch token.
+ *
+ * Nodes are made by one constructor per op (rlx_g_rope, rlx_g_attention, ...) that stores the
+ * op's typed parameter struct (rlx_rope_params, rlx_attn_params, ...) in the node; kernels read
+ * the same struct. The op table (ops.c: rlx_op_get) says per op its name, inputs (and which are
+ * optional), whether it fuses as an elementwise epilogue or heads one, parameter size and its
+ * validation; rlx_compile() and every backend consume it instead of lists of their own.
+ * rlx_op_register() adds ops at run time; the CPU backend runs one through its `cpu` kernel,
+ * and a backend declares what it runs (rlx_backend_ops.unsupported in backend.h), so a graph
+ * needing more is refused at prepare time with the op and backend named.
  *
  * rlx_compile() turns a graph into a plan: nodes in emission (topological) order, elementwise
  * chains fused into their producer (rms_norm * w, silu * up, matmul + bias / + residual,
  * softcap), and every activation buffer placed at an offset of one arena by liveness, for a
  * given maximum batch. Compiling happens once per model load; each step binds a batch
- * (tokens, positions, sequences, block tables) and runs the plan on a backend. */
+ * (tokens, positions, sequences, block tables) and runs the plan on a backend.
+ *
+ * Threads: graphs and plans are built by one thread and then only read (backends read plans
+ * from their run thread); the op table is read from any thread, registration is locked. */
 #ifndef RLX_GRAPH_H
 #define RLX_GRAPH_H
 
@@ -31,16 +46,64 @@ typedef enum rlx_op {
     RLX_OP_MUL,        /* elementwise; b may be a ROWS_ONE vector         in: a, b     */
     RLX_OP_SILU,       /* x * sigmoid(x)                                  in: x        */
     RLX_OP_GELU,       /* tanh-approximated GELU                          in: x        */
-    RLX_OP_SCALE,      /* x * fp[0]                                       in: x        */
-    RLX_OP_SOFTCAP,    /* fp[0] * tanh(x / fp[0])                         in: x        */
+    RLX_OP_SCALE,      /* x * value                                       in: x        */
+    RLX_OP_SOFTCAP,    /* value * tanh(x / value)                         in: x        */
     RLX_OP_ROPE,       /* rotary embedding of every head at the token's position  in: x, [freq factors] */
-    RLX_OP_ATTENTION,  /* stores k, v of the batch in the paged KV cache of layer ip[0], then
-                          causal (optionally sliding-window) attention    in: q, k, v  */
+    RLX_OP_ATTENTION,  /* stores k, v of the batch in the paged KV cache of the layer, then
+                          causal (optionally sliding-window) or bidirectional attention  in: q, k, v */
     RLX_OP_GATHER,     /* out[o] = x[token index of output o]             in: x        */
-    RLX_OP_COUNT
+    RLX_OP_COUNT       /* built-in ops; rlx_op_register() hands out ids from here to RLX_OP_MAX - 1 */
 } rlx_op;
 
+#define RLX_OP_MAX 64
+
 typedef enum rlx_rope_mode { RLX_ROPE_NORM = 0, RLX_ROPE_NEOX = 2 } rlx_rope_mode;
+
+/* ---- typed op parameters: one struct per op kind, stored in the node's rlx_op_params ---- */
+
+/* ROPE: n_rot leading dims of each of n_heads heads of head_dim rotated (mode: pairs adjacent
+ * or NEOX halves); freq_scale 0 means 1. in[1]: optional per-pair frequency factors (n_rot/2 f32). */
+typedef struct rlx_rope_params {
+    int32_t n_heads, head_dim, n_rot;
+    rlx_rope_mode mode;
+    float freq_base, freq_scale;
+} rlx_rope_params;
+
+/* ATTENTION masks: causal (token at pos p sees positions 0..p of its sequence, or the last
+ * `window` of them), or bidirectional (every position of its sequence present in the KV cache
+ * after this step's writes, i.e. 0..max pos of the sequence in the batch; no window). */
+typedef enum rlx_attn_mask { RLX_ATTN_CAUSAL = 0, RLX_ATTN_BIDIRECTIONAL = 1 } rlx_attn_mask;
+
+/* ATTENTION: KV layer, heads (n_head % n_head_kv == 0), head_dim, sliding window (0 = none),
+ * scale applied to q.k, logit softcap (0 = none), mask. */
+typedef struct rlx_attn_params {
+    int32_t layer, n_head, n_head_kv, head_dim, window;
+    float scale, softcap;
+    rlx_attn_mask mask;
+} rlx_attn_params;
+
+/* RMS_NORM: eps. HEAD_NORM: eps, and the head_dim each slice of which is normalised. */
+typedef struct rlx_norm_params {
+    float eps;
+    int32_t head_dim;
+} rlx_norm_params;
+
+/* GET_ROWS: scale (0 = 1). SCALE: factor. SOFTCAP: cap. */
+typedef struct rlx_scalar_params {
+    float value;
+} rlx_scalar_params;
+
+#define RLX_OP_PARAMS_MAX 32
+
+/* A node's parameters; which member is valid follows from its op (rlx_op_info.param_size
+ * bytes of it are copied in by the constructor). Registered ops keep theirs in raw. */
+typedef union rlx_op_params {
+    rlx_rope_params rope;
+    rlx_attn_params attn;
+    rlx_norm_params norm;
+    rlx_scalar_params scalar;
+    unsigned char raw[RLX_OP_PARAMS_MAX];
+} rlx_op_params;
 
 typedef struct rlx_gtensor {
     rlx_rows rows;
@@ -59,22 +122,23 @@ typedef struct rlx_node {
     rlx_op op;
     int out;                  /* tensor id */
     int in[RLX_NODE_MAX_IN];  /* tensor ids, -1 if unused */
-    float fp[4];              /* op parameters (see rlx_op and the rope/attention notes) */
-    int32_t ip[6];
+    rlx_op_params p;          /* typed parameters of op (see rlx_op_params) */
 } rlx_node;
 
-/* ROPE:      ip[0] n_heads, ip[1] head_dim, ip[2] n_rot, ip[3] mode; fp[0] freq_base,
- *            fp[1] freq_scale; in[1] optional per-dimension frequency factors (n_rot/2, f32).
- * ATTENTION: ip[0] layer, ip[1] n_head, ip[2] n_head_kv, ip[3] head_dim, ip[4] sliding
- *            window (0 = none); fp[0] scale applied to q.k, fp[1] logit softcap (0 = none).
- * HEAD_NORM: ip[0] head_dim; fp[0] eps.   RMS_NORM: fp[0] eps.   GET_ROWS: fp[0] scale (0=1). */
+/* What the graph's output tensor holds, and so what rlx_backend_ops.run() returns. */
+typedef enum rlx_output_kind {
+    RLX_OUTPUT_LOGITS = 0,    /* ROWS_OUTPUTS rows: logits of the tokens marked for output */
+    RLX_OUTPUT_HIDDEN,        /* ROWS_TOKENS rows: a hidden state per batch token (pooling is
+                                 the caller's) */
+} rlx_output_kind;
 
 typedef struct rlx_graph {
     rlx_gtensor *tensors;
     int n_tensors, cap_tensors;
     rlx_node *nodes;
     int n_nodes, cap_nodes;
-    int output;               /* tensor holding logits (ROWS_OUTPUTS x n_vocab) */
+    int output;               /* output tensor (see output_kind) */
+    rlx_output_kind output_kind;
     /* KV cache geometry the ATTENTION nodes need (per layer) */
     int32_t n_layers;
     int64_t kv_cols;          /* n_head_kv * head_dim, same for every layer */
@@ -84,22 +148,77 @@ typedef struct rlx_graph {
 void rlx_graph_init(rlx_graph *g);
 void rlx_graph_free(rlx_graph *g);
 
-/* Builder helpers: return the new tensor id (or -1 after an allocation failure, which also
- * sets g->oom; builders check it once at the end). */
+/* ---- the op table (ops.c) ----
+ * One entry per op: what the compiler validates and fuses, what every backend names in its
+ * errors and checks support against. Built-in entries are constant; rlx_op_register() appends
+ * entries at run time (from any thread, before graphs using them are built; entries are never
+ * removed or changed). */
+
+typedef enum rlx_ew_op { RLX_EW_ADD, RLX_EW_MUL, RLX_EW_SILU, RLX_EW_GELU, RLX_EW_SCALE, RLX_EW_SOFTCAP } rlx_ew_op;
+
+/* One CPU call of a registered op's kernel: rows [row0, row0 + n_rows) of the output.
+ * Row r of input k starts at in[k] + r * in_stride[k] (stride 0: a broadcast vector). */
+typedef struct rlx_op_call {
+    const rlx_node *node;                 /* node->p.raw holds the op's parameters */
+    const float *in[RLX_NODE_MAX_IN];     /* NULL where the input is unused */
+    int64_t in_cols[RLX_NODE_MAX_IN];
+    int64_t in_stride[RLX_NODE_MAX_IN];
+    float *out;
+    int64_t out_cols;
+    int64_t row0, n_rows;
+} rlx_op_call;
+
+typedef struct rlx_op_info {
+    const char *name;
+    int n_in;                 /* inputs read (in[0..n_in)) */
+    unsigned optional;        /* bit k set: input k may be -1 */
+    bool elementwise;         /* may be fused into its producer's epilogue as `ew` */
+    rlx_ew_op ew;
+    bool epilogue;            /* may head a fused chain of elementwise ops */
+    bool in_place;            /* output may share its dying first input's buffer */
+    size_t param_size;        /* bytes of rlx_op_params the constructor copies (<= RLX_OP_PARAMS_MAX) */
+    /* optional: checks a node's inputs and parameters (compile time); RLX_EINVAL etc. */
+    int (*validate)(const rlx_graph *g, const rlx_node *n, rlx_error *err);
+    /* registered ops: the CPU kernel (row-parallel; must not depend on the split). Built-in
+     * ops leave it NULL: each backend has its own kernels for them. */
+    void (*cpu)(const rlx_op_call *call);
+} rlx_op_info;
+
+/* The entry of op (built-in or registered), NULL for an unknown id. */
+const rlx_op_info *rlx_op_get(rlx_op op);
+/* Its name, "?" for an unknown id. */
+const char *rlx_op_name(rlx_op op);
+/* Appends an op (the entry is copied; name must outlive the process' use of it). Registered ops
+ * take 1 to RLX_NODE_MAX_IN inputs, are neither elementwise-fusable nor chain heads, output
+ * one row per row of in[0] and run only where a backend supports them (the CPU backend: those
+ * with a `cpu` kernel). *id receives the new op. RLX_EINVAL for a bad entry or a duplicate
+ * name, RLX_ENOMEM when the table is full. */
+int rlx_op_register(const rlx_op_info *info, rlx_op *id, rlx_error *err);
+
+/* ---- builders ----
+ * Each returns the new tensor id (or -1 after an allocation failure or an undefined input,
+ * which also sets g->oom; builders check it once at the end). */
 int rlx_g_weight(rlx_graph *g, const char *name, int wtype, int64_t ne0, int64_t ne1, const void *data);
+/* Any op: params points to rlx_op_get(op)->param_size bytes (NULL: zeros). */
+int rlx_g_op(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int b, int c, const void *params);
+/* An op without parameters. */
 int rlx_g_node(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int b, int c);
-rlx_node *rlx_g_last(rlx_graph *g);
-/* Convenience wrappers */
 int rlx_g_get_rows(rlx_graph *g, int w, float scale);
 int rlx_g_rms_norm(rlx_graph *g, int x, float eps);
+int rlx_g_head_norm(rlx_graph *g, int x, int w, int32_t head_dim, float eps);
 int rlx_g_matmul(rlx_graph *g, int x, int w);
 int rlx_g_add(rlx_graph *g, int a, int b);
 int rlx_g_mul(rlx_graph *g, int a, int b);
+/* SILU, GELU (p unused), SCALE (factor p), SOFTCAP (cap p) */
 int rlx_g_unary(rlx_graph *g, rlx_op op, int x, float p);
+/* ff: frequency factors tensor or -1 */
+int rlx_g_rope(rlx_graph *g, int x, int ff, const rlx_rope_params *p);
+int rlx_g_attention(rlx_graph *g, int q, int k, int v, const rlx_attn_params *p);
+int rlx_g_gather(rlx_graph *g, int x);
+/* Declares the output tensor and what it holds. */
+void rlx_g_set_output(rlx_graph *g, int t, rlx_output_kind kind);
 
 /* ---- plans ---- */
-
-typedef enum rlx_ew_op { RLX_EW_ADD, RLX_EW_MUL, RLX_EW_SILU, RLX_EW_GELU, RLX_EW_SCALE, RLX_EW_SOFTCAP } rlx_ew_op;
 
 #define RLX_MAX_CHAIN 6
 
@@ -135,8 +254,9 @@ typedef struct rlx_compile_opts {
     bool no_fusion;           /* for tests: one node per step */
 } rlx_compile_opts;
 
-/* The elementwise op an ADD/MUL/SILU/GELU/SCALE/SOFTCAP node performs (fused or not). */
-rlx_ew_op rlx_ew_of_op(rlx_op op);
+/* The elementwise op a node of an elementwise op performs (fused or not): its operand for
+ * binary ops, its scalar parameter for SCALE/SOFTCAP. */
+rlx_ew rlx_ew_of_node(const rlx_node *n);
 
 /* cos/sin of the n_rot/2 rotation angles of position pos, with ggml's arithmetic (angles
  * advanced by repeated multiplication in float) so every backend and llama.cpp agree exactly.

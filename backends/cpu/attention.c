@@ -14,6 +14,10 @@
  * laid out from a multiple of 64 and padded to one, which puts the same positions in the same
  * vector lanes and accumulators (masked positions contribute exact zeros in both).
  *
+ * Causal rows see positions 0..pos (or the sliding window's); bidirectional rows
+ * (RLX_ATTN_BIDIRECTIONAL) see 0..the sequence's last position in the batch, i.e. every
+ * position the cache holds for it after this step's writes, with the same arithmetic.
+ *
  * Work items are (sequence, KV head, tile of the sequence's tokens x query heads of the group),
  * claimed from the step's atomic counter: K and V rows are read once per item, and every
  * output depends only on its own token's row kind (rlx_batch.decode) and positions, never on
@@ -247,6 +251,7 @@ typedef struct attn_item {
     int64_t kvc;
     int hd, hk, h0, gs;     /* KV head, first query head, query heads in this item */
     int window, qt;         /* qt: tokens per tile (qt x gs <= ATTN_ROWS) */
+    bool bidir;             /* RLX_ATTN_BIDIRECTIONAL: every row sees positions 0..jmax */
     const int32_t *toks;    /* batch token indices of this item (one sequence) */
     int nt;
     int32_t seq;            /* its sequence in the batch */
@@ -269,7 +274,8 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     const rlx_batch_seq *bs = &bt->seqs[bt->seq[it->toks[t0]]];
     int64_t lo[ATTN_ROWS], hi[ATTN_ROWS], jmax = -1;
     for (int ti = 0; ti < n; ti++) {
-        const int32_t t = it->toks[t0 + ti], p = bt->pos[t];
+        /* a bidirectional row reads like a causal one at the sequence's last position */
+        const int32_t t = it->toks[t0 + ti], p = it->bidir ? (int32_t)it->jmax : bt->pos[t];
         const int64_t l = it->window > 0 && p - it->window + 1 > 0 ? p - it->window + 1 : 0;
         jmax = p > jmax ? p : jmax;
         const float *src = rowp(r, it->s->node.in[0], t) + (int64_t)it->h0 * hd;
@@ -299,7 +305,7 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     }
     for (int row = 0; row < R; row++) {
         float *x = S + (size_t)row * sstride;
-        sm_row sm = {x, npad, lo[row] - j0, hi[row] - j0, it->s->node.fp[0], it->s->node.fp[1]};
+        sm_row sm = {x, npad, lo[row] - j0, hi[row] - j0, it->s->node.p.attn.scale, it->s->node.p.attn.softcap};
         it->softmax(&sm);
         if (it->type == RLX_F16) rlx_cpu_round_act(RLX_F16, x, x, npad);
     }
@@ -437,7 +443,8 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     const rlx_node *n = &s->node;
     const rlx_batch *bt = r->batch;
-    const int layer = n->ip[0], n_head = n->ip[1], n_head_kv = n->ip[2], hd = n->ip[3];
+    const rlx_attn_params *ap = &n->p.attn;
+    const int layer = ap->layer, n_head = ap->n_head, n_head_kv = ap->n_head_kv, hd = ap->head_dim;
     const int64_t kvc = r->kv->kv_cols, T = bt->n_tokens;
     const bool f16 = r->kv->type == RLX_F16, q8 = r->kv->type == RLX_Q8_0;
     const size_t esz = f16 ? 2 : 4, rb = rlx_kv_row_bytes(r->kv->type, kvc);
@@ -472,7 +479,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const int64_t per_seq = (int64_t)n_head_kv * n_sub, items = (int64_t)bt->n_seqs * per_seq;
     _Atomic int64_t *next = &r->counters[s - r->plan->steps];
     attn_item it = {.r = r, .s = s, .K = K, .V = V, .type = f16 ? RLX_F16 : RLX_F32, .q8 = q8, .esz = esz, .rb = rb, .kvc = kvc, .hd = hd,
-                    .window = n->ip[4], .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
+                    .window = ap->window, .bidir = ap->mask == RLX_ATTN_BIDIRECTIONAL, .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
                     .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
 #if defined(__x86_64__)
     if (it.softmax == sm_avx512) it.kqv_dec = kqv_dec512;

@@ -80,9 +80,21 @@ static bool independent(const rlx_plan *p, const rlx_step *a, const rlx_step *b)
 
 static void *alloc64(size_t n) { return n ? aligned_alloc(64, (n + 63) & ~(size_t)63) : NULL; }
 
+/* Every built-in op; a registered one when it brought a CPU kernel. */
+static const char *cpu_unsupported(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
+{
+    (void)be;
+    (void)g;
+    const rlx_op_info *info = rlx_op_get(n->op);
+    if (n->op < RLX_OP_COUNT) return NULL;
+    return !info ? "unknown op" : info->cpu ? NULL : "no CPU kernel was registered for it";
+}
+
 static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
 {
     cpu_backend *be = (cpu_backend *)be_;
+    int rc = rlx_backend_check_plan(be_, plan, err);
+    if (rc) return rc;
     free(be->arena);
     free(be->scratch);
     free(be->out_index);
@@ -101,7 +113,7 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     be->seq_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1) * sizeof *be->seq_tok);
     be->attn_hd = 1;
     for (int i = 0; i < plan->n_steps; i++)
-        if (plan->steps[i].node.op == RLX_OP_ATTENTION) be->attn_hd = RLX_MAX(be->attn_hd, plan->steps[i].node.ip[3]);
+        if (plan->steps[i].node.op == RLX_OP_ATTENTION) be->attn_hd = RLX_MAX(be->attn_hd, plan->steps[i].node.p.attn.head_dim);
     be->no_barrier = calloc((size_t)RLX_MAX(plan->n_steps, 1), 1);
     /* a barrier-free run of steps must be pairwise independent, not just neighbours */
     for (int i = 0, start = 0; be->no_barrier && i + 1 < plan->n_steps; i++) {
@@ -271,7 +283,7 @@ static int set_roles(cpu_backend *be, const rlx_batch *b)
     return 0;
 }
 
-static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
+static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, float *out, rlx_error *err)
 {
     cpu_backend *be = (cpu_backend *)be_;
     if (b->n_tokens <= 0 || b->n_tokens > plan->max_tokens || b->n_outputs > plan->max_outputs || b->n_outputs < 0)
@@ -307,8 +319,9 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
     int e = atomic_load(&r.error);
     if (e) return rlx_errorf(err, e, "batch holds a token id or position outside the model or its KV blocks");
     const rlx_graph *g = plan->graph;
-    if (logits && b->n_outputs)
-        memcpy(logits, be->arena + plan->offset[g->output], (size_t)b->n_outputs * (size_t)g->tensors[g->output].cols * 4);
+    const int32_t rows = g->output_kind == RLX_OUTPUT_HIDDEN ? b->n_tokens : b->n_outputs;
+    if (out && rows)
+        memcpy(out, be->arena + plan->offset[g->output], (size_t)rows * (size_t)g->tensors[g->output].cols * 4);
     return 0;
 }
 
@@ -335,6 +348,8 @@ static void cpu_destroy(rlx_backend *be_)
 
 static const rlx_backend_ops cpu_ops = {
     .name = "cpu",
+    .unsupported = cpu_unsupported,
+    .hidden_output = true,
     .prepare = cpu_prepare,
     .kv_init = cpu_kv_init,
     .kv_copy_block = cpu_kv_copy_block,

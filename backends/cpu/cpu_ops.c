@@ -1,5 +1,6 @@
 /* cpu_ops.c - the CPU backend's kernels, one per step kind (attention is in cpu_attn.c), plus
- * the fused elementwise epilogue. Arithmetic follows ggml's CPU path operation for operation
+ * the fused elementwise epilogue; ops registered at run time (graph.h rlx_op_register) run
+ * their table entry's `cpu` kernel over this thread's rows (k_registered). Arithmetic follows ggml's CPU path operation for operation
  * (double accumulation in norms, ggml_v_silu for SwiGLU, its activation quantizers) so logits
  * are bit-identical to llama.cpp's. */
 #include "backends/cpu/cpu_ops.h"
@@ -93,7 +94,7 @@ static void k_elementwise(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     int64_t T = n_rows(r, s->out), a, b;
     int64_t cols = r->plan->graph->tensors[s->out].cols;
     split(T, ith, nth, &a, &b);
-    rlx_ew head = {rlx_ew_of_op(s->node.op), (s->node.op == RLX_OP_ADD || s->node.op == RLX_OP_MUL) ? s->node.in[1] : -1, s->node.fp[0]};
+    rlx_ew head = rlx_ew_of_node(&s->node);
     for (int64_t t = a; t < b; t++) {
         const float *x = rowp(r, s->node.in[0], t);
         float *y = rowp(r, s->out, t);
@@ -120,7 +121,7 @@ static void k_rms_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     split(T, ith, nth, &a, &b);
     for (int64_t t = a; t < b; t++) {
         float *y = rowp(r, s->out, t);
-        rms_row(rowp(r, s->node.in[0], t), y, cols, s->node.fp[0]);
+        rms_row(rowp(r, s->node.in[0], t), y, cols, s->node.p.norm.eps);
         apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
@@ -128,14 +129,14 @@ static void k_rms_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 static void k_head_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     int64_t T = n_rows(r, s->out), a, b;
-    int64_t cols = r->plan->graph->tensors[s->out].cols, hd = s->node.ip[0];
+    int64_t cols = r->plan->graph->tensors[s->out].cols, hd = s->node.p.norm.head_dim;
     const float *w = operand_row(r, s->node.in[1], 0);
     split(T, ith, nth, &a, &b);
     for (int64_t t = a; t < b; t++) {
         const float *x = rowp(r, s->node.in[0], t);
         float *y = rowp(r, s->out, t);
         for (int64_t h = 0; h < cols / hd; h++) {
-            rms_row(x + h * hd, y + h * hd, hd, s->node.fp[0]);
+            rms_row(x + h * hd, y + h * hd, hd, s->node.p.norm.eps);
             for (int64_t i = 0; i < hd; i++) y[h * hd + i] *= w[i];
         }
         apply_chain(r, s, y, t, 0, cols, cols);
@@ -155,8 +156,9 @@ static void k_get_rows(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         float *y = rowp(r, s->out, t);
         if (id < 0 || id >= w->ne[1]) { atomic_store(&r->error, RLX_ERANGE); continue; }
         rlx_dequantize_row(w->wtype, (const uint8_t *)w->data + (size_t)id * rb, y, cols);
-        if (s->node.fp[0] != 0.0f && s->node.fp[0] != 1.0f)
-            for (int64_t c = 0; c < cols; c++) y[c] *= s->node.fp[0];
+        const float scale = s->node.p.scalar.value;
+        if (scale != 0.0f && scale != 1.0f)
+            for (int64_t c = 0; c < cols; c++) y[c] *= scale;
         apply_chain(r, s, y, t, 0, cols, cols);
     }
 }
@@ -390,7 +392,8 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     const rlx_node *n = &s->node;
     int64_t T = r->batch->n_tokens, a, b;
-    int n_heads = n->ip[0], hd = n->ip[1], n_rot = n->ip[2], mode = n->ip[3];
+    const rlx_rope_params *p = &n->p.rope;
+    const int n_heads = p->n_heads, hd = p->head_dim, n_rot = p->n_rot;
     const float *ff = n->in[1] >= 0 ? operand_row(r, n->in[1], 0) : NULL;
     float cs[512], sn[512]; /* n_rot <= 1024 is checked by the builder */
     void (*head)(const float *, float *, const float *, const float *, int, bool) = rope_head;
@@ -399,17 +402,39 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 #endif
     split(T, ith, nth, &a, &b);
     for (int64_t t = a; t < b; t++) {
-        rlx_rope_angles(n->fp[0], n->fp[1], ff, n_rot, r->batch->pos[t], cs, sn);
+        rlx_rope_angles(p->freq_base, p->freq_scale, ff, n_rot, r->batch->pos[t], cs, sn);
         const float *x = rowp(r, n->in[0], t);
         float *y = rowp(r, s->out, t);
         for (int h = 0; h < n_heads; h++) {
             const float *xh = x + (int64_t)h * hd;
             float *yh = y + (int64_t)h * hd;
-            head(xh, yh, cs, sn, n_rot, mode == RLX_ROPE_NEOX);
+            head(xh, yh, cs, sn, n_rot, p->mode == RLX_ROPE_NEOX);
             if (yh != xh)
                 for (int i = n_rot; i < hd; i++) yh[i] = xh[i];
         }
     }
+}
+
+/* ---- registered ops (rlx_op_register): the table's CPU kernel over this thread's rows ---- */
+
+static void k_registered(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+{
+    const rlx_graph *g = r->plan->graph;
+    const rlx_op_info *info = rlx_op_get(s->node.op);
+    int64_t a, b;
+    split(n_rows(r, s->out), ith, nth, &a, &b);
+    if (!info || !info->cpu) { atomic_store(&r->error, RLX_EUNSUPPORTED); return; } /* refused at prepare */
+    if (a == b) return;
+    rlx_op_call c = {.node = &s->node, .out = rowp(r, s->out, 0), .out_cols = g->tensors[s->out].cols, .row0 = a, .n_rows = b - a};
+    for (int k = 0; k < info->n_in; k++) {
+        const int t = s->node.in[k];
+        if (t < 0) continue;
+        const rlx_gtensor *x = &g->tensors[t];
+        c.in[k] = operand_row(r, t, 0);
+        c.in_cols[k] = x->cols;
+        c.in_stride[k] = x->is_weight || x->rows == RLX_ROWS_ONE ? 0 : x->cols;
+    }
+    info->cpu(&c);
 }
 
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
@@ -422,6 +447,9 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     case RLX_OP_ROPE: k_rope(r, s, ith, nth); break;
     case RLX_OP_ATTENTION: rlx_cpu_attention(r, s, ith, nth); break;
     case RLX_OP_GATHER: k_gather(r, s, ith, nth); break;
-    default: k_elementwise(r, s, ith, nth); break;
+    case RLX_OP_ADD: case RLX_OP_MUL: case RLX_OP_SILU: case RLX_OP_GELU: case RLX_OP_SCALE: case RLX_OP_SOFTCAP:
+        k_elementwise(r, s, ith, nth);
+        break;
+    default: k_registered(r, s, ith, nth); break;
     }
 }

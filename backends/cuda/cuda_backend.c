@@ -87,8 +87,9 @@ static size_t weight_bytes(const rlx_gtensor *x) { return rlx_row_bytes(x->wtype
 static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
 {
     cu_backend *be = (cu_backend *)be_;
-    int rc = use_device(be, err);
+    int rc = rlx_backend_check_plan(be_, plan, err);
     if (rc) return rc;
+    if ((rc = use_device(be, err))) return rc;
     free_plan_state(be);
     const rlx_graph *g = plan->graph;
     int nt = g->n_tensors;
@@ -121,9 +122,9 @@ static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     for (int i = 0; i < plan->n_steps; i++) {
         const rlx_node *n = &plan->steps[i].node;
         if (n->op == RLX_OP_GET_ROWS && g->tensors[n->in[0]].ne[1] < be->min_vocab) be->min_vocab = g->tensors[n->in[0]].ne[1];
-        if (n->op == RLX_OP_ATTENTION && (n->ip[3] > 512 || n->ip[3] <= 0 || n->ip[1] > 65535)) {
+        if (n->op == RLX_OP_ATTENTION && (n->p.attn.head_dim > 512 || n->p.attn.head_dim <= 0 || n->p.attn.n_head > 65535)) {
             rc = rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: attention with %d heads of %d values is not supported (at most "
-                            "65535 heads of 512)", n->ip[1], n->ip[3]);
+                            "65535 heads of 512)", n->p.attn.n_head, n->p.attn.head_dim);
             goto fail;
         }
         if (n->op == RLX_OP_MATMUL) {
@@ -134,16 +135,17 @@ static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
             if (rows >= GEMM_MIN_TOKENS && deq <= DEQ_MAX_BYTES && deq > be->deq_bytes) be->deq_bytes = deq;
         }
         if (n->op == RLX_OP_ROPE) {
-            if (n->ip[2] % 2 || n->ip[1] % 2 || n->ip[2] > n->ip[1] ||
+            const rlx_rope_params *rp = &n->p.rope;
+            if (rp->n_rot % 2 || rp->head_dim % 2 || rp->n_rot > rp->head_dim ||
                 (n->in[1] >= 0 && (!g->tensors[n->in[1]].is_weight || g->tensors[n->in[1]].wtype != RLX_F32))) {
                 rc = rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: this rope configuration is not supported");
                 goto fail;
             }
             bool seen = false;
             for (int r = 0; r < be->n_ropes; r++)
-                seen |= be->ropes[r].n_rot == n->ip[2] && be->ropes[r].base == n->fp[0] && be->ropes[r].scale == n->fp[1] &&
+                seen |= be->ropes[r].n_rot == rp->n_rot && be->ropes[r].base == rp->freq_base && be->ropes[r].scale == rp->freq_scale &&
                         be->ropes[r].ff == n->in[1];
-            if (!seen) be->ropes[be->n_ropes++] = (cu_rope){n->ip[2], n->fp[0], n->fp[1], n->in[1], 0};
+            if (!seen) be->ropes[be->n_ropes++] = (cu_rope){rp->n_rot, rp->freq_base, rp->freq_scale, n->in[1], 0};
         }
     }
     if ((rc = rlx__cu_check(cudaMalloc((void **)&be->scratch, scratch), "cudaMalloc (scratch)", err))) goto fail;
@@ -293,6 +295,7 @@ static void cu_destroy(rlx_backend *be_)
 
 static const rlx_backend_ops cu_ops = {
     .name = "cuda",
+    .unsupported = rlx_backend_builtin_causal,
     .prepare = cu_prepare,
     .kv_init = cu_kv_init,
     .kv_copy_block = cu_kv_copy_block,

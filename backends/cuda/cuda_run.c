@@ -167,36 +167,39 @@ static int run_step(cu_backend *be, const rlx_step *s, const rlx_batch *b, const
     case RLX_OP_GET_ROWS: {
         const rlx_gtensor *w = &g->tensors[n->in[0]];
         e = rlx_cu_get_rows(be->stream, w->wtype, be->w_dev[n->in[0]], rlx_row_bytes(w->wtype, w->ne[0]), w->ne[0], w->ne[1],
-                            *cb, n->fp[0], y, make_chain(be, s->chain, s->n_chain));
+                            *cb, n->p.scalar.value, y, make_chain(be, s->chain, s->n_chain));
         break;
     }
     case RLX_OP_RMS_NORM: case RLX_OP_HEAD_NORM: {
         bool head = n->op == RLX_OP_HEAD_NORM;
-        e = rlx_cu_rms_norm(be->stream, tensor_ptr(be, n->in[0]), y, rows_of(be, b, s->out), o->cols, head ? n->ip[0] : o->cols,
-                            n->fp[0], head ? tensor_ptr(be, n->in[1]) : NULL, make_chain(be, s->chain, s->n_chain));
+        e = rlx_cu_rms_norm(be->stream, tensor_ptr(be, n->in[0]), y, rows_of(be, b, s->out), o->cols, head ? n->p.norm.head_dim : o->cols,
+                            n->p.norm.eps, head ? tensor_ptr(be, n->in[1]) : NULL, make_chain(be, s->chain, s->n_chain));
         break;
     }
     case RLX_OP_MATMUL:
         return run_matmul(be, s, b, err);
     case RLX_OP_ROPE: {
+        const rlx_rope_params *rp = &n->p.rope;
         int32_t tab = -1;
         for (int r = 0; r < be->n_ropes; r++)
-            if (be->ropes[r].n_rot == n->ip[2] && be->ropes[r].base == n->fp[0] && be->ropes[r].scale == n->fp[1] &&
+            if (be->ropes[r].n_rot == rp->n_rot && be->ropes[r].base == rp->freq_base && be->ropes[r].scale == rp->freq_scale &&
                 be->ropes[r].ff == n->in[1]) tab = be->ropes[r].off;
         if (tab < 0) return rlx_errorf(err, RLX_EINVAL, "CUDA: rope step was not prepared");
-        e = rlx_cu_rope(be->stream, tensor_ptr(be, n->in[0]), y, *cb, n->ip[0], n->ip[1], n->ip[2], n->ip[3], tab);
+        e = rlx_cu_rope(be->stream, tensor_ptr(be, n->in[0]), y, *cb, rp->n_heads, rp->head_dim, rp->n_rot, rp->mode, tab);
         break;
     }
     case RLX_OP_ATTENTION: {
-        int layer = n->ip[0], type = be->kv.type == RLX_F32 ? 0 : be->kv.type == RLX_F16 ? 1 : 2;
+        const rlx_attn_params *ap = &n->p.attn;
+        int layer = ap->layer, type = be->kv.type == RLX_F32 ? 0 : be->kv.type == RLX_F16 ? 1 : 2;
         if (layer < 0 || layer >= be->kv.n_layers || be->kv.kv_cols != g->kv_cols)
             return rlx_errorf(err, RLX_EINVAL, "CUDA: the KV pool (%d layers of %lld values) does not fit the plan (layer %d, "
                               "%lld values)", be->kv.n_layers, (long long)be->kv.kv_cols, layer, (long long)g->kv_cols);
         e = rlx_cu_kv_store(be->stream, tensor_ptr(be, n->in[1]), tensor_ptr(be, n->in[2]), be->kv_k[layer], be->kv_v[layer],
                             *cb, be->kv.kv_cols, type, (int64_t)be->kv_row_bytes, be->kv.block_size);
         if (!e)
-            e = rlx_cu_attention(be->stream, tensor_ptr(be, n->in[0]), y, be->kv_k[layer], be->kv_v[layer], *cb, n->ip[1],
-                                 n->ip[1] / n->ip[2], n->ip[3], (int64_t)be->kv_row_bytes, n->ip[4], n->fp[0], n->fp[1], type,
+            e = rlx_cu_attention(be->stream, tensor_ptr(be, n->in[0]), y, be->kv_k[layer], be->kv_v[layer], *cb, ap->n_head,
+                                 ap->n_head / ap->n_head_kv, ap->head_dim, (int64_t)be->kv_row_bytes, ap->window, ap->scale,
+                                 ap->softcap, type,
                                  be->kv.block_size);
         break;
     }
@@ -204,28 +207,16 @@ static int run_step(cu_backend *be, const rlx_step *s, const rlx_batch *b, const
         e = rlx_cu_gather(be->stream, tensor_ptr(be, n->in[0]), y, *cb, o->cols);
         break;
     default: { /* elementwise: the head op is the chain's first entry */
-        static const rlx_ew_op head[RLX_OP_COUNT] = {[RLX_OP_ADD] = RLX_EW_ADD, [RLX_OP_MUL] = RLX_EW_MUL,
-            [RLX_OP_SILU] = RLX_EW_SILU, [RLX_OP_GELU] = RLX_EW_GELU, [RLX_OP_SCALE] = RLX_EW_SCALE, [RLX_OP_SOFTCAP] = RLX_EW_SOFTCAP};
-        if (n->op < RLX_OP_ADD || n->op > RLX_OP_SOFTCAP) return rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: no kernel for step op %d", (int)n->op);
+        const rlx_op_info *info = rlx_op_get(n->op);
+        if (!info || !info->elementwise) return rlx_errorf(err, RLX_EUNSUPPORTED, "CUDA: no kernel for op '%s'", rlx_op_name(n->op));
         rlx_ew all[RLX_MAX_CHAIN + 1];
-        bool binary = n->op == RLX_OP_ADD || n->op == RLX_OP_MUL;
-        all[0] = (rlx_ew){head[n->op], binary ? n->in[1] : -1, n->fp[0]};
+        all[0] = rlx_ew_of_node(n);
         memcpy(all + 1, s->chain, (size_t)s->n_chain * sizeof *all);
         e = rlx_cu_ew(be->stream, tensor_ptr(be, n->in[0]), y, rows_of(be, b, s->out), o->cols, make_chain(be, all, s->n_chain + 1));
         break;
     }
     }
     return rlx__cu_check((cudaError_t)e, "kernel launch", err);
-}
-
-static const char *op_name(rlx_op op)
-{
-    static const char *const names[RLX_OP_COUNT] = {
-        [RLX_OP_GET_ROWS] = "get_rows", [RLX_OP_RMS_NORM] = "rms_norm", [RLX_OP_HEAD_NORM] = "head_norm",
-        [RLX_OP_MATMUL] = "matmul", [RLX_OP_ADD] = "add", [RLX_OP_MUL] = "mul", [RLX_OP_SILU] = "silu",
-        [RLX_OP_GELU] = "gelu", [RLX_OP_SCALE] = "scale", [RLX_OP_SOFTCAP] = "softcap", [RLX_OP_ROPE] = "rope",
-        [RLX_OP_ATTENTION] = "attention", [RLX_OP_GATHER] = "gather"};
-    return op >= 0 && op < RLX_OP_COUNT && names[op] ? names[op] : "?";
 }
 
 /* Every step of the plan; an error names its step. With sync_steps, waits after each so an
@@ -238,7 +229,7 @@ static int run_steps(cu_backend *be, const rlx_plan *plan, const rlx_batch *b, c
         if (rc && err) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
-            return rlx_errorf(err, rc, "%s (step %d of %d, %s)", msg, i, plan->n_steps, op_name(plan->steps[i].node.op));
+            return rlx_errorf(err, rc, "%s (step %d of %d, %s)", msg, i, plan->n_steps, rlx_op_name(plan->steps[i].node.op));
         }
         if (rc) return rc;
     }

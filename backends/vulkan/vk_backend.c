@@ -86,6 +86,8 @@ static int upload_weights(vk_backend *be, const rlx_graph *g, rlx_error *err)
 static int check_plan(vk_backend *be, const rlx_plan *plan, rlx_error *err)
 {
     const rlx_graph *g = plan->graph;
+    int rc = rlx_backend_check_plan(&be->base, plan, err);
+    if (rc) return rc;
     if (plan->max_tokens > 65535)
         return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: batches of more than 65535 tokens are not supported");
     be->min_vocab = INT64_MAX;
@@ -94,19 +96,20 @@ static int check_plan(vk_backend *be, const rlx_plan *plan, rlx_error *err)
     for (int i = 0; i < plan->n_steps; i++) {
         const rlx_node *n = &plan->steps[i].node;
         if (n->op == RLX_OP_GET_ROWS && g->tensors[n->in[0]].ne[1] < be->min_vocab) be->min_vocab = g->tensors[n->in[0]].ne[1];
-        if (n->op == RLX_OP_ATTENTION && (n->ip[3] > 512 || n->ip[3] <= 0))
-            return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: attention head size %d is above 512", n->ip[3]);
+        if (n->op == RLX_OP_ATTENTION && (n->p.attn.head_dim > 512 || n->p.attn.head_dim <= 0))
+            return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: attention head size %d is above 512", n->p.attn.head_dim);
         if (n->op == RLX_OP_ROPE) {
-            if (n->ip[2] > 1024 || n->ip[2] % 2 || n->ip[1] % 2 || n->ip[2] > n->ip[1])
-                return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: rope with %d rotated of %d dims is not supported", n->ip[2], n->ip[1]);
+            const rlx_rope_params *rp = &n->p.rope;
+            if (rp->n_rot > 1024 || rp->n_rot % 2 || rp->head_dim % 2 || rp->n_rot > rp->head_dim)
+                return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: rope with %d rotated of %d dims is not supported", rp->n_rot, rp->head_dim);
             if (n->in[1] >= 0 && (!g->tensors[n->in[1]].is_weight || g->tensors[n->in[1]].wtype != RLX_F32))
                 return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: rope frequency factors must be an f32 weight");
             bool seen = false;
             for (int r = 0; r < be->n_ropes; r++) {
                 const vk_rope_tab *t = &be->ropes[r];
-                seen |= t->n_rot == n->ip[2] && t->base == n->fp[0] && t->scale == n->fp[1] && t->ff == n->in[1];
+                seen |= t->n_rot == rp->n_rot && t->base == rp->freq_base && t->scale == rp->freq_scale && t->ff == n->in[1];
             }
-            if (!seen) be->ropes[be->n_ropes++] = (vk_rope_tab){n->ip[2], n->fp[0], n->fp[1], n->in[1], 0};
+            if (!seen) be->ropes[be->n_ropes++] = (vk_rope_tab){rp->n_rot, rp->freq_base, rp->freq_scale, n->in[1], 0};
         }
     }
     return 0;
@@ -297,6 +300,7 @@ static void vk_destroy(rlx_backend *be_)
 
 static const rlx_backend_ops vk_ops = {
     .name = "vulkan",
+    .unsupported = rlx_backend_builtin_causal, /* the attn shader masks by position */
     .prepare = vk_prepare,
     .kv_init = vk_kv_init,
     .kv_copy_block = vk_kv_copy_block,

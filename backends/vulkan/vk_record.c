@@ -201,10 +201,7 @@ static int finish_chain(vk_backend *be, const rlx_step *s, int taken, rlx_error 
 static int rec_elementwise(vk_backend *be, const rlx_step *s, rlx_error *err)
 {
     rlx_ew all[RLX_MAX_CHAIN + 1];
-    static const rlx_ew_op head[] = {[RLX_OP_ADD] = RLX_EW_ADD, [RLX_OP_MUL] = RLX_EW_MUL, [RLX_OP_SILU] = RLX_EW_SILU,
-                                     [RLX_OP_GELU] = RLX_EW_GELU, [RLX_OP_SCALE] = RLX_EW_SCALE, [RLX_OP_SOFTCAP] = RLX_EW_SOFTCAP};
-    bool binary = s->node.op == RLX_OP_ADD || s->node.op == RLX_OP_MUL;
-    all[0] = (rlx_ew){head[s->node.op], binary ? s->node.in[1] : -1, s->node.fp[0]};
+    all[0] = rlx_ew_of_node(&s->node);
     memcpy(all + 1, s->chain, (size_t)s->n_chain * sizeof *all);
     int n = s->n_chain + 1;
     const rlx_gtensor *x = &be->plan->graph->tensors[s->out];
@@ -230,8 +227,8 @@ static int rec_norm(vk_backend *be, const rlx_step *s, rlx_error *err)
     ds.P[0] = (uint32_t)x->cols;
     ds.P[1] = bind_tensor(be, &ds, VK_B_IN0, s->node.in[0]);
     ds.P[2] = bind_tensor(be, &ds, VK_B_OUT, s->out);
-    memcpy(&ds.P[3], &s->node.fp[0], 4);
-    ds.P[4] = head ? (uint32_t)s->node.ip[0] : (uint32_t)x->cols;
+    memcpy(&ds.P[3], &s->node.p.norm.eps, 4);
+    ds.P[4] = head ? (uint32_t)s->node.p.norm.head_dim : (uint32_t)x->cols;
     ds.P[5] = head;
     if (head) ds.P[6] = bind_tensor(be, &ds, VK_B_IN1, s->node.in[1]);
     int k = set_chain(be, &ds, s->out, s->chain, s->n_chain);
@@ -269,7 +266,7 @@ static int rec_get_rows(vk_backend *be, const rlx_step *s, rlx_error *err)
         ds.P[4] = (uint32_t)r0;
         ds.P[5] = (uint32_t)r1;
         ds.P[6] = bind_tensor(be, &ds, VK_B_OUT, s->out);
-        memcpy(&ds.P[7], &s->node.fp[0], 4);
+        memcpy(&ds.P[7], &s->node.p.scalar.value, 4);
         ds.P[8] = (uint32_t)nch;
         k = set_chain(be, &ds, s->out, s->chain, s->n_chain);
         grid_flat(&ds, (uint64_t)rlx__vk_rows(be, s->out) * (uint64_t)nch);
@@ -358,22 +355,23 @@ static int rec_matmul(vk_backend *be, const rlx_step *s, rlx_error *err)
 static int rec_rope(vk_backend *be, const rlx_step *s, rlx_error *err)
 {
     const rlx_node *n = &s->node;
+    const rlx_rope_params *rp = &n->p.rope;
     int tab = -1;
     for (int i = 0; i < be->n_ropes; i++) {
         const vk_rope_tab *r = &be->ropes[i];
-        if (r->n_rot == n->ip[2] && r->base == n->fp[0] && r->scale == n->fp[1] && r->ff == n->in[1]) tab = i;
+        if (r->n_rot == rp->n_rot && r->base == rp->freq_base && r->scale == rp->freq_scale && r->ff == n->in[1]) tab = i;
     }
     if (tab < 0) return rlx_errorf(err, RLX_EINVAL, "Vulkan: rope step was not prepared");
     vk_disp ds;
     disp_init(&ds, PL_ROPE);
-    ds.P[0] = (uint32_t)n->ip[0];
-    ds.P[1] = (uint32_t)n->ip[1];
-    ds.P[2] = (uint32_t)n->ip[2];
-    ds.P[3] = (uint32_t)n->ip[3];
+    ds.P[0] = (uint32_t)rp->n_heads;
+    ds.P[1] = (uint32_t)rp->head_dim;
+    ds.P[2] = (uint32_t)rp->n_rot;
+    ds.P[3] = (uint32_t)rp->mode;
     ds.P[4] = bind_tensor(be, &ds, VK_B_IN0, n->in[0]);
     ds.P[5] = bind_tensor(be, &ds, VK_B_OUT, s->out);
     ds.P[6] = be->ropes[tab].off;
-    grid_flat(&ds, (uint64_t)rlx__vk_rows(be, s->out) * (uint64_t)n->ip[0] * (uint64_t)(n->ip[1] / 2));
+    grid_flat(&ds, (uint64_t)rlx__vk_rows(be, s->out) * (uint64_t)rp->n_heads * (uint64_t)(rp->head_dim / 2));
     return emit(be, &ds, err);
 }
 
@@ -405,7 +403,8 @@ static void bind_kv(vk_backend *be, vk_disp *ds, int layer)
 static int rec_attention(vk_backend *be, const rlx_step *s, rlx_error *err)
 {
     const rlx_node *n = &s->node;
-    int layer = n->ip[0];
+    const rlx_attn_params *ap = &n->p.attn;
+    int layer = ap->layer;
     uint32_t T = (uint32_t)rlx__vk_rows(be, n->in[0]), kvc = (uint32_t)be->plan->graph->kv_cols;
     if (!be->counting && (layer < 0 || layer >= be->kv.geo.n_layers || be->kv.geo.kv_cols != (int64_t)kvc))
         return rlx_errorf(err, RLX_EINVAL, "Vulkan: the KV pool (%d layers of %lld values) does not fit the plan (layer %d, "
@@ -424,18 +423,18 @@ static int rec_attention(vk_backend *be, const rlx_step *s, rlx_error *err)
     if ((rc = emit(be, &ds, err))) return rc;
     disp_init(&ds, 0);
     if (!be->counting && (rc = kv_pipeline(be, PL_KV_ATTN, &ds.pipe, err))) return rc;
-    ds.P[0] = (uint32_t)n->ip[1];
-    ds.P[1] = (uint32_t)(n->ip[1] / n->ip[2]);
-    ds.P[2] = (uint32_t)n->ip[3];
+    ds.P[0] = (uint32_t)ap->n_head;
+    ds.P[1] = (uint32_t)(ap->n_head / ap->n_head_kv);
+    ds.P[2] = (uint32_t)ap->head_dim;
     ds.P[3] = kvc;
-    ds.P[4] = (uint32_t)n->ip[4];
-    memcpy(&ds.P[5], &n->fp[0], 4);
-    memcpy(&ds.P[6], &n->fp[1], 4);
+    ds.P[4] = (uint32_t)ap->window;
+    memcpy(&ds.P[5], &ap->scale, 4);
+    memcpy(&ds.P[6], &ap->softcap, 4);
     ds.P[8] = bind_tensor(be, &ds, VK_B_IN0, n->in[0]);
     ds.P[9] = bind_tensor(be, &ds, VK_B_OUT, s->out);
     ds.P[10] = be->kind_off;
     bind_kv(be, &ds, layer);
-    ds.g[0] = (uint32_t)n->ip[1];
+    ds.g[0] = (uint32_t)ap->n_head;
     ds.g[1] = T;
     ds.g[2] = 1;
     return emit(be, &ds, err);
@@ -465,6 +464,6 @@ int rlx__vk_record_step(vk_backend *be, const rlx_step *s, rlx_error *err)
     case RLX_OP_ADD: case RLX_OP_MUL: case RLX_OP_SILU: case RLX_OP_GELU: case RLX_OP_SCALE: case RLX_OP_SOFTCAP:
         return rec_elementwise(be, s, err);
     default:
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: no kernel for step op %d", (int)s->node.op);
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: no kernel for op '%s'", rlx_op_name(s->node.op));
     }
 }

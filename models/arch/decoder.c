@@ -53,45 +53,29 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
         if (o->qk_norm) {
             LW(qn, "attn_q_norm.weight", hd, 0, true);
             LW(kn, "attn_k_norm.weight", hd, 0, true);
-            q = rlx_g_node(g, RLX_OP_HEAD_NORM, RLX_ROWS_TOKENS, nq, q, qn, -1);
-            if (q >= 0) { rlx_g_last(g)->ip[0] = (int32_t)hd; rlx_g_last(g)->fp[0] = c->norm_eps; }
-            k = rlx_g_node(g, RLX_OP_HEAD_NORM, RLX_ROWS_TOKENS, nkv, k, kn, -1);
-            if (k >= 0) { rlx_g_last(g)->ip[0] = (int32_t)hd; rlx_g_last(g)->fp[0] = c->norm_eps; }
+            q = rlx_g_head_norm(g, q, qn, (int32_t)hd, c->norm_eps);
+            k = rlx_g_head_norm(g, k, kn, (int32_t)hd, c->norm_eps);
         }
         bool swa = rlx_model_layer_swa(c, l);
         float base = swa && c->rope_base_swa > 0.0f ? c->rope_base_swa : c->rope_base;
         float fscale = swa && c->rope_freq_scale_swa > 0.0f ? c->rope_freq_scale_swa : c->rope_freq_scale;
-        for (int which = 0; which < 2; which++) {
-            int *t = which ? &k : &q;
-            *t = rlx_g_node(g, RLX_OP_ROPE, RLX_ROWS_TOKENS, which ? nkv : nq, *t, rope_ff, -1);
-            if (*t < 0) break;
-            rlx_node *n = rlx_g_last(g);
-            n->ip[0] = which ? c->n_head_kv : c->n_head;
-            n->ip[1] = (int32_t)hd;
-            n->ip[2] = c->n_rot;
-            n->ip[3] = c->rope_mode;
-            n->fp[0] = base;
-            n->fp[1] = fscale;
-        }
+        rlx_rope_params rp = {.n_heads = c->n_head, .head_dim = (int32_t)hd, .n_rot = c->n_rot,
+                              .mode = (rlx_rope_mode)c->rope_mode, .freq_base = base, .freq_scale = fscale};
+        q = rlx_g_rope(g, q, rope_ff, &rp);
+        rp.n_heads = c->n_head_kv;
+        k = rlx_g_rope(g, k, rope_ff, &rp);
         if (o->scale_q) q = rlx_g_unary(g, RLX_OP_SCALE, q, c->attn_scale);
-        int a = rlx_g_node(g, RLX_OP_ATTENTION, RLX_ROWS_TOKENS, nq, q, k, v);
-        if (a >= 0) {
-            rlx_node *n = rlx_g_last(g);
-            n->ip[0] = l;
-            n->ip[1] = c->n_head;
-            n->ip[2] = c->n_head_kv;
-            n->ip[3] = (int32_t)hd;
-            n->ip[4] = swa ? c->sliding_window : 0;
-            n->fp[0] = o->scale_q ? 1.0f : c->attn_scale;
-            n->fp[1] = c->attn_softcap;
-        }
+        const rlx_attn_params ap = {.layer = l, .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = (int32_t)hd,
+                                    .window = swa ? (int32_t)c->sliding_window : 0, .scale = o->scale_q ? 1.0f : c->attn_scale,
+                                    .softcap = c->attn_softcap, .mask = RLX_ATTN_CAUSAL};
+        int a = rlx_g_attention(g, q, k, v, &ap);
         int attn_out = rlx_g_matmul(g, a, wo);
         if (l == c->n_layer - 1) {
             /* only the rows that produce logits continue past the last attention's output
              * projection; gathering after it, as llama.cpp does, keeps its row counts, which
              * decide its arithmetic (rlx_matmul_rows_batched) */
-            attn_out = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, d, attn_out, -1, -1);
-            x = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, d, x, -1, -1);
+            attn_out = rlx_g_gather(g, attn_out);
+            x = rlx_g_gather(g, x);
         }
         if (o->post_norms) {
             LW(pn, "post_attention_norm.weight", d, 0, true);
@@ -123,6 +107,6 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
         if (ob >= 0) logits = rlx_g_add(g, logits, ob);
     }
     if (c->final_softcap > 0.0f) logits = rlx_g_unary(g, RLX_OP_SOFTCAP, logits, c->final_softcap);
-    g->output = logits;
+    rlx_g_set_output(g, logits, RLX_OUTPUT_LOGITS);
     return g->oom ? rlx_errorf(err, RLX_ENOMEM, "out of memory while building the graph") : 0;
 }

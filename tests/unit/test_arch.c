@@ -100,16 +100,17 @@ TEST(gemma3_graph)
     for (int i = 0; rc == 0 && i < g.n_nodes; i++) {
         const rlx_node *n = &g.nodes[i];
         if (n->op == RLX_OP_ATTENTION) {
-            bool global = n->ip[0] == 5;
-            if (n->ip[4] != (global ? 0 : 32) || n->fp[0] != 1.0f || n->fp[1] != 0.0f) bad++;
+            bool global = n->p.attn.layer == 5;
+            if (n->p.attn.window != (global ? 0 : 32) || n->p.attn.scale != 1.0f || n->p.attn.softcap != 0.0f ||
+                n->p.attn.mask != RLX_ATTN_CAUSAL) bad++;
             n_attn++;
         } else if (n->op == RLX_OP_ROPE) {
             /* two ROPE nodes per layer, in layer order */
             bool global = n_rope / 2 == 5;
-            if (n->fp[0] != (global ? 1e6f : 1e4f) || n->ip[3] != RLX_ROPE_NEOX || n->fp[1] != 1.0f) bad++;
+            if (n->p.rope.freq_base != (global ? 1e6f : 1e4f) || n->p.rope.mode != RLX_ROPE_NEOX || n->p.rope.freq_scale != 1.0f) bad++;
             n_rope++;
         } else if (n->op == RLX_OP_SCALE) {
-            if (fabsf(n->fp[0] - 1.0f / sqrtf(32.0f)) > 1e-7f) bad++;
+            if (fabsf(n->p.scalar.value - 1.0f / sqrtf(32.0f)) > 1e-7f) bad++;
             n_scale++;
         }
         n_head_norm += n->op == RLX_OP_HEAD_NORM;

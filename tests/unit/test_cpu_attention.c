@@ -34,10 +34,9 @@ static void build(rlx_graph *g, const cfg *c)
     int q = rlx_g_get_rows(g, rlx_g_weight(g, "q", RLX_F32, c->nh * c->hd, VOCAB, wq), 1.0f);
     int k = rlx_g_get_rows(g, rlx_g_weight(g, "k", RLX_F32, c->nkv * c->hd, VOCAB, wk), 1.0f);
     int v = rlx_g_get_rows(g, rlx_g_weight(g, "v", RLX_F32, c->nkv * c->hd, VOCAB, wv), 1.0f);
-    int a = rlx_g_node(g, RLX_OP_ATTENTION, RLX_ROWS_TOKENS, c->nh * c->hd, q, k, v);
-    rlx_node *n = rlx_g_last(g);
-    n->ip[0] = 0; n->ip[1] = c->nh; n->ip[2] = c->nkv; n->ip[3] = c->hd; n->ip[4] = c->window;
-    n->fp[0] = 1.0f / sqrtf((float)c->hd); n->fp[1] = c->cap;
+    const rlx_attn_params ap = {.layer = 0, .n_head = c->nh, .n_head_kv = c->nkv, .head_dim = c->hd, .window = c->window,
+                                .scale = 1.0f / sqrtf((float)c->hd), .softcap = c->cap};
+    int a = rlx_g_attention(g, q, k, v, &ap);
     g->output = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, c->nh * c->hd, a, -1, -1);
     g->n_layers = 1;
     g->kv_cols = c->nkv * c->hd;

@@ -51,13 +51,9 @@ TEST(norms_chains_rope)
     int qn = vt_weight(&c, RLX_F32, hd, 1, 1.0f), ff = vt_weight_pos(&c, hd / 4, 1.0f, 4.0f);
     int x = rlx_g_get_rows(&c.g, E, 0.0f);
     int h = rlx_g_unary(&c.g, RLX_OP_GELU, rlx_g_mul(&c.g, rlx_g_rms_norm(&c.g, x, 1e-5f), nw), 0.0f);
-    int q = rlx_g_node(&c.g, RLX_OP_HEAD_NORM, RLX_ROWS_TOKENS, hd * nh, h, qn, -1);
-    rlx_g_last(&c.g)->ip[0] = hd;
-    rlx_g_last(&c.g)->fp[0] = 1e-6f;
-    q = rlx_g_node(&c.g, RLX_OP_ROPE, RLX_ROWS_TOKENS, hd * nh, q, ff, -1);
-    rlx_node *n = rlx_g_last(&c.g);
-    n->ip[0] = nh; n->ip[1] = hd; n->ip[2] = hd / 2; n->ip[3] = RLX_ROPE_NEOX;
-    n->fp[0] = 10000.0f;
+    int q = rlx_g_head_norm(&c.g, h, qn, hd, 1e-6f);
+    const rlx_rope_params rp = {.n_heads = nh, .head_dim = hd, .n_rot = hd / 2, .mode = RLX_ROPE_NEOX, .freq_base = 10000.0f};
+    q = rlx_g_rope(&c.g, q, ff, &rp);
     q = rlx_g_unary(&c.g, RLX_OP_SOFTCAP, rlx_g_add(&c.g, q, x), 3.0f);
     c.g.output = rlx_g_node(&c.g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, hd * nh, q, -1, -1);
     vt_batch_linear(&c, 9, 30);

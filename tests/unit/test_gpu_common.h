@@ -126,12 +126,9 @@ static inline int vt_q8_kv_case(rlx_backend *gpu, int ci, double *worst, bool *s
     r.Ev = c.g.tensors[Ev].data;
     c.g.n_layers = 1;
     c.g.kv_cols = r.kvc;
-    int a = rlx_g_node(&c.g, RLX_OP_ATTENTION, RLX_ROWS_TOKENS, (int64_t)r.nh * r.hd, rlx_g_get_rows(&c.g, Eq, 0.0f),
-                       rlx_g_get_rows(&c.g, Ek, 0.0f), rlx_g_get_rows(&c.g, Ev, 0.0f));
-    rlx_node *n = rlx_g_last(&c.g);
-    n->ip[0] = 0; n->ip[1] = r.nh; n->ip[2] = r.nkv; n->ip[3] = r.hd; n->ip[4] = r.window;
-    n->fp[0] = 1.0f / sqrtf((float)r.hd);
-    n->fp[1] = r.softcap;
+    const rlx_attn_params ap = {.layer = 0, .n_head = r.nh, .n_head_kv = r.nkv, .head_dim = r.hd, .window = r.window,
+                                .scale = 1.0f / sqrtf((float)r.hd), .softcap = r.softcap};
+    int a = rlx_g_attention(&c.g, rlx_g_get_rows(&c.g, Eq, 0.0f), rlx_g_get_rows(&c.g, Ek, 0.0f), rlx_g_get_rows(&c.g, Ev, 0.0f), &ap);
     c.g.output = rlx_g_node(&c.g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, (int64_t)r.nh * r.hd, a, -1, -1);
     c.kv_type = RLX_Q8_0;
     c.geo = (rlx_kv_geometry){1, r.kvc, 12, 4, RLX_Q8_0};

@@ -156,14 +156,10 @@ TEST(head_norm_and_rope)
             int hd = 32, nh = 4, n_rot = partial ? 16 : 32;
             int E = vt_weight(&c, RLX_F32, hd * nh, 64, 1.0f), qn = vt_weight(&c, RLX_F32, hd, 1, 1.0f);
             int ff = partial ? vt_weight_pos(&c, n_rot / 2, 1.0f, 4.0f) : -1;
-            int q = rlx_g_node(&c.g, RLX_OP_HEAD_NORM, RLX_ROWS_TOKENS, hd * nh, rlx_g_get_rows(&c.g, E, 0.0f), qn, -1);
-            rlx_g_last(&c.g)->ip[0] = hd;
-            rlx_g_last(&c.g)->fp[0] = 1e-6f;
-            q = rlx_g_node(&c.g, RLX_OP_ROPE, RLX_ROWS_TOKENS, hd * nh, q, ff, -1);
-            rlx_node *n = rlx_g_last(&c.g);
-            n->ip[0] = nh; n->ip[1] = hd; n->ip[2] = n_rot; n->ip[3] = modes[mi];
-            n->fp[0] = partial ? 1e6f : 10000.0f;
-            n->fp[1] = partial ? 0.25f : 0.0f;
+            int q = rlx_g_head_norm(&c.g, rlx_g_get_rows(&c.g, E, 0.0f), qn, hd, 1e-6f);
+            const rlx_rope_params rp = {.n_heads = nh, .head_dim = hd, .n_rot = n_rot, .mode = (rlx_rope_mode)modes[mi],
+                                        .freq_base = partial ? 1e6f : 10000.0f, .freq_scale = partial ? 0.25f : 0.0f};
+            q = rlx_g_rope(&c.g, q, ff, &rp);
             c.g.output = rlx_g_node(&c.g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, hd * nh, q, -1, -1);
             vt_batch_linear(&c, 6, 64);
             for (int i = 0; i < 6; i++) c.pos[i] = 1000 + 37 * i; /* large angles */

@@ -178,16 +178,13 @@ static inline void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int w
         int v = rlx_g_matmul(&c->g, x, vt_weight(c, RLX_F32, d, (int64_t)nkv * hd, 1.0f));
         for (int which = 0; which < 2; which++) {
             int *t = which ? &k : &q;
-            *t = rlx_g_node(&c->g, RLX_OP_ROPE, RLX_ROWS_TOKENS, (which ? nkv : nh) * hd, *t, -1, -1);
-            rlx_node *n = rlx_g_last(&c->g);
-            n->ip[0] = which ? nkv : nh; n->ip[1] = hd; n->ip[2] = hd; n->ip[3] = RLX_ROPE_NEOX;
-            n->fp[0] = 10000.0f;
+            const rlx_rope_params rp = {.n_heads = which ? nkv : nh, .head_dim = hd, .n_rot = hd, .mode = RLX_ROPE_NEOX,
+                                        .freq_base = 10000.0f};
+            *t = rlx_g_rope(&c->g, *t, -1, &rp);
         }
-        a = rlx_g_node(&c->g, RLX_OP_ATTENTION, RLX_ROWS_TOKENS, (int64_t)nh * hd, q, k, v);
-        rlx_node *n = rlx_g_last(&c->g);
-        n->ip[0] = l; n->ip[1] = nh; n->ip[2] = nkv; n->ip[3] = hd; n->ip[4] = window;
-        n->fp[0] = 1.0f / sqrtf((float)hd);
-        n->fp[1] = softcap;
+        const rlx_attn_params ap = {.layer = l, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .window = window,
+                                    .scale = 1.0f / sqrtf((float)hd), .softcap = softcap};
+        a = rlx_g_attention(&c->g, q, k, v, &ap);
         x = rlx_g_add(&c->g, rlx_g_matmul(&c->g, a, vt_weight(c, RLX_F32, (int64_t)nh * hd, d, 0.3f)), x);
     }
     c->g.output = rlx_g_node(&c->g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, (int64_t)nh * hd, a, -1, -1);
