@@ -1,0 +1,148 @@
+/* test_toolcall.c - the tool-call / reasoning output parser (proto/toolcall.h) on recorded
+ * model-style outputs of every format: single, parallel, after content, after reasoning,
+ * unicode and escapes, malformed and cut-off calls. Each output is parsed whole, then streamed
+ * in random pieces (many seeds) and byte by byte: the calls, content and reasoning must be the
+ * same, deltas never split UTF-8, and content holds no tag text. Template detection is checked
+ * on every template of ../shared/templates (test_toolcall_detect.c). */
+#include "proto/toolcall.h"
+#include "proto/proto.h"
+#include "tests/rlx_test.h"
+#include "tests/unit/test_toolcall_util.h"
+
+#define DSB "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DSE "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DCB "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DCE "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DSP "<\xef\xbd\x9c" "tool\xe2\x96\x81" "sep\xef\xbd\x9c>"
+
+#define W "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"
+#define WA "{\"city\":\"Paris\"}"
+#define TOOLS "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\"," \
+              "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"},\"code\":{\"type\":\"string\"}," \
+              "\"opts\":{\"type\":\"object\"},\"hot\":{\"type\":[\"boolean\",\"null\"]}}}}}]"
+
+static const tc_case cases[] = {
+    /* Hermes / Qwen2.5 / Qwen3 */
+    {RLX_TC_HERMES, "single", NULL, "<tool_call>\n" W "\n</tool_call>", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "parallel", NULL, "<tool_call>\n" W "\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_HERMES, "after content", NULL, "Let me check.\n<tool_call>\n" W "\n</tool_call>", "Let me check.\n", "", 1,
+     {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "content only", NULL, "The weather is <b>nice</b> < 3 <tool", "The weather is <b>nice</b> < 3 <tool", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "unicode", NULL, "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"caf\\u00e9 \\\"\xe6\x9d\xb1\xe4\xba\xac\\\" \xf0\x9f\x98\x80\\n\", \"n\": [1, 2.50]}}</tool_call>",
+     "", "", 1, {"search"}, {"{\"q\":\"caf\\u00e9 \\\"\xe6\x9d\xb1\xe4\xba\xac\\\" \xf0\x9f\x98\x80\\n\",\"n\":[1,2.50]}"}, 0, true},
+    {RLX_TC_HERMES, "arguments first", NULL, "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"f\"}</tool_call> done",
+     "done", "", 1, {"f"}, {"{\"a\":1}"}, 0, true},
+    {RLX_TC_HERMES, "arguments as string", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",
+     "", "", 1, {"f"}, {"{\"a\":1}"}, 0, true},
+    {RLX_TC_HERMES, "malformed", NULL, "<tool_call>\nnot json\n</tool_call>", "<tool_call>\nnot json\n</tool_call>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "no name", NULL, "<tool_call>{\"x\": 1}</tool_call>", "<tool_call>{\"x\": 1}</tool_call>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "unterminated", NULL, "Sure <tool_call>\n{\"name\": \"f\", \"argu", "Sure <tool_call>\n{\"name\": \"f\", \"argu", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "qwen3 think", "", "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n" W "\n</tool_call>",
+     "", "The user wants the weather.", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "prompt opens think", "<|im_start|>assistant\n<think>\n", "Paris, then.\n</think>\n\nCalling.\n<tool_call>\n" W "\n</tool_call>",
+     "Calling.\n", "Paris, then.", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "think cut off", "", "<think>\nhmm \xc3\xa9t\xc3\xa9", "", "hmm \xc3\xa9t\xc3\xa9", 0, {0}, {0}, 0, true},
+    /* Qwen3-Coder / Qwen3.5 XML */
+    {RLX_TC_QWEN3_CODER, "single typed", NULL,
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+     "", "", 1, {"get_weather"}, {"{\"city\":\"Paris\",\"days\":3}"}, 0, true},
+    {RLX_TC_QWEN3_CODER, "string stays string", NULL,
+     "I'll look.\n<tool_call>\n<function=get_weather>\n<parameter=code>\n123\n</parameter>\n<parameter=opts>\n{\"a\": [1, true]}\n</parameter>\n"
+     "<parameter=hot>\nfalse\n</parameter>\n<parameter=other>\nsay \"hi\"\n\xe4\xbd\xa0\xe5\xa5\xbd\n</parameter>\n</function>\n</tool_call>",
+     "I'll look.\n", "", 1, {"get_weather"}, {"{\"code\":\"123\",\"opts\":{\"a\":[1,true]},\"hot\":false,\"other\":\"say \\\"hi\\\"\\n\xe4\xbd\xa0\xe5\xa5\xbd\"}"}, 0, true},
+    {RLX_TC_QWEN3_CODER, "parallel", NULL,
+     "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=days>\nsoon\n</parameter>\n</function>\n</tool_call>",
+     "", "", 2, {"now", "get_weather"}, {"{}", "{\"days\":\"soon\"}"}, 0, true},
+    {RLX_TC_QWEN3_CODER, "cut off", NULL, "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
+     "", "", 1, {"get_weather"}, {""}, RLX_EFORMAT, true},
+    /* Llama 3.x */
+    {RLX_TC_LLAMA3, "json", NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_LLAMA3, "python_tag json", NULL, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eom_id|>",
+     "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_LLAMA3, "python_tag code", NULL, "<|python_tag|>print(\"hi\")\n<|eom_id|>", "", "", 1, {"python"}, {"{\"code\":\"print(\\\"hi\\\")\"}"}, 0, true},
+    {RLX_TC_LLAMA3, "json not a call", NULL, "{\"a\": 1} is JSON", "{\"a\": 1} is JSON", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_LLAMA3, "text", NULL, "  Hello <|eot_id|>", "  Hello ", "", 0, {0}, {0}, 0, true},
+    /* Mistral */
+    {RLX_TC_MISTRAL, "json array", NULL, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"now\", \"arguments\": {}}]</s>",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_MISTRAL, "args", NULL, "Checking.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]now[ARGS]{}",
+     "Checking.", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_MISTRAL, "args cut off", NULL, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Pa", "", "", 1, {"get_weather"}, {"{\"city\":\"Pa"}, RLX_EFORMAT, true},
+    /* DeepSeek R1 / V3.1 */
+    {RLX_TC_DEEPSEEK, "r1", "", "<think>\nweather\n</think>\n\n" DSB DCB "function" DSP "get_weather\n```json\n{\"city\": \"Paris\"}\n```" DCE DSE,
+     "", "weather", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_DEEPSEEK, "v3.1 parallel", NULL, "Sure." DSB DCB "get_weather" DSP "{\"city\": \"Paris\"}" DCE DCB "now" DSP "{}" DCE DSE,
+     "Sure.", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    /* Functionary */
+    {RLX_TC_FUNCTIONARY_V31, "v3.1", NULL, "Looking.<function=get_weather>{\"city\": \"Paris\"}</function><function=now>{}</function><|eom_id|>",
+     "Looking.", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_FUNCTIONARY_V31, "v3.1 python", NULL, "<|python_tag|>x = 1<|eom_id|>", "", "", 1, {"python"}, {"{\"code\":\"x = 1\"}"}, 0, true},
+    {RLX_TC_FUNCTIONARY_V32, "v3.2", "<|start_header_id|>assistant<|end_header_id|>\n\n>>>", "get_weather\n{\"city\": \"Paris\"}>>>now\n{}",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_FUNCTIONARY_V32, "v3.2 all", ">>>", "all\nLet me check.\n>>>get_weather\n{\"city\": \"Paris\"}", "Let me check.\n", "", 1,
+     {"get_weather"}, {WA}, 0, true},
+    /* Granite, Firefunction, Kimi */
+    {RLX_TC_GRANITE, "granite", NULL, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_FIREFUNCTION, "firefunction", NULL, " functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_KIMI_K2, "kimi", NULL, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}"
+     "<|tool_call_end|><|tool_calls_section_end|>", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    /* gpt-oss harmony */
+    {RLX_TC_GPT_OSS, "harmony call", NULL, "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+     "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>", "", "Need the weather.", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_GPT_OSS, "harmony final", NULL, "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Hi \xf0\x9f\x98\x80!<|return|>",
+     "Hi \xf0\x9f\x98\x80!", "Easy.", 0, {0}, {0}, 0, true},
+    /* generic */
+    {RLX_TC_GENERIC, "generic calls", NULL, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"1\"}, {\"name\": \"now\", \"arguments\": {}}]}",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_GENERIC, "generic one", NULL, "{\"tool_call\": " W "}", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_GENERIC, "generic response", NULL, "{\"response\": \"Hello \\u00e9\"}", "Hello \xc3\xa9", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_GENERIC, "generic text", NULL, "Hello", "Hello", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_GENERIC, "generic broken", NULL, "{\"tool_calls\": [{\"name\": ", "{\"tool_calls\": [{\"name\": ", "", 0, {0}, {0}, 0, false},
+};
+
+TEST(formats_whole_and_streamed)
+{
+    int failed = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const tc_case *c = &cases[i];
+        tc_result whole;
+        tc_run(c, TOOLS, c->text, 0, 0, &whole);
+        int bad = tc_check(c, &whole);
+        for (uint64_t seed = 1; seed <= 200 && !bad; seed++) {
+            tc_result r;
+            tc_run(c, TOOLS, c->text, seed, seed % 5 == 0 ? 1 : 0, &r);
+            bad = tc_same(c, &whole, &r, seed);
+            tc_result_free(&r);
+        }
+        tc_result_free(&whole);
+        failed += bad != 0;
+    }
+    ASSERT_EQ(failed, 0);
+}
+
+TEST(ids_unique_and_seeded)
+{
+    static const tc_case c = {RLX_TC_HERMES, "ids", NULL, "<tool_call>" W "</tool_call><tool_call>" W "</tool_call>", "", "", 2,
+                              {"get_weather", "get_weather"}, {WA, WA}, 0, true};
+    tc_result a, b;
+    tc_run(&c, NULL, c.text, 0, 0, &a);
+    tc_run(&c, NULL, c.text, 0, 0, &b);
+    ASSERT_EQ(a.n_calls, 2);
+    ASSERT(!strncmp(a.ids[0], "call_", 5) && strlen(a.ids[0]) == 29);
+    ASSERT(strcmp(a.ids[0], a.ids[1]));
+    ASSERT_STR_EQ(a.ids[0], b.ids[0]); /* the same seed gives the same ids */
+    tc_result_free(&a);
+    tc_result_free(&b);
+}
+
+TEST(stop_from_sink)
+{
+    rlx_tc_info info;
+    rlx_tc_info_of(RLX_TC_HERMES, &info);
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, NULL);
+    ASSERT_EQ(rlx_tc_feed(p, "abc", 3, tc_stop_sink, NULL), 7);
+    rlx_tc_parser_free(p);
+}
+
+TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(stop_from_sink))
