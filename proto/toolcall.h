@@ -53,6 +53,7 @@ typedef enum rlx_tc_format {
     RLX_TC_FIREFUNCTION,   /*  functools[{"name","arguments"}] */
     RLX_TC_KIMI_K2,        /* <|tool_call_begin|>functions.N:0<|tool_call_argument_begin|>{}<|tool_call_end|> */
     RLX_TC_GPT_OSS,        /* harmony channels: analysis, commentary to=functions.N, final */
+    RLX_TC_APRIEL,         /* Apriel 1.5/1.6: <tool_calls>[{"name","arguments"}]</tool_calls> */
     RLX_TC_N_FORMATS
 } rlx_tc_format;
 
@@ -63,10 +64,11 @@ typedef struct rlx_tc_info {
     const char *name;          /* "hermes", "qwen3-coder", ... */
     bool thinks;               /* the model reasons first: <think>...</think> (or gpt-oss analysis) */
     const char *reasoning_open, *reasoning_close; /* "<think>", "</think>"; NULL when !thinks */
-    /* strings whose appearance in the output starts a tool call (for a lazy grammar); empty for
-     * formats whose call is the whole output (generic, Llama 3 JSON: constrain from the start) */
+    /* strings whose appearance in the output starts a tool call (for a lazy grammar) */
     const char *triggers[RLX_TC_MAX_TRIGGERS];
     int n_triggers;
+    bool call_at_start;        /* a call may also be the whole output, opening with '{' (Llama 3
+                                  JSON, generic): a lazy grammar must then watch the first byte */
 } rlx_tc_info;
 
 /* The format a chat template's source asks for (src NULL: the ChatML fallback -> generic). */

@@ -40,6 +40,8 @@ static const rlx__tc_spec specs[RLX_TC_N_FORMATS] = {
     /* harmony is parsed by its own channel logic in toolcall.c; these are its markers */
     [RLX_TC_GPT_OSS] = {RLX_TC_GPT_OSS, "gpt-oss", true, {{0}},
                         {"<|end|>", "<|return|>", "<|call|>"}, {"<|call|>"}, {0}, false},
+    [RLX_TC_APRIEL] = {RLX_TC_APRIEL, "apriel", false, {{"<tool_calls>", RLX__TC_HYBRID, NULL}},
+                       {0}, {"</tool_calls>"}, {0}, false},
 };
 
 const rlx__tc_spec *rlx__tc_spec_of(rlx_tc_format f)
@@ -55,6 +57,7 @@ void rlx_tc_info_of(rlx_tc_format f, rlx_tc_info *out)
     memset(out, 0, sizeof *out);
     out->format = s->format;
     out->name = s->name;
+    out->call_at_start = s->json_at_start;
     for (int i = 0; i < 3 && s->starts[i].marker && out->n_triggers < RLX_TC_MAX_TRIGGERS; i++)
         out->triggers[out->n_triggers++] = s->starts[i].marker;
     if (f == RLX_TC_DEEPSEEK) out->triggers[out->n_triggers++] = DS_CALLS_BEGIN;
@@ -89,6 +92,9 @@ void rlx_tc_detect(const char *src, size_t len, rlx_tc_info *out)
     else if (has(src, len, " functools[")) f = RLX_TC_FIREFUNCTION;
     else if (has(src, len, "[TOOL_CALLS]")) f = RLX_TC_MISTRAL;
     else if (has(src, len, "<|tool_call|>")) f = RLX_TC_GRANITE;
+    else if (has(src, len, "<tool_calls>[")) f = RLX_TC_APRIEL;
+    /* MiniMax M3 prefixes its tags with a namespace token: not Hermes, not a format of ours */
+    else if (has(src, len, "]<]minimax[>[")) f = RLX_TC_GENERIC;
     /* GLM writes <tool_call>NAME<arg_key>..: not Hermes JSON, and not a format of ours */
     else if (has(src, len, "<tool_call>") && !has(src, len, "<arg_key>")) f = RLX_TC_HERMES;
     else if (has(src, len, "<|start_header_id|>ipython<|end_header_id|>") || has(src, len, "ipython")) f = RLX_TC_LLAMA3;

@@ -87,6 +87,8 @@ static const tc_case cases[] = {
     {RLX_TC_FIREFUNCTION, "firefunction", NULL, " functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", "", 1, {"get_weather"}, {WA}, 0, true},
     {RLX_TC_KIMI_K2, "kimi", NULL, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}"
      "<|tool_call_end|><|tool_calls_section_end|>", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_APRIEL, "apriel", NULL, "Calling.\n<tool_calls>[" W ", {\"name\": \"now\", \"arguments\": {}}]</tool_calls>", "Calling.\n", "", 2,
+     {"get_weather", "now"}, {WA, "{}"}, 0, true},
     /* gpt-oss harmony */
     {RLX_TC_GPT_OSS, "harmony call", NULL, "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
      "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>", "", "Need the weather.", 1, {"get_weather"}, {WA}, 0, true},
@@ -145,4 +147,63 @@ TEST(stop_from_sink)
     rlx_tc_parser_free(p);
 }
 
-TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(stop_from_sink))
+/* Text streams as it comes: only what may still be a tag waits. */
+TEST(holds_back_only_tag_prefixes)
+{
+    rlx_tc_info info;
+    rlx_tc_info_of(RLX_TC_HERMES, &info);
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, NULL);
+    tc_result r;
+    const char *a;
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    ASSERT_EQ(rlx_tc_feed(p, "Hello <tool", strlen("Hello <tool"), tc_sink, &r), 0);
+    ASSERT_STR_EQ(r.content, "Hello ");
+    ASSERT_EQ(rlx_tc_feed(p, "s> are \xc3", strlen("s> are \xc3"), tc_sink, &r), 0);
+    ASSERT_STR_EQ(r.content, "Hello <tools> are "); /* the lone lead byte waits for its sequence */
+    a = "\xa9<tool_call>{\"name\": \"f\", \"arguments\": {}}";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_STR_EQ(r.content, "Hello <tools> are \xc3\xa9");
+    ASSERT_EQ(r.n_calls, 1); /* a JSON object call is reported once its object closes */
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    ASSERT_EQ(r.order_errors, 0);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+
+    /* name-then-arguments formats stream the arguments as they come */
+    rlx_tc_info_of(RLX_TC_MISTRAL, &info);
+    p = rlx_tc_parser_new(&info, NULL);
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    a = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Par";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_EQ(r.n_calls, 1);
+    ASSERT(r.open);
+    ASSERT_STR_EQ(r.args[0], "{\"city\":\"Par");
+    ASSERT_EQ(rlx_tc_feed(p, "is\"}", 4, tc_sink, &r), 0);
+    ASSERT(!r.open);
+    ASSERT_STR_EQ(r.args[0], "{\"city\":\"Paris\"}");
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+
+    /* the XML format streams parameter by parameter */
+    rlx_tc_info_of(RLX_TC_QWEN3_CODER, &info);
+    p = rlx_tc_parser_new(&info, NULL);
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    a = "<tool_call>\n<function=f>\n<parameter=x>\nhi\n</parameter>\n<parameter=y>\n";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_STR_EQ(r.args[0], "{\"x\":\"hi\"");
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), RLX_EFORMAT); /* cut off inside the call */
+    ASSERT_STR_EQ(r.content, "");
+    ASSERT(!r.open);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+}
+
+TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(stop_from_sink),
+          TEST_ENTRY(holds_back_only_tag_prefixes))

@@ -1,0 +1,149 @@
+/* test_toolcall_detect.c - which tool-call / reasoning format each chat template of
+ * ../shared/templates gets (proto/toolcall.h, rlx_tc_detect), the triggers it exposes, and
+ * whether a prompt leaves the output inside reasoning. */
+#include "proto/toolcall.h"
+#include "tests/rlx_test.h"
+
+#include <dirent.h>
+
+static const struct { const char *file; rlx_tc_format format; bool thinks; } want[] = {
+    {"Apertus-8B-Instruct.json", RLX_TC_GENERIC, false},
+    {"Apriel-1.6-15b-Thinker-fixed.json", RLX_TC_APRIEL, false},
+    {"Bielik-11B-v3.0-Instruct.json", RLX_TC_HERMES, true},
+    {"Cohere2MoE.json", RLX_TC_GENERIC, false},
+    {"CohereForAI-c4ai-command-r-plus-tool_use.json", RLX_TC_GENERIC, false},
+    {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.json", RLX_TC_GENERIC, false},
+    {"GLM-4.7-Flash.json", RLX_TC_GENERIC, true},
+    {"GigaChat3-10B-A1.8B.json", RLX_TC_GENERIC, false},
+    {"GigaChat3.1-10B-A1.8B.json", RLX_TC_GENERIC, false},
+    {"Kimi-K2-Instruct.json", RLX_TC_KIMI_K2, false},
+    {"Kimi-K2-Thinking.json", RLX_TC_KIMI_K2, true},
+    {"Kimi-K3.json", RLX_TC_GENERIC, false},
+    {"LFM2.5-Instruct.json", RLX_TC_GENERIC, true},
+    {"MiMo-VL.json", RLX_TC_HERMES, false},
+    {"MiniMax-M2.json", RLX_TC_GENERIC, true},
+    {"MiniMax-M3.json", RLX_TC_GENERIC, false},
+    {"Mistral-Small-3.2-24B-Instruct-2506.json", RLX_TC_MISTRAL, false},
+    {"NVIDIA-Nemotron-Nano-v2.json", RLX_TC_GENERIC, true},
+    {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.json", RLX_TC_HERMES, false},
+    {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.json", RLX_TC_HERMES, false},
+    {"Qwen-Qwen2.5-7B-Instruct.json", RLX_TC_HERMES, false},
+    {"Qwen-Qwen3-0.6B.json", RLX_TC_HERMES, true},
+    {"Qwen3-Coder.json", RLX_TC_QWEN3_CODER, false},
+    {"Reka-Edge.json", RLX_TC_HERMES, true},
+    {"StepFun3.5-Flash.json", RLX_TC_QWEN3_CODER, true},
+    {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.json", RLX_TC_DEEPSEEK, true},
+    {"deepseek-ai-DeepSeek-V3.1.json", RLX_TC_DEEPSEEK, true},
+    {"deepseek-ai-DeepSeek-V3.2.json", RLX_TC_GENERIC, true},
+    {"deepseek-ai-DeepSeek-V4-Flash-0731.json", RLX_TC_GENERIC, true},
+    {"fireworks-ai-llama-3-firefunction-v2.json", RLX_TC_FIREFUNCTION, false},
+    {"google-gemma-2-2b-it.json", RLX_TC_GENERIC, false},
+    {"google-gemma-4-31B-it-interleaved.json", RLX_TC_GENERIC, false},
+    {"ibm-granite-granite-3.3-2B-Instruct.json", RLX_TC_GRANITE, true},
+    {"ibm-granite-granite-4.0.json", RLX_TC_HERMES, false},
+    {"ibm-granite-granite-4.1.json", RLX_TC_HERMES, false},
+    {"llama-cpp-rwkv-world.json", RLX_TC_GENERIC, true},
+    {"meetkai-functionary-medium-v3.1.json", RLX_TC_FUNCTIONARY_V31, false},
+    {"meetkai-functionary-medium-v3.2.json", RLX_TC_FUNCTIONARY_V32, false},
+    {"meta-llama-Llama-3.2-3B-Instruct.json", RLX_TC_LLAMA3, false},
+    {"meta-llama-Llama-3.3-70B-Instruct.json", RLX_TC_LLAMA3, false},
+    {"microsoft-Phi-3.5-mini-instruct.json", RLX_TC_GENERIC, false},
+    {"mistralai-Mistral-Nemo-Instruct-2407.json", RLX_TC_MISTRAL, false},
+    {"moonshotai-Kimi-K2.json", RLX_TC_KIMI_K2, false},
+    {"muse-glimmer.json", RLX_TC_GENERIC, false},
+    {"openbmb-MiniCPM5-1B.json", RLX_TC_GENERIC, true},
+    {"tencent-Hy3.json", RLX_TC_GENERIC, false},
+    {"unsloth-Apriel-1.5.json", RLX_TC_APRIEL, false},
+    {"unsloth-mistral-Devstral-Small-2507.json", RLX_TC_MISTRAL, false},
+};
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+TEST(every_shared_template)
+{
+    const char *readme = rlx_test_shared("templates/README.md");
+    if (!readme) SKIP("../shared/templates is absent (set RLX_SHARED)");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", readme);
+    *strrchr(dir, '/') = 0;
+    int seen = 0, bad = 0, listed = 0;
+    DIR *d = opendir(dir);
+    ASSERT(d != NULL);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l <= 5 || strcmp(de->d_name + l - 5, ".json")) continue;
+        seen++;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        char *text = slurp(path);
+        cJSON *doc = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        const cJSON *src = cJSON_GetObjectItem(doc, "template");
+        ASSERT(cJSON_IsString(src));
+        rlx_tc_info info;
+        rlx_tc_detect(src->valuestring, strlen(src->valuestring), &info);
+        cJSON_Delete(doc);
+        size_t i = 0;
+        while (i < sizeof want / sizeof want[0] && strcmp(want[i].file, de->d_name)) i++;
+        if (i == sizeof want / sizeof want[0]) {
+            fprintf(stderr, "  %s: not in the table (detected %s)\n", de->d_name, info.name);
+            bad++;
+            continue;
+        }
+        listed++;
+        if (info.format != want[i].format || info.thinks != want[i].thinks) {
+            fprintf(stderr, "  %s: %s thinks=%d, want %s thinks=%d\n", de->d_name, info.name, info.thinks,
+                    rlx_tc_format_name(want[i].format), want[i].thinks);
+            bad++;
+        }
+        /* what a lazy grammar waits for: the format's start markers */
+        ASSERT(info.n_triggers >= 1 || info.call_at_start);
+        ASSERT_EQ(info.call_at_start, info.format == RLX_TC_GENERIC || info.format == RLX_TC_LLAMA3);
+        if (info.thinks) ASSERT(info.reasoning_open && info.reasoning_close);
+    }
+    closedir(d);
+    fprintf(stderr, "  %d templates, %d as expected\n", seen, listed - bad);
+    ASSERT(seen >= 1);
+    ASSERT_EQ(bad, 0);
+}
+
+TEST(synthetic_sources)
+{
+    rlx_tc_info info;
+    rlx_tc_detect(NULL, 0, &info); /* the ChatML fallback */
+    ASSERT_EQ(info.format, RLX_TC_GENERIC);
+    ASSERT(!info.thinks && info.n_triggers == 0);
+    const char *oss = "{{ '<|start|>assistant<|channel|>' + m.channel + '<|message|>' }}";
+    rlx_tc_detect(oss, strlen(oss), &info);
+    ASSERT_EQ(info.format, RLX_TC_GPT_OSS);
+    ASSERT(info.thinks);
+    ASSERT_STR_EQ(info.triggers[0], " to=functions.");
+    const char *glm = "<tool_call>{{ tc.name }}<arg_key>{{ k }}</arg_key>";
+    rlx_tc_detect(glm, strlen(glm), &info);
+    ASSERT_EQ(info.format, RLX_TC_GENERIC);
+    const char *hermes = "<tool_call>\n{{ tc | tojson }}\n</tool_call>{% if x %}<think>\n\n</think>{% endif %}";
+    rlx_tc_detect(hermes, strlen(hermes), &info);
+    ASSERT_EQ(info.format, RLX_TC_HERMES);
+    ASSERT(info.thinks);
+    ASSERT_STR_EQ(info.triggers[0], "<tool_call>");
+    ASSERT(rlx_tc_prompt_opens_reasoning(&info, "<|im_start|>assistant\n<think>\n"));
+    ASSERT(!rlx_tc_prompt_opens_reasoning(&info, "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    ASSERT(!rlx_tc_prompt_opens_reasoning(&info, "<|im_start|>assistant\n"));
+    ASSERT(!rlx_tc_prompt_opens_reasoning(&info, NULL));
+    for (int f = 0; f < RLX_TC_N_FORMATS; f++) ASSERT(rlx_tc_format_name((rlx_tc_format)f)[0]);
+}
+
+TEST_MAIN(TEST_ENTRY(every_shared_template), TEST_ENTRY(synthetic_sources))
