@@ -557,6 +557,18 @@ void rlx_tc_parser_free(rlx_tc_parser *p)
     free(p);
 }
 
+rlx_tc_where rlx_tc_position(const rlx_tc_parser *p)
+{
+    switch (p->mode) {
+    case M_TEXT:
+    case M_TENT: /* maybe a call: the text decides when the value closes */
+    case M_TAIL:
+    case M_HHEAD: return RLX_TC_IN_CONTENT;
+    case M_REASON: return RLX_TC_IN_REASONING;
+    default: return RLX_TC_IN_CALL;
+    }
+}
+
 int rlx_tc_feed(rlx_tc_parser *p, const char *text, size_t len, rlx_tc_sink sink, void *user)
 {
     if (p->final) return RLX_EINVAL;

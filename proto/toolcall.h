@@ -115,6 +115,10 @@ int rlx_tc_feed(rlx_tc_parser *p, const char *text, size_t len, rlx_tc_sink sink
 /* End of output: reports what was held back. RLX_EFORMAT (err names the call) when a call was
  * cut off or broken after its CALL_BEGIN; the parser takes no more text after it. */
 int rlx_tc_finish(rlx_tc_parser *p, rlx_tc_sink sink, void *user, rlx_error *err);
+/* Where the text fed so far has left the parser (for a grammar that starts when reasoning ends
+ * or a call opens): inside reasoning, inside a tool call (after its start marker), or else. */
+typedef enum rlx_tc_where { RLX_TC_IN_CONTENT, RLX_TC_IN_REASONING, RLX_TC_IN_CALL } rlx_tc_where;
+rlx_tc_where rlx_tc_position(const rlx_tc_parser *p);
 /* Whether the output, given the prompt, starts inside reasoning (the prompt ends opening it). */
 bool rlx_tc_prompt_opens_reasoning(const rlx_tc_info *info, const char *prompt);
 

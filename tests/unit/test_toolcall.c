@@ -158,8 +158,10 @@ TEST(holds_back_only_tag_prefixes)
     memset(&r, 0, sizeof r);
     r.content = strdup("");
     r.reasoning = strdup("");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CONTENT);
     ASSERT_EQ(rlx_tc_feed(p, "Hello <tool", strlen("Hello <tool"), tc_sink, &r), 0);
     ASSERT_STR_EQ(r.content, "Hello ");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CONTENT);
     ASSERT_EQ(rlx_tc_feed(p, "s> are \xc3", strlen("s> are \xc3"), tc_sink, &r), 0);
     ASSERT_STR_EQ(r.content, "Hello <tools> are "); /* the lone lead byte waits for its sequence */
     a = "\xa9<tool_call>{\"name\": \"f\", \"arguments\": {}}";
@@ -178,13 +180,16 @@ TEST(holds_back_only_tag_prefixes)
     r.content = strdup("");
     r.reasoning = strdup("");
     a = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Par";
-    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_EQ(rlx_tc_feed(p, "[TOOL_CALLS]", 12, tc_sink, &r), 0);
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CALL);
+    ASSERT_EQ(rlx_tc_feed(p, a + 12, strlen(a) - 12, tc_sink, &r), 0);
     ASSERT_EQ(r.n_calls, 1);
     ASSERT(r.open);
     ASSERT_STR_EQ(r.args[0], "{\"city\":\"Par");
     ASSERT_EQ(rlx_tc_feed(p, "is\"}", 4, tc_sink, &r), 0);
     ASSERT(!r.open);
     ASSERT_STR_EQ(r.args[0], "{\"city\":\"Paris\"}");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CONTENT);
     ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
     rlx_tc_parser_free(p);
     tc_result_free(&r);
@@ -205,5 +210,30 @@ TEST(holds_back_only_tag_prefixes)
     tc_result_free(&r);
 }
 
+/* A prompt that opens <think> starts the output in reasoning; the position follows it. */
+TEST(position_follows_reasoning)
+{
+    const char *src = "{{ '<tool_call>' }}{% if t %}<think>\n\n</think>{% endif %}";
+    rlx_tc_info info;
+    rlx_tc_detect(src, strlen(src), &info);
+    rlx_tc_opts o = {.prompt = "<|im_start|>assistant\n<think>\n"};
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, &o);
+    tc_result r;
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_REASONING);
+    ASSERT_EQ(rlx_tc_feed(p, "Hmm.\n</thi", 10, tc_sink, &r), 0);
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_REASONING);
+    ASSERT_STR_EQ(r.reasoning, "Hmm.");
+    ASSERT_EQ(rlx_tc_feed(p, "nk>\n\nOk", 7, tc_sink, &r), 0);
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CONTENT);
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    ASSERT_STR_EQ(r.content, "Ok");
+    ASSERT_EQ(rlx_tc_feed(p, "x", 1, tc_sink, &r), RLX_EINVAL); /* finished */
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+}
+
 TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(stop_from_sink),
-          TEST_ENTRY(holds_back_only_tag_prefixes))
+          TEST_ENTRY(holds_back_only_tag_prefixes), TEST_ENTRY(position_follows_reasoning))
