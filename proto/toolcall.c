@@ -127,6 +127,7 @@ const char *rlx__tc_find(const char *s, size_t n, const char *m)
 /* ---- content and reasoning --------------------------------------------------------- */
 
 enum { ACT_REASON, ACT_START, ACT_DROP, ACT_HEADER };
+enum { NAME_MAX = 300 };
 
 static bool step_text(rlx_tc_parser *p)
 {
@@ -363,11 +364,13 @@ static bool step_name(rlx_tc_parser *p)
     const char *s = p->in.p + p->pos;
     size_t n = p->in.len - p->pos;
     const char *at = rlx__tc_find(s, n, p->name_end);
-    if (!at) {
-        if (p->final || n > 300) rlx__tc_fallback(p, p->raw + p->mlen);
-        return p->final || n > 300;
+    size_t k = at ? (size_t)(at - s) : 0, el = strlen(p->name_end);
+    /* a name runs at most NAME_MAX bytes, whatever the split points: past that, not a call */
+    if (at ? k > NAME_MAX : p->final || n > NAME_MAX + el) {
+        rlx__tc_fallback(p, p->raw + p->mlen);
+        return true;
     }
-    size_t k = (size_t)(at - s), el = strlen(p->name_end);
+    if (!at) return false;
     const char *nm = s;
     if (p->sp->format == RLX_TC_DEEPSEEK && k == 8 && !memcmp(s, "function", 8)) {
         p->pos += k + el; /* R1: function<sep>NAME\n```json */
@@ -507,7 +510,7 @@ static int run(rlx_tc_parser *p)
     bool keep_raw = p->mode != M_TEXT && p->mode != M_REASON && p->mode != M_ARGS && p->mode != M_TAIL
                     && p->mode != M_XML_PARAMS;
     size_t k = keep_raw && p->raw < p->pos ? p->raw : p->pos;
-    if (k > 4096 || k == p->in.len) {
+    if (k && (k > 4096 || k == p->in.len)) {
         memmove(p->in.p, p->in.p + k, p->in.len - k);
         p->in.len -= k;
         p->pos -= k;
@@ -525,7 +528,12 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
     p->info = *info;
     p->sp = rlx__tc_spec_of(info->format);
     p->at_start = true;
-    if (opts && opts->tools && !(p->tools = cJSON_Duplicate(opts->tools, true))) { free(p); return NULL; }
+    if (rlx__tc_buf_add(&p->in, "", 0)) { free(p); return NULL; } /* in.p is never NULL */
+    if (opts && opts->tools && !(p->tools = cJSON_Duplicate(opts->tools, true))) {
+        free(p->in.p);
+        free(p);
+        return NULL;
+    }
     static _Atomic uint64_t counter;
     p->rng = opts && opts->seeded ? opts->seed
                                   : (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)p << 16) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);

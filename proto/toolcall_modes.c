@@ -56,11 +56,12 @@ static bool step_xml_fn(rlx_tc_parser *p)
     int r = i < p->in.len ? rlx__tc_starts(p, i, "<function=") : -1;
     if (r == 0) { rlx__tc_fallback(p, p->raw + p->mlen); return true; }
     const char *gt = r == 1 ? memchr(p->in.p + i + 10, '>', p->in.len - i - 10) : NULL;
-    if (!gt) {
-        bool give_up = p->final || p->in.len - i > 300;
-        if (give_up) rlx__tc_fallback(p, p->raw + p->mlen);
-        return give_up;
+    /* the name is at most 300 bytes whatever the split points */
+    if (gt ? gt - (p->in.p + i + 10) > 300 : p->final || p->in.len - i > 311) {
+        rlx__tc_fallback(p, p->raw + p->mlen);
+        return true;
     }
+    if (!gt) return false;
     if (rlx__tc_set_name(p, p->in.p + i + 10, (size_t)(gt - (p->in.p + i + 10)))) {
         rlx__tc_fallback(p, p->raw + p->mlen);
         return true;
@@ -145,11 +146,12 @@ static bool step_hhead(rlx_tc_parser *p)
     const char *s = p->in.p + p->pos;
     size_t n = p->in.len - p->pos;
     const char *at = rlx__tc_find(s, n, "<|message|>");
-    if (!at) {
-        bool give_up = p->final || n > 512;
-        if (give_up) rlx__tc_fallback(p, p->raw + p->mlen);
-        return give_up;
+    /* a header is at most 512 bytes whatever the split points */
+    if (at ? at - s > 512 : p->final || n > 512 + 11) {
+        rlx__tc_fallback(p, p->raw + p->mlen);
+        return true;
     }
+    if (!at) return false;
     size_t h = (size_t)(at - s);
     const char *to = rlx__tc_find(s, h, "to=functions.");
     p->pos += h + 11;

@@ -99,6 +99,9 @@ static const tc_case cases[] = {
      "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
     {RLX_TC_GENERIC, "generic one", NULL, "{\"tool_call\": " W "}", "", "", 1, {"get_weather"}, {WA}, 0, true},
     {RLX_TC_GENERIC, "generic response", NULL, "{\"response\": \"Hello \\u00e9\"}", "Hello \xc3\xa9", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_GENERIC, "empty", NULL, "", "", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_FUNCTIONARY_V32, "empty after >>>", ">>>", "", "", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_HERMES, "only whitespace", "", "<think>\n</think>\n\n", "", "", 0, {0}, {0}, 0, true},
     {RLX_TC_GENERIC, "generic text", NULL, "Hello", "Hello", "", 0, {0}, {0}, 0, true},
     {RLX_TC_GENERIC, "generic broken", NULL, "{\"tool_calls\": [{\"name\": ", "{\"tool_calls\": [{\"name\": ", "", 0, {0}, {0}, 0, false},
 };
@@ -210,6 +213,27 @@ TEST(holds_back_only_tag_prefixes)
     tc_result_free(&r);
 }
 
+/* Regression (found by fuzz_toolcall): a name longer than the limit was a call when its end
+ * arrived in the same piece and content when it arrived later. Now it is content either way. */
+TEST(long_name_same_whole_and_streamed)
+{
+    char text[512] = "<|tool_call_begin|>functions.f:";
+    size_t n = strlen(text);
+    memset(text + n, 'b', 290);
+    strcpy(text + n + 290, "<|tool_call_argument_begin|>{}<|tool_call_end|>");
+    tc_case c = {RLX_TC_KIMI_K2, "long name", NULL, text, text, "", 0, {0}, {0}, 0, false};
+    tc_result whole;
+    tc_run(&c, NULL, text, 0, 0, &whole);
+    ASSERT_EQ(tc_check(&c, &whole), 0);
+    for (uint64_t seed = 1; seed <= 50; seed++) {
+        tc_result r;
+        tc_run(&c, NULL, text, seed, 0, &r);
+        ASSERT_EQ(tc_same(&c, &whole, &r, seed), 0);
+        tc_result_free(&r);
+    }
+    tc_result_free(&whole);
+}
+
 /* A prompt that opens <think> starts the output in reasoning; the position follows it. */
 TEST(position_follows_reasoning)
 {
@@ -236,4 +260,5 @@ TEST(position_follows_reasoning)
 }
 
 TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(stop_from_sink),
-          TEST_ENTRY(holds_back_only_tag_prefixes), TEST_ENTRY(position_follows_reasoning))
+          TEST_ENTRY(holds_back_only_tag_prefixes), TEST_ENTRY(position_follows_reasoning),
+          TEST_ENTRY(long_name_same_whole_and_streamed))
