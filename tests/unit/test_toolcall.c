@@ -94,6 +94,29 @@ static const tc_case cases[] = {
      "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>", "", "Need the weather.", 1, {"get_weather"}, {WA}, 0, true},
     {RLX_TC_GPT_OSS, "harmony final", NULL, "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Hi \xf0\x9f\x98\x80!<|return|>",
      "Hi \xf0\x9f\x98\x80!", "Easy.", 0, {0}, {0}, 0, true},
+    /* more of every format: unicode and escapes in streamed arguments, malformed calls */
+#define UA "{\"q\": \"caf\\u00e9 \\\"\xe6\x9d\xb1\xe4\xba\xac\\\" \xf0\x9f\x98\x80\\n\", \"n\": [1, 2.50]}"
+#define UA_OUT "{\"q\":\"caf\\u00e9 \\\"\xe6\x9d\xb1\xe4\xba\xac\\\" \xf0\x9f\x98\x80\\n\",\"n\":[1,2.50]}"
+    {RLX_TC_MISTRAL, "args unicode", NULL, "[TOOL_CALLS]search[ARGS]" UA, "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_MISTRAL, "malformed", NULL, "[TOOL_CALLS]not a call", "[TOOL_CALLS]not a call", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_DEEPSEEK, "unicode", NULL, DSB DCB "search" DSP UA DCE DSE, "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_DEEPSEEK, "malformed", NULL, DCB "search" DSP "no json" DCE, DCB "search" DSP "no json" DCE, "", 0, {0}, {0}, 0, false},
+    {RLX_TC_FUNCTIONARY_V31, "unicode", NULL, "<function=search>" UA "</function>", "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_FUNCTIONARY_V31, "bad json", NULL, "<function=f>{\"a\": ]}</function>", "]}</function>", "", 1, {"f"}, {"{\"a\":"}, RLX_EFORMAT, false},
+    {RLX_TC_FUNCTIONARY_V32, "v3.2 unicode", ">>>", "search\n" UA, "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_GRANITE, "granite parallel think", "", "<think>plan</think><response>Sure.</response><|tool_call|>[" W ", {\"name\": \"now\", \"arguments\": {}}]",
+     "Sure.", "plan", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_GRANITE, "granite malformed", NULL, "<|tool_call|>[1, 2]", "<|tool_call|>[1, 2]", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_KIMI_K2, "kimi think parallel", "", "<think>x</think>ok<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>" UA
+     "<|tool_call_end|><|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+     "ok", "x", 2, {"search", "now"}, {UA_OUT, "{}"}, 0, true},
+    {RLX_TC_GPT_OSS, "harmony unicode", NULL, "<|channel|>commentary to=functions.search <|constrain|>json<|message|>" UA "<|call|>", "", "", 1,
+     {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_GPT_OSS, "harmony cut off", NULL, "<|channel|>commentary to=functions.f<|message|>{\"a\": 1", "", "", 1, {"f"}, {"{\"a\":1"}, RLX_EFORMAT, true},
+    {RLX_TC_GPT_OSS, "harmony preamble", NULL, "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.now<|message|>{}<|call|>",
+     "Checking.", "", 1, {"now"}, {"{}"}, 0, true},
+    {RLX_TC_APRIEL, "apriel malformed", NULL, "<tool_calls>[oops]</tool_calls>", "<tool_calls>[oops]</tool_calls>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_LLAMA3, "llama3 unicode", NULL, "{\"name\": \"search\", \"parameters\": " UA "}", "", "", 1, {"search"}, {UA_OUT}, 0, true},
     /* generic */
     {RLX_TC_GENERIC, "generic calls", NULL, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"1\"}, {\"name\": \"now\", \"arguments\": {}}]}",
      "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
