@@ -348,7 +348,7 @@ static bool step_body(rlx_tc_parser *p)
         memset(&p->js, 0, sizeof p->js);
         p->mode = M_OBJ;
     } else if (p->st->body == RLX__TC_PYTAG) {
-        p->pos = i;
+        p->pos = p->scan = i;
         p->mode = M_PY;
     } else if (p->name_end) {
         p->pos = i;

@@ -68,7 +68,7 @@ static bool step_xml_fn(rlx_tc_parser *p)
     }
     rlx__tc_begin(p);
     p->n_params = 0;
-    p->pos = (size_t)(gt - p->in.p) + 1;
+    p->pos = p->scan = (size_t)(gt - p->in.p) + 1;
     p->mode = M_XML_PARAMS;
     return true;
 }
@@ -94,8 +94,12 @@ static bool step_xml_params(rlx_tc_parser *p)
         return true;
     }
     const char *gt = fp == 1 ? memchr(p->in.p + i + 11, '>', p->in.len - i - 11) : NULL;
-    const char *close = gt ? rlx__tc_find(gt + 1, (size_t)(p->in.p + p->in.len - gt - 1), "</parameter>") : NULL;
+    /* a long value arrives in many pieces: search only what is new (scan), with an overlap */
+    const char *from = gt ? gt + 1 : NULL;
+    if (gt && p->scan > (size_t)(from - p->in.p) + 11) from = p->in.p + p->scan - 11;
+    const char *close = gt ? rlx__tc_find(from, (size_t)(p->in.p + p->in.len - from), "</parameter>") : NULL;
     if (!close) {
+        if (gt) p->scan = p->in.len;
         if (p->final) {
             p->pos = p->in.len; /* the call's text is not content */
             rlx__tc_broken(p, "was cut off");
@@ -108,7 +112,7 @@ static bool step_xml_params(rlx_tc_parser *p)
     if (add_param(p, gt + 1, (size_t)(close - gt - 1))) { p->oom = true; return false; }
     p->n_params++;
     rlx__tc_text(p, 2, p->out.p, p->out.len, false);
-    p->pos = (size_t)(close - p->in.p) + 12;
+    p->pos = p->scan = (size_t)(close - p->in.p) + 12;
     return true;
 }
 
@@ -117,8 +121,10 @@ static bool step_py(rlx_tc_parser *p)
 {
     const char *s = p->in.p + p->pos, *end = NULL;
     size_t n = p->in.len - p->pos, hold = 0;
+    size_t from = p->scan > p->pos + 16 ? p->scan - 16 - p->pos : 0; /* only what is new, with an overlap */
+    p->scan = p->in.len;
     for (int k = 0; k < 3 && p->sp->code_end[k]; k++) {
-        const char *at = rlx__tc_find(s, n, p->sp->code_end[k]);
+        const char *at = rlx__tc_find(s + from, n - from, p->sp->code_end[k]);
         if (at && (!end || at < end)) end = at;
         size_t h = rlx__tc_partial(s, n, p->sp->code_end[k]);
         if (h > hold) hold = h;
