@@ -15,7 +15,10 @@
  *                        Qwen3-Coder XML, give an object re-serialised from the typed values)
  *   CALL_END             the call is complete
  *
- * Only text that may still turn out to be a tag is held back. Where the name is known before
+ * Only text that may still turn out to be a tag is held back (and, as llama.cpp trims them,
+ * reasoning's trailing whitespace until more text follows; whitespace that opens reasoning, or
+ * content after reasoning or a call, is dropped). A function name (gpt-oss: a header) longer
+ * than 300 (512) bytes means the text was not a call. Where the name is known before
  * the arguments (name-then-arguments formats: Functionary, Mistral [ARGS], DeepSeek, Kimi,
  * gpt-oss, Qwen3-Coder XML) the arguments stream as they are generated. Where a call is one JSON
  * object whose keys may come in any order (Hermes <tool_call>, Granite, Mistral's JSON array,
