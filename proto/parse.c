@@ -425,10 +425,12 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
 }
 
 /* An assistant message with tool_calls, as OpenAI clients send it, for templates written against
- * transformers' shape (as llama.cpp adapts it): content null or absent becomes "" (templates
- * concatenate it), and a function.arguments given as a JSON string holding an object becomes
- * that object (templates iterate it or apply |tojson); a string that is not a JSON object is
- * kept as sent. tool_calls must be an array of objects. */
+ * transformers' shape: content null or absent becomes "" (templates concatenate it), and a
+ * function.arguments given as a JSON string holding an object becomes that object (templates
+ * iterate it or apply |tojson), as vLLM does; a string that is not a JSON object is kept as
+ * sent. (llama.cpp instead probes each template; the one shared template that concatenates
+ * arguments as a string, Functionary v3.2, fails on such a history here as in vLLM and
+ * transformers.) tool_calls must be an array of objects. */
 static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
 {
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
