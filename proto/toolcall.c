@@ -238,8 +238,9 @@ static bool step_reason(rlx_tc_parser *p)
 
 /* ---- JSON call bodies ---------------------------------------------------------------- */
 
-/* One {"name", "arguments"|"parameters"} object (text s[0..n)) as a call; false when it is not one. */
-static bool call_object(rlx_tc_parser *p, const char *s, size_t n, bool need_args)
+/* One {"name", "arguments"|"parameters"} object (text s[0..n)) as a call; false when it is not one.
+ * emit false: only checks. */
+static bool call_object(rlx_tc_parser *p, const char *s, size_t n, bool need_args, bool emit)
 {
     size_t a, b;
     cJSON *name = NULL;
@@ -260,6 +261,10 @@ static bool call_object(rlx_tc_parser *p, const char *s, size_t n, bool need_arg
         cJSON_Delete(str);
     } else rc = rlx__tc_buf_minify(&p->out, s + a, b - a);
     if (rc) return false;
+    if (!emit) {
+        p->name.len = 0;
+        return true;
+    }
     rlx__tc_begin(p);
     rlx__tc_text(p, 2, p->out.p, p->out.len, true);
     rlx__tc_end(p);
@@ -267,7 +272,7 @@ static bool call_object(rlx_tc_parser *p, const char *s, size_t n, bool need_arg
 }
 
 /* Checks every element of a JSON array text is a call object (all or nothing), then reports them. */
-static bool call_array(rlx_tc_parser *p, const char *s, size_t n, const char *key_in_obj)
+static bool call_array(rlx_tc_parser *p, const char *s, size_t n)
 {
     for (int pass = 0; pass < 2; pass++) {
         size_t i = 1;
@@ -276,13 +281,7 @@ static bool call_array(rlx_tc_parser *p, const char *s, size_t n, const char *ke
             if (i >= n || s[i] == ']') break;
             size_t e = rlx__tc_value_end(s, n, i);
             if (!e || s[i] != '{') return false;
-            (void)key_in_obj;
-            if (pass == 0) {
-                size_t a, b;
-                if (!rlx__tc_obj_field(s + i, e - i, "name", &a, &b)) return false;
-            } else if (!call_object(p, s + i, e - i, false)) {
-                return true; /* checked in pass 0; only a bad name gets here: the rest are skipped */
-            }
+            if (!call_object(p, s + i, e - i, false, pass == 1) && pass == 0) return false;
             i = e;
         }
     }
@@ -314,14 +313,14 @@ static bool step_obj(rlx_tc_parser *p)
     if (ok && tent && p->sp->format == RLX_TC_GENERIC) {
         size_t a, b;
         const cJSON *resp = cJSON_GetObjectItemCaseSensitive(v, "response");
-        if (rlx__tc_obj_field(s, n, "tool_calls", &a, &b) && s[a] == '[') ok = call_array(p, s + a, b - a, NULL);
-        else if (rlx__tc_obj_field(s, n, "tool_call", &a, &b) && s[a] == '{') ok = call_object(p, s + a, b - a, false);
+        if (rlx__tc_obj_field(s, n, "tool_calls", &a, &b) && s[a] == '[') ok = call_array(p, s + a, b - a);
+        else if (rlx__tc_obj_field(s, n, "tool_call", &a, &b) && s[a] == '{') ok = call_object(p, s + a, b - a, false, true);
         else if (cJSON_IsString(resp)) rlx__tc_text(p, 0, resp->valuestring, strlen(resp->valuestring), false);
         else ok = false;
     } else if (ok && cJSON_IsArray(v)) {
-        ok = cJSON_GetArraySize(v) > 0 && call_array(p, s, n, NULL);
+        ok = cJSON_GetArraySize(v) > 0 && call_array(p, s, n);
     } else if (ok) {
-        ok = call_object(p, s, n, tent);
+        ok = call_object(p, s, n, tent, true);
     }
     cJSON_Delete(v);
     if (!ok) {

@@ -106,6 +106,8 @@ static const tc_case cases[] = {
     {RLX_TC_FUNCTIONARY_V32, "v3.2 unicode", ">>>", "search\n" UA, "", "", 1, {"search"}, {UA_OUT}, 0, true},
     {RLX_TC_GRANITE, "granite parallel think", "", "<think>plan</think><response>Sure.</response><|tool_call|>[" W ", {\"name\": \"now\", \"arguments\": {}}]",
      "Sure.", "plan", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_GRANITE, "granite bad second name", NULL, "<|tool_call|>[" W ", {\"name\": \"a<b\", \"arguments\": {}}]",
+     "<|tool_call|>[" W ", {\"name\": \"a<b\", \"arguments\": {}}]", "", 0, {0}, {0}, 0, false},
     {RLX_TC_GRANITE, "granite malformed", NULL, "<|tool_call|>[1, 2]", "<|tool_call|>[1, 2]", "", 0, {0}, {0}, 0, false},
     {RLX_TC_KIMI_K2, "kimi think parallel", "", "<think>x</think>ok<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>" UA
      "<|tool_call_end|><|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
