@@ -16,7 +16,15 @@ struct rlx_chat_template {
 
 const char rlx_chatml_template[] =
     "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') }}"
+    "{% if message['tool_calls'] %}"
+    "{{ '\\n' if message['content'] else '' }}{{ '{\"tool_calls\": [' }}"
+    "{% for tc in message['tool_calls'] %}{% set f = tc['function'] if tc['function'] is defined else tc %}"
+    "{{ ', ' if not loop.first else '' }}{{ '{\"name\": ' + (f['name'] | tojson) + ', \"arguments\": ' + (f['arguments'] | tojson) }}"
+    "{{ (', \"id\": ' + (tc['id'] | tojson)) if tc['id'] is defined else '' }}{{ '}' }}"
+    "{% endfor %}{{ ']}' }}"
+    "{% endif %}"
+    "{{ '<|im_end|>' + '\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 

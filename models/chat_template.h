@@ -37,7 +37,9 @@ int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, c
 int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *context, const char *now_iso,
                                  char **out, size_t *out_len, rlx_error *err);
 
-/* ChatML, for models that carry no template. */
+/* ChatML, for models that carry no template. Assistant tool calls render after the content as
+ * {"tool_calls": [{"name", "arguments", "id"}]} (the generic format of proto/toolcall.h); content
+ * null or absent renders as "". */
 extern const char rlx_chatml_template[];
 
 #endif

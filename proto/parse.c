@@ -521,6 +521,49 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
     return 0;
 }
 
+/* An assistant message with tool_calls, as OpenAI clients send it, for templates written against
+ * transformers' shape: content null or absent becomes "" (templates concatenate it), and a
+ * function.arguments given as a JSON string holding an object becomes that object (templates
+ * iterate it or apply |tojson), as vLLM does; a string that is not a JSON object is kept as
+ * sent. (llama.cpp instead probes each template; the one shared template that concatenates
+ * arguments as a string, Functionary v3.2, fails on such a history here as in vLLM and
+ * transformers.) tool_calls must be an array of objects. */
+static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
+{
+    cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+    if (!calls || cJSON_IsNull(calls)) return 0;
+    if (!cJSON_IsArray(calls))
+        return rlx_api_errorf(e, 400, INVALID, "messages", "messages[%d].tool_calls must be an array.", i);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    if (!c || cJSON_IsNull(c)) {
+        cJSON *empty = cJSON_CreateString("");
+        if (!empty) return oom(e);
+        if (c) cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", empty);
+        else if (!cJSON_AddItemToObject(msg, "content", empty)) { cJSON_Delete(empty); return oom(e); }
+    }
+    int j = 0;
+    cJSON *call;
+    cJSON_ArrayForEach(call, calls) {
+        if (!cJSON_IsObject(call))
+            return rlx_api_errorf(e, 400, INVALID, "messages", "messages[%d].tool_calls[%d] must be an object.", i, j);
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+        cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
+        if (cJSON_IsString(args) && args->valueint != RLX_JSON_STR_NUL) {
+            cJSON *obj = NULL;
+            rlx_error jerr = {0};
+            int jrc = rlx_json_parse(args->valuestring, strlen(args->valuestring), &obj, &jerr);
+            if (jrc == 0) {
+                if (cJSON_IsObject(obj)) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+                else cJSON_Delete(obj);
+            } else if (jrc == RLX_ENOMEM) {
+                return oom(e);
+            }
+        }
+        j++;
+    }
+    return 0;
+}
+
 /* vLLM's chat template options: add_generation_prompt, continue_final_message,
  * chat_template_kwargs */
 static int parse_template_options(cJSON *root, rlx_api_request *r, rlx_api_error *e)
@@ -557,6 +600,7 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
                                   "messages[%d] must be an object with a string 'role'.", i);
         int rc = normalise_content(msg, i, e);
+        if (!rc) rc = normalise_tool_calls(msg, i, e);
         if (rc) return rc;
         i++;
     }

@@ -408,6 +408,31 @@ TEST(chatml)
     free(out);
 }
 
+/* Regression: an assistant message with content null and tool_calls (what OpenAI clients send)
+ * failed with "can only concatenate str (not "NoneType") to str". The calls render as the generic
+ * JSON tool-call format (proto/toolcall.h), tool results under their role. */
+TEST(chatml_tool_calls)
+{
+    const char *ctx = "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"},"
+                      "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"call_1\", \"type\": \"function\","
+                      "\"function\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}},"
+                      "{\"id\": \"call_2\", \"type\": \"function\", \"function\": {\"name\": \"now\", \"arguments\": {}}}]},"
+                      "{\"role\": \"tool\", \"tool_call_id\": \"call_1\", \"name\": \"get_weather\", \"content\": \"18C\"},"
+                      "{\"role\": \"assistant\", \"content\": \"Sunny.\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}],"
+                      "\"add_generation_prompt\": true}";
+    int rc;
+    rlx_error err = {0};
+    char *out = render_src(rlx_chatml_template, ctx, NULL, &rc, &err);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_STR_EQ(out, "<|im_start|>user\nWeather?<|im_end|>\n"
+                       "<|im_start|>assistant\n{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"call_1\"}, "
+                       "{\"name\": \"now\", \"arguments\": {}, \"id\": \"call_2\"}]}<|im_end|>\n"
+                       "<|im_start|>tool\n18C<|im_end|>\n"
+                       "<|im_start|>assistant\nSunny.\n{\"tool_calls\": [{\"name\": \"f\", \"arguments\": \"{}\"}]}<|im_end|>\n"
+                       "<|im_start|>assistant\n");
+    free(out);
+}
+
 /* Each bad template must fail with the given code, a message naming `what`, and its line. */
 static const struct { const char *src; int code; const char *what; } bad_templates[] = {
     {"ok\n{% if x %}\n{{ 1 + }}\n{% endif %}", RLX_EFORMAT, "line 3"},
@@ -696,6 +721,6 @@ TEST(mutation_fuzz)
     ASSERT_EQ(silent, 0);
 }
 
-TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(generation_block), TEST_ENTRY(chatml),
+TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(generation_block), TEST_ENTRY(chatml), TEST_ENTRY(chatml_tool_calls),
           TEST_ENTRY(parse_errors_name_construct_and_line), TEST_ENTRY(render_errors), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(adversarial), TEST_ENTRY(concurrent_renders), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))

@@ -1,0 +1,289 @@
+/* test_toolcall.c - the tool-call / reasoning output parser (proto/toolcall.h) on recorded
+ * model-style outputs of every format: single, parallel, after content, after reasoning,
+ * unicode and escapes, malformed and cut-off calls. Each output is parsed whole, then streamed
+ * in random pieces (many seeds) and byte by byte: the calls, content and reasoning must be the
+ * same, deltas never split UTF-8, and content holds no tag text. Template detection is checked
+ * on every template of ../shared/templates (test_toolcall_detect.c). */
+#include "proto/toolcall.h"
+#include "proto/proto.h"
+#include "tests/rlx_test.h"
+#include "tests/unit/test_toolcall_util.h"
+
+#define DSB "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DSE "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DCB "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DCE "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DSP "<\xef\xbd\x9c" "tool\xe2\x96\x81" "sep\xef\xbd\x9c>"
+
+#define W "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"
+#define WA "{\"city\":\"Paris\"}"
+#define TOOLS "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\"," \
+              "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"},\"code\":{\"type\":\"string\"}," \
+              "\"opts\":{\"type\":\"object\"},\"hot\":{\"type\":[\"boolean\",\"null\"]}}}}}]"
+
+static const tc_case cases[] = {
+    /* Hermes / Qwen2.5 / Qwen3 */
+    {RLX_TC_HERMES, "single", NULL, "<tool_call>\n" W "\n</tool_call>", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "parallel", NULL, "<tool_call>\n" W "\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_HERMES, "after content", NULL, "Let me check.\n<tool_call>\n" W "\n</tool_call>", "Let me check.\n", "", 1,
+     {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "content only", NULL, "The weather is <b>nice</b> < 3 <tool", "The weather is <b>nice</b> < 3 <tool", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "unicode", NULL, "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"caf\\u00e9 \\\"\xe6\x9d\xb1\xe4\xba\xac\\\" \xf0\x9f\x98\x80\\n\", \"n\": [1, 2.50]}}</tool_call>",
+     "", "", 1, {"search"}, {"{\"q\":\"caf\\u00e9 \\\"\xe6\x9d\xb1\xe4\xba\xac\\\" \xf0\x9f\x98\x80\\n\",\"n\":[1,2.50]}"}, 0, true},
+    {RLX_TC_HERMES, "arguments first", NULL, "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"f\"}</tool_call> done",
+     "done", "", 1, {"f"}, {"{\"a\":1}"}, 0, true},
+    {RLX_TC_HERMES, "arguments as string", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",
+     "", "", 1, {"f"}, {"{\"a\":1}"}, 0, true},
+    {RLX_TC_HERMES, "malformed", NULL, "<tool_call>\nnot json\n</tool_call>", "<tool_call>\nnot json\n</tool_call>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "no name", NULL, "<tool_call>{\"x\": 1}</tool_call>", "<tool_call>{\"x\": 1}</tool_call>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "unterminated", NULL, "Sure <tool_call>\n{\"name\": \"f\", \"argu", "Sure <tool_call>\n{\"name\": \"f\", \"argu", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "qwen3 think", "", "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n" W "\n</tool_call>",
+     "", "The user wants the weather.", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "prompt opens think", "<|im_start|>assistant\n<think>\n", "Paris, then.\n</think>\n\nCalling.\n<tool_call>\n" W "\n</tool_call>",
+     "Calling.\n", "Paris, then.", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "think cut off", "", "<think>\nhmm \xc3\xa9t\xc3\xa9", "", "hmm \xc3\xa9t\xc3\xa9", 0, {0}, {0}, 0, true},
+    /* Qwen3-Coder / Qwen3.5 XML */
+    {RLX_TC_QWEN3_CODER, "single typed", NULL,
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+     "", "", 1, {"get_weather"}, {"{\"city\":\"Paris\",\"days\":3}"}, 0, true},
+    {RLX_TC_QWEN3_CODER, "string stays string", NULL,
+     "I'll look.\n<tool_call>\n<function=get_weather>\n<parameter=code>\n123\n</parameter>\n<parameter=opts>\n{\"a\": [1, true]}\n</parameter>\n"
+     "<parameter=hot>\nfalse\n</parameter>\n<parameter=other>\nsay \"hi\"\n\xe4\xbd\xa0\xe5\xa5\xbd\n</parameter>\n</function>\n</tool_call>",
+     "I'll look.\n", "", 1, {"get_weather"}, {"{\"code\":\"123\",\"opts\":{\"a\":[1,true]},\"hot\":false,\"other\":\"say \\\"hi\\\"\\n\xe4\xbd\xa0\xe5\xa5\xbd\"}"}, 0, true},
+    {RLX_TC_QWEN3_CODER, "parallel", NULL,
+     "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=days>\nsoon\n</parameter>\n</function>\n</tool_call>",
+     "", "", 2, {"now", "get_weather"}, {"{}", "{\"days\":\"soon\"}"}, 0, true},
+    {RLX_TC_QWEN3_CODER, "cut off", NULL, "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
+     "", "", 1, {"get_weather"}, {""}, RLX_EFORMAT, true},
+    /* Llama 3.x */
+    {RLX_TC_LLAMA3, "json", NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_LLAMA3, "python_tag json", NULL, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eom_id|>",
+     "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_LLAMA3, "python_tag code", NULL, "<|python_tag|>print(\"hi\")\n<|eom_id|>", "", "", 1, {"python"}, {"{\"code\":\"print(\\\"hi\\\")\"}"}, 0, true},
+    {RLX_TC_LLAMA3, "json not a call", NULL, "{\"a\": 1} is JSON", "{\"a\": 1} is JSON", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_LLAMA3, "text", NULL, "  Hello <|eot_id|>", "  Hello ", "", 0, {0}, {0}, 0, true},
+    /* Mistral */
+    {RLX_TC_MISTRAL, "json array", NULL, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"now\", \"arguments\": {}}]</s>",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_MISTRAL, "args", NULL, "Checking.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]now[ARGS]{}",
+     "Checking.", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_MISTRAL, "args cut off", NULL, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Pa", "", "", 1, {"get_weather"}, {"{\"city\":\"Pa"}, RLX_EFORMAT, true},
+    /* DeepSeek R1 / V3.1 */
+    {RLX_TC_DEEPSEEK, "r1", "", "<think>\nweather\n</think>\n\n" DSB DCB "function" DSP "get_weather\n```json\n{\"city\": \"Paris\"}\n```" DCE DSE,
+     "", "weather", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_DEEPSEEK, "v3.1 parallel", NULL, "Sure." DSB DCB "get_weather" DSP "{\"city\": \"Paris\"}" DCE DCB "now" DSP "{}" DCE DSE,
+     "Sure.", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    /* Functionary */
+    {RLX_TC_FUNCTIONARY_V31, "v3.1", NULL, "Looking.<function=get_weather>{\"city\": \"Paris\"}</function><function=now>{}</function><|eom_id|>",
+     "Looking.", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_FUNCTIONARY_V31, "v3.1 python", NULL, "<|python_tag|>x = 1<|eom_id|>", "", "", 1, {"python"}, {"{\"code\":\"x = 1\"}"}, 0, true},
+    {RLX_TC_FUNCTIONARY_V32, "v3.2", "<|start_header_id|>assistant<|end_header_id|>\n\n>>>", "get_weather\n{\"city\": \"Paris\"}>>>now\n{}",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_FUNCTIONARY_V32, "v3.2 all", ">>>", "all\nLet me check.\n>>>get_weather\n{\"city\": \"Paris\"}", "Let me check.\n", "", 1,
+     {"get_weather"}, {WA}, 0, true},
+    /* Granite, Firefunction, Kimi */
+    {RLX_TC_GRANITE, "granite", NULL, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_FIREFUNCTION, "firefunction", NULL, " functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_KIMI_K2, "kimi", NULL, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}"
+     "<|tool_call_end|><|tool_calls_section_end|>", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_APRIEL, "apriel", NULL, "Calling.\n<tool_calls>[" W ", {\"name\": \"now\", \"arguments\": {}}]</tool_calls>", "Calling.\n", "", 2,
+     {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    /* gpt-oss harmony */
+    {RLX_TC_GPT_OSS, "harmony call", NULL, "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+     "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>", "", "Need the weather.", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_GPT_OSS, "harmony final", NULL, "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Hi \xf0\x9f\x98\x80!<|return|>",
+     "Hi \xf0\x9f\x98\x80!", "Easy.", 0, {0}, {0}, 0, true},
+    /* more of every format: unicode and escapes in streamed arguments, malformed calls */
+#define UA "{\"q\": \"caf\\u00e9 \\\"\xe6\x9d\xb1\xe4\xba\xac\\\" \xf0\x9f\x98\x80\\n\", \"n\": [1, 2.50]}"
+#define UA_OUT "{\"q\":\"caf\\u00e9 \\\"\xe6\x9d\xb1\xe4\xba\xac\\\" \xf0\x9f\x98\x80\\n\",\"n\":[1,2.50]}"
+    {RLX_TC_MISTRAL, "args unicode", NULL, "[TOOL_CALLS]search[ARGS]" UA, "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_MISTRAL, "malformed", NULL, "[TOOL_CALLS]not a call", "[TOOL_CALLS]not a call", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_DEEPSEEK, "unicode", NULL, DSB DCB "search" DSP UA DCE DSE, "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_DEEPSEEK, "malformed", NULL, DCB "search" DSP "no json" DCE, DCB "search" DSP "no json" DCE, "", 0, {0}, {0}, 0, false},
+    {RLX_TC_FUNCTIONARY_V31, "unicode", NULL, "<function=search>" UA "</function>", "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_FUNCTIONARY_V31, "bad json", NULL, "<function=f>{\"a\": ]}</function>", "]}</function>", "", 1, {"f"}, {"{\"a\":"}, RLX_EFORMAT, false},
+    {RLX_TC_FUNCTIONARY_V32, "v3.2 unicode", ">>>", "search\n" UA, "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_GRANITE, "granite parallel think", "", "<think>plan</think><response>Sure.</response><|tool_call|>[" W ", {\"name\": \"now\", \"arguments\": {}}]",
+     "Sure.", "plan", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_GRANITE, "granite bad second name", NULL, "<|tool_call|>[" W ", {\"name\": \"a<b\", \"arguments\": {}}]",
+     "<|tool_call|>[" W ", {\"name\": \"a<b\", \"arguments\": {}}]", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_GRANITE, "granite malformed", NULL, "<|tool_call|>[1, 2]", "<|tool_call|>[1, 2]", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_KIMI_K2, "kimi think parallel", "", "<think>x</think>ok<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>" UA
+     "<|tool_call_end|><|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+     "ok", "x", 2, {"search", "now"}, {UA_OUT, "{}"}, 0, true},
+    {RLX_TC_GPT_OSS, "harmony unicode", NULL, "<|channel|>commentary to=functions.search <|constrain|>json<|message|>" UA "<|call|>", "", "", 1,
+     {"search"}, {UA_OUT}, 0, true},
+    {RLX_TC_GPT_OSS, "harmony cut off", NULL, "<|channel|>commentary to=functions.f<|message|>{\"a\": 1", "", "", 1, {"f"}, {"{\"a\":1"}, RLX_EFORMAT, true},
+    {RLX_TC_GPT_OSS, "harmony preamble", NULL, "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.now<|message|>{}<|call|>",
+     "Checking.", "", 1, {"now"}, {"{}"}, 0, true},
+    {RLX_TC_APRIEL, "apriel malformed", NULL, "<tool_calls>[oops]</tool_calls>", "<tool_calls>[oops]</tool_calls>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_LLAMA3, "llama3 unicode", NULL, "{\"name\": \"search\", \"parameters\": " UA "}", "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    /* generic */
+    {RLX_TC_GENERIC, "generic calls", NULL, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"1\"}, {\"name\": \"now\", \"arguments\": {}}]}",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_GENERIC, "generic one", NULL, "{\"tool_call\": " W "}", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_GENERIC, "generic response", NULL, "{\"response\": \"Hello \\u00e9\"}", "Hello \xc3\xa9", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_GENERIC, "empty", NULL, "", "", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_FUNCTIONARY_V32, "empty after >>>", ">>>", "", "", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_HERMES, "only whitespace", "", "<think>\n</think>\n\n", "", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_GENERIC, "generic text", NULL, "Hello", "Hello", "", 0, {0}, {0}, 0, true},
+    {RLX_TC_GENERIC, "generic broken", NULL, "{\"tool_calls\": [{\"name\": ", "{\"tool_calls\": [{\"name\": ", "", 0, {0}, {0}, 0, false},
+};
+
+TEST(formats_whole_and_streamed)
+{
+    int failed = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const tc_case *c = &cases[i];
+        tc_result whole;
+        tc_run(c, TOOLS, c->text, 0, 0, &whole);
+        int bad = tc_check(c, &whole);
+        for (uint64_t seed = 1; seed <= 200 && !bad; seed++) {
+            tc_result r;
+            tc_run(c, TOOLS, c->text, seed, seed % 5 == 0 ? 1 : 0, &r);
+            bad = tc_same(c, &whole, &r, seed);
+            tc_result_free(&r);
+        }
+        tc_result_free(&whole);
+        failed += bad != 0;
+    }
+    ASSERT_EQ(failed, 0);
+}
+
+TEST(ids_unique_and_seeded)
+{
+    static const tc_case c = {RLX_TC_HERMES, "ids", NULL, "<tool_call>" W "</tool_call><tool_call>" W "</tool_call>", "", "", 2,
+                              {"get_weather", "get_weather"}, {WA, WA}, 0, true};
+    tc_result a, b;
+    tc_run(&c, NULL, c.text, 0, 0, &a);
+    tc_run(&c, NULL, c.text, 0, 0, &b);
+    ASSERT_EQ(a.n_calls, 2);
+    ASSERT(!strncmp(a.ids[0], "call_", 5) && strlen(a.ids[0]) == 29);
+    ASSERT(strcmp(a.ids[0], a.ids[1]));
+    ASSERT_STR_EQ(a.ids[0], b.ids[0]); /* the same seed gives the same ids */
+    tc_result_free(&a);
+    tc_result_free(&b);
+}
+
+TEST(stop_from_sink)
+{
+    rlx_tc_info info;
+    rlx_tc_info_of(RLX_TC_HERMES, &info);
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, NULL);
+    ASSERT_EQ(rlx_tc_feed(p, "abc", 3, tc_stop_sink, NULL), 7);
+    rlx_tc_parser_free(p);
+}
+
+/* Text streams as it comes: only what may still be a tag waits. */
+TEST(holds_back_only_tag_prefixes)
+{
+    rlx_tc_info info;
+    rlx_tc_info_of(RLX_TC_HERMES, &info);
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, NULL);
+    tc_result r;
+    const char *a;
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CONTENT);
+    ASSERT_EQ(rlx_tc_feed(p, "Hello <tool", strlen("Hello <tool"), tc_sink, &r), 0);
+    ASSERT_STR_EQ(r.content, "Hello ");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CONTENT);
+    ASSERT_EQ(rlx_tc_feed(p, "s> are \xc3", strlen("s> are \xc3"), tc_sink, &r), 0);
+    ASSERT_STR_EQ(r.content, "Hello <tools> are "); /* the lone lead byte waits for its sequence */
+    a = "\xa9<tool_call>{\"name\": \"f\", \"arguments\": {}}";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_STR_EQ(r.content, "Hello <tools> are \xc3\xa9");
+    ASSERT_EQ(r.n_calls, 1); /* a JSON object call is reported once its object closes */
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    ASSERT_EQ(r.order_errors, 0);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+
+    /* name-then-arguments formats stream the arguments as they come */
+    rlx_tc_info_of(RLX_TC_MISTRAL, &info);
+    p = rlx_tc_parser_new(&info, NULL);
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    a = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Par";
+    ASSERT_EQ(rlx_tc_feed(p, "[TOOL_CALLS]", 12, tc_sink, &r), 0);
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CALL);
+    ASSERT_EQ(rlx_tc_feed(p, a + 12, strlen(a) - 12, tc_sink, &r), 0);
+    ASSERT_EQ(r.n_calls, 1);
+    ASSERT(r.open);
+    ASSERT_STR_EQ(r.args[0], "{\"city\":\"Par");
+    ASSERT_EQ(rlx_tc_feed(p, "is\"}", 4, tc_sink, &r), 0);
+    ASSERT(!r.open);
+    ASSERT_STR_EQ(r.args[0], "{\"city\":\"Paris\"}");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CONTENT);
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+
+    /* the XML format streams parameter by parameter */
+    rlx_tc_info_of(RLX_TC_QWEN3_CODER, &info);
+    p = rlx_tc_parser_new(&info, NULL);
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    a = "<tool_call>\n<function=f>\n<parameter=x>\nhi\n</parameter>\n<parameter=y>\n";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_STR_EQ(r.args[0], "{\"x\":\"hi\"");
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), RLX_EFORMAT); /* cut off inside the call */
+    ASSERT_STR_EQ(r.content, "");
+    ASSERT(!r.open);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+}
+
+/* Regression (found by fuzz_toolcall): a name longer than the limit was a call when its end
+ * arrived in the same piece and content when it arrived later. Now it is content either way. */
+TEST(long_name_same_whole_and_streamed)
+{
+    char text[512] = "<|tool_call_begin|>functions.f:";
+    size_t n = strlen(text);
+    memset(text + n, 'b', 290);
+    strcpy(text + n + 290, "<|tool_call_argument_begin|>{}<|tool_call_end|>");
+    tc_case c = {RLX_TC_KIMI_K2, "long name", NULL, text, text, "", 0, {0}, {0}, 0, false};
+    tc_result whole;
+    tc_run(&c, NULL, text, 0, 0, &whole);
+    ASSERT_EQ(tc_check(&c, &whole), 0);
+    for (uint64_t seed = 1; seed <= 50; seed++) {
+        tc_result r;
+        tc_run(&c, NULL, text, seed, 0, &r);
+        ASSERT_EQ(tc_same(&c, &whole, &r, seed), 0);
+        tc_result_free(&r);
+    }
+    tc_result_free(&whole);
+}
+
+/* A prompt that opens <think> starts the output in reasoning; the position follows it. */
+TEST(position_follows_reasoning)
+{
+    const char *src = "{{ '<tool_call>' }}{% if t %}<think>\n\n</think>{% endif %}";
+    rlx_tc_info info;
+    rlx_tc_detect(src, strlen(src), &info);
+    rlx_tc_opts o = {.prompt = "<|im_start|>assistant\n<think>\n"};
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, &o);
+    tc_result r;
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_REASONING);
+    ASSERT_EQ(rlx_tc_feed(p, "Hmm.\n</thi", 10, tc_sink, &r), 0);
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_REASONING);
+    ASSERT_STR_EQ(r.reasoning, "Hmm.");
+    ASSERT_EQ(rlx_tc_feed(p, "nk>\n\nOk", 7, tc_sink, &r), 0);
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CONTENT);
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    ASSERT_STR_EQ(r.content, "Ok");
+    ASSERT_EQ(rlx_tc_feed(p, "x", 1, tc_sink, &r), RLX_EINVAL); /* finished */
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+}
+
+TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(stop_from_sink),
+          TEST_ENTRY(holds_back_only_tag_prefixes), TEST_ENTRY(position_follows_reasoning),
+          TEST_ENTRY(long_name_same_whole_and_streamed))
