@@ -173,7 +173,7 @@ int rlx_model_load(rlx_model **out, const char *path, rlx_error *err)
 {
     rlx_model *m = calloc(1, sizeof *m);
     if (!m) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    int rc = rlx_gguf_open(&m->gguf, path, err);
+    int rc = rlx_gguf_open_split(&m->gguf, path, err);
     if (rc) { free(m); return rc; }
     rlx_gguf_str s;
     if ((rc = rlx_gguf_get_str(m->gguf, "general.architecture", &s, err))) {

@@ -52,6 +52,7 @@ struct rlx_model {
                                   rope.scaling keys when rope_freqs.weight is absent, else NULL */
 };
 
+/* path: a GGUF file, or any part of a split GGUF (every part is mapped; see rlx_gguf_open_split). */
 int rlx_model_load(rlx_model **out, const char *path, rlx_error *err);
 void rlx_model_free(rlx_model *m);
 
