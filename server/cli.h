@@ -9,6 +9,7 @@
 
 int rlx_cmd_serve(int argc, char **argv);
 int rlx_cmd_inspect(int argc, char **argv);
+int rlx_cmd_check(int argc, char **argv);
 int rlx_cmd_tokenize(int argc, char **argv);
 int rlx_cmd_logits(int argc, char **argv);
 int rlx_cmd_generate(int argc, char **argv);
