@@ -533,6 +533,10 @@ int rlx_gguf_writer_write_split(rlx_gguf_writer *w, const char *path, uint32_t n
         snprintf(name, plen + 32, "%s-%05u-of-%05u.gguf", prefix, p + 1, n_split);
         size_t t0 = (size_t)p * per, t1 = RLX_MIN(t0 + per, w->n_t);
         rc = write_file(w, name, p == 0, extra, 3, t0, t1, err);
+        for (uint32_t q = 0; rc && q < p; q++) { /* no half-written model stays behind */
+            snprintf(name, plen + 32, "%s-%05u-of-%05u.gguf", prefix, q + 1, n_split);
+            unlink(name);
+        }
     }
     free(prefix);
     free(name);
