@@ -254,6 +254,36 @@ TEST(tensor_count_and_duplicates)
     rlx_gguf_writer_free(w);
 }
 
+/* gguf-split --no-tensor-first-split: the first part holds only metadata */
+TEST(metadata_only_first_part)
+{
+    rlx_error err = {0};
+    rlx_gguf_writer *w = rlx_gguf_writer_new();
+    rlx_gguf_writer_set_str(w, "general.architecture", "llama", 5);
+    rlx_gguf_writer_set_u32(w, "split.no", 0);
+    rlx_gguf_writer_set_u32(w, "split.count", 2);
+    rlx_gguf_writer_set_i32(w, "split.tensors.count", 1);
+    ASSERT_MSG(rlx_gguf_writer_write(w, part("meta", 1, 2), &err) == 0, "%s", err.msg);
+    rlx_gguf_writer_free(w);
+    w = rlx_gguf_writer_new();
+    rlx_gguf_writer_set_u32(w, "split.no", 1);
+    rlx_gguf_writer_set_u32(w, "split.count", 2);
+    rlx_gguf_writer_set_i32(w, "split.tensors.count", 1);
+    float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int64_t ne[1] = {8};
+    rlx_gguf_writer_add_tensor(w, "only", RLX_F32, 1, ne, v, sizeof v);
+    ASSERT_MSG(rlx_gguf_writer_write(w, part("meta", 2, 2), &err) == 0, "%s", err.msg);
+    rlx_gguf_writer_free(w);
+    rlx_gguf *g;
+    ASSERT_MSG(rlx_gguf_open_split(&g, part("meta", 1, 2), &err) == 0, "%s", err.msg);
+    ASSERT_EQ(rlx_gguf_n_tensors(g), 1);
+    const rlx_gguf_tensor *t = rlx_gguf_find_tensor(g, "only");
+    ASSERT(t && ((const float *)t->data)[7] == 8.0f);
+    rlx_gguf_str s;
+    ASSERT_EQ(rlx_gguf_get_str(g, "general.architecture", &s, &err), 0);
+    rlx_gguf_close(g);
+}
+
 static void cleanup(void)
 {
     if (!tmpdir[0]) return;
@@ -267,6 +297,7 @@ int main(void)
     static const rlx_test_case cases[] = {
         TEST_ENTRY(names), TEST_ENTRY(writer_layout), TEST_ENTRY(open_any_part),
         TEST_ENTRY(missing_parts_named), TEST_ENTRY(bad_parts), TEST_ENTRY(tensor_count_and_duplicates),
+        TEST_ENTRY(metadata_only_first_part),
     };
     int rc = rlx_test_run(cases, sizeof cases / sizeof cases[0]);
     cleanup();
