@@ -1,7 +1,8 @@
 /* gguf.c - GGUF v2/v3 reader over mmap (or a borrowed buffer).
  *
  * Owns: the mapping, an arena holding every parsed structure (kv and tensor tables, copied
- * NUL-terminated keys and names, string/array element tables), and two hash indexes. String
+ * NUL-terminated keys and names, string/array element tables), two hash indexes, and for a
+ * split model the other parts' handles (rlx__gguf_adopt_parts, called by gguf_split.c). String
  * and scalar array payloads are not copied: they point into the mapping, so opening a file
  * with a 150k-token vocabulary costs one table allocation, not 150k.
  *

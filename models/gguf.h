@@ -4,7 +4,9 @@
  * every parsed structure; all pointers obtained from it (keys, strings, array data, tensor
  * data) stay valid until rlx_gguf_close(). String values point into the mapping and are NOT
  * NUL-terminated: always use the length. Every offset and size is validated at open time, so
- * callers may read tensor data and arrays without further bounds checks. */
+ * callers may read tensor data and arrays without further bounds checks. A handle from
+ * rlx_gguf_open_split also owns the other parts of a split model. Handles are not shared state:
+ * any thread may open and close its own; concurrent reads of one handle are safe. */
 #ifndef RLX_GGUF_H
 #define RLX_GGUF_H
 
