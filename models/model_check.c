@@ -128,7 +128,7 @@ void rlx_model_check(const char *path, rlx_check_result *r)
     memcpy(r->arch, s.ptr, s.len);
     bool ours = rlx_arch_find(r->arch) != NULL;
     if (!ours && !has_arch_keys(g, r->arch)) {
-        verdict(r, RLX_CHECK_UNKNOWN, r->arch, "unknown architecture '%s': the file has no '%s.*' hyper-parameters",
+        verdict(r, RLX_CHECK_UNKNOWN, "", "unknown architecture '%s': the file has no '%s.*' hyper-parameters",
                 r->arch, r->arch);
         goto done;
     }
