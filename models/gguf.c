@@ -1,7 +1,8 @@
 /* gguf.c - GGUF v2/v3 reader over mmap (or a borrowed buffer).
  *
  * Owns: the mapping, an arena holding every parsed structure (kv and tensor tables, copied
- * NUL-terminated keys and names, string/array element tables), and two hash indexes. String
+ * NUL-terminated keys and names, string/array element tables), two hash indexes, and for a
+ * split model the other parts' handles (rlx__gguf_adopt_parts, called by gguf_split.c). String
  * and scalar array payloads are not copied: they point into the mapping, so opening a file
  * with a 150k-token vocabulary costs one table allocation, not 150k.
  *
@@ -89,6 +90,8 @@ struct rlx_gguf {
     uint32_t *kv_index, *tensor_index; /* open addressing: slot -> index+1, 0 = empty */
     uint64_t kv_mask, tensor_mask;
     arena_block *arena;
+    rlx_gguf **parts;           /* split GGUF: the other parts, owned (their tensors are in tensors[]) */
+    uint32_t n_parts;
 };
 
 /* ---- the parser and its error context ---- */
@@ -644,9 +647,64 @@ void rlx_gguf_close(rlx_gguf *g)
 {
     if (!g) return;
     if (g->map) munmap(g->map, g->map_len);
+    for (uint32_t i = 0; i < g->n_parts; i++) rlx_gguf_close(g->parts[i]);
+    free(g->parts);
     arena_free(g->arena);
     free(g->name);
     free(g);
+}
+
+/* Appends the tensors of parts[0..n) to g's table and takes ownership of the parts (and of the
+ * parts array, malloc'ed by the caller) on success; on failure nothing changes and the caller
+ * still owns them. A tensor name found in two parts is an error naming both files. */
+int rlx__gguf_adopt_parts(rlx_gguf *g, rlx_gguf **parts, uint32_t n, rlx_error *err)
+{
+    if (g->n_parts) return rlx_errorf(err, RLX_EINVAL, "%s: already holds split parts", g->name);
+    uint64_t total = g->n_tensors;
+    for (uint32_t i = 0; i < n; i++) total += parts[i]->n_tensors;
+    if (total > UINT32_MAX - 1) return rlx_errorf(err, RLX_EFORMAT, "%s: too many tensors across the split parts", g->name);
+    parser ps = {.g = g, .err = err};
+    int rc = 0;
+    rlx_gguf_tensor *ts = palloc(&ps, (size_t)total * sizeof *ts, &rc);
+    if (!ts) return rc;
+    rlx_gguf_tensor *old = g->tensors;
+    uint32_t *old_index = g->tensor_index;
+    uint64_t old_n = g->n_tensors, old_mask = g->tensor_mask, k = 0;
+    if (old_n) memcpy(ts, old, (size_t)old_n * sizeof *ts);
+    k = old_n;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint64_t j = 0; j < parts[i]->n_tensors; j++) ts[k++] = parts[i]->tensors[j];
+    g->tensors = ts;
+    g->n_tensors = total;
+    uint64_t di, dj;
+    rc = build_index(&ps, total, tensor_name, &g->tensor_index, &g->tensor_mask, &di, &dj);
+    if (rc) {
+        if (rc > 0) {
+            const char *fi = g->name, *fj = g->name;
+            uint64_t at = old_n;
+            for (uint32_t i = 0; i < n; i++) {
+                if (di >= at && di < at + parts[i]->n_tensors) fi = parts[i]->name;
+                if (dj >= at && dj < at + parts[i]->n_tensors) fj = parts[i]->name;
+                at += parts[i]->n_tensors;
+            }
+            rc = rlx_errorf(err, RLX_EFORMAT, "tensor '%s' is in two split parts: %s and %s", ts[di].name, fj, fi);
+        }
+        g->tensors = old;
+        g->n_tensors = old_n;
+        g->tensor_index = old_index;
+        g->tensor_mask = old_mask;
+        return rc;
+    }
+    g->parts = parts;
+    g->n_parts = n;
+    return 0;
+}
+
+uint32_t rlx_gguf_n_parts(const rlx_gguf *g) { return g->n_parts + 1; }
+
+const char *rlx_gguf_part_path(const rlx_gguf *g, uint32_t i)
+{
+    return i == 0 ? g->name : i <= g->n_parts ? g->parts[i - 1]->name : NULL;
 }
 
 /* ---- accessors ---- */

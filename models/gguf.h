@@ -4,7 +4,9 @@
  * every parsed structure; all pointers obtained from it (keys, strings, array data, tensor
  * data) stay valid until rlx_gguf_close(). String values point into the mapping and are NOT
  * NUL-terminated: always use the length. Every offset and size is validated at open time, so
- * callers may read tensor data and arrays without further bounds checks. */
+ * callers may read tensor data and arrays without further bounds checks. A handle from
+ * rlx_gguf_open_split also owns the other parts of a split model. Handles are not shared state:
+ * any thread may open and close its own; concurrent reads of one handle are safe. */
 #ifndef RLX_GGUF_H
 #define RLX_GGUF_H
 
@@ -91,6 +93,27 @@ uint64_t rlx_gguf_n_tensors(const rlx_gguf *g);
 const rlx_gguf_tensor *rlx_gguf_tensor_at(const rlx_gguf *g, uint64_t i);
 const rlx_gguf_tensor *rlx_gguf_find_tensor(const rlx_gguf *g, const char *name); /* NULL if absent */
 
+/* ---- split models (gguf_split.c) ----
+ * llama.cpp's gguf-split layout: parts PREFIX-00001-of-0000N.gguf ... (1-based in the name),
+ * each with split.no (0-based), split.count and split.tensors.count (the total); the first part
+ * holds the model's metadata, every part its own tensors.
+ * rlx_gguf_open_split opens any part of a split model (or a plain file, as rlx_gguf_open) and
+ * returns the FIRST part's handle, owning every part's mapping, whose tensor table and
+ * rlx_gguf_find_tensor span all parts; keys are the first part's. Errors: a missing part
+ * (RLX_ENOTFOUND, listing every missing file), a part whose split.no / split.count disagree with
+ * its name, a split.tensors.count that disagrees, a tensor in two parts, any part's parse error.
+ * rlx_gguf_file_size/bytes/data_offset stay the first part's. */
+int rlx_gguf_open_split(rlx_gguf **out, const char *path, rlx_error *err);
+uint32_t rlx_gguf_n_parts(const rlx_gguf *g);                    /* 1 for a plain file */
+const char *rlx_gguf_part_path(const rlx_gguf *g, uint32_t i);   /* i < n_parts; 0 is rlx_gguf_path */
+/* split.no / split.count of one file (0 / 1 when it has no split keys); RLX_EFORMAT if malformed. */
+int rlx_gguf_split_keys(const rlx_gguf *g, uint32_t *no, uint32_t *count, rlx_error *err);
+/* Parses "PREFIX-NNNNN-of-MMMMM.gguf": PREFIX into prefix (cap bytes), NNNNN (1-based) into *no,
+ * MMMMM into *count; false when path is not so named (any out pointer may be NULL). */
+bool rlx_gguf_split_parse_name(const char *path, char *prefix, size_t cap, uint32_t *no, uint32_t *count);
+/* Part no (0-based) of count: "PREFIX-%05u-of-%05u.gguf"; RLX_EINVAL if it does not fit. */
+int rlx_gguf_split_name(char *buf, size_t cap, const char *prefix, uint32_t no, uint32_t count);
+
 /* ---- writer (rlxd-synth, tests) ----
  * The writer copies everything it is given; rlx_gguf_writer_free releases it. Keys keep their
  * insertion order; setting an existing key replaces its value. Output is GGUF v3 with
@@ -115,6 +138,12 @@ int rlx_gguf_writer_copy_kv(rlx_gguf_writer *w, const rlx_gguf_kv *kv);
 int rlx_gguf_writer_add_tensor(rlx_gguf_writer *w, const char *name, int type, uint32_t n_dims,
                                const int64_t *ne, const void *data, uint64_t size);
 int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err);
+/* Writes the model as n_split parts the way llama.cpp's gguf-split --split-max-tensors does:
+ * tensors in order, ceil(n_tensors / n_split) per part (every part gets at least one), the
+ * first part with every key, all parts with split.no (u16), split.count (u16) and
+ * split.tensors.count (i32). Part names come from path with a trailing ".gguf" dropped:
+ * PATH-00001-of-0000N.gguf. n_split 1 writes the plain file at path. */
+int rlx_gguf_writer_write_split(rlx_gguf_writer *w, const char *path, uint32_t n_split, rlx_error *err);
 /* Why the last failed setter/add_tensor call failed ("" if none failed); valid until the next call. */
 const char *rlx_gguf_writer_last_error(const rlx_gguf_writer *w);
 

@@ -421,13 +421,16 @@ static int writer_alignment(rlx_gguf_writer *w, const char *path, uint64_t *alig
     return 0;
 }
 
-int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err)
+/* One file: w's keys when all_kvs (else only general.alignment), then extra[0..n_extra), then
+ * tensors [t0, t1). */
+static int write_file(rlx_gguf_writer *w, const char *path, bool all_kvs, const wkv *extra, size_t n_extra,
+                      size_t t0, size_t t1, rlx_error *err)
 {
-    if (!w || !path) return rlx_errorf(err, RLX_EINVAL, "rlx_gguf_writer_write: no writer or path");
     uint64_t align;
     bool have_align;
     int rc = writer_alignment(w, path, &align, &have_align, err);
     if (rc) return rc;
+    size_t n_kv = all_kvs ? w->n_kv : 0;
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
@@ -451,19 +454,23 @@ int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err)
 
     fwrite(GGUF_MAGIC, 1, 4, f);
     put_u32(f, 3);
-    put_u64(f, w->n_t);
-    put_u64(f, w->n_kv + (have_align ? 0 : 1));
-    for (size_t i = 0; i < w->n_kv; i++) {
+    put_u64(f, t1 - t0);
+    put_u64(f, n_kv + n_extra + (have_align && all_kvs ? 0 : 1));
+    for (size_t i = 0; i < n_kv; i++) {
         put_str(f, w->kvs[i].key, strlen(w->kvs[i].key));
         put_value(f, &w->kvs[i].v);
     }
-    if (!have_align) {
+    for (size_t i = 0; i < n_extra; i++) {
+        put_str(f, extra[i].key, strlen(extra[i].key));
+        put_value(f, &extra[i].v);
+    }
+    if (!have_align || !all_kvs) {
         rlx_gguf_value v = {.type = RLX_GGUF_UINT32, .u64 = align};
         put_str(f, "general.alignment", strlen("general.alignment"));
         put_value(f, &v);
     }
     uint64_t off = 0;
-    for (size_t i = 0; i < w->n_t; i++) {
+    for (size_t i = t0; i < t1; i++) {
         const wtensor *t = &w->ts[i];
         put_str(f, t->name, strlen(t->name));
         put_u32(f, t->n_dims);
@@ -474,7 +481,7 @@ int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err)
     }
     long pos = ftell(f);
     if (pos >= 0) put_pad(f, (uint64_t)pos, align);
-    for (size_t i = 0; i < w->n_t; i++) {
+    for (size_t i = t0; i < t1; i++) {
         if (w->ts[i].size) fwrite(w->ts[i].data, 1, (size_t)w->ts[i].size, f);
         put_pad(f, w->ts[i].size, align);
     }
@@ -488,5 +495,50 @@ int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err)
         rc = rlx_errorf(err, RLX_EIO, "%s: writing the GGUF file failed: %s", path, strerror(e));
     }
     free(tmp);
+    return rc;
+}
+
+int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err)
+{
+    if (!w || !path) return rlx_errorf(err, RLX_EINVAL, "rlx_gguf_writer_write: no writer or path");
+    return write_file(w, path, true, NULL, 0, 0, w->n_t, err);
+}
+
+int rlx_gguf_writer_write_split(rlx_gguf_writer *w, const char *path, uint32_t n_split, rlx_error *err)
+{
+    if (!w || !path) return rlx_errorf(err, RLX_EINVAL, "rlx_gguf_writer_write_split: no writer or path");
+    if (n_split <= 1) return rlx_gguf_writer_write(w, path, err);
+    if (n_split > 99999 || n_split > w->n_t || w->n_t > INT32_MAX)
+        return rlx_errorf(err, RLX_EINVAL, "%s: cannot split %zu tensors into %u parts (each part needs a tensor)", path,
+                          w->n_t, n_split);
+    for (size_t i = 0; i < w->n_kv; i++)
+        if (!strncmp(w->kvs[i].key, "split.", 6))
+            return rlx_errorf(err, RLX_EINVAL, "%s: the writer already has the key '%s'", path, w->kvs[i].key);
+    size_t plen = strlen(path);
+    if (plen > 5 && !strcmp(path + plen - 5, ".gguf")) plen -= 5;
+    char *prefix = strndup(path, plen), *name = malloc(plen + 32);
+    int rc = 0;
+    if (!prefix || !name) rc = rlx_errorf(err, RLX_ENOMEM, "%s: out of memory", path);
+    /* as gguf-split --split-max-tensors: the same number of tensors in every part but the last */
+    size_t per = (w->n_t + n_split - 1) / n_split;
+    if (!rc && (w->n_t + per - 1) / per != n_split)
+        rc = rlx_errorf(err, RLX_EINVAL, "%s: %zu tensors do not make %u parts of %zu (try %zu parts)", path, w->n_t,
+                        n_split, per, (w->n_t + per - 1) / per);
+    for (uint32_t p = 0; !rc && p < n_split; p++) {
+        wkv extra[3] = {
+            {"split.no", {.type = RLX_GGUF_UINT16, .u64 = p}},
+            {"split.count", {.type = RLX_GGUF_UINT16, .u64 = n_split}},
+            {"split.tensors.count", {.type = RLX_GGUF_INT32, .i64 = (int64_t)w->n_t}},
+        };
+        snprintf(name, plen + 32, "%s-%05u-of-%05u.gguf", prefix, p + 1, n_split);
+        size_t t0 = (size_t)p * per, t1 = RLX_MIN(t0 + per, w->n_t);
+        rc = write_file(w, name, p == 0, extra, 3, t0, t1, err);
+        for (uint32_t q = 0; rc && q < p; q++) { /* no half-written model stays behind */
+            snprintf(name, plen + 32, "%s-%05u-of-%05u.gguf", prefix, q + 1, n_split);
+            unlink(name);
+        }
+    }
+    free(prefix);
+    free(name);
     return rc;
 }

@@ -8,6 +8,9 @@
 
 extern const rlx_arch rlx_arch_llama, rlx_arch_qwen2, rlx_arch_qwen3, rlx_arch_gemma2, rlx_arch_gemma3;
 
+const char *const rlx_model_required_keys[] = {"block_count", "embedding_length", "feed_forward_length",
+                                               "attention.head_count", NULL};
+
 /* Registered families, by general.architecture. */
 static const rlx_arch *const archs[] = {&rlx_arch_llama, &rlx_arch_qwen2, &rlx_arch_qwen3, &rlx_arch_gemma2, &rlx_arch_gemma3};
 
@@ -75,11 +78,9 @@ static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
 {
     const char *a = c->arch;
     int rc;
-    if ((rc = rlx_model_key_u32(g, a, "block_count", &c->n_layer, true, err)) ||
-        (rc = rlx_model_key_u32(g, a, "embedding_length", &c->n_embd, true, err)) ||
-        (rc = rlx_model_key_u32(g, a, "feed_forward_length", &c->n_ff, true, err)) ||
-        (rc = rlx_model_key_u32(g, a, "attention.head_count", &c->n_head, true, err)))
-        return rc;
+    int32_t *const req[] = {&c->n_layer, &c->n_embd, &c->n_ff, &c->n_head}; /* rlx_model_required_keys' order */
+    for (size_t i = 0; i < RLX_ARRAY_LEN(req); i++)
+        if ((rc = rlx_model_key_u32(g, a, rlx_model_required_keys[i], req[i], true, err))) return rc;
     c->n_head_kv = c->n_head;
     c->n_ctx_train = 2048;
     c->norm_eps = 1e-5f;
@@ -173,7 +174,7 @@ int rlx_model_load(rlx_model **out, const char *path, rlx_error *err)
 {
     rlx_model *m = calloc(1, sizeof *m);
     if (!m) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    int rc = rlx_gguf_open(&m->gguf, path, err);
+    int rc = rlx_gguf_open_split(&m->gguf, path, err);
     if (rc) { free(m); return rc; }
     rlx_gguf_str s;
     if ((rc = rlx_gguf_get_str(m->gguf, "general.architecture", &s, err))) {

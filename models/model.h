@@ -52,10 +52,14 @@ struct rlx_model {
                                   rope.scaling keys when rope_freqs.weight is absent, else NULL */
 };
 
+/* path: a GGUF file, or any part of a split GGUF (every part is mapped; see rlx_gguf_open_split). */
 int rlx_model_load(rlx_model **out, const char *path, rlx_error *err);
 void rlx_model_free(rlx_model *m);
 
 const rlx_arch *rlx_arch_find(const char *name);
+/* The "<arch>." keys rlx_model_load requires of every family, NULL-terminated (rlxd check
+ * reports a file lacking one as MissingMetadata). */
+extern const char *const rlx_model_required_keys[];
 /* "llama, qwen2, ..." for error messages */
 const char *rlx_arch_list(void);
 

@@ -9,12 +9,20 @@
 
 int rlx_cmd_serve(int argc, char **argv);
 int rlx_cmd_inspect(int argc, char **argv);
+int rlx_cmd_check(int argc, char **argv);
 int rlx_cmd_tokenize(int argc, char **argv);
 int rlx_cmd_logits(int argc, char **argv);
 int rlx_cmd_generate(int argc, char **argv);
 int rlx_cmd_render_template(int argc, char **argv);
 int rlx_cmd_bench(int argc, char **argv);
 int rlx_cmd_devices(int argc, char **argv);
+
+/* `rlxd inspect DIR` (cmd_inspect_dir.c): prefer is a canonical quantization name or NULL. */
+int rlx__cmd_inspect_dir(const char *dir, const char *prefer, bool json);
+/* Whether q names a llama.cpp quantization (any case); *canon gets its canonical spelling. */
+bool rlx__quant_known(const char *q, const char **canon);
+/* rlxd inspect DIR's default preference, best first, NULL-terminated. */
+extern const char *const rlx__quant_order[];
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error (errno set). */
 char *rlx_read_file(const char *path, size_t *len);

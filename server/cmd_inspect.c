@@ -1,4 +1,4 @@
-/* cmd_inspect.c - `rlxd inspect FILE [--json]`: a GGUF file's format, metadata, tensors,
+/* cmd_inspect.c - `rlxd inspect FILE [--json]` (a folder: cmd_inspect_dir.c): a GGUF file's format, metadata, tensors,
  * parameter count and an estimate of the memory it needs to serve (weights + an F16 KV cache
  * at the model's context length). Long arrays are summarized; strings are shown as valid
  * UTF-8 (invalid bytes and NULs become U+FFFD) so the JSON output always parses. */
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define SHOW_ELEMS 8       /* arrays up to this long are shown whole */
 #define SUMMARY_ELEMS 4    /* longer ones show this many, then "..." */
@@ -412,20 +413,32 @@ static int print_json(const rlx_gguf *g, const summary *s)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd inspect FILE [--json]\n\n"
+    fprintf(f, "usage: rlxd inspect FILE [--json]\n"
+               "       rlxd inspect DIR [--prefer QUANT] [--json]\n\n"
                "Shows a GGUF file's format version, alignment, metadata (long arrays summarized), tensors\n"
                "(name, type, shape, bytes), parameter count, weight bytes and an estimate of the memory\n"
                "needed to serve it (weights + an F16 KV cache at the model's context length).\n"
-               "  --json   print one JSON object with the same information\n");
+               "  --json   print one JSON object with the same information\n\n"
+               "With a folder: its models (its .gguf files and those of its direct subfolders, split parts as\n"
+               "one, files differing only in a -QUANT name tag as one model), each file's quantization, size\n"
+               "and `rlxd check` verdict, and the file rlxd would pick per model (marked *): the --prefer\n"
+               "quantization (e.g. Q4_K_M) when present and supported, else the first supported of\n"
+               "Q4_K_M > Q5_K_M > Q8_0 > Q6_K > Q4_K_S > Q5_K_S > Q4_0 > F16 > BF16 > F32, else any supported.\n");
 }
 
 int rlx_cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL;
+    const char *path = NULL, *prefer = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = true;
+        } else if (!strcmp(argv[i], "--prefer")) {
+            if (!(prefer = rlx_arg_value("inspect", argc, argv, &i))) return 2;
+            if (!rlx__quant_known(prefer, &prefer)) {
+                fprintf(stderr, "rlxd inspect: --prefer '%s' is not a llama.cpp quantization name (e.g. Q4_K_M, Q8_0, F16)\n", prefer);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -442,6 +455,12 @@ int rlx_cmd_inspect(int argc, char **argv)
     }
     if (!path) {
         usage(stderr);
+        return 2;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return rlx__cmd_inspect_dir(path, prefer, json);
+    if (prefer) {
+        fprintf(stderr, "rlxd inspect: --prefer applies to a folder, and %s is a file\n", path);
         return 2;
     }
     rlx_gguf *g;

@@ -54,6 +54,7 @@ typedef struct opts {
     int64_t window;            /* attention.sliding_window; 0: leave the key out */
     const char *swa_pattern;   /* attention.sliding_window_pattern: "N", or "1,0,1,..." per layer */
     float rope_base_swa, final_softcap, attn_softcap;
+    int64_t split;             /* --split N parts (1: one file) */
 } opts;
 
 static void usage(FILE *f)
@@ -75,6 +76,7 @@ static void usage(FILE *f)
         "  --rope-base-swa F         ARCH.rope.freq_base_swa\n"
         "  --final-softcap F --attn-softcap F   ARCH.final_logit_softcapping / attn_logit_softcapping\n"
         "  -o, --out PATH            output file (parent directories are created)\n"
+        "  --split N                 write N parts as llama.cpp's gguf-split: OUT-00001-of-0000N.gguf, ...\n"
         "  -h, --help                this text\n"
         "  --bench [-K N] [-N N] [-T N] [--type T]   time the matmul kernels instead (one thread)\n\n"
         "Weights ~ N(0, 1/sqrt(fan_in)), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, 0.02).\n"
@@ -354,7 +356,7 @@ static int mkdirs_for(const char *path)
 
 int main(int argc, char **argv)
 {
-    opts o = {.seed = 1, .ft = &ftypes[0], .window = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
+    opts o = {.split = 1, .seed = 1, .ft = &ftypes[0], .window = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
     shape over = {0, 0, 0, 0, 0, 0, 0, 0, -1};
     const char *arch = NULL, *preset = "tiny";
     if (argc > 1 && !strcmp(argv[1], "--bench")) return rlx_synth_bench(argc, argv);
@@ -374,6 +376,7 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "--preset")) preset = v;
         else if (!strcmp(f, "-o") || !strcmp(f, "--out")) o.out = v;
         else if (!strcmp(f, "--vocab-from")) o.vocab_from = v;
+        else if (!strcmp(f, "--split")) { if (parse_i64(f, v, &o.split) || o.split > 99999) { fprintf(stderr, "rlxd-synth: --split takes 1 to 99999 parts\n"); return 2; } }
         else if (!strcmp(f, "--name")) o.name = v;
         else if (!strcmp(f, "--chat-template")) o.chat_template = v;
         else if (!strcmp(f, "--swa-pattern")) o.swa_pattern = v;
@@ -430,7 +433,7 @@ int main(int argc, char **argv)
     if (!rc) rc = write_metadata(w, &o, &err);
     if (!rc) rc = add_tensors(w, &o, &err);
     if (!rc && mkdirs_for(o.out)) rc = rlx_errorf(&err, RLX_EIO, "cannot create the directory of %s: %s", o.out, strerror(errno));
-    if (!rc) rc = rlx_gguf_writer_write(w, o.out, &err);
+    if (!rc) rc = rlx_gguf_writer_write_split(w, o.out, (uint32_t)o.split, &err);
     rlx_gguf_writer_free(w);
     if (rc) {
         fprintf(stderr, "rlxd-synth: %s\n", err.msg[0] ? err.msg : rlx_strerror(rc));

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# test_check.sh - `rlxd check FILE|DIR [--json]` on every model of ../shared/models and on
+# hand-broken files: truncated, not GGUF, missing keys (llama.cpp's and rlxd's), unknown
+# architecture, unknown and uncomputable tensor types, split models (whole and missing a part).
+set -u
+SHARED="${RLX_SHARED:-../shared}"
+BIN="${RLX_BIN:-build}"
+RLXD="$BIN/rlxd"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect FILE STATUS DETAIL-REGEX: one file's status and --json fields
+expect() {
+    local f="$1" status="$2" want="$3" rc
+    "$RLXD" check --json "$f" >"$TMP/out.json" 2>"$TMP/err"
+    rc=$?
+    if [ "$status" = SUPPORTED ]; then [ $rc -eq 0 ] || fail "$f: exit $rc, expected 0: $(cat "$TMP/out.json" "$TMP/err")"
+    else [ $rc -eq 1 ] || fail "$f: exit $rc, expected 1: $(cat "$TMP/out.json" "$TMP/err")"; fi
+    python3 - "$TMP/out.json" "$status" "$want" <<'PY' || fail "$f: $(cat "$TMP/out.json")"
+import json, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+d = json.loads(lines[0])
+assert d["status"] == sys.argv[2], d
+want = sys.argv[3]
+if d["status"] == "SUPPORTED": assert d["reason"] is None
+else: assert re.search(want, d["reason"]), (want, d["reason"])
+if d["status"] == "MissingMetadata": assert d["key"] and d["key"] in d["reason"], d
+PY
+    echo "ok   $(basename "$f"): $status"
+}
+
+# patch FILE OUT OLD NEW: OUT = FILE with the first OLD replaced by NEW (same length)
+patch() {
+    python3 - "$@" <<'PY'
+import sys
+src, out, old, new = sys.argv[1], sys.argv[2], sys.argv[3].encode(), sys.argv[4].encode()
+b = open(src, "rb").read()
+assert len(old) == len(new) and old in b, (old, new)
+open(out, "wb").write(b.replace(old, new, 1))
+PY
+}
+# settype FILE OUT TENSOR TYPEID: OUT = FILE with TENSOR's type id replaced
+settype() {
+    python3 - "$@" <<'PY'
+import struct, sys
+src, out, name, tid = sys.argv[1], sys.argv[2], sys.argv[3].encode(), int(sys.argv[4])
+b = bytearray(open(src, "rb").read())
+i = b.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+nd = struct.unpack_from("<I", b, i)[0]
+struct.pack_into("<I", b, i + 4 + 8 * nd, tid)
+open(out, "wb").write(b)
+PY
+}
+
+"$BIN/rlxd-synth" --arch llama --preset tiny --type q8_0 --seed 5 -o "$TMP/good.gguf" || fail "synth"
+expect "$TMP/good.gguf" SUPPORTED ""
+head -c 3000 "$TMP/good.gguf" >"$TMP/cut.gguf"
+expect "$TMP/cut.gguf" Unknown "truncated|runs past the end|cannot fit in the .* bytes left"
+echo "hello" >"$TMP/text.gguf"
+expect "$TMP/text.gguf" Unknown "not a GGUF file"
+patch "$TMP/good.gguf" "$TMP/noctx.gguf" llama.context_length llama.context_lengtX
+expect "$TMP/noctx.gguf" MissingMetadata "'llama.context_length'"
+patch "$TMP/good.gguf" "$TMP/noblk.gguf" llama.block_count llama.block_counX
+expect "$TMP/noblk.gguf" MissingMetadata "'llama.block_count'"
+patch "$TMP/good.gguf" "$TMP/noffn.gguf" llama.feed_forward_length llama.feed_forward_lengtX
+expect "$TMP/noffn.gguf" MissingMetadata "'llama.feed_forward_length'"
+patch "$TMP/good.gguf" "$TMP/notok.gguf" tokenizer.ggml.tokens tokenizer.ggml.tokenX
+expect "$TMP/notok.gguf" MissingMetadata "'tokenizer.ggml.tokens'"
+patch "$TMP/good.gguf" "$TMP/noarch.gguf" general.architecture general.architecturX
+expect "$TMP/noarch.gguf" MissingMetadata "'general.architecture'"
+# "llama" as the value of general.architecture (5 bytes after its length) -> "zzzzz": no zzzzz.* keys
+python3 - "$TMP/good.gguf" "$TMP/unkarch.gguf" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+k = b"general.architecture"
+i = b.index(struct.pack("<Q", len(k)) + k) + 8 + len(k) + 4 + 8
+assert b[i:i + 5] == b"llama"
+b[i:i + 5] = b"zzzzz"
+open(sys.argv[2], "wb").write(b)
+PY
+expect "$TMP/unkarch.gguf" Unknown "unknown architecture 'zzzzz'"
+settype "$TMP/good.gguf" "$TMP/iq2.gguf" output_norm.weight 16   # IQ2_XXS: not in rlxd's type table
+expect "$TMP/iq2.gguf" KnownUnimplemented "unknown tensor type id 16"
+settype "$TMP/good.gguf" "$TMP/q41.gguf" output_norm.weight 3    # Q4_1: known, not computable
+expect "$TMP/q41.gguf" KnownUnimplemented "type q4_1"
+
+# the shared models, as one folder: each one's verdict (architectures rlxd lacks are KnownUnimplemented)
+if [ -d "$SHARED/models" ]; then
+    "$RLXD" check --json "$SHARED/models" >"$TMP/shared.json" 2>"$TMP/err"
+    [ $? -eq 1 ] || fail "shared folder: expected exit 1: $(cat "$TMP/err")"
+    python3 - "$TMP/shared.json" "$SHARED/models" <<'PY' || fail "shared folder: $(cat "$TMP/shared.json")"
+import glob, json, os, sys
+d = {os.path.basename(x["path"]): x for x in map(json.loads, open(sys.argv[1]))}
+files = sorted(os.path.basename(f) for f in glob.glob(sys.argv[2] + "/*.gguf"))
+assert sorted(d) == files, (sorted(d), files)
+for f, x in d.items():
+    arch = next((a for a in ("qwen35", "nomic-bert", "bert") if f.startswith("synth-" + a + "-")), None)
+    if arch:
+        assert x["status"] == "KnownUnimplemented" and x["unimplemented"] == arch, x
+        assert "architecture '%s' is not implemented" % arch in x["reason"], x
+    else:
+        assert x["status"] == "SUPPORTED" and x["reason"] is None and x["parts"] == 1, x
+    print("ok  ", f, x["status"])
+PY
+else
+    echo "note: $SHARED/models absent, shared files not checked"
+fi
+
+# a folder: one level of subfolders, split parts as one model, exit 0 only when all are SUPPORTED
+mkdir -p "$TMP/dir/sub/deeper" "$TMP/dir/.hidden"
+cp "$TMP/good.gguf" "$TMP/dir/a.gguf"
+"$BIN/rlxd-synth" --arch qwen3 --preset tiny --type f32 --seed 2 --split 3 -o "$TMP/dir/sub/q3.gguf" || fail "synth split"
+cp "$TMP/good.gguf" "$TMP/dir/sub/deeper/ignored.gguf"
+cp "$TMP/cut.gguf" "$TMP/dir/.hidden/ignored.gguf"
+echo notes >"$TMP/dir/README.md"
+"$RLXD" check "$TMP/dir" >"$TMP/out" 2>"$TMP/err" || fail "good folder: exit $?: $(cat "$TMP/out" "$TMP/err")"
+[ "$(wc -l <"$TMP/out")" -eq 2 ] || fail "good folder: $(cat "$TMP/out")"
+grep -q "^SUPPORTED .*sub/q3-00001-of-00003.gguf (qwen3, 3 parts)" "$TMP/out" || fail "split model: $(cat "$TMP/out")"
+"$RLXD" check --json "$TMP/dir" >"$TMP/out.json" || fail "good folder --json"
+python3 - "$TMP/out.json" <<'PY' || fail "folder --json: $(cat "$TMP/out.json")"
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1])]
+assert [x["name"] for x in d] == ["a", "sub/q3"], d
+assert d[1]["parts"] == 3 and d[1]["architecture"] == "qwen3" and all(x["status"] == "SUPPORTED" for x in d)
+PY
+rm "$TMP/dir/sub/q3-00002-of-00003.gguf"
+cp "$TMP/noctx.gguf" "$TMP/dir/b.gguf"
+"$RLXD" check "$TMP/dir" >"$TMP/out" 2>"$TMP/err"
+[ $? -eq 1 ] || fail "broken folder: expected exit 1"
+grep -q "^SUPPORTED .*a.gguf" "$TMP/out" || fail "broken folder: a.gguf: $(cat "$TMP/out")"
+grep -q "^MissingMetadata .*b.gguf: required metadata key 'llama.context_length' is missing" "$TMP/out" || fail "broken folder: b: $(cat "$TMP/out")"
+grep -q "^Unknown .*q3-00001-of-00003.gguf: .*1 of its 3 parts is missing: .*q3-00002-of-00003.gguf" "$TMP/out" || fail "missing part: $(cat "$TMP/out")"
+
+# usage errors: exit 2
+mkdir "$TMP/empty"
+"$RLXD" check "$TMP/empty" >/dev/null 2>"$TMP/err"; [ $? -eq 1 ] || fail "empty folder: expected exit 1"
+grep -q "holds no .gguf files" "$TMP/err" || fail "empty folder: $(cat "$TMP/err")"
+"$RLXD" check >/dev/null 2>&1; [ $? -eq 2 ] || fail "no argument: expected exit 2"
+"$RLXD" check --bogus "$TMP/good.gguf" >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option: expected exit 2"
+"$RLXD" check "$TMP/good.gguf" "$TMP/cut.gguf" >/dev/null 2>&1; [ $? -eq 2 ] || fail "two paths: expected exit 2"
+"$RLXD" check "$TMP/absent.gguf" >"$TMP/out" 2>&1; [ $? -eq 1 ] || fail "absent file: expected exit 1"
+grep -q "^Unknown .*absent.gguf: .*cannot open" "$TMP/out" || fail "absent file: $(cat "$TMP/out")"
+echo "ok"
