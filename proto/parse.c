@@ -533,7 +533,7 @@ static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
     if (!calls || cJSON_IsNull(calls)) return 0;
     if (!cJSON_IsArray(calls))
-        return rlx_api_errorf(e, 400, INVALID, "messages", "messages[%d].tool_calls must be an array.", i);
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "messages[%d].tool_calls must be an array.", i);
     cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
     if (!c || cJSON_IsNull(c)) {
         cJSON *empty = cJSON_CreateString("");
@@ -545,7 +545,7 @@ static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
     cJSON *call;
     cJSON_ArrayForEach(call, calls) {
         if (!cJSON_IsObject(call))
-            return rlx_api_errorf(e, 400, INVALID, "messages", "messages[%d].tool_calls[%d] must be an object.", i, j);
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "messages[%d].tool_calls[%d] must be an object.", i, j);
         cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
         cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
         if (cJSON_IsString(args) && args->valueint != RLX_JSON_STR_NUL) {
