@@ -91,7 +91,8 @@ static int validate(const rlx_graph *g, rlx_error *err)
         }
         case RLX_OP_ATTENTION:
             if (n->ip[0] < 0 || n->ip[0] >= g->n_layers || n->ip[2] <= 0 || n->ip[1] % n->ip[2] ||
-                g->tensors[n->in[1]].cols != g->kv_cols)
+                rlx_graph_layer_mem(g, n->ip[0]).kind != RLX_MEM_KV ||
+                g->tensors[n->in[1]].cols != rlx_graph_layer_mem(g, n->ip[0]).kv_cols)
                 return rlx_errorf(err, RLX_EINVAL, "node %d: attention geometry is inconsistent", i);
             break;
         default:

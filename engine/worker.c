@@ -11,8 +11,12 @@
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err)
 {
     rlx_worker *w = calloc(1, sizeof *w);
-    if (!w) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    if (!w) {
+        rlx_backend_destroy(cfg->backend_impl);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    }
     w->cfg = *cfg;
+    w->cfg.backend_impl = NULL; /* the runner's */
     if (w->cfg.max_seqs <= 0) w->cfg.max_seqs = 16;
     if (w->cfg.max_batch_tokens <= 0) w->cfg.max_batch_tokens = 512;
     if (w->cfg.max_queue <= 0) w->cfg.max_queue = 256;
@@ -29,6 +33,8 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         .max_seqs = w->cfg.max_seqs,
         .max_batch_tokens = w->cfg.max_batch_tokens,
         .max_outputs = w->cfg.max_seqs,
+        .backend_impl = cfg->backend_impl,
+        .mem_layers = cfg->mem_layers,
     };
     int rc_ = rlx_runner_open(&w->runner, &rc, err);
     if (rc_) { free(w); return rc_; }
@@ -179,7 +185,7 @@ static int check_stops(const rlx_request *req, rlx_error *err)
 static int check_fits(rlx_worker *w, const rlx_request *req, rlx_error *err)
 {
     rlx_runner *rn = w->runner;
-    int64_t pool = (int64_t)rn->kv.n_blocks * rn->kv.block_size, limit = RLX_MIN((int64_t)rn->n_ctx, pool);
+    int64_t pool = rlx_memory_capacity(&rn->mem), limit = RLX_MIN((int64_t)rn->n_ctx, pool);
     int64_t gen = RLX_MAX(req->max_tokens, 1);
     int64_t hist = req->session_id && !req->session_replace ? rlx__session_history(w, req->session_id) : 0;
     int64_t prompt = req->prompt_ids ? (int64_t)req->n_prompt : 1; /* text: at least one token */

@@ -42,10 +42,7 @@ typedef struct seq {
     int32_t n_tokens, cap_tokens;
     int32_t n_prompt;           /* prompt length (after any session history) */
     int32_t n_computed;
-    int32_t *blocks;            /* block table */
-    int32_t n_blocks, cap_blocks;
-    int32_t n_hashed;           /* leading full blocks registered in the prefix cache */
-    uint64_t last_hash;         /* hash of block n_hashed - 1 (0 if none) */
+    rlx_mem_seq mem;            /* block table, registered blocks, state slot (engine/memory.h) */
     int32_t n_generated;
     int32_t max_tokens;         /* effective limit on generated tokens */
     int32_t cached_tokens;      /* prompt tokens reused from the cache */

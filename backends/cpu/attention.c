@@ -438,10 +438,10 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const rlx_node *n = &s->node;
     const rlx_batch *bt = r->batch;
     const int layer = n->ip[0], n_head = n->ip[1], n_head_kv = n->ip[2], hd = n->ip[3];
-    const int64_t kvc = r->kv->kv_cols, T = bt->n_tokens;
+    const int64_t kvc = rlx_mem_desc_layer(r->kv, layer).kv_cols, T = bt->n_tokens;
     const bool f16 = r->kv->type == RLX_F16, q8 = r->kv->type == RLX_Q8_0;
     const size_t esz = f16 ? 2 : 4, rb = rlx_kv_row_bytes(r->kv->type, kvc);
-    uint8_t *K = r->kv_k + (size_t)layer * r->kv_layer_bytes, *V = r->kv_v + (size_t)layer * r->kv_layer_bytes;
+    uint8_t *K = r->kv_mem + r->kv_off[2 * layer], *V = r->kv_mem + r->kv_off[2 * layer + 1];
     int64_t a, b;
 
     /* phase 1: store this batch's K and V */
