@@ -1,6 +1,7 @@
 /* worker_internal.h - state shared by worker.c (thread, inbox, public API), sched.c (the
  * continuous-batching step), worker_session.c (sessions), session_writer.c (the thread that
- * stores them) and session_snapshot.c (KV snapshot files). Private to engine/.
+ * stores them) and session_snapshot.c (KV snapshot files). Private to engine/. Per-sequence
+ * memory (KV blocks, recurrent-state slots) goes through the runner's engine/memory.h only.
  *
  * Locks, always taken in this order when nested: smu (session table) -> wmu (writer queue);
  * mu (inbox, stats) is never held with another. No lock is held across disk I/O except the

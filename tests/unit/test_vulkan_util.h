@@ -164,15 +164,19 @@ static inline double vt_compare(vt_case *c, rlx_backend *gpu, double tol)
 }
 
 /* Two layers of q/k/v projections + NEOX rope + attention; head counts, window and softcap
- * as given. Output: the second attention's rows. */
-static inline void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int window, float softcap)
+ * as given, layer l with nkv[l] KV heads (a graph memory description when they differ).
+ * Output: the second attention's rows. */
+static inline void vt_attention_graph_kv(vt_case *c, int nh, const int nkv_l[2], int hd, int window, float softcap)
 {
     int64_t d = 64;
     int E = vt_weight(c, RLX_F32, d, 40, 1.0f);
     int x = rlx_g_get_rows(&c->g, E, 0.0f), a = -1;
     c->g.n_layers = 2;
-    c->g.kv_cols = (int64_t)nkv * hd;
+    c->g.kv_cols = (int64_t)nkv_l[1] * hd;
+    if (nkv_l[0] != nkv_l[1] && (c->g.mem = calloc(2, sizeof *c->g.mem)))
+        for (int l = 0; l < 2; l++) c->g.mem[l] = (rlx_mem_layer){RLX_MEM_KV, (int64_t)nkv_l[l] * hd, 0};
     for (int l = 0; l < 2; l++) {
+        int nkv = nkv_l[l];
         int q = rlx_g_matmul(&c->g, x, vt_weight(c, RLX_F32, d, (int64_t)nh * hd, 0.3f));
         int k = rlx_g_matmul(&c->g, x, vt_weight(c, RLX_F32, d, (int64_t)nkv * hd, 0.3f));
         int v = rlx_g_matmul(&c->g, x, vt_weight(c, RLX_F32, d, (int64_t)nkv * hd, 1.0f));
@@ -193,6 +197,12 @@ static inline void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int w
     c->g.output = rlx_g_node(&c->g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, (int64_t)nh * hd, a, -1, -1);
 }
 
+static inline void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int window, float softcap)
+{
+    const int nkv_l[2] = {nkv, nkv};
+    vt_attention_graph_kv(c, nh, nkv_l, hd, window, softcap);
+}
+
 /* Three steps over two sequences with block size 4 and scattered blocks: a prefill of 7 + 5
  * tokens, one decode each, then a 6-token chunk of sequence 0 with a decode of sequence 1.
  * Returns the worst relative difference over all steps. */
@@ -203,7 +213,7 @@ static inline double vt_compare_attention(vt_case *c, rlx_backend *gpu)
     rlx_error err = {0};
     if (!c->cpu && rlx_backend_cpu_create(&c->cpu, 2, &err)) return 1e9;
     c->blocks_needed = 16;
-    c->geo = (rlx_mem_desc){2, c->g.kv_cols, 12, 4, c->kv_type, NULL, 0};
+    c->geo = (rlx_mem_desc){2, c->g.kv_cols, 12, 4, c->kv_type, c->g.mem, 0};
     double worst = 0;
     rlx_backend *bes[2] = {c->cpu, gpu};
     for (int i = 0; i < 2; i++)
