@@ -1,6 +1,8 @@
 /* cpu_backend.c - the reference backend: host memory, a thread pool, kernels of cpu_ops.c.
  * One run() executes every step of the plan inside a single pool dispatch, with a barrier
- * between steps. */
+ * between steps. Its memory (mem_init) follows the model's description: per KV layer a K and
+ * a V array at that layer's row width, per recurrent-state layer n_state_slots slots (read and
+ * written through state_read/state_write; no CPU op uses them yet), nothing for other layers. */
 #include "backends/backend.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/quant.h"
