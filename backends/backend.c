@@ -95,7 +95,7 @@ void rlx_batch_kinds(const rlx_batch *b, int32_t *counts, uint8_t *tok, uint8_t 
     }
 }
 
-int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_geometry *kv, int64_t n_vocab,
+int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_desc *kv, int64_t n_vocab,
                        rlx_error *err)
 {
     if (b->n_tokens <= 0 || b->n_tokens > plan->max_tokens || b->n_outputs > plan->max_outputs || b->n_outputs < 0)
@@ -107,6 +107,9 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_ge
             return rlx_errorf(err, RLX_EINVAL, "batch token %d names sequence %d of %d", i, b->seq[i], b->n_seqs);
         if (b->output[i] && ++o > b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks more outputs than n_outputs");
         const rlx_batch_seq *s = &b->seqs[b->seq[i]];
+        if (kv->n_state_slots > 0 && (s->state_slot < 0 || s->state_slot >= kv->n_state_slots))
+            return rlx_errorf(err, RLX_ERANGE, "batch sequence %d names state slot %d of %d", b->seq[i], s->state_slot,
+                              kv->n_state_slots);
         if (b->pos[i] < 0 || b->pos[i] / kv->block_size >= s->n_blocks || b->tokens[i] < 0 || b->tokens[i] >= n_vocab)
             return rlx_errorf(err, RLX_ERANGE, "batch holds a token id or position outside the model or its KV blocks");
     }
@@ -139,4 +142,46 @@ int rlx_kv_type_check(int type, int64_t kv_cols, rlx_error *err)
         return rlx_errorf(err, RLX_EUNSUPPORTED, "a q8_0 KV cache needs the KV row width (KV heads x head_dim = %lld) "
                           "to be a multiple of 32; use --kv-type f16 for this model", (long long)kv_cols);
     return 0;
+}
+
+int rlx_mem_desc_check(const rlx_mem_desc *d, bool can_state, const char *backend, rlx_error *err)
+{
+    if (d->n_layers <= 0 || d->n_blocks <= 0 || d->block_size <= 0 || d->n_state_slots < 0)
+        return rlx_errorf(err, RLX_EINVAL, "%s: empty memory description", backend);
+    for (int32_t l = 0; l < d->n_layers; l++) {
+        rlx_mem_layer m = rlx_mem_desc_layer(d, l);
+        if (m.kind == RLX_MEM_KV) {
+            int rc = rlx_kv_type_check(d->type, m.kv_cols, err);
+            if (rc) return rc;
+        } else if (m.kind == RLX_MEM_STATE) {
+            if (!can_state)
+                return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: layer %d keeps a recurrent state, which this backend cannot "
+                                  "hold; use --backend cpu", backend, l);
+            if (m.state_bytes <= 0 || d->n_state_slots <= 0)
+                return rlx_errorf(err, RLX_EINVAL, "%s: recurrent layer %d needs a state size and state slots", backend, l);
+        } else if (m.kind != RLX_MEM_NONE) {
+            return rlx_errorf(err, RLX_EINVAL, "%s: layer %d has an unknown memory kind %d", backend, l, (int)m.kind);
+        }
+    }
+    return 0;
+}
+
+size_t rlx_mem_block_bytes(const rlx_mem_desc *d)
+{
+    size_t n = 0;
+    for (int32_t l = 0; l < d->n_layers; l++) {
+        rlx_mem_layer m = rlx_mem_desc_layer(d, l);
+        if (m.kind == RLX_MEM_KV) n += 2 * (size_t)d->block_size * rlx_kv_row_bytes(d->type, m.kv_cols);
+    }
+    return n;
+}
+
+size_t rlx_mem_slot_bytes(const rlx_mem_desc *d)
+{
+    size_t n = 0;
+    for (int32_t l = 0; l < d->n_layers; l++) {
+        rlx_mem_layer m = rlx_mem_desc_layer(d, l);
+        if (m.kind == RLX_MEM_STATE) n += (size_t)m.state_bytes;
+    }
+    return n;
 }

@@ -9,12 +9,22 @@
 
 #include "backends/graph.h"
 
-/* Geometry of the paged KV pool: n_blocks blocks of block_size token slots; per layer a K and a
- * V array of n_blocks * block_size rows, one row per token slot (slot = block * block_size +
- * position in the block), rlx_kv_row_bytes(type, kv_cols) bytes apart. Block b of a layer is
- * rows [b * block_size, (b + 1) * block_size), contiguous.
+/* The memory a model's layers keep between steps (graph.h rlx_mem_layer), as a backend
+ * allocates it in mem_init().
  *
- * Row layout by `type` (every backend and the snapshot files use exactly this):
+ * Paged KV (layers of kind RLX_MEM_KV): n_blocks blocks of block_size token slots shared by all
+ * KV layers; per KV layer a K and a V array of n_blocks * block_size rows, one row per token
+ * slot (slot = block * block_size + position in the block), rlx_kv_row_bytes(type, its
+ * kv_cols) bytes apart: each layer has its own row width. Block b of a layer is rows
+ * [b * block_size, (b + 1) * block_size), contiguous.
+ *
+ * Recurrent state (layers of kind RLX_MEM_STATE): n_state_slots slots per such layer of the
+ * layer's state_bytes, zero after mem_init(); a batch sequence names its slot
+ * (rlx_batch_seq.state_slot). The engine clears a slot (state_write of zeros) before a sequence
+ * starts at position 0 in it. A backend that cannot hold a layer kind fails mem_init() with
+ * RLX_EUNSUPPORTED naming the layer and the backend.
+ *
+ * KV row layout by `type` (every backend and the snapshot files use exactly this):
  *   RLX_F32   kv_cols floats.
  *   RLX_F16   kv_cols IEEE halves.
  *   RLX_Q8_0  kv_cols / 32 consecutive rlx_block_q8_0 (backends/quant.h: f16 scale d, then 32
@@ -23,13 +33,30 @@
  *             quantizer (rlx_quantize_row: d = amax / 127, qs = round-half-away(x / d)); read
  *             as x = f16_to_f32(d) * qs, and attention then computes q.k and p.v in f32 with
  *             q and p unrounded (as for an F32 cache). */
-typedef struct rlx_kv_geometry {
+typedef struct rlx_mem_desc {
     int32_t n_layers;
-    int64_t kv_cols;
+    int64_t kv_cols;              /* row width of every layer when `layers` is NULL */
     int32_t n_blocks;
     int32_t block_size;
     int type;
-} rlx_kv_geometry;
+    const rlx_mem_layer *layers;  /* n_layers entries (borrowed: valid until the next mem_init
+                                     or destroy); NULL: every layer RLX_MEM_KV of kv_cols */
+    int32_t n_state_slots;        /* slots of each RLX_MEM_STATE layer */
+} rlx_mem_desc;
+
+/* Layer l of a description. */
+static inline rlx_mem_layer rlx_mem_desc_layer(const rlx_mem_desc *d, int32_t l)
+{
+    return d->layers ? d->layers[l] : (rlx_mem_layer){RLX_MEM_KV, d->kv_cols, 0};
+}
+/* Checks a description: sizes, every KV layer's row width against `type` (rlx_kv_type_check),
+ * state sizes; with can_state false a RLX_MEM_STATE layer is RLX_EUNSUPPORTED, the message
+ * naming `backend` and the layer. */
+int rlx_mem_desc_check(const rlx_mem_desc *d, bool can_state, const char *backend, rlx_error *err);
+/* Bytes of one KV block over every KV layer, K and V. */
+size_t rlx_mem_block_bytes(const rlx_mem_desc *d);
+/* Bytes of one state slot over every state layer. */
+size_t rlx_mem_slot_bytes(const rlx_mem_desc *d);
 
 /* Bytes of one token's K (or V) row of a layer; 0 when `type` is not a KV type (F32, F16,
  * Q8_0) or Q8_0 is asked for with kv_cols not a multiple of 32. */
@@ -38,10 +65,13 @@ size_t rlx_kv_row_bytes(int type, int64_t kv_cols);
  * sentence naming the fix otherwise. */
 int rlx_kv_type_check(int type, int64_t kv_cols, rlx_error *err);
 
-/* One sequence of a batch: its block table (block ids in position order; borrowed). */
+/* One sequence of a batch: its block table (block ids in position order; borrowed) and its
+ * recurrent-state slot (required when the model has RLX_MEM_STATE layers, ignored otherwise;
+ * the engine sets -1 then). */
 typedef struct rlx_batch_seq {
     const int32_t *blocks;
     int32_t n_blocks;
+    int32_t state_slot;
 } rlx_batch_seq;
 
 /* One forward step. All arrays are borrowed for the duration of run(). Token i of the batch
@@ -83,17 +113,19 @@ typedef struct rlx_backend_ops {
     /* Allocates what running `plan` needs (arena, scratch); the plan must outlive the backend's
      * use of it. Refuses (rlx_backend_check_plan) a plan with an op or output it cannot run. */
     int (*prepare)(rlx_backend *be, const rlx_plan *plan, rlx_error *err);
-    /* (Re)creates the KV pool. Existing contents are lost. */
-    int (*kv_init)(rlx_backend *be, const rlx_kv_geometry *geo, rlx_error *err);
-    /* Copies whole blocks (for copy-on-write of shared prefixes). Optional. */
-    int (*kv_copy_block)(rlx_backend *be, int32_t dst, int32_t src, rlx_error *err);
+    /* (Re)creates the model's memory (KV pool, state slots). Existing contents are lost. */
+    int (*mem_init)(rlx_backend *be, const rlx_mem_desc *geo, rlx_error *err);
     /* Runs one step; the graph's output (f32, host memory) is written to `out`: for
      * RLX_OUTPUT_LOGITS n_outputs rows of logits, for RLX_OUTPUT_HIDDEN n_tokens rows of hidden
      * states, in batch order. */
     int (*run)(rlx_backend *be, const rlx_plan *plan, const rlx_batch *batch, float *out, rlx_error *err);
-    /* Host access to a block's K and V of one layer, for snapshots (optional). */
+    /* Host access to a block's K and V of one KV layer, for snapshots (optional). */
     int (*kv_read_block)(rlx_backend *be, int32_t layer, int32_t block, void *k, void *v, rlx_error *err);
     int (*kv_write_block)(rlx_backend *be, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err);
+    /* Host access to one recurrent-state slot of a RLX_MEM_STATE layer (state_bytes); required
+     * of a backend that accepts state layers. */
+    int (*state_read)(rlx_backend *be, int32_t layer, int32_t slot, void *buf, rlx_error *err);
+    int (*state_write)(rlx_backend *be, int32_t layer, int32_t slot, const void *buf, rlx_error *err);
     /* Device memory still free after prepare(), in bytes, for sizing the KV pool (optional:
      * NULL where the pool lives in host memory, as on the CPU backend). */
     int (*mem_available)(rlx_backend *be, uint64_t *bytes, rlx_error *err);
@@ -110,11 +142,11 @@ typedef struct rlx_backend_config {
     int device;         /* GPU index */
 } rlx_backend_config;
 
-/* Checks a batch against a plan and KV geometry before a backend runs it: sizes, sequence
- * indices, output count, positions inside each block table, block ids inside the pool, token
- * ids below n_vocab. GPU backends call it because their kernels cannot raise errors and an
+/* Checks a batch against a plan and memory description before a backend runs it: sizes,
+ * sequence indices, output count, positions inside each block table, block ids inside the pool,
+ * state slots inside theirs, token ids below n_vocab. GPU backends call it because their kernels cannot raise errors and an
  * out-of-range index there would touch foreign memory. */
-int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_kv_geometry *kv, int64_t n_vocab,
+int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_desc *kv, int64_t n_vocab,
                        rlx_error *err);
 
 /* The RLX_TOKEN_* kind of every token (tok[n_tokens]: b->decode, or derived when NULL) and of

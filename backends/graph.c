@@ -16,6 +16,7 @@ void rlx_graph_free(rlx_graph *g)
 {
     free(g->tensors);
     free(g->nodes);
+    free(g->mem);
     memset(g, 0, sizeof *g);
     g->output = -1;
 }

@@ -57,6 +57,20 @@ typedef enum rlx_op {
 
 #define RLX_OP_MAX 64
 
+/* What a layer keeps between steps for each sequence (the model's memory description; backends
+ * allocate it, engine/memory.h manages it):
+ *   RLX_MEM_KV     paged attention K/V, rows of kv_cols values per token (backend.h layout);
+ *   RLX_MEM_STATE  a recurrent state of state_bytes per sequence (e.g. conv + SSM state), held
+ *                  in a fixed pool of slots; it cannot be truncated, so no prefix of it is shared;
+ *   RLX_MEM_NONE   nothing. */
+typedef enum rlx_mem_kind { RLX_MEM_KV = 0, RLX_MEM_NONE = 1, RLX_MEM_STATE = 2 } rlx_mem_kind;
+
+typedef struct rlx_mem_layer {
+    rlx_mem_kind kind;
+    int64_t kv_cols;          /* RLX_MEM_KV: values per K (and V) row, n_head_kv * head_dim */
+    int64_t state_bytes;      /* RLX_MEM_STATE: bytes of one sequence's state */
+} rlx_mem_layer;
+
 typedef enum rlx_rope_mode { RLX_ROPE_NORM = 0, RLX_ROPE_NEOX = 2 } rlx_rope_mode;
 
 /* ---- typed op parameters: one struct per op kind, stored in the node's rlx_op_params ---- */
@@ -139,11 +153,19 @@ typedef struct rlx_graph {
     int n_nodes, cap_nodes;
     int output;               /* output tensor (see output_kind) */
     rlx_output_kind output_kind;
-    /* KV cache geometry the ATTENTION nodes need (per layer) */
+    /* the memory of each layer (ATTENTION nodes read their layer's KV) */
     int32_t n_layers;
-    int64_t kv_cols;          /* n_head_kv * head_dim, same for every layer */
+    rlx_mem_layer *mem;       /* n_layers entries, owned (freed by rlx_graph_free); NULL: every
+                                 layer is RLX_MEM_KV with rows of kv_cols values */
+    int64_t kv_cols;          /* row width of the layers `mem` leaves undescribed (mem NULL) */
     bool oom;                 /* an allocation failed while building */
 } rlx_graph;
+
+/* Layer l's memory as the graph declares it (see rlx_graph.mem). */
+static inline rlx_mem_layer rlx_graph_layer_mem(const rlx_graph *g, int32_t l)
+{
+    return g->mem ? g->mem[l] : (rlx_mem_layer){RLX_MEM_KV, g->kv_cols, 0};
+}
 
 void rlx_graph_init(rlx_graph *g);
 void rlx_graph_free(rlx_graph *g);

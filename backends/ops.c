@@ -53,7 +53,8 @@ static int v_attention(const rlx_graph *g, const rlx_node *n, rlx_error *err)
 {
     const rlx_attn_params *p = &n->p.attn;
     if (p->layer < 0 || p->layer >= g->n_layers || p->n_head_kv <= 0 || p->n_head % p->n_head_kv ||
-        g->tensors[n->in[1]].cols != g->kv_cols)
+        rlx_graph_layer_mem(g, p->layer).kind != RLX_MEM_KV ||
+        g->tensors[n->in[1]].cols != rlx_graph_layer_mem(g, p->layer).kv_cols)
         return rlx_errorf(err, RLX_EINVAL, "node %d: attention geometry is inconsistent", (int)(n - g->nodes));
     if (p->mask != RLX_ATTN_CAUSAL && p->mask != RLX_ATTN_BIDIRECTIONAL)
         return rlx_errorf(err, RLX_EINVAL, "node %d: attention mask %d is unknown", (int)(n - g->nodes), (int)p->mask);

@@ -131,13 +131,18 @@ typedef struct rlx_worker_config {
     const char *db_path;       /* sessions database (sqlite3), NULL: sessions live in memory only */
     double session_ttl_s;      /* <= 0: sessions never expire */
     int32_t max_sessions;      /* <= 0: 1024 */
+    /* Seams for tests and embedders (engine/runner.h): a backend to run on instead of creating
+     * `backend` (the worker takes it, also when starting fails), and the model's memory
+     * description (one entry per layer) instead of the builder's. NULL: the usual. */
+    struct rlx_backend *backend_impl;
+    const struct rlx_mem_layer *mem_layers;
 } rlx_worker_config;
 
 typedef struct rlx_worker rlx_worker;
 
 typedef struct rlx_worker_stats {
     int32_t running, waiting;
-    double kv_usage;           /* fraction of KV blocks in use */
+    double kv_usage;           /* fraction of KV blocks in use (state slots for a model with no KV) */
     uint64_t prompt_tokens, generated_tokens;
     uint64_t prefix_queries, prefix_hits;  /* in tokens */
     uint64_t preemptions;

@@ -1,4 +1,6 @@
-/* kv.h - the paged KV cache's block manager (the memory itself belongs to the backend).
+/* kv.h - the paged KV cache's block manager (the memory itself belongs to the backend). The
+ * engine reaches it only through engine/memory.h, which adds block tables, state slots and the
+ * rules for sharing; CLI commands that drive a runner directly use rlx_runner_reserve.
  *
  * Blocks hold block_size token slots. A sequence owns a block table (ids in position order).
  * Full blocks can be registered under a chained hash of (parent hash, their tokens) so that a

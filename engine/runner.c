@@ -1,4 +1,4 @@
-/* runner.c - model + compiled plan + backend + KV pool. */
+/* runner.c - model + compiled plan + backend + memory (KV pool, state slots). */
 #include "engine/runner.h"
 
 #include <stdlib.h>
@@ -8,7 +8,11 @@
 int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *err)
 {
     rlx_runner *r = calloc(1, sizeof *r);
-    if (!r) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    rlx_backend *backend_impl = cfg->backend_impl; /* ours from here on */
+    if (!r) {
+        rlx_backend_destroy(backend_impl);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    }
     rlx_graph_init(&r->graph);
     int rc = rlx_model_load(&r->model, cfg->model_path, err);
     if (rc) goto fail;
@@ -22,13 +26,27 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     if ((rc = rlx_model_build(r->model, &r->graph, err))) goto fail;
     rlx_compile_opts co = {.max_tokens = r->max_batch_tokens, .max_outputs = r->max_outputs};
     if ((rc = rlx_compile(&r->graph, &co, &r->plan, err))) goto fail;
-    if ((rc = rlx_backend_create(&r->backend, &cfg->backend, err))) goto fail;
+    if (cfg->mem_layers) {
+        free(r->graph.mem);
+        if (!(r->graph.mem = malloc((size_t)r->graph.n_layers * sizeof *r->graph.mem))) {
+            rc = rlx_errorf(err, RLX_ENOMEM, "out of memory");
+            goto fail;
+        }
+        memcpy(r->graph.mem, cfg->mem_layers, (size_t)r->graph.n_layers * sizeof *r->graph.mem);
+    }
+    if (cfg->backend_impl) r->backend = backend_impl, backend_impl = NULL;
+    else if ((rc = rlx_backend_create(&r->backend, &cfg->backend, err))) goto fail;
     if ((rc = r->backend->ops->prepare(r->backend, &r->plan, err))) goto fail;
 
     int kv_type = cfg->kv_type_set ? cfg->kv_type : RLX_F16;
     int32_t bs = cfg->kv_block > 0 ? cfg->kv_block : 16;
-    if ((rc = rlx_kv_type_check(kv_type, r->graph.kv_cols, err))) goto fail;
-    size_t block_bytes = 2 * (size_t)mc->n_layer * (size_t)bs * rlx_kv_row_bytes(kv_type, r->graph.kv_cols);
+    /* the description; the block count is settled below */
+    r->kv_geo = (rlx_mem_desc){r->graph.n_layers, r->graph.kv_cols, 1, bs, kv_type, r->graph.mem, 0};
+    for (int32_t l = 0; l < r->graph.n_layers; l++)
+        if (rlx_graph_layer_mem(&r->graph, l).kind == RLX_MEM_STATE) r->kv_geo.n_state_slots = r->max_seqs;
+    if ((rc = rlx_mem_desc_check(&r->kv_geo, true, r->backend->ops->name, err))) goto fail;
+    /* a model without KV layers still counts positions in blocks: give them a nominal size */
+    size_t block_bytes = RLX_MAX(rlx_mem_block_bytes(&r->kv_geo), (size_t)1);
     int64_t nb = cfg->kv_blocks;
     if (nb <= 0 && cfg->kv_mem_mib) nb = (int64_t)((cfg->kv_mem_mib << 20) / block_bytes);
     if (nb <= 0) {
@@ -51,9 +69,8 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
         rc = rlx_errorf(err, RLX_EINVAL, "KV memory of %zu MiB holds no block of %zu KiB", cfg->kv_mem_mib, block_bytes >> 10);
         goto fail;
     }
-    r->kv_geo = (rlx_kv_geometry){mc->n_layer, r->graph.kv_cols, (int32_t)nb, bs, kv_type};
-    if ((rc = r->backend->ops->kv_init(r->backend, &r->kv_geo, err))) goto fail;
-    if ((rc = rlx_kv_init(&r->kv, (int32_t)nb, bs, err))) goto fail;
+    r->kv_geo.n_blocks = (int32_t)nb;
+    if ((rc = rlx_memory_init(&r->mem, r->backend, &r->kv_geo, &r->kv, err))) goto fail;
     r->logits = malloc((size_t)r->max_outputs * (size_t)r->n_vocab * sizeof(float));
     if (!r->logits) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory for logits"); goto fail; }
     for (uint64_t i = 0; i < rlx_gguf_n_tensors(r->model->gguf); i++)
@@ -61,6 +78,7 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     *out = r;
     return 0;
 fail:
+    rlx_backend_destroy(backend_impl);
     rlx_runner_close(r);
     return rc;
 }
@@ -71,6 +89,7 @@ void rlx_runner_close(rlx_runner *r)
     if (r->backend) rlx_backend_destroy(r->backend);
     rlx_plan_free(&r->plan);
     rlx_graph_free(&r->graph);
+    rlx_memory_free(&r->mem);
     rlx_kv_free(&r->kv);
     rlx_model_free(r->model);
     free(r->logits);

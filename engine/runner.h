@@ -1,8 +1,8 @@
-/* runner.h - a model ready to run: the loaded model, its compiled plan on a backend, the KV
- * pool and its block manager. One runner per model worker (or per CLI command); not
- * thread-safe.
+/* runner.h - a model ready to run: the loaded model, its compiled plan on a backend, and the
+ * model's memory (engine/memory.h: paged KV pool and block manager, recurrent-state slots).
+ * One runner per model worker (or per CLI command); not thread-safe.
  *
- * Ownership: the runner owns the model, backend, graph, plan, KV manager and the logits
+ * Ownership: the runner owns the model, backend, graph, plan, memory, KV manager and the logits
  * buffer; rlx_runner_forward() leaves n_outputs x n_vocab logits in runner->logits, valid
  * until the next forward. */
 #ifndef RLX_RUNNER_H
@@ -10,6 +10,7 @@
 
 #include "backends/backend.h"
 #include "engine/kv.h"
+#include "engine/memory.h"
 #include "models/model.h"
 
 typedef struct rlx_runner_config {
@@ -25,6 +26,11 @@ typedef struct rlx_runner_config {
     int32_t max_seqs;          /* <= 0: 1 */
     int32_t max_batch_tokens;  /* <= 0: 512 */
     int32_t max_outputs;       /* <= 0: max_seqs */
+    /* Seams for tests and embedders (NULL: the usual): run on this backend instead of creating
+     * one from `backend` (the runner takes it, also when opening fails), and describe the
+     * model's memory with these layers (the graph's layer count) instead of the builder's. */
+    rlx_backend *backend_impl;
+    const rlx_mem_layer *mem_layers;
 } rlx_runner_config;
 
 typedef struct rlx_runner {
@@ -32,8 +38,9 @@ typedef struct rlx_runner {
     rlx_backend *backend;
     rlx_graph graph;
     rlx_plan plan;
-    rlx_kv_manager kv;
-    rlx_kv_geometry kv_geo;
+    rlx_kv_manager kv;         /* blocks of the paged KV pool (managed through mem) */
+    rlx_mem_desc kv_geo;       /* the memory description the backend holds */
+    rlx_memory mem;            /* the one interface the engine uses for per-sequence memory */
     int32_t n_ctx, n_vocab, max_batch_tokens, max_outputs, max_seqs;
     float *logits;
     size_t weight_bytes;
@@ -44,7 +51,8 @@ void rlx_runner_close(rlx_runner *r);
 int rlx_runner_forward(rlx_runner *r, const rlx_batch *b, rlx_error *err);
 
 /* Makes `table` (capacity *cap, reallocated as needed) cover positions [0, n_pos) by allocating
- * fresh blocks; RLX_EFULL if the pool has none left (blocks already added stay). */
+ * fresh blocks; RLX_EFULL if the pool has none left (blocks already added stay). For the CLI
+ * commands and tests that drive one KV-only model directly, without the scheduler. */
 int rlx_runner_reserve(rlx_runner *r, int32_t **table, int32_t *n_blocks, int32_t *cap, int32_t n_pos);
 
 #endif

@@ -1,9 +1,11 @@
 /* sched.c - continuous batching. Each step builds ONE batch: the next token of every running
  * sequence plus chunks of prompts (chunked prefill) under the token budget, admitting waiting
- * requests while sequence slots and KV blocks allow. Prompt prefixes already in the paged KV
- * cache (full blocks, by chained content hash) are reused instead of recomputed. When blocks
- * run out, the newest running sequence is preempted: its blocks are released (they stay
- * cached while registered) and it is recomputed later from its tokens, so outputs never change. */
+ * requests while sequence slots and memory allow. Prompt prefixes already in the paged KV
+ * cache (full blocks, by chained content hash) are reused instead of recomputed where the
+ * model's memory allows it. When memory runs out, the newest running sequence is preempted:
+ * its memory is released (KV blocks stay cached while registered, a state slot is freed) and
+ * it is recomputed later from its tokens, so outputs never change. All per-sequence memory
+ * goes through engine/memory.h. */
 #include "engine/worker_internal.h"
 #include <math.h>
 
@@ -45,11 +47,8 @@ static void remove_from(seq **arr, int32_t *n, seq *s)
 
 static void release_blocks(rlx_worker *w, seq *s)
 {
-    for (int32_t i = 0; i < s->n_blocks; i++) rlx_kv_release(&w->runner->kv, s->blocks[i]);
-    s->n_blocks = 0;
+    rlx_memory_release(&w->runner->mem, &s->mem);
     s->n_computed = 0;
-    s->n_hashed = 0;
-    s->last_hash = 0;
 }
 
 void rlx__seq_free(rlx_worker *w, seq *s)
@@ -59,7 +58,7 @@ void rlx__seq_free(rlx_worker *w, seq *s)
     rlx_stop_free(&s->stop);
     rlx_request_free(s->req);
     free(s->tokens);
-    free(s->blocks);
+    rlx_mem_seq_free(&s->mem);
     free(s->text);
     free(s);
 }
@@ -227,7 +226,7 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
         if (ids != r->prompt_ids) free(ids);
         return rc;
     }
-    int64_t room = RLX_MIN((int64_t)rn->n_ctx, (int64_t)rn->kv.n_blocks * rn->kv.block_size) - (int64_t)n;
+    int64_t room = RLX_MIN((int64_t)rn->n_ctx, rlx_memory_capacity(&rn->mem)) - (int64_t)n;
     int64_t want = r->max_tokens > 0 ? r->max_tokens : room;
     s->max_tokens = (int32_t)want;
     s->cap_tokens = (int32_t)n + s->max_tokens + 1;
@@ -257,38 +256,26 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
 }
 
 /* Reuses cached full blocks of the sequence's tokens (never the block holding the last token,
- * whose logits must be computed). */
+ * whose logits must be computed), where the model's memory can share a prefix. */
 static void prefix_lookup(rlx_worker *w, seq *s)
 {
-    rlx_kv_manager *kv = &w->runner->kv;
-    int32_t B = kv->block_size;
-    while ((s->n_hashed + 1) * B <= s->n_tokens - 1 && s->n_blocks < s->cap_blocks) {
-        uint64_t h = rlx_kv_hash(s->last_hash, s->tokens + (size_t)s->n_hashed * B, B);
-        int32_t b = rlx_kv_lookup(kv, h);
-        if (b < 0) break;
-        s->blocks[s->n_blocks++] = b;
-        s->n_hashed++;
-        s->last_hash = h;
-        s->n_computed += B;
-    }
+    s->n_computed += rlx_memory_prefix_lookup(&w->runner->mem, &s->mem, s->tokens, s->n_tokens);
 }
 
 /* Records the content hashes of the full blocks s completes with its next k tokens in this
  * step (they are registered after the step runs). */
 static void note_inflight(rlx_worker *w, seq *s, int32_t k)
 {
-    int32_t B = w->runner->kv.block_size;
-    uint64_t h = s->last_hash;
-    for (int32_t b = s->n_hashed; (b + 1) * B <= s->n_computed + k; b++) {
-        h = rlx_kv_hash(h, s->tokens + (size_t)b * B, B);
-        if (w->n_inflight == w->cap_inflight) {
-            int32_t nc = w->cap_inflight ? 2 * w->cap_inflight : 64;
-            uint64_t *a = realloc(w->b_inflight, (size_t)nc * sizeof *a);
-            if (!a) return; /* only an optimisation */
-            w->b_inflight = a;
-            w->cap_inflight = nc;
-        }
-        w->b_inflight[w->n_inflight++] = h;
+    for (;;) {
+        int32_t room = w->cap_inflight - w->n_inflight;
+        int32_t n = rlx_memory_pending_hashes(&w->runner->mem, &s->mem, s->tokens, s->n_computed + k,
+                                              w->b_inflight + w->n_inflight, room);
+        if (n < room) { w->n_inflight += n; return; }
+        int32_t nc = w->cap_inflight ? 2 * w->cap_inflight : 64;
+        uint64_t *a = realloc(w->b_inflight, (size_t)nc * sizeof *a);
+        if (!a) { w->n_inflight += n; return; } /* only an optimisation */
+        w->b_inflight = a;
+        w->cap_inflight = nc;
     }
 }
 
@@ -296,35 +283,11 @@ static void note_inflight(rlx_worker *w, seq *s, int32_t k)
  * another sequence: then s waits a step and reuses it, instead of computing it a second time. */
 static bool prefix_in_flight(rlx_worker *w, const seq *s)
 {
-    int32_t B = w->runner->kv.block_size;
-    if ((s->n_hashed + 1) * B > s->n_tokens - 1 || w->n_inflight == 0) return false;
-    uint64_t h = rlx_kv_hash(s->last_hash, s->tokens + (size_t)s->n_hashed * B, B);
-    for (int32_t i = 0; i < w->n_inflight; i++)
+    if (w->n_inflight == 0) return false;
+    uint64_t h = rlx_memory_next_lookup(&w->runner->mem, &s->mem, s->tokens, s->n_tokens);
+    for (int32_t i = 0; h && i < w->n_inflight; i++)
         if (w->b_inflight[i] == h) return true;
     return false;
-}
-
-static void register_blocks(rlx_worker *w, seq *s)
-{
-    int32_t B = w->runner->kv.block_size;
-    while ((s->n_hashed + 1) * B <= s->n_computed) {
-        uint64_t h = rlx_kv_hash(s->last_hash, s->tokens + (size_t)s->n_hashed * B, B);
-        rlx_kv_register(&w->runner->kv, s->blocks[s->n_hashed], h);
-        s->last_hash = h;
-        s->n_hashed++;
-    }
-}
-
-static bool ensure_block_table(seq *s, int32_t n_pos, int32_t B)
-{
-    int32_t need = (n_pos + B - 1) / B;
-    if (need <= s->cap_blocks) return true;
-    int32_t nc = RLX_MAX(need, s->cap_blocks * 2);
-    int32_t *t = realloc(s->blocks, (size_t)nc * sizeof *t);
-    if (!t) return false;
-    s->blocks = t;
-    s->cap_blocks = nc;
-    return true;
 }
 
 static void preempt(rlx_worker *w, seq *s)
@@ -348,23 +311,20 @@ static seq *newest_running(rlx_worker *w, seq *except)
     return best;
 }
 
-/* Makes s's blocks cover n_pos positions. When the pool is short, idle sessions' pins go
+/* Makes s's memory cover n_pos positions. When the pool is short, idle sessions' pins go
  * first (least recently used first), then newer sequences are preempted. Returns false if s
  * itself cannot get them now. */
 static bool reserve(rlx_worker *w, seq *s, int32_t n_pos, bool may_preempt)
 {
-    rlx_kv_manager *kv = &w->runner->kv;
-    if (!ensure_block_table(s, n_pos, kv->block_size)) return false;
-    int32_t need = (n_pos + kv->block_size - 1) / kv->block_size;
-    while (s->n_blocks < need) {
-        int32_t b = rlx_kv_alloc(kv);
-        if (b >= 0) { s->blocks[s->n_blocks++] = b; continue; }
+    for (;;) {
+        int rc = rlx_memory_grow(&w->runner->mem, &s->mem, n_pos);
+        if (rc == 0) return true;
+        if (rc != RLX_EFULL) return false;
         if (rlx__sessions_release_pins(w, false)) continue;
         seq *victim = may_preempt ? newest_running(w, s) : NULL;
         if (!victim || victim->admit_order < s->admit_order) return false;
         preempt(w, victim);
     }
-    return true;
 }
 
 /* ---- the step -------------------------------------------------------------------------- */
@@ -404,6 +364,7 @@ static void intake(rlx_worker *w)
             continue;
         }
         s->req = inbox[i];
+        rlx_mem_seq_init(&s->mem);
         s->t_submit = rlx_now();
         w->waiting[w->n_waiting++] = s;
         int rc = rlx__seq_prepare(w, s, &err);
@@ -564,7 +525,6 @@ int rlx__sched_step(rlx_worker *w)
     int32_t wi = 0;
     while (wi < w->n_waiting && w->n_running < w->cfg.max_seqs && budget > 0 && n_seq < w->cfg.max_seqs) {
         seq *s = w->waiting[wi];
-        if (!ensure_block_table(s, s->n_tokens + 1, rn->kv.block_size)) break;
         int32_t before = s->n_computed;
         if (!s->req->prompt_logprobs) prefix_lookup(w, s); /* cached blocks have no logits */
         int32_t hit = s->n_computed - before;
@@ -599,7 +559,7 @@ int rlx__sched_step(rlx_worker *w)
         pthread_mutex_lock(&w->mu);
         w->stats.running = w->n_running;
         w->stats.waiting = w->n_waiting + w->n_inbox;
-        w->stats.kv_usage = (double)rlx_kv_used(&rn->kv) / rn->kv.n_blocks;
+        w->stats.kv_usage = rlx_memory_usage(&rn->mem);
         pthread_mutex_unlock(&w->mu);
         /* nothing fits now although work waits and nothing runs: pins of sessions whose own
          * requests wait are all that is left to give back; then the head request cannot fit */
@@ -609,7 +569,10 @@ int rlx__sched_step(rlx_worker *w)
         }
         return 0;
     }
-    for (int32_t i = 0; i < n_seq; i++) w->b_seqs[i] = (rlx_batch_seq){w->b_seqptr[i]->blocks, w->b_seqptr[i]->n_blocks};
+    for (int32_t i = 0; i < n_seq; i++) {
+        const rlx_mem_seq *ms = &w->b_seqptr[i]->mem;
+        w->b_seqs[i] = (rlx_batch_seq){ms->blocks, ms->n_blocks, ms->slot};
+    }
     rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, n_out, n_seq, w->b_seqs, w->b_dec};
     rlx_error err = {0};
     int rc = rlx_runner_forward(rn, &b, &err);
@@ -622,7 +585,7 @@ int rlx__sched_step(rlx_worker *w)
     float *scratch = w->sample_scratch;
     for (int32_t i = 0; i < n_seq; i++) {
         seq *s = w->b_seqptr[i];
-        register_blocks(w, s);
+        rlx_memory_commit(&rn->mem, &s->mem, s->tokens, s->n_computed);
         if (s->plp_n) emit_prompt_logprobs(w, s, rn->logits);
         if (s->out_row >= 0) {
             emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
@@ -631,7 +594,7 @@ int rlx__sched_step(rlx_worker *w)
     pthread_mutex_lock(&w->mu);
     w->stats.running = w->n_running;
     w->stats.waiting = w->n_waiting + w->n_inbox;
-    w->stats.kv_usage = (double)rlx_kv_used(&rn->kv) / rn->kv.n_blocks;
+    w->stats.kv_usage = rlx_memory_usage(&rn->mem);
     pthread_mutex_unlock(&w->mu);
     return 1;
 }

@@ -1,7 +1,10 @@
 /* session_snapshot.c - KV snapshot files of sessions, and the model identity they are tied to.
  *
  * A snapshot holds a session's pinned blocks (full, registered): a header, then per block and
- * per layer its K then V bytes in the pool's row layout (backends/backend.h). The header names
+ * per KV layer its K then V bytes in the pool's row layout (backends/backend.h), each layer at
+ * its own row width; layers without KV have no bytes (for a model whose layers are all KV of
+ * one width this is the version 3 layout, unchanged). Blocks are read and written through
+ * engine/memory.h; a model with recurrent-state layers keeps no pins and so no snapshot. The header names
  * the model hash and the chained content hash of the last block (engine/kv.h), so a file is
  * loaded only by the same model file and KV layout, for the same token history, and a checksum
  * over the header and every K/V byte, verified before any block enters the pool; anything else
@@ -70,21 +73,24 @@ uint64_t rlx__model_hash(const rlx_runner *r)
     const rlx_gguf *g = r->model->gguf;
     int32_t geo[6] = {r->kv_geo.n_layers, (int32_t)r->kv_geo.kv_cols, r->kv_geo.block_size, r->kv_geo.type,
                       (int32_t)rlx_gguf_n_tensors(g), (int32_t)(rlx_gguf_file_size(g) & 0x7fffffff)};
-    uint64_t h = rlx_kv_hash(rlx_gguf_file_size(g), geo, 6);
+    uint64_t h = rlx_memory_hash(rlx_gguf_file_size(g), geo, 6);
     for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
         const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
         int32_t d[6] = {t->type, (int32_t)t->ne[0], (int32_t)t->ne[1], (int32_t)t->offset, (int32_t)(t->offset >> 32),
                         (int32_t)t->size};
-        h = rlx_kv_hash(h, d, 6);
+        h = rlx_memory_hash(h, d, 6);
     }
     uint64_t content = digest_bytes(rlx_gguf_bytes(g), (size_t)rlx_gguf_file_size(g), h);
     int32_t c[2] = {(int32_t)content, (int32_t)(content >> 32)};
-    return rlx_kv_hash(h, c, 2);
+    return rlx_memory_hash(h, c, 2);
 }
 
-static size_t block_bytes(const rlx_runner *r)
+/* Bytes of one block over every layer, K and V (the file's per-block record). */
+static size_t record_bytes(const rlx_runner *r)
 {
-    return (size_t)r->kv_geo.block_size * rlx_kv_row_bytes(r->kv_geo.type, r->kv_geo.kv_cols);
+    size_t n = 0;
+    for (int32_t l = 0; l < r->kv_geo.n_layers; l++) n += 2 * rlx_memory_layer_block_bytes(&r->mem, l);
+    return n;
 }
 
 void rlx__snapshot_path(const rlx_worker *w, const char *id, char *buf, size_t cap)
@@ -97,8 +103,8 @@ uint8_t *rlx__snapshot_capture(rlx_worker *w, const int32_t *blocks, int32_t n_b
 {
     rlx_runner *r = w->runner;
     *bytes = 0;
-    if (!r->backend->ops->kv_read_block || n_blocks <= 0) return NULL;
-    size_t bb = block_bytes(r), total = sizeof(kv_header) + (size_t)n_blocks * (size_t)r->kv_geo.n_layers * 2 * bb;
+    if (!rlx_memory_snapshots(&r->mem) || n_blocks <= 0) return NULL;
+    size_t total = sizeof(kv_header) + (size_t)n_blocks * record_bytes(r);
     uint8_t *img = malloc(total);
     if (!img) return NULL;
     kv_header h = {.model_hash = w->model_hash, .kv_type = (uint32_t)r->kv_geo.type,
@@ -108,14 +114,18 @@ uint8_t *rlx__snapshot_capture(rlx_worker *w, const int32_t *blocks, int32_t n_b
     memcpy(h.magic, kv_magic, 8);
     memcpy(img, &h, sizeof h);
     uint8_t *p = img + sizeof h;
+    uint64_t sum = kv_checksum_start(&h);
     for (int32_t b = 0; b < n_blocks; b++)
-        for (int32_t l = 0; l < r->kv_geo.n_layers; l++, p += 2 * bb)
-            if (r->backend->ops->kv_read_block(r->backend, l, blocks[b], p, p + bb, NULL)) {
+        for (int32_t l = 0; l < r->kv_geo.n_layers; l++) {
+            size_t bb = rlx_memory_layer_block_bytes(&r->mem, l);
+            if (!bb) continue;
+            if (rlx_memory_read_block(&r->mem, l, blocks[b], p, p + bb, NULL)) {
                 free(img);
                 return NULL;
             }
-    uint64_t sum = kv_checksum_start(&h);
-    for (p = img + sizeof h; p < img + total; p += bb) sum = digest_bytes(p, bb, sum);
+            sum = digest_bytes(p + bb, bb, digest_bytes(p, bb, sum));
+            p += 2 * bb;
+        }
     memcpy(img + offsetof(kv_header, checksum), &sum, sizeof sum);
     *bytes = total;
     return img;
@@ -163,9 +173,11 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
     /* the blocks must hold this history: the chain over its tokens ends at the stored hash */
     uint64_t chain = 0;
     for (uint32_t b = 0; ok && b < h.n_blocks; b++)
-        chain = rlx_kv_hash(chain, tokens + (size_t)b * h.block_size, (int32_t)h.block_size);
+        chain = rlx_memory_hash(chain, tokens + (size_t)b * h.block_size, (int32_t)h.block_size);
     ok = ok && chain == h.last_hash;
-    size_t bb = block_bytes(r);
+    size_t bb = 0; /* the widest layer's block */
+    for (int32_t l = 0; l < r->kv_geo.n_layers; l++) bb = RLX_MAX(bb, rlx_memory_layer_block_bytes(&r->mem, l));
+    ok = ok && bb > 0 && rlx_memory_snapshots(&r->mem);
     uint8_t *kb = ok ? malloc(bb) : NULL, *vb = ok ? malloc(bb) : NULL;
     int32_t *blocks = ok ? calloc(h.n_blocks, sizeof *blocks) : NULL;
     int32_t got = 0;
@@ -176,8 +188,10 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
     if (ok) {
         uint64_t sum = kv_checksum_start(&h);
         for (uint64_t i = 0; ok && i < (uint64_t)h.n_blocks * h.n_layers * 2; i++) {
-            ok = fread(kb, bb, 1, f) == 1;
-            if (ok) sum = digest_bytes(kb, bb, sum);
+            size_t lb = rlx_memory_layer_block_bytes(&r->mem, (int32_t)(i / 2 % h.n_layers));
+            if (!lb) continue;
+            ok = fread(kb, lb, 1, f) == 1;
+            if (ok) sum = digest_bytes(kb, lb, sum);
         }
         if (ok && sum != h.checksum) {
             fprintf(stderr, "rlxd: KV snapshot %s fails its checksum (damaged): ignored, the session's history is "
@@ -187,23 +201,25 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
         ok = ok && fseek(f, (long)sizeof h, SEEK_SET) == 0;
     }
     for (uint32_t b = 0; ok && b < h.n_blocks; b++) {
-        uint64_t ch = rlx_kv_hash(hash, tokens + (size_t)b * h.block_size, (int32_t)h.block_size);
-        int32_t blk = rlx_kv_lookup(&r->kv, ch); /* already cached: keep it */
-        bool fresh = blk < 0;
-        if (fresh && (blk = rlx_kv_alloc(&r->kv)) < 0) { ok = false; break; }
+        uint64_t ch = rlx_memory_hash(hash, tokens + (size_t)b * h.block_size, (int32_t)h.block_size);
+        bool fresh = false;
+        int32_t blk = rlx_memory_restore_block(&r->mem, ch, &fresh); /* already cached: keep it */
+        if (blk < 0) { ok = false; break; }
         blocks[got++] = blk;
         for (uint32_t l = 0; l < h.n_layers; l++) {
-            if (fread(kb, bb, 1, f) != 1 || fread(vb, bb, 1, f) != 1) { ok = false; break; }
-            if (fresh && r->backend->ops->kv_write_block(r->backend, (int32_t)l, blk, kb, vb, NULL)) { ok = false; break; }
+            size_t lb = rlx_memory_layer_block_bytes(&r->mem, (int32_t)l);
+            if (!lb) continue;
+            if (fread(kb, lb, 1, f) != 1 || fread(vb, lb, 1, f) != 1) { ok = false; break; }
+            if (fresh && rlx_memory_write_block(&r->mem, (int32_t)l, blk, kb, vb, NULL)) { ok = false; break; }
         }
-        if (ok && fresh) rlx_kv_register(&r->kv, blk, ch);
+        if (ok && fresh) rlx_memory_publish(&r->mem, blk, ch);
         hash = ch;
     }
     fclose(f);
     free(kb);
     free(vb);
     if (!ok) {
-        for (int32_t i = 0; i < got; i++) rlx_kv_release(&r->kv, blocks[i]);
+        rlx_memory_unpin(&r->mem, blocks, got);
         free(blocks);
         return false;
     }

@@ -11,8 +11,12 @@
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err)
 {
     rlx_worker *w = calloc(1, sizeof *w);
-    if (!w) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    if (!w) {
+        rlx_backend_destroy(cfg->backend_impl);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    }
     w->cfg = *cfg;
+    w->cfg.backend_impl = NULL; /* the runner's */
     if (w->cfg.max_seqs <= 0) w->cfg.max_seqs = 16;
     if (w->cfg.max_batch_tokens <= 0) w->cfg.max_batch_tokens = 512;
     if (w->cfg.max_queue <= 0) w->cfg.max_queue = 256;
@@ -29,6 +33,8 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         .max_seqs = w->cfg.max_seqs,
         .max_batch_tokens = w->cfg.max_batch_tokens,
         .max_outputs = w->cfg.max_seqs,
+        .backend_impl = cfg->backend_impl,
+        .mem_layers = cfg->mem_layers,
     };
     int rc_ = rlx_runner_open(&w->runner, &rc, err);
     if (rc_) { free(w); return rc_; }
@@ -243,7 +249,7 @@ void rlx_worker_admit_limits(const rlx_worker *w, rlx_admit_limits *lim)
 {
     const rlx_runner *rn = w->runner;
     *lim = (rlx_admit_limits){.n_ctx = rn->n_ctx, .n_vocab = rn->n_vocab,
-                              .kv_tokens = (int64_t)rn->kv.n_blocks * rn->kv.block_size};
+                              .kv_tokens = rlx_memory_capacity(&rn->mem)};
 }
 
 void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks)

@@ -1,6 +1,7 @@
 /* worker_internal.h - state shared by worker.c (thread, inbox, public API), sched.c (the
  * continuous-batching step), worker_session.c (sessions), session_writer.c (the thread that
- * stores them) and session_snapshot.c (KV snapshot files). Private to engine/.
+ * stores them) and session_snapshot.c (KV snapshot files). Private to engine/. Per-sequence
+ * memory (KV blocks, recurrent-state slots) goes through the runner's engine/memory.h only.
  *
  * Locks, always taken in this order when nested: smu (session table) -> wmu (writer queue);
  * mu (inbox, stats) is never held with another. No lock is held across disk I/O except the
@@ -42,10 +43,7 @@ typedef struct seq {
     int32_t n_tokens, cap_tokens;
     int32_t n_prompt;           /* prompt length (after any session history) */
     int32_t n_computed;
-    int32_t *blocks;            /* block table */
-    int32_t n_blocks, cap_blocks;
-    int32_t n_hashed;           /* leading full blocks registered in the prefix cache */
-    uint64_t last_hash;         /* hash of block n_hashed - 1 (0 if none) */
+    rlx_mem_seq mem;            /* block table, registered blocks, state slot (engine/memory.h) */
     int32_t n_generated;
     int32_t max_tokens;         /* effective limit on generated tokens */
     int32_t cached_tokens;      /* prompt tokens reused from the cache */

@@ -1,8 +1,9 @@
 /* worker_session.c - sessions: a client-named conversation whose token history and KV blocks
  * the worker keeps between requests, so the next turn prefills only its new tokens.
  *
- * Between turns a session pins its full KV blocks (they stay registered in the prefix cache,
- * so the next turn's prompt finds them), under an LRU budget across idle sessions; when the
+ * Between turns a session pins its full KV blocks through engine/memory.h (they stay
+ * registered in the prefix cache, so the next turn's prompt finds them; a model with recurrent
+ * state pins nothing and recomputes), under an LRU budget across idle sessions; when the
  * pool runs short the scheduler takes idle sessions' pins back before preempting anything.
  * With a database (--db) every finished turn is queued for the session writer
  * (session_writer.c): its row, keyed by (model name, id), and a snapshot of the pinned blocks
@@ -48,7 +49,7 @@ static char *model_dir(const char *db, const char *name)
 int rlx__sessions_open(rlx_worker *w, rlx_error *err)
 {
     pthread_mutex_init(&w->smu, NULL);
-    w->pin_budget = RLX_MAX(1, w->runner->kv.n_blocks / 4);
+    w->pin_budget = RLX_MAX(1, w->runner->kv_geo.n_blocks / 4);
     if (w->cfg.max_sessions <= 0) w->cfg.max_sessions = 1024;
     double ttl = w->cfg.session_ttl_s;
     w->gc_interval = ttl > 0 ? RLX_MIN(RLX_MAX(ttl / 4, 0.05), 60.0) : 60.0;
@@ -72,7 +73,7 @@ int rlx__sessions_open(rlx_worker *w, rlx_error *err)
 
 static void unpin(rlx_worker *w, wsession *ws)
 {
-    for (int32_t i = 0; i < ws->n_pinned; i++) rlx_kv_release(&w->runner->kv, ws->pinned[i]);
+    rlx_memory_unpin(&w->runner->mem, ws->pinned, ws->n_pinned);
     free(ws->pinned);
     ws->pinned = NULL;
     ws->n_pinned = 0;
@@ -288,7 +289,7 @@ bool rlx__session_commit(rlx_worker *w, seq *s, const rlx_event *ev)
     wsession *ws = s->session;
     if (!ws) return false;
     int32_t *tokens = malloc((size_t)RLX_MAX(s->n_tokens, 1) * sizeof *tokens);
-    int32_t *pins = malloc((size_t)RLX_MAX(s->n_hashed, 1) * sizeof *pins);
+    int32_t *pins = malloc((size_t)RLX_MAX(s->mem.n_hashed, 1) * sizeof *pins);
     int32_t *stored = w->store ? malloc((size_t)RLX_MAX(s->n_tokens, 1) * sizeof *stored) : NULL;
     if (!tokens || !pins || (w->store && !stored)) {
         free(tokens); free(pins); free(stored);
@@ -297,13 +298,12 @@ bool rlx__session_commit(rlx_worker *w, seq *s, const rlx_event *ev)
     }
     memcpy(tokens, s->tokens, (size_t)s->n_tokens * sizeof *tokens);
     if (stored) memcpy(stored, s->tokens, (size_t)s->n_tokens * sizeof *stored);
-    for (int32_t i = 0; i < s->n_hashed; i++) {
-        pins[i] = s->blocks[i];
-        rlx_kv_retain(&w->runner->kv, pins[i]);
-    }
+    /* a model with recurrent state pins nothing (its history is recomputed) */
+    int32_t n_pins = rlx_memory_pin(&w->runner->mem, &s->mem, pins);
+    uint64_t pins_hash = n_pins ? s->mem.last_hash : 0;
     /* the snapshot is read from the pool here (worker thread); the writer only writes bytes */
     size_t snap_bytes = 0;
-    uint8_t *snap = stored && w->kv_dir ? rlx__snapshot_capture(w, pins, s->n_hashed, s->last_hash, &snap_bytes) : NULL;
+    uint8_t *snap = stored && w->kv_dir ? rlx__snapshot_capture(w, pins, n_pins, pins_hash, &snap_bytes) : NULL;
     bool handed = false;
     pthread_mutex_lock(&w->smu);
     unpin(w, ws);
@@ -311,8 +311,8 @@ bool rlx__session_commit(rlx_worker *w, seq *s, const rlx_event *ev)
     ws->tokens = tokens;
     ws->n_tokens = s->n_tokens;
     ws->pinned = pins;
-    ws->n_pinned = s->n_hashed;
-    ws->pinned_hash = s->last_hash;
+    ws->n_pinned = n_pins;
+    ws->pinned_hash = pins_hash;
     ws->updated = wall_now();
     ws->used = rlx_now();
     ws->busy = false;

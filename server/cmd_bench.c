@@ -57,7 +57,7 @@ static int run_once(rlx_runner *r, int n_seqs, int p, int gen, double *t_pp, dou
             rc = rlx_errorf(err, RLX_EFULL, "KV cache too small for %d x %d tokens", n_seqs, p + gen);
             goto done;
         }
-    for (int s = 0; s < n_seqs; s++) bs[s] = (rlx_batch_seq){tables[s], nb[s]};
+    for (int s = 0; s < n_seqs; s++) bs[s] = (rlx_batch_seq){tables[s], nb[s], -1};
     uint64_t x = 88172645463325252ULL;
     double t0 = rlx_now();
     for (int s = 0; s < n_seqs; s++)

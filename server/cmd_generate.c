@@ -88,7 +88,7 @@ int rlx_cmd_generate(int argc, char **argv)
     if (!(smp = rlx_sampler_new(&sp, r->n_vocab))) { fprintf(stderr, "rlxd generate: out of memory\n"); goto done; }
     for (size_t i = 0; i < n_ids; i++) rlx_sampler_accept(smp, ids[i], false);
 
-    rlx_batch_seq bs = {table, nb};
+    rlx_batch_seq bs = {table, nb, -1};
     int32_t zero = 0;
     double t0 = rlx_now();
     /* prefill in chunks of the plan's batch size; logits only for the last prompt token */

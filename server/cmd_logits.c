@@ -80,7 +80,7 @@ int rlx_cmd_logits(int argc, char **argv)
         pos[i] = i;
         outf[i] = 1;
     }
-    rlx_batch_seq bs = {table, nb};
+    rlx_batch_seq bs = {table, nb, -1};
     rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs, NULL};
     if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "rlxd logits: %s\n", err.msg); goto done; }
     printf("{\"n_vocab\":%d,\"positions\":[", r->n_vocab);

@@ -445,10 +445,10 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const rlx_batch *bt = r->batch;
     const rlx_attn_params *ap = &n->p.attn;
     const int layer = ap->layer, n_head = ap->n_head, n_head_kv = ap->n_head_kv, hd = ap->head_dim;
-    const int64_t kvc = r->kv->kv_cols, T = bt->n_tokens;
+    const int64_t kvc = rlx_mem_desc_layer(r->kv, layer).kv_cols, T = bt->n_tokens;
     const bool f16 = r->kv->type == RLX_F16, q8 = r->kv->type == RLX_Q8_0;
     const size_t esz = f16 ? 2 : 4, rb = rlx_kv_row_bytes(r->kv->type, kvc);
-    uint8_t *K = r->kv_k + (size_t)layer * r->kv_layer_bytes, *V = r->kv_v + (size_t)layer * r->kv_layer_bytes;
+    uint8_t *K = r->kv_mem + r->kv_off[2 * layer], *V = r->kv_mem + r->kv_off[2 * layer + 1];
     int64_t a, b;
 
     /* phase 1: store this batch's K and V */

@@ -1,6 +1,8 @@
 /* cpu_backend.c - the reference backend: host memory, a thread pool, kernels of cpu_ops.c.
  * One run() executes every step of the plan inside a single pool dispatch, with a barrier
- * between steps. */
+ * between steps. Its memory (mem_init) follows the model's description: per KV layer a K and
+ * a V array at that layer's row width, per recurrent-state layer n_state_slots slots (read and
+ * written through state_read/state_write; no CPU op uses them yet), nothing for other layers. */
 #include "backends/backend.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/quant.h"
@@ -25,10 +27,13 @@ typedef struct cpu_backend {
                                     token offsets per sequence */
     int32_t *seq_tok;            /* max_tokens: token indices grouped by sequence */
     int32_t seq_cap;
-    rlx_kv_geometry kv;
-    uint8_t *kv_mem;             /* K of every layer, then V of every layer (mmap'ed) */
+    rlx_mem_desc kv;
+    uint8_t *kv_mem;             /* per KV layer its K then its V (mmap'ed) */
     size_t kv_mem_bytes;
-    size_t kv_layer_bytes;
+    size_t *kv_off;              /* 2 x n_layers: byte offsets of each layer's K and V (KV layers) */
+    uint8_t *state_mem;          /* per state layer n_state_slots slots (mmap'ed) */
+    size_t state_mem_bytes;
+    size_t *state_off;           /* n_layers: byte offset of each state layer's slots */
     float *attn_scratch;
     size_t attn_floats;          /* per thread */
     size_t attn_scratch_bytes;   /* mmap'ed, all threads */
@@ -150,57 +155,76 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     return 0;
 }
 
-static int cpu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *err)
+static void cpu_mem_free(cpu_backend *be)
+{
+    if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);
+    if (be->state_mem) munmap(be->state_mem, be->state_mem_bytes);
+    if (be->attn_scratch) munmap(be->attn_scratch, be->attn_scratch_bytes);
+    free(be->kv_off);
+    free(be->state_off);
+    be->kv_mem = be->state_mem = NULL;
+    be->attn_scratch = NULL;
+    be->kv_off = be->state_off = NULL;
+    memset(&be->kv, 0, sizeof be->kv);
+}
+
+/* anonymous pages: zero, and committed only when first written, so a large default pool costs
+ * nothing until sequences fill it */
+static uint8_t *lazy_pages(size_t bytes)
+{
+    void *m = bytes ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    return m == MAP_FAILED ? NULL : m;
+}
+
+static int cpu_mem_init(rlx_backend *be_, const rlx_mem_desc *geo, rlx_error *err)
 {
     cpu_backend *be = (cpu_backend *)be_;
-    if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);
-    if (be->attn_scratch) munmap(be->attn_scratch, be->attn_scratch_bytes);
-    be->kv_mem = NULL;
-    be->attn_scratch = NULL;
-    int rc = rlx_kv_type_check(geo->type, geo->kv_cols, err);
+    cpu_mem_free(be);
+    int rc = rlx_mem_desc_check(geo, true, "CPU", err);
     if (rc) return rc;
-    size_t slots = (size_t)geo->n_blocks * (size_t)geo->block_size;
-    be->kv_layer_bytes = slots * rlx_kv_row_bytes(geo->type, geo->kv_cols);
-    size_t total = 2 * (size_t)geo->n_layers * be->kv_layer_bytes;
-    /* anonymous pages: zero, and committed only when a block is first written, so a large
-     * default pool costs nothing until sequences fill it */
-    void *mem = total ? mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-    be->kv_mem = mem == MAP_FAILED ? NULL : mem;
+    size_t slots = (size_t)geo->n_blocks * (size_t)geo->block_size, total = 0, stotal = 0;
+    be->kv_off = calloc(2 * (size_t)geo->n_layers, sizeof *be->kv_off);
+    be->state_off = calloc((size_t)geo->n_layers, sizeof *be->state_off);
+    if (!be->kv_off || !be->state_off) { cpu_mem_free(be); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+    for (int32_t l = 0; l < geo->n_layers; l++) {
+        rlx_mem_layer m = rlx_mem_desc_layer(geo, l);
+        if (m.kind == RLX_MEM_KV) {
+            size_t lb = slots * rlx_kv_row_bytes(geo->type, m.kv_cols);
+            be->kv_off[2 * l] = total;
+            be->kv_off[2 * l + 1] = total + lb;
+            total += 2 * lb;
+        } else if (m.kind == RLX_MEM_STATE) {
+            be->state_off[l] = stotal;
+            stotal += (size_t)geo->n_state_slots * (size_t)m.state_bytes;
+        }
+    }
+    be->kv_mem = lazy_pages(total);
     be->kv_mem_bytes = total;
+    be->state_mem = lazy_pages(stotal);
+    be->state_mem_bytes = stotal;
     /* attention scratch: lazily committed like the pool, so only what sequences use costs */
     be->attn_stride = (slots + 63) / 64 * 64 + 64;
     be->attn_floats = rlx_cpu_attn_scratch_floats(be->attn_hd, (int64_t)slots, geo->block_size);
     size_t ab = (size_t)rlx_threadpool_size(be->tp) * be->attn_floats * sizeof(float);
-    void *am = mmap(NULL, ab, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    be->attn_scratch = am == MAP_FAILED ? NULL : am;
+    be->attn_scratch = (float *)lazy_pages(ab);
     be->attn_scratch_bytes = ab;
-    if (!be->kv_mem || !be->attn_scratch)
-        return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB for the KV cache", total >> 20);
+    if ((total && !be->kv_mem) || (stotal && !be->state_mem) || !be->attn_scratch) {
+        cpu_mem_free(be);
+        return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB for the KV cache and %zu MiB of recurrent state",
+                          total >> 20, stotal >> 20);
+    }
     be->kv = *geo;
-    return 0;
-}
-
-static int cpu_kv_copy_block(rlx_backend *be_, int32_t dst, int32_t src, rlx_error *err)
-{
-    cpu_backend *be = (cpu_backend *)be_;
-    if (dst < 0 || src < 0 || dst >= be->kv.n_blocks || src >= be->kv.n_blocks)
-        return rlx_errorf(err, RLX_ERANGE, "KV block id out of range");
-    size_t bb = be->kv_layer_bytes / (size_t)be->kv.n_blocks;
-    for (int half = 0; half < 2; half++)
-        for (int32_t l = 0; l < be->kv.n_layers; l++) {
-            uint8_t *base = be->kv_mem + ((size_t)half * (size_t)be->kv.n_layers + (size_t)l) * be->kv_layer_bytes;
-            memcpy(base + (size_t)dst * bb, base + (size_t)src * bb, bb);
-        }
     return 0;
 }
 
 static int kv_block_io(cpu_backend *be, int32_t layer, int32_t block, uint8_t **k, uint8_t **v, rlx_error *err)
 {
-    if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks)
+    if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks ||
+        rlx_mem_desc_layer(&be->kv, layer).kind != RLX_MEM_KV)
         return rlx_errorf(err, RLX_ERANGE, "KV block or layer out of range");
-    size_t bb = be->kv_layer_bytes / (size_t)be->kv.n_blocks;
-    *k = be->kv_mem + (size_t)layer * be->kv_layer_bytes + (size_t)block * bb;
-    *v = be->kv_mem + ((size_t)be->kv.n_layers + (size_t)layer) * be->kv_layer_bytes + (size_t)block * bb;
+    size_t bb = (size_t)be->kv.block_size * rlx_kv_row_bytes(be->kv.type, rlx_mem_desc_layer(&be->kv, layer).kv_cols);
+    *k = be->kv_mem + be->kv_off[2 * layer] + (size_t)block * bb;
+    *v = be->kv_mem + be->kv_off[2 * layer + 1] + (size_t)block * bb;
     return (int)bb;
 }
 
@@ -221,6 +245,36 @@ static int cpu_kv_write_block(rlx_backend *be_, int32_t layer, int32_t block, co
     if (bb < 0) return bb;
     memcpy(kp, k, (size_t)bb);
     memcpy(vp, v, (size_t)bb);
+    return 0;
+}
+
+/* The bytes of one state slot of a RLX_MEM_STATE layer; NULL (with err) when out of range. */
+static uint8_t *state_slot(cpu_backend *be, int32_t layer, int32_t slot, size_t *bytes, rlx_error *err)
+{
+    if (layer < 0 || layer >= be->kv.n_layers || slot < 0 || slot >= be->kv.n_state_slots ||
+        rlx_mem_desc_layer(&be->kv, layer).kind != RLX_MEM_STATE) {
+        rlx_errorf(err, RLX_ERANGE, "state slot %d of layer %d out of range", slot, layer);
+        return NULL;
+    }
+    *bytes = (size_t)rlx_mem_desc_layer(&be->kv, layer).state_bytes;
+    return be->state_mem + be->state_off[layer] + (size_t)slot * *bytes;
+}
+
+static int cpu_state_read(rlx_backend *be_, int32_t layer, int32_t slot, void *buf, rlx_error *err)
+{
+    size_t n = 0;
+    uint8_t *p = state_slot((cpu_backend *)be_, layer, slot, &n, err);
+    if (!p) return RLX_ERANGE;
+    memcpy(buf, p, n);
+    return 0;
+}
+
+static int cpu_state_write(rlx_backend *be_, int32_t layer, int32_t slot, const void *buf, rlx_error *err)
+{
+    size_t n = 0;
+    uint8_t *p = state_slot((cpu_backend *)be_, layer, slot, &n, err);
+    if (!p) return RLX_ERANGE;
+    memcpy(p, buf, n);
     return 0;
 }
 
@@ -289,7 +343,7 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
     if (b->n_tokens <= 0 || b->n_tokens > plan->max_tokens || b->n_outputs > plan->max_outputs || b->n_outputs < 0)
         return rlx_errorf(err, RLX_EINVAL, "batch of %d tokens / %d outputs exceeds the plan (%d / %d)",
                           b->n_tokens, b->n_outputs, plan->max_tokens, plan->max_outputs);
-    if (!be->kv_mem) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
+    if (be->kv.n_layers <= 0) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
     if (plan->arena_bytes > be->arena_bytes || plan->scratch_bytes > be->scratch_bytes)
         return rlx_errorf(err, RLX_EINVAL, "plan was not prepared on this backend");
     int32_t o = 0;
@@ -309,8 +363,8 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
         .row_scratch = be->row_scratch, .row_scratch_stride = be->row_stride, .counters = be->counters,
         .no_barrier = be->no_barrier,
         .out_index = be->out_index, .decode_tok = be->decode_tok, .onerow4_tok = be->onerow4_tok, .decode_out = be->decode_out,
-        .onerow4_out = be->onerow4_out, .seq_tok = be->seq_tok, .seq_off = be->seq_count + 4 * (size_t)b->n_seqs, .kv = &be->kv, .kv_k = be->kv_mem,
-        .kv_v = be->kv_mem + (size_t)be->kv.n_layers * be->kv_layer_bytes, .kv_layer_bytes = be->kv_layer_bytes,
+        .onerow4_out = be->onerow4_out, .seq_tok = be->seq_tok, .seq_off = be->seq_count + 4 * (size_t)b->n_seqs, .kv = &be->kv, .kv_mem = be->kv_mem,
+        .kv_off = be->kv_off,
     };
     atomic_init(&r.error, 0);
     for (int i = 0; i < plan->n_steps; i++) atomic_store_explicit(&be->counters[i], 0, memory_order_relaxed);
@@ -338,8 +392,7 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->onerow4_out);
     free(be->seq_count);
     free(be->seq_tok);
-    if (be->kv_mem) munmap(be->kv_mem, be->kv_mem_bytes);
-    if (be->attn_scratch) munmap(be->attn_scratch, be->attn_scratch_bytes);
+    cpu_mem_free(be);
     free(be->row_scratch);
     free(be->counters);
     free(be->no_barrier);
@@ -351,11 +404,12 @@ static const rlx_backend_ops cpu_ops = {
     .unsupported = cpu_unsupported,
     .hidden_output = true,
     .prepare = cpu_prepare,
-    .kv_init = cpu_kv_init,
-    .kv_copy_block = cpu_kv_copy_block,
+    .mem_init = cpu_mem_init,
     .run = cpu_run,
     .kv_read_block = cpu_kv_read_block,
     .kv_write_block = cpu_kv_write_block,
+    .state_read = cpu_state_read,
+    .state_write = cpu_state_write,
     .destroy = cpu_destroy,
 };
 

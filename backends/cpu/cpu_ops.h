@@ -29,10 +29,11 @@ typedef struct rlx_cpu_run {
     const uint8_t *decode_out, *onerow4_out;
     const int32_t *seq_tok;      /* batch token indices grouped by sequence, in batch order ... */
     const int32_t *seq_off;      /* ... sequence s at [seq_off[s], seq_off[s + 1]) */
-    /* KV pool */
-    const rlx_kv_geometry *kv;
-    uint8_t *kv_k, *kv_v;        /* [layer][n_blocks*block_size][kv_cols] */
-    size_t kv_layer_bytes;
+    /* KV pool: layer l's K at kv_mem + kv_off[2 l], its V at kv_mem + kv_off[2 l + 1], each
+     * [n_blocks * block_size] rows of that layer's kv_cols */
+    const rlx_mem_desc *kv;
+    uint8_t *kv_mem;
+    const size_t *kv_off;
     _Atomic int error;           /* RLX_E* raised by a kernel */
 } rlx_cpu_run;
 

@@ -45,9 +45,9 @@ typedef struct cu_backend {
     cu_rope *ropes;
     int n_ropes;
     int64_t min_vocab;
-    rlx_kv_geometry kv;
-    void **kv_k, **kv_v;
-    size_t kv_row_bytes, kv_layer_bytes;
+    rlx_mem_desc kv;
+    void **kv_k, **kv_v;         /* per layer (NULL: not a KV layer) */
+    size_t *kv_row_bytes;        /* per layer: its K/V row (its own kv_cols); 0 if not KV */
     /* CUDA graphs of decode steps (RLX_CUDA_GRAPHS=0 turns them off) */
     bool graphs_on;
     cu_graph graphs[CU_MAX_GRAPHS];

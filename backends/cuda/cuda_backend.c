@@ -176,65 +176,50 @@ static void free_kv(cu_backend *be)
     }
     free(be->kv_k);
     free(be->kv_v);
+    free(be->kv_row_bytes);
     be->kv_k = be->kv_v = NULL;
+    be->kv_row_bytes = NULL;
     memset(&be->kv, 0, sizeof be->kv);
 }
 
-static int cu_kv_init(rlx_backend *be_, const rlx_kv_geometry *geo, rlx_error *err)
+static int cu_kv_init(rlx_backend *be_, const rlx_mem_desc *geo, rlx_error *err)
 {
     cu_backend *be = (cu_backend *)be_;
     int rc = use_device(be, err);
     if (rc) return rc;
     free_kv(be);
-    if ((rc = rlx_kv_type_check(geo->type, geo->kv_cols, err))) return rc;
-    if (geo->n_layers <= 0 || geo->n_blocks <= 0 || geo->block_size <= 0 || geo->kv_cols <= 0)
-        return rlx_errorf(err, RLX_EINVAL, "CUDA: empty KV geometry");
+    if ((rc = rlx_mem_desc_check(geo, false, "CUDA", err))) return rc;
     be->kv_k = calloc((size_t)geo->n_layers, sizeof *be->kv_k);
     be->kv_v = calloc((size_t)geo->n_layers, sizeof *be->kv_v);
-    if (!be->kv_k || !be->kv_v) { free(be->kv_k); free(be->kv_v); be->kv_k = be->kv_v = NULL; return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+    be->kv_row_bytes = calloc((size_t)geo->n_layers, sizeof *be->kv_row_bytes);
+    if (!be->kv_k || !be->kv_v || !be->kv_row_bytes) { free_kv(be); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
     be->kv = *geo;
-    be->kv_row_bytes = rlx_kv_row_bytes(geo->type, geo->kv_cols);
-    be->kv_layer_bytes = (size_t)geo->n_blocks * (size_t)geo->block_size * be->kv_row_bytes;
     for (int32_t l = 0; l < geo->n_layers && !rc; l++) {
-        rc = rlx__cu_check(cudaMalloc(&be->kv_k[l], be->kv_layer_bytes), "cudaMalloc (KV cache)", err);
-        if (!rc) rc = rlx__cu_check(cudaMalloc(&be->kv_v[l], be->kv_layer_bytes), "cudaMalloc (KV cache)", err);
+        rlx_mem_layer m = rlx_mem_desc_layer(geo, l);
+        if (m.kind != RLX_MEM_KV) continue;
+        be->kv_row_bytes[l] = rlx_kv_row_bytes(geo->type, m.kv_cols);
+        size_t lb = (size_t)geo->n_blocks * (size_t)geo->block_size * be->kv_row_bytes[l];
+        rc = rlx__cu_check(cudaMalloc(&be->kv_k[l], lb), "cudaMalloc (KV cache)", err);
+        if (!rc) rc = rlx__cu_check(cudaMalloc(&be->kv_v[l], lb), "cudaMalloc (KV cache)", err);
         /* on the backend's stream: a non-blocking stream does not wait for the legacy one */
-        if (!rc) rc = rlx__cu_check(cudaMemsetAsync(be->kv_k[l], 0, be->kv_layer_bytes, be->stream), "cudaMemsetAsync", err);
-        if (!rc) rc = rlx__cu_check(cudaMemsetAsync(be->kv_v[l], 0, be->kv_layer_bytes, be->stream), "cudaMemsetAsync", err);
+        if (!rc) rc = rlx__cu_check(cudaMemsetAsync(be->kv_k[l], 0, lb, be->stream), "cudaMemsetAsync", err);
+        if (!rc) rc = rlx__cu_check(cudaMemsetAsync(be->kv_v[l], 0, lb, be->stream), "cudaMemsetAsync", err);
     }
     if (!rc) rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
     if (rc) free_kv(be);
     return rc;
 }
 
-static size_t block_bytes(const cu_backend *be) { return be->kv_row_bytes * (size_t)be->kv.block_size; }
-
-static int cu_kv_copy_block(rlx_backend *be_, int32_t dst, int32_t src, rlx_error *err)
-{
-    cu_backend *be = (cu_backend *)be_;
-    int rc = use_device(be, err);
-    if (rc) return rc;
-    if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
-    if (dst < 0 || src < 0 || dst >= be->kv.n_blocks || src >= be->kv.n_blocks)
-        return rlx_errorf(err, RLX_ERANGE, "KV block id out of range");
-    size_t bb = block_bytes(be);
-    for (int32_t l = 0; l < be->kv.n_layers && !rc; l++) {
-        rc = rlx__cu_check(cudaMemcpyAsync((uint8_t *)be->kv_k[l] + dst * bb, (uint8_t *)be->kv_k[l] + src * bb, bb,
-                                      cudaMemcpyDeviceToDevice, be->stream), "cudaMemcpyAsync", err);
-        if (!rc) rc = rlx__cu_check(cudaMemcpyAsync((uint8_t *)be->kv_v[l] + dst * bb, (uint8_t *)be->kv_v[l] + src * bb, bb,
-                                               cudaMemcpyDeviceToDevice, be->stream), "cudaMemcpyAsync", err);
-    }
-    return rc ? rc : rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
-}
+static size_t block_bytes(const cu_backend *be, int32_t layer) { return be->kv_row_bytes[layer] * (size_t)be->kv.block_size; }
 
 static int kv_io(cu_backend *be, int32_t layer, int32_t block, void *k, void *v, bool write, rlx_error *err)
 {
     int rc = use_device(be, err);
     if (rc) return rc;
     if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
-    if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks)
+    if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks || !be->kv_row_bytes[layer])
         return rlx_errorf(err, RLX_ERANGE, "KV block or layer out of range");
-    size_t bb = block_bytes(be);
+    size_t bb = block_bytes(be, layer);
     uint8_t *dk = (uint8_t *)be->kv_k[layer] + block * bb, *dv = (uint8_t *)be->kv_v[layer] + block * bb;
     rc = rlx__cu_check(cudaStreamSynchronize(be->stream), "cudaStreamSynchronize", err);
     /* on the backend's stream, which does not synchronise with the legacy default stream */
@@ -297,8 +282,7 @@ static const rlx_backend_ops cu_ops = {
     .name = "cuda",
     .unsupported = rlx_backend_builtin_causal,
     .prepare = cu_prepare,
-    .kv_init = cu_kv_init,
-    .kv_copy_block = cu_kv_copy_block,
+    .mem_init = cu_kv_init,
     .run = cu_run,
     .kv_read_block = cu_kv_read_block,
     .kv_write_block = cu_kv_write_block,

@@ -191,14 +191,15 @@ static int run_step(cu_backend *be, const rlx_step *s, const rlx_batch *b, const
     case RLX_OP_ATTENTION: {
         const rlx_attn_params *ap = &n->p.attn;
         int layer = ap->layer, type = be->kv.type == RLX_F32 ? 0 : be->kv.type == RLX_F16 ? 1 : 2;
-        if (layer < 0 || layer >= be->kv.n_layers || be->kv.kv_cols != g->kv_cols)
-            return rlx_errorf(err, RLX_EINVAL, "CUDA: the KV pool (%d layers of %lld values) does not fit the plan (layer %d, "
-                              "%lld values)", be->kv.n_layers, (long long)be->kv.kv_cols, layer, (long long)g->kv_cols);
+        int64_t kvc = layer >= 0 && layer < g->n_layers ? rlx_graph_layer_mem(g, layer).kv_cols : 0;
+        if (layer < 0 || layer >= be->kv.n_layers || !be->kv_row_bytes[layer] || rlx_mem_desc_layer(&be->kv, layer).kv_cols != kvc)
+            return rlx_errorf(err, RLX_EINVAL, "CUDA: the KV pool (%d layers) does not fit the plan (layer %d, %lld values)",
+                              be->kv.n_layers, layer, (long long)kvc);
         e = rlx_cu_kv_store(be->stream, tensor_ptr(be, n->in[1]), tensor_ptr(be, n->in[2]), be->kv_k[layer], be->kv_v[layer],
-                            *cb, be->kv.kv_cols, type, (int64_t)be->kv_row_bytes, be->kv.block_size);
+                            *cb, kvc, type, (int64_t)be->kv_row_bytes[layer], be->kv.block_size);
         if (!e)
             e = rlx_cu_attention(be->stream, tensor_ptr(be, n->in[0]), y, be->kv_k[layer], be->kv_v[layer], *cb, ap->n_head,
-                                 ap->n_head / ap->n_head_kv, ap->head_dim, (int64_t)be->kv_row_bytes, ap->window, ap->scale,
+                                 ap->n_head / ap->n_head_kv, ap->head_dim, (int64_t)be->kv_row_bytes[layer], ap->window, ap->scale,
                                  ap->softcap, type,
                                  be->kv.block_size);
         break;

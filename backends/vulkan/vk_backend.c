@@ -173,14 +173,9 @@ fail:
     return rc;
 }
 
-static int vk_kv_init(rlx_backend *be, const rlx_kv_geometry *geo, rlx_error *err)
+static int vk_kv_init(rlx_backend *be, const rlx_mem_desc *geo, rlx_error *err)
 {
     return rlx__vk_kv_init((vk_backend *)be, geo, err);
-}
-
-static int vk_kv_copy_block(rlx_backend *be, int32_t dst, int32_t src, rlx_error *err)
-{
-    return rlx__vk_kv_copy_block((vk_backend *)be, dst, src, err);
 }
 
 static int vk_kv_read_block(rlx_backend *be, int32_t layer, int32_t block, void *k, void *v, rlx_error *err)
@@ -302,8 +297,7 @@ static const rlx_backend_ops vk_ops = {
     .name = "vulkan",
     .unsupported = rlx_backend_builtin_causal, /* the attn shader masks by position */
     .prepare = vk_prepare,
-    .kv_init = vk_kv_init,
-    .kv_copy_block = vk_kv_copy_block,
+    .mem_init = vk_kv_init,
     .run = vk_run,
     .kv_read_block = vk_kv_read_block,
     .kv_write_block = vk_kv_write_block,

@@ -116,14 +116,15 @@ typedef struct vk_shape {
     uint64_t last_used;
 } vk_shape;
 
-/* Paged KV pool: per layer, K and V each in n_chunks buffers of chunk_blocks whole blocks
- * (each within maxStorageBufferRange); rows of row_bytes: f32, f16 or Q8_0 blocks. */
+/* Paged KV pool: per KV layer, K and V each in n_chunks buffers of chunk_blocks whole blocks
+ * (each within maxStorageBufferRange); a layer's rows are row_bytes[layer] (its own kv_cols):
+ * f32, f16 or Q8_0 blocks. Layers without KV have no buffers; recurrent state is refused. */
 typedef struct vk_kv {
-    rlx_kv_geometry geo;
+    rlx_mem_desc geo;
     vk_buffer *k, *v;                /* [layer * VK_KV_CHUNKS + chunk] */
     int n_chunks;
     int32_t chunk_blocks;
-    VkDeviceSize row_bytes, block_bytes;
+    VkDeviceSize *row_bytes, *block_bytes; /* per layer (0: not a KV layer) */
 } vk_kv;
 
 typedef struct vk_backend {
@@ -170,9 +171,8 @@ int rlx__vk_shape_get(vk_backend *be, int32_t n_tokens, int32_t n_outputs, vk_sh
 void rlx__vk_shapes_drop(vk_backend *be);
 
 /* vk_kv.c */
-int rlx__vk_kv_init(vk_backend *be, const rlx_kv_geometry *geo, rlx_error *err);
+int rlx__vk_kv_init(vk_backend *be, const rlx_mem_desc *geo, rlx_error *err);
 void rlx__vk_kv_free(vk_backend *be);
-int rlx__vk_kv_copy_block(vk_backend *be, int32_t dst, int32_t src, rlx_error *err);
 int rlx__vk_kv_block_io(vk_backend *be, int32_t layer, int32_t block, void *k, void *v, bool write, rlx_error *err);
 
 #endif

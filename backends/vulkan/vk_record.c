@@ -390,7 +390,7 @@ static int kv_pipeline(vk_backend *be, int which, VkPipeline *out, rlx_error *er
 static void bind_kv(vk_backend *be, vk_disp *ds, int layer)
 {
     const vk_kv *kv = &be->kv;
-    ds->P[33] = (uint32_t)kv->row_bytes;
+    ds->P[33] = be->counting || !kv->row_bytes ? 0u : (uint32_t)kv->row_bytes[layer];
     ds->P[34] = (uint32_t)kv->chunk_blocks;
     ds->P[35] = (uint32_t)kv->geo.block_size;
     for (int c = 0; !be->counting && c < kv->n_chunks; c++) { /* prepare() may precede kv_init() */
@@ -405,10 +405,11 @@ static int rec_attention(vk_backend *be, const rlx_step *s, rlx_error *err)
     const rlx_node *n = &s->node;
     const rlx_attn_params *ap = &n->p.attn;
     int layer = ap->layer;
-    uint32_t T = (uint32_t)rlx__vk_rows(be, n->in[0]), kvc = (uint32_t)be->plan->graph->kv_cols;
-    if (!be->counting && (layer < 0 || layer >= be->kv.geo.n_layers || be->kv.geo.kv_cols != (int64_t)kvc))
-        return rlx_errorf(err, RLX_EINVAL, "Vulkan: the KV pool (%d layers of %lld values) does not fit the plan (layer %d, "
-                          "%u values)", be->kv.geo.n_layers, (long long)be->kv.geo.kv_cols, layer, kvc);
+    uint32_t T = (uint32_t)rlx__vk_rows(be, n->in[0]), kvc = (uint32_t)rlx_graph_layer_mem(be->plan->graph, layer).kv_cols;
+    if (!be->counting && (layer < 0 || layer >= be->kv.geo.n_layers || rlx_mem_desc_layer(&be->kv.geo, layer).kind != RLX_MEM_KV ||
+                          rlx_mem_desc_layer(&be->kv.geo, layer).kv_cols != (int64_t)kvc))
+        return rlx_errorf(err, RLX_EINVAL, "Vulkan: the KV pool (%d layers) does not fit the plan (layer %d, %u values)",
+                          be->kv.geo.n_layers, layer, kvc);
     int type = be->counting ? RLX_F32 : be->kv.geo.type;
     uint32_t units = type == RLX_F32 ? kvc : type == RLX_F16 ? kvc / 2 : kvc / 32;
     vk_disp ds;

@@ -155,7 +155,7 @@ static golden_result golden_run(const char *gpath, const char *mpath, int kv_typ
         const cJSON *greedy = cJSON_GetObjectItem(p, "greedy");
         int ng = cJSON_GetArraySize(greedy);
         if (rlx_runner_reserve(r, &table, &nb, &cap, n + ng)) { golden_fail(&res, false, "KV reserve failed"); break; }
-        rlx_batch_seq bs = {table, nb};
+        rlx_batch_seq bs = {table, nb, -1};
         rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs, NULL};
         if (rlx_runner_forward(r, &b, &err)) { golden_fail(&res, false, "forward: %s", err.msg); free(table); break; }
         const cJSON *top5 = cJSON_GetObjectItem(p, "top5");

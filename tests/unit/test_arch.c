@@ -48,7 +48,7 @@ static double run_vs_ref(rlx_runner *r, const int32_t *tok, int n, int n_pre, co
     const int V = r->n_vocab;
     for (size_t i = 0; i < (size_t)n * V; i++) maxabs = fmax(maxabs, fabs(ref[i]));
     if (n > 128 || rlx_runner_reserve(r, &table, &nb, &cap, n)) { free(table); return INFINITY; }
-    rlx_batch_seq bs = {table, nb};
+    rlx_batch_seq bs = {table, nb, -1};
     rlx_error err = {0};
     for (int i = 0; i < n; i++) { pos[i] = i; outf[i] = 1; }
     for (int start = 0; start < n;) {
@@ -175,7 +175,7 @@ TEST(gemma3_two_sequences_batched)
     bool ok = ref[0] && ref[1] && ref_forward(&rm, &f, toks[0], NA, ref[0]) && ref_forward(&rm, &f, toks[1], NB, ref[1]);
     int32_t *table[2] = {NULL, NULL}, nb[2] = {0, 0}, cap[2] = {0, 0};
     ok = ok && !rlx_runner_reserve(r, &table[0], &nb[0], &cap[0], NA) && !rlx_runner_reserve(r, &table[1], &nb[1], &cap[1], NB);
-    rlx_batch_seq bs[2] = {{table[0], nb[0]}, {table[1], nb[1]}};
+    rlx_batch_seq bs[2] = {{table[0], nb[0], -1}, {table[1], nb[1], -1}};
     double maxabs = 1.0, worst = 0.0;
     for (int s = 0; ok && s < 2; s++)
         for (size_t i = 0; i < (size_t)n[s] * rm.V; i++) maxabs = fmax(maxabs, fabs(ref[s][i]));

@@ -81,12 +81,12 @@ TEST(fused_equals_unfused)
         ASSERT_EQ(rlx_backend_cpu_create(&be, 2, &err), 0);
         rlx_plan *p = variant ? &pu : &pf;
         ASSERT_EQ(be->ops->prepare(be, p, &err), 0);
-        rlx_kv_geometry geo = {1, 8, 1, 16, RLX_F32};
-        ASSERT_EQ(be->ops->kv_init(be, &geo, &err), 0);
+        rlx_mem_desc geo = {1, 8, 1, 16, RLX_F32, NULL, 0};
+        ASSERT_EQ(be->ops->mem_init(be, &geo, &err), 0);
         int32_t tok[4] = {3, 1, 15, 7}, pos[4] = {0, 1, 2, 3}, seqi[4] = {0};
         uint8_t out[4] = {0, 1, 0, 1};
         int32_t blocks[1] = {0};
-        rlx_batch_seq bs = {blocks, 1};
+        rlx_batch_seq bs = {blocks, 1, -1};
         rlx_batch b = {4, tok, pos, seqi, out, 2, 1, &bs, NULL};
         ASSERT_EQ(be->ops->run(be, p, &b, variant ? lu : lf, &err), 0);
         /* an out-of-range token is an error, not a crash */

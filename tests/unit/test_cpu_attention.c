@@ -55,8 +55,8 @@ static int open_cpu(const cfg *c, int n_blocks, rlx_graph *g, rlx_plan *p, rlx_b
     }
     int rc = rlx_backend_cpu_create(be, 2, err);
     if (!rc) rc = (*be)->ops->prepare(*be, p, err);
-    rlx_kv_geometry geo = {1, c->nkv * c->hd, n_blocks, BS, c->kv_type};
-    if (!rc) rc = (*be)->ops->kv_init(*be, &geo, err);
+    rlx_mem_desc geo = {1, c->nkv * c->hd, n_blocks, BS, c->kv_type, NULL, 0};
+    if (!rc) rc = (*be)->ops->mem_init(*be, &geo, err);
     if (rc) {
         fprintf(stderr, "setup: %s\n", err->msg);
         rlx_backend_destroy(*be);
@@ -90,7 +90,7 @@ static int run_ex(const cfg *c, int only, float *out, int *n_rows, bool pair)
     if (open_cpu(c, 4, &g, &p, &be, &err)) return -1;
     int rc = 0;
     int32_t blocks0[2] = {3, 0}, blocks1[1] = {1};
-    rlx_batch_seq seqs[2] = {{blocks0, 2}, {blocks1, 1}};
+    rlx_batch_seq seqs[2] = {{blocks0, 2, -1}, {blocks1, 1, -1}};
     int32_t tok[32], pos[32], seq[32];
     uint8_t outm[32];
     int n = 0;
@@ -276,7 +276,7 @@ static int run_long(const cfg *c, int len, bool pair, float *y)
     int rc = 0;
     int32_t blocks[16];
     for (int i = 0; i < 16; i++) blocks[i] = (i * 5 + 3) % 16; /* scattered blocks */
-    rlx_batch_seq seq = {blocks, (len + 2 + BS - 1) / BS};
+    rlx_batch_seq seq = {blocks, (len + 2 + BS - 1) / BS, -1};
     static float out[32 * 12 * 80];
     int32_t tok[32], pos[32], sq[32] = {0};
     uint8_t outm[32], dec[32];

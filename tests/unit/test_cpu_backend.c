@@ -57,12 +57,12 @@ static int run(const rlx_plan *p, int nth, const int32_t *tok, int n, float *out
     rlx_error err = {0};
     int rc = rlx_backend_cpu_create(&be, nth, &err);
     if (!rc) rc = be->ops->prepare(be, p, &err);
-    rlx_kv_geometry geo = {1, 8, 1, 16, RLX_F32};
-    if (!rc) rc = be->ops->kv_init(be, &geo, &err);
+    rlx_mem_desc geo = {1, 8, 1, 16, RLX_F32, NULL, 0};
+    if (!rc) rc = be->ops->mem_init(be, &geo, &err);
     int32_t pos[16], seq[16] = {0}, blocks[1] = {0};
     uint8_t outm[16];
     for (int i = 0; i < n; i++) { pos[i] = i; outm[i] = 1; }
-    rlx_batch_seq bs = {blocks, 1};
+    rlx_batch_seq bs = {blocks, 1, -1};
     rlx_batch b = {n, tok, pos, seq, outm, n, 1, &bs, NULL};
     if (!rc) rc = be->ops->run(be, p, &b, out, &err);
     if (rc) fprintf(stderr, "run: %s\n", err.msg);

@@ -89,11 +89,11 @@ TEST(swiglu_row_matches_llama_cpp)
             rlx_backend *be = NULL;
             ASSERT_EQ(rlx_backend_cpu_create(&be, 1, &err), 0);
             ASSERT_EQ(be->ops->prepare(be, &p, &err), 0);
-            rlx_kv_geometry geo = {1, 8, 1, 16, RLX_F32};
-            ASSERT_EQ(be->ops->kv_init(be, &geo, &err), 0);
+            rlx_mem_desc geo = {1, 8, 1, 16, RLX_F32, NULL, 0};
+            ASSERT_EQ(be->ops->mem_init(be, &geo, &err), 0);
             int32_t tok = 0, pos = 0, seq = 0, blocks[1] = {0};
             uint8_t om = 1;
-            rlx_batch_seq bs = {blocks, 1};
+            rlx_batch_seq bs = {blocks, 1, -1};
             rlx_batch b = {1, &tok, &pos, &seq, &om, 1, 1, &bs, NULL};
             ASSERT_EQ(be->ops->run(be, &p, &b, out, &err), 0);
             for (int i = 0; i < 20; i++)

@@ -101,11 +101,11 @@ TEST(decode_steps_as_graphs)
         vt_init(&c, 2);
         vt_attention_graph(&c, 4, 2, 32, 0, 0.0f);
         c.kv_type = kv == 0 ? RLX_F16 : kv == 1 ? RLX_F32 : RLX_Q8_0;
-        c.geo = (rlx_kv_geometry){2, c.g.kv_cols, 12, 4, c.kv_type};
+        c.geo = (rlx_mem_desc){2, c.g.kv_cols, 12, 4, c.kv_type, NULL, 0};
         c.blocks_needed = 16;
         ASSERT_MSG(vt_prepare(&c, vk, &err) == 0 && vt_prepare(&c, plain, &err) == 0, "%s", err.msg);
         static const int32_t t0[] = {5, 1, 8, 3}, t1[] = {0, 7, 2, 9};
-        rlx_batch_seq seqs[2] = {{t0, 4}, {t1, 4}};
+        rlx_batch_seq seqs[2] = {{t0, 4, -1}, {t1, 4, -1}};
         int64_t cols = c.g.tensors[c.g.output].cols;
         float *a = malloc(16 * (size_t)cols * 4), *b = malloc(16 * (size_t)cols * 4);
         uint64_t captures0 = 0;

@@ -131,13 +131,13 @@ static inline int vt_q8_kv_case(rlx_backend *gpu, int ci, double *worst, bool *s
     int a = rlx_g_attention(&c.g, rlx_g_get_rows(&c.g, Eq, 0.0f), rlx_g_get_rows(&c.g, Ek, 0.0f), rlx_g_get_rows(&c.g, Ev, 0.0f), &ap);
     c.g.output = rlx_g_node(&c.g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, (int64_t)r.nh * r.hd, a, -1, -1);
     c.kv_type = RLX_Q8_0;
-    c.geo = (rlx_kv_geometry){1, r.kvc, 12, 4, RLX_Q8_0};
+    c.geo = (rlx_mem_desc){1, r.kvc, 12, 4, RLX_Q8_0, NULL, 0};
     rlx_error err = {0};
     int rc = vt_prepare(&c, gpu, &err);
     r.K = calloc(48, r.rb);
     r.V = calloc(48, r.rb);
     static const int32_t t0[] = {5, 1, 8, 3}, t1[] = {0, 7, 2, 9};
-    rlx_batch_seq seqs[2] = {{t0, 4}, {t1, 4}};
+    rlx_batch_seq seqs[2] = {{t0, 4, -1}, {t1, 4, -1}};
     size_t cols = (size_t)r.nh * r.hd;
     float *got = malloc(16 * cols * 4), *want = malloc(16 * cols * 4);
     *worst = 0;
@@ -196,9 +196,9 @@ TEST(attention_q8_0_kv_against_reference)
         ASSERT_MSG(same, "case %d: the Q8_0 pool differs from the reference's bytes", ci);
         ASSERT_MSG(worst <= VT_Q8_TOL, "case %d: attention over a Q8_0 pool differs by %g", ci, worst);
     }
-    rlx_kv_geometry bad = {1, 48, 4, 4, RLX_Q8_0};
+    rlx_mem_desc bad = {1, 48, 4, 4, RLX_Q8_0, NULL, 0};
     rlx_error err = {0};
-    ASSERT_EQ(vk->ops->kv_init(vk, &bad, &err), RLX_EUNSUPPORTED);
+    ASSERT_EQ(vk->ops->mem_init(vk, &bad, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "32") && strstr(err.msg, "48"), "%s", err.msg);
     VK_CLOSE();
 }

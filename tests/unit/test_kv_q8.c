@@ -30,7 +30,7 @@ static int run(const char *model, int kv_type, float **out, int32_t *n_vocab)
     int rc = rlx_runner_reserve(r, &table, &nb, &cap, N_TOK + 1);
     *n_vocab = r->n_vocab;
     *out = malloc((size_t)(N_TOK + 1) * (size_t)r->n_vocab * sizeof **out);
-    rlx_batch_seq bs = {table, nb};
+    rlx_batch_seq bs = {table, nb, -1};
     rlx_batch b = {N_TOK, ids, pos, seq, outm, N_TOK, 1, &bs, NULL};
     if (!rc) rc = rlx_runner_forward(r, &b, &err);
     if (!rc) memcpy(*out, r->logits, (size_t)N_TOK * (size_t)r->n_vocab * sizeof **out);

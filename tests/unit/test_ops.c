@@ -62,12 +62,12 @@ static int run_cpu(rlx_graph *g, int nth, const int32_t *tok, int n, float *out,
     rlx_backend *be = NULL;
     rc = rlx_backend_cpu_create(&be, nth, err);
     if (!rc) rc = be->ops->prepare(be, &p, err);
-    rlx_kv_geometry geo = {1, D, 1, 16, RLX_F32};
-    if (!rc) rc = be->ops->kv_init(be, &geo, err);
+    rlx_mem_desc geo = {1, D, 1, 16, RLX_F32, NULL, 0};
+    if (!rc) rc = be->ops->mem_init(be, &geo, err);
     int32_t pos[8], seq[8] = {0}, blocks[1] = {0};
     uint8_t outm[8];
     for (int i = 0; i < n; i++) { pos[i] = i; outm[i] = 1; }
-    rlx_batch_seq bs = {blocks, 1};
+    rlx_batch_seq bs = {blocks, 1, -1};
     rlx_batch b = {n, tok, pos, seq, outm, n, 1, &bs, NULL};
     if (!rc) rc = be->ops->run(be, &p, &b, out, err);
     rlx_backend_destroy(be);
@@ -250,11 +250,11 @@ static void attention_case(rlx_attn_mask mask)
     rlx_backend *be = NULL;
     ASSERT_EQ(rlx_backend_cpu_create(&be, 2, &err), 0);
     ASSERT_MSG(be->ops->prepare(be, &p, &err) == 0, "%s", err.msg);
-    rlx_kv_geometry geo = {1, HD, 4, 4, RLX_F32};
-    ASSERT_EQ(be->ops->kv_init(be, &geo, &err), 0);
+    rlx_mem_desc geo = {1, HD, 4, 4, RLX_F32, NULL, 0};
+    ASSERT_EQ(be->ops->mem_init(be, &geo, &err), 0);
     const int32_t seq0[5] = {4, 9, 1, 12, 6}, seq1[2] = {2, 14};
     int32_t b0[2] = {2, 0}, b1[1] = {3};
-    rlx_batch_seq seqs[2] = {{b0, 2}, {b1, 1}};
+    rlx_batch_seq seqs[2] = {{b0, 2, -1}, {b1, 1, -1}};
     /* step 1: interleaved sequences */
     int32_t tok1[5] = {seq0[0], seq1[0], seq0[1], seq0[2], seq1[1]}, pos1[5] = {0, 0, 1, 2, 1}, s1[5] = {0, 1, 0, 0, 1};
     uint8_t none[5] = {0};

@@ -31,7 +31,7 @@ TEST(commands_recorded_once_per_shape)
     uint64_t after_prefill = stats(vk).recordings;
     ASSERT_EQ(after_prefill, 3);
     static const int32_t t0[] = {5, 1, 8, 3}, t1[] = {0, 7, 2, 9};
-    rlx_batch_seq seqs[2] = {{t0, 4}, {t1, 4}};
+    rlx_batch_seq seqs[2] = {{t0, 4, -1}, {t1, 4, -1}};
     int64_t cols = c.g.tensors[c.g.output].cols;
     float *a = malloc(2 * (size_t)cols * 4), *b = malloc(2 * (size_t)cols * 4), *ref = malloc(2 * (size_t)cols * 4);
     rlx_error err = {0};
@@ -54,7 +54,7 @@ TEST(commands_recorded_once_per_shape)
     ASSERT_EQ(vk->ops->run(vk, &c.plan, &one, a, &err), 0);
     ASSERT_EQ(vk->ops->run(vk, &c.plan, &one, a, &err), 0);
     ASSERT_EQ(stats(vk).recordings, after_prefill + 1);
-    ASSERT_EQ(vk->ops->kv_init(vk, &c.geo, &err), 0);
+    ASSERT_EQ(vk->ops->mem_init(vk, &c.geo, &err), 0);
     ASSERT_EQ(vk->ops->run(vk, &c.plan, &one, a, &err), 0);
     ASSERT_EQ(stats(vk).recordings, after_prefill + 2);
     free(a);
@@ -94,7 +94,7 @@ TEST(kv_pool_split_across_bindings)
             worst = fmax(worst, fabs(a - b));
         }
         ASSERT_MSG(worst <= 0, "case %d: block 9 differs from the CPU's by %g", i, worst);
-        ASSERT_EQ(vk->ops->kv_copy_block(vk, 1, 9, &err), 0); /* into the first chunk */
+        ASSERT_EQ(vk->ops->kv_write_block(vk, 1, 1, k1, v1, &err), 0); /* into the first chunk */
         ASSERT_EQ(vk->ops->kv_read_block(vk, 1, 1, k2, v2, &err), 0);
         ASSERT(memcmp(k1, k2, bb) == 0 && memcmp(v1, v2, bb) == 0);
         free(k1); free(v1); free(k2); free(v2);
@@ -103,9 +103,9 @@ TEST(kv_pool_split_across_bindings)
     }
     /* more than VK_KV_CHUNKS chunks is refused with what to change */
     setenv("RLX_VK_KV_CHUNK", "1024", 1);
-    rlx_kv_geometry geo = {1, 64, 12, 4, RLX_F32};
+    rlx_mem_desc geo = {1, 64, 12, 4, RLX_F32, NULL, 0};
     rlx_error err = {0};
-    ASSERT_EQ(vk->ops->kv_init(vk, &geo, &err), RLX_EUNSUPPORTED);
+    ASSERT_EQ(vk->ops->mem_init(vk, &geo, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "fewer KV blocks") != NULL, "%s", err.msg);
     unsetenv("RLX_VK_KV_CHUNK");
     VK_CLOSE();
@@ -222,7 +222,7 @@ static int run_model(const char *path, const char *backend, int kv, float **logi
     uint8_t out[40];
     for (int i = 0; i < 40; i++) { ids[i] = (i * 37 + 11) % r->n_vocab; pos[i] = i; seq[i] = 0; out[i] = 1; }
     if ((rc = rlx_runner_reserve(r, &table, &nb, &cap, 40 + n_greedy))) goto done;
-    rlx_batch_seq bs = {table, nb};
+    rlx_batch_seq bs = {table, nb, -1};
     rlx_batch b = {40, ids, pos, seq, out, 40, 1, &bs, NULL};
     if ((rc = rlx_runner_forward(r, &b, err))) goto done;
     *n_vocab = r->n_vocab;

@@ -189,7 +189,7 @@ TEST(attention_paged)
     VK_CLOSE();
 }
 
-/* snapshot block access and copy-on-write copies give the same bytes as on the CPU */
+/* snapshot block access gives the same bytes as on the CPU, and writes read back */
 TEST(kv_block_io)
 {
     VK_OPEN_OR_SKIP();
@@ -206,7 +206,7 @@ TEST(kv_block_io)
     double worst = 0;
     for (size_t i = 0; i < bb / 4; i++) worst = fmax(worst, fmax(fabs(k1[i] - k2[i]), fabs(v1[i] - v2[i])));
     ASSERT_MSG(worst <= 0, "block contents differ by %g", worst);
-    ASSERT_EQ(vk->ops->kv_copy_block(vk, 9, 3, &err), 0);
+    ASSERT_EQ(vk->ops->kv_write_block(vk, 1, 9, k1, v1, &err), 0);
     ASSERT_EQ(vk->ops->kv_read_block(vk, 1, 9, k2, v2, &err), 0);
     ASSERT(memcmp(k1, k2, bb) == 0 && memcmp(v1, v2, bb) == 0);
     for (size_t i = 0; i < bb / 4; i++) k1[i] = (float)i;
@@ -221,6 +221,36 @@ TEST(kv_block_io)
 
 /* weights bigger than the storage-buffer range are bound in row ranges (the range is lowered
  * with RLX_VK_MAX_RANGE so small tensors exercise it) */
+/* Layers of different KV widths (the per-layer memory description): each layer's pool rows are
+ * its own width, attention and block reads agree with the CPU; a recurrent-state layer is
+ * refused with the backend's name. */
+TEST(kv_width_per_layer)
+{
+    VK_OPEN_OR_SKIP();
+    vt_case c;
+    vt_init(&c, 5);
+    const int nkv[2] = {4, 2};
+    vt_attention_graph_kv(&c, 4, nkv, 32, 0, 0.0f);
+    ASSERT(c.g.mem != NULL);
+    c.kv_type = RLX_F32;
+    ASSERT(vt_compare_attention(&c, vk) <= 0);
+    rlx_error err = {0};
+    for (int l = 0; l < 2; l++) {
+        size_t bb = (size_t)c.geo.block_size * (size_t)(nkv[l] * 32) * 4;
+        float *k1 = malloc(bb), *v1 = malloc(bb), *k2 = malloc(bb), *v2 = malloc(bb);
+        ASSERT_EQ(vk->ops->kv_read_block(vk, l, 1, k1, v1, &err), 0);
+        ASSERT_EQ(c.cpu->ops->kv_read_block(c.cpu, l, 1, k2, v2, &err), 0);
+        ASSERT_MSG(memcmp(k1, k2, bb) == 0 && memcmp(v1, v2, bb) == 0, "layer %d's block differs from the CPU's", l);
+        free(k1); free(v1); free(k2); free(v2);
+    }
+    const rlx_mem_layer hybrid[2] = {{RLX_MEM_STATE, 0, 64}, {RLX_MEM_KV, 64, 0}};
+    rlx_mem_desc d = {2, 64, 4, 4, RLX_F32, hybrid, 2};
+    ASSERT_EQ(vk->ops->mem_init(vk, &d, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "Vulkan") && strstr(err.msg, "recurrent state"), "%s", err.msg);
+    vt_free(&c);
+    VK_CLOSE();
+}
+
 TEST(split_bindings)
 {
     setenv("RLX_VK_MAX_RANGE", "8192", 1);
@@ -306,5 +336,5 @@ TEST_MAIN(TEST_ENTRY(get_rows_every_type), TEST_ENTRY(matmul_every_type_and_batc
           TEST_ENTRY(gelu_matches_cpu_f16_rounding),
           TEST_ENTRY(long_chain_splits), TEST_ENTRY(head_norm_and_rope), TEST_ENTRY(attention_paged),
           TEST_ENTRY(attention_q8_0_kv_against_reference),
-          TEST_ENTRY(kv_block_io), TEST_ENTRY(split_bindings), TEST_ENTRY(bad_input_is_rejected),
+          TEST_ENTRY(kv_block_io), TEST_ENTRY(kv_width_per_layer), TEST_ENTRY(split_bindings), TEST_ENTRY(bad_input_is_rejected),
           TEST_ENTRY(env_selects_backend), TEST_ENTRY(devices_command_lists_vulkan))

@@ -28,7 +28,7 @@ typedef struct vt_case {
     uint8_t out[VT_MAX_T];
     int32_t blocks_needed;      /* positions the single sequence's block table must cover */
     int kv_type;
-    rlx_kv_geometry geo;
+    rlx_mem_desc geo;
     rlx_backend *cpu;
 } vt_case;
 
@@ -113,12 +113,12 @@ static inline int vt_prepare(vt_case *c, rlx_backend *be, rlx_error *err)
         c->compiled = true;
     }
     if (!c->geo.n_layers) {
-        c->geo = (rlx_kv_geometry){c->g.n_layers > 0 ? c->g.n_layers : 1, c->g.kv_cols > 0 ? c->g.kv_cols : 8,
-                                   (c->blocks_needed + 15) / 16 + 1, 16, c->kv_type};
+        c->geo = (rlx_mem_desc){c->g.n_layers > 0 ? c->g.n_layers : 1, c->g.kv_cols > 0 ? c->g.kv_cols : 8,
+                                   (c->blocks_needed + 15) / 16 + 1, 16, c->kv_type, NULL, 0};
     }
     c->geo.type = c->kv_type;
     int rc = be->ops->prepare(be, &c->plan, err);
-    return rc ? rc : be->ops->kv_init(be, &c->geo, err);
+    return rc ? rc : be->ops->mem_init(be, &c->geo, err);
 }
 
 /* Runs the single-sequence batch of c on be (prepared here); logits to out if non-NULL. */
@@ -128,7 +128,7 @@ static inline int vt_run_one(vt_case *c, rlx_backend *be, float *out, rlx_error 
     if (rc) return rc;
     int32_t table[128];
     for (int32_t i = 0; i < c->geo.n_blocks && i < 128; i++) table[i] = i;
-    rlx_batch_seq bs = {table, c->geo.n_blocks};
+    rlx_batch_seq bs = {table, c->geo.n_blocks, -1};
     rlx_batch b = {c->n_tokens, c->tokens, c->pos, c->seq, c->out, c->n_tokens, 1, &bs, NULL};
     static float sink[VT_MAX_T * 4096];
     return be->ops->run(be, &c->plan, &b, out ? out : sink, err);
@@ -164,15 +164,19 @@ static inline double vt_compare(vt_case *c, rlx_backend *gpu, double tol)
 }
 
 /* Two layers of q/k/v projections + NEOX rope + attention; head counts, window and softcap
- * as given. Output: the second attention's rows. */
-static inline void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int window, float softcap)
+ * as given, layer l with nkv[l] KV heads (a graph memory description when they differ).
+ * Output: the second attention's rows. */
+static inline void vt_attention_graph_kv(vt_case *c, int nh, const int nkv_l[2], int hd, int window, float softcap)
 {
     int64_t d = 64;
     int E = vt_weight(c, RLX_F32, d, 40, 1.0f);
     int x = rlx_g_get_rows(&c->g, E, 0.0f), a = -1;
     c->g.n_layers = 2;
-    c->g.kv_cols = (int64_t)nkv * hd;
+    c->g.kv_cols = (int64_t)nkv_l[1] * hd;
+    if (nkv_l[0] != nkv_l[1] && (c->g.mem = calloc(2, sizeof *c->g.mem)))
+        for (int l = 0; l < 2; l++) c->g.mem[l] = (rlx_mem_layer){RLX_MEM_KV, (int64_t)nkv_l[l] * hd, 0};
     for (int l = 0; l < 2; l++) {
+        int nkv = nkv_l[l];
         int q = rlx_g_matmul(&c->g, x, vt_weight(c, RLX_F32, d, (int64_t)nh * hd, 0.3f));
         int k = rlx_g_matmul(&c->g, x, vt_weight(c, RLX_F32, d, (int64_t)nkv * hd, 0.3f));
         int v = rlx_g_matmul(&c->g, x, vt_weight(c, RLX_F32, d, (int64_t)nkv * hd, 1.0f));
@@ -190,17 +194,23 @@ static inline void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int w
     c->g.output = rlx_g_node(&c->g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, (int64_t)nh * hd, a, -1, -1);
 }
 
+static inline void vt_attention_graph(vt_case *c, int nh, int nkv, int hd, int window, float softcap)
+{
+    const int nkv_l[2] = {nkv, nkv};
+    vt_attention_graph_kv(c, nh, nkv_l, hd, window, softcap);
+}
+
 /* Three steps over two sequences with block size 4 and scattered blocks: a prefill of 7 + 5
  * tokens, one decode each, then a 6-token chunk of sequence 0 with a decode of sequence 1.
  * Returns the worst relative difference over all steps. */
 static inline double vt_compare_attention(vt_case *c, rlx_backend *gpu)
 {
     static const int32_t t0[] = {5, 1, 8, 3}, t1[] = {0, 7, 2, 9};
-    rlx_batch_seq seqs[2] = {{t0, 4}, {t1, 4}};
+    rlx_batch_seq seqs[2] = {{t0, 4, -1}, {t1, 4, -1}};
     rlx_error err = {0};
     if (!c->cpu && rlx_backend_cpu_create(&c->cpu, 2, &err)) return 1e9;
     c->blocks_needed = 16;
-    c->geo = (rlx_kv_geometry){2, c->g.kv_cols, 12, 4, c->kv_type};
+    c->geo = (rlx_mem_desc){2, c->g.kv_cols, 12, 4, c->kv_type, c->g.mem, 0};
     double worst = 0;
     rlx_backend *bes[2] = {c->cpu, gpu};
     for (int i = 0; i < 2; i++)

@@ -1,0 +1,229 @@
+/* memory.c - paged KV block tables, prefix sharing and recurrent-state slots behind one
+ * interface (see memory.h). */
+#include "engine/memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int rlx_memory_init(rlx_memory *m, rlx_backend *be, const rlx_mem_desc *d, rlx_kv_manager *kv, rlx_error *err)
+{
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    m->desc = *d;
+    m->kv = kv;
+    size_t zero = 0;
+    for (int32_t l = 0; l < d->n_layers; l++) {
+        rlx_mem_layer x = rlx_mem_desc_layer(d, l);
+        if (x.kind == RLX_MEM_KV) m->has_kv = true;
+        if (x.kind == RLX_MEM_STATE) {
+            m->has_state = true;
+            if ((size_t)x.state_bytes > zero) zero = (size_t)x.state_bytes;
+        }
+    }
+    if (m->has_state && (!be->ops->state_write || d->n_state_slots <= 0))
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "the %s backend cannot hold recurrent state", be->ops->name);
+    int rc = be->ops->mem_init(be, d, err);
+    if (rc) return rc;
+    if ((rc = rlx_kv_init(kv, d->n_blocks, d->block_size, err))) return rc;
+    if (m->has_state) {
+        m->free_slots = malloc((size_t)d->n_state_slots * sizeof *m->free_slots);
+        m->zeros = calloc(1, zero);
+        if (!m->free_slots || !m->zeros) {
+            rlx_memory_free(m);
+            return rlx_errorf(err, RLX_ENOMEM, "out of memory for the state slots");
+        }
+        /* lowest ids handed out first */
+        for (int32_t i = 0; i < d->n_state_slots; i++) m->free_slots[i] = d->n_state_slots - 1 - i;
+        m->n_free_slots = d->n_state_slots;
+    }
+    return 0;
+}
+
+void rlx_memory_free(rlx_memory *m)
+{
+    if (m->kv) rlx_kv_free(m->kv);
+    free(m->free_slots);
+    free(m->zeros);
+    memset(m, 0, sizeof *m);
+}
+
+double rlx_memory_usage(const rlx_memory *m)
+{
+    if (!m->kv || m->kv->n_blocks <= 0) return 0;
+    if (!m->has_kv && m->has_state)
+        return (double)(m->desc.n_state_slots - m->n_free_slots) / m->desc.n_state_slots;
+    return (double)rlx_kv_used(m->kv) / m->kv->n_blocks;
+}
+
+void rlx_mem_seq_init(rlx_mem_seq *ms)
+{
+    memset(ms, 0, sizeof *ms);
+    ms->slot = -1;
+}
+
+void rlx_mem_seq_free(rlx_mem_seq *ms)
+{
+    free(ms->blocks);
+    ms->blocks = NULL;
+    ms->n_blocks = ms->cap_blocks = 0;
+}
+
+static bool ensure_table(rlx_mem_seq *ms, int32_t need)
+{
+    if (need <= ms->cap_blocks) return true;
+    int32_t nc = RLX_MAX(need, ms->cap_blocks * 2);
+    int32_t *t = realloc(ms->blocks, (size_t)nc * sizeof *t);
+    if (!t) return false;
+    ms->blocks = t;
+    ms->cap_blocks = nc;
+    return true;
+}
+
+/* Takes a free slot and clears it in every state layer. */
+static int take_slot(rlx_memory *m, rlx_mem_seq *ms)
+{
+    if (m->n_free_slots == 0) return RLX_EFULL;
+    int32_t slot = m->free_slots[m->n_free_slots - 1];
+    for (int32_t l = 0; l < m->desc.n_layers; l++) {
+        if (rlx_mem_desc_layer(&m->desc, l).kind != RLX_MEM_STATE) continue;
+        int rc = m->be->ops->state_write(m->be, l, slot, m->zeros, NULL);
+        if (rc) return rc;
+    }
+    m->n_free_slots--;
+    ms->slot = slot;
+    return 0;
+}
+
+int rlx_memory_grow(rlx_memory *m, rlx_mem_seq *ms, int32_t n_pos)
+{
+    int32_t B = m->desc.block_size, need = (n_pos + B - 1) / B;
+    if (!ensure_table(ms, need)) return RLX_ENOMEM;
+    if (m->has_state && ms->slot < 0) {
+        int rc = take_slot(m, ms);
+        if (rc) return rc;
+    }
+    while (ms->n_blocks < need) {
+        int32_t b = rlx_kv_alloc(m->kv);
+        if (b < 0) return RLX_EFULL;
+        ms->blocks[ms->n_blocks++] = b;
+    }
+    return 0;
+}
+
+void rlx_memory_release(rlx_memory *m, rlx_mem_seq *ms)
+{
+    for (int32_t i = 0; i < ms->n_blocks; i++) rlx_kv_release(m->kv, ms->blocks[i]);
+    ms->n_blocks = 0;
+    ms->n_hashed = 0;
+    ms->last_hash = 0;
+    if (ms->slot >= 0) m->free_slots[m->n_free_slots++] = ms->slot;
+    ms->slot = -1;
+}
+
+bool rlx_memory_prefix_reusable(const rlx_memory *m, int32_t pos)
+{
+    return pos == 0 || !m->has_state;
+}
+
+uint64_t rlx_memory_hash(uint64_t parent, const int32_t *tokens, int32_t n)
+{
+    return rlx_kv_hash(parent, tokens, n);
+}
+
+int32_t rlx_memory_prefix_lookup(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, int32_t n_tokens)
+{
+    int32_t B = m->desc.block_size, got = 0;
+    if (!rlx_memory_prefix_reusable(m, B)) return 0;
+    while ((ms->n_hashed + 1) * B <= n_tokens - 1 && ensure_table(ms, ms->n_blocks + 1)) {
+        uint64_t h = rlx_kv_hash(ms->last_hash, tokens + (size_t)ms->n_hashed * B, B);
+        int32_t b = rlx_kv_lookup(m->kv, h);
+        if (b < 0) break;
+        ms->blocks[ms->n_blocks++] = b;
+        ms->n_hashed++;
+        ms->last_hash = h;
+        got += B;
+    }
+    return got;
+}
+
+int32_t rlx_memory_pending_hashes(const rlx_memory *m, const rlx_mem_seq *ms, const int32_t *tokens, int32_t n_pos,
+                                  uint64_t *out, int32_t cap)
+{
+    int32_t B = m->desc.block_size, n = 0;
+    if (!rlx_memory_prefix_reusable(m, B)) return 0;
+    uint64_t h = ms->last_hash;
+    for (int32_t b = ms->n_hashed; (b + 1) * B <= n_pos && n < cap; b++) {
+        h = rlx_kv_hash(h, tokens + (size_t)b * B, B);
+        out[n++] = h;
+    }
+    return n;
+}
+
+uint64_t rlx_memory_next_lookup(const rlx_memory *m, const rlx_mem_seq *ms, const int32_t *tokens, int32_t n_tokens)
+{
+    int32_t B = m->desc.block_size;
+    if (!rlx_memory_prefix_reusable(m, B) || (ms->n_hashed + 1) * B > n_tokens - 1) return 0;
+    return rlx_kv_hash(ms->last_hash, tokens + (size_t)ms->n_hashed * B, B);
+}
+
+void rlx_memory_commit(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, int32_t n_computed)
+{
+    int32_t B = m->desc.block_size;
+    if (!rlx_memory_prefix_reusable(m, B)) return;
+    while ((ms->n_hashed + 1) * B <= n_computed) {
+        uint64_t h = rlx_kv_hash(ms->last_hash, tokens + (size_t)ms->n_hashed * B, B);
+        rlx_kv_register(m->kv, ms->blocks[ms->n_hashed], h);
+        ms->last_hash = h;
+        ms->n_hashed++;
+    }
+}
+
+int32_t rlx_memory_pin(rlx_memory *m, const rlx_mem_seq *ms, int32_t *out)
+{
+    if (!rlx_memory_prefix_reusable(m, m->desc.block_size)) return 0;
+    for (int32_t i = 0; i < ms->n_hashed; i++) {
+        out[i] = ms->blocks[i];
+        rlx_kv_retain(m->kv, out[i]);
+    }
+    return ms->n_hashed;
+}
+
+void rlx_memory_unpin(rlx_memory *m, const int32_t *blocks, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) rlx_kv_release(m->kv, blocks[i]);
+}
+
+bool rlx_memory_snapshots(const rlx_memory *m)
+{
+    return m->has_kv && !m->has_state && m->be->ops->kv_read_block && m->be->ops->kv_write_block;
+}
+
+size_t rlx_memory_layer_block_bytes(const rlx_memory *m, int32_t layer)
+{
+    rlx_mem_layer x = rlx_mem_desc_layer(&m->desc, layer);
+    return x.kind == RLX_MEM_KV ? (size_t)m->desc.block_size * rlx_kv_row_bytes(m->desc.type, x.kv_cols) : 0;
+}
+
+int rlx_memory_read_block(rlx_memory *m, int32_t layer, int32_t block, void *k, void *v, rlx_error *err)
+{
+    if (!m->be->ops->kv_read_block) return rlx_errorf(err, RLX_EUNSUPPORTED, "the backend cannot read KV blocks");
+    return m->be->ops->kv_read_block(m->be, layer, block, k, v, err);
+}
+
+int rlx_memory_write_block(rlx_memory *m, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err)
+{
+    if (!m->be->ops->kv_write_block) return rlx_errorf(err, RLX_EUNSUPPORTED, "the backend cannot write KV blocks");
+    return m->be->ops->kv_write_block(m->be, layer, block, k, v, err);
+}
+
+int32_t rlx_memory_restore_block(rlx_memory *m, uint64_t hash, bool *fresh)
+{
+    int32_t b = rlx_kv_lookup(m->kv, hash);
+    *fresh = b < 0;
+    return b >= 0 ? b : rlx_kv_alloc(m->kv);
+}
+
+void rlx_memory_publish(rlx_memory *m, int32_t block, uint64_t hash)
+{
+    rlx_kv_register(m->kv, block, hash);
+}

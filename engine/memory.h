@@ -1,0 +1,112 @@
+/* memory.h - the engine's one interface to what a model keeps per sequence between steps (as
+ * llama.cpp's llama_memory_i covers its KV, recurrent and hybrid caches). The model's memory
+ * description (backends/backend.h rlx_mem_desc) says per layer: paged attention KV, a
+ * recurrent state, or nothing. This module manages both kinds for one model:
+ *
+ *   - paged KV: block tables over the block manager (engine/kv.h), prefix sharing of full
+ *     blocks by chained content hash, eviction of cached blocks;
+ *   - recurrent state: a fixed pool of slots, one per running sequence; a slot is cleared
+ *     (zeros written through the backend) when a sequence takes it, since the sequence then
+ *     starts at position 0.
+ *
+ * A hybrid model has both. A recurrent state holds every earlier token and cannot be cut back
+ * to a block boundary, so a model with state layers shares no prefix, keeps no session pins
+ * and writes no snapshots (its history is recomputed); rlx_memory_prefix_reusable() says so.
+ * Even without KV layers the block tables still count positions (the pool bounds lengths).
+ *
+ * The scheduler (admission, growth, preemption = release + recompute), session pins and
+ * snapshots (engine/sched.c, worker_session.c, session_snapshot.c) use only this interface.
+ *
+ * Ownership: the runner owns the rlx_memory, the block manager it points to and the backend;
+ * each sequence owns its rlx_mem_seq (its block table and state slot). Not thread-safe: the
+ * worker thread (or a CLI command) calls everything. */
+#ifndef RLX_MEMORY_H
+#define RLX_MEMORY_H
+
+#include "backends/backend.h"
+#include "engine/kv.h"
+
+typedef struct rlx_memory {
+    rlx_backend *be;            /* borrowed */
+    rlx_mem_desc desc;          /* what the backend was given (layers borrowed from the graph) */
+    rlx_kv_manager *kv;         /* block manager (borrowed) */
+    bool has_kv, has_state;
+    int32_t *free_slots;        /* state slots not held by a sequence */
+    int32_t n_free_slots;
+    uint8_t *zeros;             /* the largest state of a layer, zero: clears a slot */
+} rlx_memory;
+
+/* One sequence's memory: its block table and its state slot. Zero-initialise, then set slot
+ * to -1 (rlx_mem_seq_init). */
+typedef struct rlx_mem_seq {
+    int32_t *blocks;            /* block table (ids in position order) */
+    int32_t n_blocks, cap_blocks;
+    int32_t n_hashed;           /* leading full blocks registered in the prefix cache */
+    uint64_t last_hash;         /* hash of block n_hashed - 1 (0 if none) */
+    int32_t slot;               /* recurrent-state slot, -1 if none */
+} rlx_mem_seq;
+
+/* Creates the backend's memory (mem_init) and the managers for `d`; kv is initialised here
+ * and freed by rlx_memory_free. RLX_EUNSUPPORTED when the backend cannot hold a layer kind. */
+int rlx_memory_init(rlx_memory *m, rlx_backend *be, const rlx_mem_desc *d, rlx_kv_manager *kv, rlx_error *err);
+void rlx_memory_free(rlx_memory *m);
+
+static inline int32_t rlx_memory_block_size(const rlx_memory *m) { return m->desc.block_size; }
+/* Positions the pool can hold for one sequence. */
+static inline int64_t rlx_memory_capacity(const rlx_memory *m)
+{
+    return (int64_t)m->desc.n_blocks * m->desc.block_size;
+}
+/* Fraction of the pool in use (KV blocks, or state slots for a model without KV layers). */
+double rlx_memory_usage(const rlx_memory *m);
+
+void rlx_mem_seq_init(rlx_mem_seq *ms);
+/* Frees the block table; the memory must have been released first. */
+void rlx_mem_seq_free(rlx_mem_seq *ms);
+
+/* Makes ms cover positions [0, n_pos): blocks, and a cleared state slot when the model has
+ * state layers. 0; RLX_EFULL when the pool has no block or slot left now (what was added
+ * stays); RLX_ENOMEM; or the backend's error clearing a slot. */
+int rlx_memory_grow(rlx_memory *m, rlx_mem_seq *ms, int32_t n_pos);
+/* Drops all of ms's memory (blocks stay cached while registered; the slot is freed). Used for
+ * finishing and for preemption, after which the sequence is recomputed from position 0. */
+void rlx_memory_release(rlx_memory *m, rlx_mem_seq *ms);
+
+/* Whether a sequence may start computing at position pos with memory computed by others
+ * before it (prefix sharing): always at 0, never past it when a layer keeps recurrent state. */
+bool rlx_memory_prefix_reusable(const rlx_memory *m, int32_t pos);
+/* Appends to an empty ms the cached full blocks of tokens[0..n_tokens) (never the block holding
+ * the last token, whose logits must be computed); returns the positions reused (0 when the
+ * model shares no prefix). */
+int32_t rlx_memory_prefix_lookup(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, int32_t n_tokens);
+/* The content hashes of the full blocks ms completes once positions [0, n_pos) are computed,
+ * beyond those registered, into out (at most cap); returns how many. Sharing models only. */
+int32_t rlx_memory_pending_hashes(const rlx_memory *m, const rlx_mem_seq *ms, const int32_t *tokens, int32_t n_pos,
+                                  uint64_t *out, int32_t cap);
+/* The hash of the block a lookup of ms would try next (0 if none: no full block before the
+ * last token, or no sharing). */
+uint64_t rlx_memory_next_lookup(const rlx_memory *m, const rlx_mem_seq *ms, const int32_t *tokens, int32_t n_tokens);
+/* Registers the full blocks of positions [0, n_computed) for sharing (no-op without it). */
+void rlx_memory_commit(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, int32_t n_computed);
+
+/* Pins: references to ms's registered blocks that outlive the sequence (a session between
+ * turns). Writes up to ms->n_hashed ids to out, each with a reference; returns the count (0
+ * for a model with state layers). */
+int32_t rlx_memory_pin(rlx_memory *m, const rlx_mem_seq *ms, int32_t *out);
+void rlx_memory_unpin(rlx_memory *m, const int32_t *blocks, int32_t n);
+
+/* Snapshots of shared blocks (session_snapshot.c). rlx_memory_snapshots: whether blocks can be
+ * read and written (backend support, no state layers). Per KV layer the bytes of one block's K
+ * (and as many of its V): 0 for a layer without KV. */
+bool rlx_memory_snapshots(const rlx_memory *m);
+size_t rlx_memory_layer_block_bytes(const rlx_memory *m, int32_t layer);
+int rlx_memory_read_block(rlx_memory *m, int32_t layer, int32_t block, void *k, void *v, rlx_error *err);
+int rlx_memory_write_block(rlx_memory *m, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err);
+/* A restored block: the cached block holding `hash` (with a reference; *fresh false), or a new
+ * block (*fresh true) to fill and then publish; -1 if the pool is full. */
+int32_t rlx_memory_restore_block(rlx_memory *m, uint64_t hash, bool *fresh);
+void rlx_memory_publish(rlx_memory *m, int32_t block, uint64_t hash);
+/* Chained content hash of a full block (engine/kv.h rlx_kv_hash). */
+uint64_t rlx_memory_hash(uint64_t parent, const int32_t *tokens, int32_t n);
+
+#endif
