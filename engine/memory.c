@@ -2,6 +2,7 @@
  * interface (see memory.h). */
 #include "engine/memory.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,13 @@ static bool ensure_table(rlx_mem_seq *ms, int32_t need)
     ms->blocks = t;
     ms->cap_blocks = nc;
     return true;
+}
+
+int rlx_mem_seq_reserve(const rlx_memory *m, rlx_mem_seq *ms, int64_t n_pos)
+{
+    int64_t B = m->desc.block_size > 0 ? m->desc.block_size : 1, need = (n_pos + B - 1) / B;
+    if (need > INT32_MAX) return RLX_ENOMEM;
+    return ensure_table(ms, (int32_t)need) ? 0 : RLX_ENOMEM;
 }
 
 /* Takes a free slot and clears it in every state layer. */

@@ -63,6 +63,10 @@ double rlx_memory_usage(const rlx_memory *m);
 void rlx_mem_seq_init(rlx_mem_seq *ms);
 /* Frees the block table; the memory must have been released first. */
 void rlx_mem_seq_free(rlx_mem_seq *ms);
+/* Makes room in the block table for n_pos positions up front, so that prefix lookups and growth
+ * up to that length never allocate (an allocation failure there would silently skip the prefix
+ * cache); RLX_ENOMEM. */
+int rlx_mem_seq_reserve(const rlx_memory *m, rlx_mem_seq *ms, int64_t n_pos);
 
 /* Makes ms cover positions [0, n_pos): blocks, and a cleared state slot when the model has
  * state layers. 0; RLX_EFULL when the pool has no block or slot left now (what was added

@@ -234,7 +234,7 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     s->text_cap = 4096;
     s->text = malloc(s->text_cap);
     s->sampler = rlx_sampler_new(&r->sampling, rn->n_vocab);
-    if (!s->tokens || !s->text || !s->sampler) {
+    if (!s->tokens || !s->text || !s->sampler || rlx_mem_seq_reserve(&rn->mem, &s->mem, s->cap_tokens)) {
         if (ids != r->prompt_ids) free(ids);
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     }
