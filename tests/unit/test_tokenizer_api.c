@@ -451,6 +451,8 @@ TEST(concurrent_tokenize)
     ASSERT_EQ(bad, 0);
 }
 
+/* The biggest vocabulary loads; its time is printed for the eye, not asserted (a timed assertion
+ * fails on a loaded or slow host and under valgrind: speed belongs to the benchmarks). */
 TEST(load_time)
 {
     tv_vocab v;
@@ -458,7 +460,7 @@ TEST(load_time)
     OPEN_OR_SKIP(v, "qwen2-reconstructed");
     double ms = (rlx_now() - t0) * 1e3;
     fprintf(stderr, "  qwen2 vocabulary (151936 tokens, 151387 merges) loads in %.1f ms\n", ms);
-    ASSERT_MSG(ms < 2000, "loading took %.0f ms", ms);
+    ASSERT(v.t != NULL);
     tv_close(&v);
 }
 
