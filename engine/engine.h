@@ -75,12 +75,12 @@ typedef void (*rlx_event_fn)(void *user, const rlx_event *ev);
 
 typedef struct rlx_request {
     uint64_t id;               /* assigned by the caller, unique per worker */
-    /* Exactly one of prompt_ids / prompt_text. Text is tokenized by the worker with special
-     * tokens added and parsed (as llama-server does for chat-rendered prompts). */
+    /* The prompt's token ids (at least one): the engine takes tokens only; text is tokenized
+     * before submission (server/prepare.c on the threadpool, the CLI commands themselves). */
     int32_t *prompt_ids;       /* owned (malloc) */
     size_t n_prompt;
-    char *prompt_text;         /* owned (malloc) */
-    bool add_special;          /* with prompt_text: add BOS etc. */
+    bool add_special;          /* the API's add_special option, for whoever tokenizes the text
+                                  (the server's request template); the engine does not read it */
     rlx_sampling_params sampling; /* sampling.logit_bias owned (malloc) */
     int32_t max_tokens;        /* <= 0: up to the context end */
     bool ignore_eos;
@@ -103,7 +103,7 @@ typedef struct rlx_request {
     /* prompt_ids[0], when it is the vocabulary's BOS, was added by the tokenizer (add_special)
      * or the chat template, not written by the client: a turn appended to a session that
      * already holds tokens continues the sequence, so that BOS is then dropped (as it is for
-     * prompt_text with add_special). */
+     * a tokenizer's BOS). */
     bool bos_added;
     rlx_event_fn on_event;
     void *user;
@@ -154,8 +154,8 @@ void rlx_worker_stop(rlx_worker *w, bool drain);
 
 /* RLX_EFULL when the waiting queue is full (answer 503 + Retry-After), RLX_ETOOLONG when the
  * request can never fit (prompt ids plus max_tokens, after the session's history when the
- * worker holds it, over the context or the whole KV pool; a prompt_text or a history read from
- * the store is checked after tokenizing, with an RLX_EV_ERROR), RLX_EINVAL for bad parameters
+ * worker holds it, over the context or the whole KV pool; a history read from the store is
+ * checked once attached, with an RLX_EV_ERROR), RLX_EINVAL for bad parameters
  * (empty stop strings, invalid session ids included). On error no event is delivered.
  * Stop strings are matched on the detokenized text: text that may begin one is held back, a
  * match ends the request with RLX_FINISH_STOP at the token completing it (counted in usage,

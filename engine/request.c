@@ -17,7 +17,6 @@ void rlx_request_free(rlx_request *r)
 {
     if (!r) return;
     free(r->prompt_ids);
-    free(r->prompt_text);
     free((void *)r->sampling.logit_bias);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);

@@ -204,12 +204,7 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     int32_t *ids = r->prompt_ids;
     size_t n = r->n_prompt;
     int rc;
-    if (r->prompt_text) {
-        if ((rc = rlx_tokenize(w->tok, r->prompt_text, strlen(r->prompt_text), r->add_special, true, &ids, &n, err)))
-            return rc;
-        if (n == 0) { free(ids); return rlx_errorf(err, RLX_EINVAL, "the prompt is empty"); }
-    }
-    bool drop_bos = r->prompt_text ? r->add_special : r->bos_added;
+    bool drop_bos = r->bos_added;
     if (r->session_id && (rc = rlx__session_attach(w, s, &ids, &n, drop_bos, err))) {
         if (ids != r->prompt_ids) free(ids);
         return rc;

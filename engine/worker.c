@@ -197,7 +197,7 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
 {
     int rc = 0;
     if (!req->on_event) rc = rlx_errorf(err, RLX_EINVAL, "request has no event callback");
-    else if (!req->prompt_text && (!req->prompt_ids || req->n_prompt == 0))
+    else if (!req->prompt_ids || req->n_prompt == 0)
         rc = rlx_errorf(err, RLX_EINVAL, "the prompt is empty");
     else if ((rc = check_stops(req, err))) {
     } else if (req->session_id && (rc = rlx_session_id_check(req->session_id, err))) {

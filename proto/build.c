@@ -11,8 +11,7 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-rlx_request *rlx_api_make_request(const rlx_api_request *r, const char *prompt_text,
-                                  const int32_t *ids, size_t n_ids, uint64_t id)
+rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, size_t n_ids, uint64_t id)
 {
     const rlx_request *b = r->base;
     rlx_request *q = rlx_request_new();
@@ -42,13 +41,9 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const char *prompt_t
     if (b->session_id && !(q->session_id = strdup(b->session_id))) goto fail;
     if (b->grammar && !(q->grammar = strdup(b->grammar))) goto fail;
     q->session_replace = b->session_replace;
-    if (prompt_text) {
-        if (!(q->prompt_text = strdup(prompt_text))) goto fail;
-    } else {
-        if (!(q->prompt_ids = malloc((n_ids ? n_ids : 1) * sizeof *ids))) goto fail;
-        if (n_ids) memcpy(q->prompt_ids, ids, n_ids * sizeof *ids);
-        q->n_prompt = n_ids;
-    }
+    if (!(q->prompt_ids = malloc((n_ids ? n_ids : 1) * sizeof *ids))) goto fail;
+    if (n_ids) memcpy(q->prompt_ids, ids, n_ids * sizeof *ids);
+    q->n_prompt = n_ids;
     return q;
 fail:
     rlx_request_free(q);

@@ -91,9 +91,8 @@ int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32
                        rlx_api_error *e);
 void rlx_api_request_free(rlx_api_request *r);
 
-/* A copy of r->base with the given prompt (text copied, or ids copied) and request id. */
-rlx_request *rlx_api_make_request(const rlx_api_request *r, const char *prompt_text,
-                                  const int32_t *ids, size_t n_ids, uint64_t id);
+/* A copy of r->base with the given prompt ids (copied) and request id. */
+rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, size_t n_ids, uint64_t id);
 
 /* The template context for chat, as vLLM builds it: {messages, tools?, add_generation_prompt,
  * bos_token, eos_token} and then the request's chat_template_kwargs over them (e.g.

@@ -441,7 +441,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
             cancel_open(j);
             return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         }
-        rlx_request *q = rlx_api_make_request(&j->req, NULL, ids, n_ids, ch->req_id);
+        rlx_request *q = rlx_api_make_request(&j->req, ids, n_ids, ch->req_id);
         int rc = q ? 0 : rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         if (q) {
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);

@@ -161,8 +161,12 @@ static int submit(rlx_worker *wk, waiter *w, const char *session)
     rlx_request *r = rlx_request_new();
     if (!r) return RLX_ENOMEM;
     r->id = 1;
-    r->prompt_text = strdup("Once upon a time");
-    r->add_special = true;
+    static const char text[] = "Once upon a time";
+    if (rlx_tokenize(rlx_worker_tokenizer(wk), text, sizeof text - 1, true, true, &r->prompt_ids, &r->n_prompt, NULL)) {
+        rlx_request_free(r);
+        return RLX_ENOMEM;
+    }
+    r->bos_added = true;
     r->max_tokens = 4;
     r->ignore_eos = true;
     r->sampling.temperature = 0;
@@ -170,7 +174,7 @@ static int submit(rlx_worker *wk, waiter *w, const char *session)
     r->session_replace = true; /* the same conversation each time: the session ends up the same */
     r->on_event = on_event;
     r->user = w;
-    if (!r->prompt_text || (session && !r->session_id)) {
+    if (session && !r->session_id) {
         rlx_request_free(r);
         return RLX_ENOMEM;
     }

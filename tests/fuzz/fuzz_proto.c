@@ -39,9 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>");
             cJSON_Delete(ctx);
             int32_t ids[3] = {1, 2, 3};
-            rlx_request *q = rlx_api_make_request(&r, r.n_prompts && r.prompts[0].text ? r.prompts[0].text : NULL,
-                                                  r.n_prompts && r.prompts[0].text ? NULL : ids,
-                                                  r.n_prompts && r.prompts[0].text ? 0 : 3, 1);
+            rlx_request *q = rlx_api_make_request(&r, r.n_prompts && r.prompts[0].ids ? r.prompts[0].ids : ids,
+                                                  r.n_prompts && r.prompts[0].ids ? r.prompts[0].n_ids : 3, 1);
             rlx_request_free(q);
         }
         rlx_api_request_free(&r);

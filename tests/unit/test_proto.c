@@ -62,7 +62,7 @@ TEST(sampling_params_parsed)
     ASSERT_EQ(r.logprobs, 2);
     ASSERT_EQ(r.base->top_logprobs, 2);
 
-    rlx_request *q = rlx_api_make_request(&r, NULL, r.prompts[0].ids, r.prompts[0].n_ids, 99);
+    rlx_request *q = rlx_api_make_request(&r, r.prompts[0].ids, r.prompts[0].n_ids, 99);
     ASSERT(q != NULL);
     ASSERT_EQ(q->id, 99);
     ASSERT_EQ(q->n_prompt, 3);

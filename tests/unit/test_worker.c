@@ -255,7 +255,9 @@ TEST(text_prompt_and_eos)
     slot sl = {&c, 0};
     rlx_request *r = rlx_request_new();
     r->id = 1;
-    r->prompt_text = strdup("Once upon a time");
+    static const char text[] = "Once upon a time"; /* tokenized as the server does */
+    ASSERT_EQ(rlx_tokenize(rlx_worker_tokenizer(w), text, sizeof text - 1, true, true, &r->prompt_ids, &r->n_prompt, NULL), 0);
+    r->bos_added = true;
     r->max_tokens = 16;
     r->sampling.temperature = 0;
     r->on_event = on_event;

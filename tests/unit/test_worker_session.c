@@ -51,8 +51,14 @@ static turn run_turn(rlx_worker *w, const char *session, const char *text, bool 
     turn t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
     rlx_request *r = rlx_request_new();
     r->id = 1;
-    r->prompt_text = strdup(text);
-    r->add_special = true;
+    /* tokenized as the server does (special tokens added, then marked as added) */
+    rlx_error err = {0};
+    if (rlx_tokenize(rlx_worker_tokenizer(w), text, strlen(text), true, true, &r->prompt_ids, &r->n_prompt, &err)) {
+        rlx_request_free(r);
+        t.err = err.code;
+        return t;
+    }
+    r->bos_added = true;
     r->max_tokens = 20;
     r->ignore_eos = true;
     r->sampling.temperature = 0;
@@ -168,7 +174,7 @@ TEST(appended_turn_has_no_bos)
     ASSERT_EQ(count_bos(w, "c", &first), 1);  /* the first turn keeps its BOS */
     ASSERT_EQ(first, 0);
     ASSERT_EQ(run_turn(w, "c", " One day", false).err, 0);
-    ASSERT_EQ(count_bos(w, "c", &first), 1);  /* prompt_text with add_special: dropped */
+    ASSERT_EQ(count_bos(w, "c", &first), 1);  /* text tokenized with add_special: dropped */
     int32_t ids[3] = {bos, 400, 401};
     ASSERT_EQ(run_ids(w, "c", ids, 3, true).err, 0);
     ASSERT_EQ(count_bos(w, "c", &first), 1);  /* ids the server tokenized: dropped */

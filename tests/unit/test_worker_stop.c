@@ -67,7 +67,13 @@ static int go(rlx_worker *w, const char *session, const char *prompt, const char
     pthread_cond_init(&out->cv, NULL);
     rlx_request *r = rlx_request_new();
     r->id = 1;
-    r->prompt_text = strdup(prompt);
+    /* tokenized as the server does (special tokens added, then marked as added) */
+    int rc = rlx_tokenize(rlx_worker_tokenizer(w), prompt, strlen(prompt), true, true, &r->prompt_ids, &r->n_prompt, NULL);
+    if (rc) {
+        rlx_request_free(r);
+        return rc;
+    }
+    r->bos_added = true;
     r->max_tokens = MAX_TOK;
     r->ignore_eos = true;
     r->sampling.temperature = 0;
@@ -82,7 +88,7 @@ static int go(rlx_worker *w, const char *session, const char *prompt, const char
     r->on_event = on_event;
     r->user = out;
     rlx_error err = {0};
-    int rc = rlx_worker_submit(w, r, &err);
+    rc = rlx_worker_submit(w, r, &err);
     if (rc) return rc;
     pthread_mutex_lock(&out->mu);
     while (!out->done) pthread_cond_wait(&out->cv, &out->mu);
