@@ -58,6 +58,14 @@ typedef struct rlx_api_prompt {
     size_t n_ids;
 } rlx_api_prompt;
 
+/* chat: tool_choice (OpenAI): whether and which tool calls the model must make. */
+typedef enum rlx_api_tool_choice {
+    RLX_TOOL_CHOICE_NONE,      /* no calls (the default without tools) */
+    RLX_TOOL_CHOICE_AUTO,      /* the model decides (the default with tools) */
+    RLX_TOOL_CHOICE_REQUIRED,  /* at least one call */
+    RLX_TOOL_CHOICE_NAMED,     /* a call of tool_name */
+} rlx_api_tool_choice;
+
 typedef struct rlx_api_request {
     rlx_api_kind kind;
     char *model;           /* owned; NULL: the default model */
@@ -71,7 +79,11 @@ typedef struct rlx_api_request {
     cJSON *messages;       /* chat: owned detached array, content normalised to strings; a request
                               with messages is rendered by the chat template whatever its kind
                               (the stdio mode answers chat in the native shape) */
-    cJSON *tools;          /* chat: owned or NULL, passed to the template */
+    cJSON *tools;          /* chat: owned or NULL, passed to the template; each entry checked
+                              {type:"function", function:{name, description?, parameters?}} */
+    rlx_api_tool_choice tool_choice; /* chat: NONE without tools, else AUTO unless asked */
+    char *tool_name;       /* owned: the function tool_choice names (NAMED), else NULL */
+    bool parallel_tool_calls;    /* chat: more than one call allowed (default true) */
     bool add_generation_prompt;  /* chat: the template ends with the assistant's turn opening (default true) */
     bool continue_final_message; /* chat: the final message stays open for the model to continue */
     cJSON *template_kwargs;      /* chat: owned or NULL, chat_template_kwargs: extra template variables */
@@ -83,6 +95,14 @@ typedef struct rlx_api_request {
  * On error fills e (status 400, param named) and returns a negative code. */
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e);
+/* chat: "tools", "tool_choice" and "parallel_tool_calls" of a body (proto/tools.c; "tools" is
+ * detached from root into r->tools). A tool_choice that names a function absent from tools, or
+ * any tool_choice but "none" without tools, is a 400 naming "tool_choice". */
+int rlx_api_parse_tools(cJSON *root, rlx_api_request *r, rlx_api_error *e);
+/* The function object {name, description?, parameters?} of the tool called `name` in r->tools
+ * (borrowed), NULL when there is none. */
+const cJSON *rlx_api_find_tool(const rlx_api_request *r, const char *name);
+
 /* The same from a parsed body (borrowed; "messages" and "tools" are detached from it). A caller
  * that parses the text itself first rejects rlx_api_has_escaped_nul() bodies: cJSON decodes
  * \u0000 into a NUL that silently cuts every string after it. */
