@@ -187,6 +187,9 @@ int rlx_worker_session_delete(rlx_worker *w, const char *id, rlx_error *err);
 const char *rlx_worker_name(const rlx_worker *w);
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w);
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w); /* ChatML if none */
+/* The model's own template source (borrowed, lives as long as w; not NUL-terminated), NULL when
+ * the model has none and ChatML is used: what tool-call format detection reads. */
+const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len);
 int32_t rlx_worker_n_ctx(const rlx_worker *w);
 /* The KV pool as built: element type (RLX_F16, RLX_F32, RLX_Q8_0), tokens per block, blocks. */
 void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks);

@@ -41,6 +41,8 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     if ((rc_ = rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err))) goto fail;
     rlx_gguf_str tsrc;
     if (rlx_gguf_get_str(w->runner->model->gguf, "tokenizer.chat_template", &tsrc, NULL) == 0) {
+        w->tmpl_src = tsrc.ptr;
+        w->tmpl_len = (size_t)tsrc.len;
         if ((rc_ = rlx_chat_template_parse(&w->tmpl, tsrc.ptr, (size_t)tsrc.len, err))) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
@@ -243,6 +245,11 @@ void rlx_worker_cancel(rlx_worker *w, uint64_t request_id)
 const char *rlx_worker_name(const rlx_worker *w) { return w->name; }
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w) { return w->tok; }
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w) { return w->tmpl; }
+const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len)
+{
+    *len = w->tmpl_len;
+    return w->tmpl_src;
+}
 int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
 
 void rlx_worker_admit_limits(const rlx_worker *w, rlx_admit_limits *lim)

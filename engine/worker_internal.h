@@ -71,6 +71,8 @@ struct rlx_worker {
     rlx_runner *runner;
     rlx_tokenizer *tok;
     rlx_chat_template *tmpl;
+    const char *tmpl_src;          /* the GGUF's template source (in its mapping), NULL: ChatML */
+    size_t tmpl_len;
     rlx_worker_config cfg;
     /* constrained sampling, built at the first request with a grammar (worker thread) */
     rlx_grammar_vocab *gvocab;  /* every token's bytes as a trie (control tokens: none) */

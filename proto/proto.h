@@ -9,6 +9,7 @@
 #define RLX_PROTO_H
 
 #include "engine/engine.h"
+#include "proto/toolcall.h"
 #include <cjson/cJSON.h>
 
 #define RLX_MAX_STOP 4
@@ -157,6 +158,24 @@ typedef struct rlx_api_logprob {
 } rlx_api_logprob;
 void rlx_api_logprob_clear(rlx_api_logprob *lp);
 
+/* A chat choice's output parsed into content, reasoning and tool calls (proto/toolcall.h events
+ * collected by rlx_api_tool_out_add; proto/tools.c). Owns its buffers. */
+typedef struct rlx_api_tool_call {
+    char id[40];
+    char *name;
+    char *args; size_t args_len, args_cap;  /* the arguments' JSON text */
+} rlx_api_tool_call;
+
+typedef struct rlx_api_tool_out {
+    char *content; size_t content_len, content_cap;
+    char *reasoning; size_t reasoning_len, reasoning_cap;
+    rlx_api_tool_call *calls; size_t n_calls, cap_calls;
+} rlx_api_tool_out;
+
+/* Adds one parser event (RLX_ENOMEM when out of memory, the output then incomplete). */
+int rlx_api_tool_out_add(rlx_api_tool_out *o, const rlx_tc_event *ev);
+void rlx_api_tool_out_free(rlx_api_tool_out *o);
+
 /* One finished choice. */
 typedef struct rlx_api_choice {
     int index;
@@ -167,6 +186,10 @@ typedef struct rlx_api_choice {
     const rlx_api_logprob *logprobs;   /* NULL when not asked */
     size_t n_logprobs;
     rlx_finish_reason finish;
+    /* chat with tools: the parsed output, which makes the message (content null when empty and
+     * there are calls, tool_calls, reasoning_content) and finish_reason "tool_calls" when calls
+     * were made and generation stopped normally; NULL: text is the content */
+    const rlx_api_tool_out *tools;
 } rlx_api_choice;
 
 /* Identity of one response, constant over all its chunks. */
@@ -192,6 +215,14 @@ char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices
 char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size_t len,
                         bool role_first, const rlx_api_logprob *lps, size_t n_lps,
                         rlx_finish_reason finish);
+/* Chat with tools: the chunk of one parser event of a choice's output: delta.content,
+ * delta.reasoning_content, for CALL_BEGIN delta.tool_calls [{index, id, type:"function",
+ * function:{name, arguments:""}}], for CALL_ARGS [{index, function:{arguments: fragment}}];
+ * CALL_END and empty texts need none: "" (NULL only when out of memory). */
+char *rlx_api_sse_tool_event(const rlx_api_meta *m, int index, const rlx_tc_event *ev);
+/* ... and the choice's last chunk: an empty delta and its finish_reason ("tool_calls" when
+ * tool_calls and finish is RLX_FINISH_STOP). */
+char *rlx_api_sse_tool_end(const rlx_api_meta *m, int index, rlx_finish_reason finish, bool tool_calls);
 /* The final include_usage chunk: choices [] and usage. */
 char *rlx_api_sse_usage(const rlx_api_meta *m, const rlx_usage *usage);
 /* "data: {\"error\":...}\n\n" */

@@ -1,9 +1,11 @@
 /* tools.c - the tool fields of a chat request: "tools" (each {type:"function", function:{name,
  * description?, parameters?}}), "tool_choice" ("none" | "auto" | "required" |
  * {"type":"function","function":{"name":N}}) and "parallel_tool_calls" (bool, default true).
- * Bad input is a 400 naming the field; nothing is kept from a refused body. */
+ * Bad input is a 400 naming the field; nothing is kept from a refused body. And the other way:
+ * a choice's parsed output (rlx_api_tool_out) collected from the tool-call parser's events. */
 #include "proto/proto.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,4 +97,64 @@ int rlx_api_parse_tools(cJSON *root, rlx_api_request *r, rlx_api_error *e)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean.");
     if (p) r->parallel_tool_calls = cJSON_IsTrue(p);
     return parse_choice(field(root, "tool_choice"), r, e);
+}
+
+/* ---- a choice's parsed output --------------------------------------------------------------- */
+
+static int append(char **b, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 64;
+        while (nc < *len + n + 1) nc *= 2;
+        char *nb = realloc(*b, nc);
+        if (!nb) return RLX_ENOMEM;
+        *b = nb;
+        *cap = nc;
+    }
+    if (n) memcpy(*b + *len, s, n);
+    *len += n;
+    (*b)[*len] = 0;
+    return 0;
+}
+
+int rlx_api_tool_out_add(rlx_api_tool_out *o, const rlx_tc_event *ev)
+{
+    switch (ev->kind) {
+    case RLX_TC_CONTENT: return append(&o->content, &o->content_len, &o->content_cap, ev->text, ev->len);
+    case RLX_TC_REASONING: return append(&o->reasoning, &o->reasoning_len, &o->reasoning_cap, ev->text, ev->len);
+    case RLX_TC_CALL_BEGIN: {
+        if (o->n_calls == o->cap_calls) {
+            size_t nc = o->cap_calls ? o->cap_calls * 2 : 4;
+            rlx_api_tool_call *np = realloc(o->calls, nc * sizeof *np);
+            if (!np) return RLX_ENOMEM;
+            o->calls = np;
+            o->cap_calls = nc;
+        }
+        rlx_api_tool_call *c = &o->calls[o->n_calls];
+        memset(c, 0, sizeof *c);
+        snprintf(c->id, sizeof c->id, "%s", ev->id ? ev->id : "");
+        if (!(c->name = strdup(ev->name ? ev->name : ""))) return RLX_ENOMEM;
+        o->n_calls++;
+        return append(&c->args, &c->args_len, &c->args_cap, "", 0);
+    }
+    case RLX_TC_CALL_ARGS: {
+        if (!o->n_calls) return 0;
+        rlx_api_tool_call *c = &o->calls[o->n_calls - 1];
+        return append(&c->args, &c->args_len, &c->args_cap, ev->text, ev->len);
+    }
+    case RLX_TC_CALL_END: return 0;
+    }
+    return 0;
+}
+
+void rlx_api_tool_out_free(rlx_api_tool_out *o)
+{
+    free(o->content);
+    free(o->reasoning);
+    for (size_t i = 0; i < o->n_calls; i++) {
+        free(o->calls[i].name);
+        free(o->calls[i].args);
+    }
+    free(o->calls);
+    memset(o, 0, sizeof *o);
 }

@@ -52,6 +52,9 @@ static void load_done(uv_work_t *w, int status)
     m->n_vocab = rlx_tokenizer_n_vocab(m->tok);
     special_text(m->tok, rlx_tokenizer_bos(m->tok), m->bos, sizeof m->bos);
     special_text(m->tok, rlx_tokenizer_eos(m->tok), m->eos, sizeof m->eos);
+    size_t tlen = 0;
+    const char *tsrc = rlx_worker_chat_template_src(m->w, &tlen);
+    rlx_tc_detect(tsrc, tlen, &m->tc);
     m->created = (long long)time(NULL);
     m->state = RLX_MODEL_READY;
     s->n_ready++;

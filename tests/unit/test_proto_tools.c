@@ -94,4 +94,146 @@ TEST(bad_tools)
     ASSERT_MSG(strstr(e.message, "tools[1]") != NULL, "%s", e.message);
 }
 
-TEST_MAIN(TEST_ENTRY(defaults), TEST_ENTRY(choices), TEST_ENTRY(bad_tool_choice), TEST_ENTRY(bad_tools))
+static void ev(rlx_api_tool_out *o, rlx_tc_event_kind k, int index, const char *name, const char *text)
+{
+    rlx_tc_event e = {.kind = k, .index = index, .id = "call_x", .name = name, .text = text, .len = text ? strlen(text) : 0};
+    if (k == RLX_TC_CALL_BEGIN) e.id = index ? "call_b" : "call_a";
+    ASSERT_EQ(rlx_api_tool_out_add(o, &e), 0);
+}
+
+static cJSON *response(const rlx_api_tool_out *t, rlx_finish_reason f)
+{ /* NULL when the formatter failed */
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_CHAT, "tiny", 1, 0);
+    rlx_api_choice c = {.text = "raw", .text_len = 3, .finish = f, .tools = t};
+    rlx_usage u = {0};
+    char *s = rlx_api_response_json(&m, &c, 1, &u, NULL);
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    return o;
+}
+
+#define MSG(o) cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "message")
+#define FINISH(o) cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "finish_reason")->valuestring
+
+TEST(message_from_parsed_output)
+{
+    rlx_api_tool_out t = {0};
+    ev(&t, RLX_TC_REASONING, 0, NULL, "let me think");
+    ev(&t, RLX_TC_CALL_BEGIN, 0, "add", NULL);
+    ev(&t, RLX_TC_CALL_ARGS, 0, NULL, "{\"a\":");
+    ev(&t, RLX_TC_CALL_ARGS, 0, NULL, "1}");
+    ev(&t, RLX_TC_CALL_END, 0, NULL, NULL);
+    ev(&t, RLX_TC_CALL_BEGIN, 1, "get_weather", NULL);
+    ev(&t, RLX_TC_CALL_ARGS, 1, NULL, "{}");
+    ev(&t, RLX_TC_CALL_END, 1, NULL, NULL);
+    cJSON *o = response(&t, RLX_FINISH_STOP);
+    ASSERT(o);
+    cJSON *msg = MSG(o), *calls = cJSON_GetObjectItem(msg, "tool_calls");
+    ASSERT(cJSON_IsNull(cJSON_GetObjectItem(msg, "content"))); /* empty with calls: null */
+    ASSERT_STR_EQ(cJSON_GetObjectItem(msg, "reasoning_content")->valuestring, "let me think");
+    ASSERT_EQ(cJSON_GetArraySize(calls), 2);
+    cJSON *c0 = cJSON_GetArrayItem(calls, 0), *f0 = cJSON_GetObjectItem(c0, "function");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(c0, "id")->valuestring, "call_a");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(c0, "type")->valuestring, "function");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(f0, "name")->valuestring, "add");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(f0, "arguments")->valuestring, "{\"a\":1}");
+    ASSERT_STR_EQ(FINISH(o), "tool_calls");
+    cJSON_Delete(o);
+    /* cut off inside the output: the finish stays "length" */
+    o = response(&t, RLX_FINISH_LENGTH);
+    ASSERT(o);
+    ASSERT_STR_EQ(FINISH(o), "length");
+    cJSON_Delete(o);
+    rlx_api_tool_out_free(&t);
+    /* no calls: content is the parsed content (no reasoning key when there was none), finish "stop" */
+    ev(&t, RLX_TC_CONTENT, 0, NULL, "hello");
+    o = response(&t, RLX_FINISH_STOP);
+    ASSERT(o);
+    msg = MSG(o);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(msg, "content")->valuestring, "hello");
+    ASSERT(!cJSON_GetObjectItem(msg, "tool_calls") && !cJSON_GetObjectItem(msg, "reasoning_content"));
+    ASSERT_STR_EQ(FINISH(o), "stop");
+    cJSON_Delete(o);
+    rlx_api_tool_out_free(&t);
+    o = response(&t, RLX_FINISH_STOP); /* nothing at all: content "" */
+    ASSERT(o);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(MSG(o), "content")->valuestring, "");
+    cJSON_Delete(o);
+}
+
+/* The chunk's choices[0].delta, parsed (in *root); the chunk's frame, index 2 and null
+ * finish_reason checked. */
+static void chunk_of(const rlx_tc_event *e, cJSON **root, cJSON **delta)
+{
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_CHAT, "tiny", 1, 0);
+    char *s = rlx_api_sse_tool_event(&m, 2, e);
+    *root = *delta = NULL;
+    ASSERT(s && !strncmp(s, "data: ", 6) && strstr(s, "\n\n"));
+    *root = cJSON_Parse(s + 6);
+    free(s);
+    ASSERT(*root);
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(*root, "choices"), 0);
+    ASSERT_EQ(cJSON_GetObjectItem(ch, "index")->valueint, 2);
+    ASSERT(cJSON_IsNull(cJSON_GetObjectItem(ch, "finish_reason")));
+    *delta = cJSON_GetObjectItem(ch, "delta");
+}
+#define chunk(e, root) chunk_of(e, root, &d)
+
+TEST(stream_deltas)
+{
+    cJSON *root, *d, *c, *fn;
+    rlx_tc_event e = {.kind = RLX_TC_CONTENT, .text = "hi", .len = 2};
+    chunk(&e, &root);
+    ASSERT(d);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(d, "content")->valuestring, "hi");
+    ASSERT_EQ(cJSON_GetArraySize(d), 1);
+    cJSON_Delete(root);
+    e = (rlx_tc_event){.kind = RLX_TC_REASONING, .text = "hm", .len = 2};
+    chunk(&e, &root);
+    ASSERT(d);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(d, "reasoning_content")->valuestring, "hm");
+    ASSERT(!cJSON_GetObjectItem(d, "content"));
+    cJSON_Delete(root);
+    e = (rlx_tc_event){.kind = RLX_TC_CALL_BEGIN, .index = 1, .id = "call_q", .name = "add"};
+    chunk(&e, &root);
+    ASSERT(d);
+    c = cJSON_GetArrayItem(cJSON_GetObjectItem(d, "tool_calls"), 0);
+    fn = cJSON_GetObjectItem(c, "function");
+    ASSERT_EQ(cJSON_GetObjectItem(c, "index")->valueint, 1);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(c, "id")->valuestring, "call_q");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(c, "type")->valuestring, "function");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(fn, "name")->valuestring, "add");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(fn, "arguments")->valuestring, "");
+    cJSON_Delete(root);
+    e = (rlx_tc_event){.kind = RLX_TC_CALL_ARGS, .index = 1, .id = "call_q", .text = "{\"a\"", .len = 4};
+    chunk(&e, &root);
+    ASSERT(d);
+    c = cJSON_GetArrayItem(cJSON_GetObjectItem(d, "tool_calls"), 0);
+    fn = cJSON_GetObjectItem(c, "function");
+    ASSERT_EQ(cJSON_GetObjectItem(c, "index")->valueint, 1);
+    ASSERT(!cJSON_GetObjectItem(c, "id") && !cJSON_GetObjectItem(fn, "name"));
+    ASSERT_STR_EQ(cJSON_GetObjectItem(fn, "arguments")->valuestring, "{\"a\"");
+    cJSON_Delete(root);
+    /* CALL_END and empty texts send nothing */
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_CHAT, "tiny", 1, 0);
+    e = (rlx_tc_event){.kind = RLX_TC_CALL_END, .index = 1};
+    char *s = rlx_api_sse_tool_event(&m, 0, &e);
+    ASSERT_STR_EQ(s, "");
+    free(s);
+    e = (rlx_tc_event){.kind = RLX_TC_CONTENT, .text = "", .len = 0};
+    s = rlx_api_sse_tool_event(&m, 0, &e);
+    ASSERT_STR_EQ(s, "");
+    free(s);
+    s = rlx_api_sse_tool_end(&m, 0, RLX_FINISH_STOP, true);
+    ASSERT(strstr(s, "\"delta\":{},\"finish_reason\":\"tool_calls\""));
+    free(s);
+    s = rlx_api_sse_tool_end(&m, 0, RLX_FINISH_STOP, false);
+    ASSERT(strstr(s, "\"finish_reason\":\"stop\""));
+    free(s);
+}
+
+TEST_MAIN(TEST_ENTRY(defaults), TEST_ENTRY(choices), TEST_ENTRY(bad_tool_choice), TEST_ENTRY(bad_tools),
+          TEST_ENTRY(message_from_parsed_output), TEST_ENTRY(stream_deltas))
