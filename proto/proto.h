@@ -104,6 +104,20 @@ int rlx_api_parse_tools(cJSON *root, rlx_api_request *r, rlx_api_error *e);
  * (borrowed), NULL when there is none. */
 const cJSON *rlx_api_find_tool(const rlx_api_request *r, const char *name);
 
+/* tool_choice "required" or a named tool: at most this many calls when parallel_tool_calls */
+#define RLX_API_MAX_FORCED_CALLS 4
+/* The GBNF (malloc'ed, into *gbnf) that forces a valid call of the request's tools (the named
+ * one) in the model's tool-call format (proto/tool_grammar.c): parallel_tool_calls false
+ * exactly one call, else 1..RLX_API_MAX_FORCED_CALLS; opens_reasoning: the prompt opened the
+ * template's reasoning block, which the output must close first (else it may open one). *gbnf
+ * NULL when tool_choice forces nothing. A format without a forcing grammar is a 400 naming it
+ * ("tool_choice"), a tool whose parameters cannot be compiled a 400 naming "tools". */
+int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, char **gbnf,
+                         rlx_api_error *e);
+/* Internal (for tests): GBNF text with every reference to and definition of rule `from` named
+ * `to` (literals, classes and comments untouched); malloc'ed, NULL when out of memory. */
+char *rlx__gbnf_rename(const char *gbnf, const char *from, const char *to);
+
 /* The same from a parsed body (borrowed; "messages" and "tools" are detached from it). A caller
  * that parses the text itself first rejects rlx_api_has_escaped_nul() bodies: cJSON decodes
  * \u0000 into a NUL that silently cuts every string after it. */

@@ -79,6 +79,10 @@ static int parse_choice(const cJSON *tc, rlx_api_request *r, rlx_api_error *e)
     if (!have_tools && r->tool_choice != RLX_TOOL_CHOICE_NONE)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tool_choice",
                               "'tool_choice' other than \"none\" needs a non-empty 'tools'.");
+    if ((r->tool_choice == RLX_TOOL_CHOICE_REQUIRED || r->tool_choice == RLX_TOOL_CHOICE_NAMED) && r->base->grammar)
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tool_choice",
+                              "'tool_choice' forcing a call cannot be combined with 'grammar', 'json_schema' or "
+                              "'response_format'.");
     return 0;
 }
 
