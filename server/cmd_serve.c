@@ -189,7 +189,9 @@ static int serve(rlx_serve_config *cfg)
                                         .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,
                                         .max_seqs = cfg->max_seqs, .backend = cfg->backend, .device = cfg->device,
                                         .db_path = cfg->db, .session_ttl_s = cfg->session_ttl,
-                                        .max_sessions = cfg->max_sessions, .max_queue = cfg->max_queue};
+                                        .max_sessions = cfg->max_sessions, .max_queue = cfg->max_queue,
+                                        .chat_template_file = m->cfg->chat_template ? m->cfg->chat_template
+                                                                                    : cfg->chat_template};
             m->load.data = m;
             uv_queue_work(s->loop, &m->load, load_work, load_done);
         }
