@@ -1,8 +1,9 @@
 // test_openai_tools.mjs - tool calls through the official `openai` npm client against a real
 // `rlxd serve` with random-weight models (so only the forcing grammar makes calls valid), once
 // per tool-call format with a forcing grammar: the ChatML fallback's generic JSON
-// (synth-llama-tiny, no template) and Hermes <tool_call> blocks (synth-qwen3-tiny with Qwen2.5's
-// template through --chat-template). Checks: tool_choice "required" and a named tool return
+// (synth-llama-tiny, no template), Hermes <tool_call> blocks (synth-qwen3-tiny with Qwen2.5's
+// template through --chat-template) and Llama 3 JSON (synth-llama-tiny with Llama 3.2's); a
+// format without one (Mistral's template) refuses "required" with a 400 naming it. Checks: tool_choice "required" and a named tool return
 // calls whose arguments validate (Ajv); parallel_tool_calls:false gives exactly one call;
 // `chat.completions.stream()` gives one tool_calls.function.arguments.done event per index and
 // finalChatCompletion() resolves; a role:"tool" round trip renders; runTools() with "required"
@@ -22,7 +23,9 @@ if (!existsSync(bin)) skip(bin + ' not built');
 const llama = join(shared, 'models', 'synth-llama-tiny-f32.gguf');
 const qwen = join(shared, 'models', 'synth-qwen3-tiny-f32.gguf');
 const qwenTpl = join(shared, 'templates', 'Qwen-Qwen2.5-7B-Instruct.json');
-for (const f of [llama, qwen, qwenTpl]) if (!existsSync(f)) skip(f + ' absent (reference data in ../shared)');
+const llamaTpl = join(shared, 'templates', 'meta-llama-Llama-3.2-3B-Instruct.json');
+const mistralTpl = join(shared, 'templates', 'Mistral-Small-3.2-24B-Instruct-2506.json');
+for (const f of [llama, qwen, qwenTpl, llamaTpl, mistralTpl]) if (!existsSync(f)) skip(f + ' absent (reference data in ../shared)');
 let OpenAI, Ajv;
 try {
   ({ default: OpenAI } = await import('openai'));
@@ -32,8 +35,11 @@ try {
 }
 
 const tmp = mkdtempSync(join(tmpdir(), 'rlxd-tools-'));
-const tplFile = join(tmp, 'qwen25.jinja');
-writeFileSync(tplFile, JSON.parse(readFileSync(qwenTpl, 'utf8')).template);
+const template = (src, name) => {
+  const f = join(tmp, name + '.jinja');
+  writeFileSync(f, JSON.parse(readFileSync(src, 'utf8')).template);
+  return f;
+};
 
 let child = null, log = '';
 const killer = setTimeout(() => { console.error('timeout\n' + log.slice(-3000)); child?.kill('SIGKILL'); process.exit(1); }, 500000);
@@ -163,8 +169,23 @@ try {
   assert(typeof plain.choices[0].message.content === 'string' && !plain.choices[0].message.tool_calls, 'tool_choice none: ' + JSON.stringify(plain));
   console.log('ok   tool_choice "none" gives text');
   await stop();
-  client = await start(qwen, ['--chat-template', tplFile]);
+  client = await start(qwen, ['--chat-template', template(qwenTpl, 'qwen25')]);
   await suite(client, 'hermes', {});
+  await stop();
+  client = await start(llama, ['--chat-template', template(llamaTpl, 'llama32')]);
+  await suite(client, 'llama3', {});
+  await stop();
+  client = await start(llama, ['--chat-template', template(mistralTpl, 'mistral')]);
+  for (const stream of [false, true]) {
+    let err = null;
+    try {
+      const r = await client.chat.completions.create({ model: 'm', messages, tools, tool_choice: 'required', max_tokens: 8, stream });
+      if (stream) for await (const _ of r); // eslint-disable-line no-unused-vars
+    } catch (e) { err = e; }
+    assert(err && err.status === 400 && /mistral/.test(err.message) && err.param === 'tool_choice',
+           'mistral required (stream ' + stream + '): ' + (err ? err.status + ' ' + err.message : 'accepted'));
+  }
+  console.log('ok   a format without a forcing grammar refuses "required" with a 400 naming it');
   await stop();
 } catch (e) {
   fail(e.stack || String(e));
