@@ -3,7 +3,9 @@
 // per tool-call format with a forcing grammar: the ChatML fallback's generic JSON
 // (synth-llama-tiny, no template), Hermes <tool_call> blocks (synth-qwen3-tiny with Qwen2.5's
 // template through --chat-template) and Llama 3 JSON (synth-llama-tiny with Llama 3.2's); a
-// format without one (Mistral's template) refuses "required" with a 400 naming it. Checks: tool_choice "required" and a named tool return
+// format without one (Mistral's template) refuses "required" with a 400 naming it. With a
+// thinking template (Qwen3's) and tool_choice "auto", output fixed by a `grammar` comes back
+// split into reasoning_content, content and tool_calls, streamed and not, with no tag text. Checks: tool_choice "required" and a named tool return
 // calls whose arguments validate (Ajv); parallel_tool_calls:false gives exactly one call;
 // `chat.completions.stream()` gives one tool_calls.function.arguments.done event per index and
 // finalChatCompletion() resolves; a role:"tool" round trip renders; runTools() with "required"
@@ -25,7 +27,8 @@ const qwen = join(shared, 'models', 'synth-qwen3-tiny-f32.gguf');
 const qwenTpl = join(shared, 'templates', 'Qwen-Qwen2.5-7B-Instruct.json');
 const llamaTpl = join(shared, 'templates', 'meta-llama-Llama-3.2-3B-Instruct.json');
 const mistralTpl = join(shared, 'templates', 'Mistral-Small-3.2-24B-Instruct-2506.json');
-for (const f of [llama, qwen, qwenTpl, llamaTpl, mistralTpl]) if (!existsSync(f)) skip(f + ' absent (reference data in ../shared)');
+const qwen3Tpl = join(shared, 'templates', 'Qwen-Qwen3-0.6B.json');
+for (const f of [llama, qwen, qwenTpl, llamaTpl, mistralTpl, qwen3Tpl]) if (!existsSync(f)) skip(f + ' absent (reference data in ../shared)');
 let OpenAI, Ajv;
 try {
   ({ default: OpenAI } = await import('openai'));
@@ -186,6 +189,37 @@ try {
            'mistral required (stream ' + stream + '): ' + (err ? err.status + ' ' + err.message : 'accepted'));
   }
   console.log('ok   a format without a forcing grammar refuses "required" with a 400 naming it');
+  await stop();
+  client = await start(qwen, ['--chat-template', template(qwen3Tpl, 'qwen3')]);
+  const gbnf = (s) => 'root ::= "' + s.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') + '"';
+  const cases = [
+    ['<think>\nPlan: call add.\n</think>\n\nDone.', 'Plan: call add.', 'Done.', []],
+    ['<think>hm</think>\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2.5}}\n</tool_call>', 'hm', '',
+     [['add', '{"a":1,"b":2.5}']]],
+  ];
+  for (const [out, reasoning, content, calls] of cases) {
+    const body = { model: 'm', messages, tools, tool_choice: 'auto', max_tokens: 200, grammar: gbnf(out) };
+    const r = (await client.chat.completions.create(body)).choices[0];
+    const got = [r.message.reasoning_content, r.message.content ?? '', (r.message.tool_calls || []).map((c) => [c.function.name, c.function.arguments])];
+    assert(JSON.stringify(got) === JSON.stringify([reasoning, content, calls]), 'qwen3 parsed ' + JSON.stringify(out) + ': ' + JSON.stringify(r.message));
+    assert(r.finish_reason === (calls.length ? 'tool_calls' : 'stop'), 'qwen3 finish_reason ' + r.finish_reason);
+    const s = { reasoning: '', content: '', calls: {} };
+    let finish = null;
+    for await (const c of await client.chat.completions.create({ ...body, stream: true })) {
+      const d = c.choices[0]?.delta || {};
+      s.reasoning += d.reasoning_content || '';
+      s.content += d.content || '';
+      for (const t of d.tool_calls || []) {
+        if (t.id) { assert(!s.calls[t.index] && t.function.arguments === '', 'stream: a second begin for ' + t.index); s.calls[t.index] = [t.function.name, '']; }
+        else s.calls[t.index][1] += t.function.arguments;
+      }
+      finish = c.choices[0]?.finish_reason || finish;
+    }
+    const sgot = [s.reasoning, s.content, Object.values(s.calls)];
+    assert(JSON.stringify(sgot) === JSON.stringify([reasoning, content, calls]), 'qwen3 streamed ' + JSON.stringify(out) + ': ' + JSON.stringify(sgot));
+    assert(finish === r.finish_reason, 'qwen3 streamed finish_reason ' + finish);
+  }
+  console.log('ok   thinking template: reasoning_content, content and tool_calls, streamed and not, no tag text');
   await stop();
 } catch (e) {
   fail(e.stack || String(e));
