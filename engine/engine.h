@@ -131,6 +131,8 @@ typedef struct rlx_worker_config {
     const char *db_path;       /* sessions database (sqlite3), NULL: sessions live in memory only */
     double session_ttl_s;      /* <= 0: sessions never expire */
     int32_t max_sessions;      /* <= 0: 1024 */
+    const char *chat_template_file; /* a Jinja chat template used instead of the GGUF's (read at
+                                       start; NULL: the GGUF's, else ChatML) */
     /* Seams for tests and embedders (engine/runner.h): a backend to run on instead of creating
      * `backend` (the worker takes it, also when starting fails), and the model's memory
      * description (one entry per layer) instead of the builder's. NULL: the usual. */
@@ -187,6 +189,10 @@ int rlx_worker_session_delete(rlx_worker *w, const char *id, rlx_error *err);
 const char *rlx_worker_name(const rlx_worker *w);
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w);
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w); /* ChatML if none */
+/* The template source in use (borrowed, lives as long as w; not NUL-terminated): the
+ * chat_template_file's or the GGUF's; NULL when ChatML is used. What tool-call format
+ * detection reads. */
+const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len);
 int32_t rlx_worker_n_ctx(const rlx_worker *w);
 /* The KV pool as built: element type (RLX_F16, RLX_F32, RLX_Q8_0), tokens per block, blocks. */
 void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks);

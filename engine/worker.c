@@ -7,6 +7,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+
+/* A text file's bytes, NUL-terminated (malloc'ed, *n its length); NULL with errno set. */
+static char *read_text(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            size_t nc = cap ? cap * 2 : 8192;
+            char *nb = realloc(b, nc);
+            if (!nb) {
+                free(b);
+                fclose(f);
+                errno = ENOMEM;
+                return NULL;
+            }
+            b = nb;
+            cap = nc;
+        }
+        size_t got = fread(b + len, 1, 4096, f);
+        len += got;
+        if (got < 4096) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(b);
+        errno = EIO;
+        return NULL;
+    }
+    b[len] = 0;
+    *n = len;
+    return b;
+}
 
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err)
 {
@@ -40,7 +77,23 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     if (rc_) { free(w); return rc_; }
     if ((rc_ = rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err))) goto fail;
     rlx_gguf_str tsrc;
-    if (rlx_gguf_get_str(w->runner->model->gguf, "tokenizer.chat_template", &tsrc, NULL) == 0) {
+    if (cfg->chat_template_file) {
+        size_t n = 0;
+        if (!(w->tmpl_file = read_text(cfg->chat_template_file, &n))) {
+            rc_ = rlx_errorf(err, RLX_EIO, "%s: cannot read the chat template: %s", cfg->chat_template_file, strerror(errno));
+            goto fail;
+        }
+        w->tmpl_src = w->tmpl_file;
+        w->tmpl_len = n;
+        if ((rc_ = rlx_chat_template_parse(&w->tmpl, w->tmpl_file, n, err))) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            rlx_errorf(err, rc_, "%s: the chat template cannot be used: %s", cfg->chat_template_file, msg);
+            goto fail;
+        }
+    } else if (rlx_gguf_get_str(w->runner->model->gguf, "tokenizer.chat_template", &tsrc, NULL) == 0) {
+        w->tmpl_src = tsrc.ptr;
+        w->tmpl_len = (size_t)tsrc.len;
         if ((rc_ = rlx_chat_template_parse(&w->tmpl, tsrc.ptr, (size_t)tsrc.len, err))) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
@@ -93,6 +146,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     return 0;
 fail:
     rlx_chat_template_free(w->tmpl);
+    free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
     rlx_runner_close(w->runner);
     free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
@@ -161,6 +215,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     rlx__sessions_close(w);
     rlx__grammar_vocab_free(w); /* reads the runner's n_vocab */
     rlx_chat_template_free(w->tmpl);
+    free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
     rlx_runner_close(w->runner);
     free(w->waiting);
@@ -243,6 +298,11 @@ void rlx_worker_cancel(rlx_worker *w, uint64_t request_id)
 const char *rlx_worker_name(const rlx_worker *w) { return w->name; }
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w) { return w->tok; }
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w) { return w->tmpl; }
+const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len)
+{
+    *len = w->tmpl_len;
+    return w->tmpl_src;
+}
 int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
 
 void rlx_worker_admit_limits(const rlx_worker *w, rlx_admit_limits *lim)

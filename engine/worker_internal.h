@@ -71,6 +71,10 @@ struct rlx_worker {
     rlx_runner *runner;
     rlx_tokenizer *tok;
     rlx_chat_template *tmpl;
+    const char *tmpl_src;          /* the template source: tmpl_file's text or the GGUF's (in its
+                                      mapping); NULL: ChatML */
+    char *tmpl_file;               /* owned: chat_template_file's text, NULL when none */
+    size_t tmpl_len;
     rlx_worker_config cfg;
     /* constrained sampling, built at the first request with a grammar (worker thread) */
     rlx_grammar_vocab *gvocab;  /* every token's bytes as a trie (control tokens: none) */

@@ -199,11 +199,36 @@ static void add_logprobs(cJSON *o, rlx_api_kind kind, const rlx_api_logprob *lps
     else cJSON_AddNullToObject(o, "logprobs");
 }
 
-static void add_finish(cJSON *o, rlx_finish_reason f)
+static void add_finish_tools(cJSON *o, rlx_finish_reason f, bool tool_calls)
 {
-    const char *name = rlx_api_finish_name(f);
+    const char *name = tool_calls && f == RLX_FINISH_STOP ? "tool_calls" : rlx_api_finish_name(f);
     if (name) cJSON_AddStringToObject(o, "finish_reason", name);
     else cJSON_AddNullToObject(o, "finish_reason");
+}
+
+static void add_finish(cJSON *o, rlx_finish_reason f)
+{
+    add_finish_tools(o, f, false);
+}
+
+/* The assistant message of a chat choice whose output was parsed for tool calls. */
+static void tool_message(cJSON *msg, const rlx_api_tool_out *t)
+{
+    if (!t->content_len && t->n_calls) cJSON_AddNullToObject(msg, "content");
+    else add_string_n(msg, "content", t->content ? t->content : "", t->content_len);
+    if (t->reasoning_len) add_string_n(msg, "reasoning_content", t->reasoning, t->reasoning_len);
+    if (!t->n_calls) return;
+    cJSON *arr = cJSON_AddArrayToObject(msg, "tool_calls");
+    for (size_t i = 0; arr && i < t->n_calls; i++) {
+        const rlx_api_tool_call *c = &t->calls[i];
+        cJSON *o = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "id", c->id);
+        cJSON_AddStringToObject(o, "type", "function");
+        add(fn, "name", safe_string(c->name));
+        add_string_n(fn, "arguments", c->args ? c->args : "", c->args_len);
+        add(o, "function", fn);
+        push(arr, o);
+    }
 }
 
 static cJSON *usage_json(const rlx_usage *u)
@@ -294,12 +319,13 @@ char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices
         if (chat) {
             cJSON *msg = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(msg, "role", "assistant");
-            add_string_n(msg, "content", c->text, c->text_len);
+            if (c->tools) tool_message(msg, c->tools);
+            else add_string_n(msg, "content", c->text, c->text_len);
         } else {
             add_string_n(ch, "text", c->text, c->text_len);
         }
         add_logprobs(ch, m->kind, c->logprobs, c->n_logprobs);
-        add_finish(ch, c->finish);
+        add_finish_tools(ch, c->finish, c->tools && c->tools->n_calls);
         push(arr, ch);
     }
     add(o, "usage", usage_json(usage));
@@ -328,6 +354,59 @@ char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size
     push(arr, ch);
     if (m->include_usage) cJSON_AddNullToObject(o, "usage"); /* as OpenAI: usage comes in the last chunk */
     return print_free(o, "data: ", "\n\n");
+}
+
+/* A chat chunk of one choice with its delta object for the caller to fill. */
+static cJSON *chat_chunk(const rlx_api_meta *m, int index, cJSON **delta, cJSON **choice)
+{
+    cJSON *o = header(m, "chat.completion.chunk");
+    cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", index);
+    *delta = cJSON_AddObjectToObject(ch, "delta");
+    *choice = ch;
+    push(arr, ch);
+    return o;
+}
+
+static char *chunk_end(const rlx_api_meta *m, cJSON *o)
+{
+    if (m->include_usage) cJSON_AddNullToObject(o, "usage");
+    return print_free(o, "data: ", "\n\n");
+}
+
+char *rlx_api_sse_tool_event(const rlx_api_meta *m, int index, const rlx_tc_event *ev)
+{
+    t_oom = false;
+    bool text = ev->kind == RLX_TC_CONTENT || ev->kind == RLX_TC_REASONING;
+    if (ev->kind == RLX_TC_CALL_END || ((text || ev->kind == RLX_TC_CALL_ARGS) && !ev->len)) return strdup("");
+    cJSON *d, *ch, *o = chat_chunk(m, index, &d, &ch);
+    if (text) {
+        add_string_n(d, ev->kind == RLX_TC_CONTENT ? "content" : "reasoning_content", ev->text, ev->len);
+    } else {
+        cJSON *calls = cJSON_AddArrayToObject(d, "tool_calls"), *c = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", ev->index);
+        if (ev->kind == RLX_TC_CALL_BEGIN) {
+            cJSON_AddStringToObject(c, "id", ev->id ? ev->id : "");
+            cJSON_AddStringToObject(c, "type", "function");
+            add(fn, "name", safe_string(ev->name));
+            cJSON_AddStringToObject(fn, "arguments", "");
+        } else {
+            add_string_n(fn, "arguments", ev->text, ev->len);
+        }
+        add(c, "function", fn);
+        push(calls, c);
+    }
+    cJSON_AddNullToObject(ch, "finish_reason");
+    return chunk_end(m, o);
+}
+
+char *rlx_api_sse_tool_end(const rlx_api_meta *m, int index, rlx_finish_reason finish, bool tool_calls)
+{
+    t_oom = false;
+    cJSON *d, *ch, *o = chat_chunk(m, index, &d, &ch);
+    add_finish_tools(ch, finish, tool_calls);
+    return chunk_end(m, o);
 }
 
 char *rlx_api_sse_usage(const rlx_api_meta *m, const rlx_usage *usage)

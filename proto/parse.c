@@ -605,11 +605,8 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
         i++;
     }
     r->messages = cJSON_DetachItemFromObjectCaseSensitive(root, "messages");
-    cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
-    if (tools && !cJSON_IsNull(tools)) {
-        if (!cJSON_IsArray(tools)) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools", "'tools' must be an array.");
-        r->tools = cJSON_DetachItemFromObjectCaseSensitive(root, "tools");
-    }
+    int rc = rlx_api_parse_tools(root, r, e);
+    if (rc) return rc;
     return parse_template_options(root, r, e);
 }
 
@@ -694,6 +691,7 @@ void rlx_api_request_free(rlx_api_request *r)
     free(r->prompts);
     cJSON_Delete(r->messages);
     cJSON_Delete(r->tools);
+    free(r->tool_name);
     cJSON_Delete(r->template_kwargs);
     rlx_request_free(r->base);
     memset(r, 0, sizeof *r);

@@ -9,6 +9,7 @@
 #define RLX_PROTO_H
 
 #include "engine/engine.h"
+#include "proto/toolcall.h"
 #include <cjson/cJSON.h>
 
 #define RLX_MAX_STOP 4
@@ -58,6 +59,14 @@ typedef struct rlx_api_prompt {
     size_t n_ids;
 } rlx_api_prompt;
 
+/* chat: tool_choice (OpenAI): whether and which tool calls the model must make. */
+typedef enum rlx_api_tool_choice {
+    RLX_TOOL_CHOICE_NONE,      /* no calls (the default without tools) */
+    RLX_TOOL_CHOICE_AUTO,      /* the model decides (the default with tools) */
+    RLX_TOOL_CHOICE_REQUIRED,  /* at least one call */
+    RLX_TOOL_CHOICE_NAMED,     /* a call of tool_name */
+} rlx_api_tool_choice;
+
 typedef struct rlx_api_request {
     rlx_api_kind kind;
     char *model;           /* owned; NULL: the default model */
@@ -71,7 +80,11 @@ typedef struct rlx_api_request {
     cJSON *messages;       /* chat: owned detached array, content normalised to strings; a request
                               with messages is rendered by the chat template whatever its kind
                               (the stdio mode answers chat in the native shape) */
-    cJSON *tools;          /* chat: owned or NULL, passed to the template */
+    cJSON *tools;          /* chat: owned or NULL, passed to the template; each entry checked
+                              {type:"function", function:{name, description?, parameters?}} */
+    rlx_api_tool_choice tool_choice; /* chat: NONE without tools, else AUTO unless asked */
+    char *tool_name;       /* owned: the function tool_choice names (NAMED), else NULL */
+    bool parallel_tool_calls;    /* chat: more than one call allowed (default true) */
     bool add_generation_prompt;  /* chat: the template ends with the assistant's turn opening (default true) */
     bool continue_final_message; /* chat: the final message stays open for the model to continue */
     cJSON *template_kwargs;      /* chat: owned or NULL, chat_template_kwargs: extra template variables */
@@ -83,6 +96,28 @@ typedef struct rlx_api_request {
  * On error fills e (status 400, param named) and returns a negative code. */
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e);
+/* chat: "tools", "tool_choice" and "parallel_tool_calls" of a body (proto/tools.c; "tools" is
+ * detached from root into r->tools). A tool_choice that names a function absent from tools, or
+ * any tool_choice but "none" without tools, is a 400 naming "tool_choice". */
+int rlx_api_parse_tools(cJSON *root, rlx_api_request *r, rlx_api_error *e);
+/* The function object {name, description?, parameters?} of the tool called `name` in r->tools
+ * (borrowed), NULL when there is none. */
+const cJSON *rlx_api_find_tool(const rlx_api_request *r, const char *name);
+
+/* tool_choice "required" or a named tool: at most this many calls when parallel_tool_calls */
+#define RLX_API_MAX_FORCED_CALLS 4
+/* The GBNF (malloc'ed, into *gbnf) that forces a valid call of the request's tools (the named
+ * one) in the model's tool-call format (proto/tool_grammar.c): parallel_tool_calls false
+ * exactly one call, else 1..RLX_API_MAX_FORCED_CALLS; opens_reasoning: the prompt opened the
+ * template's reasoning block, which the output must close first (else it may open one). *gbnf
+ * NULL when tool_choice forces nothing. A format without a forcing grammar is a 400 naming it
+ * ("tool_choice"), a tool whose parameters cannot be compiled a 400 naming "tools". */
+int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, char **gbnf,
+                         rlx_api_error *e);
+/* Internal (for tests): GBNF text with every reference to and definition of rule `from` named
+ * `to` (literals, classes and comments untouched); malloc'ed, NULL when out of memory. */
+char *rlx__gbnf_rename(const char *gbnf, const char *from, const char *to);
+
 /* The same from a parsed body (borrowed; "messages" and "tools" are detached from it). A caller
  * that parses the text itself first rejects rlx_api_has_escaped_nul() bodies: cJSON decodes
  * \u0000 into a NUL that silently cuts every string after it. */
@@ -136,6 +171,24 @@ typedef struct rlx_api_logprob {
 } rlx_api_logprob;
 void rlx_api_logprob_clear(rlx_api_logprob *lp);
 
+/* A chat choice's output parsed into content, reasoning and tool calls (proto/toolcall.h events
+ * collected by rlx_api_tool_out_add; proto/tools.c). Owns its buffers. */
+typedef struct rlx_api_tool_call {
+    char id[40];
+    char *name;
+    char *args; size_t args_len, args_cap;  /* the arguments' JSON text */
+} rlx_api_tool_call;
+
+typedef struct rlx_api_tool_out {
+    char *content; size_t content_len, content_cap;
+    char *reasoning; size_t reasoning_len, reasoning_cap;
+    rlx_api_tool_call *calls; size_t n_calls, cap_calls;
+} rlx_api_tool_out;
+
+/* Adds one parser event (RLX_ENOMEM when out of memory, the output then incomplete). */
+int rlx_api_tool_out_add(rlx_api_tool_out *o, const rlx_tc_event *ev);
+void rlx_api_tool_out_free(rlx_api_tool_out *o);
+
 /* One finished choice. */
 typedef struct rlx_api_choice {
     int index;
@@ -146,6 +199,10 @@ typedef struct rlx_api_choice {
     const rlx_api_logprob *logprobs;   /* NULL when not asked */
     size_t n_logprobs;
     rlx_finish_reason finish;
+    /* chat with tools: the parsed output, which makes the message (content null when empty and
+     * there are calls, tool_calls, reasoning_content) and finish_reason "tool_calls" when calls
+     * were made and generation stopped normally; NULL: text is the content */
+    const rlx_api_tool_out *tools;
 } rlx_api_choice;
 
 /* Identity of one response, constant over all its chunks. */
@@ -171,6 +228,14 @@ char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices
 char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size_t len,
                         bool role_first, const rlx_api_logprob *lps, size_t n_lps,
                         rlx_finish_reason finish);
+/* Chat with tools: the chunk of one parser event of a choice's output: delta.content,
+ * delta.reasoning_content, for CALL_BEGIN delta.tool_calls [{index, id, type:"function",
+ * function:{name, arguments:""}}], for CALL_ARGS [{index, function:{arguments: fragment}}];
+ * CALL_END and empty texts need none: "" (NULL only when out of memory). */
+char *rlx_api_sse_tool_event(const rlx_api_meta *m, int index, const rlx_tc_event *ev);
+/* ... and the choice's last chunk: an empty delta and its finish_reason ("tool_calls" when
+ * tool_calls and finish is RLX_FINISH_STOP). */
+char *rlx_api_sse_tool_end(const rlx_api_meta *m, int index, rlx_finish_reason finish, bool tool_calls);
 /* The final include_usage chunk: choices [] and usage. */
 char *rlx_api_sse_usage(const rlx_api_meta *m, const rlx_usage *usage);
 /* "data: {\"error\":...}\n\n" */

@@ -52,6 +52,9 @@ static void load_done(uv_work_t *w, int status)
     m->n_vocab = rlx_tokenizer_n_vocab(m->tok);
     special_text(m->tok, rlx_tokenizer_bos(m->tok), m->bos, sizeof m->bos);
     special_text(m->tok, rlx_tokenizer_eos(m->tok), m->eos, sizeof m->eos);
+    size_t tlen = 0;
+    const char *tsrc = rlx_worker_chat_template_src(m->w, &tlen);
+    rlx_tc_detect(tsrc, tlen, &m->tc);
     m->created = (long long)time(NULL);
     m->state = RLX_MODEL_READY;
     s->n_ready++;
@@ -186,7 +189,9 @@ static int serve(rlx_serve_config *cfg)
                                         .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,
                                         .max_seqs = cfg->max_seqs, .backend = cfg->backend, .device = cfg->device,
                                         .db_path = cfg->db, .session_ttl_s = cfg->session_ttl,
-                                        .max_sessions = cfg->max_sessions, .max_queue = cfg->max_queue};
+                                        .max_sessions = cfg->max_sessions, .max_queue = cfg->max_queue,
+                                        .chat_template_file = m->cfg->chat_template ? m->cfg->chat_template
+                                                                                    : cfg->chat_template};
             m->load.data = m;
             uv_queue_work(s->loop, &m->load, load_work, load_done);
         }

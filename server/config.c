@@ -37,6 +37,7 @@ static const setting settings[] = {
     {"kv-type", T_KVTYPE, OFF(kv_type), 0, 0},
     {"kv-block", T_INT, OFF(kv_block), 1, 4096},
     {"db", T_STR, OFF(db), 0, 0},
+    {"chat-template", T_STR, OFF(chat_template), 0, 0},
     {"session-ttl", T_INT, OFF(session_ttl), 0, 1 << 30},
     {"max-sessions", T_INT, OFF(max_sessions), 1, 1 << 24},
     {"backend", T_STR, OFF(backend), 0, 0},
@@ -69,6 +70,8 @@ const char *rlx_serve_usage(void)
            "  --threads N               compute threads per model (default: the CPUs\n"
            "                            the affinity mask and cgroup quota allow)\n"
            "  --ctx N                   context length (the model's)\n"
+           "  --chat-template FILE      a Jinja chat template used instead of the models' own\n"
+           "                            ([model.NAME] chat-template=FILE for one model)\n"
            "  --api-key KEY             require Authorization: Bearer KEY (all routes but /health)\n"
            "  --api-key-file F          read the key from a file\n"
            "  --config FILE             INI file ([server] keys as the flags, [model.NAME] path=...)\n"
@@ -179,6 +182,7 @@ static void clear_models(rlx_serve_config *c)
     for (size_t i = 0; i < c->n_models; i++) {
         free(c->models[i].name);
         free(c->models[i].path);
+        free(c->models[i].chat_template);
     }
     memset(c->models, 0, sizeof c->models);
     c->n_models = 0;
@@ -269,8 +273,16 @@ static int on_ini(void *user, const char *section, const char *key, const char *
             if (!m) x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: [%s] needs 'path' before 'ctx'", x->src, section);
             else if (*end || v < 0) x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: [%s] ctx must be a non-negative integer", x->src, section);
             else m->ctx = (int32_t)v;
+        } else if (!strcmp(key, "chat-template") || !strcmp(key, "chat_template")) {
+            if (!m) {
+                x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: [%s] needs 'path' before '%s'", x->src, section, key);
+            } else {
+                free(m->chat_template);
+                if (!(m->chat_template = strdup(value))) x->rc = rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+            }
         } else {
-            x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown key '%s' in [%s] (path, ctx)", x->src, key, section);
+            x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown key '%s' in [%s] (path, ctx, chat-template)", x->src,
+                               key, section);
         }
     } else {
         x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown section [%s] ([server] or [model.NAME])", x->src, section);
@@ -442,6 +454,7 @@ void rlx_serve_config_free(rlx_serve_config *c)
     free(c->api_key_file);
     free(c->config_path);
     free(c->db);
+    free(c->chat_template);
     free(c->backend);
     memset(c, 0, sizeof *c);
 }

@@ -13,6 +13,8 @@ typedef struct rlx_serve_model {
     char *name;              /* served name, routed by the request's "model" */
     char *path;              /* GGUF file */
     int32_t ctx;             /* 0: the server-wide --ctx */
+    char *chat_template;     /* a Jinja chat template file ([model.NAME] chat-template), NULL: the
+                                server-wide --chat-template, else the GGUF's */
 } rlx_serve_model;
 
 typedef struct rlx_serve_config {
@@ -33,6 +35,7 @@ typedef struct rlx_serve_config {
     int kv_type;             /* RLX_F16 */
     int kv_block;            /* tokens per KV block, 16 */
     char *db;                /* sessions database, NULL: none */
+    char *chat_template;     /* --chat-template FILE: overrides every model's GGUF template */
     int session_ttl;         /* seconds an idle session is kept, 0: forever */
     int max_sessions;        /* sessions kept per model, 1024 */
     char *backend;           /* "cpu" (default), "vulkan", "cuda" */

@@ -217,11 +217,14 @@ static void job_free(rlx_job *j)
         for (size_t k = 0; k < ch->n_lps; k++) rlx_api_logprob_clear(&ch->lps[k]);
         free(ch->lps);
         free(ch->final_ev); /* still ours when the choice was never submitted */
+        rlx_tc_parser_free(ch->tc);
+        rlx_api_tool_out_free(&ch->tout);
     }
     free(j->choices);
     for (size_t i = 0; j->echo && i < j->req.n_prompts; i++) free(j->echo[i]);
     free(j->echo);
     free(j->chat_ids);
+    free(j->prompt_tail);
     rlx_api_request_free(&j->req);
     free(j->out);
     free(j);
@@ -305,7 +308,7 @@ rlx_api_choice *rlx_job_api_choices(const rlx_job *j)
         const rlx_choice *ch = &j->choices[i];
         cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
                                  .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
-                                 .n_logprobs = ch->n_lps, .finish = ch->finish};
+                                 .n_logprobs = ch->n_lps, .finish = ch->finish, .tools = ch->tc ? &ch->tout : NULL};
     }
     return cs;
 }
@@ -360,6 +363,52 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
     return lp;
 }
 
+/* ---- tool calls: a choice's text through its parser ----------------------------------------- */
+
+static int on_tc_event(void *user, const rlx_tc_event *ev)
+{
+    rlx_choice *ch = user;
+    rlx_job *j = ch->job;
+    if (rlx_api_tool_out_add(&ch->tout, ev)) {
+        job_oom(j);
+        return RLX_ENOMEM;
+    }
+    if (j->req.stream && !j->client_gone && !j->failed) j->ops->tool_event(j, ch, ev);
+    return 0;
+}
+
+static void tc_feed(rlx_choice *ch, const char *s, size_t n)
+{
+    if (n && !ch->job->failed && rlx_tc_feed(ch->tc, s, n, on_tc_event, ch) == RLX_ENOMEM) job_oom(ch->job);
+}
+
+/* The output ended: what the parser held back; a call the model broke is an error unless the
+ * output was cut off (finish_reason "length" says so). */
+static void tc_finish(rlx_job *j, rlx_choice *ch)
+{
+    rlx_error err = {0};
+    int rc = j->failed ? 0 : rlx_tc_finish(ch->tc, on_tc_event, ch, &err);
+    if (rc == RLX_ENOMEM) job_oom(j);
+    else if (rc && ch->finish != RLX_FINISH_LENGTH && !j->failed) {
+        j->failed = true;
+        rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "The model's tool call could not be parsed: %s", err.msg);
+        cancel_open(j);
+    }
+}
+
+/* Chat with tools and a sink that takes them: one parser per choice, in the model's format. */
+static int tc_start(rlx_job *j, rlx_api_error *e)
+{
+    if (j->req.kind != RLX_API_CHAT || j->req.tool_choice == RLX_TOOL_CHOICE_NONE || !j->ops->tool_event) return 0;
+    for (size_t i = 0; i < j->n_choices; i++) {
+        rlx_tc_opts o = {.tools = j->req.tools, .prompt = j->prompt_tail, .seeded = j->req.base->sampling.has_seed,
+                         .seed = j->req.base->sampling.seed + i};
+        if (!(j->choices[i].tc = rlx_tc_parser_new(&j->model->tc, &o)))
+            return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+    }
+    return 0;
+}
+
 static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
 {
     if (!grow((void **)&ch->tokens, &ch->cap_tokens, ch->n_tokens + 1, sizeof *ch->tokens))
@@ -369,8 +418,9 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
     rlx_api_logprob *lp = j->req.logprobs >= 0 ? add_logprob(j, ch, ev->token, ev, &ch->lp_offset) : NULL;
     const char *out = ev->text ? ev->text : "";
     size_t n = ev->text_len;
-    if (j->req.stream && !j->client_gone) j->ops->piece(j, ch, ev->token, out, n, lp);
+    if (j->req.stream && !j->client_gone) j->ops->piece(j, ch, ev->token, out, ch->tc ? 0 : n, lp);
     text_append(ch, out, n);
+    if (ch->tc) tc_feed(ch, out, n);
 }
 
 static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
@@ -401,6 +451,11 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
             const char *out = ev->text ? ev->text : "";
             size_t n = ev->text_len;
             text_append(ch, out, n);
+            if (ch->tc) {
+                tc_feed(ch, out, n);
+                tc_finish(j, ch);
+                n = 0;
+            }
             if (j->req.stream && !j->client_gone && !j->failed && j->ops->choice_end) j->ops->choice_end(j, ch, out, n);
         }
     }
@@ -525,6 +580,7 @@ static void prepare_done(rlx_call *call, void *client, int status)
                 rc = rlx_api_errorf(&t->e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
             ch->lp_offset = ch->echo_len = ch->len;
         }
+    if (!rc) rc = tc_start(j, &t->e);
     if (!rc) rc = submit_all(j, &t->e);
     if (rc) {
         j->failed = true;

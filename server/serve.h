@@ -47,6 +47,7 @@ typedef struct rlx_model_slot {
     const rlx_tokenizer *tok;      /* borrowed from w */
     int32_t n_vocab;
     char bos[128], eos[128];       /* texts of the special tokens, for chat templates */
+    rlx_tc_info tc;                /* the tool-call format its chat template asks for */
     long long created;             /* load time, unix seconds */
 } rlx_model_slot;
 
@@ -74,6 +75,10 @@ typedef struct rlx_choice {
      * and the final event then fails the job. */
     struct rlx_qevent *final_ev;
     bool ev_lost;
+    /* chat with tools (tool_choice not "none", a sink with tool_event): the output parsed into
+     * content, reasoning and calls (owned; loop thread) */
+    rlx_tc_parser *tc;
+    rlx_api_tool_out tout;
 } rlx_choice;
 
 /* A front end's sink: how a job's response reaches its client. The job keeps the engine's
@@ -86,7 +91,11 @@ typedef struct rlx_sink_ops {
     /* a stream's released piece of a choice: token (its id), its text, its logprob entry (NULL
      * when not asked) */
     void (*piece)(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lp);
-    /* a stream's choice ended well (ch->finish set): its last text (optional) */
+    /* a stream's choice with a tool-call parser (ch->tc): one parser event, in place of pieces'
+     * text (NULL: the front end takes no tool calls and chat output stays text) */
+    void (*tool_event)(rlx_job *j, rlx_choice *ch, const rlx_tc_event *ev);
+    /* a stream's choice ended well (ch->finish set): its last text (optional; with ch->tc the
+     * text went to the parser and n is 0) */
     void (*choice_end)(rlx_job *j, rlx_choice *ch, const char *text, size_t n);
     /* the end of the response: every choice is final (the total in j->total) ... */
     void (*finish)(rlx_job *j);
@@ -119,6 +128,8 @@ struct rlx_job {
     bool preparing;                /* prepare.c's work runs on the threadpool: the job stays */
     rlx_call *prep;                /* that call while the sink holds the job (dropped on detach) */
     int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
+    char *prompt_tail;             /* chat with tools: the rendered prompt's last bytes (owned),
+                                      which say whether the output starts in reasoning */
     size_t n_chat_ids;
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
     int32_t prompt_tokens;         /* prompt tokens submitted, once per prompt (not per choice) */

@@ -1,5 +1,6 @@
 /* sink_http.c - the HTTP front end's sink (rlx_sink_ops): a job's response as a whole JSON body,
- * an SSE stream (completions and chat: chunks, the usage chunk, [DONE]) or an NDJSON stream
+ * an SSE stream (completions and chat: chunks, the usage chunk, [DONE]; chat with tools: the
+ * tool-call parser's content, reasoning and call deltas) or an NDJSON stream
  * (native generate: a line per token, then the response object). Formats with proto's
  * formatters into the job's output queue; http.c sends it. Loop thread only. */
 #include "server/serve.h"
@@ -37,10 +38,18 @@ static void http_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
     rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, RLX_FINISH_NONE));
 }
 
+/* Chat with tools: content, reasoning and calls as their own deltas. */
+static void http_tool_event(rlx_job *j, rlx_choice *ch, const rlx_tc_event *ev)
+{
+    rlx_job_out_take(j, rlx_api_sse_tool_event(&j->meta, ch->index, ev));
+}
+
 /* SSE: the choice's last text with its finish_reason (NDJSON ends with the response object). */
 static void http_choice_end(rlx_job *j, rlx_choice *ch, const char *text, size_t n)
 {
-    if (j->req.kind != RLX_API_GENERATE)
+    if (ch->tc)
+        rlx_job_out_take(j, rlx_api_sse_tool_end(&j->meta, ch->index, ch->finish, ch->tout.n_calls > 0));
+    else if (j->req.kind != RLX_API_GENERATE)
         rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, NULL, 0, ch->finish));
 }
 
@@ -89,6 +98,7 @@ static bool http_whole(const rlx_job *j)
 const rlx_sink_ops rlx_http_sink = {
     .begin = http_begin,
     .piece = http_piece,
+    .tool_event = http_tool_event,
     .choice_end = http_choice_end,
     .finish = http_finish,
     .fail = http_fail,

@@ -26,4 +26,26 @@ pt=$(echo "$r" | jget '.usage.prompt_tokens')
 [ "$(echo "$r" | jget '.choices[0].message.role')" = assistant ] || fail "no assistant message: $r"
 ok "chat completion uses the template ($pt prompt tokens, <|im_start|> = $im_start)"
 stop_server
-echo "2 passed, 0 failed"
+
+# --chat-template FILE replaces the GGUF's template (here Hermes 2 Pro's, which renders tools)
+TPL="$SHARED/templates/NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.json"
+[ -f "$TPL" ] || { echo "skip: $TPL absent"; exit 77; }
+node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1])).template)' "$TPL" > "$TMP/hermes.jinja"
+start_server hermes --ctx 2048 --chat-template "$TMP/hermes.jinja"
+tools='[{"type":"function","function":{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]'
+p=$(post /apply-template "{\"messages\":$msgs,\"tools\":$tools}")
+[ "$(status)" = 200 ] || fail "apply-template with --chat-template: $(status) $p"
+text=$(echo "$p" | jget '.prompt')
+case "$text" in *"<tools>"*get_weather*"<tool_call>"*) ;; *) fail "--chat-template not used: $(printf %q "$text")" ;; esac
+ok "--chat-template renders the given template"
+stop_server
+# a file that cannot be read or parsed: the daemon refuses to start, naming it
+printf '{%% if %%}' > "$TMP/bad.jinja"
+for f in "$TMP/absent.jinja" "$TMP/bad.jinja"; do
+    if "$BIN" serve -m "$MODEL:tiny" --host 127.0.0.1 --port 0 --chat-template "$f" 2>"$TMP/bad.log"; then
+        fail "rlxd started with --chat-template $f"
+    fi
+    grep -q "$f" "$TMP/bad.log" || fail "the error does not name $f: $(cat "$TMP/bad.log")"
+done
+ok "an unreadable or invalid --chat-template stops the daemon, naming the file"
+echo "4 passed, 0 failed"

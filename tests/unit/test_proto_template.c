@@ -89,10 +89,11 @@ TEST(template_sees_request_values)
     /* (a NUL in a request is refused at the boundary - prompts travel as C strings - so parts
      * with NULs are covered by render-template's context files instead) */
     const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\\u00e9\"},"
-                       "{\"type\":\"text\",\"text\":\"b\"}]}],\"tools\":[{\"minimum\":0.0,\"big\":12345678901234567890}]}";
+                       "{\"type\":\"text\",\"text\":\"b\"}]}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                       "{\"minimum\":0.0,\"big\":12345678901234567890}}}]}";
     ASSERT_EQ(parse(&r, body, &e), 0);
     cJSON *ctx = rlx_api_chat_context(&r, "", "");
-    const char *src = "{{ messages[0].content|length }} {{ messages[0].content|tojson }} {{ tools|tojson }}";
+    const char *src = "{{ messages[0].content|length }} {{ messages[0].content|tojson }} {{ tools[0].function.parameters|tojson }}";
     rlx_chat_template *t = NULL;
     rlx_error err = {0};
     char *out = NULL;
@@ -102,7 +103,7 @@ TEST(template_sees_request_values)
     cJSON_Delete(ctx);
     rlx_api_request_free(&r);
     ASSERT_MSG(rc == 0, "%s", err.msg);
-    ASSERT_STR_EQ(out, "3 \"a\xc3\xa9" "b\" [{\"minimum\": 0.0, \"big\": 12345678901234567890}]");
+    ASSERT_STR_EQ(out, "3 \"a\xc3\xa9" "b\" {\"minimum\": 0.0, \"big\": 12345678901234567890}");
     free(out);
 }
 

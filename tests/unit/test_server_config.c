@@ -61,7 +61,7 @@ TEST(precedence_flags_env_ini)
 {
     clear_env();
     const char *ini = write_tmp("[server]\nhost = 0.0.0.0\nport = 9000\nmax_seqs = 4\nlog-format = json\nkv_block = 8\n"
-                                "[model.small]\npath = /m/small.gguf\nctx = 256\n");
+                                "[model.small]\npath = /m/small.gguf\nctx = 256\nchat-template = /t/small.jinja\n");
     setenv("RLXD_PORT", "9100", 1);
     setenv("RLXD_MAX_SEQS", "5", 1);
     char cfgflag[128];
@@ -78,6 +78,8 @@ TEST(precedence_flags_env_ini)
     ASSERT(c.stdio);
     ASSERT_EQ(c.kv_type, RLX_Q8_0);
     ASSERT_EQ(c.kv_block, 8);             /* INI */
+    ASSERT_STR_EQ(c.models[0].chat_template, "/t/small.jinja"); /* per model */
+    ASSERT(c.chat_template == NULL);
     ASSERT_EQ(c.n_models, 1);
     ASSERT_STR_EQ(c.models[0].name, "small");
     ASSERT_EQ(c.models[0].ctx, 256);
@@ -209,6 +211,7 @@ TEST(every_setting_follows_the_layer_order)
         {"kv-type", "f16", "f32", "q8_0", "f32"},
         {"kv-block", "16", "8", "32", "64"},
         {"db", "", "/tmp/a.db", "/tmp/b.db", "/tmp/c.db"},
+        {"chat-template", "", "/tmp/a.jinja", "/tmp/b.jinja", "/tmp/c.jinja"},
         {"session-ttl", "0", "5", "6", "7"},
         {"max-sessions", "1024", "8", "9", "10"},
         {"backend", "", "vulkan", "cuda", "cpu"},

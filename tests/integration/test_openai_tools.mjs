@@ -1,0 +1,229 @@
+// test_openai_tools.mjs - tool calls through the official `openai` npm client against a real
+// `rlxd serve` with random-weight models (so only the forcing grammar makes calls valid), once
+// per tool-call format with a forcing grammar: the ChatML fallback's generic JSON
+// (synth-llama-tiny, no template), Hermes <tool_call> blocks (synth-qwen3-tiny with Qwen2.5's
+// template through --chat-template) and Llama 3 JSON (synth-llama-tiny with Llama 3.2's); a
+// format without one (Mistral's template) refuses "required" with a 400 naming it. With a
+// thinking template (Qwen3's) and tool_choice "auto", output fixed by a `grammar` comes back
+// split into reasoning_content, content and tool_calls, streamed and not, with no tag text. Checks: tool_choice "required" and a named tool return
+// calls whose arguments validate (Ajv); parallel_tool_calls:false gives exactly one call;
+// `chat.completions.stream()` gives one tool_calls.function.arguments.done event per index and
+// finalChatCompletion() resolves; a role:"tool" round trip renders; runTools() with "required"
+// calls the JS function once per completion. Exits 77 (skip) when something is missing.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const bin = join(process.env.RLX_BIN || join(root, 'build'), 'rlxd');
+const shared = process.env.RLX_SHARED || join(root, '..', 'shared');
+const skip = (why) => { console.log('skip: ' + why); process.exit(77); };
+if (!existsSync(bin)) skip(bin + ' not built');
+const llama = join(shared, 'models', 'synth-llama-tiny-f32.gguf');
+const qwen = join(shared, 'models', 'synth-qwen3-tiny-f32.gguf');
+const qwenTpl = join(shared, 'templates', 'Qwen-Qwen2.5-7B-Instruct.json');
+const llamaTpl = join(shared, 'templates', 'meta-llama-Llama-3.2-3B-Instruct.json');
+const mistralTpl = join(shared, 'templates', 'Mistral-Small-3.2-24B-Instruct-2506.json');
+const qwen3Tpl = join(shared, 'templates', 'Qwen-Qwen3-0.6B.json');
+for (const f of [llama, qwen, qwenTpl, llamaTpl, mistralTpl, qwen3Tpl]) if (!existsSync(f)) skip(f + ' absent (reference data in ../shared)');
+let OpenAI, Ajv;
+try {
+  ({ default: OpenAI } = await import('openai'));
+  ({ default: Ajv } = await import('ajv'));
+} catch {
+  skip('the openai / ajv packages are not installed: run npm ci in tests/integration');
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'rlxd-tools-'));
+const template = (src, name) => {
+  const f = join(tmp, name + '.jinja');
+  writeFileSync(f, JSON.parse(readFileSync(src, 'utf8')).template);
+  return f;
+};
+
+let child = null, log = '';
+const killer = setTimeout(() => { console.error('timeout\n' + log.slice(-3000)); child?.kill('SIGKILL'); process.exit(1); }, 500000);
+const fail = (msg) => {
+  console.error('FAIL: ' + msg + '\n--- server log:\n' + log.slice(-2000));
+  child?.kill('SIGKILL');
+  rmSync(tmp, { recursive: true, force: true });
+  process.exit(1);
+};
+const assert = (c, msg) => { if (!c) fail(msg); };
+
+async function start(model, extra) {
+  log = '';
+  child = spawn(bin, ['serve', '-m', model + ':m', '--host', '127.0.0.1', '--port', '0', '--ctx', '4096', ...extra],
+                { stdio: ['ignore', 'ignore', 'pipe'] });
+  child.stderr.on('data', (d) => { log += d; });
+  let port;
+  for (let i = 0; i < 300 && !port; i++) {
+    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
+    if (m) port = m[1];
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  assert(port, 'no port in the log');
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 300; i++) {
+    if (await fetch(base + '/health').then((r) => r.ok, () => false)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return new OpenAI({ baseURL: base + '/v1', apiKey: 'none', maxRetries: 0 });
+}
+
+async function stop() {
+  child.kill('SIGTERM');
+  const code = await new Promise((r) => child.on('exit', (c) => r(c)));
+  assert(code === 0, 'exit status after SIGTERM: ' + code);
+  child = null;
+}
+
+const weather = { type: 'object', properties: { city: { type: 'string', minLength: 1, maxLength: 12 },
+  unit: { enum: ['c', 'f'] }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'unit'],
+  additionalProperties: false };
+const add = { type: 'object', properties: { a: { type: 'integer', minimum: -100, maximum: 100 },
+  b: { type: 'number' } }, required: ['a', 'b'], additionalProperties: false };
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather of a city', parameters: weather } },
+  { type: 'function', function: { name: 'add', description: 'Adds two numbers', parameters: add } },
+];
+const ajv = new Ajv({ strict: false });
+const validators = { get_weather: ajv.compile(weather), add: ajv.compile(add) };
+const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+
+// every call: an id, type function, a known name, arguments that parse and validate
+function checkCalls(calls, what, only) {
+  assert(Array.isArray(calls) && calls.length >= 1, what + ': no tool_calls');
+  const ids = new Set();
+  for (const c of calls) {
+    assert(c.type === 'function' && typeof c.id === 'string' && c.id.length > 5 && !ids.has(c.id), what + ': call ' + JSON.stringify(c));
+    ids.add(c.id);
+    const v = validators[c.function.name];
+    assert(v && (!only || c.function.name === only), what + ': tool ' + c.function.name);
+    let args;
+    try { args = JSON.parse(c.function.arguments); } catch { fail(what + ': arguments are not JSON: ' + c.function.arguments); }
+    assert(v(args), what + ': arguments do not validate: ' + c.function.arguments + ' ' + JSON.stringify(v.errors));
+  }
+}
+
+async function suite(client, fmt, extraBody) {
+  const req = (o) => ({ model: 'm', messages, tools, max_tokens: 400, temperature: 1.0, ...extraBody, ...o });
+  // tool_choice "required": 1..4 valid calls, finish_reason tool_calls, content null
+  for (let i = 0; i < 4; i++) {
+    const r = await client.chat.completions.create(req({ tool_choice: 'required', seed: i }));
+    const ch = r.choices[0];
+    assert(ch.finish_reason === 'tool_calls', fmt + ' required: finish_reason ' + ch.finish_reason + ' ' + JSON.stringify(ch.message));
+    assert(ch.message.content === null, fmt + ' required: content ' + JSON.stringify(ch.message.content));
+    checkCalls(ch.message.tool_calls, fmt + ' required');
+    assert(ch.message.tool_calls.length <= 4, fmt + ' required: more than 4 calls');
+  }
+  console.log(`ok   ${fmt}: tool_choice "required" gives valid calls`);
+  // a named tool, parallel_tool_calls false: exactly one call of it
+  for (let i = 0; i < 4; i++) {
+    const r = await client.chat.completions.create(req({
+      tool_choice: { type: 'function', function: { name: 'add' } }, parallel_tool_calls: false, seed: 10 + i }));
+    const calls = r.choices[0].message.tool_calls;
+    checkCalls(calls, fmt + ' named', 'add');
+    assert(calls.length === 1, fmt + ' parallel_tool_calls false: ' + calls.length + ' calls');
+  }
+  console.log(`ok   ${fmt}: a named tool with parallel_tool_calls false gives exactly one valid call`);
+  // streamed: one arguments.done event per index, the final completion matches
+  const done = new Map();
+  const stream = client.chat.completions.stream(req({ tool_choice: 'required', seed: 42 }));
+  stream.on('tool_calls.function.arguments.done', (e) => done.set(e.index, (done.get(e.index) || 0) + 1));
+  const fin = await stream.finalChatCompletion();
+  const calls = fin.choices[0].message.tool_calls;
+  checkCalls(calls, fmt + ' stream');
+  assert(done.size === calls.length && [...done.values()].every((n) => n === 1),
+         fmt + ' stream: arguments.done events ' + JSON.stringify([...done]) + ' for ' + calls.length + ' calls');
+  assert(fin.choices[0].finish_reason === 'tool_calls', fmt + ' stream: finish_reason ' + fin.choices[0].finish_reason);
+  assert(!fin.choices[0].message.content, fmt + ' stream: content ' + JSON.stringify(fin.choices[0].message.content));
+  console.log(`ok   ${fmt}: stream() gives one arguments.done per call and finalChatCompletion() resolves`);
+  // a tool-call round trip: the assistant's calls and role "tool" results render
+  const first = (await client.chat.completions.create(req({ tool_choice: 'required', seed: 7 }))).choices[0].message;
+  const history = [...messages, first, ...first.tool_calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: '{"ok":true}' }))];
+  const r2 = await client.chat.completions.create(req({ messages: history, tool_choice: 'auto', max_tokens: 8 }));
+  assert(r2.choices.length === 1, fmt + ' round trip: ' + JSON.stringify(r2));
+  console.log(`ok   ${fmt}: a role "tool" round trip renders`);
+  // runTools: "required" and maxChatCompletions 3 calls the JS function once per completion
+  let n = 0;
+  const runner = client.chat.completions.runTools({
+    ...req({ tool_choice: 'required', parallel_tool_calls: false, seed: 3 }),
+    tools: [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city', parameters: weather,
+      parse: JSON.parse, function: (args) => {
+        n++;
+        assert(validators.get_weather(args), fmt + ' runTools: arguments ' + JSON.stringify(args));
+        return { temperature: 21 };
+      } } }],
+  }, { maxChatCompletions: 3 });
+  await runner.done();
+  assert(n === 3, fmt + ' runTools: the function ran ' + n + ' times');
+  console.log(`ok   ${fmt}: runTools() with "required" calls the tool 3 times with valid arguments`);
+}
+
+try {
+  let client = await start(llama, []);
+  await suite(client, 'generic', {});
+  // without tools (or with tool_choice "none") the output stays plain text
+  const plain = await client.chat.completions.create({ model: 'm', messages, tools, tool_choice: 'none', max_tokens: 8 });
+  assert(typeof plain.choices[0].message.content === 'string' && !plain.choices[0].message.tool_calls, 'tool_choice none: ' + JSON.stringify(plain));
+  console.log('ok   tool_choice "none" gives text');
+  await stop();
+  client = await start(qwen, ['--chat-template', template(qwenTpl, 'qwen25')]);
+  await suite(client, 'hermes', {});
+  await stop();
+  client = await start(llama, ['--chat-template', template(llamaTpl, 'llama32')]);
+  await suite(client, 'llama3', {});
+  await stop();
+  client = await start(llama, ['--chat-template', template(mistralTpl, 'mistral')]);
+  for (const stream of [false, true]) {
+    let err = null;
+    try {
+      const r = await client.chat.completions.create({ model: 'm', messages, tools, tool_choice: 'required', max_tokens: 8, stream });
+      if (stream) for await (const _ of r); // eslint-disable-line no-unused-vars
+    } catch (e) { err = e; }
+    assert(err && err.status === 400 && /mistral/.test(err.message) && err.param === 'tool_choice',
+           'mistral required (stream ' + stream + '): ' + (err ? err.status + ' ' + err.message : 'accepted'));
+  }
+  console.log('ok   a format without a forcing grammar refuses "required" with a 400 naming it');
+  await stop();
+  client = await start(qwen, ['--chat-template', template(qwen3Tpl, 'qwen3')]);
+  const gbnf = (s) => 'root ::= "' + s.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') + '"';
+  const cases = [
+    ['<think>\nPlan: call add.\n</think>\n\nDone.', 'Plan: call add.', 'Done.', []],
+    ['<think>hm</think>\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2.5}}\n</tool_call>', 'hm', '',
+     [['add', '{"a":1,"b":2.5}']]],
+  ];
+  for (const [out, reasoning, content, calls] of cases) {
+    const body = { model: 'm', messages, tools, tool_choice: 'auto', max_tokens: 200, grammar: gbnf(out) };
+    const r = (await client.chat.completions.create(body)).choices[0];
+    const got = [r.message.reasoning_content, r.message.content ?? '', (r.message.tool_calls || []).map((c) => [c.function.name, c.function.arguments])];
+    assert(JSON.stringify(got) === JSON.stringify([reasoning, content, calls]), 'qwen3 parsed ' + JSON.stringify(out) + ': ' + JSON.stringify(r.message));
+    assert(r.finish_reason === (calls.length ? 'tool_calls' : 'stop'), 'qwen3 finish_reason ' + r.finish_reason);
+    const s = { reasoning: '', content: '', calls: {} };
+    let finish = null;
+    for await (const c of await client.chat.completions.create({ ...body, stream: true })) {
+      const d = c.choices[0]?.delta || {};
+      s.reasoning += d.reasoning_content || '';
+      s.content += d.content || '';
+      for (const t of d.tool_calls || []) {
+        if (t.id) { assert(!s.calls[t.index] && t.function.arguments === '', 'stream: a second begin for ' + t.index); s.calls[t.index] = [t.function.name, '']; }
+        else s.calls[t.index][1] += t.function.arguments;
+      }
+      finish = c.choices[0]?.finish_reason || finish;
+    }
+    const sgot = [s.reasoning, s.content, Object.values(s.calls)];
+    assert(JSON.stringify(sgot) === JSON.stringify([reasoning, content, calls]), 'qwen3 streamed ' + JSON.stringify(out) + ': ' + JSON.stringify(sgot));
+    assert(finish === r.finish_reason, 'qwen3 streamed finish_reason ' + finish);
+  }
+  console.log('ok   thinking template: reasoning_content, content and tool_calls, streamed and not, no tag text');
+  await stop();
+} catch (e) {
+  fail(e.stack || String(e));
+}
+clearTimeout(killer);
+rmSync(tmp, { recursive: true, force: true });
+console.log('all passed');
