@@ -36,14 +36,16 @@ if (!toks("one").length) die("n=1 did not stream");
 ' "$TMP/out" || fail "n=2 over stdio"
 ok "stdio n=2: every choice in the result, indexed token lines, prompt counted once"
 
-# the same id twice while the first runs: the slow model keeps the first in flight
+# the same id twice while the first runs: the slow model keeps the first in flight (1000 tokens: a
+# few seconds even on a fast quiet host; 40 tokens, ~0.1 s there, finished before the second line
+# arrived and the refusal was never tried)
 use_slow_model
 mkfifo "$TMP/fifo"
 "$BIN" serve -m "$MODEL:tiny" --stdio <"$TMP/fifo" >"$TMP/out2" 2>"$TMP/err2" &
 pid=$!
 PIDS+=("$pid")
 exec 7>"$TMP/fifo"
-echo '{"id":7,"prompt":"Once upon a time","max_tokens":40,"ignore_eos":true,"temperature":0,"stream":true}' >&7
+echo '{"id":7,"prompt":"Once upon a time","max_tokens":1000,"ignore_eos":true,"temperature":0,"stream":true}' >&7
 for _ in $(seq 1 600); do grep -q '"token"' "$TMP/out2" && break; sleep 0.05; done
 grep -q '"token"' "$TMP/out2" || fail "the first request did not start streaming: $(tail -3 "$TMP/err2")"
 echo '{"id":7,"prompt":"The dog","max_tokens":3}' >&7
@@ -56,9 +58,9 @@ const lines = require("fs").readFileSync(process.argv[1], "utf8").trim().split("
 const die = m => { console.error(m + "\n" + lines.map(l => JSON.stringify(l).slice(0, 300)).join("\n")); process.exit(1); };
 const errs = lines.filter(l => l.ok === false), oks = lines.filter(l => l.ok === true);
 if (errs.length !== 1 || errs[0].id !== 7 || errs[0].error.param !== "id") die("want one error line for id 7 naming id");
-if (oks.length !== 1 || oks[0].id !== 7 || oks[0].usage.completion_tokens !== 40) die("the first request should finish whole");
+if (oks.length !== 1 || oks[0].id !== 7 || oks[0].usage.completion_tokens !== 1000) die("the first request should finish whole");
 const toks = lines.filter(l => "token" in l);
-if (toks.length !== 40 || toks.some((t, i) => t.token !== oks[0].token_ids[i])) die("the first request lost token lines");
+if (toks.length !== 1000 || toks.some((t, i) => t.token !== oks[0].token_ids[i])) die("the first request lost token lines");
 ' "$TMP/out2" || fail "duplicate id"
 ok "a duplicate id in flight gets an error line; the first request finishes whole"
 echo "2 passed, 0 failed"
