@@ -6,21 +6,15 @@
 #include "models/json.h"
 #include "proto/proto.h"
 #include "tests/rlx_test.h"
+#include "server/cli.h"
 
 #include <dirent.h>
 
+/* the project's file reader (server/cli.h) */
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
+    size_t n;
+    return rlx_read_file(path, &n);
 }
 
 static bool has_tool_calls(const cJSON *msgs)

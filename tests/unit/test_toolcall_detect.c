@@ -5,6 +5,7 @@
 #include "models/chat_template.h"
 #include "proto/toolcall.h"
 #include "tests/rlx_test.h"
+#include "server/cli.h"
 #include "tests/unit/test_toolcall_util.h"
 
 #include <dirent.h>
@@ -60,18 +61,11 @@ static const struct { const char *file; rlx_tc_format format; bool thinks; } wan
     {"unsloth-mistral-Devstral-Small-2507.json", RLX_TC_MISTRAL, false},
 };
 
+/* the project's file reader (server/cli.h) */
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
+    size_t n;
+    return rlx_read_file(path, &n);
 }
 
 TEST(every_shared_template)
