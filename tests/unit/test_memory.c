@@ -30,6 +30,11 @@ typedef struct stub {
     uint64_t *state;              /* per state slot */
     int32_t *next_pos;            /* per state slot: the position it expects next */
     int32_t clears, max_slot;
+    /* a gate the test holds while it submits a set, so that every request is queued before
+     * the second step whatever the host's speed (preemption must happen, not depend on timing) */
+    pthread_mutex_t gate_mu;
+    pthread_cond_t gate_cv;
+    bool gate_held;
 } stub;
 
 static uint64_t mix(uint64_t x)
@@ -96,6 +101,9 @@ static int stub_state_read(rlx_backend *be, int32_t layer, int32_t slot, void *b
 static int stub_run(rlx_backend *be, const rlx_plan *plan, const rlx_batch *b, float *logits, rlx_error *err)
 {
     stub *s = (stub *)be;
+    pthread_mutex_lock(&s->gate_mu);
+    while (s->gate_held) pthread_cond_wait(&s->gate_cv, &s->gate_mu);
+    pthread_mutex_unlock(&s->gate_mu);
     int rc = rlx_batch_validate(b, plan, &s->desc, s->n_vocab, err);
     if (rc) return rc;
     const int32_t B = s->desc.block_size;
@@ -132,7 +140,17 @@ static void stub_destroy(rlx_backend *be)
     free(s->kv);
     free(s->state);
     free(s->next_pos);
+    pthread_mutex_destroy(&s->gate_mu);
+    pthread_cond_destroy(&s->gate_cv);
     free(s);
+}
+
+static void stub_gate(stub *s, bool hold)
+{
+    pthread_mutex_lock(&s->gate_mu);
+    s->gate_held = hold;
+    pthread_cond_broadcast(&s->gate_cv);
+    pthread_mutex_unlock(&s->gate_mu);
 }
 
 static const rlx_backend_ops stub_ops = {
@@ -143,7 +161,10 @@ static const rlx_backend_ops stub_ops = {
 static stub *stub_new(void)
 {
     stub *s = calloc(1, sizeof *s);
-    if (s) s->base.ops = &stub_ops;
+    if (!s) return NULL;
+    s->base.ops = &stub_ops;
+    pthread_mutex_init(&s->gate_mu, NULL);
+    pthread_cond_init(&s->gate_cv, NULL);
     return s;
 }
 
@@ -350,8 +371,9 @@ static size_t prompt(int i, int32_t *ids)
     return n;
 }
 
-static void run_set(rlx_worker *w, bool together, result *res)
+static void run_set(rlx_worker *w, stub *s, bool together, result *res)
 {
+    if (together) stub_gate(s, true);
     collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
     slot slots[N_SEQ];
     memset(res, 0, sizeof(result) * N_SEQ);
@@ -385,6 +407,7 @@ static void run_set(rlx_worker *w, bool together, result *res)
             pthread_mutex_unlock(&c.mu);
         }
     }
+    if (together) stub_gate(s, false);
     pthread_mutex_lock(&c.mu);
     while (c.pending > 0) pthread_cond_wait(&c.cv, &c.mu);
     pthread_mutex_unlock(&c.mu);
@@ -397,11 +420,11 @@ static void solo_vs_batched(const rlx_mem_layer *layers, result *solo, result *b
     stub *s = NULL;
     rlx_worker *w = start(layers, 1, 0, &s);
     if (!w) SKIP("rlxd-synth is not built");
-    run_set(w, false, solo);
+    run_set(w, s, false, solo);
     rlx_worker_stop(w, true);
     w = start(layers, 4, 22, &s);
     ASSERT(w != NULL);
-    run_set(w, true, batch);
+    run_set(w, s, true, batch);
     rlx_worker_get_stats(w, st);
     *max_slot = s->max_slot;
     rlx_worker_stop(w, true);
