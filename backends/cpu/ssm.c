@@ -1,0 +1,144 @@
+/* ssm.c - the CPU kernels of the recurrent ops of hybrid models (graph.h SSM_CONV, DELTA_NET):
+ * a causal depthwise conv1d and the gated delta rule, each carrying its state between steps in
+ * the sequence's slot of the layer (RLX_MEM_STATE; layout in graph.h, RLX_SSM_HEADER).
+ *
+ * A batch may hold several sequences, each with any number of consecutive positions: every
+ * token is one step of the recurrence in position order, so N tokens in one batch give exactly
+ * what N one-token steps give (the sums never depend on the batch). The slot's header holds the
+ * position the sequence computes next; SSM_CONV refuses a batch that does not continue there
+ * (RLX_ERANGE), and DELTA_NET, the layer's last recurrent op, advances it.
+ *
+ * Work splits so that no two threads write the same state: SSM_CONV by channel, DELTA_NET by
+ * (sequence, value head). Called by every thread of the pool (cpu_ops.c rlx_cpu_step). */
+#include "backends/cpu/cpu_ops.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#define SSM_MAX_KERNEL 64
+#define DELTA_MAX_HEAD 512
+
+/* The state slot of sequence q for `layer`, NULL (error raised) when the batch names none. */
+static float *slot_of(rlx_cpu_run *r, int32_t layer, int32_t q)
+{
+    const rlx_mem_desc *d = r->kv;
+    const int32_t slot = r->batch->seqs[q].state_slot;
+    if (!r->state_mem || layer < 0 || layer >= d->n_layers || slot < 0 || slot >= d->n_state_slots) {
+        atomic_store(&r->error, RLX_ERANGE);
+        return NULL;
+    }
+    const rlx_mem_layer m = rlx_mem_desc_layer(d, layer);
+    if (m.kind != RLX_MEM_STATE) {
+        atomic_store(&r->error, RLX_ERANGE);
+        return NULL;
+    }
+    return (float *)(r->state_mem + r->state_off[layer] + (size_t)slot * (size_t)m.state_bytes);
+}
+
+static int32_t next_pos(const float *st)
+{
+    int32_t p;
+    memcpy(&p, st, sizeof p);
+    return p;
+}
+
+void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+{
+    const rlx_ssm_conv_params *p = &s->node.p.conv;
+    const rlx_graph *g = r->plan->graph;
+    const int32_t K = p->kernel, C = p->channels;
+    const float *w = (const float *)g->tensors[s->node.in[1]].data;
+    const int32_t *pos = r->batch->pos;
+    int64_t c0, c1;
+    split(C, ith, nth, &c0, &c1);
+    if (K > SSM_MAX_KERNEL) { atomic_store(&r->error, RLX_EUNSUPPORTED); return; }
+    for (int32_t q = 0; q < r->batch->n_seqs; q++) {
+        const int32_t lo = r->seq_off[q], hi = r->seq_off[q + 1];
+        if (lo == hi) continue;
+        float *st = slot_of(r, p->layer, q);
+        if (!st) continue;
+        /* the batch continues the sequence where its state stands, one position per token */
+        bool ok = pos[r->seq_tok[lo]] == next_pos(st);
+        for (int32_t i = lo + 1; i < hi && ok; i++) ok = pos[r->seq_tok[i]] == pos[r->seq_tok[i - 1]] + 1;
+        if (!ok) { atomic_store(&r->error, RLX_ERANGE); continue; }
+        for (int64_t c = c0; c < c1; c++) {
+            float win[SSM_MAX_KERNEL];
+            float *cs = st + p->conv_off + c * (K - 1);
+            const float *wc = w + c * K;
+            memcpy(win, cs, (size_t)(K - 1) * sizeof *win);
+            for (int32_t i = lo; i < hi; i++) {
+                const int32_t t = r->seq_tok[i];
+                win[K - 1] = rowp(r, s->node.in[0], t)[c];
+                float sum = 0.0f;
+                for (int32_t j = 0; j < K; j++) sum += win[j] * wc[j];
+                rowp(r, s->out, t)[c] = sum;
+                memmove(win, win + 1, (size_t)(K - 1) * sizeof *win);
+            }
+            memcpy(cs, win, (size_t)(K - 1) * sizeof *win);
+        }
+        if (s->n_chain && c0 < c1)
+            for (int32_t i = lo; i < hi; i++) {
+                const int32_t t = r->seq_tok[i];
+                rlx_cpu_apply_chain(r, s, rowp(r, s->out, t), t, c0, c1, C);
+            }
+    }
+}
+
+/* x * 1 / max(||x||, eps), the sum of squares in double as ggml_l2_norm */
+static void l2_norm(const float *x, float *y, int32_t n, float eps, float scale)
+{
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float k = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (int32_t i = 0; i < n; i++) y[i] = x[i] * k * scale;
+}
+
+void rlx_cpu_delta_net(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+{
+    const rlx_delta_params *p = &s->node.p.delta;
+    const int32_t nk = p->n_k_heads, nv = p->n_v_heads, dk = p->head_k, dv = p->head_v;
+    if (dk > DELTA_MAX_HEAD || dv > DELTA_MAX_HEAD) { atomic_store(&r->error, RLX_EUNSUPPORTED); return; }
+    int64_t a, b;
+    split((int64_t)r->batch->n_seqs * nv, ith, nth, &a, &b);
+    for (int64_t item = a; item < b; item++) {
+        const int32_t q = (int32_t)(item / nv), j = (int32_t)(item % nv), kh = j % nk;
+        const int32_t lo = r->seq_off[q], hi = r->seq_off[q + 1];
+        if (lo == hi) continue;
+        float *st = slot_of(r, p->layer, q);
+        if (!st) continue;
+        float *S = st + p->state_off + (int64_t)j * dk * dv; /* S[i * dv + v], i over the key dim */
+        float qn[DELTA_MAX_HEAD], kn[DELTA_MAX_HEAD], d[DELTA_MAX_HEAD];
+        for (int32_t i = lo; i < hi; i++) {
+            const int32_t t = r->seq_tok[i];
+            const float *x = rowp(r, s->node.in[0], t);
+            const float *vv = x + 2 * (int64_t)nk * dk + (int64_t)j * dv;
+            const float decay = expf(rowp(r, s->node.in[1], t)[j]), beta = rowp(r, s->node.in[2], t)[j];
+            float *o = rowp(r, s->out, t) + (int64_t)j * dv;
+            l2_norm(x + (int64_t)kh * dk, qn, dk, p->eps, p->scale);
+            l2_norm(x + (int64_t)(nk + kh) * dk, kn, dk, p->eps, 1.0f);
+            /* S = exp(g) S, and S^T k */
+            for (int32_t v = 0; v < dv; v++) d[v] = 0.0f;
+            for (int32_t k = 0; k < dk; k++) {
+                float *row = S + (int64_t)k * dv;
+                for (int32_t v = 0; v < dv; v++) {
+                    row[v] *= decay;
+                    d[v] += row[v] * kn[k];
+                }
+            }
+            for (int32_t v = 0; v < dv; v++) d[v] = beta * (vv[v] - d[v]);
+            /* S += k d^T, and out = S^T q */
+            for (int32_t v = 0; v < dv; v++) o[v] = 0.0f;
+            for (int32_t k = 0; k < dk; k++) {
+                float *row = S + (int64_t)k * dv;
+                for (int32_t v = 0; v < dv; v++) {
+                    row[v] += kn[k] * d[v];
+                    o[v] += row[v] * qn[k];
+                }
+            }
+        }
+        if (j == 0) {
+            const int32_t next = r->batch->pos[r->seq_tok[hi - 1]] + 1;
+            memcpy(st, &next, sizeof next);
+        }
+    }
+}
