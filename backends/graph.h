@@ -126,7 +126,7 @@ typedef struct rlx_cols_params {
  * in position order: out[t][c] = sum_j w[c][j] * X[c][t + j] over the previous kernel - 1
  * inputs of the sequence (the conv state, zero at position 0) and x; the state then keeps the
  * last kernel - 1 inputs (floats conv_off + c * (kernel - 1) + j). Fusable elementwise ops
- * follow (SiLU). */
+ * follow (SiLU). A DELTA_NET of the same layer must follow it in the graph. */
 typedef struct rlx_ssm_conv_params {
     int32_t layer, kernel, channels, conv_off;
 } rlx_ssm_conv_params;

@@ -97,6 +97,13 @@ static int v_ssm_conv(const rlx_graph *g, const rlx_node *n, rlx_error *err)
     if (!w->is_weight || w->wtype != RLX_F32 || w->ne[0] != p->kernel || w->ne[1] != p->channels)
         return rlx_errorf(err, RLX_EUNSUPPORTED, "node %d (ssm_conv): the weight '%s' must be F32 of ne {%d, %d}", (int)(n - g->nodes),
                           w->name ? w->name : "?", p->kernel, p->channels);
+    /* the layer's DELTA_NET advances the position the state stands at (backends/cpu/ssm.c) */
+    bool delta = false;
+    for (const rlx_node *m = n + 1; m < g->nodes + g->n_nodes && !delta; m++)
+        delta = m->op == RLX_OP_DELTA_NET && m->p.delta.layer == p->layer;
+    if (!delta)
+        return rlx_errorf(err, RLX_EINVAL, "node %d (ssm_conv): layer %d has no delta_net after it to advance its state",
+                          (int)(n - g->nodes), p->layer);
     return v_state_layer(g, n, p->layer, (int64_t)p->conv_off + (int64_t)(p->kernel - 1) * p->channels, err);
 }
 

@@ -6,7 +6,8 @@
  * token is one step of the recurrence in position order, so N tokens in one batch give exactly
  * what N one-token steps give (the sums never depend on the batch). The slot's header holds the
  * position the sequence computes next; SSM_CONV refuses a batch that does not continue there
- * (RLX_ERANGE), and DELTA_NET, the layer's last recurrent op, advances it.
+ * (RLX_ERANGE, no state written), and DELTA_NET, which follows it in the layer (the op table's
+ * validation requires one), advances it.
  *
  * Work splits so that no two threads write the same state: SSM_CONV by channel, DELTA_NET by
  * (sequence, value head). Called by every thread of the pool (cpu_ops.c rlx_cpu_step). */
@@ -52,15 +53,23 @@ void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     int64_t c0, c1;
     split(C, ith, nth, &c0, &c1);
     if (K > SSM_MAX_KERNEL) { atomic_store(&r->error, RLX_EUNSUPPORTED); return; }
+    /* Nothing is written when the step already failed or the batch does not continue every
+     * sequence where its state stands, one position per token: every thread reaches the same
+     * verdict from the same data, and DELTA_NET then skips too, so a refused batch leaves every
+     * state as it was. */
+    if (atomic_load(&r->error)) return;
+    for (int32_t q = 0; q < r->batch->n_seqs; q++) {
+        const int32_t lo = r->seq_off[q], hi = r->seq_off[q + 1];
+        if (lo == hi) continue;
+        const float *st = slot_of(r, p->layer, q);
+        bool ok = st && pos[r->seq_tok[lo]] == next_pos(st);
+        for (int32_t i = lo + 1; i < hi && ok; i++) ok = pos[r->seq_tok[i]] == pos[r->seq_tok[i - 1]] + 1;
+        if (!ok) { atomic_store(&r->error, RLX_ERANGE); return; }
+    }
     for (int32_t q = 0; q < r->batch->n_seqs; q++) {
         const int32_t lo = r->seq_off[q], hi = r->seq_off[q + 1];
         if (lo == hi) continue;
         float *st = slot_of(r, p->layer, q);
-        if (!st) continue;
-        /* the batch continues the sequence where its state stands, one position per token */
-        bool ok = pos[r->seq_tok[lo]] == next_pos(st);
-        for (int32_t i = lo + 1; i < hi && ok; i++) ok = pos[r->seq_tok[i]] == pos[r->seq_tok[i - 1]] + 1;
-        if (!ok) { atomic_store(&r->error, RLX_ERANGE); continue; }
         for (int64_t c = c0; c < c1; c++) {
             float win[SSM_MAX_KERNEL];
             float *cs = st + p->conv_off + c * (K - 1);
@@ -98,6 +107,8 @@ void rlx_cpu_delta_net(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const rlx_delta_params *p = &s->node.p.delta;
     const int32_t nk = p->n_k_heads, nv = p->n_v_heads, dk = p->head_k, dv = p->head_v;
     if (dk > DELTA_MAX_HEAD || dv > DELTA_MAX_HEAD) { atomic_store(&r->error, RLX_EUNSUPPORTED); return; }
+    /* the layer's SSM_CONV refused the batch (or an earlier step failed): leave the states */
+    if (atomic_load(&r->error)) return;
     int64_t a, b;
     split((int64_t)r->batch->n_seqs * nv, ith, nth, &a, &b);
     for (int64_t item = a; item < b; item++) {
