@@ -57,5 +57,8 @@ curl -sN "$URL/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt":"stream me","max_tokens":4,"temperature":0,"ignore_eos":true,"stream":true}' >"$TMP/sse"
 [ "$(grep -c '^data: {' "$TMP/sse")" -ge 4 ] && grep -q '^data: \[DONE\]' "$TMP/sse" || fail "stream: $(cat "$TMP/sse")"
 ok "chat and streaming"
-curl -s "$URL/metrics" | grep -q '^rlxd_' || fail "metrics"
+curl -s "$URL/metrics" >"$TMP/metrics"
+grep -q '^rlxd_state_slots_total{model_name="tiny"} 8$' "$TMP/metrics" || fail "metrics: $(grep state_slots "$TMP/metrics")"
+grep -q '^rlxd_state_slots_used{model_name="tiny"} [0-8]$' "$TMP/metrics" || fail "metrics: $(grep state_slots "$TMP/metrics")"
+ok "state slots in /metrics"
 stop_server

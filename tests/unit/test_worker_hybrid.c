@@ -135,6 +135,8 @@ static void expect_no_sharing(rlx_worker *w)
     rlx_worker_stats st;
     rlx_worker_get_stats(w, &st);
     ASSERT_EQ(st.prefix_hits, 0); /* a model with recurrent state shares no prefix */
+    ASSERT_EQ(st.state_slots_total, N_REQ);
+    ASSERT(st.state_slots_used >= 0 && st.state_slots_used <= N_REQ);
 }
 
 TEST(concurrent_equal_solo)
