@@ -4,7 +4,7 @@
 # 12 greedy completions sent at once over HTTP (more than --max-seqs 8, so state slots are
 # freed and taken again while others run) equal the same requests made one at a time; chat and
 # streaming work; prompts sharing a prefix report no cached tokens (a recurrent state is never
-# shared). Preemption under a tiny pool is tests/unit/test_worker_hybrid.c's (the daemon's
+# shared); session turns recompute their history (also after a restart with --db). Preemption under a tiny pool is tests/unit/test_worker_hybrid.c's (the daemon's
 # smallest --kv-mem holds hundreds of this model's blocks).
 cd "$(dirname "$0")/../.." || exit 1
 source tests/integration/server_lib.sh
@@ -61,4 +61,25 @@ curl -s "$URL/metrics" >"$TMP/metrics"
 grep -q '^rlxd_state_slots_total{model_name="tiny"} 8$' "$TMP/metrics" || fail "metrics: $(grep state_slots "$TMP/metrics")"
 grep -q '^rlxd_state_slots_used{model_name="tiny"} [0-8]$' "$TMP/metrics" || fail "metrics: $(grep state_slots "$TMP/metrics")"
 ok "state slots in /metrics"
+stop_server
+
+# sessions: a recurrent state keeps no pins or snapshots, so each turn recomputes its history
+# (cached_tokens 0), also after a restart with --db (the history comes back from the database)
+DB="$TMP/sessions.db"
+start_server s1 --db "$DB" --threads 2
+r=$(post /v1/generate '{"prompt":"a story about a garden","max_tokens":6,"temperature":0,"ignore_eos":true,"session_id":"h1"}')
+[ "$(status)" = 200 ] || fail "turn 1: $(status) $r"
+p1=$(echo "$r" | jget '.usage.prompt_tokens'); c1=$(echo "$r" | jget '.usage.completion_tokens')
+r=$(post /v1/generate '{"prompt":" and then","max_tokens":4,"temperature":0,"ignore_eos":true,"session_id":"h1"}')
+[ "$(status)" = 200 ] || fail "turn 2: $(status) $r"
+p2=$(echo "$r" | jget '.usage.prompt_tokens'); cached=$(echo "$r" | jget '.usage.prompt_tokens_details.cached_tokens')
+[ "$p2" -gt $((p1 + c1)) ] || fail "turn 2 prompt ($p2) should hold the history ($p1 + $c1) and the new text"
+[ "$cached" = 0 ] || fail "turn 2 reports $cached cached tokens for a recurrent model"
+stop_server
+start_server s2 --db "$DB" --threads 2
+r=$(post /v1/generate '{"prompt":" at last","max_tokens":4,"temperature":0,"ignore_eos":true,"session_id":"h1"}')
+[ "$(status)" = 200 ] || fail "turn after restart: $(status) $r"
+p3=$(echo "$r" | jget '.usage.prompt_tokens')
+[ "$p3" -gt $((p2 + 4)) ] || fail "turn 3 prompt ($p3) should hold the restored history ($p2 + 4)"
+ok "session turns recompute the history, also after a restart with --db"
 stop_server
