@@ -4,8 +4,9 @@
 # 12 greedy completions sent at once over HTTP (more than --max-seqs 8, so state slots are
 # freed and taken again while others run) equal the same requests made one at a time; chat and
 # streaming work; prompts sharing a prefix report no cached tokens (a recurrent state is never
-# shared); session turns recompute their history (also after a restart with --db). Preemption under a tiny pool is tests/unit/test_worker_hybrid.c's (the daemon's
-# smallest --kv-mem holds hundreds of this model's blocks).
+# shared); session turns recompute their history (also after a restart with --db).
+# Preemption under a tiny pool is tests/unit/test_worker_hybrid.c's (the daemon's smallest
+# --kv-mem holds hundreds of this model's blocks).
 cd "$(dirname "$0")/../.." || exit 1
 source tests/integration/server_lib.sh
 command -v node >/dev/null || { echo "skip: node missing"; exit 77; }
