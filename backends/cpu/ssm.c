@@ -12,6 +12,7 @@
  * Work splits so that no two threads write the same state: SSM_CONV by channel, DELTA_NET by
  * (sequence, value head). Called by every thread of the pool (cpu_ops.c rlx_cpu_step). */
 #include "backends/cpu/cpu_ops.h"
+#include "backends/quant.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -102,6 +103,41 @@ static void l2_norm(const float *x, float *y, int32_t n, float eps, float scale)
     for (int32_t i = 0; i < n; i++) y[i] = x[i] * k * scale;
 }
 
+/* One token of one value head: S = decay S, d = beta (v - S^T k), S += k d^T, o = S^T q. The
+ * loops run along the value dim (contiguous rows of S), written for the vectorizer; the body is
+ * compiled for each kernel family (the same family for the whole process, so results never
+ * depend on the batch). */
+#define DELTA_STEP_BODY                                                                                 \
+    for (int32_t v = 0; v < dv; v++) d[v] = 0.0f;                                                      \
+    for (int32_t k = 0; k < dk; k++) {                                                                 \
+        float *restrict row = S + (int64_t)k * dv;                                                     \
+        const float kk = kn[k];                                                                        \
+        for (int32_t v = 0; v < dv; v++) {                                                             \
+            row[v] *= decay;                                                                           \
+            d[v] += row[v] * kk;                                                                       \
+        }                                                                                              \
+    }                                                                                                  \
+    for (int32_t v = 0; v < dv; v++) d[v] = beta * (vv[v] - d[v]);                                     \
+    for (int32_t v = 0; v < dv; v++) o[v] = 0.0f;                                                      \
+    for (int32_t k = 0; k < dk; k++) {                                                                 \
+        float *restrict row = S + (int64_t)k * dv;                                                     \
+        const float kk = kn[k], qq = qn[k];                                                            \
+        for (int32_t v = 0; v < dv; v++) {                                                             \
+            row[v] += kk * d[v];                                                                       \
+            o[v] += row[v] * qq;                                                                       \
+        }                                                                                              \
+    }
+
+#define DELTA_STEP_ARGS                                                                                 \
+    float *restrict S, const float *restrict kn, const float *restrict qn, const float *restrict vv, float decay, \
+        float beta, float *restrict d, float *restrict o, int32_t dk, int32_t dv
+
+static void delta_step(DELTA_STEP_ARGS) { DELTA_STEP_BODY }
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static void delta_step_avx2(DELTA_STEP_ARGS) { DELTA_STEP_BODY }
+__attribute__((target("avx512f"))) static void delta_step_avx512(DELTA_STEP_ARGS) { DELTA_STEP_BODY }
+#endif
+
 void rlx_cpu_delta_net(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     const rlx_delta_params *p = &s->node.p.delta;
@@ -109,6 +145,12 @@ void rlx_cpu_delta_net(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     if (dk > DELTA_MAX_HEAD || dv > DELTA_MAX_HEAD) { atomic_store(&r->error, RLX_EUNSUPPORTED); return; }
     /* the layer's SSM_CONV refused the batch (or an earlier step failed): leave the states */
     if (atomic_load(&r->error)) return;
+    void (*step)(DELTA_STEP_ARGS) = delta_step;
+#if defined(__x86_64__)
+    const char *path = rlx_cpu_path();
+    if (!strncmp(path, "avx512", 6)) step = delta_step_avx512;
+    else if (!strncmp(path, "avx2", 4)) step = delta_step_avx2;
+#endif
     int64_t a, b;
     split((int64_t)r->batch->n_seqs * nv, ith, nth, &a, &b);
     for (int64_t item = a; item < b; item++) {
@@ -127,25 +169,7 @@ void rlx_cpu_delta_net(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             float *o = rowp(r, s->out, t) + (int64_t)j * dv;
             l2_norm(x + (int64_t)kh * dk, qn, dk, p->eps, p->scale);
             l2_norm(x + (int64_t)(nk + kh) * dk, kn, dk, p->eps, 1.0f);
-            /* S = exp(g) S, and S^T k */
-            for (int32_t v = 0; v < dv; v++) d[v] = 0.0f;
-            for (int32_t k = 0; k < dk; k++) {
-                float *row = S + (int64_t)k * dv;
-                for (int32_t v = 0; v < dv; v++) {
-                    row[v] *= decay;
-                    d[v] += row[v] * kn[k];
-                }
-            }
-            for (int32_t v = 0; v < dv; v++) d[v] = beta * (vv[v] - d[v]);
-            /* S += k d^T, and out = S^T q */
-            for (int32_t v = 0; v < dv; v++) o[v] = 0.0f;
-            for (int32_t k = 0; k < dk; k++) {
-                float *row = S + (int64_t)k * dv;
-                for (int32_t v = 0; v < dv; v++) {
-                    row[v] += kn[k] * d[v];
-                    o[v] += row[v] * qn[k];
-                }
-            }
+            step(S, kn, qn, vv, decay, beta, d, o, dk, dv);
         }
         if (j == 0) {
             const int32_t next = r->batch->pos[r->seq_tok[hi - 1]] + 1;
