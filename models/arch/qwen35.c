@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int qwen35_config(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
 {
@@ -43,7 +44,8 @@ static int qwen35_config(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
     if (v->type != RLX_GGUF_ARRAY || (v->arr.type != RLX_GGUF_INT32 && v->arr.type != RLX_GGUF_UINT32) || v->arr.n < 3 ||
         v->arr.n > 4)
         return rlx_errorf(err, RLX_EFORMAT, "%s: '%s' must be an array of 3 or 4 integers", rlx_gguf_path(g), key);
-    for (uint64_t i = 0; i < v->arr.n; i++) c->rope_sections[i] = ((const int32_t *)v->arr.data)[i];
+    /* packed in the mapping, possibly unaligned */
+    for (uint64_t i = 0; i < v->arr.n; i++) memcpy(&c->rope_sections[i], (const char *)v->arr.data + 4 * i, 4);
     const int32_t nv = c->ssm_time_step_rank, nk = c->ssm_group_count, dk = c->ssm_state_size;
     if (c->full_attn_interval <= 0 || c->ssm_conv_kernel < 1 || c->ssm_conv_kernel > 64 || nv <= 0 || nk <= 0 || nv % nk ||
         dk <= 0 || dk > 512 || c->ssm_inner_size <= 0 || c->ssm_inner_size % nv)
