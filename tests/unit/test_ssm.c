@@ -10,6 +10,7 @@
  *   - a batch that does not continue a sequence where its state stands is refused. */
 #include "tests/rlx_test.h"
 #include "backends/backend.h"
+#include "models/model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -360,6 +361,25 @@ TEST(gpu_backends_refuse_by_name)
     ASSERT_MSG(strstr(err.msg, "'sigmoid'") != NULL, "%s", err.msg);
     rlx_plan_free(&p);
     rlx_graph_free(&g);
+
+    /* the real model: refused at prepare, naming the first hybrid op of its graph */
+    const char *mp = rlx_test_shared("models/synth-qwen35-tiny-f32.gguf");
+    if (!mp) return;
+    rlx_model *m = NULL;
+    ASSERT_MSG(rlx_model_load(&m, mp, &err) == 0, "%s", err.msg);
+    rlx_graph mg;
+    rlx_graph_init(&mg);
+    ASSERT_EQ(rlx_model_build(m, &mg, &err), 0);
+    ASSERT_EQ(rlx_compile(&mg, &o, &p, &err), 0);
+    static const rlx_backend_ops cuda = {.name = "cuda", .unsupported = rlx_backend_builtin_causal};
+    rlx_backend cb = {&cuda};
+    ASSERT_EQ(rlx_backend_check_plan(&cb, &p, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "the cuda backend does not support op 'sigmoid'") || strstr(err.msg, "op 'softplus'") ||
+               strstr(err.msg, "op 'ssm_conv'"), "%s", err.msg);
+    fprintf(stderr, "  %s\n", err.msg);
+    rlx_plan_free(&p);
+    rlx_graph_free(&mg);
+    rlx_model_free(m);
 }
 
 TEST_MAIN(TEST_ENTRY(conv_matches_reference), TEST_ENTRY(delta_rule_matches_reference), TEST_ENTRY(conv_chunks_equal_steps),
