@@ -324,7 +324,7 @@ static void parse_done(uv_work_t *w, int status)
         return;
     }
     rlx_api_error err;
-    rlx_model_slot *m = e->rc ? NULL : rlx_srv_model(s, e->req.model, &err);
+    rlx_model_slot *m = e->rc ? NULL : rlx_srv_model(s, e->req.model, NULL, &err);
     if (e->rc) err = e->err;
     else if (m && id_in_flight(s, e->id)) {
         m = NULL;
