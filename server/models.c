@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 static void pump(rlx_srv *s);
 static void begin_unload(rlx_model_slot *m, const char *why);
@@ -83,7 +84,10 @@ int rlx_models_init(rlx_srv *s, rlx_error *err)
         rlx_model_slot *m = &s->models[s->n_models++];
         slot_init(s, m, &c->models[i], threads);
         m->boot = true;
-        if (probe(m)) m->bytes = 0; /* the load says why */
+        /* not opened here: its load (on the threadpool) reads it; a FIFO or a slow disk must not
+           hold the start-up. Its size is the estimate until then. */
+        struct stat st;
+        if (!stat(m->cfg->path, &st) && S_ISREG(st.st_mode)) m->bytes = (uint64_t)st.st_size;
     }
     for (size_t i = 0; i < ne; i++) {
         if (rlx_models_find(s, es[i].name)) {
@@ -466,6 +470,13 @@ static void idle(rlx_model_slot *m)
     else if (m->keep_alive == 0) begin_unload(m, "keep_alive 0");
     else if (m->keep_alive > 0)
         uv_timer_start(&m->idle_timer, on_idle_timer, (uint64_t)fmin(m->keep_alive * 1000.0, 1e15), 0);
+}
+
+void rlx_srv_model_keep_alive(rlx_model_slot *m, double seconds)
+{
+    m->keep_alive = seconds;
+    uv_timer_stop(&m->idle_timer);
+    idle(m);
 }
 
 int rlx_srv_model_unload(rlx_model_slot *m, rlx_api_error *e)

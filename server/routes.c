@@ -320,17 +320,29 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
 
 /* ---- operators: POST /models/load, POST /models/unload ------------------------------------ */
 
-/* {"model": NAME}: the name (malloc'ed into pb->model), or the connection was answered 400. */
+/* {"model": NAME, "keep_alive"?: ...}: the name (malloc'ed into pb->model) and keep_alive (into
+ * pb->req), or the connection was answered 400. */
 static int op_model_name(rlx_conn *c, parsed *pb)
 {
     rlx_api_error e;
     cJSON *o = c->body_len <= INLINE_PARSE_MAX ? cJSON_ParseWithLength(c->body ? c->body : "", c->body_len) : NULL;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "model");
+    const cJSON *ka = cJSON_GetObjectItemCaseSensitive(o, "keep_alive");
+    rlx_error kerr = {0};
+    if (ka && !cJSON_IsNull(ka)) {
+        if (rlx_keep_alive_json(ka, &pb->req.keep_alive_s, &kerr)) {
+            cJSON_Delete(o);
+            rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "keep_alive", "%s.", kerr.msg);
+            rlx_conn_error(c, &e);
+            return -1;
+        }
+        pb->req.has_keep_alive = true;
+    }
     if (cJSON_IsString(name) && name->valuestring[0]) pb->model = strdup(name->valuestring);
     cJSON_Delete(o);
     if (pb->model) return 0;
     rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "model", "The body must be a JSON object {\"model\": NAME} naming a "
-                   "served model (GET /v1/models lists them).");
+                   "served model (GET /v1/models lists them), with an optional \"keep_alive\".");
     rlx_conn_error(c, &e);
     return -1;
 }
@@ -348,7 +360,8 @@ static rlx_model_slot *op_model(rlx_srv *s, rlx_conn *c, parsed *pb)
     return NULL;
 }
 
-/* Loads the model (a failed one is tried again) and answers once it is loaded, with its entry. */
+/* Loads the model (a failed one is tried again) and answers once it is loaded, with its entry;
+ * its keep-alive is then the body's keep_alive, else --keep-alive (as an Ollama request's). */
 static void h_load(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     parsed local;
@@ -358,7 +371,10 @@ static void h_load(rlx_srv *s, rlx_conn *c, parsed *pb)
     rlx_model_slot *m = op_model(s, c, pb);
     if (m && first && m->state == RLX_MODEL_FAILED && !m->booting) m->state = RLX_MODEL_UNLOADED;
     if (m) m = pick_model(s, c, pb->model, h_load, pb);
-    if (m) respond_json(c, 200, model_json(m));
+    if (m) {
+        rlx_srv_model_keep_alive(m, pb->req.has_keep_alive ? pb->req.keep_alive_s : s->cfg->keep_alive);
+        respond_json(c, 200, model_json(m));
+    }
     parsed_free(&local);
 }
 

@@ -402,6 +402,8 @@ void rlx_srv_model_wait_error(const rlx_model_slot *m, int status, rlx_api_error
 /* A load with nobody waiting (stdio, POST /models/load of a FAILED model retries it): 0, or the
  * API error when it cannot start. */
 int rlx_srv_model_load(rlx_model_slot *m, rlx_api_error *e);
+/* Sets m's keep-alive (seconds, 0: unload once idle, < 0: forever) and applies it when idle. */
+void rlx_srv_model_keep_alive(rlx_model_slot *m, double seconds);
 /* Operators: unloads m once idle (now when it is). 0, or the API error (409 while it loads). */
 int rlx_srv_model_unload(rlx_model_slot *m, rlx_api_error *e);
 /* A job or a threadpool task uses m->w (m READY) until it calls rlx_srv_model_release. r (may be
