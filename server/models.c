@@ -220,7 +220,7 @@ static void load_done(uv_work_t *w, int status)
         answer_waiters(m, RLX_MODEL_LOAD_FAILED);
         if (boot) { /* a -m model the daemon was started to serve: as before, stop */
             s->exit_code = 1;
-            rlx_srv_begin_stop(s);
+            if (!s->stopping) rlx_srv_begin_stop(s);
             return;
         }
         pump(s);
@@ -302,10 +302,14 @@ static int start_load(rlx_model_slot *m)
 static void busy_error(const rlx_model_slot *m, rlx_api_error *e)
 {
     const rlx_serve_config *c = m->srv->cfg;
+    char lim[96] = "";
+    if (c->max_loaded > 0 && c->max_loaded_mem > 0)
+        snprintf(lim, sizeof lim, "--max-loaded %d, --max-loaded-mem %lld MiB", c->max_loaded, (long long)c->max_loaded_mem);
+    else if (c->max_loaded > 0) snprintf(lim, sizeof lim, "--max-loaded %d", c->max_loaded);
+    else snprintf(lim, sizeof lim, "--max-loaded-mem %lld MiB", (long long)c->max_loaded_mem);
     rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL,
-                   "The model '%s' cannot be loaded now: the loaded models are all in use (--max-loaded %d, "
-                   "--max-loaded-mem %lld MiB); retry shortly.", m->cfg->name, c->max_loaded,
-                   (long long)c->max_loaded_mem);
+                   "The model '%s' cannot be loaded now: the loaded models are all in use (%s); retry shortly.",
+                   m->cfg->name, lim);
 }
 
 void rlx_srv_model_wait_error(const rlx_model_slot *m, int status, rlx_api_error *e)

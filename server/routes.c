@@ -434,7 +434,7 @@ static void h_session(rlx_srv *s, rlx_conn *c, parsed *pb)
 static const route routes[] = {
     {"GET", "/health", h_health, true, "health", P_NONE, 0},
     {"GET", "/v1/models", h_models, false, "models", P_NONE, 0},
-    {"GET", "/v1/models/*", h_model, false, "models", P_NONE, 0},
+    {"GET", "/v1/models/**", h_model, false, "models", P_NONE, 0}, /* ids may hold '/' (sub/name) */
     {"GET", "/metrics", h_metrics, false, "metrics", P_NONE, 0},
     {"POST", "/v1/completions", generate, false, "completions", P_API, RLX_API_COMPLETIONS},
     {"POST", "/v1/chat/completions", generate, false, "chat_completions", P_API, RLX_API_CHAT},
@@ -510,10 +510,13 @@ static void parse_queue(rlx_srv *s, rlx_conn *c, const route *r)
     c->body_len = c->body_cap = 0;
 }
 
-/* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment). */
+/* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment) or "**" (a
+ * non-empty rest, '/' included). */
 static bool path_match(const char *pattern, const char *path)
 {
     size_t n = strlen(pattern);
+    if (n > 1 && pattern[n - 1] == '*' && pattern[n - 2] == '*')
+        return !strncmp(pattern, path, n - 2) && path[n - 2];
     if (n && pattern[n - 1] == '*')
         return !strncmp(pattern, path, n - 1) && path[n - 1] && !strchr(path + n - 1, '/');
     return !strcmp(pattern, path);

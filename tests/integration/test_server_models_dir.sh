@@ -102,6 +102,9 @@ r=$(complete alpha); [ "$(status)" = 200 ] || fail "alpha after broken: $(status
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] || fail "/health after broken"
 ok "the corrupt model fails alone"
 
+# one model's entry, also for an id holding '/'
+[ "$(curl -s "$URL/v1/models/qw/gamma" | jget .meta.status)" = loaded ] || fail "GET /v1/models/qw/gamma"
+[ "$(curl -s "$URL/v1/models/broken" | jget .meta.status)" = failed ] || fail "GET /v1/models/broken"
 # unknown model: 404
 r=$(complete nope); [ "$(status)" = 404 ] || fail "unknown model: $(status) $r"
 [ "$(echo "$r" | jget .error.code)" = model_not_found ] || fail "unknown model: $r"
