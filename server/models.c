@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static void pump(rlx_srv *s);
 static void begin_unload(rlx_model_slot *m, const char *why);
@@ -132,9 +134,58 @@ static rlx_model_limits limits(const rlx_srv *s)
     return (rlx_model_limits){.max_loaded = s->cfg->max_loaded, .max_bytes = (uint64_t)s->cfg->max_loaded_mem << 20};
 }
 
+/* Reads the model's files once before the loader maps them, logging a line per 10% with the
+ * bytes and the rate: the loader maps the weights and cannot tell its progress, and the page
+ * cache then holds what the first forward step would read. Only files of PREFETCH_MIN_BYTES or
+ * more, and regular files (a FIFO or device is left to the loader). Threadpool. */
+#define PREFETCH_MIN_BYTES (16u << 20)
+static void prefetch(rlx_model_slot *m)
+{
+    const char *path = m->cfg->path;
+    char prefix[4096], part[4200];
+    uint32_t no = 0, count = 1;
+    bool split = rlx_gguf_split_parse_name(path, prefix, sizeof prefix, &no, &count) && count > 1;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        struct stat st;
+        if (split && rlx_gguf_split_name(part, sizeof part, prefix, i, count)) return;
+        if (stat(split ? part : path, &st) || !S_ISREG(st.st_mode)) return; /* the loader says why */
+        total += (uint64_t)st.st_size;
+    }
+    if (total < PREFETCH_MIN_BYTES) return;
+    size_t chunk = (size_t)RLX_MIN(RLX_MAX(total / 100, (uint64_t)1 << 20), (uint64_t)8 << 20);
+    char *buf = malloc(chunk);
+    if (!buf) return;
+    uint64_t done = 0;
+    int decile = 0;
+    double t0 = rlx_now();
+    for (uint32_t i = 0; i < count; i++) {
+        if (split && rlx_gguf_split_name(part, sizeof part, prefix, i, count)) break;
+        int fd = open(split ? part : path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) break;
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        ssize_t n;
+        while ((n = read(fd, buf, chunk)) > 0) {
+            done += (uint64_t)n;
+            int p = (int)(RLX_MIN(done, total) * 1000 / total);
+            atomic_store(&m->load_permille, p);
+            if (p / 100 > decile) {
+                decile = p / 100;
+                double dt = rlx_now() - t0;
+                fprintf(stderr, "rlxd: loading model '%s': %d%% (%.1f of %.1f MiB, %.0f MiB/s)\n", m->cfg->name,
+                        decile * 10, (double)done / 1048576.0, (double)total / 1048576.0,
+                        dt > 0 ? (double)done / 1048576.0 / dt : 0.0);
+            }
+        }
+        close(fd);
+    }
+    free(buf);
+}
+
 static void load_work(uv_work_t *w)
 {
     rlx_model_slot *m = w->data;
+    prefetch(m);
     if (rlx_worker_start(&m->w_new, &m->wc, &m->err)) m->w_new = NULL;
 }
 
@@ -170,7 +221,6 @@ static void idle(rlx_model_slot *m);
 
 static void ready(rlx_model_slot *m)
 {
-    rlx_srv *s = m->srv;
     m->w = m->w_new;
     m->w_new = NULL;
     m->tok = rlx_worker_tokenizer(m->w);
@@ -199,7 +249,6 @@ static void ready(rlx_model_slot *m)
     fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
             "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
             rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
-    (void)s;
 }
 
 static void load_done(uv_work_t *w, int status)
@@ -254,6 +303,7 @@ static void pump(rlx_srv *s)
         if (!rlx_model_can_start(v, s->n_models, i, &lim)) continue;
         m->state = RLX_MODEL_LOADING;
         m->load_t0 = rlx_now();
+        atomic_store(&m->load_permille, 0);
         m->load.data = m;
         fprintf(stderr, "rlxd: loading model '%s' from %s\n", m->cfg->name, m->cfg->path);
         if (uv_queue_work(s->loop, &m->load, load_work, load_done)) {
@@ -324,7 +374,7 @@ void rlx_srv_model_wait_error(const rlx_model_slot *m, int status, rlx_api_error
 }
 
 int rlx_srv_model_wait(rlx_model_slot *m, rlx_call *call, void *client, rlx_call **slot, rlx_call_done_fn done,
-                   rlx_api_error *e)
+                       rlx_api_error *e)
 {
     rlx_srv *s = m->srv;
     if (s->stopping) return rlx_api_error_shutdown(e);

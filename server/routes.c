@@ -65,6 +65,7 @@ static cJSON *model_json(const rlx_model_slot *m)
     cJSON_AddStringToObject(meta, "status", rlx_model_state_name(m->state));
     cJSON_AddStringToObject(meta, "source", m->boot ? "command_line" : "models_dir");
     if (m->state == RLX_MODEL_FAILED) cJSON_AddStringToObject(meta, "error", m->err.msg);
+    if (m->state == RLX_MODEL_LOADING) cJSON_AddNumberToObject(meta, "progress", atomic_load(&m->load_permille) / 1000.0);
     if (m->keep_alive < 0) cJSON_AddNumberToObject(meta, "keep_alive", -1);
     else cJSON_AddNumberToObject(meta, "keep_alive", m->keep_alive);
     cJSON_AddNumberToObject(meta, "loads", (double)m->n_loads);

@@ -18,6 +18,7 @@
 #include "server/model_policy.h"
 
 #include <microhttpd.h>
+#include <stdatomic.h>
 #include <uv.h>
 
 typedef struct rlx_srv rlx_srv;
@@ -59,6 +60,7 @@ typedef struct rlx_model_slot {
     bool unload_asked;             /* POST /models/unload: unload once idle */
     uint64_t bytes;                /* memory estimate: the weights, then weights + KV once loaded */
     double load_t0, load_s;        /* the last load's start and duration */
+    _Atomic int load_permille;     /* LOADING: the files read so far (the threadpool writes it) */
     uint64_t n_loads, n_load_failures, n_unloads, n_evictions;
     const rlx_tokenizer *tok;      /* borrowed from w */
     int32_t n_vocab;
@@ -396,7 +398,7 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wai
  * client and slot as for rlx_call_start (rlx_call_drop works). Returns 0, or the API error
  * (503 + Retry-After when the load cannot start) with nothing queued. */
 int rlx_srv_model_wait(rlx_model_slot *m, rlx_call *call, void *client, rlx_call **slot, rlx_call_done_fn done,
-                   rlx_api_error *e);
+                       rlx_api_error *e);
 #define RLX_MODEL_LOAD_FAILED 1  /* a waiter's status: the load failed (m->err) */
 void rlx_srv_model_wait_error(const rlx_model_slot *m, int status, rlx_api_error *e);
 /* A load with nobody waiting (stdio, POST /models/load of a FAILED model retries it): 0, or the

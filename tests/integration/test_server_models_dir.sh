@@ -167,6 +167,12 @@ echo "$hdr" | grep -qi '^retry-after:' || fail "503 without Retry-After"
 grep -q "max-loaded 1" "$TMP/busy.json" || fail "503 message: $(cat "$TMP/busy.json")"
 [ "$(state alpha)" = unloaded ] || fail "alpha state after the 503: $(state alpha)"
 ok "busy at --max-loaded: 503 + Retry-After"
+# the slow model's 33 MB were read with a log line per 10% (small models log none)
+[ "$(grep -c "loading model 'slow': [0-9]*% ([0-9.]* of [0-9.]* MiB, [0-9]* MiB/s)" "$LOG")" = 10 ] ||
+    fail "progress lines: $(grep "loading model 'slow':" "$LOG")"
+grep -q "loading model 'slow': 100% " "$LOG" || fail "no 100% line"
+grep -q "loading model 'alpha': [0-9]*%" "$TMP/dir.log" && fail "progress lines for a small model"
+ok "load progress logged per 10%"
 # unload while a request runs: answered at once, the stream finishes whole, then the unload
 r=$(post /models/unload '{"model":"slow"}'); [ "$(status)" = 200 ] || fail "unload slow: $(status) $r"
 [ "$(echo "$r" | jget .meta.status)" = loaded ] || fail "slow unloaded under its stream: $r"
