@@ -145,6 +145,18 @@ r=$(post /models/load '{"model":"broken"}'); [ "$(status)" = 500 ] || fail "load
 ok "POST /models/load and /models/unload"
 stop_server
 
+# a memory budget: alpha loaded holds 1.5 MiB (weights and KV), so beta (0.5 MiB of weights
+# before its first load) does not fit 1 MiB beside it: alpha goes
+start_dir mem --models-dir "$D" --max-loaded-mem 1
+r=$(complete alpha); [ "$(status)" = 200 ] || fail "mem: alpha: $(status) $r"
+[ "$(curl -s "$URL/v1/models" | jget '.data.find(m=>m.id==="alpha").meta.memory_bytes > 1048576')" = true ] ||
+    fail "mem: alpha's memory_bytes"
+r=$(complete beta); [ "$(status)" = 200 ] || fail "mem: beta: $(status) $r"
+wait_state alpha unloaded
+grep -q "unloading model 'alpha' (least recently used, making room for 'beta')" "$LOG" || fail "mem: no eviction line"
+ok "--max-loaded-mem evicts the LRU model"
+stop_server
+
 # a second folder: a slow model (a stream runs for seconds) and alpha, --max-loaded 1
 D2="$TMP/models2"
 mkdir -p "$D2"
