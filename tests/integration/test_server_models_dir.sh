@@ -40,8 +40,9 @@ start_dir() {
     done
     fail "/health not 200 with nothing to load at start"
 }
-# state MODEL: its meta.status in /v1/models
-state() { curl -s "$URL/v1/models" | jget ".data.find(m=>m.id==='$1').meta.status"; }
+# state MODEL: its meta.status in /v1/models (sed, not node: this is polled; no '}' comes
+# between an entry's id and its status)
+state() { curl -s "$URL/v1/models" | sed -n "s|.*\"id\":\"$1\"[^}]*\"status\":\"\([a-z]*\)\".*|\1|p"; }
 # wait_state MODEL STATE: polls until the model reaches it (a load or unload in the background)
 wait_state() {
     for _ in $(seq 1 200); do [ "$(state "$1")" = "$2" ] && return 0; sleep 0.05; done
