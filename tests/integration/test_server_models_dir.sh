@@ -146,6 +146,20 @@ r=$(post /models/load '{"model":"broken"}'); [ "$(status)" = 500 ] || fail "load
 ok "POST /models/load and /models/unload"
 stop_server
 
+# --stdio: lines naming unloaded models wait for their loads (one load per model); the
+# default model is the folder's first
+printf '%s\n' '{"id":1,"model":"beta","prompt":"x","max_tokens":2}' '{"id":2,"model":"qw/gamma","prompt":"x","max_tokens":2}' \
+    '{"id":3,"prompt":"x","max_tokens":2}' '{"id":4,"model":"beta","prompt":"y","max_tokens":2}' \
+    '{"id":5,"model":"broken","prompt":"x","max_tokens":2}' |
+    "$BIN" serve --models-dir "$D" --stdio >"$TMP/stdio.out" 2>"$TMP/stdio.err" || fail "stdio: exit $?"
+for i in 1 2 3 4; do
+    grep -q "^{\"id\":$i,\"ok\":true" "$TMP/stdio.out" || fail "stdio line $i: $(cat "$TMP/stdio.out")"
+done
+grep -q '^{"id":5,"ok":false,.*"code":"model_load_failed"' "$TMP/stdio.out" || fail "stdio broken: $(cat "$TMP/stdio.out")"
+[ "$(grep -c "loading model 'beta'" "$TMP/stdio.err")" = 1 ] || fail "stdio: beta loaded more than once"
+grep -q "loading model 'alpha'" "$TMP/stdio.err" || fail "stdio: the default model (alpha) was not loaded"
+ok "--stdio lines wait for their models"
+
 # a memory budget: alpha loaded holds 1.5 MiB (weights and KV), so beta (0.5 MiB of weights
 # before its first load) does not fit 1 MiB beside it: alpha goes
 start_dir mem --models-dir "$D" --max-loaded-mem 1
