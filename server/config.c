@@ -68,7 +68,7 @@ typedef struct load_state {
 
 const char *rlx_serve_usage(void)
 {
-    return "usage: rlxd serve -m FILE[:NAME] [-m ...] [options]\n"
+    return "usage: rlxd serve (-m FILE[:NAME] [-m ...] | --models-dir DIR) [options]\n"
            "  -m, --model FILE[:NAME]   serve a GGUF model (repeatable; the first is the default)\n"
            "  --host ADDR               listen address (127.0.0.1)\n"
            "  --port N                  listen port (8080; 0 picks a free one)\n"
