@@ -419,6 +419,12 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wai
 {
     rlx_model_slot *m = !name || !name[0] ? (s->n_models ? &s->models[0] : NULL) : rlx_models_find(s, name);
     if (wait) *wait = NULL;
+    if (!m && !s->n_models) {
+        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "No model is served: --models-dir %s held no GGUF model at start.",
+                       s->cfg->models_dir ? s->cfg->models_dir : "");
+        e->code = "model_not_found";
+        return NULL;
+    }
     if (!m) {
         rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
                        name ? name : "");

@@ -160,6 +160,15 @@ grep -q '^{"id":5,"ok":false,.*"code":"model_load_failed"' "$TMP/stdio.out" || f
 grep -q "loading model 'alpha'" "$TMP/stdio.err" || fail "stdio: the default model (alpha) was not loaded"
 ok "--stdio lines wait for their models"
 
+# an empty folder: healthy, lists nothing, a request is a 404 saying so
+mkdir -p "$TMP/empty"
+start_dir empty --models-dir "$TMP/empty"
+[ "$(curl -s "$URL/v1/models" | jget '.data.length')" = 0 ] || fail "empty: models listed"
+r=$(post /v1/completions '{"prompt":"x"}'); [ "$(status)" = 404 ] || fail "empty: $(status) $r"
+case "$r" in *"held no GGUF model"*) ;; *) fail "empty: $r" ;; esac
+stop_server
+ok "an empty folder: healthy, nothing listed"
+
 # a memory budget: alpha loaded holds 1.5 MiB (weights and KV), so beta (0.5 MiB of weights
 # before its first load) does not fit 1 MiB beside it: alpha goes
 start_dir mem --models-dir "$D" --max-loaded-mem 1
