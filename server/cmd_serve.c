@@ -90,7 +90,11 @@ static void shutdown_all(rlx_srv *s)
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->drain_timer, NULL);
-    uv_run(s->loop, UV_RUN_DEFAULT); /* closes handles; waits for a model still loading or unloading */
+    /* closes handles; waits for models still loading or unloading (their work reads the slots):
+       a callback that calls uv_stop (rlx_srv_maybe_exit) ends a run early, so run until none is
+       left */
+    while (uv_run(s->loop, UV_RUN_DEFAULT)) {
+    }
     rlx_models_free(s);
     if (s->front->free) s->front->free(s);
     uv_mutex_destroy(&s->qlock);
