@@ -319,6 +319,13 @@ void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, i
     if (n_blocks) *n_blocks = w->runner->kv_geo.n_blocks;
 }
 
+void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv)
+{
+    const rlx_mem_desc *d = &w->runner->kv_geo;
+    if (weights) *weights = w->runner->weight_bytes;
+    if (kv) *kv = rlx_mem_block_bytes(d) * (size_t)d->n_blocks + rlx_mem_slot_bytes(d) * (size_t)d->n_state_slots;
+}
+
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)
 {
     pthread_mutex_lock(&w->mu);

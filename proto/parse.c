@@ -395,6 +395,13 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if ((rc = get_string(root, "session_id", &q->session_id, e))) return rc;
     /* the OpenAI routes resend the whole conversation; the native route sends one turn */
     q->session_replace = r->kind != RLX_API_GENERATE;
+    const cJSON *ka = field(root, "keep_alive");
+    if (ka) {
+        rlx_error kerr = {0};
+        if (rlx_keep_alive_json(ka, &r->keep_alive_s, &kerr))
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "keep_alive", "%s.", kerr.msg);
+        r->has_keep_alive = true;
+    }
     const cJSON *u = field(root, "user");
     if (u && !cJSON_IsString(u))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "user", "'user' must be a string.");

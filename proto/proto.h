@@ -90,6 +90,9 @@ typedef struct rlx_api_request {
     cJSON *template_kwargs;      /* chat: owned or NULL, chat_template_kwargs: extra template variables */
     rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt */
     const char *max_tokens_param; /* static: the name the client used, for error messages */
+    bool has_keep_alive;   /* keep_alive was given (Ollama's): ... */
+    double keep_alive_s;   /* ... seconds the model stays loaded once idle; 0: unload after the
+                              request; -1: forever (proto/keep_alive.c) */
 } rlx_api_request;
 
 /* Parses a request body. n_vocab bounds token ids and logit_bias keys (<= 0: unchecked).
@@ -142,6 +145,11 @@ int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_err
 
 /* Small bodies: POST /tokenize {"content"|"prompt", "add_special", "parse_special"},
  * POST /detokenize {"tokens"}. */
+/* keep_alive.c: Ollama's keep_alive, a Go duration ("5m", "1h30m", "30s", "0") or a number of
+ * seconds (a JSON number or a numeric string); negative means forever and gives -1. RLX_EINVAL
+ * with a message naming the value otherwise. */
+int rlx_keep_alive_parse(const char *s, double *seconds, rlx_error *err);
+int rlx_keep_alive_json(const cJSON *v, double *seconds, rlx_error *err);
 int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_special,
                            bool *parse_special, char **model, rlx_api_error *e);
 int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,

@@ -3,6 +3,7 @@
 #include "server/config.h"
 #include "backends/dtype.h"
 #include "server/cli.h"
+#include "proto/proto.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LOGFMT, T_KVTYPE } setting_type;
+typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LOGFMT, T_KVTYPE, T_KEEPALIVE } setting_type;
 
 typedef struct setting {
     const char *name;        /* flag without "--"; env RLXD_<NAME>; INI key (dashes or underscores) */
@@ -48,6 +49,10 @@ static const setting settings[] = {
     {"max-pending-bytes", T_I64, OFF(max_pending_bytes), 4096, 1LL << 32},
     {"max-queue", T_INT, OFF(max_queue), 1, 1 << 20},
     {"grace-seconds", T_INT, OFF(grace_seconds), 0, 86400},
+    {"models-dir", T_STR, OFF(models_dir), 0, 0},
+    {"max-loaded", T_INT, OFF(max_loaded), 0, 4096},
+    {"max-loaded-mem", T_I64, OFF(max_loaded_mem), 0, 1LL << 30},
+    {"keep-alive", T_KEEPALIVE, OFF(keep_alive), 0, 0},
 };
 
 /* Which layer last set a value: a later layer's --api-key replaces a lower layer's
@@ -63,7 +68,7 @@ typedef struct load_state {
 
 const char *rlx_serve_usage(void)
 {
-    return "usage: rlxd serve -m FILE[:NAME] [-m ...] [options]\n"
+    return "usage: rlxd serve (-m FILE[:NAME] [-m ...] | --models-dir DIR) [options]\n"
            "  -m, --model FILE[:NAME]   serve a GGUF model (repeatable; the first is the default)\n"
            "  --host ADDR               listen address (127.0.0.1)\n"
            "  --port N                  listen port (8080; 0 picks a free one)\n"
@@ -94,6 +99,13 @@ const char *rlx_serve_usage(void)
            "  --max-pending-bytes BYTES a stream whose client leaves more unread is cancelled (4194304)\n"
            "  --max-queue N             waiting requests per model before 503 (256)\n"
            "  --grace-seconds N         on SIGTERM, how long requests in flight may finish (30)\n"
+           "  --models-dir DIR          serve every GGUF model in DIR (and its subfolders), loaded\n"
+           "                            when a request names it\n"
+           "  --max-loaded N            models loaded at once; the least recently used idle one\n"
+           "                            is unloaded to make room (0: no limit)\n"
+           "  --max-loaded-mem MiB      memory the loaded models may hold, weights and KV (0: no limit)\n"
+           "  --keep-alive DURATION     how long an idle model stays loaded: \"5m\", \"30s\", seconds,\n"
+           "                            0 unloads after each request, -1 forever (default -1)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
            "and a key in the INI [server] section; flags > environment > INI > defaults.\n";
 }
@@ -152,6 +164,12 @@ static int apply_value(rlx_serve_config *c, const setting *s, const char *v, con
             return rlx_errorf(err, RLX_EINVAL, "%s: 'kv-type' must be f16, f32 or q8_0, got '%s'", src, v);
         *(int *)base = !strcmp(v, "f16") ? RLX_F16 : !strcmp(v, "f32") ? RLX_F32 : RLX_Q8_0;
         return 0;
+    case T_KEEPALIVE: {
+        rlx_error kerr = {0};
+        if (rlx_keep_alive_parse(v, (double *)base, &kerr))
+            return rlx_errorf(err, RLX_EINVAL, "%s: %s", src, kerr.msg);
+        return 0;
+    }
     }
     return 0;
 }
@@ -385,6 +403,7 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     c->max_sessions = 1024;
     c->max_queue = 256;
     c->grace_seconds = 30;
+    c->keep_alive = -1;
     load_state ls = {.c = c, .layer = L_INI};
     int rc = 0;
     if (!(c->host = strdup("127.0.0.1"))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
@@ -412,9 +431,12 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     }
     if (c->api_key && !c->api_key[0])
         return rlx_errorf(err, RLX_EINVAL, "the API key must not be empty (omit --api-key for no auth)");
-    if (c->n_models == 0)
-        return rlx_errorf(err, RLX_EINVAL, "no model to serve: give -m FILE[:NAME], RLXD_MODEL or a [model.NAME] "
-                          "section with path=... in the config file");
+    if (c->n_models == 0 && !c->models_dir)
+        return rlx_errorf(err, RLX_EINVAL, "no model to serve: give -m FILE[:NAME], --models-dir DIR, RLXD_MODEL or a "
+                          "[model.NAME] section with path=... in the config file");
+    if (c->max_loaded > 0 && c->n_models > (size_t)c->max_loaded)
+        return rlx_errorf(err, RLX_EINVAL, "--max-loaded %d is fewer than the %zu models given with -m, which load at "
+                          "start", c->max_loaded, c->n_models);
     return 0;
 }
 
@@ -442,6 +464,7 @@ int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf,
         snprintf(buf, cap, "%s", t == RLX_F16 ? "f16" : t == RLX_F32 ? "f32" : "q8_0");
         break;
     }
+    case T_KEEPALIVE: snprintf(buf, cap, "%.17g", *(const double *)base); break;
     }
     return 0;
 }
@@ -456,5 +479,6 @@ void rlx_serve_config_free(rlx_serve_config *c)
     free(c->db);
     free(c->chat_template);
     free(c->backend);
+    free(c->models_dir);
     memset(c, 0, sizeof *c);
 }

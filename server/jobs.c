@@ -79,26 +79,6 @@ int rlx_srv_queue_init(rlx_srv *s)
 
 /* ---- models ------------------------------------------------------------------------------ */
 
-rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e)
-{
-    rlx_model_slot *m = NULL;
-    if (!name || !name[0]) m = &s->models[0];
-    for (size_t i = 0; !m && i < s->n_models; i++)
-        if (!strcmp(s->models[i].cfg->name, name)) m = &s->models[i];
-    if (!m) {
-        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
-                       name);
-        e->code = "model_not_found";
-        return NULL;
-    }
-    if (m->state != RLX_MODEL_READY) {
-        rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "The model '%s' is still loading; retry shortly.",
-                       m->cfg->name);
-        return NULL;
-    }
-    return m;
-}
-
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e)
 {
     cJSON *ctx = rlx_api_chat_context(r, m->bos, m->eos);
@@ -227,6 +207,7 @@ static void job_free(rlx_job *j)
     free(j->prompt_tail);
     rlx_api_request_free(&j->req);
     free(j->out);
+    rlx_srv_model_release(j->model);
     free(j);
 }
 
@@ -633,6 +614,7 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx
     }
     j->srv = s;
     j->model = m;
+    rlx_srv_model_hold(m, req); /* until job_free: the model stays loaded */
     j->ops = ops;
     j->req = *req;
     memset(req, 0, sizeof *req);

@@ -42,7 +42,8 @@ static void respond_json(rlx_conn *c, int status, cJSON *o)
 static void h_health(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     (void)pb;
-    if (s->n_ready == s->n_models && !s->stopping) {
+    /* the -m models' start-up loads; models loaded later on demand leave /health alone */
+    if (!s->n_booting && !s->stopping) {
         rlx_conn_respond(c, 200, "application/json", strdup("{\"status\":\"ok\"}"));
         return;
     }
@@ -61,11 +62,19 @@ static cJSON *model_json(const rlx_model_slot *m)
     cJSON_AddStringToObject(d, "owned_by", "rlxd");
     cJSON *meta = cJSON_AddObjectToObject(d, "meta");
     cJSON_AddStringToObject(meta, "path", m->cfg->path);
-    cJSON_AddStringToObject(meta, "status", m->state == RLX_MODEL_READY ? "ready"
-                            : m->state == RLX_MODEL_LOADING ? "loading" : "failed");
+    cJSON_AddStringToObject(meta, "status", rlx_model_state_name(m->state));
+    cJSON_AddStringToObject(meta, "source", m->boot ? "command_line" : "models_dir");
+    if (m->state == RLX_MODEL_FAILED) cJSON_AddStringToObject(meta, "error", m->err.msg);
+    if (m->state == RLX_MODEL_LOADING) cJSON_AddNumberToObject(meta, "progress", atomic_load(&m->load_permille) / 1000.0);
+    if (m->keep_alive < 0) cJSON_AddNumberToObject(meta, "keep_alive", -1);
+    else cJSON_AddNumberToObject(meta, "keep_alive", m->keep_alive);
+    cJSON_AddNumberToObject(meta, "loads", (double)m->n_loads);
     if (m->state == RLX_MODEL_READY) {
         cJSON_AddNumberToObject(meta, "n_ctx", rlx_worker_n_ctx(m->w));
         cJSON_AddNumberToObject(meta, "n_vocab", m->n_vocab);
+        cJSON_AddNumberToObject(meta, "memory_bytes", (double)m->bytes);
+        cJSON_AddNumberToObject(meta, "load_seconds", m->load_s);
+        cJSON_AddNumberToObject(meta, "requests", m->users);
     }
     return d;
 }
@@ -85,11 +94,11 @@ static void h_model(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     (void)pb;
     const char *id = c->path + strlen("/v1/models/");
-    for (size_t i = 0; i < s->n_models; i++)
-        if (!strcmp(s->models[i].cfg->name, id)) {
-            respond_json(c, 200, model_json(&s->models[i]));
-            return;
-        }
+    rlx_model_slot *m = rlx_models_find(s, id);
+    if (m) {
+        respond_json(c, 200, model_json(m));
+        return;
+    }
     rlx_api_error e;
     rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.", id);
     e.code = "model_not_found";
@@ -99,7 +108,11 @@ static void h_model(rlx_srv *s, rlx_conn *c, parsed *pb)
 static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     (void)pb;
-    rlx_metrics_model mm[RLX_SERVE_MAX_MODELS];
+    rlx_metrics_model *mm = calloc(s->n_models ? s->n_models : 1, sizeof *mm);
+    if (!mm) {
+        rlx_conn_respond(c, 500, "text/plain", NULL);
+        return;
+    }
     size_t n = 0;
     for (size_t i = 0; i < s->n_models; i++) {
         if (s->models[i].state != RLX_MODEL_READY) continue;
@@ -110,16 +123,16 @@ static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
                                       .prefix_hits = st.prefix_hits, .preemptions = st.preemptions,
                                       .state_slots_used = st.state_slots_used, .state_slots_total = st.state_slots_total};
     }
-    rlx_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", rlx_metrics_render(&s->metrics, mm, n));
-}
-
-static rlx_model_slot *pick_model(rlx_srv *s, rlx_conn *c, const char *name)
-{
-    rlx_api_error e;
-    snprintf(c->model, sizeof c->model, "%s", name ? name : s->models[0].cfg->name);
-    rlx_model_slot *m = rlx_srv_model(s, name, &e);
-    if (!m) rlx_conn_error(c, &e);
-    return m;
+    char *text = rlx_metrics_render(&s->metrics, mm, n), *models = rlx_models_metrics(s);
+    free(mm);
+    char *all = text && models ? malloc(strlen(text) + strlen(models) + 1) : NULL;
+    if (all) {
+        strcpy(all, text);
+        strcat(all, models);
+    }
+    free(text);
+    free(models);
+    rlx_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", all);
 }
 
 /* ---- bodies: parsed on the loop when small, on the threadpool otherwise -------------------- */
@@ -163,6 +176,65 @@ static void parsed_free(parsed *pb)
 
 typedef void (*handler_fn)(rlx_srv *s, rlx_conn *c, parsed *pb);
 
+/* ---- models loaded on demand ---------------------------------------------------------------- */
+
+/* A request waiting for its model's load (models.c): its parsed body, and the handler that runs
+ * it again once the model is loaded. */
+typedef struct model_wait {
+    rlx_call call;                 /* first: the wait is the call; its client is the connection */
+    handler_fn fn;
+    rlx_model_slot *m;
+    parsed pb;
+} model_wait;
+
+static void wait_done(rlx_call *call, void *client, int status)
+{
+    model_wait *w = (model_wait *)call;
+    rlx_conn *c = client;
+    if (c) {
+        if (status) {
+            rlx_api_error e;
+            rlx_srv_model_wait_error(w->m, status, &e);
+            rlx_conn_error(c, &e);
+        } else {
+            w->fn(call->srv, c, &w->pb); /* finds the model loaded now */
+        }
+        rlx_conn_wake(c);
+    }
+    parsed_free(&w->pb);
+    free(w);
+}
+
+/* The model a request names, when loaded. Otherwise NULL: the connection was answered (an error),
+ * or, with fn, it waits for the load holding pb (moved) and fn runs again with it once loaded. */
+static rlx_model_slot *pick_model(rlx_srv *s, rlx_conn *c, const char *name, handler_fn fn, parsed *pb)
+{
+    rlx_api_error e;
+    snprintf(c->model, sizeof c->model, "%s", name ? name : s->n_models ? s->models[0].cfg->name : "");
+    rlx_model_slot *wait = NULL, *m = rlx_srv_model(s, name, fn ? &wait : NULL, &e);
+    if (m) return m;
+    if (!wait) {
+        rlx_conn_error(c, &e);
+        return NULL;
+    }
+    model_wait *w = calloc(1, sizeof *w);
+    if (!w) {
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+        rlx_conn_error(c, &e);
+        return NULL;
+    }
+    w->fn = fn;
+    w->m = wait;
+    w->pb = *pb;
+    memset(pb, 0, sizeof *pb);
+    if (rlx_srv_model_wait(wait, &w->call, c, &c->call, wait_done, &e)) {
+        *pb = w->pb;
+        free(w);
+        rlx_conn_error(c, &e);
+    }
+    return NULL;
+}
+
 typedef struct route {
     const char *method, *path;
     handler_fn fn;
@@ -176,7 +248,7 @@ typedef struct route {
 
 static void h_tokenize(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
-    rlx_model_slot *m = pick_model(s, c, pb->model);
+    rlx_model_slot *m = pick_model(s, c, pb->model, h_tokenize, pb);
     if (!m) return;
     rlx_task_tokenize(c, m, pb->text, pb->add_special, pb->parse_special);
     pb->text = NULL;
@@ -186,7 +258,7 @@ static void h_detokenize(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     rlx_api_error e;
     /* the model decides the vocabulary size, so ids are bounded only now */
-    rlx_model_slot *m = pick_model(s, c, pb->model);
+    rlx_model_slot *m = pick_model(s, c, pb->model, h_detokenize, pb);
     if (!m) return;
     rlx_admit a;
     if (rlx_admit_tokens(m->n_vocab, pb->ids, pb->n_ids, &a)) {
@@ -198,8 +270,9 @@ static void h_detokenize(rlx_srv *s, rlx_conn *c, parsed *pb)
     pb->ids = NULL;
 }
 
-static rlx_model_slot *model_for(rlx_srv *s, rlx_conn *c, rlx_api_request *r)
+static rlx_model_slot *model_for(rlx_srv *s, rlx_conn *c, parsed *pb, handler_fn fn)
 {
+    rlx_api_request *r = &pb->req;
     /* the session may also come as a header, for clients that cannot add body fields */
     const char *sid = MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, "X-Session-Id");
     if (sid && !r->base->session_id) {
@@ -215,12 +288,12 @@ static rlx_model_slot *model_for(rlx_srv *s, rlx_conn *c, rlx_api_request *r)
             return NULL;
         }
     }
-    return pick_model(s, c, r->model);
+    return pick_model(s, c, r->model, fn, pb);
 }
 
 static void h_apply_template(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
-    rlx_model_slot *m = model_for(s, c, &pb->req);
+    rlx_model_slot *m = model_for(s, c, pb, h_apply_template);
     if (m) rlx_task_template(c, m, &pb->req);
 }
 
@@ -228,7 +301,7 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     rlx_api_request *r = &pb->req;
     rlx_api_error e;
-    rlx_model_slot *m = model_for(s, c, r);
+    rlx_model_slot *m = model_for(s, c, pb, generate);
     if (!m) return;
     if (s->stopping) {
         rlx_api_error_shutdown(&e);
@@ -245,6 +318,80 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
     c->job = j;
     c->stream = stream;
     c->stream_ctype = kind == RLX_API_GENERATE ? "application/x-ndjson" : "text/event-stream";
+}
+
+/* ---- operators: POST /models/load, POST /models/unload ------------------------------------ */
+
+/* {"model": NAME, "keep_alive"?: ...}: the name (malloc'ed into pb->model) and keep_alive (into
+ * pb->req), or the connection was answered 400. */
+static int op_model_name(rlx_conn *c, parsed *pb)
+{
+    rlx_api_error e;
+    cJSON *o = c->body_len <= INLINE_PARSE_MAX ? cJSON_ParseWithLength(c->body ? c->body : "", c->body_len) : NULL;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "model");
+    const cJSON *ka = cJSON_GetObjectItemCaseSensitive(o, "keep_alive");
+    rlx_error kerr = {0};
+    if (ka && !cJSON_IsNull(ka)) {
+        if (rlx_keep_alive_json(ka, &pb->req.keep_alive_s, &kerr)) {
+            cJSON_Delete(o);
+            rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "keep_alive", "%s.", kerr.msg);
+            rlx_conn_error(c, &e);
+            return -1;
+        }
+        pb->req.has_keep_alive = true;
+    }
+    if (cJSON_IsString(name) && name->valuestring[0]) pb->model = strdup(name->valuestring);
+    cJSON_Delete(o);
+    if (pb->model) return 0;
+    rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "model", "The body must be a JSON object {\"model\": NAME} naming a "
+                   "served model (GET /v1/models lists them), with an optional \"keep_alive\".");
+    rlx_conn_error(c, &e);
+    return -1;
+}
+
+static rlx_model_slot *op_model(rlx_srv *s, rlx_conn *c, parsed *pb)
+{
+    snprintf(c->model, sizeof c->model, "%s", pb->model);
+    rlx_model_slot *m = rlx_models_find(s, pb->model);
+    if (m) return m;
+    rlx_api_error e;
+    rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
+                   pb->model);
+    e.code = "model_not_found";
+    rlx_conn_error(c, &e);
+    return NULL;
+}
+
+/* Loads the model (a failed one is tried again) and answers once it is loaded, with its entry;
+ * its keep-alive is then the body's keep_alive, else --keep-alive (as an Ollama request's). */
+static void h_load(rlx_srv *s, rlx_conn *c, parsed *pb)
+{
+    parsed local;
+    memset(&local, 0, sizeof local);
+    bool first = !pb;
+    if (first && op_model_name(c, pb = &local)) return;
+    rlx_model_slot *m = op_model(s, c, pb);
+    if (m && first && m->state == RLX_MODEL_FAILED && !m->booting) m->state = RLX_MODEL_UNLOADED;
+    if (m) m = pick_model(s, c, pb->model, h_load, pb);
+    if (m) {
+        rlx_srv_model_keep_alive(m, pb->req.has_keep_alive ? pb->req.keep_alive_s : s->cfg->keep_alive);
+        respond_json(c, 200, model_json(m));
+    }
+    parsed_free(&local);
+}
+
+/* Unloads the model once no request uses it (at once when idle); answers with its state now. */
+static void h_unload(rlx_srv *s, rlx_conn *c, parsed *pb)
+{
+    (void)pb;
+    parsed local;
+    memset(&local, 0, sizeof local);
+    if (op_model_name(c, &local)) return;
+    rlx_model_slot *m = op_model(s, c, &local);
+    rlx_api_error e;
+    if (m && rlx_srv_model_unload(m, &e)) rlx_conn_error(c, &e);
+    else if (m) respond_json(c, 200, model_json(m));
+    parsed_free(&local);
 }
 
 /* ---- sessions (the store is sqlite3: answered on the threadpool) ------------------------- */
@@ -289,7 +436,7 @@ static void h_session(rlx_srv *s, rlx_conn *c, parsed *pb)
 static const route routes[] = {
     {"GET", "/health", h_health, true, "health", P_NONE, 0},
     {"GET", "/v1/models", h_models, false, "models", P_NONE, 0},
-    {"GET", "/v1/models/*", h_model, false, "models", P_NONE, 0},
+    {"GET", "/v1/models/**", h_model, false, "models", P_NONE, 0}, /* ids may hold '/' (sub/name) */
     {"GET", "/metrics", h_metrics, false, "metrics", P_NONE, 0},
     {"POST", "/v1/completions", generate, false, "completions", P_API, RLX_API_COMPLETIONS},
     {"POST", "/v1/chat/completions", generate, false, "chat_completions", P_API, RLX_API_CHAT},
@@ -300,6 +447,8 @@ static const route routes[] = {
     {"GET", "/v1/sessions", h_sessions, false, "sessions", P_NONE, 0},
     {"GET", "/v1/sessions/*", h_session, false, "sessions", P_NONE, 0},
     {"DELETE", "/v1/sessions/*", h_session, false, "sessions", P_NONE, 0},
+    {"POST", "/models/load", h_load, false, "models_load", P_NONE, 0},
+    {"POST", "/models/unload", h_unload, false, "models_unload", P_NONE, 0},
 };
 
 static void run_parsed(rlx_srv *s, rlx_conn *c, const route *r, parsed *pb)
@@ -363,10 +512,13 @@ static void parse_queue(rlx_srv *s, rlx_conn *c, const route *r)
     c->body_len = c->body_cap = 0;
 }
 
-/* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment). */
+/* Exact paths, or a prefix when the route ends in '*' (one non-empty path segment) or "**" (a
+ * non-empty rest, '/' included). */
 static bool path_match(const char *pattern, const char *path)
 {
     size_t n = strlen(pattern);
+    if (n > 1 && pattern[n - 1] == '*' && pattern[n - 2] == '*')
+        return !strncmp(pattern, path, n - 2) && path[n - 2];
     if (n && pattern[n - 1] == '*')
         return !strncmp(pattern, path, n - 1) && path[n - 1] && !strchr(path + n - 1, '/');
     return !strcmp(pattern, path);

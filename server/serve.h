@@ -15,8 +15,10 @@
 #include "proto/proto.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/model_policy.h"
 
 #include <microhttpd.h>
+#include <stdatomic.h>
 #include <uv.h>
 
 typedef struct rlx_srv rlx_srv;
@@ -34,16 +36,32 @@ typedef struct rlx_work {
     struct rlx_work *prev, *next;  /* srv->works, or srv->big_head while waiting */
 } rlx_work;
 
-typedef enum { RLX_MODEL_LOADING, RLX_MODEL_READY, RLX_MODEL_FAILED } rlx_model_state;
-
+/* A served model (models.c): a -m entry or one found in --models-dir, loaded at start (-m) or
+ * when a request names it, unloaded when idle past its keep-alive or to make room
+ * (model_policy.h). Loop thread, except load_work/unload_work, which touch only w_new/w_old. */
 typedef struct rlx_model_slot {
     rlx_srv *srv;
     const rlx_serve_model *cfg;
     rlx_worker_config wc;
-    rlx_worker *w;                 /* owned, NULL until loaded */
+    rlx_worker *w;                 /* owned while READY, else NULL */
+    rlx_worker *w_new;             /* the threadpool's load result, taken by the loop */
+    rlx_worker *w_old;             /* being stopped on the threadpool (UNLOADING) */
     rlx_model_state state;
-    rlx_error err;                 /* why loading failed */
-    uv_work_t load;                /* rlx_worker_start runs on the libuv threadpool */
+    rlx_error err;                 /* why loading failed (FAILED) */
+    bool boot;                     /* a -m model: loaded at start; a failure there stops the daemon */
+    bool booting;                  /* its start-up load runs: requests get 503, /health too */
+    uv_work_t load;                /* the load or the unload on the libuv threadpool */
+    uv_timer_t idle_timer;         /* keep-alive: unloads once idle that long */
+    int users;                     /* jobs and threadpool tasks using w (rlx_srv_model_hold) */
+    struct rlx_call *wait_head, *wait_tail; /* requests waiting for the load (rlx_srv_model_wait) */
+    size_t n_waiting;
+    double last_used;              /* rlx_now() when its last user let go (LRU) */
+    double keep_alive;             /* seconds it stays loaded once idle, 0: unload then, < 0: forever */
+    bool unload_asked;             /* POST /models/unload: unload once idle */
+    uint64_t bytes;                /* memory estimate: the weights, then weights + KV once loaded */
+    double load_t0, load_s;        /* the last load's start and duration */
+    _Atomic int load_permille;     /* LOADING: the files read so far (the threadpool writes it) */
+    uint64_t n_loads, n_load_failures, n_unloads, n_evictions;
     const rlx_tokenizer *tok;      /* borrowed from w */
     int32_t n_vocab;
     char bos[128], eos[128];       /* texts of the special tokens, for chat templates */
@@ -172,8 +190,11 @@ struct rlx_srv {
     rlx_serve_config *cfg;
     const rlx_front_ops *front;    /* the front end serving (static) */
     uv_loop_t *loop;
-    rlx_model_slot models[RLX_SERVE_MAX_MODELS];
-    size_t n_models, n_ready, n_failed;
+    rlx_model_slot *models;        /* n_models (models.c): the -m ones, then --models-dir's */
+    size_t n_models;
+    size_t n_booting;              /* -m models still loading at start */
+    rlx_serve_model *dir_models;   /* --models-dir's entries (owned), n_dir_models */
+    size_t n_dir_models;
     uv_async_t async;
     uv_mutex_t qlock;
     rlx_qevent *qhead, *qtail;
@@ -208,8 +229,6 @@ struct rlx_srv {
 
 /* jobs.c */
 int rlx_srv_queue_init(rlx_srv *s);
-/* Finds the model a request names (NULL: the default); 404 model_not_found, 503 loading. */
-rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_api_error *e);
 /* Starts a job from a parsed request (moved into the job; *req is zeroed). For chat, the
  * prompt is rendered here with the model's template. On error nothing was started for the
  * caller (a partly submitted job cleans itself up) and e says why. */
@@ -274,6 +293,7 @@ struct rlx_call {
     rlx_call **slot;               /* the client's handle on this call; NULL once let go or done */
     rlx_call_run_fn run;
     rlx_call_done_fn done;
+    struct rlx_call *wait_next;    /* models.c: the next request waiting for the same model's load */
 };
 /* Queues call (counted in n_tasks; big as for rlx_srv_queue_work) and sets *slot. On failure
  * (RLX_EIO) nothing was queued, *slot is untouched and done will not run. */
@@ -358,7 +378,51 @@ void rlx_stdio_free(rlx_srv *s);    /* once the handles are closed */
 void rlx_stdio_quiesce(rlx_srv *s); /* SIGTERM: stop reading, refuse lines not started */
 bool rlx_stdio_idle(rlx_srv *s);    /* nothing in flight and every line written */
 
+/* models.c: the served models, loaded on demand. Loop thread. */
+/* Builds the slots: the -m models, then every model of --models-dir (scanned, each file's header
+ * read: a corrupt or incomplete one is FAILED with its reason). */
+int rlx_models_init(rlx_srv *s, rlx_error *err);
+/* The model of that name, whatever its state; NULL when none. */
+rlx_model_slot *rlx_models_find(rlx_srv *s, const char *name);
+/* Queues the start-up loads of the -m models. */
+void rlx_models_boot(rlx_srv *s);
+/* The model named (NULL or "": the default, the first). Returns it when loaded (READY).
+ * Otherwise NULL, and either *wait (when wait is given) is set to the model, which must load
+ * first (rlx_srv_model_wait), or e says why: 404 model_not_found, 503 while the start-up loads run
+ * (or, wait NULL, a load was started: retry), 500 model_load_failed with the load's error. */
+rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wait, rlx_api_error *e);
+/* Queues call as a waiter of m's load, starting the load (evicting idle models as the limits
+ * require) unless it runs. done comes back on the loop once with status 0 (m is READY),
+ * RLX_ECANCELED (shutting down), RLX_EFULL (the load could not start: busy at --max-loaded) or
+ * RLX_MODEL_LOAD_FAILED (m->err says why); rlx_model_wait_error turns it into the API error.
+ * client and slot as for rlx_call_start (rlx_call_drop works). Returns 0, or the API error
+ * (503 + Retry-After when the load cannot start) with nothing queued. */
+int rlx_srv_model_wait(rlx_model_slot *m, rlx_call *call, void *client, rlx_call **slot, rlx_call_done_fn done,
+                       rlx_api_error *e);
+#define RLX_MODEL_LOAD_FAILED 1  /* a waiter's status: the load failed (m->err) */
+void rlx_srv_model_wait_error(const rlx_model_slot *m, int status, rlx_api_error *e);
+/* A load with nobody waiting (stdio, POST /models/load of a FAILED model retries it): 0, or the
+ * API error when it cannot start. */
+int rlx_srv_model_load(rlx_model_slot *m, rlx_api_error *e);
+/* Sets m's keep-alive (seconds, 0: unload once idle, < 0: forever) and applies it when idle. */
+void rlx_srv_model_keep_alive(rlx_model_slot *m, double seconds);
+/* Operators: unloads m once idle (now when it is). 0, or the API error (409 while it loads). */
+int rlx_srv_model_unload(rlx_model_slot *m, rlx_api_error *e);
+/* A job or a threadpool task uses m->w (m READY) until it calls rlx_srv_model_release. r (may be
+ * NULL) sets the model's keep-alive: its keep_alive, else --keep-alive. Once the last user
+ * lets go the keep-alive applies: 0 unloads, > 0 arms the timer, < 0 keeps the model. */
+void rlx_srv_model_hold(rlx_model_slot *m, const rlx_api_request *r);
+void rlx_srv_model_release(rlx_model_slot *m);
+/* Stopping: requests waiting for loads get 503 "shutting down", and no load starts. */
+void rlx_models_quiesce(rlx_srv *s);
+/* Shutdown: closes the timers (run the loop after); then _free stops what is loaded. */
+void rlx_models_close(rlx_srv *s);
+void rlx_models_free(rlx_srv *s);
+/* Prometheus series of the models' lifecycle (appended to /metrics), malloc'ed. */
+char *rlx_models_metrics(rlx_srv *s);
+
 /* cmd_serve.c */
 void rlx_srv_maybe_exit(rlx_srv *s);  /* while stopping: ends the loop once idle */
+void rlx_srv_begin_stop(rlx_srv *s);  /* stop accepting, let what runs finish (SIGTERM, a failed start) */
 
 #endif

@@ -41,6 +41,8 @@ typedef struct entry {
     rlx_api_error err;
     rlx_api_kind kind;         /* for the access log */
     rlx_job *job;              /* borrowed while running */
+    rlx_call wait;             /* waiting for its model's load (models.c) ... */
+    rlx_model_slot *wait_model;/* ... of this model */
 } entry;
 
 typedef struct out_buf { char *p; size_t len, cap; } out_buf;
@@ -306,6 +308,9 @@ static void parse_work(uv_work_t *w)
     e->rc = rlx_api_parse_json(&e->req, e->kind, e->root, 0, &e->err);
 }
 
+static void run_entry(entry *e, rlx_model_slot *m, rlx_api_error *err);
+static void model_ready(rlx_call *call, void *client, int status);
+
 static void parse_done(uv_work_t *w, int status)
 {
     entry *e = w->data;
@@ -324,24 +329,48 @@ static void parse_done(uv_work_t *w, int status)
         return;
     }
     rlx_api_error err;
-    rlx_model_slot *m = e->rc ? NULL : rlx_srv_model(s, e->req.model, &err);
-    if (e->rc) err = e->err;
-    else if (m && id_in_flight(s, e->id)) {
+    rlx_model_slot *wait = NULL, *m = e->rc ? NULL : rlx_srv_model(s, e->req.model, &wait, &err);
+    if (e->rc) {
+        err = e->err;
+    } else if (wait) { /* loaded on demand: the line goes on once its model is ready */
+        e->wait_model = wait;
+        if (!rlx_srv_model_wait(wait, &e->wait, e, NULL, model_ready, &err)) return;
+    }
+    run_entry(e, m, &err);
+}
+
+/* The line's model is loaded (m), or err says why not (m NULL): its job starts, or its error
+ * line is written. */
+static void run_entry(entry *e, rlx_model_slot *m, rlx_api_error *err)
+{
+    rlx_srv *s = e->st->srv;
+    if (m && id_in_flight(s, e->id)) {
         m = NULL;
-        rlx_api_errorf(&err, 400, RLX_API_ERR_INVALID, "id", "A request with this id is still in flight; ids must be unique "
+        rlx_api_errorf(err, 400, RLX_API_ERR_INVALID, "id", "A request with this id is still in flight; ids must be unique "
                        "among requests in flight.");
     }
     /* chat is rendered by the template, then answered like generate: one native result */
     e->req.kind = RLX_API_GENERATE;
     rlx_job *job;
-    if (!m || rlx_job_start(s, m, &e->req, &line_sink, e, &job, &err)) {
-        fail_entry(e, &err);
+    if (!m || rlx_job_start(s, m, &e->req, &line_sink, e, &job, err)) {
+        fail_entry(e, err);
         entry_done(e);
         return;
     }
     job->line_id = e->id;
     job->t_start = e->t0;
     e->job = job;
+}
+
+static void model_ready(rlx_call *call, void *client, int status)
+{
+    entry *e = client;
+    rlx_api_error err;
+    rlx_model_slot *m = NULL;
+    (void)call;
+    if (status) rlx_srv_model_wait_error(e->wait_model, status, &err);
+    else m = rlx_srv_model(e->st->srv, e->req.model, NULL, &err); /* loaded now; else err says why */
+    run_entry(e, m, &err);
 }
 
 static void start_entry(stdio_state *st, entry *e)

@@ -13,15 +13,15 @@ typedef enum { TASK_TOKENIZE, TASK_DETOKENIZE, TASK_TEMPLATE, TASK_SESSIONS, TAS
 
 typedef struct route_task {
     rlx_call call;                 /* first: the call is the task; its client is the connection */
-    rlx_model_slot *m;             /* tokenizer tasks */
+    rlx_model_slot *m;             /* tokenizer tasks (held: rlx_srv_model_hold) */
     task_kind kind;
     char *text;                    /* tokenize input; session id */
     bool add_special, parse_special;
     int32_t *ids;                  /* detokenize input */
     size_t n_ids;
     rlx_api_request req;           /* template input */
-    rlx_worker *workers[RLX_SERVE_MAX_MODELS]; /* session tasks: the ready models */
-    size_t n_workers;
+    rlx_model_slot **held;         /* session tasks: the loaded models (held) */
+    size_t n_held;
     size_t offset, limit;
     bool del;
     int status;
@@ -58,11 +58,11 @@ static void sessions_list(route_task *t)
 {
     cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
     double total = 0;
-    for (size_t m = 0; m < t->n_workers; m++) {
+    for (size_t m = 0; m < t->n_held; m++) {
         rlx_session_info *list = NULL;
         size_t n = 0, tot = 0;
         rlx_error err = {0};
-        if (rlx_worker_sessions_list(t->workers[m], t->offset, t->limit, &list, &n, &tot, &err) == 0) {
+        if (rlx_worker_sessions_list(t->held[m]->w, t->offset, t->limit, &list, &n, &tot, &err) == 0) {
             for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, session_json(&list[i]));
             total += (double)tot;
         }
@@ -78,12 +78,12 @@ static void session_one(route_task *t)
     const char *id = t->text;
     rlx_api_error e;
     rlx_error err = {0};
-    for (size_t m = 0; m < t->n_workers; m++) {
+    for (size_t m = 0; m < t->n_held; m++) {
         rlx_session_info info;
         int32_t *tokens = NULL;
         size_t n = 0;
-        int rc = t->del ? rlx_worker_session_delete(t->workers[m], id, &err)
-                        : rlx_worker_session_get(t->workers[m], id, &info, &tokens, &n, &err);
+        rlx_worker *w = t->held[m]->w;
+        int rc = t->del ? rlx_worker_session_delete(w, id, &err) : rlx_worker_session_get(w, id, &info, &tokens, &n, &err);
         if (rc == RLX_ENOTFOUND) continue;
         if (rc) {
             rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
@@ -159,6 +159,9 @@ static void task_work(rlx_call *call)
 
 static void task_free(route_task *t)
 {
+    if (t->m) rlx_srv_model_release(t->m);
+    for (size_t i = 0; i < t->n_held; i++) rlx_srv_model_release(t->held[i]);
+    free(t->held);
     free(t->body);
     free(t->text);
     free(t->ids);
@@ -194,6 +197,7 @@ static route_task *task_new(rlx_conn *c, rlx_model_slot *m, task_kind kind)
         return NULL;
     }
     t->m = m;
+    if (m) rlx_srv_model_hold(m, NULL); /* until task_free */
     t->kind = kind;
     return t;
 }
@@ -250,8 +254,19 @@ void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, siz
         return;
     }
     rlx_srv *s = c->srv;
+    if (!(t->held = calloc(s->n_models ? s->n_models : 1, sizeof *t->held))) {
+        task_free(t);
+        rlx_api_error e;
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+        rlx_conn_error(c, &e);
+        return;
+    }
+    /* sessions live in the loaded models (an unloaded model's are in --db, or gone) */
     for (size_t m = 0; m < s->n_models; m++)
-        if (s->models[m].state == RLX_MODEL_READY) t->workers[t->n_workers++] = s->models[m].w;
+        if (s->models[m].state == RLX_MODEL_READY) {
+            rlx_srv_model_hold(&s->models[m], NULL);
+            t->held[t->n_held++] = &s->models[m];
+        }
     t->del = del;
     t->offset = offset;
     t->limit = limit;

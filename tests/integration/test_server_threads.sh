@@ -9,7 +9,7 @@ command -v taskset >/dev/null || { echo "skip: taskset missing"; exit 77; }
 n_tasks() { ls "/proc/$PID/task" | wc -l; }
 
 start_server one --threads 1
-grep -q 'ready (.*, 1 thread)' "$LOG" || fail "ready line: $(grep ready "$LOG")"
+grep -q 'ready (.*, 1 thread,' "$LOG" || fail "ready line: $(grep ready "$LOG")"
 want=$(n_tasks)
 stop_server
 
@@ -18,14 +18,14 @@ BIN="$TMP/taskset-rlxd"
 printf '#!/bin/sh\nexec taskset -c 0 "%s" "$@"\n' "$BIN_REAL" >"$BIN"
 chmod +x "$BIN"
 start_server pinned
-grep -q 'ready (.*, 1 thread)' "$LOG" || fail "taskset -c 0: ready line should report 1 thread: $(grep ready "$LOG")"
+grep -q 'ready (.*, 1 thread,' "$LOG" || fail "taskset -c 0: ready line should report 1 thread: $(grep ready "$LOG")"
 got=$(n_tasks)
 [ "$got" = "$want" ] || fail "taskset -c 0 runs $got threads, --threads 1 runs $want"
 ok "taskset -c 0: 1 compute thread ($got threads in all, as with --threads 1)"
 stop_server
 
 start_server explicit --threads 3
-grep -q 'ready (.*, 3 threads)' "$LOG" || fail "--threads 3: $(grep ready "$LOG")"
+grep -q 'ready (.*, 3 threads,' "$LOG" || fail "--threads 3: $(grep ready "$LOG")"
 ok "--threads 3 is taken as given"
 stop_server
 echo "2 passed, 0 failed"

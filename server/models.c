@@ -1,0 +1,635 @@
+/* models.c - the models `rlxd serve` serves: the -m ones, loaded at start, and every model of
+ * --models-dir, loaded when a request names it. Loads and unloads (rlx_worker_start / _stop) run
+ * on the libuv threadpool, so the loop keeps answering /health and the other models meanwhile;
+ * requests for a model being loaded wait as calls (rlx_srv_model_wait) and run once it is ready.
+ * A model is unloaded only when no job or task uses it: after its keep-alive, on POST
+ * /models/unload, or to make room (--max-loaded, --max-loaded-mem: the least recently used idle
+ * one, model_policy.c). Loop thread only, except load_work / unload_work. */
+#include "server/cli.h"
+#include "server/serve.h"
+#include "backends/dtype.h"
+#include "backends/cpu/threadpool.h"
+#include "models/model_files.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void pump(rlx_srv *s);
+static void begin_unload(rlx_model_slot *m, const char *why);
+
+static double default_keep_alive(const rlx_srv *s)
+{
+    return s->cfg->keep_alive;
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+rlx_model_slot *rlx_models_find(rlx_srv *s, const char *name)
+{
+    for (size_t i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].cfg->name, name)) return &s->models[i];
+    return NULL;
+}
+
+/* The header of a model's file (every split part): its weights' bytes, or why it cannot load. */
+static int probe(rlx_model_slot *m)
+{
+    rlx_gguf *g = NULL;
+    int rc = rlx_gguf_open_split(&g, m->cfg->path, &m->err);
+    if (rc) return rc;
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) bytes += rlx_gguf_tensor_at(g, i)->size;
+    m->bytes = bytes;
+    rlx_gguf_close(g);
+    return 0;
+}
+
+static void slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg, int threads)
+{
+    const rlx_serve_config *c = s->cfg;
+    m->srv = s;
+    m->cfg = cfg;
+    m->keep_alive = default_keep_alive(s);
+    m->wc = (rlx_worker_config){.model_path = cfg->path, .name = cfg->name, .n_threads = threads,
+                                .n_ctx = cfg->ctx ? cfg->ctx : c->ctx, .kv_type = c->kv_type, .kv_type_set = true,
+                                .kv_block = c->kv_block, .kv_mem_mib = (size_t)c->kv_mem_mib,
+                                .max_batch_tokens = c->max_batch_tokens, .max_seqs = c->max_seqs,
+                                .backend = c->backend, .device = c->device, .db_path = c->db,
+                                .session_ttl_s = c->session_ttl, .max_sessions = c->max_sessions,
+                                .max_queue = c->max_queue,
+                                .chat_template_file = cfg->chat_template ? cfg->chat_template : c->chat_template};
+    uv_timer_init(s->loop, &m->idle_timer);
+    m->idle_timer.data = m;
+}
+
+int rlx_models_init(rlx_srv *s, rlx_error *err)
+{
+    const rlx_serve_config *c = s->cfg;
+    rlx_model_entry *es = NULL;
+    size_t ne = 0;
+    if (c->models_dir && rlx_model_scan(c->models_dir, &es, &ne, err)) return RLX_EINVAL;
+    s->dir_models = ne ? calloc(ne, sizeof *s->dir_models) : NULL;
+    s->models = calloc(c->n_models + ne + 1, sizeof *s->models);
+    if (!s->models || (ne && !s->dir_models)) {
+        rlx_model_scan_free(es, ne);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    }
+    /* the default heeds the affinity mask and a cgroup CPU quota (a container's --cpus) */
+    int threads = c->threads > 0 ? c->threads : rlx_cpu_count();
+    for (size_t i = 0; i < c->n_models; i++) {
+        rlx_model_slot *m = &s->models[s->n_models++];
+        slot_init(s, m, &c->models[i], threads);
+        m->boot = true;
+        /* not opened here: its load (on the threadpool) reads it; a FIFO or a slow disk must not
+           hold the start-up. Its size is the estimate until then. */
+        struct stat st;
+        if (!stat(m->cfg->path, &st) && S_ISREG(st.st_mode)) m->bytes = (uint64_t)st.st_size;
+    }
+    for (size_t i = 0; i < ne; i++) {
+        if (rlx_models_find(s, es[i].name)) {
+            fprintf(stderr, "rlxd: %s: not served, a model given with -m is already named '%s'\n", es[i].path,
+                    es[i].name);
+            continue;
+        }
+        rlx_serve_model *d = &s->dir_models[s->n_dir_models++];
+        d->name = es[i].name;
+        d->path = es[i].path;
+        es[i].name = es[i].path = NULL;
+        rlx_model_slot *m = &s->models[s->n_models++];
+        slot_init(s, m, d, threads);
+        if (es[i].n_present < es[i].n_parts) {
+            rlx_errorf(&m->err, RLX_ENOTFOUND, "%s: %u of its %u parts are missing", d->path,
+                       es[i].n_parts - es[i].n_present, es[i].n_parts);
+            m->state = RLX_MODEL_FAILED;
+        } else if (probe(m)) {
+            m->state = RLX_MODEL_FAILED;
+        }
+        if (m->state == RLX_MODEL_FAILED) fprintf(stderr, "rlxd: model '%s' cannot be served: %s\n", d->name, m->err.msg);
+    }
+    rlx_model_scan_free(es, ne);
+    if (c->models_dir)
+        fprintf(stderr, "rlxd: %zu model(s) in %s, loaded on demand\n", s->n_dir_models, c->models_dir);
+    return 0;
+}
+
+/* ---- loads ------------------------------------------------------------------------------- */
+
+static void views(rlx_srv *s, rlx_model_view *v)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        const rlx_model_slot *m = &s->models[i];
+        v[i] = (rlx_model_view){.state = m->state, .busy = m->users > 0 || m->n_waiting > 0,
+                                .last_used = m->last_used, .bytes = m->bytes};
+    }
+}
+
+static rlx_model_limits limits(const rlx_srv *s)
+{
+    return (rlx_model_limits){.max_loaded = s->cfg->max_loaded, .max_bytes = (uint64_t)s->cfg->max_loaded_mem << 20};
+}
+
+/* Reads the model's files once before the loader maps them, logging a line per 10% with the
+ * bytes and the rate: the loader maps the weights and cannot tell its progress, and the page
+ * cache then holds what the first forward step would read. Only files of PREFETCH_MIN_BYTES or
+ * more, and regular files (a FIFO or device is left to the loader). Threadpool. */
+#define PREFETCH_MIN_BYTES (16u << 20)
+static void prefetch(rlx_model_slot *m)
+{
+    const char *path = m->cfg->path;
+    char prefix[4096], part[4200];
+    uint32_t no = 0, count = 1;
+    bool split = rlx_gguf_split_parse_name(path, prefix, sizeof prefix, &no, &count) && count > 1;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        struct stat st;
+        if (split && rlx_gguf_split_name(part, sizeof part, prefix, i, count)) return;
+        if (stat(split ? part : path, &st) || !S_ISREG(st.st_mode)) return; /* the loader says why */
+        total += (uint64_t)st.st_size;
+    }
+    if (total < PREFETCH_MIN_BYTES) return;
+    size_t chunk = (size_t)RLX_MIN(RLX_MAX(total / 100, (uint64_t)1 << 20), (uint64_t)8 << 20);
+    char *buf = malloc(chunk);
+    if (!buf) return;
+    uint64_t done = 0;
+    int decile = 0;
+    double t0 = rlx_now();
+    for (uint32_t i = 0; i < count; i++) {
+        if (split && rlx_gguf_split_name(part, sizeof part, prefix, i, count)) break;
+        int fd = open(split ? part : path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) break;
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        ssize_t n;
+        while ((n = read(fd, buf, chunk)) > 0) {
+            done += (uint64_t)n;
+            int p = (int)(RLX_MIN(done, total) * 1000 / total);
+            atomic_store(&m->load_permille, p);
+            if (p / 100 > decile) {
+                decile = p / 100;
+                double dt = rlx_now() - t0;
+                fprintf(stderr, "rlxd: loading model '%s': %d%% (%.1f of %.1f MiB, %.0f MiB/s)\n", m->cfg->name,
+                        decile * 10, (double)done / 1048576.0, (double)total / 1048576.0,
+                        dt > 0 ? (double)done / 1048576.0 / dt : 0.0);
+            }
+        }
+        close(fd);
+    }
+    free(buf);
+}
+
+static void load_work(uv_work_t *w)
+{
+    rlx_model_slot *m = w->data;
+    prefetch(m);
+    if (rlx_worker_start(&m->w_new, &m->wc, &m->err)) m->w_new = NULL;
+}
+
+static void special_text(const rlx_tokenizer *t, int32_t id, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (id < 0) return;
+    size_t n = rlx_token_to_bytes(t, id, true, buf, cap - 1);
+    buf[n < cap - 1 ? n : cap - 1] = 0;
+}
+
+static void mib(char *buf, size_t cap, uint64_t bytes)
+{
+    snprintf(buf, cap, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+}
+
+/* The waiters of m, each answered once with status (their calls free themselves). */
+static void answer_waiters(rlx_model_slot *m, int status)
+{
+    rlx_call *c = m->wait_head;
+    m->wait_head = m->wait_tail = NULL;
+    m->n_waiting = 0;
+    while (c) {
+        rlx_call *next = c->wait_next;
+        if (c->slot) *c->slot = NULL;
+        c->slot = NULL;
+        c->done(c, c->client, status); /* may free c, may hold m */
+        c = next;
+    }
+}
+
+static void idle(rlx_model_slot *m);
+
+static void ready(rlx_model_slot *m)
+{
+    m->w = m->w_new;
+    m->w_new = NULL;
+    m->tok = rlx_worker_tokenizer(m->w);
+    m->n_vocab = rlx_tokenizer_n_vocab(m->tok);
+    special_text(m->tok, rlx_tokenizer_bos(m->tok), m->bos, sizeof m->bos);
+    special_text(m->tok, rlx_tokenizer_eos(m->tok), m->eos, sizeof m->eos);
+    size_t tlen = 0;
+    const char *tsrc = rlx_worker_chat_template_src(m->w, &tlen);
+    rlx_tc_detect(tsrc, tlen, &m->tc);
+    m->created = (long long)time(NULL);
+    m->state = RLX_MODEL_READY;
+    m->last_used = rlx_now();
+    m->n_loads++;
+    int kv_type;
+    int32_t kv_block, kv_blocks;
+    rlx_worker_kv_layout(m->w, &kv_type, &kv_block, &kv_blocks);
+    size_t wbytes = 0, kvbytes = 0;
+    rlx_worker_memory(m->w, &wbytes, &kvbytes);
+    m->bytes = wbytes + kvbytes;
+    char threads[32] = "", wb[32], kb[32];
+    const char *backend = m->wc.backend ? m->wc.backend : "cpu";
+    if (!strcmp(backend, "cpu"))
+        snprintf(threads, sizeof threads, ", %d thread%s", m->wc.n_threads, m->wc.n_threads == 1 ? "" : "s");
+    mib(wb, sizeof wb, wbytes);
+    mib(kb, sizeof kb, kvbytes);
+    fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
+            "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
+            rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
+}
+
+static void load_done(uv_work_t *w, int status)
+{
+    rlx_model_slot *m = w->data;
+    rlx_srv *s = m->srv;
+    m->load_s = rlx_now() - m->load_t0;
+    bool boot = m->booting;
+    if (boot) {
+        m->booting = false;
+        s->n_booting--;
+    }
+    if (status || !m->w_new) {
+        m->state = RLX_MODEL_FAILED;
+        m->n_load_failures++;
+        if (status) rlx_errorf(&m->err, RLX_ECANCELED, "the load was cancelled");
+        fprintf(stderr, "rlxd: cannot load model '%s' from %s: %s\n", m->cfg->name, m->cfg->path, m->err.msg);
+        answer_waiters(m, RLX_MODEL_LOAD_FAILED);
+        if (boot) { /* a -m model the daemon was started to serve: as before, stop */
+            s->exit_code = 1;
+            if (!s->stopping) rlx_srv_begin_stop(s);
+            return;
+        }
+        pump(s);
+        return;
+    }
+    ready(m);
+    if (s->stopping) {
+        answer_waiters(m, RLX_ECANCELED);
+        return;
+    }
+    answer_waiters(m, 0);
+    if (!m->users) idle(m);
+    if (boot && s->n_booting == 0) {
+        fprintf(stderr, "rlxd: all models ready\n");
+        if (s->front->models_ready) s->front->models_ready(s);
+    }
+    pump(s);
+}
+
+/* Starts the queued loads that fit now (evicted models have gone). */
+static void pump(rlx_srv *s)
+{
+    if (s->stopping) return;
+    rlx_model_view *v = calloc(s->n_models ? s->n_models : 1, sizeof *v);
+    if (!v) return;
+    rlx_model_limits lim = limits(s);
+    for (size_t i = 0; i < s->n_models; i++) {
+        rlx_model_slot *m = &s->models[i];
+        if (m->state != RLX_MODEL_QUEUED) continue;
+        views(s, v);
+        if (!rlx_model_can_start(v, s->n_models, i, &lim)) continue;
+        m->state = RLX_MODEL_LOADING;
+        m->load_t0 = rlx_now();
+        atomic_store(&m->load_permille, 0);
+        m->load.data = m;
+        fprintf(stderr, "rlxd: loading model '%s' from %s\n", m->cfg->name, m->cfg->path);
+        if (uv_queue_work(s->loop, &m->load, load_work, load_done)) {
+            m->state = RLX_MODEL_FAILED;
+            rlx_errorf(&m->err, RLX_EIO, "cannot queue the load");
+            answer_waiters(m, RLX_MODEL_LOAD_FAILED);
+        }
+    }
+    free(v);
+}
+
+/* Accepts a load of m (UNLOADED or FAILED): evicts what the limits require and queues it.
+ * RLX_EFULL when no idle model can make room. */
+static int start_load(rlx_model_slot *m)
+{
+    rlx_srv *s = m->srv;
+    rlx_model_view *v = calloc(s->n_models, sizeof *v);
+    size_t *victims = calloc(s->n_models, sizeof *victims), nv = 0;
+    if (!v || !victims) {
+        free(v);
+        free(victims);
+        return RLX_ENOMEM;
+    }
+    views(s, v);
+    rlx_model_limits lim = limits(s);
+    size_t target = (size_t)(m - s->models);
+    bool ok = rlx_model_plan_load(v, s->n_models, target, &lim, victims, &nv);
+    free(v);
+    if (!ok) {
+        free(victims);
+        return RLX_EFULL;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        s->models[victims[i]].n_evictions++;
+        char why[300];
+        snprintf(why, sizeof why, "least recently used, making room for '%s'", m->cfg->name);
+        begin_unload(&s->models[victims[i]], why);
+    }
+    free(victims);
+    m->state = RLX_MODEL_QUEUED;
+    m->err = (rlx_error){0};
+    pump(s);
+    return 0;
+}
+
+static void busy_error(const rlx_model_slot *m, rlx_api_error *e)
+{
+    const rlx_serve_config *c = m->srv->cfg;
+    char lim[96] = "";
+    if (c->max_loaded > 0 && c->max_loaded_mem > 0)
+        snprintf(lim, sizeof lim, "--max-loaded %d, --max-loaded-mem %lld MiB", c->max_loaded, (long long)c->max_loaded_mem);
+    else if (c->max_loaded > 0) snprintf(lim, sizeof lim, "--max-loaded %d", c->max_loaded);
+    else snprintf(lim, sizeof lim, "--max-loaded-mem %lld MiB", (long long)c->max_loaded_mem);
+    rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL,
+                   "The model '%s' cannot be loaded now: the loaded models are all in use (%s); retry shortly.",
+                   m->cfg->name, lim);
+}
+
+void rlx_srv_model_wait_error(const rlx_model_slot *m, int status, rlx_api_error *e)
+{
+    if (status == RLX_ECANCELED) rlx_api_error_shutdown(e);
+    else if (status == RLX_EFULL) busy_error(m, e);
+    else if (status) {
+        rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, "model", "The model '%s' failed to load: %s", m->cfg->name,
+                       m->err.msg);
+        e->code = "model_load_failed";
+    }
+}
+
+int rlx_srv_model_wait(rlx_model_slot *m, rlx_call *call, void *client, rlx_call **slot, rlx_call_done_fn done,
+                       rlx_api_error *e)
+{
+    rlx_srv *s = m->srv;
+    if (s->stopping) return rlx_api_error_shutdown(e);
+    if (m->n_waiting >= (size_t)s->cfg->max_queue)
+        return rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL,
+                              "Too many requests wait for the model '%s' to load (--max-queue %d); retry shortly.",
+                              m->cfg->name, s->cfg->max_queue);
+    if (m->state == RLX_MODEL_UNLOADED || m->state == RLX_MODEL_FAILED) {
+        int rc = start_load(m);
+        if (rc == RLX_EFULL) {
+            busy_error(m, e);
+            return rc;
+        }
+        if (rc) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+    }
+    /* QUEUED, LOADING, or UNLOADING (it loads again once gone) */
+    call->srv = s;
+    call->client = client;
+    call->slot = slot;
+    call->done = done;
+    call->run = NULL;
+    call->wait_next = NULL;
+    if (m->wait_tail) m->wait_tail->wait_next = call;
+    else m->wait_head = call;
+    m->wait_tail = call;
+    m->n_waiting++;
+    if (slot) *slot = call;
+    return 0;
+}
+
+int rlx_srv_model_load(rlx_model_slot *m, rlx_api_error *e)
+{
+    if (m->srv->stopping) return rlx_api_error_shutdown(e);
+    if (m->state != RLX_MODEL_UNLOADED && m->state != RLX_MODEL_FAILED) return 0;
+    int rc = start_load(m);
+    if (rc == RLX_EFULL) busy_error(m, e);
+    else if (rc) rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+    return rc;
+}
+
+rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wait, rlx_api_error *e)
+{
+    rlx_model_slot *m = !name || !name[0] ? (s->n_models ? &s->models[0] : NULL) : rlx_models_find(s, name);
+    if (wait) *wait = NULL;
+    if (!m && !s->n_models) {
+        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "No model is served: --models-dir %s held no GGUF model at start.",
+                       s->cfg->models_dir ? s->cfg->models_dir : "");
+        e->code = "model_not_found";
+        return NULL;
+    }
+    if (!m) {
+        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",
+                       name ? name : "");
+        e->code = "model_not_found";
+        return NULL;
+    }
+    if (m->state == RLX_MODEL_READY) return m;
+    if (m->booting) {
+        rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "The model '%s' is still loading; retry shortly.",
+                       m->cfg->name);
+        return NULL;
+    }
+    if (m->state == RLX_MODEL_FAILED) {
+        rlx_srv_model_wait_error(m, RLX_MODEL_LOAD_FAILED, e);
+        return NULL;
+    }
+    if (wait) {
+        *wait = m;
+        return NULL;
+    }
+    if (!rlx_srv_model_load(m, e))
+        rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "The model '%s' is loading; retry shortly.",
+                       m->cfg->name);
+    return NULL;
+}
+
+void rlx_models_boot(rlx_srv *s)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        rlx_model_slot *m = &s->models[i];
+        if (!m->boot) continue;
+        m->booting = true;
+        s->n_booting++;
+        if (start_load(m)) {
+            fprintf(stderr, "rlxd: model '%s' does not fit --max-loaded-mem %lld MiB\n", m->cfg->name,
+                    (long long)s->cfg->max_loaded_mem);
+            m->booting = false;
+            s->n_booting--;
+            s->exit_code = 1;
+            rlx_srv_begin_stop(s);
+            return;
+        }
+    }
+    if (!s->n_booting) {
+        fprintf(stderr, "rlxd: all models ready\n");
+        if (s->front->models_ready) s->front->models_ready(s);
+    }
+}
+
+/* ---- unloads ----------------------------------------------------------------------------- */
+
+static void unload_work(uv_work_t *w)
+{
+    rlx_model_slot *m = w->data;
+    rlx_worker_stop(m->w_old, false);
+}
+
+static void unload_done(uv_work_t *w, int status)
+{
+    (void)status;
+    rlx_model_slot *m = w->data;
+    rlx_srv *s = m->srv;
+    m->w_old = NULL;
+    m->state = RLX_MODEL_UNLOADED;
+    m->n_unloads++;
+    fprintf(stderr, "rlxd: model '%s' unloaded\n", m->cfg->name);
+    if (m->n_waiting && !s->stopping) {
+        int rc = start_load(m); /* requests came meanwhile: load it again */
+        if (rc) answer_waiters(m, rc == RLX_EFULL ? RLX_EFULL : RLX_ECANCELED);
+    }
+    pump(s);
+}
+
+static void begin_unload(rlx_model_slot *m, const char *why)
+{
+    rlx_srv *s = m->srv;
+    if (m->state != RLX_MODEL_READY || m->users) return;
+    uv_timer_stop(&m->idle_timer);
+    fprintf(stderr, "rlxd: unloading model '%s' (%s)\n", m->cfg->name, why);
+    m->state = RLX_MODEL_UNLOADING;
+    m->unload_asked = false;
+    m->w_old = m->w;
+    m->w = NULL;
+    m->tok = NULL;
+    m->load.data = m;
+    if (uv_queue_work(s->loop, &m->load, unload_work, unload_done)) {
+        rlx_worker_stop(m->w_old, false); /* cannot happen with libuv's pool; never leak the model */
+        unload_done(&m->load, 0);
+    }
+}
+
+static void on_idle_timer(uv_timer_t *t)
+{
+    rlx_model_slot *m = t->data;
+    if (!m->users && !m->srv->stopping) begin_unload(m, "keep-alive expired");
+}
+
+/* m has no user left: its keep-alive applies. */
+static void idle(rlx_model_slot *m)
+{
+    if (m->state != RLX_MODEL_READY || m->users || m->srv->stopping) return;
+    if (m->unload_asked) begin_unload(m, "asked by POST /models/unload");
+    else if (m->keep_alive == 0) begin_unload(m, "keep_alive 0");
+    else if (m->keep_alive > 0)
+        uv_timer_start(&m->idle_timer, on_idle_timer, (uint64_t)fmin(m->keep_alive * 1000.0, 1e15), 0);
+}
+
+void rlx_srv_model_keep_alive(rlx_model_slot *m, double seconds)
+{
+    m->keep_alive = seconds;
+    uv_timer_stop(&m->idle_timer);
+    idle(m);
+}
+
+int rlx_srv_model_unload(rlx_model_slot *m, rlx_api_error *e)
+{
+    if (m->state == RLX_MODEL_QUEUED || m->state == RLX_MODEL_LOADING)
+        return rlx_api_errorf(e, 409, RLX_API_ERR_INVALID, "model",
+                              "The model '%s' is loading; unload it once it is loaded.", m->cfg->name);
+    if (m->state != RLX_MODEL_READY) return 0;
+    m->unload_asked = true;
+    idle(m);
+    return 0;
+}
+
+void rlx_srv_model_hold(rlx_model_slot *m, const rlx_api_request *r)
+{
+    m->users++;
+    uv_timer_stop(&m->idle_timer);
+    if (r) m->keep_alive = r->has_keep_alive ? r->keep_alive_s : default_keep_alive(m->srv);
+}
+
+void rlx_srv_model_release(rlx_model_slot *m)
+{
+    if (--m->users > 0) return;
+    m->last_used = rlx_now();
+    idle(m);
+}
+
+/* ---- shutdown ---------------------------------------------------------------------------- */
+
+void rlx_models_quiesce(rlx_srv *s)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        rlx_model_slot *m = &s->models[i];
+        uv_timer_stop(&m->idle_timer);
+        if (m->state == RLX_MODEL_QUEUED) m->state = RLX_MODEL_UNLOADED;
+        answer_waiters(m, RLX_ECANCELED);
+    }
+}
+
+void rlx_models_close(rlx_srv *s)
+{
+    rlx_models_quiesce(s);
+    for (size_t i = 0; i < s->n_models; i++) uv_close((uv_handle_t *)&s->models[i].idle_timer, NULL);
+}
+
+void rlx_models_free(rlx_srv *s)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        rlx_model_slot *m = &s->models[i];
+        if (m->w) rlx_worker_stop(m->w, false);
+        if (m->w_new) rlx_worker_stop(m->w_new, false);
+        m->w = m->w_new = NULL;
+    }
+    for (size_t i = 0; i < s->n_dir_models; i++) {
+        free(s->dir_models[i].name);
+        free(s->dir_models[i].path);
+    }
+    free(s->dir_models);
+    free(s->models);
+    s->models = NULL;
+    s->dir_models = NULL;
+    s->n_models = s->n_dir_models = 0;
+}
+
+/* ---- metrics ----------------------------------------------------------------------------- */
+
+char *rlx_models_metrics(rlx_srv *s)
+{
+    static const struct { const char *name, *type, *help; } series[] = {
+        {"rlxd_model_loaded", "gauge", "1 when the model is loaded, else 0."},
+        {"rlxd_model_loads_total", "counter", "Loads of the model that succeeded."},
+        {"rlxd_model_load_failures_total", "counter", "Loads of the model that failed."},
+        {"rlxd_model_unloads_total", "counter", "Unloads of the model (keep-alive, eviction, operator)."},
+        {"rlxd_model_evictions_total", "counter", "Unloads of the model to make room for another (LRU)."},
+        {"rlxd_model_load_seconds", "gauge", "Duration of the model's last load."},
+    };
+    size_t cap = 2048 + s->n_models * RLX_ARRAY_LEN(series) * 400, len = 0; /* a line < 400 bytes */
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    b[0] = 0;
+    for (size_t k = 0; k < RLX_ARRAY_LEN(series); k++) {
+        len += (size_t)snprintf(b + len, cap - len, "# HELP %s %s\n# TYPE %s %s\n", series[k].name, series[k].help,
+                                series[k].name, series[k].type);
+        for (size_t i = 0; i < s->n_models && len < cap; i++) {
+            const rlx_model_slot *m = &s->models[i];
+            double v = k == 0 ? (m->state == RLX_MODEL_READY) : k == 1 ? (double)m->n_loads
+                     : k == 2 ? (double)m->n_load_failures : k == 3 ? (double)m->n_unloads
+                     : k == 4 ? (double)m->n_evictions : m->load_s;
+            char name[300];
+            rlx_log_escape(m->cfg->name, true, name, sizeof name);
+            len += (size_t)snprintf(b + len, cap - len, "%s{model_name=\"%s\"} %.17g\n", series[k].name, name, v);
+        }
+        if (len >= cap) break;
+    }
+    return b;
+}

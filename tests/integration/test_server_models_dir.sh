@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# test_server_models_dir.sh - `rlxd serve --models-dir`: a folder with three models made by
+# rlxd-synth (one split in a subfolder) and a corrupt .gguf. Every model is listed with its
+# state; requests load them on demand; concurrent first requests to an unloaded model load it
+# once; --max-loaded 2 evicts the least recently used idle model; the corrupt one is listed as
+# failed with its reason and the others go on serving; keep_alive 0 unloads after the request;
+# POST /models/load and /models/unload; with every loaded model busy a load cannot start (503 +
+# Retry-After); an unload waits for the request in flight.
+. "$(dirname "$0")/server_lib.sh"
+SYNTH="${RLX_BIN:-build}/rlxd-synth"
+[ -x "$SYNTH" ] || { echo "skip: $SYNTH not built"; exit 77; }
+
+D="$TMP/models"
+mkdir -p "$D/qw"
+"$SYNTH" --arch llama --preset tiny --seed 1 -o "$D/alpha.gguf" >/dev/null || fail "synth alpha"
+"$SYNTH" --arch qwen3 --preset tiny --seed 2 -o "$D/beta.gguf" >/dev/null || fail "synth beta"
+"$SYNTH" --arch qwen2 --preset tiny --seed 3 --split 2 -o "$D/qw/gamma.gguf" >/dev/null || fail "synth gamma"
+head -c 3000 "$D/alpha.gguf" >"$D/broken.gguf"   # cut inside its metadata
+echo "not a model" >"$D/notes.txt"               # ignored: not .gguf
+
+# start_dir NAME ARGS...: rlxd serve with no -m (sets PID, PORT, URL, LOG); /health is 200 at once
+start_dir() {
+    local name=$1; shift
+    LOG="$TMP/$name.log"
+    "$BIN" serve --host 127.0.0.1 --port 0 "$@" 2>"$LOG" &
+    PID=$!
+    PIDS+=("$PID")
+    PORT=""
+    for _ in $(seq 1 100); do
+        PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$LOG" | head -1)
+        [ -n "$PORT" ] && break
+        kill -0 "$PID" 2>/dev/null || fail "rlxd exited at start"
+        sleep 0.1
+    done
+    [ -n "$PORT" ] || fail "rlxd did not report its port"
+    URL="http://127.0.0.1:$PORT"
+    for _ in $(seq 1 100); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && return 0
+        sleep 0.1
+    done
+    fail "/health not 200 with nothing to load at start"
+}
+# state MODEL: its meta.status in /v1/models (sed, not node: this is polled; no '}' comes
+# between an entry's id and its status)
+state() { curl -s "$URL/v1/models" | sed -n "s|.*\"id\":\"$1\"[^}]*\"status\":\"\([a-z]*\)\".*|\1|p"; }
+# wait_state MODEL STATE: polls until the model reaches it (a load or unload in the background)
+wait_state() {
+    for _ in $(seq 1 200); do [ "$(state "$1")" = "$2" ] && return 0; sleep 0.05; done
+    fail "$1 never became $2 (it is $(state "$1"))"
+}
+complete() { post /v1/completions "{\"model\":\"$1\",\"prompt\":\"Once upon a time\",\"max_tokens\":4${2:+,$2}}"; }
+loads() { curl -s "$URL/metrics" | sed -n "s/^rlxd_model_loads_total{model_name=\"$1\"} //p"; }
+
+start_dir dir --models-dir "$D" --max-loaded 2
+
+# the listing: three models unloaded, the corrupt one failed with its reason
+m=$(curl -s "$URL/v1/models")
+[ "$(echo "$m" | jget '.data.map(x=>x.id).join(",")')" = "alpha,beta,broken,qw/gamma" ] || fail "listing: $m"
+for x in alpha beta qw/gamma; do [ "$(state $x)" = unloaded ] || fail "$x not unloaded at start: $m"; done
+[ "$(state broken)" = failed ] || fail "broken not failed: $m"
+err=$(echo "$m" | jget '.data.find(x=>x.id==="broken").meta.error')
+case "$err" in *broken.gguf*"cannot fit"*) ;; *) fail "broken's reason: $err" ;; esac
+grep -q "model 'broken' cannot be served: .*broken.gguf" "$LOG" || fail "no log line for the corrupt model"
+ok "listed: 3 unloaded, the corrupt one failed with its reason"
+
+# concurrent first requests to an unloaded model: all answered, one load
+for i in 1 2 3 4 5 6; do
+    curl -s -o "$TMP/c$i" -w '%{http_code}' -H 'Content-Type: application/json' \
+        --data-binary '{"model":"alpha","prompt":"Once upon a time","max_tokens":4}' "$URL/v1/completions" >"$TMP/s$i" &
+done
+wait_curls() { for p in $(jobs -p); do [ "$p" = "$PID" ] || wait "$p"; done; }
+wait_curls
+for i in 1 2 3 4 5 6; do
+    [ "$(cat "$TMP/s$i")" = 200 ] || fail "concurrent request $i: $(cat "$TMP/s$i") $(cat "$TMP/c$i")"
+    [ "$(jget '.choices[0].finish_reason' <"$TMP/c$i")" = length ] || fail "concurrent request $i: $(cat "$TMP/c$i")"
+done
+[ "$(grep -c "loading model 'alpha'" "$LOG")" = 1 ] || fail "alpha loaded $(grep -c "loading model 'alpha'" "$LOG") times"
+[ "$(loads alpha)" = 1 ] || fail "rlxd_model_loads_total for alpha: $(loads alpha)"
+[ "$(state alpha)" = loaded ] || fail "alpha not loaded"
+grep -q "model 'alpha' ready (.*backend cpu, [0-9]* threads\?, loaded in [0-9.]* s, .*weights [0-9.]* MiB, KV [0-9.]* MiB" "$LOG" ||
+    fail "ready line: $(grep "model 'alpha' ready" "$LOG")"
+ok "6 concurrent first requests: all 200, one load"
+
+# LRU: alpha and beta loaded, alpha used last; gamma evicts beta
+r=$(complete beta); [ "$(status)" = 200 ] || fail "beta: $(status) $r"
+r=$(complete alpha); [ "$(status)" = 200 ] || fail "alpha again: $(status) $r"
+[ "$(state beta)" = loaded ] || fail "beta not loaded"
+r=$(complete qw/gamma); [ "$(status)" = 200 ] || fail "gamma (split, in a subfolder): $(status) $r"
+[ "$(echo "$r" | jget .model)" = qw/gamma ] || fail "gamma answered as $(echo "$r" | jget .model)"
+wait_state beta unloaded
+[ "$(state alpha)" = loaded ] || fail "alpha (used more recently than beta) was evicted"
+[ "$(state qw/gamma)" = loaded ] || fail "gamma not loaded"
+grep -q "unloading model 'beta' (least recently used, making room for 'qw/gamma')" "$LOG" || fail "no eviction line for beta"
+grep -q "unloading model 'alpha'" "$LOG" && fail "alpha was unloaded"
+ok "--max-loaded 2: the least recently used (beta) evicted, alpha kept"
+
+# the corrupt model: a clear error, and the others go on
+r=$(complete broken)
+[ "$(status)" = 500 ] || fail "broken: $(status) $r"
+[ "$(echo "$r" | jget .error.code)" = model_load_failed ] || fail "broken error: $r"
+case "$(echo "$r" | jget .error.message)" in *"'broken' failed to load"*broken.gguf*) ;; *) fail "broken message: $r" ;; esac
+r=$(complete alpha); [ "$(status)" = 200 ] || fail "alpha after broken: $(status) $r"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] || fail "/health after broken"
+ok "the corrupt model fails alone"
+
+# one model's entry, also for an id holding '/'
+[ "$(curl -s "$URL/v1/models/qw/gamma" | jget .meta.status)" = loaded ] || fail "GET /v1/models/qw/gamma"
+[ "$(curl -s "$URL/v1/models/broken" | jget .meta.status)" = failed ] || fail "GET /v1/models/broken"
+# unknown model: 404
+r=$(complete nope); [ "$(status)" = 404 ] || fail "unknown model: $(status) $r"
+[ "$(echo "$r" | jget .error.code)" = model_not_found ] || fail "unknown model: $r"
+
+# keep_alive 0: unloaded once its request ends; a bad keep_alive is a 400 naming it
+r=$(complete qw/gamma '"keep_alive":"soon"'); [ "$(status)" = 400 ] || fail "keep_alive soon: $(status) $r"
+[ "$(echo "$r" | jget .error.param)" = keep_alive ] || fail "keep_alive error: $r"
+r=$(complete qw/gamma '"keep_alive":0'); [ "$(status)" = 200 ] || fail "gamma keep_alive 0: $(status) $r"
+wait_state qw/gamma unloaded
+grep -q "unloading model 'qw/gamma' (keep_alive 0)" "$LOG" || fail "no keep_alive 0 unload line"
+[ "$(state alpha)" = loaded ] || fail "alpha unloaded by gamma's keep_alive"
+ok "keep_alive 0 unloads after the request"
+
+# a duration: kept while it lasts (chat, Ollama's string form)
+r=$(post /v1/chat/completions '{"model":"beta","messages":[{"role":"user","content":"hi"}],"max_tokens":2,"keep_alive":"10m"}')
+[ "$(status)" = 200 ] || fail "beta chat: $(status) $r"
+[ "$(curl -s "$URL/v1/models" | jget '.data.find(m=>m.id==="beta").meta.keep_alive')" = 600 ] || fail "keep_alive 10m not 600 s"
+
+# operators: unload and load
+r=$(post /models/unload '{"model":"alpha"}'); [ "$(status)" = 200 ] || fail "unload alpha: $(status) $r"
+wait_state alpha unloaded
+r=$(post /models/load '{"model":"qw/gamma"}'); [ "$(status)" = 200 ] || fail "load gamma: $(status) $r"
+[ "$(echo "$r" | jget .meta.status)" = loaded ] || fail "load answered before loaded: $r"
+[ "$(echo "$r" | jget .meta.keep_alive)" = -1 ] || fail "load: keep_alive not --keep-alive's: $r"
+r=$(post /models/load '{"model":"qw/gamma","keep_alive":"90s"}'); [ "$(status)" = 200 ] || fail "load gamma 90s: $(status) $r"
+[ "$(echo "$r" | jget .meta.keep_alive)" = 90 ] || fail "load: keep_alive 90s: $r"
+r=$(post /models/load '{"model":"qw/gamma","keep_alive":"x"}'); [ "$(status)" = 400 ] || fail "load keep_alive x: $(status) $r"
+r=$(post /models/load '{"model":"nope"}'); [ "$(status)" = 404 ] || fail "load unknown: $(status) $r"
+r=$(post /models/unload '{"name":"alpha"}'); [ "$(status)" = 400 ] || fail "unload without model: $(status) $r"
+r=$(post /models/load 'not json'); [ "$(status)" = 400 ] || fail "load bad body: $(status) $r"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X GET "$URL/models/load")" = 405 ] || fail "GET /models/load"
+curl -s "$URL/metrics" | grep -q '^rlxd_model_loaded{model_name="qw/gamma"} 1$' || fail "rlxd_model_loaded metric"
+curl -s "$URL/metrics" | grep -q '^rlxd_model_evictions_total{model_name="beta"} 1$' || fail "eviction metric"
+# a failed model is tried again by POST /models/load (the file may have been replaced)
+r=$(post /models/load '{"model":"broken"}'); [ "$(status)" = 500 ] || fail "load broken: $(status) $r"
+[ "$(echo "$r" | jget .error.code)" = model_load_failed ] || fail "load broken: $r"
+[ "$(state broken)" = failed ] || fail "broken after a retry: $(state broken)"
+ok "POST /models/load and /models/unload"
+stop_server
+
+# --stdio: lines naming unloaded models wait for their loads (one load per model); the
+# default model is the folder's first
+printf '%s\n' '{"id":1,"model":"beta","prompt":"x","max_tokens":2}' '{"id":2,"model":"qw/gamma","prompt":"x","max_tokens":2}' \
+    '{"id":3,"prompt":"x","max_tokens":2}' '{"id":4,"model":"beta","prompt":"y","max_tokens":2}' \
+    '{"id":5,"model":"broken","prompt":"x","max_tokens":2}' |
+    "$BIN" serve --models-dir "$D" --stdio >"$TMP/stdio.out" 2>"$TMP/stdio.err" || fail "stdio: exit $?"
+for i in 1 2 3 4; do
+    grep -q "^{\"id\":$i,\"ok\":true" "$TMP/stdio.out" || fail "stdio line $i: $(cat "$TMP/stdio.out")"
+done
+grep -q '^{"id":5,"ok":false,.*"code":"model_load_failed"' "$TMP/stdio.out" || fail "stdio broken: $(cat "$TMP/stdio.out")"
+[ "$(grep -c "loading model 'beta'" "$TMP/stdio.err")" = 1 ] || fail "stdio: beta loaded more than once"
+grep -q "loading model 'alpha'" "$TMP/stdio.err" || fail "stdio: the default model (alpha) was not loaded"
+ok "--stdio lines wait for their models"
+
+# an empty folder: healthy, lists nothing, a request is a 404 saying so
+mkdir -p "$TMP/empty"
+start_dir empty --models-dir "$TMP/empty"
+[ "$(curl -s "$URL/v1/models" | jget '.data.length')" = 0 ] || fail "empty: models listed"
+r=$(post /v1/completions '{"prompt":"x"}'); [ "$(status)" = 404 ] || fail "empty: $(status) $r"
+case "$r" in *"held no GGUF model"*) ;; *) fail "empty: $r" ;; esac
+stop_server
+ok "an empty folder: healthy, nothing listed"
+
+# a memory budget: alpha loaded holds 1.5 MiB (weights and KV), so beta (0.5 MiB of weights
+# before its first load) does not fit 1 MiB beside it: alpha goes
+start_dir mem --models-dir "$D" --max-loaded-mem 1
+r=$(complete alpha); [ "$(status)" = 200 ] || fail "mem: alpha: $(status) $r"
+[ "$(curl -s "$URL/v1/models" | jget '.data.find(m=>m.id==="alpha").meta.memory_bytes > 1048576')" = true ] ||
+    fail "mem: alpha's memory_bytes"
+r=$(complete beta); [ "$(status)" = 200 ] || fail "mem: beta: $(status) $r"
+wait_state alpha unloaded
+grep -q "unloading model 'alpha' (least recently used, making room for 'beta')" "$LOG" || fail "mem: no eviction line"
+ok "--max-loaded-mem evicts the LRU model"
+stop_server
+
+# a second folder: a slow model (a stream runs for seconds) and alpha, --max-loaded 1
+D2="$TMP/models2"
+mkdir -p "$D2"
+cp "$D/alpha.gguf" "$D2/alpha.gguf"
+"$SYNTH" --arch llama --preset tiny --hidden 768 --layers 6 --heads 12 --kv-heads 4 --ffn 2048 --ctx 8192 \
+    --type q8_0 --vocab-from "$SHARED/models/stories260K.gguf" -o "$D2/slow.gguf" >/dev/null || fail "synth slow"
+start_dir busy --models-dir "$D2" --max-loaded 1
+stream_slow() { # FILE: a long stream from slow in the background (sets SPID)
+    curl -s -N -H 'Content-Type: application/json' --data-binary \
+        '{"model":"slow","prompt":"Once upon a time","max_tokens":1000,"ignore_eos":true,"stream":true}' "$URL/v1/completions" >"$1" &
+    SPID=$!
+    for _ in $(seq 1 300); do grep -q '"text"' "$1" 2>/dev/null && return 0; sleep 0.05; done
+    fail "the slow stream did not start"
+}
+stream_slow "$TMP/s1"
+hdr=$(curl -s -D - -o "$TMP/busy.json" -H 'Content-Type: application/json' \
+    --data-binary '{"model":"alpha","prompt":"x","max_tokens":2}' "$URL/v1/completions")
+echo "$hdr" | head -1 | grep -q ' 503' || fail "no 503 while the only loaded model is busy: $(echo "$hdr" | head -1)"
+echo "$hdr" | grep -qi '^retry-after:' || fail "503 without Retry-After"
+grep -q "max-loaded 1" "$TMP/busy.json" || fail "503 message: $(cat "$TMP/busy.json")"
+[ "$(state alpha)" = unloaded ] || fail "alpha state after the 503: $(state alpha)"
+ok "busy at --max-loaded: 503 + Retry-After"
+# the slow model's 33 MB were read with a log line per 10% (small models log none)
+[ "$(grep -c "loading model 'slow': [0-9]*% ([0-9.]* of [0-9.]* MiB, [0-9]* MiB/s)" "$LOG")" = 10 ] ||
+    fail "progress lines: $(grep "loading model 'slow':" "$LOG")"
+grep -q "loading model 'slow': 100% " "$LOG" || fail "no 100% line"
+grep -q "loading model 'alpha': [0-9]*%" "$TMP/dir.log" && fail "progress lines for a small model"
+ok "load progress logged per 10%"
+# unload while a request runs: answered at once, the stream finishes whole, then the unload
+r=$(post /models/unload '{"model":"slow"}'); [ "$(status)" = 200 ] || fail "unload slow: $(status) $r"
+[ "$(echo "$r" | jget .meta.status)" = loaded ] || fail "slow unloaded under its stream: $r"
+wait "$SPID"
+grep -q '^data: \[DONE\]' "$TMP/s1" || fail "the stream was cut: $(tail -2 "$TMP/s1")"
+grep -q '"finish_reason":"length"' "$TMP/s1" || fail "the stream did not finish normally"
+wait_state slow unloaded
+r=$(complete alpha); [ "$(status)" = 200 ] || fail "alpha once slow is idle: $(status) $r"
+ok "an unload waits for the request in flight"
+stop_server
+echo "all passed"
