@@ -2,9 +2,11 @@
  * model's memory (engine/memory.h: paged KV pool and block manager, recurrent-state slots).
  * One runner per model worker (or per CLI command); not thread-safe.
  *
- * Ownership: the runner owns the model, backend, graph, plan, memory, KV manager and the logits
- * buffer; rlx_runner_forward() leaves n_outputs x n_vocab logits in runner->logits, valid
- * until the next forward. */
+ * Ownership: the runner owns the model, backend, graph, plan, memory, KV manager and the output
+ * buffer; rlx_runner_forward() leaves n_outputs x n_vocab logits in runner->logits, or for a
+ * graph with hidden-state output (an embedding model) n_tokens x out_cols states, valid until
+ * the next forward. An embedding model's step budget (max_batch_tokens) is raised to its
+ * context: an input is computed whole in one step. */
 #ifndef RLX_RUNNER_H
 #define RLX_RUNNER_H
 
@@ -42,7 +44,8 @@ typedef struct rlx_runner {
     rlx_mem_desc kv_geo;       /* the memory description the backend holds */
     rlx_memory mem;            /* the one interface the engine uses for per-sequence memory */
     int32_t n_ctx, n_vocab, max_batch_tokens, max_outputs, max_seqs;
-    float *logits;
+    int64_t out_cols;          /* floats per output row: n_vocab, or the hidden state's size */
+    float *logits;             /* the step's output (logits or hidden states, see above) */
     size_t weight_bytes;
 } rlx_runner;
 

@@ -32,6 +32,12 @@ typedef struct rlx_model_config {
     float attn_scale;          /* scale applied to q.k, default 1/sqrt(head_dim) */
     bool embd_scale;           /* multiply embeddings by sqrt(n_embd) (Gemma) */
     bool tied;                 /* output.weight absent: reuse token_embd */
+    /* Embedding models (llama.cpp's keys, read for every family): "<arch>.pooling_type" (0 none,
+     * 1 mean, 2 cls, 3 last, 4 rank, engine/pool.h), -1 when absent: a generative model. A
+     * model with one outputs hidden states (RLX_OUTPUT_HIDDEN) instead of logits.
+     * "<arch>.attention.causal" (default true): false makes attention bidirectional. */
+    int32_t pooling_type;
+    bool causal;
 } rlx_model_config;
 
 typedef struct rlx_model rlx_model;

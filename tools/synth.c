@@ -55,6 +55,8 @@ typedef struct opts {
     const char *swa_pattern;   /* attention.sliding_window_pattern: "N", or "1,0,1,..." per layer */
     float rope_base_swa, final_softcap, attn_softcap;
     int64_t split;             /* --split N parts (1: one file) */
+    int64_t pooling;           /* --pooling N: ARCH.pooling_type (an embedding model); -1: none */
+    bool non_causal;           /* --non-causal: ARCH.attention.causal = false */
 } opts;
 
 static void usage(FILE *f)
@@ -75,6 +77,8 @@ static void usage(FILE *f)
         "  --swa-pattern N|F,F,...   ARCH.attention.sliding_window_pattern: a number, or one 0/1 per layer\n"
         "  --rope-base-swa F         ARCH.rope.freq_base_swa\n"
         "  --final-softcap F --attn-softcap F   ARCH.final_logit_softcapping / attn_logit_softcapping\n"
+"  --pooling N               ARCH.pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank): an embedding model\n"
+        "  --non-causal              ARCH.attention.causal = false (bidirectional attention)\n"
         "  -o, --out PATH            output file (parent directories are created)\n"
         "  --split N                 write N parts as llama.cpp's gguf-split: OUT-00001-of-0000N.gguf, ...\n"
         "  -h, --help                this text\n"
@@ -212,6 +216,13 @@ static int write_metadata(rlx_gguf_writer *w, const opts *o, rlx_error *err)
     int64_t window = o->window >= 0 ? o->window : o->arch->swa ? RLX_MAX(1, RLX_MIN(4096, s->ctx / 8)) : 0;
     if (window > 0 && (rc = set_arch_u32(w, o, "attention.sliding_window", (uint64_t)window)))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    if ((o->pooling >= 0 && (rc = set_arch_u32(w, o, "pooling_type", (uint64_t)o->pooling))))
+        return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    if (o->non_causal) {
+        char k[128];
+        snprintf(k, sizeof k, "%s.attention.causal", o->arch->name);
+        if ((rc = rlx_gguf_writer_set_bool(w, k, false))) return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    }
     if ((!isnan(o->rope_base_swa) && (rc = set_arch_f32(w, o, "rope.freq_base_swa", o->rope_base_swa))) ||
         (!isnan(o->final_softcap) && (rc = set_arch_f32(w, o, "final_logit_softcapping", o->final_softcap))) ||
         (!isnan(o->attn_softcap) && (rc = set_arch_f32(w, o, "attn_logit_softcapping", o->attn_softcap))))
@@ -356,7 +367,7 @@ static int mkdirs_for(const char *path)
 
 int main(int argc, char **argv)
 {
-    opts o = {.split = 1, .seed = 1, .ft = &ftypes[0], .window = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
+    opts o = {.split = 1, .seed = 1, .ft = &ftypes[0], .window = -1, .pooling = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
     shape over = {0, 0, 0, 0, 0, 0, 0, 0, -1};
     const char *arch = NULL, *preset = "tiny";
     if (argc > 1 && !strcmp(argv[1], "--bench")) return rlx_synth_bench(argc, argv);
@@ -369,6 +380,7 @@ int main(int argc, char **argv)
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(f, "--tied")) { over.tied = 1; continue; }
         else if (!strcmp(f, "--untied")) { over.tied = 0; continue; }
+        else if (!strcmp(f, "--non-causal")) { o.non_causal = true; continue; }
         if (!v) { fprintf(stderr, "rlxd-synth: unknown option or missing value: %s (see --help)\n", f); return 2; }
         i++;
         if (num) { if (parse_i64(f, v, num)) return 2; }
@@ -376,6 +388,10 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "--preset")) preset = v;
         else if (!strcmp(f, "-o") || !strcmp(f, "--out")) o.out = v;
         else if (!strcmp(f, "--vocab-from")) o.vocab_from = v;
+        else if (!strcmp(f, "--pooling")) {
+            if (!v[0] || v[1] || v[0] < '0' || v[0] > '4') { fprintf(stderr, "rlxd-synth: --pooling takes 0 to 4, got '%s'\n", v); return 2; }
+            o.pooling = v[0] - '0';
+        }
         else if (!strcmp(f, "--split")) { if (parse_i64(f, v, &o.split) || o.split > 99999) { fprintf(stderr, "rlxd-synth: --split takes 1 to 99999 parts\n"); return 2; } }
         else if (!strcmp(f, "--name")) o.name = v;
         else if (!strcmp(f, "--chat-template")) o.chat_template = v;
