@@ -184,19 +184,34 @@ char *rlx_api_base64(const void *data, size_t n)
     return out;
 }
 
-/* floats as JSON numbers; cJSON prints each as the shortest text that reads back as the same
- * double, so a client reading them gets exactly the float32 values (as base64 gives). */
+/* floats as a JSON array, each the shortest text that reads back as exactly the same double
+ * (a float32 value), so a client reading them gets the float32 values base64 gives. (cJSON's
+ * own printing compares with a tolerance and may lose the last bits.) */
 static cJSON *float_array(const float *v, size_t n)
 {
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < n; i++) {
-        cJSON *x = cJSON_CreateNumber((double)v[i]);
-        if (!x) {
-            cJSON_Delete(a);
-            return NULL;
+    size_t cap = n * 26 + 3, len = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)v[i];
+        if (i) s[len++] = ',';
+        if (!isfinite(d)) { /* JSON has no NaN or infinity */
+            memcpy(s + len, "null", 4);
+            len += 4;
+            continue;
         }
-        cJSON_AddItemToArray(a, x);
+        int w = 0;
+        for (int prec = 9; prec <= 17; prec++) {
+            w = snprintf(s + len, cap - len, "%.*g", prec, d);
+            if (strtod(s + len, NULL) == d) break;
+        }
+        len += (size_t)w;
     }
+    s[len++] = ']';
+    s[len] = 0;
+    cJSON *a = cJSON_CreateRaw(s);
+    free(s);
     return a;
 }
 
