@@ -119,7 +119,7 @@ typedef struct rlx_request {
      * already holds tokens continues the sequence, so that BOS is then dropped (as it is for
      * a tokenizer's BOS). */
     bool bos_added;
-    /* ---- embeddings (kind RLX_REQ_EMBED, engine/embed.c) ----
+    /* ---- embeddings (kind RLX_REQ_EMBED, engine/worker_embed.c) ----
      * prompt_ids holds n_inputs inputs back to back; input i ends before input_ends[i] (owned,
      * increasing, the last = n_prompt; NULL with n_inputs 0: one input, the whole prompt). Each
      * input is one sequence computed whole in one step (bidirectional attention sees all of it),

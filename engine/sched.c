@@ -348,7 +348,7 @@ static void intake(rlx_worker *w)
     pthread_mutex_unlock(&w->mu);
 
     for (int32_t i = 0; i < n_inbox; i++) {
-        if (inbox[i]->kind == RLX_REQ_EMBED) { /* embed.c's queue */
+        if (inbox[i]->kind == RLX_REQ_EMBED) { /* worker_embed.c's queue */
             rlx__embed_enqueue(w, inbox[i]);
             continue;
         }

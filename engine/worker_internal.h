@@ -66,7 +66,7 @@ typedef struct seq {
 
 typedef struct cancel_node { uint64_t id; struct cancel_node *next; } cancel_node;
 
-typedef struct ejob ejob;      /* an embedding request in the worker (embed.c) */
+typedef struct ejob ejob;      /* an embedding request in the worker (worker_embed.c) */
 
 struct rlx_worker {
     char name[128];
@@ -110,7 +110,7 @@ struct rlx_worker {
     int32_t n_inflight, cap_inflight;
     float *sample_scratch;      /* n_vocab floats: the sampler works on a copy of the logits */
 
-    /* embeddings (embed.c; worker thread): requests in arrival order, and per step sequence
+    /* embeddings (worker_embed.c; worker thread): requests in arrival order, and per step sequence
      * its memory, request and input */
     ejob **ejobs;
     int32_t n_ejobs, cap_ejobs;
@@ -156,7 +156,7 @@ void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg);
 void rlx__seq_free(rlx_worker *w, seq *s);
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err);
 void rlx__grammar_vocab_free(rlx_worker *w); /* worker teardown */
-/* embed.c: an embedding worker's side of the step (worker thread) */
+/* worker_embed.c: an embedding worker's side of the step (worker thread) */
 int rlx__embed_init(rlx_worker *w, rlx_error *err);  /* at start: step scratch */
 void rlx__embed_free(rlx_worker *w);                  /* at stop, after cancel_all */
 /* Takes a submitted RLX_REQ_EMBED request into the queue (or fails it with an event). */

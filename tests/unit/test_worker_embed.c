@@ -1,4 +1,4 @@
-/* test_worker_embed.c - embedding requests through the worker (engine/embed.c): inputs of many
+/* test_worker_embed.c - embedding requests through the worker (engine/worker_embed.c): inputs of many
  * requests share steps and give the same vectors bit for bit as alone (batch invariance),
  * pooling and normalization of the rows, bidirectional attention where the model declares it,
  * truncation, refusals at submit (wrong kind, empty, too long, bad ids), cancellation and the

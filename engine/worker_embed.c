@@ -1,4 +1,4 @@
-/* embed.c - embedding requests in the worker (engine.h RLX_REQ_EMBED): a model whose graph
+/* worker_embed.c - embedding requests in the worker (engine.h RLX_REQ_EMBED): a model whose graph
  * outputs hidden states takes requests of one or more inputs; every input is one sequence,
  * computed whole in one step together with inputs of other requests (continuous batching: a
  * step takes queued inputs in arrival order while the token budget, the sequence slots and the
