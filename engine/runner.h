@@ -50,6 +50,9 @@ typedef struct rlx_runner {
 } rlx_runner;
 
 int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *err);
+/* Whether the model is an embedding model (its graph outputs hidden states, not logits): the
+ * CLI commands that sample or print logits refuse it. */
+static inline bool rlx_runner_embeds(const rlx_runner *r) { return r->graph.output_kind == RLX_OUTPUT_HIDDEN; }
 void rlx_runner_close(rlx_runner *r);
 int rlx_runner_forward(rlx_runner *r, const rlx_batch *b, rlx_error *err);
 
