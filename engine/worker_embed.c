@@ -1,8 +1,8 @@
 /* worker_embed.c - embedding requests in the worker (engine.h RLX_REQ_EMBED): a model whose graph
  * outputs hidden states takes requests of one or more inputs; every input is one sequence,
  * computed whole in one step together with inputs of other requests (continuous batching: a
- * step takes queued inputs in arrival order while the token budget, the sequence slots and the
- * memory pool allow). After the forward step each sequence's rows are pooled (engine/pool.h,
+ * step takes queued inputs in arrival order while the token budget and the memory pool allow;
+ * --max-seqs does not bound them, since nothing is kept between steps). After the forward step each sequence's rows are pooled (engine/pool.h,
  * the model's pooling) and normalized (the request's embd_normalize) into the request's result,
  * and its memory is released at once: nothing is cached or shared (with bidirectional attention
  * a token's K/V depends on the whole input, so no prefix of it could be reused anyway). A
@@ -46,31 +46,39 @@ static void ejob_free(ejob *j)
     free(j);
 }
 
+/* Sequences one embedding step may hold: as many inputs as fit the token budget (they hold no
+ * slot beyond their step, so --max-seqs, which bounds sequences kept between steps, does not
+ * apply; the memory pool still does). */
+static int32_t step_seqs(const rlx_worker *w) { return RLX_MAX(w->cfg.max_batch_tokens, w->cfg.max_seqs); }
+
 int rlx__embed_init(rlx_worker *w, rlx_error *err)
 {
-    int32_t S = w->cfg.max_seqs;
+    int32_t S = step_seqs(w);
     w->e_mem = calloc((size_t)S, sizeof *w->e_mem);
     w->e_job = calloc((size_t)S, sizeof *w->e_job);
     w->e_input = calloc((size_t)S, sizeof *w->e_input);
     w->e_row = calloc((size_t)S, sizeof *w->e_row);
+    w->e_seqs = calloc((size_t)S, sizeof *w->e_seqs);
     w->e_vec = malloc((size_t)RLX_MAX(w->runner->out_cols, 1) * sizeof *w->e_vec);
-    if (!w->e_mem || !w->e_job || !w->e_input || !w->e_row || !w->e_vec) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    if (!w->e_mem || !w->e_job || !w->e_input || !w->e_row || !w->e_seqs || !w->e_vec) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     for (int32_t i = 0; i < S; i++) rlx_mem_seq_init(&w->e_mem[i]);
     return 0;
 }
 
 void rlx__embed_free(rlx_worker *w)
 {
-    for (int32_t i = 0; w->e_mem && i < w->cfg.max_seqs; i++) rlx_mem_seq_free(&w->e_mem[i]);
+    for (int32_t i = 0; w->e_mem && i < step_seqs(w); i++) rlx_mem_seq_free(&w->e_mem[i]);
     free(w->e_mem);
     free(w->e_job);
     free(w->e_input);
     free(w->e_row);
+    free(w->e_seqs);
     free(w->e_vec);
     free(w->ejobs);
     w->e_mem = NULL;
     w->e_job = NULL;
     w->e_input = w->e_row = NULL;
+    w->e_seqs = NULL;
     w->e_vec = NULL;
     w->ejobs = NULL;
 }
@@ -268,12 +276,12 @@ int rlx__embed_step(rlx_worker *w)
 {
     rlx_runner *rn = w->runner;
     rlx__embed_reap(w, false);
-    int32_t budget = rn->max_batch_tokens, n_tok = 0, n_seq = 0;
+    int32_t budget = rn->max_batch_tokens, n_tok = 0, n_seq = 0, max_seq = step_seqs(w);
     uint64_t tokens = 0, inputs = 0;
     bool blocked = false;
-    for (int32_t ji = 0; ji < w->n_ejobs && !blocked && n_seq < w->cfg.max_seqs; ji++) {
+    for (int32_t ji = 0; ji < w->n_ejobs && !blocked && n_seq < max_seq; ji++) {
         ejob *j = w->ejobs[ji];
-        while (j->next < j->n_inputs && n_seq < w->cfg.max_seqs) {
+        while (j->next < j->n_inputs && n_seq < max_seq) {
             int32_t L = j->n_tok[j->next];
             rlx_mem_seq *ms = &w->e_mem[n_seq];
             if (L > budget) { blocked = true; break; }
@@ -295,7 +303,7 @@ int rlx__embed_step(rlx_worker *w)
                 w->b_out[n_tok] = 0;
                 w->b_dec[n_tok] = input_token_kind(L, p);
             }
-            w->b_seqs[n_seq] = (rlx_batch_seq){ms->blocks, ms->n_blocks, ms->slot};
+            w->e_seqs[n_seq] = (rlx_batch_seq){ms->blocks, ms->n_blocks, ms->slot};
             n_seq++;
             budget -= L;
             tokens += (uint64_t)L;
@@ -321,7 +329,7 @@ int rlx__embed_step(rlx_worker *w)
         pthread_mutex_unlock(&w->mu);
         return did;
     }
-    rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, 0, n_seq, w->b_seqs, w->b_dec};
+    rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, 0, n_seq, w->e_seqs, w->b_dec};
     rlx_error err = {0};
     int rc = rlx_runner_forward(rn, &b, &err);
     for (int32_t si = 0; si < n_seq; si++) {

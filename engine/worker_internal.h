@@ -114,9 +114,10 @@ struct rlx_worker {
      * its memory, request and input */
     ejob **ejobs;
     int32_t n_ejobs, cap_ejobs;
-    rlx_mem_seq *e_mem;         /* max_seqs */
-    ejob **e_job;               /* max_seqs */
-    int32_t *e_input, *e_row;   /* max_seqs: input index, first output row */
+    rlx_mem_seq *e_mem;         /* per step sequence (max(max_batch_tokens, max_seqs) of each) */
+    ejob **e_job;
+    int32_t *e_input, *e_row;   /* input index, first output row */
+    rlx_batch_seq *e_seqs;
     float *e_vec;               /* one pooled vector (out_cols floats) */
 
     /* stats (guarded by mu) */

@@ -338,7 +338,7 @@ TEST(cancel_and_stop)
 {
     const char *p = model("--arch llama --preset tiny --pooling 1 --non-causal", "mean-bidir.gguf");
     if (!p) SKIP("rlxd-synth not built (RLX_BIN)");
-    rlx_worker *w = start(p, 0, 1); /* one sequence per step: requests queue */
+    rlx_worker *w = start(p, 0, 1); /* 20 requests of 20 inputs of 40 tokens: they queue */
     ASSERT(w);
     ecoll c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     static eres rs[20];
