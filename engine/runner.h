@@ -4,7 +4,8 @@
  *
  * Ownership: the runner owns the model, backend, graph, plan, memory, KV manager and the logits
  * buffer; rlx_runner_forward() leaves n_outputs x n_vocab logits in runner->logits, valid
- * until the next forward. */
+ * until the next forward (an encoder, graph output RLX_OUTPUT_HIDDEN: n_tokens x n_embd
+ * hidden states instead; engine/embed.h runs and pools those). */
 #ifndef RLX_RUNNER_H
 #define RLX_RUNNER_H
 

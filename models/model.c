@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const rlx_arch rlx_arch_llama, rlx_arch_qwen2, rlx_arch_qwen3, rlx_arch_gemma2, rlx_arch_gemma3;
+extern const rlx_arch rlx_arch_llama, rlx_arch_qwen2, rlx_arch_qwen3, rlx_arch_gemma2, rlx_arch_gemma3, rlx_arch_bert,
+    rlx_arch_nomic_bert;
 
 const char *const rlx_model_required_keys[] = {"block_count", "embedding_length", "feed_forward_length",
                                                "attention.head_count", NULL};
 
 /* Registered families, by general.architecture. */
-static const rlx_arch *const archs[] = {&rlx_arch_llama, &rlx_arch_qwen2, &rlx_arch_qwen3, &rlx_arch_gemma2, &rlx_arch_gemma3};
+static const rlx_arch *const archs[] = {&rlx_arch_llama, &rlx_arch_qwen2, &rlx_arch_qwen3, &rlx_arch_gemma2, &rlx_arch_gemma3,
+                                        &rlx_arch_bert, &rlx_arch_nomic_bert};
 
 const rlx_arch *rlx_arch_find(const char *name)
 {
