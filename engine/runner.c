@@ -71,10 +71,11 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     }
     r->kv_geo.n_blocks = (int32_t)nb;
     if ((rc = rlx_memory_init(&r->mem, r->backend, &r->kv_geo, &r->kv, err))) goto fail;
-    /* the graph's output: logits of the output rows, or a hidden state per batch token */
-    const size_t out_floats = r->graph.output_kind == RLX_OUTPUT_HIDDEN
-                                  ? (size_t)r->max_batch_tokens * (size_t)r->graph.tensors[r->graph.output].cols
-                                  : (size_t)r->max_outputs * (size_t)r->n_vocab;
+    /* the graph's output: logits of the output rows, or a hidden state per batch token (room
+     * for both, so a caller reading an encoder's output as logits stays inside the buffer) */
+    size_t out_floats = (size_t)r->max_outputs * (size_t)r->n_vocab;
+    if (r->graph.output_kind == RLX_OUTPUT_HIDDEN)
+        out_floats = RLX_MAX(out_floats, (size_t)r->max_batch_tokens * (size_t)r->graph.tensors[r->graph.output].cols);
     r->logits = malloc(out_floats * sizeof(float));
     if (!r->logits) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory for logits"); goto fail; }
     for (uint64_t i = 0; i < rlx_gguf_n_tensors(r->model->gguf); i++)
