@@ -49,9 +49,12 @@ int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_err
 const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
 {
     (void)be;
-    (void)g;
     if (n->op >= RLX_OP_COUNT || n->op == RLX_OP_NONE) return "this backend has kernels for the built-in ops only";
+    if (n->op == RLX_OP_ATTENTION && rlx_graph_layer_mem(g, n->p.attn.layer).kind != RLX_MEM_KV)
+        return "attention without a KV cache (encoders) has no kernel here";
     if (n->op == RLX_OP_ATTENTION && n->p.attn.mask != RLX_ATTN_CAUSAL) return "bidirectional attention has no kernel here";
+    if (n->op == RLX_OP_NORM) return "layer norm has no kernel here";
+    if (n->op == RLX_OP_GET_ROWS_POS) return "learned position embeddings have no kernel here";
     return NULL;
 }
 

@@ -74,7 +74,11 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     }
     r->kv_geo.n_blocks = (int32_t)nb;
     if ((rc = rlx_memory_init(&r->mem, r->backend, &r->kv_geo, &r->kv, err))) goto fail;
-    r->logits = malloc((size_t)(hidden ? r->max_batch_tokens : r->max_outputs) * (size_t)r->out_cols * sizeof(float));
+    /* the graph's output: logits of the output rows, or a hidden state per batch token (room
+     * for both, so a caller reading an encoder's output as logits stays inside the buffer) */
+    size_t out_floats = (size_t)r->max_outputs * (size_t)r->n_vocab;
+    if (hidden) out_floats = RLX_MAX(out_floats, (size_t)r->max_batch_tokens * (size_t)r->out_cols);
+    r->logits = malloc(out_floats * sizeof(float));
     if (!r->logits) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory for logits"); goto fail; }
     for (uint64_t i = 0; i < rlx_gguf_n_tensors(r->model->gguf); i++)
         r->weight_bytes += rlx_gguf_tensor_at(r->model->gguf, i)->size;

@@ -4,9 +4,10 @@
  *
  * Ownership: the runner owns the model, backend, graph, plan, memory, KV manager and the output
  * buffer; rlx_runner_forward() leaves n_outputs x n_vocab logits in runner->logits, or for a
- * graph with hidden-state output (an embedding model) n_tokens x out_cols states, valid until
- * the next forward. An embedding model's step budget (max_batch_tokens) is raised to its
- * context: an input is computed whole in one step. */
+ * graph with hidden-state output (an embedding model: an encoder, or a decoder declaring a
+ * pooling type) n_tokens x out_cols states, valid until the next forward (engine/embed.h and
+ * engine/worker_embed.c pool those). An embedding model's step budget (max_batch_tokens) is
+ * raised to its context: an input is computed whole in one step. */
 #ifndef RLX_RUNNER_H
 #define RLX_RUNNER_H
 

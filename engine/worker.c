@@ -1,5 +1,6 @@
 /* worker.c - one model worker: loads the model, owns a thread running the scheduler step loop,
  * and takes requests and cancellations from any thread through a mutex-guarded inbox. */
+#include "engine/pool.h"
 #include "engine/session.h"
 #include "engine/worker_internal.h"
 
@@ -76,6 +77,13 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     int rc_ = rlx_runner_open(&w->runner, &rc, err);
     if (rc_) { free(w); return rc_; }
     w->cfg.max_batch_tokens = w->runner->max_batch_tokens; /* an embedding model's is its context */
+    if (rlx_worker_pooling(w) == RLX_POOL_RANK && !w->runner->model->cfg.rank_head) {
+        rc_ = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: pooling rank needs a classifier head (cls.weight or cls.output.weight), "
+                         "which the file lacks", cfg->model_path);
+        rlx_runner_close(w->runner);
+        free(w);
+        return rc_;
+    }
     if ((rc_ = rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err))) goto fail;
     rlx_gguf_str tsrc;
     if (cfg->chat_template_file) {

@@ -12,6 +12,7 @@
  * own input alone, as for a prompt computed by itself, the CPU kernels' results depend only on
  * it, and mean pooling sums in double in token order; so an input's vector is the same alone
  * and among any others, bit for bit. Worker thread only. */
+#include "engine/embed.h"
 #include "engine/pool.h"
 #include "engine/worker_internal.h"
 
@@ -99,7 +100,7 @@ static void input_span(const rlx_request *r, size_t i, size_t *first, size_t *le
 int32_t rlx_worker_embd_limit(const rlx_worker *w)
 {
     const rlx_runner *rn = w->runner;
-    int64_t lim = RLX_MIN((int64_t)rn->n_ctx, (int64_t)rn->max_batch_tokens);
+    int64_t lim = RLX_MIN((int64_t)rlx_embed_max_tokens(rn), (int64_t)rn->max_batch_tokens); /* learned positions too */
     lim = RLX_MIN(lim, rlx_memory_capacity(&rn->mem));
     return (int32_t)lim;
 }
@@ -149,6 +150,7 @@ void rlx__embed_enqueue(rlx_worker *w, rlx_request *req)
         j->pool = p < 0 ? RLX_POOL_NONE : (rlx_pooling)p;
         j->per_token = req->embd_per_token || j->pool == RLX_POOL_NONE;
         j->dim = (int32_t)rn->out_cols;
+        if (j->pool == RLX_POOL_RANK && !j->per_token) j->dim = (int32_t)rlx_embed_dim(rn, RLX_POOL_RANK);
     }
     if (!j || !j->start || !j->n_tok || !j->off) goto oom;
     for (size_t i = 0; i < n; i++) {
@@ -258,13 +260,15 @@ static void finish_input(rlx_worker *w, int32_t si, const float *rows_all)
 {
     ejob *j = w->e_job[si];
     int32_t in = w->e_input[si], L = j->n_tok[in];
-    const int64_t D = j->dim;
+    const int64_t D = w->runner->out_cols;
     const float *rows = rows_all + (size_t)w->e_row[si] * (size_t)D;
     float *dst = j->out + j->off[in];
     if (j->per_token) {
         memcpy(dst, rows, (size_t)L * (size_t)D * sizeof *dst);
-    } else if (j->pool == RLX_POOL_RANK) {
-        memcpy(dst, rows, (size_t)D * sizeof *dst); /* the first token's head output: the score */
+    } else if (j->pool == RLX_POOL_RANK) { /* the classifier head over the [CLS] row: the score(s) */
+        rlx_error err = {0};
+        int rc = rlx_embed_rank_scores(w->runner, rows, dst, &err);
+        if (rc) ejob_fail(w, j, rc, err.msg);
     } else {
         rlx_pool_rows(j->pool, rows, L, D, w->e_vec);
         rlx_embd_normalize(w->e_vec, dst, D, j->req->embd_normalize);

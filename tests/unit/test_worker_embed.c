@@ -2,11 +2,15 @@
  * requests share steps and give the same vectors bit for bit as alone (batch invariance),
  * pooling and normalization of the rows, bidirectional attention where the model declares it,
  * truncation, refusals at submit (wrong kind, empty, too long, bad ids), cancellation and the
- * counters. Models: rlxd-synth llamas declared as embedding models (--pooling, --non-causal). */
+ * counters. Models: rlxd-synth llamas declared as embedding models (--pooling, --non-causal), and
+ * ../shared's bert / nomic-bert encoders, whose vectors through the worker must be those of
+ * rlx_embed_step (the step the parity test holds to llama.cpp's goldens), bit for bit. */
 #include "tests/rlx_test.h"
 #include "tests/unit/test_synth_util.h"
+#include "engine/embed.h"
 #include "engine/engine.h"
 #include "engine/pool.h"
+#include "tests/unit/test_embed_util.h"
 
 #include <pthread.h>
 
@@ -376,6 +380,120 @@ TEST(cancel_and_stop)
     }
 }
 
-TEST_MAIN(TEST_ENTRY(batch_invariance_mean_bidirectional), TEST_ENTRY(batch_invariance_last_causal),
+/* The worker's vectors for an encoder (16 texts, one request, batched with each other) are those
+ * of rlx_embed_step computing each text alone, bit for bit; per-token rows too. */
+static void same_as_embed_step(const char *stem)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "models/%s.gguf", stem);
+    const char *path = rlx_test_shared(rel);
+    if (!path) SKIP("../shared/%s absent", rel);
+    rlx_worker *w = start(path, 0, 4);
+    ASSERT(w);
+    rlx_runner_config rc = {.model_path = path, .max_seqs = 4, .max_batch_tokens = 512, .backend = {.name = "cpu", .n_threads = 2}};
+    rlx_runner *r = NULL;
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_runner_open(&r, &rc, &err) == 0, "%s", err.msg);
+    const rlx_tokenizer *tok = rlx_worker_tokenizer(w);
+    rlx_pooling pool = (rlx_pooling)rlx_worker_pooling(w);
+    ASSERT_EQ(pool, rlx_embed_default_pooling(r));
+    int64_t D = rlx_embed_dim(r, pool == RLX_POOL_NONE ? RLX_POOL_MEAN : pool);
+    static int32_t all[16 * 64];
+    int32_t ends[16], total = 0;
+    for (int i = 0; i < 16; i++) {
+        char text[160];
+        snprintf(text, sizeof text, "Text %d: the quick brown fox %s jumps over %d lazy dogs.", i, i % 2 ? "never" : "often", i * 3);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        ASSERT_EQ(rlx_tokenize(tok, text, strlen(text), true, true, &ids, &n, &err), 0);
+        ASSERT(n <= 64);
+        memcpy(all + total, ids, n * sizeof *ids);
+        free(ids);
+        total += (int32_t)n;
+        ends[i] = total;
+    }
+    for (int per_token = 0; per_token < 2; per_token++) {
+        ecoll c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+        eres res;
+        memset(&res, 0, sizeof res);
+        eslot sl = {&c, &res};
+        rlx_request *q = embed_req(1, all, ends, 16, &sl);
+        q->embd_per_token = per_token;
+        ASSERT_EQ(submit(w, &c, q, &err), 0);
+        wait_all(&c);
+        ASSERT_EQ(res.error, 0);
+        const float *v = res.v;
+        for (int i = 0; i < 16; i++) {
+            int32_t a = i ? ends[i - 1] : 0, n = ends[i] - a;
+            rlx_embed_seq in = {all + a, n};
+            rlx_pooling p = per_token ? RLX_POOL_NONE : pool;
+            size_t m = p == RLX_POOL_NONE ? (size_t)n * (size_t)r->out_cols : (size_t)D;
+            float *want = malloc(m * sizeof *want);
+            ASSERT_MSG(rlx_embed_step(r, &in, 1, p, 2, want, &err) == 0, "%s", err.msg);
+            ASSERT_MSG(!memcmp(v, want, m * sizeof *want), "%s text %d (%s): worker != rlx_embed_step", stem, i,
+                       per_token ? "per token" : rlx_pooling_name(p));
+            free(want);
+            v += m;
+        }
+        ASSERT_EQ((size_t)(v - res.v), res.n);
+        free(res.v);
+    }
+    rlx_runner_close(r);
+    rlx_worker_stop(w, true);
+}
+
+TEST(bert_as_embed_step) { same_as_embed_step("synth-bert-tiny-f32"); }
+TEST(bert_cls_as_embed_step) { same_as_embed_step("synth-bert-cls-tiny-f32"); }
+TEST(nomic_bert_as_embed_step) { same_as_embed_step("synth-nomic-bert-tiny-f32"); }
+
+/* A reranker (bert given a cls head, pooling rank): the worker's scores are rlx_embed_step's, and
+ * a decoder declaring rank (no head) is refused at start. */
+TEST(rank_scores)
+{
+    const char *src = rlx_test_shared("models/synth-bert-tiny-f32.gguf");
+    char path[512];
+    if (!src || !synth("--arch llama --preset tiny --pooling 4", "rank-decoder.gguf", path, sizeof path))
+        SKIP("../shared's bert or rlxd-synth absent");
+    rlx_worker *w = NULL;
+    rlx_error err = {0};
+    rlx_worker_config cfg = {.model_path = path, .n_threads = 1, .max_seqs = 2};
+    ASSERT_EQ(rlx_worker_start(&w, &cfg, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "classifier head"), "%s", err.msg);
+    static float cw[64 * 64], cb[64], ow[64], ob[1] = {-0.5f};
+    uint32_t seed = 11;
+    for (int i = 0; i < 64 * 64; i++) { seed = seed * 1664525u + 1013904223u; cw[i] = ((int)(seed >> 9) % 2001 - 1000) / 8000.0f; }
+    for (int i = 0; i < 64; i++) { seed = seed * 1664525u + 1013904223u; cb[i] = ((int)(seed >> 9) % 2001 - 1000) / 4000.0f; }
+    for (int i = 0; i < 64; i++) { seed = seed * 1664525u + 1013904223u; ow[i] = ((int)(seed >> 9) % 2001 - 1000) / 2000.0f; }
+    snprintf(path + strlen(path) - strlen("rank-decoder.gguf"), 32, "rank-bert.gguf");
+    ASSERT_MSG(derive(src, path, 4, false, cw, cb, ow, ob, &err) == 0, "%s", err.msg);
+    w = start(path, 0, 4);
+    ASSERT(w);
+    ASSERT_EQ(rlx_worker_pooling(w), RLX_POOL_RANK);
+    rlx_runner_config rc = {.model_path = path, .max_seqs = 4, .max_batch_tokens = 512, .backend = {.name = "cpu", .n_threads = 2}};
+    rlx_runner *r = NULL;
+    ASSERT_MSG(rlx_runner_open(&r, &rc, &err) == 0, "%s", err.msg);
+    const int32_t ids[9] = {101, 7592, 2088, 1010, 2003, 102, 101, 4248, 102};
+    int32_t ends[2] = {6, 9};
+    ecoll c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    eres res;
+    memset(&res, 0, sizeof res);
+    eslot sl = {&c, &res};
+    ASSERT_EQ(submit(w, &c, embed_req(1, ids, ends, 2, &sl), &err), 0);
+    wait_all(&c);
+    ASSERT_EQ(res.error, 0);
+    ASSERT_EQ(res.dim, 1);
+    ASSERT_EQ(res.n, 2);
+    rlx_embed_seq in[2] = {{ids, 6}, {ids + 6, 3}};
+    float want[2];
+    ASSERT_MSG(rlx_embed_step(r, in, 2, RLX_POOL_RANK, 2, want, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(!memcmp(res.v, want, sizeof want), "scores %.9g %.9g vs %.9g %.9g", res.v[0], res.v[1], want[0], want[1]);
+    ASSERT(res.v[0] != res.v[1]);
+    free(res.v);
+    rlx_runner_close(r);
+    rlx_worker_stop(w, true);
+}
+
+TEST_MAIN(TEST_ENTRY(rank_scores), TEST_ENTRY(bert_as_embed_step), TEST_ENTRY(bert_cls_as_embed_step), TEST_ENTRY(nomic_bert_as_embed_step),
+          TEST_ENTRY(batch_invariance_mean_bidirectional), TEST_ENTRY(batch_invariance_last_causal),
           TEST_ENTRY(pooling_and_normalization), TEST_ENTRY(attention_mask_follows_the_model),
           TEST_ENTRY(refusals_truncation_and_kinds), TEST_ENTRY(cancel_and_stop))
