@@ -184,9 +184,9 @@ char *rlx_api_base64(const void *data, size_t n)
     return out;
 }
 
-/* floats as a JSON array, each the shortest text that reads back as exactly the same double
- * (a float32 value), so a client reading them gets the float32 values base64 gives. (cJSON's
- * own printing compares with a tolerance and may lose the last bits.) */
+/* floats as a JSON array, each a text that reads back as exactly the same double (the float32
+ * value), so a client reading them gets the float32 values base64 gives. (cJSON's own printing
+ * compares with a tolerance and may lose the last bits.) */
 static cJSON *float_array(const float *v, size_t n)
 {
     size_t cap = n * 26 + 3, len = 0;
@@ -201,11 +201,10 @@ static cJSON *float_array(const float *v, size_t n)
             len += 4;
             continue;
         }
-        int w = 0;
-        for (int prec = 9; prec <= 17; prec++) {
-            w = snprintf(s + len, cap - len, "%.*g", prec, d);
-            if (strtod(s + len, NULL) == d) break;
-        }
+        /* short values (0, 0.5, ...) in at most 9 digits, the rest in 17, which always reads
+         * back exactly: at most two conversions per value */
+        int w = snprintf(s + len, cap - len, "%.9g", d);
+        if (strtod(s + len, NULL) != d) w = snprintf(s + len, cap - len, "%.17g", d);
         len += (size_t)w;
     }
     s[len++] = ']';
