@@ -3,6 +3,7 @@
  * SIGTERM/SIGINT stops accepting, lets requests in flight finish for a grace period, and
  * exits 0. */
 #include "server/cli.h"
+#include "engine/pool.h"
 #include "server/serve.h"
 #include "backends/cpu/threadpool.h"
 #include "backends/dtype.h"
@@ -64,8 +65,13 @@ static void load_done(uv_work_t *w, int status)
     char threads[32] = "";
     if (!m->wc.backend || !strcmp(m->wc.backend, "cpu"))
         snprintf(threads, sizeof threads, ", %d thread%s", m->wc.n_threads, m->wc.n_threads == 1 ? "" : "s");
-    fprintf(stderr, "rlxd: model '%s' ready (%s, context %d, KV %s: %d blocks of %d tokens%s)\n", m->cfg->name,
-            m->cfg->path, rlx_worker_n_ctx(m->w), rlx_dtype_get(kv_type)->name, kv_blocks, kv_block, threads);
+    int pool = rlx_worker_pooling(m->w);
+    if (pool >= 0) /* an embedding model: its pooling and vector size instead of the KV pool */
+        fprintf(stderr, "rlxd: model '%s' ready (%s, embeddings: pooling %s, %d values, context %d%s)\n", m->cfg->name,
+                m->cfg->path, rlx_pooling_name((rlx_pooling)pool), rlx_worker_n_embd(m->w), rlx_worker_n_ctx(m->w), threads);
+    else
+        fprintf(stderr, "rlxd: model '%s' ready (%s, context %d, KV %s: %d blocks of %d tokens%s)\n", m->cfg->name,
+                m->cfg->path, rlx_worker_n_ctx(m->w), rlx_dtype_get(kv_type)->name, kv_blocks, kv_block, threads);
     if (s->stopping) return;
     if (s->n_ready == s->n_models) {
         fprintf(stderr, "rlxd: all models ready\n");
