@@ -105,6 +105,7 @@ void main()
     int p = B[POS_OFF + t], seq = B[SEQ_OFF + t], window = int(P[4]);
     int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0, j0 = lo / 64 * 64;
     int hi = p; /* the last position this row sees */
+    bool qk_batched = batched && P[11] == 0u; /* no cache: K.q one-row for every row, as the CPU */
     if (P[11] != 0u) {
         uint te = t;
         while (te + 1u < N_TOKENS && B[SEQ_OFF + te + 1u] == seq) te++;
@@ -119,7 +120,7 @@ void main()
 
     /* the maximum over the valid positions */
     float m = uintBitsToFloat(0xff800000u);
-    for (int j = lo + int(tid); j <= hi; j += 64) m = max(m, score(seq, j, hk, hd, batched));
+    for (int j = lo + int(tid); j <= hi; j += 64) m = max(m, score(seq, j, hk, hd, qk_batched));
     red[tid] = m;
     barrier();
     for (uint w = 32u; w > 0u; w >>= 1) {
@@ -139,7 +140,7 @@ void main()
             float e[16];
             for (int k = 0; k < 16; k++) {
                 int j = 16 * c + k;
-                e[k] = j >= lo && j <= hi ? vexp(score(seq, j, hk, hd, batched) - mx) : 0.0;
+                e[k] = j >= lo && j <= hi ? vexp(score(seq, j, hk, hd, qk_batched) - mx) : 0.0;
             }
             cs = red16(e);
         }
@@ -167,7 +168,7 @@ void main()
             float pj = 0.0;
             kv_loc l = kv_loc(0u, 0u);
             if (j >= lo && j <= hi) {
-                precise float pr = vexp(score(seq, j, hk, hd, batched) - mx) * inv;
+                precise float pr = vexp(score(seq, j, hk, hd, qk_batched) - mx) * inv;
                 pj = f16 ? f16_round(pr) : pr;
                 l = kv_locate(slot_of(seq, j));
             }
