@@ -105,6 +105,8 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_d
         return rlx_errorf(err, RLX_EINVAL, "batch of %d tokens / %d outputs exceeds the plan (%d / %d)",
                           b->n_tokens, b->n_outputs, plan->max_tokens, plan->max_outputs);
     int32_t o = 0;
+    bool any_kv = false; /* without KV layers (encoders) positions need no blocks */
+    for (int32_t l = 0; l < kv->n_layers && !any_kv; l++) any_kv = rlx_mem_desc_layer(kv, l).kind == RLX_MEM_KV;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         if (b->seq[i] < 0 || b->seq[i] >= b->n_seqs)
             return rlx_errorf(err, RLX_EINVAL, "batch token %d names sequence %d of %d", i, b->seq[i], b->n_seqs);
@@ -113,7 +115,7 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_d
         if (kv->n_state_slots > 0 && (s->state_slot < 0 || s->state_slot >= kv->n_state_slots))
             return rlx_errorf(err, RLX_ERANGE, "batch sequence %d names state slot %d of %d", b->seq[i], s->state_slot,
                               kv->n_state_slots);
-        if (b->pos[i] < 0 || b->pos[i] / kv->block_size >= s->n_blocks || b->tokens[i] < 0 || b->tokens[i] >= n_vocab)
+        if (b->pos[i] < 0 || (any_kv && b->pos[i] / kv->block_size >= s->n_blocks) || b->tokens[i] < 0 || b->tokens[i] >= n_vocab)
             return rlx_errorf(err, RLX_ERANGE, "batch holds a token id or position outside the model or its KV blocks");
     }
     if (o != b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks %d outputs, n_outputs is %d", o, b->n_outputs);

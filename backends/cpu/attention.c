@@ -21,7 +21,8 @@
  * A layer without a cache (RLX_MEM_NONE, encoders; llama.cpp's no-cache attention, whose K and
  * V stay F32) reads K and V from this step's k and v rows: a sequence whose tokens are
  * contiguous in the batch in position order 0..n-1 (graph.h) is one "block" of F32 rows
- * starting at its first token's row, so the same kernels run over it unchanged.
+ * starting at its first token's row, so the same kernels run over it unchanged; K.q is then
+ * one-row (ggml_vec_dot) for every row, as llama.cpp's mul_mat picks for its permuted q.
  *
  * Work items are (sequence, KV head, tile of the sequence's tokens x query heads of the group),
  * claimed from the step's atomic counter: K and V rows are read once per item, and every
@@ -302,6 +303,8 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     }
     const int64_t npad = (jmax - j0 + 1 + 63) / 64 * 64;
     if ((size_t)npad > it->npad_max) return RLX_ERANGE;
+    uint8_t one_row[ATTN_ROWS];
+    memset(one_row, 1, sizeof one_row);
     const size_t sstride = it->npad_max;
     float *kbuf = S + (size_t)ATTN_ROWS * sstride + (size_t)hd * sstride + (size_t)ATTN_ROWS * hd;
     for (int64_t b = it->nocache ? 0 : j0 / B; it->nocache ? b == 0 : b * B <= jmax; b++) {
@@ -312,8 +315,10 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
             for (int64_t j = 0; j <= pb - pa; j++) deq_q8_0_cols(row0 + (size_t)j * it->rb, (int64_t)it->hk * hd, hd, kbuf + (size_t)j * hd);
             rlx_cpu_float_gemm(RLX_F32, kbuf, (size_t)hd * 4, 0, pb - pa + 1, q, (size_t)hd, R, hd, S + (pa - j0), (int64_t)sstride, role);
         } else {
+            /* without a cache llama.cpp's q is a permuted (non-contiguous) view, so its K.q takes
+             * ggml_vec_dot per score for every row, not tinyBLAS: one-row arithmetic throughout */
             rlx_cpu_float_gemm(it->type, row0 + (size_t)it->hk * hd * it->esz, it->rb, 0, pb - pa + 1, q, (size_t)hd, R, hd,
-                               S + (pa - j0), (int64_t)sstride, role);
+                               S + (pa - j0), (int64_t)sstride, it->nocache ? one_row : role);
         }
     }
     for (int row = 0; row < R; row++) {

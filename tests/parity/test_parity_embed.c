@@ -4,7 +4,8 @@
  *   <= 3e-4; cosine >= 1 - 1e-6; |d token_embeddings| <= 1e-3 max(1, max|x|).
  * Each text runs alone (the golden's setting), with the model's pooling, then with pooling none
  * for the per-token states; and all texts of a model together in one step must give every
- * text's vector bit for bit (batch invariance). Backend: RLXD_BACKEND (default cpu). */
+ * text's vector bit for bit (batch invariance). Backend: RLXD_BACKEND (default cpu; another
+ * backend is also compared with the CPU's vectors, printed). */
 #include "engine/embed.h"
 #include "models/tokenizer.h"
 #include "server/cli.h"
@@ -154,6 +155,23 @@ static int run_model(const char *stem)
             free(rows);
         }
     }
+    /* another backend than the CPU: how far from the CPU backend's vectors (bit for bit where
+     * the device has 64-bit floats, as the decoders) */
+    double cpu_diff = -1.0;
+    if (!fails && strcmp(r->backend->ops->name, "cpu")) {
+        rlx_runner *rc = NULL;
+        rlx_runner_config cc = cfg;
+        cc.backend.name = "cpu";
+        float *v = malloc((size_t)d * sizeof *v);
+        if (v && !rlx_runner_open(&rc, &cc, &err)) {
+            cpu_diff = 0.0;
+            for (int c = 0; c < nc; c++)
+                if (!rlx_embed_step(rc, &seqs[c], 1, pooling, -1, v, &err))
+                    for (int64_t i = 0; i < d; i++) cpu_diff = fmax(cpu_diff, fabs((double)v[i] - alone[(size_t)c * (size_t)d + (size_t)i]));
+            rlx_runner_close(rc);
+        }
+        free(v);
+    }
     /* all texts in one step, in reverse order: each vector bit for bit the one it had alone */
     if (!fails && seqs && together) {
         rlx_embed_seq *rev = calloc((size_t)nc, sizeof *rev);
@@ -171,6 +189,7 @@ static int run_model(const char *stem)
     }
     fprintf(stderr, "  %-28s %s: %d texts, worst/tolerance: embedding %.3f, l2 %.3f, tokens %.3f; 1-cos %.2g%s\n", stem,
             r->backend->ops->name, nc, worst_e, worst_l2, worst_tok, worst_cos, fails ? " FAILED" : "");
+    if (cpu_diff >= 0.0) fprintf(stderr, "  %-28s max |%s - cpu| %g%s\n", stem, r->backend->ops->name, cpu_diff, cpu_diff == 0.0 ? " (bit for bit)" : "");
     for (int c = 0; seqs && c < nc; c++) free((void *)seqs[c].tokens);
     free(seqs);
     free(alone);
