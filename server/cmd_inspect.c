@@ -229,6 +229,8 @@ typedef struct summary {
     char pooling[16];
     int32_t n_token_types;
     bool rank_head;
+    bool embedding;            /* a decoder family declaring a pooling type: served for embeddings */
+    bool causal;
     char model_error[512];
 } summary;
 
@@ -254,6 +256,10 @@ static void describe_encoder(const rlx_gguf *g, const char *arch, summary *s)
         s->have_kv = false;
         s->kv_bytes = 0;
         snprintf(s->why_no_kv, sizeof s->why_no_kv, "an encoder keeps no KV cache");
+    } else if (m->cfg.pooling_type >= 0) {
+        s->embedding = true;
+        s->causal = m->cfg.causal;
+        snprintf(s->pooling, sizeof s->pooling, "%s", rlx_model_pooling_name(m->cfg.pooling_type));
     }
     rlx_model_free(m);
 }
@@ -369,6 +375,9 @@ static void print_text(const rlx_gguf *g, const summary *s)
     if (s->encoder)
         printf("model: encoder (%s), bidirectional attention, no KV cache, pooling %s, %d token types%s\n",
                s->arch_name, s->pooling, s->n_token_types, s->rank_head ? ", cls rank head" : "");
+    else if (s->embedding)
+        printf("model: embedding model (a %s decoder declaring a pooling type), %s attention, pooling %s; each input's "
+               "KV lives for its step only\n", s->arch_name, s->causal ? "causal" : "bidirectional", s->pooling);
     else if (s->model_error[0])
         printf("model: rlxd cannot load it: %s\n", s->model_error);
     if (s->encoder)
@@ -452,6 +461,11 @@ static int print_json(const rlx_gguf *g, const summary *s)
         cJSON_AddStringToObject(mo, "pooling", s->pooling);
         cJSON_AddNumberToObject(mo, "token_types", s->n_token_types);
         cJSON_AddBoolToObject(mo, "rank_head", s->rank_head);
+    } else if (s->embedding) {
+        cJSON *mo = cJSON_AddObjectToObject(root, "model");
+        cJSON_AddStringToObject(mo, "kind", "embedding");
+        cJSON_AddStringToObject(mo, "attention", s->causal ? "causal" : "bidirectional");
+        cJSON_AddStringToObject(mo, "pooling", s->pooling);
     } else if (s->model_error[0]) {
         char *e = clean_str(s->model_error, strlen(s->model_error));
         cJSON_AddStringToObject(root, "model_error", e ? e : "");

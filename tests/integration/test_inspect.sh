@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_inspect.sh - `rlxd inspect` on stories260K (text and --json), on the shared encoders and on
+# test_inspect.sh - `rlxd inspect` on stories260K (text and --json), on the shared encoders, on
+# rlxd-synth decoders declared embedding models (--pooling) and on
 # broken files.
 set -u
 SHARED="${RLX_SHARED:-../shared}"
@@ -87,6 +88,22 @@ PY
         fail "pool9: $(grep model: "$TMP/enc.txt")"
     "$RLXD" check "$TMP/pool9.gguf" >"$TMP/chk.txt" 2>&1
     grep -q "pooling_type 9 is unknown" "$TMP/chk.txt" || fail "pool9 check: $(cat "$TMP/chk.txt")"
+fi
+
+# a decoder family declaring a pooling type is an embedding model
+SYNTH="${RLX_BIN:-build}/rlxd-synth"
+if [ -x "$SYNTH" ]; then
+    "$SYNTH" --arch qwen3 --preset tiny --pooling 3 -o "$TMP/emb.gguf" >/dev/null 2>&1 || fail "rlxd-synth --pooling"
+    "$RLXD" inspect "$TMP/emb.gguf" >"$TMP/emb.txt" 2>&1 || fail "emb: exit $?"
+    grep -q "model: embedding model (a qwen3 decoder declaring a pooling type), causal attention, pooling last" "$TMP/emb.txt" ||
+        fail "emb: $(grep model: "$TMP/emb.txt")"
+    "$SYNTH" --arch llama --preset tiny --pooling 1 --non-causal -o "$TMP/emb2.gguf" >/dev/null 2>&1 || fail "rlxd-synth --non-causal"
+    "$RLXD" inspect --json "$TMP/emb2.gguf" >"$TMP/emb2.json" 2>&1 || fail "emb2: exit $?"
+    python3 - "$TMP/emb2.json" <<'PY' || fail "emb2 --json: $(tail -8 "$TMP/emb2.json")"
+import json, sys
+m = json.load(open(sys.argv[1]))["model"]
+assert m == {"kind": "embedding", "attention": "bidirectional", "pooling": "mean"}, m
+PY
 fi
 
 "$RLXD" inspect "$TMP/absent.gguf" >/dev/null 2>"$TMP/err.txt"
