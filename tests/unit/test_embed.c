@@ -40,13 +40,15 @@ static void invariance(const char *stem)
     ASSERT_MSG(open_runner(&r, path, 2, 8192, &err) == 0, "%s", err.msg);
     ASSERT_MSG(open_runner(&r4, path, 4, 8192, &err) == 0, "%s", err.msg);
     const int64_t d = r->model->cfg.n_embd;
+    /* under valgrind (RLX_MEMCHECK) a smaller set: the same paths, a tenth of the arithmetic */
+    const int n_in = getenv("RLX_MEMCHECK") ? 16 : N_IN, max_len = getenv("RLX_MEMCHECK") ? 40 : 120;
     static int32_t ids[N_IN][120];
     rlx_embed_seq in[N_IN], rev[N_IN];
     uint32_t seed = 12345;
     int64_t total = 0;
-    for (int i = 0; i < N_IN; i++) {
+    for (int i = 0; i < n_in; i++) {
         seed = seed * 1664525u + 1013904223u;
-        int n = 1 + (int)(seed >> 8) % 120;
+        int n = 1 + (int)(seed >> 8) % max_len;
         if (i < 8) n = i + 1; /* every short length, where one-row kernels take over */
         for (int t = 0; t < n; t++) {
             seed = seed * 1664525u + 1013904223u;
@@ -55,20 +57,20 @@ static void invariance(const char *stem)
         in[i] = (rlx_embed_seq){ids[i], n};
         total += n;
     }
-    for (int i = 0; i < N_IN; i++) rev[i] = in[N_IN - 1 - i];
-    float *alone = malloc((size_t)N_IN * d * sizeof *alone), *all = malloc((size_t)N_IN * d * sizeof *all);
-    float *all_rev = malloc((size_t)N_IN * d * sizeof *all_rev), *all4 = malloc((size_t)N_IN * d * sizeof *all4);
+    for (int i = 0; i < n_in; i++) rev[i] = in[n_in - 1 - i];
+    float *alone = malloc((size_t)n_in * d * sizeof *alone), *all = malloc((size_t)n_in * d * sizeof *all);
+    float *all_rev = malloc((size_t)n_in * d * sizeof *all_rev), *all4 = malloc((size_t)n_in * d * sizeof *all4);
     float *rows_alone = malloc((size_t)total * d * sizeof *rows_alone), *rows_all = malloc((size_t)total * d * sizeof *rows_all);
     ASSERT(alone && all && all_rev && all4 && rows_alone && rows_all);
     for (rlx_pooling p = RLX_POOL_MEAN; p <= RLX_POOL_LAST; p++) {
-        for (int i = 0; i < N_IN; i++) ASSERT_MSG(rlx_embed_step(r, &in[i], 1, p, 2, alone + i * d, &err) == 0, "%s", err.msg);
-        ASSERT_MSG(rlx_embed_step(r, in, N_IN, p, 2, all, &err) == 0, "%s", err.msg);
-        ASSERT_MSG(rlx_embed_step(r, rev, N_IN, p, 2, all_rev, &err) == 0, "%s", err.msg);
-        ASSERT_MSG(rlx_embed_step(r4, in, N_IN, p, 2, all4, &err) == 0, "%s", err.msg);
-        for (int i = 0; i < N_IN; i++) {
+        for (int i = 0; i < n_in; i++) ASSERT_MSG(rlx_embed_step(r, &in[i], 1, p, 2, alone + i * d, &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_embed_step(r, in, n_in, p, 2, all, &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_embed_step(r, rev, n_in, p, 2, all_rev, &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_embed_step(r4, in, n_in, p, 2, all4, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < n_in; i++) {
             ASSERT_MSG(!memcmp(alone + i * d, all + i * d, (size_t)d * 4), "%s %s: input %d in a batch of %d differs",
-                       stem, rlx_pooling_name(p), i, N_IN);
-            ASSERT_MSG(!memcmp(alone + i * d, all_rev + (N_IN - 1 - i) * d, (size_t)d * 4), "%s: input %d reversed", stem, i);
+                       stem, rlx_pooling_name(p), i, n_in);
+            ASSERT_MSG(!memcmp(alone + i * d, all_rev + (n_in - 1 - i) * d, (size_t)d * 4), "%s: input %d reversed", stem, i);
             ASSERT_MSG(!memcmp(alone + i * d, all4 + i * d, (size_t)d * 4), "%s: input %d on 4 threads", stem, i);
             double n2 = 0;
             for (int64_t c = 0; c < d; c++) n2 += (double)alone[i * d + c] * alone[i * d + c];
@@ -77,15 +79,15 @@ static void invariance(const char *stem)
     }
     /* per-token rows, and pooling them by hand gives the pooled vectors */
     int64_t off = 0;
-    for (int i = 0; i < N_IN; i++) {
+    for (int i = 0; i < n_in; i++) {
         ASSERT_MSG(rlx_embed_step(r, &in[i], 1, RLX_POOL_NONE, 2, rows_alone + off * d, &err) == 0, "%s", err.msg);
         off += in[i].n_tokens;
     }
-    ASSERT_MSG(rlx_embed_step(r, in, N_IN, RLX_POOL_NONE, 2, rows_all, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_embed_step(r, in, n_in, RLX_POOL_NONE, 2, rows_all, &err) == 0, "%s", err.msg);
     ASSERT(!memcmp(rows_alone, rows_all, (size_t)total * d * 4));
-    ASSERT_MSG(rlx_embed_step(r, in, N_IN, RLX_POOL_MEAN, -1, all, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_embed_step(r, in, n_in, RLX_POOL_MEAN, -1, all, &err) == 0, "%s", err.msg);
     off = 0;
-    for (int i = 0; i < N_IN; i++) {
+    for (int i = 0; i < n_in; i++) {
         float want[1024];
         ASSERT_EQ(rlx_pool_rows(RLX_POOL_MEAN, rows_all + off * d, in[i].n_tokens, d, want), 0);
         ASSERT(!memcmp(want, all + i * d, (size_t)d * 4));
