@@ -8,9 +8,13 @@
  *    cls.output(tanh(cls x + b) ) + b; without a head rank is refused;
  *  - load errors: an unknown pooling type and a causal bert are refused by name;
  *  - bad input: empty input, too long, token id outside the vocabulary, too many tokens for one
- *    step, a decoder model. */
+ *    step, a decoder model;
+ *  - rlxd-synth's encoders (--arch bert / nomic-bert, built-in WordPiece): load, tokenize
+ *    without [UNK], embed (pooling from --pooling), batch invariant. */
 #include "tests/rlx_test.h"
+#include "tests/unit/test_synth_util.h"
 #include "engine/embed.h"
+#include "models/tokenizer.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -238,5 +242,46 @@ TEST(bad_input)
     free(out);
 }
 
+TEST(synth_encoders)
+{
+    const char *const args[] = {"--arch bert --preset tiny --seed 3", "--arch nomic-bert --preset tiny --pooling cls --seed 4"};
+    const rlx_pooling want[] = {RLX_POOL_MEAN, RLX_POOL_CLS};
+    char path[512];
+    if (!synth(args[0], "bert.gguf", path, sizeof path)) SKIP("rlxd-synth is not built (RLX_BIN)");
+    ASSERT(!synth("--arch bert --pooling rank", "bad.gguf", path, sizeof path)); /* no head to rank with */
+    for (int m = 0; m < 2; m++) {
+        ASSERT(synth(args[m], m ? "nomic.gguf" : "bert.gguf", path, sizeof path));
+        rlx_error err = {0};
+        rlx_runner *r = NULL;
+        ASSERT_MSG(open_runner(&r, path, 2, 512, &err) == 0, "%s", err.msg);
+        ASSERT_EQ(rlx_embed_default_pooling(r), want[m]);
+        rlx_tokenizer *tok = NULL;
+        ASSERT_MSG(rlx_tokenizer_from_gguf(&tok, r->model->gguf, &err) == 0, "%s", err.msg);
+        const char *texts[2] = {"Once upon a time, the little girl went to the forest!", "The quick brown fox."};
+        int32_t *ids[2] = {NULL, NULL};
+        size_t n[2] = {0, 0};
+        rlx_embed_seq in[2];
+        for (int i = 0; i < 2; i++) {
+            ASSERT_MSG(rlx_tokenize(tok, texts[i], strlen(texts[i]), true, true, &ids[i], &n[i], &err) == 0, "%s", err.msg);
+            ASSERT(n[i] > 4 && ids[i][0] == 2 && ids[i][n[i] - 1] == 3); /* [CLS] ... [SEP] */
+            for (size_t k = 0; k < n[i]; k++) ASSERT_MSG(ids[i][k] != 1, "[UNK] in '%s' at %zu", texts[i], k);
+            in[i] = (rlx_embed_seq){ids[i], (int32_t)n[i]};
+        }
+        float alone[2][64], both[2][64];
+        ASSERT_EQ(rlx_embed_dim(r, want[m]), 64);
+        for (int i = 0; i < 2; i++) ASSERT_MSG(rlx_embed_step(r, &in[i], 1, want[m], 2, alone[i], &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_embed_step(r, in, 2, want[m], 2, &both[0][0], &err) == 0, "%s", err.msg);
+        ASSERT(!memcmp(alone, both, sizeof alone));
+        double n2 = 0;
+        for (int c = 0; c < 64; c++) n2 += (double)alone[0][c] * alone[0][c];
+        ASSERT_NEAR(n2, 1.0, 1e-5);
+        ASSERT(memcmp(alone[0], alone[1], sizeof alone[0])); /* different texts, different vectors */
+        free(ids[0]);
+        free(ids[1]);
+        rlx_tokenizer_free(tok);
+        rlx_runner_close(r);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(batch_invariance_bert), TEST_ENTRY(batch_invariance_nomic_bert), TEST_ENTRY(rank_head_and_load_errors),
-          TEST_ENTRY(bad_input))
+          TEST_ENTRY(bad_input), TEST_ENTRY(synth_encoders))
