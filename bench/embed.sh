@@ -2,10 +2,10 @@
 # bench/embed.sh - embeddings throughput (issue 20), run by bench/run.sh or alone. Not a test.
 #
 # A model with all-MiniLM-L6-v2's shape made by rlxd-synth (hidden 384, 6 layers, 12 heads, FFN
-# 1536, 512 positions, ../shared's bge WordPiece vocabulary, mean pooling): arch bert when this
-# rlxd-synth writes it, else a llama of that shape declared an embedding model (--pooling 1
-# --non-causal: SwiGLU FFN and RoPE instead of bert's GELU FFN and learned positions, so about
-# 1.5x bert's FFN work per token; the table says which). Served by `rlxd serve --threads THREADS
+# 1536, 512 positions, ../shared's bge WordPiece vocabulary, mean pooling): `rlxd-synth --arch
+# bert --preset minilm`, or where this rlxd-synth has no bert a llama of that shape declared an
+# embedding model (--pooling 1 --non-causal: SwiGLU FFN and RoPE instead of bert's GELU FFN and
+# learned positions, about 1.3x bert's work per token; the table says which). Served by `rlxd serve --threads THREADS
 # --max-seqs 16 --ctx 512`, driven by `rlxd-loadgen --embeddings` with the three workloads of
 # ../shared/baselines.md (llama-server's figures on its host B are printed beside ours):
 #   256 requests of one ~16-token text, 16 concurrent clients
@@ -39,8 +39,7 @@ echo "|---|---|---|---|---|---|"
 for t in $TYPES; do
     M="$BUILD/models/minilm-$t.gguf"
     if [ ! -f "$M" ]; then
-        "$BUILD/rlxd-synth" --arch bert --hidden 384 --layers 6 --heads 12 --ffn 1536 --ctx 512 --pooling 1 --type "$t" \
-            --vocab-from "$VOCAB" -o "$M" >/dev/null 2>&1 ||
+        "$BUILD/rlxd-synth" --arch bert --preset minilm --pooling mean --type "$t" --vocab-from "$VOCAB" -o "$M" >/dev/null 2>&1 ||
         "$BUILD/rlxd-synth" --arch llama --hidden 384 --layers 6 --heads 12 --kv-heads 12 --head-dim 32 \
             --ffn 1536 --ctx 512 --pooling 1 --non-causal --type "$t" --vocab-from "$VOCAB" -o "$M" >/dev/null
     fi

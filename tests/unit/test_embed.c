@@ -8,10 +8,14 @@
  *    cls.output(tanh(cls x + b) ) + b; without a head rank is refused;
  *  - load errors: an unknown pooling type and a causal bert are refused by name;
  *  - bad input: empty input, too long, token id outside the vocabulary, too many tokens for one
- *    step, a decoder model. */
+ *    step, a decoder model;
+ *  - rlxd-synth's encoders (--arch bert / nomic-bert, built-in WordPiece): load, tokenize
+ *    without [UNK], embed (pooling from --pooling), batch invariant. */
 #include "tests/rlx_test.h"
+#include "tests/unit/test_synth_util.h"
 #include "engine/embed.h"
 #include "tests/unit/test_embed_util.h"
+#include "models/tokenizer.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -41,13 +45,15 @@ static void invariance(const char *stem)
     ASSERT_MSG(open_runner(&r, path, 2, 8192, &err) == 0, "%s", err.msg);
     ASSERT_MSG(open_runner(&r4, path, 4, 8192, &err) == 0, "%s", err.msg);
     const int64_t d = r->model->cfg.n_embd;
+    /* under valgrind (RLX_MEMCHECK) a smaller set: the same paths, a tenth of the arithmetic */
+    const int n_in = getenv("RLX_MEMCHECK") ? 16 : N_IN, max_len = getenv("RLX_MEMCHECK") ? 40 : 120;
     static int32_t ids[N_IN][120];
     rlx_embed_seq in[N_IN], rev[N_IN];
     uint32_t seed = 12345;
     int64_t total = 0;
-    for (int i = 0; i < N_IN; i++) {
+    for (int i = 0; i < n_in; i++) {
         seed = seed * 1664525u + 1013904223u;
-        int n = 1 + (int)(seed >> 8) % 120;
+        int n = 1 + (int)(seed >> 8) % max_len;
         if (i < 8) n = i + 1; /* every short length, where one-row kernels take over */
         for (int t = 0; t < n; t++) {
             seed = seed * 1664525u + 1013904223u;
@@ -56,20 +62,20 @@ static void invariance(const char *stem)
         in[i] = (rlx_embed_seq){ids[i], n};
         total += n;
     }
-    for (int i = 0; i < N_IN; i++) rev[i] = in[N_IN - 1 - i];
-    float *alone = malloc((size_t)N_IN * d * sizeof *alone), *all = malloc((size_t)N_IN * d * sizeof *all);
-    float *all_rev = malloc((size_t)N_IN * d * sizeof *all_rev), *all4 = malloc((size_t)N_IN * d * sizeof *all4);
+    for (int i = 0; i < n_in; i++) rev[i] = in[n_in - 1 - i];
+    float *alone = malloc((size_t)n_in * d * sizeof *alone), *all = malloc((size_t)n_in * d * sizeof *all);
+    float *all_rev = malloc((size_t)n_in * d * sizeof *all_rev), *all4 = malloc((size_t)n_in * d * sizeof *all4);
     float *rows_alone = malloc((size_t)total * d * sizeof *rows_alone), *rows_all = malloc((size_t)total * d * sizeof *rows_all);
     ASSERT(alone && all && all_rev && all4 && rows_alone && rows_all);
     for (rlx_pooling p = RLX_POOL_MEAN; p <= RLX_POOL_LAST; p++) {
-        for (int i = 0; i < N_IN; i++) ASSERT_MSG(rlx_embed_step(r, &in[i], 1, p, 2, alone + i * d, &err) == 0, "%s", err.msg);
-        ASSERT_MSG(rlx_embed_step(r, in, N_IN, p, 2, all, &err) == 0, "%s", err.msg);
-        ASSERT_MSG(rlx_embed_step(r, rev, N_IN, p, 2, all_rev, &err) == 0, "%s", err.msg);
-        ASSERT_MSG(rlx_embed_step(r4, in, N_IN, p, 2, all4, &err) == 0, "%s", err.msg);
-        for (int i = 0; i < N_IN; i++) {
+        for (int i = 0; i < n_in; i++) ASSERT_MSG(rlx_embed_step(r, &in[i], 1, p, 2, alone + i * d, &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_embed_step(r, in, n_in, p, 2, all, &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_embed_step(r, rev, n_in, p, 2, all_rev, &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_embed_step(r4, in, n_in, p, 2, all4, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < n_in; i++) {
             ASSERT_MSG(!memcmp(alone + i * d, all + i * d, (size_t)d * 4), "%s %s: input %d in a batch of %d differs",
-                       stem, rlx_pooling_name(p), i, N_IN);
-            ASSERT_MSG(!memcmp(alone + i * d, all_rev + (N_IN - 1 - i) * d, (size_t)d * 4), "%s: input %d reversed", stem, i);
+                       stem, rlx_pooling_name(p), i, n_in);
+            ASSERT_MSG(!memcmp(alone + i * d, all_rev + (n_in - 1 - i) * d, (size_t)d * 4), "%s: input %d reversed", stem, i);
             ASSERT_MSG(!memcmp(alone + i * d, all4 + i * d, (size_t)d * 4), "%s: input %d on 4 threads", stem, i);
             double n2 = 0;
             for (int64_t c = 0; c < d; c++) n2 += (double)alone[i * d + c] * alone[i * d + c];
@@ -78,15 +84,15 @@ static void invariance(const char *stem)
     }
     /* per-token rows, and pooling them by hand gives the pooled vectors */
     int64_t off = 0;
-    for (int i = 0; i < N_IN; i++) {
+    for (int i = 0; i < n_in; i++) {
         ASSERT_MSG(rlx_embed_step(r, &in[i], 1, RLX_POOL_NONE, 2, rows_alone + off * d, &err) == 0, "%s", err.msg);
         off += in[i].n_tokens;
     }
-    ASSERT_MSG(rlx_embed_step(r, in, N_IN, RLX_POOL_NONE, 2, rows_all, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_embed_step(r, in, n_in, RLX_POOL_NONE, 2, rows_all, &err) == 0, "%s", err.msg);
     ASSERT(!memcmp(rows_alone, rows_all, (size_t)total * d * 4));
-    ASSERT_MSG(rlx_embed_step(r, in, N_IN, RLX_POOL_MEAN, -1, all, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_embed_step(r, in, n_in, RLX_POOL_MEAN, -1, all, &err) == 0, "%s", err.msg);
     off = 0;
-    for (int i = 0; i < N_IN; i++) {
+    for (int i = 0; i < n_in; i++) {
         float want[1024];
         ASSERT_EQ(rlx_pool_rows(RLX_POOL_MEAN, rows_all + off * d, in[i].n_tokens, d, want), 0);
         ASSERT(!memcmp(want, all + i * d, (size_t)d * 4));
@@ -205,5 +211,46 @@ TEST(bad_input)
     free(out);
 }
 
+TEST(synth_encoders)
+{
+    const char *const args[] = {"--arch bert --preset tiny --seed 3", "--arch nomic-bert --preset tiny --pooling cls --seed 4"};
+    const rlx_pooling want[] = {RLX_POOL_MEAN, RLX_POOL_CLS};
+    char path[512];
+    if (!synth(args[0], "bert.gguf", path, sizeof path)) SKIP("rlxd-synth is not built (RLX_BIN)");
+    ASSERT(!synth("--arch bert --pooling rank", "bad.gguf", path, sizeof path)); /* no head to rank with */
+    for (int m = 0; m < 2; m++) {
+        ASSERT(synth(args[m], m ? "nomic.gguf" : "bert.gguf", path, sizeof path));
+        rlx_error err = {0};
+        rlx_runner *r = NULL;
+        ASSERT_MSG(open_runner(&r, path, 2, 512, &err) == 0, "%s", err.msg);
+        ASSERT_EQ(rlx_embed_default_pooling(r), want[m]);
+        rlx_tokenizer *tok = NULL;
+        ASSERT_MSG(rlx_tokenizer_from_gguf(&tok, r->model->gguf, &err) == 0, "%s", err.msg);
+        const char *texts[2] = {"Once upon a time, the little girl went to the forest!", "The quick brown fox."};
+        int32_t *ids[2] = {NULL, NULL};
+        size_t n[2] = {0, 0};
+        rlx_embed_seq in[2];
+        for (int i = 0; i < 2; i++) {
+            ASSERT_MSG(rlx_tokenize(tok, texts[i], strlen(texts[i]), true, true, &ids[i], &n[i], &err) == 0, "%s", err.msg);
+            ASSERT(n[i] > 4 && ids[i][0] == 2 && ids[i][n[i] - 1] == 3); /* [CLS] ... [SEP] */
+            for (size_t k = 0; k < n[i]; k++) ASSERT_MSG(ids[i][k] != 1, "[UNK] in '%s' at %zu", texts[i], k);
+            in[i] = (rlx_embed_seq){ids[i], (int32_t)n[i]};
+        }
+        float alone[2][64], both[2][64];
+        ASSERT_EQ(rlx_embed_dim(r, want[m]), 64);
+        for (int i = 0; i < 2; i++) ASSERT_MSG(rlx_embed_step(r, &in[i], 1, want[m], 2, alone[i], &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_embed_step(r, in, 2, want[m], 2, &both[0][0], &err) == 0, "%s", err.msg);
+        ASSERT(!memcmp(alone, both, sizeof alone));
+        double n2 = 0;
+        for (int c = 0; c < 64; c++) n2 += (double)alone[0][c] * alone[0][c];
+        ASSERT_NEAR(n2, 1.0, 1e-5);
+        ASSERT(memcmp(alone[0], alone[1], sizeof alone[0])); /* different texts, different vectors */
+        free(ids[0]);
+        free(ids[1]);
+        rlx_tokenizer_free(tok);
+        rlx_runner_close(r);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(batch_invariance_bert), TEST_ENTRY(batch_invariance_nomic_bert), TEST_ENTRY(rank_head_and_load_errors),
-          TEST_ENTRY(bad_input))
+          TEST_ENTRY(bad_input), TEST_ENTRY(synth_encoders))
