@@ -32,6 +32,19 @@ typedef struct rlx_model_config {
     float attn_scale;          /* scale applied to q.k, default 1/sqrt(head_dim) */
     bool embd_scale;           /* multiply embeddings by sqrt(n_embd) (Gemma) */
     bool tied;                 /* output.weight absent: reuse token_embd */
+    /* Embedding models (llama.cpp's keys): "<arch>.pooling_type" (0 none, 1 mean, 2 cls, 3 last,
+     * 4 rank; engine/pool.h rlx_pooling), read for every family: -1 when absent from a decoder
+     * (a generative model; with the key a decoder outputs hidden states instead of logits, and
+     * "<arch>.attention.causal" false makes its attention bidirectional); encoders (bert,
+     * nomic-bert) take 0 when absent and are never causal. */
+    int32_t pooling_type;
+    bool causal;
+    /* encoders (bert, nomic-bert): bidirectional attention without a KV cache (every layer
+     * RLX_MEM_NONE), the graph's output is the hidden state of every batch token, which the
+     * engine pools (engine/embed.h, engine/worker_embed.c) */
+    bool encoder;
+    int32_t n_token_types;     /* tokenizer.ggml.token_type_count (token type 0 is always added) */
+    bool rank_head;            /* cls.weight or cls.output.weight: a classifier for pooling rank */
 } rlx_model_config;
 
 typedef struct rlx_model rlx_model;
@@ -103,5 +116,8 @@ typedef struct rlx_decoder_opts {
 } rlx_decoder_opts;
 
 int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *graph, rlx_error *err);
+
+/* The encoder's pooling type as a name ("none", "mean", "cls", "last", "rank"). */
+const char *rlx_model_pooling_name(int32_t pooling_type);
 
 #endif
