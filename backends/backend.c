@@ -49,10 +49,13 @@ int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_err
 const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
 {
     (void)be;
-    (void)g;
     if (n->op >= RLX_OP_COUNT || n->op == RLX_OP_NONE) return "this backend has kernels for the built-in ops only";
-    if (n->op > RLX_OP_GATHER) return "recurrent-model ops have CPU kernels only (use --backend cpu)";
+    if (n->op == RLX_OP_ATTENTION && rlx_graph_layer_mem(g, n->p.attn.layer).kind != RLX_MEM_KV)
+        return "attention without a KV cache (encoders) has no kernel here";
+    if (n->op >= RLX_OP_SIGMOID) return "recurrent-model ops have CPU kernels only (use --backend cpu)";
     if (n->op == RLX_OP_ATTENTION && n->p.attn.mask != RLX_ATTN_CAUSAL) return "bidirectional attention has no kernel here";
+    if (n->op == RLX_OP_NORM) return "layer norm has no kernel here";
+    if (n->op == RLX_OP_GET_ROWS_POS) return "learned position embeddings have no kernel here";
     return NULL;
 }
 
@@ -104,6 +107,8 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_d
         return rlx_errorf(err, RLX_EINVAL, "batch of %d tokens / %d outputs exceeds the plan (%d / %d)",
                           b->n_tokens, b->n_outputs, plan->max_tokens, plan->max_outputs);
     int32_t o = 0;
+    bool any_kv = false; /* without KV layers (encoders) positions need no blocks */
+    for (int32_t l = 0; l < kv->n_layers && !any_kv; l++) any_kv = rlx_mem_desc_layer(kv, l).kind == RLX_MEM_KV;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         if (b->seq[i] < 0 || b->seq[i] >= b->n_seqs)
             return rlx_errorf(err, RLX_EINVAL, "batch token %d names sequence %d of %d", i, b->seq[i], b->n_seqs);
@@ -112,7 +117,7 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_d
         if (kv->n_state_slots > 0 && (s->state_slot < 0 || s->state_slot >= kv->n_state_slots))
             return rlx_errorf(err, RLX_ERANGE, "batch sequence %d names state slot %d of %d", b->seq[i], s->state_slot,
                               kv->n_state_slots);
-        if (b->pos[i] < 0 || b->pos[i] / kv->block_size >= s->n_blocks || b->tokens[i] < 0 || b->tokens[i] >= n_vocab)
+        if (b->pos[i] < 0 || (any_kv && b->pos[i] / kv->block_size >= s->n_blocks) || b->tokens[i] < 0 || b->tokens[i] >= n_vocab)
             return rlx_errorf(err, RLX_ERANGE, "batch holds a token id or position outside the model or its KV blocks");
     }
     if (o != b->n_outputs) return rlx_errorf(err, RLX_EINVAL, "batch marks %d outputs, n_outputs is %d", o, b->n_outputs);

@@ -155,7 +155,8 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_d
 void rlx_batch_kinds(const rlx_batch *b, int32_t *counts, uint8_t *tok, uint8_t *out);
 
 /* An rlx_backend_ops.unsupported for backends with kernels for the built-in ops only and
- * causal attention only (Vulkan, CUDA). */
+ * causal attention over a KV cache only, and without the encoder ops (norm, get_rows_pos):
+ * CUDA, and Vulkan for what it does not add (vk_backend.c). */
 const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g, const rlx_node *n);
 
 /* RLX_EUNSUPPORTED naming the op (or output) and the backend when the backend cannot run

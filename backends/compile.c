@@ -40,7 +40,7 @@ static int validate(const rlx_graph *g, rlx_error *err)
                 return rlx_errorf(err, RLX_EINVAL, "node %d (%s): input %d is undefined", i, info->name, k);
         }
         const rlx_gtensor *a = &g->tensors[n->in[0]];
-        if (a->is_weight && n->op != RLX_OP_GET_ROWS)
+        if (a->is_weight && n->op != RLX_OP_GET_ROWS && n->op != RLX_OP_GET_ROWS_POS)
             return rlx_errorf(err, RLX_EINVAL, "node %d (%s): a weight cannot be the first input", i, info->name);
         int rc = n->op >= RLX_OP_COUNT ? validate_registered(g, n, i, err) : info->validate ? info->validate(g, n, err) : 0;
         if (rc) return rc;

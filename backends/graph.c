@@ -89,11 +89,25 @@ int rlx_g_get_rows(rlx_graph *g, int w, float scale)
     return rlx_g_op(g, RLX_OP_GET_ROWS, RLX_ROWS_TOKENS, g->tensors[w].ne[0], w, -1, -1, &p);
 }
 
+int rlx_g_get_rows_pos(rlx_graph *g, int w)
+{
+    if (w < 0) { g->oom = true; return -1; }
+    rlx_scalar_params p = {1.0f};
+    return rlx_g_op(g, RLX_OP_GET_ROWS_POS, RLX_ROWS_TOKENS, g->tensors[w].ne[0], w, -1, -1, &p);
+}
+
 int rlx_g_rms_norm(rlx_graph *g, int x, float eps)
 {
     if (x < 0) { g->oom = true; return -1; }
     rlx_norm_params p = {.eps = eps};
     return rlx_g_op(g, RLX_OP_RMS_NORM, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1, &p);
+}
+
+int rlx_g_norm(rlx_graph *g, int x, float eps)
+{
+    if (x < 0) { g->oom = true; return -1; }
+    rlx_norm_params p = {.eps = eps};
+    return rlx_g_op(g, RLX_OP_NORM, g->tensors[x].rows, g->tensors[x].cols, x, -1, -1, &p);
 }
 
 int rlx_g_head_norm(rlx_graph *g, int x, int w, int32_t head_dim, float eps)

@@ -52,6 +52,8 @@ typedef enum rlx_op {
     RLX_OP_ATTENTION,  /* stores k, v of the batch in the paged KV cache of the layer, then
                           causal (optionally sliding-window) or bidirectional attention  in: q, k, v */
     RLX_OP_GATHER,     /* out[o] = x[token index of output o]             in: x        */
+    RLX_OP_NORM,       /* layer norm: (x - mean(x)) / sqrt(var(x) + eps)  in: x        */
+    RLX_OP_GET_ROWS_POS, /* out[t] = dequant(W[pos[t]]) (learned positions)  in: W      */
     /* ---- ops of hybrid recurrent models (Qwen3.5); the CPU backend runs them, GPU backends
      * refuse them by name (rlx_backend_builtin_causal) ---- */
     RLX_OP_SIGMOID,    /* 1 / (1 + exp(-x)), elementwise                  in: x        */
@@ -92,7 +94,10 @@ typedef struct rlx_rope_params {
 
 /* ATTENTION masks: causal (token at pos p sees positions 0..p of its sequence, or the last
  * `window` of them), or bidirectional (every position of its sequence present in the KV cache
- * after this step's writes, i.e. 0..max pos of the sequence in the batch; no window). */
+ * after this step's writes, i.e. 0..max pos of the sequence in the batch; no window).
+ * A layer whose memory is RLX_MEM_NONE has no cache: its attention must be bidirectional and
+ * reads K and V straight from this step's rows, so every sequence must be whole in the batch,
+ * its tokens contiguous and in position order 0..n-1 (encoders). */
 typedef enum rlx_attn_mask { RLX_ATTN_CAUSAL = 0, RLX_ATTN_BIDIRECTIONAL = 1 } rlx_attn_mask;
 
 /* ATTENTION: KV layer, heads (n_head % n_head_kv == 0), head_dim, sliding window (0 = none),
@@ -103,7 +108,7 @@ typedef struct rlx_attn_params {
     rlx_attn_mask mask;
 } rlx_attn_params;
 
-/* RMS_NORM: eps. HEAD_NORM: eps, and the head_dim each slice of which is normalised. */
+/* RMS_NORM, NORM: eps. HEAD_NORM: eps, and the head_dim each slice of which is normalised. */
 typedef struct rlx_norm_params {
     float eps;
     int32_t head_dim;
@@ -143,7 +148,7 @@ typedef struct rlx_delta_params {
     float eps, scale;
 } rlx_delta_params;
 
-/* GET_ROWS: scale (0 = 1). SCALE: factor. SOFTCAP: cap. */
+/* GET_ROWS, GET_ROWS_POS: scale (0 = 1). SCALE: factor. SOFTCAP: cap. */
 typedef struct rlx_scalar_params {
     float value;
 } rlx_scalar_params;
@@ -271,7 +276,13 @@ int rlx_g_op(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int b,
 /* An op without parameters. */
 int rlx_g_node(rlx_graph *g, rlx_op op, rlx_rows rows, int64_t cols, int a, int b, int c);
 int rlx_g_get_rows(rlx_graph *g, int w, float scale);
+/* The rows of w at each batch token's position (learned position embeddings); a position
+ * past w's rows is a run-time RLX_ERANGE. */
+int rlx_g_get_rows_pos(rlx_graph *g, int w);
 int rlx_g_rms_norm(rlx_graph *g, int x, float eps);
+/* Layer norm (mean and variance of the row, no weight: follow with rlx_g_mul / rlx_g_add,
+ * which fuse into it as an epilogue). */
+int rlx_g_norm(rlx_graph *g, int x, float eps);
 int rlx_g_head_norm(rlx_graph *g, int x, int w, int32_t head_dim, float eps);
 int rlx_g_matmul(rlx_graph *g, int x, int w);
 int rlx_g_add(rlx_graph *g, int a, int b);

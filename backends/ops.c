@@ -52,10 +52,21 @@ static int v_operand(const rlx_graph *g, const rlx_node *n, rlx_error *err)
 static int v_attention(const rlx_graph *g, const rlx_node *n, rlx_error *err)
 {
     const rlx_attn_params *p = &n->p.attn;
-    if (p->layer < 0 || p->layer >= g->n_layers || p->n_head_kv <= 0 || p->n_head % p->n_head_kv ||
-        rlx_graph_layer_mem(g, p->layer).kind != RLX_MEM_KV ||
-        g->tensors[n->in[1]].cols != rlx_graph_layer_mem(g, p->layer).kv_cols)
+    if (p->layer < 0 || p->layer >= g->n_layers || p->n_head_kv <= 0 || p->n_head % p->n_head_kv)
         return rlx_errorf(err, RLX_EINVAL, "node %d: attention geometry is inconsistent", (int)(n - g->nodes));
+    const rlx_mem_layer m = rlx_graph_layer_mem(g, p->layer);
+    const int64_t kv_cols = (int64_t)p->n_head_kv * p->head_dim;
+    if (m.kind == RLX_MEM_NONE) {
+        /* no cache: K and V are this step's rows (graph.h) */
+        if (p->mask != RLX_ATTN_BIDIRECTIONAL)
+            return rlx_errorf(err, RLX_EINVAL, "node %d: attention of layer %d keeps no KV cache, so it must be bidirectional",
+                              (int)(n - g->nodes), p->layer);
+        if (g->tensors[n->in[1]].cols != kv_cols || g->tensors[n->in[2]].cols != kv_cols ||
+            g->tensors[n->in[0]].cols != (int64_t)p->n_head * p->head_dim)
+            return rlx_errorf(err, RLX_EINVAL, "node %d: attention geometry is inconsistent", (int)(n - g->nodes));
+    } else if (m.kind != RLX_MEM_KV || g->tensors[n->in[1]].cols != m.kv_cols) {
+        return rlx_errorf(err, RLX_EINVAL, "node %d: attention geometry is inconsistent", (int)(n - g->nodes));
+    }
     if (p->mask != RLX_ATTN_CAUSAL && p->mask != RLX_ATTN_BIDIRECTIONAL)
         return rlx_errorf(err, RLX_EINVAL, "node %d: attention mask %d is unknown", (int)(n - g->nodes), (int)p->mask);
     if (p->mask == RLX_ATTN_BIDIRECTIONAL && p->window)
@@ -146,6 +157,9 @@ static const rlx_op_info builtin[RLX_OP_COUNT] = {
     [RLX_OP_SSM_CONV] = {.name = "ssm_conv", .n_in = 2, .epilogue = true, .param_size = sizeof(rlx_ssm_conv_params),
                          .validate = v_ssm_conv},
     [RLX_OP_DELTA_NET] = {.name = "delta_net", .n_in = 3, .param_size = sizeof(rlx_delta_params), .validate = v_delta_net},
+    [RLX_OP_GET_ROWS_POS] = {.name = "get_rows_pos", .n_in = 1, .epilogue = true, .param_size = sizeof(rlx_scalar_params),
+                             .validate = v_get_rows},
+    [RLX_OP_NORM] = {.name = "norm", .n_in = 1, .epilogue = true, .in_place = true, .param_size = sizeof(rlx_norm_params)},
 };
 
 /* registered ops: entries [RLX_OP_COUNT, n_ops) are immutable once n_ops covers them */

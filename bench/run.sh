@@ -12,7 +12,8 @@
 # Environment: BUILD (build), THREADS (2), REPS (3), GEN (32), MODELS (f16 q8_0 q4_k_m),
 #              SERVER_MODEL (default: the Q8_0 file with ../shared's Qwen2 vocabulary),
 #              SERVER_REQUESTS (2 x concurrency),
-#              SERVER_ONLY=1 (skip the engine figures).
+#              SERVER_ONLY=1 (skip the engine figures), EMBED=0 (skip bench/embed.sh, the
+#              embeddings figures).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -146,3 +147,8 @@ server_table() {
 server_table 32 128 "generation-heavy"
 server_table 128 64 "prompt-heavy"
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/results.md"
+kill "$SERVER" 2>/dev/null || true
+wait "$SERVER" 2>/dev/null || true
+trap - EXIT
+# embeddings (issue 20): bench/embed.sh appends its table; EMBED=0 skips it
+[ "${EMBED:-1}" = 0 ] || BUILD="$BUILD" THREADS="$THREADS" bash bench/embed.sh

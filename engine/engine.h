@@ -69,9 +69,23 @@ typedef struct rlx_event {
     /* RLX_EV_ERROR */
     int error_code;            /* RLX_E* */
     const char *error_msg;
+    /* RLX_EV_DONE of an RLX_REQ_EMBED request (its only event besides an error): embd_n floats,
+     * input after input, embd_dim per vector: one vector per input when pooled, one per token
+     * of the input (embd_tokens[i] of them) with per-token output; embd_tokens: the tokens of
+     * each input as computed (after truncation), n_inputs entries. usage.prompt_tokens is their
+     * sum. A rank model's vector is its score(s) (embd_dim = the classifier's outputs). */
+    const float *embd;
+    size_t embd_n;
+    int32_t embd_dim;
+    const int32_t *embd_tokens;
+    size_t n_inputs;
 } rlx_event;
 
 typedef void (*rlx_event_fn)(void *user, const rlx_event *ev);
+
+/* What a request asks of its model: text (a generative model) or vectors (a model whose graph
+ * outputs hidden states, rlx_worker_embeds). A worker takes only the kind its model serves. */
+typedef enum rlx_request_kind { RLX_REQ_GENERATE = 0, RLX_REQ_EMBED } rlx_request_kind;
 
 typedef struct rlx_request {
     uint64_t id;               /* assigned by the caller, unique per worker */
@@ -105,6 +119,21 @@ typedef struct rlx_request {
      * already holds tokens continues the sequence, so that BOS is then dropped (as it is for
      * a tokenizer's BOS). */
     bool bos_added;
+    /* ---- embeddings (kind RLX_REQ_EMBED, engine/worker_embed.c) ----
+     * prompt_ids holds n_inputs inputs back to back; input i ends before input_ends[i] (owned,
+     * increasing, the last = n_prompt; NULL with n_inputs 0: one input, the whole prompt). Each
+     * input is one sequence computed whole in one step (bidirectional attention sees all of it),
+     * batched with other requests' inputs; its memory is released after the step and nothing is
+     * cached. Sampling, stop, max_tokens, grammar and session fields are ignored. */
+    rlx_request_kind kind;
+    int32_t *input_ends;
+    size_t n_inputs;
+    int embd_normalize;        /* llama-server's embd_normalize: -1 none, 0 max-abs (int16 range),
+                                  1 taxicab, 2 Euclidean (default), > 2 p-norm (engine/pool.h) */
+    bool embd_per_token;       /* a vector per token (pooling none) whatever the model pools;
+                                  per-token vectors are not normalized (as llama-server) */
+    bool truncate;             /* an input over the limit (rlx_worker_embd_limit) keeps its first
+                                  tokens, instead of RLX_ETOOLONG */
     rlx_event_fn on_event;
     void *user;
     double submitted_at;       /* set by rlx_worker_submit (rlx_now() clock) */
@@ -149,6 +178,7 @@ typedef struct rlx_worker_stats {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t prefix_queries, prefix_hits;  /* in tokens */
     uint64_t preemptions;
+    uint64_t embd_inputs, embd_tokens;     /* embedding inputs computed, and their tokens */
 } rlx_worker_stats;
 
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err);
@@ -195,6 +225,17 @@ const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w); /* ChatM
  * detection reads. */
 const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len);
 int32_t rlx_worker_n_ctx(const rlx_worker *w);
+/* Whether the model embeds (its graph outputs hidden states; it takes RLX_REQ_EMBED requests
+ * only, a generative model RLX_REQ_GENERATE only). */
+bool rlx_worker_embeds(const rlx_worker *w);
+/* An embedding model's pooling (engine/pool.h rlx_pooling: the GGUF's pooling_type, none when
+ * absent); -1 for a generative model. */
+int rlx_worker_pooling(const rlx_worker *w);
+/* Floats per output row (an embedding model's vector size; the vocabulary for a generative one). */
+int32_t rlx_worker_n_embd(const rlx_worker *w);
+/* The most tokens one embedding input may have: the context, the step's token budget (raised to
+ * the context for embedding models) and the memory pool's capacity, whichever is smallest. */
+int32_t rlx_worker_embd_limit(const rlx_worker *w);
 /* The KV pool as built: element type (RLX_F16, RLX_F32, RLX_Q8_0), tokens per block, blocks. */
 void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks);
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
@@ -212,6 +253,7 @@ void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv);
  *   logit_bias key          a key outside 0..n_vocab-1 (the first one);
  *   prompt too long         history + prompt >= the limit: no room for one generated token;
  *   context                 history + prompt + max(max_tokens, 1) > the limit,
+ * (an embedding input, query.embed: prompt too long when prompt > the limit, no context check)
  * where the limit is n_ctx, or the KV pool's tokens when that is smaller. A limit <= 0 is not
  * checked. Callers turn a refusal into their own words: proto's rlx_api_error_from_admit for the
  * HTTP/stdio API, rlx_admit_error for the engine's rlx_error. */
@@ -248,6 +290,8 @@ typedef struct rlx_admit_query {
     int32_t max_tokens;        /* <= 0: up to the end of the context */
     const rlx_logit_bias *bias; /* borrowed, NULL: none */
     size_t n_bias;
+    bool embed;                /* an embedding input: nothing is generated, so the prompt may fill
+                                  the limit (refused only past it: RLX_ADMIT_PROMPT_LONG) */
 } rlx_admit_query;
 
 typedef struct rlx_admit {
@@ -263,6 +307,7 @@ typedef struct rlx_admit {
     size_t prompt_bytes;
     int64_t n_history;
     int32_t max_tokens;
+    bool embed;
 } rlx_admit;
 
 /* Fills *a (reason RLX_ADMIT_OK when admitted) and returns 0, RLX_EINVAL (empty prompt, token

@@ -10,6 +10,7 @@ rlx_request *rlx_request_new(void)
     rlx_sampling_params_default(&r->sampling);
     r->top_logprobs = -1;
     r->add_special = true;
+    r->embd_normalize = 2;
     return r;
 }
 
@@ -22,5 +23,6 @@ void rlx_request_free(rlx_request *r)
     free(r->stop);
     free(r->session_id);
     free(r->grammar);
+    free(r->input_ends);
     free(r);
 }

@@ -24,6 +24,9 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     r->max_outputs = cfg->max_outputs > 0 ? cfg->max_outputs : r->max_seqs;
     if (r->max_outputs > r->max_batch_tokens) r->max_outputs = r->max_batch_tokens;
     if ((rc = rlx_model_build(r->model, &r->graph, err))) goto fail;
+    const bool hidden = r->graph.output_kind == RLX_OUTPUT_HIDDEN;
+    if (hidden && r->max_batch_tokens < r->n_ctx) r->max_batch_tokens = r->n_ctx; /* an input in one step */
+    r->out_cols = hidden ? r->graph.tensors[r->graph.output].cols : r->n_vocab;
     rlx_compile_opts co = {.max_tokens = r->max_batch_tokens, .max_outputs = r->max_outputs};
     if ((rc = rlx_compile(&r->graph, &co, &r->plan, err))) goto fail;
     if (cfg->mem_layers) {
@@ -71,7 +74,11 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     }
     r->kv_geo.n_blocks = (int32_t)nb;
     if ((rc = rlx_memory_init(&r->mem, r->backend, &r->kv_geo, &r->kv, err))) goto fail;
-    r->logits = malloc((size_t)r->max_outputs * (size_t)r->n_vocab * sizeof(float));
+    /* the graph's output: logits of the output rows, or a hidden state per batch token (room
+     * for both, so a caller reading an encoder's output as logits stays inside the buffer) */
+    size_t out_floats = (size_t)r->max_outputs * (size_t)r->n_vocab;
+    if (hidden) out_floats = RLX_MAX(out_floats, (size_t)r->max_batch_tokens * (size_t)r->out_cols);
+    r->logits = malloc(out_floats * sizeof(float));
     if (!r->logits) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory for logits"); goto fail; }
     for (uint64_t i = 0; i < rlx_gguf_n_tensors(r->model->gguf); i++)
         r->weight_bytes += rlx_gguf_tensor_at(r->model->gguf, i)->size;

@@ -2,9 +2,12 @@
  * model's memory (engine/memory.h: paged KV pool and block manager, recurrent-state slots).
  * One runner per model worker (or per CLI command); not thread-safe.
  *
- * Ownership: the runner owns the model, backend, graph, plan, memory, KV manager and the logits
- * buffer; rlx_runner_forward() leaves n_outputs x n_vocab logits in runner->logits, valid
- * until the next forward. */
+ * Ownership: the runner owns the model, backend, graph, plan, memory, KV manager and the output
+ * buffer; rlx_runner_forward() leaves n_outputs x n_vocab logits in runner->logits, or for a
+ * graph with hidden-state output (an embedding model: an encoder, or a decoder declaring a
+ * pooling type) n_tokens x out_cols states, valid until the next forward (engine/embed.h and
+ * engine/worker_embed.c pool those). An embedding model's step budget (max_batch_tokens) is
+ * raised to its context: an input is computed whole in one step. */
 #ifndef RLX_RUNNER_H
 #define RLX_RUNNER_H
 
@@ -42,11 +45,15 @@ typedef struct rlx_runner {
     rlx_mem_desc kv_geo;       /* the memory description the backend holds */
     rlx_memory mem;            /* the one interface the engine uses for per-sequence memory */
     int32_t n_ctx, n_vocab, max_batch_tokens, max_outputs, max_seqs;
-    float *logits;
+    int64_t out_cols;          /* floats per output row: n_vocab, or the hidden state's size */
+    float *logits;             /* the step's output (logits or hidden states, see above) */
     size_t weight_bytes;
 } rlx_runner;
 
 int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *err);
+/* Whether the model is an embedding model (its graph outputs hidden states, not logits): the
+ * CLI commands that sample or print logits refuse it. */
+static inline bool rlx_runner_embeds(const rlx_runner *r) { return r->graph.output_kind == RLX_OUTPUT_HIDDEN; }
 void rlx_runner_close(rlx_runner *r);
 int rlx_runner_forward(rlx_runner *r, const rlx_batch *b, rlx_error *err);
 

@@ -348,6 +348,10 @@ static void intake(rlx_worker *w)
     pthread_mutex_unlock(&w->mu);
 
     for (int32_t i = 0; i < n_inbox; i++) {
+        if (inbox[i]->kind == RLX_REQ_EMBED) { /* worker_embed.c's queue */
+            rlx__embed_enqueue(w, inbox[i]);
+            continue;
+        }
         seq *s = calloc(1, sizeof *s);
         rlx_error err = {0};
         if (!s || grow_waiting(w)) {
@@ -369,6 +373,10 @@ static void intake(rlx_worker *w)
     while (cancels) {
         cancel_node *c = cancels;
         cancels = c->next;
+        if (rlx__embed_mark_cancel(w, c->id)) {
+            free(c);
+            continue;
+        }
         for (int32_t i = 0; i < w->n_running; i++)
             if (w->running[i]->req->id == c->id) { w->running[i]->cancelled = true; break; }
         for (int32_t i = 0; i < w->n_waiting; i++)
@@ -497,6 +505,7 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
 int rlx__sched_step(rlx_worker *w)
 {
     intake(w);
+    if (rlx_worker_embeds(w)) return rlx__embed_step(w);
     rlx_runner *rn = w->runner;
     int32_t budget = w->cfg.max_batch_tokens, n_tok = 0, n_seq = 0, n_out = 0;
     w->n_inflight = 0;

@@ -1,5 +1,6 @@
 /* worker.c - one model worker: loads the model, owns a thread running the scheduler step loop,
  * and takes requests and cancellations from any thread through a mutex-guarded inbox. */
+#include "engine/pool.h"
 #include "engine/session.h"
 #include "engine/worker_internal.h"
 
@@ -75,6 +76,14 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     };
     int rc_ = rlx_runner_open(&w->runner, &rc, err);
     if (rc_) { free(w); return rc_; }
+    w->cfg.max_batch_tokens = w->runner->max_batch_tokens; /* an embedding model's is its context */
+    if (rlx_worker_pooling(w) == RLX_POOL_RANK && !w->runner->model->cfg.rank_head) {
+        rc_ = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: pooling rank needs a classifier head (cls.weight or cls.output.weight), "
+                         "which the file lacks", cfg->model_path);
+        rlx_runner_close(w->runner);
+        free(w);
+        return rc_;
+    }
     if ((rc_ = rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err))) goto fail;
     rlx_gguf_str tsrc;
     if (cfg->chat_template_file) {
@@ -126,7 +135,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     w->b_seqptr = malloc((size_t)S * sizeof *w->b_seqptr);
     w->running = calloc((size_t)S, sizeof *w->running);
     w->sample_scratch = malloc((size_t)w->runner->n_vocab * sizeof *w->sample_scratch);
-    if (!w->sample_scratch || !w->b_tokens || !w->b_pos || !w->b_seq || !w->b_out || !w->b_dec || !w->b_seqs || !w->b_seqptr ||
+    if (rlx__embed_init(w, err) || !w->sample_scratch || !w->b_tokens || !w->b_pos || !w->b_seq || !w->b_out || !w->b_dec || !w->b_seqs || !w->b_seqptr ||
         !w->running) {
         rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory");
         rlx__sessions_close(w);
@@ -152,6 +161,7 @@ fail:
     free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
     free(w->running);
     free(w->sample_scratch);
+    rlx__embed_free(w);
     free(w);
     return rc_;
 }
@@ -161,7 +171,8 @@ void *rlx__worker_main(void *arg)
     rlx_worker *w = arg;
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        if (!w->stop && w->n_inbox == 0 && !w->cancels && w->n_running == 0 && w->n_waiting == 0 && !w->gc_wanted) {
+        if (!w->stop && w->n_inbox == 0 && !w->cancels && w->n_running == 0 && w->n_waiting == 0 && w->n_ejobs == 0 &&
+            !w->gc_wanted) {
             /* idle: wake for the periodic session expiry (a step runs it) */
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
@@ -177,7 +188,7 @@ void *rlx__worker_main(void *arg)
         int did = rlx__sched_step(w);
         if (stop && !did) {
             pthread_mutex_lock(&w->mu);
-            bool empty = w->n_inbox == 0 && w->n_running == 0 && w->n_waiting == 0;
+            bool empty = w->n_inbox == 0 && w->n_running == 0 && w->n_waiting == 0 && w->n_ejobs == 0;
             pthread_mutex_unlock(&w->mu);
             if (empty) break;
         }
@@ -193,6 +204,7 @@ void *rlx__worker_main(void *arg)
     free(inbox);
     while (w->n_running > 0) rlx__seq_finish(w, w->running[w->n_running - 1], RLX_FINISH_CANCELLED);
     while (w->n_waiting > 0) rlx__seq_finish(w, w->waiting[w->n_waiting - 1], RLX_FINISH_CANCELLED);
+    rlx__embed_reap(w, true);
     return NULL;
 }
 
@@ -223,6 +235,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     free(w->sample_scratch);
     free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
     free(w->b_inflight);
+    rlx__embed_free(w);
     free(w);
 }
 
@@ -251,16 +264,21 @@ static int check_admit(rlx_worker *w, const rlx_request *req, rlx_error *err)
 int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
 {
     int rc = 0;
+    bool embeds = rlx_worker_embeds(w);
     if (!req->on_event) rc = rlx_errorf(err, RLX_EINVAL, "request has no event callback");
     else if (!req->prompt_ids || req->n_prompt == 0)
         rc = rlx_errorf(err, RLX_EINVAL, "the prompt is empty");
+    else if (embeds != (req->kind == RLX_REQ_EMBED))
+        rc = rlx_errorf(err, RLX_EINVAL, embeds ? "the model %s is an embedding model: it computes embeddings, not text"
+                                                : "the model %s generates text: it computes no embeddings", w->name);
+    else if (embeds) rc = rlx__embed_check(w, req, err);
     else if ((rc = check_stops(req, err))) {
     } else if (req->session_id && (rc = rlx_session_id_check(req->session_id, err))) {
     } else if (req->top_logprobs > RLX_MAX_TOP_LOGPROBS)
         rc = rlx_errorf(err, RLX_EINVAL, "top_logprobs must be at most %d", RLX_MAX_TOP_LOGPROBS);
     else if ((rc = rlx_sampling_params_validate(&req->sampling, w->runner->n_vocab, err))) {
     }
-    if (!rc) rc = check_admit(w, req, err);
+    if (!rc && !embeds) rc = check_admit(w, req, err);
     if (rc) { rlx_request_free(req); return rc; }
     pthread_mutex_lock(&w->mu);
     if (w->stop) rc = rlx_errorf(err, RLX_EFULL, "the server is shutting down");
@@ -304,6 +322,13 @@ const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len)
     return w->tmpl_src;
 }
 int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
+bool rlx_worker_embeds(const rlx_worker *w) { return w->runner->graph.output_kind == RLX_OUTPUT_HIDDEN; }
+int rlx_worker_pooling(const rlx_worker *w)
+{
+    if (!rlx_worker_embeds(w)) return -1;
+    return w->runner->model->cfg.pooling_type < 0 ? 0 : w->runner->model->cfg.pooling_type;
+}
+int32_t rlx_worker_n_embd(const rlx_worker *w) { return (int32_t)w->runner->out_cols; }
 
 void rlx_worker_admit_limits(const rlx_worker *w, rlx_admit_limits *lim)
 {

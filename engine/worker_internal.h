@@ -66,6 +66,8 @@ typedef struct seq {
 
 typedef struct cancel_node { uint64_t id; struct cancel_node *next; } cancel_node;
 
+typedef struct ejob ejob;      /* an embedding request in the worker (worker_embed.c) */
+
 struct rlx_worker {
     char name[128];
     rlx_runner *runner;
@@ -108,6 +110,16 @@ struct rlx_worker {
     int32_t n_inflight, cap_inflight;
     float *sample_scratch;      /* n_vocab floats: the sampler works on a copy of the logits */
 
+    /* embeddings (worker_embed.c; worker thread): requests in arrival order, and per step sequence
+     * its memory, request and input */
+    ejob **ejobs;
+    int32_t n_ejobs, cap_ejobs;
+    rlx_mem_seq *e_mem;         /* per step sequence (max(max_batch_tokens, max_seqs) of each) */
+    ejob **e_job;
+    int32_t *e_input, *e_row;   /* input index, first output row */
+    rlx_batch_seq *e_seqs;
+    float *e_vec;               /* one pooled vector (out_cols floats) */
+
     /* stats (guarded by mu) */
     rlx_worker_stats stats;
 
@@ -145,6 +157,20 @@ void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg);
 void rlx__seq_free(rlx_worker *w, seq *s);
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err);
 void rlx__grammar_vocab_free(rlx_worker *w); /* worker teardown */
+/* worker_embed.c: an embedding worker's side of the step (worker thread) */
+int rlx__embed_init(rlx_worker *w, rlx_error *err);  /* at start: step scratch */
+void rlx__embed_free(rlx_worker *w);                  /* at stop, after cancel_all */
+/* Takes a submitted RLX_REQ_EMBED request into the queue (or fails it with an event). */
+void rlx__embed_enqueue(rlx_worker *w, rlx_request *req);
+/* Marks the request cancelled if it is queued here; true if it was. */
+bool rlx__embed_mark_cancel(rlx_worker *w, uint64_t id);
+/* Ends cancelled requests (RLX_EV_DONE, RLX_FINISH_CANCELLED); all of them with all. */
+void rlx__embed_reap(rlx_worker *w, bool all);
+/* One step over queued inputs after intake: 1 if work was done, 0 if idle. */
+int rlx__embed_step(rlx_worker *w);
+/* Checks an embedding request at submit (inputs, ids, lengths, normalization). */
+int rlx__embed_check(rlx_worker *w, const rlx_request *req, rlx_error *err);
+
 /* worker_session.c */
 int rlx__sessions_open(rlx_worker *w, rlx_error *err);
 void rlx__sessions_close(rlx_worker *w);

@@ -6,14 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const rlx_arch rlx_arch_llama, rlx_arch_qwen2, rlx_arch_qwen3, rlx_arch_gemma2, rlx_arch_gemma3, rlx_arch_qwen35;
+extern const rlx_arch rlx_arch_llama, rlx_arch_qwen2, rlx_arch_qwen3, rlx_arch_gemma2, rlx_arch_gemma3, rlx_arch_bert,
+    rlx_arch_nomic_bert, rlx_arch_qwen35;
 
 const char *const rlx_model_required_keys[] = {"block_count", "embedding_length", "feed_forward_length",
                                                "attention.head_count", NULL};
 
 /* Registered families, by general.architecture. */
 static const rlx_arch *const archs[] = {&rlx_arch_llama, &rlx_arch_qwen2, &rlx_arch_qwen3, &rlx_arch_gemma2, &rlx_arch_gemma3,
-                                        &rlx_arch_qwen35};
+                                        &rlx_arch_bert, &rlx_arch_nomic_bert, &rlx_arch_qwen35};
 
 const rlx_arch *rlx_arch_find(const char *name)
 {
@@ -107,6 +108,15 @@ static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
     if (!emb) return rlx_errorf(err, RLX_EFORMAT, "%s: tensor 'token_embd.weight' is missing", rlx_gguf_path(g));
     c->n_vocab = (int32_t)emb->ne[1];
     c->tied = rlx_gguf_find_tensor(g, "output.weight") == NULL;
+    char key[160];
+    c->pooling_type = -1;
+    if ((rc = rlx_model_key_u32(g, a, "pooling_type", &c->pooling_type, false, err))) return rc;
+    if (c->pooling_type > 4)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: %s.pooling_type %d is unknown (0 none, 1 mean, 2 cls, 3 last, 4 rank)",
+                          rlx_gguf_path(g), a, c->pooling_type);
+    c->causal = true;
+    snprintf(key, sizeof key, "%s.attention.causal", a);
+    if ((rc = rlx_gguf_get_bool(g, key, &c->causal, err)) && rc != RLX_ENOTFOUND) return rc;
     return 0;
 }
 

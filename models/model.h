@@ -41,6 +41,19 @@ typedef struct rlx_model_config {
     int32_t ssm_time_step_rank;/* ssm.time_step_rank: value heads of the linear layers */
     int32_t ssm_inner_size;    /* ssm.inner_size: value heads x head_v_dim */
     int32_t rope_sections[4];  /* rope.dimension_sections (multi-section RoPE; text uses one position) */
+    /* Embedding models (llama.cpp's keys): "<arch>.pooling_type" (0 none, 1 mean, 2 cls, 3 last,
+     * 4 rank; engine/pool.h rlx_pooling), read for every family: -1 when absent from a decoder
+     * (a generative model; with the key a decoder outputs hidden states instead of logits, and
+     * "<arch>.attention.causal" false makes its attention bidirectional); encoders (bert,
+     * nomic-bert) take 0 when absent and are never causal. */
+    int32_t pooling_type;
+    bool causal;
+    /* encoders (bert, nomic-bert): bidirectional attention without a KV cache (every layer
+     * RLX_MEM_NONE), the graph's output is the hidden state of every batch token, which the
+     * engine pools (engine/embed.h, engine/worker_embed.c) */
+    bool encoder;
+    int32_t n_token_types;     /* tokenizer.ggml.token_type_count (token type 0 is always added) */
+    bool rank_head;            /* cls.weight or cls.output.weight: a classifier for pooling rank */
 } rlx_model_config;
 
 typedef struct rlx_model rlx_model;
@@ -112,5 +125,8 @@ typedef struct rlx_decoder_opts {
 } rlx_decoder_opts;
 
 int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *graph, rlx_error *err);
+
+/* The encoder's pooling type as a name ("none", "mean", "cls", "last", "rank"). */
+const char *rlx_model_pooling_name(int32_t pooling_type);
 
 #endif

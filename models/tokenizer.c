@@ -454,6 +454,9 @@ int32_t rlx_tokenizer_n_vocab(const rlx_tokenizer *t) { return t->n_vocab; }
 int32_t rlx_tokenizer_bos(const rlx_tokenizer *t) { return t->bos; }
 int32_t rlx_tokenizer_eos(const rlx_tokenizer *t) { return t->eos; }
 bool rlx_tokenizer_add_bos(const rlx_tokenizer *t) { return t->add_bos && t->bos >= 0; }
+int32_t rlx_tokenizer_sep(const rlx_tokenizer *t) { return t->sep; }
+bool rlx_tokenizer_add_eos(const rlx_tokenizer *t) { return t->add_eos && t->eos >= 0; }
+bool rlx_tokenizer_add_sep(const rlx_tokenizer *t) { return t->add_sep && t->sep >= 0; }
 
 bool rlx_tokenizer_is_eog(const rlx_tokenizer *t, int32_t id)
 {

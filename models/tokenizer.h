@@ -19,6 +19,9 @@ int32_t rlx_tokenizer_n_vocab(const rlx_tokenizer *t);
 int32_t rlx_tokenizer_bos(const rlx_tokenizer *t);   /* -1 if none */
 int32_t rlx_tokenizer_eos(const rlx_tokenizer *t);   /* -1 if none */
 bool rlx_tokenizer_add_bos(const rlx_tokenizer *t);  /* tokenizer.ggml.add_bos_token (or model default) */
+int32_t rlx_tokenizer_sep(const rlx_tokenizer *t);   /* tokenizer.ggml.seperator_token_id, -1 if none */
+bool rlx_tokenizer_add_eos(const rlx_tokenizer *t);  /* add_eos_token, and an EOS exists */
+bool rlx_tokenizer_add_sep(const rlx_tokenizer *t);  /* add_sep_token (WPM: true), and a SEP exists */
 /* End-of-generation: eos, eot, eom and the like. */
 bool rlx_tokenizer_is_eog(const rlx_tokenizer *t, int32_t id);
 /* The vocabulary entry as stored (e.g. "▁the", "<0x0A>", "Ġthe"); NULL if id out of range. */

@@ -476,6 +476,7 @@ static int parse_prompts(const cJSON *root, rlx_api_request *r, int32_t n_vocab,
                               : "'prompt' is required.");
     r->prompts = calloc(MAX_PROMPTS, sizeof *r->prompts);
     if (!r->prompts) return oom(e);
+    r->cap_prompts = MAX_PROMPTS;
     /* a list of strings or of id lists is a batch; a flat list of ints is one prompt */
     if (cJSON_IsArray(v) && r->kind == RLX_API_COMPLETIONS && cJSON_GetArraySize(v) > 0
         && !cJSON_IsNumber(cJSON_GetArrayItem(v, 0))) {
@@ -667,6 +668,10 @@ int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32
         goto out;
     }
     if ((rc = rlx_api_check_utf8(root, e))) goto out;
+    if (rlx_api_kind_embeds(kind)) {
+        rc = rlx__api_parse_embed(root, r, e);
+        goto out;
+    }
     if ((rc = parse_common(root, r, n_vocab, e))) goto out;
     if (kind == RLX_API_COMPLETIONS && (rc = get_bool(root, "echo", &r->echo, e))) goto out;
     if (kind == RLX_API_CHAT) rc = parse_messages(root, r, e);
@@ -691,7 +696,7 @@ void rlx_api_request_free(rlx_api_request *r)
 {
     if (!r) return;
     free(r->model);
-    for (size_t i = 0; r->prompts && i < MAX_PROMPTS; i++) {
+    for (size_t i = 0; r->prompts && i < r->cap_prompts; i++) {
         free(r->prompts[i].text);
         free(r->prompts[i].ids);
     }
@@ -699,6 +704,7 @@ void rlx_api_request_free(rlx_api_request *r)
     cJSON_Delete(r->messages);
     cJSON_Delete(r->tools);
     free(r->tool_name);
+    free(r->embed.query);
     cJSON_Delete(r->template_kwargs);
     rlx_request_free(r->base);
     memset(r, 0, sizeof *r);

@@ -51,7 +51,23 @@ typedef enum rlx_api_kind {
     RLX_API_COMPLETIONS,   /* POST /v1/completions */
     RLX_API_CHAT,          /* POST /v1/chat/completions */
     RLX_API_GENERATE,      /* POST /v1/generate (native) */
+    RLX_API_EMBEDDINGS,    /* POST /v1/embeddings (OpenAI) */
+    RLX_API_EMBEDDING,     /* POST /embedding (llama-server's native) */
+    RLX_API_RERANK,        /* POST /v1/rerank */
 } rlx_api_kind;
+
+/* The kinds an embedding model answers (proto/embed.c); the others need a generative one. */
+static inline bool rlx_api_kind_embeds(rlx_api_kind k) { return k >= RLX_API_EMBEDDINGS; }
+
+/* embeddings and rerank: the request's fields beyond its inputs (which are its prompts: the
+ * texts or id lists of "input" / "content", or rerank's documents) */
+typedef struct rlx_api_embed {
+    bool base64;           /* encoding_format "base64": little-endian float32 bytes */
+    int32_t dimensions;    /* "dimensions" (0: not given); only a Matryoshka model could take it */
+    char *query;           /* rerank: owned */
+    int32_t top_n;         /* rerank: results kept (0: all) */
+    bool return_documents; /* rerank: each result carries its document's text */
+} rlx_api_embed;
 
 typedef struct rlx_api_prompt {
     char *text;            /* owned, or NULL when ids are given */
@@ -88,11 +104,14 @@ typedef struct rlx_api_request {
     bool add_generation_prompt;  /* chat: the template ends with the assistant's turn opening (default true) */
     bool continue_final_message; /* chat: the final message stays open for the model to continue */
     cJSON *template_kwargs;      /* chat: owned or NULL, chat_template_kwargs: extra template variables */
-    rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt */
+    rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt
+                              (embeddings: embd_normalize, truncate, embd_per_token) */
     const char *max_tokens_param; /* static: the name the client used, for error messages */
     bool has_keep_alive;   /* keep_alive was given (Ollama's): ... */
     double keep_alive_s;   /* ... seconds the model stays loaded once idle; 0: unload after the
                               request; -1: forever (proto/keep_alive.c) */
+    size_t cap_prompts;    /* entries allocated in prompts */
+    rlx_api_embed embed;   /* embedding kinds */
 } rlx_api_request;
 
 /* Parses a request body. n_vocab bounds token ids and logit_bias keys (<= 0: unchecked).
@@ -264,5 +283,40 @@ char *rlx_api_line_token(const char *id, int index, int32_t token, const char *t
 char *rlx_api_line_result(const char *id, const rlx_api_choice *choices, size_t n, const rlx_usage *usage,
                           double elapsed_ms);
 char *rlx_api_line_error(const char *id, const rlx_api_error *e, double elapsed_ms);
+
+/* ---- embeddings and rerank (proto/embed.c) -------------------------------------------------
+ * Bodies: /v1/embeddings {"input" (a string, an array of strings, an array of token ids, or an
+ * array of those arrays; at most RLX_API_MAX_INPUTS, none empty), "model", "encoding_format"
+ * ("float" | "base64"), "dimensions", "user", and the extensions "truncate" (bool) and
+ * "embd_normalize" (int >= -1, llama-server's)}; /embedding the same with "content" (or
+ * "input"); /v1/rerank {"query", "documents" (strings), "top_n", "return_documents", "model",
+ * "truncate"}. Parsed by rlx_api_parse / rlx_api_parse_json with the kind. */
+#define RLX_API_MAX_INPUTS 2048
+int rlx__api_parse_embed(cJSON *root, rlx_api_request *r, rlx_api_error *e);
+
+/* An embedding request's result (the engine's final event): n floats, dim per vector, one
+ * vector per input, or with per_token one per token of each input (tokens[i] of them). */
+typedef struct rlx_api_embd_result {
+    const float *v;
+    size_t n;
+    int32_t dim;
+    const int32_t *tokens;
+    size_t n_inputs;
+    bool per_token;
+} rlx_api_embd_result;
+
+/* The response body: /v1/embeddings {"object":"list","data":[{"object":"embedding","index",
+ * "embedding": floats or base64}],"model","usage":{"prompt_tokens","total_tokens"}};
+ * /embedding [{"index","embedding":[[...], ...]}] (a vector per token with per_token, else the
+ * pooled one); /v1/rerank {"object":"list","model","results":[{"index","relevance_score"
+ * (,"document":{"text"})}] by score, best first, top_n of them,"usage"}. */
+char *rlx_api_embed_response(const rlx_api_request *r, const char *model, const rlx_api_embd_result *res,
+                             const rlx_usage *u);
+/* The stdio result line: {"id","ok":true, the response's fields ("data" for /embedding's array),
+ * "elapsed_ms"}. */
+char *rlx_api_line_embed(const char *id, const rlx_api_request *r, const char *model, const rlx_api_embd_result *res,
+                         const rlx_usage *u, double elapsed_ms);
+/* Base64 (RFC 4648, padded) of n bytes, malloc'ed NUL-terminated; NULL when out of memory. */
+char *rlx_api_base64(const void *data, size_t n);
 
 #endif

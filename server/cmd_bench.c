@@ -138,6 +138,12 @@ int rlx_cmd_bench(int argc, char **argv)
     rlx_runner *r = NULL;
     rlx_error err = {0};
     if (rlx_runner_open(&r, &cfg, &err)) { fprintf(stderr, "rlxd bench: %s\n", err.msg); return 1; }
+    if (rlx_runner_embeds(r)) {
+        fprintf(stderr, "rlxd %s: %s is an embedding model (it outputs hidden states, not logits); serve it for "
+                "/v1/embeddings (bench/embed.sh measures it)\n", "bench", model);
+        rlx_runner_close(r);
+        return 1;
+    }
     double pp[100], tg[100], tp, tt;
     /* batch 1: pp and tg */
     for (int k = -1; k < reps; k++) {

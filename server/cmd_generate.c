@@ -67,6 +67,11 @@ int rlx_cmd_generate(int argc, char **argv)
         fprintf(stderr, "rlxd generate: %s\n", err.msg);
         goto done;
     }
+    if (rlx_runner_embeds(r)) {
+        fprintf(stderr, "rlxd generate: %s is an embedding model (it outputs hidden states, not logits); serve it for "
+                "/v1/embeddings\n", model);
+        goto done;
+    }
     if (n_ids == 0) { fprintf(stderr, "rlxd generate: the prompt is empty\n"); goto done; }
     if ((int64_t)n_ids >= r->n_ctx) {
         fprintf(stderr, "rlxd generate: the prompt has %zu tokens; the context holds %d\n", n_ids, r->n_ctx);

@@ -1,9 +1,11 @@
 /* cmd_inspect.c - `rlxd inspect FILE [--json]` (a folder: cmd_inspect_dir.c): a GGUF file's format, metadata, tensors,
  * parameter count and an estimate of the memory it needs to serve (weights + an F16 KV cache
- * at the model's context length). Long arrays are summarized; strings are shown as valid
+ * at the model's context length; an encoder (bert, nomic-bert) is described instead: pooling,
+ * bidirectional attention, no KV cache). Long arrays are summarized; strings are shown as valid
  * UTF-8 (invalid bytes and NULs become U+FFFD) so the JSON output always parses. */
 #include "server/cli.h"
 #include "models/gguf.h"
+#include "models/model.h"
 #include "backends/dtype.h"
 
 #include <cjson/cJSON.h>
@@ -221,7 +223,46 @@ typedef struct summary {
     bool have_kv;
     uint64_t kv_bytes, n_ctx, n_layer, n_head_kv, k_dim, v_dim;
     char why_no_kv[256];
+    /* encoders: what rlx_model_load made of the file, or why it refused it */
+    bool encoder;
+    char arch_name[128];
+    char pooling[16];
+    int32_t n_token_types;
+    bool rank_head;
+    bool embedding;            /* a decoder family declaring a pooling type: served for embeddings */
+    bool causal;
+    char model_error[512];
 } summary;
+
+/* Loads the model when its family is an encoder (or the file names a pooling type) to describe
+ * it as rlxd serves it. */
+static void describe_encoder(const rlx_gguf *g, const char *arch, summary *s)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.pooling_type", arch);
+    const rlx_arch *a = rlx_arch_find(arch);
+    if (!rlx_gguf_find(g, key) && !(a && (!strcmp(arch, "bert") || !strcmp(arch, "nomic-bert")))) return;
+    rlx_model *m = NULL;
+    rlx_error err = {0};
+    if (rlx_model_load(&m, rlx_gguf_path(g), &err)) {
+        snprintf(s->model_error, sizeof s->model_error, "%s", err.msg);
+        return;
+    }
+    if (m->cfg.encoder) {
+        s->encoder = true;
+        snprintf(s->pooling, sizeof s->pooling, "%s", rlx_model_pooling_name(m->cfg.pooling_type));
+        s->n_token_types = m->cfg.n_token_types;
+        s->rank_head = m->cfg.rank_head;
+        s->have_kv = false;
+        s->kv_bytes = 0;
+        snprintf(s->why_no_kv, sizeof s->why_no_kv, "an encoder keeps no KV cache");
+    } else if (m->cfg.pooling_type >= 0) {
+        s->embedding = true;
+        s->causal = m->cfg.causal;
+        snprintf(s->pooling, sizeof s->pooling, "%s", rlx_model_pooling_name(m->cfg.pooling_type));
+    }
+    rlx_model_free(m);
+}
 
 static int get_u64(const rlx_gguf *g, const char *arch, const char *suffix, uint64_t *out)
 {
@@ -250,6 +291,7 @@ static void summarize(const rlx_gguf *g, summary *s)
     }
     memcpy(arch, a.ptr, a.len);
     arch[a.len] = 0;
+    snprintf(s->arch_name, sizeof s->arch_name, "%s", arch);
     uint64_t n_embd, n_head;
     if (get_u64(g, arch, "block_count", &s->n_layer) || get_u64(g, arch, "context_length", &s->n_ctx) ||
         get_u64(g, arch, "embedding_length", &n_embd) || get_u64(g, arch, "attention.head_count", &n_head)) {
@@ -268,6 +310,7 @@ static void summarize(const rlx_gguf *g, summary *s)
     }
     s->kv_bytes = (uint64_t)kv;
     s->have_kv = true;
+    describe_encoder(g, arch, s);
 }
 
 static const char *human(char *buf, size_t cap, double v, bool bytes)
@@ -329,7 +372,17 @@ static void print_text(const rlx_gguf *g, const summary *s)
     }
     printf("\nparameters: %" PRIu64 " (%s)\n", s->params, human(h1, sizeof h1, (double)s->params, false));
     printf("weight bytes: %" PRIu64 " (%s)\n", s->weight_bytes, human(h1, sizeof h1, (double)s->weight_bytes, true));
-    if (s->have_kv)
+    if (s->encoder)
+        printf("model: encoder (%s), bidirectional attention, no KV cache, pooling %s, %d token types%s\n",
+               s->arch_name, s->pooling, s->n_token_types, s->rank_head ? ", cls rank head" : "");
+    else if (s->embedding)
+        printf("model: embedding model (a %s decoder declaring a pooling type), %s attention, pooling %s; each input's "
+               "KV lives for its step only\n", s->arch_name, s->causal ? "causal" : "bidirectional", s->pooling);
+    else if (s->model_error[0])
+        printf("model: rlxd cannot load it: %s\n", s->model_error);
+    if (s->encoder)
+        printf("memory estimate: %s weights (an encoder keeps no KV cache)\n", human(h1, sizeof h1, (double)s->weight_bytes, true));
+    else if (s->have_kv)
         printf("memory estimate: %s weights + %s F16 KV cache (%" PRIu64 " layers x %" PRIu64 " tokens x %" PRIu64
                " KV heads x (%" PRIu64 " + %" PRIu64 ") dims) = %s\n",
                human(h1, sizeof h1, (double)s->weight_bytes, true), human(h2, sizeof h2, (double)s->kv_bytes, true),
@@ -400,6 +453,24 @@ static int print_json(const rlx_gguf *g, const summary *s)
         cJSON_AddStringToObject(mem, "kv_cache_unknown_because", s->why_no_kv);
     }
     add_u64(mem, "total", s->weight_bytes + s->kv_bytes);
+    if (s->encoder) {
+        cJSON *mo = cJSON_AddObjectToObject(root, "model");
+        cJSON_AddStringToObject(mo, "kind", "encoder");
+        cJSON_AddStringToObject(mo, "attention", "bidirectional");
+        cJSON_AddBoolToObject(mo, "kv_cache", false);
+        cJSON_AddStringToObject(mo, "pooling", s->pooling);
+        cJSON_AddNumberToObject(mo, "token_types", s->n_token_types);
+        cJSON_AddBoolToObject(mo, "rank_head", s->rank_head);
+    } else if (s->embedding) {
+        cJSON *mo = cJSON_AddObjectToObject(root, "model");
+        cJSON_AddStringToObject(mo, "kind", "embedding");
+        cJSON_AddStringToObject(mo, "attention", s->causal ? "causal" : "bidirectional");
+        cJSON_AddStringToObject(mo, "pooling", s->pooling);
+    } else if (s->model_error[0]) {
+        char *e = clean_str(s->model_error, strlen(s->model_error));
+        cJSON_AddStringToObject(root, "model_error", e ? e : "");
+        free(e);
+    }
     char *txt = cJSON_Print(root);
     cJSON_Delete(root);
     if (!txt) {

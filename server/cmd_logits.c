@@ -66,6 +66,13 @@ int rlx_cmd_logits(int argc, char **argv)
     rlx_runner *r = NULL;
     rlx_error err = {0};
     if (rlx_runner_open(&r, &cfg, &err)) { fprintf(stderr, "rlxd logits: %s\n", err.msg); free(ids); return 1; }
+    if (rlx_runner_embeds(r)) {
+        fprintf(stderr, "rlxd %s: %s is an embedding model (it outputs hidden states, not logits); serve it for "
+                "/v1/embeddings (bench/embed.sh measures it)\n", "logits", model);
+        rlx_runner_close(r);
+        free(ids);
+        return 1;
+    }
     int rc = 1;
     int32_t *pos = malloc((size_t)n * sizeof *pos), *seq = calloc((size_t)n, sizeof *seq);
     rlx_mem_seq ms;

@@ -3,6 +3,7 @@
  * or --stdio on one libuv loop, and on SIGTERM/SIGINT stops accepting, lets requests in flight
  * finish for a grace period, and exits 0. */
 #include "server/cli.h"
+#include "engine/pool.h"
 #include "server/serve.h"
 
 #include <signal.h>

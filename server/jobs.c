@@ -6,6 +6,7 @@
  * matched by the engine, which holds back text that may begin one and sends nothing of it. */
 #include "server/serve.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -38,6 +39,18 @@ static void on_engine_event(void *user, const rlx_event *ev)
     }
     q->ev.text = q->text;
     q->ev.text_len = q->text ? ev->text_len : 0;
+    if (ev->embd) { /* an embedding request's vectors */
+        q->embd = malloc((ev->embd_n ? ev->embd_n : 1) * sizeof *q->embd);
+        q->embd_tokens = malloc((ev->n_inputs ? ev->n_inputs : 1) * sizeof *q->embd_tokens);
+        if (q->embd && q->embd_tokens) {
+            memcpy(q->embd, ev->embd, ev->embd_n * sizeof *q->embd);
+            memcpy(q->embd_tokens, ev->embd_tokens, ev->n_inputs * sizeof *q->embd_tokens);
+        } else {
+            ch->ev_lost = true;
+        }
+    }
+    q->ev.embd = q->embd;
+    q->ev.embd_tokens = q->embd_tokens;
     if (ev->error_msg) q->msg = strdup(ev->error_msg); /* NULL: handle_event says something generic */
     q->ev.error_msg = q->msg;
     q->lost = final && ch->ev_lost;
@@ -49,7 +62,7 @@ static void on_engine_event(void *user, const rlx_event *ev)
     uv_async_send(&s->async);
 }
 
-static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost);
+static void handle_event(rlx_qevent *q);
 
 static void on_async(uv_async_t *a)
 {
@@ -60,9 +73,11 @@ static void on_async(uv_async_t *a)
     uv_mutex_unlock(&s->qlock);
     while (q) {
         rlx_qevent *next = q->next;
-        handle_event(q->choice, &q->ev, q->lost);
+        handle_event(q);
         free(q->text);
         free(q->msg);
+        free(q->embd);
+        free(q->embd_tokens);
         free(q);
         q = next;
     }
@@ -205,6 +220,8 @@ static void job_free(rlx_job *j)
     free(j->echo);
     free(j->chat_ids);
     free(j->prompt_tail);
+    free(j->embd);
+    free(j->embd_tokens);
     rlx_api_request_free(&j->req);
     free(j->out);
     rlx_srv_model_release(j->model);
@@ -404,8 +421,12 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
     if (ch->tc) tc_feed(ch, out, n);
 }
 
-static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
+/* q's owned buffers stay q's unless taken (the vectors of an embedding request). */
+static void handle_event(rlx_qevent *q)
 {
+    rlx_choice *ch = q->choice;
+    const rlx_event *ev = &q->ev;
+    bool lost = q->lost;
     rlx_job *j = ch->job;
     if (ch->final) return;
     if (ev->type == RLX_EV_PROMPT_TOKEN) { /* echo with logprobs: sent with the echoed prompt */
@@ -429,6 +450,17 @@ static void handle_event(rlx_choice *ch, const rlx_event *ev, bool lost)
             ch->usage = ev->usage;
             ch->timings = ev->timings;
             ch->finish = ev->finish;
+            if (ev->embd && !j->embd) { /* the job takes the vectors */
+                j->embd = q->embd;
+                j->embd_tokens = q->embd_tokens;
+                q->embd = NULL;
+                q->embd_tokens = NULL;
+                j->embd_n = ev->embd_n;
+                j->embd_dim = ev->embd_dim;
+                j->embd_inputs = ev->n_inputs;
+            } else if (rlx_api_kind_embeds(j->req.kind) && ev->finish != RLX_FINISH_CANCELLED && !j->failed) {
+                job_oom(j); /* the vectors never reached us */
+            }
             const char *out = ev->text ? ev->text : "";
             size_t n = ev->text_len;
             text_append(ch, out, n);
@@ -469,6 +501,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
     for (size_t i = 0; i < j->n_choices; i++) {
         rlx_choice *ch = &j->choices[i];
         size_t pi = chat ? 0 : i / (size_t)j->req.n;
+        bool embeds = rlx_api_kind_embeds(j->req.kind);
         const int32_t *ids = chat ? j->chat_ids : j->req.prompts[pi].ids;
         size_t n_ids = chat ? j->n_chat_ids : j->req.prompts[pi].n_ids;
         rlx_error err = {0};
@@ -477,7 +510,8 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
             cancel_open(j);
             return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         }
-        rlx_request *q = rlx_api_make_request(&j->req, ids, n_ids, ch->req_id);
+        /* the embedding kinds: one engine request carries every input */
+        rlx_request *q = embeds ? rlx_embed_make_request(j, ch->req_id) : rlx_api_make_request(&j->req, ids, n_ids, ch->req_id);
         int rc = q ? 0 : rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         if (q) {
             if (q->sampling.has_seed) q->sampling.seed += (uint64_t)(i % (size_t)j->req.n);
@@ -489,7 +523,8 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
             q->user = ch;
             if ((rc = rlx_worker_submit(m->w, q, &err))) {
                 rlx_api_error_from_rlx(e, rc, err.msg);
-                if (rc == RLX_ETOOLONG) rlx_job_context_param(j, pi, n_ids, e); /* context or KV pool */
+                if (embeds && rc != RLX_EFULL) snprintf(e->param, sizeof e->param, "%s", rlx_embed_param(j));
+                else if (rc == RLX_ETOOLONG) rlx_job_context_param(j, pi, n_ids, e); /* context or KV pool */
             }
         }
         if (rc) {
@@ -498,7 +533,9 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         }
         ch->submitted = true;
         j->n_submitted++;
-        if (i % (size_t)j->req.n == 0) j->prompt_tokens += (int32_t)n_ids;
+        if (embeds)
+            for (size_t k = 0; k < j->req.n_prompts; k++) j->prompt_tokens += (int32_t)j->req.prompts[k].n_ids;
+        else if (i % (size_t)j->req.n == 0) j->prompt_tokens += (int32_t)n_ids;
     }
     return 0;
 }
@@ -607,7 +644,7 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx
     if (vrc) return vrc;
     rlx_job *j = calloc(1, sizeof *j);
     size_t n_prompts = req->messages ? 1 : req->n_prompts;
-    size_t n = (size_t)req->n * n_prompts;
+    size_t n = rlx_api_kind_embeds(req->kind) ? 1 : (size_t)req->n * n_prompts;
     if (!j || !(j->choices = calloc(n, sizeof *j->choices))) {
         free(j);
         return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
@@ -635,7 +672,7 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx
         ch->index = (int)i;
     }
     /* a text prompt that cannot fit is refused here, without a thread or tokenizing */
-    for (size_t i = 0; i < j->req.n_prompts && !rc; i++)
+    for (size_t i = 0; i < j->req.n_prompts && !rc && !rlx_api_kind_embeds(j->req.kind); i++)
         if (j->req.prompts[i].text) rc = rlx_job_check_prompt_bytes(j, i, strlen(j->req.prompts[i].text), e);
     if (!rc) {
         prepare_task *t = calloc(1, sizeof *t);

@@ -114,6 +114,8 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
         {"rlxd_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache."},
         {"rlxd_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache."},
         {"rlxd_preemptions_total", "counter", "Sequences preempted (recomputed later) for want of KV blocks."},
+        {"rlxd_embedding_inputs_total", "counter", "Embedding inputs (texts, documents) computed."},
+        {"rlxd_embedding_tokens_total", "counter", "Tokens of the embedding inputs computed."},
         {"rlxd_state_slots_used", "gauge", "Recurrent-state slots held by sequences (hybrid models; 0 for others)."},
         {"rlxd_state_slots_total", "gauge", "Recurrent-state slots of the model (--max-seqs for hybrid models; 0 for others)."},
     };
@@ -122,8 +124,9 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
         for (size_t i = 0; i < n_models; i++) {
             const rlx_metrics_model *x = &models[i];
             double v = g == 0 ? x->running : g == 1 ? x->waiting : g == 2 ? x->kv_usage
-                     : g == 3 ? (double)x->prefix_queries : g == 4 ? (double)x->prefix_hits : g == 5 ? (double)x->preemptions
-                     : g == 6 ? x->state_slots_used : x->state_slots_total;
+                     : g == 3 ? (double)x->prefix_queries : g == 4 ? (double)x->prefix_hits
+                     : g == 5 ? (double)x->preemptions : g == 6 ? (double)x->embd_inputs : g == 7 ? (double)x->embd_tokens
+                     : g == 8 ? x->state_slots_used : x->state_slots_total;
             put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
         }
     }

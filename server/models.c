@@ -7,6 +7,7 @@
  * one, model_policy.c). Loop thread only, except load_work / unload_work. */
 #include "server/cli.h"
 #include "server/serve.h"
+#include "engine/pool.h"
 #include "backends/dtype.h"
 #include "backends/cpu/threadpool.h"
 #include "models/model_files.h"
@@ -246,9 +247,15 @@ static void ready(rlx_model_slot *m)
         snprintf(threads, sizeof threads, ", %d thread%s", m->wc.n_threads, m->wc.n_threads == 1 ? "" : "s");
     mib(wb, sizeof wb, wbytes);
     mib(kb, sizeof kb, kvbytes);
-    fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
-            "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
-            rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
+    int pool = rlx_worker_pooling(m->w);
+    if (pool >= 0) /* an embedding model: its pooling and vector size instead of the KV pool */
+        fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
+                "embeddings: pooling %s, %d values)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
+                rlx_worker_n_ctx(m->w), wb, rlx_pooling_name((rlx_pooling)pool), rlx_worker_n_embd(m->w));
+    else
+        fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
+                "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
+                rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
 }
 
 static void load_done(uv_work_t *w, int status)

@@ -12,6 +12,7 @@
 
 const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt)
 {
+    if (rlx_api_kind_embeds(j->req.kind)) return rlx_embed_param(j);
     if (j->req.messages) return "messages";
     if (j->req.kind == RLX_API_GENERATE && j->req.prompts && !j->req.prompts[prompt].text) return "input_ids";
     return "prompt";
@@ -77,6 +78,7 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
     rlx_api_request *r = &j->req;
     rlx_model_slot *m = j->model;
     int rc;
+    if (rlx_api_kind_embeds(r->kind)) return rlx_embed_prepare(j, e);
     if (r->messages) {
         char *prompt = NULL;
         if ((rc = rlx_render_chat(m, r, &prompt, e))) return rc;

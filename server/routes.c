@@ -1,7 +1,9 @@
 /* routes.c - the HTTP API: a table of routes, authentication, and one handler per endpoint.
  * Handlers run on the loop thread and never block or compute: bodies above a few KiB are
  * parsed on the libuv threadpool first, and tokenizing, templates and the sessions store are
- * answered there too (tasks.c); generation requests become jobs (jobs.c, prepare.c). */
+ * answered there too (tasks.c); generation and embedding requests become jobs (jobs.c,
+ * prepare.c, embed_job.c), each route only to a model of its kind. */
+#include "engine/pool.h"
 #include "server/serve.h"
 
 #include <stdio.h>
@@ -75,6 +77,12 @@ static cJSON *model_json(const rlx_model_slot *m)
         cJSON_AddNumberToObject(meta, "memory_bytes", (double)m->bytes);
         cJSON_AddNumberToObject(meta, "load_seconds", m->load_s);
         cJSON_AddNumberToObject(meta, "requests", m->users);
+        int pool = rlx_worker_pooling(m->w);
+        cJSON_AddStringToObject(meta, "kind", pool < 0 ? "generation" : pool == RLX_POOL_RANK ? "rerank" : "embedding");
+        if (pool >= 0) {
+            cJSON_AddStringToObject(meta, "pooling", rlx_pooling_name((rlx_pooling)pool));
+            cJSON_AddNumberToObject(meta, "n_embd", rlx_worker_n_embd(m->w));
+        }
     }
     return d;
 }
@@ -121,6 +129,7 @@ static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
         mm[n++] = (rlx_metrics_model){.name = s->models[i].cfg->name, .running = st.running, .waiting = st.waiting,
                                       .kv_usage = st.kv_usage, .prefix_queries = st.prefix_queries,
                                       .prefix_hits = st.prefix_hits, .preemptions = st.preemptions,
+                                      .embd_inputs = st.embd_inputs, .embd_tokens = st.embd_tokens,
                                       .state_slots_used = st.state_slots_used, .state_slots_total = st.state_slots_total};
     }
     char *text = rlx_metrics_render(&s->metrics, mm, n), *models = rlx_models_metrics(s);
@@ -303,6 +312,10 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
     rlx_api_error e;
     rlx_model_slot *m = model_for(s, c, pb, generate);
     if (!m) return;
+    if (rlx_embed_check_model(m, r, &e)) { /* generation vs embeddings: the routes it serves */
+        rlx_conn_error(c, &e);
+        return;
+    }
     if (s->stopping) {
         rlx_api_error_shutdown(&e);
         rlx_conn_error(c, &e);
@@ -441,6 +454,10 @@ static const route routes[] = {
     {"POST", "/v1/completions", generate, false, "completions", P_API, RLX_API_COMPLETIONS},
     {"POST", "/v1/chat/completions", generate, false, "chat_completions", P_API, RLX_API_CHAT},
     {"POST", "/v1/generate", generate, false, "generate", P_API, RLX_API_GENERATE},
+    {"POST", "/v1/embeddings", generate, false, "embeddings", P_API, RLX_API_EMBEDDINGS},
+    {"POST", "/embedding", generate, false, "embedding", P_API, RLX_API_EMBEDDING},
+    {"POST", "/v1/rerank", generate, false, "rerank", P_API, RLX_API_RERANK},
+    {"POST", "/rerank", generate, false, "rerank", P_API, RLX_API_RERANK},
     {"POST", "/tokenize", h_tokenize, false, "tokenize", P_TOKENIZE, 0},
     {"POST", "/detokenize", h_detokenize, false, "detokenize", P_DETOKENIZE, 0},
     {"POST", "/apply-template", h_apply_template, false, "apply_template", P_API, RLX_API_CHAT},

@@ -158,13 +158,23 @@ struct rlx_job {
     void *sink;                    /* the front end's state (a connection, a line); NULL once detached */
     double t_start;
     rlx_usage total;
+    /* embedding kinds (rlx_api_kind_embeds): one engine request holds every input; its result
+     * (owned) once the final event came */
+    float *embd;
+    size_t embd_n;
+    int32_t embd_dim;
+    int32_t *embd_tokens;
+    size_t embd_inputs;
 };
 
 typedef struct rlx_qevent {
     struct rlx_qevent *next;
     rlx_choice *choice;
-    rlx_event ev;                  /* ev.text / ev.error_msg point to the owned copies below */
+    rlx_event ev;                  /* ev.text / ev.error_msg / ev.embd / ev.embd_tokens point to the
+                                      owned copies below */
     char *text, *msg;
+    float *embd;
+    int32_t *embd_tokens;
     bool lost;                     /* final event: an earlier event (or this one's text) was lost */
 } rlx_qevent;
 
@@ -266,6 +276,19 @@ int rlx_job_admit(const rlx_job *j, size_t prompt, const rlx_admit_query *q, rlx
 void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
 /* Renders a chat request's messages with the model's template (malloc'ed). */
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e);
+
+/* embed_job.c: the embedding kinds' part of a job (one engine request for all inputs) */
+/* Whether model m serves a request of kind k; else the 400 naming the routes it serves. */
+int rlx_embed_check_model(const rlx_model_slot *m, const rlx_api_request *r, rlx_api_error *e);
+/* prepare.c's work for an embedding job (threadpool): inputs tokenized (rerank: query and
+ * document pairs as llama-server formats them), ids and lengths checked. */
+int rlx_embed_prepare(rlx_job *j, rlx_api_error *e);
+/* The engine request of an embedding job (every input), NULL when out of memory. */
+rlx_request *rlx_embed_make_request(const rlx_job *j, uint64_t id);
+/* The job's result for proto's formatters. */
+void rlx_embed_result(const rlx_job *j, rlx_api_embd_result *res);
+/* The parameter an input problem names: "input", "content" or "documents". */
+const char *rlx_embed_param(const rlx_job *j);
 
 /* work.c: queues threadpool work (counted in n_tasks; big: a big prompt's parse, preparation or
  * tokenizing, held back while half the pool runs such work). done must call rlx_srv_work_done

@@ -1,7 +1,8 @@
 /* sink_http.c - the HTTP front end's sink (rlx_sink_ops): a job's response as a whole JSON body,
  * an SSE stream (completions and chat: chunks, the usage chunk, [DONE]; chat with tools: the
  * tool-call parser's content, reasoning and call deltas) or an NDJSON stream
- * (native generate: a line per token, then the response object). Formats with proto's
+ * (native generate: a line per token, then the response object); embeddings and rerank as
+ * one JSON body. Formats with proto's
  * formatters into the job's output queue; http.c sends it. Loop thread only. */
 #include "server/serve.h"
 
@@ -55,7 +56,13 @@ static void http_choice_end(rlx_job *j, rlx_choice *ch, const char *text, size_t
 
 static void http_finish(rlx_job *j)
 {
-    if (j->req.stream && j->req.kind == RLX_API_GENERATE) {
+    if (rlx_api_kind_embeds(j->req.kind)) {
+        rlx_api_embd_result res;
+        rlx_embed_result(j, &res);
+        char *body = rlx_api_embed_response(&j->req, j->model->cfg->name, &res, &j->total);
+        if (!body) j->out_lost = true;
+        else rlx_job_out_take(j, body);
+    } else if (j->req.stream && j->req.kind == RLX_API_GENERATE) {
         const rlx_choice *ch = &j->choices[0];
         rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
                             .finish = ch->finish};

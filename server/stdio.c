@@ -164,10 +164,11 @@ static void emit_take(stdio_state *st, char *s)
 static void log_request(entry *e, int status, const rlx_job *job)
 {
     rlx_srv *s = e->st->srv;
-    const char *endpoint = e->kind == RLX_API_CHAT ? "chat_completions" : "generate";
+    const char *endpoint = e->kind == RLX_API_CHAT ? "chat_completions" : e->kind == RLX_API_EMBEDDINGS ? "embeddings"
+                         : e->kind == RLX_API_RERANK ? "rerank" : "generate";
     rlx_metrics_request(&s->metrics, endpoint, status);
     char path[32], line[4096];
-    snprintf(path, sizeof path, "stdio:%s", e->kind == RLX_API_CHAT ? "chat" : "generate");
+    snprintf(path, sizeof path, "stdio:%s", e->kind == RLX_API_CHAT ? "chat" : e->kind == RLX_API_GENERATE ? "generate" : endpoint);
     rlx_access_entry ae = {.method = "LINE", .path = path, .status = status, .ttft_s = -1,
                            .duration_s = rlx_now() - e->t0};
     if (job) {
@@ -237,6 +238,20 @@ static void line_fail(rlx_job *j)
 
 static void line_finish(rlx_job *j)
 {
+    if (rlx_api_kind_embeds(j->req.kind)) {
+        rlx_api_embd_result res;
+        rlx_embed_result(j, &res);
+        char *line = rlx_api_line_embed(j->line_id, &j->req, j->model->cfg->name, &res, &j->total,
+                                        (rlx_now() - j->t_start) * 1000);
+        if (!line) {
+            j->failed = true;
+            rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+            line_fail(j);
+            return;
+        }
+        rlx_job_out_take(j, line);
+        return;
+    }
     rlx_api_choice *cs = rlx_job_api_choices(j);
     if (!cs) {
         j->failed = true;
@@ -304,7 +319,12 @@ static void parse_work(uv_work_t *w)
         e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
         return;
     }
-    e->kind = cJSON_GetObjectItemCaseSensitive(e->root, "messages") ? RLX_API_CHAT : RLX_API_GENERATE;
+    /* what the line holds: messages (chat), input (embeddings), query + documents (rerank), or a
+     * prompt (generate) */
+    const cJSON *r = e->root;
+    e->kind = cJSON_GetObjectItemCaseSensitive(r, "messages") ? RLX_API_CHAT
+            : cJSON_GetObjectItemCaseSensitive(r, "input") ? RLX_API_EMBEDDINGS
+            : cJSON_GetObjectItemCaseSensitive(r, "documents") ? RLX_API_RERANK : RLX_API_GENERATE;
     e->rc = rlx_api_parse_json(&e->req, e->kind, e->root, 0, &e->err);
 }
 
@@ -349,8 +369,9 @@ static void run_entry(entry *e, rlx_model_slot *m, rlx_api_error *err)
         rlx_api_errorf(err, 400, RLX_API_ERR_INVALID, "id", "A request with this id is still in flight; ids must be unique "
                        "among requests in flight.");
     }
+    if (m && rlx_embed_check_model(m, &e->req, err)) m = NULL;
     /* chat is rendered by the template, then answered like generate: one native result */
-    e->req.kind = RLX_API_GENERATE;
+    if (!rlx_api_kind_embeds(e->req.kind)) e->req.kind = RLX_API_GENERATE;
     rlx_job *job;
     if (!m || rlx_job_start(s, m, &e->req, &line_sink, e, &job, err)) {
         fail_entry(e, err);

@@ -1,7 +1,9 @@
 /* loadgen.c - rlxd-loadgen: an OpenAI-streaming load generator for rlxd or any compatible
  * server. N concurrent streams (libcurl multi, one thread) POST {url}/completions with
  * stream:true until M requests are done, and report time to first token, inter-token latency,
- * end-to-end latency, output tokens/s and errors as a table or one JSON object.
+ * end-to-end latency, output tokens/s and errors as a table or one JSON object. With
+ * --embeddings they POST {url}/embeddings (--inputs texts each) and report inputs/s and
+ * prompt tokens/s.
  *
  * It talks only to the URL given: redirects are not followed, proxies from the environment
  * are ignored, only http/https are allowed, and the whole run is bounded by --timeout. */
@@ -19,13 +21,15 @@ typedef struct opts {
     int concurrency, requests, prompt_tokens, max_tokens;
     double timeout_s;
     bool json, chat;
+    bool embeddings, base64;   /* POST /embeddings (encoding_format base64 or float) */
+    int inputs;                /* texts per embeddings request */
 } opts;
 
 typedef struct dvec { double *v; size_t n, cap; } dvec;
 
 typedef struct stats {
     dvec ttft, itl, e2e;      /* seconds */
-    long out_tokens, prompt_tokens;
+    long out_tokens, prompt_tokens, inputs;
     int ok, errors;
     char first_error[256];
 } stats;
@@ -37,6 +41,8 @@ typedef struct stream {
     char *buf;                /* SSE bytes not yet parsed (an incomplete line) */
     size_t n_buf, cap_buf;
     stats *st;
+    bool embeddings;
+    int inputs;
     double t_start, t_last;   /* t_last: previous content chunk, 0 before the first */
     double ttft;              /* < 0 until the first content chunk */
     dvec itl;                 /* this request's gaps, merged into st only if it succeeds */
@@ -194,11 +200,21 @@ static stream *stream_new(const opts *o, stats *st, int idx, double deadline, ch
     cJSON *req = cJSON_CreateObject();
     char url[2048];
     snprintf(url, sizeof url, "%s%s%s", o->url, o->url[strlen(o->url) - 1] == '/' ? "" : "/",
-             o->chat ? "chat/completions" : "completions");
+             o->embeddings ? "embeddings" : o->chat ? "chat/completions" : "completions");
     if (!prompt || !req) goto fail;
     make_prompt(prompt, cap, idx, o->prompt_tokens > 3 ? o->prompt_tokens - 3 : 1);
     cJSON_AddStringToObject(req, "model", o->model);
-    if (o->chat) {
+    s->embeddings = o->embeddings;
+    s->inputs = o->inputs;
+    if (o->embeddings) {
+        cJSON *in = o->inputs > 1 ? cJSON_AddArrayToObject(req, "input") : NULL;
+        for (int k = 0; in && k < o->inputs; k++) {
+            make_prompt(prompt, cap, idx * o->inputs + k, o->prompt_tokens > 3 ? o->prompt_tokens - 3 : 1);
+            cJSON_AddItemToArray(in, cJSON_CreateString(prompt));
+        }
+        if (!in) cJSON_AddStringToObject(req, "input", prompt);
+        cJSON_AddStringToObject(req, "encoding_format", o->base64 ? "base64" : "float");
+    } else if (o->chat) {
         cJSON *msgs = cJSON_AddArrayToObject(req, "messages");
         cJSON *m = cJSON_CreateObject();
         cJSON_AddStringToObject(m, "role", "user");
@@ -207,10 +223,12 @@ static stream *stream_new(const opts *o, stats *st, int idx, double deadline, ch
     } else {
         cJSON_AddStringToObject(req, "prompt", prompt);
     }
-    cJSON_AddNumberToObject(req, "max_tokens", o->max_tokens);
-    cJSON_AddBoolToObject(req, "stream", 1);
-    cJSON_AddBoolToObject(cJSON_AddObjectToObject(req, "stream_options"), "include_usage", 1);
-    cJSON_AddBoolToObject(req, "ignore_eos", 1);
+    if (!o->embeddings) {
+        cJSON_AddNumberToObject(req, "max_tokens", o->max_tokens);
+        cJSON_AddBoolToObject(req, "stream", 1);
+        cJSON_AddBoolToObject(cJSON_AddObjectToObject(req, "stream_options"), "include_usage", 1);
+        cJSON_AddBoolToObject(req, "ignore_eos", 1);
+    }
     s->body = cJSON_PrintUnformatted(req);
     free(prompt);
     prompt = NULL;
@@ -279,7 +297,9 @@ static void finish(stream *s, CURLcode cc, const char *curl_err)
         snprintf(why, sizeof why, "HTTP %ld%s%s", status, s->err[0] ? ", " : "", s->err);
     else if (s->err[0])
         snprintf(why, sizeof why, "%s", s->err);
-    else if (s->chunks == 0 && !s->done_marker && s->usage_tokens < 0)
+    else if (s->embeddings && s->usage_prompt <= 0)
+        snprintf(why, sizeof why, "the embeddings response has no usage");
+    else if (!s->embeddings && s->chunks == 0 && !s->done_marker && s->usage_tokens < 0)
         /* no text is fine for a finished stream (a model may emit only held-back bytes), but
          * a stream cut short before [DONE] or usage is an error */
         snprintf(why, sizeof why, "the stream ended without content, usage or [DONE]");
@@ -294,6 +314,7 @@ static void finish(stream *s, CURLcode cc, const char *curl_err)
     push(&st->e2e, now_s() - s->t_start);
     st->out_tokens += s->usage_tokens >= 0 ? s->usage_tokens : s->chunks;
     if (s->usage_prompt > 0) st->prompt_tokens += s->usage_prompt;
+    if (s->embeddings) st->inputs += s->inputs;
 }
 
 /* ---- driver ------------------------------------------------------------------------------ */
@@ -308,6 +329,9 @@ static void usage(FILE *f)
         "  --max-tokens T      tokens to generate per request, with ignore_eos (default 64)\n"
         "  --timeout S         bound on the whole run in seconds (default 300)\n"
         "  --chat              POST /chat/completions instead of /completions\n"
+        "  --embeddings        POST /embeddings (a text of about --prompt-tokens tokens per input)\n"
+        "  --inputs K          texts per embeddings request (default 1)\n"
+        "  --base64            embeddings with encoding_format base64 (default float)\n"
         "  --api-key KEY       send Authorization: Bearer KEY\n"
         "  --json              print one JSON object instead of a table\n"
         "Exit status: 0 if at least one request succeeded, 1 if none did, 2 on bad usage.\n");
@@ -328,12 +352,14 @@ static int parse_int(const char *name, const char *v, int lo, int *out)
 static int parse_args(int argc, char **argv, opts *o)
 {
     *o = (opts){.concurrency = 4, .requests = 16, .prompt_tokens = 128, .max_tokens = 64,
-                .timeout_s = 300};
+                .timeout_s = 300, .inputs = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
         if (!strcmp(a, "--json")) { o->json = true; continue; }
         if (!strcmp(a, "--chat")) { o->chat = true; continue; }
+        if (!strcmp(a, "--embeddings")) { o->embeddings = true; continue; }
+        if (!strcmp(a, "--base64")) { o->base64 = true; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
         if (!v) { fprintf(stderr, "rlxd-loadgen: %s needs a value\n", a); return -1; }
         i++;
@@ -344,6 +370,7 @@ static int parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--requests")) rc = parse_int(a, v, 1, &o->requests);
         else if (!strcmp(a, "--prompt-tokens")) rc = parse_int(a, v, 1, &o->prompt_tokens);
         else if (!strcmp(a, "--max-tokens")) rc = parse_int(a, v, 1, &o->max_tokens);
+        else if (!strcmp(a, "--inputs")) rc = parse_int(a, v, 1, &o->inputs);
         else if (!strcmp(a, "--timeout")) {
             char *end;
             o->timeout_s = strtod(v, &end);
@@ -381,6 +408,11 @@ static void print_json(const opts *o, const stats *st, double wall, int not_star
     cJSON_AddNumberToObject(j, "prompt_tokens", (double)st->prompt_tokens);
     cJSON_AddNumberToObject(j, "output_tps", wall > 0 ? (double)st->out_tokens / wall : 0);
     cJSON_AddNumberToObject(j, "requests_per_s", wall > 0 ? st->ok / wall : 0);
+    if (o->embeddings) {
+        cJSON_AddNumberToObject(j, "inputs", (double)st->inputs);
+        cJSON_AddNumberToObject(j, "inputs_per_s", wall > 0 ? (double)st->inputs / wall : 0);
+        cJSON_AddNumberToObject(j, "prompt_tps", wall > 0 ? (double)st->prompt_tokens / wall : 0);
+    }
     const struct { const char *name; const dvec *d; } rows[] = {
         {"ttft", &st->ttft}, {"itl", &st->itl}, {"latency", &st->e2e}};
     for (size_t r = 0; r < 3; r++) {
@@ -408,8 +440,13 @@ static void print_table(const opts *o, const stats *st, double wall, int not_sta
     printf("requests       %d ok, %d errors, %d not started (concurrency %d)\n", st->ok,
            st->errors, not_started, o->concurrency);
     printf("duration       %.2f s\n", wall);
-    printf("output tokens  %ld (%.1f tok/s, %.2f req/s)\n", st->out_tokens,
-           wall > 0 ? (double)st->out_tokens / wall : 0.0, wall > 0 ? st->ok / wall : 0.0);
+    if (o->embeddings)
+        printf("inputs         %ld (%.1f inputs/s, %.1f prompt tok/s, %.2f req/s)\n", st->inputs,
+               wall > 0 ? (double)st->inputs / wall : 0.0, wall > 0 ? (double)st->prompt_tokens / wall : 0.0,
+               wall > 0 ? st->ok / wall : 0.0);
+    else
+        printf("output tokens  %ld (%.1f tok/s, %.2f req/s)\n", st->out_tokens,
+               wall > 0 ? (double)st->out_tokens / wall : 0.0, wall > 0 ? st->ok / wall : 0.0);
     printf("%-14s %10s %10s %10s %10s\n", "", "p50", "p90", "p99", "mean");
     const struct { const char *name; const dvec *d; } rows[] = {
         {"TTFT (ms)", &st->ttft}, {"ITL (ms)", &st->itl}, {"latency (ms)", &st->e2e}};

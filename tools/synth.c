@@ -12,12 +12,14 @@
 #include <sys/stat.h>
 
 static const arch_info archs[] = {
-    {"llama", 1e-5f, 10000.f, false, false, false, false, false, false, true, false},
-    {"qwen2", 1e-6f, 1000000.f, true, false, false, false, false, false, false, false},
-    {"qwen3", 1e-6f, 1000000.f, false, true, false, false, false, false, false, false},
-    {"gemma2", 1e-6f, 10000.f, false, false, true, true, true, true, true, false},
-    {"gemma3", 1e-6f, 1000000.f, false, true, true, false, true, true, true, false},
-    {"qwen35", 1e-6f, 10000000.f, false, true, false, false, false, false, false, true},
+    {"llama", 1e-5f, 10000.f, false, false, false, false, false, false, true, 0, false},
+    {"qwen2", 1e-6f, 1000000.f, true, false, false, false, false, false, false, 0, false},
+    {"qwen3", 1e-6f, 1000000.f, false, true, false, false, false, false, false, 0, false},
+    {"gemma2", 1e-6f, 10000.f, false, false, true, true, true, true, true, 0, false},
+    {"gemma3", 1e-6f, 1000000.f, false, true, true, false, true, true, true, 0, false},
+    {"bert", 1e-12f, 10000.f, true, false, false, false, false, false, false, 1, false},
+    {"nomic-bert", 1e-12f, 1000.f, false, false, false, false, false, false, false, 2, false},
+    {"qwen35", 1e-6f, 10000000.f, false, true, false, false, false, false, false, 0, true},
 };
 
 
@@ -35,6 +37,7 @@ static const struct { const char *name; shape s; } presets[] = {
     {"qwen3-0.6b", {1024, 28, 16, 8, 128, 3072, 40960, 151936, 1, 0, 0, 0, 0, 0, 0}},
     /* the shape of ../shared/models/synth-qwen35-tiny and of baselines.md's Qwen3.5 bench model */
     {"qwen35-tiny", {64, 8, 4, 2, 16, 128, 4096, 0, 1, 8, 4, 4, 16, 2, 4}},
+    {"minilm", {384, 6, 12, 12, 32, 1536, 512, 0, -1, 0, 0, 0, 0, 0, 0}}, /* all-MiniLM-L6's shape (encoders) */
     {"qwen35-bench", {1024, 24, 8, 2, 256, 3584, 4096, 151936, 1, 64, 4, 4, 128, 16, 16}},
 };
 
@@ -44,8 +47,11 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: rlxd-synth --arch ARCH [--preset P] [options] -o OUT.gguf\n"
         "Writes a GGUF model with random weights (llama.cpp tensor names and metadata).\n\n"
-        "  --arch llama|qwen2|qwen3|gemma2|gemma3|qwen35   model family (required)\n"
-        "  --preset tiny|mid|qwen3-0.6b|qwen35-tiny|qwen35-bench   shape preset (default tiny); flags below override it\n"
+        "  --arch llama|qwen2|qwen3|gemma2|gemma3|bert|nomic-bert|qwen35   model family (required)\n"
+        "  --preset tiny|mid|qwen3-0.6b|minilm|qwen35-tiny|qwen35-bench   shape preset (default tiny); flags below override it\n"
+        "  --pooling none|mean|cls|last|rank (or 0-4)   ARCH.pooling_type: encoders default to mean; a decoder\n"
+        "                            given one is an embedding model\n"
+        "  --non-causal              a decoder's ARCH.attention.causal = false (bidirectional attention)\n"
         "  --hidden N --layers N --heads N --kv-heads N --head-dim N --ffn N --ctx N --vocab N\n"
         "  --rope-dims N             rotated dims per head (default: all; qwen35: half)\n"
         "  qwen35 (gated DeltaNet + gated attention): --attn-interval N (every N-th layer is full\n"
@@ -67,7 +73,9 @@ static void usage(FILE *f)
         "  -h, --help                this text\n"
         "  --bench [-K N] [-N N] [-T N] [--type T]   time the matmul kernels instead (one thread)\n\n"
         "Weights ~ N(0, 1/sqrt(fan_in)), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, 0.02).\n"
-        "Without --vocab-from the vocabulary is a small built-in byte-level BPE with a ChatML template.\n"
+        "Without --vocab-from the vocabulary is a small built-in byte-level BPE with a ChatML template\n"
+        "(encoders: a small built-in WordPiece). Encoders have as many KV heads as heads and\n"
+        "head_dim = hidden / heads; --kv-heads and --head-dim do not apply.\n"
         "Example: rlxd-synth --arch llama --preset tiny --type q8_0 --seed 1 -o build/models/default.gguf\n");
 }
 
@@ -142,7 +150,7 @@ int rlx_synth_add_tensor(rlx_gguf_writer *w, const opts *o, const char *name, wk
         rlx_quantize_row(type, row, data + (size_t)r * rb, ne0);
     }
     const int64_t ne[2] = {ne0, ne1};
-    int rc = rlx_gguf_writer_add_tensor(w, name, type, kind == W_MATRIX || kind == W_F32 ? 2 : 1, ne, data, rb * (size_t)ne1);
+    int rc = rlx_gguf_writer_add_tensor(w, name, type, kind == W_MATRIX || kind == W_F32 || ne1 > 1 ? 2 : 1, ne, data, rb * (size_t)ne1);
     free(row);
     free(data);
     if (rc) return rlx_errorf(err, rc, "could not add tensor %s: %s", name, rlx_strerror(rc));
@@ -165,12 +173,39 @@ int rlx_synth_set_f32(rlx_gguf_writer *w, const opts *o, const char *key, float 
     return rlx_gguf_writer_set_f32(w, k, v);
 }
 
+/* the keys llama.cpp's converter writes for bert / nomic-bert */
+static int write_encoder_metadata(rlx_gguf_writer *w, const opts *o, const char *name, rlx_error *err)
+{
+    const shape *s = &o->s;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.causal", o->arch->name);
+    int rc;
+    if ((rc = rlx_gguf_writer_set_str(w, "general.architecture", o->arch->name, strlen(o->arch->name))) ||
+        (rc = rlx_gguf_writer_set_str(w, "general.name", name, strlen(name))) ||
+        (rc = rlx_gguf_writer_set_u32(w, "general.file_type", o->ft->file_type)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "general.alignment", 32)) ||
+        (rc = rlx_synth_set_u32(w, o, "context_length", (uint64_t)s->ctx)) ||
+        (rc = rlx_synth_set_u32(w, o, "embedding_length", (uint64_t)s->hidden)) ||
+        (rc = rlx_synth_set_u32(w, o, "block_count", (uint64_t)s->layers)) ||
+        (rc = rlx_synth_set_u32(w, o, "feed_forward_length", (uint64_t)s->ffn)) ||
+        (rc = rlx_synth_set_u32(w, o, "attention.head_count", (uint64_t)s->heads)) ||
+        (rc = rlx_synth_set_f32(w, o, "attention.layer_norm_epsilon", o->arch->eps)) ||
+        (rc = rlx_gguf_writer_set_bool(w, key, false)) ||
+        (rc = rlx_synth_set_u32(w, o, "pooling_type", (uint64_t)(o->pooling >= 0 ? o->pooling : 1))) ||
+        (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.token_type_count", 2)) ||
+        (o->arch->encoder == 2 && (rc = rlx_synth_set_f32(w, o, "rope.freq_base", o->arch->rope_base))))
+        return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    return 0;
+}
+
 static int write_metadata(rlx_gguf_writer *w, const opts *o, rlx_error *err)
 {
     const shape *s = &o->s;
     char name[256];
     if (o->name) snprintf(name, sizeof name, "%s", o->name);
     else snprintf(name, sizeof name, "synth-%s-%s", o->arch->name, o->preset ? o->preset : "custom");
+    if (o->arch->encoder) return write_encoder_metadata(w, o, name, err);
     int rc;
     if ((rc = rlx_gguf_writer_set_str(w, "general.architecture", o->arch->name, strlen(o->arch->name))) ||
         (rc = rlx_gguf_writer_set_str(w, "general.name", name, strlen(name))) ||
@@ -199,6 +234,13 @@ static int write_metadata(rlx_gguf_writer *w, const opts *o, rlx_error *err)
     int64_t window = o->window >= 0 ? o->window : o->arch->swa ? RLX_MAX(1, RLX_MIN(4096, s->ctx / 8)) : 0;
     if (window > 0 && (rc = rlx_synth_set_u32(w, o, "attention.sliding_window", (uint64_t)window)))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    if ((o->pooling >= 0 && (rc = rlx_synth_set_u32(w, o, "pooling_type", (uint64_t)o->pooling))))
+        return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    if (o->non_causal) {
+        char k[128];
+        snprintf(k, sizeof k, "%s.attention.causal", o->arch->name);
+        if ((rc = rlx_gguf_writer_set_bool(w, k, false))) return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    }
     if ((!isnan(o->rope_base_swa) && (rc = rlx_synth_set_f32(w, o, "rope.freq_base_swa", o->rope_base_swa))) ||
         (!isnan(o->final_softcap) && (rc = rlx_synth_set_f32(w, o, "final_logit_softcapping", o->final_softcap))) ||
         (!isnan(o->attn_softcap) && (rc = rlx_synth_set_f32(w, o, "attn_logit_softcapping", o->attn_softcap))))
@@ -274,8 +316,57 @@ static int copy_vocab(rlx_gguf_writer *w, opts *o, rlx_error *err)
     return rc;
 }
 
+/* bert: learned positions, token types, Q/K/V with biases, GELU FFN with biases, post-norm
+ * LayerNorms; nomic-bert: fused QKV, SwiGLU FFN, no biases, no positions (RoPE) */
+static int add_encoder_tensors(rlx_gguf_writer *w, const opts *o, rlx_error *err)
+{
+    const shape *s = &o->s;
+    const bool bert = o->arch->encoder == 1;
+    const int64_t h = s->hidden;
+    int rc;
+    const struct { const char *n; wkind k; int64_t ne0, ne1; bool on; } e[] = {
+        {"token_embd.weight", W_MATRIX, h, s->vocab, true},
+        {"token_types.weight", W_BIAS, h, 2, true},
+        {"position_embd.weight", W_BIAS, h, s->ctx, bert},
+        {"token_embd_norm.weight", W_NORM, h, 1, true},
+        {"token_embd_norm.bias", W_BIAS, h, 1, true},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(e); i++)
+        if (e[i].on && (rc = rlx_synth_add_tensor(w, o, e[i].n, e[i].k, NULL, 0, e[i].ne0, e[i].ne1, err))) return rc;
+    for (int64_t l = 0; l < s->layers; l++) {
+        const struct { const char *n; wkind k; const char *role; int64_t ne0, ne1; bool on; } t[] = {
+            {"attn_q.weight", W_MATRIX, NULL, h, h, bert},
+            {"attn_q.bias", W_BIAS, NULL, h, 1, bert},
+            {"attn_k.weight", W_MATRIX, NULL, h, h, bert},
+            {"attn_k.bias", W_BIAS, NULL, h, 1, bert},
+            {"attn_v.weight", W_MATRIX, "attn_v", h, h, bert},
+            {"attn_v.bias", W_BIAS, NULL, h, 1, bert},
+            {"attn_qkv.weight", W_MATRIX, NULL, h, 3 * h, !bert},
+            {"attn_output.weight", W_MATRIX, NULL, h, h, true},
+            {"attn_output.bias", W_BIAS, NULL, h, 1, bert},
+            {"attn_output_norm.weight", W_NORM, NULL, h, 1, true},
+            {"attn_output_norm.bias", W_BIAS, NULL, h, 1, true},
+            {"ffn_up.weight", W_MATRIX, NULL, h, s->ffn, true},
+            {"ffn_up.bias", W_BIAS, NULL, s->ffn, 1, bert},
+            {"ffn_gate.weight", W_MATRIX, NULL, h, s->ffn, !bert},
+            {"ffn_down.weight", W_MATRIX, "ffn_down", s->ffn, h, true},
+            {"ffn_down.bias", W_BIAS, NULL, h, 1, bert},
+            {"layer_output_norm.weight", W_NORM, NULL, h, 1, true},
+            {"layer_output_norm.bias", W_BIAS, NULL, h, 1, true},
+        };
+        for (size_t i = 0; i < RLX_ARRAY_LEN(t); i++) {
+            if (!t[i].on) continue;
+            char name[96];
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, t[i].n);
+            if ((rc = rlx_synth_add_tensor(w, o, name, t[i].k, t[i].role, l, t[i].ne0, t[i].ne1, err))) return rc;
+        }
+    }
+    return 0;
+}
+
 static int add_tensors(rlx_gguf_writer *w, const opts *o, rlx_error *err)
 {
+    if (o->arch->encoder) return add_encoder_tensors(w, o, err);
     const shape *s = &o->s;
     const arch_info *a = o->arch;
     const int64_t q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim, h = s->hidden;
@@ -345,7 +436,7 @@ static int mkdirs_for(const char *path)
 
 int main(int argc, char **argv)
 {
-    opts o = {.split = 1, .seed = 1, .ft = &ftypes[0], .window = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
+    opts o = {.split = 1, .seed = 1, .pooling = -2, .ft = &ftypes[0], .window = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
     shape over = {0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0};
     const char *arch = NULL, *preset = "tiny";
     if (argc > 1 && !strcmp(argv[1], "--bench")) return rlx_synth_bench(argc, argv);
@@ -361,6 +452,7 @@ int main(int argc, char **argv)
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(f, "--tied")) { over.tied = 1; continue; }
         else if (!strcmp(f, "--untied")) { over.tied = 0; continue; }
+        else if (!strcmp(f, "--non-causal")) { o.non_causal = true; continue; }
         if (!v) { fprintf(stderr, "rlxd-synth: unknown option or missing value: %s (see --help)\n", f); return 2; }
         i++;
         if (num) { if (parse_i64(f, v, num)) return 2; }
@@ -372,6 +464,13 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "--name")) o.name = v;
         else if (!strcmp(f, "--chat-template")) o.chat_template = v;
         else if (!strcmp(f, "--swa-pattern")) o.swa_pattern = v;
+        else if (!strcmp(f, "--pooling")) {
+            static const char *const pools[] = {"none", "mean", "cls", "last", "rank"};
+            o.pooling = -1;
+            for (int k = 0; k < 5; k++) if (!strcmp(v, pools[k])) o.pooling = k;
+            if (v[0] >= '0' && v[0] <= '4' && !v[1]) o.pooling = v[0] - '0';
+            if (o.pooling < 0) { fprintf(stderr, "rlxd-synth: --pooling is none, mean, cls, last, rank or 0-4, not '%s'\n", v); return 2; }
+        }
         else if (!strcmp(f, "--sliding-window")) {
             char *end;
             errno = 0;
@@ -397,11 +496,16 @@ int main(int argc, char **argv)
     }
     if (!arch || !o.out) { fprintf(stderr, "rlxd-synth: --arch and -o are required (see --help)\n"); return 2; }
     for (size_t k = 0; k < RLX_ARRAY_LEN(archs); k++) if (!strcmp(arch, archs[k].name)) o.arch = &archs[k];
-    if (!o.arch) { fprintf(stderr, "rlxd-synth: unknown --arch '%s': llama, qwen2, qwen3, gemma2, gemma3 or qwen35\n", arch); return 2; }
+    if (!o.arch) { fprintf(stderr, "rlxd-synth: unknown --arch '%s': llama, qwen2, qwen3, gemma2, gemma3, bert, nomic-bert or qwen35\n", arch); return 2; }
+    if (o.arch->encoder && o.pooling == 4) {
+        fprintf(stderr, "rlxd-synth: --pooling rank needs a cls head, which rlxd-synth does not write for encoders\n");
+        return 2;
+    }
+    if (o.arch->encoder && o.non_causal) { fprintf(stderr, "rlxd-synth: --non-causal is for decoders (encoders are never causal)\n"); return 2; }
     bool found = false;
     for (size_t k = 0; k < RLX_ARRAY_LEN(presets); k++)
         if (!strcmp(preset, presets[k].name)) { o.s = presets[k].s; found = true; }
-    if (!found) { fprintf(stderr, "rlxd-synth: unknown --preset '%s': tiny, mid, qwen3-0.6b, qwen35-tiny or qwen35-bench\n", preset); return 2; }
+    if (!found) { fprintf(stderr, "rlxd-synth: unknown --preset '%s': tiny, mid, qwen3-0.6b, minilm, qwen35-tiny or qwen35-bench\n", preset); return 2; }
     o.preset = preset;
     int64_t *dst[] = {&o.s.hidden, &o.s.layers, &o.s.heads, &o.s.kv_heads, &o.s.head_dim, &o.s.ffn, &o.s.ctx, &o.s.vocab,
                       &o.s.rot, &o.s.interval, &o.s.conv, &o.s.ssm_state, &o.s.ssm_groups, &o.s.ssm_heads};
@@ -409,6 +513,14 @@ int main(int argc, char **argv)
                            over.rot, over.interval, over.conv, over.ssm_state, over.ssm_groups, over.ssm_heads};
     for (size_t k = 0; k < RLX_ARRAY_LEN(dst); k++) if (src[k]) *dst[k] = src[k];
     if (over.tied >= 0) o.s.tied = over.tied;
+    if (o.arch->encoder) { /* no GQA; heads split the hidden size */
+        if (o.s.hidden % o.s.heads) {
+            fprintf(stderr, "rlxd-synth: --hidden %lld must be a multiple of --heads %lld\n", (long long)o.s.hidden, (long long)o.s.heads);
+            return 2;
+        }
+        o.s.kv_heads = o.s.heads;
+        o.s.head_dim = o.s.hidden / o.s.heads;
+    }
     if (o.s.heads % o.s.kv_heads) {
         fprintf(stderr, "rlxd-synth: --heads %lld must be a multiple of --kv-heads %lld\n", (long long)o.s.heads, (long long)o.s.kv_heads);
         return 2;
@@ -426,7 +538,8 @@ int main(int argc, char **argv)
     int64_t nv;
     int rc = 0;
     if (o.vocab_from) rc = copy_vocab(w, &o, &err);
-    else if ((nv = rlx_synth_vocab(w, o.s.vocab, o.arch->add_bos, &err)) < 0) rc = (int)nv;
+    else if ((nv = o.arch->encoder ? rlx_synth_vocab_wpm(w, o.s.vocab, &err) : rlx_synth_vocab(w, o.s.vocab, o.arch->add_bos, &err)) < 0)
+        rc = (int)nv;
     else o.s.vocab = nv;
     if (!rc && o.chat_template) rc = set_chat_template(w, o.chat_template, &err);
     if (!rc) rc = write_metadata(w, &o, &err);

@@ -1,5 +1,6 @@
 /* synth.h - private seams of rlxd-synth: synth.c (command line, tensors, metadata),
- * synth_hybrid.c (the qwen35 family's layers), synth_vocab.c (the built-in byte-level BPE vocabulary) and synth_bench.c (--bench). */
+ * synth_hybrid.c (the qwen35 family's layers), synth_vocab.c (the built-in byte-level BPE and
+ * WordPiece vocabularies) and synth_bench.c (--bench). */
 #ifndef RLX_SYNTH_H
 #define RLX_SYNTH_H
 
@@ -9,6 +10,7 @@ typedef struct arch_info {
     const char *name;
     float eps, rope_base;
     bool qkv_bias, qk_norm, post_norms, softcap, swa, always_tied, add_bos;
+    int encoder;           /* 0 decoder, 1 bert, 2 nomic-bert (models/arch/bert.c) */
     bool hybrid;           /* qwen35: gated DeltaNet layers between full-attention ones (synth_hybrid.c) */
 } arch_info;
 
@@ -36,6 +38,9 @@ typedef struct opts {
     const char *swa_pattern;   /* attention.sliding_window_pattern: "N", or "1,0,1,..." per layer */
     float rope_base_swa, final_softcap, attn_softcap;
     int64_t split;             /* --split N parts (1: one file) */
+    int pooling;               /* --pooling: ARCH.pooling_type; -2 when not given (encoders: mean; a
+                                  decoder then has no pooling type, i.e. it is generative) */
+    bool non_causal;           /* --non-causal: ARCH.attention.causal = false (decoders) */
 } opts;
 
 /* W_F32: a 2-D F32 tensor whatever --type says (~N(0, 1/sqrt(ne0))) */
@@ -59,6 +64,11 @@ int rlx_synth_hybrid_layer(rlx_gguf_writer *w, const opts *o, int64_t l, rlx_err
  * tokens up to n_vocab entries. n_vocab 0 means "exactly the built-in size". Returns the number
  * of tokens written, or a negative RLX_E* code with err filled. */
 int64_t rlx_synth_vocab(rlx_gguf_writer *w, int64_t n_vocab, bool add_bos, rlx_error *err);
+
+/* The built-in WordPiece vocabulary of the encoders (tokenizer.ggml.model "bert": [CLS] 2,
+ * [SEP] 3, [UNK] 1, printable ASCII pieces and the words of the built-in corpus), padded up to
+ * n_vocab (0: exactly its size). Returns the token count or a negative RLX_E* code. */
+int64_t rlx_synth_vocab_wpm(rlx_gguf_writer *w, int64_t n_vocab, rlx_error *err);
 
 /* `rlxd-synth --bench ...`: the kernel micro benchmark (synth_bench.c). Returns an exit code. */
 int rlx_synth_bench(int argc, char **argv);

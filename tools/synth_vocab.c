@@ -246,3 +246,74 @@ done:
     free(text);
     return rc ? rc : n_vocab;
 }
+
+/* ---- WordPiece (encoders) ----
+ * [PAD] [UNK] [CLS] [SEP] [MASK], every printable ASCII character as a word start ("\u2581c",
+ * the converter's spelling) and as a continuation ("c"), then "\u2581word" for each distinct
+ * lowercase word of the corpus in order of appearance, padded with "[unusedN]". */
+
+#define WPM_MAX 4096
+
+int64_t rlx_synth_vocab_wpm(rlx_gguf_writer *w, int64_t n_vocab, rlx_error *err)
+{
+    static char pool[WPM_MAX * 24];
+    static rlx_gguf_str toks[WPM_MAX];
+    static int32_t types[WPM_MAX];
+    size_t used = 0;
+    int64_t n = 0;
+#define ADD(str, type) do { \
+        size_t l_ = strlen(str); \
+        if (n < WPM_MAX && used + l_ + 1 <= sizeof pool) { \
+            memcpy(pool + used, str, l_ + 1); \
+            toks[n] = (rlx_gguf_str){pool + used, l_}; types[n++] = (type); used += l_ + 1; \
+        } } while (0)
+    static const char *const sp[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(sp); i++) ADD(sp[i], 3);
+    char buf[64];
+    for (int c = 0x21; c < 0x7f; c++) {
+        if (c >= 'A' && c <= 'Z') continue; /* the tokenizer lowercases */
+        snprintf(buf, sizeof buf, "\xe2\x96\x81%c", c);
+        ADD(buf, 1);
+        snprintf(buf, sizeof buf, "%c", c);
+        ADD(buf, 1);
+    }
+    const int64_t words0 = n;
+    for (const char *p = corpus; *p;) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) { p++; continue; }
+        size_t l = 0;
+        memcpy(buf, "\xe2\x96\x81", 3);
+        while (((p[l] >= 'a' && p[l] <= 'z') || (p[l] >= 'A' && p[l] <= 'Z')) && l < 40) {
+            buf[3 + l] = (char)(p[l] | 0x20);
+            l++;
+        }
+        buf[3 + l] = 0;
+        p += l;
+        bool dup = l < 2;
+        for (int64_t k = words0; k < n && !dup; k++) dup = !strcmp(toks[k].ptr, buf);
+        if (!dup) ADD(buf, 1);
+    }
+    if (n_vocab == 0) n_vocab = n;
+    if (n_vocab < n || n_vocab > WPM_MAX)
+        return rlx_errorf(err, RLX_EINVAL, "--vocab %lld: the built-in WordPiece vocabulary has %lld tokens and pads "
+                          "to at most %d (use --vocab-from for more)", (long long)n_vocab, (long long)n, WPM_MAX);
+    for (int64_t i = 0; n < n_vocab; i++) {
+        snprintf(buf, sizeof buf, "[unused%lld]", (long long)i);
+        ADD(buf, 5);
+    }
+#undef ADD
+    static const char model[] = "bert", pre[] = "bert-bge";
+    int rc;
+    if ((rc = rlx_gguf_writer_set_str(w, "tokenizer.ggml.model", model, sizeof model - 1)) ||
+        (rc = rlx_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre, sizeof pre - 1)) ||
+        (rc = rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, (uint64_t)n)) ||
+        (rc = rlx_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RLX_GGUF_INT32, types, (uint64_t)n)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 2)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 3)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 1)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 3)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", 0)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.cls_token_id", 2)) ||
+        (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", 4)))
+        return rlx_errorf(err, rc, "could not store the vocabulary: %s", rlx_strerror(rc));
+    return n;
+}

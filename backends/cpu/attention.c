@@ -18,6 +18,12 @@
  * (RLX_ATTN_BIDIRECTIONAL) see 0..the sequence's last position in the batch, i.e. every
  * position the cache holds for it after this step's writes, with the same arithmetic.
  *
+ * A layer without a cache (RLX_MEM_NONE, encoders; llama.cpp's no-cache attention, whose K and
+ * V stay F32) reads K and V from this step's k and v rows: a sequence whose tokens are
+ * contiguous in the batch in position order 0..n-1 (graph.h) is one "block" of F32 rows
+ * starting at its first token's row, so the same kernels run over it unchanged; K.q is then
+ * one-row (ggml_vec_dot) for every row, as llama.cpp's mul_mat picks for its permuted q.
+ *
  * Work items are (sequence, KV head, tile of the sequence's tokens x query heads of the group),
  * claimed from the step's atomic counter: K and V rows are read once per item, and every
  * output depends only on its own token's row kind (rlx_batch.decode) and positions, never on
@@ -252,6 +258,8 @@ typedef struct attn_item {
     int hd, hk, h0, gs;     /* KV head, first query head, query heads in this item */
     int window, qt;         /* qt: tokens per tile (qt x gs <= ATTN_ROWS) */
     bool bidir;             /* RLX_ATTN_BIDIRECTIONAL: every row sees positions 0..jmax */
+    bool nocache;           /* RLX_MEM_NONE: K, V are the step's rows, position j at row base + j */
+    int64_t base;
     const int32_t *toks;    /* batch token indices of this item (one sequence) */
     int nt;
     int32_t seq;            /* its sequence in the batch */
@@ -263,6 +271,12 @@ typedef struct attn_item {
     kqv_dec_fn kqv_dec;     /* NULL on the scalar path */
 } attn_item;
 
+/* the row of position pos of the item's sequence in K / V */
+static inline size_t item_slot(const attn_item *it, int32_t pos)
+{
+    return it->nocache ? (size_t)(it->base + pos) : kv_slot(it->r, it->seq, pos);
+}
+
 /* q rows of tokens [t0, t0 + n) of the item, scores over positions [j0, j0 + npad) (K rows of
  * the cache as weight rows, one product per block) and the rows' probabilities */
 static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, float *S, uint8_t *role, int64_t *npad_out)
@@ -271,7 +285,6 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     const rlx_batch *bt = r->batch;
     const int hd = it->hd, gs = it->gs, R = n * gs;
     const int32_t B = r->kv->block_size;
-    const rlx_batch_seq *bs = &bt->seqs[bt->seq[it->toks[t0]]];
     int64_t lo[ATTN_ROWS], hi[ATTN_ROWS], jmax = -1;
     for (int ti = 0; ti < n; ti++) {
         /* a bidirectional row reads like a causal one at the sequence's last position */
@@ -290,17 +303,22 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     }
     const int64_t npad = (jmax - j0 + 1 + 63) / 64 * 64;
     if ((size_t)npad > it->npad_max) return RLX_ERANGE;
+    uint8_t one_row[ATTN_ROWS];
+    memset(one_row, 1, sizeof one_row);
     const size_t sstride = it->npad_max;
     float *kbuf = S + (size_t)ATTN_ROWS * sstride + (size_t)hd * sstride + (size_t)ATTN_ROWS * hd;
-    for (int64_t b = j0 / B; b * B <= jmax; b++) {
-        const int64_t pa = b * B < j0 ? j0 : b * B, pb = (b + 1) * B - 1 < jmax ? (b + 1) * B - 1 : jmax;
-        const uint8_t *row0 = it->K + ((size_t)bs->blocks[b] * (size_t)B + (size_t)(pa - b * B)) * it->rb;
+    for (int64_t b = it->nocache ? 0 : j0 / B; it->nocache ? b == 0 : b * B <= jmax; b++) {
+        const int64_t pa = it->nocache || b * B < j0 ? j0 : b * B;
+        const int64_t pb = it->nocache || (b + 1) * B - 1 >= jmax ? jmax : (b + 1) * B - 1;
+        const uint8_t *row0 = it->K + item_slot(it, (int32_t)pa) * it->rb;
         if (it->q8) {
             for (int64_t j = 0; j <= pb - pa; j++) deq_q8_0_cols(row0 + (size_t)j * it->rb, (int64_t)it->hk * hd, hd, kbuf + (size_t)j * hd);
             rlx_cpu_float_gemm(RLX_F32, kbuf, (size_t)hd * 4, 0, pb - pa + 1, q, (size_t)hd, R, hd, S + (pa - j0), (int64_t)sstride, role);
         } else {
+            /* without a cache llama.cpp's q is a permuted (non-contiguous) view, so its K.q takes
+             * ggml_vec_dot per score for every row, not tinyBLAS: one-row arithmetic throughout */
             rlx_cpu_float_gemm(it->type, row0 + (size_t)it->hk * hd * it->esz, it->rb, 0, pb - pa + 1, q, (size_t)hd, R, hd,
-                               S + (pa - j0), (int64_t)sstride, role);
+                               S + (pa - j0), (int64_t)sstride, it->nocache ? one_row : role);
         }
     }
     for (int row = 0; row < R; row++) {
@@ -324,7 +342,7 @@ static void prefetch_kv(const attn_item *it, bool ahead)
     const size_t off = (size_t)it->hk * (size_t)it->hd * it->esz, len = (size_t)it->hd * it->esz;
     if (it->q8 || !it->range_ok) return; /* Q8_0: dequantized per block as read */
     for (int64_t j = it->jmin; j <= it->jmax; j++) {
-        const size_t row = kv_slot(it->r, it->seq, (int32_t)j) * it->rb + off;
+        const size_t row = item_slot(it, (int32_t)j) * it->rb + off;
         for (size_t o = 0; o < len; o += 64) {
             if (ahead) __builtin_prefetch(it->K + row + o, 0, 2);
             else __builtin_prefetch(it->K + row + o, 0, 3);
@@ -337,7 +355,6 @@ static int run_item(const attn_item *it)
 {
     rlx_cpu_run *r = it->r;
     const int hd = it->hd, gs = it->gs;
-    const int32_t seq = it->seq;
     const size_t sstride = it->npad_max;
     float *q = it->scratch, *S = q + (size_t)ATTN_ROWS * hd;
     float *vt = S + (size_t)ATTN_ROWS * sstride, *o = vt + (size_t)hd * sstride;
@@ -356,7 +373,7 @@ static int run_item(const attn_item *it)
         const uint8_t **vrow = (const uint8_t **)vt;
         const int64_t nvalid = jmax - j0 + 1;
         for (int64_t k = 0; k < nvalid; k++)
-            vrow[k] = it->V + kv_slot(r, seq, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz;
+            vrow[k] = it->V + item_slot(it, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz;
         for (int ti = 0; ti < it->nt; ti++) {
             int64_t npad;
             int e = scores(it, ti, 1, j0, q, S, role, &npad);
@@ -377,7 +394,7 @@ static int run_item(const attn_item *it)
             for (int d = 0; d < hd; d++) memset((uint8_t *)vt + ((size_t)d * nall + (size_t)k) * it->esz, 0, it->esz);
             continue;
         }
-        const uint8_t *row = it->V + kv_slot(r, seq, (int32_t)j) * it->rb;
+        const uint8_t *row = it->V + item_slot(it, (int32_t)j) * it->rb;
         if (it->q8) {
             float *tmp = o; /* free until the first tile's output */
             deq_q8_0_cols(row, (int64_t)it->hk * hd, hd, tmp);
@@ -428,10 +445,12 @@ static bool claim_item(rlx_cpu_run *r, _Atomic int64_t *next, int64_t items, int
         it->jmin = INT64_MAX;
         it->jmax = -1;
         it->range_ok = true;
+        it->base = it->toks[0];
         for (int ti = 0; ti < it->nt && it->range_ok; ti++) {
             const int32_t p = bt->pos[it->toks[ti]];
             const int64_t l = it->window > 0 && p - it->window + 1 > 0 ? p - it->window + 1 : 0;
-            it->range_ok = p >= 0 && p / B < bs->n_blocks;
+            /* without a cache the sequence must be whole, contiguous and in position order */
+            it->range_ok = it->nocache ? p == ti && it->toks[ti] == it->base + ti : p >= 0 && p / B < bs->n_blocks;
             it->jmin = l < it->jmin ? l : it->jmin;
             it->jmax = p > it->jmax ? p : it->jmax;
         }
@@ -445,14 +464,16 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const rlx_batch *bt = r->batch;
     const rlx_attn_params *ap = &n->p.attn;
     const int layer = ap->layer, n_head = ap->n_head, n_head_kv = ap->n_head_kv, hd = ap->head_dim;
-    const int64_t kvc = rlx_mem_desc_layer(r->kv, layer).kv_cols, T = bt->n_tokens;
-    const bool f16 = r->kv->type == RLX_F16, q8 = r->kv->type == RLX_Q8_0;
-    const size_t esz = f16 ? 2 : 4, rb = rlx_kv_row_bytes(r->kv->type, kvc);
-    uint8_t *K = r->kv_mem + r->kv_off[2 * layer], *V = r->kv_mem + r->kv_off[2 * layer + 1];
+    const bool nocache = rlx_mem_desc_layer(r->kv, layer).kind == RLX_MEM_NONE;
+    const int64_t kvc = nocache ? (int64_t)n_head_kv * hd : rlx_mem_desc_layer(r->kv, layer).kv_cols, T = bt->n_tokens;
+    const bool f16 = !nocache && r->kv->type == RLX_F16, q8 = !nocache && r->kv->type == RLX_Q8_0;
+    const size_t esz = f16 ? 2 : 4, rb = nocache ? (size_t)kvc * 4 : rlx_kv_row_bytes(r->kv->type, kvc);
+    uint8_t *K = nocache ? (uint8_t *)rowp(r, n->in[1], 0) : r->kv_mem + r->kv_off[2 * layer];
+    uint8_t *V = nocache ? (uint8_t *)rowp(r, n->in[2], 0) : r->kv_mem + r->kv_off[2 * layer + 1];
     int64_t a, b;
 
-    /* phase 1: store this batch's K and V */
-    split(T, ith, nth, &a, &b);
+    /* phase 1: store this batch's K and V (a layer without a cache reads them in place) */
+    split(nocache ? 0 : T, ith, nth, &a, &b);
     for (int64_t t = a; t < b; t++) {
         const rlx_batch_seq *bs = &bt->seqs[bt->seq[t]];
         if (bt->pos[t] < 0 || bt->pos[t] / r->kv->block_size >= bs->n_blocks) { atomic_store(&r->error, RLX_ERANGE); continue; }
@@ -470,7 +491,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             memcpy(V + slot * rb, v, (size_t)kvc * 4);
         }
     }
-    rlx_threadpool_barrier(r->tp);
+    if (!nocache) rlx_threadpool_barrier(r->tp);
     if (atomic_load(&r->error)) return;
 
     /* phase 2: items (sequence, KV head, head sub-group) claimed in turn */
@@ -479,7 +500,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const int64_t per_seq = (int64_t)n_head_kv * n_sub, items = (int64_t)bt->n_seqs * per_seq;
     _Atomic int64_t *next = &r->counters[s - r->plan->steps];
     attn_item it = {.r = r, .s = s, .K = K, .V = V, .type = f16 ? RLX_F16 : RLX_F32, .q8 = q8, .esz = esz, .rb = rb, .kvc = kvc, .hd = hd,
-                    .window = ap->window, .bidir = ap->mask == RLX_ATTN_BIDIRECTIONAL, .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
+                    .window = ap->window, .bidir = ap->mask == RLX_ATTN_BIDIRECTIONAL, .nocache = nocache, .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
                     .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
 #if defined(__x86_64__)
     if (it.softmax == sm_avx512) it.kqv_dec = kqv_dec512;

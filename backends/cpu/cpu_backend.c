@@ -40,6 +40,7 @@ typedef struct cpu_backend {
     size_t attn_scratch_bytes;   /* mmap'ed, all threads */
     size_t attn_stride;
     int64_t attn_hd;             /* the plan's largest head_dim */
+    int32_t max_tokens;          /* the plan's batch size (attention without a cache spans it) */
     size_t matmul_weight_bytes;  /* weight bytes one token streams through (plan's matmuls) */
     uint8_t *row_scratch;        /* per thread: one converted activation row */
     size_t row_stride;
@@ -122,6 +123,7 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     free(be->seq_tok);
     be->seq_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1) * sizeof *be->seq_tok);
     be->attn_hd = 1;
+    be->max_tokens = plan->max_tokens;
     for (int i = 0; i < plan->n_steps; i++)
         if (plan->steps[i].node.op == RLX_OP_ATTENTION) be->attn_hd = RLX_MAX(be->attn_hd, plan->steps[i].node.p.attn.head_dim);
     be->no_barrier = calloc((size_t)RLX_MAX(plan->n_steps, 1), 1);
@@ -208,8 +210,10 @@ static int cpu_mem_init(rlx_backend *be_, const rlx_mem_desc *geo, rlx_error *er
     be->state_mem = lazy_pages(stotal);
     be->state_mem_bytes = stotal;
     /* attention scratch: lazily committed like the pool, so only what sequences use costs */
-    be->attn_stride = (slots + 63) / 64 * 64 + 64;
-    be->attn_floats = rlx_cpu_attn_scratch_floats(be->attn_hd, (int64_t)slots, geo->block_size);
+    /* positions one item reads: a sequence's cache, or a whole batch for layers without one */
+    const size_t span = RLX_MAX(slots, (size_t)RLX_MAX(be->max_tokens, 1));
+    be->attn_stride = (span + 63) / 64 * 64 + 64;
+    be->attn_floats = rlx_cpu_attn_scratch_floats(be->attn_hd, (int64_t)span, geo->block_size);
     size_t ab = (size_t)rlx_threadpool_size(be->tp) * be->attn_floats * sizeof(float);
     be->attn_scratch = (float *)lazy_pages(ab);
     be->attn_scratch_bytes = ab;

@@ -135,6 +135,35 @@ static void k_rms_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     }
 }
 
+/* ggml_norm: the mean in double, then the centred values and their squares' sum in double,
+ * scaled by 1 / sqrtf(variance + eps) */
+static void norm_row(const float *x, float *y, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    double sum2 = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i] - mean;
+        y[i] = v;
+        sum2 += (double)(v * v);
+    }
+    const float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++) y[i] *= scale;
+}
+
+static void k_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+{
+    int64_t T = n_rows(r, s->out), a, b;
+    int64_t cols = r->plan->graph->tensors[s->out].cols;
+    split(T, ith, nth, &a, &b);
+    for (int64_t t = a; t < b; t++) {
+        float *y = rowp(r, s->out, t);
+        norm_row(rowp(r, s->node.in[0], t), y, cols, s->node.p.norm.eps);
+        apply_chain(r, s, y, t, 0, cols, cols);
+    }
+}
+
 static void k_head_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     int64_t T = n_rows(r, s->out), a, b;
@@ -161,7 +190,7 @@ static void k_get_rows(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     size_t rb = rlx_row_bytes(w->wtype, cols);
     split(T, ith, nth, &a, &b);
     for (int64_t t = a; t < b; t++) {
-        int32_t id = r->batch->tokens[t];
+        int32_t id = s->node.op == RLX_OP_GET_ROWS_POS ? r->batch->pos[t] : r->batch->tokens[t];
         float *y = rowp(r, s->out, t);
         if (id < 0 || id >= w->ne[1]) { atomic_store(&r->error, RLX_ERANGE); continue; }
         rlx_dequantize_row(w->wtype, (const uint8_t *)w->data + (size_t)id * rb, y, cols);
@@ -466,8 +495,9 @@ static void k_registered(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     switch (s->node.op) {
-    case RLX_OP_GET_ROWS: k_get_rows(r, s, ith, nth); break;
+    case RLX_OP_GET_ROWS: case RLX_OP_GET_ROWS_POS: k_get_rows(r, s, ith, nth); break;
     case RLX_OP_RMS_NORM: k_rms_norm(r, s, ith, nth); break;
+    case RLX_OP_NORM: k_norm(r, s, ith, nth); break;
     case RLX_OP_HEAD_NORM: k_head_norm(r, s, ith, nth); break;
     case RLX_OP_MATMUL: k_matmul(r, s, ith, nth); break;
     case RLX_OP_ROPE: k_rope(r, s, ith, nth); break;

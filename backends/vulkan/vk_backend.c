@@ -153,7 +153,8 @@ static int vk_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     L[VK_BW_SBASE] = (uint32_t)at;
     if ((rc = rlx__vk_buffer(&be->d, &be->batch, (at + 4096) * 4, true, err))) goto fail;
     if (!be->arena.map) {
-        size_t lb = (size_t)plan->max_outputs * (size_t)g->tensors[g->output].cols * 4;
+        size_t rows = g->output_kind == RLX_OUTPUT_HIDDEN ? (size_t)plan->max_tokens : (size_t)plan->max_outputs;
+        size_t lb = rows * (size_t)g->tensors[g->output].cols * 4;
         if ((rc = rlx__vk_buffer(&be->d, &be->readback, lb, true, err))) goto fail;
     }
     /* count the dispatches of a run (parameter slots, descriptor sets) and check every
@@ -190,7 +191,7 @@ static int vk_kv_write_block(rlx_backend *be, int32_t layer, int32_t block, cons
 
 static int validate_batch(const vk_backend *be, const rlx_plan *plan, const rlx_batch *b, rlx_error *err)
 {
-    if (!be->kv.k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
+    if (be->kv.geo.n_layers <= 0) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
     if (plan != be->plan) return rlx_errorf(err, RLX_EINVAL, "plan was not prepared on this backend");
     return rlx_batch_validate(b, plan, &be->kv.geo, be->min_vocab, err);
 }
@@ -253,8 +254,9 @@ static int vk_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, fl
     if ((rc = rlx__vk_shape_get(be, b->n_tokens, b->n_outputs, &sh, err))) return rc;
     if ((rc = rlx__vk_submit_cmd(&be->d, sh->cmd, err))) return rc;
     const rlx_graph *g = plan->graph;
-    if (logits && b->n_outputs) {
-        size_t n = (size_t)b->n_outputs * (size_t)g->tensors[g->output].cols * 4;
+    const int32_t rows = g->output_kind == RLX_OUTPUT_HIDDEN ? b->n_tokens : b->n_outputs;
+    if (logits && rows) {
+        size_t n = (size_t)rows * (size_t)g->tensors[g->output].cols * 4;
         memcpy(logits, be->arena.map ? (const uint8_t *)be->arena.map + plan->offset[g->output] : be->readback.map, n);
     }
     return 0;
@@ -293,9 +295,20 @@ static void vk_destroy(rlx_backend *be_)
     free(be);
 }
 
+/* The built-in ops, with causal attention over the KV pool or bidirectional attention on a
+ * layer without a cache (encoders: attn.comp reads the step's K and V rows), layer norm and
+ * position rows; not bidirectional attention over the pool. */
+static const char *vk_unsupported(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
+{
+    if (n->op == RLX_OP_NORM || n->op == RLX_OP_GET_ROWS_POS) return NULL;
+    if (n->op == RLX_OP_ATTENTION && rlx_graph_layer_mem(g, n->p.attn.layer).kind == RLX_MEM_NONE) return NULL;
+    return rlx_backend_builtin_causal(be, g, n);
+}
+
 static const rlx_backend_ops vk_ops = {
     .name = "vulkan",
-    .unsupported = rlx_backend_builtin_causal, /* the attn shader masks by position */
+    .unsupported = vk_unsupported, /* the attn shader masks by position */
+    .hidden_output = true,
     .prepare = vk_prepare,
     .mem_init = vk_kv_init,
     .run = vk_run,

@@ -4,7 +4,8 @@
  * buffers of whole blocks so no binding exceeds maxStorageBufferRange (128 MiB on lavapipe:
  * one f32 layer of a Qwen3-0.6B-shaped model at 40k tokens is 160 MiB). Snapshot reads/writes
  * address a block inside its chunk. Every layer is split at the same block boundaries (those
- * the widest layer needs). Recurrent-state layers are refused (RLX_EUNSUPPORTED). */
+ * the widest layer needs). Recurrent-state layers are refused (RLX_EUNSUPPORTED). A model without
+ * KV layers (an encoder) gets no pool, only its description. */
 #include "backends/vulkan/vk_internal.h"
 #include "backends/quant.h"
 
@@ -43,7 +44,16 @@ int rlx__vk_kv_init(vk_backend *be, const rlx_mem_desc *geo, rlx_error *err)
         VkDeviceSize lb = rlx_kv_row_bytes(geo->type, m.kv_cols) * (VkDeviceSize)geo->block_size;
         if (lb > bb) bb = lb;
     }
-    if (bb == 0) return rlx_errorf(err, RLX_EINVAL, "Vulkan: the model has no KV layer");
+    if (bb == 0) { /* an encoder: no layer keeps a cache (its attention reads the step's rows) */
+        kv->row_bytes = calloc((size_t)geo->n_layers, sizeof *kv->row_bytes);
+        kv->block_bytes = calloc((size_t)geo->n_layers, sizeof *kv->block_bytes);
+        if (!kv->row_bytes || !kv->block_bytes) {
+            rlx__vk_kv_free(be);
+            return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        }
+        kv->geo = *geo;
+        return 0;
+    }
     /* a chunk must fit one binding (the shaders address it in 32-bit words) and one allocation */
     VkDeviceSize room = be->d.max_range < be->d.max_alloc ? be->d.max_range : be->d.max_alloc;
     const char *hook = getenv("RLX_VK_KV_CHUNK"); /* test hook: small pools exercise the split */
@@ -105,7 +115,7 @@ static int locate(const vk_kv *kv, int32_t l, int32_t block, VkDeviceSize *off)
 int rlx__vk_kv_block_io(vk_backend *be, int32_t layer, int32_t block, void *k, void *v, bool write, rlx_error *err)
 {
     vk_kv *kv = &be->kv;
-    if (!kv->k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
+    if (!kv->k) return rlx_errorf(err, RLX_EINVAL, "no KV cache (not initialised, or the model keeps none)");
     if (layer < 0 || layer >= kv->geo.n_layers || block < 0 || block >= kv->geo.n_blocks || !kv->block_bytes[layer])
         return rlx_errorf(err, RLX_ERANGE, "KV block or layer out of range");
     VkDeviceSize off;

@@ -224,6 +224,7 @@ static int rec_norm(vk_backend *be, const rlx_step *s, rlx_error *err)
     bool head = s->node.op == RLX_OP_HEAD_NORM;
     vk_disp ds;
     disp_init(&ds, PL_RMS);
+    ds.P[7] = s->node.op == RLX_OP_NORM; /* layer norm: mean and variance */
     ds.P[0] = (uint32_t)x->cols;
     ds.P[1] = bind_tensor(be, &ds, VK_B_IN0, s->node.in[0]);
     ds.P[2] = bind_tensor(be, &ds, VK_B_OUT, s->out);
@@ -268,6 +269,7 @@ static int rec_get_rows(vk_backend *be, const rlx_step *s, rlx_error *err)
         ds.P[6] = bind_tensor(be, &ds, VK_B_OUT, s->out);
         memcpy(&ds.P[7], &s->node.p.scalar.value, 4);
         ds.P[8] = (uint32_t)nch;
+        ds.P[9] = s->node.op == RLX_OP_GET_ROWS_POS; /* rows by position, not token id */
         k = set_chain(be, &ds, s->out, s->chain, s->n_chain);
         grid_flat(&ds, (uint64_t)rlx__vk_rows(be, s->out) * (uint64_t)nch);
         int rc = emit(be, &ds, err);
@@ -400,11 +402,49 @@ static void bind_kv(vk_backend *be, vk_disp *ds, int layer)
     }
 }
 
+/* Attention of a layer without a cache (encoders): attn.comp in its F32 unsplit variant with the
+ * step's K and V rows bound as the "pool" (one block of rows: slot = the sequence's first
+ * token + position, word offsets 12 / 13), each row seeing its whole sequence. */
+static int rec_attention_nocache(vk_backend *be, const rlx_step *s, rlx_error *err)
+{
+    const rlx_node *n = &s->node;
+    const rlx_attn_params *ap = &n->p.attn;
+    const uint32_t T = (uint32_t)rlx__vk_rows(be, n->in[0]), kvc = (uint32_t)(ap->n_head_kv * ap->head_dim);
+    vk_disp ds;
+    disp_init(&ds, 0);
+    VkPipeline *p = &be->pl_kv[PL_KV_ATTN][0][0];
+    const uint32_t spec[2] = {0u, 0u};
+    int rc = be->counting || *p ? 0 : rlx__vk_pipeline(&be->d, "attn", spec, 2, p, err);
+    if (rc) return rc;
+    ds.pipe = *p;
+    ds.P[0] = (uint32_t)ap->n_head;
+    ds.P[1] = (uint32_t)(ap->n_head / ap->n_head_kv);
+    ds.P[2] = (uint32_t)ap->head_dim;
+    ds.P[3] = kvc;
+    ds.P[4] = 0;
+    memcpy(&ds.P[5], &ap->scale, 4);
+    memcpy(&ds.P[6], &ap->softcap, 4);
+    ds.P[8] = bind_tensor(be, &ds, VK_B_IN0, n->in[0]);
+    ds.P[9] = bind_tensor(be, &ds, VK_B_OUT, s->out);
+    ds.P[10] = be->kind_off;
+    ds.P[11] = 1;
+    ds.P[12] = bind_tensor(be, &ds, VK_B_KC, n->in[1]);
+    ds.P[13] = bind_tensor(be, &ds, VK_B_VC, n->in[2]);
+    ds.P[33] = kvc * 4;
+    ds.P[34] = 0x7fffffffu; /* one chunk, one "block" per row */
+    ds.P[35] = 1;
+    ds.g[0] = (uint32_t)ap->n_head;
+    ds.g[1] = T;
+    ds.g[2] = 1;
+    return emit(be, &ds, err);
+}
+
 static int rec_attention(vk_backend *be, const rlx_step *s, rlx_error *err)
 {
     const rlx_node *n = &s->node;
     const rlx_attn_params *ap = &n->p.attn;
     int layer = ap->layer;
+    if (rlx_graph_layer_mem(be->plan->graph, layer).kind == RLX_MEM_NONE) return rec_attention_nocache(be, s, err);
     uint32_t T = (uint32_t)rlx__vk_rows(be, n->in[0]), kvc = (uint32_t)rlx_graph_layer_mem(be->plan->graph, layer).kv_cols;
     if (!be->counting && (layer < 0 || layer >= be->kv.geo.n_layers || rlx_mem_desc_layer(&be->kv.geo, layer).kind != RLX_MEM_KV ||
                           rlx_mem_desc_layer(&be->kv.geo, layer).kv_cols != (int64_t)kvc))
@@ -456,8 +496,8 @@ static int rec_gather(vk_backend *be, const rlx_step *s, rlx_error *err)
 int rlx__vk_record_step(vk_backend *be, const rlx_step *s, rlx_error *err)
 {
     switch (s->node.op) {
-    case RLX_OP_GET_ROWS: return rec_get_rows(be, s, err);
-    case RLX_OP_RMS_NORM: case RLX_OP_HEAD_NORM: return rec_norm(be, s, err);
+    case RLX_OP_GET_ROWS: case RLX_OP_GET_ROWS_POS: return rec_get_rows(be, s, err);
+    case RLX_OP_RMS_NORM: case RLX_OP_HEAD_NORM: case RLX_OP_NORM: return rec_norm(be, s, err);
     case RLX_OP_MATMUL: return rec_matmul(be, s, err);
     case RLX_OP_ROPE: return rec_rope(be, s, err);
     case RLX_OP_ATTENTION: return rec_attention(be, s, err);

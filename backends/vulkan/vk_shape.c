@@ -47,11 +47,12 @@ static int record(vk_backend *be, vk_shape *sh, rlx_error *err)
     be->cur_outputs = sh->n_outputs;
     for (int i = 0; i < plan->n_steps && !rc; i++) rc = rlx__vk_record_step(be, &plan->steps[i], err);
     be->rec = NULL;
-    if (!rc && !be->arena.map && sh->n_outputs) { /* logits to host-visible memory in the same submission */
-        const rlx_graph *g = plan->graph;
+    const rlx_graph *g = plan->graph;
+    const int32_t out_rows = g->output_kind == RLX_OUTPUT_HIDDEN ? sh->n_tokens : sh->n_outputs;
+    if (!rc && !be->arena.map && out_rows) { /* the output to host-visible memory in the same submission */
         rlx__vk_barrier_all(sh->cmd);
         VkBufferCopy c = {(VkDeviceSize)plan->offset[g->output], 0,
-                          (VkDeviceSize)sh->n_outputs * (VkDeviceSize)g->tensors[g->output].cols * 4};
+                          (VkDeviceSize)out_rows * (VkDeviceSize)g->tensors[g->output].cols * 4};
         vkCmdCopyBuffer(sh->cmd, be->arena.buf, be->readback.buf, 1, &c);
     }
     rlx__vk_barrier_all(sh->cmd); /* results visible to the host */

@@ -13,6 +13,8 @@
 int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *g, rlx_error *err)
 {
     const rlx_model_config *c = &m->cfg;
+    /* an embedding model (pooling_type given) returns every token's final-normed hidden state */
+    const bool embed = c->pooling_type >= 0;
     const int64_t d = c->n_embd, hd = c->head_dim, nq = (int64_t)c->n_head * hd, nkv = (int64_t)c->n_head_kv * hd;
     char name[96];
     g->n_layers = c->n_layer;
@@ -67,10 +69,11 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
         if (o->scale_q) q = rlx_g_unary(g, RLX_OP_SCALE, q, c->attn_scale);
         const rlx_attn_params ap = {.layer = l, .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = (int32_t)hd,
                                     .window = swa ? (int32_t)c->sliding_window : 0, .scale = o->scale_q ? 1.0f : c->attn_scale,
-                                    .softcap = c->attn_softcap, .mask = RLX_ATTN_CAUSAL};
+                                    .softcap = c->attn_softcap,
+                                    .mask = c->causal ? RLX_ATTN_CAUSAL : RLX_ATTN_BIDIRECTIONAL};
         int a = rlx_g_attention(g, q, k, v, &ap);
         int attn_out = rlx_g_matmul(g, a, wo);
-        if (l == c->n_layer - 1) {
+        if (l == c->n_layer - 1 && !embed) {
             /* only the rows that produce logits continue past the last attention's output
              * projection; gathering after it, as llama.cpp does, keeps its row counts, which
              * decide its arithmetic (rlx_matmul_rows_batched) */
@@ -100,6 +103,10 @@ int rlx_build_decoder(const rlx_model *m, const rlx_decoder_opts *o, rlx_graph *
     int wout = c->tied ? emb : W("output.weight", d, c->n_vocab, true);
     CHECK(wout);
     x = rlx_g_mul(g, rlx_g_rms_norm(g, x, c->norm_eps), out_norm);
+    if (embed) {
+        rlx_g_set_output(g, x, RLX_OUTPUT_HIDDEN);
+        return g->oom ? rlx_errorf(err, RLX_ENOMEM, "out of memory while building the graph") : 0;
+    }
     int logits = rlx_g_matmul(g, x, wout);
     if (o->out_bias) {
         int ob = W("output.bias", c->n_vocab, 0, false);

@@ -96,7 +96,7 @@ d = {os.path.basename(x["path"]): x for x in map(json.loads, open(sys.argv[1]))}
 files = sorted(os.path.basename(f) for f in glob.glob(sys.argv[2] + "/*.gguf"))
 assert sorted(d) == files, (sorted(d), files)
 for f, x in d.items():
-    arch = next((a for a in ("nomic-bert", "bert") if f.startswith("synth-" + a + "-")), None)
+    arch = next((a for a in () if f.startswith("synth-" + a + "-")), None)  # every shared family is served now
     if arch:
         assert x["status"] == "KnownUnimplemented" and x["unimplemented"] == arch, x
         assert "architecture '%s' is not implemented" % arch in x["reason"], x

@@ -235,7 +235,28 @@ TEST(api_errors)
     ASSERT_EQ(rlx_api_error_from_admit(&e, &ok, "prompt", "max_tokens"), 0);
 }
 
-TEST_MAIN(TEST_ENTRY(admits_what_fits_exactly), TEST_ENTRY(prompt_empty), TEST_ENTRY(token_id_range),
+/* an embedding input generates nothing: it may fill the limit, and is refused only past it */
+TEST(embedding_input)
+{
+    rlx_admit a = check(&LIM, (rlx_admit_query){.n_prompt = 64, .bound = RLX_ADMIT_EXACT, .embed = true}, 0);
+    ASSERT_EQ(a.reason, RLX_ADMIT_OK);
+    a = check(&LIM, (rlx_admit_query){.n_prompt = 65, .bound = RLX_ADMIT_EXACT, .embed = true}, RLX_ETOOLONG);
+    ASSERT_EQ(a.reason, RLX_ADMIT_PROMPT_LONG);
+    ASSERT(a.embed);
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_admit_error(&a, &err), RLX_ETOOLONG);
+    ASSERT_STR_EQ(err.msg, "the input (65 tokens) exceeds the context of 64 tokens");
+    /* the pool's limit when smaller, and the other rules as for a prompt */
+    rlx_admit_limits pool = {.n_ctx = 64, .n_vocab = 100, .kv_tokens = 32};
+    a = check(&pool, (rlx_admit_query){.n_prompt = 33, .bound = RLX_ADMIT_EXACT, .embed = true}, RLX_ETOOLONG);
+    ASSERT(a.kv_pool);
+    check(&LIM, (rlx_admit_query){.n_prompt = 0, .bound = RLX_ADMIT_EXACT, .embed = true}, RLX_EINVAL);
+    int32_t ids[2] = {1, 100};
+    a = check(&LIM, (rlx_admit_query){.ids = ids, .n_prompt = 2, .bound = RLX_ADMIT_EXACT, .embed = true}, RLX_EINVAL);
+    ASSERT_EQ(a.reason, RLX_ADMIT_TOKEN_ID);
+}
+
+TEST_MAIN(TEST_ENTRY(admits_what_fits_exactly), TEST_ENTRY(embedding_input), TEST_ENTRY(prompt_empty), TEST_ENTRY(token_id_range),
           TEST_ENTRY(max_tokens_alone), TEST_ENTRY(logit_bias_keys), TEST_ENTRY(order_of_checks),
           TEST_ENTRY(prompt_too_long), TEST_ENTRY(context_with_pool_and_history), TEST_ENTRY(engine_messages),
           TEST_ENTRY(api_errors))

@@ -4,7 +4,8 @@
  * an error naming the op and the backend; a graph declaring hidden-state output returns one
  * row per batch token; bidirectional attention lets each token see every position of its
  * sequence present after the step's writes (causal does not), checked against a direct
- * computation on the CPU backend. */
+ * computation on the CPU backend, also for layers without a KV cache (encoders); layer norm
+ * and position rows against a direct computation. */
 #include "tests/rlx_test.h"
 #include "backends/backend.h"
 
@@ -307,7 +308,95 @@ TEST(output_declaration_checked)
     rlx_graph_free(&g);
 }
 
-/* GPU backends refuse what they have no kernel for at prepare, naming op and backend. */
+/* A layer without a KV cache (RLX_MEM_NONE, encoders): attention must be bidirectional and
+ * reads K, V from the step's rows; each sequence must be whole and contiguous in the batch. */
+TEST(attention_without_cache)
+{
+    fill(wq, VOCAB * NH * HD, 3, 1.0f);
+    fill(wk, VOCAB * HD, 5, 1.0f);
+    fill(wv, VOCAB * HD, 9, 1.0f);
+    rlx_graph g;
+    rlx_plan p;
+    rlx_error err = {0};
+    rlx_compile_opts o = {.max_tokens = 8, .max_outputs = 8};
+    build_attn(&g, RLX_ATTN_CAUSAL);
+    ASSERT((g.mem = malloc(sizeof *g.mem)) != NULL);
+    g.mem[0] = (rlx_mem_layer){RLX_MEM_NONE, 0, 0};
+    ASSERT_EQ(rlx_compile(&g, &o, &p, &err), RLX_EINVAL);
+    ASSERT_MSG(strstr(err.msg, "bidirectional") != NULL, "%s", err.msg);
+    g.nodes[g.n_nodes - 1].p.attn.mask = RLX_ATTN_BIDIRECTIONAL;
+    ASSERT_MSG(rlx_compile(&g, &o, &p, &err) == 0, "%s", err.msg);
+    /* GPU backends' shared check names what they lack */
+    const char *why = rlx_backend_builtin_causal(NULL, &g, &g.nodes[g.n_nodes - 1]);
+    ASSERT_MSG(why && strstr(why, "without a KV cache"), "%s", why ? why : "(accepted)");
+    rlx_backend *be = NULL;
+    ASSERT_EQ(rlx_backend_cpu_create(&be, 2, &err), 0);
+    ASSERT_MSG(be->ops->prepare(be, &p, &err) == 0, "%s", err.msg);
+    rlx_mem_desc geo = {1, HD, 1, 4, RLX_F32, g.mem, 0};
+    ASSERT_MSG(be->ops->mem_init(be, &geo, &err) == 0, "%s", err.msg);
+    /* two sequences of 5 and 2 tokens (more than a nominal block), no block tables */
+    const int32_t seq0[5] = {4, 9, 1, 12, 6}, seq1[2] = {2, 14};
+    int32_t tok[7] = {4, 9, 1, 12, 6, 2, 14}, pos[7] = {0, 1, 2, 3, 4, 0, 1}, sq[7] = {0, 0, 0, 0, 0, 1, 1};
+    uint8_t none[7] = {0};
+    rlx_batch_seq seqs[2] = {{NULL, 0, -1}, {NULL, 0, -1}};
+    rlx_batch b = {7, tok, pos, sq, none, 0, 2, seqs, NULL};
+    float out[7 * NH * HD], want[NH * HD];
+    ASSERT_MSG(be->ops->run(be, &p, &b, out, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 7; i++) {
+        reference(sq[i] ? seq1 : seq0, tok[i], sq[i] ? 1 : 4, want);
+        for (int c = 0; c < NH * HD; c++) ASSERT_NEAR(out[i * NH * HD + c], want[c], 1e-5);
+    }
+    /* interleaved sequences are refused, not mixed */
+    int32_t tok2[4] = {4, 2, 9, 14}, pos2[4] = {0, 0, 1, 1}, sq2[4] = {0, 1, 0, 1};
+    rlx_batch b2 = {4, tok2, pos2, sq2, none, 0, 2, seqs, NULL};
+    ASSERT(be->ops->run(be, &p, &b2, out, &err) != 0);
+    rlx_backend_destroy(be);
+    rlx_plan_free(&p);
+    rlx_graph_free(&g);
+}
+
+/* NORM (layer norm, then * w + b fused) and GET_ROWS_POS (rows by position) on the CPU against
+ * a direct computation; GPU backends' shared check refuses both by name. */
+TEST(layer_norm_and_position_rows)
+{
+    static float pe[VOCAB * D], w[D], b[D];
+    fill(emb, VOCAB * D, 17, 2.0f);
+    fill(pe, VOCAB * D, 19, 1.0f);
+    fill(w, D, 23, 1.0f);
+    fill(b, D, 29, 1.0f);
+    rlx_graph g;
+    rlx_graph_init(&g);
+    int pr = rlx_g_get_rows_pos(&g, rlx_g_weight(&g, "pos", RLX_F32, D, VOCAB, pe));
+    int x = rlx_g_add(&g, rlx_g_get_rows(&g, rlx_g_weight(&g, "emb", RLX_F32, D, VOCAB, emb), 1.0f), pr);
+    int y = rlx_g_add(&g, rlx_g_mul(&g, rlx_g_norm(&g, x, 1e-5f), rlx_g_weight(&g, "w", RLX_F32, D, 1, w)),
+                      rlx_g_weight(&g, "b", RLX_F32, D, 1, b));
+    rlx_g_set_output(&g, y, RLX_OUTPUT_HIDDEN);
+    g.n_layers = 1;
+    g.kv_cols = D;
+    const int32_t tok[3] = {5, 0, 11};
+    float out[3 * D];
+    rlx_error err = {0};
+    ASSERT_MSG(run_cpu(&g, 2, tok, 3, out, &err) == 0, "%s", err.msg);
+    for (int t = 0; t < 3; t++) {
+        double v[D], mean = 0, var = 0;
+        for (int c = 0; c < D; c++) mean += v[c] = (double)emb[tok[t] * D + c] + pe[t * D + c];
+        mean /= D;
+        for (int c = 0; c < D; c++) var += (v[c] - mean) * (v[c] - mean);
+        var /= D;
+        for (int c = 0; c < D; c++) ASSERT_NEAR(out[t * D + c], (v[c] - mean) / sqrt(var + 1e-5) * w[c] + b[c], 1e-5);
+    }
+    int refused = 0;
+    for (int i = 0; i < g.n_nodes; i++) {
+        const char *why = rlx_backend_builtin_causal(NULL, &g, &g.nodes[i]);
+        if (g.nodes[i].op == RLX_OP_NORM || g.nodes[i].op == RLX_OP_GET_ROWS_POS) refused += why != NULL;
+        else ASSERT(why == NULL);
+    }
+    ASSERT_EQ(refused, 2);
+    rlx_graph_free(&g);
+}
+
+/* GPU backends refuse what they have no kernel for at prepare, naming op and backend (Vulkan runs
+ * encoders: hidden output and attention without a cache; the parity test checks its numbers). */
 TEST(gpu_refuses_bidirectional_and_hidden)
 {
     const char *names[] = {"vulkan", "cuda"};
@@ -325,8 +414,20 @@ TEST(gpu_refuses_bidirectional_and_hidden)
         build_attn(&g, RLX_ATTN_BIDIRECTIONAL);
         ASSERT_EQ(rlx_compile(&g, &o, &p, &err), 0);
         ASSERT_EQ(gpu->ops->prepare(gpu, &p, &err), RLX_EUNSUPPORTED);
-        ASSERT_MSG(strstr(err.msg, names[i]) && strstr(err.msg, "hidden"), "%s", err.msg);
+        /* hidden states: Vulkan returns them (encoders), CUDA refuses them first */
+        ASSERT_MSG(strstr(err.msg, names[i]) && strstr(err.msg, gpu->ops->hidden_output ? "bidirectional" : "hidden"), "%s",
+                   err.msg);
         rlx_plan_free(&p);
+        if (gpu->ops->hidden_output) {
+            /* bidirectional attention on a layer without a cache (encoders) is accepted */
+            ASSERT((g.mem = malloc(sizeof *g.mem)) != NULL);
+            g.mem[0] = (rlx_mem_layer){RLX_MEM_NONE, 0, 0};
+            ASSERT_EQ(rlx_compile(&g, &o, &p, &err), 0);
+            ASSERT_MSG(gpu->ops->prepare(gpu, &p, &err) == 0, "%s", err.msg);
+            rlx_plan_free(&p);
+            free(g.mem);
+            g.mem = NULL;
+        }
         /* with logits output the attention op itself is refused */
         g.output = rlx_g_gather(&g, g.output);
         g.output_kind = RLX_OUTPUT_LOGITS;
@@ -343,4 +444,5 @@ TEST(gpu_refuses_bidirectional_and_hidden)
 TEST_MAIN(TEST_ENTRY(builtin_table), TEST_ENTRY(register_rejects_bad_entries), TEST_ENTRY(registered_op_runs_on_cpu),
           TEST_ENTRY(unsupported_op_names_op_and_backend), TEST_ENTRY(causal_attention_hidden_output),
           TEST_ENTRY(bidirectional_attention), TEST_ENTRY(output_declaration_checked),
+          TEST_ENTRY(attention_without_cache), TEST_ENTRY(layer_norm_and_position_rows),
           TEST_ENTRY(gpu_refuses_bidirectional_and_hidden))

@@ -14,7 +14,9 @@
  * contribute exact zeros on the CPU, so they are skipped here. Scores are recomputed in each
  * pass (the same bits) instead of stored. head_dim <= 512.
  * P: 0 n_head, 1 group, 2 head_dim, 3 kv_cols, 4 window, 5 scale, 6 softcap, 8 q off, 9 y off,
- * 10 token kinds; 33..35 the pool (kv.glsl). */
+ * 10 token kinds, 11 no cache (encoders: K and V are the step's rows, bound as the pool at word
+ * offsets 12 / 13; a sequence is contiguous in the batch in position order, slot = its first
+ * token + position, and each row sees the whole sequence); 33..35 the pool (kv.glsl). */
 #version 450
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -27,11 +29,18 @@ shared float red[64];
 shared float pp[64];
 shared uint vchunk[64], vrow[64]; /* where the V rows of the block's positions live */
 shared float inv_sh;
+int g_base; /* no cache: the batch index of the sequence's first token */
+
+uint slot_of(int seq, int j)
+{
+    return P[11] != 0u ? uint(g_base + j) : kv_slot(seq, j, KV_BLOCK_SIZE);
+}
 
 /* value `col` of the K (v false) or V row at byte `row` of chunk c */
 float kv_val(bool v, uint c, uint row, uint col)
 {
     float r = 0.0;
+    if (P[11] != 0u) row += (v ? P[13] : P[12]) * 4u;
 #define KV_VAL(BUF)                                                                               \
     if (KV_TYPE == KV_F32) r = KV_F32_AT(BUF, row, col);                                          \
     else if (KV_TYPE == KV_F16) r = KV_F16_AT(BUF, row, col);                                     \
@@ -43,7 +52,7 @@ float kv_val(bool v, uint c, uint row, uint col)
 /* q . K[j] of head hk: rlx__dot_f16 / rlx__dot_f32 (one-row) or rlx__dot_float_batched */
 float qk(int seq, int j, uint hk, uint hd, bool batched)
 {
-    kv_loc l = kv_locate(kv_slot(seq, j, KV_BLOCK_SIZE));
+    kv_loc l = kv_locate(slot_of(seq, j));
     uint c0 = hk * hd;
     bool f16 = KV_TYPE == KV_F16;
     if (batched && hd % 16u == 0u) {
@@ -95,6 +104,14 @@ void main()
     bool f16 = KV_TYPE == KV_F16, batched = B[P[10] + t] != 1;
     int p = B[POS_OFF + t], seq = B[SEQ_OFF + t], window = int(P[4]);
     int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0, j0 = lo / 64 * 64;
+    int hi = p; /* the last position this row sees */
+    bool qk_batched = batched && P[11] == 0u; /* no cache: K.q one-row for every row, as the CPU */
+    if (P[11] != 0u) {
+        uint te = t;
+        while (te + 1u < N_TOKENS && B[SEQ_OFF + te + 1u] == seq) te++;
+        g_base = int(t) - p;
+        hi = p + int(te - t);
+    }
     for (uint i = tid; i < hd; i += 64u) {
         float q = Q[P[8] + t * n_head * hd + h * hd + i];
         qs[i] = f16 ? f16_round(q) : q;
@@ -103,7 +120,7 @@ void main()
 
     /* the maximum over the valid positions */
     float m = uintBitsToFloat(0xff800000u);
-    for (int j = lo + int(tid); j <= p; j += 64) m = max(m, score(seq, j, hk, hd, batched));
+    for (int j = lo + int(tid); j <= hi; j += 64) m = max(m, score(seq, j, hk, hd, qk_batched));
     red[tid] = m;
     barrier();
     for (uint w = 32u; w > 0u; w >>= 1) {
@@ -115,7 +132,7 @@ void main()
 
     /* 16-position chunk sums, 64 chunks per round, added in order in double by invocation 0 */
     precise WIDE sum = 0.0;
-    int c_end = p / 16;
+    int c_end = hi / 16;
     for (int cb = j0 / 16; cb <= c_end; cb += 64) {
         int c = cb + int(tid);
         float cs = 0.0;
@@ -123,7 +140,7 @@ void main()
             float e[16];
             for (int k = 0; k < 16; k++) {
                 int j = 16 * c + k;
-                e[k] = j >= lo && j <= p ? vexp(score(seq, j, hk, hd, batched) - mx) : 0.0;
+                e[k] = j >= lo && j <= hi ? vexp(score(seq, j, hk, hd, qk_batched) - mx) : 0.0;
             }
             cs = red16(e);
         }
@@ -146,14 +163,14 @@ void main()
         uint ch = g * 64u + tid;
         precise float s[64];
         for (uint k = 0u; k < 64u; k++) s[k] = 0.0;
-        for (int jb = j0; jb <= p; jb += 64) {
+        for (int jb = j0; jb <= hi; jb += 64) {
             int j = jb + int(tid);
             float pj = 0.0;
             kv_loc l = kv_loc(0u, 0u);
-            if (j >= lo && j <= p) {
-                precise float pr = vexp(score(seq, j, hk, hd, batched) - mx) * inv;
+            if (j >= lo && j <= hi) {
+                precise float pr = vexp(score(seq, j, hk, hd, qk_batched) - mx) * inv;
                 pj = f16 ? f16_round(pr) : pr;
-                l = kv_locate(kv_slot(seq, j, KV_BLOCK_SIZE));
+                l = kv_locate(slot_of(seq, j));
             }
             barrier();
             pp[tid] = pj;
@@ -163,7 +180,7 @@ void main()
             if (ch < hd)
                 for (int k = 0; k < 64; k++) {
                     int jj = jb + k;
-                    if (jj < lo || jj > p) continue;
+                    if (jj < lo || jj > hi) continue;
                     uint a = pv_batched ? uint(k) % 16u : uint(k);
                     s[a] = fmaf(kv_val(true, vchunk[k], vrow[k], hk * hd + ch), pp[k], s[a]);
                 }
