@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_GRAMMARS 32
-#define SERIAL_MEMO 64
+#define MAX_GRAMMARS 128
+#define SERIAL_MEMO 128
 
 typedef struct gslot {
     bool used;
@@ -110,7 +110,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
 {
     for (size_t i = 0; i < SERIAL_MEMO; i++)
-        if (c->memo[i].serial == g->serial && c->slot[c->memo[i].slot].used) {
+        if (c->memo[i].serial == g->serial) {
             c->slot[c->memo[i].slot].last_use = ++c->clock;
             return (int)c->memo[i].slot;
         }
@@ -130,9 +130,12 @@ static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
     }
     if (found < 0) { /* a new grammar: evict the least recently used one and its entries */
         gslot *s = &c->slot[victim];
-        if (s->used)
+        if (s->used) {
             for (size_t i = 0; i < c->n_ent; i++)
                 if (c->ent[i].used && c->ent[i].slot == (uint32_t)victim) c->ent[i].used = false;
+            for (size_t i = 0; i < SERIAL_MEMO; i++) /* the evicted grammar's serials name another one now */
+                if (c->memo[i].serial && c->memo[i].slot == (uint32_t)victim) c->memo[i].serial = 0;
+        }
         slot_clear(s);
         s->e = malloc((size_t)g->n_e * sizeof *s->e + 1);
         s->rule_start = malloc((size_t)g->n_rules * sizeof *s->rule_start + 1);

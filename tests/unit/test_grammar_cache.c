@@ -129,4 +129,71 @@ TEST(a_tiny_cache_evicts_and_stays_right)
     rlx_grammar_vocab_free(v);
 }
 
-TEST_MAIN(TEST_ENTRY(cached_masks_equal_full_masks_and_are_shared), TEST_ENTRY(a_tiny_cache_evicts_and_stays_right))
+/* More grammars alive at once than the cache keeps, stepped in lockstep as the worker steps its
+ * sequences (64 concurrent requests with 64 schemas and more): each keeps getting its own masks
+ * while the others' grammars are evicted around it. */
+static int lockstep(rlx_grammar_cache *c, const rlx_grammar_vocab *v, const size_t *lens, int ng)
+{
+    rlx_grammar **g = calloc((size_t)ng, sizeof *g);
+    rlx_grammar_state **st = calloc((size_t)ng, sizeof *st);
+    int rc = 0;
+    uint64_t rng = 99;
+    for (int i = 0; i < ng && !rc; i++) {
+        char src[200];
+        snprintf(src, sizeof src, "root ::= \"[\" (%s) \"]\" | \"x%d\"",
+                 i % 3 == 0 ? "\"1\" [0-9]*" : i % 3 == 1 ? "\"a\" [ab]*" : "\"true\"", i);
+        if (!(g[i] = compile(src)) || !(st[i] = rlx_grammar_state_new(g[i], NULL))) rc = -1;
+    }
+    for (int step = 0; step < 6 && !rc; step++)
+        for (int i = 0; i < ng && !rc; i++) {
+            uint8_t mask[NV];
+            int64_t n = rlx_grammar_mask(st[i], v, mask), cn = -1;
+            int e = 0;
+            const uint64_t *bits = rlx_grammar_cache_mask(c, st[i], v, &cn, &e);
+            if (n < 0 || !bits || cn != n) {
+                fprintf(stderr, "  %d grammars, step %d, grammar %d: full %lld, cached %lld\n", ng, step, i, (long long)n, (long long)cn);
+                rc = -1;
+                break;
+            }
+            for (int t = 0; t < NV; t++)
+                if (mask[t] != ((bits[t / 64] >> (t % 64)) & 1)) rc = -1;
+            if (!n) { /* complete: start over */
+                rlx_grammar_state_free(st[i]);
+                if (!(st[i] = rlx_grammar_state_new(g[i], NULL))) rc = -1;
+                continue;
+            }
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            int64_t pick = (int64_t)((rng >> 33) % (uint64_t)n);
+            for (int t = 0; t < NV; t++)
+                if (mask[t] && pick-- == 0) {
+                    if (rlx_grammar_accept(st[i], pieces[t], lens[t])) rc = -1;
+                    break;
+                }
+        }
+    for (int i = 0; i < ng; i++) {
+        rlx_grammar_state_free(st[i]);
+        rlx_grammar_free(g[i]);
+    }
+    free(st);
+    free(g);
+    return rc;
+}
+
+TEST(more_grammars_than_slots)
+{
+    size_t lens[NV];
+    for (int i = 0; i < NV; i++) lens[i] = strlen(pieces[i]);
+    rlx_grammar_vocab *v = rlx_grammar_vocab_new(NV, pieces, lens);
+    ASSERT(v != NULL);
+    static const int counts[] = {40, 64, 100, 160, 300};
+    for (size_t k = 0; k < RLX_ARRAY_LEN(counts); k++) {
+        rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 64);
+        ASSERT(c != NULL);
+        ASSERT_MSG(lockstep(c, v, lens, counts[k]) == 0, "%d grammars in lockstep", counts[k]);
+        rlx_grammar_cache_free(c);
+    }
+    rlx_grammar_vocab_free(v);
+}
+
+TEST_MAIN(TEST_ENTRY(cached_masks_equal_full_masks_and_are_shared), TEST_ENTRY(a_tiny_cache_evicts_and_stays_right),
+          TEST_ENTRY(more_grammars_than_slots))
