@@ -123,7 +123,7 @@ static const struct { const char *name; int family; } keywords[] = {
     {"$defs", KW_DEFS}, {"definitions", KW_DEFS},
     {"type", KW_TYPE}, {"enum", KW_ENUM}, {"const", KW_ENUM},
     {"anyOf", KW_COMB}, {"oneOf", KW_COMB}, {"allOf", KW_COMB}, {"$ref", KW_COMB},
-    {"properties", KW_OBJ}, {"required", KW_OBJ}, {"additionalProperties", KW_OBJ},
+    {"properties", KW_OBJ}, {"required", KW_OBJ}, {"additionalProperties", KW_OBJ}, {"patternProperties", KW_OBJ},
     {"items", KW_ARR}, {"prefixItems", KW_ARR}, {"minItems", KW_ARR}, {"maxItems", KW_ARR},
     {"minLength", KW_STR}, {"maxLength", KW_STR}, {"pattern", KW_STR}, {"format", KW_STR},
     {"minimum", KW_NUM}, {"maximum", KW_NUM}, {"exclusiveMinimum", KW_NUM}, {"exclusiveMaximum", KW_NUM},
@@ -453,12 +453,12 @@ static char *visit_string(rlx__js *j, const cJSON *s)
     if (!rlx__js_counts(j, s, "minLength", "maxLength", &mn, &mx)) return NULL;
     bool lengths = mn > 0 || mx >= 0;
     if (fmt) {
-        static const char *const known[] = {"date", "time", "date-time", "uuid"};
+        static const char *const known[] = {"date", "time", "date-time", "uuid", "email", "hostname", "ipv4"};
         if (!cJSON_IsString(fmt)) return rlx__js_fail(j, RLX_EINVAL, "'format' must be a string"), NULL;
         size_t i = 0;
         while (i < RLX_ARRAY_LEN(known) && strcmp(known[i], fmt->valuestring)) i++;
         if (i == RLX_ARRAY_LEN(known))
-            return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (date, time, date-time, uuid are)",
+            return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (date, time, date-time, uuid, email, hostname, ipv4 are)",
                                 fmt->valuestring), NULL;
         if (pat || lengths)
             return rlx__js_fail(j, RLX_EINVAL, "'format' together with '%s' is not supported", pat ? "pattern" : "minLength/maxLength"), NULL;

@@ -254,7 +254,16 @@ const char rlx__json_schema_prims[] =
     "time-h ::= [01] [0-9] | \"2\" [0-3]\n"
     "time-ms ::= [0-5] [0-9]\n"
     "date-time ::= date \"T\" time\n"
-    "uuid ::= [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}\n";
+    "uuid ::= [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}\n"
+    /* simple forms, each a subset of what RFC 5321 / 1123 / 2673 and Ajv's "full" formats
+     * accept: labels of at most 62 characters (1-20 alphanumerics, up to two hyphens inside),
+     * hostnames of at most 4 labels (251 characters), e-mail local parts of up to 4 dot-separated
+     * runs of [A-Za-z0-9_+-], a domain of 2 to 4 labels */
+    "host-label ::= [a-zA-Z0-9]{1,20} ( \"-\" [a-zA-Z0-9]{1,20} ){0,2}\n"
+    "hostname ::= host-label ( \".\" host-label ){0,3}\n"
+    "email ::= [a-zA-Z0-9_+-]{1,32} ( \".\" [a-zA-Z0-9_+-]{1,32} ){0,3} \"@\" host-label ( \".\" host-label ){1,3}\n"
+    "ipv4 ::= ipv4-octet ( \".\" ipv4-octet ){3}\n"
+    "ipv4-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n";
 
 /* ---- integer ranges ---- */
 

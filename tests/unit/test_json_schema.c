@@ -114,7 +114,25 @@ TEST(formats)
     ASSERT(g);
     YES(g, "\"123e4567-e89b-12d3-a456-426614174000\""); NO(g, "\"123e4567e89b12d3a456426614174000\"");
     rlx_grammar_free(g);
-    REFUSED("{\"type\":\"string\",\"format\":\"email\"}", "email");
+    /* simple forms of email, hostname, ipv4 (subsets of what the RFCs and Ajv accept) */
+    g = schema("{\"type\":\"string\",\"format\":\"email\"}");
+    ASSERT(g);
+    YES(g, "\"a.b+c@example.com\""); YES(g, "\"x_1@mail-1.example.co\""); YES(g, "\"Q@a.b.c.de\"");
+    NO(g, "\"a@b\""); NO(g, "\"a..b@c.de\""); NO(g, "\".a@c.de\""); NO(g, "\"a@-c.de\""); NO(g, "\"a@c-.de\"");
+    NO(g, "\"a b@c.de\""); NO(g, "\"@c.de\""); NO(g, "\"a@c..de\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"hostname\"}");
+    ASSERT(g);
+    YES(g, "\"localhost\""); YES(g, "\"a-b.example.org\""); YES(g, "\"x1.y2.z3.w4\"");
+    NO(g, "\"-a.org\""); NO(g, "\"a_b.org\""); NO(g, "\"a..org\""); NO(g, "\"a.b.c.d.e\""); NO(g, "\"\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"ipv4\"}");
+    ASSERT(g);
+    YES(g, "\"0.0.0.0\""); YES(g, "\"255.255.255.255\""); YES(g, "\"192.168.1.20\""); YES(g, "\"10.9.249.199\"");
+    NO(g, "\"256.1.1.1\""); NO(g, "\"01.1.1.1\""); NO(g, "\"1.1.1\""); NO(g, "\"1.1.1.1.1\""); NO(g, "\"1.1.1.260\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"format\":\"ipv6\"}", "ipv6");
+    REFUSED("{\"type\":\"string\",\"format\":\"uri\"}", "uri");
     REFUSED("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":3}", "format");
 }
 
@@ -227,7 +245,27 @@ TEST(objects)
     YES(g, "{\"a\":1}"); YES(g, "\"ab\""); NO(g, "\"abc\""); NO(g, "{\"b\":1}");
     rlx_grammar_free(g);
     REFUSED("{\"type\":\"object\",\"minProperties\":1}", "minProperties");
-    REFUSED("{\"type\":\"object\",\"patternProperties\":{}}", "patternProperties");
+    /* patternProperties: one pattern, keys unlike the declared names, no other extras */
+    g = schema("{\"type\":\"object\",\"patternProperties\":{}}"); /* says nothing */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"a\":1}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],"
+               "\"patternProperties\":{\"^x-[a-z]{1,5}$\":{\"type\":\"boolean\"}},\"additionalProperties\":false}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"id\":1}"); YES(g, "{\"id\":1,\"x-a\":true,\"x-abc\":false}");
+    NO(g, "{\"id\":1,\"x-a\":1}"); NO(g, "{\"id\":1,\"y-a\":true}"); NO(g, "{\"id\":1,\"x-abcdef\":true}");
+    NO(g, "{\"x-a\":true}"); NO(g, "{\"id\":1,\"x-A\":true}");
+    rlx_grammar_free(g);
+    g = schema("{\"patternProperties\":{\"^[0-9]+$\":{\"type\":\"string\",\"maxLength\":2}}}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{}"); YES(g, "{\"1\":\"ab\",\"22\":\"\"}"); NO(g, "{\"a\":\"x\"}"); NO(g, "{\"1\":\"abc\"}");
+    rlx_grammar_free(g);
+    REFUSED("{\"properties\":{\"x-a\":{\"type\":\"null\"}},\"patternProperties\":{\"^x-\":{\"type\":\"null\"}}}", "also matches");
+    REFUSED("{\"patternProperties\":{\"^a\":{},\"^b\":{}}}", "more than one pattern");
+    REFUSED("{\"patternProperties\":{\"^a\":{}},\"additionalProperties\":{\"type\":\"null\"}}", "additionalProperties");
+    REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"patternProperties\":{\"^b$\":{}}}]}", "patternProperties");
+    REFUSED("{\"patternProperties\":{\"^(?=a)\":{}}}", "patternProperties");
     REFUSED("{\"type\":\"object\",\"required\":[\"k\"],\"additionalProperties\":false}", "'k'");
 }
 
