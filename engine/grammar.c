@@ -110,7 +110,7 @@ static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
     s->n++;
 }
 
-bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src)
+static bool sset_copy(rlx__sset *dst, const rlx__sset *src)
 {
     sset_clear(dst);
     for (size_t i = 0; i < src->n; i++) sset_add(dst, src->data + src->off[i], src->len[i]);
@@ -309,7 +309,7 @@ rlx_grammar_state *rlx_grammar_state_new(const rlx_grammar *g, rlx_error *err)
 rlx_grammar_state *rlx_grammar_state_clone(const rlx_grammar_state *src)
 {
     rlx_grammar_state *s = state_alloc(src->g);
-    if (!s || !rlx__sset_copy(&s->stacks, &src->stacks)) {
+    if (!s || !sset_copy(&s->stacks, &src->stacks)) {
         rlx_grammar_state_free(s);
         return NULL;
     }

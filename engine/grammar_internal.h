@@ -42,8 +42,6 @@ typedef struct rlx__sset {
 } rlx__sset;
 
 void rlx__sset_free(rlx__sset *s);
-/* dst = src (duplicates merged again); false when out of memory. */
-bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src);
 
 /* Feeds one byte from (*in, *partial, *remain) into out / the updated partial. Returns 1 when
  * the result lies in `out`, 2 when it is the input stacks (a half-read UTF-8 sequence goes on),

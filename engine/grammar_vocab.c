@@ -108,164 +108,29 @@ void rlx_grammar_vocab_free(rlx_grammar_vocab *v)
     free(v);
 }
 
-/* ---- masks ---------------------------------------------------------------------------------- */
-
-/* The walk meets the same recogniser states again and again (inside a JSON string every
- * ordinary byte leads back to the state it left), so states are interned and each (state, byte)
- * step is computed once per walk: a node of the trie then costs one lookup. */
-typedef struct wstate {
+typedef struct mask_level {
     rlx__sset set;
     uint32_t partial;
     int remain;
-    uint64_t h;
-} wstate;
-
-typedef struct walk {
-    const rlx_grammar *g;
-    uint32_t *buf;
-    wstate *st;
-    size_t n_st, cap_st;
-    int32_t *stab;          /* interned states by hash, -1 empty */
-    size_t stcap;
-    uint64_t *tkey;         /* (state << 8 | byte) + 1, 0 empty */
-    int32_t *tval;          /* next state, -1 refused */
-    size_t tcap, n_t;
-    rlx__sset tmp;
-    int err;
-} walk;
-
-static uint64_t set_hash(const rlx__sset *s, uint32_t partial, int remain)
-{
-    uint64_t h = 1469598103934665603ull ^ ((uint64_t)partial << 8) ^ (uint64_t)remain ^ ((uint64_t)s->n << 40);
-    for (size_t i = 0; i < s->n; i++) h = (h ^ s->hash[i]) * 1099511628211ull;
-    return h ^ (h >> 31);
-}
-
-static bool set_eq(const rlx__sset *a, const rlx__sset *b)
-{
-    if (a->n != b->n) return false;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->len[i] != b->len[i] || memcmp(a->data + a->off[i], b->data + b->off[i], a->len[i] * sizeof *a->data))
-            return false;
-    return true;
-}
-
-static bool grow_table(int32_t **t, size_t *cap, size_t need)
-{
-    if (need * 2 <= *cap) return true;
-    size_t nc = *cap ? *cap * 2 : 256;
-    int32_t *n = malloc(nc * sizeof *n);
-    if (!n) return false;
-    memset(n, 0xff, nc * sizeof *n);
-    free(*t);
-    *t = n;
-    *cap = nc;
-    return true;
-}
-
-/* The id of (set, partial, remain), added (a copy) when new; -1 when out of memory. */
-static int32_t intern(walk *w, const rlx__sset *set, uint32_t partial, int remain)
-{
-    uint64_t h = set_hash(set, partial, remain);
-    if (w->stcap < 2 * (w->n_st + 1)) { /* rehash */
-        if (!grow_table(&w->stab, &w->stcap, w->n_st + 1)) return -1;
-        for (size_t i = 0; i < w->n_st; i++) {
-            size_t p = w->st[i].h & (w->stcap - 1);
-            while (w->stab[p] >= 0) p = (p + 1) & (w->stcap - 1);
-            w->stab[p] = (int32_t)i;
-        }
-    }
-    size_t p = h & (w->stcap - 1);
-    for (; w->stab[p] >= 0; p = (p + 1) & (w->stcap - 1)) {
-        const wstate *o = &w->st[w->stab[p]];
-        if (o->h == h && o->partial == partial && o->remain == remain && set_eq(&o->set, set)) return w->stab[p];
-    }
-    if (w->n_st == w->cap_st) {
-        size_t nc = w->cap_st ? w->cap_st * 2 : 64;
-        wstate *n = realloc(w->st, nc * sizeof *n);
-        if (!n) return -1;
-        w->st = n;
-        w->cap_st = nc;
-    }
-    wstate *ns = &w->st[w->n_st];
-    memset(ns, 0, sizeof *ns);
-    if (!rlx__sset_copy(&ns->set, set)) {
-        rlx__sset_free(&ns->set);
-        return -1;
-    }
-    ns->partial = partial;
-    ns->remain = remain;
-    ns->h = h;
-    w->stab[p] = (int32_t)w->n_st;
-    return (int32_t)w->n_st++;
-}
-
-/* The state after byte b from state id, -1 when refused, -2 on failure (w->err). */
-static int32_t step(walk *w, int32_t id, uint8_t b)
-{
-    uint64_t key = ((uint64_t)id << 8 | b) + 1;
-    if (w->tcap < 2 * (w->n_t + 1)) {
-        size_t nc = w->tcap ? w->tcap * 2 : 1024;
-        uint64_t *nk = calloc(nc, sizeof *nk);
-        int32_t *nv = malloc(nc * sizeof *nv);
-        if (!nk || !nv) {
-            free(nk);
-            free(nv);
-            w->err = RLX_ENOMEM;
-            return -2;
-        }
-        for (size_t i = 0; i < w->tcap; i++) {
-            if (!w->tkey[i]) continue;
-            size_t p = (w->tkey[i] * 0x9e3779b97f4a7c15ull >> 20) & (nc - 1);
-            while (nk[p]) p = (p + 1) & (nc - 1);
-            nk[p] = w->tkey[i];
-            nv[p] = w->tval[i];
-        }
-        free(w->tkey);
-        free(w->tval);
-        w->tkey = nk;
-        w->tval = nv;
-        w->tcap = nc;
-    }
-    size_t p = (key * 0x9e3779b97f4a7c15ull >> 20) & (w->tcap - 1);
-    for (; w->tkey[p]; p = (p + 1) & (w->tcap - 1))
-        if (w->tkey[p] == key) return w->tval[p];
-    uint32_t partial = w->st[id].partial;
-    int remain = w->st[id].remain;
-    int r = rlx__grammar_step_byte(w->g, &w->st[id].set, &partial, &remain, b, &w->tmp, w->buf);
-    if (r < 0) {
-        w->err = r;
-        return -2;
-    }
-    int32_t next = -1;
-    if (r) {
-        /* r == 2: the same stacks, a longer half-read sequence; interning may move w->st */
-        if (r == 2 && rlx__sset_copy(&w->tmp, &w->st[id].set) == false) next = -3;
-        else next = intern(w, &w->tmp, partial, remain);
-        if (next < 0) {
-            w->err = RLX_ENOMEM;
-            return -2;
-        }
-    }
-    w->tkey[p] = key;
-    w->tval[p] = next;
-    w->n_t++;
-    return next;
-}
+    const rlx__sset *cur;    /* this level's stacks: &set or an ancestor's */
+} mask_level;
 
 int64_t rlx_grammar_mask(const rlx_grammar_state *s, const rlx_grammar_vocab *v, uint8_t *allowed)
 {
     memset(allowed, 0, (size_t)v->n_vocab);
     uint32_t depth = v->max_depth + 1;
-    walk w = {.g = s->g, .buf = s->buf}; /* the state's scratch */
-    uint32_t *path = malloc(depth * sizeof *path);
-    int32_t *sid = malloc((depth + 1) * sizeof *sid);
+    mask_level *lv = calloc(depth, sizeof *lv);
+    uint32_t *path = malloc(depth * sizeof *path), *buf = s->buf; /* the state's scratch */
     int64_t count = 0;
-    if (!path || !sid || (sid[0] = intern(&w, &s->stacks, s->partial, s->remain)) < 0) {
-        w.err = RLX_ENOMEM;
+    int rc = 0;
+    if (!lv || !path) {
+        rc = RLX_ENOMEM;
         goto done;
     }
-    /* iterative DFS: path[d] is the node at depth d + 1 being visited, sid[d] the state above it */
+    lv[0].cur = &s->stacks;
+    lv[0].partial = s->partial;
+    lv[0].remain = s->remain;
+    /* iterative DFS: path[d] is the node at depth d + 1 being visited */
     uint32_t d = 0;
     uint32_t node = v->nodes[0].child;
     while (node || d > 0) {
@@ -274,28 +139,31 @@ int64_t rlx_grammar_mask(const rlx_grammar_state *s, const rlx_grammar_vocab *v,
             node = v->nodes[path[d]].sibling;
             continue;
         }
-        int32_t next = step(&w, sid[d], v->nodes[node].byte);
-        if (next == -2) goto done;
-        if (next < 0) { /* refused: every token under this node too */
+        mask_level *up = &lv[d], *here = &lv[d + 1];
+        here->partial = up->partial;
+        here->remain = up->remain;
+        int r = rlx__grammar_step_byte(s->g, up->cur, &here->partial, &here->remain, v->nodes[node].byte, &here->set, buf);
+        if (r < 0) {
+            rc = r;
+            goto done;
+        }
+        if (r == 0) { /* rejected: every token under this node too */
             node = v->nodes[node].sibling;
             continue;
         }
+        here->cur = r == 1 ? &here->set : up->cur;
         for (int32_t t = v->nodes[node].token; t >= 0; t = v->next_tok[t]) {
             allowed[t] = 1;
             count++;
         }
-        sid[d + 1] = next;
         path[d++] = node;
         node = v->nodes[node].child;
     }
 done:
-    for (size_t i = 0; i < w.n_st; i++) rlx__sset_free(&w.st[i].set);
-    free(w.st);
-    free(w.stab);
-    free(w.tkey);
-    free(w.tval);
-    rlx__sset_free(&w.tmp);
+    if (lv)
+        for (uint32_t i = 0; i < depth; i++) rlx__sset_free(&lv[i].set);
+    free(lv);
     free(path);
-    free(sid);
-    return w.err ? w.err : count;
+    return rc ? rc : count;
 }
+

@@ -152,15 +152,16 @@ done:
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd bench --grammar FILE -m MODEL [-n 128] [-r 3] [-t THREADS] [--prompt TEXT] [--no-cache] [--json]\n"
-               "  FILE: a JSON Schema (.json) or a GBNF grammar\n");
+    fprintf(f, "usage: rlxd bench --grammar FILE -m MODEL [-n 128] [-r 3] [-t THREADS] [--prompt TEXT] [--no-cache] [--mask-only] [--json]\n"
+               "  FILE: a JSON Schema (.json) or a GBNF grammar\n"
+               "  --mask-only: no decoding; the masks along an output drawn uniformly among the allowed tokens\n");
 }
 
 int rlx__cmd_bench_grammar(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL, *v, *prompt_text = "Reply with one JSON value.";
     long n = 128, reps = 3, threads = 0;
-    bool json = false, use_cache = true;
+    bool json = false, use_cache = true, mask_only = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define NEXT() if (!(v = rlx_arg_value("bench", argc, argv, &i))) return 2
@@ -173,6 +174,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEXT(); if (!rlx_arg_long("bench", a, v, 0, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--no-cache")) use_cache = false;
+        else if (!strcmp(a, "--mask-only")) mask_only = true;
         else { fprintf(stderr, "rlxd bench: unknown option '%s' with --grammar\n", a); usage(stderr); return 2; }
 #undef NEXT
     }
@@ -242,7 +244,27 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
 
     /* ---- decode, constrained and not, interleaved; one warm-up of each ---- */
     double dc[100], du[100], secs;
-    for (long k = -1; k < reps; k++) {
+    if (mask_only) { /* no model: a valid output drawn uniformly among the allowed tokens */
+        rlx_grammar *g = rlx_grammar_compile(gbnf, strlen(gbnf), NULL, &err);
+        rlx_grammar_state *st = g ? rlx_grammar_state_new(g, &err) : NULL;
+        uint64_t x = 0x9e3779b97f4a7c15ull;
+        while (st && b.n_out < (size_t)n) {
+            int64_t c = rlx_grammar_mask(st, b.vocab, b.mask);
+            if (c <= 0) break;
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            int64_t pick = (int64_t)((x >> 33) % (uint64_t)c);
+            int32_t t = 0;
+            while (!b.mask[t] || pick--) t++;
+            if (rlx_grammar_accept(st, b.texts[t], b.lens[t])) break;
+            b.out[b.n_out++] = t;
+        }
+        rlx_grammar_state_free(st);
+        rlx_grammar_free(g);
+        if (!st) goto fail;
+        reps = 1;
+        du[0] = dc[0] = NAN;
+    }
+    for (long k = -1; k < reps && !mask_only; k++) {
         bool rec = k >= 0;
         if (run(&b, false, (int)n, 1000 + (uint64_t)k, rec, false, &secs, &err)) goto fail;
         if (rec) du[k] = (double)n / secs;
