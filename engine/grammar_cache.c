@@ -159,7 +159,7 @@ static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
     return found;
 }
 
-static const rlx__sset *sort_set;
+static _Thread_local const rlx__sset *sort_set; /* qsort has no context argument; one per thread */
 static int stack_cmp(const void *a, const void *b)
 {
     const rlx__sset *s = sort_set;
@@ -188,7 +188,7 @@ static size_t serialise(rlx_grammar_cache *c, const rlx_grammar_state *s)
     const rlx__sset *set = &s->stacks;
     if (!grow(&c->order, &c->order_cap, set->n + 1) || !grow(&c->key, &c->key_cap, 3 + set->n + set->dlen)) return 0;
     for (size_t i = 0; i < set->n; i++) c->order[i] = (uint32_t)i;
-    sort_set = set; /* the cache belongs to one thread (grammar.h) */
+    sort_set = set; /* this thread's (workers of different models sort at once) */
     qsort(c->order, set->n, sizeof *c->order, stack_cmp);
     size_t k = 0;
     c->key[k++] = s->partial;
