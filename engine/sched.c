@@ -144,24 +144,13 @@ static int grammar_vocab(rlx_worker *w, rlx_error *err)
 {
     if (w->gvocab) return 0;
     int32_t V = w->runner->n_vocab;
-    w->gtext = calloc((size_t)V, sizeof *w->gtext);
-    w->glen = calloc((size_t)V, sizeof *w->glen);
-    w->gmask = malloc((size_t)V);
-    if (!w->gtext || !w->glen || !w->gmask) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    for (int32_t t = 0; t < V; t++) {
-        char buf[256];
-        size_t n = rlx_tokenizer_is_eog(w->tok, t) ? 0 : rlx_token_to_bytes(w->tok, t, false, buf, sizeof buf);
-        if (n > sizeof buf) {
-            char *big = malloc(n);
-            if (!big) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-            rlx_token_to_bytes(w->tok, t, false, big, n);
-            w->gtext[t] = big;
-        } else if (n) {
-            if (!(w->gtext[t] = malloc(n))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-            memcpy(w->gtext[t], buf, n);
-        }
-        w->glen[t] = n;
+    if (!w->gtext) {
+        int rc = rlx_grammar_token_bytes(w->tok, V, &w->gtext, &w->glen, err);
+        if (rc) return rc;
     }
+    if (!w->gmask && !(w->gmask = malloc((size_t)V))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    if (!w->gcache && !(w->gcache = rlx_grammar_cache_new(V, RLX_GRAMMAR_CACHE_ENTRIES)))
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     w->gvocab = rlx_grammar_vocab_new(V, (const char *const *)w->gtext, w->glen);
     return w->gvocab ? 0 : rlx_errorf(err, RLX_ENOMEM, "out of memory");
 }
@@ -169,10 +158,10 @@ static int grammar_vocab(rlx_worker *w, rlx_error *err)
 void rlx__grammar_vocab_free(rlx_worker *w)
 {
     rlx_grammar_vocab_free(w->gvocab);
-    for (int32_t t = 0; w->gtext && t < w->runner->n_vocab; t++) free(w->gtext[t]);
-    free(w->gtext);
-    free(w->glen);
+    rlx_grammar_token_bytes_free(w->gtext, w->glen, w->gtext ? w->runner->n_vocab : 0);
     free(w->gmask);
+    rlx_grammar_cache_free(w->gcache);
+    w->gcache = NULL;
     w->gvocab = NULL;
     w->gtext = NULL;
     w->glen = NULL;
@@ -190,7 +179,7 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     rlx_error gerr = {0};
     rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
     rlx_grammar_tokens toks = {.vocab = w->gvocab, .texts = (const char *const *)w->gtext, .lens = w->glen,
-                               .mask = w->gmask, .is_eog = token_is_eog, .eog_ctx = w->tok};
+                               .mask = w->gmask, .is_eog = token_is_eog, .eog_ctx = w->tok, .cache = w->gcache};
     rlx_sampler_stage *st = g ? rlx_grammar_stage_new(g, &toks, &gerr) : NULL;
     if (!st) return rlx_errorf(err, gerr.code ? gerr.code : RLX_EINVAL, "%s", gerr.msg);
     if ((rc = rlx_sampler_add_stage(s->sampler, st))) return rlx_errorf(err, rc, "out of memory");

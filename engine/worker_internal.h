@@ -83,6 +83,7 @@ struct rlx_worker {
     char **gtext;               /* token bytes, for the check of a sampled token */
     size_t *glen;
     uint8_t *gmask;             /* n_vocab entries */
+    rlx_grammar_cache *gcache;  /* masks per grammar position, shared by the worker's sequences */
 
     pthread_t thread;
     pthread_mutex_t mu;

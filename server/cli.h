@@ -24,6 +24,9 @@ bool rlx__quant_known(const char *q, const char **canon);
 /* rlxd inspect DIR's default preference, best first, NULL-terminated. */
 extern const char *const rlx__quant_order[];
 
+/* `rlxd bench --grammar` (cmd_bench_grammar.c): what a grammar costs. */
+int rlx__cmd_bench_grammar(int argc, char **argv);
+
 /* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error (errno set). */
 char *rlx_read_file(const char *path, size_t *len);
 
