@@ -105,6 +105,10 @@ typedef struct rlx_request {
      * already holds tokens continues the sequence, so that BOS is then dropped (as it is for
      * a tokenizer's BOS). */
     bool bos_added;
+    /* Speculative decoding by prompt lookup (engine/spec.h): the most draft tokens per step for
+     * this request; -1 (rlx_request_new's default): the worker's draft_max; 0: none. Outputs are
+     * the same either way; only speed differs. */
+    int32_t draft_max;
     rlx_event_fn on_event;
     void *user;
     double submitted_at;       /* set by rlx_worker_submit (rlx_now() clock) */
@@ -133,6 +137,9 @@ typedef struct rlx_worker_config {
     int32_t max_sessions;      /* <= 0: 1024 */
     const char *chat_template_file; /* a Jinja chat template used instead of the GGUF's (read at
                                        start; NULL: the GGUF's, else ChatML) */
+    /* Speculative decoding by prompt lookup (engine/spec.h): draft tokens per step at most;
+     * 0: the default (8); < 0: off. Never for models with recurrent-state layers. */
+    int32_t draft_max;
     /* Seams for tests and embedders (engine/runner.h): a backend to run on instead of creating
      * `backend` (the worker takes it, also when starting fails), and the model's memory
      * description (one entry per layer) instead of the builder's. NULL: the usual. */
@@ -148,6 +155,7 @@ typedef struct rlx_worker_stats {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t prefix_queries, prefix_hits;  /* in tokens */
     uint64_t preemptions;
+    uint64_t draft_tokens, draft_accepted; /* speculative decoding: drafted and kept tokens */
 } rlx_worker_stats;
 
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err);

@@ -10,6 +10,7 @@ rlx_request *rlx_request_new(void)
     rlx_sampling_params_default(&r->sampling);
     r->top_logprobs = -1;
     r->add_special = true;
+    r->draft_max = -1;
     return r;
 }
 

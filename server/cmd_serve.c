@@ -187,6 +187,7 @@ static int serve(rlx_serve_config *cfg)
                                         .n_ctx = m->cfg->ctx ? m->cfg->ctx : cfg->ctx, .kv_type = cfg->kv_type,
                                         .kv_type_set = true, .kv_block = cfg->kv_block,
                                         .kv_mem_mib = (size_t)cfg->kv_mem_mib, .max_batch_tokens = cfg->max_batch_tokens,
+                                        .draft_max = cfg->draft_max > 0 ? cfg->draft_max : -1,
                                         .max_seqs = cfg->max_seqs, .backend = cfg->backend, .device = cfg->device,
                                         .db_path = cfg->db, .session_ttl_s = cfg->session_ttl,
                                         .max_sessions = cfg->max_sessions, .max_queue = cfg->max_queue,

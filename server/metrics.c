@@ -114,13 +114,17 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
         {"rlxd_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache."},
         {"rlxd_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache."},
         {"rlxd_preemptions_total", "counter", "Sequences preempted (recomputed later) for want of KV blocks."},
+        {"rlxd_spec_decode_draft_tokens_total", "counter", "Tokens drafted by speculative decoding (prompt lookup)."},
+        {"rlxd_spec_decode_accepted_tokens_total", "counter",
+         "Drafted tokens the model's own sampling confirmed (acceptance rate = accepted / draft)."},
     };
     for (size_t g = 0; g < RLX_ARRAY_LEN(gauges); g++) {
         put(&b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g].name, gauges[g].help, gauges[g].name, gauges[g].type);
         for (size_t i = 0; i < n_models; i++) {
             const rlx_metrics_model *x = &models[i];
             double v = g == 0 ? x->running : g == 1 ? x->waiting : g == 2 ? x->kv_usage
-                     : g == 3 ? (double)x->prefix_queries : g == 4 ? (double)x->prefix_hits : (double)x->preemptions;
+                     : g == 3 ? (double)x->prefix_queries : g == 4 ? (double)x->prefix_hits : g == 5 ? (double)x->preemptions
+                     : g == 6 ? (double)x->draft_tokens : (double)x->draft_accepted;
             put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
         }
     }

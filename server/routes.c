@@ -107,7 +107,8 @@ static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
         rlx_worker_get_stats(s->models[i].w, &st);
         mm[n++] = (rlx_metrics_model){.name = s->models[i].cfg->name, .running = st.running, .waiting = st.waiting,
                                       .kv_usage = st.kv_usage, .prefix_queries = st.prefix_queries,
-                                      .prefix_hits = st.prefix_hits, .preemptions = st.preemptions};
+                                      .prefix_hits = st.prefix_hits, .preemptions = st.preemptions,
+                                      .draft_tokens = st.draft_tokens, .draft_accepted = st.draft_accepted};
     }
     rlx_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", rlx_metrics_render(&s->metrics, mm, n));
 }
