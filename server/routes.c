@@ -129,7 +129,8 @@ static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
         mm[n++] = (rlx_metrics_model){.name = s->models[i].cfg->name, .running = st.running, .waiting = st.waiting,
                                       .kv_usage = st.kv_usage, .prefix_queries = st.prefix_queries,
                                       .prefix_hits = st.prefix_hits, .preemptions = st.preemptions,
-                                      .embd_inputs = st.embd_inputs, .embd_tokens = st.embd_tokens};
+                                      .embd_inputs = st.embd_inputs, .embd_tokens = st.embd_tokens,
+                                      .draft_tokens = st.draft_tokens, .draft_accepted = st.draft_accepted};
     }
     char *text = rlx_metrics_render(&s->metrics, mm, n), *models = rlx_models_metrics(s);
     free(mm);
