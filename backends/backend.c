@@ -96,7 +96,12 @@ void rlx_batch_kinds(const rlx_batch *b, int32_t *counts, uint8_t *tok, uint8_t 
         const int32_t q = b->seq[i];
         tok[i] = b->decode ? b->decode[i] : derived_kind(ti[q], ntok[q]);
         ti[q]++;
-        if (b->output[i]) out[o++] = derived_kind(oi[q]++, nout[q]);
+        /* a generated token's row is a one-token step's in llama.cpp, also when a sequence
+         * has several (speculative drafts, engine/spec.h) */
+        if (b->output[i]) {
+            const uint8_t k = derived_kind(oi[q]++, nout[q]);
+            out[o++] = b->decode && b->decode[i] == RLX_TOKEN_DECODE ? RLX_TOKEN_DECODE : k;
+        }
     }
 }
 

@@ -86,8 +86,9 @@ typedef struct rlx_batch_seq {
  * one of a prompt's last n % 4 tokens (left to one-row kernels by llama.cpp's 4-row gemm). The
  * kind comes from the request, not from the batch, so results stay batch invariant. NULL: derived
  * from the batch as llama.cpp would see it (a sequence's only token is a decode token, the last
- * c % 4 of its c tokens a tail); logit rows are always derived that way from the sequence's
- * output rows. */
+ * c % 4 of its c tokens a tail); logit rows are derived that way from the sequence's output
+ * rows, except that a decode token's logit row is always a decode row (a sequence's several
+ * generated tokens in one step are speculative drafts, each a one-token step in llama.cpp). */
 enum { RLX_TOKEN_PROMPT = 0, RLX_TOKEN_DECODE = 1, RLX_TOKEN_PROMPT_TAIL = 2 };
 typedef struct rlx_batch {
     int32_t n_tokens;

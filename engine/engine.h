@@ -134,6 +134,10 @@ typedef struct rlx_request {
                                   per-token vectors are not normalized (as llama-server) */
     bool truncate;             /* an input over the limit (rlx_worker_embd_limit) keeps its first
                                   tokens, instead of RLX_ETOOLONG */
+    /* Speculative decoding by prompt lookup (engine/spec.h): the most draft tokens per step for
+     * this request; -1 (rlx_request_new's default): the worker's draft_max; 0: none. Outputs are
+     * the same either way; only speed differs. */
+    int32_t draft_max;
     rlx_event_fn on_event;
     void *user;
     double submitted_at;       /* set by rlx_worker_submit (rlx_now() clock) */
@@ -162,6 +166,9 @@ typedef struct rlx_worker_config {
     int32_t max_sessions;      /* <= 0: 1024 */
     const char *chat_template_file; /* a Jinja chat template used instead of the GGUF's (read at
                                        start; NULL: the GGUF's, else ChatML) */
+    /* Speculative decoding by prompt lookup (engine/spec.h): draft tokens per step at most;
+     * 0: the default (8); < 0: off. Never for models with recurrent-state layers. */
+    int32_t draft_max;
     /* Seams for tests and embedders (engine/runner.h): a backend to run on instead of creating
      * `backend` (the worker takes it, also when starting fails), and the model's memory
      * description (one entry per layer) instead of the builder's. NULL: the usual. */
@@ -179,6 +186,7 @@ typedef struct rlx_worker_stats {
     uint64_t prefix_queries, prefix_hits;  /* in tokens */
     uint64_t preemptions;
     uint64_t embd_inputs, embd_tokens;     /* embedding inputs computed, and their tokens */
+    uint64_t draft_tokens, draft_accepted; /* speculative decoding: drafted and kept tokens */
 } rlx_worker_stats;
 
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err);

@@ -69,6 +69,37 @@ void rlx_grammar_vocab_free(rlx_grammar_vocab *v);
  * number allowed, or a negative RLX_E* code. */
 int64_t rlx_grammar_mask(const rlx_grammar_state *s, const rlx_grammar_vocab *v, uint8_t *allowed);
 
+/* Each token's bytes as a grammar sees them (grammar_tokens.c): texts[t] / lens[t] for every
+ * token of `tok` (n_vocab of them), end-of-generation and control tokens given none. The
+ * worker builds them once per model, `rlxd bench --grammar` once per run. 0, or RLX_ENOMEM
+ * with err set (nothing to free then). */
+struct rlx_tokenizer;
+int rlx_grammar_token_bytes(const struct rlx_tokenizer *tok, int32_t n_vocab, char ***texts, size_t **lens,
+                            rlx_error *err);
+void rlx_grammar_token_bytes_free(char **texts, size_t *lens, int32_t n_vocab);
+
+/* ---- masks remembered per grammar position (grammar_cache.c) ----
+ *
+ * A state's exact content (its parse stacks and half-read UTF-8 sequence) in a given grammar
+ * decides its mask, so masks are kept by (grammar content, state content): filled lazily, the
+ * first time a step at that position needs the full mask, and evicted least recently used.
+ * Grammars are recognised by content, so requests with the same schema share entries. A cache
+ * is used by one thread only (the model's worker); each entry costs n_vocab / 8 bytes. */
+typedef struct rlx_grammar_cache rlx_grammar_cache;
+typedef struct rlx_grammar_cache_stats { uint64_t hits, misses, evictions; } rlx_grammar_cache_stats;
+
+#define RLX_GRAMMAR_CACHE_ENTRIES 256
+
+/* NULL when out of memory or on bad arguments. */
+rlx_grammar_cache *rlx_grammar_cache_new(int32_t n_vocab, size_t max_entries);
+void rlx_grammar_cache_free(rlx_grammar_cache *c);
+/* The mask of state s over vocabulary v (which must have the cache's n_vocab): a bitmap of
+ * n_vocab bits (bit t of word t / 64: token t allowed), valid until the next call; *count
+ * gets the number of allowed tokens. NULL with *rc an RLX_E* code on failure. */
+const uint64_t *rlx_grammar_cache_mask(rlx_grammar_cache *c, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
+                                       int64_t *count, int *rc);
+void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_stats *out);
+
 /* ---- as a stage of the sampler chain (engine/sample.h; sample_grammar.c) ---- */
 
 typedef struct rlx_sampler_stage rlx_sampler_stage;
@@ -84,6 +115,7 @@ typedef struct rlx_grammar_tokens {
     uint8_t *mask;
     bool (*is_eog)(const void *ctx, int32_t token);
     const void *eog_ctx;
+    rlx_grammar_cache *cache;   /* optional (NULL: every refused draw walks the trie) */
 } rlx_grammar_tokens;
 
 /* A constraint stage following `g` (taken over, freed with the stage, also on failure) from

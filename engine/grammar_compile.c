@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@ const char rlx_grammar_json_object[] =
     "string  ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
     "number  ::= \"-\"? ([0-9] | [1-9] [0-9]{1,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,16})? ws\n"
     "ws      ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+
+static _Atomic uint64_t next_serial; /* rlx_grammar.serial: unique per compiled grammar */
 
 /* ---- compiler ---------------------------------------------------------------------------------- */
 
@@ -550,6 +553,8 @@ rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, 
     }
     g->e[g->n_e] = (gelem){G_END, 0}; /* a sentinel: the set scanners read one past a set */
     g->root = (uint32_t)root_id;
+    g->n_rules = (uint32_t)rt.n;
+    g->serial = atomic_fetch_add(&next_serial, 1) + 1;
     goto done;
 fail:
     if (g) {

@@ -22,7 +22,10 @@ struct rlx_grammar {
     gelem *e;               /* every rule's elements back to back, then a G_END sentinel */
     uint32_t n_e;
     uint32_t *rule_start;   /* first element of each rule */
+    uint32_t n_rules;
     uint32_t root;
+    uint64_t serial;        /* unique per compiled grammar in this process (never reused, unlike
+                               the address), so a cache may remember which grammar it has seen */
 };
 
 /* A set of parse stacks (duplicates merged), each a list of element indexes, top last. */

@@ -123,7 +123,7 @@ static const struct { const char *name; int family; } keywords[] = {
     {"$defs", KW_DEFS}, {"definitions", KW_DEFS},
     {"type", KW_TYPE}, {"enum", KW_ENUM}, {"const", KW_ENUM},
     {"anyOf", KW_COMB}, {"oneOf", KW_COMB}, {"allOf", KW_COMB}, {"$ref", KW_COMB},
-    {"properties", KW_OBJ}, {"required", KW_OBJ}, {"additionalProperties", KW_OBJ},
+    {"properties", KW_OBJ}, {"required", KW_OBJ}, {"additionalProperties", KW_OBJ}, {"patternProperties", KW_OBJ},
     {"items", KW_ARR}, {"prefixItems", KW_ARR}, {"minItems", KW_ARR}, {"maxItems", KW_ARR},
     {"minLength", KW_STR}, {"maxLength", KW_STR}, {"pattern", KW_STR}, {"format", KW_STR},
     {"minimum", KW_NUM}, {"maximum", KW_NUM}, {"exclusiveMinimum", KW_NUM}, {"exclusiveMaximum", KW_NUM},
@@ -425,6 +425,40 @@ static char *visit_integer(rlx__js *j, const cJSON *s)
     return rlx__js_rule(j, "int", rlx__js_take(j, &b));
 }
 
+/* Number bounds: integers within +-RLX__NUM_BOUND (inclusive or exclusive; the draft-4
+ * booleans too), exact through rlx__num_range; a fractional bound is refused. */
+static char *visit_number(rlx__js *j, const cJSON *s)
+{
+    bool has[2] = {false, false}, excl[2] = {false, false};
+    long long v[2] = {0, 0};
+    static const char *const kws[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    for (int k = 0; k < 4; k++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, kws[k]);
+        if (!x || cJSON_IsBool(x)) continue;
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || fabs(x->valuedouble) > (double)RLX__NUM_BOUND)
+            return rlx__js_fail(j, RLX_EINVAL, "'%s' on type number must be an integer within +-%lld (other bounds are not supported)",
+                                kws[k], RLX__NUM_BOUND), NULL;
+        long long d = (long long)x->valuedouble;
+        bool ex = k == 1 || k == 3;
+        if (k == 0 || k == 2) ex = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, kws[k + 1]));
+        int side = k >= 2;
+        /* the tighter bound wins; at equal values the exclusive one */
+        bool tighter = !has[side] || (side ? d < v[side] : d > v[side]) || (d == v[side] && ex);
+        if (tighter) {
+            v[side] = d;
+            excl[side] = ex;
+            has[side] = true;
+        }
+    }
+    if (!has[0] && !has[1]) return strdup("number");
+    rlx__sb b = {0};
+    if (!rlx__num_range(&b, has[0], v[0], excl[0], has[1], v[1], excl[1])) {
+        free(rlx__sb_take(&b));
+        return rlx__js_fail(j, RLX_EINVAL, "no number lies between the 'minimum' and 'maximum' bounds"), NULL;
+    }
+    return rlx__js_rule(j, "num", rlx__js_take(j, &b));
+}
+
 static bool get_count(rlx__js *j, const cJSON *s, const char *kw, long long *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, kw);
@@ -453,12 +487,12 @@ static char *visit_string(rlx__js *j, const cJSON *s)
     if (!rlx__js_counts(j, s, "minLength", "maxLength", &mn, &mx)) return NULL;
     bool lengths = mn > 0 || mx >= 0;
     if (fmt) {
-        static const char *const known[] = {"date", "time", "date-time", "uuid"};
+        static const char *const known[] = {"date", "time", "date-time", "uuid", "email", "hostname", "ipv4"};
         if (!cJSON_IsString(fmt)) return rlx__js_fail(j, RLX_EINVAL, "'format' must be a string"), NULL;
         size_t i = 0;
         while (i < RLX_ARRAY_LEN(known) && strcmp(known[i], fmt->valuestring)) i++;
         if (i == RLX_ARRAY_LEN(known))
-            return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (date, time, date-time, uuid are)",
+            return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (date, time, date-time, uuid, email, hostname, ipv4 are)",
                                 fmt->valuestring), NULL;
         if (pat || lengths)
             return rlx__js_fail(j, RLX_EINVAL, "'format' together with '%s' is not supported", pat ? "pattern" : "minLength/maxLength"), NULL;
@@ -543,17 +577,11 @@ char *rlx__js_visit(rlx__js *j, const cJSON *s, const char *hint)
             }
         }
         if (types & T_NUM) types &= ~T_INT; /* numbers include the integers */
-        if (types & T_NUM)
-            for (const cJSON *k = s->child; k; k = k->next)
-                if (rlx__js_family(k->string) == KW_NUM) {
-                    rlx__js_fail(j, RLX_EINVAL, "'%s' on type number is not supported (use type integer)", k->string);
-                    goto done;
-                }
         rlx__sb b = {0};
         int n = 0;
         for (unsigned bit = 1; bit <= T_OBJ && !j->failed; bit <<= 1) {
             if (!(types & bit)) continue;
-            char *e = bit == T_NULL ? strdup("null") : bit == T_BOOL ? strdup("boolean") : bit == T_NUM ? strdup("number")
+            char *e = bit == T_NULL ? strdup("null") : bit == T_BOOL ? strdup("boolean") : bit == T_NUM ? visit_number(j, s)
                     : bit == T_INT ? visit_integer(j, s) : bit == T_STR ? visit_string(j, s)
                     : bit == T_ARR ? rlx__js_array(j, s, hint) : rlx__js_object(j, s, hint);
             if (!e) {

@@ -14,11 +14,16 @@
  * type or by const/enum values, so that exactly one matches), allOf of object schemas (merged),
  * $ref to "#..." JSON pointers with $defs / definitions (recursion allowed), minLength /
  * maxLength, pattern (an ECMA regex subset, see json_schema_regex.c), format date / time /
- * date-time / uuid, integer minimum / maximum / exclusiveMinimum / exclusiveMaximum (exact
- * digit-range rules). Annotations (title, description, $schema, $id, $anchor, default,
- * examples, $comment, deprecated, readOnly, writeOnly) are ignored. Anything else - an unknown
- * keyword, a bound on a non-integer number, a remote $ref, an unsupported regex construct - is
- * an error whose message names it: nothing is silently skipped.
+ * date-time / uuid and simple forms of email / hostname / ipv4 (subsets of the RFCs' and Ajv's
+ * formats), integer minimum / maximum / exclusiveMinimum / exclusiveMaximum (exact digit-range
+ * rules), the same on type number when the bounds are integers within +-1e9 (numbers are then
+ * written with at most 5 fraction digits and no exponent, so every double stays inside),
+ * patternProperties with one pattern whose keys cannot spell a declared property, as the
+ * object's only extra properties. Annotations (title, description, $schema, $id, $anchor,
+ * default, examples, $comment, deprecated, readOnly, writeOnly) are ignored. Anything else - an
+ * unknown keyword (multipleOf, not, if/then/else, uniqueItems, minProperties, ...), a
+ * fractional bound on a number, a second pattern, a remote $ref, an unsupported regex
+ * construct - is an error whose message names it: nothing is silently skipped.
  *
  * Whitespace: at most one run per gap (after { [ , : and before } ]), either one space or a
  * newline and up to 20 spaces/tabs, so a model cannot loop on whitespace. The value has no

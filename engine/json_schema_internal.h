@@ -50,6 +50,13 @@ extern const char rlx__json_schema_prims[];
 #define RLX__INT_BOUND 9007199254740991LL /* 2^53 - 1: exact in a double */
 bool rlx__int_range(rlx__sb *b, bool has_lo, long long lo, bool has_hi, long long hi);
 
+/* GBNF for the numbers v (type number) between integer bounds, each inclusive or exclusive
+ * (has_lo/has_hi false: unbounded), |bounds| <= RLX__NUM_BOUND: an integer part and at most 5
+ * fraction digits, no exponent, so that no text of it has over 15 significant digits and its
+ * double lies on the same side of every bound as the decimal does. False when no number fits. */
+#define RLX__NUM_BOUND 1000000000LL
+bool rlx__num_range(rlx__sb *b, bool has_lo, long long lo, bool lo_excl, bool has_hi, long long hi, bool hi_excl);
+
 /* Translates an ECMA-262 regex (a JSON Schema `pattern`) to a GBNF expression over JSON string
  * content (without the quotes). Returns malloc'd text, or NULL with err set (RLX_EINVAL naming
  * the construct, RLX_ERANGE for a limit, RLX_ENOMEM). */

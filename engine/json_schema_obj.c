@@ -162,15 +162,19 @@ static char *keys_not(rlx__js *j, const char **names, size_t n, size_t at)
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-/* kv rule for an extra property: a key other than the declared names, then a value of `add`. */
-static char *extra_kv(rlx__js *j, objspec *o, const cJSON *add)
+/* kv rule for an extra property: a key other than the declared names (or, given, the
+ * patternProperties key rule `pkey`), then a value of `add` (found under keyword `kw`). */
+static char *extra_kv(rlx__js *j, objspec *o, const cJSON *add, const char *kw, const char *pkey)
 {
-    size_t at = rlx__js_push(j, "additionalProperties");
+    size_t at = rlx__js_push(j, kw);
+    if (pkey) rlx__js_push(j, add->string);
     char *val = rlx__js_visit(j, add, "additional");
     rlx__js_pop(j, at);
     if (!val) return NULL;
     char *key = NULL;
-    if (o->n) {
+    if (pkey) {
+        key = strdup(pkey);
+    } else if (o->n) {
         const char **names = malloc(o->n * sizeof *names);
         if (!names) {
             free(val);
@@ -198,6 +202,73 @@ static char *extra_kv(rlx__js *j, objspec *o, const cJSON *add)
     free(key);
     free(val);
     return out;
+}
+
+/* Does the JSON string of `name` match the key rule body `body` (a pattern between quotes)? */
+static int name_matches(const char *body, const char *name)
+{
+    rlx__sb g = {0}, key = {0};
+    rlx__sb_printf(&g, "root ::= %s\n%s", body, rlx__json_schema_prims);
+    rlx__json_string(&key, name, strlen(name));
+    int r = -1;
+    if (!g.oom && !key.oom) {
+        rlx_grammar *gr = rlx_grammar_compile(g.p, g.n, NULL, NULL);
+        rlx_grammar_state *st = gr ? rlx_grammar_state_new(gr, NULL) : NULL;
+        if (st) r = !rlx_grammar_accept(st, key.p, key.n) && rlx_grammar_can_end(st);
+        rlx_grammar_state_free(st);
+        rlx_grammar_free(gr);
+    }
+    free(rlx__sb_take(&g));
+    free(rlx__sb_take(&key));
+    return r;
+}
+
+/* patternProperties: one pattern, its keys unlike every declared name, and no other extras;
+ * then extra properties are the pattern's. Returns the key rule in *pkey and the pattern's
+ * schema (NULL: none given), or false after a failure. */
+static bool pattern_props(rlx__js *j, objspec *o, const cJSON *s, const cJSON *add, char **pkey, const cJSON **pschema)
+{
+    *pkey = NULL;
+    *pschema = NULL;
+    for (size_t m = 0; m < o->n_members; m++)
+        if (o->n_members > 1 && cJSON_GetObjectItemCaseSensitive(o->members[m], "patternProperties"))
+            return rlx__js_fail(j, RLX_EINVAL, "'patternProperties' with 'allOf' or '$ref' members is not supported");
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
+    if (!pp) return true;
+    if (!cJSON_IsObject(pp)) return rlx__js_fail(j, RLX_EINVAL, "'patternProperties' must be an object");
+    if (!pp->child) return true;
+    if (pp->child->next) return rlx__js_fail(j, RLX_EINVAL, "'patternProperties' with more than one pattern is not supported");
+    if (add && !cJSON_IsFalse(add))
+        return rlx__js_fail(j, RLX_EINVAL, "'patternProperties' together with 'additionalProperties' other than false is not supported");
+    rlx_error e = {0};
+    size_t at = rlx__js_push(j, "patternProperties");
+    char *re = rlx__regex_to_gbnf(pp->child->string, &e);
+    if (!re) {
+        rlx__js_fail(j, e.code, "'patternProperties' pattern: %s", e.msg);
+        rlx__js_pop(j, at);
+        return false;
+    }
+    rlx__sb b = {0};
+    rlx__sb_printf(&b, "\"\\\"\" %s \"\\\"\"", re);
+    free(re);
+    char *body = rlx__js_take(j, &b);
+    bool ok = body != NULL;
+    for (size_t i = 0; ok && i < o->n; i++) {
+        int r = name_matches(body, o->p[i].name);
+        if (r) {
+            ok = false;
+            if (r < 0) rlx__js_fail(j, RLX_ENOMEM, "out of memory");
+            else rlx__js_fail(j, RLX_EINVAL, "property '%.100s' also matches the 'patternProperties' pattern: not supported", o->p[i].name);
+        }
+    }
+    rlx__js_pop(j, at);
+    if (!ok) {
+        free(body);
+        return false;
+    }
+    *pkey = rlx__js_rule(j, "pkey", body);
+    *pschema = pp->child;
+    return *pkey != NULL;
 }
 
 char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
@@ -235,13 +306,18 @@ char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
         rlx__js_fail(j, RLX_EINVAL, "'additionalProperties' must be a boolean or a schema");
         goto done;
     }
-    bool extras = o.n ? add && !cJSON_IsFalse(add) : !cJSON_IsFalse(add);
-    if (!o.n && extras && (!add || cJSON_IsTrue(add))) {
+    char *pkey = NULL;
+    const cJSON *pschema = NULL;
+    if (!pattern_props(j, &o, s, add, &pkey, &pschema)) goto done;
+    bool extras = pschema || (o.n ? add && !cJSON_IsFalse(add) : !cJSON_IsFalse(add));
+    if (!pschema && !o.n && extras && (!add || cJSON_IsTrue(add))) {
         out = strdup("object");
         goto done;
     }
-    if (extras && !(xkv = extra_kv(j, &o, add ? add : cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))))
-        goto done;
+    if (pschema) xkv = extra_kv(j, &o, pschema, "patternProperties", pkey);
+    else if (extras) xkv = extra_kv(j, &o, add ? add : cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"), "additionalProperties", NULL);
+    free(pkey);
+    if (extras && !xkv) goto done;
     kv = calloc(o.n + 1, sizeof *kv);
     rest = calloc(o.n + 1, sizeof *rest);
     if (!kv || !rest) {

@@ -254,7 +254,16 @@ const char rlx__json_schema_prims[] =
     "time-h ::= [01] [0-9] | \"2\" [0-3]\n"
     "time-ms ::= [0-5] [0-9]\n"
     "date-time ::= date \"T\" time\n"
-    "uuid ::= [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}\n";
+    "uuid ::= [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}\n"
+    /* simple forms, each a subset of what RFC 5321 / 1123 / 2673 and Ajv's "full" formats
+     * accept: labels of at most 62 characters (1-20 alphanumerics, up to two hyphens inside),
+     * hostnames of at most 4 labels (251 characters), e-mail local parts of up to 4 dot-separated
+     * runs of [A-Za-z0-9_+-], a domain of 2 to 4 labels */
+    "host-label ::= [a-zA-Z0-9]{1,20} ( \"-\" [a-zA-Z0-9]{1,20} ){0,2}\n"
+    "hostname ::= host-label ( \".\" host-label ){0,3}\n"
+    "email ::= [a-zA-Z0-9_+-]{1,32} ( \".\" [a-zA-Z0-9_+-]{1,32} ){0,3} \"@\" host-label ( \".\" host-label ){1,3}\n"
+    "ipv4 ::= ipv4-octet ( \".\" ipv4-octet ){3}\n"
+    "ipv4-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n";
 
 /* ---- integer ranges ---- */
 
@@ -354,6 +363,56 @@ bool rlx__int_range(rlx__sb *b, bool has_lo, long long lo, bool has_hi, long lon
         long long from = has_lo && lo > 0 ? lo : 0;
         rlx__sb_puts(b, alts ? " | " : "");
         alts = magnitudes(b, from, has_hi ? hi : -1, 0) + alts;
+    }
+    rlx__sb_puts(b, " )");
+    return alts > 0;
+}
+
+/* Non-negative numbers v with lo < v (lo_excl) or lo <= v, and v < hi / v <= hi (hi < 0:
+ * unbounded), as alternatives of an integer part and a fraction of at most 5 digits, no exponent;
+ * returns the count written. */
+static int nonneg_range(rlx__sb *b, long long lo, bool lo_excl, long long hi, bool hi_excl, int alts)
+{
+    static const char any_frac[] = "( \".\" [0-9]{1,5} )?", nonzero_frac[] = "\".\" [0-9]{0,4} [1-9]",
+                      zero_frac[] = "( \".\" \"0\"{1,5} )?";
+    long long a = lo_excl ? lo + 1 : lo, z = hi < 0 ? -1 : hi - 1; /* integer parts with any fraction */
+    if (hi < 0 || a <= z) {
+        rlx__sb_puts(b, alts++ ? " | " : "");
+        rlx__sb_puts(b, "( ");
+        magnitudes(b, a, hi < 0 ? -1 : z, 0);
+        rlx__sb_printf(b, " ) %s", any_frac);
+    }
+    if (lo_excl && (hi < 0 || lo < hi)) { /* lo itself, with a fraction above zero */
+        rlx__sb_puts(b, alts++ ? " | " : "");
+        rlx__sb_printf(b, "\"%lld\" %s", lo, nonzero_frac);
+    }
+    if (hi >= 0 && !hi_excl && (hi > lo || (hi == lo && !lo_excl))) { /* hi itself, no fraction above zero */
+        rlx__sb_puts(b, alts++ ? " | " : "");
+        rlx__sb_printf(b, "\"%lld\" %s", hi, zero_frac);
+    }
+    return alts;
+}
+
+bool rlx__num_range(rlx__sb *b, bool has_lo, long long lo, bool lo_excl, bool has_hi, long long hi, bool hi_excl)
+{
+    int alts = 0;
+    rlx__sb_puts(b, "( ");
+    if (!has_lo || lo < 0) { /* negatives: "-" and a magnitude m = -v, 0 < m, m <= -lo / m < -lo */
+        long long mlo = has_hi && hi < 0 ? -hi : 0, mhi = has_lo ? -lo : -1;
+        bool mlo_excl = has_hi && hi < 0 ? hi_excl : true, mhi_excl = lo_excl;
+        rlx__sb m = {0};
+        int n = nonneg_range(&m, mlo, mlo_excl, mhi, mhi_excl, 0);
+        if (n) {
+            rlx__sb_printf(b, "\"-\" ( %s )", m.p ? m.p : "");
+            alts++;
+        }
+        if (m.oom) b->oom = true;
+        free(rlx__sb_take(&m));
+    }
+    if (!has_hi || hi > 0 || (hi == 0 && !hi_excl)) {
+        long long plo = has_lo && lo >= 0 ? lo : 0;
+        bool plo_excl = has_lo && lo >= 0 && lo_excl;
+        alts = nonneg_range(b, plo, plo_excl, has_hi ? hi : -1, hi_excl, alts);
     }
     rlx__sb_puts(b, " )");
     return alts > 0;

@@ -11,6 +11,7 @@ rlx_request *rlx_request_new(void)
     r->top_logprobs = -1;
     r->add_special = true;
     r->embd_normalize = 2;
+    r->draft_max = -1;
     return r;
 }
 

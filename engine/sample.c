@@ -71,6 +71,7 @@ struct rlx_sampler {
     int n_constraints;        /* stages with allows/mask */
     int first_constraint;     /* where rlx_sampler_add_stage inserts (after the bias) */
     bool needs_scratch;       /* a truncation or a temperature draw */
+    bool truncates;           /* top_k, top_p or min_p: a refused draw needs the full masks */
     uint64_t rng[4];          /* xoshiro256** state */
 };
 
@@ -197,6 +198,7 @@ rlx_sampler *rlx_sampler_new(const rlx_sampling_params *p, int32_t n_vocab)
         return s;
     }
     s->needs_scratch = true;
+    s->truncates = (p->top_k > 0 && p->top_k < n_vocab) || p->top_p < 1.0f || p->min_p > 0.0f;
     if (p->top_k > 0 && p->top_k < n_vocab && push(s, rlx__stage_top_k(p->top_k))) goto fail;
     if (p->top_p < 1.0f && push(s, rlx__stage_top_p(p->top_p))) goto fail;
     if (p->min_p > 0.0f && push(s, rlx__stage_min_p(p->min_p))) goto fail;
@@ -289,12 +291,30 @@ static const rlx_sampler_stage *refused_by(const rlx_sampler *s, int32_t token)
     return NULL;
 }
 
+/* Draws again from the raw logits with the refused tokens taken out: without a truncation
+ * stage (temperature only, or greedy) this draws from exactly the distribution the full masks
+ * give - the candidates' weights renormalised over what is left, argmax over what is left - at
+ * the cost of one draw instead of a walk over the vocabulary (a grammar inside a string allows
+ * most tokens, and the walk then visits most of the trie). */
+#define REDRAWS 3
+
 int rlx_sampler_pick(rlx_sampler *s, float *logits, const float *raw, int32_t *token, rlx_error *err)
 {
     int rc = run_chain(s, logits, false, token, err);
     if (rc || !s->n_constraints || !refused_by(s, *token)) return rc;
     /* refused: the full masks, and once more from the raw logits */
     if (!raw) return rlx_errorf(err, RLX_EINVAL, "the sampler has constraints but no raw logits to restart from");
+    if (!s->truncates) {
+        int32_t refused[REDRAWS + 1];
+        refused[0] = *token;
+        for (int k = 1; k <= REDRAWS; k++) {
+            memcpy(logits, raw, (size_t)s->n_vocab * sizeof *logits);
+            for (int j = 0; j < k; j++) logits[refused[j]] = -INFINITY;
+            if ((rc = run_chain(s, logits, false, token, err))) return rc;
+            if (!refused_by(s, *token)) return 0;
+            refused[k] = *token;
+        }
+    }
     memcpy(logits, raw, (size_t)s->n_vocab * sizeof *logits);
     if ((rc = run_chain(s, logits, true, token, err))) return rc;
     const rlx_sampler_stage *st = refused_by(s, *token);

@@ -21,9 +21,35 @@ static bool g_allows(rlx_sampler_stage *st, int32_t tok)
     return s->t.lens[tok] && rlx_grammar_allows(s->st, s->t.texts[tok], s->t.lens[tok]);
 }
 
+/* The mask from the cache: whole words of refused tokens at a time. */
+static int64_t mask_cached(grammar_stage *s, rlx_token_cands *c)
+{
+    int64_t n;
+    int rc;
+    const uint64_t *bits = rlx_grammar_cache_mask(s->t.cache, s->st, s->t.vocab, &n, &rc);
+    if (!bits) return rc;
+    bool can_end = rlx_grammar_can_end(s->st);
+    int64_t left = 0;
+    for (int32_t base = 0; base < c->n_vocab; base += 64) {
+        uint64_t w = bits[base >> 6];
+        int32_t end = RLX_MIN(base + 64, c->n_vocab);
+        if (w == ~0ull && end - base == 64) {
+            left += 64;
+            continue;
+        }
+        for (int32_t t = base; t < end; t++) {
+            bool ok = ((w >> (t - base)) & 1) || (can_end && s->t.is_eog(s->t.eog_ctx, t));
+            if (!ok) c->logits[t] = -INFINITY;
+            else left++;
+        }
+    }
+    return left;
+}
+
 static int64_t g_mask(rlx_sampler_stage *st, rlx_token_cands *c)
 {
     grammar_stage *s = (grammar_stage *)st;
+    if (s->t.cache) return mask_cached(s, c);
     int64_t n = rlx_grammar_mask(s->st, s->t.vocab, s->t.mask);
     if (n < 0) return n;
     bool can_end = rlx_grammar_can_end(s->st);

@@ -144,24 +144,13 @@ static int grammar_vocab(rlx_worker *w, rlx_error *err)
 {
     if (w->gvocab) return 0;
     int32_t V = w->runner->n_vocab;
-    w->gtext = calloc((size_t)V, sizeof *w->gtext);
-    w->glen = calloc((size_t)V, sizeof *w->glen);
-    w->gmask = malloc((size_t)V);
-    if (!w->gtext || !w->glen || !w->gmask) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    for (int32_t t = 0; t < V; t++) {
-        char buf[256];
-        size_t n = rlx_tokenizer_is_eog(w->tok, t) ? 0 : rlx_token_to_bytes(w->tok, t, false, buf, sizeof buf);
-        if (n > sizeof buf) {
-            char *big = malloc(n);
-            if (!big) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-            rlx_token_to_bytes(w->tok, t, false, big, n);
-            w->gtext[t] = big;
-        } else if (n) {
-            if (!(w->gtext[t] = malloc(n))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-            memcpy(w->gtext[t], buf, n);
-        }
-        w->glen[t] = n;
+    if (!w->gtext) {
+        int rc = rlx_grammar_token_bytes(w->tok, V, &w->gtext, &w->glen, err);
+        if (rc) return rc;
     }
+    if (!w->gmask && !(w->gmask = malloc((size_t)V))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    if (!w->gcache && !(w->gcache = rlx_grammar_cache_new(V, RLX_GRAMMAR_CACHE_ENTRIES)))
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     w->gvocab = rlx_grammar_vocab_new(V, (const char *const *)w->gtext, w->glen);
     return w->gvocab ? 0 : rlx_errorf(err, RLX_ENOMEM, "out of memory");
 }
@@ -169,10 +158,10 @@ static int grammar_vocab(rlx_worker *w, rlx_error *err)
 void rlx__grammar_vocab_free(rlx_worker *w)
 {
     rlx_grammar_vocab_free(w->gvocab);
-    for (int32_t t = 0; w->gtext && t < w->runner->n_vocab; t++) free(w->gtext[t]);
-    free(w->gtext);
-    free(w->glen);
+    rlx_grammar_token_bytes_free(w->gtext, w->glen, w->gtext ? w->runner->n_vocab : 0);
     free(w->gmask);
+    rlx_grammar_cache_free(w->gcache);
+    w->gcache = NULL;
     w->gvocab = NULL;
     w->gtext = NULL;
     w->glen = NULL;
@@ -190,7 +179,7 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     rlx_error gerr = {0};
     rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
     rlx_grammar_tokens toks = {.vocab = w->gvocab, .texts = (const char *const *)w->gtext, .lens = w->glen,
-                               .mask = w->gmask, .is_eog = token_is_eog, .eog_ctx = w->tok};
+                               .mask = w->gmask, .is_eog = token_is_eog, .eog_ctx = w->tok, .cache = w->gcache};
     rlx_sampler_stage *st = g ? rlx_grammar_stage_new(g, &toks, &gerr) : NULL;
     if (!st) return rlx_errorf(err, gerr.code ? gerr.code : RLX_EINVAL, "%s", gerr.msg);
     if ((rc = rlx_sampler_add_stage(s->sampler, st))) return rlx_errorf(err, rc, "out of memory");
@@ -412,6 +401,7 @@ static int32_t add_tokens(rlx_worker *w, seq *s, int32_t budget, int32_t *n_tok,
     s->plp_n = 0;
     if (plp) k = RLX_MIN(k, rows);
     else if (rows <= 0 && s->n_computed + k == s->n_tokens) k--;
+    if (plp || k != 1 || rows < 1 + s->n_draft) s->n_draft = 0; /* drafts only with their rows */
     if (k <= 0) return 0;
     int32_t si = (*n_seq)++;
     w->b_seqptr[si] = s;
@@ -422,6 +412,20 @@ static int32_t add_tokens(rlx_worker *w, seq *s, int32_t budget, int32_t *n_tok,
         w->b_seq[t] = si;
         w->b_out[t] = 0;
         w->b_dec[t] = token_kind(s, s->n_computed + i);
+    }
+    if (s->n_draft > 0) {
+        /* the pending token, then the drafts: every row gives logits (rows ahead were checked) */
+        for (int32_t j = 0; j < s->n_draft; j++) {
+            int32_t t = (*n_tok)++;
+            w->b_tokens[t] = s->draft[j];
+            w->b_pos[t] = s->n_computed + 1 + j;
+            w->b_seq[t] = si;
+            w->b_dec[t] = RLX_TOKEN_DECODE;
+        }
+        for (int32_t j = 0; j <= s->n_draft; j++) w->b_out[*n_tok - 1 - j] = 1;
+        s->out_row = *n_out;
+        *n_out += 1 + s->n_draft;
+        return k + s->n_draft;
     }
     if (plp) {
         for (int32_t i = 0; i < k; i++) w->b_out[*n_tok - k + i] = 1;
@@ -458,7 +462,9 @@ static void emit_prompt_logprobs(rlx_worker *w, seq *s, const float *logits)
     s->plp_n = 0;
 }
 
-static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
+/* Samples s's next token from its logits row and delivers it. Returns false when s has ended
+ * (finished or failed: s is freed). */
+static bool emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
 {
     rlx_request *r = s->req;
     int32_t V = w->runner->n_vocab;
@@ -468,18 +474,18 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     int rc = rlx_sampler_pick(s->sampler, scratch, logits, &tok, &serr);
     if (rc) {
         rlx__seq_fail(w, s, rc, serr.msg);
-        return;
+        return false;
     }
     double now = rlx_now();
     if (s->t_first == 0) s->t_first = now;
     s->t_last = now;
     if (!r->ignore_eos && rlx_tokenizer_is_eog(w->tok, tok)) {
         rlx__seq_finish(w, s, RLX_FINISH_STOP);
-        return;
+        return false;
     }
     if (rlx_sampler_accept(s->sampler, tok, true)) {
         rlx__seq_fail(w, s, RLX_ENOMEM, "out of memory following the grammar");
-        return;
+        return false;
     }
     s->tokens[s->n_tokens++] = tok;
     s->n_generated++;
@@ -490,7 +496,7 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     int m = s->stop.n_stop ? rlx_stop_push(&s->stop, s->text, n, &ev.text, &ev.text_len) : 0;
     if (m < 0) {
         rlx__seq_fail(w, s, RLX_ENOMEM, "out of memory matching stop strings");
-        return;
+        return false;
     }
     if (r->top_logprobs >= 0) {
         ev.n_top = r->top_logprobs;
@@ -500,7 +506,65 @@ static void emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     /* a grammar with nothing left to take ends the text as end-of-generation would */
     if (m == 1 || rlx_sampler_must_end(s->sampler)) rlx__seq_finish(w, s, RLX_FINISH_STOP);
     else if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
+    else return true;
+    return false;
 }
+
+/* ---- speculative decoding (engine/spec.h) ---------------------------------------------- */
+
+/* Drafts for s, a running sequence whose one pending token is this step's, within the step's
+ * token budget and spare logits rows; the memory for the drafts' positions is taken only if
+ * free (never by preempting). Sets s->n_draft. */
+static void draft(rlx_worker *w, seq *s, int32_t budget, int32_t *spare_rows)
+{
+    s->n_draft = 0;
+    const rlx_request *r = s->req;
+    int32_t max = r->draft_max < 0 ? w->cfg.draft_max : RLX_MIN(r->draft_max, RLX_SPEC_MAX_DRAFT);
+    if (max <= 0 || w->runner->mem.has_state || s->n_tokens <= s->n_prompt || s->n_tokens - s->n_computed != 1 ||
+        (r->prompt_logprobs && s->plp_next < s->n_prompt))
+        return;
+    /* no row past the generation limit or the context */
+    max = RLX_MIN(max, s->max_tokens - s->n_generated - 1);
+    max = RLX_MIN(max, w->runner->n_ctx - s->n_tokens);
+    max = RLX_MIN(max, RLX_MIN(budget - 1, *spare_rows));
+    if (max <= 0) return;
+    int32_t n = rlx_spec_allow(&s->spec, max);
+    if (n <= 0) return;
+    n = rlx_spec_lookup(s->tokens, s->n_tokens, RLX_SPEC_NGRAM_MIN, RLX_SPEC_NGRAM_MAX, s->draft, n);
+    if (n <= 0) return;
+    if (rlx_memory_grow(&w->runner->mem, &s->mem, s->n_tokens + n) != 0) return;
+    s->n_draft = n;
+    *spare_rows -= n;
+}
+
+/* Verifies s's drafts after the step: row i of s's logits (from out_row) follows the pending
+ * token and drafts 0..i-1. Each row's token is sampled as a one-token step would (same
+ * logits, same sampler state), and drafting goes on while the sampled token equals the draft;
+ * the KV of a kept draft is kept, that of the others lies past n_computed and is rewritten by
+ * the next step. Returns false when s has ended. */
+static bool verify(rlx_worker *w, seq *s, float *scratch)
+{
+    rlx_runner *rn = w->runner;
+    int32_t d = s->n_draft, kept = 0, row = s->out_row;
+    s->n_draft = 0;
+    s->n_computed -= d; /* the pending token's position is computed; the drafts' are not yet */
+    bool alive = true;
+    for (int32_t i = 0; i <= d; i++) {
+        rlx_memory_commit(&rn->mem, &s->mem, s->tokens, s->n_computed);
+        int32_t at = s->n_tokens;
+        alive = emit_token(w, s, rn->logits + (size_t)(row + i) * rn->n_vocab, scratch);
+        if (!alive || i == d || s->tokens[at] != s->draft[i]) break;
+        s->n_computed++; /* the draft was this token: its row's KV stands */
+        kept++;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->stats.draft_tokens += (uint64_t)d;
+    w->stats.draft_accepted += (uint64_t)kept;
+    pthread_mutex_unlock(&w->mu);
+    if (alive) rlx_spec_update(&s->spec, d, kept, RLX_SPEC_MAX_DRAFT);
+    return alive;
+}
+
 
 int rlx__sched_step(rlx_worker *w)
 {
@@ -509,6 +573,9 @@ int rlx__sched_step(rlx_worker *w)
     rlx_runner *rn = w->runner;
     int32_t budget = w->cfg.max_batch_tokens, n_tok = 0, n_seq = 0, n_out = 0;
     w->n_inflight = 0;
+
+    /* logits rows beyond one per running or admissible sequence, for drafts */
+    int32_t spare_rows = rn->max_outputs - w->n_running - RLX_MIN(w->n_waiting, w->cfg.max_seqs - w->n_running);
 
     /* running sequences, oldest first: decodes and unfinished prefills */
     for (int32_t i = 0; i < w->n_running && budget > 0 && n_seq < w->cfg.max_seqs; i++) {
@@ -521,6 +588,7 @@ int rlx__sched_step(rlx_worker *w)
             continue;
         }
         /* preemption may have removed sequences after i only (they are newer) */
+        draft(w, s, budget, &spare_rows);
         note_inflight(w, s, k);
         budget -= add_tokens(w, s, budget, &n_tok, &n_seq, &n_out);
     }
@@ -591,11 +659,13 @@ int rlx__sched_step(rlx_worker *w)
     float *scratch = w->sample_scratch;
     for (int32_t i = 0; i < n_seq; i++) {
         seq *s = w->b_seqptr[i];
+        if (s->n_draft > 0) {
+            verify(w, s, scratch);
+            continue;
+        }
         rlx_memory_commit(&rn->mem, &s->mem, s->tokens, s->n_computed);
         if (s->plp_n) emit_prompt_logprobs(w, s, rn->logits);
-        if (s->out_row >= 0) {
-            emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
-        }
+        if (s->out_row >= 0) emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
     }
     pthread_mutex_lock(&w->mu);
     w->stats.running = w->n_running;

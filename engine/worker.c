@@ -57,6 +57,8 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     w->cfg.backend_impl = NULL; /* the runner's */
     if (w->cfg.max_seqs <= 0) w->cfg.max_seqs = 16;
     if (w->cfg.max_batch_tokens <= 0) w->cfg.max_batch_tokens = 512;
+    if (w->cfg.draft_max == 0) w->cfg.draft_max = 8;
+    if (w->cfg.draft_max > RLX_SPEC_MAX_DRAFT) w->cfg.draft_max = RLX_SPEC_MAX_DRAFT;
     if (w->cfg.max_queue <= 0) w->cfg.max_queue = 256;
     if (w->cfg.max_batch_tokens < w->cfg.max_seqs) w->cfg.max_batch_tokens = w->cfg.max_seqs;
     rlx_runner_config rc = {
@@ -70,7 +72,8 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         .kv_blocks = cfg->kv_blocks,
         .max_seqs = w->cfg.max_seqs,
         .max_batch_tokens = w->cfg.max_batch_tokens,
-        .max_outputs = w->cfg.max_seqs,
+        /* room for a sequence's draft rows beside one row per sequence */
+        .max_outputs = w->cfg.max_seqs + RLX_MAX(w->cfg.draft_max, 0),
         .backend_impl = cfg->backend_impl,
         .mem_layers = cfg->mem_layers,
     };

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/grammar.h"
 #include "engine/runner.h"
+#include "engine/spec.h"
 #include "engine/stop.h"
 
 #include <pthread.h>
@@ -62,6 +63,12 @@ typedef struct seq {
     rlx_stop_matcher stop;      /* the request's stop strings over the detokenized text */
     wsession *session;          /* NULL if none */
     int32_t n_history;          /* leading tokens that came from the session's history */
+    /* speculative decoding (engine/spec.h): this step's draft tokens, computed after the
+     * pending token at positions n_computed + 1.. (their rows follow out_row), and the draft
+     * length control */
+    int32_t draft[RLX_SPEC_MAX_DRAFT];
+    int32_t n_draft;
+    rlx_spec_state spec;
 } seq;
 
 typedef struct cancel_node { uint64_t id; struct cancel_node *next; } cancel_node;
@@ -83,6 +90,7 @@ struct rlx_worker {
     char **gtext;               /* token bytes, for the check of a sampled token */
     size_t *glen;
     uint8_t *gmask;             /* n_vocab entries */
+    rlx_grammar_cache *gcache;  /* masks per grammar position, shared by the worker's sequences */
 
     pthread_t thread;
     pthread_mutex_t mu;

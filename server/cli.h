@@ -15,6 +15,7 @@ int rlx_cmd_logits(int argc, char **argv);
 int rlx_cmd_generate(int argc, char **argv);
 int rlx_cmd_render_template(int argc, char **argv);
 int rlx_cmd_bench(int argc, char **argv);
+int rlx__bench_spec(int argc, char **argv); /* rlxd bench --spec (cmd_bench_spec.c) */
 int rlx_cmd_devices(int argc, char **argv);
 
 /* `rlxd inspect DIR` (cmd_inspect_dir.c): prefer is a canonical quantization name or NULL. */
@@ -23,6 +24,9 @@ int rlx__cmd_inspect_dir(const char *dir, const char *prefer, bool json);
 bool rlx__quant_known(const char *q, const char **canon);
 /* rlxd inspect DIR's default preference, best first, NULL-terminated. */
 extern const char *const rlx__quant_order[];
+
+/* `rlxd bench --grammar` (cmd_bench_grammar.c): what a grammar costs. */
+int rlx__cmd_bench_grammar(int argc, char **argv);
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error (errno set). */
 char *rlx_read_file(const char *path, size_t *len);

@@ -15,7 +15,9 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd bench -m FILE [-p 128] [-n 32] [--seqs 1,4,16] [-r REPS] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N] [--kv-type f16|f32|q8_0] [--json]\n");
+    fprintf(f, "usage: rlxd bench -m FILE [-p 128] [-n 32] [--seqs 1,4,16] [-r REPS] [-t THREADS] [--backend cpu|vulkan|cuda] [--device N] [--kv-type f16|f32|q8_0] [--json]\n"
+               "       rlxd bench --grammar FILE -m FILE [-n 128] [-r 3] [-t THREADS] [--prompt TEXT] [--json]\n"
+               "       rlxd bench --spec -m FILE [-n 128] [-r 3] [-t THREADS] [--draft-max 8] [--prompt-file F] [--json]\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -98,6 +100,10 @@ int rlx_cmd_bench(int argc, char **argv)
     long p = 128, n = 32, reps = 3, threads = 0;
     int seqs[MAX_SEQS_LIST] = {1, 4, 16}, n_seqs_list = 3, kv_type = RLX_F16;
     bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--grammar")) return rlx__cmd_bench_grammar(argc, argv);
+        if (!strcmp(argv[i], "--spec")) return rlx__bench_spec(argc, argv);
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define NEXT() if (!(v = rlx_arg_value("bench", argc, argv, &i))) return 2

@@ -4,6 +4,7 @@
 #include "backends/dtype.h"
 #include "server/cli.h"
 #include "proto/proto.h"
+#include "engine/spec.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -34,6 +35,7 @@ static const setting settings[] = {
     {"log-format", T_LOGFMT, OFF(log_json), 0, 0},
     {"max-seqs", T_INT, OFF(max_seqs), 1, 4096},
     {"max-batch-tokens", T_INT, OFF(max_batch_tokens), 1, 1 << 20},
+    {"draft-max", T_INT, OFF(draft_max), 0, RLX_SPEC_MAX_DRAFT},
     {"kv-mem", T_I64, OFF(kv_mem_mib), 0, 1 << 24},
     {"kv-type", T_KVTYPE, OFF(kv_type), 0, 0},
     {"kv-block", T_INT, OFF(kv_block), 1, 4096},
@@ -84,6 +86,8 @@ const char *rlx_serve_usage(void)
            "  --log-format text|json    access log format on stderr (text)\n"
            "  --max-seqs N              concurrent sequences per model (16)\n"
            "  --max-batch-tokens N      tokens per engine step (512)\n"
+           "  --draft-max N             speculative decoding by prompt lookup: draft tokens per\n"
+           "                            step at most (8; 0: off). Outputs are unchanged.\n"
            "  --kv-mem MiB              KV cache memory per model (engine default)\n"
            "  --kv-type f16|f32|q8_0    KV cache element type (f16)\n"
            "  --kv-block N              tokens per KV block, the prefix-sharing unit (16)\n"
@@ -394,6 +398,7 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     c->port = 8080;
     c->max_seqs = 16;
     c->max_batch_tokens = 512;
+    c->draft_max = 8;
     c->kv_type = RLX_F16;
     c->kv_block = 16;
     c->max_body = 4 << 20;

@@ -31,6 +31,7 @@ typedef struct rlx_serve_config {
     bool log_json;           /* --log-format json */
     int32_t max_seqs;        /* 16 */
     int32_t max_batch_tokens;/* 512 */
+    int32_t draft_max;       /* 8; 0: no speculative decoding */
     int64_t kv_mem_mib;      /* 0: the engine's choice */
     int kv_type;             /* RLX_F16 */
     int kv_block;            /* tokens per KV block, 16 */

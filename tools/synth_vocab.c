@@ -252,18 +252,30 @@ done:
  * the converter's spelling) and as a continuation ("c"), then "\u2581word" for each distinct
  * lowercase word of the corpus in order of appearance, padded with "[unusedN]". */
 
-#define WPM_MAX 4096
+#define WPM_BASE_MAX 4096     /* the built-in pieces fit in this many */
+#define WPM_MAX (1 << 20)     /* padding allowed up to */
 
 int64_t rlx_synth_vocab_wpm(rlx_gguf_writer *w, int64_t n_vocab, rlx_error *err)
 {
-    static char pool[WPM_MAX * 24];
-    static rlx_gguf_str toks[WPM_MAX];
-    static int32_t types[WPM_MAX];
+    if (n_vocab < 0 || n_vocab > WPM_MAX)
+        return rlx_errorf(err, RLX_EINVAL, "--vocab %lld: the built-in WordPiece vocabulary pads to at most %d", (long long)n_vocab, WPM_MAX);
+    const int64_t cap = RLX_MAX(n_vocab, WPM_BASE_MAX);
+    const size_t pool_bytes = (size_t)cap * 24;
+    char *pool = malloc(pool_bytes);
+    rlx_gguf_str *toks = malloc((size_t)cap * sizeof *toks);
+    int32_t *types = malloc((size_t)cap * sizeof *types);
+    if (!pool || !toks || !types) {
+        free(pool);
+        free(toks);
+        free(types);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory for the vocabulary");
+    }
     size_t used = 0;
     int64_t n = 0;
+    int rc = 0;
 #define ADD(str, type) do { \
         size_t l_ = strlen(str); \
-        if (n < WPM_MAX && used + l_ + 1 <= sizeof pool) { \
+        if (n < cap && used + l_ + 1 <= pool_bytes) { \
             memcpy(pool + used, str, l_ + 1); \
             toks[n] = (rlx_gguf_str){pool + used, l_}; types[n++] = (type); used += l_ + 1; \
         } } while (0)
@@ -293,16 +305,17 @@ int64_t rlx_synth_vocab_wpm(rlx_gguf_writer *w, int64_t n_vocab, rlx_error *err)
         if (!dup) ADD(buf, 1);
     }
     if (n_vocab == 0) n_vocab = n;
-    if (n_vocab < n || n_vocab > WPM_MAX)
-        return rlx_errorf(err, RLX_EINVAL, "--vocab %lld: the built-in WordPiece vocabulary has %lld tokens and pads "
-                          "to at most %d (use --vocab-from for more)", (long long)n_vocab, (long long)n, WPM_MAX);
+    if (n_vocab < n) {
+        rc = rlx_errorf(err, RLX_EINVAL, "--vocab %lld: the built-in WordPiece vocabulary has %lld tokens", (long long)n_vocab,
+                        (long long)n);
+        goto done;
+    }
     for (int64_t i = 0; n < n_vocab; i++) {
         snprintf(buf, sizeof buf, "[unused%lld]", (long long)i);
         ADD(buf, 5);
     }
 #undef ADD
     static const char model[] = "bert", pre[] = "bert-bge";
-    int rc;
     if ((rc = rlx_gguf_writer_set_str(w, "tokenizer.ggml.model", model, sizeof model - 1)) ||
         (rc = rlx_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre, sizeof pre - 1)) ||
         (rc = rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, (uint64_t)n)) ||
@@ -314,6 +327,10 @@ int64_t rlx_synth_vocab_wpm(rlx_gguf_writer *w, int64_t n_vocab, rlx_error *err)
         (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", 0)) ||
         (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.cls_token_id", 2)) ||
         (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", 4)))
-        return rlx_errorf(err, rc, "could not store the vocabulary: %s", rlx_strerror(rc));
-    return n;
+        rlx_errorf(err, rc, "could not store the vocabulary: %s", rlx_strerror(rc));
+done:
+    free(pool);
+    free(toks);
+    free(types);
+    return rc ? rc : n;
 }

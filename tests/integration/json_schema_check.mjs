@@ -47,6 +47,14 @@ const schemas = {
     c: { enum: ['x', 'y'] } }, additionalProperties: false },
   extra_props: { type: 'object', properties: { id: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['id'],
     additionalProperties: { type: 'boolean' }, maxProperties: undefined },
+  email: { type: 'string', format: 'email' },
+  net: { type: 'object', properties: { host: { type: 'string', format: 'hostname' }, ip: { type: 'string', format: 'ipv4' } },
+    required: ['host', 'ip'], additionalProperties: false },
+  prob: { type: 'number', minimum: 0, maximum: 1 },
+  price: { type: 'object', properties: { p: { type: 'number', exclusiveMinimum: 0, maximum: 1000 },
+    t: { type: 'number', minimum: -40, exclusiveMaximum: 60 } }, required: ['p', 't'], additionalProperties: false },
+  pattern_props: { type: 'object', properties: { id: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['id'],
+    patternProperties: { '^x-[a-z]{1,4}$': { type: 'boolean' } }, additionalProperties: false },
 };
 delete schemas.extra_props.maxProperties;
 

@@ -3,7 +3,7 @@
 # random-weight model (synth-llama-tiny, the 32,000-token Llama vocabulary; RLX_SCHEMA_MODEL=
 # synth-qwen2-tiny-f32.gguf takes the 151,936-token Qwen2 one, about 3x slower) so that nothing
 # but the constraint makes the output valid: json_schema_check.mjs samples RLX_SCHEMA_SAMPLES
-# (100) outputs at temperature 1.0 for each of 18 schemas and validates them with Ajv (JSON
+# (100) outputs at temperature 1.0 for each of 23 schemas and validates them with Ajv (JSON
 # Schema 2020-12 + ajv-formats); then the native and stdio `json_schema` field and the 400s
 # naming the keyword.
 cd "$(dirname "$0")/../.." || exit 1
@@ -46,7 +46,7 @@ r=$(post /v1/chat/completions "{$chat,\"grammar\":\"root ::= \\\"a\\\"\",\"respo
 [ "$(status)" = 400 ] || fail "grammar + json_schema must conflict: $r"
 r=$(post /v1/generate '{"prompt":"x","grammar":"root ::= \"a\"","json_schema":{}}')
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = json_schema ] || fail "native grammar + json_schema: $r"
-r=$(post /v1/generate '{"prompt":"x","json_schema":{"type":"number","maximum":3}}')
+r=$(post /v1/generate '{"prompt":"x","json_schema":{"type":"number","maximum":3.5}}')
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = json_schema ] || fail "native bad schema: $r"
 r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":7}}")
 [ "$(status)" = 400 ] || fail "json_schema not an object: $r"

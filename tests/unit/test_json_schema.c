@@ -114,7 +114,25 @@ TEST(formats)
     ASSERT(g);
     YES(g, "\"123e4567-e89b-12d3-a456-426614174000\""); NO(g, "\"123e4567e89b12d3a456426614174000\"");
     rlx_grammar_free(g);
-    REFUSED("{\"type\":\"string\",\"format\":\"email\"}", "email");
+    /* simple forms of email, hostname, ipv4 (subsets of what the RFCs and Ajv accept) */
+    g = schema("{\"type\":\"string\",\"format\":\"email\"}");
+    ASSERT(g);
+    YES(g, "\"a.b+c@example.com\""); YES(g, "\"x_1@mail-1.example.co\""); YES(g, "\"Q@a.b.c.de\"");
+    NO(g, "\"a@b\""); NO(g, "\"a..b@c.de\""); NO(g, "\".a@c.de\""); NO(g, "\"a@-c.de\""); NO(g, "\"a@c-.de\"");
+    NO(g, "\"a b@c.de\""); NO(g, "\"@c.de\""); NO(g, "\"a@c..de\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"hostname\"}");
+    ASSERT(g);
+    YES(g, "\"localhost\""); YES(g, "\"a-b.example.org\""); YES(g, "\"x1.y2.z3.w4\"");
+    NO(g, "\"-a.org\""); NO(g, "\"a_b.org\""); NO(g, "\"a..org\""); NO(g, "\"a.b.c.d.e\""); NO(g, "\"\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"ipv4\"}");
+    ASSERT(g);
+    YES(g, "\"0.0.0.0\""); YES(g, "\"255.255.255.255\""); YES(g, "\"192.168.1.20\""); YES(g, "\"10.9.249.199\"");
+    NO(g, "\"256.1.1.1\""); NO(g, "\"01.1.1.1\""); NO(g, "\"1.1.1\""); NO(g, "\"1.1.1.1.1\""); NO(g, "\"1.1.1.260\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"format\":\"ipv6\"}", "ipv6");
+    REFUSED("{\"type\":\"string\",\"format\":\"uri\"}", "uri");
     REFUSED("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":3}", "format");
 }
 
@@ -184,7 +202,58 @@ TEST(integer_ranges)
     rlx_grammar_free(g);
     REFUSED("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "minimum");
     REFUSED("{\"type\":\"integer\",\"minimum\":1e300}", "minimum");
-    REFUSED("{\"type\":\"number\",\"minimum\":0}", "minimum");
+    REFUSED("{\"type\":\"number\",\"minimum\":0.5}", "minimum");
+}
+
+/* Numbers between integer bounds (inclusive, exclusive, draft-4 booleans, one side open): for
+ * every combination over [-3, 3], each candidate text is accepted exactly when its value lies
+ * within the bounds (texts outside the grammar's form - "-0", exponents - never are). */
+TEST(number_ranges)
+{
+    static const char *const texts[] = {
+        "-5", "-4.5", "-3.25", "-3", "-3.0", "-2.5", "-2", "-1.75", "-1", "-0.5", "-0.25", "0", "0.0", "0.5", "0.25",
+        "1", "1.5", "1.0", "2", "2.25", "2.5", "3", "3.0", "3.5", "4", "5.25", "100", "-100.5",
+    };
+    static const char *const never[] = {"-0", "-0.0", "1e2", "0.5e1", "1.", ".5", "01", "1.1234567"};
+    char json[200];
+    int checked = 0;
+    for (int lo = -4; lo <= 3; lo++)          /* -4: no lower bound */
+        for (int hi = -3; hi <= 4; hi++)      /* 4: no upper bound */
+            for (int ex = 0; ex < 4; ex++) {
+                bool has_lo = lo > -4, has_hi = hi < 4, lo_ex = ex & 1, hi_ex = ex & 2;
+                if (has_lo && has_hi && (lo > hi || (lo == hi && (lo_ex || hi_ex)))) continue;
+                int n = snprintf(json, sizeof json, "{\"type\":\"number\"");
+                if (has_lo) n += snprintf(json + n, sizeof json - (size_t)n, ",\"%s\":%d", lo_ex ? "exclusiveMinimum" : "minimum", lo);
+                if (has_hi) n += snprintf(json + n, sizeof json - (size_t)n, ",\"%s\":%d", hi_ex ? "exclusiveMaximum" : "maximum", hi);
+                snprintf(json + n, sizeof json - (size_t)n, "}");
+                rlx_grammar *g = schema(json);
+                ASSERT_MSG(g, "%s: %s", json, last_err.msg);
+                for (size_t t = 0; t < RLX_ARRAY_LEN(texts); t++) {
+                    double v = strtod(texts[t], NULL);
+                    bool in = (!has_lo || (lo_ex ? v > lo : v >= lo)) && (!has_hi || (hi_ex ? v < hi : v <= hi));
+                    ASSERT_MSG(accepts(g, texts[t]) == in, "%s: '%s' should be %s", json, texts[t], in ? "accepted" : "refused");
+                    checked++;
+                }
+                for (size_t t = 0; (has_lo || has_hi) && t < RLX_ARRAY_LEN(never); t++) NO(g, never[t]); /* bounded form only */
+                rlx_grammar_free(g);
+            }
+    ASSERT(checked > 3000);
+    /* draft 4: exclusiveMinimum true makes minimum exclusive; the tighter of two bounds wins */
+    rlx_grammar *g = schema("{\"type\":\"number\",\"minimum\":0,\"exclusiveMinimum\":true,\"maximum\":1}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    NO(g, "0"); YES(g, "0.00001"); YES(g, "1"); NO(g, "1.00001"); YES(g, "0.99999");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"number\",\"minimum\":2,\"exclusiveMinimum\":2,\"maximum\":1000000000}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    NO(g, "2"); YES(g, "2.5"); YES(g, "999999999.99999"); YES(g, "1000000000"); NO(g, "1000000000.1");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":[\"number\",\"null\"],\"exclusiveMaximum\":0}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "null"); YES(g, "-0.5"); YES(g, "-123456"); NO(g, "0"); NO(g, "0.5");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"number\",\"minimum\":3,\"exclusiveMaximum\":3}", "no number");
+    REFUSED("{\"type\":\"number\",\"maximum\":2000000000}", "maximum");
+    REFUSED("{\"type\":\"number\",\"exclusiveMinimum\":0.1}", "exclusiveMinimum");
 }
 
 TEST(objects)
@@ -227,7 +296,27 @@ TEST(objects)
     YES(g, "{\"a\":1}"); YES(g, "\"ab\""); NO(g, "\"abc\""); NO(g, "{\"b\":1}");
     rlx_grammar_free(g);
     REFUSED("{\"type\":\"object\",\"minProperties\":1}", "minProperties");
-    REFUSED("{\"type\":\"object\",\"patternProperties\":{}}", "patternProperties");
+    /* patternProperties: one pattern, keys unlike the declared names, no other extras */
+    g = schema("{\"type\":\"object\",\"patternProperties\":{}}"); /* says nothing */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"a\":1}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],"
+               "\"patternProperties\":{\"^x-[a-z]{1,5}$\":{\"type\":\"boolean\"}},\"additionalProperties\":false}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"id\":1}"); YES(g, "{\"id\":1,\"x-a\":true,\"x-abc\":false}");
+    NO(g, "{\"id\":1,\"x-a\":1}"); NO(g, "{\"id\":1,\"y-a\":true}"); NO(g, "{\"id\":1,\"x-abcdef\":true}");
+    NO(g, "{\"x-a\":true}"); NO(g, "{\"id\":1,\"x-A\":true}");
+    rlx_grammar_free(g);
+    g = schema("{\"patternProperties\":{\"^[0-9]+$\":{\"type\":\"string\",\"maxLength\":2}}}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{}"); YES(g, "{\"1\":\"ab\",\"22\":\"\"}"); NO(g, "{\"a\":\"x\"}"); NO(g, "{\"1\":\"abc\"}");
+    rlx_grammar_free(g);
+    REFUSED("{\"properties\":{\"x-a\":{\"type\":\"null\"}},\"patternProperties\":{\"^x-\":{\"type\":\"null\"}}}", "also matches");
+    REFUSED("{\"patternProperties\":{\"^a\":{},\"^b\":{}}}", "more than one pattern");
+    REFUSED("{\"patternProperties\":{\"^a\":{}},\"additionalProperties\":{\"type\":\"null\"}}", "additionalProperties");
+    REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"patternProperties\":{\"^b$\":{}}}]}", "patternProperties");
+    REFUSED("{\"patternProperties\":{\"^(?=a)\":{}}}", "patternProperties");
     REFUSED("{\"type\":\"object\",\"required\":[\"k\"],\"additionalProperties\":false}", "'k'");
 }
 
@@ -428,7 +517,7 @@ int main(void)
 {
     static const rlx_test_case tests[] = {
         TEST_ENTRY(types), TEST_ENTRY(strings_unicode), TEST_ENTRY(formats), TEST_ENTRY(pattern),
-        TEST_ENTRY(integer_ranges), TEST_ENTRY(objects), TEST_ENTRY(all_of), TEST_ENTRY(arrays),
+        TEST_ENTRY(integer_ranges), TEST_ENTRY(number_ranges), TEST_ENTRY(objects), TEST_ENTRY(all_of), TEST_ENTRY(arrays),
         TEST_ENTRY(enum_const), TEST_ENTRY(any_one_of), TEST_ENTRY(refs), TEST_ENTRY(unknown_keywords_and_annotations),
         TEST_ENTRY(depth), TEST_ENTRY(limits),
     };

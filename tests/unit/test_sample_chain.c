@@ -3,6 +3,7 @@
  * mask only on refusal, restart from the raw logits, veto and demand of the end), what stages
  * are told about prompt and generated tokens, and the grammar stage on a toy vocabulary. */
 #include "tests/rlx_test.h"
+#include <math.h>
 #include "engine/grammar.h"
 #include "engine/sample.h"
 
@@ -126,7 +127,13 @@ TEST(constraint_checks_first_and_masks_only_on_refusal)
     t->allowed = 1u << 2 | 1u << 4 | 1u << 6; /* even tokens from 2 */
     memcpy(l, raw, sizeof l);
     ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, NULL), 0);
-    ASSERT_EQ(tok, 4);            /* the best allowed one */
+    ASSERT_EQ(tok, 4);            /* the best allowed one, found by redrawing without 1, 3, 5 */
+    ASSERT_EQ(t->n_mask, 0);
+    ASSERT_EQ(t->n_allows, 1 + 4);
+    t->allowed = 1u << 6;         /* 1, 3, 5, 4 refused: the redraws are spent, the mask decides */
+    memcpy(l, raw, sizeof l);
+    ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, NULL), 0);
+    ASSERT_EQ(tok, 6);
     ASSERT_EQ(t->n_mask, 1);
     t->allowed = 0;
     rlx_error err = {0};
@@ -137,6 +144,54 @@ TEST(constraint_checks_first_and_masks_only_on_refusal)
     t->allowed = 1u << 0;
     memcpy(l, raw, sizeof l);
     ASSERT_EQ(rlx_sampler_pick(s, l, NULL, &tok, &err), RLX_EINVAL);
+    rlx_sampler_free(s);
+}
+
+/* A refused draw is drawn again without the refused tokens when the chain has no truncation:
+ * the same distribution as the masked draw (weights renormalised over the allowed tokens). With
+ * a truncation the mask is built at the first refusal (a nucleus of the unmasked logits would
+ * differ). */
+TEST(redraws_keep_the_masked_distribution)
+{
+    const float raw[8] = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, 1.8f, 0.2f};
+    const uint32_t allowed = 1u << 1 | 1u << 3 | 1u << 4 | 1u << 7;
+    rlx_sampling_params p = params(1.0f, 11);
+    rlx_sampler *s = rlx_sampler_new(&p, 8);
+    toy *t = toy_new(allowed, NULL);
+    ASSERT(s && t);
+    ASSERT_EQ(rlx_sampler_add_stage(s, &t->base), 0);
+    enum { N = 40000 };
+    int count[8] = {0};
+    for (int i = 0; i < N; i++) {
+        float l[8];
+        int32_t tok = -1;
+        memcpy(l, raw, sizeof l);
+        ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, NULL), 0);
+        ASSERT(allowed >> tok & 1u);
+        count[tok]++;
+    }
+    ASSERT(t->n_mask > 0 && t->n_mask < N / 4); /* mostly redraws; masks when 3 redraws failed */
+    double z = 0;
+    for (int k = 0; k < 8; k++)
+        if (allowed >> k & 1u) z += exp(raw[k]);
+    for (int k = 0; k < 8; k++) {
+        double want = (allowed >> k & 1u) ? exp(raw[k]) / z : 0.0, got = (double)count[k] / N;
+        ASSERT_MSG(fabs(got - want) < 0.01, "token %d: %.4f drawn, %.4f expected", k, got, want);
+    }
+    rlx_sampler_free(s);
+    /* a truncation: the first refusal builds the mask */
+    p.top_k = 6;
+    s = rlx_sampler_new(&p, 8);
+    t = toy_new(1u << 7, NULL);
+    ASSERT(s && t);
+    ASSERT_EQ(rlx_sampler_add_stage(s, &t->base), 0);
+    float l[8];
+    int32_t tok = -1;
+    memcpy(l, raw, sizeof l);
+    ASSERT_EQ(rlx_sampler_pick(s, l, raw, &tok, NULL), 0);
+    ASSERT_EQ(tok, 7);
+    ASSERT_EQ(t->n_mask, 1);
+    ASSERT_EQ(t->n_allows, 2);
     rlx_sampler_free(s);
 }
 
@@ -282,7 +337,7 @@ int main(void)
 {
     static const rlx_test_case cases[] = {
         TEST_ENTRY(stages_follow_the_parameters),
-        TEST_ENTRY(constraint_checks_first_and_masks_only_on_refusal),
+        TEST_ENTRY(constraint_checks_first_and_masks_only_on_refusal), TEST_ENTRY(redraws_keep_the_masked_distribution),
         TEST_ENTRY(constraint_sits_after_bias_and_before_truncation),
         TEST_ENTRY(accepting_constraint_leaves_draws_unchanged),
         TEST_ENTRY(stages_are_told_prompt_and_generated_tokens_and_may_veto_the_end),

@@ -207,6 +207,7 @@ TEST(every_setting_follows_the_layer_order)
         {"log-format", "text", "json", "text", "json"},
         {"max-seqs", "16", "2", "3", "4"},
         {"max-batch-tokens", "512", "64", "65", "66"},
+        {"draft-max", "8", "0", "4", "16"},
         {"kv-mem", "0", "10", "11", "12"},
         {"kv-type", "f16", "f32", "q8_0", "f32"},
         {"kv-block", "16", "8", "32", "64"},

@@ -1,0 +1,260 @@
+/* grammar_cache.c - masks remembered per grammar position (grammar.h, rlx_grammar_cache).
+ *
+ * A grammar position is a state's exact content: its set of parse stacks (element indexes of
+ * the compiled grammar) and its half-read UTF-8 sequence. Two states with the same content in
+ * the same grammar accept exactly the same continuations, so the mask of one is the mask of the
+ * other. The cache keys a mask by (grammar, position): grammars are identified by their
+ * compiled content (elements, rule starts, root), copied once per distinct grammar, so requests
+ * that send the same schema share entries and a grammar freed and compiled again finds them;
+ * rlx_grammar.serial lets a lookup skip the content comparison after the first time. Positions
+ * are serialised with their stacks in a canonical order (by hash, then content), so a set
+ * reached in a different order is the same key. Entries are filled lazily (a mask is built the
+ * first time a step at that position needs it) and evicted least recently used. */
+#include "engine/grammar_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_GRAMMARS 128
+#define SERIAL_MEMO 128
+
+typedef struct gslot {
+    bool used;
+    uint64_t hash;
+    uint32_t n_e, n_rules, root;
+    gelem *e;
+    uint32_t *rule_start;
+    uint64_t last_use;
+} gslot;
+
+typedef struct centry {
+    bool used;
+    uint32_t slot;
+    uint64_t hash;
+    uint32_t *key;          /* the serialised position */
+    size_t key_len;
+    uint64_t *bits;         /* n_vocab bits: allowed tokens */
+    int64_t count;
+    uint64_t last_use;
+} centry;
+
+struct rlx_grammar_cache {
+    int32_t n_vocab;
+    size_t words;           /* uint64 words of a mask */
+    centry *ent;
+    size_t n_ent;
+    gslot slot[MAX_GRAMMARS];
+    struct { uint64_t serial; uint32_t slot; } memo[SERIAL_MEMO];
+    size_t memo_next;
+    uint64_t clock;
+    uint8_t *bytes;         /* n_vocab: rlx_grammar_mask's output on a miss */
+    uint32_t *key;          /* scratch: the position being looked up */
+    size_t key_cap;
+    uint32_t *order;        /* scratch: stack order */
+    size_t order_cap;
+    rlx_grammar_cache_stats stats;
+};
+
+rlx_grammar_cache *rlx_grammar_cache_new(int32_t n_vocab, size_t max_entries)
+{
+    if (n_vocab <= 0 || !max_entries) return NULL;
+    rlx_grammar_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->n_vocab = n_vocab;
+    c->words = ((size_t)n_vocab + 63) / 64;
+    c->n_ent = max_entries;
+    c->ent = calloc(max_entries, sizeof *c->ent);
+    c->bytes = malloc((size_t)n_vocab);
+    if (!c->ent || !c->bytes) {
+        rlx_grammar_cache_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void slot_clear(gslot *s)
+{
+    free(s->e);
+    free(s->rule_start);
+    memset(s, 0, sizeof *s);
+}
+
+void rlx_grammar_cache_free(rlx_grammar_cache *c)
+{
+    if (!c) return;
+    for (size_t i = 0; c->ent && i < c->n_ent; i++) {
+        free(c->ent[i].key);
+        free(c->ent[i].bits);
+    }
+    for (int i = 0; i < MAX_GRAMMARS; i++) slot_clear(&c->slot[i]);
+    free(c->ent);
+    free(c->bytes);
+    free(c->key);
+    free(c->order);
+    free(c);
+}
+
+void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_stats *out) { *out = c->stats; }
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* The slot holding g's content (found or made); -1 when out of memory. */
+static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
+{
+    for (size_t i = 0; i < SERIAL_MEMO; i++)
+        if (c->memo[i].serial == g->serial) {
+            c->slot[c->memo[i].slot].last_use = ++c->clock;
+            return (int)c->memo[i].slot;
+        }
+    uint64_t h = fnv(1469598103934665603ull, g->e, (size_t)g->n_e * sizeof *g->e);
+    h = fnv(h, g->rule_start, (size_t)g->n_rules * sizeof *g->rule_start);
+    h = fnv(h, &g->root, sizeof g->root);
+    int found = -1, victim = 0;
+    for (int i = 0; i < MAX_GRAMMARS; i++) {
+        gslot *s = &c->slot[i];
+        if (s->used && s->hash == h && s->n_e == g->n_e && s->n_rules == g->n_rules && s->root == g->root &&
+            !memcmp(s->e, g->e, (size_t)g->n_e * sizeof *g->e) &&
+            !memcmp(s->rule_start, g->rule_start, (size_t)g->n_rules * sizeof *g->rule_start)) {
+            found = i;
+            break;
+        }
+        if (!s->used || (c->slot[victim].used && s->last_use < c->slot[victim].last_use)) victim = i;
+    }
+    if (found < 0) { /* a new grammar: evict the least recently used one and its entries */
+        gslot *s = &c->slot[victim];
+        if (s->used) {
+            for (size_t i = 0; i < c->n_ent; i++)
+                if (c->ent[i].used && c->ent[i].slot == (uint32_t)victim) c->ent[i].used = false;
+            for (size_t i = 0; i < SERIAL_MEMO; i++) /* the evicted grammar's serials name another one now */
+                if (c->memo[i].serial && c->memo[i].slot == (uint32_t)victim) c->memo[i].serial = 0;
+        }
+        slot_clear(s);
+        s->e = malloc((size_t)g->n_e * sizeof *s->e + 1);
+        s->rule_start = malloc((size_t)g->n_rules * sizeof *s->rule_start + 1);
+        if (!s->e || !s->rule_start) {
+            slot_clear(s);
+            return -1;
+        }
+        memcpy(s->e, g->e, (size_t)g->n_e * sizeof *g->e);
+        memcpy(s->rule_start, g->rule_start, (size_t)g->n_rules * sizeof *g->rule_start);
+        s->n_e = g->n_e;
+        s->n_rules = g->n_rules;
+        s->root = g->root;
+        s->hash = h;
+        s->used = true;
+        found = victim;
+    }
+    c->slot[found].last_use = ++c->clock;
+    c->memo[c->memo_next].serial = g->serial;
+    c->memo[c->memo_next].slot = (uint32_t)found;
+    c->memo_next = (c->memo_next + 1) % SERIAL_MEMO;
+    return found;
+}
+
+static _Thread_local const rlx__sset *sort_set; /* qsort has no context argument; one per thread */
+static int stack_cmp(const void *a, const void *b)
+{
+    const rlx__sset *s = sort_set;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    if (s->hash[i] != s->hash[j]) return s->hash[i] < s->hash[j] ? -1 : 1;
+    if (s->len[i] != s->len[j]) return s->len[i] < s->len[j] ? -1 : 1;
+    return memcmp(s->data + s->off[i], s->data + s->off[j], s->len[i] * sizeof *s->data);
+}
+
+static bool grow(uint32_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap) return true;
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need) nc *= 2;
+    uint32_t *q = realloc(*p, nc * sizeof *q);
+    if (!q) return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+/* Serialises the state into c->key: partial, remain, number of stacks, then each stack (length,
+ * elements) in canonical order. Returns the length, 0 when out of memory. */
+static size_t serialise(rlx_grammar_cache *c, const rlx_grammar_state *s)
+{
+    const rlx__sset *set = &s->stacks;
+    if (!grow(&c->order, &c->order_cap, set->n + 1) || !grow(&c->key, &c->key_cap, 3 + set->n + set->dlen)) return 0;
+    for (size_t i = 0; i < set->n; i++) c->order[i] = (uint32_t)i;
+    sort_set = set; /* this thread's (workers of different models sort at once) */
+    qsort(c->order, set->n, sizeof *c->order, stack_cmp);
+    size_t k = 0;
+    c->key[k++] = s->partial;
+    c->key[k++] = (uint32_t)s->remain;
+    c->key[k++] = (uint32_t)set->n;
+    for (size_t i = 0; i < set->n; i++) {
+        uint32_t j = c->order[i];
+        c->key[k++] = set->len[j];
+        memcpy(c->key + k, set->data + set->off[j], set->len[j] * sizeof *c->key);
+        k += set->len[j];
+    }
+    return k;
+}
+
+const uint64_t *rlx_grammar_cache_mask(rlx_grammar_cache *c, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
+                                       int64_t *count, int *rc)
+{
+    *rc = 0;
+    int slot = grammar_slot(c, s->g);
+    size_t klen = slot < 0 ? 0 : serialise(c, s);
+    if (!klen) {
+        *rc = RLX_ENOMEM;
+        return NULL;
+    }
+    uint64_t h = fnv(1469598103934665603ull ^ (uint64_t)slot, c->key, klen * sizeof *c->key);
+    size_t victim = 0;
+    for (size_t i = 0; i < c->n_ent; i++) {
+        centry *e = &c->ent[i];
+        if (e->used && e->hash == h && e->slot == (uint32_t)slot && e->key_len == klen &&
+            !memcmp(e->key, c->key, klen * sizeof *c->key)) {
+            e->last_use = ++c->clock;
+            c->stats.hits++;
+            *count = e->count;
+            return e->bits;
+        }
+        if (!e->used || (c->ent[victim].used && e->last_use < c->ent[victim].last_use)) victim = i;
+    }
+    c->stats.misses++;
+    int64_t n = rlx_grammar_mask(s, v, c->bytes);
+    if (n < 0) {
+        *rc = (int)n;
+        return NULL;
+    }
+    centry *e = &c->ent[victim];
+    if (e->used) c->stats.evictions++;
+    e->used = false;
+    if (!e->bits && !(e->bits = malloc(c->words * sizeof *e->bits))) {
+        *rc = RLX_ENOMEM;
+        return NULL;
+    }
+    uint32_t *key = realloc(e->key, klen * sizeof *key);
+    if (!key) {
+        *rc = RLX_ENOMEM;
+        return NULL;
+    }
+    e->key = key;
+    memcpy(e->key, c->key, klen * sizeof *c->key);
+    e->key_len = klen;
+    memset(e->bits, 0, c->words * sizeof *e->bits);
+    for (int32_t t = 0; t < c->n_vocab; t++)
+        if (c->bytes[t]) e->bits[t >> 6] |= 1ull << (t & 63);
+    e->slot = (uint32_t)slot;
+    e->hash = h;
+    e->count = n;
+    e->last_use = ++c->clock;
+    e->used = true;
+    *count = n;
+    return e->bits;
+}

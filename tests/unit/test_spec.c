@@ -1,0 +1,244 @@
+/* test_spec.c - speculative decoding by prompt lookup (engine/spec.h): the n-gram lookup and
+ * the draft length control on hand-made sequences, then the scheduler: a worker that drafts
+ * gives exactly the tokens, logprobs, finish reasons and usage of a worker that does not
+ * (greedy, seeded sampling, stop strings, max_tokens, one at a time and all at once), and it
+ * did draft and keep drafts. Runs on stories260K from ../shared, whose greedy stories repeat
+ * themselves. */
+#include "tests/rlx_test.h"
+#include "engine/engine.h"
+#include "engine/spec.h"
+
+#include <pthread.h>
+
+TEST(lookup_finds_the_latest_longest_match)
+{
+    int32_t d[RLX_SPEC_MAX_DRAFT];
+    const int32_t none[] = {1, 2, 3, 4, 5, 6};
+    ASSERT_EQ(rlx_spec_lookup(none, 6, 2, 4, d, 8), 0);
+    ASSERT_EQ(rlx_spec_lookup(none, 0, 2, 4, d, 8), 0);
+    ASSERT_EQ(rlx_spec_lookup(NULL, 6, 2, 4, d, 8), 0);
+    /* "7 8" occurred twice before: the latest occurrence's continuation is drafted */
+    const int32_t t[] = {7, 8, 1, 2, 3, 7, 8, 4, 5, 6, 9, 7, 8};
+    ASSERT_EQ(rlx_spec_lookup(t, 13, 2, 4, d, 3), 3);
+    ASSERT(d[0] == 4 && d[1] == 5 && d[2] == 6);
+    /* a longer suffix match wins over a later shorter one: "3 7 8" occurs once */
+    const int32_t u[] = {3, 7, 8, 1, 1, 7, 8, 2, 2, 3, 7, 8};
+    ASSERT_EQ(rlx_spec_lookup(u, 12, 2, 4, d, 2), 2);
+    ASSERT(d[0] == 1 && d[1] == 1);
+    ASSERT_EQ(rlx_spec_lookup(u, 12, 2, 2, d, 2), 2); /* bigrams only: the latest "7 8" */
+    ASSERT(d[0] == 2 && d[1] == 2);
+    /* a one-token match does not count with ngram_min 2 */
+    const int32_t v[] = {5, 1, 2, 3, 5};
+    ASSERT_EQ(rlx_spec_lookup(v, 5, 2, 4, d, 4), 0);
+    ASSERT_EQ(rlx_spec_lookup(v, 5, 1, 4, d, 4), 4);
+    ASSERT(d[0] == 1 && d[1] == 2 && d[2] == 3 && d[3] == 5);
+    /* a loop of period 3 goes on past the end of what was seen */
+    const int32_t w[] = {9, 1, 2, 3, 1, 2, 3, 1, 2};
+    ASSERT_EQ(rlx_spec_lookup(w, 9, 2, 4, d, 7), 7);
+    const int32_t want[] = {3, 1, 2, 3, 1, 2, 3};
+    for (int i = 0; i < 7; i++) ASSERT_EQ(d[i], want[i]);
+    /* the cap */
+    ASSERT_EQ(rlx_spec_lookup(w, 9, 2, 4, d, 1000), RLX_SPEC_MAX_DRAFT);
+}
+
+TEST(length_control)
+{
+    rlx_spec_state st = {0};
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 8);
+    rlx_spec_update(&st, 8, 3, 8);           /* partial: what was kept plus one */
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 4);
+    rlx_spec_update(&st, 4, 4, 8);           /* all kept: doubles up to the maximum */
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 8);
+    rlx_spec_update(&st, 8, 0, 8);           /* first-token misses pause drafting, longer each time */
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 0);
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 1);
+    rlx_spec_update(&st, 1, 0, 8);
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 0);
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 0);
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 1);
+    rlx_spec_update(&st, 1, 1, 8);           /* a kept draft ends the pause */
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 2);
+    ASSERT_EQ(rlx_spec_allow(&st, 0), 0);
+    ASSERT_EQ(rlx_spec_allow(&st, 1), 1);     /* a smaller request maximum caps it */
+}
+
+/* ---- the scheduler --------------------------------------------------------------------- */
+
+#define MAX_GEN 96
+#define N_REQ 12
+
+typedef struct result {
+    int32_t tokens[MAX_GEN];
+    float logprob[MAX_GEN];
+    int32_t top[MAX_GEN][2];
+    char text[2048];
+    size_t text_len;
+    int n, error;
+    rlx_finish_reason finish;
+    rlx_usage usage;
+} result;
+
+typedef struct collector {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending;
+    result *res;
+} collector;
+
+typedef struct slot { collector *c; int idx; } slot;
+
+static void on_event(void *user, const rlx_event *ev)
+{
+    slot *s = user;
+    collector *c = s->c;
+    pthread_mutex_lock(&c->mu);
+    result *r = &c->res[s->idx];
+    if (ev->text_len && r->text_len + ev->text_len < sizeof r->text) {
+        memcpy(r->text + r->text_len, ev->text, ev->text_len);
+        r->text_len += ev->text_len;
+    }
+    if (ev->type == RLX_EV_TOKEN && r->n < MAX_GEN) {
+        r->logprob[r->n] = ev->logprob;
+        for (int k = 0; k < ev->n_top && k < 2; k++) r->top[r->n][k] = ev->top_ids[k];
+        r->tokens[r->n++] = ev->token;
+    }
+    if (ev->type == RLX_EV_DONE || ev->type == RLX_EV_ERROR) {
+        r->finish = ev->finish;
+        r->usage = ev->usage;
+        r->error = ev->type == RLX_EV_ERROR ? ev->error_code : 0;
+        c->pending--;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static rlx_worker *start(int32_t draft_max)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) return NULL;
+    rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 8, .max_batch_tokens = 128,
+                             .max_queue = 64, .kv_block = 16, .draft_max = draft_max};
+    rlx_worker *w = NULL;
+    rlx_error err = {0};
+    if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
+    return w;
+}
+
+/* Request i: prompts that quote a passage twice (the story then tends to repeat it) or not;
+ * greedy or seeded sampling; some with logprobs, a stop string, a short max_tokens, or the
+ * request's own opt-out. */
+static rlx_request *make(int i, slot *sl)
+{
+    rlx_request *r = rlx_request_new();
+    int32_t ids[80];
+    size_t n = 0;
+    uint64_t x = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 3);
+    ids[n++] = 1;
+    size_t passage = 6 + (size_t)(i % 4) * 5;
+    for (size_t k = 0; k < passage; k++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        ids[n++] = 3 + (int32_t)(x % 500);
+    }
+    if (i % 3 != 2) /* the passage again */
+        for (size_t k = 0; k < passage; k++) ids[n++] = ids[1 + k];
+    r->id = (uint64_t)i + 1;
+    r->prompt_ids = malloc(n * sizeof *ids);
+    memcpy(r->prompt_ids, ids, n * sizeof *ids);
+    r->n_prompt = n;
+    r->max_tokens = i % 5 == 4 ? 7 : MAX_GEN;
+    r->ignore_eos = i % 2 == 0;
+    r->sampling.temperature = 0;
+    if (i % 4 == 1) { r->sampling.temperature = 0.9f; r->sampling.seed = 77 + (uint64_t)i; r->sampling.has_seed = true; }
+    if (i % 3 == 0) r->top_logprobs = 2;
+    if (i == 6) {
+        r->stop = malloc(sizeof *r->stop);
+        r->stop[0] = strdup(" the");
+        r->n_stop = 1;
+    }
+    if (i == 8) r->draft_max = 0;
+    r->on_event = on_event;
+    r->user = sl;
+    return r;
+}
+
+static void run(rlx_worker *w, bool together, result *res)
+{
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    slot slots[N_REQ];
+    memset(res, 0, sizeof(result) * N_REQ);
+    for (int i = 0; i < N_REQ; i++) {
+        slots[i] = (slot){&c, i};
+        pthread_mutex_lock(&c.mu);
+        c.pending++;
+        pthread_mutex_unlock(&c.mu);
+        rlx_error err = {0};
+        if (rlx_worker_submit(w, make(i, &slots[i]), &err)) {
+            fprintf(stderr, "submit: %s\n", err.msg);
+            pthread_mutex_lock(&c.mu);
+            res[i].error = err.code;
+            c.pending--;
+            pthread_mutex_unlock(&c.mu);
+        }
+        if (!together) {
+            pthread_mutex_lock(&c.mu);
+            while (c.pending > 0) pthread_cond_wait(&c.cv, &c.mu);
+            pthread_mutex_unlock(&c.mu);
+        }
+    }
+    pthread_mutex_lock(&c.mu);
+    while (c.pending > 0) pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+}
+
+static void same(const result *a, const result *b, int i)
+{
+    ASSERT_MSG(a->error == 0 && b->error == 0, "request %d: errors %d %d", i, a->error, b->error);
+    ASSERT_MSG(a->n == b->n, "request %d: %d tokens without drafts, %d with", i, a->n, b->n);
+    for (int k = 0; k < a->n; k++) {
+        ASSERT_MSG(a->tokens[k] == b->tokens[k], "request %d token %d: %d vs %d", i, k, a->tokens[k], b->tokens[k]);
+        ASSERT_MSG(a->logprob[k] == b->logprob[k], "request %d token %d: logprob %.9g vs %.9g", i, k, a->logprob[k],
+                   b->logprob[k]);
+        ASSERT(a->top[k][0] == b->top[k][0] && a->top[k][1] == b->top[k][1]);
+    }
+    ASSERT_EQ(a->finish, b->finish);
+    ASSERT_EQ(a->usage.completion_tokens, b->usage.completion_tokens);
+    ASSERT_EQ(a->usage.prompt_tokens, b->usage.prompt_tokens);
+    ASSERT_EQ(a->text_len, b->text_len);
+    ASSERT(memcmp(a->text, b->text, a->text_len) == 0);
+}
+
+TEST(drafting_changes_nothing_but_speed)
+{
+    static result off[N_REQ], solo[N_REQ], together[N_REQ];
+    rlx_worker *w = start(-1);
+    if (!w) SKIP("stories260K is not in ../shared/models");
+    run(w, false, off);
+    rlx_worker_stats st;
+    rlx_worker_get_stats(w, &st);
+    ASSERT_EQ(st.draft_tokens, 0);
+    rlx_worker_stop(w, true);
+
+    w = start(0); /* the default maximum */
+    ASSERT(w != NULL);
+    run(w, false, solo);
+    rlx_worker_get_stats(w, &st);
+    fprintf(stderr, "  one at a time: %llu drafted, %llu kept\n", (unsigned long long)st.draft_tokens,
+            (unsigned long long)st.draft_accepted);
+    ASSERT(st.draft_tokens > 0);
+    ASSERT(st.draft_accepted > 0);
+    uint64_t drafted = st.draft_tokens;
+    run(w, true, together);
+    rlx_worker_get_stats(w, &st);
+    fprintf(stderr, "  all at once: %llu drafted, %llu kept\n", (unsigned long long)(st.draft_tokens - drafted),
+            (unsigned long long)st.draft_accepted);
+    rlx_worker_stop(w, true);
+    for (int i = 0; i < N_REQ; i++) {
+        same(&off[i], &solo[i], i);
+        same(&off[i], &together[i], i);
+    }
+    ASSERT_EQ(off[4].usage.completion_tokens, 7); /* a short max_tokens is not overrun by drafts */
+    ASSERT_EQ(off[4].finish, RLX_FINISH_LENGTH);
+}
+
+TEST_MAIN(TEST_ENTRY(lookup_finds_the_latest_longest_match), TEST_ENTRY(length_control),
+          TEST_ENTRY(drafting_changes_nothing_but_speed))
