@@ -103,7 +103,7 @@ EOF
 
 "$py" "$tmp/fake.py" "$tmp/port" &
 srv_pid=$!
-for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 [ -s "$tmp/port" ] || { echo "test_loadgen: fake server did not start" >&2; exit 1; }
 port=$(cat "$tmp/port")
 url="http://127.0.0.1:$port/v1"
