@@ -52,6 +52,7 @@ const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g
     if (n->op >= RLX_OP_COUNT || n->op == RLX_OP_NONE) return "this backend has kernels for the built-in ops only";
     if (n->op == RLX_OP_ATTENTION && rlx_graph_layer_mem(g, n->p.attn.layer).kind != RLX_MEM_KV)
         return "attention without a KV cache (encoders) has no kernel here";
+    if (n->op >= RLX_OP_SIGMOID) return "recurrent-model ops have CPU kernels only (use --backend cpu)";
     if (n->op == RLX_OP_ATTENTION && n->p.attn.mask != RLX_ATTN_CAUSAL) return "bidirectional attention has no kernel here";
     if (n->op == RLX_OP_NORM) return "layer norm has no kernel here";
     if (n->op == RLX_OP_GET_ROWS_POS) return "learned position embeddings have no kernel here";
@@ -65,12 +66,13 @@ int rlx_backend_check_plan(const rlx_backend *be, const rlx_plan *plan, rlx_erro
     if (g->output_kind == RLX_OUTPUT_HIDDEN && !be->ops->hidden_output)
         return rlx_errorf(err, RLX_EUNSUPPORTED, "the %s backend cannot return hidden states (the model's graph output); "
                           "use the cpu backend", name);
-    for (int i = 0; i < plan->n_steps; i++) {
-        const rlx_step *s = &plan->steps[i];
-        const char *why = be->ops->unsupported ? be->ops->unsupported(be, g, &s->node) : NULL;
+    /* every node, also those fused into a step's chain */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const rlx_node *n = &g->nodes[i];
+        const char *why = be->ops->unsupported ? be->ops->unsupported(be, g, n) : NULL;
         if (why)
-            return rlx_errorf(err, RLX_EUNSUPPORTED, "the %s backend does not support op '%s'%s%s (step %d of the model's graph)",
-                              name, rlx_op_name(s->node.op), *why ? ": " : "", why, i);
+            return rlx_errorf(err, RLX_EUNSUPPORTED, "the %s backend does not support op '%s'%s%s (node %d of the model's graph)",
+                              name, rlx_op_name(n->op), *why ? ": " : "", why, i);
     }
     return 0;
 }

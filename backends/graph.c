@@ -160,6 +160,25 @@ int rlx_g_gather(rlx_graph *g, int x)
     return rlx_g_op(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, g->tensors[x].cols, x, -1, -1, NULL);
 }
 
+int rlx_g_cols(rlx_graph *g, int x, int32_t groups, int32_t width, int32_t stride, int32_t offset)
+{
+    if (x < 0) { g->oom = true; return -1; }
+    rlx_cols_params p = {groups, width, stride, offset};
+    return rlx_g_op(g, RLX_OP_COLS, g->tensors[x].rows, (int64_t)groups * width, x, -1, -1, &p);
+}
+
+int rlx_g_ssm_conv(rlx_graph *g, int x, int w, const rlx_ssm_conv_params *p)
+{
+    if (x < 0 || w < 0) { g->oom = true; return -1; }
+    return rlx_g_op(g, RLX_OP_SSM_CONV, g->tensors[x].rows, p->channels, x, w, -1, p);
+}
+
+int rlx_g_delta_net(rlx_graph *g, int qkv, int gate, int beta, const rlx_delta_params *p)
+{
+    if (qkv < 0 || gate < 0 || beta < 0) { g->oom = true; return -1; }
+    return rlx_g_op(g, RLX_OP_DELTA_NET, g->tensors[qkv].rows, (int64_t)p->n_v_heads * p->head_v, qkv, gate, beta, p);
+}
+
 void rlx_g_set_output(rlx_graph *g, int t, rlx_output_kind kind)
 {
     g->output = t;

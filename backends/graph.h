@@ -54,6 +54,13 @@ typedef enum rlx_op {
     RLX_OP_GATHER,     /* out[o] = x[token index of output o]             in: x        */
     RLX_OP_NORM,       /* layer norm: (x - mean(x)) / sqrt(var(x) + eps)  in: x        */
     RLX_OP_GET_ROWS_POS, /* out[t] = dequant(W[pos[t]]) (learned positions)  in: W      */
+    /* ---- ops of hybrid recurrent models (Qwen3.5); the CPU backend runs them, GPU backends
+     * refuse them by name (rlx_backend_builtin_causal) ---- */
+    RLX_OP_SIGMOID,    /* 1 / (1 + exp(-x)), elementwise                  in: x        */
+    RLX_OP_SOFTPLUS,   /* log(1 + exp(x)) (x above 20 passes), elementwise in: x       */
+    RLX_OP_COLS,       /* column slices: out[g*width + i] = x[g*stride + offset + i]  in: x */
+    RLX_OP_SSM_CONV,   /* causal depthwise conv1d over the layer's carried conv state  in: x, w */
+    RLX_OP_DELTA_NET,  /* the gated delta rule over the layer's carried state  in: qkv, g, beta */
     RLX_OP_COUNT       /* built-in ops; rlx_op_register() hands out ids from here to RLX_OP_MAX - 1 */
 } rlx_op;
 
@@ -107,6 +114,40 @@ typedef struct rlx_norm_params {
     int32_t head_dim;
 } rlx_norm_params;
 
+/* COLS: `groups` slices of `width` columns, the g-th starting at column g * stride + offset
+ * of the input; the output is their concatenation (groups * width columns). */
+typedef struct rlx_cols_params {
+    int32_t groups, width, stride, offset;
+} rlx_cols_params;
+
+/* Recurrent state of a layer (an RLX_MEM_STATE slot of floats), shared by its SSM_CONV and
+ * DELTA_NET: RLX_SSM_HEADER floats first, whose float 0 holds (as an int32) the position the
+ * sequence computes next (0 in a cleared slot: SSM_CONV checks that a batch continues there,
+ * DELTA_NET advances it), then the conv state at conv_off, the delta-rule states at state_off. */
+#define RLX_SSM_HEADER 16
+
+/* SSM_CONV: in[0] x (one row per batch token, `channels` columns), in[1] the F32 weight of ne
+ * {kernel, channels} (kernel values of a channel, oldest tap first). Per sequence of the batch,
+ * in position order: out[t][c] = sum_j w[c][j] * X[c][t + j] over the previous kernel - 1
+ * inputs of the sequence (the conv state, zero at position 0) and x; the state then keeps the
+ * last kernel - 1 inputs (floats conv_off + c * (kernel - 1) + j). Fusable elementwise ops
+ * follow (SiLU). A DELTA_NET of the same layer must follow it in the graph. */
+typedef struct rlx_ssm_conv_params {
+    int32_t layer, kernel, channels, conv_off;
+} rlx_ssm_conv_params;
+
+/* DELTA_NET: in[0] the conv output of n_k_heads query heads | n_k_heads key heads (head_k
+ * each) | n_v_heads value heads (head_v each), in[1] g (n_v_heads: the log decay), in[2] beta
+ * (n_v_heads). Value head j uses key head j % n_k_heads. q and k are L2-normalised
+ * (x / max(||x||, eps)), q scaled by `scale`; per token and value head, with the head's state S
+ * (head_k x head_v floats, row i over the key dim, at state_off + j * head_k * head_v):
+ *   S = exp(g) S;  d = beta (v - S^T k);  S += k d^T;  out = S^T q.
+ * Output: n_v_heads * head_v columns. */
+typedef struct rlx_delta_params {
+    int32_t layer, n_k_heads, n_v_heads, head_k, head_v, state_off;
+    float eps, scale;
+} rlx_delta_params;
+
 /* GET_ROWS, GET_ROWS_POS: scale (0 = 1). SCALE: factor. SOFTCAP: cap. */
 typedef struct rlx_scalar_params {
     float value;
@@ -121,6 +162,9 @@ typedef union rlx_op_params {
     rlx_attn_params attn;
     rlx_norm_params norm;
     rlx_scalar_params scalar;
+    rlx_cols_params cols;
+    rlx_ssm_conv_params conv;
+    rlx_delta_params delta;
     unsigned char raw[RLX_OP_PARAMS_MAX];
 } rlx_op_params;
 
@@ -181,7 +225,8 @@ void rlx_graph_free(rlx_graph *g);
  * entries at run time (from any thread, before graphs using them are built; entries are never
  * removed or changed). */
 
-typedef enum rlx_ew_op { RLX_EW_ADD, RLX_EW_MUL, RLX_EW_SILU, RLX_EW_GELU, RLX_EW_SCALE, RLX_EW_SOFTCAP } rlx_ew_op;
+typedef enum rlx_ew_op { RLX_EW_ADD, RLX_EW_MUL, RLX_EW_SILU, RLX_EW_GELU, RLX_EW_SCALE, RLX_EW_SOFTCAP, RLX_EW_SIGMOID,
+                         RLX_EW_SOFTPLUS } rlx_ew_op;
 
 /* One CPU call of a registered op's kernel: rows [row0, row0 + n_rows) of the output.
  * Row r of input k starts at in[k] + r * in_stride[k] (stride 0: a broadcast vector). */
@@ -242,12 +287,17 @@ int rlx_g_head_norm(rlx_graph *g, int x, int w, int32_t head_dim, float eps);
 int rlx_g_matmul(rlx_graph *g, int x, int w);
 int rlx_g_add(rlx_graph *g, int a, int b);
 int rlx_g_mul(rlx_graph *g, int a, int b);
-/* SILU, GELU (p unused), SCALE (factor p), SOFTCAP (cap p) */
+/* SILU, GELU, SIGMOID, SOFTPLUS (p unused), SCALE (factor p), SOFTCAP (cap p) */
 int rlx_g_unary(rlx_graph *g, rlx_op op, int x, float p);
 /* ff: frequency factors tensor or -1 */
 int rlx_g_rope(rlx_graph *g, int x, int ff, const rlx_rope_params *p);
 int rlx_g_attention(rlx_graph *g, int q, int k, int v, const rlx_attn_params *p);
 int rlx_g_gather(rlx_graph *g, int x);
+/* Columns of x (rlx_cols_params). */
+int rlx_g_cols(rlx_graph *g, int x, int32_t groups, int32_t width, int32_t stride, int32_t offset);
+/* Recurrent ops (their layer must be RLX_MEM_STATE with room for what they keep). */
+int rlx_g_ssm_conv(rlx_graph *g, int x, int w, const rlx_ssm_conv_params *p);
+int rlx_g_delta_net(rlx_graph *g, int qkv, int gate, int beta, const rlx_delta_params *p);
 /* Declares the output tensor and what it holds. */
 void rlx_g_set_output(rlx_graph *g, int t, rlx_output_kind kind);
 

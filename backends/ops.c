@@ -74,6 +74,63 @@ static int v_attention(const rlx_graph *g, const rlx_node *n, rlx_error *err)
     return 0;
 }
 
+static int v_cols(const rlx_graph *g, const rlx_node *n, rlx_error *err)
+{
+    const rlx_cols_params *p = &n->p.cols;
+    const int64_t in = g->tensors[n->in[0]].cols;
+    if (p->groups <= 0 || p->width <= 0 || p->offset < 0 || p->stride < 0 ||
+        (int64_t)(p->groups - 1) * p->stride + p->offset + p->width > in ||
+        g->tensors[n->out].cols != (int64_t)p->groups * p->width)
+        return rlx_errorf(err, RLX_EINVAL, "node %d (cols): %d slices of %d at stride %d + %d do not fit %lld columns",
+                          (int)(n - g->nodes), p->groups, p->width, p->stride, p->offset, (long long)in);
+    return 0;
+}
+
+/* the layer of a recurrent op: a state slot of at least `floats` floats */
+static int v_state_layer(const rlx_graph *g, const rlx_node *n, int32_t layer, int64_t floats, rlx_error *err)
+{
+    if (layer < 0 || layer >= g->n_layers || rlx_graph_layer_mem(g, layer).kind != RLX_MEM_STATE ||
+        rlx_graph_layer_mem(g, layer).state_bytes < floats * 4)
+        return rlx_errorf(err, RLX_EINVAL, "node %d (%s): layer %d is not a recurrent-state layer of at least %lld bytes",
+                          (int)(n - g->nodes), rlx_op_name(n->op), layer, (long long)floats * 4);
+    if (g->tensors[n->in[0]].rows != RLX_ROWS_TOKENS)
+        return rlx_errorf(err, RLX_EINVAL, "node %d (%s): needs one row per batch token", (int)(n - g->nodes), rlx_op_name(n->op));
+    return 0;
+}
+
+static int v_ssm_conv(const rlx_graph *g, const rlx_node *n, rlx_error *err)
+{
+    const rlx_ssm_conv_params *p = &n->p.conv;
+    const rlx_gtensor *x = &g->tensors[n->in[0]], *w = &g->tensors[n->in[1]];
+    if (p->kernel < 1 || p->kernel > 64 || p->channels <= 0 || p->conv_off < RLX_SSM_HEADER || x->cols != p->channels ||
+        g->tensors[n->out].cols != p->channels)
+        return rlx_errorf(err, RLX_EINVAL, "node %d (ssm_conv): geometry is inconsistent", (int)(n - g->nodes));
+    if (!w->is_weight || w->wtype != RLX_F32 || w->ne[0] != p->kernel || w->ne[1] != p->channels)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "node %d (ssm_conv): the weight '%s' must be F32 of ne {%d, %d}", (int)(n - g->nodes),
+                          w->name ? w->name : "?", p->kernel, p->channels);
+    /* the layer's DELTA_NET advances the position the state stands at (backends/cpu/ssm.c) */
+    bool delta = false;
+    for (const rlx_node *m = n + 1; m < g->nodes + g->n_nodes && !delta; m++)
+        delta = m->op == RLX_OP_DELTA_NET && m->p.delta.layer == p->layer;
+    if (!delta)
+        return rlx_errorf(err, RLX_EINVAL, "node %d (ssm_conv): layer %d has no delta_net after it to advance its state",
+                          (int)(n - g->nodes), p->layer);
+    return v_state_layer(g, n, p->layer, (int64_t)p->conv_off + (int64_t)(p->kernel - 1) * p->channels, err);
+}
+
+static int v_delta_net(const rlx_graph *g, const rlx_node *n, rlx_error *err)
+{
+    const rlx_delta_params *p = &n->p.delta;
+    const rlx_gtensor *x = &g->tensors[n->in[0]], *ga = &g->tensors[n->in[1]], *be = &g->tensors[n->in[2]];
+    if (p->n_k_heads <= 0 || p->n_v_heads <= 0 || p->n_v_heads % p->n_k_heads || p->head_k <= 0 || p->head_v <= 0 ||
+        p->head_k > 512 || p->head_v > 512 ||
+        p->state_off < RLX_SSM_HEADER || x->cols != 2 * (int64_t)p->n_k_heads * p->head_k + (int64_t)p->n_v_heads * p->head_v ||
+        ga->cols != p->n_v_heads || be->cols != p->n_v_heads || ga->is_weight || be->is_weight || ga->rows != x->rows ||
+        be->rows != x->rows || g->tensors[n->out].cols != (int64_t)p->n_v_heads * p->head_v)
+        return rlx_errorf(err, RLX_EINVAL, "node %d (delta_net): geometry is inconsistent", (int)(n - g->nodes));
+    return v_state_layer(g, n, p->layer, (int64_t)p->state_off + (int64_t)p->n_v_heads * p->head_k * p->head_v, err);
+}
+
 #define EW(nm, nin, code, psz) {.name = nm, .n_in = nin, .elementwise = true, .ew = code, .epilogue = true, .in_place = true, \
                                 .param_size = psz, .validate = (nin) == 2 ? v_operand : NULL}
 
@@ -94,6 +151,12 @@ static const rlx_op_info builtin[RLX_OP_COUNT] = {
     [RLX_OP_ROPE] = {.name = "rope", .n_in = 2, .optional = 1u << 1, .in_place = true, .param_size = sizeof(rlx_rope_params)},
     [RLX_OP_ATTENTION] = {.name = "attention", .n_in = 3, .param_size = sizeof(rlx_attn_params), .validate = v_attention},
     [RLX_OP_GATHER] = {.name = "gather", .n_in = 1},
+    [RLX_OP_SIGMOID] = EW("sigmoid", 1, RLX_EW_SIGMOID, sizeof(rlx_scalar_params)),
+    [RLX_OP_SOFTPLUS] = EW("softplus", 1, RLX_EW_SOFTPLUS, sizeof(rlx_scalar_params)),
+    [RLX_OP_COLS] = {.name = "cols", .n_in = 1, .epilogue = true, .param_size = sizeof(rlx_cols_params), .validate = v_cols},
+    [RLX_OP_SSM_CONV] = {.name = "ssm_conv", .n_in = 2, .epilogue = true, .param_size = sizeof(rlx_ssm_conv_params),
+                         .validate = v_ssm_conv},
+    [RLX_OP_DELTA_NET] = {.name = "delta_net", .n_in = 3, .param_size = sizeof(rlx_delta_params), .validate = v_delta_net},
     [RLX_OP_GET_ROWS_POS] = {.name = "get_rows_pos", .n_in = 1, .epilogue = true, .param_size = sizeof(rlx_scalar_params),
                              .validate = v_get_rows},
     [RLX_OP_NORM] = {.name = "norm", .n_in = 1, .epilogue = true, .in_place = true, .param_size = sizeof(rlx_norm_params)},

@@ -181,6 +181,7 @@ typedef struct rlx_worker rlx_worker;
 typedef struct rlx_worker_stats {
     int32_t running, waiting;
     double kv_usage;           /* fraction of KV blocks in use (state slots for a model with no KV) */
+    int32_t state_slots_used, state_slots_total; /* recurrent-state slots (hybrid models; else 0) */
     uint64_t prompt_tokens, generated_tokens;
     uint64_t prefix_queries, prefix_hits;  /* in tokens */
     uint64_t preemptions;

@@ -59,6 +59,9 @@ static inline int64_t rlx_memory_capacity(const rlx_memory *m)
 }
 /* Fraction of the pool in use (KV blocks, or state slots for a model without KV layers). */
 double rlx_memory_usage(const rlx_memory *m);
+/* Recurrent-state slots held by sequences, and in all (0 and 0 without state layers). */
+static inline int32_t rlx_memory_slots_used(const rlx_memory *m) { return m->has_state ? m->desc.n_state_slots - m->n_free_slots : 0; }
+static inline int32_t rlx_memory_slots_total(const rlx_memory *m) { return m->has_state ? m->desc.n_state_slots : 0; }
 
 void rlx_mem_seq_init(rlx_mem_seq *ms);
 /* Frees the block table; the memory must have been released first. */

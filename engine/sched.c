@@ -632,6 +632,8 @@ int rlx__sched_step(rlx_worker *w)
         w->stats.running = w->n_running;
         w->stats.waiting = w->n_waiting + w->n_inbox;
         w->stats.kv_usage = rlx_memory_usage(&rn->mem);
+        w->stats.state_slots_used = rlx_memory_slots_used(&rn->mem);
+        w->stats.state_slots_total = rlx_memory_slots_total(&rn->mem);
         pthread_mutex_unlock(&w->mu);
         /* nothing fits now although work waits and nothing runs: pins of sessions whose own
          * requests wait are all that is left to give back; then the head request cannot fit */
@@ -669,6 +671,8 @@ int rlx__sched_step(rlx_worker *w)
     w->stats.running = w->n_running;
     w->stats.waiting = w->n_waiting + w->n_inbox;
     w->stats.kv_usage = rlx_memory_usage(&rn->mem);
+    w->stats.state_slots_used = rlx_memory_slots_used(&rn->mem);
+    w->stats.state_slots_total = rlx_memory_slots_total(&rn->mem);
     pthread_mutex_unlock(&w->mu);
     return 1;
 }

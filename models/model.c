@@ -7,14 +7,14 @@
 #include <string.h>
 
 extern const rlx_arch rlx_arch_llama, rlx_arch_qwen2, rlx_arch_qwen3, rlx_arch_gemma2, rlx_arch_gemma3, rlx_arch_bert,
-    rlx_arch_nomic_bert;
+    rlx_arch_nomic_bert, rlx_arch_qwen35;
 
 const char *const rlx_model_required_keys[] = {"block_count", "embedding_length", "feed_forward_length",
                                                "attention.head_count", NULL};
 
 /* Registered families, by general.architecture. */
 static const rlx_arch *const archs[] = {&rlx_arch_llama, &rlx_arch_qwen2, &rlx_arch_qwen3, &rlx_arch_gemma2, &rlx_arch_gemma3,
-                                        &rlx_arch_bert, &rlx_arch_nomic_bert};
+                                        &rlx_arch_bert, &rlx_arch_nomic_bert, &rlx_arch_qwen35};
 
 const rlx_arch *rlx_arch_find(const char *name)
 {

@@ -32,6 +32,15 @@ typedef struct rlx_model_config {
     float attn_scale;          /* scale applied to q.k, default 1/sqrt(head_dim) */
     bool embd_scale;           /* multiply embeddings by sqrt(n_embd) (Gemma) */
     bool tied;                 /* output.weight absent: reuse token_embd */
+    /* hybrid recurrent families (qwen35): gated DeltaNet layers between full-attention ones */
+    int32_t full_attn_interval;/* layer l is full attention when (l + 1) % interval == 0 */
+    int32_t head_dim_v;        /* attention.value_length */
+    int32_t ssm_conv_kernel;   /* ssm.conv_kernel */
+    int32_t ssm_state_size;    /* ssm.state_size: head_k_dim of the linear layers */
+    int32_t ssm_group_count;   /* ssm.group_count: key heads of the linear layers */
+    int32_t ssm_time_step_rank;/* ssm.time_step_rank: value heads of the linear layers */
+    int32_t ssm_inner_size;    /* ssm.inner_size: value heads x head_v_dim */
+    int32_t rope_sections[4];  /* rope.dimension_sections (multi-section RoPE; text uses one position) */
     /* Embedding models (llama.cpp's keys): "<arch>.pooling_type" (0 none, 1 mean, 2 cls, 3 last,
      * 4 rank; engine/pool.h rlx_pooling), read for every family: -1 when absent from a decoder
      * (a generative model; with the key a decoder outputs hidden states instead of logits, and

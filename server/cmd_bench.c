@@ -35,19 +35,13 @@ static stat summarize(double *v, int n)
     return s;
 }
 
-static void release_all(rlx_runner *r, int32_t **tables, int32_t *nb, int n)
-{
-    for (int s = 0; s < n; s++) {
-        for (int32_t i = 0; i < nb[s]; i++) rlx_kv_release(&r->kv, tables[s][i]);
-        nb[s] = 0;
-    }
-}
 
 /* One prompt of p tokens for each of n_seqs sequences (prefill, then `gen` decode steps with all
  * sequences in one batch). Returns seconds spent in prefill and in decode. */
 static int run_once(rlx_runner *r, int n_seqs, int p, int gen, double *t_pp, double *t_tg, rlx_error *err)
 {
-    int32_t *tables[64] = {0}, nb[64] = {0}, cap[64] = {0};
+    rlx_mem_seq ms[64];
+    for (int s = 0; s < 64; s++) rlx_mem_seq_init(&ms[s]);
     int rc = 0;
     int32_t T = r->max_batch_tokens;
     int32_t *tok = malloc((size_t)T * sizeof *tok), *pos = malloc((size_t)T * sizeof *pos), *seq = malloc((size_t)T * sizeof *seq);
@@ -55,11 +49,11 @@ static int run_once(rlx_runner *r, int n_seqs, int p, int gen, double *t_pp, dou
     rlx_batch_seq bs[64];
     if (!tok || !pos || !seq || !out) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory"); goto done; }
     for (int s = 0; s < n_seqs; s++)
-        if (rlx_runner_reserve(r, &tables[s], &nb[s], &cap[s], p + gen)) {
-            rc = rlx_errorf(err, RLX_EFULL, "KV cache too small for %d x %d tokens", n_seqs, p + gen);
+        if (rlx_memory_grow(&r->mem, &ms[s], p + gen)) {
+            rc = rlx_errorf(err, RLX_EFULL, "the model's memory is too small for %d x %d tokens", n_seqs, p + gen);
             goto done;
         }
-    for (int s = 0; s < n_seqs; s++) bs[s] = (rlx_batch_seq){tables[s], nb[s], -1};
+    for (int s = 0; s < n_seqs; s++) bs[s] = (rlx_batch_seq){ms[s].blocks, ms[s].n_blocks, ms[s].slot};
     uint64_t x = 88172645463325252ULL;
     double t0 = rlx_now();
     for (int s = 0; s < n_seqs; s++)
@@ -90,8 +84,10 @@ static int run_once(rlx_runner *r, int n_seqs, int p, int gen, double *t_pp, dou
     *t_pp = t1 - t0;
     *t_tg = t2 - t1;
 done:
-    release_all(r, tables, nb, n_seqs);
-    for (int s = 0; s < n_seqs; s++) free(tables[s]);
+    for (int s = 0; s < n_seqs; s++) {
+        rlx_memory_release(&r->mem, &ms[s]);
+        rlx_mem_seq_free(&ms[s]);
+    }
     free(tok); free(pos); free(seq); free(out);
     return rc;
 }

@@ -56,7 +56,9 @@ int rlx_cmd_generate(int argc, char **argv)
                              .max_batch_tokens = 512, .max_outputs = 1, .backend = {.name = backend_name, .n_threads = (int)threads, .device = (int)device}};
     rlx_runner *r = NULL;
     rlx_tokenizer *tok = NULL;
-    int32_t *ids = NULL, *table = NULL, nb = 0, cap = 0;
+    int32_t *ids = NULL;
+    rlx_mem_seq ms;
+    rlx_mem_seq_init(&ms);
     size_t n_ids = 0;
     rlx_sampler *smp = NULL;
     int rc = 1;
@@ -78,8 +80,8 @@ int rlx_cmd_generate(int argc, char **argv)
     int64_t limit = r->n_ctx - (int64_t)n_ids;
     const bool ctx_bound = n_gen < 0 || n_gen > limit; /* the context, not -n, ends the text */
     if (!ctx_bound) limit = n_gen;
-    if (rlx_runner_reserve(r, &table, &nb, &cap, (int32_t)(n_ids + (size_t)limit))) {
-        fprintf(stderr, "rlxd generate: the KV cache cannot hold %lld tokens\n", (long long)(n_ids + (size_t)limit));
+    if (rlx_memory_grow(&r->mem, &ms, (int32_t)(n_ids + (size_t)limit))) {
+        fprintf(stderr, "rlxd generate: the model's memory cannot hold %lld tokens\n", (long long)(n_ids + (size_t)limit));
         goto done;
     }
     rlx_sampling_params sp;
@@ -93,7 +95,7 @@ int rlx_cmd_generate(int argc, char **argv)
     if (!(smp = rlx_sampler_new(&sp, r->n_vocab))) { fprintf(stderr, "rlxd generate: out of memory\n"); goto done; }
     for (size_t i = 0; i < n_ids; i++) rlx_sampler_accept(smp, ids[i], false);
 
-    rlx_batch_seq bs = {table, nb, -1};
+    rlx_batch_seq bs = {ms.blocks, ms.n_blocks, ms.slot};
     int32_t zero = 0;
     double t0 = rlx_now();
     /* prefill in chunks of the plan's batch size; logits only for the last prompt token */
@@ -137,7 +139,8 @@ int rlx_cmd_generate(int argc, char **argv)
 done:
     rlx_sampler_free(smp);
     free(ids);
-    free(table);
+    if (r) rlx_memory_release(&r->mem, &ms);
+    rlx_mem_seq_free(&ms);
     rlx_tokenizer_free(tok);
     rlx_runner_close(r);
     return rc;

@@ -74,11 +74,13 @@ int rlx_cmd_logits(int argc, char **argv)
         return 1;
     }
     int rc = 1;
-    int32_t *pos = malloc((size_t)n * sizeof *pos), *seq = calloc((size_t)n, sizeof *seq), *table = NULL, nb = 0, cap = 0;
+    int32_t *pos = malloc((size_t)n * sizeof *pos), *seq = calloc((size_t)n, sizeof *seq);
+    rlx_mem_seq ms;
+    rlx_mem_seq_init(&ms);
     uint8_t *outf = malloc((size_t)n);
     int32_t *topi = malloc((size_t)(top ? top : 1) * sizeof *topi);
     float *topv = malloc((size_t)(top ? top : 1) * sizeof *topv);
-    if (!pos || !seq || !outf || !topi || !topv || rlx_runner_reserve(r, &table, &nb, &cap, n)) {
+    if (!pos || !seq || !outf || !topi || !topv || rlx_memory_grow(&r->mem, &ms, n)) {
         fprintf(stderr, "rlxd logits: out of memory\n");
         goto done;
     }
@@ -87,7 +89,7 @@ int rlx_cmd_logits(int argc, char **argv)
         pos[i] = i;
         outf[i] = 1;
     }
-    rlx_batch_seq bs = {table, nb, -1};
+    rlx_batch_seq bs = {ms.blocks, ms.n_blocks, ms.slot};
     rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs, NULL};
     if (rlx_runner_forward(r, &b, &err)) { fprintf(stderr, "rlxd logits: %s\n", err.msg); goto done; }
     printf("{\"n_vocab\":%d,\"positions\":[", r->n_vocab);
@@ -104,7 +106,9 @@ int rlx_cmd_logits(int argc, char **argv)
     printf("]}\n");
     rc = 0;
 done:
-    free(pos); free(seq); free(outf); free(topi); free(topv); free(table); free(ids);
+    rlx_memory_release(&r->mem, &ms);
+    rlx_mem_seq_free(&ms);
+    free(pos); free(seq); free(outf); free(topi); free(topv); free(ids);
     rlx_runner_close(r);
     return rc;
 }

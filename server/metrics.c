@@ -119,6 +119,8 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
         {"rlxd_spec_decode_draft_tokens_total", "counter", "Tokens drafted by speculative decoding (prompt lookup)."},
         {"rlxd_spec_decode_accepted_tokens_total", "counter",
          "Drafted tokens the model's own sampling confirmed (acceptance rate = accepted / draft)."},
+        {"rlxd_state_slots_used", "gauge", "Recurrent-state slots held by sequences (hybrid models; 0 for others)."},
+        {"rlxd_state_slots_total", "gauge", "Recurrent-state slots of the model (--max-seqs for hybrid models; 0 for others)."},
     };
     for (size_t g = 0; g < RLX_ARRAY_LEN(gauges); g++) {
         put(&b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g].name, gauges[g].help, gauges[g].name, gauges[g].type);
@@ -127,7 +129,8 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
             double v = g == 0 ? x->running : g == 1 ? x->waiting : g == 2 ? x->kv_usage
                      : g == 3 ? (double)x->prefix_queries : g == 4 ? (double)x->prefix_hits
                      : g == 5 ? (double)x->preemptions : g == 6 ? (double)x->embd_inputs : g == 7 ? (double)x->embd_tokens
-                     : g == 8 ? (double)x->draft_tokens : (double)x->draft_accepted;
+                     : g == 8 ? (double)x->draft_tokens : g == 9 ? (double)x->draft_accepted
+                     : g == 10 ? x->state_slots_used : x->state_slots_total;
             put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
         }
     }

@@ -35,6 +35,7 @@ typedef struct rlx_metrics_model {
     const char *name;
     int32_t running, waiting;
     double kv_usage;
+    int32_t state_slots_used, state_slots_total; /* recurrent-state slots (hybrid models) */
     uint64_t prefix_queries, prefix_hits;
     uint64_t preemptions;              /* sequences preempted for want of KV blocks */
     uint64_t embd_inputs, embd_tokens; /* embedding inputs computed, and their tokens */

@@ -130,7 +130,8 @@ static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
                                       .kv_usage = st.kv_usage, .prefix_queries = st.prefix_queries,
                                       .prefix_hits = st.prefix_hits, .preemptions = st.preemptions,
                                       .embd_inputs = st.embd_inputs, .embd_tokens = st.embd_tokens,
-                                      .draft_tokens = st.draft_tokens, .draft_accepted = st.draft_accepted};
+                                      .draft_tokens = st.draft_tokens, .draft_accepted = st.draft_accepted,
+                                      .state_slots_used = st.state_slots_used, .state_slots_total = st.state_slots_total};
     }
     char *text = rlx_metrics_render(&s->metrics, mm, n), *models = rlx_models_metrics(s);
     free(mm);

@@ -11,25 +11,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef struct arch_info {
-    const char *name;
-    float eps, rope_base;
-    bool qkv_bias, qk_norm, post_norms, softcap, swa, always_tied, add_bos;
-    int encoder;  /* 0 decoder, 1 bert, 2 nomic-bert (models/arch/bert.c) */
-} arch_info;
-
 static const arch_info archs[] = {
-    {"llama", 1e-5f, 10000.f, false, false, false, false, false, false, true, 0},
-    {"qwen2", 1e-6f, 1000000.f, true, false, false, false, false, false, false, 0},
-    {"qwen3", 1e-6f, 1000000.f, false, true, false, false, false, false, false, 0},
-    {"gemma2", 1e-6f, 10000.f, false, false, true, true, true, true, true, 0},
-    {"gemma3", 1e-6f, 1000000.f, false, true, true, false, true, true, true, 0},
-    {"bert", 1e-12f, 10000.f, true, false, false, false, false, false, false, 1},
-    {"nomic-bert", 1e-12f, 1000.f, false, false, false, false, false, false, false, 2},
+    {"llama", 1e-5f, 10000.f, false, false, false, false, false, false, true, 0, false},
+    {"qwen2", 1e-6f, 1000000.f, true, false, false, false, false, false, false, 0, false},
+    {"qwen3", 1e-6f, 1000000.f, false, true, false, false, false, false, false, 0, false},
+    {"gemma2", 1e-6f, 10000.f, false, false, true, true, true, true, true, 0, false},
+    {"gemma3", 1e-6f, 1000000.f, false, true, true, false, true, true, true, 0, false},
+    {"bert", 1e-12f, 10000.f, true, false, false, false, false, false, false, 1, false},
+    {"nomic-bert", 1e-12f, 1000.f, false, false, false, false, false, false, false, 2, false},
+    {"qwen35", 1e-6f, 10000000.f, false, true, false, false, false, false, false, 0, true},
 };
 
-/* --type: the main tensor type, llama.cpp's general.file_type, and whether it is a _M mix. */
-typedef struct ftype_info { const char *name; int type; uint32_t file_type; bool mix_m; } ftype_info;
 
 static const ftype_info ftypes[] = {
     {"f32", RLX_F32, 0, false},     {"f16", RLX_F16, 1, false},     {"bf16", RLX_BF16, 32, false},
@@ -38,43 +30,34 @@ static const ftype_info ftypes[] = {
     {"q5_k_m", RLX_Q5_K, 17, true},
 };
 
-typedef struct shape { int64_t hidden, layers, heads, kv_heads, head_dim, ffn, ctx, vocab; int tied; } shape;
 
 static const struct { const char *name; shape s; } presets[] = {
-    {"tiny", {64, 2, 4, 2, 16, 128, 256, 0, -1}},
-    {"mid", {256, 2, 4, 2, 64, 768, 512, 0, -1}},
-    {"qwen3-0.6b", {1024, 28, 16, 8, 128, 3072, 40960, 151936, 1}},
-    {"minilm", {384, 6, 12, 12, 32, 1536, 512, 0, -1}}, /* all-MiniLM-L6's shape (encoders) */
+    {"tiny", {64, 2, 4, 2, 16, 128, 256, 0, -1, 0, 0, 0, 0, 0, 0}},
+    {"mid", {256, 2, 4, 2, 64, 768, 512, 0, -1, 0, 0, 0, 0, 0, 0}},
+    {"qwen3-0.6b", {1024, 28, 16, 8, 128, 3072, 40960, 151936, 1, 0, 0, 0, 0, 0, 0}},
+    /* the shape of ../shared/models/synth-qwen35-tiny and of baselines.md's Qwen3.5 bench model */
+    {"qwen35-tiny", {64, 8, 4, 2, 16, 128, 4096, 0, 1, 8, 4, 4, 16, 2, 4}},
+    {"minilm", {384, 6, 12, 12, 32, 1536, 512, 0, -1, 0, 0, 0, 0, 0, 0}}, /* all-MiniLM-L6's shape (encoders) */
+    {"qwen35-bench", {1024, 24, 8, 2, 256, 3584, 4096, 151936, 1, 64, 4, 4, 128, 16, 16}},
 };
 
-typedef struct opts {
-    const arch_info *arch;
-    const ftype_info *ft;
-    shape s;
-    uint64_t seed;
-    const char *out, *vocab_from, *name, *preset;
-    const char *chat_template; /* --chat-template FILE: replaces the vocabulary's template */
-    /* sliding-window and soft-capping metadata (gemma2/gemma3); NAN / -1 / NULL: the family default */
-    int64_t window;            /* attention.sliding_window; 0: leave the key out */
-    const char *swa_pattern;   /* attention.sliding_window_pattern: "N", or "1,0,1,..." per layer */
-    float rope_base_swa, final_softcap, attn_softcap;
-    int64_t split;             /* --split N parts (1: one file) */
-    int pooling;               /* --pooling: ARCH.pooling_type; -2 when not given (encoders: mean; a
-                                  decoder then has no pooling type, i.e. it is generative) */
-    bool non_causal;           /* --non-causal: ARCH.attention.causal = false (decoders) */
-} opts;
 
 static void usage(FILE *f)
 {
     fprintf(f,
         "usage: rlxd-synth --arch ARCH [--preset P] [options] -o OUT.gguf\n"
         "Writes a GGUF model with random weights (llama.cpp tensor names and metadata).\n\n"
-        "  --arch llama|qwen2|qwen3|gemma2|gemma3|bert|nomic-bert   model family (required)\n"
-        "  --preset tiny|mid|qwen3-0.6b|minilm   shape preset (default tiny); flags below override it\n"
+        "  --arch llama|qwen2|qwen3|gemma2|gemma3|bert|nomic-bert|qwen35   model family (required)\n"
+        "  --preset tiny|mid|qwen3-0.6b|minilm|qwen35-tiny|qwen35-bench   shape preset (default tiny); flags below override it\n"
         "  --pooling none|mean|cls|last|rank (or 0-4)   ARCH.pooling_type: encoders default to mean; a decoder\n"
         "                            given one is an embedding model\n"
         "  --non-causal              a decoder's ARCH.attention.causal = false (bidirectional attention)\n"
         "  --hidden N --layers N --heads N --kv-heads N --head-dim N --ffn N --ctx N --vocab N\n"
+        "  --rope-dims N             rotated dims per head (default: all; qwen35: half)\n"
+        "  qwen35 (gated DeltaNet + gated attention): --attn-interval N (every N-th layer is full\n"
+        "  attention, default 4), --conv-kernel N (4), --ssm-state N (key/value head size of the linear\n"
+        "  layers, default head-dim), --ssm-groups N (key heads, default kv-heads), --ssm-heads N\n"
+        "  (value heads, default heads)\n"
         "  --tied | --untied         share token_embd with the output (gemma is always tied)\n"
         "  --type T                  f32|f16|bf16|q8_0|q4_0|q4_k|q5_k|q6_k|q4_k_m|q5_k_m (default f32)\n"
         "  --seed N                  random seed (default 1); same arguments give identical bytes\n"
@@ -132,7 +115,6 @@ static int fit_type(int type, int64_t row)
     return RLX_F16;
 }
 
-typedef enum { W_MATRIX, W_NORM, W_BIAS } wkind;
 
 /* role: "output" for the output projection (token_embd when tied), "attn_v"/"ffn_down" for the
  * tensors a _M mix upgrades, NULL otherwise. */
@@ -148,10 +130,10 @@ static int pick_type(const opts *o, wkind kind, const char *role, int64_t layer,
     return fit_type(t, row);
 }
 
-static int add_tensor(rlx_gguf_writer *w, const opts *o, const char *name, wkind kind, const char *role,
-                      int64_t layer, int64_t ne0, int64_t ne1, rlx_error *err)
+int rlx_synth_add_tensor(rlx_gguf_writer *w, const opts *o, const char *name, wkind kind, const char *role,
+                         int64_t layer, int64_t ne0, int64_t ne1, rlx_error *err)
 {
-    const int type = pick_type(o, kind, role, layer, ne0);
+    const int type = kind == W_F32 ? RLX_F32 : pick_type(o, kind, role, layer, ne0);
     const size_t rb = rlx_row_bytes(type, ne0);
     float *row = malloc((size_t)ne0 * sizeof(float));
     char *data = malloc(rb * (size_t)ne1);
@@ -161,14 +143,14 @@ static int add_tensor(rlx_gguf_writer *w, const opts *o, const char *name, wkind
         return rlx_errorf(err, RLX_ENOMEM, "out of memory for tensor %s (%lld x %lld)", name, (long long)ne0, (long long)ne1);
     }
     uint64_t s = name_seed(o->seed, name);
-    const double sd = kind == W_MATRIX ? 1.0 / sqrt((double)ne0) : kind == W_NORM ? 0.1 : 0.02;
+    const double sd = kind == W_MATRIX || kind == W_F32 ? 1.0 / sqrt((double)ne0) : kind == W_NORM ? 0.1 : 0.02;
     const double mean = kind == W_NORM ? 1.0 : 0.0;
     for (int64_t r = 0; r < ne1; r++) {
         for (int64_t i = 0; i < ne0; i++) row[i] = (float)(mean + sd * normal(&s));
         rlx_quantize_row(type, row, data + (size_t)r * rb, ne0);
     }
     const int64_t ne[2] = {ne0, ne1};
-    int rc = rlx_gguf_writer_add_tensor(w, name, type, kind == W_MATRIX || ne1 > 1 ? 2 : 1, ne, data, rb * (size_t)ne1);
+    int rc = rlx_gguf_writer_add_tensor(w, name, type, kind == W_MATRIX || kind == W_F32 || ne1 > 1 ? 2 : 1, ne, data, rb * (size_t)ne1);
     free(row);
     free(data);
     if (rc) return rlx_errorf(err, rc, "could not add tensor %s: %s", name, rlx_strerror(rc));
@@ -177,14 +159,14 @@ static int add_tensor(rlx_gguf_writer *w, const opts *o, const char *name, wkind
 
 /* ---- metadata ---- */
 
-static int set_arch_u32(rlx_gguf_writer *w, const opts *o, const char *key, uint64_t v)
+int rlx_synth_set_u32(rlx_gguf_writer *w, const opts *o, const char *key, uint64_t v)
 {
     char k[128];
     snprintf(k, sizeof k, "%s.%s", o->arch->name, key);
     return rlx_gguf_writer_set_u32(w, k, (uint32_t)v);
 }
 
-static int set_arch_f32(rlx_gguf_writer *w, const opts *o, const char *key, float v)
+int rlx_synth_set_f32(rlx_gguf_writer *w, const opts *o, const char *key, float v)
 {
     char k[128];
     snprintf(k, sizeof k, "%s.%s", o->arch->name, key);
@@ -203,16 +185,16 @@ static int write_encoder_metadata(rlx_gguf_writer *w, const opts *o, const char 
         (rc = rlx_gguf_writer_set_u32(w, "general.file_type", o->ft->file_type)) ||
         (rc = rlx_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
         (rc = rlx_gguf_writer_set_u32(w, "general.alignment", 32)) ||
-        (rc = set_arch_u32(w, o, "context_length", (uint64_t)s->ctx)) ||
-        (rc = set_arch_u32(w, o, "embedding_length", (uint64_t)s->hidden)) ||
-        (rc = set_arch_u32(w, o, "block_count", (uint64_t)s->layers)) ||
-        (rc = set_arch_u32(w, o, "feed_forward_length", (uint64_t)s->ffn)) ||
-        (rc = set_arch_u32(w, o, "attention.head_count", (uint64_t)s->heads)) ||
-        (rc = set_arch_f32(w, o, "attention.layer_norm_epsilon", o->arch->eps)) ||
+        (rc = rlx_synth_set_u32(w, o, "context_length", (uint64_t)s->ctx)) ||
+        (rc = rlx_synth_set_u32(w, o, "embedding_length", (uint64_t)s->hidden)) ||
+        (rc = rlx_synth_set_u32(w, o, "block_count", (uint64_t)s->layers)) ||
+        (rc = rlx_synth_set_u32(w, o, "feed_forward_length", (uint64_t)s->ffn)) ||
+        (rc = rlx_synth_set_u32(w, o, "attention.head_count", (uint64_t)s->heads)) ||
+        (rc = rlx_synth_set_f32(w, o, "attention.layer_norm_epsilon", o->arch->eps)) ||
         (rc = rlx_gguf_writer_set_bool(w, key, false)) ||
-        (rc = set_arch_u32(w, o, "pooling_type", (uint64_t)(o->pooling >= 0 ? o->pooling : 1))) ||
+        (rc = rlx_synth_set_u32(w, o, "pooling_type", (uint64_t)(o->pooling >= 0 ? o->pooling : 1))) ||
         (rc = rlx_gguf_writer_set_u32(w, "tokenizer.ggml.token_type_count", 2)) ||
-        (o->arch->encoder == 2 && (rc = set_arch_f32(w, o, "rope.freq_base", o->arch->rope_base))))
+        (o->arch->encoder == 2 && (rc = rlx_synth_set_f32(w, o, "rope.freq_base", o->arch->rope_base))))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
     return 0;
 }
@@ -230,37 +212,38 @@ static int write_metadata(rlx_gguf_writer *w, const opts *o, rlx_error *err)
         (rc = rlx_gguf_writer_set_u32(w, "general.file_type", o->ft->file_type)) ||
         (rc = rlx_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
         (rc = rlx_gguf_writer_set_u32(w, "general.alignment", 32)) ||
-        (rc = set_arch_u32(w, o, "vocab_size", (uint64_t)s->vocab)) ||
-        (rc = set_arch_u32(w, o, "context_length", (uint64_t)s->ctx)) ||
-        (rc = set_arch_u32(w, o, "embedding_length", (uint64_t)s->hidden)) ||
-        (rc = set_arch_u32(w, o, "block_count", (uint64_t)s->layers)) ||
-        (rc = set_arch_u32(w, o, "feed_forward_length", (uint64_t)s->ffn)) ||
-        (rc = set_arch_u32(w, o, "attention.head_count", (uint64_t)s->heads)) ||
-        (rc = set_arch_u32(w, o, "attention.head_count_kv", (uint64_t)s->kv_heads)) ||
-        (rc = set_arch_u32(w, o, "attention.key_length", (uint64_t)s->head_dim)) ||
-        (rc = set_arch_u32(w, o, "attention.value_length", (uint64_t)s->head_dim)) ||
-        (rc = set_arch_f32(w, o, "attention.layer_norm_rms_epsilon", o->arch->eps)) ||
-        (rc = set_arch_f32(w, o, "rope.freq_base", o->arch->rope_base)) ||
-        (rc = set_arch_u32(w, o, "rope.dimension_count", (uint64_t)s->head_dim)))
+        (rc = rlx_synth_set_u32(w, o, "vocab_size", (uint64_t)s->vocab)) ||
+        (rc = rlx_synth_set_u32(w, o, "context_length", (uint64_t)s->ctx)) ||
+        (rc = rlx_synth_set_u32(w, o, "embedding_length", (uint64_t)s->hidden)) ||
+        (rc = rlx_synth_set_u32(w, o, "block_count", (uint64_t)s->layers)) ||
+        (rc = rlx_synth_set_u32(w, o, "feed_forward_length", (uint64_t)s->ffn)) ||
+        (rc = rlx_synth_set_u32(w, o, "attention.head_count", (uint64_t)s->heads)) ||
+        (rc = rlx_synth_set_u32(w, o, "attention.head_count_kv", (uint64_t)s->kv_heads)) ||
+        (rc = rlx_synth_set_u32(w, o, "attention.key_length", (uint64_t)s->head_dim)) ||
+        (rc = rlx_synth_set_u32(w, o, "attention.value_length", (uint64_t)s->head_dim)) ||
+        (rc = rlx_synth_set_f32(w, o, "attention.layer_norm_rms_epsilon", o->arch->eps)) ||
+        (rc = rlx_synth_set_f32(w, o, "rope.freq_base", o->arch->rope_base)) ||
+        (rc = rlx_synth_set_u32(w, o, "rope.dimension_count", (uint64_t)(s->rot ? s->rot : s->head_dim))))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
+    if (o->arch->hybrid && (rc = rlx_synth_hybrid_metadata(w, o, err))) return rc;
     if (o->arch->softcap &&
-        ((rc = set_arch_f32(w, o, "attn_logit_softcapping", 50.0f)) ||
-         (rc = set_arch_f32(w, o, "final_logit_softcapping", 30.0f))))
+        ((rc = rlx_synth_set_f32(w, o, "attn_logit_softcapping", 50.0f)) ||
+         (rc = rlx_synth_set_f32(w, o, "final_logit_softcapping", 30.0f))))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
     /* a window well inside the context, so tests see it act */
     int64_t window = o->window >= 0 ? o->window : o->arch->swa ? RLX_MAX(1, RLX_MIN(4096, s->ctx / 8)) : 0;
-    if (window > 0 && (rc = set_arch_u32(w, o, "attention.sliding_window", (uint64_t)window)))
+    if (window > 0 && (rc = rlx_synth_set_u32(w, o, "attention.sliding_window", (uint64_t)window)))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
-    if ((o->pooling >= 0 && (rc = set_arch_u32(w, o, "pooling_type", (uint64_t)o->pooling))))
+    if ((o->pooling >= 0 && (rc = rlx_synth_set_u32(w, o, "pooling_type", (uint64_t)o->pooling))))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
     if (o->non_causal) {
         char k[128];
         snprintf(k, sizeof k, "%s.attention.causal", o->arch->name);
         if ((rc = rlx_gguf_writer_set_bool(w, k, false))) return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
     }
-    if ((!isnan(o->rope_base_swa) && (rc = set_arch_f32(w, o, "rope.freq_base_swa", o->rope_base_swa))) ||
-        (!isnan(o->final_softcap) && (rc = set_arch_f32(w, o, "final_logit_softcapping", o->final_softcap))) ||
-        (!isnan(o->attn_softcap) && (rc = set_arch_f32(w, o, "attn_logit_softcapping", o->attn_softcap))))
+    if ((!isnan(o->rope_base_swa) && (rc = rlx_synth_set_f32(w, o, "rope.freq_base_swa", o->rope_base_swa))) ||
+        (!isnan(o->final_softcap) && (rc = rlx_synth_set_f32(w, o, "final_logit_softcapping", o->final_softcap))) ||
+        (!isnan(o->attn_softcap) && (rc = rlx_synth_set_f32(w, o, "attn_logit_softcapping", o->attn_softcap))))
         return rlx_errorf(err, rc, "could not store metadata: %s", rlx_strerror(rc));
     if (o->swa_pattern) {
         char key[128];
@@ -349,7 +332,7 @@ static int add_encoder_tensors(rlx_gguf_writer *w, const opts *o, rlx_error *err
         {"token_embd_norm.bias", W_BIAS, h, 1, true},
     };
     for (size_t i = 0; i < RLX_ARRAY_LEN(e); i++)
-        if (e[i].on && (rc = add_tensor(w, o, e[i].n, e[i].k, NULL, 0, e[i].ne0, e[i].ne1, err))) return rc;
+        if (e[i].on && (rc = rlx_synth_add_tensor(w, o, e[i].n, e[i].k, NULL, 0, e[i].ne0, e[i].ne1, err))) return rc;
     for (int64_t l = 0; l < s->layers; l++) {
         const struct { const char *n; wkind k; const char *role; int64_t ne0, ne1; bool on; } t[] = {
             {"attn_q.weight", W_MATRIX, NULL, h, h, bert},
@@ -375,7 +358,7 @@ static int add_encoder_tensors(rlx_gguf_writer *w, const opts *o, rlx_error *err
             if (!t[i].on) continue;
             char name[96];
             snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, t[i].n);
-            if ((rc = add_tensor(w, o, name, t[i].k, t[i].role, l, t[i].ne0, t[i].ne1, err))) return rc;
+            if ((rc = rlx_synth_add_tensor(w, o, name, t[i].k, t[i].role, l, t[i].ne0, t[i].ne1, err))) return rc;
         }
     }
     return 0;
@@ -389,8 +372,10 @@ static int add_tensors(rlx_gguf_writer *w, const opts *o, rlx_error *err)
     const int64_t q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim, h = s->hidden;
     const bool tied = a->always_tied || s->tied == 1;
     int rc;
-    if ((rc = add_tensor(w, o, "token_embd.weight", W_MATRIX, tied ? "output" : NULL, 0, h, s->vocab, err))) return rc;
-    for (int64_t l = 0; l < s->layers; l++) {
+    if ((rc = rlx_synth_add_tensor(w, o, "token_embd.weight", W_MATRIX, tied ? "output" : NULL, 0, h, s->vocab, err))) return rc;
+    for (int64_t l = 0; l < s->layers && a->hybrid; l++)
+        if ((rc = rlx_synth_hybrid_layer(w, o, l, err))) return rc;
+    for (int64_t l = 0; l < s->layers && !a->hybrid; l++) {
         const struct { const char *n; wkind k; const char *role; int64_t ne0, ne1; bool on; } t[] = {
             {"attn_norm.weight", W_NORM, NULL, h, 1, true},
             {"attn_q.weight", W_MATRIX, NULL, h, q, true},
@@ -413,11 +398,11 @@ static int add_tensors(rlx_gguf_writer *w, const opts *o, rlx_error *err)
             if (!t[i].on) continue;
             char name[96];
             snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, t[i].n);
-            if ((rc = add_tensor(w, o, name, t[i].k, t[i].role, l, t[i].ne0, t[i].ne1, err))) return rc;
+            if ((rc = rlx_synth_add_tensor(w, o, name, t[i].k, t[i].role, l, t[i].ne0, t[i].ne1, err))) return rc;
         }
     }
-    if ((rc = add_tensor(w, o, "output_norm.weight", W_NORM, NULL, 0, h, 1, err))) return rc;
-    if (!tied && (rc = add_tensor(w, o, "output.weight", W_MATRIX, "output", 0, h, s->vocab, err))) return rc;
+    if ((rc = rlx_synth_add_tensor(w, o, "output_norm.weight", W_NORM, NULL, 0, h, 1, err))) return rc;
+    if (!tied && (rc = rlx_synth_add_tensor(w, o, "output.weight", W_MATRIX, "output", 0, h, s->vocab, err))) return rc;
     return 0;
 }
 
@@ -452,7 +437,7 @@ static int mkdirs_for(const char *path)
 int main(int argc, char **argv)
 {
     opts o = {.split = 1, .seed = 1, .pooling = -2, .ft = &ftypes[0], .window = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
-    shape over = {0, 0, 0, 0, 0, 0, 0, 0, -1};
+    shape over = {0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0};
     const char *arch = NULL, *preset = "tiny";
     if (argc > 1 && !strcmp(argv[1], "--bench")) return rlx_synth_bench(argc, argv);
     for (int i = 1; i < argc; i++) {
@@ -460,7 +445,10 @@ int main(int argc, char **argv)
         int64_t *num = !strcmp(f, "--hidden") ? &over.hidden : !strcmp(f, "--layers") ? &over.layers
                      : !strcmp(f, "--heads") ? &over.heads : !strcmp(f, "--kv-heads") ? &over.kv_heads
                      : !strcmp(f, "--head-dim") ? &over.head_dim : !strcmp(f, "--ffn") ? &over.ffn
-                     : !strcmp(f, "--ctx") ? &over.ctx : !strcmp(f, "--vocab") ? &over.vocab : NULL;
+                     : !strcmp(f, "--ctx") ? &over.ctx : !strcmp(f, "--vocab") ? &over.vocab
+                     : !strcmp(f, "--rope-dims") ? &over.rot : !strcmp(f, "--attn-interval") ? &over.interval
+                     : !strcmp(f, "--conv-kernel") ? &over.conv : !strcmp(f, "--ssm-state") ? &over.ssm_state
+                     : !strcmp(f, "--ssm-groups") ? &over.ssm_groups : !strcmp(f, "--ssm-heads") ? &over.ssm_heads : NULL;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(f, "--tied")) { over.tied = 1; continue; }
         else if (!strcmp(f, "--untied")) { over.tied = 0; continue; }
@@ -508,7 +496,7 @@ int main(int argc, char **argv)
     }
     if (!arch || !o.out) { fprintf(stderr, "rlxd-synth: --arch and -o are required (see --help)\n"); return 2; }
     for (size_t k = 0; k < RLX_ARRAY_LEN(archs); k++) if (!strcmp(arch, archs[k].name)) o.arch = &archs[k];
-    if (!o.arch) { fprintf(stderr, "rlxd-synth: unknown --arch '%s': llama, qwen2, qwen3, gemma2, gemma3, bert or nomic-bert\n", arch); return 2; }
+    if (!o.arch) { fprintf(stderr, "rlxd-synth: unknown --arch '%s': llama, qwen2, qwen3, gemma2, gemma3, bert, nomic-bert or qwen35\n", arch); return 2; }
     if (o.arch->encoder && o.pooling == 4) {
         fprintf(stderr, "rlxd-synth: --pooling rank needs a cls head, which rlxd-synth does not write for encoders\n");
         return 2;
@@ -517,10 +505,12 @@ int main(int argc, char **argv)
     bool found = false;
     for (size_t k = 0; k < RLX_ARRAY_LEN(presets); k++)
         if (!strcmp(preset, presets[k].name)) { o.s = presets[k].s; found = true; }
-    if (!found) { fprintf(stderr, "rlxd-synth: unknown --preset '%s': tiny, mid, qwen3-0.6b or minilm\n", preset); return 2; }
+    if (!found) { fprintf(stderr, "rlxd-synth: unknown --preset '%s': tiny, mid, qwen3-0.6b, minilm, qwen35-tiny or qwen35-bench\n", preset); return 2; }
     o.preset = preset;
-    int64_t *dst[] = {&o.s.hidden, &o.s.layers, &o.s.heads, &o.s.kv_heads, &o.s.head_dim, &o.s.ffn, &o.s.ctx, &o.s.vocab};
-    const int64_t src[] = {over.hidden, over.layers, over.heads, over.kv_heads, over.head_dim, over.ffn, over.ctx, over.vocab};
+    int64_t *dst[] = {&o.s.hidden, &o.s.layers, &o.s.heads, &o.s.kv_heads, &o.s.head_dim, &o.s.ffn, &o.s.ctx, &o.s.vocab,
+                      &o.s.rot, &o.s.interval, &o.s.conv, &o.s.ssm_state, &o.s.ssm_groups, &o.s.ssm_heads};
+    const int64_t src[] = {over.hidden, over.layers, over.heads, over.kv_heads, over.head_dim, over.ffn, over.ctx, over.vocab,
+                           over.rot, over.interval, over.conv, over.ssm_state, over.ssm_groups, over.ssm_heads};
     for (size_t k = 0; k < RLX_ARRAY_LEN(dst); k++) if (src[k]) *dst[k] = src[k];
     if (over.tied >= 0) o.s.tied = over.tied;
     if (o.arch->encoder) { /* no GQA; heads split the hidden size */
@@ -536,6 +526,11 @@ int main(int argc, char **argv)
         return 2;
     }
     if (o.s.head_dim % 2) { fprintf(stderr, "rlxd-synth: --head-dim must be even (RoPE rotates pairs)\n"); return 2; }
+    if (o.s.rot && (o.s.rot % 2 || o.s.rot > o.s.head_dim)) {
+        fprintf(stderr, "rlxd-synth: --rope-dims must be even and at most --head-dim\n");
+        return 2;
+    }
+    if (o.arch->hybrid && rlx_synth_hybrid_shape(&o.s)) return 2;
 
     rlx_error err = {0};
     rlx_gguf_writer *w = rlx_gguf_writer_new();

@@ -1,8 +1,9 @@
 /* cpu_backend.c - the reference backend: host memory, a thread pool, kernels of cpu_ops.c.
  * One run() executes every step of the plan inside a single pool dispatch, with a barrier
  * between steps. Its memory (mem_init) follows the model's description: per KV layer a K and
- * a V array at that layer's row width, per recurrent-state layer n_state_slots slots (read and
- * written through state_read/state_write; no CPU op uses them yet), nothing for other layers. */
+ * a V array at that layer's row width, per recurrent-state layer n_state_slots slots (the
+ * recurrent ops of ssm.c update them in place; state_read/state_write give host access),
+ * nothing for other layers. */
 #include "backends/backend.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/quant.h"
@@ -76,6 +77,10 @@ static bool reads_range(const rlx_plan *p, const rlx_step *s, int64_t lo, int64_
 static bool independent(const rlx_plan *p, const rlx_step *a, const rlx_step *b)
 {
     if (a->node.op == RLX_OP_ATTENTION || b->node.op == RLX_OP_ATTENTION) return false;
+    /* nor do the recurrent ops (they read and write state slots) */
+    if (a->node.op == RLX_OP_SSM_CONV || b->node.op == RLX_OP_SSM_CONV || a->node.op == RLX_OP_DELTA_NET ||
+        b->node.op == RLX_OP_DELTA_NET)
+        return false;
     const rlx_gtensor *ta = &p->graph->tensors[a->out], *tb = &p->graph->tensors[b->out];
     int64_t rows = RLX_MAX(p->max_tokens, p->max_outputs);
     int64_t alo = p->offset[a->out], ahi = alo + ta->cols * 4 * rows;
@@ -368,14 +373,14 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
         .no_barrier = be->no_barrier,
         .out_index = be->out_index, .decode_tok = be->decode_tok, .onerow4_tok = be->onerow4_tok, .decode_out = be->decode_out,
         .onerow4_out = be->onerow4_out, .seq_tok = be->seq_tok, .seq_off = be->seq_count + 4 * (size_t)b->n_seqs, .kv = &be->kv, .kv_mem = be->kv_mem,
-        .kv_off = be->kv_off,
+        .kv_off = be->kv_off, .state_mem = be->state_mem, .state_off = be->state_off,
     };
     atomic_init(&r.error, 0);
     for (int i = 0; i < plan->n_steps; i++) atomic_store_explicit(&be->counters[i], 0, memory_order_relaxed);
     size_t work = be->matmul_weight_bytes * (size_t)b->n_tokens;
     rlx_threadpool_run_n(be->tp, work < CPU_SINGLE_THREAD_WORK ? 1 : rlx_threadpool_size(be->tp), run_all_steps, &r);
     int e = atomic_load(&r.error);
-    if (e) return rlx_errorf(err, e, "batch holds a token id or position outside the model or its KV blocks");
+    if (e) return rlx_errorf(err, e, "batch holds a token id or position outside the model, its KV blocks or its recurrent state");
     const rlx_graph *g = plan->graph;
     const int32_t rows = g->output_kind == RLX_OUTPUT_HIDDEN ? b->n_tokens : b->n_outputs;
     if (out && rows)

@@ -1,4 +1,5 @@
-/* cpu_ops.c - the CPU backend's kernels, one per step kind (attention is in cpu_attn.c), plus
+/* cpu_ops.c - the CPU backend's kernels, one per step kind (attention is in attention.c, the
+ * recurrent ops in ssm.c), plus
  * the fused elementwise epilogue; ops registered at run time (graph.h rlx_op_register) run
  * their table entry's `cpu` kernel over this thread's rows (k_registered). Arithmetic follows ggml's CPU path operation for operation
  * (double accumulation in norms, ggml_v_silu for SwiGLU, its activation quantizers) so logits
@@ -94,6 +95,9 @@ static void apply_ew(rlx_cpu_run *r, const rlx_ew *e, float *y, int64_t row, int
     case RLX_EW_GELU: gelu_cols(y, c0, c1); break;
     case RLX_EW_SCALE: for (int64_t c = c0; c < c1; c++) y[c] *= e->p; break;
     case RLX_EW_SOFTCAP: for (int64_t c = c0; c < c1; c++) y[c] = softcap(y[c], e->p); break;
+    /* as ggml's sigmoid and softplus */
+    case RLX_EW_SIGMOID: for (int64_t c = c0; c < c1; c++) y[c] = 1.0f / (1.0f + expf(-y[c])); break;
+    case RLX_EW_SOFTPLUS: for (int64_t c = c0; c < c1; c++) y[c] = y[c] > 20.0f ? y[c] : logf(1.0f + expf(y[c])); break;
     }
 }
 
@@ -102,6 +106,11 @@ static void apply_chain(rlx_cpu_run *r, const rlx_step *s, float *y, int64_t row
     for (int k = 0; k < s->n_chain; k++) apply_ew(r, &s->chain[k], y, row, c0, c1, cols);
 }
 
+
+void rlx_cpu_apply_chain(rlx_cpu_run *r, const rlx_step *s, float *y, int64_t row, int64_t c0, int64_t c1, int64_t cols)
+{
+    apply_chain(r, s, y, row, c0, c1, cols);
+}
 
 static void k_elementwise(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
@@ -458,6 +467,23 @@ static void k_rope(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     }
 }
 
+/* ---- column slices ------------------------------------------------------------------------ */
+
+static void k_cols(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+{
+    const rlx_cols_params *p = &s->node.p.cols;
+    int64_t T = n_rows(r, s->out), a, b;
+    int64_t cols = r->plan->graph->tensors[s->out].cols;
+    split(T, ith, nth, &a, &b);
+    for (int64_t t = a; t < b; t++) {
+        const float *x = rowp(r, s->node.in[0], t);
+        float *y = rowp(r, s->out, t);
+        for (int32_t g = 0; g < p->groups; g++)
+            memcpy(y + (int64_t)g * p->width, x + (int64_t)g * p->stride + p->offset, (size_t)p->width * 4);
+        apply_chain(r, s, y, t, 0, cols, cols);
+    }
+}
+
 /* ---- registered ops (rlx_op_register): the table's CPU kernel over this thread's rows ---- */
 
 static void k_registered(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
@@ -491,7 +517,11 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     case RLX_OP_ROPE: k_rope(r, s, ith, nth); break;
     case RLX_OP_ATTENTION: rlx_cpu_attention(r, s, ith, nth); break;
     case RLX_OP_GATHER: k_gather(r, s, ith, nth); break;
+    case RLX_OP_COLS: k_cols(r, s, ith, nth); break;
+    case RLX_OP_SSM_CONV: rlx_cpu_ssm_conv(r, s, ith, nth); break;
+    case RLX_OP_DELTA_NET: rlx_cpu_delta_net(r, s, ith, nth); break;
     case RLX_OP_ADD: case RLX_OP_MUL: case RLX_OP_SILU: case RLX_OP_GELU: case RLX_OP_SCALE: case RLX_OP_SOFTCAP:
+    case RLX_OP_SIGMOID: case RLX_OP_SOFTPLUS:
         k_elementwise(r, s, ith, nth);
         break;
     default: k_registered(r, s, ith, nth); break;

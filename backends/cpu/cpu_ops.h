@@ -34,6 +34,10 @@ typedef struct rlx_cpu_run {
     const rlx_mem_desc *kv;
     uint8_t *kv_mem;
     const size_t *kv_off;
+    /* recurrent state: layer l's slots at state_mem + state_off[l], kv->n_state_slots slots of
+     * that layer's state_bytes (RLX_MEM_STATE layers) */
+    uint8_t *state_mem;
+    const size_t *state_off;
     _Atomic int error;           /* RLX_E* raised by a kernel */
 } rlx_cpu_run;
 
@@ -50,6 +54,13 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
  * head_dim, sequences of up to max_positions and KV blocks of block_size */
 void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
 size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions, int64_t block_size);
+
+/* ssm.c: the recurrent ops (SSM_CONV, DELTA_NET) over the batch's sequences and their state
+ * slots */
+void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
+void rlx_cpu_delta_net(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
+/* the fused elementwise ops of s over columns [c0, c1) of output row `row` (y, cols wide) */
+void rlx_cpu_apply_chain(rlx_cpu_run *r, const rlx_step *s, float *y, int64_t row, int64_t c0, int64_t c1, int64_t cols);
 
 static inline float *rowp(rlx_cpu_run *r, int t, int64_t row)
 {

@@ -106,6 +106,41 @@ static void golden_check_top5(golden_result *res, const float *logits, int32_t n
     }
 }
 
+/* README's own rule for synth-qwen35-tiny-q8_0 (a random 8-layer DeltaNet that amplifies
+ * 8-bit activation rounding flips): |delta| <= 1.0 (absolute) on each reference top-5 logit,
+ * top-1 compared only where the reference's top-1/top-2 margin exceeds 1.0; the greedy
+ * continuation is compared while that margin exceeds 1.0 at each step (golden_run). */
+#define GOLDEN_MARGIN_TOL 1.0
+
+static bool golden_margin_rule(const char *model_file)
+{
+    return strstr(model_file, "synth-qwen35-") && strstr(model_file, "-q8_0");
+}
+
+static double golden_margin(const cJSON *ref)
+{
+    return cJSON_GetArraySize(ref) >= 2 ? golden_logit(ref, 0) - golden_logit(ref, 1) : INFINITY;
+}
+
+static void golden_check_margin(golden_result *res, const float *logits, int32_t n_vocab, const cJSON *ref, const char *where)
+{
+    const int nref = RLX_MIN(cJSON_GetArraySize(ref), 5);
+    res->checked++;
+    for (int k = 0; k < nref; k++) {
+        const int id = golden_id(ref, k);
+        const double lv = golden_logit(ref, k), e = fabs(logits[id] - lv);
+        res->worst = fmax(res->worst, e / GOLDEN_MARGIN_TOL);
+        if (e > GOLDEN_MARGIN_TOL) {
+            golden_fail(res, false, "%s: logit of id %d (rank %d) is %.5f, reference %.5f (tol %.1f)", where, id, k + 1, logits[id], lv,
+                        GOLDEN_MARGIN_TOL);
+            return;
+        }
+    }
+    const int32_t top = rlx_argmax(logits, n_vocab);
+    if (nref > 0 && golden_margin(ref) > GOLDEN_MARGIN_TOL && top != golden_id(ref, 0))
+        golden_fail(res, false, "%s: top-1 is %d, reference %d (margin %.3f)", where, top, golden_id(ref, 0), golden_margin(ref));
+}
+
 /* README: 1e-2 for quantized weights (files named ...-q4_0, -q8_0, -q4_k_m, ...), else 2e-3 */
 static double golden_tolerance(const char *model_file)
 {
@@ -138,6 +173,8 @@ static golden_result golden_run(const char *gpath, const char *mpath, int kv_typ
         cJSON_ArrayForEach(e, cJSON_GetObjectItem(p, "last_logits")) maxabs = fmax(maxabs, fabs(e->valuedouble));
     }
     tol *= maxabs;
+    const bool margin_rule = golden_margin_rule(mpath);
+    if (margin_rule) tol = GOLDEN_MARGIN_TOL;
     rlx_runner_config cfg = {.model_path = mpath, .kv_type = kv_type, .kv_type_set = true,
                              .n_ctx = 256, .max_batch_tokens = 128, .max_outputs = 128, .backend = {.n_threads = 2}};
     rlx_runner *r = NULL;
@@ -150,19 +187,33 @@ static golden_result golden_run(const char *gpath, const char *mpath, int kv_typ
         int n = cJSON_GetArraySize(toks);
         int32_t ids[256], pos[256], seq[256];
         uint8_t outf[256];
-        int32_t *table = NULL, nb = 0, cap = 0;
         for (int i = 0; i < n; i++) { ids[i] = cJSON_GetArrayItem(toks, i)->valueint; pos[i] = i; seq[i] = 0; outf[i] = 1; }
         const cJSON *greedy = cJSON_GetObjectItem(p, "greedy");
         int ng = cJSON_GetArraySize(greedy);
-        if (rlx_runner_reserve(r, &table, &nb, &cap, n + ng)) { golden_fail(&res, false, "KV reserve failed"); break; }
-        rlx_batch_seq bs = {table, nb, -1};
+        /* fresh memory per prompt through the engine's interface: KV blocks, and a cleared
+         * recurrent-state slot for hybrid models */
+        rlx_mem_seq ms;
+        rlx_mem_seq_init(&ms);
+        if (rlx_memory_grow(&r->mem, &ms, n + ng)) {
+            golden_fail(&res, false, "memory reserve failed");
+            rlx_memory_release(&r->mem, &ms);
+            rlx_mem_seq_free(&ms);
+            break;
+        }
+        rlx_batch_seq bs = {ms.blocks, ms.n_blocks, ms.slot};
         rlx_batch b = {n, ids, pos, seq, outf, n, 1, &bs, NULL};
-        if (rlx_runner_forward(r, &b, &err)) { golden_fail(&res, false, "forward: %s", err.msg); free(table); break; }
+        if (rlx_runner_forward(r, &b, &err)) {
+            golden_fail(&res, false, "forward: %s", err.msg);
+            rlx_memory_release(&r->mem, &ms);
+            rlx_mem_seq_free(&ms);
+            break;
+        }
         const cJSON *top5 = cJSON_GetObjectItem(p, "top5");
         char where[128];
         for (int i = 0; i < n; i++) {
             snprintf(where, sizeof where, "prompt %d position %d", pi, i);
-            golden_check_top5(&res, r->logits + (size_t)i * r->n_vocab, r->n_vocab, cJSON_GetArrayItem(top5, i), tol, where);
+            if (margin_rule) golden_check_margin(&res, r->logits + (size_t)i * r->n_vocab, r->n_vocab, cJSON_GetArrayItem(top5, i), where);
+            else golden_check_top5(&res, r->logits + (size_t)i * r->n_vocab, r->n_vocab, cJSON_GetArrayItem(top5, i), tol, where);
         }
         /* beyond the README (which checks top-5 lists): every logit of the last position, whose
          * full vector the reference keeps, must be within tol too */
@@ -183,6 +234,8 @@ static golden_result golden_run(const char *gpath, const char *mpath, int kv_typ
         const cJSON *gtop = cJSON_GetObjectItem(p, "greedy_top5");
         for (int k = 0; k < ng; k++) {
             int want = cJSON_GetArrayItem(greedy, k)->valueint;
+            /* the margin rule: the continuation is compared while the reference's choice is clear */
+            if (margin_rule && (!gtop || golden_margin(cJSON_GetArrayItem(gtop, k)) <= GOLDEN_MARGIN_TOL)) break;
             res.checked++;
             if (cur != want) {
                 /* a near tie in the reference went the other way: the continuations then part */
@@ -198,11 +251,12 @@ static golden_result golden_run(const char *gpath, const char *mpath, int kv_typ
             rlx_batch d = {1, &t1, &p1, &s1, &o1, 1, 1, &bs, NULL};
             if (rlx_runner_forward(r, &d, &err)) { golden_fail(&res, false, "decode: %s", err.msg); break; }
             snprintf(where, sizeof where, "prompt %d greedy step %d", pi, k + 1);
-            if (gtop) golden_check_top5(&res, r->logits, r->n_vocab, cJSON_GetArrayItem(gtop, k + 1), tol, where);
+            if (gtop && margin_rule) golden_check_margin(&res, r->logits, r->n_vocab, cJSON_GetArrayItem(gtop, k + 1), where);
+            else if (gtop) golden_check_top5(&res, r->logits, r->n_vocab, cJSON_GetArrayItem(gtop, k + 1), tol, where);
             cur = rlx_argmax(r->logits, r->n_vocab);
         }
-        for (int32_t i = 0; i < nb; i++) rlx_kv_release(&r->kv, table[i]);
-        free(table);
+        rlx_memory_release(&r->mem, &ms);
+        rlx_mem_seq_free(&ms);
         pi++;
     }
     rlx_runner_close(r);

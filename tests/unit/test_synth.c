@@ -4,6 +4,8 @@
 #include "tests/rlx_test.h"
 #include "backends/quant.h"
 #include "models/gguf.h"
+#include "engine/runner.h"
+#include "engine/sample.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -344,6 +346,83 @@ TEST(bad_arguments)
     ASSERT(access(p, F_OK) != 0);
 }
 
+/* qwen35: the qwen35-tiny preset writes the tensors (names, shapes) and keys of the shared
+ * synth-qwen35-tiny (made with llama.cpp's gguf-py), and models of other shapes load and run
+ * (prefill, then decode steps through the model's memory: KV and state slots) */
+TEST(qwen35_any_shape)
+{
+    if (!have_tool()) SKIP("rlxd-synth not built (RLX_BIN unset?)");
+    const char *ref_path = rlx_test_shared("models/synth-qwen35-tiny-f32.gguf");
+    if (ref_path) {
+        char args[1200];
+        snprintf(args, sizeof args, "--arch qwen35 --preset qwen35-tiny --seed 4 --vocab-from \"%s\"", ref_path);
+        ASSERT_EQ(synth(args, "q35.gguf"), 0);
+        rlx_gguf *g = open_out("q35.gguf"), *ref = NULL;
+        rlx_error err = {0};
+        ASSERT(g != NULL);
+        ASSERT_EQ(rlx_gguf_open(&ref, ref_path, &err), 0);
+        ASSERT_EQ(rlx_gguf_n_tensors(g), rlx_gguf_n_tensors(ref));
+        for (uint64_t i = 0; i < rlx_gguf_n_tensors(ref); i++) {
+            const rlx_gguf_tensor *r = rlx_gguf_tensor_at(ref, i), *x = rlx_gguf_find_tensor(g, r->name);
+            ASSERT_MSG(x != NULL, "%s missing", r->name);
+            ASSERT_MSG(x->ne[0] == r->ne[0] && x->ne[1] == r->ne[1] && x->type == r->type, "%s: %lldx%lld type %d, reference %lldx%lld type %d",
+                       r->name, (long long)x->ne[0], (long long)x->ne[1], x->type, (long long)r->ne[0], (long long)r->ne[1], r->type);
+        }
+        static const char *keys[] = {"block_count", "full_attention_interval", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
+                                     "ssm.time_step_rank", "ssm.inner_size", "rope.dimension_count", "attention.key_length"};
+        for (size_t k = 0; k < RLX_ARRAY_LEN(keys); k++) {
+            char key[128];
+            snprintf(key, sizeof key, "qwen35.%s", keys[k]);
+            ASSERT_MSG(get_u32(g, key) == get_u32(ref, key), "%s: %u, reference %u", key, get_u32(g, key), get_u32(ref, key));
+        }
+        const rlx_gguf_array *a = NULL, *b = NULL;
+        ASSERT_EQ(rlx_gguf_get_arr(g, "qwen35.rope.dimension_sections", &a, NULL), 0);
+        ASSERT_EQ(rlx_gguf_get_arr(ref, "qwen35.rope.dimension_sections", &b, NULL), 0);
+        ASSERT(a->n == b->n && !memcmp(a->data, b->data, a->n * 4));
+        rlx_gguf_close(ref);
+        rlx_gguf_close(g);
+    }
+    static const char *shapes[] = {
+        "--hidden 96 --layers 5 --heads 6 --kv-heads 3 --head-dim 32 --rope-dims 12 --attn-interval 2 --ssm-state 24 "
+        "--ssm-groups 2 --ssm-heads 6 --conv-kernel 3 --type q8_0",
+        "--hidden 64 --layers 3 --heads 2 --kv-heads 1 --head-dim 32 --attn-interval 3 --ssm-state 8 --ssm-groups 4 "
+        "--ssm-heads 8 --conv-kernel 5 --type f16 --tied",
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(shapes); i++) {
+        char args[512], path[512];
+        snprintf(args, sizeof args, "--arch qwen35 %s --seed 7", shapes[i]);
+        ASSERT_MSG(synth(args, "shape.gguf") == 0, "%s", args);
+        snprintf(path, sizeof path, "%s/shape.gguf", tmpdir);
+        rlx_runner_config cfg = {.model_path = path, .n_ctx = 64, .max_batch_tokens = 32, .max_outputs = 32, .backend = {.n_threads = 1}};
+        rlx_runner *r = NULL;
+        rlx_error err = {0};
+        ASSERT_MSG(rlx_runner_open(&r, &cfg, &err) == 0, "%s: %s", args, err.msg);
+        rlx_mem_seq ms;
+        rlx_mem_seq_init(&ms);
+        ASSERT_EQ(rlx_memory_grow(&r->mem, &ms, 24), 0);
+        ASSERT(ms.slot >= 0);
+        int32_t tok[20], pos[20], seq[20] = {0};
+        uint8_t out[20] = {0};
+        for (int k = 0; k < 20; k++) { tok[k] = 10 + k * 7 % 300; pos[k] = k; }
+        out[19] = 1;
+        rlx_batch_seq bs = {ms.blocks, ms.n_blocks, ms.slot};
+        rlx_batch b = {20, tok, pos, seq, out, 1, 1, &bs, NULL};
+        ASSERT_MSG(rlx_runner_forward(r, &b, &err) == 0, "%s: %s", args, err.msg);
+        for (int k = 0; k < 4 && !rlx_test_failed_; k++) {
+            int32_t t = rlx_argmax(r->logits, r->n_vocab), p = 20 + k;
+            uint8_t one = 1;
+            rlx_batch d = {1, &t, &p, seq, &one, 1, 1, &bs, NULL};
+            ASSERT_MSG(rlx_runner_forward(r, &d, &err) == 0, "%s: %s", args, err.msg);
+            ASSERT(isfinite(r->logits[0]) && isfinite(r->logits[r->n_vocab - 1]));
+        }
+        rlx_memory_release(&r->mem, &ms);
+        rlx_mem_seq_free(&ms);
+        rlx_runner_close(r);
+    }
+    ASSERT_EQ(synth("--arch qwen35 --heads 4 --kv-heads 2 --ssm-groups 3 --ssm-heads 4", "x.gguf"), 2);
+    ASSERT_EQ(synth("--arch qwen35 --head-dim 16 --rope-dims 18", "x.gguf"), 2);
+}
+
 static void cleanup(void)
 {
     if (tmpdir[0]) {
@@ -357,4 +436,5 @@ TEST(zz_cleanup) { cleanup(); }
 
 TEST_MAIN(TEST_ENTRY(families_metadata_and_tensors), TEST_ENTRY(quant_mix_and_statistics), TEST_ENTRY(every_type),
           TEST_ENTRY(deterministic),
-          TEST_ENTRY(builtin_vocabulary), TEST_ENTRY(vocab_from), TEST_ENTRY(bad_arguments), TEST_ENTRY(zz_cleanup))
+          TEST_ENTRY(builtin_vocabulary), TEST_ENTRY(vocab_from), TEST_ENTRY(bad_arguments), TEST_ENTRY(qwen35_any_shape),
+          TEST_ENTRY(zz_cleanup))
