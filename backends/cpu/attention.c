@@ -382,7 +382,11 @@ static int run_item(const attn_item *it)
             const float *prow[ATTN_ROWS];
             float *yrow[ATTN_ROWS];
             for (int g = 0; g < gs; g++) { prow[g] = S + (size_t)g * sstride; yrow[g] = y + (size_t)g * hd; }
-            it->kqv_dec(prow, gs, nvalid, vrow, it->type == RLX_F16, hd, yrow);
+            /* this token's own positions: a sequence's several decode rows (speculative drafts)
+             * share the item, but a row's probabilities end at its position (scores() wrote no
+             * more), and a one-token step's sums have no terms past it */
+            const int64_t own = it->bidir ? nvalid : (int64_t)r->batch->pos[it->toks[ti]] - j0 + 1;
+            it->kqv_dec(prow, gs, own < nvalid ? own : nvalid, vrow, it->type == RLX_F16, hd, yrow);
         }
         return 0;
     }

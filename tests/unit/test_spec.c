@@ -7,6 +7,7 @@
 #include "tests/rlx_test.h"
 #include "engine/engine.h"
 #include "engine/spec.h"
+#include "tests/unit/test_synth_util.h"
 
 #include <pthread.h>
 
@@ -112,9 +113,8 @@ static void on_event(void *user, const rlx_event *ev)
     pthread_mutex_unlock(&c->mu);
 }
 
-static rlx_worker *start(int32_t draft_max)
+static rlx_worker *start(const char *m, int32_t draft_max)
 {
-    const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) return NULL;
     rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 8, .max_batch_tokens = 128,
                              .max_queue = 64, .kv_block = 16, .draft_max = draft_max};
@@ -207,18 +207,18 @@ static void same(const result *a, const result *b, int i)
     ASSERT(memcmp(a->text, b->text, a->text_len) == 0);
 }
 
-TEST(drafting_changes_nothing_but_speed)
+static void drafting_changes_nothing(const char *model)
 {
     static result off[N_REQ], solo[N_REQ], together[N_REQ];
-    rlx_worker *w = start(-1);
-    if (!w) SKIP("stories260K is not in ../shared/models");
+    rlx_worker *w = start(model, -1);
+    ASSERT(w != NULL);
     run(w, false, off);
     rlx_worker_stats st;
     rlx_worker_get_stats(w, &st);
     ASSERT_EQ(st.draft_tokens, 0);
     rlx_worker_stop(w, true);
 
-    w = start(0); /* the default maximum */
+    w = start(model, 0); /* the default maximum */
     ASSERT(w != NULL);
     run(w, false, solo);
     rlx_worker_get_stats(w, &st);
@@ -240,5 +240,25 @@ TEST(drafting_changes_nothing_but_speed)
     ASSERT_EQ(off[4].finish, RLX_FINISH_LENGTH);
 }
 
+/* stories260K: head size 8, attention through the transposed-V product */
+TEST(drafting_changes_nothing_stories)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) SKIP("stories260K is not in ../shared/models");
+    drafting_changes_nothing(m);
+}
+
+/* a Q8_0 llama of head size 16 (the AVX-512 decode rows' V^T.p in registers, where a draft row
+ * once summed probabilities past its own position), and RLX_SPEC_MODEL when set */
+TEST(drafting_changes_nothing_q8_0)
+{
+    static char path[512];
+    const char *m = getenv("RLX_SPEC_MODEL");
+    if (!m && !synth("--arch llama --preset tiny --type q8_0 --seed 1", "tiny-q8.gguf", path, sizeof path))
+        SKIP("rlxd-synth is not built");
+    drafting_changes_nothing(m ? m : path);
+}
+
 TEST_MAIN(TEST_ENTRY(lookup_finds_the_latest_longest_match), TEST_ENTRY(length_control),
-          TEST_ENTRY(drafting_changes_nothing_but_speed))
+          TEST_ENTRY(drafting_changes_nothing_stories),
+          TEST_ENTRY(drafting_changes_nothing_q8_0))
