@@ -14,6 +14,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startDaemon } from './daemon_lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -53,21 +54,10 @@ const fail = (msg) => {
 const assert = (c, msg) => { if (!c) fail(msg); };
 
 async function start() {
-  child = spawn(bin, ['serve', '-m', chat + ':chat', '-m', emb + ':emb', '--host', '127.0.0.1', '--port', '0',
-                      '--ctx', String(CTX), '--max-seqs', '8'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  child.stderr.on('data', (d) => { log += d; });
-  let port;
-  for (let i = 0; i < 300 && !port; i++) {
-    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-    if (m) port = m[1];
-    else await new Promise((r) => setTimeout(r, 100));
-  }
-  assert(port, 'no port in the log');
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
-    if (await fetch(base + '/health').then((r) => r.ok, () => false)) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let base;
+  ({ child, base } = await startDaemon(bin, ['-m', chat + ':chat', '-m', emb + ':emb',
+                      '--ctx', String(CTX), '--max-seqs', '8'], (d) => { log += d; }));
+  assert(base, 'no port in the log');
   return base;
 }
 

@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startDaemon } from './daemon_lib.mjs';
 import { isDeepStrictEqual } from 'node:util';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -41,21 +42,9 @@ const fail = (msg) => {
 const assert = (c, msg) => { if (!c) fail(msg); };
 
 async function start() {
-  child = spawn(bin, ['serve', '-m', model + ':m', '--host', '127.0.0.1', '--port', '0', '--ctx', '2048'],
-                { stdio: ['ignore', 'ignore', 'pipe'] });
-  child.stderr.on('data', (d) => { log += d; });
-  let port;
-  for (let i = 0; i < 300 && !port; i++) {
-    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-    if (m) port = m[1];
-    else await new Promise((r) => setTimeout(r, 100));
-  }
-  assert(port, 'no port in the log');
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
-    if (await fetch(base + '/health').then((r) => r.ok, () => false)) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let base;
+  ({ child, base } = await startDaemon(bin, ['-m', model + ':m', '--ctx', '2048'], (d) => { log += d; }));
+  assert(base, 'no port in the log');
   return new OpenAI({ baseURL: base + '/v1', apiKey: 'none', maxRetries: 0 });
 }
 

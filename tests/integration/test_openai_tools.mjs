@@ -15,6 +15,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startDaemon } from './daemon_lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -56,21 +57,9 @@ const assert = (c, msg) => { if (!c) fail(msg); };
 
 async function start(model, extra) {
   log = '';
-  child = spawn(bin, ['serve', '-m', model + ':m', '--host', '127.0.0.1', '--port', '0', '--ctx', '4096', ...extra],
-                { stdio: ['ignore', 'ignore', 'pipe'] });
-  child.stderr.on('data', (d) => { log += d; });
-  let port;
-  for (let i = 0; i < 300 && !port; i++) {
-    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-    if (m) port = m[1];
-    else await new Promise((r) => setTimeout(r, 100));
-  }
-  assert(port, 'no port in the log');
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
-    if (await fetch(base + '/health').then((r) => r.ok, () => false)) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let base;
+  ({ child, base } = await startDaemon(bin, ['-m', model + ':m', '--ctx', '4096', ...extra], (d) => { log += d; }));
+  assert(base, 'no port in the log');
   return new OpenAI({ baseURL: base + '/v1', apiKey: 'none', maxRetries: 0 });
 }
 

@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startDaemon } from './daemon_lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -100,21 +101,9 @@ const post = (base, path, body) => fetch(base + path, { method: 'POST', body: JS
   .then(async (r) => ({ status: r.status, body: await r.json() }));
 
 try {
-  child = spawn(bin, ['serve', '-m', rank + ':rr', '-m', bert + ':emb', '--host', '127.0.0.1', '--port', '0', '--max-seqs', '4'],
-                { stdio: ['ignore', 'ignore', 'pipe'] });
-  child.stderr.on('data', (d) => { log += d; });
-  let port;
-  for (let i = 0; i < 300 && !port; i++) {
-    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-    if (m) port = m[1];
-    else await new Promise((r) => setTimeout(r, 100));
-  }
-  assert(port, 'no port in the log');
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
-    if (await fetch(base + '/health').then((r) => r.ok, () => false)) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let base;
+  ({ child, base } = await startDaemon(bin, ['-m', rank + ':rr', '-m', bert + ':emb', '--max-seqs', '4'], (d) => { log += d; }));
+  assert(base, 'no port in the log');
   const docs = ['the cat sat on the mat', 'paris is the capital of france', 'a quick brown fox', 'hello world',
                 'rerankers score pairs of texts', 'nothing to see here'];
   const query = 'what is the capital of france?';
