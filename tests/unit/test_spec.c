@@ -117,7 +117,8 @@ static rlx_worker *start(const char *m, int32_t draft_max)
 {
     if (!m) return NULL;
     rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 8, .max_batch_tokens = 128,
-                             .max_queue = 64, .kv_block = 16, .draft_max = draft_max};
+                             .max_queue = 64, .kv_block = 16, .draft_max = draft_max,
+                             .backend = getenv("RLXD_BACKEND")}; /* as the integration tests: vulkan too */
     rlx_worker *w = NULL;
     rlx_error err = {0};
     if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
