@@ -11,7 +11,7 @@ body="{\"prompt\":\"$prompt\",\"max_tokens\":4,\"temperature\":0}"
 # check_blocks TYPE BLOCK: the startup line names both; a repeated prompt reuses whole blocks
 check_blocks() {
     local type=$1 block=$2
-    grep -q "KV $type: [0-9]* blocks of $block tokens" "$LOG" || fail "log does not show KV $type in blocks of $block: $(grep ready "$LOG")"
+    grep -q "KV [0-9.]* MiB $type: [0-9]* blocks of $block tokens" "$LOG" || fail "log does not show KV $type in blocks of $block: $(grep ready "$LOG")"
     local r1 r2 n cached want
     r1=$(post /v1/generate "$body")
     [ "$(status)" = 200 ] || fail "first request: $(status) $r1"

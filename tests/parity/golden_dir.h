@@ -69,7 +69,22 @@ static int golden_run_dir(const char *sub, int kv_type, const golden_dir_opts *o
             continue;
         }
         bool big = o->big_vocab > 0 && m->cfg.n_vocab > o->big_vocab;
+        /* recurrent (hybrid) models have CPU kernels only: a GPU backend must refuse them at
+         * load naming the op (checked here), never compute them */
+        const bool hybrid = m->cfg.full_attn_interval > 0;
         rlx_model_free(m);
+        const char *be = getenv("RLXD_BACKEND");
+        if (hybrid && be && *be && strcmp(be, "cpu")) {
+            golden_result res = golden_run(gpath, mcopy, kv_type, golden_tolerance(model_rel), 1, o->lenient);
+            if (res.checked == 0 && strstr(res.first_failure, "does not support op")) {
+                fprintf(stderr, "  skip %-28s (refused as it must be: %.160s)\n", stem, res.first_failure);
+            } else {
+                fprintf(stderr, "  FAIL %s: the %s backend did not refuse a recurrent model: %d checks run%s%s\n", stem, be,
+                        res.checked, res.failed ? ", " : "", res.first_failure);
+                failures++;
+            }
+            continue;
+        }
         if (big && kv_type != RLX_F16) {
             fprintf(stderr, "  skip %-28s (sanitizer build: large vocabulary, F16 KV only)\n", stem);
             continue;
