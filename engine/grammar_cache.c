@@ -166,7 +166,7 @@ static int stack_cmp(const void *a, const void *b)
     uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
     if (s->hash[i] != s->hash[j]) return s->hash[i] < s->hash[j] ? -1 : 1;
     if (s->len[i] != s->len[j]) return s->len[i] < s->len[j] ? -1 : 1;
-    return memcmp(s->data + s->off[i], s->data + s->off[j], s->len[i] * sizeof *s->data);
+    return s->len[i] ? memcmp(s->data + s->off[i], s->data + s->off[j], s->len[i] * sizeof *s->data) : 0;
 }
 
 static bool grow(uint32_t **p, size_t *cap, size_t need)
@@ -197,7 +197,8 @@ static size_t serialise(rlx_grammar_cache *c, const rlx_grammar_state *s)
     for (size_t i = 0; i < set->n; i++) {
         uint32_t j = c->order[i];
         c->key[k++] = set->len[j];
-        memcpy(c->key + k, set->data + set->off[j], set->len[j] * sizeof *c->key);
+        if (set->len[j]) /* an empty stack may have no data at all (NULL) */
+            memcpy(c->key + k, set->data + set->off[j], set->len[j] * sizeof *c->key);
         k += set->len[j];
     }
     return k;
