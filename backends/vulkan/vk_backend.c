@@ -230,7 +230,8 @@ static int write_batch(vk_backend *be, const rlx_batch *b, rlx_error *err)
     for (size_t i = 0; i < (size_t)b->n_outputs; i++) w[be->kind_off + (size_t)be->plan->max_tokens + i] = ko[i];
     for (size_t s = 0; s < S; s++) {
         w[L[VK_BW_SBASE] + s] = (int32_t)at;
-        memcpy(w + at, b->seqs[s].blocks, (size_t)b->seqs[s].n_blocks * 4);
+        if (b->seqs[s].n_blocks) /* an encoder's sequences have no block table (NULL) */
+            memcpy(w + at, b->seqs[s].blocks, (size_t)b->seqs[s].n_blocks * 4);
         at += (size_t)b->seqs[s].n_blocks;
     }
     for (int r = 0; r < be->n_ropes; r++) {
