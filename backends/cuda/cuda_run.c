@@ -78,7 +78,8 @@ static int upload_batch(cu_backend *be, const rlx_batch *b, rlx_cu_batch *cb, rl
     for (size_t i = 0; i < T; i++) if (b->output[i]) w[3 * MT + o++] = (int32_t)i;
     for (size_t s = 0; s < S; s++) {
         w[be->batch_fixed + s] = (int32_t)at;
-        memcpy(w + at, b->seqs[s].blocks, (size_t)b->seqs[s].n_blocks * 4);
+        if (b->seqs[s].n_blocks) /* a sequence without a block table (NULL) */
+            memcpy(w + at, b->seqs[s].blocks, (size_t)b->seqs[s].n_blocks * 4);
         at += (size_t)b->seqs[s].n_blocks;
     }
     for (int r = 0; r < be->n_ropes; r++) { /* the CPU backend's expressions, so angles agree exactly */
