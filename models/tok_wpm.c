@@ -11,7 +11,6 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#define WPM_MAX_WORD_CHARS 100 /* longer words become [UNK], as in HF */
 
 /* the White_Space property (llama.cpp's unicode_set_whitespace) */
 static bool is_ws(int32_t c)
@@ -66,7 +65,6 @@ int rlx__wpm_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
 typedef struct word {
     char *b;       /* "\xe2\x96\x81" + the word's UTF-8 */
     size_t n, cap;
-    size_t chars;
 } word;
 
 static int word_put(word *w, int32_t c)
@@ -80,17 +78,17 @@ static int word_put(word *w, int32_t c)
     }
     if (w->n == 0) { memcpy(w->b, "\xe2\x96\x81", 3); w->n = 3; }
     w->n += (size_t)utf8proc_encode_char(c, (utf8proc_uint8_t *)w->b + w->n);
-    w->chars++;
     return 0;
 }
 
-/* Greedy longest-prefix pieces; a word with any unmatched position is [UNK] as a whole. */
+/* Greedy longest-prefix pieces; a word with any unmatched position is [UNK] as a whole. A word
+ * of any length is cut (llama.cpp has no cap; HF's BertTokenizer makes words over 100 chars [UNK]). */
 static int word_flush(const rlx_tokenizer *t, word *w, rlx__ids *out)
 {
     if (w->n == 0) return 0;
     size_t start = out->n, n = w->n;
     int rc = 0;
-    bool ok = w->chars <= WPM_MAX_WORD_CHARS;
+    bool ok = true;
     for (size_t i = 0; i < n && ok && !rc;) {
         size_t j = RLX_MIN(n, i + t->max_token_len);
         int32_t id = -1;
@@ -105,7 +103,6 @@ static int word_flush(const rlx_tokenizer *t, word *w, rlx__ids *out)
         if (t->unk >= 0) rc = rlx__ids_push(out, t->unk);
     }
     w->n = 0;
-    w->chars = 0;
     return rc;
 }
 

@@ -255,6 +255,8 @@ TEST(drafting_changes_nothing_q8_0)
 {
     static char path[512];
     const char *m = getenv("RLX_SPEC_MODEL");
+    /* valgrind hides AVX-512, the path this case is for; the stories case covers the rest */
+    if (!m && getenv("RLX_MEMCHECK")) SKIP("under memcheck: the AVX-512 decode rows this case is for do not run");
     if (!m && !synth("--arch llama --preset tiny --type q8_0 --seed 1", "tiny-q8.gguf", path, sizeof path))
         SKIP("rlxd-synth is not built");
     drafting_changes_nothing(m ? m : path);

@@ -160,4 +160,42 @@ TEST(wordpiece_normalisation)
     ASSERT_EQ(bad, 0);
 }
 
-TEST_MAIN(TEST_ENTRY(pre_tokenizers), TEST_ENTRY(afmoe_cjk_class), TEST_ENTRY(gemma4_model), TEST_ENTRY(unknown_pre_rejected), TEST_ENTRY(wordpiece_normalisation))
+/* A word of any length is cut into pieces: llama.cpp has no cap (HF's BertTokenizer makes a word
+ * over 100 characters [UNK]; this tokenizer once did too). The pieces spell the word again, and a
+ * long word that cannot be matched is still one [UNK]. */
+TEST(wordpiece_long_words)
+{
+    tv_vocab v;
+    int rc = tv_open(&v, "bert-bge");
+    if (rc == 77) SKIP("../shared/vocab/ggml-vocab-bert-bge.gguf absent");
+    ASSERT_EQ(rc, 0);
+    static const char *words[] = {"internationalization", "abc", "x", "0123456789"};
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+        char text[1200] = "";
+        while (strlen(text) + strlen(words[w]) < 1000) strcat(text, words[w]);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        rlx_error err = {0};
+        ASSERT_EQ(rlx_tokenize(v.t, text, strlen(text), false, false, &ids, &n, &err), 0);
+        ASSERT_MSG(n > 1, "a %zu-char word of \"%s\" gave %zu token(s)", strlen(text), words[w], n);
+        char spelled[1400] = "";
+        for (size_t i = 0; i < n; i++) {
+            const char *piece = rlx_tokenizer_piece(v.t, ids[i]);
+            ASSERT(piece);
+            if (i == 0 && !strncmp(piece, "\xe2\x96\x81", 3)) piece += 3; /* the word-initial marker */
+            ASSERT(strlen(spelled) + strlen(piece) < sizeof spelled);
+            strcat(spelled, piece);
+        }
+        ASSERT_STR_EQ(spelled, text);
+        free(ids);
+    }
+    /* 150 characters with one that no piece covers: the whole word is [UNK] */
+    char text[200] = "";
+    for (int i = 0; i < 150; i++) strcat(text, i == 75 ? "\xe0\xb9\xae" : "a");
+    bool bad = check_ids(v.t, "bert-bge", text, (const int32_t[]){100}, 1);
+    tv_close(&v);
+    ASSERT(!bad);
+}
+
+TEST_MAIN(TEST_ENTRY(pre_tokenizers), TEST_ENTRY(afmoe_cjk_class), TEST_ENTRY(gemma4_model), TEST_ENTRY(unknown_pre_rejected), TEST_ENTRY(wordpiece_normalisation),
+          TEST_ENTRY(wordpiece_long_words))
