@@ -8,6 +8,7 @@
  * and position rows against a direct computation. */
 #include "tests/rlx_test.h"
 #include "backends/backend.h"
+#include "backends/dtype.h"
 
 #include <math.h>
 
@@ -441,8 +442,55 @@ TEST(gpu_refuses_bidirectional_and_hidden)
     if (!tried) SKIP("no GPU backend available");
 }
 
+/* GELU (ggml's f16 table), and multiply and add by vectors after it, through the CPU backend:
+ * every f16 value and random floats around the table's +-10 edges, bit for bit against the
+ * scalar definition (the vector paths gather the table 16 or 8 at a time; RLX_CPU_PATH picks
+ * which, and memcheck runs the AVX2 one). Rows of 16392 columns: a tail after the vectors. */
+#define EW_COLS 16392
+static float gelu_ref(float x)
+{
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = rlx_f16_to_f32(rlx_f32_to_f16(x)), c = 0.79788456080286535587989211986876f;
+    return rlx_f16_to_f32(rlx_f32_to_f16(0.5f * h * (1.0f + tanhf(c * h * (1.0f + 0.044715f * h * h)))));
+}
+
+TEST(gelu_mul_add_exact)
+{
+    static float w[8 * EW_COLS], m[EW_COLS], b[EW_COLS], out[8 * EW_COLS];
+    uint32_t seed = 12345;
+    for (int i = 0; i < 8 * EW_COLS; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        w[i] = i < 65536 ? rlx_f16_to_f32((uint16_t)i) : (float)((int)(seed >> 8) - (1 << 23)) / (float)(1 << 23) * 12.0f;
+    }
+    w[70000] = -10.0f, w[70001] = 10.0f, w[70002] = nextafterf(10.0f, 0.0f), w[70003] = nextafterf(-10.0f, 0.0f);
+    w[70004] = INFINITY, w[70005] = -INFINITY, w[70006] = 1e-30f, w[70007] = -0.0f;
+    fill(m, EW_COLS, 7, 2.0f);
+    fill(b, EW_COLS, 9, 1.0f);
+    rlx_graph g;
+    rlx_graph_init(&g);
+    int e = rlx_g_weight(&g, "w", RLX_F32, EW_COLS, 8, w), mw = rlx_g_weight(&g, "m", RLX_F32, EW_COLS, 1, m),
+        bw = rlx_g_weight(&g, "b", RLX_F32, EW_COLS, 1, b);
+    int y = rlx_g_add(&g, rlx_g_mul(&g, rlx_g_unary(&g, RLX_OP_GELU, rlx_g_get_rows(&g, e, 1.0f), 0.0f), mw), bw);
+    rlx_g_set_output(&g, y, RLX_OUTPUT_HIDDEN);
+    const int32_t tok[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int nth = 1; nth <= 2; nth++) {
+        memset(out, 0, sizeof out);
+        rlx_error err = {0};
+        ASSERT_MSG(run_cpu(&g, nth, tok, 8, out, &err) == 0, "%s", err.msg);
+        int bad = 0;
+        for (int i = 0; i < 8 * EW_COLS; i++) {
+            const float want = gelu_ref(w[i]) * m[i % EW_COLS] + b[i % EW_COLS];
+            if (!(isnan(want) && isnan(out[i])) && memcmp(&want, &out[i], 4) && bad++ < 5)
+                fprintf(stderr, "  x = %a: %a, want %a\n", (double)w[i], (double)out[i], (double)want);
+        }
+        ASSERT_MSG(!bad, "%d of %d values differ (%d threads)", bad, 8 * EW_COLS, nth);
+    }
+    rlx_graph_free(&g);
+}
+
 TEST_MAIN(TEST_ENTRY(builtin_table), TEST_ENTRY(register_rejects_bad_entries), TEST_ENTRY(registered_op_runs_on_cpu),
           TEST_ENTRY(unsupported_op_names_op_and_backend), TEST_ENTRY(causal_attention_hidden_output),
           TEST_ENTRY(bidirectional_attention), TEST_ENTRY(output_declaration_checked),
           TEST_ENTRY(attention_without_cache), TEST_ENTRY(layer_norm_and_position_rows),
-          TEST_ENTRY(gpu_refuses_bidirectional_and_hidden))
+          TEST_ENTRY(gpu_refuses_bidirectional_and_hidden), TEST_ENTRY(gelu_mul_add_exact))
