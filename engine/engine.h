@@ -110,6 +110,12 @@ typedef struct rlx_request {
      * worker compiles them at admission; end-of-generation is sampled only where the grammar is
      * complete, and the sequence stops with RLX_FINISH_STOP once nothing else could follow. */
     char *grammar;
+    /* With a grammar: when set (owned, n_grammar_triggers strings, at most 4), the grammar is
+     * lazy (tool_choice "auto"): nothing is constrained until one of these strings appears in
+     * the generated text, and the grammar holds from its first byte on (engine/grammar.h
+     * rlx_grammar_stage_new_lazy). */
+    char **grammar_triggers;
+    size_t n_grammar_triggers;
     /* With a session: false (default) appends the prompt to the session's history (native
      * API, one turn per request); true treats the prompt as the whole conversation (OpenAI
      * routes resend every message) and only reuses the session's cached KV. */

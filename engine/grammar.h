@@ -124,4 +124,12 @@ typedef struct rlx_grammar_tokens {
  * end when nothing else can follow. NULL with err set on failure. */
 rlx_sampler_stage *rlx_grammar_stage_new(rlx_grammar *g, const rlx_grammar_tokens *toks, rlx_error *err);
 
+/* The same stage, lazy (llama.cpp's lazy grammars, for tool_choice "auto"): it allows anything,
+ * and any end, until one of the triggers (copied; none: not lazy) appears in the generated
+ * text; the grammar then reads the text from that trigger's first byte and constrains what
+ * follows. If that text cannot continue the grammar, the stage stays unconstrained. */
+#define RLX_GRAMMAR_MAX_TRIGGERS 4
+rlx_sampler_stage *rlx_grammar_stage_new_lazy(rlx_grammar *g, const rlx_grammar_tokens *toks, const char *const *triggers,
+                                              size_t n_triggers, rlx_error *err);
+
 #endif

@@ -24,6 +24,8 @@ void rlx_request_free(rlx_request *r)
     free(r->stop);
     free(r->session_id);
     free(r->grammar);
+    for (size_t i = 0; i < r->n_grammar_triggers; i++) free(r->grammar_triggers[i]);
+    free(r->grammar_triggers);
     free(r->input_ends);
     free(r);
 }

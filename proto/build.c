@@ -41,6 +41,13 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, 
     }
     if (b->session_id && !(q->session_id = strdup(b->session_id))) goto fail;
     if (b->grammar && !(q->grammar = strdup(b->grammar))) goto fail;
+    if (b->n_grammar_triggers) {
+        if (!(q->grammar_triggers = calloc(b->n_grammar_triggers, sizeof *q->grammar_triggers))) goto fail;
+        for (size_t i = 0; i < b->n_grammar_triggers; i++) {
+            if (!(q->grammar_triggers[i] = strdup(b->grammar_triggers[i]))) goto fail;
+            q->n_grammar_triggers = i + 1;
+        }
+    }
     q->session_replace = b->session_replace;
     if (!(q->prompt_ids = malloc((n_ids ? n_ids : 1) * sizeof *ids))) goto fail;
     if (n_ids) memcpy(q->prompt_ids, ids, n_ids * sizeof *ids);

@@ -136,6 +136,13 @@ const cJSON *rlx_api_find_tool(const rlx_api_request *r, const char *name);
  * ("tool_choice"), a tool whose parameters cannot be compiled a 400 naming "tools". */
 int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, char **gbnf,
                          rlx_api_error *e);
+/* tool_choice "auto": the same grammar for a lazy constraint (engine.h grammar_triggers) and
+ * its trigger, for the Hermes / Qwen format (<tool_call>): free text until the model opens a
+ * call, then a valid call of the tools (up to RLX_API_MAX_FORCED_CALLS, one without
+ * parallel_tool_calls), then nothing else. *gbnf NULL (unconstrained, as before) for other
+ * formats, other tool_choices, or a request that has its own grammar (response_format). */
+int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info, char **gbnf, const char **trigger,
+                              rlx_api_error *e);
 /* Internal (for tests): GBNF text with every reference to and definition of rule `from` named
  * `to` (literals, classes and comments untouched); malloc'ed, NULL when out of memory. */
 char *rlx__gbnf_rename(const char *gbnf, const char *from, const char *to);

@@ -157,11 +157,11 @@ static const char *think_rules(const rlx_tc_info *info, bool opened, char *buf, 
     return opened ? "rlx-tc-think " : "rlx-tc-think? ";
 }
 
-int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, char **gbnf,
-                         rlx_api_error *e)
+/* lazy: the grammar of tool_choice "auto", which starts at the format's trigger (no reasoning
+ * block before it: the stage waits for the trigger wherever it comes) */
+static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, bool lazy, char **gbnf,
+                        rlx_api_error *e)
 {
-    *gbnf = NULL;
-    if (r->tool_choice != RLX_TOOL_CHOICE_REQUIRED && r->tool_choice != RLX_TOOL_CHOICE_NAMED) return 0;
     int k = r->parallel_tool_calls ? RLX_API_MAX_FORCED_CALLS : 1;
     cJSON *schema = NULL;
     bool wrap = false; /* Hermes: the call's grammar inside <tool_call> markers */
@@ -206,7 +206,7 @@ int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool
     free(call);
     if (!body) return oom(e);
     char think[2048], root[512];
-    const char *pre = think_rules(info, opens_reasoning, think, sizeof think);
+    const char *pre = lazy ? (think[0] = 0, "") : think_rules(info, opens_reasoning, think, sizeof think);
     if (wrap)
         snprintf(root, sizeof root,
                  "root ::= %s\"<tool_call>\\n\" rlx-tc-call \"\\n</tool_call>\" "
@@ -231,4 +231,23 @@ int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool
     rlx_grammar_free(gr);
     *gbnf = g;
     return 0;
+}
+
+int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, char **gbnf,
+                         rlx_api_error *e)
+{
+    *gbnf = NULL;
+    if (r->tool_choice != RLX_TOOL_CHOICE_REQUIRED && r->tool_choice != RLX_TOOL_CHOICE_NAMED) return 0;
+    return tool_grammar(r, info, opens_reasoning, false, gbnf, e);
+}
+
+int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info, char **gbnf, const char **trigger,
+                              rlx_api_error *e)
+{
+    *gbnf = NULL;
+    *trigger = NULL;
+    if (r->tool_choice != RLX_TOOL_CHOICE_AUTO || info->format != RLX_TC_HERMES || r->base->grammar) return 0;
+    int rc = tool_grammar(r, info, false, true, gbnf, e);
+    if (!rc) *trigger = "<tool_call>";
+    return rc;
 }

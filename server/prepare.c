@@ -94,6 +94,19 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
                 free(r->base->grammar);
                 r->base->grammar = g;
             }
+            const char *trigger = NULL; /* "auto": a lazy grammar, from the call's opening marker on */
+            if (!rc && !g && !(rc = rlx_api_tool_grammar_auto(r, &m->tc, &g, &trigger, e)) && g) {
+                char **t = calloc(1, sizeof *t);
+                if (!t || !(t[0] = strdup(trigger))) {
+                    free(t);
+                    free(g);
+                    rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+                } else {
+                    r->base->grammar = g;
+                    r->base->grammar_triggers = t;
+                    r->base->n_grammar_triggers = 1;
+                }
+            }
         }
         free(prompt);
         return rc ? rc : check_prompt(j, 0, j->chat_ids, j->n_chat_ids, e);

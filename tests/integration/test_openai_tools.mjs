@@ -9,7 +9,8 @@
 // calls whose arguments validate (Ajv); parallel_tool_calls:false gives exactly one call;
 // `chat.completions.stream()` gives one tool_calls.function.arguments.done event per index and
 // finalChatCompletion() resolves; a role:"tool" round trip renders; runTools() with "required"
-// calls the JS function once per completion. Exits 77 (skip) when something is missing.
+// calls the JS function once per completion; tool_choice "auto" (Hermes) constrains a call
+// lazily, once the model opens <tool_call>. Exits 77 (skip) when something is missing.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -153,6 +154,29 @@ async function suite(client, fmt, extraBody) {
   console.log(`ok   ${fmt}: runTools() with "required" calls the tool 3 times with valid arguments`);
 }
 
+// tool_choice "auto" constrains lazily: free text until the model opens <tool_call>, a valid
+// call from there. logit_bias makes this random model open one; without the lazy grammar what
+// follows the marker is noise and no call parses.
+async function lazyAuto(client) {
+  const tok = await (await fetch(client.baseURL.replace(/\/v1$/, '') + '/tokenize', {
+    method: 'POST', body: JSON.stringify({ content: '<tool_call>' }) })).json();
+  assert(Array.isArray(tok.tokens) && tok.tokens.length === 1, 'tokenize <tool_call>: ' + JSON.stringify(tok));
+  const open = typeof tok.tokens[0] === 'number' ? tok.tokens[0] : tok.tokens[0].id;
+  for (let i = 0; i < 4; i++) {
+    const r = await client.chat.completions.create({ model: 'm', messages, tools, tool_choice: 'auto', max_tokens: 400,
+      temperature: 1.0, seed: 20 + i, logit_bias: { [open]: 100 }, parallel_tool_calls: i % 2 === 0 });
+    const ch = r.choices[0];
+    assert(ch.finish_reason === 'tool_calls', 'hermes auto: finish_reason ' + ch.finish_reason + ' ' + JSON.stringify(ch.message));
+    checkCalls(ch.message.tool_calls, 'hermes auto');
+    if (i % 2) assert(ch.message.tool_calls.length === 1, 'hermes auto, parallel_tool_calls false: ' + ch.message.tool_calls.length + ' calls');
+  }
+  // unbiased, the same request is free text (the model never opens a call): nothing is forced
+  const r = await client.chat.completions.create({ model: 'm', messages, tools, tool_choice: 'auto', max_tokens: 16, seed: 1 });
+  assert(r.choices[0].finish_reason === 'length' && typeof r.choices[0].message.content === 'string',
+         'hermes auto unbiased: ' + JSON.stringify(r.choices[0]));
+  console.log('ok   hermes: tool_choice "auto" constrains a call once the model opens one');
+}
+
 try {
   let client = await start(llama, []);
   await suite(client, 'generic', {});
@@ -163,6 +187,7 @@ try {
   await stop();
   client = await start(qwen, ['--chat-template', template(qwenTpl, 'qwen25')]);
   await suite(client, 'hermes', {});
+  await lazyAuto(client);
   await stop();
   client = await start(llama, ['--chat-template', template(llamaTpl, 'llama32')]);
   await suite(client, 'llama3', {});

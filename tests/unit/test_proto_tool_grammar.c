@@ -148,5 +148,48 @@ TEST(refusals)
     ASSERT_STR_EQ(e.param, "tool_choice");
 }
 
+/* tool_choice "auto": a lazy grammar from <tool_call> on for the Hermes format (also when the
+ * template thinks: the stage waits for the marker wherever it comes), none for the others or
+ * for a request with its own grammar */
+static char *auto_grammar(const char *body, const rlx_tc_info *info, const char **trigger)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    char *g = NULL;
+    *trigger = NULL;
+    if (rlx_api_parse(&r, RLX_API_CHAT, body, strlen(body), 1000, &e) == 0 && rlx_api_tool_grammar_auto(&r, info, &g, trigger, &e))
+        g = NULL;
+    rlx_api_request_free(&r);
+    return g;
+}
+
+TEST(auto_is_lazy_for_hermes)
+{
+    rlx_tc_info info;
+    const char *trigger;
+    rlx_tc_info_of(RLX_TC_HERMES, &info);
+    char *g = auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"auto\",\"parallel_tool_calls\":false}", &info, &trigger);
+    ASSERT(g);
+    ASSERT_STR_EQ(trigger, "<tool_call>");
+    ASSERT(accepts(g, "<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1}}\n</tool_call>"));
+    ASSERT(!accepts(g, "<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1}}\n</tool_call>\n"
+                       "<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>")); /* one call only */
+    free(g);
+    rlx_tc_info q3;
+    const char *src = "{%- if tools %}<tool_call>{%- endif %}<think></think>";
+    rlx_tc_detect(src, strlen(src), &q3);
+    g = auto_grammar("{" MSGS "," TOOLS "}", &q3, &trigger); /* tools without tool_choice: auto */
+    ASSERT(g && trigger);
+    ASSERT(accepts(g, "<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>"));
+    ASSERT(!accepts(g, "<think>x</think>\n<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>"));
+    free(g);
+    ASSERT(!auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"auto\",\"grammar\":\"root ::= \\\"x\\\"\"}", &info, &trigger));
+    ASSERT(!trigger);
+    ASSERT(!auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}", &info, &trigger));
+    ASSERT(!auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"none\"}", &info, &trigger));
+    rlx_tc_info_of(RLX_TC_LLAMA3, &info);
+    ASSERT(!auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"auto\"}", &info, &trigger));
+}
+
 TEST_MAIN(TEST_ENTRY(rename_rule), TEST_ENTRY(generic), TEST_ENTRY(hermes_and_reasoning), TEST_ENTRY(llama3),
-          TEST_ENTRY(refusals))
+          TEST_ENTRY(refusals), TEST_ENTRY(auto_is_lazy_for_hermes))

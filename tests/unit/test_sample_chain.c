@@ -333,6 +333,92 @@ TEST(grammar_stage_constrains_and_ends)
     rlx_grammar_vocab_free(v);
 }
 
+/* A lazy grammar stage (tool_choice "auto"): free text and any end until the trigger appears,
+ * split across tokens or inside one token with more bytes; then the grammar holds from the
+ * trigger's first byte; text after the trigger that the grammar refuses leaves it off. */
+static const char *const lz_text[] = {"", "x", "<t", "ool>", "<tool>", "{", "}", "a", "<tool>{a", "<tool>z", ""};
+static const size_t lz_len[] = {0, 1, 2, 4, 6, 1, 1, 1, 8, 7, 0};
+enum { LZ_X = 1, LZ_T1, LZ_T2, LZ_TOOL, LZ_OPEN, LZ_CLOSE, LZ_A, LZ_TOOL_OPEN_A, LZ_TOOL_Z, LZ_EOS, LZ_NV };
+static bool lz_eog(const void *ctx, int32_t t) { (void)ctx; return t == LZ_EOS; }
+
+static int32_t lz_pick(rlx_sampler *s, int32_t favourite)
+{
+    float l[LZ_NV], raw[LZ_NV];
+    for (int i = 0; i < LZ_NV; i++) raw[i] = (float)i * 0.01f;
+    raw[favourite] = 10.0f;
+    memcpy(l, raw, sizeof l);
+    int32_t tok = -1;
+    if (rlx_sampler_pick(s, l, raw, &tok, NULL)) return -1;
+    return tok;
+}
+
+static rlx_sampler *lz_sampler(rlx_grammar_vocab *v, uint8_t *mask)
+{
+    rlx_grammar_tokens toks = {.vocab = v, .texts = lz_text, .lens = lz_len, .mask = mask, .is_eog = lz_eog};
+    const char *src = "root ::= \"<tool>\" \"{\" \"a\"* \"}\"";
+    const char *const trig[] = {"<tool>"};
+    rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, NULL);
+    rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, trig, 1, NULL) : NULL;
+    rlx_sampling_params p = params(0.0f, 1);
+    rlx_sampler *s = st ? rlx_sampler_new(&p, LZ_NV) : NULL;
+    if (!s || rlx_sampler_add_stage(s, st)) {
+        rlx_sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+TEST(lazy_grammar_waits_for_its_trigger)
+{
+    rlx_grammar_vocab *v = rlx_grammar_vocab_new(LZ_NV, lz_text, lz_len);
+    uint8_t mask[LZ_NV];
+    ASSERT(v);
+    /* the trigger split across two tokens, after free text */
+    rlx_sampler *s = lz_sampler(v, mask);
+    ASSERT(s);
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_TOOL, false), 0); /* in the prompt: not a trigger */
+    ASSERT_EQ(lz_pick(s, LZ_X), LZ_X);
+    ASSERT(rlx_sampler_can_end(s) && !rlx_sampler_must_end(s));
+    ASSERT_EQ(lz_pick(s, LZ_EOS), LZ_EOS); /* ending is allowed before any call */
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_X, true), 0);
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_T1, true), 0);
+    ASSERT_EQ(lz_pick(s, LZ_X), LZ_X); /* "<t" is not the trigger yet */
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_T2, true), 0);
+    ASSERT(!rlx_sampler_can_end(s));
+    ASSERT_EQ(lz_pick(s, LZ_X), LZ_OPEN); /* the call now: only "{" continues it */
+    ASSERT_EQ(lz_pick(s, LZ_EOS), LZ_OPEN);
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_OPEN, true), 0);
+    ASSERT_EQ(lz_pick(s, LZ_X), LZ_A); /* of "a" and "}", the likelier */
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_A, true), 0);
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_CLOSE, true), 0);
+    ASSERT(rlx_sampler_can_end(s) && rlx_sampler_must_end(s));
+    rlx_sampler_free(s);
+    /* the trigger and more of the call in one token */
+    s = lz_sampler(v, mask);
+    ASSERT(s);
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_TOOL_OPEN_A, true), 0);
+    ASSERT_EQ(lz_pick(s, LZ_OPEN), LZ_A);
+    ASSERT(!rlx_sampler_can_end(s));
+    rlx_sampler_free(s);
+    /* the trigger, then bytes the grammar refuses in the same token: unconstrained from then on */
+    s = lz_sampler(v, mask);
+    ASSERT(s);
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_TOOL_Z, true), 0);
+    ASSERT_EQ(lz_pick(s, LZ_X), LZ_X);
+    ASSERT_EQ(rlx_sampler_accept(s, LZ_TOOL, true), 0); /* and a later trigger does not rearm it */
+    ASSERT_EQ(lz_pick(s, LZ_X), LZ_X);
+    ASSERT(rlx_sampler_can_end(s));
+    rlx_sampler_free(s);
+    /* bad triggers are refused */
+    const char *src = "root ::= \"a\"";
+    rlx_grammar_tokens toks = {.vocab = v, .texts = lz_text, .lens = lz_len, .mask = mask, .is_eog = lz_eog};
+    const char *const empty[] = {""};
+    rlx_error err = {0};
+    ASSERT(!rlx_grammar_stage_new_lazy(rlx_grammar_compile(src, strlen(src), NULL, NULL), &toks, empty, 1, &err));
+    ASSERT_EQ(err.code, RLX_EINVAL);
+    rlx_grammar_vocab_free(v);
+}
+
 int main(void)
 {
     static const rlx_test_case cases[] = {
@@ -343,6 +429,7 @@ int main(void)
         TEST_ENTRY(stages_are_told_prompt_and_generated_tokens_and_may_veto_the_end),
         TEST_ENTRY(add_stage_takes_ownership_also_on_refusal),
         TEST_ENTRY(grammar_stage_constrains_and_ends),
+        TEST_ENTRY(lazy_grammar_waits_for_its_trigger),
     };
     return rlx_test_run(cases, RLX_ARRAY_LEN(cases));
 }
