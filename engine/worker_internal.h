@@ -63,6 +63,8 @@ typedef struct seq {
     rlx_stop_matcher stop;      /* the request's stop strings over the detokenized text */
     wsession *session;          /* NULL if none */
     int32_t n_history;          /* leading tokens that came from the session's history */
+    int32_t roll_pos;           /* a session's latest decode checkpoint (sched.c), 0 if none */
+    uint64_t roll_hash;
     /* speculative decoding (engine/spec.h): this step's draft tokens, computed after the
      * pending token at positions n_computed + 1.. (their rows follow out_row), and the draft
      * length control */
@@ -117,6 +119,8 @@ struct rlx_worker {
     uint64_t *b_inflight;       /* content hashes of the full blocks this step computes */
     int32_t n_inflight, cap_inflight;
     float *sample_scratch;      /* n_vocab floats: the sampler works on a copy of the logits */
+    int32_t ckpt_every;         /* prefill tokens between state checkpoints (a multiple of the
+                                   block size; sched.c) */
 
     /* embeddings (worker_embed.c; worker thread): requests in arrival order, and per step sequence
      * its memory, request and input */
@@ -163,6 +167,8 @@ void rlx__emit(rlx_request *r, rlx_event *ev);
 void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why);
 void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg);
 void rlx__seq_free(rlx_worker *w, seq *s);
+/* Copies the state checkpoint cache's counters into w->stats (mu held). */
+void rlx__ckpt_stats(rlx_worker *w);
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err);
 void rlx__grammar_vocab_free(rlx_worker *w); /* worker teardown */
 /* worker_embed.c: an embedding worker's side of the step (worker thread) */
