@@ -9,10 +9,13 @@
  *
  * A model with recurrent state shares a prefix only where a checkpoint of the state was taken
  * (engine/memory.h); the policy is here: a prefill chunk stops at the prompt's end rounded down
- * to a block (the longest prefix an identical prompt can reuse) and at every multiple of
- * ckpt_every, and a checkpoint is taken there after the step; a session's sequence also takes
- * one at each block boundary while decoding, dropping its previous one, so the next turn
- * finds the state at the history's last full block. */
+ * to a block (the longest prefix an identical prompt, or a session's next turn, can reuse) and
+ * at every multiple of ckpt_every, and a checkpoint is taken there after the step. Only
+ * positions computed as prompt tokens are checkpointed or reused (token_kind: a generated
+ * token's arithmetic differs from a prompt token's in the last bits, and a later prompt holding
+ * it computes it as a prompt token), so a hit gives exactly the numbers of a computation from
+ * position 0: a session's next turn restarts at its previous prompt's checkpoint and
+ * recomputes the generated tokens after it. */
 #include "engine/worker_internal.h"
 #include <math.h>
 
@@ -255,11 +258,21 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     return 0;
 }
 
+/* Positions of s computed with prompt arithmetic (token_kind RLX_TOKEN_PROMPT): the most a
+ * state checkpoint may cover. */
+static int32_t prompt_span(const seq *s)
+{
+    return s->n_prompt == 1 ? 0 : s->n_prompt - s->n_prompt % 4;
+}
+
 /* Reuses cached full blocks of the sequence's tokens (never the block holding the last token,
  * whose logits must be computed), where the model's memory can share a prefix. */
 static void prefix_lookup(rlx_worker *w, seq *s)
 {
-    s->n_computed += rlx_memory_prefix_lookup(&w->runner->mem, &s->mem, s->tokens, s->n_tokens);
+    rlx_memory *m = &w->runner->mem;
+    /* a state checkpoint only within the prompt positions (take_checkpoint) */
+    int32_t n = m->has_state ? RLX_MIN(s->n_tokens, prompt_span(s) + 1) : s->n_tokens;
+    s->n_computed += rlx_memory_prefix_lookup(m, &s->mem, s->tokens, n);
 }
 
 /* The tokens of s to compute in this step within budget: with a checkpoint cache a prefill
@@ -281,14 +294,9 @@ static void take_checkpoint(rlx_worker *w, seq *s)
 {
     rlx_memory *m = &w->runner->mem;
     int32_t pos = s->n_computed, B = rlx_memory_block_size(m);
-    if (!rlx_memory_has_ckpt(m) || pos <= 0 || pos % B) return;
-    bool prefill = pos <= s->n_prompt;
-    if (prefill ? pos != (s->n_prompt - 1) / B * B && pos % w->ckpt_every : !s->session) return;
-    int r = rlx_memory_checkpoint(m, &s->mem, pos);
-    if (prefill || r != 2) return;
-    if (s->roll_pos) rlx_memory_checkpoint_drop(m, s->roll_hash, s->roll_pos); /* superseded */
-    s->roll_pos = pos;
-    s->roll_hash = s->mem.ckpt_hash;
+    if (!rlx_memory_has_ckpt(m) || pos <= 0 || pos % B || pos > prompt_span(s)) return;
+    if (pos != (s->n_prompt - 1) / B * B && pos % w->ckpt_every) return;
+    rlx_memory_checkpoint(m, &s->mem, pos);
 }
 
 /* Records the content hashes of the full blocks s completes with its next k tokens in this

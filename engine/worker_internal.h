@@ -63,8 +63,6 @@ typedef struct seq {
     rlx_stop_matcher stop;      /* the request's stop strings over the detokenized text */
     wsession *session;          /* NULL if none */
     int32_t n_history;          /* leading tokens that came from the session's history */
-    int32_t roll_pos;           /* a session's latest decode checkpoint (sched.c), 0 if none */
-    uint64_t roll_hash;
     /* speculative decoding (engine/spec.h): this step's draft tokens, computed after the
      * pending token at positions n_computed + 1.. (their rows follow out_row), and the draft
      * length control */
