@@ -265,6 +265,13 @@ static int32_t prompt_span(const seq *s)
     return s->n_prompt == 1 ? 0 : s->n_prompt - s->n_prompt % 4;
 }
 
+/* The checkpoint at s's prompt end: the last block boundary before its last token (the most an
+ * identical prompt can reuse) within the prompt-arithmetic positions. */
+static int32_t prompt_ckpt(const seq *s, int32_t B)
+{
+    return RLX_MIN((s->n_prompt - 1) / B, prompt_span(s) / B) * B;
+}
+
 /* Reuses cached full blocks of the sequence's tokens (never the block holding the last token,
  * whose logits must be computed), where the model's memory can share a prefix. */
 static void prefix_lookup(rlx_worker *w, seq *s)
@@ -284,7 +291,7 @@ static int32_t chunk_len(const rlx_worker *w, const seq *s, int32_t budget)
     const rlx_memory *m = &w->runner->mem;
     if (k <= 1 || !rlx_memory_has_ckpt(m)) return k;
     int32_t B = rlx_memory_block_size(m), from = s->n_computed, N = w->ckpt_every;
-    int32_t end = (s->n_prompt - 1) / B * B, next = (from / N + 1) * N;
+    int32_t end = prompt_ckpt(s, B), next = (from / N + 1) * N;
     if (end > from && end < next) next = end;
     return next < from + k ? next - from : k;
 }
@@ -295,7 +302,7 @@ static void take_checkpoint(rlx_worker *w, seq *s)
     rlx_memory *m = &w->runner->mem;
     int32_t pos = s->n_computed, B = rlx_memory_block_size(m);
     if (!rlx_memory_has_ckpt(m) || pos <= 0 || pos % B || pos > prompt_span(s)) return;
-    if (pos != (s->n_prompt - 1) / B * B && pos % w->ckpt_every) return;
+    if (pos != prompt_ckpt(s, B) && pos % w->ckpt_every) return;
     rlx_memory_checkpoint(m, &s->mem, pos);
 }
 
