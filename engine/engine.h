@@ -189,7 +189,7 @@ typedef struct rlx_worker_stats {
     int32_t state_slots_used, state_slots_total; /* recurrent-state slots (hybrid models; else 0) */
     int32_t state_ckpt_entries;                  /* recurrent-state checkpoints held, and their bytes */
     uint64_t state_ckpt_bytes;
-    uint64_t state_ckpt_hits, state_ckpt_evictions; /* sequences started from one; dropped for the budget */
+    uint64_t state_ckpt_hits, state_ckpt_evictions; /* requests started at one; dropped for the budget */
     uint64_t prompt_tokens, generated_tokens;
     uint64_t prefix_queries, prefix_hits;  /* in tokens */
     uint64_t preemptions;

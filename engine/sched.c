@@ -50,7 +50,6 @@ void rlx__ckpt_stats(rlx_worker *w)
     const rlx_ckpt_cache *c = &w->runner->mem.ckpt;
     w->stats.state_ckpt_entries = c->n_entries;
     w->stats.state_ckpt_bytes = rlx_ckpt_bytes(c);
-    w->stats.state_ckpt_hits = c->hits;
     w->stats.state_ckpt_evictions = c->evictions;
 }
 
@@ -681,6 +680,7 @@ int rlx__sched_step(rlx_worker *w)
             w->queued--;
             w->stats.prefix_queries += (uint64_t)s->n_prompt;
             w->stats.prefix_hits += (uint64_t)hit;
+            if (hit > 0 && rn->mem.has_state) w->stats.state_ckpt_hits++;
             w->stats.prompt_tokens += (uint64_t)s->n_prompt;
             pthread_mutex_unlock(&w->mu);
         }

@@ -123,7 +123,7 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
         {"rlxd_state_slots_total", "gauge", "Recurrent-state slots of the model (--max-seqs for hybrid models; 0 for others)."},
         {"rlxd_state_checkpoints", "gauge", "Recurrent-state checkpoints held (hybrid models, --state-cache-mb)."},
         {"rlxd_state_checkpoint_bytes", "gauge", "Bytes of the recurrent-state checkpoints held."},
-        {"rlxd_state_checkpoint_hits_total", "counter", "Sequences started from a recurrent-state checkpoint (prefix reused)."},
+        {"rlxd_state_checkpoint_hits_total", "counter", "Requests whose prompt started at a recurrent-state checkpoint (prefix reused)."},
         {"rlxd_state_checkpoint_evictions_total", "counter", "Recurrent-state checkpoints dropped for the --state-cache-mb budget."},
     };
     for (size_t g = 0; g < RLX_ARRAY_LEN(gauges); g++) {

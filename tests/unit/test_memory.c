@@ -98,6 +98,7 @@ static int stub_state_read(rlx_backend *be, int32_t layer, int32_t slot, void *b
     stub *s = (stub *)be;
     if (layer != stub_layer(s, RLX_MEM_STATE) || slot < 0 || slot >= s->desc.n_state_slots)
         return rlx_errorf(err, RLX_ERANGE, "stub: no state slot %d in layer %d", slot, layer);
+    memset(buf, 0, (size_t)s->layers[layer].state_bytes);
     memcpy(buf, &s->state[slot], sizeof(uint64_t));
     if (s->layers[layer].state_bytes >= 16) {
         uint64_t pos = (uint64_t)s->next_pos[slot];
@@ -181,6 +182,8 @@ static stub *stub_new(void)
 static const rlx_mem_layer hybrid[2] = {{RLX_MEM_STATE, 0, 8}, {RLX_MEM_KV, 2, 0}};
 static const rlx_mem_layer kv_only[2] = {{RLX_MEM_NONE, 0, 0}, {RLX_MEM_KV, 2, 0}};
 static const rlx_mem_layer hybrid_pos[2] = {{RLX_MEM_STATE, 0, 16}, {RLX_MEM_KV, 2, 0}}; /* state + position */
+/* the same with 400 KiB of state: a budget of 1 MiB holds two checkpoints */
+static const rlx_mem_layer hybrid_big[2] = {{RLX_MEM_STATE, 0, 400 << 10}, {RLX_MEM_KV, 2, 0}};
 
 TEST(memory_hybrid_slots)
 {
@@ -593,6 +596,23 @@ TEST(hybrid_model_checkpoints_share_prefixes)
     ASSERT(hits >= N_SEQ - 1); /* the first computes the prefix, the others start at 8 */
 }
 
+/* A budget of two checkpoints for eight prompts: checkpoints are evicted (least recently used
+ * first), prompts whose checkpoint is gone are recomputed, and every output is its solo one. */
+TEST(hybrid_model_checkpoints_evicted_under_a_tiny_budget)
+{
+    static result solo[N_SEQ], batch[N_SEQ];
+    rlx_worker_stats st;
+    int32_t max_slot = 0;
+    solo_vs_batched(hybrid_big, 1, solo, batch, &st, &max_slot);
+    if (rlx_test_failed_ || rlx_test_skipped_) return;
+    fprintf(stderr, "  checkpoints %d, evictions %llu, restores %llu\n", st.state_ckpt_entries,
+            (unsigned long long)st.state_ckpt_evictions, (unsigned long long)st.state_ckpt_hits);
+    ASSERT(st.state_ckpt_entries >= 1 && st.state_ckpt_entries <= 2);
+    ASSERT_EQ(st.state_ckpt_bytes, (uint64_t)st.state_ckpt_entries * (400 << 10));
+    ASSERT(st.state_ckpt_evictions > 0);
+}
+
 TEST_MAIN(TEST_ENTRY(memory_hybrid_slots), TEST_ENTRY(memory_kv_prefix_sharing), TEST_ENTRY(memory_state_checkpoints),
           TEST_ENTRY(backends_and_state_layers), TEST_ENTRY(hybrid_model_batching_and_preemption),
-          TEST_ENTRY(kv_only_model_shares_prefixes), TEST_ENTRY(hybrid_model_checkpoints_share_prefixes))
+          TEST_ENTRY(kv_only_model_shares_prefixes), TEST_ENTRY(hybrid_model_checkpoints_share_prefixes),
+          TEST_ENTRY(hybrid_model_checkpoints_evicted_under_a_tiny_budget))
