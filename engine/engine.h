@@ -255,7 +255,8 @@ int32_t rlx_worker_embd_limit(const rlx_worker *w);
 /* The KV pool as built: element type (RLX_F16, RLX_F32, RLX_Q8_0), tokens per block, blocks. */
 void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks);
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
-/* Memory the model holds: its weights' bytes and its KV pool's (and state slots') bytes. */
+/* Memory the model holds: its weights' bytes and its KV pool's (and state slots', and the state
+ * checkpoints' budget's) bytes. */
 void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv);
 
 /* ---- admission (admit.c) --------------------------------------------------------------------

@@ -360,7 +360,10 @@ void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv)
 {
     const rlx_mem_desc *d = &w->runner->kv_geo;
     if (weights) *weights = w->runner->weight_bytes;
-    if (kv) *kv = rlx_mem_block_bytes(d) * (size_t)d->n_blocks + rlx_mem_slot_bytes(d) * (size_t)d->n_state_slots;
+    const rlx_ckpt_cache *c = &w->runner->mem.ckpt; /* at most its budget, once filled */
+    if (kv)
+        *kv = rlx_mem_block_bytes(d) * (size_t)d->n_blocks + rlx_mem_slot_bytes(d) * (size_t)d->n_state_slots +
+              (size_t)c->max_entries * c->entry_bytes;
 }
 
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)
