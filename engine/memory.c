@@ -267,11 +267,6 @@ int rlx_memory_checkpoint(rlx_memory *m, rlx_mem_seq *ms, int32_t pos)
     return held;
 }
 
-void rlx_memory_checkpoint_drop(rlx_memory *m, uint64_t hash, int32_t pos)
-{
-    rlx_ckpt_drop(&m->ckpt, hash, pos);
-}
-
 bool rlx_memory_checkpoint_read(rlx_memory *m, uint64_t hash, int32_t pos, void *out)
 {
     const uint8_t *src = rlx_ckpt_find(&m->ckpt, hash, pos, false);

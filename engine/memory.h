@@ -17,7 +17,7 @@
  * a checkpoint was taken: the prefix lookup takes the longest block-aligned prefix whose KV
  * blocks are all cached AND whose checkpoint is held, restores the state slot from it and
  * starts there (else at 0). When the scheduler takes checkpoints is its policy (engine/sched.c:
- * prompt ends rounded down to a block, every N prefill tokens, a session's last block).
+ * prompt ends rounded down to a block and every N prefill tokens, prompt positions only).
  * Session pins and snapshots of such a model cover the blocks up to the sequence's latest
  * checkpoint (rlx_mem_seq.ckpt_pos), and a snapshot carries that checkpoint's bytes. Without a
  * checkpoint cache a model with state layers shares nothing, pins nothing and writes no
@@ -96,8 +96,9 @@ int rlx_mem_seq_reserve(const rlx_memory *m, rlx_mem_seq *ms, int64_t n_pos);
  * state layers. 0; RLX_EFULL when the pool has no block or slot left now (what was added
  * stays); RLX_ENOMEM; or the backend's error clearing a slot. */
 int rlx_memory_grow(rlx_memory *m, rlx_mem_seq *ms, int32_t n_pos);
-/* Drops all of ms's memory (blocks stay cached while registered; the slot is freed). Used for
- * finishing and for preemption, after which the sequence is recomputed from position 0. */
+/* Drops all of ms's memory (blocks stay cached while registered; the slot is freed; the
+ * checkpoints taken stay in the cache). Used for finishing and for preemption, after which the
+ * sequence is recomputed from position 0, or from a checkpoint its next lookup finds. */
 void rlx_memory_release(rlx_memory *m, rlx_mem_seq *ms);
 
 /* Whether a sequence may start computing at position pos with memory computed by others
@@ -125,8 +126,6 @@ void rlx_memory_commit(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, in
  * held (made most recently used), 0 when not taken (no state layers, no cache, pos not at the
  * registered end, or the backend failed). Sets ms->ckpt_pos/ckpt_hash when 1 or 2. */
 int rlx_memory_checkpoint(rlx_memory *m, rlx_mem_seq *ms, int32_t pos);
-/* Forgets a checkpoint (a sequence's superseded one). */
-void rlx_memory_checkpoint_drop(rlx_memory *m, uint64_t hash, int32_t pos);
 /* Copies the held checkpoint (hash, pos) to out (state_bytes); false if not held. */
 bool rlx_memory_checkpoint_read(rlx_memory *m, uint64_t hash, int32_t pos, void *out);
 /* Stores a checkpoint's bytes (a restored snapshot); false when the cache cannot hold it. */

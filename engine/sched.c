@@ -282,8 +282,8 @@ static void prefix_lookup(rlx_worker *w, seq *s)
 }
 
 /* The tokens of s to compute in this step within budget: with a checkpoint cache a prefill
- * chunk ends at the next checkpoint position (chunked prefill gives the same numbers wherever
- * it is cut: engine/sched.c token_kind). */
+ * chunk ends at the next checkpoint position (a prompt gives the same numbers wherever its
+ * chunks are cut: see token_kind). */
 static int32_t chunk_len(const rlx_worker *w, const seq *s, int32_t budget)
 {
     int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
