@@ -175,6 +175,11 @@ typedef struct rlx_worker_config {
     /* Speculative decoding by prompt lookup (engine/spec.h): draft tokens per step at most;
      * 0: the default (8); < 0: off. Never for models with recurrent-state layers. */
     int32_t draft_max;
+    /* Recurrent-state checkpoints of a model with state layers (engine/memory.h): their memory
+     * budget in MiB (0: the default, 256; < 0: none, such a model then shares no prefix) and
+     * the prefill tokens between two (0: max_batch_tokens rounded down to a KV block). */
+    int64_t state_cache_mib;
+    int32_t state_ckpt_every;
     /* Seams for tests and embedders (engine/runner.h): a backend to run on instead of creating
      * `backend` (the worker takes it, also when starting fails), and the model's memory
      * description (one entry per layer) instead of the builder's. NULL: the usual. */
@@ -188,6 +193,9 @@ typedef struct rlx_worker_stats {
     int32_t running, waiting;
     double kv_usage;           /* fraction of KV blocks in use (state slots for a model with no KV) */
     int32_t state_slots_used, state_slots_total; /* recurrent-state slots (hybrid models; else 0) */
+    int32_t state_ckpt_entries;                  /* recurrent-state checkpoints held, and their bytes */
+    uint64_t state_ckpt_bytes;
+    uint64_t state_ckpt_hits, state_ckpt_evictions; /* requests started at one; dropped for the budget */
     uint64_t prompt_tokens, generated_tokens;
     uint64_t prefix_queries, prefix_hits;  /* in tokens */
     uint64_t preemptions;
@@ -253,7 +261,8 @@ int32_t rlx_worker_embd_limit(const rlx_worker *w);
 /* The KV pool as built: element type (RLX_F16, RLX_F32, RLX_Q8_0), tokens per block, blocks. */
 void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, int32_t *n_blocks);
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
-/* Memory the model holds: its weights' bytes and its KV pool's (and state slots') bytes. */
+/* Memory the model holds: its weights' bytes and its KV pool's (and state slots', and the state
+ * checkpoints' budget's) bytes. */
 void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv);
 
 /* ---- admission (admit.c) --------------------------------------------------------------------

@@ -19,6 +19,7 @@ int rlx_memory_init(rlx_memory *m, rlx_backend *be, const rlx_mem_desc *d, rlx_k
         if (x.kind == RLX_MEM_STATE) {
             m->has_state = true;
             if ((size_t)x.state_bytes > zero) zero = (size_t)x.state_bytes;
+            m->state_bytes += (size_t)x.state_bytes;
         }
     }
     if (m->has_state && (!be->ops->state_write || d->n_state_slots <= 0))
@@ -43,9 +44,17 @@ int rlx_memory_init(rlx_memory *m, rlx_backend *be, const rlx_mem_desc *d, rlx_k
 void rlx_memory_free(rlx_memory *m)
 {
     if (m->kv) rlx_kv_free(m->kv);
+    rlx_ckpt_free(&m->ckpt);
     free(m->free_slots);
     free(m->zeros);
     memset(m, 0, sizeof *m);
+}
+
+int rlx_memory_state_cache(rlx_memory *m, size_t budget_bytes, rlx_error *err)
+{
+    rlx_ckpt_free(&m->ckpt);
+    if (!m->has_state || !m->be->ops->state_read) return 0;
+    return rlx_ckpt_init(&m->ckpt, m->state_bytes, budget_bytes, err);
 }
 
 double rlx_memory_usage(const rlx_memory *m)
@@ -87,15 +96,18 @@ int rlx_mem_seq_reserve(const rlx_memory *m, rlx_mem_seq *ms, int64_t n_pos)
     return ensure_table(ms, (int32_t)need) ? 0 : RLX_ENOMEM;
 }
 
-/* Takes a free slot and clears it in every state layer. */
-static int take_slot(rlx_memory *m, rlx_mem_seq *ms)
+/* Takes a free slot and clears it in every state layer, or fills it from a checkpoint (src:
+ * the state layers' bytes in layer order). */
+static int take_slot(rlx_memory *m, rlx_mem_seq *ms, const uint8_t *src)
 {
     if (m->n_free_slots == 0) return RLX_EFULL;
     int32_t slot = m->free_slots[m->n_free_slots - 1];
     for (int32_t l = 0; l < m->desc.n_layers; l++) {
-        if (rlx_mem_desc_layer(&m->desc, l).kind != RLX_MEM_STATE) continue;
-        int rc = m->be->ops->state_write(m->be, l, slot, m->zeros, NULL);
+        rlx_mem_layer x = rlx_mem_desc_layer(&m->desc, l);
+        if (x.kind != RLX_MEM_STATE) continue;
+        int rc = m->be->ops->state_write(m->be, l, slot, src ? src : m->zeros, NULL);
         if (rc) return rc;
+        if (src) src += x.state_bytes;
     }
     m->n_free_slots--;
     ms->slot = slot;
@@ -107,7 +119,7 @@ int rlx_memory_grow(rlx_memory *m, rlx_mem_seq *ms, int32_t n_pos)
     int32_t B = m->desc.block_size, need = (n_pos + B - 1) / B;
     if (!ensure_table(ms, need)) return RLX_ENOMEM;
     if (m->has_state && ms->slot < 0) {
-        int rc = take_slot(m, ms);
+        int rc = take_slot(m, ms, NULL);
         if (rc) return rc;
     }
     while (ms->n_blocks < need) {
@@ -126,11 +138,13 @@ void rlx_memory_release(rlx_memory *m, rlx_mem_seq *ms)
     ms->last_hash = 0;
     if (ms->slot >= 0) m->free_slots[m->n_free_slots++] = ms->slot;
     ms->slot = -1;
+    ms->ckpt_pos = 0;
+    ms->ckpt_hash = 0;
 }
 
 bool rlx_memory_prefix_reusable(const rlx_memory *m, int32_t pos)
 {
-    return pos == 0 || !m->has_state;
+    return pos == 0 || !m->has_state || (rlx_ckpt_enabled(&m->ckpt) && pos % m->desc.block_size == 0);
 }
 
 uint64_t rlx_memory_hash(uint64_t parent, const int32_t *tokens, int32_t n)
@@ -138,10 +152,51 @@ uint64_t rlx_memory_hash(uint64_t parent, const int32_t *tokens, int32_t n)
     return rlx_kv_hash(parent, tokens, n);
 }
 
+/* A model with state layers: the longest prefix of cached KV blocks (for its attention layers;
+ * none needed without) that ends where a checkpoint is held; the blocks past it go back, the
+ * state slot is filled from the checkpoint. */
+static int32_t state_prefix_lookup(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, int32_t n_tokens)
+{
+    int32_t B = m->desc.block_size, best = 0;
+    uint64_t h = 0, best_hash = 0;
+    if (ms->n_blocks || ms->slot >= 0 || m->n_free_slots == 0) return 0;
+    for (int32_t i = 0; (i + 1) * B <= n_tokens - 1; i++) {
+        if (!ensure_table(ms, i + 1)) break;
+        h = rlx_kv_hash(h, tokens + (size_t)i * B, B);
+        if (m->has_kv) {
+            int32_t b = rlx_kv_lookup(m->kv, h);
+            if (b < 0) break;
+            ms->blocks[ms->n_blocks++] = b;
+        }
+        if (rlx_ckpt_contains(&m->ckpt, h, (i + 1) * B)) { best = i + 1; best_hash = h; }
+    }
+    /* blocks past the checkpoint go back (still cached); without KV layers the table is
+     * filled with fresh blocks, which only count positions */
+    while (ms->n_blocks > best) rlx_kv_release(m->kv, ms->blocks[--ms->n_blocks]);
+    const uint8_t *src = best ? rlx_ckpt_find(&m->ckpt, best_hash, best * B, true) : NULL;
+    bool ok = src != NULL;
+    while (ok && ms->n_blocks < best) {
+        int32_t b = rlx_kv_alloc(m->kv);
+        if (b < 0) ok = false;
+        else ms->blocks[ms->n_blocks++] = b;
+    }
+    if (ok && take_slot(m, ms, src) == 0) {
+        ms->n_hashed = best;
+        ms->last_hash = best_hash;
+        ms->ckpt_pos = best * B;
+        ms->ckpt_hash = best_hash;
+        return best * B;
+    }
+    if (src) m->ckpt.hits--; /* not used after all */
+    rlx_memory_release(m, ms);
+    return 0;
+}
+
 int32_t rlx_memory_prefix_lookup(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, int32_t n_tokens)
 {
     int32_t B = m->desc.block_size, got = 0;
     if (!rlx_memory_prefix_reusable(m, B)) return 0;
+    if (m->has_state) return state_prefix_lookup(m, ms, tokens, n_tokens);
     while ((ms->n_hashed + 1) * B <= n_tokens - 1 && ensure_table(ms, ms->n_blocks + 1)) {
         uint64_t h = rlx_kv_hash(ms->last_hash, tokens + (size_t)ms->n_hashed * B, B);
         int32_t b = rlx_kv_lookup(m->kv, h);
@@ -186,14 +241,63 @@ void rlx_memory_commit(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, in
     }
 }
 
-int32_t rlx_memory_pin(rlx_memory *m, const rlx_mem_seq *ms, int32_t *out)
+int rlx_memory_checkpoint(rlx_memory *m, rlx_mem_seq *ms, int32_t pos)
 {
+    int32_t B = m->desc.block_size;
+    if (!m->has_state || !rlx_ckpt_enabled(&m->ckpt) || ms->slot < 0 || pos <= 0 || pos != ms->n_hashed * B)
+        return 0;
+    uint64_t h = ms->last_hash;
+    int held = rlx_ckpt_contains(&m->ckpt, h, pos) ? 1 : 2;
+    uint8_t *dst = rlx_ckpt_put(&m->ckpt, h, pos);
+    if (!dst) return 0;
+    if (held == 2) {
+        uint8_t *p = dst;
+        for (int32_t l = 0; l < m->desc.n_layers; l++) {
+            rlx_mem_layer x = rlx_mem_desc_layer(&m->desc, l);
+            if (x.kind != RLX_MEM_STATE) continue;
+            if (m->be->ops->state_read(m->be, l, ms->slot, p, NULL)) {
+                rlx_ckpt_drop(&m->ckpt, h, pos);
+                return 0;
+            }
+            p += x.state_bytes;
+        }
+    }
+    ms->ckpt_pos = pos;
+    ms->ckpt_hash = h;
+    return held;
+}
+
+bool rlx_memory_checkpoint_read(rlx_memory *m, uint64_t hash, int32_t pos, void *out)
+{
+    const uint8_t *src = rlx_ckpt_find(&m->ckpt, hash, pos, false);
+    if (src) memcpy(out, src, m->state_bytes);
+    return src != NULL;
+}
+
+bool rlx_memory_checkpoint_store(rlx_memory *m, uint64_t hash, int32_t pos, const void *bytes)
+{
+    uint8_t *dst = m->has_state ? rlx_ckpt_put(&m->ckpt, hash, pos) : NULL;
+    if (dst) memcpy(dst, bytes, m->state_bytes);
+    return dst != NULL;
+}
+
+int32_t rlx_memory_pin(rlx_memory *m, const rlx_mem_seq *ms, int32_t *out, uint64_t *last_hash)
+{
+    *last_hash = 0;
     if (!rlx_memory_prefix_reusable(m, m->desc.block_size)) return 0;
-    for (int32_t i = 0; i < ms->n_hashed; i++) {
+    int32_t n = ms->n_hashed;
+    uint64_t h = ms->last_hash;
+    if (m->has_state) { /* up to the latest checkpoint: a state cannot be cut back further */
+        n = ms->ckpt_pos / m->desc.block_size;
+        h = ms->ckpt_hash;
+        if (n > ms->n_hashed || !rlx_ckpt_contains(&m->ckpt, h, ms->ckpt_pos)) n = 0;
+    }
+    for (int32_t i = 0; i < n; i++) {
         out[i] = ms->blocks[i];
         rlx_kv_retain(m->kv, out[i]);
     }
-    return ms->n_hashed;
+    if (n) *last_hash = h;
+    return n;
 }
 
 void rlx_memory_unpin(rlx_memory *m, const int32_t *blocks, int32_t n)
@@ -203,7 +307,8 @@ void rlx_memory_unpin(rlx_memory *m, const int32_t *blocks, int32_t n)
 
 bool rlx_memory_snapshots(const rlx_memory *m)
 {
-    return m->has_kv && !m->has_state && m->be->ops->kv_read_block && m->be->ops->kv_write_block;
+    if (m->has_state) return rlx_ckpt_enabled(&m->ckpt) && (!m->has_kv || (m->be->ops->kv_read_block && m->be->ops->kv_write_block));
+    return m->has_kv && m->be->ops->kv_read_block && m->be->ops->kv_write_block;
 }
 
 size_t rlx_memory_layer_block_bytes(const rlx_memory *m, int32_t layer)

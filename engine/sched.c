@@ -5,7 +5,17 @@
  * model's memory allows it. When memory runs out, the newest running sequence is preempted:
  * its memory is released (KV blocks stay cached while registered, a state slot is freed) and
  * it is recomputed later from its tokens, so outputs never change. All per-sequence memory
- * goes through engine/memory.h. */
+ * goes through engine/memory.h.
+ *
+ * A model with recurrent state shares a prefix only where a checkpoint of the state was taken
+ * (engine/memory.h); the policy is here: a prefill chunk stops at the prompt's end rounded down
+ * to a block (the longest prefix an identical prompt, or a session's next turn, can reuse) and
+ * at every multiple of ckpt_every, and a checkpoint is taken there after the step. Only
+ * positions computed as prompt tokens are checkpointed or reused (token_kind: a generated
+ * token's arithmetic differs from a prompt token's in the last bits, and a later prompt holding
+ * it computes it as a prompt token), so a hit gives exactly the numbers of a computation from
+ * position 0: a session's next turn restarts at its previous prompt's checkpoint and
+ * recomputes the generated tokens after it. */
 #include "engine/worker_internal.h"
 #include <math.h>
 
@@ -33,6 +43,14 @@ void rlx__request_cancelled(rlx_worker *w, rlx_request *req)
     rlx__emit(req, &ev);
     queued_dec(w);
     rlx_request_free(req);
+}
+
+void rlx__ckpt_stats(rlx_worker *w)
+{
+    const rlx_ckpt_cache *c = &w->runner->mem.ckpt;
+    w->stats.state_ckpt_entries = c->n_entries;
+    w->stats.state_ckpt_bytes = rlx_ckpt_bytes(c);
+    w->stats.state_ckpt_evictions = c->evictions;
 }
 
 static void remove_from(seq **arr, int32_t *n, seq *s)
@@ -241,11 +259,52 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     return 0;
 }
 
+/* Positions of s computed with prompt arithmetic (token_kind RLX_TOKEN_PROMPT): the most a
+ * state checkpoint may cover. */
+static int32_t prompt_span(const seq *s)
+{
+    return s->n_prompt == 1 ? 0 : s->n_prompt - s->n_prompt % 4;
+}
+
+/* The checkpoint at s's prompt end: the last block boundary before its last token (the most an
+ * identical prompt can reuse) within the prompt-arithmetic positions. */
+static int32_t prompt_ckpt(const seq *s, int32_t B)
+{
+    return RLX_MIN((s->n_prompt - 1) / B, prompt_span(s) / B) * B;
+}
+
 /* Reuses cached full blocks of the sequence's tokens (never the block holding the last token,
  * whose logits must be computed), where the model's memory can share a prefix. */
 static void prefix_lookup(rlx_worker *w, seq *s)
 {
-    s->n_computed += rlx_memory_prefix_lookup(&w->runner->mem, &s->mem, s->tokens, s->n_tokens);
+    rlx_memory *m = &w->runner->mem;
+    /* a state checkpoint only within the prompt positions (take_checkpoint) */
+    int32_t n = m->has_state ? RLX_MIN(s->n_tokens, prompt_span(s) + 1) : s->n_tokens;
+    s->n_computed += rlx_memory_prefix_lookup(m, &s->mem, s->tokens, n);
+}
+
+/* The tokens of s to compute in this step within budget: with a checkpoint cache a prefill
+ * chunk ends at the next checkpoint position (a prompt gives the same numbers wherever its
+ * chunks are cut: see token_kind). */
+static int32_t chunk_len(const rlx_worker *w, const seq *s, int32_t budget)
+{
+    int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
+    const rlx_memory *m = &w->runner->mem;
+    if (k <= 1 || !rlx_memory_has_ckpt(m)) return k;
+    int32_t B = rlx_memory_block_size(m), from = s->n_computed, N = w->ckpt_every;
+    int32_t end = prompt_ckpt(s, B), next = (from / N + 1) * N;
+    if (end > from && end < next) next = end;
+    return next < from + k ? next - from : k;
+}
+
+/* After a step: a checkpoint of s's state where the policy (top of file) wants one. */
+static void take_checkpoint(rlx_worker *w, seq *s)
+{
+    rlx_memory *m = &w->runner->mem;
+    int32_t pos = s->n_computed, B = rlx_memory_block_size(m);
+    if (!rlx_memory_has_ckpt(m) || pos <= 0 || pos % B || pos > prompt_span(s)) return;
+    if (pos != prompt_ckpt(s, B) && pos % w->ckpt_every) return;
+    rlx_memory_checkpoint(m, &s->mem, pos);
 }
 
 /* Records the content hashes of the full blocks s completes with its next k tokens in this
@@ -397,7 +456,7 @@ static uint8_t token_kind(const seq *s, int32_t pos)
  * one for their last token (or stop short of it when none is left). */
 static int32_t add_tokens(rlx_worker *w, seq *s, int32_t budget, int32_t *n_tok, int32_t *n_seq, int32_t *n_out)
 {
-    int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
+    int32_t k = chunk_len(w, s, budget);
     int32_t rows = w->runner->max_outputs - *n_out;
     bool plp = s->req->prompt_logprobs && s->plp_next < s->n_prompt;
     s->plp_n = 0;
@@ -582,7 +641,7 @@ int rlx__sched_step(rlx_worker *w)
     /* running sequences, oldest first: decodes and unfinished prefills */
     for (int32_t i = 0; i < w->n_running && budget > 0 && n_seq < w->cfg.max_seqs; i++) {
         seq *s = w->running[i];
-        int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
+        int32_t k = chunk_len(w, s, budget);
         if (k <= 0) continue;
         if (!reserve(w, s, s->n_computed + k, true)) {
             preempt(w, s);
@@ -607,7 +666,7 @@ int rlx__sched_step(rlx_worker *w)
             wi++;
             continue;
         }
-        int32_t k = RLX_MIN(s->n_tokens - s->n_computed, budget);
+        int32_t k = chunk_len(w, s, budget);
         if (!reserve(w, s, s->n_computed + k, false)) {
             release_blocks(w, s);
             break;
@@ -623,10 +682,11 @@ int rlx__sched_step(rlx_worker *w)
             w->queued--;
             w->stats.prefix_queries += (uint64_t)s->n_prompt;
             w->stats.prefix_hits += (uint64_t)hit;
+            if (hit > 0 && rn->mem.has_state) w->stats.state_ckpt_hits++;
             w->stats.prompt_tokens += (uint64_t)s->n_prompt;
             pthread_mutex_unlock(&w->mu);
         }
-        note_inflight(w, s, RLX_MIN(s->n_tokens - s->n_computed, budget));
+        note_inflight(w, s, chunk_len(w, s, budget));
         budget -= add_tokens(w, s, budget, &n_tok, &n_seq, &n_out);
     }
     if (n_tok == 0) {
@@ -636,6 +696,7 @@ int rlx__sched_step(rlx_worker *w)
         w->stats.kv_usage = rlx_memory_usage(&rn->mem);
         w->stats.state_slots_used = rlx_memory_slots_used(&rn->mem);
         w->stats.state_slots_total = rlx_memory_slots_total(&rn->mem);
+        rlx__ckpt_stats(w);
         pthread_mutex_unlock(&w->mu);
         /* nothing fits now although work waits and nothing runs: pins of sessions whose own
          * requests wait are all that is left to give back; then the head request cannot fit */
@@ -666,6 +727,7 @@ int rlx__sched_step(rlx_worker *w)
             continue;
         }
         rlx_memory_commit(&rn->mem, &s->mem, s->tokens, s->n_computed);
+        take_checkpoint(w, s);
         if (s->plp_n) emit_prompt_logprobs(w, s, rn->logits);
         if (s->out_row >= 0) emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
     }
@@ -675,6 +737,7 @@ int rlx__sched_step(rlx_worker *w)
     w->stats.kv_usage = rlx_memory_usage(&rn->mem);
     w->stats.state_slots_used = rlx_memory_slots_used(&rn->mem);
     w->stats.state_slots_total = rlx_memory_slots_total(&rn->mem);
+    rlx__ckpt_stats(w);
     pthread_mutex_unlock(&w->mu);
     return 1;
 }

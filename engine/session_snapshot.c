@@ -4,7 +4,10 @@
  * per KV layer its K then V bytes in the pool's row layout (backends/backend.h), each layer at
  * its own row width; layers without KV have no bytes (for a model whose layers are all KV of
  * one width this is the version 3 layout, unchanged). Blocks are read and written through
- * engine/memory.h; a model with recurrent-state layers keeps no pins and so no snapshot. The header names
+ * engine/memory.h. A model with recurrent-state layers pins the blocks up to its latest state
+ * checkpoint (engine/memory.h), and its file (magic RLXKS1) carries that checkpoint's bytes after
+ * the blocks (every state layer's slot, in layer order; in the checksum too), which a restore
+ * puts back into the checkpoint cache; without a checkpoint cache it writes none. The header names
  * the model hash and the chained content hash of the last block (engine/kv.h), so a file is
  * loaded only by the same model file and KV layout, for the same token history, and a checksum
  * over the header and every K/V byte, verified before any block enters the pool; anything else
@@ -26,6 +29,10 @@
 
 /* version 3 added the checksum; files of version 2 fail the magic and are recomputed */
 static const char kv_magic[8] = {'R', 'L', 'X', 'K', 'V', '3', 0, 0};
+/* a model with state layers: the blocks, then the state checkpoint at their end */
+static const char ks_magic[8] = {'R', 'L', 'X', 'K', 'S', '1', 0, 0};
+
+static const char *magic_of(const rlx_runner *r) { return r->mem.has_state ? ks_magic : kv_magic; }
 
 typedef struct kv_header {
     char magic[8];
@@ -104,14 +111,15 @@ uint8_t *rlx__snapshot_capture(rlx_worker *w, const int32_t *blocks, int32_t n_b
     rlx_runner *r = w->runner;
     *bytes = 0;
     if (!rlx_memory_snapshots(&r->mem) || n_blocks <= 0) return NULL;
-    size_t total = sizeof(kv_header) + (size_t)n_blocks * record_bytes(r);
+    size_t sb = r->mem.has_state ? r->mem.state_bytes : 0;
+    size_t total = sizeof(kv_header) + (size_t)n_blocks * record_bytes(r) + sb;
     uint8_t *img = malloc(total);
     if (!img) return NULL;
     kv_header h = {.model_hash = w->model_hash, .kv_type = (uint32_t)r->kv_geo.type,
                    .block_size = (uint32_t)r->kv_geo.block_size, .n_layers = (uint32_t)r->kv_geo.n_layers,
                    .n_blocks = (uint32_t)n_blocks, .kv_cols = (uint64_t)r->kv_geo.kv_cols,
                    .n_tokens = (uint64_t)n_blocks * (uint64_t)r->kv_geo.block_size, .last_hash = last_hash};
-    memcpy(h.magic, kv_magic, 8);
+    memcpy(h.magic, magic_of(r), 8);
     memcpy(img, &h, sizeof h);
     uint8_t *p = img + sizeof h;
     uint64_t sum = kv_checksum_start(&h);
@@ -126,6 +134,14 @@ uint8_t *rlx__snapshot_capture(rlx_worker *w, const int32_t *blocks, int32_t n_b
             sum = digest_bytes(p + bb, bb, digest_bytes(p, bb, sum));
             p += 2 * bb;
         }
+    if (sb) { /* the state at the last block: the checkpoint the pins end at */
+        int32_t pos = n_blocks * r->kv_geo.block_size;
+        if (!rlx_memory_checkpoint_read(&r->mem, last_hash, pos, p)) {
+            free(img);
+            return NULL;
+        }
+        sum = digest_bytes(p, sb, sum);
+    }
     memcpy(img + offsetof(kv_header, checksum), &sum, sizeof sum);
     *bytes = total;
     return img;
@@ -165,7 +181,7 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
     FILE *f = fopen(path, "rb");
     if (!f) return false;
     kv_header h;
-    bool ok = fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, kv_magic, 8) && h.model_hash == w->model_hash &&
+    bool ok = fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, magic_of(r), 8) && h.model_hash == w->model_hash &&
               h.kv_type == (uint32_t)r->kv_geo.type && h.block_size == (uint32_t)r->kv_geo.block_size &&
               h.n_layers == (uint32_t)r->kv_geo.n_layers && h.kv_cols == (uint64_t)r->kv_geo.kv_cols &&
               h.n_blocks > 0 && h.n_tokens == (uint64_t)h.n_blocks * h.block_size && h.n_tokens <= (uint64_t)n &&
@@ -177,8 +193,9 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
     ok = ok && chain == h.last_hash;
     size_t bb = 0; /* the widest layer's block */
     for (int32_t l = 0; l < r->kv_geo.n_layers; l++) bb = RLX_MAX(bb, rlx_memory_layer_block_bytes(&r->mem, l));
-    ok = ok && bb > 0 && rlx_memory_snapshots(&r->mem);
-    uint8_t *kb = ok ? malloc(bb) : NULL, *vb = ok ? malloc(bb) : NULL;
+    size_t sb = r->mem.has_state ? r->mem.state_bytes : 0;
+    ok = ok && (bb > 0 || sb > 0) && rlx_memory_snapshots(&r->mem);
+    uint8_t *kb = ok ? malloc(RLX_MAX(RLX_MAX(bb, sb), 1)) : NULL, *vb = ok ? malloc(RLX_MAX(bb, 1)) : NULL;
     int32_t *blocks = ok ? calloc(h.n_blocks, sizeof *blocks) : NULL;
     int32_t got = 0;
     uint64_t hash = 0;
@@ -192,6 +209,10 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
             if (!lb) continue;
             ok = fread(kb, lb, 1, f) == 1;
             if (ok) sum = digest_bytes(kb, lb, sum);
+        }
+        if (ok && sb) {
+            ok = fread(kb, sb, 1, f) == 1;
+            if (ok) sum = digest_bytes(kb, sb, sum);
         }
         if (ok && sum != h.checksum) {
             fprintf(stderr, "rlxd: KV snapshot %s fails its checksum (damaged): ignored, the session's history is "
@@ -215,6 +236,10 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
         if (ok && fresh) rlx_memory_publish(&r->mem, blk, ch);
         hash = ch;
     }
+    /* the state at the last block goes back into the checkpoint cache for the next turn */
+    if (ok && sb)
+        ok = fread(kb, sb, 1, f) == 1 &&
+             rlx_memory_checkpoint_store(&r->mem, hash, (int32_t)h.n_tokens, kb);
     fclose(f);
     free(kb);
     free(vb);

@@ -124,6 +124,15 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         char *dot = strstr(w->name, ".gguf");
         if (dot && dot[5] == 0) *dot = 0;
     }
+    {
+        rlx_memory *m = &w->runner->mem;
+        int64_t mib = cfg->state_cache_mib == 0 ? 256 : RLX_MAX(cfg->state_cache_mib, 0);
+        int32_t B = rlx_memory_block_size(m);
+        w->ckpt_every = cfg->state_ckpt_every > 0 ? cfg->state_ckpt_every : w->cfg.max_batch_tokens;
+        w->ckpt_every = RLX_MAX(B, w->ckpt_every / B * B);
+        if ((rc_ = rlx_memory_state_cache(m, (size_t)mib << 20, err))) goto fail;
+        rlx__ckpt_stats(w);
+    }
     if ((rc_ = rlx__sessions_open(w, err))) {
         rlx__sessions_close(w);
         goto fail;
@@ -351,7 +360,10 @@ void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv)
 {
     const rlx_mem_desc *d = &w->runner->kv_geo;
     if (weights) *weights = w->runner->weight_bytes;
-    if (kv) *kv = rlx_mem_block_bytes(d) * (size_t)d->n_blocks + rlx_mem_slot_bytes(d) * (size_t)d->n_state_slots;
+    const rlx_ckpt_cache *c = &w->runner->mem.ckpt; /* at most its budget, once filled */
+    if (kv)
+        *kv = rlx_mem_block_bytes(d) * (size_t)d->n_blocks + rlx_mem_slot_bytes(d) * (size_t)d->n_state_slots +
+              (size_t)c->max_entries * c->entry_bytes;
 }
 
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)

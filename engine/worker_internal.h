@@ -117,6 +117,8 @@ struct rlx_worker {
     uint64_t *b_inflight;       /* content hashes of the full blocks this step computes */
     int32_t n_inflight, cap_inflight;
     float *sample_scratch;      /* n_vocab floats: the sampler works on a copy of the logits */
+    int32_t ckpt_every;         /* prefill tokens between state checkpoints (a multiple of the
+                                   block size; sched.c) */
 
     /* embeddings (worker_embed.c; worker thread): requests in arrival order, and per step sequence
      * its memory, request and input */
@@ -163,6 +165,8 @@ void rlx__emit(rlx_request *r, rlx_event *ev);
 void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why);
 void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg);
 void rlx__seq_free(rlx_worker *w, seq *s);
+/* Copies the state checkpoint cache's counters into w->stats (mu held). */
+void rlx__ckpt_stats(rlx_worker *w);
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err);
 void rlx__grammar_vocab_free(rlx_worker *w); /* worker teardown */
 /* worker_embed.c: an embedding worker's side of the step (worker thread) */

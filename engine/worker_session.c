@@ -3,7 +3,8 @@
  *
  * Between turns a session pins its full KV blocks through engine/memory.h (they stay
  * registered in the prefix cache, so the next turn's prompt finds them; a model with recurrent
- * state pins nothing and recomputes), under an LRU budget across idle sessions; when the
+ * state pins those up to its latest state checkpoint, which the next turn restores, and with
+ * no checkpoint cache pins nothing and recomputes), under an LRU budget across idle sessions; when the
  * pool runs short the scheduler takes idle sessions' pins back before preempting anything.
  * With a database (--db) every finished turn is queued for the session writer
  * (session_writer.c): its row, keyed by (model name, id), and a snapshot of the pinned blocks
@@ -298,9 +299,10 @@ bool rlx__session_commit(rlx_worker *w, seq *s, const rlx_event *ev)
     }
     memcpy(tokens, s->tokens, (size_t)s->n_tokens * sizeof *tokens);
     if (stored) memcpy(stored, s->tokens, (size_t)s->n_tokens * sizeof *stored);
-    /* a model with recurrent state pins nothing (its history is recomputed) */
-    int32_t n_pins = rlx_memory_pin(&w->runner->mem, &s->mem, pins);
-    uint64_t pins_hash = n_pins ? s->mem.last_hash : 0;
+    /* a model with recurrent state pins the blocks up to its latest checkpoint (none without
+     * a checkpoint cache: its history is recomputed) */
+    uint64_t pins_hash = 0;
+    int32_t n_pins = rlx_memory_pin(&w->runner->mem, &s->mem, pins, &pins_hash);
     /* the snapshot is read from the pool here (worker thread); the writer only writes bytes */
     size_t snap_bytes = 0;
     uint8_t *snap = stored && w->kv_dir ? rlx__snapshot_capture(w, pins, n_pins, pins_hash, &snap_bytes) : NULL;

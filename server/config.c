@@ -37,6 +37,7 @@ static const setting settings[] = {
     {"max-batch-tokens", T_INT, OFF(max_batch_tokens), 1, 1 << 20},
     {"draft-max", T_INT, OFF(draft_max), 0, RLX_SPEC_MAX_DRAFT},
     {"kv-mem", T_I64, OFF(kv_mem_mib), 0, 1 << 24},
+    {"state-cache-mb", T_I64, OFF(state_cache_mb), 0, 1 << 24},
     {"kv-type", T_KVTYPE, OFF(kv_type), 0, 0},
     {"kv-block", T_INT, OFF(kv_block), 1, 4096},
     {"db", T_STR, OFF(db), 0, 0},
@@ -91,6 +92,8 @@ const char *rlx_serve_usage(void)
            "  --kv-mem MiB              KV cache memory per model (engine default)\n"
            "  --kv-type f16|f32|q8_0    KV cache element type (f16)\n"
            "  --kv-block N              tokens per KV block, the prefix-sharing unit (16)\n"
+           "  --state-cache-mb MiB      recurrent-state checkpoints per hybrid model, so prompts and\n"
+           "                            sessions share a prefix (256; 0: none, recompute)\n"
            "  --db PATH                 sessions database, sqlite3 (none: sessions in memory only)\n"
            "  --session-ttl SECONDS     forget sessions idle this long (0: never)\n"
            "  --max-sessions N          sessions kept per model (1024)\n"
@@ -399,6 +402,7 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     c->max_seqs = 16;
     c->max_batch_tokens = 512;
     c->draft_max = 8;
+    c->state_cache_mb = 256;
     c->kv_type = RLX_F16;
     c->kv_block = 16;
     c->max_body = 4 << 20;

@@ -121,6 +121,10 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
          "Drafted tokens the model's own sampling confirmed (acceptance rate = accepted / draft)."},
         {"rlxd_state_slots_used", "gauge", "Recurrent-state slots held by sequences (hybrid models; 0 for others)."},
         {"rlxd_state_slots_total", "gauge", "Recurrent-state slots of the model (--max-seqs for hybrid models; 0 for others)."},
+        {"rlxd_state_checkpoints", "gauge", "Recurrent-state checkpoints held (hybrid models, --state-cache-mb)."},
+        {"rlxd_state_checkpoint_bytes", "gauge", "Bytes of the recurrent-state checkpoints held."},
+        {"rlxd_state_checkpoint_hits_total", "counter", "Requests whose prompt started at a recurrent-state checkpoint (prefix reused)."},
+        {"rlxd_state_checkpoint_evictions_total", "counter", "Recurrent-state checkpoints dropped for the --state-cache-mb budget."},
     };
     for (size_t g = 0; g < RLX_ARRAY_LEN(gauges); g++) {
         put(&b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g].name, gauges[g].help, gauges[g].name, gauges[g].type);
@@ -130,7 +134,9 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
                      : g == 3 ? (double)x->prefix_queries : g == 4 ? (double)x->prefix_hits
                      : g == 5 ? (double)x->preemptions : g == 6 ? (double)x->embd_inputs : g == 7 ? (double)x->embd_tokens
                      : g == 8 ? (double)x->draft_tokens : g == 9 ? (double)x->draft_accepted
-                     : g == 10 ? x->state_slots_used : x->state_slots_total;
+                     : g == 10 ? x->state_slots_used : g == 11 ? x->state_slots_total
+                     : g == 12 ? x->state_ckpt_entries : g == 13 ? (double)x->state_ckpt_bytes
+                     : g == 14 ? (double)x->state_ckpt_hits : (double)x->state_ckpt_evictions;
             put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
         }
     }

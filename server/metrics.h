@@ -36,6 +36,9 @@ typedef struct rlx_metrics_model {
     int32_t running, waiting;
     double kv_usage;
     int32_t state_slots_used, state_slots_total; /* recurrent-state slots (hybrid models) */
+    int32_t state_ckpt_entries;        /* recurrent-state checkpoints held, their bytes; requests started
+                                          at one; checkpoints evicted for the budget */
+    uint64_t state_ckpt_bytes, state_ckpt_hits, state_ckpt_evictions;
     uint64_t prefix_queries, prefix_hits;
     uint64_t preemptions;              /* sequences preempted for want of KV blocks */
     uint64_t embd_inputs, embd_tokens; /* embedding inputs computed, and their tokens */

@@ -9,7 +9,9 @@
  * at the cell its block table names; the logits of a row are a hash of the state and of every
  * KV cell of positions 0..pos. A wrong slot, a state lost or reused across preemption, a
  * shared prefix the state never saw or a mixed-up block table changes the output or fails the
- * step. */
+ * step. A state layer of 16 bytes also carries the slot's position in its bytes, so that a slot
+ * restored from a state checkpoint continues where the checkpoint was taken (8 bytes: a write
+ * always means position 0). */
 #include "tests/rlx_test.h"
 #include "tests/unit/test_synth_util.h"
 #include "engine/engine.h"
@@ -84,7 +86,9 @@ static int stub_state_write(rlx_backend *be, int32_t layer, int32_t slot, const 
     if (layer != stub_layer(s, RLX_MEM_STATE) || slot < 0 || slot >= s->desc.n_state_slots)
         return rlx_errorf(err, RLX_ERANGE, "stub: no state slot %d in layer %d", slot, layer);
     memcpy(&s->state[slot], buf, sizeof(uint64_t));
-    s->next_pos[slot] = 0;
+    uint64_t pos = 0;
+    if (s->layers[layer].state_bytes >= 16) memcpy(&pos, (const uint8_t *)buf + 8, sizeof pos);
+    s->next_pos[slot] = (int32_t)pos;
     s->clears++;
     return 0;
 }
@@ -94,7 +98,12 @@ static int stub_state_read(rlx_backend *be, int32_t layer, int32_t slot, void *b
     stub *s = (stub *)be;
     if (layer != stub_layer(s, RLX_MEM_STATE) || slot < 0 || slot >= s->desc.n_state_slots)
         return rlx_errorf(err, RLX_ERANGE, "stub: no state slot %d in layer %d", slot, layer);
+    memset(buf, 0, (size_t)s->layers[layer].state_bytes);
     memcpy(buf, &s->state[slot], sizeof(uint64_t));
+    if (s->layers[layer].state_bytes >= 16) {
+        uint64_t pos = (uint64_t)s->next_pos[slot];
+        memcpy((uint8_t *)buf + 8, &pos, sizeof pos);
+    }
     return 0;
 }
 
@@ -172,6 +181,9 @@ static stub *stub_new(void)
 
 static const rlx_mem_layer hybrid[2] = {{RLX_MEM_STATE, 0, 8}, {RLX_MEM_KV, 2, 0}};
 static const rlx_mem_layer kv_only[2] = {{RLX_MEM_NONE, 0, 0}, {RLX_MEM_KV, 2, 0}};
+static const rlx_mem_layer hybrid_pos[2] = {{RLX_MEM_STATE, 0, 16}, {RLX_MEM_KV, 2, 0}}; /* state + position */
+/* the same with 400 KiB of state: a budget of 1 MiB holds two checkpoints */
+static const rlx_mem_layer hybrid_big[2] = {{RLX_MEM_STATE, 0, 400 << 10}, {RLX_MEM_KV, 2, 0}};
 
 TEST(memory_hybrid_slots)
 {
@@ -206,9 +218,10 @@ TEST(memory_hybrid_slots)
     ASSERT(rlx_memory_usage(&m) > 0.49 && rlx_memory_usage(&m) < 0.51);
     /* full blocks are not registered, found or pinned: the state would miss their tokens */
     int32_t toks[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, pins[4];
+    uint64_t ph = 0;
     rlx_memory_commit(&m, &a, toks, 12);
     ASSERT_EQ(a.n_hashed, 0);
-    ASSERT_EQ(rlx_memory_pin(&m, &a, pins), 0);
+    ASSERT_EQ(rlx_memory_pin(&m, &a, pins, &ph), 0);
     ASSERT_EQ(rlx_memory_prefix_lookup(&m, &c, toks, 12), 0);
     uint64_t hs[4];
     ASSERT_EQ(rlx_memory_pending_hashes(&m, &a, toks, 12, hs, 4), 0);
@@ -245,6 +258,7 @@ TEST(memory_kv_prefix_sharing)
     ASSERT_EQ(rlx_memory_layer_block_bytes(&m, 0), 0);    /* no KV in layer 0 */
     ASSERT_EQ(rlx_memory_layer_block_bytes(&m, 1), 4 * 2 * 4);
     int32_t toks[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, pins[4];
+    uint64_t ph = 0;
     rlx_mem_seq a, b;
     rlx_mem_seq_init(&a);
     rlx_mem_seq_init(&b);
@@ -258,7 +272,7 @@ TEST(memory_kv_prefix_sharing)
     ASSERT_EQ(rlx_memory_next_lookup(&m, &b, toks, 10), hs[0]);
     ASSERT_EQ(rlx_memory_prefix_lookup(&m, &b, toks, 10), 8);
     ASSERT(b.blocks[0] == a.blocks[0] && b.blocks[1] == a.blocks[1]);
-    ASSERT_EQ(rlx_memory_pin(&m, &a, pins), 2);
+    ASSERT_EQ(rlx_memory_pin(&m, &a, pins, &ph), 2);
     rlx_memory_release(&m, &a);
     rlx_memory_release(&m, &b);
     ASSERT_EQ(rlx_kv_used(&kv), 2); /* pinned */
@@ -266,6 +280,89 @@ TEST(memory_kv_prefix_sharing)
     ASSERT_EQ(rlx_kv_used(&kv), 0);
     rlx_mem_seq_free(&a);
     rlx_mem_seq_free(&b);
+    rlx_memory_free(&m);
+    stub_destroy(&s->base);
+}
+
+/* State checkpoints: taken at the registered end, found only where every KV block of the
+ * prefix is cached too, restored into a fresh slot (state and position), evicted least
+ * recently used first under a budget of two, pinned up to the latest one. */
+TEST(memory_state_checkpoints)
+{
+    stub *s = stub_new();
+    ASSERT(s != NULL);
+    rlx_kv_manager kv;
+    rlx_memory m;
+    rlx_error err = {0};
+    rlx_mem_desc d = {2, 0, 16, 4, RLX_F32, hybrid_pos, 3};
+    ASSERT_EQ(rlx_memory_init(&m, &s->base, &d, &kv, &err), 0);
+    ASSERT(!rlx_memory_has_ckpt(&m));
+    ASSERT_EQ(rlx_memory_state_cache(&m, 2 * 16 + 15, &err), 0); /* room for two */
+    ASSERT(rlx_memory_has_ckpt(&m));
+    ASSERT(rlx_memory_prefix_reusable(&m, 4) && !rlx_memory_prefix_reusable(&m, 5));
+    ASSERT(rlx_memory_snapshots(&m) == false); /* the stub cannot read KV blocks */
+    int32_t t1[13] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    int32_t t2[13] = {1, 2, 3, 4, 9, 9, 9, 9, 9, 9, 9, 9, 9};
+    rlx_mem_seq a, b, c;
+    rlx_mem_seq_init(&a);
+    rlx_mem_seq_init(&b);
+    rlx_mem_seq_init(&c);
+    ASSERT_EQ(rlx_memory_grow(&m, &a, 12), 0);
+    s->state[a.slot] = 111; s->next_pos[a.slot] = 4;
+    rlx_memory_commit(&m, &a, t1, 4);
+    ASSERT_EQ(rlx_memory_checkpoint(&m, &a, 5), 0);  /* not at the registered end */
+    ASSERT_EQ(rlx_memory_checkpoint(&m, &a, 4), 2);  /* stored */
+    ASSERT_EQ(rlx_memory_checkpoint(&m, &a, 4), 1);  /* already held */
+    ASSERT_EQ(a.ckpt_pos, 4);
+    s->state[a.slot] = 222; s->next_pos[a.slot] = 8;
+    rlx_memory_commit(&m, &a, t1, 8);
+    ASSERT_EQ(rlx_memory_checkpoint(&m, &a, 8), 2);
+    ASSERT_EQ(m.ckpt.n_entries, 2);
+    /* the longest prefix with a checkpoint: 8 (the block holding the last token is never used) */
+    ASSERT_EQ(rlx_memory_prefix_lookup(&m, &b, t1, 13), 8);
+    ASSERT(b.slot >= 0 && b.slot != a.slot);
+    ASSERT_EQ(s->state[b.slot], 222);
+    ASSERT_EQ(s->next_pos[b.slot], 8);
+    ASSERT(b.n_blocks == 2 && b.blocks[0] == a.blocks[0] && b.blocks[1] == a.blocks[1]);
+    ASSERT_EQ(m.ckpt.hits, 1);
+    rlx_memory_release(&m, &b);
+    /* another prompt shares the first block only */
+    ASSERT_EQ(rlx_memory_prefix_lookup(&m, &b, t2, 13), 4);
+    ASSERT_EQ(s->state[b.slot], 111);
+    ASSERT_EQ(s->next_pos[b.slot], 4);
+    ASSERT_EQ(b.n_blocks, 1);
+    /* b goes on to 8 with other tokens: a third checkpoint evicts the least recently used
+     * one (a's at 8: the one at 4 was just found) */
+    ASSERT_EQ(rlx_memory_grow(&m, &b, 8), 0);
+    s->state[b.slot] = 333; s->next_pos[b.slot] = 8;
+    rlx_memory_commit(&m, &b, t2, 8);
+    ASSERT_EQ(rlx_memory_checkpoint(&m, &b, 8), 2);
+    ASSERT_EQ(m.ckpt.n_entries, 2);
+    ASSERT_EQ(m.ckpt.evictions, 1);
+    ASSERT_EQ(rlx_memory_prefix_lookup(&m, &c, t1, 13), 4); /* 8 is gone: back to 4 */
+    ASSERT_EQ(s->state[c.slot], 111);
+    rlx_memory_release(&m, &c);
+    /* pins end at the sequence's latest checkpoint still held (a's at 8 was evicted) */
+    int32_t pins[4];
+    uint64_t ph = 0;
+    ASSERT_EQ(rlx_memory_pin(&m, &a, pins, &ph), 0);
+    ASSERT_EQ(rlx_memory_pin(&m, &b, pins, &ph), 2);
+    ASSERT_EQ(ph, b.ckpt_hash);
+    uint64_t img[2] = {0};
+    ASSERT(rlx_memory_checkpoint_read(&m, ph, 8, img));
+    ASSERT(img[0] == 333 && img[1] == 8);
+    rlx_memory_unpin(&m, pins, 2);
+    /* a prefix whose KV blocks are gone is not reused even with its checkpoint held */
+    rlx_memory_release(&m, &a);
+    rlx_memory_release(&m, &b);
+    ASSERT_EQ(rlx_kv_used(&kv), 0);
+    for (int i = 0; i < 16; i++) { int32_t x = rlx_kv_alloc(&kv); (void)x; } /* evicts every cached block */
+    ASSERT_EQ(rlx_memory_prefix_lookup(&m, &c, t2, 13), 0);
+    ASSERT_EQ(c.slot, -1);
+    ASSERT_EQ(c.n_blocks, 0);
+    rlx_mem_seq_free(&a);
+    rlx_mem_seq_free(&b);
+    rlx_mem_seq_free(&c);
     rlx_memory_free(&m);
     stub_destroy(&s->base);
 }
@@ -339,6 +436,9 @@ static void on_event(void *user, const rlx_event *ev)
     pthread_mutex_unlock(&c->mu);
 }
 
+static rlx_worker *start_cache(const rlx_mem_layer *layers, int32_t max_seqs, int32_t kv_blocks, int64_t cache_mib,
+                               stub **out);
+
 static const char *toy_model(void)
 {
     static char path[512];
@@ -348,19 +448,26 @@ static const char *toy_model(void)
     return path;
 }
 
-static rlx_worker *start(const rlx_mem_layer *layers, int32_t max_seqs, int32_t kv_blocks, stub **out)
+static rlx_worker *start_cache(const rlx_mem_layer *layers, int32_t max_seqs, int32_t kv_blocks, int64_t cache_mib,
+                               stub **out)
 {
     const char *m = toy_model();
     if (!m) return NULL;
     stub *s = stub_new();
     if (!s) return NULL;
     rlx_worker_config cfg = {.model_path = m, .max_seqs = max_seqs, .max_batch_tokens = 64, .max_queue = 64,
-                             .kv_block = 4, .kv_blocks = kv_blocks, .backend_impl = &s->base, .mem_layers = layers};
+                             .kv_block = 4, .kv_blocks = kv_blocks, .backend_impl = &s->base, .mem_layers = layers,
+                             .state_cache_mib = cache_mib, .state_ckpt_every = 8};
     rlx_worker *w = NULL;
     rlx_error err = {0};
     if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
     *out = s;
     return w;
+}
+
+static rlx_worker *start(const rlx_mem_layer *layers, int32_t max_seqs, int32_t kv_blocks, stub **out)
+{
+    return start_cache(layers, max_seqs, kv_blocks, -1, out);
 }
 
 /* The same prefix of 9 tokens for every prompt (shareable in two blocks of 4), then its own. */
@@ -415,14 +522,15 @@ static void run_set(rlx_worker *w, stub *s, bool together, result *res)
 
 /* Solo runs (one sequence at a time, a large pool) against all sequences at once with a pool
  * that forces preemptions; returns the batched worker's stats. */
-static void solo_vs_batched(const rlx_mem_layer *layers, result *solo, result *batch, rlx_worker_stats *st, int32_t *max_slot)
+static void solo_vs_batched(const rlx_mem_layer *layers, int64_t cache_mib, result *solo, result *batch,
+                            rlx_worker_stats *st, int32_t *max_slot)
 {
     stub *s = NULL;
-    rlx_worker *w = start(layers, 1, 0, &s);
+    rlx_worker *w = start(layers, 1, 0, &s); /* no checkpoints: every prompt computed whole */
     if (!w) SKIP("rlxd-synth is not built");
     run_set(w, s, false, solo);
     rlx_worker_stop(w, true);
-    w = start(layers, 4, 22, &s);
+    w = start_cache(layers, 4, 22, cache_mib, &s);
     ASSERT(w != NULL);
     run_set(w, s, true, batch);
     rlx_worker_get_stats(w, st);
@@ -444,11 +552,11 @@ TEST(hybrid_model_batching_and_preemption)
     static result solo[N_SEQ], batch[N_SEQ];
     rlx_worker_stats st;
     int32_t max_slot = 0;
-    solo_vs_batched(hybrid, solo, batch, &st, &max_slot);
+    solo_vs_batched(hybrid, -1, solo, batch, &st, &max_slot);
     if (rlx_test_failed_ || rlx_test_skipped_) return;
     ASSERT(st.preemptions > 0);
     ASSERT(max_slot > 0);            /* several slots were in use at once */
-    ASSERT_EQ(st.prefix_hits, 0);    /* the state cannot take a shared prefix */
+    ASSERT_EQ(st.prefix_hits, 0);    /* no checkpoint cache: the state cannot take a shared prefix */
     for (int i = 0; i < N_SEQ; i++) ASSERT_EQ(batch[i].cached, 0);
     /* the outputs depend on the sequence: not one constant stream */
     bool differ = false;
@@ -462,11 +570,49 @@ TEST(kv_only_model_shares_prefixes)
     static result solo[N_SEQ], batch[N_SEQ];
     rlx_worker_stats st;
     int32_t max_slot = 0;
-    solo_vs_batched(kv_only, solo, batch, &st, &max_slot);
+    solo_vs_batched(kv_only, 1, solo, batch, &st, &max_slot);
     if (rlx_test_failed_ || rlx_test_skipped_) return;
     ASSERT(st.preemptions > 0);
     ASSERT(st.prefix_hits > 0);
 }
 
-TEST_MAIN(TEST_ENTRY(memory_hybrid_slots), TEST_ENTRY(memory_kv_prefix_sharing), TEST_ENTRY(backends_and_state_layers),
-          TEST_ENTRY(hybrid_model_batching_and_preemption), TEST_ENTRY(kv_only_model_shares_prefixes))
+/* With state checkpoints the hybrid shares the prompts' common prefix (two blocks of 4: the
+ * checkpoint at 8, every prompt's end rounded down to a block) through preemptions, and every
+ * output is still its solo one (the solo worker has no checkpoints). */
+TEST(hybrid_model_checkpoints_share_prefixes)
+{
+    static result solo[N_SEQ], batch[N_SEQ];
+    rlx_worker_stats st;
+    int32_t max_slot = 0;
+    solo_vs_batched(hybrid_pos, 1, solo, batch, &st, &max_slot);
+    if (rlx_test_failed_ || rlx_test_skipped_) return;
+    fprintf(stderr, "  checkpoints %d, restores %llu\n", st.state_ckpt_entries, (unsigned long long)st.state_ckpt_hits);
+    ASSERT(st.preemptions > 0);
+    ASSERT(st.prefix_hits > 0);
+    ASSERT(st.state_ckpt_hits > 0);
+    ASSERT(st.state_ckpt_entries > 0 && st.state_ckpt_bytes == (uint64_t)st.state_ckpt_entries * 16);
+    int hits = 0;
+    for (int i = 0; i < N_SEQ; i++) hits += batch[i].cached > 0;
+    ASSERT(hits >= N_SEQ - 1); /* the first computes the prefix, the others start at 8 */
+}
+
+/* A budget of two checkpoints for eight prompts: checkpoints are evicted (least recently used
+ * first), prompts whose checkpoint is gone are recomputed, and every output is its solo one. */
+TEST(hybrid_model_checkpoints_evicted_under_a_tiny_budget)
+{
+    static result solo[N_SEQ], batch[N_SEQ];
+    rlx_worker_stats st;
+    int32_t max_slot = 0;
+    solo_vs_batched(hybrid_big, 1, solo, batch, &st, &max_slot);
+    if (rlx_test_failed_ || rlx_test_skipped_) return;
+    fprintf(stderr, "  checkpoints %d, evictions %llu, restores %llu\n", st.state_ckpt_entries,
+            (unsigned long long)st.state_ckpt_evictions, (unsigned long long)st.state_ckpt_hits);
+    ASSERT(st.state_ckpt_entries >= 1 && st.state_ckpt_entries <= 2);
+    ASSERT_EQ(st.state_ckpt_bytes, (uint64_t)st.state_ckpt_entries * (400 << 10));
+    ASSERT(st.state_ckpt_evictions > 0);
+}
+
+TEST_MAIN(TEST_ENTRY(memory_hybrid_slots), TEST_ENTRY(memory_kv_prefix_sharing), TEST_ENTRY(memory_state_checkpoints),
+          TEST_ENTRY(backends_and_state_layers), TEST_ENTRY(hybrid_model_batching_and_preemption),
+          TEST_ENTRY(kv_only_model_shares_prefixes), TEST_ENTRY(hybrid_model_checkpoints_share_prefixes),
+          TEST_ENTRY(hybrid_model_checkpoints_evicted_under_a_tiny_budget))

@@ -209,6 +209,7 @@ TEST(every_setting_follows_the_layer_order)
         {"max-batch-tokens", "512", "64", "65", "66"},
         {"draft-max", "8", "0", "4", "16"},
         {"kv-mem", "0", "10", "11", "12"},
+        {"state-cache-mb", "256", "0", "1", "64"},
         {"kv-type", "f16", "f32", "q8_0", "f32"},
         {"kv-block", "16", "8", "32", "64"},
         {"db", "", "/tmp/a.db", "/tmp/b.db", "/tmp/c.db"},

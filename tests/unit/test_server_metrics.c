@@ -14,7 +14,9 @@ TEST(prometheus_text)
     rlx_histogram_observe(&m.ttft, 0.003);
     rlx_histogram_observe(&m.ttft, 100);
     rlx_metrics_model mm = {.name = "tiny", .running = 2, .waiting = 1, .kv_usage = 0.25, .prefix_queries = 10,
-                            .prefix_hits = 4, .preemptions = 3, .state_slots_used = 5, .state_slots_total = 16};
+                            .prefix_hits = 4, .preemptions = 3, .state_slots_used = 5, .state_slots_total = 16,
+                            .state_ckpt_entries = 7, .state_ckpt_bytes = 7000, .state_ckpt_hits = 9,
+                            .state_ckpt_evictions = 2};
     char *s = rlx_metrics_render(&m, &mm, 1);
     ASSERT(s != NULL);
     ASSERT(strstr(s, "rlxd_requests_total{endpoint=\"completions\",status=\"200\"} 2\n"));
@@ -31,6 +33,12 @@ TEST(prometheus_text)
     ASSERT(strstr(s, "# TYPE rlxd_state_slots_used gauge\n"));
     ASSERT(strstr(s, "rlxd_state_slots_used{model_name=\"tiny\"} 5\n"));
     ASSERT(strstr(s, "rlxd_state_slots_total{model_name=\"tiny\"} 16\n"));
+    ASSERT(strstr(s, "# TYPE rlxd_state_checkpoints gauge\n"));
+    ASSERT(strstr(s, "rlxd_state_checkpoints{model_name=\"tiny\"} 7\n"));
+    ASSERT(strstr(s, "rlxd_state_checkpoint_bytes{model_name=\"tiny\"} 7000\n"));
+    ASSERT(strstr(s, "# TYPE rlxd_state_checkpoint_hits_total counter\n"));
+    ASSERT(strstr(s, "rlxd_state_checkpoint_hits_total{model_name=\"tiny\"} 9\n"));
+    ASSERT(strstr(s, "rlxd_state_checkpoint_evictions_total{model_name=\"tiny\"} 2\n"));
     ASSERT(strstr(s, "# TYPE rlxd_time_to_first_token_seconds histogram\n"));
     ASSERT(strstr(s, "rlxd_time_to_first_token_seconds_bucket{le=\"0.001\"} 0\n"));
     ASSERT(strstr(s, "rlxd_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n"));

@@ -2,8 +2,13 @@
  * ../shared: gated DeltaNet layers with state slots beside paged-KV attention layers):
  *   - 16 concurrent requests (greedy, and seeded sampling) give exactly their solo outputs;
  *   - preemption under a tiny KV pool (slots freed, prompts recomputed) changes nothing;
- *   - prompts sharing a prefix share nothing (a recurrent state cannot be cut back), and
- *     still give their solo outputs;
+ *   - without state checkpoints prompts sharing a prefix share nothing (a recurrent state
+ *     cannot be cut back); with them the shared prefix is computed once: the first request
+ *     checkpoints its state at its prompt's end rounded down to a block, the 15 others start
+ *     there, and every output equals the one computed from position 0;
+ *   - a session's second turn starts from the checkpoint at its first prompt's end rounded down
+ *     to a block (cached tokens in usage) and gives exactly the output of the whole text
+ *     computed fresh, greedy and seeded;
  *   - every state slot is back when a request is done: the concurrent set reuses the worker of
  *     the solo set, with exactly N_REQ slots (a leaked slot would leave a request waiting). */
 #include "tests/rlx_test.h"
@@ -48,12 +53,13 @@ static void on_event(void *user, const rlx_event *ev)
     pthread_mutex_unlock(&c->mu);
 }
 
-static rlx_worker *start(int32_t max_seqs, int32_t kv_blocks)
+/* cache_mib: the state checkpoint budget (-1: none; 0: the default) */
+static rlx_worker *start(int32_t max_seqs, int32_t kv_blocks, int64_t cache_mib)
 {
     const char *m = rlx_test_shared("models/synth-qwen35-tiny-f32.gguf");
     if (!m) return NULL;
     rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = max_seqs, .max_batch_tokens = 128, .max_queue = 64,
-                             .kv_block = 16, .kv_blocks = kv_blocks, .n_ctx = 256};
+                             .kv_block = 16, .kv_blocks = kv_blocks, .n_ctx = 256, .state_cache_mib = cache_mib};
     rlx_worker *w = NULL;
     rlx_error err = {0};
     if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
@@ -141,7 +147,7 @@ static void expect_no_sharing(rlx_worker *w)
 
 TEST(concurrent_equal_solo)
 {
-    rlx_worker *w = start(N_REQ, 0);
+    rlx_worker *w = start(N_REQ, 0, -1);
     if (!w) SKIP("../shared/models/synth-qwen35-tiny-f32.gguf absent");
     static result solo[N_REQ], batch[N_REQ];
     run_set(w, false, false, solo);
@@ -151,9 +157,9 @@ TEST(concurrent_equal_solo)
     rlx_worker_stop(w, true);
 }
 
-TEST(shared_prefixes_recomputed)
+TEST(shared_prefixes_recomputed_without_checkpoints)
 {
-    rlx_worker *w = start(N_REQ, 0);
+    rlx_worker *w = start(N_REQ, 0, -1);
     if (!w) SKIP("../shared/models/synth-qwen35-tiny-f32.gguf absent");
     static result solo[N_REQ], batch[N_REQ];
     run_set(w, false, true, solo);
@@ -164,24 +170,133 @@ TEST(shared_prefixes_recomputed)
     rlx_worker_stop(w, true);
 }
 
-TEST(preemption_keeps_outputs)
+/* Every prompt starts with the same 40 tokens; the first (41 tokens) stops its first chunk at
+ * 32 (its end rounded down to a block of 16) and checkpoints its state there; the others wait
+ * for that block and start at 32. The reference is a worker without checkpoints. */
+TEST(shared_prefix_computed_once)
 {
-    rlx_worker *w = start(N_REQ, 0);
+    rlx_worker *w = start(N_REQ, 0, -1);
     if (!w) SKIP("../shared/models/synth-qwen35-tiny-f32.gguf absent");
-    static result solo[N_REQ], tight[N_REQ];
-    run_set(w, false, false, solo);
+    static result ref[N_REQ], batch[N_REQ], again[N_REQ];
+    run_set(w, false, true, ref);
     rlx_worker_stop(w, true);
-    /* 12 blocks of 16 positions for 16 sequences of up to 81 positions */
-    w = start(N_REQ, 12);
+    w = start(N_REQ, 0, 0);
     ASSERT(w != NULL);
-    run_set(w, true, false, tight);
+    run_set(w, true, true, batch);
+    expect_same(ref, batch);
     rlx_worker_stats st;
     rlx_worker_get_stats(w, &st);
-    fprintf(stderr, "  preemptions: %llu\n", (unsigned long long)st.preemptions);
-    ASSERT(st.preemptions > 0);
-    expect_same(solo, tight);
-    expect_no_sharing(w);
+    fprintf(stderr, "  prefix hits %llu, checkpoints %d (%llu bytes), restores %llu\n", (unsigned long long)st.prefix_hits,
+            st.state_ckpt_entries, (unsigned long long)st.state_ckpt_bytes, (unsigned long long)st.state_ckpt_hits);
+    ASSERT_EQ(batch[0].usage.cached_tokens, 0);
+    for (int i = 1; i < N_REQ; i++) ASSERT_MSG(batch[i].usage.cached_tokens == 32, "request %d: %d cached", i,
+                                               batch[i].usage.cached_tokens);
+    ASSERT_EQ(st.prefix_hits, 32 * (N_REQ - 1));
+    ASSERT_EQ(st.state_ckpt_hits, N_REQ - 1);
+    ASSERT(st.state_ckpt_entries > 0 && st.state_ckpt_bytes > 0);
+    /* the same prompts one at a time, now with every prompt's own checkpoint held: each starts
+     * at its own end rounded down to a block, and still gives the same tokens */
+    run_set(w, false, true, again);
+    expect_same(ref, again);
+    for (int i = 0; i < N_REQ; i++) {
+        size_t n;
+        int32_t ids[64];
+        make_prompt(i, true, ids, &n);
+        ASSERT_EQ(again[i].usage.cached_tokens, (int32_t)((n - 1) / 16 * 16));
+    }
     rlx_worker_stop(w, true);
 }
 
-TEST_MAIN(TEST_ENTRY(concurrent_equal_solo), TEST_ENTRY(shared_prefixes_recomputed), TEST_ENTRY(preemption_keeps_outputs))
+TEST(preemption_keeps_outputs)
+{
+    rlx_worker *w = start(N_REQ, 0, -1);
+    if (!w) SKIP("../shared/models/synth-qwen35-tiny-f32.gguf absent");
+    static result solo[N_REQ], tight[N_REQ];
+    run_set(w, false, true, solo);
+    rlx_worker_stop(w, true);
+    /* 12 blocks of 16 positions for 16 sequences of up to 81 positions; with checkpoints, so a
+     * preempted sequence may come back at one */
+    w = start(N_REQ, 12, 0);
+    ASSERT(w != NULL);
+    run_set(w, true, true, tight);
+    rlx_worker_stats st;
+    rlx_worker_get_stats(w, &st);
+    fprintf(stderr, "  preemptions: %llu, restores %llu\n", (unsigned long long)st.preemptions,
+            (unsigned long long)st.state_ckpt_hits);
+    ASSERT(st.preemptions > 0);
+    expect_same(solo, tight);
+    ASSERT_EQ(st.state_slots_total, N_REQ);
+    ASSERT(st.state_slots_used >= 0 && st.state_slots_used <= N_REQ);
+    rlx_worker_stop(w, true);
+}
+
+/* One request on w: ids, then its tokens and usage; with a session id when sid. */
+static void one(rlx_worker *w, const char *sid, const int32_t *ids, size_t n, int32_t max_tokens, bool seeded, result *res)
+{
+    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, res};
+    slot sl = {&c, 0};
+    memset(res, 0, sizeof *res);
+    rlx_request *r = rlx_request_new();
+    r->id = 99;
+    r->prompt_ids = malloc(n * sizeof *ids);
+    memcpy(r->prompt_ids, ids, n * sizeof *ids);
+    r->n_prompt = n;
+    r->max_tokens = max_tokens;
+    r->ignore_eos = true;
+    r->sampling.temperature = 0;
+    if (seeded) { r->sampling.temperature = 0.9f; r->sampling.seed = 4242; r->sampling.has_seed = true; }
+    if (sid) r->session_id = strdup(sid);
+    r->on_event = on_event;
+    r->user = &sl;
+    rlx_error err = {0};
+    if (rlx_worker_submit(w, r, &err)) {
+        fprintf(stderr, "submit: %s\n", err.msg);
+        res->error = err.code ? err.code : -1;
+        return;
+    }
+    wait_all(&c);
+}
+
+static void session_turns(bool seeded)
+{
+    rlx_worker *w = start(4, 0, 0), *ref = start(4, 0, -1);
+    if (!w || !ref) SKIP("../shared/models/synth-qwen35-tiny-f32.gguf absent");
+    int32_t p1[64], p2[64], all[128];
+    size_t n1, n2;
+    make_prompt(3, false, p1, &n1); /* 26 tokens */
+    make_prompt(5, false, p2, &n2); /* 40 tokens */
+    result t1, t2, fresh;
+    one(w, "conv", p1, n1, 30, false, &t1);
+    ASSERT_EQ(t1.error, 0);
+    ASSERT_EQ(t1.n, 30);
+    ASSERT_EQ(t1.usage.cached_tokens, 0);
+    one(w, "conv", p2, n2, 12, seeded, &t2);
+    ASSERT_EQ(t2.error, 0);
+    /* the whole text, computed from position 0 by a worker without checkpoints */
+    size_t n = 0;
+    memcpy(all, p1, n1 * sizeof *all); n += n1;
+    memcpy(all + n, t1.tokens, (size_t)t1.n * sizeof *all); n += (size_t)t1.n;
+    memcpy(all + n, p2, n2 * sizeof *all); n += n2;
+    one(ref, NULL, all, n, 12, seeded, &fresh);
+    ASSERT_EQ(fresh.error, 0);
+    int32_t hist = (int32_t)n1 + t1.n;
+    fprintf(stderr, "  history %d, turn 2 prompt %d, cached %d\n", hist, t2.usage.prompt_tokens, t2.usage.cached_tokens);
+    ASSERT_EQ(t2.usage.prompt_tokens, (int32_t)n);
+    /* the first turn's prompt end rounded down to a block: the generated tokens after it are
+     * recomputed as prompt tokens, as the fresh run computes them */
+    ASSERT_EQ(t2.usage.cached_tokens, ((int32_t)n1 - 1) / 16 * 16);
+    ASSERT(t2.usage.cached_tokens > 0 && hist > t2.usage.cached_tokens);
+    ASSERT_EQ(t2.n, 12);
+    ASSERT_EQ(fresh.n, 12);
+    for (int k = 0; k < 12; k++) ASSERT_MSG(t2.tokens[k] == fresh.tokens[k], "token %d: %d, fresh %d", k, t2.tokens[k],
+                                            fresh.tokens[k]);
+    rlx_worker_stop(w, true);
+    rlx_worker_stop(ref, true);
+}
+
+TEST(session_second_turn_greedy) { session_turns(false); }
+TEST(session_second_turn_seeded) { session_turns(true); }
+
+TEST_MAIN(TEST_ENTRY(concurrent_equal_solo), TEST_ENTRY(shared_prefixes_recomputed_without_checkpoints),
+          TEST_ENTRY(shared_prefix_computed_once), TEST_ENTRY(preemption_keeps_outputs),
+          TEST_ENTRY(session_second_turn_greedy), TEST_ENTRY(session_second_turn_seeded))
