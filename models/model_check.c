@@ -1,6 +1,7 @@
 /* model_check.c - `rlxd check`'s verdict on one GGUF model (see model_files.h for the order of
  * the checks and what each status means). */
 #include "models/model_files.h"
+#include "models/safetensors.h"
 #include "models/model.h"
 #include "models/tokenizer.h"
 #include "backends/dtype.h"
@@ -107,7 +108,7 @@ void rlx_model_check(const char *path, rlx_check_result *r)
     memset(r, 0, sizeof *r);
     rlx_error err = {0};
     rlx_gguf *g;
-    int rc = rlx_gguf_open_split(&g, path, &err);
+    int rc = rlx_model_open(&g, path, &err);
     if (rc) {
         /* the parser says RLX_EUNSUPPORTED only for a tensor type id outside rlxd's table */
         verdict(r, rc == RLX_EUNSUPPORTED ? RLX_CHECK_KNOWN_UNIMPLEMENTED : RLX_CHECK_UNKNOWN,

@@ -6,6 +6,7 @@
 #include "server/cli.h"
 #include "models/gguf.h"
 #include "models/model.h"
+#include "models/safetensors.h"
 #include "backends/dtype.h"
 
 #include <cjson/cJSON.h>
@@ -342,10 +343,15 @@ static void print_text(const rlx_gguf *g, const summary *s)
 {
     char h1[32], h2[32], h3[32];
     printf("file: %s\n", rlx_gguf_path(g));
-    printf("format: GGUF v%u, alignment %" PRIu64 ", %" PRIu64 " bytes (%s)", rlx_gguf_version(g),
-           rlx_gguf_alignment(g), rlx_gguf_file_size(g), human(h1, sizeof h1, (double)rlx_gguf_file_size(g), true));
-    if (rlx_gguf_n_tensors(g)) printf(", tensor data at offset %" PRIu64, rlx_gguf_data_offset(g));
-    printf("\n");
+    if (rlx_st_is_folder(rlx_gguf_path(g))) {
+        printf("format: Hugging Face folder (config.json, tokenizer.json, safetensors), shown as the GGUF keys and "
+               "tensor names rlxd reads it as\n");
+    } else {
+        printf("format: GGUF v%u, alignment %" PRIu64 ", %" PRIu64 " bytes (%s)", rlx_gguf_version(g),
+               rlx_gguf_alignment(g), rlx_gguf_file_size(g), human(h1, sizeof h1, (double)rlx_gguf_file_size(g), true));
+        if (rlx_gguf_n_tensors(g)) printf(", tensor data at offset %" PRIu64, rlx_gguf_data_offset(g));
+        printf("\n");
+    }
     printf("\nmetadata (%" PRIu64 " keys):\n", rlx_gguf_n_kv(g));
     sbuf line = {0};
     for (uint64_t i = 0; i < rlx_gguf_n_kv(g); i++) {
@@ -529,14 +535,15 @@ int rlx_cmd_inspect(int argc, char **argv)
         return 2;
     }
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return rlx__cmd_inspect_dir(path, prefer, json);
+    bool hf = rlx_st_is_folder(path);
+    if (!hf && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return rlx__cmd_inspect_dir(path, prefer, json);
     if (prefer) {
         fprintf(stderr, "rlxd inspect: --prefer applies to a folder, and %s is a file\n", path);
         return 2;
     }
     rlx_gguf *g;
     rlx_error err = {0};
-    if (rlx_gguf_open(&g, path, &err)) {
+    if (hf ? rlx_st_open(&g, path, &err) : rlx_gguf_open(&g, path, &err)) {
         fprintf(stderr, "rlxd inspect: %s\n", err.msg);
         return 1;
     }
