@@ -1,4 +1,394 @@
-/* placeholder, replaced below */
-#include "tests/rlx_test.h"
-TEST(none) {}
-TEST_MAIN(TEST_ENTRY(none))
+/* test_safetensors.c - Hugging Face folders (models/safetensors.c, models/hf_tokenizer.c) against
+ * the GGUFs they are written from (tools/hf_export.c):
+ *   - tokenizer.json of every reference vocabulary tokenizes its vectors (../shared/vocab) to the
+ *     expected ids and to the GGUF tokenizer's, specials and BOS/EOS flags included;
+ *   - the synthetic llama and qwen3 models come back with every tensor byte-identical under its
+ *     llama.cpp name (Llama's q/k permutation undone and redone), the same hyper-parameters, from
+ *     one file or shards; the q/k permutation and F16/BF16 vectors on hand-written data;
+ *   - errors: unsupported architecture, dtype, tokenizer kind, pre-tokenizer; a missing shard;
+ *     a truncated header. (Logits: tests/integration/test_safetensors.sh.) */
+#include "tests/unit/test_tokenizer_vocab.h"
+#include "tools/hf_export.h"
+#include "models/safetensors.h"
+#include "models/model.h"
+#include "backends/dtype.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+static const char *tmp_path(const char *name)
+{
+    static char buf[8][512];
+    static int k;
+    if (!tmpdir[0]) {
+        strcpy(tmpdir, "/tmp/rlx_st_XXXXXX");
+        if (!mkdtemp(tmpdir)) return NULL;
+    }
+    char *b = buf[k++ & 7];
+    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
+    return b;
+}
+
+static void put_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (f) { fwrite(data, 1, n, f); fclose(f); }
+}
+
+/* the tokenizer a folder's tokenizer.json makes, through the same keys rlx_st_open writes */
+static int json_tokenizer(const char *dir, int64_t n_min, rlx_gguf **g, rlx_tokenizer **t, rlx_error *err)
+{
+    rlx_gguf_writer *w = rlx_gguf_writer_new();
+    void *img = NULL;
+    size_t len = 0;
+    *g = NULL;
+    *t = NULL;
+    int rc = rlx_hf_tokenizer_keys(w, dir, n_min, err);
+    if (!rc) rc = rlx_gguf_writer_write_memory(w, &img, &len, err);
+    rlx_gguf_writer_free(w);
+    if (!rc) rc = rlx_gguf_open_memory(g, img, len, dir, err);
+    if (!rc) rc = rlx_tokenizer_from_gguf(t, *g, err);
+    if (rc) { if (*g) rlx_gguf_close(*g); *g = NULL; free(img); return rc; }
+    return 0; /* img stays alive with the handle; the test leaks it on purpose (tiny, once per vocab) */
+}
+
+static bool same_ids(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+    return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
+}
+
+/* vocabulary name, vector set (NULL: none; compare on a fixed text only) */
+static int check_vocab(const char *vocab, const char *vectors)
+{
+    tv_vocab v;
+    int rc = tv_open(&v, vocab);
+    if (rc) return rc;
+    const char *dir = tmp_path(vocab);
+    mkdir(dir, 0755);
+    rlx_error err = {0};
+    rlx_gguf *jg;
+    rlx_tokenizer *jt;
+    if (rlx_hf_export_tokenizer(v.g, dir, &err) ||
+        json_tokenizer(dir, rlx_tokenizer_n_vocab(v.t), &jg, &jt, &err)) {
+        fprintf(stderr, "  %s: %s\n", vocab, err.msg);
+        tv_close(&v);
+        return 1;
+    }
+    int bad = 0;
+    if (rlx_tokenizer_n_vocab(jt) != rlx_tokenizer_n_vocab(v.t) || rlx_tokenizer_bos(jt) != rlx_tokenizer_bos(v.t) ||
+        rlx_tokenizer_eos(jt) != rlx_tokenizer_eos(v.t) || rlx_tokenizer_add_bos(jt) != rlx_tokenizer_add_bos(v.t) ||
+        rlx_tokenizer_add_eos(jt) != rlx_tokenizer_add_eos(v.t)) {
+        fprintf(stderr, "  %s: vocabulary size / BOS / EOS / flags differ: %d %d %d %d %d vs %d %d %d %d %d\n", vocab,
+                rlx_tokenizer_n_vocab(jt), rlx_tokenizer_bos(jt), rlx_tokenizer_eos(jt), rlx_tokenizer_add_bos(jt),
+                rlx_tokenizer_add_eos(jt), rlx_tokenizer_n_vocab(v.t), rlx_tokenizer_bos(v.t), rlx_tokenizer_eos(v.t),
+                rlx_tokenizer_add_bos(v.t), rlx_tokenizer_add_eos(v.t));
+        bad++;
+    }
+    tv_set s = {0};
+    if (vectors && (rc = tv_read(&s, vectors))) bad++;
+    static const char extra[] = "Hello world, this is a test: 1234 \xf0\x9f\xa6\x99 ok? <s></s><|im_start|>user\n"
+                                "<|endoftext|>  tabs\tand\r\nnew lines   ";
+    size_t n_cases = s.n + 1;
+    for (size_t i = 0; i < n_cases; i++) {
+        const char *text = i < s.n ? s.c[i].text : extra;
+        size_t len = i < s.n ? s.c[i].len : strlen(extra);
+        for (int mode = 0; mode < 3; mode++) { /* (special, parse): (0,0) as the vectors, (1,0), (1,1) */
+            bool add = mode > 0, parse = mode == 2;
+            int32_t *a = NULL, *b = NULL;
+            size_t na = 0, nb = 0;
+            int ra = rlx_tokenize(jt, text, len, add, parse, &a, &na, &err);
+            int rb = rlx_tokenize(v.t, text, len, add, parse, &b, &nb, &err);
+            bool ok = ra == 0 && rb == 0 && same_ids(a, na, b, nb);
+            if (ok && mode == 0 && i < s.n) ok = same_ids(a, na, s.c[i].ids, s.c[i].n_ids);
+            if (!ok && bad++ < 5) {
+                fprintf(stderr, "  %s entry %zu mode %d \"%.50s\":\n    json", vocab, i, mode, text);
+                for (size_t k = 0; k < na && k < 40; k++) fprintf(stderr, " %d", a[k]);
+                fprintf(stderr, "\n    gguf");
+                for (size_t k = 0; k < nb && k < 40; k++) fprintf(stderr, " %d", b[k]);
+                fprintf(stderr, "\n");
+            }
+            free(a);
+            free(b);
+        }
+    }
+    fprintf(stderr, "  %-20s %zu vectors x 3 modes through tokenizer.json: %s\n", vocab, s.n, bad ? "MISMATCH" : "identical");
+    tv_set_free(&s);
+    rlx_tokenizer_free(jt);
+    rlx_gguf_close(jg);
+    tv_close(&v);
+    return bad ? 1 : 0;
+}
+
+#define VOCAB_TEST(name, vocab, vectors)                                                           \
+    TEST(name)                                                                                     \
+    {                                                                                              \
+        int rc = check_vocab(vocab, vectors);                                                      \
+        if (rc == 77) SKIP("../shared/vocab/ggml-vocab-%s.gguf or its vectors absent", vocab);    \
+        ASSERT_MSG(rc == 0, "%s: tokenizer.json differs from the GGUF tokenizer", vocab);         \
+    }
+
+VOCAB_TEST(tok_llama_spm, "llama-spm", "llama-spm")
+VOCAB_TEST(tok_phi_3, "phi-3", "phi-3")
+VOCAB_TEST(tok_baichuan, "baichuan", NULL)
+VOCAB_TEST(tok_qwen2, "qwen2-reconstructed", "qwen2")
+VOCAB_TEST(tok_gpt_2, "gpt-2", "gpt-2")
+VOCAB_TEST(tok_mpt, "mpt", "mpt")
+VOCAB_TEST(tok_starcoder, "starcoder", "starcoder")
+VOCAB_TEST(tok_refact, "refact", "refact")
+
+static void write_json_file(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    put_file(p, text, strlen(text));
+}
+
+TEST(tok_unsupported)
+{
+    const char *dir = tmp_path("tok_bad");
+    mkdir(dir, 0755);
+    rlx_error err = {0};
+    rlx_gguf *g;
+    rlx_tokenizer *t;
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}");
+    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "WordPiece"), "%s", err.msg);
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"Whitespace\"}}");
+    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "pre-tokenizer Whitespace"), "%s", err.msg);
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"x+\"},\"behavior\":\"Isolated\"}}");
+    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "not one rlxd recognises") && strstr(err.msg, "S:x+"), "%s", err.msg);
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true}}");
+    write_json_file(dir, "tokenizer_config.json", "{\"bos_token\":\"<nope>\"}");
+    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "bos_token '<nope>' is not a token"), "%s", err.msg);
+    unlink(tmp_path("tok_bad/tokenizer.json"));
+    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_ENOTFOUND);
+    ASSERT_MSG(strstr(err.msg, "no tokenizer.json"), "%s", err.msg);
+    /* holes up to the embedding's rows become [PAD<id>], unused */
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[[\"a\",\"b\"]]},"
+                    "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true}}");
+    write_json_file(dir, "tokenizer_config.json", "{}");
+    ASSERT_MSG(json_tokenizer(dir, 5, &g, &t, &err) == 0, "%s", err.msg);
+    ASSERT_EQ(rlx_tokenizer_n_vocab(t), 5);
+    ASSERT_STR_EQ(rlx_tokenizer_piece(t, 4), "[PAD4]");
+    rlx_tokenizer_free(t);
+    rlx_gguf_close(g);
+}
+
+/* ---- weights ----------------------------------------------------------------------------- */
+
+/* every tensor of the GGUF in the folder's handle: same name, shape, type and bytes */
+static int same_tensors(const rlx_gguf *a, const rlx_gguf *b)
+{
+    if (rlx_gguf_n_tensors(a) != rlx_gguf_n_tensors(b)) {
+        fprintf(stderr, "  %llu tensors vs %llu\n", (unsigned long long)rlx_gguf_n_tensors(a),
+                (unsigned long long)rlx_gguf_n_tensors(b));
+        return 1;
+    }
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(a); i++) {
+        const rlx_gguf_tensor *x = rlx_gguf_tensor_at(a, i), *y = rlx_gguf_find_tensor(b, x->name);
+        if (!y) { fprintf(stderr, "  %s missing\n", x->name); return 1; }
+        if (x->type != y->type || x->size != y->size || memcmp(x->ne, y->ne, sizeof x->ne) || x->n_dims != y->n_dims) {
+            fprintf(stderr, "  %s: type/shape differ\n", x->name);
+            return 1;
+        }
+        if (memcmp(x->data, y->data, (size_t)x->size)) { fprintf(stderr, "  %s: data differ\n", x->name); return 1; }
+    }
+    return 0;
+}
+
+static void roundtrip(const char *model, const char *dirname, int shards)
+{
+    const char *path = rlx_test_shared(model);
+    if (!path) SKIP("../shared/%s absent", model);
+    rlx_error err = {0};
+    rlx_gguf *g, *h;
+    ASSERT_MSG(rlx_gguf_open(&g, path, &err) == 0, "%s", err.msg);
+    const char *dir = tmp_path(dirname);
+    ASSERT_MSG(rlx_hf_export(g, dir, shards, &err) == 0, "%s", err.msg);
+    ASSERT(rlx_st_is_folder(dir));
+    ASSERT_MSG(rlx_model_open(&h, dir, &err) == 0, "%s", err.msg);
+    ASSERT_STR_EQ(rlx_gguf_path(h), dir);
+    ASSERT_EQ(same_tensors(g, h), 0);
+    rlx_gguf_close(h);
+    rlx_gguf_close(g);
+    /* the model as the engine sees it: the same hyper-parameters */
+    rlx_model *ma, *mb;
+    ASSERT_MSG(rlx_model_load(&ma, path, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_model_load(&mb, dir, &err) == 0, "%s", err.msg);
+    const rlx_model_config *a = &ma->cfg, *b = &mb->cfg;
+    ASSERT_STR_EQ(a->arch, b->arch);
+    ASSERT_EQ(a->n_layer, b->n_layer);
+    ASSERT_EQ(a->n_embd, b->n_embd);
+    ASSERT_EQ(a->n_ff, b->n_ff);
+    ASSERT_EQ(a->n_head, b->n_head);
+    ASSERT_EQ(a->n_head_kv, b->n_head_kv);
+    ASSERT_EQ(a->head_dim, b->head_dim);
+    ASSERT_EQ(a->n_rot, b->n_rot);
+    ASSERT_EQ(a->n_ctx_train, b->n_ctx_train);
+    ASSERT_EQ(a->n_vocab, b->n_vocab);
+    ASSERT(a->norm_eps == b->norm_eps);
+    ASSERT(a->rope_base == b->rope_base);
+    ASSERT(a->attn_scale == b->attn_scale);
+    ASSERT_EQ(a->rope_mode, b->rope_mode);
+    ASSERT_EQ(a->tied, b->tied);
+    rlx_model_free(ma);
+    rlx_model_free(mb);
+}
+
+TEST(llama_roundtrip) { roundtrip("models/synth-llama-tiny-f32.gguf", "llama", 1); }
+TEST(qwen3_roundtrip) { roundtrip("models/synth-qwen3-tiny-f32.gguf", "qwen3", 1); }
+TEST(llama_bf16_sharded) { roundtrip("models/synth-llama-mid-bf16.gguf", "llama-bf16", 3); }
+TEST(llama_f16) { roundtrip("models/synth-llama-mid-f16.gguf", "llama-f16", 1); }
+
+static void set_arch(const char *dir, const char *from, const char *to)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    size_t n;
+    char *s = rlx_read_file(p, &n);
+    char *at = s ? strstr(s, from) : NULL;
+    if (!at) { free(s); return; }
+    char out[4096];
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+    put_file(p, out, strlen(out));
+    free(s);
+}
+
+TEST(errors)
+{
+    const char *path = rlx_test_shared("models/synth-llama-tiny-f32.gguf");
+    if (!path) SKIP("../shared/models/synth-llama-tiny-f32.gguf absent");
+    rlx_error err = {0};
+    rlx_gguf *g, *h;
+    ASSERT_MSG(rlx_gguf_open(&g, path, &err) == 0, "%s", err.msg);
+    const char *dir = tmp_path("err");
+    ASSERT_MSG(rlx_hf_export(g, dir, 3, &err) == 0, "%s", err.msg);
+    rlx_gguf_close(g);
+    /* a missing shard: named, with the count */
+    char p[512], q[512];
+    snprintf(p, sizeof p, "%s/model-00002-of-00003.safetensors", dir);
+    snprintf(q, sizeof q, "%s/away", dir);
+    ASSERT_EQ(rename(p, q), 0);
+    ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_ENOTFOUND);
+    ASSERT_MSG(strstr(err.msg, "1 of the 3 shards") && strstr(err.msg, "model-00002-of-00003.safetensors"), "%s", err.msg);
+    /* a truncated shard: its header runs past the end */
+    put_file(p, "\xff\xff\x00\x00\x00\x00\x00\x00{", 9);
+    ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "runs past the end"), "%s", err.msg);
+    /* a tensor of a dtype rlxd does not read */
+    static const char i64[] = "{\"model.norm.weight\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}";
+    char buf[256];
+    uint64_t hl = sizeof i64 - 1;
+    memcpy(buf, &hl, 8);
+    memcpy(buf + 8, i64, hl);
+    memset(buf + 8 + hl, 0, 8);
+    put_file(p, buf, 8 + hl + 8);
+    ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "dtype I64"), "%s", err.msg);
+    ASSERT_EQ(rename(q, p), 0);
+    ASSERT_MSG(rlx_model_open(&h, dir, &err) == 0, "%s", err.msg);
+    rlx_gguf_close(h);
+    /* an architecture without a mapping: named */
+    set_arch(dir, "LlamaForCausalLM", "MambaForCausalLM");
+    ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "'MambaForCausalLM'") && strstr(err.msg, "Qwen3ForCausalLM"), "%s", err.msg);
+    /* a folder without config.json is not a model folder */
+    const char *empty = tmp_path("empty");
+    mkdir(empty, 0755);
+    ASSERT(!rlx_st_is_folder(empty));
+    ASSERT_NE(rlx_model_open(&h, empty, &err), 0);
+    ASSERT_MSG(strstr(err.msg, "without config.json"), "%s", err.msg);
+}
+
+/* Hand-written weights: Llama's q rows interleaved per head as llama.cpp's converter does, k with
+ * the KV heads, and F16/BF16 vectors widened to F32. */
+TEST(permute_and_vectors)
+{
+    const char *dir = tmp_path("hand");
+    mkdir(dir, 0755);
+    write_json_file(dir, "config.json", "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":8,\"intermediate_size\":8,"
+                    "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"num_key_value_heads\":1,\"rms_norm_eps\":1e-6}");
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
+    /* q: 8 rows (2 heads x 4) of 8 F32 values, row r all r; k: 4 rows F16; norm: 8 BF16; embd 2 x 8 */
+    float q[64], e[16];
+    uint16_t k[32], nb[8], nh[8];
+    for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 8; c++) q[r * 8 + c] = (float)r;
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 8; c++) k[r * 8 + c] = rlx_f32_to_f16((float)(10 + r));
+    for (int i = 0; i < 8; i++) nb[i] = rlx_f32_to_bf16(0.5f + (float)i), nh[i] = rlx_f32_to_f16(-1.0f - (float)i);
+    for (int i = 0; i < 16; i++) e[i] = (float)i;
+    const char *hdr = "{\"model.layers.0.self_attn.q_proj.weight\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},"
+                      "\"model.layers.0.self_attn.k_proj.weight\":{\"dtype\":\"F16\",\"shape\":[4,8],\"data_offsets\":[256,320]},"
+                      "\"model.norm.weight\":{\"dtype\":\"BF16\",\"shape\":[8],\"data_offsets\":[320,336]},"
+                      "\"model.layers.0.input_layernorm.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[336,352]},"
+                      "\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[352,416]},"
+                      "\"model.layers.0.self_attn.rotary_emb.inv_freq\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[416,424]},"
+                      "\"__metadata__\":{\"format\":\"pt\"}}";
+    uint64_t hl = strlen(hdr);
+    size_t n = 8 + hl + 424;
+    uint8_t *b = calloc(1, n);
+    memcpy(b, &hl, 8);
+    memcpy(b + 8, hdr, hl);
+    uint8_t *d = b + 8 + hl;
+    memcpy(d, q, 256);
+    memcpy(d + 256, k, 64);
+    memcpy(d + 320, nb, 16);
+    memcpy(d + 336, nh, 16);
+    memcpy(d + 352, e, 64);
+    char p[512];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    put_file(p, b, n);
+    free(b);
+    rlx_error err = {0};
+    rlx_gguf *g;
+    ASSERT_MSG(rlx_st_open(&g, dir, &err) == 0, "%s", err.msg);
+    ASSERT(!rlx_gguf_find_tensor(g, "blk.0.rotary_emb.inv_freq")); /* skipped, as llama.cpp skips it */
+    ASSERT_EQ(rlx_gguf_n_tensors(g), 5);
+    const rlx_gguf_tensor *tq = rlx_gguf_find_tensor(g, "blk.0.attn_q.weight");
+    ASSERT(tq && tq->type == RLX_F32 && tq->ne[0] == 8 && tq->ne[1] == 8);
+    /* head of 4 rows [0 1 | 2 3] -> [0 2 1 3]; second head [4 5 | 6 7] -> [4 6 5 7] */
+    static const int want_q[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    for (int r = 0; r < 8; r++) ASSERT_EQ(((const float *)tq->data)[r * 8 + 3], want_q[r]);
+    const rlx_gguf_tensor *tk = rlx_gguf_find_tensor(g, "blk.0.attn_k.weight");
+    ASSERT(tk && tk->type == RLX_F16 && tk->ne[1] == 4);
+    static const int want_k[4] = {10, 12, 11, 13};
+    for (int r = 0; r < 4; r++) ASSERT_EQ(rlx_f16_to_f32(((const uint16_t *)tk->data)[r * 8]), want_k[r]);
+    const rlx_gguf_tensor *tn = rlx_gguf_find_tensor(g, "output_norm.weight");
+    ASSERT(tn && tn->type == RLX_F32 && tn->size == 32);
+    for (int i = 0; i < 8; i++) ASSERT(((const float *)tn->data)[i] == 0.5f + (float)i);
+    const rlx_gguf_tensor *ta = rlx_gguf_find_tensor(g, "blk.0.attn_norm.weight");
+    ASSERT(ta && ta->type == RLX_F32);
+    for (int i = 0; i < 8; i++) ASSERT(((const float *)ta->data)[i] == -1.0f - (float)i);
+    float eps;
+    ASSERT_EQ(rlx_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &eps, &err), 0);
+    ASSERT(eps == 1e-6f);
+    uint32_t u;
+    ASSERT_EQ(rlx_gguf_get_u32(g, "llama.attention.head_count_kv", &u, &err), 0);
+    ASSERT_EQ(u, 1);
+    rlx_gguf_close(g);
+    /* an unmapped tensor name is an error naming it */
+    const char *bad = "{\"model.layers.0.mystery.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    hl = strlen(bad);
+    uint8_t b2[256] = {0};
+    memcpy(b2, &hl, 8);
+    memcpy(b2 + 8, bad, hl);
+    put_file(p, b2, 8 + hl + 8);
+    ASSERT_EQ(rlx_st_open(&g, dir, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "model.layers.0.mystery.weight"), "%s", err.msg);
+}
+
+TEST_MAIN(TEST_ENTRY(tok_llama_spm), TEST_ENTRY(tok_phi_3), TEST_ENTRY(tok_baichuan), TEST_ENTRY(tok_qwen2),
+          TEST_ENTRY(tok_gpt_2), TEST_ENTRY(tok_mpt), TEST_ENTRY(tok_starcoder), TEST_ENTRY(tok_refact),
+          TEST_ENTRY(tok_unsupported), TEST_ENTRY(llama_roundtrip), TEST_ENTRY(qwen3_roundtrip),
+          TEST_ENTRY(llama_bf16_sharded), TEST_ENTRY(llama_f16), TEST_ENTRY(errors), TEST_ENTRY(permute_and_vectors))
