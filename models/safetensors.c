@@ -526,6 +526,13 @@ static int add_tensors(rlx_gguf *g, const char *dir, const hparams *hp, st_set *
             t->data = f;
             t->size = (uint64_t)numel * 4;
         }
+        size_t el = t->type == RLX_F32 ? 4 : 2;
+        if ((uintptr_t)t->data % el) { /* safetensors does not align tensors; the kernels read whole elements */
+            void *p = owned_alloc(o, (size_t)t->size);
+            if (!p) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory"); break; }
+            memcpy(p, t->data, (size_t)t->size);
+            t->data = p;
+        }
         const char *suffix = strrchr(names[n], '.');
         bool is_q = suffix && strstr(names[n], ".attn_q.weight"), is_k = suffix && strstr(names[n], ".attn_k.weight");
         if (hp->a->permute_qk && (is_q || is_k)) {

@@ -8,7 +8,8 @@
  * image in memory (rlx_gguf_writer_write_memory) and parsed by the ordinary reader, then the
  * weights are added (rlx__gguf_add_tensors) under llama.cpp's names, pointing into the mmapped
  * .safetensors files. Only what llama.cpp's converter changes is copied: Llama's q/k rows
- * (permuted for its interleaved RoPE), and 1-D tensors stored as F16/BF16 (GGUF keeps them F32).
+ * (permuted for its interleaved RoPE), and 1-D tensors stored as F16/BF16 (GGUF keeps them F32);
+ * and a tensor whose data is not aligned to its element size (safetensors pads nothing).
  * The handle owns every mapping and copy (released by rlx_gguf_close).
  *
  * Supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM with F32, F16 and BF16 weights;

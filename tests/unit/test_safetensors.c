@@ -246,6 +246,7 @@ static void roundtrip(const char *model, const char *dirname, int shards)
 
 TEST(llama_roundtrip) { roundtrip("models/synth-llama-tiny-f32.gguf", "llama", 1); }
 TEST(qwen3_roundtrip) { roundtrip("models/synth-qwen3-tiny-f32.gguf", "qwen3", 1); }
+TEST(qwen2_roundtrip) { roundtrip("models/synth-qwen2-tiny-f32.gguf", "qwen2", 2); } /* q/k/v biases */
 TEST(llama_bf16_sharded) { roundtrip("models/synth-llama-mid-bf16.gguf", "llama-bf16", 3); }
 TEST(llama_f16) { roundtrip("models/synth-llama-mid-f16.gguf", "llama-f16", 1); }
 
@@ -334,7 +335,7 @@ TEST(permute_and_vectors)
                       "\"model.layers.0.input_layernorm.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[336,352]},"
                       "\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[352,416]},"
                       "\"model.layers.0.self_attn.rotary_emb.inv_freq\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[416,424]},"
-                      "\"__metadata__\":{\"format\":\"pt\"}}";
+                      "\"__metadata__\":{\"format\":\"pt\"}} "; /* odd length: the data is unaligned */
     uint64_t hl = strlen(hdr);
     size_t n = 8 + hl + 424;
     uint8_t *b = calloc(1, n);
@@ -370,6 +371,11 @@ TEST(permute_and_vectors)
     const rlx_gguf_tensor *ta = rlx_gguf_find_tensor(g, "blk.0.attn_norm.weight");
     ASSERT(ta && ta->type == RLX_F32);
     for (int i = 0; i < 8; i++) ASSERT(((const float *)ta->data)[i] == -1.0f - (float)i);
+    /* the embedding starts 352 bytes after a header of odd length: copied to an aligned place */
+    ASSERT(hl % 4 != 0);
+    const rlx_gguf_tensor *te = rlx_gguf_find_tensor(g, "token_embd.weight");
+    ASSERT(te && te->type == RLX_F32 && te->ne[0] == 8 && te->ne[1] == 2 && (uintptr_t)te->data % 4 == 0);
+    for (int i = 0; i < 16; i++) ASSERT(((const float *)te->data)[i] == (float)i);
     float eps;
     ASSERT_EQ(rlx_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &eps, &err), 0);
     ASSERT(eps == 1e-6f);
@@ -390,5 +396,5 @@ TEST(permute_and_vectors)
 
 TEST_MAIN(TEST_ENTRY(tok_llama_spm), TEST_ENTRY(tok_phi_3), TEST_ENTRY(tok_baichuan), TEST_ENTRY(tok_qwen2),
           TEST_ENTRY(tok_gpt_2), TEST_ENTRY(tok_mpt), TEST_ENTRY(tok_starcoder), TEST_ENTRY(tok_refact),
-          TEST_ENTRY(tok_unsupported), TEST_ENTRY(llama_roundtrip), TEST_ENTRY(qwen3_roundtrip),
+          TEST_ENTRY(tok_unsupported), TEST_ENTRY(llama_roundtrip), TEST_ENTRY(qwen3_roundtrip), TEST_ENTRY(qwen2_roundtrip),
           TEST_ENTRY(llama_bf16_sharded), TEST_ENTRY(llama_f16), TEST_ENTRY(errors), TEST_ENTRY(permute_and_vectors))
