@@ -148,6 +148,16 @@ static int vocab_put(vocab *v, int64_t id, const char *s, rlx_error *err)
     return v->text[id] ? 0 : rlx_errorf(err, RLX_ENOMEM, "out of memory");
 }
 
+/* a token id: a whole number in [0, 2^24) */
+static bool as_id(const cJSON *v, int64_t *out)
+{
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < (double)(1 << 24)) ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
+        return false;
+    *out = (int64_t)v->valuedouble;
+    return true;
+}
+
 /* "bos_token": "<s>" or {"content": "<s>", ...} */
 static const char *tok_content(const cJSON *v)
 {
@@ -203,7 +213,10 @@ static int specials(rlx_gguf_writer *w, const vocab *v, const cJSON *tc, const c
     if (!rc && tc && cJSON_IsBool(b = get(tc, "add_eos_token"))) rc = W(rlx_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", cJSON_IsTrue(b)));
     if (!rc && tc && !get(tc, "add_bos_token")) {
         /* no explicit flag: a TemplateProcessing post-processor that starts with a special token adds it */
-        const cJSON *pp = get(tj, "post_processor"), *single = pp ? get(pp, "single") : NULL;
+        const cJSON *pp = get(tj, "post_processor"), *p;
+        if (is_type(pp, "Sequence")) /* Llama 3: [ByteLevel, TemplateProcessing] */
+            cJSON_ArrayForEach(p, get(pp, "processors")) if (is_type(p, "TemplateProcessing")) pp = p;
+        const cJSON *single = pp ? get(pp, "single") : NULL;
         const cJSON *first = cJSON_IsArray(single) ? single->child : NULL;
         if (is_type(pp, "TemplateProcessing"))
             rc = W(rlx_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", first && get(first, "SpecialToken") != NULL));
@@ -249,11 +262,15 @@ static int build(rlx_gguf_writer *w, const cJSON *tj, const cJSON *tc, int64_t n
     const cJSON *vj = get(model, "vocab"), *mj = get(model, "merges"), *added = get(tj, "added_tokens"), *e;
     if (!cJSON_IsObject(vj) || (mj && !cJSON_IsArray(mj)))
         return rlx_errorf(err, RLX_EFORMAT, "tokenizer.json: model.vocab must be an object and model.merges a list");
-    int64_t n = n_min;
-    cJSON_ArrayForEach(e, vj) if (cJSON_IsNumber(e) && e->valuedouble + 1 > n) n = (int64_t)e->valuedouble + 1;
+    int64_t n = n_min, id = 0;
+    cJSON_ArrayForEach(e, vj) {
+        if (!as_id(e, &id)) return rlx_errorf(err, RLX_EFORMAT, "tokenizer.json: vocab entry '%.64s' has no valid id", e->string);
+        if (id + 1 > n) n = id + 1;
+    }
     cJSON_ArrayForEach(e, added) {
-        const cJSON *id = get(e, "id");
-        if (cJSON_IsNumber(id) && id->valuedouble + 1 > n) n = (int64_t)id->valuedouble + 1;
+        if (!as_id(get(e, "id"), &id) || !cJSON_IsString(get(e, "content")))
+            return rlx_errorf(err, RLX_EFORMAT, "tokenizer.json: an added token lacks a valid id or its content");
+        if (id + 1 > n) n = id + 1;
     }
     if (n <= 0 || n > (1 << 24)) return rlx_errorf(err, RLX_EFORMAT, "tokenizer.json: %lld tokens", (long long)n);
     vocab v = {.text = calloc((size_t)n, sizeof(char *)), .type = calloc((size_t)n, 1), .added = calloc((size_t)n, sizeof(bool)), .n = n};
@@ -264,15 +281,14 @@ static int build(rlx_gguf_writer *w, const cJSON *tj, const cJSON *tc, int64_t n
     int rc = 0;
     if (!v.text || !v.type || !v.added || !texts || !types || (fallback && !scores)) rc = rlx_errorf(err, RLX_ENOMEM, "out of memory");
     if (!rc) cJSON_ArrayForEach(e, vj) {
-        if (!cJSON_IsNumber(e)) { rc = rlx_errorf(err, RLX_EFORMAT, "tokenizer.json: vocab entry '%.64s' has no id", e->string); break; }
-        if ((rc = vocab_put(&v, (int64_t)e->valuedouble, e->string, err))) break;
+        as_id(e, &id);
+        if ((rc = vocab_put(&v, id, e->string, err))) break;
     }
     if (!rc) cJSON_ArrayForEach(e, added) {
-        const cJSON *id = get(e, "id"), *c = get(e, "content");
-        if (!cJSON_IsNumber(id) || !cJSON_IsString(c)) { rc = rlx_errorf(err, RLX_EFORMAT, "tokenizer.json: an added token lacks id or content"); break; }
-        if ((rc = vocab_put(&v, (int64_t)id->valuedouble, c->valuestring, err))) break;
-        v.added[(int64_t)id->valuedouble] = true;
-        v.type[(int64_t)id->valuedouble] = cJSON_IsTrue(get(e, "special")) ? T_CONTROL : T_USER;
+        as_id(get(e, "id"), &id);
+        if ((rc = vocab_put(&v, id, get(e, "content")->valuestring, err))) break;
+        v.added[id] = true;
+        v.type[id] = cJSON_IsTrue(get(e, "special")) ? T_CONTROL : T_USER;
     }
     const char *unk = tok_content(get(model, "unk_token"));
     char pad[32];

@@ -256,7 +256,7 @@ static int config_keys(rlx_gguf_writer *w, const cJSON *c, const char *dir, hpar
                         *orig = obj(rs, "original_max_position_embeddings");
             if (!rc && cJSON_IsNumber(lo)) rc = set_f32(w, arch, "rope.scaling.low_freq_factor", lo->valuedouble);
             if (!rc && cJSON_IsNumber(hi)) rc = set_f32(w, arch, "rope.scaling.high_freq_factor", hi->valuedouble);
-            if (!rc && cJSON_IsNumber(orig))
+            if (!rc && cJSON_IsNumber(orig) && orig->valuedouble >= 0 && orig->valuedouble <= INT32_MAX)
                 rc = set_u32(w, arch, "rope.scaling.original_context_length", (int64_t)orig->valuedouble);
         } else {
             return rlx_errorf(err, RLX_EUNSUPPORTED, "%s/config.json: rope_scaling type '%.32s' is not supported (linear, "

@@ -179,8 +179,36 @@ TEST(tok_unsupported)
     ASSERT_MSG(json_tokenizer(dir, 5, &g, &t, &err) == 0, "%s", err.msg);
     ASSERT_EQ(rlx_tokenizer_n_vocab(t), 5);
     ASSERT_STR_EQ(rlx_tokenizer_piece(t, 4), "[PAD4]");
+    ASSERT(!rlx_tokenizer_add_bos(t)); /* byte-level BPE without a word on it */
     rlx_tokenizer_free(t);
     rlx_gguf_close(g);
+    /* no add_bos_token: a post-processor starting with a special token adds BOS (Llama 3's Sequence form) */
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]},"
+                    "\"added_tokens\":[{\"id\":2,\"content\":\"<|begin|>\",\"special\":true}],"
+                    "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true},\"post_processor\":{\"type\":\"Sequence\","
+                    "\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
+                    "{\"id\":\"<|begin|>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}]}}");
+    write_json_file(dir, "tokenizer_config.json", "{\"bos_token\":\"<|begin|>\"}");
+    ASSERT_MSG(json_tokenizer(dir, 0, &g, &t, &err) == 0, "%s", err.msg);
+    ASSERT(rlx_tokenizer_add_bos(t));
+    ASSERT_EQ(rlx_tokenizer_bos(t), 2);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ASSERT_EQ(rlx_tokenize(t, "ab<|begin|>", 11, true, true, &ids, &n, &err), 0);
+    ASSERT_EQ(n, 4);
+    ASSERT_EQ(ids[0], 2);
+    ASSERT_EQ(ids[3], 2); /* a control token, parsed as special */
+    free(ids);
+    rlx_tokenizer_free(t);
+    rlx_gguf_close(g);
+    /* ids that are not whole numbers in range */
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
+    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "'a' has no valid id"), "%s", err.msg);
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":NaN},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
+    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EFORMAT);
 }
 
 /* ---- weights ----------------------------------------------------------------------------- */
