@@ -10,7 +10,8 @@
  *     highest score whose concatenation is a token; each merged token gets the score -rank of
  *     the first merge that makes it, so that order is the merges' order (llama.cpp's own HF path
  *     gives every token -1000, which loses it).
- * Token types: added tokens with "special" are CONTROL, other added ones USER_DEFINED, <0xXX>
+ * generation_config.json's eos_token_id list gives EOS (when tokenizer_config.json names none), then
+ * EOT and EOM. Token types: added tokens with "special" are CONTROL, other added ones USER_DEFINED, <0xXX>
  * BYTE (byte_fallback), the unk token UNKNOWN, ids without a token "[PAD<id>]" UNUSED. Anything
  * else (WordPiece, Unigram, another pre-tokenizer or normalizer) is RLX_EUNSUPPORTED naming it. */
 #include "models/safetensors.h"
@@ -194,19 +195,40 @@ static int merge_parts(const cJSON *m, const char **l, size_t *ll, const char **
     return -1;
 }
 
-static int specials(rlx_gguf_writer *w, const vocab *v, const cJSON *tc, const cJSON *tj, rlx_error *err)
+static int specials(rlx_gguf_writer *w, const vocab *v, const cJSON *tc, const cJSON *tj, const cJSON *gc, rlx_error *err)
 {
     static const char *const keys[][2] = {
         {"bos_token", "tokenizer.ggml.bos_token_id"}, {"eos_token", "tokenizer.ggml.eos_token_id"},
         {"unk_token", "tokenizer.ggml.unknown_token_id"}, {"pad_token", "tokenizer.ggml.padding_token_id"},
     };
     int rc = 0;
+    int64_t eos = -1;
     for (size_t i = 0; !rc && i < RLX_ARRAY_LEN(keys); i++) {
         const char *s = tc ? tok_content(get(tc, keys[i][0])) : NULL;
         if (!s && i == 2) s = tok_content(get(get(tj, "model"), "unk_token"));
         int64_t id = find_text(v, s);
         if (s && id < 0) return rlx_errorf(err, RLX_EFORMAT, "tokenizer_config.json: %s '%.64s' is not a token", keys[i][0], s);
         if (id >= 0) rc = W(rlx_gguf_writer_set_u32(w, keys[i][1], (uint32_t)id));
+        if (i == 1) eos = id;
+    }
+    /* generation_config.json's eos_token_id (a number or a list): the EOS when tokenizer_config.json
+     * names none, the others as EOT and EOM (what tokenizer.c makes end generation) */
+    const cJSON *ge = gc ? get(gc, "eos_token_id") : NULL, *e;
+    const char *extra[] = {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"};
+    size_t n_extra = 0;
+    int64_t gid;
+    if (ge && !cJSON_IsArray(ge) && !as_id(ge, &gid))
+        return rlx_errorf(err, RLX_EFORMAT, "generation_config.json: eos_token_id must be a token id or a list of them");
+    for (e = cJSON_IsArray(ge) ? ge->child : ge; !rc && e; e = cJSON_IsArray(ge) ? e->next : NULL) {
+        if (!as_id(e, &gid) || gid >= v->n)
+            return rlx_errorf(err, RLX_EFORMAT, "generation_config.json: eos_token_id holds an id outside the vocabulary");
+        if (gid == eos) continue;
+        if (eos < 0) {
+            eos = gid;
+            rc = W(rlx_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)gid));
+        } else if (n_extra < RLX_ARRAY_LEN(extra)) {
+            rc = W(rlx_gguf_writer_set_u32(w, extra[n_extra++], (uint32_t)gid));
+        }
     }
     const cJSON *b;
     if (!rc && tc && cJSON_IsBool(b = get(tc, "add_bos_token"))) rc = W(rlx_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", cJSON_IsTrue(b)));
@@ -252,7 +274,7 @@ static int spm_prefix(const cJSON *tj, bool *add_space_prefix, rlx_error *err)
     return 0;
 }
 
-static int build(rlx_gguf_writer *w, const cJSON *tj, const cJSON *tc, int64_t n_min, rlx_error *err)
+static int build(rlx_gguf_writer *w, const cJSON *tj, const cJSON *tc, const cJSON *gc, int64_t n_min, rlx_error *err)
 {
     const cJSON *model = get(tj, "model");
     if (!model || !is_type(model, "BPE"))
@@ -374,7 +396,7 @@ static int build(rlx_gguf_writer *w, const cJSON *tj, const cJSON *tc, int64_t n
     for (int64_t i = 0; !rc && i < n; i++) ts[i] = (rlx_gguf_str){texts[i], strlen(texts[i])};
     if (!rc) rc = W(rlx_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", ts, (uint64_t)n));
     if (!rc) rc = W(rlx_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RLX_GGUF_INT32, types, (uint64_t)n));
-    if (!rc) rc = specials(w, &v, tc, tj, err);
+    if (!rc) rc = specials(w, &v, tc, tj, gc, err);
     free(ts);
     for (int64_t i = 0; v.text && i < n; i++) free(v.text[i]);
     free(v.text);
@@ -410,7 +432,17 @@ int rlx_hf_tokenizer_keys(rlx_gguf_writer *w, const char *dir, int64_t n_vocab_m
     if (!rc && text && (rlx_json_parse(text, len, &tc, &e2) || !cJSON_IsObject(tc)))
         rc = rlx_errorf(err, RLX_EFORMAT, "%s: %s", path, e2.msg);
     free(text);
-    if (!rc) rc = build(w, tj, tc, n_vocab_min, err);
+    text = NULL;
+    cJSON *gc = NULL;
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    r2 = rc ? 0 : rlx__read_file(path, &text, &len, err);
+    if (!rc && r2 && r2 != RLX_ENOTFOUND) rc = r2;
+    if (!rc && text && (rlx_json_parse(text, len, &gc, &e2) || !cJSON_IsObject(gc)))
+        rc = rlx_errorf(err, RLX_EFORMAT, "%s: %s", path, e2.msg);
+    free(text);
+    text = NULL;
+    if (!rc) rc = build(w, tj, tc, gc, n_vocab_min, err);
+    cJSON_Delete(gc);
     if (!rc) { /* chat_template.jinja, where newer exports keep the template */
         snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
         int r3 = rlx__read_file(path, &text, &len, err);

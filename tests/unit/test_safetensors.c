@@ -201,6 +201,18 @@ TEST(tok_unsupported)
     free(ids);
     rlx_tokenizer_free(t);
     rlx_gguf_close(g);
+    /* generation_config.json: more ids ending generation; one outside the vocabulary is an error */
+    write_json_file(dir, "generation_config.json", "{\"eos_token_id\":[2,1]}");
+    write_json_file(dir, "tokenizer_config.json", "{}");
+    ASSERT_MSG(json_tokenizer(dir, 0, &g, &t, &err) == 0, "%s", err.msg);
+    ASSERT_EQ(rlx_tokenizer_eos(t), 2);
+    ASSERT(rlx_tokenizer_is_eog(t, 2) && rlx_tokenizer_is_eog(t, 1) && !rlx_tokenizer_is_eog(t, 0));
+    rlx_tokenizer_free(t);
+    rlx_gguf_close(g);
+    write_json_file(dir, "generation_config.json", "{\"eos_token_id\":9}");
+    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "outside the vocabulary"), "%s", err.msg);
+    unlink(tmp_path("tok_bad/generation_config.json"));
     /* ids that are not whole numbers in range */
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]},"
                     "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
