@@ -38,21 +38,23 @@ static void put_file(const char *path, const void *data, size_t n)
     if (f) { fwrite(data, 1, n, f); fclose(f); }
 }
 
-/* the tokenizer a folder's tokenizer.json makes, through the same keys rlx_st_open writes */
-static int json_tokenizer(const char *dir, int64_t n_min, rlx_gguf **g, rlx_tokenizer **t, rlx_error *err)
+/* the tokenizer a folder's tokenizer.json makes, through the same keys rlx_st_open writes (the
+ * tokenizer copies what it needs, so the metadata image goes at once) */
+static int json_tokenizer(const char *dir, int64_t n_min, rlx_tokenizer **t, rlx_error *err)
 {
     rlx_gguf_writer *w = rlx_gguf_writer_new();
     void *img = NULL;
     size_t len = 0;
-    *g = NULL;
+    rlx_gguf *g = NULL;
     *t = NULL;
     int rc = rlx_hf_tokenizer_keys(w, dir, n_min, err);
     if (!rc) rc = rlx_gguf_writer_write_memory(w, &img, &len, err);
     rlx_gguf_writer_free(w);
-    if (!rc) rc = rlx_gguf_open_memory(g, img, len, dir, err);
-    if (!rc) rc = rlx_tokenizer_from_gguf(t, *g, err);
-    if (rc) { if (*g) rlx_gguf_close(*g); *g = NULL; free(img); return rc; }
-    return 0; /* img stays alive with the handle; the test leaks it on purpose (tiny, once per vocab) */
+    if (!rc) rc = rlx_gguf_open_memory(&g, img, len, dir, err);
+    if (!rc) rc = rlx_tokenizer_from_gguf(t, g, err);
+    if (g) rlx_gguf_close(g);
+    free(img);
+    return rc;
 }
 
 static bool same_ids(const int32_t *a, size_t na, const int32_t *b, size_t nb)
@@ -69,10 +71,9 @@ static int check_vocab(const char *vocab, const char *vectors)
     const char *dir = tmp_path(vocab);
     mkdir(dir, 0755);
     rlx_error err = {0};
-    rlx_gguf *jg;
     rlx_tokenizer *jt;
     if (rlx_hf_export_tokenizer(v.g, dir, &err) ||
-        json_tokenizer(dir, rlx_tokenizer_n_vocab(v.t), &jg, &jt, &err)) {
+        json_tokenizer(dir, rlx_tokenizer_n_vocab(v.t), &jt, &err)) {
         fprintf(stderr, "  %s: %s\n", vocab, err.msg);
         tv_close(&v);
         return 1;
@@ -117,7 +118,6 @@ static int check_vocab(const char *vocab, const char *vectors)
     fprintf(stderr, "  %-20s %zu vectors x 3 modes through tokenizer.json: %s\n", vocab, s.n, bad ? "MISMATCH" : "identical");
     tv_set_free(&s);
     rlx_tokenizer_free(jt);
-    rlx_gguf_close(jg);
     tv_close(&v);
     return bad ? 1 : 0;
 }
@@ -151,37 +151,35 @@ TEST(tok_unsupported)
     const char *dir = tmp_path("tok_bad");
     mkdir(dir, 0755);
     rlx_error err = {0};
-    rlx_gguf *g;
     rlx_tokenizer *t;
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}");
-    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EUNSUPPORTED);
+    ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "WordPiece"), "%s", err.msg);
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
                     "\"pre_tokenizer\":{\"type\":\"Whitespace\"}}");
-    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EUNSUPPORTED);
+    ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "pre-tokenizer Whitespace"), "%s", err.msg);
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
                     "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"x+\"},\"behavior\":\"Isolated\"}}");
-    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EUNSUPPORTED);
+    ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "not one rlxd recognises") && strstr(err.msg, "S:x+"), "%s", err.msg);
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
                     "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true}}");
     write_json_file(dir, "tokenizer_config.json", "{\"bos_token\":\"<nope>\"}");
-    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EFORMAT);
+    ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "bos_token '<nope>' is not a token"), "%s", err.msg);
     unlink(tmp_path("tok_bad/tokenizer.json"));
-    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_ENOTFOUND);
     ASSERT_MSG(strstr(err.msg, "no tokenizer.json"), "%s", err.msg);
     /* holes up to the embedding's rows become [PAD<id>], unused */
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[[\"a\",\"b\"]]},"
                     "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true}}");
     write_json_file(dir, "tokenizer_config.json", "{}");
-    ASSERT_MSG(json_tokenizer(dir, 5, &g, &t, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(json_tokenizer(dir, 5, &t, &err) == 0, "%s", err.msg);
     ASSERT_EQ(rlx_tokenizer_n_vocab(t), 5);
     ASSERT_STR_EQ(rlx_tokenizer_piece(t, 4), "[PAD4]");
     ASSERT(!rlx_tokenizer_add_bos(t)); /* byte-level BPE without a word on it */
     rlx_tokenizer_free(t);
-    rlx_gguf_close(g);
     /* no add_bos_token: a post-processor starting with a special token adds BOS (Llama 3's Sequence form) */
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]},"
                     "\"added_tokens\":[{\"id\":2,\"content\":\"<|begin|>\",\"special\":true}],"
@@ -189,7 +187,7 @@ TEST(tok_unsupported)
                     "\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
                     "{\"id\":\"<|begin|>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}]}}");
     write_json_file(dir, "tokenizer_config.json", "{\"bos_token\":\"<|begin|>\"}");
-    ASSERT_MSG(json_tokenizer(dir, 0, &g, &t, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(json_tokenizer(dir, 0, &t, &err) == 0, "%s", err.msg);
     ASSERT(rlx_tokenizer_add_bos(t));
     ASSERT_EQ(rlx_tokenizer_bos(t), 2);
     int32_t *ids = NULL;
@@ -200,27 +198,25 @@ TEST(tok_unsupported)
     ASSERT_EQ(ids[3], 2); /* a control token, parsed as special */
     free(ids);
     rlx_tokenizer_free(t);
-    rlx_gguf_close(g);
     /* generation_config.json: more ids ending generation; one outside the vocabulary is an error */
     write_json_file(dir, "generation_config.json", "{\"eos_token_id\":[2,1]}");
     write_json_file(dir, "tokenizer_config.json", "{}");
-    ASSERT_MSG(json_tokenizer(dir, 0, &g, &t, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(json_tokenizer(dir, 0, &t, &err) == 0, "%s", err.msg);
     ASSERT_EQ(rlx_tokenizer_eos(t), 2);
     ASSERT(rlx_tokenizer_is_eog(t, 2) && rlx_tokenizer_is_eog(t, 1) && !rlx_tokenizer_is_eog(t, 0));
     rlx_tokenizer_free(t);
-    rlx_gguf_close(g);
     write_json_file(dir, "generation_config.json", "{\"eos_token_id\":9}");
-    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EFORMAT);
+    ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "outside the vocabulary"), "%s", err.msg);
     unlink(tmp_path("tok_bad/generation_config.json"));
     /* ids that are not whole numbers in range */
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]},"
                     "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
-    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EFORMAT);
+    ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "'a' has no valid id"), "%s", err.msg);
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":NaN},\"merges\":[]},"
                     "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
-    ASSERT_EQ(json_tokenizer(dir, 0, &g, &t, &err), RLX_EFORMAT);
+    ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EFORMAT);
 }
 
 /* ---- weights ----------------------------------------------------------------------------- */
