@@ -23,7 +23,7 @@ void rlx__gguf_on_close(rlx_gguf *g, void (*fn)(void *), void *ctx);
 #define ST_MAX_HEADER (100u << 20) /* the safetensors crate's limit */
 #define ST_MAX_FILES 4096
 
-typedef struct st_map { void *base; size_t len; char *path; } st_map;
+typedef struct st_map { void *base; size_t len; char *path; int64_t mtime_ns; } st_map;
 
 /* everything the handle keeps alive */
 typedef struct st_owned {
@@ -276,6 +276,7 @@ typedef struct st_tensor {
     int64_t shape[RLX_GGUF_MAX_DIMS]; /* as stored: shape[0] outermost */
     const void *data;
     uint64_t size;
+    uint64_t offset;      /* in its file, with the file's number in the top 16 bits (a distinct place per tensor) */
 } st_tensor;
 
 typedef struct st_set {
@@ -309,7 +310,7 @@ static int load_file(const char *path, st_owned *o, st_set *set, rlx_error *err)
     st_map *maps = realloc(o->maps, (o->n_maps + 1) * sizeof *maps);
     if (!maps) { munmap(m, (size_t)st.st_size); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
     o->maps = maps;
-    maps[o->n_maps++] = (st_map){m, (size_t)st.st_size, strdup(path)};
+    maps[o->n_maps++] = (st_map){m, (size_t)st.st_size, strdup(path), (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
     const uint8_t *b = m;
     uint64_t size = (uint64_t)st.st_size, hlen;
     memcpy(&hlen, b, 8); /* little-endian, like the GGUF reader assumes */
@@ -367,6 +368,7 @@ static int load_file(const char *path, st_owned *o, st_set *set, rlx_error *err)
             break;
         }
         x.data = data + (uint64_t)o0;
+        x.offset = ((uint64_t)(o->n_maps - 1) << 48) | (8 + hlen + (uint64_t)o0);
         x.size = want;
         x.hf = strdup(t->string);
         if (set->n == set->cap) {
@@ -516,6 +518,7 @@ static int add_tensors(rlx_gguf *g, const char *dir, const hparams *hp, st_set *
         for (uint32_t d = 0; d < x->n_dims; d++) t->ne[d] = x->shape[x->n_dims - 1 - d]; /* GGUF: innermost first */
         t->type = x->dtype;
         t->data = x->data;
+        t->offset = x->offset;
         t->size = x->size;
         int64_t numel = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
         if (x->n_dims == 1 && x->dtype != RLX_F32) { /* GGUF keeps vectors F32 */
@@ -583,6 +586,16 @@ int rlx_st_open(rlx_gguf **out, const char *dir_in, rlx_error *err)
     for (size_t i = 0; i < set.n; i++)
         if (!strcmp(set.v[i].hf, "model.embed_tokens.weight")) rows = set.v[i].shape[0];
     if (!rc) rc = rlx_hf_tokenizer_keys(w, dir, rows, err);
+    /* the weights' identity in the metadata image, which is what rlx_gguf_bytes covers (the
+     * session snapshots' model hash digests it): each file's name, size and modification time */
+    char files[4096] = "";
+    for (size_t i = 0; !rc && o && i < o->n_maps; i++) {
+        const char *b = strrchr(o->maps[i].path ? o->maps[i].path : "", '/');
+        snprintf(files + strlen(files), sizeof files - strlen(files), "%s%s %zu %lld", i ? "; " : "", b ? b + 1 : "",
+                 o->maps[i].len, (long long)o->maps[i].mtime_ns);
+    }
+    if (!rc && rlx_gguf_writer_set_str(w, "rlxd.safetensors.files", files, strlen(files)))
+        rc = rlx_errorf(err, RLX_EINVAL, "%s: %s", dir, rlx_gguf_writer_last_error(w));
     size_t len = 0;
     if (!rc) rc = rlx_gguf_writer_write_memory(w, &o->image, &len, err);
     if (!rc) rc = rlx_gguf_open_memory(&g, o->image, len, dir, err);

@@ -15,7 +15,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char tmpdir[64];
@@ -286,6 +288,32 @@ TEST(qwen2_roundtrip) { roundtrip("models/synth-qwen2-tiny-f32.gguf", "qwen2", 2
 TEST(llama_bf16_sharded) { roundtrip("models/synth-llama-mid-bf16.gguf", "llama-bf16", 3); }
 TEST(llama_f16) { roundtrip("models/synth-llama-mid-f16.gguf", "llama-f16", 1); }
 
+/* The folder's image (what rlx_gguf_bytes covers, and session snapshots' model hash digests)
+ * changes when the weights are rewritten, though config and tokenizer stay the same. */
+TEST(identity)
+{
+    const char *dir = tmp_path("llama"); /* written by llama_roundtrip */
+    if (!rlx_st_is_folder(dir)) SKIP("llama_roundtrip did not run");
+    rlx_error err = {0};
+    rlx_gguf *a, *b;
+    ASSERT_MSG(rlx_st_open(&a, dir, &err) == 0, "%s", err.msg);
+    rlx_gguf_str s;
+    ASSERT_EQ(rlx_gguf_get_str(a, "rlxd.safetensors.files", &s, &err), 0);
+    ASSERT(s.len > 18 && !memcmp(s.ptr, "model.safetensors ", 18));
+    char p[512];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    struct timespec ts[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+    ASSERT_EQ(utimensat(AT_FDCWD, p, ts, 0), 0);
+    ASSERT_MSG(rlx_st_open(&b, dir, &err) == 0, "%s", err.msg);
+    ASSERT(rlx_gguf_file_size(a) == rlx_gguf_file_size(b));
+    ASSERT(memcmp(rlx_gguf_bytes(a), rlx_gguf_bytes(b), (size_t)rlx_gguf_file_size(a)) != 0);
+    /* every tensor at its own place (offsets feed the hash too) */
+    for (uint64_t i = 1; i < rlx_gguf_n_tensors(b); i++)
+        ASSERT(rlx_gguf_tensor_at(b, i)->offset != rlx_gguf_tensor_at(b, i - 1)->offset);
+    rlx_gguf_close(a);
+    rlx_gguf_close(b);
+}
+
 static void set_arch(const char *dir, const char *from, const char *to)
 {
     char p[512];
@@ -433,4 +461,4 @@ TEST(permute_and_vectors)
 TEST_MAIN(TEST_ENTRY(tok_llama_spm), TEST_ENTRY(tok_phi_3), TEST_ENTRY(tok_baichuan), TEST_ENTRY(tok_qwen2),
           TEST_ENTRY(tok_gpt_2), TEST_ENTRY(tok_mpt), TEST_ENTRY(tok_starcoder), TEST_ENTRY(tok_refact),
           TEST_ENTRY(tok_unsupported), TEST_ENTRY(llama_roundtrip), TEST_ENTRY(qwen3_roundtrip), TEST_ENTRY(qwen2_roundtrip),
-          TEST_ENTRY(llama_bf16_sharded), TEST_ENTRY(llama_f16), TEST_ENTRY(errors), TEST_ENTRY(permute_and_vectors))
+          TEST_ENTRY(identity), TEST_ENTRY(llama_bf16_sharded), TEST_ENTRY(llama_f16), TEST_ENTRY(errors), TEST_ENTRY(permute_and_vectors))
