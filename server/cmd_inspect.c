@@ -490,11 +490,13 @@ static int print_json(const rlx_gguf *g, const summary *s)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd inspect FILE [--json]\n"
+    fprintf(f, "usage: rlxd inspect FILE|HF_FOLDER [--json]\n"
                "       rlxd inspect DIR [--prefer QUANT] [--json]\n\n"
                "Shows a GGUF file's format version, alignment, metadata (long arrays summarized), tensors\n"
                "(name, type, shape, bytes), parameter count, weight bytes and an estimate of the memory\n"
-               "needed to serve it (weights + an F16 KV cache at the model's context length).\n"
+               "needed to serve it (weights + an F16 KV cache at the model's context length). A Hugging Face\n"
+               "folder (config.json, tokenizer.json, safetensors) is shown as the GGUF keys and tensors rlxd\n"
+               "reads it as.\n"
                "  --json   print one JSON object with the same information\n\n"
                "With a folder: its models (its .gguf files and those of its direct subfolders, split parts as\n"
                "one, files differing only in a -QUANT name tag as one model), each file's quantization, size\n"

@@ -12,7 +12,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: rlxd tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-add-special] [--parse-special]\n"
-            "  -m, --model FILE     GGUF file whose vocabulary to use\n"
+            "  -m, --model FILE     GGUF file (or Hugging Face folder: tokenizer.json) whose vocabulary to use\n"
             "  -p, --prompt TEXT    text to tokenize\n"
             "  -f, --file FILE      read the text from FILE (bytes as they are)\n"
             "  --no-add-special     do not add BOS/EOS as the vocabulary would\n"
