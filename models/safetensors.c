@@ -135,12 +135,15 @@ int rlx_model_open(rlx_gguf **out, const char *path, rlx_error *err)
 typedef struct hf_arch {
     const char *hf, *arch;
     bool permute_qk;      /* llama.cpp's converter permutes q/k rows (Llama's interleaved RoPE) */
+    bool gemma;           /* Gemma 2: norms stored as w - 1 (the converter adds 1), four norms per
+                             block, soft-capping and a sliding window, lm_head ignored */
 } hf_arch;
 
 static const hf_arch k_archs[] = {
-    {"LlamaForCausalLM", "llama", true},
-    {"Qwen2ForCausalLM", "qwen2", false},
-    {"Qwen3ForCausalLM", "qwen3", false},
+    {"LlamaForCausalLM", "llama", true, false},
+    {"Qwen2ForCausalLM", "qwen2", false, false},
+    {"Qwen3ForCausalLM", "qwen3", false, false},
+    {"Gemma2ForCausalLM", "gemma2", false, true},
 };
 
 static const cJSON *obj(const cJSON *o, const char *key)
@@ -239,6 +242,14 @@ static int config_keys(rlx_gguf_writer *w, const cJSON *c, const char *dir, hpar
     if (!rc && (v = obj(c, "rms_norm_eps"))) {
         if (!cJSON_IsNumber(v)) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'rms_norm_eps' must be a number", dir);
         rc = set_f32(w, arch, "attention.layer_norm_rms_epsilon", v->valuedouble);
+    }
+    if (!rc && h->a->gemma) {
+        int64_t sw = 0;
+        if ((rc = cfg_int(c, dir, "sliding_window", &sw, false, err)) > 0) return rc;
+        rc = sw ? set_u32(w, arch, "attention.sliding_window", sw) : 0;
+        const char *caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+        for (size_t i = 0; !rc && i < RLX_ARRAY_LEN(caps); i++)
+            if ((v = obj(c, caps[i])) && cJSON_IsNumber(v)) rc = set_f32(w, arch, caps[i], v->valuedouble);
     }
     const cJSON *rs = obj(c, "rope_scaling");
     if (!rc && rs) {
@@ -448,8 +459,13 @@ static int load_weights(const char *dir, st_owned *o, st_set *set, rlx_error *er
 }
 
 /* HF name -> llama.cpp name (false: not a tensor of these families) */
-static bool map_name(const char *hf, char *out, size_t cap, bool *skip)
+static bool map_name(const char *hf, char *out, size_t cap, bool *skip, bool gemma)
 {
+    static const char *const gemma_blk[][2] = {
+        {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    };
     static const char *const glob[][2] = {
         {"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
         {"lm_head.weight", "output.weight"},
@@ -471,6 +487,8 @@ static bool map_name(const char *hf, char *out, size_t cap, bool *skip)
     if (sscanf(hf, "model.layers.%u.%n", &layer, &pos) == 1 && pos > 0) {
         const char *rest = hf + pos;
         if (!strcmp(rest, "self_attn.rotary_emb.inv_freq")) { *skip = true; return true; } /* llama.cpp skips it too */
+        for (size_t i = 0; gemma && i < RLX_ARRAY_LEN(gemma_blk); i++)
+            if (!strcmp(rest, gemma_blk[i][0])) { snprintf(out, cap, "blk.%u.%s", layer, gemma_blk[i][1]); return true; }
         for (size_t i = 0; i < RLX_ARRAY_LEN(blk); i++)
             if (!strcmp(rest, blk[i][0])) { snprintf(out, cap, "blk.%u.%s", layer, blk[i][1]); return true; }
     }
@@ -505,12 +523,13 @@ static int add_tensors(rlx_gguf *g, const char *dir, const hparams *hp, st_set *
     for (size_t i = 0; !rc && i < set->n; i++) {
         const st_tensor *x = &set->v[i];
         bool skip;
-        if (!map_name(x->hf, names[n], sizeof names[n], &skip)) {
+        if (!map_name(x->hf, names[n], sizeof names[n], &skip, hp->a->gemma)) {
             rc = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: tensor '%.200s' is not one rlxd maps for %s models", dir, x->hf,
                             hp->a->hf);
             break;
         }
-        if (skip || (hp->tied && !strcmp(names[n], "output.weight"))) continue; /* tied: the embedding is the output */
+        if (skip || ((hp->tied || hp->a->gemma) && !strcmp(names[n], "output.weight")))
+            continue; /* tied (Gemma always): the embedding is the output */
         rlx_gguf_tensor *t = &ts[n];
         t->name = names[n];
         t->n_dims = x->n_dims;
@@ -521,10 +540,22 @@ static int add_tensors(rlx_gguf *g, const char *dir, const hparams *hp, st_set *
         t->offset = x->offset;
         t->size = x->size;
         int64_t numel = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-        if (x->n_dims == 1 && x->dtype != RLX_F32) { /* GGUF keeps vectors F32 */
+        size_t nl = strlen(names[n]);
+        bool shift = hp->a->gemma && nl > 11 && !strcmp(names[n] + nl - 11, "norm.weight");
+        if ((x->n_dims == 1 && x->dtype != RLX_F32) || shift) { /* GGUF keeps vectors F32 */
             float *f = owned_alloc(o, (size_t)numel * sizeof *f);
             if (!f) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory"); break; }
-            for (int64_t k = 0; k < numel; k++) f[k] = half_to_f32(x->dtype, (const uint8_t *)x->data + 2 * k);
+            for (int64_t k = 0; k < numel; k++) {
+                const uint8_t *p = (const uint8_t *)x->data + (x->dtype == RLX_F32 ? 4 : 2) * k;
+                float v;
+                if (x->dtype == RLX_F32) memcpy(&v, p, 4);
+                else v = half_to_f32(x->dtype, p);
+                /* Gemma: + 1 in the checkpoint's own type, as torch adds it in the converter */
+                if (shift && x->dtype == RLX_F32) v += 1.0f;
+                else if (shift) v = x->dtype == RLX_BF16 ? rlx_bf16_to_f32(rlx_f32_to_bf16(v + 1.0f))
+                                                        : rlx_f16_to_f32(rlx_f32_to_f16(v + 1.0f));
+                f[k] = v;
+            }
             t->type = RLX_F32;
             t->data = f;
             t->size = (uint64_t)numel * 4;

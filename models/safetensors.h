@@ -12,7 +12,8 @@
  * and a tensor whose data is not aligned to its element size (safetensors pads nothing).
  * The handle owns every mapping and copy (released by rlx_gguf_close).
  *
- * Supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM with F32, F16 and BF16 weights;
+ * Supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM (norms + 1 as
+ * the converter adds it, in the checkpoint's type) with F32, F16 and BF16 weights;
  * tokenizer.json model BPE, byte-level (with the pre-tokenizers of models/hf_tokenizer.c's table)
  * or with byte_fallback (SentencePiece-style, as llama.cpp's "llama" vocabulary). Anything else is
  * RLX_EUNSUPPORTED naming what is missing.

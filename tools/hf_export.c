@@ -317,8 +317,13 @@ int rlx_hf_export_tokenizer(const rlx_gguf *g, const char *dir, rlx_error *err)
 /* ---- weights ----------------------------------------------------------------------------- */
 
 /* llama.cpp name -> HF name */
-static bool hf_name(const char *gg, char *out, size_t cap)
+static bool hf_name(const char *gg, char *out, size_t cap, bool gemma)
 {
+    static const char *const gemma_blk[][2] = {
+        {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    };
     static const char *const glob[][2] = {
         {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"},
         {"output.weight", "lm_head.weight"},
@@ -336,6 +341,9 @@ static bool hf_name(const char *gg, char *out, size_t cap)
         if (!strcmp(gg, glob[i][0])) { snprintf(out, cap, "%s", glob[i][1]); return true; }
     unsigned l;
     int pos = 0;
+    if (sscanf(gg, "blk.%u.%n", &l, &pos) == 1 && pos > 0 && gemma)
+        for (size_t i = 0; i < RLX_ARRAY_LEN(gemma_blk); i++)
+            if (!strcmp(gg + pos, gemma_blk[i][0])) { snprintf(out, cap, "model.layers.%u.%s", l, gemma_blk[i][1]); return true; }
     if (sscanf(gg, "blk.%u.%n", &l, &pos) == 1 && pos > 0)
         for (size_t i = 0; i < RLX_ARRAY_LEN(blk); i++)
             if (!strcmp(gg + pos, blk[i][0])) { snprintf(out, cap, "model.layers.%u.%s", l, blk[i][1]); return true; }
@@ -403,8 +411,10 @@ int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, rlx_error *e
     char arch[32];
     snprintf(arch, sizeof arch, "%.*s", (int)(as.len < 31 ? as.len : 31), as.ptr);
     const char *cls = !strcmp(arch, "llama") ? "LlamaForCausalLM" : !strcmp(arch, "qwen2") ? "Qwen2ForCausalLM"
-                    : !strcmp(arch, "qwen3") ? "Qwen3ForCausalLM" : NULL;
-    if (!cls) return rlx_errorf(err, RLX_EUNSUPPORTED, "architecture '%s' has no Hugging Face export here (llama, qwen2, qwen3)", arch);
+                    : !strcmp(arch, "qwen3") ? "Qwen3ForCausalLM" : !strcmp(arch, "gemma2") ? "Gemma2ForCausalLM" : NULL;
+    if (!cls)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "architecture '%s' has no Hugging Face export here (llama, qwen2, qwen3, gemma2)", arch);
+    bool gemma = !strcmp(arch, "gemma2");
     if (mkdir(dir, 0755) && errno != EEXIST) return rlx_errorf(err, RLX_EIO, "%s: cannot create: %s", dir, strerror(errno));
     uint32_t n_embd = key_u32(g, arch, "embedding_length", 0), n_head = key_u32(g, arch, "attention.head_count", 1);
     uint32_t n_head_kv = key_u32(g, arch, "attention.head_count_kv", n_head);
@@ -433,6 +443,13 @@ int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, rlx_error *e
     cJSON_AddNumberToObject(c, "vocab_size", (double)emb->ne[1]);
     cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    if (gemma) {
+        cJSON_AddNumberToObject(c, "sliding_window", key_u32(g, arch, "attention.sliding_window", 4096));
+        cJSON_AddNumberToObject(c, "attn_logit_softcapping", key_f32(g, arch, "attn_logit_softcapping", 50.0f));
+        cJSON_AddNumberToObject(c, "final_logit_softcapping", key_f32(g, arch, "final_logit_softcapping", 30.0f));
+        snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", arch);
+        if (rlx_gguf_find(g, k)) { cJSON_Delete(c); return rlx_errorf(err, RLX_EUNSUPPORTED, "a sliding window pattern is not exported"); }
+    }
     rc = write_json(dir, "config.json", c, err);
     cJSON_Delete(c);
     if (!rc) rc = rlx_hf_export_tokenizer(g, dir, err);
@@ -444,11 +461,20 @@ int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, rlx_error *e
     for (uint64_t i = 0; !rc && i < n; i++) {
         const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
         ts[i].t = t;
-        if (!hf_name(t->name, ts[i].name, sizeof ts[i].name))
+        if (!hf_name(t->name, ts[i].name, sizeof ts[i].name, gemma))
             rc = rlx_errorf(err, RLX_EUNSUPPORTED, "tensor '%s' has no Hugging Face name here", t->name);
         else if (t->type != RLX_F32 && t->type != RLX_F16 && t->type != RLX_BF16)
             rc = rlx_errorf(err, RLX_EUNSUPPORTED, "tensor '%s' is %s; safetensors export takes F32, F16, BF16", t->name,
                             rlx_dtype_get(t->type)->name);
+        size_t nl = strlen(t->name);
+        if (!rc && gemma && nl > 11 && !strcmp(t->name + nl - 11, "norm.weight")) {
+            /* Gemma's checkpoints hold w - 1; the converter adds the 1 back */
+            if (t->type != RLX_F32) { rc = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: a Gemma norm must be F32", t->name); break; }
+            float *f = malloc((size_t)t->size);
+            if (!f) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory"); break; }
+            for (uint64_t e = 0; e < t->size / 4; e++) f[e] = ((const float *)t->data)[e] - 1.0f;
+            ts[i].data = f;
+        }
         bool q = strstr(t->name, ".attn_q.weight") != NULL, kk = strstr(t->name, ".attn_k.weight") != NULL;
         if (!rc && !strcmp(arch, "llama") && (q || kk)) {
             /* undo convert_hf_to_gguf.py's permute: GGUF row h*hd + 2i + j is HF row h*hd + j*hd/2 + i */

@@ -4,8 +4,8 @@
  * models/safetensors.c, for tests (rlxd-hf-export, tests/unit/test_safetensors.c): loading the
  * folder must give the GGUF's logits and tokens.
  *
- * Weights: F32/F16/BF16 tensors of llama, qwen2 and qwen3 models, under HF names, Llama's q/k
- * rows un-permuted (convert_hf_to_gguf.py's permute inverted). Tokenizers: "gpt2" with the
+ * Weights: F32/F16/BF16 tensors of llama, qwen2, qwen3 and gemma2 models under HF names, Llama's
+ * q/k rows un-permuted (convert_hf_to_gguf.py's permute inverted), Gemma's norms less 1. Tokenizers: "gpt2" with the
  * pre-tokenizers gpt-2, mpt, starcoder, refact, llama-bpe and qwen2 (their tokenizer.json form),
  * and "llama" SentencePiece as a byte_fallback BPE whose merges are ordered by the merged token's
  * score (as transformers' converter orders them). Other inputs: RLX_EUNSUPPORTED naming them.

@@ -2,7 +2,7 @@
 # test_safetensors.sh - Hugging Face folders end to end. rlxd-hf-export writes a folder
 # (config.json, model.safetensors or shards + index, tokenizer.json, tokenizer_config.json) from
 # a synthetic GGUF; through -m FOLDER, `rlxd logits` must print the GGUF's logits byte for byte
-# (llama, qwen3 and qwen2 f32 from ../shared, qwen3 f16 in 3 shards, llama bf16), `rlxd tokenize` the
+# (llama, qwen3, qwen2 and gemma2 f32 from ../shared, qwen3 f16 in 3 shards, llama bf16), `rlxd tokenize` the
 # same ids; `rlxd check` says SUPPORTED, `rlxd inspect` describes it; `rlxd serve -m FOLDER` and
 # --models-dir (the folder listed by name, loaded on demand) answer with the GGUF's greedy text;
 # an unsupported architecture is a clear error.
@@ -32,6 +32,7 @@ same_logits() { # NAME GGUF [SHARDS]
 same_logits llama-f32 "$LLAMA"
 same_logits qwen3-f32 "$QWEN3"
 [ -f "$SHARED/models/synth-qwen2-tiny-f32.gguf" ] && same_logits qwen2-f32 "$SHARED/models/synth-qwen2-tiny-f32.gguf"
+[ -f "$SHARED/models/synth-gemma2-tiny-f32.gguf" ] && same_logits gemma2-f32 "$SHARED/models/synth-gemma2-tiny-f32.gguf"
 "$SYNTH" --arch qwen3 --preset tiny --type f16 --seed 7 -o "$TMP/qwen3-f16.gguf" >/dev/null || fail "synth qwen3 f16"
 same_logits qwen3-f16 "$TMP/qwen3-f16.gguf" 3
 "$SYNTH" --arch llama --preset tiny --type bf16 --seed 8 --vocab-from "$LLAMA" -o "$TMP/llama-bf16.gguf" >/dev/null || fail "synth llama bf16"

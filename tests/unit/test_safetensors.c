@@ -2,7 +2,7 @@
  * the GGUFs they are written from (tools/hf_export.c):
  *   - tokenizer.json of every reference vocabulary tokenizes its vectors (../shared/vocab) to the
  *     expected ids and to the GGUF tokenizer's, specials and BOS/EOS flags included;
- *   - the synthetic llama and qwen3 models come back with every tensor byte-identical under its
+ *   - the synthetic llama, qwen3, qwen2 and gemma2 models come back with every tensor byte-identical under its
  *     llama.cpp name (Llama's q/k permutation undone and redone), the same hyper-parameters, from
  *     one file or shards; the q/k permutation and F16/BF16 vectors on hand-written data;
  *   - errors: unsupported architecture, dtype, tokenizer kind, pre-tokenizer; a missing shard;
@@ -278,6 +278,10 @@ static void roundtrip(const char *model, const char *dirname, int shards)
     ASSERT(a->attn_scale == b->attn_scale);
     ASSERT_EQ(a->rope_mode, b->rope_mode);
     ASSERT_EQ(a->tied, b->tied);
+    ASSERT_EQ(a->sliding_window, b->sliding_window);
+    ASSERT_EQ(a->swa_pattern, b->swa_pattern);
+    ASSERT(a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap);
+    ASSERT_EQ(a->embd_scale, b->embd_scale);
     rlx_model_free(ma);
     rlx_model_free(mb);
 }
@@ -285,6 +289,7 @@ static void roundtrip(const char *model, const char *dirname, int shards)
 TEST(llama_roundtrip) { roundtrip("models/synth-llama-tiny-f32.gguf", "llama", 1); }
 TEST(qwen3_roundtrip) { roundtrip("models/synth-qwen3-tiny-f32.gguf", "qwen3", 1); }
 TEST(qwen2_roundtrip) { roundtrip("models/synth-qwen2-tiny-f32.gguf", "qwen2", 2); } /* q/k/v biases */
+TEST(gemma2_roundtrip) { roundtrip("models/synth-gemma2-tiny-f32.gguf", "gemma2", 1); } /* norms + 1, 4 norms a block */
 TEST(llama_bf16_sharded) { roundtrip("models/synth-llama-mid-bf16.gguf", "llama-bf16", 3); }
 TEST(llama_f16) { roundtrip("models/synth-llama-mid-f16.gguf", "llama-f16", 1); }
 
@@ -458,7 +463,51 @@ TEST(permute_and_vectors)
     ASSERT_MSG(strstr(err.msg, "model.layers.0.mystery.weight"), "%s", err.msg);
 }
 
+/* Gemma's + 1 happens in the checkpoint's type, as torch adds it in the converter: a BF16 norm of
+ * 2^-8 gives 1 + 2^-8, a tie between two BF16 values, rounded to even (1.0); F32 keeps it. */
+TEST(gemma_norm_type)
+{
+    const char *dir = tmp_path("gemma_hand");
+    mkdir(dir, 0755);
+    write_json_file(dir, "config.json", "{\"architectures\":[\"Gemma2ForCausalLM\"],\"hidden_size\":2,\"intermediate_size\":2,"
+                    "\"num_hidden_layers\":1,\"num_attention_heads\":1,\"head_dim\":2,\"sliding_window\":8,"
+                    "\"attn_logit_softcapping\":null,\"final_logit_softcapping\":30.0}");
+    write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
+    const char *hdr = "{\"model.norm.weight\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+                      "\"model.layers.0.post_feedforward_layernorm.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]},"
+                      "\"lm_head.weight\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[12,28]}}";
+    uint64_t hl = strlen(hdr);
+    uint8_t b[512] = {0};
+    memcpy(b, &hl, 8);
+    memcpy(b + 8, hdr, hl);
+    uint16_t bf[2] = {rlx_f32_to_bf16(0x1p-8f), rlx_f32_to_bf16(0.5f)};
+    float f[2] = {0x1p-8f, -0.25f};
+    memcpy(b + 8 + hl, bf, 4);
+    memcpy(b + 8 + hl + 4, f, 8);
+    char p[512];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    put_file(p, b, 8 + hl + 28);
+    rlx_error err = {0};
+    rlx_gguf *g;
+    ASSERT_MSG(rlx_st_open(&g, dir, &err) == 0, "%s", err.msg);
+    const rlx_gguf_tensor *on = rlx_gguf_find_tensor(g, "output_norm.weight"), *pf = rlx_gguf_find_tensor(g, "blk.0.post_ffw_norm.weight");
+    ASSERT(on && on->type == RLX_F32 && pf && pf->type == RLX_F32);
+    ASSERT(((const float *)on->data)[0] == 1.0f && ((const float *)on->data)[1] == 1.5f);
+    ASSERT(((const float *)pf->data)[0] == 1.0f + 0x1p-8f && ((const float *)pf->data)[1] == 0.75f);
+    ASSERT(!rlx_gguf_find_tensor(g, "output.weight")); /* Gemma ties, as llama.cpp ignores lm_head */
+    uint32_t sw;
+    float cap;
+    ASSERT_EQ(rlx_gguf_get_u32(g, "gemma2.attention.sliding_window", &sw, &err), 0);
+    ASSERT_EQ(sw, 8);
+    ASSERT_EQ(rlx_gguf_get_f32(g, "gemma2.attn_logit_softcapping", &cap, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_gguf_get_f32(g, "gemma2.final_logit_softcapping", &cap, &err), 0);
+    ASSERT(cap == 30.0f);
+    rlx_gguf_close(g);
+}
+
 TEST_MAIN(TEST_ENTRY(tok_llama_spm), TEST_ENTRY(tok_phi_3), TEST_ENTRY(tok_baichuan), TEST_ENTRY(tok_qwen2),
           TEST_ENTRY(tok_gpt_2), TEST_ENTRY(tok_mpt), TEST_ENTRY(tok_starcoder), TEST_ENTRY(tok_refact),
-          TEST_ENTRY(tok_unsupported), TEST_ENTRY(llama_roundtrip), TEST_ENTRY(qwen3_roundtrip), TEST_ENTRY(qwen2_roundtrip),
-          TEST_ENTRY(identity), TEST_ENTRY(llama_bf16_sharded), TEST_ENTRY(llama_f16), TEST_ENTRY(errors), TEST_ENTRY(permute_and_vectors))
+          TEST_ENTRY(tok_unsupported), TEST_ENTRY(llama_roundtrip), TEST_ENTRY(qwen3_roundtrip), TEST_ENTRY(qwen2_roundtrip), TEST_ENTRY(gemma2_roundtrip),
+          TEST_ENTRY(identity), TEST_ENTRY(llama_bf16_sharded), TEST_ENTRY(llama_f16), TEST_ENTRY(errors), TEST_ENTRY(permute_and_vectors),
+          TEST_ENTRY(gemma_norm_type))
