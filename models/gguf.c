@@ -92,6 +92,8 @@ struct rlx_gguf {
     arena_block *arena;
     rlx_gguf **parts;           /* split GGUF: the other parts, owned (their tensors are in tensors[]) */
     uint32_t n_parts;
+    void (*release)(void *);    /* rlx__gguf_on_close: frees memory the handle's tensors point into */
+    void *release_ctx;
 };
 
 /* ---- the parser and its error context ---- */
@@ -646,6 +648,7 @@ int rlx_gguf_open(rlx_gguf **out, const char *path, rlx_error *err)
 void rlx_gguf_close(rlx_gguf *g)
 {
     if (!g) return;
+    if (g->release) g->release(g->release_ctx);
     if (g->map) munmap(g->map, g->map_len);
     for (uint32_t i = 0; i < g->n_parts; i++) rlx_gguf_close(g->parts[i]);
     free(g->parts);
@@ -698,6 +701,50 @@ int rlx__gguf_adopt_parts(rlx_gguf *g, rlx_gguf **parts, uint32_t n, rlx_error *
     g->parts = parts;
     g->n_parts = n;
     return 0;
+}
+
+/* For handles assembled from other files (models/safetensors.c): appends tensors whose data
+ * lies outside the image (names copied, data and shapes as given; ne[] of unused dims must be 1),
+ * rebuilding the name index; a name already present is an error. On failure nothing changes. */
+int rlx__gguf_add_tensors(rlx_gguf *g, const rlx_gguf_tensor *add, uint64_t n, rlx_error *err)
+{
+    uint64_t total = g->n_tensors + n;
+    if (total > UINT32_MAX - 1) return rlx_errorf(err, RLX_EFORMAT, "%s: too many tensors", g->name);
+    parser ps = {.g = g, .err = err};
+    int rc = 0;
+    rlx_gguf_tensor *ts = palloc(&ps, (size_t)(total ? total : 1) * sizeof *ts, &rc);
+    if (!ts) return rc;
+    if (g->n_tensors) memcpy(ts, g->tensors, (size_t)g->n_tensors * sizeof *ts);
+    for (uint64_t i = 0; i < n; i++) {
+        rlx_gguf_tensor *t = &ts[g->n_tensors + i];
+        *t = add[i];
+        size_t len = strlen(add[i].name);
+        char *name = palloc(&ps, len + 1, &rc);
+        if (!name) return rc;
+        memcpy(name, add[i].name, len + 1);
+        t->name = name;
+    }
+    rlx_gguf_tensor *old = g->tensors;
+    uint32_t *old_index = g->tensor_index;
+    uint64_t old_n = g->n_tensors, old_mask = g->tensor_mask, di, dj;
+    g->tensors = ts;
+    g->n_tensors = total;
+    rc = build_index(&ps, total, tensor_name, &g->tensor_index, &g->tensor_mask, &di, &dj);
+    if (rc) {
+        if (rc > 0) rc = rlx_errorf(err, RLX_EFORMAT, "%s: tensor '%s' appears twice", g->name, ts[di].name);
+        g->tensors = old;
+        g->n_tensors = old_n;
+        g->tensor_index = old_index;
+        g->tensor_mask = old_mask;
+    }
+    return rc;
+}
+
+/* fn(ctx) runs first in rlx_gguf_close (one hook per handle; a later call replaces it). */
+void rlx__gguf_on_close(rlx_gguf *g, void (*fn)(void *), void *ctx)
+{
+    g->release = fn;
+    g->release_ctx = ctx;
 }
 
 uint32_t rlx_gguf_n_parts(const rlx_gguf *g) { return g->n_parts + 1; }

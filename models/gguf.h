@@ -144,6 +144,9 @@ int rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error *err);
  * split.tensors.count (i32). Part names come from path with a trailing ".gguf" dropped:
  * PATH-00001-of-0000N.gguf. n_split 1 writes the plain file at path. */
 int rlx_gguf_writer_write_split(rlx_gguf_writer *w, const char *path, uint32_t n_split, rlx_error *err);
+/* The whole GGUF image in memory (malloc'ed, the caller frees *data): what rlx_gguf_writer_write
+ * would write, for rlx_gguf_open_memory (models/safetensors.c builds a folder's metadata this way). */
+int rlx_gguf_writer_write_memory(rlx_gguf_writer *w, void **data, size_t *size, rlx_error *err);
 /* Why the last failed setter/add_tensor call failed ("" if none failed); valid until the next call. */
 const char *rlx_gguf_writer_last_error(const rlx_gguf_writer *w);
 

@@ -421,37 +421,12 @@ static int writer_alignment(rlx_gguf_writer *w, const char *path, uint64_t *alig
     return 0;
 }
 
-/* One file: w's keys when all_kvs (else only general.alignment), then extra[0..n_extra), then
- * tensors [t0, t1). */
-static int write_file(rlx_gguf_writer *w, const char *path, bool all_kvs, const wkv *extra, size_t n_extra,
-                      size_t t0, size_t t1, rlx_error *err)
+/* The GGUF image of w's keys (all of them when all_kvs, else only general.alignment), extra[0..n_extra)
+ * and tensors [t0, t1) onto f; returns the header's length (the tensor data's offset) or -1. */
+static long emit(const rlx_gguf_writer *w, FILE *f, uint64_t align, bool have_align, bool all_kvs, const wkv *extra,
+                 size_t n_extra, size_t t0, size_t t1)
 {
-    uint64_t align;
-    bool have_align;
-    int rc = writer_alignment(w, path, &align, &have_align, err);
-    if (rc) return rc;
     size_t n_kv = all_kvs ? w->n_kv : 0;
-
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) return rlx_errorf(err, RLX_ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = rlx_errorf(err, RLX_EIO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    fchmod(fd, 0644);
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        rc = rlx_errorf(err, RLX_EIO, "%s: %s", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return rc;
-    }
-
     fwrite(GGUF_MAGIC, 1, 4, f);
     put_u32(f, 3);
     put_u64(f, t1 - t0);
@@ -485,7 +460,39 @@ static int write_file(rlx_gguf_writer *w, const char *path, bool all_kvs, const 
         if (w->ts[i].size) fwrite(w->ts[i].data, 1, (size_t)w->ts[i].size, f);
         put_pad(f, w->ts[i].size, align);
     }
+    return pos;
+}
 
+/* One file: w's keys when all_kvs (else only general.alignment), then extra[0..n_extra), then
+ * tensors [t0, t1). */
+static int write_file(rlx_gguf_writer *w, const char *path, bool all_kvs, const wkv *extra, size_t n_extra,
+                      size_t t0, size_t t1, rlx_error *err)
+{
+    uint64_t align;
+    bool have_align;
+    int rc = writer_alignment(w, path, &align, &have_align, err);
+    if (rc) return rc;
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) return rlx_errorf(err, RLX_ENOMEM, "%s: out of memory", path);
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        rc = rlx_errorf(err, RLX_EIO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    fchmod(fd, 0644);
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        rc = rlx_errorf(err, RLX_EIO, "%s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return rc;
+    }
+
+    long pos = emit(w, f, align, have_align, all_kvs, extra, n_extra, t0, t1);
     int bad = pos < 0 || ferror(f) || fflush(f) || fsync(fileno(f));
     int e = errno;
     if (fclose(f)) bad = 1, e = errno;
@@ -541,4 +548,27 @@ int rlx_gguf_writer_write_split(rlx_gguf_writer *w, const char *path, uint32_t n
     free(prefix);
     free(name);
     return rc;
+}
+
+int rlx_gguf_writer_write_memory(rlx_gguf_writer *w, void **data, size_t *size, rlx_error *err)
+{
+    *data = NULL;
+    *size = 0;
+    uint64_t align;
+    bool have_align;
+    int rc = writer_alignment(w, "(memory)", &align, &have_align, err);
+    if (rc) return rc;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return rlx_errorf(err, RLX_ENOMEM, "out of memory writing a GGUF image");
+    long pos = emit(w, f, align, have_align, true, NULL, 0, 0, w->n_t);
+    int bad = pos < 0 || ferror(f);
+    if (fclose(f) || bad) {
+        free(buf);
+        return rlx_errorf(err, RLX_ENOMEM, "out of memory writing a GGUF image");
+    }
+    *data = buf;
+    *size = len;
+    return 0;
 }

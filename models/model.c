@@ -1,5 +1,6 @@
 /* model.c - loading a GGUF model: common hyper-parameters, family lookup, weight views. */
 #include "models/model.h"
+#include "models/safetensors.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -185,7 +186,7 @@ int rlx_model_load(rlx_model **out, const char *path, rlx_error *err)
 {
     rlx_model *m = calloc(1, sizeof *m);
     if (!m) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    int rc = rlx_gguf_open_split(&m->gguf, path, err);
+    int rc = rlx_model_open(&m->gguf, path, err);
     if (rc) { free(m); return rc; }
     rlx_gguf_str s;
     if ((rc = rlx_gguf_get_str(m->gguf, "general.architecture", &s, err))) {

@@ -1,6 +1,7 @@
 /* model_check.c - `rlxd check`'s verdict on one GGUF model (see model_files.h for the order of
  * the checks and what each status means). */
 #include "models/model_files.h"
+#include "models/safetensors.h"
 #include "models/model.h"
 #include "models/tokenizer.h"
 #include "backends/dtype.h"
@@ -107,11 +108,12 @@ void rlx_model_check(const char *path, rlx_check_result *r)
     memset(r, 0, sizeof *r);
     rlx_error err = {0};
     rlx_gguf *g;
-    int rc = rlx_gguf_open_split(&g, path, &err);
+    int rc = rlx_model_open(&g, path, &err);
     if (rc) {
         /* the parser says RLX_EUNSUPPORTED only for a tensor type id outside rlxd's table */
+        /* for a Hugging Face folder: an architecture, dtype or tokenizer kind it names in the message */
         verdict(r, rc == RLX_EUNSUPPORTED ? RLX_CHECK_KNOWN_UNIMPLEMENTED : RLX_CHECK_UNKNOWN,
-                rc == RLX_EUNSUPPORTED ? "tensor type" : "", "%s", msg_after(err.msg, path));
+                rc == RLX_EUNSUPPORTED && !rlx_st_is_folder(path) ? "tensor type" : "", "%s", msg_after(err.msg, path));
         return;
     }
     r->n_parts = rlx_gguf_n_parts(g);

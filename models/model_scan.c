@@ -1,6 +1,7 @@
 /* model_scan.c - a folder's GGUF models (one level of subfolders, split parts grouped) and the
  * quantization names llama.cpp gives them. */
 #include "models/model_files.h"
+#include "models/safetensors.h"
 #include "backends/dtype.h"
 
 #include <ctype.h>
@@ -75,9 +76,12 @@ static int add(list *l, const char *dir, const char *sub, const char *file)
     it->path = malloc(plen);
     it->name = malloc(plen);
     if (!it->path || !it->name) { free(it->path); free(it->name); return RLX_ENOMEM; }
-    snprintf(it->path, plen, "%s/%s%s%s", dir, sub ? sub : "", sub ? "/" : "", file);
+    snprintf(it->path, plen, "%s/%s%s%s", dir, sub ? sub : "", sub && *file ? "/" : "", file);
     char *rel = it->path + strlen(dir) + 1; /* relative to dir */
-    if (!rlx_gguf_split_parse_name(rel, it->name, plen, &it->no, &it->count)) {
+    if (!*file) { /* a Hugging Face folder: one model named after it */
+        snprintf(it->name, plen, "%s", rel);
+        it->no = it->count = 0;
+    } else if (!rlx_gguf_split_parse_name(rel, it->name, plen, &it->no, &it->count)) {
         snprintf(it->name, plen, "%s", rel);
         it->name[strlen(it->name) - 5] = 0; /* ".gguf" */
         it->no = it->count = 0;
@@ -110,7 +114,9 @@ static int walk(list *l, const char *dir, const char *sub, rlx_error *err)
         int k = snprintf(full, sizeof full, "%s/%s", path, e->d_name);
         struct stat st;
         if (k < 0 || (size_t)k >= sizeof full || stat(full, &st)) continue; /* too long, or a dangling link */
-        if (S_ISDIR(st.st_mode) && !sub) rc = walk(l, dir, e->d_name, err);
+        if (S_ISDIR(st.st_mode) && !sub && rlx_st_is_folder(full)) {
+            if ((rc = add(l, dir, e->d_name, ""))) rlx_errorf(err, rc, "out of memory listing %s", path);
+        } else if (S_ISDIR(st.st_mode) && !sub) rc = walk(l, dir, e->d_name, err);
         else if (S_ISREG(st.st_mode) && is_gguf(e->d_name) && (rc = add(l, dir, sub, e->d_name)))
             rlx_errorf(err, rc, "out of memory listing %s", path);
     }

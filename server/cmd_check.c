@@ -4,6 +4,7 @@
  * otherwise (or when a folder holds no GGUF), 2 on usage errors. */
 #include "server/cli.h"
 #include "models/model_files.h"
+#include "models/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -74,7 +75,7 @@ int rlx_cmd_check(int argc, char **argv)
     struct stat st;
     bool all_ok = true, out_ok = true;
     rlx_check_result r;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (!rlx_st_is_folder(path) && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         rlx_model_entry *es;
         size_t n;
         rlx_error err = {0};
@@ -83,7 +84,7 @@ int rlx_cmd_check(int argc, char **argv)
             return 1;
         }
         if (!n) {
-            fprintf(stderr, "rlxd check: %s holds no .gguf files (nor do its subfolders)\n", path);
+            fprintf(stderr, "rlxd check: %s holds no .gguf files nor Hugging Face model folders (nor do its subfolders)\n", path);
             all_ok = false;
         }
         for (size_t i = 0; i < n; i++) {

@@ -6,6 +6,7 @@
 #include "server/cli.h"
 #include "models/gguf.h"
 #include "models/model.h"
+#include "models/safetensors.h"
 #include "backends/dtype.h"
 
 #include <cjson/cJSON.h>
@@ -342,10 +343,15 @@ static void print_text(const rlx_gguf *g, const summary *s)
 {
     char h1[32], h2[32], h3[32];
     printf("file: %s\n", rlx_gguf_path(g));
-    printf("format: GGUF v%u, alignment %" PRIu64 ", %" PRIu64 " bytes (%s)", rlx_gguf_version(g),
-           rlx_gguf_alignment(g), rlx_gguf_file_size(g), human(h1, sizeof h1, (double)rlx_gguf_file_size(g), true));
-    if (rlx_gguf_n_tensors(g)) printf(", tensor data at offset %" PRIu64, rlx_gguf_data_offset(g));
-    printf("\n");
+    if (rlx_st_is_folder(rlx_gguf_path(g))) {
+        printf("format: Hugging Face folder (config.json, tokenizer.json, safetensors), shown as the GGUF keys and "
+               "tensor names rlxd reads it as\n");
+    } else {
+        printf("format: GGUF v%u, alignment %" PRIu64 ", %" PRIu64 " bytes (%s)", rlx_gguf_version(g),
+               rlx_gguf_alignment(g), rlx_gguf_file_size(g), human(h1, sizeof h1, (double)rlx_gguf_file_size(g), true));
+        if (rlx_gguf_n_tensors(g)) printf(", tensor data at offset %" PRIu64, rlx_gguf_data_offset(g));
+        printf("\n");
+    }
     printf("\nmetadata (%" PRIu64 " keys):\n", rlx_gguf_n_kv(g));
     sbuf line = {0};
     for (uint64_t i = 0; i < rlx_gguf_n_kv(g); i++) {
@@ -484,11 +490,13 @@ static int print_json(const rlx_gguf *g, const summary *s)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd inspect FILE [--json]\n"
+    fprintf(f, "usage: rlxd inspect FILE|HF_FOLDER [--json]\n"
                "       rlxd inspect DIR [--prefer QUANT] [--json]\n\n"
                "Shows a GGUF file's format version, alignment, metadata (long arrays summarized), tensors\n"
                "(name, type, shape, bytes), parameter count, weight bytes and an estimate of the memory\n"
-               "needed to serve it (weights + an F16 KV cache at the model's context length).\n"
+               "needed to serve it (weights + an F16 KV cache at the model's context length). A Hugging Face\n"
+               "folder (config.json, tokenizer.json, safetensors) is shown as the GGUF keys and tensors rlxd\n"
+               "reads it as.\n"
                "  --json   print one JSON object with the same information\n\n"
                "With a folder: its models (its .gguf files and those of its direct subfolders, split parts as\n"
                "one, files differing only in a -QUANT name tag as one model), each file's quantization, size\n"
@@ -529,14 +537,15 @@ int rlx_cmd_inspect(int argc, char **argv)
         return 2;
     }
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return rlx__cmd_inspect_dir(path, prefer, json);
+    bool hf = rlx_st_is_folder(path);
+    if (!hf && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return rlx__cmd_inspect_dir(path, prefer, json);
     if (prefer) {
         fprintf(stderr, "rlxd inspect: --prefer applies to a folder, and %s is a file\n", path);
         return 2;
     }
     rlx_gguf *g;
     rlx_error err = {0};
-    if (rlx_gguf_open(&g, path, &err)) {
+    if (hf ? rlx_st_open(&g, path, &err) : rlx_gguf_open(&g, path, &err)) {
         fprintf(stderr, "rlxd inspect: %s\n", err.msg);
         return 1;
     }

@@ -7,6 +7,7 @@
  * dropped: Qwen3-8B-Q4_K_M.gguf and Qwen3-8B-Q8_0.gguf are two files of Qwen3-8B. */
 #include "server/cli.h"
 #include "models/model_files.h"
+#include "models/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -55,6 +56,10 @@ static void model_name(const char *name, char *out, size_t cap)
 static uint64_t parts_bytes(const rlx_gguf *g)
 {
     uint64_t n = 0;
+    if (rlx_st_is_folder(rlx_gguf_path(g))) { /* a Hugging Face folder: its weights */
+        for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) n += rlx_gguf_tensor_at(g, i)->size;
+        return n;
+    }
     for (uint32_t i = 0; i < rlx_gguf_n_parts(g); i++) {
         struct stat st;
         if (!stat(rlx_gguf_part_path(g, i), &st)) n += (uint64_t)st.st_size;
@@ -67,7 +72,7 @@ static void describe(file *f)
     rlx_gguf *g;
     rlx_error err = {0};
     snprintf(f->quant, sizeof f->quant, "?");
-    if (rlx_gguf_open_split(&g, f->e->path, &err) == 0) {
+    if (rlx_model_open(&g, f->e->path, &err) == 0) {
         rlx_model_quant(g, f->quant, sizeof f->quant);
         f->bytes = parts_bytes(g);
         rlx_gguf_close(g);

@@ -5,6 +5,7 @@
 #include "server/cli.h"
 #include "models/chat_template.h"
 #include "models/gguf.h"
+#include "models/safetensors.h"
 #include "models/json.h"
 
 #include <stdio.h>
@@ -116,7 +117,7 @@ int rlx_cmd_render_template(int argc, char **argv)
         }
     } else {
         rlx_gguf *g = NULL;
-        if (rlx_gguf_open(&g, model_path, &err) != 0) {
+        if ((rlx_st_is_folder(model_path) ? rlx_st_open(&g, model_path, &err) : rlx_gguf_open(&g, model_path, &err)) != 0) {
             fprintf(stderr, "rlxd render-template: %s\n", err.msg);
             cJSON_Delete(ctx);
             return 1;

@@ -2,6 +2,7 @@
  * vocabulary of a GGUF file (a vocabulary-only GGUF is enough). */
 #include "server/cli.h"
 #include "models/tokenizer.h"
+#include "models/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: rlxd tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-add-special] [--parse-special]\n"
-            "  -m, --model FILE     GGUF file whose vocabulary to use\n"
+            "  -m, --model FILE     GGUF file (or Hugging Face folder: tokenizer.json) whose vocabulary to use\n"
             "  -p, --prompt TEXT    text to tokenize\n"
             "  -f, --file FILE      read the text from FILE (bytes as they are)\n"
             "  --no-add-special     do not add BOS/EOS as the vocabulary would\n"
@@ -60,7 +61,7 @@ int rlx_cmd_tokenize(int argc, char **argv)
     rlx_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    int rc = rlx_gguf_open(&g, model, &err);
+    int rc = rlx_st_is_folder(model) ? rlx_st_open(&g, model, &err) : rlx_gguf_open(&g, model, &err);
     if (!rc) rc = rlx_tokenizer_from_gguf(&tok, g, &err);
     if (!rc) rc = rlx_tokenize(tok, prompt, len, add_special, parse_special, &ids, &n, &err);
     if (rc) {

@@ -11,6 +11,7 @@
 #include "backends/dtype.h"
 #include "backends/cpu/threadpool.h"
 #include "models/model_files.h"
+#include "models/safetensors.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ rlx_model_slot *rlx_models_find(rlx_srv *s, const char *name)
 static int probe(rlx_model_slot *m)
 {
     rlx_gguf *g = NULL;
-    int rc = rlx_gguf_open_split(&g, m->cfg->path, &m->err);
+    int rc = rlx_model_open(&g, m->cfg->path, &m->err);
     if (rc) return rc;
     uint64_t bytes = 0;
     for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) bytes += rlx_gguf_tensor_at(g, i)->size;
