@@ -24,6 +24,7 @@ static const command commands[] = {
     {"render-template", rlx_cmd_render_template, "render a chat template with a JSON context"},
     {"bench", rlx_cmd_bench, "measure prompt and generation speed"},
     {"devices", rlx_cmd_devices, "list compute devices usable now"},
+    {"pull", rlx_cmd_pull, "download a model from Hugging Face: hf:OWNER/REPO[:QUANT]"},
 };
 
 static void usage(FILE *f)
