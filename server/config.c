@@ -3,6 +3,7 @@
 #include "server/config.h"
 #include "backends/dtype.h"
 #include "server/cli.h"
+#include "server/hf.h"
 #include "proto/proto.h"
 #include "engine/spec.h"
 
@@ -72,6 +73,9 @@ const char *rlx_serve_usage(void)
 {
     return "usage: rlxd serve (-m FILE[:NAME] [-m ...] | --models-dir DIR) [options]\n"
            "  -m, --model FILE[:NAME]   serve a GGUF model (repeatable; the first is the default)\n"
+           "  -m hf:OWNER/REPO[:QUANT][:NAME], -m hf:OWNER/REPO/FILE.gguf[:NAME]\n"
+           "                            a Hugging Face model, downloaded first as `rlxd pull` does\n"
+           "                            (reused once in the cache; HF_TOKEN, HF_ENDPOINT)\n"
            "  --host ADDR               listen address (127.0.0.1)\n"
            "  --port N                  listen port (8080; 0 picks a free one)\n"
            "  --threads N               compute threads per model (default: the CPUs\n"
@@ -241,9 +245,25 @@ static int add_model(rlx_serve_config *c, const char *path, const char *name, co
     return 0;
 }
 
+/* A Hugging Face reference (hf.h): kept as "hf:OWNER/REPO[:QUANT]" or "hf:OWNER/REPO/FILE" in
+ * path, resolved to the downloaded file by `rlxd serve` before the models load. */
+static int add_hf_spec(rlx_serve_config *c, const char *spec, const char *src, rlx_error *err)
+{
+    rlx_hf_ref r;
+    rlx_error e = {0};
+    if (rlx_hf_ref_parse(spec, true, &r, &e)) return rlx_errorf(err, RLX_EINVAL, "%s: %s", src, e.msg);
+    char path[800], name[300];
+    if (r.file[0]) snprintf(path, sizeof path, "hf:%s/%s", r.repo, r.file);
+    else snprintf(path, sizeof path, "hf:%s%s%s", r.repo, r.quant[0] ? ":" : "", r.quant);
+    if (r.name[0]) snprintf(name, sizeof name, "%s", r.name);
+    else rlx_hf_ref_default_name(&r, name, sizeof name);
+    return add_model(c, path, name, src, err);
+}
+
 /* FILE[:NAME]: the part after the last ':' is a name when it holds no '/'. */
 static int add_model_spec(rlx_serve_config *c, const char *spec, const char *src, rlx_error *err)
 {
+    if (rlx_hf_is_ref(spec)) return add_hf_spec(c, spec, src, err);
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", spec);
     char *colon = strrchr(buf, ':');
