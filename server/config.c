@@ -56,6 +56,7 @@ static const setting settings[] = {
     {"max-loaded", T_INT, OFF(max_loaded), 0, 4096},
     {"max-loaded-mem", T_I64, OFF(max_loaded_mem), 0, 1LL << 30},
     {"keep-alive", T_KEEPALIVE, OFF(keep_alive), 0, 0},
+    {"cors-origins", T_STR, OFF(cors_origins), 0, 0},
 };
 
 /* Which layer last set a value: a later layer's --api-key replaces a lower layer's
@@ -114,6 +115,8 @@ const char *rlx_serve_usage(void)
            "  --max-loaded-mem MiB      memory the loaded models may hold, weights and KV (0: no limit)\n"
            "  --keep-alive DURATION     how long an idle model stays loaded: \"5m\", \"30s\", seconds,\n"
            "                            0 unloads after each request, -1 forever (default -1)\n"
+           "  --cors-origins LIST       browser clients: \"*\" or origins (http://localhost:3000,...)\n"
+           "                            get CORS headers and preflight answers (default: off)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
            "and a key in the INI [server] section; flags > environment > INI > defaults.\n";
 }
@@ -126,6 +129,7 @@ static const setting *find_setting(const char *name)
     norm[i] = 0;
     for (size_t k = 0; k < RLX_ARRAY_LEN(settings); k++)
         if (!strcmp(settings[k].name, norm)) return &settings[k];
+    if (!strcmp(norm, "cors-origin")) return find_setting("cors-origins"); /* one origin is a list too */
     return NULL;
 }
 
@@ -142,6 +146,9 @@ static int apply_value(rlx_serve_config *c, const setting *s, const char *v, con
     char *base = (char *)c + s->off;
     switch (s->type) {
     case T_STR: {
+        rlx_error cerr = {0};
+        if (s->off == OFF(cors_origins) && rlx_cors_check_config(v, &cerr))
+            return rlx_errorf(err, RLX_EINVAL, "%s: %s", src, cerr.msg);
         char **p = (char **)base;
         free(*p);
         *p = strdup(v);
@@ -505,5 +512,6 @@ void rlx_serve_config_free(rlx_serve_config *c)
     free(c->chat_template);
     free(c->backend);
     free(c->models_dir);
+    free(c->cors_origins);
     memset(c, 0, sizeof *c);
 }
