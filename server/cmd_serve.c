@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef RLX_COMMIT
+#define RLX_COMMIT "unknown"
+#endif
+
 void rlx_srv_begin_stop(rlx_srv *s)
 {
     if (s->stopping && s->stop_t0 > 0) return;
@@ -111,6 +115,9 @@ static int serve(rlx_serve_config *cfg)
     s->loop = uv_default_loop();
     snprintf(s->fingerprint, sizeof s->fingerprint, "fp_rlxd_%s_%s", RLX_VERSION, cfg->backend ? cfg->backend : "cpu");
     rlx_metrics_init(&s->metrics);
+    s->metrics.version = RLX_VERSION;
+    s->metrics.commit = RLX_COMMIT;
+    s->metrics.backend = cfg->backend ? cfg->backend : "cpu";
     rlx_error err = {0};
     if (rlx_srv_queue_init(s)) {
         fprintf(stderr, "rlxd serve: cannot set up the event queue\n");

@@ -7,6 +7,9 @@
 #ifndef RLX_VERSION
 #define RLX_VERSION "dev"
 #endif
+#ifndef RLX_COMMIT
+#define RLX_COMMIT "unknown"
+#endif
 
 typedef struct command {
     const char *name;
@@ -46,7 +49,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        printf("rlxd %s\nbackends: cpu", RLX_VERSION);
+        printf("rlxd %s (commit %s)\nbackends: cpu", RLX_VERSION, RLX_COMMIT);
 #ifdef RLX_HAVE_VULKAN
         printf(" vulkan");
 #endif
