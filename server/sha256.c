@@ -1,7 +1,9 @@
 /* sha256.c - SHA-256 as FIPS 180-4 specifies it (see sha256.h). */
 #include "server/sha256.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -85,13 +87,20 @@ int rlx_sha256_file(const char *path, char out[65])
 {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
+    enum { CHUNK = 1 << 20 };
+    uint8_t *buf = malloc(CHUNK);
+    if (!buf) {
+        fclose(f);
+        errno = ENOMEM;
+        return -1;
+    }
     rlx_sha256 s;
     rlx_sha256_init(&s);
-    static _Thread_local uint8_t buf[1 << 16];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) rlx_sha256_update(&s, buf, n);
+    while ((n = fread(buf, 1, CHUNK, f)) > 0) rlx_sha256_update(&s, buf, n);
     int bad = ferror(f);
     fclose(f);
+    free(buf);
     if (bad) return -1;
     rlx_sha256_hex(&s, out);
     return 0;

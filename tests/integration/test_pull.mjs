@@ -7,7 +7,7 @@
 // with Range; a first response cut mid-body resumes in the same run (split GGUF: both parts);
 // a server that ignores Range restarts the file; a wrong checksum is refused and the file
 // removed; a gated repo answers 401 without the token and 200 with HF_TOKEN (sent as Bearer),
-// a wrong --token is refused; 404 and an unreachable server are clear errors; `serve -m
+// a wrong --token is refused; 403, 404 and an unreachable server are clear errors; `serve -m
 // hf:OWNER/REPO:QUANT` downloads into the cache, serves the model under that name, and serves
 // it again from the cache with the server unreachable.
 import { spawn, spawnSync } from 'node:child_process';
@@ -103,6 +103,7 @@ const server = createServer((req, res) => {
   let m = /^\/api\/models\/([^/]+\/[^/]+)$/.exec(url.pathname);
   if (m) {
     const fs = repos[m[1]];
+    if (m[1] === 'org/forbidden') return json(403, { error: 'Access to model org/forbidden is restricted' });
     if (!fs) return json(404, { error: 'Repository not found' });
     if (!Object.values(fs).every((f) => authorized(req, f))) return json(401, { error: 'Access to this repo is restricted' });
     return json(200, { id: m[1], siblings: Object.keys(fs).map((rfilename) => ({ rfilename })) });
@@ -222,6 +223,8 @@ try {
   // 8. not found, no such quantization, bad references, an unreachable server
   r = await pull(['hf:org/nothing', '--models-dir', M]);
   check(r.code === 1 && /404/.test(r.err) && /org\/nothing/.test(r.err), `404: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/forbidden', '--models-dir', M], { HF_TOKEN: 'secret-token' });
+  check(r.code === 1 && /403/.test(r.err) && /terms accepted/.test(r.err), `403: ${r.code} ${r.err}`);
   r = await pull(['hf:org/tiny/missing.gguf', '--models-dir', M]);
   check(r.code === 1 && /404/.test(r.err), `404 file: ${r.code} ${r.err}`);
   r = await pull(['hf:org/tiny:Q2_K', '--models-dir', M]);
