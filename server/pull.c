@@ -94,6 +94,65 @@ static int try_local(const rlx_hf_ref *r, const char *dir, char *path, size_t ca
     return rc ? -1 : 0;
 }
 
+/* The snapshot folder of repo in the Hugging Face hub cache (huggingface_hub's layout:
+ * HUB/models--OWNER--REPO/snapshots/<refs/main>/), where other tools' downloads are; -1 when
+ * there is none. HUB: $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub,
+ * else ~/.cache/huggingface/hub. */
+static int hub_snapshot(const char *repo, char *buf, size_t cap)
+{
+    const char *hub = getenv("HF_HUB_CACHE"), *hf = getenv("HF_HOME"), *x = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    char root[2048];
+    if (hub && hub[0]) snprintf(root, sizeof root, "%s", hub);
+    else if (hf && hf[0]) snprintf(root, sizeof root, "%s/hub", hf);
+    else if (x && x[0] == '/') snprintf(root, sizeof root, "%s/huggingface/hub", x);
+    else if (home && home[0]) snprintf(root, sizeof root, "%s/.cache/huggingface/hub", home);
+    else return -1;
+    const char *slash = strchr(repo, '/');
+    if (!slash) return -1;
+    char refp[2400], ref[128] = "";
+    snprintf(refp, sizeof refp, "%s/models--%.*s--%s/refs/main", root, (int)(slash - repo), repo, slash + 1);
+    FILE *f = fopen(refp, "r");
+    if (!f) return -1;
+    bool got = fgets(ref, sizeof ref, f) != NULL;
+    fclose(f);
+    ref[strcspn(ref, "\r\n")] = 0;
+    if (!got || !ref[0] || strchr(ref, '/') || strstr(ref, "..")) return -1;
+    int k = snprintf(buf, cap, "%s/models--%.*s--%s/snapshots/%s", root, (int)(slash - repo), repo, slash + 1, ref);
+    return k < 0 || (size_t)k >= cap ? -1 : 0;
+}
+
+/* Whether every file (repository paths) is in the hub cache's snapshot of repo: path gets the
+ * first one's local path. */
+static bool in_hub(const char *repo, char *const *files, size_t n, char *path, size_t cap)
+{
+    char snap[2600], p[4096];
+    if (hub_snapshot(repo, snap, sizeof snap)) return false;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/%s", snap, files[i]);
+        if (!is_file(p)) return false; /* stat follows the link into blobs/ */
+    }
+    snprintf(path, cap, "%s/%s", snap, files[0]);
+    return true;
+}
+
+/* Offline: the rlxd folder, then the hub cache's snapshot (a model at the snapshot's top level). */
+static int try_offline(const rlx_hf_ref *r, const char *dir, char *path, size_t cap)
+{
+    if (!try_local(r, dir, path, cap)) return 0;
+    char snap[2600];
+    if (hub_snapshot(r->repo, snap, sizeof snap)) return -1;
+    char **names = NULL, **files = NULL;
+    size_t nn = 0, nf = 0;
+    if (local_names(snap, &names, &nn)) return -1;
+    rlx_error e = {0};
+    int rc = rlx_hf_pick((const char *const *)names, nn, r, &files, &nf, &e);
+    if (!rc) rc = in_hub(r->repo, files, nf, path, cap) ? 0 : -1;
+    rlx_hf_files_free(files, nf);
+    rlx_hf_files_free(names, nn);
+    return rc;
+}
+
 #ifndef RLX_HAVE_CURL
 
 int rlx_pull(const rlx_hf_ref *r, const rlx_pull_opts *o, char *path, size_t cap, rlx_error *err)
@@ -101,7 +160,7 @@ int rlx_pull(const rlx_hf_ref *r, const rlx_pull_opts *o, char *path, size_t cap
     char dest[2048], dir[2300];
     if (o->dest) snprintf(dest, sizeof dest, "%s", o->dest);
     else if (rlx_pull_default_dest(dest, sizeof dest, err)) return err->code;
-    if (!rlx_hf_local_dir(dir, sizeof dir, dest, r->repo) && o->offline_first && !try_local(r, dir, path, cap)) return 0;
+    if (!rlx_hf_local_dir(dir, sizeof dir, dest, r->repo) && o->offline_first && !try_offline(r, dir, path, cap)) return 0;
     return rlx_errorf(err, RLX_EUNSUPPORTED, "this rlxd was built without libcurl (libcurl4-openssl-dev): it cannot "
                       "download hf:%s", r->repo);
 }
@@ -451,7 +510,7 @@ int rlx_pull(const rlx_hf_ref *r, const rlx_pull_opts *o, char *path, size_t cap
     if (o->dest) snprintf(dest, sizeof dest, "%s", o->dest);
     else if (rlx_pull_default_dest(dest, sizeof dest, err)) return err->code;
     if (rlx_hf_local_dir(dir, sizeof dir, dest, r->repo)) return rlx_errorf(err, RLX_ERANGE, "the path is too long");
-    if (o->offline_first && !try_local(r, dir, path, cap)) return 0;
+    if (o->offline_first && !try_offline(r, dir, path, cap)) return 0;
     static bool inited;
     if (!inited) {
         if (curl_global_init(CURL_GLOBAL_DEFAULT)) return rlx_errorf(err, RLX_EIO, "cannot start libcurl");
@@ -467,6 +526,18 @@ int rlx_pull(const rlx_hf_ref *r, const rlx_pull_opts *o, char *path, size_t cap
     rc = rlx_hf_pick(r->file[0] ? NULL : (const char *const *)names, nn, r, &files, &nf, err);
     rlx_hf_files_free(names, nn);
     if (rc) return rc;
+    /* downloaded by another tool (huggingface-cli, llama.cpp's -hf with the hub cache, ...) */
+    bool local = true;
+    for (size_t i = 0; i < nf && local; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, base_name(files[i]));
+        local = is_file(p);
+    }
+    if (!local && in_hub(r->repo, files, nf, path, cap)) {
+        if (!o->quiet) fprintf(stderr, "rlxd pull: hf:%s: already in the Hugging Face cache (%s)\n", r->repo, path);
+        rlx_hf_files_free(files, nf);
+        return 0;
+    }
     if ((rc = mkdir_p(dir, err))) {
         rlx_hf_files_free(files, nf);
         return rc;

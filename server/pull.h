@@ -4,7 +4,8 @@
  * redirects are followed, the sha256 the server states (X-Linked-Etag, else a 64-hex ETag) is
  * checked before the file takes its name (a mismatch removes it), and a token is sent as
  * "Authorization: Bearer" (never to another host a redirect leads to). A partial file is never
- * given the final name, so nothing loads one.
+ * given the final name, so nothing loads one. Files found complete in the Hugging Face hub
+ * cache (another tool's downloads) are used in place, not downloaded again.
  *
  * Threads: the caller's (blocking); not for the serving loop. Ownership: paths are written into
  * the caller's buffers. */

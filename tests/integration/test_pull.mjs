@@ -9,10 +9,11 @@
 // removed; a gated repo answers 401 without the token and 200 with HF_TOKEN (sent as Bearer),
 // a wrong --token is refused; 403, 404 and an unreachable server are clear errors; `serve -m
 // hf:OWNER/REPO:QUANT` downloads into the cache, serves the model under that name, and serves
-// it again from the cache with the server unreachable.
+// it again from the cache with the server unreachable; a model in the Hugging Face hub cache
+// (another tool's download) is used by pull and serve without a download.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -61,7 +62,20 @@ const repos = {
   'org/bad': { 'bad-Q8_0.gguf': file(rd('tiny-q8.gguf'), { redirect: true, claim: sha(Buffer.from('other')) }) },
   'org/gated': { 'gated-Q8_0.gguf': file(rd('tiny-q8.gguf'), { redirect: true, token: 'secret-token' }) },
   'org/plain': { 'plain.gguf': file(rd('tiny-f16.gguf'), { noRange: true }) },
+  'org/hubonly': { 'hub-Q8_0.gguf': file(rd('tiny-q8.gguf')) },
 };
+// the Hugging Face hub cache (huggingface_hub's layout) holding org/hubonly, as another tool
+// left it: refs/main names the snapshot, whose file is a link into blobs/
+const hfHome = join(tmp, 'hf');
+const hubRepo = join(hfHome, 'hub', 'models--org--hubonly');
+mkdirSync(join(hubRepo, 'refs'), { recursive: true });
+mkdirSync(join(hubRepo, 'blobs'), { recursive: true });
+mkdirSync(join(hubRepo, 'snapshots', 'c0ffee'), { recursive: true });
+writeFileSync(join(hubRepo, 'refs', 'main'), 'c0ffee');
+const hubSha = sha(rd('tiny-q8.gguf'));
+writeFileSync(join(hubRepo, 'blobs', hubSha), rd('tiny-q8.gguf'));
+symlinkSync(join('..', '..', 'blobs', hubSha), join(hubRepo, 'snapshots', 'c0ffee', 'hub-Q8_0.gguf'));
+const hubFile = join(hubRepo, 'snapshots', 'c0ffee', 'hub-Q8_0.gguf');
 const byCdn = new Map();
 for (const [repo, fs] of Object.entries(repos))
   for (const [name, f] of Object.entries(fs)) { f.repo = repo; f.name = name; byCdn.set(f.sha + '-' + repo, f); }
@@ -235,7 +249,13 @@ try {
   check(r.code === 1 && /cannot reach http:\/\/127\.0\.0\.1:1/.test(r.err), `unreachable: ${r.code} ${r.err}`);
   check(readdirSync(M, { recursive: true }).every((p) => !String(p).endsWith('.part')), 'a .part file is left');
 
-  // 9. serve -m hf:OWNER/REPO:QUANT: downloaded into the cache, served under that name
+  // 9. a model another tool downloaded into the Hugging Face hub cache is used, not fetched
+  n0 = reqs.length;
+  r = await pull(['hf:org/hubonly', '--models-dir', M], { HF_HOME: hfHome });
+  check(r.code === 0 && r.out === hubFile && /already in the Hugging Face cache/.test(r.err), `hub cache: ${r.code} ${r.out} ${r.err}`);
+  check(!reqs.slice(n0).some((q) => q.path.includes('/resolve/')), 'the hub cache file was downloaded again');
+
+  // 10. serve -m hf:OWNER/REPO:QUANT: downloaded into the cache, served under that name
   const logs = [];
   Object.assign(process.env, { HF_ENDPOINT: base, XDG_CACHE_HOME: cache });
   delete process.env.HF_TOKEN;
@@ -257,6 +277,25 @@ try {
       child.kill('SIGTERM');
       await new Promise((r2) => child.on('close', r2));
       logs.push(log);
+    }
+  }
+  // the hub cache serves offline too
+  {
+    process.env.HF_ENDPOINT = 'http://127.0.0.1:1';
+    process.env.HF_HOME = hfHome;
+    let log = '';
+    const { child, base: url } = await startDaemon(bin, ['-m', 'hf:org/hubonly:Q8_0:hub', '--threads', '1'], (d) => { log += d; });
+    try {
+      if (!url) fail('serve -m hf: from the hub cache did not start: ' + log);
+      else {
+        const models = await (await fetch(url + '/v1/models')).json();
+        const m = models.data.find((x) => x.id === 'hub');
+        check(m && m.meta.path === hubFile, 'serve from the hub cache: ' + JSON.stringify(models));
+      }
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r2) => child.on('close', r2));
+      delete process.env.HF_HOME;
     }
   }
   // a reference that cannot resolve stops the start-up with the reason (the server unreachable:
