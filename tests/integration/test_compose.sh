@@ -71,13 +71,13 @@ done <"$TMP/run"
 env -i PATH="$PATH" HOME="$TMP/data" "${envs[@]}" "$BIN" serve "${args[@]}" 2>"$TMP/log" &
 PID=$!
 PORT=""
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$TMP/log" | head -1)
   [ -n "$PORT" ] && break
   kill -0 "$PID" 2>/dev/null || fail "rlxd exited at start with the compose settings and no model"
   sleep 0.1
 done
-[ -n "$PORT" ] || fail "rlxd did not report its port"
+[ -n "$PORT" ] || fail "rlxd did not report its port within 30 s"
 URL="http://127.0.0.1:$PORT"
 code=$(curl -s -o "$TMP/h" -w '%{http_code}' "$URL/health")
 [ "$code" = 200 ] || fail "/health with no model: $code $(cat "$TMP/h")"
@@ -85,7 +85,8 @@ curl -s "$URL/v1/models" >"$TMP/m"
 "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["data"] == [], d' "$TMP/m" || fail "/v1/models: $(cat "$TMP/m")"
 grep -q "nothing to serve yet: put GGUF files in $TMP/models" "$TMP/log" || fail "no message on how to add a model"
 grep -q 'hf:OWNER/REPO' "$TMP/log" || fail "the message does not name hf: downloads"
-curl -s "$URL/metrics" | grep -q '^rlxd_build_info{version="[^"]*",commit="[^"]*",backend="cpu"} 1$' || fail "no rlxd_build_info"
+curl -s "$URL/metrics" >"$TMP/metrics" # (not piped into grep -q: under pipefail curl's SIGPIPE would fail it)
+grep -q '^rlxd_build_info{version="[^"]*",commit="[^"]*",backend="cpu"} 1$' "$TMP/metrics" || fail "no rlxd_build_info: $(head -5 "$TMP/metrics")"
 kill -TERM "$PID"
 wait "$PID"
 rc=$?
