@@ -115,7 +115,7 @@ int rlx_hf_ref_parse(const char *s, bool allow_name, rlx_hf_ref *r, rlx_error *e
     if (tn >= sizeof tag || !tag_ok(tag))
         return rlx_errorf(err, RLX_EINVAL, "'%s': '%.*s' is not a quantization tag (e.g. Q4_K_M, Q8_0, F16)", s,
                           (int)tn, t);
-    snprintf(r->quant, sizeof r->quant, "%s", known ? canon : tag);
+    snprintf(r->quant, sizeof r->quant, "%.47s", known ? canon : tag); /* tag_ok: under 48 */
     return 0;
 }
 

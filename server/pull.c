@@ -27,6 +27,7 @@ int rlx_pull_default_dest(char *buf, size_t cap, rlx_error *err)
     return 0;
 }
 
+#ifdef RLX_HAVE_CURL
 static int mkdir_p(const char *path, rlx_error *err)
 {
     char p[4096];
@@ -40,6 +41,7 @@ static int mkdir_p(const char *path, rlx_error *err)
     if (mkdir(p, 0755) && errno != EEXIST) return rlx_errorf(err, RLX_EIO, "cannot create %s: %s", p, strerror(errno));
     return 0;
 }
+#endif
 
 static bool is_file(const char *path)
 {
@@ -74,6 +76,7 @@ static int local_names(const char *dir, char ***names, size_t *n)
 
 static const char *base_name(const char *p)
 {
+    if (!p) return "";
     const char *b = strrchr(p, '/');
     return b ? b + 1 : p;
 }
