@@ -179,6 +179,7 @@ typedef struct xfer {
     long code;               /* the latest response's status */
     long long cr_start;      /* Content-Range's first byte, -1: none */
     char etag[160], linked[160];
+    char errmsg[200];        /* Hugging Face's X-Error-Message, "" when none */
     char *mem;
     size_t mem_len, mem_cap;
     /* progress */
@@ -216,6 +217,8 @@ static size_t on_header(char *b, size_t sz, size_t nm, void *u)
         x->cr_start = -1;
     } else if (len > 5 && !strncasecmp(b, "etag:", 5)) {
         header_value(b, len, 5, x->etag, sizeof x->etag);
+    } else if (len > 16 && !strncasecmp(b, "x-error-message:", 16)) {
+        header_value(b, len, 16, x->errmsg, sizeof x->errmsg);
     } else if (len > 14 && !strncasecmp(b, "x-linked-etag:", 14)) {
         header_value(b, len, 14, x->linked, sizeof x->linked);
     } else if (len > 14 && !strncasecmp(b, "content-range:", 14)) {
@@ -351,24 +354,36 @@ static CURLcode perform(const pull_ctx *pc, const char *url, xfer *x, char *cerr
     return rc;
 }
 
-static int http_error(rlx_error *err, const pull_ctx *pc, long code, const char *url, const char *repo)
+static int http_error_text(rlx_error *err, const pull_ctx *pc, long code, const char *url, const char *repo)
 {
     switch (code) {
     case 401:
         if (pc->token)
             return rlx_errorf(err, RLX_EINVAL, "HTTP 401 Unauthorized for %s: the token was refused (check HF_TOKEN "
                               "or --token)", url);
-        return rlx_errorf(err, RLX_EINVAL, "HTTP 401 Unauthorized for %s: %s is gated or private; set HF_TOKEN or "
-                          "pass --token with a token that may read it", url, repo);
+        return rlx_errorf(err, RLX_EINVAL, "HTTP 401 Unauthorized for %s: %s is gated, private or absent (Hugging "
+                          "Face answers 401 for all three without a token); for a gated or private one set HF_TOKEN "
+                          "or pass --token with a token that may read it", url, repo);
     case 403:
         return rlx_errorf(err, RLX_EINVAL, "HTTP 403 Forbidden for %s: this token may not read %s (a gated "
                           "repository needs its terms accepted on the website first)", url, repo);
     case 404:
-        return rlx_errorf(err, RLX_ENOTFOUND, "HTTP 404 Not Found for %s: no repository %s, or no such file in it%s",
-                          url, repo, pc->token ? "" : " (a private repository answers 404 without a token)");
+        return rlx_errorf(err, RLX_ENOTFOUND, "HTTP 404 Not Found for %s: no repository %s, or no such file in it",
+                          url, repo);
     default:
         return rlx_errorf(err, RLX_EIO, "HTTP %ld for %s", code, url);
     }
+}
+
+/* The error for an HTTP status, with the server's X-Error-Message when it sent one. */
+static int http_error(rlx_error *err, const pull_ctx *pc, const xfer *x, const char *url, const char *repo)
+{
+    int rc = http_error_text(err, pc, x->code, url, repo);
+    if (x->errmsg[0]) {
+        size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, " (the server says: %.150s)", x->errmsg);
+    }
+    return rc;
 }
 
 static int net_error(rlx_error *err, const pull_ctx *pc, CURLcode rc, const char *cerr, const char *url)
@@ -453,7 +468,7 @@ static int fetch_file(const pull_ctx *pc, const char *repo, const char *file, co
             return rlx_errorf(err, RLX_EIO, "%s: the server answered the resume at %llu bytes with another range; "
                               "the partial file was removed, run again", url, (unsigned long long)offset);
         }
-        if (rc == CURLE_HTTP_RETURNED_ERROR) return http_error(err, pc, x.code, url, repo);
+        if (rc == CURLE_HTTP_RETURNED_ERROR) return http_error(err, pc, &x, url, repo);
         if (retryable(rc) && attempt < retries) {
             struct stat st2;
             unsigned long long have = !stat(part, &st2) ? (unsigned long long)st2.st_size : 0;
@@ -495,7 +510,7 @@ static int fetch_listing(const pull_ctx *pc, const char *repo, char ***names, si
     xfer x = {.cr_start = -1, .quiet = true};
     CURLcode rc = perform(pc, url, &x, cerr);
     int r = 0;
-    if (rc == CURLE_HTTP_RETURNED_ERROR) r = http_error(err, pc, x.code, url, repo);
+    if (rc == CURLE_HTTP_RETURNED_ERROR) r = http_error(err, pc, &x, url, repo);
     else if (rc != CURLE_OK) r = net_error(err, pc, rc, cerr, url);
     else if (!x.mem) r = rlx_errorf(err, RLX_EFORMAT, "%s: an empty answer", url);
     else if ((r = rlx_hf_listing_names(x.mem, names, n, err))) {

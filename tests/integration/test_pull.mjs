@@ -125,7 +125,10 @@ const server = createServer((req, res) => {
   m = /^\/([^/]+\/[^/]+)\/resolve\/main\/(.+)$/.exec(url.pathname);
   if (m) {
     const f = repos[m[1]] && repos[m[1]][decodeURIComponent(m[2])];
-    if (!f) { res.writeHead(404, { 'X-Error-Code': 'EntryNotFound' }); return res.end('Entry not found'); }
+    if (!f) {
+      res.writeHead(404, { 'X-Error-Code': 'EntryNotFound', 'X-Error-Message': 'Entry not found' });
+      return res.end('Entry not found');
+    }
     if (!authorized(req, f)) { res.writeHead(401); return res.end('Invalid credentials'); }
     if (f.redirect) {
       res.writeHead(302, { Location: `/cdn/${f.sha}-${f.repo}`, 'X-Linked-Etag': '"' + (f.claim || f.sha) + '"',
@@ -240,7 +243,7 @@ try {
   r = await pull(['hf:org/forbidden', '--models-dir', M], { HF_TOKEN: 'secret-token' });
   check(r.code === 1 && /403/.test(r.err) && /terms accepted/.test(r.err), `403: ${r.code} ${r.err}`);
   r = await pull(['hf:org/tiny/missing.gguf', '--models-dir', M]);
-  check(r.code === 1 && /404/.test(r.err), `404 file: ${r.code} ${r.err}`);
+  check(r.code === 1 && /404/.test(r.err) && /the server says: Entry not found/.test(r.err), `404 file: ${r.code} ${r.err}`);
   r = await pull(['hf:org/tiny:Q2_K', '--models-dir', M]);
   check(r.code === 1 && /no Q2_K file/.test(r.err) && /tiny-F16\.gguf/.test(r.err), `no such quant: ${r.code} ${r.err}`);
   r = await pull(['org/tiny']);
