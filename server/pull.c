@@ -389,7 +389,8 @@ static int http_error(rlx_error *err, const pull_ctx *pc, const xfer *x, const c
 static int net_error(rlx_error *err, const pull_ctx *pc, CURLcode rc, const char *cerr, const char *url)
 {
     if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY)
-        return rlx_errorf(err, RLX_EIO, "cannot reach %s (%s): offline? HF_ENDPOINT names another server", pc->endpoint,
+        return rlx_errorf(err, RLX_EIO, "cannot reach %s (%s): check the network, or point HF_ENDPOINT / "
+                          "--endpoint at a reachable mirror", pc->endpoint,
                           cerr);
     return rlx_errorf(err, RLX_EIO, "%s: %s", url, cerr);
 }
