@@ -523,18 +523,10 @@ static int fetch_listing(const pull_ctx *pc, const char *repo, char ***names, si
     return r;
 }
 
-int rlx_pull(const rlx_hf_ref *r, const rlx_pull_opts *o, char *path, size_t cap, rlx_error *err)
+/* The listing, the pick and the downloads (libcurl initialised by the caller). */
+static int pull_net(const rlx_hf_ref *r, const rlx_pull_opts *o, const char *dir, char *path, size_t cap,
+                    rlx_error *err)
 {
-    char dest[2048], dir[2300];
-    if (o->dest) snprintf(dest, sizeof dest, "%s", o->dest);
-    else if (rlx_pull_default_dest(dest, sizeof dest, err)) return err->code;
-    if (rlx_hf_local_dir(dir, sizeof dir, dest, r->repo)) return rlx_errorf(err, RLX_ERANGE, "the path is too long");
-    if (o->offline_first && !try_offline(r, dir, path, cap)) return 0;
-    static bool inited;
-    if (!inited) {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT)) return rlx_errorf(err, RLX_EIO, "cannot start libcurl");
-        inited = true;
-    }
     const char *ep = o->endpoint ? o->endpoint : getenv("HF_ENDPOINT");
     const char *tok = o->token ? o->token : getenv("HF_TOKEN");
     pull_ctx pc = {.endpoint = ep && ep[0] ? ep : "https://huggingface.co", .token = tok && tok[0] ? tok : NULL, .o = o};
@@ -565,6 +557,20 @@ int rlx_pull(const rlx_hf_ref *r, const rlx_pull_opts *o, char *path, size_t cap
     for (size_t i = 0; i < nf && !rc; i++) rc = fetch_file(&pc, r->repo, files[i], dir, err);
     if (!rc) snprintf(path, cap, "%s/%s", dir, base_name(files[0]));
     rlx_hf_files_free(files, nf);
+    return rc;
+}
+
+int rlx_pull(const rlx_hf_ref *r, const rlx_pull_opts *o, char *path, size_t cap, rlx_error *err)
+{
+    char dest[2048], dir[2300];
+    if (o->dest) snprintf(dest, sizeof dest, "%s", o->dest);
+    else if (rlx_pull_default_dest(dest, sizeof dest, err)) return err->code;
+    if (rlx_hf_local_dir(dir, sizeof dir, dest, r->repo)) return rlx_errorf(err, RLX_ERANGE, "the path is too long");
+    if (o->offline_first && !try_offline(r, dir, path, cap)) return 0;
+    /* reference-counted by libcurl; cleaned up again so nothing of it outlives the call */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT)) return rlx_errorf(err, RLX_EIO, "cannot start libcurl");
+    int rc = pull_net(r, o, dir, path, cap, err);
+    curl_global_cleanup();
     return rc;
 }
 
