@@ -4,10 +4,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -553,9 +555,18 @@ static int pull_net(const rlx_hf_ref *r, const rlx_pull_opts *o, const char *dir
         rlx_hf_files_free(files, nf);
         return rc;
     }
+    /* one download into a folder at a time (two would append to one .part): a second pull, or
+       a second server starting with the same -m hf:, waits and then finds the files there */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0 && flock(dfd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK) {
+        fprintf(stderr, "rlxd pull: waiting for another download into %s\n", dir);
+        while (flock(dfd, LOCK_EX) && errno == EINTR) {
+        }
+    }
     if (!o->quiet && nf > 1) fprintf(stderr, "rlxd pull: hf:%s: %zu split parts\n", r->repo, nf);
     for (size_t i = 0; i < nf && !rc; i++) rc = fetch_file(&pc, r->repo, files[i], dir, err);
     if (!rc) snprintf(path, cap, "%s/%s", dir, base_name(files[0]));
+    if (dfd >= 0) close(dfd); /* and the lock with it */
     rlx_hf_files_free(files, nf);
     return rc;
 }

@@ -5,7 +5,8 @@
  * checked before the file takes its name (a mismatch removes it), and a token is sent as
  * "Authorization: Bearer" (never to another host a redirect leads to). A partial file is never
  * given the final name, so nothing loads one. Files found complete in the Hugging Face hub
- * cache (another tool's downloads) are used in place, not downloaded again.
+ * cache (another tool's downloads) are used in place, not downloaded again. One download into a
+ * folder at a time: another (a second pull, a second server) waits on the folder's flock.
  *
  * Threads: the caller's (blocking); not for the serving loop. Ownership: paths are written into
  * the caller's buffers. */

@@ -10,7 +10,8 @@
 // a wrong --token is refused; 403, 404 and an unreachable server are clear errors; `serve -m
 // hf:OWNER/REPO:QUANT` downloads into the cache, serves the model under that name, and serves
 // it again from the cache with the server unreachable; a model in the Hugging Face hub cache
-// (another tool's download) is used by pull and serve without a download.
+// (another tool's download) is used by pull and serve without a download; a pull waits while
+// another holds the folder's lock.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -258,7 +259,31 @@ try {
   check(r.code === 0 && r.out === hubFile && /already in the Hugging Face cache/.test(r.err), `hub cache: ${r.code} ${r.out} ${r.err}`);
   check(!reqs.slice(n0).some((q) => q.path.includes('/resolve/')), 'the hub cache file was downloaded again');
 
-  // 10. serve -m hf:OWNER/REPO:QUANT: downloaded into the cache, served under that name
+  // 10. one download into a folder at a time: with the folder locked (flock(1) holds it until
+  // its stdin closes) a pull says it waits, then downloads once the lock is let go
+  if (spawnSync('flock', ['--version']).status === 0) {
+    const lockDir = join(M, 'org--plain');
+    rmSync(plainPath);
+    const holder = spawn('flock', [lockDir, '-c', 'echo locked; read x'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    await new Promise((res) => holder.stdout.on('data', (d) => { if (/locked/.test(d)) res(); }));
+    const child = spawn(bin, ['pull', 'hf:org/plain/plain.gguf', '--models-dir', M], { env: baseEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    const done = new Promise((res) => child.on('close', res));
+    // (a pull that does not wait ends instead: that fails below rather than hanging)
+    await Promise.race([done, new Promise((res) => child.stderr.on('data', (d) => {
+      err += d;
+      if (/waiting for another download/.test(err)) res();
+    }))]);
+    check(/waiting for another download/.test(err), 'no wait on the locked folder: ' + err);
+    check(!existsSync(plainPath), 'downloaded while the folder was locked');
+    holder.stdin.end();
+    const code = await done;
+    check(code === 0 && same(plainPath, plain), `pull after the lock: ${code} ${err}`);
+  } else {
+    console.log('note: flock(1) not installed: the folder lock is not checked');
+  }
+
+  // 11. serve -m hf:OWNER/REPO:QUANT: downloaded into the cache, served under that name
   const logs = [];
   Object.assign(process.env, { HF_ENDPOINT: base, XDG_CACHE_HOME: cache });
   delete process.env.HF_TOKEN;
