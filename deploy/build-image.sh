@@ -8,8 +8,9 @@
 # Configures and builds the shipped programs (rlxd, rlxd-synth, rlxd-loadgen when libcurl is
 # there) in BUILD_DIR (default: build), installs them under OUT/usr/local/bin, and writes
 # OUT/usr/local/share/rlxd/runtime-packages.txt: the Debian packages that own the shared
-# libraries the programs link (what the runtime stage installs). BACKEND=cpu|cuda and
-# CUDA_ARCHS (for cuda) come from the environment. Run from the repository root.
+# libraries the programs link (what the runtime stage installs). BACKEND=cpu|cuda, CUDA_ARCHS
+# (for cuda) and RLX_COMMIT (optional) come from the environment. Run from the repository root
+# (or the image's build context: the repository filtered by .dockerignore).
 set -euo pipefail
 out=${1:?usage: deploy/build-image.sh OUT [BUILD_DIR]}
 build=${2:-build}
@@ -20,6 +21,8 @@ case "$backend" in
   cuda) extra=(-DRLX_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-80;86;89;90}") ;;
   *) echo "build-image.sh: BACKEND must be cpu or cuda, got '$backend'" >&2; exit 2 ;;
 esac
+# RLX_COMMIT names the commit where the sources carry no .git (an image build's context)
+if [ -n "${RLX_COMMIT:-}" ]; then extra+=("-DRLX_COMMIT=$RLX_COMMIT"); fi
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${extra[@]+"${extra[@]}"}"
 # Only the shipped programs are built (not the test executables).
 targets=(rlxd rlxd-synth)

@@ -17,6 +17,7 @@ int rlx_cmd_render_template(int argc, char **argv);
 int rlx_cmd_bench(int argc, char **argv);
 int rlx__bench_spec(int argc, char **argv); /* rlxd bench --spec (cmd_bench_spec.c) */
 int rlx_cmd_devices(int argc, char **argv);
+int rlx_cmd_pull(int argc, char **argv);
 
 /* `rlxd inspect DIR` (cmd_inspect_dir.c): prefer is a canonical quantization name or NULL. */
 int rlx__cmd_inspect_dir(const char *dir, const char *prefer, bool json);

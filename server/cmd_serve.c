@@ -4,12 +4,17 @@
  * finish for a grace period, and exits 0. */
 #include "server/cli.h"
 #include "engine/pool.h"
+#include "server/pull.h"
 #include "server/serve.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifndef RLX_COMMIT
+#define RLX_COMMIT "unknown"
+#endif
 
 void rlx_srv_begin_stop(rlx_srv *s)
 {
@@ -110,6 +115,9 @@ static int serve(rlx_serve_config *cfg)
     s->loop = uv_default_loop();
     snprintf(s->fingerprint, sizeof s->fingerprint, "fp_rlxd_%s_%s", RLX_VERSION, cfg->backend ? cfg->backend : "cpu");
     rlx_metrics_init(&s->metrics);
+    s->metrics.version = RLX_VERSION;
+    s->metrics.commit = RLX_COMMIT;
+    s->metrics.backend = cfg->backend ? cfg->backend : "cpu";
     rlx_error err = {0};
     if (rlx_srv_queue_init(s)) {
         fprintf(stderr, "rlxd serve: cannot set up the event queue\n");
@@ -141,6 +149,30 @@ static int serve(rlx_serve_config *cfg)
     return code;
 }
 
+/* -m hf:... (and [model.NAME] path=hf:...): the files already downloaded to the cache, else a
+ * download as `rlxd pull` makes (before serving: the models' loads read the local path). */
+static int resolve_hf(rlx_serve_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_models; i++) {
+        rlx_serve_model *m = &cfg->models[i];
+        if (!rlx_hf_is_ref(m->path)) continue;
+        rlx_hf_ref r;
+        rlx_error err = {0};
+        char path[4096];
+        rlx_pull_opts o = {.retries = -1, .offline_first = true};
+        if (rlx_hf_ref_parse(m->path, false, &r, &err) || rlx_pull(&r, &o, path, sizeof path, &err)) {
+            fprintf(stderr, "rlxd serve: model '%s' (%s): %s\n", m->name, m->path, err.msg);
+            return -1;
+        }
+        fprintf(stderr, "rlxd: model '%s': %s is %s\n", m->name, m->path, path);
+        char *p = strdup(path);
+        if (!p) return -1;
+        free(m->path);
+        m->path = p;
+    }
+    return 0;
+}
+
 int rlx_cmd_serve(int argc, char **argv)
 {
     rlx_serve_config cfg;
@@ -154,6 +186,10 @@ int rlx_cmd_serve(int argc, char **argv)
         fputs(rlx_serve_usage(), stdout);
         rlx_serve_config_free(&cfg);
         return 0;
+    }
+    if (resolve_hf(&cfg)) {
+        rlx_serve_config_free(&cfg);
+        return 1;
     }
     signal(SIGPIPE, SIG_IGN);
     int rc = serve(&cfg);

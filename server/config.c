@@ -3,6 +3,7 @@
 #include "server/config.h"
 #include "backends/dtype.h"
 #include "server/cli.h"
+#include "server/hf.h"
 #include "proto/proto.h"
 #include "engine/spec.h"
 
@@ -56,6 +57,7 @@ static const setting settings[] = {
     {"max-loaded", T_INT, OFF(max_loaded), 0, 4096},
     {"max-loaded-mem", T_I64, OFF(max_loaded_mem), 0, 1LL << 30},
     {"keep-alive", T_KEEPALIVE, OFF(keep_alive), 0, 0},
+    {"cors-origins", T_STR, OFF(cors_origins), 0, 0},
 };
 
 /* Which layer last set a value: a later layer's --api-key replaces a lower layer's
@@ -73,6 +75,9 @@ const char *rlx_serve_usage(void)
 {
     return "usage: rlxd serve (-m FILE[:NAME] [-m ...] | --models-dir DIR) [options]\n"
            "  -m, --model FILE[:NAME]   serve a GGUF model (repeatable; the first is the default)\n"
+           "  -m hf:OWNER/REPO[:QUANT][:NAME], -m hf:OWNER/REPO/FILE.gguf[:NAME]\n"
+           "                            a Hugging Face model, downloaded first as `rlxd pull` does\n"
+           "                            (reused once in the cache; HF_TOKEN, HF_ENDPOINT)\n"
            "  --host ADDR               listen address (127.0.0.1)\n"
            "  --port N                  listen port (8080; 0 picks a free one)\n"
            "  --threads N               compute threads per model (default: the CPUs\n"
@@ -113,6 +118,8 @@ const char *rlx_serve_usage(void)
            "  --max-loaded-mem MiB      memory the loaded models may hold, weights and KV (0: no limit)\n"
            "  --keep-alive DURATION     how long an idle model stays loaded: \"5m\", \"30s\", seconds,\n"
            "                            0 unloads after each request, -1 forever (default -1)\n"
+           "  --cors-origins LIST       browser clients: \"*\" or origins (http://localhost:3000,...)\n"
+           "                            get CORS headers and preflight answers (default: off)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
            "and a key in the INI [server] section; flags > environment > INI > defaults.\n";
 }
@@ -125,6 +132,7 @@ static const setting *find_setting(const char *name)
     norm[i] = 0;
     for (size_t k = 0; k < RLX_ARRAY_LEN(settings); k++)
         if (!strcmp(settings[k].name, norm)) return &settings[k];
+    if (!strcmp(norm, "cors-origin")) return find_setting("cors-origins"); /* one origin is a list too */
     return NULL;
 }
 
@@ -141,6 +149,9 @@ static int apply_value(rlx_serve_config *c, const setting *s, const char *v, con
     char *base = (char *)c + s->off;
     switch (s->type) {
     case T_STR: {
+        rlx_error cerr = {0};
+        if (s->off == OFF(cors_origins) && rlx_cors_check_config(v, &cerr))
+            return rlx_errorf(err, RLX_EINVAL, "%s: %s", src, cerr.msg);
         char **p = (char **)base;
         free(*p);
         *p = strdup(v);
@@ -244,9 +255,25 @@ static int add_model(rlx_serve_config *c, const char *path, const char *name, co
     return 0;
 }
 
+/* A Hugging Face reference (hf.h): kept as "hf:OWNER/REPO[:QUANT]" or "hf:OWNER/REPO/FILE" in
+ * path, resolved to the downloaded file by `rlxd serve` before the models load. */
+static int add_hf_spec(rlx_serve_config *c, const char *spec, const char *src, rlx_error *err)
+{
+    rlx_hf_ref r;
+    rlx_error e = {0};
+    if (rlx_hf_ref_parse(spec, true, &r, &e)) return rlx_errorf(err, RLX_EINVAL, "%s: %s", src, e.msg);
+    char path[800], name[300];
+    if (r.file[0]) snprintf(path, sizeof path, "hf:%s/%s", r.repo, r.file);
+    else snprintf(path, sizeof path, "hf:%s%s%s", r.repo, r.quant[0] ? ":" : "", r.quant);
+    if (r.name[0]) snprintf(name, sizeof name, "%s", r.name);
+    else rlx_hf_ref_default_name(&r, name, sizeof name);
+    return add_model(c, path, name, src, err);
+}
+
 /* FILE[:NAME]: the part after the last ':' is a name when it holds no '/'. */
 static int add_model_spec(rlx_serve_config *c, const char *spec, const char *src, rlx_error *err)
 {
+    if (rlx_hf_is_ref(spec)) return add_hf_spec(c, spec, src, err);
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", spec);
     char *colon = strrchr(buf, ':');
@@ -489,5 +516,6 @@ void rlx_serve_config_free(rlx_serve_config *c)
     free(c->chat_template);
     free(c->backend);
     free(c->models_dir);
+    free(c->cors_origins);
     memset(c, 0, sizeof *c);
 }

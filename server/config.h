@@ -53,6 +53,7 @@ typedef struct rlx_serve_config {
     int64_t max_loaded_mem;  /* MiB the loaded models may hold (weights + KV), 0: no limit */
     double keep_alive;       /* seconds a model stays loaded once idle; 0: unload after each
                                 request; -1 (default): forever */
+    char *cors_origins;      /* --cors-origins: "*" or a comma list of origins; NULL: no CORS */
     bool help;               /* --help was given */
 } rlx_serve_config;
 
@@ -65,6 +66,8 @@ const char *const *rlx_serve_setting_names(size_t *n);
 /* The current value of setting `name` as text (as a flag would give it); RLX_ENOTFOUND for an
  * unknown name. */
 int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf, size_t cap);
+/* cors.c: validates --cors-origins ("*" or a comma list of http(s)://host[:port] origins). */
+int rlx_cors_check_config(const char *origins, rlx_error *err);
 /* Writes the usage text. */
 const char *rlx_serve_usage(void);
 

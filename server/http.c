@@ -307,6 +307,7 @@ static enum MHD_Result queue_resp(rlx_conn *c)
     if (c->retry_after) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (c->www_auth) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (c->allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, c->allow);
+    rlx_cors_headers(c, r);
     if (!c->log_status) c->log_status = c->status;
     wait_end(c);
     enum MHD_Result ok = MHD_queue_response(c->mc, (unsigned)c->status, r);
@@ -346,6 +347,7 @@ static enum MHD_Result queue_stream(rlx_conn *c)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, c->stream_ctype);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    rlx_cors_headers(c, r);
     c->queued = true;
     c->status = 200;
     c->log_status = 200;
@@ -494,6 +496,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         c->counted = true;
         s->n_requests++;
         wait_end(c);
+        rlx_cors_request(s, c);
         if (c->too_large) {
             rlx_api_error e;
             rlx_api_errorf(&e, 413, RLX_API_ERR_INVALID, NULL,

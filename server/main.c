@@ -7,6 +7,9 @@
 #ifndef RLX_VERSION
 #define RLX_VERSION "dev"
 #endif
+#ifndef RLX_COMMIT
+#define RLX_COMMIT "unknown"
+#endif
 
 typedef struct command {
     const char *name;
@@ -24,6 +27,7 @@ static const command commands[] = {
     {"render-template", rlx_cmd_render_template, "render a chat template with a JSON context"},
     {"bench", rlx_cmd_bench, "measure prompt and generation speed"},
     {"devices", rlx_cmd_devices, "list compute devices usable now"},
+    {"pull", rlx_cmd_pull, "download a model from Hugging Face: hf:OWNER/REPO[:QUANT]"},
 };
 
 static void usage(FILE *f)
@@ -45,7 +49,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        printf("rlxd %s\nbackends: cpu", RLX_VERSION);
+        printf("rlxd %s (commit %s)\nbackends: cpu", RLX_VERSION, RLX_COMMIT);
 #ifdef RLX_HAVE_VULKAN
         printf(" vulkan");
 #endif

@@ -79,11 +79,38 @@ static void put_hist(sbuf *b, const char *name, const char *help, const rlx_hist
     put(b, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->count);
 }
 
+/* A label value as the exposition format writes it: '\\', '"' and newlines escaped. */
+static void label_value(const char *v, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (; v && *v && k + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"') {
+            out[k++] = '\\';
+            out[k++] = *v;
+        } else if (*v == '\n') {
+            out[k++] = '\\';
+            out[k++] = 'n';
+        } else {
+            out[k++] = *v;
+        }
+    }
+    out[k] = 0;
+}
+
 char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, size_t n_models)
 {
     sbuf b = {.cap = 4096};
     if (!(b.s = malloc(b.cap))) return NULL;
     b.s[0] = 0;
+    if (m->version) {
+        char v[64], c[64], be[64];
+        label_value(m->version, v, sizeof v);
+        label_value(m->commit ? m->commit : "unknown", c, sizeof c);
+        label_value(m->backend ? m->backend : "cpu", be, sizeof be);
+        put(&b, "# HELP rlxd_build_info The build serving: version, commit and compute backend (always 1).\n"
+                "# TYPE rlxd_build_info gauge\nrlxd_build_info{version=\"%s\",commit=\"%s\",backend=\"%s\"} 1\n",
+            v, c, be);
+    }
     put(&b, "# HELP rlxd_requests_total Finished HTTP requests by endpoint and status.\n"
             "# TYPE rlxd_requests_total counter\n");
     for (int i = 0; i < m->n_requests; i++)

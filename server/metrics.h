@@ -28,6 +28,8 @@ typedef struct rlx_metrics {
     uint64_t evicted;                  /* sockets still sending a request closed to make room */
     uint64_t unread_cancelled;         /* streams cancelled: over --max-pending-bytes unread */
     rlx_histogram ttft, itl, e2e;
+    /* rlxd_build_info{version,commit,backend} 1 when version is set (static strings) */
+    const char *version, *commit, *backend;
 } rlx_metrics;
 
 /* Live per-model values sampled from the workers at render time. */

@@ -119,6 +119,10 @@ int rlx_models_init(rlx_srv *s, rlx_error *err)
     rlx_model_scan_free(es, ne);
     if (c->models_dir)
         fprintf(stderr, "rlxd: %zu model(s) in %s, loaded on demand\n", s->n_dir_models, c->models_dir);
+    if (c->models_dir && !s->n_models)
+        fprintf(stderr, "rlxd: nothing to serve yet: put GGUF files in %s (a file per model, or a subfolder with a "
+                "split model's parts; the folder is read at start, so restart after), or start with "
+                "-m hf:OWNER/REPO[:QUANT] (RLXD_MODEL=hf:...) to download one\n", c->models_dir);
     return 0;
 }
 

@@ -556,10 +556,15 @@ void rlx_route(rlx_srv *s, rlx_conn *c)
     const route *hit = NULL;
     bool path_known = false;
     const char *allow = NULL;
+    char methods[40] = "";
     for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++) {
         if (!path_match(routes[i].path, c->path)) continue;
         path_known = true;
         allow = routes[i].method;
+        if (!strstr(methods, routes[i].method) && strlen(methods) + strlen(allow) + 3 < sizeof methods) {
+            if (methods[0]) strcat(methods, ", ");
+            strcat(methods, allow);
+        }
         if (!strcmp(routes[i].method, c->method) || (!strcmp(c->method, "HEAD") && !strcmp(routes[i].method, "GET")))
             hit = &routes[i];
     }
@@ -568,6 +573,10 @@ void rlx_route(rlx_srv *s, rlx_conn *c)
         rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, NULL, "Unknown endpoint %s %s.", c->method, c->path);
         e.code = "not_found";
         rlx_conn_error(c, &e);
+        return;
+    }
+    if (!hit && s->cfg->cors_origins && !strcmp(c->method, "OPTIONS")) {
+        rlx_cors_preflight(s, c, methods); /* cors.c */
         return;
     }
     if (!hit) {

@@ -371,7 +371,22 @@ struct rlx_conn {
     double t0, ttft;
     int32_t prompt_tokens, completion_tokens;
     const char *finish;
+    /* cors.c: the Origin's answer (--cors-origins), set before routing */
+    struct {
+        char allow_origin[256];    /* Access-Control-Allow-Origin ("*" or the Origin); "" none */
+        bool vary;                 /* "Vary: Origin" (the answer depends on the Origin) */
+        bool preflight;            /* an OPTIONS preflight: the Allow-Methods/-Headers below */
+        char methods[48], headers[256];
+    } cors;
 };
+
+/* cors.c (--cors-origins, for browser clients): rlx_cors_request reads the request's Origin
+ * before it is routed; rlx_cors_preflight answers an OPTIONS request for a known path (204 with
+ * the path's methods, or 403 for an Origin not allowed); rlx_cors_headers adds the headers to
+ * any response of c. All on the loop thread. (rlx_cors_check_config: config.h.) */
+void rlx_cors_request(rlx_srv *s, rlx_conn *c);
+void rlx_cors_preflight(rlx_srv *s, rlx_conn *c, const char *methods);
+void rlx_cors_headers(const rlx_conn *c, struct MHD_Response *r);
 
 /* routes.c: handles one complete HTTP request. */
 void rlx_route(rlx_srv *s, rlx_conn *c);

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # test_image_build.sh - the container image's build stage on this machine (there is no
 # container engine here): checks that the packages its apt-get line installs are what this
-# machine has, runs deploy/build-image.sh - the script the Dockerfile's RUN step calls - into a
-# temporary root, then checks the installed programs run and the derived runtime package list
-# names the shared libraries' packages and no -dev package. The build tree is kept under the
-# test build directory so later runs are incremental. Skips in the sanitizer build (the
-# release build's run suffices).
+# machine has; that the root .dockerignore (read by every builder) keeps build trees, node
+# modules, .git and model files out of the build context and the sources in; builds that
+# context (the repository filtered by .dockerignore, as a builder receives it, made by
+# docker_context.py) with deploy/build-image.sh - the script the Dockerfile's RUN step calls -
+# into a temporary root, then checks the installed programs run (with the commit passed as
+# the Dockerfile passes RLX_COMMIT) and the derived runtime package list names the shared
+# libraries' packages and no -dev package. The context and build tree are kept under the test
+# build directory so later runs are incremental. Skips in the sanitizer build (the release
+# build's run suffices).
 set -euo pipefail
 BIN=${RLX_BIN:?RLX_BIN must name the build directory}
 SRC=${RLX_SRC:?RLX_SRC must name the source directory}
@@ -23,14 +27,35 @@ for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     fail "the build stage installs $p, which this machine lacks (tools/install-deps.sh)"
 done
+command -v python3 >/dev/null || { echo "skip: python3 (the build context filter) not installed"; exit 77; }
+[ -f .dockerignore ] || fail "no root .dockerignore"
+[ ! -f Dockerfile.dockerignore ] || fail "Dockerfile.dockerignore would replace the root .dockerignore for BuildKit"
+# what the context must leave out, and keep
+ctx_check=$(python3 tests/integration/docker_context.py --check . build/CMakeCache.txt build-asan/rlxd \
+    build-fuzz/x tests/integration/node_modules/openai/package.json node_modules/x .git/HEAD \
+    deploy/models/model.gguf models/m.gguf sub/m.gguf.part \
+    CMakeLists.txt Dockerfile server/main.c deploy/build-image.sh tools/synth.c tests/integration/server_lib.sh)
+while read -r verdict path; do
+  case "$path" in
+    build*|*node_modules*|.git/*|*.gguf|*.part) [ "$verdict" = excluded ] || fail ".dockerignore keeps $path in the context" ;;
+    *) [ "$verdict" = included ] || fail ".dockerignore leaves $path out of the context" ;;
+  esac
+done <<<"$ctx_check"
+ctx="$BIN/image-context"
+python3 tests/integration/docker_context.py "$SRC" "$ctx" >/dev/null || fail "docker_context.py"
+for d in build .git tests/integration/node_modules; do [ ! -e "$ctx/$d" ] || fail "the build context holds $d"; done
+[ -z "$(find "$ctx" -name '*.gguf' | head -1)" ] || fail "the build context holds .gguf files"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-BACKEND=cpu bash deploy/build-image.sh "$tmp/out" "$BIN/image-check" >"$tmp/log" 2>&1 || { tail -40 "$tmp/log"; fail "deploy/build-image.sh"; }
+# as the Dockerfile's RUN step, from the context (no .git there: the commit comes as RLX_COMMIT)
+(cd "$ctx" && BACKEND=cpu RLX_COMMIT=ctxtest bash deploy/build-image.sh "$tmp/out" "$BIN/image-check-ctx") >"$tmp/log" 2>&1 ||
+  { tail -40 "$tmp/log"; fail "deploy/build-image.sh in the build context"; }
 for t in rlxd rlxd-synth; do [ -x "$tmp/out/usr/local/bin/$t" ] || fail "$t not installed"; done
 "$tmp/out/usr/local/bin/rlxd" serve --help | grep -q -- '--grace-seconds' || fail "the built rlxd does not run"
+"$tmp/out/usr/local/bin/rlxd" --version | grep -q 'commit ctxtest' || fail "RLX_COMMIT did not reach the build: $("$tmp/out/usr/local/bin/rlxd" --version)"
 list="$tmp/out/usr/local/share/rlxd/runtime-packages.txt"
 for p in libuv1 libmicrohttpd12 libsqlite3-0 libcjson1; do
   grep -qx "$p" "$list" || fail "runtime-packages.txt lacks $p: $(tr '\n' ' ' <"$list")"
 done
 grep -q -- '-dev$' "$list" && fail "runtime-packages.txt names -dev packages: $(tr '\n' ' ' <"$list")"
-echo "ok   image build stage: $(tr '\n' ' ' <"$list")"
+echo "ok   image build stage from the .dockerignore context ($(python3 tests/integration/docker_context.py "$SRC" "$ctx")): $(tr '\n' ' ' <"$list")"

@@ -228,6 +228,7 @@ TEST(every_setting_follows_the_layer_order)
         {"max-loaded", "0", "1", "2", "3"},
         {"max-loaded-mem", "0", "100", "200", "300"},
         {"keep-alive", "-1", "30", "60", "0"},
+        {"cors-origins", "", "*", "http://a.example", "https://b.example:8443,http://localhost:3000"},
     };
     size_t n_names;
     const char *const *names = rlx_serve_setting_names(&n_names);

@@ -17,8 +17,13 @@ TEST(prometheus_text)
                             .prefix_hits = 4, .preemptions = 3, .state_slots_used = 5, .state_slots_total = 16,
                             .state_ckpt_entries = 7, .state_ckpt_bytes = 7000, .state_ckpt_hits = 9,
                             .state_ckpt_evictions = 2};
+    m.version = "0.1.0";
+    m.commit = "abc123";
+    m.backend = "vu\"lkan"; /* label values are escaped */
     char *s = rlx_metrics_render(&m, &mm, 1);
     ASSERT(s != NULL);
+    ASSERT_MSG(strstr(s, "# TYPE rlxd_build_info gauge\n"
+                         "rlxd_build_info{version=\"0.1.0\",commit=\"abc123\",backend=\"vu\\\"lkan\"} 1\n"), "%s", s);
     ASSERT(strstr(s, "rlxd_requests_total{endpoint=\"completions\",status=\"200\"} 2\n"));
     ASSERT(strstr(s, "rlxd_requests_total{endpoint=\"chat_completions\",status=\"400\"} 1\n"));
     ASSERT(strstr(s, "rlxd_prompt_tokens_total 12\n"));

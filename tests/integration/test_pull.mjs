@@ -1,0 +1,340 @@
+// test_pull.mjs - `rlxd pull` and `rlxd serve -m hf:...` against a local HTTP server (node, on
+// 127.0.0.1) laid out as Hugging Face is: /api/models/OWNER/REPO (the listing), OWNER/REPO/
+// resolve/main/FILE (a 302 to a /cdn/ URL carrying X-Linked-Etag, as Hugging Face answers for
+// LFS files, or the file itself with its sha256 as ETag), Range requests (206, 416). Checks: a
+// fresh download picks the quantization by the default order (a projector left out) and
+// verifies the sha256; a second pull downloads nothing; a .part left by an earlier run resumes
+// with Range; a first response cut mid-body resumes in the same run (split GGUF: both parts);
+// a server that ignores Range restarts the file; a wrong checksum is refused and the file
+// removed; a gated repo answers 401 without the token and 200 with HF_TOKEN (sent as Bearer),
+// a wrong --token is refused; 403, 404 and an unreachable server are clear errors; `serve -m
+// hf:OWNER/REPO:QUANT` downloads into the cache, serves the model under that name, and serves
+// it again from the cache with the server unreachable; a model in the Hugging Face hub cache
+// (another tool's download) is used by pull and serve without a download; a pull waits while
+// another holds the folder's lock.
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startDaemon } from './daemon_lib.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const binDir = process.env.RLX_BIN || join(root, 'build');
+const bin = join(binDir, 'rlxd');
+const synth = join(binDir, 'rlxd-synth');
+const skip = (why) => { console.log('skip: ' + why); process.exit(77); };
+if (!existsSync(bin)) skip(bin + ' not built');
+if (!existsSync(synth)) skip(synth + ' not built');
+if (/without libcurl/.test(spawnSync(bin, ['pull', 'hf:a/b'], { env: { ...process.env, HF_ENDPOINT: 'http://127.0.0.1:1' } }).stderr))
+  skip('this rlxd was built without libcurl');
+
+const tmp = mkdtempSync(join(tmpdir(), 'rlx-pull-'));
+let failures = 0;
+const fail = (msg) => { console.error('FAIL: ' + msg); failures++; };
+const check = (cond, msg) => { if (!cond) fail(msg); };
+const sha = (b) => createHash('sha256').update(b).digest('hex');
+
+// ---- the repositories -------------------------------------------------------------------------
+function synthFile(args, out) {
+  const r = spawnSync(synth, [...args, '-o', join(tmp, out)]);
+  if (r.status !== 0) throw new Error('rlxd-synth: ' + r.stderr);
+}
+synthFile(['--arch', 'llama', '--preset', 'tiny', '--type', 'q8_0', '--seed', '1'], 'tiny-q8.gguf');
+synthFile(['--arch', 'llama', '--preset', 'tiny', '--type', 'q8_0', '--seed', '2'], 'tiny-f16.gguf');
+synthFile(['--arch', 'qwen3', '--preset', 'tiny', '--type', 'q8_0', '--seed', '3', '--split', '2'], 'split-Q8_0.gguf');
+const rd = (f) => readFileSync(join(tmp, f));
+const file = (data, opts = {}) => ({ data, sha: sha(data), ...opts });
+const repos = {
+  'org/tiny': {
+    'README.md': file(Buffer.from('# tiny\n')),
+    'tiny-Q8_0.gguf': file(rd('tiny-q8.gguf'), { redirect: true }),
+    'tiny-F16.gguf': file(rd('tiny-f16.gguf'), { redirect: true }),
+    'mmproj-tiny-Q4_K_M.gguf': file(Buffer.from('a projector, never picked')),
+  },
+  'org/split': {
+    // parts served directly, their sha256 as ETag; part 1's first response is cut mid-body
+    'split-Q8_0-00001-of-00002.gguf': file(rd('split-Q8_0-00001-of-00002.gguf'), { cut: 1 }),
+    'split-Q8_0-00002-of-00002.gguf': file(rd('split-Q8_0-00002-of-00002.gguf')),
+  },
+  'org/bad': { 'bad-Q8_0.gguf': file(rd('tiny-q8.gguf'), { redirect: true, claim: sha(Buffer.from('other')) }) },
+  'org/gated': { 'gated-Q8_0.gguf': file(rd('tiny-q8.gguf'), { redirect: true, token: 'secret-token' }) },
+  'org/plain': { 'plain.gguf': file(rd('tiny-f16.gguf'), { noRange: true }) },
+  'org/hubonly': { 'hub-Q8_0.gguf': file(rd('tiny-q8.gguf')) },
+};
+// the Hugging Face hub cache (huggingface_hub's layout) holding org/hubonly, as another tool
+// left it: refs/main names the snapshot, whose file is a link into blobs/
+const hfHome = join(tmp, 'hf');
+const hubRepo = join(hfHome, 'hub', 'models--org--hubonly');
+mkdirSync(join(hubRepo, 'refs'), { recursive: true });
+mkdirSync(join(hubRepo, 'blobs'), { recursive: true });
+mkdirSync(join(hubRepo, 'snapshots', 'c0ffee'), { recursive: true });
+writeFileSync(join(hubRepo, 'refs', 'main'), 'c0ffee');
+const hubSha = sha(rd('tiny-q8.gguf'));
+writeFileSync(join(hubRepo, 'blobs', hubSha), rd('tiny-q8.gguf'));
+symlinkSync(join('..', '..', 'blobs', hubSha), join(hubRepo, 'snapshots', 'c0ffee', 'hub-Q8_0.gguf'));
+const hubFile = join(hubRepo, 'snapshots', 'c0ffee', 'hub-Q8_0.gguf');
+const byCdn = new Map();
+for (const [repo, fs] of Object.entries(repos))
+  for (const [name, f] of Object.entries(fs)) { f.repo = repo; f.name = name; byCdn.set(f.sha + '-' + repo, f); }
+
+// ---- the server -------------------------------------------------------------------------------
+const reqs = [];
+function authorized(req, f) {
+  return !f.token || req.headers.authorization === 'Bearer ' + f.token;
+}
+function sendBody(req, res, f) {
+  const len = f.data.length;
+  const etag = '"' + (f.claim || f.sha) + '"';
+  const range = /^bytes=(\d+)-$/.exec(req.headers.range || '');
+  if (range && !f.noRange) {
+    const start = Number(range[1]);
+    if (start >= len) {
+      res.writeHead(416, { 'Content-Range': `bytes */${len}` });
+      res.end();
+      return;
+    }
+    res.writeHead(206, { 'Content-Length': len - start, 'Content-Range': `bytes ${start}-${len - 1}/${len}`,
+                         ETag: etag, 'Accept-Ranges': 'bytes' });
+    res.end(f.data.subarray(start));
+    return;
+  }
+  res.writeHead(200, { 'Content-Length': len, ETag: etag, 'Accept-Ranges': f.noRange ? 'none' : 'bytes' });
+  if (f.cut) {
+    f.cut--;
+    f.cutAt = Math.floor(len / 3);
+    res.write(f.data.subarray(0, f.cutAt), () => setTimeout(() => res.socket.destroy(), 50));
+    return;
+  }
+  res.end(f.data);
+}
+const server = createServer((req, res) => {
+  const url = new URL(req.url, 'http://x');
+  reqs.push({ path: url.pathname, range: req.headers.range, auth: req.headers.authorization });
+  const json = (code, obj) => { res.writeHead(code, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(obj)); };
+  let m = /^\/api\/models\/([^/]+\/[^/]+)$/.exec(url.pathname);
+  if (m) {
+    const fs = repos[m[1]];
+    if (m[1] === 'org/forbidden') return json(403, { error: 'Access to model org/forbidden is restricted' });
+    if (!fs) return json(404, { error: 'Repository not found' });
+    if (!Object.values(fs).every((f) => authorized(req, f))) return json(401, { error: 'Access to this repo is restricted' });
+    return json(200, { id: m[1], siblings: Object.keys(fs).map((rfilename) => ({ rfilename })) });
+  }
+  m = /^\/([^/]+\/[^/]+)\/resolve\/main\/(.+)$/.exec(url.pathname);
+  if (m) {
+    const f = repos[m[1]] && repos[m[1]][decodeURIComponent(m[2])];
+    if (!f) {
+      res.writeHead(404, { 'X-Error-Code': 'EntryNotFound', 'X-Error-Message': 'Entry not found' });
+      return res.end('Entry not found');
+    }
+    if (!authorized(req, f)) { res.writeHead(401); return res.end('Invalid credentials'); }
+    if (f.redirect) {
+      res.writeHead(302, { Location: `/cdn/${f.sha}-${f.repo}`, 'X-Linked-Etag': '"' + (f.claim || f.sha) + '"',
+                           'X-Linked-Size': String(f.data.length), ETag: '"0123456789abcdef0123456789abcdef01234567"' });
+      return res.end();
+    }
+    return sendBody(req, res, f);
+  }
+  m = /^\/cdn\/(.+)$/.exec(url.pathname);
+  if (m && byCdn.has(m[1])) return sendBody(req, res, byCdn.get(m[1]));
+  res.writeHead(404);
+  res.end('no route');
+});
+await new Promise((r) => server.listen(0, '127.0.0.1', r));
+const base = `http://127.0.0.1:${server.address().port}`;
+
+// rlxd pull ARGS (async: this process serves the files meanwhile)
+const cache = join(tmp, 'cache');
+const baseEnv = { ...process.env, HF_ENDPOINT: base, XDG_CACHE_HOME: cache };
+delete baseEnv.HF_TOKEN;
+function pull(args, env = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(bin, ['pull', ...args], { env: { ...baseEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60000);
+    child.on('close', (code) => { clearTimeout(timer); resolve({ code, out: out.trim(), err }); });
+  });
+}
+const M = join(tmp, 'models');
+const same = (path, f) => existsSync(path) && sha(readFileSync(path)) === f.sha;
+
+try {
+  // 1. fresh download: default order (Q4_K_M is only a projector's: left out) -> Q8_0; redirect
+  let n0 = reqs.length;
+  let r = await pull(['hf:org/tiny', '--models-dir', M]);
+  const tinyQ8 = join(M, 'org--tiny', 'tiny-Q8_0.gguf');
+  check(r.code === 0, `pull hf:org/tiny: exit ${r.code}: ${r.err}`);
+  check(r.out === tinyQ8, `pull printed '${r.out}', expected ${tinyQ8}`);
+  check(same(tinyQ8, repos['org/tiny']['tiny-Q8_0.gguf']), 'tiny-Q8_0.gguf differs from the served file');
+  check(/sha256 verified/.test(r.err), 'no "sha256 verified": ' + r.err);
+  let seen = reqs.slice(n0).map((q) => q.path);
+  check(seen.includes('/api/models/org/tiny') && seen.includes('/org/tiny/resolve/main/tiny-Q8_0.gguf') &&
+        seen.some((p) => p.startsWith('/cdn/')), 'listing, resolve and the redirect were not all requested: ' + seen);
+  check(!seen.some((p) => /mmproj|F16/.test(p)), 'fetched a file it should not have: ' + seen);
+  check(!existsSync(tinyQ8 + '.part'), 'a .part file is left');
+
+  // 2. again: nothing downloaded
+  n0 = reqs.length;
+  r = await pull(['hf:org/tiny:q8_0', '--models-dir', M]);
+  check(r.code === 0 && /already downloaded/.test(r.err), `second pull: ${r.code} ${r.err}`);
+  check(!reqs.slice(n0).some((q) => q.path.includes('/resolve/')), 'the second pull downloaded again');
+
+  // 3. a .part from an earlier run resumes with Range
+  const f16 = repos['org/tiny']['tiny-F16.gguf'];
+  const f16Path = join(M, 'org--tiny', 'tiny-F16.gguf');
+  writeFileSync(f16Path + '.part', f16.data.subarray(0, 1000));
+  n0 = reqs.length;
+  r = await pull(['hf:org/tiny:F16', '--models-dir', M]);
+  check(r.code === 0, `resume: exit ${r.code}: ${r.err}`);
+  check(same(f16Path, f16), 'the resumed file differs from the served file');
+  check(reqs.slice(n0).some((q) => q.path.startsWith('/cdn/') && q.range === 'bytes=1000-'),
+        'no Range: bytes=1000- request: ' + JSON.stringify(reqs.slice(n0)));
+  check(/resuming at 1000 bytes/.test(r.err) && /\(resumed\)/.test(r.err), 'no resume message: ' + r.err);
+
+  // 4. split GGUF: both parts; part 1's first response is cut and resumed in the same run
+  n0 = reqs.length;
+  r = await pull(['hf:org/split:Q8_0', '--models-dir', M]);
+  const p1 = repos['org/split']['split-Q8_0-00001-of-00002.gguf'], p2 = repos['org/split']['split-Q8_0-00002-of-00002.gguf'];
+  check(r.code === 0, `split: exit ${r.code}: ${r.err}`);
+  check(r.out === join(M, 'org--split', 'split-Q8_0-00001-of-00002.gguf'), 'split: printed ' + r.out);
+  check(same(join(M, 'org--split', p1.name), p1) && same(join(M, 'org--split', p2.name), p2), 'split parts differ');
+  check(/connection cut at/.test(r.err) && /2 split parts/.test(r.err), 'split: messages: ' + r.err);
+  check(reqs.slice(n0).some((q) => q.path.endsWith(p1.name) && q.range === `bytes=${p1.cutAt}-`),
+        `no resume of part 1 at ${p1.cutAt}: ` + JSON.stringify(reqs.slice(n0)));
+  const served = spawnSync(bin, ['check', r.out]);
+  check(served.status === 0, 'rlxd check on the pulled split model: ' + served.stdout + served.stderr);
+
+  // 5. a server that ignores Range: the .part (here not even a prefix) is started over
+  const plain = repos['org/plain']['plain.gguf'];
+  const plainPath = join(M, 'org--plain', 'plain.gguf');
+  r = await pull(['hf:org/plain/plain.gguf', '--models-dir', M, '-q']);
+  check(r.code === 0 && same(plainPath, plain), `plain: ${r.code} ${r.err}`);
+  rmSync(plainPath);
+  writeFileSync(plainPath + '.part', Buffer.alloc(500, 7));
+  r = await pull(['hf:org/plain/plain.gguf', '--models-dir', M, '-q']);
+  check(r.code === 0 && same(plainPath, plain), `plain after a stale .part: ${r.code} ${r.err}`);
+
+  // 6. a wrong checksum: refused, nothing left
+  r = await pull(['hf:org/bad/bad-Q8_0.gguf', '--models-dir', M]);
+  const badPath = join(M, 'org--bad', 'bad-Q8_0.gguf');
+  check(r.code === 1, `bad checksum: exit ${r.code}`);
+  check(/checksum mismatch/.test(r.err) && r.err.includes(sha(Buffer.from('other'))), 'bad checksum message: ' + r.err);
+  check(!existsSync(badPath) && !existsSync(badPath + '.part'), 'the bad file was kept');
+
+  // 7. gated: 401 without a token, 200 with HF_TOKEN (as Bearer), a wrong --token refused
+  r = await pull(['hf:org/gated', '--models-dir', M]);
+  check(r.code === 1 && /401/.test(r.err) && /HF_TOKEN/.test(r.err), `gated without token: ${r.code} ${r.err}`);
+  check(!existsSync(join(M, 'org--gated', 'gated-Q8_0.gguf')), 'gated: a file without the token');
+  r = await pull(['hf:org/gated/gated-Q8_0.gguf', '--models-dir', M, '--token', 'wrong']);
+  check(r.code === 1 && /401/.test(r.err) && /token was refused/.test(r.err), `gated, wrong token: ${r.code} ${r.err}`);
+  n0 = reqs.length;
+  r = await pull(['hf:org/gated', '--models-dir', M], { HF_TOKEN: 'secret-token' });
+  check(r.code === 0 && same(join(M, 'org--gated', 'gated-Q8_0.gguf'), repos['org/gated']['gated-Q8_0.gguf']),
+        `gated with HF_TOKEN: ${r.code} ${r.err}`);
+  check(reqs.slice(n0).some((q) => q.auth === 'Bearer secret-token'), 'the token was not sent as Bearer');
+
+  // 8. not found, no such quantization, bad references, an unreachable server
+  r = await pull(['hf:org/nothing', '--models-dir', M]);
+  check(r.code === 1 && /404/.test(r.err) && /org\/nothing/.test(r.err), `404: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/forbidden', '--models-dir', M], { HF_TOKEN: 'secret-token' });
+  check(r.code === 1 && /403/.test(r.err) && /terms accepted/.test(r.err), `403: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/tiny/missing.gguf', '--models-dir', M]);
+  check(r.code === 1 && /404/.test(r.err) && /the server says: Entry not found/.test(r.err), `404 file: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/tiny:Q2_K', '--models-dir', M]);
+  check(r.code === 1 && /no Q2_K file/.test(r.err) && /tiny-F16\.gguf/.test(r.err), `no such quant: ${r.code} ${r.err}`);
+  r = await pull(['org/tiny']);
+  check(r.code === 2 && /not a Hugging Face reference/.test(r.err), `bad ref: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/tiny', '--models-dir', M], { HF_ENDPOINT: 'http://127.0.0.1:1' });
+  check(r.code === 1 && /cannot reach http:\/\/127\.0\.0\.1:1/.test(r.err), `unreachable: ${r.code} ${r.err}`);
+  check(readdirSync(M, { recursive: true }).every((p) => !String(p).endsWith('.part')), 'a .part file is left');
+
+  // 9. a model another tool downloaded into the Hugging Face hub cache is used, not fetched
+  n0 = reqs.length;
+  r = await pull(['hf:org/hubonly', '--models-dir', M], { HF_HOME: hfHome });
+  check(r.code === 0 && r.out === hubFile && /already in the Hugging Face cache/.test(r.err), `hub cache: ${r.code} ${r.out} ${r.err}`);
+  check(!reqs.slice(n0).some((q) => q.path.includes('/resolve/')), 'the hub cache file was downloaded again');
+
+  // 10. one download into a folder at a time: with the folder locked (flock(1) holds it until
+  // its stdin closes) a pull says it waits, then downloads once the lock is let go
+  if (spawnSync('flock', ['--version']).status === 0) {
+    const lockDir = join(M, 'org--plain');
+    rmSync(plainPath);
+    const holder = spawn('flock', [lockDir, '-c', 'echo locked; read x'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    await new Promise((res) => holder.stdout.on('data', (d) => { if (/locked/.test(d)) res(); }));
+    const child = spawn(bin, ['pull', 'hf:org/plain/plain.gguf', '--models-dir', M], { env: baseEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    const done = new Promise((res) => child.on('close', res));
+    // (a pull that does not wait ends instead: that fails below rather than hanging)
+    await Promise.race([done, new Promise((res) => child.stderr.on('data', (d) => {
+      err += d;
+      if (/waiting for another download/.test(err)) res();
+    }))]);
+    check(/waiting for another download/.test(err), 'no wait on the locked folder: ' + err);
+    check(!existsSync(plainPath), 'downloaded while the folder was locked');
+    holder.stdin.end();
+    const code = await done;
+    check(code === 0 && same(plainPath, plain), `pull after the lock: ${code} ${err}`);
+  } else {
+    console.log('note: flock(1) not installed: the folder lock is not checked');
+  }
+
+  // 11. serve -m hf:OWNER/REPO:QUANT: downloaded into the cache, served under that name
+  const logs = [];
+  Object.assign(process.env, { HF_ENDPOINT: base, XDG_CACHE_HOME: cache });
+  delete process.env.HF_TOKEN;
+  for (const endpoint of [base, 'http://127.0.0.1:1']) {
+    process.env.HF_ENDPOINT = endpoint; // the second run: the server is unreachable, the cache serves
+    let log = '';
+    const { child, base: url } = await startDaemon(bin, ['-m', 'hf:org/tiny:Q8_0', '--threads', '1'], (d) => { log += d; });
+    try {
+      if (!url) { fail(`serve -m hf: (${endpoint}) did not start: ${log}`); continue; }
+      const cached = join(cache, 'rlxd', 'models', 'org--tiny', 'tiny-Q8_0.gguf');
+      check(same(cached, repos['org/tiny']['tiny-Q8_0.gguf']), 'serve -m hf: did not download into the cache');
+      const models = await (await fetch(url + '/v1/models')).json();
+      const m = models.data.find((x) => x.id === 'org/tiny:Q8_0');
+      check(m && m.meta.path === cached, 'serve -m hf: /v1/models: ' + JSON.stringify(models));
+      const res = await fetch(url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: 'org/tiny:Q8_0', prompt: 'hello', max_tokens: 2 }) });
+      check(res.status === 200, 'serve -m hf: completion status ' + res.status);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r2) => child.on('close', r2));
+      logs.push(log);
+    }
+  }
+  // the hub cache serves offline too
+  {
+    process.env.HF_ENDPOINT = 'http://127.0.0.1:1';
+    process.env.HF_HOME = hfHome;
+    let log = '';
+    const { child, base: url } = await startDaemon(bin, ['-m', 'hf:org/hubonly:Q8_0:hub', '--threads', '1'], (d) => { log += d; });
+    try {
+      if (!url) fail('serve -m hf: from the hub cache did not start: ' + log);
+      else {
+        const models = await (await fetch(url + '/v1/models')).json();
+        const m = models.data.find((x) => x.id === 'hub');
+        check(m && m.meta.path === hubFile, 'serve from the hub cache: ' + JSON.stringify(models));
+      }
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r2) => child.on('close', r2));
+      delete process.env.HF_HOME;
+    }
+  }
+  // a reference that cannot resolve stops the start-up with the reason (the server unreachable:
+  // spawnSync blocks this process, which serves the files)
+  const bad = spawnSync(bin, ['serve', '-m', 'hf:org/nothing', '--port', '0'],
+                        { env: { ...process.env, HF_ENDPOINT: 'http://127.0.0.1:1' }, timeout: 30000 });
+  check(bad.status === 1 && /hf:org\/nothing/.test(bad.stderr) && /cannot reach/.test(bad.stderr),
+        `serve -m hf:org/nothing: ${bad.status} ${bad.stderr}`);
+} finally {
+  server.close();
+  rmSync(tmp, { recursive: true, force: true });
+}
+if (failures) process.exit(1);
+console.log('test_pull: ok');
