@@ -249,6 +249,13 @@ void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, i
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
 /* Memory the model holds: its weights' bytes and its KV pool's (and state slots') bytes. */
 void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv);
+/* Seconds the worker's start spent in each phase of the load: mapping the GGUF (header and
+ * tensor table), building the graph, compiling the plan, creating the backend and preparing the
+ * plan on it (weights uploaded or repacked), the KV memory, the tokenizer, the chat template. */
+typedef struct rlx_load_times {
+    double map, build, compile, prepare, memory, tokenizer, chat_template;
+} rlx_load_times;
+void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t);
 
 /* ---- admission (admit.c) --------------------------------------------------------------------
  * One rule for what a request may ask of a model, applied wherever a part of it becomes known:

@@ -87,7 +87,10 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         free(w);
         return rc_;
     }
+    double t0 = rlx_now();
     if ((rc_ = rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err))) goto fail;
+    w->t_tokenizer = rlx_now() - t0;
+    t0 = rlx_now();
     rlx_gguf_str tsrc;
     if (cfg->chat_template_file) {
         size_t n = 0;
@@ -115,6 +118,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     } else if ((rc_ = rlx_chat_template_parse(&w->tmpl, rlx_chatml_template, strlen(rlx_chatml_template), err))) {
         goto fail;
     }
+    w->t_template = rlx_now() - t0;
     if (cfg->name && *cfg->name) {
         snprintf(w->name, sizeof w->name, "%s", cfg->name);
     } else {
@@ -352,6 +356,13 @@ void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv)
     const rlx_mem_desc *d = &w->runner->kv_geo;
     if (weights) *weights = w->runner->weight_bytes;
     if (kv) *kv = rlx_mem_block_bytes(d) * (size_t)d->n_blocks + rlx_mem_slot_bytes(d) * (size_t)d->n_state_slots;
+}
+
+void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t)
+{
+    const rlx_runner *r = w->runner;
+    *t = (rlx_load_times){.map = r->t_map, .build = r->t_build, .compile = r->t_compile, .prepare = r->t_prepare,
+                          .memory = r->t_memory, .tokenizer = w->t_tokenizer, .chat_template = w->t_template};
 }
 
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)

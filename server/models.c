@@ -187,7 +187,9 @@ static void prefetch(rlx_model_slot *m)
 static void load_work(uv_work_t *w)
 {
     rlx_model_slot *m = w->data;
+    double t0 = rlx_now();
     prefetch(m);
+    m->prefetch_s = rlx_now() - t0;
     if (rlx_worker_start(&m->w_new, &m->wc, &m->err)) m->w_new = NULL;
 }
 
@@ -257,6 +259,11 @@ static void ready(rlx_model_slot *m)
         fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
                 "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
                 rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
+    rlx_load_times lt;
+    rlx_worker_load_times(m->w, &lt);
+    fprintf(stderr, "rlxd: model '%s' load phases: read %.3f s, map %.3f s, graph %.3f s, compile %.3f s, "
+            "backend prepare %.3f s, memory %.3f s, tokenizer %.3f s, chat template %.3f s\n", m->cfg->name,
+            m->prefetch_s, lt.map, lt.build, lt.compile, lt.prepare, lt.memory, lt.tokenizer, lt.chat_template);
 }
 
 static void load_done(uv_work_t *w, int status)

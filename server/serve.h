@@ -60,6 +60,7 @@ typedef struct rlx_model_slot {
     bool unload_asked;             /* POST /models/unload: unload once idle */
     uint64_t bytes;                /* memory estimate: the weights, then weights + KV once loaded */
     double load_t0, load_s;        /* the last load's start and duration */
+    double prefetch_s;             /* of which reading the files (load_work writes it) */
     _Atomic int load_permille;     /* LOADING: the files read so far (the threadpool writes it) */
     uint64_t n_loads, n_load_failures, n_unloads, n_evictions;
     const rlx_tokenizer *tok;      /* borrowed from w */
