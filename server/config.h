@@ -6,20 +6,27 @@
 #define RLX_SERVE_CONFIG_H
 
 #include "backends/rlx.h"
+#include "server/profile.h"
 
 #define RLX_SERVE_MAX_MODELS 16
 
 typedef struct rlx_serve_model {
     char *name;              /* served name, routed by the request's "model" */
     char *path;              /* GGUF file */
-    int32_t ctx;             /* 0: the server-wide --ctx */
-    char *chat_template;     /* a Jinja chat template file ([model.NAME] chat-template), NULL: the
-                                server-wide --chat-template, else the GGUF's */
 } rlx_serve_model;
+
+/* A [model.NAME] section's profile keys (profile.h): for the model of that name, whether given
+ * with -m, path= or found in --models-dir. */
+typedef struct rlx_serve_profile {
+    char *name;
+    rlx_profile prof;
+} rlx_serve_profile;
 
 typedef struct rlx_serve_config {
     rlx_serve_model models[RLX_SERVE_MAX_MODELS];
     size_t n_models;         /* the first is the default model */
+    rlx_serve_profile *profiles; /* [model.NAME] sections' profiles (owned), n_profiles */
+    size_t n_profiles;
     char *host;              /* "127.0.0.1" */
     int port;                /* 8080; 0 picks a free port (logged at start) */
     int threads;             /* per worker, 0: all cores */
@@ -64,6 +71,8 @@ const char *const *rlx_serve_setting_names(size_t *n);
 /* The current value of setting `name` as text (as a flag would give it); RLX_ENOTFOUND for an
  * unknown name. */
 int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf, size_t cap);
+/* The [model.NAME] profile of that model, NULL when the config has none. */
+const rlx_profile *rlx_serve_config_profile(const rlx_serve_config *c, const char *name);
 /* Writes the usage text. */
 const char *rlx_serve_usage(void);
 

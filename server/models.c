@@ -51,23 +51,36 @@ static int probe(rlx_model_slot *m)
     return 0;
 }
 
-static void slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg, int threads)
+/* The slot of a served model, with its compile profile applied: 0, or the profile's error in
+ * m->err (a bad <model>.rlx.ini names its file and line). */
+static int slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg, int threads)
 {
     const rlx_serve_config *c = s->cfg;
     m->srv = s;
     m->cfg = cfg;
     m->keep_alive = default_keep_alive(s);
     m->wc = (rlx_worker_config){.model_path = cfg->path, .name = cfg->name, .n_threads = threads,
-                                .n_ctx = cfg->ctx ? cfg->ctx : c->ctx, .kv_type = c->kv_type, .kv_type_set = true,
+                                .n_ctx = c->ctx, .kv_type = c->kv_type, .kv_type_set = true,
                                 .kv_block = c->kv_block, .kv_mem_mib = (size_t)c->kv_mem_mib,
                                 .max_batch_tokens = c->max_batch_tokens, .max_seqs = c->max_seqs,
                                 .draft_max = c->draft_max > 0 ? c->draft_max : -1,
                                 .backend = c->backend, .device = c->device, .db_path = c->db,
                                 .session_ttl_s = c->session_ttl, .max_sessions = c->max_sessions,
-                                .max_queue = c->max_queue,
-                                .chat_template_file = cfg->chat_template ? cfg->chat_template : c->chat_template};
+                                .max_queue = c->max_queue, .chat_template_file = c->chat_template};
     uv_timer_init(s->loop, &m->idle_timer);
     m->idle_timer.data = m;
+    /* the profile: the file beside the weights, then the operator's [model.NAME] over it */
+    char file[4200];
+    rlx_profile_file_for(cfg->path, file, sizeof file);
+    int rc = rlx_profile_load_file(&m->prof, file, &m->err);
+    if (rc == RLX_ENOTFOUND) rc = 0;
+    const rlx_profile *ini = rlx_serve_config_profile(c, cfg->name);
+    if (!rc && ini) rc = rlx_profile_merge(&m->prof, ini, &m->err);
+    if (rc) return rc;
+    rlx_profile_apply_worker(&m->prof, &m->wc);
+    if (m->wc.n_threads <= 0) m->wc.n_threads = rlx_cpu_count();
+    if (m->prof.set) fprintf(stderr, "rlxd: model '%s': profile from %s\n", cfg->name, m->prof.sources);
+    return 0;
 }
 
 int rlx_models_init(rlx_srv *s, rlx_error *err)
@@ -86,8 +99,9 @@ int rlx_models_init(rlx_srv *s, rlx_error *err)
     int threads = c->threads > 0 ? c->threads : rlx_cpu_count();
     for (size_t i = 0; i < c->n_models; i++) {
         rlx_model_slot *m = &s->models[s->n_models++];
-        slot_init(s, m, &c->models[i], threads);
         m->boot = true;
+        if (slot_init(s, m, &c->models[i], threads))
+            return rlx_errorf(err, RLX_EINVAL, "model '%s': %s", c->models[i].name, m->err.msg);
         /* not opened here: its load (on the threadpool) reads it; a FIFO or a slow disk must not
            hold the start-up. Its size is the estimate until then. */
         struct stat st;
@@ -104,8 +118,9 @@ int rlx_models_init(rlx_srv *s, rlx_error *err)
         d->path = es[i].path;
         es[i].name = es[i].path = NULL;
         rlx_model_slot *m = &s->models[s->n_models++];
-        slot_init(s, m, d, threads);
-        if (es[i].n_present < es[i].n_parts) {
+        if (slot_init(s, m, d, threads)) {
+            m->state = RLX_MODEL_FAILED;
+        } else if (es[i].n_present < es[i].n_parts) {
             rlx_errorf(&m->err, RLX_ENOTFOUND, "%s: %u of its %u parts are missing", d->path,
                        es[i].n_parts - es[i].n_present, es[i].n_parts);
             m->state = RLX_MODEL_FAILED;
@@ -605,6 +620,7 @@ void rlx_models_free(rlx_srv *s)
         if (m->w_new) rlx_worker_stop(m->w_new, false);
         m->w = m->w_new = NULL;
     }
+    for (size_t i = 0; i < s->n_models; i++) rlx_profile_free(&s->models[i].prof);
     for (size_t i = 0; i < s->n_dir_models; i++) {
         free(s->dir_models[i].name);
         free(s->dir_models[i].path);

@@ -71,6 +71,7 @@ static cJSON *model_json(const rlx_model_slot *m)
     if (m->keep_alive < 0) cJSON_AddNumberToObject(meta, "keep_alive", -1);
     else cJSON_AddNumberToObject(meta, "keep_alive", m->keep_alive);
     cJSON_AddNumberToObject(meta, "loads", (double)m->n_loads);
+    if (m->prof.set) cJSON_AddItemToObject(meta, "profile", rlx_profile_json(&m->prof));
     if (m->state == RLX_MODEL_READY) {
         cJSON_AddNumberToObject(meta, "n_ctx", rlx_worker_n_ctx(m->w));
         cJSON_AddNumberToObject(meta, "n_vocab", m->n_vocab);

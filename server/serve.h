@@ -42,7 +42,9 @@ typedef struct rlx_work {
 typedef struct rlx_model_slot {
     rlx_srv *srv;
     const rlx_serve_model *cfg;
-    rlx_worker_config wc;
+    rlx_worker_config wc;          /* the server-wide settings with the profile's over them */
+    rlx_profile prof;              /* owned: its compile profile (<model>.rlx.ini, then the INI's
+                                      [model.NAME] over it), profile.h; wc borrows its strings */
     rlx_worker *w;                 /* owned while READY, else NULL */
     rlx_worker *w_new;             /* the threadpool's load result, taken by the loop */
     rlx_worker *w_old;             /* being stopped on the threadpool (UNLOADING) */
