@@ -169,6 +169,9 @@ typedef struct rlx_worker_config {
     /* Speculative decoding by prompt lookup (engine/spec.h): draft tokens per step at most;
      * 0: the default (8); < 0: off. Never for models with recurrent-state layers. */
     int32_t draft_max;
+    /* A folder for the tokenizer cache (models/tokenizer.h): the built tokenizer is read from
+     * there when its file matches the model, else built and written there. NULL: no cache. */
+    const char *cache_dir;
     /* Seams for tests and embedders (engine/runner.h): a backend to run on instead of creating
      * `backend` (the worker takes it, also when starting fails), and the model's memory
      * description (one entry per layer) instead of the builder's. NULL: the usual. */
@@ -254,6 +257,8 @@ void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv);
  * plan on it (weights uploaded or repacked), the KV memory, the tokenizer, the chat template. */
 typedef struct rlx_load_times {
     double map, build, compile, prepare, memory, tokenizer, chat_template;
+    char tokenizer_cache[320]; /* what the tokenizer cache did: "off", "hit", "miss, written",
+                                  "stale (why), rebuilt and written", "corrupt (why), rebuilt ..." */
 } rlx_load_times;
 void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t);
 

@@ -55,6 +55,7 @@ static const setting settings[] = {
     {"max-loaded", T_INT, OFF(max_loaded), 0, 4096},
     {"max-loaded-mem", T_I64, OFF(max_loaded_mem), 0, 1LL << 30},
     {"keep-alive", T_KEEPALIVE, OFF(keep_alive), 0, 0},
+    {"cache-dir", T_STR, OFF(cache_dir), 0, 0},
 };
 
 /* Which layer last set a value: a later layer's --api-key replaces a lower layer's
@@ -112,6 +113,8 @@ const char *rlx_serve_usage(void)
            "  --max-loaded-mem MiB      memory the loaded models may hold, weights and KV (0: no limit)\n"
            "  --keep-alive DURATION     how long an idle model stays loaded: \"5m\", \"30s\", seconds,\n"
            "                            0 unloads after each request, -1 forever (default -1)\n"
+           "  --cache-dir DIR           where built tokenizers are cached between loads\n"
+           "                            ($XDG_CACHE_HOME/rlxd or ~/.cache/rlxd; none: off)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
            "and a key in the INI [server] section; flags > environment > INI > defaults.\n";
 }
@@ -470,6 +473,20 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     return 0;
 }
 
+bool rlx_serve_cache_dir(const rlx_serve_config *c, char *buf, size_t cap)
+{
+    if (c->cache_dir && c->cache_dir[0]) {
+        if (!strcmp(c->cache_dir, "none")) return false;
+        snprintf(buf, cap, "%s", c->cache_dir);
+        return true;
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/') snprintf(buf, cap, "%s/rlxd", xdg);
+    else if (home && home[0]) snprintf(buf, cap, "%s/.cache/rlxd", home);
+    else return false;
+    return true;
+}
+
 const char *const *rlx_serve_setting_names(size_t *n)
 {
     static const char *names[RLX_ARRAY_LEN(settings)];
@@ -515,5 +532,6 @@ void rlx_serve_config_free(rlx_serve_config *c)
     free(c->chat_template);
     free(c->backend);
     free(c->models_dir);
+    free(c->cache_dir);
     memset(c, 0, sizeof *c);
 }

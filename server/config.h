@@ -59,6 +59,8 @@ typedef struct rlx_serve_config {
     int64_t max_loaded_mem;  /* MiB the loaded models may hold (weights + KV), 0: no limit */
     double keep_alive;       /* seconds a model stays loaded once idle; 0: unload after each
                                 request; -1 (default): forever */
+    char *cache_dir;         /* --cache-dir: the tokenizer cache's folder; NULL: $XDG_CACHE_HOME/rlxd
+                                (~/.cache/rlxd); "none": no cache (rlx_serve_cache_dir) */
     bool help;               /* --help was given */
 } rlx_serve_config;
 
@@ -73,6 +75,9 @@ const char *const *rlx_serve_setting_names(size_t *n);
 int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf, size_t cap);
 /* The [model.NAME] profile of that model, NULL when the config has none. */
 const rlx_profile *rlx_serve_config_profile(const rlx_serve_config *c, const char *name);
+/* The cache folder in effect (see cache_dir) into buf; false when the cache is off (or no
+ * folder can be named: neither XDG_CACHE_HOME nor HOME is set). */
+bool rlx_serve_cache_dir(const rlx_serve_config *c, char *buf, size_t cap);
 /* Writes the usage text. */
 const char *rlx_serve_usage(void);
 

@@ -171,8 +171,9 @@ static void ready(rlx_model_slot *m)
     rlx_load_times lt;
     rlx_worker_load_times(m->w, &lt);
     fprintf(stderr, "rlxd: model '%s' load phases: read %.3f s, map %.3f s, graph %.3f s, compile %.3f s, "
-            "backend prepare %.3f s, memory %.3f s, tokenizer %.3f s, chat template %.3f s\n", m->cfg->name,
-            m->prefetch_s, lt.map, lt.build, lt.compile, lt.prepare, lt.memory, lt.tokenizer, lt.chat_template);
+            "backend prepare %.3f s, memory %.3f s, tokenizer %.3f s (cache: %s), chat template %.3f s\n",
+            m->cfg->name, m->prefetch_s, lt.map, lt.build, lt.compile, lt.prepare, lt.memory, lt.tokenizer,
+            lt.tokenizer_cache, lt.chat_template);
 }
 
 static void load_done(uv_work_t *w, int status)

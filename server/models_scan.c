@@ -65,7 +65,8 @@ static int slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg)
                                 .draft_max = c->draft_max > 0 ? c->draft_max : -1,
                                 .backend = c->backend, .device = c->device, .db_path = c->db,
                                 .session_ttl_s = c->session_ttl, .max_sessions = c->max_sessions,
-                                .max_queue = c->max_queue, .chat_template_file = c->chat_template};
+                                .max_queue = c->max_queue, .chat_template_file = c->chat_template,
+                                .cache_dir = s->cache_dir[0] ? s->cache_dir : NULL};
     uv_timer_init(s->loop, &m->idle_timer);
     m->idle_timer.data = m;
     signature(cfg->path, m->sig);
@@ -167,6 +168,7 @@ int rlx_models_init(rlx_srv *s, rlx_error *err)
     const rlx_serve_config *c = s->cfg;
     rlx_model_entry *es = NULL;
     size_t ne = 0;
+    if (!rlx_serve_cache_dir(c, s->cache_dir, sizeof s->cache_dir)) s->cache_dir[0] = 0;
     if (c->models_dir && rlx_model_scan(c->models_dir, &es, &ne, err)) return RLX_EINVAL;
     s->last_scan = rlx_now();
     for (size_t i = 0; i < c->n_models; i++) {

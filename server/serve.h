@@ -243,6 +243,7 @@ struct rlx_srv {
     int exit_code;
     void *stdio;                   /* stdio.c state in --stdio mode */
     char fingerprint[64];          /* system_fingerprint: version and backend */
+    char cache_dir[4096];          /* the tokenizer cache's folder ("" : off), the workers borrow it */
 };
 
 /* jobs.c */

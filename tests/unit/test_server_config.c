@@ -237,6 +237,7 @@ TEST(every_setting_follows_the_layer_order)
         {"max-loaded", "0", "1", "2", "3"},
         {"max-loaded-mem", "0", "100", "200", "300"},
         {"keep-alive", "-1", "30", "60", "0"},
+        {"cache-dir", "", "/a", "/b", "/c"},
     };
     size_t n_names;
     const char *const *names = rlx_serve_setting_names(&n_names);
