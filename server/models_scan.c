@@ -202,6 +202,10 @@ int rlx_models_init(rlx_srv *s, rlx_error *err)
     rlx_model_scan_free(es, ne);
     if (c->models_dir)
         fprintf(stderr, "rlxd: %zu model(s) in %s, loaded on demand\n", s->n_dir_models, c->models_dir);
+    for (size_t i = 0; i < c->n_profiles; i++) /* a typo in a section name would go unnoticed */
+        if (!rlx_models_find(s, c->profiles[i].name))
+            fprintf(stderr, "rlxd: config section [model.%s] names no served model%s\n", c->profiles[i].name,
+                    c->models_dir ? " (yet: it applies if one of that name appears in --models-dir)" : "");
     return 0;
 }
 

@@ -57,7 +57,14 @@ r=$(post /v1/completions "{\"prompt\":\"$LONG\",\"max_tokens\":2}")
 [ "$(status)" = 400 ] || fail "a prompt over the profile's 64-token context: $(status) $r"
 echo "$r" | grep -q context_length_exceeded || fail "not context_length_exceeded: $r"
 stop_server
-ok "<model>.rlx.ini: context 64, greedy and 5 tokens by default; the request's fields win"
+# --stdio takes the same defaults: a line without temperature gives the greedy line's text, 5 tokens
+printf '%s\n' '{"id":1,"prompt":"Once upon a time","ignore_eos":true}' \
+    '{"id":2,"prompt":"Once upon a time","temperature":0,"max_tokens":5,"ignore_eos":true}' |
+    "$BIN" serve -m "$MODEL:tiny" --stdio >"$TMP/stdio.out" 2>"$TMP/stdio.err" || fail "stdio: $(cat "$TMP/stdio.err")"
+t1=$(grep '^{"id":1,' "$TMP/stdio.out" | jget .text); t2=$(grep '^{"id":2,' "$TMP/stdio.out" | jget .text)
+[ -n "$t2" ] && [ "$t1" = "$t2" ] || fail "stdio: profile defaults not applied: $(cat "$TMP/stdio.out")"
+[ "$(grep '^{"id":1,' "$TMP/stdio.out" | jget .usage.completion_tokens)" = 5 ] || fail "stdio: max-tokens: $(cat "$TMP/stdio.out")"
+ok "<model>.rlx.ini: context 64, greedy and 5 tokens by default (HTTP and --stdio); the request's fields win"
 
 # 3. the INI section over the file; the server-wide --ctx under both
 printf '[model.tiny]\nmax-tokens = 3\nctx = 128\n' >"$D/c.ini"
@@ -68,7 +75,11 @@ m=$(curl -s "$URL/v1/models")
 r=$(complete)
 [ "$(echo "$r" | jget .usage.completion_tokens)" = 3 ] || fail "INI max-tokens not over the file's: $r"
 stop_server
-ok "[model.NAME] over <model>.rlx.ini over --ctx"
+printf '[model.tinny]\ntemperature = 0\n' >"$D/typo.ini"
+start_server typo --config "$D/typo.ini"
+grep -q "config section \[model.tinny\] names no served model" "$LOG" || fail "no warning for a section naming no model"
+stop_server
+ok "[model.NAME] over <model>.rlx.ini over --ctx; a section naming no model is logged"
 
 # 4. errors name the file and line
 printf 'ctx = 64\ntemperature = hot\n' >"$D/p.rlx.ini"
