@@ -1,7 +1,8 @@
 /* tok_cache.c - a built tokenizer's tables on disk (see tokenizer.h, "the tokenizer cache").
  *
  * File: a header (magic, format version, sizeof(struct rlx_tokenizer), the model file's size,
- * mtime, inode and device, the payload's length and checksum), then the payload: the struct
+ * mtime, inode and device, the size and mtime of the program that wrote it (a rebuild may build
+ * other tables), the payload's length and checksum), then the payload: the struct
  * with its pointers cleared, and each table as a blob (u64 length, bytes, padded to 8). Strings
  * are stored as their arena plus offsets. Reading checks every length against the struct's
  * counts and every offset and id against their ranges, so a damaged file is refused rather than
@@ -25,6 +26,7 @@ typedef struct cache_header {
     char magic[8];
     uint32_t version, struct_size;
     uint64_t src_size, src_mtime_ns, src_ino, src_dev;
+    uint64_t exe_size, exe_mtime_ns; /* the program that wrote it: a rebuild may build other tables */
     uint64_t payload, checksum;
 } cache_header;
 
@@ -52,6 +54,10 @@ static int identity(const char *model_path, cache_header *h, rlx_error *err)
     h->src_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
     h->src_ino = (uint64_t)st.st_ino;
     h->src_dev = (uint64_t)st.st_dev;
+    if (!stat("/proc/self/exe", &st)) {
+        h->exe_size = (uint64_t)st.st_size;
+        h->exe_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+    }
     return 0;
 }
 
@@ -305,9 +311,10 @@ int rlx_tokenizer_cache_load(rlx_tokenizer **out, const char *cache_path, const 
         goto out;
     }
     if ((rc = identity(model_path, &want, err))) goto out;
-    if (h.version != CACHE_VERSION || h.struct_size != sizeof(rlx_tokenizer)) {
+    if (h.version != CACHE_VERSION || h.struct_size != sizeof(rlx_tokenizer) || h.exe_size != want.exe_size ||
+        h.exe_mtime_ns != want.exe_mtime_ns) {
         *st = RLX_TOK_CACHE_STALE;
-        rc = rlx_errorf(err, RLX_EFORMAT, "%s: written by another version of rlxd", cache_path);
+        rc = rlx_errorf(err, RLX_EFORMAT, "%s: written by another version or build of rlxd", cache_path);
         goto out;
     }
     if (h.src_size != want.src_size || h.src_mtime_ns != want.src_mtime_ns || h.src_ino != want.src_ino ||

@@ -19,7 +19,8 @@ void rlx_tokenizer_free(rlx_tokenizer *t);
  * Building a tokenizer hashes every token and merge (a 151k-token BPE vocabulary: about 0.1 s,
  * the largest share of a warm model load after reading the file); a cache file holds the built
  * tables. It is tied to the model file it was built from (size, mtime, inode, device) and to
- * this build's tokenizer layout (format version, struct size), and carries a checksum of its
+ * the program that wrote it (format version, struct size, the executable's size and mtime: a
+ * rebuild starts afresh), and carries a checksum of its
  * contents. Reading it gives a tokenizer equal to rlx_tokenizer_from_gguf's, table for table. */
 typedef enum {
     RLX_TOK_CACHE_HIT,       /* read back */
