@@ -180,6 +180,9 @@ typedef struct rlx_worker_config {
      * the prefill tokens between two (0: max_batch_tokens rounded down to a KV block). */
     int64_t state_cache_mib;
     int32_t state_ckpt_every;
+    /* A folder for the tokenizer cache (models/tokenizer.h): the built tokenizer is read from
+     * there when its file matches the model, else built and written there. NULL: no cache. */
+    const char *cache_dir;
     /* Seams for tests and embedders (engine/runner.h): a backend to run on instead of creating
      * `backend` (the worker takes it, also when starting fails), and the model's memory
      * description (one entry per layer) instead of the builder's. NULL: the usual. */
@@ -264,6 +267,15 @@ void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
 /* Memory the model holds: its weights' bytes and its KV pool's (and state slots', and the state
  * checkpoints' budget's) bytes. */
 void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv);
+/* Seconds the worker's start spent in each phase of the load: mapping the GGUF (header and
+ * tensor table), building the graph, compiling the plan, creating the backend and preparing the
+ * plan on it (weights uploaded or repacked), the KV memory, the tokenizer, the chat template. */
+typedef struct rlx_load_times {
+    double map, build, compile, prepare, memory, tokenizer, chat_template;
+    char tokenizer_cache[320]; /* what the tokenizer cache did: "off", "hit", "miss, written",
+                                  "stale (why), rebuilt and written", "corrupt (why), rebuilt ..." */
+} rlx_load_times;
+void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t);
 
 /* ---- admission (admit.c) --------------------------------------------------------------------
  * One rule for what a request may ask of a model, applied wherever a part of it becomes known:

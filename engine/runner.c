@@ -14,8 +14,10 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     }
     rlx_graph_init(&r->graph);
+    double t = rlx_now(), t1;
     int rc = rlx_model_load(&r->model, cfg->model_path, err);
     if (rc) goto fail;
+    r->t_map = (t1 = rlx_now()) - t, t = t1;
     const rlx_model_config *mc = &r->model->cfg;
     r->n_vocab = mc->n_vocab;
     r->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : mc->n_ctx_train;
@@ -24,11 +26,13 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     r->max_outputs = cfg->max_outputs > 0 ? cfg->max_outputs : r->max_seqs;
     if (r->max_outputs > r->max_batch_tokens) r->max_outputs = r->max_batch_tokens;
     if ((rc = rlx_model_build(r->model, &r->graph, err))) goto fail;
+    r->t_build = (t1 = rlx_now()) - t, t = t1;
     const bool hidden = r->graph.output_kind == RLX_OUTPUT_HIDDEN;
     if (hidden && r->max_batch_tokens < r->n_ctx) r->max_batch_tokens = r->n_ctx; /* an input in one step */
     r->out_cols = hidden ? r->graph.tensors[r->graph.output].cols : r->n_vocab;
     rlx_compile_opts co = {.max_tokens = r->max_batch_tokens, .max_outputs = r->max_outputs};
     if ((rc = rlx_compile(&r->graph, &co, &r->plan, err))) goto fail;
+    r->t_compile = (t1 = rlx_now()) - t, t = t1;
     if (cfg->mem_layers) {
         free(r->graph.mem);
         if (!(r->graph.mem = malloc((size_t)r->graph.n_layers * sizeof *r->graph.mem))) {
@@ -40,6 +44,7 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     if (cfg->backend_impl) r->backend = backend_impl, backend_impl = NULL;
     else if ((rc = rlx_backend_create(&r->backend, &cfg->backend, err))) goto fail;
     if ((rc = r->backend->ops->prepare(r->backend, &r->plan, err))) goto fail;
+    r->t_prepare = (t1 = rlx_now()) - t, t = t1;
 
     int kv_type = cfg->kv_type_set ? cfg->kv_type : RLX_F16;
     int32_t bs = cfg->kv_block > 0 ? cfg->kv_block : 16;
@@ -74,6 +79,7 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     }
     r->kv_geo.n_blocks = (int32_t)nb;
     if ((rc = rlx_memory_init(&r->mem, r->backend, &r->kv_geo, &r->kv, err))) goto fail;
+    r->t_memory = rlx_now() - t;
     /* the graph's output: logits of the output rows, or a hidden state per batch token (room
      * for both, so a caller reading an encoder's output as logits stays inside the buffer) */
     size_t out_floats = (size_t)r->max_outputs * (size_t)r->n_vocab;

@@ -48,6 +48,10 @@ typedef struct rlx_runner {
     int64_t out_cols;          /* floats per output row: n_vocab, or the hidden state's size */
     float *logits;             /* the step's output (logits or hidden states, see above) */
     size_t weight_bytes;
+    /* seconds rlx_runner_open spent in each phase (for the load log and bench/RESULTS.md):
+     * mapping and reading the GGUF header, building the graph, compiling the plan, creating the
+     * backend and preparing the plan on it (weights uploaded or repacked), the memory pool */
+    double t_map, t_build, t_compile, t_prepare, t_memory;
 } rlx_runner;
 
 int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *err);

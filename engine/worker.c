@@ -46,6 +46,35 @@ static char *read_text(const char *path, size_t *n)
     return b;
 }
 
+/* The tokenizer: from the cache when it holds this model's, else built from the GGUF (and
+ * written to the cache). What the cache did goes to w->tok_cache for the load log. */
+static int load_tokenizer(rlx_worker *w, const rlx_worker_config *cfg, rlx_error *err)
+{
+    snprintf(w->tok_cache, sizeof w->tok_cache, "off");
+    if (!cfg->cache_dir || !cfg->cache_dir[0]) return rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err);
+    char path[4200];
+    rlx_tokenizer_cache_path(cfg->cache_dir, cfg->model_path, path, sizeof path);
+    rlx_tok_cache_status st;
+    rlx_error cerr = {0};
+    if (!rlx_tokenizer_cache_load(&w->tok, path, cfg->model_path, &st, &cerr)) {
+        snprintf(w->tok_cache, sizeof w->tok_cache, "hit");
+        return 0;
+    }
+    int rc = rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err);
+    if (rc) return rc;
+    char why[300];
+    snprintf(why, sizeof why, "%.280s", cerr.msg);
+    const char *what = st == RLX_TOK_CACHE_STALE ? "stale" : st == RLX_TOK_CACHE_CORRUPT ? "corrupt" : "miss";
+    rlx_error werr = {0};
+    bool saved = !rlx_tokenizer_cache_save(w->tok, path, cfg->model_path, &werr);
+    if (st == RLX_TOK_CACHE_MISS)
+        snprintf(w->tok_cache, sizeof w->tok_cache, "miss, %s%.200s", saved ? "written" : "not written: ", saved ? "" : werr.msg);
+    else
+        snprintf(w->tok_cache, sizeof w->tok_cache, "%s (%.150s), rebuilt, %s%.100s", what, why,
+                 saved ? "written" : "not written: ", saved ? "" : werr.msg);
+    return 0;
+}
+
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err)
 {
     rlx_worker *w = calloc(1, sizeof *w);
@@ -87,7 +116,10 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         free(w);
         return rc_;
     }
-    if ((rc_ = rlx_tokenizer_from_gguf(&w->tok, w->runner->model->gguf, err))) goto fail;
+    double t0 = rlx_now();
+    if ((rc_ = load_tokenizer(w, cfg, err))) goto fail;
+    w->t_tokenizer = rlx_now() - t0;
+    t0 = rlx_now();
     rlx_gguf_str tsrc;
     if (cfg->chat_template_file) {
         size_t n = 0;
@@ -115,6 +147,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     } else if ((rc_ = rlx_chat_template_parse(&w->tmpl, rlx_chatml_template, strlen(rlx_chatml_template), err))) {
         goto fail;
     }
+    w->t_template = rlx_now() - t0;
     if (cfg->name && *cfg->name) {
         snprintf(w->name, sizeof w->name, "%s", cfg->name);
     } else {
@@ -364,6 +397,14 @@ void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv)
     if (kv)
         *kv = rlx_mem_block_bytes(d) * (size_t)d->n_blocks + rlx_mem_slot_bytes(d) * (size_t)d->n_state_slots +
               (size_t)c->max_entries * c->entry_bytes;
+}
+
+void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t)
+{
+    const rlx_runner *r = w->runner;
+    *t = (rlx_load_times){.map = r->t_map, .build = r->t_build, .compile = r->t_compile, .prepare = r->t_prepare,
+                          .memory = r->t_memory, .tokenizer = w->t_tokenizer, .chat_template = w->t_template};
+    snprintf(t->tokenizer_cache, sizeof t->tokenizer_cache, "%s", w->tok_cache);
 }
 
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)

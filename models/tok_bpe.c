@@ -227,6 +227,7 @@ static int load_merges(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
     t->merge_llen = malloc((n ? n : 1) * sizeof *t->merge_llen);
     t->merge_rlen = malloc((n ? n : 1) * sizeof *t->merge_rlen);
     t->merge_arena = malloc(bytes ? bytes : 1);
+    t->merge_arena_bytes = bytes;
     uint32_t cap = 16;
     while (cap < 2 * n) cap <<= 1;
     t->merge_mask = cap - 1;
@@ -260,37 +261,17 @@ static int load_merges(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
     return 0;
 }
 
-int rlx__bpe_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
+static const pre_def *find_pre(const char *name, size_t len)
 {
-    rlx_gguf_str pre = {"default", 7}, model = {"", 0};
-    int rc = rlx_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
-    if (rc && rc != RLX_ENOTFOUND) return rc;
-    /* tokenizer.ggml.model "gemma4" is this BPE with its own pre-tokenizer, whatever the key says */
-    if (rlx_gguf_get_str(g, "tokenizer.ggml.model", &model, NULL) == 0 && model.len == 6 && !memcmp(model.ptr, "gemma4", 6))
-        pre = (rlx_gguf_str){"gemma4", 6};
-    const pre_def *d = NULL;
-    for (size_t i = 0; i < RLX_ARRAY_LEN(k_pre) && !d; i++)
+    for (size_t i = 0; i < RLX_ARRAY_LEN(k_pre); i++)
         for (size_t j = 0; j < RLX_ARRAY_LEN(k_pre[i].names) && k_pre[i].names[j]; j++)
-            if (strlen(k_pre[i].names[j]) == pre.len && memcmp(k_pre[i].names[j], pre.ptr, pre.len) == 0) {
-                d = &k_pre[i];
-                break;
-            }
-    if (!d) {
-        char names[480] = "";
-        for (size_t i = 0; i < RLX_ARRAY_LEN(k_pre); i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", k_pre[i].names[0]);
-        return rlx_errorf(err, RLX_EUNSUPPORTED,
-                          "BPE pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported; supported: %s and their aliases",
-                          (int)RLX_MIN(pre.len, 64), pre.ptr, names);
-    }
-    snprintf(t->pre, sizeof t->pre, "%.*s", (int)RLX_MIN(pre.len, sizeof t->pre - 1), pre.ptr);
-    t->ignore_merges = d->ignore_merges;
-    t->add_bos = d->add_bos;
-    for (size_t i = 0; i < RLX_ARRAY_LEN(k_raw); i++)
-        if (!strcmp(t->pre, k_raw[i].name)) {
-            t->bpe_raw = true;
-            t->bpe_gemma4 = k_raw[i].gemma4;
-        }
+            if (strlen(k_pre[i].names[j]) == len && memcmp(k_pre[i].names[j], name, len) == 0) return &k_pre[i];
+    return NULL;
+}
+
+/* The pre-tokenizer's regexes, compiled (JIT where it can) into t->re. */
+static int compile_res(rlx_tokenizer *t, const pre_def *d, rlx_error *err)
+{
     for (int i = 0; i < RLX_BPE_MAX_RE && d->re[i]; i++) {
         int ec;
         PCRE2_SIZE eo;
@@ -309,6 +290,43 @@ int rlx__bpe_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
         if (!RUNNING_ON_VALGRIND) pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
         t->re[t->n_re++] = re;
     }
+    return 0;
+}
+
+int rlx__bpe_restore(rlx_tokenizer *t, rlx_error *err)
+{
+    const pre_def *d = find_pre(t->pre, strlen(t->pre));
+    if (!d) return rlx_errorf(err, RLX_EFORMAT, "BPE pre-tokenizer '%s' is not supported", t->pre);
+    t->n_re = 0;
+    return compile_res(t, d, err);
+}
+
+int rlx__bpe_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
+{
+    rlx_gguf_str pre = {"default", 7}, model = {"", 0};
+    int rc = rlx_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
+    if (rc && rc != RLX_ENOTFOUND) return rc;
+    /* tokenizer.ggml.model "gemma4" is this BPE with its own pre-tokenizer, whatever the key says */
+    if (rlx_gguf_get_str(g, "tokenizer.ggml.model", &model, NULL) == 0 && model.len == 6 && !memcmp(model.ptr, "gemma4", 6))
+        pre = (rlx_gguf_str){"gemma4", 6};
+    const pre_def *d = find_pre(pre.ptr, pre.len);
+    if (!d) {
+        char names[480] = "";
+        for (size_t i = 0; i < RLX_ARRAY_LEN(k_pre); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", k_pre[i].names[0]);
+        return rlx_errorf(err, RLX_EUNSUPPORTED,
+                          "BPE pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported; supported: %s and their aliases",
+                          (int)RLX_MIN(pre.len, 64), pre.ptr, names);
+    }
+    snprintf(t->pre, sizeof t->pre, "%.*s", (int)RLX_MIN(pre.len, sizeof t->pre - 1), pre.ptr);
+    t->ignore_merges = d->ignore_merges;
+    t->add_bos = d->add_bos;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(k_raw); i++)
+        if (!strcmp(t->pre, k_raw[i].name)) {
+            t->bpe_raw = true;
+            t->bpe_gemma4 = k_raw[i].gemma4;
+        }
+    if ((rc = compile_res(t, d, err))) return rc;
     return load_merges(t, g, err);
 }
 

@@ -42,6 +42,7 @@ struct rlx_tokenizer {
     float *score;              /* SentencePiece scores (0 when absent) */
     uint16_t *attr;            /* RLX_ATTR_* bits */
     char *arena;
+    size_t arena_bytes;        /* the texts, each NUL-terminated, one after the other */
     rlx__slot *tok_slots;      /* hash of text -> id */
     uint32_t tok_mask;
     size_t max_token_len;
@@ -62,6 +63,7 @@ struct rlx_tokenizer {
     const char **merge_str;    /* "left right" as stored, in merge_arena */
     uint32_t *merge_llen, *merge_rlen;
     char *merge_arena;
+    size_t merge_arena_bytes;
     rlx__slot *merge_slots;    /* hash of "left right" -> rank */
     uint32_t merge_mask;
     pcre2_code *re[RLX_BPE_MAX_RE]; /* pre-tokenizer regexes, applied in order */
@@ -70,6 +72,10 @@ struct rlx_tokenizer {
     bool bpe_raw;              /* SentencePiece-style BPE (gemma4): ' ' -> U+2581, merges on raw UTF-8,
                                 * <0xXX> byte fallback, no GPT-2 byte mapping */
     bool bpe_gemma4;           /* llama.cpp's GEMMA4 pre-type: BOS forced on, a newline run is one token */
+    /* read from the tokenizer cache (tok_cache.c): the tables but text and merge_str point
+     * into this read-only mapping of the cache file, unmapped (not freed) by rlx_tokenizer_free */
+    void *map;
+    size_t map_len;
 };
 
 /* Growable id vector. max: 0 for no limit, else a push past max ids fails with RLX_ETOOLONG
@@ -122,6 +128,11 @@ int rlx__spm_tokenize(const rlx_tokenizer *t, const char *text, size_t n, bool p
 
 int rlx__bpe_init(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err);
 void rlx__bpe_free(rlx_tokenizer *t);
+/* A tokenizer read back from the cache (tok_cache.c): its regexes compiled again from t->pre. */
+int rlx__bpe_restore(rlx_tokenizer *t, rlx_error *err);
+void rlx__tok_unmap(void *map, size_t len); /* munmap, for rlx_tokenizer_free */
+/* The cache file's checksum of its payload (the bytes after its 64-byte header); for tests. */
+uint64_t rlx__tok_cache_checksum(const void *data, size_t n);
 int rlx__bpe_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__ids *out);
 /* GPT-2 byte <-> unicode mapping. */
 uint32_t rlx__bpe_byte_to_cp(uint8_t b);

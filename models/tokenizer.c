@@ -323,6 +323,7 @@ static int load_tokens(rlx_tokenizer *t, const rlx_gguf *g, rlx_error *err)
     t->score = malloc(n * sizeof *t->score);
     t->attr = malloc(n * sizeof *t->attr);
     t->arena = malloc(bytes);
+    t->arena_bytes = bytes;
     t->tok_mask = pow2_at_least(n * 2) - 1;
     t->tok_slots = malloc(((size_t)t->tok_mask + 1) * sizeof *t->tok_slots);
     t->pairs = calloc(65536 / 64, sizeof *t->pairs);
@@ -438,6 +439,14 @@ int rlx_tokenizer_from_gguf(rlx_tokenizer **out, const rlx_gguf *g, rlx_error *e
 void rlx_tokenizer_free(rlx_tokenizer *t)
 {
     if (!t) return;
+    if (t->map) { /* tables in the cache file's mapping: only the pointer arrays are ours */
+        for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
+        free(t->text);
+        free(t->merge_str);
+        rlx__tok_unmap(t->map, t->map_len);
+        free(t);
+        return;
+    }
     rlx__bpe_free(t);
     free(t->text);
     free(t->len);

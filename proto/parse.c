@@ -368,27 +368,27 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     int rc;
     if ((rc = get_string(root, "model", &r->model, e))) return rc;
     if ((rc = get_number(root, "temperature", 0, 2, &d, &has, e))) return rc;
-    if (has) s->temperature = (float)d;
+    if (has) { s->temperature = (float)d; r->given |= RLX_API_GIVEN_TEMPERATURE; }
     if ((rc = get_number(root, "top_p", 0, 1, &d, &has, e))) return rc;
-    if (has) s->top_p = (float)d;
+    if (has) { s->top_p = (float)d; r->given |= RLX_API_GIVEN_TOP_P; }
     if ((rc = get_int(root, "top_k", -1, INT32_MAX, &x, &has, e))) return rc;
-    if (has) s->top_k = x < 0 ? 0 : (int32_t)x;
+    if (has) { s->top_k = x < 0 ? 0 : (int32_t)x; r->given |= RLX_API_GIVEN_TOP_K; }
     if ((rc = get_number(root, "min_p", 0, 1, &d, &has, e))) return rc;
-    if (has) s->min_p = (float)d;
+    if (has) { s->min_p = (float)d; r->given |= RLX_API_GIVEN_MIN_P; }
     if ((rc = get_number(root, "presence_penalty", -2, 2, &d, &has, e))) return rc;
-    if (has) s->presence_penalty = (float)d;
+    if (has) { s->presence_penalty = (float)d; r->given |= RLX_API_GIVEN_PRESENCE_PENALTY; }
     if ((rc = get_number(root, "frequency_penalty", -2, 2, &d, &has, e))) return rc;
-    if (has) s->frequency_penalty = (float)d;
+    if (has) { s->frequency_penalty = (float)d; r->given |= RLX_API_GIVEN_FREQUENCY_PENALTY; }
     if ((rc = get_number(root, "repetition_penalty", 0.01, 10, &d, &has, e))) return rc;
-    if (has) s->repetition_penalty = (float)d;
+    if (has) { s->repetition_penalty = (float)d; r->given |= RLX_API_GIVEN_REPEAT_PENALTY; }
     if ((rc = get_int(root, "repeat_last_n", -1, INT32_MAX, &x, &has, e))) return rc;
-    if (has) s->penalty_last_n = (int32_t)x;
+    if (has) { s->penalty_last_n = (int32_t)x; r->given |= RLX_API_GIVEN_REPEAT_LAST_N; }
     if ((rc = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &x, &has, e))) return rc;
     if (has) { s->seed = (uint64_t)x; s->has_seed = true; }
     if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
-    if (has) q->max_tokens = (int32_t)x;
+    if (has) { q->max_tokens = (int32_t)x; r->given |= RLX_API_GIVEN_MAX_TOKENS; }
     if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
-    if (has) { q->max_tokens = (int32_t)x; r->max_tokens_param = "max_completion_tokens"; }
+    if (has) { r->given |= RLX_API_GIVEN_MAX_TOKENS; q->max_tokens = (int32_t)x; r->max_tokens_param = "max_completion_tokens"; }
     if ((rc = get_int(root, "n", 1, RLX_MAX_N, &x, &has, e))) return rc;
     if (has) r->n = (int)x;
     if ((rc = get_bool(root, "ignore_eos", &q->ignore_eos, e))) return rc;

@@ -83,6 +83,19 @@ typedef enum rlx_api_tool_choice {
     RLX_TOOL_CHOICE_NAMED,     /* a call of tool_name */
 } rlx_api_tool_choice;
 
+/* rlx_api_request.given: which of these the body set */
+enum {
+    RLX_API_GIVEN_TEMPERATURE = 1u << 0,
+    RLX_API_GIVEN_TOP_P = 1u << 1,
+    RLX_API_GIVEN_TOP_K = 1u << 2,
+    RLX_API_GIVEN_MIN_P = 1u << 3,
+    RLX_API_GIVEN_REPEAT_PENALTY = 1u << 4,
+    RLX_API_GIVEN_PRESENCE_PENALTY = 1u << 5,
+    RLX_API_GIVEN_FREQUENCY_PENALTY = 1u << 6,
+    RLX_API_GIVEN_REPEAT_LAST_N = 1u << 7,
+    RLX_API_GIVEN_MAX_TOKENS = 1u << 8,
+};
+
 typedef struct rlx_api_request {
     rlx_api_kind kind;
     char *model;           /* owned; NULL: the default model */
@@ -107,6 +120,8 @@ typedef struct rlx_api_request {
     rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt
                               (embeddings: embd_normalize, truncate, embd_per_token) */
     const char *max_tokens_param; /* static: the name the client used, for error messages */
+    uint32_t given;        /* RLX_API_GIVEN_* bits: the sampling fields the body set, which a
+                              model's profile defaults (server/profile.h) do not replace */
     bool has_keep_alive;   /* keep_alive was given (Ollama's): ... */
     double keep_alive_s;   /* ... seconds the model stays loaded once idle; 0: unload after the
                               request; -1: forever (proto/keep_alive.c) */

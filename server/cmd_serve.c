@@ -84,10 +84,10 @@ static void shutdown_all(rlx_srv *s)
        model), then stop the models; loads and unloads still running finish in the uv_run below */
     rlx_models_close(s);
     for (size_t i = 0; i < s->n_models; i++)
-        if (s->models[i].w) {
-            rlx_worker_stop(s->models[i].w, false);
-            s->models[i].w = NULL;
-            s->models[i].state = RLX_MODEL_UNLOADED;
+        if (s->models[i]->w) {
+            rlx_worker_stop(s->models[i]->w, false);
+            s->models[i]->w = NULL;
+            s->models[i]->state = RLX_MODEL_UNLOADED;
         }
     rlx_srv_drain_queue(s);
     if (s->front->close) s->front->close(s);

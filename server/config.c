@@ -58,6 +58,7 @@ static const setting settings[] = {
     {"max-loaded-mem", T_I64, OFF(max_loaded_mem), 0, 1LL << 30},
     {"keep-alive", T_KEEPALIVE, OFF(keep_alive), 0, 0},
     {"cors-origins", T_STR, OFF(cors_origins), 0, 0},
+    {"cache-dir", T_STR, OFF(cache_dir), 0, 0},
 };
 
 /* Which layer last set a value: a later layer's --api-key replaces a lower layer's
@@ -87,7 +88,9 @@ const char *rlx_serve_usage(void)
            "                            ([model.NAME] chat-template=FILE for one model)\n"
            "  --api-key KEY             require Authorization: Bearer KEY (all routes but /health)\n"
            "  --api-key-file F          read the key from a file\n"
-           "  --config FILE             INI file ([server] keys as the flags, [model.NAME] path=...)\n"
+           "  --config FILE             INI file ([server] keys as the flags, [model.NAME] path=...\n"
+           "                            and the model's profile: ctx, kv-type, max-seqs, temperature,\n"
+           "                            top-p, top-k, ...; also read from <model>.rlx.ini beside it)\n"
            "  --stdio                   JSON lines on stdin -> results on stdout, no HTTP\n"
            "  --log-format text|json    access log format on stderr (text)\n"
            "  --max-seqs N              concurrent sequences per model (16)\n"
@@ -120,6 +123,8 @@ const char *rlx_serve_usage(void)
            "                            0 unloads after each request, -1 forever (default -1)\n"
            "  --cors-origins LIST       browser clients: \"*\" or origins (http://localhost:3000,...)\n"
            "                            get CORS headers and preflight answers (default: off)\n"
+           "  --cache-dir DIR           where built tokenizers are cached between loads\n"
+           "                            ($XDG_CACHE_HOME/rlxd or ~/.cache/rlxd; none: off)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
            "and a key in the INI [server] section; flags > environment > INI > defaults.\n";
 }
@@ -218,7 +223,6 @@ static void clear_models(rlx_serve_config *c)
     for (size_t i = 0; i < c->n_models; i++) {
         free(c->models[i].name);
         free(c->models[i].path);
-        free(c->models[i].chat_template);
     }
     memset(c->models, 0, sizeof c->models);
     c->n_models = 0;
@@ -285,6 +289,27 @@ static int add_model_spec(rlx_serve_config *c, const char *spec, const char *src
     return add_model(c, buf, name, src, err);
 }
 
+static rlx_profile *profile_by_name(rlx_serve_config *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_profiles; i++)
+        if (!strcmp(c->profiles[i].name, name)) return &c->profiles[i].prof;
+    rlx_serve_profile *v = realloc(c->profiles, (c->n_profiles + 1) * sizeof *v);
+    if (!v) return NULL;
+    c->profiles = v;
+    rlx_serve_profile *p = &v[c->n_profiles];
+    memset(p, 0, sizeof *p);
+    if (!(p->name = strdup(name))) return NULL;
+    c->n_profiles++;
+    return &p->prof;
+}
+
+const rlx_profile *rlx_serve_config_profile(const rlx_serve_config *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_profiles; i++)
+        if (!strcmp(c->profiles[i].name, name)) return &c->profiles[i].prof;
+    return NULL;
+}
+
 typedef struct ini_ctx {
     load_state *ls;
     rlx_serve_config *c;
@@ -292,12 +317,24 @@ typedef struct ini_ctx {
     int rc;
     bool models_given;
     char src[1100];
+    const char *path;
+    FILE *f;
+    int line;                /* the line being read (the reader counts them) */
 } ini_ctx;
+
+static char *ini_read_line(char *str, int num, void *stream)
+{
+    ini_ctx *x = stream;
+    char *r = fgets(str, num, x->f);
+    if (r && (strchr(r, '\n') || feof(x->f))) x->line++;
+    return r;
+}
 
 static int on_ini(void *user, const char *section, const char *key, const char *value)
 {
     ini_ctx *x = user;
     if (x->rc) return 1; /* inih: nonzero = keep going; errors are kept in x->rc */
+    snprintf(x->src, sizeof x->src, "config %s:%d", x->path, x->line);
     if (!strcmp(section, "server")) {
         if (!strcmp(key, "model")) {
             x->rc = add_model_spec(x->c, value, x->src, x->err);
@@ -315,26 +352,14 @@ static int on_ini(void *user, const char *section, const char *key, const char *
         if (!strcmp(key, "path")) {
             if (m) {
                 free(m->path);
-                m->path = strdup(value);
+                if (!(m->path = strdup(value))) x->rc = rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
             } else {
                 x->rc = add_model(x->c, value, name, x->src, x->err);
             }
-        } else if (!strcmp(key, "ctx")) {
-            char *end;
-            long v = strtol(value, &end, 10);
-            if (!m) x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: [%s] needs 'path' before 'ctx'", x->src, section);
-            else if (*end || v < 0) x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: [%s] ctx must be a non-negative integer", x->src, section);
-            else m->ctx = (int32_t)v;
-        } else if (!strcmp(key, "chat-template") || !strcmp(key, "chat_template")) {
-            if (!m) {
-                x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: [%s] needs 'path' before '%s'", x->src, section, key);
-            } else {
-                free(m->chat_template);
-                if (!(m->chat_template = strdup(value))) x->rc = rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
-            }
         } else {
-            x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown key '%s' in [%s] (path, ctx, chat-template)", x->src,
-                               key, section);
+            rlx_profile *p = profile_by_name(x->c, name);
+            if (!p) x->rc = rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+            else x->rc = rlx_profile_set(p, key, value, x->src, NULL, x->err);
         }
     } else {
         x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s: unknown section [%s] ([server] or [model.NAME])", x->src, section);
@@ -446,12 +471,15 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     const char *cfg = find_config_flag(argc, argv);
     if (cfg) {
         if (!(c->config_path = strdup(cfg))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-        ini_ctx x = {.ls = &ls, .c = c, .err = err};
-        snprintf(x.src, sizeof x.src, "config %s", cfg);
-        int line = ini_parse(cfg, on_ini, &x);
+        ini_ctx x = {.ls = &ls, .c = c, .err = err, .path = cfg};
+        int line = -1;
+        if ((x.f = fopen(cfg, "r"))) {
+            line = ini_parse_stream(ini_read_line, &x, on_ini, &x);
+            fclose(x.f);
+        }
         if (x.rc) return x.rc;
         if (line < 0) return rlx_errorf(err, RLX_EINVAL, "cannot read config file %s", cfg);
-        if (line > 0) return rlx_errorf(err, RLX_EINVAL, "config %s: syntax error on line %d", cfg, line);
+        if (line > 0) return rlx_errorf(err, RLX_EINVAL, "config %s:%d: syntax error", cfg, line);
     }
     if ((rc = load_env(&ls, err)) || (rc = load_flags(&ls, argc, argv, err))) return rc;
     if (c->help) return 0;
@@ -474,6 +502,20 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
         return rlx_errorf(err, RLX_EINVAL, "--max-loaded %d is fewer than the %zu models given with -m, which load at "
                           "start", c->max_loaded, c->n_models);
     return 0;
+}
+
+bool rlx_serve_cache_dir(const rlx_serve_config *c, char *buf, size_t cap)
+{
+    if (c->cache_dir && c->cache_dir[0]) {
+        if (!strcmp(c->cache_dir, "none")) return false;
+        snprintf(buf, cap, "%s", c->cache_dir);
+        return true;
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/') snprintf(buf, cap, "%s/rlxd", xdg);
+    else if (home && home[0]) snprintf(buf, cap, "%s/.cache/rlxd", home);
+    else return false;
+    return true;
 }
 
 const char *const *rlx_serve_setting_names(size_t *n)
@@ -508,6 +550,11 @@ int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf,
 void rlx_serve_config_free(rlx_serve_config *c)
 {
     clear_models(c);
+    for (size_t i = 0; i < c->n_profiles; i++) {
+        free(c->profiles[i].name);
+        rlx_profile_free(&c->profiles[i].prof);
+    }
+    free(c->profiles);
     free(c->host);
     free(c->api_key);
     free(c->api_key_file);
@@ -517,5 +564,6 @@ void rlx_serve_config_free(rlx_serve_config *c)
     free(c->backend);
     free(c->models_dir);
     free(c->cors_origins);
+    free(c->cache_dir);
     memset(c, 0, sizeof *c);
 }

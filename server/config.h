@@ -6,20 +6,27 @@
 #define RLX_SERVE_CONFIG_H
 
 #include "backends/rlx.h"
+#include "server/profile.h"
 
 #define RLX_SERVE_MAX_MODELS 16
 
 typedef struct rlx_serve_model {
     char *name;              /* served name, routed by the request's "model" */
     char *path;              /* GGUF file */
-    int32_t ctx;             /* 0: the server-wide --ctx */
-    char *chat_template;     /* a Jinja chat template file ([model.NAME] chat-template), NULL: the
-                                server-wide --chat-template, else the GGUF's */
 } rlx_serve_model;
+
+/* A [model.NAME] section's profile keys (profile.h): for the model of that name, whether given
+ * with -m, path= or found in --models-dir. */
+typedef struct rlx_serve_profile {
+    char *name;
+    rlx_profile prof;
+} rlx_serve_profile;
 
 typedef struct rlx_serve_config {
     rlx_serve_model models[RLX_SERVE_MAX_MODELS];
     size_t n_models;         /* the first is the default model */
+    rlx_serve_profile *profiles; /* [model.NAME] sections' profiles (owned), n_profiles */
+    size_t n_profiles;
     char *host;              /* "127.0.0.1" */
     int port;                /* 8080; 0 picks a free port (logged at start) */
     int threads;             /* per worker, 0: all cores */
@@ -54,6 +61,8 @@ typedef struct rlx_serve_config {
     double keep_alive;       /* seconds a model stays loaded once idle; 0: unload after each
                                 request; -1 (default): forever */
     char *cors_origins;      /* --cors-origins: "*" or a comma list of origins; NULL: no CORS */
+    char *cache_dir;         /* --cache-dir: the tokenizer cache's folder; NULL: $XDG_CACHE_HOME/rlxd
+                                (~/.cache/rlxd); "none": no cache (rlx_serve_cache_dir) */
     bool help;               /* --help was given */
 } rlx_serve_config;
 
@@ -68,6 +77,11 @@ const char *const *rlx_serve_setting_names(size_t *n);
 int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf, size_t cap);
 /* cors.c: validates --cors-origins ("*" or a comma list of http(s)://host[:port] origins). */
 int rlx_cors_check_config(const char *origins, rlx_error *err);
+/* The [model.NAME] profile of that model, NULL when the config has none. */
+const rlx_profile *rlx_serve_config_profile(const rlx_serve_config *c, const char *name);
+/* The cache folder in effect (see cache_dir) into buf; false when the cache is off (or no
+ * folder can be named: neither XDG_CACHE_HOME nor HOME is set). */
+bool rlx_serve_cache_dir(const rlx_serve_config *c, char *buf, size_t cap);
 /* Writes the usage text. */
 const char *rlx_serve_usage(void);
 

@@ -640,6 +640,7 @@ void rlx_srv_end_all(rlx_srv *s)
 int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx_sink_ops *ops, void *sink,
                   rlx_job **out, rlx_api_error *e)
 {
+    rlx_profile_apply_request(&m->prof, req); /* the model's defaults for what the body left out */
     int vrc = check_params(req, m, e);
     if (vrc) return vrc;
     rlx_job *j = calloc(1, sizeof *j);

@@ -30,108 +30,12 @@ static double default_keep_alive(const rlx_srv *s)
     return s->cfg->keep_alive;
 }
 
-/* ---- set-up ------------------------------------------------------------------------------ */
-
-rlx_model_slot *rlx_models_find(rlx_srv *s, const char *name)
-{
-    for (size_t i = 0; i < s->n_models; i++)
-        if (!strcmp(s->models[i].cfg->name, name)) return &s->models[i];
-    return NULL;
-}
-
-/* The header of a model's file (every split part): its weights' bytes, or why it cannot load. */
-static int probe(rlx_model_slot *m)
-{
-    rlx_gguf *g = NULL;
-    int rc = rlx_model_open(&g, m->cfg->path, &m->err);
-    if (rc) return rc;
-    uint64_t bytes = 0;
-    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) bytes += rlx_gguf_tensor_at(g, i)->size;
-    m->bytes = bytes;
-    rlx_gguf_close(g);
-    return 0;
-}
-
-static void slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg, int threads)
-{
-    const rlx_serve_config *c = s->cfg;
-    m->srv = s;
-    m->cfg = cfg;
-    m->keep_alive = default_keep_alive(s);
-    m->wc = (rlx_worker_config){.model_path = cfg->path, .name = cfg->name, .n_threads = threads,
-                                .n_ctx = cfg->ctx ? cfg->ctx : c->ctx, .kv_type = c->kv_type, .kv_type_set = true,
-                                .kv_block = c->kv_block, .kv_mem_mib = (size_t)c->kv_mem_mib,
-                                .state_cache_mib = c->state_cache_mb > 0 ? c->state_cache_mb : -1,
-                                .max_batch_tokens = c->max_batch_tokens, .max_seqs = c->max_seqs,
-                                .draft_max = c->draft_max > 0 ? c->draft_max : -1,
-                                .backend = c->backend, .device = c->device, .db_path = c->db,
-                                .session_ttl_s = c->session_ttl, .max_sessions = c->max_sessions,
-                                .max_queue = c->max_queue,
-                                .chat_template_file = cfg->chat_template ? cfg->chat_template : c->chat_template};
-    uv_timer_init(s->loop, &m->idle_timer);
-    m->idle_timer.data = m;
-}
-
-int rlx_models_init(rlx_srv *s, rlx_error *err)
-{
-    const rlx_serve_config *c = s->cfg;
-    rlx_model_entry *es = NULL;
-    size_t ne = 0;
-    if (c->models_dir && rlx_model_scan(c->models_dir, &es, &ne, err)) return RLX_EINVAL;
-    s->dir_models = ne ? calloc(ne, sizeof *s->dir_models) : NULL;
-    s->models = calloc(c->n_models + ne + 1, sizeof *s->models);
-    if (!s->models || (ne && !s->dir_models)) {
-        rlx_model_scan_free(es, ne);
-        return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    }
-    /* the default heeds the affinity mask and a cgroup CPU quota (a container's --cpus) */
-    int threads = c->threads > 0 ? c->threads : rlx_cpu_count();
-    for (size_t i = 0; i < c->n_models; i++) {
-        rlx_model_slot *m = &s->models[s->n_models++];
-        slot_init(s, m, &c->models[i], threads);
-        m->boot = true;
-        /* not opened here: its load (on the threadpool) reads it; a FIFO or a slow disk must not
-           hold the start-up. Its size is the estimate until then. */
-        struct stat st;
-        if (!stat(m->cfg->path, &st) && S_ISREG(st.st_mode)) m->bytes = (uint64_t)st.st_size;
-    }
-    for (size_t i = 0; i < ne; i++) {
-        if (rlx_models_find(s, es[i].name)) {
-            fprintf(stderr, "rlxd: %s: not served, a model given with -m is already named '%s'\n", es[i].path,
-                    es[i].name);
-            continue;
-        }
-        rlx_serve_model *d = &s->dir_models[s->n_dir_models++];
-        d->name = es[i].name;
-        d->path = es[i].path;
-        es[i].name = es[i].path = NULL;
-        rlx_model_slot *m = &s->models[s->n_models++];
-        slot_init(s, m, d, threads);
-        if (es[i].n_present < es[i].n_parts) {
-            rlx_errorf(&m->err, RLX_ENOTFOUND, "%s: %u of its %u parts are missing", d->path,
-                       es[i].n_parts - es[i].n_present, es[i].n_parts);
-            m->state = RLX_MODEL_FAILED;
-        } else if (probe(m)) {
-            m->state = RLX_MODEL_FAILED;
-        }
-        if (m->state == RLX_MODEL_FAILED) fprintf(stderr, "rlxd: model '%s' cannot be served: %s\n", d->name, m->err.msg);
-    }
-    rlx_model_scan_free(es, ne);
-    if (c->models_dir)
-        fprintf(stderr, "rlxd: %zu model(s) in %s, loaded on demand\n", s->n_dir_models, c->models_dir);
-    if (c->models_dir && !s->n_models)
-        fprintf(stderr, "rlxd: nothing to serve yet: put GGUF files in %s (a file per model, or a subfolder with a "
-                "split model's parts; the folder is read at start, so restart after), or start with "
-                "-m hf:OWNER/REPO[:QUANT] (RLXD_MODEL=hf:...) to download one\n", c->models_dir);
-    return 0;
-}
-
 /* ---- loads ------------------------------------------------------------------------------- */
 
 static void views(rlx_srv *s, rlx_model_view *v)
 {
     for (size_t i = 0; i < s->n_models; i++) {
-        const rlx_model_slot *m = &s->models[i];
+        const rlx_model_slot *m = s->models[i];
         v[i] = (rlx_model_view){.state = m->state, .busy = m->users > 0 || m->n_waiting > 0,
                                 .last_used = m->last_used, .bytes = m->bytes};
     }
@@ -193,7 +97,9 @@ static void prefetch(rlx_model_slot *m)
 static void load_work(uv_work_t *w)
 {
     rlx_model_slot *m = w->data;
+    double t0 = rlx_now();
     prefetch(m);
+    m->prefetch_s = rlx_now() - t0;
     if (rlx_worker_start(&m->w_new, &m->wc, &m->err)) m->w_new = NULL;
 }
 
@@ -263,6 +169,12 @@ static void ready(rlx_model_slot *m)
         fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
                 "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
                 rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
+    rlx_load_times lt;
+    rlx_worker_load_times(m->w, &lt);
+    fprintf(stderr, "rlxd: model '%s' load phases: read %.3f s, map %.3f s, graph %.3f s, compile %.3f s, "
+            "backend prepare %.3f s, memory %.3f s, tokenizer %.3f s (cache: %s), chat template %.3f s\n",
+            m->cfg->name, m->prefetch_s, lt.map, lt.build, lt.compile, lt.prepare, lt.memory, lt.tokenizer,
+            lt.tokenizer_cache, lt.chat_template);
 }
 
 static void load_done(uv_work_t *w, int status)
@@ -287,6 +199,7 @@ static void load_done(uv_work_t *w, int status)
             return;
         }
         pump(s);
+        rlx_models_drop_removed(m);
         return;
     }
     ready(m);
@@ -311,7 +224,7 @@ static void pump(rlx_srv *s)
     if (!v) return;
     rlx_model_limits lim = limits(s);
     for (size_t i = 0; i < s->n_models; i++) {
-        rlx_model_slot *m = &s->models[i];
+        rlx_model_slot *m = s->models[i];
         if (m->state != RLX_MODEL_QUEUED) continue;
         views(s, v);
         if (!rlx_model_can_start(v, s->n_models, i, &lim)) continue;
@@ -343,7 +256,8 @@ static int start_load(rlx_model_slot *m)
     }
     views(s, v);
     rlx_model_limits lim = limits(s);
-    size_t target = (size_t)(m - s->models);
+    size_t target = 0;
+    while (s->models[target] != m) target++;
     bool ok = rlx_model_plan_load(v, s->n_models, target, &lim, victims, &nv);
     free(v);
     if (!ok) {
@@ -351,10 +265,10 @@ static int start_load(rlx_model_slot *m)
         return RLX_EFULL;
     }
     for (size_t i = 0; i < nv; i++) {
-        s->models[victims[i]].n_evictions++;
+        s->models[victims[i]]->n_evictions++;
         char why[300];
         snprintf(why, sizeof why, "least recently used, making room for '%s'", m->cfg->name);
-        begin_unload(&s->models[victims[i]], why);
+        begin_unload(s->models[victims[i]], why);
     }
     free(victims);
     m->state = RLX_MODEL_QUEUED;
@@ -431,10 +345,14 @@ int rlx_srv_model_load(rlx_model_slot *m, rlx_api_error *e)
 
 rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wait, rlx_api_error *e)
 {
-    rlx_model_slot *m = !name || !name[0] ? (s->n_models ? &s->models[0] : NULL) : rlx_models_find(s, name);
+    rlx_model_slot *m = !name || !name[0] ? (s->n_models ? s->models[0] : NULL) : rlx_models_find(s, name);
+    if (!m && s->cfg->models_dir) { /* added to the folder since the last scan? */
+        rlx_models_rescan(s, false);
+        m = !name || !name[0] ? (s->n_models ? s->models[0] : NULL) : rlx_models_find(s, name);
+    }
     if (wait) *wait = NULL;
     if (!m && !s->n_models) {
-        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "No model is served: --models-dir %s held no GGUF model at start.",
+        rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "No model is served: --models-dir %s holds no GGUF model.",
                        s->cfg->models_dir ? s->cfg->models_dir : "");
         e->code = "model_not_found";
         return NULL;
@@ -468,7 +386,7 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wai
 void rlx_models_boot(rlx_srv *s)
 {
     for (size_t i = 0; i < s->n_models; i++) {
-        rlx_model_slot *m = &s->models[i];
+        rlx_model_slot *m = s->models[i];
         if (!m->boot) continue;
         m->booting = true;
         s->n_booting++;
@@ -510,6 +428,7 @@ static void unload_done(uv_work_t *w, int status)
         if (rc) answer_waiters(m, rc == RLX_EFULL ? RLX_EFULL : RLX_ECANCELED);
     }
     pump(s);
+    rlx_models_drop_removed(m); /* its file went away while it was loaded: it goes now */
 }
 
 static void begin_unload(rlx_model_slot *m, const char *why)
@@ -583,7 +502,7 @@ void rlx_srv_model_release(rlx_model_slot *m)
 void rlx_models_quiesce(rlx_srv *s)
 {
     for (size_t i = 0; i < s->n_models; i++) {
-        rlx_model_slot *m = &s->models[i];
+        rlx_model_slot *m = s->models[i];
         uv_timer_stop(&m->idle_timer);
         if (m->state == RLX_MODEL_QUEUED) m->state = RLX_MODEL_UNLOADED;
         answer_waiters(m, RLX_ECANCELED);
@@ -593,26 +512,7 @@ void rlx_models_quiesce(rlx_srv *s)
 void rlx_models_close(rlx_srv *s)
 {
     rlx_models_quiesce(s);
-    for (size_t i = 0; i < s->n_models; i++) uv_close((uv_handle_t *)&s->models[i].idle_timer, NULL);
-}
-
-void rlx_models_free(rlx_srv *s)
-{
-    for (size_t i = 0; i < s->n_models; i++) {
-        rlx_model_slot *m = &s->models[i];
-        if (m->w) rlx_worker_stop(m->w, false);
-        if (m->w_new) rlx_worker_stop(m->w_new, false);
-        m->w = m->w_new = NULL;
-    }
-    for (size_t i = 0; i < s->n_dir_models; i++) {
-        free(s->dir_models[i].name);
-        free(s->dir_models[i].path);
-    }
-    free(s->dir_models);
-    free(s->models);
-    s->models = NULL;
-    s->dir_models = NULL;
-    s->n_models = s->n_dir_models = 0;
+    for (size_t i = 0; i < s->n_models; i++) uv_close((uv_handle_t *)&s->models[i]->idle_timer, NULL);
 }
 
 /* ---- metrics ----------------------------------------------------------------------------- */
@@ -635,7 +535,7 @@ char *rlx_models_metrics(rlx_srv *s)
         len += (size_t)snprintf(b + len, cap - len, "# HELP %s %s\n# TYPE %s %s\n", series[k].name, series[k].help,
                                 series[k].name, series[k].type);
         for (size_t i = 0; i < s->n_models && len < cap; i++) {
-            const rlx_model_slot *m = &s->models[i];
+            const rlx_model_slot *m = s->models[i];
             double v = k == 0 ? (m->state == RLX_MODEL_READY) : k == 1 ? (double)m->n_loads
                      : k == 2 ? (double)m->n_load_failures : k == 3 ? (double)m->n_unloads
                      : k == 4 ? (double)m->n_evictions : m->load_s;

@@ -66,11 +66,13 @@ static cJSON *model_json(const rlx_model_slot *m)
     cJSON_AddStringToObject(meta, "path", m->cfg->path);
     cJSON_AddStringToObject(meta, "status", rlx_model_state_name(m->state));
     cJSON_AddStringToObject(meta, "source", m->boot ? "command_line" : "models_dir");
+    if (m->removed) cJSON_AddBoolToObject(meta, "file_removed", true);
     if (m->state == RLX_MODEL_FAILED) cJSON_AddStringToObject(meta, "error", m->err.msg);
     if (m->state == RLX_MODEL_LOADING) cJSON_AddNumberToObject(meta, "progress", atomic_load(&m->load_permille) / 1000.0);
     if (m->keep_alive < 0) cJSON_AddNumberToObject(meta, "keep_alive", -1);
     else cJSON_AddNumberToObject(meta, "keep_alive", m->keep_alive);
     cJSON_AddNumberToObject(meta, "loads", (double)m->n_loads);
+    if (m->prof.set) cJSON_AddItemToObject(meta, "profile", rlx_profile_json(&m->prof));
     if (m->state == RLX_MODEL_READY) {
         cJSON_AddNumberToObject(meta, "n_ctx", rlx_worker_n_ctx(m->w));
         cJSON_AddNumberToObject(meta, "n_vocab", m->n_vocab);
@@ -90,10 +92,11 @@ static cJSON *model_json(const rlx_model_slot *m)
 static void h_models(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     (void)pb;
+    rlx_models_rescan(s, false); /* models added to or removed from --models-dir since */
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(o, "data");
-    for (size_t i = 0; i < s->n_models; i++) cJSON_AddItemToArray(data, model_json(&s->models[i]));
+    for (size_t i = 0; i < s->n_models; i++) cJSON_AddItemToArray(data, model_json(s->models[i]));
     respond_json(c, 200, o);
 }
 
@@ -102,6 +105,7 @@ static void h_model(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     (void)pb;
     const char *id = c->path + strlen("/v1/models/");
+    rlx_models_rescan(s, false);
     rlx_model_slot *m = rlx_models_find(s, id);
     if (m) {
         respond_json(c, 200, model_json(m));
@@ -123,10 +127,10 @@ static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
     }
     size_t n = 0;
     for (size_t i = 0; i < s->n_models; i++) {
-        if (s->models[i].state != RLX_MODEL_READY) continue;
+        if (s->models[i]->state != RLX_MODEL_READY) continue;
         rlx_worker_stats st = {0};
-        rlx_worker_get_stats(s->models[i].w, &st);
-        mm[n++] = (rlx_metrics_model){.name = s->models[i].cfg->name, .running = st.running, .waiting = st.waiting,
+        rlx_worker_get_stats(s->models[i]->w, &st);
+        mm[n++] = (rlx_metrics_model){.name = s->models[i]->cfg->name, .running = st.running, .waiting = st.waiting,
                                       .kv_usage = st.kv_usage, .prefix_queries = st.prefix_queries,
                                       .prefix_hits = st.prefix_hits, .preemptions = st.preemptions,
                                       .embd_inputs = st.embd_inputs, .embd_tokens = st.embd_tokens,
@@ -222,7 +226,7 @@ static void wait_done(rlx_call *call, void *client, int status)
 static rlx_model_slot *pick_model(rlx_srv *s, rlx_conn *c, const char *name, handler_fn fn, parsed *pb)
 {
     rlx_api_error e;
-    snprintf(c->model, sizeof c->model, "%s", name ? name : s->n_models ? s->models[0].cfg->name : "");
+    snprintf(c->model, sizeof c->model, "%s", name ? name : s->n_models ? s->models[0]->cfg->name : "");
     rlx_model_slot *wait = NULL, *m = rlx_srv_model(s, name, fn ? &wait : NULL, &e);
     if (m) return m;
     if (!wait) {
@@ -369,6 +373,10 @@ static rlx_model_slot *op_model(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     snprintf(c->model, sizeof c->model, "%s", pb->model);
     rlx_model_slot *m = rlx_models_find(s, pb->model);
+    if (!m) {
+        rlx_models_rescan(s, false);
+        m = rlx_models_find(s, pb->model);
+    }
     if (m) return m;
     rlx_api_error e;
     rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, "model", "The model '%s' does not exist; GET /v1/models lists the served ones.",

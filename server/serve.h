@@ -41,8 +41,14 @@ typedef struct rlx_work {
  * (model_policy.h). Loop thread, except load_work/unload_work, which touch only w_new/w_old. */
 typedef struct rlx_model_slot {
     rlx_srv *srv;
-    const rlx_serve_model *cfg;
-    rlx_worker_config wc;
+    const rlx_serve_model *cfg;    /* the -m entry in the config, or own */
+    rlx_serve_model own;           /* a --models-dir model's name and path (owned) */
+    bool removed;                  /* its file left --models-dir while it was in use: it serves on
+                                      and its slot goes once it is unloaded */
+    int64_t sig[3];                /* the file's size and mtime and its profile's mtime when found */
+    rlx_worker_config wc;          /* the server-wide settings with the profile's over them */
+    rlx_profile prof;              /* owned: its compile profile (<model>.rlx.ini, then the INI's
+                                      [model.NAME] over it), profile.h; wc borrows its strings */
     rlx_worker *w;                 /* owned while READY, else NULL */
     rlx_worker *w_new;             /* the threadpool's load result, taken by the loop */
     rlx_worker *w_old;             /* being stopped on the threadpool (UNLOADING) */
@@ -60,6 +66,7 @@ typedef struct rlx_model_slot {
     bool unload_asked;             /* POST /models/unload: unload once idle */
     uint64_t bytes;                /* memory estimate: the weights, then weights + KV once loaded */
     double load_t0, load_s;        /* the last load's start and duration */
+    double prefetch_s;             /* of which reading the files (load_work writes it) */
     _Atomic int load_permille;     /* LOADING: the files read so far (the threadpool writes it) */
     uint64_t n_loads, n_load_failures, n_unloads, n_evictions;
     const rlx_tokenizer *tok;      /* borrowed from w */
@@ -200,11 +207,12 @@ struct rlx_srv {
     rlx_serve_config *cfg;
     const rlx_front_ops *front;    /* the front end serving (static) */
     uv_loop_t *loop;
-    rlx_model_slot *models;        /* n_models (models.c): the -m ones, then --models-dir's */
-    size_t n_models;
+    rlx_model_slot **models;       /* n_models slots (models_scan.c; each allocated on its own, so
+                                      a slot never moves): the -m ones, then --models-dir's */
+    size_t n_models, cap_models;
     size_t n_booting;              /* -m models still loading at start */
-    rlx_serve_model *dir_models;   /* --models-dir's entries (owned), n_dir_models */
-    size_t n_dir_models;
+    size_t n_dir_models;           /* of which found in --models-dir */
+    double last_scan;              /* rlx_now() of the last --models-dir scan */
     uv_async_t async;
     uv_mutex_t qlock;
     rlx_qevent *qhead, *qtail;
@@ -235,6 +243,7 @@ struct rlx_srv {
     int exit_code;
     void *stdio;                   /* stdio.c state in --stdio mode */
     char fingerprint[64];          /* system_fingerprint: version and backend */
+    char cache_dir[4096];          /* the tokenizer cache's folder ("" : off), the workers borrow it */
 };
 
 /* jobs.c */
@@ -422,6 +431,16 @@ bool rlx_stdio_idle(rlx_srv *s);    /* nothing in flight and every line written 
 int rlx_models_init(rlx_srv *s, rlx_error *err);
 /* The model of that name, whatever its state; NULL when none. */
 rlx_model_slot *rlx_models_find(rlx_srv *s, const char *name);
+/* --models-dir read again (at most every RLX_MODELS_RESCAN_S seconds unless force): new models
+ * get a slot (UNLOADED, or FAILED with the reason); a model whose file went away loses its slot
+ * when nothing uses it, else it is marked removed, serves on, and goes once unloaded
+ * (rlx_models_drop_removed); an unused model whose file or profile changed is read again.
+ * Called by GET /v1/models and by a request naming an unknown model. */
+#define RLX_MODELS_RESCAN_S 2.0
+void rlx_models_rescan(rlx_srv *s, bool force);
+/* m was unloaded (or failed): when its file went away, its slot goes now (freed once its timer
+ * has closed; m must not be used after). */
+void rlx_models_drop_removed(rlx_model_slot *m);
 /* Queues the start-up loads of the -m models. */
 void rlx_models_boot(rlx_srv *s);
 /* The model named (NULL or "": the default, the first). Returns it when loaded (READY).

@@ -263,9 +263,9 @@ void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, siz
     }
     /* sessions live in the loaded models (an unloaded model's are in --db, or gone) */
     for (size_t m = 0; m < s->n_models; m++)
-        if (s->models[m].state == RLX_MODEL_READY) {
-            rlx_srv_model_hold(&s->models[m], NULL);
-            t->held[t->n_held++] = &s->models[m];
+        if (s->models[m]->state == RLX_MODEL_READY) {
+            rlx_srv_model_hold(s->models[m], NULL);
+            t->held[t->n_held++] = s->models[m];
         }
     t->del = del;
     t->offset = offset;

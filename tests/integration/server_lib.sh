@@ -10,6 +10,9 @@ MODEL="$SHARED/models/stories260K.gguf"
 [ -f "$MODEL" ] || { echo "skip: $MODEL absent (reference data in ../shared)"; exit 77; }
 command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
 TMP=$(mktemp -d /tmp/rlxd-it.XXXXXX)
+# the daemon's tokenizer cache goes with the test's folder, not into ~/.cache/rlxd (tests make
+# models under fresh paths: their cache files would pile up there)
+export RLXD_CACHE_DIR="$TMP/tokenizer-cache"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done

@@ -165,7 +165,7 @@ mkdir -p "$TMP/empty"
 start_dir empty --models-dir "$TMP/empty"
 [ "$(curl -s "$URL/v1/models" | jget '.data.length')" = 0 ] || fail "empty: models listed"
 r=$(post /v1/completions '{"prompt":"x"}'); [ "$(status)" = 404 ] || fail "empty: $(status) $r"
-case "$r" in *"held no GGUF model"*) ;; *) fail "empty: $r" ;; esac
+case "$r" in *"holds no GGUF model"*) ;; *) fail "empty: $r" ;; esac
 stop_server
 ok "an empty folder: healthy, nothing listed"
 

@@ -60,8 +60,15 @@ TEST(defaults_and_model_names)
 TEST(precedence_flags_env_ini)
 {
     clear_env();
-    const char *ini = write_tmp("[server]\nhost = 0.0.0.0\nport = 9000\nmax_seqs = 4\nlog-format = json\nkv_block = 8\n"
-                                "[model.small]\npath = /m/small.gguf\nctx = 256\nchat-template = /t/small.jinja\n");
+    char tmpl[64];
+    snprintf(tmpl, sizeof tmpl, "/tmp/rlxd_cfg_%d.jinja", (int)getpid());
+    FILE *tf = fopen(tmpl, "w");
+    fputs("{{ messages }}", tf);
+    fclose(tf);
+    char text[512];
+    snprintf(text, sizeof text, "[server]\nhost = 0.0.0.0\nport = 9000\nmax_seqs = 4\nlog-format = json\nkv_block = 8\n"
+             "[model.small]\npath = /m/small.gguf\nctx = 256\nchat-template = %s\n", tmpl);
+    const char *ini = write_tmp(text);
     setenv("RLXD_PORT", "9100", 1);
     setenv("RLXD_MAX_SEQS", "5", 1);
     char cfgflag[128];
@@ -78,11 +85,13 @@ TEST(precedence_flags_env_ini)
     ASSERT(c.stdio);
     ASSERT_EQ(c.kv_type, RLX_Q8_0);
     ASSERT_EQ(c.kv_block, 8);             /* INI */
-    ASSERT_STR_EQ(c.models[0].chat_template, "/t/small.jinja"); /* per model */
+    const rlx_profile *pf = rlx_serve_config_profile(&c, "small"); /* per model */
+    ASSERT(pf && (pf->set & RLX_PF_CHAT_TEMPLATE) && (pf->set & RLX_PF_CTX));
+    ASSERT_STR_EQ(pf->chat_template, tmpl);
     ASSERT(c.chat_template == NULL);
     ASSERT_EQ(c.n_models, 1);
     ASSERT_STR_EQ(c.models[0].name, "small");
-    ASSERT_EQ(c.models[0].ctx, 256);
+    ASSERT_EQ(pf->ctx, 256);
     rlx_serve_config_free(&c);
     /* models from the environment replace the INI ones; flags replace both */
     setenv("RLXD_MODEL", "/e/a.gguf,/e/b.gguf:bee", 1);
@@ -101,6 +110,7 @@ TEST(precedence_flags_env_ini)
     ASSERT_STR_EQ(c.models[0].name, "c");
     rlx_serve_config_free(&c);
     unlink(ini);
+    unlink(tmpl);
     clear_env();
 }
 
@@ -229,6 +239,7 @@ TEST(every_setting_follows_the_layer_order)
         {"max-loaded-mem", "0", "100", "200", "300"},
         {"keep-alive", "-1", "30", "60", "0"},
         {"cors-origins", "", "*", "http://a.example", "https://b.example:8443,http://localhost:3000"},
+        {"cache-dir", "", "/a", "/b", "/c"},
     };
     size_t n_names;
     const char *const *names = rlx_serve_setting_names(&n_names);
