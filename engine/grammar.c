@@ -14,7 +14,7 @@
 /* ---- stack sets ------------------------------------------------------------------------- */
 
 
-static void sset_clear(rlx__sset *s)
+void rlx__sset_clear(rlx__sset *s)
 {
     s->dlen = 0;
     s->n = 0;
@@ -112,7 +112,7 @@ static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
 
 static bool sset_copy(rlx__sset *dst, const rlx__sset *src)
 {
-    sset_clear(dst);
+    rlx__sset_clear(dst);
     for (size_t i = 0; i < src->n; i++) sset_add(dst, src->data + src->off[i], src->len[i]);
     return !dst->oom;
 }
@@ -152,6 +152,8 @@ static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *ou
         sub++;
     }
 }
+
+void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out) { advance(g, v, n, out); }
 
 /* Does the set starting at element p contain c? *next gets the element after the set. */
 static bool match_char(const gelem *e, uint32_t p, uint32_t c, uint32_t *next)
@@ -200,7 +202,7 @@ static bool match_range(const gelem *e, uint32_t p, uint32_t lo, uint32_t hi)
 /* One code point: out = the advanced stacks of `in` whose top set holds c. */
 static void step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t c, rlx__sset *out, uint32_t *buf)
 {
-    sset_clear(out);
+    rlx__sset_clear(out);
     for (size_t i = 0; i < in->n; i++) {
         uint32_t n = in->len[i];
         if (n == 0) continue;

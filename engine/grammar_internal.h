@@ -42,6 +42,28 @@ typedef struct rlx__sset {
 } rlx__sset;
 
 void rlx__sset_free(rlx__sset *s);
+void rlx__sset_clear(rlx__sset *s);
+/* Adds to `out` the stacks that stack v (n entries; buf-sized room above, v is restored) advances
+ * to: rule references at the top expanded until a character set or nothing is left. */
+void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out);
+
+/* The vocabulary's byte trie (grammar_vocab.c); grammar_tables.c walks it too. */
+typedef struct rlx__tnode {
+    uint32_t child;     /* first child (0: none; node 0 is the root) */
+    uint32_t sibling;   /* next sibling, children sorted by byte */
+    int32_t token;      /* first token ending here, -1 none; further ones via next_tok */
+    uint8_t byte;
+} rlx__tnode;
+
+struct rlx_grammar_vocab {
+    rlx__tnode *nodes;
+    uint32_t n_nodes;
+    int32_t *next_tok;  /* tokens with identical bytes */
+    int32_t n_vocab;
+    uint32_t max_depth;
+    char *bytes;        /* every token's bytes back to back: token t is bytes[tok_off[t] .. tok_off[t + 1]) */
+    uint32_t *tok_off;
+};
 
 /* Feeds one byte from (*in, *partial, *remain) into out / the updated partial. Returns 1 when
  * the result lies in `out`, 2 when it is the input stacks (a half-read UTF-8 sequence goes on),
@@ -59,5 +81,26 @@ struct rlx_grammar_state {
     uint32_t *buf;          /* RLX_GRAMMAR_MAX_DEPTH + 1 entries */
     rlx__sset *spare;       /* two stack sets */
 };
+
+/* ---- per-position tables (grammar_tables.c), owned by a grammar cache ---- */
+
+#define RLX__GTABLE_DEPTH 8 /* entries at the top of a stack that key a table */
+
+typedef struct rlx__gtables rlx__gtables;
+typedef struct rlx__gtables_stats { uint64_t built, hits, evictions; } rlx__gtables_stats;
+
+/* A store of at most max_tables tables over an n_vocab vocabulary; NULL when out of memory. */
+rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables);
+void rlx__gtables_free(rlx__gtables *t);
+/* Forgets the tables of grammar slot `slot` (the slot now holds another grammar). */
+void rlx__gtables_drop(rlx__gtables *t, uint32_t slot);
+/* bits (n_vocab bits) = the tokens state s accepts, from the tables of grammar slot `slot`
+ * (built the first time a stack top needs one). The count, or a negative RLX_E* code. */
+int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
+                          uint64_t *bits);
+void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out);
+/* Another top-part depth and bound (for tests; forgets every table). 0 or RLX_ENOMEM. */
+int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables);
+int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables);
 
 #endif

@@ -1,0 +1,445 @@
+/* grammar_tables.c - token masks from per-position tables (XGrammar style; grammar_internal.h,
+ * used by grammar_cache.c). Owned by one rlx_grammar_cache, so by the thread that uses it.
+ *
+ * A state's mask is the union, over its parse stacks, of what each stack accepts alone (the
+ * stacks are stepped independently; the half-read UTF-8 check only prunes). A stack is split
+ * into its top part T (its top RLX__GTABLE_DEPTH entries, or all of it) and the rest B below.
+ * The table of (T, half-read sequence) is computed once by walking the vocabulary's trie from T
+ * alone, and sorts every token into:
+ *   accepted   - T consumes all its bytes without running out (whatever B is);
+ *   undecided  - T runs out (its last entry done, the real stack would go on with B) after k
+ *                bytes with more bytes left: the token is accepted iff the stacks B advances to
+ *                accept its suffix from byte k (for one of the k where this happens);
+ *   rejected   - everything else (whatever B is).
+ * The mask is then: the tables' accepted bits, plus the undecided tokens whose suffix the
+ * real B accepts, found by walking a small trie of the table's distinct suffixes with B. Inside
+ * a JSON string the accepted set is most of the vocabulary and the undecided tokens are those
+ * that close the string and go on (`",`, `abc"}`), whose distinct suffixes are few. Tables are
+ * kept per grammar (the cache's slot) and reused by every state and request whose stack has the
+ * same top part, evicted least recently used beyond the store's bound. */
+#include "engine/grammar_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gtable {
+    bool used;
+    uint32_t slot;
+    uint64_t hash;
+    uint32_t *key;          /* partial, remain, entries of T */
+    size_t key_len;
+    uint64_t *acc;          /* n_vocab bits */
+    int32_t *und_tok;       /* undecided tokens (not accepted), ascending */
+    uint32_t *und_off;      /* n_und + 1: token i's suffixes are und_suf[und_off[i] .. und_off[i + 1]) */
+    uint32_t *und_suf;      /* suffix ids */
+    size_t n_und;
+    rlx_grammar_vocab *suf; /* the distinct suffixes as a trie (NULL: none) */
+    int32_t n_suf;
+    uint64_t last_use;
+} gtable;
+
+struct rlx__gtables {
+    int32_t n_vocab;
+    size_t words;
+    gtable *tab;
+    size_t n_tab;
+    uint32_t depth;         /* entries of a stack's top part */
+    uint64_t clock;
+    uint32_t *buf;          /* RLX_GRAMMAR_MAX_DEPTH + 1 */
+    uint32_t *key;
+    size_t key_cap;
+    rlx__sset cset;         /* the stacks B advances to */
+    uint8_t *suf_ok;
+    size_t suf_ok_cap;
+    rlx__gtables_stats stats;
+};
+
+rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
+{
+    rlx__gtables *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->n_vocab = n_vocab;
+    t->words = ((size_t)n_vocab + 63) / 64;
+    t->n_tab = max_tables;
+    t->depth = RLX__GTABLE_DEPTH;
+    t->tab = calloc(max_tables, sizeof *t->tab);
+    t->buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *t->buf);
+    if (!t->tab || !t->buf) {
+        rlx__gtables_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void table_clear(gtable *tb)
+{
+    free(tb->key);
+    free(tb->acc);
+    free(tb->und_tok);
+    free(tb->und_off);
+    free(tb->und_suf);
+    rlx_grammar_vocab_free(tb->suf);
+    memset(tb, 0, sizeof *tb);
+}
+
+void rlx__gtables_free(rlx__gtables *t)
+{
+    if (!t) return;
+    for (size_t i = 0; t->tab && i < t->n_tab; i++) table_clear(&t->tab[i]);
+    free(t->tab);
+    free(t->buf);
+    free(t->key);
+    rlx__sset_free(&t->cset);
+    free(t->suf_ok);
+    free(t);
+}
+
+void rlx__gtables_drop(rlx__gtables *t, uint32_t slot)
+{
+    for (size_t i = 0; i < t->n_tab; i++)
+        if (t->tab[i].used && t->tab[i].slot == slot) table_clear(&t->tab[i]);
+}
+
+int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables)
+{
+    gtable *tab = max_tables ? calloc(max_tables, sizeof *tab) : NULL;
+    if (!tab) return RLX_ENOMEM;
+    for (size_t i = 0; i < t->n_tab; i++) table_clear(&t->tab[i]);
+    free(t->tab);
+    t->tab = tab;
+    t->n_tab = max_tables;
+    t->depth = depth ? depth : 1;
+    return 0;
+}
+
+void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out) { *out = t->stats; }
+
+/* ---- building a table ------------------------------------------------------------------- */
+
+typedef struct rec { int32_t tok; uint32_t off; } rec;
+typedef struct recs { rec *r; size_t n, cap; bool oom; } recs;
+
+static void rec_push(recs *rs, int32_t tok, uint32_t off)
+{
+    if (rs->oom) return;
+    if (rs->n == rs->cap) {
+        size_t nc = rs->cap ? rs->cap * 2 : 256;
+        rec *r = realloc(rs->r, nc * sizeof *r);
+        if (!r) {
+            rs->oom = true;
+            return;
+        }
+        rs->r = r;
+        rs->cap = nc;
+    }
+    rs->r[rs->n++] = (rec){tok, off};
+}
+
+/* Every token in the subtree under `first` (a first child and its siblings) with offset off. */
+static bool collect_subtree(const rlx_grammar_vocab *v, uint32_t first, uint32_t off, recs *rs, uint32_t **stk,
+                            size_t *cap)
+{
+    size_t n = 0;
+    for (uint32_t c = first; c; c = v->nodes[c].sibling) {
+        if (n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 256;
+            uint32_t *s = realloc(*stk, nc * sizeof *s);
+            if (!s) return false;
+            *stk = s;
+            *cap = nc;
+        }
+        (*stk)[n++] = c;
+    }
+    while (n) {
+        uint32_t node = (*stk)[--n];
+        for (int32_t t = v->nodes[node].token; t >= 0; t = v->next_tok[t]) rec_push(rs, t, off);
+        for (uint32_t c = v->nodes[node].child; c; c = v->nodes[c].sibling) {
+            if (n == *cap) {
+                size_t nc = *cap * 2;
+                uint32_t *s = realloc(*stk, nc * sizeof *s);
+                if (!s) return false;
+                *stk = s;
+                *cap = nc;
+            }
+            (*stk)[n++] = c;
+        }
+    }
+    return !rs->oom;
+}
+
+static bool has_empty(const rlx__sset *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->len[i]) return true;
+    return false;
+}
+
+typedef struct wlevel {
+    rlx__sset set;
+    uint32_t partial;
+    int remain;
+    const rlx__sset *cur;
+} wlevel;
+
+static int rec_cmp(const void *a, const void *b)
+{
+    const rec *x = a, *y = b;
+    if (x->tok != y->tok) return x->tok < y->tok ? -1 : 1;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+static _Thread_local const rlx_grammar_vocab *sort_vocab; /* qsort has no context argument */
+static _Thread_local const rec *sort_recs;
+
+static int suf_cmp(const void *a, const void *b)
+{
+    const rec *x = &sort_recs[*(const uint32_t *)a], *y = &sort_recs[*(const uint32_t *)b];
+    const rlx_grammar_vocab *v = sort_vocab;
+    size_t xn = v->tok_off[x->tok + 1] - v->tok_off[x->tok] - x->off;
+    size_t yn = v->tok_off[y->tok + 1] - v->tok_off[y->tok] - y->off;
+    int c = memcmp(v->bytes + v->tok_off[x->tok] + x->off, v->bytes + v->tok_off[y->tok] + y->off, xn < yn ? xn : yn);
+    if (c) return c;
+    return (xn > yn) - (xn < yn);
+}
+
+/* The undecided part of tb from the records (tokens and the offsets where T ran out). */
+static int table_undecided(gtable *tb, const rlx_grammar_vocab *v, recs *rs)
+{
+    qsort(rs->r, rs->n, sizeof *rs->r, rec_cmp);
+    size_t m = 0; /* drop accepted tokens and duplicates */
+    for (size_t i = 0; i < rs->n; i++) {
+        rec r = rs->r[i];
+        if ((tb->acc[r.tok >> 6] >> (r.tok & 63)) & 1) continue;
+        if (m && rs->r[m - 1].tok == r.tok && rs->r[m - 1].off == r.off) continue;
+        rs->r[m++] = r;
+    }
+    rs->n = m;
+    if (!m) return 0;
+    uint32_t *order = malloc(m * sizeof *order), *sid = malloc(m * sizeof *sid);
+    const char **texts = malloc(m * sizeof *texts);
+    size_t *lens = malloc(m * sizeof *lens);
+    tb->und_tok = malloc(m * sizeof *tb->und_tok);
+    tb->und_off = malloc((m + 1) * sizeof *tb->und_off);
+    tb->und_suf = malloc(m * sizeof *tb->und_suf);
+    int rc = 0;
+    if (!order || !sid || !texts || !lens || !tb->und_tok || !tb->und_off || !tb->und_suf) {
+        rc = RLX_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < m; i++) order[i] = (uint32_t)i;
+    sort_vocab = v;
+    sort_recs = rs->r;
+    qsort(order, m, sizeof *order, suf_cmp);
+    int32_t n_suf = 0;
+    for (size_t i = 0; i < m; i++) {
+        const rec *r = &rs->r[order[i]];
+        if (!i || suf_cmp(&order[i - 1], &order[i])) {
+            texts[n_suf] = v->bytes + v->tok_off[r->tok] + r->off;
+            lens[n_suf] = v->tok_off[r->tok + 1] - v->tok_off[r->tok] - r->off;
+            n_suf++;
+        }
+        sid[order[i]] = (uint32_t)(n_suf - 1);
+    }
+    if (!(tb->suf = rlx_grammar_vocab_new(n_suf, texts, lens))) {
+        rc = RLX_ENOMEM;
+        goto done;
+    }
+    tb->n_suf = n_suf;
+    size_t nu = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (!i || rs->r[i].tok != rs->r[i - 1].tok) {
+            tb->und_tok[nu] = rs->r[i].tok;
+            tb->und_off[nu++] = (uint32_t)i;
+        }
+        tb->und_suf[i] = sid[i];
+    }
+    tb->und_off[nu] = (uint32_t)m;
+    tb->n_und = nu;
+done:
+    free(order);
+    free(sid);
+    free(texts);
+    free(lens);
+    return rc;
+}
+
+/* Walks the trie from T alone (key: partial, remain, T's entries) into tb. */
+static int table_build(rlx__gtables *t, const rlx_grammar *g, const uint32_t *key, size_t klen,
+                       const rlx_grammar_vocab *v, gtable *tb)
+{
+    uint32_t depth = v->max_depth + 2, tn = (uint32_t)(klen - 2);
+    wlevel *lv = calloc(depth, sizeof *lv);
+    uint32_t *path = malloc(depth * sizeof *path), *stk = NULL;
+    size_t stk_cap = 0;
+    recs rs = {0};
+    int rc = 0;
+    tb->acc = calloc(t->words, sizeof *tb->acc);
+    if (!lv || !path || !tb->acc) {
+        rc = RLX_ENOMEM;
+        goto done;
+    }
+    memcpy(t->buf, key + 2, tn * sizeof *t->buf);
+    rlx__grammar_advance(g, t->buf, tn, &lv[0].set);
+    if (lv[0].set.oom || lv[0].set.overflow) {
+        rc = lv[0].set.oom ? RLX_ENOMEM : RLX_ERANGE;
+        goto done;
+    }
+    lv[0].cur = &lv[0].set;
+    lv[0].partial = key[0];
+    lv[0].remain = (int)key[1];
+    uint32_t d = 0, node = v->nodes[0].child;
+    while (node || d > 0) { /* as rlx_grammar_mask: path[d] is the node at depth d + 1 */
+        if (!node) {
+            d--;
+            node = v->nodes[path[d]].sibling;
+            continue;
+        }
+        wlevel *up = &lv[d], *here = &lv[d + 1];
+        here->partial = up->partial;
+        here->remain = up->remain;
+        int r = rlx__grammar_step_byte(g, up->cur, &here->partial, &here->remain, v->nodes[node].byte, &here->set,
+                                       t->buf);
+        if (r < 0) {
+            rc = r;
+            goto done;
+        }
+        if (r == 0) {
+            node = v->nodes[node].sibling;
+            continue;
+        }
+        here->cur = r == 1 ? &here->set : up->cur;
+        for (int32_t tok = v->nodes[node].token; tok >= 0; tok = v->next_tok[tok])
+            tb->acc[tok >> 6] |= 1ull << (tok & 63);
+        if (r == 1 && v->nodes[node].child && has_empty(here->cur) &&
+            !collect_subtree(v, v->nodes[node].child, d + 1, &rs, &stk, &stk_cap)) {
+            rc = RLX_ENOMEM;
+            goto done;
+        }
+        path[d++] = node;
+        node = v->nodes[node].child;
+    }
+    if (rs.oom) rc = RLX_ENOMEM;
+    else rc = table_undecided(tb, v, &rs);
+done:
+    if (lv)
+        for (uint32_t i = 0; i < depth; i++) rlx__sset_free(&lv[i].set);
+    free(lv);
+    free(path);
+    free(stk);
+    free(rs.r);
+    return rc;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* The table for key (found or built); NULL with *rc set on failure. */
+static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx_grammar_vocab *v, size_t klen,
+                         int *rc)
+{
+    uint64_t h = fnv(1469598103934665603ull ^ slot, t->key, klen * sizeof *t->key);
+    size_t victim = 0;
+    for (size_t i = 0; i < t->n_tab; i++) {
+        gtable *tb = &t->tab[i];
+        if (tb->used && tb->hash == h && tb->slot == slot && tb->key_len == klen &&
+            !memcmp(tb->key, t->key, klen * sizeof *t->key)) {
+            tb->last_use = ++t->clock;
+            t->stats.hits++;
+            return tb;
+        }
+        if (!tb->used || (t->tab[victim].used && tb->last_use < t->tab[victim].last_use)) victim = i;
+    }
+    gtable *tb = &t->tab[victim];
+    if (tb->used) t->stats.evictions++;
+    table_clear(tb);
+    t->stats.built++;
+    if (!(tb->key = malloc(klen * sizeof *tb->key))) {
+        *rc = RLX_ENOMEM;
+        return NULL;
+    }
+    memcpy(tb->key, t->key, klen * sizeof *t->key);
+    tb->key_len = klen;
+    if ((*rc = table_build(t, g, t->key, klen, v, tb))) {
+        table_clear(tb);
+        return NULL;
+    }
+    tb->slot = slot;
+    tb->hash = h;
+    tb->last_use = ++t->clock;
+    tb->used = true;
+    return tb;
+}
+
+/* ---- a state's mask ------------------------------------------------------------------------ */
+
+/* Sets the bits of tb's undecided tokens whose suffix the stacks below (b, bn entries) accept. */
+static int add_undecided(rlx__gtables *t, const rlx_grammar *g, const gtable *tb, const uint32_t *b, uint32_t bn,
+                         uint64_t *bits)
+{
+    rlx__sset_clear(&t->cset);
+    memcpy(t->buf, b, bn * sizeof *t->buf);
+    rlx__grammar_advance(g, t->buf, bn, &t->cset);
+    if (t->cset.oom) return RLX_ENOMEM;
+    if (t->cset.overflow) return RLX_ERANGE;
+    if ((size_t)tb->n_suf > t->suf_ok_cap) {
+        uint8_t *p = realloc(t->suf_ok, (size_t)tb->n_suf);
+        if (!p) return RLX_ENOMEM;
+        t->suf_ok = p;
+        t->suf_ok_cap = (size_t)tb->n_suf;
+    }
+    rlx_grammar_state below = {.g = g, .stacks = t->cset, .partial = 0, .remain = 0, .buf = t->buf};
+    int64_t n = rlx_grammar_mask(&below, tb->suf, t->suf_ok);
+    if (n < 0) return (int)n;
+    if (!n) return 0;
+    for (size_t i = 0; i < tb->n_und; i++) {
+        int32_t tok = tb->und_tok[i];
+        for (uint32_t j = tb->und_off[i]; j < tb->und_off[i + 1]; j++)
+            if (t->suf_ok[tb->und_suf[j]]) {
+                bits[tok >> 6] |= 1ull << (tok & 63);
+                break;
+            }
+    }
+    return 0;
+}
+
+int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
+                          uint64_t *bits)
+{
+    const rlx__sset *set = &s->stacks;
+    memset(bits, 0, t->words * sizeof *bits);
+    const gtable *last = NULL;
+    for (size_t i = 0; i < set->n; i++) {
+        uint32_t len = set->len[i];
+        if (!len) continue; /* a finished stack takes no more bytes */
+        const uint32_t *st = set->data + set->off[i];
+        uint32_t tn = len < t->depth ? len : t->depth, bn = len - tn;
+        size_t klen = 2 + tn;
+        if (klen > t->key_cap) {
+            uint32_t *k = realloc(t->key, (klen + 16) * sizeof *k);
+            if (!k) return RLX_ENOMEM;
+            t->key = k;
+            t->key_cap = klen + 16;
+        }
+        t->key[0] = s->partial;
+        t->key[1] = (uint32_t)s->remain;
+        memcpy(t->key + 2, st + bn, tn * sizeof *st);
+        int rc = 0;
+        uint64_t built = t->stats.built;
+        const gtable *tb = table_get(t, slot, s->g, v, klen, &rc);
+        if (!tb) return rc;
+        if (tb != last || t->stats.built != built) /* a table just rebuilt in the same place is another one */
+            for (size_t w = 0; w < t->words; w++) bits[w] |= tb->acc[w];
+        last = tb;
+        if (bn && tb->n_und && (rc = add_undecided(t, s->g, tb, st, bn, bits))) return rc;
+    }
+    int64_t count = 0;
+    for (size_t w = 0; w < t->words; w++) count += __builtin_popcountll(bits[w]);
+    return count;
+}
