@@ -200,7 +200,7 @@ static size_t serialise(rlx_grammar_cache *c, const rlx_grammar_state *s)
     sort_set = set; /* this thread's (workers of different models sort at once) */
     qsort(c->order, set->n, sizeof *c->order, stack_cmp);
     size_t k = 0;
-    c->key[k++] = s->partial;
+    c->key[k++] = s->remain ? s->partial : 0; /* the bits of a complete sequence are left over, unused */
     c->key[k++] = (uint32_t)s->remain;
     c->key[k++] = (uint32_t)set->n;
     for (size_t i = 0; i < set->n; i++) {

@@ -43,6 +43,8 @@ typedef struct rlx__sset {
 
 void rlx__sset_free(rlx__sset *s);
 void rlx__sset_clear(rlx__sset *s);
+/* dst = src (same stacks, same order); false when out of memory. */
+bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src);
 /* Adds to `out` the stacks that stack v (n entries; buf-sized room above, v is restored) advances
  * to: rule references at the top expanded until a character set or nothing is left. */
 void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out);
@@ -63,6 +65,8 @@ struct rlx_grammar_vocab {
     uint32_t max_depth;
     char *bytes;        /* every token's bytes back to back: token t is bytes[tok_off[t] .. tok_off[t + 1]) */
     uint32_t *tok_off;
+    uint32_t *depth;    /* per node: its depth (the root 0); nodes are numbered in preorder, */
+    uint32_t *end;      /* so node i's subtree is nodes [i, end[i]) */
 };
 
 /* Feeds one byte from (*in, *partial, *remain) into out / the updated partial. Returns 1 when
@@ -71,6 +75,16 @@ struct rlx_grammar_vocab {
  * RLX_GRAMMAR_MAX_DEPTH + 1 entries. */
 int rlx__grammar_step_byte(const rlx_grammar *g, const rlx__sset *in, uint32_t *partial, int *remain, uint8_t b,
                            rlx__sset *out, uint32_t *buf);
+
+/* The pieces of rlx__grammar_step_byte, for walks that remember steps (grammar_tables.c):
+ * decode_byte feeds one byte into the half-read sequence (0: not UTF-8, 2: more to come,
+ * 1: code point *cp complete); partial_possible says whether a half-read sequence can still
+ * match some stack's top; top_has whether the character set at element elem holds cp; step_cp
+ * steps a set by a complete code point (out: the advanced stacks whose top held it). */
+int rlx__grammar_decode_byte(uint32_t *partial, int *remain, uint8_t b, uint32_t *cp);
+bool rlx__grammar_partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t partial, int remain);
+bool rlx__grammar_top_has(const rlx_grammar *g, uint32_t elem, uint32_t cp);
+void rlx__grammar_step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t cp, rlx__sset *out, uint32_t *buf);
 
 struct rlx_grammar_state {
     const rlx_grammar *g;

@@ -135,36 +135,11 @@ static void rec_push(recs *rs, int32_t tok, uint32_t off)
     rs->r[rs->n++] = (rec){tok, off};
 }
 
-/* Every token in the subtree under `first` (a first child and its siblings) with offset off. */
-static bool collect_subtree(const rlx_grammar_vocab *v, uint32_t first, uint32_t off, recs *rs, uint32_t **stk,
-                            size_t *cap)
+/* Every token in nodes [from, to) (a subtree below a node, in preorder) with offset off. */
+static void collect_range(const rlx_grammar_vocab *v, uint32_t from, uint32_t to, uint32_t off, recs *rs)
 {
-    size_t n = 0;
-    for (uint32_t c = first; c; c = v->nodes[c].sibling) {
-        if (n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 256;
-            uint32_t *s = realloc(*stk, nc * sizeof *s);
-            if (!s) return false;
-            *stk = s;
-            *cap = nc;
-        }
-        (*stk)[n++] = c;
-    }
-    while (n) {
-        uint32_t node = (*stk)[--n];
+    for (uint32_t node = from; node < to; node++)
         for (int32_t t = v->nodes[node].token; t >= 0; t = v->next_tok[t]) rec_push(rs, t, off);
-        for (uint32_t c = v->nodes[node].child; c; c = v->nodes[c].sibling) {
-            if (n == *cap) {
-                size_t nc = *cap * 2;
-                uint32_t *s = realloc(*stk, nc * sizeof *s);
-                if (!s) return false;
-                *stk = s;
-                *cap = nc;
-            }
-            (*stk)[n++] = c;
-        }
-    }
-    return !rs->oom;
 }
 
 static bool has_empty(const rlx__sset *s)
@@ -174,12 +149,194 @@ static bool has_empty(const rlx__sset *s)
     return false;
 }
 
-typedef struct wlevel {
+/* ---- stepping, remembered during one table build ----------------------------------------
+ * The walk from a top part meets few distinct stack sets (a string's characters lead back to
+ * the same few), but steps each of the trie's hundreds of thousands of nodes: each (set,
+ * half-read sequence, byte) is stepped once and then looked up. Sets are interned by their
+ * stacks in order (a set reached in another order is just another entry). */
+
+typedef struct mstate {
     rlx__sset set;
-    uint32_t partial;
-    int remain;
-    const rlx__sset *cur;
-} wlevel;
+    uint64_t hash;
+    bool empty;
+    int32_t ascii[128]; /* the step by an ASCII byte: the next state, -1 refused, -2 not yet known */
+} mstate;
+typedef struct ment { uint64_t a; uint32_t sid, nsid; int8_t r, used; } ment;
+
+typedef struct memo {
+    mstate *st;
+    size_t n_st, cap_st;
+    int32_t *itab;          /* interning: open addressing over state ids, -1 empty */
+    size_t itcap;
+    ment *tab;
+    size_t tcap, n;
+    bool oom;
+} memo;
+
+static void memo_free(memo *m)
+{
+    for (size_t i = 0; i < m->n_st; i++) rlx__sset_free(&m->st[i].set);
+    free(m->st);
+    free(m->itab);
+    free(m->tab);
+    memset(m, 0, sizeof *m);
+}
+
+static uint64_t set_hash(const rlx__sset *s)
+{
+    uint64_t h = 1469598103934665603ull ^ s->n;
+    for (size_t i = 0; i < s->n; i++) h = (h ^ s->hash[i]) * 1099511628211ull;
+    return h ^ (h >> 31);
+}
+
+static bool set_eq(const rlx__sset *x, const rlx__sset *y)
+{
+    if (x->n != y->n) return false;
+    for (size_t i = 0; i < x->n; i++)
+        if (x->hash[i] != y->hash[i] || x->len[i] != y->len[i] ||
+            (x->len[i] && memcmp(x->data + x->off[i], y->data + y->off[i], x->len[i] * sizeof *x->data)))
+            return false;
+    return true;
+}
+
+/* The id of a set with s's stacks (added when new); UINT32_MAX when out of memory. */
+static uint32_t memo_intern(memo *m, const rlx__sset *s)
+{
+    uint64_t h = set_hash(s);
+    if (2 * (m->n_st + 1) > m->itcap) {
+        size_t nc = m->itcap ? m->itcap * 2 : 256;
+        int32_t *t = malloc(nc * sizeof *t);
+        if (!t) return UINT32_MAX;
+        memset(t, 0xff, nc * sizeof *t);
+        for (size_t i = 0; i < m->n_st; i++) {
+            size_t p = m->st[i].hash & (nc - 1);
+            while (t[p] >= 0) p = (p + 1) & (nc - 1);
+            t[p] = (int32_t)i;
+        }
+        free(m->itab);
+        m->itab = t;
+        m->itcap = nc;
+    }
+    size_t p = h & (m->itcap - 1);
+    for (; m->itab[p] >= 0; p = (p + 1) & (m->itcap - 1)) {
+        const mstate *x = &m->st[m->itab[p]];
+        if (x->hash == h && set_eq(&x->set, s)) return (uint32_t)m->itab[p];
+    }
+    if (m->n_st == m->cap_st) {
+        size_t nc = m->cap_st ? m->cap_st * 2 : 64;
+        mstate *st = realloc(m->st, nc * sizeof *st);
+        if (!st) return UINT32_MAX;
+        m->st = st;
+        m->cap_st = nc;
+    }
+    mstate *x = &m->st[m->n_st];
+    memset(x, 0, sizeof *x);
+    if (!rlx__sset_copy(&x->set, s)) {
+        rlx__sset_free(&x->set);
+        return UINT32_MAX;
+    }
+    x->hash = h;
+    x->empty = has_empty(s);
+    for (int i = 0; i < 128; i++) x->ascii[i] = -2;
+    m->itab[p] = (int32_t)m->n_st;
+    return (uint32_t)m->n_st++;
+}
+
+static uint64_t ment_hash(uint64_t a, uint32_t sid)
+{
+    uint64_t h = (a ^ ((uint64_t)sid << 40) ^ sid) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 31);
+}
+
+/* Remembers (sid, signature) -> r, nsid. */
+static bool memo_put(memo *m, uint64_t a, uint32_t sid, int r, uint32_t nsid)
+{
+    if (2 * (m->n + 1) > m->tcap) {
+        size_t nc = m->tcap ? m->tcap * 2 : 1024;
+        ment *t = calloc(nc, sizeof *t);
+        if (!t) return false;
+        for (size_t i = 0; i < m->tcap; i++) {
+            if (!m->tab[i].used) continue;
+            size_t q = ment_hash(m->tab[i].a, m->tab[i].sid) & (nc - 1);
+            while (t[q].used) q = (q + 1) & (nc - 1);
+            t[q] = m->tab[i];
+        }
+        free(m->tab);
+        m->tab = t;
+        m->tcap = nc;
+    }
+    size_t p = ment_hash(a, sid) & (m->tcap - 1);
+    while (m->tab[p].used) p = (p + 1) & (m->tcap - 1);
+    m->tab[p] = (ment){.a = a, .sid = sid, .nsid = nsid, .r = (int8_t)r, .used = 1};
+    m->n++;
+    return true;
+}
+
+/* One byte from state sid with the half-read sequence (*partial, *remain): as
+ * rlx__grammar_step_byte, with the resulting set's id in *sid. A complete code point's step
+ * depends only on which stacks' tops hold it (its signature), so each (set, signature) is
+ * stepped once: a JSON string's characters make one signature, not thousands of code points. */
+static int memo_step(memo *m, const rlx_grammar *g, uint32_t *sid, uint32_t *partial, int *remain, uint8_t b,
+                     rlx__sset *scratch, uint32_t *buf)
+{
+    if (!*remain && b < 0x80) {
+        int32_t x = m->st[*sid].ascii[b];
+        if (x == -1) return 0;
+        if (x >= 0) {
+            *sid = (uint32_t)x;
+            return 1;
+        }
+    }
+    uint32_t np = *partial, cp = 0, from = *sid;
+    int nr = *remain;
+    int d = rlx__grammar_decode_byte(&np, &nr, b, &cp);
+    if (!d) return 0;
+    const rlx__sset *set = &m->st[*sid].set;
+    if (d == 2) {
+        if (!rlx__grammar_partial_possible(g, set, np, nr)) return 0;
+        *partial = np;
+        *remain = nr;
+        return 2;
+    }
+    uint64_t sig = 0;
+    bool remember = set->n <= 64;
+    if (remember) {
+        for (size_t i = 0; i < set->n; i++)
+            if (set->len[i] && rlx__grammar_top_has(g, set->data[set->off[i] + set->len[i] - 1], cp)) sig |= 1ull << i;
+        if (!sig) {
+            if (cp < 0x80) m->st[from].ascii[cp] = -1;
+            return 0;
+        }
+        for (size_t p = m->tcap ? ment_hash(sig, *sid) & (m->tcap - 1) : 0; m->tcap && m->tab[p].used;
+             p = (p + 1) & (m->tcap - 1)) {
+            const ment *e = &m->tab[p];
+            if (e->a == sig && e->sid == *sid) {
+                if (cp < 0x80) m->st[from].ascii[cp] = e->r ? (int32_t)e->nsid : -1;
+                if (!e->r) return 0;
+                *sid = e->nsid;
+                *partial = np;
+                *remain = nr;
+                return 1;
+            }
+        }
+    }
+    rlx__grammar_step_cp(g, set, cp, scratch, buf);
+    if (scratch->oom) return RLX_ENOMEM;
+    if (scratch->overflow) return RLX_ERANGE;
+    uint32_t ns = 0;
+    int r = scratch->n ? 1 : 0;
+    if (r && (ns = memo_intern(m, scratch)) == UINT32_MAX) return RLX_ENOMEM;
+    if (remember && !memo_put(m, sig, *sid, r, ns)) return RLX_ENOMEM;
+    if (cp < 0x80) m->st[from].ascii[cp] = r ? (int32_t)ns : -1;
+    if (r) {
+        *sid = ns;
+        *partial = np;
+        *remain = nr;
+    }
+    return r;
+}
+
+typedef struct wlevel { uint32_t sid, partial; int remain; } wlevel;
 
 static int rec_cmp(const void *a, const void *b)
 {
@@ -269,63 +426,53 @@ static int table_build(rlx__gtables *t, const rlx_grammar *g, const uint32_t *ke
 {
     uint32_t depth = v->max_depth + 2, tn = (uint32_t)(klen - 2);
     wlevel *lv = calloc(depth, sizeof *lv);
-    uint32_t *path = malloc(depth * sizeof *path), *stk = NULL;
-    size_t stk_cap = 0;
     recs rs = {0};
+    memo m = {0};
+    rlx__sset start = {0}, scratch = {0};
     int rc = 0;
     tb->acc = calloc(t->words, sizeof *tb->acc);
-    if (!lv || !path || !tb->acc) {
+    if (!lv || !tb->acc) {
         rc = RLX_ENOMEM;
         goto done;
     }
     memcpy(t->buf, key + 2, tn * sizeof *t->buf);
-    rlx__grammar_advance(g, t->buf, tn, &lv[0].set);
-    if (lv[0].set.oom || lv[0].set.overflow) {
-        rc = lv[0].set.oom ? RLX_ENOMEM : RLX_ERANGE;
+    rlx__grammar_advance(g, t->buf, tn, &start);
+    if (start.oom || start.overflow) {
+        rc = start.oom ? RLX_ENOMEM : RLX_ERANGE;
         goto done;
     }
-    lv[0].cur = &lv[0].set;
+    if ((lv[0].sid = memo_intern(&m, &start)) == UINT32_MAX) {
+        rc = RLX_ENOMEM;
+        goto done;
+    }
     lv[0].partial = key[0];
     lv[0].remain = (int)key[1];
-    uint32_t d = 0, node = v->nodes[0].child;
-    while (node || d > 0) { /* as rlx_grammar_mask: path[d] is the node at depth d + 1 */
-        if (!node) {
-            d--;
-            node = v->nodes[path[d]].sibling;
-            continue;
-        }
-        wlevel *up = &lv[d], *here = &lv[d + 1];
-        here->partial = up->partial;
-        here->remain = up->remain;
-        int r = rlx__grammar_step_byte(g, up->cur, &here->partial, &here->remain, v->nodes[node].byte, &here->set,
-                                       t->buf);
+    /* the nodes in preorder: a refused node skips its subtree */
+    for (uint32_t node = 1; node < v->n_nodes;) {
+        uint32_t d = v->depth[node];
+        wlevel *here = &lv[d];
+        *here = lv[d - 1];
+        int r = memo_step(&m, g, &here->sid, &here->partial, &here->remain, v->nodes[node].byte, &scratch, t->buf);
         if (r < 0) {
             rc = r;
             goto done;
         }
         if (r == 0) {
-            node = v->nodes[node].sibling;
+            node = v->end[node];
             continue;
         }
-        here->cur = r == 1 ? &here->set : up->cur;
         for (int32_t tok = v->nodes[node].token; tok >= 0; tok = v->next_tok[tok])
             tb->acc[tok >> 6] |= 1ull << (tok & 63);
-        if (r == 1 && v->nodes[node].child && has_empty(here->cur) &&
-            !collect_subtree(v, v->nodes[node].child, d + 1, &rs, &stk, &stk_cap)) {
-            rc = RLX_ENOMEM;
-            goto done;
-        }
-        path[d++] = node;
-        node = v->nodes[node].child;
+        if (r == 1 && m.st[here->sid].empty) collect_range(v, node + 1, v->end[node], d, &rs);
+        node++;
     }
     if (rs.oom) rc = RLX_ENOMEM;
     else rc = table_undecided(tb, v, &rs);
 done:
-    if (lv)
-        for (uint32_t i = 0; i < depth; i++) rlx__sset_free(&lv[i].set);
+    memo_free(&m);
+    rlx__sset_free(&start);
+    rlx__sset_free(&scratch);
     free(lv);
-    free(path);
-    free(stk);
     free(rs.r);
     return rc;
 }
@@ -427,7 +574,7 @@ int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_stat
             t->key = k;
             t->key_cap = klen + 16;
         }
-        t->key[0] = s->partial;
+        t->key[0] = s->remain ? s->partial : 0; /* a complete sequence leaves its bits behind: not part of the position */
         t->key[1] = (uint32_t)s->remain;
         memcpy(t->key + 2, st + bn, tn * sizeof *st);
         int rc = 0;

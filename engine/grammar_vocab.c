@@ -85,6 +85,22 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
         prev = r;
     }
     v->max_depth = (uint32_t)max_len;
+    /* preorder facts: the nodes were made in preorder (tokens sorted, children by byte), so a
+     * node's subtree is the run of nodes up to its end */
+    v->depth = malloc((size_t)v->n_nodes * sizeof *v->depth);
+    v->end = malloc((size_t)v->n_nodes * sizeof *v->end);
+    if (!v->depth || !v->end) goto fail;
+    v->depth[0] = 0;
+    for (uint32_t i = 0; i < v->n_nodes; i++) /* children have their parent's depth + 1 */
+        for (uint32_t c = v->nodes[i].child; c; c = v->nodes[c].sibling) v->depth[c] = v->depth[i] + 1;
+    {
+        size_t top = 0; /* path[] as a stack of open nodes */
+        for (uint32_t i = 0; i < v->n_nodes; i++) {
+            while (top && v->depth[path[top - 1]] >= v->depth[i]) v->end[path[--top]] = i;
+            path[top++] = i;
+        }
+        while (top) v->end[path[--top]] = v->n_nodes;
+    }
     free(refs);
     free(path);
     free(last);
@@ -104,6 +120,8 @@ void rlx_grammar_vocab_free(rlx_grammar_vocab *v)
     free(v->next_tok);
     free(v->tok_off);
     free(v->bytes);
+    free(v->depth);
+    free(v->end);
     free(v);
 }
 
