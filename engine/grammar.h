@@ -84,7 +84,9 @@ void rlx_grammar_token_bytes_free(char **texts, size_t *lens, int32_t n_vocab);
  * decides its mask, so masks are kept by (grammar content, state content): filled lazily, the
  * first time a step at that position needs the full mask, and evicted least recently used.
  * Grammars are recognised by content, so requests with the same schema share entries. A cache
- * is used by one thread only (the model's worker); each entry costs n_vocab / 8 bytes. */
+ * is used by one thread only (the model's worker); each entry costs n_vocab / 8 bytes. A miss
+ * computes its mask from per-position tables the cache keeps too (rlx_grammar_cache_fast_mask
+ * below; RLX_GRAMMAR_CACHE_TABLES of them, each n_vocab / 8 bytes plus its undecided tokens). */
 typedef struct rlx_grammar_cache rlx_grammar_cache;
 typedef struct rlx_grammar_cache_stats {
     uint64_t hits, misses, evictions;                  /* masks by exact position */

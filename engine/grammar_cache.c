@@ -9,7 +9,9 @@
  * rlx_grammar.serial lets a lookup skip the content comparison after the first time. Positions
  * are serialised with their stacks in a canonical order (by hash, then content), so a set
  * reached in a different order is the same key. Entries are filled lazily (a mask is built the
- * first time a step at that position needs it) and evicted least recently used. */
+ * first time a step at that position needs it) and evicted least recently used. A miss builds
+ * its mask from the per-position tables (grammar_tables.c) the cache also owns: they are kept
+ * per grammar slot, so they too are shared by requests with the same grammar, and go with it. */
 #include "engine/grammar_internal.h"
 
 #include <stdlib.h>
@@ -274,7 +276,8 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
     return rlx__gtables_mask(c->tables, (uint32_t)slot, s, v, bits);
 }
 
-int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables)
+int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
+                                        size_t max_und)
 {
-    return rlx__gtables_configure(c->tables, depth, max_tables);
+    return rlx__gtables_configure(c->tables, depth, max_tables, max_bytes, max_und);
 }

@@ -1,9 +1,10 @@
-/* grammar_internal.h - what the grammar's three files share (not a public API).
+/* grammar_internal.h - what the grammar's files share (not a public API).
  *
  * grammar_compile.c turns GBNF text into a compiled rlx_grammar; grammar.c holds the
- * recogniser (stack sets, a state's steps); grammar_vocab.c the vocabulary trie and the masks,
- * which step the recogniser byte by byte down the trie. Ownership and threads as grammar.h
- * says: a compiled grammar is immutable, a state belongs to one sequence.
+ * recogniser (stack sets, a state's steps); grammar_vocab.c the vocabulary trie and the
+ * reference masks, which step the recogniser byte by byte down the trie; grammar_tables.c the
+ * per-position tables a grammar cache (grammar_cache.c) builds its masks from. Ownership and
+ * threads as grammar.h says: a compiled grammar is immutable, a state belongs to one sequence.
  *
  * A compiled grammar is a list of rules; a rule is a run of elements whose alternatives are
  * separated by G_ALT and which ends with G_END. A character set is a G_CHAR / G_CHAR_NOT /
@@ -99,6 +100,8 @@ struct rlx_grammar_state {
 /* ---- per-position tables (grammar_tables.c), owned by a grammar cache ---- */
 
 #define RLX__GTABLE_DEPTH 8 /* entries at the top of a stack that key a table */
+#define RLX__GTABLE_UNDECIDED 20000 /* undecided (token, offset) pairs of a table, at most */
+#define RLX__GTABLE_BYTES ((size_t)64 << 20) /* a store's tables together, at most (one table may exceed it) */
 
 typedef struct rlx__gtables rlx__gtables;
 typedef struct rlx__gtables_stats { uint64_t built, hits, evictions; } rlx__gtables_stats;
@@ -113,8 +116,9 @@ void rlx__gtables_drop(rlx__gtables *t, uint32_t slot);
 int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
                           uint64_t *bits);
 void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out);
-/* Another top-part depth and bound (for tests; forgets every table). 0 or RLX_ENOMEM. */
-int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables);
-int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables);
+/* Another top-part depth and bounds (for tests; forgets every table). 0 or RLX_ENOMEM. */
+int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, size_t max_bytes, size_t max_und);
+int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
+                                        size_t max_und);
 
 #endif

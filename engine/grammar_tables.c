@@ -35,6 +35,9 @@ typedef struct gtable {
     size_t n_und;
     rlx_grammar_vocab *suf; /* the distinct suffixes as a trie (NULL: none) */
     int32_t n_suf;
+    bool deeper;            /* too many undecided tokens (over max_und): a stack
+                               deeper than T is looked up with more of its entries instead */
+    size_t bytes;           /* what it holds, roughly */
     uint64_t last_use;
 } gtable;
 
@@ -43,6 +46,9 @@ struct rlx__gtables {
     size_t words;
     gtable *tab;
     size_t n_tab;
+    size_t bytes;           /* of every table together */
+    size_t max_bytes;
+    size_t max_und;         /* undecided (token, offset) pairs a table may hold */
     uint32_t depth;         /* entries of a stack's top part */
     uint64_t clock;
     uint32_t *buf;          /* RLX_GRAMMAR_MAX_DEPTH + 1 */
@@ -62,6 +68,8 @@ rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
     t->words = ((size_t)n_vocab + 63) / 64;
     t->n_tab = max_tables;
     t->depth = RLX__GTABLE_DEPTH;
+    t->max_bytes = RLX__GTABLE_BYTES;
+    t->max_und = RLX__GTABLE_UNDECIDED;
     t->tab = calloc(max_tables, sizeof *t->tab);
     t->buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *t->buf);
     if (!t->tab || !t->buf) {
@@ -71,8 +79,9 @@ rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
     return t;
 }
 
-static void table_clear(gtable *tb)
+static void table_clear(rlx__gtables *t, gtable *tb)
 {
+    t->bytes -= tb->bytes;
     free(tb->key);
     free(tb->acc);
     free(tb->und_tok);
@@ -85,7 +94,7 @@ static void table_clear(gtable *tb)
 void rlx__gtables_free(rlx__gtables *t)
 {
     if (!t) return;
-    for (size_t i = 0; t->tab && i < t->n_tab; i++) table_clear(&t->tab[i]);
+    for (size_t i = 0; t->tab && i < t->n_tab; i++) table_clear(t, &t->tab[i]);
     free(t->tab);
     free(t->buf);
     free(t->key);
@@ -97,18 +106,20 @@ void rlx__gtables_free(rlx__gtables *t)
 void rlx__gtables_drop(rlx__gtables *t, uint32_t slot)
 {
     for (size_t i = 0; i < t->n_tab; i++)
-        if (t->tab[i].used && t->tab[i].slot == slot) table_clear(&t->tab[i]);
+        if (t->tab[i].used && t->tab[i].slot == slot) table_clear(t, &t->tab[i]);
 }
 
-int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables)
+int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, size_t max_bytes, size_t max_und)
 {
     gtable *tab = max_tables ? calloc(max_tables, sizeof *tab) : NULL;
     if (!tab) return RLX_ENOMEM;
-    for (size_t i = 0; i < t->n_tab; i++) table_clear(&t->tab[i]);
+    for (size_t i = 0; i < t->n_tab; i++) table_clear(t, &t->tab[i]);
     free(t->tab);
     t->tab = tab;
     t->n_tab = max_tables;
     t->depth = depth ? depth : 1;
+    t->max_bytes = max_bytes;
+    t->max_und = max_und;
     return 0;
 }
 
@@ -117,7 +128,7 @@ void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out) { *o
 /* ---- building a table ------------------------------------------------------------------- */
 
 typedef struct rec { int32_t tok; uint32_t off; } rec;
-typedef struct recs { rec *r; size_t n, cap; bool oom; } recs;
+typedef struct recs { rec *r; size_t n, cap, max; bool oom; } recs;
 
 static void rec_push(recs *rs, int32_t tok, uint32_t off)
 {
@@ -138,6 +149,7 @@ static void rec_push(recs *rs, int32_t tok, uint32_t off)
 /* Every token in nodes [from, to) (a subtree below a node, in preorder) with offset off. */
 static void collect_range(const rlx_grammar_vocab *v, uint32_t from, uint32_t to, uint32_t off, recs *rs)
 {
+    if (rs->n > rs->max) return; /* the table will say: look deeper */
     for (uint32_t node = from; node < to; node++)
         for (int32_t t = v->nodes[node].token; t >= 0; t = v->next_tok[t]) rec_push(rs, t, off);
 }
@@ -426,7 +438,7 @@ static int table_build(rlx__gtables *t, const rlx_grammar *g, const uint32_t *ke
 {
     uint32_t depth = v->max_depth + 2, tn = (uint32_t)(klen - 2);
     wlevel *lv = calloc(depth, sizeof *lv);
-    recs rs = {0};
+    recs rs = {.max = t->max_und};
     memo m = {0};
     rlx__sset start = {0}, scratch = {0};
     int rc = 0;
@@ -467,6 +479,7 @@ static int table_build(rlx__gtables *t, const rlx_grammar *g, const uint32_t *ke
         node++;
     }
     if (rs.oom) rc = RLX_ENOMEM;
+    else if (rs.n > rs.max) tb->deeper = true;
     else rc = table_undecided(tb, v, &rs);
 done:
     memo_free(&m);
@@ -505,7 +518,7 @@ static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, c
     }
     gtable *tb = &t->tab[victim];
     if (tb->used) t->stats.evictions++;
-    table_clear(tb);
+    table_clear(t, tb);
     t->stats.built++;
     if (!(tb->key = malloc(klen * sizeof *tb->key))) {
         *rc = RLX_ENOMEM;
@@ -514,13 +527,25 @@ static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, c
     memcpy(tb->key, t->key, klen * sizeof *t->key);
     tb->key_len = klen;
     if ((*rc = table_build(t, g, t->key, klen, v, tb))) {
-        table_clear(tb);
+        table_clear(t, tb);
         return NULL;
     }
     tb->slot = slot;
     tb->hash = h;
     tb->last_use = ++t->clock;
     tb->used = true;
+    tb->bytes = t->words * 8 + tb->n_und * 8 + (tb->und_tok ? tb->und_off[tb->n_und] * 4 : 0) +
+                (tb->suf ? (size_t)tb->suf->n_nodes * (sizeof *tb->suf->nodes + 8) + tb->suf->tok_off[tb->n_suf] +
+                           (size_t)tb->n_suf * 8 : 0);
+    t->bytes += tb->bytes;
+    while (t->bytes > t->max_bytes) { /* least recently used others out */
+        gtable *old = NULL;
+        for (size_t i = 0; i < t->n_tab; i++)
+            if (t->tab[i].used && &t->tab[i] != tb && (!old || t->tab[i].last_use < old->last_use)) old = &t->tab[i];
+        if (!old) break;
+        table_clear(t, old);
+        t->stats.evictions++;
+    }
     return tb;
 }
 
@@ -566,21 +591,27 @@ int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_stat
         uint32_t len = set->len[i];
         if (!len) continue; /* a finished stack takes no more bytes */
         const uint32_t *st = set->data + set->off[i];
-        uint32_t tn = len < t->depth ? len : t->depth, bn = len - tn;
-        size_t klen = 2 + tn;
-        if (klen > t->key_cap) {
-            uint32_t *k = realloc(t->key, (klen + 16) * sizeof *k);
-            if (!k) return RLX_ENOMEM;
-            t->key = k;
-            t->key_cap = klen + 16;
-        }
-        t->key[0] = s->remain ? s->partial : 0; /* a complete sequence leaves its bits behind: not part of the position */
-        t->key[1] = (uint32_t)s->remain;
-        memcpy(t->key + 2, st + bn, tn * sizeof *st);
-        int rc = 0;
+        uint32_t tn = len < t->depth ? len : t->depth, bn;
+        const gtable *tb;
         uint64_t built = t->stats.built;
-        const gtable *tb = table_get(t, slot, s->g, v, klen, &rc);
-        if (!tb) return rc;
+        for (;;) { /* the top part: t->depth entries, more where that leaves too much undecided */
+            bn = len - tn;
+            size_t klen = 2 + tn;
+            if (klen > t->key_cap) {
+                uint32_t *k = realloc(t->key, (klen + 16) * sizeof *k);
+                if (!k) return RLX_ENOMEM;
+                t->key = k;
+                t->key_cap = klen + 16;
+            }
+            t->key[0] = s->remain ? s->partial : 0; /* a complete sequence leaves its bits behind: not part of the position */
+            t->key[1] = (uint32_t)s->remain;
+            memcpy(t->key + 2, st + bn, tn * sizeof *st);
+            int rc = 0;
+            if (!(tb = table_get(t, slot, s->g, v, klen, &rc))) return rc;
+            if (!tb->deeper || !bn) break;
+            tn = len - tn < 3 * tn ? len : 4 * tn;
+        }
+        int rc = 0;
         if (tb != last || t->stats.built != built) /* a table just rebuilt in the same place is another one */
             for (size_t w = 0; w < t->words; w++) bits[w] |= tb->acc[w];
         last = tb;

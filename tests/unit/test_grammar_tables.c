@@ -163,17 +163,18 @@ static const char *const schemas[] = {
 };
 
 /* The table depths the checks run with: the default, and shallow ones where most stacks reach
- * below their top part (so the undecided tokens' suffix checks decide much of the mask). */
+ * below their top part (so the undecided tokens' suffix checks decide much of the mask); at
+ * depth 2 a table holds at most 40 undecided pairs, so many positions look deeper. */
 static const uint32_t depths[] = {RLX__GTABLE_DEPTH, 1, 2, 3};
 
 /* g checked with a fresh cache per depth, keeping at most `tables` tables (4 exact positions); the steps, -1 on a mismatch. */
-static int check_grammar(size_t tables, const rlx_grammar *g, const vocab *vb, int walks, int *ends,
+static int check_grammar(size_t tables, size_t max_bytes, const rlx_grammar *g, const vocab *vb, int walks, int *ends,
                          rlx_grammar_cache_stats *st)
 {
     int total = 0;
     for (size_t d = 0; d < RLX_ARRAY_LEN(depths); d++) {
         rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 4);
-        if (!c || rlx__grammar_cache_configure_tables(c, depths[d], tables)) {
+        if (!c || rlx__grammar_cache_configure_tables(c, depths[d], tables, max_bytes, depths[d] == 2 ? 40 : RLX__GTABLE_UNDECIDED)) {
             rlx_grammar_cache_free(c);
             return -1;
         }
@@ -206,14 +207,14 @@ TEST(json_schemas_and_json_gbnf)
     for (size_t i = 0; i < RLX_ARRAY_LEN(schemas); i++) {
         rlx_grammar *g = from_schema(schemas[i]);
         ASSERT_MSG(g, "schema %zu", i);
-        int n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, g, &vb, 25, &ends, &st);
+        int n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, 25, &ends, &st);
         rlx_grammar_free(g);
         ASSERT_MSG(n > 0, "schema %zu", i);
         total += n;
     }
     rlx_grammar *g = compile(rlx_grammar_json_object);
     ASSERT(g);
-    int n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, g, &vb, 25, &ends, &st);
+    int n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, 25, &ends, &st);
     rlx_grammar_free(g);
     ASSERT(n > 0);
     total += n;
@@ -311,7 +312,7 @@ TEST(random_grammars)
         rlx_error e = {0};
         rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &e);
         if (g) {
-            int n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, g, &vb, 5, &ends, NULL);
+            int n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, 5, &ends, NULL);
             if (n < 0) fprintf(stderr, "  grammar:\n%s\n", src);
             rlx_grammar_free(g);
             free(src);
@@ -329,7 +330,8 @@ TEST(random_grammars)
     vocab_free(&vb);
 }
 
-/* Deep stacks (nesting beyond a table's top entries) and a store of two tables. */
+/* Deep stacks (nesting beyond a table's top entries), a store of two tables, and a byte bound
+ * that keeps one table at a time. */
 TEST(deep_nesting_and_eviction)
 {
     vocab vb = {0};
@@ -339,10 +341,15 @@ TEST(deep_nesting_and_eviction)
                              "s ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [\"n] )* \"\\\"\"\n");
     ASSERT(g);
     rlx_grammar_cache_stats st = {0};
-    int ends = 0, n = check_grammar(2, g, &vb, 40, &ends, &st);
-    rlx_grammar_free(g);
+    int ends = 0, n = check_grammar(2, RLX__GTABLE_BYTES, g, &vb, 40, &ends, &st);
     ASSERT(n > 200);
     ASSERT(st.table_evictions > 100);
+    /* a byte bound below one table: every table built puts all others out */
+    rlx_grammar_cache_stats st2 = {0};
+    n = check_grammar(64, 1, g, &vb, 20, &ends, &st2);
+    rlx_grammar_free(g);
+    ASSERT(n > 100);
+    ASSERT(st2.table_evictions + 4 >= st2.tables_built);
     vocab_free(&vb);
 }
 
@@ -371,7 +378,7 @@ TEST(qwen2_vocabulary)
     ASSERT(n > 10);
     g = compile(rlx_grammar_json_object);
     ASSERT(g);
-    ASSERT_EQ(rlx__grammar_cache_configure_tables(c, 2, 64), 0); /* most tokens past a string's end undecided */
+    ASSERT_EQ(rlx__grammar_cache_configure_tables(c, 2, 64, RLX__GTABLE_BYTES, 1000), 0); /* most tokens past a string's end undecided */
     int n2 = walk_check(c, g, v, nv, texts, lens, 1, 20, &ends);
     ASSERT(n2 > 0);
     rlx_grammar_free(g);
