@@ -14,9 +14,17 @@
  * The mask is then: the tables' accepted bits, plus the undecided tokens whose suffix the
  * real B accepts, found by walking a small trie of the table's distinct suffixes with B. Inside
  * a JSON string the accepted set is most of the vocabulary and the undecided tokens are those
- * that close the string and go on (`",`, `abc"}`), whose distinct suffixes are few. Tables are
- * kept per grammar (the cache's slot) and reused by every state and request whose stack has the
- * same top part, evicted least recently used beyond the store's bound. */
+ * that close the string and go on (`",`, `abc"}`), whose distinct suffixes are few. A top part
+ * that leaves too many undecided pairs (a nested value's last entries) marks its table, and a
+ * stack deeper than it is looked up with four times as many entries, up to the whole stack
+ * (which leaves nothing undecided: below it the grammar is over).
+ *
+ * A table is built in one pass over the trie's nodes in preorder (a refused node skips its
+ * subtree), stepping the recogniser through a memo: the sets met are interned, a complete code
+ * point's step is remembered by the set of tops that hold it, an ASCII byte's per set in an
+ * array. Tables are kept per grammar (the cache's slot) and reused by every state and request
+ * whose stack has the same top part, evicted least recently used beyond the store's bounds
+ * (a count and bytes). */
 #include "engine/grammar_internal.h"
 
 #include <stdlib.h>
