@@ -14,7 +14,7 @@
 /* ---- stack sets ------------------------------------------------------------------------- */
 
 
-static void sset_clear(rlx__sset *s)
+void rlx__sset_clear(rlx__sset *s)
 {
     s->dlen = 0;
     s->n = 0;
@@ -110,9 +110,9 @@ static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
     s->n++;
 }
 
-static bool sset_copy(rlx__sset *dst, const rlx__sset *src)
+bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src)
 {
-    sset_clear(dst);
+    rlx__sset_clear(dst);
     for (size_t i = 0; i < src->n; i++) sset_add(dst, src->data + src->off[i], src->len[i]);
     return !dst->oom;
 }
@@ -152,6 +152,8 @@ static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *ou
         sub++;
     }
 }
+
+void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out) { advance(g, v, n, out); }
 
 /* Does the set starting at element p contain c? *next gets the element after the set. */
 static bool match_char(const gelem *e, uint32_t p, uint32_t c, uint32_t *next)
@@ -200,7 +202,7 @@ static bool match_range(const gelem *e, uint32_t p, uint32_t lo, uint32_t hi)
 /* One code point: out = the advanced stacks of `in` whose top set holds c. */
 static void step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t c, rlx__sset *out, uint32_t *buf)
 {
-    sset_clear(out);
+    rlx__sset_clear(out);
     for (size_t i = 0; i < in->n; i++) {
         uint32_t n = in->len[i];
         if (n == 0) continue;
@@ -235,10 +237,8 @@ static bool partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t 
     return false;
 }
 
-int rlx__grammar_step_byte(const rlx_grammar *g, const rlx__sset *in, uint32_t *partial, int *remain, uint8_t b,
-                           rlx__sset *out, uint32_t *buf)
+int rlx__grammar_decode_byte(uint32_t *partial, int *remain, uint8_t b, uint32_t *cp)
 {
-    uint32_t cp;
     if (*remain > 0) {
         if ((b & 0xc0) != 0x80) return 0;
         if (*partial & LEAD_FLAG) { /* the second byte: no overlong forms, surrogates or > U+10FFFF */
@@ -248,17 +248,44 @@ int rlx__grammar_step_byte(const rlx_grammar *g, const rlx__sset *in, uint32_t *
             *partial = v;
         }
         *partial = (*partial << 6) | (b & 0x3f);
-        if (--*remain > 0) return partial_possible(g, in, *partial, *remain) ? 2 : 0;
-        cp = *partial;
-    } else if (b < 0x80) {
-        cp = b;
-    } else {
-        int r = (b & 0xe0) == 0xc0 ? 1 : (b & 0xf0) == 0xe0 ? 2 : (b & 0xf8) == 0xf0 ? 3 : -1;
-        if (r < 0 || b == 0xc0 || b == 0xc1 || b > 0xf4) return 0; /* C0/C1 only start overlong forms */
-        *partial = (b & (0x3f >> r)) | LEAD_FLAG;
-        *remain = r;
-        return partial_possible(g, in, *partial, *remain) ? 2 : 0;
+        if (--*remain > 0) return 2;
+        *cp = *partial;
+        return 1;
     }
+    if (b < 0x80) {
+        *cp = b;
+        return 1;
+    }
+    int r = (b & 0xe0) == 0xc0 ? 1 : (b & 0xf0) == 0xe0 ? 2 : (b & 0xf8) == 0xf0 ? 3 : -1;
+    if (r < 0 || b == 0xc0 || b == 0xc1 || b > 0xf4) return 0; /* C0/C1 only start overlong forms */
+    *partial = (b & (0x3f >> r)) | LEAD_FLAG;
+    *remain = r;
+    return 2;
+}
+
+bool rlx__grammar_partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t partial, int remain)
+{
+    return partial_possible(g, s, partial, remain);
+}
+
+bool rlx__grammar_top_has(const rlx_grammar *g, uint32_t elem, uint32_t cp)
+{
+    uint32_t next;
+    return match_char(g->e, elem, cp, &next);
+}
+
+void rlx__grammar_step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t cp, rlx__sset *out, uint32_t *buf)
+{
+    step_cp(g, in, cp, out, buf);
+}
+
+int rlx__grammar_step_byte(const rlx_grammar *g, const rlx__sset *in, uint32_t *partial, int *remain, uint8_t b,
+                           rlx__sset *out, uint32_t *buf)
+{
+    uint32_t cp = 0;
+    int d = rlx__grammar_decode_byte(partial, remain, b, &cp);
+    if (d == 0) return 0;
+    if (d == 2) return partial_possible(g, in, *partial, *remain) ? 2 : 0;
     step_cp(g, in, cp, out, buf);
     if (out->oom) return RLX_ENOMEM;
     if (out->overflow) return RLX_ERANGE;
@@ -309,7 +336,7 @@ rlx_grammar_state *rlx_grammar_state_new(const rlx_grammar *g, rlx_error *err)
 rlx_grammar_state *rlx_grammar_state_clone(const rlx_grammar_state *src)
 {
     rlx_grammar_state *s = state_alloc(src->g);
-    if (!s || !sset_copy(&s->stacks, &src->stacks)) {
+    if (!s || !rlx__sset_copy(&s->stacks, &src->stacks)) {
         rlx_grammar_state_free(s);
         return NULL;
     }

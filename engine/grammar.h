@@ -84,11 +84,17 @@ void rlx_grammar_token_bytes_free(char **texts, size_t *lens, int32_t n_vocab);
  * decides its mask, so masks are kept by (grammar content, state content): filled lazily, the
  * first time a step at that position needs the full mask, and evicted least recently used.
  * Grammars are recognised by content, so requests with the same schema share entries. A cache
- * is used by one thread only (the model's worker); each entry costs n_vocab / 8 bytes. */
+ * is used by one thread only (the model's worker); each entry costs n_vocab / 8 bytes. A miss
+ * computes its mask from per-position tables the cache keeps too (rlx_grammar_cache_fast_mask
+ * below; RLX_GRAMMAR_CACHE_TABLES of them, each n_vocab / 8 bytes plus its undecided tokens). */
 typedef struct rlx_grammar_cache rlx_grammar_cache;
-typedef struct rlx_grammar_cache_stats { uint64_t hits, misses, evictions; } rlx_grammar_cache_stats;
+typedef struct rlx_grammar_cache_stats {
+    uint64_t hits, misses, evictions;                  /* masks by exact position */
+    uint64_t tables_built, table_hits, table_evictions; /* per-position tables (below) */
+} rlx_grammar_cache_stats;
 
 #define RLX_GRAMMAR_CACHE_ENTRIES 256
+#define RLX_GRAMMAR_CACHE_TABLES 512  /* per-position tables kept, n_vocab / 8 bytes and more each */
 
 /* NULL when out of memory or on bad arguments. */
 rlx_grammar_cache *rlx_grammar_cache_new(int32_t n_vocab, size_t max_entries);
@@ -99,6 +105,14 @@ void rlx_grammar_cache_free(rlx_grammar_cache *c);
 const uint64_t *rlx_grammar_cache_mask(rlx_grammar_cache *c, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
                                        int64_t *count, int *rc);
 void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_stats *out);
+/* The mask of s (bits: n_vocab bits, cleared first) from the cache's per-position tables, as a
+ * miss computes it, without the exact-position entries: the tables split each parse stack into
+ * its top entries and the rest; tokens the top part accepts (or refuses) whatever lies below are
+ * known from a table built once per (grammar, top part, half-read UTF-8 sequence), and only the
+ * few that finish the top part and go on (a string's `",`) are checked against the rest. The
+ * same set as rlx_grammar_mask, bit for bit. The count, or a negative RLX_E* code. */
+int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
+                                    uint64_t *bits);
 
 /* ---- as a stage of the sampler chain (engine/sample.h; sample_grammar.c) ---- */
 

@@ -9,7 +9,9 @@
  * rlx_grammar.serial lets a lookup skip the content comparison after the first time. Positions
  * are serialised with their stacks in a canonical order (by hash, then content), so a set
  * reached in a different order is the same key. Entries are filled lazily (a mask is built the
- * first time a step at that position needs it) and evicted least recently used. */
+ * first time a step at that position needs it) and evicted least recently used. A miss builds
+ * its mask from the per-position tables (grammar_tables.c) the cache also owns: they are kept
+ * per grammar slot, so they too are shared by requests with the same grammar, and go with it. */
 #include "engine/grammar_internal.h"
 
 #include <stdlib.h>
@@ -47,7 +49,7 @@ struct rlx_grammar_cache {
     struct { uint64_t serial; uint32_t slot; } memo[SERIAL_MEMO];
     size_t memo_next;
     uint64_t clock;
-    uint8_t *bytes;         /* n_vocab: rlx_grammar_mask's output on a miss */
+    rlx__gtables *tables;   /* per-position tables (grammar_tables.c): a miss's mask */
     uint32_t *key;          /* scratch: the position being looked up */
     size_t key_cap;
     uint32_t *order;        /* scratch: stack order */
@@ -64,8 +66,8 @@ rlx_grammar_cache *rlx_grammar_cache_new(int32_t n_vocab, size_t max_entries)
     c->words = ((size_t)n_vocab + 63) / 64;
     c->n_ent = max_entries;
     c->ent = calloc(max_entries, sizeof *c->ent);
-    c->bytes = malloc((size_t)n_vocab);
-    if (!c->ent || !c->bytes) {
+    c->tables = rlx__gtables_new(n_vocab, RLX_GRAMMAR_CACHE_TABLES);
+    if (!c->ent || !c->tables) {
         rlx_grammar_cache_free(c);
         return NULL;
     }
@@ -88,13 +90,21 @@ void rlx_grammar_cache_free(rlx_grammar_cache *c)
     }
     for (int i = 0; i < MAX_GRAMMARS; i++) slot_clear(&c->slot[i]);
     free(c->ent);
-    free(c->bytes);
+    rlx__gtables_free(c->tables);
     free(c->key);
     free(c->order);
     free(c);
 }
 
-void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_stats *out) { *out = c->stats; }
+void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_stats *out)
+{
+    *out = c->stats;
+    rlx__gtables_stats ts;
+    rlx__gtables_get_stats(c->tables, &ts);
+    out->tables_built = ts.built;
+    out->table_hits = ts.hits;
+    out->table_evictions = ts.evictions;
+}
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -135,6 +145,7 @@ static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
                 if (c->ent[i].used && c->ent[i].slot == (uint32_t)victim) c->ent[i].used = false;
             for (size_t i = 0; i < SERIAL_MEMO; i++) /* the evicted grammar's serials name another one now */
                 if (c->memo[i].serial && c->memo[i].slot == (uint32_t)victim) c->memo[i].serial = 0;
+            rlx__gtables_drop(c->tables, (uint32_t)victim);
         }
         slot_clear(s);
         s->e = malloc((size_t)g->n_e * sizeof *s->e + 1);
@@ -191,7 +202,7 @@ static size_t serialise(rlx_grammar_cache *c, const rlx_grammar_state *s)
     sort_set = set; /* this thread's (workers of different models sort at once) */
     qsort(c->order, set->n, sizeof *c->order, stack_cmp);
     size_t k = 0;
-    c->key[k++] = s->partial;
+    c->key[k++] = s->remain ? s->partial : 0; /* the bits of a complete sequence are left over, unused */
     c->key[k++] = (uint32_t)s->remain;
     c->key[k++] = (uint32_t)set->n;
     for (size_t i = 0; i < set->n; i++) {
@@ -228,11 +239,6 @@ const uint64_t *rlx_grammar_cache_mask(rlx_grammar_cache *c, const rlx_grammar_s
         if (!e->used || (c->ent[victim].used && e->last_use < c->ent[victim].last_use)) victim = i;
     }
     c->stats.misses++;
-    int64_t n = rlx_grammar_mask(s, v, c->bytes);
-    if (n < 0) {
-        *rc = (int)n;
-        return NULL;
-    }
     centry *e = &c->ent[victim];
     if (e->used) c->stats.evictions++;
     e->used = false;
@@ -248,9 +254,11 @@ const uint64_t *rlx_grammar_cache_mask(rlx_grammar_cache *c, const rlx_grammar_s
     e->key = key;
     memcpy(e->key, c->key, klen * sizeof *c->key);
     e->key_len = klen;
-    memset(e->bits, 0, c->words * sizeof *e->bits);
-    for (int32_t t = 0; t < c->n_vocab; t++)
-        if (c->bytes[t]) e->bits[t >> 6] |= 1ull << (t & 63);
+    int64_t n = rlx__gtables_mask(c->tables, (uint32_t)slot, s, v, e->bits);
+    if (n < 0) {
+        *rc = (int)n;
+        return NULL;
+    }
     e->slot = (uint32_t)slot;
     e->hash = h;
     e->count = n;
@@ -258,4 +266,18 @@ const uint64_t *rlx_grammar_cache_mask(rlx_grammar_cache *c, const rlx_grammar_s
     e->used = true;
     *count = n;
     return e->bits;
+}
+
+int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
+                                    uint64_t *bits)
+{
+    int slot = grammar_slot(c, s->g);
+    if (slot < 0) return RLX_ENOMEM;
+    return rlx__gtables_mask(c->tables, (uint32_t)slot, s, v, bits);
+}
+
+int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
+                                        size_t max_und)
+{
+    return rlx__gtables_configure(c->tables, depth, max_tables, max_bytes, max_und);
 }

@@ -1,9 +1,10 @@
-/* grammar_internal.h - what the grammar's three files share (not a public API).
+/* grammar_internal.h - what the grammar's files share (not a public API).
  *
  * grammar_compile.c turns GBNF text into a compiled rlx_grammar; grammar.c holds the
- * recogniser (stack sets, a state's steps); grammar_vocab.c the vocabulary trie and the masks,
- * which step the recogniser byte by byte down the trie. Ownership and threads as grammar.h
- * says: a compiled grammar is immutable, a state belongs to one sequence.
+ * recogniser (stack sets, a state's steps); grammar_vocab.c the vocabulary trie and the
+ * reference masks, which step the recogniser byte by byte down the trie; grammar_tables.c the
+ * per-position tables a grammar cache (grammar_cache.c) builds its masks from. Ownership and
+ * threads as grammar.h says: a compiled grammar is immutable, a state belongs to one sequence.
  *
  * A compiled grammar is a list of rules; a rule is a run of elements whose alternatives are
  * separated by G_ALT and which ends with G_END. A character set is a G_CHAR / G_CHAR_NOT /
@@ -42,6 +43,32 @@ typedef struct rlx__sset {
 } rlx__sset;
 
 void rlx__sset_free(rlx__sset *s);
+void rlx__sset_clear(rlx__sset *s);
+/* dst = src (same stacks, same order); false when out of memory. */
+bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src);
+/* Adds to `out` the stacks that stack v (n entries; buf-sized room above, v is restored) advances
+ * to: rule references at the top expanded until a character set or nothing is left. */
+void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out);
+
+/* The vocabulary's byte trie (grammar_vocab.c); grammar_tables.c walks it too. */
+typedef struct rlx__tnode {
+    uint32_t child;     /* first child (0: none; node 0 is the root) */
+    uint32_t sibling;   /* next sibling, children sorted by byte */
+    int32_t token;      /* first token ending here, -1 none; further ones via next_tok */
+    uint8_t byte;
+} rlx__tnode;
+
+struct rlx_grammar_vocab {
+    rlx__tnode *nodes;
+    uint32_t n_nodes;
+    int32_t *next_tok;  /* tokens with identical bytes */
+    int32_t n_vocab;
+    uint32_t max_depth;
+    char *bytes;        /* every token's bytes back to back: token t is bytes[tok_off[t] .. tok_off[t + 1]) */
+    uint32_t *tok_off;
+    uint32_t *depth;    /* per node: its depth (the root 0); nodes are numbered in preorder, */
+    uint32_t *end;      /* so node i's subtree is nodes [i, end[i]) */
+};
 
 /* Feeds one byte from (*in, *partial, *remain) into out / the updated partial. Returns 1 when
  * the result lies in `out`, 2 when it is the input stacks (a half-read UTF-8 sequence goes on),
@@ -49,6 +76,16 @@ void rlx__sset_free(rlx__sset *s);
  * RLX_GRAMMAR_MAX_DEPTH + 1 entries. */
 int rlx__grammar_step_byte(const rlx_grammar *g, const rlx__sset *in, uint32_t *partial, int *remain, uint8_t b,
                            rlx__sset *out, uint32_t *buf);
+
+/* The pieces of rlx__grammar_step_byte, for walks that remember steps (grammar_tables.c):
+ * decode_byte feeds one byte into the half-read sequence (0: not UTF-8, 2: more to come,
+ * 1: code point *cp complete); partial_possible says whether a half-read sequence can still
+ * match some stack's top; top_has whether the character set at element elem holds cp; step_cp
+ * steps a set by a complete code point (out: the advanced stacks whose top held it). */
+int rlx__grammar_decode_byte(uint32_t *partial, int *remain, uint8_t b, uint32_t *cp);
+bool rlx__grammar_partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t partial, int remain);
+bool rlx__grammar_top_has(const rlx_grammar *g, uint32_t elem, uint32_t cp);
+void rlx__grammar_step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t cp, rlx__sset *out, uint32_t *buf);
 
 struct rlx_grammar_state {
     const rlx_grammar *g;
@@ -59,5 +96,29 @@ struct rlx_grammar_state {
     uint32_t *buf;          /* RLX_GRAMMAR_MAX_DEPTH + 1 entries */
     rlx__sset *spare;       /* two stack sets */
 };
+
+/* ---- per-position tables (grammar_tables.c), owned by a grammar cache ---- */
+
+#define RLX__GTABLE_DEPTH 8 /* entries at the top of a stack that key a table */
+#define RLX__GTABLE_UNDECIDED 20000 /* undecided (token, offset) pairs of a table, at most */
+#define RLX__GTABLE_BYTES ((size_t)64 << 20) /* a store's tables together, at most (one table may exceed it) */
+
+typedef struct rlx__gtables rlx__gtables;
+typedef struct rlx__gtables_stats { uint64_t built, hits, evictions; } rlx__gtables_stats;
+
+/* A store of at most max_tables tables over an n_vocab vocabulary; NULL when out of memory. */
+rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables);
+void rlx__gtables_free(rlx__gtables *t);
+/* Forgets the tables of grammar slot `slot` (the slot now holds another grammar). */
+void rlx__gtables_drop(rlx__gtables *t, uint32_t slot);
+/* bits (n_vocab bits) = the tokens state s accepts, from the tables of grammar slot `slot`
+ * (built the first time a stack top needs one). The count, or a negative RLX_E* code. */
+int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
+                          uint64_t *bits);
+void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out);
+/* Another top-part depth and bounds (for tests; forgets every table). 0 or RLX_ENOMEM. */
+int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, size_t max_bytes, size_t max_und);
+int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
+                                        size_t max_und);
 
 #endif

@@ -7,21 +7,6 @@
 
 /* ---- vocabulary trie ------------------------------------------------------------------------- */
 
-typedef struct tnode {
-    uint32_t child;     /* first child (0: none; node 0 is the root) */
-    uint32_t sibling;   /* next sibling, children sorted by byte */
-    int32_t token;      /* first token ending here, -1 none; further ones via next_tok */
-    uint8_t byte;
-} tnode;
-
-struct rlx_grammar_vocab {
-    tnode *nodes;
-    uint32_t n_nodes;
-    int32_t *next_tok;  /* tokens with identical bytes */
-    int32_t n_vocab;
-    uint32_t max_depth;
-};
-
 typedef struct tok_ref { const char *s; size_t n; int32_t id; } tok_ref;
 
 static int tok_ref_cmp(const void *a, const void *b)
@@ -46,7 +31,8 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
     if (!v || !refs) goto fail;
     v->n_vocab = n_vocab;
     v->next_tok = malloc(((size_t)n_vocab + 1) * sizeof *v->next_tok);
-    if (!v->next_tok) goto fail;
+    v->tok_off = malloc(((size_t)n_vocab + 1) * sizeof *v->tok_off);
+    if (!v->next_tok || !v->tok_off) goto fail;
     for (int32_t t = 0; t < n_vocab; t++) {
         v->next_tok[t] = -1;
         if (!lens[t]) continue;
@@ -54,13 +40,24 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
         if (lens[t] > max_len) max_len = lens[t];
         total += lens[t];
     }
-    qsort(refs, n_refs, sizeof *refs, tok_ref_cmp);
     if (total > UINT32_MAX) goto fail;
+    v->bytes = malloc(total);
+    if (!v->bytes) goto fail;
+    {
+        size_t o = 0;
+        for (int32_t t = 0; t < n_vocab; t++) {
+            v->tok_off[t] = (uint32_t)o;
+            if (lens[t]) memcpy(v->bytes + o, texts[t], lens[t]);
+            o += lens[t];
+        }
+        v->tok_off[n_vocab] = (uint32_t)o;
+    }
+    qsort(refs, n_refs, sizeof *refs, tok_ref_cmp);
     v->nodes = malloc(total * sizeof *v->nodes); /* an upper bound: one node per byte */
     path = malloc((max_len + 1) * sizeof *path);
     last = calloc(total, sizeof *last);          /* last child of each node while building */
     if (!v->nodes || !path || !last) goto fail;
-    v->nodes[0] = (tnode){.child = 0, .sibling = 0, .token = -1, .byte = 0};
+    v->nodes[0] = (rlx__tnode){.child = 0, .sibling = 0, .token = -1, .byte = 0};
     v->n_nodes = 1;
     path[0] = 0;
     const tok_ref *prev = NULL;
@@ -72,13 +69,13 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
             while (l < prev->n && l < r->n && prev->s[l] == r->s[l]) l++;
         for (size_t d = l; d < r->n; d++) {
             uint32_t parent = path[d], id = v->n_nodes++;
-            v->nodes[id] = (tnode){.child = 0, .sibling = 0, .token = -1, .byte = (uint8_t)r->s[d]};
+            v->nodes[id] = (rlx__tnode){.child = 0, .sibling = 0, .token = -1, .byte = (uint8_t)r->s[d]};
             if (last[parent]) v->nodes[last[parent]].sibling = id;
             else v->nodes[parent].child = id;
             last[parent] = id;
             path[d + 1] = id;
         }
-        tnode *end = &v->nodes[path[r->n]];
+        rlx__tnode *end = &v->nodes[path[r->n]];
         if (prev && l == r->n && l == prev->n) { /* same bytes as the previous token: chain it */
             *tail_tok = r->id;
         } else {
@@ -88,6 +85,22 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
         prev = r;
     }
     v->max_depth = (uint32_t)max_len;
+    /* preorder facts: the nodes were made in preorder (tokens sorted, children by byte), so a
+     * node's subtree is the run of nodes up to its end */
+    v->depth = malloc((size_t)v->n_nodes * sizeof *v->depth);
+    v->end = malloc((size_t)v->n_nodes * sizeof *v->end);
+    if (!v->depth || !v->end) goto fail;
+    v->depth[0] = 0;
+    for (uint32_t i = 0; i < v->n_nodes; i++) /* children have their parent's depth + 1 */
+        for (uint32_t c = v->nodes[i].child; c; c = v->nodes[c].sibling) v->depth[c] = v->depth[i] + 1;
+    {
+        size_t top = 0; /* path[] as a stack of open nodes */
+        for (uint32_t i = 0; i < v->n_nodes; i++) {
+            while (top && v->depth[path[top - 1]] >= v->depth[i]) v->end[path[--top]] = i;
+            path[top++] = i;
+        }
+        while (top) v->end[path[--top]] = v->n_nodes;
+    }
     free(refs);
     free(path);
     free(last);
@@ -105,6 +118,10 @@ void rlx_grammar_vocab_free(rlx_grammar_vocab *v)
     if (!v) return;
     free(v->nodes);
     free(v->next_tok);
+    free(v->tok_off);
+    free(v->bytes);
+    free(v->depth);
+    free(v->end);
     free(v);
 }
 

@@ -3,8 +3,11 @@
  * FILE is a JSON Schema (a file whose text parses as JSON) or GBNF. Figures:
  *   compile   schema -> GBNF, GBNF -> grammar and the start state: median and max over reps
  *   vocab     the model's token bytes and the byte trie (once per model in the daemon)
- *   mask      the full mask (rlx_grammar_mask over the whole vocabulary) at every position of
- *             the constrained outputs, p50 / p99: the cost of a step whose drawn token is refused
+ *   mask      the full mask at every position of the first constrained output, p50 / p99 (the
+ *             cost of a step whose drawn token is refused): the reference trie walk
+ *             (rlx_grammar_mask); the per-position tables' mask (rlx_grammar_cache_fast_mask,
+ *             checked equal to the walk's) with a fresh store, where the first use of a table
+ *             builds it, and again once the tables are built; the exact-position cache
  *   step      what the sampler chain spends per token with and without the grammar stage
  *             (rlx_sampler_pick + accept), p50 / p99; their difference is the constraint's cost
  *   decode    batch-1 decode tok/s (forward + sampling, temperature 1) constrained and not, and
@@ -274,50 +277,89 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     }
     double tps_u = quantile(du, (size_t)reps, 0.5), tps_c = quantile(dc, (size_t)reps, 0.5);
 
-    /* ---- the full mask at each position of the first measured constrained output ---- */
-    double *tm = malloc((b.n_out + 1) * sizeof *tm), *tc = malloc((b.n_out + 1) * sizeof *tc);
-    size_t n_tm = 0, n_tc = 0;
+    /* ---- the full mask at each position of the first measured constrained output: the reference
+     * trie walk, the tables' mask with a fresh store (the first request with this grammar builds
+     * the tables it needs), the same again (a later request reaching the same positions), and the
+     * exact-position cache the runs filled ---- */
+    size_t np = b.n_out + 1;
+    double *tm = malloc(np * sizeof *tm), *tc = malloc(np * sizeof *tc), *tf0 = malloc(np * sizeof *tf0),
+           *tf1 = malloc(np * sizeof *tf1);
+    uint64_t *fbits = malloc(((size_t)V + 63) / 64 * sizeof *fbits);
+    rlx_grammar_cache *fresh = rlx_grammar_cache_new(V, 1);
+    size_t n_tm = 0, n_tc = 0, n_tf = 0;
     int64_t allowed_sum = 0;
     {
         rlx_grammar *g = rlx_grammar_compile(gbnf, strlen(gbnf), NULL, &err);
         rlx_grammar_state *st = g ? rlx_grammar_state_new(g, &err) : NULL;
-        if (!tm || !tc || !st) {
+        rlx_grammar_state **at = calloc(np, sizeof *at); /* the state at each position */
+        size_t n_at = 0;
+        bool bad = !tm || !tc || !tf0 || !tf1 || !fbits || !fresh || !st || !at;
+        for (size_t i = 0; !bad && i <= b.n_out; i++) {
+            if (!(at[n_at] = rlx_grammar_state_clone(st))) bad = true;
+            else n_at++;
+            if (i == b.n_out || !b.lens[b.out[i]] || rlx_grammar_accept(st, b.texts[b.out[i]], b.lens[b.out[i]])) break;
+        }
+        for (int pass = 0; !bad && pass < 3; pass++)
+            for (size_t i = 0; !bad && i < n_at; i++) {
+                if (pass == 0) {
+                    double t0 = rlx_now();
+                    int64_t c = rlx_grammar_mask(at[i], b.vocab, b.mask);
+                    tm[n_tm++] = rlx_now() - t0;
+                    if (c > 0) allowed_sum += c;
+                    if (b.cache) { /* the same position through the cache the runs filled */
+                        int64_t cn;
+                        int crc;
+                        t0 = rlx_now();
+                        const uint64_t *bits = rlx_grammar_cache_mask(b.cache, at[i], b.vocab, &cn, &crc);
+                        tc[n_tc++] = rlx_now() - t0;
+                        if (!bits || cn != c) {
+                            rlx_errorf(&err, RLX_EINVAL, "the cached mask disagrees with the full mask (%lld vs %lld tokens)",
+                                       (long long)cn, (long long)c);
+                            bad = true;
+                        }
+                    }
+                    continue;
+                }
+                rlx_grammar_mask(at[i], b.vocab, b.mask); /* for the comparison below, untimed */
+                double t0 = rlx_now();
+                int64_t fc = rlx_grammar_cache_fast_mask(fresh, at[i], b.vocab, fbits);
+                double dt = rlx_now() - t0;
+                if (pass == 1) tf0[n_tf++] = dt;
+                else tf1[i] = dt;
+                for (int32_t t = 0; fc >= 0 && t < V; t++)
+                    if (b.mask[t] != ((fbits[t >> 6] >> (t & 63)) & 1)) fc = -1;
+                if (fc < 0) {
+                    rlx_errorf(&err, RLX_EINVAL, "the tables' mask disagrees with the full mask at position %zu", i);
+                    bad = true;
+                }
+            }
+        for (size_t i = 0; i < n_at; i++) rlx_grammar_state_free(at[i]);
+        free(at);
+        rlx_grammar_state_free(st);
+        rlx_grammar_free(g);
+        if (bad) {
             free(tm);
             free(tc);
-            rlx_grammar_free(g);
+            free(tf0);
+            free(tf1);
+            free(fbits);
+            rlx_grammar_cache_free(fresh);
             if (!err.code) rlx_errorf(&err, RLX_ENOMEM, "out of memory");
             goto fail;
         }
-        for (size_t i = 0; i <= b.n_out; i++) {
-            double t0 = rlx_now();
-            int64_t c = rlx_grammar_mask(st, b.vocab, b.mask);
-            tm[n_tm++] = rlx_now() - t0;
-            if (c > 0) allowed_sum += c;
-            if (b.cache) { /* the same position through the cache the runs filled */
-                int64_t cn;
-                int crc;
-                t0 = rlx_now();
-                const uint64_t *bits = rlx_grammar_cache_mask(b.cache, st, b.vocab, &cn, &crc);
-                tc[n_tc++] = rlx_now() - t0;
-                if (!bits || cn != c) {
-                    free(tm);
-                    free(tc);
-                    rlx_grammar_state_free(st);
-                    rlx_grammar_free(g);
-                    rlx_errorf(&err, RLX_EINVAL, "the cached mask disagrees with the full mask (%lld vs %lld tokens)",
-                               (long long)cn, (long long)c);
-                    goto fail;
-                }
-            }
-            if (i == b.n_out || !b.lens[b.out[i]] || rlx_grammar_accept(st, b.texts[b.out[i]], b.lens[b.out[i]])) break;
-        }
-        rlx_grammar_state_free(st);
-        rlx_grammar_free(g);
     }
+    rlx_grammar_cache_stats fs = {0};
+    rlx_grammar_cache_get_stats(fresh, &fs);
+    rlx_grammar_cache_free(fresh);
+    free(fbits);
     double mask_p50 = quantile(tm, n_tm, 0.5) * 1e6, mask_p99 = quantile(tm, n_tm, 0.99) * 1e6;
     double cm_p50 = quantile(tc, n_tc, 0.5) * 1e6, cm_p99 = quantile(tc, n_tc, 0.99) * 1e6;
+    double f0_p50 = quantile(tf0, n_tf, 0.5) * 1e6, f0_p99 = quantile(tf0, n_tf, 0.99) * 1e6;
+    double f1_p50 = quantile(tf1, n_tf, 0.5) * 1e6, f1_p99 = quantile(tf1, n_tf, 0.99) * 1e6;
     free(tm);
     free(tc);
+    free(tf0);
+    free(tf1);
     rlx_grammar_cache_stats cs = {0};
     if (b.cache) rlx_grammar_cache_get_stats(b.cache, &cs);
     double sc50 = quantile(b.step_c, b.n_step_c, 0.5) * 1e6, sc99 = quantile(b.step_c, b.n_step_c, 0.99) * 1e6;
@@ -331,18 +373,23 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                "\"vocab_ms\":%.1f,\"mask_us_p50\":%.1f,\"mask_us_p99\":%.1f,\"mask_positions\":%zu,\"mask_allowed_mean\":%.1f,"
                "\"step_us_p50\":%.1f,\"step_us_p99\":%.1f,\"step_unconstrained_us_p50\":%.1f,\"step_unconstrained_us_p99\":%.1f,"
                "\"cache\":%s,\"cached_mask_us_p50\":%.1f,\"cached_mask_us_p99\":%.1f,\"cache_hits\":%llu,\"cache_misses\":%llu,"
+               "\"tables_mask_us_p50\":%.1f,\"tables_mask_us_p99\":%.1f,\"tables_warm_mask_us_p50\":%.1f,"
+               "\"tables_warm_mask_us_p99\":%.1f,\"tables_built\":%llu,"
                "\"tps\":%.2f,\"tps_unconstrained\":%.2f,\"ratio\":%.3f,\"restarts\":%ld}\n",
                base, gbase, V, threads, n, reps, schema_ms, schema_max, gbnf_ms, gbnf_max, (tv1 - tv0) * 1e3, mask_p50,
                mask_p99, n_tm, n_tm ? (double)allowed_sum / (double)n_tm : 0.0, sc50, sc99, su50, su99, b.cache ? "true" : "false",
-               n_tc ? cm_p50 : 0.0, n_tc ? cm_p99 : 0.0, (unsigned long long)cs.hits, (unsigned long long)cs.misses, tps_c,
+               n_tc ? cm_p50 : 0.0, n_tc ? cm_p99 : 0.0, (unsigned long long)cs.hits, (unsigned long long)cs.misses, f0_p50, f0_p99, f1_p50, f1_p99,
+               (unsigned long long)fs.tables_built, tps_c,
                tps_u, tps_c / tps_u, b.restarts);
     } else {
         printf("grammar %s on %s (vocabulary %d), %ld tokens x %ld runs, threads %ld\n", gbase, base, V, n, reps, threads);
         if (schema_ms > 0 || schema_max > 0) printf("  schema -> GBNF     %.3f ms median, %.3f max\n", schema_ms, schema_max);
         printf("  GBNF compile      %.3f ms median, %.3f max (with the start state)\n", gbnf_ms, gbnf_max);
         printf("  vocabulary trie   %.1f ms (once per model)\n", (tv1 - tv0) * 1e3);
-        printf("  full mask         p50 %.1f us, p99 %.1f us over %zu positions (%.0f tokens allowed on average)\n",
+        printf("  full mask, walk   p50 %.1f us, p99 %.1f us over %zu positions (%.0f tokens allowed on average)\n",
                mask_p50, mask_p99, n_tm, n_tm ? (double)allowed_sum / (double)n_tm : 0.0);
+        printf("  full mask, tables p50 %.1f us, p99 %.1f us with a fresh store (%llu tables built); "
+               "p50 %.1f us, p99 %.1f us once built\n", f0_p50, f0_p99, (unsigned long long)fs.tables_built, f1_p50, f1_p99);
  if (b.cache)
             printf("  mask via cache    p50 %.1f us, p99 %.1f us at the same positions after the runs (%llu hits, %llu misses in all)\n",
                    cm_p50, cm_p99, (unsigned long long)cs.hits, (unsigned long long)cs.misses);
