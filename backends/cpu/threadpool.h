@@ -42,6 +42,9 @@ void rlx_threadpool_wait(rlx_threadpool *tp, _Atomic unsigned *word, unsigned ta
 int rlx_cpu_count(void);
 /* The same with the cgroup file system's root and /proc/self/cgroup given (tests). */
 int rlx__cpu_count_from(const char *cgroup_root, const char *proc_self_cgroup);
+/* CPUs granted by the contents of a cgroup v2 cpu.max file ("max 100000", "150000 100000"),
+ * rounded up; 0 for no limit and for contents that are not two numbers (or "max" and one). */
+int rlx__cpu_max_cpus(const char *text);
 /* The cgroup quota alone in CPUs (rounded up); 0 when there is none. */
 int rlx__cgroup_cpu_limit(const char *cgroup_root, const char *proc_self_cgroup);
 
