@@ -272,6 +272,7 @@ void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int
 
 #define ACT_BLOCK_BYTES (256u << 10)
 #define WEIGHT_CHUNK_BYTES (256u << 10)
+#define MAX_CLAIM_BYTES (1u << 20)
 
 /* Which rows of a product take llama.cpp's one-row arithmetic and which its batched one
  * (rlx_batched_rows, rlx_matmul_rows_batched): tinyBLAS-style products (rule 1) batch every
@@ -349,6 +350,9 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     int64_t tiles = (N + 15) / 16, per = tiles / ((int64_t)nth * 8);
     int64_t tb = RLX_MAX((int64_t)16, (int64_t)(ACT_BLOCK_BYTES / arb) / 16 * 16);
     if (T > tb) per = RLX_MIN(per, (int64_t)(WEIGHT_CHUNK_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
+    /* at most ~1 MiB of weights per claim (the output projection's 8 per thread were ~10 MiB):
+     * a thread descheduled while holding a claim holds the others until it runs again */
+    else if (nth > 1) per = RLX_MIN(per, (int64_t)(MAX_CLAIM_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
     if (per < 1) per = 1;
     if (nth == 1 && T <= tb) per = tiles;
     _Atomic int64_t *next = &y->next[1];
