@@ -1,7 +1,7 @@
 /* test_cpu_backend.c - the CPU backend's scheduling never shows in the results: matmul tiles
  * claimed dynamically, single rows converted per thread, and barriers skipped between
  * independent steps (q/k/v-like projections of one input) give bit-identical outputs on one
- * thread and on two, repeated, and a token's row is the same alone (T = 1) or in a batch. The
+ * thread and on two (and on more threads than cores), repeated, and a token's row is the same alone (T = 1) or in a batch. The
  * weights are large enough (Q8_0, four 1024 x 1024: above the backend's 4 MiB single-thread
  * limit even for one token) for every run to use both threads. */
 #include "tests/rlx_test.h"
@@ -89,6 +89,15 @@ TEST(threads_and_batching_are_invisible)
         ASSERT_EQ(run(&pf, 2, tok, 8, two), 0);
         ASSERT(memcmp(one, two, sizeof one) == 0);
     }
+    /* more threads than this host's cores: some are descheduled mid-run and the others take
+     * their units; which thread computes what changes from run to run, the results do not */
+    for (int nth = 3; nth <= 5; nth += 2)
+        for (int rep = 0; rep < 5; rep++) {
+            ASSERT_EQ(run(&pf, nth, tok, 8, two), 0);
+            ASSERT_MSG(memcmp(one, two, sizeof one) == 0, "%d threads differ from one", nth);
+            ASSERT_EQ(run(&pf, nth, &tok[rep], 1, alone), 0);
+            ASSERT_MSG(memcmp(alone, one + (size_t)rep * D, sizeof alone) == 0, "%d threads: token %d alone differs", nth, rep);
+        }
     ASSERT_EQ(run(&pu, 2, tok, 8, unfused), 0);
     for (int i = 0; i < 8 * D; i++) ASSERT_NEAR(unfused[i], one[i], 1e-4 * (1 + fabs(one[i])));
     /* a single token (T = 1: private activation rows, overlapped projections) equals its batch row */
