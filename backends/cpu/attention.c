@@ -430,15 +430,15 @@ static int run_item(const attn_item *it)
 /* The next item (sequence, KV head, head sub-group) with tokens in this batch, claimed from
  * the step's counter into it with the positions it reads; false when none is left. Items of
  * sequences without tokens here are counted complete as they are skipped. */
-static bool claim_item(rlx_cpu_run *r, rlx_cpu_sync *y, int64_t items, int64_t per_seq, int n_sub, int group, int gs,
+static bool claim_item(rlx_cpu_run *r, rlx_cpu_sync *y, int nth, int64_t items, int64_t per_seq, int n_sub, int group, int gs,
                        attn_item *it)
 {
     for (;;) {
-        const int64_t w = atomic_fetch_add_explicit(&y->next[1], 1, memory_order_relaxed);
+        const int64_t w = rlx_cpu_claim(&y->next[1], 1, nth);
         if (w >= items) return false;
         const int32_t q = (int32_t)(w / per_seq), rest = (int32_t)(w % per_seq);
         if (r->seq_off[q + 1] == r->seq_off[q]) { /* a sequence without tokens here */
-            rlx_threadpool_done(r->tp, &y->done[1], 1, y->units[1]);
+            rlx_cpu_done(r, &y->done[1], 1, y->units[1], nth);
             continue;
         }
         it->hk = rest / n_sub;
@@ -468,7 +468,6 @@ static bool claim_item(rlx_cpu_run *r, rlx_cpu_sync *y, int64_t items, int64_t p
 
 void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
-    (void)nth; /* items are claimed, not split */
     const rlx_node *n = &s->node;
     const rlx_batch *bt = r->batch;
     const rlx_attn_params *ap = &n->p.attn;
@@ -485,7 +484,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * in place: no units) */
     rlx_cpu_sync *y = &r->sync[s - r->plan->steps];
     const unsigned n0 = y->units[0];
-    for (int64_t ch; (ch = atomic_fetch_add_explicit(&y->next[0], 1, memory_order_relaxed)) < n0;) {
+    for (int64_t ch; (ch = rlx_cpu_claim(&y->next[0], 1, nth)) < n0;) {
         split(T, (int)ch, (int)n0, &a, &b);
         for (int64_t t = a; t < b; t++) {
             const rlx_batch_seq *bs = &bt->seqs[bt->seq[t]];
@@ -504,12 +503,12 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
                 memcpy(V + slot * rb, v, (size_t)kvc * 4);
             }
         }
-        rlx_threadpool_done(r->tp, &y->done[0], 1, n0);
+        rlx_cpu_done(r, &y->done[0], 1, n0, nth);
     }
     rlx_threadpool_wait(r->tp, &y->done[0], n0);
     if (atomic_load(&r->error)) { /* nothing to compute; the units still complete */
-        while (atomic_fetch_add_explicit(&y->next[1], 1, memory_order_relaxed) < (int64_t)y->units[1])
-            rlx_threadpool_done(r->tp, &y->done[1], 1, y->units[1]);
+        while (rlx_cpu_claim(&y->next[1], 1, nth) < (int64_t)y->units[1])
+            rlx_cpu_done(r, &y->done[1], 1, y->units[1], nth);
         return;
     }
 
@@ -524,13 +523,13 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     if (it.softmax == sm_avx512) it.kqv_dec = kqv_dec512;
 #endif
     attn_item cur = it, ahead = it;
-    bool have = claim_item(r, y, items, per_seq, n_sub, group, gs, &cur);
+    bool have = claim_item(r, y, nth, items, per_seq, n_sub, group, gs, &cur);
     while (have) {
-        const bool more = claim_item(r, y, items, per_seq, n_sub, group, gs, &ahead);
+        const bool more = claim_item(r, y, nth, items, per_seq, n_sub, group, gs, &ahead);
         if (more) prefetch_kv(&ahead, true);
         int e = run_item(&cur);
         if (e) atomic_store(&r->error, e);
-        rlx_threadpool_done(r->tp, &y->done[1], 1, y->units[1]);
+        rlx_cpu_done(r, &y->done[1], 1, y->units[1], nth);
         cur = ahead;
         have = more;
     }

@@ -305,6 +305,10 @@ static void run_all_steps(void *ctx, int ith, int nth)
 {
     rlx_cpu_run *r = ctx;
     const rlx_plan *p = r->plan;
+    if (nth == 1) { /* every unit is this thread's, in order: nothing to wait for */
+        for (int i = 0; i < p->n_steps; i++) rlx_cpu_step(r, &p->steps[i], ith, 1);
+        return;
+    }
     bool scratch_busy = false; /* a step since the last wait converted into the shared scratch */
     for (int i = 0, g = 0; i < p->n_steps; i++) {
         rlx_cpu_step(r, &p->steps[i], ith, nth);

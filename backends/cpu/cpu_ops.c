@@ -467,11 +467,11 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
                       : own ? (const void *)(r->row_scratch + (size_t)ith * r->row_scratch_stride) : (const void *)r->scratch;
     if (y->units[0]) {
         const unsigned n = y->units[0];
-        for (int64_t c; (c = atomic_fetch_add_explicit(&y->next[0], 1, memory_order_relaxed)) < n;) {
+        for (int64_t c; (c = rlx_cpu_claim(&y->next[0], 1, nth)) < n;) {
             int64_t a, b;
             split(T, (int)c, (int)n, &a, &b);
             convert_rows(r, x, w, vt, role, a, b, r->scratch, arb);
-            rlx_threadpool_done(r->tp, &y->done[0], 1, n);
+            rlx_cpu_done(r, &y->done[0], 1, n, nth);
         }
         rlx_threadpool_wait(r->tp, &y->done[0], n);
     }
@@ -492,7 +492,7 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     if (nth == 1 && T <= tb) per = tiles;
     _Atomic int64_t *next = &y->next[1];
     for (;;) {
-        int64_t c = atomic_fetch_add_explicit(next, per, memory_order_relaxed);
+        int64_t c = rlx_cpu_claim(next, per, nth);
         if (c >= tiles) break;
         if (!converted) {
             convert_rows(r, x, w, vt, role, 0, 1, (uint8_t *)act, arb);
@@ -510,7 +510,7 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         }
         if (s->n_chain)
             for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1, N);
-        rlx_threadpool_done(r->tp, &y->done[1], (unsigned)(RLX_MIN(c + per, tiles) - c), (unsigned)tiles);
+        rlx_cpu_done(r, &y->done[1], (unsigned)(RLX_MIN(c + per, tiles) - c), (unsigned)tiles, nth);
     }
 }
 
@@ -672,6 +672,11 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     }
     rlx_cpu_sync *y = &r->sync[s - r->plan->steps];
     const unsigned n = y->units[1];
+    if (nth == 1) { /* one unit (rlx_cpu_row_chunks), this thread's own: no counters */
+        if (n) k(r, s, 0, 1);
+        atomic_store_explicit(&y->done[1], n, memory_order_relaxed);
+        return;
+    }
     for (int64_t c; (c = atomic_fetch_add_explicit(&y->next[1], 1, memory_order_relaxed)) < n;) {
         k(r, s, (int)c, (int)n);
         rlx_threadpool_done(r->tp, &y->done[1], 1, n);

@@ -11,6 +11,7 @@
 #include "backends/cpu/threadpool.h"
 
 #include <math.h>
+#include <stdatomic.h>
 
 /* Per plan step: its work in up to two phases (phase 0 prepares what phase 1 reads: a batched
  * matmul's converted activations, attention's KV stores; 0 units when there is none). Phase p's
@@ -68,11 +69,30 @@ void rlx_cpu_step_units(const rlx_cpu_run *r, const rlx_step *s, int nth, unsign
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
 /* Returns once every unit of step s is complete (its writes visible to the caller). */
 void rlx_cpu_step_wait(rlx_cpu_run *r, const rlx_step *s);
-/* Row chunks of a phase over `rows` independent rows: chunk c is split(rows, c, chunks). */
+/* Row chunks of a phase over `rows` independent rows: chunk c is split(rows, c, chunks). One
+ * thread runs a phase as one chunk (nothing to balance). */
 static inline unsigned rlx_cpu_row_chunks(int64_t rows, int nth)
 {
-    const int64_t c = (int64_t)nth * 4;
+    const int64_t c = nth > 1 ? (int64_t)nth * 4 : 1;
     return (unsigned)(rows < c ? (rows > 0 ? rows : 0) : c);
+}
+
+/* Claims n units from *next (returns the first). On one thread the counters are the thread's
+ * own: plain loads and stores, no locked instruction on the hot path (issue 18: -t 1). */
+static inline int64_t rlx_cpu_claim(_Atomic int64_t *next, int64_t n, int nth)
+{
+    if (nth > 1) return atomic_fetch_add_explicit(next, n, memory_order_relaxed);
+    const int64_t c = atomic_load_explicit(next, memory_order_relaxed);
+    atomic_store_explicit(next, c + n, memory_order_relaxed);
+    return c;
+}
+
+/* Counts n completed units of a phase of `target` (rlx_threadpool_done; on one thread a plain
+ * store that the same thread's waits read). */
+static inline void rlx_cpu_done(rlx_cpu_run *r, _Atomic unsigned *word, unsigned n, unsigned target, int nth)
+{
+    if (nth > 1) { rlx_threadpool_done(r->tp, word, n, target); return; }
+    atomic_store_explicit(word, atomic_load_explicit(word, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
 /* attention.c: the attention step, and the scratch floats one thread needs for heads of
