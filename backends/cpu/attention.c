@@ -428,15 +428,19 @@ static int run_item(const attn_item *it)
 }
 
 /* The next item (sequence, KV head, head sub-group) with tokens in this batch, claimed from
- * the step's counter into it with the positions it reads; false when none is left. */
-static bool claim_item(rlx_cpu_run *r, _Atomic int64_t *next, int64_t items, int64_t per_seq, int n_sub, int group, int gs,
+ * the step's counter into it with the positions it reads; false when none is left. Items of
+ * sequences without tokens here are counted complete as they are skipped. */
+static bool claim_item(rlx_cpu_run *r, rlx_cpu_sync *y, int nth, int64_t items, int64_t per_seq, int n_sub, int group, int gs,
                        attn_item *it)
 {
     for (;;) {
-        const int64_t w = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        const int64_t w = rlx_cpu_claim(&y->next[1], 1, nth);
         if (w >= items) return false;
         const int32_t q = (int32_t)(w / per_seq), rest = (int32_t)(w % per_seq);
-        if (r->seq_off[q + 1] == r->seq_off[q]) continue; /* a sequence without tokens here */
+        if (r->seq_off[q + 1] == r->seq_off[q]) { /* a sequence without tokens here */
+            rlx_cpu_done(r, &y->done[1], 1, y->units[1], nth);
+            continue;
+        }
         it->hk = rest / n_sub;
         it->h0 = it->hk * group + (rest % n_sub) * gs;
         it->gs = RLX_MIN(gs, it->hk * group + group - it->h0);
@@ -476,33 +480,42 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     uint8_t *V = nocache ? (uint8_t *)rowp(r, n->in[2], 0) : r->kv_mem + r->kv_off[2 * layer + 1];
     int64_t a, b;
 
-    /* phase 1: store this batch's K and V (a layer without a cache reads them in place) */
-    split(nocache ? 0 : T, ith, nth, &a, &b);
-    for (int64_t t = a; t < b; t++) {
-        const rlx_batch_seq *bs = &bt->seqs[bt->seq[t]];
-        if (bt->pos[t] < 0 || bt->pos[t] / r->kv->block_size >= bs->n_blocks) { atomic_store(&r->error, RLX_ERANGE); continue; }
-        const size_t slot = kv_slot(r, bt->seq[t], bt->pos[t]);
-        const float *k = rowp(r, n->in[1], t), *v = rowp(r, n->in[2], t);
-        if (f16) {
-            uint16_t *kd = (uint16_t *)(K + slot * rb), *vd = (uint16_t *)(V + slot * rb);
-            for (int64_t c = 0; c < kvc; c++) { kd[c] = rlx_f32_to_f16(k[c]); vd[c] = rlx_f32_to_f16(v[c]); }
-        } else if (q8) {
-            /* the layout's reference quantizer (backends/backend.h) */
-            rlx_quantize_row(RLX_Q8_0, k, K + slot * rb, kvc);
-            rlx_quantize_row(RLX_Q8_0, v, V + slot * rb, kvc);
-        } else {
-            memcpy(K + slot * rb, k, (size_t)kvc * 4);
-            memcpy(V + slot * rb, v, (size_t)kvc * 4);
+    /* phase 0: store this batch's K and V, chunks of tokens (a layer without a cache reads them
+     * in place: no units) */
+    rlx_cpu_sync *y = &r->sync[s - r->plan->steps];
+    const unsigned n0 = y->units[0];
+    for (int64_t ch; (ch = rlx_cpu_claim(&y->next[0], 1, nth)) < n0;) {
+        split(T, (int)ch, (int)n0, &a, &b);
+        for (int64_t t = a; t < b; t++) {
+            const rlx_batch_seq *bs = &bt->seqs[bt->seq[t]];
+            if (bt->pos[t] < 0 || bt->pos[t] / r->kv->block_size >= bs->n_blocks) { atomic_store(&r->error, RLX_ERANGE); continue; }
+            const size_t slot = kv_slot(r, bt->seq[t], bt->pos[t]);
+            const float *k = rowp(r, n->in[1], t), *v = rowp(r, n->in[2], t);
+            if (f16) {
+                uint16_t *kd = (uint16_t *)(K + slot * rb), *vd = (uint16_t *)(V + slot * rb);
+                for (int64_t c = 0; c < kvc; c++) { kd[c] = rlx_f32_to_f16(k[c]); vd[c] = rlx_f32_to_f16(v[c]); }
+            } else if (q8) {
+                /* the layout's reference quantizer (backends/backend.h) */
+                rlx_quantize_row(RLX_Q8_0, k, K + slot * rb, kvc);
+                rlx_quantize_row(RLX_Q8_0, v, V + slot * rb, kvc);
+            } else {
+                memcpy(K + slot * rb, k, (size_t)kvc * 4);
+                memcpy(V + slot * rb, v, (size_t)kvc * 4);
+            }
         }
+        rlx_cpu_done(r, &y->done[0], 1, n0, nth);
     }
-    if (!nocache) rlx_threadpool_barrier(r->tp);
-    if (atomic_load(&r->error)) return;
+    rlx_threadpool_wait(r->tp, &y->done[0], n0);
+    if (atomic_load(&r->error)) { /* nothing to compute; the units still complete */
+        while (rlx_cpu_claim(&y->next[1], 1, nth) < (int64_t)y->units[1])
+            rlx_cpu_done(r, &y->done[1], 1, y->units[1], nth);
+        return;
+    }
 
-    /* phase 2: items (sequence, KV head, head sub-group) claimed in turn */
+    /* phase 1: items (sequence, KV head, head sub-group) claimed in turn */
     const int group = n_head / n_head_kv, gs = group < ATTN_ROWS ? group : ATTN_ROWS;
     const int n_sub = (group + gs - 1) / gs;
     const int64_t per_seq = (int64_t)n_head_kv * n_sub, items = (int64_t)bt->n_seqs * per_seq;
-    _Atomic int64_t *next = &r->counters[s - r->plan->steps];
     attn_item it = {.r = r, .s = s, .K = K, .V = V, .type = f16 ? RLX_F16 : RLX_F32, .q8 = q8, .esz = esz, .rb = rb, .kvc = kvc, .hd = hd,
                     .window = ap->window, .bidir = ap->mask == RLX_ATTN_BIDIRECTIONAL, .nocache = nocache, .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
                     .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
@@ -510,13 +523,24 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     if (it.softmax == sm_avx512) it.kqv_dec = kqv_dec512;
 #endif
     attn_item cur = it, ahead = it;
-    bool have = claim_item(r, next, items, per_seq, n_sub, group, gs, &cur);
+    bool have = claim_item(r, y, nth, items, per_seq, n_sub, group, gs, &cur);
     while (have) {
-        const bool more = claim_item(r, next, items, per_seq, n_sub, group, gs, &ahead);
+        const bool more = claim_item(r, y, nth, items, per_seq, n_sub, group, gs, &ahead);
         if (more) prefetch_kv(&ahead, true);
         int e = run_item(&cur);
         if (e) atomic_store(&r->error, e);
+        rlx_cpu_done(r, &y->done[1], 1, y->units[1], nth);
         cur = ahead;
         have = more;
     }
+}
+
+void rlx_cpu_attention_units(const rlx_cpu_run *r, const rlx_step *s, int nth, unsigned units[2])
+{
+    const rlx_attn_params *ap = &s->node.p.attn;
+    const int group = ap->n_head / ap->n_head_kv, gs = group < ATTN_ROWS ? group : ATTN_ROWS;
+    const int n_sub = (group + gs - 1) / gs;
+    const bool nocache = rlx_mem_desc_layer(r->kv, ap->layer).kind == RLX_MEM_NONE;
+    units[0] = nocache ? 0 : rlx_cpu_row_chunks(r->batch->n_tokens, nth);
+    units[1] = (unsigned)((int64_t)r->batch->n_seqs * ap->n_head_kv * n_sub);
 }

@@ -44,7 +44,7 @@ typedef struct cpu_backend {
     size_t matmul_weight_bytes;  /* weight bytes one token streams through (plan's matmuls) */
     uint8_t *row_scratch;        /* per thread: one converted activation row */
     size_t row_stride;
-    _Atomic int64_t *counters;   /* per plan step */
+    rlx_cpu_sync *sync;          /* per plan step: work counters */
     uint8_t *no_barrier;         /* per step i: step i+1 may start before step i ends */
 } cpu_backend;
 
@@ -110,7 +110,7 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     free(be->scratch);
     free(be->out_index);
     free(be->row_scratch);
-    free(be->counters);
+    free(be->sync);
     free(be->no_barrier);
     free(be->decode_tok);
     free(be->decode_out);
@@ -142,11 +142,11 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
         }
     be->row_stride = (row + 63) & ~(size_t)63;
     be->row_scratch = alloc64(be->row_stride * (size_t)rlx_threadpool_size(be->tp));
-    be->counters = calloc((size_t)RLX_MAX(plan->n_steps, 1), sizeof *be->counters);
+    be->sync = alloc64((size_t)RLX_MAX(plan->n_steps, 1) * sizeof *be->sync);
     be->arena = alloc64(plan->arena_bytes);
     be->scratch = alloc64(plan->scratch_bytes ? plan->scratch_bytes : 64);
     be->out_index = malloc((size_t)plan->max_outputs * sizeof *be->out_index);
-    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->counters || !be->no_barrier ||
+    if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->sync || !be->no_barrier ||
         !be->decode_tok || !be->decode_out || !be->onerow4_tok || !be->onerow4_out || !be->seq_tok)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB of activations",
                           (plan->arena_bytes + plan->scratch_bytes) >> 20);
@@ -296,18 +296,27 @@ static int64_t shared_scratch_rows(const rlx_cpu_run *r, const rlx_step *s)
     return T > 1 ? T : 0;
 }
 
+/* Every thread walks the steps, claiming what is left of each. Where the old scheme put a
+ * barrier, a thread instead waits until every unit of the steps since the previous wait is
+ * complete: a thread that is descheduled while holding no unit does not hold the others, and
+ * catches up through steps whose units are all claimed. Thread 0 returns after the last step's
+ * units are claimed; the pool's run returns when the workers have too, so all are complete. */
 static void run_all_steps(void *ctx, int ith, int nth)
 {
     rlx_cpu_run *r = ctx;
     const rlx_plan *p = r->plan;
-    bool scratch_busy = false; /* a step since the last barrier converted into the shared scratch */
-    for (int i = 0; i < p->n_steps; i++) {
+    if (nth == 1) { /* every unit is this thread's, in order: nothing to wait for */
+        for (int i = 0; i < p->n_steps; i++) rlx_cpu_step(r, &p->steps[i], ith, 1);
+        return;
+    }
+    bool scratch_busy = false; /* a step since the last wait converted into the shared scratch */
+    for (int i = 0, g = 0; i < p->n_steps; i++) {
         rlx_cpu_step(r, &p->steps[i], ith, nth);
         scratch_busy |= shared_scratch_rows(r, &p->steps[i]) > 0;
+        if (i + 1 == p->n_steps) break;
         /* the decision depends only on the plan and the batch, so every thread makes it */
-        if (i + 1 < p->n_steps && r->no_barrier[i] && !(scratch_busy && shared_scratch_rows(r, &p->steps[i + 1])))
-            continue;
-        rlx_threadpool_barrier(r->tp);
+        if (r->no_barrier[i] && !(scratch_busy && shared_scratch_rows(r, &p->steps[i + 1]))) continue;
+        for (; g <= i; g++) rlx_cpu_step_wait(r, &p->steps[g]);
         scratch_busy = false;
     }
 }
@@ -369,16 +378,26 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
     rlx_cpu_run r = {
         .plan = plan, .batch = b, .tp = be->tp, .arena = be->arena, .scratch = be->scratch,
         .attn_scratch = be->attn_scratch, .attn_scratch_floats = be->attn_floats, .attn_scratch_stride = be->attn_stride,
-        .row_scratch = be->row_scratch, .row_scratch_stride = be->row_stride, .counters = be->counters,
+        .row_scratch = be->row_scratch, .row_scratch_stride = be->row_stride, .sync = be->sync,
         .no_barrier = be->no_barrier,
         .out_index = be->out_index, .decode_tok = be->decode_tok, .onerow4_tok = be->onerow4_tok, .decode_out = be->decode_out,
         .onerow4_out = be->onerow4_out, .seq_tok = be->seq_tok, .seq_off = be->seq_count + 4 * (size_t)b->n_seqs, .kv = &be->kv, .kv_mem = be->kv_mem,
         .kv_off = be->kv_off, .state_mem = be->state_mem, .state_off = be->state_off,
     };
     atomic_init(&r.error, 0);
-    for (int i = 0; i < plan->n_steps; i++) atomic_store_explicit(&be->counters[i], 0, memory_order_relaxed);
     size_t work = be->matmul_weight_bytes * (size_t)b->n_tokens;
-    rlx_threadpool_run_n(be->tp, work < CPU_SINGLE_THREAD_WORK ? 1 : rlx_threadpool_size(be->tp), run_all_steps, &r);
+    const int nth = work < CPU_SINGLE_THREAD_WORK ? 1 : rlx_threadpool_size(be->tp);
+    for (int i = 0; i < plan->n_steps; i++) {
+        rlx_cpu_sync *y = &be->sync[i];
+        unsigned u[2];
+        rlx_cpu_step_units(&r, &plan->steps[i], nth, u);
+        for (int k = 0; k < 2; k++) {
+            atomic_store_explicit(&y->next[k], 0, memory_order_relaxed);
+            atomic_store_explicit(&y->done[k], 0, memory_order_relaxed);
+            y->units[k] = u[k];
+        }
+    }
+    rlx_threadpool_run_n(be->tp, nth, run_all_steps, &r);
     int e = atomic_load(&r.error);
     if (e) return rlx_errorf(err, e, "batch holds a token id or position outside the model, its KV blocks or its recurrent state");
     const rlx_graph *g = plan->graph;
@@ -403,7 +422,7 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->seq_tok);
     cpu_mem_free(be);
     free(be->row_scratch);
-    free(be->counters);
+    free(be->sync);
     free(be->no_barrier);
     free(be);
 }

@@ -4,6 +4,7 @@
  * so a container limited to one CPU does not run a thread per host core. */
 #include "backends/cpu/threadpool.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -29,15 +30,30 @@ static int quota_cpus(long long quota, long long period)
     return n > INT_MAX ? INT_MAX : (int)n;
 }
 
+int rlx__cpu_max_cpus(const char *text)
+{
+    /* "$MAX $PERIOD": MAX is "max" (no limit) or the microseconds of CPU time per PERIOD */
+    char *end;
+    while (*text == ' ' || *text == '\t') text++;
+    if (!strncmp(text, "max", 3) && (text[3] == ' ' || text[3] == '\t' || text[3] == '\n' || !text[3])) return 0;
+    errno = 0;
+    long long quota = strtoll(text, &end, 10);
+    if (end == text || errno || (*end != ' ' && *end != '\t')) return 0;
+    text = end;
+    long long period = strtoll(text, &end, 10);
+    if (end == text || errno) return 0;
+    while (*end == ' ' || *end == '\t' || *end == '\n') end++;
+    if (*end) return 0;
+    return quota_cpus(quota, period);
+}
+
 /* cgroup v2: dir/cpu.max holds "max 100000" or "150000 100000". */
 static int v2_limit(const char *dir)
 {
-    char path[PATH_MAX], line[128], q[32];
-    long long period = 0;
+    char path[PATH_MAX], line[128];
     if (snprintf(path, sizeof path, "%s/cpu.max", dir) >= (int)sizeof path || !read_line(path, line, sizeof line))
         return 0;
-    if (sscanf(line, "%31s %lld", q, &period) != 2 || !strcmp(q, "max")) return 0;
-    return quota_cpus(atoll(q), period);
+    return rlx__cpu_max_cpus(line);
 }
 
 /* cgroup v1: dir/cpu.cfs_quota_us (-1: none) and dir/cpu.cfs_period_us. */

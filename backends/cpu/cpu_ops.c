@@ -407,6 +407,7 @@ void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int
 
 #define ACT_BLOCK_BYTES (256u << 10)
 #define WEIGHT_CHUNK_BYTES (256u << 10)
+#define MAX_CLAIM_BYTES (1u << 20)
 
 /* Which rows of a product take llama.cpp's one-row arithmetic and which its batched one
  * (rlx_batched_rows, rlx_matmul_rows_batched): tinyBLAS-style products (rule 1) batch every
@@ -424,42 +425,57 @@ static const uint8_t *row_roles(const rlx_cpu_run *r, int x, int rule)
 
 static inline bool onerow(const uint8_t *role, int64_t t) { return !role || role[t]; }
 
-/* Output rows go in chunks claimed from a per-step atomic counter, so a thread the OS
- * preempts (the machine is often oversubscribed) does not hold the others at the next barrier.
- * rlx_matmul_rows' sums never depend on [n0, n1), so results are the same whoever claims what.
- * A single activation row is converted by every thread into its own scratch row: cheaper than
- * a barrier. */
+/* Converts activation rows [a, b) of a product into dst0 (rows arb bytes apart). */
+static void convert_rows(rlx_cpu_run *r, int x, const rlx_gtensor *w, int vt, const uint8_t *role, int64_t a, int64_t b,
+                         uint8_t *dst0, size_t arb)
+{
+    const int64_t K = w->ne[0];
+    for (int64_t t = a; t < b; t++) {
+        const bool batched = !onerow(role, t);
+        const float *src = rowp(r, x, t);
+        uint8_t *dst = dst0 + (size_t)t * arb;
+        if (vt != RLX_F32) {
+            rlx_cpu_quantize_act(vt, batched, src, dst, K);
+        } else {
+            /* ggml multiplies F16/BF16 weights with activations rounded to the weight's
+             * type; do the same (kept as f32 values) so logits agree with llama.cpp */
+            rlx_cpu_round_act(w->wtype, src, (float *)dst, K);
+        }
+    }
+}
+
+static bool matmul_converts(const rlx_gtensor *w) { return !(rlx_vec_dot_type(w->wtype) == RLX_F32 && w->wtype == RLX_F32); }
+
+/* Output rows go in chunks of 16-row tiles claimed from the step's counter, so a thread the OS
+ * preempts (the machine is often oversubscribed) does not hold the others: they take the
+ * tiles it has not claimed. rlx_matmul_rows' sums never depend on [n0, n1), so results are
+ * the same whoever claims what. Several activation rows are converted into the shared scratch
+ * first (phase 0, row chunks); a single one by each thread into its own scratch row when it
+ * claims its first tile: cheaper than waiting for one thread to convert it. */
 static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
     const rlx_graph *g = r->plan->graph;
     const rlx_gtensor *w = &g->tensors[s->node.in[1]];
+    rlx_cpu_sync *y = &r->sync[s - r->plan->steps];
     int x = s->node.in[0];
-    int64_t T = n_rows(r, x), K = w->ne[0], N = w->ne[1], a, b;
+    int64_t T = n_rows(r, x), K = w->ne[0], N = w->ne[1];
     int vt = rlx_vec_dot_type(w->wtype);
     size_t arb = rlx_row_bytes(vt, K);
-    const void *act;
-    bool own = T == 1 && nth > 1;
-    uint8_t *dst0 = own ? r->row_scratch + (size_t)ith * r->row_scratch_stride : r->scratch;
-    if (own) { a = 0; b = 1; } else split(T, ith, nth, &a, &b);
+    const bool conv = matmul_converts(w), own = conv && T == 1;
     const uint8_t *role = row_roles(r, x, rlx_batched_rows(w->wtype, N, K));
-    if (vt == RLX_F32 && w->wtype == RLX_F32) {
-        act = rowp(r, x, 0);
-    } else {
-        for (int64_t t = a; t < b; t++) {
-            const bool batched = !onerow(role, t);
-            const float *src = rowp(r, x, t);
-            uint8_t *dst = dst0 + (size_t)t * arb;
-            if (vt != RLX_F32) {
-                rlx_cpu_quantize_act(vt, batched, src, dst, K);
-            } else {
-                /* ggml multiplies F16/BF16 weights with activations rounded to the weight's
-                 * type; do the same (kept as f32 values) so logits agree with llama.cpp */
-                rlx_cpu_round_act(w->wtype, src, (float *)dst, K);
-            }
+    const void *act = !conv ? (const void *)rowp(r, x, 0)
+                      : own ? (const void *)(r->row_scratch + (size_t)ith * r->row_scratch_stride) : (const void *)r->scratch;
+    if (y->units[0]) {
+        const unsigned n = y->units[0];
+        for (int64_t c; (c = rlx_cpu_claim(&y->next[0], 1, nth)) < n;) {
+            int64_t a, b;
+            split(T, (int)c, (int)n, &a, &b);
+            convert_rows(r, x, w, vt, role, a, b, r->scratch, arb);
+            rlx_cpu_done(r, &y->done[0], 1, n, nth);
         }
-        if (!own) rlx_threadpool_barrier(r->tp);
-        act = dst0;
+        rlx_threadpool_wait(r->tp, &y->done[0], n);
     }
+    bool converted = !own;
     float *out = rowp(r, s->out, 0);
     /* Chunks of 16-row tiles: about 8 per thread. For many activation rows, a chunk's weights
      * (at most ~256 KiB) and a block of activations (~256 KiB) are kept in L2 and the block
@@ -469,12 +485,19 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     int64_t tiles = (N + 15) / 16, per = tiles / ((int64_t)nth * 8);
     int64_t tb = RLX_MAX((int64_t)16, (int64_t)(ACT_BLOCK_BYTES / arb) / 16 * 16);
     if (T > tb) per = RLX_MIN(per, (int64_t)(WEIGHT_CHUNK_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
+    /* at most ~1 MiB of weights per claim (the output projection's 8 per thread were ~10 MiB):
+     * a thread descheduled while holding a claim holds the others until it runs again */
+    else if (nth > 1) per = RLX_MIN(per, (int64_t)(MAX_CLAIM_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
     if (per < 1) per = 1;
     if (nth == 1 && T <= tb) per = tiles;
-    _Atomic int64_t *next = &r->counters[s - r->plan->steps];
+    _Atomic int64_t *next = &y->next[1];
     for (;;) {
-        int64_t c = atomic_fetch_add_explicit(next, per, memory_order_relaxed);
+        int64_t c = rlx_cpu_claim(next, per, nth);
         if (c >= tiles) break;
+        if (!converted) {
+            convert_rows(r, x, w, vt, role, 0, 1, (uint8_t *)act, arb);
+            converted = true;
+        }
         int64_t n0 = c * 16, n1 = RLX_MIN((c + per) * 16, N);
         for (int64_t t0 = 0; t0 < T; t0 += tb) {
             const int64_t t1 = RLX_MIN(t0 + tb, T);
@@ -487,6 +510,7 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         }
         if (s->n_chain)
             for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1, N);
+        rlx_cpu_done(r, &y->done[1], (unsigned)(RLX_MIN(c + per, tiles) - c), (unsigned)tiles, nth);
     }
 }
 
@@ -589,24 +613,78 @@ static void k_registered(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     info->cpu(&c);
 }
 
-void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+typedef void (*row_kernel)(rlx_cpu_run *r, const rlx_step *s, int chunk, int chunks);
+
+static row_kernel row_kernel_of(rlx_op op)
 {
-    switch (s->node.op) {
-    case RLX_OP_GET_ROWS: case RLX_OP_GET_ROWS_POS: k_get_rows(r, s, ith, nth); break;
-    case RLX_OP_RMS_NORM: k_rms_norm(r, s, ith, nth); break;
-    case RLX_OP_NORM: k_norm(r, s, ith, nth); break;
-    case RLX_OP_HEAD_NORM: k_head_norm(r, s, ith, nth); break;
-    case RLX_OP_MATMUL: k_matmul(r, s, ith, nth); break;
-    case RLX_OP_ROPE: k_rope(r, s, ith, nth); break;
-    case RLX_OP_ATTENTION: rlx_cpu_attention(r, s, ith, nth); break;
-    case RLX_OP_GATHER: k_gather(r, s, ith, nth); break;
-    case RLX_OP_COLS: k_cols(r, s, ith, nth); break;
-    case RLX_OP_SSM_CONV: rlx_cpu_ssm_conv(r, s, ith, nth); break;
-    case RLX_OP_DELTA_NET: rlx_cpu_delta_net(r, s, ith, nth); break;
+    switch (op) {
+    case RLX_OP_GET_ROWS: case RLX_OP_GET_ROWS_POS: return k_get_rows;
+    case RLX_OP_RMS_NORM: return k_rms_norm;
+    case RLX_OP_NORM: return k_norm;
+    case RLX_OP_HEAD_NORM: return k_head_norm;
+    case RLX_OP_ROPE: return k_rope;
+    case RLX_OP_GATHER: return k_gather;
+    case RLX_OP_COLS: return k_cols;
+    case RLX_OP_SSM_CONV: return rlx_cpu_ssm_conv;
+    case RLX_OP_DELTA_NET: return rlx_cpu_delta_net;
     case RLX_OP_ADD: case RLX_OP_MUL: case RLX_OP_SILU: case RLX_OP_GELU: case RLX_OP_SCALE: case RLX_OP_SOFTCAP:
     case RLX_OP_SIGMOID: case RLX_OP_SOFTPLUS:
-        k_elementwise(r, s, ith, nth);
-        break;
-    default: k_registered(r, s, ith, nth); break;
+        return k_elementwise;
+    case RLX_OP_MATMUL: case RLX_OP_ATTENTION: return NULL;
+    default: return k_registered;
     }
+}
+
+/* The rows a row kernel splits (the kernels' own split(rows, ith, nth) with chunk, chunks) */
+static int64_t kernel_rows(const rlx_cpu_run *r, const rlx_step *s)
+{
+    switch (s->node.op) {
+    case RLX_OP_GET_ROWS: case RLX_OP_GET_ROWS_POS: case RLX_OP_ROPE: return r->batch->n_tokens;
+    case RLX_OP_GATHER: return r->batch->n_outputs;
+    case RLX_OP_SSM_CONV: return s->node.p.conv.channels;
+    case RLX_OP_DELTA_NET: return (int64_t)r->batch->n_seqs * s->node.p.delta.n_v_heads;
+    default: return n_rows(r, s->out);
+    }
+}
+
+void rlx_cpu_step_units(const rlx_cpu_run *r, const rlx_step *s, int nth, unsigned units[2])
+{
+    units[0] = units[1] = 0;
+    if (s->node.op == RLX_OP_ATTENTION) {
+        rlx_cpu_attention_units(r, s, nth, units);
+    } else if (s->node.op == RLX_OP_MATMUL) {
+        const rlx_gtensor *w = &r->plan->graph->tensors[s->node.in[1]];
+        const int64_t T = n_rows(r, s->node.in[0]);
+        units[0] = matmul_converts(w) && T > 1 ? rlx_cpu_row_chunks(T, nth) : 0;
+        units[1] = (unsigned)((w->ne[1] + 15) / 16);
+    } else {
+        units[1] = rlx_cpu_row_chunks(kernel_rows(r, s), nth);
+    }
+}
+
+void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+{
+    const row_kernel k = row_kernel_of(s->node.op);
+    if (!k) {
+        if (s->node.op == RLX_OP_MATMUL) k_matmul(r, s, ith, nth);
+        else rlx_cpu_attention(r, s, ith, nth);
+        return;
+    }
+    rlx_cpu_sync *y = &r->sync[s - r->plan->steps];
+    const unsigned n = y->units[1];
+    if (nth == 1) { /* one unit (rlx_cpu_row_chunks), this thread's own: no counters */
+        if (n) k(r, s, 0, 1);
+        atomic_store_explicit(&y->done[1], n, memory_order_relaxed);
+        return;
+    }
+    for (int64_t c; (c = atomic_fetch_add_explicit(&y->next[1], 1, memory_order_relaxed)) < n;) {
+        k(r, s, (int)c, (int)n);
+        rlx_threadpool_done(r->tp, &y->done[1], 1, n);
+    }
+}
+
+void rlx_cpu_step_wait(rlx_cpu_run *r, const rlx_step *s)
+{
+    rlx_cpu_sync *y = &r->sync[s - r->plan->steps];
+    rlx_threadpool_wait(r->tp, &y->done[1], y->units[1]);
 }

@@ -1,6 +1,9 @@
-/* cpu_ops.h - CPU kernels of the plan's step kinds. Each kernel is called by every thread of
- * the pool with its index; it splits the work so that results never depend on the thread count,
- * on which thread computes what (matmuls claim tiles dynamically) or on the batch composition. Private to backends/cpu/. */
+/* cpu_ops.h - CPU kernels of the plan's step kinds. rlx_cpu_step is called by every thread of
+ * the pool with its index; the step's work is split into units (row chunks, matmul tiles,
+ * attention items) that threads claim from the step's counters as they come, so a thread the
+ * OS deschedules holds the others only while it holds a unit. Results never depend on the
+ * thread count, on which thread computes what or on the batch composition: every output
+ * element is computed by the same arithmetic whoever claims it. Private to backends/cpu/. */
 #ifndef RLX_CPU_OPS_H
 #define RLX_CPU_OPS_H
 
@@ -8,6 +11,17 @@
 #include "backends/cpu/threadpool.h"
 
 #include <math.h>
+#include <stdatomic.h>
+
+/* Per plan step: its work in up to two phases (phase 0 prepares what phase 1 reads: a batched
+ * matmul's converted activations, attention's KV stores; 0 units when there is none). Phase p's
+ * units are claimed from next[p] and counted, once completed, in done[p] up to units[p]
+ * (rlx_cpu_step_units, before the run). One cache line each. */
+typedef struct rlx_cpu_sync {
+    _Alignas(64) _Atomic int64_t next[2];
+    _Atomic unsigned done[2];
+    unsigned units[2];
+} rlx_cpu_sync;
 
 typedef struct rlx_cpu_run {
     const rlx_plan *plan;
@@ -17,7 +31,7 @@ typedef struct rlx_cpu_run {
     uint8_t *scratch;            /* matmul activation conversion */
     uint8_t *row_scratch;        /* per thread: one converted activation row (T = 1) */
     size_t row_scratch_stride;
-    _Atomic int64_t *counters;   /* per step: next matmul tile to claim (zero at run start) */
+    rlx_cpu_sync *sync;          /* per step (zero but units at run start) */
     const uint8_t *no_barrier;   /* per step: the next step may overlap it (see cpu_backend.c) */
     float *attn_scratch;         /* per thread: attn_scratch_floats (rlx_cpu_attn_scratch_floats) */
     size_t attn_scratch_floats;
@@ -48,11 +62,43 @@ void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int
  * backends/dtype.h give (NaN stays NaN); vectorised where the kernel path allows. */
 void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n);
 
+/* The units of each phase of step s on nth threads (into units[2]); the same for every
+ * thread, called once per run before it starts. */
+void rlx_cpu_step_units(const rlx_cpu_run *r, const rlx_step *s, int nth, unsigned units[2]);
+/* Claims and computes units of step s until none is left (phase 1 after phase 0 is complete). */
 void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
+/* Returns once every unit of step s is complete (its writes visible to the caller). */
+void rlx_cpu_step_wait(rlx_cpu_run *r, const rlx_step *s);
+/* Row chunks of a phase over `rows` independent rows: chunk c is split(rows, c, chunks). One
+ * thread runs a phase as one chunk (nothing to balance). */
+static inline unsigned rlx_cpu_row_chunks(int64_t rows, int nth)
+{
+    const int64_t c = nth > 1 ? (int64_t)nth * 4 : 1;
+    return (unsigned)(rows < c ? (rows > 0 ? rows : 0) : c);
+}
+
+/* Claims n units from *next (returns the first). On one thread the counters are the thread's
+ * own: plain loads and stores, no locked instruction on the hot path (issue 18: -t 1). */
+static inline int64_t rlx_cpu_claim(_Atomic int64_t *next, int64_t n, int nth)
+{
+    if (nth > 1) return atomic_fetch_add_explicit(next, n, memory_order_relaxed);
+    const int64_t c = atomic_load_explicit(next, memory_order_relaxed);
+    atomic_store_explicit(next, c + n, memory_order_relaxed);
+    return c;
+}
+
+/* Counts n completed units of a phase of `target` (rlx_threadpool_done; on one thread a plain
+ * store that the same thread's waits read). */
+static inline void rlx_cpu_done(rlx_cpu_run *r, _Atomic unsigned *word, unsigned n, unsigned target, int nth)
+{
+    if (nth > 1) { rlx_threadpool_done(r->tp, word, n, target); return; }
+    atomic_store_explicit(word, atomic_load_explicit(word, memory_order_relaxed) + n, memory_order_relaxed);
+}
 
 /* attention.c: the attention step, and the scratch floats one thread needs for heads of
  * head_dim, sequences of up to max_positions and KV blocks of block_size */
 void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
+void rlx_cpu_attention_units(const rlx_cpu_run *r, const rlx_step *s, int nth, unsigned units[2]);
 size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions, int64_t block_size);
 
 /* ssm.c: the recurrent ops (SSM_CONV, DELTA_NET) over the batch's sequences and their state

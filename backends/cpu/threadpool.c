@@ -1,6 +1,6 @@
-/* threadpool.c - spin-then-sleep worker pool with a sense-reversing barrier.
+/* threadpool.c - spin-then-sleep worker pool with a sense-reversing barrier and work counters.
  *
- * The barrier spins briefly, then sleeps on a futex. On a busy machine (more runnable threads
+ * Every wait (barrier, work counter, end of run) spins briefly, then sleeps on a futex. On a busy machine (more runnable threads
  * than cores) the thread everyone waits for has usually been preempted; a waiter that keeps
  * its core by spinning or sched_yield() delays it, one that sleeps frees the core for it. */
 #include "backends/cpu/threadpool.h"
@@ -67,7 +67,8 @@ struct rlx_threadpool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_uint generation;     /* bumped for every run */
-    atomic_int pending;         /* workers still running the current task */
+    atomic_uint finished;       /* workers done with the current task (target n - 1) */
+    atomic_int sleepers;        /* threads asleep on a work counter or on `finished` */
     atomic_bool stop;
     rlx_task_fn fn;
     void *ctx;
@@ -101,7 +102,7 @@ static void *worker_main(void *p)
         if (atomic_load(&tp->stop)) return NULL;
         seen = gen;
         if (a.ith < tp->active) tp->fn(tp->ctx, a.ith, tp->active);
-        atomic_fetch_sub_explicit(&tp->pending, 1, memory_order_acq_rel);
+        rlx_threadpool_done(tp, &tp->finished, 1, (unsigned)tp->n - 1);
     }
 }
 
@@ -159,13 +160,46 @@ void rlx_threadpool_run_n(rlx_threadpool *tp, int n, rlx_task_fn fn, void *ctx)
     tp->ctx = ctx;
     tp->active = n;
     atomic_store(&tp->bar_count, 0);
-    atomic_store(&tp->pending, tp->n - 1);
+    atomic_store(&tp->finished, 0);
     pthread_mutex_lock(&tp->mu);
     atomic_fetch_add_explicit(&tp->generation, 1, memory_order_release);
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
     fn(ctx, 0, n);
-    while (atomic_load_explicit(&tp->pending, memory_order_acquire) > 0) cpu_relax();
+    /* a worker the OS descheduled is waited for once here, not at every step */
+    rlx_threadpool_wait(tp, &tp->finished, (unsigned)tp->n - 1);
+}
+
+/* The spin budget after a sleep of `slept` ns (see SPIN_MIN). */
+static void adapt_spin(rlx_threadpool *tp, int lim, int64_t slept)
+{
+    /* racy read-modify-write between waiters is fine: it is only a hint */
+    if (slept < SLEEP_SHORT_NS && lim < SPIN_MAX)
+        atomic_store_explicit(&tp->spin_lim, lim * 2 > SPIN_MAX ? SPIN_MAX : lim * 2, memory_order_relaxed);
+    else if (slept > SLEEP_LONG_NS && lim > SPIN_MIN)
+        atomic_store_explicit(&tp->spin_lim, lim / 2 < SPIN_MIN ? SPIN_MIN : lim / 2, memory_order_relaxed);
+}
+
+void rlx_threadpool_done(rlx_threadpool *tp, _Atomic unsigned *word, unsigned n, unsigned target)
+{
+    /* seq_cst pair with the sleeper's increment-then-check: one of the two sees the other */
+    const unsigned old = atomic_fetch_add(word, n);
+    if (old < target && old + n >= target && atomic_load(&tp->sleepers)) bar_wake(word);
+}
+
+void rlx_threadpool_wait(rlx_threadpool *tp, _Atomic unsigned *word, unsigned target)
+{
+    if (atomic_load_explicit(word, memory_order_acquire) >= target) return;
+    const int lim = atomic_load_explicit(&tp->spin_lim, memory_order_relaxed);
+    for (int spins = 0; spins < lim; spins++) {
+        if (atomic_load_explicit(word, memory_order_acquire) >= target) return;
+        cpu_relax();
+    }
+    const int64_t t0 = now_ns();
+    atomic_fetch_add(&tp->sleepers, 1);
+    for (unsigned v; (v = atomic_load(word)) < target;) bar_sleep(word, v);
+    atomic_fetch_sub(&tp->sleepers, 1);
+    adapt_spin(tp, lim, now_ns() - t0);
 }
 
 void rlx_threadpool_barrier(rlx_threadpool *tp)
@@ -188,10 +222,5 @@ void rlx_threadpool_barrier(rlx_threadpool *tp)
     atomic_fetch_add(&tp->bar_sleepers, 1);
     while (atomic_load(&tp->bar_sense) == sense) bar_sleep(&tp->bar_sense, sense);
     atomic_fetch_sub(&tp->bar_sleepers, 1);
-    const int64_t slept = now_ns() - t0;
-    /* racy read-modify-write between waiters is fine: it is only a hint */
-    if (slept < SLEEP_SHORT_NS && lim < SPIN_MAX)
-        atomic_store_explicit(&tp->spin_lim, lim * 2 > SPIN_MAX ? SPIN_MAX : lim * 2, memory_order_relaxed);
-    else if (slept > SLEEP_LONG_NS && lim > SPIN_MIN)
-        atomic_store_explicit(&tp->spin_lim, lim / 2 < SPIN_MIN ? SPIN_MIN : lim / 2, memory_order_relaxed);
+    adapt_spin(tp, lim, now_ns() - t0);
 }

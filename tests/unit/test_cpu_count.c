@@ -47,6 +47,30 @@ static int affinity_cpus(void)
     return n;
 }
 
+TEST(cpu_max_contents)
+{
+    ASSERT_EQ(rlx__cpu_max_cpus("max 100000\n"), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("max\n"), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("100000 100000\n"), 1);
+    ASSERT_EQ(rlx__cpu_max_cpus("100001 100000\n"), 2);   /* rounded up */
+    ASSERT_EQ(rlx__cpu_max_cpus("150000 100000"), 2);
+    ASSERT_EQ(rlx__cpu_max_cpus("50000 100000\n"), 1);    /* half a CPU still gets a thread */
+    ASSERT_EQ(rlx__cpu_max_cpus("1 1000000\n"), 1);
+    ASSERT_EQ(rlx__cpu_max_cpus("400000 50000\n"), 8);   /* a period other than the default */
+    ASSERT_EQ(rlx__cpu_max_cpus("  200000\t100000  \n"), 2);
+    /* not a limit: absent or broken contents mean none */
+    ASSERT_EQ(rlx__cpu_max_cpus(""), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("\n"), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("100000\n"), 0);          /* no period */
+    ASSERT_EQ(rlx__cpu_max_cpus("0 100000\n"), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("-100000 100000\n"), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("100000 0\n"), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("12abc 100000\n"), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("maximum 100000\n"), 0);
+    ASSERT_EQ(rlx__cpu_max_cpus("100000 100000 7\n"), 0); /* a third field */
+    ASSERT_EQ(rlx__cpu_max_cpus("99999999999999999999 100000\n"), 0); /* overflows */
+}
+
 TEST(v2_quota_of_the_cgroup_and_its_parents)
 {
     fresh();
@@ -116,5 +140,5 @@ TEST(affinity_mask)
     if (root[0] && system(cmd)) {}
 }
 
-TEST_MAIN(TEST_ENTRY(v2_quota_of_the_cgroup_and_its_parents), TEST_ENTRY(v2_namespaced_root), TEST_ENTRY(v1_cfs_quota),
+TEST_MAIN(TEST_ENTRY(cpu_max_contents), TEST_ENTRY(v2_quota_of_the_cgroup_and_its_parents), TEST_ENTRY(v2_namespaced_root), TEST_ENTRY(v1_cfs_quota),
           TEST_ENTRY(nothing_readable_means_affinity), TEST_ENTRY(affinity_mask))
