@@ -35,11 +35,12 @@ use_slow_model() {
     MODEL=$slow
 }
 
-# start_server NAME [ARGS...]: sets PID, PORT, URL, LOG
-start_server() {
+# start_rlxd NAME [ARGS...]: `rlxd serve ARGS` (no model of its own); returns once it reports its
+# port. Sets PID, PORT, URL, LOG.
+start_rlxd() {
     local name=$1; shift
     LOG="$TMP/$name.log"
-    "$BIN" serve -m "$MODEL:tiny" --host 127.0.0.1 --port 0 "$@" 2>"$LOG" &
+    "$BIN" serve --host 127.0.0.1 --port 0 "$@" 2>"$LOG" &
     PID=$!
     PIDS+=("$PID")
     PORT=""
@@ -51,6 +52,13 @@ start_server() {
     done
     [ -n "$PORT" ] || fail "rlxd did not report its port"
     URL="http://127.0.0.1:$PORT"
+}
+
+# start_server NAME [ARGS...]: serves $MODEL as "tiny", returns once /health is 200; sets PID,
+# PORT, URL, LOG
+start_server() {
+    local name=$1; shift
+    start_rlxd "$name" -m "$MODEL:tiny" "$@"
     for _ in $(seq 1 300); do
         [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && return 0
         kill -0 "$PID" 2>/dev/null || fail "rlxd exited while loading"

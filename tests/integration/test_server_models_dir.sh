@@ -20,20 +20,7 @@ echo "not a model" >"$D/notes.txt"               # ignored: not .gguf
 
 # start_dir NAME ARGS...: rlxd serve with no -m (sets PID, PORT, URL, LOG); /health is 200 at once
 start_dir() {
-    local name=$1; shift
-    LOG="$TMP/$name.log"
-    "$BIN" serve --host 127.0.0.1 --port 0 "$@" 2>"$LOG" &
-    PID=$!
-    PIDS+=("$PID")
-    PORT=""
-    for _ in $(seq 1 100); do
-        PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$LOG" | head -1)
-        [ -n "$PORT" ] && break
-        kill -0 "$PID" 2>/dev/null || fail "rlxd exited at start"
-        sleep 0.1
-    done
-    [ -n "$PORT" ] || fail "rlxd did not report its port"
-    URL="http://127.0.0.1:$PORT"
+    start_rlxd "$@"
     for _ in $(seq 1 100); do
         [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && return 0
         sleep 0.1

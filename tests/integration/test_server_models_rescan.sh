@@ -17,22 +17,6 @@ mkdir -p "$D" "$S/sub"
 "$SYNTH" --arch qwen3 --preset tiny --seed 2 -o "$S/beta.gguf" >/dev/null || fail "synth beta"
 "$SYNTH" --arch llama --preset tiny --seed 3 -o "$S/sub/gamma.gguf" >/dev/null || fail "synth gamma"
 
-start_dir() {
-    local name=$1; shift
-    LOG="$TMP/$name.log"
-    "$BIN" serve --host 127.0.0.1 --port 0 "$@" 2>"$LOG" &
-    PID=$!
-    PIDS+=("$PID")
-    PORT=""
-    for _ in $(seq 1 100); do
-        PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$LOG" | head -1)
-        [ -n "$PORT" ] && break
-        kill -0 "$PID" 2>/dev/null || fail "rlxd exited at start"
-        sleep 0.1
-    done
-    [ -n "$PORT" ] || fail "rlxd did not report its port"
-    URL="http://127.0.0.1:$PORT"
-}
 ids() { curl -s "$URL/v1/models" | jget '.data.map(x=>x.id).join(",")'; }
 # until_ids WANT: polls /v1/models (each GET may rescan) until the listed ids are WANT
 until_ids() {
@@ -43,7 +27,7 @@ until_ids() {
 meta() { curl -s "$URL/v1/models" | jget ".data.find(x=>x.id==\"$1\")?.meta$2"; }
 complete() { post /v1/completions "{\"model\":\"$1\",\"prompt\":\"Once upon a time\",\"max_tokens\":3${2:+,$2}}"; }
 
-start_dir rescan --models-dir "$D"
+start_rlxd rescan --models-dir "$D"
 [ "$(ids)" = alpha ] || fail "at start: $(ids)"
 
 # added: listed once the folder is read again; a subfolder's model too
