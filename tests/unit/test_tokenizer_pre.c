@@ -197,5 +197,32 @@ TEST(wordpiece_long_words)
     ASSERT(!bad);
 }
 
+/* The same words as llama.cpp c9ced49's llama-tokenize gives them (bert-bge, with [CLS] and
+ * [SEP]): 120 chars of "internationalization", 150 of "abc", and 150 with an unmatched
+ * character in the middle. */
+static const int32_t long_words_ids[] = {101, 2248, 3989, 18447, 11795, 3370, 11475, 9276, 18447, 11795, 3370, 11475, 9276, 18447, 11795, 3370, 11475, 9276, 18447, 11795, 3370, 11475, 9276, 18447, 11795, 3370, 11475, 9276, 5925, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 3540, 9818, 7875, 2278, 100, 102};
+
+TEST(wordpiece_long_words_as_llama_cpp)
+{
+    tv_vocab v;
+    int rc = tv_open(&v, "bert-bge");
+    if (rc == 77) SKIP("../shared/vocab/ggml-vocab-bert-bge.gguf absent");
+    ASSERT_EQ(rc, 0);
+    char text[600] = "";
+    for (int i = 0; i < 6; i++) strcat(text, "internationalization");
+    strcat(text, " ");
+    for (int i = 0; i < 50; i++) strcat(text, "abc");
+    strcat(text, " x");
+    for (int i = 0; i < 150; i++) strcat(text, i == 75 ? "\xe0\xb8\xae" : "a");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_tokenize(v.t, text, strlen(text), true, false, &ids, &n, &err), 0);
+    ASSERT_EQ(n, sizeof long_words_ids / sizeof long_words_ids[0]);
+    ASSERT(!memcmp(ids, long_words_ids, sizeof long_words_ids));
+    free(ids);
+    tv_close(&v);
+}
+
 TEST_MAIN(TEST_ENTRY(pre_tokenizers), TEST_ENTRY(afmoe_cjk_class), TEST_ENTRY(gemma4_model), TEST_ENTRY(unknown_pre_rejected), TEST_ENTRY(wordpiece_normalisation),
-          TEST_ENTRY(wordpiece_long_words))
+          TEST_ENTRY(wordpiece_long_words), TEST_ENTRY(wordpiece_long_words_as_llama_cpp))
