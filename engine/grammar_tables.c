@@ -382,7 +382,7 @@ static int suf_cmp(const void *a, const void *b)
 /* The undecided part of tb from the records (tokens and the offsets where T ran out). */
 static int table_undecided(gtable *tb, const rlx_grammar_vocab *v, recs *rs)
 {
-    qsort(rs->r, rs->n, sizeof *rs->r, rec_cmp);
+    if (rs->n) qsort(rs->r, rs->n, sizeof *rs->r, rec_cmp); /* r is NULL when there are none */
     size_t m = 0; /* drop accepted tokens and duplicates */
     for (size_t i = 0; i < rs->n; i++) {
         rec r = rs->r[i];

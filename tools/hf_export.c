@@ -212,8 +212,12 @@ int rlx_hf_export_tokenizer(const rlx_gguf *g, const char *dir, rlx_error *err)
     if (!t.text || !t.type || !t.score || !t.slots) rc = rlx_errorf(err, RLX_ENOMEM, "out of memory");
     for (int64_t i = 0; !rc && i < t.n; i++) {
         if (!(t.text[i] = str_dup(toks->strs[i]))) { rc = rlx_errorf(err, RLX_ENOMEM, "out of memory"); break; }
-        t.type[i] = types ? ((const int32_t *)types->data)[i] : T_NORMAL;
-        t.score[i] = scores && scores->n == toks->n && scores->type == RLX_GGUF_FLOAT32 ? ((const float *)scores->data)[i] : 0;
+        /* GGUF arrays are not aligned to their element: read them with memcpy */
+        t.type[i] = T_NORMAL;
+        if (types) memcpy(&t.type[i], (const char *)types->data + (size_t)i * sizeof(int32_t), sizeof(int32_t));
+        t.score[i] = 0;
+        if (scores && scores->n == toks->n && scores->type == RLX_GGUF_FLOAT32)
+            memcpy(&t.score[i], (const char *)scores->data + (size_t)i * sizeof(float), sizeof(float));
         if (t.type[i] == T_UNUSED) continue;
         uint64_t h = hash_s(t.text[i], strlen(t.text[i])) & t.mask;
         while (t.slots[h] && strcmp(t.text[t.slots[h] - 1], t.text[i])) h = (h + 1) & t.mask;
