@@ -106,16 +106,6 @@ void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_s
     out->table_evictions = ts.evictions;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* The slot holding g's content (found or made); -1 when out of memory. */
 static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
 {
@@ -124,9 +114,9 @@ static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
             c->slot[c->memo[i].slot].last_use = ++c->clock;
             return (int)c->memo[i].slot;
         }
-    uint64_t h = fnv(1469598103934665603ull, g->e, (size_t)g->n_e * sizeof *g->e);
-    h = fnv(h, g->rule_start, (size_t)g->n_rules * sizeof *g->rule_start);
-    h = fnv(h, &g->root, sizeof g->root);
+    uint64_t h = rlx__fnv(1469598103934665603ull, g->e, (size_t)g->n_e * sizeof *g->e);
+    h = rlx__fnv(h, g->rule_start, (size_t)g->n_rules * sizeof *g->rule_start);
+    h = rlx__fnv(h, &g->root, sizeof g->root);
     int found = -1, victim = 0;
     for (int i = 0; i < MAX_GRAMMARS; i++) {
         gslot *s = &c->slot[i];
@@ -225,7 +215,7 @@ const uint64_t *rlx_grammar_cache_mask(rlx_grammar_cache *c, const rlx_grammar_s
         *rc = RLX_ENOMEM;
         return NULL;
     }
-    uint64_t h = fnv(1469598103934665603ull ^ (uint64_t)slot, c->key, klen * sizeof *c->key);
+    uint64_t h = rlx__fnv(1469598103934665603ull ^ (uint64_t)slot, c->key, klen * sizeof *c->key);
     size_t victim = 0;
     for (size_t i = 0; i < c->n_ent; i++) {
         centry *e = &c->ent[i];

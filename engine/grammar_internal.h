@@ -121,4 +121,15 @@ int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, s
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
                                         size_t max_und);
 
+/* FNV-1a over n bytes from h (the grammar cache's keys: compiled content, positions, tables) */
+static inline uint64_t rlx__fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
 #endif

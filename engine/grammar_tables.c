@@ -498,21 +498,11 @@ done:
     return rc;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* The table for key (found or built); NULL with *rc set on failure. */
 static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx_grammar_vocab *v, size_t klen,
                          int *rc)
 {
-    uint64_t h = fnv(1469598103934665603ull ^ slot, t->key, klen * sizeof *t->key);
+    uint64_t h = rlx__fnv(1469598103934665603ull ^ slot, t->key, klen * sizeof *t->key);
     size_t victim = 0;
     for (size_t i = 0; i < t->n_tab; i++) {
         gtable *tb = &t->tab[i];
