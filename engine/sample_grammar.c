@@ -84,6 +84,7 @@ static int64_t g_mask(rlx_sampler_stage *st, rlx_token_cands *c)
  * good, as text with no call: the constraint never makes generation fail. */
 static int lazy_accept(grammar_stage *s, const char *b, size_t n)
 {
+    if (!n) return 0; /* an end-of-generation token has no bytes (and no text pointer) */
     if (s->n_tail + n > s->cap_tail) {
         size_t cap = s->n_tail + n + 64;
         char *t = realloc(s->tail, cap);
