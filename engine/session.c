@@ -196,7 +196,18 @@ int rlx_session_store_open(rlx_session_store **out, const char *path, rlx_error 
     /* journal_mode is the first statement that reads the file: a foreign file fails here */
     sqlite3_stmt *s = NULL;
     if ((rc = prepare(st, "PRAGMA journal_mode = WAL", &s, err))) goto fail;
+    /* Two openers of a new file (two models of one daemon loading at once) can both hold the
+     * read lock and want the write lock to switch: sqlite refuses one at once as "locked"
+     * rather than wait (the busy handler would deadlock), so retry for the busy timeout. */
     rc = sqlite3_step(s);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (t1 = t0; (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && t1.tv_sec - t0.tv_sec < 5;
+         clock_gettime(CLOCK_MONOTONIC, &t1)) {
+        sqlite3_reset(s);
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+        rc = sqlite3_step(s);
+    }
     if (rc != SQLITE_ROW) {
         rc = db_error(st, rc, "switching to WAL", err);
         sqlite3_finalize(s);

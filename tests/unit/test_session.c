@@ -456,6 +456,40 @@ TEST(threads_share_a_store)
     rm_db(db);
 }
 
+/* Two models of one daemon load on two threads and open the same new database at once: each
+ * must get a store (the WAL switch of one waits for the other, never fails as "locked"). */
+typedef struct { const char *db; pthread_barrier_t *go; int rc; rlx_error err; } open_arg;
+static void *open_main(void *p)
+{
+    open_arg *a = p;
+    rlx_session_store *st = NULL;
+    pthread_barrier_wait(a->go);
+    a->rc = rlx_session_store_open(&st, a->db, &a->err);
+    rlx_session_store_close(st);
+    return NULL;
+}
+
+TEST(concurrent_opens_of_a_new_file)
+{
+    const char *db = tmp_path("race.db");
+    for (int round = 0; round < 40; round++) {
+        rm_db(db);
+        enum { N = 4 };
+        pthread_t th[N];
+        open_arg args[N];
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, N);
+        for (int i = 0; i < N; i++) {
+            args[i] = (open_arg){.db = db, .go = &go};
+            pthread_create(&th[i], NULL, open_main, &args[i]);
+        }
+        for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&go);
+        for (int i = 0; i < N; i++) ASSERT_MSG(args[i].rc == 0, "round %d opener %d: %s", round, i, args[i].err.msg);
+    }
+    rm_db(db);
+}
+
 /* The child writes sessions in a tight loop and reports each id after its COMMIT returned;
  * every tenth write also rewrites "hot" whose first token records the write number. */
 static void crash_child(const char *db, int wfd, uint32_t base)
@@ -558,7 +592,7 @@ int main(void)
         TEST_ENTRY(list_pages), TEST_ENTRY(limits_ttl_and_count),
         TEST_ENTRY(foreign_and_corrupt_files), TEST_ENTRY(newer_schema_refused_and_v1_migrated),
         TEST_ENTRY(v2_migrated_to_model_keys),
-        TEST_ENTRY(threads_share_a_store), TEST_ENTRY(kill9_keeps_committed_sessions),
+        TEST_ENTRY(threads_share_a_store), TEST_ENTRY(concurrent_opens_of_a_new_file), TEST_ENTRY(kill9_keeps_committed_sessions),
     };
     int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
     cleanup();
