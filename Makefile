@@ -2,7 +2,7 @@
 #   make serve   serve the default model (made by rlxd-synth) on 127.0.0.1:8080
 #   make test    release build + ctest, then the ASan/UBSan build + ctest
 #   make bench   engine and server benchmarks (bench/RESULTS.md)
-#   make fuzz    the libFuzzer targets, FUZZ_SECONDS (300) each (clang; `make test` runs them 15 s)
+#   make fuzz    the libFuzzer targets, FUZZ_SECONDS (300) each (clang; `make test` runs them 15 s, two at once)
 #   make soak    256 concurrent mixed streams with disconnects for SOAK_SECONDS (600); not in CI
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -56,7 +56,7 @@ fuzz-build: deps
 	else echo "clang not installed: no fuzz build"; fi
 
 test-fuzz: fuzz-build
-	@if [ -d $(FUZZ_BUILD) ]; then cd $(FUZZ_BUILD) && FUZZ_SECONDS=15 ctest -L libfuzzer --output-on-failure; fi
+	@if [ -d $(FUZZ_BUILD) ]; then cd $(FUZZ_BUILD) && FUZZ_SECONDS=15 ctest -L libfuzzer --output-on-failure -j 2; fi
 
 fuzz: fuzz-build
 	cd $(FUZZ_BUILD) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L libfuzzer --output-on-failure

@@ -438,7 +438,7 @@ char *rlx__js_array(rlx__js *j, const cJSON *s, const char *hint)
     }
     const cJSON *p = pre ? pre->child : NULL;
     for (size_t i = 0; i < nf; i++, p = p->next) {
-        char seg[32];
+        char seg[48]; /* "prefixItems/" and 20 digits */
         snprintf(seg, sizeof seg, "%s/%zu", pre == items ? "items" : "prefixItems", i);
         size_t at = rlx__js_push(j, seg);
         fixed[i] = rlx__js_visit(j, p, "item");

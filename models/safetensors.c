@@ -91,11 +91,21 @@ int rlx__read_file(const char *path, char **out, size_t *len, rlx_error *err)
     return 0;
 }
 
+/* dir/name into path[ST_PATH]; a path that does not fit is an error, never a shortened name */
+enum { ST_PATH = 4096 };
+static int join_path(char *path, const char *dir, const char *name, rlx_error *err)
+{
+    int n = snprintf(path, ST_PATH, "%s/%s", dir, name);
+    if (n < 0 || n >= ST_PATH) return rlx_errorf(err, RLX_EINVAL, "%.200s...: path longer than %d bytes", dir, ST_PATH - 1);
+    return 0;
+}
+
 static int read_json(const char *dir, const char *name, cJSON **out, bool required, rlx_error *err)
 {
     *out = NULL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[ST_PATH];
+    int jrc = join_path(path, dir, name, err);
+    if (jrc) return jrc;
     char *text;
     size_t len;
     int rc = rlx__read_file(path, &text, &len, err);
@@ -399,13 +409,13 @@ static int load_file(const char *path, st_owned *o, st_set *set, rlx_error *err)
 /* model.safetensors, or every shard model.safetensors.index.json's weight_map names */
 static int load_weights(const char *dir, st_owned *o, st_set *set, rlx_error *err)
 {
-    char path[4096];
+    char path[ST_PATH];
     cJSON *idx = NULL;
     int rc = read_json(dir, "model.safetensors.index.json", &idx, false, err);
     if (rc) return rc;
     if (!idx) {
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        rc = load_file(path, o, set, err);
+        rc = join_path(path, dir, "model.safetensors", err);
+        if (!rc) rc = load_file(path, o, set, err);
         if (rc == RLX_ENOTFOUND)
             rc = rlx_errorf(err, RLX_ENOTFOUND, "%s: the model folder has neither model.safetensors nor "
                             "model.safetensors.index.json", dir);
@@ -432,7 +442,7 @@ static int load_weights(const char *dir, st_owned *o, st_set *set, rlx_error *er
     char missing[1024] = "";
     size_t n_missing = 0;
     for (size_t i = 0; !rc && i < nf; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if ((rc = join_path(path, dir, files[i], err))) break;
         if (access(path, F_OK) == 0) continue;
         snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", n_missing++ ? ", " : "", files[i]);
     }
@@ -441,8 +451,8 @@ static int load_weights(const char *dir, st_owned *o, st_set *set, rlx_error *er
                         dir, n_missing, nf, n_missing == 1 ? "is" : "are", missing);
     size_t before = set->n;
     for (size_t i = 0; !rc && i < nf; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        rc = load_file(path, o, set, err);
+        rc = join_path(path, dir, files[i], err);
+        if (!rc) rc = load_file(path, o, set, err);
     }
     /* the index and the shards must agree */
     if (!rc) cJSON_ArrayForEach(e, wm) {
@@ -598,7 +608,8 @@ static void set_free(st_set *s)
 int rlx_st_open(rlx_gguf **out, const char *dir_in, rlx_error *err)
 {
     *out = NULL;
-    char dir[4096];
+    char dir[ST_PATH];
+    if (strlen(dir_in) >= sizeof dir) return rlx_errorf(err, RLX_EINVAL, "%.200s...: path longer than %d bytes", dir_in, ST_PATH - 1);
     snprintf(dir, sizeof dir, "%s", dir_in);
     for (size_t l = strlen(dir); l > 1 && dir[l - 1] == '/'; l--) dir[l - 1] = 0;
     cJSON *cfg = NULL;

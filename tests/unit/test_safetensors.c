@@ -164,7 +164,10 @@ static int check_vocab_as(const char *vocab, const char *vectors, bool older)
 static int check_vocab(const char *vocab, const char *vectors)
 {
     int rc = check_vocab_as(vocab, vectors, false);
-    if (rc == 0 && (!strcmp(vocab, "llama-spm") || !strcmp(vocab, "qwen2-reconstructed")))
+    /* the older format once more (under valgrind, RLX_MEMCHECK, only for the small SPM
+     * vocabulary: the same parser code, 25 s less than the 151k-token one there) */
+    bool big_ok = !getenv("RLX_MEMCHECK");
+    if (rc == 0 && (!strcmp(vocab, "llama-spm") || (big_ok && !strcmp(vocab, "qwen2-reconstructed"))))
         rc = check_vocab_as(vocab, vectors, true);
     return rc;
 }
@@ -422,6 +425,15 @@ TEST(errors)
     ASSERT(!rlx_st_is_folder(empty));
     ASSERT_NE(rlx_model_open(&h, empty, &err), 0);
     ASSERT_MSG(strstr(err.msg, "without config.json"), "%s", err.msg);
+    /* a path too long to join with a file name is refused, never cut short to another name */
+    static char longdir[4200];
+    memset(longdir, 'd', sizeof longdir - 1);
+    for (size_t k = 4090; k < sizeof longdir - 1; k++) {
+        longdir[k] = 0;
+        ASSERT_EQ(rlx_st_open(&h, longdir, &err), RLX_EINVAL);
+        ASSERT_MSG(strstr(err.msg, "path longer than 4095 bytes"), "%zu: %s", k, err.msg);
+        longdir[k] = 'd';
+    }
 }
 
 /* Hand-written weights: Llama's q rows interleaved per head as llama.cpp's converter does, k with
