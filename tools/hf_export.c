@@ -354,22 +354,21 @@ static bool hf_name(const char *gg, char *out, size_t cap, bool gemma)
     return false;
 }
 
-static uint32_t key_u32(const rlx_gguf *g, const char *arch, const char *key, uint32_t def)
+/* <arch>.<key> as a number (u32 or f32 keys), def when absent */
+static double key_num(const rlx_gguf *g, const char *arch, const char *key, double def)
 {
     char k[128];
     snprintf(k, sizeof k, "%s.%s", arch, key);
-    uint32_t v = def;
-    rlx_gguf_get_u32(g, k, &v, NULL);
-    return v;
+    uint32_t u;
+    float f;
+    if (rlx_gguf_get_u32(g, k, &u, NULL) == 0) return u;
+    if (rlx_gguf_get_f32(g, k, &f, NULL) == 0) return f;
+    return def;
 }
 
-static double key_f32(const rlx_gguf *g, const char *arch, const char *key, float def)
+static uint32_t key_u32(const rlx_gguf *g, const char *arch, const char *key, uint32_t def)
 {
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    float v = def;
-    rlx_gguf_get_f32(g, k, &v, NULL);
-    return v;
+    return (uint32_t)key_num(g, arch, key, def);
 }
 
 /* one safetensors file of tensors [t0, t1) of the exported list */
@@ -442,15 +441,15 @@ int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, rlx_error *e
     cJSON_AddNumberToObject(c, "num_key_value_heads", n_head_kv);
     cJSON_AddNumberToObject(c, "head_dim", head_dim);
     cJSON_AddNumberToObject(c, "max_position_embeddings", key_u32(g, arch, "context_length", 2048));
-    cJSON_AddNumberToObject(c, "rope_theta", key_f32(g, arch, "rope.freq_base", 10000.0f));
-    cJSON_AddNumberToObject(c, "rms_norm_eps", key_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f));
+    cJSON_AddNumberToObject(c, "rope_theta", key_num(g, arch, "rope.freq_base", 10000.0f));
+    cJSON_AddNumberToObject(c, "rms_norm_eps", key_num(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f));
     cJSON_AddNumberToObject(c, "vocab_size", (double)emb->ne[1]);
     cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
     if (gemma) {
         cJSON_AddNumberToObject(c, "sliding_window", key_u32(g, arch, "attention.sliding_window", 4096));
-        cJSON_AddNumberToObject(c, "attn_logit_softcapping", key_f32(g, arch, "attn_logit_softcapping", 50.0f));
-        cJSON_AddNumberToObject(c, "final_logit_softcapping", key_f32(g, arch, "final_logit_softcapping", 30.0f));
+        cJSON_AddNumberToObject(c, "attn_logit_softcapping", key_num(g, arch, "attn_logit_softcapping", 50.0f));
+        cJSON_AddNumberToObject(c, "final_logit_softcapping", key_num(g, arch, "final_logit_softcapping", 30.0f));
         snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", arch);
         if (rlx_gguf_find(g, k)) { cJSON_Delete(c); return rlx_errorf(err, RLX_EUNSUPPORTED, "a sliding window pattern is not exported"); }
     }

@@ -3,46 +3,15 @@
  * admission control. Runs on stories260K from ../shared. */
 #include "tests/rlx_test.h"
 #include "engine/engine.h"
+#include "tests/unit/test_worker_util.h"
 
 #include <pthread.h>
 
-#define MAX_GEN 64
+#define MAX_GEN 64 /* <= TW_MAX_GEN, the tokens a result keeps */
 
-typedef struct result {
-    int32_t tokens[MAX_GEN];
-    int n;
-    bool done;
-    rlx_finish_reason finish;
-    rlx_usage usage;
-    int error;
-} result;
-
-typedef struct collector {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int pending;
-    result *res;
-} collector;
-
-typedef struct slot { collector *c; int idx; } slot;
-
-static void on_event(void *user, const rlx_event *ev)
-{
-    slot *s = user;
-    collector *c = s->c;
-    pthread_mutex_lock(&c->mu);
-    result *r = &c->res[s->idx];
-    if (ev->type == RLX_EV_TOKEN && r->n < MAX_GEN) r->tokens[r->n++] = ev->token;
-    if (ev->type != RLX_EV_TOKEN) {
-        r->done = true;
-        r->finish = ev->finish;
-        r->usage = ev->usage;
-        r->error = ev->type == RLX_EV_ERROR ? ev->error_code : 0;
-        c->pending--;
-        pthread_cond_broadcast(&c->cv);
-    }
-    pthread_mutex_unlock(&c->mu);
-}
+typedef tw_result result;
+typedef tw_collector collector;
+typedef tw_slot slot;
 
 static rlx_worker *start_kv(int32_t max_seqs, size_t kv_mib, int32_t kv_blocks, int kv_type)
 {
@@ -83,16 +52,9 @@ static rlx_request *new_req(int i, slot *sl, int32_t max_tokens, const int32_t *
     r->max_tokens = max_tokens;
     r->ignore_eos = true;
     r->sampling.temperature = 0;
-    r->on_event = on_event;
+    r->on_event = tw_on_event;
     r->user = sl;
     return r;
-}
-
-static void wait_all(collector *c)
-{
-    pthread_mutex_lock(&c->mu);
-    while (c->pending > 0) pthread_cond_wait(&c->cv, &c->mu);
-    pthread_mutex_unlock(&c->mu);
 }
 
 #define N_REQ 32
@@ -100,7 +62,7 @@ static void wait_all(collector *c)
 /* runs N_REQ prompts either one at a time or all at once; seeded sampling for odd ones */
 static void run_set(rlx_worker *w, bool together, result *res)
 {
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    collector c = TW_COLLECTOR(0, res);
     slot slots[N_REQ];
     memset(res, 0, sizeof(result) * N_REQ);
     for (int i = 0; i < N_REQ; i++) {
@@ -115,9 +77,9 @@ static void run_set(rlx_worker *w, bool together, result *res)
         pthread_mutex_unlock(&c.mu);
         rlx_error err = {0};
         if (rlx_worker_submit(w, r, &err)) { fprintf(stderr, "submit: %s\n", err.msg); res[i].error = err.code; c.pending--; }
-        if (!together) wait_all(&c);
+        if (!together) tw_wait_all(&c);
     }
-    wait_all(&c);
+    tw_wait_all(&c);
 }
 
 /* The batched run gets a fresh worker: on the solo run's worker it would find every prompt's
@@ -204,14 +166,14 @@ TEST(shared_prefix_computed_once)
     ids[0] = 1;
     for (int k = 1; k < 220; k++) ids[k] = 3 + (k * 37) % 500;
     static result res[2];
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    collector c = TW_COLLECTOR(0, res);
     slot sl[2] = {{&c, 0}, {&c, 1}};
     for (int i = 0; i < 2; i++) {
         ids[210] = 7 + i; /* same 200-token prefix, different tails */
         c.pending = 1;
         rlx_error err = {0};
         ASSERT_EQ(rlx_worker_submit(w, new_req(i, &sl[i], 8, ids, 220), &err), 0);
-        wait_all(&c);
+        tw_wait_all(&c);
     }
     ASSERT_EQ(res[0].usage.cached_tokens, 0);
     ASSERT(res[1].usage.cached_tokens >= 192);
@@ -228,13 +190,13 @@ TEST(cancel_and_limits)
     rlx_worker *w = start(2, 0, 0);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     static result res[3];
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, res};
+    collector c = TW_COLLECTOR(1, res);
     slot sl = {&c, 0};
     int32_t ids[4] = {1, 403, 407, 261};
     rlx_error err = {0};
     ASSERT_EQ(rlx_worker_submit(w, new_req(0, &sl, 400, ids, 4), &err), 0);
     rlx_worker_cancel(w, 1);
-    wait_all(&c);
+    tw_wait_all(&c);
     ASSERT_EQ(res[0].finish, RLX_FINISH_CANCELLED);
     ASSERT(res[0].n < 400);
     /* can never fit: prompt + max_tokens over the context */
@@ -251,7 +213,7 @@ TEST(text_prompt_and_eos)
     rlx_worker *w = start(2, 0, 0);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     static result res[1];
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, res};
+    collector c = TW_COLLECTOR(1, res);
     slot sl = {&c, 0};
     rlx_request *r = rlx_request_new();
     r->id = 1;
@@ -260,11 +222,11 @@ TEST(text_prompt_and_eos)
     r->bos_added = true;
     r->max_tokens = 16;
     r->sampling.temperature = 0;
-    r->on_event = on_event;
+    r->on_event = tw_on_event;
     r->user = &sl;
     rlx_error err = {0};
     ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
-    wait_all(&c);
+    tw_wait_all(&c);
     ASSERT_EQ(res[0].usage.prompt_tokens, 5); /* BOS + 4 */
     ASSERT_EQ(res[0].n, 16);
     ASSERT_EQ(res[0].tokens[0], 432); /* llama.cpp's greedy continuation starts with "," */
@@ -279,7 +241,7 @@ TEST(identical_prompts_in_one_step_computed_once)
     rlx_worker *w = start(4, 0, 0);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     static result res[3];
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 3, res};
+    collector c = TW_COLLECTOR(3, res);
     slot sl[3] = {{&c, 0}, {&c, 1}, {&c, 2}};
     int32_t busy[4] = {1, 403, 407, 261}, ids[100];
     ids[0] = 1;
@@ -288,7 +250,7 @@ TEST(identical_prompts_in_one_step_computed_once)
     ASSERT_EQ(rlx_worker_submit(w, new_req(0, &sl[0], 300, busy, 4), &err), 0);
     ASSERT_EQ(rlx_worker_submit(w, new_req(1, &sl[1], 4, ids, 100), &err), 0);
     ASSERT_EQ(rlx_worker_submit(w, new_req(2, &sl[2], 4, ids, 100), &err), 0);
-    wait_all(&c);
+    tw_wait_all(&c);
     ASSERT_EQ(res[1].error, 0);
     ASSERT_EQ(res[2].error, 0);
     ASSERT_EQ(res[1].usage.cached_tokens + res[2].usage.cached_tokens, 96); /* 6 full blocks of the 99 before the last */
@@ -304,7 +266,7 @@ TEST(idle_session_pins_give_way)
     rlx_worker *w = start(4, 0, 12);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     static result res[2];
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, res};
+    collector c = TW_COLLECTOR(1, res);
     slot sl[2] = {{&c, 0}, {&c, 1}};
     int32_t ids[32];
     for (int k = 0; k < 32; k++) ids[k] = k ? 3 + (k * 29) % 500 : 1;
@@ -312,11 +274,11 @@ TEST(idle_session_pins_give_way)
     r->session_id = strdup("pinned");
     rlx_error err = {0};
     ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
-    wait_all(&c);
+    tw_wait_all(&c);
     ASSERT_EQ(res[0].error, 0); /* 48 tokens: 3 full blocks pinned */
     c.pending = 1;
     ASSERT_EQ(rlx_worker_submit(w, new_req(1, &sl[1], 170, ids + 2, 20), &err), 0);
-    wait_all(&c);
+    tw_wait_all(&c);
     ASSERT_MSG(res[1].error == 0, "the request failed with %d", res[1].error);
     ASSERT_EQ(res[1].n, MAX_GEN);
     ASSERT_EQ(res[1].usage.completion_tokens, 170);
@@ -335,7 +297,7 @@ TEST(never_fits_refused_at_submit)
     rlx_worker *w = start(2, 0, 4);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     static result res[2];
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    collector c = TW_COLLECTOR(0, res);
     slot sl = {&c, 0};
     int32_t ids[40];
     for (int k = 0; k < 40; k++) ids[k] = k ? 3 + (k * 31) % 500 : 1;
@@ -346,7 +308,7 @@ TEST(never_fits_refused_at_submit)
     r->session_id = strdup("grows");
     c.pending = 1;
     ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
-    wait_all(&c);
+    tw_wait_all(&c);
     ASSERT_EQ(res[0].error, 0);
     r = new_req(2, &sl, 10, ids, 20);
     r->session_id = strdup("grows");
@@ -355,7 +317,7 @@ TEST(never_fits_refused_at_submit)
     r = new_req(3, &sl, 10, ids, 20); /* the same without the session fits */
     c.pending = 1;
     ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
-    wait_all(&c);
+    tw_wait_all(&c);
     r = new_req(4, &sl, 4, ids, 4);
     r->session_id = strdup("bad\001id");
     ASSERT_EQ(rlx_worker_submit(w, r, &err), RLX_EINVAL);

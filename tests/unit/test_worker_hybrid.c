@@ -13,45 +13,16 @@
  *     the solo set, with exactly N_REQ slots (a leaked slot would leave a request waiting). */
 #include "tests/rlx_test.h"
 #include "engine/engine.h"
+#include "tests/unit/test_worker_util.h"
 
 #include <pthread.h>
 
-#define MAX_GEN 32
+#define MAX_GEN 32 /* <= TW_MAX_GEN, the tokens a result keeps */
 #define N_REQ 16
 
-typedef struct result {
-    int32_t tokens[MAX_GEN];
-    int n;
-    rlx_finish_reason finish;
-    rlx_usage usage;
-    int error;
-} result;
-
-typedef struct collector {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int pending;
-    result *res;
-} collector;
-
-typedef struct slot { collector *c; int idx; } slot;
-
-static void on_event(void *user, const rlx_event *ev)
-{
-    slot *s = user;
-    collector *c = s->c;
-    pthread_mutex_lock(&c->mu);
-    result *r = &c->res[s->idx];
-    if (ev->type == RLX_EV_TOKEN && r->n < MAX_GEN) r->tokens[r->n++] = ev->token;
-    if (ev->type != RLX_EV_TOKEN) {
-        r->finish = ev->finish;
-        r->usage = ev->usage;
-        r->error = ev->type == RLX_EV_ERROR ? ev->error_code : 0;
-        c->pending--;
-        pthread_cond_broadcast(&c->cv);
-    }
-    pthread_mutex_unlock(&c->mu);
-}
+typedef tw_result result;
+typedef tw_collector collector;
+typedef tw_slot slot;
 
 /* cache_mib: the state checkpoint budget (-1: none; 0: the default) */
 static rlx_worker *start(int32_t max_seqs, int32_t kv_blocks, int64_t cache_mib)
@@ -78,17 +49,10 @@ static void make_prompt(int i, bool shared, int32_t *ids, size_t *n)
     }
 }
 
-static void wait_all(collector *c)
-{
-    pthread_mutex_lock(&c->mu);
-    while (c->pending > 0) pthread_cond_wait(&c->cv, &c->mu);
-    pthread_mutex_unlock(&c->mu);
-}
-
 /* N_REQ requests one at a time or all at once; odd ones sample with a seed */
 static void run_set(rlx_worker *w, bool together, bool shared, result *res)
 {
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    collector c = TW_COLLECTOR(0, res);
     slot slots[N_REQ];
     memset(res, 0, sizeof(result) * N_REQ);
     for (int i = 0; i < N_REQ; i++) {
@@ -105,7 +69,7 @@ static void run_set(rlx_worker *w, bool together, bool shared, result *res)
         r->ignore_eos = true;
         r->sampling.temperature = 0;
         if (i % 2) { r->sampling.temperature = 0.8f; r->sampling.seed = 500 + (uint64_t)i; r->sampling.has_seed = true; }
-        r->on_event = on_event;
+        r->on_event = tw_on_event;
         r->user = &slots[i];
         pthread_mutex_lock(&c.mu);
         c.pending++;
@@ -118,9 +82,9 @@ static void run_set(rlx_worker *w, bool together, bool shared, result *res)
             c.pending--;
             pthread_mutex_unlock(&c.mu);
         }
-        if (!together) wait_all(&c);
+        if (!together) tw_wait_all(&c);
     }
-    wait_all(&c);
+    tw_wait_all(&c);
 }
 
 static void expect_same(const result *solo, const result *other)
@@ -233,7 +197,7 @@ TEST(preemption_keeps_outputs)
 /* One request on w: ids, then its tokens and usage; with a session id when sid. */
 static void one(rlx_worker *w, const char *sid, const int32_t *ids, size_t n, int32_t max_tokens, bool seeded, result *res)
 {
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, res};
+    collector c = TW_COLLECTOR(1, res);
     slot sl = {&c, 0};
     memset(res, 0, sizeof *res);
     rlx_request *r = rlx_request_new();
@@ -246,7 +210,7 @@ static void one(rlx_worker *w, const char *sid, const int32_t *ids, size_t n, in
     r->sampling.temperature = 0;
     if (seeded) { r->sampling.temperature = 0.9f; r->sampling.seed = 4242; r->sampling.has_seed = true; }
     if (sid) r->session_id = strdup(sid);
-    r->on_event = on_event;
+    r->on_event = tw_on_event;
     r->user = &sl;
     rlx_error err = {0};
     if (rlx_worker_submit(w, r, &err)) {
@@ -254,7 +218,7 @@ static void one(rlx_worker *w, const char *sid, const int32_t *ids, size_t n, in
         res->error = err.code ? err.code : -1;
         return;
     }
-    wait_all(&c);
+    tw_wait_all(&c);
 }
 
 static void session_turns(bool seeded)
