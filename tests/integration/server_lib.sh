@@ -35,23 +35,30 @@ use_slow_model() {
     MODEL=$slow
 }
 
-# start_rlxd NAME [ARGS...]: `rlxd serve ARGS` (no model of its own); returns once it reports its
-# port. Sets PID, PORT, URL, LOG.
-start_rlxd() {
+# run_rlxd NAME COMMAND...: runs COMMAND (an `rlxd serve` command line, perhaps behind `env`)
+# with stderr in $TMP/NAME.log; returns once it reports its port. Sets PID, PORT, URL, LOG.
+run_rlxd() {
     local name=$1; shift
     LOG="$TMP/$name.log"
-    "$BIN" serve --host 127.0.0.1 --port 0 "$@" 2>"$LOG" &
+    "$@" 2>"$LOG" &
     PID=$!
     PIDS+=("$PID")
     PORT=""
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 300); do
         PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$LOG" | head -1)
         [ -n "$PORT" ] && break
         kill -0 "$PID" 2>/dev/null || fail "rlxd exited at start"
         sleep 0.1
     done
-    [ -n "$PORT" ] || fail "rlxd did not report its port"
+    [ -n "$PORT" ] || fail "rlxd did not report its port within 30 s"
     URL="http://127.0.0.1:$PORT"
+}
+
+# start_rlxd NAME [ARGS...]: `rlxd serve ARGS` (no model of its own) on 127.0.0.1, a free port;
+# returns once it reports its port. Sets PID, PORT, URL, LOG.
+start_rlxd() {
+    local name=$1; shift
+    run_rlxd "$name" "$BIN" serve --host 127.0.0.1 --port 0 "$@"
 }
 
 # start_server NAME [ARGS...]: serves $MODEL as "tiny", returns once /health is 200; sets PID,

@@ -9,24 +9,16 @@
 # /var/lib/rlxd mapped to temporary folders, host and port local), as no container engine runs
 # here. Skips (77) when neither docker-compose nor the compose plugin is installed.
 set -uo pipefail
-SRC="${RLX_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}"
-BIN="${RLX_BIN:-$SRC/build}/rlxd"
-cd "$SRC" || exit 1
+cd "$(dirname "$0")/../.." || exit 1
+source tests/integration/server_lib.sh
 if command -v docker-compose >/dev/null 2>&1; then DC=(docker-compose)
 elif docker compose version >/dev/null 2>&1; then DC=(docker compose)
 else echo "skip: neither docker-compose nor the docker compose plugin is installed"; exit 77; fi
-[ -x "$BIN" ] || { echo "skip: $BIN not built"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
 py=""
 for c in /usr/bin/python3 python3; do
   if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import yaml' 2>/dev/null; then py=$c; break; fi
 done
 [ -n "$py" ] || { echo "skip: python3 with PyYAML (to read the resolved compose file) not installed"; exit 77; }
-TMP=$(mktemp -d)
-PID=""
-trap '[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"' EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$TMP/log" ] && { echo "--- server log:" >&2; tail -20 "$TMP/log" >&2; }; exit 1; }
-ok() { echo "ok   $*"; }
 
 # ---- config ------------------------------------------------------------------------------------
 "${DC[@]}" -f deploy/docker-compose.yml config >"$TMP/base.yml" 2>"$TMP/err" || fail "${DC[*]} config: $(cat "$TMP/err")"
@@ -68,23 +60,13 @@ envs=(); args=()
 while IFS=$'\t' read -r kind val; do
   if [ "$kind" = env ]; then envs+=("$val"); else args+=("$val"); fi
 done <"$TMP/run"
-env -i PATH="$PATH" HOME="$TMP/data" "${envs[@]}" "$BIN" serve "${args[@]}" 2>"$TMP/log" &
-PID=$!
-PORT=""
-for _ in $(seq 1 300); do
-  PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$TMP/log" | head -1)
-  [ -n "$PORT" ] && break
-  kill -0 "$PID" 2>/dev/null || fail "rlxd exited at start with the compose settings and no model"
-  sleep 0.1
-done
-[ -n "$PORT" ] || fail "rlxd did not report its port within 30 s"
-URL="http://127.0.0.1:$PORT"
+run_rlxd compose env -i PATH="$PATH" HOME="$TMP/data" "${envs[@]}" "$BIN" serve "${args[@]}"
 code=$(curl -s -o "$TMP/h" -w '%{http_code}' "$URL/health")
 [ "$code" = 200 ] || fail "/health with no model: $code $(cat "$TMP/h")"
 curl -s "$URL/v1/models" >"$TMP/m"
 "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["data"] == [], d' "$TMP/m" || fail "/v1/models: $(cat "$TMP/m")"
-grep -q "nothing to serve yet: put GGUF files in $TMP/models" "$TMP/log" || fail "no message on how to add a model"
-grep -q 'hf:OWNER/REPO' "$TMP/log" || fail "the message does not name hf: downloads"
+grep -q "nothing to serve yet: put GGUF files in $TMP/models" "$LOG" || fail "no message on how to add a model"
+grep -q 'hf:OWNER/REPO' "$LOG" || fail "the message does not name hf: downloads"
 curl -s "$URL/metrics" >"$TMP/metrics" # (not piped into grep -q: under pipefail curl's SIGPIPE would fail it)
 grep -q '^rlxd_build_info{version="[^"]*",commit="[^"]*",backend="cpu"} 1$' "$TMP/metrics" || fail "no rlxd_build_info: $(head -5 "$TMP/metrics")"
 kill -TERM "$PID"
