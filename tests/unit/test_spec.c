@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/spec.h"
 #include "tests/unit/test_synth_util.h"
+#include "tests/unit/test_worker_util.h"
 
 #include <pthread.h>
 
@@ -65,53 +66,12 @@ TEST(length_control)
 
 /* ---- the scheduler --------------------------------------------------------------------- */
 
-#define MAX_GEN 96
+#define MAX_GEN 96 /* <= TW_MAX_GEN, the tokens a result keeps */
 #define N_REQ 12
 
-typedef struct result {
-    int32_t tokens[MAX_GEN];
-    float logprob[MAX_GEN];
-    int32_t top[MAX_GEN][2];
-    char text[2048];
-    size_t text_len;
-    int n, error;
-    rlx_finish_reason finish;
-    rlx_usage usage;
-} result;
-
-typedef struct collector {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int pending;
-    result *res;
-} collector;
-
-typedef struct slot { collector *c; int idx; } slot;
-
-static void on_event(void *user, const rlx_event *ev)
-{
-    slot *s = user;
-    collector *c = s->c;
-    pthread_mutex_lock(&c->mu);
-    result *r = &c->res[s->idx];
-    if (ev->text_len && r->text_len + ev->text_len < sizeof r->text) {
-        memcpy(r->text + r->text_len, ev->text, ev->text_len);
-        r->text_len += ev->text_len;
-    }
-    if (ev->type == RLX_EV_TOKEN && r->n < MAX_GEN) {
-        r->logprob[r->n] = ev->logprob;
-        for (int k = 0; k < ev->n_top && k < 2; k++) r->top[r->n][k] = ev->top_ids[k];
-        r->tokens[r->n++] = ev->token;
-    }
-    if (ev->type == RLX_EV_DONE || ev->type == RLX_EV_ERROR) {
-        r->finish = ev->finish;
-        r->usage = ev->usage;
-        r->error = ev->type == RLX_EV_ERROR ? ev->error_code : 0;
-        c->pending--;
-        pthread_cond_broadcast(&c->cv);
-    }
-    pthread_mutex_unlock(&c->mu);
-}
+typedef tw_result result;
+typedef tw_collector collector;
+typedef tw_slot slot;
 
 static rlx_worker *start(const char *m, int32_t draft_max)
 {
@@ -157,14 +117,14 @@ static rlx_request *make(int i, slot *sl)
         r->n_stop = 1;
     }
     if (i == 8) r->draft_max = 0;
-    r->on_event = on_event;
+    r->on_event = tw_on_event;
     r->user = sl;
     return r;
 }
 
 static void run(rlx_worker *w, bool together, result *res)
 {
-    collector c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, res};
+    collector c = TW_COLLECTOR(0, res);
     slot slots[N_REQ];
     memset(res, 0, sizeof(result) * N_REQ);
     for (int i = 0; i < N_REQ; i++) {
@@ -180,15 +140,9 @@ static void run(rlx_worker *w, bool together, result *res)
             c.pending--;
             pthread_mutex_unlock(&c.mu);
         }
-        if (!together) {
-            pthread_mutex_lock(&c.mu);
-            while (c.pending > 0) pthread_cond_wait(&c.cv, &c.mu);
-            pthread_mutex_unlock(&c.mu);
-        }
+        if (!together) tw_wait_all(&c);
     }
-    pthread_mutex_lock(&c.mu);
-    while (c.pending > 0) pthread_cond_wait(&c.cv, &c.mu);
-    pthread_mutex_unlock(&c.mu);
+    tw_wait_all(&c);
 }
 
 static void same(const result *a, const result *b, int i)

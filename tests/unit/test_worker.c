@@ -7,7 +7,7 @@
 
 #include <pthread.h>
 
-#define MAX_GEN 64 /* <= TW_MAX_GEN, the tokens a result keeps */
+#define MAX_GEN 64 /* <= TW_MAX_GEN */
 
 typedef tw_result result;
 typedef tw_collector collector;
@@ -280,7 +280,7 @@ TEST(idle_session_pins_give_way)
     ASSERT_EQ(rlx_worker_submit(w, new_req(1, &sl[1], 170, ids + 2, 20), &err), 0);
     tw_wait_all(&c);
     ASSERT_MSG(res[1].error == 0, "the request failed with %d", res[1].error);
-    ASSERT_EQ(res[1].n, MAX_GEN);
+    ASSERT_EQ(res[1].n, TW_MAX_GEN); /* the tokens a result keeps */
     ASSERT_EQ(res[1].usage.completion_tokens, 170);
     /* the session is still there (its history; its blocks are recomputed next turn) */
     rlx_session_info info;
