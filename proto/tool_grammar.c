@@ -305,8 +305,33 @@ static bool has_grammar(rlx_tc_format f)
     case RLX_TC_APRIEL:
     case RLX_TC_FIREFUNCTION:
     case RLX_TC_FUNCTIONARY_V31:
-    case RLX_TC_FUNCTIONARY_V32: return true;
+    case RLX_TC_FUNCTIONARY_V32:
+    case RLX_TC_MISTRAL:
+    case RLX_TC_GRANITE:
+    case RLX_TC_DEEPSEEK:
+    case RLX_TC_KIMI_K2: return true;
     default: return false;
+    }
+}
+
+#define DS_CALLS_BEGIN "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALLS_END "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+
+/* The text the format's grammar starts with: the lazy grammar's trigger. */
+static const char *opener(rlx_tc_format f)
+{
+    switch (f) {
+    case RLX_TC_HERMES:
+    case RLX_TC_QWEN3_CODER: return "<tool_call>";
+    case RLX_TC_APRIEL: return "<tool_calls>";
+    case RLX_TC_FIREFUNCTION: return " functools";
+    case RLX_TC_FUNCTIONARY_V31: return "<function=";
+    case RLX_TC_FUNCTIONARY_V32: return ">>>";
+    case RLX_TC_MISTRAL: return "[TOOL_CALLS]";
+    case RLX_TC_GRANITE: return "<|tool_call|>";
+    case RLX_TC_DEEPSEEK: return DS_CALLS_BEGIN;
+    case RLX_TC_KIMI_K2: return "<|tool_calls_section_begin|>";
+    default: return NULL;
     }
 }
 
@@ -317,7 +342,8 @@ static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const
                         rlx_api_error *e)
 {
     int k = r->parallel_tool_calls ? RLX_API_MAX_FORCED_CALLS : 1, rc = 0;
-    const char *sep = ""; /* between repeated calls */
+    const char *sep = "", *head = "", *tail = ""; /* between repeated calls, around them all */
+    const char *alt = NULL; /* another form of the whole output (a rule) */
     bool v32_open = false; /* Functionary v3.2 and the prompt already wrote ">>>" */
     rlx__tg g = {0};
     switch (info->format) {
@@ -348,29 +374,43 @@ static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const
         rc = rlx__tg_named_calls(r, info, &g, e);
         break;
     }
+    case RLX_TC_GRANITE: rc = json_call(&g, call_array_schema(r, k), "<|tool_call|>", "", e), k = 1; break;
+    case RLX_TC_MISTRAL: { /* [TOOL_CALLS]NAME[ARGS]{...} repeated, or [TOOL_CALLS][{...}, ...] */
+        cJSON *arr = call_array_schema(r, k);
+        rc = rlx__tg_named_calls(r, info, &g, e);
+        if (!rc && !arr) rc = rlx__tg_oom(e);
+        if (!rc) rc = rlx__tg_schema(&g, arr, "rlx-tc-json", e);
+        cJSON_Delete(arr);
+        alt = "\"[TOOL_CALLS]\" rlx-tc-json-root";
+        break;
+    }
+    case RLX_TC_DEEPSEEK:
+        rc = rlx__tg_named_calls(r, info, &g, e), head = DS_CALLS_BEGIN, tail = DS_CALLS_END;
+        break;
+    case RLX_TC_KIMI_K2:
+        rc = rlx__tg_named_calls(r, info, &g, e), head = "<|tool_calls_section_begin|>", tail = "<|tool_calls_section_end|>";
+        break;
     default:
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tool_choice",
                               "'tool_choice' \"%s\" is not supported for this model: its tool-call format '%s' has no "
-                              "forcing grammar (its call markers are special tokens; supported: generic, hermes, "
-                              "llama3, qwen3-coder, apriel, firefunction-v2, functionary-v3.1, functionary-v3.2); use "
-                              "\"auto\".",
+                              "forcing grammar (supported: generic, hermes, llama3, qwen3-coder, apriel, "
+                              "firefunction-v2, functionary-v3.1, functionary-v3.2, mistral, granite, deepseek, "
+                              "kimi-k2); use \"auto\".",
                               r->tool_choice == RLX_TOOL_CHOICE_NAMED ? "function" : "required", info->name);
     }
     if (rc) {
         free(g.b.p);
         return rc;
     }
-    char think[2048], root[512];
+    char think[2048], root[512], sepl[32] = "", headl[96] = "", taill[96] = "", reps[96] = "";
     const char *pre = lazy ? (think[0] = 0, "")
                            : think_rules(info, rlx_tc_prompt_opens_reasoning(info, prompt), think, sizeof think);
-    if (k > 1) {
-        char sepl[32] = "";
-        if (*sep) literal(sepl, sizeof sepl, sep);
-        snprintf(root, sizeof root, "root ::= %s%s ( %s rlx-tc-call ){0,%d}\n", pre,
-                 v32_open ? "rlx-tc-call0" : "rlx-tc-call", sepl, k - 1);
-    } else {
-        snprintf(root, sizeof root, "root ::= %s%s\n", pre, v32_open ? "rlx-tc-call0" : "rlx-tc-call");
-    }
+    if (*sep) literal(sepl, sizeof sepl, sep);
+    if (*head) literal(headl, sizeof headl, head);
+    if (*tail) literal(taill, sizeof taill, tail);
+    if (k > 1) snprintf(reps, sizeof reps, " ( %s rlx-tc-call ){0,%d}", sepl, k - 1);
+    snprintf(root, sizeof root, "root ::= %s( %s%s %s %s%s %s )\n", pre, alt ? alt : "", alt ? " |" : "", headl,
+             v32_open ? "rlx-tc-call0" : "rlx-tc-call", reps, taill);
     size_t n = strlen(root) + strlen(think) + g.b.len + 1;
     char *out = malloc(n);
     if (!out || g.oom) {
@@ -407,9 +447,9 @@ int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info,
     *trigger = NULL;
     /* formats whose grammar starts with a text marker (generic and Llama 3 JSON have none) */
     if (r->tool_choice != RLX_TOOL_CHOICE_AUTO || r->base->grammar || !has_grammar(info->format) ||
-        info->format == RLX_TC_GENERIC || info->format == RLX_TC_LLAMA3 || !info->n_triggers)
+        !opener(info->format))
         return 0;
     int rc = tool_grammar(r, info, NULL, true, gbnf, e);
-    if (!rc) *trigger = info->triggers[0];
+    if (!rc) *trigger = opener(info->format);
     return rc;
 }

@@ -14,6 +14,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#define DS_CALL_BEGIN "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL_END "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_SEP "<\xef\xbd\x9c" "tool\xe2\x96\x81" "sep\xef\xbd\x9c>"
+
 static int bad(rlx_api_error *e, const char *tool, const char *param, const char *why)
 {
     return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
@@ -163,11 +167,34 @@ int rlx__tg_named_calls(const rlx_api_request *r, const rlx_tc_info *info, rlx__
             if (!params) return rlx__tg_oom(e);
             rc = rlx__tg_schema(g, params, prefix, e);
             cJSON_Delete(params);
-            if (!rc && info->format == RLX_TC_FUNCTIONARY_V31) {
+            if (rc) {
+            } else if (info->format == RLX_TC_MISTRAL) { /* [TOOL_CALLS]NAME[ARGS]{args} */
+                rlx__tg_printf(g, "rlx-tc-c%d ::= \"[TOOL_CALLS]\" ", n);
+                rlx__tg_lit(g, name);
+                rlx__tg_printf(g, " \"[ARGS]\" rlx-tc-a%d-root\n", n);
+            } else if (info->format == RLX_TC_DEEPSEEK) { /* V3.1: NAME<sep>{}, R1: function<sep>NAME\n```json\n{}\n``` */
+                rlx__tg_printf(g, "rlx-tc-c%d ::= ", n);
+                rlx__tg_lit(g, DS_CALL_BEGIN);
+                rlx__tg_printf(g, " ( ");
+                rlx__tg_lit(g, name);
+                rlx__tg_printf(g, " ");
+                rlx__tg_lit(g, DS_SEP);
+                rlx__tg_printf(g, " rlx-tc-a%d-root | \"function\" ", n);
+                rlx__tg_lit(g, DS_SEP);
+                rlx__tg_printf(g, " ");
+                rlx__tg_lit(g, name);
+                rlx__tg_printf(g, " \"\\n```json\\n\" rlx-tc-a%d-root \"\\n```\" ) ", n);
+                rlx__tg_lit(g, DS_CALL_END);
+                rlx__tg_printf(g, "\n");
+            } else if (info->format == RLX_TC_KIMI_K2) { /* <|tool_call_begin|>functions.NAME:i<|tool_call_argument_begin|>{} */
+                rlx__tg_printf(g, "rlx-tc-c%d ::= \"<|tool_call_begin|>functions.\" ", n);
+                rlx__tg_lit(g, name);
+                rlx__tg_printf(g, " \":\" [0-9] \"<|tool_call_argument_begin|>\" rlx-tc-a%d-root \"<|tool_call_end|>\"\n", n);
+            } else if (info->format == RLX_TC_FUNCTIONARY_V31) {
                 rlx__tg_printf(g, "rlx-tc-c%d ::= \"<function=\" ", n);
                 rlx__tg_lit(g, name);
                 rlx__tg_printf(g, " \">\" rlx-tc-a%d-root \"</function>\"\n", n);
-            } else if (!rc) { /* v3.2 */
+            } else { /* v3.2 */
                 rlx__tg_printf(g, "rlx-tc-b%d ::= ", n);
                 rlx__tg_lit(g, name);
                 rlx__tg_printf(g, " \"\\n\" rlx-tc-a%d-root\nrlx-tc-c%d ::= \">>>\" rlx-tc-b%d\n", n, n, n);

@@ -5,6 +5,12 @@
 #include "engine/grammar.h"
 #include "proto/proto.h"
 
+#define DS_CALLS_BEGIN "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALLS_END "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_CALL_BEGIN "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL_END "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_SEP "<\xef\xbd\x9c" "tool\xe2\x96\x81" "sep\xef\xbd\x9c>"
+
 #define MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 #define TOOLS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\"," \
     "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]"
@@ -376,6 +382,53 @@ TEST(functionary)
     free(g);
 }
 
+/* formats whose markers are special tokens: the grammar's literals are the tokens' texts (the
+ * worker gives those control tokens their text, engine.h rlx_worker_set_marker_tokens) */
+TEST(special_token_formats)
+{
+    rlx_api_error e = {0};
+    /* Mistral: [TOOL_CALLS]NAME[ARGS]{...} (repeated), or [TOOL_CALLS][{...}, ...] */
+    char *g = grammar_p(REQ3, RLX_TC_MISTRAL, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_MISTRAL, NULL, "[TOOL_CALLS]add[ARGS]{\"a\":1}", "add {\"a\":1};");
+    ACCEPTS_AS(g, RLX_TC_MISTRAL, NULL, "[TOOL_CALLS]now[ARGS]{}[TOOL_CALLS]add[ARGS]{\"a\": 2}", "now {};add {\"a\":2};");
+    ACCEPTS_AS(g, RLX_TC_MISTRAL, NULL, "[TOOL_CALLS][{\"name\":\"add\",\"arguments\":{\"a\":3}}]", "add {\"a\":3};");
+    ASSERT(!accepts(g, "[TOOL_CALLS]add[ARGS]{}"));
+    ASSERT(!accepts(g, "[TOOL_CALLS]sub[ARGS]{\"a\":1}"));
+    ASSERT(!accepts(g, "ok [TOOL_CALLS]now[ARGS]{}"));
+    free(g);
+    g = grammar_p(NAMED_ADD, RLX_TC_MISTRAL, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ASSERT(accepts(g, "[TOOL_CALLS]add[ARGS]{\"a\":1}"));
+    ASSERT(!accepts(g, "[TOOL_CALLS]add[ARGS]{\"a\":1}[TOOL_CALLS]add[ARGS]{\"a\":1}"));
+    ASSERT(!accepts(g, "[TOOL_CALLS][{\"name\":\"add\",\"arguments\":{\"a\":3}},{\"name\":\"add\",\"arguments\":{\"a\":3}}]"));
+    free(g);
+    /* Granite: <|tool_call|>[{...}] */
+    g = grammar_p(REQ3, RLX_TC_GRANITE, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_GRANITE, NULL, "<|tool_call|>[{\"name\":\"add\",\"arguments\":{\"a\":1}}]", "add {\"a\":1};");
+    ASSERT(!accepts(g, "<|tool_call|>[{\"name\":\"add\",\"arguments\":{\"a\":true}}]"));
+    free(g);
+    /* DeepSeek: V3.1 NAME<sep>{...} and R1 function<sep>NAME\n```json\n{...}\n``` inside the calls block */
+    g = grammar_p(REQ3, RLX_TC_DEEPSEEK, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_DEEPSEEK, NULL, DS_CALLS_BEGIN DS_CALL_BEGIN "add" DS_SEP "{\"a\":1}" DS_CALL_END DS_CALLS_END,
+               "add {\"a\":1};");
+    ACCEPTS_AS(g, RLX_TC_DEEPSEEK, NULL, DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP "add\n```json\n{\"a\":1}\n```" DS_CALL_END
+               DS_CALL_BEGIN "now" DS_SEP "{}" DS_CALL_END DS_CALLS_END, "add {\"a\":1};now {};");
+    ASSERT(!accepts(g, DS_CALLS_BEGIN DS_CALL_BEGIN "add" DS_SEP "{}" DS_CALL_END DS_CALLS_END));
+    ASSERT(!accepts(g, DS_CALL_BEGIN "add" DS_SEP "{\"a\":1}" DS_CALL_END));
+    free(g);
+    /* Kimi K2: functions.NAME:i between its section and call tokens */
+    g = grammar_p(REQ3, RLX_TC_KIMI_K2, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_KIMI_K2, NULL, "<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>"
+               "{\"a\":1}<|tool_call_end|><|tool_calls_section_end|>", "add {\"a\":1};");
+    ASSERT(!accepts(g, "<|tool_calls_section_begin|><|tool_call_begin|>functions.sub:0<|tool_call_argument_begin|>"
+                       "{}<|tool_call_end|><|tool_calls_section_end|>"));
+    free(g);
+}
+
 TEST(auto_lazy_formats)
 {
     static const struct { rlx_tc_format f; const char *trigger, *call; } cases[] = {
@@ -384,6 +437,11 @@ TEST(auto_lazy_formats)
         {RLX_TC_FIREFUNCTION, " functools", " functools[{\"name\":\"now\",\"arguments\":{}}]"},
         {RLX_TC_FUNCTIONARY_V31, "<function=", "<function=now>{}</function>"},
         {RLX_TC_FUNCTIONARY_V32, ">>>", ">>>now\n{}"},
+        {RLX_TC_MISTRAL, "[TOOL_CALLS]", "[TOOL_CALLS]now[ARGS]{}"},
+        {RLX_TC_GRANITE, "<|tool_call|>", "<|tool_call|>[{\"name\":\"now\",\"arguments\":{}}]"},
+        {RLX_TC_DEEPSEEK, DS_CALLS_BEGIN, DS_CALLS_BEGIN DS_CALL_BEGIN "now" DS_SEP "{}" DS_CALL_END DS_CALLS_END},
+        {RLX_TC_KIMI_K2, "<|tool_calls_section_begin|>", "<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0"
+                         "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         rlx_tc_info info;
@@ -396,8 +454,8 @@ TEST(auto_lazy_formats)
         ASSERT_MSG(accepts(g, cases[i].call), "%s", info.name);
         free(g);
     }
-    /* the special-token formats stay unconstrained under "auto" and refuse "required" */
-    static const rlx_tc_format none[] = {RLX_TC_MISTRAL, RLX_TC_GRANITE, RLX_TC_DEEPSEEK, RLX_TC_KIMI_K2, RLX_TC_GPT_OSS};
+    /* gpt-oss harmony stays unconstrained under "auto" and refuses "required" */
+    static const rlx_tc_format none[] = {RLX_TC_GPT_OSS};
     for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
         rlx_tc_info info;
         const char *trigger;
@@ -411,4 +469,5 @@ TEST(auto_lazy_formats)
 
 TEST_MAIN(TEST_ENTRY(rename_rule), TEST_ENTRY(generic), TEST_ENTRY(hermes_and_reasoning), TEST_ENTRY(llama3),
           TEST_ENTRY(refusals), TEST_ENTRY(auto_is_lazy_for_hermes),
-          TEST_ENTRY(qwen3_coder_xml), TEST_ENTRY(json_array_formats), TEST_ENTRY(functionary), TEST_ENTRY(auto_lazy_formats))
+          TEST_ENTRY(qwen3_coder_xml), TEST_ENTRY(json_array_formats), TEST_ENTRY(functionary),
+          TEST_ENTRY(special_token_formats), TEST_ENTRY(auto_lazy_formats))
