@@ -4,11 +4,12 @@
  * markers. Formats here: generic (the ChatML fallback: {"tool_calls": [call, ...]}), Hermes /
  * Qwen (<tool_call>\n{call}\n</tool_call>, repeated), Llama 3 JSON ({"name", "parameters"}, one
  * call), Apriel (<tool_calls>[call, ...]</tool_calls>) and Firefunction ( functools[call, ...]);
- * the formats that name the function outside JSON (Functionary v3.1 / v3.2, Qwen3-Coder XML)
- * build their rules in tool_grammar_fmt.c. For templates that think, a reasoning block may come
- * first (or, when the prompt opened it, must be closed first); the grammar holds after it.
- * Formats whose markers are special tokens (Mistral, Granite, DeepSeek, Kimi K2, gpt-oss) have
- * none: the grammar vocabulary gives control tokens no bytes. Pure functions, any thread. */
+ * the formats that name the function outside JSON (Functionary v3.1 / v3.2, Qwen3-Coder XML,
+ * Mistral's NAME[ARGS] form, DeepSeek, Kimi K2, gpt-oss harmony) build their rules per tool in
+ * tool_grammar_fmt.c. For templates that think, a reasoning block may come first (or, when the
+ * prompt opened it, must be closed first); the grammar holds after it. Markers that are special
+ * tokens in the model's vocabulary are literals too: the worker gives those control tokens
+ * their text (engine.h rlx_worker_set_marker_tokens). Pure functions, any thread. */
 #include "proto/tool_grammar_int.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
@@ -309,7 +310,8 @@ static bool has_grammar(rlx_tc_format f)
     case RLX_TC_MISTRAL:
     case RLX_TC_GRANITE:
     case RLX_TC_DEEPSEEK:
-    case RLX_TC_KIMI_K2: return true;
+    case RLX_TC_KIMI_K2:
+    case RLX_TC_GPT_OSS: return true;
     default: return false;
     }
 }
@@ -331,6 +333,7 @@ static const char *opener(rlx_tc_format f)
     case RLX_TC_GRANITE: return "<|tool_call|>";
     case RLX_TC_DEEPSEEK: return DS_CALLS_BEGIN;
     case RLX_TC_KIMI_K2: return "<|tool_calls_section_begin|>";
+    case RLX_TC_GPT_OSS: return " to=functions.";
     default: return NULL;
     }
 }
@@ -344,7 +347,8 @@ static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const
     int k = r->parallel_tool_calls ? RLX_API_MAX_FORCED_CALLS : 1, rc = 0;
     const char *sep = "", *head = "", *tail = ""; /* between repeated calls, around them all */
     const char *alt = NULL; /* another form of the whole output (a rule) */
-    bool v32_open = false; /* Functionary v3.2 and the prompt already wrote ">>>" */
+    bool v32_open = false; /* start at rlx-tc-call0: Functionary v3.2 after a prompt's ">>>",
+                              gpt-oss's lazy grammar at " to=functions." */
     rlx__tg g = {0};
     switch (info->format) {
     case RLX_TC_GENERIC: {
@@ -390,12 +394,15 @@ static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const
     case RLX_TC_KIMI_K2:
         rc = rlx__tg_named_calls(r, info, &g, e), head = "<|tool_calls_section_begin|>", tail = "<|tool_calls_section_end|>";
         break;
+    case RLX_TC_GPT_OSS: /* one call ends the turn (<|call|>, end of generation) */
+        rc = rlx__tg_named_calls(r, info, &g, e), k = 1, v32_open = lazy;
+        break;
     default:
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tool_choice",
                               "'tool_choice' \"%s\" is not supported for this model: its tool-call format '%s' has no "
                               "forcing grammar (supported: generic, hermes, llama3, qwen3-coder, apriel, "
                               "firefunction-v2, functionary-v3.1, functionary-v3.2, mistral, granite, deepseek, "
-                              "kimi-k2); use \"auto\".",
+                              "kimi-k2, gpt-oss); use \"auto\".",
                               r->tool_choice == RLX_TOOL_CHOICE_NAMED ? "function" : "required", info->name);
     }
     if (rc) {

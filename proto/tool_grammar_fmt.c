@@ -190,6 +190,11 @@ int rlx__tg_named_calls(const rlx_api_request *r, const rlx_tc_info *info, rlx__
                 rlx__tg_printf(g, "rlx-tc-c%d ::= \"<|tool_call_begin|>functions.\" ", n);
                 rlx__tg_lit(g, name);
                 rlx__tg_printf(g, " \":\" [0-9] \"<|tool_call_argument_begin|>\" rlx-tc-a%d-root \"<|tool_call_end|>\"\n", n);
+            } else if (info->format == RLX_TC_GPT_OSS) { /* harmony: the commentary channel's header */
+                rlx__tg_printf(g, "rlx-tc-b%d ::= \" to=functions.\" ", n);
+                rlx__tg_lit(g, name);
+                rlx__tg_printf(g, " \" <|constrain|>json<|message|>\" rlx-tc-a%d-root\n"
+                                  "rlx-tc-c%d ::= \"<|start|>assistant\"? \"<|channel|>commentary\" rlx-tc-b%d\n", n, n, n);
             } else if (info->format == RLX_TC_FUNCTIONARY_V31) {
                 rlx__tg_printf(g, "rlx-tc-c%d ::= \"<function=\" ", n);
                 rlx__tg_lit(g, name);
@@ -208,7 +213,7 @@ int rlx__tg_named_calls(const rlx_api_request *r, const rlx_tc_info *info, rlx__
     rlx__tg_printf(g, "rlx-tc-call ::=");
     for (int i = 0; i < n; i++) rlx__tg_printf(g, "%s rlx-tc-c%d", i ? " |" : "", i);
     rlx__tg_printf(g, "\n");
-    if (info->format == RLX_TC_FUNCTIONARY_V32) {
+    if (info->format == RLX_TC_FUNCTIONARY_V32 || info->format == RLX_TC_GPT_OSS) {
         rlx__tg_printf(g, "rlx-tc-call0 ::=");
         for (int i = 0; i < n; i++) rlx__tg_printf(g, "%s rlx-tc-b%d", i ? " |" : "", i);
         rlx__tg_printf(g, "\n");

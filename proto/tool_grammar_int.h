@@ -25,9 +25,11 @@ int rlx__tg_schema(rlx__tg *g, const cJSON *schema, const char *prefix, rlx_api_
 /* {"type":"object", ...} of a function's parameters, an empty object when it has none (OpenAI):
  * a new tree, NULL when out of memory. */
 cJSON *rlx__tg_params(const cJSON *fn);
-/* Functionary v3.1 / v3.2 and Qwen3-Coder: appends rule rlx-tc-call (one call of any allowed
- * tool, the named one for a named tool_choice, with its start marker) and, for v3.2, rlx-tc-call0
- * (the same without ">>>", for a prompt that ends with it). */
+/* The formats that name the function outside JSON (Functionary v3.1 / v3.2, Qwen3-Coder,
+ * Mistral's [ARGS] form, DeepSeek, Kimi K2, gpt-oss): appends rule rlx-tc-call (one call of any
+ * allowed tool, the named one for a named tool_choice, with its start marker) and, for v3.2,
+ * rlx-tc-call0 (the same without ">>>", for a prompt that ends with it), for gpt-oss the same
+ * from " to=functions." on (the lazy grammar's start). */
 int rlx__tg_named_calls(const rlx_api_request *r, const rlx_tc_info *info, rlx__tg *g, rlx_api_error *e);
 int rlx__tg_oom(rlx_api_error *e);
 

@@ -134,11 +134,16 @@ TEST(llama3)
 TEST(refusals)
 {
     rlx_api_error e = {0};
-    char *g = grammar_of("{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}", RLX_TC_GPT_OSS, false, &e);
+    /* a format without a forcing grammar (none of the detected ones): 400 naming it */
+    rlx_tc_info odd;
+    rlx_tc_info_of(RLX_TC_HERMES, &odd);
+    odd.format = RLX_TC_N_FORMATS;
+    odd.name = "odd";
+    char *g = grammar_info("{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}", &odd, false, &e);
     ASSERT(g == NULL);
     ASSERT_EQ(e.status, 400);
     ASSERT_STR_EQ(e.param, "tool_choice");
-    ASSERT_MSG(strstr(e.message, rlx_tc_format_name(RLX_TC_GPT_OSS)) != NULL, "%s", e.message);
+    ASSERT_MSG(strstr(e.message, "'odd'") != NULL, "%s", e.message);
     /* parameters the schema compiler cannot honour: 400 naming tools */
     memset(&e, 0, sizeof e);
     g = grammar_of("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
@@ -427,6 +432,24 @@ TEST(special_token_formats)
     ASSERT(!accepts(g, "<|tool_calls_section_begin|><|tool_call_begin|>functions.sub:0<|tool_call_argument_begin|>"
                        "{}<|tool_call_end|><|tool_calls_section_end|>"));
     free(g);
+    /* gpt-oss harmony: an optional analysis message, then the call's commentary header (the
+     * prompt ends with <|start|>assistant; <|call|> ends the generation) */
+    g = grammar_p(REQ3, RLX_TC_GPT_OSS, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_GPT_OSS, NULL, "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\":1}",
+               "add {\"a\":1};");
+    {
+        parsed pr;
+        const char *t = "<|channel|>analysis<|message|>Add <|end it.<|end|><|start|>assistant<|channel|>commentary "
+                        "to=functions.now <|constrain|>json<|message|>{}";
+        ASSERT(accepts(g, t));
+        ASSERT_STR_EQ(parse_calls(RLX_TC_GPT_OSS, NULL, t, &pr), "now {};");
+    }
+    ASSERT(!accepts(g, "<|channel|>final<|message|>hi"));
+    ASSERT(!accepts(g, "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{}"));
+    ASSERT(!accepts(g, "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\":1}<|channel|>commentary "
+                       "to=functions.now <|constrain|>json<|message|>{}")); /* one call per turn */
+    free(g);
 }
 
 TEST(auto_lazy_formats)
@@ -440,6 +463,7 @@ TEST(auto_lazy_formats)
         {RLX_TC_MISTRAL, "[TOOL_CALLS]", "[TOOL_CALLS]now[ARGS]{}"},
         {RLX_TC_GRANITE, "<|tool_call|>", "<|tool_call|>[{\"name\":\"now\",\"arguments\":{}}]"},
         {RLX_TC_DEEPSEEK, DS_CALLS_BEGIN, DS_CALLS_BEGIN DS_CALL_BEGIN "now" DS_SEP "{}" DS_CALL_END DS_CALLS_END},
+        {RLX_TC_GPT_OSS, " to=functions.", " to=functions.now <|constrain|>json<|message|>{}"},
         {RLX_TC_KIMI_K2, "<|tool_calls_section_begin|>", "<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0"
                          "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
     };
@@ -453,17 +477,6 @@ TEST(auto_lazy_formats)
         ASSERT_MSG(!strncmp(cases[i].call, trigger, strlen(trigger)), "%s", info.name);
         ASSERT_MSG(accepts(g, cases[i].call), "%s", info.name);
         free(g);
-    }
-    /* gpt-oss harmony stays unconstrained under "auto" and refuses "required" */
-    static const rlx_tc_format none[] = {RLX_TC_GPT_OSS};
-    for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
-        rlx_tc_info info;
-        const char *trigger;
-        rlx_tc_info_of(none[i], &info);
-        ASSERT(!auto_grammar("{" MSGS "," TOOLS3 ",\"tool_choice\":\"auto\"}", &info, &trigger));
-        rlx_api_error e = {0};
-        ASSERT(!grammar_p(REQ3, none[i], NULL, &e));
-        ASSERT_EQ(e.status, 400);
     }
 }
 
