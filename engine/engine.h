@@ -249,6 +249,15 @@ const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w); /* ChatM
  * chat_template_file's or the GGUF's; NULL when ChatML is used. What tool-call format
  * detection reads. */
 const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len);
+/* Control tokens the output format uses as markers (e.g. Mistral's [TOOL_CALLS]): each control
+ * token (not end-of-generation) whose text is one of texts[0..n) is from then on written as
+ * its text in generated output (RLX_EV_TOKEN text) and seen by grammars as those bytes, so a
+ * grammar literal "[TOOL_CALLS]" can be produced by the real token, as llama.cpp's grammars see
+ * special tokens' pieces and its server renders its chat format's preserved tokens. Other
+ * control tokens stay textless. Call once, before the first rlx_worker_submit and never
+ * concurrently with one (the server does when the model is ready). Returns how many tokens were
+ * marked, or RLX_ENOMEM. */
+int rlx_worker_set_marker_tokens(rlx_worker *w, const char *const *texts, int n);
 int32_t rlx_worker_n_ctx(const rlx_worker *w);
 /* Whether the model embeds (its graph outputs hidden states; it takes RLX_REQ_EMBED requests
  * only, a generative model RLX_REQ_GENERATE only). */

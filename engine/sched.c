@@ -157,7 +157,8 @@ void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg)
 /* ---- admission ------------------------------------------------------------------------- */
 
 /* The vocabulary as the grammar sees it: each token's bytes, control tokens none (they can
- * never continue a grammar; end-of-generation is decided apart). Built once per worker. */
+ * never continue a grammar; end-of-generation is decided apart) except the format's markers
+ * (w->marker: their text, as the output writes them). Built once per worker. */
 static int grammar_vocab(rlx_worker *w, rlx_error *err)
 {
     if (w->gvocab) return 0;
@@ -165,6 +166,17 @@ static int grammar_vocab(rlx_worker *w, rlx_error *err)
     if (!w->gtext) {
         int rc = rlx_grammar_token_bytes(w->tok, V, &w->gtext, &w->glen, err);
         if (rc) return rc;
+        for (int32_t t = 0; w->marker && t < V; t++) { /* marker control tokens: their text */
+            char buf[64];
+            size_t n = w->marker[t] ? rlx_token_to_bytes(w->tok, t, true, buf, sizeof buf) : 0;
+            if (!n || n > sizeof buf) continue;
+            char *p = malloc(n);
+            if (!p) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+            memcpy(p, buf, n);
+            free(w->gtext[t]);
+            w->gtext[t] = p;
+            w->glen[t] = n;
+        }
     }
     if (!w->gmask && !(w->gmask = malloc((size_t)V))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     if (!w->gcache && !(w->gcache = rlx_grammar_cache_new(V, RLX_GRAMMAR_CACHE_ENTRIES)))
@@ -550,7 +562,7 @@ static bool emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     }
     s->tokens[s->n_tokens++] = tok;
     s->n_generated++;
-    size_t n = rlx_detok_push(w->tok, &s->detok, tok, false, s->text, s->text_cap);
+    size_t n = rlx_detok_push(w->tok, &s->detok, tok, w->marker && w->marker[tok], s->text, s->text_cap);
     rlx_event ev = {.type = RLX_EV_TOKEN, .token = tok, .text = s->text, .text_len = n};
     /* text that may begin a stop string is held back; a match ends the sequence at this token,
      * which counts as generated and stays in the session history */

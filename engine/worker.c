@@ -271,6 +271,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     pthread_cond_destroy(&w->cv);
     rlx__sessions_close(w);
     rlx__grammar_vocab_free(w); /* reads the runner's n_vocab */
+    free(w->marker);
     rlx_chat_template_free(w->tmpl);
     free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
@@ -367,6 +368,26 @@ const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len)
     return w->tmpl_src;
 }
 int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
+
+int rlx_worker_set_marker_tokens(rlx_worker *w, const char *const *texts, int n)
+{
+    int32_t V = w->runner->n_vocab;
+    int marked = 0;
+    for (int32_t t = 0; t < V && n > 0; t++) {
+        char buf[64];
+        if (rlx_tokenizer_is_eog(w->tok, t) || rlx_token_to_bytes(w->tok, t, false, buf, sizeof buf)) continue;
+        size_t len = rlx_token_to_bytes(w->tok, t, true, buf, sizeof buf); /* a control token's text */
+        if (!len || len >= sizeof buf) continue;
+        for (int i = 0; i < n; i++) {
+            if (strlen(texts[i]) != len || memcmp(texts[i], buf, len)) continue;
+            if (!w->marker && !(w->marker = calloc((size_t)V, 1))) return RLX_ENOMEM;
+            w->marker[t] = 1;
+            marked++;
+            break;
+        }
+    }
+    return marked;
+}
 bool rlx_worker_embeds(const rlx_worker *w) { return w->runner->graph.output_kind == RLX_OUTPUT_HIDDEN; }
 int rlx_worker_pooling(const rlx_worker *w)
 {

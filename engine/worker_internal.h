@@ -93,6 +93,8 @@ struct rlx_worker {
     size_t *glen;
     uint8_t *gmask;             /* n_vocab entries */
     rlx_grammar_cache *gcache;  /* masks per grammar position, shared by the worker's sequences */
+    uint8_t *marker;            /* n_vocab entries, NULL when none: control tokens written as text
+                                   and given their bytes in gtext (rlx_worker_set_marker_tokens) */
 
     pthread_t thread;
     pthread_mutex_t mu;

@@ -144,18 +144,23 @@ const cJSON *rlx_api_find_tool(const rlx_api_request *r, const char *name);
 /* tool_choice "required" or a named tool: at most this many calls when parallel_tool_calls */
 #define RLX_API_MAX_FORCED_CALLS 4
 /* The GBNF (malloc'ed, into *gbnf) that forces a valid call of the request's tools (the named
- * one) in the model's tool-call format (proto/tool_grammar.c): parallel_tool_calls false
- * exactly one call, else 1..RLX_API_MAX_FORCED_CALLS; opens_reasoning: the prompt opened the
- * template's reasoning block, which the output must close first (else it may open one). *gbnf
- * NULL when tool_choice forces nothing. A format without a forcing grammar is a 400 naming it
- * ("tool_choice"), a tool whose parameters cannot be compiled a 400 naming "tools". */
-int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, char **gbnf,
+ * one) in the model's tool-call format (proto/tool_grammar*.c): parallel_tool_calls false
+ * exactly one call, else 1..RLX_API_MAX_FORCED_CALLS. prompt: the rendered prompt or its tail
+ * (NULL: none); when it opened the template's reasoning block the output must close it first
+ * (else it may open one), and a Functionary v3.2 prompt that ends with ">>>" starts the output
+ * at the function's name. *gbnf NULL when tool_choice forces nothing. Formats: generic, hermes,
+ * llama3, qwen3-coder (XML values typed as the parser types them), apriel, firefunction-v2,
+ * functionary-v3.1 / v3.2; the others (markers that are special tokens) are a 400 naming the
+ * format ("tool_choice"); a tool whose parameters cannot be compiled a 400 naming "tools". */
+int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const char *prompt, char **gbnf,
                          rlx_api_error *e);
 /* tool_choice "auto": the same grammar for a lazy constraint (engine.h grammar_triggers) and
- * its trigger, for the Hermes / Qwen format (<tool_call>): free text until the model opens a
- * call, then a valid call of the tools (up to RLX_API_MAX_FORCED_CALLS, one without
- * parallel_tool_calls), then nothing else. *gbnf NULL (unconstrained, as before) for other
- * formats, other tool_choices, or a request that has its own grammar (response_format). */
+ * its trigger (the format's first start marker, which the grammar starts with: <tool_call>,
+ * <tool_calls>, <function=, >>>, " functools"): free text until the model opens a call, then a
+ * valid call of the tools (up to RLX_API_MAX_FORCED_CALLS, one without parallel_tool_calls),
+ * then nothing else. *gbnf NULL (unconstrained, as before) for generic and Llama 3 JSON (no
+ * marker), formats without a grammar, other tool_choices, or a request that has its own
+ * grammar (response_format). */
 int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info, char **gbnf, const char **trigger,
                               rlx_api_error *e);
 /* Internal (for tests): GBNF text with every reference to and definition of rule `from` named

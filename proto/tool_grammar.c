@@ -1,36 +1,49 @@
 /* tool_grammar.c - the grammar that makes tool_choice "required" or a named tool a valid call
  * in the model's format: each tool's `parameters` compiled by engine/json_schema.h inside a
  * schema of the call ({"name": const, "arguments": parameters}), wrapped in the format's
- * markers. Formats: generic (the ChatML fallback: {"tool_calls": [call, ...]}), Hermes / Qwen
- * (<tool_call>\n{call}\n</tool_call>, repeated) and Llama 3 JSON ({"name", "parameters"}, one
- * call). For templates that think, a reasoning block may come first (or, when the prompt opened
- * it, must be closed first); the grammar holds after it. Pure functions, any thread. */
-#include "proto/proto.h"
+ * markers. Formats here: generic (the ChatML fallback: {"tool_calls": [call, ...]}), Hermes /
+ * Qwen (<tool_call>\n{call}\n</tool_call>, repeated), Llama 3 JSON ({"name", "parameters"}, one
+ * call), Apriel (<tool_calls>[call, ...]</tool_calls>) and Firefunction ( functools[call, ...]);
+ * the formats that name the function outside JSON (Functionary v3.1 / v3.2, Qwen3-Coder XML,
+ * Mistral's NAME[ARGS] form, DeepSeek, Kimi K2, gpt-oss harmony) build their rules per tool in
+ * tool_grammar_fmt.c. For templates that think, a reasoning block may come first (or, when the
+ * prompt opened it, must be closed first); the grammar holds after it. Markers that are special
+ * tokens in the model's vocabulary are literals too: the worker gives those control tokens
+ * their text (engine.h rlx_worker_set_marker_tokens). Pure functions, any thread. */
+#include "proto/tool_grammar_int.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int oom(rlx_api_error *e)
+int rlx__tg_oom(rlx_api_error *e)
 {
     return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+}
+
+cJSON *rlx__tg_params(const cJSON *fn)
+{
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    if (params && !cJSON_IsNull(params)) return cJSON_Duplicate(params, true);
+    cJSON *p = cJSON_CreateObject(); /* no parameters (OpenAI): an empty list, {} */
+    if (p && !(cJSON_AddStringToObject(p, "type", "object") && cJSON_AddObjectToObject(p, "properties") &&
+               cJSON_AddFalseToObject(p, "additionalProperties"))) {
+        cJSON_Delete(p);
+        return NULL;
+    }
+    return p;
 }
 
 /* {"type":"object","properties":{"name":{"const":N}, <args_key>: parameters},"required":[...]} */
 static cJSON *call_schema(const cJSON *fn, const char *args_key)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
     cJSON *s = cJSON_CreateObject(), *props = cJSON_CreateObject(), *n = cJSON_CreateObject();
     cJSON *req = cJSON_CreateArray();
-    cJSON *p = params && !cJSON_IsNull(params) ? cJSON_Duplicate(params, true) : cJSON_CreateObject();
-    if (p && (!params || cJSON_IsNull(params))) { /* no parameters (OpenAI): an empty list, {} */
-        cJSON_AddStringToObject(p, "type", "object");
-        cJSON_AddObjectToObject(p, "properties");
-        cJSON_AddFalseToObject(p, "additionalProperties");
-    }
+    cJSON *p = rlx__tg_params(fn);
     bool ok = s && props && n && req && p && cJSON_AddStringToObject(s, "type", "object") &&
               cJSON_AddStringToObject(n, "const", name->valuestring) &&
               cJSON_AddItemToObject(props, "name", n) && (n = NULL, cJSON_AddItemToObject(props, args_key, p)) &&
@@ -157,88 +170,281 @@ static const char *think_rules(const rlx_tc_info *info, bool opened, char *buf, 
     return opened ? "rlx-tc-think " : "rlx-tc-think? ";
 }
 
-/* lazy: the grammar of tool_choice "auto", which starts at the format's trigger (no reasoning
- * block before it: the stage waits for the trigger wherever it comes) */
-static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, bool lazy, char **gbnf,
-                        rlx_api_error *e)
+
+/* ---- GBNF text helpers (proto/tool_grammar_int.h) ------------------------------------- */
+
+void rlx__tg_printf(rlx__tg *g, const char *fmt, ...)
 {
-    int k = r->parallel_tool_calls ? RLX_API_MAX_FORCED_CALLS : 1;
-    cJSON *schema = NULL;
-    bool wrap = false; /* Hermes: the call's grammar inside <tool_call> markers */
-    switch (info->format) {
-    case RLX_TC_GENERIC: {
-        cJSON *call = any_call_schema(r, "arguments");
-        schema = cJSON_CreateObject();
-        cJSON *props = cJSON_AddObjectToObject(schema, "properties"), *arr = cJSON_CreateObject();
-        cJSON_AddStringToObject(schema, "type", "object");
-        if (!call || !props || !arr || !cJSON_AddItemToObject(props, "tool_calls", arr)) {
-            cJSON_Delete(call);
-            cJSON_Delete(arr);
-            cJSON_Delete(schema);
-            return oom(e);
+    if (g->oom) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || rlx__tc_buf_add(&g->b, "", (size_t)n)) {
+        g->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(g->b.p + g->b.len - (size_t)n, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+}
+
+void rlx__tg_lit(rlx__tg *g, const char *s)
+{
+    rlx__tg_printf(g, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\' || c < 0x20 || c == '[' || c == ']') rlx__tg_printf(g, "\\x%02X", c);
+        else rlx__tg_printf(g, "%c", c);
+    }
+    rlx__tg_printf(g, "\"");
+}
+
+/* text without close: a byte other than its first, or a run of its first byte then a prefix of
+ * the rest that breaks off (c0+ c1..ci [^c(i+1) c0]) */
+void rlx__tg_not_containing(rlx__tg *g, const char *rule, const char *close)
+{
+    const unsigned char *cl = (const unsigned char *)close;
+    size_t n = strlen(close);
+    rlx__tg_printf(g, "%s ::= ( [^\\x%02X] | \"\\x%02X\"+ (", rule, cl[0], cl[0]);
+    for (size_t i = 1; i < n; i++) {
+        rlx__tg_printf(g, "%s ", i > 1 ? " |" : "");
+        for (size_t k = 1; k < i; k++) rlx__tg_printf(g, "\"\\x%02X\" ", cl[k]);
+        rlx__tg_printf(g, "[^\\x%02X\\x%02X]", cl[i], cl[0]);
+    }
+    /* and it may end with a run of c0 then a proper prefix of the rest: c0+ (c1 (c2 ...)?)? */
+    rlx__tg_printf(g, " ) )* ( \"\\x%02X\"+", cl[0]);
+    for (size_t i = 1; i + 1 < n; i++) rlx__tg_printf(g, " ( \"\\x%02X\"", cl[i]);
+    for (size_t i = 1; i + 1 < n; i++) rlx__tg_printf(g, " )?");
+    rlx__tg_printf(g, " )?\n");
+}
+
+static bool ident_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* Appends gbnf with every rule name (each identifier outside literals, classes, repetition
+ * counts and comments) written prefix-NAME. */
+static void prefixed(rlx__tg *g, const char *s, const char *prefix)
+{
+    size_t n = strlen(s), i = 0;
+    while (i < n && !g->oom) {
+        char c = s[i];
+        size_t j = i + 1;
+        if (c == '"' || c == '[' || c == '{') {
+            char close = c == '"' ? '"' : c == '[' ? ']' : '}';
+            while (j < n && s[j] != close) j += s[j] == '\\' && j + 1 < n ? 2 : 1;
+            j = j < n ? j + 1 : n;
+        } else if (c == '#') {
+            while (j < n && s[j] != '\n') j++;
+        } else if (ident_char(c)) {
+            while (j < n && ident_char(s[j])) j++;
+            rlx__tg_printf(g, "%s-", prefix);
         }
-        cJSON_AddStringToObject(arr, "type", "array");
-        cJSON_AddItemToObject(arr, "items", call);
-        cJSON_AddNumberToObject(arr, "minItems", 1);
-        cJSON_AddNumberToObject(arr, "maxItems", k);
-        cJSON *req = cJSON_AddArrayToObject(schema, "required");
-        if (req) cJSON_AddItemToArray(req, cJSON_CreateString("tool_calls"));
-        break;
+        if (rlx__tc_buf_add(&g->b, s + i, j - i)) g->oom = true;
+        i = j;
     }
-    case RLX_TC_HERMES: schema = any_call_schema(r, "arguments"), wrap = true; break;
-    case RLX_TC_LLAMA3: schema = any_call_schema(r, "parameters"), k = 1; break;
-    default:
-        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tool_choice",
-                              "'tool_choice' \"%s\" is not supported for this model: its tool-call format '%s' has no "
-                              "forcing grammar (supported: generic, hermes, llama3); use \"auto\".",
-                              r->tool_choice == RLX_TOOL_CHOICE_NAMED ? "function" : "required", info->name);
-    }
-    if (!schema) return oom(e);
+    if (n && s[n - 1] != '\n') rlx__tg_printf(g, "\n");
+}
+
+int rlx__tg_schema(rlx__tg *g, const cJSON *schema, const char *prefix, rlx_api_error *e)
+{
     rlx_error err = {0};
-    char *call = rlx_json_schema_to_gbnf(schema, &err);
-    cJSON_Delete(schema);
-    if (!call) {
-        if (err.code == RLX_ENOMEM) return oom(e);
+    char *gb = rlx_json_schema_to_gbnf(schema, &err);
+    if (!gb) {
+        if (err.code == RLX_ENOMEM) return rlx__tg_oom(e);
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
                               "A tool's 'parameters' cannot be forced (tool_choice): %s", err.msg);
     }
-    char *body = rlx__gbnf_rename(call, "root", "rlx-tc-call");
-    free(call);
-    if (!body) return oom(e);
-    char think[2048], root[512];
-    const char *pre = lazy ? (think[0] = 0, "") : think_rules(info, opens_reasoning, think, sizeof think);
-    if (wrap)
-        snprintf(root, sizeof root,
-                 "root ::= %s\"<tool_call>\\n\" rlx-tc-call \"\\n</tool_call>\" "
-                 "( \"\\n<tool_call>\\n\" rlx-tc-call \"\\n</tool_call>\" ){0,%d}\n",
-                 pre, k - 1);
-    else
-        snprintf(root, sizeof root, "root ::= %srlx-tc-call\n", pre);
-    size_t n = strlen(root) + strlen(think) + strlen(body) + 1;
-    char *g = malloc(n);
-    if (!g) {
-        free(body);
-        return oom(e);
+    prefixed(g, gb, prefix);
+    free(gb);
+    return g->oom ? rlx__tg_oom(e) : 0;
+}
+
+/* ---- the grammar ------------------------------------------------------------------------ */
+
+/* An array of 1..k call objects {"name", "arguments"} (Apriel, Firefunction). */
+static cJSON *call_array_schema(const rlx_api_request *r, int k)
+{
+    cJSON *call = any_call_schema(r, "arguments"), *arr = cJSON_CreateObject();
+    if (!call || !arr || !cJSON_AddStringToObject(arr, "type", "array") || !cJSON_AddItemToObject(arr, "items", call)) {
+        cJSON_Delete(call);
+        cJSON_Delete(arr);
+        return NULL;
     }
-    snprintf(g, n, "%s%s%s", root, think, body);
-    free(body);
-    rlx_grammar *gr = rlx_grammar_compile(g, strlen(g), NULL, &err);
+    if (!cJSON_AddNumberToObject(arr, "minItems", 1) || !cJSON_AddNumberToObject(arr, "maxItems", k)) {
+        cJSON_Delete(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* The rules of rlx-tc-call for the JSON-body formats: schema compiled (prefix rlx-tc-json) and
+ * wrapped in the format's markers (open, close). */
+static int json_call(rlx__tg *g, cJSON *schema, const char *open, const char *close, rlx_api_error *e)
+{
+    if (!schema) return rlx__tg_oom(e);
+    int rc = rlx__tg_schema(g, schema, "rlx-tc-json", e);
+    cJSON_Delete(schema);
+    if (rc) return rc;
+    rlx__tg_printf(g, "rlx-tc-call ::= ");
+    if (*open) rlx__tg_lit(g, open);
+    rlx__tg_printf(g, " rlx-tc-json-root ");
+    if (*close) rlx__tg_lit(g, close);
+    rlx__tg_printf(g, "\n");
+    return g->oom ? rlx__tg_oom(e) : 0;
+}
+
+static bool has_grammar(rlx_tc_format f)
+{
+    switch (f) {
+    case RLX_TC_GENERIC:
+    case RLX_TC_HERMES:
+    case RLX_TC_LLAMA3:
+    case RLX_TC_QWEN3_CODER:
+    case RLX_TC_APRIEL:
+    case RLX_TC_FIREFUNCTION:
+    case RLX_TC_FUNCTIONARY_V31:
+    case RLX_TC_FUNCTIONARY_V32:
+    case RLX_TC_MISTRAL:
+    case RLX_TC_GRANITE:
+    case RLX_TC_DEEPSEEK:
+    case RLX_TC_KIMI_K2:
+    case RLX_TC_GPT_OSS: return true;
+    default: return false;
+    }
+}
+
+#define DS_CALLS_BEGIN "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALLS_END "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+
+/* The text the format's grammar starts with: the lazy grammar's trigger. */
+static const char *opener(rlx_tc_format f)
+{
+    switch (f) {
+    case RLX_TC_HERMES:
+    case RLX_TC_QWEN3_CODER: return "<tool_call>";
+    case RLX_TC_APRIEL: return "<tool_calls>";
+    case RLX_TC_FIREFUNCTION: return " functools";
+    case RLX_TC_FUNCTIONARY_V31: return "<function=";
+    case RLX_TC_FUNCTIONARY_V32: return ">>>";
+    case RLX_TC_MISTRAL: return "[TOOL_CALLS]";
+    case RLX_TC_GRANITE: return "<|tool_call|>";
+    case RLX_TC_DEEPSEEK: return DS_CALLS_BEGIN;
+    case RLX_TC_KIMI_K2: return "<|tool_calls_section_begin|>";
+    case RLX_TC_GPT_OSS: return " to=functions.";
+    default: return NULL;
+    }
+}
+
+/* lazy: the grammar of tool_choice "auto", which starts at the format's trigger (no reasoning
+ * block before it: the stage waits for the trigger wherever it comes). prompt: the rendered
+ * prompt or its tail (NULL: none). */
+static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const char *prompt, bool lazy, char **gbnf,
+                        rlx_api_error *e)
+{
+    int k = r->parallel_tool_calls ? RLX_API_MAX_FORCED_CALLS : 1, rc = 0;
+    const char *sep = "", *head = "", *tail = ""; /* between repeated calls, around them all */
+    const char *alt = NULL; /* another form of the whole output (a rule) */
+    bool v32_open = false; /* start at rlx-tc-call0: Functionary v3.2 after a prompt's ">>>",
+                              gpt-oss's lazy grammar at " to=functions." */
+    rlx__tg g = {0};
+    switch (info->format) {
+    case RLX_TC_GENERIC: {
+        cJSON *arr = call_array_schema(r, k), *schema = cJSON_CreateObject(), *req = NULL;
+        cJSON *props = cJSON_AddObjectToObject(schema, "properties");
+        if (!arr || !props || !cJSON_AddItemToObject(props, "tool_calls", arr) ||
+            !cJSON_AddStringToObject(schema, "type", "object") || !(req = cJSON_AddArrayToObject(schema, "required")) ||
+            !cJSON_AddItemToArray(req, cJSON_CreateString("tool_calls"))) {
+            if (!cJSON_GetObjectItemCaseSensitive(props, "tool_calls")) cJSON_Delete(arr);
+            cJSON_Delete(schema);
+            return rlx__tg_oom(e);
+        }
+        rc = json_call(&g, schema, "", "", e), k = 1;
+        break;
+    }
+    case RLX_TC_HERMES:
+        rc = json_call(&g, any_call_schema(r, "arguments"), "<tool_call>\n", "\n</tool_call>", e), sep = "\n";
+        break;
+    case RLX_TC_LLAMA3: rc = json_call(&g, any_call_schema(r, "parameters"), "", "", e), k = 1; break;
+    case RLX_TC_APRIEL: rc = json_call(&g, call_array_schema(r, k), "<tool_calls>", "</tool_calls>", e), k = 1; break;
+    case RLX_TC_FIREFUNCTION: rc = json_call(&g, call_array_schema(r, k), " functools", "", e), k = 1; break;
+    case RLX_TC_QWEN3_CODER: rc = rlx__tg_named_calls(r, info, &g, e), sep = "\n"; break;
+    case RLX_TC_FUNCTIONARY_V31:
+    case RLX_TC_FUNCTIONARY_V32: {
+        size_t n = prompt ? strlen(prompt) : 0;
+        v32_open = !lazy && info->format == RLX_TC_FUNCTIONARY_V32 && n >= 3 && !memcmp(prompt + n - 3, ">>>", 3);
+        rc = rlx__tg_named_calls(r, info, &g, e);
+        break;
+    }
+    case RLX_TC_GRANITE: rc = json_call(&g, call_array_schema(r, k), "<|tool_call|>", "", e), k = 1; break;
+    case RLX_TC_MISTRAL: { /* [TOOL_CALLS]NAME[ARGS]{...} repeated, or [TOOL_CALLS][{...}, ...] */
+        cJSON *arr = call_array_schema(r, k);
+        rc = rlx__tg_named_calls(r, info, &g, e);
+        if (!rc && !arr) rc = rlx__tg_oom(e);
+        if (!rc) rc = rlx__tg_schema(&g, arr, "rlx-tc-json", e);
+        cJSON_Delete(arr);
+        alt = "\"[TOOL_CALLS]\" rlx-tc-json-root";
+        break;
+    }
+    case RLX_TC_DEEPSEEK:
+        rc = rlx__tg_named_calls(r, info, &g, e), head = DS_CALLS_BEGIN, tail = DS_CALLS_END;
+        break;
+    case RLX_TC_KIMI_K2:
+        rc = rlx__tg_named_calls(r, info, &g, e), head = "<|tool_calls_section_begin|>", tail = "<|tool_calls_section_end|>";
+        break;
+    case RLX_TC_GPT_OSS: /* one call ends the turn (<|call|>, end of generation) */
+        rc = rlx__tg_named_calls(r, info, &g, e), k = 1, v32_open = lazy;
+        break;
+    default:
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tool_choice",
+                              "'tool_choice' \"%s\" is not supported for this model: its tool-call format '%s' has no "
+                              "forcing grammar (supported: generic, hermes, llama3, qwen3-coder, apriel, "
+                              "firefunction-v2, functionary-v3.1, functionary-v3.2, mistral, granite, deepseek, "
+                              "kimi-k2, gpt-oss); use \"auto\".",
+                              r->tool_choice == RLX_TOOL_CHOICE_NAMED ? "function" : "required", info->name);
+    }
+    if (rc) {
+        free(g.b.p);
+        return rc;
+    }
+    char think[2048], root[512], sepl[32] = "", headl[96] = "", taill[96] = "", reps[96] = "";
+    const char *pre = lazy ? (think[0] = 0, "")
+                           : think_rules(info, rlx_tc_prompt_opens_reasoning(info, prompt), think, sizeof think);
+    if (*sep) literal(sepl, sizeof sepl, sep);
+    if (*head) literal(headl, sizeof headl, head);
+    if (*tail) literal(taill, sizeof taill, tail);
+    if (k > 1) snprintf(reps, sizeof reps, " ( %s rlx-tc-call ){0,%d}", sepl, k - 1);
+    snprintf(root, sizeof root, "root ::= %s( %s%s %s %s%s %s )\n", pre, alt ? alt : "", alt ? " |" : "", headl,
+             v32_open ? "rlx-tc-call0" : "rlx-tc-call", reps, taill);
+    size_t n = strlen(root) + strlen(think) + g.b.len + 1;
+    char *out = malloc(n);
+    if (!out || g.oom) {
+        free(out);
+        free(g.b.p);
+        return rlx__tg_oom(e);
+    }
+    snprintf(out, n, "%s%s%s", root, think, g.b.p);
+    free(g.b.p);
+    rlx_error err = {0};
+    rlx_grammar *gr = rlx_grammar_compile(out, strlen(out), NULL, &err);
     if (!gr) {
-        free(g);
-        if (err.code == RLX_ENOMEM) return oom(e);
+        free(out);
+        if (err.code == RLX_ENOMEM) return rlx__tg_oom(e);
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools", "The tools cannot be forced (tool_choice): %s", err.msg);
     }
     rlx_grammar_free(gr);
-    *gbnf = g;
+    *gbnf = out;
     return 0;
 }
 
-int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, bool opens_reasoning, char **gbnf,
+int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const char *prompt, char **gbnf,
                          rlx_api_error *e)
 {
     *gbnf = NULL;
     if (r->tool_choice != RLX_TOOL_CHOICE_REQUIRED && r->tool_choice != RLX_TOOL_CHOICE_NAMED) return 0;
-    return tool_grammar(r, info, opens_reasoning, false, gbnf, e);
+    return tool_grammar(r, info, prompt, false, gbnf, e);
 }
 
 int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info, char **gbnf, const char **trigger,
@@ -246,8 +452,11 @@ int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info,
 {
     *gbnf = NULL;
     *trigger = NULL;
-    if (r->tool_choice != RLX_TOOL_CHOICE_AUTO || info->format != RLX_TC_HERMES || r->base->grammar) return 0;
-    int rc = tool_grammar(r, info, false, true, gbnf, e);
-    if (!rc) *trigger = "<tool_call>";
+    /* formats whose grammar starts with a text marker (generic and Llama 3 JSON have none) */
+    if (r->tool_choice != RLX_TOOL_CHOICE_AUTO || r->base->grammar || !has_grammar(info->format) ||
+        !opener(info->format))
+        return 0;
+    int rc = tool_grammar(r, info, NULL, true, gbnf, e);
+    if (!rc) *trigger = opener(info->format);
     return rc;
 }

@@ -122,6 +122,11 @@ int rlx_tc_finish(rlx_tc_parser *p, rlx_tc_sink sink, void *user, rlx_error *err
  * or a call opens): inside reasoning, inside a tool call (after its start marker), or else. */
 typedef enum rlx_tc_where { RLX_TC_IN_CONTENT, RLX_TC_IN_REASONING, RLX_TC_IN_CALL } rlx_tc_where;
 rlx_tc_where rlx_tc_position(const rlx_tc_parser *p);
+/* The texts the format reads as markers (start markers, what ends a name, dropped and closing
+ * markers, triggers, and gpt-oss's harmony tokens): up to max of them into out (static
+ * strings); returns how many. The server gives the ones that are control tokens of the model's
+ * vocabulary their text in output and grammars (rlx_worker_set_marker_tokens). */
+int rlx_tc_marker_texts(const rlx_tc_info *info, const char **out, int max);
 /* Whether the output, given the prompt, starts inside reasoning (the prompt ends opening it). */
 bool rlx_tc_prompt_opens_reasoning(const rlx_tc_info *info, const char *prompt);
 

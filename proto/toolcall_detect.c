@@ -115,3 +115,31 @@ bool rlx_tc_prompt_opens_reasoning(const rlx_tc_info *info, const char *prompt)
     (void)c;
     return false;
 }
+
+int rlx_tc_marker_texts(const rlx_tc_info *info, const char **out, int max)
+{
+    const rlx__tc_spec *s = rlx__tc_spec_of(info->format);
+    static const char *const harmony[] = {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>",
+                                          "<|call|>", "<|return|>"};
+    const char *all[40];
+    int n = 0;
+    for (int i = 0; i < 3 && s->starts[i].marker; i++) {
+        all[n++] = s->starts[i].marker;
+        if (s->starts[i].name_end) all[n++] = s->starts[i].name_end;
+    }
+    for (int i = 0; i < 6 && s->drops[i]; i++) all[n++] = s->drops[i];
+    for (int i = 0; i < 3 && s->tails[i]; i++) all[n++] = s->tails[i];
+    for (int i = 0; i < info->n_triggers; i++) all[n++] = info->triggers[i];
+    if (info->format == RLX_TC_MISTRAL) all[n++] = "[CALL_ID]";
+    if (info->format == RLX_TC_KIMI_K2) all[n++] = "<|tool_call_argument_begin|>";
+    if (info->format == RLX_TC_GPT_OSS)
+        for (size_t i = 0; i < sizeof harmony / sizeof *harmony; i++) all[n++] = harmony[i];
+    if (info->thinks && info->reasoning_open) all[n++] = info->reasoning_open, all[n++] = info->reasoning_close;
+    int k = 0;
+    for (int i = 0; i < n && k < max; i++) {
+        bool dup = false;
+        for (int j = 0; j < k; j++) dup = dup || !strcmp(out[j], all[i]);
+        if (!dup) out[k++] = all[i];
+    }
+    return k;
+}

@@ -144,6 +144,10 @@ static void ready(rlx_model_slot *m)
     size_t tlen = 0;
     const char *tsrc = rlx_worker_chat_template_src(m->w, &tlen);
     rlx_tc_detect(tsrc, tlen, &m->tc);
+    /* the format's markers that are control tokens: written as text, seen by grammars */
+    const char *markers[32];
+    if (rlx_worker_set_marker_tokens(m->w, markers, rlx_tc_marker_texts(&m->tc, markers, 32)) < 0)
+        fprintf(stderr, "rlxd: model '%s': out of memory marking its tool-call tokens\n", m->cfg->name);
     m->created = (long long)time(NULL);
     m->state = RLX_MODEL_READY;
     m->last_used = rlx_now();

@@ -90,7 +90,7 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
             if (!(j->prompt_tail = strdup(prompt + (len > 256 ? len - 256 : 0))))
                 rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
             char *g = NULL; /* "required" or a named tool: a grammar forces the call */
-            if (!rc && !(rc = rlx_api_tool_grammar(r, &m->tc, rlx_tc_prompt_opens_reasoning(&m->tc, prompt), &g, e)) && g) {
+            if (!rc && !(rc = rlx_api_tool_grammar(r, &m->tc, prompt, &g, e)) && g) {
                 free(r->base->grammar);
                 r->base->grammar = g;
             }

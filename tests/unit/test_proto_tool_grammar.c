@@ -5,6 +5,12 @@
 #include "engine/grammar.h"
 #include "proto/proto.h"
 
+#define DS_CALLS_BEGIN "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALLS_END "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_CALL_BEGIN "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL_END "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_SEP "<\xef\xbd\x9c" "tool\xe2\x96\x81" "sep\xef\xbd\x9c>"
+
 #define MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 #define TOOLS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\"," \
     "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]"
@@ -27,7 +33,7 @@ static char *grammar_info(const char *body, const rlx_tc_info *info, bool opened
 {
     rlx_api_request r;
     char *g = NULL;
-    if (rlx_api_parse(&r, RLX_API_CHAT, body, strlen(body), 1000, e) == 0 && rlx_api_tool_grammar(&r, info, opened, &g, e))
+    if (rlx_api_parse(&r, RLX_API_CHAT, body, strlen(body), 1000, e) == 0 && rlx_api_tool_grammar(&r, info, opened ? "<|im_start|>assistant\n<think>\n" : NULL, &g, e))
         g = NULL;
     rlx_api_request_free(&r);
     return g;
@@ -128,11 +134,16 @@ TEST(llama3)
 TEST(refusals)
 {
     rlx_api_error e = {0};
-    char *g = grammar_of("{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}", RLX_TC_GPT_OSS, false, &e);
+    /* a format without a forcing grammar (none of the detected ones): 400 naming it */
+    rlx_tc_info odd;
+    rlx_tc_info_of(RLX_TC_HERMES, &odd);
+    odd.format = RLX_TC_N_FORMATS;
+    odd.name = "odd";
+    char *g = grammar_info("{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}", &odd, false, &e);
     ASSERT(g == NULL);
     ASSERT_EQ(e.status, 400);
     ASSERT_STR_EQ(e.param, "tool_choice");
-    ASSERT_MSG(strstr(e.message, rlx_tc_format_name(RLX_TC_GPT_OSS)) != NULL, "%s", e.message);
+    ASSERT_MSG(strstr(e.message, "'odd'") != NULL, "%s", e.message);
     /* parameters the schema compiler cannot honour: 400 naming tools */
     memset(&e, 0, sizeof e);
     g = grammar_of("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
@@ -191,5 +202,285 @@ TEST(auto_is_lazy_for_hermes)
     ASSERT(!auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"auto\"}", &info, &trigger));
 }
 
+/* ---- formats with a forcing grammar beyond JSON: each accepted text is read back by the
+ * format's parser (proto/toolcall.c) as the same calls ---- */
+
+/* add(a: integer, required), now(), say(text: string required, lang: enum, n: integer, ok: boolean) */
+#define TOOLS3 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\"," \
+    "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"now\"}}," \
+    "{\"type\":\"function\",\"function\":{\"name\":\"say\",\"parameters\":{\"type\":\"object\",\"properties\":{" \
+    "\"text\":{\"type\":\"string\"},\"lang\":{\"enum\":[\"en\",\"fr\"]},\"n\":{\"type\":\"integer\",\"minimum\":0}," \
+    "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"text\"]}}}]"
+
+typedef struct parsed {
+    char calls[2048];  /* name args; per call */
+    char content[512];
+} parsed;
+
+static int collect(void *user, const rlx_tc_event *ev)
+{
+    parsed *p = user;
+    size_t n = strlen(p->calls);
+    if (ev->kind == RLX_TC_CALL_BEGIN) snprintf(p->calls + n, sizeof p->calls - n, "%s ", ev->name);
+    else if (ev->kind == RLX_TC_CALL_ARGS) snprintf(p->calls + n, sizeof p->calls - n, "%.*s", (int)ev->len, ev->text);
+    else if (ev->kind == RLX_TC_CALL_END) snprintf(p->calls + n, sizeof p->calls - n, ";");
+    else if (ev->kind == RLX_TC_CONTENT) {
+        n = strlen(p->content);
+        snprintf(p->content + n, sizeof p->content - n, "%.*s", (int)ev->len, ev->text);
+    }
+    return 0;
+}
+
+/* The calls the format's parser reads from text (fed in two pieces), "" with content "ERR" when
+ * it fails. */
+static const char *parse_calls(rlx_tc_format f, const char *prompt, const char *text, parsed *out)
+{
+    memset(out, 0, sizeof *out);
+    rlx_tc_info info;
+    rlx_tc_info_of(f, &info);
+    cJSON *body = cJSON_Parse("{" TOOLS3 "}");
+    rlx_tc_opts o = {.tools = cJSON_GetObjectItemCaseSensitive(body, "tools"), .prompt = prompt, .seeded = true};
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, &o);
+    cJSON_Delete(body);
+    size_t n = strlen(text), half = n / 2;
+    rlx_error err = {0};
+    if (rlx_tc_feed(p, text, half, collect, out) || rlx_tc_feed(p, text + half, n - half, collect, out) ||
+        rlx_tc_finish(p, collect, out, &err))
+        snprintf(out->content, sizeof out->content, "ERR");
+    rlx_tc_parser_free(p);
+    return out->calls;
+}
+
+/* text is accepted by g and read by the parser as the calls `want`, no content */
+#define ACCEPTS_AS(g, f, prompt, text, want) do { parsed pr_; \
+        ASSERT_MSG(accepts(g, text), "not accepted: %s", text); \
+        ASSERT_STR_EQ(parse_calls(f, prompt, text, &pr_), want); \
+        ASSERT_STR_EQ(pr_.content, ""); } while (0)
+
+static char *grammar_p(const char *body, rlx_tc_format f, const char *prompt, rlx_api_error *e)
+{
+    rlx_tc_info info;
+    rlx_tc_info_of(f, &info);
+    rlx_api_request r;
+    char *g = NULL;
+    if (rlx_api_parse(&r, RLX_API_CHAT, body, strlen(body), 1000, e) == 0 && rlx_api_tool_grammar(&r, &info, prompt, &g, e))
+        g = NULL;
+    rlx_api_request_free(&r);
+    return g;
+}
+
+#define REQ3 "{" MSGS "," TOOLS3 ",\"tool_choice\":\"required\"}"
+#define NAMED_ADD "{" MSGS "," TOOLS3 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"add\"}}," \
+    "\"parallel_tool_calls\":false}"
+
+TEST(qwen3_coder_xml)
+{
+    rlx_api_error e = {0};
+    const rlx_tc_format F = RLX_TC_QWEN3_CODER;
+    char *g = grammar_p(REQ3, F, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, F, NULL, "<tool_call>\n<function=add>\n<parameter=a>\n-12\n</parameter>\n</function>\n</tool_call>",
+               "add {\"a\":-12};");
+    ACCEPTS_AS(g, F, NULL, "<tool_call>\n<function=now>\n</function>\n</tool_call>", "now {};");
+    /* strings are raw text (tags, quotes, newlines included); optional parameters may be left out */
+    ACCEPTS_AS(g, F, NULL, "<tool_call>\n<function=say>\n<parameter=text>\nline \"1\"\n<b>2</b> </param\n</parameter>\n"
+                           "<parameter=lang>\nfr\n</parameter>\n<parameter=ok>\ntrue\n</parameter>\n</function>\n</tool_call>",
+               "say {\"text\":\"line \\\"1\\\"\\n<b>2</b> </param\",\"lang\":\"fr\",\"ok\":true};");
+    ACCEPTS_AS(g, F, NULL, "<tool_call>\n<function=say>\n<parameter=text>\n\n</parameter>\n<parameter=n>\n7\n</parameter>\n"
+                           "</function>\n</tool_call>\n<tool_call>\n<function=now>\n</function>\n</tool_call>",
+               "say {\"text\":\"\",\"n\":7};now {};");
+    ASSERT(!accepts(g, "<tool_call>\n<function=sub>\n</function>\n</tool_call>"));                   /* unknown tool */
+    ASSERT(!accepts(g, "<tool_call>\n<function=add>\n</function>\n</tool_call>"));                   /* a is required */
+    ASSERT(!accepts(g, "<tool_call>\n<function=add>\n<parameter=a>\n1.5\n</parameter>\n</function>\n</tool_call>"));
+    ASSERT(!accepts(g, "<tool_call>\n<function=add>\n<parameter=a>\n\"1\"\n</parameter>\n</function>\n</tool_call>"));
+    ASSERT(!accepts(g, "<tool_call>\n<function=say>\n<parameter=text>\nx\n</parameter>\n<parameter=lang>\nde\n</parameter>\n"
+                       "</function>\n</tool_call>"));                                                /* not in the enum */
+    ASSERT(!accepts(g, "<tool_call>\n<function=say>\n<parameter=text>\nx\n</parameter>\n<parameter=n>\n-1\n</parameter>\n"
+                       "</function>\n</tool_call>"));                                                /* minimum 0 */
+    ASSERT(!accepts(g, "<tool_call>\n<function=say>\n<parameter=text>\na</parameter>b\n</parameter>\n</function>\n</tool_call>"));
+    ASSERT(!accepts(g, "<tool_call>\n<function=now>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>"));
+    ASSERT(!accepts(g, "Sure. <tool_call>\n<function=now>\n</function>\n</tool_call>"));             /* text first */
+    free(g);
+    g = grammar_p(NAMED_ADD, F, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, F, NULL, "<tool_call>\n<function=add>\n<parameter=a>\n3\n</parameter>\n</function>\n</tool_call>", "add {\"a\":3};");
+    ASSERT(!accepts(g, "<tool_call>\n<function=now>\n</function>\n</tool_call>"));
+    ASSERT(!accepts(g, "<tool_call>\n<function=add>\n<parameter=a>\n3\n</parameter>\n</function>\n</tool_call>\n"
+                       "<tool_call>\n<function=add>\n<parameter=a>\n3\n</parameter>\n</function>\n</tool_call>"));
+    free(g);
+    /* a string length range: no '<' in it; a string keyword raw text cannot honour: 400 */
+    g = grammar_p("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                  "\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}},\"required\":[\"s\"]}}}],"
+                  "\"tool_choice\":\"required\"}", F, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ASSERT(accepts(g, "<tool_call>\n<function=f>\n<parameter=s>\nab\n</parameter>\n</function>\n</tool_call>"));
+    ASSERT(accepts(g, "<tool_call>\n<function=f>\n<parameter=s>\n\xc3\xa9t\xc3\xa9\n</parameter>\n</function>\n</tool_call>"));
+    ASSERT(!accepts(g, "<tool_call>\n<function=f>\n<parameter=s>\na\n</parameter>\n</function>\n</tool_call>"));
+    ASSERT(!accepts(g, "<tool_call>\n<function=f>\n<parameter=s>\nabcd\n</parameter>\n</function>\n</tool_call>"));
+    free(g);
+    memset(&e, 0, sizeof e);
+    g = grammar_p("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                  "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}],\"tool_choice\":\"required\"}", F, NULL, &e);
+    ASSERT(!g);
+    ASSERT_EQ(e.status, 400);
+    ASSERT_STR_EQ(e.param, "tools");
+    ASSERT_MSG(strstr(e.message, "pattern") && strstr(e.message, "'s'"), "%s", e.message);
+}
+
+TEST(json_array_formats)
+{
+    rlx_api_error e = {0};
+    /* Apriel: <tool_calls>[...]</tool_calls> */
+    char *g = grammar_p(REQ3, RLX_TC_APRIEL, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_APRIEL, NULL, "<tool_calls>[{\"name\":\"add\",\"arguments\":{\"a\":1}}]</tool_calls>", "add {\"a\":1};");
+    ACCEPTS_AS(g, RLX_TC_APRIEL, NULL, "<tool_calls>[{\"name\":\"now\",\"arguments\":{}}, {\"name\":\"say\",\"arguments\":"
+                                       "{\"text\":\"hi\"}}]</tool_calls>", "now {};say {\"text\":\"hi\"};");
+    ASSERT(!accepts(g, "<tool_calls>[]</tool_calls>"));
+    ASSERT(!accepts(g, "<tool_calls>[{\"name\":\"add\",\"arguments\":{\"a\":\"1\"}}]</tool_calls>"));
+    ASSERT(!accepts(g, "<tool_calls>[{\"name\":\"sub\",\"arguments\":{}}]</tool_calls>"));
+    ASSERT(!accepts(g, "<tool_calls>[{\"name\":\"say\",\"arguments\":{}}]</tool_calls>"));
+    ASSERT(!accepts(g, "ok <tool_calls>[{\"name\":\"now\",\"arguments\":{}}]</tool_calls>"));
+    free(g);
+    g = grammar_p(NAMED_ADD, RLX_TC_APRIEL, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ASSERT(!accepts(g, "<tool_calls>[{\"name\":\"add\",\"arguments\":{\"a\":1}},{\"name\":\"add\",\"arguments\":{\"a\":1}}]</tool_calls>"));
+    ASSERT(!accepts(g, "<tool_calls>[{\"name\":\"now\",\"arguments\":{}}]</tool_calls>"));
+    free(g);
+    /* Firefunction v2: " functools[...]" */
+    g = grammar_p(REQ3, RLX_TC_FIREFUNCTION, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_FIREFUNCTION, NULL, " functools[{\"name\":\"add\",\"arguments\":{\"a\":5}}]", "add {\"a\":5};");
+    ASSERT(!accepts(g, "functools[{\"name\":\"add\",\"arguments\":{\"a\":5}}]"));
+    ASSERT(!accepts(g, " functools[{\"name\":\"add\",\"arguments\":{}}]"));
+    free(g);
+}
+
+TEST(functionary)
+{
+    rlx_api_error e = {0};
+    /* v3.1: <function=NAME>{args}</function> */
+    char *g = grammar_p(REQ3, RLX_TC_FUNCTIONARY_V31, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_FUNCTIONARY_V31, NULL, "<function=add>{\"a\": 2}</function>", "add {\"a\":2};");
+    ACCEPTS_AS(g, RLX_TC_FUNCTIONARY_V31, NULL, "<function=now>{}</function><function=say>{\"text\":\"x\",\"lang\":\"en\"}</function>",
+               "now {};say {\"text\":\"x\",\"lang\":\"en\"};");
+    ASSERT(!accepts(g, "<function=add>{}</function>"));
+    ASSERT(!accepts(g, "<function=sub>{\"a\": 2}</function>"));
+    ASSERT(!accepts(g, "<function=add>{\"a\": true}</function>"));
+    ASSERT(!accepts(g, "Let me. <function=now>{}</function>"));
+    free(g);
+    /* v3.2: >>>NAME\n{args}; the template's generation prompt already ends with ">>>" */
+    const char *prompt = "<|start_header_id|>assistant<|end_header_id|>\n\n>>>";
+    g = grammar_p(REQ3, RLX_TC_FUNCTIONARY_V32, prompt, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_FUNCTIONARY_V32, prompt, "add\n{\"a\":4}", "add {\"a\":4};");
+    ACCEPTS_AS(g, RLX_TC_FUNCTIONARY_V32, prompt, "now\n{}>>>add\n{\"a\":4}", "now {};add {\"a\":4};");
+    ASSERT(!accepts(g, ">>>add\n{\"a\":4}"));
+    ASSERT(!accepts(g, "all\nHello"));
+    ASSERT(!accepts(g, "add\n{\"a\":\"4\"}"));
+    free(g);
+    g = grammar_p(REQ3, RLX_TC_FUNCTIONARY_V32, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_FUNCTIONARY_V32, NULL, ">>>add\n{\"a\":4}", "add {\"a\":4};");
+    ASSERT(!accepts(g, "add\n{\"a\":4}"));
+    free(g);
+}
+
+/* formats whose markers are special tokens: the grammar's literals are the tokens' texts (the
+ * worker gives those control tokens their text, engine.h rlx_worker_set_marker_tokens) */
+TEST(special_token_formats)
+{
+    rlx_api_error e = {0};
+    /* Mistral: [TOOL_CALLS]NAME[ARGS]{...} (repeated), or [TOOL_CALLS][{...}, ...] */
+    char *g = grammar_p(REQ3, RLX_TC_MISTRAL, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_MISTRAL, NULL, "[TOOL_CALLS]add[ARGS]{\"a\":1}", "add {\"a\":1};");
+    ACCEPTS_AS(g, RLX_TC_MISTRAL, NULL, "[TOOL_CALLS]now[ARGS]{}[TOOL_CALLS]add[ARGS]{\"a\": 2}", "now {};add {\"a\":2};");
+    ACCEPTS_AS(g, RLX_TC_MISTRAL, NULL, "[TOOL_CALLS][{\"name\":\"add\",\"arguments\":{\"a\":3}}]", "add {\"a\":3};");
+    ASSERT(!accepts(g, "[TOOL_CALLS]add[ARGS]{}"));
+    ASSERT(!accepts(g, "[TOOL_CALLS]sub[ARGS]{\"a\":1}"));
+    ASSERT(!accepts(g, "ok [TOOL_CALLS]now[ARGS]{}"));
+    free(g);
+    g = grammar_p(NAMED_ADD, RLX_TC_MISTRAL, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ASSERT(accepts(g, "[TOOL_CALLS]add[ARGS]{\"a\":1}"));
+    ASSERT(!accepts(g, "[TOOL_CALLS]add[ARGS]{\"a\":1}[TOOL_CALLS]add[ARGS]{\"a\":1}"));
+    ASSERT(!accepts(g, "[TOOL_CALLS][{\"name\":\"add\",\"arguments\":{\"a\":3}},{\"name\":\"add\",\"arguments\":{\"a\":3}}]"));
+    free(g);
+    /* Granite: <|tool_call|>[{...}] */
+    g = grammar_p(REQ3, RLX_TC_GRANITE, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_GRANITE, NULL, "<|tool_call|>[{\"name\":\"add\",\"arguments\":{\"a\":1}}]", "add {\"a\":1};");
+    ASSERT(!accepts(g, "<|tool_call|>[{\"name\":\"add\",\"arguments\":{\"a\":true}}]"));
+    free(g);
+    /* DeepSeek: V3.1 NAME<sep>{...} and R1 function<sep>NAME\n```json\n{...}\n``` inside the calls block */
+    g = grammar_p(REQ3, RLX_TC_DEEPSEEK, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_DEEPSEEK, NULL, DS_CALLS_BEGIN DS_CALL_BEGIN "add" DS_SEP "{\"a\":1}" DS_CALL_END DS_CALLS_END,
+               "add {\"a\":1};");
+    ACCEPTS_AS(g, RLX_TC_DEEPSEEK, NULL, DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP "add\n```json\n{\"a\":1}\n```" DS_CALL_END
+               DS_CALL_BEGIN "now" DS_SEP "{}" DS_CALL_END DS_CALLS_END, "add {\"a\":1};now {};");
+    ASSERT(!accepts(g, DS_CALLS_BEGIN DS_CALL_BEGIN "add" DS_SEP "{}" DS_CALL_END DS_CALLS_END));
+    ASSERT(!accepts(g, DS_CALL_BEGIN "add" DS_SEP "{\"a\":1}" DS_CALL_END));
+    free(g);
+    /* Kimi K2: functions.NAME:i between its section and call tokens */
+    g = grammar_p(REQ3, RLX_TC_KIMI_K2, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_KIMI_K2, NULL, "<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>"
+               "{\"a\":1}<|tool_call_end|><|tool_calls_section_end|>", "add {\"a\":1};");
+    ASSERT(!accepts(g, "<|tool_calls_section_begin|><|tool_call_begin|>functions.sub:0<|tool_call_argument_begin|>"
+                       "{}<|tool_call_end|><|tool_calls_section_end|>"));
+    free(g);
+    /* gpt-oss harmony: an optional analysis message, then the call's commentary header (the
+     * prompt ends with <|start|>assistant; <|call|> ends the generation) */
+    g = grammar_p(REQ3, RLX_TC_GPT_OSS, NULL, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ACCEPTS_AS(g, RLX_TC_GPT_OSS, NULL, "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\":1}",
+               "add {\"a\":1};");
+    {
+        parsed pr;
+        const char *t = "<|channel|>analysis<|message|>Add <|end it.<|end|><|start|>assistant<|channel|>commentary "
+                        "to=functions.now <|constrain|>json<|message|>{}";
+        ASSERT(accepts(g, t));
+        ASSERT_STR_EQ(parse_calls(RLX_TC_GPT_OSS, NULL, t, &pr), "now {};");
+    }
+    ASSERT(!accepts(g, "<|channel|>final<|message|>hi"));
+    ASSERT(!accepts(g, "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{}"));
+    ASSERT(!accepts(g, "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\":1}<|channel|>commentary "
+                       "to=functions.now <|constrain|>json<|message|>{}")); /* one call per turn */
+    free(g);
+}
+
+TEST(auto_lazy_formats)
+{
+    static const struct { rlx_tc_format f; const char *trigger, *call; } cases[] = {
+        {RLX_TC_QWEN3_CODER, "<tool_call>", "<tool_call>\n<function=now>\n</function>\n</tool_call>"},
+        {RLX_TC_APRIEL, "<tool_calls>", "<tool_calls>[{\"name\":\"now\",\"arguments\":{}}]</tool_calls>"},
+        {RLX_TC_FIREFUNCTION, " functools", " functools[{\"name\":\"now\",\"arguments\":{}}]"},
+        {RLX_TC_FUNCTIONARY_V31, "<function=", "<function=now>{}</function>"},
+        {RLX_TC_FUNCTIONARY_V32, ">>>", ">>>now\n{}"},
+        {RLX_TC_MISTRAL, "[TOOL_CALLS]", "[TOOL_CALLS]now[ARGS]{}"},
+        {RLX_TC_GRANITE, "<|tool_call|>", "<|tool_call|>[{\"name\":\"now\",\"arguments\":{}}]"},
+        {RLX_TC_DEEPSEEK, DS_CALLS_BEGIN, DS_CALLS_BEGIN DS_CALL_BEGIN "now" DS_SEP "{}" DS_CALL_END DS_CALLS_END},
+        {RLX_TC_GPT_OSS, " to=functions.", " to=functions.now <|constrain|>json<|message|>{}"},
+        {RLX_TC_KIMI_K2, "<|tool_calls_section_begin|>", "<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0"
+                         "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        rlx_tc_info info;
+        const char *trigger;
+        rlx_tc_info_of(cases[i].f, &info);
+        char *g = auto_grammar("{" MSGS "," TOOLS3 ",\"tool_choice\":\"auto\"}", &info, &trigger);
+        ASSERT_MSG(g && trigger, "%s", info.name);
+        ASSERT_STR_EQ(trigger, cases[i].trigger);
+        ASSERT_MSG(!strncmp(cases[i].call, trigger, strlen(trigger)), "%s", info.name);
+        ASSERT_MSG(accepts(g, cases[i].call), "%s", info.name);
+        free(g);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(rename_rule), TEST_ENTRY(generic), TEST_ENTRY(hermes_and_reasoning), TEST_ENTRY(llama3),
-          TEST_ENTRY(refusals), TEST_ENTRY(auto_is_lazy_for_hermes))
+          TEST_ENTRY(refusals), TEST_ENTRY(auto_is_lazy_for_hermes),
+          TEST_ENTRY(qwen3_coder_xml), TEST_ENTRY(json_array_formats), TEST_ENTRY(functionary),
+          TEST_ENTRY(special_token_formats), TEST_ENTRY(auto_lazy_formats))

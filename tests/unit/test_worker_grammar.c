@@ -5,6 +5,7 @@
 #include "tests/rlx_test.h"
 #include "engine/engine.h"
 #include "engine/grammar.h"
+#include "models/tokenizer.h"
 
 #include <pthread.h>
 
@@ -201,5 +202,64 @@ TEST(bad_grammar_fails_its_request_only)
     rlx_worker_stop(w, false);
 }
 
+/* Marker control tokens (rlx_worker_set_marker_tokens): the Qwen2 vocabulary's <|im_start|> is
+ * a control token (standing in for a format's marker such as [TOOL_CALLS]). Marked, the grammar
+ * literal is produced by that token (biased, greedy)
+ * and the output writes its text; unmarked the grammar cannot take it (no bytes), and the same
+ * literal is spelled with ordinary tokens. */
+TEST(marker_control_tokens)
+{
+    const char *m = rlx_test_shared("models/synth-qwen3-tiny-f32.gguf");
+    if (!m) SKIP("synth-qwen3-tiny-f32.gguf absent");
+    const char *tag = "<|im_start|>", *g = "root ::= \"<|im_start|>\" [a-z]{1,4}\n";
+    for (int marked = 0; marked < 2; marked++) {
+        rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 2, .max_batch_tokens = 64, .max_queue = 8};
+        rlx_worker *w = NULL;
+        rlx_error err = {0};
+        ASSERT_MSG(rlx_worker_start(&w, &cfg, &err) == 0, "%s", err.msg);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        ASSERT(rlx_tokenize(rlx_worker_tokenizer(w), tag, strlen(tag), false, true, &ids, &n, &err) == 0 && n == 1);
+        int32_t id = ids[0];
+        free(ids);
+        char buf[32];
+        ASSERT_EQ(rlx_token_to_bytes(rlx_worker_tokenizer(w), id, false, buf, sizeof buf), 0); /* a control token */
+        if (marked) {
+            const char *texts[] = {"[TOOL_CALLS]", tag};
+            ASSERT_EQ(rlx_worker_set_marker_tokens(w, texts, 2), 1);
+        }
+        result res;
+        memset(&res, 0, sizeof res);
+        rlx_request *r = rlx_request_new();
+        r->id = 1;
+        static const int32_t prompt[] = {9707, 11, 1879, 0};
+        r->prompt_ids = malloc(sizeof prompt);
+        memcpy(r->prompt_ids, prompt, sizeof prompt);
+        r->n_prompt = RLX_ARRAY_LEN(prompt);
+        r->max_tokens = 32;
+        r->sampling.temperature = 0;
+        rlx_logit_bias *b = malloc(sizeof *b);
+        b->token = id;
+        b->bias = 100;
+        r->sampling.logit_bias = b;
+        r->sampling.n_logit_bias = 1;
+        r->grammar = strdup(g);
+        r->on_event = on_event;
+        r->user = &res;
+        pthread_mutex_lock(&mu);
+        pending++;
+        pthread_mutex_unlock(&mu);
+        ASSERT_MSG(rlx_worker_submit(w, r, &err) == 0, "%s", err.msg);
+        wait_all();
+        ASSERT_MSG(res.error == 0, "%s", res.msg);
+        ASSERT_MSG(follows(g, res.text, res.len, true), "marked %d: '%s'", marked, res.text);
+        bool used = false;
+        for (int i = 0; i < res.n_tokens; i++) used = used || res.tokens[i] == id;
+        ASSERT_MSG(marked ? res.tokens[0] == id : !used, "marked %d: first token %d, tag %d", marked, res.tokens[0], id);
+        rlx_worker_stop(w, false);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(outputs_follow_their_grammars), TEST_ENTRY(json_object_mode),
-          TEST_ENTRY(batch_invariance_with_grammars), TEST_ENTRY(bad_grammar_fails_its_request_only))
+          TEST_ENTRY(batch_invariance_with_grammars), TEST_ENTRY(bad_grammar_fails_its_request_only),
+          TEST_ENTRY(marker_control_tokens))
