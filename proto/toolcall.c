@@ -56,9 +56,14 @@ void rlx__tc_begin(rlx_tc_parser *p)
 {
     p->n_calls++;
     p->begun = true;
-    memcpy(p->id, "call_", 5);
-    for (int i = 0; i < 24; i++) p->id[5 + i] = alnum[next_rand(&p->rng) % 62];
-    p->id[29] = 0;
+    if (p->sp->format == RLX_TC_MISTRAL) { /* Mistral's templates demand 9 alphanumerics (as vLLM makes) */
+        for (int i = 0; i < 9; i++) p->id[i] = alnum[next_rand(&p->rng) % 62];
+        p->id[9] = 0;
+    } else {
+        memcpy(p->id, "call_", 5);
+        for (int i = 0; i < 24; i++) p->id[5 + i] = alnum[next_rand(&p->rng) % 62];
+        p->id[29] = 0;
+    }
     rlx_tc_event ev = {.kind = RLX_TC_CALL_BEGIN};
     send(p, &ev);
 }

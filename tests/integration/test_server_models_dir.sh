@@ -53,7 +53,7 @@ ok "listed: 3 unloaded, the corrupt one failed with its reason"
 # concurrent first requests to an unloaded model: all answered, one load
 for i in 1 2 3 4 5 6; do
     curl -s -o "$TMP/c$i" -w '%{http_code}' -H 'Content-Type: application/json' \
-        --data-binary '{"model":"alpha","prompt":"Once upon a time","max_tokens":4}' "$URL/v1/completions" >"$TMP/s$i" &
+        --data-binary '{"model":"alpha","prompt":"Once upon a time","max_tokens":4,"ignore_eos":true}' "$URL/v1/completions" >"$TMP/s$i" &
 done
 wait_curls() { for p in $(jobs -p); do [ "$p" = "$PID" ] || wait "$p"; done; }
 wait_curls

@@ -9,6 +9,8 @@
 #include "tests/rlx_test.h"
 #include "tests/unit/test_toolcall_util.h"
 
+#include <ctype.h>
+
 #define DSB "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
 #define DSE "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
 #define DCB "<\xef\xbd\x9c" "tool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
@@ -164,6 +166,17 @@ TEST(ids_unique_and_seeded)
     ASSERT_STR_EQ(a.ids[0], b.ids[0]); /* the same seed gives the same ids */
     tc_result_free(&a);
     tc_result_free(&b);
+    /* Mistral's templates refuse any id but 9 alphanumerics */
+    static const tc_case m = {RLX_TC_MISTRAL, "mistral ids", NULL, "[TOOL_CALLS][" W "," W "]", "", "", 2,
+                              {"get_weather", "get_weather"}, {WA, WA}, 0, true};
+    tc_run(&m, NULL, m.text, 0, 0, &a);
+    ASSERT_EQ(a.n_calls, 2);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(strlen(a.ids[i]), 9);
+        for (int k = 0; k < 9; k++) ASSERT(isalnum((unsigned char)a.ids[i][k]));
+    }
+    ASSERT(strcmp(a.ids[0], a.ids[1]));
+    tc_result_free(&a);
 }
 
 TEST(stop_from_sink)
