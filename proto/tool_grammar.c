@@ -180,7 +180,7 @@ void rlx__tg_printf(rlx__tg *g, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || rlx__tc_buf_add(&g->b, "", (size_t)n)) {
+    if (n < 0 || rlx__tc_buf_add(&g->b, NULL, (size_t)n)) { /* reserve, then format in place */
         g->oom = true;
         return;
     }

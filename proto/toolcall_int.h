@@ -49,7 +49,7 @@ rlx__js_res rlx__jscan_feed(rlx__jscan *s, unsigned char c);
 
 /* Growable byte buffer. */
 typedef struct rlx__tc_buf { char *p; size_t len, cap; } rlx__tc_buf;
-int rlx__tc_buf_add(rlx__tc_buf *b, const void *s, size_t n);   /* 0 or RLX_ENOMEM */
+int rlx__tc_buf_add(rlx__tc_buf *b, const void *s, size_t n);   /* 0 or RLX_ENOMEM; s NULL: n bytes reserved, unwritten */
 int rlx__tc_buf_str(rlx__tc_buf *b, const char *s);
 /* Appends s as a JSON string literal (quotes, escapes). */
 int rlx__tc_buf_json_str(rlx__tc_buf *b, const char *s, size_t n);

@@ -61,7 +61,7 @@ int rlx__tc_buf_add(rlx__tc_buf *b, const void *s, size_t n)
         b->p = p;
         b->cap = cap;
     }
-    if (n) memcpy(b->p + b->len, s, n);
+    if (n && s) memcpy(b->p + b->len, s, n); /* s NULL: n bytes reserved for the caller to write */
     b->len += n;
     b->p[b->len] = 0;
     return 0;
