@@ -42,7 +42,8 @@ typedef struct rlx_session {
 
 /* Opens (creating if needed) and migrates the database at path. A file that is not an
  * sqlite3 database, or one that belongs to another program, is refused with RLX_EFORMAT; a
- * database from a newer rlxd with RLX_EUNSUPPORTED. */
+ * database from a newer rlxd with RLX_EUNSUPPORTED. Any thread; several stores (threads,
+ * processes) may open one new file at once: each waits up to 5 s for the others' WAL switch. */
 int rlx_session_store_open(rlx_session_store **out, const char *path, rlx_error *err);
 void rlx_session_store_close(rlx_session_store *st);
 
