@@ -10,14 +10,16 @@
 #include <dirent.h>
 
 typedef struct golden_dir_opts {
-    /* models with a larger vocabulary run only their first two prompts, F16 KV only
-     * (sanitizer builds, where the output projection dominates); 0: no limit */
+    /* models with a larger vocabulary run only their first two prompts (where the output
+     * projection dominates: sanitizer builds, lavapipe); 0: no limit */
     int64_t big_vocab;
     /* RLX_PARITY_MODELS: a comma-separated list of model stems to run (all when unset) */
     const char *only;
     /* golden.h's lenient rules (backends with their own float sums); the strict verdict is
      * still printed */
     bool lenient;
+    /* with big_vocab: every KV type, not only F16 (the sanitizer builds run F16 only) */
+    bool big_every_kv;
 } golden_dir_opts;
 
 static bool golden_dir_selected(const char *only, const char *stem)
@@ -85,7 +87,7 @@ static int golden_run_dir(const char *sub, int kv_type, const golden_dir_opts *o
             }
             continue;
         }
-        if (big && kv_type != RLX_F16) {
+        if (big && kv_type != RLX_F16 && !o->big_every_kv) {
             fprintf(stderr, "  skip %-28s (sanitizer build: large vocabulary, F16 KV only)\n", stem);
             continue;
         }
@@ -96,7 +98,7 @@ static int golden_run_dir(const char *sub, int kv_type, const golden_dir_opts *o
                 res.worst, rlx_now() - t0, res.failed ? ": " : "", res.first_failure);
         if (o->lenient && res.strict_failed)
             fprintf(stderr, "       strict README rules: %d checks fail, first: %s\n", res.strict_failed, res.first_strict);
-        if (big) fprintf(stderr, "       (sanitizer build: first 2 prompts)\n");
+        if (big) fprintf(stderr, "       (large vocabulary: first 2 prompts)\n");
         failures += res.failed ? 1 : 0;
         (*n_models)++;
     }
@@ -107,8 +109,8 @@ static int golden_run_dir(const char *sub, int kv_type, const golden_dir_opts *o
  * RLXD_BACKEND as `rlxd generate/serve` do), under golden.h's strict or lenient rules: 77-style
  * skip reason in *why when there is no such device or no reference data, else the number of
  * failing models. */
-__attribute__((unused)) static int golden_run_backend(const char *name, const char *sub, int kv_type, int64_t big_vocab, bool lenient,
-                                                      char *why, size_t why_n)
+__attribute__((unused)) static int golden_run_backend(const char *name, const char *sub, int kv_type, int64_t big_vocab,
+                                                      bool big_every_kv, bool lenient, char *why, size_t why_n)
 {
     rlx_backend *be = NULL;
     rlx_error err = {0};
@@ -120,7 +122,7 @@ __attribute__((unused)) static int golden_run_backend(const char *name, const ch
     rlx_backend_destroy(be);
     setenv("RLXD_BACKEND", name, 1);
     int models = 0;
-    golden_dir_opts o = {big_vocab, getenv("RLX_PARITY_MODELS"), lenient};
+    golden_dir_opts o = {big_vocab, getenv("RLX_PARITY_MODELS"), lenient, big_every_kv};
     int failures = golden_run_dir(sub, kv_type, &o, &models);
     unsetenv("RLXD_BACKEND");
     if (models == 0 && failures == 0) snprintf(why, why_n, "../shared/%s or its models are absent", sub);

@@ -10,7 +10,7 @@
 static void golden_cuda(const char *dir, int kv_type)
 {
     char why[600] = "";
-    int failures = golden_run_backend("cuda", dir, kv_type, 0, true, why, sizeof why);
+    int failures = golden_run_backend("cuda", dir, kv_type, 0, false, true, why, sizeof why);
     if (why[0]) SKIP("%s", why);
     ASSERT_EQ(failures, 0);
 }
