@@ -27,6 +27,10 @@ const bin = join(process.env.RLX_BIN || join(root, 'build'), 'rlxd');
 const shared = process.env.RLX_SHARED || join(root, '..', 'shared');
 const skip = (why) => { console.log('skip: ' + why); process.exit(77); };
 if (!existsSync(bin)) skip(bin + ' not built');
+// the sanitizer build runs every case with two seeds where the release build runs four: the same
+// code paths, half the generation (the daemon's compute is 3-4 times slower there)
+const cache = join(dirname(bin), 'CMakeCache.txt');
+const reps = existsSync(cache) && /^RLX_SANITIZE:BOOL=ON$/m.test(readFileSync(cache, 'utf8')) ? 2 : 4;
 const llama = join(shared, 'models', 'synth-llama-tiny-f32.gguf');
 const qwen = join(shared, 'models', 'synth-qwen3-tiny-f32.gguf');
 const qwenTpl = join(shared, 'templates', 'Qwen-Qwen2.5-7B-Instruct.json');
@@ -130,7 +134,7 @@ function checkCalls(calls, what, only) {
 async function suite(client, fmt, extraBody, withHistory = true) {
   const req = (o) => ({ model: 'm', messages, tools, max_tokens: 400, temperature: 1.0, ...extraBody, ...o });
   // tool_choice "required": 1..4 valid calls, finish_reason tool_calls, content null
-  for (let i = 0; i < 4; i++) {
+  for (let i = 0; i < reps; i++) {
     const r = await client.chat.completions.create(req({ tool_choice: 'required', seed: i }));
     const ch = r.choices[0];
     assert(ch.finish_reason === 'tool_calls', fmt + ' required: finish_reason ' + ch.finish_reason + ' ' + JSON.stringify(ch.message));
@@ -140,7 +144,7 @@ async function suite(client, fmt, extraBody, withHistory = true) {
   }
   console.log(`ok   ${fmt}: tool_choice "required" gives valid calls`);
   // a named tool, parallel_tool_calls false: exactly one call of it
-  for (let i = 0; i < 4; i++) {
+  for (let i = 0; i < reps; i++) {
     const r = await client.chat.completions.create(req({
       tool_choice: { type: 'function', function: { name: 'add' } }, parallel_tool_calls: false, seed: 10 + i }));
     const calls = r.choices[0].message.tool_calls;
@@ -194,7 +198,7 @@ async function lazyAuto(client, fmt) {
     method: 'POST', body: JSON.stringify({ content: '<tool_call>' }) })).json();
   assert(Array.isArray(tok.tokens) && tok.tokens.length === 1, 'tokenize <tool_call>: ' + JSON.stringify(tok));
   const open = typeof tok.tokens[0] === 'number' ? tok.tokens[0] : tok.tokens[0].id;
-  for (let i = 0; i < 4; i++) {
+  for (let i = 0; i < reps; i++) {
     const r = await client.chat.completions.create({ model: 'm', messages, tools, tool_choice: 'auto', max_tokens: 400,
       temperature: 1.0, seed: 20 + i, logit_bias: { [open]: 100 }, parallel_tool_calls: i % 2 === 0 });
     const ch = r.choices[0];

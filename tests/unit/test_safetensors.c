@@ -335,7 +335,13 @@ static void roundtrip(const char *model, const char *dirname, int shards)
 }
 
 TEST(llama_roundtrip) { roundtrip("models/synth-llama-tiny-f32.gguf", "llama", 1); }
-TEST(qwen3_roundtrip) { roundtrip("models/synth-qwen3-tiny-f32.gguf", "qwen3", 1); }
+/* under valgrind (RLX_MEMCHECK) qwen2's round trip stands for it: the same 151k-token
+ * tokenizer.json writer and reader (20 s there), qwen3's q/k norms only more rows of one table */
+TEST(qwen3_roundtrip)
+{
+    if (getenv("RLX_MEMCHECK")) SKIP("under memcheck: qwen2_roundtrip runs the same paths");
+    roundtrip("models/synth-qwen3-tiny-f32.gguf", "qwen3", 1);
+}
 TEST(qwen2_roundtrip) { roundtrip("models/synth-qwen2-tiny-f32.gguf", "qwen2", 2); } /* q/k/v biases */
 TEST(gemma2_roundtrip) { roundtrip("models/synth-gemma2-tiny-f32.gguf", "gemma2", 1); } /* norms + 1, 4 norms a block */
 TEST(llama_bf16_sharded) { roundtrip("models/synth-llama-mid-bf16.gguf", "llama-bf16", 3); }

@@ -255,8 +255,15 @@ TEST(gemma_matches_cpu)
         {"--arch gemma2 --preset tiny --type q8_0 --seed 3", "g2-q8_0.gguf"},
         {"--arch gemma2 --preset tiny --type q4_k --seed 5", "g2-q4_k.gguf"},
         {"--arch gemma3 --preset tiny --type q8_0 --seed 4", "g3-q8_0.gguf"}};
+#if defined(__SANITIZE_ADDRESS__)
+    /* the sanitizer build (slow host side, the same shaders): F32 KV for the F32 models only */
+    const bool all_kv = false;
+#else
+    const bool all_kv = true;
+#endif
     for (size_t m = 0; m < RLX_ARRAY_LEN(models); m++)
         for (int kvi = 0; kvi < 2; kvi++) {
+            if (kvi == 1 && !all_kv && m >= 2) continue;
             char path[512];
             if (!synth(models[m].args, models[m].file, path, sizeof path)) SKIP("rlxd-synth is not built (RLX_BIN)");
             int kv = kvi ? RLX_F32 : RLX_F16;
