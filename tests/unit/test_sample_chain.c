@@ -359,7 +359,7 @@ static rlx_sampler *lz_sampler(rlx_grammar_vocab *v, uint8_t *mask)
     const char *src = "root ::= \"<tool>\" \"{\" \"a\"* \"}\"";
     const char *const trig[] = {"<tool>"};
     rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, NULL);
-    rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, trig, 1, NULL) : NULL;
+    rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, trig, 1, NULL, NULL) : NULL;
     rlx_sampling_params p = params(0.0f, 1);
     rlx_sampler *s = st ? rlx_sampler_new(&p, LZ_NV) : NULL;
     if (!s || rlx_sampler_add_stage(s, st)) {
@@ -416,7 +416,7 @@ TEST(lazy_grammar_waits_for_its_trigger)
     rlx_grammar_tokens toks = {.vocab = v, .texts = lz_text, .lens = lz_len, .mask = mask, .is_eog = lz_eog};
     const char *const empty[] = {""};
     rlx_error err = {0};
-    ASSERT(!rlx_grammar_stage_new_lazy(rlx_grammar_compile(src, strlen(src), NULL, NULL), &toks, empty, 1, &err));
+    ASSERT(!rlx_grammar_stage_new_lazy(rlx_grammar_compile(src, strlen(src), NULL, NULL), &toks, empty, 1, NULL, &err));
     ASSERT_EQ(err.code, RLX_EINVAL);
     rlx_grammar_vocab_free(v);
 }
