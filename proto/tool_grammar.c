@@ -454,16 +454,33 @@ int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, cons
  * pattern matches from its group on, the grammar accepts. */
 #define RE_WS "(?: |\\n[ \\t]{0,20})?"
 
-/* Appends s as a regex literal: ASCII punctuation escaped with a backslash (always a literal in
- * PCRE2), other bytes as they are (the pattern is matched over bytes, not UTF-8). */
+/* Appends s as a regex literal: PCRE2's metacharacters escaped with a backslash, control bytes
+ * as \x{HH}, other bytes as they are (the pattern is matched over bytes, not UTF-8). */
 static void re_lit(rlx__tg *g, const char *s)
 {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
-        if (!plain && (c < 0x20 || c == 0x7F)) rlx__tg_printf(g, "\\x{%02X}", c);
-        else rlx__tg_printf(g, plain ? "%c" : "\\%c", c);
+        if (c < 0x20 || c == 0x7F) rlx__tg_printf(g, "\\x{%02X}", c);
+        else if (strchr("\\^$.|?*+()[]{}#", c)) rlx__tg_printf(g, "\\%c", c);
+        else rlx__tg_printf(g, "%c", c);
     }
+}
+
+/* Reasoning up to and with the first `close` (the parser ends it there): as an atomic group,
+ * so a later close cannot end it, and unrolled (runs of bytes other than close's first, then
+ * that byte when the rest of close does not follow) rather than [\s\S]*?, which the stage,
+ * matching the whole text again after each token while it waits, would pay for per byte. */
+static void reasoning_body(rlx__tg *g, const char *close)
+{
+    unsigned char c0 = (unsigned char)close[0];
+    rlx__tg_printf(g, "(?>[^\\x{%02X}]*(?:\\x{%02X}", c0, c0);
+    if (close[1]) {
+        rlx__tg_printf(g, "(?!");
+        re_lit(g, close + 1);
+        rlx__tg_printf(g, ")");
+    } else rlx__tg_printf(g, "(*FAIL)");
+    rlx__tg_printf(g, "[^\\x{%02X}]*)*)", c0);
+    re_lit(g, close);
 }
 
 /* The anchored pattern (engine/grammar.h, lazy on a pattern) that finds where a call opens in
@@ -479,16 +496,12 @@ static char *auto_pattern(const rlx_tc_info *info, const char *prompt)
     rlx__tg g = {0};
     bool think = info->thinks && info->reasoning_open && info->reasoning_close && info->reasoning_close[0];
     rlx__tg_printf(&g, "[ \\t\\n\\r]*");
-    if (think && rlx_tc_prompt_opens_reasoning(info, prompt)) { /* the output starts inside reasoning */
-        rlx__tg_printf(&g, "(?>[\\s\\S]*?");
-        re_lit(&g, info->reasoning_close);
-        rlx__tg_printf(&g, ")[ \\t\\n\\r]*");
-    } else if (think) {
-        rlx__tg_printf(&g, "(?:");
-        re_lit(&g, info->reasoning_open);
-        rlx__tg_printf(&g, "(?>[\\s\\S]*?");
-        re_lit(&g, info->reasoning_close);
-        rlx__tg_printf(&g, ")[ \\t\\n\\r]*)?");
+    bool opened = think && rlx_tc_prompt_opens_reasoning(info, prompt); /* the output starts inside reasoning */
+    if (think) {
+        rlx__tg_printf(&g, opened ? "" : "(?:");
+        if (!opened) re_lit(&g, info->reasoning_open);
+        reasoning_body(&g, info->reasoning_close);
+        rlx__tg_printf(&g, opened ? "[ \\t\\n\\r]*" : "[ \\t\\n\\r]*)?");
     }
     if (info->format == RLX_TC_GENERIC)
         rlx__tg_printf(&g, "(\\{" RE_WS "\"tool_calls\":" RE_WS "\\[" RE_WS "\\{" RE_WS "\"name\":" RE_WS "\")");
