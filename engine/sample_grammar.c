@@ -85,10 +85,7 @@ static int64_t g_mask(rlx_sampler_stage *st, rlx_token_cands *c)
 }
 
 /* Generated tokens only (an end-of-generation token that ignore_eos lets through has no bytes). */
-/* While waiting: the token's bytes join the tail; at the first trigger found there (the
- * earliest), the grammar reads the tail from it. Text after a trigger that the grammar refuses
- * (the token that completed the trigger ran on outside it) leaves the stage unconstrained for
- * good, as text with no call: the constraint never makes generation fail. */
+/* Appends a token's bytes to the tail. */
 static int tail_add(grammar_stage *s, const char *b, size_t n)
 {
     if (s->n_tail + n > s->cap_tail) {
@@ -153,6 +150,10 @@ static int pattern_accept(grammar_stage *s, const char *b, size_t n)
     return rc;
 }
 
+/* While waiting: the token's bytes join the tail; at the first trigger found there (the
+ * earliest), the grammar reads the tail from it. Text after a trigger that the grammar refuses
+ * (the token that completed the trigger ran on outside it) leaves the stage unconstrained for
+ * good, as text with no call: the constraint never makes generation fail. */
 static int lazy_accept(grammar_stage *s, const char *b, size_t n)
 {
     if (!n) return 0; /* an end-of-generation token has no bytes (and no text pointer) */
