@@ -116,6 +116,13 @@ typedef struct rlx_request {
      * rlx_grammar_stage_new_lazy). */
     char **grammar_triggers;
     size_t n_grammar_triggers;
+    /* With a grammar, instead of grammar_triggers: lazy on a PCRE2 pattern (owned, NULL: none)
+     * matched anchored against the whole generated text (tool_choice "auto" for formats whose
+     * call is plain JSON at the start of the output: Llama 3, generic); the grammar holds from
+     * the start of its capture group 1 once it matches in full, and never if the text stops
+     * matching (engine/grammar.h rlx_grammar_stage_new_lazy). A bad pattern fails the request
+     * at admission (RLX_EINVAL). */
+    char *grammar_trigger_pattern;
     /* With a session: false (default) appends the prompt to the session's history (native
      * API, one turn per request); true treats the prompt as the whole conversation (OpenAI
      * routes resend every message) and only reuses the session's cached KV. */

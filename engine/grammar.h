@@ -139,11 +139,26 @@ typedef struct rlx_grammar_tokens {
 rlx_sampler_stage *rlx_grammar_stage_new(rlx_grammar *g, const rlx_grammar_tokens *toks, rlx_error *err);
 
 /* The same stage, lazy (llama.cpp's lazy grammars, for tool_choice "auto"): it allows anything,
- * and any end, until one of the triggers (copied; none: not lazy) appears in the generated
- * text; the grammar then reads the text from that trigger's first byte and constrains what
- * follows. If that text cannot continue the grammar, the stage stays unconstrained. */
+ * and any end, until it is triggered; the grammar then constrains what follows. Two kinds of
+ * trigger, not mixed (both: RLX_EINVAL):
+ * - strings (copied, at most RLX_GRAMMAR_MAX_TRIGGERS, none empty): the first one to appear
+ *   anywhere in the generated text; the grammar reads the text from that trigger's first byte.
+ * - pattern (a PCRE2 regex, copied compiled; NULL: none): matched ANCHORED against the whole
+ *   generated text from its first byte after every token (bytes, not UTF-8: a token may end
+ *   inside a character, and the text may hold any byte; matched with its length). A full match
+ *   triggers, and the grammar reads the text from the start of capture group 1 (or of the match
+ *   when the pattern has no group 1 or it did not take part); a partial match (the text ends
+ *   where it could still match, PCRE2_PARTIAL_SOFT) keeps waiting; no match means the output
+ *   is not what the grammar is for, and the stage stays unconstrained for good. A pattern may
+ *   end in [\s\S]* (llama.cpp's "pattern full" form). The text is kept while waiting, up to
+ *   RLX_GRAMMAR_PATTERN_MAX_TEXT bytes; beyond that the stage stays unconstrained too.
+ *   A pattern that does not compile: RLX_EINVAL with PCRE2's message and offset.
+ * None of either: not lazy (as rlx_grammar_stage_new). If the text read from the trigger cannot
+ * continue the grammar, the stage stays unconstrained. `g` is taken over as by
+ * rlx_grammar_stage_new, also on failure. Built and used by the thread running the sequence. */
 #define RLX_GRAMMAR_MAX_TRIGGERS 4
+#define RLX_GRAMMAR_PATTERN_MAX_TEXT (64u << 10)
 rlx_sampler_stage *rlx_grammar_stage_new_lazy(rlx_grammar *g, const rlx_grammar_tokens *toks, const char *const *triggers,
-                                              size_t n_triggers, rlx_error *err);
+                                              size_t n_triggers, const char *pattern, rlx_error *err);
 
 #endif

@@ -26,6 +26,7 @@ void rlx_request_free(rlx_request *r)
     free(r->grammar);
     for (size_t i = 0; i < r->n_grammar_triggers; i++) free(r->grammar_triggers[i]);
     free(r->grammar_triggers);
+    free(r->grammar_trigger_pattern);
     free(r->input_ends);
     free(r);
 }

@@ -211,7 +211,8 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     rlx_grammar_tokens toks = {.vocab = w->gvocab, .texts = (const char *const *)w->gtext, .lens = w->glen,
                                .mask = w->gmask, .is_eog = token_is_eog, .eog_ctx = w->tok, .cache = w->gcache};
     rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, (const char *const *)s->req->grammar_triggers,
-                                                           s->req->n_grammar_triggers, &gerr)
+                                                           s->req->n_grammar_triggers,
+                                                           s->req->grammar_trigger_pattern, &gerr)
                               : NULL;
     if (!st) return rlx_errorf(err, gerr.code ? gerr.code : RLX_EINVAL, "%s", gerr.msg);
     if ((rc = rlx_sampler_add_stage(s->sampler, st))) return rlx_errorf(err, rc, "out of memory");

@@ -48,6 +48,7 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, 
             q->n_grammar_triggers = i + 1;
         }
     }
+    if (b->grammar_trigger_pattern && !(q->grammar_trigger_pattern = strdup(b->grammar_trigger_pattern))) goto fail;
     q->session_replace = b->session_replace;
     if (!(q->prompt_ids = malloc((n_ids ? n_ids : 1) * sizeof *ids))) goto fail;
     if (n_ids) memcpy(q->prompt_ids, ids, n_ids * sizeof *ids);

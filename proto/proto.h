@@ -154,15 +154,21 @@ const cJSON *rlx_api_find_tool(const rlx_api_request *r, const char *name);
  * format ("tool_choice"); a tool whose parameters cannot be compiled a 400 naming "tools". */
 int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const char *prompt, char **gbnf,
                          rlx_api_error *e);
-/* tool_choice "auto": the same grammar for a lazy constraint (engine.h grammar_triggers) and
- * its trigger (the format's first start marker, which the grammar starts with: <tool_call>,
- * <tool_calls>, <function=, >>>, " functools"): free text until the model opens a call, then a
+/* tool_choice "auto": the same grammar for a lazy constraint and what starts it: *trigger (a
+ * static string, engine.h grammar_triggers) for the formats whose call opens with a text marker
+ * the grammar starts with (<tool_call>, <tool_calls>, <function=, >>>, " functools", ...), or
+ * *pattern (malloc'ed, engine.h grammar_trigger_pattern) for generic and Llama 3 JSON, whose
+ * call is the output's JSON: an anchored PCRE2 pattern over the whole output (leading
+ * whitespace; a reasoning block first for templates that think, the output starting inside
+ * it when `prompt`, the rendered prompt or its tail, opened it) that matches in full once the
+ * call has clearly begun ({"name": " for Llama 3, {"tool_calls": [{"name": " for generic, with
+ * the whitespace the grammar allows), its group 1 starting at the '{' the grammar starts with;
+ * plain text or other JSON never matches. Then: free text until the model opens a call, then a
  * valid call of the tools (up to RLX_API_MAX_FORCED_CALLS, one without parallel_tool_calls),
- * then nothing else. *gbnf NULL (unconstrained, as before) for generic and Llama 3 JSON (no
- * marker), formats without a grammar, other tool_choices, or a request that has its own
- * grammar (response_format). */
-int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info, char **gbnf, const char **trigger,
-                              rlx_api_error *e);
+ * then nothing else. *gbnf NULL (unconstrained, as before) for formats without a grammar,
+ * other tool_choices, or a request that has its own grammar (response_format). */
+int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info, const char *prompt, char **gbnf,
+                              const char **trigger, char **pattern, rlx_api_error *e);
 /* Internal (for tests): GBNF text with every reference to and definition of rule `from` named
  * `to` (literals, classes and comments untouched); malloc'ed, NULL when out of memory. */
 char *rlx__gbnf_rename(const char *gbnf, const char *from, const char *to);

@@ -447,16 +447,93 @@ int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, cons
     return tool_grammar(r, info, prompt, false, gbnf, e);
 }
 
-int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info, char **gbnf, const char **trigger,
-                              rlx_api_error *e)
+/* ---- "auto" for the formats whose call is plain JSON at the start of the output ---------- */
+
+/* Whitespace as the JSON-schema grammars allow it between tokens (engine/json_schema_prim.c,
+ * rule ws: nothing, one space, or a newline and up to 20 spaces or tabs), so that whatever the
+ * pattern matches from its group on, the grammar accepts. */
+#define RE_WS "(?: |\\n[ \\t]{0,20})?"
+
+/* Appends s as a regex literal: PCRE2's metacharacters escaped with a backslash, control bytes
+ * as \x{HH}, other bytes as they are (the pattern is matched over bytes, not UTF-8). */
+static void re_lit(rlx__tg *g, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7F) rlx__tg_printf(g, "\\x{%02X}", c);
+        else if (strchr("\\^$.|?*+()[]{}#", c)) rlx__tg_printf(g, "\\%c", c);
+        else rlx__tg_printf(g, "%c", c);
+    }
+}
+
+/* Reasoning up to and with the first `close` (the parser ends it there): as an atomic group,
+ * so a later close cannot end it, and unrolled (runs of bytes other than close's first, then
+ * that byte when the rest of close does not follow) rather than [\s\S]*?, which the stage,
+ * matching the whole text again after each token while it waits, would pay for per byte. */
+static void reasoning_body(rlx__tg *g, const char *close)
+{
+    unsigned char c0 = (unsigned char)close[0];
+    rlx__tg_printf(g, "(?>[^\\x{%02X}]*(?:\\x{%02X}", c0, c0);
+    if (close[1]) {
+        rlx__tg_printf(g, "(?!");
+        re_lit(g, close + 1);
+        rlx__tg_printf(g, ")");
+    } else rlx__tg_printf(g, "(*FAIL)");
+    rlx__tg_printf(g, "[^\\x{%02X}]*)*)", c0);
+    re_lit(g, close);
+}
+
+/* The anchored pattern (engine/grammar.h, lazy on a pattern) that finds where a call opens in
+ * an output of the generic or Llama 3 format, as the parser (proto/toolcall.c) reads one: the
+ * output's first non-space text (after a reasoning block, for templates that think: from the
+ * output's start when the prompt opened it, else a leading one) is a JSON object whose first
+ * key is "name" (Llama 3) or "tool_calls" holding an array whose first object's is (generic).
+ * It fires only when the call has clearly begun, at the opening quote of the name's value, and
+ * its group 1 starts at the '{' the grammar starts with. Anything else (plain text, an object
+ * of another shape, "response") does not match, and the answer stays free. */
+static char *auto_pattern(const rlx_tc_info *info, const char *prompt)
+{
+    rlx__tg g = {0};
+    bool think = info->thinks && info->reasoning_open && info->reasoning_close && info->reasoning_close[0];
+    rlx__tg_printf(&g, "[ \\t\\n\\r]*");
+    bool opened = think && rlx_tc_prompt_opens_reasoning(info, prompt); /* the output starts inside reasoning */
+    if (think) {
+        rlx__tg_printf(&g, opened ? "" : "(?:");
+        if (!opened) re_lit(&g, info->reasoning_open);
+        reasoning_body(&g, info->reasoning_close);
+        rlx__tg_printf(&g, opened ? "[ \\t\\n\\r]*" : "[ \\t\\n\\r]*)?");
+    }
+    if (info->format == RLX_TC_GENERIC)
+        rlx__tg_printf(&g, "(\\{" RE_WS "\"tool_calls\":" RE_WS "\\[" RE_WS "\\{" RE_WS "\"name\":" RE_WS "\")");
+    else rlx__tg_printf(&g, "(\\{" RE_WS "\"name\":" RE_WS "\")");
+    rlx__tg_printf(&g, "[\\s\\S]*");
+    if (g.oom) {
+        free(g.b.p);
+        return NULL;
+    }
+    return g.b.p;
+}
+
+int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info, const char *prompt, char **gbnf,
+                              const char **trigger, char **pattern, rlx_api_error *e)
 {
     *gbnf = NULL;
     *trigger = NULL;
-    /* formats whose grammar starts with a text marker (generic and Llama 3 JSON have none) */
-    if (r->tool_choice != RLX_TOOL_CHOICE_AUTO || r->base->grammar || !has_grammar(info->format) ||
-        !opener(info->format))
-        return 0;
+    *pattern = NULL;
+    if (r->tool_choice != RLX_TOOL_CHOICE_AUTO || r->base->grammar || !has_grammar(info->format)) return 0;
+    /* generic and Llama 3 JSON have no text marker: an anchored pattern over the output */
+    bool json_start = info->format == RLX_TC_GENERIC || info->format == RLX_TC_LLAMA3;
+    if (!json_start && !opener(info->format)) return 0;
     int rc = tool_grammar(r, info, NULL, true, gbnf, e);
-    if (!rc) *trigger = opener(info->format);
-    return rc;
+    if (rc) return rc;
+    if (!json_start) {
+        *trigger = opener(info->format);
+        return 0;
+    }
+    if (!(*pattern = auto_pattern(info, prompt))) {
+        free(*gbnf);
+        *gbnf = NULL;
+        return rlx__tg_oom(e);
+    }
+    return 0;
 }

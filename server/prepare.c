@@ -94,17 +94,22 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
                 free(r->base->grammar);
                 r->base->grammar = g;
             }
-            const char *trigger = NULL; /* "auto": a lazy grammar, from the call's opening marker on */
-            if (!rc && !g && !(rc = rlx_api_tool_grammar_auto(r, &m->tc, &g, &trigger, e)) && g) {
-                char **t = calloc(1, sizeof *t);
-                if (!t || !(t[0] = strdup(trigger))) {
+            /* "auto": a lazy grammar, from the call's opening marker on (or, for formats whose call
+             * is the output's JSON, once an anchored pattern over the output matches) */
+            const char *trigger = NULL;
+            char *pattern = NULL;
+            if (!rc && !g && !(rc = rlx_api_tool_grammar_auto(r, &m->tc, prompt, &g, &trigger, &pattern, e)) && g) {
+                char **t = trigger ? calloc(1, sizeof *t) : NULL;
+                if (trigger && (!t || !(t[0] = strdup(trigger)))) {
                     free(t);
                     free(g);
+                    free(pattern);
                     rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
                 } else {
                     r->base->grammar = g;
                     r->base->grammar_triggers = t;
-                    r->base->n_grammar_triggers = 1;
+                    r->base->n_grammar_triggers = t ? 1 : 0;
+                    r->base->grammar_trigger_pattern = pattern;
                 }
             }
         }

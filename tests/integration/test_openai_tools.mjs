@@ -13,7 +13,9 @@
 // `chat.completions.stream()` gives one tool_calls.function.arguments.done event per index and
 // finalChatCompletion() resolves; a role:"tool" round trip renders; runTools() with "required"
 // calls the JS function once per completion; tool_choice "auto" (Hermes) constrains a call
-// lazily, once the model opens <tool_call> (Hermes JSON and Qwen3-Coder XML). Exits 77 (skip) when something is missing.
+// lazily, once the model opens <tool_call> (Hermes JSON and Qwen3-Coder XML), and for Llama 3
+// JSON once the output opens {"name":" (an anchored pattern), text staying free (and generic's
+// too). Exits 77 (skip) when something is missing.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -213,9 +215,60 @@ async function lazyAuto(client, fmt) {
   console.log(`ok   ${fmt}: tool_choice "auto" constrains a call once the model opens one`);
 }
 
+// tool_choice "auto" for the formats whose call is the output's JSON (Llama 3, generic): no
+// marker, so the lazy grammar starts once an anchored pattern over the output sees a call open
+// ({"name":" for Llama 3). logit_bias on the tokens of that text (a little less on each later
+// one) with presence and frequency penalties (a token drops below the next once used) makes this
+// random model emit them, often in order: the outputs that happen to open a call must come back
+// as valid calls (without the lazy grammar what follows the opening is noise and no call
+// parses), the others as text that never opened one. An output that opens with { but not a call
+// stays free text.
+const openingRe = { llama3: /^\s*\{\s*"name"\s*:\s*"/, generic: /^\s*\{\s*"tool_calls"\s*:\s*\[\s*\{\s*"name"\s*:\s*"/ };
+async function lazyAutoJson(client, fmt, opening) {
+  const base = client.baseURL.replace(/\/v1$/, '');
+  const ids = async (content) => {
+    const t = await (await fetch(base + '/tokenize', { method: 'POST', body: JSON.stringify({ content }) })).json();
+    assert(Array.isArray(t.tokens) && t.tokens.length > 0, 'tokenize ' + content + ': ' + JSON.stringify(t));
+    return t.tokens.map((x) => (typeof x === 'number' ? x : x.id));
+  };
+  const req = (o) => ({ model: 'm', messages, tools, tool_choice: 'auto', temperature: 1.0, ...o });
+  if (opening) {
+    const bias = Object.fromEntries((await ids(opening)).map((t, k) => [t, 100 - 1.5 * k]));
+    let calls = 0, texts = 0;
+    for (let i = 0; i < 16 && calls < 3; i++) {
+      const r = await client.chat.completions.create(req({ max_tokens: 150, n: 16, seed: 100 + i, logit_bias: bias,
+        presence_penalty: 2, frequency_penalty: 2 }));
+      for (const ch of r.choices) {
+        if (ch.message.tool_calls?.length) {
+          assert(ch.finish_reason === 'tool_calls', fmt + ' auto: finish_reason ' + ch.finish_reason + ' ' + JSON.stringify(ch.message));
+          checkCalls(ch.message.tool_calls, fmt + ' auto');
+          assert(ch.message.tool_calls.length === 1, fmt + ' auto: ' + ch.message.tool_calls.length + ' calls');
+          calls++;
+        } else {
+          assert(!openingRe[fmt].test(ch.message.content || ''), fmt + ' auto: an output opened a call that did not come back valid: ' + JSON.stringify(ch));
+          texts++;
+        }
+      }
+    }
+    assert(calls >= 3 && texts > 0, fmt + ' auto: ' + calls + ' outputs opened a call, ' + texts + ' did not');
+  }
+  // biased to {" alone: it opens with {, never with a call, and nothing is constrained
+  const brace = (await ids('{"'))[0];
+  const r1 = (await client.chat.completions.create(req({ max_tokens: 8, seed: 5, logit_bias: { [brace]: 100 } }))).choices[0];
+  const text = (await (await fetch(base + '/detokenize', { method: 'POST', body: JSON.stringify({ tokens: [brace] }) })).json()).content;
+  assert(r1.finish_reason === 'length' && !r1.message.tool_calls && typeof r1.message.content === 'string' &&
+         r1.message.content.replace(/\s/g, '') === text.replace(/\s/g, '').repeat(8),
+         fmt + ' auto, {" only: ' + JSON.stringify(r1) + ' token text ' + JSON.stringify(text));
+  // unbiased, the same request is free text (the model never opens a call): nothing is forced
+  const r = (await client.chat.completions.create(req({ max_tokens: 16, seed: 1 }))).choices[0];
+  assert(r.finish_reason === 'length' && typeof r.message.content === 'string', fmt + ' auto unbiased: ' + JSON.stringify(r));
+  console.log(`ok   ${fmt}: tool_choice "auto" ${opening ? 'constrains a call once the output opens one, and ' : ''}leaves text free`);
+}
+
 try {
   let client = await start(llama, []);
   await suite(client, 'generic', {});
+  await lazyAutoJson(client, 'generic', null);
   // without tools (or with tool_choice "none") the output stays plain text
   const plain = await client.chat.completions.create({ model: 'm', messages, tools, tool_choice: 'none', max_tokens: 8 });
   assert(typeof plain.choices[0].message.content === 'string' && !plain.choices[0].message.tool_calls, 'tool_choice none: ' + JSON.stringify(plain));
@@ -227,6 +280,7 @@ try {
   await stop();
   client = await start(llama, ['--chat-template', template(llamaTpl, 'llama32')]);
   await suite(client, 'llama3', {});
+  await lazyAutoJson(client, 'llama3', '{"name":"');
   await stop();
   for (const [model, tpl, fmt] of textFormats) {
     client = await start(model, ['--chat-template', template(tpl, fmt)]);

@@ -1,9 +1,12 @@
 /* test_proto_tool_grammar.c - the grammar that forces a tool call (proto/tool_grammar.c):
  * rule renaming, and for each format it builds, the texts it accepts and refuses when matched
  * by the grammar engine; a format without one is a 400 naming it. */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "tests/rlx_test.h"
 #include "engine/grammar.h"
 #include "proto/proto.h"
+
+#include <pcre2.h>
 
 #define DS_CALLS_BEGIN "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
 #define DS_CALLS_END "<\xef\xbd\x9c" "tool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
@@ -162,15 +165,31 @@ TEST(refusals)
 /* tool_choice "auto": a lazy grammar from <tool_call> on for the Hermes format (also when the
  * template thinks: the stage waits for the marker wherever it comes), none for the others or
  * for a request with its own grammar */
-static char *auto_grammar(const char *body, const rlx_tc_info *info, const char **trigger)
+static char *auto_grammar_p(const char *body, const rlx_tc_info *info, const char *prompt, const char **trigger,
+                            char **pattern)
 {
     rlx_api_request r;
     rlx_api_error e = {0};
     char *g = NULL;
     *trigger = NULL;
-    if (rlx_api_parse(&r, RLX_API_CHAT, body, strlen(body), 1000, &e) == 0 && rlx_api_tool_grammar_auto(&r, info, &g, trigger, &e))
+    *pattern = NULL;
+    if (rlx_api_parse(&r, RLX_API_CHAT, body, strlen(body), 1000, &e) == 0 &&
+        rlx_api_tool_grammar_auto(&r, info, prompt, &g, trigger, pattern, &e))
         g = NULL;
     rlx_api_request_free(&r);
+    return g;
+}
+
+/* the same for the formats with a literal trigger (a pattern is a failure here) */
+static char *auto_grammar(const char *body, const rlx_tc_info *info, const char **trigger)
+{
+    char *pattern = NULL;
+    char *g = auto_grammar_p(body, info, NULL, trigger, &pattern);
+    if (pattern) {
+        free(pattern);
+        free(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -198,8 +217,12 @@ TEST(auto_is_lazy_for_hermes)
     ASSERT(!trigger);
     ASSERT(!auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}", &info, &trigger));
     ASSERT(!auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"none\"}", &info, &trigger));
-    rlx_tc_info_of(RLX_TC_LLAMA3, &info);
-    ASSERT(!auto_grammar("{" MSGS "," TOOLS ",\"tool_choice\":\"auto\"}", &info, &trigger));
+    char *pattern;
+    rlx_tc_info_of(RLX_TC_LLAMA3, &info); /* a pattern, not a trigger (auto_pattern_formats) */
+    g = auto_grammar_p("{" MSGS "," TOOLS ",\"tool_choice\":\"auto\"}", &info, NULL, &trigger, &pattern);
+    ASSERT(g && pattern && !trigger);
+    free(g);
+    free(pattern);
 }
 
 /* ---- formats with a forcing grammar beyond JSON: each accepted text is read back by the
@@ -233,14 +256,21 @@ static int collect(void *user, const rlx_tc_event *ev)
 
 /* The calls the format's parser reads from text (fed in two pieces), "" with content "ERR" when
  * it fails. */
+static const char *parse_calls_info(const rlx_tc_info *info, const char *prompt, const char *text, parsed *out);
+
 static const char *parse_calls(rlx_tc_format f, const char *prompt, const char *text, parsed *out)
 {
-    memset(out, 0, sizeof *out);
     rlx_tc_info info;
     rlx_tc_info_of(f, &info);
+    return parse_calls_info(&info, prompt, text, out);
+}
+
+static const char *parse_calls_info(const rlx_tc_info *info, const char *prompt, const char *text, parsed *out)
+{
+    memset(out, 0, sizeof *out);
     cJSON *body = cJSON_Parse("{" TOOLS3 "}");
     rlx_tc_opts o = {.tools = cJSON_GetObjectItemCaseSensitive(body, "tools"), .prompt = prompt, .seeded = true};
-    rlx_tc_parser *p = rlx_tc_parser_new(&info, &o);
+    rlx_tc_parser *p = rlx_tc_parser_new(info, &o);
     cJSON_Delete(body);
     size_t n = strlen(text), half = n / 2;
     rlx_error err = {0};
@@ -480,7 +510,119 @@ TEST(auto_lazy_formats)
     }
 }
 
+/* tool_choice "auto" for generic and Llama 3 JSON: an anchored pattern, matched as the engine's
+ * lazy stage matches it (engine/sample_grammar.c), that waits on a prefix, fires once the call
+ * has begun, with group 1 at the '{' from which the grammar accepts the rest; the parser reads
+ * the same text as the call. Plain text, other JSON, and forms the grammar would refuse never
+ * match. With reasoning first for templates that think. */
+
+/* Where the grammar starts (group 1's offset) when the pattern matches text in full; -2 when
+ * the text is a prefix of a match (the stage waits), -1 when it cannot match (it turns off). */
+static long fires_at(const char *pat, const char *text)
+{
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED, &ec, &eo, NULL);
+    pcre2_match_data *md = re ? pcre2_match_data_create_from_pattern(re, NULL) : NULL;
+    long at = -3;
+    if (md) {
+        int m = pcre2_match(re, (PCRE2_SPTR)text, strlen(text), 0, PCRE2_ANCHORED | PCRE2_PARTIAL_SOFT, md, NULL);
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        at = m == PCRE2_ERROR_PARTIAL ? -2 : m == PCRE2_ERROR_NOMATCH ? -1 : m >= 2 ? (long)ov[2] : -3;
+    }
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    return at;
+}
+
+/* the pattern fires in text at `want_at`, the grammar accepts text from there, and the parser
+ * (info, prompt) reads the whole text as the calls `want`, no content */
+#define FIRES_AS(pat, g, info, prompt, text, want_at, want) do { parsed pr_; \
+        long at_ = fires_at(pat, text); \
+        ASSERT_MSG(at_ == (want_at), "fires at %ld, not %d: %s", at_, (int)(want_at), text); \
+        ASSERT_MSG(accepts(g, (text) + at_), "not accepted: %s", (text) + at_); \
+        ASSERT_STR_EQ(parse_calls_info(info, prompt, text, &pr_), want); \
+        ASSERT_STR_EQ(pr_.content, ""); } while (0)
+
+#define AUTO3 "{" MSGS "," TOOLS3 ",\"tool_choice\":\"auto\"}"
+
+TEST(auto_pattern_formats)
+{
+    rlx_tc_info info;
+    const char *trigger;
+    char *pat;
+    /* Llama 3: {"name": "...", "parameters": {...}} */
+    rlx_tc_info_of(RLX_TC_LLAMA3, &info);
+    char *g = auto_grammar_p(AUTO3, &info, NULL, &trigger, &pat);
+    ASSERT(g && pat && !trigger);
+    FIRES_AS(pat, g, &info, NULL, "{\"name\": \"add\", \"parameters\": {\"a\": 1}}", 0, "add {\"a\":1};");
+    FIRES_AS(pat, g, &info, NULL, "\n {\"name\":\"now\",\"parameters\":{}}", 2, "now {};");
+    FIRES_AS(pat, g, &info, NULL, "{\n  \"name\":\n\t\"say\", \"parameters\": {\"text\": \"hi\"}}", 0, "say {\"text\":\"hi\"};");
+    ASSERT_EQ(fires_at(pat, "{\"name\": \"ad"), 0); /* fires at the name's opening quote... */
+    ASSERT(!accepts(g, "{\"name\": \"sub\", \"parameters\": {}}"));  /* ...and the grammar holds the rest */
+    ASSERT(!accepts(g, "{\"name\": \"add\", \"parameters\": {\"a\": \"1\"}}"));
+    ASSERT_EQ(fires_at(pat, "  "), -2); /* waits while the output could still open a call */
+    ASSERT_EQ(fires_at(pat, "{\"na"), -2);
+    ASSERT_EQ(fires_at(pat, "{\n  \"name\": "), -2);
+    ASSERT_EQ(fires_at(pat, "Hello"), -1); /* plain text, other JSON, what the grammar would refuse */
+    ASSERT_EQ(fires_at(pat, "Sure: {\"name\": \"add\""), -1);
+    ASSERT_EQ(fires_at(pat, "{\"a\": 1}"), -1);
+    ASSERT_EQ(fires_at(pat, "{\"name\" : \"add\""), -1);
+    ASSERT_EQ(fires_at(pat, "[{\"name\": \"add\""), -1);
+    ASSERT_EQ(fires_at(pat, "{  \"name\": \"add\""), -1);
+    ASSERT_EQ(fires_at(pat, "<|python_tag|>add(a=1)"), -1);
+    free(g);
+    free(pat);
+    /* generic: {"tool_calls": [{"name": "...", "arguments": {...}}, ...]} */
+    rlx_tc_info_of(RLX_TC_GENERIC, &info);
+    g = auto_grammar_p(AUTO3, &info, NULL, &trigger, &pat);
+    ASSERT(g && pat && !trigger);
+    FIRES_AS(pat, g, &info, NULL, "{\"tool_calls\": [{\"name\": \"add\", \"arguments\": {\"a\": 1}}]}", 0, "add {\"a\":1};");
+    FIRES_AS(pat, g, &info, NULL, " {\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}},{\"name\":\"add\",\"arguments\":{\"a\":2}}]}",
+             1, "now {};add {\"a\":2};");
+    FIRES_AS(pat, g, &info, NULL, "{\n  \"tool_calls\": [\n    {\n      \"name\": \"now\",\n      \"arguments\": {}\n    }\n  ]\n}", 0,
+             "now {};");
+    ASSERT_EQ(fires_at(pat, "{\"tool_calls\": [{\"na"), -2);
+    ASSERT_EQ(fires_at(pat, "{\"response\": \"hi\"}"), -1);
+    ASSERT_EQ(fires_at(pat, "{\"tool_call\": {\"name\": \"add\""), -1);
+    ASSERT_EQ(fires_at(pat, "{\"tool_calls\": []}"), -1);
+    ASSERT_EQ(fires_at(pat, "hi"), -1);
+    free(g);
+    free(pat);
+    /* templates that think: a leading reasoning block, or the output inside one the prompt opened */
+    const char *tmpls[] = {"{%- if tools %}ipython{%- endif %}</think>", "{{ messages }}</think>"};
+    const char *calls[] = {"{\"name\": \"add\", \"parameters\": {\"a\": 1}}",
+                           "{\"tool_calls\": [{\"name\": \"add\", \"arguments\": {\"a\": 1}}]}"};
+    for (int k = 0; k < 2; k++) {
+        char text[256];
+        rlx_tc_detect(tmpls[k], strlen(tmpls[k]), &info);
+        ASSERT(info.thinks && info.format == (k ? RLX_TC_GENERIC : RLX_TC_LLAMA3));
+        g = auto_grammar_p(AUTO3, &info, NULL, &trigger, &pat);
+        ASSERT(g && pat);
+        snprintf(text, sizeof text, "<think>\nI add {\"name\": \"x\"}.\n</think>\n\n%s", calls[k]);
+        FIRES_AS(pat, g, &info, NULL, text, 39, "add {\"a\":1};");
+        FIRES_AS(pat, g, &info, NULL, calls[k], 0, "add {\"a\":1};"); /* or no reasoning */
+        ASSERT_EQ(fires_at(pat, "<think>still thinking"), -2);
+        ASSERT_EQ(fires_at(pat, "<think>a</think>Hi"), -1);
+        snprintf(text, sizeof text, "so</think>%s", calls[k]); /* no <think>: content, not reasoning */
+        ASSERT_EQ(fires_at(pat, text), -1);
+        free(g);
+        free(pat);
+        const char *prompt = "<|im_start|>assistant\n<think>\n";
+        g = auto_grammar_p(AUTO3, &info, prompt, &trigger, &pat);
+        ASSERT(g && pat);
+        snprintf(text, sizeof text, "I add.</think>\n%s", calls[k]);
+        FIRES_AS(pat, g, &info, prompt, text, 15, "add {\"a\":1};");
+        ASSERT_EQ(fires_at(pat, "I add {\"name\": \"x\"}"), -2); /* still reasoning */
+        snprintf(text, sizeof text, "a</think>b</think>%s", calls[k]); /* reasoning ends at the first */
+        ASSERT_EQ(fires_at(pat, text), -1);
+        free(g);
+        free(pat);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(rename_rule), TEST_ENTRY(generic), TEST_ENTRY(hermes_and_reasoning), TEST_ENTRY(llama3),
           TEST_ENTRY(refusals), TEST_ENTRY(auto_is_lazy_for_hermes),
           TEST_ENTRY(qwen3_coder_xml), TEST_ENTRY(json_array_formats), TEST_ENTRY(functionary),
-          TEST_ENTRY(special_token_formats), TEST_ENTRY(auto_lazy_formats))
+          TEST_ENTRY(special_token_formats), TEST_ENTRY(auto_lazy_formats),
+          TEST_ENTRY(auto_pattern_formats))

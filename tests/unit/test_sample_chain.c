@@ -359,7 +359,7 @@ static rlx_sampler *lz_sampler(rlx_grammar_vocab *v, uint8_t *mask)
     const char *src = "root ::= \"<tool>\" \"{\" \"a\"* \"}\"";
     const char *const trig[] = {"<tool>"};
     rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, NULL);
-    rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, trig, 1, NULL) : NULL;
+    rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, trig, 1, NULL, NULL) : NULL;
     rlx_sampling_params p = params(0.0f, 1);
     rlx_sampler *s = st ? rlx_sampler_new(&p, LZ_NV) : NULL;
     if (!s || rlx_sampler_add_stage(s, st)) {
@@ -416,7 +416,132 @@ TEST(lazy_grammar_waits_for_its_trigger)
     rlx_grammar_tokens toks = {.vocab = v, .texts = lz_text, .lens = lz_len, .mask = mask, .is_eog = lz_eog};
     const char *const empty[] = {""};
     rlx_error err = {0};
-    ASSERT(!rlx_grammar_stage_new_lazy(rlx_grammar_compile(src, strlen(src), NULL, NULL), &toks, empty, 1, &err));
+    ASSERT(!rlx_grammar_stage_new_lazy(rlx_grammar_compile(src, strlen(src), NULL, NULL), &toks, empty, 1, NULL, &err));
+    ASSERT_EQ(err.code, RLX_EINVAL);
+    rlx_grammar_vocab_free(v);
+}
+
+/* A lazy stage on an anchored pattern (tool_choice "auto" for Llama 3 / generic JSON): it waits
+ * while the text from its start could still match, fires on a full match (the grammar reads from
+ * group 1, here after the leading space), and turns off for good when the text cannot match.
+ * Token texts split the trigger and a UTF-8 character; one holds a NUL byte; the end has none. */
+static char pt_big[4096];
+static const char *pt_text[] = {"",    " ",   "{",       "\"", "na",       "me\":", " \"\xc3", "\xa9", "\"}",
+                                "X",   "a",   "hello",   "{\"x", "\0",     " \"Q",  pt_big,    NULL};
+static const size_t pt_len[] = {0, 1, 1, 1, 2, 4, 3, 1, 2, 1, 1, 5, 3, 1, 3, sizeof pt_big, 0};
+enum { PT_SP = 1, PT_OB, PT_Q, PT_NA, PT_ME, PT_SPQ_E1, PT_E2, PT_END, PT_X, PT_A, PT_HELLO, PT_OBX, PT_NUL, PT_SPQ_Q,
+       PT_BIG, PT_EOS, PT_NV };
+static bool pt_eog(const void *ctx, int32_t t) { (void)ctx; return t == PT_EOS; }
+
+static int32_t pt_pick(rlx_sampler *s, int32_t favourite)
+{
+    float l[PT_NV], raw[PT_NV];
+    for (int i = 0; i < PT_NV; i++) raw[i] = (float)i * 0.01f;
+    raw[favourite] = 10.0f;
+    memcpy(l, raw, sizeof l);
+    int32_t tok = -1;
+    if (rlx_sampler_pick(s, l, raw, &tok, NULL)) return -1;
+    return tok;
+}
+
+static rlx_sampler *pt_sampler(rlx_grammar_vocab *v, uint8_t *mask, const char *pattern)
+{
+    rlx_grammar_tokens toks = {.vocab = v, .texts = pt_text, .lens = pt_len, .mask = mask, .is_eog = pt_eog};
+    const char *src = "root ::= \"{\\\"name\\\": \\\"\" [a-z\\u00E9]* \"\\\"}\"";
+    rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, NULL);
+    rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, NULL, 0, pattern, NULL) : NULL;
+    rlx_sampling_params p = params(0.0f, 1);
+    rlx_sampler *s = st ? rlx_sampler_new(&p, PT_NV) : NULL;
+    if (!s || rlx_sampler_add_stage(s, st)) {
+        rlx_sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+#define PT_PATTERN "\\s*(\\{ ?\"name\": ?\")[\\s\\S]*"
+
+static int feed(rlx_sampler *s, const int32_t *toks, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rlx_sampler_accept(s, toks[i], true)) return -1;
+    return 0;
+}
+
+TEST(lazy_grammar_on_an_anchored_pattern)
+{
+    memset(pt_big, ' ', sizeof pt_big);
+    rlx_grammar_vocab *v = rlx_grammar_vocab_new(PT_NV, pt_text, pt_len);
+    uint8_t mask[PT_NV];
+    ASSERT(v);
+    /* the trigger over five tokens after a leading space, its last one ending inside "é" */
+    rlx_sampler *s = pt_sampler(v, mask, PT_PATTERN);
+    ASSERT(s);
+    ASSERT_EQ(rlx_sampler_accept(s, PT_HELLO, false), 0); /* the prompt is not the output */
+    const int32_t lead[] = {PT_SP, PT_OB, PT_Q, PT_NA};
+    ASSERT_EQ(feed(s, lead, 4), 0);
+    ASSERT_EQ(pt_pick(s, PT_X), PT_X); /* a partial match: still free */
+    ASSERT_EQ(rlx_sampler_accept(s, PT_EOS, true), 0); /* ignore_eos: an end with no text */
+    ASSERT_EQ(rlx_sampler_accept(s, PT_ME, true), 0);
+    ASSERT(rlx_sampler_can_end(s));
+    ASSERT_EQ(rlx_sampler_accept(s, PT_SPQ_E1, true), 0); /* {"name": "\xc3: fires */
+    ASSERT(!rlx_sampler_can_end(s));
+    ASSERT_EQ(pt_pick(s, PT_X), PT_E2); /* only the rest of "é" continues it */
+    ASSERT_EQ(pt_pick(s, PT_EOS), PT_E2);
+    ASSERT_EQ(rlx_sampler_accept(s, PT_E2, true), 0);
+    int32_t t = pt_pick(s, PT_X); /* X is not a name's letter */
+    ASSERT(t == PT_A || t == PT_NA || t == PT_HELLO || t == PT_END);
+    ASSERT_EQ(rlx_sampler_accept(s, PT_A, true), 0);
+    ASSERT_EQ(rlx_sampler_accept(s, PT_END, true), 0);
+    ASSERT(rlx_sampler_can_end(s) && rlx_sampler_must_end(s));
+    rlx_sampler_free(s);
+    /* no match: plain text, or an object that is not a call, or a NUL byte, turns it off for good */
+    const int32_t starts[] = {PT_HELLO, PT_OBX, PT_NUL};
+    for (int k = 0; k < 3; k++) {
+        s = pt_sampler(v, mask, PT_PATTERN);
+        ASSERT(s);
+        const int32_t call[] = {starts[k], PT_OB, PT_Q, PT_NA, PT_ME, PT_SPQ_E1};
+        ASSERT_EQ(feed(s, call, 6), 0);
+        ASSERT_EQ(pt_pick(s, PT_X), PT_X);
+        ASSERT(rlx_sampler_can_end(s));
+        rlx_sampler_free(s);
+    }
+    /* a full match whose last token runs on where the grammar refuses: off too */
+    s = pt_sampler(v, mask, PT_PATTERN);
+    const int32_t refused[] = {PT_OB, PT_Q, PT_NA, PT_ME, PT_SPQ_Q};
+    ASSERT(s && feed(s, refused, 5) == 0);
+    ASSERT_EQ(pt_pick(s, PT_X), PT_X);
+    rlx_sampler_free(s);
+    /* more text than RLX_GRAMMAR_PATTERN_MAX_TEXT while it still could match: off */
+    s = pt_sampler(v, mask, PT_PATTERN);
+    ASSERT(s);
+    for (size_t i = 0; i <= RLX_GRAMMAR_PATTERN_MAX_TEXT / sizeof pt_big; i++)
+        ASSERT_EQ(rlx_sampler_accept(s, PT_BIG, true), 0);
+    ASSERT_EQ(feed(s, lead + 1, 3), 0);
+    const int32_t rest[] = {PT_ME, PT_SPQ_E1};
+    ASSERT_EQ(feed(s, rest, 2), 0);
+    ASSERT_EQ(pt_pick(s, PT_X), PT_X);
+    rlx_sampler_free(s);
+    /* no group 1: the grammar reads from the match's start */
+    s = pt_sampler(v, mask, "\\{");
+    ASSERT(s);
+    ASSERT_EQ(rlx_sampler_accept(s, PT_OB, true), 0);
+    ASSERT(pt_pick(s, PT_X) != PT_X);
+    ASSERT_EQ(pt_pick(s, PT_Q), PT_Q);
+    rlx_sampler_free(s);
+    /* a pattern that does not compile, an empty one, or one with trigger strings: RLX_EINVAL */
+    rlx_grammar_tokens toks = {.vocab = v, .texts = pt_text, .lens = pt_len, .mask = mask, .is_eog = pt_eog};
+    const char *src = "root ::= \"a\"";
+    const char *const trig[] = {"{"};
+    rlx_error err = {0};
+    ASSERT(!rlx_grammar_stage_new_lazy(rlx_grammar_compile(src, strlen(src), NULL, NULL), &toks, NULL, 0, "(\\{", &err));
+    ASSERT_EQ(err.code, RLX_EINVAL);
+    ASSERT(strstr(err.msg, "offset 3"));
+    err = (rlx_error){0};
+    ASSERT(!rlx_grammar_stage_new_lazy(rlx_grammar_compile(src, strlen(src), NULL, NULL), &toks, NULL, 0, "", &err));
+    ASSERT_EQ(err.code, RLX_EINVAL);
+    err = (rlx_error){0};
+    ASSERT(!rlx_grammar_stage_new_lazy(rlx_grammar_compile(src, strlen(src), NULL, NULL), &toks, trig, 1, "\\{", &err));
     ASSERT_EQ(err.code, RLX_EINVAL);
     rlx_grammar_vocab_free(v);
 }
@@ -432,6 +557,7 @@ int main(void)
         TEST_ENTRY(add_stage_takes_ownership_also_on_refusal),
         TEST_ENTRY(grammar_stage_constrains_and_ends),
         TEST_ENTRY(lazy_grammar_waits_for_its_trigger),
+        TEST_ENTRY(lazy_grammar_on_an_anchored_pattern),
     };
     return rlx_test_run(cases, RLX_ARRAY_LEN(cases));
 }

@@ -61,8 +61,9 @@ static rlx_worker *start(void)
     return w;
 }
 
-static int submit(rlx_worker *w, uint64_t id, const char *grammar, float temp, uint64_t seed, int32_t max_tokens,
-                  result *res)
+/* pattern: lazy on it (engine.h grammar_trigger_pattern), NULL: not lazy */
+static int submit_p(rlx_worker *w, uint64_t id, const char *grammar, const char *pattern, float temp, uint64_t seed,
+                    int32_t max_tokens, result *res)
 {
     memset(res, 0, sizeof *res);
     rlx_request *r = rlx_request_new();
@@ -76,6 +77,7 @@ static int submit(rlx_worker *w, uint64_t id, const char *grammar, float temp, u
     r->sampling.seed = seed;
     r->sampling.has_seed = true;
     r->grammar = grammar ? strdup(grammar) : NULL;
+    r->grammar_trigger_pattern = pattern ? strdup(pattern) : NULL;
     r->on_event = on_event;
     r->user = res;
     rlx_error err = {0};
@@ -90,6 +92,12 @@ static int submit(rlx_worker *w, uint64_t id, const char *grammar, float temp, u
         fprintf(stderr, "submit: %s\n", err.msg);
     }
     return rc;
+}
+
+static int submit(rlx_worker *w, uint64_t id, const char *grammar, float temp, uint64_t seed, int32_t max_tokens,
+                  result *res)
+{
+    return submit_p(w, id, grammar, NULL, temp, seed, max_tokens, res);
 }
 
 static void wait_all(void)
@@ -202,6 +210,32 @@ TEST(bad_grammar_fails_its_request_only)
     rlx_worker_stop(w, false);
 }
 
+/* A lazy grammar on a pattern, through the worker: one that matches the output's first byte on
+ * (empty group 1) puts the grammar on the whole output (at most 12 characters, then the end);
+ * one that cannot match leaves the output as it is without a grammar (same seed, same tokens);
+ * a pattern that does not compile fails its own request (RLX_EINVAL), not the others. */
+TEST(lazy_pattern_in_the_worker)
+{
+    rlx_worker *w = start();
+    if (!w) SKIP("stories260K.gguf absent");
+    const char *g = "root ::= [^\\x00]{0,12}\n";
+    static result fired, never, plain, bad;
+    ASSERT_EQ(submit_p(w, 1, g, "()", 1.0f, 3, 48, &fired), 0);
+    ASSERT_EQ(submit_p(w, 2, g, "\\x01", 1.0f, 3, 48, &never), 0);
+    ASSERT_EQ(submit_p(w, 3, NULL, NULL, 1.0f, 3, 48, &plain), 0);
+    ASSERT_EQ(submit_p(w, 4, g, "(\\{", 1.0f, 3, 48, &bad), 0);
+    wait_all();
+    ASSERT_MSG(fired.error == 0 && never.error == 0 && plain.error == 0, "%s %s %s", fired.msg, never.msg, plain.msg);
+    ASSERT_MSG(fired.finish == RLX_FINISH_STOP && follows(g, fired.text, fired.len, true), "fired: '%s'", fired.text);
+    ASSERT_EQ(plain.finish, RLX_FINISH_LENGTH);
+    ASSERT(plain.len > 48); /* without the grammar: longer than 12 characters */
+    ASSERT_EQ(never.n_tokens, plain.n_tokens);
+    ASSERT(!memcmp(never.tokens, plain.tokens, (size_t)plain.n_tokens * sizeof(int32_t)));
+    ASSERT_EQ(bad.error, RLX_EINVAL);
+    ASSERT_MSG(strstr(bad.msg, "pattern") != NULL, "%s", bad.msg);
+    rlx_worker_stop(w, false);
+}
+
 /* Marker control tokens (rlx_worker_set_marker_tokens): the Qwen2 vocabulary's <|im_start|> is
  * a control token (standing in for a format's marker such as [TOOL_CALLS]). Marked, the grammar
  * literal is produced by that token (biased, greedy)
@@ -262,4 +296,4 @@ TEST(marker_control_tokens)
 
 TEST_MAIN(TEST_ENTRY(outputs_follow_their_grammars), TEST_ENTRY(json_object_mode),
           TEST_ENTRY(batch_invariance_with_grammars), TEST_ENTRY(bad_grammar_fails_its_request_only),
-          TEST_ENTRY(marker_control_tokens))
+          TEST_ENTRY(marker_control_tokens), TEST_ENTRY(lazy_pattern_in_the_worker))
