@@ -30,7 +30,7 @@ TEST(golden_f16_kv)
     const char *want = getenv("RLX_CPU_PATH");
     if (want && *want) ASSERT_STR_EQ(rlx_cpu_path(), want); /* the family this variant is for runs */
     int n = 0;
-    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS"), false};
+    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS"), false, false};
     int failures = golden_run_dir("golden", RLX_F16, &o, &n);
     if (n == 0 && failures == 0) SKIP("../shared/golden or its models are absent");
     ASSERT_EQ(failures, 0);
@@ -40,7 +40,7 @@ TEST(golden_f32_kv)
 {
     if (missing_path()) SKIP("RLX_CPU_PATH=%s: this CPU lacks that kernel family", missing_path());
     int n = 0;
-    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS"), false};
+    golden_dir_opts o = {BIG_VOCAB, getenv("RLX_PARITY_MODELS"), false, false};
     int failures = golden_run_dir("golden/f32kv", RLX_F32, &o, &n);
     if (n == 0 && failures == 0) SKIP("../shared/golden/f32kv or its models are absent");
     ASSERT_EQ(failures, 0);
