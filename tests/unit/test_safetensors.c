@@ -166,7 +166,10 @@ static int check_vocab(const char *vocab, const char *vectors)
     /* under valgrind (RLX_MEMCHECK) gpt-2's byte-level BPE stands for mpt's, starcoder's and
      * refact's (the same tokenizer.json reader, other merges; 4-5 s each there) */
     if (getenv("RLX_MEMCHECK") && (!strcmp(vocab, "mpt") || !strcmp(vocab, "starcoder") || !strcmp(vocab, "refact")))
+    {
+        fprintf(stderr, "  %-20s under memcheck: gpt-2's case stands for it\n", vocab);
         return 0;
+    }
     int rc = check_vocab_as(vocab, vectors, false);
     /* the older format once more (under valgrind, RLX_MEMCHECK, only for the small SPM
      * vocabulary: the same parser code, 25 s less than the 151k-token one there) */
