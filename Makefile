@@ -15,6 +15,13 @@ CMAKE_FLAGS ?=
 # ran), not when make reads this file, so a fresh machine gets it on the first run.
 VULKAN_FLAG = $$(command -v glslc >/dev/null 2>&1 && [ -f /usr/include/vulkan/vulkan.h ] && echo -DRLX_VULKAN=ON)
 DEFAULT_MODEL = $(BUILD)/models/default.gguf
+# Compiles go through ccache when it is installed (`make deps` installs it), with paths under
+# the source tree hashed relative to it: a second tree of the same sources (the image build
+# check's context, tests/integration/test_image_build.sh) then reuses the release build's
+# objects instead of compiling everything again.
+LAUNCHER = $$(command -v ccache >/dev/null 2>&1 && echo -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 
 .PHONY: all deps build asan serve test test-release test-asan fuzz-build test-fuzz fuzz soak bench clean default-model
 
@@ -26,11 +33,11 @@ deps:
 	  (cd tests/integration && npm ci --no-audit --no-fund --loglevel=error); fi
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(VULKAN_FLAG) $(CMAKE_FLAGS) > /dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(VULKAN_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON $(VULKAN_FLAG) $(CMAKE_FLAGS) > /dev/null
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON $(VULKAN_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 $(DEFAULT_MODEL): build
@@ -51,7 +58,7 @@ test-asan: asan
 # libFuzzer targets (tests/fuzz/fuzz_*.c) in their own clang build; skipped without clang.
 fuzz-build: deps
 	@if command -v clang >/dev/null; then \
-	  CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRLX_FUZZ=ON > /dev/null && \
+	  CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRLX_FUZZ=ON $(LAUNCHER) > /dev/null && \
 	  cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers; \
 	else echo "clang not installed: no fuzz build"; fi
 

@@ -7,9 +7,10 @@
 # docker_context.py) with deploy/build-image.sh - the script the Dockerfile's RUN step calls -
 # into a temporary root, then checks the installed programs run (with the commit passed as
 # the Dockerfile passes RLX_COMMIT) and the derived runtime package list names the shared
-# libraries' packages and no -dev package. The context and build tree are kept under the test
-# build directory so later runs are incremental. Skips in the sanitizer build (the release
-# build's run suffices).
+# libraries' packages and no -dev package. The context is kept under the test build directory
+# (later runs copy only changed files); the image's build tree, build/ inside it as in the
+# Dockerfile, is made afresh each run, from ccache where the release build used it. Skips in
+# the sanitizer build (the release build's run suffices).
 set -euo pipefail
 BIN=${RLX_BIN:?RLX_BIN must name the build directory}
 SRC=${RLX_SRC:?RLX_SRC must name the source directory}
@@ -47,8 +48,15 @@ for d in build .git tests/integration/node_modules; do [ ! -e "$ctx/$d" ] || fai
 [ -z "$(find "$ctx" -name '*.gguf' | head -1)" ] || fail "the build context holds .gguf files"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# as the Dockerfile's RUN step, from the context (no .git there: the commit comes as RLX_COMMIT)
-(cd "$ctx" && BACKEND=cpu RLX_COMMIT=ctxtest bash deploy/build-image.sh "$tmp/out" "$BIN/image-check-ctx") >"$tmp/log" 2>&1 ||
+# as the Dockerfile's RUN step, from the context (no .git there: the commit comes as RLX_COMMIT),
+# into build/ inside it as the Dockerfile does. Where this build compiled through ccache (the
+# Makefile's, paths hashed relative to CCACHE_BASEDIR), so does the image build: its sources'
+# paths relative to its build tree are the release build's, so the objects come from the cache.
+launcher=()
+if grep -q '^CMAKE_C_COMPILER_LAUNCHER:.*ccache' "$BIN/CMakeCache.txt" 2>/dev/null && command -v ccache >/dev/null; then
+  launcher=(CMAKE_C_COMPILER_LAUNCHER=ccache "CCACHE_BASEDIR=${CCACHE_BASEDIR:-$SRC}" CCACHE_NOHASHDIR=1)
+fi
+(cd "$ctx" && env "${launcher[@]+"${launcher[@]}"}" BACKEND=cpu RLX_COMMIT=ctxtest bash deploy/build-image.sh "$tmp/out") >"$tmp/log" 2>&1 ||
   { tail -40 "$tmp/log"; fail "deploy/build-image.sh in the build context"; }
 for t in rlxd rlxd-synth; do [ -x "$tmp/out/usr/local/bin/$t" ] || fail "$t not installed"; done
 "$tmp/out/usr/local/bin/rlxd" serve --help | grep -q -- '--grace-seconds' || fail "the built rlxd does not run"
