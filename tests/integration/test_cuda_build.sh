@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_cuda_build.sh - compile check of the CUDA backend where there is no GPU: configures a
 # separate build with -DRLX_CUDA=ON for sm_90 (the kernels have no per-architecture code, so
-# one target checks them; nvcc's time is CI's), builds rlxd and the CUDA tests
+# one target checks them; nvcc's time is CI's), warnings failing it, builds rlxd and the CUDA tests
 # (unit_test_cuda_ops, parity_test_parity_cuda), then checks that `rlxd --version` lists cuda,
 # that `rlxd devices` reports the missing CUDA device cleanly (exit 0, a clear line), and that
 # the CUDA tests run: skipping with a clear message here, passing where a GPU is.
@@ -14,12 +14,22 @@ SRC=${RLX_SRC:?RLX_SRC must name the source directory}
 if grep -q '^RLX_SANITIZE:BOOL=ON' "$BIN/CMakeCache.txt" 2>/dev/null; then
   echo "skip: the CUDA compile check runs in the release build only"; exit 77
 fi
-DIR="$BIN/cuda-check"
-cmake -S "$SRC" -B "$DIR" -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DRLX_VULKAN=OFF -DRLX_WERROR=ON \
+# Beside the build directory (so its sources' paths relative to it are this build's) and, where
+# this build compiled through ccache (the Makefile's, paths hashed relative to CCACHE_BASEDIR),
+# through the same cache: the C files the CUDA options do not change come from it. Warnings
+# fail the check as -Werror would (ccache replays a cached compile's warnings).
+DIR="$(dirname "$BIN")/$(basename "$BIN")-cuda-check"
+launcher=()
+if grep -q '^CMAKE_C_COMPILER_LAUNCHER:.*ccache' "$BIN/CMakeCache.txt" 2>/dev/null && command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$SRC}" CCACHE_NOHASHDIR=1
+fi
+cmake -S "$SRC" -B "$DIR" -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DRLX_VULKAN=OFF "${launcher[@]+"${launcher[@]}"}" \
       -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES=90 > "$DIR.configure.log" 2>&1 \
   || { cat "$DIR.configure.log"; echo "FAIL: configuring the CUDA build"; exit 1; }
 cmake --build "$DIR" --target rlxd unit_test_cuda_ops parity_test_parity_cuda -j 2 > "$DIR.build.log" 2>&1 \
   || { tail -50 "$DIR.build.log"; echo "FAIL: building rlxd and the CUDA tests with CUDA"; exit 1; }
+if grep -E -i '(^|[ :])warning[ :]' "$DIR.build.log"; then echo "FAIL: the CUDA build has warnings"; exit 1; fi
 ver=$("$DIR/rlxd" --version)
 echo "$ver"
 grep -q 'backends:.*cuda' <<<"$ver" || { echo "FAIL: rlxd --version does not list cuda"; exit 1; }
