@@ -539,9 +539,17 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
         return NULL;
     }
     static _Atomic uint64_t counter;
-    p->rng = opts && opts->seeded ? opts->seed
-                                  : (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)p << 16) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
     const char *prompt = opts ? opts->prompt : NULL;
+    if (opts && opts->seeded) {
+        /* the seed and the prompt (FNV-1a): the same request gives the same ids, and an agent
+         * that sends one seed on every turn still gets new ids as its history grows (ids from
+         * the seed alone repeated the first turn's in every later one) */
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (const unsigned char *c = (const unsigned char *)(prompt ? prompt : ""); *c; c++) h = (h ^ *c) * 0x100000001b3ull;
+        p->rng = opts->seed ^ h;
+    } else {
+        p->rng = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)p << 16) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+    }
     if (rlx_tc_prompt_opens_reasoning(info, prompt)) {
         p->mode = M_REASON;
         p->reason_ws = true;

@@ -104,7 +104,7 @@ typedef struct rlx_tc_opts {
     const char *prompt;        /* the rendered prompt or its tail (NULL: none): a prompt that ends
                                   opening <think> starts the output in reasoning, Functionary
                                   v3.2's ">>>" in a function name */
-    bool seeded;               /* ids from seed (deterministic), else from a per-process source */
+    bool seeded;               /* ids from seed and prompt (deterministic), else from a per-process source */
     uint64_t seed;
 } rlx_tc_opts;
 

@@ -179,6 +179,39 @@ TEST(ids_unique_and_seeded)
     tc_result_free(&a);
 }
 
+/* the first call's id for a seed and a prompt */
+static void first_id(const char *prompt, uint64_t seed, char *out, size_t n)
+{
+    rlx_tc_info info;
+    rlx_tc_info_of(RLX_TC_HERMES, &info);
+    rlx_tc_opts o = {.prompt = prompt, .seeded = true, .seed = seed};
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, &o);
+    tc_result r;
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    const char *t = "<tool_call>" W "</tool_call>";
+    rlx_error err = {0};
+    if (!p || rlx_tc_feed(p, t, strlen(t), tc_sink, &r) || rlx_tc_finish(p, tc_sink, &r, &err)) r.n_calls = 0;
+    rlx_tc_parser_free(p);
+    snprintf(out, n, "%s", r.n_calls == 1 ? r.ids[0] : "");
+    tc_result_free(&r);
+}
+
+/* An agent that sends the same seed on every turn: each turn (a longer prompt) gets new ids,
+ * and the same turn again the same ones. */
+TEST(seeded_ids_differ_between_turns)
+{
+    char a[40], b[40], c[40];
+    first_id("<|im_start|>user\nWeather in Oslo?<|im_end|>\n<|im_start|>assistant\n", 7, a, sizeof a);
+    first_id("<|im_start|>user\nWeather in Oslo?<|im_end|>\n<|im_start|>assistant\n<tool_call>...</tool_call><|im_end|>\n"
+             "<|im_start|>user\n<tool_response>\n{\"t\":3}\n</tool_response><|im_end|>\n<|im_start|>assistant\n", 7, b, sizeof b);
+    first_id("<|im_start|>user\nWeather in Oslo?<|im_end|>\n<|im_start|>assistant\n", 7, c, sizeof c);
+    ASSERT(a[0] && b[0]);
+    ASSERT_MSG(strcmp(a, b), "turns 1 and 2 both got %s", a);
+    ASSERT_STR_EQ(a, c);
+}
+
 TEST(stop_from_sink)
 {
     rlx_tc_info info;
@@ -297,6 +330,6 @@ TEST(position_follows_reasoning)
     tc_result_free(&r);
 }
 
-TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(stop_from_sink),
+TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(seeded_ids_differ_between_turns), TEST_ENTRY(stop_from_sink),
           TEST_ENTRY(holds_back_only_tag_prefixes), TEST_ENTRY(position_follows_reasoning),
           TEST_ENTRY(long_name_same_whole_and_streamed))
