@@ -341,3 +341,124 @@ KINLINE void tile8_q4_0(const rlx_block_q4_0 *const *w, const rlx_block_q8_0 *co
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) res[t] = acc[t];
 }
+
+/* ---- Q4_K batched (the gemm's arithmetic), eight weight rows interleaved ----
+ * tile8_q4_k above reduces every (row, pair of sub-blocks) product to one integer with a tree
+ * of horizontal adds, for each activation row: that reduction, not the multiplies, was most of
+ * the batched Q4_K time. Here the eight weight rows are interleaved once per super-block (8
+ * bytes of each row per register: row r in int32 lanes 2r and 2r + 1), so vpdpbusd against a
+ * broadcast activation chunk sums each row in its own lanes and no horizontal reduction
+ * remains; the interleave is shared by up to eight activation rows. Each lane covers 16
+ * elements of a sub-block, so |sum| <= 15 x 127 x 16 < 2^15: the lanes pack to 16 bits for the
+ * scale multiply (vpdpwssd). The integer sums are exact, the float operations those of
+ * tile8_q4_k in the same order, so the results are identical. */
+
+/* word index of (row r of 0..3, word w of its 16) in the pair (G[0], G[1]) of expanded rows */
+#define IL_W(r, w) (((r) / 2) * 32 + ((r) % 2) * 16 + (w))
+/* scales of pair k, per 128-bit lane L (rows 2L, 2L + 1; lanes 2-3 unused):
+ * [s(2L, 2k) x2, s(2L + 1, 2k) x2, s(2L, 2k + 1) x2, s(2L + 1, 2k + 1) x2] */
+#define IL_SC_LANE(k, L) IL_W(2 * (L), 2 * (k)), IL_W(2 * (L), 2 * (k)), IL_W(2 * (L) + 1, 2 * (k)), IL_W(2 * (L) + 1, 2 * (k)), \
+                         IL_W(2 * (L), 2 * (k) + 1), IL_W(2 * (L), 2 * (k) + 1), IL_W(2 * (L) + 1, 2 * (k) + 1), IL_W(2 * (L) + 1, 2 * (k) + 1)
+#define IL_SC(k) {IL_SC_LANE(k, 0), IL_SC_LANE(k, 1), IL_SC_LANE(k, 0), IL_SC_LANE(k, 1)}
+static const uint16_t idx_il_sc[4][32] __attribute__((aligned(64))) = {IL_SC(0), IL_SC(1), IL_SC(2), IL_SC(3)};
+/* mins (words 8..15 of a row), 128-bit lane p: rows 0..3 as (m(r, 2p), m(r, 2p + 1)) */
+#define IL_MP(p) IL_W(0, 8 + 2 * (p)), IL_W(0, 9 + 2 * (p)), IL_W(1, 8 + 2 * (p)), IL_W(1, 9 + 2 * (p)), \
+                 IL_W(2, 8 + 2 * (p)), IL_W(2, 9 + 2 * (p)), IL_W(3, 8 + 2 * (p)), IL_W(3, 9 + 2 * (p))
+static const uint16_t idx_il_m[32] __attribute__((aligned(64))) = {IL_MP(0), IL_MP(1), IL_MP(2), IL_MP(3)};
+#undef IL_MP
+#undef IL_SC
+#undef IL_SC_LANE
+#undef IL_W
+
+KINLINE void tile8_q4_k_il(const rlx_block_q4_k *const *w, const rlx_block_q8_k *const *a, int64_t nb, const char *pf,
+                           __m256 *res, const int nt)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    /* qword index tables of the 8 x 4 transpose (rows r0..r3 of two registers of two rows) */
+    const __m512i tr_lo = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13), tr_hi = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);
+    /* rows 2L, 2L + 1 sit in dwords 4L, 4L + 1 of a pair's sums */
+    const __m512i rows8 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m256 acc[8], accm[8];
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        PREFETCH_STEP(pf, i, 8 * sizeof(rlx_block_q4_k));
+        /* scales and mins of the eight rows as words: G[L] = [row 2L | row 2L + 1], each
+         * 8 scale words then 8 min words */
+        __m512i G[4];
+        #pragma GCC unroll 4
+        for (int L = 0; L < 4; L++)
+            G[L] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(k4_scales_v(w[2 * L][i].scales))),
+                                      _mm256_cvtepu8_epi16(k4_scales_v(w[2 * L + 1][i].scales)), 1);
+        __m512i sc[4];
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i ix = _mm512_load_si512((const void *)idx_il_sc[k]);
+            sc[k] = _mm512_shuffle_i64x2(_mm512_permutex2var_epi16(G[0], ix, G[1]), _mm512_permutex2var_epi16(G[2], ix, G[3]), 0x44);
+        }
+        const __m512i ixm = _mm512_load_si512((const void *)idx_il_m);
+        const __m512i mlo = _mm512_permutex2var_epi16(G[0], ixm, G[1]), mhi = _mm512_permutex2var_epi16(G[2], ixm, G[3]);
+        /* mw[p] dword r: (m(r, 2p), m(r, 2p + 1)) */
+        const __m256i mw[4] = {
+            _mm256_set_m128i(_mm512_extracti32x4_epi32(mhi, 0), _mm512_extracti32x4_epi32(mlo, 0)),
+            _mm256_set_m128i(_mm512_extracti32x4_epi32(mhi, 1), _mm512_extracti32x4_epi32(mlo, 1)),
+            _mm256_set_m128i(_mm512_extracti32x4_epi32(mhi, 2), _mm512_extracti32x4_epi32(mlo, 2)),
+            _mm256_set_m128i(_mm512_extracti32x4_epi32(mhi, 3), _mm512_extracti32x4_epi32(mlo, 3)),
+        };
+        __m512i ps[8][4]; /* [t][pair]: dwords 4L + 0/1 = rows 2L/2L + 1 */
+        #pragma GCC unroll 1
+        for (int k = 0; k < 4; k++) {
+            /* the 32 bytes of pair k of each row: qword c of row r -> qword r of x[c] */
+            __m512i z[4];
+            #pragma GCC unroll 4
+            for (int h = 0; h < 4; h++)
+                z[h] = pair256(_mm256_loadu_si256((const __m256i *)(w[2 * h][i].qs + 32 * k)),
+                               _mm256_loadu_si256((const __m256i *)(w[2 * h + 1][i].qs + 32 * k)));
+            const __m512i p0 = _mm512_permutex2var_epi64(z[0], tr_lo, z[1]), p1 = _mm512_permutex2var_epi64(z[0], tr_hi, z[1]);
+            const __m512i q0 = _mm512_permutex2var_epi64(z[2], tr_lo, z[3]), q1 = _mm512_permutex2var_epi64(z[2], tr_hi, z[3]);
+            const __m512i x[4] = {_mm512_shuffle_i64x2(p0, q0, 0x44), _mm512_shuffle_i64x2(p0, q0, 0xEE),
+                                  _mm512_shuffle_i64x2(p1, q1, 0x44), _mm512_shuffle_i64x2(p1, q1, 0xEE)};
+            __m512i lo[4], hi[4]; /* levels of sub-blocks 2k and 2k + 1, chunk c */
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                lo[c] = _mm512_and_si512(x[c], m4);
+                hi[c] = _mm512_and_si512(_mm512_srli_epi16(x[c], 4), m4);
+            }
+            #pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) {
+                const int8_t *y = a[t][i].qs + 64 * k;
+                __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    int64_t y0, y1;
+                    memcpy(&y0, y + 8 * c, 8);
+                    memcpy(&y1, y + 32 + 8 * c, 8);
+                    d0 = DOT512_U8S8(d0, lo[c], _mm512_set1_epi64(y0));
+                    d1 = DOT512_U8S8(d1, hi[c], _mm512_set1_epi64(y1));
+                }
+                const __m512i s = DOT512_I16(_mm512_setzero_si512(), _mm512_packs_epi32(d0, d1), sc[k]);
+                ps[t][k] = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
+            }
+        }
+        const __m256 dw = scales8((const void *const *)w, (size_t)i * sizeof(rlx_block_q4_k));
+        const __m256 dmw = scales8((const void *const *)w, (size_t)i * sizeof(rlx_block_q4_k) + 2);
+        #pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            const rlx_block_q8_k *y = &a[t][i];
+            /* words 2j, 2j + 1 of each 128-bit lane: block sums of sub-blocks (4 per lane) */
+            const __m256i bs = _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_setzero_si256());
+            const __m256 dy = _mm256_set1_ps(y->d), scl = _mm256_mul_ps(dw, dy), scm = _mm256_mul_ps(dmw, dy);
+            #pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                /* sub-blocks 2p, 2p + 1: dword p % 2 of 128-bit lane p / 2 */
+                const __m256i b = _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32((p / 2) * 4 + p % 2));
+                const __m256i mp = _mm256_madd_epi16(mw[p], b);
+                const __m256i isum = _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows8, ps[t][p]));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scl, acc[t]);
+                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mp), scm, accm[t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) res[t] = _mm256_sub_ps(acc[t], accm[t]);
+}

@@ -382,6 +382,18 @@ KINLINE void tile8_q4_k(const rlx_block_q4_k *const *w, const rlx_block_q8_k *co
     case 3: call(__VA_ARGS__, 3); break;                          \
     default: call(__VA_ARGS__, 4); break;                         \
     }
+/* up to eight activation rows */
+#define BY_NT_8(call, ...)                                        \
+    switch (nt) {                                                 \
+    case 1: call(__VA_ARGS__, 1); break;                          \
+    case 2: call(__VA_ARGS__, 2); break;                          \
+    case 3: call(__VA_ARGS__, 3); break;                          \
+    case 4: call(__VA_ARGS__, 4); break;                          \
+    case 5: call(__VA_ARGS__, 5); break;                          \
+    case 6: call(__VA_ARGS__, 6); break;                          \
+    case 7: call(__VA_ARGS__, 7); break;                          \
+    default: call(__VA_ARGS__, 8); break;                         \
+    }
 /* up to Q8_0_NT activation rows */
 #define BY_NT_Q8(call, ...)                                                 \
     switch (nt) {                                                           \
@@ -406,7 +418,13 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
     const int64_t chunk = RLX_MAX((int64_t)8, (int64_t)((256 << 10) / wrow) / 8 * 8);
     for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
         const int64_t c1 = RLX_MIN(n1, c0 + chunk);
-        const int64_t tstep = type == RLX_Q8_0 ? Q8_0_NT : 4;
+#if KAVX512
+        /* the interleaved batched Q4_K tile shares its interleave by up to eight activation rows */
+        const bool il = batched && type == RLX_Q4_K;
+#else
+        const bool il = false;
+#endif
+        const int64_t tstep = type == RLX_Q8_0 ? Q8_0_NT : il ? 8 : 4;
         for (int64_t t0 = 0; t0 < T; t0 += tstep) {
             const int nt = (int)RLX_MIN(tstep, T - t0);
             const void *ap[8] = {act, act, act, act, act, act, act, act};
@@ -418,8 +436,12 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
                     /* past the range's end, repeat its last row (lanes are independent) */
                     #pragma GCC unroll 8
                     for (int r = 0; r < 8; r++) wr[r] = (const char *)w + (size_t)RLX_MIN(n + r, c1 - 1) * wrow;
-                    __m256 res[4];
+                    __m256 res[8];
                     const char *pf = t0 ? NULL : (const char *)w + (size_t)(n + PF_TILES * 8) * wrow; /* later passes hit L2 */
+#if KAVX512
+                    if (il) BY_NT_8(tile8_q4_k_il, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, pf, res)
+                    else
+#endif
                     if (type == RLX_Q4_0) BY_NT_Q(tile8_q4_0, (const rlx_block_q4_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, res)
                     else if (batched) BY_NT_Q(tile8_q4_k, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, pf, res, true)
                     else BY_NT_Q(tile8_q4_k, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, pf, res, false)

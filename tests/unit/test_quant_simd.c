@@ -370,6 +370,58 @@ TEST(matmul_paths_match_scalar)
     if (!ran) SKIP("this CPU has no SIMD path; only the scalar path exists");
 }
 
+/* The batched Q4_K kernel of the avx512 paths packs each row's partial sums (16 elements of a
+ * sub-block) to 16 bits before the scale multiply: the largest such sums (every level 15, every
+ * activation +-127, scales and mins 63) must still give the scalar reference's bits, on every
+ * row of a tile and every activation row of one. */
+TEST(q4_k_batched_extremes_match_scalar)
+{
+    static const char *paths[] = {"avx2", "avx2-novnni", "avx512", "avx512-novnni"};
+    const int64_t N = 11, K = 512, T = 9, nb = K / RLX_QK_K;
+    rlx_block_q4_k *w = calloc((size_t)(N * nb), sizeof *w);
+    rlx_block_q8_k *a = calloc((size_t)(T * nb), sizeof *a);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < nb; i++) {
+            rlx_block_q4_k *b = &w[n * nb + i];
+            b->d = rlx_f32_to_f16(0.03125f * (float)(n + 1));
+            b->dmin = rlx_f32_to_f16(0.0078125f * (float)(i + 1));
+            /* all scales and mins 63 but row 3's (a mixture, so the lanes differ) */
+            memset(b->scales, 0xFF, sizeof b->scales);
+            if (n == 3) for (int j = 0; j < 12; j++) b->scales[j] = (uint8_t)(0x5A + 37 * j);
+            memset(b->qs, n % 2 ? 0xFF : 0xF0, sizeof b->qs); /* levels 15 (odd rows), 0/15 (even) */
+        }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < nb; i++) {
+            rlx_block_q8_k *y = &a[t * nb + i];
+            y->d = 0.5f + 0.25f * (float)t;
+            for (int j = 0; j < RLX_QK_K; j++)
+                y->qs[j] = (int8_t)(t % 3 == 0 ? 127 : t % 3 == 1 ? -127 : (j % 7 ? 127 : -127));
+            for (int j = 0; j < RLX_QK_K / 16; j++) {
+                int sum = 0;
+                for (int l = 0; l < 16; l++) sum += y->qs[16 * j + l];
+                y->bsums[j] = (int16_t)sum;
+            }
+        }
+    const size_t arow = (size_t)nb * sizeof *a;
+    float ref[9 * 11], got[9 * 11];
+    ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+    rlx_matmul_rows_batched(RLX_Q4_K, w, 0, N, a, arow, T, K, ref, N);
+    int ran = 0;
+    for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
+        if (!rlx_cpu_has_path(paths[p])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
+        rlx_matmul_rows_batched(RLX_Q4_K, w, 0, N, a, arow, T, K, got, N);
+        for (int64_t i = 0; i < T * N; i++)
+            ASSERT_MSG(memcmp(&got[i], &ref[i], 4) == 0, "%s: t=%lld n=%lld: %.9g vs scalar %.9g", paths[p],
+                       (long long)(i / N), (long long)(i % N), got[i], ref[i]);
+        ran++;
+    }
+    rlx_cpu_force_path("scalar");
+    free(w);
+    free(a);
+    if (!ran) SKIP("this CPU has no SIMD path; only the scalar path exists");
+}
+
 TEST(force_path_errors)
 {
     ASSERT_EQ(rlx_cpu_force_path("nope"), RLX_EINVAL);
@@ -381,4 +433,4 @@ TEST(force_path_errors)
 TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_weight_rounding_matches_roundf), TEST_ENTRY(q8_0_activation_rounding_matches_llama_cpp_x86),
           TEST_ENTRY(activation_quantizers_match_scalar), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
-          TEST_ENTRY(force_path_errors))
+          TEST_ENTRY(q4_k_batched_extremes_match_scalar), TEST_ENTRY(force_path_errors))
