@@ -342,13 +342,14 @@ KINLINE void tile8_q4_0(const rlx_block_q4_0 *const *w, const rlx_block_q8_0 *co
     for (int t = 0; t < nt; t++) res[t] = acc[t];
 }
 
-/* ---- Q4_K batched (the gemm's arithmetic), eight weight rows interleaved ----
+/* ---- Q4_K, eight weight rows interleaved (the gemm's arithmetic, or the gemv's) ----
  * tile8_q4_k above reduces every (row, pair of sub-blocks) product to one integer with a tree
  * of horizontal adds, for each activation row: that reduction, not the multiplies, was most of
  * the batched Q4_K time. Here the eight weight rows are interleaved once per super-block (8
  * bytes of each row per register: row r in int32 lanes 2r and 2r + 1), so vpdpbusd against a
  * broadcast activation chunk sums each row in its own lanes and no horizontal reduction
- * remains; the interleave is shared by up to eight activation rows. Each lane covers 16
+ * remains; the interleave is shared by up to eight activation rows (one-row arithmetic: at
+ * two or more, where it pays; a single row keeps tile8_q4_k). Each lane covers 16
  * elements of a sub-block, so |sum| <= 15 x 127 x 16 < 2^15: the lanes pack to 16 bits for the
  * scale multiply (vpdpwssd). The integer sums are exact, the float operations those of
  * tile8_q4_k in the same order, so the results are identical. */
@@ -371,7 +372,7 @@ static const uint16_t idx_il_m[32] __attribute__((aligned(64))) = {IL_MP(0), IL_
 #undef IL_W
 
 KINLINE void tile8_q4_k_il(const rlx_block_q4_k *const *w, const rlx_block_q8_k *const *a, int64_t nb, const char *pf,
-                           __m256 *res, const int nt)
+                           __m256 *res, const bool batched, const int nt)
 {
     const __m512i m4 = _mm512_set1_epi8(0xF);
     /* qword index tables of the 8 x 4 transpose (rows r0..r3 of two registers of two rows) */
@@ -448,14 +449,24 @@ KINLINE void tile8_q4_k_il(const rlx_block_q4_k *const *w, const rlx_block_q8_k 
             /* words 2j, 2j + 1 of each 128-bit lane: block sums of sub-blocks (4 per lane) */
             const __m256i bs = _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_setzero_si256());
             const __m256 dy = _mm256_set1_ps(y->d), scl = _mm256_mul_ps(dw, dy), scm = _mm256_mul_ps(dmw, dy);
+            __m256i isum_all = _mm256_setzero_si256(), msum_all = _mm256_setzero_si256();
             #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 /* sub-blocks 2p, 2p + 1: dword p % 2 of 128-bit lane p / 2 */
                 const __m256i b = _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32((p / 2) * 4 + p % 2));
                 const __m256i mp = _mm256_madd_epi16(mw[p], b);
                 const __m256i isum = _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows8, ps[t][p]));
+                if (!batched) { /* the gemv: one update per super-block with the exact integer sums */
+                    isum_all = _mm256_add_epi32(isum_all, isum);
+                    msum_all = _mm256_add_epi32(msum_all, mp);
+                    continue;
+                }
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scl, acc[t]);
                 accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mp), scm, accm[t]);
+            }
+            if (!batched) {
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum_all), scl, acc[t]);
+                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum_all), scm, accm[t]);
             }
         }
     }

@@ -419,8 +419,9 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
     for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
         const int64_t c1 = RLX_MIN(n1, c0 + chunk);
 #if KAVX512
-        /* the interleaved batched Q4_K tile shares its interleave by up to eight activation rows */
-        const bool il = batched && type == RLX_Q4_K;
+        /* the interleaved Q4_K tile shares its interleave by up to eight activation rows (one
+         * activation row alone keeps the other tile: nothing to share the interleave with) */
+        const bool il = type == RLX_Q4_K && (batched || T > 1);
 #else
         const bool il = false;
 #endif
@@ -439,7 +440,8 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
                     __m256 res[8];
                     const char *pf = t0 ? NULL : (const char *)w + (size_t)(n + PF_TILES * 8) * wrow; /* later passes hit L2 */
 #if KAVX512
-                    if (il) BY_NT_8(tile8_q4_k_il, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, pf, res)
+                    if (il && batched) BY_NT_8(tile8_q4_k_il, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, pf, res, true)
+                    else if (il) BY_NT_8(tile8_q4_k_il, (const rlx_block_q4_k *const *)wr, (const rlx_block_q8_k *const *)ap, nbk, pf, res, false)
                     else
 #endif
                     if (type == RLX_Q4_0) BY_NT_Q(tile8_q4_0, (const rlx_block_q4_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, res)

@@ -370,11 +370,11 @@ TEST(matmul_paths_match_scalar)
     if (!ran) SKIP("this CPU has no SIMD path; only the scalar path exists");
 }
 
-/* The batched Q4_K kernel of the avx512 paths packs each row's partial sums (16 elements of a
+/* The Q4_K kernels of the avx512 paths (batched, and one-row at T > 1) pack each row's partial sums (16 elements of a
  * sub-block) to 16 bits before the scale multiply: the largest such sums (every level 15, every
  * activation +-127, scales and mins 63) must still give the scalar reference's bits, on every
  * row of a tile and every activation row of one. */
-TEST(q4_k_batched_extremes_match_scalar)
+TEST(q4_k_extremes_match_scalar)
 {
     static const char *paths[] = {"avx2", "avx2-novnni", "avx512", "avx512-novnni"};
     const int64_t N = 11, K = 512, T = 9, nb = K / RLX_QK_K;
@@ -404,17 +404,21 @@ TEST(q4_k_batched_extremes_match_scalar)
         }
     const size_t arow = (size_t)nb * sizeof *a;
     float ref[9 * 11], got[9 * 11];
-    ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
-    rlx_matmul_rows_batched(RLX_Q4_K, w, 0, N, a, arow, T, K, ref, N);
     int ran = 0;
-    for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
-        if (!rlx_cpu_has_path(paths[p])) continue;
-        ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
-        rlx_matmul_rows_batched(RLX_Q4_K, w, 0, N, a, arow, T, K, got, N);
-        for (int64_t i = 0; i < T * N; i++)
-            ASSERT_MSG(memcmp(&got[i], &ref[i], 4) == 0, "%s: t=%lld n=%lld: %.9g vs scalar %.9g", paths[p],
-                       (long long)(i / N), (long long)(i % N), got[i], ref[i]);
-        ran++;
+    for (int batched = 0; batched < 2; batched++) {
+        void (*mm)(int, const void *, int64_t, int64_t, const void *, size_t, int64_t, int64_t, float *, int64_t) =
+            batched ? rlx_matmul_rows_batched : rlx_matmul_rows;
+        ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+        mm(RLX_Q4_K, w, 0, N, a, arow, T, K, ref, N);
+        for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
+            if (!rlx_cpu_has_path(paths[p])) continue;
+            ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
+            mm(RLX_Q4_K, w, 0, N, a, arow, T, K, got, N);
+            for (int64_t i = 0; i < T * N; i++)
+                ASSERT_MSG(memcmp(&got[i], &ref[i], 4) == 0, "%s batched %d: t=%lld n=%lld: %.9g vs scalar %.9g", paths[p],
+                           batched, (long long)(i / N), (long long)(i % N), got[i], ref[i]);
+            ran++;
+        }
     }
     rlx_cpu_force_path("scalar");
     free(w);
@@ -433,4 +437,4 @@ TEST(force_path_errors)
 TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_weight_rounding_matches_roundf), TEST_ENTRY(q8_0_activation_rounding_matches_llama_cpp_x86),
           TEST_ENTRY(activation_quantizers_match_scalar), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
-          TEST_ENTRY(q4_k_batched_extremes_match_scalar), TEST_ENTRY(force_path_errors))
+          TEST_ENTRY(q4_k_extremes_match_scalar), TEST_ENTRY(force_path_errors))
