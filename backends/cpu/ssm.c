@@ -18,6 +18,7 @@
 #include <string.h>
 
 #define SSM_MAX_KERNEL 64
+#define SSM_CONV_BLOCK 256 /* channels per block of transposed weights */
 #define DELTA_MAX_HEAD 512
 
 /* The state slot of sequence q for `layer`, NULL (error raised) when the batch names none. */
@@ -67,31 +68,58 @@ void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         for (int32_t i = lo + 1; i < hi && ok; i++) ok = pos[r->seq_tok[i]] == pos[r->seq_tok[i - 1]] + 1;
         if (!ok) { atomic_store(&r->error, RLX_ERANGE); return; }
     }
-    for (int32_t q = 0; q < r->batch->n_seqs; q++) {
-        const int32_t lo = r->seq_off[q], hi = r->seq_off[q + 1];
-        if (lo == hi) continue;
-        float *st = slot_of(r, p->layer, q);
-        for (int64_t c = c0; c < c1; c++) {
-            float win[SSM_MAX_KERNEL];
-            float *cs = st + p->conv_off + c * (K - 1);
-            const float *wc = w + c * K;
-            memcpy(win, cs, (size_t)(K - 1) * sizeof *win);
-            for (int32_t i = lo; i < hi; i++) {
-                const int32_t t = r->seq_tok[i];
-                win[K - 1] = rowp(r, s->node.in[0], t)[c];
-                float sum = 0.0f;
-                for (int32_t j = 0; j < K; j++) sum += win[j] * wc[j];
-                rowp(r, s->out, t)[c] = sum;
-                memmove(win, win + 1, (size_t)(K - 1) * sizeof *win);
+    /* Per output: sum = 0, then sum += x[j] w[j] for j = 0..K-1 (oldest input first), each
+     * product and sum rounded on its own (this file is ISO C, so nothing contracts to an FMA).
+     * The first K - 1 tokens of a sequence read the carried state and run per channel; every
+     * later token's inputs are all rows of the batch, so it runs along the channels (a
+     * contiguous, vectorisable loop against the weights transposed per block of channels). */
+    float wt[SSM_MAX_KERNEL][SSM_CONV_BLOCK];
+    for (int64_t b0 = c0; b0 < c1; b0 += SSM_CONV_BLOCK) {
+        const int64_t nb = RLX_MIN((int64_t)SSM_CONV_BLOCK, c1 - b0);
+        for (int32_t j = 0; j < K; j++)
+            for (int64_t cc = 0; cc < nb; cc++) wt[j][cc] = w[(b0 + cc) * K + j];
+        for (int32_t q = 0; q < r->batch->n_seqs; q++) {
+            const int32_t lo = r->seq_off[q], hi = r->seq_off[q + 1];
+            if (lo == hi) continue;
+            float *st = slot_of(r, p->layer, q);
+            const int32_t head = RLX_MIN(hi - lo, K - 1);
+            for (int64_t c = b0; c < b0 + nb; c++) {
+                float win[2 * SSM_MAX_KERNEL];
+                float *cs = st + p->conv_off + c * (K - 1);
+                const float *wc = w + c * K;
+                /* win: the carried K - 1 inputs, then this batch's first ones */
+                memcpy(win, cs, (size_t)(K - 1) * sizeof *win);
+                for (int32_t i = 0; i < head; i++) win[K - 1 + i] = rowp(r, s->node.in[0], r->seq_tok[lo + i])[c];
+                for (int32_t i = 0; i < head; i++) {
+                    float sum = 0.0f;
+                    for (int32_t j = 0; j < K; j++) sum += win[i + j] * wc[j];
+                    rowp(r, s->out, r->seq_tok[lo + i])[c] = sum;
+                }
+                /* the new state: the last K - 1 inputs of (carried state, this batch's inputs) */
+                const int32_t n = hi - lo;
+                for (int32_t m = 0; m < K - 1; m++) {
+                    const int32_t at = n + m; /* in that concatenation */
+                    cs[m] = at < K - 1 + head ? win[at] : rowp(r, s->node.in[0], r->seq_tok[lo + at - (K - 1)])[c];
+                }
             }
-            memcpy(cs, win, (size_t)(K - 1) * sizeof *win);
+            for (int32_t i = lo + K - 1; i < hi; i++) {
+                const float *xs[SSM_MAX_KERNEL];
+                for (int32_t j = 0; j < K; j++) xs[j] = rowp(r, s->node.in[0], r->seq_tok[i - (K - 1) + j]) + b0;
+                float *y = rowp(r, s->out, r->seq_tok[i]) + b0;
+                float acc[SSM_CONV_BLOCK];
+                for (int64_t cc = 0; cc < nb; cc++) acc[cc] = 0.0f;
+                for (int32_t j = 0; j < K; j++)
+                    for (int64_t cc = 0; cc < nb; cc++) acc[cc] += xs[j][cc] * wt[j][cc];
+                memcpy(y, acc, (size_t)nb * sizeof *y);
+            }
         }
-        if (s->n_chain && c0 < c1)
-            for (int32_t i = lo; i < hi; i++) {
+    }
+    if (s->n_chain && c0 < c1)
+        for (int32_t q = 0; q < r->batch->n_seqs; q++)
+            for (int32_t i = r->seq_off[q]; i < r->seq_off[q + 1]; i++) {
                 const int32_t t = r->seq_tok[i];
                 rlx_cpu_apply_chain(r, s, rowp(r, s->out, t), t, c0, c1, C);
             }
-    }
 }
 
 /* x * 1 / max(||x||, eps), the sum of squares in double as ggml_l2_norm */
