@@ -70,9 +70,10 @@ void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     }
     /* Per output: sum = 0, then sum += x[j] w[j] for j = 0..K-1 (oldest input first), each
      * product and sum rounded on its own (this file is ISO C, so nothing contracts to an FMA).
-     * The first K - 1 tokens of a sequence read the carried state and run per channel; every
-     * later token's inputs are all rows of the batch, so it runs along the channels (a
-     * contiguous, vectorisable loop against the weights transposed per block of channels). */
+     * Every token runs along the channels (vectorisable loops against the weights transposed per
+     * block of channels); the first K - 1 tokens of a sequence read part of their inputs from the
+     * carried state (channel-major, K - 1 values per channel), the later ones only rows of the
+     * batch. */
     float wt[SSM_MAX_KERNEL][SSM_CONV_BLOCK];
     for (int64_t b0 = c0; b0 < c1; b0 += SSM_CONV_BLOCK) {
         const int64_t nb = RLX_MIN((int64_t)SSM_CONV_BLOCK, c1 - b0);
@@ -82,24 +83,32 @@ void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             const int32_t lo = r->seq_off[q], hi = r->seq_off[q + 1];
             if (lo == hi) continue;
             float *st = slot_of(r, p->layer, q);
-            const int32_t head = RLX_MIN(hi - lo, K - 1);
-            for (int64_t c = b0; c < b0 + nb; c++) {
-                float win[2 * SSM_MAX_KERNEL];
-                float *cs = st + p->conv_off + c * (K - 1);
-                const float *wc = w + c * K;
-                /* win: the carried K - 1 inputs, then this batch's first ones */
-                memcpy(win, cs, (size_t)(K - 1) * sizeof *win);
-                for (int32_t i = 0; i < head; i++) win[K - 1 + i] = rowp(r, s->node.in[0], r->seq_tok[lo + i])[c];
-                for (int32_t i = 0; i < head; i++) {
-                    float sum = 0.0f;
-                    for (int32_t j = 0; j < K; j++) sum += win[i + j] * wc[j];
-                    rowp(r, s->out, r->seq_tok[lo + i])[c] = sum;
+            const int32_t n = hi - lo, head = RLX_MIN(n, K - 1);
+            float *cs = st + p->conv_off + b0 * (K - 1); /* channel c's K - 1 values at (c - b0) * (K - 1) */
+            /* the first tokens: inputs from the carried state (oldest first), then the batch */
+            for (int32_t i = 0; i < head; i++) {
+                float acc[SSM_CONV_BLOCK];
+                for (int64_t cc = 0; cc < nb; cc++) acc[cc] = 0.0f;
+                for (int32_t j = 0; j < K; j++) {
+                    const int32_t at = i + j; /* in (carried state, this batch's inputs) */
+                    if (at < K - 1) {
+                        for (int64_t cc = 0; cc < nb; cc++) acc[cc] += cs[cc * (K - 1) + at] * wt[j][cc];
+                    } else {
+                        const float *x = rowp(r, s->node.in[0], r->seq_tok[lo + at - (K - 1)]) + b0;
+                        for (int64_t cc = 0; cc < nb; cc++) acc[cc] += x[cc] * wt[j][cc];
+                    }
                 }
-                /* the new state: the last K - 1 inputs of (carried state, this batch's inputs) */
-                const int32_t n = hi - lo;
-                for (int32_t m = 0; m < K - 1; m++) {
-                    const int32_t at = n + m; /* in that concatenation */
-                    cs[m] = at < K - 1 + head ? win[at] : rowp(r, s->node.in[0], r->seq_tok[lo + at - (K - 1)])[c];
+                memcpy(rowp(r, s->out, r->seq_tok[lo + i]) + b0, acc, (size_t)nb * sizeof(float));
+            }
+            /* the new state: the last K - 1 inputs of (carried state, this batch's inputs); slot m
+             * reads slot n + m > m of the old state, not yet overwritten */
+            for (int32_t m = 0; m < K - 1; m++) {
+                const int32_t at = n + m;
+                if (at < K - 1) {
+                    for (int64_t cc = 0; cc < nb; cc++) cs[cc * (K - 1) + m] = cs[cc * (K - 1) + at];
+                } else {
+                    const float *x = rowp(r, s->node.in[0], r->seq_tok[lo + at - (K - 1)]) + b0;
+                    for (int64_t cc = 0; cc < nb; cc++) cs[cc * (K - 1) + m] = x[cc];
                 }
             }
             for (int32_t i = lo + K - 1; i < hi; i++) {
