@@ -168,6 +168,38 @@ KINLINE void tile_fma_chain(const int type, const uint8_t *w, size_t wrow, const
     }
 }
 
+#if KAVX512
+/* r[k] = _mm512_reduce_add_ps(v[k]) for k < n (n <= 16), bit for bit: GCC's tree (lanes i + 8 and
+ * i, then i + 4 and i of that, then 2 and 0 / 3 and 1, then those two), each level run on up
+ * to sixteen accumulators at once instead of one horizontal reduction after another. */
+KINLINE void reduce16_ps(const __m512 *v, float *r, const int n)
+{
+    __m512 s1[8], s2[4];
+    #pragma GCC unroll 8
+    for (int m = 0; m < (n + 1) / 2; m++) {
+        const __m512 x = v[2 * m], y = 2 * m + 1 < n ? v[2 * m + 1] : _mm512_setzero_ps();
+        /* [x lanes 8-15 | y lanes 8-15] + [x lanes 0-7 | y lanes 0-7] */
+        s1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0xEE), _mm512_shuffle_f32x4(x, y, 0x44));
+    }
+    #pragma GCC unroll 4
+    for (int m = 0; m < (n + 3) / 4; m++) {
+        const __m512 x = s1[2 * m], y = 2 * m + 1 < (n + 1) / 2 ? s1[2 * m + 1] : _mm512_setzero_ps();
+        /* 128-bit lane k: the upper half of accumulator 4m + k's eight sums plus the lower */
+        s2[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0xDD), _mm512_shuffle_f32x4(x, y, 0x88));
+    }
+    #pragma GCC unroll 4
+    for (int m = 0; m < (n + 3) / 4; m++) {
+        const __m512 t8 = _mm512_add_ps(s2[m], _mm512_permute_ps(s2[m], _MM_SHUFFLE(1, 0, 3, 2)));
+        const __m512 t9 = _mm512_add_ps(t8, _mm512_permute_ps(t8, _MM_SHUFFLE(2, 3, 0, 1)));
+        float l[16];
+        _mm512_storeu_ps(l, t9);
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            if (4 * m + k < n) r[4 * m + k] = l[4 * k];
+    }
+}
+#endif
+
 KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
                    float *out, int64_t ldo, const int rm, const int rn)
 {
@@ -185,6 +217,23 @@ KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a
     } else {
         tile_fma_chain(type, w, wrow, a, astr, 0, K, 16, NULL, acc, rm, rn);
     }
+#if KAVX512
+    if (rm * rn >= 8) {
+        __m512 v[PT_RM * PT_RN];
+        float r[PT_RM * PT_RN];
+        #pragma GCC unroll 8
+        for (int j = 0; j < rn; j++)
+            #pragma GCC unroll 8
+            for (int i = 0; i < rm; i++) v[j * rm + i] = acc[i][j].v;
+        #pragma GCC unroll 4
+        for (int b = 0; b < rm * rn; b += 16) reduce16_ps(v + b, r + b, rm * rn - b < 16 ? rm * rn - b : 16);
+        #pragma GCC unroll 8
+        for (int j = 0; j < rn; j++)
+            #pragma GCC unroll 8
+            for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = r[j * rm + i];
+        return;
+    }
+#endif
     #pragma GCC unroll 8
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 8
