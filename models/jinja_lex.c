@@ -144,7 +144,7 @@ static void lex_string(lexer *L)
         if (c == '\n') L->line++;
         if (c != '\\') { i++; continue; }
         rlx__j_buf_put(L->rt, &b, L->s + run, i - run);
-        if (i + 1 >= L->n) continue; /* reported as unterminated above */
+        if (i + 1 >= L->n) { i++; continue; } /* a backslash ending the text: unterminated, above */
         char e = L->s[i + 1];
         i += 2;
         switch (e) {

@@ -438,6 +438,9 @@ static const struct { const char *src; int code; const char *what; } bad_templat
     {"ok\n{% if x %}\n{{ 1 + }}\n{% endif %}", RLX_EFORMAT, "line 3"},
     {"a\nb\n{% if x %}never closed", RLX_EFORMAT, "line 3"},
     {"{{ 'unterminated }}", RLX_EFORMAT, "string"},
+    /* a backslash ending the text inside a string looped forever (found by fuzz_jinja) */
+    {"{{ 'ends in a backslash\\", RLX_EFORMAT, "unterminated string"},
+    {"{{ \"x\\", RLX_EFORMAT, "unterminated string"},
     {"{% endif %}", RLX_EFORMAT, "endif"},
     {"x\n{{ a\n", RLX_EFORMAT, "never closed"},
     {"\n\n{% include 'other.jinja' %}", RLX_EUNSUPPORTED, "line 3: the '{% include %}'"},
