@@ -10,7 +10,9 @@
  *  - rows (Q4_0, Q4_K): one float chain per output, updated by one fused multiply-add per block
  *    with the block's whole integer sum. These run on eight weight rows at a time so that the
  *    eight chains fill the lanes of one vector (a transposing reduction of eight integer
- *    vectors per block replaces eight horizontal sums).
+ *    vectors per block replaces eight horizontal sums). On the avx512 paths Q4_K at two or
+ *    more activation rows interleaves the eight weight rows instead, so that no reduction is
+ *    left (kern_x86_512.h, tile8_q4_k_il).
  * Integer sums are exact, so any order of integer additions gives the same lane values; only
  * the float operations are pinned. Per output the arithmetic never depends on the tile, the row
  * range or T: results are batch invariant. */
