@@ -397,17 +397,14 @@ KINLINE void tile8_q4_k(const rlx_block_q4_k *const *w, const rlx_block_q8_k *co
     default: call(__VA_ARGS__, 8); break;                         \
     }
 /* up to Q8_0_NT activation rows */
-#define BY_NT_Q8(call, ...)                                                 \
-    switch (nt) {                                                           \
-    case 1: call(__VA_ARGS__, 1); break;                                    \
-    case 2: call(__VA_ARGS__, 2); break;                                    \
-    case 3: call(__VA_ARGS__, 3); break;                                    \
-    case 4: call(__VA_ARGS__, 4); break;                                    \
-    case 5: call(__VA_ARGS__, Q8_0_NT > 4 ? 5 : 4); break;                  \
-    case 6: call(__VA_ARGS__, Q8_0_NT > 4 ? 6 : 4); break;                  \
-    case 7: call(__VA_ARGS__, Q8_0_NT > 4 ? 7 : 4); break;                  \
-    default: call(__VA_ARGS__, Q8_0_NT > 4 ? 8 : 4); break;                 \
-    }
+#ifndef Q8_0_NT
+#error "Q8_0_NT must be defined by the Q8_0 tile above"
+#endif
+#if Q8_0_NT > 4
+#define BY_NT_Q8 BY_NT_8
+#else
+#define BY_NT_Q8 BY_NT_Q
+#endif
 
 static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int64_t n1, const void *act,
                           size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
