@@ -72,8 +72,7 @@ void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * product and sum rounded on its own (this file is ISO C, so nothing contracts to an FMA).
      * Every token runs along the channels (vectorisable loops against the weights transposed per
      * block of channels); the first K - 1 tokens of a sequence read part of their inputs from the
-     * carried state (channel-major, K - 1 values per channel), the later ones only rows of the
-     * batch. */
+     * carried state (channel-major, K - 1 values per channel). */
     float wt[SSM_MAX_KERNEL][SSM_CONV_BLOCK];
     for (int64_t b0 = c0; b0 < c1; b0 += SSM_CONV_BLOCK) {
         const int64_t nb = RLX_MIN((int64_t)SSM_CONV_BLOCK, c1 - b0);
@@ -83,14 +82,14 @@ void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             const int32_t lo = r->seq_off[q], hi = r->seq_off[q + 1];
             if (lo == hi) continue;
             float *st = slot_of(r, p->layer, q);
-            const int32_t n = hi - lo, head = RLX_MIN(n, K - 1);
+            const int32_t n = hi - lo;
             float *cs = st + p->conv_off + b0 * (K - 1); /* channel c's K - 1 values at (c - b0) * (K - 1) */
-            /* the first tokens: inputs from the carried state (oldest first), then the batch */
-            for (int32_t i = 0; i < head; i++) {
+            /* every token: inputs at (carried state, this batch's inputs)[i .. i + K - 1] */
+            for (int32_t i = 0; i < n; i++) {
                 float acc[SSM_CONV_BLOCK];
                 for (int64_t cc = 0; cc < nb; cc++) acc[cc] = 0.0f;
                 for (int32_t j = 0; j < K; j++) {
-                    const int32_t at = i + j; /* in (carried state, this batch's inputs) */
+                    const int32_t at = i + j;
                     if (at < K - 1) {
                         for (int64_t cc = 0; cc < nb; cc++) acc[cc] += cs[cc * (K - 1) + at] * wt[j][cc];
                     } else {
@@ -100,8 +99,8 @@ void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
                 }
                 memcpy(rowp(r, s->out, r->seq_tok[lo + i]) + b0, acc, (size_t)nb * sizeof(float));
             }
-            /* the new state: the last K - 1 inputs of (carried state, this batch's inputs); slot m
-             * reads slot n + m > m of the old state, not yet overwritten */
+            /* then the new state: the last K - 1 of those inputs; slot m reads slot n + m > m of
+             * the old state, not yet overwritten (out never aliases in[0]: the op is not in place) */
             for (int32_t m = 0; m < K - 1; m++) {
                 const int32_t at = n + m;
                 if (at < K - 1) {
@@ -110,16 +109,6 @@ void rlx_cpu_ssm_conv(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
                     const float *x = rowp(r, s->node.in[0], r->seq_tok[lo + at - (K - 1)]) + b0;
                     for (int64_t cc = 0; cc < nb; cc++) cs[cc * (K - 1) + m] = x[cc];
                 }
-            }
-            for (int32_t i = lo + K - 1; i < hi; i++) {
-                const float *xs[SSM_MAX_KERNEL];
-                for (int32_t j = 0; j < K; j++) xs[j] = rowp(r, s->node.in[0], r->seq_tok[i - (K - 1) + j]) + b0;
-                float *y = rowp(r, s->out, r->seq_tok[i]) + b0;
-                float acc[SSM_CONV_BLOCK];
-                for (int64_t cc = 0; cc < nb; cc++) acc[cc] = 0.0f;
-                for (int32_t j = 0; j < K; j++)
-                    for (int64_t cc = 0; cc < nb; cc++) acc[cc] += xs[j][cc] * wt[j][cc];
-                memcpy(y, acc, (size_t)nb * sizeof *y);
             }
         }
     }
