@@ -456,13 +456,13 @@ KINLINE void tile8_q4_k_il(const rlx_block_q4_k *const *w, const rlx_block_q8_k 
                 const __m256i b = _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32((p / 2) * 4 + p % 2));
                 const __m256i mp = _mm256_madd_epi16(mw[p], b);
                 const __m256i isum = _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows8, ps[t][p]));
-                if (!batched) { /* the gemv: one update per super-block with the exact integer sums */
+                if (batched) { /* the gemm: one update per pair of sub-blocks */
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scl, acc[t]);
+                    accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mp), scm, accm[t]);
+                } else { /* the gemv: one per super-block, with the exact integer sums */
                     isum_all = _mm256_add_epi32(isum_all, isum);
                     msum_all = _mm256_add_epi32(msum_all, mp);
-                    continue;
                 }
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scl, acc[t]);
-                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mp), scm, accm[t]);
             }
             if (!batched) {
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum_all), scl, acc[t]);
