@@ -390,18 +390,16 @@ TEST(q4_k_extremes_match_scalar)
             if (n == 3) for (int j = 0; j < 12; j++) b->scales[j] = (uint8_t)(0x5A + 37 * j);
             memset(b->qs, n % 2 ? 0xFF : 0xF0, sizeof b->qs); /* levels 15 (odd rows), 0/15 (even) */
         }
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < nb; i++) {
-            rlx_block_q8_k *y = &a[t * nb + i];
-            y->d = 0.5f + 0.25f * (float)t;
-            for (int j = 0; j < RLX_QK_K; j++)
-                y->qs[j] = (int8_t)(t % 3 == 0 ? 127 : t % 3 == 1 ? -127 : (j % 7 ? 127 : -127));
-            for (int j = 0; j < RLX_QK_K / 16; j++) {
-                int sum = 0;
-                for (int l = 0; l < 16; l++) sum += y->qs[16 * j + l];
-                y->bsums[j] = (int16_t)sum;
-            }
-        }
+    /* activations of one magnitude quantize to +-127 everywhere (a row of one sign to -127, a
+     * row whose first value is negative to +127 where positive) */
+    float x[512];
+    for (int64_t t = 0; t < T; t++) {
+        const float m = 0.5f + 0.25f * (float)t;
+        for (int j = 0; j < K; j++) x[j] = t % 3 == 1 ? m : (j % (t % 3 ? 7 : 256) ? m : -m);
+        ASSERT_EQ(rlx_quantize_row(RLX_Q8_K, x, &a[t * nb], K), 0);
+        for (int64_t i = 0; i < nb; i++)
+            for (int j = 0; j < RLX_QK_K; j++) ASSERT_EQ(abs(a[t * nb + i].qs[j]), 127);
+    }
     const size_t arow = (size_t)nb * sizeof *a;
     float ref[9 * 11], got[9 * 11];
     int ran = 0;
