@@ -6,7 +6,8 @@
  *     recognised by its structure and regexes (k_pre below) and named as llama.cpp names it
  *     (tokenizer.ggml.pre), since tok_bpe.c runs llama.cpp's regex for that name.
  *   - BPE with byte_fallback (SentencePiece converted: normalizer Prepend("▁") + Replace, or a
- *     Metaspace pre-tokenizer): "llama". llama.cpp's SentencePiece tokenizer merges the pair of
+ *     Metaspace pre-tokenizer; Gemma's Split(" ") after the Replace, which never matches, is
+ *     accepted as the no-op it is): "llama". llama.cpp's SentencePiece tokenizer merges the pair of
  *     highest score whose concatenation is a token; each merged token gets the score -rank of
  *     the first merge that makes it, so that order is the merges' order (llama.cpp's own HF path
  *     gives every token -1000, which loses it).
@@ -248,11 +249,44 @@ static int specials(rlx_gguf_writer *w, const vocab *v, const cJSON *tc, const c
     return rc;
 }
 
+/* The text a normalizer step adds (Replace's content, Prepend's, Append's), or NULL for another kind */
+static const char *step_text(const cJSON *s)
+{
+    const cJSON *t = is_type(s, "Replace") ? get(s, "content") : is_type(s, "Prepend") ? get(s, "prepend")
+                   : is_type(s, "Append") ? get(s, "append") : NULL;
+    return cJSON_IsString(t) ? t->valuestring : NULL;
+}
+
+/* Whether pre-tokenizer pre is a Split on one character that the normalizer (run before it) has
+ * replaced by something else, with nothing after that bringing it back, so the Split never
+ * matches: transformers' GemmaConverter writes Split(" ", merged_with_previous) after
+ * Replace(" ", "▁"). */
+static bool replaced_away(const cJSON *norm, const cJSON *pre)
+{
+    const cJSON *pat = is_type(pre, "Split") ? get(pre, "pattern") : NULL, *str = pat ? get(pat, "String") : NULL;
+    if (!cJSON_IsString(str) || !norm || cJSON_IsTrue(get(pre, "invert"))) return false;
+    const char *x = str->valuestring;
+    size_t n = strlen(x);
+    if (!n || n > 4 || (n > 1 && ((unsigned char)x[0] < 0xC0 || (int)n != ((unsigned char)x[0] >= 0xF0 ? 4 : (unsigned char)x[0] >= 0xE0 ? 3 : 2))))
+        return false; /* one code point: no replacement can make it across a boundary */
+    const cJSON *steps = is_type(norm, "Sequence") ? get(norm, "normalizers") : NULL;
+    bool gone = false;
+    for (const cJSON *s = steps ? steps->child : norm; s; s = steps ? s->next : NULL) {
+        const char *text = step_text(s);
+        const cJSON *sp = is_type(s, "Replace") ? get(s, "pattern") : NULL, *ss = sp ? get(sp, "String") : NULL;
+        if (!text) gone = false; /* another normalizer could make anything */
+        else if (cJSON_IsString(ss) && !strcmp(ss->valuestring, x) && !strstr(text, x)) gone = true;
+        else if (strstr(text, x)) gone = false;
+    }
+    return gone;
+}
+
 /* byte_fallback BPE: SentencePiece-style unless the pieces are not "▁"-marked */
 static int spm_prefix(const cJSON *tj, bool *add_space_prefix, rlx_error *err)
 {
     const cJSON *norm = get(tj, "normalizer"), *pre = get(tj, "pre_tokenizer");
     *add_space_prefix = false;
+    if (pre && replaced_away(norm, pre)) pre = NULL; /* a no-op: Gemma's Split(" ") after Replace(" ", "▁") */
     if (pre) {
         if (!is_type(pre, "Metaspace"))
             return rlx_errorf(err, RLX_EUNSUPPORTED, "tokenizer.json: pre-tokenizer %s with a byte_fallback BPE is not "

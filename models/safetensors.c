@@ -145,15 +145,20 @@ int rlx_model_open(rlx_gguf **out, const char *path, rlx_error *err)
 typedef struct hf_arch {
     const char *hf, *arch;
     bool permute_qk;      /* llama.cpp's converter permutes q/k rows (Llama's interleaved RoPE) */
-    bool gemma;           /* Gemma 2: norms stored as w - 1 (the converter adds 1), four norms per
-                             block, soft-capping and a sliding window, lm_head ignored */
+    bool gemma;           /* Gemma 2 and 3: norms stored as w - 1 (the converter adds 1), four norms
+                             per block, a sliding window, lm_head ignored */
+    bool gemma3;          /* Gemma 3: q/k norms, no attention soft-capping, a local RoPE base for the
+                             sliding layers; the language model of a multimodal checkpoint is read
+                             (tensors under language_model., vision tensors skipped) */
 } hf_arch;
 
 static const hf_arch k_archs[] = {
-    {"LlamaForCausalLM", "llama", true, false},
-    {"Qwen2ForCausalLM", "qwen2", false, false},
-    {"Qwen3ForCausalLM", "qwen3", false, false},
-    {"Gemma2ForCausalLM", "gemma2", false, true},
+    {"LlamaForCausalLM", "llama", true, false, false},
+    {"Qwen2ForCausalLM", "qwen2", false, false, false},
+    {"Qwen3ForCausalLM", "qwen3", false, false, false},
+    {"Gemma2ForCausalLM", "gemma2", false, true, false},
+    {"Gemma3ForCausalLM", "gemma3", false, true, true},
+    {"Gemma3ForConditionalGeneration", "gemma3", false, true, true},
 };
 
 static const cJSON *obj(const cJSON *o, const char *key)
@@ -195,6 +200,78 @@ typedef struct hparams {
     int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab;
     bool tied;
 } hparams;
+
+/* Gemma 2 / 3 keys as convert_hf_to_gguf.py writes them. query_pre_attn_scalar must be the
+ * query scale llama.cpp's graphs use (head_dim; n_embd / n_head for the 27B shapes): any other
+ * value is refused rather than giving other numbers. Gemma 3: no attention soft-capping; the
+ * sliding layers from layer_types (per-layer flags) or sliding_window_pattern (every n-th layer
+ * global; 1: none slides), with rope_local_base_freq as their RoPE base. */
+static int gemma_keys(rlx_gguf_writer *w, const cJSON *c, const char *dir, const hparams *h, rlx_error *err)
+{
+    const char *arch = h->a->arch;
+    const cJSON *v;
+    int64_t sw = 0, qpas = 0, pattern = -1;
+    int rc;
+    if ((rc = cfg_int(c, dir, "sliding_window", &sw, false, err)) > 0 ||
+        (rc = cfg_int(c, dir, "query_pre_attn_scalar", &qpas, false, err)) > 0)
+        return rc;
+    int64_t hd = h->head_dim ? h->head_dim : h->n_embd / h->n_head;
+    int64_t want = h->n_layer == (h->a->gemma3 ? 62 : 46) ? h->n_embd / h->n_head : hd;
+    if (qpas && qpas != want)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "%s/config.json: query_pre_attn_scalar %lld is not supported for this shape "
+                          "(llama.cpp's graph scales queries by 1/sqrt(%lld))", dir, (long long)qpas, (long long)want);
+    rc = 0;
+    if (!h->a->gemma3) {
+        rc = sw ? set_u32(w, arch, "attention.sliding_window", sw) : 0;
+        const char *caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+        for (size_t i = 0; !rc && i < RLX_ARRAY_LEN(caps); i++)
+            if ((v = obj(c, caps[i])) && cJSON_IsNumber(v)) rc = set_f32(w, arch, caps[i], v->valuedouble);
+        return rc ? rlx_errorf(err, rc, "%s: %s", dir, rlx_gguf_writer_last_error(w)) : 0;
+    }
+    if (obj(c, "attn_logit_softcapping"))
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "%s/config.json: attn_logit_softcapping is set; Gemma 3 has no attention "
+                          "soft-capping", dir);
+    if ((v = obj(c, "final_logit_softcapping"))) {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0)
+            return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'final_logit_softcapping' must be a non-negative number", dir);
+        rc = set_f32(w, arch, "final_logit_softcapping", v->valuedouble);
+    }
+    if (!rc && (rc = cfg_int(c, dir, "sliding_window_pattern", &pattern, false, err)) > 0) return rc;
+    if (pattern == 0) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'sliding_window_pattern' must be positive", dir);
+    const cJSON *lt = obj(c, "layer_types");
+    rc = 0;
+    if (lt) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != h->n_layer)
+            return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'layer_types' must list one type per layer (%lld)", dir,
+                              (long long)h->n_layer);
+        uint8_t *flags = calloc((size_t)h->n_layer, 1);
+        if (!flags) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        int64_t l = 0;
+        cJSON_ArrayForEach(v, lt) {
+            const char *t = cJSON_IsString(v) ? v->valuestring : "";
+            if (!strcmp(t, "sliding_attention")) flags[l] = 1;
+            else if (strcmp(t, "full_attention")) {
+                free(flags);
+                return rlx_errorf(err, RLX_EUNSUPPORTED, "%s/config.json: layer_types[%lld] '%.40s' is not supported "
+                                  "(sliding_attention, full_attention)", dir, (long long)l, t);
+            }
+            l++;
+        }
+        char k[128];
+        snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", arch);
+        rc = rlx_gguf_writer_set_arr(w, k, RLX_GGUF_BOOL, flags, (uint64_t)h->n_layer);
+        free(flags);
+    } else if (pattern > 1 && pattern != 6) { /* 6: llama.cpp's default for Gemma 3 */
+        rc = set_u32(w, arch, "attention.sliding_window_pattern", pattern);
+    }
+    if (!rc && sw && (lt || pattern != 1)) rc = set_u32(w, arch, "attention.sliding_window", sw);
+    if (!rc && (v = obj(c, "rope_local_base_freq"))) {
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+            return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'rope_local_base_freq' must be a positive number", dir);
+        rc = set_f32(w, arch, "rope.freq_base_swa", v->valuedouble);
+    }
+    return rc ? rlx_errorf(err, rc, "%s: %s", dir, rlx_gguf_writer_last_error(w)) : 0;
+}
 
 /* config.json -> the keys convert_hf_to_gguf.py writes for these families */
 static int config_keys(rlx_gguf_writer *w, const cJSON *c, const char *dir, hparams *h, rlx_error *err)
@@ -253,20 +330,37 @@ static int config_keys(rlx_gguf_writer *w, const cJSON *c, const char *dir, hpar
         if (!cJSON_IsNumber(v)) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'rms_norm_eps' must be a number", dir);
         rc = set_f32(w, arch, "attention.layer_norm_rms_epsilon", v->valuedouble);
     }
-    if (!rc && h->a->gemma) {
-        int64_t sw = 0;
-        if ((rc = cfg_int(c, dir, "sliding_window", &sw, false, err)) > 0) return rc;
-        rc = sw ? set_u32(w, arch, "attention.sliding_window", sw) : 0;
-        const char *caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
-        for (size_t i = 0; !rc && i < RLX_ARRAY_LEN(caps); i++)
-            if ((v = obj(c, caps[i])) && cJSON_IsNumber(v)) rc = set_f32(w, arch, caps[i], v->valuedouble);
+    if (!rc && h->a->gemma && (rc = gemma_keys(w, c, dir, h, err))) return rc;
+    /* RoPE as transformers v5 writes it: rope_parameters, flat or per layer type (Gemma 3:
+     * full_attention for the global layers, sliding_attention for the sliding ones) */
+    const cJSON *rp = obj(c, "rope_parameters"), *rs = obj(c, "rope_scaling");
+    if (!rc && rp) {
+        if (!cJSON_IsObject(rp)) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'rope_parameters' must be an object", dir);
+        const cJSON *full = obj(rp, "full_attention"), *slide = obj(rp, "sliding_attention");
+        if (full || slide) {
+            if ((full && !cJSON_IsObject(full)) || (slide && !cJSON_IsObject(slide)))
+                return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: rope_parameters' entries must be objects", dir);
+            if (slide && !h->a->gemma3)
+                return rlx_errorf(err, RLX_EUNSUPPORTED, "%s/config.json: per-layer-type rope_parameters are read for Gemma 3 only", dir);
+            if (slide && (v = obj(slide, "rope_theta")) && !obj(c, "rope_local_base_freq")) {
+                if (!cJSON_IsNumber(v)) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'rope_theta' must be a number", dir);
+                if ((v = obj(slide, "rope_type")) && (!cJSON_IsString(v) || strcmp(v->valuestring, "default")))
+                    return rlx_errorf(err, RLX_EUNSUPPORTED, "%s/config.json: the sliding layers' RoPE must be 'default' (no scaling)", dir);
+                rc = set_f32(w, arch, "rope.freq_base_swa", obj(slide, "rope_theta")->valuedouble);
+            }
+            rp = full;
+        }
+        if (!rc && rp && (v = obj(rp, "rope_theta")) && !obj(c, "rope_theta")) {
+            if (!cJSON_IsNumber(v)) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'rope_theta' must be a number", dir);
+            rc = set_f32(w, arch, "rope.freq_base", v->valuedouble);
+        }
+        if (!rs) rs = rp;
     }
-    const cJSON *rs = obj(c, "rope_scaling");
     if (!rc && rs) {
         const cJSON *t = obj(rs, "rope_type");
         if (!t) t = obj(rs, "type");
         const cJSON *f = obj(rs, "factor");
-        const char *ty = cJSON_IsString(t) ? t->valuestring : "";
+        const char *ty = cJSON_IsString(t) ? t->valuestring : rs == rp ? "default" : "";
         if (!strcmp(ty, "default")) {
         } else if ((!strcmp(ty, "linear") || !strcmp(ty, "llama3")) && cJSON_IsNumber(f)) {
             char k[128];
@@ -469,8 +563,9 @@ static int load_weights(const char *dir, st_owned *o, st_set *set, rlx_error *er
 }
 
 /* HF name -> llama.cpp name (false: not a tensor of these families) */
-static bool map_name(const char *hf, char *out, size_t cap, bool *skip, bool gemma)
+static bool map_name(const char *hf, char *out, size_t cap, bool *skip, const hf_arch *a)
 {
+    bool gemma = a->gemma;
     static const char *const gemma_blk[][2] = {
         {"post_attention_layernorm.weight", "post_attention_norm.weight"},
         {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
@@ -490,6 +585,21 @@ static bool map_name(const char *hf, char *out, size_t cap, bool *skip, bool gem
         {"mlp.up_proj.weight", "ffn_up.weight"}, {"mlp.down_proj.weight", "ffn_down.weight"},
     };
     *skip = false;
+    char lm[256];
+    if (a->gemma3) {
+        /* a multimodal checkpoint: the vision tower and projector are not the language model's;
+         * "language_model." is dropped wherever it sits (language_model.model.layers... in older
+         * exports, model.language_model.layers... in newer ones), as llama.cpp's converter does */
+        static const char *const vision[] = {"vision_tower.", "multi_modal_projector.", "multimodal_projector.", "vision_model.",
+                                             "model.vision_tower.", "model.multi_modal_projector."};
+        for (size_t i = 0; i < RLX_ARRAY_LEN(vision); i++)
+            if (!strncmp(hf, vision[i], strlen(vision[i]))) { *skip = true; return true; }
+        const char *at = strstr(hf, "language_model.");
+        if (at && strlen(hf) < sizeof lm) {
+            snprintf(lm, sizeof lm, "%.*s%s", (int)(at - hf), hf, at + strlen("language_model."));
+            hf = lm;
+        }
+    }
     for (size_t i = 0; i < RLX_ARRAY_LEN(glob); i++)
         if (!strcmp(hf, glob[i][0])) { snprintf(out, cap, "%s", glob[i][1]); return true; }
     unsigned layer;
@@ -533,7 +643,7 @@ static int add_tensors(rlx_gguf *g, const char *dir, const hparams *hp, st_set *
     for (size_t i = 0; !rc && i < set->n; i++) {
         const st_tensor *x = &set->v[i];
         bool skip;
-        if (!map_name(x->hf, names[n], sizeof names[n], &skip, hp->a->gemma)) {
+        if (!map_name(x->hf, names[n], sizeof names[n], &skip, hp->a)) {
             rc = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: tensor '%.200s' is not one rlxd maps for %s models", dir, x->hf,
                             hp->a->hf);
             break;
@@ -605,6 +715,27 @@ static void set_free(st_set *s)
     free(s->v);
 }
 
+/* A multimodal checkpoint's language model: text_config's entries over the top level's, as
+ * convert_hf_to_gguf.py merges them ("architectures" stays the top level's). */
+static int merge_text_config(cJSON *cfg, const char *dir, rlx_error *err)
+{
+    const cJSON *tc = obj(cfg, "text_config"), *e;
+    if (!tc) return 0;
+    if (!cJSON_IsObject(tc)) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'text_config' must be an object", dir);
+    cJSON *copy = cJSON_Duplicate(tc, true);
+    if (!copy) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    cJSON_ArrayForEach(e, copy) {
+        if (!e->string || !strcmp(e->string, "architectures")) continue;
+        cJSON *d = cJSON_Duplicate(e, true);
+        if (!d) { cJSON_Delete(copy); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+        bool ok = cJSON_GetObjectItemCaseSensitive(cfg, e->string) ? cJSON_ReplaceItemInObjectCaseSensitive(cfg, e->string, d)
+                                                                     : cJSON_AddItemToObject(cfg, e->string, d);
+        if (!ok) { cJSON_Delete(d); cJSON_Delete(copy); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+    }
+    cJSON_Delete(copy);
+    return 0;
+}
+
 int rlx_st_open(rlx_gguf **out, const char *dir_in, rlx_error *err)
 {
     *out = NULL;
@@ -622,6 +753,7 @@ int rlx_st_open(rlx_gguf **out, const char *dir_in, rlx_error *err)
     if (!o || !w) rc = rlx_errorf(err, RLX_ENOMEM, "out of memory");
     if (!rc) rc = read_json(dir, "config.json", &cfg, true, err);
     if (!rc && !cJSON_IsObject(cfg)) rc = rlx_errorf(err, RLX_EFORMAT, "%s/config.json: not a JSON object", dir);
+    if (!rc) rc = merge_text_config(cfg, dir, err);
     if (!rc) rc = config_keys(w, cfg, dir, &hp, err);
     if (!rc) rc = load_weights(dir, o, &set, err);
     int64_t rows = 0;

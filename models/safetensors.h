@@ -12,10 +12,13 @@
  * and a tensor whose data is not aligned to its element size (safetensors pads nothing).
  * The handle owns every mapping and copy (released by rlx_gguf_close).
  *
- * Supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM (norms + 1 as
- * the converter adds it, in the checkpoint's type) with F32, F16 and BF16 weights;
- * tokenizer.json model BPE, byte-level (with the pre-tokenizers of models/hf_tokenizer.c's table)
- * or with byte_fallback (SentencePiece-style, as llama.cpp's "llama" vocabulary). Anything else is
+ * Supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM
+ * and Gemma3ForConditionalGeneration's language model (text_config over the top level, tensors
+ * without "language_model.", vision tensors skipped) - Gemma's norms + 1 as the converter adds it,
+ * in the checkpoint's type - with F32, F16 and BF16 weights; tokenizer.json model BPE, byte-level
+ * (with the pre-tokenizers of models/hf_tokenizer.c's table) or with byte_fallback
+ * (SentencePiece-style, as llama.cpp's "llama" vocabulary; Gemma's no-op Split(" ") after
+ * Replace(" ", "▁") accepted). Anything else is
  * RLX_EUNSUPPORTED naming what is missing.
  *
  * Threads: synchronous, no global state; any thread but the loop thread (it reads whole files). */

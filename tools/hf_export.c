@@ -250,6 +250,9 @@ int rlx_hf_export_tokenizer(const rlx_gguf *g, const char *dir, rlx_error *err)
     if (spm) {
         bool asp = true;
         rlx_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &asp, NULL);
+        rlx_gguf_str ga = {"", 0};
+        rlx_gguf_get_str(g, "general.architecture", &ga, NULL);
+        bool gemma = (ga.len == 6 && !memcmp(ga.ptr, "gemma2", 6)) || (ga.len == 6 && !memcmp(ga.ptr, "gemma3", 6));
         cJSON *norm = cJSON_CreateObject(), *steps = cJSON_CreateArray();
         cJSON_AddStringToObject(norm, "type", "Sequence");
         cJSON_AddItemToObject(norm, "normalizers", steps);
@@ -265,8 +268,23 @@ int rlx_hf_export_tokenizer(const rlx_gguf *g, const char *dir, rlx_error *err)
         cJSON_AddItemToObject(r, "pattern", pat);
         cJSON_AddStringToObject(r, "content", "\xe2\x96\x81");
         cJSON_AddItemToArray(steps, r);
+        if (gemma && !asp) { /* GemmaConverter: the Replace alone */
+            cJSON_DetachItemViaPointer(steps, r);
+            cJSON_Delete(norm);
+            norm = r;
+        }
         cJSON_AddItemToObject(root, "normalizer", norm);
-        cJSON_AddNullToObject(root, "pre_tokenizer");
+        if (gemma) { /* GemmaConverter's Split(" ", merged_with_previous): after the Replace, a no-op */
+            cJSON *sp = cJSON_CreateObject(), *sp_pat = cJSON_CreateObject();
+            cJSON_AddStringToObject(sp, "type", "Split");
+            cJSON_AddStringToObject(sp_pat, "String", " ");
+            cJSON_AddItemToObject(sp, "pattern", sp_pat);
+            cJSON_AddStringToObject(sp, "behavior", "MergedWithPrevious");
+            cJSON_AddBoolToObject(sp, "invert", false);
+            cJSON_AddItemToObject(root, "pre_tokenizer", sp);
+        } else {
+            cJSON_AddNullToObject(root, "pre_tokenizer");
+        }
         cJSON_AddBoolToObject(m, "byte_fallback", true);
         if (unk >= 0) cJSON_AddStringToObject(m, "unk_token", t.text[unk]);
         cJSON *ms = spm_merges(&t);
@@ -406,18 +424,23 @@ static int write_st(const char *path, const xt *ts, size_t t0, size_t t1, rlx_er
     return fclose(f) ? rlx_errorf(err, RLX_EIO, "%s: write error", path) : 0;
 }
 
-int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, rlx_error *err)
+int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, unsigned flags, rlx_error *err)
 {
     rlx_gguf_str as;
     int rc = rlx_gguf_get_str(g, "general.architecture", &as, err);
     if (rc) return rc;
     char arch[32];
     snprintf(arch, sizeof arch, "%.*s", (int)(as.len < 31 ? as.len : 31), as.ptr);
+    bool gemma3 = !strcmp(arch, "gemma3"), multimodal = gemma3 && (flags & RLX_HF_EXPORT_MULTIMODAL);
     const char *cls = !strcmp(arch, "llama") ? "LlamaForCausalLM" : !strcmp(arch, "qwen2") ? "Qwen2ForCausalLM"
-                    : !strcmp(arch, "qwen3") ? "Qwen3ForCausalLM" : !strcmp(arch, "gemma2") ? "Gemma2ForCausalLM" : NULL;
+                    : !strcmp(arch, "qwen3") ? "Qwen3ForCausalLM" : !strcmp(arch, "gemma2") ? "Gemma2ForCausalLM"
+                    : multimodal ? "Gemma3ForConditionalGeneration" : gemma3 ? "Gemma3ForCausalLM" : NULL;
     if (!cls)
-        return rlx_errorf(err, RLX_EUNSUPPORTED, "architecture '%s' has no Hugging Face export here (llama, qwen2, qwen3, gemma2)", arch);
-    bool gemma = !strcmp(arch, "gemma2");
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "architecture '%s' has no Hugging Face export here (llama, qwen2, qwen3, gemma2, "
+                          "gemma3)", arch);
+    if ((flags & RLX_HF_EXPORT_MULTIMODAL) && !multimodal)
+        return rlx_errorf(err, RLX_EUNSUPPORTED, "the multimodal layout is written for gemma3 only");
+    bool gemma = !strcmp(arch, "gemma2") || gemma3;
     if (mkdir(dir, 0755) && errno != EEXIST) return rlx_errorf(err, RLX_EIO, "%s: cannot create: %s", dir, strerror(errno));
     uint32_t n_embd = key_u32(g, arch, "embedding_length", 0), n_head = key_u32(g, arch, "attention.head_count", 1);
     uint32_t n_head_kv = key_u32(g, arch, "attention.head_count_kv", n_head);
@@ -430,10 +453,19 @@ int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, rlx_error *e
     if (rlx_gguf_find(g, k) || rlx_gguf_find_tensor(g, "rope_freqs.weight"))
         return rlx_errorf(err, RLX_EUNSUPPORTED, "RoPE scaling is not exported");
 
-    cJSON *c = cJSON_CreateObject(), *a = cJSON_CreateArray();
+    cJSON *top = cJSON_CreateObject(), *a = cJSON_CreateArray(), *c = top;
     cJSON_AddItemToArray(a, cJSON_CreateString(cls));
-    cJSON_AddItemToObject(c, "architectures", a);
-    cJSON_AddStringToObject(c, "model_type", arch);
+    cJSON_AddItemToObject(top, "architectures", a);
+    if (multimodal) { /* Gemma3ForConditionalGeneration: the language model's settings in text_config */
+        cJSON_AddStringToObject(top, "model_type", "gemma3");
+        c = cJSON_AddObjectToObject(top, "text_config");
+        cJSON_AddStringToObject(c, "model_type", "gemma3_text");
+        cJSON *vc = cJSON_AddObjectToObject(top, "vision_config");
+        cJSON_AddStringToObject(vc, "model_type", "siglip_vision_model");
+        cJSON_AddNumberToObject(vc, "hidden_size", 8);
+    } else {
+        cJSON_AddStringToObject(c, "model_type", gemma3 ? "gemma3_text" : arch);
+    }
     cJSON_AddNumberToObject(c, "hidden_size", n_embd);
     cJSON_AddNumberToObject(c, "intermediate_size", key_u32(g, arch, "feed_forward_length", 0));
     cJSON_AddNumberToObject(c, "num_hidden_layers", key_u32(g, arch, "block_count", 0));
@@ -446,26 +478,72 @@ int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, rlx_error *e
     cJSON_AddNumberToObject(c, "vocab_size", (double)emb->ne[1]);
     cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
-    if (gemma) {
+    if (gemma3) {
+        /* as a Gemma 3 checkpoint says it (convert_hf_to_gguf.py's inverse) */
+        uint32_t n_layer = key_u32(g, arch, "block_count", 0), sw = key_u32(g, arch, "attention.sliding_window", 0);
+        cJSON_AddNumberToObject(c, "query_pre_attn_scalar", n_layer == 62 ? n_embd / n_head : head_dim);
+        cJSON_AddNullToObject(c, "attn_logit_softcapping");
+        snprintf(k, sizeof k, "%s.final_logit_softcapping", arch);
+        if (rlx_gguf_find(g, k)) cJSON_AddNumberToObject(c, "final_logit_softcapping", key_num(g, arch, "final_logit_softcapping", 0));
+        else cJSON_AddNullToObject(c, "final_logit_softcapping");
+        cJSON_AddNumberToObject(c, "rope_local_base_freq", key_num(g, arch, "rope.freq_base_swa", 10000.0f));
+        snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", arch);
+        const rlx_gguf_value *pv = rlx_gguf_find(g, k);
+        if (!sw) { /* no window: every layer global */
+            cJSON_AddNumberToObject(c, "sliding_window", 4096);
+            cJSON_AddNumberToObject(c, "sliding_window_pattern", 1);
+        } else if (pv && pv->type == RLX_GGUF_ARRAY && pv->arr.n == n_layer &&
+                   (pv->arr.type == RLX_GGUF_BOOL || pv->arr.type == RLX_GGUF_UINT8 || pv->arr.type == RLX_GGUF_INT8)) {
+            cJSON_AddNumberToObject(c, "sliding_window", sw);
+            cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+            for (uint32_t l = 0; l < n_layer; l++)
+                cJSON_AddItemToArray(lt, cJSON_CreateString(((const uint8_t *)pv->arr.data)[l] ? "sliding_attention" : "full_attention"));
+        } else if (pv && pv->type != RLX_GGUF_ARRAY) {
+            cJSON_AddNumberToObject(c, "sliding_window", sw);
+            cJSON_AddNumberToObject(c, "sliding_window_pattern", key_u32(g, arch, "attention.sliding_window_pattern", 6));
+        } else if (pv) {
+            cJSON_Delete(top);
+            return rlx_errorf(err, RLX_EUNSUPPORTED, "%s has a form this export does not write", k);
+        } else {
+            cJSON_AddNumberToObject(c, "sliding_window", sw);
+            cJSON_AddNumberToObject(c, "sliding_window_pattern", 6);
+        }
+    } else if (gemma) {
         cJSON_AddNumberToObject(c, "sliding_window", key_u32(g, arch, "attention.sliding_window", 4096));
         cJSON_AddNumberToObject(c, "attn_logit_softcapping", key_num(g, arch, "attn_logit_softcapping", 50.0f));
         cJSON_AddNumberToObject(c, "final_logit_softcapping", key_num(g, arch, "final_logit_softcapping", 30.0f));
         snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", arch);
-        if (rlx_gguf_find(g, k)) { cJSON_Delete(c); return rlx_errorf(err, RLX_EUNSUPPORTED, "a sliding window pattern is not exported"); }
+        if (rlx_gguf_find(g, k)) { cJSON_Delete(top); return rlx_errorf(err, RLX_EUNSUPPORTED, "a sliding window pattern is not exported"); }
     }
-    rc = write_json(dir, "config.json", c, err);
-    cJSON_Delete(c);
+    rc = write_json(dir, "config.json", top, err);
+    cJSON_Delete(top);
     if (!rc) rc = rlx_hf_export_tokenizer(g, dir, err);
     if (rc) return rc;
 
-    uint64_t n = rlx_gguf_n_tensors(g);
+    /* a multimodal checkpoint also holds a vision tower and projector, which loading skips */
+    static const float vis_data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    static const rlx_gguf_tensor vis[2] = {
+        {.name = "vision_tower.vision_model.embeddings.patch_embedding.weight", .n_dims = 2, .ne = {4, 2, 1, 1},
+         .type = RLX_F32, .data = vis_data, .size = sizeof vis_data},
+        {.name = "multi_modal_projector.mm_input_projection_weight", .n_dims = 2, .ne = {2, 4, 1, 1}, .type = RLX_F32,
+         .data = vis_data, .size = sizeof vis_data},
+    };
+    uint64_t n_model = rlx_gguf_n_tensors(g), n = n_model + (multimodal ? RLX_ARRAY_LEN(vis) : 0);
     xt *ts = calloc(n ? n : 1, sizeof *ts);
     if (!ts) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    for (uint64_t i = 0; !rc && i < n; i++) {
+    for (uint64_t i = n_model; i < n; i++) {
+        ts[i].t = &vis[i - n_model];
+        snprintf(ts[i].name, sizeof ts[i].name, "%s", vis[i - n_model].name);
+    }
+    for (uint64_t i = 0; !rc && i < n_model; i++) {
         const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
         ts[i].t = t;
-        if (!hf_name(t->name, ts[i].name, sizeof ts[i].name, gemma))
+        char name[sizeof ts[i].name];
+        if (!hf_name(t->name, name, sizeof name, gemma))
             rc = rlx_errorf(err, RLX_EUNSUPPORTED, "tensor '%s' has no Hugging Face name here", t->name);
+        else if (snprintf(ts[i].name, sizeof ts[i].name, "%s%s", multimodal ? "language_model." : "", name) >= (int)sizeof ts[i].name)
+            rc = rlx_errorf(err, RLX_EUNSUPPORTED, "tensor name '%s' is too long", name);
+        /* (the older multimodal layout: language_model.model.layers..., language_model.lm_head...) */
         else if (t->type != RLX_F32 && t->type != RLX_F16 && t->type != RLX_BF16)
             rc = rlx_errorf(err, RLX_EUNSUPPORTED, "tensor '%s' is %s; safetensors export takes F32, F16, BF16", t->name,
                             rlx_dtype_get(t->type)->name);

@@ -2,7 +2,8 @@
 # test_safetensors.sh - Hugging Face folders end to end. rlxd-hf-export writes a folder
 # (config.json, model.safetensors or shards + index, tokenizer.json, tokenizer_config.json) from
 # a synthetic GGUF; through -m FOLDER, `rlxd logits` must print the GGUF's logits byte for byte
-# (llama, qwen3, qwen2 and gemma2 f32 from ../shared, qwen3 f16 in 3 shards, llama bf16), `rlxd tokenize` the
+# (llama, qwen3, qwen2 and gemma2 f32 from ../shared, gemma3 as Gemma3ForCausalLM and as a
+# multimodal Gemma3ForConditionalGeneration checkpoint, qwen3 f16 in 3 shards, llama bf16), `rlxd tokenize` the
 # same ids; `rlxd check` says SUPPORTED, `rlxd inspect` describes it; `rlxd serve -m FOLDER` and
 # --models-dir (the folder listed by name, loaded on demand) answer with the GGUF's greedy text;
 # an unsupported architecture is a clear error.
@@ -19,7 +20,7 @@ TOK=1,5,9,200,3,77,12
 same_logits() { # NAME GGUF [SHARDS]
     local name=$1 gguf=$2 shards=${3:-1} dir="$TMP/hf/$1"
     mkdir -p "$TMP/hf"
-    "$EXPORT" "$gguf" "$dir" --shards "$shards" || fail "export $name"
+    "$EXPORT" "$gguf" "$dir" --shards "$shards" ${EXPORT_FLAGS:-} || fail "export $name"
     if [ "$shards" -gt 1 ]; then
         [ -f "$dir/model.safetensors.index.json" ] || fail "$name: no index for $shards shards"
         [ "$(ls "$dir"/model-*-of-*.safetensors | wc -l)" -eq "$shards" ] || fail "$name: shard count"
@@ -33,6 +34,16 @@ same_logits llama-f32 "$LLAMA"
 same_logits qwen3-f32 "$QWEN3"
 [ -f "$SHARED/models/synth-qwen2-tiny-f32.gguf" ] && same_logits qwen2-f32 "$SHARED/models/synth-qwen2-tiny-f32.gguf"
 [ -f "$SHARED/models/synth-gemma2-tiny-f32.gguf" ] && same_logits gemma2-f32 "$SHARED/models/synth-gemma2-tiny-f32.gguf"
+GEMMA2="$SHARED/models/synth-gemma2-tiny-f32.gguf"
+if [ -f "$GEMMA2" ]; then # Gemma 3 on the gemma2 model's SentencePiece vocabulary; 13 tokens pass the window of 8
+    "$SYNTH" --arch gemma3 --preset tiny --type f32 --seed 9 --vocab-from "$GEMMA2" --sliding-window 8 --swa-pattern 1,0 \
+        -o "$TMP/gemma3.gguf" >/dev/null || fail "synth gemma3"
+    TOK=1,5,9,200,3,77,12,40,41,42,43,44,45
+    same_logits gemma3-f32 "$TMP/gemma3.gguf"
+    EXPORT_FLAGS=--multimodal same_logits gemma3-multimodal "$TMP/gemma3.gguf" 2
+    grep -q Gemma3ForConditionalGeneration "$TMP/hf/gemma3-multimodal/config.json" || fail "multimodal export"
+    TOK=1,5,9,200,3,77,12
+fi
 "$SYNTH" --arch qwen3 --preset tiny --type f16 --seed 7 -o "$TMP/qwen3-f16.gguf" >/dev/null || fail "synth qwen3 f16"
 same_logits qwen3-f16 "$TMP/qwen3-f16.gguf" 3
 "$SYNTH" --arch llama --preset tiny --type bf16 --seed 8 --vocab-from "$LLAMA" -o "$TMP/llama-bf16.gguf" >/dev/null || fail "synth llama bf16"
@@ -40,7 +51,9 @@ same_logits llama-bf16 "$TMP/llama-bf16.gguf" 2
 
 # tokenizer.json gives the GGUF tokenizer's ids, specials parsed or not
 TEXT=$'Hello world! <|im_start|>user\n 12345 \xc3\xbcn\xc3\xafc\xc3\xb6d\xc3\xa9 <s> tabs\tand  spaces'
-for m in llama-f32:"$LLAMA" qwen3-f32:"$QWEN3"; do
+MODELS="llama-f32:$LLAMA qwen3-f32:$QWEN3"
+[ -f "$TMP/gemma3.gguf" ] && MODELS="$MODELS gemma3-f32:$TMP/gemma3.gguf gemma3-multimodal:$TMP/gemma3.gguf"
+for m in $MODELS; do
     n=${m%%:*} g=${m#*:}
     for flags in "" "--parse-special" "--no-add-special"; do
         a=$("$BIN" tokenize -m "$g" -p "$TEXT" $flags) || fail "tokenize $n gguf"
@@ -48,7 +61,7 @@ for m in llama-f32:"$LLAMA" qwen3-f32:"$QWEN3"; do
         [ "$a" = "$b" ] || fail "$n tokenize $flags: folder $b, GGUF $a"
     done
 done
-ok "tokenize through tokenizer.json equals the GGUF's (llama SentencePiece, qwen3 BPE)"
+ok "tokenize through tokenizer.json equals the GGUF's (llama SentencePiece, qwen3 BPE, Gemma's form)"
 
 # check and inspect
 out=$("$BIN" check "$TMP/hf/qwen3-f16") || fail "check: exit $? ($out)"

@@ -8,6 +8,7 @@
  *   - errors: unsupported architecture, dtype, tokenizer kind, pre-tokenizer; a missing shard;
  *     a truncated header. (Logits: tests/integration/test_safetensors.sh.) */
 #include "tests/unit/test_tokenizer_vocab.h"
+#include "tests/unit/test_synth_util.h"
 #include "tools/hf_export.h"
 #include "models/safetensors.h"
 #include "models/model.h"
@@ -97,10 +98,32 @@ static int older_format(const char *dir, bool nfc)
     return 0;
 }
 
+/* Gemma's tokenizer.json (transformers' GemmaConverter): pre-tokenizer Split(" ",
+ * merged_with_previous) after the normalizer's Replace(" ", "▁"), so the Split never matches */
+static int gemma_format(const char *dir)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    size_t n;
+    char *text = rlx_read_file(p, &n);
+    cJSON *j = text ? cJSON_ParseWithLength(text, n) : NULL;
+    free(text);
+    if (!j) return 1;
+    cJSON *sp = cJSON_Parse("{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"MergedWithPrevious\",\"invert\":false}");
+    cJSON_ReplaceItemInObject(j, "pre_tokenizer", sp);
+    char *out = cJSON_PrintUnformatted(j);
+    put_file(p, out, strlen(out));
+    free(out);
+    cJSON_Delete(j);
+    return 0;
+}
+
 /* vocabulary name, vector set (NULL: none; compare on a fixed text only); older: merges as
  * strings (and NFC for byte-level ones) */
-static int check_vocab_as(const char *vocab, const char *vectors, bool older)
+enum { FORM_PLAIN, FORM_OLDER, FORM_GEMMA };
+static int check_vocab_as(const char *vocab, const char *vectors, int form)
 {
+    bool older = form == FORM_OLDER;
     tv_vocab v;
     int rc = tv_open(&v, vocab);
     if (rc) return rc;
@@ -111,6 +134,7 @@ static int check_vocab_as(const char *vocab, const char *vectors, bool older)
     rlx_gguf_str model = {"", 0};
     rlx_gguf_get_str(v.g, "tokenizer.ggml.model", &model, NULL);
     if (rlx_hf_export_tokenizer(v.g, dir, &err) || (older && older_format(dir, model.len == 4)) ||
+        (form == FORM_GEMMA && gemma_format(dir)) ||
         json_tokenizer(dir, rlx_tokenizer_n_vocab(v.t), &jt, &err)) {
         fprintf(stderr, "  %s: %s\n", vocab, err.msg);
         tv_close(&v);
@@ -154,7 +178,7 @@ static int check_vocab_as(const char *vocab, const char *vectors, bool older)
         }
     }
     fprintf(stderr, "  %-20s %zu vectors x 3 modes through tokenizer.json%s: %s\n", vocab, s.n,
-            older ? " (string merges)" : "", bad ? "MISMATCH" : "identical");
+            older ? " (string merges)" : form == FORM_GEMMA ? " (Gemma's Split pre-tokenizer)" : "", bad ? "MISMATCH" : "identical");
     tv_set_free(&s);
     rlx_tokenizer_free(jt);
     tv_close(&v);
@@ -170,12 +194,13 @@ static int check_vocab(const char *vocab, const char *vectors)
         fprintf(stderr, "  %-20s under memcheck: gpt-2's case stands for it\n", vocab);
         return 0;
     }
-    int rc = check_vocab_as(vocab, vectors, false);
+    int rc = check_vocab_as(vocab, vectors, FORM_PLAIN);
     /* the older format once more (under valgrind, RLX_MEMCHECK, only for the small SPM
      * vocabulary: the same parser code, 25 s less than the 151k-token one there) */
     bool big_ok = !getenv("RLX_MEMCHECK");
     if (rc == 0 && (!strcmp(vocab, "llama-spm") || (big_ok && !strcmp(vocab, "qwen2-reconstructed"))))
-        rc = check_vocab_as(vocab, vectors, true);
+        rc = check_vocab_as(vocab, vectors, FORM_OLDER);
+    if (rc == 0 && !strcmp(vocab, "llama-spm")) rc = check_vocab_as(vocab, vectors, FORM_GEMMA);
     return rc;
 }
 
@@ -225,6 +250,40 @@ TEST(tok_unsupported)
     write_json_file(dir, "tokenizer_config.json", "{\"bos_token\":\"<nope>\"}");
     ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "bos_token '<nope>' is not a token"), "%s", err.msg);
+    /* a byte_fallback BPE's Split is a no-op only after a Replace that takes its string away for good */
+    static const struct { const char *norm; bool ok; } splits[] = {
+        {"{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}", true},
+        {"{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},{\"type\":\"Replace\","
+         "\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}]}", true},
+        {"null", false},
+        {"{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"},"
+         "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\xe2\x96\x81\"},\"content\":\" \"}]}", false},
+        {"{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"},"
+         "{\"type\":\"Prepend\",\"prepend\":\" \"}]}", false},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(splits); i++) {
+        char tj[1024];
+        snprintf(tj, sizeof tj, "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"<unk>\":0,\"a\":1,\"\xe2\x96\x81\":2,"
+                 "\"\xe2\x96\x81" "a\":3},\"merges\":[[\"\xe2\x96\x81\",\"a\"]]},\"normalizer\":%s,\"pre_tokenizer\":{\"type\":\"Split\","
+                 "\"pattern\":{\"String\":\" \"},\"behavior\":\"MergedWithPrevious\",\"invert\":false}}", splits[i].norm);
+        write_json_file(dir, "tokenizer.json", tj);
+        write_json_file(dir, "tokenizer_config.json", "{\"add_bos_token\":false}");
+        int rc = json_tokenizer(dir, 0, &t, &err);
+        ASSERT_MSG(rc == (splits[i].ok ? 0 : RLX_EUNSUPPORTED), "case %zu: rc %d %s", i, rc, err.msg);
+        if (!splits[i].ok) {
+            ASSERT_MSG(strstr(err.msg, "pre-tokenizer Split"), "%s", err.msg);
+            continue;
+        }
+        int32_t *ids = NULL;
+        size_t n = 0;
+        ASSERT_EQ(rlx_tokenize(t, "a a", 3, false, false, &ids, &n, &err), 0);
+        ASSERT_EQ(n, 2); /* "a", "▁a" (with the Prepend: "▁a", "▁a") */
+        ASSERT_EQ(ids[1], 3);
+        ASSERT_EQ(ids[0], i == 0 ? 1 : 3);
+        free(ids);
+        rlx_tokenizer_free(t);
+    }
+    unlink(tmp_path("tok_bad/tokenizer_config.json"));
     unlink(tmp_path("tok_bad/tokenizer.json"));
     ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_ENOTFOUND);
     ASSERT_MSG(strstr(err.msg, "no tokenizer.json"), "%s", err.msg);
@@ -298,15 +357,13 @@ static int same_tensors(const rlx_gguf *a, const rlx_gguf *b)
     return 0;
 }
 
-static void roundtrip(const char *model, const char *dirname, int shards)
+static void roundtrip_path(const char *path, const char *dirname, int shards, unsigned flags)
 {
-    const char *path = rlx_test_shared(model);
-    if (!path) SKIP("../shared/%s absent", model);
     rlx_error err = {0};
     rlx_gguf *g, *h;
     ASSERT_MSG(rlx_gguf_open(&g, path, &err) == 0, "%s", err.msg);
     const char *dir = tmp_path(dirname);
-    ASSERT_MSG(rlx_hf_export(g, dir, shards, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_hf_export(g, dir, shards, flags, &err) == 0, "%s", err.msg);
     ASSERT(rlx_st_is_folder(dir));
     ASSERT_MSG(rlx_model_open(&h, dir, &err) == 0, "%s", err.msg);
     ASSERT_STR_EQ(rlx_gguf_path(h), dir);
@@ -333,12 +390,27 @@ static void roundtrip(const char *model, const char *dirname, int shards)
     ASSERT(a->attn_scale == b->attn_scale);
     ASSERT_EQ(a->rope_mode, b->rope_mode);
     ASSERT_EQ(a->tied, b->tied);
-    ASSERT_EQ(a->sliding_window, b->sliding_window);
-    ASSERT_EQ(a->swa_pattern, b->swa_pattern);
+    /* which layers slide, and by how much (a window no layer uses may be left out) */
+    bool any = false;
+    for (int l = 0; l < a->n_layer; l++) {
+        bool sa = a->sliding_window > 0 && rlx_model_layer_swa(a, l), sb = b->sliding_window > 0 && rlx_model_layer_swa(b, l);
+        ASSERT_MSG(sa == sb, "layer %d slides in one model only", l);
+        any |= sa;
+    }
+    if (any) ASSERT_EQ(a->sliding_window, b->sliding_window);
+    ASSERT(a->rope_base_swa == b->rope_base_swa && a->rope_freq_scale == b->rope_freq_scale &&
+           a->rope_freq_scale_swa == b->rope_freq_scale_swa);
     ASSERT(a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap);
     ASSERT_EQ(a->embd_scale, b->embd_scale);
     rlx_model_free(ma);
     rlx_model_free(mb);
+}
+
+static void roundtrip(const char *model, const char *dirname, int shards)
+{
+    const char *path = rlx_test_shared(model);
+    if (!path) SKIP("../shared/%s absent", model);
+    roundtrip_path(path, dirname, shards, 0);
 }
 
 TEST(llama_roundtrip) { roundtrip("models/synth-llama-tiny-f32.gguf", "llama", 1); }
@@ -351,6 +423,114 @@ TEST(qwen3_roundtrip)
 }
 TEST(qwen2_roundtrip) { roundtrip("models/synth-qwen2-tiny-f32.gguf", "qwen2", 2); } /* q/k/v biases */
 TEST(gemma2_roundtrip) { roundtrip("models/synth-gemma2-tiny-f32.gguf", "gemma2", 1); } /* norms + 1, 4 norms a block */
+/* Gemma 3 (rlxd-synth, the SentencePiece vocabulary of the gemma2 model): q/k norms + 1, the
+ * sliding layers as a number (sliding_window_pattern), as per-layer flags (layer_types) and none
+ * (pattern 1); and as a multimodal checkpoint (Gemma3ForConditionalGeneration: text_config,
+ * language_model.* tensors, a vision tower that is skipped), in shards */
+TEST(gemma3_roundtrip)
+{
+    const char *vocab = rlx_test_shared("models/synth-gemma2-tiny-f32.gguf");
+    if (!vocab) SKIP("../shared/models/synth-gemma2-tiny-f32.gguf absent");
+    static const struct { const char *args, *name; unsigned flags; int shards; } cases[] = {
+        {"--sliding-window 8", "gemma3", 0, 1},
+        {"--sliding-window 8 --swa-pattern 2", "gemma3-p2", 0, 1},
+        {"--sliding-window 8 --swa-pattern 0,1", "gemma3-flags", 0, 1},
+        {"--sliding-window 8 --swa-pattern 1", "gemma3-global", 0, 1},
+        {"--sliding-window 0", "gemma3-nowindow", 0, 1},
+        {"--sliding-window 8 --swa-pattern 0,1", "gemma3-mm", RLX_HF_EXPORT_MULTIMODAL, 2},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++) {
+        char args[512], path[512], out[64];
+        snprintf(args, sizeof args, "--arch gemma3 --preset tiny --type f32 --seed %zu --vocab-from '%s' %s", 5 + i, vocab,
+                 cases[i].args);
+        snprintf(out, sizeof out, "%s.gguf", cases[i].name);
+        if (!synth(args, out, path, sizeof path)) SKIP("rlxd-synth not built (RLX_BIN)");
+        roundtrip_path(path, cases[i].name, cases[i].shards, cases[i].flags);
+    }
+    /* the multimodal folder: vision tensors present in the files, absent from the model */
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", tmp_path("gemma3-mm"));
+    size_t n;
+    char *text = rlx_read_file(p, &n);
+    ASSERT(text && strstr(text, "Gemma3ForConditionalGeneration") && strstr(text, "\"text_config\""));
+    free(text);
+    rlx_error err = {0};
+    rlx_gguf *h;
+    ASSERT_MSG(rlx_model_open(&h, tmp_path("gemma3-mm"), &err) == 0, "%s", err.msg);
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(h); i++) ASSERT(!strstr(rlx_gguf_tensor_at(h, i)->name, "vision"));
+    ASSERT(rlx_gguf_find_tensor(h, "blk.1.attn_q_norm.weight") != NULL);
+    rlx_gguf_close(h);
+}
+
+/* Gemma 3 config.json forms and errors, on the exported folder: transformers v5's rope_parameters
+ * per layer type; attention soft-capping, a query scale llama.cpp's graph does not use,
+ * malformed layer_types and sliding_window_pattern 0 are refused, naming the key */
+static void edit_config(const char *dir, const char *key, const char *json)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    size_t n;
+    char *text = rlx_read_file(p, &n);
+    cJSON *j = text ? cJSON_ParseWithLength(text, n) : NULL;
+    free(text);
+    if (!j) return;
+    cJSON *tc = cJSON_GetObjectItem(j, "text_config");
+    cJSON *o = tc ? tc : j;
+    cJSON_DeleteItemFromObjectCaseSensitive(o, key);
+    if (json) cJSON_AddItemToObject(o, key, cJSON_Parse(json));
+    char *out = cJSON_PrintUnformatted(j);
+    put_file(p, out, strlen(out));
+    free(out);
+    cJSON_Delete(j);
+}
+
+TEST(gemma3_config)
+{
+    const char *dir = tmp_path("gemma3-mm");
+    if (!rlx_st_is_folder(dir)) test_gemma3_roundtrip(); /* run alone (RLX_TEST_ONLY) */
+    if (!rlx_st_is_folder(dir)) SKIP("gemma3_roundtrip did not run");
+    rlx_error err = {0};
+    rlx_model *m;
+    /* rope_parameters: the global layers' base and scaling, the sliding layers' own base */
+    edit_config(dir, "rope_theta", NULL);
+    edit_config(dir, "rope_local_base_freq", NULL);
+    edit_config(dir, "rope_parameters", "{\"full_attention\":{\"rope_type\":\"linear\",\"factor\":8.0,\"rope_theta\":500000},"
+                "\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":12345}}");
+    ASSERT_MSG(rlx_model_load(&m, dir, &err) == 0, "%s", err.msg);
+    ASSERT(m->cfg.rope_base == 500000.0f && m->cfg.rope_freq_scale == 0.125f && m->cfg.rope_base_swa == 12345.0f);
+    ASSERT(m->cfg.rope_freq_scale_swa == 1.0f);
+    rlx_model_free(m);
+    edit_config(dir, "rope_parameters", "{\"full_attention\":{\"rope_theta\":1e6},\"sliding_attention\":{\"rope_type\":\"linear\","
+                "\"factor\":2,\"rope_theta\":1e4}}");
+    ASSERT_EQ(rlx_model_load(&m, dir, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "sliding layers' RoPE"), "%s", err.msg);
+    edit_config(dir, "rope_parameters", NULL);
+    edit_config(dir, "rope_theta", "1000000");
+    static const struct { const char *key, *json, *want; int rc; } bad[] = {
+        {"attn_logit_softcapping", "50.0", "no attention soft-capping", RLX_EUNSUPPORTED},
+        {"query_pre_attn_scalar", "256", "query_pre_attn_scalar 256", RLX_EUNSUPPORTED},
+        {"layer_types", "[\"full_attention\"]", "one type per layer (2)", RLX_EFORMAT},
+        {"layer_types", "[\"full_attention\",\"chunked_attention\"]", "layer_types[1] 'chunked_attention'", RLX_EUNSUPPORTED},
+        {"sliding_window_pattern", "0", "'sliding_window_pattern' must be positive", RLX_EFORMAT},
+        {"final_logit_softcapping", "\"30\"", "'final_logit_softcapping' must be", RLX_EFORMAT},
+    };
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    size_t n;
+    char *orig = rlx_read_file(p, &n);
+    ASSERT(orig);
+    for (size_t i = 0; i < RLX_ARRAY_LEN(bad); i++) {
+        edit_config(dir, bad[i].key, bad[i].json);
+        int rc = rlx_model_load(&m, dir, &err);
+        if (!rc) rlx_model_free(m);
+        ASSERT_MSG(rc == bad[i].rc && strstr(err.msg, bad[i].want), "%s: rc %d, %s", bad[i].key, rc, err.msg);
+        put_file(p, orig, n);
+    }
+    free(orig);
+    ASSERT_MSG(rlx_model_load(&m, dir, &err) == 0, "%s", err.msg);
+    rlx_model_free(m);
+}
+
 TEST(llama_bf16_sharded) { roundtrip("models/synth-llama-mid-bf16.gguf", "llama-bf16", 3); }
 TEST(llama_f16) { roundtrip("models/synth-llama-mid-f16.gguf", "llama-f16", 1); }
 
@@ -402,7 +582,7 @@ TEST(errors)
     rlx_gguf *g, *h;
     ASSERT_MSG(rlx_gguf_open(&g, path, &err) == 0, "%s", err.msg);
     const char *dir = tmp_path("err");
-    ASSERT_MSG(rlx_hf_export(g, dir, 3, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_hf_export(g, dir, 3, 0, &err) == 0, "%s", err.msg);
     rlx_gguf_close(g);
     /* a missing shard: named, with the count */
     char p[512], q[512];
@@ -628,5 +808,6 @@ TEST(corrupt_headers)
 TEST_MAIN(TEST_ENTRY(tok_llama_spm), TEST_ENTRY(tok_phi_3), TEST_ENTRY(tok_baichuan), TEST_ENTRY(tok_qwen2),
           TEST_ENTRY(tok_gpt_2), TEST_ENTRY(tok_mpt), TEST_ENTRY(tok_starcoder), TEST_ENTRY(tok_refact),
           TEST_ENTRY(tok_unsupported), TEST_ENTRY(llama_roundtrip), TEST_ENTRY(qwen3_roundtrip), TEST_ENTRY(qwen2_roundtrip), TEST_ENTRY(gemma2_roundtrip),
+          TEST_ENTRY(gemma3_roundtrip), TEST_ENTRY(gemma3_config),
           TEST_ENTRY(identity), TEST_ENTRY(llama_bf16_sharded), TEST_ENTRY(llama_f16), TEST_ENTRY(errors), TEST_ENTRY(permute_and_vectors),
           TEST_ENTRY(gemma_norm_type), TEST_ENTRY(corrupt_headers))
