@@ -155,6 +155,20 @@ static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *ou
 
 void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out) { advance(g, v, n, out); }
 
+void rlx__grammar_after_top(const rlx_grammar *g, const uint32_t *v, uint32_t n, rlx__sset *out, uint32_t *buf)
+{
+    if (!n) return;
+    const gelem *e = g->e;
+    uint32_t p = v[n - 1];
+    do /* past the set, as match_char walks it */
+        p += e[p].type != G_ANY && e[p + 1].type == G_RNG_UPPER ? 2 : 1;
+    while (e[p].type == G_CHAR_ALT);
+    memcpy(buf, v, (n - 1) * sizeof *buf);
+    uint32_t m = n - 1;
+    if (!end_of_seq(&e[p])) buf[m++] = p;
+    advance(g, buf, m, out);
+}
+
 /* Does the set starting at element p contain c? *next gets the element after the set. */
 static bool match_char(const gelem *e, uint32_t p, uint32_t c, uint32_t *next)
 {

@@ -94,7 +94,7 @@ typedef struct rlx_grammar_cache_stats {
 } rlx_grammar_cache_stats;
 
 #define RLX_GRAMMAR_CACHE_ENTRIES 256
-#define RLX_GRAMMAR_CACHE_TABLES 512  /* per-position tables kept, n_vocab / 8 bytes and more each */
+#define RLX_GRAMMAR_CACHE_TABLES 2048 /* per-position tables kept, n_vocab / 8 bytes and more each (RLX__GTABLE_BYTES in all) */
 
 /* NULL when out of memory or on bad arguments. */
 rlx_grammar_cache *rlx_grammar_cache_new(int32_t n_vocab, size_t max_entries);
@@ -113,6 +113,20 @@ void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_s
  * same set as rlx_grammar_mask, bit for bit. The count, or a negative RLX_E* code. */
 int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
                                     uint64_t *bits);
+
+/* Builds ahead the per-position tables of start's grammar (start: a state with no half-read
+ * sequence, normally the grammar's start) for the positions reachable from it, shortest stacks
+ * first, so that the masks of the first request with a schema find them: at most max_new
+ * tables and about max_ms milliseconds (0: no time bound), RLX_GRAMMAR_PREPARE_STACKS positions
+ * walked, never more than half the cache's table store. Positions inside a multi-byte
+ * character (a token ending mid-character) are left to be built when met. Once per grammar
+ * content per cache (a later call returns 0 at once, also when evictions have taken tables
+ * since). The number of tables built, or a negative RLX_E* code. Same thread rules as the cache. */
+#define RLX_GRAMMAR_PREPARE_STACKS 8192
+#define RLX_GRAMMAR_PREPARE_TABLES 1024
+#define RLX_GRAMMAR_PREPARE_MS 250
+int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state *start, const rlx_grammar_vocab *v,
+                                  size_t max_new, double max_ms);
 
 /* ---- as a stage of the sampler chain (engine/sample.h; sample_grammar.c) ---- */
 

@@ -27,6 +27,7 @@ typedef struct gslot {
     gelem *e;
     uint32_t *rule_start;
     uint64_t last_use;
+    bool prepared;          /* rlx_grammar_cache_prepare walked it */
 } gslot;
 
 typedef struct centry {
@@ -266,8 +267,21 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
     return rlx__gtables_mask(c->tables, (uint32_t)slot, s, v, bits);
 }
 
+int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state *start, const rlx_grammar_vocab *v,
+                                  size_t max_new, double max_ms)
+{
+    int slot = grammar_slot(c, start->g);
+    if (slot < 0) return RLX_ENOMEM;
+    if (c->slot[slot].prepared || start->remain) return 0;
+    int64_t n = rlx__gtables_prepare(c->tables, (uint32_t)slot, start->g, &start->stacks, v, RLX_GRAMMAR_PREPARE_STACKS, max_new,
+                                     max_ms);
+    if (n >= 0) c->slot[slot].prepared = true;
+    return n;
+}
+
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
                                         size_t max_und)
 {
+    for (int i = 0; i < MAX_GRAMMARS; i++) c->slot[i].prepared = false; /* its tables go */
     return rlx__gtables_configure(c->tables, depth, max_tables, max_bytes, max_und);
 }

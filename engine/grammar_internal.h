@@ -50,6 +50,11 @@ bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src);
  * to: rule references at the top expanded until a character set or nothing is left. */
 void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out);
 
+/* Adds to `out` the stacks that stack v (n entries, its top a character set) goes on to once
+ * that set has matched a code point, whichever (what every matching code point leads to; the
+ * walk of reachable positions in rlx__gtables_prepare). buf: RLX_GRAMMAR_MAX_DEPTH + 1 entries. */
+void rlx__grammar_after_top(const rlx_grammar *g, const uint32_t *v, uint32_t n, rlx__sset *out, uint32_t *buf);
+
 /* The vocabulary's byte trie (grammar_vocab.c); grammar_tables.c walks it too. */
 typedef struct rlx__tnode {
     uint32_t child;     /* first child (0: none; node 0 is the root) */
@@ -116,6 +121,13 @@ void rlx__gtables_drop(rlx__gtables *t, uint32_t slot);
 int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
                           uint64_t *bits);
 void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out);
+/* Builds ahead the tables of grammar slot `slot` that the positions reachable from the stacks
+ * `start` (no half-read sequence) will ask for, shortest stacks first, until every reachable
+ * stack up to max_stacks has its table, max_new tables were built or max_ms milliseconds went by
+ * (0: no bound), and never more than half the store's count or bytes (so the first positions'
+ * tables stay). Tables already there are kept. The number built, or a negative RLX_E* code. */
+int64_t rlx__gtables_prepare(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx__sset *start,
+                             const rlx_grammar_vocab *v, size_t max_stacks, size_t max_new, double max_ms);
 /* Another top-part depth and bounds (for tests; forgets every table). 0 or RLX_ENOMEM. */
 int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, size_t max_bytes, size_t max_und);
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,

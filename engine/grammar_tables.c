@@ -29,6 +29,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct gtable {
     bool used;
@@ -65,8 +66,51 @@ struct rlx__gtables {
     rlx__sset cset;         /* the stacks B advances to */
     uint8_t *suf_ok;
     size_t suf_ok_cap;
+    int32_t *ix;            /* open addressing over the used tables by hash: a table's index, IX_EMPTY or IX_DEAD */
+    size_t ix_mask, ix_dead;
     rlx__gtables_stats stats;
 };
+
+enum { IX_EMPTY = -1, IX_DEAD = -2 };
+
+/* The index sized for t->n_tab tables (a power of two, at least four times as many), empty. */
+static bool ix_reset(rlx__gtables *t)
+{
+    size_t cap = 16;
+    while (cap < 4 * t->n_tab) cap *= 2;
+    int32_t *ix = malloc(cap * sizeof *ix);
+    if (!ix) return false;
+    free(t->ix);
+    t->ix = ix;
+    t->ix_mask = cap - 1;
+    t->ix_dead = 0;
+    for (size_t i = 0; i < cap; i++) ix[i] = IX_EMPTY;
+    return true;
+}
+
+static void ix_put(rlx__gtables *t, size_t tab)
+{
+    size_t h = (size_t)t->tab[tab].hash & t->ix_mask;
+    while (t->ix[h] >= 0) h = (h + 1) & t->ix_mask;
+    if (t->ix[h] == IX_DEAD) t->ix_dead--;
+    t->ix[h] = (int32_t)tab;
+}
+
+/* Takes a used table out of the index (before it is cleared); rebuilds the index when dead
+ * entries pile up. */
+static void ix_remove(rlx__gtables *t, const gtable *tb)
+{
+    size_t want = (size_t)(tb - t->tab), h = (size_t)tb->hash & t->ix_mask;
+    while (t->ix[h] != IX_EMPTY && t->ix[h] != (int32_t)want) h = (h + 1) & t->ix_mask;
+    if (t->ix[h] == IX_EMPTY) return;
+    t->ix[h] = IX_DEAD;
+    if (++t->ix_dead > t->n_tab) { /* tombstones: start over from the used tables */
+        for (size_t i = 0; i <= t->ix_mask; i++) t->ix[i] = IX_EMPTY;
+        t->ix_dead = 0;
+        for (size_t i = 0; i < t->n_tab; i++)
+            if (t->tab[i].used && &t->tab[i] != tb) ix_put(t, i);
+    }
+}
 
 rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
 {
@@ -80,7 +124,7 @@ rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
     t->max_und = RLX__GTABLE_UNDECIDED;
     t->tab = calloc(max_tables, sizeof *t->tab);
     t->buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *t->buf);
-    if (!t->tab || !t->buf) {
+    if (!t->tab || !t->buf || !ix_reset(t)) {
         rlx__gtables_free(t);
         return NULL;
     }
@@ -89,6 +133,7 @@ rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
 
 static void table_clear(rlx__gtables *t, gtable *tb)
 {
+    if (tb->used && t->ix) ix_remove(t, tb);
     t->bytes -= tb->bytes;
     free(tb->key);
     free(tb->acc);
@@ -108,6 +153,7 @@ void rlx__gtables_free(rlx__gtables *t)
     free(t->key);
     rlx__sset_free(&t->cset);
     free(t->suf_ok);
+    free(t->ix);
     free(t);
 }
 
@@ -124,7 +170,12 @@ int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, s
     for (size_t i = 0; i < t->n_tab; i++) table_clear(t, &t->tab[i]);
     free(t->tab);
     t->tab = tab;
+    size_t old = t->n_tab;
     t->n_tab = max_tables;
+    if (!ix_reset(t)) {
+        t->n_tab = old < max_tables ? old : max_tables; /* the old index still fits this many */
+        return RLX_ENOMEM;
+    }
     t->depth = depth ? depth : 1;
     t->max_bytes = max_bytes;
     t->max_und = max_und;
@@ -503,16 +554,24 @@ static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, c
                          int *rc)
 {
     uint64_t h = rlx__fnv(1469598103934665603ull ^ slot, t->key, klen * sizeof *t->key);
-    size_t victim = 0;
-    for (size_t i = 0; i < t->n_tab; i++) {
-        gtable *tb = &t->tab[i];
+    for (size_t p = (size_t)h & t->ix_mask; t->ix[p] != IX_EMPTY; p = (p + 1) & t->ix_mask) {
+        if (t->ix[p] < 0) continue;
+        gtable *tb = &t->tab[t->ix[p]];
         if (tb->used && tb->hash == h && tb->slot == slot && tb->key_len == klen &&
             !memcmp(tb->key, t->key, klen * sizeof *t->key)) {
             tb->last_use = ++t->clock;
             t->stats.hits++;
             return tb;
         }
-        if (!tb->used || (t->tab[victim].used && tb->last_use < t->tab[victim].last_use)) victim = i;
+    }
+    size_t victim = 0;
+    for (size_t i = 0; i < t->n_tab; i++) {
+        const gtable *tb = &t->tab[i];
+        if (!tb->used) {
+            victim = i;
+            break;
+        }
+        if (tb->last_use < t->tab[victim].last_use) victim = i;
     }
     gtable *tb = &t->tab[victim];
     if (tb->used) t->stats.evictions++;
@@ -532,6 +591,7 @@ static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, c
     tb->hash = h;
     tb->last_use = ++t->clock;
     tb->used = true;
+    ix_put(t, (size_t)(tb - t->tab));
     tb->bytes = t->words * 8 + tb->n_und * 8 + (tb->und_tok ? tb->und_off[tb->n_und] * 4 : 0) +
                 (tb->suf ? (size_t)tb->suf->n_nodes * (sizeof *tb->suf->nodes + 8) + tb->suf->tok_off[tb->n_suf] +
                            (size_t)tb->n_suf * 8 : 0);
@@ -579,6 +639,97 @@ static int add_undecided(rlx__gtables *t, const rlx_grammar *g, const gtable *tb
     return 0;
 }
 
+/* The table of stack st (len > 0 entries) with half-read sequence (partial, remain): its top
+ * t->depth entries, more where that leaves too much undecided; *bn gets the entries below the
+ * top part. NULL with *rc set on failure. */
+static const gtable *stack_table(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx_grammar_vocab *v,
+                                 const uint32_t *st, uint32_t len, uint32_t partial, int remain, uint32_t *bn, int *rc)
+{
+    uint32_t tn = len < t->depth ? len : t->depth;
+    for (;;) {
+        *bn = len - tn;
+        size_t klen = 2 + tn;
+        if (klen > t->key_cap) {
+            uint32_t *k = realloc(t->key, (klen + 16) * sizeof *k);
+            if (!k) {
+                *rc = RLX_ENOMEM;
+                return NULL;
+            }
+            t->key = k;
+            t->key_cap = klen + 16;
+        }
+        t->key[0] = remain ? partial : 0; /* a complete sequence leaves its bits behind: not part of the position */
+        t->key[1] = (uint32_t)remain;
+        memcpy(t->key + 2, st + *bn, tn * sizeof *st);
+        const gtable *tb = table_get(t, slot, g, v, klen, rc);
+        if (!tb || !tb->deeper || !*bn) return tb;
+        tn = len - tn < 3 * tn ? len : 4 * tn;
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+int64_t rlx__gtables_prepare(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx__sset *start,
+                             const rlx_grammar_vocab *v, size_t max_stacks, size_t max_new, double max_ms)
+{
+    double t0 = max_ms > 0 ? now_ms() : 0;
+    /* every stack reached goes into seen once; the next one visited is a shortest one not yet
+     * visited (a bucket per length), so the walk covers shallow positions - the ones outputs
+     * reach first and most - before the deep nestings of a recursive grammar */
+    rlx__sset seen = {0};
+    uint32_t *st = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *st);
+    uint32_t *next = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *next); /* per length: the first index not yet queued */
+    struct { uint32_t *v; size_t n, cap; } *bk = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *bk);
+    int64_t rc = 0;
+    if (!st || !next || !bk || !rlx__sset_copy(&seen, start)) rc = RLX_ENOMEM;
+    uint64_t built0 = t->stats.built;
+    size_t queued = 0, visited = 0;
+    uint32_t lo = 0;
+    while (!rc && visited < max_stacks) {
+        for (; queued < seen.n; queued++) { /* file the stacks reached since last time */
+            uint32_t len = seen.len[queued];
+            if (!len || len > RLX_GRAMMAR_MAX_DEPTH) continue; /* finished */
+            if (bk[len].n == bk[len].cap) {
+                size_t cap = bk[len].cap ? 2 * bk[len].cap : 16;
+                uint32_t *p = realloc(bk[len].v, cap * sizeof *p);
+                if (!p) { rc = RLX_ENOMEM; break; }
+                bk[len].v = p;
+                bk[len].cap = cap;
+            }
+            bk[len].v[bk[len].n++] = (uint32_t)queued;
+            if (len < lo) lo = len;
+        }
+        while (lo <= RLX_GRAMMAR_MAX_DEPTH && next[lo] == bk[lo].n) lo++;
+        if (rc || lo > RLX_GRAMMAR_MAX_DEPTH) break; /* nothing left */
+        if (t->stats.built - built0 >= max_new || 2 * (t->stats.built - built0) >= t->n_tab || 2 * t->bytes >= t->max_bytes ||
+            (max_ms > 0 && now_ms() - t0 > max_ms))
+            break;
+        size_t i = bk[lo].v[next[lo]++];
+        uint32_t len = seen.len[i], bn;
+        memcpy(st, seen.data + seen.off[i], len * sizeof *st); /* seen may move as it grows */
+        visited++;
+        int r = 0;
+        if (!stack_table(t, slot, g, v, st, len, 0, 0, &bn, &r) && r != RLX_ERANGE) {
+            rc = r; /* (a position over the limits is the mask's to report, when it is reached) */
+            break;
+        }
+        seen.overflow = false;
+        rlx__grammar_after_top(g, st, len, &seen, t->buf);
+        if (seen.oom) rc = RLX_ENOMEM;
+    }
+    for (size_t l = 0; bk && l <= RLX_GRAMMAR_MAX_DEPTH; l++) free(bk[l].v);
+    free(bk);
+    free(next);
+    free(st);
+    rlx__sset_free(&seen);
+    return rc ? rc : (int64_t)(t->stats.built - built0);
+}
+
 int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
                           uint64_t *bits)
 {
@@ -586,30 +737,13 @@ int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_stat
     memset(bits, 0, t->words * sizeof *bits);
     const gtable *last = NULL;
     for (size_t i = 0; i < set->n; i++) {
-        uint32_t len = set->len[i];
+        uint32_t len = set->len[i], bn;
         if (!len) continue; /* a finished stack takes no more bytes */
         const uint32_t *st = set->data + set->off[i];
-        uint32_t tn = len < t->depth ? len : t->depth, bn;
-        const gtable *tb;
         uint64_t built = t->stats.built;
-        for (;;) { /* the top part: t->depth entries, more where that leaves too much undecided */
-            bn = len - tn;
-            size_t klen = 2 + tn;
-            if (klen > t->key_cap) {
-                uint32_t *k = realloc(t->key, (klen + 16) * sizeof *k);
-                if (!k) return RLX_ENOMEM;
-                t->key = k;
-                t->key_cap = klen + 16;
-            }
-            t->key[0] = s->remain ? s->partial : 0; /* a complete sequence leaves its bits behind: not part of the position */
-            t->key[1] = (uint32_t)s->remain;
-            memcpy(t->key + 2, st + bn, tn * sizeof *st);
-            int rc = 0;
-            if (!(tb = table_get(t, slot, s->g, v, klen, &rc))) return rc;
-            if (!tb->deeper || !bn) break;
-            tn = len - tn < 3 * tn ? len : 4 * tn;
-        }
         int rc = 0;
+        const gtable *tb = stack_table(t, slot, s->g, v, st, len, s->partial, s->remain, &bn, &rc);
+        if (!tb) return rc;
         if (tb != last || t->stats.built != built) /* a table just rebuilt in the same place is another one */
             for (size_t w = 0; w < t->words; w++) bits[w] |= tb->acc[w];
         last = tb;

@@ -208,6 +208,13 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     const char *src = s->req->grammar;
     rlx_error gerr = {0};
     rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
+    if (g) { /* the per-position tables its masks will ask for, built now - once per grammar content per
+              * worker, within RLX_GRAMMAR_PREPARE_MS - rather than one at a time at its first steps;
+              * best effort: what is not built here (or fails) is built when a mask needs it */
+        rlx_grammar_state *gs = rlx_grammar_state_new(g, NULL);
+        if (gs) rlx_grammar_cache_prepare(w->gcache, gs, w->gvocab, RLX_GRAMMAR_PREPARE_TABLES, RLX_GRAMMAR_PREPARE_MS);
+        rlx_grammar_state_free(gs);
+    }
     rlx_grammar_tokens toks = {.vocab = w->gvocab, .texts = (const char *const *)w->gtext, .lens = w->glen,
                                .mask = w->gmask, .is_eog = token_is_eog, .eog_ctx = w->tok, .cache = w->gcache};
     rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, (const char *const *)s->req->grammar_triggers,

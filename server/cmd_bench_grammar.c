@@ -7,7 +7,9 @@
  *             cost of a step whose drawn token is refused): the reference trie walk
  *             (rlx_grammar_mask); the per-position tables' mask (rlx_grammar_cache_fast_mask,
  *             checked equal to the walk's) with a fresh store, where the first use of a table
- *             builds it, and again once the tables are built; the exact-position cache
+ *             builds it, and again once the tables are built; a fresh store whose tables were
+ *             built ahead from the start state (rlx_grammar_cache_prepare, as the daemon does
+ *             when a request's grammar is set up: its time and count reported); the exact-position cache
  *   step      what the sampler chain spends per token with and without the grammar stage
  *             (rlx_sampler_pick + accept), p50 / p99; their difference is the constraint's cost
  *   decode    batch-1 decode tok/s (forward + sampling, temperature 1) constrained and not, and
@@ -285,7 +287,9 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     double *tm = malloc(np * sizeof *tm), *tc = malloc(np * sizeof *tc), *tf0 = malloc(np * sizeof *tf0),
            *tf1 = malloc(np * sizeof *tf1);
     uint64_t *fbits = malloc(((size_t)V + 63) / 64 * sizeof *fbits);
-    rlx_grammar_cache *fresh = rlx_grammar_cache_new(V, 1);
+    rlx_grammar_cache *fresh = rlx_grammar_cache_new(V, 1), *prep = rlx_grammar_cache_new(V, 1);
+    double *tp = malloc(np * sizeof *tp), prep_ms = 0;
+    int64_t prep_built = 0;
     size_t n_tm = 0, n_tc = 0, n_tf = 0;
     int64_t allowed_sum = 0;
     {
@@ -293,13 +297,13 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
         rlx_grammar_state *st = g ? rlx_grammar_state_new(g, &err) : NULL;
         rlx_grammar_state **at = calloc(np, sizeof *at); /* the state at each position */
         size_t n_at = 0;
-        bool bad = !tm || !tc || !tf0 || !tf1 || !fbits || !fresh || !st || !at;
+        bool bad = !tm || !tc || !tf0 || !tf1 || !tp || !fbits || !fresh || !prep || !st || !at;
         for (size_t i = 0; !bad && i <= b.n_out; i++) {
             if (!(at[n_at] = rlx_grammar_state_clone(st))) bad = true;
             else n_at++;
             if (i == b.n_out || !b.lens[b.out[i]] || rlx_grammar_accept(st, b.texts[b.out[i]], b.lens[b.out[i]])) break;
         }
-        for (int pass = 0; !bad && pass < 3; pass++)
+        for (int pass = 0; !bad && pass < 4; pass++)
             for (size_t i = 0; !bad && i < n_at; i++) {
                 if (pass == 0) {
                     double t0 = rlx_now();
@@ -320,12 +324,23 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                     }
                     continue;
                 }
+                if (pass == 3 && i == 0) { /* the tables built ahead, from the start state (what the daemon does) */
+                    double t0 = rlx_now();
+                    prep_built = rlx_grammar_cache_prepare(prep, at[0], b.vocab, RLX_GRAMMAR_PREPARE_TABLES, RLX_GRAMMAR_PREPARE_MS);
+                    prep_ms = (rlx_now() - t0) * 1e3;
+                    if (prep_built < 0) {
+                        rlx_errorf(&err, (int)prep_built, "building the tables ahead failed");
+                        bad = true;
+                        break;
+                    }
+                }
                 rlx_grammar_mask(at[i], b.vocab, b.mask); /* for the comparison below, untimed */
                 double t0 = rlx_now();
-                int64_t fc = rlx_grammar_cache_fast_mask(fresh, at[i], b.vocab, fbits);
+                int64_t fc = rlx_grammar_cache_fast_mask(pass == 3 ? prep : fresh, at[i], b.vocab, fbits);
                 double dt = rlx_now() - t0;
                 if (pass == 1) tf0[n_tf++] = dt;
-                else tf1[i] = dt;
+                else if (pass == 2) tf1[i] = dt;
+                else tp[i] = dt;
                 for (int32_t t = 0; fc >= 0 && t < V; t++)
                     if (b.mask[t] != ((fbits[t >> 6] >> (t & 63)) & 1)) fc = -1;
                 if (fc < 0) {
@@ -342,20 +357,27 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
             free(tc);
             free(tf0);
             free(tf1);
+            free(tp);
             free(fbits);
             rlx_grammar_cache_free(fresh);
+            rlx_grammar_cache_free(prep);
             if (!err.code) rlx_errorf(&err, RLX_ENOMEM, "out of memory");
             goto fail;
         }
     }
-    rlx_grammar_cache_stats fs = {0};
+    rlx_grammar_cache_stats fs = {0}, ps = {0};
     rlx_grammar_cache_get_stats(fresh, &fs);
+    rlx_grammar_cache_get_stats(prep, &ps);
     rlx_grammar_cache_free(fresh);
+    rlx_grammar_cache_free(prep);
     free(fbits);
     double mask_p50 = quantile(tm, n_tm, 0.5) * 1e6, mask_p99 = quantile(tm, n_tm, 0.99) * 1e6;
     double cm_p50 = quantile(tc, n_tc, 0.5) * 1e6, cm_p99 = quantile(tc, n_tc, 0.99) * 1e6;
     double f0_p50 = quantile(tf0, n_tf, 0.5) * 1e6, f0_p99 = quantile(tf0, n_tf, 0.99) * 1e6;
     double f1_p50 = quantile(tf1, n_tf, 0.5) * 1e6, f1_p99 = quantile(tf1, n_tf, 0.99) * 1e6;
+    double p_p50 = quantile(tp, n_tf, 0.5) * 1e6, p_p99 = quantile(tp, n_tf, 0.99) * 1e6;
+    unsigned long long late = (unsigned long long)ps.tables_built - (unsigned long long)prep_built;
+    free(tp);
     free(tm);
     free(tc);
     free(tf0);
@@ -374,12 +396,13 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                "\"step_us_p50\":%.1f,\"step_us_p99\":%.1f,\"step_unconstrained_us_p50\":%.1f,\"step_unconstrained_us_p99\":%.1f,"
                "\"cache\":%s,\"cached_mask_us_p50\":%.1f,\"cached_mask_us_p99\":%.1f,\"cache_hits\":%llu,\"cache_misses\":%llu,"
                "\"tables_mask_us_p50\":%.1f,\"tables_mask_us_p99\":%.1f,\"tables_warm_mask_us_p50\":%.1f,"
-               "\"tables_warm_mask_us_p99\":%.1f,\"tables_built\":%llu,"
+               "\"tables_warm_mask_us_p99\":%.1f,\"tables_built\":%llu,\"prepare_ms\":%.1f,\"prepared_tables\":%lld,"
+               "\"prepared_mask_us_p50\":%.1f,\"prepared_mask_us_p99\":%.1f,\"prepared_tables_late\":%llu,"
                "\"tps\":%.2f,\"tps_unconstrained\":%.2f,\"ratio\":%.3f,\"restarts\":%ld}\n",
                base, gbase, V, threads, n, reps, schema_ms, schema_max, gbnf_ms, gbnf_max, (tv1 - tv0) * 1e3, mask_p50,
                mask_p99, n_tm, n_tm ? (double)allowed_sum / (double)n_tm : 0.0, sc50, sc99, su50, su99, b.cache ? "true" : "false",
                n_tc ? cm_p50 : 0.0, n_tc ? cm_p99 : 0.0, (unsigned long long)cs.hits, (unsigned long long)cs.misses, f0_p50, f0_p99, f1_p50, f1_p99,
-               (unsigned long long)fs.tables_built, tps_c,
+               (unsigned long long)fs.tables_built, prep_ms, (long long)prep_built, p_p50, p_p99, late, tps_c,
                tps_u, tps_c / tps_u, b.restarts);
     } else {
         printf("grammar %s on %s (vocabulary %d), %ld tokens x %ld runs, threads %ld\n", gbase, base, V, n, reps, threads);
@@ -390,6 +413,8 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                mask_p50, mask_p99, n_tm, n_tm ? (double)allowed_sum / (double)n_tm : 0.0);
         printf("  full mask, tables p50 %.1f us, p99 %.1f us with a fresh store (%llu tables built); "
                "p50 %.1f us, p99 %.1f us once built\n", f0_p50, f0_p99, (unsigned long long)fs.tables_built, f1_p50, f1_p99);
+        printf("  tables ahead      %lld built in %.1f ms from the start state; then p50 %.1f us, p99 %.1f us with a fresh "
+               "store (%llu more built on the way)\n", (long long)prep_built, prep_ms, p_p50, p_p99, late);
  if (b.cache)
             printf("  mask via cache    p50 %.1f us, p99 %.1f us at the same positions after the runs (%llu hits, %llu misses in all)\n",
                    cm_p50, cm_p99, (unsigned long long)cs.hits, (unsigned long long)cs.misses);

@@ -357,6 +357,101 @@ TEST(deep_nesting_and_eviction)
     vocab_free(&vb);
 }
 
+/* Tables built ahead (rlx_grammar_cache_prepare): for a grammar whose positions are finite,
+ * random walks then build no table at any position outside a multi-byte character, at every
+ * table depth, and the masks stay exact; a second call does nothing; the bounds (tables, half the
+ * store, time) hold; a recursive grammar's walk ends at its bounds. */
+static int prepared_walks(rlx_grammar_cache *c, const rlx_grammar *g, const vocab *vb, int walks, int *late)
+{
+    uint8_t mask[NV];
+    uint64_t bits[(NV + 63) / 64];
+    int steps = 0;
+    for (int w = 0; w < walks; w++) {
+        rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+        if (!s) return -1;
+        for (int step = 0; step < 40; step++) {
+            rlx_grammar_cache_stats a, b;
+            rlx_grammar_cache_get_stats(c, &a);
+            int64_t n = rlx_grammar_mask(s, vb->v, mask), fn = rlx_grammar_cache_fast_mask(c, s, vb->v, bits);
+            rlx_grammar_cache_get_stats(c, &b);
+            if (n < 0 || fn != n) {
+                rlx_grammar_state_free(s);
+                return -1;
+            }
+            for (int t = 0; t < NV; t++)
+                if (mask[t] != ((bits[t / 64] >> (t % 64)) & 1)) {
+                    rlx_grammar_state_free(s);
+                    return -1;
+                }
+            if (!s->remain && b.tables_built != a.tables_built) (*late)++;
+            steps++;
+            if (!n || (rlx_grammar_can_end(s) && !rnd(4))) break;
+            int64_t pick = rnd((uint32_t)n);
+            for (int t = 0; t < NV; t++)
+                if (mask[t] && pick-- == 0) {
+                    rlx_grammar_accept(s, vb->texts[t], vb->lens[t]);
+                    break;
+                }
+        }
+        rlx_grammar_state_free(s);
+    }
+    return steps;
+}
+
+TEST(tables_built_ahead)
+{
+    vocab vb = {0};
+    ASSERT(vocab_make(&vb));
+    const int walks = getenv("RLX_MEMCHECK") ? 4 : 12;
+    static const size_t finite[] = {0, 1, 2, 4, 5}; /* schema 3 refers to itself */
+    for (size_t k = 0; k < RLX_ARRAY_LEN(finite); k++) {
+        rlx_grammar *g = from_schema(schemas[finite[k]]);
+        ASSERT(g);
+        for (size_t d = 0; d < RLX_ARRAY_LEN(depths); d++) {
+            rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 4);
+            ASSERT(c);
+            ASSERT_EQ(rlx__grammar_cache_configure_tables(c, depths[d], RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES,
+                                                          depths[d] == 2 ? 40 : RLX__GTABLE_UNDECIDED), 0);
+            rlx_grammar_state *s0 = rlx_grammar_state_new(g, NULL);
+            int64_t built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0);
+            ASSERT_MSG(built > 0, "schema %zu depth %u: %lld", finite[k], depths[d], (long long)built);
+            ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0), 0); /* once per grammar */
+            rlx_grammar_state_free(s0);
+            int late = 0, n = prepared_walks(c, g, &vb, walks, &late);
+            ASSERT_MSG(n > 0, "schema %zu depth %u: a mask differs from the reference", finite[k], depths[d]);
+            ASSERT_MSG(late == 0, "schema %zu depth %u: %d positions built a table after %lld were built ahead", finite[k],
+                       depths[d], late, (long long)built);
+            rlx_grammar_cache_free(c);
+        }
+        rlx_grammar_free(g);
+    }
+    /* bounds: max_new; half a store of 8 tables; a recursive grammar stops at its bounds and is still exact */
+    rlx_grammar *g = compile(rlx_grammar_json_object);
+    ASSERT(g);
+    rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 4);
+    rlx_grammar_state *s0 = rlx_grammar_state_new(g, NULL);
+    ASSERT(c && s0);
+    ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 3, 0), 3);
+    ASSERT_EQ(rlx__grammar_cache_configure_tables(c, RLX__GTABLE_DEPTH, 8, RLX__GTABLE_BYTES, RLX__GTABLE_UNDECIDED), 0);
+    ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0), 4);
+    ASSERT_EQ(rlx__grammar_cache_configure_tables(c, RLX__GTABLE_DEPTH, RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES,
+                                                  RLX__GTABLE_UNDECIDED), 0);
+    int64_t built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0);
+    ASSERT(built > 8 && built <= RLX_GRAMMAR_CACHE_TABLES / 2);
+    int late = 0;
+    ASSERT(prepared_walks(c, g, &vb, walks, &late) > 0);
+    fprintf(stderr, "  json.gbnf: %lld tables ahead, %d positions built more\n", (long long)built, late);
+    /* a time bound of a microsecond: one table at most, then the clock stops it */
+    ASSERT_EQ(rlx__grammar_cache_configure_tables(c, RLX__GTABLE_DEPTH, RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES,
+                                                  RLX__GTABLE_UNDECIDED), 0);
+    built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0.001);
+    ASSERT(built >= 0 && built <= 2);
+    rlx_grammar_state_free(s0);
+    rlx_grammar_cache_free(c);
+    rlx_grammar_free(g);
+    vocab_free(&vb);
+}
+
 /* The real Qwen2 vocabulary (151,643 tokens): a JSON Schema's masks along random outputs. */
 TEST(qwen2_vocabulary)
 {
@@ -401,6 +496,7 @@ int main(void)
         TEST_ENTRY(json_schemas_and_json_gbnf),
         TEST_ENTRY(random_grammars),
         TEST_ENTRY(deep_nesting_and_eviction),
+        TEST_ENTRY(tables_built_ahead),
         TEST_ENTRY(qwen2_vocabulary),
     };
     return rlx_test_run(tests, RLX_ARRAY_LEN(tests));
