@@ -19,7 +19,7 @@
 #define NK 2
 #define NV 4
 #define DK 8
-#define DV 8
+#define DV 40 /* more than one block of the delta rule's value columns (ssm.c DELTA_VB 32), and a partial one */
 #define CH (2 * NK * DK + NV * DV) /* conv channels: q | k | v */
 #define KC 4                       /* conv kernel */
 #define WIDTH (CH + 2 * NV)        /* embedding row: qkv | alpha | beta */
