@@ -391,13 +391,14 @@ static int run_item(const attn_item *it)
         return 0;
     }
 
-    /* V transposed once for every tile: row d holds channel d for positions j0.. (zero past jmax) */
-    for (int64_t k = 0; k < nall; k++) {
+    /* V transposed once for every tile: row d holds channel d for positions j0.. (zero past jmax,
+     * one run per row) */
+    const int64_t nvalid = jmax - j0 + 1;
+    if (nvalid < nall)
+        for (int d = 0; d < hd; d++)
+            memset((uint8_t *)vt + ((size_t)d * nall + (size_t)nvalid) * it->esz, 0, (size_t)(nall - nvalid) * it->esz);
+    for (int64_t k = 0; k < nvalid; k++) {
         const int64_t j = j0 + k;
-        if (j > jmax) {
-            for (int d = 0; d < hd; d++) memset((uint8_t *)vt + ((size_t)d * nall + (size_t)k) * it->esz, 0, it->esz);
-            continue;
-        }
         const uint8_t *row = it->V + item_slot(it, (int32_t)j) * it->rb;
         if (it->q8) {
             float *tmp = o; /* free until the first tile's output */
