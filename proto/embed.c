@@ -201,11 +201,9 @@ static cJSON *float_array(const float *v, size_t n)
             len += 4;
             continue;
         }
-        /* short values (0, 0.5, ...) in at most 9 digits, the rest in 17, which always reads
-         * back exactly: at most two conversions per value */
-        int w = snprintf(s + len, cap - len, "%.9g", d);
-        if (strtod(s + len, NULL) != d) w = snprintf(s + len, cap - len, "%.17g", d);
-        len += (size_t)w;
+        /* 17 significant digits always read back exactly, in one conversion (%g drops trailing
+         * zeros, so a value with a short exact decimal form - 0, 0.5, 0.125 - still prints short) */
+        len += (size_t)snprintf(s + len, cap - len, "%.17g", d);
     }
     s[len++] = ']';
     s[len] = 0;
