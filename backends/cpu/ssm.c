@@ -130,36 +130,27 @@ static void l2_norm(const float *x, float *y, int32_t n, float eps, float scale)
 }
 
 /* One token of one value head: S = decay S, d = beta (v - S^T k), S += k d^T, o = S^T q. The
- * loops run along the value dim (contiguous rows of S), written for the vectorizer, in blocks
- * of DELTA_VB columns: both passes over a block's dk x DELTA_VB floats (16 KB at dk 128) run
- * while it sits in L1, so the state goes through the caches once per token instead of twice.
- * Every element gets the same operations in the same order as unblocked loops would give it
- * (no sum runs across the value dim), so the results do not depend on DELTA_VB. The body is
+ * loops run along the value dim (contiguous rows of S), written for the vectorizer; the body is
  * compiled for each kernel family (the same family for the whole process, so results never
  * depend on the batch). */
-#define DELTA_VB 32
 #define DELTA_STEP_BODY                                                                                 \
-    for (int32_t v0 = 0; v0 < dv; v0 += DELTA_VB) {                                                    \
-        const int32_t vn = dv - v0 < DELTA_VB ? dv - v0 : DELTA_VB;                                    \
-        float *restrict db = d + v0, *restrict ob = o + v0;                                            \
-        for (int32_t v = 0; v < vn; v++) db[v] = 0.0f;                                                 \
-        for (int32_t k = 0; k < dk; k++) {                                                             \
-            float *restrict row = S + (int64_t)k * dv + v0;                                            \
-            const float kk = kn[k];                                                                    \
-            for (int32_t v = 0; v < vn; v++) {                                                         \
-                row[v] *= decay;                                                                       \
-                db[v] += row[v] * kk;                                                                  \
-            }                                                                                          \
+    for (int32_t v = 0; v < dv; v++) d[v] = 0.0f;                                                      \
+    for (int32_t k = 0; k < dk; k++) {                                                                 \
+        float *restrict row = S + (int64_t)k * dv;                                                     \
+        const float kk = kn[k];                                                                        \
+        for (int32_t v = 0; v < dv; v++) {                                                             \
+            row[v] *= decay;                                                                           \
+            d[v] += row[v] * kk;                                                                       \
         }                                                                                              \
-        for (int32_t v = 0; v < vn; v++) db[v] = beta * (vv[v0 + v] - db[v]);                          \
-        for (int32_t v = 0; v < vn; v++) ob[v] = 0.0f;                                                 \
-        for (int32_t k = 0; k < dk; k++) {                                                             \
-            float *restrict row = S + (int64_t)k * dv + v0;                                            \
-            const float kk = kn[k], qq = qn[k];                                                        \
-            for (int32_t v = 0; v < vn; v++) {                                                         \
-                row[v] += kk * db[v];                                                                  \
-                ob[v] += row[v] * qq;                                                                  \
-            }                                                                                          \
+    }                                                                                                  \
+    for (int32_t v = 0; v < dv; v++) d[v] = beta * (vv[v] - d[v]);                                     \
+    for (int32_t v = 0; v < dv; v++) o[v] = 0.0f;                                                      \
+    for (int32_t k = 0; k < dk; k++) {                                                                 \
+        float *restrict row = S + (int64_t)k * dv;                                                     \
+        const float kk = kn[k], qq = qn[k];                                                            \
+        for (int32_t v = 0; v < dv; v++) {                                                             \
+            row[v] += kk * d[v];                                                                       \
+            o[v] += row[v] * qq;                                                                       \
         }                                                                                              \
     }
 
