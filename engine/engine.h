@@ -210,6 +210,7 @@ typedef struct rlx_worker_stats {
     uint64_t prefix_queries, prefix_hits;  /* in tokens */
     uint64_t preemptions;
     uint64_t embd_inputs, embd_tokens;     /* embedding inputs computed, and their tokens */
+    uint64_t embd_steps;                   /* embedding steps run (inputs / steps: the mean batch) */
     uint64_t draft_tokens, draft_accepted; /* speculative decoding: drafted and kept tokens */
 } rlx_worker_stats;
 

@@ -649,6 +649,7 @@ static bool verify(rlx_worker *w, seq *s, float *scratch)
 
 int rlx__sched_step(rlx_worker *w)
 {
+    if (rlx_worker_embeds(w)) rlx__embed_coalesce(w);
     intake(w);
     if (rlx_worker_embeds(w)) return rlx__embed_step(w);
     rlx_runner *rn = w->runner;

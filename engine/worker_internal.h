@@ -133,6 +133,8 @@ struct rlx_worker {
     int32_t *e_input, *e_row;   /* input index, first output row */
     rlx_batch_seq *e_seqs;
     float *e_vec;               /* one pooled vector (out_cols floats) */
+    int32_t e_last_inputs;      /* inputs the last step ran, and its duration (rlx__embed_coalesce) */
+    double e_last_secs;
 
     /* stats (guarded by mu) */
     rlx_worker_stats stats;
@@ -184,6 +186,9 @@ bool rlx__embed_mark_cancel(rlx_worker *w, uint64_t id);
 void rlx__embed_reap(rlx_worker *w, bool all);
 /* One step over queued inputs after intake: 1 if work was done, 0 if idle. */
 int rlx__embed_step(rlx_worker *w);
+/* Before a step's intake: when the last step ran several inputs and fewer are waiting now, waits
+ * (briefly, bounded) for the clients that step answered to send their next ones. */
+void rlx__embed_coalesce(rlx_worker *w);
 /* Checks an embedding request at submit (inputs, ids, lengths, normalization). */
 int rlx__embed_check(rlx_worker *w, const rlx_request *req, rlx_error *err);
 

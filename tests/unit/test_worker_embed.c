@@ -13,6 +13,7 @@
 #include "tests/unit/test_embed_util.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 typedef struct eres {
     float *v;                  /* copy of the final event's vectors */
@@ -340,6 +341,76 @@ TEST(refusals_truncation_and_kinds)
     rlx_worker_stop(w, true);
 }
 
+/* Coalescing (worker_embed.c rlx__embed_coalesce): after a step shared by several inputs, a
+ * request followed 0.3 ms later by another runs in one step with it (the worker waits up to a
+ * quarter of the last step, at most 4 ms, for the clients it answered). Steps of a MiniLM-shaped
+ * encoder take milliseconds, so the window is wide; a scheduling hiccup can still split a
+ * pair, so one of five attempts must share. Then inputs after steps of one input run alone. */
+static uint64_t embd_steps(rlx_worker *w)
+{
+    rlx_worker_stats st;
+    rlx_worker_get_stats(w, &st);
+    return st.embd_steps;
+}
+
+TEST(steps_coalesce)
+{
+    if (getenv("RLX_MEMCHECK")) SKIP("a timing window: under valgrind every step is 50x slower (the sanitizer build runs it)");
+    const char *vocab = rlx_test_shared("models/synth-bert-tiny-f32.gguf");
+    if (!vocab) SKIP("../shared/models/synth-bert-tiny-f32.gguf absent");
+    char args[600];
+    snprintf(args, sizeof args, "--arch bert --preset minilm --pooling mean --type f32 --seed 3 --vocab-from '%s'", vocab);
+    const char *p = model(args, "minilm.gguf");
+    if (!p) SKIP("rlxd-synth not built (RLX_BIN)");
+    rlx_worker_config cfg = {.model_path = p, .n_threads = 2, .max_seqs = 16, .n_ctx = 512, .max_batch_tokens = 512,
+                             .max_queue = 64};
+    rlx_worker *w = NULL;
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_worker_start(&w, &cfg, &err) == 0, "%s", err.msg);
+    ecoll c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    static eres rs[8];
+    eslot sl[8];
+    int32_t ids[16], end = 16;
+    for (int k = 0; k < 16; k++) ids[k] = k ? 1000 + 37 * k : 101;
+    int shared = 0;
+    uint64_t id = 1;
+    for (int attempt = 0; attempt < 5 && !shared; attempt++) {
+        memset(rs, 0, sizeof rs);
+        for (int i = 0; i < 4; i++) { /* a burst: steps of several inputs */
+            sl[i] = (eslot){&c, &rs[i]};
+            ASSERT_EQ(submit(w, &c, embed_req(id++, ids, &end, 1, &sl[i]), &err), 0);
+        }
+        wait_all(&c);
+        uint64_t s0 = embd_steps(w);
+        sl[4] = (eslot){&c, &rs[4]};
+        sl[5] = (eslot){&c, &rs[5]};
+        ASSERT_EQ(submit(w, &c, embed_req(id++, ids, &end, 1, &sl[4]), &err), 0);
+        usleep(300);
+        ASSERT_EQ(submit(w, &c, embed_req(id++, ids, &end, 1, &sl[5]), &err), 0);
+        wait_all(&c);
+        if (embd_steps(w) - s0 == 1) shared++;
+        for (int i = 0; i < 6; i++) {
+            ASSERT_EQ(rs[i].error, 0);
+            ASSERT(rs[i].v && rs[i].n == rs[0].n && !memcmp(rs[i].v, rs[0].v, rs[0].n * sizeof *rs[0].v)); /* batch invariance */
+        }
+        for (int i = 0; i < 6; i++) free(rs[i].v);
+    }
+    fprintf(stderr, "  a request and one 0.3 ms later shared a step after %s\n", shared ? "a shared step" : "(never)");
+    ASSERT(shared);
+    /* a lone client: one input at a time, one step each */
+    uint64_t s0 = embd_steps(w);
+    for (int i = 0; i < 3; i++) {
+        memset(&rs[i], 0, sizeof rs[i]);
+        sl[i] = (eslot){&c, &rs[i]};
+        ASSERT_EQ(submit(w, &c, embed_req(id++, ids, &end, 1, &sl[i]), &err), 0);
+        wait_all(&c);
+        ASSERT_EQ(rs[i].error, 0);
+        free(rs[i].v);
+    }
+    ASSERT_EQ(embd_steps(w) - s0, 3);
+    rlx_worker_stop(w, true);
+}
+
 TEST(cancel_and_stop)
 {
     const char *p = model("--arch llama --preset tiny --pooling 1 --non-causal", "mean-bidir.gguf");
@@ -495,7 +566,7 @@ TEST(rank_scores)
     rlx_worker_stop(w, true);
 }
 
-TEST_MAIN(TEST_ENTRY(rank_scores), TEST_ENTRY(bert_as_embed_step), TEST_ENTRY(bert_cls_as_embed_step), TEST_ENTRY(nomic_bert_as_embed_step),
+TEST_MAIN(TEST_ENTRY(rank_scores), TEST_ENTRY(steps_coalesce), TEST_ENTRY(bert_as_embed_step), TEST_ENTRY(bert_cls_as_embed_step), TEST_ENTRY(nomic_bert_as_embed_step),
           TEST_ENTRY(batch_invariance_mean_bidirectional), TEST_ENTRY(batch_invariance_last_causal),
           TEST_ENTRY(pooling_and_normalization), TEST_ENTRY(attention_mask_follows_the_model),
           TEST_ENTRY(refusals_truncation_and_kinds), TEST_ENTRY(cancel_and_stop))
