@@ -67,16 +67,33 @@ static bool same_ids(const int32_t *a, size_t na, const int32_t *b, size_t nb)
     return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
 }
 
-/* Older tokenizer.json files hold merges as "a b" strings, and Qwen2's an NFC normalizer: rewrites
- * the exported file that way (the tokens of these vocabularies hold no spaces). */
-static int older_format(const char *dir, bool nfc)
+/* dir/name parsed (NULL when absent or not JSON), and written back (j freed) */
+static cJSON *json_file(const char *dir, const char *name)
 {
     char p[512];
-    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
     size_t n;
     char *text = rlx_read_file(p, &n);
     cJSON *j = text ? cJSON_ParseWithLength(text, n) : NULL;
     free(text);
+    return j;
+}
+
+static void json_file_put(const char *dir, const char *name, cJSON *j)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    char *out = cJSON_PrintUnformatted(j);
+    if (out) put_file(p, out, strlen(out));
+    free(out);
+    cJSON_Delete(j);
+}
+
+/* Older tokenizer.json files hold merges as "a b" strings, and Qwen2's an NFC normalizer: rewrites
+ * the exported file that way (the tokens of these vocabularies hold no spaces). */
+static int older_format(const char *dir, bool nfc)
+{
+    cJSON *j = json_file(dir, "tokenizer.json");
     cJSON *m = j ? cJSON_GetObjectItem(cJSON_GetObjectItem(j, "model"), "merges") : NULL, *e;
     if (!m) { cJSON_Delete(j); return 1; }
     cJSON *strs = cJSON_CreateArray();
@@ -91,10 +108,7 @@ static int older_format(const char *dir, bool nfc)
         cJSON_AddStringToObject(norm, "type", "NFC");
         cJSON_ReplaceItemInObject(j, "normalizer", norm);
     }
-    char *out = cJSON_PrintUnformatted(j);
-    put_file(p, out, strlen(out));
-    free(out);
-    cJSON_Delete(j);
+    json_file_put(dir, "tokenizer.json", j);
     return 0;
 }
 
@@ -102,19 +116,11 @@ static int older_format(const char *dir, bool nfc)
  * merged_with_previous) after the normalizer's Replace(" ", "▁"), so the Split never matches */
 static int gemma_format(const char *dir)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-    size_t n;
-    char *text = rlx_read_file(p, &n);
-    cJSON *j = text ? cJSON_ParseWithLength(text, n) : NULL;
-    free(text);
+    cJSON *j = json_file(dir, "tokenizer.json");
     if (!j) return 1;
     cJSON *sp = cJSON_Parse("{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"MergedWithPrevious\",\"invert\":false}");
     cJSON_ReplaceItemInObject(j, "pre_tokenizer", sp);
-    char *out = cJSON_PrintUnformatted(j);
-    put_file(p, out, strlen(out));
-    free(out);
-    cJSON_Delete(j);
+    json_file_put(dir, "tokenizer.json", j);
     return 0;
 }
 
@@ -462,28 +468,21 @@ TEST(gemma3_roundtrip)
     rlx_gguf_close(h);
 }
 
-/* Gemma 3 config.json forms and errors, on the exported folder: transformers v5's rope_parameters
- * per layer type; attention soft-capping, a query scale llama.cpp's graph does not use,
- * malformed layer_types and sliding_window_pattern 0 are refused, naming the key */
+/* config.json's key (text_config's in a multimodal folder) set to json, or removed (NULL) */
 static void edit_config(const char *dir, const char *key, const char *json)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    size_t n;
-    char *text = rlx_read_file(p, &n);
-    cJSON *j = text ? cJSON_ParseWithLength(text, n) : NULL;
-    free(text);
+    cJSON *j = json_file(dir, "config.json");
     if (!j) return;
     cJSON *tc = cJSON_GetObjectItem(j, "text_config");
     cJSON *o = tc ? tc : j;
     cJSON_DeleteItemFromObjectCaseSensitive(o, key);
     if (json) cJSON_AddItemToObject(o, key, cJSON_Parse(json));
-    char *out = cJSON_PrintUnformatted(j);
-    put_file(p, out, strlen(out));
-    free(out);
-    cJSON_Delete(j);
+    json_file_put(dir, "config.json", j);
 }
 
+/* Gemma 3 config.json forms and errors, on the exported folder: transformers v5's rope_parameters
+ * per layer type; attention soft-capping, a query scale llama.cpp's graph does not use,
+ * malformed layer_types and sliding_window_pattern 0 are refused, naming the key */
 TEST(gemma3_config)
 {
     const char *dir = tmp_path("gemma3-mm");
@@ -560,20 +559,6 @@ TEST(identity)
     rlx_gguf_close(b);
 }
 
-static void set_arch(const char *dir, const char *from, const char *to)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    size_t n;
-    char *s = rlx_read_file(p, &n);
-    char *at = s ? strstr(s, from) : NULL;
-    if (!at) { free(s); return; }
-    char out[4096];
-    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
-    put_file(p, out, strlen(out));
-    free(s);
-}
-
 TEST(errors)
 {
     const char *path = rlx_test_shared("models/synth-llama-tiny-f32.gguf");
@@ -609,7 +594,7 @@ TEST(errors)
     ASSERT_MSG(rlx_model_open(&h, dir, &err) == 0, "%s", err.msg);
     rlx_gguf_close(h);
     /* an architecture without a mapping: named */
-    set_arch(dir, "LlamaForCausalLM", "MambaForCausalLM");
+    edit_config(dir, "architectures", "[\"MambaForCausalLM\"]");
     ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "'MambaForCausalLM'") && strstr(err.msg, "Qwen3ForCausalLM"), "%s", err.msg);
     /* a folder without config.json is not a model folder */
