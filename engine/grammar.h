@@ -124,7 +124,7 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
  * since). The number of tables built, or a negative RLX_E* code. Same thread rules as the cache. */
 #define RLX_GRAMMAR_PREPARE_STACKS RLX_GRAMMAR_MAX_STACKS /* the walk's set holds no more */
 #define RLX_GRAMMAR_PREPARE_TABLES 1024
-#define RLX_GRAMMAR_PREPARE_MS 250
+#define RLX_GRAMMAR_PREPARE_MS 100
 int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state *start, const rlx_grammar_vocab *v,
                                   size_t max_new, double max_ms);
 
