@@ -116,17 +116,25 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
 
 /* Builds ahead the per-position tables of start's grammar (start: a state with no half-read
  * sequence, normally the grammar's start) for the positions reachable from it, shortest stacks
- * first, so that the masks of the first request with a schema find them: at most max_new
- * tables and about max_ms milliseconds (0: no time bound), RLX_GRAMMAR_PREPARE_STACKS positions
- * walked, never more than half the cache's table store. Positions inside a multi-byte
- * character (a token ending mid-character) are left to be built when met. Once per grammar
- * content per cache (a later call returns 0 at once, also when evictions have taken tables
- * since). The number of tables built, or a negative RLX_E* code. Same thread rules as the cache. */
+ * first, so that the masks of the first request with a schema find them. The walk starts once
+ * per grammar content per cache (a later call returns 0 at once, also when evictions have taken
+ * tables since) and ends when every reachable position (up to RLX_GRAMMAR_PREPARE_STACKS) has
+ * its table, or at max_new tables, max_ms milliseconds in all (0: no bound) or half the cache's
+ * table store. This call runs it for about slice_ms (0: to its end); rlx_grammar_cache_prepare_more
+ * continues it (rlx_grammar_cache_preparing: whether one goes on). Positions inside a multi-byte character (a token ending mid-character) are left
+ * to be built when met. Returns the tables built by the call, or a negative RLX_E* code. Same
+ * thread rules as the cache. */
 #define RLX_GRAMMAR_PREPARE_STACKS RLX_GRAMMAR_MAX_STACKS /* the walk's set holds no more */
 #define RLX_GRAMMAR_PREPARE_TABLES 1024
 #define RLX_GRAMMAR_PREPARE_MS 100
+#define RLX_GRAMMAR_PREPARE_SLICE_MS 10 /* the worker's share per step */
 int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state *start, const rlx_grammar_vocab *v,
-                                  size_t max_new, double max_ms);
+                                  size_t max_new, double max_ms, double slice_ms);
+/* Continues one walk that rlx_grammar_cache_prepare left going, for about slice_ms (0: every
+ * walk to its end). The tables built, 0 when no walk is going, or a negative RLX_E* code. */
+int64_t rlx_grammar_cache_prepare_more(rlx_grammar_cache *c, const rlx_grammar_vocab *v, double slice_ms);
+/* Whether a walk is still going. */
+bool rlx_grammar_cache_preparing(const rlx_grammar_cache *c);
 
 /* ---- as a stage of the sampler chain (engine/sample.h; sample_grammar.c) ---- */
 

@@ -27,7 +27,10 @@ typedef struct gslot {
     gelem *e;
     uint32_t *rule_start;
     uint64_t last_use;
-    bool prepared;          /* rlx_grammar_cache_prepare walked it */
+    bool prepared;          /* rlx_grammar_cache_prepare started a walk of it */
+    rlx__gwalk *walk;       /* that walk while it goes on (grammar_tables.c), else NULL */
+    size_t walk_max_new;
+    double walk_ms;
 } gslot;
 
 typedef struct centry {
@@ -77,6 +80,7 @@ rlx_grammar_cache *rlx_grammar_cache_new(int32_t n_vocab, size_t max_entries)
 
 static void slot_clear(gslot *s)
 {
+    rlx__gwalk_free(s->walk);
     free(s->e);
     free(s->rule_start);
     memset(s, 0, sizeof *s);
@@ -139,13 +143,13 @@ static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
             rlx__gtables_drop(c->tables, (uint32_t)victim);
         }
         slot_clear(s);
-        s->e = malloc((size_t)g->n_e * sizeof *s->e + 1);
+        s->e = malloc(((size_t)g->n_e + 1) * sizeof *s->e); /* with the sentinel: a walk reads it */
         s->rule_start = malloc((size_t)g->n_rules * sizeof *s->rule_start + 1);
         if (!s->e || !s->rule_start) {
             slot_clear(s);
             return -1;
         }
-        memcpy(s->e, g->e, (size_t)g->n_e * sizeof *g->e);
+        memcpy(s->e, g->e, ((size_t)g->n_e + 1) * sizeof *g->e);
         memcpy(s->rule_start, g->rule_start, (size_t)g->n_rules * sizeof *g->rule_start);
         s->n_e = g->n_e;
         s->n_rules = g->n_rules;
@@ -267,21 +271,60 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
     return rlx__gtables_mask(c->tables, (uint32_t)slot, s, v, bits);
 }
 
+/* Slot i's walk on for slice_ms (0: to its end); freed once done */
+static int64_t walk_slot(rlx_grammar_cache *c, int i, const rlx_grammar_vocab *v, double slice_ms)
+{
+    gslot *s = &c->slot[i];
+    const rlx_grammar g = {.e = s->e, .n_e = s->n_e, .rule_start = s->rule_start, .n_rules = s->n_rules, .root = s->root};
+    int64_t n = rlx__gwalk_run(c->tables, s->walk, &g, v, RLX_GRAMMAR_PREPARE_STACKS, s->walk_max_new, s->walk_ms, slice_ms);
+    if (rlx__gwalk_done(s->walk)) {
+        rlx__gwalk_free(s->walk);
+        s->walk = NULL;
+    }
+    return n;
+}
+
 int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state *start, const rlx_grammar_vocab *v,
-                                  size_t max_new, double max_ms)
+                                  size_t max_new, double max_ms, double slice_ms)
 {
     int slot = grammar_slot(c, start->g);
     if (slot < 0) return RLX_ENOMEM;
-    if (c->slot[slot].prepared || start->remain) return 0;
-    int64_t n = rlx__gtables_prepare(c->tables, (uint32_t)slot, start->g, &start->stacks, v, RLX_GRAMMAR_PREPARE_STACKS, max_new,
-                                     max_ms);
-    if (n >= 0) c->slot[slot].prepared = true;
-    return n;
+    gslot *s = &c->slot[slot];
+    if (s->prepared || start->remain) return 0;
+    if (!(s->walk = rlx__gwalk_new((uint32_t)slot, &start->stacks))) return RLX_ENOMEM;
+    s->prepared = true;
+    s->walk_max_new = max_new;
+    s->walk_ms = max_ms;
+    return walk_slot(c, slot, v, slice_ms);
+}
+
+bool rlx_grammar_cache_preparing(const rlx_grammar_cache *c)
+{
+    for (int i = 0; i < MAX_GRAMMARS; i++)
+        if (c->slot[i].walk) return true;
+    return false;
+}
+
+int64_t rlx_grammar_cache_prepare_more(rlx_grammar_cache *c, const rlx_grammar_vocab *v, double slice_ms)
+{
+    int64_t total = 0;
+    for (int i = 0; i < MAX_GRAMMARS; i++) {
+        if (!c->slot[i].walk) continue;
+        int64_t n = walk_slot(c, i, v, slice_ms);
+        if (n < 0) return n;
+        total += n;
+        if (slice_ms > 0) break; /* one walk's slice per call */
+    }
+    return total;
 }
 
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
                                         size_t max_und)
 {
-    for (int i = 0; i < MAX_GRAMMARS; i++) c->slot[i].prepared = false; /* its tables go */
+    for (int i = 0; i < MAX_GRAMMARS; i++) { /* its tables go, and the walks with them */
+        rlx__gwalk_free(c->slot[i].walk);
+        c->slot[i].walk = NULL;
+        c->slot[i].prepared = false;
+    }
     return rlx__gtables_configure(c->tables, depth, max_tables, max_bytes, max_und);
 }

@@ -52,7 +52,7 @@ void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__ss
 
 /* Adds to `out` the stacks that stack v (n entries, its top a character set) goes on to once
  * that set has matched a code point, whichever (what every matching code point leads to; the
- * walk of reachable positions in rlx__gtables_prepare). buf: RLX_GRAMMAR_MAX_DEPTH + 1 entries. */
+ * walk of reachable positions, rlx__gwalk_run). buf: RLX_GRAMMAR_MAX_DEPTH + 1 entries. */
 void rlx__grammar_after_top(const rlx_grammar *g, const uint32_t *v, uint32_t n, rlx__sset *out, uint32_t *buf);
 
 /* The vocabulary's byte trie (grammar_vocab.c); grammar_tables.c walks it too. */
@@ -121,13 +121,21 @@ void rlx__gtables_drop(rlx__gtables *t, uint32_t slot);
 int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_state *s, const rlx_grammar_vocab *v,
                           uint64_t *bits);
 void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out);
-/* Builds ahead the tables of grammar slot `slot` that the positions reachable from the stacks
- * `start` (no half-read sequence) will ask for, shortest stacks first, until every reachable
- * stack up to max_stacks has its table, max_new tables were built or max_ms milliseconds went by
- * (0: no bound), and never more than half the store's count or bytes (so the first positions'
- * tables stay). Tables already there are kept. The number built, or a negative RLX_E* code. */
-int64_t rlx__gtables_prepare(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx__sset *start,
-                             const rlx_grammar_vocab *v, size_t max_stacks, size_t max_new, double max_ms);
+/* Building tables ahead: a walk over the positions reachable from the stacks `start` (no
+ * half-read sequence) of grammar slot `slot`, shortest stacks first, building each one's table
+ * (grammar_tables.c). rlx__gwalk_run goes on for about slice_ms (0: no slice) and marks the walk
+ * done when nothing is left or a bound of the whole walk is reached: max_stacks positions,
+ * max_new tables, total_ms milliseconds in all its calls (0: none), half the store's count or
+ * bytes (so the first positions' tables stay). g: the grammar of the slot (the same content at
+ * every call). Tables already there are kept. Returns the tables built by the call, or a
+ * negative RLX_E* code (the walk is then done). */
+typedef struct rlx__gwalk rlx__gwalk;
+rlx__gwalk *rlx__gwalk_new(uint32_t slot, const rlx__sset *start);
+void rlx__gwalk_free(rlx__gwalk *w);
+bool rlx__gwalk_done(const rlx__gwalk *w);
+uint32_t rlx__gwalk_slot(const rlx__gwalk *w);
+int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, const rlx_grammar_vocab *v, size_t max_stacks,
+                       size_t max_new, double total_ms, double slice_ms);
 /* Another top-part depth and bounds (for tests; forgets every table). 0 or RLX_ENOMEM. */
 int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, size_t max_bytes, size_t max_und);
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,

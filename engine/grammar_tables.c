@@ -674,59 +674,98 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-int64_t rlx__gtables_prepare(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx__sset *start,
-                             const rlx_grammar_vocab *v, size_t max_stacks, size_t max_new, double max_ms)
+/* A walk of a grammar's reachable positions (rlx__gwalk_run): every stack reached goes into seen
+ * once; the next one visited is a shortest one not yet visited (a bucket of seen's indexes per
+ * length), so the walk covers shallow positions - the ones outputs reach first and most - before
+ * the deep nestings of a recursive grammar. It can stop at any stack and go on later. */
+struct rlx__gwalk {
+    uint32_t slot;
+    rlx__sset seen;
+    uint32_t *st;           /* the stack being visited (seen may move as it grows) */
+    uint32_t *next;         /* per length: the bucket's first entry not yet visited */
+    struct { uint32_t *v; size_t n, cap; } *bk;
+    size_t queued, visited;
+    uint32_t lo;
+    uint64_t built;         /* tables built by the walk */
+    double ms;              /* time spent in it */
+    bool done;
+};
+
+rlx__gwalk *rlx__gwalk_new(uint32_t slot, const rlx__sset *start)
 {
-    double t0 = max_ms > 0 ? now_ms() : 0;
-    /* every stack reached goes into seen once; the next one visited is a shortest one not yet
-     * visited (a bucket per length), so the walk covers shallow positions - the ones outputs
-     * reach first and most - before the deep nestings of a recursive grammar */
-    rlx__sset seen = {0};
-    uint32_t *st = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *st);
-    uint32_t *next = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *next); /* per length: the first index not yet queued */
-    struct { uint32_t *v; size_t n, cap; } *bk = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *bk);
-    int64_t rc = 0;
-    if (!st || !next || !bk || !rlx__sset_copy(&seen, start)) rc = RLX_ENOMEM;
-    uint64_t built0 = t->stats.built;
-    size_t queued = 0, visited = 0;
-    uint32_t lo = 0;
-    while (!rc && visited < max_stacks) {
-        for (; queued < seen.n; queued++) { /* file the stacks reached since last time */
-            uint32_t len = seen.len[queued];
-            if (!len || len > RLX_GRAMMAR_MAX_DEPTH) continue; /* finished */
-            if (bk[len].n == bk[len].cap) {
-                size_t cap = bk[len].cap ? 2 * bk[len].cap : 16;
-                uint32_t *p = realloc(bk[len].v, cap * sizeof *p);
-                if (!p) { rc = RLX_ENOMEM; break; }
-                bk[len].v = p;
-                bk[len].cap = cap;
-            }
-            bk[len].v[bk[len].n++] = (uint32_t)queued;
-            if (len < lo) lo = len;
-        }
-        while (lo <= RLX_GRAMMAR_MAX_DEPTH && next[lo] == bk[lo].n) lo++;
-        if (rc || lo > RLX_GRAMMAR_MAX_DEPTH) break; /* nothing left */
-        if (t->stats.built - built0 >= max_new || 2 * (t->stats.built - built0) >= t->n_tab || 2 * t->bytes >= t->max_bytes ||
-            (max_ms > 0 && now_ms() - t0 > max_ms))
-            break;
-        size_t i = bk[lo].v[next[lo]++];
-        uint32_t len = seen.len[i], bn;
-        memcpy(st, seen.data + seen.off[i], len * sizeof *st); /* seen may move as it grows */
-        visited++;
-        int r = 0;
-        if (!stack_table(t, slot, g, v, st, len, 0, 0, &bn, &r) && r != RLX_ERANGE) {
-            rc = r; /* (a position over the limits is the mask's to report, when it is reached) */
-            break;
-        }
-        seen.overflow = false;
-        rlx__grammar_after_top(g, st, len, &seen, t->buf);
-        if (seen.oom) rc = RLX_ENOMEM;
+    rlx__gwalk *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->slot = slot;
+    w->st = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *w->st);
+    w->next = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *w->next);
+    w->bk = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *w->bk);
+    if (!w->st || !w->next || !w->bk || !rlx__sset_copy(&w->seen, start)) {
+        rlx__gwalk_free(w);
+        return NULL;
     }
-    for (size_t l = 0; bk && l <= RLX_GRAMMAR_MAX_DEPTH; l++) free(bk[l].v);
-    free(bk);
-    free(next);
-    free(st);
-    rlx__sset_free(&seen);
+    return w;
+}
+
+void rlx__gwalk_free(rlx__gwalk *w)
+{
+    if (!w) return;
+    for (size_t l = 0; w->bk && l <= RLX_GRAMMAR_MAX_DEPTH; l++) free(w->bk[l].v);
+    free(w->bk);
+    free(w->next);
+    free(w->st);
+    rlx__sset_free(&w->seen);
+    free(w);
+}
+
+bool rlx__gwalk_done(const rlx__gwalk *w) { return w->done; }
+uint32_t rlx__gwalk_slot(const rlx__gwalk *w) { return w->slot; }
+
+int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, const rlx_grammar_vocab *v, size_t max_stacks,
+                       size_t max_new, double total_ms, double slice_ms)
+{
+    const double t0 = now_ms();
+    const uint64_t built0 = t->stats.built;
+    int64_t rc = 0;
+    while (!w->done) {
+        for (; w->queued < w->seen.n; w->queued++) { /* file the stacks reached since last time */
+            uint32_t len = w->seen.len[w->queued];
+            if (!len || len > RLX_GRAMMAR_MAX_DEPTH) continue; /* finished */
+            if (w->bk[len].n == w->bk[len].cap) {
+                size_t cap = w->bk[len].cap ? 2 * w->bk[len].cap : 16;
+                uint32_t *p = realloc(w->bk[len].v, cap * sizeof *p);
+                if (!p) { rc = RLX_ENOMEM; break; }
+                w->bk[len].v = p;
+                w->bk[len].cap = cap;
+            }
+            w->bk[len].v[w->bk[len].n++] = (uint32_t)w->queued;
+            if (len < w->lo) w->lo = len;
+        }
+        while (w->lo <= RLX_GRAMMAR_MAX_DEPTH && w->next[w->lo] == w->bk[w->lo].n) w->lo++;
+        const double spent = now_ms() - t0;
+        if (rc || w->lo > RLX_GRAMMAR_MAX_DEPTH || w->visited >= max_stacks || w->built >= max_new ||
+            2 * w->built >= t->n_tab || 2 * t->bytes >= t->max_bytes || (total_ms > 0 && w->ms + spent > total_ms)) {
+            w->done = true; /* nothing left, or a bound of the whole walk */
+            break;
+        }
+        if (slice_ms > 0 && spent > slice_ms) break; /* this call's share */
+        size_t i = w->bk[w->lo].v[w->next[w->lo]++];
+        uint32_t len = w->seen.len[i], bn;
+        memcpy(w->st, w->seen.data + w->seen.off[i], len * sizeof *w->st);
+        w->visited++;
+        int r = 0;
+        uint64_t before = t->stats.built;
+        const gtable *tb = stack_table(t, w->slot, g, v, w->st, len, 0, 0, &bn, &r);
+        w->built += t->stats.built - before;
+        if (!tb && r != RLX_ERANGE) { /* (a position over the limits is the mask's to report, when it is reached) */
+            rc = r;
+            break;
+        }
+        w->seen.overflow = false;
+        rlx__grammar_after_top(g, w->st, len, &w->seen, t->buf);
+        if (w->seen.oom) rc = RLX_ENOMEM;
+    }
+    w->ms += now_ms() - t0;
+    if (rc) w->done = true;
     return rc ? rc : (int64_t)(t->stats.built - built0);
 }
 

@@ -208,11 +208,15 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     const char *src = s->req->grammar;
     rlx_error gerr = {0};
     rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
-    if (g) { /* the per-position tables its masks will ask for, built now - once per grammar content per
-              * worker, within RLX_GRAMMAR_PREPARE_MS - rather than one at a time at its first steps;
-              * best effort: what is not built here (or fails) is built when a mask needs it */
+    if (g) { /* the per-position tables its masks will ask for, built ahead - once per grammar content
+              * per worker, RLX_GRAMMAR_PREPARE_MS in all, a slice now and one per step after
+              * (rlx__sched_step) so that other sequences are not held up for the whole walk -
+              * rather than one at a time at its first steps; best effort: what is not built ahead
+              * (or fails) is built when a mask needs it */
         rlx_grammar_state *gs = rlx_grammar_state_new(g, NULL);
-        if (gs) rlx_grammar_cache_prepare(w->gcache, gs, w->gvocab, RLX_GRAMMAR_PREPARE_TABLES, RLX_GRAMMAR_PREPARE_MS);
+        if (gs)
+            rlx_grammar_cache_prepare(w->gcache, gs, w->gvocab, RLX_GRAMMAR_PREPARE_TABLES, RLX_GRAMMAR_PREPARE_MS,
+                                      RLX_GRAMMAR_PREPARE_SLICE_MS);
         rlx_grammar_state_free(gs);
     }
     rlx_grammar_tokens toks = {.vocab = w->gvocab, .texts = (const char *const *)w->gtext, .lens = w->glen,
@@ -652,6 +656,7 @@ int rlx__sched_step(rlx_worker *w)
     if (rlx_worker_embeds(w)) rlx__embed_coalesce(w);
     intake(w);
     if (rlx_worker_embeds(w)) return rlx__embed_step(w);
+    if (w->gcache && w->gvocab) rlx_grammar_cache_prepare_more(w->gcache, w->gvocab, RLX_GRAMMAR_PREPARE_SLICE_MS);
     rlx_runner *rn = w->runner;
     int32_t budget = w->cfg.max_batch_tokens, n_tok = 0, n_seq = 0, n_out = 0;
     w->n_inflight = 0;

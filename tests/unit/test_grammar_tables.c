@@ -413,14 +413,37 @@ TEST(tables_built_ahead)
             ASSERT_EQ(rlx__grammar_cache_configure_tables(c, depths[d], RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES,
                                                           depths[d] == 2 ? 40 : RLX__GTABLE_UNDECIDED), 0);
             rlx_grammar_state *s0 = rlx_grammar_state_new(g, NULL);
-            int64_t built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0);
+            int64_t built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0, 0);
             ASSERT_MSG(built > 0, "schema %zu depth %u: %lld", finite[k], depths[d], (long long)built);
-            ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0), 0); /* once per grammar */
+            ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0, 0), 0); /* once per grammar */
             rlx_grammar_state_free(s0);
+            ASSERT(!rlx_grammar_cache_preparing(c));
             int late = 0, n = prepared_walks(c, g, &vb, walks, &late);
             ASSERT_MSG(n > 0, "schema %zu depth %u: a mask differs from the reference", finite[k], depths[d]);
             ASSERT_MSG(late == 0, "schema %zu depth %u: %d positions built a table after %lld were built ahead", finite[k],
                        depths[d], late, (long long)built);
+            rlx_grammar_cache_free(c);
+            /* the same walk in slices of a few microseconds (the worker's way): it goes on over
+             * many calls and leaves the same coverage */
+            c = rlx_grammar_cache_new(NV, 4);
+            ASSERT(c);
+            ASSERT_EQ(rlx__grammar_cache_configure_tables(c, depths[d], RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES,
+                                                          depths[d] == 2 ? 40 : RLX__GTABLE_UNDECIDED), 0);
+            s0 = rlx_grammar_state_new(g, NULL);
+            int64_t sliced = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0, 0.002);
+            rlx_grammar_state_free(s0);
+            int calls = 1;
+            for (; rlx_grammar_cache_preparing(c) && calls < 100000; calls++) {
+                int64_t more = rlx_grammar_cache_prepare_more(c, vb.v, 0.002);
+                ASSERT(more >= 0);
+                sliced += more;
+            }
+            ASSERT(!rlx_grammar_cache_preparing(c));
+            ASSERT_MSG(sliced == built && calls > 1, "schema %zu depth %u: %lld tables in %d slices, %lld at once", finite[k],
+                       depths[d], (long long)sliced, calls, (long long)built);
+            late = 0;
+            ASSERT(prepared_walks(c, g, &vb, walks, &late) > 0);
+            ASSERT_EQ(late, 0);
             rlx_grammar_cache_free(c);
         }
         rlx_grammar_free(g);
@@ -431,12 +454,12 @@ TEST(tables_built_ahead)
     rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 4);
     rlx_grammar_state *s0 = rlx_grammar_state_new(g, NULL);
     ASSERT(c && s0);
-    ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 3, 0), 3);
+    ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 3, 0, 0), 3);
     ASSERT_EQ(rlx__grammar_cache_configure_tables(c, RLX__GTABLE_DEPTH, 8, RLX__GTABLE_BYTES, RLX__GTABLE_UNDECIDED), 0);
-    ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0), 4);
+    ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0, 0), 4);
     ASSERT_EQ(rlx__grammar_cache_configure_tables(c, RLX__GTABLE_DEPTH, RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES,
                                                   RLX__GTABLE_UNDECIDED), 0);
-    int64_t built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0);
+    int64_t built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0, 0);
     ASSERT(built > 8 && built <= RLX_GRAMMAR_CACHE_TABLES / 2);
     int late = 0;
     ASSERT(prepared_walks(c, g, &vb, walks, &late) > 0);
@@ -444,7 +467,7 @@ TEST(tables_built_ahead)
     /* a time bound of a microsecond: one table at most, then the clock stops it */
     ASSERT_EQ(rlx__grammar_cache_configure_tables(c, RLX__GTABLE_DEPTH, RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES,
                                                   RLX__GTABLE_UNDECIDED), 0);
-    built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0.001);
+    built = rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0.001, 0);
     ASSERT(built >= 0 && built <= 2);
     rlx_grammar_state_free(s0);
     rlx_grammar_cache_free(c);
