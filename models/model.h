@@ -95,6 +95,15 @@ int rlx_model_key_f32(const rlx_gguf *g, const char *arch, const char *key, floa
  * else default_pattern. */
 int rlx_model_swa_pattern(const rlx_gguf *g, rlx_model_config *c, int32_t default_pattern, rlx_error *err);
 
+/* Gemma's query_pre_attn_scalar as llama.cpp's gemma2 / gemma3 graphs take it (they read no key
+ * for it): head_dim, except the 27B shapes (46 layers for Gemma 2, 62 for Gemma 3), which use
+ * n_embd / n_head. Queries are scaled by 1 / sqrt of it; Hugging Face folders whose config says
+ * otherwise are refused (models/safetensors.c). */
+static inline int64_t rlx_model_gemma_query_dim(bool gemma3, int64_t n_layer, int64_t n_embd, int64_t n_head, int64_t head_dim)
+{
+    return n_layer == (gemma3 ? 62 : 46) ? n_embd / n_head : head_dim;
+}
+
 /* whether layer l of c uses the sliding window */
 static inline bool rlx_model_layer_swa(const rlx_model_config *c, int32_t l)
 {

@@ -5,6 +5,7 @@
  * the copies it had to make. */
 #include "models/safetensors.h"
 #include "models/json.h"
+#include "models/model.h"
 #include "backends/dtype.h"
 
 #include <errno.h>
@@ -215,8 +216,8 @@ static int gemma_keys(rlx_gguf_writer *w, const cJSON *c, const char *dir, const
     if ((rc = cfg_int(c, dir, "sliding_window", &sw, false, err)) > 0 ||
         (rc = cfg_int(c, dir, "query_pre_attn_scalar", &qpas, false, err)) > 0)
         return rc;
-    int64_t hd = h->head_dim ? h->head_dim : h->n_embd / h->n_head;
-    int64_t want = h->n_layer == (h->a->gemma3 ? 62 : 46) ? h->n_embd / h->n_head : hd;
+    int64_t want = rlx_model_gemma_query_dim(h->a->gemma3, h->n_layer, h->n_embd, h->n_head,
+                                             h->head_dim ? h->head_dim : h->n_embd / h->n_head);
     if (qpas && qpas != want)
         return rlx_errorf(err, RLX_EUNSUPPORTED, "%s/config.json: query_pre_attn_scalar %lld is not supported for this shape "
                           "(llama.cpp's graph scales queries by 1/sqrt(%lld))", dir, (long long)qpas, (long long)want);

@@ -1,5 +1,6 @@
 /* hf_export.c - a GGUF model as a Hugging Face folder (tools/hf_export.h). */
 #include "tools/hf_export.h"
+#include "models/model.h"
 #include "models/tokenizer.h"
 #include "backends/dtype.h"
 
@@ -252,7 +253,7 @@ int rlx_hf_export_tokenizer(const rlx_gguf *g, const char *dir, rlx_error *err)
         rlx_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &asp, NULL);
         rlx_gguf_str ga = {"", 0};
         rlx_gguf_get_str(g, "general.architecture", &ga, NULL);
-        bool gemma = (ga.len == 6 && !memcmp(ga.ptr, "gemma2", 6)) || (ga.len == 6 && !memcmp(ga.ptr, "gemma3", 6));
+        bool gemma = ga.len == 6 && (!memcmp(ga.ptr, "gemma2", 6) || !memcmp(ga.ptr, "gemma3", 6));
         cJSON *norm = cJSON_CreateObject(), *steps = cJSON_CreateArray();
         cJSON_AddStringToObject(norm, "type", "Sequence");
         cJSON_AddItemToObject(norm, "normalizers", steps);
@@ -481,7 +482,7 @@ int rlx_hf_export(const rlx_gguf *g, const char *dir, int n_shards, unsigned fla
     if (gemma3) {
         /* as a Gemma 3 checkpoint says it (convert_hf_to_gguf.py's inverse) */
         uint32_t n_layer = key_u32(g, arch, "block_count", 0), sw = key_u32(g, arch, "attention.sliding_window", 0);
-        cJSON_AddNumberToObject(c, "query_pre_attn_scalar", n_layer == 62 ? n_embd / n_head : head_dim);
+        cJSON_AddNumberToObject(c, "query_pre_attn_scalar", (double)rlx_model_gemma_query_dim(true, n_layer, n_embd, n_head, head_dim));
         cJSON_AddNullToObject(c, "attn_logit_softcapping");
         snprintf(k, sizeof k, "%s.final_logit_softcapping", arch);
         if (rlx_gguf_find(g, k)) cJSON_AddNumberToObject(c, "final_logit_softcapping", key_num(g, arch, "final_logit_softcapping", 0));

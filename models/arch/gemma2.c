@@ -25,8 +25,7 @@ static int gemma2_config(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
         return rc;
     if (c->attn_softcap < 0.0f || c->final_softcap < 0.0f || c->rope_base_swa < 0.0f)
         return rlx_errorf(err, RLX_EFORMAT, "%s: soft-capping values must not be negative", rlx_gguf_path(g));
-    /* query_pre_attn_scalar: head_dim, except 27B (46 layers), which uses n_embd / n_head */
-    c->attn_scale = 1.0f / sqrtf((float)(c->n_layer == 46 ? c->n_embd / c->n_head : c->head_dim));
+    c->attn_scale = 1.0f / sqrtf((float)rlx_model_gemma_query_dim(false, c->n_layer, c->n_embd, c->n_head, c->head_dim));
     return 0;
 }
 

@@ -26,8 +26,7 @@ static int gemma3_config(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
     if (c->final_softcap < 0.0f || !(c->rope_base_swa > 0.0f))
         return rlx_errorf(err, RLX_EFORMAT, "%s: final_logit_softcapping must not be negative, rope.freq_base_swa must be positive",
                           rlx_gguf_path(g));
-    /* query_pre_attn_scalar: head_dim, except 27B (62 layers), which uses n_embd / n_head */
-    c->attn_scale = 1.0f / sqrtf((float)(c->n_layer == 62 ? c->n_embd / c->n_head : c->head_dim));
+    c->attn_scale = 1.0f / sqrtf((float)rlx_model_gemma_query_dim(true, c->n_layer, c->n_embd, c->n_head, c->head_dim));
     return 0;
 }
 
