@@ -155,20 +155,6 @@ static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *ou
 
 void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out) { advance(g, v, n, out); }
 
-void rlx__grammar_after_top(const rlx_grammar *g, const uint32_t *v, uint32_t n, rlx__sset *out, uint32_t *buf)
-{
-    if (!n) return;
-    const gelem *e = g->e;
-    uint32_t p = v[n - 1];
-    do /* past the set, as match_char walks it */
-        p += e[p].type != G_ANY && e[p + 1].type == G_RNG_UPPER ? 2 : 1;
-    while (e[p].type == G_CHAR_ALT);
-    memcpy(buf, v, (n - 1) * sizeof *buf);
-    uint32_t m = n - 1;
-    if (!end_of_seq(&e[p])) buf[m++] = p;
-    advance(g, buf, m, out);
-}
-
 /* Does the set starting at element p contain c? *next gets the element after the set. */
 static bool match_char(const gelem *e, uint32_t p, uint32_t c, uint32_t *next)
 {
@@ -213,6 +199,16 @@ static bool match_range(const gelem *e, uint32_t p, uint32_t lo, uint32_t hi)
     return !positive;
 }
 
+/* Stack v (n > 0 entries) with its top set matched: the top moves on to element next (popped
+ * when next ends its alternative), advanced into out. buf: scratch of RLX_GRAMMAR_MAX_DEPTH + 1. */
+static void pass_top(const rlx_grammar *g, const uint32_t *v, uint32_t n, uint32_t next, rlx__sset *out, uint32_t *buf)
+{
+    memcpy(buf, v, (n - 1) * sizeof *buf);
+    uint32_t m = n - 1;
+    if (!end_of_seq(&g->e[next])) buf[m++] = next;
+    advance(g, buf, m, out);
+}
+
 /* One code point: out = the advanced stacks of `in` whose top set holds c. */
 static void step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t c, rlx__sset *out, uint32_t *buf)
 {
@@ -222,12 +218,16 @@ static void step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t c, rlx__
         if (n == 0) continue;
         const uint32_t *v = in->data + in->off[i];
         uint32_t next;
-        if (!match_char(g->e, v[n - 1], c, &next)) continue;
-        memcpy(buf, v, (n - 1) * sizeof *buf);
-        uint32_t m = n - 1;
-        if (!end_of_seq(&g->e[next])) buf[m++] = next;
-        advance(g, buf, m, out);
+        if (match_char(g->e, v[n - 1], c, &next)) pass_top(g, v, n, next, out, buf);
     }
+}
+
+void rlx__grammar_after_top(const rlx_grammar *g, const uint32_t *v, uint32_t n, rlx__sset *out, uint32_t *buf)
+{
+    uint32_t next;
+    if (!n) return;
+    match_char(g->e, v[n - 1], 0, &next); /* only for the element after the set, whatever it holds */
+    pass_top(g, v, n, next, out, buf);
 }
 
 /* ---- states -------------------------------------------------------------------------------- */

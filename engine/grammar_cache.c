@@ -29,8 +29,6 @@ typedef struct gslot {
     uint64_t last_use;
     bool prepared;          /* rlx_grammar_cache_prepare started a walk of it */
     rlx__gwalk *walk;       /* that walk while it goes on (grammar_tables.c), else NULL */
-    size_t walk_max_new;
-    double walk_ms;
 } gslot;
 
 typedef struct centry {
@@ -276,7 +274,7 @@ static int64_t walk_slot(rlx_grammar_cache *c, int i, const rlx_grammar_vocab *v
 {
     gslot *s = &c->slot[i];
     const rlx_grammar g = {.e = s->e, .n_e = s->n_e, .rule_start = s->rule_start, .n_rules = s->n_rules, .root = s->root};
-    int64_t n = rlx__gwalk_run(c->tables, s->walk, &g, v, RLX_GRAMMAR_PREPARE_STACKS, s->walk_max_new, s->walk_ms, slice_ms);
+    int64_t n = rlx__gwalk_run(c->tables, s->walk, &g, v, slice_ms);
     if (rlx__gwalk_done(s->walk)) {
         rlx__gwalk_free(s->walk);
         s->walk = NULL;
@@ -291,10 +289,9 @@ int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state 
     if (slot < 0) return RLX_ENOMEM;
     gslot *s = &c->slot[slot];
     if (s->prepared || start->remain) return 0;
-    if (!(s->walk = rlx__gwalk_new((uint32_t)slot, &start->stacks))) return RLX_ENOMEM;
+    if (!(s->walk = rlx__gwalk_new((uint32_t)slot, &start->stacks, RLX_GRAMMAR_PREPARE_STACKS, max_new, max_ms)))
+        return RLX_ENOMEM;
     s->prepared = true;
-    s->walk_max_new = max_new;
-    s->walk_ms = max_ms;
     return walk_slot(c, slot, v, slice_ms);
 }
 

@@ -29,7 +29,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct gtable {
     bool used;
@@ -73,19 +72,16 @@ struct rlx__gtables {
 
 enum { IX_EMPTY = -1, IX_DEAD = -2 };
 
-/* The index sized for t->n_tab tables (a power of two, at least four times as many), empty. */
-static bool ix_reset(rlx__gtables *t)
+/* An empty index for n_tab tables (a power of two, at least four times as many), its size - 1
+ * in *mask; NULL when out of memory. */
+static int32_t *ix_new(size_t n_tab, size_t *mask)
 {
     size_t cap = 16;
-    while (cap < 4 * t->n_tab) cap *= 2;
+    while (cap < 4 * n_tab) cap *= 2;
     int32_t *ix = malloc(cap * sizeof *ix);
-    if (!ix) return false;
-    free(t->ix);
-    t->ix = ix;
-    t->ix_mask = cap - 1;
-    t->ix_dead = 0;
-    for (size_t i = 0; i < cap; i++) ix[i] = IX_EMPTY;
-    return true;
+    for (size_t i = 0; ix && i < cap; i++) ix[i] = IX_EMPTY;
+    *mask = cap - 1;
+    return ix;
 }
 
 static void ix_put(rlx__gtables *t, size_t tab)
@@ -124,7 +120,8 @@ rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
     t->max_und = RLX__GTABLE_UNDECIDED;
     t->tab = calloc(max_tables, sizeof *t->tab);
     t->buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *t->buf);
-    if (!t->tab || !t->buf || !ix_reset(t)) {
+    t->ix = ix_new(max_tables, &t->ix_mask);
+    if (!t->tab || !t->buf || !t->ix) {
         rlx__gtables_free(t);
         return NULL;
     }
@@ -166,16 +163,20 @@ void rlx__gtables_drop(rlx__gtables *t, uint32_t slot)
 int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, size_t max_bytes, size_t max_und)
 {
     gtable *tab = max_tables ? calloc(max_tables, sizeof *tab) : NULL;
-    if (!tab) return RLX_ENOMEM;
-    for (size_t i = 0; i < t->n_tab; i++) table_clear(t, &t->tab[i]);
-    free(t->tab);
-    t->tab = tab;
-    size_t old = t->n_tab;
-    t->n_tab = max_tables;
-    if (!ix_reset(t)) {
-        t->n_tab = old < max_tables ? old : max_tables; /* the old index still fits this many */
+    size_t mask;
+    int32_t *ix = tab ? ix_new(max_tables, &mask) : NULL;
+    if (!ix) {
+        free(tab);
         return RLX_ENOMEM;
     }
+    for (size_t i = 0; i < t->n_tab; i++) table_clear(t, &t->tab[i]);
+    free(t->tab);
+    free(t->ix);
+    t->tab = tab;
+    t->n_tab = max_tables;
+    t->ix = ix;
+    t->ix_mask = mask;
+    t->ix_dead = 0;
     t->depth = depth ? depth : 1;
     t->max_bytes = max_bytes;
     t->max_und = max_und;
@@ -667,19 +668,14 @@ static const gtable *stack_table(rlx__gtables *t, uint32_t slot, const rlx_gramm
     }
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 /* A walk of a grammar's reachable positions (rlx__gwalk_run): every stack reached goes into seen
  * once; the next one visited is a shortest one not yet visited (a bucket of seen's indexes per
  * length), so the walk covers shallow positions - the ones outputs reach first and most - before
  * the deep nestings of a recursive grammar. It can stop at any stack and go on later. */
 struct rlx__gwalk {
     uint32_t slot;
+    size_t max_stacks, max_new; /* the whole walk's bounds */
+    double max_ms;
     rlx__sset seen;
     uint32_t *st;           /* the stack being visited (seen may move as it grows) */
     uint32_t *next;         /* per length: the bucket's first entry not yet visited */
@@ -691,11 +687,14 @@ struct rlx__gwalk {
     bool done;
 };
 
-rlx__gwalk *rlx__gwalk_new(uint32_t slot, const rlx__sset *start)
+rlx__gwalk *rlx__gwalk_new(uint32_t slot, const rlx__sset *start, size_t max_stacks, size_t max_new, double max_ms)
 {
     rlx__gwalk *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->slot = slot;
+    w->max_stacks = max_stacks;
+    w->max_new = max_new;
+    w->max_ms = max_ms;
     w->st = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *w->st);
     w->next = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *w->next);
     w->bk = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *w->bk);
@@ -718,12 +717,10 @@ void rlx__gwalk_free(rlx__gwalk *w)
 }
 
 bool rlx__gwalk_done(const rlx__gwalk *w) { return w->done; }
-uint32_t rlx__gwalk_slot(const rlx__gwalk *w) { return w->slot; }
 
-int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, const rlx_grammar_vocab *v, size_t max_stacks,
-                       size_t max_new, double total_ms, double slice_ms)
+int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, const rlx_grammar_vocab *v, double slice_ms)
 {
-    const double t0 = now_ms();
+    const double t0 = rlx_now() * 1e3;
     const uint64_t built0 = t->stats.built;
     int64_t rc = 0;
     while (!w->done) {
@@ -741,9 +738,9 @@ int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, con
             if (len < w->lo) w->lo = len;
         }
         while (w->lo <= RLX_GRAMMAR_MAX_DEPTH && w->next[w->lo] == w->bk[w->lo].n) w->lo++;
-        const double spent = now_ms() - t0;
-        if (rc || w->lo > RLX_GRAMMAR_MAX_DEPTH || w->visited >= max_stacks || w->built >= max_new ||
-            2 * w->built >= t->n_tab || 2 * t->bytes >= t->max_bytes || (total_ms > 0 && w->ms + spent > total_ms)) {
+        const double spent = rlx_now() * 1e3 - t0;
+        if (rc || w->lo > RLX_GRAMMAR_MAX_DEPTH || w->visited >= w->max_stacks || w->built >= w->max_new ||
+            2 * w->built >= t->n_tab || 2 * t->bytes >= t->max_bytes || (w->max_ms > 0 && w->ms + spent > w->max_ms)) {
             w->done = true; /* nothing left, or a bound of the whole walk */
             break;
         }
@@ -764,7 +761,7 @@ int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, con
         rlx__grammar_after_top(g, w->st, len, &w->seen, t->buf);
         if (w->seen.oom) rc = RLX_ENOMEM;
     }
-    w->ms += now_ms() - t0;
+    w->ms += rlx_now() * 1e3 - t0;
     if (rc) w->done = true;
     return rc ? rc : (int64_t)(t->stats.built - built0);
 }
