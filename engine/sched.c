@@ -653,9 +653,12 @@ static bool verify(rlx_worker *w, seq *s, float *scratch)
 
 int rlx__sched_step(rlx_worker *w)
 {
-    if (rlx_worker_embeds(w)) rlx__embed_coalesce(w);
+    if (rlx_worker_embeds(w)) {
+        rlx__embed_coalesce(w);
+        intake(w);
+        return rlx__embed_step(w);
+    }
     intake(w);
-    if (rlx_worker_embeds(w)) return rlx__embed_step(w);
     if (w->gcache && w->gvocab) rlx_grammar_cache_prepare_more(w->gcache, w->gvocab, RLX_GRAMMAR_PREPARE_SLICE_MS);
     rlx_runner *rn = w->runner;
     int32_t budget = w->cfg.max_batch_tokens, n_tok = 0, n_seq = 0, n_out = 0;

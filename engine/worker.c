@@ -211,6 +211,16 @@ fail:
     return rc_;
 }
 
+struct timespec rlx__deadline(double secs)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + secs;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    return ts;
+}
+
 void *rlx__worker_main(void *arg)
 {
     rlx_worker *w = arg;
@@ -219,11 +229,7 @@ void *rlx__worker_main(void *arg)
         if (!w->stop && w->n_inbox == 0 && !w->cancels && w->n_running == 0 && w->n_waiting == 0 && w->n_ejobs == 0 &&
             !w->gc_wanted) {
             /* idle: wake for the periodic session expiry (a step runs it) */
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            double t = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + w->gc_interval;
-            until.tv_sec = (time_t)t;
-            until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+            struct timespec until = rlx__deadline(w->gc_interval);
             pthread_cond_timedwait(&w->cv, &w->mu, &until);
         }
         bool stop = w->stop, drain = w->drain;

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct ejob {
     rlx_request *req;           /* owned */
@@ -69,11 +68,7 @@ void rlx__embed_coalesce(rlx_worker *w)
     if (waiting >= want) return;
     double wait = w->e_last_secs * RLX_EMBED_COALESCE_SHARE;
     if (wait > RLX_EMBED_COALESCE_MAX) wait = RLX_EMBED_COALESCE_MAX;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    double t = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + wait;
-    until.tv_sec = (time_t)t;
-    until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    const struct timespec until = rlx__deadline(wait);
     pthread_mutex_lock(&w->mu);
     /* requests in the inbox count one input each (at least) */
     while (!w->stop && !w->cancels && waiting + w->n_inbox < want)

@@ -166,6 +166,7 @@ struct rlx_worker {
 
 /* sched.c */
 int rlx__sched_step(rlx_worker *w);                /* 1 if work was done, 0 if idle */
+struct timespec rlx__deadline(double secs);        /* now + secs on the clock pthread_cond_timedwait uses */
 /* Delivers an event to the request's callback (sets request_id). */
 void rlx__emit(rlx_request *r, rlx_event *ev);
 void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why);

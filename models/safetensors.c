@@ -720,21 +720,28 @@ static void set_free(st_set *s)
  * convert_hf_to_gguf.py merges them ("architectures" stays the top level's). */
 static int merge_text_config(cJSON *cfg, const char *dir, rlx_error *err)
 {
-    const cJSON *tc = obj(cfg, "text_config"), *e;
-    if (!tc) return 0;
-    if (!cJSON_IsObject(tc)) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'text_config' must be an object", dir);
-    cJSON *copy = cJSON_Duplicate(tc, true);
-    if (!copy) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    cJSON_ArrayForEach(e, copy) {
-        if (!e->string || !strcmp(e->string, "architectures")) continue;
-        cJSON *d = cJSON_Duplicate(e, true);
-        if (!d) { cJSON_Delete(copy); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
-        bool ok = cJSON_GetObjectItemCaseSensitive(cfg, e->string) ? cJSON_ReplaceItemInObjectCaseSensitive(cfg, e->string, d)
-                                                                     : cJSON_AddItemToObject(cfg, e->string, d);
-        if (!ok) { cJSON_Delete(d); cJSON_Delete(copy); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+    if (!obj(cfg, "text_config")) return 0;
+    cJSON *tc = cJSON_DetachItemFromObjectCaseSensitive(cfg, "text_config"), *e;
+    if (!cJSON_IsObject(tc)) {
+        cJSON_Delete(tc);
+        return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'text_config' must be an object", dir);
     }
-    cJSON_Delete(copy);
-    return 0;
+    int rc = 0;
+    while (!rc && (e = tc->child)) { /* each entry moves to the top level */
+        cJSON_DetachItemViaPointer(tc, e);
+        if (!e->string || !strcmp(e->string, "architectures")) {
+            cJSON_Delete(e);
+            continue;
+        }
+        /* (cJSON_AddItemToObject copies the key before it frees the item's own) */
+        cJSON_DeleteItemFromObjectCaseSensitive(cfg, e->string);
+        if (!cJSON_AddItemToObject(cfg, e->string, e)) {
+            cJSON_Delete(e);
+            rc = rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        }
+    }
+    cJSON_Delete(tc);
+    return rc;
 }
 
 int rlx_st_open(rlx_gguf **out, const char *dir_in, rlx_error *err)
