@@ -253,6 +253,8 @@ int rlx_worker_session_delete(rlx_worker *w, const char *id, rlx_error *err);
 const char *rlx_worker_name(const rlx_worker *w);
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w);
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w); /* ChatML if none */
+/* rlx_chat_template_object_arguments of that template, probed once at load */
+bool rlx_worker_chat_object_arguments(const rlx_worker *w);
 /* The template source in use (borrowed, lives as long as w; not NUL-terminated): the
  * chat_template_file's or the GGUF's; NULL when ChatML is used. What tool-call format
  * detection reads. */

@@ -147,6 +147,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     } else if ((rc_ = rlx_chat_template_parse(&w->tmpl, rlx_chatml_template, strlen(rlx_chatml_template), err))) {
         goto fail;
     }
+    w->tmpl_object_args = rlx_chat_template_object_arguments(w->tmpl);
     w->t_template = rlx_now() - t0;
     if (cfg->name && *cfg->name) {
         snprintf(w->name, sizeof w->name, "%s", cfg->name);
@@ -368,6 +369,7 @@ void rlx_worker_cancel(rlx_worker *w, uint64_t request_id)
 const char *rlx_worker_name(const rlx_worker *w) { return w->name; }
 const rlx_tokenizer *rlx_worker_tokenizer(const rlx_worker *w) { return w->tok; }
 const rlx_chat_template *rlx_worker_chat_template(const rlx_worker *w) { return w->tmpl; }
+bool rlx_worker_chat_object_arguments(const rlx_worker *w) { return w->tmpl_object_args; }
 const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len)
 {
     *len = w->tmpl_len;

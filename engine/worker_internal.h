@@ -84,6 +84,7 @@ struct rlx_worker {
                                       mapping); NULL: ChatML */
     char *tmpl_file;               /* owned: chat_template_file's text, NULL when none */
     size_t tmpl_len;
+    bool tmpl_object_args;         /* rlx_chat_template_object_arguments(tmpl) */
     double t_tokenizer, t_template; /* load phases beyond the runner's (rlx_worker_load_times) */
     char tok_cache[320];           /* what the tokenizer cache did (rlx_load_times) */
     rlx_worker_config cfg;

@@ -5,7 +5,9 @@
 #include "models/chat_template.h"
 #include "models/jinja_ast.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { PARSE_LIMIT = 64 << 20, RENDER_LIMIT = 256 << 20 };
 
@@ -103,4 +105,45 @@ int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *contex
     free(rt);
     *out = s;
     return 0;
+}
+
+/* A probe rendering: a history whose assistant tool call carries the arguments
+ * {"argument_needle": "print('Hello, World!')"} as a JSON string or as an object. Returns the
+ * rendering (malloc'ed) or NULL when it fails. The call's content is "" as rlx_api_parse makes
+ * it. */
+static char *probe(const rlx_chat_template *t, bool as_object, size_t *n)
+{
+    static const char head[] =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"<User Needle>\"},"
+        " {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"call_1___\", \"type\": \"function\","
+        " \"function\": {\"name\": \"ipython\", \"arguments\": ";
+    static const char tail[] = "}}]}], \"add_generation_prompt\": false, \"bos_token\": \"\", \"eos_token\": \"\"}";
+    char text[sizeof head + sizeof tail + 64];
+    snprintf(text, sizeof text, "%s%s%s", head,
+             as_object ? "{\"argument_needle\": \"print('Hello, World!')\"}"
+                       : "\"{\\\"argument_needle\\\":\\\"print('Hello, World!')\\\"}\"",
+             tail);
+    cJSON *ctx = cJSON_Parse(text);
+    char *out = NULL;
+    rlx_error err = {0};
+    if (!ctx || rlx_chat_template_render_len(t, ctx, "2024-07-01T12:00:00", &out, n, &err)) {
+        free(out);
+        out = NULL;
+    }
+    cJSON_Delete(ctx);
+    return out;
+}
+
+bool rlx_chat_template_object_arguments(const rlx_chat_template *t)
+{
+    if (!t) return true;
+    size_t n = 0;
+    char *out = probe(t, true, &n);
+    bool objects_shown = out && memmem(out, n, "argument_needle", 15);
+    free(out);
+    if (objects_shown) return true;
+    out = probe(t, false, &n);
+    bool string_shown = out && (memmem(out, n, "\"argument_needle\":", 18) || memmem(out, n, "'argument_needle':", 18));
+    free(out);
+    return !string_shown;
 }

@@ -37,6 +37,16 @@ int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, c
 int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *context, const char *now_iso,
                                  char **out, size_t *out_len, rlx_error *err);
 
+/* Whether an assistant's tool-call arguments, which the OpenAI wire form carries as a JSON
+ * string, should reach the template as an object (as transformers' examples and vLLM give them)
+ * or as the client's string. Decided by probe renderings, as llama.cpp does for each template
+ * (minja's requires_object_arguments), but preferring the object: the string is kept only when
+ * a history with object arguments does not show them (the render fails, as Functionary v3.2's
+ * string concatenation does, or leaves them out) while the string form shows them as JSON.
+ * (minja keeps the string whenever it shows, which makes Gemma 4's template print the JSON text
+ * inside its own argument syntax.) Renders the template up to twice; call once per template. */
+bool rlx_chat_template_object_arguments(const rlx_chat_template *t);
+
 /* ChatML, for models that carry no template. Assistant tool calls render after the content as
  * {"tool_calls": [{"name", "arguments", "id"}]} (the generic format of proto/toolcall.h); content
  * null or absent renders as "". */

@@ -1,6 +1,7 @@
 /* build.c - from a parsed API request to engine requests and template contexts; the small
  * bodies of /tokenize and /detokenize. */
 #include "proto/proto.h"
+#include "models/json.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -59,7 +60,36 @@ fail:
     return NULL;
 }
 
-cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos)
+/* Every assistant tool call's function.arguments that is a JSON string holding an object becomes
+ * that object (a string that is not one, or holds a NUL, stays as sent). -1 out of memory. */
+static int object_arguments(cJSON *messages)
+{
+    cJSON *msg;
+    cJSON_ArrayForEach(msg, messages) {
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"), *call;
+        if (!cJSON_IsArray(calls)) continue;
+        cJSON_ArrayForEach(call, calls) {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+            cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
+            if (!cJSON_IsString(args) || args->valueint == RLX_JSON_STR_NUL) continue;
+            cJSON *obj = NULL;
+            rlx_error jerr = {0};
+            int rc = rlx_json_parse(args->valuestring, strlen(args->valuestring), &obj, &jerr);
+            if (rc == RLX_ENOMEM) return -1;
+            if (rc == 0 && cJSON_IsObject(obj)) {
+                if (!cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj)) {
+                    cJSON_Delete(obj);
+                    return -1;
+                }
+            } else {
+                cJSON_Delete(obj);
+            }
+        }
+    }
+    return 0;
+}
+
+cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos, bool object_args)
 {
     cJSON *ctx = cJSON_CreateObject();
     if (!ctx) return NULL;
@@ -70,6 +100,7 @@ cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const cha
         cJSON_Delete(m);
         goto fail;
     }
+    if (object_args && object_arguments(m)) goto fail;
     if (r->tools) {
         cJSON *t = cJSON_Duplicate(r->tools, true);
         if (!t) goto fail;

@@ -538,12 +538,9 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
 }
 
 /* An assistant message with tool_calls, as OpenAI clients send it, for templates written against
- * transformers' shape: content null or absent becomes "" (templates concatenate it), and a
- * function.arguments given as a JSON string holding an object becomes that object (templates
- * iterate it or apply |tojson), as vLLM does; a string that is not a JSON object is kept as
- * sent. (llama.cpp instead probes each template; the one shared template that concatenates
- * arguments as a string, Functionary v3.2, fails on such a history here as in vLLM and
- * transformers.) tool_calls must be an array of objects. */
+ * transformers' shape: content null or absent becomes "" (templates concatenate it), as vLLM
+ * does. tool_calls must be an array of objects. function.arguments stays as sent here: whether a
+ * template gets it as a string or an object depends on the template (rlx_api_chat_context). */
 static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
 {
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
@@ -562,19 +559,6 @@ static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
     cJSON_ArrayForEach(call, calls) {
         if (!cJSON_IsObject(call))
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "messages[%d].tool_calls[%d] must be an object.", i, j);
-        cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
-        cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
-        if (cJSON_IsString(args) && args->valueint != RLX_JSON_STR_NUL) {
-            cJSON *obj = NULL;
-            rlx_error jerr = {0};
-            int jrc = rlx_json_parse(args->valuestring, strlen(args->valuestring), &obj, &jerr);
-            if (jrc == 0) {
-                if (cJSON_IsObject(obj)) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
-                else cJSON_Delete(obj);
-            } else if (jrc == RLX_ENOMEM) {
-                return oom(e);
-            }
-        }
         j++;
     }
     return 0;

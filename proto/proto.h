@@ -186,8 +186,11 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, 
 
 /* The template context for chat, as vLLM builds it: {messages, tools?, add_generation_prompt,
  * bos_token, eos_token} and then the request's chat_template_kwargs over them (e.g.
- * enable_thinking). Returned object owned by the caller (cJSON_Delete). */
-cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos);
+ * enable_thinking). object_arguments (rlx_chat_template_object_arguments of the template it is
+ * for): an assistant tool call's function.arguments sent as a JSON string holding an object
+ * becomes that object, as llama.cpp does for such templates; otherwise the string stays as sent.
+ * Returned object owned by the caller (cJSON_Delete); NULL when out of memory. */
+cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos, bool object_arguments);
 
 /* continue_final_message: cuts a rendering (len bytes, NUL-terminated, modified in place) right
  * after the final message's content, as transformers' apply_chat_template does, so the model

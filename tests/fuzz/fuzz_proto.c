@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc) {
             check_error(&e);
         } else {
-            cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>");
+            cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>", true);
             cJSON_Delete(ctx);
             int32_t ids[3] = {1, 2, 3};
             rlx_request *q = rlx_api_make_request(&r, r.n_prompts && r.prompts[0].ids ? r.prompts[0].ids : ids,

@@ -133,7 +133,7 @@ function checkCalls(calls, what, only) {
   }
 }
 
-async function suite(client, fmt, extraBody, withHistory = true) {
+async function suite(client, fmt, extraBody) {
   const req = (o) => ({ model: 'm', messages, tools, max_tokens: 400, temperature: 1.0, ...extraBody, ...o });
   // tool_choice "required": 1..4 valid calls, finish_reason tool_calls, content null
   for (let i = 0; i < reps; i++) {
@@ -166,11 +166,10 @@ async function suite(client, fmt, extraBody, withHistory = true) {
   assert(fin.choices[0].finish_reason === 'tool_calls', fmt + ' stream: finish_reason ' + fin.choices[0].finish_reason);
   assert(!fin.choices[0].message.content, fmt + ' stream: content ' + JSON.stringify(fin.choices[0].message.content));
   console.log(`ok   ${fmt}: stream() gives one arguments.done per call and finalChatCompletion() resolves`);
-  // Functionary v3.2's template concatenates arguments as a string, which the normalised history
-  // (arguments as objects, proto/parse.c) cannot give it: no history with calls there (Mistral's
-  // wants 9-character alphanumeric call ids, which its calls get)
-  if (!withHistory) return;
-  // a tool-call round trip: the assistant's calls and role "tool" results render
+  // a tool-call round trip: the assistant's calls and role "tool" results render (Functionary
+  // v3.2's template concatenates the arguments: it gets the client's string, the others objects
+  // (rlx_chat_template_object_arguments); Mistral's wants 9-character alphanumeric call ids,
+  // which its calls get)
   const first = (await client.chat.completions.create(req({ tool_choice: 'required', seed: 7 }))).choices[0].message;
   const history = [...messages, first, ...first.tool_calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: '{"ok":true}' }))];
   const r2 = await client.chat.completions.create(req({ messages: history, tool_choice: 'auto', max_tokens: 8 }));
@@ -284,7 +283,7 @@ try {
   await stop();
   for (const [model, tpl, fmt] of textFormats) {
     client = await start(model, ['--chat-template', template(tpl, fmt)]);
-    await suite(client, fmt, {}, fmt !== 'functionary-v3.2');
+    await suite(client, fmt, {});
     if (fmt === 'qwen3-coder') await lazyAuto(client, fmt);
     await stop();
   }

@@ -118,7 +118,7 @@ TEST(chat_messages_and_logprobs)
     ASSERT_STR_EQ(c->valuestring, "hello");
     ASSERT_EQ(r.logprobs, 3);
     ASSERT_EQ(r.base->max_tokens, 5);
-    cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>");
+    cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>", true);
     ASSERT(ctx != NULL);
     ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(ctx, "add_generation_prompt")));
     ASSERT_STR_EQ(cJSON_GetObjectItem(ctx, "bos_token")->valuestring, "<s>");

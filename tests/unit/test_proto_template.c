@@ -16,14 +16,14 @@ TEST(defaults_and_context)
     rlx_api_error e;
     ASSERT_EQ(parse(&r, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &e), 0);
     ASSERT(r.add_generation_prompt && !r.continue_final_message && !r.template_kwargs);
-    cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>");
+    cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>", true);
     ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(ctx, "add_generation_prompt")));
     cJSON_Delete(ctx);
     rlx_api_request_free(&r);
 
     ASSERT_EQ(parse(&r, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":false,"
                         "\"chat_template_kwargs\":{\"enable_thinking\":false,\"bos_token\":\"B\",\"t\":1.0}}", &e), 0);
-    ctx = rlx_api_chat_context(&r, "<s>", "</s>");
+    ctx = rlx_api_chat_context(&r, "<s>", "</s>", true);
     ASSERT(cJSON_IsFalse(cJSON_GetObjectItem(ctx, "add_generation_prompt")));
     ASSERT(cJSON_IsFalse(cJSON_GetObjectItem(ctx, "enable_thinking")));
     ASSERT_STR_EQ(cJSON_GetObjectItem(ctx, "bos_token")->valuestring, "B"); /* kwargs go over, as in vLLM */
@@ -92,7 +92,7 @@ TEST(template_sees_request_values)
                        "{\"type\":\"text\",\"text\":\"b\"}]}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
                        "{\"minimum\":0.0,\"big\":12345678901234567890}}}]}";
     ASSERT_EQ(parse(&r, body, &e), 0);
-    cJSON *ctx = rlx_api_chat_context(&r, "", "");
+    cJSON *ctx = rlx_api_chat_context(&r, "", "", true);
     const char *src = "{{ messages[0].content|length }} {{ messages[0].content|tojson }} {{ tools[0].function.parameters|tojson }}";
     rlx_chat_template *t = NULL;
     rlx_error err = {0};

@@ -1,7 +1,10 @@
 /* test_proto_tool_history.c - a tool-call history as OpenAI clients send it (assistant content
  * null, function.arguments a JSON string, role "tool" results) goes through the request parser
- * (proto/parse.c normalises it) and renders in every template of ../shared/templates exactly as
- * Python Jinja2 renders the transformers-shaped case (arguments objects, content ""). */
+ * (proto/parse.c normalises it) and the chat context (proto/build.c: arguments as objects or as
+ * sent, as the template's probe asks) and renders in every template of ../shared/templates as
+ * Python Jinja2 renders the transformers-shaped case (arguments objects, content ""), or, for a
+ * template that takes the string (Functionary v3.2 concatenates it, Qwen3 prints a string as
+ * given), with the client's argument text in it verbatim. */
 #include "models/chat_template.h"
 #include "models/json.h"
 #include "proto/proto.h"
@@ -24,9 +27,28 @@ static bool has_tool_calls(const cJSON *msgs)
     return false;
 }
 
-/* The messages as an OpenAI client sends them: arguments as JSON text, and when null_content the
- * content of assistant messages with calls null. */
-static cJSON *openai_shape(const cJSON *msgs, bool null_content)
+/* How a client writes function.arguments: as Python's json.dumps does (", " and ": ", what
+ * |tojson gives), or compact (JavaScript's JSON.stringify, what cJSON_PrintUnformatted gives). */
+enum { ARGS_DUMPS, ARGS_COMPACT };
+
+static char *args_text(const cJSON *args, int style)
+{
+    if (style == ARGS_COMPACT) return cJSON_PrintUnformatted(args);
+    static rlx_chat_template *dumps;
+    rlx_error err = {0};
+    if (!dumps && rlx_chat_template_parse(&dumps, "{{ a | tojson }}", 16, &err)) return NULL;
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON_AddItemToObject(ctx, "a", cJSON_Duplicate(args, true));
+    char *out = NULL;
+    if (rlx_chat_template_render(dumps, ctx, NULL, &out, &err)) out = NULL;
+    cJSON_Delete(ctx);
+    return out;
+}
+
+/* The messages as an OpenAI client sends them: arguments as JSON text written in style, and when
+ * null_content the content of assistant messages with calls null. The argument texts are added to
+ * texts (an array of strings). */
+static cJSON *openai_shape(const cJSON *msgs, bool null_content, int style, cJSON *texts)
 {
     cJSON *out = cJSON_Duplicate(msgs, true), *m;
     cJSON_ArrayForEach(m, out) {
@@ -39,7 +61,8 @@ static cJSON *openai_shape(const cJSON *msgs, bool null_content)
             cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
             cJSON *args = fn ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
             if (!cJSON_IsObject(args)) continue;
-            char *s = cJSON_PrintUnformatted(args);
+            char *s = args_text(args, style);
+            cJSON_AddItemToArray(texts, cJSON_CreateString(s));
             cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", cJSON_CreateString(s));
             free(s);
         }
@@ -48,12 +71,17 @@ static cJSON *openai_shape(const cJSON *msgs, bool null_content)
 }
 
 /* Renders the case's context with its messages replaced by what the parser made of the OpenAI
- * shape; returns 0 when equal to the expected rendering. */
+ * shape, the arguments as the template's probe asks (rlx_chat_template_object_arguments).
+ * Returns 0 when the rendering is right: equal to the expected rendering (want; for a template
+ * given objects, whatever the client's spacing; for one given the client's strings, when they are
+ * written as |tojson writes them), and for a template given strings, holding each argument text
+ * as the client sent it (want NULL: Python Jinja2 fails on the case's objects). */
 static int run_case(const char *name, const rlx_chat_template *t, const cJSON *ctx, const char *now,
-                    const char *want, bool null_content)
+                    const char *want, bool null_content, int style)
 {
-    cJSON *body = cJSON_CreateObject();
-    cJSON_AddItemToObject(body, "messages", openai_shape(cJSON_GetObjectItem(ctx, "messages"), null_content));
+    bool objects = rlx_chat_template_object_arguments(t);
+    cJSON *body = cJSON_CreateObject(), *texts = cJSON_CreateArray();
+    cJSON_AddItemToObject(body, "messages", openai_shape(cJSON_GetObjectItem(ctx, "messages"), null_content, style, texts));
     const cJSON *tools = cJSON_GetObjectItem(ctx, "tools");
     if (tools) cJSON_AddItemToObject(body, "tools", cJSON_Duplicate(tools, true));
     char *text = cJSON_PrintUnformatted(body);
@@ -64,25 +92,38 @@ static int run_case(const char *name, const rlx_chat_template *t, const cJSON *c
     free(text);
     if (rc) {
         fprintf(stderr, "  %s: parse failed: %s\n", name, e.message);
+        cJSON_Delete(texts);
         return 1;
     }
-    cJSON *c = cJSON_Duplicate(ctx, true);
-    cJSON_ReplaceItemInObjectCaseSensitive(c, "messages", cJSON_Duplicate(r.messages, true));
+    cJSON *c = cJSON_Duplicate(ctx, true), *built = rlx_api_chat_context(&r, "", "", objects);
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "messages", cJSON_DetachItemFromObject(built, "messages"));
+    cJSON_Delete(built);
     rlx_api_request_free(&r);
     char *out = NULL;
     rlx_error err = {0};
     rc = rlx_chat_template_render(t, c, now, &out, &err);
     cJSON_Delete(c);
-    int bad = rc || strcmp(out, want);
-    if (rc) fprintf(stderr, "  %s (null content %d): render failed: %s\n", name, null_content, err.msg);
-    else if (bad) {
+    int bad = rc != 0;
+    if (rc) fprintf(stderr, "  %s (null content %d, style %d): render failed: %s\n", name, null_content, style, err.msg);
+    if (!rc && want && (objects || style == ARGS_DUMPS) && strcmp(out, want)) {
+        bad = 1;
         size_t i = 0;
         while (out[i] && out[i] == want[i]) i++;
         size_t from = i > 60 ? i - 60 : 0;
-        fprintf(stderr, "  %s (null content %d): differs at %zu\n    got:  \"%.160s\"\n    want: \"%.160s\"\n",
-                name, null_content, i, out + from, want + from);
+        fprintf(stderr, "  %s (null content %d, style %d): differs at %zu\n    got:  \"%.160s\"\n    want: \"%.160s\"\n",
+                name, null_content, style, i, out + from, want + from);
+    }
+    const cJSON *a = NULL;
+    if (!objects && !rc) a = texts->child;
+    for (; a; a = a->next) {
+        if (!strstr(out, a->valuestring)) {
+            bad = 1;
+            fprintf(stderr, "  %s (null content %d, style %d): the arguments %s are not in the rendering\n", name,
+                    null_content, style, a->valuestring);
+        }
     }
     free(out);
+    cJSON_Delete(texts);
     return bad;
 }
 
@@ -106,7 +147,7 @@ TEST(tool_history_every_template)
     }
     closedir(d);
     qsort(names, n, sizeof names[0], cmp_str);
-    int cases = 0, failed = 0;
+    int cases = 0, failed = 0, strings = 0;
     for (size_t i = 0; i < n; i++) {
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -118,26 +159,35 @@ TEST(tool_history_every_template)
         const cJSON *src = cJSON_GetObjectItem(doc, "template"), *now = cJSON_GetObjectItem(doc, "now");
         rlx_chat_template *t = NULL;
         ASSERT_MSG(rlx_chat_template_parse(&t, src->valuestring, strlen(src->valuestring), &err) == 0, "%s", err.msg);
+        bool objects = rlx_chat_template_object_arguments(t);
+        if (!objects) fprintf(stderr, "  %s: arguments as the client's string\n", names[i]);
+        strings += !objects;
+        if (strstr(names[i], "functionary-medium-v3.2")) ASSERT(!objects);
+        if (strstr(names[i], "Qwen2.5-7B") || strstr(names[i], "Llama-3.3-70B")) ASSERT(objects); /* |tojson */
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "cases")) {
             const cJSON *ctx = cJSON_GetObjectItem(c, "context"), *want = cJSON_GetObjectItem(c, "expected");
-            if (!cJSON_IsString(want) || !has_tool_calls(cJSON_GetObjectItem(ctx, "messages"))) continue;
+            if (!has_tool_calls(cJSON_GetObjectItem(ctx, "messages"))) continue;
+            if (!cJSON_IsString(want) && objects) continue; /* fails in Python and here alike */
             for (int null_content = 0; null_content < 2; null_content++) {
-                cases++;
-                failed += run_case(names[i], t, ctx, cJSON_IsString(now) ? now->valuestring : NULL,
-                                   want->valuestring, null_content);
+                for (int style = ARGS_DUMPS; style <= ARGS_COMPACT; style++) {
+                    cases++;
+                    failed += run_case(names[i], t, ctx, cJSON_IsString(now) ? now->valuestring : NULL,
+                                       cJSON_IsString(want) ? want->valuestring : NULL, null_content, style);
+                }
             }
         }
         rlx_chat_template_free(t);
         cJSON_Delete(doc);
         free(names[i]);
     }
-    fprintf(stderr, "  tool-call histories: %d rendered, %d differ\n", cases, failed);
-    ASSERT(cases >= 2);
+    fprintf(stderr, "  tool-call histories: %d rendered, %d wrong; %d templates take the string\n", cases, failed, strings);
+    ASSERT(cases >= 2 && strings >= 1);
     ASSERT_EQ(failed, 0);
 }
 
-/* Bad shapes get a 400 naming messages; a non-object argument string is kept as sent. */
+/* Bad shapes get a 400 naming messages; the parser keeps arguments as sent; the context makes
+ * objects of the strings that hold one only for a template that asks for objects. */
 TEST(tool_calls_shapes)
 {
     rlx_api_request r;
@@ -150,16 +200,65 @@ TEST(tool_calls_shapes)
     ASSERT(rlx_api_parse(&r, RLX_API_CHAT, bad, strlen(bad), 0, &e) < 0);
     rlx_api_request_free(&r);
     const char *ok = "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"[1\"}},"
-                     "{\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"x\\\":1.0}\"}}]}]}";
-    ASSERT_EQ(rlx_api_parse(&r, RLX_API_CHAT, ok, strlen(ok), 0, &e), 0);
+                     "{\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"x\\\":1.0}\"}},"
+                     "{\"function\":{\"name\":\"h\",\"arguments\":\"{\\\"x\\\":\\\"a\\\\u0000b\\\"}\"}}]},"
+                     "{\"role\":\"assistant\",\"content\":\"no calls\"},{\"role\":\"assistant\",\"tool_calls\":null}]}";
+    ASSERT_MSG(rlx_api_parse(&r, RLX_API_CHAT, ok, strlen(ok), 0, &e) == 0, "%s", e.message);
     const cJSON *m = cJSON_GetArrayItem(r.messages, 0);
     ASSERT_STR_EQ(cJSON_GetObjectItem(m, "content")->valuestring, "");
     const cJSON *calls = cJSON_GetObjectItem(m, "tool_calls");
-    ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function"), "arguments")->valuestring, "[1");
-    const cJSON *a = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "function"), "arguments");
-    ASSERT(cJSON_IsObject(a));
-    ASSERT_STR_EQ(cJSON_GetObjectItem(a, "x")->valuestring, "1.0"); /* read as Python reads it */
+    ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "function"), "arguments")->valuestring,
+                  "{\"x\":1.0}");
+    for (int objects = 0; objects < 2; objects++) {
+        cJSON *ctx = rlx_api_chat_context(&r, "", "", objects);
+        ASSERT(ctx != NULL);
+        calls = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(ctx, "messages"), 0), "tool_calls");
+#define ARGS(k) cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, k), "function"), "arguments")
+        ASSERT_STR_EQ(ARGS(0)->valuestring, "[1"); /* not an object: as sent */
+        const cJSON *a = ARGS(1);
+        if (objects) {
+            ASSERT(cJSON_IsObject(a));
+            ASSERT_STR_EQ(cJSON_GetObjectItem(a, "x")->valuestring, "1.0"); /* read as Python reads it */
+            ASSERT(cJSON_IsObject(ARGS(2))); /* an escaped NUL inside the JSON text */
+        } else {
+            ASSERT_STR_EQ(a->valuestring, "{\"x\":1.0}");
+            ASSERT(cJSON_IsString(ARGS(2)));
+        }
+#undef ARGS
+        cJSON_Delete(ctx);
+    }
+    /* the request itself is left as parsed */
+    calls = cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 0), "tool_calls");
+    ASSERT(cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "function"), "arguments")));
     rlx_api_request_free(&r);
 }
 
-TEST_MAIN(TEST_ENTRY(tool_history_every_template), TEST_ENTRY(tool_calls_shapes))
+/* The probe on templates written for the purpose: |tojson of the arguments, iteration over them,
+ * a template that prints both forms and a failing render want objects; concatenation and a
+ * template that shows only strings take the string. */
+TEST(object_arguments_probe)
+{
+    static const struct { const char *src; bool objects; } cases[] = {
+        {"{% for m in messages %}{% for c in m.tool_calls or [] %}{{ c.function.arguments | tojson }}{% endfor %}{% endfor %}", true},
+        {"{% for m in messages %}{% for c in m.tool_calls or [] %}{% for k, v in c.function.arguments.items() %}"
+         "<{{ k }}={{ v }}>{% endfor %}{% endfor %}{% endfor %}", true},
+        {"{% for m in messages %}{% for c in m.tool_calls or [] %}{{ '>>>' + c.function.name + '\\n' + c.function.arguments }}"
+         "{% endfor %}{% endfor %}", false},
+        {"{% for m in messages %}{% for c in m.tool_calls or [] %}{% if c.function.arguments is string %}"
+         "{{ c.function.arguments }}{% else %}{{ c.function.arguments | tojson }}{% endif %}{% endfor %}{% endfor %}", true},
+        {"{% for m in messages %}{% for c in m.tool_calls or [] %}{{ c.function.arguments if c.function.arguments is string }}"
+         "{% endfor %}{% endfor %}", false},                                     /* objects left out */
+        {"{% for m in messages %}{{ m.content }}{% endfor %}", true},               /* never shows calls */
+        {"{{ raise_exception('no') }}", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlx_chat_template *t = NULL;
+        rlx_error err = {0};
+        ASSERT_MSG(rlx_chat_template_parse(&t, cases[i].src, strlen(cases[i].src), &err) == 0, "%s", err.msg);
+        ASSERT_MSG(rlx_chat_template_object_arguments(t) == cases[i].objects, "case %zu", i);
+        rlx_chat_template_free(t);
+    }
+    ASSERT(rlx_chat_template_object_arguments(NULL));
+}
+
+TEST_MAIN(TEST_ENTRY(tool_history_every_template), TEST_ENTRY(tool_calls_shapes), TEST_ENTRY(object_arguments_probe))
