@@ -107,6 +107,36 @@ int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *contex
     return 0;
 }
 
+int rlx_chat_template_tojson(const cJSON *v, int indent, char **out, rlx_error *err)
+{
+    *out = NULL;
+    rj_rt *rt = calloc(1, sizeof *rt);
+    if (!rt) return rlx_errorf(err, RLX_ENOMEM, "out of memory writing JSON");
+    rt->limit = RENDER_LIMIT;
+    rt->err = err;
+    if (setjmp(rt->jb) != 0) {
+        int code = rt->code;
+        rlx__j_arena_free(rt);
+        free(rt);
+        return code;
+    }
+    char spaces[65];
+    int k = indent < 0 ? 0 : indent > 64 ? 64 : indent;
+    memset(spaces, ' ', (size_t)k);
+    spaces[k] = 0;
+    rj_json_opts o = {.indent = indent >= 0 ? spaces : NULL, .item_sep = indent >= 0 ? "," : ", ", .key_sep = ": "};
+    rj_buf b = {0};
+    rlx__j_buf_put(rt, &b, "", 0);
+    rlx__j_tojson(rt, &b, rlx__j_from_json(rt, v), &o, 0);
+    char *s = malloc(b.n + 1);
+    if (!s) rlx__j_fail(rt, RLX_ENOMEM, "out of memory writing JSON");
+    memcpy(s, b.p, b.n + 1);
+    rlx__j_arena_free(rt);
+    free(rt);
+    *out = s;
+    return 0;
+}
+
 /* A probe rendering: a history whose assistant tool call carries the arguments
  * {"argument_needle": "print('Hello, World!')"} as a JSON string or as an object. Returns the
  * rendering (malloc'ed) or NULL when it fails. The call's content is "" as rlx_api_parse makes

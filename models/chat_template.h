@@ -37,6 +37,10 @@ int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, c
 int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *context, const char *now_iso,
                                  char **out, size_t *out_len, rlx_error *err);
 
+/* v as the templates' |tojson writes it, i.e. Python's json.dumps(v, ensure_ascii=False,
+ * indent=indent) (indent < 0: one line with ", " and ": "). *out malloc'ed. */
+int rlx_chat_template_tojson(const cJSON *v, int indent, char **out, rlx_error *err);
+
 /* Whether an assistant's tool-call arguments, which the OpenAI wire form carries as a JSON
  * string, should reach the template as an object (as transformers' examples and vLLM give them)
  * or as the client's string. Decided by probe renderings, as llama.cpp does for each template

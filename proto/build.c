@@ -1,6 +1,7 @@
 /* build.c - from a parsed API request to engine requests and template contexts; the small
  * bodies of /tokenize and /detokenize. */
 #include "proto/proto.h"
+#include "models/chat_template.h"
 #include "models/json.h"
 
 #include <math.h>
@@ -128,6 +129,38 @@ cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const cha
 fail:
     cJSON_Delete(ctx);
     return NULL;
+}
+
+/* name = v unless the context has it (chat_template_kwargs win); takes v. -1 out of memory. */
+static int add_default(cJSON *ctx, const char *name, cJSON *v)
+{
+    if (!v) return -1;
+    if (cJSON_GetObjectItemCaseSensitive(ctx, name)) {
+        cJSON_Delete(v);
+        return 0;
+    }
+    if (!cJSON_AddItemToObject(ctx, name, v)) {
+        cJSON_Delete(v);
+        return -1;
+    }
+    return 0;
+}
+
+int rlx_api_chat_format_vars(cJSON *ctx, const rlx_api_request *r, rlx_tc_format format, time_t now)
+{
+    if (format != RLX_TC_FIREFUNCTION) return 0;
+    char *functions = NULL;
+    if (cJSON_GetArraySize(r->tools) > 0) {
+        rlx_error err = {0};
+        if (rlx_chat_template_tojson(r->tools, 2, &functions, &err)) return -1;
+    }
+    int rc = add_default(ctx, "functions", cJSON_CreateString(functions ? functions : ""));
+    free(functions);
+    struct tm tm;
+    char date[64];
+    if (!rc && gmtime_r(&now, &tm) && strftime(date, sizeof date, "%b %d %Y %H:%M:%S GMT", &tm))
+        rc = add_default(ctx, "datetime", cJSON_CreateString(date));
+    return rc;
 }
 
 /* Python's str.strip() whitespace, ASCII part (what message texts end with in practice) */

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "proto/toolcall.h"
 #include <cjson/cJSON.h>
+#include <time.h>
 
 #define RLX_MAX_STOP 4
 #define RLX_MAX_N 16
@@ -191,6 +192,12 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, 
  * becomes that object, as llama.cpp does for such templates; otherwise the string stays as sent.
  * Returned object owned by the caller (cJSON_Delete); NULL when out of memory. */
 cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos, bool object_arguments);
+/* The variables a detected tool-call format's template reads beyond transformers' context, as
+ * llama.cpp passes them, added to ctx where chat_template_kwargs did not set them: Firefunction
+ * v2 (RLX_TC_FIREFUNCTION) reads `functions` (the request's tools as JSON text, json.dumps
+ * indent 2, "" without tools) and `datetime` (now, "%b %d %Y %H:%M:%S GMT") and fails without
+ * them. Other formats: nothing. 0, or -1 when out of memory. */
+int rlx_api_chat_format_vars(cJSON *ctx, const rlx_api_request *r, rlx_tc_format format, time_t now);
 
 /* continue_final_message: cuts a rendering (len bytes, NUL-terminated, modified in place) right
  * after the final message's content, as transformers' apply_chat_template does, so the model

@@ -97,6 +97,10 @@ int rlx_srv_queue_init(rlx_srv *s)
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e)
 {
     cJSON *ctx = rlx_api_chat_context(r, m->bos, m->eos, rlx_worker_chat_object_arguments(m->w));
+    if (ctx && rlx_api_chat_format_vars(ctx, r, m->tc.format, time(NULL))) {
+        cJSON_Delete(ctx);
+        ctx = NULL;
+    }
     if (!ctx) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     rlx_error err = {0};
     int rc = rlx_chat_template_render(rlx_worker_chat_template(m->w), ctx, NULL, out, &err);

@@ -3,7 +3,8 @@
 // per tool-call format with a forcing grammar: the ChatML fallback's generic JSON
 // (synth-llama-tiny, no template), Hermes <tool_call> blocks (synth-qwen3-tiny with Qwen2.5's
 // template through --chat-template), Llama 3 JSON (synth-llama-tiny with Llama 3.2's), Qwen3-Coder
-// XML and Apriel (synth-qwen3-tiny), Firefunction v2 and Functionary v3.1 / v3.2
+// XML and Apriel (synth-qwen3-tiny), Firefunction v2 (its own template, with llama.cpp's extra
+// variables) and Functionary v3.1 / v3.2
 // (synth-llama-tiny), and the formats whose markers are special tokens in the real models
 // (Mistral, Granite, DeepSeek, Kimi K2; spelled as text by these vocabularies), each with its
 // template (a minimal one of the format where the real one cannot serve a random model). With a
@@ -43,10 +44,9 @@ const qwen3Tpl = join(shared, 'templates', 'Qwen-Qwen3-0.6B.json');
 const textFormats = [
   [qwen, join(shared, 'templates', 'Qwen3-Coder.json'), 'qwen3-coder'],
   [qwen, join(shared, 'templates', 'unsloth-Apriel-1.5.json'), 'apriel'],
-  // Firefunction v2's own template needs the `functions` and `datetime` variables llama.cpp
-  // passes (its reference renderings in ../shared/templates fail without them): a minimal
-  // template of that format instead (detected by its " functools[" marker)
-  [llama, null, 'firefunction-v2'],
+  // Firefunction v2's own template, which reads the `functions` and `datetime` variables llama.cpp
+  // passes (rlx_api_chat_format_vars)
+  [llama, join(shared, 'templates', 'fireworks-ai-llama-3-firefunction-v2.json'), 'firefunction-v2'],
   [llama, join(shared, 'templates', 'meetkai-functionary-medium-v3.1.json'), 'functionary-v3.1'],
   [llama, join(shared, 'templates', 'meetkai-functionary-medium-v3.2.json'), 'functionary-v3.2'],
   // markers that are special tokens in the real models' vocabularies (here spelled as text: the

@@ -3,6 +3,8 @@
  * context they give, and continue_final_message's cut as transformers makes it. */
 #include "models/chat_template.h"
 #include "proto/proto.h"
+#include "models/json.h"
+#include "server/cli.h"
 #include "tests/rlx_test.h"
 
 static int parse(rlx_api_request *r, const char *body, rlx_api_error *e)
@@ -107,5 +109,73 @@ TEST(template_sees_request_values)
     free(out);
 }
 
+/* Firefunction v2's real template reads `functions` and `datetime`, which llama.cpp passes and
+ * transformers does not: without them it fails (its cases in ../shared/templates are all
+ * UndefinedError); with them it renders the tools as json.dumps(indent=2) text. */
+TEST(firefunction_vars)
+{
+    const char *path = rlx_test_shared("templates/fireworks-ai-llama-3-firefunction-v2.json");
+    if (!path) SKIP("../shared/templates is absent (set RLX_SHARED)");
+    size_t n = 0;
+    char *text = rlx_read_file(path, &n);
+    cJSON *doc = NULL;
+    rlx_error err = {0};
+    ASSERT(text && rlx_json_parse(text, n, &doc, &err) == 0);
+    free(text);
+    const char *src = cJSON_GetObjectItem(doc, "template")->valuestring;
+    rlx_tc_info tc;
+    rlx_tc_detect(src, strlen(src), &tc);
+    ASSERT_EQ(tc.format, RLX_TC_FIREFUNCTION);
+    rlx_chat_template *t = NULL;
+    ASSERT_EQ(rlx_chat_template_parse(&t, src, strlen(src), &err), 0);
+    rlx_api_request r;
+    rlx_api_error e;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in K\\u00f8benhavn?\"}],\"tools\":[{\"type\":"
+                       "\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":"
+                       "{\"city\":{\"type\":\"string\",\"description\":\"Byn\\u00e4me\"},\"days\":{\"minimum\":1.0}},\"required\":[]}}}]}";
+    ASSERT_EQ(parse(&r, body, &e), 0);
+    /* 1700000000 = 2023-11-14 22:13:20 UTC */
+    for (int kw = 0; kw < 3; kw++) {
+        cJSON *ctx = rlx_api_chat_context(&r, "<|begin_of_text|>", "<|eot_id|>", true);
+        if (kw == 1) cJSON_AddStringToObject(ctx, "datetime", "Jan 01 2000"); /* as chat_template_kwargs would set it */
+        char *out = NULL;
+        int rc;
+        if (kw < 2) {
+            ASSERT_EQ(rlx_api_chat_format_vars(ctx, &r, tc.format, (time_t)1700000000), 0);
+            rc = rlx_chat_template_render(t, ctx, NULL, &out, &err);
+            ASSERT_MSG(rc == 0, "%s", err.msg);
+            ASSERT_MSG(strstr(out, "Available functions as JSON spec:\n[\n  {\n    \"type\": \"function\",\n    \"function\": {\n"
+                                   "      \"name\": \"get_weather\",\n      \"parameters\": {\n        \"type\": \"object\",\n"
+                                   "        \"properties\": {\n          \"city\": {\n            \"type\": \"string\",\n"
+                                   "            \"description\": \"Byn\xc3\xa4me\"\n          },\n          \"days\": {\n"
+                                   "            \"minimum\": 1.0\n          }\n        },\n        \"required\": []\n      }\n    }\n  }\n]\n"
+                                   "Today is "), "%s", out);
+            ASSERT(strstr(out, kw == 1 ? "Today is Jan 01 2000.<|eot_id|>" : "Today is Nov 14 2023 22:13:20 GMT.<|eot_id|>"));
+            ASSERT(strstr(out, "<|start_header_id|>user<|end_header_id|>\n\nWeather in K\xc3\xb8" "benhavn?<|eot_id|>"));
+        } else {
+            rc = rlx_chat_template_render(t, ctx, NULL, &out, &err); /* what transformers' context gives */
+            ASSERT(rc != 0 && strstr(err.msg, "functions"));
+        }
+        free(out);
+        cJSON_Delete(ctx);
+    }
+    rlx_api_request_free(&r);
+    /* no tools: functions is "" */
+    ASSERT_EQ(parse(&r, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &e), 0);
+    cJSON *ctx = rlx_api_chat_context(&r, "", "", true);
+    ASSERT_EQ(rlx_api_chat_format_vars(ctx, &r, RLX_TC_FIREFUNCTION, 0), 0);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ctx, "functions")->valuestring, "");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ctx, "datetime")->valuestring, "Jan 01 1970 00:00:00 GMT");
+    cJSON_Delete(ctx);
+    /* other formats get nothing */
+    ctx = rlx_api_chat_context(&r, "", "", true);
+    ASSERT_EQ(rlx_api_chat_format_vars(ctx, &r, RLX_TC_HERMES, 0), 0);
+    ASSERT(!cJSON_GetObjectItem(ctx, "functions") && !cJSON_GetObjectItem(ctx, "datetime"));
+    cJSON_Delete(ctx);
+    rlx_api_request_free(&r);
+    rlx_chat_template_free(t);
+    cJSON_Delete(doc);
+}
+
 TEST_MAIN(TEST_ENTRY(defaults_and_context), TEST_ENTRY(bad_options), TEST_ENTRY(continue_final_message),
-          TEST_ENTRY(template_sees_request_values))
+          TEST_ENTRY(template_sees_request_values), TEST_ENTRY(firefunction_vars))
