@@ -182,6 +182,11 @@ typedef struct rlx_worker_config {
     /* Speculative decoding by prompt lookup (engine/spec.h): draft tokens per step at most;
      * 0: the default (8); < 0: off. Never for models with recurrent-state layers. */
     int32_t draft_max;
+    /* A draft model (engine/draft.h) sharing the vocabulary: drafts come from it instead of the
+     * prompt lookup; NULL: prompt lookup. draft_p_min: the draft stops where its top
+     * probability falls under this (0: 0.75, llama.cpp's default). */
+    const char *draft_model;
+    float draft_p_min;
     /* Recurrent-state checkpoints of a model with state layers (engine/memory.h): their memory
      * budget in MiB (0: the default, 256; < 0: none, such a model then shares no prefix) and
      * the prefill tokens between two (0: max_batch_tokens rounded down to a KV block). */
@@ -285,7 +290,9 @@ void rlx_worker_kv_layout(const rlx_worker *w, int *type, int32_t *block_size, i
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
 /* Memory the model holds: its weights' bytes and its KV pool's (and state slots', and the state
  * checkpoints' budget's) bytes. */
-void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv);
+void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv); /* the draft model's included */
+/* The draft model's path (engine/draft.h), NULL when it drafts by prompt lookup or not at all. */
+const char *rlx_worker_draft_model(const rlx_worker *w);
 /* Seconds the worker's start spent in each phase of the load: mapping the GGUF (header and
  * tensor table), building the graph, compiling the plan, creating the backend and preparing the
  * plan on it (weights uploaded or repacked), the KV memory, the tokenizer, the chat template. */

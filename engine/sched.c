@@ -18,7 +18,7 @@
  * recomputes the generated tokens after it. */
 #include "engine/worker_internal.h"
 #include <math.h>
-
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +72,7 @@ static void release_blocks(rlx_worker *w, seq *s)
 void rlx__seq_free(rlx_worker *w, seq *s)
 {
     release_blocks(w, s);
+    rlx_draft_seq_free(w->draft, &s->dseq);
     rlx_sampler_free(s->sampler);
     rlx_stop_free(&s->stop);
     rlx_request_free(s->req);
@@ -615,7 +616,20 @@ static void draft(rlx_worker *w, seq *s, int32_t budget, int32_t *spare_rows)
     if (max <= 0) return;
     int32_t n = rlx_spec_allow(&s->spec, max);
     if (n <= 0) return;
-    n = rlx_spec_lookup(s->tokens, s->n_tokens, RLX_SPEC_NGRAM_MIN, RLX_SPEC_NGRAM_MAX, s->draft, n);
+    if (w->draft) {
+        rlx_error err = {0};
+        n = rlx_draft_propose(w->draft, &s->dseq, s->tokens, s->n_tokens, n, s->draft, &err);
+        if (n < 0) { /* the draft model failed: this sequence goes on without drafts */
+            fprintf(stderr, "rlxd: %s: the draft model failed (%s): the sequence goes on without drafts\n", w->name, err.msg);
+            rlx_draft_seq_free(w->draft, &s->dseq);
+            return;
+        }
+        /* a draft model not sure of its first token counts as a first-token miss: it pauses
+         * drafting (and the draft's forward passes) as a refused draft does */
+        if (n == 0) rlx_spec_update(&s->spec, 1, 0, RLX_SPEC_MAX_DRAFT);
+    } else {
+        n = rlx_spec_lookup(s->tokens, s->n_tokens, RLX_SPEC_NGRAM_MIN, RLX_SPEC_NGRAM_MAX, s->draft, n);
+    }
     if (n <= 0) return;
     if (rlx_memory_grow(&w->runner->mem, &s->mem, s->n_tokens + n) != 0) return;
     s->n_draft = n;

@@ -116,6 +116,22 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         free(w);
         return rc_;
     }
+    if (cfg->draft_model && w->cfg.draft_max > 0) {
+        if (rlx_worker_embeds(w) || w->runner->mem.has_state) {
+            rc_ = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: a draft model cannot serve it: %s", cfg->model_path,
+                             rlx_worker_embeds(w) ? "an embedding model generates nothing"
+                                                  : "its recurrent state cannot be rolled back past rejected drafts");
+        } else {
+            rlx_backend_config bc = {.name = cfg->backend, .n_threads = cfg->n_threads, .device = cfg->device};
+            rc_ = rlx_draft_open(&w->draft, cfg->draft_model, w->runner, &bc, w->cfg.max_seqs, w->cfg.max_batch_tokens,
+                                 cfg->draft_p_min > 0 ? cfg->draft_p_min : 0.75f, err);
+        }
+        if (rc_) {
+            rlx_runner_close(w->runner);
+            free(w);
+            return rc_;
+        }
+    }
     double t0 = rlx_now();
     if ((rc_ = load_tokenizer(w, cfg, err))) goto fail;
     w->t_tokenizer = rlx_now() - t0;
@@ -203,6 +219,7 @@ fail:
     rlx_chat_template_free(w->tmpl);
     free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
+    rlx_draft_close(w->draft);
     rlx_runner_close(w->runner);
     free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
     free(w->running);
@@ -282,6 +299,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     rlx_chat_template_free(w->tmpl);
     free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
+    rlx_draft_close(w->draft);
     rlx_runner_close(w->runner);
     free(w->waiting);
     free(w->running);
@@ -426,7 +444,13 @@ void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv)
     if (kv)
         *kv = rlx_mem_block_bytes(d) * (size_t)d->n_blocks + rlx_mem_slot_bytes(d) * (size_t)d->n_state_slots +
               (size_t)c->max_entries * c->entry_bytes;
+    size_t dw = 0, dk = 0;
+    rlx_draft_memory(w->draft, &dw, &dk);
+    if (weights) *weights += dw;
+    if (kv) *kv += dk;
 }
+
+const char *rlx_worker_draft_model(const rlx_worker *w) { return w->draft ? w->cfg.draft_model : NULL; }
 
 void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t)
 {

@@ -11,6 +11,7 @@
 #define RLX_WORKER_INTERNAL_H
 
 #include "engine/engine.h"
+#include "engine/draft.h"
 #include "engine/grammar.h"
 #include "engine/runner.h"
 #include "engine/spec.h"
@@ -69,6 +70,7 @@ typedef struct seq {
     int32_t draft[RLX_SPEC_MAX_DRAFT];
     int32_t n_draft;
     rlx_spec_state spec;
+    rlx_draft_seq dseq;         /* the draft model's KV of this sequence (worker->draft) */
 } seq;
 
 typedef struct cancel_node { uint64_t id; struct cancel_node *next; } cancel_node;
@@ -78,6 +80,7 @@ typedef struct ejob ejob;      /* an embedding request in the worker (worker_emb
 struct rlx_worker {
     char name[128];
     rlx_runner *runner;
+    rlx_draft *draft;              /* the draft model (cfg.draft_model), NULL: prompt lookup */
     rlx_tokenizer *tok;
     rlx_chat_template *tmpl;
     const char *tmpl_src;          /* the template source: tmpl_file's text or the GGUF's (in its

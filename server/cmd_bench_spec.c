@@ -1,6 +1,7 @@
 /* cmd_bench_spec.c - `rlxd bench --spec`: speculative decoding (engine/spec.h) against plain
  * decoding, through the engine's worker (the scheduler that drafts), one sequence at a time.
- * Two workers share the mapped weights: one never drafts, one drafts up to --draft-max; their
+ * Two workers share the mapped weights: one never drafts, one drafts up to --draft-max (by prompt
+ * lookup, or from --draft-model's greedy choices, engine/draft.h); their
  * requests alternate, so both see the same machine. Two workloads on the same prompt: greedy
  * decoding (which repeats what the prompt quotes, or loops, where the model does) and seeded
  * sampling at temperature 1 (text that does not repeat). Reports generation tok/s (first to
@@ -99,7 +100,7 @@ static double median(double *v, int n)
 
 int rlx__bench_spec(int argc, char **argv)
 {
-    const char *model = NULL, *prompt_file = NULL, *v;
+    const char *model = NULL, *prompt_file = NULL, *draft_model = NULL, *v;
     long n = 128, reps = 3, threads = 0, draft_max = 8;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -112,10 +113,11 @@ int rlx__bench_spec(int argc, char **argv)
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEXT(); if (!rlx_arg_long("bench", a, v, 0, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--draft-max")) { NEXT(); if (!rlx_arg_long("bench", a, v, 1, RLX_SPEC_MAX_DRAFT, &draft_max)) return 2; }
         else if (!strcmp(a, "--prompt-file")) { NEXT(); prompt_file = v; }
+        else if (!strcmp(a, "--draft-model")) { NEXT(); draft_model = v; }
         else if (!strcmp(a, "--json")) json = true;
         else {
             fprintf(stderr, "rlxd bench --spec: unknown option '%s'\n"
-                            "usage: rlxd bench --spec -m FILE [-n 128] [-r 3] [-t THREADS] [--draft-max 8] [--prompt-file F] [--json]\n", a);
+                            "usage: rlxd bench --spec -m FILE [-n 128] [-r 3] [-t THREADS] [--draft-max 8] [--draft-model FILE] [--prompt-file F] [--json]\n", a);
             return 2;
         }
 #undef NEXT
@@ -140,7 +142,7 @@ int rlx__bench_spec(int argc, char **argv)
     }
     for (int k = 0; k < 2; k++) {
         rlx_worker_config cfg = {.model_path = model, .n_threads = (int)threads, .max_seqs = 1, .max_batch_tokens = 512,
-                                 .draft_max = k ? (int32_t)draft_max : -1};
+                                 .draft_max = k ? (int32_t)draft_max : -1, .draft_model = k ? draft_model : NULL};
         res[k].cap = (int)n;
         if (!(res[k].tokens = malloc((size_t)n * sizeof(int32_t)))) { rc = RLX_ENOMEM; goto done; }
         if ((rc = rlx_worker_start(&w[k], &cfg, &err))) goto done;

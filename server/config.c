@@ -37,6 +37,7 @@ static const setting settings[] = {
     {"max-seqs", T_INT, OFF(max_seqs), 1, 4096},
     {"max-batch-tokens", T_INT, OFF(max_batch_tokens), 1, 1 << 20},
     {"draft-max", T_INT, OFF(draft_max), 0, RLX_SPEC_MAX_DRAFT},
+    {"draft-model", T_STR, OFF(draft_model), 0, 0},
     {"kv-mem", T_I64, OFF(kv_mem_mib), 0, 1 << 24},
     {"state-cache-mb", T_I64, OFF(state_cache_mb), 0, 1 << 24},
     {"kv-type", T_KVTYPE, OFF(kv_type), 0, 0},
@@ -97,6 +98,8 @@ const char *rlx_serve_usage(void)
            "  --max-batch-tokens N      tokens per engine step (512)\n"
            "  --draft-max N             speculative decoding by prompt lookup: draft tokens per\n"
            "                            step at most (8; 0: off). Outputs are unchanged.\n"
+           "  --draft-model GGUF        draft with this small model instead (it must share the\n"
+           "                            model's vocabulary); per model: draft-model in its profile\n"
            "  --kv-mem MiB              KV cache memory per model (engine default)\n"
            "  --kv-type f16|f32|q8_0    KV cache element type (f16)\n"
            "  --kv-block N              tokens per KV block, the prefix-sharing unit (16)\n"
@@ -561,6 +564,7 @@ void rlx_serve_config_free(rlx_serve_config *c)
     free(c->config_path);
     free(c->db);
     free(c->chat_template);
+    free(c->draft_model);
     free(c->backend);
     free(c->models_dir);
     free(c->cors_origins);

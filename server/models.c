@@ -173,6 +173,9 @@ static void ready(rlx_model_slot *m)
         fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
                 "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
                 rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
+    if (rlx_worker_draft_model(m->w))
+        fprintf(stderr, "rlxd: model '%s' drafts with %s (speculative decoding; weights and KV above include it)\n",
+                m->cfg->name, rlx_worker_draft_model(m->w));
     rlx_load_times lt;
     rlx_worker_load_times(m->w, &lt);
     fprintf(stderr, "rlxd: model '%s' load phases: read %.3f s, map %.3f s, graph %.3f s, compile %.3f s, "

@@ -30,6 +30,7 @@ static const key keys[] = {
     {"threads", RLX_PF_THREADS, K_INT, OFF(threads), 0, 1024},
     {"backend", RLX_PF_BACKEND, K_BACKEND, OFF(backend), 0, 0},
     {"chat-template", RLX_PF_CHAT_TEMPLATE, K_FILE, OFF(chat_template), 0, 0},
+    {"draft-model", RLX_PF_DRAFT_MODEL, K_FILE, OFF(draft_model), 0, 0},
     {"temperature", RLX_PF_TEMPERATURE, K_FLOAT, OFF(temperature), 0, 2},
     {"top-p", RLX_PF_TOP_P, K_FLOAT, OFF(top_p), 0, 1},
     {"top-k", RLX_PF_TOP_K, K_INT, OFF(top_k), -1, INT32_MAX},
@@ -40,7 +41,7 @@ static const key keys[] = {
     {"repeat-last-n", RLX_PF_REPEAT_LAST_N, K_INT, OFF(repeat_last_n), -1, INT32_MAX},
     {"max-tokens", RLX_PF_MAX_TOKENS, K_INT, OFF(max_tokens), 1, INT32_MAX},
 };
-#define KEY_LIST "ctx, kv-type, max-seqs, max-batch-tokens, threads, backend, chat-template, temperature, top-p, " \
+#define KEY_LIST "ctx, kv-type, max-seqs, max-batch-tokens, threads, backend, chat-template, draft-model, temperature, top-p, " \
                  "top-k, min-p, repeat-penalty, presence-penalty, frequency-penalty, repeat-last-n, max-tokens"
 
 static const key *find_key(const char *name)
@@ -49,7 +50,7 @@ static const key *find_key(const char *name)
     size_t i = 0;
     for (; name[i] && i + 1 < sizeof norm; i++) norm[i] = name[i] == '_' ? '-' : (char)tolower((unsigned char)name[i]);
     norm[i] = 0;
-    if (!strcmp(norm, "repetition-penalty")) return &keys[11];
+    if (!strcmp(norm, "repetition-penalty")) snprintf(norm, sizeof norm, "repeat-penalty");
     for (size_t k = 0; k < RLX_ARRAY_LEN(keys); k++)
         if (!strcmp(keys[k].name, norm)) return &keys[k];
     return NULL;
@@ -249,6 +250,7 @@ void rlx_profile_apply_worker(const rlx_profile *p, rlx_worker_config *wc)
     if (p->set & RLX_PF_THREADS) wc->n_threads = p->threads;
     if (p->set & RLX_PF_BACKEND) wc->backend = p->backend;
     if (p->set & RLX_PF_CHAT_TEMPLATE) wc->chat_template_file = p->chat_template;
+    if (p->set & RLX_PF_DRAFT_MODEL) wc->draft_model = p->draft_model;
 }
 
 void rlx_profile_apply_request(const rlx_profile *p, rlx_api_request *r)
@@ -297,5 +299,6 @@ void rlx_profile_free(rlx_profile *p)
 {
     free(p->backend);
     free(p->chat_template);
+    free(p->draft_model);
     memset(p, 0, sizeof *p);
 }

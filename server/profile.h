@@ -36,6 +36,7 @@ enum {
     RLX_PF_FREQUENCY_PENALTY = 1u << 13,
     RLX_PF_REPEAT_LAST_N = 1u << 14,
     RLX_PF_MAX_TOKENS = 1u << 15,
+    RLX_PF_DRAFT_MODEL = 1u << 16,
 };
 
 typedef struct rlx_profile {
@@ -45,6 +46,7 @@ typedef struct rlx_profile {
     float temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     char *backend;             /* owned: "cpu", "vulkan" or "cuda" */
     char *chat_template;       /* owned: the template file's path */
+    char *draft_model;         /* owned: the draft model's path (engine/draft.h) */
     char sources[512];         /* where it came from, "; "-separated (for /v1/models) */
 } rlx_profile;
 

@@ -47,6 +47,7 @@ TEST(keys_and_errors)
         {"kv-type", "q4", "f16, f32 or q8_0"},
         {"backend", "metal", "cpu, vulkan or cuda"},
         {"chat-template", "/nonexistent/x.jinja", "not a readable file"},
+        {"draft-model", "/nonexistent/d.gguf", "not a readable file"},
         {"top-p", "nan", "'top-p'"},
     };
     for (size_t i = 0; i < RLX_ARRAY_LEN(bad); i++) {
@@ -115,6 +116,7 @@ TEST(merge_and_apply)
     ASSERT_EQ(rlx_profile_set(&ini, "temperature", "0", "config c.ini:9", NULL, &err), 0);
     ASSERT_EQ(rlx_profile_set(&ini, "max-tokens", "7", "config c.ini:10", NULL, &err), 0);
     ASSERT_EQ(rlx_profile_set(&ini, "threads", "3", "config c.ini:11", NULL, &err), 0);
+    ASSERT_EQ(rlx_profile_set(&ini, "draft_model", "/proc/self/exe", "config c.ini:12", NULL, &err), 0);
     ASSERT_EQ(rlx_profile_merge(&file, &ini, &err), 0); /* the INI section over the file */
     ASSERT_EQ(file.ctx, 64);
     ASSERT_EQ(file.temperature, 0);
@@ -130,6 +132,7 @@ TEST(merge_and_apply)
     ASSERT_EQ(wc.max_batch_tokens, 512);
     ASSERT_EQ(wc.n_threads, 3);
     ASSERT_EQ(wc.kv_type, RLX_F16);
+    ASSERT_STR_EQ(wc.draft_model, "/proc/self/exe");
 
     /* a request: what its body gives wins, the rest takes the profile's defaults */
     const char *body = "{\"prompt\":\"x\",\"top_p\":0.5}";

@@ -218,6 +218,7 @@ TEST(every_setting_follows_the_layer_order)
         {"max-seqs", "16", "2", "3", "4"},
         {"max-batch-tokens", "512", "64", "65", "66"},
         {"draft-max", "8", "0", "4", "16"},
+        {"draft-model", "", "/m/d1.gguf", "/m/d2.gguf", "/m/d3.gguf"},
         {"kv-mem", "0", "10", "11", "12"},
         {"state-cache-mb", "256", "0", "1", "64"},
         {"kv-type", "f16", "f32", "q8_0", "f32"},

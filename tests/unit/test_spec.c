@@ -7,6 +7,7 @@
 #include "tests/rlx_test.h"
 #include "engine/engine.h"
 #include "engine/spec.h"
+#include "engine/draft.h"
 #include "tests/unit/test_synth_util.h"
 #include "tests/unit/test_worker_util.h"
 
@@ -73,17 +74,20 @@ typedef tw_result result;
 typedef tw_collector collector;
 typedef tw_slot slot;
 
-static rlx_worker *start(const char *m, int32_t draft_max)
+static rlx_worker *start_draft(const char *m, int32_t draft_max, const char *draft_model, float p_min)
 {
     if (!m) return NULL;
     rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 8, .max_batch_tokens = 128,
                              .max_queue = 64, .kv_block = 16, .draft_max = draft_max,
+                             .draft_model = draft_model, .draft_p_min = p_min,
                              .backend = getenv("RLXD_BACKEND")}; /* as the integration tests: vulkan too */
     rlx_worker *w = NULL;
     rlx_error err = {0};
     if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
     return w;
 }
+
+static rlx_worker *start(const char *m, int32_t draft_max) { return start_draft(m, draft_max, NULL, 0); }
 
 /* Request i: prompts that quote a passage twice (the story then tends to repeat it) or not;
  * greedy or seeded sampling; some with logprobs, a stop string, a short max_tokens, or the
@@ -164,7 +168,7 @@ static void same(const result *a, const result *b, int i)
     ASSERT(memcmp(a->text, b->text, a->text_len) == 0);
 }
 
-static void drafting_changes_nothing(const char *model)
+static void drafting_changes_nothing(const char *model, const char *draft_model, float p_min)
 {
     static result off[N_REQ], solo[N_REQ], together[N_REQ];
     rlx_worker *w = start(model, -1);
@@ -175,19 +179,23 @@ static void drafting_changes_nothing(const char *model)
     ASSERT_EQ(st.draft_tokens, 0);
     rlx_worker_stop(w, true);
 
-    w = start(model, 0); /* the default maximum */
+    w = start_draft(model, 0, draft_model, p_min); /* the default maximum */
     ASSERT(w != NULL);
     run(w, false, solo);
     rlx_worker_get_stats(w, &st);
     fprintf(stderr, "  one at a time: %llu drafted, %llu kept\n", (unsigned long long)st.draft_tokens,
             (unsigned long long)st.draft_accepted);
     ASSERT(st.draft_tokens > 0);
-    ASSERT(st.draft_accepted > 0);
+    if (draft_model && p_min > 0) ASSERT(st.draft_accepted < st.draft_tokens); /* a random draft: refused */
+    else ASSERT(st.draft_accepted > 0);
+    /* its own Q8_0 file agrees with the model almost always: the draft's KV follows the text */
+    if (draft_model && p_min == 0) ASSERT(st.draft_accepted * 10 > st.draft_tokens * 8);
+    uint64_t kept = st.draft_accepted;
     uint64_t drafted = st.draft_tokens;
     run(w, true, together);
     rlx_worker_get_stats(w, &st);
     fprintf(stderr, "  all at once: %llu drafted, %llu kept\n", (unsigned long long)(st.draft_tokens - drafted),
-            (unsigned long long)st.draft_accepted);
+            (unsigned long long)(st.draft_accepted - kept));
     rlx_worker_stop(w, true);
     for (int i = 0; i < N_REQ; i++) {
         same(&off[i], &solo[i], i);
@@ -202,7 +210,112 @@ TEST(drafting_changes_nothing_stories)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) SKIP("stories260K is not in ../shared/models");
-    drafting_changes_nothing(m);
+    drafting_changes_nothing(m, NULL, 0);
+}
+
+/* ---- a draft model (engine/draft.h) ------------------------------------------------------ */
+
+/* stories260K drafted by its own Q8_0 file (the same model, rounded: most drafts kept), and by a
+ * random-weight llama with its vocabulary drafting whatever it likes (p_min 0.01: most drafts
+ * refused): the outputs are those of the worker that does not draft, whatever the draft. */
+TEST(draft_model_changes_nothing)
+{
+    static char rnd[512];
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    char q8[1024];
+    if (!m) SKIP("stories260K is not in ../shared/models");
+    snprintf(q8, sizeof q8, "%s", m);
+    snprintf(strstr(q8, ".gguf"), 16, "-q8_0.gguf");
+    fprintf(stderr, "  draft: stories260K-q8_0\n");
+    drafting_changes_nothing(m, q8, 0);
+    /* under valgrind the Q8_0 draft's case alone (the same code; refused drafts run in the
+     * prompt-lookup cases) */
+    if (getenv("RLX_MEMCHECK")) return;
+    char args[700];
+    snprintf(args, sizeof args, "--arch llama --preset tiny --hidden 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seed 5 --vocab-from %s", m);
+    if (!synth(args, "draft-rnd.gguf", rnd, sizeof rnd)) SKIP("rlxd-synth is not built");
+    fprintf(stderr, "  draft: a random llama with its vocabulary\n");
+    drafting_changes_nothing(m, rnd, 0.01f);
+}
+
+/* The draft's KV follows a sequence: a proposal computes only the positions past the longest
+ * prefix it already holds (the last token always, for its logits), a diverged history is
+ * recomputed from where it differs, and the greedy drafts equal the draft model's own greedy
+ * continuation step by step. */
+TEST(draft_kv_follows_the_text)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) SKIP("stories260K is not in ../shared/models");
+    rlx_runner *t = NULL;
+    rlx_error err = {0};
+    rlx_runner_config rc = {.model_path = m, .backend = {.n_threads = 1}, .max_seqs = 2, .max_batch_tokens = 64};
+    ASSERT_MSG(rlx_runner_open(&t, &rc, &err) == 0, "%s", err.msg);
+    rlx_draft *d = NULL;
+    rlx_backend_config bc = {.n_threads = 1};
+    ASSERT_MSG(rlx_draft_open(&d, m, t, &bc, 2, 64, 0.0f, &err) == 0, "%s", err.msg); /* p_min 0: always max */
+    int32_t tok[200], out[8];
+    int32_t n = 0;
+    tok[n++] = 1;
+    for (int i = 0; i < 99; i++) tok[n++] = 10 + (i * 37) % 400; /* 100 tokens: two catch-up chunks */
+    rlx_draft_seq ds = {0};
+    ASSERT_EQ(rlx_draft_propose(d, &ds, tok, n, 4, out, &err), 4);
+    ASSERT_EQ(rlx_draft_positions(d), 100 + 3); /* the tokens, then three drafts fed back */
+    /* the model's own greedy continuation, one token at a time on a fresh sequence */
+    rlx_draft_seq ref = {0};
+    int32_t one;
+    for (int k = 0; k < 4; k++) {
+        ASSERT_EQ(rlx_draft_propose(d, &ref, tok, n + k, 1, &one, &err), 1);
+        ASSERT_EQ(one, out[k]);
+        tok[n + k] = one;
+    }
+    /* two drafts kept and a token of the model's after them: only the new token and the
+     * drafts past the kept ones run (the first draft's K/V stands, so does the second's) */
+    uint64_t before = rlx_draft_positions(d);
+    tok[n + 2] = out[2] == 5 ? 6 : 5; /* the model sampled something else at the third */
+    ASSERT_EQ(rlx_draft_propose(d, &ds, tok, n + 3, 2, out, &err), 2);
+    ASSERT_EQ(rlx_draft_positions(d) - before, 1 + 1); /* position n+2, then one draft fed back */
+    /* a history that differs from position 50 on: recomputed from there */
+    before = rlx_draft_positions(d);
+    tok[50] ^= 1;
+    ASSERT_EQ(rlx_draft_propose(d, &ds, tok, n, 1, out, &err), 1);
+    ASSERT_EQ(rlx_draft_positions(d) - before, (uint64_t)(n - 50));
+    /* no room past the context: nothing drafted, nothing fails */
+    ASSERT_EQ(rlx_draft_propose(d, &ds, tok, t->n_ctx, 4, out, &err), 0);
+    rlx_draft_seq_free(d, &ds);
+    rlx_draft_seq_free(d, &ref);
+    rlx_draft_close(d);
+    rlx_runner_close(t);
+}
+
+/* What cannot draft is refused at start, naming why: another vocabulary, a hybrid model (its
+ * state cannot be rolled back), a draft model that is not a decoder. */
+TEST(draft_model_refusals)
+{
+    static char other[512];
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    const char *hy = rlx_test_shared("models/synth-qwen35-tiny-f32.gguf");
+    const char *enc = rlx_test_shared("models/synth-bert-tiny-f32.gguf");
+    if (!m || !hy || !enc) SKIP("../shared/models is absent");
+    if (!synth("--arch llama --preset tiny --seed 2", "draft-other.gguf", other, sizeof other)) SKIP("rlxd-synth is not built");
+    static const struct { int target; int draft; const char *says; } cases[] = {
+        {0, 1, "tokenizer.ggml"}, {2, 0, "recurrent state"}, {0, 3, "decoder"}, {0, 4, "draft"}};
+    const char *paths[] = {m, other, hy, enc, "/nonexistent/draft.gguf"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlx_worker_config cfg = {.model_path = paths[cases[i].target], .n_threads = 1, .max_seqs = 2,
+                                 .draft_model = paths[cases[i].draft]};
+        rlx_worker *w = NULL;
+        rlx_error err = {0};
+        int rc = rlx_worker_start(&w, &cfg, &err);
+        ASSERT_MSG(rc != 0 && w == NULL, "case %zu started", i);
+        ASSERT_MSG(strstr(err.msg, cases[i].says) != NULL, "case %zu: %s", i, err.msg);
+        fprintf(stderr, "  refused: %s\n", err.msg);
+    }
+    /* drafting off (draft_max < 0): the draft model is not opened */
+    rlx_worker_config cfg = {.model_path = m, .n_threads = 1, .max_seqs = 2, .draft_max = -1, .draft_model = other};
+    rlx_worker *w = NULL;
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_worker_start(&w, &cfg, &err) == 0, "%s", err.msg);
+    rlx_worker_stop(w, true);
 }
 
 /* a Q8_0 llama of head size 16 (the AVX-512 decode rows' V^T.p in registers, where a draft row
@@ -215,9 +328,10 @@ TEST(drafting_changes_nothing_q8_0)
     if (!m && getenv("RLX_MEMCHECK")) SKIP("under memcheck: the AVX-512 decode rows this case is for do not run");
     if (!m && !synth("--arch llama --preset tiny --type q8_0 --seed 1", "tiny-q8.gguf", path, sizeof path))
         SKIP("rlxd-synth is not built");
-    drafting_changes_nothing(m ? m : path);
+    drafting_changes_nothing(m ? m : path, NULL, 0);
 }
 
 TEST_MAIN(TEST_ENTRY(lookup_finds_the_latest_longest_match), TEST_ENTRY(length_control),
+          TEST_ENTRY(draft_kv_follows_the_text), TEST_ENTRY(draft_model_changes_nothing), TEST_ENTRY(draft_model_refusals),
           TEST_ENTRY(drafting_changes_nothing_stories),
           TEST_ENTRY(drafting_changes_nothing_q8_0))

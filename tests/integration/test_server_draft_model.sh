@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# test_server_draft_model.sh - `rlxd serve --draft-model`: stories260K drafted by its own Q8_0
+# file gives, on /v1/completions, greedy and seeded-sampling texts identical to the same request
+# with "speculative": false, /metrics counts the drafts it made and kept, and --draft-model
+# --draft-max 0 serves without it. A draft model with another vocabulary, or a path that is not
+# a model, stops the start with a message naming it. The profile key draft-model sets it per
+# model.
+. "$(dirname "$0")/server_lib.sh"
+DRAFT="$SHARED/models/stories260K-q8_0.gguf"
+[ -f "$DRAFT" ] || { echo "skip: $DRAFT absent"; exit 77; }
+SYNTH="${RLX_BIN:-build}/rlxd-synth"
+[ -x "$SYNTH" ] || { echo "skip: $SYNTH not built"; exit 77; }
+
+metric() { curl -s "$URL/metrics" | sed -n "s/^$1{model_name=\"tiny\"} \\([0-9.e+]*\\)/\\1/p"; }
+
+compare() { # BODY: the text with drafts and with "speculative": false must be equal
+    local a b
+    a=$(post /v1/completions "$1" | jget '.choices[0].text')
+    [ "$(status)" = 200 ] || fail "status $(status): $a"
+    b=$(post /v1/completions "${1%\}},\"speculative\":false}" | jget '.choices[0].text')
+    [ "$(status)" = 200 ] || fail "status $(status): $b"
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "drafted and plain texts differ for $1:
+$a
+---
+$b"
+}
+
+start_server draft --draft-model "$DRAFT"
+compare '{"model":"tiny","prompt":"Once upon a time","max_tokens":120,"temperature":0}'
+compare '{"model":"tiny","prompt":"Lily and Ben","max_tokens":120,"temperature":0.9,"seed":7}'
+drafted=$(metric rlxd_spec_decode_draft_tokens_total)
+kept=$(metric rlxd_spec_decode_accepted_tokens_total)
+[ -n "$drafted" ] && [ "${drafted%.*}" -gt 0 ] && [ "${kept%.*}" -gt 0 ] ||
+    fail "metrics: drafted '$drafted', kept '$kept'"
+ok "--draft-model: greedy and seeded texts identical to speculative:false ($drafted drafted, $kept kept)"
+stop_server
+
+start_server off --draft-model "$DRAFT" --draft-max 0
+post /v1/completions '{"model":"tiny","prompt":"Once upon a time","max_tokens":40,"temperature":0}' >/dev/null
+[ "$(status)" = 200 ] || fail "status $(status) with --draft-max 0"
+[ "$(metric rlxd_spec_decode_draft_tokens_total)" = 0 ] || fail "--draft-max 0 drafted"
+ok "--draft-max 0: no drafts"
+stop_server
+
+# refusals at start: another vocabulary, not a model
+"$SYNTH" --arch llama --preset tiny --seed 4 -o "$TMP/other.gguf" >/dev/null || fail "rlxd-synth failed"
+for bad in "$TMP/other.gguf" "$TMP"; do
+    "$BIN" serve --host 127.0.0.1 --port 0 -m "$MODEL:tiny" --draft-model "$bad" 2>"$TMP/bad.log" &
+    p=$!
+    PIDS+=("$p")
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$p" 2>/dev/null && fail "rlxd started with --draft-model $bad"
+    wait "$p" && fail "rlxd exited 0 with --draft-model $bad"
+    grep -q "$bad" "$TMP/bad.log" || fail "the error does not name $bad: $(cat "$TMP/bad.log")"
+done
+ok "a draft model with another vocabulary, or a folder, stops the start naming it"
+
+# per model: draft-model in the model's profile
+cp "$MODEL" "$TMP/story.gguf"
+printf 'draft-model = %s\n' "$DRAFT" >"$TMP/story.rlx.ini"
+MODEL="$TMP/story.gguf"
+start_server profile
+post /v1/completions '{"model":"tiny","prompt":"Once upon a time","max_tokens":80,"temperature":0}' >/dev/null
+[ "$(status)" = 200 ] || fail "status $(status) with the profile's draft model"
+drafted=$(metric rlxd_spec_decode_draft_tokens_total)
+[ "${drafted%.*}" -gt 0 ] || fail "the profile's draft-model did not draft ($drafted)"
+ok "draft-model in <model>.rlx.ini drafts for that model"
+stop_server
+echo "4 passed, 0 failed"
