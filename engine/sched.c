@@ -364,6 +364,7 @@ static void preempt(rlx_worker *w, seq *s)
 {
     remove_from(w->running, &w->n_running, s);
     release_blocks(w, s);
+    rlx_draft_seq_free(w->draft, &s->dseq); /* the draft's KV too: running sequences may need it */
     /* back to the head of the queue: it was admitted before anything still waiting */
     memmove(&w->waiting[1], &w->waiting[0], (size_t)w->n_waiting * sizeof *w->waiting);
     w->waiting[0] = s;
@@ -624,9 +625,10 @@ static void draft(rlx_worker *w, seq *s, int32_t budget, int32_t *spare_rows)
             rlx_draft_seq_free(w->draft, &s->dseq);
             return;
         }
-        /* a draft model not sure of its first token counts as a first-token miss: it pauses
-         * drafting (and the draft's forward passes) as a refused draft does */
-        if (n == 0) rlx_spec_update(&s->spec, 1, 0, RLX_SPEC_MAX_DRAFT);
+        /* a draft model not sure of its first token skips the next step's draft (and its
+         * forward pass), no longer: a refused draft's growing pause would lose the drafts of a
+         * well-matched model, which is often unsure for a token or two */
+        if (n == 0 && s->spec.cooldown == 0) s->spec.cooldown = 1;
     } else {
         n = rlx_spec_lookup(s->tokens, s->n_tokens, RLX_SPEC_NGRAM_MIN, RLX_SPEC_NGRAM_MAX, s->draft, n);
     }

@@ -74,17 +74,22 @@ typedef tw_result result;
 typedef tw_collector collector;
 typedef tw_slot slot;
 
-static rlx_worker *start_draft(const char *m, int32_t draft_max, const char *draft_model, float p_min)
+static rlx_worker *start_pool(const char *m, int32_t draft_max, const char *draft_model, float p_min, int32_t kv_blocks)
 {
     if (!m) return NULL;
     rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 8, .max_batch_tokens = 128,
-                             .max_queue = 64, .kv_block = 16, .draft_max = draft_max,
+                             .max_queue = 64, .kv_block = 16, .kv_blocks = kv_blocks, .draft_max = draft_max,
                              .draft_model = draft_model, .draft_p_min = p_min,
                              .backend = getenv("RLXD_BACKEND")}; /* as the integration tests: vulkan too */
     rlx_worker *w = NULL;
     rlx_error err = {0};
     if (rlx_worker_start(&w, &cfg, &err)) { fprintf(stderr, "start: %s\n", err.msg); return NULL; }
     return w;
+}
+
+static rlx_worker *start_draft(const char *m, int32_t draft_max, const char *draft_model, float p_min)
+{
+    return start_pool(m, draft_max, draft_model, p_min, 0);
 }
 
 static rlx_worker *start(const char *m, int32_t draft_max) { return start_draft(m, draft_max, NULL, 0); }
@@ -203,6 +208,18 @@ static void drafting_changes_nothing(const char *model, const char *draft_model,
     }
     ASSERT_EQ(off[4].usage.completion_tokens, 7); /* a short max_tokens is not overrun by drafts */
     ASSERT_EQ(off[4].finish, RLX_FINISH_LENGTH);
+    if (!draft_model) return;
+    /* a KV pool of 20 blocks for 8 sequences: preemptions (the draft's KV is given back and
+     * rebuilt at readmission), the same outputs */
+    w = start_pool(model, 0, draft_model, p_min, 20);
+    ASSERT(w != NULL);
+    run(w, true, together);
+    rlx_worker_get_stats(w, &st);
+    fprintf(stderr, "  a small pool: %llu preemptions, %llu drafted, %llu kept\n", (unsigned long long)st.preemptions,
+            (unsigned long long)st.draft_tokens, (unsigned long long)st.draft_accepted);
+    ASSERT(st.preemptions > 0 && st.draft_tokens > 0);
+    rlx_worker_stop(w, true);
+    for (int i = 0; i < N_REQ; i++) same(&off[i], &together[i], i);
 }
 
 /* stories260K: head size 8, attention through the transposed-V product */
