@@ -89,9 +89,6 @@ int rlx_draft_open(rlx_draft **out, const char *path, const rlx_runner *target, 
     if (rlx_runner_embeds(d->rn) || d->rn->mem.has_state || !d->rn->mem.has_kv) {
         rc_ = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: a draft model must be a decoder with only KV layers (no embedding "
                          "model, no recurrent state)", path);
-    } else if (d->rn->n_ctx < target->n_ctx) {
-        rc_ = rlx_errorf(err, RLX_EUNSUPPORTED, "%s: the draft model's context (%d) is shorter than the model's (%d)", path,
-                         d->rn->n_ctx, target->n_ctx);
     } else {
         rc_ = check_vocab(target->model->gguf, d->rn->model->gguf, path, err);
     }

@@ -28,7 +28,8 @@ typedef struct rlx_draft_seq {
 } rlx_draft_seq;
 
 /* Opens the draft model at path on the target's backend configuration with room for max_seqs
- * sequences of target->n_ctx positions. Refused (RLX_EUNSUPPORTED, naming what differs) unless
+ * sequences of target->n_ctx positions (past its training context too, as the runner allows:
+ * its drafts may get worse there, never the output). Refused (RLX_EUNSUPPORTED, naming what differs) unless
  * its vocabulary is the target's as llama.cpp's speculative decoding checks it: the same
  * tokenizer model, BOS/EOS ids and add-BOS flag, sizes within 128 and the same token texts
  * from id 5 on; refused also for a model with recurrent state or one that outputs no logits. */
