@@ -14,9 +14,11 @@ struct rlx_draft {
     float p_min;
     int32_t target_vocab;
     uint64_t positions;
-    /* one forward's batch arrays, max_batch_tokens long */
-    int32_t *pos, *seqv;
+    /* one forward's batch: tokens, positions, sequences, outputs (max_batch_tokens long), the
+     * sequences (max_seqs) and, per batch sequence, its job */
+    int32_t *tok, *pos, *seqv, *job_of;
     uint8_t *outv;
+    rlx_batch_seq *seqs;
 };
 
 static bool same_str(rlx_gguf_str a, rlx_gguf_str b) { return a.len == b.len && !memcmp(a.ptr, b.ptr, a.len); }
@@ -76,7 +78,7 @@ int rlx_draft_open(rlx_draft **out, const char *path, const rlx_runner *target, 
         .kv_type_set = true,
         .max_seqs = max_seqs,
         .max_batch_tokens = max_batch_tokens,
-        .max_outputs = 1,
+        .max_outputs = max_seqs, /* one row per sequence drafting */
     };
     int rc_ = rlx_runner_open(&d->rn, &rc, err);
     if (rc_) {
@@ -92,9 +94,10 @@ int rlx_draft_open(rlx_draft **out, const char *path, const rlx_runner *target, 
     } else {
         rc_ = check_vocab(target->model->gguf, d->rn->model->gguf, path, err);
     }
-    int32_t cap = d->rn->max_batch_tokens;
-    if (!rc_ && (!(d->pos = malloc((size_t)cap * sizeof *d->pos)) || !(d->seqv = calloc((size_t)cap, sizeof *d->seqv)) ||
-                 !(d->outv = calloc((size_t)cap, 1))))
+    size_t cap = (size_t)d->rn->max_batch_tokens, ns = (size_t)d->rn->max_seqs;
+    if (!rc_ && (!(d->tok = malloc(cap * sizeof *d->tok)) || !(d->pos = malloc(cap * sizeof *d->pos)) ||
+                 !(d->seqv = malloc(cap * sizeof *d->seqv)) || !(d->outv = malloc(cap)) ||
+                 !(d->seqs = malloc(ns * sizeof *d->seqs)) || !(d->job_of = malloc(ns * sizeof *d->job_of))))
         rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory opening the draft model");
     if (rc_) {
         rlx_draft_close(d);
@@ -110,9 +113,12 @@ void rlx_draft_close(rlx_draft *d)
 {
     if (!d) return;
     rlx_runner_close(d->rn);
+    free(d->tok);
     free(d->pos);
     free(d->seqv);
     free(d->outv);
+    free(d->seqs);
+    free(d->job_of);
     free(d);
 }
 
@@ -133,25 +139,10 @@ void rlx_draft_memory(const rlx_draft *d, size_t *weights, size_t *kv)
     *kv = d ? rlx_mem_block_bytes(&d->rn->kv_geo) * (size_t)d->rn->kv_geo.n_blocks : 0;
 }
 
-/* Runs tokens[0..n) at positions from..from+n of ds (blocks reserved), logits for the last. */
-static int forward(rlx_draft *d, rlx_draft_seq *ds, const int32_t *tokens, int32_t from, int32_t n, rlx_error *err)
+/* The most likely token of logits row `row` and its probability. */
+static int32_t top(const rlx_draft *d, int32_t row, float *p)
 {
-    for (int32_t i = 0; i < n; i++) {
-        d->pos[i] = from + i;
-        d->outv[i] = i == n - 1;
-    }
-    rlx_batch_seq bs = {ds->blocks, ds->n_blocks, -1};
-    rlx_batch b = {n, tokens, d->pos, d->seqv, d->outv, 1, 1, &bs, NULL};
-    int rc = rlx_runner_forward(d->rn, &b, err);
-    d->outv[n - 1] = 0;
-    if (!rc) d->positions += (uint64_t)n;
-    return rc;
-}
-
-/* The most likely token of the last logits and its probability. */
-static int32_t top(const rlx_draft *d, float *p)
-{
-    const float *l = d->rn->logits;
+    const float *l = d->rn->logits + (size_t)row * (size_t)d->rn->n_vocab;
     int32_t n = d->rn->n_vocab, best = 0;
     for (int32_t i = 1; i < n; i++)
         if (l[i] > l[best]) best = i;
@@ -172,42 +163,120 @@ static bool hist_reserve(rlx_draft_seq *ds, int32_t n)
     return true;
 }
 
+/* Job j's next draft from logits row `row`: stored as its candidate, or the job stops. */
+static void candidate(rlx_draft *d, rlx_draft_job *j, int32_t row)
+{
+    float p;
+    int32_t t = top(d, row, &p);
+    j->cand = p >= d->p_min && t < d->target_vocab ? t : -1;
+}
+
+/* Runs the batch of n tokens built in d's arrays over n_seqs sequences; each output row goes to
+ * its job's candidate. On failure every job forgets its history (its K/V may be half written). */
+static int run(rlx_draft *d, rlx_draft_job *jobs, int32_t n_jobs, int32_t n, int32_t n_seqs, rlx_error *err)
+{
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < n; i++) n_out += d->outv[i];
+    rlx_batch b = {n, d->tok, d->pos, d->seqv, d->outv, n_out, n_seqs, d->seqs, NULL};
+    int rc = rlx_runner_forward(d->rn, &b, err);
+    if (rc) {
+        for (int32_t j = 0; j < n_jobs; j++) jobs[j].ds->n_hist = 0, jobs[j].got = 0, jobs[j].cand = -1;
+        return rc;
+    }
+    d->positions += (uint64_t)n;
+    for (int32_t i = 0, row = 0; i < n; i++)
+        if (d->outv[i]) candidate(d, &jobs[d->job_of[d->seqv[i]]], row++);
+    return 0;
+}
+
+/* Adds job j's sequence to the batch being built; returns its index there. */
+static int32_t batch_seq(rlx_draft *d, rlx_draft_job *jobs, int32_t j, int32_t *n_seqs)
+{
+    rlx_draft_seq *ds = jobs[j].ds;
+    d->seqs[*n_seqs] = (rlx_batch_seq){ds->blocks, ds->n_blocks, -1};
+    d->job_of[*n_seqs] = j;
+    return (*n_seqs)++;
+}
+
+int rlx_draft_propose_many(rlx_draft *d, rlx_draft_job *jobs, int32_t n_jobs, rlx_error *err)
+{
+    const int32_t cap = d->rn->max_batch_tokens;
+    if (n_jobs > d->rn->max_seqs) { /* in groups the runner's batch takes */
+        for (int32_t at = 0; at < n_jobs; at += d->rn->max_seqs) {
+            int rc = rlx_draft_propose_many(d, jobs + at, RLX_MIN(d->rn->max_seqs, n_jobs - at), err);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    for (int32_t j = 0; j < n_jobs; j++) {
+        rlx_draft_job *jb = &jobs[j];
+        rlx_draft_seq *ds = jb->ds;
+        jb->got = 0;
+        jb->cand = -1;
+        int32_t n = jb->n;
+        jb->max = RLX_MIN(jb->max, d->rn->n_ctx - n);
+        /* positions 0..n+max-2 get K/V: the tokens and every draft but the last */
+        if (n <= 0 || jb->max <= 0 || !hist_reserve(ds, n + jb->max) ||
+            rlx_runner_reserve(d->rn, &ds->blocks, &ds->n_blocks, &ds->cap_blocks, n + jb->max - 1)) {
+            jb->max = 0;
+            continue;
+        }
+        int32_t keep = 0;
+        while (keep < ds->n_hist && keep < n - 1 && ds->hist[keep] == jb->tokens[keep]) keep++;
+        ds->n_hist = keep; /* the last token always runs: its logits give the first draft */
+    }
+    /* catch up: every job's missing tokens, as many jobs per forward as the batch holds */
+    for (;;) {
+        int32_t n = 0, n_seqs = 0;
+        for (int32_t j = 0; j < n_jobs && n < cap; j++) {
+            rlx_draft_job *jb = &jobs[j];
+            rlx_draft_seq *ds = jb->ds;
+            if (jb->max <= 0 || ds->n_hist >= jb->n) continue;
+            int32_t k = RLX_MIN(jb->n - ds->n_hist, cap - n), sq = batch_seq(d, jobs, j, &n_seqs);
+            for (int32_t i = 0; i < k; i++, n++) {
+                d->tok[n] = jb->tokens[ds->n_hist + i];
+                d->pos[n] = ds->n_hist + i;
+                d->seqv[n] = sq;
+                d->outv[n] = ds->n_hist + i == jb->n - 1;
+            }
+            memcpy(ds->hist + ds->n_hist, jb->tokens + ds->n_hist, (size_t)k * sizeof *jb->tokens);
+            ds->n_hist += k;
+        }
+        if (!n) break;
+        int rc = run(d, jobs, n_jobs, n, n_seqs, err);
+        if (rc) return rc;
+    }
+    /* draft: one token per job still sure of its next one, one forward per position */
+    for (;;) {
+        int32_t n = 0, n_seqs = 0;
+        for (int32_t j = 0; j < n_jobs; j++) {
+            rlx_draft_job *jb = &jobs[j];
+            if (jb->cand < 0) continue;
+            jb->out[jb->got++] = jb->cand;
+            if (jb->got == jb->max) {
+                jb->cand = -1;
+                continue;
+            }
+            rlx_draft_seq *ds = jb->ds;
+            d->tok[n] = jb->cand;
+            d->pos[n] = ds->n_hist;
+            d->seqv[n] = batch_seq(d, jobs, j, &n_seqs);
+            d->outv[n] = 1;
+            ds->hist[ds->n_hist++] = jb->cand;
+            jb->cand = -1;
+            n++;
+        }
+        if (!n) break;
+        int rc = run(d, jobs, n_jobs, n, n_seqs, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int32_t rlx_draft_propose(rlx_draft *d, rlx_draft_seq *ds, const int32_t *tokens, int32_t n, int32_t max, int32_t *out,
                           rlx_error *err)
 {
-    if (n <= 0 || max <= 0) return 0;
-    max = RLX_MIN(max, d->rn->n_ctx - n);
-    if (max <= 0) return 0;
-    /* positions 0..n+max-2 get K/V: the tokens and every draft but the last */
-    if (!hist_reserve(ds, n + max) || rlx_runner_reserve(d->rn, &ds->blocks, &ds->n_blocks, &ds->cap_blocks, n + max - 1))
-        return 0;
-    int32_t keep = 0;
-    while (keep < ds->n_hist && keep < n - 1 && ds->hist[keep] == tokens[keep]) keep++;
-    ds->n_hist = keep;
-    /* catch up (the last token always runs: its logits give the first draft) */
-    while (ds->n_hist < n) {
-        int32_t k = RLX_MIN(n - ds->n_hist, d->rn->max_batch_tokens);
-        int rc = forward(d, ds, tokens + ds->n_hist, ds->n_hist, k, err);
-        if (rc) {
-            ds->n_hist = 0;
-            return rc;
-        }
-        memcpy(ds->hist + ds->n_hist, tokens + ds->n_hist, (size_t)k * sizeof *tokens);
-        ds->n_hist += k;
-    }
-    int32_t got = 0;
-    for (;;) {
-        float p;
-        int32_t t = top(d, &p);
-        if (p < d->p_min || t >= d->target_vocab) break;
-        out[got++] = t;
-        if (got == max) break;
-        int rc = forward(d, ds, &t, ds->n_hist, 1, err);
-        if (rc) {
-            ds->n_hist = 0;
-            return rc;
-        }
-        ds->hist[ds->n_hist++] = t;
-    }
-    return got;
+    rlx_draft_job j = {.ds = ds, .tokens = tokens, .n = n, .max = max, .out = out};
+    int rc = rlx_draft_propose_many(d, &j, 1, err);
+    return rc ? rc : j.got;
 }

@@ -37,6 +37,23 @@ int rlx_draft_open(rlx_draft **out, const char *path, const rlx_runner *target, 
                    int32_t max_seqs, int32_t max_batch_tokens, float p_min, rlx_error *err);
 void rlx_draft_close(rlx_draft *d);
 
+/* One sequence's proposal in rlx_draft_propose_many. */
+typedef struct rlx_draft_job {
+    rlx_draft_seq *ds;
+    const int32_t *tokens;      /* the sequence's tokens [0..n) */
+    int32_t n, max;             /* max: the most drafts wanted */
+    int32_t *out;               /* room for max drafts */
+    int32_t got;                /* out: the drafts written */
+    int32_t cand;               /* internal */
+} rlx_draft_job;
+
+/* Every job's proposal (as rlx_draft_propose), batched: the catch-ups of all jobs share forward
+ * passes (up to the draft's max_batch_tokens each), then each draft position is one forward over
+ * the jobs still drafting, so the draft model's weights stream once per position, not once per
+ * sequence. 0, or a negative error code when a forward pass fails (then every job has got 0 and
+ * its history forgotten). */
+int rlx_draft_propose_many(rlx_draft *d, rlx_draft_job *jobs, int32_t n_jobs, rlx_error *err);
+
 /* Up to max tokens that follow tokens[0..n) by the draft model's greedy choice, written to out.
  * Returns their count: 0 when the draft's pool has no room (nothing fails: the sequence just
  * does not draft this step), or a negative error code when the forward pass fails. */

@@ -599,39 +599,64 @@ static bool emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
 
 /* ---- speculative decoding (engine/spec.h) ---------------------------------------------- */
 
-/* Drafts for s, a running sequence whose one pending token is this step's, within the step's
- * token budget and spare logits rows; the memory for the drafts' positions is taken only if
- * free (never by preempting). Sets s->n_draft. */
-static void draft(rlx_worker *w, seq *s, int32_t budget, int32_t *spare_rows)
+/* The most drafts s may have this step: 0 unless it decodes one pending token (no prompt
+ * logprobs due), then within its request's maximum, its generation limit, the context, the
+ * step's token budget and the spare logits rows. */
+static int32_t draft_limit(const rlx_worker *w, const seq *s, int32_t budget, int32_t spare_rows)
 {
-    s->n_draft = 0;
     const rlx_request *r = s->req;
     int32_t max = r->draft_max < 0 ? w->cfg.draft_max : RLX_MIN(r->draft_max, RLX_SPEC_MAX_DRAFT);
     if (max <= 0 || w->runner->mem.has_state || s->n_tokens <= s->n_prompt || s->n_tokens - s->n_computed != 1 ||
         (r->prompt_logprobs && s->plp_next < s->n_prompt))
-        return;
-    /* no row past the generation limit or the context */
+        return 0;
     max = RLX_MIN(max, s->max_tokens - s->n_generated - 1);
     max = RLX_MIN(max, w->runner->n_ctx - s->n_tokens);
-    max = RLX_MIN(max, RLX_MIN(budget - 1, *spare_rows));
-    if (max <= 0) return;
-    int32_t n = rlx_spec_allow(&s->spec, max);
-    if (n <= 0) return;
-    if (w->draft) {
-        rlx_error err = {0};
-        n = rlx_draft_propose(w->draft, &s->dseq, s->tokens, s->n_tokens, n, s->draft, &err);
-        if (n < 0) { /* the draft model failed: this sequence goes on without drafts */
-            fprintf(stderr, "rlxd: %s: the draft model failed (%s): the sequence goes on without drafts\n", w->name, err.msg);
-            rlx_draft_seq_free(w->draft, &s->dseq);
-            return;
-        }
-        /* a draft model not sure of its first token skips the next step's draft (and its
-         * forward pass), no longer: a refused draft's growing pause would lose the drafts of a
-         * well-matched model, which is often unsure for a token or two */
-        if (n == 0 && s->spec.cooldown == 0) s->spec.cooldown = 1;
-    } else {
-        n = rlx_spec_lookup(s->tokens, s->n_tokens, RLX_SPEC_NGRAM_MIN, RLX_SPEC_NGRAM_MAX, s->draft, n);
+    return RLX_MIN(max, RLX_MIN(budget - 1, spare_rows));
+}
+
+/* With a draft model: the proposals of every running sequence that may draft, in one batched
+ * pass of the draft model (engine/draft.h) before the step is built; draft() then takes what
+ * the step's budget leaves room for. A draft model not sure of a sequence's first token skips
+ * that sequence's next draft (and its forward pass), no longer: a refused draft's growing pause
+ * would lose the drafts of a well-matched model, which is often unsure for a token or two. */
+static void draft_model_pass(rlx_worker *w, int32_t spare_rows)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < w->n_running; i++) {
+        seq *s = w->running[i];
+        s->n_proposed = 0;
+        int32_t max = draft_limit(w, s, w->cfg.max_batch_tokens, spare_rows);
+        if (max <= 0 || (max = rlx_spec_allow(&s->spec, max)) <= 0) continue;
+        w->djobs[n] = (rlx_draft_job){.ds = &s->dseq, .tokens = s->tokens, .n = s->n_tokens, .max = max, .out = s->draft};
+        w->djob_seq[n++] = s;
     }
+    if (!n) return;
+    rlx_error err = {0};
+    if (rlx_draft_propose_many(w->draft, w->djobs, n, &err)) { /* the sequences go on without drafts */
+        fprintf(stderr, "rlxd: %s: the draft model failed (%s): this step drafts nothing\n", w->name, err.msg);
+        return;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        seq *s = w->djob_seq[j];
+        s->n_proposed = w->djobs[j].got;
+        if (!s->n_proposed && !s->spec.cooldown) s->spec.cooldown = 1;
+    }
+}
+
+/* Drafts for s, a running sequence whose one pending token is this step's, within the step's
+ * token budget and spare logits rows: draft_model_pass's proposal, or a prompt lookup. The
+ * memory for the drafts' positions is taken only if free (never by preempting). Sets
+ * s->n_draft. */
+static void draft(rlx_worker *w, seq *s, int32_t budget, int32_t *spare_rows)
+{
+    s->n_draft = 0;
+    int32_t proposed = s->n_proposed;
+    s->n_proposed = 0;
+    int32_t n = draft_limit(w, s, budget, *spare_rows);
+    if (n <= 0) return;
+    if (w->draft) n = RLX_MIN(n, proposed);
+    else if ((n = rlx_spec_allow(&s->spec, n)) > 0)
+        n = rlx_spec_lookup(s->tokens, s->n_tokens, RLX_SPEC_NGRAM_MIN, RLX_SPEC_NGRAM_MAX, s->draft, n);
     if (n <= 0) return;
     if (rlx_memory_grow(&w->runner->mem, &s->mem, s->n_tokens + n) != 0) return;
     s->n_draft = n;
@@ -683,6 +708,7 @@ int rlx__sched_step(rlx_worker *w)
     /* logits rows beyond one per running or admissible sequence, for drafts */
     int32_t spare_rows = rn->max_outputs - w->n_running - RLX_MIN(w->n_waiting, w->cfg.max_seqs - w->n_running);
 
+    if (w->draft) draft_model_pass(w, spare_rows);
     /* running sequences, oldest first: decodes and unfinished prefills */
     for (int32_t i = 0; i < w->n_running && budget > 0 && n_seq < w->cfg.max_seqs; i++) {
         seq *s = w->running[i];

@@ -125,8 +125,14 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
             rlx_backend_config bc = {.name = cfg->backend, .n_threads = cfg->n_threads, .device = cfg->device};
             rc_ = rlx_draft_open(&w->draft, cfg->draft_model, w->runner, &bc, w->cfg.max_seqs, w->cfg.max_batch_tokens,
                                  cfg->draft_p_min > 0 ? cfg->draft_p_min : 0.75f, err);
+            if (!rc_ && (!(w->djobs = calloc((size_t)w->cfg.max_seqs, sizeof *w->djobs)) ||
+                         !(w->djob_seq = calloc((size_t)w->cfg.max_seqs, sizeof *w->djob_seq))))
+                rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory opening the draft model");
         }
         if (rc_) {
+            rlx_draft_close(w->draft);
+            free(w->djobs);
+            free(w->djob_seq);
             rlx_runner_close(w->runner);
             free(w);
             return rc_;
@@ -220,6 +226,8 @@ fail:
     free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
     rlx_draft_close(w->draft);
+    free(w->djobs);
+    free(w->djob_seq);
     rlx_runner_close(w->runner);
     free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
     free(w->running);
@@ -300,6 +308,8 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
     rlx_draft_close(w->draft);
+    free(w->djobs);
+    free(w->djob_seq);
     rlx_runner_close(w->runner);
     free(w->waiting);
     free(w->running);

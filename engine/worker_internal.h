@@ -71,6 +71,7 @@ typedef struct seq {
     int32_t n_draft;
     rlx_spec_state spec;
     rlx_draft_seq dseq;         /* the draft model's KV of this sequence (worker->draft) */
+    int32_t n_proposed;         /* this step's drafts from the draft model, in draft[] */
 } seq;
 
 typedef struct cancel_node { uint64_t id; struct cancel_node *next; } cancel_node;
@@ -81,6 +82,8 @@ struct rlx_worker {
     char name[128];
     rlx_runner *runner;
     rlx_draft *draft;              /* the draft model (cfg.draft_model), NULL: prompt lookup */
+    rlx_draft_job *djobs;          /* max_seqs of them, for a step's batched proposals */
+    struct seq **djob_seq;
     rlx_tokenizer *tok;
     rlx_chat_template *tmpl;
     const char *tmpl_src;          /* the template source: tmpl_file's text or the GGUF's (in its

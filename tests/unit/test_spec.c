@@ -296,6 +296,26 @@ TEST(draft_kv_follows_the_text)
     tok[50] ^= 1;
     ASSERT_EQ(rlx_draft_propose(d, &ds, tok, n, 1, out, &err), 1);
     ASSERT_EQ(rlx_draft_positions(d) - before, (uint64_t)(n - 50));
+    /* batched: three sequences (one longer than a forward's 64 tokens, one sharing ds's
+     * history) proposed together draft what each drafts alone */
+    {
+        int32_t other[150], outs[3][4], alone[4];
+        for (int i = 0; i < 150; i++) other[i] = i ? 20 + (i * 11) % 300 : 1;
+        rlx_draft_seq s3[3] = {{0}}, solo1 = {0};
+        rlx_draft_job jobs[3] = {
+            {.ds = &s3[0], .tokens = other, .n = 150, .max = 4, .out = outs[0]},
+            {.ds = &s3[1], .tokens = tok, .n = 30, .max = 2, .out = outs[1]},
+            {.ds = &s3[2], .tokens = other, .n = 7, .max = 3, .out = outs[2]},
+        };
+        ASSERT_EQ(rlx_draft_propose_many(d, jobs, 3, &err), 0);
+        for (int j = 0; j < 3; j++) {
+            ASSERT_EQ(jobs[j].got, jobs[j].max);
+            ASSERT_EQ(rlx_draft_propose(d, &solo1, jobs[j].tokens, jobs[j].n, jobs[j].max, alone, &err), jobs[j].max);
+            for (int k = 0; k < jobs[j].max; k++) ASSERT_MSG(alone[k] == outs[j][k], "job %d draft %d", j, k);
+            rlx_draft_seq_free(d, &solo1);
+            rlx_draft_seq_free(d, &s3[j]);
+        }
+    }
     /* no room past the context: nothing drafted, nothing fails */
     ASSERT_EQ(rlx_draft_propose(d, &ds, tok, t->n_ctx, 4, out, &err), 0);
     rlx_draft_seq_free(d, &ds);
