@@ -184,7 +184,7 @@ typedef struct rlx_worker_config {
     int32_t draft_max;
     /* A draft model (engine/draft.h) sharing the vocabulary: drafts come from it instead of the
      * prompt lookup; NULL: prompt lookup. draft_p_min: the draft stops where its top
-     * probability falls under this (0: 0.75, llama.cpp's default). */
+     * probability falls under this (0: 0.75, llama.cpp's default; < 0: never stops early). */
     const char *draft_model;
     float draft_p_min;
     /* Recurrent-state checkpoints of a model with state layers (engine/memory.h): their memory

@@ -124,7 +124,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
         } else {
             rlx_backend_config bc = {.name = cfg->backend, .n_threads = cfg->n_threads, .device = cfg->device};
             rc_ = rlx_draft_open(&w->draft, cfg->draft_model, w->runner, &bc, w->cfg.max_seqs, w->cfg.max_batch_tokens,
-                                 cfg->draft_p_min > 0 ? cfg->draft_p_min : 0.75f, err);
+                                 cfg->draft_p_min > 0 ? cfg->draft_p_min : cfg->draft_p_min < 0 ? 0.0f : 0.75f, err);
             if (!rc_ && (!(w->djobs = calloc((size_t)w->cfg.max_seqs, sizeof *w->djobs)) ||
                          !(w->djob_seq = calloc((size_t)w->cfg.max_seqs, sizeof *w->djob_seq))))
                 rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory opening the draft model");

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LOGFMT, T_KVTYPE, T_KEEPALIVE } setting_type;
+typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LOGFMT, T_KVTYPE, T_KEEPALIVE, T_PROB } setting_type;
 
 typedef struct setting {
     const char *name;        /* flag without "--"; env RLXD_<NAME>; INI key (dashes or underscores) */
@@ -38,6 +38,7 @@ static const setting settings[] = {
     {"max-batch-tokens", T_INT, OFF(max_batch_tokens), 1, 1 << 20},
     {"draft-max", T_INT, OFF(draft_max), 0, RLX_SPEC_MAX_DRAFT},
     {"draft-model", T_STR, OFF(draft_model), 0, 0},
+    {"draft-p-min", T_PROB, OFF(draft_p_min), 0, 0},
     {"kv-mem", T_I64, OFF(kv_mem_mib), 0, 1 << 24},
     {"state-cache-mb", T_I64, OFF(state_cache_mb), 0, 1 << 24},
     {"kv-type", T_KVTYPE, OFF(kv_type), 0, 0},
@@ -100,6 +101,8 @@ const char *rlx_serve_usage(void)
            "                            step at most (8; 0: off). Outputs are unchanged.\n"
            "  --draft-model GGUF        draft with this small model instead (it must share the\n"
            "                            model's vocabulary); per model: draft-model in its profile\n"
+           "  --draft-p-min P           the draft model drafts while its top probability is >= P\n"
+           "                            (0.75)\n"
            "  --kv-mem MiB              KV cache memory per model (engine default)\n"
            "  --kv-type f16|f32|q8_0    KV cache element type (f16)\n"
            "  --kv-block N              tokens per KV block, the prefix-sharing unit (16)\n"
@@ -190,6 +193,15 @@ static int apply_value(rlx_serve_config *c, const setting *s, const char *v, con
             return rlx_errorf(err, RLX_EINVAL, "%s: 'kv-type' must be f16, f32 or q8_0, got '%s'", src, v);
         *(int *)base = !strcmp(v, "f16") ? RLX_F16 : !strcmp(v, "f32") ? RLX_F32 : RLX_Q8_0;
         return 0;
+    case T_PROB: {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || !(x >= 0 && x <= 1))
+            return rlx_errorf(err, RLX_EINVAL, "%s: '%s' must be a number between 0 and 1, got '%s'", src, s->name, v);
+        *(float *)base = (float)x;
+        return 0;
+    }
     case T_KEEPALIVE: {
         rlx_error kerr = {0};
         if (rlx_keep_alive_parse(v, (double *)base, &kerr))
@@ -457,6 +469,7 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     c->max_seqs = 16;
     c->max_batch_tokens = 512;
     c->draft_max = 8;
+    c->draft_p_min = 0.75f;
     c->state_cache_mb = 256;
     c->kv_type = RLX_F16;
     c->kv_block = 16;
@@ -546,6 +559,7 @@ int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf,
         break;
     }
     case T_KEEPALIVE: snprintf(buf, cap, "%.17g", *(const double *)base); break;
+    case T_PROB: snprintf(buf, cap, "%g", (double)*(const float *)base); break;
     }
     return 0;
 }

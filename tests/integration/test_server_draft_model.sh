@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_server_draft_model.sh - `rlxd serve --draft-model`: stories260K drafted by its own Q8_0
 # file gives, on /v1/completions, greedy and seeded-sampling texts identical to the same request
-# with "speculative": false, /metrics counts the drafts it made and kept, and --draft-model
-# --draft-max 0 serves without it. A draft model with another vocabulary, or a path that is not
+# with "speculative": false, /metrics counts the drafts it made and kept, --draft-p-min 0 keeps
+# the text too, and --draft-model --draft-max 0 serves without it. A draft model with another vocabulary, or a path that is not
 # a model, stops the start with a message naming it. The profile key draft-model sets it per
 # model.
 . "$(dirname "$0")/server_lib.sh"
@@ -33,6 +33,14 @@ kept=$(metric rlxd_spec_decode_accepted_tokens_total)
 [ -n "$drafted" ] && [ "${drafted%.*}" -gt 0 ] && [ "${kept%.*}" -gt 0 ] ||
     fail "metrics: drafted '$drafted', kept '$kept'"
 ok "--draft-model: greedy and seeded texts identical to speculative:false ($drafted drafted, $kept kept)"
+stop_server
+
+# --draft-p-min 0: the draft goes on however unsure (more drafts), the text stays the same
+start_server always --draft-model "$DRAFT" --draft-p-min 0
+compare '{"model":"tiny","prompt":"Once upon a time","max_tokens":120,"temperature":0}'
+always=$(metric rlxd_spec_decode_draft_tokens_total)
+[ "${always%.*}" -gt 0 ] || fail "--draft-p-min 0 drafted nothing"
+ok "--draft-p-min 0: the same text ($always drafted)"
 stop_server
 
 start_server off --draft-model "$DRAFT" --draft-max 0
@@ -66,4 +74,4 @@ drafted=$(metric rlxd_spec_decode_draft_tokens_total)
 [ "${drafted%.*}" -gt 0 ] || fail "the profile's draft-model did not draft ($drafted)"
 ok "draft-model in <model>.rlx.ini drafts for that model"
 stop_server
-echo "4 passed, 0 failed"
+echo "5 passed, 0 failed"
