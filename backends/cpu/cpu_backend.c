@@ -6,16 +6,19 @@
  * nothing for other layers. */
 #include "backends/backend.h"
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/nth_ctl.h"
 #include "backends/quant.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 typedef struct cpu_backend {
     rlx_backend base;            /* must be first */
     rlx_threadpool *tp;
+    rlx_nth_ctl nth;             /* one thread or all, per pass (nth_ctl.h) */
     uint8_t *arena;
     size_t arena_bytes;
     uint8_t *scratch;
@@ -52,6 +55,13 @@ typedef struct cpu_backend {
  * ~10 steps per layer cost more than the arithmetic (measured on stories260K: 816 tok/s on
  * one thread vs 150-300 on two). */
 #define CPU_SINGLE_THREAD_WORK (4u << 20)
+
+/* The calling thread's CPU time in seconds (-1: unknown), for nth_ctl.h. */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) ? -1 : (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Bytes of the arena tensor t may occupy (over-approximated with the larger row count). */
 static bool touches(const rlx_plan *p, int t, int64_t lo, int64_t hi)
@@ -386,7 +396,8 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
     };
     atomic_init(&r.error, 0);
     size_t work = be->matmul_weight_bytes * (size_t)b->n_tokens;
-    const int nth = work < CPU_SINGLE_THREAD_WORK ? 1 : rlx_threadpool_size(be->tp);
+    const bool small = work < CPU_SINGLE_THREAD_WORK;
+    const int nth = small ? 1 : rlx_nth_choose(&be->nth, b->n_tokens);
     for (int i = 0; i < plan->n_steps; i++) {
         rlx_cpu_sync *y = &be->sync[i];
         unsigned u[2];
@@ -397,7 +408,9 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
             y->units[k] = u[k];
         }
     }
+    double t0 = small ? 0 : rlx_now(), c0 = small ? 0 : thread_cpu();
     rlx_threadpool_run_n(be->tp, nth, run_all_steps, &r);
+    if (!small) rlx_nth_record(&be->nth, b->n_tokens, nth, rlx_now() - t0, c0 >= 0 ? thread_cpu() - c0 : -1);
     int e = atomic_load(&r.error);
     if (e) return rlx_errorf(err, e, "batch holds a token id or position outside the model, its KV blocks or its recurrent state");
     const rlx_graph *g = plan->graph;
@@ -448,6 +461,7 @@ int rlx_backend_cpu_create(rlx_backend **out, int n_threads, rlx_error *err)
     be->base.ops = &cpu_ops;
     int rc = rlx_threadpool_create(&be->tp, n_threads, err);
     if (rc) { free(be); return rc; }
+    rlx_nth_init(&be->nth, rlx_threadpool_size(be->tp), false);
     *out = &be->base;
     return 0;
 }

@@ -62,6 +62,7 @@ static int run(const rlx_plan *p, int nth, const int32_t *tok, int n, float *out
 {
     rlx_backend *be = NULL;
     rlx_error err = {0};
+    setenv("RLX_CPU_FIXED_THREADS", "1", 1); /* nth threads in every pass, not the faster choice (nth_ctl.h) */
     int rc = rlx_backend_cpu_create(&be, nth, &err);
     if (!rc) rc = be->ops->prepare(be, p, &err);
     rlx_mem_desc geo = {1, 8, 1, 16, RLX_F32, NULL, 0};

@@ -82,6 +82,7 @@ static int toy_open(toy *t, bool delta, int nth, rlx_error *err)
     rlx_g_set_output(g, rlx_g_gather(g, delta ? dn : c), RLX_OUTPUT_LOGITS);
     rlx_compile_opts o = {.max_tokens = MAXT, .max_outputs = MAXT};
     int rc = rlx_compile(g, &o, &t->p, err);
+    setenv("RLX_CPU_FIXED_THREADS", "1", 1); /* nth threads in every pass (nth_ctl.h) */
     if (!rc) rc = rlx_backend_cpu_create(&t->be, nth, err);
     if (!rc) rc = t->be->ops->prepare(t->be, &t->p, err);
     rlx_mem_desc d = {.n_layers = 1, .n_blocks = 4, .block_size = 16, .type = RLX_F32, .layers = &t->layer, .n_state_slots = 4};
