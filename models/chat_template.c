@@ -73,14 +73,18 @@ int rlx_chat_template_render(const rlx_chat_template *t, const cJSON *context, c
     return rlx_chat_template_render_len(t, context, now_iso, out, NULL, err);
 }
 
-int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *context, const char *now_iso, char **out,
-                                 size_t *out_len, rlx_error *err)
+/* Runs body in a fresh render arena (errors inside longjmp back here) and returns what it wrote
+ * to its buffer, malloc'ed. */
+typedef struct arena_job {
+    const rlx_chat_template *t; /* render: the template and its context */
+    const cJSON *context;
+    const cJSON *value;         /* tojson: the value and its indent */
+    int indent;
+} arena_job;
+
+static int in_arena(void (*body)(rj_rt *, rj_buf *, const arena_job *), const arena_job *job, const char *now_iso,
+                    char **out, size_t *out_len, rlx_error *err)
 {
-    if (out) *out = NULL;
-    if (out_len) *out_len = 0;
-    if (!t || !out) return rlx_errorf(err, RLX_EINVAL, "rlx_chat_template_render: no template or output pointer");
-    if (context && !cJSON_IsObject(context))
-        return rlx_errorf(err, RLX_EINVAL, "the chat template context must be a JSON object");
     rj_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return rlx_errorf(err, RLX_ENOMEM, "out of memory rendering the chat template");
     rt->limit = RENDER_LIMIT;
@@ -92,11 +96,9 @@ int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *contex
         free(rt);
         return code;
     }
-    rj_value ctx = context ? rlx__j_from_json(rt, context) : rlx__j_new_dict(rt, 0);
-    rt->depth = 0;
     rj_buf b = {0};
     rlx__j_buf_put(rt, &b, "", 0);
-    rlx__j_render(rt, &t->root, ctx, &b);
+    body(rt, &b, job);
     char *s = malloc(b.n + 1);
     if (!s) rlx__j_fail(rt, RLX_ENOMEM, "out of memory copying the rendered chat template");
     memcpy(s, b.p, b.n + 1);
@@ -107,34 +109,40 @@ int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *contex
     return 0;
 }
 
+static void render_body(rj_rt *rt, rj_buf *b, const arena_job *job)
+{
+    rj_value ctx = job->context ? rlx__j_from_json(rt, job->context) : rlx__j_new_dict(rt, 0);
+    rt->depth = 0;
+    rlx__j_render(rt, &job->t->root, ctx, b);
+}
+
+int rlx_chat_template_render_len(const rlx_chat_template *t, const cJSON *context, const char *now_iso, char **out,
+                                 size_t *out_len, rlx_error *err)
+{
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!t || !out) return rlx_errorf(err, RLX_EINVAL, "rlx_chat_template_render: no template or output pointer");
+    if (context && !cJSON_IsObject(context))
+        return rlx_errorf(err, RLX_EINVAL, "the chat template context must be a JSON object");
+    arena_job job = {.t = t, .context = context};
+    return in_arena(render_body, &job, now_iso, out, out_len, err);
+}
+
+static void tojson_body(rj_rt *rt, rj_buf *b, const arena_job *job)
+{
+    char spaces[65];
+    int k = job->indent < 0 ? 0 : job->indent > 64 ? 64 : job->indent;
+    memset(spaces, ' ', (size_t)k);
+    spaces[k] = 0;
+    rj_json_opts o = {.indent = job->indent >= 0 ? spaces : NULL, .item_sep = job->indent >= 0 ? "," : ", ", .key_sep = ": "};
+    rlx__j_tojson(rt, b, rlx__j_from_json(rt, job->value), &o, 0);
+}
+
 int rlx_chat_template_tojson(const cJSON *v, int indent, char **out, rlx_error *err)
 {
     *out = NULL;
-    rj_rt *rt = calloc(1, sizeof *rt);
-    if (!rt) return rlx_errorf(err, RLX_ENOMEM, "out of memory writing JSON");
-    rt->limit = RENDER_LIMIT;
-    rt->err = err;
-    if (setjmp(rt->jb) != 0) {
-        int code = rt->code;
-        rlx__j_arena_free(rt);
-        free(rt);
-        return code;
-    }
-    char spaces[65];
-    int k = indent < 0 ? 0 : indent > 64 ? 64 : indent;
-    memset(spaces, ' ', (size_t)k);
-    spaces[k] = 0;
-    rj_json_opts o = {.indent = indent >= 0 ? spaces : NULL, .item_sep = indent >= 0 ? "," : ", ", .key_sep = ": "};
-    rj_buf b = {0};
-    rlx__j_buf_put(rt, &b, "", 0);
-    rlx__j_tojson(rt, &b, rlx__j_from_json(rt, v), &o, 0);
-    char *s = malloc(b.n + 1);
-    if (!s) rlx__j_fail(rt, RLX_ENOMEM, "out of memory writing JSON");
-    memcpy(s, b.p, b.n + 1);
-    rlx__j_arena_free(rt);
-    free(rt);
-    *out = s;
-    return 0;
+    arena_job job = {.value = v, .indent = indent};
+    return in_arena(tojson_body, &job, NULL, out, NULL, err);
 }
 
 /* A probe rendering: a history whose assistant tool call carries the arguments
