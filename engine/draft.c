@@ -43,6 +43,8 @@ static int check_vocab(const rlx_gguf *t, const rlx_gguf *d, const char *path, r
         char a[80], b[80];
         key_text(t, keys[i], a, sizeof a);
         key_text(d, keys[i], b, sizeof b);
+        /* the model kind must be there in both; the others only when both files say */
+        if (i > 0 && (!rlx_gguf_find(t, keys[i]) || !rlx_gguf_find(d, keys[i]))) continue;
         if (strcmp(a, b))
             return rlx_errorf(err, RLX_EUNSUPPORTED, "%s: the draft model's %s is %s, the model's %s: it cannot draft for it",
                               path, keys[i], b, a);

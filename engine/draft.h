@@ -31,8 +31,8 @@ typedef struct rlx_draft_seq {
  * sequences of target->n_ctx positions (past its training context too, as the runner allows:
  * its drafts may get worse there, never the output). Refused (RLX_EUNSUPPORTED, naming what differs) unless
  * its vocabulary is the target's as llama.cpp's speculative decoding checks it: the same
- * tokenizer model, BOS/EOS ids and add-BOS flag, sizes within 128 and the same token texts
- * from id 5 on; refused also for a model with recurrent state or one that outputs no logits. */
+ * tokenizer model, BOS/EOS ids and add-BOS flag (each where both files give it), sizes within
+ * 128 and the same token texts from id 5 on; refused also for a model with recurrent state or one that outputs no logits. */
 int rlx_draft_open(rlx_draft **out, const char *path, const rlx_runner *target, const rlx_backend_config *backend,
                    int32_t max_seqs, int32_t max_batch_tokens, float p_min, rlx_error *err);
 void rlx_draft_close(rlx_draft *d);

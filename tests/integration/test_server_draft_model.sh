@@ -3,8 +3,8 @@
 # file gives, on /v1/completions, greedy and seeded-sampling texts identical to the same request
 # with "speculative": false, /metrics counts the drafts it made and kept, --draft-p-min 0 keeps
 # the text too, and --draft-model --draft-max 0 serves without it. A draft model with another vocabulary, or a path that is not
-# a model, stops the start with a message naming it. The profile key draft-model sets it per
-# model.
+# a model, stops the start with a message naming it; a --models-dir model (another vocabulary)
+# is served without it. The profile key draft-model sets it per model.
 . "$(dirname "$0")/server_lib.sh"
 DRAFT="$SHARED/models/stories260K-q8_0.gguf"
 [ -f "$DRAFT" ] || { echo "skip: $DRAFT absent"; exit 77; }
@@ -63,6 +63,19 @@ for bad in "$TMP/other.gguf" "$TMP"; do
 done
 ok "a draft model with another vocabulary, or a folder, stops the start naming it"
 
+# --draft-model is for the -m models: a --models-dir model of another vocabulary loads and serves
+mkdir -p "$TMP/dir"
+cp "$TMP/other.gguf" "$TMP/dir/other.gguf"
+start_server dir --draft-model "$DRAFT" --models-dir "$TMP/dir"
+post /v1/completions '{"model":"other","prompt":"hi","max_tokens":8}' >/dev/null
+[ "$(status)" = 200 ] || fail "the --models-dir model: status $(status): $(cat "$TMP/body")"
+post /v1/completions '{"model":"tiny","prompt":"Once upon a time","max_tokens":60,"temperature":0}' >/dev/null
+[ "$(status)" = 200 ] || fail "the -m model: status $(status)"
+drafted=$(metric rlxd_spec_decode_draft_tokens_total)
+[ "${drafted%.*}" -gt 0 ] || fail "the -m model did not draft beside a --models-dir model ($drafted)"
+ok "--draft-model drafts for the -m model; a --models-dir model of another vocabulary serves without it"
+stop_server
+
 # per model: draft-model in the model's profile
 cp "$MODEL" "$TMP/story.gguf"
 printf 'draft-model = %s\n' "$DRAFT" >"$TMP/story.rlx.ini"
@@ -74,4 +87,4 @@ drafted=$(metric rlxd_spec_decode_draft_tokens_total)
 [ "${drafted%.*}" -gt 0 ] || fail "the profile's draft-model did not draft ($drafted)"
 ok "draft-model in <model>.rlx.ini drafts for that model"
 stop_server
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"
