@@ -170,7 +170,8 @@ static void candidate(rlx_draft *d, rlx_draft_job *j, int32_t row)
 {
     float p;
     int32_t t = top(d, row, &p);
-    j->cand = p >= d->p_min && t < d->target_vocab ? t : -1;
+    float p_min = j->p_min > 0 ? j->p_min : j->p_min < 0 ? 0 : d->p_min;
+    j->cand = p >= p_min && t < d->target_vocab ? t : -1;
 }
 
 /* Runs the batch of n tokens built in d's arrays over n_seqs sequences; each output row goes to

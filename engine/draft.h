@@ -43,6 +43,7 @@ typedef struct rlx_draft_job {
     const int32_t *tokens;      /* the sequence's tokens [0..n) */
     int32_t n, max;             /* max: the most drafts wanted */
     int32_t *out;               /* room for max drafts */
+    float p_min;                /* > 0: this job's confidence floor; 0: the draft's; < 0: none */
     int32_t got;                /* out: the drafts written */
     int32_t cand;               /* internal */
 } rlx_draft_job;

@@ -151,6 +151,9 @@ typedef struct rlx_request {
      * this request; -1 (rlx_request_new's default): the worker's draft_max; 0: none. Outputs are
      * the same either way; only speed differs. */
     int32_t draft_max;
+    /* With a draft model (engine/draft.h): the draft stops where its top probability falls under
+     * this; 0 (the default): the worker's draft_p_min. llama-server's speculative.p_min. */
+    float draft_p_min;         /* < 0: 0 (draft however unsure) */
     rlx_event_fn on_event;
     void *user;
     double submitted_at;       /* set by rlx_worker_submit (rlx_now() clock) */

@@ -627,7 +627,8 @@ static void draft_model_pass(rlx_worker *w, int32_t spare_rows)
         s->n_proposed = 0;
         int32_t max = draft_limit(w, s, w->cfg.max_batch_tokens, spare_rows);
         if (max <= 0 || (max = rlx_spec_allow(&s->spec, max)) <= 0) continue;
-        w->djobs[n] = (rlx_draft_job){.ds = &s->dseq, .tokens = s->tokens, .n = s->n_tokens, .max = max, .out = s->draft};
+        w->djobs[n] = (rlx_draft_job){.ds = &s->dseq, .tokens = s->tokens, .n = s->n_tokens, .max = max, .out = s->draft,
+                                      .p_min = s->req->draft_p_min};
         w->djob_seq[n++] = s;
     }
     if (!n) return;

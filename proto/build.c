@@ -26,6 +26,7 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, 
     q->max_tokens = b->max_tokens;
     q->ignore_eos = b->ignore_eos;
     q->draft_max = b->draft_max;
+    q->draft_p_min = b->draft_p_min;
     q->top_logprobs = b->top_logprobs;
     if (b->sampling.n_logit_bias) {
         rlx_logit_bias *lb = malloc(b->sampling.n_logit_bias * sizeof *lb);

@@ -393,12 +393,15 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if (has) r->n = (int)x;
     if ((rc = get_bool(root, "ignore_eos", &q->ignore_eos, e))) return rc;
     /* speculative decoding (outputs are the same; only speed differs): "speculative": false
-     * opts out, llama-server's "speculative.n_max" caps the draft length (0: none) */
+     * opts out, llama-server's "speculative.n_max" caps the draft length (0: none) and
+     * "speculative.p_min" sets a draft model's confidence floor */
     bool spec = true;
     if ((rc = get_bool(root, "speculative", &spec, e))) return rc;
     if (!spec) q->draft_max = 0;
     if ((rc = get_int(root, "speculative.n_max", 0, RLX_SPEC_MAX_DRAFT, &x, &has, e))) return rc;
     if (has) q->draft_max = spec ? (int32_t)x : 0;
+    if ((rc = get_number(root, "speculative.p_min", 0, 1, &d, &has, e))) return rc;
+    if (has) q->draft_p_min = d > 0 ? (float)d : -1; /* 0: draft however unsure (-1 in the engine) */
     if ((rc = get_bool(root, "stream", &r->stream, e))) return rc;
     if ((rc = get_string(root, "session_id", &q->session_id, e))) return rc;
     /* the OpenAI routes resend the whole conversation; the native route sends one turn */

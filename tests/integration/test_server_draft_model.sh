@@ -33,6 +33,14 @@ kept=$(metric rlxd_spec_decode_accepted_tokens_total)
 [ -n "$drafted" ] && [ "${drafted%.*}" -gt 0 ] && [ "${kept%.*}" -gt 0 ] ||
     fail "metrics: drafted '$drafted', kept '$kept'"
 ok "--draft-model: greedy and seeded texts identical to speculative:false ($drafted drafted, $kept kept)"
+# per request: "speculative.p_min": 0 drafts however unsure (more drafts, the same text); out of
+# range is a 400 naming it
+compare '{"model":"tiny","prompt":"Once upon a time","max_tokens":120,"temperature":0,"speculative.p_min":0}'
+more=$(metric rlxd_spec_decode_draft_tokens_total)
+[ "$(( ${more%.*} - ${drafted%.*} ))" -gt 20 ] || fail "speculative.p_min 0 drafted $(( ${more%.*} - ${drafted%.*} ))"
+out=$(post /v1/completions '{"model":"tiny","prompt":"x","speculative.p_min":2}')
+[ "$(status)" = 400 ] && echo "$out" | grep -q 'speculative.p_min' || fail "speculative.p_min 2: $(status) $out"
+ok "speculative.p_min per request: 0 drafts $(( ${more%.*} - ${drafted%.*} )) tokens on one request, the same text; 2 is a 400"
 stop_server
 
 # --draft-p-min 0: the draft goes on however unsure (more drafts), the text stays the same
@@ -87,4 +95,4 @@ drafted=$(metric rlxd_spec_decode_draft_tokens_total)
 [ "${drafted%.*}" -gt 0 ] || fail "the profile's draft-model did not draft ($drafted)"
 ok "draft-model in <model>.rlx.ini drafts for that model"
 stop_server
-echo "6 passed, 0 failed"
+echo "7 passed, 0 failed"
