@@ -34,7 +34,9 @@ int rlx_nth_choose(rlx_nth_ctl *c, int32_t n_tokens)
         choice = 1 - k->pick;
     } else if (k->seen[k->pick] < 2) { /* all threads first */
         choice = k->pick;
-    } else if (k->hint || k->runs >= k->next || (k->ref > 0 && k->sec[k->pick] > 1.15 * k->ref)) {
+    } else if ((k->hint && k->runs >= k->hint_after) || k->runs >= k->next ||
+               (k->ref > 0 && k->sec[k->pick] > 1.15 * k->ref)) {
+        k->by_hint = k->hint && k->runs >= k->hint_after;
         k->hint = false;
         k->explore_left = RLX_NTH_EXPLORE_RUNS - 1;
         choice = 1 - k->pick;
@@ -63,7 +65,14 @@ void rlx_nth_record(rlx_nth_ctl *c, int32_t n_tokens, int nth, double seconds, d
         k->pick = 1 - k->pick;
         k->explore_left = 0; /* the look found the better choice: no more of the old one */
         k->every = RLX_NTH_EXPLORE_EVERY;
+        k->hint_gap = 0;
     } else if (looked && k->explore_left == 0) { /* a look ended and confirmed the choice */
+        /* a starved pass that was no competitor (this machine's waits sleep, say): heed such
+         * hints less and less often, 16 passes apart doubling to 1024 */
+        if (k->by_hint) {
+            k->hint_gap = k->hint_gap ? (k->hint_gap * 2 > RLX_NTH_EXPLORE_MAX ? RLX_NTH_EXPLORE_MAX : k->hint_gap * 2) : 16;
+            k->hint_after = k->runs + k->hint_gap;
+        }
         /* only all threads' looks thin out: on one thread, a look at all is cheap and is the
          * only way to notice cores coming back (one thread's time does not change then) */
         bool clear = k->pick == 1 && k->sec[0] > 1.2 * k->sec[1];

@@ -9,7 +9,8 @@
  * faster (switching only for a 5% gain) and now and then looks at the other for 2 passes: every
  * 64 passes; at once when the choice's own time grows by 15%; and at once when an all-threads
  * pass finds the calling thread had its core for under 85% of the pass (more runnable threads
- * than cores: a competitor arrived). On all threads the interval doubles up to 1024 while looks
+ * than cores: a competitor arrived; a look that finds no gain makes such hints count less and
+ * less often, 16 passes apart doubling to 1024, for a machine whose waits sleep anyway). On all threads the interval doubles up to 1024 while looks
  * confirm them by 20%, so a quiet machine pays ~0.1% for looking and a short run none; on one
  * thread it stays 64 (one thread's time does not change when cores come back: only a look
  * notices). Results do
@@ -42,6 +43,9 @@ typedef struct rlx_nth_class {
     uint32_t next;       /* the pass of the next look */
     double ref;          /* the choice's time per token when last looked: 15% slower starts a look */
     bool hint;           /* the last all-threads pass was starved of CPU: look at one thread now */
+    bool by_hint;        /* the current look was started by a hint */
+    uint32_t hint_gap;   /* passes between heeded hints after false alarms (0, then 16..1024) */
+    uint32_t hint_after; /* hints are heeded from this pass on */
 } rlx_nth_class;
 
 typedef struct rlx_nth_ctl {
