@@ -19,6 +19,10 @@ struct rlx_draft {
     int32_t *tok, *pos, *seqv, *job_of;
     uint8_t *outv;
     rlx_batch_seq *seqs;
+    /* finished sequences' draft KV, oldest first (max_seqs at most), for a later sequence with
+     * the same beginning (a chat's system prompt and history) */
+    rlx_draft_seq *parked;
+    int32_t n_parked;
 };
 
 static bool same_str(rlx_gguf_str a, rlx_gguf_str b) { return a.len == b.len && !memcmp(a.ptr, b.ptr, a.len); }
@@ -99,7 +103,8 @@ int rlx_draft_open(rlx_draft **out, const char *path, const rlx_runner *target, 
     size_t cap = (size_t)d->rn->max_batch_tokens, ns = (size_t)d->rn->max_seqs;
     if (!rc_ && (!(d->tok = malloc(cap * sizeof *d->tok)) || !(d->pos = malloc(cap * sizeof *d->pos)) ||
                  !(d->seqv = malloc(cap * sizeof *d->seqv)) || !(d->outv = malloc(cap)) ||
-                 !(d->seqs = malloc(ns * sizeof *d->seqs)) || !(d->job_of = malloc(ns * sizeof *d->job_of))))
+                 !(d->seqs = malloc(ns * sizeof *d->seqs)) || !(d->job_of = malloc(ns * sizeof *d->job_of)) ||
+                 !(d->parked = calloc(ns, sizeof *d->parked))))
         rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory opening the draft model");
     if (rc_) {
         rlx_draft_close(d);
@@ -114,6 +119,8 @@ int rlx_draft_open(rlx_draft **out, const char *path, const rlx_runner *target, 
 void rlx_draft_close(rlx_draft *d)
 {
     if (!d) return;
+    for (int32_t i = 0; i < d->n_parked; i++) rlx_draft_seq_free(d, &d->parked[i]);
+    free(d->parked);
     rlx_runner_close(d->rn);
     free(d->tok);
     free(d->pos);
@@ -131,6 +138,45 @@ void rlx_draft_seq_free(rlx_draft *d, rlx_draft_seq *ds)
     free(ds->blocks);
     free(ds->hist);
     memset(ds, 0, sizeof *ds);
+}
+
+/* Frees the oldest parked draft KV; false when none is parked. */
+static bool unpark_oldest(rlx_draft *d)
+{
+    if (!d->n_parked) return false;
+    rlx_draft_seq_free(d, &d->parked[0]);
+    memmove(&d->parked[0], &d->parked[1], (size_t)(d->n_parked - 1) * sizeof *d->parked);
+    d->n_parked--;
+    return true;
+}
+
+void rlx_draft_seq_park(rlx_draft *d, rlx_draft_seq *ds)
+{
+    if (!d || ds->n_hist < d->rn->kv.block_size) { /* nothing worth keeping */
+        rlx_draft_seq_free(d, ds);
+        return;
+    }
+    if (d->n_parked == d->rn->max_seqs) unpark_oldest(d);
+    d->parked[d->n_parked++] = *ds;
+    memset(ds, 0, sizeof *ds);
+}
+
+/* A fresh sequence takes over the parked draft KV that shares the longest beginning with its
+ * tokens (at least a block), as llama.cpp's server reuses a slot's draft context. */
+static void adopt(rlx_draft *d, rlx_draft_seq *ds, const int32_t *tokens, int32_t n)
+{
+    int32_t best = -1, best_len = d->rn->kv.block_size - 1;
+    for (int32_t i = 0; i < d->n_parked; i++) {
+        const rlx_draft_seq *p = &d->parked[i];
+        int32_t c = 0;
+        while (c < p->n_hist && c < n && p->hist[c] == tokens[c]) c++;
+        if (c > best_len) best = i, best_len = c;
+    }
+    if (best < 0) return;
+    rlx_draft_seq_free(d, ds); /* empty, but its arrays may be allocated */
+    *ds = d->parked[best];
+    memmove(&d->parked[best], &d->parked[best + 1], (size_t)(d->n_parked - best - 1) * sizeof *d->parked);
+    d->n_parked--;
 }
 
 uint64_t rlx_draft_positions(const rlx_draft *d) { return d ? d->positions : 0; }
@@ -218,9 +264,18 @@ int rlx_draft_propose_many(rlx_draft *d, rlx_draft_job *jobs, int32_t n_jobs, rl
         jb->cand = -1;
         int32_t n = jb->n;
         jb->max = RLX_MIN(jb->max, d->rn->n_ctx - n);
-        /* positions 0..n+max-2 get K/V: the tokens and every draft but the last */
-        if (n <= 0 || jb->max <= 0 || !hist_reserve(ds, n + jb->max) ||
-            rlx_runner_reserve(d->rn, &ds->blocks, &ds->n_blocks, &ds->cap_blocks, n + jb->max - 1)) {
+        if (n <= 0 || jb->max <= 0) {
+            jb->max = 0;
+            continue;
+        }
+        if (ds->n_hist == 0 && d->n_parked) adopt(d, ds, jb->tokens, n);
+        /* positions 0..n+max-2 get K/V: the tokens and every draft but the last; parked draft
+         * KV makes room when the pool is short */
+        int rc = hist_reserve(ds, n + jb->max) ? 0 : RLX_ENOMEM;
+        while (!rc && (rc = rlx_runner_reserve(d->rn, &ds->blocks, &ds->n_blocks, &ds->cap_blocks, n + jb->max - 1)) == RLX_EFULL &&
+               unpark_oldest(d))
+            rc = 0;
+        if (rc) {
             jb->max = 0;
             continue;
         }

@@ -63,6 +63,11 @@ int32_t rlx_draft_propose(rlx_draft *d, rlx_draft_seq *ds, const int32_t *tokens
 
 /* Gives the sequence's blocks back to the draft's pool and frees its table and history. */
 void rlx_draft_seq_free(rlx_draft *d, rlx_draft_seq *ds);
+/* For a sequence that ends: its draft KV is kept (the max_seqs most recent, while the pool has
+ * room) for a later sequence that begins with the same tokens - a chat's system prompt and
+ * history - which takes it over at its first proposal (the longest shared beginning, at least a
+ * block), so the draft computes only what differs. *ds is left empty. */
+void rlx_draft_seq_park(rlx_draft *d, rlx_draft_seq *ds);
 
 /* The draft model's weight and KV pool bytes (0 for NULL). */
 void rlx_draft_memory(const rlx_draft *d, size_t *weights, size_t *kv);

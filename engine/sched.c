@@ -72,7 +72,7 @@ static void release_blocks(rlx_worker *w, seq *s)
 void rlx__seq_free(rlx_worker *w, seq *s)
 {
     release_blocks(w, s);
-    rlx_draft_seq_free(w->draft, &s->dseq);
+    rlx_draft_seq_park(w->draft, &s->dseq);
     rlx_sampler_free(s->sampler);
     rlx_stop_free(&s->stop);
     rlx_request_free(s->req);
@@ -364,7 +364,7 @@ static void preempt(rlx_worker *w, seq *s)
 {
     remove_from(w->running, &w->n_running, s);
     release_blocks(w, s);
-    rlx_draft_seq_free(w->draft, &s->dseq); /* the draft's KV too: running sequences may need it */
+    rlx_draft_seq_park(w->draft, &s->dseq); /* kept while the draft's pool has room; readmitted, it takes it back */
     /* back to the head of the queue: it was admitted before anything still waiting */
     memmove(&w->waiting[1], &w->waiting[0], (size_t)w->n_waiting * sizeof *w->waiting);
     w->waiting[0] = s;

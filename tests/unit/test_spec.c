@@ -316,6 +316,44 @@ TEST(draft_kv_follows_the_text)
             rlx_draft_seq_free(d, &s3[j]);
         }
     }
+    /* a sequence that ends parks its draft KV; a later one that begins with the same 80 tokens
+     * takes it over and computes only from there */
+    rlx_draft_seq_park(d, &ds);
+    ASSERT(ds.n_hist == 0 && ds.blocks == NULL);
+    int32_t later[120];
+    memcpy(later, tok, 80 * sizeof *later);
+    for (int i = 80; i < 120; i++) later[i] = 30 + i;
+    rlx_draft_seq ds2 = {0};
+    before = rlx_draft_positions(d);
+    ASSERT_EQ(rlx_draft_propose(d, &ds2, later, 120, 1, out, &err), 1);
+    ASSERT_EQ(rlx_draft_positions(d) - before, 120 - 80);
+    ASSERT_EQ(rlx_draft_propose(d, &ref, later, 120, 1, &one, &err), 1); /* as computed from scratch */
+    ASSERT_EQ(one, out[0]);
+    /* a beginning shorter than a block is not worth parking: the next computes it all */
+    rlx_draft_seq tiny = {0}, ds3 = {0};
+    ASSERT_EQ(rlx_draft_propose(d, &tiny, later, 10, 1, out, &err), 1);
+    rlx_draft_seq_park(d, &tiny);
+    before = rlx_draft_positions(d);
+    ASSERT_EQ(rlx_draft_propose(d, &ds3, later, 10, 1, out, &err), 1);
+    ASSERT_EQ(rlx_draft_positions(d) - before, 10);
+    rlx_draft_seq_free(d, &ds3);
+    /* a pool short of blocks takes them from parked draft KV: two sequences of 500 tokens fill
+     * the 64 blocks of a two-sequence pool only once the parked ones are given back */
+    rlx_draft_seq_park(d, &ds2);
+    rlx_draft_seq_park(d, &ref);
+    {
+        static int32_t big[2][500];
+        rlx_draft_seq b[2] = {{0}};
+        for (int j = 0; j < 2; j++) {
+            for (int i = 0; i < 500; i++) big[j][i] = i ? 3 + (i * (7 + j)) % 450 : 1;
+            ASSERT_MSG(rlx_draft_propose(d, &b[j], big[j], 500, 1, out, &err) == 1, "sequence %d found no room", j);
+        }
+        for (int j = 0; j < 2; j++) rlx_draft_seq_free(d, &b[j]);
+    }
+    ds2 = (rlx_draft_seq){0};
+    ref = (rlx_draft_seq){0};
+    ASSERT_EQ(rlx_draft_propose(d, &ds2, later, 120, 1, out, &err), 1);
+    ds = ds2;
     /* no room past the context: nothing drafted, nothing fails */
     ASSERT_EQ(rlx_draft_propose(d, &ds, tok, t->n_ctx, 4, out, &err), 0);
     rlx_draft_seq_free(d, &ds);
