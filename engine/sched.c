@@ -633,7 +633,12 @@ static void draft_model_pass(rlx_worker *w, int32_t spare_rows)
     }
     if (!n) return;
     rlx_error err = {0};
-    if (rlx_draft_propose_many(w->draft, w->djobs, n, &err)) { /* the sequences go on without drafts */
+    uint64_t p0 = rlx_draft_positions(w->draft);
+    int rc = rlx_draft_propose_many(w->draft, w->djobs, n, &err);
+    pthread_mutex_lock(&w->mu);
+    w->stats.draft_positions += rlx_draft_positions(w->draft) - p0;
+    pthread_mutex_unlock(&w->mu);
+    if (rc) { /* the sequences go on without drafts */
         fprintf(stderr, "rlxd: %s: the draft model failed (%s): this step drafts nothing\n", w->name, err.msg);
         return;
     }

@@ -152,6 +152,8 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
         {"rlxd_state_checkpoint_bytes", "gauge", "Bytes of the recurrent-state checkpoints held."},
         {"rlxd_state_checkpoint_hits_total", "counter", "Requests whose prompt started at a recurrent-state checkpoint (prefix reused)."},
         {"rlxd_state_checkpoint_evictions_total", "counter", "Recurrent-state checkpoints dropped for the --state-cache-mb budget."},
+        {"rlxd_spec_decode_draft_model_positions_total", "counter",
+         "Positions the draft model (--draft-model) computed: catching up with the text, and drafting."},
     };
     for (size_t g = 0; g < RLX_ARRAY_LEN(gauges); g++) {
         put(&b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g].name, gauges[g].help, gauges[g].name, gauges[g].type);
@@ -163,7 +165,8 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
                      : g == 8 ? (double)x->draft_tokens : g == 9 ? (double)x->draft_accepted
                      : g == 10 ? x->state_slots_used : g == 11 ? x->state_slots_total
                      : g == 12 ? x->state_ckpt_entries : g == 13 ? (double)x->state_ckpt_bytes
-                     : g == 14 ? (double)x->state_ckpt_hits : (double)x->state_ckpt_evictions;
+                     : g == 14 ? (double)x->state_ckpt_hits : g == 15 ? (double)x->state_ckpt_evictions
+                     : (double)x->draft_positions;
             put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
         }
     }

@@ -41,9 +41,21 @@ more=$(metric rlxd_spec_decode_draft_tokens_total)
 out=$(post /v1/completions '{"model":"tiny","prompt":"x","speculative.p_min":2}')
 [ "$(status)" = 400 ] && echo "$out" | grep -q 'speculative.p_min' || fail "speculative.p_min 2: $(status) $out"
 ok "speculative.p_min per request: 0 drafts $(( ${more%.*} - ${drafted%.*} )) tokens on one request, the same text; 2 is a 400"
+# a second request that begins as the first takes over its parked draft KV: the draft model
+# computes far fewer positions for it
+LONG="Once upon a time there was a little girl named Lily. She liked to play in the park with her friend Ben. One day they found a big red ball under a tree and they played with it all day long until the sun went down."
+p0=$(metric rlxd_spec_decode_draft_model_positions_total)
+post /v1/completions "{\"model\":\"tiny\",\"prompt\":\"$LONG\",\"max_tokens\":20,\"temperature\":0}" >/dev/null
+p1=$(metric rlxd_spec_decode_draft_model_positions_total)
+post /v1/completions "{\"model\":\"tiny\",\"prompt\":\"$LONG Then\",\"max_tokens\":20,\"temperature\":0}" >/dev/null
+p2=$(metric rlxd_spec_decode_draft_model_positions_total)
+first=$(( ${p1%.*} - ${p0%.*} )) second=$(( ${p2%.*} - ${p1%.*} ))
+[ "$first" -gt 40 ] && [ "$(( second + 30 ))" -lt "$first" ] || fail "draft positions: first request $first, second $second"
+ok "a request that begins as the last takes over its draft KV: the draft computed $first, then $second positions"
 stop_server
 
 # --draft-p-min 0: the draft goes on however unsure (more drafts), the text stays the same
+
 start_server always --draft-model "$DRAFT" --draft-p-min 0
 compare '{"model":"tiny","prompt":"Once upon a time","max_tokens":120,"temperature":0}'
 always=$(metric rlxd_spec_decode_draft_tokens_total)
@@ -95,4 +107,4 @@ drafted=$(metric rlxd_spec_decode_draft_tokens_total)
 [ "${drafted%.*}" -gt 0 ] || fail "the profile's draft-model did not draft ($drafted)"
 ok "draft-model in <model>.rlx.ini drafts for that model"
 stop_server
-echo "7 passed, 0 failed"
+echo "8 passed, 0 failed"
