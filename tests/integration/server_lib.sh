@@ -40,6 +40,7 @@ use_slow_model() {
 run_rlxd() {
     local name=$1; shift
     LOG="$TMP/$name.log"
+    : >"$LOG" # there before the port is looked for in it (the job below creates it only once it runs)
     "$@" 2>"$LOG" &
     PID=$!
     PIDS+=("$PID")
