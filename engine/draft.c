@@ -27,7 +27,7 @@ struct rlx_draft {
 
 static bool same_str(rlx_gguf_str a, rlx_gguf_str b) { return a.len == b.len && !memcmp(a.ptr, b.ptr, a.len); }
 
-/* A tokenizer.ggml.* scalar as a comparable string ("" when absent). */
+/* A tokenizer.ggml.* scalar as a comparable string ("(none)" when absent). */
 static void key_text(const rlx_gguf *g, const char *key, char *buf, size_t cap)
 {
     const rlx_gguf_value *v = rlx_gguf_find(g, key);
@@ -173,7 +173,7 @@ static void adopt(rlx_draft *d, rlx_draft_seq *ds, const int32_t *tokens, int32_
         if (c > best_len) best = i, best_len = c;
     }
     if (best < 0) return;
-    rlx_draft_seq_free(d, ds); /* empty, but its arrays may be allocated */
+    rlx_draft_seq_free(d, ds); /* holds nothing computed; blocks or arrays it has go back */
     *ds = d->parked[best];
     memmove(&d->parked[best], &d->parked[best + 1], (size_t)(d->n_parked - best - 1) * sizeof *d->parked);
     d->n_parked--;
