@@ -13,6 +13,14 @@ SYNTH="${RLX_BIN:-build}/rlxd-synth"
 
 metric() { curl -s "$URL/metrics" | sed -n "s/^$1{model_name=\"tiny\"} \\([0-9.e+]*\\)/\\1/p"; }
 
+greedy_drafts() { # WHAT: a greedy request to "tiny" is answered, and the model has drafted
+    post /v1/completions '{"model":"tiny","prompt":"Once upon a time","max_tokens":60,"temperature":0}' >/dev/null
+    [ "$(status)" = 200 ] || fail "$1: status $(status)"
+    local n
+    n=$(metric rlxd_spec_decode_draft_tokens_total)
+    [ "${n%.*}" -gt 0 ] || fail "$1: no drafts ($n)"
+}
+
 compare() { # BODY: the text with drafts and with "speculative": false must be equal
     local a b
     a=$(post /v1/completions "$1" | jget '.choices[0].text')
@@ -89,10 +97,7 @@ cp "$TMP/other.gguf" "$TMP/dir/other.gguf"
 start_server dir --draft-model "$DRAFT" --models-dir "$TMP/dir"
 post /v1/completions '{"model":"other","prompt":"hi","max_tokens":8}' >/dev/null
 [ "$(status)" = 200 ] || fail "the --models-dir model: status $(status): $(cat "$TMP/body")"
-post /v1/completions '{"model":"tiny","prompt":"Once upon a time","max_tokens":60,"temperature":0}' >/dev/null
-[ "$(status)" = 200 ] || fail "the -m model: status $(status)"
-drafted=$(metric rlxd_spec_decode_draft_tokens_total)
-[ "${drafted%.*}" -gt 0 ] || fail "the -m model did not draft beside a --models-dir model ($drafted)"
+greedy_drafts "the -m model beside a --models-dir model"
 ok "--draft-model drafts for the -m model; a --models-dir model of another vocabulary serves without it"
 stop_server
 
@@ -101,10 +106,7 @@ cp "$MODEL" "$TMP/story.gguf"
 printf 'draft-model = %s\n' "$DRAFT" >"$TMP/story.rlx.ini"
 MODEL="$TMP/story.gguf"
 start_server profile
-post /v1/completions '{"model":"tiny","prompt":"Once upon a time","max_tokens":80,"temperature":0}' >/dev/null
-[ "$(status)" = 200 ] || fail "status $(status) with the profile's draft model"
-drafted=$(metric rlxd_spec_decode_draft_tokens_total)
-[ "${drafted%.*}" -gt 0 ] || fail "the profile's draft-model did not draft ($drafted)"
+greedy_drafts "the profile's draft-model"
 ok "draft-model in <model>.rlx.ini drafts for that model"
 stop_server
 echo "8 passed, 0 failed"
