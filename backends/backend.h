@@ -170,5 +170,9 @@ int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_err
 static inline void rlx_backend_destroy(rlx_backend *be) { if (be) be->ops->destroy(be); }
 
 int rlx_backend_cpu_create(rlx_backend **out, int n_threads, rlx_error *err);
+/* The CPU backend's forward passes so far: on one thread (small work, a one-thread pool, or the
+ * faster choice lately: backends/cpu/nth_ctl.h) and on more. Any thread may ask; 0 and 0 for
+ * another backend. */
+void rlx_backend_cpu_passes(const rlx_backend *be, uint64_t *one, uint64_t *more);
 
 #endif

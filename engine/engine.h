@@ -221,6 +221,7 @@ typedef struct rlx_worker_stats {
     uint64_t embd_steps;                   /* embedding steps run (inputs / steps: the mean batch) */
     uint64_t draft_tokens, draft_accepted; /* speculative decoding: drafted and kept tokens */
     uint64_t draft_positions;  /* positions a draft model computed (catching up and drafting) */
+    uint64_t cpu_passes_one, cpu_passes_more; /* the model's CPU forward passes on one thread / more */
 } rlx_worker_stats;
 
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err);

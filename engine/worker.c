@@ -475,4 +475,5 @@ void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)
     pthread_mutex_lock(&w->mu);
     *st = w->stats;
     pthread_mutex_unlock(&w->mu);
+    rlx_backend_cpu_passes(w->runner->backend, &st->cpu_passes_one, &st->cpu_passes_more);
 }

@@ -154,6 +154,9 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
         {"rlxd_state_checkpoint_evictions_total", "counter", "Recurrent-state checkpoints dropped for the --state-cache-mb budget."},
         {"rlxd_spec_decode_draft_model_positions_total", "counter",
          "Positions the draft model (--draft-model) computed: catching up with the text, and drafting."},
+        {"rlxd_cpu_passes_one_thread_total", "counter",
+         "CPU forward passes run on one thread: small work, --threads 1, or one thread faster lately (a competing process)."},
+        {"rlxd_cpu_passes_more_threads_total", "counter", "CPU forward passes run on all the pool's threads."},
     };
     for (size_t g = 0; g < RLX_ARRAY_LEN(gauges); g++) {
         put(&b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g].name, gauges[g].help, gauges[g].name, gauges[g].type);
@@ -166,7 +169,8 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
                      : g == 10 ? x->state_slots_used : g == 11 ? x->state_slots_total
                      : g == 12 ? x->state_ckpt_entries : g == 13 ? (double)x->state_ckpt_bytes
                      : g == 14 ? (double)x->state_ckpt_hits : g == 15 ? (double)x->state_ckpt_evictions
-                     : (double)x->draft_positions;
+                     : g == 16 ? (double)x->draft_positions : g == 17 ? (double)x->cpu_passes_one
+                     : (double)x->cpu_passes_more;
             put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
         }
     }

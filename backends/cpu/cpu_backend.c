@@ -19,6 +19,7 @@ typedef struct cpu_backend {
     rlx_backend base;            /* must be first */
     rlx_threadpool *tp;
     rlx_nth_ctl nth;             /* one thread or all, per pass (nth_ctl.h) */
+    _Atomic uint64_t passes[2];  /* forward passes run on one thread, on more (read by other threads) */
     uint8_t *arena;
     size_t arena_bytes;
     uint8_t *scratch;
@@ -410,6 +411,7 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
     }
     double t0 = small ? 0 : rlx_now(), c0 = small ? 0 : thread_cpu();
     rlx_threadpool_run_n(be->tp, nth, run_all_steps, &r);
+    atomic_fetch_add_explicit(&be->passes[nth > 1], 1, memory_order_relaxed);
     if (!small) rlx_nth_record(&be->nth, b->n_tokens, nth, rlx_now() - t0, c0 >= 0 ? thread_cpu() - c0 : -1);
     int e = atomic_load(&r.error);
     if (e) return rlx_errorf(err, e, "batch holds a token id or position outside the model, its KV blocks or its recurrent state");
@@ -454,6 +456,13 @@ static const rlx_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
+void rlx_backend_cpu_passes(const rlx_backend *be_, uint64_t *one, uint64_t *more)
+{
+    const cpu_backend *be = be_ && be_->ops == &cpu_ops ? (const cpu_backend *)be_ : NULL;
+    *one = be ? atomic_load_explicit(&be->passes[0], memory_order_relaxed) : 0;
+    *more = be ? atomic_load_explicit(&be->passes[1], memory_order_relaxed) : 0;
+}
+
 int rlx_backend_cpu_create(rlx_backend **out, int n_threads, rlx_error *err)
 {
     cpu_backend *be = calloc(1, sizeof *be);
@@ -462,6 +471,8 @@ int rlx_backend_cpu_create(rlx_backend **out, int n_threads, rlx_error *err)
     int rc = rlx_threadpool_create(&be->tp, n_threads, err);
     if (rc) { free(be); return rc; }
     rlx_nth_init(&be->nth, rlx_threadpool_size(be->tp), false);
+    atomic_init(&be->passes[0], 0);
+    atomic_init(&be->passes[1], 0);
     *out = &be->base;
     return 0;
 }

@@ -27,5 +27,14 @@ stop_server
 start_server explicit --threads 3
 grep -q 'ready (.*, 3 threads,' "$LOG" || fail "--threads 3: $(grep ready "$LOG")"
 ok "--threads 3 is taken as given"
+# /metrics counts the model's CPU passes by thread count: stories260K's are small work, one
+# thread each
+post /v1/completions '{"model":"tiny","prompt":"Once","max_tokens":5}' >/dev/null
+[ "$(status)" = 200 ] || fail "completion: $(status)"
+m=$(curl -s "$URL/metrics")
+one=$(echo "$m" | sed -n 's/^rlxd_cpu_passes_one_thread_total{model_name="tiny"} \([0-9]*\)/\1/p')
+more=$(echo "$m" | sed -n 's/^rlxd_cpu_passes_more_threads_total{model_name="tiny"} \([0-9]*\)/\1/p')
+[ -n "$one" ] && [ "$one" -ge 5 ] && [ "$more" = 0 ] || fail "metrics: one thread '$one', more '$more'"
+ok "/metrics: $one passes on one thread, $more on more"
 stop_server
-echo "2 passed, 0 failed"
+echo "3 passed, 0 failed"

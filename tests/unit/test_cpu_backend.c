@@ -57,7 +57,10 @@ static void build_ex(rlx_graph *g, bool encoder_ops)
 
 static void build(rlx_graph *g) { build_ex(g, false); }
 
-/* runs n tokens (all outputs) on a backend of nth threads; out gets n rows of D */
+static uint64_t last_more; /* whether run()'s pass ran on more than one thread (its count) */
+
+/* runs n tokens (all outputs) on a backend of nth threads; out gets n rows of D; the backend
+ * counts that one pass, on one thread when nth is 1 */
 static int run(const rlx_plan *p, int nth, const int32_t *tok, int n, float *out)
 {
     rlx_backend *be = NULL;
@@ -74,6 +77,14 @@ static int run(const rlx_plan *p, int nth, const int32_t *tok, int n, float *out
     rlx_batch b = {n, tok, pos, seq, outm, n, 1, &bs, NULL};
     if (!rc) rc = be->ops->run(be, p, &b, out, &err);
     if (rc) fprintf(stderr, "run: %s\n", err.msg);
+    uint64_t one = 0;
+    last_more = 0;
+    if (!rc) rlx_backend_cpu_passes(be, &one, &last_more);
+    if (!rc && (one + last_more != 1 || (nth == 1 && last_more))) {
+        fprintf(stderr, "run: the backend counted %llu passes on one thread, %llu on more\n", (unsigned long long)one,
+                (unsigned long long)last_more);
+        rc = -1;
+    }
     rlx_backend_destroy(be);
     return rc;
 }
@@ -144,6 +155,7 @@ TEST(later_row_kernels_thread_invisible)
     for (int nth = 2; nth <= 5; nth++)
         for (int rep = 0; rep < (getenv("RLX_MEMCHECK") ? 1 : 3); rep++) {
             ASSERT_EQ(run(&p, nth, tok, 8, many), 0);
+            ASSERT_EQ(last_more, 1); /* counted as a pass on several threads */
             ASSERT_MSG(memcmp(one, many, sizeof one) == 0, "%d threads differ from one", nth);
         }
     rlx_plan_free(&p);
