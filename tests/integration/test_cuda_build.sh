@@ -24,12 +24,15 @@ if grep -q '^CMAKE_C_COMPILER_LAUNCHER:.*ccache' "$BIN/CMakeCache.txt" 2>/dev/nu
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$SRC}" CCACHE_NOHASHDIR=1
 fi
+# the logs go inside that build's folder, so a build folder inside the source tree (/build*/,
+# ignored) leaves nothing beside it in the tree
+mkdir -p "$DIR"
 cmake -S "$SRC" -B "$DIR" -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DRLX_VULKAN=OFF "${launcher[@]+"${launcher[@]}"}" \
-      -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES=90 > "$DIR.configure.log" 2>&1 \
-  || { cat "$DIR.configure.log"; echo "FAIL: configuring the CUDA build"; exit 1; }
-cmake --build "$DIR" --target rlxd unit_test_cuda_ops parity_test_parity_cuda -j 2 > "$DIR.build.log" 2>&1 \
-  || { tail -50 "$DIR.build.log"; echo "FAIL: building rlxd and the CUDA tests with CUDA"; exit 1; }
-if grep -E -i '(^|[ :])warning[ :]' "$DIR.build.log"; then echo "FAIL: the CUDA build has warnings"; exit 1; fi
+      -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES=90 > "$DIR/check-configure.log" 2>&1 \
+  || { cat "$DIR/check-configure.log"; echo "FAIL: configuring the CUDA build"; exit 1; }
+cmake --build "$DIR" --target rlxd unit_test_cuda_ops parity_test_parity_cuda -j 2 > "$DIR/check-build.log" 2>&1 \
+  || { tail -50 "$DIR/check-build.log"; echo "FAIL: building rlxd and the CUDA tests with CUDA"; exit 1; }
+if grep -E -i '(^|[ :])warning[ :]' "$DIR/check-build.log"; then echo "FAIL: the CUDA build has warnings"; exit 1; fi
 ver=$("$DIR/rlxd" --version)
 echo "$ver"
 grep -q 'backends:.*cuda' <<<"$ver" || { echo "FAIL: rlxd --version does not list cuda"; exit 1; }
