@@ -15,7 +15,10 @@
  * token's arithmetic differs from a prompt token's in the last bits, and a later prompt holding
  * it computes it as a prompt token), so a hit gives exactly the numbers of a computation from
  * position 0: a session's next turn restarts at its previous prompt's checkpoint and
- * recomputes the generated tokens after it. */
+ * recomputes the generated tokens after it.
+ *
+ * Speculative decoding's part of the step (drafts as extra rows, their verification) is in
+ * sched_spec.c. */
 #include "engine/worker_internal.h"
 #include <math.h>
 #include <stdio.h>
@@ -551,7 +554,7 @@ static void emit_prompt_logprobs(rlx_worker *w, seq *s, const float *logits)
 
 /* Samples s's next token from its logits row and delivers it. Returns false when s has ended
  * (finished or failed: s is freed). */
-static bool emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
+bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
 {
     rlx_request *r = s->req;
     int32_t V = w->runner->n_vocab;
@@ -597,107 +600,6 @@ static bool emit_token(rlx_worker *w, seq *s, const float *logits, float *scratc
     return false;
 }
 
-/* ---- speculative decoding (engine/spec.h) ---------------------------------------------- */
-
-/* The most drafts s may have this step: 0 unless it decodes one pending token (no prompt
- * logprobs due), then within its request's maximum, its generation limit, the context, the
- * step's token budget and the spare logits rows. */
-static int32_t draft_limit(const rlx_worker *w, const seq *s, int32_t budget, int32_t spare_rows)
-{
-    const rlx_request *r = s->req;
-    int32_t max = r->draft_max < 0 ? w->cfg.draft_max : RLX_MIN(r->draft_max, RLX_SPEC_MAX_DRAFT);
-    if (max <= 0 || w->runner->mem.has_state || s->n_tokens <= s->n_prompt || s->n_tokens - s->n_computed != 1 ||
-        (r->prompt_logprobs && s->plp_next < s->n_prompt))
-        return 0;
-    max = RLX_MIN(max, s->max_tokens - s->n_generated - 1);
-    max = RLX_MIN(max, w->runner->n_ctx - s->n_tokens);
-    return RLX_MIN(max, RLX_MIN(budget - 1, spare_rows));
-}
-
-/* With a draft model: the proposals of every running sequence that may draft, in one batched
- * pass of the draft model (engine/draft.h) before the step is built; draft() then takes what
- * the step's budget leaves room for. A draft model not sure of a sequence's first token skips
- * that sequence's next draft (and its forward pass), no longer: a refused draft's growing pause
- * would lose the drafts of a well-matched model, which is often unsure for a token or two. */
-static void draft_model_pass(rlx_worker *w, int32_t spare_rows)
-{
-    int32_t n = 0;
-    for (int32_t i = 0; i < w->n_running; i++) {
-        seq *s = w->running[i];
-        s->n_proposed = 0;
-        int32_t max = draft_limit(w, s, w->cfg.max_batch_tokens, spare_rows);
-        if (max <= 0 || (max = rlx_spec_allow(&s->spec, max)) <= 0) continue;
-        w->djobs[n] = (rlx_draft_job){.ds = &s->dseq, .tokens = s->tokens, .n = s->n_tokens, .max = max, .out = s->draft,
-                                      .p_min = s->req->draft_p_min};
-        w->djob_seq[n++] = s;
-    }
-    if (!n) return;
-    rlx_error err = {0};
-    uint64_t p0 = rlx_draft_positions(w->draft);
-    int rc = rlx_draft_propose_many(w->draft, w->djobs, n, &err);
-    pthread_mutex_lock(&w->mu);
-    w->stats.draft_positions += rlx_draft_positions(w->draft) - p0;
-    pthread_mutex_unlock(&w->mu);
-    if (rc) { /* the sequences go on without drafts */
-        fprintf(stderr, "rlxd: %s: the draft model failed (%s): this step drafts nothing\n", w->name, err.msg);
-        return;
-    }
-    for (int32_t j = 0; j < n; j++) {
-        seq *s = w->djob_seq[j];
-        s->n_proposed = w->djobs[j].got;
-        if (!s->n_proposed && !s->spec.cooldown) s->spec.cooldown = 1;
-    }
-}
-
-/* Drafts for s, a running sequence whose one pending token is this step's, within the step's
- * token budget and spare logits rows: draft_model_pass's proposal, or a prompt lookup. The
- * memory for the drafts' positions is taken only if free (never by preempting). Sets
- * s->n_draft. */
-static void draft(rlx_worker *w, seq *s, int32_t budget, int32_t *spare_rows)
-{
-    s->n_draft = 0;
-    int32_t proposed = s->n_proposed;
-    s->n_proposed = 0;
-    int32_t n = draft_limit(w, s, budget, *spare_rows);
-    if (n <= 0) return;
-    if (w->draft) n = RLX_MIN(n, proposed);
-    else if ((n = rlx_spec_allow(&s->spec, n)) > 0)
-        n = rlx_spec_lookup(s->tokens, s->n_tokens, RLX_SPEC_NGRAM_MIN, RLX_SPEC_NGRAM_MAX, s->draft, n);
-    if (n <= 0) return;
-    if (rlx_memory_grow(&w->runner->mem, &s->mem, s->n_tokens + n) != 0) return;
-    s->n_draft = n;
-    *spare_rows -= n;
-}
-
-/* Verifies s's drafts after the step: row i of s's logits (from out_row) follows the pending
- * token and drafts 0..i-1. Each row's token is sampled as a one-token step would (same
- * logits, same sampler state), and drafting goes on while the sampled token equals the draft;
- * the KV of a kept draft is kept, that of the others lies past n_computed and is rewritten by
- * the next step. Returns false when s has ended. */
-static bool verify(rlx_worker *w, seq *s, float *scratch)
-{
-    rlx_runner *rn = w->runner;
-    int32_t d = s->n_draft, kept = 0, row = s->out_row;
-    s->n_draft = 0;
-    s->n_computed -= d; /* the pending token's position is computed; the drafts' are not yet */
-    bool alive = true;
-    for (int32_t i = 0; i <= d; i++) {
-        rlx_memory_commit(&rn->mem, &s->mem, s->tokens, s->n_computed);
-        int32_t at = s->n_tokens;
-        alive = emit_token(w, s, rn->logits + (size_t)(row + i) * rn->n_vocab, scratch);
-        if (!alive || i == d || s->tokens[at] != s->draft[i]) break;
-        s->n_computed++; /* the draft was this token: its row's KV stands */
-        kept++;
-    }
-    pthread_mutex_lock(&w->mu);
-    w->stats.draft_tokens += (uint64_t)d;
-    w->stats.draft_accepted += (uint64_t)kept;
-    pthread_mutex_unlock(&w->mu);
-    if (alive) rlx_spec_update(&s->spec, d, kept, RLX_SPEC_MAX_DRAFT);
-    return alive;
-}
-
-
 int rlx__sched_step(rlx_worker *w)
 {
     if (rlx_worker_embeds(w)) {
@@ -714,7 +616,7 @@ int rlx__sched_step(rlx_worker *w)
     /* logits rows beyond one per running or admissible sequence, for drafts */
     int32_t spare_rows = rn->max_outputs - w->n_running - RLX_MIN(w->n_waiting, w->cfg.max_seqs - w->n_running);
 
-    if (w->draft) draft_model_pass(w, spare_rows);
+    if (w->draft) rlx__spec_draft_model_pass(w, spare_rows);
     /* running sequences, oldest first: decodes and unfinished prefills */
     for (int32_t i = 0; i < w->n_running && budget > 0 && n_seq < w->cfg.max_seqs; i++) {
         seq *s = w->running[i];
@@ -726,7 +628,7 @@ int rlx__sched_step(rlx_worker *w)
             continue;
         }
         /* preemption may have removed sequences after i only (they are newer) */
-        draft(w, s, budget, &spare_rows);
+        rlx__spec_draft(w, s, budget, &spare_rows);
         note_inflight(w, s, k);
         budget -= add_tokens(w, s, budget, &n_tok, &n_seq, &n_out);
     }
@@ -800,13 +702,13 @@ int rlx__sched_step(rlx_worker *w)
     for (int32_t i = 0; i < n_seq; i++) {
         seq *s = w->b_seqptr[i];
         if (s->n_draft > 0) {
-            verify(w, s, scratch);
+            rlx__spec_verify(w, s, scratch);
             continue;
         }
         rlx_memory_commit(&rn->mem, &s->mem, s->tokens, s->n_computed);
         take_checkpoint(w, s);
         if (s->plp_n) emit_prompt_logprobs(w, s, rn->logits);
-        if (s->out_row >= 0) emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
+        if (s->out_row >= 0) rlx__emit_token(w, s, rn->logits + (size_t)s->out_row * rn->n_vocab, scratch);
     }
     pthread_mutex_lock(&w->mu);
     w->stats.running = w->n_running;

@@ -183,6 +183,17 @@ void rlx__seq_free(rlx_worker *w, seq *s);
 void rlx__ckpt_stats(rlx_worker *w);
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err);
 void rlx__grammar_vocab_free(rlx_worker *w); /* worker teardown */
+/* Samples s's next token from its logits row and delivers it. Returns false when s has ended
+ * (finished or failed: s is freed). */
+bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch);
+/* sched_spec.c: speculative decoding in the step (worker thread) */
+/* With a draft model, before the step is built: the proposals of every running sequence that
+ * may draft, in one batched pass (each sequence's n_proposed, draft[]). */
+void rlx__spec_draft_model_pass(rlx_worker *w, int32_t spare_rows);
+/* s's drafts for this step within the token budget and spare logits rows (s->n_draft). */
+void rlx__spec_draft(rlx_worker *w, seq *s, int32_t budget, int32_t *spare_rows);
+/* After the step: s's drafts checked against its own sampling; false when s has ended. */
+bool rlx__spec_verify(rlx_worker *w, seq *s, float *scratch);
 /* worker_embed.c: an embedding worker's side of the step (worker thread) */
 int rlx__embed_init(rlx_worker *w, rlx_error *err);  /* at start: step scratch */
 void rlx__embed_free(rlx_worker *w);                  /* at stop, after cancel_all */
