@@ -1,5 +1,6 @@
 /* draft.c - speculative decoding with a draft model (see draft.h). */
 #include "engine/draft.h"
+#include "engine/sample.h"
 #include "models/gguf.h"
 
 #include <math.h>
@@ -187,16 +188,12 @@ void rlx_draft_memory(const rlx_draft *d, size_t *weights, size_t *kv)
     *kv = d ? rlx_mem_block_bytes(&d->rn->kv_geo) * (size_t)d->rn->kv_geo.n_blocks : 0;
 }
 
-/* The most likely token of logits row `row` and its probability. */
+/* The most likely token of logits row `row` (the sampler's greedy choice) and its probability. */
 static int32_t top(const rlx_draft *d, int32_t row, float *p)
 {
     const float *l = d->rn->logits + (size_t)row * (size_t)d->rn->n_vocab;
-    int32_t n = d->rn->n_vocab, best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > l[best]) best = i;
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)l[i] - l[best]);
-    *p = (float)(1.0 / sum);
+    int32_t best = rlx_argmax(l, d->rn->n_vocab);
+    *p = expf(rlx_logprobs(l, d->rn->n_vocab, best, 0, NULL, NULL));
     return best;
 }
 

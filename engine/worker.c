@@ -75,6 +75,14 @@ static int load_tokenizer(rlx_worker *w, const rlx_worker_config *cfg, rlx_error
     return 0;
 }
 
+/* The draft model and its step's job arrays (engine/draft.h); NULL ones are fine. */
+static void close_draft(rlx_worker *w)
+{
+    rlx_draft_close(w->draft);
+    free(w->djobs);
+    free(w->djob_seq);
+}
+
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err)
 {
     rlx_worker *w = calloc(1, sizeof *w);
@@ -130,9 +138,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
                 rc_ = rlx_errorf(err, RLX_ENOMEM, "out of memory opening the draft model");
         }
         if (rc_) {
-            rlx_draft_close(w->draft);
-            free(w->djobs);
-            free(w->djob_seq);
+            close_draft(w);
             rlx_runner_close(w->runner);
             free(w);
             return rc_;
@@ -225,9 +231,7 @@ fail:
     rlx_chat_template_free(w->tmpl);
     free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
-    rlx_draft_close(w->draft);
-    free(w->djobs);
-    free(w->djob_seq);
+    close_draft(w);
     rlx_runner_close(w->runner);
     free(w->b_tokens); free(w->b_pos); free(w->b_seq); free(w->b_out); free(w->b_dec); free(w->b_seqs); free(w->b_seqptr);
     free(w->running);
@@ -307,9 +311,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     rlx_chat_template_free(w->tmpl);
     free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);
-    rlx_draft_close(w->draft);
-    free(w->djobs);
-    free(w->djob_seq);
+    close_draft(w);
     rlx_runner_close(w->runner);
     free(w->waiting);
     free(w->running);

@@ -102,7 +102,7 @@ int rlx__bench_spec(int argc, char **argv)
 {
     const char *model = NULL, *prompt_file = NULL, *draft_model = NULL, *v;
     long n = 128, reps = 3, threads = 0, draft_max = 8;
-    double p_min = 0.75;
+    float p_min = 0.75f;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -115,15 +115,7 @@ int rlx__bench_spec(int argc, char **argv)
         else if (!strcmp(a, "--draft-max")) { NEXT(); if (!rlx_arg_long("bench", a, v, 1, RLX_SPEC_MAX_DRAFT, &draft_max)) return 2; }
         else if (!strcmp(a, "--prompt-file")) { NEXT(); prompt_file = v; }
         else if (!strcmp(a, "--draft-model")) { NEXT(); draft_model = v; }
-        else if (!strcmp(a, "--draft-p-min")) {
-            NEXT();
-            char *end;
-            p_min = strtod(v, &end);
-            if (end == v || *end || !(p_min >= 0 && p_min <= 1)) {
-                fprintf(stderr, "rlxd bench --spec: --draft-p-min takes a number between 0 and 1, got '%s'\n", v);
-                return 2;
-            }
-        }
+        else if (!strcmp(a, "--draft-p-min")) { NEXT(); if (!rlx_arg_float("bench", a, v, 0, 1, &p_min)) return 2; }
         else if (!strcmp(a, "--json")) json = true;
         else {
             fprintf(stderr, "rlxd bench --spec: unknown option '%s'\n"
@@ -153,7 +145,7 @@ int rlx__bench_spec(int argc, char **argv)
     for (int k = 0; k < 2; k++) {
         rlx_worker_config cfg = {.model_path = model, .n_threads = (int)threads, .max_seqs = 1, .max_batch_tokens = 512,
                                  .draft_max = k ? (int32_t)draft_max : -1, .draft_model = k ? draft_model : NULL,
-                                 .draft_p_min = p_min > 0 ? (float)p_min : -1};
+                                 .draft_p_min = p_min > 0 ? p_min : -1};
         res[k].cap = (int)n;
         if (!(res[k].tokens = malloc((size_t)n * sizeof(int32_t)))) { rc = RLX_ENOMEM; goto done; }
         if ((rc = rlx_worker_start(&w[k], &cfg, &err))) goto done;
