@@ -52,7 +52,7 @@ void rlx__spec_draft_model_pass(rlx_worker *w, int32_t spare_rows)
     for (int32_t j = 0; j < n; j++) {
         seq *s = w->djob_seq[j];
         s->n_proposed = w->djobs[j].got;
-        if (!s->n_proposed && !s->spec.cooldown) s->spec.cooldown = 1;
+        if (!s->n_proposed) rlx_spec_pause(&s->spec, 1);
     }
 }
 

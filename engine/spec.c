@@ -38,6 +38,11 @@ int32_t rlx_spec_allow(rlx_spec_state *st, int32_t max_draft)
     return st->len;
 }
 
+void rlx_spec_pause(rlx_spec_state *st, int32_t steps)
+{
+    if (st->cooldown <= 0 && steps > 0) st->cooldown = steps;
+}
+
 void rlx_spec_update(rlx_spec_state *st, int32_t n_draft, int32_t n_accepted, int32_t max_draft)
 {
     if (n_draft <= 0) return;

@@ -45,5 +45,8 @@ typedef struct rlx_spec_state {
 int32_t rlx_spec_allow(rlx_spec_state *st, int32_t max_draft);
 /* After a verified draft of n_draft tokens of which n_accepted were kept. */
 void rlx_spec_update(rlx_spec_state *st, int32_t n_draft, int32_t n_accepted, int32_t max_draft);
+/* No draft for the next `steps` steps unless a pause is already on (a draft model unsure of
+ * its first token: a shorter pause than a refused draft's, which grows). */
+void rlx_spec_pause(rlx_spec_state *st, int32_t steps);
 
 #endif

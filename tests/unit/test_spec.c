@@ -63,6 +63,13 @@ TEST(length_control)
     ASSERT_EQ(rlx_spec_allow(&st, 8), 2);
     ASSERT_EQ(rlx_spec_allow(&st, 0), 0);
     ASSERT_EQ(rlx_spec_allow(&st, 1), 1);     /* a smaller request maximum caps it */
+    rlx_spec_pause(&st, 1);                   /* a draft model unsure: one step without */
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 0);
+    ASSERT(rlx_spec_allow(&st, 8) > 0);
+    rlx_spec_update(&st, 4, 0, 8);            /* a refused draft's pause (1 step after one miss)... */
+    rlx_spec_pause(&st, 1);                   /* ...is not lengthened by a pause asked on top */
+    ASSERT_EQ(rlx_spec_allow(&st, 8), 0);
+    ASSERT(rlx_spec_allow(&st, 8) > 0);
 }
 
 /* ---- the scheduler --------------------------------------------------------------------- */
