@@ -36,7 +36,7 @@ if command -v systemd-analyze >/dev/null 2>&1; then
   sed "s#/usr/local/bin/rlxd#$exe#" deploy/rlxd.service > "$tmp/rlxd.service"
   out=$(systemd-analyze verify "$tmp/rlxd.service" 2>&1)
   # verify exits 0 on unknown keys and bad values, reporting them as "ignoring" lines
-  if echo "$out" | grep -F "$tmp/rlxd.service" | grep -q .; then
+  if grep -qF "$tmp/rlxd.service" <<<"$out"; then   # (not a pipe: under pipefail a SIGPIPE hid it)
     bad "systemd-analyze verify: $out"
   else
     note "systemd unit ok"

@@ -59,8 +59,12 @@ fi
 (cd "$ctx" && env "${launcher[@]+"${launcher[@]}"}" BACKEND=cpu RLX_COMMIT=ctxtest bash deploy/build-image.sh "$tmp/out") >"$tmp/log" 2>&1 ||
   { tail -40 "$tmp/log"; fail "deploy/build-image.sh in the build context"; }
 for t in rlxd rlxd-synth; do [ -x "$tmp/out/usr/local/bin/$t" ] || fail "$t not installed"; done
-"$tmp/out/usr/local/bin/rlxd" serve --help | grep -q -- '--grace-seconds' || fail "the built rlxd does not run"
-"$tmp/out/usr/local/bin/rlxd" --version | grep -q 'commit ctxtest' || fail "RLX_COMMIT did not reach the build: $("$tmp/out/usr/local/bin/rlxd" --version)"
+# whole outputs first, then grep: `rlxd ... | grep -q` under pipefail fails at random once the
+# help outgrows one stdio buffer (grep -q leaves at the first match, rlxd's next write gets SIGPIPE)
+help=$("$tmp/out/usr/local/bin/rlxd" serve --help) || fail "the built rlxd does not run: serve --help exited $?"
+grep -q -- '--grace-seconds' <<<"$help" || fail "the built rlxd's serve --help lacks --grace-seconds"
+version=$("$tmp/out/usr/local/bin/rlxd" --version) || fail "the built rlxd --version exited $?"
+grep -q 'commit ctxtest' <<<"$version" || fail "RLX_COMMIT did not reach the build: $version"
 list="$tmp/out/usr/local/share/rlxd/runtime-packages.txt"
 for p in libuv1 libmicrohttpd12 libsqlite3-0 libcjson1; do
   grep -qx "$p" "$list" || fail "runtime-packages.txt lacks $p: $(tr '\n' ' ' <"$list")"
