@@ -44,9 +44,10 @@ size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions, int6
 {
     const size_t npad = ((size_t)max_positions + 63) / 64 * 64 + 64;
     /* rounded q rows, scores / probabilities, transposed V, output rows, one block of
-     * dequantized K rows (Q8_0 caches) */
+     * dequantized K rows (Q8_0 caches), transposed K (layers without a cache, kq_lanes; the
+     * scratch is committed lazily, so decoders never pay for it) */
     return (size_t)ATTN_ROWS * (size_t)head_dim + (size_t)ATTN_ROWS * npad + (size_t)head_dim * npad +
-           (size_t)ATTN_ROWS * (size_t)head_dim + (size_t)block_size * (size_t)head_dim + 64;
+           (size_t)ATTN_ROWS * (size_t)head_dim + (size_t)block_size * (size_t)head_dim + (size_t)head_dim * npad + 64;
 }
 
 /* n values of a Q8_0 row from column c0 on (a head's slice may start inside a block), as
@@ -101,12 +102,25 @@ static void sm_scale(const sm_row *s, double sum)
     for (int64_t k = 0; k < s->n; k++) s->x[k] *= inv;
 }
 
+/* A 16-value chunk with no valid position: its exps are exp(-inf) = +0 (vmath.h's too), so it
+ * adds +0.0 to the sum, which changes nothing (the sum is never -0): it is only zeroed. Most of
+ * a short row's padded chunks, and the causal mask's upper chunks. */
+static inline bool sm_masked(const sm_row *s, int64_t k)
+{
+    if (k + 16 <= s->lo || k > s->hi) {
+        memset(s->x + k, 0, 16 * sizeof *s->x);
+        return true;
+    }
+    return false;
+}
+
 /* every path: AVX-512 llama.cpp's numbers (exp of vmath.h, chunk sums in its reduction tree) */
 static void sm_scalar(const sm_row *s)
 {
     const float mx = sm_prepare(s);
     double sum = 0.0;
     for (int64_t k = 0; k < s->n; k += 16) {
+        if (sm_masked(s, k)) continue;
         for (int l = 0; l < 16; l++) s->x[k + l] = rlx__vexp(s->x[k + l] - mx);
         sum += (double)rlx__red16(s->x + k);
     }
@@ -120,6 +134,7 @@ __attribute__((target("avx512f"))) static void sm_avx512(const sm_row *s)
     double sum = 0.0;
     const __m512 m = _mm512_set1_ps(mx);
     for (int64_t k = 0; k < s->n; k += 16) {
+        if (sm_masked(s, k)) continue;
         const __m512 v = rlx__vexp512(_mm512_sub_ps(_mm512_loadu_ps(s->x + k), m));
         _mm512_storeu_ps(s->x + k, v);
         sum += (double)_mm512_reduce_add_ps(v);
@@ -133,6 +148,7 @@ __attribute__((target("avx2,fma"))) static void sm_avx2(const sm_row *s)
     double sum = 0.0;
     const __m256 m = _mm256_set1_ps(mx);
     for (int64_t k = 0; k < s->n; k += 16) {
+        if (sm_masked(s, k)) continue;
         const __m256 lo = rlx__vexp256(_mm256_sub_ps(_mm256_loadu_ps(s->x + k), m));
         const __m256 hi = rlx__vexp256(_mm256_sub_ps(_mm256_loadu_ps(s->x + k + 8), m));
         _mm256_storeu_ps(s->x + k, lo);
@@ -159,6 +175,71 @@ static sm_fn softmax_kernel(void)
     if (!strncmp(path, "avx2", 4)) return sm_avx2;
 #endif
     return sm_scalar;
+}
+
+/* ---- K . q without a cache, heads of under 64 values -----------------------------------------
+ * An encoder's K.q is one-row (ggml_vec_dot_f32 per score, see scores()), and a head of under 64
+ * values has no 64-value block in it: a score is the compiled tail alone, ((0 + q0 k0) + q1 k1)
+ * + ..., product then add, unfused, for the first hd & ~7 values and fused multiply-adds for the
+ * rest. One score after another that is a serial chain of hd dependent adds (MiniLM, head size
+ * 32: ~7% of a step of short inputs). Here K is transposed (hd rows of positions, zero past the
+ * last) and each vector lane runs that same chain for its own position, several query rows
+ * interleaved: every score's operations and their order are the tail's, bit for bit. S gets
+ * ktn columns per row (a multiple of 16; those past the positions are zeros that the softmax
+ * masks). */
+typedef void (*kq_fn)(const float *q, int R, int hd, const float *kt, int64_t ktn, float *S, size_t sstride);
+
+static _Atomic bool kq_lanes_on = true;
+void rlx__cpu_attn_kq_lanes(bool on) { atomic_store(&kq_lanes_on, on); }
+
+#if defined(__x86_64__)
+#define KQ_BODY(VEC, ZERO, LOAD, SET1, ADD, MUL, FMA, STORE, LANES)                                     \
+    const int m8 = hd & ~7;                                                                               \
+    for (int64_t c = 0; c < ktn; c += LANES) {                                                            \
+        int r0 = 0;                                                                                       \
+        for (; r0 + 8 <= R; r0 += 8) KQ_ROWS(VEC, ZERO, LOAD, SET1, ADD, MUL, FMA, STORE, 8)               \
+        for (; r0 < R; r0++) KQ_ROWS(VEC, ZERO, LOAD, SET1, ADD, MUL, FMA, STORE, 1)                       \
+    }
+#define KQ_ROWS(VEC, ZERO, LOAD, SET1, ADD, MUL, FMA, STORE, NR)                                        \
+    {                                                                                                     \
+        VEC acc[NR];                                                                                      \
+        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) acc[i] = ZERO;                               \
+        for (int k = 0; k < hd; k++) {                                                                    \
+            const VEC kv = LOAD(kt + (size_t)k * (size_t)ktn + c);                                        \
+            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                        \
+                const VEC qv = SET1(q[(size_t)(r0 + i) * (size_t)hd + (size_t)k]);                       \
+                acc[i] = k < m8 ? ADD(acc[i], MUL(qv, kv)) : FMA(qv, kv, acc[i]);                         \
+            }                                                                                             \
+        }                                                                                                 \
+        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) STORE(S + (size_t)(r0 + i) * sstride + c, acc[i]); \
+    }
+
+__attribute__((target("avx512f"))) static void kq_lanes512(const float *q, int R, int hd, const float *kt, int64_t ktn,
+                                                           float *S, size_t sstride)
+{
+    KQ_BODY(__m512, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_set1_ps, _mm512_add_ps, _mm512_mul_ps, _mm512_fmadd_ps,
+            _mm512_storeu_ps, 16)
+}
+
+__attribute__((target("avx2,fma"))) static void kq_lanes256(const float *q, int R, int hd, const float *kt, int64_t ktn,
+                                                            float *S, size_t sstride)
+{
+    KQ_BODY(__m256, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_set1_ps, _mm256_add_ps, _mm256_mul_ps, _mm256_fmadd_ps,
+            _mm256_storeu_ps, 8)
+}
+#undef KQ_BODY
+#undef KQ_ROWS
+#endif
+
+/* the softmax's path (NULL: scalar, the products' route) */
+static kq_fn kq_kernel(sm_fn sm)
+{
+#if defined(__x86_64__)
+    if (sm == sm_avx512) return kq_lanes512;
+    if (sm == sm_avx2) return kq_lanes256;
+#endif
+    (void)sm;
+    return NULL;
 }
 
 /* ---- decode rows without transposing V -----------------------------------------------------
@@ -269,6 +350,7 @@ typedef struct attn_item {
     size_t npad_max;
     sm_fn softmax;
     kqv_dec_fn kqv_dec;     /* NULL on the scalar path */
+    kq_fn kq;               /* K.q of layers without a cache, heads under 64 (NULL: the products) */
 } attn_item;
 
 /* the row of position pos of the item's sequence in K / V */
@@ -307,6 +389,17 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     memset(one_row, 1, sizeof one_row);
     const size_t sstride = it->npad_max;
     float *kbuf = S + (size_t)ATTN_ROWS * sstride + (size_t)hd * sstride + (size_t)ATTN_ROWS * hd;
+    if (it->nocache && it->kq && it->type == RLX_F32 && hd < 64) {
+        float *kt = kbuf + (size_t)B * hd; /* hd rows of positions j0..jmax, then zeros */
+        const int64_t nv = jmax - j0 + 1, ktn = (nv + 15) / 16 * 16;
+        for (int64_t j = 0; j < nv; j++) {
+            const float *kr = (const float *)(it->K + item_slot(it, (int32_t)(j0 + j)) * it->rb) + (size_t)it->hk * hd;
+            for (int d = 0; d < hd; d++) kt[(size_t)d * ktn + j] = kr[d];
+        }
+        for (int d = 0; d < hd; d++)
+            for (int64_t j = nv; j < ktn; j++) kt[(size_t)d * ktn + j] = 0.0f;
+        it->kq(q, R, hd, kt, ktn, S, sstride);
+    } else
     for (int64_t b = it->nocache ? 0 : j0 / B; it->nocache ? b == 0 : b * B <= jmax; b++) {
         const int64_t pa = it->nocache || b * B < j0 ? j0 : b * B;
         const int64_t pb = it->nocache || (b + 1) * B - 1 >= jmax ? jmax : (b + 1) * B - 1;
@@ -523,6 +616,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 #if defined(__x86_64__)
     if (it.softmax == sm_avx512) it.kqv_dec = kqv_dec512;
 #endif
+    if (kq_lanes_on) it.kq = kq_kernel(it.softmax);
     attn_item cur = it, ahead = it;
     bool have = claim_item(r, y, nth, items, per_seq, n_sub, group, gs, &cur);
     while (have) {

@@ -100,6 +100,10 @@ static inline void rlx_cpu_done(rlx_cpu_run *r, _Atomic unsigned *word, unsigned
 void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth);
 void rlx_cpu_attention_units(const rlx_cpu_run *r, const rlx_step *s, int nth, unsigned units[2]);
 size_t rlx_cpu_attn_scratch_floats(int64_t head_dim, int64_t max_positions, int64_t block_size);
+/* Tests: whether K.q of layers without a cache, heads under 64 values, runs with positions in
+ * vector lanes (default) or through the float products; the numbers are the same. Set between
+ * runs, not during one. */
+void rlx__cpu_attn_kq_lanes(bool on);
 
 /* ssm.c: the recurrent ops (SSM_CONV, DELTA_NET) over the batch's sequences and their state
  * slots */

@@ -8,6 +8,7 @@
  * precision over the quantized K/V values. */
 #include "tests/rlx_test.h"
 #include "backends/backend.h"
+#include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/kernels.h"
 #include "backends/quant.h"
 
@@ -319,5 +320,73 @@ TEST(decode_routes_agree_long_contexts)
     ASSERT_EQ(rlx_cpu_force_path(orig), 0);
 }
 
+/* An encoder's attention (no cache, bidirectional): two sequences of 45 and 7 tokens in one
+ * batch, plus one of a single token (a decode-kind row), through c's heads; out gets every row. */
+static int run_encoder(const cfg *c, float *out)
+{
+    rlx_graph g;
+    rlx_plan p;
+    rlx_backend *be = NULL;
+    rlx_error err = {0};
+    build(&g, c);
+    if (!(g.mem = malloc(sizeof *g.mem))) return -1;
+    g.mem[0] = (rlx_mem_layer){RLX_MEM_NONE, 0, 0};
+    for (int i = 0; i < g.n_nodes; i++)
+        if (g.nodes[i].op == RLX_OP_ATTENTION) g.nodes[i].p.attn.mask = RLX_ATTN_BIDIRECTIONAL;
+    rlx_compile_opts o = {.max_tokens = 64, .max_outputs = 64};
+    int rc = rlx_compile(&g, &o, &p, &err);
+    if (rc) { fprintf(stderr, "%s\n", err.msg); rlx_graph_free(&g); return rc; }
+    rc = rlx_backend_cpu_create(&be, 2, &err);
+    rlx_mem_desc geo = {1, c->nkv * c->hd, 1, BS, RLX_F32, g.mem, 0};
+    if (!rc) rc = be->ops->prepare(be, &p, &err);
+    if (!rc) rc = be->ops->mem_init(be, &geo, &err);
+    int32_t tok[53], pos[53], sq[53];
+    uint8_t outm[53], dec[53];
+    const int lens[3] = {45, 7, 1};
+    for (int s = 0, n = 0; s < 3; s++)
+        for (int i = 0; i < lens[s]; i++, n++) {
+            tok[n] = (i * 11 + s * 5 + 1) % VOCAB;
+            pos[n] = i;
+            sq[n] = s;
+            outm[n] = 1;
+            dec[n] = lens[s] == 1;
+        }
+    rlx_batch_seq seqs[3] = {{NULL, 0, -1}, {NULL, 0, -1}, {NULL, 0, -1}};
+    rlx_batch b = {53, tok, pos, sq, outm, 53, 3, seqs, dec};
+    if (!rc) rc = be->ops->run(be, &p, &b, out, &err);
+    return close_cpu(rc, &err, &g, &p, be);
+}
+
+/* K.q of an encoder's heads under 64 values runs with positions in vector lanes; its numbers are
+ * the float products' (ggml_vec_dot_f32's tail), bit for bit, for heads of 8, 16, 32 and 36
+ * values (36: the fused multiply-adds after the first 32) and 64 (no tail: the products), grouped
+ * heads too, on every path */
+TEST(encoder_kq_lanes_exact)
+{
+    static float lanes[53 * 12 * 80], products[53 * 12 * 80];
+    fill(wq, RLX_ARRAY_LEN(wq), 4);
+    fill(wk, RLX_ARRAY_LEN(wk), 5);
+    fill(wv, RLX_ARRAY_LEN(wv), 6);
+    const cfg enc[] = {{4, 4, 8, 0, 0.0f, RLX_F32}, {4, 4, 16, 0, 0.0f, RLX_F32}, {12, 12, 32, 0, 0.0f, RLX_F32},
+                       {4, 2, 36, 0, 0.0f, RLX_F32}, {2, 2, 64, 0, 0.0f, RLX_F32}};
+    const char *orig = rlx_cpu_path();
+    const char *paths[] = {"scalar", "avx2", "avx512", "avx512-novnni"};
+    for (size_t pi = 0; pi < RLX_ARRAY_LEN(paths); pi++) {
+        if (!rlx_cpu_has_path(paths[pi])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(paths[pi]), 0);
+        for (size_t ci = 0; ci < RLX_ARRAY_LEN(enc); ci++) {
+            const size_t bytes = (size_t)53 * (size_t)(enc[ci].nh * enc[ci].hd) * sizeof(float);
+            memset(lanes, 0xff, bytes);
+            memset(products, 0, bytes);
+            rlx__cpu_attn_kq_lanes(false);
+            ASSERT_EQ(run_encoder(&enc[ci], products), 0);
+            rlx__cpu_attn_kq_lanes(true);
+            ASSERT_EQ(run_encoder(&enc[ci], lanes), 0);
+            ASSERT_MSG(memcmp(lanes, products, bytes) == 0, "path %s head size %d: lanes and products differ", paths[pi], enc[ci].hd);
+        }
+    }
+    ASSERT_EQ(rlx_cpu_force_path(orig), 0);
+}
+
 TEST_MAIN(TEST_ENTRY(paths_close_to_double), TEST_ENTRY(batch_invariance), TEST_ENTRY(decode_routes_agree),
-          TEST_ENTRY(decode_routes_agree_long_contexts))
+          TEST_ENTRY(decode_routes_agree_long_contexts), TEST_ENTRY(encoder_kq_lanes_exact))
