@@ -59,6 +59,16 @@ class H(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers(); self.wfile.write(body); return
+        if model == "hold":
+            # the first request waits until 40 have come in (or 2 s): the other slot must go on
+            # without it, each next request sent as soon as the last one finished
+            with lock:
+                st["hold_total"] = st.get("hold_total", 0) + 1
+                first = st["hold_total"] == 1
+            if first:
+                t0 = time.time()
+                while st["hold_total"] < 40 and time.time() - t0 < 2: time.sleep(0.005)
+                st["released_by"] = "count" if st["hold_total"] >= 40 else "timeout"
         with lock:
             st["total"] += 1; st["inflight"] += 1
             st["max_inflight"] = max(st["max_inflight"], st["inflight"])
@@ -73,7 +83,7 @@ class H(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            time.sleep(30 if model == "slow" else 0.05)
+            time.sleep(30 if model == "slow" else 0 if model == "hold" else 0.05)
             n = req["max_tokens"]
             for i in range(n):
                 if model == "midstream" and i == 2:
@@ -85,7 +95,7 @@ class H(BaseHTTPRequestHandler):
                 self.send_chunk("data: %s\n\n" % json.dumps(c))
                 # an empty held-back chunk must not count as a token
                 if i == 0: self.send_chunk('data: {"choices":[{"index":0,"text":""}]}\n\n')
-                time.sleep(0.01)
+                time.sleep(0 if model == "hold" else 0.01)
             self.send_chunk('data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}\n\n'
                             % (st["prompt_words"][-1], n))
             self.send_chunk("data: [DONE]\n\n")
@@ -155,6 +165,15 @@ t1=$(date +%s.%N)
 "$py" -c "import sys; sys.exit(0 if float(sys.argv[2])-float(sys.argv[1]) < 5 else 1)" "$t0" "$t1" \
   || bad "--timeout 1 took $t0 -> $t1"
 check "$tmp/r5.json" "j['ok']==0 and j['errors']+j['not_started']==4 and 'imeout' in j['first_error']" "timeout"
+
+# 5b. a slot whose request finished starts the next one at once, not when another transfer moves
+# (the fake holds the first request until 40 have arrived: 39 through the other slot)
+timeout 60 "$bin" --url "$url" --model hold --concurrency 2 --requests 40 --max-tokens 2 --json --timeout 30 \
+  > "$tmp/r5b.json" || bad "hold run exited $?"
+check "$tmp/r5b.json" "j['ok']==40 and j['errors']==0" "hold run: 40 requests"
+curl -s --noproxy '*' "http://127.0.0.1:$port/stats" > "$tmp/s5b.json" || bad "stats"
+check "$tmp/s5b.json" "j.get('released_by')=='count'" \
+  "the free slot waited for the held transfer before sending its next request"
 
 # 6. bad usage
 "$bin" --url ftp://x/v1 --model m >/dev/null 2>&1; [ $? = 2 ] || bad "non-http URL should exit 2"
