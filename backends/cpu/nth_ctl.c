@@ -48,6 +48,11 @@ void rlx_nth_record(rlx_nth_ctl *c, int32_t n_tokens, int nth, double seconds, d
 {
     if (c->fixed || c->full <= 1 || seconds <= 0) return;
     rlx_nth_class *k = class_of(c, n_tokens);
+    /* a class's first pass is not timed: it is the first to touch its memory (the weights paged
+     * in, lazily committed scratch), whose faults and waits would read as a starved pass and a
+     * slow choice - a look at one thread that cost the first 256-input embedding request of a
+     * fresh server ~15% */
+    if (k->runs <= 1) return;
     int i = nth > 1;
     /* the calling thread off its core for a sixth of an all-threads pass: more runnable threads
      * than cores, so look at one thread (a waiting thread spins or sleeps on a futex; sleeping is

@@ -17,6 +17,8 @@
  * not depend on the choice: every output element is computed by the same code on any number of
  * threads (unit/test_cpu_backend compares thread counts bit for bit).
  *
+ * A class's first pass is not timed (its first touches of memory are not the machine's state).
+ *
  * RLX_CPU_FIXED_THREADS=1 in the environment (read when the controller is set up) keeps every
  * pass on all threads (tests comparing thread counts; benchmarks of a fixed count).
  *
