@@ -240,6 +240,45 @@ KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a
         for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = lv_red(acc[i][j]);
 }
 
+#if !KAVX512
+/* ptile's numbers (F32/F16) for up to HT_RM x HT_RN outputs on AVX2: a logical 16-lane
+ * accumulator is two independent 8-lane chains (values k..k+7 and k+8..k+15 of every 16), so the
+ * low chains run over all of K first and the high ones after; each needs one ymm per output
+ * instead of two, and a 3 x 4 tile (12 chains, 3 weight vectors, 1 activation) fits the 16
+ * registers where ptile's 16-lane accumulators allowed 1 x 4 (10 loads per 8 FMAs; here 7 per
+ * 12). Every chain sees the same fused multiply-adds in the same order and the output is
+ * hsum_ps(hi + lo) as lv_red, so the results are ptile's bit for bit. */
+#define HT_RM 3
+#define HT_RN 4
+KINLINE void ptile_halves(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
+                          float *out, int64_t ldo, const int rm, const int rn)
+{
+    __m256 acc[2][HT_RM][HT_RN];
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        #pragma GCC unroll 4
+        for (int i = 0; i < rm; i++)
+            #pragma GCC unroll 4
+            for (int j = 0; j < rn; j++) acc[h][i][j] = _mm256_setzero_ps();
+        for (int64_t k = 8 * h; k < K; k += 16) {
+            __m256 wv[HT_RM];
+            #pragma GCC unroll 4
+            for (int i = 0; i < rm; i++) wv[i] = ld8w(type, w + (size_t)i * wrow, k);
+            #pragma GCC unroll 4
+            for (int j = 0; j < rn; j++) {
+                const __m256 av = _mm256_loadu_ps(a + (size_t)j * astr + k);
+                #pragma GCC unroll 4
+                for (int i = 0; i < rm; i++) acc[h][i][j] = _mm256_fmadd_ps(wv[i], av, acc[h][i][j]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < rn; j++)
+        #pragma GCC unroll 4
+        for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = hsum_ps(_mm256_add_ps(acc[1][i][j], acc[0][i][j]));
+}
+#endif
+
 /* ---- one-row rows: ggml_vec_dot_f32 / _f16 / _bf16 ---- */
 
 /* One output from its chains x (four; two for BF16): the reduction, then the tail past the last
@@ -360,10 +399,15 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
         if (passes) TILE_BY_RN(dtile_passes, type, (rm) == 1 ? 1 : PT_RM, PT_RN, __VA_ARGS__) \
         else TILE_BY_RN(dtile, type, (rm) == 1 ? 1 : DT_RM, DT_RN, __VA_ARGS__)                    \
     }
+#define HALVES(type) 0 /* AVX-512: 16-lane accumulators are one register; ptile_halves is AVX2's */
+#define HT_RM PT_RM
+#define HT_RN PT_RN
+#define ptile_halves ptile
 #define ONEROW_PASS_RM PT_RM /* the batched tile's shape, per pass */
 #define ONEROW_PASS_RN PT_RN
 #else
 #define PASSES(type, T) 0
+#define HALVES(type) ((type) != RLX_BF16) /* batched F32/F16 rows take ptile_halves */
 #define ONEROW_PASS_RM DT_RM
 #define ONEROW_PASS_RN DT_RN
 #define ONEROW_TILE(type, rm, ...) { TILE_BY_RN(dtile, type, (rm) == 1 ? 1 : DT_RM, DT_RN, __VA_ARGS__) }
@@ -385,8 +429,8 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
             return;                                                                              \
         }                                                                                        \
         const bool passes = PASSES(TYPE, t1 - t0);                                               \
-        const int rmax = onerow ? (passes ? ONEROW_PASS_RM : DT_RM) : PT_RM;                     \
-        const int tmax = onerow ? (passes ? ONEROW_PASS_RN : DT_RN) : PT_RN;                     \
+        const int rmax = onerow ? (passes ? ONEROW_PASS_RM : DT_RM) : HALVES(TYPE) ? HT_RM : PT_RM; \
+        const int tmax = onerow ? (passes ? ONEROW_PASS_RN : DT_RN) : HALVES(TYPE) ? HT_RN : PT_RN; \
         for (int64_t n = n0; n < n1; n += rmax) {                                                \
             const bool full = n + rmax <= n1;                                                    \
             for (int64_t t = t0; t < t1; t += tmax) {                                            \
@@ -397,6 +441,8 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
                     const uint8_t *wr = w + (size_t)r * wrow;                                    \
                     if (onerow && full) ONEROW_TILE(TYPE, DT_RM, wr, wrow, a, astr, K, o + r, ldo)       \
                     else if (onerow) ONEROW_TILE(TYPE, 1, wr, wrow, a, astr, K, o + r, ldo)             \
+                    else if (HALVES(TYPE) && full) TILE_BY_RN(ptile_halves, TYPE, HT_RM, HT_RN, wr, wrow, a, astr, K, o + r, ldo) \
+                    else if (HALVES(TYPE)) TILE_BY_RN(ptile_halves, TYPE, 1, HT_RN, wr, wrow, a, astr, K, o + r, ldo) \
                     else if (full) TILE_BY_RN(ptile, TYPE, PT_RM, PT_RN, wr, wrow, a, astr, K, o + r, ldo) \
                     else TILE_BY_RN(ptile, TYPE, 1, PT_RN, wr, wrow, a, astr, K, o + r, ldo)     \
                 }                                                                                \
