@@ -381,6 +381,51 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
 }
 #endif
 
+#if !KAVX512
+/* dtile's numbers (F32/F16) for up to HT_RM x HT_RN outputs on AVX2, as dtile_passes does on
+ * AVX-512: each output's four 16-lane chains are eight 8-lane ones (chain s, half h: values
+ * k + 16s + 8h .. + 7 of every 64), run one after the other over the tile, which stays in L1 /
+ * L2, with one register per output; then dtile_out on the reassembled chains. The same FMAs in
+ * the same order per lane: dtile's results bit for bit. */
+KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
+                          float *out, int64_t ldo, const int rm, const int rn)
+{
+    const int64_t np = K & ~(int64_t)63;
+    __m256 part[8][HT_RM][HT_RN]; /* [2s + h] */
+    #pragma GCC unroll 1
+    for (int c = 0; c < 8; c++) {
+        __m256 acc[HT_RM][HT_RN];
+        #pragma GCC unroll 4
+        for (int i = 0; i < rm; i++)
+            #pragma GCC unroll 4
+            for (int j = 0; j < rn; j++) acc[i][j] = _mm256_setzero_ps();
+        for (int64_t k = 8 * c; k < np; k += 64) {
+            __m256 wv[HT_RM];
+            #pragma GCC unroll 4
+            for (int i = 0; i < rm; i++) wv[i] = ld8w(type, w + (size_t)i * wrow, k);
+            #pragma GCC unroll 4
+            for (int j = 0; j < rn; j++) {
+                const __m256 av = _mm256_loadu_ps(a + (size_t)j * astr + k);
+                #pragma GCC unroll 4
+                for (int i = 0; i < rm; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], av, acc[i][j]);
+            }
+        }
+        #pragma GCC unroll 4
+        for (int i = 0; i < rm; i++)
+            #pragma GCC unroll 4
+            for (int j = 0; j < rn; j++) part[c][i][j] = acc[i][j];
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < rn; j++)
+        #pragma GCC unroll 4
+        for (int i = 0; i < rm; i++) {
+            const lvec x[4] = {{part[0][i][j], part[1][i][j]}, {part[2][i][j], part[3][i][j]},
+                               {part[4][i][j], part[5][i][j]}, {part[6][i][j], part[7][i][j]}};
+            dtile_out(type, w + (size_t)i * wrow, a + (size_t)j * astr, K, x, out + (int64_t)j * ldo + i);
+        }
+}
+#endif
+
 #define TILE_BY_RN(TILE, type, rm, max, ...)                      \
     switch (rn) {                                                 \
     case 1: TILE(type, __VA_ARGS__, rm, 1); break;                \
@@ -394,10 +439,10 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
 #if KAVX512
 /* measured on the Qwen3-0.6B shape, F16: 16 rows 119 -> 184 tok/s with passes, 4 rows 94 -> 85 */
 #define PASSES(type, T) ((type) != RLX_BF16 && (T) >= 8)
-#define ONEROW_TILE(type, rm, ...)                                                                \
+#define ONEROW_TILE(type, full, ...)                                                              \
     {                                                                                             \
-        if (passes) TILE_BY_RN(dtile_passes, type, (rm) == 1 ? 1 : PT_RM, PT_RN, __VA_ARGS__) \
-        else TILE_BY_RN(dtile, type, (rm) == 1 ? 1 : DT_RM, DT_RN, __VA_ARGS__)                    \
+        if (passes) TILE_BY_RN(dtile_passes, type, (full) ? PT_RM : 1, PT_RN, __VA_ARGS__)     \
+        else TILE_BY_RN(dtile, type, (full) ? DT_RM : 1, DT_RN, __VA_ARGS__)                       \
     }
 #define HALVES(type) 0 /* AVX-512: 16-lane accumulators are one register; ptile_halves is AVX2's */
 #define HT_RM PT_RM
@@ -406,11 +451,16 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
 #define ONEROW_PASS_RM PT_RM /* the batched tile's shape, per pass */
 #define ONEROW_PASS_RN PT_RN
 #else
-#define PASSES(type, T) 0
+/* eight or more one-row rows: dtile_halves (as PASSES on AVX-512) */
+#define PASSES(type, T) ((type) != RLX_BF16 && (T) >= 8)
 #define HALVES(type) ((type) != RLX_BF16) /* batched F32/F16 rows take ptile_halves */
-#define ONEROW_PASS_RM DT_RM
-#define ONEROW_PASS_RN DT_RN
-#define ONEROW_TILE(type, rm, ...) { TILE_BY_RN(dtile, type, (rm) == 1 ? 1 : DT_RM, DT_RN, __VA_ARGS__) }
+#define ONEROW_PASS_RM HT_RM
+#define ONEROW_PASS_RN HT_RN
+#define ONEROW_TILE(type, full, ...)                                                              \
+    {                                                                                             \
+        if (passes) TILE_BY_RN(dtile_halves, type, (full) ? HT_RM : 1, HT_RN, __VA_ARGS__)     \
+        else TILE_BY_RN(dtile, type, (full) ? DT_RM : 1, DT_RN, __VA_ARGS__)                       \
+    }
 #endif
 
 /* Rows [n0, n1) times activation rows [t0, t1), all of one kind. */
@@ -439,8 +489,8 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
                 float *o = out + t * ldo;                                                        \
                 for (int64_t r = n; r < (full ? n + 1 : n1); r++) {                              \
                     const uint8_t *wr = w + (size_t)r * wrow;                                    \
-                    if (onerow && full) ONEROW_TILE(TYPE, DT_RM, wr, wrow, a, astr, K, o + r, ldo)       \
-                    else if (onerow) ONEROW_TILE(TYPE, 1, wr, wrow, a, astr, K, o + r, ldo)             \
+                    if (onerow && full) ONEROW_TILE(TYPE, true, wr, wrow, a, astr, K, o + r, ldo)        \
+                    else if (onerow) ONEROW_TILE(TYPE, false, wr, wrow, a, astr, K, o + r, ldo)         \
                     else if (HALVES(TYPE) && full) TILE_BY_RN(ptile_halves, TYPE, HT_RM, HT_RN, wr, wrow, a, astr, K, o + r, ldo) \
                     else if (HALVES(TYPE)) TILE_BY_RN(ptile_halves, TYPE, 1, HT_RN, wr, wrow, a, astr, K, o + r, ldo) \
                     else if (full) TILE_BY_RN(ptile, TYPE, PT_RM, PT_RN, wr, wrow, a, astr, K, o + r, ldo) \
