@@ -23,7 +23,10 @@
  *
  * Register blocking: batched micro-tiles of PT_RM weight rows x PT_RN activation rows (each
  * loaded weight vector feeds PT_RN FMAs); one-row micro-tiles of DT_RM1 rows x 1, or DT_RM x
- * DT_RN, four accumulators each. */
+ * DT_RN, four accumulators each. From eight one-row rows on, AVX-512 runs each chain as a pass
+ * (dtile_passes); on AVX2, where a 16-lane accumulator takes two registers, the 8-lane halves
+ * run as passes instead (ptile_halves for batched F32/F16 rows, dtile_halves for eight one-row
+ * rows and more), 3 x 4 outputs with one register each. */
 
 #if KAVX512
 typedef struct { __m512 v; } lvec;
