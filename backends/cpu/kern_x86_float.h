@@ -246,39 +246,54 @@ KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a
 #if !KAVX512
 /* ptile's numbers (F32/F16) for up to HT_RM x HT_RN outputs on AVX2: a logical 16-lane
  * accumulator is two independent 8-lane chains (values k..k+7 and k+8..k+15 of every 16), so the
- * low chains run over all of K first and the high ones after; each needs one ymm per output
- * instead of two, and a 3 x 4 tile (12 chains, 3 weight vectors, 1 activation) fits the 16
- * registers where ptile's 16-lane accumulators allowed 1 x 4 (10 loads per 8 FMAs; here 7 per
- * 12). Every chain sees the same fused multiply-adds in the same order and the output is
- * hsum_ps(hi + lo) as lv_red, so the results are ptile's bit for bit. */
+ * low chains run first and the high ones after; each needs one ymm per output instead of two,
+ * and a 3 x 4 tile (12 chains, 3 weight vectors, 1 activation) fits the 16 registers where
+ * ptile's 16-lane accumulators allowed 1 x 4 (10 loads per 8 FMAs; here 7 per 12). The passes
+ * go over K in blocks of HT_KB values, so the second pass finds the tile's 7 rows in L1; between
+ * blocks and passes the chains wait in memory (an asm barrier keeps the compiler from holding
+ * them in registers: it then spilled accumulators inside the loop, 2.7x slower). Every chain
+ * sees the same fused multiply-adds in the same order and the output is hsum_ps(hi + lo) as
+ * lv_red, so the results are ptile's bit for bit. */
 #define HT_RM 3
 #define HT_RN 4
+#define HT_KB 512
 KINLINE void ptile_halves(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
                           float *out, int64_t ldo, const int rm, const int rn)
 {
-    __m256 acc[2][HT_RM][HT_RN];
-    #pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        #pragma GCC unroll 4
-        for (int i = 0; i < rm; i++)
+    float part[2][HT_RM][HT_RN][8];
+    #pragma GCC unroll 1
+    for (int64_t k0 = 0; k0 < K; k0 += HT_KB) {
+        const int64_t k1 = K - k0 < HT_KB ? K : k0 + HT_KB;
+        #pragma GCC unroll 1
+        for (int h = 0; h < 2; h++) {
+            __m256 acc[HT_RM][HT_RN];
             #pragma GCC unroll 4
-            for (int j = 0; j < rn; j++) acc[h][i][j] = _mm256_setzero_ps();
-        for (int64_t k = 8 * h; k < K; k += 16) {
-            __m256 wv[HT_RM];
-            #pragma GCC unroll 4
-            for (int i = 0; i < rm; i++) wv[i] = ld8w(type, w + (size_t)i * wrow, k);
-            #pragma GCC unroll 4
-            for (int j = 0; j < rn; j++) {
-                const __m256 av = _mm256_loadu_ps(a + (size_t)j * astr + k);
+            for (int i = 0; i < rm; i++)
                 #pragma GCC unroll 4
-                for (int i = 0; i < rm; i++) acc[h][i][j] = _mm256_fmadd_ps(wv[i], av, acc[h][i][j]);
+                for (int j = 0; j < rn; j++) acc[i][j] = k0 ? _mm256_loadu_ps(part[h][i][j]) : _mm256_setzero_ps();
+            for (int64_t k = k0 + 8 * h; k < k1; k += 16) {
+                __m256 wv[HT_RM];
+                #pragma GCC unroll 4
+                for (int i = 0; i < rm; i++) wv[i] = ld8w(type, w + (size_t)i * wrow, k);
+                #pragma GCC unroll 4
+                for (int j = 0; j < rn; j++) {
+                    const __m256 av = _mm256_loadu_ps(a + (size_t)j * astr + k);
+                    #pragma GCC unroll 4
+                    for (int i = 0; i < rm; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], av, acc[i][j]);
+                }
             }
+            #pragma GCC unroll 4
+            for (int i = 0; i < rm; i++)
+                #pragma GCC unroll 4
+                for (int j = 0; j < rn; j++) _mm256_storeu_ps(part[h][i][j], acc[i][j]);
+            __asm__ volatile("" : : "r"(part) : "memory");
         }
     }
     #pragma GCC unroll 4
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 4
-        for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = hsum_ps(_mm256_add_ps(acc[1][i][j], acc[0][i][j]));
+        for (int i = 0; i < rm; i++)
+            out[(int64_t)j * ldo + i] = hsum_ps(_mm256_add_ps(_mm256_loadu_ps(part[1][i][j]), _mm256_loadu_ps(part[0][i][j])));
 }
 #endif
 
@@ -467,6 +482,7 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
 #endif
 
 /* Rows [n0, n1) times activation rows [t0, t1), all of one kind. */
+#define FR_TBYTES ((size_t)96 << 10)
 #define FLOAT_RUN(NAME, TYPE)                                                                    \
     static void NAME(const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act,   \
                      size_t astr, int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo,    \
@@ -484,10 +500,16 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
         const bool passes = PASSES(TYPE, t1 - t0);                                               \
         const int rmax = onerow ? (passes ? ONEROW_PASS_RM : DT_RM) : HALVES(TYPE) ? HT_RM : PT_RM; \
         const int tmax = onerow ? (passes ? ONEROW_PASS_RN : DT_RN) : HALVES(TYPE) ? HT_RN : PT_RN; \
+        /* activation rows in blocks of about FR_TBYTES, each over every weight row, so the \
+         * block stays in L2 while the weights stream (whole T per weight tile streamed a  \
+         * large K's activations from L3 for every tile) */                                  \
+        const int64_t tb = tmax * (int64_t)(FR_TBYTES / ((size_t)tmax * astr) > 0 ? FR_TBYTES / ((size_t)tmax * astr) : 1); \
+        for (int64_t tb0 = t0; tb0 < t1; tb0 += tb)                                              \
         for (int64_t n = n0; n < n1; n += rmax) {                                                \
             const bool full = n + rmax <= n1;                                                    \
-            for (int64_t t = t0; t < t1; t += tmax) {                                            \
-                const int rn = (int)(t1 - t < tmax ? t1 - t : tmax);                             \
+            const int64_t tb1 = t1 - tb0 < tb ? t1 : tb0 + tb;                                   \
+            for (int64_t t = tb0; t < tb1; t += tmax) {                                          \
+                const int rn = (int)(tb1 - t < tmax ? tb1 - t : tmax);                           \
                 const float *a = act + (size_t)t * astr;                                         \
                 float *o = out + t * ldo;                                                        \
                 for (int64_t r = n; r < (full ? n + 1 : n1); r++) {                              \
