@@ -379,14 +379,45 @@ __attribute__((target("avx512f"))) static void round_bf16_512(const float *x, fl
     }
     for (; i < n; i++) y[i] = rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
 }
+
+/* round_f16_512 / round_bf16_512 in 8 lanes, for the avx2 paths (the scalar loop was 14% of an
+ * F16 encoder's step there) */
+__attribute__((target("avx2,f16c"))) static void round_f16_256(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    for (; i < n; i++) y[i] = rlx_f16_to_f32(rlx_f32_to_f16(x[i]));
+}
+
+__attribute__((target("avx2"))) static void round_bf16_256(const float *x, float *y, int64_t n)
+{
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x00400000);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        /* |u| > inf as signed integers: both are below 2^31 */
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan);
+        _mm256_storeu_si256((__m256i *)(y + i), _mm256_and_si256(r, hi));
+    }
+    for (; i < n; i++) y[i] = rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
+}
 #endif
 
 void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n)
 {
 #if defined(__x86_64__)
-    if (!strncmp(rlx_cpu_path(), "avx512", 6)) {
+    const char *path = rlx_cpu_path();
+    if (!strncmp(path, "avx512", 6)) {
         if (wtype == RLX_F16) { round_f16_512(x, y, n); return; }
         if (wtype == RLX_BF16) { round_bf16_512(x, y, n); return; }
+    } else if (!strncmp(path, "avx2", 4)) {
+        if (wtype == RLX_F16) { round_f16_256(x, y, n); return; }
+        if (wtype == RLX_BF16) { round_bf16_256(x, y, n); return; }
     }
 #endif
     for (int64_t i = 0; i < n; i++)
