@@ -244,18 +244,47 @@ KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a
 }
 
 #if !KAVX512
-/* ptile's numbers (F32/F16) for up to HT_RM x HT_RN outputs on AVX2: a logical 16-lane
- * accumulator is two independent 8-lane chains (values k..k+7 and k+8..k+15 of every 16), so the
- * low chains run first and the high ones after; each needs one ymm per output instead of two,
- * and a 3 x 4 tile (12 chains, 3 weight vectors, 1 activation) fits the 16 registers where
- * ptile's 16-lane accumulators allowed 1 x 4 (10 loads per 8 FMAs; here 7 per 12). The passes
- * go over K in blocks of HT_KB values, so the second pass finds the tile's 7 rows in L1; between
- * blocks and passes the chains wait in memory (an asm barrier keeps the compiler from holding
- * them in registers: it then spilled accumulators inside the loop, 2.7x slower). Every chain
- * sees the same fused multiply-adds in the same order and the output is hsum_ps(hi + lo) as
- * lv_red, so the results are ptile's bit for bit. */
+/* The 8-lane chains of AVX2's pass tiles (ptile_halves, dtile_halves): up to HT_RM x HT_RN
+ * outputs, one register each, over values k0, k0 + step, ... below k1 (8 at a time), starting
+ * from part (`resume`) or from zero, and stored back to part. The asm statement takes part's
+ * address, so the compiler keeps finished chains in memory and the loop has the 16 registers
+ * (without it GCC held a tile's other chains in registers and spilled accumulators inside the
+ * loop: 2.6x slower). */
 #define HT_RM 3
 #define HT_RN 4
+KINLINE void half_chains(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t k0,
+                         int64_t k1, int64_t step, float part[HT_RM][HT_RN][8], bool resume, const int rm, const int rn)
+{
+    __m256 acc[HT_RM][HT_RN];
+    #pragma GCC unroll 4
+    for (int i = 0; i < rm; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < rn; j++) acc[i][j] = resume ? _mm256_loadu_ps(part[i][j]) : _mm256_setzero_ps();
+    for (int64_t k = k0; k < k1; k += step) {
+        __m256 wv[HT_RM];
+        #pragma GCC unroll 4
+        for (int i = 0; i < rm; i++) wv[i] = ld8w(type, w + (size_t)i * wrow, k);
+        #pragma GCC unroll 4
+        for (int j = 0; j < rn; j++) {
+            const __m256 av = _mm256_loadu_ps(a + (size_t)j * astr + k);
+            #pragma GCC unroll 4
+            for (int i = 0; i < rm; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], av, acc[i][j]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < rm; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < rn; j++) _mm256_storeu_ps(part[i][j], acc[i][j]);
+    __asm__ volatile("" : : "r"(part) : "memory");
+}
+
+/* ptile's numbers (F32/F16) on AVX2: a logical 16-lane accumulator is two independent 8-lane
+ * chains (values k..k+7 and k+8..k+15 of every 16), run as two passes of half_chains, so a
+ * 3 x 4 tile (12 chains, 3 weight vectors, 1 activation) fits the 16 registers where ptile's
+ * 16-lane accumulators allowed 1 x 4 (10 loads per 8 FMAs; here 7 per 12). The passes go over K
+ * in blocks of HT_KB values, so the second pass finds the tile's 7 rows in L1. Every chain sees
+ * the same fused multiply-adds in the same order and the output is hsum_ps(hi + lo) as lv_red,
+ * so the results are ptile's bit for bit. */
 #define HT_KB 512
 KINLINE void ptile_halves(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
                           float *out, int64_t ldo, const int rm, const int rn)
@@ -265,29 +294,7 @@ KINLINE void ptile_halves(const int type, const uint8_t *w, size_t wrow, const f
     for (int64_t k0 = 0; k0 < K; k0 += HT_KB) {
         const int64_t k1 = K - k0 < HT_KB ? K : k0 + HT_KB;
         #pragma GCC unroll 1
-        for (int h = 0; h < 2; h++) {
-            __m256 acc[HT_RM][HT_RN];
-            #pragma GCC unroll 4
-            for (int i = 0; i < rm; i++)
-                #pragma GCC unroll 4
-                for (int j = 0; j < rn; j++) acc[i][j] = k0 ? _mm256_loadu_ps(part[h][i][j]) : _mm256_setzero_ps();
-            for (int64_t k = k0 + 8 * h; k < k1; k += 16) {
-                __m256 wv[HT_RM];
-                #pragma GCC unroll 4
-                for (int i = 0; i < rm; i++) wv[i] = ld8w(type, w + (size_t)i * wrow, k);
-                #pragma GCC unroll 4
-                for (int j = 0; j < rn; j++) {
-                    const __m256 av = _mm256_loadu_ps(a + (size_t)j * astr + k);
-                    #pragma GCC unroll 4
-                    for (int i = 0; i < rm; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], av, acc[i][j]);
-                }
-            }
-            #pragma GCC unroll 4
-            for (int i = 0; i < rm; i++)
-                #pragma GCC unroll 4
-                for (int j = 0; j < rn; j++) _mm256_storeu_ps(part[h][i][j], acc[i][j]);
-            __asm__ volatile("" : : "r"(part) : "memory");
-        }
+        for (int h = 0; h < 2; h++) half_chains(type, w, wrow, a, astr, k0 + 8 * h, k1, 16, part[h], k0 > 0, rm, rn);
     }
     #pragma GCC unroll 4
     for (int j = 0; j < rn; j++)
@@ -408,37 +415,16 @@ KINLINE void dtile_passes(const int type, const uint8_t *w, size_t wrow, const f
 KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
                           float *out, int64_t ldo, const int rm, const int rn)
 {
-    const int64_t np = K & ~(int64_t)63;
-    __m256 part[8][HT_RM][HT_RN]; /* [2s + h] */
+    float part[8][HT_RM][HT_RN][8]; /* [2s + h] */
     #pragma GCC unroll 1
-    for (int c = 0; c < 8; c++) {
-        __m256 acc[HT_RM][HT_RN];
-        #pragma GCC unroll 4
-        for (int i = 0; i < rm; i++)
-            #pragma GCC unroll 4
-            for (int j = 0; j < rn; j++) acc[i][j] = _mm256_setzero_ps();
-        for (int64_t k = 8 * c; k < np; k += 64) {
-            __m256 wv[HT_RM];
-            #pragma GCC unroll 4
-            for (int i = 0; i < rm; i++) wv[i] = ld8w(type, w + (size_t)i * wrow, k);
-            #pragma GCC unroll 4
-            for (int j = 0; j < rn; j++) {
-                const __m256 av = _mm256_loadu_ps(a + (size_t)j * astr + k);
-                #pragma GCC unroll 4
-                for (int i = 0; i < rm; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], av, acc[i][j]);
-            }
-        }
-        #pragma GCC unroll 4
-        for (int i = 0; i < rm; i++)
-            #pragma GCC unroll 4
-            for (int j = 0; j < rn; j++) part[c][i][j] = acc[i][j];
-    }
+    for (int c = 0; c < 8; c++) half_chains(type, w, wrow, a, astr, 8 * c, K & ~(int64_t)63, 64, part[c], false, rm, rn);
     #pragma GCC unroll 4
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 4
         for (int i = 0; i < rm; i++) {
-            const lvec x[4] = {{part[0][i][j], part[1][i][j]}, {part[2][i][j], part[3][i][j]},
-                               {part[4][i][j], part[5][i][j]}, {part[6][i][j], part[7][i][j]}};
+            lvec x[4];
+            #pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) x[s] = (lvec){_mm256_loadu_ps(part[2 * s][i][j]), _mm256_loadu_ps(part[2 * s + 1][i][j])};
             dtile_out(type, w + (size_t)i * wrow, a + (size_t)j * astr, K, x, out + (int64_t)j * ldo + i);
         }
 }
