@@ -170,9 +170,9 @@ typedef void (*sm_fn)(const sm_row *);
 static sm_fn softmax_kernel(void)
 {
 #if defined(__x86_64__)
-    const char *path = rlx_cpu_path();
-    if (!strncmp(path, "avx512", 6)) return sm_avx512;
-    if (!strncmp(path, "avx2", 4)) return sm_avx2;
+    const int width = rlx__cpu_width();
+    if (width == 512) return sm_avx512;
+    if (width == 256) return sm_avx2;
 #endif
     return sm_scalar;
 }

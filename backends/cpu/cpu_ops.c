@@ -46,9 +46,9 @@ static void silu_cols(float *y, int64_t c0, int64_t c1, int64_t cols)
     const int64_t cv = RLX_MIN(c1, cols & ~(int64_t)15);
     int64_t c = c0;
 #if defined(__x86_64__)
-    const char *path = rlx_cpu_path();
-    if (!strncmp(path, "avx512", 6)) c = silu_512(y, c, cv);
-    else if (!strncmp(path, "avx2", 4)) c = silu_256(y, c, cv);
+    const int width = rlx__cpu_width();
+    if (width == 512) c = silu_512(y, c, cv);
+    else if (width == 256) c = silu_256(y, c, cv);
 #endif
     for (; c < cv; c++) y[c] = rlx__vsilu(y[c]);
     for (; c < c1; c++) y[c] = rlx__silu_libm(y[c]);
@@ -108,9 +108,9 @@ static void gelu_cols(float *y, int64_t c0, int64_t c1)
 {
     pthread_once(&gelu_once, gelu_table_init);
 #if defined(__x86_64__)
-    const char *path = rlx_cpu_path();
-    if (!strncmp(path, "avx512", 6)) c0 = gelu_512(y, c0, c1);
-    else if (!strncmp(path, "avx2", 4)) c0 = gelu_256(y, c0, c1);
+    const int width = rlx__cpu_width();
+    if (width == 512) c0 = gelu_512(y, c0, c1);
+    else if (width == 256) c0 = gelu_256(y, c0, c1);
 #endif
     for (int64_t c = c0; c < c1; c++) {
         const float x = y[c];
@@ -150,9 +150,9 @@ __attribute__((target("avx2"))) static int64_t add_256(float *y, const float *o,
 static int64_t add_simd(float *y, const float *o, int64_t c, int64_t c1, bool mul)
 {
 #if defined(__x86_64__)
-    const char *path = rlx_cpu_path();
-    if (!strncmp(path, "avx512", 6)) return add_512(y, o, c, c1, mul);
-    if (!strncmp(path, "avx2", 4)) return add_256(y, o, c, c1, mul);
+    const int width = rlx__cpu_width();
+    if (width == 512) return add_512(y, o, c, c1, mul);
+    if (width == 256) return add_256(y, o, c, c1, mul);
 #endif
     (void)y, (void)o, (void)c1, (void)mul;
     return c;
@@ -411,11 +411,11 @@ __attribute__((target("avx2"))) static void round_bf16_256(const float *x, float
 void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n)
 {
 #if defined(__x86_64__)
-    const char *path = rlx_cpu_path();
-    if (!strncmp(path, "avx512", 6)) {
+    const int width = rlx__cpu_width();
+    if (width == 512) {
         if (wtype == RLX_F16) { round_f16_512(x, y, n); return; }
         if (wtype == RLX_BF16) { round_bf16_512(x, y, n); return; }
-    } else if (!strncmp(path, "avx2", 4)) {
+    } else if (width == 256) {
         if (wtype == RLX_F16) { round_f16_256(x, y, n); return; }
         if (wtype == RLX_BF16) { round_bf16_256(x, y, n); return; }
     }
@@ -427,7 +427,7 @@ void rlx_cpu_round_act(int wtype, const float *x, float *y, int64_t n)
 void rlx_cpu_quantize_act(int type, bool batched, const float *x, void *dst, int64_t n)
 {
 #if defined(__x86_64__)
-    if (!strncmp(rlx_cpu_path(), "avx512", 6)) {
+    if (rlx__cpu_width() == 512) {
         if (type == RLX_Q8_0 && n % RLX_QK == 0) { q8_0_row_512(x, dst, n / RLX_QK); return; }
         if (type == RLX_Q8_K && n % RLX_QK_K == 0) { q8_k_row_512(x, dst, n / RLX_QK_K, batched); return; }
     }

@@ -112,7 +112,13 @@ static cpu_path make_path(const char *name)
 static _Atomic(const char *) g_name;
 static _Atomic(rlx_matmul_rows_fn) g_fn, g_fn_batched;
 static atomic_bool g_bf16dp;
+static atomic_int g_width; /* 512, 256 or 0: rlx__cpu_width */
 static _Atomic(rlx_float_gemm_fn) g_gemm;
+
+static int path_width(const char *name)
+{
+    return !strncmp(name, "avx512", 6) ? 512 : !strncmp(name, "avx2", 4) ? 256 : 0;
+}
 
 static void choose(void)
 {
@@ -124,6 +130,7 @@ static void choose(void)
     atomic_store(&g_gemm, p.gemm);
     atomic_store(&g_fn, p.fn);
     atomic_store(&g_fn_batched, p.fn_batched);
+    atomic_store(&g_width, path_width(p.name));
     atomic_store(&g_name, p.name);
 }
 
@@ -133,10 +140,13 @@ bool rlx__cpu_bf16dp(void)
     return atomic_load(&g_bf16dp);
 }
 
-bool rlx__cpu_simd(void)
+int rlx__cpu_width(void)
 {
-    return strcmp(rlx_cpu_path(), "scalar") != 0;
+    (void)rlx_cpu_path();
+    return atomic_load(&g_width);
 }
+
+bool rlx__cpu_simd(void) { return rlx__cpu_width() != 0; }
 
 int rlx_cpu_force_path(const char *name)
 {
@@ -150,6 +160,7 @@ int rlx_cpu_force_path(const char *name)
     atomic_store(&g_gemm, p.gemm);
     atomic_store(&g_fn, p.fn);
     atomic_store(&g_fn_batched, p.fn_batched);
+    atomic_store(&g_width, path_width(p.name));
     atomic_store(&g_name, p.name);
     return 0;
 }

@@ -34,6 +34,9 @@ bool rlx__cpu_bf16dp(void);
 /* True when a SIMD path is in use (then rlx_quantize_act hands Q8_0/Q8_K activations to the
  * AVX2 quantizers below, which give the scalar code's bytes). */
 bool rlx__cpu_simd(void);
+/* The current path's vector width in bits: 512 (the avx512 paths), 256 (the avx2 paths) or 0
+ * (scalar); what the elementwise kernels dispatch on, without comparing names per call. */
+int rlx__cpu_width(void);
 void rlx__avx2_quant_q8_0(const float *x, rlx_block_q8_0 *y, int64_t nb);
 void rlx__avx2_quant_q8_k(const float *x, rlx_block_q8_k *y, int64_t nb, bool batched);
 

@@ -12,6 +12,7 @@
  * Work splits so that no two threads write the same state: SSM_CONV by channel, DELTA_NET by
  * (sequence, value head). Called by every thread of the pool (cpu_ops.c rlx_cpu_step). */
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/kernels.h"
 #include "backends/quant.h"
 
 #include <stdatomic.h>
@@ -173,9 +174,9 @@ void rlx_cpu_delta_net(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     if (atomic_load(&r->error)) return;
     void (*step)(DELTA_STEP_ARGS) = delta_step;
 #if defined(__x86_64__)
-    const char *path = rlx_cpu_path();
-    if (!strncmp(path, "avx512", 6)) step = delta_step_avx512;
-    else if (!strncmp(path, "avx2", 4)) step = delta_step_avx2;
+    const int width = rlx__cpu_width();
+    if (width == 512) step = delta_step_avx512;
+    else if (width == 256) step = delta_step_avx2;
 #endif
     int64_t a, b;
     split((int64_t)r->batch->n_seqs * nv, ith, nth, &a, &b);
