@@ -468,8 +468,6 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
 #endif
 
 /* Rows [n0, n1) times activation rows [t0, t1), all of one kind. */
-#define FR_TBYTES ((size_t)96 << 10)
-#define FR_WBYTES ((size_t)256 << 10)
 #define FLOAT_RUN(NAME, TYPE)                                                                    \
     static void NAME(const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act,   \
                      size_t astr, int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo,    \
@@ -487,19 +485,10 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
         const bool passes = PASSES(TYPE, t1 - t0);                                               \
         const int rmax = onerow ? (passes ? ONEROW_PASS_RM : DT_RM) : HALVES(TYPE) ? HT_RM : PT_RM; \
         const int tmax = onerow ? (passes ? ONEROW_PASS_RN : DT_RN) : HALVES(TYPE) ? HT_RN : PT_RN; \
-        /* weight rows in chunks of about FR_WBYTES (stay in L2, come from memory once), each    \
-         * visited by activation rows in blocks of about FR_TBYTES (stay in L2 while the chunk's  \
-         * tiles pass); the whole of T per weight tile streamed a large K's activations from L3 \
-         * for every tile */                                                                     \
-        const int64_t tb = tmax * RLX_MAX((int64_t)1, (int64_t)(FR_TBYTES / ((size_t)tmax * astr))); \
-        const int64_t nc = rmax * RLX_MAX((int64_t)1, (int64_t)(FR_WBYTES / ((size_t)rmax * wrow))); \
-        for (int64_t nc0 = n0; nc0 < n1; nc0 += nc)                                              \
-        for (int64_t tb0 = t0; tb0 < t1; tb0 += tb)                                              \
-        for (int64_t n = nc0; n < (n1 - nc0 < nc ? n1 : nc0 + nc); n += rmax) {                  \
+        for (int64_t n = n0; n < n1; n += rmax) {                                                \
             const bool full = n + rmax <= n1;                                                    \
-            const int64_t tb1 = t1 - tb0 < tb ? t1 : tb0 + tb;                                   \
-            for (int64_t t = tb0; t < tb1; t += tmax) {                                          \
-                const int rn = (int)(tb1 - t < tmax ? tb1 - t : tmax);                           \
+            for (int64_t t = t0; t < t1; t += tmax) {                                            \
+                const int rn = (int)(t1 - t < tmax ? t1 - t : tmax);                             \
                 const float *a = act + (size_t)t * astr;                                         \
                 float *o = out + t * ldo;                                                        \
                 for (int64_t r = n; r < (full ? n + 1 : n1); r++) {                              \

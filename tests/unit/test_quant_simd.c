@@ -299,8 +299,8 @@ TEST(matmul_paths_match_scalar)
     static const struct { int64_t N, K; } shapes_k[] = {{19, 256}, {13, 768}};
     /* float weights: K multiples of 16/32/64 get tinyBLAS's arithmetic from the batched entry,
      * others the one-row one from both; tails of every length past 64; 1040 ends AVX2's blocks
-     * of 512 (ptile_halves) with one of 16; 6160 leaves room for a few activation rows per block
-     * of FR_TBYTES, so 17 rows span several, and F32 rows for a few tiles per chunk of FR_WBYTES */
+     * of 512 (ptile_halves) with one of 16; 6160 runs twelve such blocks (the chains parked and
+     * resumed eleven times) and, at 24 KiB per F32 row, more rows than fit L1 per tile */
     static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}, {11, 96}, {10, 160}, {5, 1040}, {11, 6160}};
     int ran = 0;
     for (size_t c = 0; c < RLX_ARRAY_LEN(dot_types); c++) {
