@@ -174,5 +174,8 @@ int rlx_backend_cpu_create(rlx_backend **out, int n_threads, rlx_error *err);
  * faster choice lately: backends/cpu/nth_ctl.h) and on more. Any thread may ask; 0 and 0 for
  * another backend. */
 void rlx_backend_cpu_passes(const rlx_backend *be, uint64_t *one, uint64_t *more);
+/* Bytes of the CPU backend's packed weight copies (backends/cpu/repack.h: made by prepare()
+ * for the kernel path in use; 0 for another backend). */
+size_t rlx_backend_cpu_packed_bytes(const rlx_backend *be);
 
 #endif

@@ -296,6 +296,9 @@ void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st);
 /* Memory the model holds: its weights' bytes and its KV pool's (and state slots', and the state
  * checkpoints' budget's) bytes. */
 void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv); /* the draft model's included */
+/* Bytes of the weights the CPU backend keeps repacked for its kernels (in place of the file's
+ * pages; 0 on other backends). */
+size_t rlx_worker_packed_bytes(const rlx_worker *w);
 /* The draft model's path (engine/draft.h), NULL when it drafts by prompt lookup or not at all. */
 const char *rlx_worker_draft_model(const rlx_worker *w);
 /* Seconds the worker's start spent in each phase of the load: mapping the GGUF (header and

@@ -462,6 +462,8 @@ void rlx_worker_memory(const rlx_worker *w, size_t *weights, size_t *kv)
     if (kv) *kv += dk;
 }
 
+size_t rlx_worker_packed_bytes(const rlx_worker *w) { return rlx_backend_cpu_packed_bytes(w->runner->backend); }
+
 const char *rlx_worker_draft_model(const rlx_worker *w) { return w->draft ? w->cfg.draft_model : NULL; }
 
 void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t)

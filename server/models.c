@@ -9,6 +9,7 @@
 #include "server/serve.h"
 #include "engine/pool.h"
 #include "backends/dtype.h"
+#include "backends/quant.h"
 #include "backends/cpu/threadpool.h"
 #include "models/model_files.h"
 #include "models/safetensors.h"
@@ -173,6 +174,13 @@ static void ready(rlx_model_slot *m)
         fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
                 "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
                 rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
+    const size_t packed = rlx_worker_packed_bytes(m->w);
+    if (packed) {
+        char pb[32];
+        mib(pb, sizeof pb, packed);
+        fprintf(stderr, "rlxd: model '%s': %s of its weights repacked at load for the %s kernels (RLX_CPU_REPACK=0 keeps the "
+                "file's layout)\n", m->cfg->name, pb, rlx_cpu_path());
+    }
     if (rlx_worker_draft_model(m->w))
         fprintf(stderr, "rlxd: model '%s' drafts with %s (speculative decoding; weights and KV above include it)\n",
                 m->cfg->name, rlx_worker_draft_model(m->w));

@@ -7,6 +7,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/nth_ctl.h"
+#include "backends/cpu/repack.h"
 #include "backends/quant.h"
 
 #include <stdatomic.h>
@@ -50,6 +51,9 @@ typedef struct cpu_backend {
     size_t row_stride;
     rlx_cpu_sync *sync;          /* per plan step: work counters */
     uint8_t *no_barrier;         /* per step i: step i+1 may start before step i ends */
+    rlx_packed_weight *packed;   /* per graph tensor: its packed copy (repack.h), or NULL */
+    int n_packed;                /* entries of packed (the plan graph's tensors) */
+    size_t packed_bytes;
 } cpu_backend;
 
 /* Below this many weight bytes x tokens a step runs on one thread: the barriers between
@@ -164,6 +168,10 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     be->arena_bytes = plan->arena_bytes;
     be->scratch_bytes = plan->scratch_bytes;
     be->max_outputs = plan->max_outputs;
+    rlx__repack_free(be->packed, be->n_packed);
+    be->packed = NULL;
+    if ((rc = rlx__repack_plan(plan, &be->packed, &be->packed_bytes, err))) return rc;
+    be->n_packed = plan->graph->n_tensors;
     be->matmul_weight_bytes = 0;
     for (int i = 0; i < plan->n_steps; i++)
         if (plan->steps[i].node.op == RLX_OP_MATMUL) {
@@ -393,7 +401,7 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
         .no_barrier = be->no_barrier,
         .out_index = be->out_index, .decode_tok = be->decode_tok, .onerow4_tok = be->onerow4_tok, .decode_out = be->decode_out,
         .onerow4_out = be->onerow4_out, .seq_tok = be->seq_tok, .seq_off = be->seq_count + 4 * (size_t)b->n_seqs, .kv = &be->kv, .kv_mem = be->kv_mem,
-        .kv_off = be->kv_off, .state_mem = be->state_mem, .state_off = be->state_off,
+        .kv_off = be->kv_off, .state_mem = be->state_mem, .state_off = be->state_off, .packed = be->packed,
     };
     atomic_init(&r.error, 0);
     size_t work = be->matmul_weight_bytes * (size_t)b->n_tokens;
@@ -439,6 +447,7 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->row_scratch);
     free(be->sync);
     free(be->no_barrier);
+    rlx__repack_free(be->packed, be->n_packed);
     free(be);
 }
 
@@ -461,6 +470,11 @@ void rlx_backend_cpu_passes(const rlx_backend *be_, uint64_t *one, uint64_t *mor
     const cpu_backend *be = be_ && be_->ops == &cpu_ops ? (const cpu_backend *)be_ : NULL;
     *one = be ? atomic_load_explicit(&be->passes[0], memory_order_relaxed) : 0;
     *more = be ? atomic_load_explicit(&be->passes[1], memory_order_relaxed) : 0;
+}
+
+size_t rlx_backend_cpu_packed_bytes(const rlx_backend *be_)
+{
+    return be_ && be_->ops == &cpu_ops ? ((const cpu_backend *)be_)->packed_bytes : 0;
 }
 
 int rlx_backend_cpu_create(rlx_backend **out, int n_threads, rlx_error *err)

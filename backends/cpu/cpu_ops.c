@@ -6,6 +6,7 @@
  * are bit-identical to llama.cpp's. */
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/repack.h"
 #include "backends/cpu/vmath.h"
 #include "backends/quant.h"
 
@@ -508,6 +509,8 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     }
     bool converted = !own;
     float *out = rowp(r, s->out, 0);
+    /* a packed copy (repack.h): rows in groups of 8, which the 16-row tiles keep whole */
+    const rlx_packed_weight *pw = r->packed && r->packed[s->node.in[1]].data ? &r->packed[s->node.in[1]] : NULL;
     /* Chunks of 16-row tiles: about 8 per thread. For many activation rows, a chunk's weights
      * (at most ~256 KiB) and a block of activations (~256 KiB) are kept in L2 and the block
      * loop runs inside the chunk; otherwise every weight tile would stream all T rows from
@@ -535,8 +538,12 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             for (int64_t u = t0, end; u < t1; u = end) {
                 const bool one = onerow(role, u);
                 for (end = u + 1; end < t1 && onerow(role, end) == one;) end++;
-                (one ? rlx_matmul_rows : rlx_matmul_rows_batched)(w->wtype, w->data, n0, n1, (const uint8_t *)act + (size_t)u * arb,
-                                                                 arb, end - u, K, out + u * N, N);
+                if (pw)
+                    pw->fn(pw->data, n0, n1, (const uint8_t *)act + (size_t)u * arb, arb, end - u, K, out + u * N, N, !one);
+                else
+                    (one ? rlx_matmul_rows : rlx_matmul_rows_batched)(w->wtype, w->data, n0, n1,
+                                                                     (const uint8_t *)act + (size_t)u * arb, arb, end - u, K,
+                                                                     out + u * N, N);
             }
         }
         if (s->n_chain)

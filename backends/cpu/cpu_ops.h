@@ -52,6 +52,7 @@ typedef struct rlx_cpu_run {
      * that layer's state_bytes (RLX_MEM_STATE layers) */
     uint8_t *state_mem;
     const size_t *state_off;
+    const struct rlx_packed_weight *packed; /* per graph tensor: packed copy (repack.h) or NULL */
     _Atomic int error;           /* RLX_E* raised by a kernel */
 } rlx_cpu_run;
 
