@@ -485,6 +485,4 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
     }
 }
 
-#if !KAVX512
 #include "backends/cpu/kern_x86_q4kx8.h"
-#endif

@@ -1,12 +1,14 @@
 /* kern_x86_q4kx8.h - Q4_K products over the packed layout of repack.h (rlx_block_q4_k_x8),
- * included by kern_x86.h on the avx2 paths.
+ * included by kern_x86_q.h on every x86 path (256-bit vectors throughout; the avx512 builds
+ * gain the sixteen extra registers, and VNNI's vpdpbusd for the 8-bit products).
  *
  * One vector holds four bytes of each of eight weight rows, so every instruction works for the
  * eight rows and each activation load (four bytes broadcast) serves them all; the GGUF-layout
  * tile (kern_x86_q.h, tile8_q4_k) unpacks each row's scales and reduces eight vectors per
  * block instead. vpmaddubsw products of 4-bit levels and int8 activations are summed in 16 bits
  * over a sub-block (16 products of at most 15 x 128: 30720, no saturation), then times the
- * sub-block scale into 32 bits. The integer sums are those of tile8_q4_k, and the float
+ * sub-block scale into 32 bits (with VNNI: vpdpbusd sums in 32 bits, times the scale with
+ * vpmulld). The integer sums are those of tile8_q4_k, and the float
  * operations are the same in the same order: one fused multiply-add per super-block (batched:
  * per pair of sub-blocks) into a chain for the sums and one for the mins, so the results are
  * bit-identical to rlx_matmul_rows / rlx_matmul_rows_batched on the GGUF layout. */
@@ -70,15 +72,25 @@ KINLINE void tile_q4_k_x8(const rlx_block_q4_k_x8 *w, const rlx_block_q8_k *cons
                     int32_t xl, xh;
                     memcpy(&xl, a[t][i].qs + 64 * k + 4 * g, 4);
                     memcpy(&xh, a[t][i].qs + 64 * k + 32 + 4 * g, 4);
+#if KVNNI
+                    lo16[t] = DOT_U8S8(lo16[t], ql, _mm256_set1_epi32(xl));
+                    hi16[t] = DOT_U8S8(hi16[t], qh, _mm256_set1_epi32(xh));
+#else
                     lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(ql, _mm256_set1_epi32(xl)));
                     hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(qh, _mm256_set1_epi32(xh)));
+#endif
                 }
             }
             const __m256i scl = _mm256_shuffle_epi8(S[k / 2], x8_scale_mask((2 * k) % 4));
             const __m256i sch = _mm256_shuffle_epi8(S[k / 2], x8_scale_mask((2 * k + 1) % 4));
             #pragma GCC unroll 4
             for (int t = 0; t < nt; t++) {
+#if KVNNI /* 32-bit sums (lo16/hi16 hold them), times the scale as 32-bit lanes (the pairs' high words) */
+                const __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(lo16[t], _mm256_srli_epi32(scl, 16)),
+                                                   _mm256_mullo_epi32(hi16[t], _mm256_srli_epi32(sch, 16)));
+#else
                 const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(lo16[t], scl), _mm256_madd_epi16(hi16[t], sch));
+#endif
                 const __m256i m = _mm256_madd_epi16(mp[k], _mm256_set1_epi32(bs[t][k]));
                 if (batched) {
                     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc[t], acc[t]);

@@ -88,11 +88,11 @@ rlx_packed_fn rlx__cpu_packed_fn(int type)
     const char *env = getenv("RLX_CPU_REPACK");
     if (type != RLX_Q4_K || (env && !strcmp(env, "0"))) return NULL;
 #if defined(__x86_64__)
-    /* the avx2 paths only: the avx512 ones interleave eight rows in registers already
-     * (kern_x86_512.h) and run faster on the GGUF layout */
     const char *p = rlx_cpu_path();
     if (!strcmp(p, "avx2")) return rlx_cpu_has_avxvnni() ? rlx__avx2vnni_matmul_q4_k_x8 : rlx__avx2_matmul_q4_k_x8;
     if (!strcmp(p, "avx2-novnni")) return rlx__avx2_matmul_q4_k_x8;
+    if (!strcmp(p, "avx512")) return rlx_cpu_has_vnni() ? rlx__avx512vnni_matmul_q4_k_x8 : rlx__avx512_matmul_q4_k_x8;
+    if (!strcmp(p, "avx512-novnni")) return rlx__avx512_matmul_q4_k_x8;
 #endif
     return NULL;
 }

@@ -13,7 +13,8 @@
 
 #include <stdbool.h>
 
-/* Q4_K, eight weight rows per super-block position (rows 8q..8q+7, super-block i): the
+/* Q4_K (every SIMD path: one-thread products 2.1x the GGUF layout's at one activation row,
+ * 1.0-2.1x at more; bench/RESULTS.md section 41), eight weight rows per super-block position (rows 8q..8q+7, super-block i): the
  * integer work of the eight rows shares every activation load and every instruction (each
  * 32-bit lane of a vector is one row), and the 6-bit scales and mins are laid out so that a
  * handful of vector operations unpack all 128 of them. Same size as the eight blocks.
@@ -64,6 +65,10 @@ void rlx__repack_free(rlx_packed_weight *p, int n);
 
 void rlx__avx2_matmul_q4_k_x8(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
                               int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
+void rlx__avx512_matmul_q4_k_x8(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
+                                int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
+void rlx__avx512vnni_matmul_q4_k_x8(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
+                                    int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
 void rlx__avx2vnni_matmul_q4_k_x8(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
                                   int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
 

@@ -33,7 +33,7 @@ static void random_blocks(rlx_block_q4_k *w, int64_t n_blocks)
     }
 }
 
-static const char *const avx2_paths[] = {"avx2", "avx2-novnni"};
+static const char *const simd_paths[] = {"avx2", "avx2-novnni", "avx512", "avx512-novnni"};
 
 TEST(layout_round_trip)
 {
@@ -91,9 +91,9 @@ TEST(packed_kernels_match_gguf_layout)
     static const int64_t shapes[][2] = {{8, 256}, {40, 1024}, {64, 512}};
     static const int64_t Ts[] = {1, 2, 3, 4, 5, 9};
     int ran = 0;
-    for (size_t pi = 0; pi < RLX_ARRAY_LEN(avx2_paths); pi++) {
-        if (!rlx_cpu_has_path(avx2_paths[pi])) continue;
-        ASSERT_EQ(rlx_cpu_force_path(avx2_paths[pi]), 0);
+    for (size_t pi = 0; pi < RLX_ARRAY_LEN(simd_paths); pi++) {
+        if (!rlx_cpu_has_path(simd_paths[pi])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(simd_paths[pi]), 0);
         rlx_packed_fn fn = rlx__cpu_packed_fn(RLX_Q4_K);
         ASSERT(fn != NULL);
         for (size_t si = 0; si < RLX_ARRAY_LEN(shapes); si++) {
@@ -126,16 +126,16 @@ TEST(packed_kernels_match_gguf_layout)
             ran++;
         }
     }
-    /* the other paths read Q4_K in the GGUF layout */
-    static const char *const others[] = {"scalar", "avx512", "avx512-novnni"};
-    for (size_t pi = 0; pi < RLX_ARRAY_LEN(others); pi++) {
-        if (!rlx_cpu_has_path(others[pi])) continue;
-        ASSERT_EQ(rlx_cpu_force_path(others[pi]), 0);
-        ASSERT(rlx__cpu_packed_fn(RLX_Q4_K) == NULL);
+    /* the scalar path reads Q4_K in the GGUF layout; no other type is packed */
+    ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+    ASSERT(rlx__cpu_packed_fn(RLX_Q4_K) == NULL);
+    if (rlx_cpu_has_path("avx2")) {
+        ASSERT_EQ(rlx_cpu_force_path("avx2"), 0);
+        ASSERT(rlx__cpu_packed_fn(RLX_Q6_K) == NULL);
+        ASSERT(rlx__cpu_packed_fn(RLX_Q8_0) == NULL);
     }
-    ASSERT(rlx__cpu_packed_fn(RLX_Q6_K) == NULL);
     rlx_cpu_force_path("scalar");
-    if (!ran) SKIP("this CPU has no avx2 path");
+    if (!ran) SKIP("this CPU has no SIMD path");
 }
 
 /* The 16-bit sums at their bounds: levels 15 and activations -128 (a sub-block's 16 products
@@ -168,9 +168,9 @@ TEST(packed_kernels_extremes)
     void *p = malloc(rlx__repack_bytes(RLX_Q4_K, N, K));
     rlx__repack(RLX_Q4_K, w, N, K, p);
     int ran = 0;
-    for (size_t pi = 0; pi < RLX_ARRAY_LEN(avx2_paths); pi++) {
-        if (!rlx_cpu_has_path(avx2_paths[pi])) continue;
-        ASSERT_EQ(rlx_cpu_force_path(avx2_paths[pi]), 0);
+    for (size_t pi = 0; pi < RLX_ARRAY_LEN(simd_paths); pi++) {
+        if (!rlx_cpu_has_path(simd_paths[pi])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(simd_paths[pi]), 0);
         for (int batched = 0; batched < 2; batched++)
             for (int64_t t = 1; t <= T; t++) ASSERT_EQ(compare(rlx__cpu_packed_fn(RLX_Q4_K), w, p, a, N, K, t, 0, N, batched, "extremes"), 0);
         ran++;
@@ -179,7 +179,7 @@ TEST(packed_kernels_extremes)
     free(p);
     free(a);
     free(w);
-    if (!ran) SKIP("this CPU has no avx2 path");
+    if (!ran) SKIP("this CPU has no SIMD path");
 }
 
 /* ---- the backend: what it packs, and that nothing shows in the outputs ---- */
@@ -238,7 +238,7 @@ TEST(backend_packs_matmul_only_weights)
     const int32_t tok[7] = {3, 17, 63, 0, 9, 41, 22};
     static float packed_out[7 * V], plain_out[7 * V], one[V];
     int ran = 0;
-    static const char *const paths[] = {"avx2", "avx2-novnni", "avx512", "scalar"};
+    static const char *const paths[] = {"avx2", "avx2-novnni", "avx512", "avx512-novnni", "scalar"};
     for (size_t pi = 0; pi < RLX_ARRAY_LEN(paths); pi++) {
         if (!rlx_cpu_has_path(paths[pi])) continue;
         ASSERT_EQ(rlx_cpu_force_path(paths[pi]), 0);
@@ -264,7 +264,7 @@ TEST(backend_packs_matmul_only_weights)
     rlx_graph_free(&g);
     free(emb);
     free(w1);
-    if (!ran) SKIP("this CPU has no avx2 path: nothing is packed");
+    if (!ran) SKIP("this CPU has no SIMD path: nothing is packed");
 }
 
 TEST_MAIN(TEST_ENTRY(layout_round_trip), TEST_ENTRY(packed_kernels_match_gguf_layout), TEST_ENTRY(packed_kernels_extremes),
