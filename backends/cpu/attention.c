@@ -8,6 +8,9 @@
  *                       then times (float)(1 / sum)
  *   out = V^T . p       p rounded to the cache's type; V transposed into scratch so the same
  *                       kernels run with the positions as the reduction dimension.
+ * Items whose rows are all one-token (decode) rows take both products with the cache's K and V
+ * rows read in place on the SIMD paths (attn_dec.c: the same sums, checked against the routes
+ * above by tests/unit/test_cpu_attention.c).
  * A Q8_0 cache (llama.cpp has no such path without flash attention) is read as f16(d) * qs and
  * computed as an F32 one: q and p unrounded (see the layout note in backends/backend.h).
  * llama.cpp reduces over a KV view padded to 256 positions from position 0; here positions are
@@ -28,6 +31,7 @@
  * claimed from the step's atomic counter: K and V rows are read once per item, and every
  * output depends only on its own token's row kind (rlx_batch.decode) and positions, never on
  * the batch or the thread split. */
+#include "backends/cpu/attn_dec.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vmath.h"
@@ -242,156 +246,7 @@ static kq_fn kq_kernel(sm_fn sm)
     return NULL;
 }
 
-/* ---- decode rows without transposing V -----------------------------------------------------
- * For a row of a one-token step llama.cpp's V^T . p is ggml_vec_dot per output channel d: four
- * accumulators of 16 lanes over positions (position k goes to accumulator (k mod 64) / 16, lane
- * k mod 16), ggml's pairwise reduction, then the lanes' sum. Kept "vertically" (a vector over 16
- * channels per lane), the same sums come from row-major V: one pass per accumulator and half of
- * its lanes (eight lane vectors per row, two rows of a head group sharing each V load, all in
- * registers), then the same reduction tree across the lanes. Positions past the last valid one
- * (p = 0, no V row) are skipped, as their terms never existed. Bit for bit the numbers of the
- * transposed product (tests/unit/test_cpu_attention.c checks both routes agree). The scalar
- * path takes the transposed product. */
-#define KQV_LANES 16
-#if defined(__x86_64__)
-#define T512A __attribute__((target("avx512f")))
-
-T512A static inline __m512 kqv_load(const uint8_t *v, int dc, const bool f16)
-{
-    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)v + dc)))
-               : _mm512_loadu_ps((const float *)v + dc);
-}
-
-/* _mm512_reduce_add_ps's tree across 16 lane vectors: halves of 8, of 4, then pairs */
-T512A static inline __m512 red16_vert(const __m512 *x)
-{
-    __m512 h[8], q[4];
-    for (int i = 0; i < 8; i++) h[i] = _mm512_add_ps(x[i + 8], x[i]);
-    for (int i = 0; i < 4; i++) q[i] = _mm512_add_ps(h[i + 4], h[i]);
-    return _mm512_add_ps(_mm512_add_ps(q[0], q[2]), _mm512_add_ps(q[1], q[3]));
-}
-
-/* nr (1 or 2) rows p[r] of probabilities over positions [0, nvalid) into y[r][0, hd) */
-T512A __attribute__((always_inline)) static inline void kqv_dec512_rows(const float *const *p, const int nr, int64_t nvalid,
-                                                                         const uint8_t *const *vrow, const bool f16, int hd,
-                                                                         float *const *y)
-{
-    for (int dc = 0; dc < hd; dc += KQV_LANES) {
-        __m512 part[2][4][KQV_LANES];
-        for (int s = 0; s < 4; s++)
-            for (int h = 0; h < 2; h++) {
-                __m512 A[2][8];
-                #pragma GCC unroll 8
-                for (int l = 0; l < 8; l++) A[0][l] = A[1][l] = _mm512_setzero_ps();
-                for (int64_t k0 = (int64_t)s * KQV_LANES + 8 * h; k0 < nvalid; k0 += 4 * KQV_LANES) {
-                    const bool full = k0 + 8 <= nvalid;
-                    #pragma GCC unroll 8
-                    for (int l = 0; l < 8; l++) {
-                        if (!full && k0 + l >= nvalid) break;
-                        const __m512 v = kqv_load(vrow[k0 + l], dc, f16);
-                        #pragma GCC unroll 2
-                        for (int r = 0; r < nr; r++) A[r][l] = _mm512_fmadd_ps(v, _mm512_set1_ps(p[r][k0 + l]), A[r][l]);
-                    }
-                }
-                #pragma GCC unroll 2
-                for (int r = 0; r < nr; r++)
-                    #pragma GCC unroll 8
-                    for (int l = 0; l < 8; l++) part[r][s][8 * h + l] = A[r][l];
-            }
-        #pragma GCC unroll 2
-        for (int r = 0; r < nr; r++) {
-            __m512 x[KQV_LANES];
-            for (int l = 0; l < KQV_LANES; l++)
-                x[l] = _mm512_add_ps(_mm512_add_ps(part[r][0][l], part[r][2][l]), _mm512_add_ps(part[r][1][l], part[r][3][l]));
-            _mm512_storeu_ps(y[r] + dc, red16_vert(x));
-        }
-    }
-}
-
-T512A static void kqv_dec512(const float *const *p, int nr, int64_t nvalid, const uint8_t *const *vrow, bool f16, int hd,
-                             float *const *y)
-{
-    for (int r = 0; r < nr; r += 2) {
-        const bool two = r + 1 < nr;
-        if (f16 && two) kqv_dec512_rows(p + r, 2, nvalid, vrow, true, hd, y + r);
-        else if (f16) kqv_dec512_rows(p + r, 1, nvalid, vrow, true, hd, y + r);
-        else if (two) kqv_dec512_rows(p + r, 2, nvalid, vrow, false, hd, y + r);
-        else kqv_dec512_rows(p + r, 1, nvalid, vrow, false, hd, y + r);
-    }
-}
-
-/* The same sums on the avx2 paths: eight channels per vector, the sixteen lanes of each
- * accumulator taken four at a time (two rows' lane vectors then fit in the sixteen registers).
- * Transposing V instead cost a scalar copy of every value for each decode row group (AVX2
- * decode at 128 positions of context ran 25% slower than at 0). */
-#define T256A __attribute__((target("avx2,fma,f16c")))
-
-T256A static inline __m256 kqv_load256(const uint8_t *v, int dc, const bool f16)
-{
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)v + dc)))
-               : _mm256_loadu_ps((const float *)v + dc);
-}
-
-T256A static inline __m256 red16_vert256(const __m256 *x)
-{
-    __m256 h[8], q[4];
-    for (int i = 0; i < 8; i++) h[i] = _mm256_add_ps(x[i + 8], x[i]);
-    for (int i = 0; i < 4; i++) q[i] = _mm256_add_ps(h[i + 4], h[i]);
-    return _mm256_add_ps(_mm256_add_ps(q[0], q[2]), _mm256_add_ps(q[1], q[3]));
-}
-
-T256A __attribute__((always_inline)) static inline void kqv_dec256_rows(const float *const *p, const int nr, int64_t nvalid,
-                                                                         const uint8_t *const *vrow, const bool f16, int hd,
-                                                                         float *const *y)
-{
-    for (int dc = 0; dc < hd; dc += 8) {
-        __m256 part[2][4][KQV_LANES];
-        for (int s = 0; s < 4; s++)
-            for (int h = 0; h < 4; h++) {
-                __m256 A[2][4];
-                #pragma GCC unroll 4
-                for (int l = 0; l < 4; l++) A[0][l] = A[1][l] = _mm256_setzero_ps();
-                for (int64_t k0 = (int64_t)s * KQV_LANES + 4 * h; k0 < nvalid; k0 += 4 * KQV_LANES) {
-                    const bool full = k0 + 4 <= nvalid;
-                    #pragma GCC unroll 4
-                    for (int l = 0; l < 4; l++) {
-                        if (!full && k0 + l >= nvalid) break;
-                        const __m256 v = kqv_load256(vrow[k0 + l], dc, f16);
-                        #pragma GCC unroll 2
-                        for (int r = 0; r < nr; r++) A[r][l] = _mm256_fmadd_ps(v, _mm256_set1_ps(p[r][k0 + l]), A[r][l]);
-                    }
-                }
-                #pragma GCC unroll 2
-                for (int r = 0; r < nr; r++)
-                    #pragma GCC unroll 4
-                    for (int l = 0; l < 4; l++) part[r][s][4 * h + l] = A[r][l];
-            }
-        #pragma GCC unroll 2
-        for (int r = 0; r < nr; r++) {
-            __m256 x[KQV_LANES];
-            for (int l = 0; l < KQV_LANES; l++)
-                x[l] = _mm256_add_ps(_mm256_add_ps(part[r][0][l], part[r][2][l]), _mm256_add_ps(part[r][1][l], part[r][3][l]));
-            _mm256_storeu_ps(y[r] + dc, red16_vert256(x));
-        }
-    }
-}
-
-T256A static void kqv_dec256(const float *const *p, int nr, int64_t nvalid, const uint8_t *const *vrow, bool f16, int hd,
-                             float *const *y)
-{
-    for (int r = 0; r < nr; r += 2) {
-        const bool two = r + 1 < nr;
-        if (f16 && two) kqv_dec256_rows(p + r, 2, nvalid, vrow, true, hd, y + r);
-        else if (f16) kqv_dec256_rows(p + r, 1, nvalid, vrow, true, hd, y + r);
-        else if (two) kqv_dec256_rows(p + r, 2, nvalid, vrow, false, hd, y + r);
-        else kqv_dec256_rows(p + r, 1, nvalid, vrow, false, hd, y + r);
-    }
-}
-#endif
-
-/* nr rows of probabilities p[r] over positions [0, nvalid) (V rows vrow[k]) into y[r] */
-typedef void (*kqv_dec_fn)(const float *const *p, int nr, int64_t nvalid, const uint8_t *const *vrow, bool f16, int hd,
-                           float *const *y);
+/* decode rows: V^T.p and K.q with the K and V rows read in place (attn_dec.c) */
 
 /* ---- one work item: a sequence's tokens x one group of query heads ------------------------ */
 
@@ -417,7 +272,8 @@ typedef struct attn_item {
     float *scratch;
     size_t npad_max;
     sm_fn softmax;
-    kqv_dec_fn kqv_dec;     /* NULL on the scalar path */
+    rlx_kqv_dec_fn kqv_dec; /* NULL on the scalar path */
+    rlx_kq_dec_fn kq_dec;   /* K.q of decode rows in place (NULL: the products) */
     kq_fn kq;               /* K.q of layers without a cache, heads under 64 (NULL: the products) */
 } attn_item;
 
@@ -429,7 +285,8 @@ static inline size_t item_slot(const attn_item *it, int32_t pos)
 
 /* q rows of tokens [t0, t0 + n) of the item, scores over positions [j0, j0 + npad) (K rows of
  * the cache as weight rows, one product per block) and the rows' probabilities */
-static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, float *S, uint8_t *role, int64_t *npad_out)
+static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, float *S, uint8_t *role, int64_t *npad_out,
+                  const uint8_t *const *krow)
 {
     rlx_cpu_run *r = it->r;
     const rlx_batch *bt = r->batch;
@@ -467,6 +324,9 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
         for (int d = 0; d < hd; d++)
             for (int64_t j = nv; j < ktn; j++) kt[(size_t)d * ktn + j] = 0.0f;
         it->kq(q, R, hd, kt, ktn, S, sstride);
+    } else if (krow) {
+        /* decode rows, K rows of positions j0..jmax in place (run_item) */
+        it->kq_dec(q, R, hd, krow, jmax - j0 + 1, it->type == RLX_F16, S, sstride);
     } else
     for (int64_t b = it->nocache ? 0 : j0 / B; it->nocache ? b == 0 : b * B <= jmax; b++) {
         const int64_t pa = it->nocache || b * B < j0 ? j0 : b * B;
@@ -497,8 +357,11 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
  * score and V^T . p kernels' loads were their hottest instructions). A thread claims its next
  * item before running the current one and touches the next one's rows toward L2 (ahead); the
  * current item's K rows then go to L1, its V rows to L2 until the softmax is done. Touching
- * the next item's rows toward L1 instead evicted the current one's. */
-static void prefetch_kv(const attn_item *it, bool ahead)
+ * the next item's rows toward L1 instead evicted the current one's. The decode route's K.q
+ * (attn_dec.c) touches its K rows toward L1 a few positions ahead itself: only the first k_l1
+ * rows go there at the start (all of a long context's did not fit; 1024 positions, avx2, -t 1:
+ * 22.9 -> 24.4 t/s with both). */
+static void prefetch_kv(const attn_item *it, bool ahead, int64_t k_l1)
 {
     const size_t off = (size_t)it->hk * (size_t)it->hd * it->esz, len = (size_t)it->hd * it->esz;
     if (it->q8 || !it->range_ok) return; /* Q8_0: dequantized per block as read */
@@ -506,7 +369,7 @@ static void prefetch_kv(const attn_item *it, bool ahead)
         const size_t row = item_slot(it, (int32_t)j) * it->rb + off;
         for (size_t o = 0; o < len; o += 64) {
             if (ahead) __builtin_prefetch(it->K + row + o, 0, 2);
-            else __builtin_prefetch(it->K + row + o, 0, 3);
+            else if (j - it->jmin < k_l1) __builtin_prefetch(it->K + row + o, 0, 3);
             __builtin_prefetch(it->V + row + o, 0, 2);
         }
     }
@@ -527,17 +390,22 @@ static int run_item(const attn_item *it)
     for (int ti = 0; ti < it->nt; ti++) all_decode &= r->decode_tok[it->toks[ti]] != 0;
     const int64_t j0 = it->jmin / 64 * 64, nall = (jmax - j0 + 1 + 63) / 64 * 64;
     if ((size_t)nall > sstride) return RLX_ERANGE;
-    prefetch_kv(it, false);
+    const bool dec_kq = all_decode && it->kq_dec && it->kqv_dec && !it->q8 && hd % 64 == 0;
+    prefetch_kv(it, false, dec_kq ? RLX_KQ_PREFETCH : INT64_MAX);
 
-    if (all_decode && it->kqv_dec && !it->q8 && hd % KQV_LANES == 0) {
+    if (all_decode && it->kqv_dec && !it->q8 && hd % 16 == 0) {
         /* one-token rows: V read in place, row pointers in the transposed-V scratch */
         const uint8_t **vrow = (const uint8_t **)vt;
         const int64_t nvalid = jmax - j0 + 1;
         for (int64_t k = 0; k < nvalid; k++)
             vrow[k] = it->V + item_slot(it, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz;
+        /* K rows likewise, after them (the scratch holds hd x npad_max floats) */
+        const uint8_t **krow = it->kq_dec && hd % 64 == 0 ? vrow + nvalid : NULL;
+        for (int64_t k = 0; krow && k < nvalid; k++)
+            krow[k] = it->K + item_slot(it, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz;
         for (int ti = 0; ti < it->nt; ti++) {
             int64_t npad;
-            int e = scores(it, ti, 1, j0, q, S, role, &npad);
+            int e = scores(it, ti, 1, j0, q, S, role, &npad, krow);
             if (e) return e;
             float *y = rowp(r, it->s->out, it->toks[ti]) + (int64_t)it->h0 * hd;
             const float *prow[ATTN_ROWS];
@@ -576,7 +444,7 @@ static int run_item(const attn_item *it)
     for (int t0 = 0; t0 < it->nt; t0 += it->qt) {
         const int n = it->nt - t0 < it->qt ? it->nt - t0 : it->qt, R = n * gs;
         int64_t npad;
-        int e = scores(it, t0, n, j0, q, S, role, &npad);
+        int e = scores(it, t0, n, j0, q, S, role, &npad, NULL);
         if (e) return e;
         /* tinyBLAS also declines a row count (here head_dim) not a multiple of 4 */
         if (hd % 4) memset(role, 1, (size_t)R);
@@ -682,15 +550,21 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
                     .window = ap->window, .bidir = ap->mask == RLX_ATTN_BIDIRECTIONAL, .nocache = nocache, .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
                     .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
 #if defined(__x86_64__)
-    if (it.softmax == sm_avx512) it.kqv_dec = kqv_dec512;
-    if (it.softmax == sm_avx2) it.kqv_dec = kqv_dec256;
+    if (it.softmax == sm_avx512) {
+        it.kqv_dec = rlx__kqv_dec512;
+        it.kq_dec = rlx__kq_dec512;
+    }
+    if (it.softmax == sm_avx2) {
+        it.kqv_dec = rlx__kqv_dec256;
+        it.kq_dec = rlx__kq_dec256;
+    }
 #endif
     if (kq_lanes_on) it.kq = kq_kernel(it.softmax);
     attn_item cur = it, ahead = it;
     bool have = claim_item(r, y, nth, items, per_seq, n_sub, group, gs, &cur);
     while (have) {
         const bool more = claim_item(r, y, nth, items, per_seq, n_sub, group, gs, &ahead);
-        if (more) prefetch_kv(&ahead, true);
+        if (more) prefetch_kv(&ahead, true, 0);
         int e = run_item(&cur);
         if (e) atomic_store(&r->error, e);
         rlx_cpu_done(r, &y->done[1], 1, y->units[1], nth);

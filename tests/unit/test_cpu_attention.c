@@ -172,6 +172,8 @@ static const cfg cfgs[] = {
     {12, 2, 80, 0, 0.0f, RLX_F32},
     {8, 8, 64, 5, 30.0f, RLX_F16},  /* MHA, sliding window, softcap */
     {4, 1, 128, 0, 0.0f, RLX_F16},
+    {6, 2, 128, 0, 0.0f, RLX_F16},  /* 3 heads per KV head: decode K.q in a pair and a single row */
+    {4, 2, 64, 3, 0.0f, RLX_F32},   /* decode K.q over an F32 cache, two rows, sliding window */
     {12, 2, 80, 0, 0.0f, RLX_Q8_0}, /* kv_cols 160: the second head starts mid-block */
     {8, 8, 64, 5, 30.0f, RLX_Q8_0},
     {4, 1, 128, 0, 0.0f, RLX_Q8_0},
