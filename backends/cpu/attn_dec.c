@@ -227,6 +227,21 @@ T256K static inline __m256 kq_hsum8(const __m256 *h)
     return _mm256_add_ps(_mm256_add_ps(c0, c2), _mm256_add_ps(c1, c3));
 }
 
+/* The scores of nk (<= 8) positions of one query row from their h vectors (each score a float
+ * sum through double and back: itself) */
+T256K static inline void kq_store8(__m256 *hb, int nk, float *o)
+{
+    for (int j = nk; j < 8; j++) hb[j] = _mm256_setzero_ps();
+    const __m256 v = kq_hsum8(hb);
+    if (nk == 8) {
+        _mm256_storeu_ps(o, v);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    for (int j = 0; j < nk; j++) o[j] = tmp[j];
+}
+
 T256K void rlx__kq_dec256(const float *q, int nr, int hd, const uint8_t *const *krow, int64_t n, bool f16, float *S, size_t sstride)
 {
     for (int r0 = 0; r0 < nr; r0 += 2) {
@@ -238,27 +253,15 @@ T256K void rlx__kq_dec256(const float *q, int nr, int hd, const uint8_t *const *
             kq_prefetch(krow, k0, nk, n, hd * (f16 ? 2 : 4));
             for (int j = 0; j < nk; j++) {
                 __m256 h[2];
-                if (nr2 == 2) {
-                    if (f16) kq_pos(qr, 2, hd, krow[k0 + j], true, h);
-                    else kq_pos(qr, 2, hd, krow[k0 + j], false, h);
-                } else {
-                    if (f16) kq_pos(qr, 1, hd, krow[k0 + j], true, h);
-                    else kq_pos(qr, 1, hd, krow[k0 + j], false, h);
+                switch (nr2 * 2 + f16) { /* constant row counts and types for the inlined body */
+                case 4: kq_pos(qr, 2, hd, krow[k0 + j], false, h); break;
+                case 5: kq_pos(qr, 2, hd, krow[k0 + j], true, h); break;
+                case 2: kq_pos(qr, 1, hd, krow[k0 + j], false, h); break;
+                default: kq_pos(qr, 1, hd, krow[k0 + j], true, h); break;
                 }
-                hb[0][j] = h[0];
-                if (nr2 == 2) hb[1][j] = h[1];
+                for (int r = 0; r < nr2; r++) hb[r][j] = h[r];
             }
-            for (int r = 0; r < nr2; r++) {
-                for (int j = nk; j < 8; j++) hb[r][j] = _mm256_setzero_ps();
-                const __m256 v = kq_hsum8(hb[r]); /* a float sum through double and back: itself */
-                float *o = S + (size_t)(r0 + r) * sstride + k0;
-                if (nk == 8) _mm256_storeu_ps(o, v);
-                else {
-                    float tmp[8];
-                    _mm256_storeu_ps(tmp, v);
-                    for (int j = 0; j < nk; j++) o[j] = tmp[j];
-                }
-            }
+            for (int r = 0; r < nr2; r++) kq_store8(hb[r], nk, S + (size_t)(r0 + r) * sstride + k0);
         }
     }
 }
@@ -323,17 +326,7 @@ T512K void rlx__kq_dec512(const float *q, int nr, int hd, const uint8_t *const *
                 }
                 for (int r = 0; r < nr4; r++) hb[r][j] = h[r];
             }
-            for (int r = 0; r < nr4; r++) {
-                for (int j = nk; j < 8; j++) hb[r][j] = _mm256_setzero_ps();
-                const __m256 v = kq_hsum8(hb[r]);
-                float *o = S + (size_t)(r0 + r) * sstride + k0;
-                if (nk == 8) _mm256_storeu_ps(o, v);
-                else {
-                    float tmp[8];
-                    _mm256_storeu_ps(tmp, v);
-                    for (int j = 0; j < nk; j++) o[j] = tmp[j];
-                }
-            }
+            for (int r = 0; r < nr4; r++) kq_store8(hb[r], nk, S + (size_t)(r0 + r) * sstride + k0);
         }
     }
 }
