@@ -197,22 +197,26 @@ KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0
 #define Q8_0_NT 8
 /* The activation side of a block is the same for every weight row, so it is prepared once per
  * tile of activation rows rather than once per weight tile: a + 128 as bytes and the scale as
- * a float (no f16 conversion, xor or broadcast left in the inner loop, the scale a broadcast
- * operand of the multiply). Segments of Q8_0_SEG blocks bound the buffer (37 KiB of stack). */
+ * a float (no f16 conversion or xor left in the inner loop), both laid out block by block (one
+ * stream for the tile). Segments of Q8_0_SEG blocks bound the buffer (37 KiB of stack). */
 #define Q8_0_SEG 128
 typedef struct q8_0_prep {
-    uint8_t au[Q8_0_NT][Q8_0_SEG * 32];
-    float da[Q8_0_NT][Q8_0_SEG];
+    uint8_t au[Q8_0_SEG][Q8_0_NT][32];
+    float da[Q8_0_SEG][Q8_0_NT]; /* rows past nt: 0 */
 } q8_0_prep;
 
 KINLINE void q8_0_prepare(const rlx_block_q8_0 *const *a, int64_t ib0, int64_t nb, q8_0_prep *pa, const int nt)
 {
     const __m256i flip = _mm256_set1_epi8((char)0x80);
-    for (int t = 0; t < nt; t++)
+    for (int t = 0; t < Q8_0_NT; t++)
         for (int64_t i = 0; i < nb; i++) {
+            if (t >= nt) {
+                pa->da[i][t] = 0;
+                continue;
+            }
             const rlx_block_q8_0 *b = &a[t][ib0 + i];
-            _mm256_storeu_si256((__m256i *)(pa->au[t] + 32 * i), _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip));
-            pa->da[t][i] = f16(b->d);
+            _mm256_storeu_si256((__m256i *)pa->au[i][t], _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip));
+            pa->da[i][t] = f16(b->d);
         }
 }
 
@@ -234,14 +238,27 @@ KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, int64_t ib0, int6
             base[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(wsum, 7));
             dw[p] = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)w[2 * p + 1][ib].d), _mm_set1_epi16((short)w[2 * p][ib].d)));
         }
+        /* the scale products of pair (t, p), [dw[2p] x da[t]] x 8 | [dw[2p + 1] x da[t]] x 8:
+         * one multiply per four activation rows (each 128-bit lane of dq[p][h] holds da[4h..4h+3]
+         * times its half's weight scale), then one in-lane shuffle per pair, instead of a
+         * multiply per pair on the pipes that also run vpdpbusd and the FMAs (RESULTS 42) */
+        __m512 dq[2][2];
+        const __m512 da_lo = _mm512_broadcast_f32x4(_mm_loadu_ps(&pa->da[i][0]));
+        dq[0][0] = _mm512_mul_ps(dw[0], da_lo);
+        dq[1][0] = _mm512_mul_ps(dw[1], da_lo);
+        if (nt > 4) {
+            const __m512 da_hi = _mm512_broadcast_f32x4(_mm_loadu_ps(&pa->da[i][4]));
+            dq[0][1] = _mm512_mul_ps(dw[0], da_hi);
+            dq[1][1] = _mm512_mul_ps(dw[1], da_hi);
+        }
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
-            const __m512i au = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(pa->au[t] + 32 * i)));
-            const __m512 da = _mm512_set1_ps(pa->da[t][i]);
+            const __m512i au = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)pa->au[i][t]));
             #pragma GCC unroll 2
             for (int p = 0; p < 2; p++) {
                 const __m512i s = _mm512_dpbusd_epi32(base[p], au, wq[p]);
-                acc[t][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[p], da), acc[t][p]);
+                const __m512 d = _mm512_shuffle_ps(dq[p][t / 4], dq[p][t / 4], (t % 4) * 0x55);
+                acc[t][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc[t][p]);
             }
         }
     }
