@@ -403,18 +403,24 @@ static int run_item(const attn_item *it)
         const uint8_t **krow = it->kq_dec && hd % 64 == 0 ? vrow + nvalid : NULL;
         for (int64_t k = 0; krow && k < nvalid; k++)
             krow[k] = it->K + item_slot(it, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz;
-        /* An F16 cache's V slices are copied next to each other first: V^T.p visits each
-         * row once per eight (avx512: sixteen) channels, and rows a cache row apart (2 KiB
-         * for Qwen3-0.6B) defeat the caches' prefetchers and the TLB on every visit, where
-         * contiguous 256-byte rows do not (1024 positions, -t 1: +17% avx2, +15% avx512;
-         * RESULTS 42). The same values, so the same sums. The copy takes the rest of the
-         * scratch's hd x npad_max floats after the row pointers. */
+        /* An F16 cache's K and V slices are copied next to each other first, V after the row
+         * pointers in the transposed-V scratch, K into the transposed-K one (both hold hd x
+         * npad_max floats, twice what an F16 slice takes). V^T.p visits each row once per
+         * eight (avx512: sixteen) channels and K.q each once between its other work: rows a
+         * cache row apart (2 KiB for Qwen3-0.6B) defeat the caches' prefetchers and the TLB at
+         * every visit, where a copy reads them back to back and the products then stream
+         * contiguous 256-byte rows (1024 positions, avx2: -t 1 21.7 -> 25.0 t/s, -t 2 29.2 ->
+         * 37.0; RESULTS 42). The same values, so the same sums. */
         if (it->type == RLX_F16) {
             const size_t hb = (size_t)hd * it->esz;
             uint8_t *vc = (uint8_t *)(vrow + 2 * nvalid);
+            uint8_t *kc = (uint8_t *)(o + (size_t)ATTN_ROWS * hd + (size_t)r->kv->block_size * hd);
             for (int64_t k = 0; k < nvalid; k++) {
                 memcpy(vc + (size_t)k * hb, vrow[k], hb);
                 vrow[k] = vc + (size_t)k * hb;
+                if (!krow) continue;
+                memcpy(kc + (size_t)k * hb, krow[k], hb);
+                krow[k] = kc + (size_t)k * hb;
             }
         }
         for (int ti = 0; ti < it->nt; ti++) {
