@@ -88,8 +88,17 @@ KINLINE int32_t hsum_epi32(__m256i v)
 #if !KAVX512
 #define Q8_0_ROWS 2
 #define Q8_0_NT 4
+/* vec (three or four activation rows, prefill): the eight scale products of a block come from
+ * one f16 conversion per side and one vector multiply (lane 4u + t), each pair (u, t) then
+ * taking its product with one in-lane shuffle; a scalar conversion and multiply per pair (the
+ * other form, kept for one or two rows, decode, where the vector costs more than it saves) put
+ * a third of the tile's work on the two pipes that also run the integer products and the
+ * fused multiply-adds (prefill +13-19%, RESULTS 42). Both forms multiply the same two floats.
+ * The f16 scales are gathered in general registers: built in memory, the 16-byte load waited
+ * on a failed store forward every block. With vec, rows t >= nt read the driver's placeholder
+ * blocks (its first row), never past them. */
 KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
-                            const char *pf, float res[][Q8_0_ROWS], const int nt)
+                            const char *pf, float res[][Q8_0_ROWS], const bool vec, const int nt)
 {
     __m256 acc[4][2];
     #pragma GCC unroll 8
@@ -102,62 +111,29 @@ KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0
         for (int u = 0; u < 2; u++) {
             wq[u] = _mm256_loadu_si256((const __m256i *)w[u][ib].qs);
             wa[u] = _mm256_abs_epi8(wq[u]); /* |w| as unsigned, the sign moved onto the activation */
-            dw[u] = f16(w[u][ib].d);
+            if (!vec) dw[u] = f16(w[u][ib].d);
+        }
+        __m256 ph[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}; /* vec: products p(u, t), lane t of each 128 bits */
+        if (vec) {
+            uint16_t hd[4];
+            #pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) memcpy(&hd[t], &a[t][ib].d, 2);
+            const __m128 da4 = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(hd[0] | (uint64_t)hd[1] << 16 |
+                                                                            (uint64_t)hd[2] << 32 | (uint64_t)hd[3] << 48)));
+            const __m256 p8 = _mm256_mul_ps(_mm256_set_m128(da4, da4),
+                                            _mm256_set_m128(_mm_set1_ps(f16(w[1][ib].d)), _mm_set1_ps(f16(w[0][ib].d))));
+            ph[0] = _mm256_permute2f128_ps(p8, p8, 0x00);
+            ph[1] = _mm256_permute2f128_ps(p8, p8, 0x11);
         }
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const __m256i aq = _mm256_loadu_si256((const __m256i *)a[t][ib].qs);
-            const float da = f16(a[t][ib].d);
+            const float da = vec ? 0.0f : f16(a[t][ib].d);
             #pragma GCC unroll 2
             for (int u = 0; u < 2; u++) {
                 const __m256i s = DOT_U8S8(_mm256_setzero_si256(), wa[u], _mm256_sign_epi8(aq, wq[u]));
-                acc[t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[u] * da), acc[t][u]);
-            }
-        }
-    }
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) { res[t][0] = hsum_ps(acc[t][0]); res[t][1] = hsum_ps(acc[t][1]); }
-}
-
-/* The same outputs at three or four activation rows (prefill): the eight scale products of a
- * block come from one vector multiply instead of a scalar conversion and multiply per pair,
- * which put a third of the tile's work on the two pipes that also run the integer products
- * and the fused multiply-adds (+15% prefill, RESULTS 42; at one or two rows, decode, the
- * vector costs more than it saves). Rows t >= nt read the driver's placeholder blocks (its
- * first row), never past them. */
-KINLINE void tile_rows_q8_0_v(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
-                              const char *pf, float res[][Q8_0_ROWS], const int nt)
-{
-    __m256 acc[4][2];
-    #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
-        Q8_0_PREFETCH(pf, ib);
-        __m256i wq[2], wa[2];
-        #pragma GCC unroll 2
-        for (int u = 0; u < 2; u++) {
-            wq[u] = _mm256_loadu_si256((const __m256i *)w[u][ib].qs);
-            wa[u] = _mm256_abs_epi8(wq[u]); /* |w| as unsigned, the sign moved onto the activation */
-        }
-        /* dp[u][t] = [dw[u] x da[t]] x 8, the single-precision products of the reference, from
-         * one f16 conversion per side and one vector multiply (lane 4u + t), then one in-lane
-         * shuffle per pair. The f16 scales are gathered in general registers: built in memory,
-         * the 16-byte load waited on a failed store forward every block. */
-        uint16_t hd[4];
-        #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) memcpy(&hd[t], &a[t][ib].d, 2);
-        const __m128 da4 = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(hd[0] | (uint64_t)hd[1] << 16 |
-                                                                        (uint64_t)hd[2] << 32 | (uint64_t)hd[3] << 48)));
-        const __m256 p8 = _mm256_mul_ps(_mm256_set_m128(da4, da4),
-                                        _mm256_set_m128(_mm_set1_ps(f16(w[1][ib].d)), _mm_set1_ps(f16(w[0][ib].d))));
-        const __m256 ph[2] = {_mm256_permute2f128_ps(p8, p8, 0x00), _mm256_permute2f128_ps(p8, p8, 0x11)};
-        #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            const __m256i aq = _mm256_loadu_si256((const __m256i *)a[t][ib].qs);
-            #pragma GCC unroll 2
-            for (int u = 0; u < 2; u++) {
-                const __m256i s = DOT_U8S8(_mm256_setzero_si256(), wa[u], _mm256_sign_epi8(aq, wq[u]));
-                acc[t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_shuffle_ps(ph[u], ph[u], t * 0x55), acc[t][u]);
+                const __m256 d = vec ? _mm256_shuffle_ps(ph[u], ph[u], t * 0x55) : _mm256_set1_ps(dw[u] * da);
+                acc[t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[t][u]);
             }
         }
     }
@@ -516,9 +492,8 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
 #if KAVX512
                     BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
 #else
-                    if (nt <= 2) BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
-                    else if (nt == 3) tile_rows_q8_0_v((const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, 3);
-                    else tile_rows_q8_0_v((const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, 4);
+                    if (nt <= 2) BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, false)
+                    else BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, true)
 #endif
                     const int nr = (int)RLX_MIN((int64_t)Q8_0_ROWS, c1 - n);
                     for (int t = 0; t < nt; t++) memcpy(out + (t0 + t) * ldo + n, rr[t], (size_t)nr * sizeof(float));
