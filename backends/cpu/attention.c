@@ -8,9 +8,10 @@
  *                       then times (float)(1 / sum)
  *   out = V^T . p       p rounded to the cache's type; V transposed into scratch so the same
  *                       kernels run with the positions as the reduction dimension.
- * Items whose rows are all one-token (decode) rows take both products with the cache's K rows
- * read in place and its V rows in place or (F16 caches) copied side by side, on the SIMD paths
- * (attn_dec.c: the same sums, checked against the routes above by tests/unit/test_cpu_attention.c).
+ * Items whose rows are all one-token (decode) rows take both products on the SIMD paths without
+ * transposing, reading K and V by row pointers: the cache's rows in place, or for an F16 cache
+ * its slices copied side by side first (attn_dec.c: the same sums, checked against the routes
+ * above by tests/unit/test_cpu_attention.c).
  * A Q8_0 cache (llama.cpp has no such path without flash attention) is read as f16(d) * qs and
  * computed as an F32 one: q and p unrounded (see the layout note in backends/backend.h).
  * llama.cpp reduces over a KV view padded to 256 positions from position 0; here positions are
@@ -246,7 +247,7 @@ static kq_fn kq_kernel(sm_fn sm)
     return NULL;
 }
 
-/* decode rows: V^T.p and K.q with the K and V rows read in place (attn_dec.c) */
+/* decode rows: V^T.p and K.q over K and V row pointers, untransposed (attn_dec.c) */
 
 /* ---- one work item: a sequence's tokens x one group of query heads ------------------------ */
 
@@ -273,7 +274,7 @@ typedef struct attn_item {
     size_t npad_max;
     sm_fn softmax;
     rlx_kqv_dec_fn kqv_dec; /* NULL on the scalar path */
-    rlx_kq_dec_fn kq_dec;   /* K.q of decode rows in place (NULL: the products) */
+    rlx_kq_dec_fn kq_dec;   /* K.q of decode rows over row pointers (NULL: the products) */
     kq_fn kq;               /* K.q of layers without a cache, heads under 64 (NULL: the products) */
 } attn_item;
 
@@ -325,7 +326,7 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
             for (int64_t j = nv; j < ktn; j++) kt[(size_t)d * ktn + j] = 0.0f;
         it->kq(q, R, hd, kt, ktn, S, sstride);
     } else if (krow) {
-        /* decode rows, K rows of positions j0..jmax in place (run_item) */
+        /* decode rows, K rows of positions j0..jmax by pointer (run_item: in place or copied) */
         it->kq_dec(q, R, hd, krow, jmax - j0 + 1, it->type == RLX_F16, S, sstride);
     } else
     for (int64_t b = it->nocache ? 0 : j0 / B; it->nocache ? b == 0 : b * B <= jmax; b++) {
@@ -360,7 +361,9 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
  * the next item's rows toward L1 instead evicted the current one's. The decode route's K.q
  * (attn_dec.c) touches its K rows toward L1 a few positions ahead itself: only the first k_l1
  * rows go there at the start (all of a long context's did not fit; 1024 positions, avx2, -t 1:
- * 22.9 -> 24.4 t/s with both). */
+ * 22.9 -> 24.4 t/s with both). With an F16 cache the decode route copies the item's rows before
+ * either product (run_item), so these touches feed the copy; leaving them out once the copies
+ * existed measured within noise (RESULTS 42), and an F32 cache still reads its K rows in place. */
 static void prefetch_kv(const attn_item *it, bool ahead, int64_t k_l1)
 {
     const size_t off = (size_t)it->hk * (size_t)it->hd * it->esz, len = (size_t)it->hd * it->esz;

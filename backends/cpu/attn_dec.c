@@ -1,4 +1,5 @@
-/* attn_dec.c - attention's decode-row products with K and V read in place (attn_dec.h). */
+/* attn_dec.c - attention's decode-row products with K and V read through row pointers, without
+ * transposing (attn_dec.h). */
 #include "backends/cpu/attn_dec.h"
 
 #if defined(__x86_64__)

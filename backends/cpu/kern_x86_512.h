@@ -208,15 +208,12 @@ typedef struct q8_0_prep {
 KINLINE void q8_0_prepare(const rlx_block_q8_0 *const *a, int64_t ib0, int64_t nb, q8_0_prep *pa, const int nt)
 {
     const __m256i flip = _mm256_set1_epi8((char)0x80);
-    for (int t = 0; t < Q8_0_NT; t++)
-        for (int64_t i = 0; i < nb; i++) {
-            if (t >= nt) {
-                pa->da[i][t] = 0;
-                continue;
-            }
-            const rlx_block_q8_0 *b = &a[t][ib0 + i];
-            _mm256_storeu_si256((__m256i *)pa->au[i][t], _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip));
-            pa->da[i][t] = f16(b->d);
+    for (int64_t i = 0; i < nb; i++)
+        for (int t = 0; t < Q8_0_NT; t++) {
+            const rlx_block_q8_0 *b = &a[t < nt ? t : 0][ib0 + i];
+            if (t < nt)
+                _mm256_storeu_si256((__m256i *)pa->au[i][t], _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip));
+            pa->da[i][t] = t < nt ? f16(b->d) : 0.0f;
         }
 }
 
