@@ -24,7 +24,9 @@
  * starts at position 0 in it. A backend that cannot hold a layer kind fails mem_init() with
  * RLX_EUNSUPPORTED naming the layer and the backend.
  *
- * KV row layout by `type` (every backend and the snapshot files use exactly this):
+ * KV row layout by `type` (what kv_read_block / kv_write_block exchange and the snapshot files
+ * hold; a backend may keep its pool otherwise and convert there, as the CPU backend does,
+ * backends/cpu/cpu_ops.h rlx__cpu_kv_at):
  *   RLX_F32   kv_cols floats.
  *   RLX_F16   kv_cols IEEE halves.
  *   RLX_Q8_0  kv_cols / 32 consecutive rlx_block_q8_0 (backends/quant.h: f16 scale d, then 32

@@ -9,9 +9,10 @@
  *   out = V^T . p       p rounded to the cache's type; V transposed into scratch so the same
  *                       kernels run with the positions as the reduction dimension.
  * Items whose rows are all one-token (decode) rows take both products on the SIMD paths without
- * transposing, reading K and V by row pointers: the cache's rows in place, or for an F16 cache
- * its slices copied side by side first (attn_dec.c: the same sums, checked against the routes
- * above by tests/unit/test_cpu_attention.c).
+ * transposing, reading K and V by row pointers into the cache (attn_dec.c: the same sums,
+ * checked against the routes above by tests/unit/test_cpu_attention.c). The cache keeps a
+ * block's rows head by head (cpu_ops.h rlx__cpu_kv_at), so an item's slices are contiguous
+ * within each block.
  * A Q8_0 cache (llama.cpp has no such path without flash attention) is read as f16(d) * qs and
  * computed as an F32 one: q and p unrounded (see the layout note in backends/backend.h).
  * llama.cpp reduces over a KV view padded to 256 positions from position 0; here positions are
@@ -259,6 +260,9 @@ typedef struct attn_item {
     bool q8;                /* the cache holds Q8_0 rows */
     size_t esz;             /* bytes per value of `type` */
     size_t rb;              /* bytes per cache row (rlx_kv_row_bytes) */
+    size_t hb;              /* bytes from a position's head slice to the next one's in a block
+                               (cpu_ops.h rlx__cpu_kv_at; rb for whole rows and without a cache) */
+    size_t hoff;            /* offset of head hk's slice from its block (or row), see item_at */
     int64_t kvc;
     int hd, hk, h0, gs;     /* KV head, first query head, query heads in this item */
     int window, qt;         /* qt: tokens per tile (qt x gs <= ATTN_ROWS) */
@@ -278,10 +282,26 @@ typedef struct attn_item {
     kq_fn kq;               /* K.q of layers without a cache, heads under 64 (NULL: the products) */
 } attn_item;
 
-/* the row of position pos of the item's sequence in K / V */
-static inline size_t item_slot(const attn_item *it, int32_t pos)
+/* head hk's values at position pos of the item's sequence in K or V (base): for a Q8_0 cache
+ * the start of the row, whose readers take the head's columns themselves */
+static inline const uint8_t *item_at(const attn_item *it, const uint8_t *base, int32_t pos)
 {
-    return it->nocache ? (size_t)(it->base + pos) : kv_slot(it->r, it->seq, pos);
+    if (it->nocache) return base + (size_t)(it->base + pos) * it->rb + it->hoff;
+    const int32_t B = it->r->kv->block_size;
+    const size_t blk = (size_t)it->r->batch->seqs[it->seq].blocks[pos / B];
+    return base + blk * (size_t)B * it->rb + (size_t)(pos % B) * it->hb + it->hoff;
+}
+
+/* item_at for positions j0 .. j0 + n - 1 into at[], a block at a time */
+static void item_rows(const attn_item *it, const uint8_t *base, int64_t j0, int64_t n, const uint8_t **at)
+{
+    const int32_t B = it->r->kv->block_size;
+    for (int64_t k = 0; k < n;) {
+        const uint8_t *p = item_at(it, base, (int32_t)(j0 + k));
+        const int64_t run = it->nocache ? n - k : RLX_MIN(n - k, B - (j0 + k) % B);
+        for (int64_t i = 0; i < run; i++) at[k + i] = p + (size_t)i * it->hb;
+        k += run;
+    }
 }
 
 /* q rows of tokens [t0, t0 + n) of the item, scores over positions [j0, j0 + npad) (K rows of
@@ -319,27 +339,27 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
         float *kt = kbuf + (size_t)B * hd; /* hd rows of positions j0..jmax, then zeros */
         const int64_t nv = jmax - j0 + 1, ktn = (nv + 15) / 16 * 16;
         for (int64_t j = 0; j < nv; j++) {
-            const float *kr = (const float *)(it->K + item_slot(it, (int32_t)(j0 + j)) * it->rb) + (size_t)it->hk * hd;
+            const float *kr = (const float *)item_at(it, it->K, (int32_t)(j0 + j));
             for (int d = 0; d < hd; d++) kt[(size_t)d * ktn + j] = kr[d];
         }
         for (int d = 0; d < hd; d++)
             for (int64_t j = nv; j < ktn; j++) kt[(size_t)d * ktn + j] = 0.0f;
         it->kq(q, R, hd, kt, ktn, S, sstride);
     } else if (krow) {
-        /* decode rows, K rows of positions j0..jmax by pointer (run_item: in place or copied) */
+        /* decode rows, K rows of positions j0..jmax by pointer (run_item) */
         it->kq_dec(q, R, hd, krow, jmax - j0 + 1, it->type == RLX_F16, S, sstride);
     } else
     for (int64_t b = it->nocache ? 0 : j0 / B; it->nocache ? b == 0 : b * B <= jmax; b++) {
         const int64_t pa = it->nocache || b * B < j0 ? j0 : b * B;
         const int64_t pb = it->nocache || (b + 1) * B - 1 >= jmax ? jmax : (b + 1) * B - 1;
-        const uint8_t *row0 = it->K + item_slot(it, (int32_t)pa) * it->rb;
+        const uint8_t *row0 = item_at(it, it->K, (int32_t)pa);
         if (it->q8) {
             for (int64_t j = 0; j <= pb - pa; j++) deq_q8_0_cols(row0 + (size_t)j * it->rb, (int64_t)it->hk * hd, hd, kbuf + (size_t)j * hd);
             rlx_cpu_float_gemm(RLX_F32, kbuf, (size_t)hd * 4, 0, pb - pa + 1, q, (size_t)hd, R, hd, S + (pa - j0), (int64_t)sstride, role);
         } else {
             /* without a cache llama.cpp's q is a permuted (non-contiguous) view, so its K.q takes
              * ggml_vec_dot per score for every row, not tinyBLAS: one-row arithmetic throughout */
-            rlx_cpu_float_gemm(it->type, row0 + (size_t)it->hk * hd * it->esz, it->rb, 0, pb - pa + 1, q, (size_t)hd, R, hd,
+            rlx_cpu_float_gemm(it->type, row0, it->hb, 0, pb - pa + 1, q, (size_t)hd, R, hd,
                                S + (pa - j0), (int64_t)sstride, it->nocache ? one_row : role);
         }
     }
@@ -353,27 +373,26 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
     return 0;
 }
 
-/* An item's K and V head slices are scattered rows (one per position, a cache row apart) that
- * this step reads for the first time: without a touch ahead their loads stall on memory (the
+/* An item's K and V head slices are rows (one per position; contiguous within a block, the
+ * blocks apart) that this step reads for the first time: without a touch ahead their loads stall on memory (the
  * score and V^T . p kernels' loads were their hottest instructions). A thread claims its next
  * item before running the current one and touches the next one's rows toward L2 (ahead); the
  * current item's K rows then go to L1, its V rows to L2 until the softmax is done. Touching
  * the next item's rows toward L1 instead evicted the current one's. The decode route's K.q
  * (attn_dec.c) touches its K rows toward L1 a few positions ahead itself: only the first k_l1
  * rows go there at the start (all of a long context's did not fit; 1024 positions, avx2, -t 1:
- * 22.9 -> 24.4 t/s with both). With an F16 cache the decode route copies the item's rows before
- * either product (run_item), so these touches feed the copy; leaving them out once the copies
- * existed measured within noise (RESULTS 42), and an F32 cache still reads its K rows in place. */
+ * 22.9 -> 24.4 t/s with both, with rows a cache row apart). In the head-by-head layout the
+ * touches measured neutral at -t 1 and +7% at -t 2 (RESULTS 43). */
 static void prefetch_kv(const attn_item *it, bool ahead, int64_t k_l1)
 {
-    const size_t off = (size_t)it->hk * (size_t)it->hd * it->esz, len = (size_t)it->hd * it->esz;
+    const size_t len = (size_t)it->hd * it->esz;
     if (it->q8 || !it->range_ok) return; /* Q8_0: dequantized per block as read */
     for (int64_t j = it->jmin; j <= it->jmax; j++) {
-        const size_t row = item_slot(it, (int32_t)j) * it->rb + off;
+        const uint8_t *k = item_at(it, it->K, (int32_t)j), *v = it->V + (k - it->K);
         for (size_t o = 0; o < len; o += 64) {
-            if (ahead) __builtin_prefetch(it->K + row + o, 0, 2);
-            else if (j - it->jmin < k_l1) __builtin_prefetch(it->K + row + o, 0, 3);
-            __builtin_prefetch(it->V + row + o, 0, 2);
+            if (ahead) __builtin_prefetch(k + o, 0, 2);
+            else if (j - it->jmin < k_l1) __builtin_prefetch(k + o, 0, 3);
+            __builtin_prefetch(v + o, 0, 2);
         }
     }
 }
@@ -398,34 +417,15 @@ static int run_item(const attn_item *it)
 
     if (all_decode && it->kqv_dec && !it->q8 && hd % 16 == 0) {
         /* one-token rows: V read by row pointers (in the transposed-V scratch) */
+        /* V^T.p visits each row once per eight (avx512: sixteen) channels: in the cache's
+         * layout a block's rows of one head are contiguous (rlx__cpu_kv_at), so the visits
+         * stream through them */
         const uint8_t **vrow = (const uint8_t **)vt;
         const int64_t nvalid = jmax - j0 + 1;
-        for (int64_t k = 0; k < nvalid; k++)
-            vrow[k] = it->V + item_slot(it, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz;
+        item_rows(it, it->V, j0, nvalid, vrow);
         /* K rows likewise, after them (the scratch holds hd x npad_max floats) */
         const uint8_t **krow = it->kq_dec && hd % 64 == 0 ? vrow + nvalid : NULL;
-        for (int64_t k = 0; krow && k < nvalid; k++)
-            krow[k] = it->K + item_slot(it, (int32_t)(j0 + k)) * it->rb + (size_t)it->hk * hd * it->esz;
-        /* An F16 cache's K and V slices are copied next to each other first, V after the row
-         * pointers in the transposed-V scratch, K into the transposed-K one (both hold hd x
-         * npad_max floats, twice what an F16 slice takes). V^T.p visits each row once per
-         * eight (avx512: sixteen) channels and K.q each once between its other work: rows a
-         * cache row apart (2 KiB for Qwen3-0.6B) defeat the caches' prefetchers and the TLB at
-         * every visit, where a copy reads them back to back and the products then stream
-         * contiguous 256-byte rows (1024 positions, avx2: -t 1 21.7 -> 25.0 t/s, -t 2 29.2 ->
-         * 37.0; RESULTS 42). The same values, so the same sums. */
-        if (it->type == RLX_F16) {
-            const size_t hb = (size_t)hd * it->esz;
-            uint8_t *vc = (uint8_t *)(vrow + 2 * nvalid);
-            uint8_t *kc = (uint8_t *)(o + (size_t)ATTN_ROWS * hd + (size_t)r->kv->block_size * hd);
-            for (int64_t k = 0; k < nvalid; k++) {
-                memcpy(vc + (size_t)k * hb, vrow[k], hb);
-                vrow[k] = vc + (size_t)k * hb;
-                if (!krow) continue;
-                memcpy(kc + (size_t)k * hb, krow[k], hb);
-                krow[k] = kc + (size_t)k * hb;
-            }
-        }
+        if (krow) item_rows(it, it->K, j0, nvalid, krow);
         for (int ti = 0; ti < it->nt; ti++) {
             int64_t npad;
             int e = scores(it, ti, 1, j0, q, S, role, &npad, krow);
@@ -451,14 +451,13 @@ static int run_item(const attn_item *it)
             memset((uint8_t *)vt + ((size_t)d * nall + (size_t)nvalid) * it->esz, 0, (size_t)(nall - nvalid) * it->esz);
     for (int64_t k = 0; k < nvalid; k++) {
         const int64_t j = j0 + k;
-        const uint8_t *row = it->V + item_slot(it, (int32_t)j) * it->rb;
+        const uint8_t *v = item_at(it, it->V, (int32_t)j);
         if (it->q8) {
             float *tmp = o; /* free until the first tile's output */
-            deq_q8_0_cols(row, (int64_t)it->hk * hd, hd, tmp);
+            deq_q8_0_cols(v, (int64_t)it->hk * hd, hd, tmp);
             for (int d = 0; d < hd; d++) vt[(size_t)d * nall + (size_t)k] = tmp[d];
             continue;
         }
-        const uint8_t *v = row + (size_t)it->hk * hd * it->esz;
         if (it->type == RLX_F16)
             for (int d = 0; d < hd; d++) ((uint16_t *)vt)[(size_t)d * nall + (size_t)k] = ((const uint16_t *)v)[d];
         else
@@ -495,6 +494,8 @@ static bool claim_item(rlx_cpu_run *r, rlx_cpu_sync *y, int nth, int64_t items, 
             continue;
         }
         it->hk = rest / n_sub;
+        const size_t c = (size_t)it->hk * (size_t)it->hd * it->esz;
+        it->hoff = it->nocache ? c : it->q8 ? 0 : rlx__cpu_kv_at(0, c, (size_t)r->kv->block_size, it->rb, it->hb);
         it->h0 = it->hk * group + (rest % n_sub) * gs;
         it->gs = RLX_MIN(gs, it->hk * group + group - it->h0);
         it->toks = r->seq_tok + r->seq_off[q];
@@ -529,6 +530,10 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const int64_t kvc = nocache ? (int64_t)n_head_kv * hd : rlx_mem_desc_layer(r->kv, layer).kv_cols, T = bt->n_tokens;
     const bool f16 = !nocache && r->kv->type == RLX_F16, q8 = !nocache && r->kv->type == RLX_Q8_0;
     const size_t esz = f16 ? 2 : 4, rb = nocache ? (size_t)kvc * 4 : rlx_kv_row_bytes(r->kv->type, kvc);
+    const size_t hb = nocache ? rb : r->kv_hb[layer], B = (size_t)r->kv->block_size;
+    /* a head's slice must lie inside one piece of the layout (cpu_mem_init sized the pieces
+     * from the plan's head_dim) */
+    if (!nocache && !q8 && hb != rb && hb % ((size_t)hd * esz)) atomic_store(&r->error, RLX_EINVAL);
     uint8_t *K = nocache ? (uint8_t *)rowp(r, n->in[1], 0) : r->kv_mem + r->kv_off[2 * layer];
     uint8_t *V = nocache ? (uint8_t *)rowp(r, n->in[2], 0) : r->kv_mem + r->kv_off[2 * layer + 1];
     int64_t a, b;
@@ -544,16 +549,21 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             if (bt->pos[t] < 0 || bt->pos[t] / r->kv->block_size >= bs->n_blocks) { atomic_store(&r->error, RLX_ERANGE); continue; }
             const size_t slot = kv_slot(r, bt->seq[t], bt->pos[t]);
             const float *k = rowp(r, n->in[1], t), *v = rowp(r, n->in[2], t);
-            if (f16) {
-                uint16_t *kd = (uint16_t *)(K + slot * rb), *vd = (uint16_t *)(V + slot * rb);
-                for (int64_t c = 0; c < kvc; c++) { kd[c] = rlx_f32_to_f16(k[c]); vd[c] = rlx_f32_to_f16(v[c]); }
-            } else if (q8) {
-                /* the layout's reference quantizer (backends/backend.h) */
-                rlx_quantize_row(RLX_Q8_0, k, K + slot * rb, kvc);
-                rlx_quantize_row(RLX_Q8_0, v, V + slot * rb, kvc);
-            } else {
-                memcpy(K + slot * rb, k, (size_t)kvc * 4);
-                memcpy(V + slot * rb, v, (size_t)kvc * 4);
+            if (q8) {
+                /* the layout's reference quantizer (backends/backend.h); whole rows (hb = rb) */
+                rlx_quantize_row(RLX_Q8_0, k, K + rlx__cpu_kv_at(slot, 0, B, rb, hb), kvc);
+                rlx_quantize_row(RLX_Q8_0, v, V + rlx__cpu_kv_at(slot, 0, B, rb, hb), kvc);
+                continue;
+            }
+            for (size_t c = 0; c < rb; c += hb) { /* a head at a time */
+                const size_t at = rlx__cpu_kv_at(slot, c, B, rb, hb), n0 = c / esz, nv = hb / esz;
+                if (f16) {
+                    uint16_t *kd = (uint16_t *)(K + at), *vd = (uint16_t *)(V + at);
+                    for (size_t i = 0; i < nv; i++) { kd[i] = rlx_f32_to_f16(k[n0 + i]); vd[i] = rlx_f32_to_f16(v[n0 + i]); }
+                } else {
+                    memcpy(K + at, k + n0, hb);
+                    memcpy(V + at, v + n0, hb);
+                }
             }
         }
         rlx_cpu_done(r, &y->done[0], 1, n0, nth);
@@ -569,7 +579,7 @@ void rlx_cpu_attention(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const int group = n_head / n_head_kv, gs = group < ATTN_ROWS ? group : ATTN_ROWS;
     const int n_sub = (group + gs - 1) / gs;
     const int64_t per_seq = (int64_t)n_head_kv * n_sub, items = (int64_t)bt->n_seqs * per_seq;
-    attn_item it = {.r = r, .s = s, .K = K, .V = V, .type = f16 ? RLX_F16 : RLX_F32, .q8 = q8, .esz = esz, .rb = rb, .kvc = kvc, .hd = hd,
+    attn_item it = {.r = r, .s = s, .K = K, .V = V, .type = f16 ? RLX_F16 : RLX_F32, .q8 = q8, .esz = esz, .rb = rb, .hb = hb, .kvc = kvc, .hd = hd,
                     .window = ap->window, .bidir = ap->mask == RLX_ATTN_BIDIRECTIONAL, .nocache = nocache, .qt = ATTN_ROWS / gs, .scratch = r->attn_scratch + (size_t)ith * r->attn_scratch_floats,
                     .npad_max = r->attn_scratch_stride, .softmax = softmax_kernel()};
 #if defined(__x86_64__)

@@ -1,6 +1,6 @@
 /* attn_dec.h - attention's products for one-token (decode) rows with the K and V rows given as
- * row pointers (the cache's rows, or attention.c's side-by-side copies of an F16 cache's
- * slices), in llama.cpp's one-row arithmetic (attention.c picks them per path; the
+ * row pointers (a head's slices in the cache, contiguous within a block: cpu_ops.h
+ * rlx__cpu_kv_at), in llama.cpp's one-row arithmetic (attention.c picks them per path; the
  * scalar path and rows of other kinds take rlx_cpu_float_gemm). Private to backends/cpu/; the
  * functions keep no state and run on the calling thread. */
 #ifndef RLX_CPU_ATTN_DEC_H

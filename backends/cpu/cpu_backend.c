@@ -37,6 +37,10 @@ typedef struct cpu_backend {
     uint8_t *kv_mem;             /* per KV layer its K then its V (mmap'ed) */
     size_t kv_mem_bytes;
     size_t *kv_off;              /* 2 x n_layers: byte offsets of each layer's K and V (KV layers) */
+    size_t *kv_hb;               /* n_layers: bytes of a (slot, head) piece (rlx__cpu_kv_at) */
+    int64_t *layer_hd;           /* plan graph's n_layers: its attention's head_dim, 0 without one
+                                    or with two that differ (the KV layout's heads, cpu_mem_init) */
+    int32_t n_layer_hd;
     uint8_t *state_mem;          /* per state layer n_state_slots slots (mmap'ed) */
     size_t state_mem_bytes;
     size_t *state_off;           /* n_layers: byte offset of each state layer's slots */
@@ -139,8 +143,18 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     be->seq_tok = malloc((size_t)RLX_MAX(plan->max_tokens, 1) * sizeof *be->seq_tok);
     be->attn_hd = 1;
     be->max_tokens = plan->max_tokens;
+    free(be->layer_hd);
+    be->n_layer_hd = plan->graph->n_layers;
+    be->layer_hd = calloc((size_t)RLX_MAX(be->n_layer_hd, 1), sizeof *be->layer_hd);
+    if (!be->layer_hd) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     for (int i = 0; i < plan->n_steps; i++)
-        if (plan->steps[i].node.op == RLX_OP_ATTENTION) be->attn_hd = RLX_MAX(be->attn_hd, plan->steps[i].node.p.attn.head_dim);
+        if (plan->steps[i].node.op == RLX_OP_ATTENTION) {
+            const rlx_attn_params *ap = &plan->steps[i].node.p.attn;
+            be->attn_hd = RLX_MAX(be->attn_hd, ap->head_dim);
+            if (ap->layer < 0 || ap->layer >= be->n_layer_hd) continue;
+            int64_t *h = &be->layer_hd[ap->layer];
+            *h = *h == 0 ? ap->head_dim : *h == ap->head_dim ? *h : -1;
+        }
     be->no_barrier = calloc((size_t)RLX_MAX(plan->n_steps, 1), 1);
     /* a barrier-free run of steps must be pairwise independent, not just neighbours */
     for (int i = 0, start = 0; be->no_barrier && i + 1 < plan->n_steps; i++) {
@@ -187,10 +201,12 @@ static void cpu_mem_free(cpu_backend *be)
     if (be->state_mem) munmap(be->state_mem, be->state_mem_bytes);
     if (be->attn_scratch) munmap(be->attn_scratch, be->attn_scratch_bytes);
     free(be->kv_off);
+    free(be->kv_hb);
     free(be->state_off);
     be->kv_mem = be->state_mem = NULL;
     be->attn_scratch = NULL;
     be->kv_off = be->state_off = NULL;
+    be->kv_hb = NULL;
     memset(&be->kv, 0, sizeof be->kv);
 }
 
@@ -210,12 +226,18 @@ static int cpu_mem_init(rlx_backend *be_, const rlx_mem_desc *geo, rlx_error *er
     if (rc) return rc;
     size_t slots = (size_t)geo->n_blocks * (size_t)geo->block_size, total = 0, stotal = 0;
     be->kv_off = calloc(2 * (size_t)geo->n_layers, sizeof *be->kv_off);
+    be->kv_hb = calloc((size_t)geo->n_layers, sizeof *be->kv_hb);
     be->state_off = calloc((size_t)geo->n_layers, sizeof *be->state_off);
-    if (!be->kv_off || !be->state_off) { cpu_mem_free(be); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+    if (!be->kv_off || !be->kv_hb || !be->state_off) { cpu_mem_free(be); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
     for (int32_t l = 0; l < geo->n_layers; l++) {
         rlx_mem_layer m = rlx_mem_desc_layer(geo, l);
         if (m.kind == RLX_MEM_KV) {
-            size_t lb = slots * rlx_kv_row_bytes(geo->type, m.kv_cols);
+            const size_t rb = rlx_kv_row_bytes(geo->type, m.kv_cols), lb = slots * rb;
+            /* head-sized pieces for F16 / F32 rows of whole heads (the plan's attention of the
+             * layer tells the head size); whole rows otherwise (rlx__cpu_kv_at) */
+            const int64_t hd = l < be->n_layer_hd && be->layer_hd ? be->layer_hd[l] : 0;
+            const bool heads = geo->type != RLX_Q8_0 && hd > 0 && m.kv_cols % hd == 0;
+            be->kv_hb[l] = heads ? rb / (size_t)(m.kv_cols / hd) : rb;
             be->kv_off[2 * l] = total;
             be->kv_off[2 * l + 1] = total + lb;
             total += 2 * lb;
@@ -245,35 +267,34 @@ static int cpu_mem_init(rlx_backend *be_, const rlx_mem_desc *geo, rlx_error *er
     return 0;
 }
 
-static int kv_block_io(cpu_backend *be, int32_t layer, int32_t block, uint8_t **k, uint8_t **v, rlx_error *err)
+/* One block of a layer between backend.h's row layout (rows, host buffers) and the pool's
+ * (rlx__cpu_kv_at): out = true copies pool -> rows. */
+static int kv_block_io(cpu_backend *be, int32_t layer, int32_t block, uint8_t *k, uint8_t *v, bool out, rlx_error *err)
 {
     if (layer < 0 || layer >= be->kv.n_layers || block < 0 || block >= be->kv.n_blocks ||
         rlx_mem_desc_layer(&be->kv, layer).kind != RLX_MEM_KV)
         return rlx_errorf(err, RLX_ERANGE, "KV block or layer out of range");
-    size_t bb = (size_t)be->kv.block_size * rlx_kv_row_bytes(be->kv.type, rlx_mem_desc_layer(&be->kv, layer).kv_cols);
-    *k = be->kv_mem + be->kv_off[2 * layer] + (size_t)block * bb;
-    *v = be->kv_mem + be->kv_off[2 * layer + 1] + (size_t)block * bb;
-    return (int)bb;
+    const size_t B = (size_t)be->kv.block_size, rb = rlx_kv_row_bytes(be->kv.type, rlx_mem_desc_layer(&be->kv, layer).kv_cols);
+    const size_t hb = be->kv_hb[layer], s0 = (size_t)block * B;
+    for (int w = 0; w < 2; w++) {
+        uint8_t *pool = be->kv_mem + be->kv_off[2 * layer + w], *rows = w ? v : k;
+        for (size_t s = 0; s < B; s++)
+            for (size_t c = 0; c < rb; c += hb) {
+                uint8_t *p = pool + rlx__cpu_kv_at(s0 + s, c, B, rb, hb), *q = rows + s * rb + c;
+                memcpy(out ? q : p, out ? p : q, hb);
+            }
+    }
+    return 0;
 }
 
 static int cpu_kv_read_block(rlx_backend *be_, int32_t layer, int32_t block, void *k, void *v, rlx_error *err)
 {
-    uint8_t *kp = NULL, *vp = NULL;
-    int bb = kv_block_io((cpu_backend *)be_, layer, block, &kp, &vp, err);
-    if (bb < 0) return bb;
-    memcpy(k, kp, (size_t)bb);
-    memcpy(v, vp, (size_t)bb);
-    return 0;
+    return kv_block_io((cpu_backend *)be_, layer, block, k, v, true, err);
 }
 
 static int cpu_kv_write_block(rlx_backend *be_, int32_t layer, int32_t block, const void *k, const void *v, rlx_error *err)
 {
-    uint8_t *kp = NULL, *vp = NULL;
-    int bb = kv_block_io((cpu_backend *)be_, layer, block, &kp, &vp, err);
-    if (bb < 0) return bb;
-    memcpy(kp, k, (size_t)bb);
-    memcpy(vp, v, (size_t)bb);
-    return 0;
+    return kv_block_io((cpu_backend *)be_, layer, block, (uint8_t *)k, (uint8_t *)v, false, err);
 }
 
 /* The bytes of one state slot of a RLX_MEM_STATE layer; NULL (with err) when out of range. */
@@ -401,7 +422,7 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
         .no_barrier = be->no_barrier,
         .out_index = be->out_index, .decode_tok = be->decode_tok, .onerow4_tok = be->onerow4_tok, .decode_out = be->decode_out,
         .onerow4_out = be->onerow4_out, .seq_tok = be->seq_tok, .seq_off = be->seq_count + 4 * (size_t)b->n_seqs, .kv = &be->kv, .kv_mem = be->kv_mem,
-        .kv_off = be->kv_off, .state_mem = be->state_mem, .state_off = be->state_off, .packed = be->packed,
+        .kv_off = be->kv_off, .kv_hb = be->kv_hb, .state_mem = be->state_mem, .state_off = be->state_off, .packed = be->packed,
     };
     atomic_init(&r.error, 0);
     size_t work = be->matmul_weight_bytes * (size_t)b->n_tokens;
@@ -443,6 +464,7 @@ static void cpu_destroy(rlx_backend *be_)
     free(be->onerow4_out);
     free(be->seq_count);
     free(be->seq_tok);
+    free(be->layer_hd);
     cpu_mem_free(be);
     free(be->row_scratch);
     free(be->sync);

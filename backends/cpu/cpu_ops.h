@@ -44,10 +44,12 @@ typedef struct rlx_cpu_run {
     const int32_t *seq_tok;      /* batch token indices grouped by sequence, in batch order ... */
     const int32_t *seq_off;      /* ... sequence s at [seq_off[s], seq_off[s + 1]) */
     /* KV pool: layer l's K at kv_mem + kv_off[2 l], its V at kv_mem + kv_off[2 l + 1], each
-     * [n_blocks * block_size] rows of that layer's kv_cols */
+     * n_blocks blocks of block_size rows of that layer's kv_cols, laid out head by head inside a
+     * block (rlx__cpu_kv_at): kv_hb[l] bytes per (slot, head) piece */
     const rlx_mem_desc *kv;
     uint8_t *kv_mem;
     const size_t *kv_off;
+    const size_t *kv_hb;
     /* recurrent state: layer l's slots at state_mem + state_off[l], kv->n_state_slots slots of
      * that layer's state_bytes (RLX_MEM_STATE layers) */
     uint8_t *state_mem;
@@ -55,6 +57,19 @@ typedef struct rlx_cpu_run {
     const struct rlx_packed_weight *packed; /* per graph tensor: packed copy (repack.h) or NULL */
     _Atomic int error;           /* RLX_E* raised by a kernel */
 } rlx_cpu_run;
+
+/* Where byte c of slot `slot`'s row (backend.h's row layout) lives in a CPU KV layer's K or V
+ * array: a block of B slots holds its rows in pieces of hb bytes, piece h of every slot
+ * together (block, piece, slot, byte), so one head's values for the block's positions are
+ * B * hb contiguous bytes. hb is a head's slice (head_dim values) for F16 and F32 caches and the
+ * whole row rb for Q8_0 ones (a head may start inside a 32-value block), which is the row
+ * layout itself. Decode attention over 1024 positions read each position's head slice a row
+ * (2 KiB) apart, and copied the slices side by side first to keep the prefetchers and the TLB
+ * in step (bench/RESULTS.md 42, 43). kv_read_block / kv_write_block convert to and from the row layout. */
+static inline size_t rlx__cpu_kv_at(size_t slot, size_t c, size_t B, size_t rb, size_t hb)
+{
+    return slot / B * B * rb + c / hb * B * hb + slot % B * hb + c % hb;
+}
 
 /* rlx_quantize_act (batched: rlx_quantize_act_batched), vectorised where the kernel path
  * allows; the bytes are identical (tests/unit/test_cpu_quant_act.c). */
