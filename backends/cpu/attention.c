@@ -374,8 +374,8 @@ static int scores(const attn_item *it, int t0, int n, int64_t j0, float *q, floa
 }
 
 /* An item's K and V head slices are rows (one per position; contiguous within a block, the
- * blocks apart) that this step reads for the first time: without a touch ahead their loads stall on memory (the
- * score and V^T . p kernels' loads were their hottest instructions). A thread claims its next
+ * blocks apart) that this step reads for the first time: without a touch ahead their loads
+ * stall on memory (the score and V^T . p kernels' loads were their hottest instructions). A thread claims its next
  * item before running the current one and touches the next one's rows toward L2 (ahead); the
  * current item's K rows then go to L1, its V rows to L2 until the softmax is done. Touching
  * the next item's rows toward L1 instead evicted the current one's. The decode route's K.q
@@ -416,10 +416,9 @@ static int run_item(const attn_item *it)
     prefetch_kv(it, false, dec_kq ? RLX_KQ_PREFETCH : INT64_MAX);
 
     if (all_decode && it->kqv_dec && !it->q8 && hd % 16 == 0) {
-        /* one-token rows: V read by row pointers (in the transposed-V scratch) */
-        /* V^T.p visits each row once per eight (avx512: sixteen) channels: in the cache's
-         * layout a block's rows of one head are contiguous (rlx__cpu_kv_at), so the visits
-         * stream through them */
+        /* one-token rows: V read by row pointers (in the transposed-V scratch). V^T.p visits
+         * each row once per eight (avx512: sixteen) channels: a block's rows of one head are
+         * contiguous in the cache (rlx__cpu_kv_at), so the visits stream through them */
         const uint8_t **vrow = (const uint8_t **)vt;
         const int64_t nvalid = jmax - j0 + 1;
         item_rows(it, it->V, j0, nvalid, vrow);

@@ -145,13 +145,12 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     be->max_tokens = plan->max_tokens;
     free(be->layer_hd);
     be->n_layer_hd = plan->graph->n_layers;
-    be->layer_hd = calloc((size_t)RLX_MAX(be->n_layer_hd, 1), sizeof *be->layer_hd);
-    if (!be->layer_hd) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    be->layer_hd = calloc((size_t)RLX_MAX(be->n_layer_hd, 1), sizeof *be->layer_hd); /* checked below */
     for (int i = 0; i < plan->n_steps; i++)
         if (plan->steps[i].node.op == RLX_OP_ATTENTION) {
             const rlx_attn_params *ap = &plan->steps[i].node.p.attn;
             be->attn_hd = RLX_MAX(be->attn_hd, ap->head_dim);
-            if (ap->layer < 0 || ap->layer >= be->n_layer_hd) continue;
+            if (!be->layer_hd || ap->layer < 0 || ap->layer >= be->n_layer_hd) continue;
             int64_t *h = &be->layer_hd[ap->layer];
             *h = *h == 0 ? ap->head_dim : *h == ap->head_dim ? *h : -1;
         }
@@ -176,7 +175,7 @@ static int cpu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
     be->scratch = alloc64(plan->scratch_bytes ? plan->scratch_bytes : 64);
     be->out_index = malloc((size_t)plan->max_outputs * sizeof *be->out_index);
     if ((plan->arena_bytes && !be->arena) || !be->scratch || !be->out_index || !be->row_scratch || !be->sync || !be->no_barrier ||
-        !be->decode_tok || !be->decode_out || !be->onerow4_tok || !be->onerow4_out || !be->seq_tok)
+        !be->decode_tok || !be->decode_out || !be->onerow4_tok || !be->onerow4_out || !be->seq_tok || !be->layer_hd)
         return rlx_errorf(err, RLX_ENOMEM, "cannot allocate %zu MiB of activations",
                           (plan->arena_bytes + plan->scratch_bytes) >> 20);
     be->arena_bytes = plan->arena_bytes;
