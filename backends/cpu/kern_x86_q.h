@@ -259,39 +259,46 @@ KINLINE void q6_k_rows_lanes(const rlx_block_q6_k *b, const rlx_block_q8_k *cons
                              const int nt)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
-    __m256i q[8], scv[8];
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    __m256i acc[4];
     #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_si256();
+    /* a half super-block at a time (four chunks, their four scale vectors): the whole block's
+     * eight chunks and eight scale vectors took all sixteen registers and spilled; the lanes are
+     * integer sums, so the order of the halves changes no bit */
+    #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
         const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        __m256i q[4], scv[4];
         /* levels 0..63 (the -32 offset is applied through the block sums) */
-        q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-        q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-        q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-        q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
-    }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    /* scv[v] = [scale 2v x 8 | scale 2v+1 x 8]: both words sit in 64-bit lane v/2 */
-    const __m256i sq[4] = {_mm256_permute4x64_epi64(sc16, 0x00), _mm256_permute4x64_epi64(sc16, 0x55),
-                           _mm256_permute4x64_epi64(sc16, 0xAA), _mm256_permute4x64_epi64(sc16, 0xFF)};
-    #pragma GCC unroll 8
-    for (int v = 0; v < 8; v++) {
-        const short lo = (short)(((4 * (v & 1) + 1) << 8) | (4 * (v & 1))), hi = (short)(lo + 0x0202);
-        scv[v] = _mm256_shuffle_epi8(sq[v / 2], _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi)));
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+        /* scv[v] = [scale 2v' x 8 | scale 2v'+1 x 8] for chunk v' = 4h + v: both words sit in
+         * 64-bit lane v'/2 */
+        #pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) {
+            const __m256i sq = _mm256_permute4x64_epi64(sc16, (2 * h + v / 2) * 0x55);
+            const short lo = (short)(((4 * (v & 1) + 1) << 8) | (4 * (v & 1))), hi = (short)(lo + 0x0202);
+            scv[v] = _mm256_shuffle_epi8(sq, _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi)));
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            const rlx_block_q8_k *y = &a[t][i];
+            #pragma GCC unroll 4
+            for (int v = 0; v < 4; v++)
+                acc[t] = DOT_I16(acc[t], _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * (4 * h + v)))), scv[v]);
+        }
     }
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
-        const rlx_block_q8_k *y = &a[t][i];
-        __m256i acc = _mm256_setzero_si256();
-        #pragma GCC unroll 8
-        for (int v = 0; v < 8; v++)
-            acc = DOT_I16(acc, _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * v))), scv[v]);
-        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16);
-        lane[t] = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 5));
+        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[t][i].bsums), sc16);
+        lane[t] = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(corr, 5));
     }
 }
 #endif
