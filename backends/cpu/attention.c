@@ -292,13 +292,20 @@ static inline const uint8_t *item_at(const attn_item *it, const uint8_t *base, i
     return base + blk * (size_t)B * it->rb + (size_t)(pos % B) * it->hb + it->hoff;
 }
 
+/* How many of the n positions from j lie in j's block: their slices follow item_at(j) it->hb
+ * bytes apart */
+static inline int64_t item_run(const attn_item *it, int64_t j, int64_t n)
+{
+    const int32_t B = it->r->kv->block_size;
+    return it->nocache ? n : RLX_MIN(n, B - j % B);
+}
+
 /* item_at for positions j0 .. j0 + n - 1 into at[], a block at a time */
 static void item_rows(const attn_item *it, const uint8_t *base, int64_t j0, int64_t n, const uint8_t **at)
 {
-    const int32_t B = it->r->kv->block_size;
     for (int64_t k = 0; k < n;) {
         const uint8_t *p = item_at(it, base, (int32_t)(j0 + k));
-        const int64_t run = it->nocache ? n - k : RLX_MIN(n - k, B - (j0 + k) % B);
+        const int64_t run = item_run(it, j0 + k, n - k);
         for (int64_t i = 0; i < run; i++) at[k + i] = p + (size_t)i * it->hb;
         k += run;
     }
@@ -387,12 +394,16 @@ static void prefetch_kv(const attn_item *it, bool ahead, int64_t k_l1)
 {
     const size_t len = (size_t)it->hd * it->esz;
     if (it->q8 || !it->range_ok) return; /* Q8_0: dequantized per block as read */
-    for (int64_t j = it->jmin; j <= it->jmax; j++) {
-        const uint8_t *k = item_at(it, it->K, (int32_t)j), *v = it->V + (k - it->K);
-        for (size_t o = 0; o < len; o += 64) {
-            if (ahead) __builtin_prefetch(k + o, 0, 2);
-            else if (j - it->jmin < k_l1) __builtin_prefetch(k + o, 0, 3);
-            __builtin_prefetch(v + o, 0, 2);
+    for (int64_t j = it->jmin; j <= it->jmax;) { /* a block's run of slices at a time */
+        const uint8_t *k0 = item_at(it, it->K, (int32_t)j);
+        const int64_t run = item_run(it, j, it->jmax - j + 1);
+        for (int64_t i = 0; i < run; i++, j++) {
+            const uint8_t *k = k0 + (size_t)i * it->hb, *v = it->V + (k - it->K);
+            for (size_t o = 0; o < len; o += 64) {
+                if (ahead) __builtin_prefetch(k + o, 0, 2);
+                else if (j - it->jmin < k_l1) __builtin_prefetch(k + o, 0, 3);
+                __builtin_prefetch(v + o, 0, 2);
+            }
         }
     }
 }

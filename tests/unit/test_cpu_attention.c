@@ -302,56 +302,68 @@ static int run_long(const cfg *c, int len, bool pair, float *y)
 /* kv_read_block gives backend.h's row layout whatever the pool's own (cpu_ops.h
  * rlx__cpu_kv_at: head by head inside a block): after a prefill, block 3's rows are the stored
  * K and V rows of tokens 0..15 in the cache's type; blocks written back through kv_write_block
- * elsewhere serve a decode step with the same output bit for bit (a snapshot's restore). */
+ * elsewhere serve a decode step with the same output bit for bit (a snapshot's restore). On
+ * every kernel path the host has (the decode reads the blocks through that path's products). */
+static void kv_blocks_case(const cfg *c, size_t ci);
+
 TEST(kv_blocks_in_row_layout)
 {
-    for (size_t ci = 0; ci < RLX_ARRAY_LEN(cfgs); ci++) {
-        const cfg *c = &cfgs[ci];
-        rlx_graph g;
-        rlx_plan p;
-        rlx_backend *be = NULL;
-        rlx_error err = {0};
-        ASSERT_EQ(open_cpu(c, 4, &g, &p, &be, &err), 0);
-        const int kvc = c->nkv * c->hd;
-        const size_t rb = rlx_kv_row_bytes(c->kv_type, kvc), bb = (size_t)BS * rb;
-        int32_t blocks[2] = {3, 0}, moved[2] = {1, 2}, tok[21], pos[21], sq[21] = {0};
-        uint8_t outm[21];
-        for (int i = 0; i < 21; i++) { tok[i] = (i * 7 + 3) % VOCAB; pos[i] = i; outm[i] = 0; }
-        outm[20] = 1;
-        rlx_batch_seq seq = {blocks, 2, -1};
-        rlx_batch b = {21, tok, pos, sq, outm, 1, 1, &seq, NULL};
-        static float out[12 * 80], out2[12 * 80];
-        ASSERT_EQ(be->ops->run(be, &p, &b, out, &err), 0);
-        static uint8_t k[BS * 12 * 80 * 4], v[BS * 12 * 80 * 4], want[12 * 80 * 4];
-        ASSERT_EQ(be->ops->kv_read_block(be, 0, 3, k, v, &err), 0);
-        for (int i = 0; i < BS; i++)
-            for (int w = 0; w < 2; w++) {
-                const float *src = (w ? wv : wk) + (size_t)tok[i] * (size_t)kvc;
-                if (c->kv_type == RLX_Q8_0) rlx_quantize_row(RLX_Q8_0, src, want, kvc);
-                else if (c->kv_type == RLX_F16)
-                    for (int j = 0; j < kvc; j++) ((uint16_t *)want)[j] = rlx_f32_to_f16(src[j]);
-                else memcpy(want, src, (size_t)kvc * 4);
-                ASSERT_MSG(memcmp((w ? v : k) + (size_t)i * rb, want, rb) == 0, "cfg %zu: %s row %d of block 3 is not the stored row", ci,
-                           w ? "V" : "K", i);
-            }
-        /* blocks 3, 0 -> 1, 2 through the row layout; the decode step reads the copies */
-        for (int i = 0; i < 2; i++) {
-            ASSERT_EQ(be->ops->kv_read_block(be, 0, blocks[i], k, v, &err), 0);
-            ASSERT_EQ(be->ops->kv_write_block(be, 0, moved[i], k, v, &err), 0);
-            static uint8_t k2[BS * 12 * 80 * 4], v2[BS * 12 * 80 * 4];
-            ASSERT_EQ(be->ops->kv_read_block(be, 0, moved[i], k2, v2, &err), 0);
-            ASSERT(memcmp(k, k2, bb) == 0 && memcmp(v, v2, bb) == 0);
-        }
-        int32_t t1 = 11, p1 = 21, s1 = 0;
-        uint8_t o1 = 1;
-        rlx_batch d = {1, &t1, &p1, &s1, &o1, 1, 1, &seq, NULL};
-        ASSERT_EQ(be->ops->run(be, &p, &d, out, &err), 0);
-        rlx_batch_seq seq2 = {moved, 2, -1};
-        d.seqs = &seq2;
-        ASSERT_EQ(be->ops->run(be, &p, &d, out2, &err), 0);
-        ASSERT_MSG(memcmp(out, out2, (size_t)(c->nh * c->hd) * 4) == 0, "cfg %zu: the written blocks decode differently", ci);
-        ASSERT_EQ(close_cpu(0, &err, &g, &p, be), 0);
+    const char *orig = rlx_cpu_path();
+    const char *paths[] = {"scalar", "avx2", "avx2-novnni", "avx512", "avx512-novnni"};
+    for (size_t pi = 0; pi < RLX_ARRAY_LEN(paths); pi++) {
+        if (!rlx_cpu_has_path(paths[pi])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(paths[pi]), 0);
+        for (size_t ci = 0; ci < RLX_ARRAY_LEN(cfgs); ci++) kv_blocks_case(&cfgs[ci], ci);
     }
+    ASSERT_EQ(rlx_cpu_force_path(orig), 0);
+}
+
+static void kv_blocks_case(const cfg *c, size_t ci)
+{
+    rlx_graph g;
+    rlx_plan p;
+    rlx_backend *be = NULL;
+    rlx_error err = {0};
+    ASSERT_EQ(open_cpu(c, 4, &g, &p, &be, &err), 0);
+    const int kvc = c->nkv * c->hd;
+    const size_t rb = rlx_kv_row_bytes(c->kv_type, kvc), bb = (size_t)BS * rb;
+    int32_t blocks[2] = {3, 0}, moved[2] = {1, 2}, tok[21], pos[21], sq[21] = {0};
+    uint8_t outm[21];
+    for (int i = 0; i < 21; i++) { tok[i] = (i * 7 + 3) % VOCAB; pos[i] = i; outm[i] = 0; }
+    outm[20] = 1;
+    rlx_batch_seq seq = {blocks, 2, -1};
+    rlx_batch b = {21, tok, pos, sq, outm, 1, 1, &seq, NULL};
+    static float out[12 * 80], out2[12 * 80];
+    ASSERT_EQ(be->ops->run(be, &p, &b, out, &err), 0);
+    static uint8_t k[BS * 12 * 80 * 4], v[BS * 12 * 80 * 4], want[12 * 80 * 4];
+    ASSERT_EQ(be->ops->kv_read_block(be, 0, 3, k, v, &err), 0);
+    for (int i = 0; i < BS; i++)
+        for (int w = 0; w < 2; w++) {
+            const float *src = (w ? wv : wk) + (size_t)tok[i] * (size_t)kvc;
+            if (c->kv_type == RLX_Q8_0) rlx_quantize_row(RLX_Q8_0, src, want, kvc);
+            else if (c->kv_type == RLX_F16)
+                for (int j = 0; j < kvc; j++) ((uint16_t *)want)[j] = rlx_f32_to_f16(src[j]);
+            else memcpy(want, src, (size_t)kvc * 4);
+            ASSERT_MSG(memcmp((w ? v : k) + (size_t)i * rb, want, rb) == 0, "cfg %zu: %s row %d of block 3 is not the stored row", ci,
+                       w ? "V" : "K", i);
+        }
+    /* blocks 3, 0 -> 1, 2 through the row layout; the decode step reads the copies */
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(be->ops->kv_read_block(be, 0, blocks[i], k, v, &err), 0);
+        ASSERT_EQ(be->ops->kv_write_block(be, 0, moved[i], k, v, &err), 0);
+        static uint8_t k2[BS * 12 * 80 * 4], v2[BS * 12 * 80 * 4];
+        ASSERT_EQ(be->ops->kv_read_block(be, 0, moved[i], k2, v2, &err), 0);
+        ASSERT(memcmp(k, k2, bb) == 0 && memcmp(v, v2, bb) == 0);
+    }
+    int32_t t1 = 11, p1 = 21, s1 = 0;
+    uint8_t o1 = 1;
+    rlx_batch d = {1, &t1, &p1, &s1, &o1, 1, 1, &seq, NULL};
+    ASSERT_EQ(be->ops->run(be, &p, &d, out, &err), 0);
+    rlx_batch_seq seq2 = {moved, 2, -1};
+    d.seqs = &seq2;
+    ASSERT_EQ(be->ops->run(be, &p, &d, out2, &err), 0);
+    ASSERT_MSG(memcmp(out, out2, (size_t)(c->nh * c->hd) * 4) == 0, "cfg %zu: the written blocks decode differently", ci);
+    ASSERT_EQ(close_cpu(0, &err, &g, &p, be), 0);
 }
 
 /* the same at contexts over one 64-position stride (several passes per accumulator, a last
