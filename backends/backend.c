@@ -59,6 +59,13 @@ const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g
     return NULL;
 }
 
+const char *rlx_backend_builtin_encoders(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
+{
+    if (n->op == RLX_OP_NORM || n->op == RLX_OP_GET_ROWS_POS) return NULL;
+    if (n->op == RLX_OP_ATTENTION && rlx_graph_layer_mem(g, n->p.attn.layer).kind == RLX_MEM_NONE) return NULL;
+    return rlx_backend_builtin_causal(be, g, n);
+}
+
 int rlx_backend_check_plan(const rlx_backend *be, const rlx_plan *plan, rlx_error *err)
 {
     const rlx_graph *g = plan->graph;
@@ -130,6 +137,34 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_d
         for (int32_t k = 0; k < b->seqs[s].n_blocks; k++)
             if (b->seqs[s].blocks[k] < 0 || b->seqs[s].blocks[k] >= kv->n_blocks)
                 return rlx_errorf(err, RLX_ERANGE, "sequence %d names KV block %d of %d", s, b->seqs[s].blocks[k], kv->n_blocks);
+    /* what the encoder ops read by position: learned position rows inside their table, and
+     * attention without a cache over whole sequences (graph.h) */
+    const rlx_graph *g = plan->graph;
+    bool whole = false;
+    for (int i = 0; i < plan->n_steps; i++) {
+        const rlx_node *n = &plan->steps[i].node;
+        if (n->op == RLX_OP_ATTENTION && rlx_graph_layer_mem(g, n->p.attn.layer).kind == RLX_MEM_NONE) whole = true;
+        if (n->op != RLX_OP_GET_ROWS_POS) continue;
+        for (int32_t t = 0; t < b->n_tokens; t++)
+            if (b->pos[t] >= g->tensors[n->in[0]].ne[1])
+                return rlx_errorf(err, RLX_ERANGE, "batch position %d is past the model's %lld learned positions", b->pos[t],
+                                  (long long)g->tensors[n->in[0]].ne[1]);
+    }
+    return whole ? rlx_batch_whole_seqs(b, err) : 0;
+}
+
+int rlx_batch_whole_seqs(const rlx_batch *b, rlx_error *err)
+{
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        const bool cont = t > 0 && b->seq[t] == b->seq[t - 1];
+        if (b->pos[t] != (cont ? b->pos[t - 1] + 1 : 0))
+            return rlx_errorf(err, RLX_EINVAL, "attention without a KV cache needs each sequence whole and in position order "
+                              "(batch token %d of sequence %d is at position %d)", t, b->seq[t], b->pos[t]);
+        for (int32_t u = 0; !cont && u < t; u++) /* a sequence's tokens in one run */
+            if (b->seq[u] == b->seq[t])
+                return rlx_errorf(err, RLX_EINVAL, "attention without a KV cache needs each sequence's tokens contiguous "
+                                  "(sequence %d is split in the batch)", b->seq[t]);
+    }
     return 0;
 }
 

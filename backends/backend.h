@@ -147,10 +147,14 @@ typedef struct rlx_backend_config {
 
 /* Checks a batch against a plan and memory description before a backend runs it: sizes,
  * sequence indices, output count, positions inside each block table, block ids inside the pool,
- * state slots inside theirs, token ids below n_vocab. GPU backends call it because their kernels cannot raise errors and an
+ * state slots inside theirs, token ids below n_vocab, positions inside a learned-position table,
+ * whole sequences for attention without a cache. GPU backends call it because their kernels cannot raise errors and an
  * out-of-range index there would touch foreign memory. */
 int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_desc *kv, int64_t n_vocab,
                        rlx_error *err);
+/* rlx_batch_validate's check for attention without a cache (encoders, graph.h): every sequence
+ * whole in the batch, its tokens contiguous and at positions 0..n-1. RLX_EINVAL naming the token. */
+int rlx_batch_whole_seqs(const rlx_batch *b, rlx_error *err);
 
 /* The RLX_TOKEN_* kind of every token (tok[n_tokens]: b->decode, or derived when NULL) and of
  * every output row (out[n_outputs]: always derived from the sequence's output rows), as
@@ -158,9 +162,12 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_d
 void rlx_batch_kinds(const rlx_batch *b, int32_t *counts, uint8_t *tok, uint8_t *out);
 
 /* An rlx_backend_ops.unsupported for backends with kernels for the built-in ops only and
- * causal attention over a KV cache only, and without the encoder ops (norm, get_rows_pos):
- * CUDA, and Vulkan for what it does not add (vk_backend.c). */
+ * causal attention over a KV cache only, and without the encoder ops (norm, get_rows_pos). */
 const char *rlx_backend_builtin_causal(const rlx_backend *be, const rlx_graph *g, const rlx_node *n);
+/* rlx_backend_builtin_causal plus the encoder ops: layer norm, position rows, and bidirectional
+ * attention on a layer without a cache (not bidirectional attention over a KV pool): Vulkan and
+ * CUDA. */
+const char *rlx_backend_builtin_encoders(const rlx_backend *be, const rlx_graph *g, const rlx_node *n);
 
 /* RLX_EUNSUPPORTED naming the op (or output) and the backend when the backend cannot run
  * every node of the plan's graph (ops->unsupported) or return its output kind; 0 otherwise.

@@ -30,10 +30,12 @@ typedef struct rlx_cu_batch {
     int32_t tok, pos, seq, oidx, tstart;
 } rlx_cu_batch;
 
+/* rows of w by the batch's token ids, or by its positions (by_pos: learned positions) */
 int rlx_cu_get_rows(void *stream, int type, const void *w, size_t row_bytes, int64_t cols, int64_t n_rows_w,
-                    rlx_cu_batch b, float scale, float *y, rlx_cu_chain ch);
+                    rlx_cu_batch b, int by_pos, float scale, float *y, rlx_cu_chain ch);
+/* RMS norm per segment of seg columns (times w when given), or layer norm (layer != 0) */
 int rlx_cu_rms_norm(void *stream, const float *x, float *y, int64_t rows, int64_t cols, int64_t seg, float eps,
-                    const float *w, rlx_cu_chain ch);
+                    const float *w, int layer, rlx_cu_chain ch);
 int rlx_cu_ew(void *stream, const float *x, float *y, int64_t rows, int64_t cols, rlx_cu_chain ch);
 /* mode 1 f16, 2 bf16, 3 Q8_0, 4 Q8_K rounding of activations (values written as q * d). */
 int rlx_cu_actq(void *stream, int mode, const float *x, float *y, int64_t rows, int64_t K);
@@ -47,8 +49,11 @@ int rlx_cu_rope(void *stream, const float *x, float *y, rlx_cu_batch b, int n_he
  * scale and 32 int8, quantized as quant.c does). */
 int rlx_cu_kv_store(void *stream, const float *k, const float *v, void *kc, void *vc, rlx_cu_batch b, int64_t kvc,
                     int type, int64_t rb, int block_size);
+/* Causal attention over the pool, or with nocache bidirectional over the step's F32 K and V rows
+ * (kc, vc: rows of rb bytes; every sequence whole and contiguous in the batch) */
 int rlx_cu_attention(void *stream, const float *q, float *y, const void *kc, const void *vc, rlx_cu_batch b, int n_head,
-                     int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int block_size);
+                     int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int block_size,
+                     int nocache);
 int rlx_cu_gather(void *stream, const float *x, float *y, rlx_cu_batch b, int64_t cols);
 /* KV snapshot helpers are plain cudaMemcpy; nothing here. */
 

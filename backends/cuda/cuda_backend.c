@@ -280,7 +280,8 @@ static void cu_destroy(rlx_backend *be_)
 
 static const rlx_backend_ops cu_ops = {
     .name = "cuda",
-    .unsupported = rlx_backend_builtin_causal,
+    .unsupported = rlx_backend_builtin_encoders, /* k_attention reads an encoder's K and V rows */
+    .hidden_output = true,
     .prepare = cu_prepare,
     .mem_init = cu_kv_init,
     .run = cu_run,

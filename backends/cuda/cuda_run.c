@@ -165,16 +165,17 @@ static int run_step(cu_backend *be, const rlx_step *s, const rlx_batch *b, const
     float *y = tensor_ptr(be, s->out);
     int e = 0;
     switch (n->op) {
-    case RLX_OP_GET_ROWS: {
+    case RLX_OP_GET_ROWS: case RLX_OP_GET_ROWS_POS: {
         const rlx_gtensor *w = &g->tensors[n->in[0]];
         e = rlx_cu_get_rows(be->stream, w->wtype, be->w_dev[n->in[0]], rlx_row_bytes(w->wtype, w->ne[0]), w->ne[0], w->ne[1],
-                            *cb, n->p.scalar.value, y, make_chain(be, s->chain, s->n_chain));
+                            *cb, n->op == RLX_OP_GET_ROWS_POS, n->p.scalar.value, y, make_chain(be, s->chain, s->n_chain));
         break;
     }
-    case RLX_OP_RMS_NORM: case RLX_OP_HEAD_NORM: {
+    case RLX_OP_RMS_NORM: case RLX_OP_HEAD_NORM: case RLX_OP_NORM: {
         bool head = n->op == RLX_OP_HEAD_NORM;
         e = rlx_cu_rms_norm(be->stream, tensor_ptr(be, n->in[0]), y, rows_of(be, b, s->out), o->cols, head ? n->p.norm.head_dim : o->cols,
-                            n->p.norm.eps, head ? tensor_ptr(be, n->in[1]) : NULL, make_chain(be, s->chain, s->n_chain));
+                            n->p.norm.eps, head ? tensor_ptr(be, n->in[1]) : NULL, n->op == RLX_OP_NORM,
+                            make_chain(be, s->chain, s->n_chain));
         break;
     }
     case RLX_OP_MATMUL:
@@ -192,6 +193,12 @@ static int run_step(cu_backend *be, const rlx_step *s, const rlx_batch *b, const
     case RLX_OP_ATTENTION: {
         const rlx_attn_params *ap = &n->p.attn;
         int layer = ap->layer, type = be->kv.type == RLX_F32 ? 0 : be->kv.type == RLX_F16 ? 1 : 2;
+        if (rlx_graph_layer_mem(g, layer).kind == RLX_MEM_NONE) { /* encoders: the step's own K and V rows, F32 */
+            int64_t rb = (int64_t)ap->n_head_kv * ap->head_dim * 4;
+            e = rlx_cu_attention(be->stream, tensor_ptr(be, n->in[0]), y, tensor_ptr(be, n->in[1]), tensor_ptr(be, n->in[2]), *cb,
+                                 ap->n_head, ap->n_head / ap->n_head_kv, ap->head_dim, rb, 0, ap->scale, ap->softcap, 0, 1, 1);
+            break;
+        }
         int64_t kvc = layer >= 0 && layer < g->n_layers ? rlx_graph_layer_mem(g, layer).kv_cols : 0;
         if (layer < 0 || layer >= be->kv.n_layers || !be->kv_row_bytes[layer] || rlx_mem_desc_layer(&be->kv, layer).kv_cols != kvc)
             return rlx_errorf(err, RLX_EINVAL, "CUDA: the KV pool (%d layers) does not fit the plan (layer %d, %lld values)",
@@ -201,8 +208,7 @@ static int run_step(cu_backend *be, const rlx_step *s, const rlx_batch *b, const
         if (!e)
             e = rlx_cu_attention(be->stream, tensor_ptr(be, n->in[0]), y, be->kv_k[layer], be->kv_v[layer], *cb, ap->n_head,
                                  ap->n_head / ap->n_head_kv, ap->head_dim, (int64_t)be->kv_row_bytes[layer], ap->window, ap->scale,
-                                 ap->softcap, type,
-                                 be->kv.block_size);
+                                 ap->softcap, type, be->kv.block_size, 0);
         break;
     }
     case RLX_OP_GATHER:
@@ -302,9 +308,10 @@ int rlx__cu_run(cu_backend *be, const rlx_plan *plan, const rlx_batch *b, float 
         return rc;
     }
     const rlx_graph *g = plan->graph;
-    if (logits && b->n_outputs)
+    const int32_t rows = g->output_kind == RLX_OUTPUT_HIDDEN ? b->n_tokens : b->n_outputs; /* hidden states: every token's */
+    if (logits && rows)
         rc = rlx__cu_check(cudaMemcpyAsync(logits, be->arena + plan->offset[g->output],
-                                           (size_t)b->n_outputs * (size_t)g->tensors[g->output].cols * 4,
+                                           (size_t)rows * (size_t)g->tensors[g->output].cols * 4,
                                            cudaMemcpyDeviceToHost, be->stream), "cudaMemcpyAsync (logits)", err);
     /* the batch words are reused next run, and the caller reads logits now; an asynchronous
      * kernel fault surfaces here (RLX_CUDA_SYNC=1 names its step) */

@@ -2,7 +2,8 @@
  * (backends/vulkan/shaders/) and the CPU reference (backends/cpu/cpu_ops.c): dequantization
  * of F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K in 32-element chunks, activations rounded or
  * quantized as the CPU does before its dot products, the fused elementwise chain, rope from
- * host-computed cos/sin tables, and two-pass attention over the paged KV pool. */
+ * host-computed cos/sin tables, and two-pass attention over the paged KV pool or, for encoders,
+ * over the step's own K and V rows; rows by token id or by position; RMS and layer norm. */
 #include "backends/cuda/cu_kernels.h"
 
 #include <cuda_bf16.h>
@@ -142,13 +143,14 @@ __device__ static void dequant32(int type, const uint8_t *row, int64_t c, int64_
 
 /* ---- get_rows / gather / elementwise ------------------------------------------------------- */
 
-__global__ static void k_get_rows(int type, const uint8_t *w, size_t rb, int64_t cols, int64_t nrw, rlx_cu_batch b,
+/* rows by token id, or by position (by_pos: learned position embeddings) */
+__global__ static void k_get_rows(int type, const uint8_t *w, size_t rb, int64_t cols, int64_t nrw, rlx_cu_batch b, int by_pos,
                                   float scale, float *y, rlx_cu_chain ch)
 {
     int64_t nch = (cols + 31) / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)b.n_tokens * nch) return;
     int64_t t = i / nch, c = i % nch;
-    int32_t id = b.words[b.tok + t];
+    int32_t id = b.words[(by_pos ? b.pos : b.tok) + t];
     if (id < 0 || id >= nrw) return; /* validated on the host */
     float v[32];
     dequant32(type, w + (size_t)id * rb, c, cols, v);
@@ -176,24 +178,42 @@ __global__ static void k_gather(const float *x, float *y, rlx_cu_batch b, int64_
 
 /* ---- norms: one block of 256 per (row, segment) ----------------------------------------- */
 
-__global__ static void k_rms_norm(const float *x, float *y, int64_t cols, int64_t seg, float eps, const float *w,
-                                  rlx_cu_chain ch)
+/* the sum of v over a block of 256 threads, in double (every thread gets it) */
+__device__ static double block_sum(double v, double *red)
 {
-    __shared__ double red[256];
-    int64_t row = blockIdx.x, s = blockIdx.y, base = row * cols + s * seg;
     int tid = threadIdx.x;
-    double sum = 0.0;
-    for (int64_t i = tid; i < seg; i += 256) { float v = x[base + i]; sum += (double)(v * v); }
-    red[tid] = sum;
+    red[tid] = v;
     __syncthreads();
     for (int st = 128; st > 0; st >>= 1) {
         if (tid < st) red[tid] += red[tid + st];
         __syncthreads();
     }
-    const float scale = 1.0f / sqrtf((float)(red[0] / (double)seg) + eps);
+    double r = red[0];
+    __syncthreads(); /* red is reused by the next sum */
+    return r;
+}
+
+/* RMS norm (x / sqrt(mean(x^2) + eps), times w per segment for HEAD_NORM), or with `layer` layer
+ * norm as the CPU's norm_row: the mean in double, then the centred values' float squares in
+ * double, (x - mean) * (1 / sqrt(var + eps)). */
+__global__ static void k_rms_norm(const float *x, float *y, int64_t cols, int64_t seg, float eps, const float *w, int layer,
+                                  rlx_cu_chain ch)
+{
+    __shared__ double red[256];
+    int64_t row = blockIdx.x, s = blockIdx.y, base = row * cols + s * seg;
+    int tid = threadIdx.x;
+    float mean = 0.0f;
+    if (layer) {
+        double sum = 0.0;
+        for (int64_t i = tid; i < seg; i += 256) sum += (double)x[base + i];
+        mean = (float)(block_sum(sum, red) / (double)seg);
+    }
+    double sum = 0.0;
+    for (int64_t i = tid; i < seg; i += 256) { float v = __fsub_rn(x[base + i], mean); sum += (double)__fmul_rn(v, v); }
+    const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(block_sum(sum, red) / (double)seg), eps)));
     for (int64_t i = tid; i < seg; i += 256) {
-        float v = x[base + i] * scale;
-        if (w) v *= w[i];
+        float v = __fmul_rn(__fsub_rn(x[base + i], mean), scale);
+        if (w) v = __fmul_rn(v, w[i]);
         y[base + i] = apply_chain(ch, v, row, s * seg + i);
     }
 }
@@ -352,27 +372,49 @@ __device__ static float score_at(const float *qs, const uint8_t *kc, int64_t row
     return __fmul_rn(d, scale);
 }
 
+/* byte offset of position j's row: in the paged pool (base < 0), or without a cache the step's
+ * row base + j (the sequence's first batch token is base) */
+__device__ static int64_t row_of(const rlx_cu_batch &b, int32_t seq, int32_t j, int bsz, int64_t rb, int64_t base)
+{
+    return (base >= 0 ? base + j : kv_slot(b, seq, j, bsz)) * rb;
+}
+
 /* one block of 128 per (token, head) (tokens on grid x: up to 2^31 - 1; heads on y); head_dim
  * <= 512. Pass 1: max and sum of exp (merged across threads in double, as the CPU sums in
  * double); pass 2: p-weighted sum of V. q and p are rounded to f16 for an f16 pool (the CPU's
- * rounding); a Q8_0 pool is read as its dequantized values. */
+ * rounding); a Q8_0 pool is read as its dequantized values. Causal over the pool, or with
+ * `nocache` bidirectional over the step's own F32 K and V rows (kc, vc; rows of rb bytes): each
+ * token sees its whole sequence, which lies contiguous in the batch at positions 0..n-1
+ * (rlx_batch_whole_seqs checked it on the host). */
 __global__ static void k_attention(const float *q, float *y, const uint8_t *kc, const uint8_t *vc, rlx_cu_batch b, int n_head,
-                                   int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int bsz)
+                                   int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int bsz,
+                                   int nocache)
 {
     __shared__ float qs[512], pp[128], red_m[128];
     __shared__ double red_l[128];
+    __shared__ int32_t last_sh;
     int h = blockIdx.y, hk = h / group, tid = threadIdx.x;
-    int64_t t = blockIdx.x, c0 = (int64_t)hk * hd;
+    int64_t t = blockIdx.x, c0 = (int64_t)hk * hd, base = -1;
     int32_t p = b.words[b.pos + t], seq = b.words[b.seq + t];
     int32_t j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    if (nocache) { /* the last position of the sequence: its run of tokens from t on */
+        if (tid == 0) {
+            int64_t te = t;
+            while (te + 1 < b.n_tokens && b.words[b.seq + te + 1] == seq) te++;
+            last_sh = p + (int32_t)(te - t);
+        }
+        base = t - p;
+        j0 = 0;
+    }
     for (int i = tid; i < hd; i += 128) {
         float v = q[t * n_head * hd + (int64_t)h * hd + i];
         qs[i] = type == 1 ? f16_round(v) : v;
     }
     __syncthreads();
+    const int32_t last = nocache ? last_sh : p; /* the last position this row sees */
     float m = -INFINITY;
-    for (int32_t j = j0 + tid; j <= p; j += 128)
-        m = fmaxf(m, score_at(qs, kc, kv_slot(b, seq, j, bsz) * rb, c0, hd, type, scale, softcap));
+    for (int32_t j = j0 + tid; j <= last; j += 128)
+        m = fmaxf(m, score_at(qs, kc, row_of(b, seq, j, bsz, rb, base), c0, hd, type, scale, softcap));
     red_m[tid] = m;
     __syncthreads();
     for (int st = 64; st > 0; st >>= 1) {
@@ -381,8 +423,8 @@ __global__ static void k_attention(const float *q, float *y, const uint8_t *kc, 
     }
     const float M = red_m[0];
     double l = 0.0;
-    for (int32_t j = j0 + tid; j <= p; j += 128)
-        l += (double)expf(__fsub_rn(score_at(qs, kc, kv_slot(b, seq, j, bsz) * rb, c0, hd, type, scale, softcap), M));
+    for (int32_t j = j0 + tid; j <= last; j += 128)
+        l += (double)expf(__fsub_rn(score_at(qs, kc, row_of(b, seq, j, bsz, rb, base), c0, hd, type, scale, softcap), M));
     red_l[tid] = l;
     __syncthreads();
     for (int st = 64; st > 0; st >>= 1) {
@@ -391,19 +433,19 @@ __global__ static void k_attention(const float *q, float *y, const uint8_t *kc, 
     }
     const float inv = (float)(1.0 / red_l[0]);
     float acc[4] = {0, 0, 0, 0};
-    for (int32_t jb = j0; jb <= p; jb += 128) {
+    for (int32_t jb = j0; jb <= last; jb += 128) {
         int32_t j = jb + tid;
         float pj = 0.0f;
-        if (j <= p) {
-            pj = __fmul_rn(expf(__fsub_rn(score_at(qs, kc, kv_slot(b, seq, j, bsz) * rb, c0, hd, type, scale, softcap), M)), inv);
+        if (j <= last) {
+            pj = __fmul_rn(expf(__fsub_rn(score_at(qs, kc, row_of(b, seq, j, bsz, rb, base), c0, hd, type, scale, softcap), M)), inv);
             if (type == 1) pj = f16_round(pj);
         }
         __syncthreads();
         pp[tid] = pj;
         __syncthreads();
-        int nj = p - jb + 1 < 128 ? p - jb + 1 : 128;
+        int nj = last - jb + 1 < 128 ? last - jb + 1 : 128;
         for (int jj = 0; jj < nj; jj++) {
-            int64_t row = kv_slot(b, seq, jb + jj, bsz) * rb;
+            int64_t row = row_of(b, seq, jb + jj, bsz, rb, base);
             for (int k = 0; k < 4; k++) {
                 int i = tid + 128 * k;
                 if (i < hd) acc[k] = __fadd_rn(acc[k], __fmul_rn(pp[jj], kv_at(vc, row, c0 + i, type)));
@@ -420,19 +462,19 @@ __global__ static void k_attention(const float *q, float *y, const uint8_t *kc, 
 
 extern "C" {
 
-int rlx_cu_get_rows(void *s, int type, const void *w, size_t rb, int64_t cols, int64_t nrw, rlx_cu_batch b, float scale,
-                    float *y, rlx_cu_chain ch)
+int rlx_cu_get_rows(void *s, int type, const void *w, size_t rb, int64_t cols, int64_t nrw, rlx_cu_batch b, int by_pos,
+                    float scale, float *y, rlx_cu_chain ch)
 {
     int64_t n = (int64_t)b.n_tokens * ((cols + 31) / 32);
-    k_get_rows<<<blocks_for(n, 128), 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, cols, nrw, b, scale, y, ch);
+    k_get_rows<<<blocks_for(n, 128), 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, cols, nrw, b, by_pos, scale, y, ch);
     return launched();
 }
 
 int rlx_cu_rms_norm(void *s, const float *x, float *y, int64_t rows, int64_t cols, int64_t seg, float eps, const float *w,
-                    rlx_cu_chain ch)
+                    int layer, rlx_cu_chain ch)
 {
     if (rows == 0) return 0;
-    k_rms_norm<<<dim3((unsigned)rows, (unsigned)(cols / seg)), 256, 0, CU_STREAM(s)>>>(x, y, cols, seg, eps, w, ch);
+    k_rms_norm<<<dim3((unsigned)rows, (unsigned)(cols / seg)), 256, 0, CU_STREAM(s)>>>(x, y, cols, seg, eps, w, layer, ch);
     return launched();
 }
 
@@ -483,12 +525,12 @@ int rlx_cu_kv_store(void *s, const float *k, const float *v, void *kc, void *vc,
 }
 
 int rlx_cu_attention(void *s, const float *q, float *y, const void *kc, const void *vc, rlx_cu_batch b, int n_head,
-                     int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int bsz)
+                     int group, int hd, int64_t rb, int window, float scale, float softcap, int type, int bsz, int nocache)
 {
     if (b.n_tokens == 0) return 0;
     if (n_head > 65535) return (int)cudaErrorInvalidConfiguration; /* grid y; checked at prepare() */
     k_attention<<<dim3((unsigned)b.n_tokens, (unsigned)n_head), 128, 0, CU_STREAM(s)>>>(
-        q, y, (const uint8_t *)kc, (const uint8_t *)vc, b, n_head, group, hd, rb, window, scale, softcap, type, bsz);
+        q, y, (const uint8_t *)kc, (const uint8_t *)vc, b, n_head, group, hd, rb, window, scale, softcap, type, bsz, nocache);
     return launched();
 }
 

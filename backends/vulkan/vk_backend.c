@@ -296,19 +296,9 @@ static void vk_destroy(rlx_backend *be_)
     free(be);
 }
 
-/* The built-in ops, with causal attention over the KV pool or bidirectional attention on a
- * layer without a cache (encoders: attn.comp reads the step's K and V rows), layer norm and
- * position rows; not bidirectional attention over the pool. */
-static const char *vk_unsupported(const rlx_backend *be, const rlx_graph *g, const rlx_node *n)
-{
-    if (n->op == RLX_OP_NORM || n->op == RLX_OP_GET_ROWS_POS) return NULL;
-    if (n->op == RLX_OP_ATTENTION && rlx_graph_layer_mem(g, n->p.attn.layer).kind == RLX_MEM_NONE) return NULL;
-    return rlx_backend_builtin_causal(be, g, n);
-}
-
 static const rlx_backend_ops vk_ops = {
     .name = "vulkan",
-    .unsupported = vk_unsupported, /* the attn shader masks by position */
+    .unsupported = rlx_backend_builtin_encoders, /* attn.comp masks by position and reads an encoder's K and V rows */
     .hidden_output = true,
     .prepare = vk_prepare,
     .mem_init = vk_kv_init,

@@ -2,7 +2,7 @@
 # test_cuda_build.sh - compile check of the CUDA backend where there is no GPU: configures a
 # separate build with -DRLX_CUDA=ON for sm_90 (the kernels have no per-architecture code, so
 # one target checks them; nvcc's time is CI's), warnings failing it, builds rlxd and the CUDA tests
-# (unit_test_cuda_ops, parity_test_parity_cuda), then checks that `rlxd --version` lists cuda,
+# (unit_test_cuda_ops, parity_test_parity_cuda, parity_test_parity_embed), then checks that `rlxd --version` lists cuda,
 # that `rlxd devices` reports the missing CUDA device cleanly (exit 0, a clear line), and that
 # the CUDA tests run: skipping with a clear message here, passing where a GPU is.
 # Skips (77) without nvcc, and in the sanitizer build (the release build's run suffices).
@@ -30,7 +30,7 @@ mkdir -p "$DIR"
 cmake -S "$SRC" -B "$DIR" -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DRLX_VULKAN=OFF "${launcher[@]+"${launcher[@]}"}" \
       -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES=90 > "$DIR/check-configure.log" 2>&1 \
   || { cat "$DIR/check-configure.log"; echo "FAIL: configuring the CUDA build"; exit 1; }
-cmake --build "$DIR" --target rlxd unit_test_cuda_ops parity_test_parity_cuda -j 2 > "$DIR/check-build.log" 2>&1 \
+cmake --build "$DIR" --target rlxd unit_test_cuda_ops parity_test_parity_cuda parity_test_parity_embed -j 2 > "$DIR/check-build.log" 2>&1 \
   || { tail -50 "$DIR/check-build.log"; echo "FAIL: building rlxd and the CUDA tests with CUDA"; exit 1; }
 if grep -E -i '(^|[ :])warning[ :]' "$DIR/check-build.log"; then echo "FAIL: the CUDA build has warnings"; exit 1; fi
 ver=$("$DIR/rlxd" --version)
@@ -49,9 +49,12 @@ fi
 # the CUDA tests: every one passes or skips with its reason (77 = all skipped)
 gpu=0
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && gpu=1
-for t in unit_test_cuda_ops parity_test_parity_cuda; do
+# (the encoders' embedding goldens through the CUDA backend: parity_test_parity_embed with
+# RLXD_BACKEND=cuda)
+for t in unit_test_cuda_ops parity_test_parity_cuda parity_test_parity_embed; do
   set +e
-  out=$("$DIR/$t" 2>&1); rc=$?
+  be=; [ "$t" = parity_test_parity_embed ] && be=cuda
+  out=$(RLXD_BACKEND=$be "$DIR/$t" 2>&1); rc=$?
   set -e
   echo "$out" | tail -4
   case "$rc" in

@@ -1,14 +1,16 @@
 /* test_cuda_ops.c - the CUDA backend against the CPU backend on small random graphs: every
  * weight type through get_rows and matmul (both the kernel path and, at 40 tokens, the cuBLAS
  * path), fused chains, head norm + rope, GELU value by value, paged attention with f16/f32/Q8_0
- * KV, window and softcap, decode steps as CUDA graphs, a plan prepared after the last one was
- * freed, runs from another thread. Skips (77) without a CUDA build or device; CI compiles it
+ * KV, window and softcap, the encoder ops (layer norm, position rows, attention without a
+ * cache, hidden output; test_gpu_common.h), decode steps as CUDA graphs, a plan prepared after
+ * the last one was freed, runs from another thread. Skips (77) without a CUDA build or device; CI compiles it
  * everywhere (tests/integration/test_cuda_build.sh builds it with -DRLX_CUDA=ON).
  * Tolerances are looser than Vulkan's: the CUDA kernels sum in their own order (warp
  * reductions, cuBLAS), so only rounding differences are expected (relative 1e-3, 5e-3 for
  * quantized weights whose 8-bit activations can round differently). */
 #define GPU_BACKEND "cuda"
 #define VT_Q8_TOL 1e-4 /* CUDA sums exp in its own order */
+#define VT_ENC_TOL 1e-3 /* and matmuls, norms and attention in its own order */
 #include "tests/unit/test_gpu_common.h"
 
 #include <pthread.h>
@@ -209,5 +211,6 @@ TEST(no_device_is_a_clean_error)
 #endif
 
 TEST_MAIN(TEST_ENTRY(get_rows_and_matmul_every_type), TEST_ENTRY(norms_chains_rope), TEST_ENTRY(attention_paged),
-          TEST_ENTRY(gelu_matches_cpu_f16_rounding), TEST_ENTRY(attention_q8_0_kv_against_reference), CUDA_ONLY_TESTS
+          TEST_ENTRY(gelu_matches_cpu_f16_rounding), TEST_ENTRY(attention_q8_0_kv_against_reference),
+          TEST_ENTRY(encoder_ops_against_cpu), CUDA_ONLY_TESTS
           TEST_ENTRY(no_device_is_a_clean_error))

@@ -203,4 +203,94 @@ TEST(attention_q8_0_kv_against_reference)
     VK_CLOSE();
 }
 
+/* ---- encoders: layer norm, position rows, attention without a cache, hidden output ----------
+ * Two bert-style layers (token rows + learned position rows, layer norm * w + b, q/k/v with
+ * biases, bidirectional attention over the step's own K and V with GQA, GELU feed-forward,
+ * post-norm), every token's hidden state as output. One step of three sequences (5, 1 and 9
+ * tokens) and one of the longest alone: each against the CPU, relative to its largest value. A
+ * batch whose sequence is split, does not start at position 0 or runs past the learned
+ * positions is refused with the reason (a kernel cannot raise it). */
+#define VT_ENC_D 64
+static inline int vt_encoder_case(rlx_backend *gpu, double *worst, char *refused, size_t refused_len)
+{
+    vt_case c;
+    vt_init(&c, 23);
+    const int nh = 4, nkv = 2, hd = 16, V = 40, P = 12, F = 96;
+    int x = rlx_g_add(&c.g, rlx_g_get_rows(&c.g, vt_weight(&c, RLX_F16, VT_ENC_D, V, 1.0f), 0.0f),
+                      rlx_g_get_rows_pos(&c.g, vt_weight(&c, RLX_F32, VT_ENC_D, P, 0.5f)));
+    x = rlx_g_add(&c.g, rlx_g_mul(&c.g, rlx_g_norm(&c.g, x, 1e-12f), vt_weight(&c, RLX_F32, VT_ENC_D, 1, 1.0f)),
+                  vt_weight(&c, RLX_F32, VT_ENC_D, 1, 0.1f));
+    c.g.n_layers = 2;
+    c.g.kv_cols = (int64_t)nkv * hd;
+    c.g.mem = calloc(2, sizeof *c.g.mem);
+    for (int l = 0; l < 2 && c.g.mem; l++) {
+        c.g.mem[l] = (rlx_mem_layer){RLX_MEM_NONE, 0, 0};
+        int qkv[3];
+        for (int k = 0; k < 3; k++) {
+            int64_t n = k ? (int64_t)nkv * hd : (int64_t)nh * hd;
+            qkv[k] = rlx_g_add(&c.g, rlx_g_matmul(&c.g, x, vt_weight(&c, RLX_F32, VT_ENC_D, n, 0.3f)), vt_weight(&c, RLX_F32, n, 1, 0.1f));
+        }
+        const rlx_attn_params ap = {.layer = l, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
+                                    .mask = RLX_ATTN_BIDIRECTIONAL};
+        int a = rlx_g_attention(&c.g, qkv[0], qkv[1], qkv[2], &ap);
+        x = rlx_g_add(&c.g, rlx_g_matmul(&c.g, a, vt_weight(&c, RLX_F32, (int64_t)nh * hd, VT_ENC_D, 0.3f)), x);
+        x = rlx_g_mul(&c.g, rlx_g_norm(&c.g, x, 1e-12f), vt_weight(&c, RLX_F32, VT_ENC_D, 1, 1.0f));
+        int h = rlx_g_unary(&c.g, RLX_OP_GELU, rlx_g_matmul(&c.g, x, vt_weight(&c, RLX_Q8_0, VT_ENC_D, F, 0.3f)), 0.0f);
+        x = rlx_g_add(&c.g, rlx_g_matmul(&c.g, h, vt_weight(&c, RLX_F32, F, VT_ENC_D, 0.2f)), x);
+        x = rlx_g_norm(&c.g, x, 1e-12f);
+    }
+    rlx_g_set_output(&c.g, x, RLX_OUTPUT_HIDDEN);
+    c.geo = (rlx_mem_desc){2, c.g.kv_cols, 1, 16, RLX_F32, c.g.mem, 0};
+    rlx_error err = {0};
+    int rc = c.g.mem ? 0 : RLX_ENOMEM;
+    if (!rc) rc = rlx_backend_cpu_create(&c.cpu, 2, &err);
+    rlx_backend *bes[2] = {c.cpu, gpu};
+    for (int i = 0; i < 2 && !rc; i++) rc = vt_prepare(&c, bes[i], &err);
+    rlx_batch_seq seqs[3] = {{NULL, 0, -1}, {NULL, 0, -1}, {NULL, 0, -1}};
+    float *y[2] = {malloc(16 * VT_ENC_D * 4), malloc(16 * VT_ENC_D * 4)};
+    int32_t ids[15], pos[15], seq[15];
+    uint8_t none[15] = {0};
+    *worst = 0;
+    for (int step = 0; step < 2 && !rc; step++) {
+        static const int lens[2][3] = {{5, 1, 9}, {9, 0, 0}};
+        int nt = 0, ns = 0;
+        for (int s = 0; s < 3 && lens[step][s]; s++, ns++)
+            for (int i = 0; i < lens[step][s]; i++, nt++) { ids[nt] = (7 * nt + 3 * s + 1) % V; pos[nt] = i; seq[nt] = s; }
+        rlx_batch b = {nt, ids, pos, seq, none, 0, ns, seqs, NULL};
+        for (int i = 0; i < 2 && !rc; i++) rc = bes[i]->ops->run(bes[i], &c.plan, &b, y[i], &err);
+        if (!rc) *worst = fmax(*worst, vt_diff(y[1], y[0], (size_t)nt * VT_ENC_D));
+    }
+    /* sequence 0 split around sequence 1 (each run from position 0); a sequence from position 1;
+     * one longer than the position table */
+    static const int32_t ids2[13] = {0}, bad_pos[3][13] = {{0, 0, 0}, {1, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
+    static const int32_t bad_seq[3][13] = {{0, 1, 0}, {0}, {0}};
+    static const char *const why[3] = {"contiguous", "position order", "learned positions"};
+    refused[0] = 0;
+    for (int k = 0; k < 3 && !rc; k++) {
+        rlx_batch bad = {k == 2 ? P + 1 : 3, ids2, bad_pos[k], bad_seq[k], none, 0, 2, seqs, NULL};
+        rlx_error e2 = {0};
+        int rc2 = gpu->ops->run(gpu, &c.plan, &bad, y[1], &e2);
+        if ((rc2 == RLX_EINVAL || rc2 == RLX_ERANGE) && strstr(e2.msg, why[k]))
+            snprintf(refused + strlen(refused), refused_len - strlen(refused), "%s%.200s", k ? "; " : "", e2.msg);
+        else rc = RLX_EINVAL, snprintf(err.msg, sizeof err.msg, "bad batch %d: %.200s", k, e2.msg[0] ? e2.msg : "accepted");
+    }
+    if (rc) fprintf(stderr, "  encoder: %s\n", err.msg);
+    free(y[0]);
+    free(y[1]);
+    vt_free(&c);
+    return rc;
+}
+
+/* The encoder ops on the GPU against the CPU (test_parity_embed checks whole models). */
+TEST(encoder_ops_against_cpu)
+{
+    VK_OPEN_OR_SKIP();
+    double worst = 1e9;
+    char refused[512];
+    ASSERT_MSG(vt_encoder_case(vk, &worst, refused, sizeof refused) == 0, "the encoder case did not run");
+    fprintf(stderr, "  encoder: relative difference %g; refused: %s\n", worst, refused);
+    ASSERT_MSG(worst <= VT_ENC_TOL, "hidden states differ from the CPU's by %g", worst);
+    VK_CLOSE();
+}
+
 #endif

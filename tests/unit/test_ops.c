@@ -327,9 +327,10 @@ TEST(attention_without_cache)
     ASSERT_MSG(strstr(err.msg, "bidirectional") != NULL, "%s", err.msg);
     g.nodes[g.n_nodes - 1].p.attn.mask = RLX_ATTN_BIDIRECTIONAL;
     ASSERT_MSG(rlx_compile(&g, &o, &p, &err) == 0, "%s", err.msg);
-    /* GPU backends' shared check names what they lack */
+    /* the causal-only check names what it lacks; the GPU backends' encoder check accepts it */
     const char *why = rlx_backend_builtin_causal(NULL, &g, &g.nodes[g.n_nodes - 1]);
     ASSERT_MSG(why && strstr(why, "without a KV cache"), "%s", why ? why : "(accepted)");
+    ASSERT(rlx_backend_builtin_encoders(NULL, &g, &g.nodes[g.n_nodes - 1]) == NULL);
     rlx_backend *be = NULL;
     ASSERT_EQ(rlx_backend_cpu_create(&be, 2, &err), 0);
     ASSERT_MSG(be->ops->prepare(be, &p, &err) == 0, "%s", err.msg);
@@ -351,13 +352,17 @@ TEST(attention_without_cache)
     int32_t tok2[4] = {4, 2, 9, 14}, pos2[4] = {0, 0, 1, 1}, sq2[4] = {0, 1, 0, 1};
     rlx_batch b2 = {4, tok2, pos2, sq2, none, 0, 2, seqs, NULL};
     ASSERT(be->ops->run(be, &p, &b2, out, &err) != 0);
+    /* the GPU backends' batch check says so before any kernel runs; the whole batch passes it */
+    ASSERT_EQ(rlx_batch_validate(&b2, &p, &geo, VOCAB, &err), RLX_EINVAL);
+    ASSERT_MSG(strstr(err.msg, "without a KV cache"), "%s", err.msg);
+    ASSERT_MSG(rlx_batch_validate(&b, &p, &geo, VOCAB, &err) == 0, "%s", err.msg);
     rlx_backend_destroy(be);
     rlx_plan_free(&p);
     rlx_graph_free(&g);
 }
 
 /* NORM (layer norm, then * w + b fused) and GET_ROWS_POS (rows by position) on the CPU against
- * a direct computation; GPU backends' shared check refuses both by name. */
+ * a direct computation; the causal-only check refuses both by name, the encoder one accepts. */
 TEST(layer_norm_and_position_rows)
 {
     static float pe[VOCAB * D], w[D], b[D];
@@ -393,11 +398,14 @@ TEST(layer_norm_and_position_rows)
         else ASSERT(why == NULL);
     }
     ASSERT_EQ(refused, 2);
+    /* the GPU backends' own check (Vulkan, CUDA) accepts them */
+    for (int i = 0; i < g.n_nodes; i++) ASSERT(rlx_backend_builtin_encoders(NULL, &g, &g.nodes[i]) == NULL);
     rlx_graph_free(&g);
 }
 
-/* GPU backends refuse what they have no kernel for at prepare, naming op and backend (Vulkan runs
- * encoders: hidden output and attention without a cache; the parity test checks its numbers). */
+/* GPU backends refuse what they have no kernel for at prepare, naming op and backend (Vulkan and
+ * CUDA run encoders: hidden output and attention without a cache; the parity test checks their
+ * numbers), here bidirectional attention over a KV pool. */
 TEST(gpu_refuses_bidirectional_and_hidden)
 {
     const char *names[] = {"vulkan", "cuda"};
@@ -415,7 +423,7 @@ TEST(gpu_refuses_bidirectional_and_hidden)
         build_attn(&g, RLX_ATTN_BIDIRECTIONAL);
         ASSERT_EQ(rlx_compile(&g, &o, &p, &err), 0);
         ASSERT_EQ(gpu->ops->prepare(gpu, &p, &err), RLX_EUNSUPPORTED);
-        /* hidden states: Vulkan returns them (encoders), CUDA refuses them first */
+        /* hidden states: both GPU backends return them (encoders); one without refuses them first */
         ASSERT_MSG(strstr(err.msg, names[i]) && strstr(err.msg, gpu->ops->hidden_output ? "bidirectional" : "hidden"), "%s",
                    err.msg);
         rlx_plan_free(&p);

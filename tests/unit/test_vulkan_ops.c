@@ -6,6 +6,7 @@
  * reduction trees, double sums, exp polynomial and libm functions, and per row the one-row or
  * batched variant the CPU picks. Skips (77) without a Vulkan device. */
 #define VT_Q8_TOL 1e-5
+#define VT_ENC_TOL 0.0 /* the encoder ops run the CPU backend's arithmetic (test_parity_embed: bit for bit) */
 #include "tests/unit/test_gpu_common.h"
 
 static const int all_types[] = {RLX_F32, RLX_F16, RLX_BF16, RLX_Q8_0, RLX_Q4_0, RLX_Q4_K, RLX_Q5_K, RLX_Q6_K};
@@ -335,6 +336,6 @@ TEST_MAIN(TEST_ENTRY(get_rows_every_type), TEST_ENTRY(matmul_every_type_and_batc
           TEST_ENTRY(norms_and_fused_chains),
           TEST_ENTRY(gelu_matches_cpu_f16_rounding),
           TEST_ENTRY(long_chain_splits), TEST_ENTRY(head_norm_and_rope), TEST_ENTRY(attention_paged),
-          TEST_ENTRY(attention_q8_0_kv_against_reference),
+          TEST_ENTRY(attention_q8_0_kv_against_reference), TEST_ENTRY(encoder_ops_against_cpu),
           TEST_ENTRY(kv_block_io), TEST_ENTRY(kv_width_per_layer), TEST_ENTRY(split_bindings), TEST_ENTRY(bad_input_is_rejected),
           TEST_ENTRY(env_selects_backend), TEST_ENTRY(devices_command_lists_vulkan))
