@@ -307,10 +307,21 @@ int rlx_sampler_pick(rlx_sampler *s, float *logits, const float *raw, int32_t *t
     if (!s->truncates) {
         int32_t refused[REDRAWS + 1];
         refused[0] = *token;
+        /* the draw stage takes the refused tokens out of its last weights (a few microseconds),
+         * or the chain runs again over the logits with them at -inf (~0.15 ms at 151,936 tokens) */
+        rlx_sampler_stage *sel = s->n_stages ? s->stages[s->n_stages - 1] : NULL;
+        bool quick = sel && sel->ops->select && sel->ops->redraw;
+        rlx_token_cands c = {.logits = logits, .n_vocab = s->n_vocab};
+        if (s->needs_scratch) c.scratch = rlx__sample_scratch_get((size_t)s->n_vocab);
         for (int k = 1; k <= REDRAWS; k++) {
-            memcpy(logits, raw, (size_t)s->n_vocab * sizeof *logits);
-            for (int j = 0; j < k; j++) logits[refused[j]] = -INFINITY;
-            if ((rc = run_chain(s, logits, false, token, err))) return rc;
+            const int32_t t = quick ? sel->ops->redraw(sel, &c, refused, k) : -1;
+            if (t >= 0) {
+                *token = t;
+            } else { /* the run leaves its own weights for the next redraw */
+                memcpy(logits, raw, (size_t)s->n_vocab * sizeof *logits);
+                for (int j = 0; j < k; j++) logits[refused[j]] = -INFINITY;
+                if ((rc = run_chain(s, logits, false, token, err))) return rc;
+            }
             if (!refused_by(s, *token)) return 0;
             refused[k] = *token;
         }

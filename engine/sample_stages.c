@@ -412,32 +412,25 @@ static void full_vocab_weights(const float *l, int32_t n, float mx, float inv_t,
     }
 }
 
-static int32_t sample_full_vocab(float temperature, uint64_t *rng, const float *logits, int32_t nv,
-                                 rlx__sample_scratch *sc)
+/* The weights of block b (DRAW_BLOCK tokens): eight float lanes, then in double. */
+static double block_sum(const float *w, int32_t b, int32_t nv)
 {
-    float mx = -INFINITY;
-    for (int32_t i = 0; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
-    if (mx == -INFINITY || mx == INFINITY) return rlx_argmax(logits, nv);
-    float *w = sc->weights;
-    full_vocab_weights(logits, nv, mx, (float)(1.0 / (double)temperature), w);
-    /* block sums (eight float lanes each, then in double), and z */
-    double *bsum = sc->block_sums;
+    const int32_t i0 = b * DRAW_BLOCK, i1 = i0 + DRAW_BLOCK < nv ? i0 + DRAW_BLOCK : nv;
+    float lane[8] = {0};
+    int32_t i = i0;
+    for (; i + 8 <= i1; i += 8)
+        for (int k = 0; k < 8; k++) lane[k] += w[i + k];
+    double t = 0.0;
+    for (int k = 0; k < 8; k++) t += (double)lane[k];
+    for (; i < i1; i++) t += (double)w[i];
+    return t;
+}
+
+/* The token at u (0 <= u < the blocks' total) of the weights: its block first, then in it; -1
+ * when no weight is positive. */
+static int32_t draw_blocks(const float *w, const double *bsum, int32_t nv, double u)
+{
     const int32_t nblk = (nv + DRAW_BLOCK - 1) / DRAW_BLOCK;
-    double z = 0.0;
-    for (int32_t b = 0; b < nblk; b++) {
-        const int32_t i0 = b * DRAW_BLOCK, i1 = i0 + DRAW_BLOCK < nv ? i0 + DRAW_BLOCK : nv;
-        float lane[8] = {0};
-        int32_t i = i0;
-        for (; i + 8 <= i1; i += 8)
-            for (int k = 0; k < 8; k++) lane[k] += w[i + k];
-        double t = 0.0;
-        for (int k = 0; k < 8; k++) t += (double)lane[k];
-        for (; i < i1; i++) t += (double)w[i];
-        bsum[b] = t;
-        z += t;
-    }
-    if (!(z > 0.0)) return rlx_argmax(logits, nv);
-    const double u = rlx__uniform01(rng) * z;
     double cum = 0.0;
     int32_t last = -1;
     for (int32_t b = 0; b < nblk; b++) {
@@ -452,23 +445,46 @@ static int32_t sample_full_vocab(float temperature, uint64_t *rng, const float *
         }
         break;
     }
-    return last >= 0 ? last : rlx_argmax(logits, nv);
+    return last;
+}
+
+/* *z_out: the weights' total (0 when the draw fell back to the argmax). */
+static int32_t sample_full_vocab(float temperature, uint64_t *rng, const float *logits, int32_t nv,
+                                 rlx__sample_scratch *sc, double *z_out)
+{
+    *z_out = 0.0;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
+    if (mx == -INFINITY || mx == INFINITY) return rlx_argmax(logits, nv);
+    float *w = sc->weights;
+    full_vocab_weights(logits, nv, mx, (float)(1.0 / (double)temperature), w);
+    double *bsum = sc->block_sums;
+    const int32_t nblk = (nv + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    double z = 0.0;
+    for (int32_t b = 0; b < nblk; b++) z += bsum[b] = block_sum(w, b, nv);
+    if (!(z > 0.0)) return rlx_argmax(logits, nv);
+    const int32_t t = draw_blocks(w, bsum, nv, rlx__uniform01(rng) * z);
+    *z_out = t >= 0 ? z : 0.0;
+    return t >= 0 ? t : rlx_argmax(logits, nv);
 }
 
 typedef struct dist_stage {
     rlx_sampler_stage base;
     float temperature;
     uint64_t *rng;            /* the sampler's */
+    double z;                 /* the last draw's weights' total when it was a full-vocabulary
+                                 draw whose weights the scratch still holds (redraw), else 0 */
 } dist_stage;
 
 /* Temperature, softmax and the draw, all in double; without a list (no truncation stage) the
  * full-vocabulary path. */
 static int32_t dist_select(rlx_sampler_stage *st, rlx_token_cands *c)
 {
-    const dist_stage *s = (const dist_stage *)st;
+    dist_stage *s = (dist_stage *)st;
     rlx__sample_scratch *sc = c->scratch;
+    s->z = 0.0;
     if (!sc) return rlx_argmax(c->logits, c->n_vocab); /* without scratch memory: greedy */
-    if (!c->listed) return sample_full_vocab(s->temperature, s->rng, c->logits, c->n_vocab, sc);
+    if (!c->listed) return sample_full_vocab(s->temperature, s->rng, c->logits, c->n_vocab, sc, &s->z);
     size_t n = c->n;
     cand *l = c->list;
     if (n == 0) return rlx_argmax(c->logits, c->n_vocab);
@@ -484,9 +500,35 @@ static int32_t dist_select(rlx_sampler_stage *st, rlx_token_cands *c)
     return l[n - 1].id; /* rounding left u at the very top */
 }
 
+/* A constraint refused the draw: draws again from the last full-vocabulary draw's weights (the
+ * thread's scratch, untouched since) with the refused tokens' weights taken out and their blocks
+ * summed again: the distribution of a draw over the logits with those tokens at -inf (the full
+ * chain run again), for one uniform, without the exps. -1 when the last draw was not such a draw
+ * or what is left weighs under 2^-20 of the whole (its weights may have underflowed against the
+ * refused tokens' maximum: the caller runs the chain again). */
+static int32_t dist_redraw(rlx_sampler_stage *st, rlx_token_cands *c, const int32_t *refused, int n_refused)
+{
+    dist_stage *s = (dist_stage *)st;
+    rlx__sample_scratch *sc = c->scratch;
+    if (!sc || !(s->z > 0.0)) return -1;
+    float *w = sc->weights;
+    double *bsum = sc->block_sums;
+    const int32_t nv = c->n_vocab, nblk = (nv + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    for (int i = 0; i < n_refused; i++) {
+        const int32_t t = refused[i];
+        if (t < 0 || t >= nv || w[t] == 0.0f) continue;
+        w[t] = 0.0f;
+        bsum[t / DRAW_BLOCK] = block_sum(w, t / DRAW_BLOCK, nv);
+    }
+    double z = 0.0;
+    for (int32_t b = 0; b < nblk; b++) z += bsum[b];
+    if (!(z > s->z * 0x1p-20)) return -1;
+    return draw_blocks(w, bsum, nv, rlx__uniform01(s->rng) * z);
+}
+
 rlx_sampler_stage *rlx__stage_dist(float temperature, uint64_t *rng)
 {
-    static const rlx_stage_ops ops = {.name = "dist", .select = dist_select, .free = stage_free};
+    static const rlx_stage_ops ops = {.name = "dist", .select = dist_select, .redraw = dist_redraw, .free = stage_free};
     dist_stage *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->base.ops = &ops;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include "engine/grammar.h"
 #include "engine/sample.h"
+#include "engine/sample_internal.h"
 
 static rlx_sampling_params params(float temp, uint64_t seed)
 {
@@ -193,6 +194,50 @@ TEST(redraws_keep_the_masked_distribution)
     ASSERT_EQ(t->n_mask, 1);
     ASSERT_EQ(t->n_allows, 2);
     rlx_sampler_free(s);
+}
+
+/* The draw stage's redraw (what a refused draw uses instead of running the chain again): from
+ * the last full-vocabulary draw's weights with the refused tokens taken out, over several
+ * DRAW_BLOCKs, the renormalised distribution, never a refused token; -1 (the chain runs again)
+ * when what is left weighs under 2^-20 of the whole or the last draw left no weights. */
+TEST(redraw_takes_refused_tokens_out_of_the_weights)
+{
+    enum { NV = 3 * DRAW_BLOCK + 17, N = 60000 };
+    static float logits[NV];
+    uint64_t rng[4] = {1, 2, 3, 4};
+    for (int i = 0; i < NV; i++) logits[i] = -30.0f; /* weight ~e^-30 each: ~1e-10 of the whole */
+    /* the mass: tokens 5 and 600 (refused), 7, 300 and NV - 1 (allowed) */
+    logits[5] = 3.0f, logits[600] = 2.5f, logits[7] = 1.0f, logits[300] = 0.0f, logits[NV - 1] = 0.5f;
+    rlx_sampler_stage *d = rlx__stage_dist(1.0f, rng);
+    ASSERT(d && d->ops->redraw);
+    rlx_token_cands c = {.logits = logits, .n_vocab = NV, .scratch = rlx__sample_scratch_get(NV)};
+    ASSERT(c.scratch);
+    int count[NV] = {0}, n = 0;
+    const int32_t refused[2] = {5, 600};
+    while (n < N) {
+        int32_t t = d->ops->select(d, &c);
+        if (t != 5 && t != 600) continue; /* a refusal is what the redraw follows */
+        int32_t r = d->ops->redraw(d, &c, refused, 2);
+        ASSERT_MSG(r >= 0 && r != 5 && r != 600, "redraw gave %d", r);
+        count[r]++;
+        n++;
+    }
+    double z = exp(1.0) + exp(0.0) + exp(0.5) + (NV - 5) * exp(-30.0);
+    const int32_t top[3] = {7, 300, NV - 1};
+    for (int k = 0; k < 3; k++) {
+        double want = exp((double)logits[top[k]]) / z, got = (double)count[top[k]] / N;
+        ASSERT_MSG(fabs(got - want) < 0.01, "token %d: %.4f drawn, %.4f expected", top[k], got, want);
+    }
+    /* the refused tokens held all but ~2^-40 of the weight: the chain must run again */
+    logits[7] = logits[300] = logits[NV - 1] = -30.0f;
+    int32_t t;
+    do t = d->ops->select(d, &c); while (t != 5 && t != 600);
+    ASSERT_EQ(d->ops->redraw(d, &c, refused, 2), -1);
+    /* after a greedy fallback (every logit -inf but one is +inf) there are no weights to reuse */
+    logits[9] = INFINITY;
+    ASSERT_EQ(d->ops->select(d, &c), 9);
+    ASSERT_EQ(d->ops->redraw(d, &c, refused, 2), -1);
+    d->ops->free(d);
 }
 
 TEST(constraint_sits_after_bias_and_before_truncation)
@@ -550,7 +595,7 @@ int main(void)
 {
     static const rlx_test_case cases[] = {
         TEST_ENTRY(stages_follow_the_parameters),
-        TEST_ENTRY(constraint_checks_first_and_masks_only_on_refusal), TEST_ENTRY(redraws_keep_the_masked_distribution),
+        TEST_ENTRY(constraint_checks_first_and_masks_only_on_refusal), TEST_ENTRY(redraws_keep_the_masked_distribution), TEST_ENTRY(redraw_takes_refused_tokens_out_of_the_weights),
         TEST_ENTRY(constraint_sits_after_bias_and_before_truncation),
         TEST_ENTRY(accepting_constraint_leaves_draws_unchanged),
         TEST_ENTRY(stages_are_told_prompt_and_generated_tokens_and_may_veto_the_end),
