@@ -91,6 +91,7 @@ typedef struct rlx_grammar_cache rlx_grammar_cache;
 typedef struct rlx_grammar_cache_stats {
     uint64_t hits, misses, evictions;                  /* masks by exact position */
     uint64_t tables_built, table_hits, table_evictions; /* per-position tables (below) */
+    uint64_t tables_derived; /* of tables_built: from a counted repetition's earlier position's */
 } rlx_grammar_cache_stats;
 
 #define RLX_GRAMMAR_CACHE_ENTRIES 256

@@ -26,6 +26,8 @@ typedef struct gslot {
     uint32_t n_e, n_rules, root;
     gelem *e;
     uint32_t *rule_start;
+    int32_t *chain_prev;    /* the counted repetitions (grammar_internal.h), NULL when none: a */
+    uint32_t *chain_left;   /* property of the content, so the first grammar's serve any */
     uint64_t last_use;
     bool prepared;          /* rlx_grammar_cache_prepare started a walk of it */
     rlx__gwalk *walk;       /* that walk while it goes on (grammar_tables.c), else NULL */
@@ -81,6 +83,8 @@ static void slot_clear(gslot *s)
     rlx__gwalk_free(s->walk);
     free(s->e);
     free(s->rule_start);
+    free(s->chain_prev);
+    free(s->chain_left);
     memset(s, 0, sizeof *s);
 }
 
@@ -107,6 +111,7 @@ void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_s
     out->tables_built = ts.built;
     out->table_hits = ts.hits;
     out->table_evictions = ts.evictions;
+    out->tables_derived = ts.derived;
 }
 
 /* The slot holding g's content (found or made); -1 when out of memory. */
@@ -149,6 +154,16 @@ static int grammar_slot(rlx_grammar_cache *c, const rlx_grammar *g)
         }
         memcpy(s->e, g->e, ((size_t)g->n_e + 1) * sizeof *g->e);
         memcpy(s->rule_start, g->rule_start, (size_t)g->n_rules * sizeof *g->rule_start);
+        if (g->chain_prev) {
+            s->chain_prev = malloc((size_t)g->n_rules * sizeof *s->chain_prev);
+            s->chain_left = malloc((size_t)g->n_rules * sizeof *s->chain_left);
+            if (!s->chain_prev || !s->chain_left) {
+                slot_clear(s);
+                return -1;
+            }
+            memcpy(s->chain_prev, g->chain_prev, (size_t)g->n_rules * sizeof *s->chain_prev);
+            memcpy(s->chain_left, g->chain_left, (size_t)g->n_rules * sizeof *s->chain_left);
+        }
         s->n_e = g->n_e;
         s->n_rules = g->n_rules;
         s->root = g->root;
@@ -273,7 +288,8 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
 static int64_t walk_slot(rlx_grammar_cache *c, int i, const rlx_grammar_vocab *v, double slice_ms)
 {
     gslot *s = &c->slot[i];
-    const rlx_grammar g = {.e = s->e, .n_e = s->n_e, .rule_start = s->rule_start, .n_rules = s->n_rules, .root = s->root};
+    const rlx_grammar g = {.e = s->e, .n_e = s->n_e, .rule_start = s->rule_start, .n_rules = s->n_rules, .root = s->root,
+                           .chain_prev = s->chain_prev, .chain_left = s->chain_left};
     int64_t n = rlx__gwalk_run(c->tables, s->walk, &g, v, slice_ms);
     if (rlx__gwalk_done(s->walk)) {
         rlx__gwalk_free(s->walk);

@@ -77,6 +77,10 @@ typedef struct rule_tab {
     ebuf *body;
     char **name;
     bool *defined;
+    int *chain_prev;        /* rlx_grammar's (grammar_internal.h); -1 none */
+    int *chain_left;
+    int *chain_tlen;        /* the repeated term's elements (0: not in a chain) */
+    bool any_chain;
     int n, cap;
 } rule_tab;
 
@@ -94,7 +98,13 @@ static int rule_find(parser *p, rule_tab *rt, const char *name, size_t len, bool
         if (nn) rt->name = nn;
         bool *nd = realloc(rt->defined, (size_t)nc * sizeof *nd);
         if (nd) rt->defined = nd;
-        if (!nb || !nn || !nd) return perr(p, NULL, "out of memory"), -1;
+        int *cp = realloc(rt->chain_prev, (size_t)nc * sizeof *cp);
+        if (cp) rt->chain_prev = cp;
+        int *cl = realloc(rt->chain_left, (size_t)nc * sizeof *cl);
+        if (cl) rt->chain_left = cl;
+        int *ct = realloc(rt->chain_tlen, (size_t)nc * sizeof *ct);
+        if (ct) rt->chain_tlen = ct;
+        if (!nb || !nn || !nd || !cp || !cl || !ct) return perr(p, NULL, "out of memory"), -1;
         rt->cap = nc;
     }
     char *s = malloc(len + 1);
@@ -104,6 +114,9 @@ static int rule_find(parser *p, rule_tab *rt, const char *name, size_t len, bool
     rt->body[rt->n] = (ebuf){0};
     rt->name[rt->n] = s;
     rt->defined[rt->n] = false;
+    rt->chain_prev[rt->n] = -1;
+    rt->chain_left[rt->n] = 0;
+    rt->chain_tlen[rt->n] = 0;
     return rt->n++;
 }
 
@@ -261,11 +274,17 @@ static bool apply_repeat(parser *p, rule_tab *rt, int rule, ebuf *b, size_t star
         if (!eb_push(p, rb, G_REF, (uint32_t)r) || !eb_push(p, rb, G_ALT, 0) || !eb_push(p, rb, G_END, 0)) return false;
         return eb_push(p, b, G_REF, (uint32_t)r);
     }
-    /* up to (max - min) more: R1 ::= term R2 | (empty), ..., Rk ::= term | (empty) */
+    /* up to (max - min) more: R1 ::= term R2 | (empty), ..., Rk ::= term | (empty), made from
+     * the last; a chain for the tables (grammar_internal.h; dropped at the end if term is
+     * nullable) */
     int last = -1;
     for (int k = 0; k < max - min; k++) {
         int r = rule_new(p, rt, rt->name[rule]);
         if (r < 0) return false;
+        if (last >= 0) rt->chain_prev[last] = r;
+        rt->chain_left[r] = k;
+        rt->chain_tlen[r] = (int)tlen;
+        rt->any_chain = true;
         ebuf *rb = &rt->body[r];
         for (size_t i = 0; i < tlen; i++)
             if (!eb_push(p, rb, term[i].type, term[i].value)) return false;
@@ -469,6 +488,24 @@ static int left_recursive(const rule_tab *rt, const bool *nullable, int r, uint8
     return -1;
 }
 
+/* The counted repetitions' chains into g (grammar_internal.h): a chain whose term could match
+ * nothing (all its elements references to nullable rules) is left out, since a term would not
+ * then take a byte. false when out of memory. */
+static bool chains_out(const rule_tab *rt, const bool *nullable, rlx_grammar *g)
+{
+    g->chain_prev = malloc((size_t)rt->n * sizeof *g->chain_prev);
+    g->chain_left = malloc((size_t)rt->n * sizeof *g->chain_left);
+    if (!g->chain_prev || !g->chain_left) return false;
+    for (int r = 0; r < rt->n; r++) {
+        bool solid = false; /* the term takes a byte or more */
+        for (int i = 0; i < rt->chain_tlen[r] && !solid; i++)
+            solid = rt->body[r].e[i].type != G_REF || !nullable[rt->body[r].e[i].value];
+        g->chain_prev[r] = solid ? rt->chain_prev[r] : -1;
+        g->chain_left[r] = (uint32_t)rt->chain_left[r];
+    }
+    return true;
+}
+
 rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, rlx_error *err)
 {
     if (!src) len = 0;
@@ -551,6 +588,10 @@ rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, 
         memcpy(g->e + g->n_e, rt.body[r].e, rt.body[r].n * sizeof *g->e);
         g->n_e += (uint32_t)rt.body[r].n;
     }
+    if (rt.any_chain && !chains_out(&rt, nullable, g)) {
+        perr(&p, NULL, "out of memory");
+        goto fail;
+    }
     g->e[g->n_e] = (gelem){G_END, 0}; /* a sentinel: the set scanners read one past a set */
     g->root = (uint32_t)root_id;
     g->n_rules = (uint32_t)rt.n;
@@ -560,6 +601,8 @@ fail:
     if (g) {
         free(g->e);
         free(g->rule_start);
+        free(g->chain_prev);
+        free(g->chain_left);
         free(g);
         g = NULL;
     }
@@ -571,6 +614,9 @@ done: /* the rule table is scratch either way */
     free(rt.body);
     free(rt.name);
     free(rt.defined);
+    free(rt.chain_prev);
+    free(rt.chain_left);
+    free(rt.chain_tlen);
     free(nullable);
     free(mark);
     return g;
@@ -581,6 +627,8 @@ void rlx_grammar_free(rlx_grammar *g)
     if (!g) return;
     free(g->e);
     free(g->rule_start);
+    free(g->chain_prev);
+    free(g->chain_left);
     free(g);
 }
 

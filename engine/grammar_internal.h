@@ -27,6 +27,13 @@ struct rlx_grammar {
     uint32_t root;
     uint64_t serial;        /* unique per compiled grammar in this process (never reused, unlike
                                the address), so a cache may remember which grammar it has seen */
+    /* Counted repetitions (x{n,m} with m > n, whose x cannot match the empty string) become a
+     * chain of rules R_1 ::= x R_2 | (empty), ..., R_k ::= x | (empty) (grammar_compile.c); their
+     * bodies agree element for element over x. Per rule (NULL when the grammar has none):
+     * chain_prev, the rule of the chain's previous position (-1: none, or not in a chain);
+     * chain_left, the terms that may still follow the one at this position (k - j for R_j). */
+    int32_t *chain_prev;
+    uint32_t *chain_left;
 };
 
 /* A set of parse stacks (duplicates merged), each a list of element indexes, top last. */
@@ -73,6 +80,8 @@ struct rlx_grammar_vocab {
     uint32_t *tok_off;
     uint32_t *depth;    /* per node: its depth (the root 0); nodes are numbered in preorder, */
     uint32_t *end;      /* so node i's subtree is nodes [i, end[i]) */
+    uint32_t *maxlen;   /* per node: the longest token (bytes) in its subtree */
+    uint8_t *len7;      /* per token: its length, 127 for 127 bytes or more; zeros up to a multiple of 64 */
 };
 
 /* Feeds one byte from (*in, *partial, *remain) into out / the updated partial. Returns 1 when
@@ -109,7 +118,39 @@ struct rlx_grammar_state {
 #define RLX__GTABLE_BYTES ((size_t)64 << 20) /* a store's tables together, at most (one table may exceed it) */
 
 typedef struct rlx__gtables rlx__gtables;
-typedef struct rlx__gtables_stats { uint64_t built, hits, evictions; } rlx__gtables_stats;
+typedef struct rlx__gtables_stats { uint64_t built, hits, evictions, derived; } rlx__gtables_stats;
+
+/* One table (grammar_tables.c says what it holds), built by grammar_tbuild.c. */
+typedef struct gtable {
+    bool used;
+    uint32_t slot;
+    uint64_t hash;
+    uint32_t *key;          /* partial, remain, entries of T */
+    size_t key_len;
+    uint64_t *acc;          /* n_vocab bits */
+    int32_t *und_tok;       /* undecided tokens (not accepted), ascending */
+    uint32_t *und_off;      /* n_und + 1: token i's suffixes are und_suf[und_off[i] .. und_off[i + 1]) */
+    uint32_t *und_suf;      /* suffix ids */
+    size_t n_und;
+    rlx_grammar_vocab *suf; /* the distinct suffixes as a trie (NULL: none) */
+    int32_t n_suf;
+    bool deeper;            /* too many undecided tokens (over max_und): a stack
+                               deeper than T is looked up with more of its entries instead */
+    size_t bytes;           /* what it holds, roughly */
+    uint64_t last_use;
+} gtable;
+
+/* Builds tb (zeroed; its key is the caller's) for key (partial, remain, the top part's entries;
+ * klen in all) over v: words = the accepted bitmap's 64-bit words, max_und the undecided pairs
+ * it may hold (beyond: tb->deeper), buf scratch of RLX_GRAMMAR_MAX_DEPTH + 1. ref: NULL, or the
+ * table of the same key with one entry at an earlier position of a counted repetition (chain_ref
+ * in grammar_tables.c), where `left` terms of the repetition may still follow this key's term:
+ * a token of at most left + 1 bytes cannot reach the repetition's end from either position (the
+ * term at the top has a byte or more to go, and every term takes a byte or more), so what ref
+ * says of it holds here, and only the trie's subtrees with a longer token are walked. 0 or an
+ * RLX_E* code. */
+int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, const rlx_grammar_vocab *v, size_t words,
+                      size_t max_und, uint32_t *buf, const gtable *ref, uint32_t left, gtable *tb);
 
 /* A store of at most max_tables tables over an n_vocab vocabulary; NULL when out of memory. */
 rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables);

@@ -19,35 +19,15 @@
  * stack deeper than it is looked up with four times as many entries, up to the whole stack
  * (which leaves nothing undecided: below it the grammar is over).
  *
- * A table is built in one pass over the trie's nodes in preorder (a refused node skips its
- * subtree), stepping the recogniser through a memo: the sets met are interned, a complete code
- * point's step is remembered by the set of tops that hold it, an ASCII byte's per set in an
- * array. Tables are kept per grammar (the cache's slot) and reused by every state and request
- * whose stack has the same top part, evicted least recently used beyond the store's bounds
- * (a count and bytes). */
+ * A table is built in one pass over the trie's nodes in preorder (grammar_tbuild.c), or, at a
+ * counted repetition's later count, from an earlier count's table and a pass over the subtrees
+ * of longer tokens only (chain_ref below). Tables are kept per grammar (the cache's slot) and
+ * reused by every state and request whose stack has the same top part, evicted least recently
+ * used beyond the store's bounds (a count and bytes). */
 #include "engine/grammar_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct gtable {
-    bool used;
-    uint32_t slot;
-    uint64_t hash;
-    uint32_t *key;          /* partial, remain, entries of T */
-    size_t key_len;
-    uint64_t *acc;          /* n_vocab bits */
-    int32_t *und_tok;       /* undecided tokens (not accepted), ascending */
-    uint32_t *und_off;      /* n_und + 1: token i's suffixes are und_suf[und_off[i] .. und_off[i + 1]) */
-    uint32_t *und_suf;      /* suffix ids */
-    size_t n_und;
-    rlx_grammar_vocab *suf; /* the distinct suffixes as a trie (NULL: none) */
-    int32_t n_suf;
-    bool deeper;            /* too many undecided tokens (over max_und): a stack
-                               deeper than T is looked up with more of its entries instead */
-    size_t bytes;           /* what it holds, roughly */
-    uint64_t last_use;
-} gtable;
 
 struct rlx__gtables {
     int32_t n_vocab;
@@ -185,386 +165,72 @@ int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, s
 
 void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out) { *out = t->stats; }
 
-/* ---- building a table ------------------------------------------------------------------- */
-
-typedef struct rec { int32_t tok; uint32_t off; } rec;
-typedef struct recs { rec *r; size_t n, cap, max; bool oom; } recs;
-
-static void rec_push(recs *rs, int32_t tok, uint32_t off)
+/* The table of key (klen entries) in slot, or NULL; its hash in *hash. */
+static gtable *table_find(rlx__gtables *t, uint32_t slot, const uint32_t *key, size_t klen, uint64_t *hash)
 {
-    if (rs->oom) return;
-    if (rs->n == rs->cap) {
-        size_t nc = rs->cap ? rs->cap * 2 : 256;
-        rec *r = realloc(rs->r, nc * sizeof *r);
-        if (!r) {
-            rs->oom = true;
-            return;
-        }
-        rs->r = r;
-        rs->cap = nc;
-    }
-    rs->r[rs->n++] = (rec){tok, off};
-}
-
-/* Every token in nodes [from, to) (a subtree below a node, in preorder) with offset off. */
-static void collect_range(const rlx_grammar_vocab *v, uint32_t from, uint32_t to, uint32_t off, recs *rs)
-{
-    if (rs->n > rs->max) return; /* the table will say: look deeper */
-    for (uint32_t node = from; node < to; node++)
-        for (int32_t t = v->nodes[node].token; t >= 0; t = v->next_tok[t]) rec_push(rs, t, off);
-}
-
-static bool has_empty(const rlx__sset *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (!s->len[i]) return true;
-    return false;
-}
-
-/* ---- stepping, remembered during one table build ----------------------------------------
- * The walk from a top part meets few distinct stack sets (a string's characters lead back to
- * the same few), but steps each of the trie's hundreds of thousands of nodes: each (set,
- * half-read sequence, byte) is stepped once and then looked up. Sets are interned by their
- * stacks in order (a set reached in another order is just another entry). */
-
-typedef struct mstate {
-    rlx__sset set;
-    uint64_t hash;
-    bool empty;
-    int32_t ascii[128]; /* the step by an ASCII byte: the next state, -1 refused, -2 not yet known */
-} mstate;
-typedef struct ment { uint64_t a; uint32_t sid, nsid; int8_t r, used; } ment;
-
-typedef struct memo {
-    mstate *st;
-    size_t n_st, cap_st;
-    int32_t *itab;          /* interning: open addressing over state ids, -1 empty */
-    size_t itcap;
-    ment *tab;
-    size_t tcap, n;
-    bool oom;
-} memo;
-
-static void memo_free(memo *m)
-{
-    for (size_t i = 0; i < m->n_st; i++) rlx__sset_free(&m->st[i].set);
-    free(m->st);
-    free(m->itab);
-    free(m->tab);
-    memset(m, 0, sizeof *m);
-}
-
-static uint64_t set_hash(const rlx__sset *s)
-{
-    uint64_t h = 1469598103934665603ull ^ s->n;
-    for (size_t i = 0; i < s->n; i++) h = (h ^ s->hash[i]) * 1099511628211ull;
-    return h ^ (h >> 31);
-}
-
-static bool set_eq(const rlx__sset *x, const rlx__sset *y)
-{
-    if (x->n != y->n) return false;
-    for (size_t i = 0; i < x->n; i++)
-        if (x->hash[i] != y->hash[i] || x->len[i] != y->len[i] ||
-            (x->len[i] && memcmp(x->data + x->off[i], y->data + y->off[i], x->len[i] * sizeof *x->data)))
-            return false;
-    return true;
-}
-
-/* The id of a set with s's stacks (added when new); UINT32_MAX when out of memory. */
-static uint32_t memo_intern(memo *m, const rlx__sset *s)
-{
-    uint64_t h = set_hash(s);
-    if (2 * (m->n_st + 1) > m->itcap) {
-        size_t nc = m->itcap ? m->itcap * 2 : 256;
-        int32_t *t = malloc(nc * sizeof *t);
-        if (!t) return UINT32_MAX;
-        memset(t, 0xff, nc * sizeof *t);
-        for (size_t i = 0; i < m->n_st; i++) {
-            size_t p = m->st[i].hash & (nc - 1);
-            while (t[p] >= 0) p = (p + 1) & (nc - 1);
-            t[p] = (int32_t)i;
-        }
-        free(m->itab);
-        m->itab = t;
-        m->itcap = nc;
-    }
-    size_t p = h & (m->itcap - 1);
-    for (; m->itab[p] >= 0; p = (p + 1) & (m->itcap - 1)) {
-        const mstate *x = &m->st[m->itab[p]];
-        if (x->hash == h && set_eq(&x->set, s)) return (uint32_t)m->itab[p];
-    }
-    if (m->n_st == m->cap_st) {
-        size_t nc = m->cap_st ? m->cap_st * 2 : 64;
-        mstate *st = realloc(m->st, nc * sizeof *st);
-        if (!st) return UINT32_MAX;
-        m->st = st;
-        m->cap_st = nc;
-    }
-    mstate *x = &m->st[m->n_st];
-    memset(x, 0, sizeof *x);
-    if (!rlx__sset_copy(&x->set, s)) {
-        rlx__sset_free(&x->set);
-        return UINT32_MAX;
-    }
-    x->hash = h;
-    x->empty = has_empty(s);
-    for (int i = 0; i < 128; i++) x->ascii[i] = -2;
-    m->itab[p] = (int32_t)m->n_st;
-    return (uint32_t)m->n_st++;
-}
-
-static uint64_t ment_hash(uint64_t a, uint32_t sid)
-{
-    uint64_t h = (a ^ ((uint64_t)sid << 40) ^ sid) * 0xff51afd7ed558ccdull;
-    return h ^ (h >> 31);
-}
-
-/* Remembers (sid, signature) -> r, nsid. */
-static bool memo_put(memo *m, uint64_t a, uint32_t sid, int r, uint32_t nsid)
-{
-    if (2 * (m->n + 1) > m->tcap) {
-        size_t nc = m->tcap ? m->tcap * 2 : 1024;
-        ment *t = calloc(nc, sizeof *t);
-        if (!t) return false;
-        for (size_t i = 0; i < m->tcap; i++) {
-            if (!m->tab[i].used) continue;
-            size_t q = ment_hash(m->tab[i].a, m->tab[i].sid) & (nc - 1);
-            while (t[q].used) q = (q + 1) & (nc - 1);
-            t[q] = m->tab[i];
-        }
-        free(m->tab);
-        m->tab = t;
-        m->tcap = nc;
-    }
-    size_t p = ment_hash(a, sid) & (m->tcap - 1);
-    while (m->tab[p].used) p = (p + 1) & (m->tcap - 1);
-    m->tab[p] = (ment){.a = a, .sid = sid, .nsid = nsid, .r = (int8_t)r, .used = 1};
-    m->n++;
-    return true;
-}
-
-/* One byte from state sid with the half-read sequence (*partial, *remain): as
- * rlx__grammar_step_byte, with the resulting set's id in *sid. A complete code point's step
- * depends only on which stacks' tops hold it (its signature), so each (set, signature) is
- * stepped once: a JSON string's characters make one signature, not thousands of code points. */
-static int memo_step(memo *m, const rlx_grammar *g, uint32_t *sid, uint32_t *partial, int *remain, uint8_t b,
-                     rlx__sset *scratch, uint32_t *buf)
-{
-    if (!*remain && b < 0x80) {
-        int32_t x = m->st[*sid].ascii[b];
-        if (x == -1) return 0;
-        if (x >= 0) {
-            *sid = (uint32_t)x;
-            return 1;
-        }
-    }
-    uint32_t np = *partial, cp = 0, from = *sid;
-    int nr = *remain;
-    int d = rlx__grammar_decode_byte(&np, &nr, b, &cp);
-    if (!d) return 0;
-    const rlx__sset *set = &m->st[*sid].set;
-    if (d == 2) {
-        if (!rlx__grammar_partial_possible(g, set, np, nr)) return 0;
-        *partial = np;
-        *remain = nr;
-        return 2;
-    }
-    uint64_t sig = 0;
-    bool remember = set->n <= 64;
-    if (remember) {
-        for (size_t i = 0; i < set->n; i++)
-            if (set->len[i] && rlx__grammar_top_has(g, set->data[set->off[i] + set->len[i] - 1], cp)) sig |= 1ull << i;
-        if (!sig) {
-            if (cp < 0x80) m->st[from].ascii[cp] = -1;
-            return 0;
-        }
-        for (size_t p = m->tcap ? ment_hash(sig, *sid) & (m->tcap - 1) : 0; m->tcap && m->tab[p].used;
-             p = (p + 1) & (m->tcap - 1)) {
-            const ment *e = &m->tab[p];
-            if (e->a == sig && e->sid == *sid) {
-                if (cp < 0x80) m->st[from].ascii[cp] = e->r ? (int32_t)e->nsid : -1;
-                if (!e->r) return 0;
-                *sid = e->nsid;
-                *partial = np;
-                *remain = nr;
-                return 1;
-            }
-        }
-    }
-    rlx__grammar_step_cp(g, set, cp, scratch, buf);
-    if (scratch->oom) return RLX_ENOMEM;
-    if (scratch->overflow) return RLX_ERANGE;
-    uint32_t ns = 0;
-    int r = scratch->n ? 1 : 0;
-    if (r && (ns = memo_intern(m, scratch)) == UINT32_MAX) return RLX_ENOMEM;
-    if (remember && !memo_put(m, sig, *sid, r, ns)) return RLX_ENOMEM;
-    if (cp < 0x80) m->st[from].ascii[cp] = r ? (int32_t)ns : -1;
-    if (r) {
-        *sid = ns;
-        *partial = np;
-        *remain = nr;
-    }
-    return r;
-}
-
-typedef struct wlevel { uint32_t sid, partial; int remain; } wlevel;
-
-static int rec_cmp(const void *a, const void *b)
-{
-    const rec *x = a, *y = b;
-    if (x->tok != y->tok) return x->tok < y->tok ? -1 : 1;
-    return (x->off > y->off) - (x->off < y->off);
-}
-
-static _Thread_local const rlx_grammar_vocab *sort_vocab; /* qsort has no context argument */
-static _Thread_local const rec *sort_recs;
-
-static int suf_cmp(const void *a, const void *b)
-{
-    const rec *x = &sort_recs[*(const uint32_t *)a], *y = &sort_recs[*(const uint32_t *)b];
-    const rlx_grammar_vocab *v = sort_vocab;
-    size_t xn = v->tok_off[x->tok + 1] - v->tok_off[x->tok] - x->off;
-    size_t yn = v->tok_off[y->tok + 1] - v->tok_off[y->tok] - y->off;
-    int c = memcmp(v->bytes + v->tok_off[x->tok] + x->off, v->bytes + v->tok_off[y->tok] + y->off, xn < yn ? xn : yn);
-    if (c) return c;
-    return (xn > yn) - (xn < yn);
-}
-
-/* The undecided part of tb from the records (tokens and the offsets where T ran out). */
-static int table_undecided(gtable *tb, const rlx_grammar_vocab *v, recs *rs)
-{
-    if (rs->n) qsort(rs->r, rs->n, sizeof *rs->r, rec_cmp); /* r is NULL when there are none */
-    size_t m = 0; /* drop accepted tokens and duplicates */
-    for (size_t i = 0; i < rs->n; i++) {
-        rec r = rs->r[i];
-        if ((tb->acc[r.tok >> 6] >> (r.tok & 63)) & 1) continue;
-        if (m && rs->r[m - 1].tok == r.tok && rs->r[m - 1].off == r.off) continue;
-        rs->r[m++] = r;
-    }
-    rs->n = m;
-    if (!m) return 0;
-    uint32_t *order = malloc(m * sizeof *order), *sid = malloc(m * sizeof *sid);
-    const char **texts = malloc(m * sizeof *texts);
-    size_t *lens = malloc(m * sizeof *lens);
-    tb->und_tok = malloc(m * sizeof *tb->und_tok);
-    tb->und_off = malloc((m + 1) * sizeof *tb->und_off);
-    tb->und_suf = malloc(m * sizeof *tb->und_suf);
-    int rc = 0;
-    if (!order || !sid || !texts || !lens || !tb->und_tok || !tb->und_off || !tb->und_suf) {
-        rc = RLX_ENOMEM;
-        goto done;
-    }
-    for (size_t i = 0; i < m; i++) order[i] = (uint32_t)i;
-    sort_vocab = v;
-    sort_recs = rs->r;
-    qsort(order, m, sizeof *order, suf_cmp);
-    int32_t n_suf = 0;
-    for (size_t i = 0; i < m; i++) {
-        const rec *r = &rs->r[order[i]];
-        if (!i || suf_cmp(&order[i - 1], &order[i])) {
-            texts[n_suf] = v->bytes + v->tok_off[r->tok] + r->off;
-            lens[n_suf] = v->tok_off[r->tok + 1] - v->tok_off[r->tok] - r->off;
-            n_suf++;
-        }
-        sid[order[i]] = (uint32_t)(n_suf - 1);
-    }
-    if (!(tb->suf = rlx_grammar_vocab_new(n_suf, texts, lens))) {
-        rc = RLX_ENOMEM;
-        goto done;
-    }
-    tb->n_suf = n_suf;
-    size_t nu = 0;
-    for (size_t i = 0; i < m; i++) {
-        if (!i || rs->r[i].tok != rs->r[i - 1].tok) {
-            tb->und_tok[nu] = rs->r[i].tok;
-            tb->und_off[nu++] = (uint32_t)i;
-        }
-        tb->und_suf[i] = sid[i];
-    }
-    tb->und_off[nu] = (uint32_t)m;
-    tb->n_und = nu;
-done:
-    free(order);
-    free(sid);
-    free(texts);
-    free(lens);
-    return rc;
-}
-
-/* Walks the trie from T alone (key: partial, remain, T's entries) into tb. */
-static int table_build(rlx__gtables *t, const rlx_grammar *g, const uint32_t *key, size_t klen,
-                       const rlx_grammar_vocab *v, gtable *tb)
-{
-    uint32_t depth = v->max_depth + 2, tn = (uint32_t)(klen - 2);
-    wlevel *lv = calloc(depth, sizeof *lv);
-    recs rs = {.max = t->max_und};
-    memo m = {0};
-    rlx__sset start = {0}, scratch = {0};
-    int rc = 0;
-    tb->acc = calloc(t->words, sizeof *tb->acc);
-    if (!lv || !tb->acc) {
-        rc = RLX_ENOMEM;
-        goto done;
-    }
-    memcpy(t->buf, key + 2, tn * sizeof *t->buf);
-    rlx__grammar_advance(g, t->buf, tn, &start);
-    if (start.oom || start.overflow) {
-        rc = start.oom ? RLX_ENOMEM : RLX_ERANGE;
-        goto done;
-    }
-    if ((lv[0].sid = memo_intern(&m, &start)) == UINT32_MAX) {
-        rc = RLX_ENOMEM;
-        goto done;
-    }
-    lv[0].partial = key[0];
-    lv[0].remain = (int)key[1];
-    /* the nodes in preorder: a refused node skips its subtree */
-    for (uint32_t node = 1; node < v->n_nodes;) {
-        uint32_t d = v->depth[node];
-        wlevel *here = &lv[d];
-        *here = lv[d - 1];
-        int r = memo_step(&m, g, &here->sid, &here->partial, &here->remain, v->nodes[node].byte, &scratch, t->buf);
-        if (r < 0) {
-            rc = r;
-            goto done;
-        }
-        if (r == 0) {
-            node = v->end[node];
-            continue;
-        }
-        for (int32_t tok = v->nodes[node].token; tok >= 0; tok = v->next_tok[tok])
-            tb->acc[tok >> 6] |= 1ull << (tok & 63);
-        if (r == 1 && m.st[here->sid].empty) collect_range(v, node + 1, v->end[node], d, &rs);
-        node++;
-    }
-    if (rs.oom) rc = RLX_ENOMEM;
-    else if (rs.n > rs.max) tb->deeper = true;
-    else rc = table_undecided(tb, v, &rs);
-done:
-    memo_free(&m);
-    rlx__sset_free(&start);
-    rlx__sset_free(&scratch);
-    free(lv);
-    free(rs.r);
-    return rc;
-}
-
-/* The table for key (found or built); NULL with *rc set on failure. */
-static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx_grammar_vocab *v, size_t klen,
-                         int *rc)
-{
-    uint64_t h = rlx__fnv(1469598103934665603ull ^ slot, t->key, klen * sizeof *t->key);
+    uint64_t h = *hash = rlx__fnv(1469598103934665603ull ^ slot, key, klen * sizeof *key);
     for (size_t p = (size_t)h & t->ix_mask; t->ix[p] != IX_EMPTY; p = (p + 1) & t->ix_mask) {
         if (t->ix[p] < 0) continue;
         gtable *tb = &t->tab[t->ix[p]];
-        if (tb->used && tb->hash == h && tb->slot == slot && tb->key_len == klen &&
-            !memcmp(tb->key, t->key, klen * sizeof *t->key)) {
-            tb->last_use = ++t->clock;
-            t->stats.hits++;
+        if (tb->used && tb->hash == h && tb->slot == slot && tb->key_len == klen && !memcmp(tb->key, key, klen * sizeof *key))
             return tb;
-        }
     }
+    return NULL;
+}
+
+/* The rule holding element e (rules lie in order). */
+static uint32_t rule_of(const rlx_grammar *g, uint32_t e)
+{
+    uint32_t lo = 0, hi = g->n_rules;
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (g->rule_start[mid] <= e) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* A table to derive key's from (rlx__gtable_build): the key's topmost entry inside a counted
+ * repetition's position (grammar_internal.h, chain_prev) moved to an earlier position of that
+ * repetition, whose table exists (not `deeper`); *left: the terms the key's position has still
+ * to come. NULL when there is none. */
+static gtable *chain_ref(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, size_t klen, uint32_t *left)
+{
+    if (!g->chain_prev) return NULL;
+    for (size_t i = klen; i-- > 2;) {
+        const uint32_t e = t->key[i], r = rule_of(g, e);
+        if (g->chain_prev[r] < 0) continue;
+        uint32_t *rk = malloc(klen * sizeof *rk);
+        gtable *ref = NULL;
+        if (!rk) return NULL;
+        memcpy(rk, t->key, klen * sizeof *rk);
+        uint64_t h;
+        for (int32_t cur = g->chain_prev[r], tries = 0; cur >= 0 && !ref && tries < 64; cur = g->chain_prev[cur], tries++) {
+            rk[i] = g->rule_start[cur] + (e - g->rule_start[r]);
+            ref = table_find(t, slot, rk, klen, &h);
+            if (ref && ref->deeper) ref = NULL;
+        }
+        free(rk);
+        *left = g->chain_left[r];
+        return ref;
+    }
+    return NULL;
+}
+
+/* The table for key (found, derived or built); NULL with *rc set on failure. */
+static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, const rlx_grammar_vocab *v, size_t klen,
+                         int *rc)
+{
+    uint64_t h;
+    gtable *hit = table_find(t, slot, t->key, klen, &h);
+    if (hit) {
+        hit->last_use = ++t->clock;
+        t->stats.hits++;
+        return hit;
+    }
+    uint32_t left = 0;
+    gtable *ref = chain_ref(t, slot, g, klen, &left);
+    if (ref) ref->last_use = ++t->clock; /* not the victim below */
     size_t victim = 0;
     for (size_t i = 0; i < t->n_tab; i++) {
         const gtable *tb = &t->tab[i];
@@ -575,16 +241,18 @@ static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, c
         if (tb->last_use < t->tab[victim].last_use) victim = i;
     }
     gtable *tb = &t->tab[victim];
+    if (tb == ref) ref = NULL; /* a store of one table */
     if (tb->used) t->stats.evictions++;
     table_clear(t, tb);
     t->stats.built++;
+    if (ref) t->stats.derived++;
     if (!(tb->key = malloc(klen * sizeof *tb->key))) {
         *rc = RLX_ENOMEM;
         return NULL;
     }
     memcpy(tb->key, t->key, klen * sizeof *t->key);
     tb->key_len = klen;
-    if ((*rc = table_build(t, g, t->key, klen, v, tb))) {
+    if ((*rc = rlx__gtable_build(g, t->key, klen, v, t->words, t->max_und, t->buf, ref, left, tb))) {
         table_clear(t, tb);
         return NULL;
     }
@@ -671,7 +339,15 @@ static const gtable *stack_table(rlx__gtables *t, uint32_t slot, const rlx_gramm
 /* A walk of a grammar's reachable positions (rlx__gwalk_run): every stack reached goes into seen
  * once; the next one visited is a shortest one not yet visited (a bucket of seen's indexes per
  * length), so the walk covers shallow positions - the ones outputs reach first and most - before
- * the deep nestings of a recursive grammar. It can stop at any stack and go on later. */
+ * the deep nestings of a recursive grammar. Stacks at a counted repetition's later counts (one
+ * per count and per state inside its term: hundreds for a string of maxLength 40, their product
+ * for a repetition inside another) count 4 entries longer, and those inside two repetitions'
+ * later counts wait in buckets of their own until every other stack is visited: their tables
+ * derive from earlier counts' (chain_ref) for a fraction of the whole walk of the trie that a
+ * position outside them (an unbounded string deep in an object) costs, so within the walk's
+ * bounds the costly positions come first (bench/RESULTS.md section 44). It can stop at any stack
+ * and go on later. */
+#define WALK_BUCKETS (2 * (RLX_GRAMMAR_MAX_DEPTH + 1)) /* by length; then the nested repetitions' by length */
 struct rlx__gwalk {
     uint32_t slot;
     size_t max_stacks, max_new; /* the whole walk's bounds */
@@ -696,8 +372,8 @@ rlx__gwalk *rlx__gwalk_new(uint32_t slot, const rlx__sset *start, size_t max_sta
     w->max_new = max_new;
     w->max_ms = max_ms;
     w->st = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *w->st);
-    w->next = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *w->next);
-    w->bk = calloc(RLX_GRAMMAR_MAX_DEPTH + 1, sizeof *w->bk);
+    w->next = calloc(WALK_BUCKETS, sizeof *w->next);
+    w->bk = calloc(WALK_BUCKETS, sizeof *w->bk);
     if (!w->st || !w->next || !w->bk || !rlx__sset_copy(&w->seen, start)) {
         rlx__gwalk_free(w);
         return NULL;
@@ -708,7 +384,7 @@ rlx__gwalk *rlx__gwalk_new(uint32_t slot, const rlx__sset *start, size_t max_sta
 void rlx__gwalk_free(rlx__gwalk *w)
 {
     if (!w) return;
-    for (size_t l = 0; w->bk && l <= RLX_GRAMMAR_MAX_DEPTH; l++) free(w->bk[l].v);
+    for (size_t l = 0; w->bk && l < WALK_BUCKETS; l++) free(w->bk[l].v);
     free(w->bk);
     free(w->next);
     free(w->st);
@@ -725,21 +401,25 @@ int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, con
     int64_t rc = 0;
     while (!w->done) {
         for (; w->queued < w->seen.n; w->queued++) { /* file the stacks reached since last time */
-            uint32_t len = w->seen.len[w->queued];
+            const uint32_t len = w->seen.len[w->queued];
             if (!len || len > RLX_GRAMMAR_MAX_DEPTH) continue; /* finished */
-            if (w->bk[len].n == w->bk[len].cap) {
-                size_t cap = w->bk[len].cap ? 2 * w->bk[len].cap : 16;
-                uint32_t *p = realloc(w->bk[len].v, cap * sizeof *p);
+            uint32_t later = 0;
+            for (uint32_t k = 0; g->chain_prev && k < len && later < 2; k++)
+                later += g->chain_prev[rule_of(g, w->seen.data[w->seen.off[w->queued] + k])] >= 0;
+            const uint32_t b = later >= 2 ? len + RLX_GRAMMAR_MAX_DEPTH + 1 : RLX_MIN(len + 4 * later, RLX_GRAMMAR_MAX_DEPTH);
+            if (w->bk[b].n == w->bk[b].cap) {
+                size_t cap = w->bk[b].cap ? 2 * w->bk[b].cap : 16;
+                uint32_t *p = realloc(w->bk[b].v, cap * sizeof *p);
                 if (!p) { rc = RLX_ENOMEM; break; }
-                w->bk[len].v = p;
-                w->bk[len].cap = cap;
+                w->bk[b].v = p;
+                w->bk[b].cap = cap;
             }
-            w->bk[len].v[w->bk[len].n++] = (uint32_t)w->queued;
-            if (len < w->lo) w->lo = len;
+            w->bk[b].v[w->bk[b].n++] = (uint32_t)w->queued;
+            if (b < w->lo) w->lo = b;
         }
-        while (w->lo <= RLX_GRAMMAR_MAX_DEPTH && w->next[w->lo] == w->bk[w->lo].n) w->lo++;
+        while (w->lo < WALK_BUCKETS && w->next[w->lo] == w->bk[w->lo].n) w->lo++;
         const double spent = rlx_now() * 1e3 - t0;
-        if (rc || w->lo > RLX_GRAMMAR_MAX_DEPTH || w->visited >= w->max_stacks || w->built >= w->max_new ||
+        if (rc || w->lo >= WALK_BUCKETS || w->visited >= w->max_stacks || w->built >= w->max_new ||
             2 * w->built >= t->n_tab || 2 * t->bytes >= t->max_bytes || (w->max_ms > 0 && w->ms + spent > w->max_ms)) {
             w->done = true; /* nothing left, or a bound of the whole walk */
             break;

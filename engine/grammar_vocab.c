@@ -52,6 +52,8 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
         }
         v->tok_off[n_vocab] = (uint32_t)o;
     }
+    if (!(v->len7 = calloc(((size_t)n_vocab + 63) / 64 * 64, 1))) goto fail; /* whole words of 64 */
+    for (int32_t t = 0; t < n_vocab; t++) v->len7[t] = (uint8_t)(lens[t] < 127 ? lens[t] : 127);
     qsort(refs, n_refs, sizeof *refs, tok_ref_cmp);
     v->nodes = malloc(total * sizeof *v->nodes); /* an upper bound: one node per byte */
     path = malloc((max_len + 1) * sizeof *path);
@@ -101,6 +103,12 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
         }
         while (top) v->end[path[--top]] = v->n_nodes;
     }
+    if (!(v->maxlen = malloc((size_t)v->n_nodes * sizeof *v->maxlen))) goto fail;
+    for (uint32_t i = v->n_nodes; i-- > 0;) { /* children come after their parent */
+        uint32_t m = v->nodes[i].token >= 0 ? v->depth[i] : 0;
+        for (uint32_t c = v->nodes[i].child; c; c = v->nodes[c].sibling) m = v->maxlen[c] > m ? v->maxlen[c] : m;
+        v->maxlen[i] = m;
+    }
     free(refs);
     free(path);
     free(last);
@@ -122,6 +130,8 @@ void rlx_grammar_vocab_free(rlx_grammar_vocab *v)
     free(v->bytes);
     free(v->depth);
     free(v->end);
+    free(v->maxlen);
+    free(v->len7);
     free(v);
 }
 

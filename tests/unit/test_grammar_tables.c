@@ -187,6 +187,7 @@ static int check_grammar(size_t tables, size_t max_bytes, const rlx_grammar *g, 
             st->tables_built += s.tables_built;
             st->table_hits += s.table_hits;
             st->table_evictions += s.table_evictions;
+            st->tables_derived += s.tables_derived;
         }
         rlx_grammar_cache_free(c);
         if (n < 0) {
@@ -329,6 +330,60 @@ TEST(random_grammars)
     fprintf(stderr, "  %d random grammars, %d positions, %d walks reached an end\n", grammars, total, ends);
     ASSERT(grammars > (mc ? 25 : 100));
     ASSERT(total > (mc ? 300 : 1000));
+    vocab_free(&vb);
+}
+
+static int prepared_walks(rlx_grammar_cache *c, const rlx_grammar *g, const vocab *vb, int walks, int *late);
+
+/* Counted repetitions: a position's table derived from an earlier position's (a token of at
+ * most `left` bytes taken from it, the longer ones walked) gives the reference masks, over terms
+ * of one element, of a rule with escapes (mid-term positions), of several elements, with a
+ * minimum, nested in another repetition, at every table depth; the toy vocabulary's tokens
+ * (1 to 6 bytes) fall on both sides of `left`. A term that can match nothing is no chain (a
+ * term would not take a byte): nothing derived there. */
+TEST(counted_repetitions_derive_tables)
+{
+    static const char *const grammars[] = {
+        "root ::= \"\\\"\" char{1,12} \"\\\"\"\nchar ::= [^\"\\\\] | \"\\\\\" ([\"\\\\nt] | \"u\" [0-9a-f]{4})\n",
+        "root ::= \"[\" ( s ( \",\" s ){0,3} )? \"]\"\ns ::= \"\\\"\" [a-z0-9]{0,7} \"\\\"\"\n",
+        "root ::= ( \"ab\" [0-9] ){2,7} \"}\"\n",
+        "root ::= [a-z]{3,10} ( \":\" [0-9]{0,4} )?\n",
+    };
+    vocab vb = {0};
+    ASSERT(vocab_make(&vb));
+    const int walks = getenv("RLX_MEMCHECK") ? 6 : 20;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(grammars); i++) {
+        rlx_grammar *g = compile(grammars[i]);
+        ASSERT_MSG(g, "grammar %zu", i);
+        rlx_grammar_cache_stats st = {0};
+        int ends = 0, n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, walks, &ends, &st);
+        rlx_grammar_free(g);
+        ASSERT_MSG(n > 0, "grammar %zu:\n%s", i, grammars[i]);
+        fprintf(stderr, "  grammar %zu: %d positions, %llu tables built, %llu of them derived\n", i, n,
+                (unsigned long long)st.tables_built, (unsigned long long)st.tables_derived);
+        ASSERT_MSG(st.tables_derived > 0, "grammar %zu derived no table", i);
+        /* the walk ahead derives too (it steps a copy of the grammar the cache keeps) */
+        rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 4);
+        g = compile(grammars[i]);
+        rlx_grammar_state *s = g && c ? rlx_grammar_state_new(g, NULL) : NULL;
+        ASSERT(s);
+        ASSERT(rlx_grammar_cache_prepare(c, s, vb.v, RLX_GRAMMAR_PREPARE_TABLES, 0, 0) > 0);
+        rlx_grammar_cache_get_stats(c, &st);
+        ASSERT_MSG(st.tables_derived > 0, "grammar %zu: the walk ahead derived none of its %llu tables", i,
+                   (unsigned long long)st.tables_built);
+        int late = 0;
+        ASSERT(prepared_walks(c, g, &vb, walks, &late) > 0);
+        rlx_grammar_state_free(s);
+        rlx_grammar_free(g);
+        rlx_grammar_cache_free(c);
+    }
+    rlx_grammar *g = compile("root ::= ( \"a\"? ){0,6} \"b\"\n");
+    ASSERT(g);
+    rlx_grammar_cache_stats st = {0};
+    int ends = 0;
+    ASSERT(check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, walks, &ends, &st) > 0);
+    ASSERT_EQ(st.tables_derived, 0);
+    rlx_grammar_free(g);
     vocab_free(&vb);
 }
 
@@ -518,7 +573,7 @@ int main(void)
     static const rlx_test_case tests[] = {
         TEST_ENTRY(json_schemas_and_json_gbnf),
         TEST_ENTRY(random_grammars),
-        TEST_ENTRY(deep_nesting_and_eviction),
+        TEST_ENTRY(deep_nesting_and_eviction), TEST_ENTRY(counted_repetitions_derive_tables),
         TEST_ENTRY(tables_built_ahead),
         TEST_ENTRY(qwen2_vocabulary),
     };
