@@ -68,6 +68,7 @@ typedef struct rlx__tnode {
     uint32_t sibling;   /* next sibling, children sorted by byte */
     int32_t token;      /* first token ending here, -1 none; further ones via next_tok */
     uint8_t byte;
+    uint8_t more;       /* 1: further tokens end here (next_tok[token] is one) */
 } rlx__tnode;
 
 struct rlx_grammar_vocab {

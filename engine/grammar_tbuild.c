@@ -386,9 +386,11 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
             node = v->end[node];
             continue;
         }
-        wlevel *here = &lv[d];
-        *here = lv[d - 1];
-        int r = memo_step(&m, g, &here->sid, &here->partial, &here->remain, v->nodes[node].byte, &scratch, buf);
+        /* the step in locals, stored whole: the parent's fields read back through pointers from
+         * separate stores stalled every node (store forwarding) */
+        wlevel here = lv[d - 1];
+        const rlx__tnode nd = v->nodes[node];
+        int r = memo_step(&m, g, &here.sid, &here.partial, &here.remain, nd.byte, &scratch, buf);
         if (r < 0) {
             rc = r;
             goto done;
@@ -397,9 +399,13 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
             node = v->end[node];
             continue;
         }
-        for (int32_t tok = d > cut ? v->nodes[node].token : -1; tok >= 0; tok = v->next_tok[tok])
-            tb->acc[tok >> 6] |= 1ull << (tok & 63);
-        if (r == 1 && m.st[here->sid].empty) collect_range(v, node + 1, v->end[node], d, cut, &rs);
+        lv[d] = here;
+        if (nd.token >= 0 && d > cut) { /* next_tok (in token order, far from the node) only for more */
+            tb->acc[nd.token >> 6] |= 1ull << (nd.token & 63);
+            for (int32_t tok = nd.more ? v->next_tok[nd.token] : -1; tok >= 0; tok = v->next_tok[tok])
+                tb->acc[tok >> 6] |= 1ull << (tok & 63);
+        }
+        if (r == 1 && m.st[here.sid].empty) collect_range(v, node + 1, v->end[node], d, cut, &rs);
         node++;
     }
     if (rs.oom) rc = RLX_ENOMEM;

@@ -80,6 +80,7 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
         rlx__tnode *end = &v->nodes[path[r->n]];
         if (prev && l == r->n && l == prev->n) { /* same bytes as the previous token: chain it */
             *tail_tok = r->id;
+            end->more = 1;
         } else {
             end->token = r->id;
         }
