@@ -95,7 +95,7 @@ typedef struct rlx_grammar_cache_stats {
 } rlx_grammar_cache_stats;
 
 #define RLX_GRAMMAR_CACHE_ENTRIES 256
-#define RLX_GRAMMAR_CACHE_TABLES 2048 /* per-position tables kept, n_vocab / 8 bytes and more each (RLX__GTABLE_BYTES in all) */
+#define RLX_GRAMMAR_CACHE_TABLES 4096 /* per-position tables kept, n_vocab / 8 bytes and more each (RLX__GTABLE_BYTES in all) */
 
 /* NULL when out of memory or on bad arguments. */
 rlx_grammar_cache *rlx_grammar_cache_new(int32_t n_vocab, size_t max_entries);
@@ -126,7 +126,7 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
  * to be built when met. Returns the tables built by the call, or a negative RLX_E* code. Same
  * thread rules as the cache. */
 #define RLX_GRAMMAR_PREPARE_STACKS RLX_GRAMMAR_MAX_STACKS /* the walk's set holds no more */
-#define RLX_GRAMMAR_PREPARE_TABLES 1024
+#define RLX_GRAMMAR_PREPARE_TABLES 2048
 #define RLX_GRAMMAR_PREPARE_MS 100
 #define RLX_GRAMMAR_PREPARE_SLICE_MS 10 /* the worker's share per step */
 int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state *start, const rlx_grammar_vocab *v,

@@ -341,13 +341,31 @@ static const gtable *stack_table(rlx__gtables *t, uint32_t slot, const rlx_gramm
  * length), so the walk covers shallow positions - the ones outputs reach first and most - before
  * the deep nestings of a recursive grammar. Stacks at a counted repetition's later counts (one
  * per count and per state inside its term: hundreds for a string of maxLength 40, their product
- * for a repetition inside another) count 4 entries longer, and those inside two repetitions'
- * later counts wait in buckets of their own until every other stack is visited: their tables
+ * for a repetition inside another) count 4 entries longer where the count's term has just
+ * begun, and those further inside a term or inside two repetitions' later counts wait in
+ * buckets of their own until every other stack is visited (walk_bucket): their tables
  * derive from earlier counts' (chain_ref) for a fraction of the whole walk of the trie that a
  * position outside them (an unbounded string deep in an object) costs, so within the walk's
  * bounds the costly positions come first (bench/RESULTS.md section 44). It can stop at any stack
  * and go on later. */
 #define WALK_BUCKETS (2 * (RLX_GRAMMAR_MAX_DEPTH + 1)) /* by length; then the nested repetitions' by length */
+
+/* The walk's bucket of stack st (len entries, top last): its length; 4 more at a repetition's
+ * later count where the count's term has just begun (the entry above the repetition's is where
+ * one of its rule's alternatives starts: a string's next character); in the second half of the
+ * buckets inside a term further on (an escape sequence half-written) or inside two repetitions'
+ * later counts. */
+static uint32_t walk_bucket(const rlx_grammar *g, const uint32_t *st, uint32_t len)
+{
+    uint32_t later = 0, top = 0; /* later counts on the stack; the topmost one's index */
+    for (uint32_t k = 0; g->chain_prev && k < len && later < 2; k++)
+        if (g->chain_prev[rule_of(g, st[k])] >= 0) later++, top = k;
+    if (!later) return len;
+    const uint32_t e = st[len - 1];
+    const bool begun = later == 1 && top + 2 >= len &&
+                       (top + 1 == len || e == g->rule_start[rule_of(g, e)] || g->e[e - 1].type == G_ALT);
+    return begun ? RLX_MIN(len + 4, RLX_GRAMMAR_MAX_DEPTH) : len + RLX_GRAMMAR_MAX_DEPTH + 1;
+}
 struct rlx__gwalk {
     uint32_t slot;
     size_t max_stacks, max_new; /* the whole walk's bounds */
@@ -403,10 +421,7 @@ int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, con
         for (; w->queued < w->seen.n; w->queued++) { /* file the stacks reached since last time */
             const uint32_t len = w->seen.len[w->queued];
             if (!len || len > RLX_GRAMMAR_MAX_DEPTH) continue; /* finished */
-            uint32_t later = 0;
-            for (uint32_t k = 0; g->chain_prev && k < len && later < 2; k++)
-                later += g->chain_prev[rule_of(g, w->seen.data[w->seen.off[w->queued] + k])] >= 0;
-            const uint32_t b = later >= 2 ? len + RLX_GRAMMAR_MAX_DEPTH + 1 : RLX_MIN(len + 4 * later, RLX_GRAMMAR_MAX_DEPTH);
+            const uint32_t b = walk_bucket(g, w->seen.data + w->seen.off[w->queued], len);
             if (w->bk[b].n == w->bk[b].cap) {
                 size_t cap = w->bk[b].cap ? 2 * w->bk[b].cap : 16;
                 uint32_t *p = realloc(w->bk[b].v, cap * sizeof *p);

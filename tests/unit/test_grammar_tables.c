@@ -387,6 +387,54 @@ TEST(counted_repetitions_derive_tables)
     vocab_free(&vb);
 }
 
+/* The walk ahead orders a repetition's later counts after the other positions, and inside them
+ * the begun terms (a string's next character) before those further on (an escape half-written):
+ * with a bound of tables too small for every position, a plain string of the longest length
+ * finds every table it meets built. */
+TEST(walk_ahead_prefers_begun_counts)
+{
+    vocab vb = {0};
+    ASSERT(vocab_make(&vb));
+    rlx_grammar *g = compile("root ::= \"{\" \"\\\"\" char{1,12} \"\\\"\" \"}\"\n"
+                             "char ::= [^\"\\\\] | \"\\\\\" ([\"\\\\nt] | \"u\" [0-9a-f]{4})\n");
+    ASSERT(g);
+    int32_t tok_a = -1;
+    for (int32_t t = 0; t < NV; t++)
+        if (vb.lens[t] == 1 && vb.texts[t][0] == 'a') tok_a = t;
+    ASSERT(tok_a >= 0);
+    size_t bound = 0, all = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 4);
+        rlx_grammar_state *s = c ? rlx_grammar_state_new(g, NULL) : NULL;
+        ASSERT(s);
+        int64_t built = rlx_grammar_cache_prepare(c, s, vb.v, pass ? bound : RLX_GRAMMAR_PREPARE_TABLES, 0, 0);
+        ASSERT(built > 0);
+        if (!pass) all = (size_t)built;
+        uint64_t bits[(NV + 63) / 64];
+        rlx_grammar_cache_stats a, b;
+        rlx_grammar_cache_get_stats(c, &a);
+        size_t pos = 0;
+        for (const char *text = "{\""; *text; text++, pos++) {
+            ASSERT(rlx_grammar_cache_fast_mask(c, s, vb.v, bits) > 0);
+            ASSERT_EQ(rlx_grammar_accept(s, text, 1), 0);
+        }
+        for (int k = 0; k < 12; k++, pos++) {
+            ASSERT(rlx_grammar_cache_fast_mask(c, s, vb.v, bits) > 0);
+            ASSERT_EQ(rlx_grammar_accept(s, vb.texts[tok_a], 1), 0);
+        }
+        ASSERT(rlx_grammar_cache_fast_mask(c, s, vb.v, bits) > 0);
+        rlx_grammar_cache_get_stats(c, &b);
+        fprintf(stderr, "  walk of %lld tables (of %zu): %llu built on the way through %zu positions\n", (long long)built,
+                all, (unsigned long long)(b.tables_built - a.tables_built), pos + 1);
+        if (!pass) bound = all * 3 / 5; /* the second pass: three fifths of them (without the order: 6 built late) */
+        else ASSERT_EQ(b.tables_built, a.tables_built);
+        rlx_grammar_state_free(s);
+        rlx_grammar_cache_free(c);
+    }
+    rlx_grammar_free(g);
+    vocab_free(&vb);
+}
+
 /* Deep stacks (nesting beyond a table's top entries), a store of two tables, and a byte bound
  * that keeps one table at a time. */
 TEST(deep_nesting_and_eviction)
@@ -574,6 +622,7 @@ int main(void)
         TEST_ENTRY(json_schemas_and_json_gbnf),
         TEST_ENTRY(random_grammars),
         TEST_ENTRY(deep_nesting_and_eviction), TEST_ENTRY(counted_repetitions_derive_tables),
+        TEST_ENTRY(walk_ahead_prefers_begun_counts),
         TEST_ENTRY(tables_built_ahead),
         TEST_ENTRY(qwen2_vocabulary),
     };
