@@ -137,25 +137,28 @@ int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_d
         for (int32_t k = 0; k < b->seqs[s].n_blocks; k++)
             if (b->seqs[s].blocks[k] < 0 || b->seqs[s].blocks[k] >= kv->n_blocks)
                 return rlx_errorf(err, RLX_ERANGE, "sequence %d names KV block %d of %d", s, b->seqs[s].blocks[k], kv->n_blocks);
-    /* what the encoder ops read by position: learned position rows inside their table, and
-     * attention without a cache over whole sequences (graph.h) */
+    /* learned position rows (encoders) inside their table */
     const rlx_graph *g = plan->graph;
-    bool whole = false;
     for (int i = 0; i < plan->n_steps; i++) {
         const rlx_node *n = &plan->steps[i].node;
-        if (n->op == RLX_OP_ATTENTION && rlx_graph_layer_mem(g, n->p.attn.layer).kind == RLX_MEM_NONE) whole = true;
         if (n->op != RLX_OP_GET_ROWS_POS) continue;
         for (int32_t t = 0; t < b->n_tokens; t++)
             if (b->pos[t] >= g->tensors[n->in[0]].ne[1])
                 return rlx_errorf(err, RLX_ERANGE, "batch position %d is past the model's %lld learned positions", b->pos[t],
                                   (long long)g->tensors[n->in[0]].ne[1]);
     }
-    return whole ? rlx_batch_whole_seqs(b, err) : 0;
+    return 0;
 }
 
-int rlx_batch_whole_seqs(const rlx_batch *b, rlx_error *err)
+int rlx_batch_whole_seqs(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_desc *kv, rlx_error *err)
 {
-    for (int32_t t = 0; t < b->n_tokens; t++) {
+    bool nocache = false;
+    for (int i = 0; i < plan->n_steps && !nocache; i++) {
+        const rlx_node *n = &plan->steps[i].node;
+        nocache = n->op == RLX_OP_ATTENTION && n->p.attn.layer >= 0 && n->p.attn.layer < kv->n_layers &&
+                  rlx_mem_desc_layer(kv, n->p.attn.layer).kind == RLX_MEM_NONE;
+    }
+    for (int32_t t = 0; nocache && t < b->n_tokens; t++) {
         const bool cont = t > 0 && b->seq[t] == b->seq[t - 1];
         if (b->pos[t] != (cont ? b->pos[t - 1] + 1 : 0))
             return rlx_errorf(err, RLX_EINVAL, "attention without a KV cache needs each sequence whole and in position order "

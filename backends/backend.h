@@ -147,14 +147,15 @@ typedef struct rlx_backend_config {
 
 /* Checks a batch against a plan and memory description before a backend runs it: sizes,
  * sequence indices, output count, positions inside each block table, block ids inside the pool,
- * state slots inside theirs, token ids below n_vocab, positions inside a learned-position table,
- * whole sequences for attention without a cache. GPU backends call it because their kernels cannot raise errors and an
+ * state slots inside theirs, token ids below n_vocab, positions inside a learned-position table. GPU backends call it because their kernels cannot raise errors and an
  * out-of-range index there would touch foreign memory. */
 int rlx_batch_validate(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_desc *kv, int64_t n_vocab,
                        rlx_error *err);
-/* rlx_batch_validate's check for attention without a cache (encoders, graph.h): every sequence
- * whole in the batch, its tokens contiguous and at positions 0..n-1. RLX_EINVAL naming the token. */
-int rlx_batch_whole_seqs(const rlx_batch *b, rlx_error *err);
+/* For a backend that runs attention without a cache (encoders, graph.h): when the plan has
+ * attention on a layer whose memory in kv is RLX_MEM_NONE, every sequence must be whole in the
+ * batch, its tokens contiguous and at positions 0..n-1; RLX_EINVAL naming the token otherwise.
+ * GPU backends call it after rlx_batch_validate (their kernels cannot raise it). */
+int rlx_batch_whole_seqs(const rlx_batch *b, const rlx_plan *plan, const rlx_mem_desc *kv, rlx_error *err);
 
 /* The RLX_TOKEN_* kind of every token (tok[n_tokens]: b->decode, or derived when NULL) and of
  * every output row (out[n_outputs]: always derived from the sequence's output rows), as

@@ -45,7 +45,8 @@ static int validate(const cu_backend *be, const rlx_plan *plan, const rlx_batch 
 {
     if (!be->kv_k) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
     if (plan != be->plan) return rlx_errorf(err, RLX_EINVAL, "plan was not prepared on this backend");
-    return rlx_batch_validate(b, plan, &be->kv, be->min_vocab, err);
+    int rc = rlx_batch_validate(b, plan, &be->kv, be->min_vocab, err);
+    return rc ? rc : rlx_batch_whole_seqs(b, plan, &be->kv, err);
 }
 
 /* Writes the batch words (layout in cu_internal.h) and copies them to the device. Tables that

@@ -193,7 +193,8 @@ static int validate_batch(const vk_backend *be, const rlx_plan *plan, const rlx_
 {
     if (be->kv.geo.n_layers <= 0) return rlx_errorf(err, RLX_EINVAL, "KV cache not initialised");
     if (plan != be->plan) return rlx_errorf(err, RLX_EINVAL, "plan was not prepared on this backend");
-    return rlx_batch_validate(b, plan, &be->kv.geo, be->min_vocab, err);
+    int rc = rlx_batch_validate(b, plan, &be->kv.geo, be->min_vocab, err);
+    return rc ? rc : rlx_batch_whole_seqs(b, plan, &be->kv.geo, err);
 }
 
 /* Writes the batch words at the plan's fixed offsets (vk_internal.h); the block tables go

@@ -353,9 +353,9 @@ TEST(attention_without_cache)
     rlx_batch b2 = {4, tok2, pos2, sq2, none, 0, 2, seqs, NULL};
     ASSERT(be->ops->run(be, &p, &b2, out, &err) != 0);
     /* the GPU backends' batch check says so before any kernel runs; the whole batch passes it */
-    ASSERT_EQ(rlx_batch_validate(&b2, &p, &geo, VOCAB, &err), RLX_EINVAL);
+    ASSERT_EQ(rlx_batch_whole_seqs(&b2, &p, &geo, &err), RLX_EINVAL);
     ASSERT_MSG(strstr(err.msg, "without a KV cache"), "%s", err.msg);
-    ASSERT_MSG(rlx_batch_validate(&b, &p, &geo, VOCAB, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_batch_whole_seqs(&b, &p, &geo, &err) == 0, "%s", err.msg);
     rlx_backend_destroy(be);
     rlx_plan_free(&p);
     rlx_graph_free(&g);
