@@ -325,6 +325,23 @@ int rlx_sampler_pick(rlx_sampler *s, float *logits, const float *raw, int32_t *t
             if (!refused_by(s, *token)) return 0;
             refused[k] = *token;
         }
+        /* every redraw refused: the constraints' masks over the logits the last draw read (the
+         * chain's stages before them already applied; nothing between them and the draw without
+         * a truncation), then a draw from its weights without what they refuse */
+        for (int i = 0; quick && i < s->n_stages; i++) {
+            const rlx_stage_ops *o = s->stages[i]->ops;
+            if (!o->mask) continue;
+            int64_t left = o->mask(s->stages[i], &c);
+            if (left < 0) return rlx_errorf(err, (int)left, "%s: out of memory building the mask", o->name);
+            if (left == 0) return rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", o->name);
+        }
+        const int32_t t = quick ? sel->ops->redraw(sel, &c, NULL, -1) : -1;
+        if (t >= 0) {
+            *token = t;
+            const rlx_sampler_stage *st = refused_by(s, *token);
+            if (st) return rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", st->ops->name);
+            return 0;
+        }
     }
     memcpy(logits, raw, (size_t)s->n_vocab * sizeof *logits);
     if ((rc = run_chain(s, logits, true, token, err))) return rc;

@@ -75,7 +75,8 @@ typedef struct rlx_stage_ops {
     int32_t (*select)(rlx_sampler_stage *st, rlx_token_cands *c);
     /* Optional, with select: right after select's draw was refused, a draw from the same
      * distribution with the tokens refused[0..n) taken out (c: the same candidates and scratch),
-     * or -1 when it cannot (the chain is then run again over the logits with them at -inf). */
+     * or with n < 0 those whose logit in c is now -inf (masks applied to the logits it read);
+     * -1 when it cannot (the chain is then run again over the logits with them at -inf). */
     int32_t (*redraw)(rlx_sampler_stage *st, rlx_token_cands *c, const int32_t *refused, int n_refused);
     /* Constraint stages: may `token` come next? */
     bool (*allows)(rlx_sampler_stage *st, int32_t token);

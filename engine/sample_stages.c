@@ -500,12 +500,23 @@ static int32_t dist_select(rlx_sampler_stage *st, rlx_token_cands *c)
     return l[n - 1].id; /* rounding left u at the very top */
 }
 
+/* w[i] = 0 where l[i] is -inf (a mask's refusal), branch-free; clones as full_vocab_weights. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void zero_masked(const float *l, int32_t n, float *w)
+{
+    for (int32_t i = 0; i < n; i++) w[i] = l[i] == -INFINITY ? 0.0f : w[i];
+}
+
 /* A constraint refused the draw: draws again from the last full-vocabulary draw's weights (the
  * thread's scratch, untouched since) with the refused tokens' weights taken out and their blocks
  * summed again: the distribution of a draw over the logits with those tokens at -inf (the full
- * chain run again), for one uniform, without the exps. -1 when the last draw was not such a draw
- * or what is left weighs under 2^-20 of the whole (its weights may have underflowed against the
- * refused tokens' maximum: the caller runs the chain again). */
+ * chain run again), for one uniform, without the exps. n_refused < 0: the tokens taken out are
+ * those whose logit in c is now -inf (the constraints' masks applied to the logits the draw read),
+ * every block summed again. -1 when the last draw was not such a draw or what is left weighs
+ * under 2^-20 of the whole (its weights may have underflowed against the refused tokens'
+ * maximum: the caller runs the chain again). */
 static int32_t dist_redraw(rlx_sampler_stage *st, rlx_token_cands *c, const int32_t *refused, int n_refused)
 {
     dist_stage *s = (dist_stage *)st;
@@ -514,6 +525,10 @@ static int32_t dist_redraw(rlx_sampler_stage *st, rlx_token_cands *c, const int3
     float *w = sc->weights;
     double *bsum = sc->block_sums;
     const int32_t nv = c->n_vocab, nblk = (nv + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    if (n_refused < 0) {
+        zero_masked(c->logits, nv, w);
+        for (int32_t b = 0; b < nblk; b++) bsum[b] = block_sum(w, b, nv);
+    }
     for (int i = 0; i < n_refused; i++) {
         const int32_t t = refused[i];
         if (t < 0 || t >= nv || w[t] == 0.0f) continue;

@@ -198,7 +198,8 @@ TEST(redraws_keep_the_masked_distribution)
 
 /* The draw stage's redraw (what a refused draw uses instead of running the chain again): from
  * the last full-vocabulary draw's weights with the refused tokens taken out, over several
- * DRAW_BLOCKs, the renormalised distribution, never a refused token; -1 (the chain runs again)
+ * DRAW_BLOCKs, the renormalised distribution, never a refused token, also for the tokens a mask
+ * set to -inf after the draw (n_refused < 0); -1 (the chain runs again)
  * when what is left weighs under 2^-20 of the whole or the last draw left no weights. */
 TEST(redraw_takes_refused_tokens_out_of_the_weights)
 {
@@ -228,6 +229,23 @@ TEST(redraw_takes_refused_tokens_out_of_the_weights)
         double want = exp((double)logits[top[k]]) / z, got = (double)count[top[k]] / N;
         ASSERT_MSG(fabs(got - want) < 0.01, "token %d: %.4f drawn, %.4f expected", top[k], got, want);
     }
+    /* n_refused < 0: the tokens a mask set to -inf in the logits after the draw go (here 5, 7 and
+     * 600, whatever was drawn), the rest renormalised */
+    memset(count, 0, sizeof count);
+    for (int i = 0; i < N; i++) {
+        logits[5] = 3.0f, logits[7] = 1.0f, logits[600] = 2.5f;
+        (void)d->ops->select(d, &c);
+        logits[5] = logits[7] = logits[600] = -INFINITY;
+        int32_t r = d->ops->redraw(d, &c, NULL, -1);
+        ASSERT_MSG(r >= 0 && r != 5 && r != 7 && r != 600, "masked redraw gave %d", r);
+        count[r]++;
+    }
+    z = exp(0.0) + exp(0.5) + (NV - 5) * exp(-30.0);
+    for (int k = 1; k < 3; k++) {
+        double want = exp((double)logits[top[k]]) / z, got = (double)count[top[k]] / N;
+        ASSERT_MSG(fabs(got - want) < 0.01, "masked: token %d: %.4f drawn, %.4f expected", top[k], got, want);
+    }
+    logits[5] = 3.0f, logits[600] = 2.5f;
     /* the refused tokens held all but ~2^-40 of the weight: the chain must run again */
     logits[7] = logits[300] = logits[NV - 1] = -30.0f;
     int32_t t;
