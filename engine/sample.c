@@ -254,6 +254,15 @@ bool rlx_sampler_must_end(const rlx_sampler *s)
     return false;
 }
 
+/* A constraint's mask over c: 0, or an RLX_E* code naming it (out of memory, or no token left). */
+static int apply_mask(rlx_sampler_stage *st, rlx_token_cands *c, rlx_error *err)
+{
+    int64_t left = st->ops->mask(st, c);
+    if (left < 0) return rlx_errorf(err, (int)left, "%s: out of memory building the mask", st->ops->name);
+    if (left == 0) return rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", st->ops->name);
+    return 0;
+}
+
 /* One pass of the chain over `logits`; masked: constraints apply their masks (else they are
  * only checked afterwards). Returns 0 and the token or an RLX_E* code. */
 static int run_chain(rlx_sampler *s, float *logits, bool masked, int32_t *token, rlx_error *err)
@@ -264,10 +273,8 @@ static int run_chain(rlx_sampler *s, float *logits, bool masked, int32_t *token,
         rlx_sampler_stage *st = s->stages[i];
         const rlx_stage_ops *o = st->ops;
         if (o->mask) {
-            if (!masked) continue;
-            int64_t left = o->mask(st, &c);
-            if (left < 0) return rlx_errorf(err, (int)left, "%s: out of memory building the mask", o->name);
-            if (left == 0) return rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", o->name);
+            int rc = masked ? apply_mask(st, &c, err) : 0;
+            if (rc) return rc;
             continue;
         }
         if (o->select) {
@@ -328,13 +335,8 @@ int rlx_sampler_pick(rlx_sampler *s, float *logits, const float *raw, int32_t *t
         /* every redraw refused: the constraints' masks over the logits the last draw read (the
          * chain's stages before them already applied; nothing between them and the draw without
          * a truncation), then a draw from its weights without what they refuse */
-        for (int i = 0; quick && i < s->n_stages; i++) {
-            const rlx_stage_ops *o = s->stages[i]->ops;
-            if (!o->mask) continue;
-            int64_t left = o->mask(s->stages[i], &c);
-            if (left < 0) return rlx_errorf(err, (int)left, "%s: out of memory building the mask", o->name);
-            if (left == 0) return rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", o->name);
-        }
+        for (int i = 0; quick && i < s->n_stages; i++)
+            if (s->stages[i]->ops->mask && (rc = apply_mask(s->stages[i], &c, err))) return rc;
         const int32_t t = quick ? sel->ops->redraw(sel, &c, NULL, -1) : -1;
         if (t >= 0) {
             *token = t;
