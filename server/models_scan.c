@@ -41,18 +41,20 @@ static int64_t mtime_ns(const struct stat *st)
 }
 
 /* What a rescan compares: the model file's size and time, and its profile file's time. */
-static void signature(const char *path, int64_t sig[3])
+static void signature(const char *path, int64_t sig[RLX_MODEL_SIG])
 {
     struct stat st;
     char prof[4200];
-    sig[0] = sig[1] = sig[2] = -1;
+    sig[0] = sig[1] = sig[2] = sig[3] = -1;
     if (!stat(path, &st)) sig[0] = (int64_t)st.st_size, sig[1] = mtime_ns(&st);
-    rlx_profile_file_for(path, prof, sizeof prof);
+    rlx_profile_file_for(path, ".rlx.ini", prof, sizeof prof);
     if (!stat(prof, &st)) sig[2] = mtime_ns(&st);
+    rlx_profile_file_for(path, ".rlx.toml", prof, sizeof prof);
+    if (!stat(prof, &st)) sig[3] = mtime_ns(&st);
 }
 
 /* The slot of a served model, with its compile profile applied: 0, or the profile's error in
- * m->err (a bad <model>.rlx.ini names its file and line). */
+ * m->err (a bad <model>.rlx.toml or .rlx.ini names its file and line). */
 static int slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg)
 {
     const rlx_serve_config *c = s->cfg;
@@ -76,9 +78,7 @@ static int slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg)
     m->idle_timer.data = m;
     signature(cfg->path, m->sig);
     /* the profile: the file beside the weights, then the operator's [model.NAME] over it */
-    char file[4200];
-    rlx_profile_file_for(cfg->path, file, sizeof file);
-    int rc = rlx_profile_load_file(&m->prof, file, &m->err);
+    int rc = rlx_profile_load_beside(&m->prof, cfg->path, &m->err);
     if (rc == RLX_ENOTFOUND) rc = 0;
     const rlx_profile *ini = rlx_serve_config_profile(c, cfg->name);
     if (!rc && ini) rc = rlx_profile_merge(&m->prof, ini, &m->err);
@@ -240,7 +240,7 @@ void rlx_models_rescan(rlx_srv *s, bool force)
         while (k < ne && strcmp(es[k].name, m->cfg->name)) k++;
         bool gone = k == ne, changed = false;
         if (!gone) {
-            int64_t sig[3];
+            int64_t sig[RLX_MODEL_SIG];
             signature(es[k].path, sig);
             changed = strcmp(es[k].path, m->cfg->path) || memcmp(sig, m->sig, sizeof sig);
         }

@@ -1,11 +1,13 @@
 /* profile.c - per-model compile profiles (see profile.h). */
 #include "server/profile.h"
 #include "backends/dtype.h"
+#include "server/toml_flat.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +130,7 @@ int rlx_profile_set(rlx_profile *p, const char *name, const char *v, const char 
     return 0;
 }
 
-void rlx_profile_file_for(const char *model_path, char *buf, size_t cap)
+void rlx_profile_file_for(const char *model_path, const char *ext, char *buf, size_t cap)
 {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", model_path);
@@ -142,7 +144,7 @@ void rlx_profile_file_for(const char *model_path, char *buf, size_t cap)
         if (t[0] == '-' && sscanf(t, "-%5u-of-%5u%c", &a, &b, &c) == 2 && strspn(t + 1, "0123456789") == 5)
             tmp[n - 15] = 0;
     }
-    snprintf(buf, cap, "%s.rlx.ini", tmp);
+    snprintf(buf, cap, "%s%s", tmp, ext);
 }
 
 typedef struct file_ctx {
@@ -182,6 +184,33 @@ static int on_key(void *user, const char *section, const char *name, const char 
     return 1;
 }
 
+/* A key of a .rlx.toml file: TOML's types are checked against the key's (a number for the
+ * numeric keys, a string for the others), then the value goes through rlx_profile_set. */
+static int on_toml_key(void *user, const char *table, const char *name, rlx_toml_kind kind, const char *value,
+                       const char *src, rlx_error *err)
+{
+    file_ctx *x = user;
+    if (table[0] && strcmp(table, "profile"))
+        return rlx_errorf(err, RLX_EINVAL, "%s: unknown table [%s] (keys go at the top or in [profile])", src, table);
+    const key *k = find_key(name);
+    if (k) {
+        bool number = k->type == K_INT || k->type == K_FLOAT;
+        bool fits = number ? kind == RLX_TOML_INT || (kind == RLX_TOML_FLOAT && k->type == K_FLOAT)
+                           : kind == RLX_TOML_STRING;
+        if (!fits)
+            return rlx_errorf(err, RLX_EINVAL, "%s: '%s' takes %s, not %s (%s)", src, k->name,
+                              k->type == K_INT ? "an integer" : k->type == K_FLOAT ? "a number" : "a string in quotes",
+                              rlx_toml_kind_name(kind), value);
+    }
+    return rlx_profile_set(x->p, name, value, src, x->dir, err);
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && !strcmp(s + n - t, tail);
+}
+
 int rlx_profile_load_file(rlx_profile *p, const char *path, rlx_error *err)
 {
     FILE *f = fopen(path, "r");
@@ -196,14 +225,34 @@ int rlx_profile_load_file(rlx_profile *p, const char *path, rlx_error *err)
     else snprintf(x.dir, sizeof x.dir, ".");
     rlx_profile tmp = {0};
     x.p = &tmp;
-    int line = ini_parse_stream(reader, &x, on_key, &x);
-    fclose(f);
-    int rc = x.rc;
-    if (!rc && line > 0) rc = rlx_errorf(err, RLX_EINVAL, "%s:%d: syntax error (KEY = VALUE or [profile])", path, line);
-    else if (!rc && line < 0) rc = rlx_errorf(err, RLX_ENOMEM, "%s: out of memory reading the profile", path);
+    int rc;
+    if (ends_with(path, ".toml")) {
+        rc = rlx_toml_flat_read(f, path, on_toml_key, &x, err);
+        fclose(f);
+    } else {
+        int line = ini_parse_stream(reader, &x, on_key, &x);
+        fclose(f);
+        rc = x.rc;
+        if (!rc && line > 0)
+            rc = rlx_errorf(err, RLX_EINVAL, "%s:%d: syntax error (KEY = VALUE or [profile])", path, line);
+        else if (!rc && line < 0) rc = rlx_errorf(err, RLX_ENOMEM, "%s: out of memory reading the profile", path);
+    }
     if (!rc) rc = rlx_profile_merge(p, &tmp, err);
     rlx_profile_free(&tmp);
     return rc;
+}
+
+int rlx_profile_load_beside(rlx_profile *p, const char *model_path, rlx_error *err)
+{
+    char toml[4200], ini[4200];
+    rlx_profile_file_for(model_path, ".rlx.toml", toml, sizeof toml);
+    rlx_profile_file_for(model_path, ".rlx.ini", ini, sizeof ini);
+    struct stat st;
+    bool has_toml = !stat(toml, &st), has_ini = !stat(ini, &st);
+    if (has_toml && has_ini)
+        return rlx_errorf(err, RLX_EINVAL, "both %s and %s exist: a model takes one profile file, remove the other",
+                          toml, ini);
+    return rlx_profile_load_file(p, has_ini ? ini : toml, err);
 }
 
 static int copy_str(char **dst, const char *src, rlx_error *err)

@@ -1,12 +1,14 @@
 /* profile.h - compile profiles: per-model defaults of `rlxd serve`, from a `[model.NAME]`
- * section of the INI config and from an optional `<model>.rlx.ini` next to the weights (TOML
- * as RLX writes it would need a C TOML library, and Debian packages none; the keys are the
- * same). Keys (dashes or underscores): ctx, kv-type, max-seqs, max-batch-tokens, threads,
- * backend, chat-template (a file; relative to the profile file's folder), and the sampling
- * defaults temperature, top-p, top-k, min-p, repeat-penalty (repetition-penalty),
- * presence-penalty, frequency-penalty, repeat-last-n, max-tokens.
+ * section of the INI config and from an optional profile file next to the weights:
+ * `<model>.rlx.toml` (TOML as RLX writes it, read by server/toml_flat.h: flat keys at the top
+ * or in [profile], typed values) or `<model>.rlx.ini` (INI syntax, the same keys); a model
+ * with both is an error. Keys (dashes or underscores): ctx, kv-type, max-seqs,
+ * max-batch-tokens, threads, backend, chat-template and draft-model (files; relative to the
+ * profile file's folder), and the sampling defaults temperature, top-p, top-k, min-p,
+ * repeat-penalty (repetition-penalty), presence-penalty, frequency-penalty, repeat-last-n,
+ * max-tokens.
  *
- * Precedence: a request's own fields > the INI section > the `<model>.rlx.ini` file > the
+ * Precedence: a request's own fields > the INI section > the profile file > the
  * server-wide flags, environment and [server] keys > built-in defaults.
  *
  * Pure data and parsing: no libuv; any thread. Ownership: a profile owns its strings
@@ -55,12 +57,17 @@ typedef struct rlx_profile {
  * RLX_EINVAL with a message naming src, the key and what it takes. */
 int rlx_profile_set(rlx_profile *p, const char *key, const char *value, const char *src, const char *base_dir,
                     rlx_error *err);
-/* The profile file of a model: `<model>.rlx.ini` beside path (for split parts
- * `NAME-00001-of-00003.gguf`: `NAME.rlx.ini`), written into buf. */
-void rlx_profile_file_for(const char *model_path, char *buf, size_t cap);
-/* Reads a profile file (keys at the top or in a [profile] section) into p. A missing file is
- * RLX_ENOTFOUND (p untouched); errors name file:line. */
+/* The profile file of a model with extension ext (".rlx.toml" or ".rlx.ini") beside path
+ * (`qwen.gguf` -> `qwen<ext>`; for split parts `NAME-00001-of-00003.gguf`: `NAME<ext>`),
+ * written into buf. */
+void rlx_profile_file_for(const char *model_path, const char *ext, char *buf, size_t cap);
+/* Reads a profile file (keys at the top or in a [profile] section; TOML when its name ends in
+ * .toml, else INI) into p. A missing file is RLX_ENOTFOUND (p untouched); errors name
+ * file:line, and nothing of a bad file is kept. */
 int rlx_profile_load_file(rlx_profile *p, const char *path, rlx_error *err);
+/* The model's profile file, `<model>.rlx.toml` or `<model>.rlx.ini`, into p: RLX_ENOTFOUND
+ * when there is neither, RLX_EINVAL naming both when there are both. */
+int rlx_profile_load_beside(rlx_profile *p, const char *model_path, rlx_error *err);
 /* dst gets every key over sets (over wins), strings copied; sources appended. */
 int rlx_profile_merge(rlx_profile *dst, const rlx_profile *over, rlx_error *err);
 /* The model's worker settings from the profile (what it sets replaces wc's). */

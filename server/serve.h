@@ -39,15 +39,17 @@ typedef struct rlx_work {
 /* A served model (models.c): a -m entry or one found in --models-dir, loaded at start (-m) or
  * when a request names it, unloaded when idle past its keep-alive or to make room
  * (model_policy.h). Loop thread, except load_work/unload_work, which touch only w_new/w_old. */
+#define RLX_MODEL_SIG 4
 typedef struct rlx_model_slot {
     rlx_srv *srv;
     const rlx_serve_model *cfg;    /* the -m entry in the config, or own */
     rlx_serve_model own;           /* a --models-dir model's name and path (owned) */
     bool removed;                  /* its file left --models-dir while it was in use: it serves on
                                       and its slot goes once it is unloaded */
-    int64_t sig[3];                /* the file's size and mtime and its profile's mtime when found */
+    int64_t sig[RLX_MODEL_SIG];    /* the file's size and mtime and its profile files' (.rlx.ini,
+                                      .rlx.toml) mtimes when found */
     rlx_worker_config wc;          /* the server-wide settings with the profile's over them */
-    rlx_profile prof;              /* owned: its compile profile (<model>.rlx.ini, then the INI's
+    rlx_profile prof;              /* owned: its compile profile (<model>.rlx.toml or .ini, then the INI's
                                       [model.NAME] over it), profile.h; wc borrows its strings */
     rlx_worker *w;                 /* owned while READY, else NULL */
     rlx_worker *w_new;             /* the threadpool's load result, taken by the loop */

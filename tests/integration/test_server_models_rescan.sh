@@ -89,6 +89,13 @@ for _ in $(seq 1 100); do [ "$(meta delta "?.profile?.ctx")" = 64 ] && break; sl
 [ "$(meta delta "?.profile?.ctx")" = 64 ] || fail "delta's new profile not read: $(meta delta '')"
 r=$(complete delta); [ "$(status)" = 200 ] || fail "delta: $(status) $r"
 [ "$(meta delta .n_ctx)" = 64 ] || fail "delta's context: $(meta delta '')"
-ok "a changed profile of an unloaded model is read again"
+# the .ini replaced by a .rlx.toml: read again too
+post /models/unload '{"model":"delta"}' >/dev/null
+for _ in $(seq 1 100); do [ "$(meta delta .status)" = unloaded ] && break; sleep 0.1; done
+rm "$D/delta.rlx.ini"
+printf 'ctx = 96\n' >"$D/delta.rlx.toml"
+for _ in $(seq 1 100); do [ "$(meta delta "?.profile?.ctx")" = 96 ] && break; sleep 0.1; done
+[ "$(meta delta "?.profile?.ctx")" = 96 ] || fail "delta's .rlx.toml not read: $(meta delta '')"
+ok "a changed profile (.rlx.ini, then .rlx.toml) of an unloaded model is read again"
 
 stop_server

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_server_profile.sh - per-model compile profiles (server/profile.h) against the daemon:
-# <model>.rlx.ini beside the weights sets the context and the sampling defaults (seen in
+# <model>.rlx.ini or .rlx.toml beside the weights sets the context and the sampling defaults (seen in
 # /v1/models and in generation), the INI's [model.NAME] wins over that file, a request's own
 # fields win over both, and a bad profile names its file and line (a -m model's stops the start,
 # a --models-dir model's is listed as failed while the others serve).
@@ -104,3 +104,24 @@ r=$(post /v1/completions '{"model":"good","prompt":"Once upon a time","max_token
 [ "$(echo "$r" | jget '.choices[0].text')" = "$greedy" ] || fail "good's profile (temperature 0) not applied: $r"
 stop_server
 ok "--models-dir: a bad profile fails its model only"
+
+# 6. <model>.rlx.toml: TOML's syntax and types, the same keys; a model with both files fails
+rm -f "$D"/dir/*.rlx.ini
+cp "$D/p.gguf" "$D/dir/both.gguf"
+printf '# good.gguf\n[profile]\ntemperature = 0      # greedy\n"max_tokens" = 5\nkv_type = "f32"\n' >"$D/dir/good.rlx.toml"
+printf '\nctx = "64"\n' >"$D/dir/bad.rlx.toml"
+printf 'ctx = 64\n' >"$D/dir/both.rlx.toml"
+printf 'ctx = 64\n' >"$D/dir/both.rlx.ini"
+start_server toml --models-dir "$D/dir"
+m=$(curl -s "$URL/v1/models")
+[ "$(echo "$m" | jget '.data.find(x=>x.id=="good").meta.profile.sources')" = "$D/dir/good.rlx.toml" ] || fail "toml sources: $m"
+[ "$(echo "$m" | jget '.data.find(x=>x.id=="good").meta.profile["kv-type"]')" = f32 ] || fail "toml kv-type: $m"
+echo "$m" | jget '.data.find(x=>x.id=="bad").meta.error' | grep -q "bad.rlx.toml:2: 'ctx' takes an integer, not a string" ||
+    fail "bad toml's error: $m"
+echo "$m" | jget '.data.find(x=>x.id=="both").meta.error' | grep -q "one profile file" || fail "both files: $m"
+r=$(post /v1/completions '{"model":"good","prompt":"Once upon a time","ignore_eos":true}')
+[ "$(status)" = 200 ] || fail "good (toml): $r"
+[ "$(echo "$r" | jget .usage.completion_tokens)" = 5 ] || fail "toml max_tokens not the default: $r"
+[ "$(echo "$r" | jget '.choices[0].text')" = "$greedy" ] || fail "toml temperature 0 not applied: $r"
+stop_server
+ok "<model>.rlx.toml: typed keys applied; a wrong type names file:line; .toml beside .ini is refused"

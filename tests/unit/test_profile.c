@@ -1,5 +1,5 @@
 /* test_profile.c - per-model compile profiles (server/profile.h): keys and their validation
- * with file:line, <model>.rlx.ini beside the weights, [model.NAME] over the file, the worker
+ * with file:line, <model>.rlx.ini or .rlx.toml beside the weights, [model.NAME] over the file, the worker
  * settings, request fields over the profile's sampling defaults, and the config's sections. */
 #include "tests/rlx_test.h"
 #include "server/config.h"
@@ -65,11 +65,11 @@ TEST(keys_and_errors)
 TEST(file_beside_the_weights)
 {
     char buf[256];
-    rlx_profile_file_for("/m/qwen.gguf", buf, sizeof buf);
+    rlx_profile_file_for("/m/qwen.gguf", ".rlx.ini", buf, sizeof buf);
     ASSERT_STR_EQ(buf, "/m/qwen.rlx.ini");
-    rlx_profile_file_for("/m/big-00001-of-00003.gguf", buf, sizeof buf);
+    rlx_profile_file_for("/m/big-00001-of-00003.gguf", ".rlx.ini", buf, sizeof buf);
     ASSERT_STR_EQ(buf, "/m/big.rlx.ini");
-    rlx_profile_file_for("/m/noext", buf, sizeof buf);
+    rlx_profile_file_for("/m/noext", ".rlx.ini", buf, sizeof buf);
     ASSERT_STR_EQ(buf, "/m/noext.rlx.ini");
 
     char path[128], tmpl[128];
@@ -104,6 +104,69 @@ TEST(file_beside_the_weights)
     snprintf(path, sizeof path, "%s/absent.rlx.ini", dir);
     ASSERT_EQ(rlx_profile_load_file(&p, path, &err), RLX_ENOTFOUND);
     rlx_profile_free(&p);
+}
+
+/* <model>.rlx.toml: the same keys with TOML's syntax and types; errors name file:line */
+TEST(toml_file_beside_the_weights)
+{
+    char buf[256];
+    rlx_profile_file_for("/m/big-00002-of-00003.gguf", ".rlx.toml", buf, sizeof buf);
+    ASSERT_STR_EQ(buf, "/m/big.rlx.toml");
+
+    char path[128], tmpl[128], model[128];
+    put("t2.jinja", "{{ y }}", tmpl, sizeof tmpl);
+    put("tm.rlx.toml",
+        "# tm.gguf\nctx = 2_048\nkv_type = \"q8_0\"\n\n[profile]\ntemperature = 0   # greedy\n"
+        "top_p = 0.9\n\"max-tokens\" = 0x20\nchat_template = 't2.jinja'\nbackend = \"cpu\"\n",
+        path, sizeof path);
+    snprintf(model, sizeof model, "%s/tm.gguf", dir);
+    rlx_profile p = {0};
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_profile_load_beside(&p, model, &err) == 0, "%s", err.msg);
+    ASSERT_EQ(p.ctx, 2048);
+    ASSERT_EQ(p.kv_type, RLX_Q8_0);
+    ASSERT_EQ(p.temperature, 0);
+    ASSERT_NEAR(p.top_p, 0.9, 1e-6);
+    ASSERT_EQ(p.max_tokens, 32);
+    ASSERT_STR_EQ(p.chat_template, tmpl);
+    ASSERT_STR_EQ(p.backend, "cpu");
+    ASSERT_STR_EQ(p.sources, path);
+    rlx_profile_free(&p);
+
+    /* TOML's types against the key's, then the key's own checks; nothing of a bad file kept */
+    struct { const char *text, *needle; } bad[] = {
+        {"ctx = \"64\"\n", ":1: 'ctx' takes an integer, not a string (64)"},
+        {"ctx = 64.0\n", ":1: 'ctx' takes an integer, not a float"},
+        {"ctx = 64\nbackend = cpu\n", ":2: expected a value"},
+        {"ctx = 64\n\nbackend = 1\n", ":3: 'backend' takes a string in quotes, not an integer"},
+        {"temperature = true\n", ":1: 'temperature' takes a number, not a boolean"},
+        {"temperature = inf\n", ":1: 'temperature' must be a number between 0 and 2"},
+        {"top_p = 2\n", ":1: 'top-p' must be a number"},
+        {"speed = 1\n", ":1: unknown key 'speed'"},
+        {"[gpu]\nctx = 64\n", ":2: unknown table [gpu]"},
+        {"ctx = 64\nctx = 32\n", ":2: the key 'ctx' is given twice"},
+        {"ctx = [64]\n", ":1: arrays are not supported"},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(bad); i++) {
+        put("tm.rlx.toml", bad[i].text, path, sizeof path);
+        err = (rlx_error){0};
+        ASSERT_MSG(rlx_profile_load_beside(&p, model, &err) == RLX_EINVAL, "accepted %s", bad[i].text);
+        ASSERT_MSG(strstr(err.msg, path) && strstr(err.msg, bad[i].needle), "%s -> %s", bad[i].text, err.msg);
+        ASSERT_EQ(p.set, 0);
+    }
+    /* both files: refused, naming both; neither: not found */
+    char ini[128];
+    put("tm.rlx.toml", "ctx = 64\n", path, sizeof path);
+    put("tm.rlx.ini", "ctx = 32\n", ini, sizeof ini);
+    ASSERT_EQ(rlx_profile_load_beside(&p, model, &err), RLX_EINVAL);
+    ASSERT_MSG(strstr(err.msg, path) && strstr(err.msg, ini) && strstr(err.msg, "one profile file"), "%s", err.msg);
+    ASSERT_EQ(p.set, 0);
+    ASSERT_EQ(remove(path), 0);
+    ASSERT_MSG(rlx_profile_load_beside(&p, model, &err) == 0, "%s", err.msg); /* the .ini alone */
+    ASSERT_EQ(p.ctx, 32);
+    rlx_profile_free(&p);
+    ASSERT_EQ(remove(ini), 0);
+    ASSERT_EQ(rlx_profile_load_beside(&p, model, &err), RLX_ENOTFOUND);
 }
 
 TEST(merge_and_apply)
@@ -203,6 +266,7 @@ int main(void)
     snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
     if (system(cmd)) return 1;
     static const rlx_test_case cases[] = {TEST_ENTRY(keys_and_errors), TEST_ENTRY(file_beside_the_weights),
+                                          TEST_ENTRY(toml_file_beside_the_weights),
                                           TEST_ENTRY(merge_and_apply), TEST_ENTRY(config_sections)};
     int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
