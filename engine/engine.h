@@ -198,6 +198,9 @@ typedef struct rlx_worker_config {
     /* A folder for the tokenizer cache (models/tokenizer.h): the built tokenizer is read from
      * there when its file matches the model, else built and written there. NULL: no cache. */
     const char *cache_dir;
+    /* Constrained sampling's helper beside the forward pass (engine/gaside.h): > 0 on, < 0 off,
+     * 0 where the backend allows it (a GPU backend, or CPU threads that leave a core free). */
+    int grammar_aside;
     /* Seams for tests and embedders (engine/runner.h): a backend to run on instead of creating
      * `backend` (the worker takes it, also when starting fails), and the model's memory
      * description (one entry per layer) instead of the builder's. NULL: the usual. */
@@ -222,6 +225,11 @@ typedef struct rlx_worker_stats {
     uint64_t draft_tokens, draft_accepted; /* speculative decoding: drafted and kept tokens */
     uint64_t draft_positions;  /* positions a draft model computed (catching up and drafting) */
     uint64_t cpu_passes_one, cpu_passes_more; /* the model's CPU forward passes on one thread / more */
+    /* constrained sampling beside the forward pass (engine/gaside.h): steps it ran beside, masks
+     * it prefetched, tables its walks built, seconds it worked */
+    uint64_t grammar_aside_runs, grammar_aside_prefetches;
+    int64_t grammar_aside_tables;
+    double grammar_aside_s;
 } rlx_worker_stats;
 
 int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *err);

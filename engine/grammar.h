@@ -19,6 +19,7 @@
 #define RLX_GRAMMAR_H
 
 #include "backends/rlx.h"
+#include <stdatomic.h>
 
 typedef struct rlx_grammar rlx_grammar;
 typedef struct rlx_grammar_state rlx_grammar_state;
@@ -121,7 +122,8 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
  * per grammar content per cache (a later call returns 0 at once, also when evictions have taken
  * tables since) and ends when every reachable position (up to RLX_GRAMMAR_PREPARE_STACKS) has
  * its table, or at max_new tables, max_ms milliseconds in all (0: no bound) or half the cache's
- * table store. This call runs it for about slice_ms (0: to its end); rlx_grammar_cache_prepare_more
+ * table store. This call runs it for about slice_ms (0: to its end; < 0: not now, only
+ * started, for a helper to go on with); rlx_grammar_cache_prepare_more
  * continues it (rlx_grammar_cache_preparing: whether one goes on). Positions inside a multi-byte character (a token ending mid-character) are left
  * to be built when met. Returns the tables built by the call, or a negative RLX_E* code. Same
  * thread rules as the cache. */
@@ -134,6 +136,12 @@ int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state 
 /* Continues one walk that rlx_grammar_cache_prepare left going, for about slice_ms (0: every
  * walk to its end). The tables built, 0 when no walk is going, or a negative RLX_E* code. */
 int64_t rlx_grammar_cache_prepare_more(rlx_grammar_cache *c, const rlx_grammar_vocab *v, double slice_ms);
+/* Continues the walks rlx_grammar_cache_prepare left going, one after the other, until *stop
+ * is set (checked between two tables: a table being built is finished first) or none is left;
+ * each walk's own bounds still hold. For a helper thread beside the forward pass
+ * (engine/gaside.h): *stop is the only thing another thread touches meanwhile. The tables
+ * built, or a negative RLX_E* code. */
+int64_t rlx_grammar_cache_prepare_until(rlx_grammar_cache *c, const rlx_grammar_vocab *v, const atomic_bool *stop);
 /* Whether a walk is still going. */
 bool rlx_grammar_cache_preparing(const rlx_grammar_cache *c);
 

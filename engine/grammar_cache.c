@@ -285,12 +285,12 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
 }
 
 /* Slot i's walk on for slice_ms (0: to its end); freed once done */
-static int64_t walk_slot(rlx_grammar_cache *c, int i, const rlx_grammar_vocab *v, double slice_ms)
+static int64_t walk_slot(rlx_grammar_cache *c, int i, const rlx_grammar_vocab *v, double slice_ms, const atomic_bool *stop)
 {
     gslot *s = &c->slot[i];
     const rlx_grammar g = {.e = s->e, .n_e = s->n_e, .rule_start = s->rule_start, .n_rules = s->n_rules, .root = s->root,
                            .chain_prev = s->chain_prev, .chain_left = s->chain_left};
-    int64_t n = rlx__gwalk_run(c->tables, s->walk, &g, v, slice_ms);
+    int64_t n = rlx__gwalk_run(c->tables, s->walk, &g, v, slice_ms, stop);
     if (rlx__gwalk_done(s->walk)) {
         rlx__gwalk_free(s->walk);
         s->walk = NULL;
@@ -308,7 +308,7 @@ int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state 
     if (!(s->walk = rlx__gwalk_new((uint32_t)slot, &start->stacks, RLX_GRAMMAR_PREPARE_STACKS, max_new, max_ms)))
         return RLX_ENOMEM;
     s->prepared = true;
-    return walk_slot(c, slot, v, slice_ms);
+    return walk_slot(c, slot, v, slice_ms, NULL);
 }
 
 bool rlx_grammar_cache_preparing(const rlx_grammar_cache *c)
@@ -323,10 +323,22 @@ int64_t rlx_grammar_cache_prepare_more(rlx_grammar_cache *c, const rlx_grammar_v
     int64_t total = 0;
     for (int i = 0; i < MAX_GRAMMARS; i++) {
         if (!c->slot[i].walk) continue;
-        int64_t n = walk_slot(c, i, v, slice_ms);
+        int64_t n = walk_slot(c, i, v, slice_ms, NULL);
         if (n < 0) return n;
         total += n;
         if (slice_ms > 0) break; /* one walk's slice per call */
+    }
+    return total;
+}
+
+int64_t rlx_grammar_cache_prepare_until(rlx_grammar_cache *c, const rlx_grammar_vocab *v, const atomic_bool *stop)
+{
+    int64_t total = 0;
+    for (int i = 0; i < MAX_GRAMMARS && !atomic_load_explicit(stop, memory_order_relaxed); i++) {
+        if (!c->slot[i].walk) continue;
+        int64_t n = walk_slot(c, i, v, 0, stop);
+        if (n < 0) return n;
+        total += n;
     }
     return total;
 }

@@ -167,15 +167,17 @@ void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out);
  * half-read sequence) of grammar slot `slot`, shortest stacks first, building each one's table
  * (grammar_tables.c), within bounds of the whole walk: max_stacks positions, max_new tables,
  * max_ms milliseconds in all its runs (0: none), half the store's count or bytes (so the first
- * positions' tables stay). rlx__gwalk_run goes on for about slice_ms (0: no slice) and marks the
- * walk done when nothing is left or a bound is reached. g: the grammar of the slot (the same
- * content at every run). Tables already there are kept. Returns the tables built by the run, or
+ * positions' tables stay). rlx__gwalk_run goes on for about slice_ms (0: no slice; < 0: none
+ * now, the walk only set up) and marks the
+ * walk done when nothing is left or a bound is reached; it returns early, the walk not done,
+ * once *stop (may be NULL) is set. g: the grammar of the slot (the same content at every run). Tables already there are kept. Returns the tables built by the run, or
  * a negative RLX_E* code (the walk is then done). */
 typedef struct rlx__gwalk rlx__gwalk;
 rlx__gwalk *rlx__gwalk_new(uint32_t slot, const rlx__sset *start, size_t max_stacks, size_t max_new, double max_ms);
 void rlx__gwalk_free(rlx__gwalk *w);
 bool rlx__gwalk_done(const rlx__gwalk *w);
-int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, const rlx_grammar_vocab *v, double slice_ms);
+int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, const rlx_grammar_vocab *v, double slice_ms,
+                       const atomic_bool *stop);
 /* Another top-part depth and bounds (for tests; forgets every table). 0 or RLX_ENOMEM. */
 int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, size_t max_bytes, size_t max_und);
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,

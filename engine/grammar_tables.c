@@ -412,7 +412,8 @@ void rlx__gwalk_free(rlx__gwalk *w)
 
 bool rlx__gwalk_done(const rlx__gwalk *w) { return w->done; }
 
-int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, const rlx_grammar_vocab *v, double slice_ms)
+int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, const rlx_grammar_vocab *v, double slice_ms,
+                       const atomic_bool *stop)
 {
     const double t0 = rlx_now() * 1e3;
     const uint64_t built0 = t->stats.built;
@@ -439,7 +440,8 @@ int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, con
             w->done = true; /* nothing left, or a bound of the whole walk */
             break;
         }
-        if (slice_ms > 0 && spent > slice_ms) break; /* this call's share */
+        if (slice_ms < 0 || (slice_ms > 0 && spent > slice_ms)) break; /* this call's share */
+        if (stop && atomic_load_explicit(stop, memory_order_relaxed)) break; /* called off (grammar.h) */
         size_t i = w->bk[w->lo].v[w->next[w->lo]++];
         uint32_t len = w->seen.len[i], bn;
         memcpy(w->st, w->seen.data + w->seen.off[i], len * sizeof *w->st);

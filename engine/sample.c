@@ -247,6 +247,17 @@ bool rlx_sampler_can_end(const rlx_sampler *s)
     return true;
 }
 
+int rlx_sampler_prefetch(rlx_sampler *s)
+{
+    int first = 0;
+    for (int i = 0; i < s->n_stages; i++) {
+        rlx_sampler_stage *st = s->stages[i];
+        int rc = st->ops->prefetch ? st->ops->prefetch(st) : 0;
+        if (rc && !first) first = rc;
+    }
+    return first;
+}
+
 bool rlx_sampler_must_end(const rlx_sampler *s)
 {
     for (int i = 0; s && i < s->n_stages; i++)

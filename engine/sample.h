@@ -89,6 +89,10 @@ typedef struct rlx_stage_ops {
     /* End-of-generation may come now / must come now. NULL: yes / no. */
     bool (*can_end)(const rlx_sampler_stage *st);
     bool (*must_end)(const rlx_sampler_stage *st);
+    /* Optional, constraint stages: builds ahead what mask() will need at the current position
+     * (into a cache the stage shares), so that a refused draw finds it; 0 or an RLX_E* code
+     * (best effort: mask() meets the same failure and reports it). See rlx_sampler_prefetch. */
+    int (*prefetch)(rlx_sampler_stage *st);
     void (*free)(rlx_sampler_stage *st);
 } rlx_stage_ops;
 /* A stage: the ops first, its state after (stages embed this as their first member). */
@@ -112,6 +116,10 @@ int rlx_sampler_accept(rlx_sampler *s, int32_t token, bool generated);
 int rlx_sampler_pick(rlx_sampler *s, float *logits, const float *raw, int32_t *token, rlx_error *err);
 /* rlx_sampler_pick without constraints' restart (raw NULL): the token, or -1 on failure. */
 int32_t rlx_sampler_sample(rlx_sampler *s, float *logits);
+/* Every stage's prefetch (above). Runs on a helper thread beside the forward pass
+ * (engine/gaside.h) while the thread that owns the chain touches neither it nor the stages'
+ * caches; reads the chain, writes only those caches. The first error, else 0. */
+int rlx_sampler_prefetch(rlx_sampler *s);
 /* Whether the constraint stages let the sequence end now / require it to. */
 bool rlx_sampler_can_end(const rlx_sampler *s);
 bool rlx_sampler_must_end(const rlx_sampler *s);

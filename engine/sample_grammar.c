@@ -63,6 +63,16 @@ static int64_t mask_cached(grammar_stage *s, rlx_token_cands *c)
     return left;
 }
 
+/* The mask of the current position, into the cache (its entry and tables), for mask_cached. */
+static int g_prefetch(rlx_sampler_stage *st)
+{
+    grammar_stage *s = (grammar_stage *)st;
+    if (s->waiting || !s->t.cache) return 0;
+    int64_t n;
+    int rc;
+    return rlx_grammar_cache_mask(s->t.cache, s->st, s->t.vocab, &n, &rc) ? 0 : rc;
+}
+
 static int64_t g_mask(rlx_sampler_stage *st, rlx_token_cands *c)
 {
     grammar_stage *s = (grammar_stage *)st;
@@ -210,7 +220,8 @@ static void g_free(rlx_sampler_stage *st)
 rlx_sampler_stage *rlx_grammar_stage_new(rlx_grammar *g, const rlx_grammar_tokens *toks, rlx_error *err)
 {
     static const rlx_stage_ops ops = {.name = "grammar", .allows = g_allows, .mask = g_mask, .accept = g_accept,
-                                      .can_end = g_can_end, .must_end = g_must_end, .free = g_free};
+                                      .can_end = g_can_end, .must_end = g_must_end, .prefetch = g_prefetch,
+                                      .free = g_free};
     grammar_stage *s = calloc(1, sizeof *s);
     if (!g || !toks || !s) {
         free(s);

@@ -20,6 +20,7 @@
  * Speculative decoding's part of the step (drafts as extra rows, their verification) is in
  * sched_spec.c. */
 #include "engine/worker_internal.h"
+#include "backends/cpu/threadpool.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,11 +187,22 @@ static int grammar_vocab(rlx_worker *w, rlx_error *err)
     if (!w->gcache && !(w->gcache = rlx_grammar_cache_new(V, RLX_GRAMMAR_CACHE_ENTRIES)))
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     w->gvocab = rlx_grammar_vocab_new(V, (const char *const *)w->gtext, w->glen);
-    return w->gvocab ? 0 : rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    if (!w->gvocab) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    /* the helper beside the forward pass, where the backend allows it (gaside.h); without it
+     * (or when it cannot start) the walks go on in slices between steps */
+    int n_cpus = rlx_cpu_count(), threads = w->cfg.n_threads > 0 ? w->cfg.n_threads : n_cpus;
+    if (!w->gaside && rlx__gaside_wanted(w->cfg.grammar_aside, w->cfg.backend, threads, n_cpus) &&
+        (w->gaside_samplers = calloc((size_t)w->cfg.max_seqs, sizeof *w->gaside_samplers)))
+        w->gaside = rlx__gaside_new();
+    return 0;
 }
 
 void rlx__grammar_vocab_free(rlx_worker *w)
 {
+    rlx__gaside_free(w->gaside); /* idle here: it works only inside a step */
+    w->gaside = NULL;
+    free(w->gaside_samplers);
+    w->gaside_samplers = NULL;
     rlx_grammar_vocab_free(w->gvocab);
     rlx_grammar_token_bytes_free(w->gtext, w->glen, w->gtext ? w->runner->n_vocab : 0);
     free(w->gmask);
@@ -213,14 +225,15 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     rlx_error gerr = {0};
     rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
     if (g) { /* the per-position tables its masks will ask for, built ahead - once per grammar content
-              * per worker, RLX_GRAMMAR_PREPARE_MS in all, a slice now and one per step after
+              * per worker, RLX_GRAMMAR_PREPARE_MS in all: with the helper (gaside.h) beside each
+              * forward pass and nothing now, else a slice now and one per step after
               * (rlx__sched_step) so that other sequences are not held up for the whole walk -
               * rather than one at a time at its first steps; best effort: what is not built ahead
               * (or fails) is built when a mask needs it */
         rlx_grammar_state *gs = rlx_grammar_state_new(g, NULL);
         if (gs)
             rlx_grammar_cache_prepare(w->gcache, gs, w->gvocab, RLX_GRAMMAR_PREPARE_TABLES, RLX_GRAMMAR_PREPARE_MS,
-                                      RLX_GRAMMAR_PREPARE_SLICE_MS);
+                                      w->gaside ? -1 : RLX_GRAMMAR_PREPARE_SLICE_MS);
         rlx_grammar_state_free(gs);
     }
     rlx_grammar_tokens toks = {.vocab = w->gvocab, .texts = (const char *const *)w->gtext, .lens = w->glen,
@@ -600,6 +613,35 @@ bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
     return false;
 }
 
+/* The helper's work for this step (gaside.h): the masks of the constrained sequences that draw
+ * from it, then the walks ahead. Whether it was handed any. */
+static bool aside_begin(rlx_worker *w, int32_t n_seq)
+{
+    if (!w->gaside || !w->gcache) return false;
+    size_t n = 0;
+    for (int32_t i = 0; i < n_seq && n < (size_t)w->cfg.max_seqs; i++) {
+        seq *s = w->b_seqptr[i];
+        if (s->out_row >= 0 && s->n_draft <= 0 && s->req->grammar)
+            w->gaside_samplers[n++] = s->sampler;
+    }
+    if (!n && !rlx_grammar_cache_preparing(w->gcache)) return false;
+    rlx__gaside_begin(w->gaside, w->gcache, w->gvocab, w->gaside_samplers, n);
+    return true;
+}
+
+static void aside_end(rlx_worker *w)
+{
+    rlx__gaside_end(w->gaside);
+    rlx__gaside_stats st;
+    rlx__gaside_get_stats(w->gaside, &st);
+    pthread_mutex_lock(&w->mu);
+    w->stats.grammar_aside_runs = st.runs;
+    w->stats.grammar_aside_prefetches = st.prefetches;
+    w->stats.grammar_aside_tables = st.tables;
+    w->stats.grammar_aside_s = st.busy_s;
+    pthread_mutex_unlock(&w->mu);
+}
+
 int rlx__sched_step(rlx_worker *w)
 {
     if (rlx_worker_embeds(w)) {
@@ -608,7 +650,8 @@ int rlx__sched_step(rlx_worker *w)
         return rlx__embed_step(w);
     }
     intake(w);
-    if (w->gcache && w->gvocab) rlx_grammar_cache_prepare_more(w->gcache, w->gvocab, RLX_GRAMMAR_PREPARE_SLICE_MS);
+    if (w->gcache && w->gvocab && !w->gaside) /* else beside the forward pass, below */
+        rlx_grammar_cache_prepare_more(w->gcache, w->gvocab, RLX_GRAMMAR_PREPARE_SLICE_MS);
     rlx_runner *rn = w->runner;
     int32_t budget = w->cfg.max_batch_tokens, n_tok = 0, n_seq = 0, n_out = 0;
     w->n_inflight = 0;
@@ -691,7 +734,9 @@ int rlx__sched_step(rlx_worker *w)
     }
     rlx_batch b = {n_tok, w->b_tokens, w->b_pos, w->b_seq, w->b_out, n_out, n_seq, w->b_seqs, w->b_dec};
     rlx_error err = {0};
+    bool aside = aside_begin(w, n_seq);
     int rc = rlx_runner_forward(rn, &b, &err);
+    if (aside) aside_end(w);
     if (rc) {
         for (int32_t i = 0; i < n_seq; i++) rlx__seq_fail(w, w->b_seqptr[i], rc, err.msg);
         return 1;

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/draft.h"
+#include "engine/gaside.h"
 #include "engine/grammar.h"
 #include "engine/runner.h"
 #include "engine/spec.h"
@@ -99,6 +100,8 @@ struct rlx_worker {
     char **gtext;               /* token bytes, for the check of a sampled token */
     size_t *glen;
     uint8_t *gmask;             /* n_vocab entries */
+    rlx__gaside *gaside;        /* the helper beside the forward pass (gaside.h), NULL: walks in-line */
+    rlx_sampler **gaside_samplers; /* a step's constrained samplers handed to it (max_seqs) */
     rlx_grammar_cache *gcache;  /* masks per grammar position, shared by the worker's sequences */
     uint8_t *marker;            /* n_vocab entries, NULL when none: control tokens written as text
                                    and given their bytes in gtext (rlx_worker_set_marker_tokens) */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LOGFMT, T_KVTYPE, T_KEEPALIVE, T_PROB } setting_type;
+typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LOGFMT, T_KVTYPE, T_KEEPALIVE, T_PROB, T_AUTO } setting_type;
 
 typedef struct setting {
     const char *name;        /* flag without "--"; env RLXD_<NAME>; INI key (dashes or underscores) */
@@ -39,6 +39,7 @@ static const setting settings[] = {
     {"draft-max", T_INT, OFF(draft_max), 0, RLX_SPEC_MAX_DRAFT},
     {"draft-model", T_STR, OFF(draft_model), 0, 0},
     {"draft-p-min", T_PROB, OFF(draft_p_min), 0, 0},
+    {"grammar-aside", T_AUTO, OFF(grammar_aside), 0, 0},
     {"kv-mem", T_I64, OFF(kv_mem_mib), 0, 1 << 24},
     {"state-cache-mb", T_I64, OFF(state_cache_mb), 0, 1 << 24},
     {"kv-type", T_KVTYPE, OFF(kv_type), 0, 0},
@@ -105,6 +106,9 @@ const char *rlx_serve_usage(void)
            "                            draft-model from its profile)\n"
            "  --draft-p-min P           the draft model drafts while its top probability is >= P\n"
            "                            (0.75)\n"
+           "  --grammar-aside auto|on|off  grammar masks and tables on a helper thread beside\n"
+           "                            the forward pass (auto: on a GPU backend, or when\n"
+           "                            --threads leaves a core free)\n"
            "  --kv-mem MiB              KV cache memory per model (engine default)\n"
            "  --kv-type f16|f32|q8_0    KV cache element type (f16)\n"
            "  --kv-block N              tokens per KV block, the prefix-sharing unit (16)\n"
@@ -189,6 +193,11 @@ static int apply_value(rlx_serve_config *c, const setting *s, const char *v, con
         if (strcmp(v, "text") && strcmp(v, "json"))
             return rlx_errorf(err, RLX_EINVAL, "%s: 'log-format' must be text or json, got '%s'", src, v);
         *(bool *)base = !strcmp(v, "json");
+        return 0;
+    case T_AUTO:
+        if (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off"))
+            return rlx_errorf(err, RLX_EINVAL, "%s: '%s' must be auto, on or off, got '%s'", src, s->name, v);
+        *(int *)base = !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? -1 : 0;
         return 0;
     case T_KVTYPE:
         if (strcmp(v, "f16") && strcmp(v, "f32") && strcmp(v, "q8_0"))
@@ -562,6 +571,11 @@ int rlx_serve_config_get(const rlx_serve_config *c, const char *name, char *buf,
     }
     case T_KEEPALIVE: snprintf(buf, cap, "%.17g", *(const double *)base); break;
     case T_PROB: snprintf(buf, cap, "%g", (double)*(const float *)base); break;
+    case T_AUTO: {
+        int v = *(const int *)base;
+        snprintf(buf, cap, "%s", v > 0 ? "on" : v < 0 ? "off" : "auto");
+        break;
+    }
     }
     return 0;
 }

@@ -41,6 +41,7 @@ typedef struct rlx_serve_config {
     int32_t draft_max;       /* 8; 0: no speculative decoding */
     char *draft_model;       /* --draft-model: drafts from this model instead of prompt lookup */
     float draft_p_min;       /* 0.75 */
+    int grammar_aside;       /* --grammar-aside: 1 on, -1 off, 0 auto (rlx_worker_config) */
     int64_t kv_mem_mib;      /* 0: the engine's choice */
     int64_t state_cache_mb;  /* state checkpoints per hybrid model, MiB (256; 0: none) */
     int kv_type;             /* RLX_F16 */

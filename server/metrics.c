@@ -157,6 +157,8 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
         {"rlxd_cpu_passes_one_thread_total", "counter",
          "CPU forward passes run on one thread: small work, --threads 1, or one thread faster lately (a competing process)."},
         {"rlxd_cpu_passes_more_threads_total", "counter", "CPU forward passes run on all the pool's threads."},
+        {"rlxd_grammar_aside_seconds_total", "counter",
+         "Seconds constrained sampling's helper worked beside forward passes (grammar masks and tables; 0 where it is off)."},
     };
     for (size_t g = 0; g < RLX_ARRAY_LEN(gauges); g++) {
         put(&b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g].name, gauges[g].help, gauges[g].name, gauges[g].type);
@@ -170,7 +172,7 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
                      : g == 12 ? x->state_ckpt_entries : g == 13 ? (double)x->state_ckpt_bytes
                      : g == 14 ? (double)x->state_ckpt_hits : g == 15 ? (double)x->state_ckpt_evictions
                      : g == 16 ? (double)x->draft_positions : g == 17 ? (double)x->cpu_passes_one
-                     : (double)x->cpu_passes_more;
+                     : g == 18 ? (double)x->cpu_passes_more : x->grammar_aside_s;
             put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
         }
     }

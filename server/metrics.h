@@ -47,6 +47,7 @@ typedef struct rlx_metrics_model {
     uint64_t draft_tokens, draft_accepted; /* speculative decoding: drafted and kept tokens */
     uint64_t draft_positions;  /* positions a draft model computed */
     uint64_t cpu_passes_one, cpu_passes_more; /* CPU forward passes on one thread / more */
+    double grammar_aside_s;                   /* constrained sampling's helper: seconds worked */
 } rlx_metrics_model;
 
 void rlx_metrics_init(rlx_metrics *m);

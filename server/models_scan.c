@@ -70,6 +70,7 @@ static int slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg)
                                 /* --draft-model is for the -m models: a folder's may have other vocabularies
                                    (theirs is draft-model in their profile) */
                                 .draft_model = cfg == &m->own ? NULL : c->draft_model, .draft_p_min = c->draft_p_min > 0 ? c->draft_p_min : -1,
+                                .grammar_aside = c->grammar_aside,
                                 .backend = c->backend, .device = c->device, .db_path = c->db,
                                 .session_ttl_s = c->session_ttl, .max_sessions = c->max_sessions,
                                 .max_queue = c->max_queue, .chat_template_file = c->chat_template,

@@ -137,6 +137,7 @@ static void h_metrics(rlx_srv *s, rlx_conn *c, parsed *pb)
                                       .draft_tokens = st.draft_tokens, .draft_accepted = st.draft_accepted,
                                       .draft_positions = st.draft_positions,
                                       .cpu_passes_one = st.cpu_passes_one, .cpu_passes_more = st.cpu_passes_more,
+                                      .grammar_aside_s = st.grammar_aside_s,
                                       .state_slots_used = st.state_slots_used, .state_slots_total = st.state_slots_total,
                                       .state_ckpt_entries = st.state_ckpt_entries, .state_ckpt_bytes = st.state_ckpt_bytes,
                                       .state_ckpt_hits = st.state_ckpt_hits, .state_ckpt_evictions = st.state_ckpt_evictions};

@@ -69,3 +69,21 @@ ok "errors: bad grammar (with position), left recursion, unsupported json_schema
 [ "$(curl -s --max-time 5 "$URL/health")" = '{"status":"ok"}' ] || fail "/health after the grammar requests"
 stop_server
 ok "clean shutdown"
+
+# the helper beside the forward pass (engine/gaside.h): on and off, the same seeded outputs; on,
+# /metrics counts its seconds, off they stay 0
+json_req='{"messages":[{"role":"user","content":"Give me JSON"}],"max_tokens":48,"temperature":1,"seed":11,"response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object","properties":{"name":{"type":"string","maxLength":12},"n":{"type":"integer"}},"required":["name","n"]}}}}'
+declare -A aside_out aside_s
+for mode in off on; do
+    start_server "aside-$mode" --threads 1 --grammar-aside $mode
+    r=$(post /v1/chat/completions "$json_req")
+    [ "$(status)" = 200 ] || fail "aside $mode: $(status) $r"
+    aside_out[$mode]=$(echo "$r" | jget '.choices[0].message.content')
+    aside_s[$mode]=$(curl -s "$URL/metrics" | sed -n 's/^rlxd_grammar_aside_seconds_total{model_name="tiny"} \(.*\)/\1/p')
+    stop_server
+done
+[ -n "${aside_out[on]}" ] && [ "${aside_out[on]}" = "${aside_out[off]}" ] ||
+    fail "the helper changed the output: '${aside_out[on]}' vs '${aside_out[off]}'"
+[ "${aside_s[off]}" = 0 ] || fail "helper off, yet its seconds are '${aside_s[off]}'"
+node -e 'process.exit(+process.argv[1] > 0 ? 0 : 1)' "${aside_s[on]}" || fail "helper on, seconds '${aside_s[on]}'"
+ok "the helper beside the forward pass: same output on and off, its seconds in /metrics (${aside_s[on]} s)"

@@ -6,6 +6,8 @@
  * vocabulary; up to the end of generation (a complete value, where only what may follow the end
  * is allowed); through a store so small that tables are evicted and rebuilt. */
 #include "tests/rlx_test.h"
+#include <pthread.h>
+#include <time.h>
 #include "engine/grammar.h"
 #include "engine/grammar_internal.h"
 #include "engine/json_schema.h"
@@ -502,6 +504,22 @@ static int prepared_walks(rlx_grammar_cache *c, const rlx_grammar *g, const voca
     return steps;
 }
 
+
+/* rlx_grammar_cache_prepare_until on a thread of its own, as engine/gaside.c runs it */
+typedef struct until_arg {
+    rlx_grammar_cache *c;
+    const rlx_grammar_vocab *v;
+    const atomic_bool *stop;
+    int64_t built;
+} until_arg;
+
+static void *until_main(void *p)
+{
+    until_arg *a = p;
+    a->built = rlx_grammar_cache_prepare_until(a->c, a->v, a->stop);
+    return NULL;
+}
+
 TEST(tables_built_ahead)
 {
     vocab vb = {0};
@@ -545,6 +563,39 @@ TEST(tables_built_ahead)
             ASSERT(!rlx_grammar_cache_preparing(c));
             ASSERT_MSG(sliced == built && calls > 1, "schema %zu depth %u: %lld tables in %d slices, %lld at once", finite[k],
                        depths[d], (long long)sliced, calls, (long long)built);
+            late = 0;
+            ASSERT(prepared_walks(c, g, &vb, walks, &late) > 0);
+            ASSERT_EQ(late, 0);
+            rlx_grammar_cache_free(c);
+            /* the helper's way (engine/gaside.h): the walk only started (slice < 0), then
+             * continued until a stop flag - set at once: nothing; called off from another thread
+             * mid-walk, then resumed: the same tables as at once */
+            c = rlx_grammar_cache_new(NV, 4);
+            ASSERT(c);
+            ASSERT_EQ(rlx__grammar_cache_configure_tables(c, depths[d], RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES,
+                                                          depths[d] == 2 ? 40 : RLX__GTABLE_UNDECIDED), 0);
+            s0 = rlx_grammar_state_new(g, NULL);
+            ASSERT_EQ(rlx_grammar_cache_prepare(c, s0, vb.v, 100000, 0, -1), 0);
+            rlx_grammar_state_free(s0);
+            ASSERT(rlx_grammar_cache_preparing(c));
+            atomic_bool stop;
+            atomic_init(&stop, true);
+            ASSERT_EQ(rlx_grammar_cache_prepare_until(c, vb.v, &stop), 0);
+            ASSERT(rlx_grammar_cache_preparing(c));
+            until_arg ua = {.c = c, .v = vb.v, .stop = &stop};
+            atomic_store(&stop, false);
+            pthread_t th;
+            ASSERT_EQ(pthread_create(&th, NULL, until_main, &ua), 0);
+            struct timespec nap = {0, 200000}; /* 0.2 ms, then called off */
+            nanosleep(&nap, NULL);
+            atomic_store(&stop, true);
+            pthread_join(th, NULL);
+            ASSERT(ua.built >= 0);
+            atomic_store(&stop, false);
+            int64_t rest = rlx_grammar_cache_prepare_until(c, vb.v, &stop);
+            ASSERT(!rlx_grammar_cache_preparing(c));
+            ASSERT_MSG(ua.built + rest == built, "schema %zu depth %u: %lld + %lld tables beside, %lld at once", finite[k],
+                       depths[d], (long long)ua.built, (long long)rest, (long long)built);
             late = 0;
             ASSERT(prepared_walks(c, g, &vb, walks, &late) > 0);
             ASSERT_EQ(late, 0);

@@ -47,11 +47,13 @@ static void on_event(void *user, const rlx_event *ev)
     pthread_mutex_unlock(&mu);
 }
 
-static rlx_worker *start(void)
+/* aside: rlx_worker_config.grammar_aside (the helper beside the forward pass) */
+static rlx_worker *start_aside(int aside)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) return NULL;
-    rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 8, .max_batch_tokens = 256, .max_queue = 64};
+    rlx_worker_config cfg = {.model_path = m, .n_threads = 2, .max_seqs = 8, .max_batch_tokens = 256, .max_queue = 64,
+                             .grammar_aside = aside};
     rlx_worker *w = NULL;
     rlx_error err = {0};
     if (rlx_worker_start(&w, &cfg, &err)) {
@@ -60,6 +62,8 @@ static rlx_worker *start(void)
     }
     return w;
 }
+
+static rlx_worker *start(void) { return start_aside(0); }
 
 /* pattern: lazy on it (engine.h grammar_trigger_pattern), NULL: not lazy */
 static int submit_p(rlx_worker *w, uint64_t id, const char *grammar, const char *pattern, float temp, uint64_t seed,
@@ -294,6 +298,44 @@ TEST(marker_control_tokens)
     }
 }
 
+/* The helper beside the forward pass (engine/gaside.h) changes where masks and tables are
+ * built, not what is drawn: the same seeded requests (JSON objects, counted words, an
+ * unconstrained one, a lazy grammar) give the same tokens with it on and off; on, it ran beside
+ * the forward passes, prefetched masks and built the walks' tables (none in-line); off, it never
+ * ran. */
+TEST(helper_beside_the_forward_pass_changes_no_output)
+{
+    static result res[2][8];
+    rlx_worker_stats st[2];
+    for (int on = 0; on < 2; on++) {
+        rlx_worker *w = start_aside(on ? 1 : -1);
+        if (!w) SKIP("stories260K.gguf absent");
+        for (int i = 0; i < 8; i++) {
+            const char *g = i < 4 ? rlx_grammar_json_object : i < 6 ? grammars[1] : i == 6 ? NULL : grammars[3];
+            ASSERT_EQ(submit_p(w, (uint64_t)i + 1, g, i == 7 ? "()" : NULL, 1.0f, (uint64_t)(40 + i), 64, &res[on][i]), 0);
+        }
+        wait_all();
+        rlx_worker_get_stats(w, &st[on]);
+        rlx_worker_stop(w, false);
+        for (int i = 0; i < 8; i++) ASSERT_MSG(res[on][i].error == 0, "on %d req %d: %s", on, i, res[on][i].msg);
+    }
+    for (int i = 0; i < 8; i++) {
+        ASSERT_MSG(res[0][i].n_tokens == res[1][i].n_tokens &&
+                       !memcmp(res[0][i].tokens, res[1][i].tokens, (size_t)res[0][i].n_tokens * sizeof(int32_t)),
+                   "req %d differs: '%s' vs '%s'", i, res[0][i].text, res[1][i].text);
+        if (i < 4) ASSERT(follows(rlx_grammar_json_object, res[1][i].text, res[1][i].len, res[1][i].finish == RLX_FINISH_STOP));
+    }
+    ASSERT_EQ(st[0].grammar_aside_runs, 0);
+    ASSERT_EQ(st[0].grammar_aside_tables, 0);
+    fprintf(stderr, "  helper: %llu steps, %llu masks prefetched, %lld tables, %.1f ms\n",
+            (unsigned long long)st[1].grammar_aside_runs, (unsigned long long)st[1].grammar_aside_prefetches,
+            (long long)st[1].grammar_aside_tables, st[1].grammar_aside_s * 1e3);
+    ASSERT(st[1].grammar_aside_runs > 0);
+    ASSERT(st[1].grammar_aside_prefetches > 0);
+    ASSERT(st[1].grammar_aside_tables > 0);
+}
+
 TEST_MAIN(TEST_ENTRY(outputs_follow_their_grammars), TEST_ENTRY(json_object_mode),
           TEST_ENTRY(batch_invariance_with_grammars), TEST_ENTRY(bad_grammar_fails_its_request_only),
-          TEST_ENTRY(marker_control_tokens), TEST_ENTRY(lazy_pattern_in_the_worker))
+          TEST_ENTRY(marker_control_tokens), TEST_ENTRY(lazy_pattern_in_the_worker),
+          TEST_ENTRY(helper_beside_the_forward_pass_changes_no_output))
