@@ -15,7 +15,11 @@
  *   decode    batch-1 decode tok/s (forward + sampling, temperature 1) constrained and not, and
  *             the ratio; each repetition runs both, medians reported
  * A constrained output that ends (end of generation, or the grammar complete) starts again with
- * a fresh grammar state; the KV cache simply goes on. The sampler chain is the daemon's own. */
+ * a fresh grammar state; the KV cache simply goes on. The sampler chain is the daemon's own.
+ * --aside: the constrained runs hand their sampler to the daemon's helper beside each forward
+ * pass (engine/gaside.h), which builds the next step's mask into the cache meanwhile, as a
+ * worker with `--grammar-aside on` does; the step figures then show what is left in-line. */
+#include "engine/gaside.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
 #include "engine/runner.h"
@@ -53,6 +57,7 @@ typedef struct gbench {
     rlx_grammar_vocab *vocab;
     uint8_t *mask;
     rlx_grammar_cache *cache; /* as the worker's, shared by every run; NULL with --no-cache */
+    rlx__gaside *aside;       /* --aside: the helper beside the forward pass, else NULL */
     const char *gbnf;
     int32_t *prompt;
     size_t n_prompt;
@@ -144,7 +149,11 @@ static int run(gbench *b, bool constrained, int n, uint64_t seed, bool record, b
         uint8_t one = 1;
         int32_t zero = 0;
         rlx_batch db = {1, &t, &p, &zero, &one, 1, 1, &bs, NULL};
-        if ((rc = rlx_runner_forward(r, &db, err))) goto done;
+        bool aside = b->aside && constrained && b->cache;
+        if (aside) rlx__gaside_begin(b->aside, b->cache, b->vocab, &s, 1);
+        rc = rlx_runner_forward(r, &db, err);
+        if (aside) rlx__gaside_end(b->aside);
+        if (rc) goto done;
     }
     *secs = rlx_now() - t0;
 done:
@@ -157,8 +166,10 @@ done:
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlxd bench --grammar FILE -m MODEL [-n 128] [-r 3] [-t THREADS] [--prompt TEXT] [--no-cache] [--mask-only] [--json]\n"
+    fprintf(f, "usage: rlxd bench --grammar FILE -m MODEL [-n 128] [-r 3] [-t THREADS] [--prompt TEXT] [--no-cache] [--aside]\n"
+               "                          [--mask-only] [--json]\n"
                "  FILE: a JSON Schema (.json) or a GBNF grammar\n"
+               "  --aside: each next step's mask built beside the forward pass (the daemon's --grammar-aside on)\n"
                "  --mask-only: no decoding; the masks along an output drawn uniformly among the allowed tokens\n");
 }
 
@@ -166,7 +177,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL, *v, *prompt_text = "Reply with one JSON value.";
     long n = 128, reps = 3, threads = 0;
-    bool json = false, use_cache = true, mask_only = false;
+    bool json = false, use_cache = true, mask_only = false, aside = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define NEXT() if (!(v = rlx_arg_value("bench", argc, argv, &i))) return 2
@@ -180,6 +191,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--no-cache")) use_cache = false;
         else if (!strcmp(a, "--mask-only")) mask_only = true;
+        else if (!strcmp(a, "--aside")) aside = true;
         else { fprintf(stderr, "rlxd bench: unknown option '%s' with --grammar\n", a); usage(stderr); return 2; }
 #undef NEXT
     }
@@ -240,6 +252,8 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     b.step_u = malloc(steps * sizeof *b.step_u);
     b.out = malloc((size_t)n * sizeof *b.out);
     if (use_cache) b.cache = rlx_grammar_cache_new(V, RLX_GRAMMAR_CACHE_ENTRIES);
+    if (aside && !use_cache) { rlx_errorf(&err, RLX_EINVAL, "--aside needs the cache (not --no-cache)"); goto fail; }
+    if (aside && !(b.aside = rlx__gaside_new())) { rlx_errorf(&err, RLX_ENOMEM, "cannot start the helper thread"); goto fail; }
     if ((use_cache && !b.cache) || !b.vocab || !b.mask || !b.raw || !b.work || !b.step_c || !b.step_u || !b.out) {
         rlx_errorf(&err, RLX_ENOMEM, "out of memory");
         goto fail;
@@ -394,14 +408,15 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                "\"schema_to_gbnf_ms\":%.3f,\"schema_to_gbnf_ms_max\":%.3f,\"compile_ms\":%.3f,\"compile_ms_max\":%.3f,"
                "\"vocab_ms\":%.1f,\"mask_us_p50\":%.1f,\"mask_us_p99\":%.1f,\"mask_positions\":%zu,\"mask_allowed_mean\":%.1f,"
                "\"step_us_p50\":%.1f,\"step_us_p99\":%.1f,\"step_unconstrained_us_p50\":%.1f,\"step_unconstrained_us_p99\":%.1f,"
-               "\"cache\":%s,\"cached_mask_us_p50\":%.1f,\"cached_mask_us_p99\":%.1f,\"cache_hits\":%llu,\"cache_misses\":%llu,"
+               "\"aside\":%s,\"cache\":%s,\"cached_mask_us_p50\":%.1f,\"cached_mask_us_p99\":%.1f,\"cache_hits\":%llu,\"cache_misses\":%llu,"
                "\"tables_mask_us_p50\":%.1f,\"tables_mask_us_p99\":%.1f,\"tables_warm_mask_us_p50\":%.1f,"
                "\"tables_warm_mask_us_p99\":%.1f,\"tables_built\":%llu,\"prepare_ms\":%.1f,\"prepared_tables\":%lld,"
                "\"prepared_mask_us_p50\":%.1f,\"prepared_mask_us_p99\":%.1f,\"prepared_tables_late\":%llu,"
                "\"tables_derived\":%llu,\"prepared_tables_derived\":%llu,"
                "\"tps\":%.2f,\"tps_unconstrained\":%.2f,\"ratio\":%.3f,\"restarts\":%ld}\n",
                base, gbase, V, threads, n, reps, schema_ms, schema_max, gbnf_ms, gbnf_max, (tv1 - tv0) * 1e3, mask_p50,
-               mask_p99, n_tm, n_tm ? (double)allowed_sum / (double)n_tm : 0.0, sc50, sc99, su50, su99, b.cache ? "true" : "false",
+               mask_p99, n_tm, n_tm ? (double)allowed_sum / (double)n_tm : 0.0, sc50, sc99, su50, su99,
+               b.aside ? "true" : "false", b.cache ? "true" : "false",
                n_tc ? cm_p50 : 0.0, n_tc ? cm_p99 : 0.0, (unsigned long long)cs.hits, (unsigned long long)cs.misses, f0_p50, f0_p99, f1_p50, f1_p99,
                (unsigned long long)fs.tables_built, prep_ms, (long long)prep_built, p_p50, p_p99, late,
                (unsigned long long)fs.tables_derived, (unsigned long long)ps.tables_derived, tps_c,
@@ -424,8 +439,8 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                    cm_p50, cm_p99, (unsigned long long)cs.hits, (unsigned long long)cs.misses);
         else
             printf("  mask via cache    off (--no-cache)\n");
-        printf("  sampler step      constrained p50 %.1f us, p99 %.1f us; unconstrained p50 %.1f us, p99 %.1f us\n", sc50,
-               sc99, su50, su99);
+        printf("  sampler step      constrained p50 %.1f us, p99 %.1f us; unconstrained p50 %.1f us, p99 %.1f us%s\n", sc50,
+               sc99, su50, su99, b.aside ? " (masks built beside the forward pass: --aside)" : "");
         printf("  decode            constrained %.2f tok/s, unconstrained %.2f tok/s, ratio %.3f (%ld values completed)\n",
                tps_c, tps_u, tps_c / tps_u, b.restarts);
     }
@@ -442,6 +457,7 @@ fail:
     free(b.step_c);
     free(b.step_u);
     free(b.out);
+    rlx__gaside_free(b.aside); /* idle: it works only inside run()'s forward passes */
     rlx_grammar_cache_free(b.cache);
     rlx_grammar_vocab_free(b.vocab);
     rlx_grammar_token_bytes_free(b.texts, b.lens, b.texts ? b.r->n_vocab : 0);
