@@ -39,6 +39,12 @@ void rlx__cands_list(rlx_token_cands *c);
 /* Uniform in [0, 1) with 53 random bits from a xoshiro256** state. */
 double rlx__uniform01(uint64_t s[4]);
 
+/* The full-vocabulary draw's weights: w[i] = e^((l[i] - mx) * inv_t) (0 below e^-87), 0 for
+ * -inf and NaN logits; and w[i] = 0 where l[i] is -inf. Vectorized for the CPU path in use
+ * (RLX_CPU_PATH), the same bits on every path. Exposed for tests. */
+void rlx__sample_weights(const float *l, int32_t n, float mx, float inv_t, float *w);
+void rlx__sample_zero_masked(const float *l, int32_t n, float *w);
+
 /* Built-in stages (NULL when out of memory). The sampler owns `params` and the RNG they point
  * into; the stages borrow them for their lifetime. */
 rlx_sampler_stage *rlx__stage_penalties(const rlx_sampling_params *p, int32_t n_vocab);

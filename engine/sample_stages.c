@@ -8,6 +8,7 @@
  * vectorized weights of the whole vocabulary. */
 #include "engine/sample_internal.h"
 #include "engine/engine.h"
+#include "backends/cpu/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -397,19 +398,63 @@ static inline float exp_nonpos(float x)
     return x > -87.0f ? p * sc.f : 0.0f;
 }
 
-/* w[i] = e^((l[i] - mx) / T) for logits above -inf, 0 for -inf and NaN. One clone per vector
- * width, chosen at load time; all give the same bits (ISO C mode: no FMA contraction, and each
- * lane does the scalar code's IEEE operations). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-static void full_vocab_weights(const float *l, int32_t n, float mx, float inv_t, float *w)
+/* w[i] = e^((l[i] - mx) / T) for logits above -inf, 0 for -inf and NaN. */
+static inline __attribute__((always_inline)) void weights_loop(const float *l, int32_t n, float mx, float inv_t, float *w)
 {
     for (int32_t i = 0; i < n; i++) {
         const float li = l[i];
         const float e = exp_nonpos((li - mx) * inv_t);
         w[i] = li > -INFINITY ? e : 0.0f; /* NaN compares false */
     }
+}
+
+/* w[i] = 0 where l[i] is -inf (a mask's refusal), branch-free. */
+static inline __attribute__((always_inline)) void zero_loop(const float *l, int32_t n, float *w)
+{
+    for (int32_t i = 0; i < n; i++) w[i] = l[i] == -INFINITY ? 0.0f : w[i];
+}
+
+/* Each loop compiled once per vector width of the CPU backend's paths and chosen with them
+ * (backends/cpu/kernels.h rlx__cpu_width, so RLX_CPU_PATH / rlx_cpu_force_path pick it, in
+ * tests too); all give the same bits (ISO C mode: no FMA contraction, and each lane does the
+ * scalar code's IEEE operations; test_sample checks it on every path the host has). GCC only:
+ * clang contracts a * b + c into an FMA where the target has one. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SAMPLE_X86 1
+__attribute__((target("avx512f"))) static void weights_512(const float *l, int32_t n, float mx, float inv_t, float *w)
+{
+    weights_loop(l, n, mx, inv_t, w);
+}
+__attribute__((target("avx2"))) static void weights_256(const float *l, int32_t n, float mx, float inv_t, float *w)
+{
+    weights_loop(l, n, mx, inv_t, w);
+}
+__attribute__((target("avx512f"))) static void zero_512(const float *l, int32_t n, float *w) { zero_loop(l, n, w); }
+__attribute__((target("avx2"))) static void zero_256(const float *l, int32_t n, float *w) { zero_loop(l, n, w); }
+#endif
+
+void rlx__sample_weights(const float *l, int32_t n, float mx, float inv_t, float *w)
+{
+#ifdef SAMPLE_X86
+    switch (rlx__cpu_width()) {
+    case 512: weights_512(l, n, mx, inv_t, w); return;
+    case 256: weights_256(l, n, mx, inv_t, w); return;
+    default: break;
+    }
+#endif
+    weights_loop(l, n, mx, inv_t, w);
+}
+
+void rlx__sample_zero_masked(const float *l, int32_t n, float *w)
+{
+#ifdef SAMPLE_X86
+    switch (rlx__cpu_width()) {
+    case 512: zero_512(l, n, w); return;
+    case 256: zero_256(l, n, w); return;
+    default: break;
+    }
+#endif
+    zero_loop(l, n, w);
 }
 
 /* The weights of block b (DRAW_BLOCK tokens): eight float lanes, then in double. */
@@ -457,7 +502,7 @@ static int32_t sample_full_vocab(float temperature, uint64_t *rng, const float *
     for (int32_t i = 0; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
     if (mx == -INFINITY || mx == INFINITY) return rlx_argmax(logits, nv);
     float *w = sc->weights;
-    full_vocab_weights(logits, nv, mx, (float)(1.0 / (double)temperature), w);
+    rlx__sample_weights(logits, nv, mx, (float)(1.0 / (double)temperature), w);
     double *bsum = sc->block_sums;
     const int32_t nblk = (nv + DRAW_BLOCK - 1) / DRAW_BLOCK;
     double z = 0.0;
@@ -500,15 +545,6 @@ static int32_t dist_select(rlx_sampler_stage *st, rlx_token_cands *c)
     return l[n - 1].id; /* rounding left u at the very top */
 }
 
-/* w[i] = 0 where l[i] is -inf (a mask's refusal), branch-free; clones as full_vocab_weights. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-static void zero_masked(const float *l, int32_t n, float *w)
-{
-    for (int32_t i = 0; i < n; i++) w[i] = l[i] == -INFINITY ? 0.0f : w[i];
-}
-
 /* A constraint refused the draw: draws again from the last full-vocabulary draw's weights (the
  * thread's scratch, untouched since) with the refused tokens' weights taken out and their blocks
  * summed again: the distribution of a draw over the logits with those tokens at -inf (the full
@@ -526,7 +562,7 @@ static int32_t dist_redraw(rlx_sampler_stage *st, rlx_token_cands *c, const int3
     double *bsum = sc->block_sums;
     const int32_t nv = c->n_vocab, nblk = (nv + DRAW_BLOCK - 1) / DRAW_BLOCK;
     if (n_refused < 0) {
-        zero_masked(c->logits, nv, w);
+        rlx__sample_zero_masked(c->logits, nv, w);
         for (int32_t b = 0; b < nblk; b++) bsum[b] = block_sum(w, b, nv);
     }
     for (int i = 0; i < n_refused; i++) {

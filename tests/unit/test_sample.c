@@ -3,6 +3,8 @@
  * ties, bans, validation messages, log-probabilities, and a 151,936-token vocabulary. */
 #include "tests/rlx_test.h"
 #include "engine/sample.h"
+#include "engine/sample_internal.h"
+#include "backends/cpu/kernels.h"
 
 #include <pthread.h>
 
@@ -317,6 +319,50 @@ TEST(full_vocab_temperature_distribution)
     }
 }
 
+/* The full-vocabulary weights and the masked zeroing on every CPU path the host has
+ * (rlx_cpu_force_path; RLX_CPU_PATH in the daemon): the same bits as the scalar path's, for
+ * logits around the -87 floor, -inf, NaN, the maximum itself and a vocabulary length that is no
+ * multiple of any vector width. */
+TEST(full_vocab_weights_same_bits_on_every_path)
+{
+    enum { NV = 151939 };
+    static float l[NV], ref[NV], got[NV], zref[NV], zgot[NV];
+    uint64_t x = 0x243f6a8885a308d3ull;
+    for (int32_t i = 0; i < NV; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        l[i] = (float)((double)(x >> 40) / (double)(1ull << 24) * 120.0 - 100.0); /* -100 .. 20 */
+    }
+    l[7] = -INFINITY, l[8] = NAN, l[9] = 20.0f, l[10] = 20.0f - 87.0f, l[11] = nextafterf(20.0f - 87.0f, 0.0f);
+    l[NV - 1] = -INFINITY;
+    const char *was = rlx_cpu_path();
+    const char *paths[] = {"scalar", "avx2", "avx512"};
+    const float inv_t[] = {1.0f, 1.0f / 0.7f, 4.0f};
+    int ran = 0;
+    for (size_t k = 0; k < RLX_ARRAY_LEN(inv_t); k++)
+        for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
+            if (rlx_cpu_force_path(paths[p])) continue; /* this CPU lacks it */
+            float *w = p == 0 ? ref : got, *z = p == 0 ? zref : zgot;
+            rlx__sample_weights(l, NV, 20.0f, inv_t[k], w);
+            memcpy(z, w, sizeof ref);
+            for (int32_t i = 0; i < NV; i += 3) z[i] += 1.0f; /* weights the zeroing must keep or clear */
+            rlx__sample_zero_masked(l, NV, z);
+            if (p == 0) {
+                ASSERT_EQ(ref[7], 0.0f);
+                ASSERT_EQ(ref[8], 0.0f);
+                ASSERT_EQ(ref[9], 1.0f);
+                ASSERT(ref[1] >= 0.0f && ref[1] <= 1.0f);
+                continue;
+            }
+            ran++;
+            ASSERT_MSG(!memcmp(ref, got, sizeof ref), "path %s: weights differ from scalar's (1/T %g)", paths[p],
+                       (double)inv_t[k]);
+            ASSERT_MSG(!memcmp(zref, zgot, sizeof zref), "path %s: masked zeroing differs from scalar's", paths[p]);
+        }
+    ASSERT_EQ(rlx_cpu_force_path(was), 0);
+    fprintf(stderr, "  %d path comparisons against scalar\n", ran);
+    ASSERT(ran >= 3 || !rlx_cpu_has_path("avx2")); /* at least avx2 x 3 temperatures where the CPU has it */
+}
+
 TEST(top_k_alone)
 {
     float l[] = {0.1f, 2.0f, 1.0f, 3.0f, -1.0f, 2.0f, 0.5f, -3.0f};
@@ -566,7 +612,8 @@ TEST(large_vocab_top_p_matches_full_sort)
 TEST_MAIN(TEST_ENTRY(defaults), TEST_ENTRY(validation_names_the_parameter),
           TEST_ENTRY(greedy_ties_to_lowest_id), TEST_ENTRY(logit_bias_ban_and_boost),
           TEST_ENTRY(penalties_exact_values), TEST_ENTRY(penalty_window),
-          TEST_ENTRY(temperature_distribution), TEST_ENTRY(full_vocab_temperature_distribution), TEST_ENTRY(top_k_alone), TEST_ENTRY(top_p_alone),
+          TEST_ENTRY(temperature_distribution), TEST_ENTRY(full_vocab_temperature_distribution),
+          TEST_ENTRY(full_vocab_weights_same_bits_on_every_path), TEST_ENTRY(top_k_alone), TEST_ENTRY(top_p_alone),
           TEST_ENTRY(min_p_alone), TEST_ENTRY(chain_order_filters_before_temperature),
           TEST_ENTRY(seed_determinism), TEST_ENTRY(threads_draw_like_one_thread),
           TEST_ENTRY(everything_banned_falls_back),
