@@ -193,6 +193,8 @@ static int on_toml_key(void *user, const char *table, const char *name, rlx_toml
     if (table[0] && strcmp(table, "profile"))
         return rlx_errorf(err, RLX_EINVAL, "%s: unknown table [%s] (keys go at the top or in [profile])", src, table);
     const key *k = find_key(name);
+    if (k && (x->p->set & k->bit)) /* another spelling of a key given above (max_tokens, "max-tokens") */
+        return rlx_errorf(err, RLX_EINVAL, "%s: '%s' is given twice", src, k->name);
     if (k) {
         bool number = k->type == K_INT || k->type == K_FLOAT;
         bool fits = number ? kind == RLX_TOML_INT || (kind == RLX_TOML_FLOAT && k->type == K_FLOAT)

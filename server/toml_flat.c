@@ -51,6 +51,7 @@ typedef struct reader {
 } reader;
 
 #define FAIL(x, ...) rlx_errorf((x)->err, RLX_EINVAL, "%s:%d: " __VA_ARGS__)
+#define NOMEM(x) rlx_errorf((x)->err, RLX_ENOMEM, "out of memory")
 
 static const char *skip_ws(const char *s)
 {
@@ -85,7 +86,7 @@ static int read_string(reader *x, const char **sp, buf *out)
     const char *s = *sp;
     char q = *s++;
     out->n = 0;
-    if (!put(out, "", 0)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+    if (!put(out, "", 0)) return NOMEM(x);
     if (s[0] == q && s[1] == q) return FAIL(x, "multi-line strings are not supported in a profile", x->path, x->line);
     for (;;) {
         unsigned char c = (unsigned char)*s;
@@ -98,7 +99,7 @@ static int read_string(reader *x, const char **sp, buf *out)
             while (*s && *s != q && (q == '\'' || *s != '\\') && ((unsigned char)*s >= 0x20 || *s == '\t') &&
                    *s != 0x7f)
                 s++;
-            if (!put(out, run, (size_t)(s - run))) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+            if (!put(out, run, (size_t)(s - run))) return NOMEM(x);
             continue;
         }
         char e = s[1];
@@ -124,13 +125,13 @@ static int read_string(reader *x, const char **sp, buf *out)
                 return FAIL(x, "\\%c%.*s is not a character a profile can hold", x->path, x->line, e, nd, s + 2);
             utf8proc_uint8_t u[4];
             utf8proc_ssize_t k = utf8proc_encode_char((utf8proc_int32_t)cp, u);
-            if (!put(out, (const char *)u, (size_t)k)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+            if (!put(out, (const char *)u, (size_t)k)) return NOMEM(x);
             s += 2 + nd;
             continue;
         }
         default: return FAIL(x, "unknown escape '\\%c' in a string", x->path, x->line, e ? e : ' ');
         }
-        if (!put(out, rep, 1)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+        if (!put(out, rep, 1)) return NOMEM(x);
         s += 2;
     }
     if (!valid_utf8(out->p, out->n)) return FAIL(x, "a string that is not UTF-8", x->path, x->line);
@@ -150,7 +151,7 @@ static int read_key(reader *x, const char **sp, buf *out, const char *what)
         while (is_bare(*s)) s++;
         if (s == b) return FAIL(x, "expected %s, got '%.20s'", x->path, x->line, what, b);
         out->n = 0;
-        if (!put(out, b, (size_t)(s - b))) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+        if (!put(out, b, (size_t)(s - b))) return NOMEM(x);
     }
     s = skip_ws(s);
     if (*s == '.') return FAIL(x, "dotted keys and table names are not supported in a profile", x->path, x->line);
@@ -158,9 +159,9 @@ static int read_key(reader *x, const char **sp, buf *out, const char *what)
     return 0;
 }
 
-/* digits with single underscores between them; false when there are none or an underscore
- * is misplaced */
-static bool digits(const char **sp, buf *out, int base)
+/* digits with single underscores between them, appended to out without the underscores: 1,
+ * 0 when there are none or an underscore is misplaced, RLX_ENOMEM */
+static int digits(const char **sp, buf *out, int base)
 {
     const char *s = *sp;
     bool any = false, under = false;
@@ -168,12 +169,12 @@ static bool digits(const char **sp, buf *out, int base)
         char c = *s;
         int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
         if (c == '_') {
-            if (!any || under) return false;
+            if (!any || under) return 0;
             under = true;
             continue;
         }
         if (d < 0 || d >= base) break;
-        if (!put(out, s, 1)) return false;
+        if (!put(out, s, 1)) return RLX_ENOMEM;
         any = true;
         under = false;
     }
@@ -186,12 +187,12 @@ static int read_scalar(reader *x, const char **sp, buf *out, rlx_toml_kind *kind
 {
     const char *s = *sp, *start = s;
     out->n = 0;
-    if (!put(out, "", 0)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+    if (!put(out, "", 0)) return NOMEM(x);
     for (int b = 0; b < 2; b++) {
         const char *w = b ? "false" : "true";
         size_t n = strlen(w);
         if (strncmp(s, w, n) || is_bare(s[n])) continue;
-        if (!put(out, w, n)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+        if (!put(out, w, n)) return NOMEM(x);
         *kind = RLX_TOML_BOOL;
         *sp = s + n;
         return 0;
@@ -199,10 +200,10 @@ static int read_scalar(reader *x, const char **sp, buf *out, rlx_toml_kind *kind
     if (*s == '[' || *s == '{')
         return FAIL(x, "%s are not supported in a profile", x->path, x->line, *s == '[' ? "arrays" : "inline tables");
     bool sign = *s == '+' || *s == '-';
-    if (sign && !put(out, s++, 1)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+    if (sign && !put(out, s++, 1)) return NOMEM(x);
     if ((!strncmp(s, "inf", 3) || !strncmp(s, "nan", 3)) && !is_bare(s[3])) {
         *kind = RLX_TOML_FLOAT;
-        if (!put(out, s, 3)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+        if (!put(out, s, 3)) return NOMEM(x);
         *sp = s + 3;
         return 0;
     }
@@ -210,7 +211,11 @@ static int read_scalar(reader *x, const char **sp, buf *out, rlx_toml_kind *kind
         int base = s[1] == 'x' ? 16 : s[1] == 'o' ? 8 : 2;
         s += 2;
         buf d = {0};
-        bool ok = digits(&s, &d, base);
+        int ok = digits(&s, &d, base);
+        if (ok < 0) {
+            free(d.p);
+            return NOMEM(x);
+        }
         if (!ok || is_bare(*s) || *s == '.') {
             free(d.p);
             return FAIL(x, "bad integer '%.20s'", x->path, x->line, start);
@@ -223,32 +228,35 @@ static int read_scalar(reader *x, const char **sp, buf *out, rlx_toml_kind *kind
         snprintf(num, sizeof num, "%llu", v);
         out->n = 0;
         *kind = RLX_TOML_INT;
-        if (!put(out, num, strlen(num))) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+        if (!put(out, num, strlen(num))) return NOMEM(x);
         *sp = s;
         return 0;
     }
     const char *int_start = s;
-    if (!digits(&s, out, 10)) goto bad;
+    int ok = digits(&s, out, 10);
+    if (ok <= 0) goto bad;
     if (!sign && (*s == '-' || *s == ':'))
         return FAIL(x, "dates and times are not supported in a profile", x->path, x->line);
     if (*int_start == '0' && s - int_start > 1) return FAIL(x, "leading zeros in '%.20s'", x->path, x->line, start);
     *kind = RLX_TOML_INT;
     if (*s == '.') {
         s++;
-        if (!put(out, ".", 1) || !digits(&s, out, 10)) goto bad;
+        if (!put(out, ".", 1)) return NOMEM(x);
+        if ((ok = digits(&s, out, 10)) <= 0) goto bad;
         *kind = RLX_TOML_FLOAT;
     }
     if (*s == 'e' || *s == 'E') {
         s++;
-        if (!put(out, "e", 1)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
-        if ((*s == '+' || *s == '-') && !put(out, s++, 1)) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
-        if (!digits(&s, out, 10)) goto bad;
+        if (!put(out, "e", 1)) return NOMEM(x);
+        if ((*s == '+' || *s == '-') && !put(out, s++, 1)) return NOMEM(x);
+        if ((ok = digits(&s, out, 10)) <= 0) goto bad;
         *kind = RLX_TOML_FLOAT;
     }
     if (is_bare(*s) || *s == ':' || *s == '.') goto bad;
     *sp = s;
     return 0;
 bad:
+    if (ok < 0) return NOMEM(x);
     return FAIL(x, "expected a value (a string in quotes, a number or true/false), got '%.20s'", x->path, x->line, start);
 }
 
@@ -257,11 +265,11 @@ static int remember(reader *x, char ***v, size_t *n, size_t *cap, const char *s)
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 8;
         char **p = realloc(*v, c * sizeof *p);
-        if (!p) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+        if (!p) return NOMEM(x);
         *v = p;
         *cap = c;
     }
-    if (!((*v)[*n] = strdup(s))) return rlx_errorf(x->err, RLX_ENOMEM, "out of memory");
+    if (!((*v)[*n] = strdup(s))) return NOMEM(x);
     (*n)++;
     return 0;
 }

@@ -145,6 +145,7 @@ TEST(toml_file_beside_the_weights)
         {"speed = 1\n", ":1: unknown key 'speed'"},
         {"[gpu]\nctx = 64\n", ":2: unknown table [gpu]"},
         {"ctx = 64\nctx = 32\n", ":2: the key 'ctx' is given twice"},
+        {"max_tokens = 4\n\"max-tokens\" = 5\n", ":2: 'max-tokens' is given twice"},
         {"ctx = [64]\n", ":1: arrays are not supported"},
     };
     for (size_t i = 0; i < RLX_ARRAY_LEN(bad); i++) {
