@@ -318,29 +318,30 @@ bool rlx_grammar_cache_preparing(const rlx_grammar_cache *c)
     return false;
 }
 
-int64_t rlx_grammar_cache_prepare_more(rlx_grammar_cache *c, const rlx_grammar_vocab *v, double slice_ms)
+/* The walks going on, one after the other: each for slice_ms (0: to its end or *stop), only the
+ * first one found when `one` */
+static int64_t walk_slots(rlx_grammar_cache *c, const rlx_grammar_vocab *v, double slice_ms, const atomic_bool *stop,
+                          bool one)
 {
     int64_t total = 0;
-    for (int i = 0; i < MAX_GRAMMARS; i++) {
+    for (int i = 0; i < MAX_GRAMMARS && !(stop && atomic_load_explicit(stop, memory_order_relaxed)); i++) {
         if (!c->slot[i].walk) continue;
-        int64_t n = walk_slot(c, i, v, slice_ms, NULL);
+        int64_t n = walk_slot(c, i, v, slice_ms, stop);
         if (n < 0) return n;
         total += n;
-        if (slice_ms > 0) break; /* one walk's slice per call */
+        if (one) break;
     }
     return total;
 }
 
+int64_t rlx_grammar_cache_prepare_more(rlx_grammar_cache *c, const rlx_grammar_vocab *v, double slice_ms)
+{
+    return walk_slots(c, v, slice_ms, NULL, slice_ms > 0); /* one walk's slice per call */
+}
+
 int64_t rlx_grammar_cache_prepare_until(rlx_grammar_cache *c, const rlx_grammar_vocab *v, const atomic_bool *stop)
 {
-    int64_t total = 0;
-    for (int i = 0; i < MAX_GRAMMARS && !atomic_load_explicit(stop, memory_order_relaxed); i++) {
-        if (!c->slot[i].walk) continue;
-        int64_t n = walk_slot(c, i, v, 0, stop);
-        if (n < 0) return n;
-        total += n;
-    }
-    return total;
+    return walk_slots(c, v, 0, stop, false);
 }
 
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
