@@ -24,9 +24,10 @@
  * Register blocking: batched micro-tiles of PT_RM weight rows x PT_RN activation rows (each
  * loaded weight vector feeds PT_RN FMAs); one-row micro-tiles of DT_RM1 rows x 1, or DT_RM x
  * DT_RN, four accumulators each. From eight one-row rows on, AVX-512 runs each chain as a pass
- * (dtile_passes); on AVX2, where a 16-lane accumulator takes two registers, the 8-lane halves
- * run as passes instead (ptile_halves for batched F32/F16 rows, dtile_halves for eight one-row
- * rows and more), 3 x 4 outputs with one register each. */
+ * (dtile_passes); on AVX2, where a 16-lane accumulator takes two registers, batched F32/F16
+ * rows take 3 x 2 tiles of two-register accumulators (ptile_pairs) and eight one-row rows and
+ * more run the 8-lane halves of their chains as passes (dtile_halves), 3 x 4 outputs with one
+ * register each. */
 
 #if KAVX512
 typedef struct { __m512 v; } lvec;
@@ -244,22 +245,22 @@ KINLINE void ptile(const int type, const uint8_t *w, size_t wrow, const float *a
 }
 
 #if !KAVX512
-/* The 8-lane chains of AVX2's pass tiles (ptile_halves, dtile_halves): up to HT_RM x HT_RN
- * outputs, one register each, over values k0, k0 + step, ... below k1 (8 at a time), starting
- * from part (`resume`) or from zero, and stored back to part. The asm statement takes part's
+/* The 8-lane chains of AVX2's one-row pass tile (dtile_halves): up to HT_RM x HT_RN
+ * outputs, one register each, over values k0, k0 + step, ... below k1 (8 at a time), from zero,
+ * stored to part. The asm statement takes part's
  * address, so the compiler keeps finished chains in memory and the loop has the 16 registers
  * (without it GCC held a tile's other chains in registers and spilled accumulators inside the
  * loop: 2.6x slower). */
 #define HT_RM 3
 #define HT_RN 4
 KINLINE void half_chains(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t k0,
-                         int64_t k1, int64_t step, float part[HT_RM][HT_RN][8], bool resume, const int rm, const int rn)
+                         int64_t k1, int64_t step, float part[HT_RM][HT_RN][8], const int rm, const int rn)
 {
     __m256 acc[HT_RM][HT_RN];
     #pragma GCC unroll 4
     for (int i = 0; i < rm; i++)
         #pragma GCC unroll 4
-        for (int j = 0; j < rn; j++) acc[i][j] = resume ? _mm256_loadu_ps(part[i][j]) : _mm256_setzero_ps();
+        for (int j = 0; j < rn; j++) acc[i][j] = _mm256_setzero_ps();
     for (int64_t k = k0; k < k1; k += step) {
         __m256 wv[HT_RM];
         #pragma GCC unroll 4
@@ -278,29 +279,43 @@ KINLINE void half_chains(const int type, const uint8_t *w, size_t wrow, const fl
     __asm__ volatile("" : : "r"(part) : "memory");
 }
 
-/* ptile's numbers (F32/F16) on AVX2: a logical 16-lane accumulator is two independent 8-lane
- * chains (values k..k+7 and k+8..k+15 of every 16), run as two passes of half_chains, so a
- * 3 x 4 tile (12 chains, 3 weight vectors, 1 activation) fits the 16 registers where ptile's
- * 16-lane accumulators allowed 1 x 4 (10 loads per 8 FMAs; here 7 per 12). The passes go over K
- * in blocks of HT_KB values, so the second pass finds the tile's 7 rows in L1. Every chain sees
- * the same fused multiply-adds in the same order and the output is hsum_ps(hi + lo) as lv_red,
- * so the results are ptile's bit for bit. */
-#define HT_KB 512
-KINLINE void ptile_halves(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
-                          float *out, int64_t ldo, const int rm, const int rn)
+/* ptile's numbers (F32/F16) on AVX2 for up to PP_RM x PP_RN outputs: a logical 16-lane
+ * accumulator is two 8-lane registers (values k..k+7 and k+8..k+15 of every 16), so a 3 x 2
+ * tile has its 12 accumulators in registers with one pass over K; per 16 values, 2 x 2
+ * activation and 3 x 2 weight loads feed 12 FMAs. Each weight vector is loaded into a register
+ * once and used for both activation rows (the asm statement stops GCC from folding it into both
+ * FMAs as a memory operand, which made the loop load-bound: 16 loads per 12 FMAs). It replaced
+ * two 8-lane passes of a 3 x 4 tile with the chains parked in memory between K blocks (Zen 3,
+ * MiniLM-shaped products: 56 -> 69 GFLOP/s at K 384, 48 -> 60 at K 1536; bench/RESULTS.md
+ * section 49). Every output is hsum_ps(hi + lo) as lv_red: ptile's results bit for bit. */
+#define PP_RM 3
+#define PP_RN 2
+KINLINE void ptile_pairs(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
+                         float *out, int64_t ldo, const int rm, const int rn)
 {
-    float part[2][HT_RM][HT_RN][8];
-    #pragma GCC unroll 1
-    for (int64_t k0 = 0; k0 < K; k0 += HT_KB) {
-        const int64_t k1 = K - k0 < HT_KB ? K : k0 + HT_KB;
-        #pragma GCC unroll 1
-        for (int h = 0; h < 2; h++) half_chains(type, w, wrow, a, astr, k0 + 8 * h, k1, 16, part[h], k0 > 0, rm, rn);
-    }
+    __m256 acc[PP_RM][PP_RN][2];
+    #pragma GCC unroll 4
+    for (int i = 0; i < rm; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < rn; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256 av[PP_RN];
+            #pragma GCC unroll 4
+            for (int j = 0; j < rn; j++) av[j] = _mm256_loadu_ps(a + (size_t)j * astr + k + 8 * h);
+            #pragma GCC unroll 4
+            for (int i = 0; i < rm; i++) {
+                __m256 wv = ld8w(type, w + (size_t)i * wrow, k + 8 * h);
+                __asm__("" : "+x"(wv));
+                #pragma GCC unroll 4
+                for (int j = 0; j < rn; j++) acc[i][j][h] = _mm256_fmadd_ps(wv, av[j], acc[i][j][h]);
+            }
+        }
     #pragma GCC unroll 4
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 4
-        for (int i = 0; i < rm; i++)
-            out[(int64_t)j * ldo + i] = hsum_ps(_mm256_add_ps(_mm256_loadu_ps(part[1][i][j]), _mm256_loadu_ps(part[0][i][j])));
+        for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = hsum_ps(_mm256_add_ps(acc[i][j][1], acc[i][j][0]));
 }
 #endif
 
@@ -417,7 +432,7 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
 {
     float part[8][HT_RM][HT_RN][8]; /* [2s + h] */
     #pragma GCC unroll 1
-    for (int c = 0; c < 8; c++) half_chains(type, w, wrow, a, astr, 8 * c, K & ~(int64_t)63, 64, part[c], false, rm, rn);
+    for (int c = 0; c < 8; c++) half_chains(type, w, wrow, a, astr, 8 * c, K & ~(int64_t)63, 64, part[c], rm, rn);
     #pragma GCC unroll 4
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 4
@@ -448,10 +463,10 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
         if (passes) TILE_BY_RN(dtile_passes, type, (full) ? PT_RM : 1, PT_RN, __VA_ARGS__)     \
         else TILE_BY_RN(dtile, type, (full) ? DT_RM : 1, DT_RN, __VA_ARGS__)                       \
     }
-#define HALVES(type) 0 /* AVX-512: 16-lane accumulators are one register; ptile_halves is AVX2's */
-#define HT_RM PT_RM
-#define HT_RN PT_RN
-#define ptile_halves ptile
+#define HALVES(type) 0 /* AVX-512: 16-lane accumulators are one register; ptile_pairs is AVX2's */
+#define PP_RM PT_RM
+#define PP_RN PT_RN
+#define ptile_pairs ptile
 #define ONEROW_PASS_RM PT_RM /* the batched tile's shape, per pass */
 #define ONEROW_PASS_RN PT_RN
 #else
@@ -460,7 +475,7 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
  * reading and converting each K row once per head; Q4_K_M decode at 1024 positions of context
  * 18.2 -> 19.9 t/s, -t 1). Weight products (K >= 512) keep dtile below eight rows. */
 #define PASSES(type, T, K) ((type) != RLX_BF16 && ((T) >= 8 || ((T) >= 2 && (K) <= 256)))
-#define HALVES(type) ((type) != RLX_BF16) /* batched F32/F16 rows take ptile_halves */
+#define HALVES(type) ((type) != RLX_BF16) /* batched F32/F16 rows take ptile_pairs */
 #define ONEROW_PASS_RM HT_RM
 #define ONEROW_PASS_RN HT_RN
 #define ONEROW_TILE(type, full, ...)                                                              \
@@ -486,8 +501,8 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
             return;                                                                              \
         }                                                                                        \
         const bool passes = PASSES(TYPE, t1 - t0, K);                                               \
-        const int rmax = onerow ? (passes ? ONEROW_PASS_RM : DT_RM) : HALVES(TYPE) ? HT_RM : PT_RM; \
-        const int tmax = onerow ? (passes ? ONEROW_PASS_RN : DT_RN) : HALVES(TYPE) ? HT_RN : PT_RN; \
+        const int rmax = onerow ? (passes ? ONEROW_PASS_RM : DT_RM) : HALVES(TYPE) ? PP_RM : PT_RM; \
+        const int tmax = onerow ? (passes ? ONEROW_PASS_RN : DT_RN) : HALVES(TYPE) ? PP_RN : PT_RN; \
         for (int64_t n = n0; n < n1; n += rmax) {                                                \
             const bool full = n + rmax <= n1;                                                    \
             for (int64_t t = t0; t < t1; t += tmax) {                                            \
@@ -498,8 +513,8 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
                     const uint8_t *wr = w + (size_t)r * wrow;                                    \
                     if (onerow && full) ONEROW_TILE(TYPE, true, wr, wrow, a, astr, K, o + r, ldo)        \
                     else if (onerow) ONEROW_TILE(TYPE, false, wr, wrow, a, astr, K, o + r, ldo)         \
-                    else if (HALVES(TYPE) && full) TILE_BY_RN(ptile_halves, TYPE, HT_RM, HT_RN, wr, wrow, a, astr, K, o + r, ldo) \
-                    else if (HALVES(TYPE)) TILE_BY_RN(ptile_halves, TYPE, 1, HT_RN, wr, wrow, a, astr, K, o + r, ldo) \
+                    else if (HALVES(TYPE) && full) TILE_BY_RN(ptile_pairs, TYPE, PP_RM, PP_RN, wr, wrow, a, astr, K, o + r, ldo) \
+                    else if (HALVES(TYPE)) TILE_BY_RN(ptile_pairs, TYPE, 1, PP_RN, wr, wrow, a, astr, K, o + r, ldo) \
                     else if (full) TILE_BY_RN(ptile, TYPE, PT_RM, PT_RN, wr, wrow, a, astr, K, o + r, ldo) \
                     else TILE_BY_RN(ptile, TYPE, 1, PT_RN, wr, wrow, a, astr, K, o + r, ldo)     \
                 }                                                                                \

@@ -298,9 +298,9 @@ TEST(matmul_paths_match_scalar)
     static const struct { int64_t N, K; } shapes_legacy[] = {{19, 32}, {37, 96}, {11, 1056}, {5, 8192}, {6, 8224}, {130, 64}, {150, 4128}};
     static const struct { int64_t N, K; } shapes_k[] = {{19, 256}, {13, 768}};
     /* float weights: K multiples of 16/32/64 get tinyBLAS's arithmetic from the batched entry,
-     * others the one-row one from both; tails of every length past 64; 1040 ends AVX2's blocks
-     * of 512 (ptile_halves) with one of 16; 6160 runs twelve such blocks (the chains parked and
-     * resumed eleven times) and, at 24 KiB per F32 row, more rows than fit L1 per tile */
+     * others the one-row one from both; tails of every length past 64; 1040 and 6160 (24 KiB
+     * per F32 row: a 3 x 2 tile's rows do not fit L1) are long chains; N % 3 and T (17) % 2
+     * leave every partial tile shape of AVX2's 3 x 2 batched tile (ptile_pairs) */
     static const struct { int64_t N, K; } shapes_f[] = {{9, 1}, {21, 31}, {17, 33}, {13, 100}, {7, 1024}, {11, 96}, {10, 160}, {5, 1040}, {11, 6160}};
     int ran = 0;
     for (size_t c = 0; c < RLX_ARRAY_LEN(dot_types); c++) {
