@@ -130,6 +130,11 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
 #define RLX_GRAMMAR_PREPARE_STACKS RLX_GRAMMAR_MAX_STACKS /* the walk's set holds no more */
 #define RLX_GRAMMAR_PREPARE_TABLES 2048
 #define RLX_GRAMMAR_PREPARE_MS 100
+/* with a helper thread on a spare core (engine/gaside.h) the walk costs the steps nothing: it
+ * may go on longer, so that slower hosts also finish a schema's positions (person.json on a
+ * Zen 3: 100 ms built ~1000 tables and left the first request's mask p99 at 5.2 ms; 300 ms,
+ * ~1400-1600 and 0.16 ms; bench/RESULTS.md section 49) */
+#define RLX_GRAMMAR_PREPARE_ASIDE_MS 300
 #define RLX_GRAMMAR_PREPARE_SLICE_MS 10 /* the worker's share per step */
 int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state *start, const rlx_grammar_vocab *v,
                                   size_t max_new, double max_ms, double slice_ms);

@@ -225,14 +225,15 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     rlx_error gerr = {0};
     rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
     if (g) { /* the per-position tables its masks will ask for, built ahead - once per grammar content
-              * per worker, RLX_GRAMMAR_PREPARE_MS in all: with the helper (gaside.h) beside each
-              * forward pass and nothing now, else a slice now and one per step after
+              * per worker: with the helper (gaside.h) beside each forward pass and nothing now,
+              * RLX_GRAMMAR_PREPARE_ASIDE_MS in all, else RLX_GRAMMAR_PREPARE_MS, a slice now and one per step after
               * (rlx__sched_step) so that other sequences are not held up for the whole walk -
               * rather than one at a time at its first steps; best effort: what is not built ahead
               * (or fails) is built when a mask needs it */
         rlx_grammar_state *gs = rlx_grammar_state_new(g, NULL);
         if (gs)
-            rlx_grammar_cache_prepare(w->gcache, gs, w->gvocab, RLX_GRAMMAR_PREPARE_TABLES, RLX_GRAMMAR_PREPARE_MS,
+            rlx_grammar_cache_prepare(w->gcache, gs, w->gvocab, RLX_GRAMMAR_PREPARE_TABLES,
+                                      w->gaside ? RLX_GRAMMAR_PREPARE_ASIDE_MS : RLX_GRAMMAR_PREPARE_MS,
                                       w->gaside ? -1 : RLX_GRAMMAR_PREPARE_SLICE_MS);
         rlx_grammar_state_free(gs);
     }
