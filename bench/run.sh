@@ -119,7 +119,9 @@ for _ in $(seq 1 600); do
 done
 
 # One table per workload: C concurrent streams (rlxd-loadgen keeps C requests in flight, 2 x C
-# requests in all), then the aggregate output tok/s at 16 streams over 1 stream.
+# requests in all), then the aggregate output tok/s at 16 streams over 1 stream. Each run has
+# its own --prompt-seed: request N of every run would otherwise send the same prompt, and a
+# later run would find the earlier runs' prompts in the prefix cache (no prefill to measure).
 server_table() {
     local prompt=$1 gen=$2 what=$3 one=""
     {
@@ -132,7 +134,7 @@ server_table() {
     for c in 1 4 16; do
         n=${SERVER_REQUESTS:-$((2 * c))}
         j=$("$BUILD/rlxd-loadgen" --url "http://127.0.0.1:$PORT/v1" --model bench --concurrency "$c" --requests "$n" \
-            --prompt-tokens "$prompt" --max-tokens "$gen" --json)
+            --prompt-tokens "$prompt" --max-tokens "$gen" --prompt-seed "$c$prompt" --json)
         node -e '
           const [c, j] = process.argv.slice(1); const d = JSON.parse(j);
           const f = (x, n) => (typeof x === "number" ? x.toFixed(n) : "-"); /* null when nothing was measured */

@@ -23,6 +23,7 @@ typedef struct opts {
     bool json, chat;
     bool embeddings, base64;   /* POST /embeddings (encoding_format base64 or float) */
     int inputs;                /* texts per embeddings request */
+    int prompt_seed;           /* 0: "Request N:" prompts; else "Request SEED-N:" */
 } opts;
 
 typedef struct dvec { double *v; size_t n, cap; } dvec;
@@ -178,12 +179,14 @@ static size_t on_write(char *p, size_t sz, size_t nm, void *user)
     return n;
 }
 
-static void make_prompt(char *dst, size_t cap, int idx, int n_words)
+static void make_prompt(char *dst, size_t cap, int seed, int idx, int n_words)
 {
     static const char *words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy",
                                   "dog", "and", "then", "runs", "far", "away", "from", "home"};
-    /* the index up front keeps a server's prefix cache from serving every prompt */
-    size_t w = (size_t)snprintf(dst, cap, "Request %d:", idx);
+    /* the index up front keeps a server's prefix cache from serving every prompt; the seed,
+     * a later run's prompts from the cache of an earlier run's (the same index is the same
+     * prompt, so a second run against the same server would otherwise measure cache hits) */
+    size_t w = seed ? (size_t)snprintf(dst, cap, "Request %d-%d:", seed, idx) : (size_t)snprintf(dst, cap, "Request %d:", idx);
     for (int i = 0; i < n_words && w + 16 < cap; i++)
         w += (size_t)snprintf(dst + w, cap - w, " %s", words[(i + idx) % 16]);
 }
@@ -202,14 +205,14 @@ static stream *stream_new(const opts *o, stats *st, int idx, double deadline, ch
     snprintf(url, sizeof url, "%s%s%s", o->url, o->url[strlen(o->url) - 1] == '/' ? "" : "/",
              o->embeddings ? "embeddings" : o->chat ? "chat/completions" : "completions");
     if (!prompt || !req) goto fail;
-    make_prompt(prompt, cap, idx, o->prompt_tokens > 3 ? o->prompt_tokens - 3 : 1);
+    make_prompt(prompt, cap, o->prompt_seed, idx, o->prompt_tokens > 3 ? o->prompt_tokens - 3 : 1);
     cJSON_AddStringToObject(req, "model", o->model);
     s->embeddings = o->embeddings;
     s->inputs = o->inputs;
     if (o->embeddings) {
         cJSON *in = o->inputs > 1 ? cJSON_AddArrayToObject(req, "input") : NULL;
         for (int k = 0; in && k < o->inputs; k++) {
-            make_prompt(prompt, cap, idx * o->inputs + k, o->prompt_tokens > 3 ? o->prompt_tokens - 3 : 1);
+            make_prompt(prompt, cap, o->prompt_seed, idx * o->inputs + k, o->prompt_tokens > 3 ? o->prompt_tokens - 3 : 1);
             cJSON_AddItemToArray(in, cJSON_CreateString(prompt));
         }
         if (!in) cJSON_AddStringToObject(req, "input", prompt);
@@ -331,6 +334,9 @@ static void usage(FILE *f)
         "  --chat              POST /chat/completions instead of /completions\n"
         "  --embeddings        POST /embeddings (a text of about --prompt-tokens tokens per input)\n"
         "  --inputs K          texts per embeddings request (default 1)\n"
+        "  --prompt-seed S     prompts \"Request S-N: ...\" instead of \"Request N: ...\" (default 0:\n"
+        "                      the latter), so a run shares no prefix-cache entries with runs of\n"
+        "                      another seed against the same server\n"
         "  --base64            embeddings with encoding_format base64 (default float)\n"
         "  --api-key KEY       send Authorization: Bearer KEY\n"
         "  --json              print one JSON object instead of a table\n"
@@ -371,6 +377,7 @@ static int parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--prompt-tokens")) rc = parse_int(a, v, 1, &o->prompt_tokens);
         else if (!strcmp(a, "--max-tokens")) rc = parse_int(a, v, 1, &o->max_tokens);
         else if (!strcmp(a, "--inputs")) rc = parse_int(a, v, 1, &o->inputs);
+        else if (!strcmp(a, "--prompt-seed")) rc = parse_int(a, v, 0, &o->prompt_seed);
         else if (!strcmp(a, "--timeout")) {
             char *end;
             o->timeout_s = strtod(v, &end);

@@ -30,7 +30,7 @@ cat > "$tmp/fake.py" <<'EOF'
 import json, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 lock = threading.Lock()
-st = {"total": 0, "inflight": 0, "max_inflight": 0, "bodies_ok": 0, "bad": [], "prompt_words": []}
+st = {"total": 0, "inflight": 0, "max_inflight": 0, "bodies_ok": 0, "bad": [], "prompt_words": [], "heads": []}
 
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -78,6 +78,7 @@ class H(BaseHTTPRequestHandler):
             st["bodies_ok"] += ok
             text = req["messages"][0]["content"] if chat else req.get("prompt", "")
             st["prompt_words"].append(len(text.split()))
+            st["heads"].append(text.split(":")[0])
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -136,6 +137,16 @@ curl -s --noproxy '*' "http://127.0.0.1:$port/stats" > "$tmp/s1.json" || bad "st
 check "$tmp/s1.json" "j['total']==12 and j['max_inflight']==4 and j['bodies_ok']==12 and not j['bad']" \
   "server saw 12 well-formed requests, 4 at a time"
 check "$tmp/s1.json" "all(26<=w<=40 for w in j['prompt_words'])" "prompt of about 32 tokens"
+check "$tmp/s1.json" "sorted(j['heads'])==sorted('Request %d' % i for i in range(12))" "one prompt per index, no seed"
+
+# 1b. --prompt-seed: the same indexes, prompts no earlier run sent (no prefix-cache hits)
+timeout 60 "$bin" --url "$url" --model m --concurrency 4 --requests 12 --prompt-tokens 32 \
+  --max-tokens 2 --prompt-seed 7 --json --timeout 30 > "$tmp/r1b.json" || bad "seeded run exited $?"
+check "$tmp/r1b.json" "j['ok']==12" "seeded run completes"
+curl -s --noproxy '*' "http://127.0.0.1:$port/stats" > "$tmp/s1b.json" || bad "stats"
+check "$tmp/s1b.json" "sorted(j['heads'][12:24])==sorted('Request 7-%d' % i for i in range(12))" \
+  "seeded prompts: Request 7-N, none shared with the unseeded run"
+"$bin" --url "$url" --model m --prompt-seed -1 >/dev/null 2>&1; [ $? -eq 2 ] || bad "a negative --prompt-seed is not a usage error"
 
 # 2. chat endpoint and the table output
 timeout 30 "$bin" --url "$url/" --model m --chat --concurrency 2 --requests 2 --max-tokens 3 \
