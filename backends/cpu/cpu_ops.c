@@ -523,11 +523,14 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * a thread descheduled while holding a claim holds the others until it runs again */
     else if (nth > 1) per = RLX_MIN(per, (int64_t)(MAX_CLAIM_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
     if (per < 1) per = 1;
-    /* float weights times batched rows on AVX2: its product tile is 3 rows high
-     * (kern_x86_float.h PP_RM, HT_RM), so a claim of 16 rows left one row to a 1-row tile at
-     * half the speed; claims of a multiple of 48 rows leave none (AVX-512's 4-row tiles divide
-     * 16: its claims stay as they were) */
-    if (T > 1 && (w->wtype == RLX_F32 || w->wtype == RLX_F16) && rlx__cpu_width() == 256 && per % 3) per += 3 - per % 3;
+    /* float weights times several rows: claims of whole product tiles (AVX2's are 3 rows high:
+     * a claim of 16 rows left one row to a 1-row tile at half the speed; AVX-512's 4 divide 16) */
+    if (T > 1 && (w->wtype == RLX_F32 || w->wtype == RLX_F16)) {
+        const int64_t rows = rlx__cpu_float_tile_rows();
+        int64_t unit = 1; /* the fewest 16-row tiles that hold whole product tiles */
+        while ((16 * unit) % rows) unit++;
+        if (per % unit) per += unit - per % unit;
+    }
     if (nth == 1 && T <= tb) per = tiles;
     _Atomic int64_t *next = &y->next[1];
     for (;;) {

@@ -113,6 +113,7 @@ static _Atomic(const char *) g_name;
 static _Atomic(rlx_matmul_rows_fn) g_fn, g_fn_batched;
 static atomic_bool g_bf16dp;
 static atomic_int g_width; /* 512, 256 or 0: rlx__cpu_width */
+static atomic_int g_tile_rows; /* rlx__cpu_float_tile_rows */
 static _Atomic(rlx_float_gemm_fn) g_gemm;
 
 static int path_width(const char *name)
@@ -120,18 +121,29 @@ static int path_width(const char *name)
     return !strncmp(name, "avx512", 6) ? 512 : !strncmp(name, "avx2", 4) ? 256 : 0;
 }
 
-static void choose(void)
+/* Publishes p; the name last, which rlx_cpu_path's callers wait for. */
+static void use_path(cpu_path p)
 {
-    const char *want = getenv("RLX_CPU_PATH");
-    const char *best = has_avx512() ? "avx512" : has_avx2() ? "avx2" : "scalar";
-    cpu_path p = make_path(want && rlx_cpu_has_path(want) ? want : best);
-    /* racing first callers compute the same answer, so plain stores are enough */
+    const int width = path_width(p.name);
+    int tile_rows = 1;
+#if defined(__x86_64__)
+    tile_rows = width == 512 ? rlx__avx512_float_tile_rows : width == 256 ? rlx__avx2_float_tile_rows : 1;
+#endif
     atomic_store(&g_bf16dp, p.bf16dp);
     atomic_store(&g_gemm, p.gemm);
     atomic_store(&g_fn, p.fn);
     atomic_store(&g_fn_batched, p.fn_batched);
-    atomic_store(&g_width, path_width(p.name));
+    atomic_store(&g_width, width);
+    atomic_store(&g_tile_rows, tile_rows);
     atomic_store(&g_name, p.name);
+}
+
+static void choose(void)
+{
+    const char *want = getenv("RLX_CPU_PATH");
+    const char *best = has_avx512() ? "avx512" : has_avx2() ? "avx2" : "scalar";
+    /* racing first callers compute the same answer, so plain stores are enough */
+    use_path(make_path(want && rlx_cpu_has_path(want) ? want : best));
 }
 
 bool rlx__cpu_bf16dp(void)
@@ -146,6 +158,12 @@ int rlx__cpu_width(void)
     return atomic_load(&g_width);
 }
 
+int rlx__cpu_float_tile_rows(void)
+{
+    (void)rlx_cpu_path();
+    return atomic_load(&g_tile_rows);
+}
+
 bool rlx__cpu_simd(void) { return rlx__cpu_width() != 0; }
 
 int rlx_cpu_force_path(const char *name)
@@ -155,13 +173,7 @@ int rlx_cpu_force_path(const char *name)
     for (size_t i = 0; name && i < RLX_ARRAY_LEN(known); i++) ok |= !strcmp(name, known[i]);
     if (!ok) return RLX_EINVAL;
     if (!rlx_cpu_has_path(name)) return RLX_EUNSUPPORTED;
-    cpu_path p = make_path(name);
-    atomic_store(&g_bf16dp, p.bf16dp);
-    atomic_store(&g_gemm, p.gemm);
-    atomic_store(&g_fn, p.fn);
-    atomic_store(&g_fn_batched, p.fn_batched);
-    atomic_store(&g_width, path_width(p.name));
-    atomic_store(&g_name, p.name);
+    use_path(make_path(name));
     return 0;
 }
 

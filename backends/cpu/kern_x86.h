@@ -49,6 +49,9 @@ KINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* ---- entries ---- */
 
+/* rlx__cpu_float_tile_rows: the batched F32/F16 product tile's height on this path */
+const int KPFX(float_tile_rows) = PP_RM;
+
 /* rlx_matmul_rows: llama.cpp's one-row arithmetic for every row */
 void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                        size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)

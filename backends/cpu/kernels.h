@@ -57,6 +57,12 @@ void rlx__avx512_float_gemm(int type, const void *w, size_t wrow, int64_t n0, in
                             int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
 void rlx__avx512vnni_float_gemm(int type, const void *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
                                 int64_t T, int64_t K, float *out, int64_t ldo, const uint8_t *decode);
+/* The weight rows of the current path's batched F32/F16 product tile (avx2: 3, avx512: 4,
+ * scalar: 1): k_matmul keeps its claims of rows whole tiles (a claim's rows that fill no tile
+ * take a slower one). From the paths' own constants: */
+int rlx__cpu_float_tile_rows(void);
+extern const int rlx__avx2_float_tile_rows, rlx__avx2vnni_float_tile_rows, rlx__avx512_float_tile_rows,
+    rlx__avx512vnni_float_tile_rows;
 /* Path entry points (x86-64 only), and their rlx_matmul_rows_batched. */
 void rlx__avx2_matmul_rows_batched(int type, const void *w, int64_t n0, int64_t n1, const void *act,
                                    size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo);

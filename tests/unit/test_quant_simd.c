@@ -426,6 +426,21 @@ TEST(q4_k_extremes_match_scalar)
     if (!ran) SKIP("this CPU has no SIMD path; only the scalar path exists");
 }
 
+/* Each path reports its own float tile's height (k_matmul claims whole tiles), forced or not. */
+TEST(float_tile_rows_follow_the_path)
+{
+    static const struct { const char *path; int rows; } want[] = {
+        {"scalar", 1}, {"avx2", 3}, {"avx2-novnni", 3}, {"avx512", 4}, {"avx512-novnni", 4}};
+    int ran = 0;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(want); i++) {
+        if (rlx_cpu_force_path(want[i].path)) continue; /* this CPU lacks it */
+        ASSERT_MSG(rlx__cpu_float_tile_rows() == want[i].rows, "%s: %d rows", want[i].path, rlx__cpu_float_tile_rows());
+        ran++;
+    }
+    ASSERT(ran >= 1 + 2 * rlx_cpu_has_path("avx2") + 2 * rlx_cpu_has_path("avx512"));
+    rlx_cpu_force_path("scalar");
+}
+
 TEST(force_path_errors)
 {
     ASSERT_EQ(rlx_cpu_force_path("nope"), RLX_EINVAL);
@@ -437,4 +452,5 @@ TEST(force_path_errors)
 TEST_MAIN(TEST_ENTRY(env_selects_path), TEST_ENTRY(roundtrip_error_bounds), TEST_ENTRY(known_blocks), TEST_ENTRY(q8_0_weight_rounding_matches_roundf), TEST_ENTRY(q8_0_activation_rounding_matches_llama_cpp_x86),
           TEST_ENTRY(activation_quantizers_match_scalar), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(vec_dot_matches_dequantized_dot), TEST_ENTRY(matmul_paths_match_scalar),
-          TEST_ENTRY(q4_k_extremes_match_scalar), TEST_ENTRY(force_path_errors))
+          TEST_ENTRY(q4_k_extremes_match_scalar), TEST_ENTRY(float_tile_rows_follow_the_path),
+          TEST_ENTRY(force_path_errors))
