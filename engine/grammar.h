@@ -135,6 +135,8 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
  * Zen 3: 100 ms built ~1000 tables and left the first request's mask p99 at 5.2 ms; 300 ms,
  * ~1400-1600 and 0.16 ms; bench/RESULTS.md section 49) */
 #define RLX_GRAMMAR_PREPARE_ASIDE_MS 300
+/* the walk's budget in ms, built by the helper (true) or in slices of the worker's steps */
+#define RLX_GRAMMAR_PREPARE_BUDGET_MS(helper) ((helper) ? RLX_GRAMMAR_PREPARE_ASIDE_MS : RLX_GRAMMAR_PREPARE_MS)
 #define RLX_GRAMMAR_PREPARE_SLICE_MS 10 /* the worker's share per step */
 int64_t rlx_grammar_cache_prepare(rlx_grammar_cache *c, const rlx_grammar_state *start, const rlx_grammar_vocab *v,
                                   size_t max_new, double max_ms, double slice_ms);

@@ -233,7 +233,7 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
         rlx_grammar_state *gs = rlx_grammar_state_new(g, NULL);
         if (gs)
             rlx_grammar_cache_prepare(w->gcache, gs, w->gvocab, RLX_GRAMMAR_PREPARE_TABLES,
-                                      w->gaside ? RLX_GRAMMAR_PREPARE_ASIDE_MS : RLX_GRAMMAR_PREPARE_MS,
+                                      RLX_GRAMMAR_PREPARE_BUDGET_MS(w->gaside != NULL),
                                       w->gaside ? -1 : RLX_GRAMMAR_PREPARE_SLICE_MS);
         rlx_grammar_state_free(gs);
     }

@@ -342,7 +342,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                 if (pass == 3 && i == 0) { /* the tables built ahead, from the start state (what the daemon does) */
                     double t0 = rlx_now();
                     prep_built = rlx_grammar_cache_prepare(prep, at[0], b.vocab, RLX_GRAMMAR_PREPARE_TABLES,
-                                                           b.aside ? RLX_GRAMMAR_PREPARE_ASIDE_MS : RLX_GRAMMAR_PREPARE_MS, 0);
+                                                           RLX_GRAMMAR_PREPARE_BUDGET_MS(b.aside != NULL), 0);
                     prep_ms = (rlx_now() - t0) * 1e3;
                     if (prep_built < 0) {
                         rlx_errorf(&err, (int)prep_built, "building the tables ahead failed");
