@@ -76,16 +76,50 @@ void rlx_api_meta_init(rlx_api_meta *m, rlx_api_kind kind, const char *model, ui
              (unsigned long long)now, (unsigned long long)seq);
 }
 
-/* Every string written goes through here (or safe_string): made valid UTF-8 and
- * NUL-terminated for cJSON. */
+/* cJSON's strings end at their first NUL, but a model may emit the byte-0 token: such a text
+ * is printed segment by segment by cJSON and joined with \u0000 into a raw item, so nothing
+ * after the NUL is lost. s holds n bytes and a terminating NUL. */
+static cJSON *string_with_nuls(const char *s, size_t n)
+{
+    size_t cap = 16, len = 1;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    out[0] = '"';
+    for (const char *seg = s;; seg += strlen(seg) + 1) {
+        cJSON *t = cJSON_CreateString(seg);
+        char *q = t ? cJSON_PrintUnformatted(t) : NULL; /* "..." */
+        cJSON_Delete(t);
+        size_t qn = q ? strlen(q) - 2 : 0, tail = seg + strlen(seg) < s + n ? 6 : 1;
+        char *grown = q && len + qn + tail + 1 > cap ? realloc(out, cap = 2 * (len + qn + tail + 1)) : out;
+        if (!q || !grown) {
+            free(q);
+            free(grown ? grown : out);
+            return NULL;
+        }
+        out = grown;
+        memcpy(out + len, q + 1, qn);
+        len += qn;
+        free(q);
+        if (tail == 1) break;
+        memcpy(out + len, "\\u0000", 6);
+        len += 6;
+    }
+    memcpy(out + len, "\"", 2);
+    cJSON *v = cJSON_CreateRaw(out);
+    free(out);
+    return v;
+}
+
+/* Every string written goes through here (or safe_string): made valid UTF-8, NUL bytes kept. */
 static cJSON *string_n(const char *s, size_t n)
 {
-    char *tmp = rlx_api_utf8_sanitize(s, n, NULL);
+    size_t len;
+    char *tmp = rlx_api_utf8_sanitize(s, n, &len);
     if (!tmp) {
         t_oom = true;
         return NULL;
     }
-    cJSON *v = cJSON_CreateString(tmp);
+    cJSON *v = memchr(tmp, 0, len) ? string_with_nuls(tmp, len) : cJSON_CreateString(tmp);
     free(tmp);
     return v;
 }
@@ -125,11 +159,11 @@ static void add_string_n(cJSON *o, const char *name, const char *s, size_t n)
     if (v) add(o, name, v);
 }
 
-static cJSON *bytes_array(const char *s)
+static cJSON *bytes_array(const char *s, size_t n)
 {
     cJSON *a = cJSON_CreateArray();
-    for (const unsigned char *p = (const unsigned char *)s; a && *p; p++)
-        push(a, cJSON_CreateNumber(*p));
+    for (size_t i = 0; a && s && i < n; i++)
+        push(a, cJSON_CreateNumber((unsigned char)s[i]));
     return a;
 }
 
@@ -143,7 +177,7 @@ static cJSON *logprobs_completions(const rlx_api_logprob *lps, size_t n)
     cJSON *off = cJSON_AddArrayToObject(o, "text_offset");
     if (!off) { cJSON_Delete(o); return NULL; }
     for (size_t i = 0; i < n; i++) {
-        push(tokens, safe_string(lps[i].text));
+        push(tokens, string_n(lps[i].text, lps[i].text_len));
         push(off, cJSON_CreateNumber((double)lps[i].text_offset));
         if (lps[i].none) {
             push(lp, cJSON_CreateNull());
@@ -173,17 +207,15 @@ static cJSON *logprobs_chat(const rlx_api_logprob *lps, size_t n)
     if (!content) { cJSON_Delete(o); return NULL; }
     for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
-        const char *txt = lps[i].text ? lps[i].text : "";
-        add(e, "token", safe_string(txt)); /* "bytes" keeps the raw bytes */
+        add_string_n(e, "token", lps[i].text, lps[i].text_len); /* "bytes" keeps the raw bytes */
         cJSON_AddNumberToObject(e, "logprob", lps[i].logprob);
-        add(e, "bytes", bytes_array(txt));
+        add(e, "bytes", bytes_array(lps[i].text, lps[i].text_len));
         cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
         for (int k = 0; top && k < lps[i].n_top; k++) {
-            const char *tt = lps[i].top_text[k] ? lps[i].top_text[k] : "";
             cJSON *t = cJSON_CreateObject();
-            add(t, "token", safe_string(tt));
+            add_string_n(t, "token", lps[i].top_text[k], lps[i].top_len[k]);
             cJSON_AddNumberToObject(t, "logprob", lps[i].top_logprob[k]);
-            add(t, "bytes", bytes_array(tt));
+            add(t, "bytes", bytes_array(lps[i].top_text[k], lps[i].top_len[k]));
             push(top, t);
         }
         push(content, e);

@@ -231,10 +231,13 @@ int rlx_api_check_utf8(const cJSON *root, rlx_api_error *e);
 
 /* Log-probability data of one generated token, texts owned by the entry. */
 typedef struct rlx_api_logprob {
-    char *text;                        /* the token's text */
+    char *text;                        /* the token's text: text_len bytes (a NUL among them
+                                          is the byte-0 token's) and a terminating NUL */
+    size_t text_len;
     float logprob;
     int n_top;
     char *top_text[RLX_MAX_TOP_LOGPROBS];
+    size_t top_len[RLX_MAX_TOP_LOGPROBS];
     float top_logprob[RLX_MAX_TOP_LOGPROBS];
     size_t text_offset;                /* completions: byte offset in the choice's text */
     bool none;                         /* no logprob (a prompt's first token): JSON null */

@@ -191,13 +191,17 @@ static bool text_append(rlx_choice *ch, const char *s, size_t n)
     return true;
 }
 
-static char *token_text(const rlx_tokenizer *tok, int32_t id)
+/* The token's bytes (*len of them, NULs included) with a terminating NUL, malloc'ed */
+static char *token_text(const rlx_tokenizer *tok, int32_t id, size_t *len)
 {
     char buf[256];
     size_t n = rlx_token_to_bytes(tok, id, true, buf, sizeof buf - 1);
     if (n > sizeof buf - 1) n = sizeof buf - 1;
     buf[n] = 0;
-    return strdup(buf);
+    char *t = malloc(n + 1);
+    if (t) memcpy(t, buf, n + 1);
+    *len = t ? n : 0;
+    return t;
 }
 
 /* ---- job lifecycle -------------------------------------------------------------------------- */
@@ -344,13 +348,13 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
     }
     rlx_api_logprob *lp = &ch->lps[ch->n_lps++];
     memset(lp, 0, sizeof *lp);
-    lp->text = token_text(j->model->tok, token);
+    lp->text = token_text(j->model->tok, token, &lp->text_len);
     bool ok = lp->text != NULL;
     lp->none = !ev;
     lp->logprob = ev ? ev->logprob : 0;
     lp->n_top = ev ? RLX_MIN(ev->n_top, j->req.logprobs) : 0;
     for (int k = 0; k < lp->n_top; k++) {
-        lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k]);
+        lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k], &lp->top_len[k]);
         lp->top_logprob[k] = ev->top_logprobs[k];
         ok = ok && lp->top_text[k];
     }
@@ -360,7 +364,7 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
         *offset += prompt_piece_len(j, token, &ch->prompt_text_begun);
     } else {
         lp->text_offset = *offset;
-        *offset += lp->text ? strlen(lp->text) : 0;
+        *offset += lp->text_len;
     }
     return lp;
 }

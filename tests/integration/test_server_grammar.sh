@@ -27,6 +27,17 @@ echo "$txt" | grep -Eq '^[0-9]{3}-[0-9]{2}$' || fail "generate stream text '$txt
 [ "$(echo "$last" | jget '.finish_reason')" = stop ] || fail "generate finish: $last"
 ok "generate (stream) follows a grammar"
 
+# a NUL byte in the output (the byte-0 token): the text after it was lost, now kept as \u0000
+nul='root ::= \"a\\x00b\"\n'
+r=$(post /v1/completions "{\"prompt\":\"Once\",\"max_tokens\":8,\"logprobs\":1,\"grammar\":\"$nul\"}")
+[ "$(status)" = 200 ] || fail "grammar with a NUL byte: $(status) $r"
+echo "$r" | grep -qF '"text":"a\u0000b"' || fail "text around a NUL byte: $r"
+echo "$r" | grep -qF '"text_offset":[0,1,2]' || fail "text_offset past a NUL byte: $r"
+r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":8,\"logprobs\":true,\"grammar\":\"$nul\"}")
+echo "$r" | grep -qF '"content":"a\u0000b"' || fail "chat content around a NUL byte: $r"
+echo "$r" | grep -qF '"token":"\u0000","logprob"' && echo "$r" | grep -qF '"bytes":[0]' || fail "NUL token's logprob entry: $r"
+ok "a NUL byte in the output is kept (\\u0000)"
+
 # chat JSON mode: an object (complete when it stopped, else a valid start of one)
 for i in 1 2 3; do
     r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Give me JSON\"}],\"max_tokens\":120,\"seed\":$i,\"response_format\":{\"type\":\"json_object\"}}")

@@ -78,11 +78,14 @@ TEST(completion_logprobs)
     rlx_api_meta_init(&m, RLX_API_COMPLETIONS, "tiny", 1, 1);
     rlx_api_logprob lp[2] = {0};
     lp[0].text = strdup("He");
+    lp[0].text_len = 2;
     lp[0].logprob = -0.5f;
     lp[0].n_top = 1;
     lp[0].top_text[0] = strdup("He");
+    lp[0].top_len[0] = 2;
     lp[0].top_logprob[0] = -0.5f;
     lp[1].text = strdup("llo");
+    lp[1].text_len = 3;
     lp[1].logprob = -1.0f;
     lp[1].text_offset = 2;
     rlx_api_choice c = {.index = 0, .text = "Hello", .text_len = 5, .logprobs = lp, .n_logprobs = 2,
@@ -161,5 +164,45 @@ TEST(native_generate)
     free(s);
 }
 
+/* A model can emit the byte-0 token: the text after it was lost (cJSON strings end at NUL) and
+ * its logprob entry had no bytes; now written as \u0000 everywhere. */
+TEST(nul_bytes_in_generated_text)
+{
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_GENERATE, "tiny", 3, 9);
+    int32_t ids[] = {64, 188, 65, 188};
+    rlx_api_choice c = {.text = "a\0\"b\0", .text_len = 5, .tokens = ids, .n_tokens = 4, .finish = RLX_FINISH_STOP};
+    rlx_usage u = {1, 4, 0};
+    char *s = rlx_api_response_json(&m, &c, 1, &u, NULL);
+    ASSERT(strstr(s, "\"text\":\"a\\u0000\\\"b\\u0000\"") != NULL);
+    cJSON *j = cJSON_Parse(s);
+    ASSERT(j != NULL);
+    cJSON_Delete(j);
+    free(s);
+    s = rlx_api_ndjson_token(188, "\0", 1);
+    ASSERT_STR_EQ(s, "{\"token\":188,\"text\":\"\\u0000\"}\n");
+    free(s);
+    s = rlx_api_ndjson_token(9, "\0\0x\n", 4);
+    ASSERT_STR_EQ(s, "{\"token\":9,\"text\":\"\\u0000\\u0000x\\n\"}\n");
+    free(s);
+    /* chat logprobs: the token's text and its bytes */
+    m.kind = RLX_API_CHAT;
+    rlx_api_logprob lp = {.text = (char *)"\0", .text_len = 1, .logprob = -1.0f, .n_top = 1,
+                          .top_text = {(char *)"\0"}, .top_len = {1}, .top_logprob = {-1.0f}};
+    s = rlx_api_sse_chunk(&m, 0, "\0", 1, false, &lp, 1, RLX_FINISH_NONE);
+    j = parse_sse(s);
+    ASSERT(j != NULL);
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    ASSERT(strstr(s, "\"content\":\"\\u0000\"") != NULL);
+    cJSON *e0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "logprobs"), "content"), 0);
+    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(e0, "bytes")), 1);
+    ASSERT_EQ(cJSON_GetArrayItem(cJSON_GetObjectItem(e0, "bytes"), 0)->valueint, 0);
+    cJSON *t0 = cJSON_GetArrayItem(cJSON_GetObjectItem(e0, "top_logprobs"), 0);
+    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(t0, "bytes")), 1);
+    cJSON_Delete(j);
+    free(s);
+}
+
 TEST_MAIN(TEST_ENTRY(error_object_shape), TEST_ENTRY(meta_init_sets_every_field), TEST_ENTRY(chat_response), TEST_ENTRY(completion_logprobs),
-          TEST_ENTRY(chat_stream_chunks), TEST_ENTRY(native_generate))
+          TEST_ENTRY(chat_stream_chunks), TEST_ENTRY(native_generate),
+          TEST_ENTRY(nul_bytes_in_generated_text))

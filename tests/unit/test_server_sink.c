@@ -81,7 +81,7 @@ TEST(sse_completions_echo_waits_for_logprobs)
     rlx_http_sink.begin(&f.job);
     ASSERT(f.ch.echo_pending);
     ASSERT_STR_EQ(out(&f.job), ""); /* nothing before the prompt's logprobs */
-    rlx_api_logprob lp = {.text = (char *)" upon", .logprob = -1.5f, .text_offset = 4};
+    rlx_api_logprob lp = {.text = (char *)" upon", .text_len = 5, .logprob = -1.5f, .text_offset = 4};
     rlx_http_sink.piece(&f.job, &f.ch, 5, " upon", 5, &lp);
     buf b = {0};
     add(&b, rlx_api_sse_chunk(&f.job.meta, 0, "Once", 4, false, NULL, 0, RLX_FINISH_NONE));
