@@ -487,12 +487,12 @@ static char *visit_string(rlx__js *j, const cJSON *s)
     if (!rlx__js_counts(j, s, "minLength", "maxLength", &mn, &mx)) return NULL;
     bool lengths = mn > 0 || mx >= 0;
     if (fmt) {
-        static const char *const known[] = {"date", "time", "date-time", "uuid", "email", "hostname", "ipv4"};
+        static const char *const known[] = {"date", "time", "date-time", "uuid", "email", "hostname", "ipv4", "uri"};
         if (!cJSON_IsString(fmt)) return rlx__js_fail(j, RLX_EINVAL, "'format' must be a string"), NULL;
         size_t i = 0;
         while (i < RLX_ARRAY_LEN(known) && strcmp(known[i], fmt->valuestring)) i++;
         if (i == RLX_ARRAY_LEN(known))
-            return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (date, time, date-time, uuid, email, hostname, ipv4 are)",
+            return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (date, time, date-time, uuid, email, hostname, ipv4, uri are)",
                                 fmt->valuestring), NULL;
         if (pat || lengths)
             return rlx__js_fail(j, RLX_EINVAL, "'format' together with '%s' is not supported", pat ? "pattern" : "minLength/maxLength"), NULL;

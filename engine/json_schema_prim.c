@@ -263,7 +263,16 @@ const char rlx__json_schema_prims[] =
     "hostname ::= host-label ( \".\" host-label ){0,3}\n"
     "email ::= [a-zA-Z0-9_+-]{1,32} ( \".\" [a-zA-Z0-9_+-]{1,32} ){0,3} \"@\" host-label ( \".\" host-label ){1,3}\n"
     "ipv4 ::= ipv4-octet ( \".\" ipv4-octet ){3}\n"
-    "ipv4-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n";
+    "ipv4-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n"
+    /* RFC 3986 absolute URIs in two shapes, a subset of Ajv's "full" uri: scheme "://" a
+     * hostname, an optional port and up to 6 path segments, or scheme ":" a rootless path
+     * (mailto:, urn:); then an optional query and fragment. The rootless path's first segment
+     * is not empty, so the text never reads as an authority it is not. */
+    "uri ::= uri-scheme \":\" ( \"//\" hostname ( \":\" [0-9]{1,5} )? ( \"/\" uri-pchar{0,24} ){0,6} | "
+    "uri-pchar{1,24} ( \"/\" uri-pchar{0,24} ){0,5} ) ( \"?\" uri-qchar{0,48} )? ( \"#\" uri-qchar{0,24} )?\n"
+    "uri-scheme ::= [a-zA-Z] [a-zA-Z0-9+.-]{0,9}\n"
+    "uri-pchar ::= [-a-zA-Z0-9._~!$&'()*+,;=:@] | \"%\" hex hex\n"
+    "uri-qchar ::= uri-pchar | [/?]\n";
 
 /* ---- integer ranges ---- */
 

@@ -50,6 +50,8 @@ const schemas = {
   email: { type: 'string', format: 'email' },
   net: { type: 'object', properties: { host: { type: 'string', format: 'hostname' }, ip: { type: 'string', format: 'ipv4' } },
     required: ['host', 'ip'], additionalProperties: false },
+  link: { type: 'object', properties: { href: { type: 'string', format: 'uri' } }, required: ['href'],
+    additionalProperties: false },
   prob: { type: 'number', minimum: 0, maximum: 1 },
   price: { type: 'object', properties: { p: { type: 'number', exclusiveMinimum: 0, maximum: 1000 },
     t: { type: 'number', minimum: -40, exclusiveMaximum: 60 } }, required: ['p', 't'], additionalProperties: false },

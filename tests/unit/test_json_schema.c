@@ -132,7 +132,16 @@ TEST(formats)
     NO(g, "\"256.1.1.1\""); NO(g, "\"01.1.1.1\""); NO(g, "\"1.1.1\""); NO(g, "\"1.1.1.1.1\""); NO(g, "\"1.1.1.260\"");
     rlx_grammar_free(g);
     REFUSED("{\"type\":\"string\",\"format\":\"ipv6\"}", "ipv6");
-    REFUSED("{\"type\":\"string\",\"format\":\"uri\"}", "uri");
+    /* uri: scheme "://" host [port] path, or scheme ":" rootless path; query, fragment */
+    g = schema("{\"type\":\"string\",\"format\":\"uri\"}");
+    ASSERT(g);
+    YES(g, "\"https://example.com\""); YES(g, "\"http://a-b.example.org:8080/x/y%20z?q=1&r=a/b#frag\"");
+    YES(g, "\"mailto:someone@example.com\""); YES(g, "\"urn:isbn:0451450523\""); YES(g, "\"ftp://h/\"");
+    YES(g, "\"HTTP://X.Y/(a)!$'*+,;=:@~\"");
+    NO(g, "\"example.com\""); NO(g, "\"1http://a.b\""); NO(g, "\"http://a b\""); NO(g, "\"http:\"");
+    NO(g, "\"a:b#c#d\""); NO(g, "\"http://a.b/%zz\""); NO(g, "\"http://a.b:port\""); NO(g, "\"a://@:x\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"format\":\"uri-reference\"}", "uri-reference");
     REFUSED("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":3}", "format");
 }
 
