@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config curl python3 nodejs npm
       libmicrohttpd-dev libuv1-dev libopenblas-dev libsqlite3-dev libcjson-dev libpcre2-dev
       libutf8proc-dev libinih-dev libcurl4-openssl-dev libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
-      docker-compose python3-yaml valgrind clang ccache)
+      docker-compose python3-yaml python3-jinja2 valgrind clang ccache)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
