@@ -121,6 +121,7 @@ static cJSON *string_n(const char *s, size_t n)
     }
     cJSON *v = memchr(tmp, 0, len) ? string_with_nuls(tmp, len) : cJSON_CreateString(tmp);
     free(tmp);
+    if (!v) t_oom = true; /* string_with_nuls allocates its buffer with plain malloc */
     return v;
 }
 
