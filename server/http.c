@@ -504,6 +504,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
                            (long long)s->cfg->max_body);
             rlx_conn_error(c, &e);
         } else {
+            /* RFC 8259 (8.1) lets a parser ignore a UTF-8 byte order mark, which Windows tools
+             * (PowerShell 5's utf8 files) put before the JSON */
+            if (c->body_len >= 3 && !memcmp(c->body, "\xEF\xBB\xBF", 3)) {
+                memmove(c->body, c->body + 3, c->body_len - 2); /* with the terminating NUL */
+                c->body_len -= 3;
+            }
             rlx_route(s, c);
         }
     }

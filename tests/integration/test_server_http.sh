@@ -132,6 +132,15 @@ r=$(post /v1/completions "{\"prompt\":\"$pad\"")
 [ "$(status)" = 400 ] || fail "large bad JSON: $(status)"
 ok errors 400 404 405 413
 
+# a UTF-8 byte order mark before the JSON (Windows tools write one) is read past (RFC 8259 8.1)
+printf '\xef\xbb\xbf{"prompt":"Once upon a time","max_tokens":8,"temperature":0}' >"$TMP/bom.json"
+r=$(curl -s -H 'Content-Type: application/json' --data-binary @"$TMP/bom.json" "$URL/v1/completions")
+[ "$(echo "$r" | jget '.choices[0].text')" = "$t1" ] || fail "body after a byte order mark: $(echo "$r" | head -c 300)"
+printf '\xef\xbb\xbf' >"$TMP/bom-only.json"
+r=$(curl -s -w ' %{http_code}' -H 'Content-Type: application/json' --data-binary @"$TMP/bom-only.json" "$URL/v1/completions")
+case "$r" in *" 400") ;; *) fail "a body of only a byte order mark: $r";; esac
+ok "a UTF-8 byte order mark before the body"
+
 # /metrics: Prometheus names
 mt=$(curl -s "$URL/metrics")
 for name in 'rlxd_requests_total{endpoint="completions",status="200"}' rlxd_prompt_tokens_total \
