@@ -480,6 +480,29 @@ bool rlx__js_counts(rlx__js *j, const cJSON *s, const char *kmin, const char *km
     return true;
 }
 
+/* pattern and minLength/maxLength together: for a pattern of one repeated character
+ * (^[a-z0-9_]+$, ^\\d{3,8}$, ...) the lengths narrow its counts; any other is refused. */
+static char *pattern_with_lengths(rlx__js *j, const char *pat, long long mn, long long mx)
+{
+    rlx_error e = {0};
+    char *atom = NULL;
+    int qmin, qmax, shape = rlx__regex_one_repeated_char(pat, &atom, &qmin, &qmax, &e);
+    if (shape < 0) return rlx__js_fail(j, e.code, "'pattern': %s", e.msg), NULL;
+    if (!shape)
+        return rlx__js_fail(j, RLX_EINVAL, "'pattern' together with 'minLength'/'maxLength' is supported only for a "
+                            "pattern of one repeated character (such as ^[a-z0-9_]+$)"), NULL;
+    long long lo = RLX_MAX(mn, (long long)qmin), hi = qmax < 0 ? mx : mx < 0 ? qmax : RLX_MIN(mx, (long long)qmax);
+    if (hi >= 0 && hi < lo) {
+        free(atom);
+        return rlx__js_fail(j, RLX_EINVAL, "'pattern' and 'minLength'/'maxLength' leave no length: nothing matches"), NULL;
+    }
+    rlx__sb b = {0};
+    if (hi < 0) rlx__sb_printf(&b, "\"\\\"\" %s{%lld,} \"\\\"\"", atom, lo);
+    else rlx__sb_printf(&b, "\"\\\"\" %s{%lld,%lld} \"\\\"\"", atom, lo, hi);
+    free(atom);
+    return rlx__js_rule(j, "pattern", rlx__js_take(j, &b));
+}
+
 static char *visit_string(rlx__js *j, const cJSON *s)
 {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format"), *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
@@ -502,8 +525,8 @@ static char *visit_string(rlx__js *j, const cJSON *s)
     }
     if (pat) {
         if (!cJSON_IsString(pat)) return rlx__js_fail(j, RLX_EINVAL, "'pattern' must be a string"), NULL;
-        if (lengths) return rlx__js_fail(j, RLX_EINVAL, "'pattern' together with 'minLength'/'maxLength' is not supported"), NULL;
         rlx_error e = {0};
+        if (lengths) return pattern_with_lengths(j, pat->valuestring, mn, mx);
         char *g = rlx__regex_to_gbnf(pat->valuestring, &e);
         if (!g) return rlx__js_fail(j, e.code, "'pattern': %s", e.msg), NULL;
         rlx__sb b = {0};

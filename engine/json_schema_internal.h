@@ -61,5 +61,8 @@ bool rlx__num_range(rlx__sb *b, bool has_lo, long long lo, bool lo_excl, bool ha
  * content (without the quotes). Returns malloc'd text, or NULL with err set (RLX_EINVAL naming
  * the construct, RLX_ERANGE for a limit, RLX_ENOMEM). */
 char *rlx__regex_to_gbnf(const char *re, rlx_error *err);
+/* ^A Q$ with A one character and Q a quantifier or none: A's GBNF (malloc'ed) and Q's counts
+ * (qmax -1: unbounded); 1 for that form, 0 for another, -1 refused (err set). */
+int rlx__regex_one_repeated_char(const char *re, char **atom_gbnf, int *qmin, int *qmax, rlx_error *err);
 
 #endif

@@ -9,7 +9,8 @@
  * Refused with a message naming the construct: lookarounds, backreferences, word boundaries,
  * anchors inside the pattern, \cX, \p{...}, counts over RLX_GRAMMAR_MAX_REPEAT, nesting deeper
  * than 64 groups. The characters are matched as JSON writes them: raw where JSON allows it, an
- * escape for quotes, backslashes and control characters. */
+ * escape for quotes, backslashes and control characters. rlx__regex_one_repeated_char reads
+ * the one shape whose length minLength/maxLength can narrow (^A Q$, A one character). */
 #include "engine/json_schema_internal.h"
 #include "engine/grammar.h"
 
@@ -398,4 +399,61 @@ char *rlx__regex_to_gbnf(const char *re, rlx_error *err)
     char *s = rlx__sb_take(&out);
     if (!s) rlx_errorf(err, RLX_ENOMEM, "out of memory translating a pattern");
     return s;
+}
+
+/* ^A Q$ with A one character (a class, `.`, an escape or a literal) and Q a quantifier or none:
+ * the GBNF of A and Q's counts (n -1: no upper bound), for minLength/maxLength to narrow.
+ * Returns 1 when the pattern has that form, 0 when it has another (nothing reported), -1 when
+ * it is refused (err set). */
+int rlx__regex_one_repeated_char(const char *re, char **atom_gbnf, int *qmin, int *qmax, rlx_error *err)
+{
+    rx x = {.s = re, .p = re, .err = err};
+    *atom_gbnf = NULL;
+    if (*x.p++ != '^') return 0;
+    char c = *x.p;
+    if (!c || strchr("()|$^*+?{", c)) return 0;
+    rlx__cpset set = {0};
+    if (c == '[') {
+        x.p++;
+        parse_class(&x, &set);
+    } else if (c == '.') {
+        x.p++;
+        rlx__cpset_add(&set, '\n', '\n');
+        rlx__cpset_add(&set, '\r', '\r');
+        rlx__cpset_add(&set, 0x2028, 0x2029);
+        rlx__cpset_negate(&set);
+    } else {
+        uint32_t cp;
+        if (c == '\\') {
+            x.p++;
+            cp = parse_escape(&x, &set, false);
+        } else {
+            cp = utf8_next(&x);
+        }
+        if (!x.failed && cp != UINT32_MAX) rlx__cpset_add(&set, cp, cp);
+    }
+    int m = 1, n = 1;
+    if (!x.failed) {
+        const char *q = x.p;
+        if (*x.p == '?') m = 0, n = 1, x.p++;
+        else if (*x.p == '*') m = 0, n = -1, x.p++;
+        else if (*x.p == '+') m = 1, n = -1, x.p++;
+        else if (*x.p == '{' && !parse_count(&x, &m, &n) && !x.failed) m = -2;
+        if (m != -2 && x.p != q && *x.p == '?') x.p++; /* lazy: the same language */
+    }
+    if (x.failed || m == -2 || strcmp(x.p, "$") != 0) {
+        rlx__cpset_free(&set);
+        return x.failed ? -1 : 0;
+    }
+    rlx__sb out = {0};
+    emit_set(&x, &out, &set);
+    rlx__cpset_free(&set);
+    *atom_gbnf = rlx__sb_take(&out);
+    if (!*atom_gbnf) {
+        rlx_errorf(err, RLX_ENOMEM, "out of memory translating a pattern");
+        return -1;
+    }
+    *qmin = m;
+    *qmax = n;
+    return 1;
 }

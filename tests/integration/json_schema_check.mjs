@@ -50,6 +50,7 @@ const schemas = {
   email: { type: 'string', format: 'email' },
   net: { type: 'object', properties: { host: { type: 'string', format: 'hostname' }, ip: { type: 'string', format: 'ipv4' } },
     required: ['host', 'ip'], additionalProperties: false },
+  handle: { type: 'string', pattern: '^[a-z0-9_]+$', minLength: 3, maxLength: 8 },
   link: { type: 'object', properties: { href: { type: 'string', format: 'uri' } }, required: ['href'],
     additionalProperties: false },
   prob: { type: 'number', minimum: 0, maximum: 1 },

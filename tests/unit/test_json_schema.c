@@ -174,6 +174,28 @@ TEST(pattern)
     REFUSED("{\"type\":\"string\",\"pattern\":\"^a{2000}$\"}", "1000");
     REFUSED("{\"type\":\"string\",\"pattern\":\"^(a$\"}", "pattern");
     REFUSED("{\"type\":\"string\",\"pattern\":\"a^b\"}", "^ inside");
+    /* with minLength/maxLength: a pattern of one repeated character takes the lengths' counts */
+    g = schema("{\"type\":\"string\",\"pattern\":\"^[a-z0-9_]+$\",\"minLength\":3,\"maxLength\":5}");
+    ASSERT(g);
+    YES(g, "\"abc\""); YES(g, "\"ab_9z\""); NO(g, "\"ab\""); NO(g, "\"abcdef\""); NO(g, "\"aBc\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^\\\\d{2,8}?$\",\"maxLength\":4}");
+    ASSERT(g);
+    YES(g, "\"12\""); YES(g, "\"1234\""); NO(g, "\"1\""); NO(g, "\"12345\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^[\\\"\u00e9a]*$\",\"maxLength\":2}"); /* JSON escapes count one */
+    ASSERT(g);
+    YES(g, "\"\\\"\u00e9\""); YES(g, "\"\""); NO(g, "\"a\\\"a\""); NO(g, "\"ab\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^.$\",\"minLength\":1}");
+    ASSERT(g);
+    YES(g, "\"x\""); NO(g, "\"xy\""); NO(g, "\"\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^ab+$\",\"minLength\":2}", "one repeated character");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"[a-z]+\",\"maxLength\":2}", "one repeated character");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^[a-z]{1,3}$\",\"minLength\":5}", "nothing matches");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^(?=a)+$\",\"minLength\":1}", "one repeated character");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^[a-$\",\"minLength\":1}", "pattern");
 }
 
 TEST(integer_ranges)
