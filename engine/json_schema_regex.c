@@ -252,6 +252,43 @@ static bool parse_count(rx *x, int *m, int *n)
     return true;
 }
 
+/* One character at x->p (a class, `.`, an escape or a literal) into set. */
+static void parse_char_atom(rx *x, rlx__cpset *set)
+{
+    char c = *x->p;
+    if (c == '[') {
+        x->p++;
+        parse_class(x, set);
+    } else if (c == '.') {
+        x->p++;
+        rlx__cpset_add(set, '\n', '\n');
+        rlx__cpset_add(set, '\r', '\r');
+        rlx__cpset_add(set, 0x2028, 0x2029);
+        rlx__cpset_negate(set);
+    } else {
+        uint32_t cp;
+        if (c == '\\') {
+            x->p++;
+            cp = parse_escape(x, set, false);
+        } else {
+            cp = utf8_next(x);
+        }
+        if (!x->failed && cp != UINT32_MAX) rlx__cpset_add(set, cp, cp);
+    }
+}
+
+/* The quantifier at x->p (lazy forms too: the same language) as counts m, n (n -1: no upper
+ * bound); m and n stay -2 when there is none. */
+static void parse_quant(rx *x, int *m, int *n)
+{
+    if (*x->p == '?') *m = 0, *n = 1, x->p++;
+    else if (*x->p == '*') *m = 0, *n = -1, x->p++;
+    else if (*x->p == '+') *m = 1, *n = -1, x->p++;
+    else if (*x->p == '{' && !parse_count(x, m, n) && !x->failed)
+        rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "{ without a count");
+    if (!x->failed && *m != -2 && *x->p == '?') x->p++;
+}
+
 static void parse_seq(rx *x, rlx__sb *out, bool top)
 {
     bool any = false, anchored_start = false;
@@ -310,53 +347,18 @@ static void parse_seq(rx *x, rlx__sb *out, bool top)
             if (!x->failed) x->p++;
         } else if (c == ')') {
             break;
-        } else if (c == '[') {
-            x->p++;
-            rlx__cpset set = {0};
-            parse_class(x, &set);
-            if (!x->failed) emit_set(x, &atom, &set);
-            rlx__cpset_free(&set);
-        } else if (c == '.') {
-            x->p++;
-            rlx__cpset set = {0};
-            rlx__cpset_add(&set, '\n', '\n');
-            rlx__cpset_add(&set, '\r', '\r');
-            rlx__cpset_add(&set, 0x2028, 0x2029);
-            rlx__cpset_negate(&set);
-            emit_set(x, &atom, &set);
-            rlx__cpset_free(&set);
         } else {
             rlx__cpset set = {0};
-            uint32_t cp;
-            if (c == '\\') {
-                x->p++;
-                cp = parse_escape(x, &set, false);
-            } else {
-                cp = utf8_next(x);
-            }
-            if (!x->failed) {
-                if (cp != UINT32_MAX) rlx__cpset_add(&set, cp, cp);
-                emit_set(x, &atom, &set);
-            }
+            parse_char_atom(x, &set);
+            if (!x->failed) emit_set(x, &atom, &set);
             rlx__cpset_free(&set);
         }
-        if (x->failed) {
-            free(rlx__sb_take(&atom));
-            return;
-        }
-        /* quantifier */
         int m = -2, n = -2;
-        if (*x->p == '?') m = 0, n = 1, x->p++;
-        else if (*x->p == '*') m = 0, n = -1, x->p++;
-        else if (*x->p == '+') m = 1, n = -1, x->p++;
-        else if (*x->p == '{' && !parse_count(x, &m, &n) && !x->failed) {
-            rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "{ without a count");
-        }
+        if (!x->failed) parse_quant(x, &m, &n);
         if (x->failed) {
             free(rlx__sb_take(&atom));
             return;
         }
-        if (m != -2 && *x->p == '?') x->p++; /* lazy: the same language */
         if (atom.oom) out->oom = true;
         rlx__sb_put(out, atom.p ? atom.p : "", atom.n);
         free(rlx__sb_take(&atom));
@@ -409,39 +411,13 @@ int rlx__regex_one_repeated_char(const char *re, char **atom_gbnf, int *qmin, in
 {
     rx x = {.s = re, .p = re, .err = err};
     *atom_gbnf = NULL;
-    if (*x.p++ != '^') return 0;
-    char c = *x.p;
-    if (!c || strchr("()|$^*+?{", c)) return 0;
+    if (*x.p++ != '^' || !*x.p || strchr("()|$^*+?{", *x.p)) return 0;
     rlx__cpset set = {0};
-    if (c == '[') {
-        x.p++;
-        parse_class(&x, &set);
-    } else if (c == '.') {
-        x.p++;
-        rlx__cpset_add(&set, '\n', '\n');
-        rlx__cpset_add(&set, '\r', '\r');
-        rlx__cpset_add(&set, 0x2028, 0x2029);
-        rlx__cpset_negate(&set);
-    } else {
-        uint32_t cp;
-        if (c == '\\') {
-            x.p++;
-            cp = parse_escape(&x, &set, false);
-        } else {
-            cp = utf8_next(&x);
-        }
-        if (!x.failed && cp != UINT32_MAX) rlx__cpset_add(&set, cp, cp);
-    }
-    int m = 1, n = 1;
-    if (!x.failed) {
-        const char *q = x.p;
-        if (*x.p == '?') m = 0, n = 1, x.p++;
-        else if (*x.p == '*') m = 0, n = -1, x.p++;
-        else if (*x.p == '+') m = 1, n = -1, x.p++;
-        else if (*x.p == '{' && !parse_count(&x, &m, &n) && !x.failed) m = -2;
-        if (m != -2 && x.p != q && *x.p == '?') x.p++; /* lazy: the same language */
-    }
-    if (x.failed || m == -2 || strcmp(x.p, "$") != 0) {
+    parse_char_atom(&x, &set);
+    int m = -2, n = -2;
+    if (!x.failed) parse_quant(&x, &m, &n);
+    if (m == -2) m = n = 1; /* no quantifier: the character once */
+    if (x.failed || strcmp(x.p, "$") != 0) {
         rlx__cpset_free(&set);
         return x.failed ? -1 : 0;
     }
