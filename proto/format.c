@@ -85,11 +85,12 @@ static cJSON *string_with_nuls(const char *s, size_t n)
     char *out = malloc(cap);
     if (!out) return NULL;
     out[0] = '"';
-    for (const char *seg = s;; seg += strlen(seg) + 1) {
+    for (const char *seg = s, *end;; seg = end + 1) {
+        end = seg + strlen(seg); /* a NUL inside the text, or the terminating one at s + n */
         cJSON *t = cJSON_CreateString(seg);
         char *q = t ? cJSON_PrintUnformatted(t) : NULL; /* "..." */
         cJSON_Delete(t);
-        size_t qn = q ? strlen(q) - 2 : 0, tail = seg + strlen(seg) < s + n ? 6 : 1;
+        size_t qn = q ? strlen(q) - 2 : 0, tail = end < s + n ? 6 : 1;
         char *grown = q && len + qn + tail + 1 > cap ? realloc(out, cap = 2 * (len + qn + tail + 1)) : out;
         if (!q || !grown) {
             free(q);
