@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,11 +121,15 @@ static const struct { const char *name; int family; } keywords[] = {
     {"title", KW_ANNOT}, {"description", KW_ANNOT}, {"$schema", KW_ANNOT}, {"$id", KW_ANNOT},
     {"$anchor", KW_ANNOT}, {"default", KW_ANNOT}, {"examples", KW_ANNOT}, {"$comment", KW_ANNOT},
     {"deprecated", KW_ANNOT}, {"readOnly", KW_ANNOT}, {"writeOnly", KW_ANNOT},
+    /* OpenAPI's (Pydantic's tagged unions): which property tells a oneOf/anyOf's branches
+     * apart; the branches' own const values constrain it, so it is an annotation here */
+    {"discriminator", KW_ANNOT},
     {"$defs", KW_DEFS}, {"definitions", KW_DEFS},
     {"type", KW_TYPE}, {"enum", KW_ENUM}, {"const", KW_ENUM},
     {"anyOf", KW_COMB}, {"oneOf", KW_COMB}, {"allOf", KW_COMB}, {"$ref", KW_COMB},
     {"properties", KW_OBJ}, {"required", KW_OBJ}, {"additionalProperties", KW_OBJ}, {"patternProperties", KW_OBJ},
     {"items", KW_ARR}, {"prefixItems", KW_ARR}, {"minItems", KW_ARR}, {"maxItems", KW_ARR},
+    {"additionalItems", KW_ARR}, {"uniqueItems", KW_ARR}, {"minProperties", KW_OBJ}, {"maxProperties", KW_OBJ},
     {"minLength", KW_STR}, {"maxLength", KW_STR}, {"pattern", KW_STR}, {"format", KW_STR},
     {"minimum", KW_NUM}, {"maximum", KW_NUM}, {"exclusiveMinimum", KW_NUM}, {"exclusiveMaximum", KW_NUM},
 };
@@ -326,11 +331,26 @@ static unsigned alt_types(rlx__js *j, const cJSON *s, int hops)
     return bits & (T_INT | T_NUM) ? (bits & ~T_INT) | T_NUM : bits ? bits : T_ALL;
 }
 
+/* The schema a $ref chain ends at (s itself without one; NULL where it does not resolve). */
+static const cJSON *deref(rlx__js *j, const cJSON *s)
+{
+    for (int hops = 0; hops <= 16 && cJSON_IsObject(s); hops++) {
+        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+        if (!cJSON_IsString(ref)) return s;
+        bool failed = j->failed;
+        s = rlx__js_resolve(j, ref->valuestring);
+        j->failed = failed;
+    }
+    return cJSON_IsObject(s) ? s : NULL;
+}
+
 /* Can two alternatives both match one instance? False only when that is certain: different
- * types, or objects with a required property whose const/enum values differ. */
+ * types, or objects with a required property whose const/enum values differ (also through
+ * $ref, as Pydantic writes its tagged unions). */
 static bool may_overlap(rlx__js *j, const cJSON *a, const cJSON *b)
 {
     if (!(alt_types(j, a, 0) & alt_types(j, b, 0))) return false;
+    if (!(a = deref(j, a)) || !(b = deref(j, b))) return true;
     const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "properties"), *pb = cJSON_GetObjectItemCaseSensitive(b, "properties");
     const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "required");
     for (const cJSON *r = cJSON_IsArray(ra) ? ra->child : NULL; r; r = r->next) {
@@ -384,6 +404,49 @@ static char *visit_alts(rlx__js *j, const cJSON *s, const cJSON *list, const cha
     return rlx__js_rule(j, kw, rlx__js_take(j, &b));
 }
 
+/* ---- formats ---- */
+
+/* String formats: name, rule (json_schema_prim.c). Each rule is a subset of what the RFC and
+ * Ajv's "full" formats (ajv-formats) accept; Ajv's iso-time / iso-date-time allow what RFC
+ * 3339's time / date-time do and more (no offset, a space for the T). */
+static const char *const string_formats[][2] = {
+    {"date", "date"}, {"time", "time"}, {"date-time", "date-time"}, {"iso-time", "time"},
+    {"iso-date-time", "date-time"}, {"duration", "duration"}, {"uuid", "uuid"}, {"email", "email"},
+    {"hostname", "hostname"}, {"ipv4", "ipv4"}, {"ipv6", "ipv6"}, {"uri", "uri"},
+    {"uri-reference", "uri-reference"}, {"byte", "byte"}, {"json-pointer", "json-pointer"},
+    {"relative-json-pointer", "relative-json-pointer"}};
+
+enum { NF_NONE, NF_INT32, NF_INT64, NF_FLOAT, NF_DOUBLE };
+
+/* The number formats (OpenAPI's, which ajv-formats checks): what they ask of a number. */
+static int numeric_format(const char *name)
+{
+    static const char *const names[] = {"int32", "int64", "float", "double"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(names[i], name)) return NF_INT32 + i;
+    return NF_NONE;
+}
+
+static bool string_format(const char *name)
+{
+    for (size_t i = 0; i < RLX_ARRAY_LEN(string_formats); i++)
+        if (!strcmp(string_formats[i][0], name)) return true;
+    return false;
+}
+
+/* A number's or integer's `format`: NF_* (NF_NONE also for a string format, which says nothing
+ * of numbers); -1 and a failure when it is no format this compiler knows. */
+static int number_format(rlx__js *j, const cJSON *s)
+{
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    if (!fmt) return NF_NONE;
+    if (!cJSON_IsString(fmt)) return rlx__js_fail(j, RLX_EINVAL, "'format' must be a string"), -1;
+    int nf = numeric_format(fmt->valuestring);
+    if (nf || string_format(fmt->valuestring)) return nf;
+    rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (numbers: int32, int64, float, double)", fmt->valuestring);
+    return -1;
+}
+
 /* ---- numbers and strings ---- */
 
 /* Integer bounds from minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers, or the
@@ -414,6 +477,12 @@ static char *visit_integer(rlx__js *j, const cJSON *s)
             has_hi = true;
         }
     }
+    int nf = number_format(j, s);
+    if (nf < 0) return NULL;
+    if (nf == NF_INT32) { /* int64, float and double hold every integer the grammar writes */
+        if (!has_lo || lo < INT32_MIN) lo = INT32_MIN, has_lo = true;
+        if (!has_hi || hi > INT32_MAX) hi = INT32_MAX, has_hi = true;
+    }
     if (!has_lo && !has_hi) return strdup("integer");
     if ((has_lo && lo > RLX__INT_BOUND) || (has_hi && hi < -RLX__INT_BOUND))
         return rlx__js_fail(j, RLX_ERANGE, "integer bounds beyond +-(2^53-1) are not supported"), NULL;
@@ -429,6 +498,9 @@ static char *visit_integer(rlx__js *j, const cJSON *s)
  * booleans too), exact through rlx__num_range; a fractional bound is refused. */
 static char *visit_number(rlx__js *j, const cJSON *s)
 {
+    int nf = number_format(j, s);
+    if (nf < 0) return NULL;
+    if (nf == NF_INT32 || nf == NF_INT64) return visit_integer(j, s); /* whole numbers only */
     bool has[2] = {false, false}, excl[2] = {false, false};
     long long v[2] = {0, 0};
     static const char *const kws[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
@@ -450,7 +522,7 @@ static char *visit_number(rlx__js *j, const cJSON *s)
             has[side] = true;
         }
     }
-    if (!has[0] && !has[1]) return strdup("number");
+    if (!has[0] && !has[1]) return strdup(nf == NF_FLOAT ? "float" : "number"); /* bounds keep within a float's range */
     rlx__sb b = {0};
     if (!rlx__num_range(&b, has[0], v[0], excl[0], has[1], v[1], excl[1])) {
         free(rlx__sb_take(&b));
@@ -509,19 +581,21 @@ static char *visit_string(rlx__js *j, const cJSON *s)
     long long mn, mx;
     if (!rlx__js_counts(j, s, "minLength", "maxLength", &mn, &mx)) return NULL;
     bool lengths = mn > 0 || mx >= 0;
+    if (fmt && !cJSON_IsString(fmt)) return rlx__js_fail(j, RLX_EINVAL, "'format' must be a string"), NULL;
+    if (fmt && numeric_format(fmt->valuestring)) fmt = NULL; /* a number's format says nothing of strings */
     if (fmt) {
-        static const char *const known[] = {"date", "time", "date-time", "uuid", "email", "hostname", "ipv4", "uri"};
-        if (!cJSON_IsString(fmt)) return rlx__js_fail(j, RLX_EINVAL, "'format' must be a string"), NULL;
         size_t i = 0;
-        while (i < RLX_ARRAY_LEN(known) && strcmp(known[i], fmt->valuestring)) i++;
-        if (i == RLX_ARRAY_LEN(known))
-            return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (date, time, date-time, uuid, email, hostname, ipv4, uri are)",
+        while (i < RLX_ARRAY_LEN(string_formats) && strcmp(string_formats[i][0], fmt->valuestring)) i++;
+        if (i == RLX_ARRAY_LEN(string_formats))
+            return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (strings: date, time, date-time, "
+                                "iso-time, iso-date-time, duration, uuid, email, hostname, ipv4, ipv6, uri, uri-reference, "
+                                "byte, json-pointer, relative-json-pointer; numbers: int32, int64, float, double)",
                                 fmt->valuestring), NULL;
         if (pat || lengths)
             return rlx__js_fail(j, RLX_EINVAL, "'format' together with '%s' is not supported", pat ? "pattern" : "minLength/maxLength"), NULL;
         rlx__sb b = {0};
-        rlx__sb_printf(&b, "\"\\\"\" %s \"\\\"\"", known[i]);
-        return rlx__js_rule(j, known[i], rlx__js_take(j, &b));
+        rlx__sb_printf(&b, "\"\\\"\" %s \"\\\"\"", string_formats[i][1]);
+        return rlx__js_rule(j, string_formats[i][1], rlx__js_take(j, &b));
     }
     if (pat) {
         if (!cJSON_IsString(pat)) return rlx__js_fail(j, RLX_EINVAL, "'pattern' must be a string"), NULL;
@@ -592,7 +666,13 @@ char *rlx__js_visit(rlx__js *j, const cJSON *s, const char *hint)
         if (!types) { /* no type: what the keywords present describe, else any value */
             if (families & (1u << KW_OBJ)) types |= T_OBJ;
             if (families & (1u << KW_ARR)) types |= T_ARR;
-            if (families & (1u << KW_STR)) types |= T_STR;
+            if (families & (1u << KW_STR)) { /* a number format alone describes a number */
+                const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+                int nf = cJSON_IsString(fmt) ? numeric_format(fmt->valuestring) : NF_NONE;
+                bool str_kw = cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength") ||
+                              cJSON_GetObjectItemCaseSensitive(s, "pattern");
+                types |= nf && !str_kw ? (nf <= NF_INT64 ? T_INT : T_NUM) : T_STR;
+            }
             if (families & (1u << KW_NUM)) types |= T_INT;
             if (!types) {
                 out = strdup("value");

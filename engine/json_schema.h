@@ -9,21 +9,27 @@
  *
  * Keywords honoured: type (a name or an array of names), properties / required /
  * additionalProperties (false, true, a schema; when absent and properties are given, no
- * others are produced), items / prefixItems (and the older items array), minItems / maxItems,
- * enum / const (any JSON values), anyOf, oneOf (only when its alternatives are disjoint by
- * type or by const/enum values, so that exactly one matches), allOf of object schemas (merged),
- * $ref to "#..." JSON pointers with $defs / definitions (recursion allowed), minLength /
- * maxLength, pattern (an ECMA regex subset, see json_schema_regex.c), format date / time /
- * date-time / uuid and simple forms of email / hostname / ipv4 (subsets of the RFCs' and Ajv's
- * formats), integer minimum / maximum / exclusiveMinimum / exclusiveMaximum (exact digit-range
- * rules), the same on type number when the bounds are integers within +-1e9 (numbers are then
- * written with at most 5 fraction digits and no exponent, so every double stays inside),
- * patternProperties with one pattern whose keys cannot spell a declared property, as the
- * object's only extra properties. Annotations (title, description, $schema, $id, $anchor,
- * default, examples, $comment, deprecated, readOnly, writeOnly) are ignored. Anything else - an
- * unknown keyword (multipleOf, not, if/then/else, uniqueItems, minProperties, ...), a
- * fractional bound on a number, a second pattern, a remote $ref, an unsupported regex
- * construct - is an error whose message names it: nothing is silently skipped.
+ * others are produced), items / prefixItems (and draft-07's items array with additionalItems),
+ * minItems / maxItems, uniqueItems (false; true only where at most one item can be written),
+ * minProperties / maxProperties where the object's shape decides them (a minimum the required
+ * properties meet, or 1; a maximum nothing exceeds, or 0), enum / const (any JSON values),
+ * anyOf, oneOf (only when its alternatives are disjoint by type or by const/enum values, also
+ * behind $ref, so that exactly one matches), allOf of object schemas (merged), $ref to "#..."
+ * JSON pointers with $defs / definitions (recursion allowed), minLength / maxLength, pattern
+ * (an ECMA regex subset, see json_schema_regex.c), string formats date / time / date-time /
+ * iso-time / iso-date-time / duration / uuid / byte / json-pointer / relative-json-pointer and
+ * simple forms of email / hostname / ipv4 / ipv6 / uri / uri-reference (subsets of the RFCs'
+ * and ajv-formats' "full" formats; a string format says nothing of numbers), number formats
+ * int32 (bounds) / int64 / float (no power of ten over 22) / double, integer minimum / maximum
+ * / exclusiveMinimum / exclusiveMaximum (exact digit-range rules), the same on type number when
+ * the bounds are integers within +-1e9 (numbers are then written with at most 5 fraction
+ * digits and no exponent, so every double stays inside), patternProperties with one pattern
+ * whose keys cannot spell a declared property, as the object's only extra properties.
+ * Annotations (title, description, $schema, $id, $anchor, default, examples, $comment,
+ * deprecated, readOnly, writeOnly, OpenAPI's discriminator) are ignored. Anything else - an
+ * unknown keyword (multipleOf, not, if/then/else, contains, propertyNames, ...), a fractional
+ * bound on a number, a second pattern, a remote $ref, an unsupported regex construct - is an
+ * error whose message names it: nothing is silently skipped.
  *
  * Whitespace: at most one run per gap (after { [ , : and before } ]), either one space or a
  * newline and up to 20 spaces/tabs, so a model cannot loop on whitespace. The value has no

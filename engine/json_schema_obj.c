@@ -271,6 +271,38 @@ static bool pattern_props(rlx__js *j, objspec *o, const cJSON *s, const cJSON *a
     return *pkey != NULL;
 }
 
+/* minProperties / maxProperties (of the schema and its allOf members) where the object's
+ * shape decides them: a minimum the required properties already meet, or 1 with none required
+ * (*nonempty: the empty object is left out); a maximum no object of this shape can exceed (no
+ * extra properties, at most that many declared), or 0 with none required (which
+ * rlx__js_object then writes as the empty object). Anything else would need the grammar to count
+ * properties: refused by name. */
+static bool property_counts(rlx__js *j, const objspec *o, bool extras, bool *nonempty, bool *empty)
+{
+    long long mn = 0, mx = -1;
+    for (size_t m = 0; m < o->n_members; m++) {
+        long long a, b;
+        if (!rlx__js_counts(j, o->members[m], "minProperties", "maxProperties", &a, &b)) return false;
+        if (a > mn) mn = a;
+        if (b >= 0 && (mx < 0 || b < mx)) mx = b;
+    }
+    size_t req = 0;
+    for (size_t i = 0; i < o->n; i++) req += o->p[i].required;
+    if (mx >= 0 && (size_t)mx < req)
+        return rlx__js_fail(j, RLX_EINVAL, "'maxProperties' %lld is below the %zu required properties: nothing matches", mx, req);
+    if (mx >= 0 && mx < mn) return rlx__js_fail(j, RLX_EINVAL, "'maxProperties' is below 'minProperties': nothing matches");
+    if ((size_t)mn > req) {
+        if (mn > 1 || req)
+            return rlx__js_fail(j, RLX_EINVAL, "'minProperties' %lld above the %zu required properties is not supported", mn, req);
+        if (!o->n && !extras) return rlx__js_fail(j, RLX_EINVAL, "'minProperties' %lld cannot be met: no property is allowed", mn);
+        *nonempty = true;
+    }
+    if (mx > 0 && (extras || (size_t)mx < o->n))
+        return rlx__js_fail(j, RLX_EINVAL, "'maxProperties' %lld below the properties this object allows is not supported", mx);
+    *empty = mx == 0;
+    return true;
+}
+
 char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
 {
     objspec o = {0};
@@ -310,8 +342,14 @@ char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
     const cJSON *pschema = NULL;
     if (!pattern_props(j, &o, s, add, &pkey, &pschema)) goto done;
     bool extras = pschema || (o.n ? add && !cJSON_IsFalse(add) : !cJSON_IsFalse(add));
+    bool nonempty = false, empty = false;
+    if (!property_counts(j, &o, extras, &nonempty, &empty)) goto done;
+    if (empty) {
+        out = rlx__js_rule(j, hint, strdup("\"{\" ws \"}\""));
+        goto done;
+    }
     if (!pschema && !o.n && extras && (!add || cJSON_IsTrue(add))) {
-        out = strdup("object");
+        out = strdup(nonempty ? "object-nonempty" : "object");
         goto done;
     }
     if (pschema) xkv = extra_kv(j, &o, pschema, "patternProperties", pkey);
@@ -368,7 +406,11 @@ char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
     }
     if (all_optional) {
         if (extras) rlx__sb_printf(&b, "%s%s %s", alts++ ? " | " : "", xkv, rest[o.n]);
-        rlx__sb_puts(&b, alts ? " | \"\"" : "\"\"");
+        if (!nonempty) rlx__sb_puts(&b, alts ? " | \"\"" : "\"\"");
+        else if (!alts) { /* property_counts refused this */
+            free(rlx__sb_take(&b));
+            goto done;
+        }
     }
     rlx__sb_puts(&b, " ) ws \"}\"");
     out = rlx__js_rule(j, hint, rlx__js_take(j, &b));
@@ -415,15 +457,27 @@ char *rlx__js_array(rlx__js *j, const cJSON *s, const char *hint)
     long long mn, mx;
     if (!rlx__js_counts(j, s, "minItems", "maxItems", &mn, &mx)) return NULL;
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items"), *pre = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalItems");
     const cJSON *rest_schema = items;
-    if (cJSON_IsArray(items)) { /* the older tuple form */
+    const char *rest_kw = "items";
+    if (cJSON_IsArray(items)) { /* the older tuple form: additionalItems for what follows */
         if (pre) return rlx__js_fail(j, RLX_EINVAL, "'items' as an array beside 'prefixItems' is not supported"), NULL;
         pre = items;
-        rest_schema = NULL;
-    }
+        rest_schema = addl;
+        rest_kw = "additionalItems";
+    } else if (addl && pre) {
+        return rlx__js_fail(j, RLX_EINVAL, "'additionalItems' beside 'prefixItems' is not supported ('items' says what follows "
+                            "'prefixItems')"), NULL;
+    } /* else additionalItems applies to nothing (draft 2019-09 and earlier: only after an items array) */
     if (pre && !cJSON_IsArray(pre)) return rlx__js_fail(j, RLX_EINVAL, "'prefixItems' must be an array of schemas"), NULL;
+    if (addl && !cJSON_IsObject(addl) && !cJSON_IsBool(addl))
+        return rlx__js_fail(j, RLX_EINVAL, "'additionalItems' must be a schema"), NULL;
     if (rest_schema && !cJSON_IsObject(rest_schema) && !cJSON_IsBool(rest_schema))
         return rlx__js_fail(j, RLX_EINVAL, "'items' must be a schema"), NULL;
+    /* uniqueItems: false is the default; true holds by itself only where at most one item fits */
+    const cJSON *uniq = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
+    if (uniq && !cJSON_IsBool(uniq)) return rlx__js_fail(j, RLX_EINVAL, "'uniqueItems' must be a boolean"), NULL;
+
     size_t np = pre ? (size_t)cJSON_GetArraySize(pre) : 0;
     size_t nf = mx >= 0 && (size_t)mx < np ? (size_t)mx : np; /* prefix items written */
     char **fixed = calloc(nf + 1, sizeof *fixed), *item = NULL, *out = NULL;
@@ -432,8 +486,13 @@ char *rlx__js_array(rlx__js *j, const cJSON *s, const char *hint)
     if (nf < np) emax = 0;
     else if (rest_schema || !pre) emax = mx < 0 ? -1 : mx - (long long)nf;
     else emax = emin; /* extra items only as many as minItems demands, any value */
+    long long most = cJSON_IsFalse(rest_schema) ? (long long)nf : emax < 0 ? -1 : (long long)nf + emax; /* items written */
+    if (cJSON_IsTrue(uniq) && (most < 0 || most > 1)) {
+        rlx__js_fail(j, RLX_EINVAL, "'uniqueItems': true is not supported (only where at most one item can be written)");
+        goto done;
+    }
     if (emin > 0 && cJSON_IsFalse(rest_schema)) {
-        rlx__js_fail(j, RLX_EINVAL, "'minItems' %lld cannot be met: 'items' is false", mn);
+        rlx__js_fail(j, RLX_EINVAL, "'minItems' %lld cannot be met: '%s' is false", mn, rest_kw);
         goto done;
     }
     const cJSON *p = pre ? pre->child : NULL;
@@ -446,7 +505,7 @@ char *rlx__js_array(rlx__js *j, const cJSON *s, const char *hint)
         if (!fixed[i]) goto done;
     }
     if (emax != 0 && !cJSON_IsFalse(rest_schema)) {
-        size_t at = rlx__js_push(j, "items");
+        size_t at = rlx__js_push(j, rest_kw);
         item = rest_schema ? rlx__js_visit(j, rest_schema, "item") : strdup("value"); /* absent: any value */
         rlx__js_pop(j, at);
         if (!item) {

@@ -228,6 +228,7 @@ const char rlx__json_schema_prims[] =
     "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n"
     "value ::= object | array | string | number | boolean | null\n"
     "object ::= \"{\" ws ( string \":\" ws value ( \",\" ws string \":\" ws value )* ws )? \"}\"\n"
+    "object-nonempty ::= \"{\" ws string \":\" ws value ( \",\" ws string \":\" ws value )* ws \"}\"\n"
     "array ::= \"[\" ws ( value ( \",\" ws value )* ws )? \"]\"\n"
     "string ::= \"\\\"\" char* \"\\\"\"\n"
     /* one character: raw, a short escape, a \u escape of a non-surrogate, or a surrogate pair
@@ -238,6 +239,8 @@ const char rlx__json_schema_prims[] =
     "hex ::= [0-9a-fA-F]\n"
     "hex4 ::= [0-9a-cA-Ce-fE-F] hex hex hex | [dD] [0-7] hex hex\n"
     "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
+    /* format float: a power of ten up to 22 keeps 16 digits within a float's range */
+    "float ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] ( \"-\" [0-9]{1,2} | \"+\"? ( [0-9] | \"1\" [0-9] | \"2\" [0-2] ) ) )?\n"
     "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
     "boolean ::= \"true\" | \"false\"\n"
     "null ::= \"null\"\n"
@@ -272,7 +275,29 @@ const char rlx__json_schema_prims[] =
     "uri-pchar{1,24} ( \"/\" uri-pchar{0,24} ){0,5} ) ( \"?\" uri-qchar{0,48} )? ( \"#\" uri-qchar{0,24} )?\n"
     "uri-scheme ::= [a-zA-Z] [a-zA-Z0-9+.-]{0,9}\n"
     "uri-pchar ::= [-a-zA-Z0-9._~!$&'()*+,;=:@] | \"%\" hex hex\n"
-    "uri-qchar ::= uri-pchar | [/?]\n";
+    "uri-qchar ::= uri-pchar | [/?]\n"
+    /* relative references (RFC 3986 4.2) beside the absolute ones: an absolute path, or a
+     * relative path whose first segment has no colon (so it never reads as a scheme), or only a
+     * query or a fragment; a subset of Ajv's "full" uri-reference */
+    "uri-reference ::= uri | ( \"/\" uri-pchar{1,24} ( \"/\" uri-pchar{0,24} ){0,5} | "
+    "uri-nc{1,24} ( \"/\" uri-pchar{0,24} ){0,5} )? ( \"?\" uri-qchar{0,48} )? ( \"#\" uri-qchar{0,24} )?\n"
+    "uri-nc ::= [-a-zA-Z0-9._~!$&'()*+,;=@] | \"%\" hex hex\n"
+    /* RFC 3339 Appendix A durations (units in order, each of up to 4 digits), which Ajv's
+     * "duration" also accepts */
+    "duration ::= \"P\" ( dur-date ( \"T\" dur-time )? | \"T\" dur-time | dur-n \"W\" )\n"
+    "dur-n ::= [0-9]{1,4}\n"
+    "dur-date ::= dur-n \"Y\" ( dur-n \"M\" ( dur-n \"D\" )? )? | dur-n \"M\" ( dur-n \"D\" )? | dur-n \"D\"\n"
+    "dur-time ::= dur-n \"H\" ( dur-n \"M\" ( dur-n \"S\" )? )? | dur-n \"M\" ( dur-n \"S\" )? | dur-n \"S\"\n"
+    /* RFC 4291 2.2's first form: eight groups, nothing compressed */
+    "ipv6 ::= hex{1,4} ( \":\" hex{1,4} ){7}\n"
+    /* base64 (RFC 4648 4) of up to 24 groups, padded */
+    "byte ::= ( b64 b64 b64 b64 ){0,24} ( b64{2} \"==\" | b64{3} \"=\" )?\n"
+    "b64 ::= [A-Za-z0-9+/]\n"
+    /* RFC 6901 JSON pointers (up to 6 tokens of up to 16 characters) and the relative ones of
+     * draft-handrews-relative-json-pointer */
+    "json-pointer ::= ( \"/\" jp-char{0,16} ){0,6}\n"
+    "jp-char ::= [^~/\"\\\\\\x00-\\x1F] | \"~0\" | \"~1\"\n"
+    "relative-json-pointer ::= ( \"0\" | [1-9] [0-9]{0,3} ) ( \"#\" | json-pointer )\n";
 
 /* ---- integer ranges ---- */
 

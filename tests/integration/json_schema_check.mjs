@@ -5,6 +5,7 @@
 // finished with "stop" parses and validates. Outputs cut by max_tokens ("length") are counted
 // apart and must stay a minority. Usage: node json_schema_check.mjs URL [SAMPLES]
 import Ajv2020 from 'ajv/dist/2020.js';
+import Ajv07 from 'ajv';
 import addFormats from 'ajv-formats';
 
 const base = process.argv[2];
@@ -58,11 +59,41 @@ const schemas = {
     t: { type: 'number', minimum: -40, exclusiveMaximum: 60 } }, required: ['p', 't'], additionalProperties: false },
   pattern_props: { type: 'object', properties: { id: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['id'],
     patternProperties: { '^x-[a-z]{1,4}$': { type: 'boolean' } }, additionalProperties: false },
+  // more formats (each a subset of ajv-formats' "full" ones), and number formats
+  duration: { type: 'string', format: 'duration' },
+  uri_ref: { type: 'string', format: 'uri-reference' },
+  ipv6: { type: 'string', format: 'ipv6' },
+  byte: { type: 'string', format: 'byte' },
+  pointers: { type: 'array', prefixItems: [{ type: 'string', format: 'json-pointer' },
+    { type: 'string', format: 'relative-json-pointer' }], items: false, minItems: 2 },
+  iso_times: { type: 'array', prefixItems: [{ type: 'string', format: 'iso-time' },
+    { type: 'string', format: 'iso-date-time' }], items: false, minItems: 2 },
+  int32: { type: 'integer', format: 'int32' },
+  num_formats: { type: 'array', prefixItems: [{ type: 'number', format: 'int32', minimum: -5.5 },
+    { type: 'number', format: 'float' }, { format: 'int64' }], items: false, minItems: 3 },
+  // Pydantic's tagged union: OpenAPI's discriminator beside the oneOf it annotates
+  tagged: { oneOf: [{ $ref: '#/$defs/Cat' }, { $ref: '#/$defs/Dog' }],
+    discriminator: { propertyName: 'pet_type', mapping: { cat: '#/$defs/Cat', dog: '#/$defs/Dog' } },
+    $defs: { Cat: { type: 'object', properties: { pet_type: { const: 'cat', title: 'Pet Type' }, meows: { type: 'integer', maximum: 9 } },
+      required: ['pet_type', 'meows'], title: 'Cat' },
+    Dog: { type: 'object', properties: { pet_type: { const: 'dog' }, barks: { type: 'number', maximum: 0 } },
+      required: ['pet_type', 'barks'], title: 'Dog' } } },
+  // property and item counts the shape decides; draft-07's tuple (checked by a draft-07 Ajv)
+  counts: { type: 'object', properties: { m: { type: 'object', properties: { x: { type: 'boolean' } }, minProperties: 1 },
+    o: { type: 'object', properties: { a: { type: 'null' }, b: { type: 'null' } }, minProperties: 1, maxProperties: 2,
+      additionalProperties: false },
+    e: { type: 'object', maxProperties: 0 }, u: { type: 'array', items: { type: 'boolean' }, uniqueItems: false, maxItems: 2 },
+    one: { type: 'array', items: { type: 'boolean' }, uniqueItems: true, maxItems: 1 } },
+    required: ['m', 'o', 'e', 'u', 'one'], additionalProperties: false },
+  tuple07: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'array',
+    items: [{ type: 'integer', maximum: 9 }, { type: 'boolean' }], additionalItems: { type: 'null' }, maxItems: 4 },
 };
 delete schemas.extra_props.maxProperties;
 
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats(ajv);
+const ajv07 = new Ajv07({ strict: false, allErrors: true }); // the draft-07 schemas ($schema says so)
+addFormats(ajv07);
 
 async function one(name, schema, n) {
   const r = await fetch(base + '/v1/chat/completions', {
@@ -80,7 +111,7 @@ const results = {};
 const jobs = []; // thunks, run INFLIGHT at a time (the daemon queues at most 256 sequences)
 const INFLIGHT = 6;
 for (const [name, schema] of Object.entries(schemas)) {
-  const validate = ajv.compile(schema);
+  const validate = (/draft-07/.test(schema.$schema || '') ? ajv07 : ajv).compile(schema);
   const res = results[name] = { stop: 0, length: 0, bad: [] };
   for (let left = samples; left > 0; left -= N) {
     const n = Math.min(N, left);

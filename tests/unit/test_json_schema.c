@@ -131,7 +131,12 @@ TEST(formats)
     YES(g, "\"0.0.0.0\""); YES(g, "\"255.255.255.255\""); YES(g, "\"192.168.1.20\""); YES(g, "\"10.9.249.199\"");
     NO(g, "\"256.1.1.1\""); NO(g, "\"01.1.1.1\""); NO(g, "\"1.1.1\""); NO(g, "\"1.1.1.1.1\""); NO(g, "\"1.1.1.260\"");
     rlx_grammar_free(g);
-    REFUSED("{\"type\":\"string\",\"format\":\"ipv6\"}", "ipv6");
+    g = schema("{\"type\":\"string\",\"format\":\"ipv6\"}"); /* the uncompressed form */
+    ASSERT(g);
+    YES(g, "\"2001:db8:0:0:0:ff00:42:8329\""); YES(g, "\"FFFF:a:b:c:d:e:f:0\"");
+    NO(g, "\"2001:db8::1\""); NO(g, "\"1:2:3:4:5:6:7\""); NO(g, "\"1:2:3:4:5:6:7:8:9\""); NO(g, "\"12345:2:3:4:5:6:7:8\"");
+    NO(g, "\"g:2:3:4:5:6:7:8\"");
+    rlx_grammar_free(g);
     /* uri: scheme "://" host [port] path, or scheme ":" rootless path; query, fragment */
     g = schema("{\"type\":\"string\",\"format\":\"uri\"}");
     ASSERT(g);
@@ -141,8 +146,79 @@ TEST(formats)
     NO(g, "\"example.com\""); NO(g, "\"1http://a.b\""); NO(g, "\"http://a b\""); NO(g, "\"http:\"");
     NO(g, "\"a:b#c#d\""); NO(g, "\"http://a.b/%zz\""); NO(g, "\"http://a.b:port\""); NO(g, "\"a://@:x\"");
     rlx_grammar_free(g);
-    REFUSED("{\"type\":\"string\",\"format\":\"uri-reference\"}", "uri-reference");
+    g = schema("{\"type\":\"string\",\"format\":\"uri-reference\"}"); /* a uri, or relative */
+    ASSERT(g);
+    YES(g, "\"https://example.com/a\""); YES(g, "\"/a/b?c=d#e\""); YES(g, "\"../x/y\""); YES(g, "\"#frag\"");
+    YES(g, "\"?q=1\""); YES(g, "\"\"");
+    NO(g, "\"a b\""); NO(g, "\"//\""); NO(g, "\"a#b#c\""); NO(g, "\"%zz\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"duration\"}"); /* RFC 3339 appendix A */
+    ASSERT(g);
+    YES(g, "\"P3Y6M4DT12H30M5S\""); YES(g, "\"P1D\""); YES(g, "\"PT36H\""); YES(g, "\"P2W\""); YES(g, "\"P1MT2M\"");
+    NO(g, "\"P\""); NO(g, "\"PT\""); NO(g, "\"P1DT\""); NO(g, "\"1D\""); NO(g, "\"P1W2D\""); NO(g, "\"P1.5D\"");
+    NO(g, "\"PT1S2M\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"byte\"}"); /* base64, padded */
+    ASSERT(g);
+    YES(g, "\"\""); YES(g, "\"aGVsbG8=\""); YES(g, "\"aGk=\""); YES(g, "\"YQ==\""); YES(g, "\"ab+/\"");
+    NO(g, "\"abc\""); NO(g, "\"a===\""); NO(g, "\"ab-_\""); NO(g, "\"YQ\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"json-pointer\"}");
+    ASSERT(g);
+    YES(g, "\"\""); YES(g, "\"/a/0/b~1c~0\""); YES(g, "\"/\""); YES(g, "\"/caf\u00e9\"");
+    NO(g, "\"a/b\""); NO(g, "\"/a~2\""); NO(g, "\"/~\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"relative-json-pointer\"}");
+    ASSERT(g);
+    YES(g, "\"0\""); YES(g, "\"1#\""); YES(g, "\"2/a/b\""); NO(g, "\"01/a\""); NO(g, "\"/a\""); NO(g, "\"1##\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"iso-date-time\"}"); /* RFC 3339's form of it */
+    ASSERT(g);
+    YES(g, "\"2024-01-15T10:20:30Z\""); NO(g, "\"2024-01-15T25:20:30Z\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"int32\"}"); /* a number's format says nothing of strings */
+    ASSERT(g);
+    YES(g, "\"x\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"format\":\"uri-template\"}", "uri-template");
     REFUSED("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":3}", "format");
+}
+
+/* OpenAPI's number formats, which ajv-formats checks: int32 bounds the value; float keeps it
+ * within a float's range; int64 / double hold every number the grammar writes. */
+TEST(number_formats)
+{
+    rlx_grammar *g = schema("{\"type\":\"integer\",\"format\":\"int32\"}");
+    ASSERT(g);
+    YES(g, "2147483647"); YES(g, "-2147483648"); YES(g, "0");
+    NO(g, "2147483648"); NO(g, "-2147483649"); NO(g, "99999999999");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"integer\",\"format\":\"int32\",\"minimum\":-1.5,\"maximum\":1e12}");
+    ASSERT(g);
+    YES(g, "-1"); YES(g, "2147483647"); NO(g, "-2"); NO(g, "2147483648");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"number\",\"format\":\"int32\"}"); /* whole numbers only */
+    ASSERT(g);
+    YES(g, "-7"); NO(g, "1.5"); NO(g, "1e3"); NO(g, "3000000000");
+    rlx_grammar_free(g);
+    g = schema("{\"format\":\"int64\"}"); /* no type: the format says integer */
+    ASSERT(g);
+    YES(g, "1234567890123456"); NO(g, "\"1\""); NO(g, "0.5");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"number\",\"format\":\"float\"}");
+    ASSERT(g);
+    YES(g, "1.5e22"); YES(g, "-3e-40"); YES(g, "2.25"); NO(g, "1e23"); NO(g, "1e99");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"number\",\"format\":\"double\"}");
+    ASSERT(g);
+    YES(g, "1e99"); YES(g, "0.1");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":[\"integer\",\"string\"],\"format\":\"date\"}"); /* a string format: strings only */
+    ASSERT(g);
+    YES(g, "12"); YES(g, "\"2020-01-01\""); NO(g, "\"x\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"integer\",\"format\":\"uint8\"}", "uint8");
+    REFUSED("{\"type\":\"number\",\"format\":7}", "format");
 }
 
 TEST(pattern)
@@ -326,7 +402,7 @@ TEST(objects)
     ASSERT_MSG(g, "%s", last_err.msg);
     YES(g, "{\"a\":1}"); YES(g, "\"ab\""); NO(g, "\"abc\""); NO(g, "{\"b\":1}");
     rlx_grammar_free(g);
-    REFUSED("{\"type\":\"object\",\"minProperties\":1}", "minProperties");
+    REFUSED("{\"type\":\"object\",\"minProperties\":3}", "minProperties"); /* more than the shape decides */
     /* patternProperties: one pattern, keys unlike the declared names, no other extras */
     g = schema("{\"type\":\"object\",\"patternProperties\":{}}"); /* says nothing */
     ASSERT_MSG(g, "%s", last_err.msg);
@@ -387,9 +463,64 @@ TEST(arrays)
     ASSERT(g);
     YES(g, "[]"); NO(g, "[1]");
     rlx_grammar_free(g);
+    /* draft-07's tuple: items as an array, additionalItems for what follows */
+    g = schema("{\"type\":\"array\",\"items\":[{\"type\":\"integer\"},{\"type\":\"string\"}],"
+               "\"additionalItems\":{\"type\":\"null\"},\"maxItems\":3}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "[1,\"a\"]"); YES(g, "[1,\"a\",null]"); NO(g, "[1,\"a\",2]"); NO(g, "[1,\"a\",null,null]"); NO(g, "[\"a\"]");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"array\",\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "[1]"); NO(g, "[1,2]");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"additionalItems\":false}"); /* applies to nothing */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "[1,2,3]");
+    rlx_grammar_free(g);
+    /* uniqueItems: false is the default; true where at most one item can be written */
+    g = schema("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"uniqueItems\":false}");
+    ASSERT(g);
+    YES(g, "[1,1]");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"array\",\"uniqueItems\":true,\"maxItems\":1}");
+    ASSERT(g);
+    YES(g, "[]"); YES(g, "[{}]"); NO(g, "[1,1]");
+    rlx_grammar_free(g);
     REFUSED("{\"type\":\"array\",\"maxItems\":100000}", "maxItems");
     REFUSED("{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems");
+    REFUSED("{\"type\":\"array\",\"uniqueItems\":\"yes\"}", "uniqueItems");
     REFUSED("{\"type\":\"array\",\"items\":false,\"minItems\":1}", "minItems");
+    REFUSED("{\"type\":\"array\",\"items\":[{}],\"additionalItems\":false,\"minItems\":2}", "additionalItems");
+    REFUSED("{\"type\":\"array\",\"prefixItems\":[{}],\"additionalItems\":false}", "additionalItems");
+}
+
+/* minProperties / maxProperties where the object's shape decides them */
+TEST(property_counts)
+{
+    rlx_grammar *g = schema("{\"type\":\"object\",\"minProperties\":1}"); /* a non-empty object */
+    ASSERT(g);
+    YES(g, "{\"a\":1}"); YES(g, "{\"a\":1,\"b\":[]}"); NO(g, "{}"); NO(g, "{ }");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\"},\"b\":{\"type\":\"null\"}},"
+               "\"minProperties\":1,\"maxProperties\":2,\"additionalProperties\":false}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"a\":null}"); YES(g, "{\"b\":null}"); YES(g, "{\"a\":null,\"b\":null}"); NO(g, "{}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"a\"],\"minProperties\":1,"
+               "\"additionalProperties\":{\"type\":\"integer\"}}"); /* met by the required property */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"a\":1,\"x\":2}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"maxProperties\":0}");
+    ASSERT(g);
+    YES(g, "{}"); NO(g, "{\"a\":1}");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"object\",\"minProperties\":2}", "minProperties");
+    REFUSED("{\"type\":\"object\",\"maxProperties\":3}", "maxProperties");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"a\",\"b\"],\"maxProperties\":1}",
+            "maxProperties");
+    REFUSED("{\"type\":\"object\",\"additionalProperties\":false,\"minProperties\":1}", "minProperties");
+    REFUSED("{\"type\":\"object\",\"minProperties\":-1}", "minProperties");
 }
 
 TEST(enum_const)
@@ -435,6 +566,16 @@ TEST(any_one_of)
     ASSERT_MSG(g, "%s", last_err.msg);
     YES(g, "{\"kind\":\"a\",\"x\":1}"); YES(g, "{\"kind\":\"b\"}"); YES(g, "null"); NO(g, "{\"kind\":\"c\"}");
     rlx_grammar_free(g);
+    /* Pydantic's tagged union: branches behind $ref, told apart by a const, and OpenAPI's
+     * discriminator beside them (an annotation) */
+    g = schema("{\"oneOf\":[{\"$ref\":\"#/$defs/Cat\"},{\"$ref\":\"#/$defs/Dog\"}],\"discriminator\":{\"propertyName\":"
+               "\"t\",\"mapping\":{\"cat\":\"#/$defs/Cat\",\"dog\":\"#/$defs/Dog\"}},\"$defs\":{\"Cat\":{\"type\":"
+               "\"object\",\"properties\":{\"t\":{\"const\":\"cat\"},\"m\":{\"type\":\"integer\"}},\"required\":[\"t\","
+               "\"m\"]},\"Dog\":{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"dog\"}},\"required\":[\"t\"]}}}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"t\":\"cat\",\"m\":3}"); YES(g, "{\"t\":\"dog\"}"); NO(g, "{\"t\":\"cat\"}"); NO(g, "{\"t\":\"cow\"}");
+    rlx_grammar_free(g);
+    REFUSED("{\"oneOf\":[{\"$ref\":\"#/$defs/a\"},{\"$ref\":\"#/$defs/a\"}],\"$defs\":{\"a\":{\"type\":\"object\"}}}", "oneOf");
     REFUSED("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "oneOf");
     REFUSED("{\"type\":\"object\",\"anyOf\":[{\"required\":[\"a\"]}]}", "type");
 }
@@ -548,7 +689,8 @@ int main(void)
 {
     static const rlx_test_case tests[] = {
         TEST_ENTRY(types), TEST_ENTRY(strings_unicode), TEST_ENTRY(formats), TEST_ENTRY(pattern),
-        TEST_ENTRY(integer_ranges), TEST_ENTRY(number_ranges), TEST_ENTRY(objects), TEST_ENTRY(all_of), TEST_ENTRY(arrays),
+        TEST_ENTRY(number_formats), TEST_ENTRY(integer_ranges), TEST_ENTRY(number_ranges), TEST_ENTRY(objects),
+        TEST_ENTRY(property_counts), TEST_ENTRY(all_of), TEST_ENTRY(arrays),
         TEST_ENTRY(enum_const), TEST_ENTRY(any_one_of), TEST_ENTRY(refs), TEST_ENTRY(unknown_keywords_and_annotations),
         TEST_ENTRY(depth), TEST_ENTRY(limits),
     };

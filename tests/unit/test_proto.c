@@ -191,7 +191,7 @@ TEST(json_schema_constraint)
         rlx_api_request_free(&r);
     }
     EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
-                             "\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\",\"format\":\"ipv6\"}}}}",
+                             "\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\",\"format\":\"uri-template\"}}}}",
                "response_format.json_schema");
     EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\"}}",
                "response_format.json_schema");
