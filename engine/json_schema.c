@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,19 +124,23 @@ static const struct { const char *name; int family; } keywords[] = {
     {"deprecated", KW_ANNOT}, {"readOnly", KW_ANNOT}, {"writeOnly", KW_ANNOT},
     /* OpenAPI's (Pydantic's tagged unions): which property tells a oneOf/anyOf's branches
      * apart; the branches' own const values constrain it, so it is an annotation here */
-    {"discriminator", KW_ANNOT},
+    {"discriminator", KW_ANNOT}, {"example", KW_ANNOT}, {"contentMediaType", KW_ANNOT}, {"enumDescriptions", KW_ANNOT},
+    {"markdownDescription", KW_ANNOT},
+    /* OpenAPI 3.0's: null allowed beside the `type` (as Ajv reads it, which wants a type) */
+    {"nullable", KW_TYPE},
     {"$defs", KW_DEFS}, {"definitions", KW_DEFS},
     {"type", KW_TYPE}, {"enum", KW_ENUM}, {"const", KW_ENUM},
     {"anyOf", KW_COMB}, {"oneOf", KW_COMB}, {"allOf", KW_COMB}, {"$ref", KW_COMB},
     {"properties", KW_OBJ}, {"required", KW_OBJ}, {"additionalProperties", KW_OBJ}, {"patternProperties", KW_OBJ},
     {"items", KW_ARR}, {"prefixItems", KW_ARR}, {"minItems", KW_ARR}, {"maxItems", KW_ARR},
     {"additionalItems", KW_ARR}, {"uniqueItems", KW_ARR}, {"minProperties", KW_OBJ}, {"maxProperties", KW_OBJ},
-    {"minLength", KW_STR}, {"maxLength", KW_STR}, {"pattern", KW_STR}, {"format", KW_STR},
+    {"minLength", KW_STR}, {"maxLength", KW_STR}, {"pattern", KW_STR}, {"format", KW_STR}, {"contentEncoding", KW_STR},
     {"minimum", KW_NUM}, {"maximum", KW_NUM}, {"exclusiveMinimum", KW_NUM}, {"exclusiveMaximum", KW_NUM},
 };
 
 int rlx__js_family(const char *key)
 {
+    if (!strncmp(key, "x-", 2)) return KW_ANNOT; /* OpenAPI's extensions */
     for (size_t i = 0; i < RLX_ARRAY_LEN(keywords); i++)
         if (!strcmp(keywords[i].name, key)) return keywords[i].family;
     return KW_UNKNOWN;
@@ -583,6 +588,15 @@ static char *visit_string(rlx__js *j, const cJSON *s)
     bool lengths = mn > 0 || mx >= 0;
     if (fmt && !cJSON_IsString(fmt)) return rlx__js_fail(j, RLX_EINVAL, "'format' must be a string"), NULL;
     if (fmt && numeric_format(fmt->valuestring)) fmt = NULL; /* a number's format says nothing of strings */
+    const cJSON *enc = cJSON_GetObjectItemCaseSensitive(s, "contentEncoding");
+    if (enc) { /* base64 as format byte writes it; the other RFC 2045 encodings are refused */
+        if (!cJSON_IsString(enc) || strcasecmp(enc->valuestring, "base64"))
+            return rlx__js_fail(j, RLX_EINVAL, "'contentEncoding' other than \"base64\" is not supported"), NULL;
+        if (fmt || pat || lengths)
+            return rlx__js_fail(j, RLX_EINVAL, "'contentEncoding' together with '%s' is not supported",
+                                fmt ? "format" : pat ? "pattern" : "minLength/maxLength"), NULL;
+        return rlx__js_rule(j, "byte", strdup("\"\\\"\" byte \"\\\"\""));
+    }
     if (fmt) {
         size_t i = 0;
         while (i < RLX_ARRAY_LEN(string_formats) && strcmp(string_formats[i][0], fmt->valuestring)) i++;
@@ -651,7 +665,18 @@ char *rlx__js_visit(rlx__js *j, const cJSON *s, const char *hint)
     } else if (any || one) {
         out = visit_alts(j, s, any ? any : one, any ? "anyOf" : "oneOf");
     } else if (cJSON_GetObjectItemCaseSensitive(s, "allOf")) {
-        if (type && !(type_bits(j, type) & T_OBJ)) {
+        const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+        bool alone = cJSON_IsArray(all) && all->child && !all->child->next; /* one member, only annotations beside */
+        for (const cJSON *k = s->child; k && alone; k = k->next) {
+            int f = rlx__js_family(k->string);
+            alone = f == KW_ANNOT || f == KW_DEFS || !strcmp(k->string, "allOf");
+        }
+        if (alone) { /* Pydantic's {"allOf": [{"$ref": ...}], "description": ...}: that member, of any type */
+            size_t at = rlx__js_push(j, "allOf");
+            rlx__js_push(j, "0");
+            out = rlx__js_visit(j, all->child, hint);
+            rlx__js_pop(j, at);
+        } else if (type && !(type_bits(j, type) & T_OBJ)) {
             if (!j->failed) rlx__js_fail(j, RLX_EINVAL, "'allOf' is supported for object schemas only");
         } else if (!j->failed) {
             out = rlx__js_object(j, s, hint);
@@ -659,6 +684,18 @@ char *rlx__js_visit(rlx__js *j, const cJSON *s, const char *hint)
     } else {
         unsigned types = type ? type_bits(j, type) : 0;
         if (j->failed) goto done;
+        const cJSON *nullable = cJSON_GetObjectItemCaseSensitive(s, "nullable");
+        if (nullable && !cJSON_IsBool(nullable)) {
+            rlx__js_fail(j, RLX_EINVAL, "'nullable' must be a boolean");
+            goto done;
+        }
+        if (cJSON_IsTrue(nullable)) {
+            if (!types) {
+                rlx__js_fail(j, RLX_EINVAL, "'nullable' without 'type' is not supported");
+                goto done;
+            }
+            types |= T_NULL;
+        }
         if (families & (1u << KW_ENUM)) {
             out = visit_enum(j, s, types ? types : T_ALL);
             goto done;

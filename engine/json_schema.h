@@ -14,19 +14,22 @@
  * minProperties / maxProperties where the object's shape decides them (a minimum the required
  * properties meet, or 1; a maximum nothing exceeds, or 0), enum / const (any JSON values),
  * anyOf, oneOf (only when its alternatives are disjoint by type or by const/enum values, also
- * behind $ref, so that exactly one matches), allOf of object schemas (merged), $ref to "#..."
+ * behind $ref, so that exactly one matches), allOf of object schemas (merged; an allOf of one
+ * member with only annotations beside it is that member, of any type), $ref to "#..."
  * JSON pointers with $defs / definitions (recursion allowed), minLength / maxLength, pattern
  * (an ECMA regex subset, see json_schema_regex.c), string formats date / time / date-time /
  * iso-time / iso-date-time / duration / uuid / byte / json-pointer / relative-json-pointer and
  * simple forms of email / hostname / ipv4 / ipv6 / uri / uri-reference (subsets of the RFCs'
  * and ajv-formats' "full" formats; a string format says nothing of numbers), number formats
- * int32 (bounds) / int64 / float (no power of ten over 22) / double, integer minimum / maximum
+ * int32 (bounds) / int64 / float (no power of ten over 22) / double, contentEncoding base64
+ * (as format byte), OpenAPI 3.0's nullable (null beside the type; a type is needed), integer minimum / maximum
  * / exclusiveMinimum / exclusiveMaximum (exact digit-range rules), the same on type number when
  * the bounds are integers within +-1e9 (numbers are then written with at most 5 fraction
  * digits and no exponent, so every double stays inside), patternProperties with one pattern
  * whose keys cannot spell a declared property, as the object's only extra properties.
  * Annotations (title, description, $schema, $id, $anchor, default, examples, $comment,
- * deprecated, readOnly, writeOnly, OpenAPI's discriminator) are ignored. Anything else - an
+ * deprecated, readOnly, writeOnly, contentMediaType, OpenAPI's discriminator / example / x-
+ * extensions, enumDescriptions, markdownDescription) are ignored. Anything else - an
  * unknown keyword (multipleOf, not, if/then/else, contains, propertyNames, ...), a fractional
  * bound on a number, a second pattern, a remote $ref, an unsupported regex construct - is an
  * error whose message names it: nothing is silently skipped.

@@ -65,7 +65,7 @@ static bool gather(rlx__js *j, objspec *o, const cJSON *s, int hops)
     for (const cJSON *k = s->child; k; k = k->next) {
         int f = rlx__js_family(k->string);
         if (f == KW_UNKNOWN) return rlx__js_fail(j, RLX_EINVAL, "keyword '%.100s' is not supported", k->string);
-        if (f == KW_TYPE) {
+        if (f == KW_TYPE && !strcmp(k->string, "type")) { /* nullable: null is no object, nothing to merge */
             bool obj = cJSON_IsString(k) && !strcmp(k->valuestring, "object");
             for (const cJSON *t = cJSON_IsArray(k) ? k->child : NULL; t; t = t->next)
                 obj |= cJSON_IsString(t) && !strcmp(t->valuestring, "object");

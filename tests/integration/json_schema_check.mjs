@@ -85,6 +85,11 @@ const schemas = {
     e: { type: 'object', maxProperties: 0 }, u: { type: 'array', items: { type: 'boolean' }, uniqueItems: false, maxItems: 2 },
     one: { type: 'array', items: { type: 'boolean' }, uniqueItems: true, maxItems: 1 } },
     required: ['m', 'o', 'e', 'u', 'one'], additionalProperties: false },
+  // OpenAPI 3.0 forms: nullable, x- extensions, example; Pydantic's allOf around one $ref; base64 content
+  openapi: { type: 'object', properties: { n: { type: 'string', nullable: true, maxLength: 3, example: 'ab' },
+    e: { allOf: [{ $ref: '#/$defs/E' }], description: 'an enum behind allOf' },
+    b: { type: 'string', contentEncoding: 'base64', contentMediaType: 'image/png' } }, required: ['n', 'e', 'b'],
+    additionalProperties: false, 'x-origin': 'openapi', $defs: { E: { enum: ['a', 'b'], type: 'string' } } },
   tuple07: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'array',
     items: [{ type: 'integer', maximum: 9 }, { type: 'boolean' }], additionalItems: { type: 'null' }, maxItems: 4 },
 };

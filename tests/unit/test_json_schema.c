@@ -436,7 +436,7 @@ TEST(all_of)
     ASSERT_MSG(g, "%s", last_err.msg);
     YES(g, "{\"name\":\"bo\",\"age\":3}"); NO(g, "{\"name\":\"bo\"}"); NO(g, "{\"name\":\"bo\",\"age\":-1}");
     rlx_grammar_free(g);
-    REFUSED("{\"allOf\":[{\"type\":\"string\"}]}", "allOf");
+    REFUSED("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":2}]}", "allOf");
     REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"enum\":[{\"a\":1}]}]}", "enum");
     REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},{\"properties\":{\"b\":{}}}]}", "'b'");
 }
@@ -611,11 +611,39 @@ TEST(unknown_keywords_and_annotations)
     ASSERT(g);
     YES(g, "5");
     rlx_grammar_free(g);
+    /* OpenAPI's: x- extensions and example are annotations; nullable adds null to the type */
+    g = schema("{\"type\":\"string\",\"nullable\":true,\"maxLength\":2,\"x-vendor\":{\"a\":1},\"example\":\"ab\","
+               "\"contentMediaType\":\"text/plain\"}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "null"); YES(g, "\"ab\""); NO(g, "\"abc\""); NO(g, "1");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"integer\",\"nullable\":false}");
+    ASSERT(g);
+    YES(g, "1"); NO(g, "null");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"nullable\":true,\"properties\":{\"a\":{\"type\":\"null\"}},\"required\":[\"a\"]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "null"); YES(g, "{\"a\":null}"); NO(g, "{}");
+    rlx_grammar_free(g);
+    REFUSED("{\"nullable\":true}", "nullable");
+    REFUSED("{\"type\":\"string\",\"nullable\":1}", "nullable");
+    REFUSED("{\"$ref\":\"#/$defs/a\",\"nullable\":true,\"$defs\":{\"a\":{}}}", "nullable");
+    /* contentEncoding base64: the format byte's strings */
+    g = schema("{\"type\":\"string\",\"contentEncoding\":\"base64\"}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "\"aGk=\""); NO(g, "\"a\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"contentEncoding\":\"quoted-printable\"}", "contentEncoding");
+    REFUSED("{\"type\":\"string\",\"contentEncoding\":\"base64\",\"maxLength\":8}", "contentEncoding");
+    /* an allOf of one member with annotations beside it is that member (Pydantic's wrapper of a $ref) */
+    g = schema("{\"$defs\":{\"C\":{\"enum\":[\"red\",\"green\"]}},\"allOf\":[{\"$ref\":\"#/$defs/C\"}],\"description\":\"c\"}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "\"red\""); NO(g, "\"blue\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "allOf");
     REFUSED("{\"type\":\"integer\",\"multipleOf\":3}", "multipleOf");
     REFUSED("{\"not\":{}}", "'not'");
     REFUSED("{\"if\":{},\"then\":{}}", "keyword");
-    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"contentEncoding\":\"base64\"}}}",
-            "contentEncoding");
     /* the message says where */
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"foo\":1}}}", "/properties/a");
 }
