@@ -11,7 +11,9 @@
  * continues on the next line after `|` or inside parentheses), `#` comments, string literals
  * with \n \r \t \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH escapes, character classes [a-z] and [^...],
  * `.` (any code point), groups, rule references, and the postfix operators * + ? {m} {m,}
- * {m,n}. Left recursion is refused at compile time (it would never terminate).
+ * {m,n}. Left recursion is refused at compile time (it would never terminate); a repetition of
+ * something that can match nothing ((a|)*, (b? c?)+) is not left recursion here: it repeats
+ * the term's non-empty matches, the same language (llama.cpp refuses these).
  *
  * Limits (over them compilation or a step fails with RLX_ERANGE and a message, never an
  * abort): source size, rules, elements, repetition counts, parse stacks alive at once. */

@@ -80,6 +80,7 @@ typedef struct rule_tab {
     int *chain_prev;        /* rlx_grammar's (grammar_internal.h); -1 none */
     int *chain_left;
     int *chain_tlen;        /* the repeated term's elements (0: not in a chain) */
+    int *star_tlen;         /* a star rule R ::= term R | (empty): the term's elements (0: not one) */
     bool any_chain;
     int n, cap;
 } rule_tab;
@@ -104,7 +105,9 @@ static int rule_find(parser *p, rule_tab *rt, const char *name, size_t len, bool
         if (cl) rt->chain_left = cl;
         int *ct = realloc(rt->chain_tlen, (size_t)nc * sizeof *ct);
         if (ct) rt->chain_tlen = ct;
-        if (!nb || !nn || !nd || !cp || !cl || !ct) return perr(p, NULL, "out of memory"), -1;
+        int *st = realloc(rt->star_tlen, (size_t)nc * sizeof *st);
+        if (st) rt->star_tlen = st;
+        if (!nb || !nn || !nd || !cp || !cl || !ct || !st) return perr(p, NULL, "out of memory"), -1;
         rt->cap = nc;
     }
     char *s = malloc(len + 1);
@@ -117,6 +120,7 @@ static int rule_find(parser *p, rule_tab *rt, const char *name, size_t len, bool
     rt->chain_prev[rt->n] = -1;
     rt->chain_left[rt->n] = 0;
     rt->chain_tlen[rt->n] = 0;
+    rt->star_tlen[rt->n] = 0;
     return rt->n++;
 }
 
@@ -272,6 +276,7 @@ static bool apply_repeat(parser *p, rule_tab *rt, int rule, ebuf *b, size_t star
         for (size_t i = 0; i < tlen; i++)
             if (!eb_push(p, rb, term[i].type, term[i].value)) return false;
         if (!eb_push(p, rb, G_REF, (uint32_t)r) || !eb_push(p, rb, G_ALT, 0) || !eb_push(p, rb, G_END, 0)) return false;
+        rt->star_tlen[r] = (int)tlen;
         return eb_push(p, b, G_REF, (uint32_t)r);
     }
     /* up to (max - min) more: R1 ::= term R2 | (empty), ..., Rk ::= term | (empty), made from
@@ -506,6 +511,115 @@ static bool chains_out(const rule_tab *rt, const bool *nullable, rlx_grammar *g)
     return true;
 }
 
+/* ---- repetitions of terms that can match nothing ----
+ *
+ * x* with x nullable ((a|)*, (b? c?)*, as regexes and hand-written grammars have them) would
+ * reach its own rule through x's empty match: left recursion, refused below. x* is the same
+ * language as (x without its empty match)*, so the star rule's term is replaced by the term's
+ * non-empty matches: NE(s1 .. sn) = NE(s1) s2 .. sn | NE(s2) s3 .. sn | ... for as long as the
+ * symbols before are nullable; NE of a nullable rule is a new rule of the NE of its
+ * alternatives; a character set or a rule that is not nullable is its own NE. */
+typedef struct ne_ctx {
+    parser *p;
+    rule_tab *rt;
+    const bool *nullable;   /* of the rules [0, n0) */
+    int n0;
+    int *ne;                /* [n0]: NE rule of a nullable rule (-1: not made yet) */
+    bool *none;             /* [n0]: the rule matches only the empty string (its NE matches nothing) */
+} ne_ctx;
+
+static int ne_rule(ne_ctx *c, int q);
+
+/* Appends to out the alternatives of NE(e[0..n)), each followed by tail (a rule reference; -1:
+ * none), separated by G_ALT; *alts counts them. */
+static bool ne_alts(ne_ctx *c, const gelem *e, size_t n, int tail, ebuf *out, int *alts)
+{
+    for (size_t i = 0; i < n;) {
+        size_t len = 1;
+        if (e[i].type != G_REF)
+            while (i + len < n && (e[i + len].type == G_CHAR_ALT || e[i + len].type == G_RNG_UPPER)) len++;
+        bool nul = e[i].type == G_REF && (int)e[i].value < c->n0 && c->nullable[e[i].value];
+        int sym = nul ? ne_rule(c, (int)e[i].value) : -1;
+        if (nul && sym < 0) return false;
+        if (!nul || !c->none[e[i].value]) {
+            if ((*alts)++ && !eb_push(c->p, out, G_ALT, 0)) return false;
+            if (nul && !eb_push(c->p, out, G_REF, (uint32_t)sym)) return false;
+            for (size_t k = nul ? i + len : i; k < n; k++)
+                if (!eb_push(c->p, out, e[k].type, e[k].value)) return false;
+            if (tail >= 0 && !eb_push(c->p, out, G_REF, (uint32_t)tail)) return false;
+        }
+        if (!nul) break;
+        i += len;
+    }
+    return true;
+}
+
+static int ne_rule(ne_ctx *c, int q)
+{
+    if (c->ne[q] >= 0) return c->ne[q];
+    int r = rule_new(c->p, c->rt, c->rt->name[q]);
+    if (r < 0) return -1;
+    c->ne[q] = r;
+    size_t n = c->rt->body[q].n; /* a copy: new rules move the bodies */
+    gelem *e = malloc(n * sizeof *e);
+    if (!e) return perr(c->p, NULL, "out of memory"), -1;
+    memcpy(e, c->rt->body[q].e, n * sizeof *e);
+    ebuf out = {0};
+    int alts = 0;
+    bool ok = true;
+    for (size_t a = 0; ok && a < n;) {
+        size_t b = a;
+        while (e[b].type != G_ALT && e[b].type != G_END) b++;
+        ok = ne_alts(c, e + a, b - a, -1, &out, &alts);
+        a = b + 1;
+    }
+    free(e);
+    if (ok && !alts) { /* only the empty string: NE matches no code point */
+        c->none[q] = true;
+        ok = eb_push(c->p, &out, G_CHAR_NOT, 0) && eb_push(c->p, &out, G_RNG_UPPER, 0x10FFFF);
+    }
+    if (!ok || !eb_push(c->p, &out, G_END, 0)) {
+        free(out.e);
+        return -1;
+    }
+    free(c->rt->body[r].e);
+    c->rt->body[r] = out;
+    return r;
+}
+
+/* Rewrites every star rule whose term is nullable (see above). */
+static bool star_terms_nonempty(parser *p, rule_tab *rt, const bool *nullable)
+{
+    int n0 = rt->n;
+    ne_ctx c = {p, rt, nullable, n0, malloc((size_t)n0 * sizeof(int)), calloc((size_t)n0, sizeof(bool))};
+    bool ok = c.ne && c.none;
+    if (!ok) perr(p, NULL, "out of memory");
+    for (int i = 0; ok && i < n0; i++) c.ne[i] = -1;
+    for (int r = 0; ok && r < n0; r++) {
+        int tlen = rt->star_tlen[r];
+        bool nul = tlen > 0;
+        for (int i = 0; nul && i < tlen; i++)
+            nul = rt->body[r].e[i].type == G_REF && nullable[rt->body[r].e[i].value];
+        if (!nul) continue;
+        gelem term[64];
+        memcpy(term, rt->body[r].e, (size_t)tlen * sizeof *term);
+        ebuf out = {0};
+        int alts = 0;
+        ok = ne_alts(&c, term, (size_t)tlen, r, &out, &alts) && (!alts || eb_push(p, &out, G_ALT, 0)) &&
+             eb_push(p, &out, G_END, 0);
+        if (!ok) {
+            free(out.e);
+            break;
+        }
+        free(rt->body[r].e);
+        rt->body[r] = out;
+        rt->star_tlen[r] = 0;
+    }
+    free(c.ne);
+    free(c.none);
+    return ok;
+}
+
 rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, rlx_error *err)
 {
     if (!src) len = 0;
@@ -563,6 +677,17 @@ rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, 
         goto fail;
     }
     compute_nullable(&rt, nullable);
+    if (!star_terms_nonempty(&p, &rt, nullable)) goto fail;
+    bool *nn = realloc(nullable, (size_t)rt.n * sizeof *nn); /* the rules NE added */
+    uint8_t *nm = realloc(mark, (size_t)rt.n);
+    if (nn) nullable = nn;
+    if (nm) mark = nm;
+    if (!nn || !nm) {
+        perr(&p, NULL, "out of memory");
+        goto fail;
+    }
+    memset(mark, 0, (size_t)rt.n);
+    compute_nullable(&rt, nullable);
     for (int r = 0; r < rt.n; r++) {
         int hit = left_recursive(&rt, nullable, r, mark);
         if (hit >= 0) {
@@ -617,6 +742,7 @@ done: /* the rule table is scratch either way */
     free(rt.chain_prev);
     free(rt.chain_left);
     free(rt.chain_tlen);
+    free(rt.star_tlen);
     free(nullable);
     free(mark);
     return g;

@@ -101,6 +101,29 @@ TEST(classes_ranges_and_repetition)
     rlx_grammar_free(g);
 }
 
+/* x* and x+ where x can match nothing ((a|)*, (a? b?)*): the repetition of x's non-empty
+ * matches, the same language, instead of a left-recursive rule */
+TEST(repeating_what_can_match_nothing)
+{
+    static const struct { const char *src, *yes[4], *no[3]; } cases[] = {
+        {"root ::= (\"a\" | \"\")*\n", {"", "a", "aaa"}, {"b", "ab"}},
+        {"root ::= (\"a\"? \"b\"?)* \"c\"\n", {"c", "abc", "bac", "aabbbac"}, {"", "abca", "cc"}},
+        {"root ::= x+ \"!\"\nx ::= y? z?\ny ::= \"q\"\nz ::= [0-9]{0,2}\n", {"!", "q!", "q12q9!", "123!"}, {"a!", "q"}},
+        {"root ::= (\"\")* \"z\"\n", {"z"}, {"", "zz"}},
+        {"root ::= ((\"a\" | \"\")* \"-\"?)*\n", {"", "a-a", "--aa-", "aaa"}, {"b", "a-b"}},
+        {"root ::= (e | \"x\")*\ne ::= \"\" | \"y\" e\n", {"", "xyx", "yy"}, {"z"}},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++) {
+        rlx_grammar *g = compile(cases[i].src);
+        ASSERT_MSG(g != NULL, "%s", cases[i].src);
+        for (int k = 0; k < 4 && cases[i].yes[k]; k++)
+            ASSERT_MSG(full_match(g, cases[i].yes[k], 1) == 1, "%s should accept '%s'", cases[i].src, cases[i].yes[k]);
+        for (int k = 0; k < 3 && cases[i].no[k]; k++)
+            ASSERT_MSG(full_match(g, cases[i].no[k], 1) == 0, "%s should refuse '%s'", cases[i].src, cases[i].no[k]);
+        rlx_grammar_free(g);
+    }
+}
+
 TEST(utf8_split_across_pieces)
 {
     /* U+00E9 (2 bytes), U+65E5 (3 bytes), U+1F600 (4 bytes) */
@@ -297,5 +320,6 @@ TEST(builtin_json_object)
 }
 
 TEST_MAIN(TEST_ENTRY(builtin_json_object), TEST_ENTRY(literals_and_alternatives), TEST_ENTRY(classes_ranges_and_repetition),
+          TEST_ENTRY(repeating_what_can_match_nothing),
           TEST_ENTRY(utf8_split_across_pieces), TEST_ENTRY(json_grammar), TEST_ENTRY(compile_errors_name_the_place),
           TEST_ENTRY(limits_are_errors_not_aborts), TEST_ENTRY(mask_equals_token_checks))
