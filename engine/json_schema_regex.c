@@ -2,20 +2,24 @@
  * run it) translated to GBNF over the JSON-encoded string content.
  *
  * Supported: literal characters, escapes (\d \w \s and their negations, \n \r \t \f \v \0,
- * \xHH, \uHHHH, \u{H...}, escaped punctuation), classes [...] and [^...] with ranges and those
- * escapes, `.` (any character but a line terminator), groups (...) (?:...) (?<name>...),
+ * \xHH, \uHHHH, \u{H...}, escaped punctuation, the general-category property escapes \p{L}
+ * \p{Lu} \p{Letter} \p{gc=Nd} ... and \P{...}, from utf8proc's Unicode tables), classes [...]
+ * and [^...] with ranges and those escapes, `.` (any character but a line terminator), groups (...) (?:...) (?<name>...),
  * alternation, ? * + {m} {m,} {m,n} (lazy forms too: same language). A pattern matches anywhere
  * in the string: a branch without `^` gets any characters before it, one without `$` any after.
  * Refused with a message naming the construct: lookarounds, backreferences, word boundaries,
- * anchors inside the pattern, \cX, \p{...}, counts over RLX_GRAMMAR_MAX_REPEAT, nesting deeper
+ * anchors inside the pattern, \cX, property escapes other than general categories (scripts,
+ * binary properties), counts over RLX_GRAMMAR_MAX_REPEAT, nesting deeper
  * than 64 groups. The characters are matched as JSON writes them: raw where JSON allows it, an
  * escape for quotes, backslashes and control characters. rlx__regex_one_repeated_char reads
  * the one shape whose length minLength/maxLength can narrow (^A Q$, A one character). */
 #include "engine/json_schema_internal.h"
 #include "engine/grammar.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #define RX_MAX_DEPTH 64
 
@@ -85,6 +89,102 @@ static void add_class_escape(rlx__cpset *s, char e)
     rlx__cpset_free(&t);
 }
 
+/* ---- Unicode general categories (\p{...}) ---- */
+
+/* Each category's runs of code points (utf8proc's numbering, UTF8PROC_CATEGORY_*: 0 Cn .. 29
+ * Co), built once for the process and kept. */
+#define GC_COUNT 30
+static struct { uint32_t (*r)[2]; size_t n, cap; } gc_runs[GC_COUNT];
+static bool gc_oom;
+static pthread_once_t gc_once = PTHREAD_ONCE_INIT;
+
+static void gc_build(void)
+{
+    int cur = -1;
+    uint32_t start = 0;
+    for (uint32_t cp = 0; cp <= 0x110000; cp++) {
+        int c = cp <= 0x10ffff ? (int)utf8proc_category((utf8proc_int32_t)cp) : -1;
+        if (c == cur) continue;
+        if (cur >= 0 && cur < GC_COUNT) {
+            if (gc_runs[cur].n == gc_runs[cur].cap) {
+                size_t cap = gc_runs[cur].cap ? gc_runs[cur].cap * 2 : 64;
+                uint32_t(*r)[2] = realloc(gc_runs[cur].r, cap * sizeof *r);
+                if (!r) {
+                    gc_oom = true;
+                    return;
+                }
+                gc_runs[cur].r = r;
+                gc_runs[cur].cap = cap;
+            }
+            gc_runs[cur].r[gc_runs[cur].n][0] = start;
+            gc_runs[cur].r[gc_runs[cur].n++][1] = cp - 1;
+        }
+        cur = c;
+        start = cp;
+    }
+}
+
+#define GC(c) (1u << UTF8PROC_CATEGORY_##c)
+/* ECMA-262's General_Category values (short name, long name, alias) */
+static const struct { const char *s, *l, *alias; uint32_t mask; } gc_names[] = {
+    {"L", "Letter", NULL, GC(LU) | GC(LL) | GC(LT) | GC(LM) | GC(LO)}, {"LC", "Cased_Letter", NULL, GC(LU) | GC(LL) | GC(LT)},
+    {"Lu", "Uppercase_Letter", NULL, GC(LU)}, {"Ll", "Lowercase_Letter", NULL, GC(LL)}, {"Lt", "Titlecase_Letter", NULL, GC(LT)},
+    {"Lm", "Modifier_Letter", NULL, GC(LM)}, {"Lo", "Other_Letter", NULL, GC(LO)},
+    {"M", "Mark", "Combining_Mark", GC(MN) | GC(MC) | GC(ME)}, {"Mn", "Nonspacing_Mark", NULL, GC(MN)},
+    {"Mc", "Spacing_Mark", NULL, GC(MC)}, {"Me", "Enclosing_Mark", NULL, GC(ME)},
+    {"N", "Number", NULL, GC(ND) | GC(NL) | GC(NO)}, {"Nd", "Decimal_Number", "digit", GC(ND)},
+    {"Nl", "Letter_Number", NULL, GC(NL)}, {"No", "Other_Number", NULL, GC(NO)},
+    {"P", "Punctuation", "punct", GC(PC) | GC(PD) | GC(PS) | GC(PE) | GC(PI) | GC(PF) | GC(PO)},
+    {"Pc", "Connector_Punctuation", NULL, GC(PC)}, {"Pd", "Dash_Punctuation", NULL, GC(PD)},
+    {"Ps", "Open_Punctuation", NULL, GC(PS)}, {"Pe", "Close_Punctuation", NULL, GC(PE)},
+    {"Pi", "Initial_Punctuation", NULL, GC(PI)}, {"Pf", "Final_Punctuation", NULL, GC(PF)},
+    {"Po", "Other_Punctuation", NULL, GC(PO)},
+    {"S", "Symbol", NULL, GC(SM) | GC(SC) | GC(SK) | GC(SO)}, {"Sm", "Math_Symbol", NULL, GC(SM)},
+    {"Sc", "Currency_Symbol", NULL, GC(SC)}, {"Sk", "Modifier_Symbol", NULL, GC(SK)}, {"So", "Other_Symbol", NULL, GC(SO)},
+    {"Z", "Separator", NULL, GC(ZS) | GC(ZL) | GC(ZP)}, {"Zs", "Space_Separator", NULL, GC(ZS)},
+    {"Zl", "Line_Separator", NULL, GC(ZL)}, {"Zp", "Paragraph_Separator", NULL, GC(ZP)},
+    {"C", "Other", NULL, GC(CC) | GC(CF) | GC(CS) | GC(CO) | GC(CN)}, {"Cc", "Control", "cntrl", GC(CC)},
+    {"Cf", "Format", NULL, GC(CF)}, {"Cs", "Surrogate", NULL, GC(CS)}, {"Co", "Private_Use", NULL, GC(CO)},
+    {"Cn", "Unassigned", NULL, GC(CN)},
+};
+#undef GC
+
+/* \p{NAME} / \P{NAME} (x->p at the '{'): the category's code points (surrogates left out: they
+ * are no characters) added to set, complemented for \P. */
+static void property_escape(rx *x, rlx__cpset *set, bool negate)
+{
+    const char *open = x->p, *close = *open == '{' ? strchr(open, '}') : NULL;
+    if (!close || close - open > 64) {
+        rx_fail(x, RLX_EINVAL, "bad escape '%s' in the pattern (at byte %d)", negate ? "\\P{...}" : "\\p{...}");
+        return;
+    }
+    char name[72];
+    memcpy(name, open + 1, (size_t)(close - open - 1));
+    name[close - open - 1] = 0;
+    const char *v = name;
+    if (!strncmp(v, "gc=", 3)) v += 3;
+    else if (!strncmp(v, "General_Category=", 17)) v += 17;
+    uint32_t mask = 0;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(gc_names) && !mask; i++)
+        if (!strcmp(v, gc_names[i].s) || !strcmp(v, gc_names[i].l) || (gc_names[i].alias && !strcmp(v, gc_names[i].alias)))
+            mask = gc_names[i].mask;
+    if (!mask) {
+        rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)",
+                "\\p{...} other than a general category (scripts, binary properties)");
+        return;
+    }
+    x->p = close + 1;
+    pthread_once(&gc_once, gc_build);
+    rlx__cpset t = {0};
+    t.oom = gc_oom;
+    for (int c = 0; c < GC_COUNT; c++)
+        if ((mask >> c & 1) && c != UTF8PROC_CATEGORY_CS)
+            for (size_t i = 0; i < gc_runs[c].n; i++) rlx__cpset_add(&t, gc_runs[c].r[i][0], gc_runs[c].r[i][1]);
+    if (negate) rlx__cpset_negate(&t);
+    rlx__cpset_add_set(set, &t);
+    rlx__cpset_free(&t);
+}
+
 /* One escape after '\' (x->p at the letter): a class shorthand goes into `set` (returns
  * UINT32_MAX), anything else returns its code point. */
 static uint32_t parse_escape(rx *x, rlx__cpset *set, bool in_class)
@@ -139,10 +239,12 @@ static uint32_t parse_escape(rx *x, rlx__cpset *set, bool in_class)
         }
         return v;
     }
-    case 'B': case 'c': case 'p': case 'P': case 'k': {
-        static const char *names[] = {"\\B (word boundary)", "\\cX (control escape)", "\\p{...} (property escape)",
-                                      "\\P{...} (property escape)", "\\k<name> (backreference)"};
-        const char *n = names[c == 'B' ? 0 : c == 'c' ? 1 : c == 'p' ? 2 : c == 'P' ? 3 : 4];
+    case 'p': case 'P':
+        property_escape(x, set, c == 'P');
+        return UINT32_MAX;
+    case 'B': case 'c': case 'k': {
+        static const char *names[] = {"\\B (word boundary)", "\\cX (control escape)", "\\k<name> (backreference)"};
+        const char *n = names[c == 'B' ? 0 : c == 'c' ? 1 : 2];
         x->p--;
         rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", n);
         return 0;

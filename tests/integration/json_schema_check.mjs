@@ -52,6 +52,7 @@ const schemas = {
   net: { type: 'object', properties: { host: { type: 'string', format: 'hostname' }, ip: { type: 'string', format: 'ipv4' } },
     required: ['host', 'ip'], additionalProperties: false },
   handle: { type: 'string', pattern: '^[a-z0-9_]+$', minLength: 3, maxLength: 8 },
+  unicode_name: { type: 'string', pattern: "^\\p{Lu}[\\p{Ll}' -]{0,10}\\P{L}$" },
   link: { type: 'object', properties: { href: { type: 'string', format: 'uri' } }, required: ['href'],
     additionalProperties: false },
   prob: { type: 'number', minimum: 0, maximum: 1 },

@@ -272,6 +272,22 @@ TEST(pattern)
     REFUSED("{\"type\":\"string\",\"pattern\":\"^[a-z]{1,3}$\",\"minLength\":5}", "nothing matches");
     REFUSED("{\"type\":\"string\",\"pattern\":\"^(?=a)+$\",\"minLength\":1}", "one repeated character");
     REFUSED("{\"type\":\"string\",\"pattern\":\"^[a-$\",\"minLength\":1}", "pattern");
+    /* general-category property escapes (utf8proc's tables), also in classes and negated */
+    g = schema("{\"type\":\"string\",\"pattern\":\"^[\\\\p{L} '-]+$\"}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "\"Jos\u00e9 O'Neil-\u674e\""); YES(g, "\"\u0416\u03a9\""); NO(g, "\"R2D2\""); NO(g, "\"a_b\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^\\\\p{Lu}\\\\p{gc=Ll}+\\\\P{Letter}$\"}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "\"Abc1\""); YES(g, "\"\u00c9t\u00e9!\""); NO(g, "\"abc1\""); NO(g, "\"AbcD\""); NO(g, "\"ABc1\"");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^\\\\p{Nd}{2}\\\\p{Sc}$\"}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "\"12$\""); YES(g, "\"\u0663\u0664\u20ac\""); NO(g, "\"1a$\""); NO(g, "\"12a\"");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^\\\\p{Script=Latin}$\"}", "general category");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^\\\\p{Foo}$\"}", "general category");
+    REFUSED("{\"type\":\"string\",\"pattern\":\"^\\\\p{L$\"}", "\\p");
 }
 
 TEST(integer_ranges)
