@@ -526,6 +526,7 @@ typedef struct ne_ctx {
     int n0;
     int *ne;                /* [n0]: NE rule of a nullable rule (-1: not made yet) */
     bool *none;             /* [n0]: the rule matches only the empty string (its NE matches nothing) */
+    size_t emitted;         /* elements written so far (an alternative of n symbols gives up to n^2) */
 } ne_ctx;
 
 static int ne_rule(ne_ctx *c, int q);
@@ -542,6 +543,12 @@ static bool ne_alts(ne_ctx *c, const gelem *e, size_t n, int tail, ebuf *out, in
         int sym = nul ? ne_rule(c, (int)e[i].value) : -1;
         if (nul && sym < 0) return false;
         if (!nul || !c->none[e[i].value]) {
+            if ((c->emitted += n - i + 3) > RLX_GRAMMAR_MAX_ELEMS) {
+                rlx_errorf(c->p->err, RLX_ERANGE, "grammar: repetitions of optional terms expand past %u elements",
+                           RLX_GRAMMAR_MAX_ELEMS);
+                c->p->failed = true;
+                return false;
+            }
             if ((*alts)++ && !eb_push(c->p, out, G_ALT, 0)) return false;
             if (nul && !eb_push(c->p, out, G_REF, (uint32_t)sym)) return false;
             for (size_t k = nul ? i + len : i; k < n; k++)
@@ -591,7 +598,7 @@ static int ne_rule(ne_ctx *c, int q)
 static bool star_terms_nonempty(parser *p, rule_tab *rt, const bool *nullable)
 {
     int n0 = rt->n;
-    ne_ctx c = {p, rt, nullable, n0, malloc((size_t)n0 * sizeof(int)), calloc((size_t)n0, sizeof(bool))};
+    ne_ctx c = {p, rt, nullable, n0, malloc((size_t)n0 * sizeof(int)), calloc((size_t)n0, sizeof(bool)), 0};
     bool ok = c.ne && c.none;
     if (!ok) perr(p, NULL, "out of memory");
     for (int i = 0; ok && i < n0; i++) c.ne[i] = -1;

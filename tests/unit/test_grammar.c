@@ -227,6 +227,17 @@ TEST(limits_are_errors_not_aborts)
     ASSERT(rlx_grammar_compile(big, n, NULL, &e) == NULL);
     ASSERT_EQ(e.code, RLX_ERANGE);
     free(big);
+    /* a repeated term of 60000 optional symbols would expand to ~1.8e9 elements without its limit */
+    size_t cap = 40 + 2 * 60000 + 40, at = 0;
+    big = malloc(cap);
+    at += (size_t)snprintf(big, cap, "root ::= x*\nx ::=");
+    for (int i = 0; i < 60000; i++) big[at++] = ' ', big[at++] = 'o';
+    at += (size_t)snprintf(big + at, cap - at, "\no ::= \"q\" | \"\"\n");
+    e = (rlx_error){0};
+    ASSERT(rlx_grammar_compile(big, at, NULL, &e) == NULL);
+    ASSERT_EQ(e.code, RLX_ERANGE);
+    ASSERT_MSG(strstr(e.msg, "optional terms"), "%s", e.msg);
+    free(big);
     /* nesting deeper than a stack may hold: refused with RLX_ERANGE, state kept */
     rlx_grammar *g = compile("root ::= \"(\" root \")\" | \"x\"\n");
     ASSERT(g != NULL);
