@@ -428,6 +428,9 @@ static void start_waiting(stdio_state *st)
 
 static void enqueue_line(stdio_state *st, const char *line, size_t len)
 {
+    /* a UTF-8 byte order mark before the JSON (PowerShell 5's utf8 output starts with one;
+     * RFC 8259 8.1 lets a parser ignore it), as the HTTP bodies have it skipped */
+    if (len >= 3 && !memcmp(line, "\xEF\xBB\xBF", 3)) line += 3, len -= 3;
     while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t')) len--;
     if (!len) return;
     entry *e = calloc(1, sizeof *e);
