@@ -725,19 +725,17 @@ rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, 
         goto fail;
     }
     g->e[g->n_e] = (gelem){G_END, 0}; /* a sentinel: the set scanners read one past a set */
+    if (!rlx__grammar_index_sets(g)) {
+        perr(&p, NULL, "out of memory");
+        goto fail;
+    }
     g->root = (uint32_t)root_id;
     g->n_rules = (uint32_t)rt.n;
     g->serial = atomic_fetch_add(&next_serial, 1) + 1;
     goto done;
 fail:
-    if (g) {
-        free(g->e);
-        free(g->rule_start);
-        free(g->chain_prev);
-        free(g->chain_left);
-        free(g);
-        g = NULL;
-    }
+    rlx_grammar_free(g);
+    g = NULL;
 done: /* the rule table is scratch either way */
     for (int r = 0; r < rt.n; r++) {
         free(rt.body[r].e);
@@ -762,6 +760,8 @@ void rlx_grammar_free(rlx_grammar *g)
     free(g->rule_start);
     free(g->chain_prev);
     free(g->chain_left);
+    free(g->big);
+    free(g->runs);
     free(g);
 }
 

@@ -124,6 +124,46 @@ TEST(repeating_what_can_match_nothing)
     }
 }
 
+/* A set of many atoms (unsorted, overlapping, singles and ranges, multi-byte code points) is
+ * matched by binary search over its merged runs: the same answers as the atoms say, for whole
+ * characters and for a lead byte alone (the half-read check); mask_equals_token_checks and
+ * test_grammar_tables compare whole masks. */
+TEST(big_character_sets)
+{
+    static const uint32_t atoms[][2] = {{'z', 'z'}, {'a', 'c'}, {'x', 'x'}, {'b', 'f'}, {'0', '4'}, {'3', '9'}, {0xe9, 0xe9},
+                                        {0x400, 0x44f}, {0x4e00, 0x4e10}, {0x1f600, 0x1f60f}, {'_', '_'}, {'-', '-'},
+                                        {0x4e05, 0x4e20}, {'A', 'A'}};
+    char src[512];
+    for (int neg = 0; neg < 2; neg++) {
+        size_t at = (size_t)snprintf(src, sizeof src, "root ::= [%s", neg ? "^" : "");
+        for (size_t i = 0; i < RLX_ARRAY_LEN(atoms); i++) {
+            at += (size_t)snprintf(src + at, sizeof src - at, "\\U%08X", atoms[i][0]);
+            if (atoms[i][1] != atoms[i][0]) at += (size_t)snprintf(src + at, sizeof src - at, "-\\U%08X", atoms[i][1]);
+        }
+        snprintf(src + at, sizeof src - at, "]+\n");
+        rlx_grammar *g = compile(src);
+        ASSERT_MSG(g != NULL, "%s", src);
+        static const uint32_t probe[] = {'a', 'c', 'd', 'f', 'g', 'w', 'x', 'y', 'z', '{', '0', '9', ':', '/', '_', '-', 'A', 'B',
+                                         0xe8, 0xe9, 0xea, 0x3ff, 0x400, 0x44f, 0x450, 0x4dff, 0x4e00, 0x4e15, 0x4e20, 0x4e21,
+                                         0x1f5ff, 0x1f600, 0x1f60f, 0x1f610};
+        for (size_t i = 0; i < RLX_ARRAY_LEN(probe); i++) {
+            uint32_t c = probe[i];
+            bool in = false;
+            for (size_t k = 0; k < RLX_ARRAY_LEN(atoms); k++) in |= atoms[k][0] <= c && c <= atoms[k][1];
+            char u[5] = {0};
+            if (c < 0x80) u[0] = (char)c;
+            else if (c < 0x800) u[0] = (char)(0xc0 | c >> 6), u[1] = (char)(0x80 | (c & 0x3f));
+            else if (c < 0x10000) u[0] = (char)(0xe0 | c >> 12), u[1] = (char)(0x80 | (c >> 6 & 0x3f)), u[2] = (char)(0x80 | (c & 0x3f));
+            else u[0] = (char)(0xf0 | c >> 18), u[1] = (char)(0x80 | (c >> 12 & 0x3f)), u[2] = (char)(0x80 | (c >> 6 & 0x3f)),
+                 u[3] = (char)(0x80 | (c & 0x3f));
+            ASSERT_MSG(full_match(g, u, 1) == (in != neg), "U+%04X in [%s...]: %d", c, neg ? "^" : "", full_match(g, u, 1));
+            if (strlen(u) > 1 && in != neg) /* the lead byte alone: a character of the set can start so */
+                ASSERT_MSG(prefix_ok(g, (char[2]){u[0], 0}) == 1, "lead byte of U+%04X", c);
+        }
+        rlx_grammar_free(g);
+    }
+}
+
 TEST(utf8_split_across_pieces)
 {
     /* U+00E9 (2 bytes), U+65E5 (3 bytes), U+1F600 (4 bytes) */
@@ -331,6 +371,6 @@ TEST(builtin_json_object)
 }
 
 TEST_MAIN(TEST_ENTRY(builtin_json_object), TEST_ENTRY(literals_and_alternatives), TEST_ENTRY(classes_ranges_and_repetition),
-          TEST_ENTRY(repeating_what_can_match_nothing),
+          TEST_ENTRY(repeating_what_can_match_nothing), TEST_ENTRY(big_character_sets),
           TEST_ENTRY(utf8_split_across_pieces), TEST_ENTRY(json_grammar), TEST_ENTRY(compile_errors_name_the_place),
           TEST_ENTRY(limits_are_errors_not_aborts), TEST_ENTRY(mask_equals_token_checks))
