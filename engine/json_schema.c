@@ -136,6 +136,7 @@ static const struct { const char *name; int family; } keywords[] = {
     {"additionalItems", KW_ARR}, {"uniqueItems", KW_ARR}, {"minProperties", KW_OBJ}, {"maxProperties", KW_OBJ},
     {"minLength", KW_STR}, {"maxLength", KW_STR}, {"pattern", KW_STR}, {"format", KW_STR}, {"contentEncoding", KW_STR},
     {"minimum", KW_NUM}, {"maximum", KW_NUM}, {"exclusiveMinimum", KW_NUM}, {"exclusiveMaximum", KW_NUM},
+    {"multipleOf", KW_NUM},
 };
 
 int rlx__js_family(const char *key)
@@ -454,6 +455,7 @@ static int number_format(rlx__js *j, const cJSON *s)
 
 /* ---- numbers and strings ---- */
 
+
 /* Integer bounds from minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers, or the
  * draft-4 booleans). */
 static char *visit_integer(rlx__js *j, const cJSON *s)
@@ -488,6 +490,17 @@ static char *visit_integer(rlx__js *j, const cJSON *s)
         if (!has_lo || lo < INT32_MIN) lo = INT32_MIN, has_lo = true;
         if (!has_hi || hi > INT32_MAX) hi = INT32_MAX, has_hi = true;
     }
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
+    if (mo && (!cJSON_IsNumber(mo) || !(mo->valuedouble > 0) || mo->valuedouble != floor(mo->valuedouble) ||
+               mo->valuedouble > (double)RLX__INT_BOUND))
+        return rlx__js_fail(j, RLX_EINVAL, "'multipleOf' other than a positive whole number is not supported"), NULL;
+    if (mo && mo->valuedouble > 1) {
+        if ((has_lo && lo > RLX__INT_BOUND) || (has_hi && hi < -RLX__INT_BOUND) || (has_lo && has_hi && lo > hi))
+            return rlx__js_fail(j, RLX_EINVAL, "no integer lies between 'minimum' and 'maximum'"), NULL;
+        if (has_lo && lo < -RLX__INT_BOUND) lo = -RLX__INT_BOUND;
+        if (has_hi && hi > RLX__INT_BOUND) hi = RLX__INT_BOUND;
+        return rlx__js_multiples(j, (long long)mo->valuedouble, has_lo, lo, has_hi, hi);
+    }
     if (!has_lo && !has_hi) return strdup("integer");
     if ((has_lo && lo > RLX__INT_BOUND) || (has_hi && hi < -RLX__INT_BOUND))
         return rlx__js_fail(j, RLX_ERANGE, "integer bounds beyond +-(2^53-1) are not supported"), NULL;
@@ -506,6 +519,7 @@ static char *visit_number(rlx__js *j, const cJSON *s)
     int nf = number_format(j, s);
     if (nf < 0) return NULL;
     if (nf == NF_INT32 || nf == NF_INT64) return visit_integer(j, s); /* whole numbers only */
+    if (cJSON_GetObjectItemCaseSensitive(s, "multipleOf")) return visit_integer(j, s); /* of a whole number: whole */
     bool has[2] = {false, false}, excl[2] = {false, false};
     long long v[2] = {0, 0};
     static const char *const kws[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};

@@ -22,7 +22,9 @@
  * simple forms of email / hostname / ipv4 / ipv6 / uri / uri-reference (subsets of the RFCs'
  * and ajv-formats' "full" formats; a string format says nothing of numbers), number formats
  * int32 (bounds) / int64 / float (no power of ten over 22) / double, contentEncoding base64
- * (as format byte), OpenAPI 3.0's nullable (null beside the type; a type is needed), integer minimum / maximum
+ * (as format byte), OpenAPI 3.0's nullable (null beside the type; a type is needed), multipleOf
+ * of a whole number (the multiples listed between two bounds, 256 at most, or by their last
+ * digits for a divisor of 1000), integer minimum / maximum
  * / exclusiveMinimum / exclusiveMaximum (exact digit-range rules), the same on type number when
  * the bounds are integers within +-1e9 (numbers are then written with at most 5 fraction
  * digits and no exponent, so every double stays inside), patternProperties with one pattern
@@ -30,7 +32,7 @@
  * Annotations (title, description, $schema, $id, $anchor, default, examples, $comment,
  * deprecated, readOnly, writeOnly, contentMediaType, OpenAPI's discriminator / example / x-
  * extensions, enumDescriptions, markdownDescription) are ignored. Anything else - an
- * unknown keyword (multipleOf, not, if/then/else, contains, propertyNames, ...), a fractional
+ * unknown keyword (not, if/then/else, contains, propertyNames, ...), another multipleOf, a fractional
  * bound on a number, a second pattern, a remote $ref, an unsupported regex construct - is an
  * error whose message names it: nothing is silently skipped.
  *

@@ -1,7 +1,7 @@
 /* json_schema_prim.c - text helpers and fixed rules of the JSON Schema compiler: growable
  * buffers, GBNF / JSON string escaping, code point sets written as JSON string characters, the
  * primitive rules, and exact integer range rules (see json_schema_internal.h). */
-#include "engine/json_schema_internal.h"
+#include "engine/json_schema_walk.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -450,4 +450,37 @@ bool rlx__num_range(rlx__sb *b, bool has_lo, long long lo, bool lo_excl, bool ha
     }
     rlx__sb_puts(b, " )");
     return alts > 0;
+}
+
+/* ---- multipleOf ---- */
+
+/* The multiples of k (> 1) within the integer bounds (has_lo/lo, has_hi/hi): listed when both
+ * bounds are given and at most 256 multiples lie between; else, for a divisor of 1000 and no
+ * bound, every integer of at most 15 digits (exact in a double, so a validator's division is
+ * too; the plain integer rule's 16th digit could pass 2^53) whose last j digits (10^j the first
+ * power of ten k divides) are a multiple of k. Anything else is refused by name. */
+char *rlx__js_multiples(rlx__js *j, long long k, bool has_lo, long long lo, bool has_hi, long long hi)
+{
+    rlx__sb b = {0};
+    if (has_lo && has_hi) {
+        long long first = lo >= 0 ? (lo + k - 1) / k : -((-lo) / k), last = hi >= 0 ? hi / k : -((-hi + k - 1) / k);
+        if (first > last)
+            return rlx__js_fail(j, RLX_EINVAL, "no multiple of 'multipleOf' %lld lies between the bounds", k), NULL;
+        if (last - first < 256) {
+            for (long long m = first; m <= last; m++) rlx__sb_printf(&b, "%s\"%lld\"", m > first ? " | " : "", m * k);
+            return rlx__js_rule(j, "mult", rlx__js_take(j, &b));
+        }
+    }
+    int digits = 0;
+    for (long long p = 10; p <= 1000 && !digits; p *= 10) digits = p % k ? 0 : p == 10 ? 1 : p == 100 ? 2 : 3;
+    if (has_lo || has_hi || !digits)
+        return rlx__js_fail(j, RLX_EINVAL, "'multipleOf' %lld is supported between a 'minimum' and a 'maximum' with at most 256 "
+                            "multiples, or without bounds for a divisor of 1000", k), NULL;
+    long long pow = digits == 1 ? 10 : digits == 2 ? 100 : 1000;
+    rlx__sb_puts(&b, "\"-\"? ( ");
+    for (long long m = 0; m < pow; m += k) rlx__sb_printf(&b, "%s\"%lld\"", m ? " | " : "", m); /* fewer digits */
+    rlx__sb_printf(&b, " | [1-9] [0-9]{0,%d} ( ", 14 - digits); /* 15 digits: below 2^53, exact in a double */
+    for (long long m = 0; m < pow; m += k) rlx__sb_printf(&b, "%s\"%0*lld\"", m ? " | " : "", digits, m);
+    rlx__sb_puts(&b, " ) )");
+    return rlx__js_rule(j, "mult", rlx__js_take(j, &b));
 }

@@ -38,6 +38,9 @@ int rlx__js_family(const char *key);
 unsigned rlx__js_value_type(const cJSON *v);
 const cJSON *rlx__js_resolve(rlx__js *j, const char *ref);
 bool rlx__js_counts(rlx__js *j, const cJSON *s, const char *kmin, const char *kmax, long long *mn, long long *mx);
+/* The rule for the multiples of k (> 1) within integer bounds (json_schema_prim.c says which
+ * cases it writes); NULL and a failure naming multipleOf for the others. */
+char *rlx__js_multiples(rlx__js *j, long long k, bool has_lo, long long lo, bool has_hi, long long hi);
 char *rlx__js_visit(rlx__js *j, const cJSON *s, const char *hint);
 char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint);
 char *rlx__js_array(rlx__js *j, const cJSON *s, const char *hint);

@@ -70,6 +70,8 @@ const schemas = {
   iso_times: { type: 'array', prefixItems: [{ type: 'string', format: 'iso-time' },
     { type: 'string', format: 'iso-date-time' }], items: false, minItems: 2 },
   int32: { type: 'integer', format: 'int32' },
+  multiples: { type: 'array', prefixItems: [{ type: 'integer', multipleOf: 25 }, { type: 'number', multipleOf: 8 },
+    { type: 'integer', minimum: -10, maximum: 100, multipleOf: 7 }], items: false, minItems: 3 },
   num_formats: { type: 'array', prefixItems: [{ type: 'number', format: 'int32', minimum: -5.5 },
     { type: 'number', format: 'float' }, { format: 'int64' }], items: false, minItems: 3 },
   // Pydantic's tagged union: OpenAPI's discriminator beside the oneOf it annotates

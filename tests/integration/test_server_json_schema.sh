@@ -3,7 +3,7 @@
 # random-weight model (synth-llama-tiny, the 32,000-token Llama vocabulary; RLX_SCHEMA_MODEL=
 # synth-qwen2-tiny-f32.gguf takes the 151,936-token Qwen2 one, about 3x slower) so that nothing
 # but the constraint makes the output valid: json_schema_check.mjs samples RLX_SCHEMA_SAMPLES
-# (100) outputs at temperature 1.0 for each of 38 schemas and validates them with Ajv (JSON
+# (100) outputs at temperature 1.0 for each of 39 schemas and validates them with Ajv (JSON
 # Schema 2020-12 + ajv-formats); then the native and stdio `json_schema` field and the 400s
 # naming the keyword.
 cd "$(dirname "$0")/../.." || exit 1

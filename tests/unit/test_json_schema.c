@@ -218,6 +218,35 @@ TEST(number_formats)
     YES(g, "12"); YES(g, "\"2020-01-01\""); NO(g, "\"x\"");
     rlx_grammar_free(g);
     REFUSED("{\"type\":\"integer\",\"format\":\"uint8\"}", "uint8");
+}
+
+/* multipleOf: listed between two bounds (256 multiples at most), or by the last digits for a
+ * divisor of 1000 */
+TEST(multiple_of)
+{
+    rlx_grammar *g = schema("{\"type\":\"integer\",\"multipleOf\":5}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "0"); YES(g, "5"); YES(g, "-15"); YES(g, "1234567890"); YES(g, "100");
+    NO(g, "7"); NO(g, "12"); NO(g, "05"); NO(g, "5.0"); YES(g, "999999999999995"); NO(g, "9999999999999995");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"number\",\"multipleOf\":8}"); /* a multiple of a whole number is whole */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "8"); YES(g, "1000"); YES(g, "-96"); YES(g, "1024"); NO(g, "100"); NO(g, "1028"); NO(g, "4"); NO(g, "8.5");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":-10,\"exclusiveMaximum\":21}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "-7"); YES(g, "0"); YES(g, "14"); NO(g, "-14"); NO(g, "21"); NO(g, "8");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"integer\",\"multipleOf\":1,\"maximum\":3}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "3"); YES(g, "-40"); NO(g, "4");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"integer\",\"multipleOf\":3}", "multipleOf");
+    REFUSED("{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":0}", "multipleOf");
+    REFUSED("{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":0,\"maximum\":10000}", "multipleOf");
+    REFUSED("{\"type\":\"number\",\"multipleOf\":0.01}", "multipleOf");
+    REFUSED("{\"type\":\"integer\",\"multipleOf\":0}", "multipleOf");
+    REFUSED("{\"type\":\"integer\",\"multipleOf\":10,\"minimum\":1,\"maximum\":9}", "multipleOf");
     REFUSED("{\"type\":\"number\",\"format\":7}", "format");
 }
 
@@ -733,7 +762,7 @@ int main(void)
 {
     static const rlx_test_case tests[] = {
         TEST_ENTRY(types), TEST_ENTRY(strings_unicode), TEST_ENTRY(formats), TEST_ENTRY(pattern),
-        TEST_ENTRY(number_formats), TEST_ENTRY(integer_ranges), TEST_ENTRY(number_ranges), TEST_ENTRY(objects),
+        TEST_ENTRY(number_formats), TEST_ENTRY(multiple_of), TEST_ENTRY(integer_ranges), TEST_ENTRY(number_ranges), TEST_ENTRY(objects),
         TEST_ENTRY(property_counts), TEST_ENTRY(all_of), TEST_ENTRY(arrays),
         TEST_ENTRY(enum_const), TEST_ENTRY(any_one_of), TEST_ENTRY(refs), TEST_ENTRY(unknown_keywords_and_annotations),
         TEST_ENTRY(depth), TEST_ENTRY(limits),
