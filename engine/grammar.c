@@ -219,6 +219,8 @@ bool rlx__grammar_index_sets(rlx_grammar *g)
                 r[m][0] = r[k][0], r[m][1] = r[k][1], m++;
             }
         }
+        if (!g->big_mark && !(g->big_mark = calloc(g->n_e / 64 + 1, sizeof *g->big_mark))) return false;
+        g->big_mark[p / 64] |= 1ull << (p % 64);
         g->big[g->n_big++] = (struct rlx__gbig){p, q, (uint32_t)n_runs, m};
         n_runs += m;
         p = q;
@@ -229,6 +231,7 @@ bool rlx__grammar_index_sets(rlx_grammar *g)
 /* The big set starting at element p, or NULL. */
 static const struct rlx__gbig *big_set(const rlx_grammar *g, uint32_t p)
 {
+    if (!(g->big_mark[p / 64] >> (p % 64) & 1)) return NULL;
     uint32_t lo = 0, hi = g->n_big;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;

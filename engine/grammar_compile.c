@@ -762,6 +762,7 @@ void rlx_grammar_free(rlx_grammar *g)
     free(g->chain_left);
     free(g->big);
     free(g->runs);
+    free(g->big_mark);
     free(g);
 }
 

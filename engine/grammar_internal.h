@@ -41,6 +41,7 @@ struct rlx_grammar {
     struct rlx__gbig { uint32_t start, end, off, n; } *big;
     uint32_t n_big;
     uint32_t (*runs)[2];
+    uint64_t *big_mark;     /* bit p: a big set starts at element p (the common miss costs one load) */
 };
 
 /* Builds g->big / g->runs for the sets of at least RLX__GBIG_ATOMS atoms (grammar.c); false
