@@ -121,16 +121,6 @@ bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src)
 
 static bool end_of_seq(const gelem *e) { return e->type == G_END || e->type == G_ALT; }
 
-static const struct rlx__gbig *big_set(const rlx_grammar *g, uint32_t p);
-
-/* The element after p, a big set (grammar_internal.h) skipped whole. */
-static inline uint32_t skip_elem(const rlx_grammar *g, uint32_t p)
-{
-    uint32_t t = g->e[p].type;
-    const struct rlx__gbig *b = g->n_big && (t == G_CHAR || t == G_CHAR_NOT || t == G_ANY) ? big_set(g, p) : NULL;
-    return b ? b->end : p + 1;
-}
-
 /* Expands rule references at the top of stack v (of n entries, with room for one more in buf
  * up to RLX_GRAMMAR_MAX_DEPTH) until every resulting stack's top is a character set or the
  * stack is empty, adding those to out. No left recursion (checked at compile time), so this
@@ -157,7 +147,7 @@ static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *ou
         }
         advance(g, v, m, out);
         v[n - 1] = saved_top; /* the recursion wrote over the entries above n - 1 only */
-        while (!end_of_seq(&g->e[sub])) sub = skip_elem(g, sub);
+        while (!end_of_seq(&g->e[sub])) sub++;
         if (g->e[sub].type != G_ALT) break;
         sub++;
     }
@@ -165,105 +155,9 @@ static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *ou
 
 void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out) { advance(g, v, n, out); }
 
-/* ---- big character sets ---- */
-
-static int cmp_run(const void *a, const void *b)
-{
-    const uint32_t *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
-bool rlx__grammar_index_sets(rlx_grammar *g)
-{
-    const gelem *e = g->e;
-    size_t cap_big = 0, cap_runs = 0, n_runs = 0;
-    for (uint32_t p = 0; p < g->n_e;) {
-        if (e[p].type != G_CHAR && e[p].type != G_CHAR_NOT && e[p].type != G_ANY) {
-            p++;
-            continue;
-        }
-        uint32_t q = p, atoms = 0;
-        do {
-            q += e[q].type != G_ANY && e[q + 1].type == G_RNG_UPPER ? 2 : 1;
-            atoms++;
-        } while (e[q].type == G_CHAR_ALT);
-        if (atoms < RLX__GBIG_ATOMS) {
-            p = q;
-            continue;
-        }
-        if (g->n_big == cap_big) {
-            cap_big = cap_big ? cap_big * 2 : 8;
-            struct rlx__gbig *nb = realloc(g->big, cap_big * sizeof *nb);
-            if (!nb) return false;
-            g->big = nb;
-        }
-        if (n_runs + atoms > cap_runs) {
-            while (n_runs + atoms > cap_runs) cap_runs = cap_runs ? cap_runs * 2 : 256;
-            uint32_t(*nr)[2] = realloc(g->runs, cap_runs * sizeof *nr);
-            if (!nr) return false;
-            g->runs = nr;
-        }
-        uint32_t(*r)[2] = g->runs + n_runs, n = 0;
-        for (uint32_t k = p; k < q;) {
-            if (e[k].type == G_ANY) r[n][0] = 0, r[n][1] = 0x10ffff, k++;
-            else if (e[k + 1].type == G_RNG_UPPER) r[n][0] = e[k].value, r[n][1] = e[k + 1].value, k += 2;
-            else r[n][0] = r[n][1] = e[k].value, k++;
-            n++;
-        }
-        qsort(r, n, sizeof *r, cmp_run);
-        uint32_t m = 0; /* merged: disjoint, ascending */
-        for (uint32_t k = 0; k < n; k++) {
-            if (m && r[k][0] <= r[m - 1][1] + 1) {
-                if (r[k][1] > r[m - 1][1]) r[m - 1][1] = r[k][1];
-            } else {
-                r[m][0] = r[k][0], r[m][1] = r[k][1], m++;
-            }
-        }
-        if (!g->big_mark && !(g->big_mark = calloc(g->n_e / 64 + 1, sizeof *g->big_mark))) return false;
-        g->big_mark[p / 64] |= 1ull << (p % 64);
-        g->big[g->n_big++] = (struct rlx__gbig){p, q, (uint32_t)n_runs, m};
-        n_runs += m;
-        p = q;
-    }
-    return true;
-}
-
-/* The big set starting at element p, or NULL. */
-static const struct rlx__gbig *big_set(const rlx_grammar *g, uint32_t p)
-{
-    if (!(g->big_mark[p / 64] >> (p % 64) & 1)) return NULL;
-    uint32_t lo = 0, hi = g->n_big;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (g->big[mid].start < p) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < g->n_big && g->big[lo].start == p ? &g->big[lo] : NULL;
-}
-
-/* The run of b holding c or, failing that, the first one above c (index n when none). */
-static uint32_t run_at(const rlx_grammar *g, const struct rlx__gbig *b, uint32_t c)
-{
-    const uint32_t(*r)[2] = g->runs + b->off;
-    uint32_t lo = 0, hi = b->n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (r[mid][1] < c) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 /* Does the set starting at element p contain c? *next gets the element after the set. */
-static bool match_char(const rlx_grammar *g, uint32_t p, uint32_t c, uint32_t *next)
+static bool match_char(const gelem *e, uint32_t p, uint32_t c, uint32_t *next)
 {
-    const gelem *e = g->e;
-    const struct rlx__gbig *b = g->n_big ? big_set(g, p) : NULL;
-    if (b) {
-        uint32_t i = run_at(g, b, c);
-        *next = b->end;
-        return (i < b->n && g->runs[b->off + i][0] <= c) == (e[p].type != G_CHAR_NOT);
-    }
     bool positive = e[p].type == G_CHAR || e[p].type == G_ANY, found = false;
     do {
         if (e[p].type == G_ANY) {
@@ -282,17 +176,9 @@ static bool match_char(const rlx_grammar *g, uint32_t p, uint32_t c, uint32_t *n
 }
 
 /* Could a code point in [lo, hi] (a half-read UTF-8 sequence) be in the set at p? */
-static bool match_range(const rlx_grammar *g, uint32_t p, uint32_t lo, uint32_t hi)
+static bool match_range(const gelem *e, uint32_t p, uint32_t lo, uint32_t hi)
 {
-    const gelem *e = g->e;
     bool positive = e[p].type == G_CHAR || e[p].type == G_ANY;
-    const struct rlx__gbig *b = g->n_big ? big_set(g, p) : NULL;
-    if (b) { /* the run holding lo, or the first above it */
-        uint32_t i = run_at(g, b, lo);
-        const uint32_t *r = i < b->n ? g->runs[b->off + i] : NULL;
-        if (positive) return r && r[0] <= hi;
-        return !(r && r[0] <= lo && r[1] >= hi); /* excluded only when one run covers every candidate */
-    }
     do {
         uint32_t a, b;
         if (e[p].type == G_ANY) {
@@ -332,7 +218,7 @@ static void step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t c, rlx__
         if (n == 0) continue;
         const uint32_t *v = in->data + in->off[i];
         uint32_t next;
-        if (match_char(g, v[n - 1], c, &next)) pass_top(g, v, n, next, out, buf);
+        if (match_char(g->e, v[n - 1], c, &next)) pass_top(g, v, n, next, out, buf);
     }
 }
 
@@ -340,7 +226,7 @@ void rlx__grammar_after_top(const rlx_grammar *g, const uint32_t *v, uint32_t n,
 {
     uint32_t next;
     if (!n) return;
-    match_char(g, v[n - 1], 0, &next); /* only for the element after the set, whatever it holds */
+    match_char(g->e, v[n - 1], 0, &next); /* only for the element after the set, whatever it holds */
     pass_top(g, v, n, next, out, buf);
 }
 
@@ -361,7 +247,7 @@ static bool partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t 
     if (hi > 0x10ffff) hi = 0x10ffff;
     if (lo > hi) return false;
     for (size_t i = 0; i < s->n; i++)
-        if (s->len[i] && match_range(g, s->data[s->off[i] + s->len[i] - 1], lo, hi)) return true;
+        if (s->len[i] && match_range(g->e, s->data[s->off[i] + s->len[i] - 1], lo, hi)) return true;
     return false;
 }
 
@@ -399,7 +285,7 @@ bool rlx__grammar_partial_possible(const rlx_grammar *g, const rlx__sset *s, uin
 bool rlx__grammar_top_has(const rlx_grammar *g, uint32_t elem, uint32_t cp)
 {
     uint32_t next;
-    return match_char(g, elem, cp, &next);
+    return match_char(g->e, elem, cp, &next);
 }
 
 void rlx__grammar_step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t cp, rlx__sset *out, uint32_t *buf)
@@ -448,7 +334,7 @@ rlx_grammar_state *rlx_grammar_state_new(const rlx_grammar *g, rlx_error *err)
         uint32_t n = 0;
         if (!end_of_seq(&g->e[p])) s->buf[n++] = p;
         advance(g, s->buf, n, &s->stacks);
-        while (!end_of_seq(&g->e[p])) p = skip_elem(g, p);
+        while (!end_of_seq(&g->e[p])) p++;
         if (g->e[p].type != G_ALT) break;
         p++;
     }

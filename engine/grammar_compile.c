@@ -684,17 +684,20 @@ rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, 
         goto fail;
     }
     compute_nullable(&rt, nullable);
+    int n_before = rt.n;
     if (!star_terms_nonempty(&p, &rt, nullable)) goto fail;
-    bool *nn = realloc(nullable, (size_t)rt.n * sizeof *nn); /* the rules NE added */
-    uint8_t *nm = realloc(mark, (size_t)rt.n);
-    if (nn) nullable = nn;
-    if (nm) mark = nm;
-    if (!nn || !nm) {
-        perr(&p, NULL, "out of memory");
-        goto fail;
+    if (rt.n != n_before) { /* rules NE added (a rewrite always adds one): nullable again */
+        bool *nn = realloc(nullable, (size_t)rt.n * sizeof *nn);
+        uint8_t *nm = realloc(mark, (size_t)rt.n);
+        if (nn) nullable = nn;
+        if (nm) mark = nm;
+        if (!nn || !nm) {
+            perr(&p, NULL, "out of memory");
+            goto fail;
+        }
+        memset(mark, 0, (size_t)rt.n);
+        compute_nullable(&rt, nullable);
     }
-    memset(mark, 0, (size_t)rt.n);
-    compute_nullable(&rt, nullable);
     for (int r = 0; r < rt.n; r++) {
         int hit = left_recursive(&rt, nullable, r, mark);
         if (hit >= 0) {
@@ -725,10 +728,6 @@ rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, 
         goto fail;
     }
     g->e[g->n_e] = (gelem){G_END, 0}; /* a sentinel: the set scanners read one past a set */
-    if (!rlx__grammar_index_sets(g)) {
-        perr(&p, NULL, "out of memory");
-        goto fail;
-    }
     g->root = (uint32_t)root_id;
     g->n_rules = (uint32_t)rt.n;
     g->serial = atomic_fetch_add(&next_serial, 1) + 1;
@@ -760,9 +759,6 @@ void rlx_grammar_free(rlx_grammar *g)
     free(g->rule_start);
     free(g->chain_prev);
     free(g->chain_left);
-    free(g->big);
-    free(g->runs);
-    free(g->big_mark);
     free(g);
 }
 

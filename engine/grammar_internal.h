@@ -34,20 +34,9 @@ struct rlx_grammar {
      * chain_left, the terms that may still follow the one at this position (k - j for R_j). */
     int32_t *chain_prev;
     uint32_t *chain_left;
-    /* Character sets of many atoms (\p{L} from a JSON Schema pattern has ~700 ranges) with their
-     * atoms sorted and merged, so a match is a binary search, not a scan (tables walk every
-     * token's bytes through them): big[i] covers elements [start, end), its runs are
-     * runs[off .. off + n) (lo, hi); ordered by start. NULL / 0 when the grammar has none. */
-    struct rlx__gbig { uint32_t start, end, off, n; } *big;
-    uint32_t n_big;
-    uint32_t (*runs)[2];
-    uint64_t *big_mark;     /* bit p: a big set starts at element p (the common miss costs one load) */
 };
 
-/* Builds g->big / g->runs for the sets of at least RLX__GBIG_ATOMS atoms (grammar.c); false
- * when out of memory. */
-#define RLX__GBIG_ATOMS 12
-bool rlx__grammar_index_sets(rlx_grammar *g);
+
 
 /* A set of parse stacks (duplicates merged), each a list of element indexes, top last. */
 typedef struct rlx__sset {
