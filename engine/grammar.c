@@ -158,6 +158,10 @@ void rlx__grammar_advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__ss
 /* Does the set starting at element p contain c? *next gets the element after the set. */
 static bool match_char(const gelem *e, uint32_t p, uint32_t c, uint32_t *next)
 {
+    if (e[p].type >= G_TOKEN) { /* a token reference holds no code point */
+        *next = p + 1;
+        return false;
+    }
     bool positive = e[p].type == G_CHAR || e[p].type == G_ANY, found = false;
     do {
         if (e[p].type == G_ANY) {
@@ -178,6 +182,7 @@ static bool match_char(const gelem *e, uint32_t p, uint32_t c, uint32_t *next)
 /* Could a code point in [lo, hi] (a half-read UTF-8 sequence) be in the set at p? */
 static bool match_range(const gelem *e, uint32_t p, uint32_t lo, uint32_t hi)
 {
+    if (e[p].type >= G_TOKEN) return false;
     bool positive = e[p].type == G_CHAR || e[p].type == G_ANY;
     do {
         uint32_t a, b;
@@ -313,7 +318,7 @@ static rlx_grammar_state *state_alloc(const rlx_grammar *g)
     if (!s) return NULL;
     s->g = g;
     s->buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *s->buf);
-    s->spare = calloc(2, sizeof *s->spare);
+    s->spare = calloc(3, sizeof *s->spare);
     if (!s->buf || !s->spare) {
         rlx_grammar_state_free(s);
         return NULL;
@@ -366,6 +371,7 @@ void rlx_grammar_state_free(rlx_grammar_state *s)
     if (s->spare) {
         rlx__sset_free(&s->spare[0]);
         rlx__sset_free(&s->spare[1]);
+        rlx__sset_free(&s->spare[2]);
     }
     free(s->spare);
     free(s->buf);
@@ -419,6 +425,100 @@ bool rlx_grammar_allows(const rlx_grammar_state *s, const char *bytes, size_t n)
     uint32_t partial;
     int remain, rc;
     return run_bytes(s, bytes, n, &partial, &remain, &rc) != NULL;
+}
+
+/* ---- token references ---------------------------------------------------------------------- */
+
+static bool ref_matches(const gelem *e, int32_t token)
+{
+    return (e->type == G_TOKEN && e->value == (uint32_t)token) || (e->type == G_TOKEN_NOT && e->value != (uint32_t)token);
+}
+
+/* A whole token through the state's scratch (run_bytes' contract): the stacks that read its bytes
+ * and, at a character boundary on both sides, those whose top reference matches its id, passed. */
+static rlx__sset *run_token(const rlx_grammar_state *s, int32_t token, const char *bytes, size_t n, uint32_t *partial,
+                            int *remain, int *rc)
+{
+    if (!s->g->has_tokens) {
+        if (n) return run_bytes(s, bytes, n, partial, remain, rc);
+        *rc = RLX_EINVAL;
+        return NULL;
+    }
+    rlx__sset *by_bytes = n ? run_bytes(s, bytes, n, partial, remain, rc) : NULL;
+    if (n && !by_bytes && *rc != RLX_EINVAL) return NULL; /* a limit */
+    if (s->remain || (by_bytes && *remain)) { /* inside a character: no reference can match */
+        if (!by_bytes) *rc = RLX_EINVAL;
+        return by_bytes;
+    }
+    rlx__sset *out = &s->spare[2];
+    if (by_bytes ? !rlx__sset_copy(out, by_bytes) : (rlx__sset_clear(out), false)) {
+        *rc = RLX_ENOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < s->stacks.n; i++) {
+        uint32_t len = s->stacks.len[i];
+        const uint32_t *v = s->stacks.data + s->stacks.off[i];
+        if (len && ref_matches(&s->g->e[v[len - 1]], token)) pass_top(s->g, v, len, v[len - 1] + 1, out, s->buf);
+    }
+    *rc = out->oom ? RLX_ENOMEM : out->overflow ? RLX_ERANGE : out->n ? 0 : RLX_EINVAL;
+    if (*rc) return NULL;
+    if (!by_bytes) *partial = 0, *remain = 0;
+    return out;
+}
+
+int rlx_grammar_accept_token(rlx_grammar_state *s, int32_t token, const char *bytes, size_t n)
+{
+    uint32_t partial;
+    int remain, rc;
+    rlx__sset *res = run_token(s, token, bytes, n, &partial, &remain, &rc);
+    if (!res) return rc;
+    if (res != &s->stacks) {
+        rlx__sset old = s->stacks;
+        s->stacks = *res;
+        *res = old;
+    }
+    s->partial = partial;
+    s->remain = remain;
+    return 0;
+}
+
+bool rlx_grammar_allows_token(const rlx_grammar_state *s, int32_t token, const char *bytes, size_t n)
+{
+    uint32_t partial;
+    int remain, rc;
+    return run_token(s, token, bytes, n, &partial, &remain, &rc) != NULL;
+}
+
+int64_t rlx__grammar_token_bits(const rlx_grammar_state *s, const rlx_grammar_vocab *v, uint64_t *bits,
+                                uint8_t *allowed)
+{
+    if (!s->g->has_tokens || s->remain) return 0;
+    int64_t added = 0;
+    size_t words = ((size_t)v->n_vocab + 63) / 64;
+    for (size_t i = 0; i < s->stacks.n; i++) {
+        uint32_t len = s->stacks.len[i];
+        const gelem *e = len ? &s->g->e[s->stacks.data[s->stacks.off[i] + len - 1]] : NULL;
+        if (!e || e->type < G_TOKEN) continue;
+        for (size_t w = 0; w < words; w++) {
+            uint64_t m = e->type == G_TOKEN_NOT ? ~0ull : 0;
+            if (e->value / 64 == w) m ^= 1ull << (e->value % 64);
+            if (v->eog) m &= ~v->eog[w];
+            if (w == words - 1 && v->n_vocab % 64) m &= (1ull << (v->n_vocab % 64)) - 1;
+            if (!m) continue;
+            uint64_t was = 0;
+            for (uint64_t b = m; allowed && b; b &= b - 1) {
+                size_t t = w * 64 + (size_t)__builtin_ctzll(b);
+                was |= (uint64_t)allowed[t] << (t % 64);
+                allowed[t] = 1;
+            }
+            if (bits) {
+                was = bits[w];
+                bits[w] |= m;
+            }
+            added += __builtin_popcountll(m & ~was);
+        }
+    }
+    return added;
 }
 
 bool rlx_grammar_can_end(const rlx_grammar_state *s)

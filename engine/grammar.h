@@ -11,7 +11,12 @@
  * continues on the next line after `|` or inside parentheses), `#` comments, string literals
  * with \n \r \t \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH escapes, character classes [a-z] and [^...],
  * `.` (any code point), groups, rule references, and the postfix operators * + ? {m} {m,}
- * {m,n}. Left recursion is refused at compile time (it would never terminate); a repetition of
+ * {m,n}, and token references: <[id]> matches the token with that id, <text> the one token
+ * that text (angle brackets included, no '>' inside) tokenizes to with special tokens parsed,
+ * !<[id]> / !<text> any token but that one (never an end-of-generation token: the end is
+ * decided apart). A token reference matches a whole token by id at a character boundary,
+ * whatever its bytes; text that runs into a token reference never matches it (a token's bytes
+ * may end right before one). Left recursion is refused at compile time (it would never terminate); a repetition of
  * something that can match nothing ((a|)*, (b? c?)+) is not left recursion here: it repeats
  * the term's non-empty matches, the same language (llama.cpp refuses these).
  *
@@ -35,8 +40,23 @@ typedef struct rlx_grammar_vocab rlx_grammar_vocab;
 #define RLX_GRAMMAR_MAX_DEPTH 1024         /* nesting of one stack */
 
 /* Compiles GBNF text; `root` names the start rule (NULL: "root"). NULL on failure with a
- * message in err naming the line and column. */
+ * message in err naming the line and column. Token references: any <[id]> below 2^31; a <text>
+ * one is refused (it needs the model's vocabulary: rlx_grammar_compile_ids). */
 rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, rlx_error *err);
+
+/* The model's vocabulary as token references see it at compile time. */
+typedef struct rlx_grammar_token_ids {
+    int32_t n_vocab;   /* ids at or above it are refused (0: not checked) */
+    /* the one token `text` (len bytes, its angle brackets included) tokenizes to, or -1 when it
+     * is several or none (refused); NULL: every <text> reference is refused */
+    int32_t (*lookup)(const void *ctx, const char *text, size_t len);
+    /* whether a token ends generation (NULL: none does): <..> naming one is refused, as it
+     * could never be matched (the end is allowed where the grammar is complete instead) */
+    bool (*is_eog)(const void *ctx, int32_t token);
+    const void *ctx;
+} rlx_grammar_token_ids;
+rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *root, const rlx_grammar_token_ids *ids,
+                                     rlx_error *err);
 void rlx_grammar_free(rlx_grammar *g);
 
 /* A fresh state at the start of the root rule; NULL on allocation failure or a limit. */
@@ -50,6 +70,14 @@ void rlx_grammar_state_free(rlx_grammar_state *s);
 int rlx_grammar_accept(rlx_grammar_state *s, const char *bytes, size_t n);
 /* True when the bytes could be accepted (state unchanged). */
 bool rlx_grammar_allows(const rlx_grammar_state *s, const char *bytes, size_t n);
+/* The same for a whole token: `token` (its id) with its bytes (n may be 0: a control token). The
+ * stacks whose top is a token reference matching the id (only at a character boundary) pass it;
+ * the others read its bytes (none: they refuse it). When the bytes end inside a character, the
+ * stacks that passed a reference are dropped (the state has one half-read sequence for all its
+ * stacks, and theirs read none). Without token references in the grammar: rlx_grammar_accept /
+ * _allows on the bytes, a token of none refused. Returns as rlx_grammar_accept does. */
+int rlx_grammar_accept_token(rlx_grammar_state *s, int32_t token, const char *bytes, size_t n);
+bool rlx_grammar_allows_token(const rlx_grammar_state *s, int32_t token, const char *bytes, size_t n);
 /* True when the text so far is a complete sentence of the grammar (end-of-generation may be
  * sampled): some stack is empty and no UTF-8 sequence is half-read. */
 bool rlx_grammar_can_end(const rlx_grammar_state *s);
@@ -65,11 +93,16 @@ extern const char rlx_grammar_json_object[];
 /* texts[i] / lens[i]: the bytes token i produces (special tokens should be given length 0:
  * they are never allowed by a grammar). Copies what it needs. */
 rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *texts, const size_t *lens);
+/* Marks the tokens that end generation (is_eog(ctx, t) true), which !<..> never allows: the
+ * stage allows them where the grammar is complete. Once per vocabulary, before it is shared.
+ * 0, or RLX_ENOMEM. */
+int rlx_grammar_vocab_set_eog(rlx_grammar_vocab *v, bool (*is_eog)(const void *ctx, int32_t token), const void *ctx);
 void rlx_grammar_vocab_free(rlx_grammar_vocab *v);
 
 /* Fills allowed[0..n_vocab) with 1 for every token whose bytes the state accepts, 0 otherwise,
- * walking the byte trie once (a rejected prefix prunes every token under it). Returns the
- * number allowed, or a negative RLX_E* code. */
+ * walking the byte trie once (a rejected prefix prunes every token under it), plus those the
+ * token references at the stacks' tops match by id. Returns the number allowed, or a negative
+ * RLX_E* code. */
 int64_t rlx_grammar_mask(const rlx_grammar_state *s, const rlx_grammar_vocab *v, uint8_t *allowed);
 
 /* Each token's bytes as a grammar sees them (grammar_tokens.c): texts[t] / lens[t] for every
@@ -80,6 +113,10 @@ struct rlx_tokenizer;
 int rlx_grammar_token_bytes(const struct rlx_tokenizer *tok, int32_t n_vocab, char ***texts, size_t **lens,
                             rlx_error *err);
 void rlx_grammar_token_bytes_free(char **texts, size_t *lens, int32_t n_vocab);
+/* Token references resolved by `tok` (borrowed; its n_vocab tokens): <text> is the one token the
+ * text tokenizes to with special tokens parsed (as llama.cpp); <..> naming an end-of-generation
+ * token is refused. */
+rlx_grammar_token_ids rlx_grammar_tokenizer_ids(const struct rlx_tokenizer *tok, int32_t n_vocab);
 
 /* ---- masks remembered per grammar position (grammar_cache.c) ----
  *

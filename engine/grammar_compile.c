@@ -27,7 +27,8 @@ static _Atomic uint64_t next_serial; /* rlx_grammar.serial: unique per compiled 
 typedef struct parser {
     const char *src, *end;
     rlx_error *err;
-    bool failed;
+    const rlx_grammar_token_ids *ids; /* token references' vocabulary (NULL: ids unchecked, no <text>) */
+    bool failed, has_tokens;
 } parser;
 
 typedef struct ebuf { gelem *e; size_t n, cap; } ebuf;
@@ -376,6 +377,15 @@ static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int ru
             last_start = b->n;
             have_last = true;
             if (!eb_push(p, b, G_REF, (uint32_t)ref)) return s;
+        } else if (*s == '<' || *s == '!') { /* a token reference (grammar_tokens.c) */
+            bool neg = *s == '!';
+            if (neg && (s + 1 >= p->end || s[1] != '<')) return perr(p, at, "'!' must be followed by a token reference <...>"), s;
+            char why[256];
+            uint32_t id;
+            if (!(s = rlx__grammar_token_ref(s + neg, p->end, neg, p->ids, &id, why, sizeof why))) return perr(p, at, "%s", why), at;
+            last_start = b->n;
+            have_last = p->has_tokens = true;
+            if (!eb_push(p, b, neg ? G_TOKEN_NOT : G_TOKEN, id)) return s;
         } else if (*s == '(') {
             int sub = rule_new(p, rt, rt->name[rule]);
             if (sub < 0) return s;
@@ -629,13 +639,19 @@ static bool star_terms_nonempty(parser *p, rule_tab *rt, const bool *nullable)
 
 rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, rlx_error *err)
 {
+    return rlx_grammar_compile_ids(src, len, root, NULL, err);
+}
+
+rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *root, const rlx_grammar_token_ids *ids,
+                                     rlx_error *err)
+{
     if (!src) len = 0;
     if (len > RLX_GRAMMAR_MAX_SOURCE) {
         rlx_errorf(err, RLX_ERANGE, "grammar: %zu bytes, over the limit of %u", len, RLX_GRAMMAR_MAX_SOURCE);
         return NULL;
     }
     if (!root) root = "root";
-    parser p = {.src = src, .end = src + len, .err = err};
+    parser p = {.src = src, .end = src + len, .err = err, .ids = ids};
     rule_tab rt = {0};
     rlx_grammar *g = NULL;
     bool *nullable = NULL;
@@ -729,6 +745,7 @@ rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, 
     }
     g->e[g->n_e] = (gelem){G_END, 0}; /* a sentinel: the set scanners read one past a set */
     g->root = (uint32_t)root_id;
+    g->has_tokens = p.has_tokens;
     g->n_rules = (uint32_t)rt.n;
     g->serial = atomic_fetch_add(&next_serial, 1) + 1;
     goto done;

@@ -8,14 +8,18 @@
  *
  * A compiled grammar is a list of rules; a rule is a run of elements whose alternatives are
  * separated by G_ALT and which ends with G_END. A character set is a G_CHAR / G_CHAR_NOT /
- * G_ANY element followed by G_CHAR_ALT and G_RNG_UPPER elements. Repetitions and groups become
- * rules of their own, so a parse position is just an element index. */
+ * G_ANY element followed by G_CHAR_ALT and G_RNG_UPPER elements. A token reference is one
+ * G_TOKEN (that token) or G_TOKEN_NOT (any token but that one) element whose value is the id: to
+ * the byte machinery it is a set that holds no code point (a byte walk stops there: a token's
+ * bytes may end right before it, never run into it); only a whole token, by id and at a character
+ * boundary, passes it (rlx_grammar_accept_token). Repetitions and groups become rules of their
+ * own, so a parse position is just an element index. */
 #ifndef RLX_GRAMMAR_INTERNAL_H
 #define RLX_GRAMMAR_INTERNAL_H
 
 #include "engine/grammar.h"
 
-enum { G_END, G_ALT, G_REF, G_CHAR, G_CHAR_NOT, G_RNG_UPPER, G_CHAR_ALT, G_ANY };
+enum { G_END, G_ALT, G_REF, G_CHAR, G_CHAR_NOT, G_RNG_UPPER, G_CHAR_ALT, G_ANY, G_TOKEN, G_TOKEN_NOT };
 
 typedef struct gelem { uint32_t type, value; } gelem;
 
@@ -25,6 +29,7 @@ struct rlx_grammar {
     uint32_t *rule_start;   /* first element of each rule */
     uint32_t n_rules;
     uint32_t root;
+    bool has_tokens;        /* some element is a G_TOKEN / G_TOKEN_NOT */
     uint64_t serial;        /* unique per compiled grammar in this process (never reused, unlike
                                the address), so a cache may remember which grammar it has seen */
     /* Counted repetitions (x{n,m} with m > n, whose x cannot match the empty string) become a
@@ -85,7 +90,20 @@ struct rlx_grammar_vocab {
     uint32_t *end;      /* so node i's subtree is nodes [i, end[i]) */
     uint32_t *maxlen;   /* per node: the longest token (bytes) in its subtree */
     uint8_t *len7;      /* per token: its length, 127 for 127 bytes or more; zeros up to a multiple of 64 */
+    uint64_t *eog;      /* n_vocab bits: the tokens that end generation (NULL: none marked) */
 };
+
+/* Adds to a mask the tokens that the token references at the tops of s's stacks match by id
+ * (none while a character is half-read; end-of-generation tokens never): bits (n_vocab bits)
+ * and/or allowed (one byte per token) may be NULL. Returns how many were not set before. */
+int64_t rlx__grammar_token_bits(const rlx_grammar_state *s, const rlx_grammar_vocab *v, uint64_t *bits,
+                                uint8_t *allowed);
+
+/* Parses the token reference at s (its '<', after any '!': negated) up to end: <[id]> or <text>,
+ * the latter resolved by ids->lookup (ids may be NULL), checked against ids' vocabulary. The
+ * byte after its '>' with *id set, or NULL with why set. */
+const char *rlx__grammar_token_ref(const char *s, const char *end, bool negated, const rlx_grammar_token_ids *ids,
+                                   uint32_t *id, char *why, size_t why_len);
 
 /* Feeds one byte from (*in, *partial, *remain) into out / the updated partial. Returns 1 when
  * the result lies in `out`, 2 when it is the input stacks (a half-read UTF-8 sequence goes on),

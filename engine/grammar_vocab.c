@@ -133,7 +133,16 @@ void rlx_grammar_vocab_free(rlx_grammar_vocab *v)
     free(v->end);
     free(v->maxlen);
     free(v->len7);
+    free(v->eog);
     free(v);
+}
+
+int rlx_grammar_vocab_set_eog(rlx_grammar_vocab *v, bool (*is_eog)(const void *ctx, int32_t token), const void *ctx)
+{
+    if (!v->eog && !(v->eog = calloc(((size_t)v->n_vocab + 63) / 64 + 1, sizeof *v->eog))) return RLX_ENOMEM;
+    for (int32_t t = 0; t < v->n_vocab; t++)
+        if (is_eog(ctx, t)) v->eog[t / 64] |= 1ull << (t % 64);
+    return 0;
 }
 
 typedef struct mask_level {
@@ -187,6 +196,7 @@ int64_t rlx_grammar_mask(const rlx_grammar_state *s, const rlx_grammar_vocab *v,
         path[d++] = node;
         node = v->nodes[node].child;
     }
+    count += rlx__grammar_token_bits(s, v, NULL, allowed);
 done:
     if (lv)
         for (uint32_t i = 0; i < depth; i++) rlx__sset_free(&lv[i].set);

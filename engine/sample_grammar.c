@@ -35,7 +35,7 @@ static bool g_allows(rlx_sampler_stage *st, int32_t tok)
     const grammar_stage *s = (const grammar_stage *)st;
     if (s->waiting) return true;
     if (s->t.is_eog(s->t.eog_ctx, tok)) return rlx_grammar_can_end(s->st);
-    return s->t.lens[tok] && rlx_grammar_allows(s->st, s->t.texts[tok], s->t.lens[tok]);
+    return rlx_grammar_allows_token(s->st, tok, s->t.texts[tok], s->t.lens[tok]);
 }
 
 /* The mask from the cache: whole words of refused tokens at a time. */
@@ -192,7 +192,10 @@ static int g_accept(rlx_sampler_stage *st, int32_t tok, bool generated)
     if (!generated) return 0;
     if (s->waiting && s->re) return pattern_accept(s, s->t.texts[tok], s->t.lens[tok]);
     if (s->waiting) return s->n_triggers ? lazy_accept(s, s->t.texts[tok], s->t.lens[tok]) : 0;
-    return rlx_grammar_accept(s->st, s->t.texts[tok], s->t.lens[tok]) ? RLX_ENOMEM : 0;
+    if (s->t.is_eog(s->t.eog_ctx, tok)) return 0; /* the end (ignore_eos lets it through): no text */
+    int rc = rlx_grammar_accept_token(s->st, tok, s->t.texts[tok], s->t.lens[tok]);
+    if (rc == RLX_EINVAL && !s->t.lens[tok]) return 0; /* a control token no reference names: no text, no step */
+    return rc ? RLX_ENOMEM : 0;
 }
 
 static bool g_can_end(const rlx_sampler_stage *st)

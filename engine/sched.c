@@ -161,6 +161,8 @@ void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg)
 
 /* ---- admission ------------------------------------------------------------------------- */
 
+static bool token_is_eog(const void *tok, int32_t t) { return rlx_tokenizer_is_eog(tok, t); }
+
 /* The vocabulary as the grammar sees it: each token's bytes, control tokens none (they can
  * never continue a grammar; end-of-generation is decided apart) except the format's markers
  * (w->marker: their text, as the output writes them). Built once per worker. */
@@ -187,6 +189,10 @@ static int grammar_vocab(rlx_worker *w, rlx_error *err)
     if (!w->gcache && !(w->gcache = rlx_grammar_cache_new(V, RLX_GRAMMAR_CACHE_ENTRIES)))
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     w->gvocab = rlx_grammar_vocab_new(V, (const char *const *)w->gtext, w->glen);
+    if (w->gvocab && rlx_grammar_vocab_set_eog(w->gvocab, token_is_eog, w->tok)) { /* what !<..> never allows */
+        rlx_grammar_vocab_free(w->gvocab);
+        w->gvocab = NULL;
+    }
     if (!w->gvocab) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     /* the helper beside the forward pass, where the backend allows it (gaside.h); without it
      * (or when it cannot start) the walks go on in slices between steps */
@@ -214,8 +220,6 @@ void rlx__grammar_vocab_free(rlx_worker *w)
     w->gmask = NULL;
 }
 
-static bool token_is_eog(const void *tok, int32_t t) { return rlx_tokenizer_is_eog(tok, t); }
-
 /* The request's grammar as a constraint stage of the sequence's sampler chain. */
 static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
 {
@@ -223,7 +227,8 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     if (rc) return rc;
     const char *src = s->req->grammar;
     rlx_error gerr = {0};
-    rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
+    rlx_grammar_token_ids ids = rlx_grammar_tokenizer_ids(w->tok, w->runner->n_vocab); /* token references: <text> */
+    rlx_grammar *g = rlx_grammar_compile_ids(src, strlen(src), NULL, &ids, &gerr);
     if (g) { /* the per-position tables its masks will ask for, built ahead - once per grammar content
               * per worker: with the helper (gaside.h) beside each forward pass and nothing now,
               * RLX_GRAMMAR_PREPARE_ASIDE_MS in all, else RLX_GRAMMAR_PREPARE_MS, a slice now and one per step after

@@ -276,6 +276,13 @@ static int schema_grammar(const cJSON *schema, const char *param, char **gbnf, r
     return 0;
 }
 
+/* A token reference's text, for the syntax check: the vocabulary is the worker's to ask. */
+static int32_t any_token(const void *ctx, const char *text, size_t len)
+{
+    (void)ctx, (void)text, (void)len;
+    return 0;
+}
+
 /* "grammar" (GBNF, as llama-server), "json_schema" (native) and "response_format" (OpenAI)
  * become the request's grammar, compiled here once so that a bad one is a 400 naming the field
  * (the worker compiles its own). At most one of them may constrain a request. */
@@ -345,7 +352,10 @@ static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
     }
     if (!src) return 0;
     rlx_error gerr = {0};
-    rlx_grammar *gr = rlx_grammar_compile(src, strlen(src), NULL, &gerr);
+    /* the syntax here; a token reference's text and id are checked against the model's
+     * vocabulary where the worker compiles the grammar (a 400 too) */
+    rlx_grammar_token_ids any_ids = {.lookup = any_token};
+    rlx_grammar *gr = rlx_grammar_compile_ids(src, strlen(src), NULL, &any_ids, &gerr);
     if (!gr) {
         rc = owned ? rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not supported: its grammar is refused: %s", param, gerr.msg)
                    : rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);

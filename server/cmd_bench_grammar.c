@@ -53,6 +53,7 @@ static bool token_is_eog(const void *tok, int32_t t) { return rlx_tokenizer_is_e
 typedef struct gbench {
     rlx_runner *r;
     rlx_tokenizer *tok;
+    rlx_grammar_token_ids ids;
     char **texts;
     size_t *lens;
     rlx_grammar_vocab *vocab;
@@ -84,7 +85,7 @@ static rlx_sampler *new_chain(gbench *b, bool constrained, uint64_t seed, rlx_er
         return NULL;
     }
     if (!constrained) return s;
-    rlx_grammar *g = rlx_grammar_compile(b->gbnf, strlen(b->gbnf), NULL, err);
+    rlx_grammar *g = rlx_grammar_compile_ids(b->gbnf, strlen(b->gbnf), NULL, &b->ids, err);
     rlx_grammar_tokens toks = {.vocab = b->vocab, .texts = (const char *const *)b->texts, .lens = b->lens,
                                .mask = b->mask, .is_eog = token_is_eog, .eog_ctx = b->tok, .cache = b->cache};
     rlx_sampler_stage *st = g ? rlx_grammar_stage_new(g, &toks, err) : NULL;
@@ -201,27 +202,38 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     char *src = rlx_read_file(file, &flen);
     if (!src) { fprintf(stderr, "rlxd bench: cannot read %s\n", file); return 1; }
 
+    /* ---- model, vocabulary ---- */
+    gbench b = {0};
+    int rc = 1;
+    rlx_error err = {0};
+    char *gbnf = NULL;
+    rlx_runner_config cfg = {.model_path = model, .n_ctx = (int32_t)(n + 256), .max_seqs = 1, .max_batch_tokens = 256,
+                             .max_outputs = 1, .backend = {.n_threads = (int)threads}};
+    double tv0 = 0, tv1 = 0;
+    if (rlx_runner_open(&b.r, &cfg, &err) || rlx_tokenizer_from_gguf(&b.tok, b.r->model->gguf, &err)) goto fail;
+    int32_t V = b.r->n_vocab;
+    b.ids = rlx_grammar_tokenizer_ids(b.tok, b.r->n_vocab); /* token references: as the worker resolves them */
+
     /* ---- compile ---- */
     cJSON *schema = cJSON_ParseWithLength(src, flen);
     int creps = 20;
     double t_schema[20] = {0}, t_gbnf[20] = {0};
-    char *gbnf = NULL;
-    rlx_error err = {0};
     for (int k = 0; k < creps; k++) {
         double t0 = rlx_now();
         char *text = schema ? rlx_json_schema_to_gbnf(schema, &err) : strdup(src);
         double t1 = rlx_now();
-        rlx_grammar *g = text ? rlx_grammar_compile(text, strlen(text), NULL, &err) : NULL;
+        rlx_grammar *g = text ? rlx_grammar_compile_ids(text, strlen(text), NULL, &b.ids, &err) : NULL;
         rlx_grammar_state *st = g ? rlx_grammar_state_new(g, &err) : NULL;
         double t2 = rlx_now();
         rlx_grammar_state_free(st);
         rlx_grammar_free(g);
         if (!st) {
-            fprintf(stderr, "rlxd bench: %s: %s\n", file, text ? err.msg : schema ? err.msg : "out of memory");
+            char why[sizeof err.msg];
+            snprintf(why, sizeof why, "%s", text || schema ? err.msg : "out of memory");
+            rlx_errorf(&err, RLX_EINVAL, "%s: %s", file, why);
             free(text);
             cJSON_Delete(schema);
-            free(src);
-            return 1;
+            goto fail;
         }
         t_schema[k] = t1 - t0;
         t_gbnf[k] = t2 - t1;
@@ -232,18 +244,12 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     double schema_max = schema ? t_schema[creps - 1] * 1e3 : 0;
     double gbnf_ms = quantile(t_gbnf, (size_t)creps, 0.5) * 1e3, gbnf_max = t_gbnf[creps - 1] * 1e3;
     cJSON_Delete(schema);
+    b.gbnf = gbnf;
 
-    /* ---- model, vocabulary ---- */
-    gbench b = {.gbnf = gbnf};
-    int rc = 1;
-    rlx_runner_config cfg = {.model_path = model, .n_ctx = (int32_t)(n + 256), .max_seqs = 1, .max_batch_tokens = 256,
-                             .max_outputs = 1, .backend = {.n_threads = (int)threads}};
-    double tv0 = 0, tv1 = 0;
-    if (rlx_runner_open(&b.r, &cfg, &err) || rlx_tokenizer_from_gguf(&b.tok, b.r->model->gguf, &err)) goto fail;
-    int32_t V = b.r->n_vocab;
     tv0 = rlx_now();
     if (rlx_grammar_token_bytes(b.tok, V, &b.texts, &b.lens, &err)) goto fail;
     b.vocab = rlx_grammar_vocab_new(V, (const char *const *)b.texts, b.lens);
+    if (b.vocab && rlx_grammar_vocab_set_eog(b.vocab, token_is_eog, b.tok)) goto fail;
     tv1 = rlx_now();
     size_t steps = (size_t)(n * reps);
     b.mask = malloc((size_t)V);
@@ -265,7 +271,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     /* ---- decode, constrained and not, interleaved; one warm-up of each ---- */
     double dc[100], du[100], secs;
     if (mask_only) { /* no model: a valid output drawn uniformly among the allowed tokens */
-        rlx_grammar *g = rlx_grammar_compile(gbnf, strlen(gbnf), NULL, &err);
+        rlx_grammar *g = rlx_grammar_compile_ids(gbnf, strlen(gbnf), NULL, &b.ids, &err);
         rlx_grammar_state *st = g ? rlx_grammar_state_new(g, &err) : NULL;
         uint64_t x = 0x9e3779b97f4a7c15ull;
         while (st && b.n_out < (size_t)n) {
@@ -275,7 +281,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
             int64_t pick = (int64_t)((x >> 33) % (uint64_t)c);
             int32_t t = 0;
             while (!b.mask[t] || pick--) t++;
-            if (rlx_grammar_accept(st, b.texts[t], b.lens[t])) break;
+            if (rlx_grammar_accept_token(st, t, b.texts[t], b.lens[t])) break;
             b.out[b.n_out++] = t;
         }
         rlx_grammar_state_free(st);
@@ -308,7 +314,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     size_t n_tm = 0, n_tc = 0, n_tf = 0;
     int64_t allowed_sum = 0;
     {
-        rlx_grammar *g = rlx_grammar_compile(gbnf, strlen(gbnf), NULL, &err);
+        rlx_grammar *g = rlx_grammar_compile_ids(gbnf, strlen(gbnf), NULL, &b.ids, &err);
         rlx_grammar_state *st = g ? rlx_grammar_state_new(g, &err) : NULL;
         rlx_grammar_state **at = calloc(np, sizeof *at); /* the state at each position */
         size_t n_at = 0;
@@ -316,7 +322,9 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
         for (size_t i = 0; !bad && i <= b.n_out; i++) {
             if (!(at[n_at] = rlx_grammar_state_clone(st))) bad = true;
             else n_at++;
-            if (i == b.n_out || !b.lens[b.out[i]] || rlx_grammar_accept(st, b.texts[b.out[i]], b.lens[b.out[i]])) break;
+            if (i == b.n_out || token_is_eog(b.tok, b.out[i]) ||
+                rlx_grammar_accept_token(st, b.out[i], b.texts[b.out[i]], b.lens[b.out[i]]))
+                break;
         }
         for (int pass = 0; !bad && pass < 4; pass++)
             for (size_t i = 0; !bad && i < n_at; i++) {

@@ -54,6 +54,26 @@ for i in 1 2 3; do
 done
 ok "chat response_format json_object"
 
+# token references (stories260K: <s> is token 1, a control token with no text): matched by id, and
+# the worker's 400 for a text that is not one token of the vocabulary
+tr='root ::= <s> !<[1]>{2} \" the end.\"\n'
+for stream in false true; do
+    r=$(post /v1/completions "{\"prompt\":\"Once\",\"max_tokens\":16,\"temperature\":1,\"seed\":5,\"logprobs\":1,\"stream\":$stream,\"grammar\":\"$tr\"}")
+    [ "$(status)" = 200 ] || fail "token references (stream $stream): $(status) $r"
+    if [ $stream = false ]; then
+        [ "$(echo "$r" | jget '.choices[0].finish_reason')" = stop ] || fail "token references finish: $r"
+        echo "$r" | jget '.choices[0].text' | grep -q ' the end\.$' || fail "token references text: $r"
+    else
+        echo "$r" | grep -q '"finish_reason":"stop"' || fail "token references stream finish: $r"
+    fi
+done
+r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" <nope>\n"}')
+[ "$(status)" = 400 ] || fail "unknown token reference: $(status) $r"
+echo "$r" | jget '.error.message' | grep -q "<nope> is not one token" || fail "unknown token reference message: $r"
+r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" <[12x]>\n"}')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = grammar ] || fail "bad token id syntax: $(status) $r"
+ok "token references: <s> and !<[1]> by id, streamed and not; 400 for a text that is no token"
+
 # errors name the field; nothing is generated
 r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" | undefined\n"}')
 [ "$(status)" = 400 ] || fail "bad grammar status $(status): $r"

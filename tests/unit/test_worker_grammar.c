@@ -298,6 +298,35 @@ TEST(marker_control_tokens)
     }
 }
 
+/* Token references through the worker (stories260K: <unk> 0, <s> 1, </s> 2 ends generation):
+ * <s> resolved by the tokenizer and matched by id (a control token, no bytes), then three
+ * tokens that are not <s> (nor the end), then text; at temperature 1 over several seeds. A
+ * reference the vocabulary does not have, an id past it and the end token fail their own
+ * requests with a message. */
+TEST(token_references_in_the_worker)
+{
+    rlx_worker *w = start();
+    if (!w) SKIP("stories260K.gguf absent");
+    const char *g = "root ::= <s> !<s>{3} \" the end.\"\n";
+    static result ok[4], bad[3];
+    for (int i = 0; i < 4; i++) ASSERT_EQ(submit(w, (uint64_t)i + 1, g, 1.0f, (uint64_t)(70 + i), 32, &ok[i]), 0);
+    ASSERT_EQ(submit(w, 11, "root ::= \"a\" <nope>\n", 1.0f, 1, 8, &bad[0]), 0);
+    ASSERT_EQ(submit(w, 12, "root ::= <[512]>\n", 1.0f, 1, 8, &bad[1]), 0);
+    ASSERT_EQ(submit(w, 13, "root ::= \"a\" </s>\n", 1.0f, 1, 8, &bad[2]), 0);
+    wait_all();
+    for (int i = 0; i < 4; i++) {
+        ASSERT_MSG(ok[i].error == 0, "%s", ok[i].msg);
+        ASSERT_EQ(ok[i].finish, RLX_FINISH_STOP);
+        ASSERT_MSG(ok[i].n_tokens >= 5 && ok[i].tokens[0] == 1, "%d tokens, first %d", ok[i].n_tokens, ok[i].tokens[0]);
+        for (int k = 1; k <= 3; k++) ASSERT(ok[i].tokens[k] != 1 && ok[i].tokens[k] != 2);
+        ASSERT_MSG(ok[i].len >= 9 && !strcmp(ok[i].text + ok[i].len - 9, " the end."), "'%s'", ok[i].text);
+    }
+    ASSERT(bad[0].error == RLX_EINVAL && strstr(bad[0].msg, "<nope> is not one token"));
+    ASSERT(bad[1].error == RLX_EINVAL && strstr(bad[1].msg, "not in the vocabulary (512 tokens)"));
+    ASSERT_MSG(bad[2].error == RLX_EINVAL && strstr(bad[2].msg, "ends generation"), "%s", bad[2].msg);
+    rlx_worker_stop(w, false);
+}
+
 /* The helper beside the forward pass (engine/gaside.h) changes where masks and tables are
  * built, not what is drawn: the same seeded requests (JSON objects, counted words, an
  * unconstrained one, a lazy grammar) give the same tokens with it on and off; on, it ran beside
@@ -338,4 +367,4 @@ TEST(helper_beside_the_forward_pass_changes_no_output)
 TEST_MAIN(TEST_ENTRY(outputs_follow_their_grammars), TEST_ENTRY(json_object_mode),
           TEST_ENTRY(batch_invariance_with_grammars), TEST_ENTRY(bad_grammar_fails_its_request_only),
           TEST_ENTRY(marker_control_tokens), TEST_ENTRY(lazy_pattern_in_the_worker),
-          TEST_ENTRY(helper_beside_the_forward_pass_changes_no_output))
+          TEST_ENTRY(token_references_in_the_worker), TEST_ENTRY(helper_beside_the_forward_pass_changes_no_output))
