@@ -771,7 +771,7 @@ char *rlx_json_schema_to_gbnf(const cJSON *schema, rlx_error *err)
         rlx__sb b = {0};
         rlx__sb_printf(&b, "root ::= %s\n", root);
         rlx__sb_put(&b, j.rules.p ? j.rules.p : "", j.rules.n);
-        rlx__sb_puts(&b, rlx__json_schema_prims);
+        rlx__json_schema_prims_for(&b, b.p, b.n);
         out = rlx__sb_take(&b);
         if (!out) rlx_errorf(err, RLX_ENOMEM, "out of memory");
     }

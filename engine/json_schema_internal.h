@@ -44,6 +44,9 @@ bool rlx__cpset_gbnf(rlx__sb *b, const rlx__cpset *s);
 /* The fixed rules every generated grammar ends with: ws, value, object, array, string, char,
  * number, integer, boolean, null, date, time, date-time, uuid (and their helpers). */
 extern const char rlx__json_schema_prims[];
+/* Appends to b the rules of rlx__json_schema_prims that GBNF text gbnf (n bytes) refers to,
+ * directly or through one another, in their order there: a grammar compiles only what it uses. */
+void rlx__json_schema_prims_for(rlx__sb *b, const char *gbnf, size_t n);
 
 /* GBNF (an alternation, parenthesised) for the integers in [lo, hi]; has_lo/has_hi false means
  * unbounded on that side. |bounds| must be <= RLX__INT_BOUND. False when the range is empty. */

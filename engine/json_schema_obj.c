@@ -208,7 +208,8 @@ static char *extra_kv(rlx__js *j, objspec *o, const cJSON *add, const char *kw, 
 static int name_matches(const char *body, const char *name)
 {
     rlx__sb g = {0}, key = {0};
-    rlx__sb_printf(&g, "root ::= %s\n%s", body, rlx__json_schema_prims);
+    rlx__sb_printf(&g, "root ::= %s\n", body);
+    if (!g.oom) rlx__json_schema_prims_for(&g, g.p, g.n);
     rlx__json_string(&key, name, strlen(name));
     int r = -1;
     if (!g.oom && !key.oom) {

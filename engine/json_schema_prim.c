@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 
 /* ---- buffers ---- */
@@ -483,4 +484,60 @@ char *rlx__js_multiples(rlx__js *j, long long k, bool has_lo, long long lo, bool
     for (long long m = 0; m < pow; m += k) rlx__sb_printf(&b, "%s\"%0*lld\"", m ? " | " : "", digits, m);
     rlx__sb_puts(&b, " ) )");
     return rlx__js_rule(j, "mult", rlx__js_take(j, &b));
+}
+
+/* ---- the primitive rules a grammar uses ---- */
+
+#define N_PRIMS 96 /* rules in rlx__json_schema_prims, at most (test_json_schema checks) */
+
+typedef struct prim_rule { const char *name, *line; size_t name_len, line_len; } prim_rule;
+
+static prim_rule prims[N_PRIMS];
+static size_t n_prims;
+
+/* rlx__json_schema_prims split into its rules (one per line), once */
+static void split_prims(void)
+{
+    for (const char *p = rlx__json_schema_prims; *p && n_prims < N_PRIMS;) {
+        const char *nl = strchr(p, '\n'), *sp = strchr(p, ' ');
+        prims[n_prims++] = (prim_rule){p, p, (size_t)(sp - p), (size_t)(nl - p + 1)};
+        p = nl + 1;
+    }
+}
+
+static bool word_char(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_'; }
+
+/* Marks the primitive rules that GBNF text refers to (names outside literals and classes), and
+ * those the marked ones refer to in turn. */
+static void mark_refs(const char *p, size_t n, bool *used)
+{
+    const char *end = p + n;
+    while (p < end) {
+        if (*p == '"' || *p == '[') { /* a literal or a class: skip it, escapes and all */
+            char close = *p == '"' ? '"' : ']';
+            for (p++; p < end && *p != close; p++)
+                if (*p == '\\' && p + 1 < end) p++;
+            p++;
+        } else if (word_char(*p)) {
+            const char *w = p;
+            while (p < end && word_char(*p)) p++;
+            for (size_t i = 0; i < n_prims; i++)
+                if (!used[i] && prims[i].name_len == (size_t)(p - w) && !memcmp(prims[i].name, w, prims[i].name_len)) {
+                    used[i] = true;
+                    mark_refs(prims[i].line + prims[i].name_len, prims[i].line_len - prims[i].name_len, used);
+                }
+        } else {
+            p++;
+        }
+    }
+}
+
+void rlx__json_schema_prims_for(rlx__sb *b, const char *gbnf, size_t n)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, split_prims);
+    bool used[N_PRIMS] = {0};
+    mark_refs(gbnf, n, used);
+    for (size_t i = 0; i < n_prims; i++)
+        if (used[i]) rlx__sb_put(b, prims[i].line, prims[i].line_len);
 }
