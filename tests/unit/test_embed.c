@@ -68,15 +68,22 @@ static void invariance(const char *stem)
     float *rows_alone = malloc((size_t)total * d * sizeof *rows_alone), *rows_all = malloc((size_t)total * d * sizeof *rows_all);
     ASSERT(alone && all && all_rev && all4 && rows_alone && rows_all);
     for (rlx_pooling p = RLX_POOL_MEAN; p <= RLX_POOL_LAST; p++) {
+        /* under valgrind (RLX_MEMCHECK) the reversed batch and the 4-thread runner with mean
+         * pooling only: cls and last pooling still run alone and batched (their own code), and
+         * another order or thread count runs the same code over other rows (mean covers it);
+         * the forward repeated twice less for two of the three poolings */
+        bool again = p == RLX_POOL_MEAN || !getenv("RLX_MEMCHECK");
         for (int i = 0; i < n_in; i++) ASSERT_MSG(rlx_embed_step(r, &in[i], 1, p, 2, alone + i * d, &err) == 0, "%s", err.msg);
         ASSERT_MSG(rlx_embed_step(r, in, n_in, p, 2, all, &err) == 0, "%s", err.msg);
-        ASSERT_MSG(rlx_embed_step(r, rev, n_in, p, 2, all_rev, &err) == 0, "%s", err.msg);
-        ASSERT_MSG(rlx_embed_step(r4, in, n_in, p, 2, all4, &err) == 0, "%s", err.msg);
+        if (again) ASSERT_MSG(rlx_embed_step(r, rev, n_in, p, 2, all_rev, &err) == 0, "%s", err.msg);
+        if (again) ASSERT_MSG(rlx_embed_step(r4, in, n_in, p, 2, all4, &err) == 0, "%s", err.msg);
         for (int i = 0; i < n_in; i++) {
             ASSERT_MSG(!memcmp(alone + i * d, all + i * d, (size_t)d * 4), "%s %s: input %d in a batch of %d differs",
                        stem, rlx_pooling_name(p), i, n_in);
-            ASSERT_MSG(!memcmp(alone + i * d, all_rev + (n_in - 1 - i) * d, (size_t)d * 4), "%s: input %d reversed", stem, i);
-            ASSERT_MSG(!memcmp(alone + i * d, all4 + i * d, (size_t)d * 4), "%s: input %d on 4 threads", stem, i);
+            if (again) {
+                ASSERT_MSG(!memcmp(alone + i * d, all_rev + (n_in - 1 - i) * d, (size_t)d * 4), "%s: input %d reversed", stem, i);
+                ASSERT_MSG(!memcmp(alone + i * d, all4 + i * d, (size_t)d * 4), "%s: input %d on 4 threads", stem, i);
+            }
             double n2 = 0;
             for (int64_t c = 0; c < d; c++) n2 += (double)alone[i * d + c] * alone[i * d + c];
             ASSERT_NEAR(n2, 1.0, 1e-5); /* norm 2 */
