@@ -50,14 +50,22 @@ static int64_t mask_cached(grammar_stage *s, rlx_token_cands *c)
     for (int32_t base = 0; base < c->n_vocab; base += 64) {
         uint64_t w = bits[base >> 6];
         int32_t end = RLX_MIN(base + 64, c->n_vocab);
-        if (w == ~0ull && end - base == 64) {
-            left += 64;
+        if (can_end) { /* the end tokens too: token by token (only where the value may end) */
+            for (int32_t t = base; t < end; t++) {
+                bool ok = ((w >> (t - base)) & 1) || s->t.is_eog(s->t.eog_ctx, t);
+                if (!ok) c->logits[t] = -INFINITY;
+                else left++;
+            }
             continue;
         }
-        for (int32_t t = base; t < end; t++) {
-            bool ok = ((w >> (t - base)) & 1) || (can_end && s->t.is_eog(s->t.eog_ctx, t));
-            if (!ok) c->logits[t] = -INFINITY;
-            else left++;
+        /* whole words: most of a schema's positions refuse almost every token (one store per
+         * refused token, none of the per-token tests) */
+        uint64_t valid = end - base == 64 ? ~0ull : (1ull << (end - base)) - 1;
+        left += __builtin_popcountll(w & valid);
+        if (!(w & valid)) {
+            for (int32_t t = base; t < end; t++) c->logits[t] = -INFINITY;
+        } else {
+            for (uint64_t z = ~w & valid; z; z &= z - 1) c->logits[base + __builtin_ctzll(z)] = -INFINITY;
         }
     }
     return left;

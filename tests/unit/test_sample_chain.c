@@ -432,6 +432,71 @@ static rlx_sampler *lz_sampler(rlx_grammar_vocab *v, uint8_t *mask)
     return s;
 }
 
+/* The stage's mask from the grammar cache (whole words of bits) and from the trie walk (a byte
+ * per token) set the same logits to -inf and count the same tokens, at every step of random
+ * walks over a 200-token vocabulary: words all refused, all allowed (!<..>), mixed, the last
+ * one partial, and positions where the end may come (the end token then allowed). */
+static bool big_eog(const void *ctx, int32_t t) { (void)ctx; return t == 130; }
+
+TEST(grammar_stage_cached_mask_equals_walk)
+{
+    enum { BNV = 200 };
+    static char buf[BNV][4];
+    const char *texts[BNV];
+    size_t lens[BNV];
+    for (int t = 0; t < BNV; t++) {
+        int k = t % 40;
+        if (t == 130 || t % 50 == 49) snprintf(buf[t], sizeof buf[t], "%s", ""); /* the end; control tokens */
+        else if (t >= 64 && t < 128) snprintf(buf[t], sizeof buf[t], "%%%c", 'a' + t % 26); /* a word no text takes */
+        else if (k < 10) snprintf(buf[t], sizeof buf[t], "%c", '0' + k);
+        else if (k < 36) snprintf(buf[t], sizeof buf[t], "%c%s", 'a' + k - 10, t >= 40 ? "b" : "");
+        else snprintf(buf[t], sizeof buf[t], "%s", k == 36 ? " " : k == 37 ? " 1" : k == 38 ? "9 " : "ab");
+        texts[t] = buf[t];
+        lens[t] = strlen(buf[t]);
+    }
+    rlx_grammar_vocab *v = rlx_grammar_vocab_new(BNV, texts, lens);
+    rlx_grammar_cache *cache = rlx_grammar_cache_new(BNV, 8);
+    ASSERT(v && cache && rlx_grammar_vocab_set_eog(v, big_eog, NULL) == 0);
+    static uint8_t mask[BNV];
+    const char *src = "root ::= ( [a-m]+ | !<[7]> | [0-9] ) ( \" \" [a-c]{1,3} )+ \" \" [0-9]\n";
+    uint64_t rng = 11;
+    int ends = 0;
+    for (int walk = 0; walk < 40; walk++) {
+        rlx_sampler_stage *st[2];
+        for (int k = 0; k < 2; k++) {
+            rlx_grammar_tokens toks = {.vocab = v, .texts = texts, .lens = lens, .mask = mask, .is_eog = big_eog,
+                                       .cache = k ? cache : NULL};
+            rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, NULL);
+            st[k] = g ? rlx_grammar_stage_new(g, &toks, NULL) : NULL;
+            ASSERT(st[k] != NULL);
+        }
+        for (int step = 0; step < 12; step++) {
+            float l[2][BNV];
+            int64_t n[2];
+            for (int k = 0; k < 2; k++) {
+                for (int t = 0; t < BNV; t++) l[k][t] = (float)(t % 7);
+                rlx_token_cands c = {.logits = l[k], .n_vocab = BNV};
+                n[k] = st[k]->ops->mask(st[k], &c);
+            }
+            ASSERT_EQ(n[0], n[1]);
+            ASSERT_MSG(!memcmp(l[0], l[1], sizeof l[0]), "walk %d step %d: the masks differ", walk, step);
+            ends += isfinite(l[1][130]);
+            if (!n[0]) break;
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            int64_t pick = (int64_t)((rng >> 33) % (uint64_t)n[0]);
+            int32_t tok = 0;
+            for (; tok < BNV; tok++)
+                if (isfinite(l[0][tok]) && pick-- == 0) break;
+            if (tok == 130) break;
+            for (int k = 0; k < 2; k++) ASSERT_EQ(st[k]->ops->accept(st[k], tok, true), 0);
+        }
+        for (int k = 0; k < 2; k++) st[k]->ops->free(st[k]);
+    }
+    ASSERT(ends > 5);
+    rlx_grammar_cache_free(cache);
+    rlx_grammar_vocab_free(v);
+}
+
 TEST(lazy_grammar_waits_for_its_trigger)
 {
     rlx_grammar_vocab *v = rlx_grammar_vocab_new(LZ_NV, lz_text, lz_len);
@@ -619,6 +684,7 @@ int main(void)
         TEST_ENTRY(stages_are_told_prompt_and_generated_tokens_and_may_veto_the_end),
         TEST_ENTRY(add_stage_takes_ownership_also_on_refusal),
         TEST_ENTRY(grammar_stage_constrains_and_ends),
+        TEST_ENTRY(grammar_stage_cached_mask_equals_walk),
         TEST_ENTRY(lazy_grammar_waits_for_its_trigger),
         TEST_ENTRY(lazy_grammar_on_an_anchored_pattern),
     };
