@@ -143,6 +143,9 @@ typedef struct rlx_backend_config {
     const char *name;   /* "cpu" (default), "vulkan", "cuda" */
     int n_threads;      /* CPU: <= 0 means rlx_cpu_count() (affinity and cgroup quota heeded) */
     int device;         /* GPU index */
+    /* a folder where a GPU backend keeps what its driver compiled, reused at the next load
+     * (Vulkan: its pipeline cache, vulkan.h); NULL or "": none */
+    const char *cache_dir;
 } rlx_backend_config;
 
 /* Checks a batch against a plan and memory description before a backend runs it: sizes,

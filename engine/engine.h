@@ -196,7 +196,8 @@ typedef struct rlx_worker_config {
     int64_t state_cache_mib;
     int32_t state_ckpt_every;
     /* A folder for the tokenizer cache (models/tokenizer.h): the built tokenizer is read from
-     * there when its file matches the model, else built and written there. NULL: no cache. */
+     * there when its file matches the model, else built and written there; a GPU backend keeps
+     * its compiled pipelines there too (rlx_backend_config.cache_dir). NULL: no cache. */
     const char *cache_dir;
     /* Constrained sampling's helper beside the forward pass (engine/gaside.h): > 0 on, < 0 off,
      * 0 where the backend allows it (a GPU backend, or CPU threads that leave a core free). */
@@ -316,6 +317,8 @@ typedef struct rlx_load_times {
     double map, build, compile, prepare, memory, tokenizer, chat_template;
     char tokenizer_cache[320]; /* what the tokenizer cache did: "off", "hit", "miss, written",
                                   "stale (why), rebuilt and written", "corrupt (why), rebuilt ..." */
+    char pipeline_cache[128];  /* a Vulkan backend's pipeline cache (vulkan.h): its state and the
+                                  driver data read and written; "" for other backends */
 } rlx_load_times;
 void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t);
 

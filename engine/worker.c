@@ -1,5 +1,8 @@
 /* worker.c - one model worker: loads the model, owns a thread running the scheduler step loop,
  * and takes requests and cancellations from any thread through a mutex-guarded inbox. */
+#ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/vulkan.h"
+#endif
 #include "engine/pool.h"
 #include "engine/session.h"
 #include "engine/worker_internal.h"
@@ -100,7 +103,7 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     if (w->cfg.max_batch_tokens < w->cfg.max_seqs) w->cfg.max_batch_tokens = w->cfg.max_seqs;
     rlx_runner_config rc = {
         .model_path = cfg->model_path,
-        .backend = {.name = cfg->backend, .n_threads = cfg->n_threads, .device = cfg->device},
+        .backend = {.name = cfg->backend, .n_threads = cfg->n_threads, .device = cfg->device, .cache_dir = cfg->cache_dir},
         .n_ctx = cfg->n_ctx,
         .kv_type = cfg->kv_type_set ? cfg->kv_type : RLX_F16,
         .kv_type_set = true,
@@ -472,6 +475,13 @@ void rlx_worker_load_times(const rlx_worker *w, rlx_load_times *t)
     *t = (rlx_load_times){.map = r->t_map, .build = r->t_build, .compile = r->t_compile, .prepare = r->t_prepare,
                           .memory = r->t_memory, .tokenizer = w->t_tokenizer, .chat_template = w->t_template};
     snprintf(t->tokenizer_cache, sizeof t->tokenizer_cache, "%s", w->tok_cache);
+#ifdef RLX_HAVE_VULKAN
+    rlx_vk_stats vs;
+    if (!rlx_vk_get_stats(r->backend, &vs))
+        snprintf(t->pipeline_cache, sizeof t->pipeline_cache, "%s, %llu bytes read, %llu written",
+                 rlx_vk_pcache_state_name(vs.pipeline_cache), (unsigned long long)vs.pipeline_cache_loaded_bytes,
+                 (unsigned long long)vs.pipeline_cache_saved_bytes);
+#endif
 }
 
 void rlx_worker_get_stats(rlx_worker *w, rlx_worker_stats *st)

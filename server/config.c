@@ -135,7 +135,7 @@ const char *rlx_serve_usage(void)
            "                            0 unloads after each request, -1 forever (default -1)\n"
            "  --cors-origins LIST       browser clients: \"*\" or origins (http://localhost:3000,...)\n"
            "                            get CORS headers and preflight answers (default: off)\n"
-           "  --cache-dir DIR           where built tokenizers are cached between loads\n"
+           "  --cache-dir DIR           where built tokenizers and Vulkan pipelines are cached between loads\n"
            "                            ($XDG_CACHE_HOME/rlxd or ~/.cache/rlxd; none: off)\n"
            "Every flag is also RLXD_<FLAG> in the environment (RLXD_MODEL takes a comma list)\n"
            "and a key in the INI [server] section; flags > environment > INI > defaults.\n";

@@ -190,6 +190,7 @@ static void ready(rlx_model_slot *m)
             "backend prepare %.3f s, memory %.3f s, tokenizer %.3f s (cache: %s), chat template %.3f s\n",
             m->cfg->name, m->prefetch_s, lt.map, lt.build, lt.compile, lt.prepare, lt.memory, lt.tokenizer,
             lt.tokenizer_cache, lt.chat_template);
+    if (lt.pipeline_cache[0]) fprintf(stderr, "rlxd: model '%s' Vulkan pipeline cache: %s\n", m->cfg->name, lt.pipeline_cache);
 }
 
 static void load_done(uv_work_t *w, int status)

@@ -277,7 +277,8 @@ int rlx_vk_get_stats(const rlx_backend *be_, rlx_vk_stats *out)
 {
     if (!be_ || strcmp(be_->ops->name, "vulkan")) return RLX_EINVAL;
     const vk_backend *be = (const vk_backend *)be_;
-    *out = (rlx_vk_stats){be->n_recordings, be->d.device_bytes, be->d.bar_bytes, be->kv.n_chunks};
+    *out = (rlx_vk_stats){be->n_recordings, be->d.device_bytes, be->d.bar_bytes, be->kv.n_chunks, be->d.pc_state,
+                          be->d.pc_created, be->d.pc_loaded, be->d.pc_bytes};
     return 0;
 }
 
@@ -293,6 +294,7 @@ static void vk_destroy(rlx_backend *be_)
         if (be->pl[i]) vkDestroyPipeline(be->d.dev, be->pl[i], NULL);
     for (int i = 0; i < PL_KV_COUNT * 3 * 2; i++)
         if ((&be->pl_kv[0][0][0])[i]) vkDestroyPipeline(be->d.dev, (&be->pl_kv[0][0][0])[i], NULL);
+    if (be->d.dev) rlx__vk_pcache_save(&be->d, NULL); /* the pipelines made since creation (best effort) */
     rlx__vk_close(&be->d);
     free(be);
 }
@@ -310,13 +312,27 @@ static const rlx_backend_ops vk_ops = {
     .destroy = vk_destroy,
 };
 
+const char *rlx_vk_pcache_state_name(rlx_vk_pcache_state s)
+{
+    static const char *const names[] = {"off", "new", "loaded", "corrupt (ignored, replaced)",
+                                        "stale (another device or driver; ignored, replaced)"};
+    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
+}
+
 int rlx_backend_vulkan_create(rlx_backend **out, int device, rlx_error *err)
+{
+    return rlx_backend_vulkan_create_cached(out, device, NULL, err);
+}
+
+int rlx_backend_vulkan_create_cached(rlx_backend **out, int device, const char *cache_dir, rlx_error *err)
 {
     vk_backend *be = calloc(1, sizeof *be);
     if (!be) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     be->base.ops = &vk_ops;
     int rc = rlx__vk_open(&be->d, device, err);
+    if (!rc) rlx__vk_pcache_open(&be->d, cache_dir);
     for (int i = 0; i < PL_COUNT && !rc; i++) rc = rlx__vk_pipeline(&be->d, pipeline_names[i], NULL, 0, &be->pl[i], err);
+    if (!rc) rlx__vk_pcache_save(&be->d, NULL); /* now, not only at the end: a daemon that is killed keeps them too */
     if (!rc) rc = rlx__vk_buffer(&be->d, &be->dummy, 256, false, err);
     if (rc) { vk_destroy(&be->base); return rc; }
     *out = &be->base;

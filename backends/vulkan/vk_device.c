@@ -210,6 +210,7 @@ void rlx__vk_close(vk_dev *d)
 {
     if (d->dev) {
         vkDeviceWaitIdle(d->dev);
+        rlx__vk_pcache_close(d);
         if (d->layout) vkDestroyPipelineLayout(d->dev, d->layout, NULL);
         if (d->dsl) vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
         if (d->fence) vkDestroyFence(d->dev, d->fence, NULL);
@@ -412,7 +413,8 @@ int rlx__vk_pipeline(vk_dev *d, const char *name, const uint32_t *spec, uint32_t
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = mod, .pName = "main", .pSpecializationInfo = &si},
         .layout = d->layout};
-    rc = rlx__vk_check(vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &pci, NULL, out), "vkCreateComputePipelines", err);
+    rc = rlx__vk_check(vkCreateComputePipelines(d->dev, d->pcache, 1, &pci, NULL, out), "vkCreateComputePipelines", err);
+    if (!rc) d->pc_created++;
     vkDestroyShaderModule(d->dev, mod, NULL);
     return rc;
 }

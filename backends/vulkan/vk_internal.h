@@ -61,10 +61,25 @@ typedef struct vk_dev {
     bool f64;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
+    /* the pipeline cache every pipeline is created through (vk_pcache.c) */
+    VkPipelineCache pcache;
+    char *pc_path;           /* its file (NULL: no cache folder) */
+    rlx_vk_pcache_state pc_state;
+    size_t pc_loaded, pc_bytes;   /* driver data read at creation / last written */
+    size_t pc_file_n;             /* what the file holds (read or written; 0: nothing good) and */
+    uint64_t pc_file_sum;         /* its checksum: a save of the same data writes nothing */
+    uint64_t pc_created, pc_saved; /* pipelines created; their count at the last save */
 } vk_dev;
 
 int rlx__vk_open(vk_dev *d, int index, rlx_error *err);
 void rlx__vk_close(vk_dev *d);
+/* The pipeline cache (vk_pcache.c): open reads dir's file for this device when it is intact
+ * and ours (dir NULL or "": none) and creates the VkPipelineCache (best effort: without one,
+ * pipelines are created without); save writes the driver's data back when pipelines were
+ * created since the last save; close (called by rlx__vk_close) destroys it. */
+void rlx__vk_pcache_open(vk_dev *d, const char *dir);
+int rlx__vk_pcache_save(vk_dev *d, rlx_error *err);
+void rlx__vk_pcache_close(vk_dev *d);
 /* host: host-visible coherent memory (params, batch, staging, readback); else device-local,
  * mapped where that memory is host visible, else unmapped (reached through staging copies). */
 int rlx__vk_buffer(vk_dev *d, vk_buffer *b, VkDeviceSize size, bool host, rlx_error *err);

@@ -28,12 +28,32 @@ int rlx_vk_list_devices(rlx_vk_device_info *out, int cap, int *n, rlx_error *err
  * RLX_EUNSUPPORTED when there is no Vulkan driver or no such usable device. */
 int rlx_backend_vulkan_create(rlx_backend **out, int device, rlx_error *err);
 
+/* Creates it as rlx_backend_vulkan_create does, with its pipeline cache kept in cache_dir
+ * (vk_pcache.c; NULL or "": none): read at creation when the file is this device's and driver's
+ * and intact, written back after the first pipelines and at destruction when pipelines were
+ * created since. A bad file is ignored (rlx_vk_stats.pipeline_cache says why) and replaced. */
+int rlx_backend_vulkan_create_cached(rlx_backend **out, int device, const char *cache_dir, rlx_error *err);
+
+/* The pipeline cache file found at creation. */
+typedef enum rlx_vk_pcache_state {
+    RLX_VK_PCACHE_OFF,     /* no cache folder */
+    RLX_VK_PCACHE_NEW,     /* no file yet */
+    RLX_VK_PCACHE_LOADED,  /* read and given to the driver */
+    RLX_VK_PCACHE_CORRUPT, /* cut, altered, or refused by the driver: ignored, replaced */
+    RLX_VK_PCACHE_STALE,   /* another device's or driver's: ignored, replaced */
+} rlx_vk_pcache_state;
+const char *rlx_vk_pcache_state_name(rlx_vk_pcache_state s);
+
 /* What a Vulkan backend holds and has done, for tests and diagnostics. */
 typedef struct rlx_vk_stats {
     uint64_t recordings;          /* command buffers recorded: one per new batch shape */
     uint64_t device_bytes;        /* device memory allocated */
     uint64_t mapped_device_bytes; /* of which mapped into the host (no staging copies) */
     int kv_chunks;                /* buffers per layer the K (and V) pool is split into */
+    rlx_vk_pcache_state pipeline_cache;
+    uint64_t pipelines_created;   /* pipelines this backend created (each through the cache) */
+    uint64_t pipeline_cache_loaded_bytes; /* the driver data read at creation (0: none) */
+    uint64_t pipeline_cache_saved_bytes;  /* the driver data last written (0: not written) */
 } rlx_vk_stats;
 
 /* RLX_EINVAL when `be` is not a Vulkan backend. */

@@ -60,3 +60,25 @@ ok "a stale cache file is detected, logged and rebuilt in place"
 run off --cache-dir none
 [ "$NOTE" = off ] || fail "--cache-dir none: cache '$NOTE'"
 ok "--cache-dir none: no cache"
+
+# The Vulkan backend's pipeline cache in the same folder (when this build and host have Vulkan:
+# lavapipe in CI): written at the first load, read at the next (the same data: not rewritten), a
+# damaged file ignored and replaced; the load logs what it did.
+if "$BIN" serve -m "$MODEL:tiny" --stdio --backend vulkan --cache-dir none </dev/null >/dev/null 2>&1; then
+    V="$TMP/vkcache"
+    vk_note() { "$BIN" serve -m "$MODEL:tiny" --stdio --backend vulkan --cache-dir "$V" </dev/null 2>&1 >/dev/null |
+                sed -n "s/.*Vulkan pipeline cache: //p"; }
+    n1=$(vk_note)
+    case "$n1" in "new, 0 bytes read, "*" written") ;; *) fail "vulkan first load: '$n1'" ;; esac
+    PF=$(ls "$V"/vulkan-pipelines-*.bin) || fail "no pipeline cache file in $V"
+    n2=$(vk_note)
+    case "$n2" in "loaded, "*" bytes read, 0 written") ;; *) fail "vulkan second load: '$n2'" ;; esac
+    printf 'garbage' | dd of="$PF" bs=1 seek=30 conv=notrunc 2>/dev/null
+    n3=$(vk_note)
+    case "$n3" in "corrupt (ignored, replaced), 0 bytes read, "*" written") ;; *) fail "vulkan damaged file: '$n3'" ;; esac
+    n4=$(vk_note)
+    case "$n4" in "loaded, "*) ;; *) fail "vulkan after the damage: '$n4'" ;; esac
+    ok "the Vulkan pipeline cache: written, read back, a damaged file replaced ($n1 / $n2 / $n3)"
+else
+    echo "# no Vulkan backend or device here: the pipeline cache part is not run"
+fi
