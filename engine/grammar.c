@@ -113,7 +113,8 @@ static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
 bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src)
 {
     rlx__sset_clear(dst);
-    for (size_t i = 0; i < src->n; i++) sset_add(dst, src->data + src->off[i], src->len[i]);
+    for (size_t i = 0; i < src->n; i++) /* (a set of empty stacks only may have no data) */
+        sset_add(dst, src->len[i] ? src->data + src->off[i] : NULL, src->len[i]);
     return !dst->oom;
 }
 
@@ -457,8 +458,9 @@ static rlx__sset *run_token(const rlx_grammar_state *s, int32_t token, const cha
     }
     for (size_t i = 0; i < s->stacks.n; i++) {
         uint32_t len = s->stacks.len[i];
+        if (!len) continue; /* (a set of empty stacks only may hold no data at all) */
         const uint32_t *v = s->stacks.data + s->stacks.off[i];
-        if (len && ref_matches(&s->g->e[v[len - 1]], token)) pass_top(s->g, v, len, v[len - 1] + 1, out, s->buf);
+        if (ref_matches(&s->g->e[v[len - 1]], token)) pass_top(s->g, v, len, v[len - 1] + 1, out, s->buf);
     }
     *rc = out->oom ? RLX_ENOMEM : out->overflow ? RLX_ERANGE : out->n ? 0 : RLX_EINVAL;
     if (*rc) return NULL;

@@ -75,7 +75,9 @@ bool rlx_grammar_allows(const rlx_grammar_state *s, const char *bytes, size_t n)
  * the others read its bytes (none: they refuse it). When the bytes end inside a character, the
  * stacks that passed a reference are dropped (the state has one half-read sequence for all its
  * stacks, and theirs read none). Without token references in the grammar: rlx_grammar_accept /
- * _allows on the bytes, a token of none refused. Returns as rlx_grammar_accept does. */
+ * _allows on the bytes, a token of none refused. A state knows no vocabulary: an end-of-
+ * generation token is the caller's to decide (the stage allows it where rlx_grammar_can_end, and
+ * never passes it here). Returns as rlx_grammar_accept does. */
 int rlx_grammar_accept_token(rlx_grammar_state *s, int32_t token, const char *bytes, size_t n);
 bool rlx_grammar_allows_token(const rlx_grammar_state *s, int32_t token, const char *bytes, size_t n);
 /* True when the text so far is a complete sentence of the grammar (end-of-generation may be

@@ -471,9 +471,9 @@ int64_t rlx__gtables_mask(rlx__gtables *t, uint32_t slot, const rlx_grammar_stat
     const gtable *last = NULL;
     for (size_t i = 0; i < set->n; i++) {
         uint32_t len = set->len[i], bn;
+        if (!len) continue; /* a finished stack takes no more bytes */
         const uint32_t *st = set->data + set->off[i];
-        if (!len || s->g->e[st[len - 1]].type >= G_TOKEN) continue; /* it takes no more bytes (a token
-                                                                         reference: by id, below) */
+        if (s->g->e[st[len - 1]].type >= G_TOKEN) continue; /* a token reference: by id, below */
         uint64_t built = t->stats.built;
         int rc = 0;
         const gtable *tb = stack_table(t, slot, s->g, v, st, len, s->partial, s->remain, &bn, &rc);

@@ -1,7 +1,9 @@
 /* fuzz_grammar.c - libFuzzer target for the GBNF compiler and recogniser (engine/grammar.h). The
- * input is a grammar's source; when it compiles, a fixed walk feeds it text byte by byte and the
- * trie mask over a small vocabulary (multi-byte pieces, partial and overlong UTF-8, duplicates)
- * must equal the token-by-token check at every step. Compile errors must carry a message. */
+ * input is a grammar's source; when it compiles, a fixed walk feeds it whole tokens and the
+ * trie mask over a small vocabulary (multi-byte pieces, partial and overlong UTF-8, duplicates,
+ * a control token and an end token without bytes) must equal the token-by-token check at every
+ * step, token references (<[id]>, <text> for "<" piece ">", !<..>) included. Compile errors must
+ * carry a message. */
 #include "engine/grammar.h"
 
 #include <stdint.h>
@@ -13,23 +15,39 @@ static const char *const pieces[] = {
     "{", "}", "\"", "a", "ab", "x", "(", ")", " ", "\n", "1", "-", "hi", "hello", "\xc3", "\xa9", "\xc3\xa9",
     "\xc1\xbb", "\xf0\x9f\x98\x80", "\\", "\"a\"", ":", ",", "0", "ey", "H", "", "a",
 };
-enum { NV = sizeof pieces / sizeof pieces[0] };
+enum { NV = sizeof pieces / sizeof pieces[0], EOG = 26 /* the "" before the last */ };
 static rlx_grammar_vocab *g_vocab;
 static size_t g_lens[NV];
+
+/* <text>: the piece between the brackets, by its index (the first of duplicates) */
+static int32_t lookup(const void *ctx, const char *text, size_t len)
+{
+    (void)ctx;
+    for (int i = 0; i < NV; i++)
+        if (g_lens[i] == len - 2 && !memcmp(pieces[i], text + 1, len - 2)) return i;
+    return -1;
+}
+
+static bool is_eog(const void *ctx, int32_t t)
+{
+    (void)ctx;
+    return t == EOG;
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     for (int i = 0; i < NV; i++) g_lens[i] = strlen(pieces[i]);
     g_vocab = rlx_grammar_vocab_new(NV, pieces, g_lens);
-    if (!g_vocab) abort();
+    if (!g_vocab || rlx_grammar_vocab_set_eog(g_vocab, is_eog, NULL)) abort();
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     rlx_error err = {0};
-    rlx_grammar *g = rlx_grammar_compile((const char *)data, size, NULL, &err);
+    const rlx_grammar_token_ids ids = {.n_vocab = NV, .lookup = lookup, .is_eog = is_eog};
+    rlx_grammar *g = rlx_grammar_compile_ids((const char *)data, size, NULL, &ids, &err);
     if (!g) {
         if (!err.msg[0]) abort(); /* every refusal says why */
         return 0;
@@ -49,14 +67,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t n = rlx_grammar_mask(s, g_vocab, mask);
         if (n < 0) break; /* a limit: a clean error */
         for (int t = 0; t < NV; t++) {
-            bool want = g_lens[t] && rlx_grammar_allows(s, pieces[t], g_lens[t]);
+            bool want = t != EOG && rlx_grammar_allows_token(s, t, pieces[t], g_lens[t]);
             if ((mask[t] != 0) != want) abort();
         }
         if (!n) break;
         h = h * 1103515245u + 12345u;
         int t = (int)(h % NV);
         while (!mask[t]) t = (t + 1) % NV;
-        if (rlx_grammar_accept(s, pieces[t], g_lens[t])) abort(); /* the mask said yes */
+        if (rlx_grammar_accept_token(s, t, pieces[t], g_lens[t])) abort(); /* the mask said yes */
         (void)rlx_grammar_can_end(s);
         (void)rlx_grammar_must_end(s);
     }
