@@ -34,7 +34,7 @@ int rlx_backend_create(rlx_backend **out, const rlx_backend_config *cfg, rlx_err
     if (!name || !*name) name = "cpu";
     if (!strcmp(name, "cpu")) return rlx_backend_cpu_create(out, cfg ? cfg->n_threads : 0, err);
 #ifdef RLX_HAVE_VULKAN
-    if (!strcmp(name, "vulkan")) return rlx_backend_vulkan_create_cached(out, device, cfg ? cfg->cache_dir : NULL, err);
+    if (!strcmp(name, "vulkan")) return rlx_backend_vulkan_create(out, device, cfg ? cfg->cache_dir : NULL, err);
 #endif
 #ifdef RLX_HAVE_CUDA
     if (!strcmp(name, "cuda")) return rlx_backend_cuda_create(out, device, err);

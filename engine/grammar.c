@@ -451,8 +451,9 @@ static rlx__sset *run_token(const rlx_grammar_state *s, int32_t token, const cha
         if (!by_bytes) *rc = RLX_EINVAL;
         return by_bytes;
     }
-    rlx__sset *out = &s->spare[2];
-    if (by_bytes ? !rlx__sset_copy(out, by_bytes) : (rlx__sset_clear(out), false)) {
+    rlx__sset *out = &s->spare[2]; /* the byte route's stacks, then the references' */
+    rlx__sset_clear(out);
+    if (by_bytes && !rlx__sset_copy(out, by_bytes)) {
         *rc = RLX_ENOMEM;
         return NULL;
     }

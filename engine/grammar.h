@@ -119,6 +119,9 @@ void rlx_grammar_token_bytes_free(char **texts, size_t *lens, int32_t n_vocab);
  * text tokenizes to with special tokens parsed (as llama.cpp); <..> naming an end-of-generation
  * token is refused. */
 rlx_grammar_token_ids rlx_grammar_tokenizer_ids(const struct rlx_tokenizer *tok, int32_t n_vocab);
+/* rlx_tokenizer_is_eog with `tok` an rlx_tokenizer, in the callback form the grammar's
+ * interfaces take (rlx_grammar_tokens.is_eog, rlx_grammar_vocab_set_eog). */
+bool rlx_grammar_tokenizer_is_eog(const void *tok, int32_t t);
 
 /* ---- masks remembered per grammar position (grammar_cache.c) ----
  *

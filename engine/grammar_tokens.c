@@ -96,9 +96,9 @@ static int32_t tokenizer_lookup(const void *ctx, const char *text, size_t len)
     return id;
 }
 
-static bool tokenizer_is_eog(const void *ctx, int32_t t) { return rlx_tokenizer_is_eog(ctx, t); }
+bool rlx_grammar_tokenizer_is_eog(const void *tok, int32_t t) { return rlx_tokenizer_is_eog(tok, t); }
 
 rlx_grammar_token_ids rlx_grammar_tokenizer_ids(const struct rlx_tokenizer *tok, int32_t n_vocab)
 {
-    return (rlx_grammar_token_ids){.n_vocab = n_vocab, .lookup = tokenizer_lookup, .is_eog = tokenizer_is_eog, .ctx = tok};
+    return (rlx_grammar_token_ids){.n_vocab = n_vocab, .lookup = tokenizer_lookup, .is_eog = rlx_grammar_tokenizer_is_eog, .ctx = tok};
 }

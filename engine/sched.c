@@ -161,8 +161,6 @@ void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg)
 
 /* ---- admission ------------------------------------------------------------------------- */
 
-static bool token_is_eog(const void *tok, int32_t t) { return rlx_tokenizer_is_eog(tok, t); }
-
 /* The vocabulary as the grammar sees it: each token's bytes, control tokens none (they can
  * never continue a grammar; end-of-generation is decided apart) except the format's markers
  * (w->marker: their text, as the output writes them). Built once per worker. */
@@ -189,7 +187,7 @@ static int grammar_vocab(rlx_worker *w, rlx_error *err)
     if (!w->gcache && !(w->gcache = rlx_grammar_cache_new(V, RLX_GRAMMAR_CACHE_ENTRIES)))
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     w->gvocab = rlx_grammar_vocab_new(V, (const char *const *)w->gtext, w->glen);
-    if (w->gvocab && rlx_grammar_vocab_set_eog(w->gvocab, token_is_eog, w->tok)) { /* what !<..> never allows */
+    if (w->gvocab && rlx_grammar_vocab_set_eog(w->gvocab, rlx_grammar_tokenizer_is_eog, w->tok)) { /* what !<..> never allows */
         rlx_grammar_vocab_free(w->gvocab);
         w->gvocab = NULL;
     }
@@ -243,7 +241,7 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
         rlx_grammar_state_free(gs);
     }
     rlx_grammar_tokens toks = {.vocab = w->gvocab, .texts = (const char *const *)w->gtext, .lens = w->glen,
-                               .mask = w->gmask, .is_eog = token_is_eog, .eog_ctx = w->tok, .cache = w->gcache};
+                               .mask = w->gmask, .is_eog = rlx_grammar_tokenizer_is_eog, .eog_ctx = w->tok, .cache = w->gcache};
     rlx_sampler_stage *st = g ? rlx_grammar_stage_new_lazy(g, &toks, (const char *const *)s->req->grammar_triggers,
                                                            s->req->n_grammar_triggers,
                                                            s->req->grammar_trigger_pattern, &gerr)

@@ -48,8 +48,6 @@ static double quantile(double *v, size_t n, double q)
     return v[i ? i - 1 : 0];
 }
 
-static bool token_is_eog(const void *tok, int32_t t) { return rlx_tokenizer_is_eog(tok, t); }
-
 typedef struct gbench {
     rlx_runner *r;
     rlx_tokenizer *tok;
@@ -87,7 +85,7 @@ static rlx_sampler *new_chain(gbench *b, bool constrained, uint64_t seed, rlx_er
     if (!constrained) return s;
     rlx_grammar *g = rlx_grammar_compile_ids(b->gbnf, strlen(b->gbnf), NULL, &b->ids, err);
     rlx_grammar_tokens toks = {.vocab = b->vocab, .texts = (const char *const *)b->texts, .lens = b->lens,
-                               .mask = b->mask, .is_eog = token_is_eog, .eog_ctx = b->tok, .cache = b->cache};
+                               .mask = b->mask, .is_eog = rlx_grammar_tokenizer_is_eog, .eog_ctx = b->tok, .cache = b->cache};
     rlx_sampler_stage *st = g ? rlx_grammar_stage_new(g, &toks, err) : NULL;
     if (!st || rlx_sampler_add_stage(s, st)) {
         if (st) rlx_errorf(err, RLX_ENOMEM, "out of memory");
@@ -249,7 +247,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     tv0 = rlx_now();
     if (rlx_grammar_token_bytes(b.tok, V, &b.texts, &b.lens, &err)) goto fail;
     b.vocab = rlx_grammar_vocab_new(V, (const char *const *)b.texts, b.lens);
-    if (b.vocab && rlx_grammar_vocab_set_eog(b.vocab, token_is_eog, b.tok)) goto fail;
+    if (b.vocab && rlx_grammar_vocab_set_eog(b.vocab, rlx_grammar_tokenizer_is_eog, b.tok)) goto fail;
     tv1 = rlx_now();
     size_t steps = (size_t)(n * reps);
     b.mask = malloc((size_t)V);
@@ -322,7 +320,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
         for (size_t i = 0; !bad && i <= b.n_out; i++) {
             if (!(at[n_at] = rlx_grammar_state_clone(st))) bad = true;
             else n_at++;
-            if (i == b.n_out || token_is_eog(b.tok, b.out[i]) ||
+            if (i == b.n_out || rlx_grammar_tokenizer_is_eog(b.tok, b.out[i]) ||
                 rlx_grammar_accept_token(st, b.out[i], b.texts[b.out[i]], b.lens[b.out[i]]))
                 break;
         }

@@ -319,12 +319,7 @@ const char *rlx_vk_pcache_state_name(rlx_vk_pcache_state s)
     return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
 }
 
-int rlx_backend_vulkan_create(rlx_backend **out, int device, rlx_error *err)
-{
-    return rlx_backend_vulkan_create_cached(out, device, NULL, err);
-}
-
-int rlx_backend_vulkan_create_cached(rlx_backend **out, int device, const char *cache_dir, rlx_error *err)
+int rlx_backend_vulkan_create(rlx_backend **out, int device, const char *cache_dir, rlx_error *err)
 {
     vk_backend *be = calloc(1, sizeof *be);
     if (!be) return rlx_errorf(err, RLX_ENOMEM, "out of memory");

@@ -24,15 +24,13 @@ typedef struct rlx_vk_device_info {
  * total. RLX_EUNSUPPORTED with a message when no Vulkan driver/loader works. */
 int rlx_vk_list_devices(rlx_vk_device_info *out, int cap, int *n, rlx_error *err);
 
-/* Creates the backend on physical device `device` (index as listed; < 0 means 0). Fails with
- * RLX_EUNSUPPORTED when there is no Vulkan driver or no such usable device. */
-int rlx_backend_vulkan_create(rlx_backend **out, int device, rlx_error *err);
-
-/* Creates it as rlx_backend_vulkan_create does, with its pipeline cache kept in cache_dir
- * (vk_pcache.c; NULL or "": none): read at creation when the file is this device's and driver's
- * and intact, written back after the first pipelines and at destruction when pipelines were
- * created since. A bad file is ignored (rlx_vk_stats.pipeline_cache says why) and replaced. */
-int rlx_backend_vulkan_create_cached(rlx_backend **out, int device, const char *cache_dir, rlx_error *err);
+/* Creates the backend on physical device `device` (index as listed; < 0 means 0), with its
+ * pipeline cache kept in cache_dir (vk_pcache.c; NULL or "": none): read at creation when the
+ * file is this device's and driver's and intact, written back after the first pipelines and at
+ * destruction when pipelines were created since. A bad file is ignored (rlx_vk_stats.
+ * pipeline_cache says why) and replaced. Fails with RLX_EUNSUPPORTED when there is no Vulkan
+ * driver or no such usable device. */
+int rlx_backend_vulkan_create(rlx_backend **out, int device, const char *cache_dir, rlx_error *err);
 
 /* The pipeline cache file found at creation. */
 typedef enum rlx_vk_pcache_state {
