@@ -1,10 +1,14 @@
 /* rlx.c - error formatting and small shared helpers. */
 #include "backends/rlx.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int rlx_errorf(rlx_error *err, int code, const char *fmt, ...)
 {
@@ -93,4 +97,27 @@ const char *rlx_log_escape(const char *s, bool text, char *out, size_t cap)
     }
     if (cap) out[o < cap ? o : cap - 1] = 0;
     return out;
+}
+
+FILE *rlx_tmpfile_beside(const char *path, mode_t mode, char *tmp, size_t cap)
+{
+    if ((size_t)snprintf(tmp, cap, "%s.XXXXXX", path) >= cap) {
+        tmp[0] = 0;
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        tmp[0] = 0;
+        return NULL;
+    }
+    FILE *f = fchmod(fd, mode) ? NULL : fdopen(fd, "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        tmp[0] = 0;
+        errno = e;
+    }
+    return f;
 }

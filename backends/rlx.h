@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 enum {
     RLX_OK = 0,
@@ -48,5 +50,11 @@ double rlx_now(void);
  * (for a JSON encoder, which escapes the rest itself) only the invalid UTF-8 bytes are. Text that
  * does not fit is cut (never inside an escape or a character) and ends with "...". Returns out. */
 const char *rlx_log_escape(const char *s, bool text, char *out, size_t cap);
+
+/* A new file beside `path`, named path.XXXXXX by mkstemp (so no other writer, in this process or
+ * another, has it: two models of one daemon may save the same cache file at once), open for
+ * writing with permissions `mode`; its name into tmp (cap bytes), for the caller to rename over
+ * `path` once complete (or unlink). NULL with errno set and tmp "" when it cannot be made. */
+FILE *rlx_tmpfile_beside(const char *path, mode_t mode, char *tmp, size_t cap);
 
 #endif

@@ -164,14 +164,15 @@ int rlx_tokenizer_cache_save(const rlx_tokenizer *t, const char *cache_path, con
             return rlx_errorf(err, RLX_EIO, "cannot create the cache folder %s: %s", dir, strerror(errno));
         }
     }
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", cache_path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
+    /* a temporary of its own: two models of one daemon loaded from the same file at once save
+     * the same cache file */
+    FILE *f = rlx_tmpfile_beside(cache_path, 0644, tmp, sizeof tmp);
     bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(b.p, 1, b.n, f) == b.n;
     if (f && fclose(f)) ok = false;
     free(b.p);
     if (!ok || rename(tmp, cache_path)) {
         int e = errno;
-        unlink(tmp);
+        if (tmp[0]) unlink(tmp);
         return rlx_errorf(err, RLX_EIO, "cannot write the tokenizer cache %s: %s", cache_path, strerror(e));
     }
     return 0;

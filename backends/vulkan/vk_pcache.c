@@ -6,8 +6,9 @@
  * around the driver's: a magic, the data's length and an FNV-1a checksum of it, then the data,
  * whose Vulkan header (VkPipelineCacheHeaderVersionOne) must name this device and its cache
  * UUID. A file that fails any check (cut, bit flips, another device or driver) is ignored and
- * replaced at the next save: the driver never sees it. Writes go to a temporary file renamed
- * over the old one, so a reader never sees half a file. Called by the backend's thread. */
+ * replaced at the next save: the driver never sees it. Writes go to a temporary file of their
+ * own (two backends of one daemon, two models on one device, may save the same file at once)
+ * renamed over the old one, so a reader never sees half a file. Called by the backend's thread. */
 #include "backends/vulkan/vk_internal.h"
 
 #include <errno.h>
@@ -135,16 +136,15 @@ int rlx__vk_pcache_save(vk_dev *d, rlx_error *err)
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = 0;
-        mkdir(dir, 0755); /* a failure shows at fopen below */
+        mkdir(dir, 0755); /* a failure shows at the temporary file below */
     }
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", d->pc_path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = rlx_tmpfile_beside(d->pc_path, 0644, tmp, sizeof tmp);
     bool ok = f && fwrite(buf, 1, PC_HEAD + n, f) == PC_HEAD + n;
     if (f && fclose(f)) ok = false;
     free(buf);
     if (!ok || rename(tmp, d->pc_path)) {
         int e = errno;
-        unlink(tmp);
+        if (tmp[0]) unlink(tmp);
         return rlx_errorf(err, RLX_EIO, "cannot write the Vulkan pipeline cache %s: %s", d->pc_path, strerror(e));
     }
     d->pc_saved = d->pc_created;

@@ -7,6 +7,8 @@
 #include "tests/rlx_test.h"
 #include "models/tok_internal.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +208,40 @@ TEST(stale_and_corrupt)
     free(orig);
 }
 
+/* A save writes a temporary of its own, never one named after the process alone (two models of
+ * one daemon from the same file save the same cache at once): a folder in the way under that
+ * name changes nothing, and no temporary is left behind. */
+TEST(a_temporary_of_its_own)
+{
+    char model[128], path[128], msg[600], in_the_way[200];
+    size_t size;
+    int rc = setup(model, sizeof model, path, sizeof path, &size);
+    if (rc == 77) SKIP("models/synth-qwen3-tiny-f32.gguf absent");
+    ASSERT_EQ(rc, 0);
+    snprintf(in_the_way, sizeof in_the_way, "%s.%d.tmp", path, (int)getpid());
+    ASSERT_EQ(mkdir(in_the_way, 0700), 0);
+    unlink(path);
+    rlx_tokenizer *t = NULL;
+    rlx_error err = {0};
+    ASSERT_EQ(build(model, &t), 0);
+    ASSERT_MSG(rlx_tokenizer_cache_save(t, path, model, &err) == 0, "%s", err.msg);
+    rlx_tokenizer_free(t);
+    rmdir(in_the_way);
+    ASSERT_EQ(load_status(path, model, msg, sizeof msg), RLX_TOK_CACHE_HIT);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strstr(e->d_name, "m.bin.")) n++;
+    if (d) closedir(d);
+    ASSERT_EQ(n, 0);
+    /* the helper's failures: no folder, a name longer than the room for it */
+    char t2[64] = "x";
+    errno = 0;
+    ASSERT(!rlx_tmpfile_beside("/nonexistent-rlx-dir/m.bin", 0644, t2, sizeof t2) && errno == ENOENT && !t2[0]);
+    t2[0] = 'x';
+    ASSERT(!rlx_tmpfile_beside(path, 0644, t2, 8) && errno == ENAMETOOLONG && !t2[0]);
+}
+
 TEST(cache_path_names_the_model)
 {
     char a[256], b[256], c[256];
@@ -224,7 +260,7 @@ int main(void)
     snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
     if (system(cmd)) return 1;
     static const rlx_test_case cases[] = {TEST_ENTRY(round_trip_every_family), TEST_ENTRY(stale_and_corrupt),
-                                          TEST_ENTRY(cache_path_names_the_model)};
+                                          TEST_ENTRY(a_temporary_of_its_own), TEST_ENTRY(cache_path_names_the_model)};
     int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) return 1;

@@ -11,6 +11,7 @@
 #include "backends/vulkan/vulkan.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -143,6 +144,20 @@ TEST(no_folder_or_an_unwritable_one)
     ASSERT_EQ(load(under_a_file, &st), 0);
     ASSERT_EQ(st.pipeline_cache, RLX_VK_PCACHE_NEW);
     ASSERT_EQ(st.pipeline_cache_saved_bytes, 0);
+    /* a save writes a temporary of its own, never one named after the process alone (two
+     * backends of one daemon save the same file, at once when two models load together): a
+     * folder in the way under that name changes nothing */
+    char in_the_way[600];
+    snprintf(in_the_way, sizeof in_the_way, "%s.%d.tmp", path, (int)getpid());
+    ASSERT_EQ(mkdir(in_the_way, 0700), 0);
+    unlink(path);
+    ASSERT_EQ(load(dir, &st), 0);
+    ASSERT_EQ(st.pipeline_cache, RLX_VK_PCACHE_NEW);
+    ASSERT(st.pipeline_cache_saved_bytes >= 32);
+    struct stat sb;
+    ASSERT_MSG(stat(path, &sb) == 0 && (size_t)sb.st_size == 24 + st.pipeline_cache_saved_bytes, "the cache was not written");
+    rmdir(in_the_way);
+    ASSERT(the_file(path, sizeof path)); /* and no temporary left behind */
     unlink(path);
     rmdir(dir);
 }
