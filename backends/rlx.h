@@ -53,7 +53,7 @@ const char *rlx_log_escape(const char *s, bool text, char *out, size_t cap);
 
 /* A new file beside `path`, named path.XXXXXX by mkstemp (so no other writer, in this process or
  * another, has it: two models of one daemon may save the same cache file at once), open for
- * writing with permissions `mode`; its name into tmp (cap bytes), for the caller to rename over
+ * writing with permissions `mode`; its name into tmp (cap > 0 bytes), for the caller to rename over
  * `path` once complete (or unlink). NULL with errno set and tmp "" when it cannot be made. */
 FILE *rlx_tmpfile_beside(const char *path, mode_t mode, char *tmp, size_t cap);
 
