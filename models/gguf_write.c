@@ -475,19 +475,9 @@ static int write_file(rlx_gguf_writer *w, const char *path, bool all_kvs, const 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) return rlx_errorf(err, RLX_ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = rlx_errorf(err, RLX_EIO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    fchmod(fd, 0644);
-    FILE *f = fdopen(fd, "wb");
+    FILE *f = rlx_tmpfile_beside(path, 0644, tmp, plen + 16);
     if (!f) {
-        rc = rlx_errorf(err, RLX_EIO, "%s: %s", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
+        rc = rlx_errorf(err, RLX_EIO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
         free(tmp);
         return rc;
     }

@@ -320,7 +320,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
         for (size_t i = 0; !bad && i <= b.n_out; i++) {
             if (!(at[n_at] = rlx_grammar_state_clone(st))) bad = true;
             else n_at++;
-            if (i == b.n_out || rlx_grammar_tokenizer_is_eog(b.tok, b.out[i]) ||
+            if (i == b.n_out || rlx_tokenizer_is_eog(b.tok, b.out[i]) ||
                 rlx_grammar_accept_token(st, b.out[i], b.texts[b.out[i]], b.lens[b.out[i]]))
                 break;
         }
