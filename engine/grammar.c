@@ -165,16 +165,9 @@ static bool match_char(const gelem *e, uint32_t p, uint32_t c, uint32_t *next)
     }
     bool positive = e[p].type == G_CHAR || e[p].type == G_ANY, found = false;
     do {
-        if (e[p].type == G_ANY) {
-            found = true;
-            p++;
-        } else if (e[p + 1].type == G_RNG_UPPER) {
-            found = found || (e[p].value <= c && c <= e[p + 1].value);
-            p += 2;
-        } else {
-            found = found || e[p].value == c;
-            p++;
-        }
+        uint32_t a, b;
+        p = rlx__grammar_set_range(e, p, &a, &b);
+        found = found || (a <= c && c <= b);
     } while (e[p].type == G_CHAR_ALT);
     *next = p;
     return found == positive;
@@ -187,18 +180,7 @@ static bool match_range(const gelem *e, uint32_t p, uint32_t lo, uint32_t hi)
     bool positive = e[p].type == G_CHAR || e[p].type == G_ANY;
     do {
         uint32_t a, b;
-        if (e[p].type == G_ANY) {
-            a = 0;
-            b = 0x10ffff;
-            p++;
-        } else if (e[p + 1].type == G_RNG_UPPER) {
-            a = e[p].value;
-            b = e[p + 1].value;
-            p += 2;
-        } else {
-            a = b = e[p].value;
-            p++;
-        }
+        p = rlx__grammar_set_range(e, p, &a, &b);
         if (positive && a <= hi && b >= lo) return true;
         if (!positive && a <= lo && b >= hi) return false; /* every candidate is excluded */
     } while (e[p].type == G_CHAR_ALT);
@@ -239,7 +221,7 @@ void rlx__grammar_after_top(const rlx_grammar *g, const uint32_t *v, uint32_t n,
 /* ---- states -------------------------------------------------------------------------------- */
 
 
-#define LEAD_FLAG (1u << 31) /* in a partial: only the lead byte was read */
+#define LEAD_FLAG RLX__UTF8_LEAD
 
 static bool partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t partial, int remain)
 {
@@ -255,32 +237,6 @@ static bool partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t 
     for (size_t i = 0; i < s->n; i++)
         if (s->len[i] && match_range(g->e, s->data[s->off[i] + s->len[i] - 1], lo, hi)) return true;
     return false;
-}
-
-int rlx__grammar_decode_byte(uint32_t *partial, int *remain, uint8_t b, uint32_t *cp)
-{
-    if (*remain > 0) {
-        if ((b & 0xc0) != 0x80) return 0;
-        if (*partial & LEAD_FLAG) { /* the second byte: no overlong forms, surrogates or > U+10FFFF */
-            uint32_t v = *partial & ~LEAD_FLAG;
-            if (*remain == 2 && ((v == 0 && b < 0xa0) || (v == 0xd && b > 0x9f))) return 0;
-            if (*remain == 3 && ((v == 0 && b < 0x90) || (v == 4 && b > 0x8f) || v > 4)) return 0;
-            *partial = v;
-        }
-        *partial = (*partial << 6) | (b & 0x3f);
-        if (--*remain > 0) return 2;
-        *cp = *partial;
-        return 1;
-    }
-    if (b < 0x80) {
-        *cp = b;
-        return 1;
-    }
-    int r = (b & 0xe0) == 0xc0 ? 1 : (b & 0xf0) == 0xe0 ? 2 : (b & 0xf8) == 0xf0 ? 3 : -1;
-    if (r < 0 || b == 0xc0 || b == 0xc1 || b > 0xf4) return 0; /* C0/C1 only start overlong forms */
-    *partial = (b & (0x3f >> r)) | LEAD_FLAG;
-    *remain = r;
-    return 2;
 }
 
 bool rlx__grammar_partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t partial, int remain)

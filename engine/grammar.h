@@ -137,6 +137,8 @@ typedef struct rlx_grammar_cache_stats {
     uint64_t hits, misses, evictions;                  /* masks by exact position */
     uint64_t tables_built, table_hits, table_evictions; /* per-position tables (below) */
     uint64_t tables_derived; /* of tables_built: from a counted repetition's earlier position's */
+    uint64_t tables_counted; /* of tables_built: by counting a repetition's code points (grammar_tclass.c) */
+    uint64_t table_classes;  /* the code point classes those were counted by, built */
 } rlx_grammar_cache_stats;
 
 #define RLX_GRAMMAR_CACHE_ENTRIES 256

@@ -112,6 +112,8 @@ void rlx_grammar_cache_get_stats(const rlx_grammar_cache *c, rlx_grammar_cache_s
     out->table_hits = ts.hits;
     out->table_evictions = ts.evictions;
     out->tables_derived = ts.derived;
+    out->tables_counted = ts.counted;
+    out->table_classes = ts.classes;
 }
 
 /* The slot holding g's content (found or made); -1 when out of memory. */
@@ -354,3 +356,5 @@ int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, si
     }
     return rlx__gtables_configure(c->tables, depth, max_tables, max_bytes, max_und);
 }
+
+void rlx__grammar_cache_count_tables(rlx_grammar_cache *c, bool on) { rlx__gtables_count(c->tables, on); }

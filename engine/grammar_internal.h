@@ -43,6 +43,37 @@ struct rlx_grammar {
 
 
 
+/* The range that element p of a character set stands for (G_ANY every code point, a G_CHAR /
+ * G_CHAR_NOT / G_CHAR_ALT followed by G_RNG_UPPER a range, else one code point) into *a, *b;
+ * returns the element after it. */
+static inline uint32_t rlx__grammar_set_range(const gelem *e, uint32_t p, uint32_t *a, uint32_t *b)
+{
+    if (e[p].type == G_ANY) {
+        *a = 0;
+        *b = 0x10ffff;
+        return p + 1;
+    }
+    *a = e[p].value;
+    if (e[p + 1].type == G_RNG_UPPER) {
+        *b = e[p + 1].value;
+        return p + 2;
+    }
+    *b = e[p].value;
+    return p + 1;
+}
+
+/* The rule holding element e (rules lie in order). */
+static inline uint32_t rlx__grammar_rule_of(const rlx_grammar *g, uint32_t e)
+{
+    uint32_t lo = 0, hi = g->n_rules;
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (g->rule_start[mid] <= e) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* A set of parse stacks (duplicates merged), each a list of element indexes, top last. */
 typedef struct rlx__sset {
     uint32_t *data;         /* stacks back to back */
@@ -89,6 +120,7 @@ struct rlx_grammar_vocab {
     uint32_t *depth;    /* per node: its depth (the root 0); nodes are numbered in preorder, */
     uint32_t *end;      /* so node i's subtree is nodes [i, end[i]) */
     uint32_t *maxlen;   /* per node: the longest token (bytes) in its subtree */
+    uint32_t *tend;     /* n_nodes + 1: the nodes where a token ends among nodes [0, i) */
     uint8_t *len7;      /* per token: its length, 127 for 127 bytes or more; zeros up to a multiple of 64 */
     uint64_t *eog;      /* n_vocab bits: the tokens that end generation (NULL: none marked) */
 };
@@ -114,10 +146,36 @@ int rlx__grammar_step_byte(const rlx_grammar *g, const rlx__sset *in, uint32_t *
 
 /* The pieces of rlx__grammar_step_byte, for walks that remember steps (grammar_tables.c):
  * decode_byte feeds one byte into the half-read sequence (0: not UTF-8, 2: more to come,
- * 1: code point *cp complete); partial_possible says whether a half-read sequence can still
- * match some stack's top; top_has whether the character set at element elem holds cp; step_cp
- * steps a set by a complete code point (out: the advanced stacks whose top held it). */
-int rlx__grammar_decode_byte(uint32_t *partial, int *remain, uint8_t b, uint32_t *cp);
+ * 1: code point *cp complete; inline: the walks of the whole trie call it per byte);
+ * partial_possible says whether a half-read sequence can still match some stack's top; top_has
+ * whether the character set at element elem holds cp; step_cp steps a set by a complete code
+ * point (out: the advanced stacks whose top held it). */
+#define RLX__UTF8_LEAD (1u << 31) /* in a partial: only the lead byte was read */
+static inline int rlx__grammar_decode_byte(uint32_t *partial, int *remain, uint8_t b, uint32_t *cp)
+{
+    if (*remain > 0) {
+        if ((b & 0xc0) != 0x80) return 0;
+        if (*partial & RLX__UTF8_LEAD) { /* the second byte: no overlong forms, surrogates or > U+10FFFF */
+            uint32_t v = *partial & ~RLX__UTF8_LEAD;
+            if (*remain == 2 && ((v == 0 && b < 0xa0) || (v == 0xd && b > 0x9f))) return 0;
+            if (*remain == 3 && ((v == 0 && b < 0x90) || (v == 4 && b > 0x8f) || v > 4)) return 0;
+            *partial = v;
+        }
+        *partial = (*partial << 6) | (b & 0x3f);
+        if (--*remain > 0) return 2;
+        *cp = *partial;
+        return 1;
+    }
+    if (b < 0x80) {
+        *cp = b;
+        return 1;
+    }
+    int r = (b & 0xe0) == 0xc0 ? 1 : (b & 0xf0) == 0xe0 ? 2 : (b & 0xf8) == 0xf0 ? 3 : -1;
+    if (r < 0 || b == 0xc0 || b == 0xc1 || b > 0xf4) return 0; /* C0/C1 only start overlong forms */
+    *partial = (b & (0x3f >> r)) | RLX__UTF8_LEAD;
+    *remain = r;
+    return 2;
+}
 bool rlx__grammar_partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t partial, int remain);
 bool rlx__grammar_top_has(const rlx_grammar *g, uint32_t elem, uint32_t cp);
 void rlx__grammar_step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t cp, rlx__sset *out, uint32_t *buf);
@@ -139,7 +197,7 @@ struct rlx_grammar_state {
 #define RLX__GTABLE_BYTES ((size_t)64 << 20) /* a store's tables together, at most (one table may exceed it) */
 
 typedef struct rlx__gtables rlx__gtables;
-typedef struct rlx__gtables_stats { uint64_t built, hits, evictions, derived; } rlx__gtables_stats;
+typedef struct rlx__gtables_stats { uint64_t built, hits, evictions, derived, counted, classes; } rlx__gtables_stats;
 
 /* One table (grammar_tables.c says what it holds), built by grammar_tbuild.c. */
 typedef struct gtable {
@@ -161,6 +219,31 @@ typedef struct gtable {
     uint64_t last_use;
 } gtable;
 
+/* A code point class of a counted repetition's term and what it says of a vocabulary
+ * (grammar_tclass.c: the position where a table is built by counting). */
+typedef struct rlx__gclass {
+    uint32_t *rng;          /* the class: sorted disjoint ranges lo, hi (n_rng pairs) */
+    size_t n_rng;
+    uint64_t hash;
+    const rlx_grammar_vocab *v;
+    uint8_t *cnt;           /* per token (padded to whole words of 64): its code points, 1..126, when it is whole
+                               code points of the class only; 127 for every other token (walked) */
+    uint32_t *spec;         /* n_nodes + 1: the trie nodes among [0, i) where a walked token ends */
+    uint64_t last_use;
+} rlx__gclass;
+
+typedef struct rlx__gclasses rlx__gclasses;
+rlx__gclasses *rlx__gclasses_new(void);
+void rlx__gclasses_free(rlx__gclasses *s);
+void rlx__gclasses_set_off(rlx__gclasses *s, bool off); /* tests: never count */
+uint64_t rlx__gclasses_built(const rlx__gclasses *s);
+/* The class by which key's table (klen entries, as rlx__gtable_build's) may be counted, *left
+ * set to the terms that may follow the one begun; NULL when it may not be (*rc 0) or on failure
+ * (*rc an RLX_E* code). buf: scratch of RLX_GRAMMAR_MAX_DEPTH + 1. The class stays valid until
+ * the next call. */
+const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, const rlx_grammar_vocab *v,
+                                    const uint32_t *key, size_t klen, uint32_t *left, uint32_t *buf, int *rc);
+
 /* Builds tb (zeroed; its key is the caller's) for key (partial, remain, the top part's entries;
  * klen in all) over v: words = the accepted bitmap's 64-bit words, max_und the undecided pairs
  * it may hold (beyond: tb->deeper), buf scratch of RLX_GRAMMAR_MAX_DEPTH + 1. ref: NULL, or the
@@ -168,10 +251,13 @@ typedef struct gtable {
  * in grammar_tables.c), where `left` terms of the repetition may still follow this key's term:
  * a token of at most left + 1 bytes cannot reach the repetition's end from either position (the
  * term at the top has a byte or more to go, and every term takes a byte or more), so what ref
- * says of it holds here, and only the trie's subtrees with a longer token are walked. 0 or an
+ * says of it holds here, and only the trie's subtrees with a longer token are walked. cls
+ * (with ref NULL): the class rlx__gclass_plan found for the key, `left` its terms to follow: the
+ * counted tokens decided by their counts, only the subtrees of the others walked. 0 or an
  * RLX_E* code. */
 int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, const rlx_grammar_vocab *v, size_t words,
-                      size_t max_und, uint32_t *buf, const gtable *ref, uint32_t left, gtable *tb);
+                      size_t max_und, uint32_t *buf, const gtable *ref, const rlx__gclass *cls, uint32_t left,
+                      gtable *tb);
 
 /* A store of at most max_tables tables over an n_vocab vocabulary; NULL when out of memory. */
 rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables);
@@ -202,6 +288,10 @@ int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, con
 int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, size_t max_bytes, size_t max_und);
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
                                         size_t max_und);
+
+/* Tables by counting (grammar_tclass.c) on (the default) or off (tests: the other ways). */
+void rlx__gtables_count(rlx__gtables *t, bool on);
+void rlx__grammar_cache_count_tables(rlx_grammar_cache *c, bool on);
 
 /* FNV-1a over n bytes from h (the grammar cache's keys: compiled content, positions, tables) */
 static inline uint64_t rlx__fnv(uint64_t h, const void *p, size_t n)

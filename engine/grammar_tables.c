@@ -19,7 +19,10 @@
  * stack deeper than it is looked up with four times as many entries, up to the whole stack
  * (which leaves nothing undecided: below it the grammar is over).
  *
- * A table is built in one pass over the trie's nodes in preorder (grammar_tbuild.c), or, at a
+ * A table is built in one pass over the trie's nodes in preorder (grammar_tbuild.c); at a
+ * repetition of one code point of a class (a JSON string's characters, x{n,m} or x*) by counting
+ * instead: a token of that class's code points only is accepted iff its count fits the terms
+ * left, and only the subtrees of the other tokens are walked (grammar_tclass.c); or, at another
  * counted repetition's later count, from an earlier count's table and a pass over the subtrees
  * of longer tokens only (chain_ref below). Tables are kept per grammar (the cache's slot) and
  * reused by every state and request whose stack has the same top part, evicted least recently
@@ -45,6 +48,7 @@ struct rlx__gtables {
     rlx__sset cset;         /* the stacks B advances to */
     uint8_t *suf_ok;
     size_t suf_ok_cap;
+    rlx__gclasses *classes; /* the classes tables are counted by (grammar_tclass.c) */
     int32_t *ix;            /* open addressing over the used tables by hash: a table's index, IX_EMPTY or IX_DEAD */
     size_t ix_mask, ix_dead;
     rlx__gtables_stats stats;
@@ -101,7 +105,8 @@ rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
     t->tab = calloc(max_tables, sizeof *t->tab);
     t->buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *t->buf);
     t->ix = ix_new(max_tables, &t->ix_mask);
-    if (!t->tab || !t->buf || !t->ix) {
+    t->classes = rlx__gclasses_new();
+    if (!t->tab || !t->buf || !t->ix || !t->classes) {
         rlx__gtables_free(t);
         return NULL;
     }
@@ -131,6 +136,7 @@ void rlx__gtables_free(rlx__gtables *t)
     rlx__sset_free(&t->cset);
     free(t->suf_ok);
     free(t->ix);
+    rlx__gclasses_free(t->classes);
     free(t);
 }
 
@@ -163,7 +169,13 @@ int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, s
     return 0;
 }
 
-void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out) { *out = t->stats; }
+void rlx__gtables_count(rlx__gtables *t, bool on) { rlx__gclasses_set_off(t->classes, !on); }
+
+void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out)
+{
+    *out = t->stats;
+    out->classes = rlx__gclasses_built(t->classes);
+}
 
 /* The table of key (klen entries) in slot, or NULL; its hash in *hash. */
 static gtable *table_find(rlx__gtables *t, uint32_t slot, const uint32_t *key, size_t klen, uint64_t *hash)
@@ -178,18 +190,6 @@ static gtable *table_find(rlx__gtables *t, uint32_t slot, const uint32_t *key, s
     return NULL;
 }
 
-/* The rule holding element e (rules lie in order). */
-static uint32_t rule_of(const rlx_grammar *g, uint32_t e)
-{
-    uint32_t lo = 0, hi = g->n_rules;
-    while (hi - lo > 1) {
-        uint32_t mid = (lo + hi) / 2;
-        if (g->rule_start[mid] <= e) lo = mid;
-        else hi = mid;
-    }
-    return lo;
-}
-
 /* A table to derive key's from (rlx__gtable_build): the key's topmost entry inside a counted
  * repetition's position (grammar_internal.h, chain_prev) moved to an earlier position of that
  * repetition, whose table exists (not `deeper`); *left: the terms the key's position has still
@@ -198,7 +198,7 @@ static gtable *chain_ref(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, s
 {
     if (!g->chain_prev) return NULL;
     for (size_t i = klen; i-- > 2;) {
-        const uint32_t e = t->key[i], r = rule_of(g, e);
+        const uint32_t e = t->key[i], r = rlx__grammar_rule_of(g, e);
         if (g->chain_prev[r] < 0) continue;
         uint32_t *rk = malloc(klen * sizeof *rk);
         gtable *ref = NULL;
@@ -229,7 +229,9 @@ static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, c
         return hit;
     }
     uint32_t left = 0;
-    gtable *ref = chain_ref(t, slot, g, klen, &left);
+    const rlx__gclass *cls = rlx__gclass_plan(t->classes, g, v, t->key, klen, &left, t->buf, rc);
+    if (*rc) return NULL;
+    gtable *ref = cls ? NULL : chain_ref(t, slot, g, klen, &left);
     if (ref) ref->last_use = ++t->clock; /* not the victim below */
     size_t victim = 0;
     for (size_t i = 0; i < t->n_tab; i++) {
@@ -246,13 +248,14 @@ static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, c
     table_clear(t, tb);
     t->stats.built++;
     if (ref) t->stats.derived++;
+    if (cls) t->stats.counted++;
     if (!(tb->key = malloc(klen * sizeof *tb->key))) {
         *rc = RLX_ENOMEM;
         return NULL;
     }
     memcpy(tb->key, t->key, klen * sizeof *t->key);
     tb->key_len = klen;
-    if ((*rc = rlx__gtable_build(g, t->key, klen, v, t->words, t->max_und, t->buf, ref, left, tb))) {
+    if ((*rc = rlx__gtable_build(g, t->key, klen, v, t->words, t->max_und, t->buf, ref, cls, left, tb))) {
         table_clear(t, tb);
         return NULL;
     }
@@ -359,11 +362,11 @@ static uint32_t walk_bucket(const rlx_grammar *g, const uint32_t *st, uint32_t l
 {
     uint32_t later = 0, top = 0; /* later counts on the stack; the topmost one's index */
     for (uint32_t k = 0; g->chain_prev && k < len && later < 2; k++)
-        if (g->chain_prev[rule_of(g, st[k])] >= 0) later++, top = k;
+        if (g->chain_prev[rlx__grammar_rule_of(g, st[k])] >= 0) later++, top = k;
     if (!later) return len;
     const uint32_t e = st[len - 1];
     const bool begun = later == 1 && top + 2 >= len &&
-                       (top + 1 == len || e == g->rule_start[rule_of(g, e)] || g->e[e - 1].type == G_ALT);
+                       (top + 1 == len || e == g->rule_start[rlx__grammar_rule_of(g, e)] || g->e[e - 1].type == G_ALT);
     return begun ? RLX_MIN(len + 4, RLX_GRAMMAR_MAX_DEPTH) : len + RLX_GRAMMAR_MAX_DEPTH + 1;
 }
 struct rlx__gwalk {

@@ -1,7 +1,9 @@
 /* grammar_tbuild.c - building one per-position table (grammar_tables.c keeps them; the table's
  * meaning is there and in grammar_internal.h): a walk of the vocabulary's trie from a stack's top
- * part, or a shorter walk that takes a counted repetition's earlier position's table as it is for
- * every token too short to reach the repetition's end. Runs on the thread of the owning cache. */
+ * part; or a shorter walk that takes a counted repetition's earlier position's table as it is for
+ * every token too short to reach the repetition's end; or, at a repetition of one code point of
+ * a class (grammar_tclass.c), the tokens of that class decided by their code points' count and a
+ * walk of the other tokens' subtrees only. Runs on the thread of the owning cache. */
 #include "engine/grammar_internal.h"
 
 #include <stdlib.h>
@@ -347,8 +349,20 @@ done:
     return rc;
 }
 
+/* What the count says (grammar_tclass.c): every token of whole code points of the class, at
+ * most left + 1 of them, accepted (cnt 127 marks the walked ones, never accepted) */
+static void count_accepted(const rlx__gclass *cls, const rlx_grammar_vocab *v, uint32_t left, uint64_t *acc)
+{
+    const uint64_t lb = 0x0101010101010101ull * (left < 125 ? left + 1 : 126);
+    for (int32_t base = 0; base < v->n_vocab; base += 64) {
+        uint64_t w = 0;
+        for (int k = 0; k < 8; k++) w |= short8(cls->cnt + base + 8 * k, lb) << (8 * k);
+        acc[base >> 6] = w;
+    }
+}
+
 int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, const rlx_grammar_vocab *v, size_t words,
-                      size_t max_und, uint32_t *buf, const gtable *ref, uint32_t left, gtable *tb)
+                      size_t max_und, uint32_t *buf, const gtable *ref, const rlx__gclass *cls, uint32_t left, gtable *tb)
 {
     uint32_t depth = v->max_depth + 2, tn = (uint32_t)(klen - 2);
     wlevel *lv = calloc(depth, sizeof *lv);
@@ -365,7 +379,8 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
         rc = RLX_ENOMEM;
         goto done;
     }
-    if (ref) copy_short(ref, v, cut, tb->acc, &rs);
+    if (cls) count_accepted(cls, v, left, tb->acc);
+    else if (ref) copy_short(ref, v, cut, tb->acc, &rs);
     memcpy(buf, key + 2, tn * sizeof *buf);
     rlx__grammar_advance(g, buf, tn, &start);
     if (start.oom || start.overflow) {
@@ -379,10 +394,11 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
     lv[0].partial = key[0];
     lv[0].remain = (int)key[1];
     /* the nodes in preorder: a refused node skips its subtree, and so does one whose tokens are
-     * all `cut` bytes or shorter (ref said what they do) */
+     * all `cut` bytes or shorter (ref said what they do), or all counted (cls said) */
+    const uint32_t *spec = cls ? cls->spec : NULL;
     for (uint32_t node = 1; node < v->n_nodes;) {
         uint32_t d = v->depth[node];
-        if (v->maxlen[node] <= cut) {
+        if (spec ? spec[v->end[node]] == spec[node] : v->maxlen[node] <= cut) {
             node = v->end[node];
             continue;
         }
@@ -400,7 +416,8 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
             continue;
         }
         lv[d] = here;
-        if (nd.token >= 0 && d > cut) { /* next_tok (in token order, far from the node) only for more */
+        /* (a counted token's bit is the count's; next_tok, in token order far from the node, only for more) */
+        if (nd.token >= 0 && d > cut && (!spec || spec[node + 1] != spec[node])) {
             tb->acc[nd.token >> 6] |= 1ull << (nd.token & 63);
             for (int32_t tok = nd.more ? v->next_tok[nd.token] : -1; tok >= 0; tok = v->next_tok[tok])
                 tb->acc[tok >> 6] |= 1ull << (tok & 63);

@@ -110,6 +110,9 @@ rlx_grammar_vocab *rlx_grammar_vocab_new(int32_t n_vocab, const char *const *tex
         for (uint32_t c = v->nodes[i].child; c; c = v->nodes[c].sibling) m = v->maxlen[c] > m ? v->maxlen[c] : m;
         v->maxlen[i] = m;
     }
+    if (!(v->tend = malloc(((size_t)v->n_nodes + 1) * sizeof *v->tend))) goto fail;
+    v->tend[0] = 0;
+    for (uint32_t i = 0; i < v->n_nodes; i++) v->tend[i + 1] = v->tend[i] + (v->nodes[i].token >= 0);
     free(refs);
     free(path);
     free(last);
@@ -132,6 +135,7 @@ void rlx_grammar_vocab_free(rlx_grammar_vocab *v)
     free(v->depth);
     free(v->end);
     free(v->maxlen);
+    free(v->tend);
     free(v->len7);
     free(v->eog);
     free(v);

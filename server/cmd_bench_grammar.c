@@ -420,14 +420,16 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                "\"tables_mask_us_p50\":%.1f,\"tables_mask_us_p99\":%.1f,\"tables_warm_mask_us_p50\":%.1f,"
                "\"tables_warm_mask_us_p99\":%.1f,\"tables_built\":%llu,\"prepare_ms\":%.1f,\"prepared_tables\":%lld,"
                "\"prepared_mask_us_p50\":%.1f,\"prepared_mask_us_p99\":%.1f,\"prepared_tables_late\":%llu,"
-               "\"tables_derived\":%llu,\"prepared_tables_derived\":%llu,"
+               "\"tables_derived\":%llu,\"prepared_tables_derived\":%llu,\"tables_counted\":%llu,"
+               "\"prepared_tables_counted\":%llu,"
                "\"tps\":%.2f,\"tps_unconstrained\":%.2f,\"ratio\":%.3f,\"restarts\":%ld}\n",
                base, gbase, V, threads, n, reps, schema_ms, schema_max, gbnf_ms, gbnf_max, (tv1 - tv0) * 1e3, mask_p50,
                mask_p99, n_tm, n_tm ? (double)allowed_sum / (double)n_tm : 0.0, sc50, sc99, su50, su99,
                b.aside ? "true" : "false", b.cache ? "true" : "false",
                n_tc ? cm_p50 : 0.0, n_tc ? cm_p99 : 0.0, (unsigned long long)cs.hits, (unsigned long long)cs.misses, f0_p50, f0_p99, f1_p50, f1_p99,
                (unsigned long long)fs.tables_built, prep_ms, (long long)prep_built, p_p50, p_p99, late,
-               (unsigned long long)fs.tables_derived, (unsigned long long)ps.tables_derived, tps_c,
+               (unsigned long long)fs.tables_derived, (unsigned long long)ps.tables_derived,
+               (unsigned long long)fs.tables_counted, (unsigned long long)ps.tables_counted, tps_c,
                tps_u, tps_c / tps_u, b.restarts);
     } else {
         printf("grammar %s on %s (vocabulary %d), %ld tokens x %ld runs, threads %ld\n", gbase, base, V, n, reps, threads);
@@ -439,7 +441,9 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
         printf("  full mask, tables p50 %.1f us, p99 %.1f us with a fresh store (%llu tables built); "
                "p50 %.1f us, p99 %.1f us once built\n", f0_p50, f0_p99, (unsigned long long)fs.tables_built, f1_p50, f1_p99);
         printf("                    (of the tables built: %llu fresh store, %llu ahead derived from a counted repetition's "
-               "earlier position)\n", (unsigned long long)fs.tables_derived, (unsigned long long)ps.tables_derived);
+               "earlier position; %llu, %llu by counting code points)\n", (unsigned long long)fs.tables_derived,
+               (unsigned long long)ps.tables_derived, (unsigned long long)fs.tables_counted,
+               (unsigned long long)ps.tables_counted);
         printf("  tables ahead      %lld built in %.1f ms from the start state; then p50 %.1f us, p99 %.1f us with a fresh "
                "store (%llu more built on the way)\n", (long long)prep_built, prep_ms, p_p50, p_p99, late);
  if (b.cache)

@@ -4,7 +4,8 @@
  * vocabulary of tricky pieces (partial UTF-8 across tokens, `":` and `},` straddling tokens,
  * escapes, whitespace runs) plus random byte strings, and on the real 151,643-token Qwen2
  * vocabulary; up to the end of generation (a complete value, where only what may follow the end
- * is allowed); through a store so small that tables are evicted and rebuilt. */
+ * is allowed); through a store so small that tables are evicted and rebuilt; with tables counted
+ * by code points (grammar_tclass.c) where a repetition allows it, and with that off. */
 #include "tests/rlx_test.h"
 #include <pthread.h>
 #include <time.h>
@@ -168,6 +169,7 @@ static const char *const schemas[] = {
  * below their top part (so the undecided tokens' suffix checks decide much of the mask); at
  * depth 2 a table holds at most 40 undecided pairs, so many positions look deeper. */
 static const uint32_t depths[] = {RLX__GTABLE_DEPTH, 1, 2, 3};
+static bool no_count; /* check_grammar's caches without tables by counting (grammar_tclass.c) */
 
 /* g checked with a fresh cache per depth, keeping at most `tables` tables (4 exact positions); the steps, -1 on a mismatch. */
 static int check_grammar(size_t tables, size_t max_bytes, const rlx_grammar *g, const vocab *vb, int walks, int *ends,
@@ -180,6 +182,7 @@ static int check_grammar(size_t tables, size_t max_bytes, const rlx_grammar *g, 
             rlx_grammar_cache_free(c);
             return -1;
         }
+        if (no_count) rlx__grammar_cache_count_tables(c, false);
         uint64_t save = rng;
         int n = walk_check(c, g, vb->v, NV, vb->texts, vb->lens, walks, 40, ends);
         rng = save + 1;
@@ -190,6 +193,8 @@ static int check_grammar(size_t tables, size_t max_bytes, const rlx_grammar *g, 
             st->table_hits += s.table_hits;
             st->table_evictions += s.table_evictions;
             st->tables_derived += s.tables_derived;
+            st->tables_counted += s.tables_counted;
+            st->table_classes += s.table_classes;
         }
         rlx_grammar_cache_free(c);
         if (n < 0) {
@@ -311,13 +316,14 @@ TEST(random_grammars)
     vocab vb = {0};
     ASSERT(vocab_make(&vb));
     int total = 0, grammars = 0, ends = 0;
+    rlx_grammar_cache_stats st = {0};
     bool mc = getenv("RLX_MEMCHECK") != NULL; /* under valgrind fewer */
     for (int i = 0; i < (mc ? 40 : 150); i++) {
         char *src = random_gbnf();
         rlx_error e = {0};
         rlx_grammar *g = rlx_grammar_compile(src, strlen(src), NULL, &e);
         if (g) {
-            int n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, 5, &ends, NULL);
+            int n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, 5, &ends, &st);
             if (n < 0) fprintf(stderr, "  grammar:\n%s\n", src);
             rlx_grammar_free(g);
             free(src);
@@ -329,8 +335,10 @@ TEST(random_grammars)
             free(src);
         }
     }
-    fprintf(stderr, "  %d random grammars, %d positions, %d walks reached an end\n", grammars, total, ends);
+    fprintf(stderr, "  %d random grammars, %d positions, %d walks reached an end; %llu of %llu tables counted\n",
+            grammars, total, ends, (unsigned long long)st.tables_counted, (unsigned long long)st.tables_built);
     ASSERT(grammars > (mc ? 25 : 100));
+    ASSERT(st.tables_counted > 0);
     ASSERT(total > (mc ? 300 : 1000));
     vocab_free(&vb);
 }
@@ -359,7 +367,9 @@ TEST(counted_repetitions_derive_tables)
         rlx_grammar *g = compile(grammars[i]);
         ASSERT_MSG(g, "grammar %zu", i);
         rlx_grammar_cache_stats st = {0};
+        no_count = true; /* (a count would take the positions derived here) */
         int ends = 0, n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, walks, &ends, &st);
+        no_count = false;
         rlx_grammar_free(g);
         ASSERT_MSG(n > 0, "grammar %zu:\n%s", i, grammars[i]);
         fprintf(stderr, "  grammar %zu: %d positions, %llu tables built, %llu of them derived\n", i, n,
@@ -370,6 +380,7 @@ TEST(counted_repetitions_derive_tables)
         g = compile(grammars[i]);
         rlx_grammar_state *s = g && c ? rlx_grammar_state_new(g, NULL) : NULL;
         ASSERT(s);
+        rlx__grammar_cache_count_tables(c, false);
         ASSERT(rlx_grammar_cache_prepare(c, s, vb.v, RLX_GRAMMAR_PREPARE_TABLES, 0, 0) > 0);
         rlx_grammar_cache_get_stats(c, &st);
         ASSERT_MSG(st.tables_derived > 0, "grammar %zu: the walk ahead derived none of its %llu tables", i,
@@ -387,6 +398,129 @@ TEST(counted_repetitions_derive_tables)
     ASSERT(check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, walks, &ends, &st) > 0);
     ASSERT_EQ(st.tables_derived, 0);
     rlx_grammar_free(g);
+    vocab_free(&vb);
+}
+
+/* ---- tables by counting (grammar_tclass.c) ---- */
+
+typedef struct plan_out { int counted; uint32_t left; uint32_t rng[8]; size_t n_rng; } plan_out;
+
+/* rlx__gclass_plan at each stack of src's state after `text`, keyed as the tables key it (its
+ * top RLX__GTABLE_DEPTH entries): how many it counts, and the last one's left and class. */
+static plan_out plan_after(const char *src, const char *text, const rlx_grammar_vocab *v)
+{
+    plan_out o = {0};
+    rlx_grammar *g = compile(src);
+    rlx_grammar_state *s = g ? rlx_grammar_state_new(g, NULL) : NULL;
+    rlx__gclasses *cs = rlx__gclasses_new();
+    uint32_t *buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *buf), key[2 + RLX__GTABLE_DEPTH];
+    if (!s || !cs || !buf || rlx_grammar_accept(s, text, strlen(text))) {
+        o.counted = -1;
+        goto done;
+    }
+    for (size_t i = 0; i < s->stacks.n; i++) {
+        const uint32_t len = s->stacks.len[i], tn = len < RLX__GTABLE_DEPTH ? len : RLX__GTABLE_DEPTH;
+        if (!len) continue;
+        key[0] = s->remain ? s->partial : 0;
+        key[1] = (uint32_t)s->remain;
+        memcpy(key + 2, s->stacks.data + s->stacks.off[i] + len - tn, tn * sizeof *key);
+        int rc = 0;
+        uint32_t left = 0;
+        const rlx__gclass *c = rlx__gclass_plan(cs, g, v, key, 2 + tn, &left, buf, &rc);
+        if (rc) {
+            o.counted = -1;
+            goto done;
+        }
+        if (!c) continue;
+        o.counted++;
+        o.left = left;
+        o.n_rng = c->n_rng;
+        memcpy(o.rng, c->rng, (c->n_rng < 4 ? c->n_rng : 4) * 2 * sizeof *o.rng);
+    }
+done:
+    free(buf);
+    rlx__gclasses_free(cs);
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
+    return o;
+}
+
+/* Where a table is counted and where not: a repetition's term (one set, or a rule of one-set
+ * alternatives less the first sets of its others), the terms left (a count's, or a star's
+ * none), refused where a count would be wrong (the continuation takes a code point of the
+ * class, runs out of the key, a first set through a rule, a half-read character); then the
+ * masks of such grammars against the reference walk, counting on, and on the real vocabulary. */
+TEST(tables_by_counting)
+{
+    vocab vb = {0};
+    ASSERT(vocab_make(&vb));
+    const char *g1 = "root ::= \"\\\"\" [a-z]{0,5} \"\\\"\"\n";
+    plan_out o = plan_after(g1, "\"", vb.v);
+    ASSERT_EQ(o.counted, 1); /* the set's stack; the closing quote's is no repetition */
+    ASSERT_EQ(o.left, 4);
+    ASSERT_EQ(o.n_rng, 1);
+    ASSERT_EQ(o.rng[0], 'a');
+    ASSERT_EQ(o.rng[1], 'z');
+    o = plan_after(g1, "\"ab", vb.v);
+    ASSERT_EQ(o.counted, 1);
+    ASSERT_EQ(o.left, 2);
+    /* the minimum's last copy, then the chain (the first copy is followed by a set: not counted) */
+    o = plan_after("root ::= \"<\" [a-z]{2,6} \">\"\n", "<", vb.v);
+    ASSERT_EQ(o.counted, 0);
+    o = plan_after("root ::= \"<\" [a-z]{2,6} \">\"\n", "<a", vb.v);
+    ASSERT_EQ(o.counted, 1);
+    ASSERT_EQ(o.left, 4);
+    /* a star: no bound */
+    o = plan_after("root ::= \"<\" [a-z]* \">\"\n", "<", vb.v);
+    ASSERT_EQ(o.counted, 1);
+    ASSERT_EQ(o.left, UINT32_MAX);
+    /* the continuation takes [a-z] too: only the star's stack (followed by ">") counts */
+    o = plan_after("root ::= \"<\" [a-c]{0,5} [a-z]* \">\"\n", "<", vb.v);
+    ASSERT_EQ(o.counted, 1);
+    ASSERT_EQ(o.left, UINT32_MAX);
+    /* nothing follows in the grammar: the stack runs out of its key */
+    o = plan_after("root ::= [a-z]{0,5}\n", "", vb.v);
+    ASSERT_EQ(o.counted, 0);
+    /* a rule of alternatives: one set less the first sets of the others */
+    o = plan_after("root ::= \"<\" c{0,4} \">\"\nc ::= [a-z] | \"ab\" \"!\"\n", "<", vb.v);
+    ASSERT_EQ(o.counted, 1);
+    ASSERT_EQ(o.left, 3);
+    ASSERT_EQ(o.n_rng, 1);
+    ASSERT_EQ(o.rng[0], 'b');
+    ASSERT_EQ(o.rng[1], 'z');
+    o = plan_after("root ::= \"<\" c{0,4} \">\"\nc ::= [a-z] | d\nd ::= \"0\"\n", "<", vb.v);
+    ASSERT_EQ(o.counted, 0);
+    /* a negated set; a half-read character is no count's position */
+    const char *g2 = "root ::= \"\\\"\" [^\"]{0,3} \"\\\"\"\n";
+    o = plan_after(g2, "\"", vb.v);
+    ASSERT_EQ(o.counted, 1);
+    ASSERT_EQ(o.n_rng, 2);
+    ASSERT_EQ(o.rng[1], '"' - 1);
+    ASSERT_EQ(o.rng[2], '"' + 1);
+    ASSERT_EQ(o.rng[3], 0x10ffff);
+    o = plan_after(g2, "\"\xc3", vb.v);
+    ASSERT_EQ(o.counted, 0);
+
+    static const char *const grammars[] = {
+        "root ::= \"\\\"\" char{0,8} \"\\\"\" \",\"?\nchar ::= [^\"\\\\] | \"\\\\\" [nt\"\\\\]\n",
+        "root ::= \"\\\"\" char* \"\\\"\" \"}\"\nchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([nt\"\\\\] | \"u\" [0-9a-f]{4})\n",
+        "root ::= [a-z]{2,9} \":\" [0-9]+ \"}\"\n",
+        "root ::= \"{\" [a-c]{0,5} [a-z]* \".\"\n",
+        "root ::= \"{\" c{0,4} \"}\"\nc ::= [a-z] | \"ab\" \"1\"\n",
+        "root ::= \"\\\"\" [^\"]{0,3} \"\\\"\" | [\xc3\xa0-\xc3\xbf\xe6\x97\xa5]{1,4} \"x\"\n",
+    };
+    const int walks = getenv("RLX_MEMCHECK") ? 6 : 20;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(grammars); i++) {
+        rlx_grammar *g = compile(grammars[i]);
+        ASSERT_MSG(g, "grammar %zu", i);
+        rlx_grammar_cache_stats st = {0};
+        int ends = 0, n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, walks, &ends, &st);
+        rlx_grammar_free(g);
+        fprintf(stderr, "  grammar %zu: %d positions, %llu tables built, %llu of them counted\n", i, n,
+                (unsigned long long)st.tables_built, (unsigned long long)st.tables_counted);
+        ASSERT_MSG(n > 0, "grammar %zu:\n%s", i, grammars[i]);
+        ASSERT_MSG(st.tables_counted > 0, "grammar %zu counted no table", i);
+    }
     vocab_free(&vb);
 }
 
@@ -653,7 +787,12 @@ TEST(qwen2_vocabulary)
     bool mc = getenv("RLX_MEMCHECK") != NULL;
     int ends = 0, n = walk_check(c, g, v, nv, texts, lens, mc ? 1 : 2, mc ? 6 : 30, &ends);
     rlx_grammar_free(g);
-    fprintf(stderr, "  %d positions of the schema\n", n);
+    rlx_grammar_cache_stats st;
+    rlx_grammar_cache_get_stats(c, &st);
+    fprintf(stderr, "  %d positions of the schema; %llu of %llu tables counted, by %llu classes\n", n,
+            (unsigned long long)st.tables_counted, (unsigned long long)st.tables_built,
+            (unsigned long long)st.table_classes);
+    ASSERT(st.tables_counted > 0); /* its strings */
     ASSERT(n > (mc ? 2 : 10));
     g = compile(rlx_grammar_json_object);
     ASSERT(g);
@@ -674,7 +813,7 @@ int main(void)
         TEST_ENTRY(json_schemas_and_json_gbnf),
         TEST_ENTRY(random_grammars),
         TEST_ENTRY(deep_nesting_and_eviction), TEST_ENTRY(counted_repetitions_derive_tables),
-        TEST_ENTRY(walk_ahead_prefers_begun_counts),
+        TEST_ENTRY(walk_ahead_prefers_begun_counts), TEST_ENTRY(tables_by_counting),
         TEST_ENTRY(tables_built_ahead),
         TEST_ENTRY(qwen2_vocabulary),
     };

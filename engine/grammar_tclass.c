@@ -1,0 +1,343 @@
+/* grammar_tclass.c - tables by counting code points (grammar_internal.h, rlx__gclass_plan): at a
+ * counted repetition whose term is one code point of a class C, a token made only of whole code
+ * points of C is decided by how many it has; only the rest of the vocabulary is walked.
+ *
+ * The position: a stack whose top part holds a rule R ::= x R' | (empty) with its term x just
+ * begun - a counted repetition's chain rule R_j (x{n,m}, grammar_compile.c; R' = R_{j+1}, `left`
+ * terms still to come after this one) or a star's rule (x*; R' = R, no bound) - and below it
+ * (inside the key) a continuation that cannot start with a code point of C and does not run
+ * out of the key:
+ *   (a) x is one character set: the stack's top is R's first element, the set itself; C = it;
+ *   (b) x is one reference to a rule X: the top is where an alternative of X that is one
+ *       character set begins, the entry below it R's reference to R'; C = that set less the
+ *       first sets of X's other alternatives (each must begin with a set or a token).
+ * From there a code point of C goes one way only: it completes the term (no other alternative
+ * of X starts with it, and the continuation refuses it), after which R''s term begins. So a
+ * token of k code points all in C is accepted iff k <= left + 1 (this term and `left` more), and
+ * refused otherwise (the continuation refuses its next code point; nothing runs out of the key).
+ * Every other token (a code point outside C, a half or broken UTF-8 sequence, or 127 code points
+ * and more) is decided by the walk of the trie (grammar_tbuild.c), which needs to visit only the
+ * subtrees where such a token ends. What a class says of the vocabulary (the counts, and the
+ * nodes where a walked token ends) is built once per class and kept in the store, least recently
+ * used out beyond CLASSES. Owned by the tables' store, so by its cache's thread. */
+#include "engine/grammar_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CLASSES 8
+#define RMAX 128 /* ranges of a class, at most (a set with more is not counted) */
+
+struct rlx__gclasses {
+    rlx__gclass c[CLASSES];
+    uint64_t clock;
+    bool off;
+    rlx__sset cont;         /* scratch: the continuation's stacks */
+    uint64_t built;
+};
+
+typedef struct rset { uint32_t r[2 * RMAX]; int n; } rset; /* sorted, disjoint, not adjacent: lo, hi pairs */
+
+rlx__gclasses *rlx__gclasses_new(void) { return calloc(1, sizeof(rlx__gclasses)); }
+
+static void class_clear(rlx__gclass *c)
+{
+    free(c->rng);
+    free(c->cnt);
+    free(c->spec);
+    memset(c, 0, sizeof *c);
+}
+
+void rlx__gclasses_free(rlx__gclasses *s)
+{
+    if (!s) return;
+    for (int i = 0; i < CLASSES; i++) class_clear(&s->c[i]);
+    rlx__sset_free(&s->cont);
+    free(s);
+}
+
+void rlx__gclasses_set_off(rlx__gclasses *s, bool off) { s->off = off; }
+uint64_t rlx__gclasses_built(const rlx__gclasses *s) { return s->built; }
+
+static bool is_set(uint32_t type) { return type == G_CHAR || type == G_CHAR_NOT || type == G_ANY; }
+static bool end_of_seq(uint32_t type) { return type == G_END || type == G_ALT; }
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* The character set at element p as ranges into out; *next gets the element after it. false
+ * when it has more than RMAX ranges. */
+static bool set_ranges(const gelem *e, uint32_t p, rset *out, uint32_t *next)
+{
+    const bool negated = e[p].type == G_CHAR_NOT;
+    rset in = {.n = 0};
+    do {
+        uint32_t a, b;
+        p = rlx__grammar_set_range(e, p, &a, &b);
+        if (in.n == RMAX) return false;
+        if (a <= b) {
+            in.r[2 * in.n] = a;
+            in.r[2 * in.n + 1] = b;
+            in.n++;
+        }
+    } while (e[p].type == G_CHAR_ALT);
+    *next = p;
+    qsort(in.r, (size_t)in.n, 2 * sizeof *in.r, pair_cmp);
+    rset m = {.n = 0}; /* merged */
+    for (int i = 0; i < in.n; i++) {
+        if (m.n && in.r[2 * i] <= m.r[2 * m.n - 1] + 1) {
+            if (in.r[2 * i + 1] > m.r[2 * m.n - 1]) m.r[2 * m.n - 1] = in.r[2 * i + 1];
+        } else {
+            m.r[2 * m.n] = in.r[2 * i];
+            m.r[2 * m.n + 1] = in.r[2 * i + 1];
+            m.n++;
+        }
+    }
+    if (!negated) {
+        *out = m;
+        return true;
+    }
+    out->n = 0;
+    uint32_t lo = 0;
+    for (int i = 0; i <= m.n; i++) {
+        uint32_t hi = i < m.n ? m.r[2 * i] : 0x110000; /* the gap [lo, hi) */
+        if (lo < hi) {
+            if (out->n == RMAX) return false;
+            out->r[2 * out->n] = lo;
+            out->r[2 * out->n + 1] = hi - 1;
+            out->n++;
+        }
+        if (i < m.n) lo = m.r[2 * i + 1] + 1;
+    }
+    return true;
+}
+
+/* a = a less b */
+static bool ranges_minus(rset *a, const rset *b)
+{
+    rset o = {.n = 0};
+    for (int i = 0; i < a->n; i++) {
+        uint32_t lo = a->r[2 * i], hi = a->r[2 * i + 1];
+        for (int j = 0; j < b->n && lo <= hi; j++) {
+            uint32_t blo = b->r[2 * j], bhi = b->r[2 * j + 1];
+            if (bhi < lo || blo > hi) continue;
+            if (blo > lo) {
+                if (o.n == RMAX) return false;
+                o.r[2 * o.n] = lo;
+                o.r[2 * o.n + 1] = blo - 1;
+                o.n++;
+            }
+            if (bhi >= hi) {
+                lo = 1, hi = 0; /* nothing left of this range */
+                break;
+            }
+            lo = bhi + 1;
+        }
+        if (lo <= hi) {
+            if (o.n == RMAX) return false;
+            o.r[2 * o.n] = lo;
+            o.r[2 * o.n + 1] = hi;
+            o.n++;
+        }
+    }
+    *a = o;
+    return true;
+}
+
+static bool ranges_meet(const rset *a, const rset *b)
+{
+    for (int i = 0, j = 0; i < a->n && j < b->n;) {
+        if (a->r[2 * i + 1] < b->r[2 * j]) i++;
+        else if (b->r[2 * j + 1] < a->r[2 * i]) j++;
+        else return true;
+    }
+    return false;
+}
+
+static bool ranges_have(const uint32_t *r, size_t n, uint32_t cp)
+{
+    size_t lo = 0, hi = n; /* the first range whose hi >= cp */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r[2 * mid + 1] < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && r[2 * lo] <= cp;
+}
+
+/* ---- what a class says of the vocabulary ---- */
+
+typedef struct cstate { uint32_t partial; int remain; uint32_t count; } cstate;
+
+/* c->cnt and c->spec for c's ranges over v, in one pass over the trie in preorder: a node whose
+ * bytes leave the class (or UTF-8) has only walked tokens below it, counted without a visit. */
+static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
+{
+    const size_t padded = ((size_t)v->n_vocab + 63) / 64 * 64;
+    uint64_t ascii[2] = {0, 0};
+    for (uint32_t cp = 0; cp < 128; cp++)
+        if (ranges_have(c->rng, c->n_rng, cp)) ascii[cp >> 6] |= 1ull << (cp & 63);
+    c->cnt = malloc(padded);
+    uint32_t *spec = c->spec = malloc(((size_t)v->n_nodes + 1) * sizeof *spec);
+    cstate *st = malloc(((size_t)v->max_depth + 1) * sizeof *st);
+    if (!c->cnt || !spec || !st) {
+        free(st);
+        return RLX_ENOMEM;
+    }
+    memset(c->cnt, 127, padded);
+    st[0] = (cstate){0, 0, 0};
+    spec[0] = 0;
+    spec[1] = 0; /* the root: no token */
+    for (uint32_t node = 1; node < v->n_nodes;) {
+        cstate s = st[v->depth[node] - 1];
+        const uint8_t b = v->nodes[node].byte;
+        bool in;
+        if (!s.remain && b < 0x80) {
+            in = (ascii[b >> 6] >> (b & 63)) & 1;
+            s.count++;
+        } else {
+            uint32_t cp = 0;
+            int r = rlx__grammar_decode_byte(&s.partial, &s.remain, b, &cp);
+            in = r == 2 || (r == 1 && ranges_have(c->rng, c->n_rng, cp));
+            s.count += r == 1;
+        }
+        if (!in || s.count > 126) { /* every token below is walked */
+            const uint32_t e = v->end[node], base = spec[node] - v->tend[node];
+            for (uint32_t x = node; x < e; x++) spec[x + 1] = base + v->tend[x + 1];
+            node = e;
+            continue;
+        }
+        st[v->depth[node]] = s;
+        const rlx__tnode nd = v->nodes[node];
+        const bool tok = nd.token >= 0, walked = tok && s.remain;
+        if (tok && !walked)
+            for (int32_t t = nd.token; t >= 0; t = nd.more ? v->next_tok[t] : -1) c->cnt[t] = (uint8_t)s.count;
+        spec[node + 1] = spec[node] + walked;
+        node++;
+    }
+    free(st);
+    return 0;
+}
+
+/* The stored class of ranges r (built when new); NULL with *rc set when out of memory. */
+static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, const rlx_grammar_vocab *v, int *rc)
+{
+    const uint64_t h = rlx__fnv(1469598103934665603ull, r->r, (size_t)r->n * 2 * sizeof *r->r);
+    rlx__gclass *victim = &s->c[0];
+    for (int i = 0; i < CLASSES; i++) {
+        rlx__gclass *c = &s->c[i];
+        if (c->rng && c->v == v && c->hash == h && c->n_rng == (size_t)r->n &&
+            !memcmp(c->rng, r->r, (size_t)r->n * 2 * sizeof *r->r)) {
+            c->last_use = ++s->clock;
+            return c;
+        }
+        if (!c->rng) {
+            if (victim->rng) victim = c;
+        } else if (victim->rng && c->last_use < victim->last_use) {
+            victim = c;
+        }
+    }
+    class_clear(victim);
+    victim->rng = malloc((size_t)r->n * 2 * sizeof *victim->rng + 1);
+    if (!victim->rng) {
+        *rc = RLX_ENOMEM;
+        return NULL;
+    }
+    memcpy(victim->rng, r->r, (size_t)r->n * 2 * sizeof *r->r);
+    victim->n_rng = (size_t)r->n;
+    victim->hash = h;
+    victim->v = v;
+    if ((*rc = class_build(victim, v))) {
+        class_clear(victim);
+        return NULL;
+    }
+    victim->last_use = ++s->clock;
+    s->built++;
+    return victim;
+}
+
+/* ---- the position ---- */
+
+/* The terms that rule rr holds when it is rr ::= x rr' | (empty) with rr' rr itself (x*:
+ * UINT32_MAX, no bound) or the next position of a counted repetition's chain (grammar_internal.h:
+ * rr's chain_left + 1), or rr ::= x | (empty) (1); 0 when it is none of those. x is rr's first
+ * element, into *x. */
+static uint32_t rule_terms(const rlx_grammar *g, uint32_t rr, uint32_t *x)
+{
+    uint32_t a = *x = g->rule_start[rr], p;
+    if (g->e[a].type == G_REF) p = a + 1;
+    else if (is_set(g->e[a].type)) for (p = a + 1; g->e[p].type == G_CHAR_ALT || g->e[p].type == G_RNG_UPPER; p++) {}
+    else return 0;
+    if (g->e[p].type == G_ALT && g->e[p + 1].type == G_END) return 1;
+    if (g->e[p].type != G_REF || g->e[p + 1].type != G_ALT || g->e[p + 2].type != G_END) return 0;
+    if (g->e[p].value == rr) return UINT32_MAX;
+    if (g->chain_prev && g->chain_prev[g->e[p].value] == (int32_t)rr) return g->chain_left[rr] + 1;
+    return 0;
+}
+
+static bool ranges_equal(const rset *a, const rset *b)
+{
+    return a->n == b->n && !memcmp(a->r, b->r, (size_t)a->n * 2 * sizeof *a->r);
+}
+
+const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, const rlx_grammar_vocab *v,
+                                    const uint32_t *key, size_t klen, uint32_t *left, uint32_t *buf, int *rc)
+{
+    *rc = 0;
+    if (s->off || klen < 3 || key[1] || !v->n_nodes) return NULL;
+    const uint32_t top = key[klen - 1];
+    if (!is_set(g->e[top].type)) return NULL;
+    rset cls, o;
+    uint32_t after, i, p, x, nx, terms = 0;
+    const uint32_t r = rlx__grammar_rule_of(g, top);
+    if (!set_ranges(g->e, top, &cls, &after)) return NULL;
+    /* (a): the set is followed by a reference to a rule of terms that are that set */
+    if (g->e[after].type == G_REF && (terms = rule_terms(g, g->e[after].value, &x)) && is_set(g->e[x].type) &&
+        set_ranges(g->e, x, &o, &nx) && ranges_equal(&o, &cls)) {
+        i = (uint32_t)klen - 1;
+        p = after;
+    } else { /* (b): the set is an alternative of X; below it, a reference to a rule of terms X */
+        if (klen < 4) return NULL;
+        i = (uint32_t)klen - 2;
+        p = key[i];
+        if (!end_of_seq(g->e[after].type) || (top != g->rule_start[r] && g->e[top - 1].type != G_ALT) ||
+            g->e[p].type != G_REF || !(terms = rule_terms(g, g->e[p].value, &x)) || g->e[x].type != G_REF ||
+            g->e[x].value != r)
+            return NULL;
+        for (uint32_t a = g->rule_start[r];;) { /* the other alternatives' first sets out */
+            if (a != top) {
+                const uint32_t t = g->e[a].type;
+                if (t == G_REF || end_of_seq(t)) return NULL; /* (a first set through a rule: not worked out) */
+                if (is_set(t) && (!set_ranges(g->e, a, &o, &nx) || !ranges_minus(&cls, &o))) return NULL;
+            }
+            while (!end_of_seq(g->e[a].type)) a++;
+            if (g->e[a].type == G_END) break;
+            a++;
+        }
+    }
+    *left = terms; /* the referenced rule's terms may follow this one */
+    if (!cls.n) return NULL;
+    /* the continuation (where the referenced rule's empty alternative goes): the key's entries
+     * below, then what follows the reference, advanced; each stack must have a top (not run out
+     * of the key) that holds no code point of C */
+    rlx__sset_clear(&s->cont);
+    uint32_t n = i - 2;
+    memcpy(buf, key + 2, n * sizeof *buf);
+    if (!end_of_seq(g->e[p + 1].type)) buf[n++] = p + 1;
+    rlx__grammar_advance(g, buf, n, &s->cont);
+    if (s->cont.oom) {
+        *rc = RLX_ENOMEM;
+        return NULL;
+    }
+    if (s->cont.overflow) return NULL;
+    for (size_t k = 0; k < s->cont.n; k++) {
+        if (!s->cont.len[k]) return NULL;
+        const uint32_t t = s->cont.data[s->cont.off[k] + s->cont.len[k] - 1];
+        if (g->e[t].type >= G_TOKEN) continue; /* a token reference holds no code point */
+        if (!set_ranges(g->e, t, &o, &nx) || ranges_meet(&o, &cls)) return NULL;
+    }
+    return class_get(s, &cls, v, rc);
+}
