@@ -225,15 +225,8 @@ void rlx__grammar_after_top(const rlx_grammar *g, const uint32_t *v, uint32_t n,
 
 static bool partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t partial, int remain)
 {
-    bool lead_only = partial & LEAD_FLAG;
-    partial &= ~LEAD_FLAG;
-    uint32_t lo = partial << (6 * remain), hi = lo | ((1u << (6 * remain)) - 1);
-    if (lead_only) { /* the shortest forms only: a lead byte of n bytes starts U+0080, U+0800, U+10000 on */
-        static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
-        if (lo < min_cp[remain]) lo = min_cp[remain];
-    }
-    if (hi > 0x10ffff) hi = 0x10ffff;
-    if (lo > hi) return false;
+    uint32_t lo, hi;
+    if (!rlx__grammar_partial_range(partial, remain, &lo, &hi)) return false;
     for (size_t i = 0; i < s->n; i++)
         if (s->len[i] && match_range(g->e, s->data[s->off[i] + s->len[i] - 1], lo, hi)) return true;
     return false;

@@ -357,4 +357,4 @@ int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, si
     return rlx__gtables_configure(c->tables, depth, max_tables, max_bytes, max_und);
 }
 
-void rlx__grammar_cache_count_tables(rlx_grammar_cache *c, bool on) { rlx__gtables_count(c->tables, on); }
+void rlx__grammar_cache_count_tables(rlx_grammar_cache *c, int mode) { rlx__gtables_count(c->tables, mode); }

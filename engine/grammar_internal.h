@@ -176,6 +176,21 @@ static inline int rlx__grammar_decode_byte(uint32_t *partial, int *remain, uint8
     *remain = r;
     return 2;
 }
+/* The code points a half-read sequence (partial, remain > 0) may still become, [*lo, *hi];
+ * false when none. */
+static inline bool rlx__grammar_partial_range(uint32_t partial, int remain, uint32_t *lo, uint32_t *hi)
+{
+    const bool lead_only = partial & RLX__UTF8_LEAD;
+    partial &= ~RLX__UTF8_LEAD;
+    *lo = partial << (6 * remain);
+    *hi = *lo | ((1u << (6 * remain)) - 1);
+    if (lead_only) { /* the shortest forms only: a lead byte of n bytes starts U+0080, U+0800, U+10000 on */
+        static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
+        if (*lo < min_cp[remain]) *lo = min_cp[remain];
+    }
+    if (*hi > 0x10ffff) *hi = 0x10ffff;
+    return *lo <= *hi;
+}
 bool rlx__grammar_partial_possible(const rlx_grammar *g, const rlx__sset *s, uint32_t partial, int remain);
 bool rlx__grammar_top_has(const rlx_grammar *g, uint32_t elem, uint32_t cp);
 void rlx__grammar_step_cp(const rlx_grammar *g, const rlx__sset *in, uint32_t cp, rlx__sset *out, uint32_t *buf);
@@ -226,8 +241,12 @@ typedef struct rlx__gclass {
     size_t n_rng;
     uint64_t hash;
     const rlx_grammar_vocab *v;
+    bool partials;          /* a token's last, half-read character counts (below) */
     uint8_t *cnt;           /* per token (padded to whole words of 64): its code points, 1..126, when it is whole
-                               code points of the class only; 127 for every other token (walked) */
+                               code points of the class only, or such code points and then, with
+                               partials, a half-read one that can only become one of the class
+                               (counted as one more); 127 for every other token (walked, or never
+                               accepted: not UTF-8) */
     uint32_t *spec;         /* n_nodes + 1: the trie nodes among [0, i) where a walked token ends */
     uint64_t last_use;
 } rlx__gclass;
@@ -235,7 +254,8 @@ typedef struct rlx__gclass {
 typedef struct rlx__gclasses rlx__gclasses;
 rlx__gclasses *rlx__gclasses_new(void);
 void rlx__gclasses_free(rlx__gclasses *s);
-void rlx__gclasses_set_off(rlx__gclasses *s, bool off); /* tests: never count */
+enum { RLX__GCOUNT_OFF, RLX__GCOUNT_AUTO, RLX__GCOUNT_ALWAYS }; /* when to count (AUTO: classes worth it) */
+void rlx__gclasses_set_mode(rlx__gclasses *s, int mode);
 uint64_t rlx__gclasses_built(const rlx__gclasses *s);
 /* The class by which key's table (klen entries, as rlx__gtable_build's) may be counted, *left
  * set to the terms that may follow the one begun; NULL when it may not be (*rc 0) or on failure
@@ -289,9 +309,10 @@ int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, s
 int rlx__grammar_cache_configure_tables(rlx_grammar_cache *c, uint32_t depth, size_t max_tables, size_t max_bytes,
                                         size_t max_und);
 
-/* Tables by counting (grammar_tclass.c) on (the default) or off (tests: the other ways). */
-void rlx__gtables_count(rlx__gtables *t, bool on);
-void rlx__grammar_cache_count_tables(rlx_grammar_cache *c, bool on);
+/* When tables are counted (grammar_tclass.c): RLX__GCOUNT_AUTO by default; tests set OFF (the
+ * other ways) and ALWAYS (every class, small ones too). */
+void rlx__gtables_count(rlx__gtables *t, int mode);
+void rlx__grammar_cache_count_tables(rlx_grammar_cache *c, int mode);
 
 /* FNV-1a over n bytes from h (the grammar cache's keys: compiled content, positions, tables) */
 static inline uint64_t rlx__fnv(uint64_t h, const void *p, size_t n)

@@ -169,7 +169,7 @@ int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, s
     return 0;
 }
 
-void rlx__gtables_count(rlx__gtables *t, bool on) { rlx__gclasses_set_off(t->classes, !on); }
+void rlx__gtables_count(rlx__gtables *t, int mode) { rlx__gclasses_set_mode(t->classes, mode); }
 
 void rlx__gtables_get_stats(const rlx__gtables *t, rlx__gtables_stats *out)
 {

@@ -1,25 +1,31 @@
-/* grammar_tclass.c - tables by counting code points (grammar_internal.h, rlx__gclass_plan): at a
- * counted repetition whose term is one code point of a class C, a token made only of whole code
- * points of C is decided by how many it has; only the rest of the vocabulary is walked.
+/* grammar_tclass.c - tables by counting code points (grammar_internal.h, rlx__gclass_plan): where
+ * what follows a stack's top is a run of terms that are each one code point of a class C, a
+ * token made only of code points of C is decided by how many it has; only the rest of the
+ * vocabulary is walked.
  *
- * The position: a stack whose top part holds a rule R ::= x R' | (empty) with its term x just
- * begun - a counted repetition's chain rule R_j (x{n,m}, grammar_compile.c; R' = R_{j+1}, `left`
- * terms still to come after this one) or a star's rule (x*; R' = R, no bound) - and below it
- * (inside the key) a continuation that cannot start with a code point of C and does not run
- * out of the key:
- *   (a) x is one character set: the stack's top is R's first element, the set itself; C = it;
- *   (b) x is one reference to a rule X: the top is where an alternative of X that is one
- *       character set begins, the entry below it R's reference to R'; C = that set less the
- *       first sets of X's other alternatives (each must begin with a set or a token).
- * From there a code point of C goes one way only: it completes the term (no other alternative
- * of X starts with it, and the continuation refuses it), after which R''s term begins. So a
+ * The position: the stack's top is a character set that has just begun a term x, and what
+ * follows is `left` more terms x - a repetition's minimum (x x x), then maybe a reference to a
+ * counted repetition's chain rule (x{n,m}, grammar_compile.c: R_j ::= x R_{j+1} | (empty), its
+ * terms to come), a star's rule (x*: R ::= x R | (empty), no bound) or an optional x - and then,
+ * inside the key, a continuation that cannot start with a code point of C and does not run out
+ * of the key:
+ *   (a) x is one character set, the top itself (the terms follow it in its rule); C = that set;
+ *   (b) x is one reference to a rule X: the top is an alternative of X that is one character set
+ *       (the terms follow in the entry below); C = that set less the first sets of X's other
+ *       alternatives (each must begin with a set or a token).
+ * From there a code point of C goes one way only: it completes a term (no other alternative of
+ * X starts with it, and the continuation refuses it), after which the next term begins. So a
  * token of k code points all in C is accepted iff k <= left + 1 (this term and `left` more), and
  * refused otherwise (the continuation refuses its next code point; nothing runs out of the key).
- * Every other token (a code point outside C, a half or broken UTF-8 sequence, or 127 code points
- * and more) is decided by the walk of the trie (grammar_tbuild.c), which needs to visit only the
- * subtrees where such a token ends. What a class says of the vocabulary (the counts, and the
- * nodes where a walked token ends) is built once per class and kept in the store, least recently
- * used out beyond CLASSES. Owned by the tables' store, so by its cache's thread. */
+ * A half-read character at a token's end that can only become one of C counts as one more (the
+ * top accepts it while a term is left; after the last, the continuation, whose sets are then all
+ * positive, refuses it exactly). A token with bytes that are not UTF-8 is never accepted.
+ * Every other token (a code point outside C, a half character that may become another, 127 code
+ * points and more) is decided by the walk of the trie (grammar_tbuild.c), which needs to visit
+ * only the subtrees where such a token ends. What a class says of the vocabulary (the counts, and
+ * the nodes where a walked token ends) is built once per class and kept in the store, least
+ * recently used out beyond CLASSES; by default only for a class whose first bytes lead to an
+ * eighth of the trie or more (worth below). Owned by the tables' store, so by its cache's thread. */
 #include "engine/grammar_internal.h"
 
 #include <stdlib.h>
@@ -31,14 +37,19 @@
 struct rlx__gclasses {
     rlx__gclass c[CLASSES];
     uint64_t clock;
-    bool off;
+    int mode;               /* RLX__GCOUNT_* */
     rlx__sset cont;         /* scratch: the continuation's stacks */
     uint64_t built;
 };
 
 typedef struct rset { uint32_t r[2 * RMAX]; int n; } rset; /* sorted, disjoint, not adjacent: lo, hi pairs */
 
-rlx__gclasses *rlx__gclasses_new(void) { return calloc(1, sizeof(rlx__gclasses)); }
+rlx__gclasses *rlx__gclasses_new(void)
+{
+    rlx__gclasses *s = calloc(1, sizeof *s);
+    if (s) s->mode = RLX__GCOUNT_AUTO;
+    return s;
+}
 
 static void class_clear(rlx__gclass *c)
 {
@@ -56,7 +67,7 @@ void rlx__gclasses_free(rlx__gclasses *s)
     free(s);
 }
 
-void rlx__gclasses_set_off(rlx__gclasses *s, bool off) { s->off = off; }
+void rlx__gclasses_set_mode(rlx__gclasses *s, int mode) { s->mode = mode; }
 uint64_t rlx__gclasses_built(const rlx__gclasses *s) { return s->built; }
 
 static bool is_set(uint32_t type) { return type == G_CHAR || type == G_CHAR_NOT || type == G_ANY; }
@@ -172,8 +183,17 @@ static bool ranges_have(const uint32_t *r, size_t n, uint32_t cp)
 
 typedef struct cstate { uint32_t partial; int remain; uint32_t count; } cstate;
 
+/* Does one range of r hold all of [lo, hi]? */
+static bool ranges_hold(const uint32_t *r, size_t n, uint32_t lo, uint32_t hi)
+{
+    for (size_t i = 0; i < n; i++)
+        if (r[2 * i] <= lo && hi <= r[2 * i + 1]) return true;
+    return false;
+}
+
 /* c->cnt and c->spec for c's ranges over v, in one pass over the trie in preorder: a node whose
- * bytes leave the class (or UTF-8) has only walked tokens below it, counted without a visit. */
+ * bytes leave the class has only walked tokens below it, one whose bytes are not UTF-8 only
+ * tokens that are never accepted (no walk either), both counted without a visit. */
 static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
 {
     const size_t padded = ((size_t)v->n_vocab + 63) / 64 * 64;
@@ -195,14 +215,21 @@ static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
         cstate s = st[v->depth[node] - 1];
         const uint8_t b = v->nodes[node].byte;
         bool in;
+        int r = 1;
         if (!s.remain && b < 0x80) {
             in = (ascii[b >> 6] >> (b & 63)) & 1;
             s.count++;
         } else {
             uint32_t cp = 0;
-            int r = rlx__grammar_decode_byte(&s.partial, &s.remain, b, &cp);
+            r = rlx__grammar_decode_byte(&s.partial, &s.remain, b, &cp);
             in = r == 2 || (r == 1 && ranges_have(c->rng, c->n_rng, cp));
             s.count += r == 1;
+        }
+        if (!r) { /* not UTF-8: no token below is ever accepted, nor walked */
+            const uint32_t e = v->end[node];
+            for (uint32_t x = node; x < e; x++) spec[x + 1] = spec[node];
+            node = e;
+            continue;
         }
         if (!in || s.count > 126) { /* every token below is walked */
             const uint32_t e = v->end[node], base = spec[node] - v->tend[node];
@@ -212,9 +239,17 @@ static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
         }
         st[v->depth[node]] = s;
         const rlx__tnode nd = v->nodes[node];
-        const bool tok = nd.token >= 0, walked = tok && s.remain;
-        if (tok && !walked)
-            for (int32_t t = nd.token; t >= 0; t = nd.more ? v->next_tok[t] : -1) c->cnt[t] = (uint8_t)s.count;
+        uint32_t lo, hi, n = s.count;
+        bool walked = false;
+        if (nd.token >= 0 && s.remain) { /* a half-read last character: counted as one more where the
+                                            class holds all it may become (the plan knows the
+                                            continuation's sets tell that exactly), else walked */
+            if (!rlx__grammar_partial_range(s.partial, s.remain, &lo, &hi)) n = 127; /* never accepted */
+            else if (c->partials && s.count < 126 && ranges_hold(c->rng, c->n_rng, lo, hi)) n = s.count + 1;
+            else walked = true;
+        }
+        if (nd.token >= 0 && !walked && n < 127)
+            for (int32_t t = nd.token; t >= 0; t = nd.more ? v->next_tok[t] : -1) c->cnt[t] = (uint8_t)n;
         spec[node + 1] = spec[node] + walked;
         node++;
     }
@@ -222,14 +257,15 @@ static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
     return 0;
 }
 
-/* The stored class of ranges r (built when new); NULL with *rc set when out of memory. */
-static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, const rlx_grammar_vocab *v, int *rc)
+/* The stored class of ranges r and partials (built when new); NULL with *rc set when out of memory. */
+static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, bool partials, const rlx_grammar_vocab *v,
+                                    int *rc)
 {
     const uint64_t h = rlx__fnv(1469598103934665603ull, r->r, (size_t)r->n * 2 * sizeof *r->r);
     rlx__gclass *victim = &s->c[0];
     for (int i = 0; i < CLASSES; i++) {
         rlx__gclass *c = &s->c[i];
-        if (c->rng && c->v == v && c->hash == h && c->n_rng == (size_t)r->n &&
+        if (c->rng && c->v == v && c->hash == h && c->partials == partials && c->n_rng == (size_t)r->n &&
             !memcmp(c->rng, r->r, (size_t)r->n * 2 * sizeof *r->r)) {
             c->last_use = ++s->clock;
             return c;
@@ -249,6 +285,7 @@ static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, const rlx_g
     memcpy(victim->rng, r->r, (size_t)r->n * 2 * sizeof *r->r);
     victim->n_rng = (size_t)r->n;
     victim->hash = h;
+    victim->partials = partials;
     victim->v = v;
     if ((*rc = class_build(victim, v))) {
         class_clear(victim);
@@ -283,30 +320,71 @@ static bool ranges_equal(const rset *a, const rset *b)
     return a->n == b->n && !memcmp(a->r, b->r, (size_t)a->n * 2 * sizeof *a->r);
 }
 
+/* Is element p the term: a reference to rule xr (xr >= 0), else a set of the ranges `set`? *next
+ * gets the element after it. */
+static bool is_term(const rlx_grammar *g, uint32_t p, int32_t xr, const rset *set, uint32_t *next)
+{
+    if (xr >= 0) {
+        *next = p + 1;
+        return g->e[p].type == G_REF && g->e[p].value == (uint32_t)xr;
+    }
+    rset o;
+    return is_set(g->e[p].type) && set_ranges(g->e, p, &o, next) && ranges_equal(&o, set);
+}
+
+/* The terms that come from element p on: a run of the term itself (a repetition's minimum, each
+ * one a term that must come), then maybe a reference to a rule of terms of it (rule_terms);
+ * UINT32_MAX when there is no bound. *cont gets the element after them. */
+static uint32_t terms_from(const rlx_grammar *g, uint32_t p, int32_t xr, const rset *set, uint32_t *cont)
+{
+    uint32_t m = 0, next, x, t = 0;
+    while (m < RLX_GRAMMAR_MAX_REPEAT && is_term(g, p, xr, set, &next)) {
+        m++;
+        p = next;
+    }
+    if (g->e[p].type == G_REF && (t = rule_terms(g, g->e[p].value, &x)) && is_term(g, x, xr, set, &next)) p++;
+    else t = 0;
+    *cont = p;
+    return t == UINT32_MAX ? UINT32_MAX : m + t;
+}
+
+/* Is counting worth a class build for C? Its walk skips only the subtrees of counted tokens, and
+ * the plain walk is refused at every first byte outside C: a class whose first bytes lead to
+ * under an eighth of the trie (digits, a few letters) is left to the plain walk. */
+static bool worth(const rset *c, const rlx_grammar_vocab *v)
+{
+    uint64_t covered = 0;
+    for (uint32_t node = v->nodes[0].child; node; node = v->nodes[node].sibling) {
+        const uint8_t b = v->nodes[node].byte;
+        rset one = {.n = 1};
+        if (b < 0x80) one.r[0] = one.r[1] = b;
+        else if (b >= 0xc2 && b <= 0xdf) one.r[0] = (uint32_t)(b & 0x1f) << 6, one.r[1] = one.r[0] | 0x3f;
+        else if (b >= 0xe0 && b <= 0xef) one.r[0] = (uint32_t)(b & 0x0f) << 12, one.r[1] = one.r[0] | 0xfff;
+        else if (b >= 0xf0 && b <= 0xf4) one.r[0] = (uint32_t)(b & 0x07) << 18, one.r[1] = one.r[0] | 0x3ffff;
+        else continue; /* not a lead byte: nothing below is counted */
+        if (ranges_meet(&one, c)) covered += v->end[node] - node;
+    }
+    return 8 * covered >= v->n_nodes;
+}
+
 const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, const rlx_grammar_vocab *v,
                                     const uint32_t *key, size_t klen, uint32_t *left, uint32_t *buf, int *rc)
 {
     *rc = 0;
-    if (s->off || klen < 3 || key[1] || !v->n_nodes) return NULL;
+    if (s->mode == RLX__GCOUNT_OFF || klen < 3 || key[1] || !v->n_nodes) return NULL;
     const uint32_t top = key[klen - 1];
     if (!is_set(g->e[top].type)) return NULL;
     rset cls, o;
-    uint32_t after, i, p, x, nx, terms = 0;
+    uint32_t after, i, cont, nx;
     const uint32_t r = rlx__grammar_rule_of(g, top);
     if (!set_ranges(g->e, top, &cls, &after)) return NULL;
-    /* (a): the set is followed by a reference to a rule of terms that are that set */
-    if (g->e[after].type == G_REF && (terms = rule_terms(g, g->e[after].value, &x)) && is_set(g->e[x].type) &&
-        set_ranges(g->e, x, &o, &nx) && ranges_equal(&o, &cls)) {
+    if (!end_of_seq(g->e[after].type)) { /* (a): the set goes on to `after`: terms that are sets like it */
         i = (uint32_t)klen - 1;
-        p = after;
-    } else { /* (b): the set is an alternative of X; below it, a reference to a rule of terms X */
-        if (klen < 4) return NULL;
+        *left = terms_from(g, after, -1, &cls, &cont);
+    } else { /* (b): the set is an alternative of X; below it, terms that are references to X */
+        if (klen < 4 || (top != g->rule_start[r] && g->e[top - 1].type != G_ALT)) return NULL;
         i = (uint32_t)klen - 2;
-        p = key[i];
-        if (!end_of_seq(g->e[after].type) || (top != g->rule_start[r] && g->e[top - 1].type != G_ALT) ||
-            g->e[p].type != G_REF || !(terms = rule_terms(g, g->e[p].value, &x)) || g->e[x].type != G_REF ||
-            g->e[x].value != r)
-            return NULL;
+        *left = terms_from(g, key[i], (int32_t)r, NULL, &cont);
         for (uint32_t a = g->rule_start[r];;) { /* the other alternatives' first sets out */
             if (a != top) {
                 const uint32_t t = g->e[a].type;
@@ -318,26 +396,27 @@ const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, cons
             a++;
         }
     }
-    *left = terms; /* the referenced rule's terms may follow this one */
-    if (!cls.n) return NULL;
-    /* the continuation (where the referenced rule's empty alternative goes): the key's entries
-     * below, then what follows the reference, advanced; each stack must have a top (not run out
-     * of the key) that holds no code point of C */
+    if (!cls.n || (s->mode == RLX__GCOUNT_AUTO && !worth(&cls, v))) return NULL;
+    /* the continuation (where the terms end, or a repetition's empty alternative goes): the
+     * key's entries below, then what follows the terms, advanced; each stack must have a top
+     * (not run out of the key) that holds no code point of C */
     rlx__sset_clear(&s->cont);
     uint32_t n = i - 2;
     memcpy(buf, key + 2, n * sizeof *buf);
-    if (!end_of_seq(g->e[p + 1].type)) buf[n++] = p + 1;
+    if (!end_of_seq(g->e[cont].type)) buf[n++] = cont;
     rlx__grammar_advance(g, buf, n, &s->cont);
     if (s->cont.oom) {
         *rc = RLX_ENOMEM;
         return NULL;
     }
     if (s->cont.overflow) return NULL;
+    bool partials = true; /* (the check of a half-read character against a negated set is loose) */
     for (size_t k = 0; k < s->cont.n; k++) {
         if (!s->cont.len[k]) return NULL;
         const uint32_t t = s->cont.data[s->cont.off[k] + s->cont.len[k] - 1];
         if (g->e[t].type >= G_TOKEN) continue; /* a token reference holds no code point */
         if (!set_ranges(g->e, t, &o, &nx) || ranges_meet(&o, &cls)) return NULL;
+        if (g->e[t].type == G_CHAR_NOT) partials = false;
     }
-    return class_get(s, &cls, v, rc);
+    return class_get(s, &cls, partials, v, rc);
 }

@@ -33,6 +33,7 @@ static const char *const fixed[] = {
     "\\u00", "e9", "00e9", "\\n", "\\t", "\\/", "a\"", "ab\":", "x\",\"", "abc\"}", "1,", "1}", "12]", "0.", "1e",
     "admin", "user", "guest", "\"admin\"", "@", ".com", "com\"", "-0", "2024", "-01-", "T12", ":00", "Z\"", "name",
     "\"name\"", "\"age\":", "age", "ab\\", "\x7f", "\x01", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90", "\xff",
+    "\xc3\xa9\xc3", "\xc3\xa9\xc3\xa9\xc3", "ab\xc3", "a\x80", /* characters, then a half one or a broken one */
 };
 enum { N_FIXED = RLX_ARRAY_LEN(fixed), N_RAND = 1500, NV = N_FIXED + N_RAND + 2 };
 
@@ -169,7 +170,7 @@ static const char *const schemas[] = {
  * below their top part (so the undecided tokens' suffix checks decide much of the mask); at
  * depth 2 a table holds at most 40 undecided pairs, so many positions look deeper. */
 static const uint32_t depths[] = {RLX__GTABLE_DEPTH, 1, 2, 3};
-static bool no_count; /* check_grammar's caches without tables by counting (grammar_tclass.c) */
+static int count_mode = RLX__GCOUNT_AUTO; /* check_grammar's caches: when tables are counted (grammar_tclass.c) */
 
 /* g checked with a fresh cache per depth, keeping at most `tables` tables (4 exact positions); the steps, -1 on a mismatch. */
 static int check_grammar(size_t tables, size_t max_bytes, const rlx_grammar *g, const vocab *vb, int walks, int *ends,
@@ -182,7 +183,7 @@ static int check_grammar(size_t tables, size_t max_bytes, const rlx_grammar *g, 
             rlx_grammar_cache_free(c);
             return -1;
         }
-        if (no_count) rlx__grammar_cache_count_tables(c, false);
+        rlx__grammar_cache_count_tables(c, count_mode);
         uint64_t save = rng;
         int n = walk_check(c, g, vb->v, NV, vb->texts, vb->lens, walks, 40, ends);
         rng = save + 1;
@@ -318,6 +319,7 @@ TEST(random_grammars)
     int total = 0, grammars = 0, ends = 0;
     rlx_grammar_cache_stats st = {0};
     bool mc = getenv("RLX_MEMCHECK") != NULL; /* under valgrind fewer */
+    count_mode = RLX__GCOUNT_ALWAYS; /* the small classes too */
     for (int i = 0; i < (mc ? 40 : 150); i++) {
         char *src = random_gbnf();
         rlx_error e = {0};
@@ -337,6 +339,7 @@ TEST(random_grammars)
     }
     fprintf(stderr, "  %d random grammars, %d positions, %d walks reached an end; %llu of %llu tables counted\n",
             grammars, total, ends, (unsigned long long)st.tables_counted, (unsigned long long)st.tables_built);
+    count_mode = RLX__GCOUNT_AUTO;
     ASSERT(grammars > (mc ? 25 : 100));
     ASSERT(st.tables_counted > 0);
     ASSERT(total > (mc ? 300 : 1000));
@@ -367,9 +370,9 @@ TEST(counted_repetitions_derive_tables)
         rlx_grammar *g = compile(grammars[i]);
         ASSERT_MSG(g, "grammar %zu", i);
         rlx_grammar_cache_stats st = {0};
-        no_count = true; /* (a count would take the positions derived here) */
+        count_mode = RLX__GCOUNT_OFF; /* (a count would take the positions derived here) */
         int ends = 0, n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, walks, &ends, &st);
-        no_count = false;
+        count_mode = RLX__GCOUNT_AUTO;
         rlx_grammar_free(g);
         ASSERT_MSG(n > 0, "grammar %zu:\n%s", i, grammars[i]);
         fprintf(stderr, "  grammar %zu: %d positions, %llu tables built, %llu of them derived\n", i, n,
@@ -380,7 +383,7 @@ TEST(counted_repetitions_derive_tables)
         g = compile(grammars[i]);
         rlx_grammar_state *s = g && c ? rlx_grammar_state_new(g, NULL) : NULL;
         ASSERT(s);
-        rlx__grammar_cache_count_tables(c, false);
+        rlx__grammar_cache_count_tables(c, RLX__GCOUNT_OFF);
         ASSERT(rlx_grammar_cache_prepare(c, s, vb.v, RLX_GRAMMAR_PREPARE_TABLES, 0, 0) > 0);
         rlx_grammar_cache_get_stats(c, &st);
         ASSERT_MSG(st.tables_derived > 0, "grammar %zu: the walk ahead derived none of its %llu tables", i,
@@ -407,12 +410,13 @@ typedef struct plan_out { int counted; uint32_t left; uint32_t rng[8]; size_t n_
 
 /* rlx__gclass_plan at each stack of src's state after `text`, keyed as the tables key it (its
  * top RLX__GTABLE_DEPTH entries): how many it counts, and the last one's left and class. */
-static plan_out plan_after(const char *src, const char *text, const rlx_grammar_vocab *v)
+static plan_out plan_after(const char *src, const char *text, const rlx_grammar_vocab *v, int mode)
 {
     plan_out o = {0};
     rlx_grammar *g = compile(src);
     rlx_grammar_state *s = g ? rlx_grammar_state_new(g, NULL) : NULL;
     rlx__gclasses *cs = rlx__gclasses_new();
+    if (cs) rlx__gclasses_set_mode(cs, mode);
     uint32_t *buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *buf), key[2 + RLX__GTABLE_DEPTH];
     if (!s || !cs || !buf || rlx_grammar_accept(s, text, strlen(text))) {
         o.counted = -1;
@@ -454,52 +458,66 @@ TEST(tables_by_counting)
 {
     vocab vb = {0};
     ASSERT(vocab_make(&vb));
+    const int A = RLX__GCOUNT_ALWAYS;
     const char *g1 = "root ::= \"\\\"\" [a-z]{0,5} \"\\\"\"\n";
-    plan_out o = plan_after(g1, "\"", vb.v);
-    ASSERT_EQ(o.counted, 1); /* the set's stack; the closing quote's is no repetition */
+    plan_out o = plan_after(g1, "\"", vb.v, A);
+    ASSERT_EQ(o.counted, 1); /* the set's stack; the closing quote's has no set to count */
     ASSERT_EQ(o.left, 4);
     ASSERT_EQ(o.n_rng, 1);
     ASSERT_EQ(o.rng[0], 'a');
     ASSERT_EQ(o.rng[1], 'z');
-    o = plan_after(g1, "\"ab", vb.v);
+    o = plan_after(g1, "\"ab", vb.v, A);
     ASSERT_EQ(o.counted, 1);
     ASSERT_EQ(o.left, 2);
-    /* the minimum's last copy, then the chain (the first copy is followed by a set: not counted) */
-    o = plan_after("root ::= \"<\" [a-z]{2,6} \">\"\n", "<", vb.v);
-    ASSERT_EQ(o.counted, 0);
-    o = plan_after("root ::= \"<\" [a-z]{2,6} \">\"\n", "<a", vb.v);
+    ASSERT_EQ(plan_after(g1, "\"", vb.v, RLX__GCOUNT_AUTO).counted, 1);
+    ASSERT_EQ(plan_after(g1, "\"", vb.v, RLX__GCOUNT_OFF).counted, 0);
+    /* digits lead to a small part of this vocabulary's trie: not worth a class but when told */
+    const char *g0 = "root ::= \"\\\"\" [0-9]{0,5} \"\\\"\"\n";
+    ASSERT_EQ(plan_after(g0, "\"", vb.v, RLX__GCOUNT_AUTO).counted, 0);
+    ASSERT_EQ(plan_after(g0, "\"", vb.v, A).counted, 1);
+    /* a minimum's copies, then the chain; one set and no repetition (nothing to follow) */
+    o = plan_after("root ::= \"<\" [a-z]{3,6} \">\"\n", "<", vb.v, A);
     ASSERT_EQ(o.counted, 1);
-    ASSERT_EQ(o.left, 4);
+    ASSERT_EQ(o.left, 5);
+    o = plan_after("root ::= \"<\" [a-z]{3,6} \">\"\n", "<ab", vb.v, A);
+    ASSERT_EQ(o.left, 3);
+    o = plan_after("root ::= \"<\" [a-z] \">\"\n", "<", vb.v, A);
+    ASSERT_EQ(o.counted, 1);
+    ASSERT_EQ(o.left, 0);
     /* a star: no bound */
-    o = plan_after("root ::= \"<\" [a-z]* \">\"\n", "<", vb.v);
+    o = plan_after("root ::= \"<\" [a-z]* \">\"\n", "<", vb.v, A);
     ASSERT_EQ(o.counted, 1);
     ASSERT_EQ(o.left, UINT32_MAX);
     /* the continuation takes [a-z] too: only the star's stack (followed by ">") counts */
-    o = plan_after("root ::= \"<\" [a-c]{0,5} [a-z]* \">\"\n", "<", vb.v);
+    o = plan_after("root ::= \"<\" [a-c]{0,5} [a-z]* \">\"\n", "<", vb.v, A);
     ASSERT_EQ(o.counted, 1);
     ASSERT_EQ(o.left, UINT32_MAX);
+    /* a set of another class follows */
+    ASSERT_EQ(plan_after("root ::= \"<\" [a-z]{1,3} [a-c] \">\"\n", "<", vb.v, A).counted, 0);
     /* nothing follows in the grammar: the stack runs out of its key */
-    o = plan_after("root ::= [a-z]{0,5}\n", "", vb.v);
-    ASSERT_EQ(o.counted, 0);
-    /* a rule of alternatives: one set less the first sets of the others */
-    o = plan_after("root ::= \"<\" c{0,4} \">\"\nc ::= [a-z] | \"ab\" \"!\"\n", "<", vb.v);
+    ASSERT_EQ(plan_after("root ::= [a-z]{0,5}\n", "", vb.v, A).counted, 0);
+    /* a rule of alternatives: one set less the first sets of the others (the other's stack, "a"
+     * then "b", is a class of one code point: not worth one) */
+    o = plan_after("root ::= \"<\" c{0,4} \">\"\nc ::= [^<>] | \"ab\" \"!\"\n", "<", vb.v, RLX__GCOUNT_AUTO);
     ASSERT_EQ(o.counted, 1);
     ASSERT_EQ(o.left, 3);
-    ASSERT_EQ(o.n_rng, 1);
-    ASSERT_EQ(o.rng[0], 'b');
-    ASSERT_EQ(o.rng[1], 'z');
-    o = plan_after("root ::= \"<\" c{0,4} \">\"\nc ::= [a-z] | d\nd ::= \"0\"\n", "<", vb.v);
-    ASSERT_EQ(o.counted, 0);
-    /* a negated set; a half-read character is no count's position */
+    ASSERT_EQ(o.n_rng, 4);
+    ASSERT_EQ(o.rng[4], '>' + 1);
+    ASSERT_EQ(o.rng[5], 'a' - 1);
+    ASSERT_EQ(o.rng[6], 'a' + 1);
+    o = plan_after("root ::= \"<\" c c c{0,4} \">\"\nc ::= [^<>] | \"ab\" \"!\"\n", "<", vb.v, RLX__GCOUNT_AUTO);
+    ASSERT_EQ(o.counted, 1);
+    ASSERT_EQ(o.left, 5);
+    ASSERT_EQ(plan_after("root ::= \"<\" c{0,4} \">\"\nc ::= [a-z] | d\nd ::= \"0\"\n", "<", vb.v, A).counted, 0);
+    /* a negated set (worth a class); a half-read character is no count's position */
     const char *g2 = "root ::= \"\\\"\" [^\"]{0,3} \"\\\"\"\n";
-    o = plan_after(g2, "\"", vb.v);
+    o = plan_after(g2, "\"", vb.v, RLX__GCOUNT_AUTO);
     ASSERT_EQ(o.counted, 1);
     ASSERT_EQ(o.n_rng, 2);
     ASSERT_EQ(o.rng[1], '"' - 1);
     ASSERT_EQ(o.rng[2], '"' + 1);
     ASSERT_EQ(o.rng[3], 0x10ffff);
-    o = plan_after(g2, "\"\xc3", vb.v);
-    ASSERT_EQ(o.counted, 0);
+    ASSERT_EQ(plan_after(g2, "\"\xc3", vb.v, A).counted, 0);
 
     static const char *const grammars[] = {
         "root ::= \"\\\"\" char{0,8} \"\\\"\" \",\"?\nchar ::= [^\"\\\\] | \"\\\\\" [nt\"\\\\]\n",
@@ -507,6 +525,11 @@ TEST(tables_by_counting)
         "root ::= [a-z]{2,9} \":\" [0-9]+ \"}\"\n",
         "root ::= \"{\" [a-c]{0,5} [a-z]* \".\"\n",
         "root ::= \"{\" c{0,4} \"}\"\nc ::= [a-z] | \"ab\" \"1\"\n",
+        "root ::= \"{\" c c [a-z]{2} c{0,3} [a-z] \"}\"\nc ::= [a-z] | \"ab\" \"1\"\n",
+        /* a half-read last character at the count's end, against a negated set whose two ranges
+         * together exclude what it may become (its check is loose: the walk's verdict stands) */
+        "root ::= \"{\" [\xc3\x80-\xc3\xbf]{0,2} [^\xc3\x80-\xc3\x9f\xc3\xa0-\xc3\xbf] \"}\"\n",
+        "root ::= \"{\" [\xc3\x80-\xc3\xbf]{0,2} [\"\\\\] \"}\"\n",
         "root ::= \"\\\"\" [^\"]{0,3} \"\\\"\" | [\xc3\xa0-\xc3\xbf\xe6\x97\xa5]{1,4} \"x\"\n",
     };
     const int walks = getenv("RLX_MEMCHECK") ? 6 : 20;
@@ -514,7 +537,9 @@ TEST(tables_by_counting)
         rlx_grammar *g = compile(grammars[i]);
         ASSERT_MSG(g, "grammar %zu", i);
         rlx_grammar_cache_stats st = {0};
+        count_mode = A;
         int ends = 0, n = check_grammar(RLX_GRAMMAR_CACHE_TABLES, RLX__GTABLE_BYTES, g, &vb, walks, &ends, &st);
+        count_mode = RLX__GCOUNT_AUTO;
         rlx_grammar_free(g);
         fprintf(stderr, "  grammar %zu: %d positions, %llu tables built, %llu of them counted\n", i, n,
                 (unsigned long long)st.tables_built, (unsigned long long)st.tables_counted);
