@@ -247,7 +247,12 @@ typedef struct rlx__gclass {
                                partials, a half-read one that can only become one of the class
                                (counted as one more); 127 for every other token (walked, or never
                                accepted: not UTF-8) */
-    uint32_t *spec;         /* n_nodes + 1: the trie nodes among [0, i) where a walked token ends */
+    struct rlx__gwnode {    /* the trie nodes whose subtree holds a walked token, in preorder (a */
+        uint32_t node, end; /* small array, read in order: the nodes of the trie lie far apart) */
+        uint32_t depth;     /* node, the entry after its subtree's last, its depth, its byte, */
+        uint8_t byte, tok;  /* 1 where walked tokens end at it */
+    } *wn;
+    uint32_t n_wn;
     uint64_t last_use;
 } rlx__gclass;
 

@@ -393,12 +393,33 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
     }
     lv[0].partial = key[0];
     lv[0].remain = (int)key[1];
+    /* counted: only the nodes of the walked tokens, from the class's list (a refused node skips
+     * its subtree's entries) */
+    for (uint32_t i = 0; cls && i < cls->n_wn;) {
+        const struct rlx__gwnode w = cls->wn[i];
+        wlevel here = lv[w.depth - 1];
+        int r = memo_step(&m, g, &here.sid, &here.partial, &here.remain, w.byte, &scratch, buf);
+        if (r < 0) {
+            rc = r;
+            goto done;
+        }
+        if (r == 0) {
+            i = w.end;
+            continue;
+        }
+        lv[w.depth] = here;
+        if (w.tok)
+            for (int32_t tok = v->nodes[w.node].token; tok >= 0; tok = v->nodes[w.node].more ? v->next_tok[tok] : -1)
+                tb->acc[tok >> 6] |= 1ull << (tok & 63);
+        /* (the top part ran out after a code point outside the class: every token below is walked) */
+        if (r == 1 && m.st[here.sid].empty) collect_range(v, w.node + 1, v->end[w.node], w.depth, 0, &rs);
+        i++;
+    }
     /* the nodes in preorder: a refused node skips its subtree, and so does one whose tokens are
-     * all `cut` bytes or shorter (ref said what they do), or all counted (cls said) */
-    const uint32_t *spec = cls ? cls->spec : NULL;
-    for (uint32_t node = 1; node < v->n_nodes;) {
+     * all `cut` bytes or shorter (ref said what they do) */
+    for (uint32_t node = cls ? v->n_nodes : 1; node < v->n_nodes;) {
         uint32_t d = v->depth[node];
-        if (spec ? spec[v->end[node]] == spec[node] : v->maxlen[node] <= cut) {
+        if (v->maxlen[node] <= cut) {
             node = v->end[node];
             continue;
         }
@@ -416,8 +437,7 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
             continue;
         }
         lv[d] = here;
-        /* (a counted token's bit is the count's; next_tok, in token order far from the node, only for more) */
-        if (nd.token >= 0 && d > cut && (!spec || spec[node + 1] != spec[node])) {
+        if (nd.token >= 0 && d > cut) { /* next_tok (in token order, far from the node) only for more */
             tb->acc[nd.token >> 6] |= 1ull << (nd.token & 63);
             for (int32_t tok = nd.more ? v->next_tok[nd.token] : -1; tok >= 0; tok = v->next_tok[tok])
                 tb->acc[tok >> 6] |= 1ull << (tok & 63);

@@ -23,9 +23,9 @@
  * Every other token (a code point outside C, a half character that may become another, 127 code
  * points and more) is decided by the walk of the trie (grammar_tbuild.c), which needs to visit
  * only the subtrees where such a token ends. What a class says of the vocabulary (the counts, and
- * the nodes where a walked token ends) is built once per class and kept in the store, least
- * recently used out beyond CLASSES; by default only for a class whose first bytes lead to an
- * eighth of the trie or more (worth below). Owned by the tables' store, so by its cache's thread. */
+ * the list of trie nodes on the walked tokens' paths) is built once per class and kept in the store, least
+ * recently used out beyond CLASSES; by default only for a class that enough tokens are made of
+ * (worth below). Owned by the tables' store, so by its cache's thread. */
 #include "engine/grammar_internal.h"
 
 #include <stdlib.h>
@@ -55,7 +55,7 @@ static void class_clear(rlx__gclass *c)
 {
     free(c->rng);
     free(c->cnt);
-    free(c->spec);
+    free(c->wn);
     memset(c, 0, sizeof *c);
 }
 
@@ -183,6 +183,36 @@ static bool ranges_have(const uint32_t *r, size_t n, uint32_t cp)
 
 typedef struct cstate { uint32_t partial; int remain; uint32_t count; } cstate;
 
+/* c->wn from spec (n_nodes + 1: the nodes among [0, i) where a walked token ends): the nodes
+ * whose subtree has one, in preorder, each with the end of its subtree's entries. */
+static int walk_nodes(rlx__gclass *c, const rlx_grammar_vocab *v, const uint32_t *spec)
+{
+    uint32_t n = 0, top = 0;
+    for (uint32_t node = 1; node < v->n_nodes; node = spec[v->end[node]] == spec[node] ? v->end[node] : node + 1)
+        n += spec[v->end[node]] != spec[node];
+    uint32_t *open = malloc(((size_t)v->max_depth + 1) * sizeof *open); /* entries whose subtree goes on */
+    c->wn = malloc(((size_t)n + 1) * sizeof *c->wn);
+    if (!open || !c->wn) {
+        free(open);
+        return RLX_ENOMEM;
+    }
+    for (uint32_t node = 1; node < v->n_nodes;) {
+        if (spec[v->end[node]] == spec[node]) {
+            node = v->end[node];
+            continue;
+        }
+        const uint32_t d = v->depth[node];
+        while (top && c->wn[open[top - 1]].depth >= d) c->wn[open[--top]].end = c->n_wn;
+        open[top++] = c->n_wn;
+        c->wn[c->n_wn++] = (struct rlx__gwnode){.node = node, .depth = d, .byte = v->nodes[node].byte,
+                                                .tok = spec[node + 1] != spec[node]};
+        node++;
+    }
+    while (top) c->wn[open[--top]].end = c->n_wn;
+    free(open);
+    return 0;
+}
+
 /* Does one range of r hold all of [lo, hi]? */
 static bool ranges_hold(const uint32_t *r, size_t n, uint32_t lo, uint32_t hi)
 {
@@ -191,7 +221,7 @@ static bool ranges_hold(const uint32_t *r, size_t n, uint32_t lo, uint32_t hi)
     return false;
 }
 
-/* c->cnt and c->spec for c's ranges over v, in one pass over the trie in preorder: a node whose
+/* c->cnt and c->wn for c's ranges over v, in one pass over the trie in preorder: a node whose
  * bytes leave the class has only walked tokens below it, one whose bytes are not UTF-8 only
  * tokens that are never accepted (no walk either), both counted without a visit. */
 static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
@@ -201,9 +231,10 @@ static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
     for (uint32_t cp = 0; cp < 128; cp++)
         if (ranges_have(c->rng, c->n_rng, cp)) ascii[cp >> 6] |= 1ull << (cp & 63);
     c->cnt = malloc(padded);
-    uint32_t *spec = c->spec = malloc(((size_t)v->n_nodes + 1) * sizeof *spec);
+    uint32_t *spec = malloc(((size_t)v->n_nodes + 1) * sizeof *spec);
     cstate *st = malloc(((size_t)v->max_depth + 1) * sizeof *st);
     if (!c->cnt || !spec || !st) {
+        free(spec);
         free(st);
         return RLX_ENOMEM;
     }
@@ -254,10 +285,37 @@ static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
         node++;
     }
     free(st);
-    return 0;
+    int rc = walk_nodes(c, v, spec);
+    free(spec);
+    return rc;
 }
 
-/* The stored class of ranges r and partials (built when new); NULL with *rc set when out of memory. */
+/* Is a class build worth it for ranges r? Counting pays where the class's tokens are many (a
+ * string's characters: nearly every token), and costs a class build for nothing where they are
+ * few (digits, white space: the plain walk is refused at the first byte of most tokens, or the
+ * second): every 16th token is looked at, and one in WORTH of those must be made of the
+ * class's code points only. */
+#define WORTH 16
+static bool worth(const rset *r, const rlx_grammar_vocab *v)
+{
+    int32_t in = 0, seen = 0;
+    for (int32_t t = 0; t < v->n_vocab; t += 16) {
+        const uint8_t *b = (const uint8_t *)v->bytes + v->tok_off[t], *e = (const uint8_t *)v->bytes + v->tok_off[t + 1];
+        uint32_t partial = 0, cp = 0;
+        int remain = 0, d = 1;
+        bool pure = b < e;
+        for (; pure && b < e; b++) {
+            d = rlx__grammar_decode_byte(&partial, &remain, *b, &cp);
+            pure = d == 2 || (d == 1 && ranges_have(r->r, (size_t)r->n, cp));
+        }
+        in += pure;
+        seen++;
+    }
+    return (int64_t)in * WORTH >= seen;
+}
+
+/* The stored class of ranges r and partials (built when new); NULL with *rc set when out of
+ * memory, or (*rc 0) where the class is not worth a build (mode AUTO; remembered too). */
 static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, bool partials, const rlx_grammar_vocab *v,
                                     int *rc)
 {
@@ -268,7 +326,10 @@ static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, bool partia
         if (c->rng && c->v == v && c->hash == h && c->partials == partials && c->n_rng == (size_t)r->n &&
             !memcmp(c->rng, r->r, (size_t)r->n * 2 * sizeof *r->r)) {
             c->last_use = ++s->clock;
-            return c;
+            if (c->cnt) return c;
+            if (s->mode != RLX__GCOUNT_ALWAYS) return NULL; /* not worth it */
+            victim = c; /* told to count: build it */
+            goto build;
         }
         if (!c->rng) {
             if (victim->rng) victim = c;
@@ -287,6 +348,9 @@ static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, bool partia
     victim->hash = h;
     victim->partials = partials;
     victim->v = v;
+    victim->last_use = ++s->clock;
+    if (s->mode != RLX__GCOUNT_ALWAYS && !worth(r, v)) return NULL; /* (kept without counts) */
+build:
     if ((*rc = class_build(victim, v))) {
         class_clear(victim);
         return NULL;
@@ -348,25 +412,6 @@ static uint32_t terms_from(const rlx_grammar *g, uint32_t p, int32_t xr, const r
     return t == UINT32_MAX ? UINT32_MAX : m + t;
 }
 
-/* Is counting worth a class build for C? Its walk skips only the subtrees of counted tokens, and
- * the plain walk is refused at every first byte outside C: a class whose first bytes lead to
- * under an eighth of the trie (digits, a few letters) is left to the plain walk. */
-static bool worth(const rset *c, const rlx_grammar_vocab *v)
-{
-    uint64_t covered = 0;
-    for (uint32_t node = v->nodes[0].child; node; node = v->nodes[node].sibling) {
-        const uint8_t b = v->nodes[node].byte;
-        rset one = {.n = 1};
-        if (b < 0x80) one.r[0] = one.r[1] = b;
-        else if (b >= 0xc2 && b <= 0xdf) one.r[0] = (uint32_t)(b & 0x1f) << 6, one.r[1] = one.r[0] | 0x3f;
-        else if (b >= 0xe0 && b <= 0xef) one.r[0] = (uint32_t)(b & 0x0f) << 12, one.r[1] = one.r[0] | 0xfff;
-        else if (b >= 0xf0 && b <= 0xf4) one.r[0] = (uint32_t)(b & 0x07) << 18, one.r[1] = one.r[0] | 0x3ffff;
-        else continue; /* not a lead byte: nothing below is counted */
-        if (ranges_meet(&one, c)) covered += v->end[node] - node;
-    }
-    return 8 * covered >= v->n_nodes;
-}
-
 const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, const rlx_grammar_vocab *v,
                                     const uint32_t *key, size_t klen, uint32_t *left, uint32_t *buf, int *rc)
 {
@@ -396,7 +441,7 @@ const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, cons
             a++;
         }
     }
-    if (!cls.n || (s->mode == RLX__GCOUNT_AUTO && !worth(&cls, v))) return NULL;
+    if (!cls.n) return NULL;
     /* the continuation (where the terms end, or a repetition's empty alternative goes): the
      * key's entries below, then what follows the terms, advanced; each stack must have a top
      * (not run out of the key) that holds no code point of C */

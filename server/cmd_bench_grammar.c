@@ -445,7 +445,8 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
                (unsigned long long)ps.tables_derived, (unsigned long long)fs.tables_counted,
                (unsigned long long)ps.tables_counted);
         printf("  tables ahead      %lld built in %.1f ms from the start state; then p50 %.1f us, p99 %.1f us with a fresh "
-               "store (%llu more built on the way)\n", (long long)prep_built, prep_ms, p_p50, p_p99, late);
+               "store (%llu more built on the way): the first request's masks as the daemon serves them\n",
+               (long long)prep_built, prep_ms, p_p50, p_p99, late);
  if (b.cache)
             printf("  mask via cache    p50 %.1f us, p99 %.1f us at the same positions after the runs (%llu hits, %llu misses in all)\n",
                    cm_p50, cm_p99, (unsigned long long)cs.hits, (unsigned long long)cs.misses);

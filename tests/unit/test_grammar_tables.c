@@ -469,9 +469,8 @@ TEST(tables_by_counting)
     o = plan_after(g1, "\"ab", vb.v, A);
     ASSERT_EQ(o.counted, 1);
     ASSERT_EQ(o.left, 2);
-    ASSERT_EQ(plan_after(g1, "\"", vb.v, RLX__GCOUNT_AUTO).counted, 1);
     ASSERT_EQ(plan_after(g1, "\"", vb.v, RLX__GCOUNT_OFF).counted, 0);
-    /* digits lead to a small part of this vocabulary's trie: not worth a class but when told */
+    /* few of this vocabulary's tokens are digits only: not worth a class but when told */
     const char *g0 = "root ::= \"\\\"\" [0-9]{0,5} \"\\\"\"\n";
     ASSERT_EQ(plan_after(g0, "\"", vb.v, RLX__GCOUNT_AUTO).counted, 0);
     ASSERT_EQ(plan_after(g0, "\"", vb.v, A).counted, 1);
