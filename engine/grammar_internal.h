@@ -237,8 +237,8 @@ typedef struct gtable {
 /* A code point class of a counted repetition's term and what it says of a vocabulary
  * (grammar_tclass.c: the position where a table is built by counting). */
 typedef struct rlx__gclass {
-    uint32_t *rng;          /* the class: sorted disjoint ranges lo, hi (n_rng pairs) */
-    size_t n_rng;
+    uint32_t *rng;          /* the class: sorted disjoint ranges lo, hi (n_rng pairs), then the top's */
+    size_t n_rng, n_top;    /* set's (n_top pairs: a token's first code point must be in it) */
     uint64_t hash;
     const rlx_grammar_vocab *v;
     bool partials;          /* a token's last, half-read character counts (below) */
@@ -269,9 +269,20 @@ uint64_t rlx__gclasses_built(const rlx__gclasses *s);
 const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, const rlx_grammar_vocab *v,
                                     const uint32_t *key, size_t klen, uint32_t *left, uint32_t *buf, int *rc);
 
+/* The steps the table builds' walks made (grammar_tbuild.c), kept for the next build of the
+ * same grammar (the caller clears it before it builds another grammar's table); at most
+ * RLX__GMEMO_STATES stack sets and RLX__GMEMO_STEPS remembered steps (then it starts over:
+ * some 5 MB at most). */
+#define RLX__GMEMO_STATES 4096
+#define RLX__GMEMO_STEPS (1u << 16)
+typedef struct rlx__gmemo rlx__gmemo;
+rlx__gmemo *rlx__gmemo_new(void);
+void rlx__gmemo_free(rlx__gmemo *m);
+void rlx__gmemo_clear(rlx__gmemo *m);
+
 /* Builds tb (zeroed; its key is the caller's) for key (partial, remain, the top part's entries;
  * klen in all) over v: words = the accepted bitmap's 64-bit words, max_und the undecided pairs
- * it may hold (beyond: tb->deeper), buf scratch of RLX_GRAMMAR_MAX_DEPTH + 1. ref: NULL, or the
+ * it may hold (beyond: tb->deeper), buf scratch of RLX_GRAMMAR_MAX_DEPTH + 1, m the memo of g's steps. ref: NULL, or the
  * table of the same key with one entry at an earlier position of a counted repetition (chain_ref
  * in grammar_tables.c), where `left` terms of the repetition may still follow this key's term:
  * a token of at most left + 1 bytes cannot reach the repetition's end from either position (the
@@ -281,8 +292,8 @@ const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, cons
  * counted tokens decided by their counts, only the subtrees of the others walked. 0 or an
  * RLX_E* code. */
 int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, const rlx_grammar_vocab *v, size_t words,
-                      size_t max_und, uint32_t *buf, const gtable *ref, const rlx__gclass *cls, uint32_t left,
-                      gtable *tb);
+                      size_t max_und, uint32_t *buf, rlx__gmemo *m, const gtable *ref, const rlx__gclass *cls,
+                      uint32_t left, gtable *tb);
 
 /* A store of at most max_tables tables over an n_vocab vocabulary; NULL when out of memory. */
 rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables);

@@ -49,6 +49,8 @@ struct rlx__gtables {
     uint8_t *suf_ok;
     size_t suf_ok_cap;
     rlx__gclasses *classes; /* the classes tables are counted by (grammar_tclass.c) */
+    rlx__gmemo *memo;       /* the steps of the builds for grammar slot memo_slot (grammar_tbuild.c) */
+    uint32_t memo_slot;
     int32_t *ix;            /* open addressing over the used tables by hash: a table's index, IX_EMPTY or IX_DEAD */
     size_t ix_mask, ix_dead;
     rlx__gtables_stats stats;
@@ -106,7 +108,8 @@ rlx__gtables *rlx__gtables_new(int32_t n_vocab, size_t max_tables)
     t->buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *t->buf);
     t->ix = ix_new(max_tables, &t->ix_mask);
     t->classes = rlx__gclasses_new();
-    if (!t->tab || !t->buf || !t->ix || !t->classes) {
+    t->memo = rlx__gmemo_new();
+    if (!t->tab || !t->buf || !t->ix || !t->classes || !t->memo) {
         rlx__gtables_free(t);
         return NULL;
     }
@@ -137,11 +140,13 @@ void rlx__gtables_free(rlx__gtables *t)
     free(t->suf_ok);
     free(t->ix);
     rlx__gclasses_free(t->classes);
+    rlx__gmemo_free(t->memo);
     free(t);
 }
 
 void rlx__gtables_drop(rlx__gtables *t, uint32_t slot)
 {
+    if (t->memo_slot == slot) rlx__gmemo_clear(t->memo);
     for (size_t i = 0; i < t->n_tab; i++)
         if (t->tab[i].used && t->tab[i].slot == slot) table_clear(t, &t->tab[i]);
 }
@@ -156,6 +161,7 @@ int rlx__gtables_configure(rlx__gtables *t, uint32_t depth, size_t max_tables, s
         return RLX_ENOMEM;
     }
     for (size_t i = 0; i < t->n_tab; i++) table_clear(t, &t->tab[i]);
+    rlx__gmemo_clear(t->memo);
     free(t->tab);
     free(t->ix);
     t->tab = tab;
@@ -255,7 +261,11 @@ static gtable *table_get(rlx__gtables *t, uint32_t slot, const rlx_grammar *g, c
     }
     memcpy(tb->key, t->key, klen * sizeof *t->key);
     tb->key_len = klen;
-    if ((*rc = rlx__gtable_build(g, t->key, klen, v, t->words, t->max_und, t->buf, ref, cls, left, tb))) {
+    if (t->memo_slot != slot) {
+        rlx__gmemo_clear(t->memo);
+        t->memo_slot = slot;
+    }
+    if ((*rc = rlx__gtable_build(g, t->key, klen, v, t->words, t->max_und, t->buf, t->memo, ref, cls, left, tb))) {
         table_clear(t, tb);
         return NULL;
     }

@@ -78,11 +78,15 @@ static bool has_empty(const rlx__sset *s)
     return false;
 }
 
-/* ---- stepping, remembered during one table build ----------------------------------------
+/* ---- stepping, remembered across a grammar's table builds --------------------------------
  * The walk from a top part meets few distinct stack sets (a string's characters lead back to
  * the same few), but steps each of the trie's hundreds of thousands of nodes: each (set,
  * half-read sequence, byte) is stepped once and then looked up. Sets are interned by their
- * stacks in order (a set reached in another order is just another entry). */
+ * stacks in order (a set reached in another order is just another entry). What a step does
+ * depends on the set alone, so the store keeps one memo for the grammar whose tables it builds
+ * (rlx__gmemo): the walks from a repetition's successive counts go through the same sets (a
+ * string's count j walks through the sets of counts j + 1, j + 2, ...), and each later walk
+ * finds those sets and their steps made. */
 
 typedef struct mstate {
     rlx__sset set;
@@ -92,7 +96,7 @@ typedef struct mstate {
 } mstate;
 typedef struct ment { uint64_t a; uint32_t sid, nsid; int8_t r, used; } ment;
 
-typedef struct memo {
+typedef struct rlx__gmemo {
     mstate *st;
     size_t n_st, cap_st;
     int32_t *itab;          /* interning: open addressing over state ids, -1 empty */
@@ -110,6 +114,17 @@ static void memo_free(memo *m)
     free(m->tab);
     memset(m, 0, sizeof *m);
 }
+
+rlx__gmemo *rlx__gmemo_new(void) { return calloc(1, sizeof(rlx__gmemo)); }
+
+void rlx__gmemo_free(rlx__gmemo *m)
+{
+    if (!m) return;
+    memo_free(m);
+    free(m);
+}
+
+void rlx__gmemo_clear(rlx__gmemo *m) { memo_free(m); }
 
 static uint64_t set_hash(const rlx__sset *s)
 {
@@ -362,12 +377,13 @@ static void count_accepted(const rlx__gclass *cls, const rlx_grammar_vocab *v, u
 }
 
 int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, const rlx_grammar_vocab *v, size_t words,
-                      size_t max_und, uint32_t *buf, const gtable *ref, const rlx__gclass *cls, uint32_t left, gtable *tb)
+                      size_t max_und, uint32_t *buf, rlx__gmemo *m, const gtable *ref, const rlx__gclass *cls,
+                      uint32_t left, gtable *tb)
 {
     uint32_t depth = v->max_depth + 2, tn = (uint32_t)(klen - 2);
     wlevel *lv = calloc(depth, sizeof *lv);
     recs rs = {.max = max_und};
-    memo m = {0};
+    if (m->n_st > RLX__GMEMO_STATES || m->n > RLX__GMEMO_STEPS) memo_free(m); /* (bounds: start over) */
     rlx__sset start = {0}, scratch = {0};
     int rc = 0;
     /* the tokens taken from ref: at most left + 1 bytes (the term at the key's top has a byte or
@@ -387,7 +403,7 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
         rc = start.oom ? RLX_ENOMEM : RLX_ERANGE;
         goto done;
     }
-    if ((lv[0].sid = memo_intern(&m, &start)) == UINT32_MAX) {
+    if ((lv[0].sid = memo_intern(m, &start)) == UINT32_MAX) {
         rc = RLX_ENOMEM;
         goto done;
     }
@@ -398,7 +414,7 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
     for (uint32_t i = 0; cls && i < cls->n_wn;) {
         const struct rlx__gwnode w = cls->wn[i];
         wlevel here = lv[w.depth - 1];
-        int r = memo_step(&m, g, &here.sid, &here.partial, &here.remain, w.byte, &scratch, buf);
+        int r = memo_step(m, g, &here.sid, &here.partial, &here.remain, w.byte, &scratch, buf);
         if (r < 0) {
             rc = r;
             goto done;
@@ -412,7 +428,7 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
             for (int32_t tok = v->nodes[w.node].token; tok >= 0; tok = v->nodes[w.node].more ? v->next_tok[tok] : -1)
                 tb->acc[tok >> 6] |= 1ull << (tok & 63);
         /* (the top part ran out after a code point outside the class: every token below is walked) */
-        if (r == 1 && m.st[here.sid].empty) collect_range(v, w.node + 1, v->end[w.node], w.depth, 0, &rs);
+        if (r == 1 && m->st[here.sid].empty) collect_range(v, w.node + 1, v->end[w.node], w.depth, 0, &rs);
         i++;
     }
     /* the nodes in preorder: a refused node skips its subtree, and so does one whose tokens are
@@ -427,7 +443,7 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
          * separate stores stalled every node (store forwarding) */
         wlevel here = lv[d - 1];
         const rlx__tnode nd = v->nodes[node];
-        int r = memo_step(&m, g, &here.sid, &here.partial, &here.remain, nd.byte, &scratch, buf);
+        int r = memo_step(m, g, &here.sid, &here.partial, &here.remain, nd.byte, &scratch, buf);
         if (r < 0) {
             rc = r;
             goto done;
@@ -442,14 +458,14 @@ int rlx__gtable_build(const rlx_grammar *g, const uint32_t *key, size_t klen, co
             for (int32_t tok = nd.more ? v->next_tok[nd.token] : -1; tok >= 0; tok = v->next_tok[tok])
                 tb->acc[tok >> 6] |= 1ull << (tok & 63);
         }
-        if (r == 1 && m.st[here.sid].empty) collect_range(v, node + 1, v->end[node], d, cut, &rs);
+        if (r == 1 && m->st[here.sid].empty) collect_range(v, node + 1, v->end[node], d, cut, &rs);
         node++;
     }
     if (rs.oom) rc = RLX_ENOMEM;
     else if (rs.n > rs.max) tb->deeper = true;
     else rc = table_undecided(tb, v, &rs);
 done:
-    memo_free(&m);
+    if (rc) memo_free(m); /* whatever a failed step left half made */
     rlx__sset_free(&start);
     rlx__sset_free(&scratch);
     free(lv);

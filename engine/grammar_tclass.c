@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLASSES 8
+#define CLASSES 16
 #define RMAX 128 /* ranges of a class, at most (a set with more is not counted) */
 
 struct rlx__gclasses {
@@ -227,9 +227,12 @@ static bool ranges_hold(const uint32_t *r, size_t n, uint32_t lo, uint32_t hi)
 static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
 {
     const size_t padded = ((size_t)v->n_vocab + 63) / 64 * 64;
-    uint64_t ascii[2] = {0, 0};
-    for (uint32_t cp = 0; cp < 128; cp++)
+    uint64_t ascii[2] = {0, 0}, ascii_top[2] = {0, 0};
+    const uint32_t *top = c->rng + 2 * c->n_rng;
+    for (uint32_t cp = 0; cp < 128; cp++) {
         if (ranges_have(c->rng, c->n_rng, cp)) ascii[cp >> 6] |= 1ull << (cp & 63);
+        if (ranges_have(top, c->n_top, cp)) ascii_top[cp >> 6] |= 1ull << (cp & 63);
+    }
     c->cnt = malloc(padded);
     uint32_t *spec = malloc(((size_t)v->n_nodes + 1) * sizeof *spec);
     cstate *st = malloc(((size_t)v->max_depth + 1) * sizeof *st);
@@ -247,16 +250,21 @@ static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
         const uint8_t b = v->nodes[node].byte;
         bool in;
         int r = 1;
+        const bool first = !s.count;
         if (!s.remain && b < 0x80) {
             in = (ascii[b >> 6] >> (b & 63)) & 1;
+            if (first && !((ascii_top[b >> 6] >> (b & 63)) & 1)) r = 0;
             s.count++;
         } else {
             uint32_t cp = 0;
             r = rlx__grammar_decode_byte(&s.partial, &s.remain, b, &cp);
             in = r == 2 || (r == 1 && ranges_have(c->rng, c->n_rng, cp));
+            if (r == 1 && first && !ranges_have(top, c->n_top, cp)) r = 0;
             s.count += r == 1;
         }
-        if (!r) { /* not UTF-8: no token below is ever accepted, nor walked */
+        /* not UTF-8, or a first code point the top's set refuses (exactly: a whole one): no token
+         * below is ever accepted, nor walked */
+        if (!r) {
             const uint32_t e = v->end[node];
             for (uint32_t x = node; x < e; x++) spec[x + 1] = spec[node];
             node = e;
@@ -290,66 +298,77 @@ static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
     return rc;
 }
 
-/* Is a class build worth it for ranges r? Counting pays where the class's tokens are many (a
- * string's characters: nearly every token), and costs a class build for nothing where they are
- * few (digits, white space: the plain walk is refused at the first byte of most tokens, or the
- * second): every 16th token is looked at, and one in WORTH of those must be made of the
- * class's code points only. */
+/* Is a class build worth it for ranges r (top: the top set's)? Counting pays where the class's
+ * tokens are many (a string's characters: nearly every token), and costs a class build for
+ * nothing where they are few (digits, white space: the plain walk is refused at the first byte
+ * of most tokens, or the second), or where most tokens start in the class and leave it (then
+ * most of the trie is walked anyway): every 16th token is looked at, one in WORTH of those must
+ * be made of the class's code points only, and at most a quarter walked. */
 #define WORTH 16
-static bool worth(const rset *r, const rlx_grammar_vocab *v)
+static bool worth(const rset *r, const rset *top, const rlx_grammar_vocab *v)
 {
-    int32_t in = 0, seen = 0;
+    int32_t in = 0, walked = 0, seen = 0;
     for (int32_t t = 0; t < v->n_vocab; t += 16) {
         const uint8_t *b = (const uint8_t *)v->bytes + v->tok_off[t], *e = (const uint8_t *)v->bytes + v->tok_off[t + 1];
         uint32_t partial = 0, cp = 0;
-        int remain = 0, d = 1;
-        bool pure = b < e;
+        int remain = 0, d = 1, n = 0;
+        bool pure = b < e, first_in = true;
         for (; pure && b < e; b++) {
             d = rlx__grammar_decode_byte(&partial, &remain, *b, &cp);
+            if (d == 1 && !n++) first_in = ranges_have(top->r, (size_t)top->n, cp);
             pure = d == 2 || (d == 1 && ranges_have(r->r, (size_t)r->n, cp));
         }
+        for (; !n && d && b < e; b++) /* (the first code point of a token that left the class in it) */
+            if ((d = rlx__grammar_decode_byte(&partial, &remain, *b, &cp)) == 1) first_in = n++ || ranges_have(top->r, (size_t)top->n, cp);
         in += pure;
+        walked += !pure && d && first_in;
         seen++;
     }
-    return (int64_t)in * WORTH >= seen;
+    return (int64_t)in * WORTH >= seen && 4 * walked <= seen;
 }
 
 /* The stored class of ranges r and partials (built when new); NULL with *rc set when out of
  * memory, or (*rc 0) where the class is not worth a build (mode AUTO; remembered too). */
-static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, bool partials, const rlx_grammar_vocab *v,
-                                    int *rc)
+static const rlx__gclass *class_get(rlx__gclasses *s, const rset *r, const rset *top, bool partials,
+                                    const rlx_grammar_vocab *v, int *rc)
 {
-    const uint64_t h = rlx__fnv(1469598103934665603ull, r->r, (size_t)r->n * 2 * sizeof *r->r);
+    const uint64_t h = rlx__fnv(rlx__fnv(1469598103934665603ull, r->r, (size_t)r->n * 2 * sizeof *r->r), top->r,
+                                (size_t)top->n * 2 * sizeof *top->r);
     rlx__gclass *victim = &s->c[0];
     for (int i = 0; i < CLASSES; i++) {
         rlx__gclass *c = &s->c[i];
         if (c->rng && c->v == v && c->hash == h && c->partials == partials && c->n_rng == (size_t)r->n &&
-            !memcmp(c->rng, r->r, (size_t)r->n * 2 * sizeof *r->r)) {
+            c->n_top == (size_t)top->n && !memcmp(c->rng, r->r, (size_t)r->n * 2 * sizeof *r->r) &&
+            !memcmp(c->rng + 2 * r->n, top->r, (size_t)top->n * 2 * sizeof *top->r)) {
             c->last_use = ++s->clock;
             if (c->cnt) return c;
             if (s->mode != RLX__GCOUNT_ALWAYS) return NULL; /* not worth it */
             victim = c; /* told to count: build it */
             goto build;
         }
+        /* the victim: a free place, else the least recently used of those not worth a class
+         * (no counts: a sample to take again), else of all */
         if (!c->rng) {
             if (victim->rng) victim = c;
-        } else if (victim->rng && c->last_use < victim->last_use) {
+        } else if (victim->rng && (!c->cnt > !victim->cnt || (!c->cnt == !victim->cnt && c->last_use < victim->last_use))) {
             victim = c;
         }
     }
     class_clear(victim);
-    victim->rng = malloc((size_t)r->n * 2 * sizeof *victim->rng + 1);
+    victim->rng = malloc((size_t)(r->n + top->n) * 2 * sizeof *victim->rng + 1);
     if (!victim->rng) {
         *rc = RLX_ENOMEM;
         return NULL;
     }
     memcpy(victim->rng, r->r, (size_t)r->n * 2 * sizeof *r->r);
+    memcpy(victim->rng + 2 * r->n, top->r, (size_t)top->n * 2 * sizeof *top->r);
     victim->n_rng = (size_t)r->n;
+    victim->n_top = (size_t)top->n;
     victim->hash = h;
     victim->partials = partials;
     victim->v = v;
     victim->last_use = ++s->clock;
-    if (s->mode != RLX__GCOUNT_ALWAYS && !worth(r, v)) return NULL; /* (kept without counts) */
+    if (s->mode != RLX__GCOUNT_ALWAYS && !worth(r, top, v)) return NULL; /* (kept without counts) */
 build:
     if ((*rc = class_build(victim, v))) {
         class_clear(victim);
@@ -419,10 +438,11 @@ const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, cons
     if (s->mode == RLX__GCOUNT_OFF || klen < 3 || key[1] || !v->n_nodes) return NULL;
     const uint32_t top = key[klen - 1];
     if (!is_set(g->e[top].type)) return NULL;
-    rset cls, o;
+    rset cls, o, top_set;
     uint32_t after, i, cont, nx;
     const uint32_t r = rlx__grammar_rule_of(g, top);
     if (!set_ranges(g->e, top, &cls, &after)) return NULL;
+    top_set = cls;
     if (!end_of_seq(g->e[after].type)) { /* (a): the set goes on to `after`: terms that are sets like it */
         i = (uint32_t)klen - 1;
         *left = terms_from(g, after, -1, &cls, &cont);
@@ -463,5 +483,5 @@ const rlx__gclass *rlx__gclass_plan(rlx__gclasses *s, const rlx_grammar *g, cons
         if (!set_ranges(g->e, t, &o, &nx) || ranges_meet(&o, &cls)) return NULL;
         if (g->e[t].type == G_CHAR_NOT) partials = false;
     }
-    return class_get(s, &cls, partials, v, rc);
+    return class_get(s, &cls, &top_set, partials, v, rc);
 }
