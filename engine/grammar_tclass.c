@@ -308,21 +308,19 @@ static int class_build(rlx__gclass *c, const rlx_grammar_vocab *v)
 static bool worth(const rset *r, const rset *top, const rlx_grammar_vocab *v)
 {
     int32_t in = 0, walked = 0, seen = 0;
-    for (int32_t t = 0; t < v->n_vocab; t += 16) {
+    for (int32_t t = 0; t < v->n_vocab; t += 16, seen++) {
         const uint8_t *b = (const uint8_t *)v->bytes + v->tok_off[t], *e = (const uint8_t *)v->bytes + v->tok_off[t + 1];
         uint32_t partial = 0, cp = 0;
-        int remain = 0, d = 1, n = 0;
-        bool pure = b < e, first_in = true;
-        for (; pure && b < e; b++) {
-            d = rlx__grammar_decode_byte(&partial, &remain, *b, &cp);
-            if (d == 1 && !n++) first_in = ranges_have(top->r, (size_t)top->n, cp);
-            pure = d == 2 || (d == 1 && ranges_have(r->r, (size_t)r->n, cp));
+        int remain = 0, d = 2, n = 0; /* n: whole code points read */
+        bool pure = true, first_in = true;
+        for (; d && b < e; b++) {
+            if ((d = rlx__grammar_decode_byte(&partial, &remain, *b, &cp)) != 1) continue;
+            if (!n++) first_in = ranges_have(top->r, (size_t)top->n, cp);
+            pure = pure && ranges_have(r->r, (size_t)r->n, cp);
         }
-        for (; !n && d && b < e; b++) /* (the first code point of a token that left the class in it) */
-            if ((d = rlx__grammar_decode_byte(&partial, &remain, *b, &cp)) == 1) first_in = n++ || ranges_have(top->r, (size_t)top->n, cp);
+        if (!d || !first_in || v->tok_off[t + 1] == v->tok_off[t]) continue; /* never accepted, or no bytes */
         in += pure;
-        walked += !pure && d && first_in;
-        seen++;
+        walked += !pure;
     }
     return (int64_t)in * WORTH >= seen && 4 * walked <= seen;
 }
