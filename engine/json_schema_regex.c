@@ -27,6 +27,7 @@ typedef struct rx {
     const char *s, *p;
     rlx_error *err;
     bool failed;
+    bool props; /* a property escape was read (property_escape sets it) */
     int depth;
 } rx;
 
@@ -92,8 +93,11 @@ static void add_class_escape(rlx__cpset *s, char e)
 /* ---- Unicode general categories (\p{...}) ---- */
 
 /* Each category's runs of code points (utf8proc's numbering, UTF8PROC_CATEGORY_*: 0 Cn .. 29
- * Co), built once for the process and kept. */
-#define GC_COUNT 30
+ * Co), built once for the process and kept. The 66 noncharacters (U+FDD0..U+FDEF, U+xFFFE,
+ * U+xFFFF), Cn in every Unicode version, are a run list of their own (GC_NONCHAR), so that
+ * gc_runs[Cn] holds only what a later version may assign. */
+#define GC_NONCHAR 30
+#define GC_COUNT 31
 static struct { uint32_t (*r)[2]; size_t n, cap; } gc_runs[GC_COUNT];
 static bool gc_oom;
 static pthread_once_t gc_once = PTHREAD_ONCE_INIT;
@@ -103,7 +107,9 @@ static void gc_build(void)
     int cur = -1;
     uint32_t start = 0;
     for (uint32_t cp = 0; cp <= 0x110000; cp++) {
-        int c = cp <= 0x10ffff ? (int)utf8proc_category((utf8proc_int32_t)cp) : -1;
+        int c = cp > 0x10ffff ? -1
+              : (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) == 0xfffe ? GC_NONCHAR
+                                                                         : (int)utf8proc_category((utf8proc_int32_t)cp);
         if (c == cur) continue;
         if (cur >= 0 && cur < GC_COUNT) {
             if (gc_runs[cur].n == gc_runs[cur].cap) {
@@ -150,7 +156,7 @@ static const struct { const char *s, *l, *alias; uint32_t mask; } gc_names[] = {
 #undef GC
 
 /* \p{NAME} / \P{NAME} (x->p at the '{'): the category's code points (surrogates left out: they
- * are no characters) added to set, complemented for \P. */
+ * are no characters) added to set; for \P the categories NAME leaves out. */
 static void property_escape(rx *x, rlx__cpset *set, bool negate)
 {
     const char *open = x->p, *close = *open == '{' ? strchr(open, '}') : NULL;
@@ -175,14 +181,29 @@ static void property_escape(rx *x, rlx__cpset *set, bool negate)
     }
     x->p = close + 1;
     pthread_once(&gc_once, gc_build);
-    rlx__cpset t = {0};
-    t.oom = gc_oom;
-    for (int c = 0; c < GC_COUNT; c++)
-        if ((mask >> c & 1) && c != UTF8PROC_CATEGORY_CS)
-            for (size_t i = 0; i < gc_runs[c].n; i++) rlx__cpset_add(&t, gc_runs[c].r[i][0], gc_runs[c].r[i][1]);
-    if (negate) rlx__cpset_negate(&t);
-    rlx__cpset_add_set(set, &t);
-    rlx__cpset_free(&t);
+    /* \P{X} is the union of the categories X leaves out, not a complement: a code point
+     * unassigned in utf8proc's Unicode version may be a letter (or anything) in the validator's
+     * newer one (U+A7DC: unassigned in 15.0, a letter in 16.0), so unassigned code points are
+     * in no property's set, neither \p{..} nor \P{..}, except the 66 noncharacters, which are
+     * Cn in every version. The sets are then subsets of the same sets under any later version. */
+    if (negate) mask = ~mask;
+    if (gc_oom) set->oom = true;
+    for (int c = 0; c < GC_NONCHAR; c++) {
+        if (!(mask >> c & 1) || c == UTF8PROC_CATEGORY_CS) continue;
+        int k = c == UTF8PROC_CATEGORY_CN ? GC_NONCHAR : c;
+        for (size_t i = 0; i < gc_runs[k].n; i++) rlx__cpset_add(set, gc_runs[k].r[i][0], gc_runs[k].r[i][1]);
+    }
+    x->props = true;
+}
+
+/* A negated class that held a property escape ([^\p{L}]) leaves out the code points a later
+ * Unicode version may assign, as \P{..} does: set = set less gc_runs[Cn]. */
+static void drop_unassigned(rlx__cpset *set)
+{
+    rlx__cpset_negate(set);
+    const int c = UTF8PROC_CATEGORY_CN;
+    for (size_t i = 0; i < gc_runs[c].n; i++) rlx__cpset_add(set, gc_runs[c].r[i][0], gc_runs[c].r[i][1]);
+    rlx__cpset_negate(set);
 }
 
 /* One escape after '\' (x->p at the letter): a class shorthand goes into `set` (returns
@@ -266,8 +287,9 @@ static uint32_t parse_escape(rx *x, rlx__cpset *set, bool in_class)
 
 static void parse_class(rx *x, rlx__cpset *set)
 {
-    bool neg = *x->p == '^';
+    bool neg = *x->p == '^', props = x->props;
     if (neg) x->p++;
+    x->props = false;
     bool first = true;
     while (!x->failed && (first || *x->p != ']')) {
         first = false;
@@ -311,6 +333,8 @@ static void parse_class(rx *x, rlx__cpset *set)
     }
     x->p++;
     if (neg) rlx__cpset_negate(set);
+    if (neg && x->props) drop_unassigned(set);
+    x->props = x->props || props;
 }
 
 static void emit_set(rx *x, rlx__sb *out, rlx__cpset *set)
