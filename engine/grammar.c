@@ -72,7 +72,7 @@ static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
         size_t i = (size_t)s->table[p];
         if (s->hash[i] == h && s->len[i] == n && (n == 0 || !memcmp(s->data + s->off[i], v, n * sizeof *v))) return;
     }
-    if (s->n >= RLX_GRAMMAR_MAX_STACKS) {
+    if (s->n >= (s->max ? s->max : RLX_GRAMMAR_MAX_STACKS)) {
         s->overflow = true;
         return;
     }

@@ -142,7 +142,7 @@ typedef struct rlx_grammar_cache_stats {
 } rlx_grammar_cache_stats;
 
 #define RLX_GRAMMAR_CACHE_ENTRIES 256
-#define RLX_GRAMMAR_CACHE_TABLES 4096 /* per-position tables kept, n_vocab / 8 bytes and more each (RLX__GTABLE_BYTES in all) */
+#define RLX_GRAMMAR_CACHE_TABLES 8192 /* per-position tables kept, n_vocab / 8 bytes and more each (RLX__GTABLE_BYTES in all) */
 
 /* NULL when out of memory or on bad arguments. */
 rlx_grammar_cache *rlx_grammar_cache_new(int32_t n_vocab, size_t max_entries);
@@ -173,8 +173,12 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
  * continues it (rlx_grammar_cache_preparing: whether one goes on). Positions inside a multi-byte character (a token ending mid-character) are left
  * to be built when met. Returns the tables built by the call, or a negative RLX_E* code. Same
  * thread rules as the cache. */
-#define RLX_GRAMMAR_PREPARE_STACKS RLX_GRAMMAR_MAX_STACKS /* the walk's set holds no more */
-#define RLX_GRAMMAR_PREPARE_TABLES 2048
+/* Bounds of the walk: on a fast host (AVX-512 Zen 5) 100 ms built 1,760 tables of article.json
+ * and stopped at the old bounds (2,048 positions, half of 64 MiB), leaving its first request's
+ * mask p50 at 145 us (111 tables built on the way); 16,384 / 4,096 / 128 MiB: 2,900 in 100 ms,
+ * p50 13 us (bench/RESULTS.md section 64). A slower host stops at the time bound first. */
+#define RLX_GRAMMAR_PREPARE_STACKS 16384 /* positions the walk's set holds */
+#define RLX_GRAMMAR_PREPARE_TABLES 4096
 #define RLX_GRAMMAR_PREPARE_MS 100
 /* with a helper thread on a spare core (engine/gaside.h) the walk costs the steps nothing: it
  * may go on longer, so that slower hosts also finish a schema's positions (person.json on a

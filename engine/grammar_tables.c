@@ -405,6 +405,7 @@ rlx__gwalk *rlx__gwalk_new(uint32_t slot, const rlx__sset *start, size_t max_sta
     w->st = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *w->st);
     w->next = calloc(WALK_BUCKETS, sizeof *w->next);
     w->bk = calloc(WALK_BUCKETS, sizeof *w->bk);
+    w->seen.max = max_stacks; /* the positions reached, more than one state's live stacks */
     if (!w->st || !w->next || !w->bk || !rlx__sset_copy(&w->seen, start)) {
         rlx__gwalk_free(w);
         return NULL;

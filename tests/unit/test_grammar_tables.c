@@ -686,6 +686,40 @@ TEST(tables_built_ahead)
 }
 
 /* The real Qwen2 vocabulary (151,643 tokens): a JSON Schema's masks along random outputs. */
+/* The walk's set of positions is its own, larger than a state's RLX_GRAMMAR_MAX_STACKS live
+ * stacks: a 3000-character literal has 3000 positions, and the walk (no time bound here) builds
+ * each one's table, the last included (before: it stopped at 2048 positions). */
+TEST(walk_ahead_past_a_states_stacks)
+{
+    vocab vb = {0};
+    ASSERT(vocab_make(&vb));
+    enum { N = 3000 };
+    static char text[N + 16];
+    memcpy(text, "root ::= \"", 10);
+    for (int i = 0; i < N; i++) text[10 + i] = "abcxyz"[i % 6];
+    memcpy(text + 10 + N, "\"\n", 3);
+    rlx_grammar *g = compile(text);
+    rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 4);
+    rlx_grammar_state *s = g && c ? rlx_grammar_state_new(g, NULL) : NULL;
+    ASSERT(s);
+    const int64_t built = rlx_grammar_cache_prepare(c, s, vb.v, RLX_GRAMMAR_PREPARE_TABLES, 0, 0);
+    ASSERT_MSG(built >= N && built > RLX_GRAMMAR_MAX_STACKS, "%lld tables built ahead", (long long)built);
+    for (int i = 0; i < N - 1; i++) ASSERT_EQ(rlx_grammar_accept(s, &text[10 + i], 1), 0);
+    rlx_grammar_cache_stats a, b;
+    rlx_grammar_cache_get_stats(c, &a);
+    uint64_t bits[(NV + 63) / 64];
+    const int64_t n = rlx_grammar_cache_fast_mask(c, s, vb.v, bits); /* the last character's position */
+    rlx_grammar_cache_get_stats(c, &b);
+    uint8_t ref[NV];
+    ASSERT_EQ(n, rlx_grammar_mask(s, vb.v, ref));
+    ASSERT(n > 0);
+    ASSERT_EQ(b.tables_built, a.tables_built);
+    rlx_grammar_state_free(s);
+    rlx_grammar_cache_free(c);
+    rlx_grammar_free(g);
+    vocab_free(&vb);
+}
+
 TEST(qwen2_vocabulary)
 {
     const char *path = rlx_test_shared("vocab/ggml-vocab-qwen2-reconstructed.gguf");
@@ -735,7 +769,7 @@ int main(void)
         TEST_ENTRY(random_grammars),
         TEST_ENTRY(deep_nesting_and_eviction), TEST_ENTRY(counted_repetitions_derive_tables),
         TEST_ENTRY(walk_ahead_prefers_begun_counts), TEST_ENTRY(tables_by_counting),
-        TEST_ENTRY(tables_built_ahead),
+        TEST_ENTRY(tables_built_ahead), TEST_ENTRY(walk_ahead_past_a_states_stacks),
         TEST_ENTRY(qwen2_vocabulary),
     };
     return rlx_test_run(tests, RLX_ARRAY_LEN(tests));
