@@ -221,18 +221,6 @@ static void rms_row(const float *x, float *y, int64_t n, float eps)
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
-static void k_rms_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
-{
-    int64_t T = n_rows(r, s->out), a, b;
-    int64_t cols = r->plan->graph->tensors[s->out].cols;
-    split(T, ith, nth, &a, &b);
-    for (int64_t t = a; t < b; t++) {
-        float *y = rowp(r, s->out, t);
-        rms_row(rowp(r, s->node.in[0], t), y, cols, s->node.p.norm.eps);
-        apply_chain(r, s, y, t, 0, cols, cols);
-    }
-}
-
 /* ggml_norm: the mean in double, then the centred values and their squares' sum in double,
  * scaled by 1 / sqrtf(variance + eps) */
 static void norm_row(const float *x, float *y, int64_t n, float eps)
@@ -250,17 +238,71 @@ static void norm_row(const float *x, float *y, int64_t n, float eps)
     for (int64_t i = 0; i < n; i++) y[i] *= scale;
 }
 
-static void k_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
+/* rms_row / norm_row of NORM_ROWS rows at once: each row's double sum is the same chain of
+ * dependent adds in the same order as alone (the same bits), and the chains of several rows
+ * interleave: one row's runs at the add's latency, eight at the adds' throughput (a MiniLM
+ * step's LayerNorms took 4.9% of it; bench/RESULTS.md section 65). */
+#define NORM_ROWS 8
+static void rms_rows(const float *const *x, float *const *y, int64_t n, float eps)
+{
+    double sum[NORM_ROWS] = {0};
+    for (int64_t i = 0; i < n; i++)
+        #pragma GCC unroll 8
+        for (int k = 0; k < NORM_ROWS; k++) sum[k] += (double)(x[k][i] * x[k][i]);
+    for (int k = 0; k < NORM_ROWS; k++) {
+        const float scale = 1.0f / sqrtf((float)(sum[k] / (double)n) + eps);
+        for (int64_t i = 0; i < n; i++) y[k][i] = x[k][i] * scale;
+    }
+}
+
+static void norm_rows(const float *const *x, float *const *y, int64_t n, float eps)
+{
+    double sum[NORM_ROWS] = {0}, sum2[NORM_ROWS] = {0};
+    float mean[NORM_ROWS];
+    for (int64_t i = 0; i < n; i++)
+        #pragma GCC unroll 8
+        for (int k = 0; k < NORM_ROWS; k++) sum[k] += (double)x[k][i];
+    for (int k = 0; k < NORM_ROWS; k++) mean[k] = (float)(sum[k] / (double)n);
+    for (int64_t i = 0; i < n; i++)
+        #pragma GCC unroll 8
+        for (int k = 0; k < NORM_ROWS; k++) {
+            const float v = x[k][i] - mean[k];
+            y[k][i] = v;
+            sum2[k] += (double)(v * v);
+        }
+    for (int k = 0; k < NORM_ROWS; k++) {
+        const float scale = 1.0f / sqrtf((float)(sum2[k] / (double)n) + eps);
+        for (int64_t i = 0; i < n; i++) y[k][i] *= scale;
+    }
+}
+
+/* k_rms_norm / k_norm: this thread's rows, NORM_ROWS at a time while they last */
+static void norm_kernel(rlx_cpu_run *r, const rlx_step *s, int ith, int nth, bool centred)
 {
     int64_t T = n_rows(r, s->out), a, b;
     int64_t cols = r->plan->graph->tensors[s->out].cols;
+    const float eps = s->node.p.norm.eps;
     split(T, ith, nth, &a, &b);
-    for (int64_t t = a; t < b; t++) {
+    for (int64_t t = a; t < b;) {
+        if (b - t >= NORM_ROWS) {
+            const float *x[NORM_ROWS];
+            float *y[NORM_ROWS];
+            for (int k = 0; k < NORM_ROWS; k++) x[k] = rowp(r, s->node.in[0], t + k), y[k] = rowp(r, s->out, t + k);
+            (centred ? norm_rows : rms_rows)(x, y, cols, eps);
+            for (int k = 0; k < NORM_ROWS; k++) apply_chain(r, s, y[k], t + k, 0, cols, cols);
+            t += NORM_ROWS;
+            continue;
+        }
         float *y = rowp(r, s->out, t);
-        norm_row(rowp(r, s->node.in[0], t), y, cols, s->node.p.norm.eps);
+        (centred ? norm_row : rms_row)(rowp(r, s->node.in[0], t), y, cols, eps);
         apply_chain(r, s, y, t, 0, cols, cols);
+        t++;
     }
 }
+
+static void k_rms_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth) { norm_kernel(r, s, ith, nth, false); }
+
+static void k_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth) { norm_kernel(r, s, ith, nth, true); }
 
 static void k_head_norm(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 {
@@ -523,6 +565,10 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * a thread descheduled while holding a claim holds the others until it runs again */
     else if (nth > 1) per = RLX_MIN(per, (int64_t)(MAX_CLAIM_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
     if (per < 1) per = 1;
+    /* the step's epilogue (s->chain: bias, residual, activation) runs over a claim's columns row
+     * by row, and at 16 columns a row its calls cost more than its arithmetic (a MiniLM step's
+     * 272 rows: add_512 4.2% of the server's time, bench/RESULTS.md section 65): at least 64 */
+    if (s->n_chain && T >= 16) per = RLX_MAX(per, RLX_MIN((int64_t)4, tiles / nth));
     /* float weights times several rows: claims of whole product tiles (AVX2's are 3 rows high:
      * a claim of 16 rows left one row to a 1-row tile at half the speed; AVX-512's 4 divide 16) */
     if (T > 1 && (w->wtype == RLX_F32 || w->wtype == RLX_F16)) {

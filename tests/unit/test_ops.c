@@ -58,7 +58,8 @@ static rlx_op square_op(void)
 static int run_cpu(rlx_graph *g, int nth, const int32_t *tok, int n, float *out, rlx_error *err)
 {
     rlx_plan p;
-    rlx_compile_opts o = {.max_tokens = 8, .max_outputs = 8};
+    rlx_compile_opts o = {.max_tokens = n > 8 ? n : 8, .max_outputs = n > 8 ? n : 8};
+    if (n > 32) return RLX_EINVAL;
     int rc = rlx_compile(g, &o, &p, err);
     if (rc) return rc;
     rlx_backend *be = NULL;
@@ -66,8 +67,8 @@ static int run_cpu(rlx_graph *g, int nth, const int32_t *tok, int n, float *out,
     if (!rc) rc = be->ops->prepare(be, &p, err);
     rlx_mem_desc geo = {1, D, 1, 16, RLX_F32, NULL, 0};
     if (!rc) rc = be->ops->mem_init(be, &geo, err);
-    int32_t pos[8], seq[8] = {0}, blocks[1] = {0};
-    uint8_t outm[8];
+    int32_t pos[32], seq[32] = {0}, blocks[1] = {0};
+    uint8_t outm[32];
     for (int i = 0; i < n; i++) { pos[i] = i; outm[i] = 1; }
     rlx_batch_seq bs = {blocks, 1, -1};
     rlx_batch b = {n, tok, pos, seq, outm, n, 1, &bs, NULL};
@@ -403,6 +404,47 @@ TEST(layer_norm_and_position_rows)
     rlx_graph_free(&g);
 }
 
+/* RMS_NORM and NORM over 21 rows by two threads (each: eight rows at once, then the rest one by
+ * one) bit for bit as ggml's scalar loops: sequential double sums. The rows mix 1e17 and 1, so
+ * a sum in another order (1e17 + 1 - 1e17) gives other bits. */
+TEST(norm_rows_bit_for_bit)
+{
+    static const float v[D] = {1e17f, 1.0f, -1e17f, 0.5f, 3.0f, -2.0f, 1e-3f, 7.0f};
+    for (int i = 0; i < VOCAB * D; i++) emb[i] = v[(i + i / D) % D] * (float)(1 + i / D);
+    for (int centred = 0; centred < 2; centred++) {
+        rlx_graph g;
+        rlx_graph_init(&g);
+        int x = rlx_g_get_rows(&g, rlx_g_weight(&g, "emb", RLX_F32, D, VOCAB, emb), 1.0f);
+        rlx_g_set_output(&g, centred ? rlx_g_norm(&g, x, 1e-5f) : rlx_g_rms_norm(&g, x, 1e-5f), RLX_OUTPUT_HIDDEN);
+        g.n_layers = 1;
+        g.kv_cols = D;
+        int32_t tok[21];
+        for (int t = 0; t < 21; t++) tok[t] = (t * 7) % VOCAB;
+        float out[21 * D];
+        rlx_error err = {0};
+        ASSERT_MSG(run_cpu(&g, 2, tok, 21, out, &err) == 0, "%s", err.msg);
+        for (int t = 0; t < 21; t++) {
+            const float *e = emb + tok[t] * D;
+            float y[D], scale;
+            double sum = 0.0, sum2 = 0.0;
+            if (centred) {
+                for (int c = 0; c < D; c++) sum += (double)e[c];
+                const float mean = (float)(sum / D);
+                for (int c = 0; c < D; c++) y[c] = e[c] - mean, sum2 += (double)(y[c] * y[c]);
+                scale = 1.0f / sqrtf((float)(sum2 / D) + 1e-5f);
+                for (int c = 0; c < D; c++) y[c] *= scale;
+            } else {
+                for (int c = 0; c < D; c++) sum += (double)(e[c] * e[c]);
+                scale = 1.0f / sqrtf((float)(sum / D) + 1e-5f);
+                for (int c = 0; c < D; c++) y[c] = e[c] * scale;
+            }
+            ASSERT_MSG(!memcmp(out + t * D, y, sizeof y), "%s row %d: %g vs %g", centred ? "norm" : "rms_norm", t,
+                       (double)out[t * D], (double)y[0]);
+        }
+        rlx_graph_free(&g);
+    }
+}
+
 /* GPU backends refuse what they have no kernel for at prepare, naming op and backend (Vulkan and
  * CUDA run encoders: hidden output and attention without a cache; the parity test checks their
  * numbers), here bidirectional attention over a KV pool. */
@@ -500,5 +542,5 @@ TEST(gelu_mul_add_exact)
 TEST_MAIN(TEST_ENTRY(builtin_table), TEST_ENTRY(register_rejects_bad_entries), TEST_ENTRY(registered_op_runs_on_cpu),
           TEST_ENTRY(unsupported_op_names_op_and_backend), TEST_ENTRY(causal_attention_hidden_output),
           TEST_ENTRY(bidirectional_attention), TEST_ENTRY(output_declaration_checked),
-          TEST_ENTRY(attention_without_cache), TEST_ENTRY(layer_norm_and_position_rows),
+          TEST_ENTRY(attention_without_cache), TEST_ENTRY(layer_norm_and_position_rows), TEST_ENTRY(norm_rows_bit_for_bit),
           TEST_ENTRY(gpu_refuses_bidirectional_and_hidden), TEST_ENTRY(gelu_mul_add_exact))
