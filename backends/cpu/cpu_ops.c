@@ -570,7 +570,7 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * 272 rows: add_512 4.2% of the server's time, bench/RESULTS.md section 65): at least 64 */
     if (s->n_chain && T >= 16) per = RLX_MAX(per, RLX_MIN((int64_t)4, tiles / nth));
     /* float weights times several rows: claims of whole product tiles (AVX2's are 3 rows high:
-     * a claim of 16 rows left one row to a 1-row tile at half the speed; AVX-512's 4 divide 16) */
+     * a claim of 16 rows left one row to a 1-row tile at half the speed; AVX-512's are 6: claims of 48) */
     if (T > 1 && (w->wtype == RLX_F32 || w->wtype == RLX_F16)) {
         const int64_t rows = rlx__cpu_float_tile_rows();
         int64_t unit = 1; /* the fewest 16-row tiles that hold whole product tiles */
