@@ -559,16 +559,17 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * memory (pp512 ran at half pp128's speed). Results are unchanged: rlx_matmul_rows' sums
      * depend on neither T nor [n0, n1). */
     int64_t tiles = (N + 15) / 16, per = tiles / ((int64_t)nth * 8);
+    /* the step's epilogue (s->chain: bias, residual, activation) runs over a claim's columns row
+     * by row, and at 16 columns a row its calls cost more than its arithmetic (a MiniLM step's
+     * 272 rows: add_512 4.2% of the server's time, bench/RESULTS.md section 65): at least 64,
+     * within the L2 bounds below */
+    if (s->n_chain && T >= 16) per = RLX_MAX(per, RLX_MIN((int64_t)4, tiles / nth));
     int64_t tb = RLX_MAX((int64_t)16, (int64_t)(ACT_BLOCK_BYTES / arb) / 16 * 16);
     if (T > tb) per = RLX_MIN(per, (int64_t)(WEIGHT_CHUNK_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
     /* at most ~1 MiB of weights per claim (the output projection's 8 per thread were ~10 MiB):
      * a thread descheduled while holding a claim holds the others until it runs again */
     else if (nth > 1) per = RLX_MIN(per, (int64_t)(MAX_CLAIM_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
     if (per < 1) per = 1;
-    /* the step's epilogue (s->chain: bias, residual, activation) runs over a claim's columns row
-     * by row, and at 16 columns a row its calls cost more than its arithmetic (a MiniLM step's
-     * 272 rows: add_512 4.2% of the server's time, bench/RESULTS.md section 65): at least 64 */
-    if (s->n_chain && T >= 16) per = RLX_MAX(per, RLX_MIN((int64_t)4, tiles / nth));
     /* float weights times several rows: claims of whole product tiles (AVX2's are 3 rows high:
      * a claim of 16 rows left one row to a 1-row tile at half the speed; AVX-512's are 6: claims of 48) */
     if (T > 1 && (w->wtype == RLX_F32 || w->wtype == RLX_F16)) {
