@@ -213,68 +213,49 @@ static void k_elementwise(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
 
 /* ---- norms ------------------------------------------------------------------------------ */
 
-static void rms_row(const float *x, float *y, int64_t n, float eps)
-{
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
-}
-
-/* ggml_norm: the mean in double, then the centred values and their squares' sum in double,
- * scaled by 1 / sqrtf(variance + eps) */
-static void norm_row(const float *x, float *y, int64_t n, float eps)
-{
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)x[i];
-    const float mean = (float)(sum / (double)n);
-    double sum2 = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const float v = x[i] - mean;
-        y[i] = v;
-        sum2 += (double)(v * v);
-    }
-    const float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + eps);
-    for (int64_t i = 0; i < n; i++) y[i] *= scale;
-}
-
-/* rms_row / norm_row of NORM_ROWS rows at once: each row's double sum is the same chain of
- * dependent adds in the same order as alone (the same bits), and the chains of several rows
- * interleave: one row's runs at the add's latency, eight at the adds' throughput (a MiniLM
- * step's LayerNorms took 4.9% of it; bench/RESULTS.md section 65). */
+/* ggml_rms_norm / ggml_norm over nr rows (nr <= NORM_ROWS; inlined for nr = 1 and NORM_ROWS):
+ * the sums in double, row by row in ggml's order (the same bits), and the chains of dependent
+ * adds of several rows interleaved: one row's runs at the add's latency, eight at the adds'
+ * throughput (a MiniLM step's LayerNorms took 4.9% of it; bench/RESULTS.md section 65). */
 #define NORM_ROWS 8
-static void rms_rows(const float *const *x, float *const *y, int64_t n, float eps)
+static inline __attribute__((always_inline)) void rms_rows(const float *const *x, float *const *y, const int nr,
+                                                           int64_t n, float eps)
 {
     double sum[NORM_ROWS] = {0};
     for (int64_t i = 0; i < n; i++)
         #pragma GCC unroll 8
-        for (int k = 0; k < NORM_ROWS; k++) sum[k] += (double)(x[k][i] * x[k][i]);
-    for (int k = 0; k < NORM_ROWS; k++) {
+        for (int k = 0; k < nr; k++) sum[k] += (double)(x[k][i] * x[k][i]);
+    for (int k = 0; k < nr; k++) {
         const float scale = 1.0f / sqrtf((float)(sum[k] / (double)n) + eps);
         for (int64_t i = 0; i < n; i++) y[k][i] = x[k][i] * scale;
     }
 }
 
-static void norm_rows(const float *const *x, float *const *y, int64_t n, float eps)
+/* ggml_norm: the mean in double, then the centred values and their squares' sum in double,
+ * scaled by 1 / sqrtf(variance + eps) */
+static inline __attribute__((always_inline)) void norm_rows(const float *const *x, float *const *y, const int nr,
+                                                            int64_t n, float eps)
 {
     double sum[NORM_ROWS] = {0}, sum2[NORM_ROWS] = {0};
     float mean[NORM_ROWS];
     for (int64_t i = 0; i < n; i++)
         #pragma GCC unroll 8
-        for (int k = 0; k < NORM_ROWS; k++) sum[k] += (double)x[k][i];
-    for (int k = 0; k < NORM_ROWS; k++) mean[k] = (float)(sum[k] / (double)n);
+        for (int k = 0; k < nr; k++) sum[k] += (double)x[k][i];
+    for (int k = 0; k < nr; k++) mean[k] = (float)(sum[k] / (double)n);
     for (int64_t i = 0; i < n; i++)
         #pragma GCC unroll 8
-        for (int k = 0; k < NORM_ROWS; k++) {
+        for (int k = 0; k < nr; k++) {
             const float v = x[k][i] - mean[k];
             y[k][i] = v;
             sum2[k] += (double)(v * v);
         }
-    for (int k = 0; k < NORM_ROWS; k++) {
+    for (int k = 0; k < nr; k++) {
         const float scale = 1.0f / sqrtf((float)(sum2[k] / (double)n) + eps);
         for (int64_t i = 0; i < n; i++) y[k][i] *= scale;
     }
 }
+
+static void rms_row(const float *x, float *y, int64_t n, float eps) { rms_rows(&x, &y, 1, n, eps); }
 
 /* k_rms_norm / k_norm: this thread's rows, NORM_ROWS at a time while they last */
 static void norm_kernel(rlx_cpu_run *r, const rlx_step *s, int ith, int nth, bool centred)
@@ -284,19 +265,19 @@ static void norm_kernel(rlx_cpu_run *r, const rlx_step *s, int ith, int nth, boo
     const float eps = s->node.p.norm.eps;
     split(T, ith, nth, &a, &b);
     for (int64_t t = a; t < b;) {
-        if (b - t >= NORM_ROWS) {
-            const float *x[NORM_ROWS];
-            float *y[NORM_ROWS];
-            for (int k = 0; k < NORM_ROWS; k++) x[k] = rowp(r, s->node.in[0], t + k), y[k] = rowp(r, s->out, t + k);
-            (centred ? norm_rows : rms_rows)(x, y, cols, eps);
-            for (int k = 0; k < NORM_ROWS; k++) apply_chain(r, s, y[k], t + k, 0, cols, cols);
-            t += NORM_ROWS;
-            continue;
+        const int nr = b - t >= NORM_ROWS ? NORM_ROWS : 1;
+        const float *x[NORM_ROWS];
+        float *y[NORM_ROWS];
+        for (int k = 0; k < nr; k++) x[k] = rowp(r, s->node.in[0], t + k), y[k] = rowp(r, s->out, t + k);
+        if (nr == NORM_ROWS) {
+            if (centred) norm_rows(x, y, NORM_ROWS, cols, eps);
+            else rms_rows(x, y, NORM_ROWS, cols, eps);
+        } else {
+            if (centred) norm_rows(x, y, 1, cols, eps);
+            else rms_rows(x, y, 1, cols, eps);
         }
-        float *y = rowp(r, s->out, t);
-        (centred ? norm_row : rms_row)(rowp(r, s->node.in[0], t), y, cols, eps);
-        apply_chain(r, s, y, t, 0, cols, cols);
-        t++;
+        for (int k = 0; k < nr; k++) apply_chain(r, s, y[k], t + k, 0, cols, cols);
+        t += nr;
     }
 }
 
