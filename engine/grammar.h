@@ -175,8 +175,8 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
  * thread rules as the cache. */
 /* Bounds of the walk: on a fast host (AVX-512 Zen 5) 100 ms built 1,760 tables of article.json
  * and stopped at the old bounds (2,048 positions, half of 64 MiB), leaving its first request's
- * mask p50 at 145 us (111 tables built on the way); 16,384 / 4,096 / 128 MiB: 2,900 in 100 ms,
- * p50 13 us (bench/RESULTS.md section 64). A slower host stops at the time bound first. */
+ * mask p50 at 145 us (111 tables built on the way); 16,384 / 4,096 / 128 MiB: 2,750-3,200 in 100 ms,
+ * p50 11-12 us (bench/RESULTS.md section 64). A slower host stops at the time bound first. */
 #define RLX_GRAMMAR_PREPARE_STACKS 16384 /* positions the walk's set holds */
 #define RLX_GRAMMAR_PREPARE_TABLES 4096
 #define RLX_GRAMMAR_PREPARE_MS 100

@@ -27,7 +27,7 @@ typedef struct rx {
     const char *s, *p;
     rlx_error *err;
     bool failed;
-    bool props; /* a property escape was read (property_escape sets it) */
+    bool props; /* the class being read holds a property escape (property_escape sets it) */
     int depth;
 } rx;
 
@@ -287,7 +287,7 @@ static uint32_t parse_escape(rx *x, rlx__cpset *set, bool in_class)
 
 static void parse_class(rx *x, rlx__cpset *set)
 {
-    bool neg = *x->p == '^', props = x->props;
+    bool neg = *x->p == '^';
     if (neg) x->p++;
     x->props = false;
     bool first = true;
@@ -334,7 +334,6 @@ static void parse_class(rx *x, rlx__cpset *set)
     x->p++;
     if (neg) rlx__cpset_negate(set);
     if (neg && x->props) drop_unassigned(set);
-    x->props = x->props || props;
 }
 
 static void emit_set(rx *x, rlx__sb *out, rlx__cpset *set)
