@@ -189,7 +189,7 @@ char *rlx_api_base64(const void *data, size_t n)
  * compares with a tolerance and may lose the last bits.) */
 static cJSON *float_array(const float *v, size_t n)
 {
-    size_t cap = n * 26 + 3, len = 0;
+    size_t cap = n * 25 + 32, len = 0; /* rlx_api_f32_text: 23 characters at most, 32 bytes of room */
     char *s = malloc(cap);
     if (!s) return NULL;
     s[len++] = '[';
@@ -201,9 +201,10 @@ static cJSON *float_array(const float *v, size_t n)
             len += 4;
             continue;
         }
-        /* 17 significant digits always read back exactly, in one conversion (%g drops trailing
-         * zeros, so a value with a short exact decimal form - 0, 0.5, 0.125 - still prints short) */
-        len += (size_t)snprintf(s + len, cap - len, "%.17g", d);
+        /* %.17g: 17 significant digits always read back exactly, in one conversion (%g drops
+         * trailing zeros, so a value with a short exact decimal form - 0, 0.5, 0.125 - still
+         * prints short); at most 24 characters */
+        len += rlx_api_f32_text(v[i], s + len);
     }
     s[len++] = ']';
     s[len] = 0;

@@ -364,5 +364,8 @@ char *rlx_api_line_embed(const char *id, const rlx_api_request *r, const char *m
                          const rlx_usage *u, double elapsed_ms);
 /* Base64 (RFC 4648, padded) of n bytes, malloc'ed NUL-terminated; NULL when out of memory. */
 char *rlx_api_base64(const void *data, size_t n);
+/* f as printf's "%.17g" prints (double)f (a text that reads back as exactly that double), into
+ * out (at least 32 bytes), NUL-terminated; returns its length (proto/f32text.c). */
+size_t rlx_api_f32_text(float f, char *out);
 
 #endif

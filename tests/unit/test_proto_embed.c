@@ -238,6 +238,61 @@ TEST(rerank_response_order_and_top_n)
     rlx_api_request_free(&r);
 }
 
+/* rlx_api_f32_text(f) against printf's "%.17g" of (double)f, and the length it returns */
+static int f32_text_matches(float f)
+{
+    char got[32], want[40];
+    size_t n = rlx_api_f32_text(f, got);
+    snprintf(want, sizeof want, "%.17g", (double)f);
+    if (n == strlen(got) && !strcmp(got, want)) return 1;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    fprintf(stderr, "  0x%08x: \"%s\" (length %zu), printf \"%s\"\n", (unsigned)b, got, n, want);
+    return 0;
+}
+
+static float from_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+TEST(f32_text_is_printf_17g)
+{
+    char s[32];
+    /* exact ties at the 18th digit round half to even: 2^-25 = 2.98023223876953125e-08 exactly,
+     * 3 x 2^-25 = 8.94069671630859375e-08 */
+    ASSERT_STR_EQ((rlx_api_f32_text(0x1p-25f, s), s), "2.9802322387695312e-08");
+    ASSERT_STR_EQ((rlx_api_f32_text(0x3p-25f, s), s), "8.9406967163085938e-08");
+    ASSERT_STR_EQ((rlx_api_f32_text(0.1f, s), s), "0.10000000149011612");
+    ASSERT_STR_EQ((rlx_api_f32_text(-0.0f, s), s), "-0");
+    ASSERT_STR_EQ((rlx_api_f32_text(0.5f, s), s), "0.5");
+    ASSERT_STR_EQ((rlx_api_f32_text(100.0f, s), s), "100");
+    ASSERT_STR_EQ((rlx_api_f32_text(-0.0001f, s), s), "-9.9999997473787516e-05");
+    ASSERT_STR_EQ((rlx_api_f32_text(16777215.0f, s), s), "16777215");
+    int bad = 0;
+    /* every exponent with edge and scattered mantissas, both signs */
+    static const uint32_t mant[] = {0, 1, 2, 3, 0x400000, 0x7fffff, 0x7ffffe, 0x123456, 0x654321, 0x0ccccd, 0x4ccccd};
+    for (uint32_t ex = 0; ex < 256 && bad < 5; ex++)
+        for (size_t m = 0; m < sizeof mant / sizeof mant[0]; m++)
+            for (uint32_t sg = 0; sg < 2; sg++) bad += !f32_text_matches(from_bits(sg << 31 | ex << 23 | mant[m]));
+    /* around every power of ten a float reaches */
+    for (int k = -45; k <= 38 && bad < 5; k++) {
+        float p = (float)pow(10.0, k);
+        for (int i = 0; i < 8; i++) p = nextafterf(p, 0.0f);
+        for (int i = 0; i < 16; i++, p = nextafterf(p, INFINITY)) bad += !f32_text_matches(p);
+    }
+    /* random bit patterns, and random values of an embedding's range */
+    uint32_t x = 12345;
+    for (int i = 0; i < 200000 && bad < 5; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        bad += !f32_text_matches(from_bits(x));
+        bad += !f32_text_matches((float)((double)(x >> 8) / 16777216.0 - 0.5) * 0.25f);
+    }
+    ASSERT_EQ(bad, 0);
+}
+
 TEST_MAIN(TEST_ENTRY(input_shapes), TEST_ENTRY(refusals), TEST_ENTRY(rerank_body), TEST_ENTRY(base64_rfc4648),
           TEST_ENTRY(float_response_is_exact), TEST_ENTRY(native_per_token_and_line),
-          TEST_ENTRY(rerank_response_order_and_top_n))
+          TEST_ENTRY(rerank_response_order_and_top_n), TEST_ENTRY(f32_text_is_printf_17g))
