@@ -279,29 +279,45 @@ static char *visit_enum(rlx__js *j, const cJSON *s, unsigned types)
         if (f != KW_ANNOT && f != KW_DEFS && f != KW_ENUM && f != KW_TYPE)
             return rlx__js_fail(j, RLX_EINVAL, "'%s' beside 'enum'/'const' is not supported", k->string), NULL;
     }
-    rlx__sb b = {0};
-    int n = 0;
-    for (const cJSON *v = cn ? cn : en->child; v; v = cn ? NULL : v->next) {
+    size_t n = 0, cap = 0, bytes = 0;
+    char **texts = NULL;
+    bool oom = false;
+    for (const cJSON *v = cn ? cn : en->child; v && !oom && bytes <= RLX_JSON_SCHEMA_MAX_GBNF; v = cn ? NULL : v->next) {
         if (!(rlx__js_value_type(v) & types)) continue;
         if (en && cn && !cJSON_Compare(v, cJSON_GetArrayItem(en, 0), true)) {
             bool found = false;
             for (const cJSON *e = en->child; e && !found; e = e->next) found = cJSON_Compare(v, e, true);
             if (!found) continue;
         }
-        char *text = cJSON_PrintUnformatted(v);
-        if (!text) {
-            free(rlx__sb_take(&b));
-            return rlx__js_fail(j, RLX_ENOMEM, "out of memory"), NULL;
+        if (n == cap) {
+            size_t c2 = cap ? 2 * cap : 16;
+            void *p = realloc(texts, c2 * sizeof *texts);
+            if (!p) {
+                oom = true;
+                break;
+            }
+            texts = p;
+            cap = c2;
         }
-        rlx__sb_puts(&b, n++ ? " | " : "");
-        rlx__gbnf_literal(&b, text, strlen(text));
-        free(text);
-        if (b.n > RLX_JSON_SCHEMA_MAX_GBNF) {
-            free(rlx__sb_take(&b));
-            return rlx__js_fail(j, RLX_ERANGE, "'enum' is over %u KiB of grammar", RLX_JSON_SCHEMA_MAX_GBNF >> 10), NULL;
+        if (!(texts[n] = cJSON_PrintUnformatted(v))) {
+            oom = true;
+            break;
         }
+        bytes += strlen(texts[n++]) + 3; /* the literal's quotes and " | " */
     }
-    if (!n) {
+    rlx__sb b = {0};
+    const bool any = !oom && bytes <= RLX_JSON_SCHEMA_MAX_GBNF && n && rlx__gbnf_alternatives(&b, texts, n);
+    for (size_t i = 0; i < n; i++) free(texts[i]);
+    free(texts);
+    if (oom || b.oom) {
+        free(rlx__sb_take(&b));
+        return rlx__js_fail(j, RLX_ENOMEM, "out of memory"), NULL;
+    }
+    if (bytes > RLX_JSON_SCHEMA_MAX_GBNF || b.n > RLX_JSON_SCHEMA_MAX_GBNF) {
+        free(rlx__sb_take(&b));
+        return rlx__js_fail(j, RLX_ERANGE, "'enum' is over %u KiB of grammar", RLX_JSON_SCHEMA_MAX_GBNF >> 10), NULL;
+    }
+    if (!any) {
         free(rlx__sb_take(&b));
         return rlx__js_fail(j, RLX_EINVAL, "'%s' has no value of the schema's type: nothing matches", cn ? "const" : "enum"), NULL;
     }

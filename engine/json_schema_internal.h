@@ -25,6 +25,10 @@ char *rlx__sb_take(rlx__sb *b);
 
 /* A GBNF string literal ("...") matching exactly these bytes (UTF-8 passed through). */
 void rlx__gbnf_literal(rlx__sb *b, const char *s, size_t n);
+/* GBNF matching exactly one of the n texts (malloc'ed, non-empty; the call sorts them and frees
+ * and NULLs duplicates, the caller frees the rest), shared prefixes written once so that a
+ * parse holds few stacks however many texts there are. False (nothing written) if none. */
+bool rlx__gbnf_alternatives(rlx__sb *b, char **texts, size_t n);
 /* The JSON text of a string (quotes included; " \ and control characters escaped). */
 void rlx__json_string(rlx__sb *b, const char *s, size_t n);
 

@@ -77,6 +77,85 @@ void rlx__gbnf_literal(rlx__sb *b, const char *s, size_t n)
     rlx__sb_put(b, "\"", 1);
 }
 
+/* Alternatives that share a prefix are written once, the prefix then a group of what follows
+ * it, until a group has at most ALT_FLAT texts: a parse holds one stack per alternative that
+ * is still possible, so a flat alternation of thousands of values (an enum) would hold
+ * thousands at its first byte; shared prefixes keep it at the branching of the current byte.
+ * Splits fall on code point boundaries (the grammar reads code points). Groups nest as deep as
+ * values are prefixes of longer ones ("a", "aa", ...: ~700 levels within the schema's 256 KiB). */
+#define ALT_FLAT 32
+
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* bytes of the UTF-8 sequence starting with c (1 for a stray continuation byte) */
+static size_t seq_len(unsigned char c) { return c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1; }
+
+/* t[0..n) sorted, distinct, sharing their first d bytes (a code point boundary): what follows */
+static void alt_tail(rlx__sb *b, char **t, size_t n, size_t d)
+{
+    if (n <= ALT_FLAT) {
+        bool empty = false; /* one text may end at d (sorted first) */
+        size_t k = 0;
+        rlx__sb_puts(b, "(");
+        for (size_t i = 0; i < n; i++) {
+            size_t len = strlen(t[i] + d);
+            if (!len) {
+                empty = true;
+                continue;
+            }
+            rlx__sb_puts(b, k++ ? " | " : " ");
+            rlx__gbnf_literal(b, t[i] + d, len);
+        }
+        rlx__sb_puts(b, empty ? " )?" : " )");
+        return;
+    }
+    /* the group's common prefix: that of its first and last (sorted), ended at a boundary */
+    size_t L = d;
+    while (t[0][L] && t[0][L] == t[n - 1][L]) L++;
+    while (L > d && ((unsigned char)t[0][L] & 0xC0) == 0x80) L--;
+    if (L > d) {
+        rlx__sb_puts(b, "( ");
+        rlx__gbnf_literal(b, t[0] + d, L - d);
+        rlx__sb_puts(b, " ");
+    }
+    size_t i = 0;
+    bool empty = !t[0][L];
+    if (empty) i = 1;
+    rlx__sb_puts(b, "(");
+    for (size_t k = 0; i < n; k++) { /* one branch per code point at L */
+        size_t c = seq_len((unsigned char)t[i][L]), e = i + 1;
+        while (e < n && !strncmp(t[e] + L, t[i] + L, c)) e++;
+        rlx__sb_puts(b, k ? " | " : " ");
+        if (e - i == 1) {
+            rlx__gbnf_literal(b, t[i] + L, strlen(t[i] + L));
+        } else {
+            rlx__gbnf_literal(b, t[i] + L, c);
+            rlx__sb_puts(b, " ");
+            alt_tail(b, t + i, e - i, L + c);
+        }
+        i = e;
+    }
+    rlx__sb_puts(b, empty ? " )?" : " )");
+    if (L > d) rlx__sb_puts(b, " )");
+}
+
+bool rlx__gbnf_alternatives(rlx__sb *b, char **texts, size_t n)
+{
+    qsort(texts, n, sizeof *texts, str_cmp);
+    size_t m = 0; /* distinct */
+    for (size_t i = 0; i < n; i++) {
+        if (m && !strcmp(texts[m - 1], texts[i])) {
+            free(texts[i]);
+            continue;
+        }
+        texts[m++] = texts[i];
+    }
+    for (size_t i = 0; i < n; i++) if (i >= m) texts[i] = NULL;
+    if (!m || (m == 1 && !*texts[0])) return false;
+    alt_tail(b, texts, m, 0);
+    return true;
+}
+
 void rlx__json_string(rlx__sb *b, const char *s, size_t n)
 {
     rlx__sb_put(b, "\"", 1);
