@@ -37,6 +37,13 @@ typedef struct rlx_grammar_vocab rlx_grammar_vocab;
 #define RLX_GRAMMAR_MAX_ELEMS (1u << 18)
 #define RLX_GRAMMAR_MAX_REPEAT 1000        /* m and n of {m,n} */
 #define RLX_GRAMMAR_MAX_STACKS 2048        /* live parse stacks of one state */
+/* What a request hears when its output reaches a state over RLX_GRAMMAR_MAX_STACKS (RLX_ERANGE
+ * from a step or a mask): the grammar is too ambiguous there. */
+#define RLX_GRAMMAR_STACKS_MSG                                                                       \
+    "the grammar (or JSON schema) is too ambiguous at this point of the output: it would need more " \
+    "than 2048 parse stacks (a pattern without ^ that repeats a long count, or many alternatives "  \
+    "that start alike)"
+_Static_assert(RLX_GRAMMAR_MAX_STACKS == 2048, "RLX_GRAMMAR_STACKS_MSG names the limit");
 #define RLX_GRAMMAR_MAX_DEPTH 1024         /* nesting of one stack */
 
 /* Compiles GBNF text; `root` names the start rule (NULL: "root"). NULL on failure with a
@@ -80,9 +87,16 @@ bool rlx_grammar_allows(const rlx_grammar_state *s, const char *bytes, size_t n)
  * never passes it here). Returns as rlx_grammar_accept does. */
 int rlx_grammar_accept_token(rlx_grammar_state *s, int32_t token, const char *bytes, size_t n);
 bool rlx_grammar_allows_token(const rlx_grammar_state *s, int32_t token, const char *bytes, size_t n);
+/* The same, saying why not: 0 allowed, RLX_EINVAL refused, RLX_ERANGE over a limit (the state
+ * would hold more than RLX_GRAMMAR_MAX_STACKS stacks), RLX_ENOMEM. */
+int rlx_grammar_token_check(const rlx_grammar_state *s, int32_t token, const char *bytes, size_t n);
 /* True when the text so far is a complete sentence of the grammar (end-of-generation may be
  * sampled): some stack is empty and no UTF-8 sequence is half-read. */
 bool rlx_grammar_can_end(const rlx_grammar_state *s);
+/* True when reading some next character would take the state over RLX_GRAMMAR_MAX_STACKS: why
+ * a mask may allow nothing (a step's overflow refuses the token). Tries the first code point
+ * of each range the stacks' tops hold (256 at most); for failure paths. */
+bool rlx_grammar_overflows_next(const rlx_grammar_state *s);
 /* True when nothing but the end can follow (every stack is empty). */
 bool rlx_grammar_must_end(const rlx_grammar_state *s);
 

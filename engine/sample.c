@@ -9,6 +9,7 @@
  * RNG: xoshiro256** seeded through splitmix64, one state per sampler, so a seeded sequence
  * draws the same numbers whatever else the worker is running. */
 #include "engine/sample_internal.h"
+#include "engine/grammar.h" /* RLX_GRAMMAR_STACKS_MSG */
 #include "engine/engine.h"
 
 #include <math.h>
@@ -266,11 +267,19 @@ bool rlx_sampler_must_end(const rlx_sampler *s)
 }
 
 /* A constraint's mask over c: 0, or an RLX_E* code naming it (out of memory, or no token left). */
+/* A stage left no token (token: the one it refused, -1 none): its own reason, or the generic one. */
+static int no_token(const rlx_sampler_stage *st, int32_t token, rlx_error *err)
+{
+    const int rc = st->ops->refusal ? st->ops->refusal(st, token, err) : 0;
+    return rc ? rc : rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", st->ops->name);
+}
+
 static int apply_mask(rlx_sampler_stage *st, rlx_token_cands *c, rlx_error *err)
 {
     int64_t left = st->ops->mask(st, c);
+    if (left == RLX_ERANGE) return rlx_errorf(err, RLX_ERANGE, "%s", RLX_GRAMMAR_STACKS_MSG);
     if (left < 0) return rlx_errorf(err, (int)left, "%s: out of memory building the mask", st->ops->name);
-    if (left == 0) return rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", st->ops->name);
+    if (left == 0) return no_token(st, -1, err);
     return 0;
 }
 
@@ -352,14 +361,14 @@ int rlx_sampler_pick(rlx_sampler *s, float *logits, const float *raw, int32_t *t
         if (t >= 0) {
             *token = t;
             const rlx_sampler_stage *st = refused_by(s, *token);
-            if (st) return rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", st->ops->name);
+            if (st) return no_token(st, *token, err);
             return 0;
         }
     }
     memcpy(logits, raw, (size_t)s->n_vocab * sizeof *logits);
     if ((rc = run_chain(s, logits, true, token, err))) return rc;
     const rlx_sampler_stage *st = refused_by(s, *token);
-    if (st) return rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", st->ops->name);
+    if (st) return no_token(st, *token, err);
     return 0;
 }
 

@@ -203,7 +203,18 @@ static int g_accept(rlx_sampler_stage *st, int32_t tok, bool generated)
     if (s->t.is_eog(s->t.eog_ctx, tok)) return 0; /* the end (ignore_eos lets it through): no text */
     int rc = rlx_grammar_accept_token(s->st, tok, s->t.texts[tok], s->t.lens[tok]);
     if (rc == RLX_EINVAL && !s->t.lens[tok]) return 0; /* a control token no reference names: no text, no step */
-    return rc ? RLX_ENOMEM : 0;
+    return rc == RLX_ERANGE ? RLX_ERANGE : rc ? RLX_ENOMEM : 0;
+}
+
+/* Left no token: because the state would go over its stack bound (a mask reads the stacks one
+ * at a time, and may allow a token the whole state cannot take)? */
+static int g_refusal(const rlx_sampler_stage *st, int32_t token, rlx_error *err)
+{
+    const grammar_stage *s = (const grammar_stage *)st;
+    if (s->waiting) return 0;
+    const bool over = token >= 0 ? rlx_grammar_token_check(s->st, token, s->t.texts[token], s->t.lens[token]) == RLX_ERANGE
+                                 : rlx_grammar_overflows_next(s->st);
+    return over ? rlx_errorf(err, RLX_ERANGE, "%s", RLX_GRAMMAR_STACKS_MSG) : 0;
 }
 
 static bool g_can_end(const rlx_sampler_stage *st)
@@ -232,7 +243,7 @@ rlx_sampler_stage *rlx_grammar_stage_new(rlx_grammar *g, const rlx_grammar_token
 {
     static const rlx_stage_ops ops = {.name = "grammar", .allows = g_allows, .mask = g_mask, .accept = g_accept,
                                       .can_end = g_can_end, .must_end = g_must_end, .prefetch = g_prefetch,
-                                      .free = g_free};
+                                      .refusal = g_refusal, .free = g_free};
     grammar_stage *s = calloc(1, sizeof *s);
     if (!g || !toks || !s) {
         free(s);

@@ -590,8 +590,9 @@ bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
         rlx__seq_finish(w, s, RLX_FINISH_STOP);
         return false;
     }
-    if (rlx_sampler_accept(s->sampler, tok, true)) {
-        rlx__seq_fail(w, s, RLX_ENOMEM, "out of memory following the grammar");
+    const int arc = rlx_sampler_accept(s->sampler, tok, true);
+    if (arc) {
+        rlx__seq_fail(w, s, arc, arc == RLX_ERANGE ? RLX_GRAMMAR_STACKS_MSG : "out of memory following the grammar");
         return false;
     }
     s->tokens[s->n_tokens++] = tok;

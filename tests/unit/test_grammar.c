@@ -298,6 +298,26 @@ TEST(limits_are_errors_not_aborts)
     text[401] = 0;
     ASSERT_EQ(full_match(g, text, 7), 1);
     rlx_grammar_free(g);
+    /* ambiguity past the stack bound: each "a" may end the x* run or not, and x has 53
+     * alternatives, so the 37th "a" needs over 2048 stacks; the checks say so before it */
+    char amb[1024];
+    size_t k = (size_t)snprintf(amb, sizeof amb, "root ::= x* x{900}\nx ::= \" \"");
+    for (char c = 'a'; c <= 'z'; c++) k += (size_t)snprintf(amb + k, sizeof amb - k, " | \"%c\" | \"%c\"", c, c - 32);
+    snprintf(amb + k, sizeof amb - k, "\n");
+    ASSERT((g = compile(amb)) != NULL);
+    s = rlx_grammar_state_new(g, NULL);
+    int reads = 0;
+    while (reads < 100 && !rlx_grammar_overflows_next(s)) {
+        ASSERT_EQ(rlx_grammar_token_check(s, 7, "a", 1), 0);
+        ASSERT_EQ(rlx_grammar_accept(s, "a", 1), 0);
+        reads++;
+    }
+    ASSERT_EQ(reads, 36);
+    ASSERT_EQ(rlx_grammar_token_check(s, 7, "a", 1), RLX_ERANGE);
+    ASSERT_EQ(rlx_grammar_token_check(s, 7, "1", 1), RLX_EINVAL);
+    ASSERT_EQ(rlx_grammar_accept(s, "a", 1), RLX_ERANGE);
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
 }
 
 /* A small vocabulary with multi-byte pieces, partial UTF-8, duplicates and empty (special)

@@ -211,6 +211,18 @@ TEST(bad_grammar_fails_its_request_only)
     ASSERT(strstr(bad.msg, "undefined-rule") != NULL);
     ASSERT_EQ(good.error, 0);
     ASSERT(follows(grammars[0], good.text, good.len, true));
+    /* a grammar whose output soon needs more than RLX_GRAMMAR_MAX_STACKS stacks (each character
+     * read may end the x* run or not, and x has 53 alternatives): the request fails saying so
+     * (RLX_ERANGE), not "out of memory" */
+    static char amb[1024];
+    size_t n = (size_t)snprintf(amb, sizeof amb, "root ::= x* x{900}\nx ::= \" \"");
+    for (char c = 'a'; c <= 'z'; c++) n += (size_t)snprintf(amb + n, sizeof amb - n, " | \"%c\" | \"%c\"", c, c - 32);
+    snprintf(amb + n, sizeof amb - n, "\n");
+    static result over;
+    ASSERT_EQ(submit(w, 3, amb, 1.0f, 3, 200, &over), 0);
+    wait_all();
+    ASSERT_MSG(over.error == RLX_ERANGE, "%d %s", over.error, over.msg);
+    ASSERT_MSG(strstr(over.msg, "too ambiguous") != NULL, "%s", over.msg);
     rlx_worker_stop(w, false);
 }
 
