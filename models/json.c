@@ -189,8 +189,75 @@ static cJSON *special_number(jp *P, const char *word, double v)
 
 static cJSON *read_value(jp *P);
 
+/* An object's members by name, for duplicate keys: a linear scan while it is small, then an
+ * open-addressing table (a body of 100,000 keys stays linear in time). */
+typedef struct keys {
+    cJSON **slot;
+    size_t cap, n; /* n: members counted (the table holds them once cap > 0) */
+} keys;
+
+enum { KEYS_SCAN = 32 };
+
+static uint64_t key_hash(const char *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ull;
+    return h;
+}
+
+static bool keys_put(keys *t, cJSON *m)
+{
+    size_t i = (size_t)key_hash(m->string) & (t->cap - 1);
+    while (t->slot[i] && strcmp(t->slot[i]->string, m->string)) i = (i + 1) & (t->cap - 1);
+    t->slot[i] = m;
+    return true;
+}
+
+static bool keys_grow(keys *t, const cJSON *c)
+{
+    size_t cap = t->cap ? 2 * t->cap : 4 * KEYS_SCAN;
+    cJSON **slot = calloc(cap, sizeof *slot);
+    if (!slot) return false;
+    free(t->slot);
+    t->slot = slot;
+    t->cap = cap;
+    for (cJSON *m = c->child; m; m = m->next) keys_put(t, m);
+    return true;
+}
+
+/* The member of c named key, or NULL. */
+static cJSON *keys_find(const keys *t, const cJSON *c, const char *key)
+{
+    if (!t->cap) {
+        for (cJSON *m = c->child; m; m = m->next)
+            if (!strcmp(m->string, key)) return m;
+        return NULL;
+    }
+    size_t i = (size_t)key_hash(key) & (t->cap - 1);
+    while (t->slot[i] && strcmp(t->slot[i]->string, key)) i = (i + 1) & (t->cap - 1);
+    return t->slot[i];
+}
+
+/* Adds member v (its string set) to object c, as Python's dict does: a later duplicate key
+ * replaces the earlier member's value where that member stood. False when out of memory. */
+static bool add_member(keys *t, cJSON *c, cJSON *v)
+{
+    cJSON *old = keys_find(t, c, v->string);
+    if (old) {
+        if (t->cap) keys_put(t, v); /* (its slot holds old, compared before old is freed) */
+        cJSON_ReplaceItemViaPointer(c, old, v);
+        return true;
+    }
+    cJSON_AddItemToArray(c, v);
+    t->n++;
+    if (t->cap ? 2 * t->n > t->cap : t->n > KEYS_SCAN) return keys_grow(t, c);
+    if (t->cap) keys_put(t, v);
+    return true;
+}
+
 static cJSON *read_container(jp *P, bool object)
 {
+    keys kt = {0};
     if (++P->depth > JSON_MAX_DEPTH) { fail(P, RLX_ERANGE, "nested more than 1000 levels deep"); return NULL; }
     cJSON *c = object ? cJSON_CreateObject() : cJSON_CreateArray();
     if (!c) { fail(P, RLX_ENOMEM, "out of memory"); return NULL; }
@@ -215,7 +282,7 @@ static cJSON *read_container(jp *P, bool object)
         if (!v) { free(key); goto bad; }
         if (object) {
             v->string = key; /* owned by the node from here, as cJSON_AddItemToObject would make it */
-            cJSON_AddItemToArray(c, v);
+            if (!add_member(&kt, c, v)) { fail(P, RLX_ENOMEM, "out of memory"); goto bad; }
         } else {
             cJSON_AddItemToArray(c, v);
         }
@@ -226,8 +293,10 @@ static cJSON *read_container(jp *P, bool object)
         goto bad;
     }
     P->depth--;
+    free(kt.slot);
     return c;
 bad:
+    free(kt.slot);
     cJSON_Delete(c);
     return NULL;
 }

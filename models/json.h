@@ -10,8 +10,9 @@
  *     C0 80 (as Java's modified UTF-8 does) and the node's valueint is RLX_JSON_STR_NUL, so the
  *     exact bytes can be recovered (the chat template context does); other consumers see C0 80
  *     rather than a truncated string.
- *   - duplicate keys are kept in order (cJSON's lookups find the first, Python keeps the last;
- *     the template context takes the last, as Python does).
+ *   - a duplicate key's later value replaces the earlier one where that one stood, as a Python
+ *     dict does (request fields, templates and tools all see the last; cJSON's lookups would
+ *     find the first).
  * Lone UTF-16 surrogates in \u escapes are kept as their 3-byte (WTF-8) form, as Python keeps
  * them in its str. Raw control characters in strings are accepted (cJSON accepts them too).
  *

@@ -64,15 +64,39 @@ TEST(strings_keep_nul)
     cJSON_Delete(j);
 }
 
-TEST(duplicate_keys_kept_in_order)
+TEST(duplicate_keys_as_python)
 {
     int rc;
     rlx_error err = {0};
-    cJSON *j = parse("{\"k\": 1, \"k\": 2}", &rc, &err);
+    /* the last value, where the first stood: {"k": 3, "j": 2} */
+    cJSON *j = parse("{\"k\": 1, \"j\": 2, \"k\": 3}", &rc, &err);
     ASSERT_MSG(rc == 0, "%s", err.msg);
     ASSERT_EQ(cJSON_GetArraySize(j), 2);
-    ASSERT_STR_EQ(j->child->next->string, "k");
-    ASSERT_STR_EQ(j->child->next->valuestring, "2");
+    ASSERT_STR_EQ(j->child->string, "k");
+    ASSERT_STR_EQ(j->child->valuestring, "3");
+    ASSERT_STR_EQ(j->child->next->string, "j");
+    ASSERT(j->child->next->next == NULL && j->child->prev == j->child->next); /* cJSON's last link */
+    cJSON_Delete(j);
+    /* a large object (the table): 3000 keys, each written twice, the second time with its
+     * value + 1; order of first appearance kept */
+    char *big = malloc(3000 * 2 * 24 + 8);
+    size_t n = 0;
+    big[n++] = '{';
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < 3000; i++) n += (size_t)sprintf(big + n, "%s\"k%d\":%d", n > 1 ? "," : "", (i * 7) % 3000, i + pass);
+    big[n++] = '}';
+    big[n] = 0;
+    j = parse(big, &rc, &err);
+    free(big);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT_EQ(cJSON_GetArraySize(j), 3000);
+    int i = 0;
+    for (cJSON *m = j->child; m; m = m->next, i++) {
+        char want[16];
+        snprintf(want, sizeof want, "k%d", (i * 7) % 3000);
+        ASSERT_STR_EQ(m->string, want);
+        ASSERT_EQ((int)m->valuedouble, i + 1);
+    }
     cJSON_Delete(j);
 }
 
@@ -123,4 +147,4 @@ TEST(depth_limit)
 }
 
 TEST_MAIN(TEST_ENTRY(numbers_keep_their_literal), TEST_ENTRY(python_specials), TEST_ENTRY(strings_keep_nul),
-          TEST_ENTRY(duplicate_keys_kept_in_order), TEST_ENTRY(errors_name_place), TEST_ENTRY(depth_limit))
+          TEST_ENTRY(duplicate_keys_as_python), TEST_ENTRY(errors_name_place), TEST_ENTRY(depth_limit))

@@ -238,6 +238,19 @@ TEST(nulls_are_absent)
     rlx_api_request_free(&r);
 }
 
+/* a key given twice: the last value counts, as Python's json, JavaScript's JSON.parse and
+ * llama-server read it (a gateway that checked the last one must not see another served) */
+TEST(duplicate_keys_last_wins)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":1,\"model\":\"a\",\"max_tokens\":3,\"model\":\"b\"}", &e), 0);
+    ASSERT_EQ(r.base->max_tokens, 3);
+    ASSERT_STR_EQ(r.model, "b");
+    rlx_api_request_free(&r);
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":3,\"max_tokens\":-1}", "max_tokens");
+}
+
 TEST(tokenize_bodies)
 {
     char *text, *model;
@@ -356,4 +369,4 @@ TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_ref
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
           TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(json_schema_constraint), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies), TEST_ENTRY(token_ids_out_of_int_range),
-          TEST_ENTRY(tokenize_refuses_nul))
+          TEST_ENTRY(tokenize_refuses_nul), TEST_ENTRY(duplicate_keys_last_wins))
