@@ -90,8 +90,10 @@ static int alloc_prompts(rlx_api_request *r, size_t n, rlx_api_error *e)
  * numbers is one input of ids. */
 static int parse_inputs(const cJSON *root, rlx_api_request *r, rlx_api_error *e)
 {
-    const char *name = r->kind == RLX_API_EMBEDDING && field(root, "content") ? "content" : "input";
+    const bool native = r->kind == RLX_API_EMBEDDING;
+    const char *name = native && (field(root, "content") || !field(root, "input")) ? "content" : "input";
     const cJSON *v = field(root, name);
+    if (!v && native) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'content' (or 'input') is required.");
     if (!v) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' is required.", name);
     if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must not be empty.", name);

@@ -82,6 +82,7 @@ TEST(refusals)
     refused(RLX_API_EMBEDDINGS, "{\"input\":\"a\",\"truncate\":1}", "truncate", "boolean");
     refused(RLX_API_EMBEDDINGS, "{\"input\":\"a\",\"model\":3}", "model", "string");
     refused(RLX_API_EMBEDDING, "{\"content\":\"\"}", "content", "empty");
+    refused(RLX_API_EMBEDDING, "{}", "content", "'content' (or 'input') is required");
     refused(RLX_API_RERANK, "{\"documents\":[\"a\"]}", "query", "query");
     refused(RLX_API_RERANK, "{\"query\":\"q\"}", "documents", "documents");
     refused(RLX_API_RERANK, "{\"query\":\"q\",\"documents\":[]}", "documents", "non-empty");
