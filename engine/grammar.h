@@ -41,8 +41,8 @@ typedef struct rlx_grammar_vocab rlx_grammar_vocab;
  * from a step or a mask): the grammar is too ambiguous there. */
 #define RLX_GRAMMAR_STACKS_MSG                                                                       \
     "the grammar (or JSON schema) is too ambiguous at this point of the output: it would need more " \
-    "than 2048 parse stacks (a pattern without ^ that repeats a long count, or many alternatives "  \
-    "that start alike)"
+    "than 2048 parse stacks (alternatives that overlap, such as x* x{900}, or many that start "   \
+    "alike)"
 _Static_assert(RLX_GRAMMAR_MAX_STACKS == 2048, "RLX_GRAMMAR_STACKS_MSG names the limit");
 #define RLX_GRAMMAR_MAX_DEPTH 1024         /* nesting of one stack */
 

@@ -6,7 +6,8 @@
  * \p{Lu} \p{Letter} \p{gc=Nd} ... and \P{...}, from utf8proc's Unicode tables), classes [...]
  * and [^...] with ranges and those escapes, `.` (any character but a line terminator), groups (...) (?:...) (?<name>...),
  * alternation, ? * + {m} {m,} {m,n} (lazy forms too: same language). A pattern matches anywhere
- * in the string: a branch without `^` gets any characters before it, one without `$` any after.
+ * in the string: a branch without `^` gets characters before it (any, or for a long branch only
+ * those that cannot begin it: see parse_seq), one without `$` any after.
  * Refused with a message naming the construct: lookarounds, backreferences, word boundaries,
  * anchors inside the pattern, \cX, property escapes other than general categories (scripts,
  * binary properties), counts over RLX_GRAMMAR_MAX_REPEAT, nesting deeper
@@ -344,7 +345,8 @@ static void emit_set(rx *x, rlx__sb *out, rlx__cpset *set)
 
 static const char any_char[] = "char";
 
-static void parse_alt(rx *x, rlx__sb *out, bool top);
+typedef struct rx_first rx_first;
+static void parse_alt(rx *x, rlx__sb *out, bool top, rx_first *f);
 
 /* {m}, {m,}, {m,n}: true when x->p is at one (then parsed into *m, *n; n -1 = unbounded). */
 static bool parse_count(rx *x, int *m, int *n)
@@ -414,15 +416,38 @@ static void parse_quant(rx *x, int *m, int *n)
     if (!x->failed && *m != -2 && *x->p == '?') x->p++;
 }
 
-static void parse_seq(rx *x, rlx__sb *out, bool top)
+/* What a match of the part parsed can begin with: its first characters, whether it can be
+ * empty (then what follows it can begin the match too), and how many characters long a match
+ * may be counting a loop once (the positions a parse may be at inside it; saturated). */
+typedef struct rx_first {
+    rlx__cpset set;
+    bool nullable;
+    long size;
+} rx_first;
+
+/* A branch without ^ up to this size stays `char* P` (a stack per position inside P, each
+ * character set a few alternatives: some hundreds of stacks at most) */
+#define RX_FREE_START 32
+#define RX_SIZE_CAP 1000000L
+
+/* A top-level branch without ^ may match anywhere: `char* P`. Every character read could start
+ * P or not, so a parse holds a stack per position P may be at; past RX_FREE_START positions
+ * (an unanchored .{100} needed thousands of stacks) the match starts instead at the first
+ * character that can begin it: the prefix takes only characters P cannot begin with,
+ * (char - FIRST(P))* P. Every string of that form contains a match, so each output still
+ * validates; strings where such a character comes before the match without beginning it are
+ * not generated (for .{100}$: exactly 100 characters, after line terminators only). A P that
+ * can be empty matches in every string: its branch is `char*`. */
+static void parse_seq(rx *x, rlx__sb *out, bool top, rx_first *f)
 {
-    bool any = false, anchored_start = false;
-    rlx__sb_puts(out, "( ");
+    bool anchored_start = false, anchored_end = false;
+    f->nullable = true;
+    f->size = 0;
+    rlx__sb body = {0};
     if (top && *x->p == '^') {
         anchored_start = true;
         x->p++;
     }
-    if (top && !anchored_start) rlx__sb_printf(out, "%s* ", any_char);
     while (!x->failed && *x->p && *x->p != '|' && *x->p != ')') {
         char c = *x->p;
         if (c == '$') {
@@ -430,20 +455,21 @@ static void parse_seq(rx *x, rlx__sb *out, bool top)
             if (!top || (*x->p && *x->p != '|')) {
                 x->p--;
                 rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "$ inside the pattern");
-                return;
+                break;
             }
-            rlx__sb_puts(out, ")");
-            return;
+            anchored_end = true;
+            break;
         }
         if (c == '^') {
             rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "^ inside the pattern");
-            return;
+            break;
         }
         if (c == '*' || c == '+' || c == '?' || (c == '{' && x->p[1] >= '0' && x->p[1] <= '9')) {
             rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "quantifier without a target");
-            return;
+            break;
         }
         rlx__sb atom = {0};
+        rx_first af = {0};
         if (c == '(') {
             x->p++;
             if (*x->p == '?') {
@@ -453,63 +479,101 @@ static void parse_seq(rx *x, rlx__sb *out, bool top)
                     const char *q = strchr(x->p, '>');
                     if (!q) {
                         rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)", "(?<");
-                        return;
+                        break;
                     }
                     x->p = q + 1;
                 } else {
                     rx_fail(x, RLX_EINVAL, "pattern construct '%s' is not supported (at byte %d)",
                             x->p[1] == '=' || x->p[1] == '!' || x->p[1] == '<' ? "lookaround (?= (?! (?<= (?<!" : "(?");
-                    return;
+                    break;
                 }
             }
             if (++x->depth > RX_MAX_DEPTH) {
                 rx_fail(x, RLX_ERANGE, "pattern groups nested deeper than %s (at byte %d)", "64");
-                return;
+                break;
             }
-            parse_alt(x, &atom, false);
+            parse_alt(x, &atom, false, &af);
             x->depth--;
             if (!x->failed && *x->p != ')') rx_fail(x, RLX_EINVAL, "unbalanced parenthesis%s in the pattern (at byte %d)", "");
             if (!x->failed) x->p++;
-        } else if (c == ')') {
-            break;
         } else {
-            rlx__cpset set = {0};
-            parse_char_atom(x, &set);
-            if (!x->failed) emit_set(x, &atom, &set);
-            rlx__cpset_free(&set);
+            parse_char_atom(x, &af.set);
+            if (!x->failed) emit_set(x, &atom, &af.set);
         }
         int m = -2, n = -2;
         if (!x->failed) parse_quant(x, &m, &n);
+        if (m == 0) af.nullable = true;
+        if (c != '(') af.size = 1;
+        const long copies = m == -2 ? 1 : n >= 0 ? n : m + 1;
+        f->size = af.size > RX_SIZE_CAP / (copies ? copies : 1) ? RX_SIZE_CAP : RLX_MIN(f->size + af.size * copies, RX_SIZE_CAP);
+        if (f->nullable) { /* everything before this atom can be empty: it may begin the match */
+            rlx__cpset_add_set(&f->set, &af.set);
+            f->nullable = af.nullable;
+        }
+        rlx__cpset_free(&af.set);
         if (x->failed) {
             free(rlx__sb_take(&atom));
-            return;
+            break;
         }
-        if (atom.oom) out->oom = true;
-        rlx__sb_put(out, atom.p ? atom.p : "", atom.n);
+        if (atom.oom) body.oom = true;
+        rlx__sb_put(&body, atom.p ? atom.p : "", atom.n);
         free(rlx__sb_take(&atom));
-        if (m == 0 && n == 1) rlx__sb_puts(out, "?");
-        else if (m == 0 && n == -1) rlx__sb_puts(out, "*");
-        else if (m == 1 && n == -1) rlx__sb_puts(out, "+");
-        else if (m != -2 && n == -1) rlx__sb_printf(out, "{%d,}", m);
-        else if (m != -2 && m == n) rlx__sb_printf(out, "{%d}", m);
-        else if (m != -2) rlx__sb_printf(out, "{%d,%d}", m, n);
-        rlx__sb_puts(out, " ");
-        any = true;
+        if (m == 0 && n == 1) rlx__sb_puts(&body, "?");
+        else if (m == 0 && n == -1) rlx__sb_puts(&body, "*");
+        else if (m == 1 && n == -1) rlx__sb_puts(&body, "+");
+        else if (m != -2 && n == -1) rlx__sb_printf(&body, "{%d,}", m);
+        else if (m != -2 && m == n) rlx__sb_printf(&body, "{%d}", m);
+        else if (m != -2) rlx__sb_printf(&body, "{%d,%d}", m, n);
+        rlx__sb_puts(&body, " ");
     }
-    (void)any;
-    if (top) rlx__sb_printf(out, "%s* ", any_char); /* no '$': anything may follow */
+    if (x->failed) {
+        free(rlx__sb_take(&body));
+        return;
+    }
+    if (body.oom || f->set.oom) out->oom = true;
+    rlx__sb_puts(out, "( ");
+    if (top && !anchored_start && f->nullable) {
+        rlx__sb_printf(out, "%s* ", any_char); /* an empty match anywhere: every string */
+    } else {
+        if (top && !anchored_start && f->size <= RX_FREE_START) {
+            rlx__sb_printf(out, "%s* ", any_char);
+        } else if (top && !anchored_start) {
+            rlx__cpset pre = {0};
+            rlx__cpset_add_set(&pre, &f->set);
+            rlx__cpset_negate(&pre);
+            rlx__sb ps = {0};
+            if (rlx__cpset_gbnf(&ps, &pre)) /* (none: every character can begin the match) */
+                rlx__sb_printf(out, "%s* ", ps.p ? ps.p : "");
+            if (pre.oom || ps.oom) out->oom = true;
+            free(rlx__sb_take(&ps));
+            rlx__cpset_free(&pre);
+        }
+        rlx__sb_put(out, body.p ? body.p : "", body.n);
+        if (top && !anchored_end) rlx__sb_printf(out, "%s* ", any_char); /* no '$': anything may follow */
+    }
+    free(rlx__sb_take(&body));
     rlx__sb_puts(out, ")");
 }
 
-static void parse_alt(rx *x, rlx__sb *out, bool top)
+static void parse_alt(rx *x, rlx__sb *out, bool top, rx_first *f)
 {
+    rx_first bf = {0};
     rlx__sb_puts(out, "( ");
-    parse_seq(x, out, top);
+    parse_seq(x, out, top, &bf);
+    rlx__cpset_add_set(&f->set, &bf.set);
+    f->nullable = bf.nullable;
+    f->size = bf.size;
     while (!x->failed && *x->p == '|') {
         x->p++;
         rlx__sb_puts(out, " | ");
-        parse_seq(x, out, top);
+        rlx__cpset_free(&bf.set);
+        bf = (rx_first){0};
+        parse_seq(x, out, top, &bf);
+        rlx__cpset_add_set(&f->set, &bf.set);
+        f->nullable = f->nullable || bf.nullable;
+        f->size = RLX_MAX(f->size, bf.size);
     }
+    rlx__cpset_free(&bf.set);
     rlx__sb_puts(out, " )");
 }
 
@@ -517,7 +581,9 @@ char *rlx__regex_to_gbnf(const char *re, rlx_error *err)
 {
     rx x = {.s = re, .p = re, .err = err};
     rlx__sb out = {0};
-    parse_alt(&x, &out, true);
+    rx_first f = {0};
+    parse_alt(&x, &out, true, &f);
+    rlx__cpset_free(&f.set);
     if (!x.failed && *x.p) rx_fail(&x, RLX_EINVAL, "unbalanced parenthesis%s in the pattern (at byte %d)", "");
     if (x.failed) {
         free(rlx__sb_take(&out));
