@@ -71,8 +71,9 @@ static int check_input(rlx_job *j, size_t i, const int32_t *ids, size_t n, rlx_a
     return rlx_api_error_from_admit(e, &a, param, "max_tokens");
 }
 
-/* Tokens of a text: all of them with truncate (the engine keeps the first), else stopping once
- * past the limit (refused then). */
+/* Tokens of a text: all of them with truncate (the engine keeps the first; a text's closing
+ * [SEP] or EOS stays its last, as Hugging Face tokenizers and sentence-transformers truncate),
+ * else stopping once past the limit (refused then). */
 static int tokenize(rlx_job *j, size_t i, const char *text, bool add_special, int32_t **ids, size_t *n, rlx_api_error *e)
 {
     const rlx_tokenizer *tok = j->model->tok;
@@ -90,6 +91,12 @@ static int tokenize(rlx_job *j, size_t i, const char *text, bool add_special, in
         return RLX_ETOOLONG;
     }
     if (rc) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, rlx_embed_param(j), "Input %zu cannot be tokenized: %s", i, err.msg);
+    const int32_t closing = !add_special ? -1 : rlx_tokenizer_add_sep(tok) ? rlx_tokenizer_sep(tok)
+                          : rlx_tokenizer_add_eos(tok) ? rlx_tokenizer_eos(tok) : -1;
+    if (j->req.base->truncate && *n > (size_t)limit && limit > 1 && closing >= 0 && (*ids)[*n - 1] == closing) {
+        (*ids)[limit - 1] = closing;
+        *n = (size_t)limit;
+    }
     return 0;
 }
 

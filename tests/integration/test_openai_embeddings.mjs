@@ -131,6 +131,16 @@ try {
   assert(e.code === 'context_length_exceeded', 'too long: code ' + e.code);
   const cut = await client.embeddings.create({ model: 'emb', input: long, truncate: true, encoding_format: 'float' });
   assert(cut.usage.prompt_tokens === CTX, 'truncate: ' + cut.usage.prompt_tokens + ' tokens');
+  // the text's first CTX - 1 tokens and its closing [SEP] (as Hugging Face tokenizers truncate);
+  // token ids the client sends keep their first CTX
+  const longIds = (await post(base, '/tokenize', { model: 'emb', content: long })).body.tokens;
+  assert(longIds.length > CTX, 'the long text is ' + longIds.length + ' tokens');
+  const kept = longIds.slice(0, CTX - 1).concat([longIds[longIds.length - 1]]);
+  const byKept = await client.embeddings.create({ model: 'emb', input: kept, encoding_format: 'float' });
+  assert(same(cut.data[0].embedding, byKept.data[0].embedding), 'truncate: not the first tokens and [SEP]');
+  const cutIds = await client.embeddings.create({ model: 'emb', input: longIds, truncate: true, encoding_format: 'float' });
+  const byFirst = await client.embeddings.create({ model: 'emb', input: longIds.slice(0, CTX), encoding_format: 'float' });
+  assert(same(cutIds.data[0].embedding, byFirst.data[0].embedding), 'truncate of token ids: not their first CTX');
   await expect400(client.embeddings.create({ model: 'emb', input: 'x', dimensions: 8 }), 'dimensions', /dimensions|Matryoshka/);
   await expect400(client.embeddings.create({ model: 'chat', input: 'x' }), 'embeddings to a chat model', /generates text.*\/v1\/chat\/completions/);
   await expect400(client.chat.completions.create({ model: 'emb', messages: [{ role: 'user', content: 'hi' }] }),
