@@ -451,26 +451,29 @@ static const char *parse_alternates(parser *p, rule_tab *rt, const char *s, int 
 }
 
 /* nullable[r]: rule r can match the empty string. */
-static void compute_nullable(const rule_tab *rt, bool *nullable)
+/* The rules that can match the empty text (terminals false), or some finite text (terminals
+ * true: "productive"), by fixpoint over their alternatives. */
+static void compute_fix(const rule_tab *rt, bool *out, bool terminals)
 {
-    memset(nullable, 0, (size_t)rt->n * sizeof *nullable);
+    memset(out, 0, (size_t)rt->n * sizeof *out);
     for (bool changed = true; changed;) {
         changed = false;
         for (int r = 0; r < rt->n; r++) {
-            if (nullable[r]) continue;
+            if (out[r]) continue;
             const gelem *e = rt->body[r].e;
             size_t i = 0;
             for (;;) { /* each alternative */
                 bool all = true;
                 for (; e[i].type != G_END && e[i].type != G_ALT; i++) {
-                    if (e[i].type == G_REF && nullable[e[i].value]) continue;
-                    all = false;
-                    if (e[i].type != G_REF) { /* skip the rest of a char set */
-                        while (e[i + 1].type == G_CHAR_ALT || e[i + 1].type == G_RNG_UPPER) i++;
+                    if (e[i].type == G_REF) {
+                        all = all && out[e[i].value];
+                        continue;
                     }
+                    all = all && terminals; /* a character set (the rest of it skipped) or a token */
+                    while (e[i + 1].type == G_CHAR_ALT || e[i + 1].type == G_RNG_UPPER) i++;
                 }
                 if (all) {
-                    nullable[r] = changed = true;
+                    out[r] = changed = true;
                     break;
                 }
                 if (e[i].type == G_END) break;
@@ -479,6 +482,8 @@ static void compute_nullable(const rule_tab *rt, bool *nullable)
         }
     }
 }
+
+static void compute_nullable(const rule_tab *rt, bool *nullable) { compute_fix(rt, nullable, false); }
 
 /* Finds a rule reachable from r through leading (nullable-prefixed) references that leads back
  * to r: such a rule can never be expanded to a character. */
@@ -721,6 +726,15 @@ rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *ro
             goto fail;
         }
     }
+    bool *finite = malloc((size_t)rt.n * sizeof *finite); /* (a root without: the output could never end) */
+    if (finite) compute_fix(&rt, finite, true);
+    if (!finite || !finite[root_id]) {
+        if (finite) perr(&p, NULL, "rule '%s' matches no finite text: every way through it recurses forever", root);
+        else perr(&p, NULL, "out of memory");
+        free(finite);
+        goto fail;
+    }
+    free(finite);
     size_t total = 0;
     for (int r = 0; r < rt.n; r++) total += rt.body[r].n;
     if (total > RLX_GRAMMAR_MAX_ELEMS) {

@@ -252,6 +252,13 @@ TEST(compile_errors_name_the_place)
     expect_error("root ::= root \"a\" | \"b\"\n", "'root' is left-recursive");
     expect_error("root ::= x \"a\"\nx ::= y? root\ny ::= \"b\"\n", "left-recursive"); /* through a nullable prefix */
     expect_error("root ::= \"a\" ]\n", "unexpected ']'");
+    /* no finite text: every way through recurses (a JSON schema whose required property is the
+     * schema itself gives such a grammar); one way out is enough */
+    expect_error("root ::= \"(\" root \")\"\n", "'root' matches no finite text");
+    expect_error("root ::= a\na ::= \"x\" b | \"y\" a\nb ::= a \"z\"\n", "no finite text");
+    rlx_grammar *out = compile("root ::= a\na ::= \"x\" b | \"y\" a\nb ::= a \"z\" | \"w\"\n");
+    ASSERT(out != NULL);
+    rlx_grammar_free(out);
     expect_error("", "no rule named 'root'");
     /* invalid UTF-8 in the source */
     expect_error("root ::= \"\xff\"\n", "invalid UTF-8");
