@@ -286,7 +286,7 @@ static int32_t any_token(const void *ctx, const char *text, size_t len)
 /* "grammar" (GBNF, as llama-server), "json_schema" (native) and "response_format" (OpenAI)
  * become the request's grammar, compiled here once so that a bad one is a 400 naming the field
  * (the worker compiles its own). At most one of them may constrain a request. */
-static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
+static int parse_constraint(const cJSON *root, rlx_request *q, const char **param_out, rlx_api_error *e)
 {
     const cJSON *g = field(root, "grammar"), *rf = field(root, "response_format"), *js = field(root, "json_schema");
     const char *src = NULL, *param = "grammar", *other = NULL;
@@ -365,6 +365,7 @@ static int parse_constraint(const cJSON *root, rlx_request *q, rlx_api_error *e)
     rlx_grammar_free(gr);
     q->grammar = owned ? owned : strdup(src);
     if (!q->grammar) return oom(e);
+    *param_out = param;
     return 0;
 }
 
@@ -438,7 +439,7 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     }
     if ((rc = parse_stop(root, q, e))) return rc;
     if ((rc = parse_logit_bias(root, q, n_vocab, e))) return rc;
-    if ((rc = parse_constraint(root, q, e))) return rc;
+    if ((rc = parse_constraint(root, q, &r->grammar_param, e))) return rc;
 
     /* logprobs: an int for completions, a bool (+ top_logprobs) for chat and generate */
     const cJSON *lp = field(root, "logprobs");

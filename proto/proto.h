@@ -121,6 +121,9 @@ typedef struct rlx_api_request {
     rlx_request *base;     /* owned: sampling, max_tokens, stop, logprobs, session; no prompt
                               (embeddings: embd_normalize, truncate, embd_per_token) */
     const char *max_tokens_param; /* static: the name the client used, for error messages */
+    const char *grammar_param;    /* static: the field the request's grammar came from (grammar,
+                                     json_schema, response_format.json_schema), NULL without one:
+                                     the param of the worker's refusals of it (token references) */
     uint32_t given;        /* RLX_API_GIVEN_* bits: the sampling fields the body set, which a
                               model's profile defaults (server/profile.h) do not replace */
     bool has_keep_alive;   /* keep_alive was given (Ollama's): ... */

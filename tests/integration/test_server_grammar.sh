@@ -70,6 +70,9 @@ done
 r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" <nope>\n"}')
 [ "$(status)" = 400 ] || fail "unknown token reference: $(status) $r"
 echo "$r" | jget '.error.message' | grep -q "<nope> is not one token" || fail "unknown token reference message: $r"
+[ "$(echo "$r" | jget '.error.param')" = grammar ] || fail "unknown token reference param: $r"
+r=$(post /v1/completions '{"prompt":"x","json_schema":{"type":"string"},"grammar":""}')
+[ "$(status)" = 200 ] || fail "an empty grammar beside a schema: $(status) $r"
 r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" <[12x]>\n"}')
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = grammar ] || fail "bad token id syntax: $(status) $r"
 ok "token references: <s> and !<[1]> by id, streamed and not; 400 for a text that is no token"
