@@ -266,7 +266,6 @@ bool rlx_sampler_must_end(const rlx_sampler *s)
     return false;
 }
 
-/* A constraint's mask over c: 0, or an RLX_E* code naming it (out of memory, or no token left). */
 /* A stage left no token (token: the one it refused, -1 none): its own reason, or the generic one. */
 static int no_token(const rlx_sampler_stage *st, int32_t token, rlx_error *err)
 {
@@ -274,6 +273,8 @@ static int no_token(const rlx_sampler_stage *st, int32_t token, rlx_error *err)
     return rc ? rc : rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", st->ops->name);
 }
 
+/* A constraint's mask over c: 0, or an RLX_E* code naming it (a grammar past its stack bound,
+ * out of memory, or no token left). */
 static int apply_mask(rlx_sampler_stage *st, rlx_token_cands *c, rlx_error *err)
 {
     int64_t left = st->ops->mask(st, c);
