@@ -37,13 +37,93 @@ cJSON *rlx__tg_params(const cJSON *fn)
     return p;
 }
 
+/* A tool's parameters inside a wrapper schema (the call object, the formats' arrays and
+ * objects): their local $refs ("#", "#/$defs/X", as Pydantic writes them) mean the tool's own
+ * schema, not the wrapper's root. Such parameters sit at the wrapper root's
+ * $defs/rlx-tool-<i> (with_tool_defs), their refs rewritten to point there, and the call
+ * refers to them. */
+static bool has_local_ref(const cJSON *v)
+{
+    for (const cJSON *c = v ? v->child : NULL; c; c = c->next) {
+        if (c->string && !strcmp(c->string, "$ref") && cJSON_IsString(c) && c->valuestring[0] == '#') return true;
+        if (has_local_ref(c)) return true;
+    }
+    return false;
+}
+
+static bool rebase_refs(cJSON *v, const char *base)
+{
+    for (cJSON *c = v ? v->child : NULL; c; c = c->next) {
+        if (c->string && !strcmp(c->string, "$ref") && cJSON_IsString(c) && c->valuestring[0] == '#') {
+            size_t n = strlen(base) + strlen(c->valuestring);
+            char *t = malloc(n);
+            if (!t) return false;
+            snprintf(t, n, "%s%s", base, c->valuestring + 1);
+            const bool ok = cJSON_SetValuestring(c, t) != NULL;
+            free(t);
+            if (!ok) return false;
+        } else if (!rebase_refs(c, base)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* fn's position among the request's tools */
+static int tool_index(const rlx_api_request *r, const cJSON *fn)
+{
+    int i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, r->tools) {
+        if (cJSON_GetObjectItemCaseSensitive(t, "function") == fn) return i;
+        i++;
+    }
+    return -1;
+}
+
+/* Adds to schema's root the $defs of the tools whose parameters have local refs; false when out
+ * of memory. */
+static bool with_tool_defs(const rlx_api_request *r, cJSON *schema)
+{
+    const cJSON *t;
+    int i = 0;
+    cJSON_ArrayForEach(t, r->tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        cJSON *p = has_local_ref(cJSON_GetObjectItemCaseSensitive(fn, "parameters")) ? rlx__tg_params(fn) : NULL;
+        char key[48], base[64];
+        snprintf(key, sizeof key, "rlx-tool-%d", i++);
+        snprintf(base, sizeof base, "#/$defs/%s", key);
+        if (!p) continue;
+        cJSON *defs = cJSON_GetObjectItemCaseSensitive(schema, "$defs");
+        if (!defs && !(defs = cJSON_AddObjectToObject(schema, "$defs"))) {
+            cJSON_Delete(p);
+            return false;
+        }
+        if (!rebase_refs(p, base) || !cJSON_AddItemToObject(defs, key, p)) {
+            cJSON_Delete(p);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* {"type":"object","properties":{"name":{"const":N}, <args_key>: parameters},"required":[...]} */
-static cJSON *call_schema(const cJSON *fn, const char *args_key)
+static cJSON *call_schema(const rlx_api_request *r, const cJSON *fn, const char *args_key)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
     cJSON *s = cJSON_CreateObject(), *props = cJSON_CreateObject(), *n = cJSON_CreateObject();
     cJSON *req = cJSON_CreateArray();
-    cJSON *p = rlx__tg_params(fn);
+    cJSON *p = NULL;
+    if (has_local_ref(cJSON_GetObjectItemCaseSensitive(fn, "parameters"))) { /* at the root's $defs */
+        char ref[64];
+        snprintf(ref, sizeof ref, "#/$defs/rlx-tool-%d", tool_index(r, fn));
+        if ((p = cJSON_CreateObject()) && !cJSON_AddStringToObject(p, "$ref", ref)) {
+            cJSON_Delete(p);
+            p = NULL;
+        }
+    } else {
+        p = rlx__tg_params(fn);
+    }
     bool ok = s && props && n && req && p && cJSON_AddStringToObject(s, "type", "object") &&
               cJSON_AddStringToObject(n, "const", name->valuestring) &&
               cJSON_AddItemToObject(props, "name", n) && (n = NULL, cJSON_AddItemToObject(props, args_key, p)) &&
@@ -62,7 +142,7 @@ static cJSON *call_schema(const cJSON *fn, const char *args_key)
 /* One call of any allowed tool (the named one only, for a named tool_choice). */
 static cJSON *any_call_schema(const rlx_api_request *r, const char *args_key)
 {
-    if (r->tool_choice == RLX_TOOL_CHOICE_NAMED) return call_schema(rlx_api_find_tool(r, r->tool_name), args_key);
+    if (r->tool_choice == RLX_TOOL_CHOICE_NAMED) return call_schema(r, rlx_api_find_tool(r, r->tool_name), args_key);
     cJSON *any = cJSON_CreateObject(), *alts = cJSON_AddArrayToObject(any, "anyOf");
     if (!alts) {
         cJSON_Delete(any);
@@ -70,7 +150,7 @@ static cJSON *any_call_schema(const rlx_api_request *r, const char *args_key)
     }
     const cJSON *t;
     cJSON_ArrayForEach(t, r->tools) {
-        cJSON *c = call_schema(cJSON_GetObjectItemCaseSensitive(t, "function"), args_key);
+        cJSON *c = call_schema(r, cJSON_GetObjectItemCaseSensitive(t, "function"), args_key);
         if (!c || !cJSON_AddItemToArray(alts, c)) {
             cJSON_Delete(c);
             cJSON_Delete(any);
@@ -282,9 +362,13 @@ static cJSON *call_array_schema(const rlx_api_request *r, int k)
 
 /* The rules of rlx-tc-call for the JSON-body formats: schema compiled (prefix rlx-tc-json) and
  * wrapped in the format's markers (open, close). */
-static int json_call(rlx__tg *g, cJSON *schema, const char *open, const char *close, rlx_api_error *e)
+static int json_call(const rlx_api_request *r, rlx__tg *g, cJSON *schema, const char *open, const char *close,
+                     rlx_api_error *e)
 {
-    if (!schema) return rlx__tg_oom(e);
+    if (!schema || !with_tool_defs(r, schema)) {
+        cJSON_Delete(schema);
+        return rlx__tg_oom(e);
+    }
     int rc = rlx__tg_schema(g, schema, "rlx-tc-json", e);
     cJSON_Delete(schema);
     if (rc) return rc;
@@ -361,15 +445,15 @@ static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const
             cJSON_Delete(schema);
             return rlx__tg_oom(e);
         }
-        rc = json_call(&g, schema, "", "", e), k = 1;
+        rc = json_call(r, &g, schema, "", "", e), k = 1;
         break;
     }
     case RLX_TC_HERMES:
-        rc = json_call(&g, any_call_schema(r, "arguments"), "<tool_call>\n", "\n</tool_call>", e), sep = "\n";
+        rc = json_call(r, &g, any_call_schema(r, "arguments"), "<tool_call>\n", "\n</tool_call>", e), sep = "\n";
         break;
-    case RLX_TC_LLAMA3: rc = json_call(&g, any_call_schema(r, "parameters"), "", "", e), k = 1; break;
-    case RLX_TC_APRIEL: rc = json_call(&g, call_array_schema(r, k), "<tool_calls>", "</tool_calls>", e), k = 1; break;
-    case RLX_TC_FIREFUNCTION: rc = json_call(&g, call_array_schema(r, k), " functools", "", e), k = 1; break;
+    case RLX_TC_LLAMA3: rc = json_call(r, &g, any_call_schema(r, "parameters"), "", "", e), k = 1; break;
+    case RLX_TC_APRIEL: rc = json_call(r, &g, call_array_schema(r, k), "<tool_calls>", "</tool_calls>", e), k = 1; break;
+    case RLX_TC_FIREFUNCTION: rc = json_call(r, &g, call_array_schema(r, k), " functools", "", e), k = 1; break;
     case RLX_TC_QWEN3_CODER: rc = rlx__tg_named_calls(r, info, &g, e), sep = "\n"; break;
     case RLX_TC_FUNCTIONARY_V31:
     case RLX_TC_FUNCTIONARY_V32: {
@@ -378,11 +462,11 @@ static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const
         rc = rlx__tg_named_calls(r, info, &g, e);
         break;
     }
-    case RLX_TC_GRANITE: rc = json_call(&g, call_array_schema(r, k), "<|tool_call|>", "", e), k = 1; break;
+    case RLX_TC_GRANITE: rc = json_call(r, &g, call_array_schema(r, k), "<|tool_call|>", "", e), k = 1; break;
     case RLX_TC_MISTRAL: { /* [TOOL_CALLS]NAME[ARGS]{...} repeated, or [TOOL_CALLS][{...}, ...] */
         cJSON *arr = call_array_schema(r, k);
         rc = rlx__tg_named_calls(r, info, &g, e);
-        if (!rc && !arr) rc = rlx__tg_oom(e);
+        if (!rc && (!arr || !with_tool_defs(r, arr))) rc = rlx__tg_oom(e);
         if (!rc) rc = rlx__tg_schema(&g, arr, "rlx-tc-json", e);
         cJSON_Delete(arr);
         alt = "\"[TOOL_CALLS]\" rlx-tc-json-root";

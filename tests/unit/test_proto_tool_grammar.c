@@ -91,6 +91,40 @@ TEST(generic)
     ASSERT(g == NULL && e.status == 0);
 }
 
+/* Parameters with local $refs (Pydantic's $defs; "#" for the tool's own schema) mean the tool's
+ * schema, not the wrapper's: every JSON-body format resolves them there */
+TEST(local_refs_in_parameters)
+{
+#define REFTOOLS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"," \
+    "\"properties\":{\"p\":{\"$ref\":\"#/$defs/P\"}},\"required\":[\"p\"],\"additionalProperties\":false,\"$defs\":{\"P\":" \
+    "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"],\"additionalProperties\":false}}}}}," \
+    "{\"type\":\"function\",\"function\":{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":" \
+    "{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#\"},\"maxItems\":2}}," \
+    "\"required\":[\"v\",\"kids\"],\"additionalProperties\":false}}}]"
+    static const rlx_tc_format fmts[] = {RLX_TC_GENERIC, RLX_TC_HERMES, RLX_TC_MISTRAL};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(fmts); i++) {
+        rlx_api_error e = {0};
+        char *g = grammar_of("{" MSGS "," REFTOOLS ",\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", fmts[i], false, &e);
+        ASSERT_MSG(g, "format %d: %s", (int)fmts[i], e.message);
+        const char *f = "{\"name\":\"f\",\"arguments\":{\"p\":{\"n\":3}}}";
+        const char *t = "{\"name\":\"t\",\"arguments\":{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[]}]}}";
+        const char *wrapper = "{\"name\":\"t\",\"arguments\":{\"v\":1,\"kids\":[{\"name\":\"t\",\"arguments\":{\"v\":2,\"kids\":[]}}]}}";
+        char buf[512];
+        const char *const texts[] = {f, t, wrapper};
+        for (int k = 0; k < 3; k++) {
+            if (fmts[i] == RLX_TC_GENERIC) snprintf(buf, sizeof buf, "{\"tool_calls\":[%s]}", texts[k]);
+            else if (fmts[i] == RLX_TC_HERMES) snprintf(buf, sizeof buf, "<tool_call>\n%s\n</tool_call>", texts[k]);
+            else { /* Mistral: [TOOL_CALLS]NAME[ARGS]{args} (the parameters compiled alone) */
+                const char *args = strstr(texts[k], "\"arguments\":") + 12;
+                snprintf(buf, sizeof buf, "[TOOL_CALLS]%c[ARGS]%.*s", texts[k][9], (int)(strlen(args) - 1), args);
+            }
+            ASSERT_MSG(accepts(g, buf) == (k < 2), "format %d text %d: %s", (int)fmts[i], k, buf);
+        }
+        free(g);
+    }
+#undef REFTOOLS
+}
+
 TEST(hermes_and_reasoning)
 {
     rlx_api_error e = {0};
@@ -621,7 +655,7 @@ TEST(auto_pattern_formats)
     }
 }
 
-TEST_MAIN(TEST_ENTRY(rename_rule), TEST_ENTRY(generic), TEST_ENTRY(hermes_and_reasoning), TEST_ENTRY(llama3),
+TEST_MAIN(TEST_ENTRY(rename_rule), TEST_ENTRY(generic), TEST_ENTRY(local_refs_in_parameters), TEST_ENTRY(hermes_and_reasoning), TEST_ENTRY(llama3),
           TEST_ENTRY(refusals), TEST_ENTRY(auto_is_lazy_for_hermes),
           TEST_ENTRY(qwen3_coder_xml), TEST_ENTRY(json_array_formats), TEST_ENTRY(functionary),
           TEST_ENTRY(special_token_formats), TEST_ENTRY(auto_lazy_formats),
