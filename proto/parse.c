@@ -140,8 +140,13 @@ static int get_int(const cJSON *o, const char *name, long long lo, long long hi,
     const cJSON *v = field(o, name);
     if (present) *present = v != NULL;
     if (!v) return 0;
-    if (!is_integer(v))
+    if (!is_integer(v)) {
+        const double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+        if (isfinite(d) && d == floor(d)) /* an integer past 2^53: out of range, not a fraction */
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be between %lld and %lld.", name,
+                                  RLX_MAX(lo, -9007199254740991LL), RLX_MIN(hi, 9007199254740991LL));
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be an integer.", name);
+    }
     long long x = (long long)v->valuedouble;
     if (x < lo || x > hi)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be between %lld and %lld, got %lld.",
@@ -390,12 +395,14 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if (has) { s->presence_penalty = (float)d; r->given |= RLX_API_GIVEN_PRESENCE_PENALTY; }
     if ((rc = get_number(root, "frequency_penalty", -2, 2, &d, &has, e))) return rc;
     if (has) { s->frequency_penalty = (float)d; r->given |= RLX_API_GIVEN_FREQUENCY_PENALTY; }
-    if ((rc = get_number(root, "repetition_penalty", 0.01, 10, &d, &has, e))) return rc;
+    /* vLLM's name, or llama-server's repeat_penalty */
+    const char *rp = field(root, "repetition_penalty") || !field(root, "repeat_penalty") ? "repetition_penalty" : "repeat_penalty";
+    if ((rc = get_number(root, rp, 0.01, 10, &d, &has, e))) return rc;
     if (has) { s->repetition_penalty = (float)d; r->given |= RLX_API_GIVEN_REPEAT_PENALTY; }
     if ((rc = get_int(root, "repeat_last_n", -1, INT32_MAX, &x, &has, e))) return rc;
     if (has) { s->penalty_last_n = (int32_t)x; r->given |= RLX_API_GIVEN_REPEAT_LAST_N; }
     if ((rc = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &x, &has, e))) return rc;
-    if (has) { s->seed = (uint64_t)x; s->has_seed = true; }
+    if (has && x != -1) { s->seed = (uint64_t)x; s->has_seed = true; } /* -1: a random seed, as llama-server */
     if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
     if (has) { q->max_tokens = (int32_t)x; r->given |= RLX_API_GIVEN_MAX_TOKENS; }
     if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, &has, e))) return rc;

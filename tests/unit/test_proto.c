@@ -73,6 +73,18 @@ TEST(sampling_params_parsed)
     ASSERT_EQ(q->max_tokens, 7);
     rlx_request_free(q);
     rlx_api_request_free(&r);
+    /* llama-server's spellings: repeat_penalty, and seed -1 for a random one */
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"repeat_penalty\":1.3,\"seed\":-1}", &e), 0);
+    ASSERT_NEAR(r.base->sampling.repetition_penalty, 1.3, 1e-6);
+    ASSERT(!r.base->sampling.has_seed);
+    rlx_api_request_free(&r);
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"repeat_penalty\":\"high\"}", "repeat_penalty");
+    /* an integer past 2^53 is out of range, not "not an integer" */
+    rlx_api_error e2 = {0};
+    ASSERT(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":9223372036854775808}", &e2) < 0);
+    rlx_api_request_free(&r);
+    ASSERT_STR_EQ(e2.param, "seed");
+    ASSERT_MSG(strstr(e2.message, "between") != NULL, "%s", e2.message);
 }
 
 TEST(prompt_shapes)
