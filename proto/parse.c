@@ -585,6 +585,27 @@ static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
     return 0;
 }
 
+/* Content null or absent without tool_calls: "" for an assistant's turn (a refusal replayed, a
+ * turn that said nothing) or a tool's result, which templates concatenate; a user's or a
+ * system's turn without content is a 400 naming it. */
+static int normalise_null_content(cJSON *msg, const char *role, int i, rlx_api_error *e)
+{
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    if (c && !cJSON_IsNull(c)) return 0;
+    if (strcmp(role, "assistant") && strcmp(role, "tool") && strcmp(role, "function"))
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
+                              "messages[%d].content is required for role '%s' (a string or an array of text parts).", i,
+                              role);
+    cJSON *empty = cJSON_CreateString("");
+    if (!empty) return oom(e);
+    if (c) cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", empty);
+    else if (!cJSON_AddItemToObject(msg, "content", empty)) {
+        cJSON_Delete(empty);
+        return oom(e);
+    }
+    return 0;
+}
+
 /* vLLM's chat template options: add_generation_prompt, continue_final_message,
  * chat_template_kwargs */
 static int parse_template_options(cJSON *root, rlx_api_request *r, rlx_api_error *e)
@@ -622,6 +643,7 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
                                   "messages[%d] must be an object with a string 'role'.", i);
         int rc = normalise_content(msg, i, e);
         if (!rc) rc = normalise_tool_calls(msg, i, e);
+        if (!rc) rc = normalise_null_content(msg, role->valuestring, i, e);
         if (rc) return rc;
         i++;
     }

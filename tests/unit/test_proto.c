@@ -263,6 +263,22 @@ TEST(duplicate_keys_last_wins)
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":3,\"max_tokens\":-1}", "max_tokens");
 }
 
+/* content null without tool_calls: "" for an assistant's or a tool's turn (a replayed refusal),
+ * a 400 for a user's */
+TEST(null_content)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_EQ(parse(&r, RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                    "{\"role\":\"assistant\",\"content\":null,\"refusal\":\"no\"},{\"role\":\"tool\",\"tool_call_id\":\"c\"},"
+                    "{\"role\":\"user\",\"content\":\"again\"}]}", &e), 0);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 1), "content")->valuestring, "");
+    ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 2), "content")->valuestring, "");
+    rlx_api_request_free(&r);
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "messages");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"system\"},{\"role\":\"user\",\"content\":\"x\"}]}", "messages");
+}
+
 TEST(tokenize_bodies)
 {
     char *text, *model;
@@ -381,4 +397,4 @@ TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_ref
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
           TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(json_schema_constraint), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies), TEST_ENTRY(token_ids_out_of_int_range),
-          TEST_ENTRY(tokenize_refuses_nul), TEST_ENTRY(duplicate_keys_last_wins))
+          TEST_ENTRY(tokenize_refuses_nul), TEST_ENTRY(duplicate_keys_last_wins), TEST_ENTRY(null_content))
