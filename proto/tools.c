@@ -30,6 +30,11 @@ static int check_tool(const cJSON *t, int i, rlx_api_error *e)
     if (!cJSON_IsString(name) || !name->valuestring[0] || strlen(name->valuestring) > MAX_NAME)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
                               "tools[%d].function.name must be a non-empty string of at most %d bytes.", i, MAX_NAME);
+    for (const unsigned char *c = (const unsigned char *)name->valuestring; *c; c++)
+        if (*c < 0x20 || *c == 0x7f) /* a call's text could not carry it back to the parser */
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
+                                  "tools[%d].function.name must not hold control characters (OpenAI's names are letters, "
+                                  "digits, '_' and '-').", i);
     if (desc && !cJSON_IsString(desc))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools", "tools[%d].function.description must be a string.", i);
     if (params && !cJSON_IsObject(params))

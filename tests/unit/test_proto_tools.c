@@ -86,6 +86,7 @@ TEST(bad_tools)
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":7}}]}", "tools");
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":1}}]}", "tools");
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}", "tools");
+    EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\\nweather\"}}]}", "tools");
     /* the error names the entry */
     rlx_api_request r;
     rlx_api_error e = {0};
