@@ -242,7 +242,7 @@ typedef struct rlx_api_logprob {
     char *top_text[RLX_MAX_TOP_LOGPROBS];
     size_t top_len[RLX_MAX_TOP_LOGPROBS];
     float top_logprob[RLX_MAX_TOP_LOGPROBS];
-    size_t text_offset;                /* completions: byte offset in the choice's text */
+    size_t text_offset;                /* completions: character (code point) offset in the choice's text */
     bool none;                         /* no logprob (a prompt's first token): JSON null */
 } rlx_api_logprob;
 void rlx_api_logprob_clear(rlx_api_logprob *lp);

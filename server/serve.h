@@ -87,10 +87,12 @@ typedef struct rlx_choice {
     char *text; size_t len, cap;   /* released text (with the echo prefix) */
     int32_t *tokens; size_t n_tokens, cap_tokens;
     rlx_api_logprob *lps; size_t n_lps, cap_lps;
-    size_t lp_offset;              /* text_offset of the next logprob entry */
+    size_t lp_offset;              /* byte offset in text of the next logprob entry */
+    size_t lp_chars;               /* the same in characters (code points): its text_offset */
     size_t echo_len;               /* echo: bytes of text that are the prompt */
     size_t n_prompt_lps;           /* echo + logprobs: lps[0..n) are the prompt's tokens */
-    size_t prompt_lp_offset;       /* text_offset of the next prompt token's entry */
+    size_t prompt_lp_offset;       /* byte offset of the next prompt token's entry */
+    size_t prompt_counted, prompt_chars; /* the echoed text's characters before byte prompt_counted */
     bool prompt_text_begun;        /* a prompt token with text was seen (its prefix space dropped) */
     bool echo_pending;             /* stream: the echo chunk waits for the prompt's logprobs */
     rlx_finish_reason finish;
