@@ -78,12 +78,34 @@ static void session_one(route_task *t)
     const char *id = t->text;
     rlx_api_error e;
     rlx_error err = {0};
-    for (size_t m = 0; m < t->n_held; m++) {
+    if (t->del) { /* every model's session of that id (one id may have been used with several) */
+        int deleted = 0;
+        for (size_t m = 0; m < t->n_held; m++) {
+            int rc = rlx_worker_session_delete(t->held[m]->w, id, &err);
+            if (rc == RLX_ENOTFOUND) continue;
+            if (rc) {
+                rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
+                               rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
+                set_error(t, &e);
+                return;
+            }
+            deleted++;
+        }
+        if (deleted) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "id", id);
+            cJSON_AddStringToObject(o, "object", "session.deleted");
+            cJSON_AddBoolToObject(o, "deleted", true);
+            t->body = print_free(o);
+            return;
+        }
+    }
+    for (size_t m = 0; !t->del && m < t->n_held; m++) {
         rlx_session_info info;
         int32_t *tokens = NULL;
         size_t n = 0;
         rlx_worker *w = t->held[m]->w;
-        int rc = t->del ? rlx_worker_session_delete(w, id, &err) : rlx_worker_session_get(w, id, &info, &tokens, &n, &err);
+        int rc = rlx_worker_session_get(w, id, &info, &tokens, &n, &err);
         if (rc == RLX_ENOTFOUND) continue;
         if (rc) {
             rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
@@ -91,18 +113,10 @@ static void session_one(route_task *t)
             set_error(t, &e);
             return;
         }
-        cJSON *o;
-        if (t->del) {
-            o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "id", id);
-            cJSON_AddStringToObject(o, "object", "session.deleted");
-            cJSON_AddBoolToObject(o, "deleted", true);
-        } else {
-            o = session_json(&info);
-            cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
-            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(tokens[i]));
-            free(tokens);
-        }
+        cJSON *o = session_json(&info);
+        cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(tokens[i]));
+        free(tokens);
         t->body = print_free(o);
         return;
     }

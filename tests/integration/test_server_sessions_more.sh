@@ -2,7 +2,8 @@
 # Sessions over HTTP, the harder cases: a stop string ends a session turn at its token and the
 # history keeps exactly the counted tokens; a DELETE while the session's turn runs stays
 # deleted (also after a restart); an expired session is gone for GET and for the next turn;
-# two models on one --db keep separate sessions and snapshot directories; a session whose
+# two models on one --db keep separate sessions and snapshot directories (a DELETE of the id
+# removes both); a session whose
 # history outgrew the context is a 400 naming the history; a NUL in a session id (body or URL)
 # is a 400;
 # preemptions show in /metrics.
@@ -109,7 +110,12 @@ rb=$(post /v1/generate '{"model":"beta","prompt":" ran","max_tokens":2,"temperat
 ra=$(post /v1/generate '{"model":"alpha","prompt":" outside","max_tokens":2,"temperature":0,"session_id":"same"}')
 [ "$(echo "$ra" | jget '.usage.prompt_tokens')" -gt "$ha" ] || fail "alpha lost its history: $ra"
 [ "$(echo "$ra" | jget '.usage.prompt_tokens_details.cached_tokens')" -ge 16 ] || fail "alpha's snapshot not used: $ra"
-ok "two models on one database keep their own sessions"
+# DELETE of the id removes both models' sessions
+d=$(curl -s -X DELETE "$URL/v1/sessions/same")
+[ "$(echo "$d" | jget '.deleted')" = true ] || fail "DELETE same: $d"
+l=$(curl -s "$URL/v1/sessions")
+[ "$(echo "$l" | jget '.total')" = 0 ] || fail "a session of the deleted id is left: $l"
+ok "two models on one database keep their own sessions; DELETE of the id removes both"
 stop_server
 
 # --- preemptions in /metrics: a 1 MiB pool (~100 blocks of 16) for 12 requests of ~460 tokens
