@@ -241,7 +241,7 @@ static int opt_bool(const cJSON *root, const char *name, bool *out, rlx_api_erro
 }
 
 int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_special,
-                           bool *parse_special, char **model, rlx_api_error *e)
+                           bool *parse_special, bool *with_pieces, char **model, rlx_api_error *e)
 {
     *text = NULL;
     *model = NULL;
@@ -257,6 +257,7 @@ int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_
         rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be a string.", name);
     } else if ((rc = opt_bool(root, "add_special", add_special, e)) == 0
                && (rc = opt_bool(root, "parse_special", parse_special, e)) == 0
+               && (rc = opt_bool(root, "with_pieces", with_pieces, e)) == 0
                && (rc = opt_model(root, model, e)) == 0) {
         *text = strdup(c->valuestring);
         if (!*text) rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");

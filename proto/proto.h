@@ -215,8 +215,10 @@ int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_err
  * with a message naming the value otherwise. */
 int rlx_keep_alive_parse(const char *s, double *seconds, rlx_error *err);
 int rlx_keep_alive_json(const cJSON *v, double *seconds, rlx_error *err);
+/* /tokenize's body: content (or prompt), add_special, parse_special, with_pieces (llama-server's:
+ * each token as {id, piece}), model. */
 int rlx_api_parse_tokenize(const char *body, size_t len, char **text, bool *add_special,
-                           bool *parse_special, char **model, rlx_api_error *e);
+                           bool *parse_special, bool *with_pieces, char **model, rlx_api_error *e);
 int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
                              size_t *n, char **model, rlx_api_error *e);
 

@@ -169,7 +169,7 @@ struct parsed {
     rlx_api_error e;
     rlx_api_request req;           /* P_API */
     char *text, *model;            /* P_TOKENIZE; model also P_DETOKENIZE */
-    bool add_special, parse_special;
+    bool add_special, parse_special, with_pieces;
     int32_t *ids;                  /* P_DETOKENIZE */
     size_t n_ids;
 };
@@ -180,7 +180,8 @@ static void parse_body(parsed *pb, parse_kind pk, rlx_api_kind ak, const char *b
     pb->add_special = pb->parse_special = true;
     if (pk == P_API) pb->rc = rlx_api_parse(&pb->req, ak, body, len, 0, &pb->e);
     else if (pk == P_TOKENIZE)
-        pb->rc = rlx_api_parse_tokenize(body, len, &pb->text, &pb->add_special, &pb->parse_special, &pb->model, &pb->e);
+        pb->rc = rlx_api_parse_tokenize(body, len, &pb->text, &pb->add_special, &pb->parse_special, &pb->with_pieces,
+                                        &pb->model, &pb->e);
     else if (pk == P_DETOKENIZE) pb->rc = rlx_api_parse_detokenize(body, len, 0, &pb->ids, &pb->n_ids, &pb->model, &pb->e);
 }
 
@@ -269,7 +270,7 @@ static void h_tokenize(rlx_srv *s, rlx_conn *c, parsed *pb)
 {
     rlx_model_slot *m = pick_model(s, c, pb->model, h_tokenize, pb);
     if (!m) return;
-    rlx_task_tokenize(c, m, pb->text, pb->add_special, pb->parse_special);
+    rlx_task_tokenize(c, m, pb->text, pb->add_special, pb->parse_special, pb->with_pieces);
     pb->text = NULL;
 }
 

@@ -409,7 +409,7 @@ void rlx_conn_respond(rlx_conn *c, int status, const char *ctype, char *body);
 void rlx_conn_error(rlx_conn *c, const rlx_api_error *e);
 /* tasks.c: answers computed on the threadpool while the connection waits; each takes its
  * inputs (freed also on failure). id NULL: list sessions, else get or delete one. */
-void rlx_task_tokenize(rlx_conn *c, rlx_model_slot *m, char *text, bool add_special, bool parse_special);
+void rlx_task_tokenize(rlx_conn *c, rlx_model_slot *m, char *text, bool add_special, bool parse_special, bool with_pieces);
 void rlx_task_detokenize(rlx_conn *c, rlx_model_slot *m, int32_t *ids, size_t n);
 void rlx_task_template(rlx_conn *c, rlx_model_slot *m, rlx_api_request *r);
 void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, size_t limit);

@@ -16,7 +16,7 @@ typedef struct route_task {
     rlx_model_slot *m;             /* tokenizer tasks (held: rlx_srv_model_hold) */
     task_kind kind;
     char *text;                    /* tokenize input; session id */
-    bool add_special, parse_special;
+    bool add_special, parse_special, with_pieces;
     int32_t *ids;                  /* detokenize input */
     size_t n_ids;
     rlx_api_request req;           /* template input */
@@ -142,11 +142,30 @@ static void task_work(rlx_call *call)
         }
         cJSON *o = cJSON_CreateObject();
         cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
-        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+        for (size_t i = 0; i < n; i++) {
+            if (!t->with_pieces) {
+                cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+                continue;
+            }
+            /* llama-server's {id, piece}: the piece's text, or its bytes when they are not UTF-8 */
+            char buf[257];
+            size_t len = rlx_token_to_bytes(t->m->tok, ids[i], true, buf, sizeof buf - 1);
+            len = len < sizeof buf - 1 ? len : sizeof buf - 1;
+            cJSON *it = cJSON_CreateObject();
+            cJSON_AddNumberToObject(it, "id", ids[i]);
+            if (rlx_api_utf8_valid(buf, len) && !memchr(buf, 0, len)) {
+                buf[len] = 0;
+                cJSON_AddStringToObject(it, "piece", buf);
+            } else {
+                cJSON *b = cJSON_AddArrayToObject(it, "piece");
+                for (size_t k = 0; b && k < len; k++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)buf[k]));
+            }
+            cJSON_AddItemToArray(arr, it);
+        }
         free(ids);
         t->body = print_free(o);
     } else if (t->kind == TASK_DETOKENIZE) {
-        char *raw = rlx_detokenize(t->m->tok, t->ids, t->n_ids, false);
+        char *raw = rlx_detokenize(t->m->tok, t->ids, t->n_ids, true); /* special tokens as text, as llama-server */
         /* arbitrary ids may end inside a character or hold lone bytes */
         char *text = raw ? rlx_api_utf8_sanitize(raw, strlen(raw), NULL) : NULL;
         free(raw);
@@ -228,13 +247,14 @@ static void task_queue(rlx_conn *c, route_task *t)
     }
 }
 
-void rlx_task_tokenize(rlx_conn *c, rlx_model_slot *m, char *text, bool add_special, bool parse_special)
+void rlx_task_tokenize(rlx_conn *c, rlx_model_slot *m, char *text, bool add_special, bool parse_special, bool with_pieces)
 {
     route_task *t = task_new(c, m, TASK_TOKENIZE);
     if (!t) { free(text); return; }
     t->text = text;
     t->add_special = add_special;
     t->parse_special = parse_special;
+    t->with_pieces = with_pieces;
     task_queue(c, t);
 }
 

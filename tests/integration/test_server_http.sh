@@ -73,6 +73,12 @@ ids=$(echo "$r" | jget '.tokens')
 [ "$(echo "$r" | jget '.tokens.length')" -ge 2 ] || fail "tokenize: $r"
 r=$(post /detokenize "{\"tokens\":$ids}")
 [ "$(echo "$r" | jget '.content')" = "Once upon a time" ] || fail "detokenize: $r"
+# llama-server's forms: pieces beside the ids, special tokens written out
+r=$(post /tokenize '{"content":"Once upon","add_special":true,"with_pieces":true}')
+[ "$(echo "$r" | jget '.tokens.map(t=>t.piece).join("")')" = "<s> Once upon" ] || fail "tokenize with_pieces: $r"
+[ "$(echo "$r" | jget '.tokens[0].id')" = 1 ] || fail "tokenize with_pieces ids: $r"
+r=$(post /detokenize '{"tokens":[1,403]}')
+case "$(echo "$r" | jget '.content')" in "<s>"*) ;; *) fail "detokenize of a special token: $r";; esac
 r=$(post /apply-template '{"messages":[{"role":"user","content":"Hi there"}]}')
 case "$(echo "$r" | jget '.prompt')" in *"Hi there"*) ;; *) fail "apply-template: $r";; esac
 ok tokenize detokenize apply-template

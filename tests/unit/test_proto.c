@@ -282,15 +282,19 @@ TEST(null_content)
 TEST(tokenize_bodies)
 {
     char *text, *model;
-    bool add = true, parse_sp = false;
+    bool add = true, parse_sp = false, pieces = false;
     rlx_api_error e = {0};
     const char *b = "{\"content\":\"hello\",\"add_special\":false}";
-    ASSERT_EQ(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &model, &e), 0);
+    ASSERT_EQ(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &pieces, &model, &e), 0);
     ASSERT_STR_EQ(text, "hello");
-    ASSERT(!add);
+    ASSERT(!add && !pieces);
+    free(text);
+    b = "{\"content\":\"hello\",\"with_pieces\":true}";
+    ASSERT_EQ(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &pieces, &model, &e), 0);
+    ASSERT(pieces);
     free(text);
     b = "{\"content\":3}";
-    ASSERT(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &model, &e) < 0);
+    ASSERT(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &pieces, &model, &e) < 0);
     ASSERT_STR_EQ(e.param, "content");
     int32_t *ids;
     size_t n;
@@ -343,10 +347,10 @@ TEST(token_ids_out_of_int_range)
 TEST(tokenize_refuses_nul)
 {
     char *text = NULL, *model = NULL;
-    bool add = true, parse_sp = false;
+    bool add = true, parse_sp = false, pieces = false;
     rlx_api_error e = {0};
     const char *b = "{\"content\":\"a\\u0000b\"}";
-    ASSERT(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &model, &e) < 0);
+    ASSERT(rlx_api_parse_tokenize(b, strlen(b), &text, &add, &parse_sp, &pieces, &model, &e) < 0);
     ASSERT_EQ(e.status, 400);
     ASSERT(strstr(e.message, "NUL") != NULL);
     ASSERT(text == NULL);
