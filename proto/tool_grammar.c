@@ -42,16 +42,16 @@ cJSON *rlx__tg_params(const cJSON *fn)
  * schema, not the wrapper's root. Such parameters sit at the wrapper root's
  * $defs/rlx-tool-<i> (with_tool_defs), their refs rewritten to point there, and the call
  * refers to them. */
-static bool has_local_ref(const cJSON *v)
+bool rlx__tg_has_local_ref(const cJSON *v)
 {
     for (const cJSON *c = v ? v->child : NULL; c; c = c->next) {
         if (c->string && !strcmp(c->string, "$ref") && cJSON_IsString(c) && c->valuestring[0] == '#') return true;
-        if (has_local_ref(c)) return true;
+        if (rlx__tg_has_local_ref(c)) return true;
     }
     return false;
 }
 
-static bool rebase_refs(cJSON *v, const char *base)
+bool rlx__tg_rebase_refs(cJSON *v, const char *base)
 {
     for (cJSON *c = v ? v->child : NULL; c; c = c->next) {
         if (c->string && !strcmp(c->string, "$ref") && cJSON_IsString(c) && c->valuestring[0] == '#') {
@@ -62,7 +62,7 @@ static bool rebase_refs(cJSON *v, const char *base)
             const bool ok = cJSON_SetValuestring(c, t) != NULL;
             free(t);
             if (!ok) return false;
-        } else if (!rebase_refs(c, base)) {
+        } else if (!rlx__tg_rebase_refs(c, base)) {
             return false;
         }
     }
@@ -89,7 +89,7 @@ static bool with_tool_defs(const rlx_api_request *r, cJSON *schema)
     int i = 0;
     cJSON_ArrayForEach(t, r->tools) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
-        cJSON *p = has_local_ref(cJSON_GetObjectItemCaseSensitive(fn, "parameters")) ? rlx__tg_params(fn) : NULL;
+        cJSON *p = rlx__tg_has_local_ref(cJSON_GetObjectItemCaseSensitive(fn, "parameters")) ? rlx__tg_params(fn) : NULL;
         char key[48], base[64];
         snprintf(key, sizeof key, "rlx-tool-%d", i++);
         snprintf(base, sizeof base, "#/$defs/%s", key);
@@ -99,7 +99,7 @@ static bool with_tool_defs(const rlx_api_request *r, cJSON *schema)
             cJSON_Delete(p);
             return false;
         }
-        if (!rebase_refs(p, base) || !cJSON_AddItemToObject(defs, key, p)) {
+        if (!rlx__tg_rebase_refs(p, base) || !cJSON_AddItemToObject(defs, key, p)) {
             cJSON_Delete(p);
             return false;
         }
@@ -114,7 +114,7 @@ static cJSON *call_schema(const rlx_api_request *r, const cJSON *fn, const char 
     cJSON *s = cJSON_CreateObject(), *props = cJSON_CreateObject(), *n = cJSON_CreateObject();
     cJSON *req = cJSON_CreateArray();
     cJSON *p = NULL;
-    if (has_local_ref(cJSON_GetObjectItemCaseSensitive(fn, "parameters"))) { /* at the root's $defs */
+    if (rlx__tg_has_local_ref(cJSON_GetObjectItemCaseSensitive(fn, "parameters"))) { /* at the root's $defs */
         char ref[64];
         snprintf(ref, sizeof ref, "#/$defs/rlx-tool-%d", tool_index(r, fn));
         if ((p = cJSON_CreateObject()) && !cJSON_AddStringToObject(p, "$ref", ref)) {

@@ -26,15 +26,6 @@ static int bad(rlx_api_error *e, const char *tool, const char *param, const char
 }
 
 /* As toolcall_modes.c reads it: a value is raw text when the schema says string or has no type. */
-static bool raw_string(const cJSON *schema)
-{
-    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(schema, "type"), *it;
-    if (!ty) return true;
-    if (cJSON_IsString(ty)) return !strcmp(ty->valuestring, "string");
-    cJSON_ArrayForEach(it, ty) if (cJSON_IsString(it) && !strcmp(it->valuestring, "string")) return true;
-    return false;
-}
-
 static bool annotation(const char *k)
 {
     static const char *const ok[] = {"type", "description", "title", "default", "examples", "$comment",
@@ -104,7 +95,7 @@ static int xml_call(rlx__tg *g, const cJSON *fn, int i, bool *need_raw, rlx_api_
     char why[160];
     cJSON_ArrayForEach(k, params) {
         if (annotation(k->string) || !strcmp(k->string, "properties") || !strcmp(k->string, "required") ||
-            !strcmp(k->string, "additionalProperties"))
+            !strcmp(k->string, "additionalProperties") || !strcmp(k->string, "$defs") || !strcmp(k->string, "definitions"))
             continue;
         snprintf(why, sizeof why, "keyword '%s' of its parameters cannot be honoured", k->string);
         return bad(e, name, "", why);
@@ -116,10 +107,26 @@ static int xml_call(rlx__tg *g, const cJSON *fn, int i, bool *need_raw, rlx_api_
     /* values first (their own rules), then the call */
     int j = 0;
     cJSON_ArrayForEach(k, props) {
-        if (!raw_string(k)) {
+        if (!rlx__tc_param_is_text(k, params)) {
             char prefix[48];
             snprintf(prefix, sizeof prefix, "rlx-tc-a%d-p%d", i, j);
-            int rc = rlx__tg_schema(g, k, prefix, e);
+            /* a value with local $refs means the parameters' root: the parameters go along at
+             * $defs/rlx-params, the refs rebased there */
+            cJSON *own = NULL, *whole = NULL, *defs = NULL;
+            if (rlx__tg_has_local_ref(params)) {
+                own = cJSON_Duplicate(k, true);
+                whole = cJSON_Duplicate(params, true);
+                if (!own || !whole || !rlx__tg_rebase_refs(own, "#/$defs/rlx-params") ||
+                    !rlx__tg_rebase_refs(whole, "#/$defs/rlx-params") ||
+                    !((defs = cJSON_GetObjectItemCaseSensitive(own, "$defs")) || (defs = cJSON_AddObjectToObject(own, "$defs"))) ||
+                    !cJSON_AddItemToObject(defs, "rlx-params", whole)) {
+                    if (!defs) cJSON_Delete(whole);
+                    cJSON_Delete(own);
+                    return rlx__tg_oom(e);
+                }
+            }
+            int rc = rlx__tg_schema(g, own ? own : k, prefix, e);
+            cJSON_Delete(own);
             if (rc) return rc;
         }
         j++;
@@ -135,7 +142,7 @@ static int xml_call(rlx__tg *g, const cJSON *fn, int i, bool *need_raw, rlx_api_
         rlx__tg_printf(g, " ( \"<parameter=\" ");
         rlx__tg_lit(g, k->string);
         rlx__tg_printf(g, " \">\\n\" ");
-        if (raw_string(k)) {
+        if (rlx__tc_param_is_text(k, params)) {
             int rc = raw_value(g, k, name, k->string, need_raw, e);
             if (rc) return rc;
         } else {

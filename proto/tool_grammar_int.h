@@ -25,6 +25,11 @@ int rlx__tg_schema(rlx__tg *g, const cJSON *schema, const char *prefix, rlx_api_
 /* {"type":"object", ...} of a function's parameters, an empty object when it has none (OpenAI):
  * a new tree, NULL when out of memory. */
 cJSON *rlx__tg_params(const cJSON *fn);
+/* Whether a schema holds a local "$ref" ("#...") anywhere; rebasing them: "#X" -> base + "X"
+ * (false when out of memory). A tool's parameters placed inside another schema keep meaning
+ * their own root this way. */
+bool rlx__tg_has_local_ref(const cJSON *v);
+bool rlx__tg_rebase_refs(cJSON *v, const char *base);
 /* The formats that name the function outside JSON (Functionary v3.1 / v3.2, Qwen3-Coder,
  * Mistral's [ARGS] form, DeepSeek, Kimi K2, gpt-oss): appends rule rlx-tc-call (one call of any
  * allowed tool, the named one for a named tool_choice, with its start marker) and, for v3.2,

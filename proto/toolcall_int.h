@@ -6,6 +6,11 @@
 
 #include "proto/toolcall.h"
 
+/* Qwen3-Coder's XML calls: whether a parameter of this schema is written as raw text (a string
+ * type, or none) rather than JSON; a local $ref (#/$defs/X, #/definitions/X of the tool's
+ * parameters) is decided by its target. The grammar and the parser read values alike. */
+bool rlx__tc_param_is_text(const cJSON *schema, const cJSON *params);
+
 /* How the text after a call's start marker reads. */
 typedef enum rlx__tc_body {
     RLX__TC_HYBRID,  /* a JSON object or array of {"name","arguments"} objects, or name + name_end + JSON args */

@@ -4,8 +4,35 @@
 
 #include <string.h>
 
-/* The JSON type the tool's schema gives parameter pname of the current function, or NULL. */
-static const cJSON *param_schema(const rlx_tc_parser *p, const char *pname)
+/* The target of a local "$ref" into the parameters' $defs / definitions, or NULL. */
+static const cJSON *local_target(const cJSON *params, const cJSON *ref)
+{
+    if (!cJSON_IsString(ref)) return NULL;
+    const char *r = ref->valuestring;
+    const char *key = !strncmp(r, "#/$defs/", 8) ? "$defs" : !strncmp(r, "#/definitions/", 14) ? "definitions" : NULL;
+    if (!key) return NULL;
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(params, key), strchr(r + 2, '/') + 1);
+}
+
+static bool is_text_at(const cJSON *schema, const cJSON *params, int depth)
+{
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(schema, "type"), *it;
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(schema, "$ref");
+    if (ref) { /* what it points at decides; one that cannot be followed is JSON */
+        const cJSON *to = depth < 8 ? local_target(params, ref) : NULL;
+        return to && is_text_at(to, params, depth + 1);
+    }
+    if (!ty) return true; /* no type: kept as the text it is */
+    if (cJSON_IsString(ty)) return !strcmp(ty->valuestring, "string");
+    cJSON_ArrayForEach(it, ty) if (cJSON_IsString(it) && !strcmp(it->valuestring, "string")) return true;
+    return false;
+}
+
+bool rlx__tc_param_is_text(const cJSON *schema, const cJSON *params) { return is_text_at(schema, params, 0); }
+
+/* The schema the tool gives parameter pname of the current function (and the tool's
+ * parameters, into *params), or NULL. */
+static const cJSON *param_schema(const rlx_tc_parser *p, const char *pname, const cJSON **params_out)
 {
     const cJSON *t;
     cJSON_ArrayForEach(t, p->tools) {
@@ -14,18 +41,10 @@ static const cJSON *param_schema(const rlx_tc_parser *p, const char *pname)
         if (!cJSON_IsString(nm) || strcmp(nm->valuestring, p->name.p ? p->name.p : "")) continue;
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn ? fn : t, "parameters");
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+        *params_out = params;
         return cJSON_GetObjectItemCaseSensitive(props, pname);
     }
     return NULL;
-}
-
-static bool type_is_string(const cJSON *schema)
-{
-    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(schema, "type"), *it;
-    if (!ty) return true; /* no type: kept as the text it is */
-    if (cJSON_IsString(ty)) return !strcmp(ty->valuestring, "string");
-    cJSON_ArrayForEach(it, ty) if (cJSON_IsString(it) && !strcmp(it->valuestring, "string")) return true;
-    return false;
 }
 
 /* Appends "pname":value to p->out: the value as a JSON string when the schema says string (or
@@ -37,8 +56,8 @@ static int add_param(rlx_tc_parser *p, const char *v, size_t n)
     if (rlx__tc_buf_str(&p->out, p->n_params ? "," : "{")
         || rlx__tc_buf_json_str(&p->out, p->pname.p, p->pname.len) || rlx__tc_buf_str(&p->out, ":"))
         return RLX_ENOMEM;
-    const cJSON *schema = param_schema(p, p->pname.p);
-    if (schema && !type_is_string(schema)) {
+    const cJSON *params = NULL, *schema = param_schema(p, p->pname.p, &params);
+    if (schema && !rlx__tc_param_is_text(schema, params)) {
         size_t a = 0, b = n;
         while (a < b && rlx__tc_space(v[a])) a++;
         while (b > a && rlx__tc_space(v[b - 1])) b--;

@@ -122,6 +122,15 @@ TEST(local_refs_in_parameters)
         }
         free(g);
     }
+    /* Qwen3-Coder's XML: each parameter's value compiled alone, its refs still the tool's */
+    rlx_api_error e = {0};
+    char *g = grammar_of("{" MSGS "," REFTOOLS ",\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", RLX_TC_QWEN3_CODER, false, &e);
+    ASSERT_MSG(g, "%s", e.message);
+    ASSERT(accepts(g, "<tool_call>\n<function=f>\n<parameter=p>\n{\"n\":3}\n</parameter>\n</function>\n</tool_call>"));
+    ASSERT(accepts(g, "<tool_call>\n<function=t>\n<parameter=v>\n1\n</parameter>\n<parameter=kids>\n[{\"v\":2,\"kids\":[]}]\n"
+                      "</parameter>\n</function>\n</tool_call>"));
+    ASSERT(!accepts(g, "<tool_call>\n<function=f>\n<parameter=p>\n{\"m\":3}\n</parameter>\n</function>\n</tool_call>"));
+    free(g);
 #undef REFTOOLS
 }
 
@@ -336,6 +345,29 @@ static char *grammar_p(const char *body, rlx_tc_format f, const char *prompt, rl
 #define REQ3 "{" MSGS "," TOOLS3 ",\"tool_choice\":\"required\"}"
 #define NAMED_ADD "{" MSGS "," TOOLS3 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"add\"}}," \
     "\"parallel_tool_calls\":false}"
+
+/* Qwen3-Coder: a parameter whose schema is a local $ref to an object is read as JSON, as the
+ * grammar writes it, not kept as a string */
+TEST(qwen3_coder_ref_parameters_parse)
+{
+    cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                               "\"properties\":{\"p\":{\"$ref\":\"#/$defs/P\"},\"s\":{\"$ref\":\"#/$defs/S\"}},\"$defs\":{\"P\":"
+                               "{\"type\":\"object\"},\"S\":{\"type\":\"string\"}}}}}]");
+    rlx_tc_info info;
+    rlx_tc_info_of(RLX_TC_QWEN3_CODER, &info);
+    rlx_tc_opts o = {.tools = tools, .seeded = true};
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, &o);
+    parsed out;
+    memset(&out, 0, sizeof out);
+    const char *text = "<tool_call>\n<function=f>\n<parameter=p>\n{\"n\": 3}\n</parameter>\n<parameter=s>\n{x}\n</parameter>\n"
+                       "</function>\n</tool_call>";
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_tc_feed(p, text, strlen(text), collect, &out), 0);
+    ASSERT_EQ(rlx_tc_finish(p, collect, &out, &err), 0);
+    ASSERT_STR_EQ(out.calls, "f {\"p\":{\"n\":3},\"s\":\"{x}\"};");
+    rlx_tc_parser_free(p);
+    cJSON_Delete(tools);
+}
 
 TEST(qwen3_coder_xml)
 {
@@ -655,7 +687,7 @@ TEST(auto_pattern_formats)
     }
 }
 
-TEST_MAIN(TEST_ENTRY(rename_rule), TEST_ENTRY(generic), TEST_ENTRY(local_refs_in_parameters), TEST_ENTRY(hermes_and_reasoning), TEST_ENTRY(llama3),
+TEST_MAIN(TEST_ENTRY(rename_rule), TEST_ENTRY(generic), TEST_ENTRY(local_refs_in_parameters), TEST_ENTRY(qwen3_coder_ref_parameters_parse), TEST_ENTRY(hermes_and_reasoning), TEST_ENTRY(llama3),
           TEST_ENTRY(refusals), TEST_ENTRY(auto_is_lazy_for_hermes),
           TEST_ENTRY(qwen3_coder_xml), TEST_ENTRY(json_array_formats), TEST_ENTRY(functionary),
           TEST_ENTRY(special_token_formats), TEST_ENTRY(auto_lazy_formats),
