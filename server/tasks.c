@@ -73,6 +73,15 @@ static void sessions_list(route_task *t)
     t->body = print_free(o);
 }
 
+/* A session store's failure as the answer (400 for a bad id, else 500). */
+static void session_error(route_task *t, int rc, const rlx_error *err)
+{
+    rlx_api_error e;
+    rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
+                   rc == RLX_EINVAL ? "session_id" : NULL, "%s", err->msg);
+    set_error(t, &e);
+}
+
 static void session_one(route_task *t)
 {
     const char *id = t->text;
@@ -84,9 +93,7 @@ static void session_one(route_task *t)
             int rc = rlx_worker_session_delete(t->held[m]->w, id, &err);
             if (rc == RLX_ENOTFOUND) continue;
             if (rc) {
-                rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
-                               rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
-                set_error(t, &e);
+                session_error(t, rc, &err);
                 return;
             }
             deleted++;
@@ -108,9 +115,7 @@ static void session_one(route_task *t)
         int rc = rlx_worker_session_get(w, id, &info, &tokens, &n, &err);
         if (rc == RLX_ENOTFOUND) continue;
         if (rc) {
-            rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
-                           rc == RLX_EINVAL ? "session_id" : NULL, "%s", err.msg);
-            set_error(t, &e);
+            session_error(t, rc, &err);
             return;
         }
         cJSON *o = session_json(&info);
