@@ -232,7 +232,7 @@ const openingRe = { llama3: /^\s*\{\s*"name"\s*:\s*"/, generic: /^\s*\{\s*"tool_
 async function lazyAutoJson(client, fmt, opening) {
   const base = client.baseURL.replace(/\/v1$/, '');
   const ids = async (content) => {
-    const t = await (await fetch(base + '/tokenize', { method: 'POST', body: JSON.stringify({ content }) })).json();
+    const t = await (await fetch(base + '/tokenize', { method: 'POST', body: JSON.stringify({ content, add_special: false }) })).json();
     assert(Array.isArray(t.tokens) && t.tokens.length > 0, 'tokenize ' + content + ': ' + JSON.stringify(t));
     return t.tokens.map((x) => (typeof x === 'number' ? x : x.id));
   };
