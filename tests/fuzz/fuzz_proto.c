@@ -76,8 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rlx_api_request_free(&r);
     } else if (which == 3) {
         char *text = NULL, *model = NULL;
-        bool add = false, parse = false;
-        if (rlx_api_parse_tokenize(body, len, &text, &add, &parse, &model, &e)) check_error(&e);
+        bool add = false, parse = false, pieces = false;
+        if (rlx_api_parse_tokenize(body, len, &text, &add, &parse, &pieces, &model, &e)) check_error(&e);
         free(text);
         free(model);
     } else {
