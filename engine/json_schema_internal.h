@@ -1,8 +1,9 @@
 /* json_schema_internal.h - what the schema compiler's files share (not a public API).
  *
- * json_schema.c walks the schema (types, enum/const, composition, $ref, strings, integers) and
- * assembles the grammar; json_schema_obj.c compiles objects and arrays (json_schema_walk.h is
- * the walk's shared state); json_schema_prim.c holds the text helpers (growable buffers, GBNF and JSON string
+ * json_schema.c walks the schema (types, enum/const, composition, $ref) and assembles the
+ * grammar; json_schema_scalar.c compiles integers, numbers and strings (formats, bounds,
+ * lengths, pattern); json_schema_obj.c objects and arrays (json_schema_walk.h is the walk's
+ * shared state); json_schema_prim.c holds the text helpers (growable buffers, GBNF and JSON string
  * escaping, code point sets as JSON string content), the fixed primitive rules and the integer
  * digit-range rules; json_schema_regex.c translates `pattern`. Everything here runs inside one
  * rlx_json_schema_to_gbnf call on the caller's thread. */

@@ -1,5 +1,6 @@
 /* json_schema_walk.h - the walk's state and the functions json_schema.c (types, enum,
- * composition, $ref, strings, integers) and json_schema_obj.c (objects, arrays) share. Not a
+ * composition, $ref), json_schema_scalar.c (formats, integers, numbers, strings) and
+ * json_schema_obj.c (objects, arrays) share. Not a
  * public API; one rlx__js lives for one rlx_json_schema_to_gbnf call on the caller's thread.
  *
  * Every visit returns a malloc'd GBNF atom (a rule name or a literal) or NULL after
@@ -42,6 +43,13 @@ bool rlx__js_counts(rlx__js *j, const cJSON *s, const char *kmin, const char *km
  * cases it writes); NULL and a failure naming multipleOf for the others. */
 char *rlx__js_multiples(rlx__js *j, long long k, bool has_lo, long long lo, bool has_hi, long long hi);
 char *rlx__js_visit(rlx__js *j, const cJSON *s, const char *hint);
+/* json_schema_scalar.c: a number format's NF_* (NF_NONE for any other name), and the visits of
+ * one integer, number or string schema */
+enum { NF_NONE, NF_INT32, NF_INT64, NF_FLOAT, NF_DOUBLE };
+int rlx__js_numeric_format(const char *name);
+char *rlx__js_integer(rlx__js *j, const cJSON *s);
+char *rlx__js_number(rlx__js *j, const cJSON *s);
+char *rlx__js_string(rlx__js *j, const cJSON *s);
 char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint);
 char *rlx__js_array(rlx__js *j, const cJSON *s, const char *hint);
 
