@@ -69,6 +69,9 @@ typedef struct rlx_event {
     /* RLX_EV_ERROR */
     int error_code;            /* RLX_E* */
     const char *error_msg;
+    bool error_in_grammar;     /* the request's grammar is at fault (its token references, a state
+                                  past the stack bound, no token it allows): the server names the
+                                  field the grammar came from */
     /* RLX_EV_DONE of an RLX_REQ_EMBED request (its only event besides an error): embd_n floats,
      * input after input, embd_dim per vector: one vector per input when pooled, one per token
      * of the input (embd_tokens[i] of them) with per-token output; embd_tokens: the tokens of

@@ -154,7 +154,7 @@ void rlx__seq_fail(rlx_worker *w, seq *s, int code, const char *msg)
 {
     detach(w, s);
     rlx__session_detach(w, s);
-    rlx_event ev = {.type = RLX_EV_ERROR, .error_code = code, .error_msg = msg, .text = ""};
+    rlx_event ev = {.type = RLX_EV_ERROR, .error_code = code, .error_msg = msg, .text = "", .error_in_grammar = s->grammar_fault};
     rlx__emit(s->req, &ev);
     rlx__seq_free(w, s);
 }
@@ -293,6 +293,7 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     }
     if (r->grammar && (rc = grammar_prepare(w, s, err))) {
         if (ids != r->prompt_ids) free(ids);
+        s->grammar_fault = rc != RLX_ENOMEM;
         return rc;
     }
     memcpy(s->tokens, ids, n * sizeof *ids);
@@ -579,7 +580,8 @@ bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
     int32_t tok = -1;
     rlx_error serr = {0};
     int rc = rlx_sampler_pick(s->sampler, scratch, logits, &tok, &serr);
-    if (rc) {
+    if (rc) { /* a pick fails for its constraints' sake (none allows a token, or past a limit) */
+        s->grammar_fault = r->grammar && (rc == RLX_EINVAL || rc == RLX_ERANGE);
         rlx__seq_fail(w, s, rc, serr.msg);
         return false;
     }
@@ -592,6 +594,7 @@ bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
     }
     const int arc = rlx_sampler_accept(s->sampler, tok, true);
     if (arc) {
+        s->grammar_fault = arc == RLX_ERANGE;
         rlx__seq_fail(w, s, arc, arc == RLX_ERANGE ? RLX_GRAMMAR_STACKS_MSG : "out of memory following the grammar");
         return false;
     }

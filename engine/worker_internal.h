@@ -55,6 +55,7 @@ typedef struct seq {
     uint64_t admit_order;       /* larger = admitted later (preempted first) */
     bool cancelled;
     bool started;               /* has been admitted at least once */
+    bool grammar_fault;         /* a failure now is the grammar's (rlx__seq_fail says so) */
     double t_submit, t_admit, t_first, t_last;
     int32_t out_row;            /* row of this step's logits, -1 if none */
     /* prompt logprobs (req->prompt_logprobs): the next prompt position whose logprob is due,

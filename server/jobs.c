@@ -444,14 +444,6 @@ static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
 }
 
 /* q's owned buffers stay q's unless taken (the vectors of an embedding request). */
-/* An engine refusal of the request's grammar (its token references, a state past its limits,
- * no token allowed) names the field the grammar came from. */
-static void grammar_param(const rlx_job *j, int code, const char *msg, rlx_api_error *e)
-{
-    if (j->req.grammar_param && (code == RLX_EINVAL || code == RLX_ERANGE) && msg && strstr(msg, "grammar"))
-        snprintf(e->param, sizeof e->param, "%s", j->req.grammar_param);
-}
-
 static void handle_event(rlx_qevent *q)
 {
     rlx_choice *ch = q->choice;
@@ -474,7 +466,8 @@ static void handle_event(rlx_qevent *q)
             if (!j->failed) {
                 j->failed = true;
                 rlx_api_error_from_rlx(&j->err, ev->error_code, ev->error_msg ? ev->error_msg : "generation failed");
-                grammar_param(j, ev->error_code, ev->error_msg, &j->err);
+                if (ev->error_in_grammar && j->req.grammar_param) /* the field the grammar came from */
+                    snprintf(j->err.param, sizeof j->err.param, "%s", j->req.grammar_param);
             }
             cancel_open(j);
         } else {
@@ -556,7 +549,6 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
                 rlx_api_error_from_rlx(e, rc, err.msg);
                 if (embeds && rc != RLX_EFULL) snprintf(e->param, sizeof e->param, "%s", rlx_embed_param(j));
                 else if (rc == RLX_ETOOLONG) rlx_job_context_param(j, pi, n_ids, e); /* context or KV pool */
-                else grammar_param(j, rc, err.msg, e);
             }
         }
         if (rc) {

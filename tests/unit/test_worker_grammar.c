@@ -19,6 +19,7 @@ typedef struct result {
     bool done;
     rlx_finish_reason finish;
     int error;
+    bool in_grammar; /* the error event says the grammar is at fault */
     char msg[256];
 } result;
 
@@ -40,6 +41,7 @@ static void on_event(void *user, const rlx_event *ev)
         r->done = true;
         r->finish = ev->finish;
         r->error = ev->type == RLX_EV_ERROR ? ev->error_code : 0;
+        r->in_grammar = ev->type == RLX_EV_ERROR && ev->error_in_grammar;
         if (ev->error_msg) snprintf(r->msg, sizeof r->msg, "%s", ev->error_msg);
         pending--;
         pthread_cond_broadcast(&cv);
@@ -209,6 +211,7 @@ TEST(bad_grammar_fails_its_request_only)
     wait_all();
     ASSERT_EQ(bad.error, RLX_EINVAL);
     ASSERT(strstr(bad.msg, "undefined-rule") != NULL);
+    ASSERT(bad.in_grammar);
     ASSERT_EQ(good.error, 0);
     ASSERT(follows(grammars[0], good.text, good.len, true));
     /* a grammar whose output soon needs more than RLX_GRAMMAR_MAX_STACKS stacks (each character
@@ -223,6 +226,7 @@ TEST(bad_grammar_fails_its_request_only)
     wait_all();
     ASSERT_MSG(over.error == RLX_ERANGE, "%d %s", over.error, over.msg);
     ASSERT_MSG(strstr(over.msg, "too ambiguous") != NULL, "%s", over.msg);
+    ASSERT(over.in_grammar);
     rlx_worker_stop(w, false);
 }
 
