@@ -478,47 +478,6 @@ int64_t rlx__grammar_token_bits(const rlx_grammar_state *s, const rlx_grammar_vo
     return added;
 }
 
-static int cp_cmp(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
-bool rlx_grammar_overflows_next(const rlx_grammar_state *s)
-{
-    enum { MAX_CP = 256 };
-    uint32_t cps[MAX_CP];
-    size_t n = 0;
-    for (size_t i = 0; i < s->stacks.n && n < MAX_CP; i++) {
-        const uint32_t len = s->stacks.len[i];
-        if (!len) continue;
-        uint32_t p = s->stacks.data[s->stacks.off[i] + len - 1];
-        const gelem *e = s->g->e;
-        if (e[p].type >= G_TOKEN) continue;
-        const bool positive = e[p].type == G_CHAR || e[p].type == G_ANY;
-        uint32_t lo_miss = 0; /* a negated set: the first code point below its ranges' union, roughly */
-        do {
-            uint32_t a, b;
-            p = rlx__grammar_set_range(e, p, &a, &b);
-            if (positive && n < MAX_CP) cps[n++] = a;
-            else if (!positive && a <= lo_miss && lo_miss <= b) lo_miss = b + 1;
-        } while (e[p].type == G_CHAR_ALT);
-        if (!positive && n < MAX_CP) cps[n++] = lo_miss;
-    }
-    qsort(cps, n, sizeof *cps, cp_cmp);
-    uint32_t *buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *buf);
-    rlx__sset out = {0};
-    bool over = false;
-    for (size_t i = 0; buf && i < n && !over; i++) {
-        if (i && cps[i] == cps[i - 1]) continue;
-        step_cp(s->g, &s->stacks, cps[i], &out, buf);
-        over = out.overflow;
-    }
-    rlx__sset_free(&out);
-    free(buf);
-    return over;
-}
-
 bool rlx_grammar_can_end(const rlx_grammar_state *s)
 {
     if (s->remain) return false;

@@ -93,10 +93,6 @@ int rlx_grammar_token_check(const rlx_grammar_state *s, int32_t token, const cha
 /* True when the text so far is a complete sentence of the grammar (end-of-generation may be
  * sampled): some stack is empty and no UTF-8 sequence is half-read. */
 bool rlx_grammar_can_end(const rlx_grammar_state *s);
-/* True when reading some next character would take the state over RLX_GRAMMAR_MAX_STACKS: why
- * a mask may allow nothing (a step's overflow refuses the token). Tries the first code point
- * of each range the stacks' tops hold (256 at most); for failure paths. */
-bool rlx_grammar_overflows_next(const rlx_grammar_state *s);
 /* True when nothing but the end can follow (every stack is empty). */
 bool rlx_grammar_must_end(const rlx_grammar_state *s);
 

@@ -266,10 +266,11 @@ bool rlx_sampler_must_end(const rlx_sampler *s)
     return false;
 }
 
-/* A stage left no token (token: the one it refused, -1 none): its own reason, or the generic one. */
+/* A stage left no token (token: the one of its mask it still refused, -1 none): its own reason,
+ * or the generic one. */
 static int no_token(const rlx_sampler_stage *st, int32_t token, rlx_error *err)
 {
-    const int rc = st->ops->refusal ? st->ops->refusal(st, token, err) : 0;
+    const int rc = token >= 0 && st->ops->refusal ? st->ops->refusal(st, token, err) : 0;
     return rc ? rc : rlx_errorf(err, RLX_EINVAL, "the %s allows no token of this vocabulary here", st->ops->name);
 }
 

@@ -93,9 +93,8 @@ typedef struct rlx_stage_ops {
      * (into a cache the stage shares), so that a refused draw finds it; 0 or an RLX_E* code
      * (best effort: mask() meets the same failure and reports it). See rlx_sampler_prefetch. */
     int (*prefetch)(rlx_sampler_stage *st);
-    /* Optional, constraint stages: why the stage leaves no token (token -1: its mask is empty;
-     * else a token of its mask that allows() still refuses): fills err and returns an RLX_E*
-     * code, or 0 for the sampler's generic message. */
+    /* Optional, constraint stages: why allows() refuses `token`, a token its own mask let
+     * through: fills err and returns an RLX_E* code, or 0 for the sampler's generic message. */
     int (*refusal)(const rlx_sampler_stage *st, int32_t token, rlx_error *err);
     void (*free)(rlx_sampler_stage *st);
 } rlx_stage_ops;

@@ -206,15 +206,14 @@ static int g_accept(rlx_sampler_stage *st, int32_t tok, bool generated)
     return rc == RLX_ERANGE ? RLX_ERANGE : rc ? RLX_ENOMEM : 0;
 }
 
-/* Left no token: because the state would go over its stack bound (a mask reads the stacks one
- * at a time, and may allow a token the whole state cannot take)? */
+/* A token of the mask refused: because the whole state would go over its stack bound (a mask
+ * reads the stacks one at a time, and may allow a token the whole state cannot take)? (An
+ * empty mask never is: the mask itself reports a state past the bound.) */
 static int g_refusal(const rlx_sampler_stage *st, int32_t token, rlx_error *err)
 {
     const grammar_stage *s = (const grammar_stage *)st;
-    if (s->waiting) return 0;
-    const bool over = token >= 0 ? rlx_grammar_token_check(s->st, token, s->t.texts[token], s->t.lens[token]) == RLX_ERANGE
-                                 : rlx_grammar_overflows_next(s->st);
-    return over ? rlx_errorf(err, RLX_ERANGE, "%s", RLX_GRAMMAR_STACKS_MSG) : 0;
+    if (s->waiting || rlx_grammar_token_check(s->st, token, s->t.texts[token], s->t.lens[token]) != RLX_ERANGE) return 0;
+    return rlx_errorf(err, RLX_ERANGE, "%s", RLX_GRAMMAR_STACKS_MSG);
 }
 
 static bool g_can_end(const rlx_sampler_stage *st)
