@@ -450,7 +450,6 @@ static const char *parse_alternates(parser *p, rule_tab *rt, const char *s, int 
     return s;
 }
 
-/* nullable[r]: rule r can match the empty string. */
 /* The rules that can match the empty text (terminals false), or some finite text (terminals
  * true: "productive"), by fixpoint over their alternatives. */
 static void compute_fix(const rule_tab *rt, bool *out, bool terminals)

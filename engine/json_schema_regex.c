@@ -532,12 +532,13 @@ static void parse_seq(rx *x, rlx__sb *out, bool top, rx_first *f)
     }
     if (body.oom || f->set.oom) out->oom = true;
     rlx__sb_puts(out, "( ");
-    if (top && !anchored_start && f->nullable) {
+    const bool anywhere = top && !anchored_start;
+    if (anywhere && f->nullable) {
         rlx__sb_printf(out, "%s* ", any_char); /* an empty match anywhere: every string */
     } else {
-        if (top && !anchored_start && f->size <= RX_FREE_START) {
+        if (anywhere && f->size <= RX_FREE_START) {
             rlx__sb_printf(out, "%s* ", any_char);
-        } else if (top && !anchored_start) {
+        } else if (anywhere) {
             rlx__cpset pre = {0};
             rlx__cpset_add_set(&pre, &f->set);
             rlx__cpset_negate(&pre);

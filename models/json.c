@@ -205,12 +205,11 @@ static uint64_t key_hash(const char *k)
     return h;
 }
 
-static bool keys_put(keys *t, cJSON *m)
+static void keys_put(keys *t, cJSON *m)
 {
     size_t i = (size_t)key_hash(m->string) & (t->cap - 1);
     while (t->slot[i] && strcmp(t->slot[i]->string, m->string)) i = (i + 1) & (t->cap - 1);
     t->slot[i] = m;
-    return true;
 }
 
 static bool keys_grow(keys *t, const cJSON *c)
