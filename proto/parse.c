@@ -559,8 +559,8 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
 }
 
 /* An assistant message with tool_calls, as OpenAI clients send it, for templates written against
- * transformers' shape: content null or absent becomes "" (templates concatenate it), as vLLM
- * does. tool_calls must be an array of objects. function.arguments stays as sent here: whether a
+ * transformers' shape (its content null or absent: normalise_null_content). tool_calls must be
+ * an array of objects. function.arguments stays as sent here: whether a
  * template gets it as a string or an object depends on the template (rlx_api_chat_context). */
 static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
 {
@@ -568,13 +568,6 @@ static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
     if (!calls || cJSON_IsNull(calls)) return 0;
     if (!cJSON_IsArray(calls))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "messages[%d].tool_calls must be an array.", i);
-    cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
-    if (!c || cJSON_IsNull(c)) {
-        cJSON *empty = cJSON_CreateString("");
-        if (!empty) return oom(e);
-        if (c) cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", empty);
-        else if (!cJSON_AddItemToObject(msg, "content", empty)) { cJSON_Delete(empty); return oom(e); }
-    }
     int j = 0;
     cJSON *call;
     cJSON_ArrayForEach(call, calls) {
@@ -585,14 +578,15 @@ static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
     return 0;
 }
 
-/* Content null or absent without tool_calls: "" for an assistant's turn (a refusal replayed, a
- * turn that said nothing) or a tool's result, which templates concatenate; a user's or a
- * system's turn without content is a 400 naming it. */
+/* Content null or absent: "" (templates concatenate it, as vLLM gives them) beside tool_calls,
+ * for an assistant's turn (a refusal replayed, a turn that said nothing) or a tool's result; a
+ * user's or a system's turn without content is a 400 naming it. */
 static int normalise_null_content(cJSON *msg, const char *role, int i, rlx_api_error *e)
 {
     cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
     if (c && !cJSON_IsNull(c)) return 0;
-    if (strcmp(role, "assistant") && strcmp(role, "tool") && strcmp(role, "function"))
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(msg, "tool_calls")) && strcmp(role, "assistant") &&
+        strcmp(role, "tool") && strcmp(role, "function"))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
                               "messages[%d].content is required for role '%s' (a string or an array of text parts).", i,
                               role);

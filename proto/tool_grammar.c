@@ -69,6 +69,19 @@ bool rlx__tg_rebase_refs(cJSON *v, const char *base)
     return true;
 }
 
+bool rlx__tg_defs_put(cJSON *schema, const char *key, const cJSON *params)
+{
+    char base[96];
+    snprintf(base, sizeof base, "#/$defs/%s", key);
+    cJSON *p = cJSON_Duplicate(params, true), *defs = cJSON_GetObjectItemCaseSensitive(schema, "$defs");
+    if (!p || !rlx__tg_rebase_refs(p, base) || (!defs && !(defs = cJSON_AddObjectToObject(schema, "$defs"))) ||
+        !cJSON_AddItemToObject(defs, key, p)) {
+        cJSON_Delete(p);
+        return false;
+    }
+    return true;
+}
+
 /* fn's position among the request's tools */
 static int tool_index(const rlx_api_request *r, const cJSON *fn)
 {
@@ -88,21 +101,10 @@ static bool with_tool_defs(const rlx_api_request *r, cJSON *schema)
     const cJSON *t;
     int i = 0;
     cJSON_ArrayForEach(t, r->tools) {
-        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
-        cJSON *p = rlx__tg_has_local_ref(cJSON_GetObjectItemCaseSensitive(fn, "parameters")) ? rlx__tg_params(fn) : NULL;
-        char key[48], base[64];
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "parameters");
+        char key[48];
         snprintf(key, sizeof key, "rlx-tool-%d", i++);
-        snprintf(base, sizeof base, "#/$defs/%s", key);
-        if (!p) continue;
-        cJSON *defs = cJSON_GetObjectItemCaseSensitive(schema, "$defs");
-        if (!defs && !(defs = cJSON_AddObjectToObject(schema, "$defs"))) {
-            cJSON_Delete(p);
-            return false;
-        }
-        if (!rlx__tg_rebase_refs(p, base) || !cJSON_AddItemToObject(defs, key, p)) {
-            cJSON_Delete(p);
-            return false;
-        }
+        if (rlx__tg_has_local_ref(params) && !rlx__tg_defs_put(schema, key, params)) return false;
     }
     return true;
 }

@@ -112,15 +112,10 @@ static int xml_call(rlx__tg *g, const cJSON *fn, int i, bool *need_raw, rlx_api_
             snprintf(prefix, sizeof prefix, "rlx-tc-a%d-p%d", i, j);
             /* a value with local $refs means the parameters' root: the parameters go along at
              * $defs/rlx-params, the refs rebased there */
-            cJSON *own = NULL, *whole = NULL, *defs = NULL;
+            cJSON *own = NULL;
             if (rlx__tg_has_local_ref(params)) {
                 own = cJSON_Duplicate(k, true);
-                whole = cJSON_Duplicate(params, true);
-                if (!own || !whole || !rlx__tg_rebase_refs(own, "#/$defs/rlx-params") ||
-                    !rlx__tg_rebase_refs(whole, "#/$defs/rlx-params") ||
-                    !((defs = cJSON_GetObjectItemCaseSensitive(own, "$defs")) || (defs = cJSON_AddObjectToObject(own, "$defs"))) ||
-                    !cJSON_AddItemToObject(defs, "rlx-params", whole)) {
-                    if (!defs) cJSON_Delete(whole);
+                if (!own || !rlx__tg_rebase_refs(own, "#/$defs/rlx-params") || !rlx__tg_defs_put(own, "rlx-params", params)) {
                     cJSON_Delete(own);
                     return rlx__tg_oom(e);
                 }

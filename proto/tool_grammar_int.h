@@ -30,6 +30,9 @@ cJSON *rlx__tg_params(const cJSON *fn);
  * their own root this way. */
 bool rlx__tg_has_local_ref(const cJSON *v);
 bool rlx__tg_rebase_refs(cJSON *v, const char *base);
+/* A copy of params at schema's $defs/<key>, its local refs rebased there; false when out of
+ * memory (schema unchanged but for an empty $defs). */
+bool rlx__tg_defs_put(cJSON *schema, const char *key, const cJSON *params);
 /* The formats that name the function outside JSON (Functionary v3.1 / v3.2, Qwen3-Coder,
  * Mistral's [ARGS] form, DeepSeek, Kimi K2, gpt-oss): appends rule rlx-tc-call (one call of any
  * allowed tool, the named one for a named tool_choice, with its start marker) and, for v3.2,
