@@ -50,9 +50,9 @@ size_t rlx_api_f32_text(float f, char *out)
     int e = (b * 78913) >> 18;
     if (16 - e > 31) return (size_t)snprintf(out, 32, "%.17g", (double)f); /* below ~1e-15 */
     const uint64_t lo = p10[16], hi = p10[17];
-    if (((u128)M * pow10_128(16 - e)) >> n >= hi) e++; /* the truncated digits: 18 of them */
+    u128 prod = (u128)M * pow10_128(16 - e);
+    if (prod >> n >= hi) prod = (u128)M * pow10_128(16 - ++e); /* 18 digits: e was one short */
     /* the 17 digits, rounded half to even on the remainder of the shift */
-    const u128 prod = (u128)M * pow10_128(16 - e);
     uint64_t d = (uint64_t)(prod >> n);
     if (n) {
         const u128 r = prod & (((u128)1 << n) - 1), half = (u128)1 << (n - 1);

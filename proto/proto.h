@@ -225,6 +225,9 @@ int rlx_api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int3
 /* ---- UTF-8 -------------------------------------------------------------------------- */
 
 bool rlx_api_utf8_valid(const char *s, size_t n);
+/* Characters (code points) in n bytes of UTF-8: the bytes that begin one (a sequence cut at the
+ * end counts as begun), as OpenAI counts text offsets. */
+size_t rlx_api_utf8_chars(const char *s, size_t n);
 /* A malloc'ed NUL-terminated copy with every invalid sequence replaced by U+FFFD (NULL when out
  * of memory); *out_len (optional) receives its length. */
 char *rlx_api_utf8_sanitize(const char *s, size_t n, size_t *out_len);

@@ -7,6 +7,13 @@
 #include <string.h>
 #include <utf8proc.h>
 
+size_t rlx_api_utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
 bool rlx_api_utf8_valid(const char *s, size_t n)
 {
     const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s;

@@ -337,15 +337,6 @@ static size_t prompt_piece_len(rlx_job *j, int32_t token, bool *begun)
     return n;
 }
 
-/* Characters (code points) in n bytes of UTF-8: the bytes that begin one (a sequence cut at the
- * end counts as begun). */
-static size_t utf8_chars(const char *s, size_t n)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return c;
-}
-
 /* Appends the logprob entry of a token (generated or of the prompt) at *offset of the text;
  * ev NULL: an entry without logprob (a prompt's first token). Prompt entries (offset is
  * prompt_lp_offset) advance through the echoed text as it is, so text_offset indexes it.
@@ -371,14 +362,14 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
     if (!ok) job_oom(j);
     if (offset == &ch->prompt_lp_offset) { /* never past the echoed text, whatever its bytes */
         const size_t at = RLX_MIN(*offset, ch->echo_len);
-        ch->prompt_chars += utf8_chars(ch->text + ch->prompt_counted, at - ch->prompt_counted);
+        ch->prompt_chars += rlx_api_utf8_chars(ch->text + ch->prompt_counted, at - ch->prompt_counted);
         ch->prompt_counted = at;
         lp->text_offset = ch->prompt_chars;
         *offset += prompt_piece_len(j, token, &ch->prompt_text_begun);
     } else {
         lp->text_offset = ch->lp_chars;
         *offset += lp->text_len;
-        ch->lp_chars += utf8_chars(lp->text, lp->text_len);
+        ch->lp_chars += rlx_api_utf8_chars(lp->text, lp->text_len);
     }
     return lp;
 }
@@ -621,7 +612,7 @@ static void prepare_done(rlx_call *call, void *client, int status)
             if (!text_append(ch, pre, strlen(pre)) && !rc)
                 rc = rlx_api_errorf(&t->e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
             ch->lp_offset = ch->echo_len = ch->len;
-            ch->lp_chars = utf8_chars(ch->text, ch->len);
+            ch->lp_chars = rlx_api_utf8_chars(ch->text, ch->len);
         }
     if (!rc) rc = tc_start(j, &t->e);
     if (!rc) rc = submit_all(j, &t->e);

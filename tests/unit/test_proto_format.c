@@ -203,6 +203,14 @@ TEST(nul_bytes_in_generated_text)
     free(s);
 }
 
+/* text offsets count characters (code points), a sequence cut at the end as begun */
+TEST(utf8_chars)
+{
+    ASSERT_EQ(rlx_api_utf8_chars("h\xc3\xa9llo \xe6\x97\xa5\xf0\x9f\x98\x80", 13), 8);
+    ASSERT_EQ(rlx_api_utf8_chars("a\xe6\x97", 3), 2);
+    ASSERT_EQ(rlx_api_utf8_chars("", 0), 0);
+}
+
 TEST_MAIN(TEST_ENTRY(error_object_shape), TEST_ENTRY(meta_init_sets_every_field), TEST_ENTRY(chat_response), TEST_ENTRY(completion_logprobs),
           TEST_ENTRY(chat_stream_chunks), TEST_ENTRY(native_generate),
-          TEST_ENTRY(nul_bytes_in_generated_text))
+          TEST_ENTRY(nul_bytes_in_generated_text), TEST_ENTRY(utf8_chars))
