@@ -182,6 +182,8 @@ static void adopt(rlx_draft *d, rlx_draft_seq *ds, const int32_t *tokens, int32_
 
 uint64_t rlx_draft_positions(const rlx_draft *d) { return d ? d->positions : 0; }
 
+bool rlx_draft_file_changed(const rlx_draft *d, char *why, size_t cap) { return rlx_runner_file_changed(d->rn, why, cap); }
+
 void rlx_draft_memory(const rlx_draft *d, size_t *weights, size_t *kv)
 {
     *weights = d ? d->rn->weight_bytes : 0;

@@ -71,6 +71,8 @@ void rlx_draft_seq_park(rlx_draft *d, rlx_draft_seq *ds);
 
 /* The draft model's weight and KV pool bytes (0 for NULL). */
 void rlx_draft_memory(const rlx_draft *d, size_t *weights, size_t *kv);
+/* Whether the draft model's files changed since it was opened (rlx_runner_file_changed). */
+bool rlx_draft_file_changed(const rlx_draft *d, char *why, size_t cap);
 
 /* Positions computed by the draft model (catch-up and drafting), for /metrics and tests. */
 uint64_t rlx_draft_positions(const rlx_draft *d);

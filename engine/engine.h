@@ -291,6 +291,9 @@ const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len);
  * marked, or RLX_ENOMEM. */
 int rlx_worker_set_marker_tokens(rlx_worker *w, const char *const *texts, int n);
 int32_t rlx_worker_n_ctx(const rlx_worker *w);
+/* Whether the model's (or the draft model's) files changed on disk since the load (cut short,
+ * written to: models/filemap.h); its forward passes fail from then on. Any thread. */
+bool rlx_worker_file_changed(const rlx_worker *w, char *why, size_t cap);
 /* Whether the model embeds (its graph outputs hidden states; it takes RLX_REQ_EMBED requests
  * only, a generative model RLX_REQ_GENERATE only). */
 bool rlx_worker_embeds(const rlx_worker *w);

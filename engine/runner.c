@@ -111,7 +111,19 @@ void rlx_runner_close(rlx_runner *r)
 
 int rlx_runner_forward(rlx_runner *r, const rlx_batch *b, rlx_error *err)
 {
-    return r->backend->ops->run(r->backend, &r->plan, b, r->logits, err);
+    int rc = r->backend->ops->run(r->backend, &r->plan, b, r->logits, err);
+    /* weights are read from the file's mapping: numbers computed after it changed are not the
+       model's (a file cut short reads as zeros, models/filemap.h) */
+    char why[600];
+    if (!rc && rlx_gguf_changed(r->model->gguf, why, sizeof why))
+        rc = rlx_errorf(err, RLX_EIO, "the model's file changed on disk while it was loaded (%s); load the model "
+                        "again to serve the file as it is now", why);
+    return rc;
+}
+
+bool rlx_runner_file_changed(const rlx_runner *r, char *why, size_t cap)
+{
+    return rlx_gguf_changed(r->model->gguf, why, cap);
 }
 
 int rlx_runner_reserve(rlx_runner *r, int32_t **table, int32_t *n_blocks, int32_t *cap, int32_t n_pos)

@@ -60,6 +60,9 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
 static inline bool rlx_runner_embeds(const rlx_runner *r) { return r->graph.output_kind == RLX_OUTPUT_HIDDEN; }
 void rlx_runner_close(rlx_runner *r);
 int rlx_runner_forward(rlx_runner *r, const rlx_batch *b, rlx_error *err);
+/* Whether the model's files changed since the load (rlx_gguf_changed); a forward pass that ran
+ * over a changed file fails with RLX_EIO saying so instead of giving its numbers. */
+bool rlx_runner_file_changed(const rlx_runner *r, char *why, size_t cap);
 
 /* Makes `table` (capacity *cap, reallocated as needed) cover positions [0, n_pos) by allocating
  * fresh blocks; RLX_EFULL if the pool has none left (blocks already added stay). For the CLI

@@ -169,15 +169,19 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     } else if (rlx_gguf_get_str(w->runner->model->gguf, "tokenizer.chat_template", &tsrc, NULL) == 0) {
         w->tmpl_src = tsrc.ptr;
         w->tmpl_len = (size_t)tsrc.len;
-        if ((rc_ = rlx_chat_template_parse(&w->tmpl, tsrc.ptr, (size_t)tsrc.len, err))) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            rlx_errorf(err, rc_, "%s: its chat template cannot be used: %s", cfg->model_path, msg);
-            goto fail;
+        rlx_error te = {0};
+        if (rlx_chat_template_parse(&w->tmpl, tsrc.ptr, (size_t)tsrc.len, &te)) {
+            /* as llama-server: the model still serves (completions need no template), its chats
+               in ChatML, said once here; --chat-template FILE gives the right one */
+            fprintf(stderr, "rlxd: %s: its chat template cannot be used (%s); chat requests are rendered with "
+                    "ChatML instead (give the model's template with --chat-template FILE)\n", cfg->model_path, te.msg);
+            w->tmpl_src = NULL;
+            w->tmpl_len = 0;
         }
-    } else if ((rc_ = rlx_chat_template_parse(&w->tmpl, rlx_chatml_template, strlen(rlx_chatml_template), err))) {
-        goto fail;
     }
+    /* no template in the file, or one that cannot be used */
+    if (!w->tmpl && (rc_ = rlx_chat_template_parse(&w->tmpl, rlx_chatml_template, strlen(rlx_chatml_template), err)))
+        goto fail;
     w->tmpl_object_args = rlx_chat_template_object_arguments(w->tmpl);
     w->t_template = rlx_now() - t0;
     if (cfg->name && *cfg->name) {
@@ -409,6 +413,11 @@ const char *rlx_worker_chat_template_src(const rlx_worker *w, size_t *len)
     return w->tmpl_src;
 }
 int32_t rlx_worker_n_ctx(const rlx_worker *w) { return w->runner->n_ctx; }
+
+bool rlx_worker_file_changed(const rlx_worker *w, char *why, size_t cap)
+{
+    return rlx_runner_file_changed(w->runner, why, cap) || (w->draft && rlx_draft_file_changed(w->draft, why, cap));
+}
 
 int rlx_worker_set_marker_tokens(rlx_worker *w, const char *const *texts, int n)
 {

@@ -10,6 +10,7 @@
  * every count is checked against the bytes that remain BEFORE anything is allocated for it. */
 #include "models/gguf.h"
 #include "backends/dtype.h"
+#include "models/filemap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,8 +79,7 @@ struct rlx_gguf {
     char *name;                 /* path or caller-given name, for messages */
     const uint8_t *base;        /* mapping or borrowed buffer */
     uint64_t size;
-    void *map;                  /* non-NULL when we own an mmap of map_len bytes */
-    size_t map_len;
+    rlx_filemap map;            /* the file's mapping (rlx_gguf_open; fd -1 for a borrowed buffer) */
     uint32_t version;
     uint64_t alignment;
     uint64_t data_offset;       /* start of the tensor data section */
@@ -94,6 +93,7 @@ struct rlx_gguf {
     uint32_t n_parts;
     void (*release)(void *);    /* rlx__gguf_on_close: frees memory the handle's tensors point into */
     void *release_ctx;
+    bool (*changed)(void *ctx, char *why, size_t cap); /* rlx__gguf_on_check: release_ctx's files */
 };
 
 /* ---- the parser and its error context ---- */
@@ -573,6 +573,7 @@ static rlx_gguf *handle_new(const char *name, rlx_error *err)
 {
     rlx_gguf *g = calloc(1, sizeof *g);
     if (g) g->name = strdup(name ? name : "(memory)");
+    if (g) g->map = (rlx_filemap){.fd = -1, .slot = -1};
     if (!g || !g->name) {
         free(g);
         rlx_errorf(err, RLX_ENOMEM, "%s: out of memory opening the GGUF file", name ? name : "(memory)");
@@ -606,38 +607,20 @@ int rlx_gguf_open(rlx_gguf **out, const char *path, rlx_error *err)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return rlx_errorf(err, errno == ENOENT ? RLX_ENOTFOUND : RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st = {0};
-    const char *why = NULL;
-    if (fstat(fd, &st) < 0) why = strerror(errno);
-    else if (S_ISDIR(st.st_mode)) why = "is a directory, not a GGUF file";
-    else if (!S_ISREG(st.st_mode)) why = "is not a regular file";
-    if (why) {
-        close(fd);
-        return rlx_errorf(err, RLX_EIO, "%s: %s", path, why);
-    }
     rlx_gguf *g = handle_new(path, err);
     if (!g) {
         close(fd);
         return RLX_ENOMEM;
     }
-    static const uint8_t empty[1];
-    g->base = empty;
-    g->size = (uint64_t)st.st_size;
-    if (st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            rlx_gguf_close(g);
-            return rlx_errorf(err, RLX_EIO, "%s: cannot map the file: %s", path, strerror(e));
-        }
-        g->map = m;
-        g->map_len = (size_t)st.st_size;
-        g->base = m;
-    }
-    close(fd);
-    int rc = parse(g, err);
+    int rc = rlx__filemap_open(&g->map, fd, path, err);
     if (rc) {
+        rlx_gguf_close(g);
+        return rc;
+    }
+    static const uint8_t empty[1];
+    g->base = g->map.base ? g->map.base : empty;
+    g->size = (uint64_t)g->map.size;
+    if ((rc = parse(g, err))) {
         rlx_gguf_close(g);
         return rc;
     }
@@ -649,7 +632,7 @@ void rlx_gguf_close(rlx_gguf *g)
 {
     if (!g) return;
     if (g->release) g->release(g->release_ctx);
-    if (g->map) munmap(g->map, g->map_len);
+    rlx__filemap_close(&g->map);
     for (uint32_t i = 0; i < g->n_parts; i++) rlx_gguf_close(g->parts[i]);
     free(g->parts);
     arena_free(g->arena);
@@ -745,6 +728,22 @@ void rlx__gguf_on_close(rlx_gguf *g, void (*fn)(void *), void *ctx)
 {
     g->release = fn;
     g->release_ctx = ctx;
+}
+
+/* fn(release_ctx, ...) tells rlx_gguf_changed whether files the on-close context maps changed. */
+void rlx__gguf_on_check(rlx_gguf *g, bool (*fn)(void *ctx, char *why, size_t cap)) { g->changed = fn; }
+
+bool rlx_gguf_changed(const rlx_gguf *g, char *why, size_t cap)
+{
+    char w[96];
+    if (rlx__filemap_changed(&g->map, w, sizeof w)) {
+        if (why && cap) snprintf(why, cap, "%s: %s", g->name, w);
+        return true;
+    }
+    if (g->changed && g->changed(g->release_ctx, why, cap)) return true;
+    for (uint32_t i = 0; i < g->n_parts; i++)
+        if (rlx_gguf_changed(g->parts[i], why, cap)) return true;
+    return false;
 }
 
 uint32_t rlx_gguf_n_parts(const rlx_gguf *g) { return g->n_parts + 1; }

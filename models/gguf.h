@@ -64,6 +64,11 @@ int rlx_gguf_open(rlx_gguf **out, const char *path, rlx_error *err);
 /* Parses an in-memory image (borrowed; must outlive the handle). Used by tests and fuzzers. */
 int rlx_gguf_open_memory(rlx_gguf **out, const void *data, size_t size, const char *name, rlx_error *err);
 void rlx_gguf_close(rlx_gguf *g);
+/* Whether a file the handle maps (every split part, a safetensors folder's files) was cut
+ * short, written to or resized since it was opened (models/filemap.h): its tensors no longer
+ * hold what was loaded. why gets "PATH: what happened". A deleted or renamed-over file is not a
+ * change (the mapping keeps its contents). Any thread, while others read the tensors. */
+bool rlx_gguf_changed(const rlx_gguf *g, char *why, size_t cap);
 
 const char *rlx_gguf_path(const rlx_gguf *g);
 uint32_t rlx_gguf_version(const rlx_gguf *g);

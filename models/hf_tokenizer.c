@@ -16,6 +16,7 @@
  * BYTE (byte_fallback), the unk token UNKNOWN, ids without a token "[PAD<id>]" UNUSED. Anything
  * else (WordPiece, Unigram, another pre-tokenizer or normalizer) is RLX_EUNSUPPORTED naming it. */
 #include "models/safetensors.h"
+#include "models/filemap.h"
 #include "models/json.h"
 
 #include <math.h>

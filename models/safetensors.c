@@ -6,6 +6,7 @@
 #include "models/safetensors.h"
 #include "models/json.h"
 #include "models/model.h"
+#include "models/filemap.h"
 #include "backends/dtype.h"
 
 #include <errno.h>
@@ -14,17 +15,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 int rlx__gguf_add_tensors(rlx_gguf *g, const rlx_gguf_tensor *add, uint64_t n, rlx_error *err);
 void rlx__gguf_on_close(rlx_gguf *g, void (*fn)(void *), void *ctx);
+void rlx__gguf_on_check(rlx_gguf *g, bool (*fn)(void *ctx, char *why, size_t cap));
 
 #define ST_MAX_HEADER (100u << 20) /* the safetensors crate's limit */
 #define ST_MAX_FILES 4096
 
-typedef struct st_map { void *base; size_t len; char *path; int64_t mtime_ns; } st_map;
+typedef struct st_map { rlx_filemap fm; char *path; } st_map;
 
 /* everything the handle keeps alive */
 typedef struct st_owned {
@@ -40,7 +41,7 @@ static void owned_free(void *p)
     st_owned *o = p;
     if (!o) return;
     for (size_t i = 0; i < o->n_maps; i++) {
-        if (o->maps[i].base) munmap(o->maps[i].base, o->maps[i].len);
+        rlx__filemap_close(&o->maps[i].fm);
         free(o->maps[i].path);
     }
     for (size_t i = 0; i < o->n_bufs; i++) free(o->bufs[i]);
@@ -48,6 +49,18 @@ static void owned_free(void *p)
     free(o->bufs);
     free(o->image);
     free(o);
+}
+
+static bool owned_changed(void *p, char *why, size_t cap)
+{
+    st_owned *o = p;
+    char w[96];
+    for (size_t i = 0; i < o->n_maps; i++)
+        if (rlx__filemap_changed(&o->maps[i].fm, w, sizeof w)) {
+            if (why && cap) snprintf(why, cap, "%s: %s", o->maps[i].path ? o->maps[i].path : "", w);
+            return true;
+        }
+    return false;
 }
 
 static void *owned_alloc(st_owned *o, size_t n)
@@ -62,34 +75,6 @@ static void *owned_alloc(st_owned *o, size_t n)
     void *p = malloc(n ? n : 1);
     if (p) o->bufs[o->n_bufs++] = p;
     return p;
-}
-
-int rlx__read_file(const char *path, char **out, size_t *len, rlx_error *err)
-{
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return rlx_errorf(err, errno == ENOENT ? RLX_ENOTFOUND : RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            size_t nc = cap ? 2 * cap : 65536;
-            char *b = realloc(buf, nc + 1);
-            if (!b) { free(buf); fclose(f); return rlx_errorf(err, RLX_ENOMEM, "%s: out of memory reading it", path); }
-            buf = b;
-            cap = nc;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); return rlx_errorf(err, RLX_EIO, "%s: read error", path); }
-    buf[n] = 0;
-    *out = buf;
-    if (len) *len = n;
-    return 0;
 }
 
 /* dir/name into path[ST_PATH]; a path that does not fit is an error, never a shortened name */
@@ -414,21 +399,17 @@ static int load_file(const char *path, st_owned *o, st_set *set, rlx_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return rlx_errorf(err, errno == ENOENT ? RLX_ENOTFOUND : RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 8) {
-        close(fd);
-        return rlx_errorf(err, RLX_EFORMAT, "%s: not a safetensors file (under 8 bytes, or not a regular file)", path);
-    }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (m == MAP_FAILED) return rlx_errorf(err, RLX_EIO, "%s: cannot map the file: %s", path, strerror(e));
     st_map *maps = realloc(o->maps, (o->n_maps + 1) * sizeof *maps);
-    if (!maps) { munmap(m, (size_t)st.st_size); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
+    if (!maps) { close(fd); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }
     o->maps = maps;
-    maps[o->n_maps++] = (st_map){m, (size_t)st.st_size, strdup(path), (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
-    const uint8_t *b = m;
-    uint64_t size = (uint64_t)st.st_size, hlen;
+    st_map *sm = &maps[o->n_maps];
+    int frc = rlx__filemap_open(&sm->fm, fd, path, err);
+    if (frc) return frc;
+    o->n_maps++;
+    sm->path = strdup(path);
+    if (sm->fm.size < 8) return rlx_errorf(err, RLX_EFORMAT, "%s: not a safetensors file (under 8 bytes)", path);
+    const uint8_t *b = sm->fm.base;
+    uint64_t size = (uint64_t)sm->fm.size, hlen;
     memcpy(&hlen, b, 8); /* little-endian, like the GGUF reader assumes */
     if (hlen > ST_MAX_HEADER || hlen > size - 8)
         return rlx_errorf(err, RLX_EFORMAT, "%s: header length %llu runs past the end of the file (%llu bytes)", path,
@@ -774,7 +755,7 @@ int rlx_st_open(rlx_gguf **out, const char *dir_in, rlx_error *err)
     for (size_t i = 0; !rc && o && i < o->n_maps; i++) {
         const char *b = strrchr(o->maps[i].path ? o->maps[i].path : "", '/');
         snprintf(files + strlen(files), sizeof files - strlen(files), "%s%s %zu %lld", i ? "; " : "", b ? b + 1 : "",
-                 o->maps[i].len, (long long)o->maps[i].mtime_ns);
+                 o->maps[i].fm.len, (long long)o->maps[i].fm.mtime_ns);
     }
     if (!rc && rlx_gguf_writer_set_str(w, "rlxd.safetensors.files", files, strlen(files)))
         rc = rlx_errorf(err, RLX_EINVAL, "%s: %s", dir, rlx_gguf_writer_last_error(w));
@@ -784,6 +765,7 @@ int rlx_st_open(rlx_gguf **out, const char *dir_in, rlx_error *err)
     if (!rc) {
         st_owned *keep = o;
         rlx__gguf_on_close(g, owned_free, o);
+        rlx__gguf_on_check(g, owned_changed);
         o = NULL; /* the handle owns it now, whatever happens next */
         rc = add_tensors(g, dir, &hp, &set, keep, err);
     }

@@ -43,7 +43,5 @@ int rlx_model_open(rlx_gguf **out, const char *path, rlx_error *err);
  * converter pads them ("[PAD<id>]", unused); 0 for none. */
 int rlx_hf_tokenizer_keys(rlx_gguf_writer *w, const char *dir, int64_t n_vocab_min, rlx_error *err);
 
-/* Reads a whole (small) file into a malloc'ed NUL-terminated buffer; RLX_ENOTFOUND if absent. */
-int rlx__read_file(const char *path, char **out, size_t *len, rlx_error *err);
 
 #endif

@@ -300,14 +300,19 @@ int rlx_tokenizer_cache_load(rlx_tokenizer **out, const char *cache_path, const 
 {
     *out = NULL;
     *st = RLX_TOK_CACHE_MISS;
-    int fd = open(cache_path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO at the cache's path must not hold the load (and the shutdown) forever */
+    int fd = open(cache_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return RLX_ENOTFOUND;
     cache_header h, want = {0};
     struct stat fst;
     const uint8_t *p = NULL;
     int rc = RLX_EFORMAT;
     *st = RLX_TOK_CACHE_CORRUPT;
-    if (fstat(fd, &fst) || read(fd, &h, sizeof h) != (ssize_t)sizeof h || memcmp(h.magic, CACHE_MAGIC, sizeof CACHE_MAGIC)) {
+    if (fstat(fd, &fst) || !S_ISREG(fst.st_mode)) {
+        rlx_errorf(err, RLX_EFORMAT, "%s: not a regular file", cache_path);
+        goto out;
+    }
+    if (read(fd, &h, sizeof h) != (ssize_t)sizeof h || memcmp(h.magic, CACHE_MAGIC, sizeof CACHE_MAGIC)) {
         rlx_errorf(err, RLX_EFORMAT, "%s: not a tokenizer cache file (bad header)", cache_path);
         goto out;
     }

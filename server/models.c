@@ -25,6 +25,7 @@
 
 static void pump(rlx_srv *s);
 static void begin_unload(rlx_model_slot *m, const char *why);
+static bool file_changed(const rlx_model_slot *m);
 
 static double default_keep_alive(const rlx_srv *s)
 {
@@ -366,6 +367,14 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wai
         rlx_models_rescan(s, false);
         m = !name || !name[0] ? (s->n_models ? s->models[0] : NULL) : rlx_models_find(s, name);
     }
+    if (m && m->state == RLX_MODEL_FAILED && !m->boot && s->cfg->models_dir) {
+        /* its file may have been mended since: a changed one gets a fresh slot (this one is
+           dropped, so its name is kept first) */
+        char *nm = strdup(m->cfg->name);
+        rlx_models_rescan(s, false);
+        if (nm) m = rlx_models_find(s, nm);
+        free(nm);
+    }
     if (wait) *wait = NULL;
     if (!m && !s->n_models) {
         rlx_api_errorf(e, 404, RLX_API_ERR_INVALID, "model", "No model is served: --models-dir %s holds no GGUF model.",
@@ -379,6 +388,8 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wai
         e->code = "model_not_found";
         return NULL;
     }
+    if (m->state == RLX_MODEL_READY && !m->users && file_changed(m))
+        begin_unload(m, "its file changed on disk: it loads again from the file"); /* this request waits */
     if (m->state == RLX_MODEL_READY) return m;
     if (m->booting) {
         rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "The model '%s' is still loading; retry shortly.",
@@ -471,11 +482,22 @@ static void on_idle_timer(uv_timer_t *t)
     if (!m->users && !m->srv->stopping) begin_unload(m, "keep-alive expired");
 }
 
+/* Whether the loaded model's files changed on disk (cut short or written to in place); its
+ * requests fail from then on, so it is unloaded as soon as none uses it and loaded again. */
+static bool file_changed(const rlx_model_slot *m)
+{
+    char why[600];
+    if (!m->w || !rlx_worker_file_changed(m->w, why, sizeof why)) return false;
+    fprintf(stderr, "rlxd: model '%s': %s\n", m->cfg->name, why);
+    return true;
+}
+
 /* m has no user left: its keep-alive applies. */
 static void idle(rlx_model_slot *m)
 {
     if (m->state != RLX_MODEL_READY || m->users || m->srv->stopping) return;
-    if (m->unload_asked) begin_unload(m, "asked by POST /models/unload");
+    if (file_changed(m)) begin_unload(m, "its file changed on disk: it loads again from the file at the next request");
+    else if (m->unload_asked) begin_unload(m, "asked by POST /models/unload");
     else if (m->keep_alive == 0) begin_unload(m, "keep_alive 0");
     else if (m->keep_alive > 0)
         uv_timer_start(&m->idle_timer, on_idle_timer, (uint64_t)fmin(m->keep_alive * 1000.0, 1e15), 0);

@@ -12,6 +12,7 @@
 #include "backends/vulkan/vk_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,15 @@ static rlx_vk_pcache_state read_file(const vk_dev *d, const char *path, uint8_t 
 {
     *data = NULL;
     *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return RLX_VK_PCACHE_NEW;
+    /* not blocking in open, and only a regular file: a FIFO at the path must not hold the load */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return RLX_VK_PCACHE_NEW;
+    struct stat fst;
+    FILE *f = !fstat(fd, &fst) && S_ISREG(fst.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        close(fd);
+        return RLX_VK_PCACHE_CORRUPT;
+    }
     uint8_t head[PC_HEAD];
     uint64_t len = 0, sum = 0;
     rlx_vk_pcache_state st = RLX_VK_PCACHE_CORRUPT;
