@@ -77,6 +77,23 @@ int rlx_model_swa_pattern(const rlx_gguf *g, rlx_model_config *c, int32_t defaul
     return 0;
 }
 
+/* Every "blk.N." tensor belongs to a layer below block_count: a count smaller than the file's
+ * layers would run part of the model without a word (llama.cpp refuses such a file: its tensor
+ * count disagrees). */
+static int layer_tensors_fit(const rlx_gguf *g, const char *arch, int32_t n_layer, rlx_error *err)
+{
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+        const char *name = rlx_gguf_tensor_at(g, i)->name;
+        if (strncmp(name, "blk.", 4)) continue;
+        char *end;
+        long l = strtol(name + 4, &end, 10);
+        if (end != name + 4 && *end == '.' && l >= n_layer)
+            return rlx_errorf(err, RLX_EFORMAT, "%s: tensor '%s' is of layer %ld but %s.block_count is %d",
+                              rlx_gguf_path(g), name, l, arch, n_layer);
+    }
+    return 0;
+}
+
 static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
 {
     const char *a = c->arch;
@@ -97,6 +114,17 @@ static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
     if (c->n_layer <= 0 || c->n_embd <= 0 || c->n_head <= 0 || c->n_head_kv <= 0 || c->n_head % c->n_head_kv)
         return rlx_errorf(err, RLX_EFORMAT, "%s: inconsistent hyper-parameters (layers %d, embedding %d, heads %d / %d kv)",
                           rlx_gguf_path(g), c->n_layer, c->n_embd, c->n_head, c->n_head_kv);
+    /* values no model has, which would serve nothing or NaN everywhere rather than fail */
+    if (c->n_ctx_train <= 0)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: %s.context_length is %d: the file states no context length",
+                          rlx_gguf_path(g), a, c->n_ctx_train);
+    if (!isfinite(c->norm_eps) || c->norm_eps < 0.0f)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: %s.attention.layer_norm_rms_epsilon is %g (a finite value >= 0)",
+                          rlx_gguf_path(g), a, (double)c->norm_eps);
+    if (!isfinite(c->rope_base) || c->rope_base <= 0.0f)
+        return rlx_errorf(err, RLX_EFORMAT, "%s: %s.rope.freq_base is %g (a finite value > 0)", rlx_gguf_path(g), a,
+                          (double)c->rope_base);
+    if ((rc = layer_tensors_fit(g, a, c->n_layer, err))) return rc;
     c->head_dim = c->n_embd / c->n_head;
     if ((rc = rlx_model_key_u32(g, a, "attention.key_length", &c->head_dim, false, err))) return rc;
     c->n_rot = c->head_dim;
@@ -108,6 +136,11 @@ static int read_common(const rlx_gguf *g, rlx_model_config *c, rlx_error *err)
     const rlx_gguf_tensor *emb = rlx_gguf_find_tensor(g, "token_embd.weight");
     if (!emb) return rlx_errorf(err, RLX_EFORMAT, "%s: tensor 'token_embd.weight' is missing", rlx_gguf_path(g));
     c->n_vocab = (int32_t)emb->ne[1];
+    /* a token the tokenizer can produce must have an embedding row (llama.cpp checks the shape) */
+    const rlx_gguf_value *tv = rlx_gguf_find(g, "tokenizer.ggml.tokens");
+    if (tv && tv->type == RLX_GGUF_ARRAY && tv->arr.n > (uint64_t)emb->ne[1])
+        return rlx_errorf(err, RLX_EFORMAT, "%s: the tokenizer has %llu tokens but 'token_embd.weight' has %lld rows",
+                          rlx_gguf_path(g), (unsigned long long)tv->arr.n, (long long)emb->ne[1]);
     c->tied = rlx_gguf_find_tensor(g, "output.weight") == NULL;
     char key[160];
     c->pooling_type = -1;

@@ -110,10 +110,13 @@ void rlx_model_check(const char *path, rlx_check_result *r)
     rlx_gguf *g;
     int rc = rlx_model_open(&g, path, &err);
     if (rc) {
-        /* the parser says RLX_EUNSUPPORTED only for a tensor type id outside rlxd's table */
-        /* for a Hugging Face folder: an architecture, dtype or tokenizer kind it names in the message */
+        /* the parser says RLX_EUNSUPPORTED for a tensor type id outside rlxd's table and for a GGUF
+           version it does not read; for a Hugging Face folder, an architecture, dtype or
+           tokenizer kind it names in the message */
+        const char *what = rlx_st_is_folder(path) ? "" : strstr(err.msg, "tensor type") ? "tensor type"
+                           : strstr(err.msg, "version") ? "GGUF version" : "";
         verdict(r, rc == RLX_EUNSUPPORTED ? RLX_CHECK_KNOWN_UNIMPLEMENTED : RLX_CHECK_UNKNOWN,
-                rc == RLX_EUNSUPPORTED && !rlx_st_is_folder(path) ? "tensor type" : "", "%s", msg_after(err.msg, path));
+                rc == RLX_EUNSUPPORTED ? what : "", "%s", msg_after(err.msg, path));
         return;
     }
     r->n_parts = rlx_gguf_n_parts(g);

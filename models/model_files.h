@@ -57,7 +57,10 @@ typedef struct rlx_model_entry {
 } rlx_model_entry;
 
 /* Every *.gguf in dir and in its direct subfolders (hidden names skipped), split parts grouped
- * into one entry, sorted by name. An unreadable dir is an error; unreadable subfolders are skipped. */
+ * into one entry, sorted by name. Names are unique: where several models would share one (m.gguf
+ * beside an m-00001-of-00003.gguf set, or a complete set beside an incomplete one), the first
+ * complete one keeps it and each other is named by its path relative to dir (".gguf" kept, a
+ * folder's with '/'). An unreadable dir is an error; unreadable subfolders are skipped. */
 int rlx_model_scan(const char *dir, rlx_model_entry **out, size_t *n, rlx_error *err);
 void rlx_model_scan_free(rlx_model_entry *e, size_t n);
 

@@ -130,7 +130,43 @@ static int cmp_item(const void *a, const void *b)
     int c = strcmp(x->name, y->name);
     if (c) return c;
     if (x->count != y->count) return x->count < y->count ? -1 : 1;
-    return x->no < y->no ? -1 : x->no > y->no;
+    if (x->no != y->no) return x->no < y->no ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const rlx_model_entry *)a)->name, ((const rlx_model_entry *)b)->name);
+}
+
+/* Entries that share a name (m.gguf beside m-00001-of-00002.gguf, two split sets of different
+ * counts, a folder m beside m.gguf): the first complete one keeps it, so a broken set never
+ * hides a good model; each other one is named by its path relative to dir (its first part's
+ * file name with .gguf, a folder's name with '/'), listed rather than hidden. */
+static int unshadow(rlx_model_entry *es, size_t ne, const char *dir)
+{
+    size_t dl = strlen(dir) + 1;
+    for (size_t i = 0; i < ne;) {
+        size_t j = i + 1;
+        while (j < ne && !strcmp(es[j].name, es[i].name)) j++;
+        size_t keep = i;
+        while (keep < j && es[keep].n_present != es[keep].n_parts) keep++;
+        if (keep == j) keep = i;
+        for (size_t k = i; k < j; k++) {
+            if (k == keep) continue;
+            struct stat st;
+            bool folder = !stat(es[k].path, &st) && S_ISDIR(st.st_mode);
+            size_t n = strlen(es[k].path + dl) + 2;
+            char *nm = malloc(n);
+            if (!nm) return RLX_ENOMEM;
+            snprintf(nm, n, "%s%s", es[k].path + dl, folder ? "/" : "");
+            free(es[k].name);
+            es[k].name = nm;
+        }
+        i = j;
+    }
+    qsort(es, ne, sizeof *es, cmp_entry);
+    return 0;
 }
 
 void rlx_model_scan_free(rlx_model_entry *e, size_t n)
@@ -171,6 +207,7 @@ int rlx_model_scan(const char *dir, rlx_model_entry **out, size_t *n, rlx_error 
         free(l.v[i].name);
     }
     free(l.v);
+    if (!rc && unshadow(es, ne, dir)) rc = rlx_errorf(err, RLX_ENOMEM, "out of memory listing %s", dir);
     if (rc) {
         rlx_model_scan_free(es, ne);
         return rc;

@@ -4,9 +4,17 @@
 #include "engine/sample.h"
 #include "server/cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* JSON has no NaN or infinity: such a logit (weights holding them) is null */
+static void print_logit(float v)
+{
+    if (isfinite(v)) printf("%.9g", v);
+    else fputs("null", stdout);
+}
 
 static void usage(FILE *f)
 {
@@ -97,12 +105,19 @@ int rlx_cmd_logits(int argc, char **argv)
         const float *lg = r->logits + (size_t)i * r->n_vocab;
         if (top) rlx_logprobs(lg, r->n_vocab, 0, (int)top, topi, topv);
         printf("%s{\"top\":[", i ? "," : "");
-        for (long k = 0; k < top; k++) printf("%s[%d,%.9g]", k ? "," : "", topi[k], lg[topi[k]]);
+        for (long k = 0; k < top; k++) {
+            printf("%s[%d,", k ? "," : "", topi[k]);
+            print_logit(lg[topi[k]]);
+            putchar(']');
+        }
         printf("]}");
     }
     printf("],\"last\":[");
     const float *last = r->logits + (size_t)(n - 1) * r->n_vocab;
-    for (int v = 0; v < r->n_vocab; v++) printf("%s%.9g", v ? "," : "", last[v]);
+    for (int v = 0; v < r->n_vocab; v++) {
+        if (v) putchar(',');
+        print_logit(last[v]);
+    }
     printf("]}\n");
     rc = 0;
 done:

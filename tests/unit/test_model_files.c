@@ -7,6 +7,7 @@
 #include "tests/rlx_test.h"
 #include "tests/unit/test_synth_util.h"
 
+#include <math.h>
 #include <sys/stat.h>
 
 static char tmpdir[64];
@@ -98,7 +99,7 @@ TEST(scan)
     ASSERT_STR_EQ(e[1].name, "c");
     ASSERT_EQ(e[1].n_parts, 1);
     ASSERT_STR_EQ(e[1].path, tmp_path("scan/c.gguf"));
-    ASSERT_STR_EQ(e[2].name, "c");
+    ASSERT_STR_EQ(e[2].name, "c-00002-of-00003.gguf"); /* not a second "c": the plain one keeps the name */
     ASSERT_EQ(e[2].n_parts, 3);
     ASSERT_EQ(e[2].n_present, 1);
     ASSERT_STR_EQ(e[2].path, tmp_path("scan/c-00002-of-00003.gguf"));
@@ -106,6 +107,21 @@ TEST(scan)
     ASSERT_EQ(e[3].n_parts, 2);
     ASSERT_EQ(e[3].n_present, 2);
     ASSERT_STR_EQ(e[3].path, tmp_path("scan/sub/b-00001-of-00002.gguf"));
+    rlx_model_scan_free(e, n);
+
+    /* a complete set beside an incomplete one of the same name (which sorts first, having fewer
+       parts): the complete one is served as "m", the other listed by its file */
+    touch("shadow/m-00001-of-00003.gguf");
+    touch("shadow/m-00002-of-00003.gguf");
+    touch("shadow/m-00003-of-00003.gguf");
+    touch("shadow/m-00001-of-00002.gguf");
+    ASSERT_MSG(rlx_model_scan(tmp_path("shadow"), &e, &n, &err) == 0, "%s", err.msg);
+    ASSERT_EQ(n, 2);
+    ASSERT_STR_EQ(e[0].name, "m");
+    ASSERT_EQ(e[0].n_parts, 3);
+    ASSERT_EQ(e[0].n_present, 3);
+    ASSERT_STR_EQ(e[1].name, "m-00001-of-00002.gguf");
+    ASSERT_EQ(e[1].n_present, 1);
     rlx_model_scan_free(e, n);
     ASSERT_NE(rlx_model_scan(tmp_path("absent"), &e, &n, &err), 0);
     ASSERT(strstr(err.msg, "cannot read the folder"));
@@ -182,6 +198,64 @@ TEST(check_verdicts)
     ASSERT_STR_EQ(rlx_check_status_name(RLX_CHECK_KNOWN_UNIMPLEMENTED), "KnownUnimplemented");
 }
 
+
+/* src with key set to a number (kind 'u': u32, 'f': f32; NULL key: none) and, when rows > 0,
+ * token_embd.weight and output.weight cut to their first rows rows */
+static int copy_edited(const char *src, const char *dst, const char *key, char kind, double v, int64_t rows,
+                       rlx_error *err)
+{
+    rlx_gguf *g;
+    int rc = rlx_gguf_open(&g, src, err);
+    if (rc) return rc;
+    rlx_gguf_writer *w = rlx_gguf_writer_new();
+    for (uint64_t i = 0; i < rlx_gguf_n_kv(g); i++) rlx_gguf_writer_copy_kv(w, rlx_gguf_kv_at(g, i));
+    if (key && kind == 'u') rlx_gguf_writer_set_u32(w, key, (uint32_t)v);
+    if (key && kind == 'f') rlx_gguf_writer_set_f32(w, key, (float)v);
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        size_t size = t->size;
+        if (rows > 0 && (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight"))) {
+            size = t->size / t->ne[1] * (size_t)rows;
+            ne[1] = rows;
+        }
+        rlx_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data, size);
+    }
+    rc = rlx_gguf_writer_write(w, dst, err);
+    rlx_gguf_writer_free(w);
+    rlx_gguf_close(g);
+    return rc;
+}
+
+/* hyper-parameters no model has are refused at load, naming the key, rather than serving nothing
+ * or NaN; a tokenizer with more tokens than embedding rows, and tensors of layers past
+ * block_count, too (each loaded before, and check said SUPPORTED) */
+TEST(impossible_values_refused)
+{
+    const char *good = rlx_test_shared("models/stories260K.gguf");
+    if (!good) SKIP("models/stories260K.gguf not found");
+    struct { const char *key; char kind; double v; int64_t rows; const char *says; } cases[] = {
+        {"llama.context_length", 'u', 0, 0, "llama.context_length is 0"},
+        {"llama.attention.layer_norm_rms_epsilon", 'f', NAN, 0, "layer_norm_rms_epsilon is nan"},
+        {"llama.attention.layer_norm_rms_epsilon", 'f', -1, 0, "layer_norm_rms_epsilon is -1"},
+        {"llama.rope.freq_base", 'f', 0, 0, "rope.freq_base is 0"},
+        {"llama.rope.freq_base", 'f', INFINITY, 0, "rope.freq_base is inf"},
+        {"llama.block_count", 'u', 4, 0, "is of layer 4 but llama.block_count is 4"},
+        {NULL, 0, 0, 400, "the tokenizer has 512 tokens but 'token_embd.weight' has 400 rows"},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++) {
+        rlx_error err = {0};
+        const char *p = tmp_path("edited.gguf");
+        ASSERT_MSG(copy_edited(good, p, cases[i].key, cases[i].kind, cases[i].v, cases[i].rows, &err) == 0, "%s", err.msg);
+        rlx_model *m = NULL;
+        ASSERT_MSG(rlx_model_load(&m, p, &err) != 0, "case %zu loaded", i);
+        ASSERT_MSG(strstr(err.msg, cases[i].says), "case %zu: %s", i, err.msg);
+        rlx_check_result r;
+        rlx_model_check(p, &r);
+        ASSERT_MSG(r.status != RLX_CHECK_SUPPORTED, "case %zu: check says SUPPORTED", i);
+    }
+}
+
 static void cleanup(void)
 {
     if (!tmpdir[0]) return;
@@ -194,6 +268,7 @@ int main(void)
 {
     static const rlx_test_case cases[] = {
         TEST_ENTRY(ftype_names), TEST_ENTRY(quant), TEST_ENTRY(scan), TEST_ENTRY(check_verdicts),
+        TEST_ENTRY(impossible_values_refused),
     };
     int rc = rlx_test_run(cases, sizeof cases / sizeof cases[0]);
     cleanup();
