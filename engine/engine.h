@@ -261,6 +261,7 @@ typedef struct rlx_session_info {
     int32_t n_tokens;
     double created, updated;   /* seconds since the Unix epoch */
     bool has_kv_snapshot;
+    bool damaged;              /* stored, but its tokens cannot be read: it can only be deleted */
 } rlx_session_info;
 
 /* Most recently updated first. *out is malloc'ed (n entries); *total counts all sessions. */

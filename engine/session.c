@@ -326,11 +326,12 @@ static int read_row(rlx_session_store *st, sqlite3_stmt *s, bool with_tokens, rl
     out->created = sqlite3_column_double(s, 2);
     out->updated = sqlite3_column_double(s, 3);
     int64_t bytes = sqlite3_column_int64(s, 6);
-    if (bytes < 0 || bytes % 4)
+    if ((bytes < 0 || bytes % 4) && with_tokens)
         return rlx_errorf(err, RLX_EFORMAT, "session '%s' in '%s' has a token blob of %lld "
                           "bytes, not a multiple of 4; delete the session", out->id, st->path,
                           (long long)bytes);
-    out->n_tokens = (size_t)bytes / 4;
+    out->damaged = bytes < 0 || bytes % 4; /* listed as such: one bad row must not hide the others */
+    out->n_tokens = out->damaged ? 0 : (size_t)bytes / 4;
     if (dup_col(s, 1, &out->model) || dup_col(s, 4, &out->kv_path) ||
         dup_col(s, 5, &out->kv_model_hash))
         goto oom;

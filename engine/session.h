@@ -38,6 +38,8 @@ typedef struct rlx_session {
     double created, updated;  /* seconds since the Unix epoch */
     char *kv_path;            /* owned, NULL if no snapshot */
     char *kv_model_hash;      /* owned, NULL if no snapshot */
+    bool damaged;             /* rlx_session_list: its token blob cannot be read (n_tokens 0); the
+                                 session can only be deleted */
 } rlx_session;
 
 /* Opens (creating if needed) and migrates the database at path. A file that is not an

@@ -373,6 +373,7 @@ static void info_of_stored(const rlx_session *s, rlx_session_info *out)
     out->created = s->created;
     out->updated = s->updated;
     out->has_kv_snapshot = s->kv_path != NULL;
+    out->damaged = s->damaged;
 }
 
 int rlx_worker_sessions_list(rlx_worker *w, size_t offset, size_t limit, rlx_session_info **out, size_t *n,

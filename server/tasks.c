@@ -51,7 +51,20 @@ static cJSON *session_json(const rlx_session_info *i)
     cJSON_AddNumberToObject(o, "created", (double)(long long)i->created);
     cJSON_AddNumberToObject(o, "updated", (double)(long long)i->updated);
     cJSON_AddBoolToObject(o, "kv_snapshot", i->has_kv_snapshot);
+    if (i->damaged) {
+        cJSON_AddBoolToObject(o, "damaged", true);
+        cJSON_AddStringToObject(o, "error", "its stored tokens cannot be read; delete the session");
+    }
     return o;
+}
+
+/* A session store's failure as the answer (400 for a bad id, else 500). */
+static void session_error(route_task *t, int rc, const rlx_error *err)
+{
+    rlx_api_error e;
+    rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
+                   rc == RLX_EINVAL ? "session_id" : NULL, "%s", err->msg);
+    set_error(t, &e);
 }
 
 static void sessions_list(route_task *t)
@@ -62,24 +75,19 @@ static void sessions_list(route_task *t)
         rlx_session_info *list = NULL;
         size_t n = 0, tot = 0;
         rlx_error err = {0};
-        if (rlx_worker_sessions_list(t->held[m]->w, t->offset, t->limit, &list, &n, &tot, &err) == 0) {
-            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, session_json(&list[i]));
-            total += (double)tot;
+        int rc = rlx_worker_sessions_list(t->held[m]->w, t->offset, t->limit, &list, &n, &tot, &err);
+        if (rc) { /* an empty list would say the sessions are gone */
+            cJSON_Delete(o);
+            session_error(t, rc, &err);
+            return;
         }
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, session_json(&list[i]));
+        total += (double)tot;
         free(list);
     }
     cJSON_AddStringToObject(o, "object", "list");
     cJSON_AddNumberToObject(o, "total", total);
     t->body = print_free(o);
-}
-
-/* A session store's failure as the answer (400 for a bad id, else 500). */
-static void session_error(route_task *t, int rc, const rlx_error *err)
-{
-    rlx_api_error e;
-    rlx_api_errorf(&e, rc == RLX_EINVAL ? 400 : 500, rc == RLX_EINVAL ? RLX_API_ERR_INVALID : RLX_API_ERR_SERVER,
-                   rc == RLX_EINVAL ? "session_id" : NULL, "%s", err->msg);
-    set_error(t, &e);
 }
 
 static void session_one(route_task *t)

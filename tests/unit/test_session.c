@@ -224,6 +224,24 @@ TEST(list_pages)
     ASSERT_STR_EQ(l[3].id, "s3");
     rlx_session_list_free(l, n);
     rlx_session_store_close(st);
+    /* a row whose token blob was damaged (3 bytes): listed as damaged among the others (before,
+       the whole list failed and the server answered an empty one); a get of it is an error */
+    sqlite3 *raw;
+    ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "UPDATE sessions SET tokens = x'010203' WHERE id = 's5'", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
+    ASSERT_MSG(rlx_session_list(st, "m", 0, 0, 10, &l, &n, &total, &err) == 0, "%s", err.msg);
+    ASSERT_EQ(n, 7);
+    ASSERT_STR_EQ(l[1].id, "s5");
+    ASSERT(l[1].damaged);
+    ASSERT_EQ(l[1].n_tokens, 0);
+    ASSERT(!l[0].damaged && !l[2].damaged);
+    rlx_session_list_free(l, n);
+    rlx_session got;
+    ASSERT_EQ(rlx_session_get(st, "m", "s5", 0, &got, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "delete the session"), "%s", err.msg);
+    rlx_session_store_close(st);
     rm_db(db);
 }
 
