@@ -43,6 +43,7 @@ typedef struct entry {
     rlx_job *job;              /* borrowed while running */
     rlx_call wait;             /* waiting for its model's load (models.c) ... */
     rlx_model_slot *wait_model;/* ... of this model */
+    size_t reqs;               /* engine requests its job submits (counted in st->inflight_reqs) */
 } entry;
 
 typedef struct out_buf { char *p; size_t len, cap; } out_buf;
@@ -58,6 +59,12 @@ struct stdio_state {
     bool too_long;             /* the current line passed the limit: skip to its end */
     entry *head, *tail;        /* read, not started */
     size_t waiting, running;
+    /* lines parsed but held back (linked by next): started together, their engine requests
+       would pass --max-queue and be refused as busy, which a pipe has no way to retry; they go
+       on, in order, as earlier ones end */
+    entry *park_head, *park_tail;
+    size_t inflight_reqs;      /* engine requests of the lines past that point */
+    bool unparking;
     bool eof, paused, closing;
     out_buf pending, writing;  /* bytes to write next / being written */
     size_t write_off;
@@ -194,11 +201,15 @@ static void entry_free(entry *e)
 }
 
 /* The request is over (answered, failed or never started): free its slot. */
+static void unpark(stdio_state *st);
+
 static void entry_done(entry *e)
 {
     stdio_state *st = e->st;
     st->running--;
+    st->inflight_reqs -= e->reqs;
     entry_free(e);
+    unpark(st);
     start_waiting(st);
     rlx_srv_maybe_exit(st->srv);
 }
@@ -330,6 +341,24 @@ static void parse_work(uv_work_t *w)
 
 static void run_entry(entry *e, rlx_model_slot *m, rlx_api_error *err);
 static void model_ready(rlx_call *call, void *client, int status);
+static void resolve_entry(entry *e);
+
+/* Parked lines go on, in order, while their requests fit (or alone when nothing runs). */
+static void unpark(stdio_state *st)
+{
+    if (st->unparking) return; /* a line that fails at once comes back here through entry_done */
+    st->unparking = true;
+    while (st->park_head && (!st->inflight_reqs || st->inflight_reqs + st->park_head->reqs <=
+                                                      (size_t)st->srv->cfg->max_queue)) {
+        entry *e = st->park_head;
+        st->park_head = e->next;
+        if (!st->park_head) st->park_tail = NULL;
+        e->next = NULL;
+        st->inflight_reqs += e->reqs;
+        resolve_entry(e);
+    }
+    st->unparking = false;
+}
 
 static void parse_done(uv_work_t *w, int status)
 {
@@ -348,7 +377,36 @@ static void parse_done(uv_work_t *w, int status)
         entry_done(e);
         return;
     }
+    if (!e->rc) {
+        /* n choices of each prompt (a chat: one), or one embedding job */
+        size_t n_prompts = e->req.messages ? 1 : RLX_MAX(e->req.n_prompts, (size_t)1);
+        size_t reqs = rlx_api_kind_embeds(e->req.kind) ? 1 : (size_t)RLX_MAX(e->req.n, 1) * n_prompts;
+        if (st->park_head || (st->inflight_reqs && st->inflight_reqs + reqs > (size_t)s->cfg->max_queue)) {
+            e->reqs = reqs; /* counted once it goes on */
+            e->next = NULL;
+            if (st->park_tail) st->park_tail->next = e;
+            else st->park_head = e;
+            st->park_tail = e;
+            return;
+        }
+        e->reqs = reqs;
+        st->inflight_reqs += reqs;
+    }
+    resolve_entry(e);
+}
+
+/* The parsed line's model, loaded on demand, then its job. */
+static void resolve_entry(entry *e)
+{
+    stdio_state *st = e->st;
+    rlx_srv *s = st->srv;
     rlx_api_error err;
+    if (st->closing || s->stopping) {
+        rlx_api_error_shutdown(&err);
+        fail_entry(e, &err);
+        entry_done(e);
+        return;
+    }
     rlx_model_slot *wait = NULL, *m = e->rc ? NULL : rlx_srv_model(s, e->req.model, &wait, &err);
     if (e->rc) {
         err = e->err;
