@@ -248,6 +248,8 @@ typedef struct rlx_api_logprob {
     size_t top_len[RLX_MAX_TOP_LOGPROBS];
     float top_logprob[RLX_MAX_TOP_LOGPROBS];
     size_t text_offset;                /* completions: character (code point) offset in the choice's text */
+    size_t byte_offset;                /* the same in bytes (the server holds back, or drops, the
+                                          entries of text not released: a stop string's) */
     bool none;                         /* no logprob (a prompt's first token): JSON null */
 } rlx_api_logprob;
 void rlx_api_logprob_clear(rlx_api_logprob *lp);

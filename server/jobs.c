@@ -368,6 +368,7 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
         *offset += prompt_piece_len(j, token, &ch->prompt_text_begun);
     } else {
         lp->text_offset = ch->lp_chars;
+        lp->byte_offset = *offset;
         *offset += lp->text_len;
         ch->lp_chars += rlx_api_utf8_chars(lp->text, lp->text_len);
     }
@@ -420,17 +421,40 @@ static int tc_start(rlx_job *j, rlx_api_error *e)
     return 0;
 }
 
+/* The generated logprob entries whose token's text has been released (it begins before the end
+ * of the text so far), not yet sent: lps[*from, *from + return). A token whose text is held
+ * back (a possible stop string) waits; at the end (final), the entries of text that never
+ * came, a stop string's, are dropped, so the logprobs describe the returned text, as
+ * llama-server's and OpenAI's do (a token with no text at the very end, an end-of-generation
+ * token, stays). */
+static size_t lps_released(rlx_choice *ch, bool final, size_t *from)
+{
+    size_t i = RLX_MAX(ch->lp_sent, ch->n_prompt_lps);
+    *from = i;
+    size_t end = i;
+    while (end < ch->n_lps && (ch->lps[end].byte_offset < ch->len ||
+                               (final && !ch->lps[end].text_len && ch->lps[end].byte_offset == ch->len)))
+        end++;
+    if (final) {
+        for (size_t k = end; k < ch->n_lps; k++) rlx_api_logprob_clear(&ch->lps[k]);
+        ch->n_lps = end;
+    }
+    ch->lp_sent = end;
+    return end - i;
+}
+
 static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
 {
     if (!grow((void **)&ch->tokens, &ch->cap_tokens, ch->n_tokens + 1, sizeof *ch->tokens))
         ch->tokens[ch->n_tokens++] = ev->token;
     else
         job_oom(j);
-    rlx_api_logprob *lp = j->req.logprobs >= 0 ? add_logprob(j, ch, ev->token, ev, &ch->lp_offset) : NULL;
+    if (j->req.logprobs >= 0) add_logprob(j, ch, ev->token, ev, &ch->lp_offset);
     const char *out = ev->text ? ev->text : "";
     size_t n = ev->text_len;
-    if (j->req.stream && !j->client_gone) j->ops->piece(j, ch, ev->token, out, ch->tc ? 0 : n, lp);
     text_append(ch, out, n);
+    size_t from = 0, k = lps_released(ch, false, &from);
+    if (j->req.stream && !j->client_gone) j->ops->piece(j, ch, ev->token, out, ch->tc ? 0 : n, ch->lps + from, k);
     if (ch->tc) tc_feed(ch, out, n);
 }
 
@@ -484,7 +508,9 @@ static void handle_event(rlx_qevent *q)
                 tc_finish(j, ch);
                 n = 0;
             }
-            if (j->req.stream && !j->client_gone && !j->failed && j->ops->choice_end) j->ops->choice_end(j, ch, out, n);
+            size_t from = 0, k = lps_released(ch, true, &from);
+            if (j->req.stream && !j->client_gone && !j->failed && j->ops->choice_end)
+                j->ops->choice_end(j, ch, out, n, ch->lps + from, k);
         }
     }
     if (j->n_final == j->n_submitted && !j->finished) finish_job(j);

@@ -24,7 +24,8 @@ static void http_begin(rlx_job *j)
     }
 }
 
-static void http_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lp)
+static void http_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lps,
+                       size_t n_lps)
 {
     if (j->req.kind == RLX_API_GENERATE) {
         if (token >= 0) rlx_job_out_take(j, rlx_api_ndjson_token(token, text, n));
@@ -35,8 +36,8 @@ static void http_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
         rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, ch->text, ch->echo_len, false, ch->lps,
                                               ch->n_prompt_lps, RLX_FINISH_NONE));
     }
-    if (!n && !lp) return;
-    rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lp, lp ? 1 : 0, RLX_FINISH_NONE));
+    if (!n && !n_lps) return;
+    rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lps, n_lps, RLX_FINISH_NONE));
 }
 
 /* Chat with tools: content, reasoning and calls as their own deltas. */
@@ -46,12 +47,13 @@ static void http_tool_event(rlx_job *j, rlx_choice *ch, const rlx_tc_event *ev)
 }
 
 /* SSE: the choice's last text with its finish_reason (NDJSON ends with the response object). */
-static void http_choice_end(rlx_job *j, rlx_choice *ch, const char *text, size_t n)
+static void http_choice_end(rlx_job *j, rlx_choice *ch, const char *text, size_t n, const rlx_api_logprob *lps,
+                            size_t n_lps)
 {
     if (ch->tc)
         rlx_job_out_take(j, rlx_api_sse_tool_end(&j->meta, ch->index, ch->finish, ch->tout.n_calls > 0));
     else if (j->req.kind != RLX_API_GENERATE)
-        rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, NULL, 0, ch->finish));
+        rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lps, n_lps, ch->finish));
 }
 
 static void http_finish(rlx_job *j)

@@ -235,9 +235,11 @@ static void on_job(rlx_job *job)
 
 /* ---- the sink: JSON lines (rlx_api_line_*) carrying the request's id ------------------------ */
 
-static void line_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lp)
+static void line_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lps,
+                       size_t n_lps)
 {
-    (void)lp;
+    (void)lps;
+    (void)n_lps;
     if (token >= 0)
         rlx_job_out_take(j, rlx_api_line_token(j->line_id, j->n_choices > 1 ? ch->index : -1, token, text, n));
 }

@@ -63,5 +63,32 @@ const i = lp.tokens.indexOf(" upon");
 if (i < 0 || c.text.substr(lp.text_offset[i], 5) !== " upon") { console.error(JSON.stringify(c)); process.exit(1); }
 ' "$first" || fail "streamed echo offsets: $first"
 ok "echo + logprobs: text_offset indexes the returned text"
+
+# a stop string cuts the text: logprobs describe the returned text (tokens that begin past its
+# end, the stop string's, are left out, as llama-server does), streamed or not; before, " g"
+# and "ir" of "little gi" came with text_offset past the text
+stop_lps() {
+    node -e '
+const [body, streamed] = [process.argv[1], process.argv[2] === "1"];
+let text = "", toks = [], offs = [], content = [];
+const take = c => { text += c.text ?? c.delta?.content ?? c.message?.content ?? "";
+  if (c.logprobs?.tokens) { toks.push(...c.logprobs.tokens); offs.push(...c.logprobs.text_offset); }
+  if (c.logprobs?.content) content.push(...c.logprobs.content.map(x => x.token)); };
+if (streamed) body.split("\n").filter(l => l.startsWith("data: {")).forEach(l => take(JSON.parse(l.slice(6)).choices[0]));
+else take(JSON.parse(body).choices[0]);
+const all = toks.length ? toks : content;
+if (!all.length) { console.error("no logprobs: " + body); process.exit(1); }
+if (offs.some(o => o >= text.length)) { console.error("offset past the text: " + JSON.stringify([text, toks, offs])); process.exit(1); }
+let pos = 0;
+for (const t of all) { if (pos >= text.length) { console.error("token past the text: " + JSON.stringify([text, all])); process.exit(1); } pos += t.length; }
+' "$1" "$2"
+}
+for st in false true; do
+    r=$(post /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"temperature\":0,\"stop\":\"little gi\",\"logprobs\":1,\"stream\":$st}")
+    stop_lps "$r" "$([ $st = true ] && echo 1)" || fail "completions stop + logprobs (stream $st)"
+    r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":30,\"temperature\":0,\"stop\":\"e\",\"logprobs\":true,\"stream\":$st}")
+    stop_lps "$r" "$([ $st = true ] && echo 1)" || fail "chat stop + logprobs (stream $st)"
+done
+ok "logprobs end with the text a stop string cut"
 stop_server
-echo "2 passed, 0 failed"
+echo "3 passed, 0 failed"

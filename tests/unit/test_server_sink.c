@@ -53,10 +53,10 @@ TEST(sse_chat_stream)
     f.job.meta.include_usage = true;
     f.job.started = true;
     rlx_http_sink.begin(&f.job);
-    rlx_http_sink.piece(&f.job, &f.ch, 42, "Hi", 2, NULL);
-    rlx_http_sink.piece(&f.job, &f.ch, 43, "", 0, NULL); /* held back text: no chunk */
+    rlx_http_sink.piece(&f.job, &f.ch, 42, "Hi", 2, NULL, 0);
+    rlx_http_sink.piece(&f.job, &f.ch, 43, "", 0, NULL, 0); /* held back text: no chunk */
     f.ch.finish = RLX_FINISH_STOP;
-    rlx_http_sink.choice_end(&f.job, &f.ch, "!", 1);
+    rlx_http_sink.choice_end(&f.job, &f.ch, "!", 1, NULL, 0);
     f.job.total = (rlx_usage){.prompt_tokens = 3, .completion_tokens = 3};
     rlx_http_sink.finish(&f.job);
     buf b = {0};
@@ -82,7 +82,7 @@ TEST(sse_completions_echo_waits_for_logprobs)
     ASSERT(f.ch.echo_pending);
     ASSERT_STR_EQ(out(&f.job), ""); /* nothing before the prompt's logprobs */
     rlx_api_logprob lp = {.text = (char *)" upon", .text_len = 5, .logprob = -1.5f, .text_offset = 4};
-    rlx_http_sink.piece(&f.job, &f.ch, 5, " upon", 5, &lp);
+    rlx_http_sink.piece(&f.job, &f.ch, 5, " upon", 5, &lp, 1);
     buf b = {0};
     add(&b, rlx_api_sse_chunk(&f.job.meta, 0, "Once", 4, false, NULL, 0, RLX_FINISH_NONE));
     add(&b, rlx_api_sse_chunk(&f.job.meta, 0, " upon", 5, false, &lp, 1, RLX_FINISH_NONE));
@@ -97,8 +97,8 @@ TEST(ndjson_generate_stream)
     fx_init(&f, RLX_API_GENERATE, true);
     f.job.started = true;
     rlx_http_sink.begin(&f.job);
-    rlx_http_sink.piece(&f.job, &f.ch, 9, "a", 1, NULL);
-    rlx_http_sink.piece(&f.job, &f.ch, -1, "", 0, NULL); /* no token: no line */
+    rlx_http_sink.piece(&f.job, &f.ch, 9, "a", 1, NULL, 0);
+    rlx_http_sink.piece(&f.job, &f.ch, -1, "", 0, NULL, 0); /* no token: no line */
     strcpy(f.text, "ab");
     f.ch.text = f.text;
     f.ch.len = 2;
@@ -106,7 +106,7 @@ TEST(ndjson_generate_stream)
     f.ch.tokens = toks;
     f.ch.n_tokens = 2;
     f.ch.finish = RLX_FINISH_LENGTH;
-    rlx_http_sink.choice_end(&f.job, &f.ch, "b", 1); /* NDJSON: the final object says it all */
+    rlx_http_sink.choice_end(&f.job, &f.ch, "b", 1, NULL, 0); /* NDJSON: the final object says it all */
     rlx_http_sink.finish(&f.job);
     buf b = {0};
     add(&b, rlx_api_ndjson_token(9, "a", 1));
