@@ -104,8 +104,9 @@ int rlx_sampling_params_validate(const rlx_sampling_params *p, int32_t n_vocab, 
     int rc;
     if (!p) return rlx_errorf(err, RLX_EINVAL, "sampling parameters are missing");
     if ((rc = check_range("temperature", p->temperature, 0.0f, 2.0f, err))) return rc;
-    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return rlx_errorf(err, RLX_EINVAL, "top_p must be greater than 0 and at most 1 (got %g)",
+    /* 0 keeps the most probable token alone, as llama.cpp's sampler does (OpenAI accepts it) */
+    if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
+        return rlx_errorf(err, RLX_EINVAL, "top_p must be between 0 and 1 (got %g)",
                           (double)p->top_p);
     if (p->top_k < -1)
         return rlx_errorf(err, RLX_EINVAL, "top_k must be 0 or more (0 or -1 disables it; got %d)",

@@ -77,7 +77,7 @@ static int db_error(rlx_session_store *st, int rc, const char *what, rlx_error *
     if (code == RLX_EFORMAT)
         return rlx_errorf(err, code,
                           "sessions database '%s' is not a valid sqlite3 database (%s while %s); "
-                          "move the file away or set another db_path",
+                          "move the file away or give another --db",
                           st->path, sqlite3_errmsg(st->db), what);
     return rlx_errorf(err, code, "sessions database '%s': %s while %s", st->path,
                       sqlite3_errmsg(st->db), what);
@@ -152,14 +152,14 @@ static int migrate(rlx_session_store *st, rlx_error *err)
     if (ver > RLX_SESSION_SCHEMA_VERSION) {
         rc = rlx_errorf(err, RLX_EUNSUPPORTED,
                         "sessions database '%s' has schema version %lld, newer than this rlxd "
-                        "understands (%d); upgrade rlxd or use another db_path", st->path,
+                        "understands (%d); upgrade rlxd or give --db another file", st->path,
                         (long long)ver, RLX_SESSION_SCHEMA_VERSION);
         goto fail;
     }
     if ((ver == 0 && n_tables > 0) || (ver > 0 && !has_sessions)) {
         rc = rlx_errorf(err, RLX_EFORMAT,
                         "'%s' is an sqlite3 database of another program (no rlxd sessions "
-                        "schema); set db_path to a new file", st->path);
+                        "schema); give --db a new file", st->path);
         goto fail;
     }
     if (ver == 0) rc = exec(st, schema_v3, "creating the schema", err);
@@ -277,7 +277,9 @@ bool rlx_session_id_valid(const char *id)
                   c == '.' || c == '_' || c == ':' || c == '-';
         if (!ok || n >= RLX_SESSION_ID_MAX) return false;
     }
-    return n > 0;
+    /* "." and ".." are path segments every client removes from /v1/sessions/{id} (RFC 3986):
+       a session of that name could never be read or deleted */
+    return n > 0 && strcmp(id, ".") && strcmp(id, "..");
 }
 
 int rlx_session_id_check(const char *id, rlx_error *err)
@@ -287,6 +289,8 @@ int rlx_session_id_check(const char *id, rlx_error *err)
     if (strlen(id) > RLX_SESSION_ID_MAX)
         return rlx_errorf(err, RLX_EINVAL, "session_id is longer than %d characters",
                           RLX_SESSION_ID_MAX);
+    if (!strcmp(id, ".") || !strcmp(id, ".."))
+        return rlx_errorf(err, RLX_EINVAL, "session_id must not be '.' or '..' (a URL path cannot name it)");
     return rlx_errorf(err, RLX_EINVAL, "session_id may only contain letters, digits and "
                       "'.', '_', ':', '-'");
 }

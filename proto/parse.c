@@ -5,6 +5,7 @@
 #include "models/json.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
+#include "engine/session.h"
 #include "engine/spec.h"
 
 #include <math.h>
@@ -422,6 +423,9 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if (has) q->draft_p_min = d > 0 ? (float)d : -1; /* 0: draft however unsure (-1 in the engine) */
     if ((rc = get_bool(root, "stream", &r->stream, e))) return rc;
     if ((rc = get_string(root, "session_id", &q->session_id, e))) return rc;
+    rlx_error serr = {0};
+    if (q->session_id && rlx_session_id_check(q->session_id, &serr)) /* the field named, as OpenAI's errors do */
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "session_id", "%s.", serr.msg);
     /* the OpenAI routes resend the whole conversation; the native route sends one turn */
     q->session_replace = r->kind != RLX_API_GENERATE;
     const cJSON *ka = field(root, "keep_alive");
@@ -647,11 +651,13 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
     return parse_template_options(root, r, e);
 }
 
-/* Whether a JSON text holds the escape \u0000. cJSON decodes it into a NUL byte, where every C
- * string after it is cut: a session_id "a\u0000b" would silently name session "a". (Valid JSON
- * has backslashes only inside strings, each starting one escape.) */
+/* Whether a JSON text holds the escape \u0000, or a NUL byte itself. cJSON decodes the escape
+ * into a NUL byte, where every C string after it is cut: a session_id "a\u0000b" would silently
+ * name session "a"; a raw NUL was reported as text that is not UTF-8. (Valid JSON has
+ * backslashes only inside strings, each starting one escape.) */
 bool rlx_api_has_escaped_nul(const char *b, size_t n)
 {
+    if (memchr(b, 0, n)) return true;
     for (size_t i = 0; i + 1 < n; i++) {
         if (b[i] != '\\') continue;
         if (b[i + 1] == 'u' && i + 5 < n && !memcmp(b + i + 2, "0000", 4)) return true;

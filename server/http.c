@@ -175,15 +175,11 @@ static void resume(rlx_conn *c)
 /* For the access log. A job cut short (the client left) counts what it got so far. */
 static void take_usage(rlx_conn *c, const rlx_job *j)
 {
+    rlx_job_log_tokens(j, &c->prompt_tokens, &c->completion_tokens);
     if (!j->finished || j->aborted) {
-        c->prompt_tokens = j->prompt_tokens;
-        c->completion_tokens = 0;
-        for (size_t i = 0; i < j->n_choices; i++) c->completion_tokens += (int32_t)j->choices[i].n_tokens;
         if (j->aborted) c->log_status = j->err.status; /* ended at shutdown, not by the client (499) */
         return;
     }
-    c->prompt_tokens = j->total.prompt_tokens;
-    c->completion_tokens = j->total.completion_tokens;
     c->ttft = j->n_choices ? j->choices[0].timings.ttft_s : -1;
     if (j->n_choices) c->finish = rlx_api_finish_name(j->choices[0].finish);
     if (j->failed && !c->stream) c->finish = NULL;

@@ -307,6 +307,18 @@ static void finish_job(rlx_job *j)
     j->finished = true;
 }
 
+void rlx_job_log_tokens(const rlx_job *j, int32_t *prompt, int32_t *completion)
+{
+    if (j->finished && !j->aborted) {
+        *prompt = j->total.prompt_tokens;
+        *completion = j->total.completion_tokens;
+        return;
+    }
+    *prompt = j->prompt_tokens;
+    *completion = 0;
+    for (size_t i = 0; i < j->n_choices; i++) *completion += (int32_t)j->choices[i].n_tokens;
+}
+
 rlx_api_choice *rlx_job_api_choices(const rlx_job *j)
 {
     rlx_api_choice *cs = calloc(j->n_choices ? j->n_choices : 1, sizeof *cs);

@@ -267,6 +267,9 @@ void rlx_job_out_put(rlx_job *j, const char *s, size_t n);
 void rlx_job_out_take(rlx_job *j, char *s);
 /* The job's choices as proto's rlx_api_choice (borrowing their texts), malloc'ed; NULL when out
  * of memory. */
+/* For the access logs: a job's prompt and completion tokens; one cut short (the client gone,
+ * ended at shutdown) counts what it got so far. */
+void rlx_job_log_tokens(const rlx_job *j, int32_t *prompt, int32_t *completion);
 rlx_api_choice *rlx_job_api_choices(const rlx_job *j);
 /* The sink lets go: an unfinished job is cancelled; the job is freed when it can be. */
 void rlx_job_detach(rlx_job *job);

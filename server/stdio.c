@@ -180,8 +180,7 @@ static void log_request(entry *e, int status, const rlx_job *job)
                            .duration_s = rlx_now() - e->t0};
     if (job) {
         ae.model = job->model->cfg->name;
-        ae.prompt_tokens = job->finished ? job->total.prompt_tokens : job->prompt_tokens;
-        ae.completion_tokens = job->total.completion_tokens;
+        rlx_job_log_tokens(job, &ae.prompt_tokens, &ae.completion_tokens);
         if (job->n_choices && job->finished) {
             ae.ttft_s = job->choices[0].timings.ttft_s;
             ae.finish = rlx_api_finish_name(job->choices[0].finish);

@@ -174,6 +174,27 @@ tail -1 "$TMP/out6" | jget '.ok' | grep -q true || fail "the request in flight d
 [ "$(tail -1 "$TMP/out6" | jget '.usage.completion_tokens')" = 200 ] || fail "cut short: $(tail -1 "$TMP/out6")"
 ok stdio SIGTERM drains the request in flight
 
+# a request cut at the end of the grace period: its log line counts the tokens it streamed
+# (before: prompt_tokens=0 completion_tokens=0)
+Q35="$SHARED/models/synth-qwen35-tiny-f32.gguf"
+if [ -f "$Q35" ]; then
+    "$BIN" serve -m "$Q35:q" --stdio --threads 1 --ctx 4096 --grace-seconds 1 <"$TMP/fifo" >"$TMP/out9" 2>"$TMP/err9" &
+    pid=$!
+    PIDS+=("$pid")
+    exec 7>"$TMP/fifo"
+    echo '{"id":"cut","prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true,"stream":true}' >&7
+    for _ in $(seq 1 200); do grep -q '"token"' "$TMP/out9" && break; sleep 0.05; done
+    kill -TERM "$pid"
+    for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    exec 7>&-
+    wait "$pid"
+    line=$(grep 'LINE stdio:generate' "$TMP/err9" | tail -1)
+    n=$(echo "$line" | sed -n 's/.*completion_tokens=\([0-9]*\).*/\1/p')
+    [ -n "$n" ] && [ "$n" -gt 0 ] || fail "the cut request's log line: $line"
+    [ "$n" = "$(grep -c '"token"' "$TMP/out9")" ] || fail "logged $n tokens, streamed $(grep -c '"token"' "$TMP/out9")"
+    ok stdio logs a request cut at shutdown with its tokens
+fi
+
 # more lines than --max-queue: a pipe cannot retry a busy answer, so lines wait for earlier ones
 # instead of failing (before: 16 of 40 lines failed with server_busy, 30 of 30 with n = 2 below)
 for i in $(seq 1 40); do echo "{\"id\":$i,\"prompt\":\"Once upon a time\",\"max_tokens\":12}"; done |

@@ -217,6 +217,25 @@ TEST(json_schema_constraint)
     EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"json_schema\":{\"anyOf\":[{\"$ref\":\"#\"}]}}", "json_schema");
 }
 
+/* a bad session id names its field (it was param null, the engine's refusal); "." and ".."
+ * are refused: every client removes them from the /v1/sessions/{id} path */
+TEST(bad_session_ids_name_the_field)
+{
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"session_id\":\"a b\"}", "session_id");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"session_id\":\"\"}", "session_id");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"session_id\":\"..\"}", "session_id");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"session_id\":\".\"}", "session_id");
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_EQ(parse(&r, RLX_API_GENERATE, "{\"prompt\":\"x\",\"session_id\":\"...\"}", &e), 0);
+    rlx_api_request_free(&r);
+    /* top_p 0 is OpenAI's and llama.cpp's "the most probable token only", not an error */
+    ASSERT_EQ(parse(&r, RLX_API_GENERATE, "{\"prompt\":\"x\",\"top_p\":0}", &e), 0);
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_sampling_params_validate(&r.base->sampling, 1000, &err) == 0, "%s", err.msg);
+    rlx_api_request_free(&r);
+}
+
 TEST(bad_json_is_400_without_param)
 {
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":", "");
@@ -234,6 +253,12 @@ TEST(nul_in_strings_refused)
     ASSERT(strstr(e.message, "NUL") != NULL);
     ASSERT(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\\u0000y\"}", &e) < 0);
     rlx_api_request_free(&r);
+    /* a NUL byte itself (raw, which JSON does not allow in a string): the same message, not
+       "is not valid UTF-8 text" */
+    static const char raw[] = "{\"prompt\":\"x\0y\",\"max_tokens\":2}";
+    ASSERT(rlx_api_parse(&r, RLX_API_GENERATE, raw, sizeof raw - 1, 1000, &e) < 0);
+    rlx_api_request_free(&r);
+    ASSERT_MSG(strstr(e.message, "NUL"), "%s", e.message);
     /* an escaped backslash before "u0000" is plain text */
     ASSERT_EQ(parse(&r, RLX_API_GENERATE, "{\"prompt\":\"x\\\\u0000\",\"session_id\":\"a\"}", &e), 0);
     ASSERT_STR_EQ(r.prompts[0].text, "x\\u0000");
@@ -399,6 +424,6 @@ TEST(mutated_bodies_fail_cleanly)
 
 TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
-          TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(json_schema_constraint), TEST_ENTRY(bad_json_is_400_without_param),
+          TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(json_schema_constraint), TEST_ENTRY(bad_session_ids_name_the_field), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies), TEST_ENTRY(token_ids_out_of_int_range),
           TEST_ENTRY(tokenize_refuses_nul), TEST_ENTRY(duplicate_keys_last_wins), TEST_ENTRY(null_content))

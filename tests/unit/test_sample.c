@@ -102,7 +102,7 @@ TEST(validation_names_the_parameter)
     BAD(temperature, 2.5f, "temperature");
     BAD(temperature, -0.1f, "temperature");
     BAD(temperature, NAN, "temperature");
-    BAD(top_p, 0.0f, "top_p");
+    BAD(top_p, -0.1f, "top_p");
     BAD(top_p, 1.5f, "top_p");
     BAD(top_k, -2, "top_k");
     BAD(min_p, 1.01f, "min_p");
@@ -407,12 +407,16 @@ TEST(top_p_alone)
     double e_eq[] = {0.5, 0.5, 0, 0};
     ASSERT_DIST(counts, e_eq, 4);
     rlx_sampler_free(s);
-    /* small top_p keeps only the best */
-    p.top_p = 0.1f;
-    s = rlx_sampler_new(&p, 4);
-    draw_many(s, l, 4, counts);
-    ASSERT_EQ(counts[1], N_DRAWS);
-    rlx_sampler_free(s);
+    /* small top_p keeps only the best, 0 too (llama.cpp's; OpenAI's API accepts 0) */
+    for (float tp = 0.1f; tp >= 0.0f; tp -= 0.1f) {
+        p.top_p = tp;
+        rlx_error err = {0};
+        ASSERT_MSG(rlx_sampling_params_validate(&p, 4, &err) == 0, "%s", err.msg);
+        s = rlx_sampler_new(&p, 4);
+        draw_many(s, l, 4, counts);
+        ASSERT_EQ(counts[1], N_DRAWS);
+        rlx_sampler_free(s);
+    }
 }
 
 TEST(min_p_alone)
