@@ -83,8 +83,14 @@ static void write_next(stdio_state *st);
 static void write_finished(stdio_state *st, int status)
 {
     if (status < 0 && !st->out_broken) {
-        st->out_broken = true; /* the reader is gone: results have nowhere to go */
-        fprintf(stderr, "rlxd: stdout: %s; further output is dropped\n", uv_strerror(status));
+        /* the reader is gone: results have nowhere to go, so nothing more is computed (a
+           pipeline whose consumer ended, `... | head`): stop as for SIGTERM, cancel what runs,
+           exit 1 */
+        st->out_broken = true;
+        fprintf(stderr, "rlxd: stdout: %s; stopping (the requests in flight are cancelled)\n", uv_strerror(status));
+        if (!st->srv->exit_code) st->srv->exit_code = 1;
+        rlx_srv_begin_stop(st->srv);
+        rlx_srv_end_all(st->srv);
     }
     st->write_busy = false;
     st->writing.len = 0;

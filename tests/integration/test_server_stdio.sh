@@ -206,4 +206,18 @@ for i in $(seq 1 30); do echo "{\"id\":$i,\"messages\":[{\"role\":\"user\",\"con
     fail "--max-queue 2: exit status: $(tail -3 "$TMP/err8")"
 [ "$(grep -c '"ok":true' "$TMP/out8")" = 30 ] || fail "--max-queue 2, n = 2: $(grep -m2 '"ok":false' "$TMP/out8")"
 ok stdio holds lines back rather than past --max-queue
+
+# the reader of stdout goes away (`... | head -n 1`) while stdin stays open: nothing can be
+# answered, so the daemon cancels what runs and exits 1 (before: it computed on until stdin's EOF)
+rm -f "$TMP/fifo2"; mkfifo "$TMP/fifo2"
+( "$BIN" serve -m "$MODEL:tiny" --stdio --threads 1 <"$TMP/fifo2" 2>"$TMP/err10"; echo "exit $?" >"$TMP/rc10" ) |
+    head -n 1 >/dev/null &
+exec 9>"$TMP/fifo2"
+for i in $(seq 1 50); do echo "{\"id\":$i,\"prompt\":\"Once upon a time\",\"max_tokens\":200,\"stream\":true}" >&9; done
+for _ in $(seq 1 200); do [ -s "$TMP/rc10" ] && break; sleep 0.05; done
+[ -s "$TMP/rc10" ] || { exec 9>&-; fail "--stdio went on after stdout's reader left"; }
+exec 9>&-
+[ "$(cat "$TMP/rc10")" = "exit 1" ] || fail "exit status after stdout broke: $(cat "$TMP/rc10")"
+grep -q "stdout: broken pipe; stopping" "$TMP/err10" || fail "no log line: $(tail -3 "$TMP/err10")"
+ok stdio stops when stdout\'s reader is gone
 echo "all passed"
