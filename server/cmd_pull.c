@@ -17,7 +17,8 @@ static const char usage[] =
     "  -q, --quiet        no progress output\n"
     "Without :QUANT the first of Q4_K_M Q5_K_M Q8_0 Q6_K Q4_K_S Q5_K_S Q4_0 F16 BF16 F32 found is\n"
     "taken; a split model's parts are downloaded together. The sha256 the server states (ETag)\n"
-    "is checked. The local path of the model (its first part) is printed on stdout.\n";
+    "is checked; without one the file must be a whole GGUF file. A file in a repository folder\n"
+    "is saved as FOLDER%2FNAME. The local path of the model (its first part) is printed on stdout.\n";
 
 int rlx_cmd_pull(int argc, char **argv)
 {

@@ -180,6 +180,41 @@ int rlx_hf_local_dir(char *buf, size_t cap, const char *root, const char *repo)
     return k < 0 || (size_t)k >= cap ? RLX_ERANGE : 0;
 }
 
+int rlx_hf_local_name(char *buf, size_t cap, const char *path)
+{
+    size_t n = 0;
+    for (const char *p = path; *p; p++) {
+        const char *e = *p == '%' ? "%25" : *p == '/' ? "%2F" : NULL;
+        size_t k = e ? 3 : 1;
+        if (n + k >= cap || n + k > RLX_HF_LOCAL_NAME_MAX) return RLX_ERANGE;
+        memcpy(buf + n, e ? e : p, k);
+        n += k;
+    }
+    if (!cap) return RLX_ERANGE;
+    buf[n] = 0;
+    return 0;
+}
+
+bool rlx_hf_local_path(const char *name, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = name; *p; p++) {
+        char c = *p;
+        if (c == '%') {
+            /* only what rlx_hf_local_name writes, so that the mapping stays one to one */
+            if (!strncmp(p, "%2F", 3)) c = '/';
+            else if (!strncmp(p, "%25", 3)) c = '%';
+            else return false;
+            p += 2;
+        }
+        if (n + 1 >= cap) return false;
+        buf[n++] = c;
+    }
+    if (!cap) return false;
+    buf[n] = 0;
+    return path_ok(buf, n);
+}
+
 /* The name without its directory, ".gguf" and a split suffix: the part a tag is looked for in. */
 static void stem(const char *name, char *out, size_t cap)
 {
@@ -246,13 +281,17 @@ static bool candidate(const char *name)
     return true;
 }
 
-/* Appends sep and s to the text in buf when both fit. */
+/* Appends sep and s to the text in buf when both fit; a name over 120 bytes is shortened (with
+ * "...") so that one long name does not crowd out the others. */
 static void append(char *buf, size_t cap, const char *sep, const char *s)
 {
     size_t k = strlen(buf), a = strlen(sep), b = strlen(s);
-    if (k + a + b >= cap) return;
+    bool cut = b > 120;
+    if (cut) b = 120;
+    if (k + a + b + (cut ? 3 : 0) >= cap) return;
     memcpy(buf + k, sep, a);
-    memcpy(buf + k + a, s, b + 1);
+    memcpy(buf + k + a, s, b);
+    memcpy(buf + k + a + b, cut ? "..." : "", cut ? 4 : 1);
 }
 
 /* The files of the model whose (part 1) path is first: every part of a split one. */
@@ -272,27 +311,29 @@ static int expand(const char *const *names, size_t n_names, const char *first, b
     for (uint32_t i = 0; i < count; i++) {
         char part[1024], bn[600];
         if (split) {
-            if (rlx_gguf_split_name(bn, sizeof bn, prefix, i, count)) {
+            int k = -1;
+            if (!rlx_gguf_split_name(bn, sizeof bn, prefix, i, count))
+                k = snprintf(part, sizeof part, "%.*s%s", (int)dir, first, bn);
+            if (k < 0 || (size_t)k >= sizeof part) {
                 rlx_hf_files_free(out, i);
-                return rlx_errorf(err, RLX_EINVAL, "%s: a split part's name is too long", first);
+                return rlx_errorf(err, RLX_EINVAL, "%.200s...: a split part's name is too long", first);
             }
-            snprintf(part, sizeof part, "%.*s%s", (int)dir, first, bn);
-        } else {
-            snprintf(part, sizeof part, "%s", first);
         }
-        if (need_listed && !listed(names, n_names, part)) {
-            append(missing, sizeof missing, nmiss ? ", " : "", part);
+        /* not split: the name as listed, whatever its length (a copy cut short is not listed) */
+        const char *name = split ? part : first;
+        if (need_listed && !listed(names, n_names, name)) {
+            append(missing, sizeof missing, nmiss ? ", " : "", name);
             nmiss++;
         }
-        if (!(out[i] = strdup(part))) {
+        if (!(out[i] = strdup(name))) {
             rlx_hf_files_free(out, i);
             return rlx_errorf(err, RLX_ENOMEM, "out of memory");
         }
     }
     if (nmiss) {
         rlx_hf_files_free(out, count);
-        return rlx_errorf(err, RLX_ENOTFOUND, "%s is part 1 of %u, but %zu part(s) are missing: %s", first, count,
-                          nmiss, missing);
+        return rlx_errorf(err, RLX_ENOTFOUND, "%.200s is part 1 of %u, but %zu part(s) are missing: %s", first,
+                          count, nmiss, missing);
     }
     *files = out;
     *n = count;
@@ -330,13 +371,13 @@ int rlx_hf_pick(const char *const *names, size_t n_names, const rlx_hf_ref *r, c
             /* any part names the model: start from part 1 */
             char first[1024], bn[600];
             if (rlx_gguf_split_name(bn, sizeof bn, prefix, 0, count))
-                return rlx_errorf(err, RLX_EINVAL, "%s: a split part's name is too long", r->file);
+                return rlx_errorf(err, RLX_EINVAL, "%.200s: a split part's name is too long", r->file);
             snprintf(first, sizeof first, "%.*s%s", (int)(b - r->file), r->file, bn);
             return expand(names, n_names, first, names != NULL, files, n, err);
         }
         if (names && !listed(names, n_names, r->file)) {
             list_candidates(names, n_names, have, sizeof have);
-            return rlx_errorf(err, RLX_ENOTFOUND, "%s has no file %s (GGUF files: %s)", r->repo, r->file, have);
+            return rlx_errorf(err, RLX_ENOTFOUND, "%s has no file %.200s (GGUF files: %s)", r->repo, r->file, have);
         }
         return expand(names, n_names, r->file, names != NULL, files, n, err);
     }
@@ -355,8 +396,8 @@ int rlx_hf_pick(const char *const *names, size_t n_names, const rlx_hf_ref *r, c
             else if (!other) other = names[i];
         }
         if (other)
-            return rlx_errorf(err, RLX_EINVAL, "%s: several files are %s: %s and %s%s; name one with "
-                              "hf:%s/FILE.gguf", r->repo, tags[t], hit, other, "", r->repo);
+            return rlx_errorf(err, RLX_EINVAL, "%s: several files are %s: %.200s and %.200s; name one with "
+                              "hf:%s/FILE.gguf", r->repo, tags[t], hit, other, r->repo);
         if (hit) return expand(names, n_names, hit, true, files, n, err);
     }
     list_candidates(names, n_names, have, sizeof have);

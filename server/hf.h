@@ -56,6 +56,17 @@ int rlx_hf_pick(const char *const *names, size_t n_names, const rlx_hf_ref *r, c
 int rlx_hf_listing_names(const char *json, char ***names, size_t *n, rlx_error *err);
 void rlx_hf_files_free(char **files, size_t n);
 
+/* The local file name of a repository path: '%' written "%25" and '/' "%2F", so that a folder
+ * holds files of every subfolder side by side (Q4_K_M/model.gguf and Q8_0/model.gguf are
+ * Q4_K_M%2Fmodel.gguf and Q8_0%2Fmodel.gguf) and `serve --models-dir` still finds them one
+ * level down; a top-level name without '%' is unchanged. RLX_ERANGE when the name would exceed
+ * cap or RLX_HF_LOCAL_NAME_MAX bytes (NAME_MAX less room for ".part.etag"). */
+#define RLX_HF_LOCAL_NAME_MAX 245
+int rlx_hf_local_name(char *buf, size_t cap, const char *path);
+/* The repository path of a local file name (rlx_hf_local_name's inverse); false when name is
+ * no such name (another '%' sequence, or a path a listing would not hold) or does not fit. */
+bool rlx_hf_local_path(const char *name, char *buf, size_t cap);
+
 /* The local folder of a repository's files under root: root/OWNER--REPO (Hugging Face refuses
  * "--" inside ids, so the mapping is one to one). */
 int rlx_hf_local_dir(char *buf, size_t cap, const char *root, const char *repo);

@@ -11,7 +11,14 @@
 // hf:OWNER/REPO:QUANT` downloads into the cache, serves the model under that name, and serves
 // it again from the cache with the server unreachable; a model in the Hugging Face hub cache
 // (another tool's download) is used by pull and serve without a download; a pull waits while
-// another holds the folder's lock.
+// another holds the folder's lock. Then: two subfolders' files of one base name stay apart
+// (local names Q8_0%2Fmodel.gguf, picked offline by :QUANT, listed by --models-dir); a file that
+// changes between a cut and the resume is never spliced (If-Range; a 206 without or with
+// another validator, also from a .part.etag of an earlier run, starts over); tokens lose line
+// ends (no header injection), a control character is refused, a long one is sent whole; without
+// a sha256 an error page, an empty or cut-short answer is removed; messages for answers without
+// the file, nothing arrived, escaped server text, a listing over 16 MiB, long names, a full disk,
+// a path too long; a .part already whole is used; a restarted .part is not "(resumed)".
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -64,7 +71,33 @@ const repos = {
   'org/gated': { 'gated-Q8_0.gguf': file(rd('tiny-q8.gguf'), { redirect: true, token: 'secret-token' }) },
   'org/plain': { 'plain.gguf': file(rd('tiny-f16.gguf'), { noRange: true }) },
   'org/hubonly': { 'hub-Q8_0.gguf': file(rd('tiny-q8.gguf')) },
+  // two subfolders with one base name: each keeps its own file
+  'org/folders': { 'Q4_K_M/model.gguf': file(rd('tiny-f16.gguf')), 'Q8_0/model.gguf': file(rd('tiny-q8.gguf')) },
+  // the file changes on the server after a first answer cut mid-body: the resume must not splice
+  // the two. changeA: If-Range honoured (the second version comes whole); changeB: If-Range
+  // ignored, the resume a 206 without ETag; changeC: git sha1 ETags, the .part from an earlier run
+  'org/change': {
+    'changeA-Q8_0.gguf': file(rd('tiny-q8.gguf'), { cut: 1, next: rd('tiny-f16.gguf') }),
+    'changeB-Q8_0.gguf': file(rd('tiny-q8.gguf'), { cut: 1, next: rd('tiny-f16.gguf'), ignoreIfRange: true, nextNoEtag: true }),
+    'changeC-Q8_0.gguf': file(rd('tiny-q8.gguf'), { cut: 1, next: rd('tiny-f16.gguf'), ignoreIfRange: true, sha1: true }),
+  },
+  'org/gated2': { 'g2-Q8_0.gguf': file(rd('tiny-q8.gguf'), { token: 'T'.repeat(3000) }) },
+  // no sha256 stated: an error page, nothing, a body cut short, HTTP answers without the file
+  'org/junk': {
+    'html.gguf': file(Buffer.from('<html>rate limited</html>'), { noEtag: true }),
+    'empty.gguf': file(Buffer.alloc(0), { noEtag: true }),
+    'short.gguf': file(rd('tiny-q8.gguf'), { noEtag: true, shortBy: 1000 }),
+    's204.gguf': file(Buffer.alloc(0), { status: 204 }),
+    'noloc.gguf': file(Buffer.alloc(0), { status: 302 }),
+    'loop.gguf': file(Buffer.alloc(0), { loop: true }),
+    'esc.gguf': file(Buffer.alloc(0), { escError: true }),
+    'whole.gguf': file(rd('tiny-q8.gguf'), { redirect: true }),
+  },
 };
+// a repository whose split model's names are very long: the reason must survive in the message
+const longName = 'x'.repeat(470) + '-Q8_0-00001-of-00002.gguf';
+// a listing over 16 MiB
+const hugeListing = JSON.stringify({ siblings: [...Array(900000).fill({ rfilename: 'a.txt' }), { rfilename: 'm-Q8_0.gguf' }] });
 // the Hugging Face hub cache (huggingface_hub's layout) holding org/hubonly, as another tool
 // left it: refs/main names the snapshot, whose file is a link into blobs/
 const hfHome = join(tmp, 'hf');
@@ -87,9 +120,19 @@ function authorized(req, f) {
   return !f.token || req.headers.authorization === 'Bearer ' + f.token;
 }
 function sendBody(req, res, f) {
+  if (f.next && f.served) { // the second version of the file, from the second request on
+    f.data = f.next; f.sha = sha(f.next); f.next = null;
+  }
+  f.served = (f.served || 0) + 1;
   const len = f.data.length;
-  const etag = '"' + (f.claim || f.sha) + '"';
-  const range = /^bytes=(\d+)-$/.exec(req.headers.range || '');
+  const etag = f.noEtag || (f.nextNoEtag && f.served > 1) ? undefined
+    : '"' + (f.sha1 ? createHash('sha1').update(f.data).digest('hex') : f.claim || f.sha) + '"';
+  let range = /^bytes=(\d+)-$/.exec(req.headers.range || '');
+  if (range && !f.ignoreIfRange && req.headers['if-range'] && req.headers['if-range'] !== etag) range = null;
+  if (f.shortBy) { // a Content-Length shorter than the file: the body ends early
+    res.writeHead(200, { 'Content-Length': len - f.shortBy });
+    return res.end(f.data.subarray(0, len - f.shortBy));
+  }
   if (range && !f.noRange) {
     const start = Number(range[1]);
     if (start >= len) {
@@ -98,11 +141,11 @@ function sendBody(req, res, f) {
       return;
     }
     res.writeHead(206, { 'Content-Length': len - start, 'Content-Range': `bytes ${start}-${len - 1}/${len}`,
-                         ETag: etag, 'Accept-Ranges': 'bytes' });
+                         ...(etag ? { ETag: etag } : {}), 'Accept-Ranges': 'bytes' });
     res.end(f.data.subarray(start));
     return;
   }
-  res.writeHead(200, { 'Content-Length': len, ETag: etag, 'Accept-Ranges': f.noRange ? 'none' : 'bytes' });
+  res.writeHead(200, { 'Content-Length': len, ...(etag ? { ETag: etag } : {}), 'Accept-Ranges': f.noRange ? 'none' : 'bytes' });
   if (f.cut) {
     f.cut--;
     f.cutAt = Math.floor(len / 3);
@@ -113,11 +156,14 @@ function sendBody(req, res, f) {
 }
 const server = createServer((req, res) => {
   const url = new URL(req.url, 'http://x');
-  reqs.push({ path: url.pathname, range: req.headers.range, auth: req.headers.authorization });
+  reqs.push({ path: url.pathname, range: req.headers.range, auth: req.headers.authorization,
+              ifRange: req.headers['if-range'], injected: req.headers['x-injected'] });
   const json = (code, obj) => { res.writeHead(code, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(obj)); };
   let m = /^\/api\/models\/([^/]+\/[^/]+)$/.exec(url.pathname);
   if (m) {
     const fs = repos[m[1]];
+    if (m[1] === 'org/long') return json(200, { siblings: [{ rfilename: longName }] });
+    if (m[1] === 'org/huge') { res.writeHead(200); return res.end(hugeListing); }
     if (m[1] === 'org/forbidden') return json(403, { error: 'Access to model org/forbidden is restricted' });
     if (!fs) return json(404, { error: 'Repository not found' });
     if (!Object.values(fs).every((f) => authorized(req, f))) return json(401, { error: 'Access to this repo is restricted' });
@@ -131,6 +177,11 @@ const server = createServer((req, res) => {
       return res.end('Entry not found');
     }
     if (!authorized(req, f)) { res.writeHead(401); return res.end('Invalid credentials'); }
+    if (f.status) { res.writeHead(f.status); return res.end(); }
+    if (f.loop) { res.writeHead(302, { Location: url.pathname }); return res.end(); }
+    if (f.escError) // node refuses control characters in headers: written by hand
+      return res.socket.end('HTTP/1.1 404 Not Found\r\nX-Error-Message: Entry\x1b[31m not found\r\n' +
+                            'Content-Length: 0\r\nConnection: close\r\n\r\n');
     if (f.redirect) {
       res.writeHead(302, { Location: `/cdn/${f.sha}-${f.repo}`, 'X-Linked-Etag': '"' + (f.claim || f.sha) + '"',
                            'X-Linked-Size': String(f.data.length), ETag: '"0123456789abcdef0123456789abcdef01234567"' });
@@ -283,6 +334,112 @@ try {
     console.log('note: flock(1) not installed: the folder lock is not checked');
   }
 
+  // 12. two subfolders holding one base name: each its own local file (the sub-path kept, '/'
+  // written %2F), never "already downloaded" for the other; also as file references
+  const M2 = join(tmp, 'models2');
+  const fo = repos['org/folders'];
+  const foDir = join(cache, 'rlxd', 'models', 'org--folders'); // where serve -m looks, below
+  for (const [ref, name] of [['hf:org/folders:Q4_K_M', 'Q4_K_M/model.gguf'], ['hf:org/folders:Q8_0', 'Q8_0/model.gguf']]) {
+    r = await pull([ref, '--models-dir', join(cache, 'rlxd', 'models')]);
+    const want = join(foDir, name.replace('/', '%2F'));
+    check(r.code === 0 && r.out === want && same(want, fo[name]), `${ref}: ${r.code} ${r.out} ${r.err}`);
+    check(!/already downloaded/.test(r.err), `${ref}: another subfolder's file taken: ${r.err}`);
+  }
+  for (const name of ['Q4_K_M/model.gguf', 'Q8_0/model.gguf']) {
+    r = await pull([`hf:org/folders/${name}`, '--models-dir', M2]);
+    const want = join(M2, 'org--folders', name.replace('/', '%2F'));
+    check(r.code === 0 && r.out === want && same(want, fo[name]), `hf:org/folders/${name}: ${r.code} ${r.out} ${r.err}`);
+  }
+
+  // 13. the file changes on the server between a cut and the resume: never spliced. If-Range
+  // carries the first answer's ETag (a server that honours it sends the new version whole); a
+  // 206 without the ETag, or with another (git sha1 ETags, a .part left by an earlier run: its
+  // validator kept in .part.etag), starts the file over
+  const ch = repos['org/change'];
+  const chDir = join(M2, 'org--change');
+  n0 = reqs.length;
+  r = await pull(['hf:org/change/changeA-Q8_0.gguf', '--models-dir', M2]);
+  check(r.code === 0 && same(join(chDir, 'changeA-Q8_0.gguf'), ch['changeA-Q8_0.gguf']) && /sha256 verified/.test(r.err),
+        `changed file, If-Range honoured: ${r.code} ${r.err}`);
+  check(reqs.slice(n0).some((q) => q.range && q.ifRange === '"' + sha(rd('tiny-q8.gguf')) + '"'),
+        'no If-Range with the first ETag: ' + JSON.stringify(reqs.slice(n0).map((q) => [q.range, q.ifRange])));
+  r = await pull(['hf:org/change/changeB-Q8_0.gguf', '--models-dir', M2]);
+  check(r.code === 0 && same(join(chDir, 'changeB-Q8_0.gguf'), ch['changeB-Q8_0.gguf']) &&
+        /changed on the server/.test(r.err) && !/\(resumed\)/.test(r.err), `changed file, 206 without ETag: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/change/changeC-Q8_0.gguf', '--models-dir', M2, '--retries', '0']);
+  const chC = join(chDir, 'changeC-Q8_0.gguf');
+  check(r.code === 1 && existsSync(chC + '.part') && existsSync(chC + '.part.etag'), `changeC cut: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/change/changeC-Q8_0.gguf', '--models-dir', M2]);
+  check(r.code === 0 && same(chC, ch['changeC-Q8_0.gguf']) && /changed on the server/.test(r.err),
+        `changed file (sha1 ETags), next run: ${r.code} ${r.err}`);
+  check(!existsSync(chC + '.part.etag'), 'the .part.etag outlived the download');
+
+  // 14. tokens: line ends and blanks around dropped (no header injection), another control
+  // character refused without printing the token, a long token sent whole
+  const gDir = join(M2, 'org--gated');
+  n0 = reqs.length;
+  r = await pull(['hf:org/gated', '--models-dir', M2], { HF_TOKEN: ' secret-token\r\n' });
+  check(r.code === 0 && same(join(gDir, 'gated-Q8_0.gguf'), repos['org/gated']['gated-Q8_0.gguf']), `token with CRLF: ${r.code} ${r.err}`);
+  rmSync(join(gDir, 'gated-Q8_0.gguf'), { force: true });
+  r = await pull(['hf:org/gated', '--models-dir', M2], { HF_TOKEN: 'secret\r\nX-Injected: yes' });
+  check(r.code === 1 && reqs.slice(n0).every((q) => !q.injected), `a token split the request: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/gated', '--models-dir', M2, '--token', 'secret\x01token']);
+  check(r.code === 1 && /--token/.test(r.err) && /control character/.test(r.err) && !r.err.includes('secret'),
+        `token with a control character: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/gated2', '--models-dir', M2], { HF_TOKEN: 'T'.repeat(3000) });
+  check(r.code === 0, `a 3000-character token: ${r.code} ${r.err.slice(0, 300)}`);
+
+  // 15. no sha256 stated: only a whole GGUF file of the stated size takes the name
+  const jDir = join(M2, 'org--junk');
+  for (const [name, why] of [['html', /not a GGUF file \(it begins '<htm'\)/], ['empty', /empty/],
+                             ['short', /not a whole GGUF file/]]) {
+    r = await pull([`hf:org/junk/${name}.gguf`, '--models-dir', M2]);
+    check(r.code === 1 && why.test(r.err) && /removed/.test(r.err), `${name}: ${r.code} ${r.err}`);
+    check(!existsSync(join(jDir, name + '.gguf')) && !existsSync(join(jDir, name + '.gguf.part')), `${name}: a file is left`);
+  }
+
+  // 16. messages: an answer without the file, nothing arrived, the server's text escaped, a
+  // listing too big, long names, a full disk, a path too long
+  for (const [name, why] of [['s204', /answered HTTP 204 without the file/], ['noloc', /answered HTTP 302 without the file/],
+                             ['loop', /nothing arrived/]]) {
+    r = await pull([`hf:org/junk/${name}.gguf`, '--models-dir', M2]);
+    check(r.code === 1 && why.test(r.err) && !/kept in/.test(r.err), `${name}: ${r.code} ${r.err}`);
+    check(!existsSync(join(jDir, name + '.gguf.part')), `${name}: an empty .part is left`);
+  }
+  r = await pull(['hf:org/junk/esc.gguf', '--models-dir', M2]);
+  check(r.code === 1 && !r.err.includes('\x1b') && r.err.includes('Entry\\x1b[31m not found'), `escape: ${JSON.stringify(r.err)}`);
+  r = await pull(['hf:org/huge', '--models-dir', M2]);
+  check(r.code === 1 && /larger than 16 MiB/.test(r.err), `huge listing: ${r.code} ${r.err}`);
+  r = await pull(['hf:org/long', '--models-dir', M2]);
+  check(r.code === 1 && /part\(s\) are missing/.test(r.err), `long names: ${r.code} ${r.err.slice(-300)}`);
+  if (existsSync('/dev/full')) {
+    mkdirSync(jDir, { recursive: true });
+    symlinkSync('/dev/full', join(jDir, 'whole.gguf.part'));
+    r = await pull(['hf:org/junk/whole.gguf', '--models-dir', M2]);
+    check(r.code === 1 && /No space left on device/.test(r.err) && r.err.includes('whole.gguf.part'), `disk full: ${r.code} ${r.err}`);
+    rmSync(join(jDir, 'whole.gguf.part'), { force: true });
+  }
+  const longDir = join(tmp, 'd'.repeat(250), 'e'.repeat(250), 'f'.repeat(250), 'g'.repeat(250), 'h'.repeat(250),
+                       'i'.repeat(250), 'j'.repeat(250), 'k'.repeat(250), 'l'.repeat(250));
+  r = await pull(['hf:org/tiny:Q8_0', '--models-dir', longDir]);
+  check(r.code === 1 && /path too long/.test(r.err) && !existsSync(join(tmp, 'd'.repeat(250))), `long --models-dir: ${r.code} ${r.err}`);
+
+  // 17. a .part already whole: the 416's "bytes */SIZE" says so; it is checked and used, not
+  // downloaded again; a restarted .part is not "(resumed)"
+  const whole = repos['org/junk']['whole.gguf'];
+  mkdirSync(jDir, { recursive: true });
+  writeFileSync(join(jDir, 'whole.gguf.part'), whole.data);
+  n0 = reqs.length;
+  r = await pull(['hf:org/junk/whole.gguf', '--models-dir', M2]);
+  check(r.code === 0 && same(join(jDir, 'whole.gguf'), whole) && /already whole/.test(r.err) && /sha256 verified/.test(r.err),
+        `a whole .part: ${r.code} ${r.err}`);
+  check(reqs.slice(n0).every((q) => q.range), 'a whole .part was downloaded again');
+  mkdirSync(join(M2, 'org--plain'), { recursive: true });
+  writeFileSync(join(M2, 'org--plain', 'plain.gguf.part'), Buffer.alloc(500, 7));
+  r = await pull(['hf:org/plain/plain.gguf', '--models-dir', M2]);
+  check(r.code === 0 && same(join(M2, 'org--plain', 'plain.gguf'), plain) && !/\(resumed\)/.test(r.err),
+        `a restarted .part: ${r.code} ${r.err}`);
+
   // 11. serve -m hf:OWNER/REPO:QUANT: downloaded into the cache, served under that name
   const logs = [];
   Object.assign(process.env, { HF_ENDPOINT: base, XDG_CACHE_HOME: cache });
@@ -324,6 +481,29 @@ try {
       child.kill('SIGTERM');
       await new Promise((r2) => child.on('close', r2));
       delete process.env.HF_HOME;
+    }
+  }
+  // offline, :QUANT finds its subfolder's file by the local name; `--models-dir` lists both
+  {
+    process.env.HF_ENDPOINT = 'http://127.0.0.1:1';
+    let log = '';
+    const { child, base: url } = await startDaemon(bin, ['-m', 'hf:org/folders:Q8_0:sub', '--models-dir',
+                                                         join(cache, 'rlxd', 'models'), '--threads', '1'], (d) => { log += d; });
+    try {
+      if (!url) fail('serve -m hf:org/folders:Q8_0 offline did not start: ' + log);
+      else {
+        const models = await (await fetch(url + '/v1/models')).json();
+        const m = models.data.find((x) => x.id === 'sub');
+        check(m && m.meta.path === join(foDir, 'Q8_0%2Fmodel.gguf'), 'offline subfolder pick: ' + JSON.stringify(models));
+        const paths = models.data.map((x) => x.meta && x.meta.path);
+        check(paths.includes(join(foDir, 'Q4_K_M%2Fmodel.gguf')), '--models-dir does not list a pulled subfolder file: ' +
+              JSON.stringify(models));
+      }
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) { // (one that failed to start has ended)
+        child.kill('SIGTERM');
+        await new Promise((r2) => child.on('close', r2));
+      }
     }
   }
   // a reference that cannot resolve stops the start-up with the reason (the server unreachable:

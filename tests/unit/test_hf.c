@@ -1,9 +1,14 @@
 /* test_hf.c - Hugging Face references (server/hf.c): the hf: forms and their errors, the URLs of
  * Hugging Face's layout, quantization tags in file names, which files a reference picks from a
  * listing (default order, split parts together, projectors left out, ambiguity and absence as
- * errors), the listing JSON; and SHA-256 (server/sha256.c) against FIPS 180-4 vectors. */
+ * errors), the listing JSON, local file names of repository paths (one to one, the folder flat);
+ * pull.c's pure parts: token cleaning, control characters escaped, the GGUF check of a file no
+ * sha256 verified, paths too long refused; and SHA-256 (server/sha256.c) against FIPS 180-4
+ * vectors. */
 #include "tests/rlx_test.h"
+#include "models/gguf.h"
 #include "server/hf.h"
+#include "server/pull.h"
 #include "server/sha256.h"
 
 #include <stdio.h>
@@ -224,6 +229,134 @@ static void sha(const void *d, size_t n, char out[65])
     rlx_sha256_hex(&s, out);
 }
 
+TEST(local_names)
+{
+    char b[300], back[300];
+    static const char *paths[] = {"m-Q8_0.gguf", "Q4_K_M/model.gguf", "a/b/c-00001-of-00002.gguf", "50%/x.gguf",
+                                  "a%2Fb.gguf"};
+    static const char *names[] = {"m-Q8_0.gguf", "Q4_K_M%2Fmodel.gguf", "a%2Fb%2Fc-00001-of-00002.gguf",
+                                  "50%25%2Fx.gguf", "a%252Fb.gguf"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        ASSERT_EQ(rlx_hf_local_name(b, sizeof b, paths[i]), 0);
+        ASSERT_STR_EQ(b, names[i]);
+        ASSERT(rlx_hf_local_path(b, back, sizeof back));
+        ASSERT_STR_EQ(back, paths[i]);
+    }
+    /* two subfolders' files of one base name stay apart */
+    char q4[300], q8[300];
+    ASSERT_EQ(rlx_hf_local_name(q4, sizeof q4, "Q4_K_M/model.gguf"), 0);
+    ASSERT_EQ(rlx_hf_local_name(q8, sizeof q8, "Q8_0/model.gguf"), 0);
+    ASSERT(strcmp(q4, q8));
+    /* names no download writes are not read back */
+    ASSERT(!rlx_hf_local_path("x%41.gguf", back, sizeof back));
+    ASSERT(!rlx_hf_local_path("a%2f.gguf", back, sizeof back));
+    ASSERT(!rlx_hf_local_path("%2E%2E%2Fx.gguf", back, sizeof back));
+    ASSERT(!rlx_hf_local_path("..%2Fx.gguf", back, sizeof back));
+    /* too long for a file name (with ".part.etag") */
+    char longp[400];
+    memset(longp, 'a', 240);
+    strcpy(longp + 240, ".gguf");
+    ASSERT_EQ(rlx_hf_local_name(b, sizeof b, longp), 0); /* 245: the most */
+    memset(longp, 'a', 241);
+    strcpy(longp + 241, ".gguf");
+    ASSERT_EQ(rlx_hf_local_name(b, sizeof b, longp), RLX_ERANGE);
+    /* the local names of a split model's parts are a split model's names: the loader finds part 2 */
+    ASSERT_EQ(rlx_hf_local_name(b, sizeof b, "Q8_0/m-Q8_0-00001-of-00002.gguf"), 0);
+    char prefix[300];
+    ASSERT(rlx_gguf_split_parse_name(b, prefix, sizeof prefix, NULL, NULL));
+    ASSERT_STR_EQ(prefix, "Q8_0%2Fm-Q8_0");
+    /* a pick among local names read back: :QUANT finds the subfolder's file */
+    const char *have[] = {"Q4_K_M/model.gguf", "Q8_0/model.gguf"};
+    rlx_hf_ref r;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_hf_ref_parse("hf:o/r:Q8_0", false, &r, &err), 0);
+    char **f = NULL;
+    size_t nf = 0;
+    ASSERT_EQ(rlx_hf_pick(have, 2, &r, &f, &nf, &err), 0);
+    ASSERT_STR_EQ(f[0], "Q8_0/model.gguf");
+    rlx_hf_files_free(f, nf);
+}
+
+TEST(long_names_keep_the_reason)
+{
+    /* a split part 1 of 495 characters, part 2 absent: the message still says why */
+    char first[600];
+    memset(first, 'x', 470);
+    strcpy(first + 470, "-Q8_0-00001-of-00002.gguf");
+    const char *names[] = {first};
+    rlx_hf_ref r;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_hf_ref_parse("hf:o/r:Q8_0", false, &r, &err), 0);
+    char **f = NULL;
+    size_t nf = 0;
+    ASSERT_EQ(rlx_hf_pick(names, 1, &r, &f, &nf, &err), RLX_ENOTFOUND);
+    ASSERT_MSG(strstr(err.msg, "part(s) are missing: xxx"), "%s", err.msg);
+    /* a name longer than any buffer of the pick is taken whole, not cut short */
+    char *huge = malloc(1300);
+    ASSERT(huge);
+    for (int i = 0; i < 600; i++) memcpy(huge + 2 * i, "a/", 2);
+    strcpy(huge + 1200, "m-Q8_0.gguf");
+    const char *one[] = {huge};
+    ASSERT_EQ(rlx_hf_ref_parse("hf:o/r", false, &r, &err), 0);
+    ASSERT_EQ(rlx_hf_pick(one, 1, &r, &f, &nf, &err), 0);
+    ASSERT_STR_EQ(f[0], huge);
+    rlx_hf_files_free(f, nf);
+    free(huge);
+}
+
+TEST(pull_token_and_text)
+{
+    rlx_error err = {0};
+    char *t = NULL;
+    ASSERT_EQ(rlx__pull_clean_token("  hf_abc\r\n", "HF_TOKEN", &t, &err), 0);
+    ASSERT_STR_EQ(t, "hf_abc");
+    free(t);
+    ASSERT_EQ(rlx__pull_clean_token("hf_a\r\nX-Injected: 1", "HF_TOKEN", &t, &err), 0);
+    ASSERT(!strchr(t, '\r') && !strchr(t, '\n'));
+    free(t);
+    ASSERT_EQ(rlx__pull_clean_token("hf_se\x1b" "cret", "--token", &t, &err), RLX_EINVAL);
+    ASSERT(!t);
+    ASSERT_MSG(strstr(err.msg, "--token") && !strstr(err.msg, "hf_se"), "%s", err.msg);
+    ASSERT_EQ(rlx__pull_clean_token(" \r\n", "HF_TOKEN", &t, &err), 0);
+    ASSERT(!t); /* nothing left: no token */
+    char out[64];
+    rlx__pull_printable("a\x1b[31mb\rc\xc2\x9b" "d \xc3\xa9\xff", out, sizeof out);
+    ASSERT_STR_EQ(out, "a\\x1b[31mb\\x0dc\\xc2\\x9bd \xc3\xa9\\xff");
+    char buf[16];
+    ASSERT_EQ(rlx__pull_path(&err, buf, sizeof buf, "%s/%s", "/a/long/folder", "x"), RLX_ERANGE);
+    ASSERT_MSG(strstr(err.msg, "path too long") && strstr(err.msg, "/a/long/folder"), "%s", err.msg);
+}
+
+TEST(pull_check_gguf)
+{
+    char dir[] = "/tmp/rlx-test-hf-XXXXXX", p[64];
+    ASSERT(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/f.gguf", dir);
+    rlx_error err = {0};
+    FILE *f = fopen(p, "wb");
+    ASSERT(f);
+    fputs("<html>rate limited</html>", f);
+    fclose(f);
+    ASSERT_EQ(rlx__pull_check_gguf(p, -1, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "not a GGUF file (it begins '<htm')"), "%s", err.msg);
+    ASSERT_EQ(rlx__pull_check_gguf(p, 3, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "stated 3 bytes"), "%s", err.msg);
+    f = fopen(p, "wb");
+    ASSERT(f);
+    fclose(f);
+    ASSERT_EQ(rlx__pull_check_gguf(p, -1, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "empty"), "%s", err.msg);
+    /* the magic and a header that promises more than there is */
+    f = fopen(p, "wb");
+    ASSERT(f);
+    fwrite("GGUF\x03\0\0\0\x05\0\0\0\0\0\0\0", 1, 16, f);
+    fclose(f);
+    ASSERT_EQ(rlx__pull_check_gguf(p, -1, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "not a whole GGUF file"), "%s", err.msg);
+    unlink(p);
+    rmdir(dir);
+}
+
 TEST(sha256_vectors)
 {
     char h[65];
@@ -260,4 +393,6 @@ TEST(sha256_vectors)
 }
 
 TEST_MAIN(TEST_ENTRY(ref_forms), TEST_ENTRY(ref_served_names), TEST_ENTRY(ref_errors), TEST_ENTRY(urls),
-          TEST_ENTRY(quant_tags), TEST_ENTRY(pick), TEST_ENTRY(listing), TEST_ENTRY(sha256_vectors))
+          TEST_ENTRY(quant_tags), TEST_ENTRY(pick), TEST_ENTRY(listing), TEST_ENTRY(local_names),
+          TEST_ENTRY(long_names_keep_the_reason), TEST_ENTRY(pull_token_and_text), TEST_ENTRY(pull_check_gguf),
+          TEST_ENTRY(sha256_vectors))
