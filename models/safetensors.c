@@ -161,8 +161,11 @@ static int cfg_int(const cJSON *c, const char *dir, const char *key, int64_t *ou
         if (required) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: '%s' is missing", dir, key);
         return RLX_ENOTFOUND;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > INT32_MAX)
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0)
         return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: '%s' must be a non-negative integer", dir, key);
+    if (v->valuedouble > INT32_MAX)
+        return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: '%s' is %.0f, past the largest value read (%d)", dir, key,
+                          v->valuedouble, INT32_MAX);
     *out = (int64_t)v->valuedouble;
     return 0;
 }
@@ -290,6 +293,7 @@ static int config_keys(rlx_gguf_writer *w, const cJSON *c, const char *dir, hpar
     h->head_dim = 0;
     if ((rc = cfg_int(c, dir, "head_dim", &h->head_dim, false, err)) > 0) return rc;
     if ((rc = cfg_int(c, dir, "max_position_embeddings", &ctx, false, err)) > 0) return rc;
+    if (!rc && !ctx) return rlx_errorf(err, RLX_EFORMAT, "%s/config.json: 'max_position_embeddings' is 0", dir);
     if ((rc = cfg_int(c, dir, "vocab_size", &h->n_vocab, false, err)) > 0) return rc;
     const cJSON *tie = obj(c, "tie_word_embeddings");
     h->tied = tie ? cJSON_IsTrue(tie) : false;

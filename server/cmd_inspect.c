@@ -547,6 +547,15 @@ int rlx_cmd_inspect(int argc, char **argv)
     rlx_error err = {0};
     if (hf ? rlx_st_open(&g, path, &err) : rlx_gguf_open(&g, path, &err)) {
         fprintf(stderr, "rlxd inspect: %s\n", err.msg);
+        if (json) { /* a script reading stdout gets the reason too, as from `rlxd check --json` */
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "path", path);
+            cJSON_AddStringToObject(o, "error", err.msg);
+            char *t = cJSON_PrintUnformatted(o);
+            if (t) puts(t);
+            free(t);
+            cJSON_Delete(o);
+        }
         return 1;
     }
     summary s;

@@ -351,7 +351,13 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
 static int op_model_name(rlx_conn *c, parsed *pb)
 {
     rlx_api_error e;
-    cJSON *o = c->body_len <= INLINE_PARSE_MAX ? cJSON_ParseWithLength(c->body ? c->body : "", c->body_len) : NULL;
+    if (c->body_len > INLINE_PARSE_MAX) { /* parsed on the loop thread: only a name and keep_alive */
+        rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "model", "The body is %zu bytes; {\"model\": NAME, "
+                       "\"keep_alive\"?: ...} takes at most %d.", (size_t)c->body_len, (int)INLINE_PARSE_MAX);
+        rlx_conn_error(c, &e);
+        return -1;
+    }
+    cJSON *o = cJSON_ParseWithLength(c->body ? c->body : "", c->body_len);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "model");
     const cJSON *ka = cJSON_GetObjectItemCaseSensitive(o, "keep_alive");
     rlx_error kerr = {0};

@@ -110,4 +110,10 @@ fi
 rc=$?
 [ $rc -eq 1 ] || fail "missing file: exit $rc, expected 1"
 grep -q "absent.gguf: cannot open" "$TMP/err.txt" || fail "missing file: message: $(cat "$TMP/err.txt")"
+# --json on a file that cannot be read: the reason on stdout as JSON too (it printed nothing there)
+head -c 100 "$MODEL" >"$TMP/cut.gguf"
+"$RLXD" inspect "$TMP/cut.gguf" --json >"$TMP/cut.json" 2>/dev/null
+[ $? -eq 1 ] || fail "cut file --json: exit status"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "cannot fit" in d["error"], d' "$TMP/cut.json" ||
+    fail "cut file --json: $(cat "$TMP/cut.json")"
 echo "ok"

@@ -121,6 +121,10 @@ r=$(post /models/load '{"model":"qw/gamma","keep_alive":"90s"}'); [ "$(status)" 
 [ "$(echo "$r" | jget .meta.keep_alive)" = 90 ] || fail "load: keep_alive 90s: $r"
 r=$(post /models/load '{"model":"qw/gamma","keep_alive":"x"}'); [ "$(status)" = 400 ] || fail "load keep_alive x: $(status) $r"
 r=$(post /models/load '{"model":"nope"}'); [ "$(status)" = 404 ] || fail "load unknown: $(status) $r"
+# a body past the loop thread's parse limit says so (it said the body was not {"model": NAME})
+long=$(head -c 20000 /dev/zero | tr '\0' a)
+r=$(post /models/load "{\"model\":\"$long\"}"); [ "$(status)" = 400 ] || fail "load long name: $(status)"
+echo "$r" | grep -q "takes at most" || fail "load long name: $r"
 r=$(post /models/unload '{"name":"alpha"}'); [ "$(status)" = 400 ] || fail "unload without model: $(status) $r"
 r=$(post /models/load 'not json'); [ "$(status)" = 400 ] || fail "load bad body: $(status) $r"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X GET "$URL/models/load")" = 405 ] || fail "GET /models/load"

@@ -594,6 +594,16 @@ TEST(errors)
     ASSERT_EQ(rename(q, p), 0);
     ASSERT_MSG(rlx_model_open(&h, dir, &err) == 0, "%s", err.msg);
     rlx_gguf_close(h);
+    /* values no model has: named as config.json names them (before: 'llama.context_length' is
+       missing, and a size past 2^31 'must be a non-negative integer') */
+    edit_config(dir, "max_position_embeddings", "0");
+    ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "config.json: 'max_position_embeddings' is 0"), "%s", err.msg);
+    edit_config(dir, "max_position_embeddings", "2048");
+    edit_config(dir, "hidden_size", "1099511627776");
+    ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "'hidden_size' is 1099511627776, past the largest"), "%s", err.msg);
+    edit_config(dir, "hidden_size", "64");
     /* an architecture without a mapping: named */
     edit_config(dir, "architectures", "[\"MambaForCausalLM\"]");
     ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EUNSUPPORTED);
