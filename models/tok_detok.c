@@ -66,6 +66,11 @@ size_t rlx_token_to_bytes(const rlx_tokenizer *t, int32_t id, bool special, char
 
 char *rlx_detokenize(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special)
 {
+    return rlx_detokenize_n(t, ids, n, special, NULL);
+}
+
+char *rlx_detokenize_n(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special, size_t *out_len)
+{
     size_t cap = 256, len = 0;
     char *out = malloc(cap);
     if (!out) return NULL;
@@ -89,6 +94,7 @@ char *rlx_detokenize(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool 
         len += k;
     }
     out[len] = 0;
+    if (out_len) *out_len = len;
     return out;
 }
 

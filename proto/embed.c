@@ -64,7 +64,10 @@ static int add_input(rlx_api_request *r, const cJSON *v, const char *name, long 
         if (!(p->ids = malloc(n * sizeof *p->ids))) return oom(e);
         const cJSON *it;
         cJSON_ArrayForEach(it, v) {
-            if (!is_integer(it) || it->valuedouble < 0 || it->valuedouble > INT32_MAX)
+            if (is_integer(it) && it->valuedouble > INT32_MAX) /* an id, but of no vocabulary */
+                return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s%s' holds the token id %.0f, outside the "
+                                      "vocabulary.", name, where, it->valuedouble);
+            if (!is_integer(it) || it->valuedouble < 0)
                 return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s%s' must hold integer token ids (>= 0).", name,
                                       where);
             p->ids[p->n_ids++] = (int32_t)it->valuedouble;

@@ -111,17 +111,20 @@ static cJSON *string_with_nuls(const char *s, size_t n)
     return v;
 }
 
-/* Every string written goes through here (or safe_string): made valid UTF-8, NUL bytes kept. */
-static cJSON *string_n(const char *s, size_t n)
+cJSON *rlx_api_json_text(const char *s, size_t n)
 {
     size_t len;
     char *tmp = rlx_api_utf8_sanitize(s, n, &len);
-    if (!tmp) {
-        t_oom = true;
-        return NULL;
-    }
+    if (!tmp) return NULL;
     cJSON *v = memchr(tmp, 0, len) ? string_with_nuls(tmp, len) : cJSON_CreateString(tmp);
     free(tmp);
+    return v;
+}
+
+/* Every string written goes through here (or safe_string): made valid UTF-8, NUL bytes kept. */
+static cJSON *string_n(const char *s, size_t n)
+{
+    cJSON *v = rlx_api_json_text(s, n);
     if (!v) t_oom = true; /* string_with_nuls allocates its buffer with plain malloc */
     return v;
 }

@@ -231,6 +231,10 @@ size_t rlx_api_utf8_chars(const char *s, size_t n);
 /* A malloc'ed NUL-terminated copy with every invalid sequence replaced by U+FFFD (NULL when out
  * of memory); *out_len (optional) receives its length. */
 char *rlx_api_utf8_sanitize(const char *s, size_t n, size_t *out_len);
+/* n bytes of text as a JSON string item: made valid UTF-8 (as rlx_api_utf8_sanitize), a NUL
+ * byte written \u0000 and the text after it kept (cJSON's own strings end at a NUL). NULL when
+ * out of memory. */
+cJSON *rlx_api_json_text(const char *s, size_t n);
 /* Every key and string value in a parsed body must be valid UTF-8: 400 naming the top-level
  * field that holds a bad one. */
 int rlx_api_check_utf8(const cJSON *root, rlx_api_error *e);

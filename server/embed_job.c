@@ -61,10 +61,14 @@ static int check_input(rlx_job *j, size_t i, const int32_t *ids, size_t n, rlx_a
     if (!rlx_admit_check(&lim, &q, &a)) return 0;
     const char *param = rlx_embed_param(j);
     if (a.reason == RLX_ADMIT_PROMPT_LONG) {
-        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "%s %zu of '%s' is %s%zu tokens long but the model takes at most "
-                       "%d tokens per input; shorten it or send \"truncate\": true.",
-                       j->req.kind == RLX_API_RERANK ? "Document" : "Input", i,
-                       param, a.bound == RLX_ADMIT_MORE_THAN ? "more than " : "", a.n_prompt, limit);
+        if (j->req.kind == RLX_API_RERANK)
+            rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "Document %zu of 'documents' with the query is %zu tokens "
+                           "long but the model takes at most %d tokens per query and document; shorten them or send "
+                           "\"truncate\": true.", i, a.n_prompt, limit);
+        else
+            rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "Input %zu of '%s' is %s%zu tokens long but the model takes "
+                           "at most %d tokens per input; shorten it or send \"truncate\": true.", i, param,
+                           a.bound == RLX_ADMIT_MORE_THAN ? "more than " : "", a.n_prompt, limit);
         e->code = "context_length_exceeded";
         return RLX_ETOOLONG;
     }
@@ -98,6 +102,14 @@ static int tokenize(rlx_job *j, size_t i, const char *text, bool add_special, in
         *n = (size_t)limit;
     }
     return 0;
+}
+
+/* The special tokens rerank_pair adds around a query and a document. */
+static size_t rerank_specials(const rlx_tokenizer *tok)
+{
+    int32_t eos = rlx_tokenizer_eos(tok) >= 0 ? rlx_tokenizer_eos(tok) : rlx_tokenizer_sep(tok);
+    return (rlx_tokenizer_add_bos(tok) ? 1 : 0) + (rlx_tokenizer_add_eos(tok) && eos >= 0 ? 2 : 0) +
+           (rlx_tokenizer_add_sep(tok) ? 1 : 0);
 }
 
 /* llama-server's rerank input: [BOS] query [EOS] [SEP] document [EOS], each special token as
@@ -146,7 +158,23 @@ int rlx_embed_prepare(rlx_job *j, rlx_api_error *e)
             }
             free(p->ids);
             p->ids = NULL;
-            if (rerank_pair(j->model->tok, qids, nq, d, nd, &p->ids, &p->n_ids))
+            size_t limit = (size_t)rlx_worker_embd_limit(j->model->w), sp = rerank_specials(j->model->tok), qk = nq;
+            if (r->base->truncate) {
+                /* the pair cut longest first (a token off the longer of query and document until
+                   it fits; the document on a tie), as Hugging Face's tokenizers truncate a pair */
+                while (qk + nd + sp > limit && qk + nd > 0) {
+                    if (qk > nd) qk--;
+                    else nd--;
+                }
+            } else if (nq + sp >= limit) {
+                free(d);
+                rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "query", "'query' is %zu tokens long: with a document and "
+                                    "the %zu special tokens it cannot fit the model's %zu tokens per query and document; "
+                                    "shorten it or send \"truncate\": true.", nq, sp, limit);
+                e->code = "context_length_exceeded";
+                break;
+            }
+            if (rerank_pair(j->model->tok, qids, qk, d, nd, &p->ids, &p->n_ids))
                 rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
             free(d);
         } else if (p->text) {

@@ -178,13 +178,20 @@ static void task_work(rlx_call *call)
         free(ids);
         t->body = print_free(o);
     } else if (t->kind == TASK_DETOKENIZE) {
-        char *raw = rlx_detokenize(t->m->tok, t->ids, t->n_ids, true); /* special tokens as text, as llama-server */
-        /* arbitrary ids may end inside a character or hold lone bytes */
-        char *text = raw ? rlx_api_utf8_sanitize(raw, strlen(raw), NULL) : NULL;
+        size_t n = 0;
+        char *raw = rlx_detokenize_n(t->m->tok, t->ids, t->n_ids, true, &n); /* special tokens as text, as llama-server */
+        /* arbitrary ids may end inside a character, hold lone bytes or the byte 0 (kept, as \u0000) */
+        cJSON *text = raw ? rlx_api_json_text(raw, n) : NULL;
         free(raw);
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "content", text ? text : "");
-        free(text);
+        if (!text || !o) {
+            cJSON_Delete(text);
+            cJSON_Delete(o);
+            rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+            set_error(t, &e);
+            return;
+        }
+        cJSON_AddItemToObject(o, "content", text);
         t->body = print_free(o);
     } else if (t->kind == TASK_TEMPLATE) {
         char *prompt = NULL;

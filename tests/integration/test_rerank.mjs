@@ -134,6 +134,23 @@ try {
   const e3 = await post(base, '/v1/rerank', { model: 'rr', query, documents: [] });
   assert(e3.status === 400 && e3.body.error.param === 'documents', 'empty documents: ' + JSON.stringify(e3.body));
   console.log('ok   wrong model kinds and empty documents are 400s');
+  // a query that fills the context: named as such (the message blamed document 0); with truncate
+  // the pair is cut longest first, so every document keeps tokens and the scores still differ
+  // (before: both cut to 512 tokens of query, every score the same)
+  const longQ = Array(600).fill('capital').join(' ');
+  const lq = await post(base, '/v1/rerank', { model: 'rr', query: longQ, documents: ['Paris'] });
+  assert(lq.status === 400 && lq.body.error.param === 'query' && /'query' is \d+ tokens/.test(lq.body.error.message),
+         'long query: ' + JSON.stringify(lq.body));
+  const lt = await post(base, '/v1/rerank', { model: 'rr', query: longQ, documents: ['Paris is the capital of France', 'zebra'], truncate: true });
+  assert(lt.status === 200 && lt.body.results.length === 2, 'long query with truncate: ' + JSON.stringify(lt.body));
+  assert(lt.body.results[0].relevance_score !== lt.body.results[1].relevance_score, 'truncate: the documents were cut away: ' + JSON.stringify(lt.body));
+  const longD = Array(600).fill('zebra').join(' ');
+  const ld = await post(base, '/v1/rerank', { model: 'rr', query: 'where', documents: [longD] });
+  assert(ld.status === 400 && ld.body.error.param === 'documents' && /Document 0 .* with the query/.test(ld.body.error.message),
+         'long document: ' + JSON.stringify(ld.body));
+  const ldt = await post(base, '/v1/rerank', { model: 'rr', query: 'where', documents: [longD], truncate: true });
+  assert(ldt.status === 200, 'long document with truncate: ' + JSON.stringify(ldt.body));
+  console.log('ok   a query or document past the context: named, or cut longest first with truncate');
   child.kill('SIGTERM');
   const code = await new Promise((r) => child.on('exit', (c) => r(c)));
   assert(code === 0, 'exit status after SIGTERM: ' + code);

@@ -39,6 +39,10 @@ curl -s -o "$TMP/detok" --data-binary "{\"tokens\":$ids}" "$URL/detokenize"
 utf8_ok "$TMP/detok" || fail "/detokenize of byte tokens is not UTF-8"
 [ "$(jget '.content' <"$TMP/detok")" = $'A\uFFFDA\uFFFD\uFFFD' ] || fail "/detokenize: $(cat "$TMP/detok")"
 ok /detokenize replaces broken sequences
+# the byte 0 (<0x00>, id 3) is written \u0000 and the text after it kept (it was cut there)
+r=$(curl -s --data-binary "{\"tokens\":[$((3 + 0x41)),3,$((3 + 0x42))]}" "$URL/detokenize")
+[ "$r" = '{"content":"A\u0000B"}' ] || fail "/detokenize across a NUL byte: $r"
+ok /detokenize keeps the text after a NUL byte
 
 # a generated lone byte (byte token 0xE2 forced by logit_bias), with logprobs and echo
 e2=$((3 + 0xE2))

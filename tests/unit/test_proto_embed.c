@@ -74,6 +74,8 @@ TEST(refusals)
     refused(RLX_API_EMBEDDINGS, "{\"input\":[[1],[]]}", "input", "input[1]");
     refused(RLX_API_EMBEDDINGS, "{\"input\":[1,-2]}", "input", "token ids");
     refused(RLX_API_EMBEDDINGS, "{\"input\":[1.5]}", "input", "token ids");
+    /* an integer id past any vocabulary is said to be one (it was "must hold integer token ids") */
+    refused(RLX_API_EMBEDDINGS, "{\"input\":[99999999999]}", "input", "token id 99999999999, outside the vocabulary");
     refused(RLX_API_EMBEDDINGS, "{\"input\":{\"a\":1}}", "input", "must be a string");
     refused(RLX_API_EMBEDDINGS, "{\"input\":[\"a\",3]}", "input", "input[1]");
     refused(RLX_API_EMBEDDINGS, "{\"input\":\"a\",\"encoding_format\":\"int8\"}", "encoding_format", "base64");
