@@ -81,13 +81,41 @@ _Noreturn static void bad_operands(rj_rt *rt, const char *op, rj_value a, rj_val
     rlx__j_fail(rt, RLX_EINVAL, "unsupported operand type(s) for %s: '%s' and '%s'", op, rlx__j_type_name(a), rlx__j_type_name(b));
 }
 
+/* The header before the bytes of a string made by concatenation: `{% set ns.s = ns.s ~ x %}` in
+ * a loop (a template building its prompt piece by piece) would copy the whole string each time
+ * into the arena, which frees nothing until the render ends: quadratic memory (Reka-Edge failed
+ * past ~400 KB of prompt). A string that is the longest use of its buffer (len == its length,
+ * self == its bytes: no other value sees bytes past its end) grows in place instead, and a
+ * buffer that grows again doubles, so a chain costs linear memory. */
+typedef struct rj_grow {
+    const char *self;       /* the bytes this header belongs to */
+    size_t cap, len;        /* bytes the buffer holds (the NUL included), bytes in use */
+} rj_grow;
+
 rj_value rlx__j_concat(rj_rt *rt, rj_value a, rj_value b)
 {
     if (a.type == RJ_STR) {
-        char *p = rlx__j_alloc(rt, a.s.n + b.s.n + 1);
-        if (a.s.n) memcpy(p, a.s.p, a.s.n);
-        if (b.s.n) memcpy(p + a.s.n, b.s.p, b.s.n);
-        return rj_str(p, a.s.n + b.s.n);
+        size_t n = a.s.n + b.s.n;
+        rj_grow *h = a.grow ? (rj_grow *)(void *)(a.s.p - sizeof(rj_grow)) : NULL;
+        bool mine = h && h->self == a.s.p && h->len == a.s.n;
+        if (mine && n < h->cap) {
+            char *p = (char *)a.s.p;
+            if (b.s.n) memcpy(p + a.s.n, b.s.p, b.s.n);
+            p[n] = 0;
+            h->len = n;
+        } else {
+            size_t cap = mine ? 2 * (n + 1) : n + 1; /* a second growth: room for more */
+            if (cap < n + 1) rlx__j_fail(rt, RLX_ENOMEM, "a string is too large");
+            h = rlx__j_alloc(rt, sizeof *h + cap);
+            char *p = (char *)(h + 1);
+            if (a.s.n) memcpy(p, a.s.p, a.s.n);
+            if (b.s.n) memcpy(p + a.s.n, b.s.p, b.s.n);
+            p[n] = 0;
+            *h = (rj_grow){.self = p, .cap = cap, .len = n};
+        }
+        rj_value r = rj_str((const char *)(h + 1), n);
+        r.grow = 1;
+        return r;
     }
     rj_value r = rlx__j_new_list(rt, a.l->n + b.l->n);
     r.tuple = a.tuple;

@@ -64,6 +64,8 @@ typedef struct rj_value {
     uint8_t tuple;          /* RJ_LIST only: a tuple, printed with parentheses */
     uint8_t safe;           /* RJ_STR only: markupsafe.Markup (|safe, |escape): `+` escapes plain operands */
     uint8_t view;           /* RJ_LIST only: RJ_VIEW_* (dict_keys, range, ...) */
+    uint8_t grow;           /* RJ_STR only: made by ~ or +, its bytes follow an rj_grow header
+                               (rlx__j_concat extends it in place) */
     union {
         bool b;
         int64_t i;

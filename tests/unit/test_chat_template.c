@@ -622,6 +622,27 @@ TEST(concurrent_renders)
 
 /* A client controls the context: a huge object or array must load and sort in n log n,
  * not n^2 (this would take minutes with linear key lookups). */
+/* A prompt built up piece by piece in a namespace (Reka-Edge's ns.out): 20,000 appends of 10
+ * bytes copied the whole string each time into the arena (~2 GB, past its 256 MiB: the render
+ * failed, while Jinja2 renders it at once); growing in place is linear. Values that share a
+ * buffer keep their own text. */
+TEST(string_built_in_a_loop)
+{
+    int rc;
+    rlx_error err = {0};
+    char *out = render_src("{% set ns = namespace(s='') %}{% for i in range(20000) %}{% set ns.s = ns.s ~ 'xxxxxxxxx' ~ "
+                           "(i % 10) %}{% endfor %}{{ ns.s|length }} {{ ns.s[:20] }} {{ ns.s[-10:] }}", "{}", NULL, &rc, &err);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    if (!rc) ASSERT_STR_EQ(out, "200000 xxxxxxxxx0xxxxxxxxx1 xxxxxxxxx9");
+    free(out);
+    out = render_src("{% set a = 'ab' ~ 'cd' %}{% set b = a ~ 'X' %}{% set c = a ~ 'Y' %}{% set d = b ~ 'Z' %}"
+                     "{% set e = b ~ 'W' %}{% set f = d + 'V' %}{{ a }}|{{ b }}|{{ c }}|{{ d }}|{{ e }}|{{ f }}|"
+                     "{{ (a ~ '1')[1:] ~ '2' }}|{{ a[1:] ~ 'Q' }}|{{ a }}", "{}", NULL, &rc, &err);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    if (!rc) ASSERT_STR_EQ(out, "abcd|abcdX|abcdY|abcdXZ|abcdXW|abcdXZV|bcd12|bcdQ|abcd");
+    free(out);
+}
+
 TEST(large_context)
 {
     cJSON *ctx = cJSON_CreateObject(), *big = cJSON_AddObjectToObject(ctx, "big"), *arr = cJSON_AddArrayToObject(ctx, "arr");
@@ -726,4 +747,4 @@ TEST(mutation_fuzz)
 
 TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(generation_block), TEST_ENTRY(chatml), TEST_ENTRY(chatml_tool_calls),
           TEST_ENTRY(parse_errors_name_construct_and_line), TEST_ENTRY(render_errors), TEST_ENTRY(bad_arguments),
-          TEST_ENTRY(adversarial), TEST_ENTRY(concurrent_renders), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))
+          TEST_ENTRY(adversarial), TEST_ENTRY(concurrent_renders), TEST_ENTRY(string_built_in_a_loop), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))
