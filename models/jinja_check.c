@@ -1,9 +1,10 @@
 /* jinja_check.c - after parsing, the names a template uses. A template the interpreter cannot
  * handle fails at load, naming what it lacks: a Jinja2 filter or test it does not implement, or
  * a method call x.name(...) it cannot run. A filter or test name Jinja2 itself does not know is
- * what Jinja2's compiler decides: an error at load, unless it sits in an `if` or an inline if
- * (a "soft" frame, reset by loops, macros and blocks), where Jinja2 fails only if the branch
- * runs - so does the interpreter. */
+ * what Jinja2's compiler decides: an error at load. Inside an `if` or an inline if (a "soft"
+ * frame, reset by loops, macros and blocks) each of these fails only if the branch runs, as
+ * Jinja2 fails there: a template whose rare branch (another type's method, an image part) uses
+ * something missing renders every other conversation as Jinja2 does. */
 #include "models/jinja_ast.h"
 
 /* Jinja2 3.1's builtin filters this interpreter leaves out */
@@ -22,11 +23,13 @@ _Noreturn static void unsupported(rj_rt *rt, int line, const char *what, const c
     rlx__j_fail(rt, RLX_EUNSUPPORTED, "the %s '%.*s' is not supported", what, (int)RLX_MIN(n, (size_t)60), name);
 }
 
-static void check_name(rj_rt *rt, int line, bool test, const char *name, size_t n, bool soft)
+/* late: a name Jinja2 looks up when it runs (map('name'), select('name')), not at compile */
+static void check_name(rj_rt *rt, int line, bool test, const char *name, size_t n, bool soft, bool late)
 {
     if (test ? rlx__j_has_test(name, n) : rlx__j_has_filter(name, n)) return;
-    if (!test && listed(k_jinja_filters_missing, name, n)) unsupported(rt, line, "filter", name, n);
-    if (soft) return; /* Jinja2 fails only when it runs */
+    /* one the interpreter lacks fails only if its branch runs, as Jinja2 fails there */
+    if (!soft && !test && listed(k_jinja_filters_missing, name, n)) unsupported(rt, line, "filter", name, n);
+    if (soft || late) return;
     rt->line = line;
     rlx__j_fail(rt, RLX_EFORMAT, "no %s named '%.*s'", test ? "test" : "filter", (int)RLX_MIN(n, (size_t)60), name);
 }
@@ -59,17 +62,19 @@ static void walk_expr(rj_rt *rt, const rj_node *n, bool soft)
     if (++rt->depth > RJ_MAX_DEPTH) rlx__j_fail(rt, RLX_ERANGE, "the template nests too deeply");
     if (n->kind == N_COND) soft = true;
     if (n->kind == N_FILTER || n->kind == N_TEST) {
-        check_name(rt, n->line, n->kind == N_TEST, n->name, n->nlen, soft);
+        check_name(rt, n->line, n->kind == N_TEST, n->name, n->nlen, soft, false);
         /* map('upper'), select('odd'), selectattr('x', 'defined') name a filter or test too */
         const rj_node *named = NULL;
         bool test = true;
         if (n->kind == N_FILTER && name_eq(n, "map")) { named = const_str_arg(n, 0); test = false; }
         else if (n->kind == N_FILTER && (name_eq(n, "select") || name_eq(n, "reject"))) named = const_str_arg(n, 0);
         else if (n->kind == N_FILTER && (name_eq(n, "selectattr") || name_eq(n, "rejectattr"))) named = const_str_arg(n, 1);
-        if (named) check_name(rt, named->line, test, named->val.s.p, named->val.s.n, true);
+        if (named) check_name(rt, named->line, test, named->val.s.p, named->val.s.n, soft, true);
     }
-    /* x.name(...): a method the interpreter runs (or refuses as the sandbox does), or the loop's own */
-    if (n->kind == N_CALL && n->a->kind == N_ATTR && !rlx__j_has_method(n->a->name, n->a->nlen) &&
+    /* x.name(...): a method the interpreter runs (or refuses as the sandbox does), or the loop's own;
+       in an `if` branch only when the branch runs (Jinja2 looks methods up then, and a branch
+       for another type's method, `s.x() if s is mapping`, never runs for the others) */
+    if (n->kind == N_CALL && n->a->kind == N_ATTR && !soft && !rlx__j_has_method(n->a->name, n->a->nlen) &&
         !name_eq(n->a, "cycle") && !name_eq(n->a, "changed"))
         unsupported(rt, n->line, "method", n->a->name, n->a->nlen);
     if (n->kind == N_KWARG || n->kind == N_PAIR || n->kind < S_DATA) {

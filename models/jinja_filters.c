@@ -207,6 +207,15 @@ static rj_value f_round(rj_env *E, rj_value v, const rj_args *a)
     if (!rlx__j_is_number(v)) rlx__j_fail(rlx__j_env_rt(E), RLX_EINVAL, "round: a number is required, not %s", rlx__j_type_name(v));
     bool common = !mp || (mp->type == RJ_STR && mp->s.n == 6 && !memcmp(mp->s.p, "common", 6));
     if (common && rlx__j_is_int(v) && prec >= 0) return v.type == RJ_BOOL ? rj_int(v.b) : v;
+    if (common && (v.type == RJ_INT || v.type == RJ_BOOL)) { /* Python's round(int, -k): an int, half to even */
+        int64_t x = v.type == RJ_BOOL ? v.b : v.i, m = 1, r;
+        if (-prec >= 20 || (-prec == 19 && x > -5000000000000000000LL && x < 5000000000000000000LL)) return rj_int(0);
+        for (int k = 0; k < -prec && m <= INT64_MAX / 10; k++) m *= 10;
+        int64_t q = x / m, rem = x % m;
+        if (rem < 0) { q--; rem += m; }
+        if (rem > m - rem || (rem == m - rem && (q & 1))) q++;
+        if (-prec <= 18 && !__builtin_mul_overflow(q, m, &r)) return rj_int(r);
+    }
     double x = rlx__j_num(v), p10 = pow(10.0, prec);
     if (mp && mp->type == RJ_STR && mp->s.n == 4 && !memcmp(mp->s.p, "ceil", 4)) return rj_float(ceil(x * p10) / p10);
     if (mp && mp->type == RJ_STR && mp->s.n == 5 && !memcmp(mp->s.p, "floor", 5)) return rj_float(floor(x * p10) / p10);

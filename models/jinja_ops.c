@@ -196,8 +196,10 @@ rj_value rlx__j_binop(rj_env *E, int op, rj_value a, rj_value b)
             double x = rlx__j_num(a), y = rlx__j_num(b);
             double m = fmod(x, y), div = (x - m) / y;
             if (m != 0 && ((m < 0) != (y < 0))) { m += y; div -= 1.0; }
+            else if (m == 0) m = copysign(0.0, y); /* a zero takes the divisor's sign */
             double fd = floor(div);
             if (div - fd > 0.5) fd += 1.0;
+            if (div == 0) fd = copysign(0.0, x / y);
             return rj_float(op == OP_MOD ? m : fd);
         }
         if (op == OP_MOD && a.type == RJ_STR) {
