@@ -264,8 +264,11 @@ static bool call_object(rlx_tc_parser *p, const char *s, size_t n, bool need_arg
         cJSON *str = cJSON_ParseWithLength(s + a, b - a);
         rc = cJSON_IsString(str) ? rlx__tc_buf_minify(&p->out, str->valuestring, strlen(str->valuestring)) : -1;
         cJSON_Delete(str);
+    } else if (b - a == 4 && !memcmp(s + a, "null", 4)) { /* no arguments, as llama.cpp reads it */
+        rc = rlx__tc_buf_str(&p->out, "{}");
     } else rc = rlx__tc_buf_minify(&p->out, s + a, b - a);
-    if (rc) return false;
+    /* arguments are one JSON object (RFC 8259: no 01, 1., tru, NaN): else not a call */
+    if (rc || !p->out.len || p->out.p[0] != '{' || !rlx__tc_json_strict(p->out.p, p->out.len)) return false;
     if (!emit) {
         p->name.len = 0;
         return true;
@@ -426,6 +429,7 @@ static bool step_args_pre(rlx_tc_parser *p)
     }
     rlx__tc_begin(p);
     memset(&p->js, 0, sizeof p->js);
+    p->args.len = 0;
     p->pos = i;
     p->mode = M_ARGS;
     return true;
@@ -446,9 +450,16 @@ static bool step_args(rlx_tc_parser *p)
         if (p->js.done) { i++; break; }
     }
     if (rlx__tc_buf_add(&p->out, p->in.p + from, i - from)) p->oom = true;
+    if (rlx__tc_buf_add(&p->args, p->out.p, p->out.len)) p->oom = true;
     bool progressed = i != p->pos;
     rlx__tc_text(p, 2, p->out.p, p->out.len, false);
     p->pos = i;
+    if (p->js.done && !p->oom && !rlx__tc_json_strict(p->args.p, p->args.len)) {
+        /* the scanner follows brackets and strings only: a literal or number JSON does not
+           have (tru, 01, 1., 0x10) ends the call as broken, not as a call with bad arguments */
+        rlx__tc_broken(p, "has arguments that are not valid JSON");
+        return true;
+    }
     if (p->js.done) {
         rlx__tc_end(p);
         p->mode = M_TAIL;
@@ -573,6 +584,7 @@ void rlx_tc_parser_free(rlx_tc_parser *p)
     free(p->name.p);
     free(p->out.p);
     free(p->pname.p);
+    free(p->args.p);
     for (int i = 0; i < 3; i++) free(p->carry[i].p);
     free(p);
 }

@@ -60,6 +60,9 @@ int rlx__tc_buf_str(rlx__tc_buf *b, const char *s);
 int rlx__tc_buf_json_str(rlx__tc_buf *b, const char *s, size_t n);
 /* Appends the compact form of the JSON text s (whitespace outside strings dropped). */
 int rlx__tc_buf_minify(rlx__tc_buf *b, const char *s, size_t n);
+/* Whether s[0..n) is one JSON value as RFC 8259 writes it (the numbers of its grammar, true,
+ * false, null; no NaN or Infinity), as a client's JSON.parse of the arguments takes it. */
+bool rlx__tc_json_strict(const char *s, size_t n);
 
 /* End of the JSON value starting at s[i] (after whitespace), or 0 when there is none or it is
  * malformed (brackets); a scalar may run to n. */

@@ -1,6 +1,9 @@
 /* toolcall_json.c - the incremental JSON scanner and text helpers of the tool-call parser
  * (proto/toolcall_int.h). */
 #include "proto/toolcall_int.h"
+#include "models/json.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,4 +170,23 @@ size_t rlx__tc_utf8_tail(const char *s, size_t n)
         return need > k ? k : 0;
     }
     return 0;
+}
+
+static bool all_finite(const cJSON *v)
+{
+    if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) return false;
+    for (const cJSON *c = v->child; c; c = c->next)
+        if (!all_finite(c)) return false;
+    return true;
+}
+
+bool rlx__tc_json_strict(const char *s, size_t n)
+{
+    /* models/json.c reads numbers by RFC 8259's grammar (as Python does) and refuses every other
+       word; it takes NaN and Infinity, as Python does, which JSON does not */
+    cJSON *root = NULL;
+    rlx_error err = {0};
+    bool ok = s && n && rlx_json_parse(s, n, &root, &err) == 0 && all_finite(root);
+    cJSON_Delete(root);
+    return ok;
 }

@@ -61,10 +61,8 @@ static int add_param(rlx_tc_parser *p, const char *v, size_t n)
         size_t a = 0, b = n;
         while (a < b && rlx__tc_space(v[a])) a++;
         while (b > a && rlx__tc_space(v[b - 1])) b--;
-        cJSON *j = b > a ? cJSON_ParseWithLength(v + a, b - a) : NULL;
-        bool ok = j != NULL;
-        cJSON_Delete(j);
-        if (ok) return rlx__tc_buf_minify(&p->out, v + a, b - a);
+        /* strict JSON, as a client will parse it (01 or 1. stay text) */
+        if (b > a && rlx__tc_json_strict(v + a, b - a)) return rlx__tc_buf_minify(&p->out, v + a, b - a);
     }
     return rlx__tc_buf_json_str(&p->out, v, n);
 }
@@ -116,7 +114,20 @@ static bool step_xml_params(rlx_tc_parser *p)
     /* a long value arrives in many pieces: search only what is new (scan), with an overlap */
     const char *from = gt ? gt + 1 : NULL;
     if (gt && p->scan > (size_t)(from - p->in.p) + 11) from = p->in.p + p->scan - 11;
-    const char *close = gt ? rlx__tc_find(from, (size_t)(p->in.p + p->in.len - from), "</parameter>") : NULL;
+    const char *close = NULL;
+    while (gt && (close = rlx__tc_find(from, (size_t)(p->in.p + p->in.len - from), "</parameter>"))) {
+        /* it ends the value only before the next <parameter= or </function> (as llama.cpp reads
+           it): code a model writes may hold the text "</parameter>" itself */
+        size_t j = rlx__tc_skip_ws(p, (size_t)(close - p->in.p) + 12);
+        int np = j < p->in.len ? rlx__tc_starts(p, j, "<parameter=") : -1;
+        int nf = j < p->in.len ? rlx__tc_starts(p, j, "</function>") : -1;
+        if (np == 1 || nf == 1 || (p->final && (np == -1 || nf == -1))) break;
+        if (np == -1 || nf == -1) { /* what follows has not arrived yet: look again from here */
+            p->scan = (size_t)(close - p->in.p) + 11;
+            return false;
+        }
+        from = close + 1;
+    }
     if (!close) {
         if (gt) p->scan = p->in.len;
         if (p->final) {

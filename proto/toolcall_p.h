@@ -42,6 +42,7 @@ struct rlx_tc_parser {
     const char *name_end;
     rlx__jscan js;
     rlx__tc_buf name, out, pname;
+    rlx__tc_buf args;         /* M_ARGS: the streamed arguments so far, checked whole at their end */
     int n_calls, n_params, tail_i;
     char id[32];
     rlx__tc_buf carry[3];     /* content, reasoning, arguments: unfinished UTF-8 */

@@ -121,6 +121,33 @@ static const tc_case cases[] = {
      "Checking.", "", 1, {"now"}, {"{}"}, 0, true},
     {RLX_TC_APRIEL, "apriel malformed", NULL, "<tool_calls>[oops]</tool_calls>", "<tool_calls>[oops]</tool_calls>", "", 0, {0}, {0}, 0, false},
     {RLX_TC_LLAMA3, "llama3 unicode", NULL, "{\"name\": \"search\", \"parameters\": " UA "}", "", "", 1, {"search"}, {UA_OUT}, 0, true},
+    /* arguments a client's JSON.parse refuses (RFC 8259: no tru, 01, 1., 0x10, NaN) are never
+       a call's arguments: whole-object formats leave the text as content, streamed ones break
+       the call (found against llama.cpp's parsers, which refuse them; before, each was a call) */
+    {RLX_TC_HERMES, "leading zero", NULL, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 01}}\n</tool_call>",
+     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 01}}\n</tool_call>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "trailing dot", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1.}}</tool_call>",
+     "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1.}}</tool_call>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "NaN", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": NaN}}</tool_call>",
+     "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": NaN}}</tool_call>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_HERMES, "arguments null", NULL, "<tool_call>{\"name\": \"now\", \"arguments\": null}</tool_call>", "", "", 1, {"now"}, {"{}"}, 0, true},
+    {RLX_TC_HERMES, "arguments array", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": [1, 2]}</tool_call>",
+     "<tool_call>{\"name\": \"f\", \"arguments\": [1, 2]}</tool_call>", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_KIMI_K2, "kimi bad literal", NULL, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+     "{\"city\": \"P\", \"days\": tru}<|tool_call_end|><|tool_calls_section_end|>", "<|tool_call_end|>", "", 1, {"get_weather"}, {"{\"city\":\"P\",\"days\":tru}"},
+     RLX_EFORMAT, false},
+    {RLX_TC_FUNCTIONARY_V31, "hex number", NULL, "<function=get_weather>{\"days\": 0x10}</function>", "</function>", "", 1, {"get_weather"},
+     {"{\"days\":0x10}"},
+     RLX_EFORMAT, false},
+    {RLX_TC_QWEN3_CODER, "number not JSON stays text", NULL,
+     "<tool_call>\n<function=get_weather>\n<parameter=days>\n01\n</parameter>\n<parameter=opts>\n{\"a\": 1.}\n</parameter>\n</function>\n</tool_call>",
+     "", "", 1, {"get_weather"}, {"{\"days\":\"01\",\"opts\":\"{\\\"a\\\": 1.}\"}"}, 0, true},
+    /* a value holding the text </parameter> (code): it ends only before the next tag, as
+       llama.cpp reads it (before: the call broke there, a 500) */
+    {RLX_TC_QWEN3_CODER, "closing tag inside a value", NULL,
+     "<tool_call>\n<function=get_weather>\n<parameter=code>\necho \"</parameter>\" and </function>\nif a</parameter>b: pass\n</parameter>\n"
+     "<parameter=days>\n-2\n</parameter>\n</function>\n</tool_call>", "", "", 1, {"get_weather"},
+     {"{\"code\":\"echo \\\"</parameter>\\\" and </function>\\nif a</parameter>b: pass\",\"days\":-2}"}, 0, true},
     /* generic */
     {RLX_TC_GENERIC, "generic calls", NULL, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"1\"}, {\"name\": \"now\", \"arguments\": {}}]}",
      "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
