@@ -103,6 +103,12 @@ void rlx_tc_detect(const char *src, size_t len, rlx_tc_info *out)
         out->thinks = true;
         out->reasoning_open = "<think>";
         out->reasoning_close = "</think>";
+    } else if (has(src, len, "[BEGIN FINAL RESPONSE]") && has(src, len, "Here are my reasoning steps:")) {
+        /* Apriel 1.6 Thinker: the prompt opens the reasoning with this line; the model ends it with
+           the marker, then answers (llama.cpp's format reads it so) */
+        out->thinks = true;
+        out->reasoning_open = "Here are my reasoning steps:";
+        out->reasoning_close = "[BEGIN FINAL RESPONSE]";
     }
 }
 

@@ -12,7 +12,7 @@
 
 static const struct { const char *file; rlx_tc_format format; bool thinks; } want[] = {
     {"Apertus-8B-Instruct.json", RLX_TC_GENERIC, false},
-    {"Apriel-1.6-15b-Thinker-fixed.json", RLX_TC_APRIEL, false},
+    {"Apriel-1.6-15b-Thinker-fixed.json", RLX_TC_APRIEL, true},
     {"Bielik-11B-v3.0-Instruct.json", RLX_TC_HERMES, true},
     {"Cohere2MoE.json", RLX_TC_GENERIC, false},
     {"CohereForAI-c4ai-command-r-plus-tool_use.json", RLX_TC_GENERIC, false},
@@ -228,4 +228,38 @@ TEST(synthetic_sources)
     for (int f = 0; f < RLX_TC_N_FORMATS; f++) ASSERT(rlx_tc_format_name((rlx_tc_format)f)[0]);
 }
 
-TEST_MAIN(TEST_ENTRY(every_shared_template), TEST_ENTRY(template_renderings_parse_back), TEST_ENTRY(synthetic_sources))
+/* Apriel 1.6 Thinker: its prompt opens the reasoning ("Here are my reasoning steps:"), the model
+ * closes it with [BEGIN FINAL RESPONSE], then answers or calls (llama.cpp's test-chat expects
+ * this split; before, all of it, marker included, was content) */
+TEST(apriel_thinker_reasoning)
+{
+    const char *path = rlx_test_shared("templates/Apriel-1.6-15b-Thinker-fixed.json");
+    if (!path) SKIP("../shared/templates is absent (set RLX_SHARED)");
+    char *text = slurp(path);
+    cJSON *doc = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const char *src = cJSON_GetObjectItem(doc, "template")->valuestring;
+    rlx_tc_info info;
+    rlx_tc_detect(src, strlen(src), &info);
+    ASSERT(info.thinks);
+    const char *prompt = "<|begin_user|>\nHi\n<|begin_assistant|>\nHere are my reasoning steps:\n";
+    ASSERT(rlx_tc_prompt_opens_reasoning(&info, prompt));
+    static const struct { const char *out, *content, *reasoning; int calls; } cases[] = {
+        {"I'm\nthinking\n[BEGIN FINAL RESPONSE]\nHello, world!", "Hello, world!", "I'm\nthinking", 0},
+        {"Weather.\n[BEGIN FINAL RESPONSE]\n<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</tool_calls>",
+         "", "Weather.", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tc_case c = {info.format, "apriel", prompt, cases[i].out, cases[i].content, cases[i].reasoning, cases[i].calls,
+                     {"get_weather"}, {"{\"city\":\"Paris\"}"}, 0, true};
+        for (uint64_t seed = 0; seed < 20; seed++) {
+            tc_result r;
+            tc_run_info(&c, &info, cases[i].out, seed, &r);
+            ASSERT_EQ(tc_check(&c, &r), 0);
+            tc_result_free(&r);
+        }
+    }
+    cJSON_Delete(doc);
+}
+
+TEST_MAIN(TEST_ENTRY(apriel_thinker_reasoning), TEST_ENTRY(every_shared_template), TEST_ENTRY(template_renderings_parse_back), TEST_ENTRY(synthetic_sources))

@@ -95,17 +95,21 @@ static inline int tc_stop_sink(void *user, const rlx_tc_event *ev)
 
 /* Parses text fed in pieces: seed 0 whole, else random lengths 1..12 (bytes != 0: all of that
  * size). The parser's ids are seeded with 42. */
-static inline void tc_run_n(const tc_case *c, const char *tools_json, const char *text, size_t n, uint64_t seed, size_t bytes,
-                     tc_result *r)
+static inline void tc_run_with(const tc_case *c, const rlx_tc_info *given, const char *tools_json, const char *text, size_t n,
+                               uint64_t seed, size_t bytes, tc_result *r)
 {
     memset(r, 0, sizeof *r);
     r->content = strdup("");
     r->reasoning = strdup("");
     rlx_tc_info info;
-    rlx_tc_info_of(c->format, &info);
-    if (c->prompt) { /* the thinking variants of formats */
-        info.thinks = true;
-        if (!info.reasoning_open) info.reasoning_open = "<think>", info.reasoning_close = "</think>";
+    if (given) {
+        info = *given;
+    } else {
+        rlx_tc_info_of(c->format, &info);
+        if (c->prompt) { /* the thinking variants of formats */
+            info.thinks = true;
+            if (!info.reasoning_open) info.reasoning_open = "<think>", info.reasoning_close = "</think>";
+        }
     }
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
     rlx_tc_opts o = {.tools = tools, .prompt = c->prompt, .seeded = true, .seed = 42};
@@ -130,9 +134,21 @@ static inline void tc_run_n(const tc_case *c, const char *tools_json, const char
     rlx_tc_parser_free(p);
 }
 
+static inline void tc_run_n(const tc_case *c, const char *tools_json, const char *text, size_t n, uint64_t seed, size_t bytes,
+                            tc_result *r)
+{
+    tc_run_with(c, NULL, tools_json, text, n, seed, bytes, r);
+}
+
 static inline void tc_run(const tc_case *c, const char *tools_json, const char *text, uint64_t seed, size_t bytes, tc_result *r)
 {
     tc_run_n(c, tools_json, text, strlen(text), seed, bytes, r);
+}
+
+/* With a detected format (its reasoning markers), in random pieces (seed 0: whole). */
+static inline void tc_run_info(const tc_case *c, const rlx_tc_info *info, const char *text, uint64_t seed, tc_result *r)
+{
+    tc_run_with(c, info, NULL, text, strlen(text), seed, 0, r);
 }
 
 static inline void tc_result_free(tc_result *r)
