@@ -572,6 +572,13 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
             p->name_end = p->st->name_end;
             p->mode = M_NAME;
         }
+    } else if (info->format == RLX_TC_GPT_OSS && prompt) {
+        /* the prompt ends inside a harmony header (<|start|>assistant): the output goes on with
+           it, a recipient (" to=functions.NAME<|channel|>commentary ...") or a channel, up to
+           <|message|>; a text without one is content (the header's fallback) */
+        static const char hdr[] = "<|start|>assistant";
+        size_t n = strlen(prompt);
+        if (n >= sizeof hdr - 1 && !memcmp(prompt + n - (sizeof hdr - 1), hdr, sizeof hdr - 1)) p->mode = M_HHEAD;
     }
     return p;
 }

@@ -202,7 +202,9 @@ static bool step_hhead(rlx_tc_parser *p)
     } else if (rlx__tc_find(s, h, "analysis")) {
         p->mode = M_REASON;
         p->reason_ws = true;
-        p->rclose = "<|end|>";
+        /* a built-in tool's call (to=python, to=browser.search) in the analysis channel ends at
+           <|call|>, which must not show in the reasoning */
+        p->rclose = rlx__tc_find(s, h, "to=") ? "<|call|>" : "<|end|>";
     } else {
         p->mode = M_TEXT;
     }

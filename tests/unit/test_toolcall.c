@@ -119,6 +119,18 @@ static const tc_case cases[] = {
     {RLX_TC_GPT_OSS, "harmony cut off", NULL, "<|channel|>commentary to=functions.f<|message|>{\"a\": 1", "", "", 1, {"f"}, {"{\"a\":1"}, RLX_EFORMAT, true},
     {RLX_TC_GPT_OSS, "harmony preamble", NULL, "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.now<|message|>{}<|call|>",
      "Checking.", "", 1, {"now"}, {"{}"}, 0, true},
+    /* the prompt ends in the harmony header: the output may go on with the recipient (before:
+       no call, the header's text as content); a built-in tool's call in the analysis channel
+       ends at <|call|>, which stays out of the reasoning */
+    {RLX_TC_GPT_OSS, "harmony recipient first", "<|start|>user<|message|>Hi<|end|><|start|>assistant",
+     " to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>", "", "", 1,
+     {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_GPT_OSS, "harmony channel first", "<|start|>assistant",
+     "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.", "Sunny.",
+     "Need weather.", 0, {0}, {0}, 0, true},
+    {RLX_TC_GPT_OSS, "harmony built-in tool", NULL,
+     "<|channel|>analysis<|message|>I need the weather.<|end|><|start|>assistant to=python<|channel|>analysis code<|message|>print(1)<|call|>",
+     "", "I need the weather.print(1)", 0, {0}, {0}, 0, true},
     {RLX_TC_APRIEL, "apriel malformed", NULL, "<tool_calls>[oops]</tool_calls>", "<tool_calls>[oops]</tool_calls>", "", 0, {0}, {0}, 0, false},
     {RLX_TC_LLAMA3, "llama3 unicode", NULL, "{\"name\": \"search\", \"parameters\": " UA "}", "", "", 1, {"search"}, {UA_OUT}, 0, true},
     /* arguments a client's JSON.parse refuses (RFC 8259: no tru, 01, 1., 0x10, NaN) are never
