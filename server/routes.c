@@ -573,15 +573,14 @@ void rlx_route(rlx_srv *s, rlx_conn *c)
 {
     const route *hit = NULL;
     bool path_known = false;
-    const char *allow = NULL;
     char methods[40] = "";
     for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++) {
         if (!path_match(routes[i].path, c->path)) continue;
         path_known = true;
-        allow = routes[i].method;
-        if (!strstr(methods, routes[i].method) && strlen(methods) + strlen(allow) + 3 < sizeof methods) {
+        const char *m = routes[i].method;
+        if (!strstr(methods, m) && strlen(methods) + strlen(m) + 3 < sizeof methods) {
             if (methods[0]) strcat(methods, ", ");
-            strcat(methods, allow);
+            strcat(methods, m);
         }
         if (!strcmp(routes[i].method, c->method) || (!strcmp(c->method, "HEAD") && !strcmp(routes[i].method, "GET")))
             hit = &routes[i];
@@ -598,9 +597,9 @@ void rlx_route(rlx_srv *s, rlx_conn *c)
         return;
     }
     if (!hit) {
-        rlx_api_errorf(&e, 405, RLX_API_ERR_INVALID, NULL, "%s does not accept %s; use %s.", c->path, c->method, allow);
+        rlx_api_errorf(&e, 405, RLX_API_ERR_INVALID, NULL, "%s does not accept %s; use %s.", c->path, c->method, methods);
         rlx_conn_error(c, &e);
-        c->allow = allow;
+        snprintf(c->allow, sizeof c->allow, "%s", methods); /* every method the path takes (RFC 9110 15.5.6) */
         return;
     }
     c->endpoint = hit->endpoint;

@@ -377,7 +377,9 @@ struct rlx_conn {
     char *resp; size_t resp_len;
     const char *ctype;
     bool retry_after, www_auth;
-    const char *allow;
+    bool close;                    /* the answer ends the connection (Connection: close): a body
+                                      whose framing cannot be trusted is not read on */
+    char allow[40];                /* a 405's Allow: every method of the path */
     /* ... or a job whose output is streamed (stream) or sent whole when it finishes */
     rlx_job *job;
     bool stream, queued;

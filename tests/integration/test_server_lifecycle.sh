@@ -48,7 +48,7 @@ sleep 0.2
     fail "an idle connection took the only request slot"
 exec 3>&-
 # a stream long enough to outlast the check on a loaded machine (cancelled by the hang-up after)
-# (/metrics cannot tell when it runs: it would get the 503 itself; its first bytes can)
+# (its first bytes tell when it runs)
 curl -sN -m 60 "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":'$N_QUEUE',"ignore_eos":true,"stream":true}' >"$TMP/hold" &
 hold=$!
 for _ in $(seq 1 100); do
@@ -57,12 +57,17 @@ for _ in $(seq 1 100); do
 done
 [ -s "$TMP/hold" ] || fail "the long stream did not start"
 hdr=$(curl -s -m 5 -D - -o "$TMP/busy" "$URL/v1/models")
+# the probes answer at the limit too (a saturated server is alive; its metrics are wanted then):
+# before, /health's 503 would have had a liveness probe restart a busy server
+h=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$URL/health")
+mt=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$URL/metrics")
 kill "$hold" 2>/dev/null
 wait "$hold" 2>/dev/null
 echo "$hdr" | head -1 | grep -q ' 503' || fail "no 503 at the connection limit: $(echo "$hdr" | head -1)"
 echo "$hdr" | grep -qi '^retry-after:' || fail "503 without Retry-After"
 grep -q '"error"' "$TMP/busy" || fail "503 body not an error object"
-ok connection limit 503
+[ "$h" = 200 ] && [ "$mt" = 200 ] || fail "/health $h, /metrics $mt at the connection limit"
+ok connection limit 503, the probes still answered
 sleep 0.3
 stop_server
 
