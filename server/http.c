@@ -501,6 +501,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         rlx_api_error e;
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const union MHD_ConnectionInfo *hi = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        rlx_cors_request(s, c); /* the answers below carry the CORS headers too (a browser sees their status) */
         if (framing_check(mc, version, &e)) {
             rlx_conn_error(c, &e);
             c->close = true;
@@ -557,7 +558,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         c->counted = true;
         s->n_requests++;
         wait_end(c);
-        rlx_cors_request(s, c);
         if (c->too_large) {
             rlx_api_error e;
             rlx_api_errorf(&e, 413, RLX_API_ERR_INVALID, NULL,

@@ -55,6 +55,16 @@ curl -s -o "$TMP/b" -D "$TMP/h" -H 'Authorization: Bearer k1' "$URL/v1/models"
 ok "allowed origin on plain, streamed and error answers; none for others"
 stop_server
 
+# answers given before routing (a body over --max-body announced by Content-Length: 413) carry
+# the headers too, so a browser sees their status (before: an opaque CORS failure)
+start_server early --cors-origins http://localhost:3000 --max-body 1024
+curl -s -o /dev/null -D "$TMP/h" -H 'Origin: http://localhost:3000' -H 'Content-Type: application/json' \
+    --data-binary "{\"prompt\":\"$(head -c 3000 /dev/zero | tr '\0' a)\"}" "$URL/v1/completions"
+[ "$(code "$TMP/h")" = 413 ] || fail "early 413: $(head -1 "$TMP/h")"
+[ "$(hdr "$TMP/h" Access-Control-Allow-Origin)" = http://localhost:3000 ] || fail "413 without the CORS header: $(cat "$TMP/h")"
+ok "an early 413 carries the CORS headers"
+stop_server
+
 start_server star --cors-origins '*'
 preflight http://anything.example:8443 /v1/embeddings
 [ "$(code "$TMP/h")" = 204 ] && [ "$(hdr "$TMP/h" Access-Control-Allow-Origin)" = '*' ] || fail "'*' preflight: $(cat "$TMP/h")"
