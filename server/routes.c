@@ -28,8 +28,10 @@ static bool authorized(rlx_srv *s, rlx_conn *c)
     const char *h = MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!h || strncasecmp(h, "Bearer ", 7)) return false;
     h += 7;
-    while (*h == ' ') h++;
-    return key_equal(h, strlen(h), key, strlen(key));
+    while (*h == ' ' || *h == '\t') h++;
+    size_t n = strlen(h);
+    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t')) n--; /* a field value's trailing whitespace is not part of it (RFC 9110 5.5) */
+    return key_equal(h, n, key, strlen(key));
 }
 
 static void respond_json(rlx_conn *c, int status, cJSON *o)

@@ -174,6 +174,13 @@ r=$(curl -s -w '%{http_code}' "$URL/v1/models")
 case "$r" in *401) ;; *) fail "401 without key: $r";; esac
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' "$URL/v1/models")" = 401 ] || fail "wrong key"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cretX' "$URL/metrics")" = 401 ] || fail "longer key"
+# a field value's trailing whitespace is not part of it (RFC 9110 5.5): the key still matches
+st=$(python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret \t\r\nConnection: close\r\n\r\n")
+print(s.recv(64).split(b" ")[1].decode())' "$PORT")
+[ "$st" = 200 ] || fail "key with trailing whitespace: $st"
 r=$(post /v1/completions '{"prompt":"x","max_tokens":2}')
 [ "$(status)" = 401 ] || fail "401 completions"
 r=$(post /v1/completions '{"prompt":"x","max_tokens":2}' -H 'Authorization: Bearer s3cret')
