@@ -9,6 +9,7 @@
  *     a truncated header. (Logits: tests/integration/test_safetensors.sh.) */
 #include "tests/unit/test_tokenizer_vocab.h"
 #include "tests/unit/test_synth_util.h"
+#include "tests/unit/test_safetensors_util.h"
 #include "tools/hf_export.h"
 #include "models/safetensors.h"
 #include "models/model.h"
@@ -22,26 +23,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static char tmpdir[64];
-static const char *tmp_path(const char *name)
-{
-    static char buf[8][512];
-    static int k;
-    if (!tmpdir[0]) {
-        strcpy(tmpdir, "/tmp/rlx_st_XXXXXX");
-        if (!mkdtemp(tmpdir)) return NULL;
-    }
-    char *b = buf[k++ & 7];
-    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-    return b;
-}
-
-static void put_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (f) { fwrite(data, 1, n, f); fclose(f); }
-}
 
 /* the tokenizer a folder's tokenizer.json makes, through the same keys rlx_st_open writes (the
  * tokenizer copies what it needs, so the metadata image goes at once) */
@@ -65,28 +46,6 @@ static int json_tokenizer(const char *dir, int64_t n_min, rlx_tokenizer **t, rlx
 static bool same_ids(const int32_t *a, size_t na, const int32_t *b, size_t nb)
 {
     return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
-}
-
-/* dir/name parsed (NULL when absent or not JSON), and written back (j freed) */
-static cJSON *json_file(const char *dir, const char *name)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    size_t n;
-    char *text = rlx_read_file(p, &n);
-    cJSON *j = text ? cJSON_ParseWithLength(text, n) : NULL;
-    free(text);
-    return j;
-}
-
-static void json_file_put(const char *dir, const char *name, cJSON *j)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    char *out = cJSON_PrintUnformatted(j);
-    if (out) put_file(p, out, strlen(out));
-    free(out);
-    cJSON_Delete(j);
 }
 
 /* Older tokenizer.json files hold merges as "a b" strings, and Qwen2's an NFC normalizer: rewrites
@@ -226,12 +185,6 @@ VOCAB_TEST(tok_mpt, "mpt", "mpt")
 VOCAB_TEST(tok_starcoder, "starcoder", "starcoder")
 VOCAB_TEST(tok_refact, "refact", "refact")
 
-static void write_json_file(const char *dir, const char *name, const char *text)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    put_file(p, text, strlen(text));
-}
 
 TEST(tok_unsupported)
 {
@@ -467,18 +420,6 @@ TEST(gemma3_roundtrip)
     for (uint64_t i = 0; i < rlx_gguf_n_tensors(h); i++) ASSERT(!strstr(rlx_gguf_tensor_at(h, i)->name, "vision"));
     ASSERT(rlx_gguf_find_tensor(h, "blk.1.attn_q_norm.weight") != NULL);
     rlx_gguf_close(h);
-}
-
-/* config.json's key (text_config's in a multimodal folder) set to json, or removed (NULL) */
-static void edit_config(const char *dir, const char *key, const char *json)
-{
-    cJSON *j = json_file(dir, "config.json");
-    if (!j) return;
-    cJSON *tc = cJSON_GetObjectItem(j, "text_config");
-    cJSON *o = tc ? tc : j;
-    cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-    if (json) cJSON_AddItemToObject(o, key, cJSON_Parse(json));
-    json_file_put(dir, "config.json", j);
 }
 
 /* Gemma 3 config.json forms and errors, on the exported folder: transformers v5's rope_parameters
