@@ -165,7 +165,7 @@ static int unshadow(rlx_model_entry *es, size_t ne, const char *dir)
         }
         i = j;
     }
-    qsort(es, ne, sizeof *es, cmp_entry);
+    if (ne > 1) qsort(es, ne, sizeof *es, cmp_entry); /* es is NULL for an empty folder */
     return 0;
 }
 
