@@ -37,7 +37,11 @@ function alive() { try { process.kill(pid, 0); return true; } catch { return fal
 // ended before a clean end of the response; rejects on the 15 s time-out (a hang).
 function request(method, path, body) {
   return new Promise((resolve, reject) => {
-    const req = http.request(url + path, { method, headers: { "Content-Type": "application/json" }, agent: false },
+    // a Content-Length: without one node sends the body chunked, which this server refuses with
+    // libmicrohttpd 0.9 (README, "HTTP errors libmicrohttpd answers itself")
+    const headers = { "Content-Type": "application/json" };
+    if (body) headers["Content-Length"] = Buffer.byteLength(body);
+    const req = http.request(url + path, { method, headers, agent: false },
       (res) => {
         let b = "";
         res.setEncoding("utf8");
