@@ -459,6 +459,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
             rlx_conn_error(c, &e);
             return queue_resp(c);
         }
+        if (rlx_route_refused_early(s, c)) {
+            rlx_api_errorf(&e, 401, RLX_API_ERR_AUTH, NULL,
+                           "Missing or incorrect API key: send the header 'Authorization: Bearer KEY'.");
+            e.code = "invalid_api_key";
+            rlx_conn_error(c, &e);
+            c->close = cl && strcmp(cl, "0"); /* the body is not read */
+            return queue_resp(c);
+        }
         if (hi && hi->header_size > MAX_HEADER_BYTES) {
             rlx_api_errorf(&e, 431, RLX_API_ERR_INVALID, NULL,
                            "The request's headers are %zu bytes; the server accepts at most %d.", hi->header_size,

@@ -571,6 +571,15 @@ const char *rlx_route_endpoint(const char *path)
     return "other";
 }
 
+bool rlx_route_refused_early(rlx_srv *s, rlx_conn *c)
+{
+    if (!s->cfg->api_key) return false;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(routes); i++)
+        if (path_match(routes[i].path, c->path) && !strcmp(routes[i].method, c->method))
+            return !routes[i].open && !authorized(s, c);
+    return false; /* an unknown route, a preflight: answered after the body as ever */
+}
+
 void rlx_route(rlx_srv *s, rlx_conn *c)
 {
     const route *hit = NULL;

@@ -412,6 +412,9 @@ void rlx_cors_headers(const rlx_conn *c, struct MHD_Response *r);
 /* routes.c: handles one complete HTTP request. */
 void rlx_route(rlx_srv *s, rlx_conn *c);
 const char *rlx_route_endpoint(const char *path); /* metrics label */
+/* Whether c's route needs the API key and the headers lack it: answered 401 once the headers
+ * are in, before a body is invited (Expect: 100-continue) or read. */
+bool rlx_route_refused_early(rlx_srv *s, rlx_conn *c);
 /* Sets c's answer; body (malloc'ed, may be NULL when out of memory) is taken. */
 void rlx_conn_respond(rlx_conn *c, int status, const char *ctype, char *body);
 /* http_framing.c: a body whose length two readers could take differently (two Content-Lengths,

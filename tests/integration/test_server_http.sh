@@ -181,6 +181,15 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret \t\r\nConnection: close\r\n\r\n")
 print(s.recv(64).split(b" ")[1].decode())' "$PORT")
 [ "$st" = 200 ] || fail "key with trailing whitespace: $st"
+# without the key, a body is never invited: 401 at once, not 100 Continue (then 401 after 4 MB)
+st=$(python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(5)
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 4000000\r\nExpect: 100-continue\r\n\r\n")
+print(s.recv(64).split(b" ")[1].decode())' "$PORT")
+[ "$st" = 401 ] || fail "unauthenticated upload invited: $st"
 r=$(post /v1/completions '{"prompt":"x","max_tokens":2}')
 [ "$(status)" = 401 ] || fail "401 completions"
 r=$(post /v1/completions '{"prompt":"x","max_tokens":2}' -H 'Authorization: Bearer s3cret')
