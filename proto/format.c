@@ -248,10 +248,19 @@ static void add_finish(cJSON *o, rlx_finish_reason f)
     add_finish_tools(o, f, false);
 }
 
-/* The assistant message of a chat choice whose output was parsed for tool calls. */
+static bool blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t') return false;
+    return true;
+}
+
+/* The assistant message of a chat choice whose output was parsed for tool calls: content null
+ * beside calls when it holds nothing but whitespace (a newline before a call's tag), as OpenAI
+ * and llama-server give it. */
 static void tool_message(cJSON *msg, const rlx_api_tool_out *t)
 {
-    if (!t->content_len && t->n_calls) cJSON_AddNullToObject(msg, "content");
+    if (t->n_calls && blank(t->content, t->content_len)) cJSON_AddNullToObject(msg, "content");
     else add_string_n(msg, "content", t->content ? t->content : "", t->content_len);
     if (t->reasoning_len) add_string_n(msg, "reasoning_content", t->reasoning, t->reasoning_len);
     if (!t->n_calls) return;

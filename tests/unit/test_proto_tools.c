@@ -161,6 +161,23 @@ TEST(message_from_parsed_output)
     ASSERT(o);
     ASSERT_STR_EQ(cJSON_GetObjectItem(MSG(o), "content")->valuestring, "");
     cJSON_Delete(o);
+    /* only whitespace before a call (the newline a model writes before its tag): null, as OpenAI
+       and llama-server give it (it was "  \n"); without calls whitespace stays the content */
+    ev(&t, RLX_TC_CONTENT, 0, NULL, "  \n");
+    ev(&t, RLX_TC_CALL_BEGIN, 0, "now", NULL);
+    ev(&t, RLX_TC_CALL_ARGS, 0, NULL, "{}");
+    ev(&t, RLX_TC_CALL_END, 0, NULL, NULL);
+    o = response(&t, RLX_FINISH_STOP);
+    ASSERT(o);
+    ASSERT(cJSON_IsNull(cJSON_GetObjectItem(MSG(o), "content")));
+    cJSON_Delete(o);
+    rlx_api_tool_out_free(&t);
+    ev(&t, RLX_TC_CONTENT, 0, NULL, " \n");
+    o = response(&t, RLX_FINISH_STOP);
+    ASSERT(o);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(MSG(o), "content")->valuestring, " \n");
+    cJSON_Delete(o);
+    rlx_api_tool_out_free(&t);
 }
 
 /* The chunk's choices[0].delta, parsed (in *root); the chunk's frame, index 2 and null
