@@ -691,6 +691,12 @@ void rlx_srv_end_all(rlx_srv *s)
     }
 }
 
+size_t rlx_job_n_requests(const rlx_api_request *r)
+{
+    size_t n_prompts = r->messages ? 1 : r->n_prompts;
+    return rlx_api_kind_embeds(r->kind) ? 1 : (size_t)r->n * n_prompts;
+}
+
 int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx_sink_ops *ops, void *sink,
                   rlx_job **out, rlx_api_error *e)
 {
@@ -698,8 +704,7 @@ int rlx_job_start(rlx_srv *s, rlx_model_slot *m, rlx_api_request *req, const rlx
     int vrc = check_params(req, m, e);
     if (vrc) return vrc;
     rlx_job *j = calloc(1, sizeof *j);
-    size_t n_prompts = req->messages ? 1 : req->n_prompts;
-    size_t n = rlx_api_kind_embeds(req->kind) ? 1 : (size_t)req->n * n_prompts;
+    size_t n = rlx_job_n_requests(req);
     if (!j || !(j->choices = calloc(n, sizeof *j->choices))) {
         free(j);
         return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");

@@ -267,6 +267,9 @@ void rlx_job_out_put(rlx_job *j, const char *s, size_t n);
 void rlx_job_out_take(rlx_job *j, char *s);
 /* The job's choices as proto's rlx_api_choice (borrowing their texts), malloc'ed; NULL when out
  * of memory. */
+/* The engine requests a job of r submits: n choices of each prompt (a chat: one prompt), or one
+ * carrying every input of an embedding kind. */
+size_t rlx_job_n_requests(const rlx_api_request *r);
 /* For the access logs: a job's prompt and completion tokens; one cut short (the client gone,
  * ended at shutdown) counts what it got so far. */
 void rlx_job_log_tokens(const rlx_job *j, int32_t *prompt, int32_t *completion);

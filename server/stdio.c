@@ -385,9 +385,7 @@ static void parse_done(uv_work_t *w, int status)
         return;
     }
     if (!e->rc) {
-        /* n choices of each prompt (a chat: one), or one embedding job */
-        size_t n_prompts = e->req.messages ? 1 : RLX_MAX(e->req.n_prompts, (size_t)1);
-        size_t reqs = rlx_api_kind_embeds(e->req.kind) ? 1 : (size_t)RLX_MAX(e->req.n, 1) * n_prompts;
+        size_t reqs = RLX_MAX(rlx_job_n_requests(&e->req), (size_t)1);
         if (st->park_head || (st->inflight_reqs && st->inflight_reqs + reqs > (size_t)s->cfg->max_queue)) {
             e->reqs = reqs; /* counted once it goes on */
             e->next = NULL;

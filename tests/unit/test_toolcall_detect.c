@@ -117,6 +117,17 @@ TEST(every_shared_template)
     ASSERT_EQ(bad, 0);
 }
 
+/* A template case file of ../shared/templates and the format its template asks for. */
+static cJSON *load_template(const char *path, rlx_tc_info *info)
+{
+    char *text = slurp(path);
+    cJSON *doc = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const char *src = cJSON_GetObjectItem(doc, "template")->valuestring;
+    rlx_tc_detect(src, strlen(src), info);
+    return doc;
+}
+
 /* The template's own rendering of an assistant tool call, parsed back in the detected format:
  * the text the template appends for [user, assistant with a call] beyond its generation prompt
  * for [user] must give that call. Returns 1 when it does, 0 when not, -1 when not applicable. */
@@ -171,12 +182,9 @@ TEST(template_renderings_parse_back)
         if (l <= 5 || strcmp(de->d_name + l - 5, ".json")) continue;
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        char *text = slurp(path);
-        cJSON *doc = text ? cJSON_Parse(text) : NULL;
-        free(text);
-        const char *src = cJSON_GetObjectItem(doc, "template")->valuestring;
         rlx_tc_info info;
-        rlx_tc_detect(src, strlen(src), &info);
+        cJSON *doc = load_template(path, &info);
+        const char *src = cJSON_GetObjectItem(doc, "template")->valuestring;
         rlx_chat_template *t = NULL;
         const cJSON *c;
         int got = -1;
@@ -235,12 +243,8 @@ TEST(apriel_thinker_reasoning)
 {
     const char *path = rlx_test_shared("templates/Apriel-1.6-15b-Thinker-fixed.json");
     if (!path) SKIP("../shared/templates is absent (set RLX_SHARED)");
-    char *text = slurp(path);
-    cJSON *doc = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    const char *src = cJSON_GetObjectItem(doc, "template")->valuestring;
     rlx_tc_info info;
-    rlx_tc_detect(src, strlen(src), &info);
+    cJSON *doc = load_template(path, &info);
     ASSERT(info.thinks);
     const char *prompt = "<|begin_user|>\nHi\n<|begin_assistant|>\nHere are my reasoning steps:\n";
     ASSERT(rlx_tc_prompt_opens_reasoning(&info, prompt));
