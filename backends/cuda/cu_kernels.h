@@ -41,7 +41,11 @@ int rlx_cu_ew(void *stream, const float *x, float *y, int64_t rows, int64_t cols
 int rlx_cu_actq(void *stream, int mode, const float *x, float *y, int64_t rows, int64_t K);
 int rlx_cu_matmul(void *stream, int type, const void *w, size_t row_bytes, int64_t K, int64_t N, const float *x,
                   int64_t T, float *y, int64_t ldo, rlx_cu_chain ch);
-/* W (N rows of `type`) -> f32 [N][K], for cuBLAS. */
+/* Y[T][N] = X[T][K] W[N][K]^T in F32 (then the chain), each output summed in K order whatever
+ * T is: batch-invariant rows, for the hidden-state graphs */
+int rlx_cu_sgemm(void *stream, const float *x, const float *w, int64_t T, int64_t K, int64_t N, float *y, int64_t ldo,
+                 rlx_cu_chain ch);
+/* W (N rows of `type`) -> f32 [N][K], for cuBLAS and rlx_cu_sgemm. */
 int rlx_cu_dequant(void *stream, int type, const void *w, size_t row_bytes, int64_t K, int64_t N, float *out);
 /* table: per token n_rot floats (n_rot/2 cos, then n_rot/2 sin), in the batch words at `tab`. */
 int rlx_cu_rope(void *stream, const float *x, float *y, rlx_cu_batch b, int n_heads, int hd, int n_rot, int mode, int32_t tab);

@@ -132,7 +132,7 @@ static int cu_prepare(rlx_backend *be_, const rlx_plan *plan, rlx_error *err)
             size_t rows = x->rows == RLX_ROWS_OUTPUTS ? (size_t)plan->max_outputs : (size_t)plan->max_tokens;
             if (rows * (size_t)x->cols * 4 > scratch) scratch = rows * (size_t)x->cols * 4;
             size_t deq = (size_t)w->ne[0] * (size_t)w->ne[1] * 4;
-            if (rows >= GEMM_MIN_TOKENS && deq <= DEQ_MAX_BYTES && deq > be->deq_bytes) be->deq_bytes = deq;
+            if ((rows >= GEMM_MIN_TOKENS || CU_BATCH_INVARIANT(g)) && deq <= DEQ_MAX_BYTES && deq > be->deq_bytes) be->deq_bytes = deq;
         }
         if (n->op == RLX_OP_ROPE) {
             const rlx_rope_params *rp = &n->p.rope;

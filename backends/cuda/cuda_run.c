@@ -139,12 +139,16 @@ static int run_matmul(cu_backend *be, const rlx_step *s, const rlx_batch *b, rlx
         x = be->scratch;
     }
     size_t rb = rlx_row_bytes(w->wtype, K);
-    if (T >= GEMM_MIN_TOKENS && be->deq && (size_t)K * (size_t)N * 4 <= be->deq_bytes) {
+    const bool invariant = CU_BATCH_INVARIANT(be->plan->graph);
+    if ((T >= GEMM_MIN_TOKENS || invariant) && be->deq && (size_t)K * (size_t)N * 4 <= be->deq_bytes) {
         const float *wf = (const float *)be->w_dev[wt];
         if (w->wtype != RLX_F32) {
             if ((e = rlx_cu_dequant(be->stream, w->wtype, be->w_dev[wt], rb, K, N, be->deq))) return rlx__cu_check(e, "dequant kernel", err);
             wf = be->deq;
         }
+        if (invariant)
+            return rlx__cu_check(rlx_cu_sgemm(be->stream, x, wf, T, K, N, y, N, make_chain(be, s->chain, s->n_chain)),
+                                 "sgemm kernel", err);
         const float one = 1.0f, zero = 0.0f;
         /* row-major Y[T][N] = X[T][K] * W[N][K]^T, i.e. column-major Y^T = W^T^T * X^T */
         if (cublasSgemm(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)T, (int)K, &one, wf, (int)K, x, (int)K, &zero, y,

@@ -278,6 +278,49 @@ __global__ static void k_matmul(int type, const uint8_t *w, size_t rb, int64_t K
     }
 }
 
+#define SG_BM 64
+#define SG_BN 64
+#define SG_BK 16
+/* Y[T][N] = X[T][K] W[N][K]^T over F32 (a quantized W dequantized first): 64 x 64 output tiles,
+ * K in slices of 16 through shared memory, 4 x 4 outputs per thread. Every output sums its
+ * products in the order k = 0, 1, ..., K-1, one fmaf each, whatever T is and wherever its token
+ * sits in the batch: a token's row is the same in any batch (the hidden-state graphs' batch
+ * invariance, which cuBLAS, choosing its algorithm by the shape, does not give). */
+__global__ static void __launch_bounds__(256) k_sgemm(const float *x, const float *w, int64_t T, int64_t K, int64_t N,
+                                                      float *y, int64_t ldo, rlx_cu_chain ch)
+{
+    __shared__ float xs[SG_BK][SG_BM + 4], ws[SG_BK][SG_BN + 4];
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16, lr = tid / 4, lk = (tid % 4) * 4;
+    const int64_t t0 = (int64_t)blockIdx.y * SG_BM, n0 = (int64_t)blockIdx.x * SG_BN;
+    float acc[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += SG_BK) {
+        for (int j = 0; j < 4; j++) {
+            const int64_t k = k0 + lk + j, t = t0 + lr, n = n0 + lr;
+            xs[lk + j][lr] = t < T && k < K ? x[t * K + k] : 0.0f;
+            ws[lk + j][lr] = n < N && k < K ? w[n * K + k] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < SG_BK; kk++) {
+            float a[4], b[4];
+            for (int i = 0; i < 4; i++) {
+                a[i] = xs[kk][ty + 16 * i];
+                b[i] = ws[kk][tx + 16 * i];
+            }
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            const int64_t t = t0 + ty + 16 * i, n = n0 + tx + 16 * j;
+            if (t < T && n < N) y[t * ldo + n] = apply_chain(ch, acc[i][j], t, n);
+        }
+}
+
 __global__ static void k_dequant(int type, const uint8_t *w, size_t rb, int64_t K, int64_t N, float *out)
 {
     int64_t nch = (K + 31) / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -499,6 +542,15 @@ int rlx_cu_matmul(void *s, int type, const void *w, size_t rb, int64_t K, int64_
     if (T == 0) return 0;
     dim3 grid(blocks_for(N, 4), (unsigned)((T + MM_TT - 1) / MM_TT));
     k_matmul<<<grid, 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, K, N, x, T, y, ldo, ch);
+    return launched();
+}
+
+int rlx_cu_sgemm(void *s, const float *x, const float *w, int64_t T, int64_t K, int64_t N, float *y, int64_t ldo,
+                 rlx_cu_chain ch)
+{
+    if (T == 0) return 0;
+    dim3 grid(blocks_for(N, SG_BN), blocks_for(T, SG_BM));
+    k_sgemm<<<grid, 256, 0, CU_STREAM(s)>>>(x, w, T, K, N, y, ldo, ch);
     return launched();
 }
 

@@ -207,7 +207,8 @@ TEST(attention_q8_0_kv_against_reference)
  * Two bert-style layers (token rows + learned position rows, layer norm * w + b, q/k/v with
  * biases, bidirectional attention over the step's own K and V with GQA, GELU feed-forward,
  * post-norm), every token's hidden state as output. One step of three sequences (5, 1 and 9
- * tokens) and one of the longest alone: each against the CPU, relative to its largest value. A
+ * tokens), one of the longest alone, and that one again among 44 tokens (bit for bit its rows
+ * alone: batch invariance): each against the CPU, relative to its largest value. A
  * batch whose sequence is split, does not start at position 0 or runs past the learned
  * positions is refused with the reason (a kernel cannot raise it). */
 #define VT_ENC_D 64
@@ -245,20 +246,35 @@ static inline int vt_encoder_case(rlx_backend *gpu, double *worst, char *refused
     int rc = c.g.mem ? 0 : RLX_ENOMEM;
     if (!rc) rc = rlx_backend_cpu_create(&c.cpu, 2, &err);
     rlx_backend *bes[2] = {c.cpu, gpu};
+    c.max_tokens = 48;
     for (int i = 0; i < 2 && !rc; i++) rc = vt_prepare(&c, bes[i], &err);
-    rlx_batch_seq seqs[3] = {{NULL, 0, -1}, {NULL, 0, -1}, {NULL, 0, -1}};
-    float *y[2] = {malloc(16 * VT_ENC_D * 4), malloc(16 * VT_ENC_D * 4)};
-    int32_t ids[15], pos[15], seq[15];
-    uint8_t none[15] = {0};
+    rlx_batch_seq seqs[4] = {{NULL, 0, -1}, {NULL, 0, -1}, {NULL, 0, -1}, {NULL, 0, -1}};
+    float *y[2] = {malloc(48 * VT_ENC_D * 4), malloc(48 * VT_ENC_D * 4)}, alone[9 * VT_ENC_D];
+    int32_t ids[48], pos[48], seq[48];
+    uint8_t none[48] = {0};
     *worst = 0;
-    for (int step = 0; step < 2 && !rc; step++) {
-        static const int lens[2][3] = {{5, 1, 9}, {9, 0, 0}};
+    /* the third step is batch invariance: the 9-token sequence the second ran alone, again as
+     * the second of four (44 tokens, past the size where CUDA's other matmuls go to cuBLAS),
+     * must give its rows bit for bit */
+    for (int step = 0; step < 3 && !rc; step++) {
+        static const int lens[3][4] = {{5, 1, 9, 0}, {9, 0, 0, 0}, {12, 9, 11, 12}};
         int nt = 0, ns = 0;
-        for (int s = 0; s < 3 && lens[step][s]; s++, ns++)
-            for (int i = 0; i < lens[step][s]; i++, nt++) { ids[nt] = (7 * nt + 3 * s + 1) % V; pos[nt] = i; seq[nt] = s; }
+        for (int s = 0; s < 4 && lens[step][s]; s++, ns++)
+            for (int i = 0; i < lens[step][s]; i++, nt++) {
+                ids[nt] = step == 2 ? (s == 1 ? (7 * i + 1) % V : (5 * nt + s) % V) : (7 * nt + 3 * s + 1) % V;
+                pos[nt] = i;
+                seq[nt] = s;
+            }
         rlx_batch b = {nt, ids, pos, seq, none, 0, ns, seqs, NULL};
         for (int i = 0; i < 2 && !rc; i++) rc = bes[i]->ops->run(bes[i], &c.plan, &b, y[i], &err);
         if (!rc) *worst = fmax(*worst, vt_diff(y[1], y[0], (size_t)nt * VT_ENC_D));
+        if (!rc && step == 1) memcpy(alone, y[1], sizeof alone);
+        if (!rc && step == 2 && memcmp(alone, y[1] + 12 * VT_ENC_D, sizeof alone)) {
+            double d = 0;
+            for (size_t k = 0; k < 9 * VT_ENC_D; k++) d = fmax(d, fabs((double)alone[k] - y[1][12 * VT_ENC_D + k]));
+            rc = RLX_EINVAL, snprintf(err.msg, sizeof err.msg, "a sequence's hidden states among 44 tokens differ from "
+                                                               "its own step's by up to %g (not bit for bit)", d);
+        }
     }
     /* sequence 0 split around sequence 1 (each run from position 0); a sequence from position 1;
      * one longer than the position table */
