@@ -14,12 +14,16 @@
 #   4. parity_test_parity_embed on CUDA (the encoders' pooled vectors against llama.cpp's, and
 #      the CPU backend's)
 #   5. a hybrid (rlxd-synth qwen35-tiny) must be refused at load, naming the op
-#   6. rlxd bench --backend cuda on Qwen3-0.6B-shaped Q8_0 / Q4_K_M / F16 and stories260K
-#   7. rlxd serve --backend cuda under rlxd-loadgen: 16 concurrent and one at a time (Q8_0)
-#   8. embeddings through rlxd serve --backend cuda: MiniLM shape, bench/embed.sh's workloads
+#   6. bench/cuda_features.py: the daemon's backend-dependent paths (sessions restored after a
+#      restart, n choices, preemption, JSON Schema with the masks beside the pass, embeddings
+#      under concurrency) on CUDA
+#   7. rlxd bench --backend cuda on Qwen3-0.6B-shaped Q8_0 / Q4_K_M / F16 and stories260K
+#   8. rlxd serve --backend cuda under rlxd-loadgen: 16 concurrent and one at a time (Q8_0)
+#   9. embeddings through rlxd serve --backend cuda: MiniLM shape, bench/embed.sh's workloads
 set -u
-# STEPS: the steps to run, a comma-separated subset of tests,hybrid,bench,serve,embed (default all)
-STEPS=${STEPS:-tests,hybrid,bench,serve,embed}
+# STEPS: the steps to run, a comma-separated subset of tests,hybrid,features,bench,serve,embed
+# (default all)
+STEPS=${STEPS:-tests,hybrid,features,bench,serve,embed}
 want() { case ",$STEPS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 BIN=${BIN:-build}
 OUTDIR=${OUTDIR:-/tmp/rlx-cuda}
@@ -62,6 +66,9 @@ if want hybrid; then
     grep -q "does not support op" "$OUTDIR/hybrid_refused.log" && echo "   (refused naming the op, as it must be)" \
         || echo "   FAIL: the hybrid was not refused naming the op"
 fi
+
+want features && TAIL=30 step features 300 python3 bench/cuda_features.py --bin "$BIN" --shared "$SHARED" --backend cuda \
+    --out "$OUTDIR/features"
 
 # speed: the models are made here (same arguments, same bytes as on any machine)
 want bench || want serve && for t in q8_0 q4_k_m f16; do
