@@ -136,6 +136,10 @@ bool rlx__j_has_test(const char *name, size_t nlen);
 
 /* filters over iterables (jinja_iter.c) */
 rj_value rlx__j_attr_getter(rj_env *env, rj_value item, rj_value attr); /* make_attrgetter: "a.0.b", or an int */
+/* make_attrgetter with ignore_case unless case_sensitive, and a default (attr NULL: the item) */
+rj_value rlx__j_attr_key(rj_env *env, rj_value item, const rj_value *attr, const rj_value *dflt, bool case_sensitive);
+/* make_multi_attrgetter: "a.b,c" gives the list [item.a.b, item.c] */
+rj_value rlx__j_multi_attr_key(rj_env *env, rj_value item, const rj_value *attr, bool case_sensitive);
 rj_value rlx__j_f_map(rj_env *env, rj_value v, const rj_args *a);
 rj_value rlx__j_f_select(rj_env *env, rj_value v, const rj_args *a, int kind);
 rj_value rlx__j_f_batch(rj_env *env, rj_value v, const rj_args *a);
@@ -144,6 +148,9 @@ rj_value rlx__j_f_unique(rj_env *env, rj_value v, const rj_args *a);
 rj_value rlx__j_f_items(rj_env *env, rj_value v, const rj_args *a);
 rj_value rlx__j_f_reverse(rj_env *env, rj_value v, const rj_args *a);
 rj_value rlx__j_f_wordwrap(rj_env *env, rj_value v, const rj_args *a);
+/* striptags and urlencode (jinja_html.c) */
+rj_value rlx__j_f_striptags(rj_env *env, rj_value v, const rj_args *a);
+rj_value rlx__j_f_urlencode(rj_env *env, rj_value v, const rj_args *a);
 
 /* obj.name(args) for strings, dicts and lists; fails for unknown or unsafe methods. */
 rj_value rlx__j_method(rj_env *env, rj_value obj, const char *name, size_t nlen, const rj_args *a);

@@ -8,7 +8,7 @@
 #include "models/jinja_ast.h"
 
 /* Jinja2 3.1's builtin filters this interpreter leaves out */
-static const char *const k_jinja_filters_missing[] = {"pprint", "random", "striptags", "urlencode", "urlize", "xmlattr", NULL};
+static const char *const k_jinja_filters_missing[] = {"pprint", "random", "urlize", "xmlattr", NULL};
 
 static bool listed(const char *const *t, const char *name, size_t n)
 {
@@ -61,6 +61,16 @@ static void walk_expr(rj_rt *rt, const rj_node *n, bool soft)
     if (!n) return;
     if (++rt->depth > RJ_MAX_DEPTH) rlx__j_fail(rt, RLX_ERANGE, "the template nests too deeply");
     if (n->kind == N_COND) soft = true;
+    /* f(a=1, a=2): Python's compiler refuses the whole template, whatever frame it is in */
+    if (n->kind == N_CALL || n->kind == N_FILTER || n->kind == N_TEST)
+        for (size_t i = 0; i < n->args.n; i++)
+            for (size_t j = 0; j < i && n->args.v[i]->kind == N_KWARG; j++)
+                if (n->args.v[j]->kind == N_KWARG && n->args.v[j]->nlen == n->args.v[i]->nlen &&
+                    !memcmp(n->args.v[j]->name, n->args.v[i]->name, n->args.v[i]->nlen)) {
+                    rt->line = n->line;
+                    rlx__j_fail(rt, RLX_EFORMAT, "keyword argument repeated: %.*s", (int)RLX_MIN(n->args.v[i]->nlen, (size_t)60),
+                                n->args.v[i]->name);
+                }
     if (n->kind == N_FILTER || n->kind == N_TEST) {
         check_name(rt, n->line, n->kind == N_TEST, n->name, n->nlen, soft, false);
         /* map('upper'), select('odd'), selectattr('x', 'defined') name a filter or test too */

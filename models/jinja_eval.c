@@ -217,7 +217,9 @@ rj_value rlx__j_getitem(rj_env *E, rj_value obj, rj_value key)
     }
     rj_buf b = {0};
     rlx__j_repr(E->rt, &b, key);
-    return rlx__j_undef_named(E->rt, "'%s object' has no element %.*s", rlx__j_type_name(obj), (int)RLX_MIN(b.n, (size_t)100), b.p);
+    /* Undefined's message: a string name is an attribute, anything else an element */
+    return rlx__j_undef_named(E->rt, "'%s object' has no %s %.*s", rlx__j_type_name(obj), key.type == RJ_STR ? "attribute" : "element",
+                              (int)RLX_MIN(b.n, (size_t)100), b.p);
 }
 
 /* ---- calls ---- */

@@ -26,15 +26,6 @@ static rj_value lower_key(rj_env *E, rj_value v, bool case_sensitive)
     return v;
 }
 
-/* stable sort of values by key(v) */
-static void sort_values(rj_env *E, rj_value *v, size_t n, const rj_value *attr, bool case_sensitive, bool reverse)
-{
-    rj_rt *rt = rlx__j_env_rt(E);
-    rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
-    for (size_t i = 0; i < n; i++) keys[i] = lower_key(E, attr ? rlx__j_attr_getter(E, v[i], *attr) : v[i], case_sensitive);
-    rlx__j_sort(rt, v, keys, n, reverse);
-}
-
 static rj_value copy_list(rj_env *E, rj_list *l)
 {
     rj_value r = rlx__j_new_list(rlx__j_env_rt(E), l->n);
@@ -42,25 +33,76 @@ static rj_value copy_list(rj_env *E, rj_list *l)
     return r;
 }
 
+/* does json.dumps put an item separator (a key separator: dict_only) anywhere in v? */
+static bool uses_separator(rj_value v, bool dict_only, int depth)
+{
+    if (depth > RJ_MAX_DEPTH) return false;
+    if (v.type == RJ_DICT || v.type == RJ_NS) {
+        if (v.d->n) return true;
+    } else if (v.type == RJ_LIST) {
+        if (v.l->n && !dict_only) return true;
+        for (size_t i = 0; i < v.l->n; i++)
+            if (uses_separator(v.l->v[i], dict_only, depth + 1)) return true;
+    }
+    return false;
+}
+
+/* transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+ * json.dumps with those arguments, bound as Python binds them */
 static rj_value f_tojson(rj_env *E, rj_value v, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
+    static const char *const names[] = {"ensure_ascii", "indent", "separators", "sort_keys"};
+    const rj_value *arg[4] = {0};
+    if (a->npos > 4) rlx__j_fail(rt, RLX_EINVAL, "tojson() takes from 1 to 5 positional arguments but %zu were given", a->npos + 1);
+    for (size_t i = 0; i < a->npos; i++) arg[i] = &a->pos[i];
+    for (size_t k = 0; k < a->nkw; k++) {
+        size_t i = 0;
+        while (i < 4 && !(strlen(names[i]) == a->kwl[k] && !memcmp(names[i], a->kwn[k], a->kwl[k]))) i++;
+        if (i == 4)
+            rlx__j_fail(rt, RLX_EINVAL, "tojson() got an unexpected keyword argument '%.*s'", (int)RLX_MIN(a->kwl[k], (size_t)60), a->kwn[k]);
+        if (arg[i]) rlx__j_fail(rt, RLX_EINVAL, "tojson() got multiple values for argument '%s'", names[i]);
+        arg[i] = &a->kwv[k];
+    }
     rj_json_opts o = {.indent = NULL, .item_sep = ", ", .key_sep = ": "};
-    const rj_value *ind = rlx__j_arg(a, 0, "indent"), *seps = rlx__j_arg(a, -1, "separators");
-    if (ind && ind->type == RJ_INT) {
-        char *s = rlx__j_alloc(rt, (size_t)(ind->i > 0 ? ind->i : 0) + 1);
-        for (int64_t i = 0; i < ind->i && i < 64; i++) s[i] = ' ';
-        o.indent = s;
-    } else if (ind && ind->type == RJ_STR) {
-        o.indent = rlx__j_strdup(rt, ind->s.p, ind->s.n);
+    const rj_value *ind = arg[1], *seps = arg[2];
+    if (ind && ind->type != RJ_NONE) {
+        if (ind->type == RJ_STR) {
+            o.indent = rlx__j_strdup(rt, ind->s.p, ind->s.n);
+        } else if (ind->type == RJ_INT || ind->type == RJ_BOOL) { /* ' ' * indent */
+            int64_t n = ind->type == RJ_INT ? RLX_MAX(ind->i, 0) : ind->b;
+            if ((uint64_t)n > rt->limit) rlx__j_fail(rt, RLX_ENOMEM, "tojson: indent %" PRId64 " is too large", n);
+            char *sp = rlx__j_alloc(rt, (size_t)n + 1);
+            memset(sp, ' ', (size_t)n);
+            o.indent = sp;
+        } else if (ind->type == RJ_BIGINT) {
+            rlx__j_fail(rt, RLX_EINVAL, "cannot fit 'int' into an index-sized integer");
+        } else {
+            rlx__j_fail(rt, RLX_EINVAL, "can't multiply sequence by non-int of type '%s'", rlx__j_type_name(*ind));
+        }
+        o.item_sep = ",";
     }
-    if (o.indent) o.item_sep = ",";
-    if (seps && seps->type == RJ_LIST && seps->l->n == 2 && seps->l->v[0].type == RJ_STR && seps->l->v[1].type == RJ_STR) {
-        o.item_sep = rlx__j_strdup(rt, seps->l->v[0].s.p, seps->l->v[0].s.n);
-        o.key_sep = rlx__j_strdup(rt, seps->l->v[1].s.p, seps->l->v[1].s.n);
+    if (seps && seps->type != RJ_NONE) { /* item_separator, key_separator = separators */
+        if (seps->type != RJ_LIST && seps->type != RJ_STR && seps->type != RJ_DICT && seps->type != RJ_GEN)
+            rlx__j_fail(rt, RLX_EINVAL, "cannot unpack non-iterable %s object", rlx__j_type_name(*seps));
+        rj_list *l = rlx__j_iter(rt, *seps);
+        if (l->n > 2) rlx__j_fail(rt, RLX_EINVAL, "too many values to unpack (expected 2)");
+        if (l->n < 2) rlx__j_fail(rt, RLX_EINVAL, "not enough values to unpack (expected 2, got %zu)", l->n);
+        rj_value is = l->v[0], ks = l->v[1];
+        /* the C encoder (no indent) checks both; Python's own (indent) fails only where it uses one */
+        if (!o.indent && ks.type != RJ_STR)
+            rlx__j_fail(rt, RLX_EINVAL, "make_encoder() argument 5 must be str, not %s", rlx__j_type_name(ks));
+        if (!o.indent && is.type != RJ_STR)
+            rlx__j_fail(rt, RLX_EINVAL, "make_encoder() argument 6 must be str, not %s", rlx__j_type_name(is));
+        if (is.type != RJ_STR && uses_separator(v, false, 0))
+            rlx__j_fail(rt, RLX_EINVAL, "unsupported operand type(s) for +: '%s' and 'str'", rlx__j_type_name(is));
+        if (ks.type != RJ_STR && uses_separator(v, true, 0))
+            rlx__j_fail(rt, RLX_EINVAL, "sequence item: expected str instance, %s found", rlx__j_type_name(ks));
+        o.item_sep = is.type == RJ_STR ? rlx__j_strdup(rt, is.s.p, is.s.n) : "";
+        o.key_sep = ks.type == RJ_STR ? rlx__j_strdup(rt, ks.s.p, ks.s.n) : "";
     }
-    o.sort_keys = arg_bool(a, -1, "sort_keys", false);
-    o.ensure_ascii = arg_bool(a, -1, "ensure_ascii", false);
+    o.sort_keys = arg[3] && rlx__j_truthy(*arg[3]);
+    o.ensure_ascii = arg[0] && rlx__j_truthy(*arg[0]);
     rj_buf b = {0};
     rlx__j_buf_put(rt, &b, "", 0);
     rlx__j_tojson(rt, &b, v, &o, 0);
@@ -147,21 +189,34 @@ static rj_value f_dictsort(rj_env *E, rj_value v, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
     if (v.type == RJ_UNDEF) rlx__j_fail_undefined(rt, v); /* dictsort calls value.items() */
-    rj_value items = copy_list(E, rlx__j_iter(rt, rlx__j_f_items(E, v, a)));
     bool cs = arg_bool(a, 0, "case_sensitive", false), rev = arg_bool(a, 2, "reverse", false);
     const rj_value *by = rlx__j_arg(a, 1, "by");
-    rj_value idx = rj_int(by && by->type == RJ_STR && by->s.n == 5 && !memcmp(by->s.p, "value", 5) ? 1 : 0);
-    sort_values(E, items.l->v, items.l->n, &idx, cs, rev);
+    bool by_value = by && by->type == RJ_STR && by->s.n == 5 && !memcmp(by->s.p, "value", 5);
+    if (by && !by_value && !(by->type == RJ_STR && by->s.n == 3 && !memcmp(by->s.p, "key", 3)))
+        rlx__j_fail(rt, RLX_EINVAL, "You can only sort by either \"key\" or \"value\"");
+    rj_value items = copy_list(E, rlx__j_iter(rt, rlx__j_f_items(E, v, a)));
+    size_t n = items.l->n;
+    rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) keys[i] = lower_key(E, items.l->v[i].l->v[by_value], cs);
+    rlx__j_sort(rt, items.l->v, keys, n, rev);
     return items;
 }
 
+/* sorted(value, key=make_multi_attrgetter(attribute), reverse=reverse): each key is a list */
 static rj_value f_sort(rj_env *E, rj_value v, const rj_args *a)
 {
-    rj_value r = copy_list(E, rlx__j_iter(rlx__j_env_rt(E), v));
-    sort_values(E, r.l->v, r.l->n, rlx__j_arg(a, 2, "attribute"), arg_bool(a, 1, "case_sensitive", false), arg_bool(a, 0, "reverse", false));
+    rj_rt *rt = rlx__j_env_rt(E);
+    rj_value r = copy_list(E, rlx__j_iter(rt, v));
+    const rj_value *attr = rlx__j_arg(a, 2, "attribute");
+    bool cs = arg_bool(a, 1, "case_sensitive", false);
+    size_t n = r.l->n;
+    rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) keys[i] = rlx__j_multi_attr_key(E, r.l->v[i], attr, cs);
+    rlx__j_sort(rt, r.l->v, keys, n, arg_bool(a, 0, "reverse", false));
     return r;
 }
 
+/* min()/max() with key=make_attrgetter(attribute): the first of equal extremes */
 static rj_value minmax(rj_env *E, rj_value v, const rj_args *a, int sign)
 {
     rj_rt *rt = rlx__j_env_rt(E);
@@ -170,9 +225,9 @@ static rj_value minmax(rj_env *E, rj_value v, const rj_args *a, int sign)
     const rj_value *attr = rlx__j_arg(a, 1, "attribute");
     if (!l->n) return rlx__j_undef_named(rt, "no aggregated item, sequence was empty");
     size_t best = 0;
-    rj_value bk = lower_key(E, attr ? rlx__j_attr_getter(E, l->v[0], *attr) : l->v[0], cs);
+    rj_value bk = rlx__j_attr_key(E, l->v[0], attr, NULL, cs);
     for (size_t i = 1; i < l->n; i++) {
-        rj_value k = lower_key(E, attr ? rlx__j_attr_getter(E, l->v[i], *attr) : l->v[i], cs);
+        rj_value k = rlx__j_attr_key(E, l->v[i], attr, NULL, cs);
         if (rlx__j_compare(rt, k, bk) * sign > 0) { best = i; bk = k; }
     }
     return l->v[best];
@@ -347,16 +402,18 @@ static rj_value f_wordcount(rj_env *E, rj_value v, const rj_args *a)
     return rj_int(n);
 }
 
+/* do_format: soft_str(value) % (kwargs or args), args a tuple */
 static rj_value f_format(rj_env *E, rj_value v, const rj_args *a)
 {
+    rj_rt *rt = rlx__j_env_rt(E);
     rj_value s = need_str(E, v);
+    if (a->npos && a->nkw) rlx__j_fail(rt, RLX_EINVAL, "can't handle positional and keyword arguments at the same time");
     if (a->nkw) {
-        rj_value d = rlx__j_new_dict(rlx__j_env_rt(E), a->nkw);
-        for (size_t i = 0; i < a->nkw; i++) rlx__j_dict_set(rlx__j_env_rt(E), d.d, rj_str(a->kwn[i], a->kwl[i]), a->kwv[i]);
-        return rlx__j_percent_format(rlx__j_env_rt(E), s, NULL, 0, &d);
+        rj_value d = rlx__j_new_dict(rt, a->nkw);
+        for (size_t i = 0; i < a->nkw; i++) rlx__j_dict_set(rt, d.d, rj_str(a->kwn[i], a->kwl[i]), a->kwv[i]);
+        return rlx__j_percent_format(rt, s, &d, 1, true);
     }
-    if (a->npos == 1 && a->pos[0].type == RJ_DICT) return rlx__j_percent_format(rlx__j_env_rt(E), s, a->pos, 1, &a->pos[0]);
-    return rlx__j_percent_format(rlx__j_env_rt(E), s, a->pos, a->npos, NULL);
+    return rlx__j_percent_format(rt, s, a->pos, a->npos, false);
 }
 
 static rj_value f_attr(rj_env *E, rj_value v, const rj_args *a)
@@ -448,30 +505,22 @@ static rj_value f_groupby(rj_env *E, rj_value v, const rj_args *a)
     rj_rt *rt = rlx__j_env_rt(E);
     const rj_value *attr = rlx__j_arg(a, 0, "attribute"), *dflt = rlx__j_arg(a, 1, "default");
     bool cs = arg_bool(a, 2, "case_sensitive", false);
-    if (!attr) rlx__j_fail(rt, RLX_EINVAL, "groupby needs an attribute");
+    if (!attr) rlx__j_fail(rt, RLX_EINVAL, "groupby() missing 1 required positional argument: 'attribute'");
     rj_value items = copy_list(E, rlx__j_iter(rt, v));
     size_t n = items.l->n;
+    /* sorted by the (lowered) key, then runs of equal keys; the grouper is the first item's
+       own key, before lowering */
     rj_value *keys = rlx__j_alloc(rt, (n + 1) * sizeof *keys);
-    for (size_t i = 0; i < n; i++) {
-        rj_value k = rlx__j_attr_getter(E, items.l->v[i], *attr);
-        keys[i] = k.type == RJ_UNDEF && dflt ? *dflt : k;
-    }
-    rj_value *folded = rlx__j_alloc(rt, (n + 1) * sizeof *folded), *perm = rlx__j_alloc(rt, (n + 1) * sizeof *perm);
-    for (size_t i = 0; i < n; i++) { folded[i] = lower_key(E, keys[i], cs); perm[i] = rj_int((int64_t)i); }
-    rlx__j_sort(rt, perm, folded, n, false);
-    rj_value *sv = rlx__j_alloc(rt, (n + 1) * sizeof *sv), *sk = rlx__j_alloc(rt, (n + 1) * sizeof *sk);
-    for (size_t i = 0; i < n; i++) { sv[i] = items.l->v[perm[i].i]; sk[i] = keys[perm[i].i]; }
-    memcpy(items.l->v, sv, n * sizeof *sv);
-    memcpy(keys, sk, n * sizeof *sk);
+    for (size_t i = 0; i < n; i++) keys[i] = rlx__j_attr_key(E, items.l->v[i], attr, dflt, cs);
+    rlx__j_sort(rt, items.l->v, keys, n, false);
     rj_value out = rlx__j_new_list(rt, 0);
     for (size_t i = 0; i < n;) {
         rj_value group = rlx__j_new_list(rt, 0);
-        rj_value gk = lower_key(E, keys[i], cs);
         size_t j = i;
-        while (j < n && rlx__j_equal(lower_key(E, keys[j], cs), gk)) rlx__j_list_push(rt, group.l, items.l->v[j++]);
+        while (j < n && rlx__j_equal(keys[j], keys[i])) rlx__j_list_push(rt, group.l, items.l->v[j++]);
         rj_value t = rlx__j_new_list(rt, 2);
         t.tuple = 2;
-        rlx__j_list_push(rt, t.l, keys[i]);
+        rlx__j_list_push(rt, t.l, cs ? keys[i] : rlx__j_attr_key(E, items.l->v[i], attr, dflt, true));
         rlx__j_list_push(rt, t.l, group);
         rlx__j_list_push(rt, out.l, t);
         i = j;
@@ -496,6 +545,7 @@ static const struct { const char *name; filter_fn fn; } filters[] = {
     {"forceescape", f_forceescape}, {"indent", f_indent}, {"wordcount", f_wordcount}, {"format", f_format},
     {"attr", f_attr}, {"map", rlx__j_f_map}, {"select", f_select}, {"reject", f_reject},
     {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"center", f_center},
+    {"striptags", rlx__j_f_striptags}, {"urlencode", rlx__j_f_urlencode},
 };
 
 static bool name_is(const char *a, const char *name, size_t n) { return strlen(a) == n && !memcmp(a, name, n); }

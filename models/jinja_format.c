@@ -5,12 +5,13 @@
  * is the same correctly rounded decimal Python prints. */
 #include "models/jinja_text.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <utf8proc.h>
 
-typedef struct spec {
+typedef struct spec_t {
     const char *fill;      /* one UTF-8 character */
     size_t fill_n;
     char align;            /* 0 (the type's default), '<', '>', '^', '=' */
@@ -21,7 +22,8 @@ typedef struct spec {
     int prec;              /* -1: none */
     char type;             /* 0: none */
     int min_digits;        /* printf's precision on an integer: zero-extend the digits */
-} spec;
+    bool zero_align;       /* align '=' comes from the '0' flag: strings keep their '<' (3.10+) */
+} spec_t;
 
 static size_t utf8_char_len(const char *p, size_t n)
 {
@@ -64,7 +66,7 @@ static void float_digits(rj_rt *rt, rj_buf *b, double x, char conv, int prec, bo
 
 /* The number part of a field: sign, a prefix (0x, ...), the integer digits (grouped by the
  * caller, *every apart) and the rest (fraction, exponent, '%'). */
-static void format_number(rj_rt *rt, rj_value v, const spec *s, rj_buf *sign, rj_buf *prefix, rj_buf *digits, rj_buf *rest,
+static void format_number(rj_rt *rt, rj_value v, const spec_t *s, rj_buf *sign, rj_buf *prefix, rj_buf *digits, rj_buf *rest,
                           size_t *every)
 {
     *every = 3;
@@ -164,7 +166,7 @@ static void format_number(rj_rt *rt, rj_value v, const spec *s, rj_buf *sign, rj
 }
 
 /* one field: the value under the spec, padded */
-static void format_field(rj_rt *rt, rj_buf *out, rj_value v, const spec *s)
+static void format_field(rj_rt *rt, rj_buf *out, rj_value v, const spec_t *s)
 {
     rj_buf sign = {0}, prefix = {0}, body = {0};
     rlx__j_buf_put(rt, &sign, "", 0);
@@ -194,13 +196,13 @@ static void format_field(rj_rt *rt, rj_buf *out, rj_value v, const spec *s)
         if (s->sign) rlx__j_fail(rt, RLX_EINVAL, "Sign not allowed in string format specifier");
         if (s->alt) rlx__j_fail(rt, RLX_EINVAL, "Alternate form (#) not allowed in string format specifier");
         if (s->group) rlx__j_fail(rt, RLX_EINVAL, "Cannot specify '%c' with 's'.", s->group);
-        if (s->align == '=') rlx__j_fail(rt, RLX_EINVAL, "'=' alignment not allowed in string format specifier");
+        if (s->align == '=' && !s->zero_align) rlx__j_fail(rt, RLX_EINVAL, "'=' alignment not allowed in string format specifier");
         rlx__j_str(rt, &body, v);
         if (s->prec >= 0) body.n = rlx__j_utf8_off(body.p, body.n, (size_t)s->prec);
     }
     size_t len = rlx__j_utf8_len(sign.p, sign.n) + rlx__j_utf8_len(prefix.p, prefix.n) + rlx__j_utf8_len(body.p, body.n);
     size_t pad = s->width > 0 && (size_t)s->width > len ? (size_t)s->width - len : 0;
-    char align = s->align ? s->align : number ? '>' : '<';
+    char align = s->align && (number || !s->zero_align) ? s->align : number ? '>' : '<';
     size_t left = align == '<' ? 0 : align == '^' ? pad / 2 : align == '=' ? 0 : pad;
     for (size_t i = 0; i < left; i++) rlx__j_buf_put(rt, out, s->fill, s->fill_n);
     rlx__j_buf_put(rt, out, sign.p, sign.n);
@@ -213,9 +215,9 @@ static void format_field(rj_rt *rt, rj_buf *out, rj_value v, const spec *s)
 }
 
 /* [[fill]align][sign][z][#][0][width][grouping][.precision][type] */
-static spec parse_spec(rj_rt *rt, const char *p, size_t n)
+static spec_t parse_spec(rj_rt *rt, const char *p, size_t n)
 {
-    spec s = {.fill = " ", .fill_n = 1, .prec = -1};
+    spec_t s = {.fill = " ", .fill_n = 1, .prec = -1};
     size_t i = 0, k = n ? utf8_char_len(p, n) : 0;
     bool fill_given = false;
     if (n > k && strchr("<>^=", p[k])) { s.fill = p; s.fill_n = k; s.align = p[k]; i = k + 1; fill_given = true; }
@@ -225,7 +227,7 @@ static spec parse_spec(rj_rt *rt, const char *p, size_t n)
     if (i < n && p[i] == '#') { s.alt = true; i++; }
     if (i < n && p[i] == '0') { /* sign-aware zero padding, unless a fill or an alignment says otherwise */
         if (!fill_given) { s.fill = "0"; s.fill_n = 1; }
-        if (!s.align) s.align = '=';
+        if (!s.align) { s.align = '='; s.zero_align = true; }
         i++;
     }
     while (i < n && p[i] >= '0' && p[i] <= '9') {
@@ -265,8 +267,38 @@ static rj_value as_percent_arg(rj_rt *rt, char conv, rj_value v)
     return rj_float(rlx__j_num(v));
 }
 
-rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, size_t nargs, const rj_value *mapping)
+/* a '*' width or precision: the next positional argument, which must be an int */
+static int64_t star_arg(rj_rt *rt, const rj_value *args, size_t nargs, size_t *argi)
 {
+    if (*argi >= nargs) rlx__j_fail(rt, RLX_EINVAL, "not enough arguments for format string");
+    rj_value v = args[(*argi)++];
+    if (v.type == RJ_BOOL) return v.b;
+    if (v.type == RJ_BIGINT) rlx__j_fail(rt, RLX_EINVAL, "Python int too large to convert to C ssize_t");
+    if (v.type != RJ_INT) rlx__j_fail(rt, RLX_EINVAL, "* wants int");
+    return v.i;
+}
+
+static rj_value ascii_repr(rj_rt *rt, rj_value v);
+
+/* Python's "%(name)s" lookup in the lone argument that % takes as a mapping */
+static const rj_value *percent_key(rj_rt *rt, const rj_value *mapping, const char *k, size_t n)
+{
+    if (!mapping) rlx__j_fail(rt, RLX_EINVAL, "format requires a mapping");
+    if (mapping->type == RJ_UNDEF) rlx__j_fail_undefined(rt, *mapping);
+    if (mapping->type != RJ_DICT) rlx__j_fail(rt, RLX_EINVAL, "%s indices must be integers or slices, not str", rlx__j_type_name(*mapping));
+    const rj_value *v = rlx__j_dict_gets(mapping->d, k, n);
+    if (!v) rlx__j_fail(rt, RLX_EINVAL, "format: key '%.*s' not found (KeyError)", (int)RLX_MIN(n, (size_t)60), k);
+    return v;
+}
+
+rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, size_t nargs, bool single)
+{
+    /* a lone non-tuple argument with __getitem__ (dict, list, Undefined) serves %(name)s, and
+       Python does not complain when the format leaves it unused */
+    const rj_value *mapping = single && nargs == 1 && ((args[0].type == RJ_LIST && !args[0].tuple &&
+                              (args[0].view == RJ_VIEW_NONE || args[0].view == RJ_VIEW_RANGE)) ||
+                              args[0].type == RJ_DICT || args[0].type == RJ_UNDEF) ? &args[0] : NULL;
+    bool esc = fmt.safe; /* Markup % args: each argument escaped (_MarkupEscapeHelper) */
     rj_buf b = {0};
     rlx__j_buf_put(rt, &b, "", 0);
     const char *p = fmt.s.p, *e = p + fmt.s.n;
@@ -277,52 +309,70 @@ rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, si
         rlx__j_buf_put(rt, &b, p, (size_t)(pc - p));
         p = pc + 1;
         const rj_value *val = NULL;
-        if (p < e && *p == '(') {
-            const char *close = memchr(p, ')', (size_t)(e - p));
-            if (!close || !mapping) rlx__j_fail(rt, RLX_EINVAL, "format requires a mapping for %%(name)");
-            val = rlx__j_dict_gets(mapping->d, p + 1, (size_t)(close - p - 1));
-            if (!val) rlx__j_fail(rt, RLX_EINVAL, "format: key '%.*s' not found", (int)(close - p - 1), p + 1);
-            p = close + 1;
+        if (p < e && *p == '(') { /* the key runs to the matching ')' */
+            if (!mapping) rlx__j_fail(rt, RLX_EINVAL, "format requires a mapping");
+            const char *k = ++p;
+            int depth = 1;
+            for (; p < e && depth; p++) depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+            if (depth) rlx__j_fail(rt, RLX_EINVAL, "incomplete format key");
+            val = percent_key(rt, mapping, k, (size_t)(p - 1 - k));
         }
-        spec s = {.fill = " ", .fill_n = 1, .prec = -1};
+        spec_t s = {.fill = " ", .fill_n = 1, .prec = -1};
         bool left = false, zero = false;
-        for (; p < e && strchr("-+ 0#", *p); p++) {
+        for (; p < e && *p && strchr("-+ 0#", *p); p++) {
             if (*p == '-') left = true;
             else if (*p == '0') zero = true;
             else if (*p == '#') s.alt = true;
             else if (*p == '+' || s.sign != '+') s.sign = *p;
         }
-        while (p < e && *p >= '0' && *p <= '9') {
+        if (p < e && *p == '*') { /* the width from the next argument; negative: left-justified */
+            p++;
+            int64_t w = star_arg(rt, args, nargs, &argi);
+            if (w < 0) { left = true; w = -w; }
+            if (w > 100000) rlx__j_fail(rt, RLX_EINVAL, "format: width too large");
+            s.width = (int)w;
+        } else while (p < e && *p >= '0' && *p <= '9') {
             s.width = s.width * 10 + (*p++ - '0');
             if (s.width > 100000) rlx__j_fail(rt, RLX_EINVAL, "format: width too large");
         }
         if (p < e && *p == '.') {
             p++;
             s.prec = 0;
-            while (p < e && *p >= '0' && *p <= '9') s.prec = s.prec * 10 + (*p++ - '0');
+            if (p < e && *p == '*') { /* a negative precision counts as 0 */
+                p++;
+                int64_t pr = star_arg(rt, args, nargs, &argi);
+                s.prec = pr < 0 ? 0 : pr > 100000 ? 100001 : (int)pr;
+            } else while (p < e && *p >= '0' && *p <= '9' && s.prec <= 100000) s.prec = s.prec * 10 + (*p++ - '0');
             if (s.prec > 100000) rlx__j_fail(rt, RLX_EINVAL, "format: precision too large");
         }
         if (p >= e) rlx__j_fail(rt, RLX_EINVAL, "incomplete format");
         char conv = *p++;
-        if (conv == '%') { rlx__j_buf_puts(rt, &b, "%"); continue; }
-        if (!strchr("sriduoxXeEfFgGca", conv)) rlx__j_fail(rt, RLX_EINVAL, "unsupported format character '%c'", conv);
+        if (conv == '%' && p == pc + 2) { rlx__j_buf_puts(rt, &b, "%"); continue; } /* "%%" only: "%5%" takes an argument */
         if (!val) {
             if (argi >= nargs) rlx__j_fail(rt, RLX_EINVAL, "not enough arguments for format string");
             val = &args[argi++];
         }
+        if (!conv || !strchr("sriduoxXeEfFgGca", conv)) rlx__j_fail(rt, RLX_EINVAL, "unsupported format character '%c'", conv);
         s.align = left ? '<' : zero && !strchr("srac", conv) ? '=' : '>';
         if (zero && !left && !strchr("srac", conv)) s.fill = "0";
         if (conv == 's' || conv == 'r' || conv == 'a') {
-            rj_buf t = {0};
-            rlx__j_buf_put(rt, &t, "", 0);
-            if (conv == 's') rlx__j_str(rt, &t, *val);
-            else rlx__j_repr(rt, &t, *val);
-            spec ss = s;
+            rj_value txt;
+            if (conv == 'a') {
+                txt = ascii_repr(rt, *val);
+            } else {
+                rj_buf t = {0};
+                rlx__j_buf_put(rt, &t, "", 0);
+                if (conv == 's') rlx__j_str(rt, &t, *val);
+                else rlx__j_repr(rt, &t, *val);
+                txt = rj_str(t.p, t.n);
+            }
+            if (esc && !(conv == 's' && val->type == RJ_STR && val->safe)) txt = rlx__j_escape(rt, txt);
+            spec_t ss = s;
             ss.sign = 0;
             ss.alt = false;
-            format_field(rt, &b, rj_str(t.p, t.n), &ss);
+            format_field(rt, &b, txt, &ss);
         } else if (conv == 'c') {
-            spec cs = s;
+            spec_t cs = s;
             cs.prec = -1;
             cs.sign = 0;
             if (val->type == RJ_STR) {
@@ -336,7 +386,7 @@ rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, si
             }
         } else {
             rj_value x = as_percent_arg(rt, conv, *val);
-            spec ns = s;
+            spec_t ns = s;
             ns.type = conv == 'i' || conv == 'u' ? 'd' : conv;
             if (strchr("doxX", ns.type)) { /* a precision is printf's minimum digit count */
                 ns.min_digits = ns.prec;
@@ -347,79 +397,233 @@ rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, si
             format_field(rt, &b, x, &ns);
         }
     }
-    /* Python treats a lone non-tuple argument with __getitem__ (list, dict) as a mapping and
-     * does not complain when the format leaves it unused */
-    bool mapping_like = nargs == 1 && ((args[0].type == RJ_LIST && !args[0].tuple) || args[0].type == RJ_DICT ||
-                                       args[0].type == RJ_UNDEF);
-    if (!mapping && !mapping_like && argi < nargs) rlx__j_fail(rt, RLX_EINVAL, "not all arguments converted during string formatting");
-    return rj_str(b.p, b.n);
+    if (!mapping && argi < nargs) rlx__j_fail(rt, RLX_EINVAL, "not all arguments converted during string formatting");
+    rj_value r = rj_str(b.p, b.n);
+    r.safe = esc;
+    return r;
 }
 
 /* ---- str.format ---- */
 
-/* str.format: {} {0} {name}, .attr and [key] lookups, !r/!s, and a format spec */
-rj_value rlx__j_str_format(rj_rt *rt, rj_value fmt, const rj_args *a)
+/* jinja2's sandbox runs str.format through string.Formatter (SandboxedFormatter): the fields
+ * are parsed as CPython's formatter_parser does, attributes and items are looked up with the
+ * environment's getattr/getitem (a missing one is undefined, not an error), and each format
+ * spec is itself formatted first, so '{:{w}.{p}f}' takes width and precision from arguments
+ * (two levels at most). On a Markup string the fields are escaped, as SandboxedEscapeFormatter. */
+typedef struct fmt_ctx {
+    rj_env *E;
+    rj_rt *rt;
+    const rj_value *args;
+    size_t nargs;
+    const rj_value *kwargs; /* NULL: no keyword arguments; else a dict (format_map: any value) */
+    bool escape;
+} fmt_ctx;
+
+/* get_integer: all decimal digits (any script's) as an index, else -1 */
+static int64_t field_index(rj_rt *rt, const char *p, size_t n)
 {
-    rj_buf b = {0};
-    rlx__j_buf_put(rt, &b, "", 0);
-    const char *p = fmt.s.p, *e = p + fmt.s.n;
-    size_t auto_i = 0;
-    while (p < e) {
-        char c = *p;
-        if (c == '}') {
-            if (p + 1 < e && p[1] == '}') { rlx__j_buf_puts(rt, &b, "}"); p += 2; continue; }
-            rlx__j_fail(rt, RLX_EINVAL, "format: single '}' encountered in format string");
-        }
-        if (c != '{') { rlx__j_buf_put(rt, &b, p, 1); p++; continue; }
-        if (p + 1 < e && p[1] == '{') { rlx__j_buf_puts(rt, &b, "{"); p += 2; continue; }
-        const char *close = memchr(p, '}', (size_t)(e - p));
-        if (!close) rlx__j_fail(rt, RLX_EINVAL, "format: single '{' encountered in format string");
-        const char *f = p + 1, *fe = close;
-        const char *bang = memchr(f, '!', (size_t)(fe - f)), *colon = memchr(f, ':', (size_t)(fe - f));
-        if (bang && colon && colon < bang) bang = NULL;
-        const char *name_end = bang ? bang : colon ? colon : fe;
-        /* field name: the first part up to . or [ */
-        const char *q = f;
-        while (q < name_end && *q != '.' && *q != '[') q++;
-        rj_value v;
-        if (q == f) {
-            if (auto_i >= a->npos) rlx__j_fail(rt, RLX_EINVAL, "format: replacement index %zu out of range", auto_i);
-            v = a->pos[auto_i++];
-        } else if (*f >= '0' && *f <= '9') {
-            size_t idx = (size_t)strtoul(f, NULL, 10);
-            if (idx >= a->npos) rlx__j_fail(rt, RLX_EINVAL, "format: replacement index %zu out of range", idx);
-            v = a->pos[idx];
+    if (!n) return -1;
+    int64_t v = 0;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t c;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)p + i, (utf8proc_ssize_t)(n - i), &c);
+        if (k <= 0 || utf8proc_category(c) != UTF8PROC_CATEGORY_ND) return -1;
+        int32_t zero = c;
+        while (c - zero < 200 && utf8proc_category(zero - 1) == UTF8PROC_CATEGORY_ND) zero--;
+        if (v > (INT64_MAX - 9) / 10) rlx__j_fail(rt, RLX_EINVAL, "Too many decimal digits in format string");
+        v = v * 10 + (c - zero) % 10;
+        i += (size_t)k;
+    }
+    return v;
+}
+
+static rj_value field_arg(fmt_ctx *c, const char *p, size_t n)
+{
+    int64_t idx = field_index(c->rt, p, n);
+    if (idx >= 0) {
+        if ((uint64_t)idx >= c->nargs) rlx__j_fail(c->rt, RLX_EINVAL, "format: replacement index %" PRId64 " out of range (tuple index out of range)", idx);
+        return c->args[idx];
+    }
+    rj_value *v = NULL;
+    if (c->kwargs && c->kwargs->type == RJ_UNDEF) rlx__j_fail_undefined(c->rt, *c->kwargs);
+    if (c->kwargs && c->kwargs->type != RJ_DICT) rlx__j_fail(c->rt, RLX_EINVAL, "'%s' object is not subscriptable", rlx__j_type_name(*c->kwargs));
+    if (c->kwargs) v = rlx__j_dict_gets(c->kwargs->d, p, n);
+    if (!v) rlx__j_fail(c->rt, RLX_EINVAL, "format: no argument named '%.*s' (KeyError)", (int)RLX_MIN(n, (size_t)60), p);
+    return *v;
+}
+
+/* SandboxedFormatter.get_field: the first name, then .attr and [key] parts */
+static rj_value get_field(fmt_ctx *c, const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && p[i] != '.' && p[i] != '[') i++;
+    rj_value v = field_arg(c, p, i);
+    while (i < n) {
+        char kind = p[i++];
+        size_t s0 = i;
+        if (kind == '.') {
+            while (i < n && p[i] != '.' && p[i] != '[') i++;
+        } else if (kind == '[') {
+            while (i < n && p[i] != ']') i++;
+            if (i >= n) rlx__j_fail(c->rt, RLX_EINVAL, "Missing ']' in format string");
         } else {
-            size_t k;
-            for (k = 0; k < a->nkw; k++)
-                if (a->kwl[k] == (size_t)(q - f) && !memcmp(a->kwn[k], f, a->kwl[k])) break;
-            if (k == a->nkw) rlx__j_fail(rt, RLX_EINVAL, "format: no argument named '%.*s'", (int)(q - f), f);
-            v = a->kwv[k];
+            rlx__j_fail(c->rt, RLX_EINVAL, "Only '.' or '[' may follow ']' in format field specifier");
         }
-        while (q < name_end) { /* .attr and [key] */
-            const char *s0 = q + 1, *s1 = s0;
-            if (*q == '.') { while (s1 < name_end && *s1 != '.' && *s1 != '[') s1++; q = s1; }
-            else { while (s1 < name_end && *s1 != ']') s1++; q = s1 < name_end ? s1 + 1 : s1; }
-            rj_value *got = NULL;
-            if (v.type == RJ_DICT || v.type == RJ_NS) got = rlx__j_dict_gets(v.d, s0, (size_t)(s1 - s0));
-            else if (v.type == RJ_LIST) {
-                size_t idx = (size_t)strtoul(s0, NULL, 10);
-                if (idx < v.l->n) got = &v.l->v[idx];
-            }
-            if (!got) rlx__j_fail(rt, RLX_EINVAL, "format: cannot look up '%.*s'", (int)(s1 - s0), s0);
-            v = *got;
+        size_t s1 = i;
+        if (kind == '[') i++;
+        if (s1 == s0) rlx__j_fail(c->rt, RLX_EINVAL, "Empty attribute in format string");
+        if (kind == '.') {
+            v = rlx__j_getattr(c->E, v, p + s0, s1 - s0);
+        } else {
+            int64_t idx = field_index(c->rt, p + s0, s1 - s0);
+            v = rlx__j_getitem(c->E, v, idx >= 0 ? rj_int(idx) : rj_str(p + s0, s1 - s0));
         }
-        if (bang && bang + 1 < fe && (bang[1] == 'r' || bang[1] == 's' || bang[1] == 'a')) {
-            rj_buf t = {0};
-            rlx__j_buf_put(rt, &t, "", 0);
-            if (bang[1] == 's') rlx__j_str(rt, &t, v);
-            else rlx__j_repr(rt, &t, v);
-            v = rj_str(t.p, t.n);
-        }
-        const char *sp = colon ? colon + 1 : fe;
-        spec s = parse_spec(rt, sp, (size_t)(fe - sp));
-        format_field(rt, &b, v, &s);
-        p = close + 1;
+    }
+    return v;
+}
+
+/* ascii(): repr with non-ASCII characters escaped */
+static rj_value ascii_repr(rj_rt *rt, rj_value v)
+{
+    rj_buf r = {0}, b = {0};
+    rlx__j_buf_put(rt, &r, "", 0);
+    rlx__j_buf_put(rt, &b, "", 0);
+    rlx__j_repr(rt, &r, v);
+    for (size_t i = 0; i < r.n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)r.p + i, (utf8proc_ssize_t)(r.n - i), &cp);
+        if (k <= 0) { cp = (unsigned char)r.p[i]; k = 1; }
+        if (cp < 0x80) rlx__j_buf_put(rt, &b, r.p + i, 1);
+        else if (cp < 0x100) rlx__j_buf_printf(rt, &b, "\\x%02x", (unsigned)cp);
+        else if (cp < 0x10000) rlx__j_buf_printf(rt, &b, "\\u%04x", (unsigned)cp);
+        else rlx__j_buf_printf(rt, &b, "\\U%08x", (unsigned)cp);
+        i += (size_t)k;
     }
     return rj_str(b.p, b.n);
+}
+
+/* Formatter._vformat over p[0..n): *auto_i is the next automatic index, -1 once a field
+ * was numbered by hand */
+static void vformat(fmt_ctx *c, rj_buf *out, const char *p, size_t n, int depth, int64_t *auto_i)
+{
+    rj_rt *rt = c->rt;
+    if (depth < 0) rlx__j_fail(rt, RLX_EINVAL, "Max string recursion exceeded");
+    size_t i = 0;
+    while (i < n) {
+        /* literal text up to a '{' or '}'; doubled ones are literal */
+        size_t start = i, len;
+        char ch = 0;
+        bool markup = false;
+        while (i < n) {
+            ch = p[i++];
+            if (ch == '{' || ch == '}') { markup = true; break; }
+        }
+        len = i - start;
+        if (markup) {
+            bool at_end = i >= n;
+            if (ch == '}' && (at_end || p[i] != '}')) rlx__j_fail(rt, RLX_EINVAL, "Single '}' encountered in format string");
+            if (ch == '{' && at_end) rlx__j_fail(rt, RLX_EINVAL, "Single '{' encountered in format string");
+            if (p[i] == ch) { i++; markup = false; }
+            else len--;
+        }
+        rlx__j_buf_put(rt, out, p + start, len);
+        if (!markup) continue;
+        /* the field: name, then !conversion, then :spec up to the matching '}' */
+        size_t name_s = i;
+        ch = 0;
+        while (i < n) {
+            ch = p[i++];
+            if (ch == '{') rlx__j_fail(rt, RLX_EINVAL, "unexpected '{' in field name");
+            if (ch == '[') { while (i < n && p[i] != ']') i++; continue; }
+            if (ch == '}' || ch == ':' || ch == '!') break;
+        }
+        size_t name_e = i - 1;
+        const char *conv = NULL, *spec_p = p + i;
+        size_t conv_n = 0, spec_n = 0;
+        if (ch == '!' || ch == ':') {
+            bool done = false;
+            if (ch == '!') {
+                if (i >= n) rlx__j_fail(rt, RLX_EINVAL, "end of string while looking for conversion specifier");
+                conv = p + i;
+                conv_n = utf8_char_len(p + i, n - i);
+                i += conv_n;
+                if (i < n) {
+                    char nx = p[i++];
+                    if (nx == '}') done = true;
+                    else if (nx != ':') rlx__j_fail(rt, RLX_EINVAL, "expected ':' after conversion specifier");
+                }
+            }
+            if (!done) {
+                spec_p = p + i;
+                int count = 1;
+                while (i < n && count) {
+                    if (p[i] == '{') count++;
+                    else if (p[i] == '}') count--;
+                    i++;
+                }
+                if (count) rlx__j_fail(rt, RLX_EINVAL, "unmatched '{' in format spec");
+                spec_n = (size_t)(p + i - 1 - spec_p);
+            }
+        } else if (ch != '}') {
+            rlx__j_fail(rt, RLX_EINVAL, "expected '}' before end of string");
+        }
+        /* automatic or manual numbering, then the value */
+        const char *fname = p + name_s;
+        size_t fname_n = name_e - name_s;
+        rj_value v;
+        if (!fname_n) {
+            if (*auto_i < 0) rlx__j_fail(rt, RLX_EINVAL, "cannot switch from manual field specification to automatic field numbering");
+            if ((uint64_t)*auto_i >= c->nargs) rlx__j_fail(rt, RLX_EINVAL, "format: replacement index %" PRId64 " out of range (tuple index out of range)", *auto_i);
+            v = c->args[(*auto_i)++];
+        } else {
+            if (rlx__j_str_is(rj_str(fname, fname_n), STR_ISDIGIT)) {
+                if (*auto_i > 0) rlx__j_fail(rt, RLX_EINVAL, "cannot switch from manual field specification to automatic field numbering");
+                *auto_i = -1;
+            }
+            v = get_field(c, fname, fname_n);
+        }
+        if (conv) {
+            if (conv_n == 1 && *conv == 's') { v = rlx__j_to_str(rt, v); v.safe = 0; }
+            else if (conv_n == 1 && *conv == 'a') v = ascii_repr(rt, v);
+            else if (conv_n == 1 && *conv == 'r') {
+                rj_buf t = {0};
+                rlx__j_buf_put(rt, &t, "", 0);
+                rlx__j_repr(rt, &t, v);
+                v = rj_str(t.p, t.n);
+            } else {
+                rlx__j_fail(rt, RLX_EINVAL, "Unknown conversion specifier %.*s", (int)conv_n, conv);
+            }
+        }
+        rj_buf spec = {0};
+        rlx__j_buf_put(rt, &spec, "", 0);
+        vformat(c, &spec, spec_p, spec_n, depth - 1, auto_i);
+        if (c->escape && v.type == RJ_STR && v.safe) { /* Markup.__html_format__ */
+            if (spec.n) rlx__j_fail(rt, RLX_EINVAL, "Unsupported format specification for Markup.");
+            rlx__j_buf_put(rt, out, v.s.p, v.s.n);
+            continue;
+        }
+        spec_t s = parse_spec(rt, spec.p, spec.n);
+        if (!c->escape) {
+            format_field(rt, out, v, &s);
+            continue;
+        }
+        rj_buf f = {0};
+        rlx__j_buf_put(rt, &f, "", 0);
+        format_field(rt, &f, v, &s);
+        rj_value e = rlx__j_escape(rt, rj_str(f.p, f.n));
+        rlx__j_buf_put(rt, out, e.s.p, e.s.n);
+    }
+}
+
+rj_value rlx__j_str_format(rj_env *E, rj_value fmt, const rj_value *args, size_t nargs, const rj_value *kwargs)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    fmt_ctx c = {.E = E, .rt = rt, .args = args, .nargs = nargs, .kwargs = kwargs, .escape = fmt.safe};
+    rj_buf b = {0};
+    rlx__j_buf_put(rt, &b, "", 0);
+    int64_t auto_i = 0;
+    vformat(&c, &b, fmt.s.p, fmt.s.n, 2, &auto_i);
+    rj_value r = rj_str(b.p, b.n);
+    r.safe = fmt.safe;
+    return r;
 }

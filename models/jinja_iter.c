@@ -5,6 +5,7 @@
 #include "models/jinja_text.h"
 
 #include <stdlib.h>
+#include <utf8proc.h>
 
 rj_value rlx__j_gen_of(rj_rt *rt, rj_list *items, const char *type_name)
 {
@@ -24,9 +25,31 @@ static bool arg_bool(const rj_args *a, int idx, const char *name, bool dflt)
     return v ? rlx__j_truthy(*v) : dflt;
 }
 
-/* environment.getitem over each part: "a.0.b" splits at dots, all-digit parts are indexes */
+/* _prepare_attribute_parts: int(x) for a part where x.isdigit(); Python's int() reads any
+ * Unicode decimal digits (Nd, which come in runs of ten from zero) and refuses other digits */
+static rj_value digit_part(rj_rt *rt, const char *p, size_t n)
+{
+    rj_buf b = {0};
+    rlx__j_buf_put(rt, &b, "", 0);
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t c;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)p + i, (utf8proc_ssize_t)(n - i), &c);
+        if (k <= 0 || utf8proc_category(c) != UTF8PROC_CATEGORY_ND)
+            rlx__j_fail(rt, RLX_EINVAL, "invalid literal for int() with base 10: '%.*s'", (int)RLX_MIN(n, (size_t)60), p);
+        int32_t start = c;
+        while (c - start < 200 && utf8proc_category(start - 1) == UTF8PROC_CATEGORY_ND) start--;
+        char d = (char)('0' + (c - start) % 10);
+        rlx__j_buf_put(rt, &b, &d, 1);
+        i += (size_t)k;
+    }
+    return rlx__j_int_parse(rt, b.p, b.n, 10);
+}
+
+/* environment.getitem over each part: "a.0.b" splits at dots, parts that are digits are
+ * indexes; None is the item itself. dflt (not None) replaces an undefined after each step. */
 static rj_value attr_parts(rj_env *E, rj_value item, rj_value attr, const rj_value *dflt)
 {
+    if (attr.type == RJ_NONE) return item;
     if (attr.type != RJ_STR) {
         item = rlx__j_getitem(E, item, attr);
         return item.type == RJ_UNDEF && dflt && dflt->type != RJ_NONE ? *dflt : item;
@@ -36,15 +59,49 @@ static rj_value attr_parts(rj_env *E, rj_value item, rj_value attr, const rj_val
         const char *d = memchr(p, '.', (size_t)(e - p));
         if (!d) d = e;
         size_t n = (size_t)(d - p);
-        bool digits = n > 0;
-        for (size_t i = 0; i < n; i++) digits = digits && p[i] >= '0' && p[i] <= '9';
-        rj_value key = digits ? rlx__j_int_parse(rlx__j_env_rt(E), p, n, 10) : rj_str(p, n);
+        bool digits = n > 0, ascii = true;
+        for (size_t i = 0; i < n; i++) {
+            digits = digits && p[i] >= '0' && p[i] <= '9';
+            ascii = ascii && (unsigned char)p[i] < 0x80;
+        }
+        rj_value key = rj_str(p, n);
+        if (digits) key = rlx__j_int_parse(rlx__j_env_rt(E), p, n, 10);
+        else if (!ascii && rlx__j_str_is(key, STR_ISDIGIT)) key = digit_part(rlx__j_env_rt(E), p, n);
         item = rlx__j_getitem(E, item, key);
         if (item.type == RJ_UNDEF && dflt && dflt->type != RJ_NONE) item = *dflt;
         if (d == e) break;
         p = d + 1;
     }
     return item;
+}
+
+/* make_attrgetter(attribute, postprocess=ignore_case unless case_sensitive, default) */
+rj_value rlx__j_attr_key(rj_env *E, rj_value item, const rj_value *attr, const rj_value *dflt, bool case_sensitive)
+{
+    rj_value k = attr ? attr_parts(E, item, *attr, dflt) : item;
+    return !case_sensitive && k.type == RJ_STR ? rlx__j_case(rlx__j_env_rt(E), k, CASE_LOWER) : k;
+}
+
+/* make_multi_attrgetter: a string attribute is split at commas into paths; the key is the
+ * list of their values (compared as Python compares lists) */
+rj_value rlx__j_multi_attr_key(rj_env *E, rj_value item, const rj_value *attr, bool case_sensitive)
+{
+    rj_rt *rt = rlx__j_env_rt(E);
+    rj_value key = rlx__j_new_list(rt, 1);
+    if (!attr || attr->type != RJ_STR) {
+        rlx__j_list_push(rt, key.l, rlx__j_attr_key(E, item, attr, NULL, case_sensitive));
+        return key;
+    }
+    const char *p = attr->s.p, *e = p + attr->s.n;
+    for (;;) {
+        const char *c = memchr(p, ',', (size_t)(e - p));
+        if (!c) c = e;
+        rj_value part = rj_str(p, (size_t)(c - p));
+        rlx__j_list_push(rt, key.l, rlx__j_attr_key(E, item, &part, NULL, case_sensitive));
+        if (c == e) break;
+        p = c + 1;
+    }
+    return key;
 }
 
 rj_value rlx__j_attr_getter(rj_env *E, rj_value item, rj_value attr) { return attr_parts(E, item, attr, NULL); }
@@ -178,6 +235,19 @@ rj_value rlx__j_f_slice(rj_env *E, rj_value v, const rj_args *a)
     return rlx__j_gen_of(rt, r.l, "generator");
 }
 
+/* the type name of what makes k unusable in a set (a list, a dict, or a tuple holding one) */
+static const char *unhashable(rj_value k, int depth)
+{
+    if (k.type == RJ_DICT || (k.type == RJ_LIST && !k.tuple && k.view != RJ_VIEW_RANGE)) return rlx__j_type_name(k);
+    if (k.type == RJ_LIST && k.tuple)
+        for (size_t i = 0; i < k.l->n && depth < RJ_MAX_DEPTH; i++) {
+            const char *bad = unhashable(k.l->v[i], depth + 1);
+            if (bad) return bad;
+        }
+    return NULL;
+}
+
+/* unique: the first item of each key (make_attrgetter with ignore_case), keys in a set */
 rj_value rlx__j_f_unique(rj_env *E, rj_value v, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
@@ -186,8 +256,9 @@ rj_value rlx__j_f_unique(rj_env *E, rj_value v, const rj_args *a)
     const rj_value *attr = rlx__j_arg(a, 1, "attribute");
     rj_value r = rlx__j_new_list(rt, l->n), seen = rlx__j_new_dict(rt, l->n);
     for (size_t i = 0; i < l->n; i++) {
-        rj_value k = attr && attr->type != RJ_NONE ? attr_parts(E, l->v[i], *attr, NULL) : l->v[i];
-        if (!cs && k.type == RJ_STR) k = rlx__j_case(rt, k, CASE_LOWER);
+        rj_value k = rlx__j_attr_key(E, l->v[i], attr, NULL, cs);
+        const char *bad = unhashable(k, 0);
+        if (bad) rlx__j_fail(rt, RLX_EINVAL, "unhashable type: '%s'", bad);
         if (rlx__j_dict_get(seen.d, k)) continue;
         rlx__j_dict_set(rt, seen.d, k, rj_none());
         rlx__j_list_push(rt, r.l, l->v[i]);

@@ -151,22 +151,15 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
         const rj_value *c = rlx__j_arg(a, 2, "count");
         return rlx__j_replace(rt, s, str_arg(rt, a, 0, "replace"), str_arg(rt, a, 1, "replace"), c && c->type == RJ_INT ? c->i : -1);
     }
-    if (is(m, n, "format")) return rlx__j_str_format(rt, s, a);
-    if (is(m, n, "format_map")) {
-        const rj_value *d = rlx__j_arg(a, 0, NULL);
-        if (!d || d->type != RJ_DICT) rlx__j_fail(rt, RLX_EINVAL, "str.format_map() needs a mapping");
-        rj_args kw = {0};
-        kw.nkw = d->d->n;
-        kw.kwn = rlx__j_alloc(rt, (kw.nkw + 1) * sizeof *kw.kwn);
-        kw.kwl = rlx__j_alloc(rt, (kw.nkw + 1) * sizeof *kw.kwl);
-        kw.kwv = rlx__j_alloc(rt, (kw.nkw + 1) * sizeof *kw.kwv);
-        for (size_t i = 0; i < kw.nkw; i++) {
-            rj_value k = rlx__j_to_str(rt, d->d->k[i]);
-            kw.kwn[i] = k.s.p;
-            kw.kwl[i] = k.s.n;
-            kw.kwv[i] = d->d->v[i];
-        }
-        return rlx__j_str_format(rt, s, &kw);
+    if (is(m, n, "format")) {
+        rj_value kw = rlx__j_new_dict(rt, a->nkw);
+        for (size_t i = 0; i < a->nkw; i++) rlx__j_dict_set(rt, kw.d, rj_str(a->kwn[i], a->kwl[i]), a->kwv[i]);
+        return rlx__j_str_format(E, s, a->pos, a->npos, a->nkw ? &kw : NULL);
+    }
+    if (is(m, n, "format_map")) { /* the sandbox's wrapper: kwargs = args[0] */
+        if (a->nkw) rlx__j_fail(rt, RLX_EINVAL, "format_map() takes no keyword arguments");
+        if (a->npos != 1) rlx__j_fail(rt, RLX_EINVAL, "format_map() takes exactly one argument (%zu given)", a->npos);
+        return rlx__j_str_format(E, s, NULL, 0, &a->pos[0]);
     }
     if (is(m, n, "expandtabs")) {
         const rj_value *ts = rlx__j_arg(a, 0, "tabsize");

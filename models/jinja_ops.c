@@ -1,6 +1,6 @@
 /* jinja_ops.c - Python operator semantics on template values: + - * / // % ** and ~, `in`,
  * slicing with negative and stepped bounds (strings by code point), and Markup's escaping `+`. */
-#include "models/jinja_ast.h"
+#include "models/jinja_text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -202,12 +202,9 @@ rj_value rlx__j_binop(rj_env *E, int op, rj_value a, rj_value b)
             if (div == 0) fd = copysign(0.0, x / y);
             return rj_float(op == OP_MOD ? m : fd);
         }
-        if (op == OP_MOD && a.type == RJ_STR) {
-            rj_args args = {0};
-            rj_value one = b;
-            if (b.type == RJ_LIST && b.tuple) { args.pos = b.l->v; args.npos = b.l->n; }
-            else { args.pos = &one; args.npos = 1; }
-            return rlx__j_filter(E, "format", 6, a, &args);
+        if (op == OP_MOD && a.type == RJ_STR) { /* a tuple's items, or the lone operand */
+            if (b.type == RJ_LIST && b.tuple) return rlx__j_percent_format(rt, a, b.l->v, b.l->n, false);
+            return rlx__j_percent_format(rt, a, &b, 1, true);
         }
         break;
     case OP_POW:

@@ -22,11 +22,16 @@ rj_value rlx__j_strip(rj_rt *rt, rj_value s, const rj_value *chars, int which);
 /* sep NULL: split on runs of whitespace; maxsplit < 0: no limit */
 rj_value rlx__j_split(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxsplit);
 rj_value rlx__j_replace(rj_rt *rt, rj_value s, rj_value old, rj_value new_, int64_t count);
-/* Python's `fmt % args` (args: a tuple/list of positional values, or a dict for %(name)s);
- * jinja_format.c */
-rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, size_t nargs, const rj_value *mapping);
-/* str.format(*args, **kwargs) */
-rj_value rlx__j_str_format(rj_rt *rt, rj_value fmt, const rj_args *a);
+/* Python's `fmt % args` (jinja_format.c): args the items of a tuple, or (single) the lone
+ * non-tuple operand, which serves %(name)s when it is a dict; a Markup fmt escapes them */
+rj_value rlx__j_percent_format(rj_rt *rt, rj_value fmt, const rj_value *args, size_t nargs, bool single);
+/* str.format(*args, **kwargs) as the sandbox's string.Formatter: kwargs a dict, or NULL for
+ * none; format_map passes its argument there */
+rj_value rlx__j_str_format(rj_env *E, rj_value fmt, const rj_value *args, size_t nargs, const rj_value *kwargs);
+/* an HTML5 named character reference (jinja_entities.c): the name as written after '&' (with
+ * its ';', or one of the legacy names without), and its one or two code points (cp2 0: one) */
+typedef struct rj_entity { const char *name; uint32_t cp1, cp2; } rj_entity;
+const rj_entity *rlx__j_entity(const char *name, size_t n); /* NULL: not a name */
 /* Python's splitlines(): lines without their terminators */
 rj_value rlx__j_splitlines(rj_rt *rt, rj_value s);
 

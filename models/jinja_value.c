@@ -435,6 +435,9 @@ int rlx__j_compare(rj_rt *rt, rj_value a, rj_value b)
         }
         return (a.l->n > b.l->n) - (a.l->n < b.l->n);
     }
+    /* Undefined's ordering raises its own UndefinedError */
+    if (a.type == RJ_UNDEF) rlx__j_fail_undefined(rt, a);
+    if (b.type == RJ_UNDEF) rlx__j_fail_undefined(rt, b);
     rlx__j_fail(rt, RLX_EINVAL, "cannot order values of type '%s' and '%s'", rlx__j_type_name(a), rlx__j_type_name(b));
 }
 

@@ -91,6 +91,68 @@ static const py_case snippets_cases[] = {
      "m ('a', 'b') <Macro 'm'> False", 30},
 };
 
+/* Gaps closed later: striptags and urlencode, multi-attribute and dotted-path keys of sort,
+ * unique, min, max and groupby, '*' widths in % and nested fields in str.format specs, and
+ * tojson's arguments bound as transformers' tojson(x, ensure_ascii, indent, separators,
+ * sort_keys) binds them (rendered with this context). */
+static const char gap_context[] = "{\"items\": [{\"name\": \"bob\", \"age\": 30, \"addr\": {\"city\": \"Paris\", \"zip\": \"75\"}, \"tags\": [\"x\", \"b\"]}, {\"name\": \"Al\", \"age\": 25, \"addr\": {\"city\": \"berlin\"}, \"tags\": [\"Y\", \"a\"]}, {\"name\": \"cy\", \"age\": 30, \"addr\": {\"city\": \"paris\", \"zip\": \"75\"}, \"tags\": [\"y\", \"c\"]}, {\"name\": \"Dee\", \"age\": 25, \"addr\": {\"city\": \"Berlin\", \"zip\": \"10\"}, \"tags\": [\"x\", \"A\"]}], \"d\": {\"q\": \"rock & roll\", \"page\": 2, \"x y\": \"1+1=2\"}, \"html\": \"<p>Para 1</p>\\n\\n<p>Para&nbsp;2 &amp; more</p>\", \"w\": 8}";
+static const py_case striptags_cases[] = {
+    {"{{ '<a href=\"x\">x  y</a><!-- c -->&amp; z'|striptags }}|{{ 'Main &raquo;\\t<em>About</em>'|striptags }}|{{ html|striptags }}",
+     "x y& z|Main » About|Para 1 Para\302\2402 & more", 42},
+    {"{{ '<<!-- x -->!-- y --> z'|striptags }}|{{ 'a <!--> b --> c'|striptags }}|{{ 'a <!-- b c'|striptags }}|{{ 'a > b < c > d'|striptags }}|{{ '<<b>>x'|striptags }}|{{ '<!--<b>-->t<b><!-- -->u'|striptags }}",
+     "z|a b --> c|a <!-- b c|a > b d|>x|tu", 36},
+    {"{{ '&lt;b&gt; &amp;amp; &#60; &#x3C; &#X3c &#0; &#128; &#x110000; &#55296; &#1; &#65535; &#13; &#x9f; &#99999999999999999999999;'|striptags }}",
+     "<b> &amp; < < < � € � �   \r Ÿ �", 42},
+    {"{{ '&notit; &notin; &amp &ampx &AMP; &nbsp;x &copy2023 &acE; &bogus; &#; &#x; & ; &lté &éacute;'|striptags }}",
+     "¬it; ∉ & &x & \302\240x ©2023 ∾̳ &bogus; &#; &#x; & ; <é &éacute;", 68},
+    {"{{ '  \\n\\t x \\u00a0 y \\u3000 z  \\u2028 '|striptags }}|{{ 'héllo <i>wörld</i> &eacute;&Eacute &#x1F600; ✓'|striptags }}",
+     "x y z|héllo wörld éÉ 😀 ✓", 33},
+    {"{{ none|striptags }}|{{ 12|striptags }}|{{ nothing|striptags }}|{{ [1, '<b>']|striptags }}|{{ ('<b>x</b>'|safe)|striptags }}|{{ ''|striptags }}",
+     "None|12||[1, '']|x|", 19},
+    {"{{ ('<p>a&lt;b</p>\\n' * 3000)|striptags|length }}|{{ (('<!-- c --><i>' ~ 'x&amp; ' * 5000)|striptags)[-9:] }}|{{ '&ltabcdefghijklmnopqrstuvwxyzabcdefghij;'|striptags }}",
+     "11999| x& x& x&|<abcdefghijklmnopqrstuvwxyzabcdefghij;", 54},
+};
+static const py_case urlencode_cases[] = {
+    {"{{ 'a b/c?d=e&f#g'|urlencode }}|{{ 'Zürich ✓ 😀'|urlencode }}|{{ \"~_.-!*'();:@&=+$,/?#[]%\"|urlencode }}",
+     "a%20b/c%3Fd%3De%26f%23g|Z%C3%BCrich%20%E2%9C%93%20%F0%9F%98%80|~_.-%21%2A%27%28%29%3B%3A%40%26%3D%2B%24%2C/%3F%23%5B%5D%25", 122},
+    {"{{ {'a b': 'c/d', 'é': 1, 'n': none, 't': true, 'l': [1, 'x'], 'f': 1.5}|urlencode }}|{{ d|urlencode }}",
+     "a+b=c%2Fd&%C3%A9=1&n=None&t=True&l=%5B1%2C+%27x%27%5D&f=1.5|q=rock+%26+roll&page=2&x+y=1%2B1%3D2", 96},
+    {"{{ [('a', 1), ['b c', 'd&e'], 'xy']|urlencode }}|{{ d.items()|urlencode }}|{{ d|items|urlencode }}|{{ items|map(attribute='tags')|urlencode }}",
+     "a=1&b+c=d%26e&x=y|q=rock+%26+roll&page=2&x+y=1%2B1%3D2|q=rock+%26+roll&page=2&x+y=1%2B1%3D2|x=b&Y=a&y=c&x=A", 107},
+    {"{{ 42|urlencode }}|{{ 1.5|urlencode }}|{{ none|urlencode }}|{{ true|urlencode }}|{{ nothing|urlencode }}|{{ ''|urlencode }}|{{ []|urlencode }}|{{ {}|urlencode }}|{{ ('a b'|safe)|urlencode }}|{{ \"\\u0000\\u007f\\u0080 \\t\\n\"|urlencode }}",
+     "42|1.5|None|True|||||a%20b|%00%7F%C2%80%20%09%0A", 48},
+};
+static const py_case attributes_cases[] = {
+    {"{{ items|sort(attribute='age,name')|map(attribute='name')|join(',') }}|{{ items|sort(attribute='age,name', reverse=true)|map(attribute='name')|join(',') }}|{{ items|sort(attribute='addr.city,name', case_sensitive=true)|map(attribute='name')|join(',') }}",
+     "Al,Dee,bob,cy|cy,bob,Dee,Al|Dee,bob,Al,cy", 41},
+    {"{{ items|sort(attribute='tags.1,age')|map(attribute='name')|join(',') }}|{{ items|sort(attribute='age,nope')|map(attribute='name')|join(',') }}|{{ items|sort(attribute='name,')|map(attribute='name')|join(',') }}|{{ items|sort(attribute='nope')|map(attribute='name')|join(',') }}",
+     "Al,Dee,bob,cy|Al,Dee,bob,cy|Al,bob,cy,Dee|bob,Al,cy,Dee", 55},
+    {"{{ [[2,'b'],[1,'a'],[1,'B']]|sort(attribute='0,1') }}|{{ [[2,'b'],[1,'a'],[1,'B']]|sort(attribute='0,1', case_sensitive=true) }}|{{ [3,1,2]|sort(attribute=none) }}|{{ [{'a':1},{'a':1}]|sort }}|{{ [[5, 1], [4, 2]]|sort(attribute='١') }}",
+     "[[1, 'a'], [1, 'B'], [2, 'b']]|[[1, 'B'], [1, 'a'], [2, 'b']]|[1, 2, 3]|[{'a': 1}, {'a': 1}]|[[5, 1], [4, 2]]", 109},
+    {"{{ items|min(attribute='addr.city') }}|{{ items|max(attribute='addr.city', case_sensitive=true) }}|{{ items|max(attribute='tags.0') }}|{{ items|unique(attribute='addr.city')|map(attribute='name')|list }}|{{ items|unique(attribute='nope')|map(attribute='name')|list }}",
+     "{'name': 'Al', 'age': 25, 'addr': {'city': 'berlin'}, 'tags': ['Y', 'a']}|{'name': 'cy', 'age': 30, 'addr': {'city': 'paris', 'zip': '75'}, 'tags': ['y', 'c']}|{'name': 'Al', 'age': 25, 'addr': {'city': 'berlin'}, 'tags': ['Y', 'a']}|['bob', 'Al']|['bob']", 255},
+    {"{% for g, l in items|groupby('addr.city') %}{{ g }}:{{ l|map(attribute='name')|join }};{% endfor %}|{% for g, l in items|groupby('tags.0', case_sensitive=true) %}{{ g }}:{{ l|map(attribute='name')|join }};{% endfor %}|{% for g, l in items|groupby('nope.zip', default='dflt') %}{{ g }}:{{ l|length }};{% endfor %}|{{ items|unique(attribute='age,name')|list|length }}",
+     "berlin:AlDee;Paris:bobcy;|Y:Al;x:bobDee;y:cy;|dflt:4;|1", 55},
+};
+static const py_case nested_formats_cases[] = {
+    {"{{ '%*d|%-*d|%*d|' % (5, 42, 5, 42, -5, 42) }}{{ '%.*f|%*.*f|%.*f|' % (2, 3.14159, 8, 3, 3.14159, -2, 3.14159) }}{{ '%0*d|%*s|%.*s|%*c|' % (6, -42, 4, 'é', 2, 'abcdef', 3, 'x') }}",
+     "   42|42   |42   |3.14|   3.142|3|-00042|   é|ab|  x|", 54},
+    {"{{ '{:{}}|'.format('a', 5) }}{{ '{0:{1}}|'.format('a', 5) }}{{ '{0:{w}.{p}f}|'.format(3.14159, w=w, p=3) }}{{ '{:{}.{}f}|{:{fill}{align}{width}}|'.format(3.14159, 10, 3, 'x', fill='*', align='^', width=7) }}",
+     "a    |a    |   3.142|     3.142|***x***|", 40},
+    {"{{ '{:{:d}}|{!r:>{}}|{x:{w}}|{:{}%}'.format(1, 5, 'q', 6, 0.25, '.1', x=1, w='05') }}{{ '|{a:{w}}|'.format_map({'a': 1, 'w': 4}) }}{{ '{0[0]}{}|{0.nope}|{0[a]}'.format({'a': 'A', 0: 'z'}) }}",
+     "    1|   'q'|00001|25.0%|   1|z{'a': 'A', 0: 'z'}||A", 52},
+    {"{{ '{!a}|{!s}|{:05}|{:0<5}|'.format('é😀', 'é', 'ab', 'ab') }}{{ '{٣}'.format(1, 2, 3, 'three') }}{{ ('|{}|{:>3}'|safe).format('<b>', '&') }}{{ ('|%s|%s'|safe) % ('<i>', '<u>'|safe) }}",
+     "'\\xe9\\U0001f600'|é|ab000|ab000|three|&lt;b&gt;|  &amp;|&lt;i&gt;|<u>", 69},
+};
+static const py_case tojson_args_cases[] = {
+    {"{{ d|tojson(indent=2) }}|{{ d|tojson(true, 2) }}|{{ d|tojson(false, 2, (',', ':'), true) }}",
+     "{\n  \"q\": \"rock & roll\",\n  \"page\": 2,\n  \"x y\": \"1+1=2\"\n}|{\n  \"q\": \"rock & roll\",\n  \"page\": 2,\n  \"x y\": \"1+1=2\"\n}|{\n  \"page\":2,\n  \"q\":\"rock & roll\",\n  \"x y\":\"1+1=2\"\n}", 164},
+    {"{{ d|tojson(indent=true) }}|{{ d|tojson(indent=false) }}|{{ d|tojson(indent=-1, separators=[';', '=']) }}|{{ d|tojson(indent='ab', sort_keys=1) }}|{{ d|tojson(separators='ab') }}",
+     "{\n \"q\": \"rock & roll\",\n \"page\": 2,\n \"x y\": \"1+1=2\"\n}|{\n\"q\": \"rock & roll\",\n\"page\": 2,\n\"x y\": \"1+1=2\"\n}|{\n\"q\"=\"rock & roll\";\n\"page\"=2;\n\"x y\"=\"1+1=2\"\n}|{\nab\"page\": 2,\nab\"q\": \"rock & roll\",\nab\"x y\": \"1+1=2\"\n}|{\"q\"b\"rock & roll\"a\"page\"b2a\"x y\"b\"1+1=2\"}", 248},
+    {"{{ [1, [2, {}]]|map('tojson', indent=1)|join('|') }}|{{ {'b': 1, 'a': {'z': [], 'y': {}}}|tojson(indent=3, sort_keys=true, ensure_ascii=none) }}|{{ 1|tojson(separators=(1, 2), indent=2) }}",
+     "1|[\n 2,\n {}\n]|{\n   \"a\": {\n      \"y\": {},\n      \"z\": []\n   },\n   \"b\": 1\n}|1", 74},
+};
+
 /* renders src with the context read by rlx_json_parse, as render-template and the server do */
 static char *render(const char *src, const char *ctx_json, size_t *len, int *rc, rlx_error *err)
 {
@@ -105,14 +167,14 @@ static char *render(const char *src, const char *ctx_json, size_t *len, int *rc,
     return out;
 }
 
-static int run(const py_case *c, size_t n)
+static int run(const py_case *c, size_t n, const char *ctx)
 {
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
         int rc;
         size_t len = 0;
         rlx_error err = {0};
-        char *out = render(c[i].tmpl, py_context, &len, &rc, &err);
+        char *out = render(c[i].tmpl, ctx, &len, &rc, &err);
         if (rc != 0 || len != c[i].want_len || memcmp(out, c[i].want, len)) {
             bad++;
             fprintf(stderr, "  %s\n    want: %s\n    got:  %s\n", c[i].tmpl, c[i].want, rc ? err.msg : out);
@@ -122,7 +184,8 @@ static int run(const py_case *c, size_t n)
     return bad;
 }
 
-#define PY_TEST(group) TEST(group) { ASSERT_EQ(run(group##_cases, sizeof group##_cases / sizeof group##_cases[0]), 0); }
+#define CTX_TEST(group, ctx) TEST(group) { ASSERT_EQ(run(group##_cases, sizeof group##_cases / sizeof group##_cases[0], ctx), 0); }
+#define PY_TEST(group) CTX_TEST(group, py_context)
 PY_TEST(numbers)
 PY_TEST(nul)
 PY_TEST(generators)
@@ -130,6 +193,11 @@ PY_TEST(methods)
 PY_TEST(strings)
 PY_TEST(formatting)
 PY_TEST(snippets)
+CTX_TEST(striptags, gap_context)
+CTX_TEST(urlencode, gap_context)
+CTX_TEST(attributes, gap_context)
+CTX_TEST(nested_formats, gap_context)
+CTX_TEST(tojson_args, gap_context)
 
 /* where Python raises at render time, so must the interpreter */
 static const struct { const char *src; const char *what; } py_errors[] = {
@@ -145,6 +213,26 @@ static const struct { const char *src; const char *what; } py_errors[] = {
     {"{% if l %}{{ l|from_json }}{% endif %}", "no filter named 'from_json'"},
     {"{{ '{:s}'.format(1) }}", "Unknown format code 's' for object of type 'int'"},
     {"{{ '%c' % 1.5 }}", "requires int or char"},
+    /* the filters, keys and formats of the gaps above */
+    {"{{ [[1, 2, 3]]|urlencode }}", "too many values to unpack (expected 2)"},
+    {"{{ [5]|urlencode }}", "cannot unpack non-iterable int object"},
+    {"{{ [[1], [1]]|unique|list }}", "unhashable type: 'list'"},
+    {"{{ [[5, 1]]|sort(attribute='\302\262') }}", "invalid literal for int() with base 10"},
+    {"{{ tools|sort(attribute='function.parameters,type') }}", "'dict object' has no attribute 'parameters'"},
+    {"{{ msgs|groupby('role,content')|list }}", "'dict object' has no attribute 'role,content'"},
+    {"{{ '%*d' % ('5', 42) }}", "* wants int"},
+    {"{{ '%5%' % () }}", "not enough arguments for format string"},
+    {"{{ '{:{:{}}}'.format(1, 2, 3) }}", "Max string recursion exceeded"},
+    {"{{ '{}{0}'.format(1, 2) }}", "cannot switch from manual field specification to automatic field numbering"},
+    {"{{ '{!x}'.format(1) }}", "Unknown conversion specifier x"},
+    {"{{ '{0:{1}'.format(1, 2) }}", "unmatched '{' in format spec"},
+    {"{{ '%(a)s' % ({'a': 1},) }}", "format requires a mapping"},
+    {"{{ '%(a)s'|format({'a': 1}) }}", "format requires a mapping"},
+    {"{{ d|tojson(foo=1) }}", "tojson() got an unexpected keyword argument 'foo'"},
+    {"{{ d|tojson(false, 2, none, true, 5) }}", "tojson() takes from 1 to 5 positional arguments but 6 were given"},
+    {"{{ d|tojson(indent=1.5) }}", "can't multiply sequence by non-int of type 'float'"},
+    {"{{ d|tojson(separators=('a',)) }}", "not enough values to unpack (expected 2, got 1)"},
+    {"{{ d|tojson(separators=(1, 2)) }}", "must be str, not int"},
 };
 
 TEST(render_errors_as_python)
@@ -171,6 +259,9 @@ TEST(load_time_checks)
         {"{{ {}.fromkeys([1]) }}", RLX_EUNSUPPORTED, "the method 'fromkeys'"},
         {"{% for m in x %}{% if m %}{% for k in m %}{{ k|nope }}{% endfor %}{% endif %}{% endfor %}", RLX_EFORMAT, "no filter named 'nope'"},
         {"{% macro f() %}{{ 1 is nope }}{% endmacro %}", RLX_EFORMAT, "no test named 'nope'"},
+        /* Python's compiler refuses a repeated keyword, in any branch */
+        {"{% if false %}{{ d|tojson(indent=1, indent=2) }}{% endif %}", RLX_EFORMAT, "keyword argument repeated: indent"},
+        {"{{ d|tojson(ensure_ascii=1, ensure_ascii=2) if false }}", RLX_EFORMAT, "keyword argument repeated: ensure_ascii"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rlx_chat_template *t = NULL;
@@ -199,4 +290,5 @@ TEST(load_time_checks)
 }
 
 TEST_MAIN(TEST_ENTRY(numbers), TEST_ENTRY(nul), TEST_ENTRY(generators), TEST_ENTRY(methods), TEST_ENTRY(strings),
-          TEST_ENTRY(formatting), TEST_ENTRY(snippets), TEST_ENTRY(render_errors_as_python), TEST_ENTRY(load_time_checks))
+          TEST_ENTRY(formatting), TEST_ENTRY(snippets), TEST_ENTRY(striptags), TEST_ENTRY(urlencode), TEST_ENTRY(attributes),
+          TEST_ENTRY(nested_formats), TEST_ENTRY(tojson_args), TEST_ENTRY(render_errors_as_python), TEST_ENTRY(load_time_checks))
