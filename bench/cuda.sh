@@ -20,9 +20,11 @@
 #   7. rlxd bench --backend cuda on Qwen3-0.6B-shaped Q8_0 / Q4_K_M / F16 and stories260K
 #   8. rlxd serve --backend cuda under rlxd-loadgen: 16 concurrent and one at a time (Q8_0)
 #   9. embeddings through rlxd serve --backend cuda: MiniLM shape, bench/embed.sh's workloads
+#  10. (profile) where a decode step's time goes: Nsight Compute's per-kernel durations over
+#      decode steps of the Q8_0 model (prefill skipped), summed by kernel
 set -u
-# STEPS: the steps to run, a comma-separated subset of tests,hybrid,features,bench,serve,embed
-# (default all)
+# STEPS: the steps to run, a comma-separated subset of tests,hybrid,features,bench,serve,embed,
+# profile (default all but profile)
 STEPS=${STEPS:-tests,hybrid,features,bench,serve,embed}
 want() { case ",$STEPS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 BIN=${BIN:-build}
@@ -71,8 +73,10 @@ want features && TAIL=30 step features 300 python3 bench/cuda_features.py --bin 
     --out "$OUTDIR/features"
 
 # speed: the models are made here (same arguments, same bytes as on any machine)
+# BENCH_MODELS: the models rlxd bench measures (default all four)
+BENCH_MODELS=${BENCH_MODELS:-q06-q8_0 q06-q4_k_m q06-f16 stories260K}
 want bench || want serve && for t in q8_0 q4_k_m f16; do
-    "$BIN/rlxd-synth" --arch qwen3 --preset qwen3-0.6b --type "$t" -o "$M/q06-$t.gguf" >/dev/null &
+    [ -f "$M/q06-$t.gguf" ] || "$BIN/rlxd-synth" --arch qwen3 --preset qwen3-0.6b --type "$t" -o "$M/q06-$t.gguf" >/dev/null &
 done
 wait
 {
@@ -80,8 +84,8 @@ wait
     echo "|---|---|---|---|---|---|"
 } >>"$SUMMARY"
 for f in "$M/q06-q8_0.gguf" "$M/q06-q4_k_m.gguf" "$M/q06-f16.gguf" "$SHARED/models/stories260K.gguf"; do
-    want bench && [ -f "$f" ] || continue
     n=$(basename "$f" .gguf)
+    want bench && [ -f "$f" ] && [[ " $BENCH_MODELS " == *" $n "* ]] || continue
     TAIL=6 step "bench-$n" 180 "$BIN/rlxd" bench --backend cuda -m "$f" -p 128 -n 32 --seqs 1,4,16 -r 3 --json
     python3 - "$OUTDIR/bench-$n.log" "$n" >>"$SUMMARY" 2>/dev/null <<'EOF' || echo "| $n | (see bench-$n.log) |" >>"$SUMMARY"
 import json, sys
@@ -131,6 +135,32 @@ if want embed && [ -f "$VOCAB" ]; then
         serve_load "$M/minilm-$t.gguf:emb" "minilm-$t" "16:256:--embeddings --prompt-tokens 14" \
             "16:64:--embeddings --prompt-tokens 198" "1:1:--embeddings --inputs 256 --prompt-tokens 14"
     done
+fi
+
+if want profile; then
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    [ -f "$M/q06-q8_0.gguf" ] || "$BIN/rlxd-synth" --arch qwen3 --preset qwen3-0.6b --type q8_0 -o "$M/q06-q8_0.gguf" >/dev/null
+    # bench -p 16 -n 40 --seqs 1 -r 1: the first launches are the load, warm-up and prefill
+    TAIL=3 step profile 300 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 1500 \
+        --launch-count 1200 "$BIN/rlxd" bench --backend cuda -m "$M/q06-q8_0.gguf" -p 16 -n 40 --seqs 1 -r 1
+    python3 - "$OUTDIR/profile.log" <<'EOF'
+import csv, sys, collections
+rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
+tot, cnt = collections.Counter(), collections.Counter()
+for r in csv.DictReader(rows):
+    if r.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    v = float(r["Metric Value"].replace(",", ""))
+    unit = r.get("Metric Unit", "ns")
+    v *= {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit, 1e-3)
+    name = r["Kernel Name"].split("(")[0]
+    tot[name] += v
+    cnt[name] += 1
+all_us = sum(tot.values())
+print(f"kernels profiled: {sum(cnt.values())}, {all_us:.0f} us of GPU time")
+for name, us in tot.most_common(12):
+    print(f"  {name:40s} {cnt[name]:6d} launches {us:10.0f} us {100 * us / all_us:5.1f}%  {us / cnt[name]:8.1f} us each")
+EOF
 fi
 
 echo "== speed (rlxd bench --backend cuda -p 128 -n 32 --seqs 1,4,16 -r 3, medians)"
