@@ -39,8 +39,11 @@ int rlx_cu_rms_norm(void *stream, const float *x, float *y, int64_t rows, int64_
 int rlx_cu_ew(void *stream, const float *x, float *y, int64_t rows, int64_t cols, rlx_cu_chain ch);
 /* mode 1 f16, 2 bf16, 3 Q8_0, 4 Q8_K rounding of activations (values written as q * d). */
 int rlx_cu_actq(void *stream, int mode, const float *x, float *y, int64_t rows, int64_t K);
+/* Y[T][N] = X[T][K] W[N][K]^T with W in `type` rows, a warp per weight row and tile of 8
+ * tokens: lanes 0 for one token's rows (each lane a chunk of its own), 1 for tiles of several
+ * (the lanes through each chunk together); each token's sums the same in any batch of one kind */
 int rlx_cu_matmul(void *stream, int type, const void *w, size_t row_bytes, int64_t K, int64_t N, const float *x,
-                  int64_t T, float *y, int64_t ldo, rlx_cu_chain ch);
+                  int64_t T, float *y, int64_t ldo, rlx_cu_chain ch, int lanes);
 /* Y[T][N] = X[T][K] W[N][K]^T in F32 (then the chain), each output summed in K order whatever
  * T is: batch-invariant rows, for the hidden-state graphs */
 int rlx_cu_sgemm(void *stream, const float *x, const float *w, int64_t T, int64_t K, int64_t N, float *y, int64_t ldo,

@@ -158,7 +158,10 @@ static int run_matmul(cu_backend *be, const rlx_step *s, const rlx_batch *b, rlx
             return rlx__cu_check(e, "epilogue kernel", err);
         return 0;
     }
-    e = rlx_cu_matmul(be->stream, w->wtype, be->w_dev[wt], rb, K, N, x, T, y, N, make_chain(be, s->chain, s->n_chain));
+    /* one token's rows (decode) through k_matmul, tiles of more through k_matmul_lanes; a
+     * hidden-state graph keeps one kernel for every batch (batch invariance) */
+    e = rlx_cu_matmul(be->stream, w->wtype, be->w_dev[wt], rb, K, N, x, T, y, N, make_chain(be, s->chain, s->n_chain),
+                      invariant || T > 1);
     return rlx__cu_check(e, "matmul kernel", err);
 }
 

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 
 #define CU_STREAM(s) ((cudaStream_t)(s))
@@ -227,31 +228,93 @@ __device__ static float bf16_round(float x)
     return __uint_as_float(u & 0xffff0000u);
 }
 
+/* Activations rounded (mode 1 f16, 2 bf16: a thread per value) or quantized as the CPU does
+ * (3 Q8_0, 4 Q8_K: a warp per block of 32 or 256 values, lane l taking values l, l + 32, ...):
+ * the block's largest magnitude by a warp reduction - max is exact in any order, and for Q8_K
+ * the value that holds it is the first one in the block, as the CPU's strict > scan picks -
+ * then each value's rounding, the CPU's formulas. A thread per block took ~6.6 us a decode row
+ * (its serial loads one after another), a fifth of a decode step's GPU time on the H200. */
 __global__ static void k_actq(int mode, const float *x, float *y, int64_t rows, int64_t K)
 {
-    int64_t bs = mode == 4 ? 256 : 32, nb = (K + bs - 1) / bs, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows * nb) return;
-    int64_t r = i / nb, blk = i % nb, o = r * K + blk * bs, n = K - blk * bs < bs ? K - blk * bs : bs;
-    if (mode == 1) { for (int64_t k = 0; k < n; k++) y[o + k] = __half2float(__float2half_rn(x[o + k])); return; }
-    if (mode == 2) { for (int64_t k = 0; k < n; k++) y[o + k] = bf16_round(x[o + k]); return; }
-    if (mode == 3) {
-        float amax = 0.0f;
-        for (int64_t k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[o + k]));
-        /* llama.cpp's x86 quantize_row_q8_0: times 127/amax, rounded half to even */
-        float d = __fdiv_rn(amax, 127.0f), id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f, dh = __half2float(__float2half_rn(d));
-        for (int64_t k = 0; k < n; k++) y[o + k] = rintf(__fmul_rn(x[o + k], id)) * dh;
+    if (mode == 1 || mode == 2) {
+        int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < rows * K) y[i] = mode == 1 ? __half2float(__float2half_rn(x[i])) : bf16_round(x[i]);
         return;
     }
+    const int64_t bs = mode == 4 ? 256 : 32, nb = (K + bs - 1) / bs;
+    const int64_t wi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (wi >= rows * nb) return; /* whole warps leave together: rows * nb counts warps */
+    const int64_t r = wi / nb, blk = wi % nb, o = r * K + blk * bs, n = K - blk * bs < bs ? K - blk * bs : bs;
     float amax = 0.0f, mx = 0.0f;
-    for (int64_t k = 0; k < n; k++)
-        if (fabsf(x[o + k]) > amax) { amax = fabsf(x[o + k]); mx = x[o + k]; }
-    if (amax == 0.0f) { for (int64_t k = 0; k < n; k++) y[o + k] = 0.0f; return; }
+    int first = INT_MAX;
+    for (int64_t k = lane; k < n; k += 32) {
+        const float a = fabsf(x[o + k]);
+        if (a > amax) { amax = a; mx = x[o + k]; first = (int)k; }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, amax, off), om = __shfl_xor_sync(0xffffffffu, mx, off);
+        const int of = __shfl_xor_sync(0xffffffffu, first, off);
+        if (oa > amax || (oa == amax && of < first)) { amax = oa; mx = om; first = of; }
+    }
+    if (mode == 3) {
+        /* llama.cpp's x86 quantize_row_q8_0: times 127/amax, rounded half to even */
+        float d = __fdiv_rn(amax, 127.0f), id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f, dh = __half2float(__float2half_rn(d));
+        for (int64_t k = lane; k < n; k += 32) y[o + k] = rintf(__fmul_rn(x[o + k], id)) * dh;
+        return;
+    }
+    if (amax == 0.0f) { for (int64_t k = lane; k < n; k += 32) y[o + k] = 0.0f; return; }
     float iscale = -127.0f / mx, d = 1.0f / iscale;
-    for (int64_t k = 0; k < n; k++) y[o + k] = fminf(127.0f, rintf(iscale * x[o + k])) * d;
+    for (int64_t k = lane; k < n; k += 32) y[o + k] = fminf(127.0f, rintf(iscale * x[o + k])) * d;
+}
+
+/* Value l (0-31) of chunk c of a row: dequant32's arithmetic for that one value. */
+__device__ static float dequant1(int type, const uint8_t *row, int64_t c, int l, int64_t K)
+{
+    switch (type) {
+    case 0: case 1: case 30: {
+        const int64_t k = c * 32 + l;
+        if (k >= K) return 0.0f;
+        if (type == 0) return ((const float *)row)[k];
+        if (type == 1) return __half2float(((const __half *)row)[k]);
+        return __uint_as_float((uint32_t)u16(row + 2 * k) << 16);
+    }
+    case 8: {
+        const uint8_t *b = row + 34 * c;
+        return (float)(int8_t)b[2 + l] * h2f(b);
+    }
+    case 2: {
+        const uint8_t *b = row + 18 * c;
+        const float d = h2f(b);
+        return l < 16 ? (float)((b[2 + l] & 0xF) - 8) * d : (float)((b[2 + l - 16] >> 4) - 8) * d;
+    }
+    case 12: case 13: {
+        const bool q5 = type == 13;
+        const uint8_t *b = row + (q5 ? 176 : 144) * (c / 8);
+        int j = (int)(c % 8), il = j / 2, hi = j & 1, sc, m;
+        const float d = h2f(b), dmin = h2f(b + 2);
+        scale_min_k4(j, b + 4, &sc, &m);
+        const float d1 = d * (float)sc, m1 = dmin * (float)m;
+        const uint8_t *qs = b + (q5 ? 48 : 16) + 32 * il;
+        int q = hi ? qs[l] >> 4 : qs[l] & 0xF;
+        if (q5 && ((b[16 + l] >> (2 * il + hi)) & 1)) q += 16;
+        return d1 * (float)q - m1;
+    }
+    default: { /* Q6_K */
+        const uint8_t *b = row + 210 * (c / 8);
+        const int j = (int)(c % 8), h = j / 4, qq = j % 4;
+        const float d = h2f(b + 208);
+        const uint8_t *ql = b + 64 * h + ((qq & 1) ? 32 : 0), *qh = b + 128 + 32 * h;
+        const int lo = qq < 2 ? ql[l] & 0xF : ql[l] >> 4;
+        const int q = (lo | (((qh[l] >> (2 * qq)) & 3) << 4)) - 32;
+        return d * (float)(int8_t)b[192 + 8 * h + 2 * qq + l / 16] * (float)q;
+    }
+    }
 }
 
 #define MM_TT 8
-/* one warp per weight row and tile of 8 tokens; lanes take 32-element chunks */
+/* one warp per weight row and tile of 8 tokens; lanes take 32-element chunks (one token's
+ * rows: a decode step's) */
 __global__ static void k_matmul(int type, const uint8_t *w, size_t rb, int64_t K, int64_t N, const float *x, int64_t T,
                                 float *y, int64_t ldo, rlx_cu_chain ch)
 {
@@ -278,6 +341,45 @@ __global__ static void k_matmul(int type, const uint8_t *w, size_t rb, int64_t K
     }
 }
 
+
+/* The same product for tiles of several tokens: the lanes walk the row's 32-value chunks
+ * together, lane l taking value l of each, so a chunk's bytes and each token's floats are one
+ * coalesced access each (in k_matmul each lane reads a chunk of its own byte by byte, every
+ * access touching 32 sectors, which costs little for one token and much for eight); each
+ * token's sum: lane l's values in K order, then the warp's tree. On the H200 (bench/RESULTS.md
+ * section 68) 2.5x k_matmul's aggregate decode at 16 sequences, but 0.7x at one token, where
+ * fewer bytes are in flight per warp. */
+__global__ static void k_matmul_lanes(int type, const uint8_t *w, size_t rb, int64_t K, int64_t N, const float *x, int64_t T,
+                                float *y, int64_t ldo, rlx_cu_chain ch)
+{
+    const int64_t n = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, t0 = (int64_t)blockIdx.y * MM_TT;
+    const int lane = threadIdx.x % 32;
+    if (n >= N) return;
+    const int nt = (int)(T - t0 < MM_TT ? T - t0 : MM_TT);
+    float acc[MM_TT];
+#pragma unroll
+    for (int t = 0; t < MM_TT; t++) acc[t] = 0.0f;
+    const uint8_t *row = w + (size_t)n * rb;
+    const float *xt = x + t0 * K;
+    const int64_t nch = (K + 31) / 32;
+#pragma unroll 4
+    for (int64_t c = 0; c < nch; c++) {
+        const int64_t k = c * 32 + lane;
+        const float v = dequant1(type, row, c, lane, K);
+        if (k < K) {
+#pragma unroll
+            for (int t = 0; t < MM_TT; t++)
+                if (t < nt) acc[t] += v * xt[t * K + k];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < MM_TT; t++) {
+        float s = acc[t];
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+        if (lane == 0 && t < nt) y[(t0 + t) * ldo + n] = apply_chain(ch, s, t0 + t, n);
+    }
+}
+
 #define SG_BM 64
 #define SG_BN 64
 #define SG_BK 16
@@ -293,9 +395,12 @@ __global__ static void __launch_bounds__(256) k_sgemm(const float *x, const floa
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16, lr = tid / 4, lk = (tid % 4) * 4;
     const int64_t t0 = (int64_t)blockIdx.y * SG_BM, n0 = (int64_t)blockIdx.x * SG_BN;
     float acc[4][4];
+#pragma unroll
     for (int i = 0; i < 4; i++)
+#pragma unroll
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += SG_BK) {
+#pragma unroll
         for (int j = 0; j < 4; j++) {
             const int64_t k = k0 + lk + j, t = t0 + lr, n = n0 + lr;
             xs[lk + j][lr] = t < T && k < K ? x[t * K + k] : 0.0f;
@@ -305,16 +410,21 @@ __global__ static void __launch_bounds__(256) k_sgemm(const float *x, const floa
 #pragma unroll
         for (int kk = 0; kk < SG_BK; kk++) {
             float a[4], b[4];
+#pragma unroll
             for (int i = 0; i < 4; i++) {
                 a[i] = xs[kk][ty + 16 * i];
                 b[i] = ws[kk][tx + 16 * i];
             }
+#pragma unroll
             for (int i = 0; i < 4; i++)
+#pragma unroll
                 for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
         __syncthreads();
     }
+#pragma unroll
     for (int i = 0; i < 4; i++)
+#pragma unroll
         for (int j = 0; j < 4; j++) {
             const int64_t t = t0 + ty + 16 * i, n = n0 + tx + 16 * j;
             if (t < T && n < N) y[t * ldo + n] = apply_chain(ch, acc[i][j], t, n);
@@ -530,18 +640,20 @@ int rlx_cu_ew(void *s, const float *x, float *y, int64_t rows, int64_t cols, rlx
 
 int rlx_cu_actq(void *s, int mode, const float *x, float *y, int64_t rows, int64_t K)
 {
-    int64_t bs = mode == 4 ? 256 : 32, n = rows * ((K + bs - 1) / bs);
+    /* a thread per value (modes 1, 2) or a warp per block of values (3, 4) */
+    int64_t bs = mode == 4 ? 256 : 32, n = mode == 1 || mode == 2 ? rows * K : rows * ((K + bs - 1) / bs) * 32;
     if (n == 0) return 0;
     k_actq<<<blocks_for(n, 128), 128, 0, CU_STREAM(s)>>>(mode, x, y, rows, K);
     return launched();
 }
 
 int rlx_cu_matmul(void *s, int type, const void *w, size_t rb, int64_t K, int64_t N, const float *x, int64_t T, float *y,
-                  int64_t ldo, rlx_cu_chain ch)
+                  int64_t ldo, rlx_cu_chain ch, int lanes)
 {
     if (T == 0) return 0;
     dim3 grid(blocks_for(N, 4), (unsigned)((T + MM_TT - 1) / MM_TT));
-    k_matmul<<<grid, 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, K, N, x, T, y, ldo, ch);
+    if (lanes) k_matmul_lanes<<<grid, 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, K, N, x, T, y, ldo, ch);
+    else k_matmul<<<grid, 128, 0, CU_STREAM(s)>>>(type, (const uint8_t *)w, rb, K, N, x, T, y, ldo, ch);
     return launched();
 }
 
