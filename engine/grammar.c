@@ -58,23 +58,24 @@ static bool sset_rehash(rlx__sset *s, size_t tcap)
     return true;
 }
 
-/* Adds a stack unless the set holds it already. */
-static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
+/* Adds a stack unless the set holds it already: 1 added, 0 held already, -1 not added (out of
+ * memory, or full: s->oom / s->overflow). */
+static int sset_put(rlx__sset *s, const uint32_t *v, uint32_t n)
 {
-    if (s->oom || s->overflow) return;
+    if (s->oom || s->overflow) return -1;
     uint64_t h = stack_hash(v, n);
     if (s->tcap < 2 * (s->n + 1) && !sset_rehash(s, s->tcap ? s->tcap * 2 : 64)) {
         s->oom = true;
-        return;
+        return -1;
     }
     size_t p = h & (s->tcap - 1);
     for (; s->table[p] >= 0; p = (p + 1) & (s->tcap - 1)) {
         size_t i = (size_t)s->table[p];
-        if (s->hash[i] == h && s->len[i] == n && (n == 0 || !memcmp(s->data + s->off[i], v, n * sizeof *v))) return;
+        if (s->hash[i] == h && s->len[i] == n && (n == 0 || !memcmp(s->data + s->off[i], v, n * sizeof *v))) return 0;
     }
     if (s->n >= (s->max ? s->max : RLX_GRAMMAR_MAX_STACKS)) {
         s->overflow = true;
-        return;
+        return -1;
     }
     if (s->n == s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 16;
@@ -86,7 +87,7 @@ static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
         if (hh) s->hash = hh;
         if (!o || !l || !hh) {
             s->oom = true;
-            return;
+            return -1;
         }
         s->cap = nc;
     }
@@ -96,7 +97,7 @@ static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
         uint32_t *d = realloc(s->data, nc * sizeof *d);
         if (!d) {
             s->oom = true;
-            return;
+            return -1;
         }
         s->data = d;
         s->dcap = nc;
@@ -108,7 +109,10 @@ static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n)
     s->table[p] = (int32_t)s->n;
     s->dlen += n;
     s->n++;
+    return 1;
 }
+
+static void sset_add(rlx__sset *s, const uint32_t *v, uint32_t n) { (void)sset_put(s, v, n); }
 
 bool rlx__sset_copy(rlx__sset *dst, const rlx__sset *src)
 {
@@ -125,12 +129,44 @@ static bool end_of_seq(const gelem *e) { return e->type == G_END || e->type == G
 /* Expands rule references at the top of stack v (of n entries, with room for one more in buf
  * up to RLX_GRAMMAR_MAX_DEPTH) until every resulting stack's top is a character set or the
  * stack is empty, adding those to out. No left recursion (checked at compile time), so this
- * ends. */
-static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out)
+ * ends, but the paths through alternatives that may be empty multiply: nested repetitions of
+ * what may be empty (((a?){0,9}){0,9}) reach the same stacks by exponentially many paths, and
+ * popping through them recurses without the stack growing. So past EXPAND_MEMO_AFTER steps an
+ * expansion remembers the stacks it has expanded (what a stack expands to depends on the stack
+ * alone, so one met again adds nothing new) and skips them; and it takes at most
+ * RLX_GRAMMAR_MAX_EXPAND steps and RLX_GRAMMAR_MAX_EXPAND_DEPTH nested calls - past either,
+ * out->overflow (the request's "too ambiguous" error), never an unbounded walk or a blown
+ * thread stack. */
+#define EXPAND_MEMO_AFTER 256
+typedef struct expand_ctx {
+    uint32_t steps;
+    rlx__sset *seen; /* the stacks expanded so far, once past EXPAND_MEMO_AFTER steps */
+} expand_ctx;
+
+static void advance_r(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out, expand_ctx *x, uint32_t depth)
 {
+    if (out->overflow || out->oom) return;
     if (n == 0 || g->e[v[n - 1]].type != G_REF) {
         sset_add(out, v, n);
         return;
+    }
+    if (++x->steps > RLX_GRAMMAR_MAX_EXPAND || depth >= RLX_GRAMMAR_MAX_EXPAND_DEPTH) {
+        out->overflow = true;
+        return;
+    }
+    if (x->steps > EXPAND_MEMO_AFTER) {
+        if (!x->seen && !(x->seen = calloc(1, sizeof *x->seen))) {
+            out->oom = true;
+            return;
+        }
+        x->seen->max = RLX_GRAMMAR_MAX_EXPAND;
+        int r = sset_put(x->seen, v, n);
+        if (r == 0) return; /* expanded already in this call: its stacks are in out */
+        if (r < 0) {
+            if (x->seen->oom) out->oom = true;
+            else out->overflow = true;
+            return;
+        }
     }
     uint32_t pos = v[n - 1];
     uint32_t sub = g->rule_start[g->e[pos].value];
@@ -146,11 +182,22 @@ static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *ou
             }
             v[m++] = sub;
         }
-        advance(g, v, m, out);
+        advance_r(g, v, m, out, x, depth + 1);
         v[n - 1] = saved_top; /* the recursion wrote over the entries above n - 1 only */
+        if (out->overflow || out->oom) break;
         while (!end_of_seq(&g->e[sub])) sub++;
         if (g->e[sub].type != G_ALT) break;
         sub++;
+    }
+}
+
+static void advance(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *out)
+{
+    expand_ctx x = {0, NULL};
+    advance_r(g, v, n, out, &x, 0);
+    if (x.seen) {
+        rlx__sset_free(x.seen);
+        free(x.seen);
     }
 }
 
@@ -294,8 +341,9 @@ rlx_grammar_state *rlx_grammar_state_new(const rlx_grammar *g, rlx_error *err)
         p++;
     }
     if (s->stacks.oom || s->stacks.overflow) {
-        rlx_errorf(err, s->stacks.oom ? RLX_ENOMEM : RLX_ERANGE, "the grammar's start needs more than %d parse stacks",
-                   RLX_GRAMMAR_MAX_STACKS);
+        rlx_errorf(err, s->stacks.oom ? RLX_ENOMEM : RLX_ERANGE, "the grammar's start is too ambiguous: it needs more than %d "
+                   "parse stacks, or more than %d expansions of rules that may be empty (nested repetitions of what may "
+                   "be empty, such as ((a?){0,9}){0,9})", RLX_GRAMMAR_MAX_STACKS, RLX_GRAMMAR_MAX_EXPAND);
         rlx_grammar_state_free(s);
         return NULL;
     }

@@ -40,11 +40,17 @@ typedef struct rlx_grammar_vocab rlx_grammar_vocab;
 /* What a request hears when its output reaches a state over RLX_GRAMMAR_MAX_STACKS (RLX_ERANGE
  * from a step or a mask): the grammar is too ambiguous there. */
 #define RLX_GRAMMAR_STACKS_MSG                                                                       \
-    "the grammar (or JSON schema) is too ambiguous at this point of the output: it would need more " \
-    "than 2048 parse stacks (alternatives that overlap, such as x* x{900}, or many that start "   \
-    "alike)"
-_Static_assert(RLX_GRAMMAR_MAX_STACKS == 2048, "RLX_GRAMMAR_STACKS_MSG names the limit");
+    "the grammar (or JSON schema) is too ambiguous or too deep at this point of the output: it would " \
+    "need more than 2048 parse stacks (alternatives that overlap, such as x* x{900}, or many that "  \
+    "start alike), nesting deeper than 1024, or more than 1000000 expansions of rules that may be "  \
+    "empty in one step (nested repetitions of what may be empty, such as ((a?){0,9}){0,9})"
 #define RLX_GRAMMAR_MAX_DEPTH 1024         /* nesting of one stack */
+/* One expansion of a stack's top (every path through rules that may be empty): steps, and nested
+ * calls (popping through empty alternatives recurses without the stack growing) */
+#define RLX_GRAMMAR_MAX_EXPAND 1000000
+#define RLX_GRAMMAR_MAX_EXPAND_DEPTH 4096
+_Static_assert(RLX_GRAMMAR_MAX_STACKS == 2048 && RLX_GRAMMAR_MAX_DEPTH == 1024 && RLX_GRAMMAR_MAX_EXPAND == 1000000,
+               "RLX_GRAMMAR_STACKS_MSG names the limits");
 
 /* Compiles GBNF text; `root` names the start rule (NULL: "root"). NULL on failure with a
  * message in err naming the line and column. Token references: any <[id]> below 2^31; a <text>

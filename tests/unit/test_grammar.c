@@ -124,6 +124,45 @@ TEST(repeating_what_can_match_nothing)
     }
 }
 
+/* Nested repetitions of what may be empty reach the same stacks by exponentially many paths
+ * (((a{0,10}){0,10}){0,10}: 11^3 ways to read nothing), and popping through them recursed with
+ * no bound: such a grammar froze the worker for good (and the 999 form overflowed the thread's
+ * stack, killing the daemon). An expansion now skips stacks it has expanded already, so these
+ * are quick and exact; past its step and nesting budgets it is RLX_ERANGE, never a crash. */
+TEST(nested_repetitions_of_the_empty)
+{
+    static const struct { const char *src, *yes[3], *no[2]; } cases[] = {
+        {"root ::= ((\"a\"{0,10}){0,10}){0,10} \"b\"\n", {"b", "aaab", "aaaaaaaaaaaaaaaaaaaaaaaaab"}, {"", "ba"}},
+        {"root ::= ((\"a\"?){0,8}){0,8}\n", {"", "a", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+         {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "b"}},
+        {"root ::= (\"a\"?)* \"b\"\n", {"b", "aab"}, {"a"}},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++) {
+        rlx_grammar *g = compile(cases[i].src);
+        ASSERT_MSG(g != NULL, "%s", cases[i].src);
+        for (int k = 0; k < 3 && cases[i].yes[k]; k++)
+            ASSERT_MSG(full_match(g, cases[i].yes[k], 1) == 1, "%s should accept '%s'", cases[i].src, cases[i].yes[k]);
+        for (int k = 0; k < 2 && cases[i].no[k]; k++)
+            ASSERT_MSG(full_match(g, cases[i].no[k], 1) == 0, "%s should refuse '%s'", cases[i].src, cases[i].no[k]);
+        rlx_grammar_free(g);
+    }
+    /* too many distinct stacks to expand: a clear error at the start, not a blown stack */
+    rlx_grammar *g = compile("root ::= ((\"a\"{0,999}){0,999}){0,999}\n");
+    ASSERT(g != NULL);
+    rlx_error e = {0};
+    rlx_grammar_state *s = rlx_grammar_state_new(g, &e);
+    if (s) { /* or at the first character */
+        int rc = 0;
+        for (int k = 0; k < 100 && !rc; k++) rc = rlx_grammar_accept(s, "a", 1);
+        ASSERT_EQ(rc, RLX_ERANGE);
+        rlx_grammar_state_free(s);
+    } else {
+        ASSERT_EQ(e.code, RLX_ERANGE);
+        ASSERT_MSG(strstr(e.msg, "too ambiguous"), "%s", e.msg);
+    }
+    rlx_grammar_free(g);
+}
+
 /* A set of many atoms (unsorted, overlapping, singles and ranges, multi-byte code points) is
  * matched by binary search over its merged runs: the same answers as the atoms say, for whole
  * characters and for a lead byte alone (the half-read check); mask_equals_token_checks and
@@ -397,6 +436,6 @@ TEST(builtin_json_object)
 }
 
 TEST_MAIN(TEST_ENTRY(builtin_json_object), TEST_ENTRY(literals_and_alternatives), TEST_ENTRY(classes_ranges_and_repetition),
-          TEST_ENTRY(repeating_what_can_match_nothing), TEST_ENTRY(big_character_sets),
+          TEST_ENTRY(repeating_what_can_match_nothing), TEST_ENTRY(nested_repetitions_of_the_empty), TEST_ENTRY(big_character_sets),
           TEST_ENTRY(utf8_split_across_pieces), TEST_ENTRY(json_grammar), TEST_ENTRY(compile_errors_name_the_place),
           TEST_ENTRY(limits_are_errors_not_aborts), TEST_ENTRY(mask_equals_token_checks))
