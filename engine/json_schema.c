@@ -184,46 +184,66 @@ unsigned rlx__js_value_type(const cJSON *v)
 
 /* ---- $ref ---- */
 
+static int hex_value(char d)
+{
+    return d >= '0' && d <= '9' ? d - '0' : (d | 0x20) >= 'a' && (d | 0x20) <= 'f' ? (d | 0x20) - 'a' + 10 : -1;
+}
+
+/* A local "#/a/b" reference: the fragment percent-decoded first, then split at '/', then ~1 and
+ * ~0 unescaped in each part (RFC 6901 section 6; "%2F" is a separator, "~1" a '/' in a name), of
+ * any length. */
 const cJSON *rlx__js_resolve(rlx__js *j, const char *ref)
 {
     if (ref[0] != '#')
         return rlx__js_fail(j, RLX_EINVAL, "'$ref' '%.200s' is not local: only \"#...\" references are supported", ref), NULL;
-    if (ref[1] && ref[1] != '/')
-        return rlx__js_fail(j, RLX_EINVAL, "'$ref' '%.200s': anchors are not supported, only JSON pointers", ref), NULL;
+    const size_t len = strlen(ref + 1);
+    char *dec = malloc(len + 1), *seg = malloc(len + 1);
     const cJSON *at = j->root;
-    const char *p = ref + 1;
-    while (*p == '/') {
-        p++;
-        char seg[256];
-        size_t n = 0;
-        while (*p && *p != '/' && n + 1 < sizeof seg) {
-            char c = *p++;
-            if (c == '~' && (*p == '0' || *p == '1')) c = *p++ == '0' ? '~' : '/';
-            else if (c == '%' && p[0] && p[1]) {
-                int h = 0, ok = 1;
-                for (int k = 0; k < 2; k++) {
-                    char d = p[k];
-                    int v = d >= '0' && d <= '9' ? d - '0' : (d | 0x20) >= 'a' && (d | 0x20) <= 'f' ? (d | 0x20) - 'a' + 10 : -1;
-                    if (v < 0) ok = 0;
-                    h = h * 16 + v;
-                }
-                if (ok) {
-                    c = (char)h;
-                    p += 2;
-                }
-            }
-            seg[n++] = c;
+    if (!dec || !seg) {
+        rlx__js_fail(j, RLX_ENOMEM, "out of memory");
+        at = NULL;
+        goto done;
+    }
+    size_t n = 0;
+    for (const char *p = ref + 1; *p;) {
+        int hi = p[0] == '%' && p[1] ? hex_value(p[1]) : -1, lo = hi >= 0 && p[2] ? hex_value(p[2]) : -1;
+        if (lo >= 0 && (hi || lo)) { /* (%00 stays as written: it names nothing) */
+            dec[n++] = (char)(hi * 16 + lo);
+            p += 3;
+        } else {
+            dec[n++] = *p++;
         }
-        seg[n] = 0;
+    }
+    dec[n] = 0;
+    if (dec[0] && dec[0] != '/') {
+        rlx__js_fail(j, RLX_EINVAL, "'$ref' '%.200s': anchors are not supported, only JSON pointers", ref);
+        at = NULL;
+        goto done;
+    }
+    for (const char *p = dec; *p == '/';) {
+        p++;
+        size_t m = 0;
+        for (; *p && *p != '/'; p++) {
+            char c = *p;
+            if (c == '~' && (p[1] == '0' || p[1] == '1')) c = *++p == '0' ? '~' : '/';
+            seg[m++] = c;
+        }
+        seg[m] = 0;
         if (cJSON_IsArray(at)) {
             char *end;
             long k = strtol(seg, &end, 10);
-            at = *seg && !*end && k >= 0 ? cJSON_GetArrayItem(at, (int)k) : NULL;
+            at = *seg && !*end && k >= 0 && k <= INT32_MAX ? cJSON_GetArrayItem(at, (int)k) : NULL;
         } else {
             at = cJSON_IsObject(at) ? cJSON_GetObjectItemCaseSensitive(at, seg) : NULL;
         }
-        if (!at) return rlx__js_fail(j, RLX_EINVAL, "'$ref' '%.200s' points at nothing in the schema", ref), NULL;
+        if (!at) {
+            rlx__js_fail(j, RLX_EINVAL, "'$ref' '%.200s' points at nothing in the schema", ref);
+            break;
+        }
     }
+done:
+    free(dec);
+    free(seg);
     return at;
 }
 
@@ -270,6 +290,50 @@ static char *visit_ref(rlx__js *j, const char *ref)
 
 /* ---- enum / const ---- */
 
+/* Replaces, in a copy, every number node with its literal text (models/json.c keeps it in
+ * valuestring) as a raw node, so that printing gives the request's own digits: cJSON prints a
+ * double in 15 significant digits, or 17 where those do not read back, and a const of
+ * 0.30000000000000004, 1.7976931348623157e308 or 12345678901234567 would come out another
+ * number. Literals that are not JSON (NaN, Infinity) keep cJSON's printing. */
+static bool numbers_as_literals(cJSON *v)
+{
+    for (cJSON *c = v->child, *next; c; c = next) {
+        next = c->next;
+        if (cJSON_IsNumber(c) && c->valuestring && isfinite(c->valuedouble) && strspn(c->valuestring, "-+.0123456789eE") ==
+                                                                                    strlen(c->valuestring)) {
+            cJSON *raw = cJSON_CreateRaw(c->valuestring);
+            if (raw && c->string) { /* an object's member: the replacement takes over its key */
+                size_t kn = strlen(c->string) + 1;
+                if ((raw->string = cJSON_malloc(kn))) memcpy(raw->string, c->string, kn);
+                else cJSON_Delete(raw), raw = NULL;
+            }
+            if (!raw || !cJSON_ReplaceItemViaPointer(v, c, raw)) {
+                cJSON_Delete(raw);
+                return false;
+            }
+        } else if ((cJSON_IsArray(c) || cJSON_IsObject(c)) && !numbers_as_literals(c)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A const or enum value as JSON text with its numbers as the request wrote them (NULL: out of
+ * memory). */
+static char *print_value(const cJSON *v)
+{
+    cJSON *box = cJSON_CreateArray(), *copy = cJSON_Duplicate(v, true);
+    char *out = NULL;
+    if (box && copy) {
+        cJSON_AddItemToArray(box, copy);
+        if (numbers_as_literals(box)) out = cJSON_PrintUnformatted(box->child);
+    } else {
+        cJSON_Delete(copy);
+    }
+    cJSON_Delete(box);
+    return out;
+}
+
 static char *visit_enum(rlx__js *j, const cJSON *s, unsigned types)
 {
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
@@ -299,7 +363,7 @@ static char *visit_enum(rlx__js *j, const cJSON *s, unsigned types)
             texts = p;
             cap = c2;
         }
-        if (!(texts[n] = cJSON_PrintUnformatted(v))) {
+        if (!(texts[n] = print_value(v))) {
             oom = true;
             break;
         }

@@ -310,10 +310,20 @@ char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
     char **kv = NULL, **rest = NULL, *xkv = NULL, *out = NULL;
     if (!gather(j, &o, s, 0)) goto done;
     const cJSON *add = o.n_members == 1 ? cJSON_GetObjectItemCaseSensitive(s, "additionalProperties") : NULL;
-    /* additionalProperties of merged members: false must allow every merged name */
+    /* additionalProperties of merged members: false must allow every merged name; what the
+     * members' say of other names holds for the merged object (false if one says false, a
+     * member's schema if one gives one) */
+    static const cJSON no_extras = {.type = cJSON_False};
+    const cJSON *member_add = NULL;
     for (size_t m = 0; m < o.n_members && o.n_members > 1; m++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(o.members[m], "additionalProperties");
         if (!a || cJSON_IsTrue(a)) continue;
+        if (cJSON_IsFalse(a)) member_add = &no_extras;
+        else if (!member_add) member_add = a;
+        else if (member_add != &no_extras && member_add != a) {
+            rlx__js_fail(j, RLX_EINVAL, "'additionalProperties' schemas in more than one 'allOf' member are not supported");
+            goto done;
+        }
         const cJSON *own = cJSON_GetObjectItemCaseSensitive(o.members[m], "properties");
         for (size_t i = 0; i < o.n; i++)
             if (!cJSON_GetObjectItemCaseSensitive(own, o.p[i].name)) {
@@ -322,15 +332,21 @@ char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
                 goto done;
             }
     }
+    if (member_add) add = member_add;
     for (size_t r = 0; r < o.n_req; r++) {
         prop *p = find_prop(&o, o.req[r]);
-        if (!p) { /* required but not declared: any value, if extras are allowed */
+        if (!p) { /* required but not declared: a value of additionalProperties, if extras are allowed */
             if (cJSON_IsFalse(add) || o.n_members > 1) {
                 rlx__js_fail(j, RLX_EINVAL, "required property '%.100s' is not among 'properties'", o.req[r]);
                 goto done;
             }
+            if (cJSON_GetObjectItemCaseSensitive(s, "patternProperties")) {
+                rlx__js_fail(j, RLX_EINVAL, "required property '%.100s' is not among 'properties' (with 'patternProperties' "
+                             "this is not supported)", o.req[r]);
+                goto done;
+            }
             static const cJSON any = {.type = cJSON_True};
-            if (!add_prop(j, &o, o.req[r], &any)) goto done;
+            if (!add_prop(j, &o, o.req[r], cJSON_IsObject(add) ? add : &any)) goto done;
             p = &o.p[o.n - 1];
         }
         p->required = true;

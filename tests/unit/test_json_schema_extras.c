@@ -1,0 +1,135 @@
+/* test_json_schema_extras.c - schema corners found by a held-out probe (engine/json_schema.c,
+ * json_schema_obj.c): a required property that is not declared takes additionalProperties'
+ * schema; allOf members' additionalProperties hold for the merged object; const and enum
+ * numbers keep the request's digits (the schema read by models/json.c, as the server reads
+ * it); $ref JSON pointers are percent-decoded before they are split, and their parts have no
+ * length limit. */
+#include "tests/rlx_test.h"
+#include "engine/grammar.h"
+#include "engine/json_schema.h"
+#include "models/json.h"
+
+static rlx_error last_err;
+
+/* The schema's grammar, read from JSON text as the server reads a request; NULL when refused. */
+static rlx_grammar *schema(const char *json)
+{
+    cJSON *s = NULL;
+    rlx_error perr = {0};
+    if (rlx_json_parse(json, strlen(json), &s, &perr)) {
+        fprintf(stderr, "  bad test JSON: %s\n", json);
+        return NULL;
+    }
+    last_err = (rlx_error){0};
+    char *g = rlx_json_schema_to_gbnf(s, &last_err);
+    cJSON_Delete(s);
+    if (!g) return NULL;
+    rlx_grammar *gr = rlx_grammar_compile(g, strlen(g), NULL, &last_err);
+    free(g);
+    return gr;
+}
+
+static int accepts(const rlx_grammar *g, const char *text)
+{
+    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
+    if (!s) return -1;
+    int ok = !rlx_grammar_accept(s, text, strlen(text)) && rlx_grammar_can_end(s);
+    rlx_grammar_state_free(s);
+    return ok;
+}
+
+#define YES(g, t) ASSERT_MSG(accepts(g, t) == 1, "should accept: %s", t)
+#define NO(g, t) ASSERT_MSG(accepts(g, t) == 0, "should refuse: %s", t)
+
+TEST(required_but_undeclared_takes_additional_properties)
+{
+    rlx_grammar *g = schema("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"required\":[\"x\"]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"x\":1}");
+    YES(g, "{\"x\":-7,\"y\":2}");
+    NO(g, "{\"x\":\"\"}");
+    NO(g, "{\"x\":null}");
+    NO(g, "{\"x\":2.77}");
+    NO(g, "{}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"required\":[\"x\"]}"); /* no additionalProperties: any value */
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"x\":\"s\"}");
+    YES(g, "{\"x\":null}");
+    rlx_grammar_free(g);
+}
+
+TEST(all_of_members_additional_properties)
+{
+    rlx_grammar *g = schema("{\"allOf\":[{\"type\":\"object\",\"additionalProperties\":false},{\"type\":\"object\"}]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{}");
+    NO(g, "{\"*\":true}");
+    rlx_grammar_free(g);
+    g = schema("{\"allOf\":[{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}},{\"type\":\"object\"}]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{}");
+    YES(g, "{\"a\":1,\"b\":2}");
+    NO(g, "{\"a\":\"s\"}");
+    NO(g, "{\"a\":null}");
+    rlx_grammar_free(g);
+    g = schema("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\"}},"
+               "{\"properties\":{\"a\":{\"type\":\"integer\"}}}]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"a\":1,\"b\":\"s\"}");
+    NO(g, "{\"a\":1,\"b\":2}");
+    rlx_grammar_free(g);
+    g = schema("{\"allOf\":[{\"additionalProperties\":{\"type\":\"string\"}},{\"additionalProperties\":{\"type\":\"integer\"}}]}");
+    ASSERT(g == NULL);
+    ASSERT_MSG(strstr(last_err.msg, "additionalProperties"), "%s", last_err.msg);
+}
+
+TEST(const_and_enum_numbers_keep_their_digits)
+{
+    rlx_grammar *g = schema("{\"const\":0.30000000000000004}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "0.30000000000000004");
+    NO(g, "0.3");
+    rlx_grammar_free(g);
+    g = schema("{\"enum\":[1.7976931348623157e308,12345678901234567,{\"v\":[1.10,-0.0]}]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "1.7976931348623157e308");
+    YES(g, "12345678901234567");
+    YES(g, "{\"v\":[1.10,-0.0]}");
+    NO(g, "12345678901234568");
+    NO(g, "1.79769313486232e+308");
+    rlx_grammar_free(g);
+}
+
+TEST(ref_pointers_decode_then_split)
+{
+    /* %2F is a separator (the pointer is percent-decoded first); ~1 is a '/' in a name */
+    rlx_grammar *g = schema("{\"$defs\":{\"a\":{\"b\":{\"type\":\"integer\"}},\"a/b\":{\"type\":\"string\"}},"
+                            "\"$ref\":\"#/$defs/a%2Fb\"}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "5");
+    NO(g, "\"s\"");
+    rlx_grammar_free(g);
+    g = schema("{\"$defs\":{\"a\":{\"b\":{\"type\":\"integer\"}},\"a/b\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/a~1b\"}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "\"s\"");
+    NO(g, "5");
+    rlx_grammar_free(g);
+    /* names past 255 bytes: the whole name counts */
+    char a255[256], a300[301], json[1200];
+    memset(a255, 'a', 255), a255[255] = 0;
+    memset(a300, 'a', 300), a300[300] = 0;
+    snprintf(json, sizeof json, "{\"$defs\":{\"%s\":{\"type\":\"integer\"},\"%s\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/%s\"}",
+             a255, a300, a300);
+    g = schema(json);
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "\"s\"");
+    NO(g, "5");
+    rlx_grammar_free(g);
+    g = schema("{\"$defs\":{\"x\":{}},\"$ref\":\"#/$defs/y\"}");
+    ASSERT(g == NULL);
+    ASSERT_MSG(strstr(last_err.msg, "points at nothing"), "%s", last_err.msg);
+}
+
+TEST_MAIN(TEST_ENTRY(required_but_undeclared_takes_additional_properties), TEST_ENTRY(all_of_members_additional_properties),
+          TEST_ENTRY(const_and_enum_numbers_keep_their_digits), TEST_ENTRY(ref_pointers_decode_then_split))
