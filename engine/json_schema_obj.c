@@ -204,22 +204,37 @@ static char *extra_kv(rlx__js *j, objspec *o, const cJSON *add, const char *kw, 
     return out;
 }
 
-/* Does the JSON string of `name` match the key rule body `body` (a pattern between quotes)? */
-static int name_matches(const char *body, const char *name)
+/* The key rule body `body` (a pattern between quotes) as a grammar of its own, compiled once for
+ * every declared name's check (NULL with err set). */
+static rlx_grammar *key_grammar(const char *body, rlx_error *err)
 {
-    rlx__sb g = {0}, key = {0};
+    rlx__sb g = {0};
     rlx__sb_printf(&g, "root ::= %s\n", body);
     if (!g.oom) rlx__json_schema_prims_for(&g, g.p, g.n);
+    rlx_grammar *gr = NULL;
+    if (g.oom) rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    else gr = rlx_grammar_compile(g.p, g.n, NULL, err);
+    free(rlx__sb_take(&g));
+    return gr;
+}
+
+/* Does the JSON string of `name` match the key grammar? 1 yes, 0 no, -1 (err set) neither known. */
+static int name_matches(const rlx_grammar *gr, const char *name, rlx_error *err)
+{
+    rlx__sb key = {0};
     rlx__json_string(&key, name, strlen(name));
     int r = -1;
-    if (!g.oom && !key.oom) {
-        rlx_grammar *gr = rlx_grammar_compile(g.p, g.n, NULL, NULL);
-        rlx_grammar_state *st = gr ? rlx_grammar_state_new(gr, NULL) : NULL;
-        if (st) r = !rlx_grammar_accept(st, key.p, key.n) && rlx_grammar_can_end(st);
+    if (key.oom) {
+        rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    } else {
+        rlx_grammar_state *st = rlx_grammar_state_new(gr, err);
+        if (st) {
+            int rc = rlx_grammar_accept(st, key.p, key.n);
+            if (rc == RLX_ERANGE || rc == RLX_ENOMEM) rlx_errorf(err, rc, "%s", rc == RLX_ENOMEM ? "out of memory" : RLX_GRAMMAR_STACKS_MSG);
+            else r = !rc && rlx_grammar_can_end(st);
+        }
         rlx_grammar_state_free(st);
-        rlx_grammar_free(gr);
     }
-    free(rlx__sb_take(&g));
     free(rlx__sb_take(&key));
     return r;
 }
@@ -254,14 +269,24 @@ static bool pattern_props(rlx__js *j, objspec *o, const cJSON *s, const cJSON *a
     free(re);
     char *body = rlx__js_take(j, &b);
     bool ok = body != NULL;
+    rlx_grammar *kg = NULL;
+    if (ok && o->n) {
+        rlx_error ke = {0};
+        if (!(kg = key_grammar(body, &ke))) {
+            ok = false;
+            rlx__js_fail(j, ke.code ? ke.code : RLX_EINVAL, "'patternProperties' pattern: %s", ke.msg);
+        }
+    }
     for (size_t i = 0; ok && i < o->n; i++) {
-        int r = name_matches(body, o->p[i].name);
+        rlx_error ke = {0};
+        int r = name_matches(kg, o->p[i].name, &ke);
         if (r) {
             ok = false;
-            if (r < 0) rlx__js_fail(j, RLX_ENOMEM, "out of memory");
+            if (r < 0) rlx__js_fail(j, ke.code ? ke.code : RLX_EINVAL, "'patternProperties' pattern: %s", ke.msg);
             else rlx__js_fail(j, RLX_EINVAL, "property '%.100s' also matches the 'patternProperties' pattern: not supported", o->p[i].name);
         }
     }
+    rlx_grammar_free(kg);
     rlx__js_pop(j, at);
     if (!ok) {
         free(body);

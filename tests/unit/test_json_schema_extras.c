@@ -3,7 +3,7 @@
  * schema; allOf members' additionalProperties hold for the merged object; const and enum
  * numbers keep the request's digits (the schema read by models/json.c, as the server reads
  * it); $ref JSON pointers are percent-decoded before they are split, and their parts have no
- * length limit. */
+ * length limit; a patternProperties pattern that cannot compile says so. */
 #include "tests/rlx_test.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
@@ -131,5 +131,35 @@ TEST(ref_pointers_decode_then_split)
     ASSERT_MSG(strstr(last_err.msg, "points at nothing"), "%s", last_err.msg);
 }
 
+/* a patternProperties pattern too big to compile, beside declared properties: its own error,
+ * not "out of memory"; and its grammar is compiled once, not once per declared name */
+TEST(pattern_properties_pattern_errors)
+{
+    size_t cap = 16 * 900 + 4000, at = 0;
+    char *json = malloc(cap);
+    at += (size_t)snprintf(json + at, cap - at, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < 200; i++) at += (size_t)snprintf(json + at, cap - at, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    at += (size_t)snprintf(json + at, cap - at, "},\"patternProperties\":{\"^(");
+    for (int i = 0; i < 800; i++) at += (size_t)snprintf(json + at, cap - at, "%sx%05d", i ? "|" : "", i);
+    snprintf(json + at, cap - at, ")$\":{\"type\":\"integer\"}},\"additionalProperties\":false}");
+    rlx_grammar *g = schema(json);
+    free(json);
+    ASSERT(g == NULL);
+    ASSERT_MSG(last_err.code == RLX_EINVAL || last_err.code == RLX_ERANGE, "code %d: %s", last_err.code, last_err.msg);
+    ASSERT_MSG(strstr(last_err.msg, "patternProperties") && !strstr(last_err.msg, "out of memory"), "%s", last_err.msg);
+    /* a small pattern still works beside declared names, and refuses a name it matches */
+    g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},"
+               "\"patternProperties\":{\"^x[0-9]$\":{\"type\":\"string\"}},\"additionalProperties\":false}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"id\":1,\"x1\":\"s\"}");
+    NO(g, "{\"id\":1,\"x1\":2}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"x1\":{\"type\":\"integer\"}},"
+               "\"patternProperties\":{\"^x[0-9]$\":{\"type\":\"string\"}},\"additionalProperties\":false}");
+    ASSERT(g == NULL);
+    ASSERT_MSG(strstr(last_err.msg, "also matches"), "%s", last_err.msg);
+}
+
 TEST_MAIN(TEST_ENTRY(required_but_undeclared_takes_additional_properties), TEST_ENTRY(all_of_members_additional_properties),
-          TEST_ENTRY(const_and_enum_numbers_keep_their_digits), TEST_ENTRY(ref_pointers_decode_then_split))
+          TEST_ENTRY(const_and_enum_numbers_keep_their_digits), TEST_ENTRY(ref_pointers_decode_then_split),
+          TEST_ENTRY(pattern_properties_pattern_errors))
