@@ -414,6 +414,7 @@ static unsigned alt_types(rlx__js *j, const cJSON *s, int hops)
     bool failed = j->failed;
     bits = type_bits(j, t);
     j->failed = failed;
+    if (bits && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "nullable"))) bits |= T_NULL; /* as the compiler reads it */
     return bits & (T_INT | T_NUM) ? (bits & ~T_INT) | T_NUM : bits ? bits : T_ALL;
 }
 

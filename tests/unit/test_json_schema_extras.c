@@ -3,7 +3,7 @@
  * schema; allOf members' additionalProperties hold for the merged object; const and enum
  * numbers keep the request's digits (the schema read by models/json.c, as the server reads
  * it); $ref JSON pointers are percent-decoded before they are split, and their parts have no
- * length limit; a patternProperties pattern that cannot compile says so. */
+ * length limit; a patternProperties pattern that cannot compile says so; oneOf reads nullable. */
 #include "tests/rlx_test.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
@@ -160,6 +160,20 @@ TEST(pattern_properties_pattern_errors)
     ASSERT_MSG(strstr(last_err.msg, "also matches"), "%s", last_err.msg);
 }
 
+/* oneOf's check that its alternatives cannot both match reads nullable as the compiler does */
+TEST(one_of_reads_nullable)
+{
+    rlx_grammar *g = schema("{\"oneOf\":[{\"type\":\"string\",\"nullable\":true},{\"type\":\"null\"}]}");
+    if (g) rlx_grammar_free(g);
+    ASSERT_MSG(g == NULL, "null matches both alternatives: oneOf cannot hold for it");
+    ASSERT_MSG(strstr(last_err.msg, "oneOf"), "%s", last_err.msg);
+    g = schema("{\"oneOf\":[{\"type\":\"string\",\"nullable\":true},{\"type\":\"integer\"}]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "null");
+    YES(g, "3");
+    rlx_grammar_free(g);
+}
+
 TEST_MAIN(TEST_ENTRY(required_but_undeclared_takes_additional_properties), TEST_ENTRY(all_of_members_additional_properties),
           TEST_ENTRY(const_and_enum_numbers_keep_their_digits), TEST_ENTRY(ref_pointers_decode_then_split),
-          TEST_ENTRY(pattern_properties_pattern_errors))
+          TEST_ENTRY(pattern_properties_pattern_errors), TEST_ENTRY(one_of_reads_nullable))
