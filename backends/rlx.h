@@ -37,6 +37,11 @@ int rlx_errorf(rlx_error *err, int code, const char *fmt, ...)
 const char *rlx_strerror(int code);
 
 #define RLX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/* the value of a hexadecimal digit, -1 for any other character */
+static inline int rlx_hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
 #define RLX_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define RLX_MAX(a, b) ((a) > (b) ? (a) : (b))
 

@@ -161,14 +161,6 @@ static const char *parse_name(parser *p, const char *s)
     return s;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* Decodes one UTF-8 code point at s (strictly); returns the byte count or 0. */
 static int utf8_decode(const char *s, const char *end, uint32_t *cp)
 {
@@ -210,7 +202,7 @@ static const char *parse_char(parser *p, const char *s, uint32_t *cp)
         if (digits) {
             uint32_t v = 0;
             for (int i = 0; i < digits; i++, s++) {
-                int h = s < p->end ? hex_value(*s) : -1;
+                int h = s < p->end ? rlx_hex_value(*s) : -1;
                 if (h < 0) {
                     perr(p, s, "expected %d hex digits after \\%c", digits, c);
                     return s;

@@ -184,11 +184,6 @@ unsigned rlx__js_value_type(const cJSON *v)
 
 /* ---- $ref ---- */
 
-static int hex_value(char d)
-{
-    return d >= '0' && d <= '9' ? d - '0' : (d | 0x20) >= 'a' && (d | 0x20) <= 'f' ? (d | 0x20) - 'a' + 10 : -1;
-}
-
 /* A local "#/a/b" reference: the fragment percent-decoded first, then split at '/', then ~1 and
  * ~0 unescaped in each part (RFC 6901 section 6; "%2F" is a separator, "~1" a '/' in a name), of
  * any length. */
@@ -206,7 +201,7 @@ const cJSON *rlx__js_resolve(rlx__js *j, const char *ref)
     }
     size_t n = 0;
     for (const char *p = ref + 1; *p;) {
-        int hi = p[0] == '%' && p[1] ? hex_value(p[1]) : -1, lo = hi >= 0 && p[2] ? hex_value(p[2]) : -1;
+        int hi = p[0] == '%' && p[1] ? rlx_hex_value(p[1]) : -1, lo = hi >= 0 && p[2] ? rlx_hex_value(p[2]) : -1;
         if (lo >= 0 && (hi || lo)) { /* (%00 stays as written: it names nothing) */
             dec[n++] = (char)(hi * 16 + lo);
             p += 3;

@@ -39,11 +39,6 @@ static void rx_fail(rx *x, int code, const char *fmt, const char *what)
     rlx_errorf(x->err, code, fmt, what, (int)(x->p - x->s));
 }
 
-static int hexv(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
 static uint32_t utf8_next(rx *x)
 {
     const unsigned char *u = (const unsigned char *)x->p;
@@ -238,7 +233,7 @@ static uint32_t parse_escape(rx *x, rlx__cpset *set, bool in_class)
         if (c == 'u' && *x->p == '{') {
             x->p++;
             int k = 0;
-            while (hexv(*x->p) >= 0 && k < 7) v = v * 16 + (uint32_t)hexv(*x->p++), k++;
+            while (rlx_hex_value(*x->p) >= 0 && k < 7) v = v * 16 + (uint32_t)rlx_hex_value(*x->p++), k++;
             if (!k || *x->p != '}' || v > 0x10ffff) {
                 rx_fail(x, RLX_EINVAL, "bad escape '%s' in the pattern (at byte %d)", "\\u{...}");
                 return 0;
@@ -247,7 +242,7 @@ static uint32_t parse_escape(rx *x, rlx__cpset *set, bool in_class)
             return v;
         }
         for (int i = 0; i < want; i++) {
-            int h = hexv(*x->p);
+            int h = rlx_hex_value(*x->p);
             if (h < 0) {
                 rx_fail(x, RLX_EINVAL, "bad escape '%s' in the pattern (at byte %d)", c == 'x' ? "\\x" : "\\u");
                 return 0;

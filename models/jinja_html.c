@@ -31,8 +31,6 @@ static void put_numeric_ref(rj_rt *rt, rj_buf *b, uint32_t num)
     if (!invalid) put_cp(rt, b, (int32_t)num);
 }
 
-static bool hex_digit(char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); }
-
 /* Python's html.unescape: &name; (the HTML5 names, the longest known prefix of a name without
  * its ';'), &#NNN; and &#xHHH; with the standard's replacements of invalid numbers */
 static rj_value unescape(rj_rt *rt, rj_value s)
@@ -52,8 +50,8 @@ static rj_value unescape(rj_rt *rt, rj_value s)
             bool hex = i + 1 < n && (p[i + 1] | 0x20) == 'x';
             size_t j = i + (hex ? 2 : 1), d = j;
             uint32_t num = 0;
-            while (j < n && (hex ? hex_digit(p[j]) : (p[j] >= '0' && p[j] <= '9'))) {
-                uint32_t v = (uint32_t)(p[j] <= '9' ? p[j] - '0' : (p[j] | 0x20) - 'a' + 10);
+            while (j < n && (hex ? rlx_hex_value(p[j]) >= 0 : (p[j] >= '0' && p[j] <= '9'))) {
+                uint32_t v = (uint32_t)rlx_hex_value(p[j]);
                 num = num > 0x10ffff ? num : num * (hex ? 16 : 10) + v;
                 j++;
             }

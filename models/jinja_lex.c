@@ -120,14 +120,6 @@ static void put_utf8(lexer *L, rj_buf *b, uint32_t cp)
     rlx__j_buf_put(L->rt, b, u, k);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* A quoted string with Python's unicode-escape rules. */
 static void lex_string(lexer *L)
 {
@@ -164,7 +156,7 @@ static void lex_string(lexer *L)
             int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
             for (int k = 0; k < nd; k++) {
-                int h = i < L->n ? hexval(L->s[i]) : -1;
+                int h = i < L->n ? rlx_hex_value(L->s[i]) : -1;
                 if (h < 0) { L->rt->line = L->line; rlx__j_fail(L->rt, RLX_EFORMAT, "truncated \\%c escape in a string literal", e); }
                 cp = cp * 16 + (uint32_t)h;
                 i++;
@@ -200,7 +192,7 @@ static void lex_number(lexer *L)
         char k = (char)(L->s[i + 1] | 0x20);
         base = k == 'b' ? 2 : k == 'o' ? 8 : 16;
         i += 2;
-        while (i < L->n && (hexval(L->s[i]) >= 0 || L->s[i] == '_')) {
+        while (i < L->n && (rlx_hex_value(L->s[i]) >= 0 || L->s[i] == '_')) {
             if (L->s[i] != '_' && tn < sizeof tmp - 1) tmp[tn++] = L->s[i];
             i++;
         }

@@ -60,7 +60,7 @@ static int hex4(const char *p)
     int v = 0;
     for (int k = 0; k < 4; k++) {
         char c = p[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = rlx_hex_value(c);
         if (d < 0) return -1;
         v = v * 16 + d;
     }

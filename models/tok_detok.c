@@ -17,14 +17,6 @@ static void put(sink *s, const char *p, size_t n)
     s->n += n;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
-
 size_t rlx_token_to_bytes(const rlx_tokenizer *t, int32_t id, bool special, char *buf, size_t cap)
 {
     sink s = {buf, cap, 0};
@@ -51,7 +43,7 @@ size_t rlx_token_to_bytes(const rlx_tokenizer *t, int32_t id, bool special, char
         return s.n;
     }
     if (a & RLX_ATTR_BYTE) {
-        int hi = n == 6 ? hexval(p[3]) : -1, lo = n == 6 ? hexval(p[4]) : -1;
+        int hi = n == 6 ? rlx_hex_value(p[3]) : -1, lo = n == 6 ? rlx_hex_value(p[4]) : -1;
         char c = hi >= 0 && lo >= 0 ? (char)(hi * 16 + lo) : p[0];
         put(&s, &c, 1);
         return s.n;

@@ -167,7 +167,7 @@ static int digits(const char **sp, buf *out, int base)
     bool any = false, under = false;
     for (;; s++) {
         char c = *s;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = rlx_hex_value(c);
         if (c == '_') {
             if (!any || under) return 0;
             under = true;
