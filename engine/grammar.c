@@ -155,11 +155,13 @@ static void advance_r(const rlx_grammar *g, uint32_t *v, uint32_t n, rlx__sset *
         return;
     }
     if (x->steps > EXPAND_MEMO_AFTER) {
-        if (!x->seen && !(x->seen = calloc(1, sizeof *x->seen))) {
-            out->oom = true;
-            return;
+        if (!x->seen) {
+            if (!(x->seen = calloc(1, sizeof *x->seen))) {
+                out->oom = true;
+                return;
+            }
+            x->seen->max = RLX_GRAMMAR_MAX_EXPAND;
         }
-        x->seen->max = RLX_GRAMMAR_MAX_EXPAND;
         int r = sset_put(x->seen, v, n);
         if (r == 0) return; /* expanded already in this call: its stacks are in out */
         if (r < 0) {

@@ -14,7 +14,8 @@
  * row's summation order) by the batch's shape, and an input's vector must not depend on what
  * shares its step (engine/embed.h's batch invariance), so such graphs multiply every batch,
  * one token or thousands, through rlx_cu_sgemm (the weight dequantized as for cuBLAS), or
- * through k_matmul where the weight is too large to dequantize: the choice never depends on T */
+ * through k_matmul_lanes where the weight is too large to dequantize: the choice never depends
+ * on T */
 #define GEMM_MIN_TOKENS 32
 #define CU_BATCH_INVARIANT(graph) ((graph)->output_kind == RLX_OUTPUT_HIDDEN)
 /* decode-sized batches (at most this many tokens) run as a CUDA graph captured per shape */

@@ -268,7 +268,9 @@ __global__ static void k_actq(int mode, const float *x, float *y, int64_t rows, 
     for (int64_t k = lane; k < n; k += 32) y[o + k] = fminf(127.0f, rintf(iscale * x[o + k])) * d;
 }
 
-/* Value l (0-31) of chunk c of a row: dequant32's arithmetic for that one value. */
+/* Value l (0-31) of chunk c of a row: dequant32's arithmetic for that one value. (dequant32
+ * stays a chunk at a time: written as 32 calls of this, nvcc re-decodes the type and scales
+ * per value - 4x the PTX of k_matmul and k_dequant, a 160-byte stack frame in k_matmul.) */
 __device__ static float dequant1(int type, const uint8_t *row, int64_t c, int l, int64_t K)
 {
     switch (type) {
@@ -341,7 +343,6 @@ __global__ static void k_matmul(int type, const uint8_t *w, size_t rb, int64_t K
     }
 }
 
-
 /* The same product for tiles of several tokens: the lanes walk the row's 32-value chunks
  * together, lane l taking value l of each, so a chunk's bytes and each token's floats are one
  * coalesced access each (in k_matmul each lane reads a chunk of its own byte by byte, every
@@ -349,8 +350,8 @@ __global__ static void k_matmul(int type, const uint8_t *w, size_t rb, int64_t K
  * token's sum: lane l's values in K order, then the warp's tree. On the H200 (bench/RESULTS.md
  * section 68) 2.5x k_matmul's aggregate decode at 16 sequences, but 0.7x at one token, where
  * fewer bytes are in flight per warp. */
-__global__ static void k_matmul_lanes(int type, const uint8_t *w, size_t rb, int64_t K, int64_t N, const float *x, int64_t T,
-                                float *y, int64_t ldo, rlx_cu_chain ch)
+__global__ static void k_matmul_lanes(int type, const uint8_t *w, size_t rb, int64_t K, int64_t N, const float *x,
+                                      int64_t T, float *y, int64_t ldo, rlx_cu_chain ch)
 {
     const int64_t n = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, t0 = (int64_t)blockIdx.y * MM_TT;
     const int lane = threadIdx.x % 32;

@@ -2,49 +2,7 @@
  * compiled grammar (run by the recogniser of engine/grammar.h) accepts valid instances and
  * refuses invalid ones; Unicode and escapes; depth, size and refusal limits with messages that
  * name the keyword. */
-#include "tests/rlx_test.h"
-#include "engine/grammar.h"
-#include "engine/json_schema.h"
-
-static rlx_error last_err;
-
-/* The compiled grammar of a schema given as JSON text; NULL (last_err set) when refused. */
-static rlx_grammar *schema(const char *json)
-{
-    cJSON *s = cJSON_Parse(json);
-    if (!s) {
-        fprintf(stderr, "  bad test JSON: %s\n", json);
-        return NULL;
-    }
-    last_err = (rlx_error){0};
-    char *g = rlx_json_schema_to_gbnf(s, &last_err);
-    cJSON_Delete(s);
-    if (!g) return NULL;
-    rlx_grammar *gr = rlx_grammar_compile(g, strlen(g), NULL, &last_err);
-    if (!gr) fprintf(stderr, "  grammar does not compile: %s\n%s\n", last_err.msg, g);
-    free(g);
-    return gr;
-}
-
-/* 1 when the grammar accepts text as a whole, fed in 3-byte pieces (splits UTF-8 too). */
-static int accepts(const rlx_grammar *g, const char *text)
-{
-    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
-    if (!s) return -1;
-    size_t n = strlen(text);
-    int ok = 1;
-    for (size_t i = 0; i < n && ok; i += 3)
-        if (rlx_grammar_accept(s, text + i, n - i < 3 ? n - i : 3)) ok = 0;
-    if (ok && !rlx_grammar_can_end(s)) ok = 0;
-    rlx_grammar_state_free(s);
-    return ok;
-}
-
-#define YES(g, t) ASSERT_MSG(accepts(g, t) == 1, "should accept: %s", t)
-#define NO(g, t) ASSERT_MSG(accepts(g, t) == 0, "should refuse: %s", t)
-#define REFUSED(json, word) do { rlx_grammar *g_ = schema(json); if (g_) rlx_grammar_free(g_); \
-    ASSERT_MSG(!g_, "schema should be refused: %s", json); \
-    ASSERT_MSG(strstr(last_err.msg, word), "message '%s' should name '%s'", last_err.msg, word); } while (0)
+#include "tests/unit/test_json_schema_util.h"
 
 TEST(types)
 {

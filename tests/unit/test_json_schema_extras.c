@@ -4,42 +4,7 @@
  * numbers keep the request's digits (the schema read by models/json.c, as the server reads
  * it); $ref JSON pointers are percent-decoded before they are split, and their parts have no
  * length limit; a patternProperties pattern that cannot compile says so; oneOf reads nullable. */
-#include "tests/rlx_test.h"
-#include "engine/grammar.h"
-#include "engine/json_schema.h"
-#include "models/json.h"
-
-static rlx_error last_err;
-
-/* The schema's grammar, read from JSON text as the server reads a request; NULL when refused. */
-static rlx_grammar *schema(const char *json)
-{
-    cJSON *s = NULL;
-    rlx_error perr = {0};
-    if (rlx_json_parse(json, strlen(json), &s, &perr)) {
-        fprintf(stderr, "  bad test JSON: %s\n", json);
-        return NULL;
-    }
-    last_err = (rlx_error){0};
-    char *g = rlx_json_schema_to_gbnf(s, &last_err);
-    cJSON_Delete(s);
-    if (!g) return NULL;
-    rlx_grammar *gr = rlx_grammar_compile(g, strlen(g), NULL, &last_err);
-    free(g);
-    return gr;
-}
-
-static int accepts(const rlx_grammar *g, const char *text)
-{
-    rlx_grammar_state *s = rlx_grammar_state_new(g, NULL);
-    if (!s) return -1;
-    int ok = !rlx_grammar_accept(s, text, strlen(text)) && rlx_grammar_can_end(s);
-    rlx_grammar_state_free(s);
-    return ok;
-}
-
-#define YES(g, t) ASSERT_MSG(accepts(g, t) == 1, "should accept: %s", t)
-#define NO(g, t) ASSERT_MSG(accepts(g, t) == 0, "should refuse: %s", t)
+#include "tests/unit/test_json_schema_util.h"
 
 TEST(required_but_undeclared_takes_additional_properties)
 {
