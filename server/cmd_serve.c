@@ -6,6 +6,7 @@
 #include "engine/pool.h"
 #include "server/pull.h"
 #include "server/serve.h"
+#include "server/watchdog.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -68,9 +69,32 @@ static void on_drain_tick(uv_timer_t *t)
     rlx_srv_maybe_exit(s);
 }
 
+/* For the watchdog's message: the models whose loads or unloads the shutdown waits for. */
+static void name_busy_models(rlx_srv *s, rlx_watchdog *wd)
+{
+    char what[400] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < s->n_models && len < sizeof what; i++) {
+        const rlx_model_slot *m = s->models[i];
+        if (m->state != RLX_MODEL_LOADING && m->state != RLX_MODEL_UNLOADING) continue;
+        char name[128];
+        rlx_log_escape(m->cfg->name, false, name, sizeof name);
+        len += (size_t)snprintf(what + len, sizeof what - len, "%smodel '%s' (%s)", len ? ", " : "", name,
+                                m->state == RLX_MODEL_LOADING ? "loading" : "unloading");
+    }
+    rlx_watchdog_set(wd, what[0] ? what : "the libuv loop's last handles");
+    if (what[0] && s->cfg->stop_timeout > 0)
+        fprintf(stderr, "rlxd: waiting for %s to stop (up to --stop-timeout %d s)\n", what, s->cfg->stop_timeout);
+    else if (what[0])
+        fprintf(stderr, "rlxd: waiting for %s to stop\n", what);
+}
+
 static void shutdown_all(rlx_srv *s)
 {
     s->stopping = true; /* no model loads or unloads from here on */
+    /* what is still running gets --stop-timeout seconds (a stuck step or load, else forever) */
+    rlx_watchdog *wd = rlx_watchdog_start(s->cfg->stop_timeout);
+    rlx_watchdog_set(wd, "threadpool tasks (prompts being prepared)");
     if (s->front->stop) s->front->stop(s);
     /* threadpool tasks borrow a model's tokenizer and template: those queued are cancelled, those
      * running (bounded: prompts are tokenized with a cap) are waited for */
@@ -85,6 +109,10 @@ static void shutdown_all(rlx_srv *s)
     rlx_models_close(s);
     for (size_t i = 0; i < s->n_models; i++)
         if (s->models[i]->w) {
+            char what[200], name[128];
+            rlx_log_escape(s->models[i]->cfg->name, false, name, sizeof name);
+            snprintf(what, sizeof what, "model '%s' (its worker's step in progress)", name);
+            rlx_watchdog_set(wd, what);
             rlx_worker_stop(s->models[i]->w, false);
             s->models[i]->w = NULL;
             s->models[i]->state = RLX_MODEL_UNLOADED;
@@ -99,8 +127,10 @@ static void shutdown_all(rlx_srv *s)
     /* closes handles; waits for models still loading or unloading (their work reads the slots):
        a callback that calls uv_stop (rlx_srv_maybe_exit) ends a run early, so run until none is
        left */
+    name_busy_models(s, wd);
     while (uv_run(s->loop, UV_RUN_DEFAULT)) {
     }
+    rlx_watchdog_end(wd);
     rlx_models_free(s);
     if (s->front->free) s->front->free(s);
     uv_mutex_destroy(&s->qlock);

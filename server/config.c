@@ -56,6 +56,7 @@ static const setting settings[] = {
     {"max-pending-bytes", T_I64, OFF(max_pending_bytes), 4096, 1LL << 32},
     {"max-queue", T_INT, OFF(max_queue), 1, 1 << 20},
     {"grace-seconds", T_INT, OFF(grace_seconds), 0, 86400},
+    {"stop-timeout", T_INT, OFF(stop_timeout), 0, 86400},
     {"models-dir", T_STR, OFF(models_dir), 0, 0},
     {"max-loaded", T_INT, OFF(max_loaded), 0, 4096},
     {"max-loaded-mem", T_I64, OFF(max_loaded_mem), 0, 1LL << 30},
@@ -126,6 +127,8 @@ const char *rlx_serve_usage(void)
            "  --max-pending-bytes BYTES a stream whose client leaves more unread is cancelled (4194304)\n"
            "  --max-queue N             waiting requests per model before 503 (256)\n"
            "  --grace-seconds N         on SIGTERM, how long requests in flight may finish (30)\n"
+           "  --stop-timeout N          then how long the models' workers, loads and unloads may\n"
+           "                            take to stop before rlxd exits 1 without them (10; 0: wait)\n"
            "  --models-dir DIR          serve every GGUF model in DIR (and its subfolders), loaded\n"
            "                            when a request names it\n"
            "  --max-loaded N            models loaded at once; the least recently used idle one\n"
@@ -491,6 +494,7 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     c->max_sessions = 1024;
     c->max_queue = 256;
     c->grace_seconds = 30;
+    c->stop_timeout = 10;
     c->keep_alive = -1;
     load_state ls = {.c = c, .layer = L_INI};
     int rc = 0;

@@ -58,6 +58,7 @@ typedef struct rlx_serve_config {
     int64_t max_pending_bytes; /* response bytes waiting for a client that does not read, 4 MiB */
     int max_queue;           /* waiting requests per model before 503, 256 */
     int grace_seconds;       /* SIGTERM: how long requests in flight may finish, 30 */
+    int stop_timeout;        /* then how long workers, tasks and loads may take to stop (server/watchdog.h), 10; 0: no limit */
     char *models_dir;        /* --models-dir: every GGUF model there is served, loaded on demand */
     int max_loaded;          /* models loaded at once, 0: no limit (the LRU idle one is evicted) */
     int64_t max_loaded_mem;  /* MiB the loaded models may hold (weights + KV), 0: no limit */

@@ -151,4 +151,31 @@ wait "$slow"; rc=$?
 [ "$rc" != 0 ] || fail "a model that failed to load exited 0"
 grep -q "cannot load model 'slow'" "$LOG" || fail "no load error message"
 ok 503 while loading
+
+# SIGTERM while a load never returns (a FIFO nobody writes, as a hung network mount would hold
+# open()): the daemon waits --stop-timeout, says what it waited for and exits 1 (it used to
+# never exit); a second signal while it waits ends it at once.
+stuck_stop() { # $1: --stop-timeout, $2: a second signal once it waits; prints the exit status
+    rm -f "$TMP/stuck.gguf"; mkfifo "$TMP/stuck.gguf" || fail "mkfifo"
+    "$BIN" serve -m "$TMP/stuck.gguf:stuck" --port 0 --grace-seconds 1 --stop-timeout "$1" 2>"$TMP/stuck.log" &
+    local p=$! t
+    PIDS+=("$p")
+    for _ in $(seq 1 100); do grep -q "loading model 'stuck'" "$TMP/stuck.log" && break; sleep 0.1; done
+    kill -TERM "$p"
+    for _ in $(seq 1 100); do grep -q "rlxd: waiting for model 'stuck' (loading) to stop" "$TMP/stuck.log" && break; sleep 0.1; done
+    grep -q "rlxd: waiting for model 'stuck' (loading) to stop" "$TMP/stuck.log" || fail "no waiting line: $(cat "$TMP/stuck.log")"
+    [ -n "$2" ] && kill -TERM "$p"
+    for t in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$p" 2>/dev/null && fail "rlxd did not exit with a load stuck (after ${t}00 ms): $(cat "$TMP/stuck.log")"
+    wait "$p"; echo $?
+}
+rc=$(stuck_stop 2 "")
+[ "$rc" = 1 ] || fail "exit status $rc with a stuck load"
+grep -q "the stop took over --stop-timeout 2 s; exiting without waiting for model 'stuck' (loading)" "$TMP/stuck.log" ||
+    fail "stuck stop message: $(cat "$TMP/stuck.log")"
+rc=$(stuck_stop 600 second)
+[ "$rc" = 1 ] || fail "exit status $rc after a second signal"
+grep -q "signal 15 while stopping; exiting without waiting for model 'stuck' (loading)" "$TMP/stuck.log" ||
+    fail "second signal message: $(cat "$TMP/stuck.log")"
+ok stop bounded with a stuck load
 echo "all passed"

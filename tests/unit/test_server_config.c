@@ -239,6 +239,7 @@ TEST(every_setting_follows_the_layer_order)
         {"max-pending-bytes", "4194304", "4096", "8192", "16384"},
         {"max-queue", "256", "1", "2", "3"},
         {"grace-seconds", "30", "1", "2", "3"},
+        {"stop-timeout", "10", "0", "2", "3"},
         {"models-dir", "", "/a", "/b", "/c"},
         {"max-loaded", "0", "1", "2", "3"},
         {"max-loaded-mem", "0", "100", "200", "300"},
