@@ -2,6 +2,7 @@
 #include "server/metrics.h"
 
 #include <cjson/cJSON.h>
+#include <utf8proc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,33 @@ void rlx_metrics_init(rlx_metrics *m)
         hs[i]->bounds = latency_bounds;
         hs[i]->n_bounds = (int)RLX_ARRAY_LEN(latency_bounds);
     }
+}
+
+const char *rlx_metrics_label(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)(s ? s : "");
+    while (*p) {
+        char esc[4];
+        size_t k;
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t n = utf8proc_iterate(p, -1, &cp);
+        if (n <= 0) { /* not UTF-8: U+FFFD, as the exposition format needs UTF-8 */
+            esc[0] = (char)0xef; esc[1] = (char)0xbf; esc[2] = (char)0xbd; k = 3;
+            n = 1;
+        } else if (*p == '\\' || *p == '"' || *p == '\n') {
+            esc[0] = '\\'; esc[1] = *p == '\n' ? 'n' : (char)*p; k = 2;
+        } else {
+            memcpy(esc, p, (size_t)n);
+            k = (size_t)n;
+        }
+        if (o + k + 1 > cap) break;
+        memcpy(out + o, esc, k);
+        o += k;
+        p += n;
+    }
+    if (cap) out[o < cap ? o : cap - 1] = 0;
+    return out;
 }
 
 void rlx_metrics_request(rlx_metrics *m, const char *endpoint, int status)
@@ -173,7 +201,8 @@ char *rlx_metrics_render(const rlx_metrics *m, const rlx_metrics_model *models, 
                      : g == 14 ? (double)x->state_ckpt_hits : g == 15 ? (double)x->state_ckpt_evictions
                      : g == 16 ? (double)x->draft_positions : g == 17 ? (double)x->cpu_passes_one
                      : g == 18 ? (double)x->cpu_passes_more : x->grammar_aside_s;
-            put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, x->name, v);
+            char name[512];
+            put(&b, "%s{model_name=\"%s\"} %.17g\n", gauges[g].name, rlx_metrics_label(x->name, name, sizeof name), v);
         }
     }
     put_hist(&b, "rlxd_time_to_first_token_seconds", "Time from request arrival to the first token.", &m->ttft);

@@ -50,6 +50,11 @@ typedef struct rlx_metrics_model {
     double grammar_aside_s;                   /* constrained sampling's helper: seconds worked */
 } rlx_metrics_model;
 
+/* Copies s into out (cap > 0, always NUL-terminated) as a Prometheus label value: '\\', '"' and
+ * a line feed escaped as the text format wants, bytes that are not UTF-8 as U+FFFD, so that a
+ * name (a model's, from a file name) can neither break the exposition nor add series to it.
+ * Text that does not fit is cut at a character. Returns out. */
+const char *rlx_metrics_label(const char *s, char *out, size_t cap);
 void rlx_metrics_init(rlx_metrics *m);
 void rlx_metrics_request(rlx_metrics *m, const char *endpoint, int status);
 void rlx_histogram_observe(rlx_histogram *h, double v);

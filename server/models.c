@@ -86,7 +86,7 @@ static void prefetch(rlx_model_slot *m)
             if (p / 100 > decile) {
                 decile = p / 100;
                 double dt = rlx_now() - t0;
-                fprintf(stderr, "rlxd: loading model '%s': %d%% (%.1f of %.1f MiB, %.0f MiB/s)\n", m->cfg->name,
+                fprintf(stderr, "rlxd: loading model '%s': %d%% (%.1f of %.1f MiB, %.0f MiB/s)\n", m->lname,
                         decile * 10, (double)done / 1048576.0, (double)total / 1048576.0,
                         dt > 0 ? (double)done / 1048576.0 / dt : 0.0);
             }
@@ -149,7 +149,7 @@ static void ready(rlx_model_slot *m)
     /* the format's markers that are control tokens: written as text, seen by grammars */
     const char *markers[32];
     if (rlx_worker_set_marker_tokens(m->w, markers, rlx_tc_marker_texts(&m->tc, markers, 32)) < 0)
-        fprintf(stderr, "rlxd: model '%s': out of memory marking its tool-call tokens\n", m->cfg->name);
+        fprintf(stderr, "rlxd: model '%s': out of memory marking its tool-call tokens\n", m->lname);
     m->created = (long long)time(NULL);
     m->state = RLX_MODEL_READY;
     m->last_used = rlx_now();
@@ -169,29 +169,29 @@ static void ready(rlx_model_slot *m)
     int pool = rlx_worker_pooling(m->w);
     if (pool >= 0) /* an embedding model: its pooling and vector size instead of the KV pool */
         fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
-                "embeddings: pooling %s, %d values)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
+                "embeddings: pooling %s, %d values)\n", m->lname, m->lpath, backend, threads, m->load_s,
                 rlx_worker_n_ctx(m->w), wb, rlx_pooling_name((rlx_pooling)pool), rlx_worker_n_embd(m->w));
     else
         fprintf(stderr, "rlxd: model '%s' ready (%s, backend %s%s, loaded in %.3f s, context %d, weights %s, "
-                "KV %s %s: %d blocks of %d tokens)\n", m->cfg->name, m->cfg->path, backend, threads, m->load_s,
+                "KV %s %s: %d blocks of %d tokens)\n", m->lname, m->lpath, backend, threads, m->load_s,
                 rlx_worker_n_ctx(m->w), wb, kb, rlx_dtype_get(kv_type)->name, kv_blocks, kv_block);
     const size_t packed = rlx_worker_packed_bytes(m->w);
     if (packed) {
         char pb[32];
         mib(pb, sizeof pb, packed);
         fprintf(stderr, "rlxd: model '%s': %s of its weights repacked at load for the %s kernels (RLX_CPU_REPACK=0 keeps the "
-                "file's layout)\n", m->cfg->name, pb, rlx_cpu_path());
+                "file's layout)\n", m->lname, pb, rlx_cpu_path());
     }
     if (rlx_worker_draft_model(m->w))
         fprintf(stderr, "rlxd: model '%s' drafts with %s (speculative decoding; weights and KV above include it)\n",
-                m->cfg->name, rlx_worker_draft_model(m->w));
+                m->lname, rlx_worker_draft_model(m->w));
     rlx_load_times lt;
     rlx_worker_load_times(m->w, &lt);
     fprintf(stderr, "rlxd: model '%s' load phases: read %.3f s, map %.3f s, graph %.3f s, compile %.3f s, "
             "backend prepare %.3f s, memory %.3f s, tokenizer %.3f s (cache: %s), chat template %.3f s\n",
-            m->cfg->name, m->prefetch_s, lt.map, lt.build, lt.compile, lt.prepare, lt.memory, lt.tokenizer,
+            m->lname, m->prefetch_s, lt.map, lt.build, lt.compile, lt.prepare, lt.memory, lt.tokenizer,
             lt.tokenizer_cache, lt.chat_template);
-    if (lt.pipeline_cache[0]) fprintf(stderr, "rlxd: model '%s' Vulkan pipeline cache: %s\n", m->cfg->name, lt.pipeline_cache);
+    if (lt.pipeline_cache[0]) fprintf(stderr, "rlxd: model '%s' Vulkan pipeline cache: %s\n", m->lname, lt.pipeline_cache);
 }
 
 static void load_done(uv_work_t *w, int status)
@@ -208,7 +208,7 @@ static void load_done(uv_work_t *w, int status)
         m->state = RLX_MODEL_FAILED;
         m->n_load_failures++;
         if (status) rlx_errorf(&m->err, RLX_ECANCELED, "the load was cancelled");
-        fprintf(stderr, "rlxd: cannot load model '%s' from %s: %s\n", m->cfg->name, m->cfg->path, m->err.msg);
+        fprintf(stderr, "rlxd: cannot load model '%s' from %s: %s\n", m->lname, m->lpath, m->err.msg);
         answer_waiters(m, RLX_MODEL_LOAD_FAILED);
         if (boot) { /* a -m model the daemon was started to serve: as before, stop */
             s->exit_code = 1;
@@ -249,7 +249,7 @@ static void pump(rlx_srv *s)
         m->load_t0 = rlx_now();
         atomic_store(&m->load_permille, 0);
         m->load.data = m;
-        fprintf(stderr, "rlxd: loading model '%s' from %s\n", m->cfg->name, m->cfg->path);
+        fprintf(stderr, "rlxd: loading model '%s' from %s\n", m->lname, m->lpath);
         if (uv_queue_work(s->loop, &m->load, load_work, load_done)) {
             m->state = RLX_MODEL_FAILED;
             rlx_errorf(&m->err, RLX_EIO, "cannot queue the load");
@@ -418,7 +418,7 @@ void rlx_models_boot(rlx_srv *s)
         m->booting = true;
         s->n_booting++;
         if (start_load(m)) {
-            fprintf(stderr, "rlxd: model '%s' does not fit --max-loaded-mem %lld MiB\n", m->cfg->name,
+            fprintf(stderr, "rlxd: model '%s' does not fit --max-loaded-mem %lld MiB\n", m->lname,
                     (long long)s->cfg->max_loaded_mem);
             m->booting = false;
             s->n_booting--;
@@ -449,7 +449,7 @@ static void unload_done(uv_work_t *w, int status)
     m->w_old = NULL;
     m->state = RLX_MODEL_UNLOADED;
     m->n_unloads++;
-    fprintf(stderr, "rlxd: model '%s' unloaded\n", m->cfg->name);
+    fprintf(stderr, "rlxd: model '%s' unloaded\n", m->lname);
     if (m->n_waiting && !s->stopping) {
         int rc = start_load(m); /* requests came meanwhile: load it again */
         if (rc) answer_waiters(m, rc == RLX_EFULL ? RLX_EFULL : RLX_ECANCELED);
@@ -463,7 +463,7 @@ static void begin_unload(rlx_model_slot *m, const char *why)
     rlx_srv *s = m->srv;
     if (m->state != RLX_MODEL_READY || m->users) return;
     uv_timer_stop(&m->idle_timer);
-    fprintf(stderr, "rlxd: unloading model '%s' (%s)\n", m->cfg->name, why);
+    fprintf(stderr, "rlxd: unloading model '%s' (%s)\n", m->lname, why);
     m->state = RLX_MODEL_UNLOADING;
     m->unload_asked = false;
     m->w_old = m->w;
@@ -488,7 +488,7 @@ static bool file_changed(const rlx_model_slot *m)
 {
     char why[600];
     if (!m->w || !rlx_worker_file_changed(m->w, why, sizeof why)) return false;
-    fprintf(stderr, "rlxd: model '%s': %s\n", m->cfg->name, why);
+    fprintf(stderr, "rlxd: model '%s': %s\n", m->lname, why);
     return true;
 }
 
@@ -578,7 +578,7 @@ char *rlx_models_metrics(rlx_srv *s)
                      : k == 2 ? (double)m->n_load_failures : k == 3 ? (double)m->n_unloads
                      : k == 4 ? (double)m->n_evictions : m->load_s;
             char name[300];
-            rlx_log_escape(m->cfg->name, true, name, sizeof name);
+            rlx_metrics_label(m->cfg->name, name, sizeof name);
             len += (size_t)snprintf(b + len, cap - len, "%s{model_name=\"%s\"} %.17g\n", series[k].name, name, v);
         }
         if (len >= cap) break;

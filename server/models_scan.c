@@ -60,6 +60,8 @@ static int slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg)
     const rlx_serve_config *c = s->cfg;
     m->srv = s;
     m->cfg = cfg;
+    rlx_log_escape(cfg->name, true, m->lname, sizeof m->lname);
+    rlx_log_escape(cfg->path, true, m->lpath, sizeof m->lpath);
     m->keep_alive = c->keep_alive;
     m->wc = (rlx_worker_config){.model_path = cfg->path, .name = cfg->name, .n_threads = c->threads,
                                 .n_ctx = c->ctx, .kv_type = c->kv_type, .kv_type_set = true,
@@ -87,7 +89,7 @@ static int slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg)
     rlx_profile_apply_worker(&m->prof, &m->wc);
     /* the default heeds the affinity mask and a cgroup CPU quota (a container's --cpus) */
     if (m->wc.n_threads <= 0) m->wc.n_threads = rlx_cpu_count();
-    if (m->prof.set) fprintf(stderr, "rlxd: model '%s': profile from %s\n", cfg->name, m->prof.sources);
+    if (m->prof.set) fprintf(stderr, "rlxd: model '%s': profile from %s\n", m->lname, m->prof.sources);
     return 0;
 }
 
@@ -246,20 +248,20 @@ void rlx_models_rescan(rlx_srv *s, bool force)
             changed = strcmp(es[k].path, m->cfg->path) || memcmp(sig, m->sig, sizeof sig);
         }
         if (!gone && !changed) {
-            if (m->removed) fprintf(stderr, "rlxd: model '%s' is back in %s\n", m->cfg->name, c->models_dir);
+            if (m->removed) fprintf(stderr, "rlxd: model '%s' is back in %s\n", m->lname, c->models_dir);
             m->removed = false;
             i++;
             continue;
         }
         if (droppable(m)) {
-            fprintf(stderr, "rlxd: model '%s' %s\n", m->cfg->name,
+            fprintf(stderr, "rlxd: model '%s' %s\n", m->lname,
                     gone ? "is no longer in the models folder: not served" : "changed on disk: read again");
             drop_slot(s, i);
             continue;
         }
         if (gone && !m->removed) /* loaded or in use: it serves on until unloaded */
             fprintf(stderr, "rlxd: model '%s' is no longer in the models folder; it serves on until unloaded\n",
-                    m->cfg->name);
+                    m->lname);
         m->removed = gone;
         i++;
     }
@@ -268,7 +270,7 @@ void rlx_models_rescan(rlx_srv *s, bool force)
         if (rlx_models_find(s, es[k].name)) continue;
         rlx_model_slot *m = add_dir_model(s, &es[k]);
         if (!m) break;
-        fprintf(stderr, "rlxd: model '%s' found in %s\n", m->cfg->name, c->models_dir);
+        fprintf(stderr, "rlxd: model '%s' found in %s\n", m->lname, c->models_dir);
     }
     rlx_model_scan_free(es, ne);
 }
@@ -279,7 +281,7 @@ void rlx_models_drop_removed(rlx_model_slot *m)
     if (!m->removed || !droppable(m) || s->stopping) return;
     for (size_t i = 0; i < s->n_models; i++)
         if (s->models[i] == m) {
-            fprintf(stderr, "rlxd: model '%s' unloaded after its file went away: not served\n", m->cfg->name);
+            fprintf(stderr, "rlxd: model '%s' unloaded after its file went away: not served\n", m->lname);
             drop_slot(s, i);
             return;
         }

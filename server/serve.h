@@ -55,6 +55,7 @@ typedef struct rlx_model_slot {
     rlx_worker *w_new;             /* the threadpool's load result, taken by the loop */
     rlx_worker *w_old;             /* being stopped on the threadpool (UNLOADING) */
     rlx_model_state state;
+    char lname[192], lpath[512];   /* cfg's name and path escaped for the log (rlx_log_escape) */
     rlx_error err;                 /* why loading failed (FAILED) */
     bool boot;                     /* a -m model: loaded at start; a failure there stops the daemon */
     bool booting;                  /* its start-up load runs: requests get 503, /health too */

@@ -50,3 +50,34 @@ if (!seen.path || !seen.model) throw new Error("original text not in the JSON lo
 if (lines < 3) throw new Error("expected 3 JSON lines");
 ' "$LOG" || fail "JSON log: $(cat "$LOG")"
 ok json log valid
+
+# a --models-dir file whose name holds a newline, braces and quotes: /metrics stays valid
+# Prometheus text with no series the name made up, and the daemon's log lines stay whole
+D="$TMP/mdir"; mkdir -p "$D"
+ln -s "$MODEL" "$D/we\"ird sp.gguf"
+ln -s "$MODEL" "$D/nl
+x} 1
+fake_metric{a=\"b.gguf"
+start_rlxd mdir --models-dir "$D" --cache-dir none
+for _ in $(seq 1 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && break; sleep 0.1; done
+post /v1/completions '{"model":"we\"ird sp","prompt":"Once","max_tokens":2}' >/dev/null
+[ "$(cat "$TMP/status")" = 200 ] || fail "model with a quote: $(cat "$TMP/status") $(cat "$TMP/body")"
+post /v1/completions '{"model":"nl\nx} 1\nfake_metric{a=\"b","prompt":"Once","max_tokens":2}' >/dev/null
+[ "$(cat "$TMP/status")" = 200 ] || fail "model with a newline: $(cat "$TMP/status") $(cat "$TMP/body")"
+curl -s -m 10 "$URL/metrics" >"$TMP/metrics" || fail "metrics"
+stop_server
+python3 - "$TMP/metrics" <<'PY' || fail "metrics exposition: $(grep -a -n -E 'ird|fake|^x' "$TMP/metrics" | head)"
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+label = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+line = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{' + label + r'(?:,' + label + r')*\})? \S+$')
+bad = [l for l in text.split("\n") if l and not l.startswith("#") and not line.match(l)]
+assert not bad, bad[:5]
+assert not re.search(r'^(fake_metric|x\})', text, re.M), "a series made up by a model name"
+assert 'model_name="nl\\nx} 1\\nfake_metric{a=\\"b"' in text, "the escaped name is missing"
+assert 'model_name="we\\"ird sp"' in text
+PY
+grep -qa '^x} 1' "$LOG" && fail "a model name broke a log line: $(grep -a -n -B1 '^x}' "$LOG")"
+grep -qaF "model 'nl\nx}\x201\nfake_metric{a=\\\"b' ready (" "$LOG" || fail "escaped name not in the log: $(grep -a ready "$LOG")"
+ok model names escaped in /metrics and the log
+

@@ -100,4 +100,26 @@ TEST(log_escape)
     ASSERT(small[strlen(small) - 1] == '\n');
 }
 
-TEST_MAIN(TEST_ENTRY(prometheus_text), TEST_ENTRY(access_log_lines), TEST_ENTRY(log_escape))
+/* a label value: only \\, " and a line feed escaped (the exposition format knows no other escape),
+ * bytes that are not UTF-8 replaced, a value that does not fit cut at a character */
+TEST(prometheus_label)
+{
+    char b[64];
+    ASSERT_STR_EQ(rlx_metrics_label("a b\n} 1\nx{y=\"z\\", b, sizeof b), "a b\\n} 1\\nx{y=\\\"z\\\\");
+    ASSERT_STR_EQ(rlx_metrics_label("\xc3\xa9\xff\xed\xa0\x80\t", b, sizeof b),
+                  "\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\t");
+    char s[6];
+    ASSERT_STR_EQ(rlx_metrics_label("ab\xc3\xa9\xc3\xa9", s, sizeof s), "ab\xc3\xa9");
+    ASSERT_STR_EQ(rlx_metrics_label("abcd\"", s, sizeof s), "abcd");
+    ASSERT_STR_EQ(rlx_metrics_label(NULL, s, sizeof s), "");
+    rlx_metrics m;
+    rlx_metrics_init(&m);
+    rlx_metrics_model mm = {.name = "x\"} 1\nfake{a=\"b"};
+    char *text = rlx_metrics_render(&m, &mm, 1);
+    ASSERT(text);
+    ASSERT(strstr(text, "rlxd_num_requests_running{model_name=\"x\\\"} 1\\nfake{a=\\\"b\"} 0\n"));
+    ASSERT(!strstr(text, "\nfake{"));
+    free(text);
+}
+
+TEST_MAIN(TEST_ENTRY(prometheus_text), TEST_ENTRY(access_log_lines), TEST_ENTRY(log_escape), TEST_ENTRY(prometheus_label))
