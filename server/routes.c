@@ -5,6 +5,7 @@
  * prepare.c, embed_job.c), each route only to a model of its kind. */
 #include "engine/pool.h"
 #include "server/serve.h"
+#include "models/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,8 +360,16 @@ static int op_model_name(rlx_conn *c, parsed *pb)
         rlx_conn_error(c, &e);
         return -1;
     }
-    cJSON *o = cJSON_ParseWithLength(c->body ? c->body : "", c->body_len);
+    cJSON *o = NULL;
+    rlx_error perr = {0};
+    if (rlx_json_parse(c->body ? c->body : "", c->body_len, &o, &perr)) o = NULL; /* as the other routes read bodies */
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "model");
+    if (cJSON_IsString(name) && name->valueint == RLX_JSON_STR_NUL) { /* NULs never name a model */
+        cJSON_Delete(o);
+        rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "model", "Strings in the request must not contain NUL characters (\\u0000).");
+        rlx_conn_error(c, &e);
+        return -1;
+    }
     const cJSON *ka = cJSON_GetObjectItemCaseSensitive(o, "keep_alive");
     rlx_error kerr = {0};
     if (ka && !cJSON_IsNull(ka)) {

@@ -121,6 +121,11 @@ r=$(post /models/load '{"model":"qw/gamma","keep_alive":"90s"}'); [ "$(status)" 
 [ "$(echo "$r" | jget .meta.keep_alive)" = 90 ] || fail "load: keep_alive 90s: $r"
 r=$(post /models/load '{"model":"qw/gamma","keep_alive":"x"}'); [ "$(status)" = 400 ] || fail "load keep_alive x: $(status) $r"
 r=$(post /models/load '{"model":"nope"}'); [ "$(status)" = 404 ] || fail "load unknown: $(status) $r"
+# a NUL cut the name short: "qw/gamma\u0000junk" unloaded qw/gamma; now a 400 as on the other routes
+for op in load unload; do
+    r=$(post /models/$op '{"model":"qw/gamma\u0000junk"}'); [ "$(status)" = 400 ] || fail "$op NUL: $(status) $r"
+    echo "$r" | grep -q 'NUL' || fail "$op NUL message: $r"
+done
 # a body past the loop thread's parse limit says so (it said the body was not {"model": NAME})
 long=$(head -c 20000 /dev/zero | tr '\0' a)
 r=$(post /models/load "{\"model\":\"$long\"}"); [ "$(status)" = 400 ] || fail "load long name: $(status)"
