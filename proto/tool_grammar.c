@@ -27,7 +27,18 @@ int rlx__tg_oom(rlx_api_error *e)
 cJSON *rlx__tg_params(const cJSON *fn)
 {
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-    if (params && !cJSON_IsNull(params)) return cJSON_Duplicate(params, true);
+    if (params && !cJSON_IsNull(params)) {
+        /* arguments are an object: parameters without a type ({}, or only "properties") say so */
+        cJSON *d = cJSON_Duplicate(params, true);
+        static const char *const typed[] = {"type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not"};
+        bool has = false;
+        for (size_t k = 0; k < sizeof typed / sizeof *typed; k++) has |= cJSON_GetObjectItemCaseSensitive(d, typed[k]) != NULL;
+        if (d && cJSON_IsObject(d) && !has && !cJSON_AddStringToObject(d, "type", "object")) {
+            cJSON_Delete(d);
+            return NULL;
+        }
+        return d;
+    }
     cJSON *p = cJSON_CreateObject(); /* no parameters (OpenAI): an empty list, {} */
     if (p && !(cJSON_AddStringToObject(p, "type", "object") && cJSON_AddObjectToObject(p, "properties") &&
                cJSON_AddFalseToObject(p, "additionalProperties"))) {

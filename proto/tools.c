@@ -40,6 +40,20 @@ static int check_tool(const cJSON *t, int i, rlx_api_error *e)
     if (params && !cJSON_IsObject(params))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
                               "tools[%d].function.parameters must be a JSON Schema object.", i);
+    /* a call's arguments are a JSON object: a schema of another type could never be one (OpenAI
+       refuses it the same way); a schema without "type" is taken as an object's (rlx__tg_params) */
+    const cJSON *ty = field(params, "type");
+    bool object = !ty || (cJSON_IsString(ty) && !strcmp(ty->valuestring, "object")) ||
+                  (cJSON_IsArray(ty) && cJSON_GetArraySize(ty) == 1 && cJSON_IsString(ty->child) &&
+                   !strcmp(ty->child->valuestring, "object"));
+    if (!object) {
+        char *got = cJSON_PrintUnformatted(ty);
+        int rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
+                                "tools[%d].function.parameters must be a JSON Schema of \"type\": \"object\" (a call's "
+                                "arguments are an object), got \"type\": %.64s.", i, got ? got : "?");
+        free(got);
+        return rc;
+    }
     return 0;
 }
 

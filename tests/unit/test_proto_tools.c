@@ -87,6 +87,21 @@ TEST(bad_tools)
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":1}}]}", "tools");
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}", "tools");
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\\nweather\"}}]}", "tools");
+    /* arguments are an object: parameters of another type were forced into a call that came back
+       as plain content (200, no tool_calls) */
+#define PTOOL(p) "{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":" p "}}]}"
+    EXPECT_BAD(PTOOL("{\"type\":\"integer\",\"enum\":[3]}"), "tools");
+    EXPECT_BAD(PTOOL("{\"type\":\"array\"}"), "tools");
+    EXPECT_BAD(PTOOL("{\"type\":\"string\"}"), "tools");
+    EXPECT_BAD(PTOOL("{\"type\":[\"object\",\"null\"]}"), "tools");
+    EXPECT_BAD(PTOOL("{\"type\":7}"), "tools");
+    const char *fine[] = {PTOOL("{}"), PTOOL("{\"type\":[\"object\"]}"), PTOOL("{\"properties\":{\"a\":{\"type\":\"integer\"}}}")};
+    for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+        rlx_api_request r;
+        rlx_api_error e = {0};
+        ASSERT_MSG(parse(&r, fine[i], &e) == 0, "%s: %s", fine[i], e.message);
+        rlx_api_request_free(&r);
+    }
     /* the error names the entry */
     rlx_api_request r;
     rlx_api_error e = {0};
