@@ -132,6 +132,30 @@ fail:
     return NULL;
 }
 
+static bool names_role(const char *src, size_t len, const char *role)
+{
+    char q[2][40];
+    snprintf(q[0], sizeof q[0], "'%s'", role);
+    snprintf(q[1], sizeof q[1], "\"%s\"", role);
+    return src && (memmem(src, len, q[0], strlen(q[0])) || memmem(src, len, q[1], strlen(q[1])));
+}
+
+int rlx_api_chat_roles(cJSON *ctx, const char *tmpl_src, size_t tmpl_len)
+{
+    if (names_role(tmpl_src, tmpl_len, "developer")) return 0;
+    cJSON *msg;
+    cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(ctx, "messages")) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        if (!cJSON_IsString(role) || strcmp(role->valuestring, "developer")) continue;
+        cJSON *sys = cJSON_CreateString("system");
+        if (!sys || !cJSON_ReplaceItemInObjectCaseSensitive(msg, "role", sys)) {
+            cJSON_Delete(sys);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* name = v unless the context has it (chat_template_kwargs win); takes v. -1 out of memory. */
 static int add_default(cJSON *ctx, const char *name, cJSON *v)
 {

@@ -195,6 +195,12 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, 
  * becomes that object, as llama.cpp does for such templates; otherwise the string stays as sent.
  * Returned object owned by the caller (cJSON_Delete); NULL when out of memory. */
 cJSON *rlx_api_chat_context(const rlx_api_request *r, const char *bos, const char *eos, bool object_arguments);
+/* OpenAI's "developer" role (the instructions newer OpenAI models take in place of "system")
+ * becomes "system" in ctx's messages for a template whose source (tmpl_src, NULL for the
+ * built-in ChatML) never names 'developer' as a string: such templates drop a role they do not
+ * know (Qwen3, Hermes) or print it as is (ChatML). Templates that name it (Gemma 4, DeepSeek
+ * V3.2) get the messages as sent. 0, or -1 out of memory. */
+int rlx_api_chat_roles(cJSON *ctx, const char *tmpl_src, size_t tmpl_len);
 /* The variables a detected tool-call format's template reads beyond transformers' context, as
  * llama.cpp passes them, added to ctx where chat_template_kwargs did not set them: Firefunction
  * v2 (RLX_TC_FIREFUNCTION) reads `functions` (the request's tools as JSON text, json.dumps

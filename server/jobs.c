@@ -97,7 +97,9 @@ int rlx_srv_queue_init(rlx_srv *s)
 int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx_api_error *e)
 {
     cJSON *ctx = rlx_api_chat_context(r, m->bos, m->eos, rlx_worker_chat_object_arguments(m->w));
-    if (ctx && rlx_api_chat_format_vars(ctx, r, m->tc.format, time(NULL))) {
+    size_t tlen = 0;
+    const char *tsrc = rlx_worker_chat_template_src(m->w, &tlen);
+    if (ctx && (rlx_api_chat_format_vars(ctx, r, m->tc.format, time(NULL)) || rlx_api_chat_roles(ctx, tsrc, tlen))) {
         cJSON_Delete(ctx);
         ctx = NULL;
     }

@@ -39,6 +39,18 @@ text=$(echo "$p" | jget '.prompt')
 case "$text" in *"<tools>"*get_weather*"<tool_call>"*) ;; *) fail "--chat-template not used: $(printf %q "$text")" ;; esac
 ok "--chat-template renders the given template"
 stop_server
+
+# OpenAI's "developer" role is system instructions: Qwen3's template drops roles it does not know
+# (a developer message vanished from the prompt), so it reaches such templates as "system"
+TPL="$SHARED/templates/Qwen-Qwen3-0.6B.json"
+node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1])).template)' "$TPL" > "$TMP/qwen3.jinja"
+start_server qwen3real --ctx 2048 --chat-template "$TMP/qwen3.jinja"
+p=$(post /apply-template '{"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]}')
+[ "$(status)" = 200 ] || fail "developer role: $(status) $p"
+case "$(echo "$p" | jget .prompt)" in $'<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>'*) ;;
+    *) fail "developer message not rendered as system: $(printf %q "$(echo "$p" | jget .prompt)")" ;; esac
+ok "a developer message reaches a template that does not name the role as system"
+stop_server
 # a file that cannot be read or parsed: the daemon refuses to start, naming it
 printf '{%% if %%}' > "$TMP/bad.jinja"
 for f in "$TMP/absent.jinja" "$TMP/bad.jinja"; do
@@ -65,6 +77,9 @@ p=$(post /apply-template '{"messages":[{"role":"user","content":"Hi"}]}')
     fail "not ChatML: $(printf %q "$(echo "$p" | jget .prompt)")"
 r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}')
 [ "$(status)" = 200 ] || fail "chat beside a broken template: $(status) $r"
+p=$(post /apply-template '{"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]}')
+[ "$(echo "$p" | jget .prompt)" = $'<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant' ] ||
+    fail "developer not system in ChatML: $(printf %q "$(echo "$p" | jget .prompt)")"
 stop_server
 ok "a model whose own template is broken serves, its chats in ChatML"
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"

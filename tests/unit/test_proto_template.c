@@ -177,5 +177,27 @@ TEST(firefunction_vars)
     cJSON_Delete(doc);
 }
 
-TEST_MAIN(TEST_ENTRY(defaults_and_context), TEST_ENTRY(bad_options), TEST_ENTRY(continue_final_message),
+/* "developer" becomes "system" unless the template names the role as a string */
+TEST(developer_role)
+{
+    rlx_api_request r;
+    rlx_api_error e;
+    ASSERT_EQ(parse(&r, "{\"messages\":[{\"role\":\"developer\",\"content\":\"d\"},{\"role\":\"user\",\"content\":\"x\"},"
+                        "{\"role\":\"wizard\",\"content\":\"w\"}]}", &e), 0);
+    static const char *const srcs[] = {NULL, "{% if m.role == 'system' %}", "{% set developer_token = '<|d|>' %}",
+                                       "{% if m.role in ['system', 'developer'] %}", "{% if m.role == \"developer\" %}"};
+    static const char *const want[] = {"system", "system", "system", "developer", "developer"};
+    for (size_t i = 0; i < sizeof srcs / sizeof *srcs; i++) {
+        cJSON *ctx = rlx_api_chat_context(&r, "", "", true);
+        ASSERT_EQ(rlx_api_chat_roles(ctx, srcs[i], srcs[i] ? strlen(srcs[i]) : 0), 0);
+        cJSON *msgs = cJSON_GetObjectItem(ctx, "messages");
+        ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "role")->valuestring, want[i]);
+        ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 1), "role")->valuestring, "user");
+        ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 2), "role")->valuestring, "wizard");
+        cJSON_Delete(ctx);
+    }
+    rlx_api_request_free(&r);
+}
+
+TEST_MAIN(TEST_ENTRY(defaults_and_context), TEST_ENTRY(developer_role), TEST_ENTRY(bad_options), TEST_ENTRY(continue_final_message),
           TEST_ENTRY(template_sees_request_values), TEST_ENTRY(firefunction_vars))
