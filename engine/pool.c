@@ -68,6 +68,14 @@ int rlx_embd_normalize(const float *in, float *out, int64_t n, int norm)
     } else {
         for (int64_t i = 0; i < n; i++) sum += pow(fabs((double)in[i]), (double)norm);
         sum = pow(sum, 1.0 / (double)norm);
+        if (!isfinite(sum) || sum == 0.0) {
+            /* a large p: |x|^p overflows (or, for values under 1, underflows) a double, which made
+               the vector all zeros; the same norm with the values over their largest first */
+            double mx = 0.0, acc = 0.0;
+            for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs((double)in[i]));
+            for (int64_t i = 0; mx > 0.0 && i < n; i++) acc += pow(fabs((double)in[i]) / mx, (double)norm);
+            sum = mx > 0.0 ? mx * pow(acc, 1.0 / (double)norm) : 0.0;
+        }
     }
     const float scale = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
     for (int64_t i = 0; i < n; i++) out[i] = in[i] * scale;

@@ -65,6 +65,19 @@ TEST(norms)
     float inplace[2] = {0.0f, 2.0f};
     ASSERT_EQ(rlx_embd_normalize(inplace, inplace, 2, 2), 0);
     ASSERT(inplace[1] == 1.0f);
+    /* a large p overflowed |x|^p (values over 1) or underflowed it (values under 1) to a zero
+       vector; the p-norm tends to the largest |x| */
+    const float big[3] = {3.0f, -4.0f, 1.0f}, small[3] = {0.03f, -0.04f, 0.01f};
+    for (int p = 800; p <= 1000; p += 200) {
+        ASSERT_EQ(rlx_embd_normalize(big, o, 3, p), 0);
+        ASSERT_NEAR(o[1], -1.0, 1e-6);
+        ASSERT_NEAR(o[0], 0.75, 1e-6);
+        ASSERT_EQ(rlx_embd_normalize(small, o, 3, p), 0);
+        ASSERT_NEAR(o[1], -1.0, 1e-6);
+        ASSERT_NEAR(o[2], 0.25, 1e-6);
+    }
+    ASSERT_EQ(rlx_embd_normalize(z, o, 3, 1000), 0);
+    ASSERT(o[0] == 0.0f && o[2] == 0.0f);
 }
 
 static float *floats(const cJSON *a, int *n)
