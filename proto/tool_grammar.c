@@ -507,8 +507,10 @@ static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const
         return rc;
     }
     char think[2048], root[512], sepl[32] = "", headl[96] = "", taill[96] = "", reps[96] = "";
-    const char *pre = lazy ? (think[0] = 0, "")
-                           : think_rules(info, rlx_tc_prompt_opens_reasoning(info, prompt), think, sizeof think);
+    /* no reasoning block when the prompt closed one already (thinking turned off) */
+    const char *pre = lazy || rlx_tc_prompt_closes_reasoning(info, prompt)
+                          ? (think[0] = 0, "")
+                          : think_rules(info, rlx_tc_prompt_opens_reasoning(info, prompt), think, sizeof think);
     if (*sep) literal(sepl, sizeof sepl, sep);
     if (*head) literal(headl, sizeof headl, head);
     if (*tail) literal(taill, sizeof taill, tail);
@@ -591,7 +593,8 @@ static void reasoning_body(rlx__tg *g, const char *close)
 static char *auto_pattern(const rlx_tc_info *info, const char *prompt)
 {
     rlx__tg g = {0};
-    bool think = info->thinks && info->reasoning_open && info->reasoning_close && info->reasoning_close[0];
+    bool think = info->thinks && info->reasoning_open && info->reasoning_close && info->reasoning_close[0] &&
+                 !rlx_tc_prompt_closes_reasoning(info, prompt);
     rlx__tg_printf(&g, "[ \\t\\n\\r]*");
     bool opened = think && rlx_tc_prompt_opens_reasoning(info, prompt); /* the output starts inside reasoning */
     if (think) {

@@ -129,5 +129,9 @@ rlx_tc_where rlx_tc_position(const rlx_tc_parser *p);
 int rlx_tc_marker_texts(const rlx_tc_info *info, const char **out, int max);
 /* Whether the output, given the prompt, starts inside reasoning (the prompt ends opening it). */
 bool rlx_tc_prompt_opens_reasoning(const rlx_tc_info *info, const char *prompt);
+/* Whether the prompt ends with a closed reasoning block (a thinking template with thinking
+ * turned off writes an empty one, "<think>\n\n</think>"): the output is the answer, with no
+ * reasoning of its own. */
+bool rlx_tc_prompt_closes_reasoning(const rlx_tc_info *info, const char *prompt);
 
 #endif

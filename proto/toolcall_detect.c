@@ -115,11 +115,17 @@ void rlx_tc_detect(const char *src, size_t len, rlx_tc_info *out)
 bool rlx_tc_prompt_opens_reasoning(const rlx_tc_info *info, const char *prompt)
 {
     if (!info->thinks || !prompt || !info->reasoning_open) return false;
-    size_t n = strlen(prompt), o = strlen(info->reasoning_open), c = strlen(info->reasoning_close);
+    size_t n = strlen(prompt), o = strlen(info->reasoning_open);
     while (n && (prompt[n - 1] == '\n' || prompt[n - 1] == ' ' || prompt[n - 1] == '\r')) n--;
-    if (n >= o && !memcmp(prompt + n - o, info->reasoning_open, o)) return true;
-    (void)c;
-    return false;
+    return n >= o && !memcmp(prompt + n - o, info->reasoning_open, o);
+}
+
+bool rlx_tc_prompt_closes_reasoning(const rlx_tc_info *info, const char *prompt)
+{
+    if (!info->thinks || !prompt || !info->reasoning_close || !info->reasoning_close[0]) return false;
+    size_t n = strlen(prompt), c = strlen(info->reasoning_close);
+    while (n && (prompt[n - 1] == '\n' || prompt[n - 1] == ' ' || prompt[n - 1] == '\r')) n--;
+    return n >= c && !memcmp(prompt + n - c, info->reasoning_close, c);
 }
 
 int rlx_tc_marker_texts(const rlx_tc_info *info, const char **out, int max)

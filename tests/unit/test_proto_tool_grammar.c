@@ -164,6 +164,19 @@ TEST(hermes_and_reasoning)
         ASSERT(accepts(g, "so.</think>\n<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1}}\n</tool_call>"));
         ASSERT(!accepts(g, one));
         free(g);
+        /* thinking turned off (enable_thinking false): the prompt closed an empty block, so the
+           call comes first; a new reasoning block let a model think on and never call */
+        rlx_api_request r;
+        ASSERT_EQ(rlx_api_parse(&r, RLX_API_CHAT, "{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}",
+                                strlen("{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}"), 1000, &e), 0);
+        ASSERT_EQ(rlx_api_tool_grammar(&r, &q3, "<|im_start|>assistant\n<think>\n\n</think>\n\n", &g, &e), 0);
+        rlx_api_request_free(&r);
+        ASSERT(accepts(g, one));
+        ASSERT(!accepts(g, "<think>\nhm\n</think>\n\n<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1}}\n</tool_call>"));
+        free(g);
+        ASSERT(rlx_tc_prompt_closes_reasoning(&q3, "x<think>\n\n</think>\n\n"));
+        ASSERT(!rlx_tc_prompt_closes_reasoning(&q3, "x<think>\n"));
+        ASSERT(!rlx_tc_prompt_closes_reasoning(&q3, "</think>\nanswer"));
     }
 }
 
