@@ -22,6 +22,9 @@ typedef struct objspec {
     size_t n_members;
     const char *req[256];     /* required names seen */
     size_t n_req;
+    const char *never[256];   /* optional properties whose schema is false: never written, and no
+                                 extra key may take their names */
+    size_t n_never;
 } objspec;
 
 static prop *find_prop(objspec *o, const char *name)
@@ -140,10 +143,17 @@ static char *keys_not(rlx__js *j, const char **names, size_t n, size_t at)
     }
     b.oom |= other.oom;
     rlx__cpset_free(&other);
-    /* names sharing the next character: that character, then the rest */
+    /* names sharing the next character: that character, then the rest (a character an extra key
+       cannot hold unescaped - '"', '\\', a control - ends the names that have it: no key reaches
+       them, and writing it raw gave keys that broke the JSON) */
     for (size_t i = terminal; i < n && !j->failed;) {
         size_t len = seq_len(names[i] + at), e = i + 1;
         while (e < n && !strncmp(names[e] + at, names[i] + at, len)) e++;
+        const unsigned char c0 = (unsigned char)names[i][at];
+        if (c0 < 0x20 || c0 == '"' || c0 == '\\') {
+            i = e;
+            continue;
+        }
         char *sub = keys_not(j, names + i, e - i, at + len);
         if (sub) {
             rlx__sb_puts(&b, alts++ ? " | " : "");
@@ -174,15 +184,16 @@ static char *extra_kv(rlx__js *j, objspec *o, const cJSON *add, const char *kw, 
     char *key = NULL;
     if (pkey) {
         key = strdup(pkey);
-    } else if (o->n) {
-        const char **names = malloc(o->n * sizeof *names);
+    } else if (o->n || o->n_never) {
+        const char **names = malloc((o->n + o->n_never) * sizeof *names);
         if (!names) {
             free(val);
             return rlx__js_fail(j, RLX_ENOMEM, "out of memory"), NULL;
         }
         for (size_t i = 0; i < o->n; i++) names[i] = o->p[i].name;
-        qsort(names, o->n, sizeof *names, cmp_str);
-        char *inner = keys_not(j, names, o->n, 0);
+        for (size_t i = 0; i < o->n_never; i++) names[o->n + i] = o->never[i];
+        qsort(names, o->n + o->n_never, sizeof *names, cmp_str);
+        char *inner = keys_not(j, names, o->n + o->n_never, 0);
         free(names);
         if (inner) {
             rlx__sb b = {0};
@@ -277,13 +288,14 @@ static bool pattern_props(rlx__js *j, objspec *o, const cJSON *s, const cJSON *a
             rlx__js_fail(j, ke.code ? ke.code : RLX_EINVAL, "'patternProperties' pattern: %s", ke.msg);
         }
     }
-    for (size_t i = 0; ok && i < o->n; i++) {
+    for (size_t i = 0; ok && i < o->n + o->n_never; i++) {
         rlx_error ke = {0};
-        int r = name_matches(kg, o->p[i].name, &ke);
+        const char *name = i < o->n ? o->p[i].name : o->never[i - o->n];
+        int r = name_matches(kg, name, &ke);
         if (r) {
             ok = false;
             if (r < 0) rlx__js_fail(j, ke.code ? ke.code : RLX_EINVAL, "'patternProperties' pattern: %s", ke.msg);
-            else rlx__js_fail(j, RLX_EINVAL, "property '%.100s' also matches the 'patternProperties' pattern: not supported", o->p[i].name);
+            else rlx__js_fail(j, RLX_EINVAL, "property '%.100s' also matches the 'patternProperties' pattern: not supported", name);
         }
     }
     rlx_grammar_free(kg);
@@ -332,7 +344,7 @@ static bool property_counts(rlx__js *j, const objspec *o, bool extras, bool *non
 char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
 {
     objspec o = {0};
-    char **kv = NULL, **rest = NULL, *xkv = NULL, *out = NULL;
+    char **kv = NULL, **rest = NULL, *xkv = NULL, *out = NULL, *pkey = NULL;
     if (!gather(j, &o, s, 0)) goto done;
     const cJSON *add = o.n_members == 1 ? cJSON_GetObjectItemCaseSensitive(s, "additionalProperties") : NULL;
     /* additionalProperties of merged members: false must allow every merged name; what the
@@ -380,23 +392,40 @@ char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
         rlx__js_fail(j, RLX_EINVAL, "'additionalProperties' must be a boolean or a schema");
         goto done;
     }
-    char *pkey = NULL;
+    /* a property whose schema is false can never be written: optional, it is left out (and kept
+       from extra keys); required, no object matches */
+    size_t kept = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        if (!cJSON_IsFalse(o.p[i].schema)) {
+            o.p[kept++] = o.p[i];
+            continue;
+        }
+        if (o.p[i].required) {
+            rlx__js_fail(j, RLX_EINVAL, "property '%.100s' is required but its schema is false: no object matches", o.p[i].name);
+            goto done;
+        }
+        if (o.n_never == RLX_ARRAY_LEN(o.never)) {
+            rlx__js_fail(j, RLX_ERANGE, "over 256 properties whose schema is false");
+            goto done;
+        }
+        o.never[o.n_never++] = o.p[i].name;
+    }
+    o.n = kept;
     const cJSON *pschema = NULL;
     if (!pattern_props(j, &o, s, add, &pkey, &pschema)) goto done;
-    bool extras = pschema || (o.n ? add && !cJSON_IsFalse(add) : !cJSON_IsFalse(add));
+    bool extras = pschema || (o.n || o.n_never ? add && !cJSON_IsFalse(add) : !cJSON_IsFalse(add));
     bool nonempty = false, empty = false;
     if (!property_counts(j, &o, extras, &nonempty, &empty)) goto done;
     if (empty) {
         out = rlx__js_rule(j, hint, strdup("\"{\" ws \"}\""));
         goto done;
     }
-    if (!pschema && !o.n && extras && (!add || cJSON_IsTrue(add))) {
+    if (!pschema && !o.n && !o.n_never && extras && (!add || cJSON_IsTrue(add))) {
         out = strdup(nonempty ? "object-nonempty" : "object");
         goto done;
     }
     if (pschema) xkv = extra_kv(j, &o, pschema, "patternProperties", pkey);
     else if (extras) xkv = extra_kv(j, &o, add ? add : cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"), "additionalProperties", NULL);
-    free(pkey);
     if (extras && !xkv) goto done;
     kv = calloc(o.n + 1, sizeof *kv);
     rest = calloc(o.n + 1, sizeof *rest);
@@ -462,6 +491,7 @@ done:
     free(kv);
     free(rest);
     free(xkv);
+    free(pkey); /* the patternProperties key rule, also when a later check refused the object */
     free(o.p);
     return out;
 }

@@ -62,7 +62,7 @@ char *rlx__js_integer(rlx__js *j, const cJSON *s)
     static const char *const kws[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
     for (int k = 0; k < 4; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, kws[k]);
-        if (!v || cJSON_IsBool(v)) continue;
+        if (!v || (cJSON_IsBool(v) && (k == 1 || k == 3))) continue; /* only draft 4's exclusive* are booleans */
         if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || fabs(v->valuedouble) > (double)RLX__INT_BOUND)
             return rlx__js_fail(j, RLX_ERANGE, "'%s' must be a number within +-(2^53-1)", kws[k]), NULL;
         double d = v->valuedouble;
@@ -104,7 +104,9 @@ char *rlx__js_integer(rlx__js *j, const cJSON *s)
     rlx__sb b = {0};
     if (!rlx__int_range(&b, has_lo, lo, has_hi, hi)) {
         free(rlx__sb_take(&b));
-        return rlx__js_fail(j, RLX_EINVAL, "no integer lies between 'minimum' %lld and 'maximum' %lld", lo, hi), NULL;
+        return rlx__js_fail(j, RLX_EINVAL, "no integer meets 'minimum' / 'exclusiveMinimum' and 'maximum' / 'exclusiveMaximum' (the "
+                            "least allowed is %lld, the greatest %lld)", lo,
+                            hi), NULL;
     }
     return rlx__js_rule(j, "int", rlx__js_take(j, &b));
 }
@@ -122,7 +124,7 @@ char *rlx__js_number(rlx__js *j, const cJSON *s)
     static const char *const kws[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
     for (int k = 0; k < 4; k++) {
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, kws[k]);
-        if (!x || cJSON_IsBool(x)) continue;
+        if (!x || (cJSON_IsBool(x) && (k == 1 || k == 3))) continue;
         if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || fabs(x->valuedouble) > (double)RLX__NUM_BOUND)
             return rlx__js_fail(j, RLX_EINVAL, "'%s' on type number must be an integer within +-%lld (other bounds are not supported)",
                                 kws[k], RLX__NUM_BOUND), NULL;

@@ -139,6 +139,66 @@ TEST(one_of_reads_nullable)
     rlx_grammar_free(g);
 }
 
+/* an extra key never holds '"', '\\' or a control unescaped: declared names with them made the
+ * key grammar write them raw ({""x":null} ended 200/stop as JSON that does not parse) */
+TEST(extra_keys_beside_names_with_escapes)
+{
+    rlx_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"\\\"\":{\"type\":\"null\"},\"a\\\\b\":{\"type\":\"null\"},"
+                            "\"t\\tz\":{\"type\":\"null\"}},\"additionalProperties\":{\"type\":\"null\"}}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"\\\"\":null}");
+    YES(g, "{\"a\\\\b\":null,\"x\":null}");
+    YES(g, "{\"t\\tz\":null}");
+    YES(g, "{\"ab\":null,\"t\":null,\"tz\":null}");
+    NO(g, "{\"\"x\":null}");
+    NO(g, "{\"\\x\":null}");
+    NO(g, "{\"a\\q\":null}");
+    NO(g, "{\"t\tz\":null}");
+    rlx_grammar_free(g);
+}
+
+/* an optional property whose schema is false is never written (and no extra key takes its name);
+ * required, no object matches */
+TEST(false_property_schemas)
+{
+    rlx_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"legacy\":false},"
+                            "\"required\":[\"id\"]}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{\"id\":1}");
+    NO(g, "{\"id\":1,\"legacy\":1}");
+    rlx_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"legacy\":false},\"additionalProperties\":{\"type\":\"integer\"}}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "{}");
+    YES(g, "{\"leg\":1,\"legacyx\":2}");
+    NO(g, "{\"legacy\":1}");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"object\",\"properties\":{\"legacy\":false},\"required\":[\"legacy\"]}", "schema is false");
+}
+
+/* minimum / maximum must be numbers (only draft 4's exclusive* are booleans): true was skipped */
+TEST(boolean_bounds)
+{
+    REFUSED("{\"type\":\"integer\",\"maximum\":true}", "maximum");
+    REFUSED("{\"type\":\"integer\",\"minimum\":false}", "minimum");
+    REFUSED("{\"type\":\"number\",\"maximum\":true}", "maximum");
+    rlx_grammar *g = schema("{\"type\":\"integer\",\"maximum\":5,\"exclusiveMaximum\":true}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    YES(g, "4");
+    NO(g, "5");
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"integer\",\"exclusiveMinimum\":3,\"exclusiveMaximum\":4}", "least allowed is 4, the greatest 3");
+}
+
+/* patternProperties' key rule is freed when a later check refuses the object (ASan: a leak) */
+TEST(pattern_properties_refused_later)
+{
+    REFUSED("{\"type\":\"object\",\"patternProperties\":{\"^[a-z]{1,3}_\\\\d$\":{\"type\":\"integer\"}},"
+            "\"additionalProperties\":false,\"maxProperties\":3}", "maxProperties");
+}
+
 TEST_MAIN(TEST_ENTRY(required_but_undeclared_takes_additional_properties), TEST_ENTRY(all_of_members_additional_properties),
           TEST_ENTRY(const_and_enum_numbers_keep_their_digits), TEST_ENTRY(ref_pointers_decode_then_split),
-          TEST_ENTRY(pattern_properties_pattern_errors), TEST_ENTRY(one_of_reads_nullable))
+          TEST_ENTRY(pattern_properties_pattern_errors), TEST_ENTRY(one_of_reads_nullable),
+          TEST_ENTRY(extra_keys_beside_names_with_escapes), TEST_ENTRY(false_property_schemas), TEST_ENTRY(boolean_bounds),
+          TEST_ENTRY(pattern_properties_refused_later))
