@@ -438,6 +438,35 @@ static const char *opener(rlx_tc_format f)
 /* lazy: the grammar of tool_choice "auto", which starts at the format's trigger (no reasoning
  * block before it: the stage waits for the trigger wherever it comes). prompt: the rendered
  * prompt or its tail (NULL: none). */
+/* Each tool's parameters compiled alone, so that one the grammar cannot honour is named with its
+ * tool rather than by a path inside the call's wrapper schema. 0 when all compile; else the
+ * 400 (or the 500 of out of memory), *strict telling whether the tool at fault asked for
+ * strict schema adherence ("strict": true). */
+static int params_check(const rlx_api_request *r, const char *how, bool *strict, rlx_api_error *e)
+{
+    int i = 0;
+    const cJSON *t;
+    *strict = false;
+    cJSON_ArrayForEach(t, r->tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        cJSON *p = rlx__tg_params(fn);
+        if (!p) return rlx__tg_oom(e);
+        rlx_error err = {0};
+        char *gb = rlx_json_schema_to_gbnf(p, &err);
+        cJSON_Delete(p);
+        if (!gb) {
+            if (err.code == RLX_ENOMEM) return rlx__tg_oom(e);
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+            *strict = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"));
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools", "tools[%d] ('%.64s'): its 'parameters' cannot be %s: %s",
+                                  i, cJSON_IsString(name) ? name->valuestring : "?", how, err.msg);
+        }
+        free(gb);
+        i++;
+    }
+    return 0;
+}
+
 static int tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, const char *prompt, bool lazy, char **gbnf,
                         rlx_api_error *e)
 {
@@ -543,7 +572,9 @@ int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, cons
 {
     *gbnf = NULL;
     if (r->tool_choice != RLX_TOOL_CHOICE_REQUIRED && r->tool_choice != RLX_TOOL_CHOICE_NAMED) return 0;
-    return tool_grammar(r, info, prompt, false, gbnf, e);
+    bool strict;
+    int rc = has_grammar(info->format) ? params_check(r, "forced (tool_choice)", &strict, e) : 0;
+    return rc ? rc : tool_grammar(r, info, prompt, false, gbnf, e);
 }
 
 /* ---- "auto" for the formats whose call is plain JSON at the start of the output ---------- */
@@ -624,7 +655,12 @@ int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info,
     /* generic and Llama 3 JSON have no text marker: an anchored pattern over the output */
     bool json_start = info->format == RLX_TC_GENERIC || info->format == RLX_TC_LLAMA3;
     if (!json_start && !opener(info->format)) return 0;
-    int rc = tool_grammar(r, info, NULL, true, gbnf, e);
+    /* a tool whose parameters the grammar cannot honour leaves "auto"'s calls unconstrained (as
+       OpenAI's calls are without "strict"); with "strict": true it is the 400 */
+    bool strict;
+    int rc = params_check(r, "followed strictly", &strict, e);
+    if (rc) return strict || e->status != 400 ? rc : 0;
+    rc = tool_grammar(r, info, NULL, true, gbnf, e);
     if (rc) return rc;
     if (!json_start) {
         *trigger = opener(info->format);

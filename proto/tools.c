@@ -35,6 +35,9 @@ static int check_tool(const cJSON *t, int i, rlx_api_error *e)
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
                                   "tools[%d].function.name must not hold control characters (OpenAI's names are letters, "
                                   "digits, '_' and '-').", i);
+    const cJSON *strict = field(fn, "strict");
+    if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools", "tools[%d].function.strict must be a boolean.", i);
     if (desc && !cJSON_IsString(desc))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools", "tools[%d].function.description must be a string.", i);
     if (params && !cJSON_IsObject(params))

@@ -210,6 +210,37 @@ TEST(refusals)
     ASSERT(g == NULL);
     ASSERT_EQ(e.status, 400);
     ASSERT_STR_EQ(e.param, "tools");
+    /* ... naming the tool and the keyword as the tool wrote it (not the call wrapper's path) */
+    const char *two = "{" MSGS ",\"tools\":[" "{\"type\":\"function\",\"function\":{\"name\":\"ok\"}},"
+                      "{\"type\":\"function\",\"function\":{\"name\":\"mail\",\"parameters\":{\"type\":\"object\","
+                      "\"properties\":{\"to\":{\"type\":\"string\",\"frobnicate\":1}}}%s}}]%s}";
+    char body2[1024];
+    snprintf(body2, sizeof body2, two, "", ",\"tool_choice\":\"required\"");
+    memset(&e, 0, sizeof e);
+    g = grammar_of(body2, RLX_TC_HERMES, false, &e);
+    ASSERT(g == NULL);
+    ASSERT_MSG(strstr(e.message, "tools[1] ('mail')") && strstr(e.message, "frobnicate") &&
+               strstr(e.message, "/properties/to") && !strstr(e.message, "tool_calls"), "%s", e.message);
+    /* tool_choice "auto": such a tool leaves the calls unconstrained (a 400 for every request with
+       it before), unless the tool asks for "strict": true */
+    rlx_tc_info hermes;
+    rlx_tc_info_of(RLX_TC_HERMES, &hermes);
+    snprintf(body2, sizeof body2, two, "", "");
+    {
+        rlx_api_request r;
+        const char *trig = NULL;
+        char *pat = NULL;
+        memset(&e, 0, sizeof e);
+        ASSERT_EQ(rlx_api_parse(&r, RLX_API_CHAT, body2, strlen(body2), 1000, &e), 0);
+        ASSERT_EQ(rlx_api_tool_grammar_auto(&r, &hermes, NULL, &g, &trig, &pat, &e), 0);
+        ASSERT(g == NULL && pat == NULL);
+        rlx_api_request_free(&r);
+        snprintf(body2, sizeof body2, two, ",\"strict\":true", "");
+        ASSERT_EQ(rlx_api_parse(&r, RLX_API_CHAT, body2, strlen(body2), 1000, &e), 0);
+        ASSERT(rlx_api_tool_grammar_auto(&r, &hermes, NULL, &g, &trig, &pat, &e) != 0);
+        ASSERT_MSG(e.status == 400 && strstr(e.message, "tools[1] ('mail')"), "%s", e.message);
+        rlx_api_request_free(&r);
+    }
     /* forcing a call and another constraint: 400 at parse time */
     rlx_api_request r;
     const char *body = "{" MSGS "," TOOLS ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}";
