@@ -88,6 +88,7 @@ static int in_arena(void (*body)(rj_rt *, rj_buf *, const arena_job *), const ar
     rj_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return rlx_errorf(err, RLX_ENOMEM, "out of memory rendering the chat template");
     rt->limit = RENDER_LIMIT;
+    rt->deadline = rlx_now() + RJ_RENDER_SECONDS;
     rt->err = err;
     rt->now_iso = now_iso;
     if (setjmp(rt->jb) != 0) {

@@ -42,6 +42,10 @@ static void enter(rj_env *E, const rj_node *n)
         E->rt->line = n->line;
         rlx__j_fail(E->rt, RLX_ERANGE, "evaluation nests deeper than %d levels (runaway recursion?)", RJ_MAX_DEPTH);
     }
+    if ((++E->rt->ticks & 63) == 0 && E->rt->deadline > 0 && rlx_now() > E->rt->deadline) {
+        E->rt->line = n->line;
+        rlx__j_fail(E->rt, RLX_ERANGE, "the template ran longer than %.0f s (a loop that does not end?)", RJ_RENDER_SECONDS);
+    }
 }
 
 static rj_scope *push_scope(rj_env *E, rj_scope *parent)

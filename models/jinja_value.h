@@ -27,7 +27,13 @@ typedef struct rj_rt {
     int depth;             /* nesting of expression/statement/macro evaluation */
     const char *now_iso;   /* strftime_now's clock; NULL: the current time */
     int line;              /* template line being evaluated, for messages */
+    double deadline;       /* rlx_now() past which a render fails (0: none) */
+    unsigned ticks;        /* evaluations, to read the clock every 64 */
 } rj_rt;
+
+/* A render may take this long (the arena bounds its memory, this its time: a template looping
+ * over a big string never allocates past the limit but may never end either). */
+#define RJ_RENDER_SECONDS 10.0
 
 enum { RJ_MAX_DEPTH = 600 };
 

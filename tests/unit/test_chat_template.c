@@ -575,6 +575,9 @@ TEST(adversarial)
         {strdup("{{ 'x' * 1000000000000 }}"), RLX_ENOMEM},
         {strdup("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"), RLX_ENOMEM},
         {strdup("{{ '{:>999999}'.format(1) }}"), RLX_EINVAL},
+        /* little memory, much time (a scan of 4 MB a million times): stopped at RJ_RENDER_SECONDS */
+        {strdup("{% set s = 'ab' * 2000000 %}{% for i in range(1000000) %}{% if 'zz' in s %}x{% endif %}{% endfor %}"),
+         RLX_ERANGE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc;
