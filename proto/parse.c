@@ -577,6 +577,20 @@ static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
     cJSON_ArrayForEach(call, calls) {
         if (!cJSON_IsObject(call))
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "messages[%d].tool_calls[%d] must be an object.", i, j);
+        /* the templates print the name and iterate the arguments: a call without them failed
+           inside the template ("tojson: Undefined") */
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsObject(fn) || !cJSON_IsString(name))
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
+                                  "messages[%d].tool_calls[%d].function must be an object with a string 'name'.", i, j);
+        /* arguments are JSON text that becomes an object for the template: a \u0000 escape in it
+           would decode to a NUL there, which cuts the prompt */
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (cJSON_IsString(args) && rlx_api_has_escaped_nul(args->valuestring, strlen(args->valuestring)))
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
+                                  "messages[%d].tool_calls[%d].function.arguments must not contain NUL characters "
+                                  "(\\u0000).", i, j);
         j++;
     }
     return 0;

@@ -105,9 +105,15 @@ int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx
     }
     if (!ctx) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     rlx_error err = {0};
-    int rc = rlx_chat_template_render(rlx_worker_chat_template(m->w), ctx, NULL, out, &err);
+    size_t out_len = 0;
+    int rc = rlx_chat_template_render_len(rlx_worker_chat_template(m->w), ctx, NULL, out, &out_len, &err);
     cJSON_Delete(ctx);
     if (rc) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "The chat template failed: %s", err.msg);
+    if (strlen(*out) != out_len) { /* the prompt is a C string from here on: a NUL would cut it */
+        free(*out);
+        *out = NULL;
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "The rendered prompt holds a NUL character (\\u0000).");
+    }
     if ((rc = rlx_api_continue_final(r, *out, e))) {
         free(*out);
         *out = NULL;

@@ -82,4 +82,14 @@ p=$(post /apply-template '{"messages":[{"role":"developer","content":"Be brief."
     fail "developer not system in ChatML: $(printf %q "$(echo "$p" | jget .prompt)")"
 stop_server
 ok "a model whose own template is broken serves, its chats in ChatML"
-echo "6 passed, 0 failed"
+
+# a template that writes a NUL: the prompt is a C string from there, so it was cut short without
+# a word; now the request says so
+printf "{%% for m in messages %%}{{ m.content }}{%% endfor %%}{{ '\\\\x00' }}tail" > "$TMP/nul.jinja"
+start_server nul --chat-template "$TMP/nul.jinja"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}')
+[ "$(status)" = 400 ] || fail "a prompt with a NUL: $(status) $r"
+echo "$r" | grep -q 'NUL' || fail "NUL message: $r"
+stop_server
+ok "a rendered prompt holding a NUL is a 400"
+echo "7 passed, 0 failed"

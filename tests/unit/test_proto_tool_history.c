@@ -199,9 +199,20 @@ TEST(tool_calls_shapes)
     bad = "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[1]}]}";
     ASSERT(rlx_api_parse(&r, RLX_API_CHAT, bad, strlen(bad), 0, &e) < 0);
     rlx_api_request_free(&r);
+    /* a call without a name failed inside the template ("tojson: Undefined"); an escaped NUL in
+       the arguments became a NUL in the object the template prints, which cut the prompt */
+    static const char *const bad_calls[] = {"{}", "{\"function\":{}}", "{\"function\":{\"name\":1}}",
+                                            "{\"function\":{\"name\":\"h\",\"arguments\":\"{\\\"x\\\":\\\"a\\\\u0000b\\\"}\"}}"};
+    for (size_t k = 0; k < sizeof bad_calls / sizeof *bad_calls; k++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[%s]}]}", bad_calls[k]);
+        ASSERT_MSG(rlx_api_parse(&r, RLX_API_CHAT, body, strlen(body), 0, &e) < 0, "accepted %s", body);
+        ASSERT_MSG(strstr(e.message, "messages[0].tool_calls[0]"), "%s", e.message);
+        rlx_api_request_free(&r);
+    }
     const char *ok = "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"[1\"}},"
                      "{\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"x\\\":1.0}\"}},"
-                     "{\"function\":{\"name\":\"h\",\"arguments\":\"{\\\"x\\\":\\\"a\\\\u0000b\\\"}\"}}]},"
+                     "{\"function\":{\"name\":\"h\",\"arguments\":\"{\\\"x\\\":\\\"a\\\\\\\\u0000b\\\"}\"}}]},"
                      "{\"role\":\"assistant\",\"content\":\"no calls\"},{\"role\":\"assistant\",\"tool_calls\":null}]}";
     ASSERT_MSG(rlx_api_parse(&r, RLX_API_CHAT, ok, strlen(ok), 0, &e) == 0, "%s", e.message);
     const cJSON *m = cJSON_GetArrayItem(r.messages, 0);
@@ -219,7 +230,7 @@ TEST(tool_calls_shapes)
         if (objects) {
             ASSERT(cJSON_IsObject(a));
             ASSERT_STR_EQ(cJSON_GetObjectItem(a, "x")->valuestring, "1.0"); /* read as Python reads it */
-            ASSERT(cJSON_IsObject(ARGS(2))); /* an escaped NUL inside the JSON text */
+            ASSERT(cJSON_IsObject(ARGS(2))); /* "\\u0000" as text inside the JSON text: no NUL */
         } else {
             ASSERT_STR_EQ(a->valuestring, "{\"x\":1.0}");
             ASSERT(cJSON_IsString(ARGS(2)));
