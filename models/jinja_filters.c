@@ -360,7 +360,8 @@ static rj_value f_indent(rj_env *E, rj_value v, const rj_args *a)
     rj_value ind;
     if (w && w->type == RJ_STR) ind = *w;
     else {
-        int64_t n = w && w->type == RJ_INT ? RLX_MAX(0, RLX_MIN(w->i, 1000)) : 4;
+        int64_t n = w && w->type == RJ_INT ? RLX_MAX(0, w->i) : 4; /* ' ' * width, as Python (was capped at 1000) */
+        if (n > 1000000) rlx__j_fail(rt, RLX_ENOMEM, "indent: a width of %" PRId64 " characters is too large", n);
         char *s = rlx__j_alloc(rt, (size_t)n + 1);
         memset(s, ' ', (size_t)n);
         ind = rj_str(s, (size_t)n);

@@ -613,7 +613,7 @@ static void json_str(rj_rt *rt, rj_buf *b, const char *s, size_t n, bool ascii)
         case '\b': esc = "\\b"; break;
         case '\f': esc = "\\f"; break;
         default:
-            if (c < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", c); esc = tmp; }
+            if (c < 0x20 || (c == 0x7f && ascii)) { snprintf(tmp, sizeof tmp, "\\u%04x", c); esc = tmp; } /* Python: [^ -~] */
             else if (c >= 0x80 && ascii) { /* ensure_ascii: \uXXXX, astral code points as surrogate pairs */
                 utf8proc_int32_t cp;
                 utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);

@@ -178,7 +178,7 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
         "end a  bc"},
     {"{{ s|trim }}|{{ s.split() }}|{{ 'a,b,,c'.split(',') }}|{{ 'a,b,c'.split(',', 1) }}|{{ u|upper }}|{{ u|title }}|{{ u.title() }}|{{ u|capitalize }}|{{ \"hello-world (x)\"|title }}",
      "Hello World|['Hello', 'World']|['a', 'b', '', 'c']|['a', 'b,c']|H\303\211LLO W\303\226RLD SS|H\303\251llo W\303\266rld SS|H\303\251llo W\303\266rld Ss|H\303\251llo w\303\266rld \303\237|Hello-World (X)"},
-    {"{{ d|tojson }}|{{ d|tojson(indent=2) }}|{{ d|tojson(sort_keys=true) }}|{{ l|tojson(separators=(',',':')) }}|{{ {'a':[],'b':{}}|tojson(indent=2) }}|{{ \"\\u00e9\\n\\u0001\"|tojson }}|{{ 1.0|tojson }}|{{ {'k': '\\u00e9'}|tojson(ensure_ascii=true) }}",
+    {"{{ d|tojson }}|{{ d|tojson(indent=2) }}|{{ d|tojson(sort_keys=true) }}|{{ l|tojson(separators=(',',':')) }}|{{ {'a':[],'b':{}}|tojson(indent=2) }}|{{ \"\\u00e9\\n\\u0001\"|tojson }}|{{ 1.0|tojson }}|{{ {'k': '\\u00e9'}|tojson(ensure_ascii=true) }}|{{ 'a\\x7fb'|tojson(ensure_ascii=true) }}|{{ 'a\\x7fb'|tojson }}",
      "{\"b\": 2, \"a\": 1, \"C\": 3}|{\n"
         "  \"b\": 2,\n"
         "  \"a\": 1,\n"
@@ -186,7 +186,7 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
         "}|{\"C\": 3, \"a\": 1, \"b\": 2}|[3,1,2]|{\n"
         "  \"a\": [],\n"
         "  \"b\": {}\n"
-        "}|\"\303\251\\n\\u0001\"|1.0|{\"k\": \"\\u00e9\"}"},
+        "}|\"\303\251\\n\\u0001\"|1.0|{\"k\": \"\\u00e9\"}|\"a\\u007fb\"|\"a\177b\""},
     {"{{ d|dictsort }}|{{ d|dictsort(true) }}|{{ d|dictsort(by='value', reverse=true) }}|{{ d|items|list }}|{{ d.keys()|list }}|{{ d.values()|list }}",
      "[('a', 1), ('b', 2), ('C', 3)]|[('C', 3), ('a', 1), ('b', 2)]|[('C', 3), ('b', 2), ('a', 1)]|[('b', 2), ('a', 1), ('C', 3)]|['b', 'a', 'C']|[2, 1, 3]"},
     {"{{ l|sort }}|{{ ['b','A','a','C']|sort }}|{{ ['b','A','a','C']|sort(case_sensitive=true) }}|{{ messages|sort(attribute='role')|map(attribute='role')|list }}|{{ [1,2,2,'a','A']|unique|list }}|{{ l|min }}{{ l|max }}{{ l|sum }}",
@@ -204,8 +204,8 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
      "20|20|-20|200|0|20.0|0.0|-0.0|-0.0|1.5|-4.0"},
     {"{{ 2.5|round }}|{{ 3.5|round }}|{{ 2.675|round(2) }}|{{ 1.5|round(0,'floor') }}|{{ 42|round }}|{{ '12'|int + 1 }}|{{ '1.5'|float }}|{{ 'x'|int }}|{{ '3.7'|int }}",
      "2.0|4.0|2.67|1.0|42|13|1.5|0|3"},
-    {"{{ 'a\\nb\\n\\nc'|indent }}|{{ 'a\\nb'|indent(2, true) }}|{{ 'a\\n\\nb'|indent(2, blank=true) }}",
-     "a\n"
+    {"{{ ('a\\nb'|indent(5000))|length }}|{{ 'a\\nb'|indent(-3) }}|{{ 'a\\nb\\n\\nc'|indent }}|{{ 'a\\nb'|indent(2, true) }}|{{ 'a\\n\\nb'|indent(2, blank=true) }}",
+     "5003|a\nb|a\n"
         "    b\n"
         "\n"
         "    c|  a\n"
