@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
 #define MAX_NAME 256 /* bytes of a function name (OpenAI allows 64; be lenient, not unbounded) */
@@ -30,11 +31,18 @@ static int check_tool(const cJSON *t, int i, rlx_api_error *e)
     if (!cJSON_IsString(name) || !name->valuestring[0] || strlen(name->valuestring) > MAX_NAME)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
                               "tools[%d].function.name must be a non-empty string of at most %d bytes.", i, MAX_NAME);
+    /* the formats write the name between their own delimiters (quotes, '<', '>', '=', spaces):
+       a name holding one was forced into a call the parser could not read back */
     for (const unsigned char *c = (const unsigned char *)name->valuestring; *c; c++)
-        if (*c < 0x20 || *c == 0x7f) /* a call's text could not carry it back to the parser */
+        if (*c < 0x80 && !isalnum(*c) && !strchr("_-.:/", *c)) {
+            char what[24];
+            if (*c < 0x20 || *c == 0x7f) snprintf(what, sizeof what, "control characters");
+            else if (*c == ' ') snprintf(what, sizeof what, "spaces");
+            else snprintf(what, sizeof what, "'%c'", *c);
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools",
-                                  "tools[%d].function.name must not hold control characters (OpenAI's names are letters, "
-                                  "digits, '_' and '-').", i);
+                                  "tools[%d].function.name may hold letters, digits, '_', '-', '.', ':' and '/' (OpenAI's "
+                                  "are letters, digits, '_' and '-'), not %s.", i, what);
+        }
     const cJSON *strict = field(fn, "strict");
     if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "tools", "tools[%d].function.strict must be a boolean.", i);

@@ -87,6 +87,18 @@ TEST(bad_tools)
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":1}}]}", "tools");
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}", "tools");
     EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\\nweather\"}}]}", "tools");
+    /* delimiters of the call formats: a forced call with such a name came back unparsed */
+    EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a<b\"}}]}", "tools");
+    EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\" \"}}]}", "tools");
+    EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get weather\"}}]}", "tools");
+    EXPECT_BAD("{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\\\"x\"}}]}", "tools");
+    {
+        const char *names_ok = "{" MSGS ",\"tools\":[" TOOL("mcp.github:create_issue/v2-x") "," TOOL("wetter_\u00fcber") "]}";
+        rlx_api_request r;
+        rlx_api_error e = {0};
+        ASSERT_MSG(parse(&r, names_ok, &e) == 0, "%s", e.message);
+        rlx_api_request_free(&r);
+    }
     /* arguments are an object: parameters of another type were forced into a call that came back
        as plain content (200, no tool_calls) */
 #define PTOOL(p) "{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":" p "}}]}"
