@@ -356,7 +356,9 @@ static enum MHD_Result queue_stream(rlx_conn *c)
 /* After routing, or after a resume: queue what is ready or wait for it. */
 static enum MHD_Result progress(rlx_conn *c)
 {
-    if (c->gone && !c->has_resp) rlx_conn_respond(c, 500, "text/plain", strdup(""));
+    /* the client closed its side (or the socket) before its answer: the work is cancelled, and
+       the connection closed with no answer rather than an empty 500 a half-closed client reads */
+    if (c->gone && !c->has_resp) return MHD_NO;
     if (c->has_resp) return queue_resp(c);
     if (c->call) {
         suspend(c);

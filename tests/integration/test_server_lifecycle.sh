@@ -29,6 +29,25 @@ for _ in $(seq 1 50); do
     sleep 0.1
 done
 [ -n "$cancelled" ] || fail "disconnect did not cancel: $(echo "$m" | grep cancelled)"
+# a client that half-closes after its request (nc -N, some HTTP/1.0 clients) counts as gone, as
+# for llama-server; it gets the connection closed, not the empty 500 it used to read
+python3 - "$PORT" "$N_LONG" >"$TMP/half" <<'PY' || fail "half-close client"
+import socket, sys
+body = ('{"prompt":"Once upon a time","max_tokens":%s,"ignore_eos":true}' % sys.argv[2]).encode()
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=60)
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+s.shutdown(socket.SHUT_WR)
+d = b""
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    d += b
+print(d.decode(errors="replace"))
+PY
+grep -q ' 500 ' "$TMP/half" && fail "half-closed client got: $(head -3 "$TMP/half")"
+for _ in $(seq 1 50); do [ "$(grep -c 'POST /v1/completions 499' "$LOG")" -ge 2 ] && break; sleep 0.1; done
+[ "$(grep -c 'POST /v1/completions 499' "$LOG")" -ge 2 ] || fail "half-close not logged 499: $(grep 'POST /v1/completions' "$LOG")"
 grep -q 'POST /v1/completions 499 .*finish=cancelled' "$LOG" || fail "access log lacks the 499 line"
 grep -q 'POST /v1/completions 499 .*prompt_tokens=[1-9][0-9]* completion_tokens=[1-9]' "$LOG" ||
     fail "the 499 line lacks the tokens used so far: $(grep ' 499 ' "$LOG")"
