@@ -120,9 +120,9 @@ static int get_number(const cJSON *o, const char *name, double lo, double hi, do
     const cJSON *v = field(o, name);
     if (present) *present = v != NULL;
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+    if (!cJSON_IsNumber(v))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be a number.", name);
-    if (v->valuedouble < lo || v->valuedouble > hi)
+    if (!isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) /* 1e400 reads as infinity */
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, "'%s' must be between %g and %g, got %g.",
                               name, lo, hi, v->valuedouble);
     *out = v->valuedouble;
@@ -539,9 +539,12 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
     cJSON_ArrayForEach(part, c) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
-        if (!cJSON_IsString(t) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text"))
+        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text"))
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
                                   "messages[%d].content: only parts of type 'text' are supported.", i);
+        if (!cJSON_IsString(t))
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
+                                  "messages[%d].content: a part of type 'text' needs a string 'text'.", i);
         len += strlen(t->valuestring);
         nul = nul || t->valueint == RLX_JSON_STR_NUL;
     }

@@ -143,6 +143,17 @@ TEST(bad_params_name_the_parameter)
 {
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":\"hot\"}", "temperature");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":3}", "temperature");
+    { /* a number out of range says so, also one that reads as infinity (it said "must be a number") */
+        rlx_api_request r;
+        rlx_api_error e = {0};
+        ASSERT(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":1e400}", &e) < 0);
+        rlx_api_request_free(&r);
+        ASSERT_MSG(strstr(e.message, "must be between 0 and 2, got inf"), "%s", e.message);
+        ASSERT(parse(&r, RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":5}]}]}",
+                     &e) < 0);
+        rlx_api_request_free(&r);
+        ASSERT_MSG(strstr(e.message, "needs a string 'text'"), "%s", e.message);
+    }
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_p\":1.5}", "top_p");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":2.5}", "top_k");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_p\":-1}", "min_p");
