@@ -341,10 +341,13 @@ const char rlx__json_schema_prims[] =
     /* simple forms, each a subset of what RFC 5321 / 1123 / 2673 and Ajv's "full" formats
      * accept: labels of at most 62 characters (1-20 alphanumerics, up to two hyphens inside),
      * hostnames of at most 4 labels (251 characters), e-mail local parts of up to 4 dot-separated
-     * runs of [A-Za-z0-9_+-], a domain of 2 to 4 labels */
+     * runs of [A-Za-z0-9_+-] (64 characters at most, RFC 5321's limit), a domain of 2 to 4
+     * labels of at most 41 characters: an address of at most 232 characters, within RFC 5321's
+     * 254 (the lengths json_schema_scalar.c's table states) */
     "host-label ::= [a-zA-Z0-9]{1,20} ( \"-\" [a-zA-Z0-9]{1,20} ){0,2}\n"
     "hostname ::= host-label ( \".\" host-label ){0,3}\n"
-    "email ::= [a-zA-Z0-9_+-]{1,32} ( \".\" [a-zA-Z0-9_+-]{1,32} ){0,3} \"@\" host-label ( \".\" host-label ){1,3}\n"
+    "email ::= [a-zA-Z0-9_+-]{1,16} ( \".\" [a-zA-Z0-9_+-]{1,15} ){0,3} \"@\" email-label ( \".\" email-label ){1,3}\n"
+    "email-label ::= [a-zA-Z0-9]{1,20} ( \"-\" [a-zA-Z0-9]{1,20} )?\n"
     "ipv4 ::= ipv4-octet ( \".\" ipv4-octet ){3}\n"
     "ipv4-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n"
     /* RFC 3986 absolute URIs in two shapes, a subset of Ajv's "full" uri: scheme "://" a

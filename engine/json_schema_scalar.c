@@ -21,6 +21,14 @@ static const char *const string_formats[][2] = {
     {"uri-reference", "uri-reference"}, {"byte", "byte"}, {"json-pointer", "json-pointer"},
     {"relative-json-pointer", "relative-json-pointer"}};
 
+/* The shortest and longest strings each of string_formats' rules writes (characters, all ASCII;
+ * -1: unbounded), so that minLength / maxLength that every one of them meets (an e-mail's
+ * maxLength 254) can stand beside the format. */
+static const int format_lengths[][2] = {
+    {10, 10}, {9, 24}, {20, 35}, {9, 24}, {20, 35}, {-1, -1}, {36, 36}, {5, 232},
+    {1, 251}, {7, 15}, {15, 39}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
+_Static_assert(RLX_ARRAY_LEN(format_lengths) == RLX_ARRAY_LEN(string_formats), "one entry per format");
+
 /* The number formats (OpenAPI's, which ajv-formats checks): what they ask of a number. */
 int rlx__js_numeric_format(const char *name)
 {
@@ -218,8 +226,18 @@ char *rlx__js_string(rlx__js *j, const cJSON *s)
                                 "iso-time, iso-date-time, duration, uuid, email, hostname, ipv4, ipv6, uri, uri-reference, "
                                 "byte, json-pointer, relative-json-pointer; numbers: int32, int64, float, double)",
                                 fmt->valuestring), NULL;
-        if (pat || lengths)
-            return rlx__js_fail(j, RLX_EINVAL, "'format' together with '%s' is not supported", pat ? "pattern" : "minLength/maxLength"), NULL;
+        if (pat) return rlx__js_fail(j, RLX_EINVAL, "'format' together with 'pattern' is not supported"), NULL;
+        if (lengths) { /* met by every string the format's rule writes, or refused */
+            int lo = format_lengths[i][0], hi = format_lengths[i][1];
+            if (lo < 0 || mn > lo || (mx >= 0 && (hi < 0 || mx < hi))) {
+                char range[64];
+                if (lo < 0) snprintf(range, sizeof range, "of unbounded length");
+                else snprintf(range, sizeof range, "of %d to %d characters", lo, hi);
+                return rlx__js_fail(j, RLX_EINVAL, "'format' \"%s\" writes strings %s: a 'minLength'/'maxLength' inside that "
+                                    "range is not supported (one that admits the whole range is)", fmt->valuestring,
+                                    range), NULL;
+            }
+        }
         rlx__sb b = {0};
         rlx__sb_printf(&b, "\"\\\"\" %s \"\\\"\"", string_formats[i][1]);
         return rlx__js_rule(j, string_formats[i][1], rlx__js_take(j, &b));

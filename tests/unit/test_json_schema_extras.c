@@ -197,8 +197,54 @@ TEST(pattern_properties_refused_later)
             "\"additionalProperties\":false,\"maxProperties\":3}", "maxProperties");
 }
 
+/* format beside minLength / maxLength that every string of the format meets (an e-mail's
+ * maxLength 254, as real schemas write it) is the format; one that cuts into its lengths, a 400.
+ * The examples are the longest and shortest strings of each format's rule. */
+TEST(format_with_lengths)
+{
+    char label[63], elabel[42], local[65], email[300], host[300];
+    snprintf(label, sizeof label, "%s-%s-%s", "aaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbb", "cccccccccccccccccccc");
+    snprintf(elabel, sizeof elabel, "%s-%s", "aaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbb");
+    snprintf(local, sizeof local, "%s.%s.%s.%s", "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbb", "ccccccccccccccc", "ddddddddddddddd");
+    snprintf(email, sizeof email, "\"%s@%s.%s.%s.%s\"", local, elabel, elabel, elabel, elabel);
+    snprintf(host, sizeof host, "\"%s.%s.%s.%s\"", label, label, label, label);
+    ASSERT_EQ((int)strlen(email), 232 + 2);
+    ASSERT_EQ((int)strlen(host), 251 + 2);
+    struct { const char *fmt; int lo, hi; const char *shortest, *longest; } f[] = {
+        {"date", 10, 10, "\"2024-02-29\"", "\"1999-12-31\""},
+        {"time", 9, 24, "\"00:00:00Z\"", "\"23:59:59.123456789+01:00\""},
+        {"date-time", 20, 35, "\"2024-01-01T00:00:00Z\"", "\"2024-01-01T23:59:59.123456789-12:30\""},
+        {"uuid", 36, 36, "\"123e4567-e89b-12d3-a456-426614174000\"", "\"123e4567-e89b-12d3-a456-426614174000\""},
+        {"email", 5, 232, "\"a@b.c\"", email},
+        {"hostname", 1, 251, "\"a\"", host},
+        {"ipv4", 7, 15, "\"0.0.0.0\"", "\"255.255.255.255\""},
+        {"ipv6", 15, 39, "\"0:0:0:0:0:0:0:0\"", "\"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff\""},
+    };
+    for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
+        char json[256];
+        ASSERT_EQ((int)strlen(f[k].shortest) - 2, f[k].lo);
+        ASSERT_EQ((int)strlen(f[k].longest) - 2, f[k].hi);
+        snprintf(json, sizeof json, "{\"type\":\"string\",\"format\":\"%s\",\"minLength\":%d,\"maxLength\":%d}", f[k].fmt,
+                 f[k].lo, f[k].hi);
+        rlx_grammar *g = schema(json);
+        ASSERT_MSG(g, "%s: %s", json, last_err.msg);
+        YES(g, f[k].shortest);
+        YES(g, f[k].longest);
+        rlx_grammar_free(g);
+        snprintf(json, sizeof json, "{\"type\":\"string\",\"format\":\"%s\",\"maxLength\":%d}", f[k].fmt, f[k].hi - 1);
+        REFUSED(json, "maxLength");
+        snprintf(json, sizeof json, "{\"type\":\"string\",\"format\":\"%s\",\"minLength\":%d}", f[k].fmt, f[k].lo + 1);
+        REFUSED(json, "minLength");
+    }
+    rlx_grammar *g = schema("{\"type\":\"string\",\"format\":\"email\",\"maxLength\":254}");
+    ASSERT_MSG(g, "%s", last_err.msg);
+    rlx_grammar_free(g);
+    REFUSED("{\"type\":\"string\",\"format\":\"uri\",\"maxLength\":900}", "unbounded");
+    REFUSED("{\"type\":\"string\",\"format\":\"email\",\"pattern\":\"^a\"}", "pattern");
+}
+
 TEST_MAIN(TEST_ENTRY(required_but_undeclared_takes_additional_properties), TEST_ENTRY(all_of_members_additional_properties),
           TEST_ENTRY(const_and_enum_numbers_keep_their_digits), TEST_ENTRY(ref_pointers_decode_then_split),
           TEST_ENTRY(pattern_properties_pattern_errors), TEST_ENTRY(one_of_reads_nullable),
           TEST_ENTRY(extra_keys_beside_names_with_escapes), TEST_ENTRY(false_property_schemas), TEST_ENTRY(boolean_bounds),
-          TEST_ENTRY(pattern_properties_refused_later))
+          TEST_ENTRY(pattern_properties_refused_later), TEST_ENTRY(format_with_lengths))
