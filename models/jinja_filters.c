@@ -534,20 +534,68 @@ static rj_value f_reject(rj_env *E, rj_value v, const rj_args *a) { return rlx__
 static rj_value f_selectattr(rj_env *E, rj_value v, const rj_args *a) { return rlx__j_f_select(E, v, a, RJ_GEN_SELECTATTR); }
 static rj_value f_rejectattr(rj_env *E, rj_value v, const rj_args *a) { return rlx__j_f_select(E, v, a, RJ_GEN_REJECTATTR); }
 
-static const struct { const char *name; filter_fn fn; } filters[] = {
-    {"groupby", f_groupby}, {"truncate", f_truncate}, {"wordwrap", f_wordwrap}, {"filesizeformat", f_filesizeformat},
-    {"slice", rlx__j_f_slice}, {"batch", rlx__j_f_batch},
-    {"tojson", f_tojson}, {"length", f_length}, {"count", f_length}, {"string", f_string}, {"trim", f_trim},
-    {"default", f_default}, {"d", f_default}, {"join", f_join}, {"lower", f_lower}, {"upper", f_upper},
-    {"title", f_title}, {"capitalize", f_capitalize}, {"safe", f_safe}, {"items", rlx__j_f_items}, {"list", f_list},
-    {"first", f_first}, {"last", f_last}, {"dictsort", f_dictsort}, {"sort", f_sort}, {"reverse", rlx__j_f_reverse},
-    {"unique", rlx__j_f_unique}, {"min", f_min}, {"max", f_max}, {"sum", f_sum}, {"abs", f_abs}, {"round", f_round},
-    {"int", f_int}, {"float", f_float}, {"replace", f_replace}, {"escape", f_escape}, {"e", f_escape},
-    {"forceescape", f_forceescape}, {"indent", f_indent}, {"wordcount", f_wordcount}, {"format", f_format},
-    {"attr", f_attr}, {"map", rlx__j_f_map}, {"select", f_select}, {"reject", f_reject},
-    {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"center", f_center},
-    {"striptags", rlx__j_f_striptags}, {"urlencode", rlx__j_f_urlencode},
+/* Each filter with its parameters after the value, as Jinja2 3.1 declares them (tojson as
+ * transformers' does), so that arguments Jinja2 refuses (TypeError) are refused here too rather
+ * than ignored ('!': a parameter without a default); "*": it takes *args / **kwargs and checks
+ * them itself. */
+static const struct { const char *name; filter_fn fn; const char *params; } filters[] = {
+    {"groupby", f_groupby, "!attribute,default,case_sensitive"}, {"truncate", f_truncate, "length,killwords,end,leeway"},
+    {"wordwrap", f_wordwrap, "width,break_long_words,wrapstring,break_on_hyphens"},
+    {"filesizeformat", f_filesizeformat, "binary"}, {"slice", rlx__j_f_slice, "!slices,fill_with"},
+    {"batch", rlx__j_f_batch, "!linecount,fill_with"}, {"tojson", f_tojson, "ensure_ascii,indent,separators,sort_keys"},
+    {"length", f_length, ""}, {"count", f_length, ""}, {"string", f_string, ""}, {"trim", f_trim, "chars"},
+    {"default", f_default, "default_value,boolean"}, {"d", f_default, "default_value,boolean"},
+    {"join", f_join, "d,attribute"}, {"lower", f_lower, ""}, {"upper", f_upper, ""}, {"title", f_title, ""},
+    {"capitalize", f_capitalize, ""}, {"safe", f_safe, ""}, {"items", rlx__j_f_items, ""}, {"list", f_list, ""},
+    {"first", f_first, ""}, {"last", f_last, ""}, {"dictsort", f_dictsort, "case_sensitive,by,reverse"},
+    {"sort", f_sort, "reverse,case_sensitive,attribute"}, {"reverse", rlx__j_f_reverse, ""},
+    {"unique", rlx__j_f_unique, "case_sensitive,attribute"}, {"min", f_min, "case_sensitive,attribute"},
+    {"max", f_max, "case_sensitive,attribute"}, {"sum", f_sum, "attribute,start"}, {"abs", f_abs, ""},
+    {"round", f_round, "precision,method"}, {"int", f_int, "default,base"}, {"float", f_float, "default"},
+    {"replace", f_replace, "!old,!new,count"}, {"escape", f_escape, ""}, {"e", f_escape, ""},
+    {"forceescape", f_forceescape, ""}, {"indent", f_indent, "width,first,blank"}, {"wordcount", f_wordcount, ""},
+    {"format", f_format, "*"}, {"attr", f_attr, "!name"}, {"map", rlx__j_f_map, "*"}, {"select", f_select, "*"},
+    {"reject", f_reject, "*"}, {"selectattr", f_selectattr, "*"}, {"rejectattr", f_rejectattr, "*"},
+    {"center", f_center, "width"}, {"striptags", rlx__j_f_striptags, ""}, {"urlencode", rlx__j_f_urlencode, ""},
 };
+
+/* The i-th name of a comma-separated list into out (NUL-terminated); false past its end. */
+static bool param_at(const char *list, size_t i, char *out, size_t cap)
+{
+    for (; i && *list; list++)
+        if (*list == ',') i--;
+    if (i || !*list) return false;
+    list += *list == '!';
+    size_t n = strcspn(list, ",");
+    snprintf(out, cap, "%.*s", (int)RLX_MIN(n, cap - 1), list);
+    return true;
+}
+
+/* Jinja2's binding of a call's arguments to the filter's parameters: too many positional
+ * arguments, an unknown keyword or one already given by position is its TypeError. */
+static void check_params(rj_rt *rt, const char *filter, const char *params, const rj_args *a)
+{
+    if (!strcmp(params, "*")) return;
+    size_t np = params[0] ? 1 : 0, req = 1; /* Python counts the value as the first positional argument */
+    for (const char *c = params; *c; c++) np += *c == ',', req += *c == '!';
+    if (a->npos > np) {
+        if (req == np + 1)
+            rlx__j_fail(rt, RLX_EINVAL, "%s() takes %zu positional argument%s but %zu were given", filter, np + 1,
+                        np ? "s" : "", a->npos + 1);
+        rlx__j_fail(rt, RLX_EINVAL, "%s() takes from %zu to %zu positional arguments but %zu were given", filter, req, np + 1,
+                    a->npos + 1);
+    }
+    for (size_t k = 0; k < a->nkw; k++) {
+        char p[48];
+        size_t i = 0;
+        while (param_at(params, i, p, sizeof p) && (strlen(p) != a->kwl[k] || memcmp(p, a->kwn[k], a->kwl[k]))) i++;
+        if (i == np)
+            rlx__j_fail(rt, RLX_EINVAL, "%s() got an unexpected keyword argument '%.*s'", filter,
+                        (int)RLX_MIN(a->kwl[k], (size_t)60), a->kwn[k]);
+        if (i < a->npos)
+            rlx__j_fail(rt, RLX_EINVAL, "%s() got multiple values for argument '%s'", filter, p);
+    }
+}
 
 static bool name_is(const char *a, const char *name, size_t n) { return strlen(a) == n && !memcmp(a, name, n); }
 
@@ -562,6 +610,7 @@ rj_value rlx__j_filter(rj_env *E, const char *name, size_t n, rj_value v, const 
 {
     for (size_t i = 0; i < RLX_ARRAY_LEN(filters); i++) {
         if (!name_is(filters[i].name, name, n)) continue;
+        check_params(rlx__j_env_rt(E), filters[i].name, filters[i].params, a);
         rj_value r = filters[i].fn(E, v, a);
         /* these call Markup's own str methods in jinja2, so a safe string stays safe */
         if (v.type == RJ_STR && v.safe && r.type == RJ_STR &&

@@ -7,7 +7,7 @@
 
 typedef struct framing {
     int n_cl, n_host;
-    const char *cl;
+    const char *cl, *ce;
     bool cl_differ, te, bad_name;
 } framing;
 
@@ -29,6 +29,7 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     }
     if (key && !strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) f->te = true;
     if (key && !strcasecmp(key, MHD_HTTP_HEADER_HOST)) f->n_host++;
+    if (key && !strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) && value && strcasecmp(value, "identity")) f->ce = value;
     return MHD_YES;
 }
 
@@ -36,7 +37,8 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
  * request smuggling) is answered 400 and the connection closed. A chunked body is refused
  * (411) with libmicrohttpd before 1.0: its 0.9 releases spin forever, holding the whole loop,
  * on a chunk-size line longer than the connection's buffer (one request of ~70 KB wedged the
- * daemon). Returns the status to answer, 0 when the framing is sound. */
+ * daemon). A compressed body (Content-Encoding other than identity) is a 415. Returns the status
+ * to answer, 0 when the framing is sound. */
 int rlx__http_framing_check(struct MHD_Connection *mc, const char *version, rlx_api_error *e)
 {
     framing f = {0};
@@ -50,6 +52,11 @@ int rlx__http_framing_check(struct MHD_Connection *mc, const char *version, rlx_
     if (f.te && f.n_cl)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request gives both Transfer-Encoding and "
                               "Content-Length; send one.");
+    if (f.ce) { /* a compressed body would read as JSON that does not parse: say why instead */
+        char enc[64];
+        return rlx_api_errorf(e, 415, RLX_API_ERR_INVALID, NULL, "The request body's Content-Encoding '%s' is not supported; "
+                              "send it uncompressed.", rlx_log_escape(f.ce, true, enc, sizeof enc));
+    }
     if (version && !strcmp(version, MHD_HTTP_VERSION_1_1) && f.n_host != 1)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "An HTTP/1.1 request needs exactly one Host header.");
 #if MHD_VERSION < 0x01000000

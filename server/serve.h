@@ -424,8 +424,9 @@ void rlx_conn_respond(rlx_conn *c, int status, const char *ctype, char *body);
 /* http_framing.c: a body whose length two readers could take differently (two Content-Lengths,
  * Content-Length with Transfer-Encoding, a header name HTTP does not allow, HTTP/1.1 without
  * exactly one Host), and with libmicrohttpd before 1.0 any chunked body (its 0.9 parser spins
- * forever on a chunk-size line past its buffer): the status to answer (400, 411) with e set,
- * the connection to be closed; 0 when the framing is sound. */
+ * forever on a chunk-size line past its buffer), or a compressed body (Content-Encoding): the
+ * status to answer (400, 411, 415) with e set, the connection to be closed; 0 when the framing
+ * is sound. */
 int rlx__http_framing_check(struct MHD_Connection *mc, const char *version, rlx_api_error *e);
 void rlx_conn_error(rlx_conn *c, const rlx_api_error *e);
 /* tasks.c: answers computed on the threadpool while the connection waits; each takes its

@@ -70,6 +70,9 @@ smuggle = [
     (b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;" + b"a" * 70000 +
      b"\r\nx\r\n0\r\n\r\n", 411, "a 70 KB chunk line"),
     (b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 411, "chunked"),
+    # a compressed body read as JSON that does not parse; 415 says why
+    (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\n\x1f\x8b\x08", 415,
+     "Content-Encoding gzip"),
 ]
 for data, want, what in smuggle:
     st, head, b = raw(data)

@@ -229,6 +229,14 @@ static const struct { const char *src; const char *what; } py_errors[] = {
     {"{{ '%(a)s' % ({'a': 1},) }}", "format requires a mapping"},
     {"{{ '%(a)s'|format({'a': 1}) }}", "format requires a mapping"},
     {"{{ d|tojson(foo=1) }}", "tojson() got an unexpected keyword argument 'foo'"},
+    /* filters bind their arguments as Python does (they were ignored): Jinja2 3.1.6 says
+       "do_upper() takes 1 positional argument but 2 were given", "sync_do_join() got ..." */
+    {"{{ 'x'|upper(1) }}", "upper() takes 1 positional argument but 2 were given"},
+    {"{{ 'a'|e(1) }}", "e() takes 1 positional argument but 2 were given"},
+    {"{{ 'ab'|indent(2, true, true, 1) }}", "indent() takes from 1 to 4 positional arguments but 5 were given"},
+    {"{{ [1]|join(d=',', x=1) }}", "join() got an unexpected keyword argument 'x'"},
+    {"{{ [1]|join(',', d=',') }}", "join() got multiple values for argument 'd'"},
+    {"{{ [1]|join(',', 'x', 'y') }}", "positional arguments but"},
     {"{{ d|tojson(false, 2, none, true, 5) }}", "tojson() takes from 1 to 5 positional arguments but 6 were given"},
     {"{{ d|tojson(indent=1.5) }}", "can't multiply sequence by non-int of type 'float'"},
     {"{{ d|tojson(separators=('a',)) }}", "not enough values to unpack (expected 2, got 1)"},
