@@ -33,6 +33,19 @@ typedef struct parser {
 
 typedef struct ebuf { gelem *e; size_t n, cap; } ebuf;
 
+/* The character at s for a message: a whole UTF-8 character (the first byte of one printed
+ * alone is not text), a control or a byte that starts no character as \xNN. */
+static const char *char_text(const char *s, const char *end, char out[16])
+{
+    const unsigned char c = (unsigned char)*s;
+    size_t n = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if (s + i >= end || ((unsigned char)s[i] & 0xc0) != 0x80) n = 0;
+    if (!n || c < 0x20 || c == 0x7f) snprintf(out, 16, "\\x%02X", c);
+    else snprintf(out, 16, "%.*s", (int)n, s);
+    return out;
+}
+
 static int perr(parser *p, const char *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int perr(parser *p, const char *at, const char *fmt, ...)
 {
@@ -389,7 +402,7 @@ static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int ru
             have_last = true;
             if (!eb_push(p, b, G_REF, (uint32_t)sub)) return s;
         } else if (*s == '*' || *s == '+' || *s == '?' || *s == '{') {
-            if (!have_last) return perr(p, at, "'%c' follows nothing it could repeat", *s), s;
+            if (!have_last) return perr(p, at, "'%c' follows nothing it could repeat", *s), s; /* one of *+?{ */
             int min = 0, max = -1;
             if (*s == '*') {
                 s++;
@@ -673,7 +686,8 @@ rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *ro
         if (p.failed) break;
         if (s < p.end && *s == '\r') s++;
         if (s < p.end && *s != '\n') {
-            perr(&p, s, "unexpected '%c'", *s);
+            char ch[16];
+            perr(&p, s, "unexpected '%s'", char_text(s, p.end, ch));
             break;
         }
         s = skip_space(&p, s, true);

@@ -291,6 +291,8 @@ TEST(compile_errors_name_the_place)
     expect_error("root ::= root \"a\" | \"b\"\n", "'root' is left-recursive");
     expect_error("root ::= x \"a\"\nx ::= y? root\ny ::= \"b\"\n", "left-recursive"); /* through a nullable prefix */
     expect_error("root ::= \"a\" ]\n", "unexpected ']'");
+    expect_error("root ::= \"a\" \xc3\xa9\n", "unexpected '\xc3\xa9'"); /* the whole character, not its first byte */
+    expect_error("root ::= \"a\" \x01\n", "unexpected '\\x01'");
     /* no finite text: every way through recurses (a JSON schema whose required property is the
      * schema itself gives such a grammar); one way out is enough */
     expect_error("root ::= \"(\" root \")\"\n", "'root' matches no finite text");
