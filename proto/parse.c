@@ -525,7 +525,8 @@ static int parse_prompts(const cJSON *root, rlx_api_request *r, int32_t n_vocab,
     return add_prompt(r, v, name, n_vocab, e);
 }
 
-/* Content given as an array of parts becomes the concatenation of its text parts. */
+/* Content given as an array of parts becomes its text parts joined with "\n", as llama.cpp
+ * (common_chat_msg's concat_typed_text) and vLLM join them for templates that take a string. */
 static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
 {
     cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
@@ -545,7 +546,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
         if (!cJSON_IsString(t))
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
                                   "messages[%d].content: a part of type 'text' needs a string 'text'.", i);
-        len += strlen(t->valuestring);
+        len += strlen(t->valuestring) + 1;
         nul = nul || t->valueint == RLX_JSON_STR_NUL;
     }
     char *s = malloc(len + 1), *p = s;
@@ -553,6 +554,7 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
     cJSON_ArrayForEach(part, c) {
         const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
         size_t l = strlen(t);
+        if (p > s) *p++ = '\n';
         memcpy(p, t, l);
         p += l;
     }

@@ -127,7 +127,7 @@ TEST(chat_messages_and_logprobs)
     ASSERT_EQ(cJSON_GetArraySize(r.messages), 2);
     const cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 1), "content");
     ASSERT(cJSON_IsString(c));
-    ASSERT_STR_EQ(c->valuestring, "hello");
+    ASSERT_STR_EQ(c->valuestring, "hel\nlo"); /* joined with "\n", as llama.cpp and vLLM join text parts */
     ASSERT_EQ(r.logprobs, 3);
     ASSERT_EQ(r.base->max_tokens, 5);
     cJSON *ctx = rlx_api_chat_context(&r, "<s>", "</s>", true);

@@ -105,7 +105,7 @@ TEST(template_sees_request_values)
     cJSON_Delete(ctx);
     rlx_api_request_free(&r);
     ASSERT_MSG(rc == 0, "%s", err.msg);
-    ASSERT_STR_EQ(out, "3 \"a\xc3\xa9" "b\" {\"minimum\": 0.0, \"big\": 12345678901234567890}");
+    ASSERT_STR_EQ(out, "4 \"a\xc3\xa9\\nb\" {\"minimum\": 0.0, \"big\": 12345678901234567890}");
     free(out);
 }
 
