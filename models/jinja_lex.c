@@ -184,46 +184,41 @@ static void lex_string(lexer *L)
 static void lex_number(lexer *L)
 {
     size_t i = L->pos;
-    char tmp[128];
-    size_t tn = 0;
     bool is_float = false;
     int base = 10;
     if (L->s[i] == '0' && i + 1 < L->n && strchr("bBoOxX", L->s[i + 1]) && L->s[i + 1]) {
         char k = (char)(L->s[i + 1] | 0x20);
         base = k == 'b' ? 2 : k == 'o' ? 8 : 16;
         i += 2;
-        while (i < L->n && (rlx_hex_value(L->s[i]) >= 0 || L->s[i] == '_')) {
-            if (L->s[i] != '_' && tn < sizeof tmp - 1) tmp[tn++] = L->s[i];
-            i++;
-        }
+        while (i < L->n && (rlx_hex_value(L->s[i]) >= 0 || L->s[i] == '_')) i++;
     } else {
-        while (i < L->n && (is_digit(L->s[i]) || L->s[i] == '_')) {
-            if (L->s[i] != '_' && tn < sizeof tmp - 1) tmp[tn++] = L->s[i];
-            i++;
-        }
+        while (i < L->n && (is_digit(L->s[i]) || L->s[i] == '_')) i++;
         if (i + 1 < L->n && L->s[i] == '.' && is_digit(L->s[i + 1])) {
             is_float = true;
-            tmp[tn++] = '.';
             i++;
-            while (i < L->n && (is_digit(L->s[i]) || L->s[i] == '_')) {
-                if (L->s[i] != '_' && tn < sizeof tmp - 1) tmp[tn++] = L->s[i];
-                i++;
-            }
+            while (i < L->n && (is_digit(L->s[i]) || L->s[i] == '_')) i++;
         }
         if (i < L->n && (L->s[i] == 'e' || L->s[i] == 'E')) {
             size_t j = i + 1;
             if (j < L->n && (L->s[j] == '+' || L->s[j] == '-')) j++;
             if (j < L->n && is_digit(L->s[j])) {
                 is_float = true;
-                while (i < j && tn < sizeof tmp - 1) tmp[tn++] = L->s[i++];
-                while (i < L->n && is_digit(L->s[i])) { if (tn < sizeof tmp - 1) tmp[tn++] = L->s[i]; i++; }
+                i = j;
+                while (i < L->n && is_digit(L->s[i])) i++;
             }
         }
     }
-    tmp[tn] = 0;
     rj_token *t = push(L, is_float ? TK_FLOAT : TK_INT, L->s + L->pos, i - L->pos, L->line);
-    if (is_float) t->f = strtod(tmp, NULL);
-    else { /* Python ints have no size limit: a literal past int64 is a big int */
+    if (is_float) {
+        /* the literal without its underscores, whole: a fixed buffer cut long literals (a
+           200-digit one read as 1e126) and its '.' was written past the end */
+        char *tmp = rlx__j_alloc(L->rt, i - L->pos + 1);
+        size_t tn = 0;
+        for (size_t k = L->pos; k < i; k++)
+            if (L->s[k] != '_') tmp[tn++] = L->s[k];
+        tmp[tn] = 0;
+        t->f = strtod(tmp, NULL);
+    } else { /* Python ints have no size limit: a literal past int64 is a big int */
         size_t start = L->pos + (base == 10 ? 0 : 2);
         L->rt->line = L->line;
         t->num = rlx__j_int_parse(L->rt, L->s + start, i - start, base);

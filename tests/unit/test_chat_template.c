@@ -187,6 +187,10 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
         "  \"a\": [],\n"
         "  \"b\": {}\n"
         "}|\"\303\251\\n\\u0001\"|1.0|{\"k\": \"\\u00e9\"}|\"a\\u007fb\"|\"a\177b\""},
+    /* float literals past 127 characters: read whole (a fixed buffer cut them, and wrote past
+       its end: UBSan in fuzz_jinja); expected from Jinja2 3.1.6 */
+    {"{{ 777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777777.5 }}|{{ 1_000.25 }}|{{ 1233333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333333e-130 }}",
+     "7.777777777777778e+149|1000.25|123333333333.33333"},
     {"{{ d|dictsort }}|{{ d|dictsort(true) }}|{{ d|dictsort(by='value', reverse=true) }}|{{ d|items|list }}|{{ d.keys()|list }}|{{ d.values()|list }}",
      "[('a', 1), ('b', 2), ('C', 3)]|[('C', 3), ('a', 1), ('b', 2)]|[('C', 3), ('b', 2), ('a', 1)]|[('b', 2), ('a', 1), ('C', 3)]|['b', 'a', 'C']|[2, 1, 3]"},
     {"{{ l|sort }}|{{ ['b','A','a','C']|sort }}|{{ ['b','A','a','C']|sort(case_sensitive=true) }}|{{ messages|sort(attribute='role')|map(attribute='role')|list }}|{{ [1,2,2,'a','A']|unique|list }}|{{ l|min }}{{ l|max }}{{ l|sum }}",
