@@ -58,6 +58,8 @@ typedef struct rlx_event {
     int32_t token;
     const char *text;
     size_t text_len;
+    size_t piece_len;          /* RLX_EV_TOKEN: the bytes `token` adds to the output's text, released
+                                  now or later (0 for a control token the output leaves out) */
     float logprob;             /* valid when the request asked for logprobs */
     int32_t n_top;
     int32_t top_ids[RLX_MAX_TOP_LOGPROBS];

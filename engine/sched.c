@@ -601,7 +601,8 @@ bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
     s->tokens[s->n_tokens++] = tok;
     s->n_generated++;
     size_t n = rlx_detok_push(w->tok, &s->detok, tok, w->marker && w->marker[tok], s->text, s->text_cap);
-    rlx_event ev = {.type = RLX_EV_TOKEN, .token = tok, .text = s->text, .text_len = n};
+    rlx_event ev = {.type = RLX_EV_TOKEN, .token = tok, .text = s->text, .text_len = n,
+                    .piece_len = rlx_token_to_bytes(w->tok, tok, w->marker && w->marker[tok], NULL, 0)};
     /* text that may begin a stop string is held back; a match ends the sequence at this token,
      * which counts as generated and stays in the session history */
     int m = s->stop.n_stop ? rlx_stop_push(&s->stop, s->text, n, &ev.text, &ev.text_len) : 0;

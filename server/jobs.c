@@ -387,10 +387,14 @@ static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, c
         lp->text_offset = ch->prompt_chars;
         *offset += prompt_piece_len(j, token, &ch->prompt_text_begun);
     } else {
+        /* the entry shows the token as it is (a control token's text too); its offsets advance
+           by what the token adds to the output, which leaves an unrendered control token out
+           (counting its text held back every later entry: "<|image_pad|>" lost the rest) */
+        size_t piece = ev ? ev->piece_len : lp->text_len;
         lp->text_offset = ch->lp_chars;
         lp->byte_offset = *offset;
-        *offset += lp->text_len;
-        ch->lp_chars += rlx_api_utf8_chars(lp->text, lp->text_len);
+        *offset += piece;
+        if (piece) ch->lp_chars += rlx_api_utf8_chars(lp->text, lp->text_len); /* piece: 0 or all of text */
     }
     return lp;
 }
