@@ -41,11 +41,25 @@ static int strvec_push(strvec *sv, const char *s)
     return 0;
 }
 
-/* Removes the snapshot files (after COMMIT: see session.h) and frees the list. */
-static void strvec_unlink_free(strvec *sv, int do_unlink)
+/* Whether path names a file inside `dir`/ (no ".." component): what a row's kv_path may name. A
+ * database copied, moved or edited must not make the store read or remove files elsewhere. */
+bool rlx_session_path_within(const char *dir, const char *path)
 {
+    size_t n = dir ? strlen(dir) : 0;
+    if (!n || !path || strncmp(path, dir, n) || path[n] != '/' || !path[n + 1]) return false;
+    for (const char *c = path + n; (c = strstr(c, "/..")); c += 3)
+        if (c[3] == '/' || c[3] == 0) return false;
+    return true;
+}
+
+/* Removes the snapshot files (after COMMIT: see session.h) and frees the list: only those in
+ * the store's own snapshot directory (<db>.kv/). */
+static void strvec_unlink_free(const rlx_session_store *st, strvec *sv, int do_unlink)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s.kv", st->path ? st->path : "");
     for (size_t i = 0; i < sv->n; i++) {
-        if (do_unlink) unlink(sv->v[i]); /* already gone is fine */
+        if (do_unlink && rlx_session_path_within(dir, sv->v[i])) unlink(sv->v[i]); /* already gone is fine */
         free(sv->v[i]);
     }
     free(sv->v);
@@ -429,7 +443,7 @@ out:
     sqlite3_finalize(sel);
     sqlite3_finalize(up);
     pthread_mutex_unlock(&st->mu);
-    strvec_unlink_free(&old, rc == 0);
+    strvec_unlink_free(st, &old, rc == 0);
     free(blob);
     return rc;
 }
@@ -488,7 +502,7 @@ fail:
     rollback(st);
 out:
     pthread_mutex_unlock(&st->mu);
-    strvec_unlink_free(&files, rc == 0);
+    strvec_unlink_free(st, &files, rc == 0);
     return rc;
 }
 
@@ -608,7 +622,7 @@ fail:
     removed = 0;
 out:
     pthread_mutex_unlock(&st->mu);
-    strvec_unlink_free(&files, rc == 0);
+    strvec_unlink_free(st, &files, rc == 0);
     if (n_removed) *n_removed = removed;
     return rc;
 }

@@ -66,6 +66,11 @@ int rlx_session_put(rlx_session_store *st, const char *model, const char *id,
                     const int32_t *tokens, size_t n_tokens, const char *kv_path,
                     const char *kv_model_hash, rlx_error *err);
 
+/* Whether path names a file inside dir/ with no ".." component: the store removes (and the
+ * worker restores) a row's kv_path only there, so a copied or edited database cannot reach
+ * other files. */
+bool rlx_session_path_within(const char *dir, const char *path);
+
 /* Copies session (model, id) into *out (clear it afterwards). RLX_ENOTFOUND if absent or not
  * updated for more than max_age seconds (<= 0: any age; an expired row stays until
  * rlx_session_enforce_limits removes it, but is never returned). */

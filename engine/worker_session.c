@@ -160,7 +160,14 @@ int32_t rlx__session_history(rlx_worker *w, const char *id)
 static int load_stored(rlx_worker *w, wsession *ws, rlx_error *err)
 {
     rlx_session stored = {0};
-    if (!w->rstore || rlx_session_get(w->rstore, w->name, ws->id, w->cfg.session_ttl_s, &stored, NULL)) return 0;
+    if (!w->rstore) return 0;
+    rlx_error gerr = {0};
+    int grc = rlx_session_get(w->rstore, w->name, ws->id, w->cfg.session_ttl_s, &stored, &gerr);
+    if (grc == RLX_ENOTFOUND) return 0;
+    if (grc) /* a row that cannot be read (a damaged blob, a malformed page) is not an absent one:
+                a turn on it started empty and its write replaced the history */
+        return rlx_errorf(err, grc == RLX_ENOMEM ? RLX_ENOMEM : RLX_EIO, "session '%s' cannot be read from the database (%s); "
+                          "delete the session", ws->id, gerr.msg);
     for (size_t i = 0; i < stored.n_tokens; i++)
         if (stored.tokens[i] < 0 || stored.tokens[i] >= w->runner->n_vocab) {
             int rc = rlx_errorf(err, RLX_EINVAL, "session '%s' holds token %d, outside this model's vocabulary of %d; "
@@ -175,7 +182,8 @@ static int load_stored(rlx_worker *w, wsession *ws, rlx_error *err)
     stored.tokens = NULL;
     char hash[17];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)w->model_hash);
-    if (stored.kv_path && stored.kv_model_hash && !strcmp(stored.kv_model_hash, hash))
+    if (stored.kv_path && stored.kv_model_hash && !strcmp(stored.kv_model_hash, hash) &&
+        rlx_session_path_within(w->kv_dir, stored.kv_path)) /* never a file outside this model's folder */
         rlx__snapshot_restore(w, stored.kv_path, ws->tokens, ws->n_tokens, w->pin_budget, &ws->pinned, &ws->n_pinned,
                               &ws->pinned_hash);
     rlx_session_clear(&stored);

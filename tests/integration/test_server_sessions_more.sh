@@ -134,4 +134,30 @@ n=$(curl -s "$URL/metrics" | sed -n 's/^rlxd_preemptions_total{model_name="tiny"
 [ -n "$n" ] && [ "$n" -gt 0 ] || fail "rlxd_preemptions_total missing or 0: '$n'"
 ok "preemptions show in /metrics ($n)"
 stop_server
-echo "7 passed, 0 failed"
+
+# --- a stored row that cannot be read, and a row naming a file outside <db>.kv/ ---
+DB2="$TMP/d.db"
+start_server d1 --db "$DB2"
+post /v1/generate '{"prompt":"Once upon a time","max_tokens":20,"session_id":"conv"}' >/dev/null
+post /v1/generate '{"prompt":"Once upon a time","max_tokens":20,"session_id":"other"}' >/dev/null
+stop_server
+echo "keep me" >"$TMP/victim.txt"
+python3 - "$DB2" "$TMP/victim.txt" <<'PY' || fail "editing the database"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE sessions SET tokens = x'010203' WHERE id = 'conv'")
+c.execute("UPDATE sessions SET kv_path = ? WHERE id = 'other'", (sys.argv[2],))
+c.commit()
+PY
+start_server d2 --db "$DB2"
+# a turn on the damaged row was a 200 that started the session empty and overwrote the history
+r=$(post /v1/generate '{"prompt":" Then","max_tokens":3,"session_id":"conv"}')
+[ "$(status)" = 500 ] || fail "a turn on a damaged session: $(status) $r"
+echo "$r" | grep -q 'cannot be read' || fail "damaged session message: $r"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/conv")" = 500 ] || fail "the damaged row was replaced"
+# a row whose kv_path names another file (a copied or edited database): DELETE never removes it
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/sessions/other")" = 200 ] || fail "DELETE other"
+[ -f "$TMP/victim.txt" ] || fail "DELETE removed a file outside the snapshot directory"
+stop_server
+ok "a damaged session is an error, not a fresh start; a row's file outside <db>.kv/ is left alone"
+echo "8 passed, 0 failed"

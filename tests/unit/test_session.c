@@ -154,10 +154,16 @@ TEST(crud_and_reopen)
 TEST(kv_files_follow_their_rows)
 {
     const char *db = tmp_path("kv.db");
-    const char *a = tmp_path("a.kv"), *b = tmp_path("b.kv");
+    char kvdir[600], a[700], b[700], outside[700];
+    snprintf(kvdir, sizeof kvdir, "%s.kv", db);
+    snprintf(a, sizeof a, "%s/a.kv", kvdir);
+    snprintf(b, sizeof b, "%s/b.kv", kvdir);
+    snprintf(outside, sizeof outside, "%s", tmp_path("victim.txt"));
     rm_db(db);
+    mkdir(kvdir, 0700);
     touch(a);
     touch(b);
+    touch(outside);
     rlx_session_store *st;
     rlx_error err = {0};
     ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
@@ -170,6 +176,19 @@ TEST(kv_files_follow_their_rows)
     ASSERT(file_exists(b));
     ASSERT_EQ(rlx_session_delete(st, "m", "k", &err), 0);
     ASSERT(!file_exists(b));
+    /* a row naming a file outside <db>.kv/ (a copied or edited database): never removed */
+    char up[800];
+    snprintf(up, sizeof up, "%s/../%s", kvdir, outside + strlen(g_dir) + 1); /* the same file */
+    ASSERT_EQ(rlx_session_put(st, "m", "x", &t, 1, outside, "h1", &err), 0);
+    ASSERT_EQ(rlx_session_delete(st, "m", "x", &err), 0);
+    ASSERT(file_exists(outside));
+    ASSERT_EQ(rlx_session_put(st, "m", "y", &t, 1, up, "h1", &err), 0);
+    ASSERT_EQ(rlx_session_delete(st, "m", "y", &err), 0);
+    ASSERT(file_exists(outside));
+    ASSERT(rlx_session_path_within(kvdir, a) && !rlx_session_path_within(kvdir, kvdir) &&
+           !rlx_session_path_within(kvdir, up) && !rlx_session_path_within("/x.kv", "/x.kvother/a"));
+    unlink(outside);
+    rmdir(kvdir);
     rlx_session_store_close(st);
     rm_db(db);
 }
@@ -255,11 +274,13 @@ TEST(limits_ttl_and_count)
     ASSERT_EQ(rlx_session_store_open(&st, db, &err), 0);
     rlx_session_store_set_clock(st, fake_clock, NULL);
     int32_t t = 1;
-    char id[32], kv[10][512];
+    char id[32], kv[10][600], kvdir[560];
+    snprintf(kvdir, sizeof kvdir, "%s.kv", db); /* the store removes files only there */
+    mkdir(kvdir, 0700);
     for (int i = 0; i < 10; i++) {
         fake_now = 1000.0 + 10 * i; /* s0 oldest ... s9 newest */
         snprintf(id, sizeof id, "s%d", i);
-        snprintf(kv[i], sizeof kv[i], "%s", tmp_path(id));
+        snprintf(kv[i], sizeof kv[i], "%s/%s", kvdir, id);
         touch(kv[i]);
         ASSERT_EQ(rlx_session_put(st, "m", id, &t, 1, kv[i], "h", &err), 0);
     }
