@@ -347,6 +347,13 @@ static int check_admit(rlx_worker *w, const rlx_request *req, rlx_error *err)
     rlx_admit_query q = {.ids = req->prompt_ids, .n_prompt = req->prompt_ids ? req->n_prompt : 0,
                          .bound = req->prompt_ids ? RLX_ADMIT_EXACT : RLX_ADMIT_UNKNOWN, .max_tokens = req->max_tokens};
     q.n_history = req->session_id && !req->session_replace ? rlx__session_history(w, req->session_id) : 0;
+    /* a turn after a history drops the BOS its tokenizing added (rlx__session_attach): counting it
+       refused a turn that exactly fills the context */
+    int32_t bos = rlx_tokenizer_bos(w->tok);
+    if (q.n_history > 0 && req->bos_added && q.n_prompt > 1 && bos >= 0 && q.ids[0] == bos) {
+        q.ids++;
+        q.n_prompt--;
+    }
     rlx_admit a;
     return rlx_admit_check(&lim, &q, &a) ? rlx_admit_error(&a, err) : 0;
 }

@@ -160,4 +160,19 @@ echo "$r" | grep -q 'cannot be read' || fail "damaged session message: $r"
 [ -f "$TMP/victim.txt" ] || fail "DELETE removed a file outside the snapshot directory"
 stop_server
 ok "a damaged session is an error, not a fresh start; a row's file outside <db>.kv/ is left alone"
-echo "8 passed, 0 failed"
+
+# --- a turn that exactly fills the context: its BOS is dropped after a history, so not counted ---
+start_server f1
+post /v1/generate '{"prompt":"Once","max_tokens":100,"ignore_eos":true,"session_id":"full"}' >/dev/null
+hist=$(curl -s "$URL/v1/sessions/full" | jget '.n_tokens')
+turn=$(post /tokenize '{"content":" And","add_special":false}' | jget '.tokens.length')
+ctx=$(curl -s "$URL/v1/models" | jget '.data[0].meta.n_ctx')
+room=$((ctx - hist - turn))
+r=$(post /v1/generate "{\"prompt\":\" And\",\"max_tokens\":$((room + 1)),\"ignore_eos\":true,\"session_id\":\"full\"}")
+[ "$(status)" = 400 ] || fail "a turn one token over the context: $(status) $r"
+r=$(post /v1/generate "{\"prompt\":\" And\",\"max_tokens\":$room,\"ignore_eos\":true,\"session_id\":\"full\"}")
+[ "$(status)" = 200 ] || fail "a turn that exactly fills the context ($hist + $turn + $room = $ctx): $(status) $r"
+[ "$(echo "$r" | jget '.usage.completion_tokens')" = "$room" ] || fail "exact fill: $r"
+stop_server
+ok "a session turn that exactly fills the context is admitted"
+echo "9 passed, 0 failed"
