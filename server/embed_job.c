@@ -183,6 +183,19 @@ int rlx_embed_prepare(rlx_job *j, rlx_api_error *e)
         if (!rc) rc = check_input(j, i, p->ids, p->n_ids, e);
     }
     free(qids);
+    /* one vector per token (a model that pools none, or llama-server's per-token /embedding):
+       the answer grows with tokens x dimension, so it is bounded (2,048 inputs of 256 tokens
+       made a 675 MB answer of a 3 MB request; a few at once exhaust memory) */
+    if (!rc && (r->base->embd_per_token || rlx_worker_pooling(j->model->w) == RLX_POOL_NONE)) {
+        size_t limit = (size_t)rlx_worker_embd_limit(j->model->w), tokens = 0;
+        for (size_t i = 0; i < r->n_prompts; i++) tokens += RLX_MIN(r->prompts[i].n_ids, limit);
+        size_t values = tokens * (size_t)rlx_worker_n_embd(j->model->w);
+        if (values > RLX_EMBED_MAX_TOKEN_VALUES)
+            rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, rlx_embed_param(j),
+                                "One vector per token for these inputs is %zu tokens x %d values = %zu values; a request "
+                                "may ask for at most %d: send fewer or shorter inputs.", tokens,
+                                rlx_worker_n_embd(j->model->w), values, RLX_EMBED_MAX_TOKEN_VALUES);
+    }
     return rc;
 }
 

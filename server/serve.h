@@ -303,8 +303,11 @@ int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx
 /* embed_job.c: the embedding kinds' part of a job (one engine request for all inputs) */
 /* Whether model m serves a request of kind k; else the 400 naming the routes it serves. */
 int rlx_embed_check_model(const rlx_model_slot *m, const rlx_api_request *r, rlx_api_error *e);
+/* At most this many values (tokens x dimension) in one answer of vectors per token. */
+#define RLX_EMBED_MAX_TOKEN_VALUES (8 << 20)
 /* prepare.c's work for an embedding job (threadpool): inputs tokenized (rerank: query and
- * document pairs as llama-server formats them), ids and lengths checked. */
+ * document pairs as llama-server formats them), ids and lengths checked, and an answer of one
+ * vector per token bounded by RLX_EMBED_MAX_TOKEN_VALUES. */
 int rlx_embed_prepare(rlx_job *j, rlx_api_error *e);
 /* The engine request of an embedding job (every input), NULL when out of memory. */
 rlx_request *rlx_embed_make_request(const rlx_job *j, uint64_t id);
