@@ -4,6 +4,7 @@
  * the connection waits suspended; the task hands back a finished JSON answer, or drops it when
  * the client has gone. */
 #include "server/serve.h"
+#include "engine/session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,11 @@ typedef struct route_task {
     rlx_api_request req;           /* template input */
     rlx_model_slot **held;         /* session tasks: the loaded models (held) */
     size_t n_held;
+    char **stored;                 /* session tasks with --db: the names of the models not loaded,
+                                      whose sessions only the database holds */
+    size_t n_stored;
+    char *db;                      /* --db (copied), NULL without */
+    double ttl;                    /* --session-ttl */
     size_t offset, limit;
     bool del;
     int status;
@@ -90,6 +96,43 @@ static void sessions_list(route_task *t)
     t->body = print_free(o);
 }
 
+/* A model that is not loaded keeps its sessions in the database only: with --db, DELETE removes
+ * its row of the id (before, the row stayed, and the model's next load continued the "deleted"
+ * conversation) and GET shows it. 0 (with *found), or the store's error. */
+static int stored_session(route_task *t, const char *id, bool del, cJSON **shown, int *found, rlx_error *err)
+{
+    *found = 0;
+    if (!t->db || !t->n_stored) return 0;
+    rlx_session_store *st = NULL;
+    int rc = rlx_session_store_open(&st, t->db, err);
+    for (size_t m = 0; !rc && m < t->n_stored && !(shown && *shown); m++) {
+        rlx_session row = {0};
+        int r = del ? rlx_session_delete(st, t->stored[m], id, err)
+                    : rlx_session_get(st, t->stored[m], id, t->ttl, &row, err);
+        if (r == RLX_ENOTFOUND) continue;
+        if (r) {
+            rc = r;
+            break;
+        }
+        (*found)++;
+        if (!del) {
+            rlx_session_info info = {0};
+            snprintf(info.id, sizeof info.id, "%s", row.id);
+            snprintf(info.model, sizeof info.model, "%s", t->stored[m]);
+            info.n_tokens = (int32_t)row.n_tokens;
+            info.created = row.created;
+            info.updated = row.updated;
+            info.has_kv_snapshot = row.kv_path != NULL;
+            *shown = session_json(&info);
+            cJSON *arr = cJSON_AddArrayToObject(*shown, "tokens");
+            for (size_t i = 0; i < row.n_tokens; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(row.tokens[i]));
+            rlx_session_clear(&row);
+        }
+    }
+    rlx_session_store_close(st);
+    return rc;
+}
+
 static void session_one(route_task *t)
 {
     const char *id = t->text;
@@ -106,6 +149,13 @@ static void session_one(route_task *t)
             }
             deleted++;
         }
+        int found = 0, rc = rlx_session_id_check(id, &err);
+        if (!rc) rc = stored_session(t, id, true, NULL, &found, &err);
+        if (rc) {
+            session_error(t, rc, &err);
+            return;
+        }
+        deleted += found;
         if (deleted) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "id", id);
@@ -132,6 +182,19 @@ static void session_one(route_task *t)
         free(tokens);
         t->body = print_free(o);
         return;
+    }
+    if (!t->del) {
+        cJSON *shown = NULL;
+        int found = 0, rc = rlx_session_id_check(id, &err);
+        if (!rc) rc = stored_session(t, id, false, &shown, &found, &err);
+        if (rc) {
+            session_error(t, rc, &err);
+            return;
+        }
+        if (shown) {
+            t->body = print_free(shown);
+            return;
+        }
     }
     rlx_api_errorf(&e, 404, RLX_API_ERR_INVALID, "session_id", "The session '%s' does not exist.", id);
     e.code = "session_not_found";
@@ -215,6 +278,9 @@ static void task_free(route_task *t)
     if (t->m) rlx_srv_model_release(t->m);
     for (size_t i = 0; i < t->n_held; i++) rlx_srv_model_release(t->held[i]);
     free(t->held);
+    for (size_t i = 0; i < t->n_stored; i++) free(t->stored[i]);
+    free(t->stored);
+    free(t->db);
     free(t->body);
     free(t->text);
     free(t->ids);
@@ -316,11 +382,24 @@ void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, siz
         return;
     }
     /* sessions live in the loaded models (an unloaded model's are in --db, or gone) */
-    for (size_t m = 0; m < s->n_models; m++)
+    bool oom = !(t->stored = calloc(s->n_models ? s->n_models : 1, sizeof *t->stored));
+    for (size_t m = 0; m < s->n_models && !oom; m++)
         if (s->models[m]->state == RLX_MODEL_READY) {
             rlx_srv_model_hold(s->models[m], NULL);
             t->held[t->n_held++] = s->models[m];
+        } else if (s->cfg->db && id) {
+            oom = !(t->stored[t->n_stored] = strdup(s->models[m]->cfg->name));
+            t->n_stored += !oom;
         }
+    if (s->cfg->db && !oom) oom = !(t->db = strdup(s->cfg->db));
+    if (oom) {
+        task_free(t);
+        rlx_api_error e;
+        rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+        rlx_conn_error(c, &e);
+        return;
+    }
+    t->ttl = s->cfg->session_ttl;
     t->del = del;
     t->offset = offset;
     t->limit = limit;

@@ -175,4 +175,21 @@ r=$(post /v1/generate "{\"prompt\":\" And\",\"max_tokens\":$room,\"ignore_eos\":
 [ "$(echo "$r" | jget '.usage.completion_tokens')" = "$room" ] || fail "exact fill: $r"
 stop_server
 ok "a session turn that exactly fills the context is admitted"
-echo "9 passed, 0 failed"
+
+# --- a session of a model that is not loaded: GET shows the stored row, DELETE removes it ---
+DB3="$TMP/u.db"
+start_server u1 --db "$DB3" -m "$SHARED/models/synth-qwen3-tiny-f32.gguf:other"
+post /v1/generate '{"model":"tiny","prompt":"Once upon a time","max_tokens":8,"session_id":"kept"}' >/dev/null
+post /models/unload '{"model":"tiny"}' >/dev/null
+for _ in $(seq 1 50); do [ "$(curl -s "$URL/v1/models" | jget '.data[0].meta.status')" = unloaded ] && break; sleep 0.1; done
+r=$(curl -s "$URL/v1/sessions/kept")
+[ "$(echo "$r" | jget '.model')" = tiny ] || fail "GET of an unloaded model's session: $r"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/sessions/kept")" = 200 ] || fail "DELETE of an unloaded model's session"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/kept")" = 404 ] || fail "the deleted session is still there"
+# the model's next load must not continue the deleted conversation
+r=$(post /v1/generate '{"model":"tiny","prompt":" Then","max_tokens":2,"session_id":"kept"}')
+p=$(post /tokenize '{"model":"tiny","content":" Then"}' | jget '.tokens.length')
+[ "$(echo "$r" | jget '.usage.prompt_tokens')" = "$p" ] || fail "a deleted session came back with its model: $r"
+stop_server
+ok "an unloaded model's session is shown and deleted from the database"
+echo "10 passed, 0 failed"
