@@ -140,6 +140,29 @@ bool rlx__filemap_changed(const rlx_filemap *m, char *why, size_t cap)
     return w != NULL;
 }
 
+int rlx__fopen_regular(const char *path, int64_t max_bytes, FILE **out, rlx_error *err)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) return RLX_ENOTFOUND;
+        return rlx_errorf(err, RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > max_bytes) {
+        bool reg = S_ISREG(st.st_mode);
+        close(fd);
+        if (reg) return rlx_errorf(err, RLX_EIO, "%s: over %lld bytes", path, (long long)max_bytes);
+        return rlx_errorf(err, RLX_EIO, "%s: not a regular file", path);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (!(*out = fdopen(fd, "r"))) {
+        close(fd);
+        return rlx_errorf(err, RLX_ENOMEM, "%s: out of memory", path);
+    }
+    return 0;
+}
+
 int rlx__read_file(const char *path, char **out, size_t *len, rlx_error *err)
 {
     *out = NULL;

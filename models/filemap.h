@@ -23,6 +23,8 @@
 
 #include "backends/rlx.h"
 
+#include <stdio.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,5 +52,9 @@ bool rlx__filemap_changed(const rlx_filemap *m, char *why, size_t cap);
  * len may be NULL). Anything but a regular file (a FIFO, a device, a folder) is an error at
  * once, never a read that waits. */
 int rlx__read_file(const char *path, char **out, size_t *len, rlx_error *err);
+/* Opens a regular file of at most max_bytes for reading as a stdio stream, never waiting in
+ * open (a FIFO) and never reading a device (/dev/zero) or a folder: RLX_ENOTFOUND when it does
+ * not exist, RLX_EIO with a message naming it otherwise. */
+int rlx__fopen_regular(const char *path, int64_t max_bytes, FILE **out, rlx_error *err);
 
 #endif

@@ -401,7 +401,9 @@ static int dtype_of(const char *s, int *out)
 /* One .safetensors file: mapped (into o), its tensors appended to set. */
 static int load_file(const char *path, st_owned *o, st_set *set, rlx_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* not waiting in open: a FIFO in the folder is refused (rlx__filemap_open: not a regular
+       file), never a load - or a scan on the loop thread - held for ever */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return rlx_errorf(err, errno == ENOENT ? RLX_ENOTFOUND : RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
     st_map *maps = realloc(o->maps, (o->n_maps + 1) * sizeof *maps);
     if (!maps) { close(fd); return rlx_errorf(err, RLX_ENOMEM, "out of memory"); }

@@ -1,6 +1,7 @@
 /* config.c - flags, RLXD_* environment and INI for `rlxd serve` (see config.h). One table
  * describes every setting; each layer applies the same setter, lowest precedence first. */
 #include "server/config.h"
+#include "models/filemap.h"
 #include "backends/dtype.h"
 #include "server/cli.h"
 #include "server/hf.h"
@@ -504,10 +505,11 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
         if (!(c->config_path = strdup(cfg))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
         ini_ctx x = {.ls = &ls, .c = c, .err = err, .path = cfg};
         int line = -1;
-        if ((x.f = fopen(cfg, "r"))) {
-            line = ini_parse_stream(ini_read_line, &x, on_ini, &x);
-            fclose(x.f);
-        }
+        rlx_error oe = {0};
+        if (rlx__fopen_regular(cfg, 16 << 20, &x.f, &oe)) /* not a FIFO, /dev/zero or a folder */
+            return rlx_errorf(err, RLX_EINVAL, "cannot read config file %s", oe.msg[0] ? oe.msg : cfg);
+        line = ini_parse_stream(ini_read_line, &x, on_ini, &x);
+        fclose(x.f);
         if (x.rc) return x.rc;
         if (line < 0) return rlx_errorf(err, RLX_EINVAL, "cannot read config file %s", cfg);
         if (line > 0) return rlx_errorf(err, RLX_EINVAL, "config %s:%d: syntax error", cfg, line);
@@ -518,8 +520,10 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
         size_t n = 0;
         free(c->api_key);
         c->api_key = NULL;
-        char *k = rlx_read_file(c->api_key_file, &n);
-        if (!k) return rlx_errorf(err, RLX_EINVAL, "cannot read the API key file %s", c->api_key_file);
+        char *k = NULL;
+        rlx_error ke = {0};
+        if (rlx__read_file(c->api_key_file, &k, &n, &ke)) /* a regular file: never a FIFO's wait */
+            return rlx_errorf(err, RLX_EINVAL, "cannot read the API key file %s (%s)", c->api_key_file, ke.msg);
         while (n && isspace((unsigned char)k[n - 1])) k[--n] = 0;
         if (!n) { free(k); return rlx_errorf(err, RLX_EINVAL, "the API key file %s is empty", c->api_key_file); }
         c->api_key = k;

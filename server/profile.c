@@ -1,5 +1,6 @@
 /* profile.c - per-model compile profiles (see profile.h). */
 #include "server/profile.h"
+#include "models/filemap.h"
 #include "backends/dtype.h"
 #include "server/toml_flat.h"
 
@@ -215,11 +216,13 @@ static bool ends_with(const char *s, const char *tail)
 
 int rlx_profile_load_file(rlx_profile *p, const char *path, rlx_error *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (errno == ENOENT) return RLX_ENOTFOUND;
-        return rlx_errorf(err, RLX_EIO, "%s: cannot read the model profile: %s", path, strerror(errno));
-    }
+    /* read on the loop thread at a rescan: a FIFO or /dev/zero named like a profile must not
+       hold it (a wait in open, an endless read) */
+    FILE *f = NULL;
+    rlx_error oe = {0};
+    int orc = rlx__fopen_regular(path, 1 << 20, &f, &oe);
+    if (orc == RLX_ENOTFOUND) return RLX_ENOTFOUND;
+    if (orc) return rlx_errorf(err, RLX_EIO, "%s (a model profile)", oe.msg);
     file_ctx x = {.f = f, .path = path, .err = err};
     snprintf(x.dir, sizeof x.dir, "%s", path);
     char *slash = strrchr(x.dir, '/');

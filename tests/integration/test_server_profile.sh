@@ -125,3 +125,25 @@ r=$(post /v1/completions '{"model":"good","prompt":"Once upon a time","ignore_eo
 [ "$(echo "$r" | jget '.choices[0].text')" = "$greedy" ] || fail "toml temperature 0 not applied: $r"
 stop_server
 ok "<model>.rlx.toml: typed keys applied; a wrong type names file:line; .toml beside .ini is refused"
+
+# a profile that is a FIFO or /dev/zero, or a Hugging Face folder whose weights are a FIFO: read
+# on the loop thread at a scan, they held the whole daemon (open() waiting, an endless read);
+# now each of those models fails with the reason and the others serve
+mkdir -p "$D/hostile/hf"
+ln -s "$MODEL" "$D/hostile/fine.gguf"
+ln -s "$MODEL" "$D/hostile/fifo.gguf"; mkfifo "$D/hostile/fifo.rlx.toml"
+ln -s "$MODEL" "$D/hostile/zero.gguf"; ln -s /dev/zero "$D/hostile/zero.rlx.ini"
+printf '{"architectures":["LlamaForCausalLM"],"num_hidden_layers":1,"hidden_size":8}' >"$D/hostile/hf/config.json"
+mkfifo "$D/hostile/hf/model.safetensors"
+start_server hostile --models-dir "$D/hostile"
+m=$(curl -s -m 10 "$URL/v1/models")
+for id in fifo zero; do
+    echo "$m" | jget ".data.find(x=>x.id==\"$id\").meta.error" | grep -q 'not a regular file' || fail "$id profile: $m"
+done
+r=$(post /v1/completions '{"model":"fine","prompt":"Once","max_tokens":2}')
+[ "$(status)" = 200 ] || fail "the fine model beside hostile files: $(status) $r"
+r=$(post /v1/completions '{"model":"hf","prompt":"Once","max_tokens":2}')
+[ "$(status)" != 200 ] || fail "a folder whose weights are a FIFO served: $r"
+curl -s -m 5 "$URL/health" | grep -q ok || fail "health after the FIFO weights"
+stop_server
+ok "a FIFO or device named like a profile or weights fails its model, not the daemon"
