@@ -456,8 +456,10 @@ static int load_file(const char *path, st_owned *o, st_set *set, rlx_error *err)
                 rc = rlx_errorf(err, RLX_EFORMAT, "%s: tensor '%.200s' has a bad shape", path, t->string);
             else {
                 x.shape[i] = (int64_t)d->valuedouble;
-                numel *= (uint64_t)x.shape[i];
-                if (numel > (1ull << 44)) rc = rlx_errorf(err, RLX_EFORMAT, "%s: tensor '%.200s' is too large", path, t->string);
+                /* checked before it can wrap: a shape whose product wrapped to the tensor's real byte
+                   size passed the offsets check, and later products overflowed (UBSan) */
+                if (__builtin_mul_overflow(numel, (uint64_t)x.shape[i], &numel) || numel > (1ull << 44))
+                    rc = rlx_errorf(err, RLX_EFORMAT, "%s: tensor '%.200s' is too large", path, t->string);
             }
         }
         if (rc) break;

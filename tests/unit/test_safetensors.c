@@ -532,6 +532,18 @@ TEST(errors)
     put_file(p, buf, 8 + hl + 8);
     ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "dtype I64"), "%s", err.msg);
+    /* a shape whose element count wraps 2^64 back to the data's real size (16777344 x
+       1099503239232 elements = 8192 mod 2^64, 32768 bytes of F32): refused before the product
+       wraps (it passed the offsets check, and later products overflowed: UBSan) */
+    static const char wrap[] = "{\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[16777344,1099503239232],"
+                               "\"data_offsets\":[0,32768]}}";
+    static char wbuf[8 + 256 + 32768];
+    hl = sizeof wrap - 1;
+    memcpy(wbuf, &hl, 8);
+    memcpy(wbuf + 8, wrap, hl);
+    put_file(p, wbuf, 8 + hl + 32768);
+    ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EFORMAT);
+    ASSERT_MSG(strstr(err.msg, "too large"), "%s", err.msg);
     ASSERT_EQ(rename(q, p), 0);
     ASSERT_MSG(rlx_model_open(&h, dir, &err) == 0, "%s", err.msg);
     rlx_gguf_close(h);
