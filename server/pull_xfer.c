@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -108,13 +109,34 @@ static size_t on_header(char *b, size_t sz, size_t nm, void *u)
 /* Keeps the validator of the response that began the .part (line 1) and its ETag (line 2, for
  * If-Range) beside it, for a resume in a later run; best effort: without it a later run resumes
  * unchecked, as before it existed. */
+/* Opens a download's own file for writing (append: resume), never through a symbolic link or
+ * into anything but a regular file: a NAME.part or NAME.part.etag planted as a link (in a shared
+ * models folder) made the pull overwrite the file it pointed at, and the model become that link.
+ * A link found there is removed (not what it points at) and a fresh file made. */
+static FILE *open_own(const char *path, bool append)
+{
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC);
+    int fd = open(path, flags, 0644);
+    if (fd < 0 && errno == ELOOP && !unlink(path)) fd = open(path, flags, 0644);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, append ? "ab" : "w");
+    if (!f) close(fd);
+    return f;
+}
+
 static void write_sidecar(const char *vpath, const char *valid, const char *etag)
 {
     if (!valid[0] && !etag[0]) {
         unlink(vpath);
         return;
     }
-    FILE *f = fopen(vpath, "w");
+    FILE *f = open_own(vpath, false);
     if (!f) return;
     fprintf(f, "%s\n%s\n", valid, etag);
     if (fclose(f)) unlink(vpath);
@@ -400,8 +422,9 @@ int rlx__pull_file(const rlx__pull_ctx *pc, const char *repo, const char *file, 
     if (!sha_hex(valid, stated)) stated[0] = 0;
     double t0 = now_s();
     for (int attempt = 0;; attempt++) {
-        FILE *f = fopen(part, "ab");
-        if (!f) return rlx_errorf(err, RLX_EIO, "cannot write %s: %s", part, strerror(errno));
+        FILE *f = open_own(part, true);
+        if (!f) return rlx_errorf(err, RLX_EIO, "cannot write %s: %s", part,
+                                  errno == EINVAL ? "not a regular file" : strerror(errno));
         struct stat st;
         uint64_t offset = !fstat(fileno(f), &st) ? (uint64_t)st.st_size : 0;
         if (!attempt) resumed = offset > 0;

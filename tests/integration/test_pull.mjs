@@ -21,7 +21,7 @@
 // a path too long; a .part already whole is used; a restarted .part is not "(resumed)".
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -201,9 +201,13 @@ const base = `http://127.0.0.1:${server.address().port}`;
 const cache = join(tmp, 'cache');
 const baseEnv = { ...process.env, HF_ENDPOINT: base, XDG_CACHE_HOME: cache };
 delete baseEnv.HF_TOKEN;
-function pull(args, env = {}) {
+function pull(args, env = {}, fsizeKiB = 0) {
   return new Promise((resolve) => {
-    const child = spawn(bin, ['pull', ...args], { env: { ...baseEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // fsizeKiB: a file size limit (ulimit -f, SIGXFSZ ignored): writes past it fail as on a full disk
+    const child = fsizeKiB
+      ? spawn('bash', ['-c', `trap '' XFSZ; ulimit -f ${fsizeKiB}; exec "$0" pull "$@"`, bin, ...args],
+              { env: { ...baseEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn(bin, ['pull', ...args], { env: { ...baseEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '', err = '';
     child.stdout.on('data', (d) => { out += d; });
     child.stderr.on('data', (d) => { err += d; });
@@ -269,6 +273,18 @@ try {
   writeFileSync(plainPath + '.part', Buffer.alloc(500, 7));
   r = await pull(['hf:org/plain/plain.gguf', '--models-dir', M, '-q']);
   check(r.code === 0 && same(plainPath, plain), `plain after a stale .part: ${r.code} ${r.err}`);
+
+  // 5b. a NAME.part planted as a symbolic link (a shared folder): the pull wrote through it into the
+  //     file it named, and the model became that link; now the link is replaced by a real file
+  const victim = join(tmp, 'victim.txt');
+  writeFileSync(victim, 'keep me');
+  rmSync(plainPath);
+  symlinkSync(victim, plainPath + '.part');
+  symlinkSync(victim, plainPath + '.part.etag');
+  r = await pull(['hf:org/plain/plain.gguf', '--models-dir', M, '-q']);
+  check(r.code === 0 && same(plainPath, plain), `plain after a planted .part link: ${r.code} ${r.err}`);
+  check(readFileSync(victim, 'utf8') === 'keep me', 'the pull wrote through a .part link');
+  check(!lstatSync(plainPath).isSymbolicLink(), 'the model is a symbolic link');
 
   // 6. a wrong checksum: refused, nothing left
   r = await pull(['hf:org/bad/bad-Q8_0.gguf', '--models-dir', M]);
@@ -412,11 +428,12 @@ try {
   check(r.code === 1 && /larger than 16 MiB/.test(r.err), `huge listing: ${r.code} ${r.err}`);
   r = await pull(['hf:org/long', '--models-dir', M2]);
   check(r.code === 1 && /part\(s\) are missing/.test(r.err), `long names: ${r.code} ${r.err.slice(-300)}`);
-  if (existsSync('/dev/full')) {
+  {
+    // a write that fails (a full disk, here a file size limit: a .part linked to /dev/full is
+    // now replaced by a file of its own, 5b)
     mkdirSync(jDir, { recursive: true });
-    symlinkSync('/dev/full', join(jDir, 'whole.gguf.part'));
-    r = await pull(['hf:org/junk/whole.gguf', '--models-dir', M2]);
-    check(r.code === 1 && /No space left on device/.test(r.err) && r.err.includes('whole.gguf.part'), `disk full: ${r.code} ${r.err}`);
+    r = await pull(['hf:org/junk/whole.gguf', '--models-dir', M2], {}, 1);
+    check(r.code === 1 && /File too large/.test(r.err) && r.err.includes('whole.gguf.part'), `write failure: ${r.code} ${r.err}`);
     rmSync(join(jDir, 'whole.gguf.part'), { force: true });
   }
   const longDir = join(tmp, 'd'.repeat(250), 'e'.repeat(250), 'f'.repeat(250), 'g'.repeat(250), 'h'.repeat(250),
