@@ -308,7 +308,10 @@ static int add_hf_spec(rlx_serve_config *c, const char *spec, const char *src, r
 static int add_model_spec(rlx_serve_config *c, const char *spec, const char *src, rlx_error *err)
 {
     if (rlx_hf_is_ref(spec)) return add_hf_spec(c, spec, src, err);
-    char buf[1024];
+    char buf[4200]; /* PATH_MAX and a name: a longer one is refused, never cut to another file */
+    if (strlen(spec) >= sizeof buf)
+        return rlx_errorf(err, RLX_EINVAL, "%s: the model '%.64s...' is %zu bytes long, over the %zu a path and name "
+                          "may take", src, spec, strlen(spec), sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", spec);
     char *colon = strrchr(buf, ':');
     const char *name = NULL;

@@ -55,6 +55,21 @@ TEST(defaults_and_model_names)
     ASSERT(c.api_key == NULL);
     ASSERT(!c.stdio && !c.log_json);
     rlx_serve_config_free(&c);
+    /* a path past 1023 bytes was cut there: another file served under the cut name, ':wanted'
+       lost; now kept whole (up to PATH_MAX) or refused */
+    static char longp[1100], huge[5000];
+    memset(longp, 'm', sizeof longp - 1);
+    longp[0] = '/';
+    memcpy(longp + sizeof longp - 13, ".gguf:wanted", 12);
+    char *argv2[] = {"serve", "-m", longp};
+    ASSERT_EQ(rlx_serve_config_load(&c, 3, argv2, &err), 0);
+    ASSERT_STR_EQ(c.models[0].name, "wanted");
+    ASSERT_EQ(strlen(c.models[0].path), sizeof longp - 1 - 7);
+    rlx_serve_config_free(&c);
+    memset(huge, 'm', sizeof huge - 1);
+    char *argv3[] = {"serve", "-m", huge};
+    ASSERT(rlx_serve_config_load(&c, 3, argv3, &err) != 0);
+    ASSERT_MSG(strstr(err.msg, "bytes long"), "%s", err.msg);
 }
 
 TEST(precedence_flags_env_ini)
