@@ -360,6 +360,12 @@ static char *ini_read_line(char *str, int num, void *stream)
     ini_ctx *x = stream;
     char *r = fgets(str, num, x->f);
     if (r && (strchr(r, '\n') || feof(x->f))) x->line++;
+    else if (r && !x->rc) { /* inih reads lines of at most num - 1 bytes: the rest would be cut off
+                               and read as a line of its own (another key, a bad section) */
+        x->rc = rlx_errorf(x->err, RLX_EINVAL, "config %s:%d: a line longer than %d bytes (the INI reader's limit)",
+                           x->path, x->line + 1, num - 2);
+        return NULL;
+    }
     return r;
 }
 

@@ -166,6 +166,11 @@ static char *reader(char *str, int num, void *stream)
         size_t n = strlen(r);
         if (n && r[n - 1] == '\n') x->line++;
         else if (feof(x->f)) x->line++;
+        else if (!x->rc) { /* past inih's line buffer: the rest would read as a line of its own */
+            x->rc = rlx_errorf(x->err, RLX_EINVAL, "%s:%d: a line longer than %d bytes (the INI reader's limit)", x->path,
+                               x->line + 1, num - 2);
+            return NULL;
+        }
     }
     return r;
 }

@@ -73,6 +73,16 @@ TEST(file_beside_the_weights)
     ASSERT_STR_EQ(buf, "/m/noext.rlx.ini");
 
     char path[128], tmpl[128];
+    { /* a line past inih's buffer: its rest was read as a line of its own ("syntax error") */
+        char longl[600];
+        snprintf(longl, sizeof longl, "# %0300d\nctx = 64\n", 0);
+        put("long.rlx.ini", longl, path, sizeof path);
+        rlx_profile lp = {0};
+        rlx_error lerr = {0};
+        ASSERT(rlx_profile_load_file(&lp, path, &lerr) != 0);
+        ASSERT_MSG(strstr(lerr.msg, "long.rlx.ini:1: a line longer than"), "%s", lerr.msg);
+        rlx_profile_free(&lp);
+    }
     put("t.jinja", "{{ x }}", tmpl, sizeof tmpl);
     put("m.rlx.ini", "# comment\nctx = 64\n[profile]\ntemperature = 0\nchat-template = t.jinja\n", path, sizeof path);
     rlx_profile p = {0};

@@ -140,6 +140,24 @@ TEST(api_key_file)
     ASSERT_STR_EQ(c.api_key, "s3cret");
     rlx_serve_config_free(&c);
     unlink(path);
+    /* a FIFO or a device as the key file (or the config): an error at once, never a wait or an
+       endless read */
+    char *argv2[] = {"serve", "-m", "a.gguf", "--api-key-file", "/dev/zero"};
+    ASSERT(rlx_serve_config_load(&c, 5, argv2, &err) != 0);
+    ASSERT_MSG(strstr(err.msg, "not a regular file"), "%s", err.msg);
+    char *argv3[] = {"serve", "-m", "a.gguf", "--config", "/dev/zero"};
+    ASSERT(rlx_serve_config_load(&c, 5, argv3, &err) != 0);
+    ASSERT_MSG(strstr(err.msg, "not a regular file"), "%s", err.msg);
+    /* a config line past inih's buffer was cut, its rest read as a line of its own */
+    char text[600];
+    snprintf(text, sizeof text, "[server]\n; %0300d\nport = 9\n", 0);
+    const char *ini = write_tmp(text);
+    char flag[300];
+    snprintf(flag, sizeof flag, "--config=%s", ini);
+    char *argv4[] = {"serve", "-m", "a.gguf", flag};
+    ASSERT(rlx_serve_config_load(&c, 4, argv4, &err) != 0);
+    ASSERT_MSG(strstr(err.msg, ":2: a line longer than"), "%s", err.msg);
+    unlink(ini);
 }
 
 /* Each bad setting fails and the message names it. */
