@@ -122,6 +122,7 @@ static rlx_model_slot *add_dir_model(rlx_srv *s, rlx_model_entry *e)
     m->own.name = e->name;
     m->own.path = e->path;
     m->cfg = &m->own;
+    m->n_present = e->n_present;
     if (push_slot(s, m)) {
         free(m);
         return NULL;
@@ -245,7 +246,7 @@ void rlx_models_rescan(rlx_srv *s, bool force)
         if (!gone) {
             int64_t sig[RLX_MODEL_SIG];
             signature(es[k].path, sig);
-            changed = strcmp(es[k].path, m->cfg->path) || memcmp(sig, m->sig, sizeof sig);
+            changed = strcmp(es[k].path, m->cfg->path) || memcmp(sig, m->sig, sizeof sig) || es[k].n_present != m->n_present;
         }
         if (!gone && !changed) {
             if (m->removed) fprintf(stderr, "rlxd: model '%s' is back in %s\n", m->lname, c->models_dir);

@@ -46,6 +46,8 @@ typedef struct rlx_model_slot {
     rlx_serve_model own;           /* a --models-dir model's name and path (owned) */
     bool removed;                  /* its file left --models-dir while it was in use: it serves on
                                       and its slot goes once it is unloaded */
+    uint32_t n_present;            /* a --models-dir split set's parts on disk at its scan: a rescan that
+                                      finds more (the set completed, a part restored) reads it again */
     int64_t sig[RLX_MODEL_SIG];    /* the file's size and mtime and its profile files' (.rlx.ini,
                                       .rlx.toml) mtimes when found */
     rlx_worker_config wc;          /* the server-wide settings with the profile's over them */
