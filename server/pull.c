@@ -118,7 +118,18 @@ int rlx__pull_check_gguf(const char *path, long long size, rlx_error *err)
     rlx_error e = {0};
     if (rlx_gguf_open(&g, path, &e))
         return rlx_errorf(err, RLX_EFORMAT, "what the server sent is not a whole GGUF file (%.300s)", e.msg);
+    /* ... and one longer than its tensors (a body without a stated length that ran on past the
+       model: junk a writer never pads with, a server that never ends) is not the file either */
+    uint64_t end = rlx_gguf_data_offset(g), align = rlx_gguf_alignment(g);
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+        end = RLX_MAX(end, rlx_gguf_data_offset(g) + t->offset + t->size);
+    }
+    uint64_t fsize = rlx_gguf_file_size(g);
     rlx_gguf_close(g);
+    if (fsize > end + (align ? align : 32))
+        return rlx_errorf(err, RLX_EFORMAT, "what the server sent runs %llu bytes past the GGUF file's last tensor (it is "
+                          "not the file)", (unsigned long long)(fsize - end));
     return 0;
 }
 

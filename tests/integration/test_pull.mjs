@@ -87,6 +87,7 @@ const repos = {
     'html.gguf': file(Buffer.from('<html>rate limited</html>'), { noEtag: true }),
     'empty.gguf': file(Buffer.alloc(0), { noEtag: true }),
     'short.gguf': file(rd('tiny-q8.gguf'), { noEtag: true, shortBy: 1000 }),
+    'long.gguf': file(Buffer.concat([rd('tiny-q8.gguf'), Buffer.alloc(5000, 1)]), { noEtag: true, noLength: true }),
     's204.gguf': file(Buffer.alloc(0), { status: 204 }),
     'noloc.gguf': file(Buffer.alloc(0), { status: 302 }),
     'loop.gguf': file(Buffer.alloc(0), { loop: true }),
@@ -129,6 +130,10 @@ function sendBody(req, res, f) {
     : '"' + (f.sha1 ? createHash('sha1').update(f.data).digest('hex') : f.claim || f.sha) + '"';
   let range = /^bytes=(\d+)-$/.exec(req.headers.range || '');
   if (range && !f.ignoreIfRange && req.headers['if-range'] && req.headers['if-range'] !== etag) range = null;
+  if (f.noLength) { // no Content-Length (chunked): the body's end is whatever arrives
+    res.writeHead(200, {});
+    return res.end(f.data);
+  }
   if (f.shortBy) { // a Content-Length shorter than the file: the body ends early
     res.writeHead(200, { 'Content-Length': len - f.shortBy });
     return res.end(f.data.subarray(0, len - f.shortBy));
@@ -408,7 +413,7 @@ try {
   // 15. no sha256 stated: only a whole GGUF file of the stated size takes the name
   const jDir = join(M2, 'org--junk');
   for (const [name, why] of [['html', /not a GGUF file \(it begins '<htm'\)/], ['empty', /empty/],
-                             ['short', /not a whole GGUF file/]]) {
+                             ['short', /not a whole GGUF file/], ['long', /bytes past the GGUF file's last tensor/]]) {
     r = await pull([`hf:org/junk/${name}.gguf`, '--models-dir', M2]);
     check(r.code === 1 && why.test(r.err) && /removed/.test(r.err), `${name}: ${r.code} ${r.err}`);
     check(!existsSync(join(jDir, name + '.gguf')) && !existsSync(join(jDir, name + '.gguf.part')), `${name}: a file is left`);
