@@ -163,6 +163,7 @@ static int load_stored(rlx_worker *w, wsession *ws, rlx_error *err)
     if (!w->rstore) return 0;
     rlx_error gerr = {0};
     int grc = rlx_session_get(w->rstore, w->name, ws->id, w->cfg.session_ttl_s, &stored, &gerr);
+    if (grc) rlx_session_clear(&stored); /* whatever a failed read left */
     if (grc == RLX_ENOTFOUND) return 0;
     if (grc) /* a row that cannot be read (a damaged blob, a malformed page) is not an absent one:
                 a turn on it started empty and its write replaced the history */

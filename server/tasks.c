@@ -109,6 +109,7 @@ static int stored_session(route_task *t, const char *id, bool del, cJSON **shown
         rlx_session row = {0};
         int r = del ? rlx_session_delete(st, t->stored[m], id, err)
                     : rlx_session_get(st, t->stored[m], id, t->ttl, &row, err);
+        if (r) rlx_session_clear(&row); /* whatever a failed read left */
         if (r == RLX_ENOTFOUND) continue;
         if (r) {
             rc = r;
