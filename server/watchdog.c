@@ -2,6 +2,7 @@
 #include "server/watchdog.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,24 +78,22 @@ rlx_watchdog *rlx_watchdog_start(double secs)
     }
     if (uv_mutex_init(&wd->mu)) goto fail_loop;
     wd->timer.data = wd->sigterm.data = wd->sigint.data = wd->end.data = wd;
-    /* each init below either succeeds or leaves nothing to close */
-    uv_timer_init(&wd->loop, &wd->timer);
-    uv_signal_init(&wd->loop, &wd->sigterm);
-    uv_signal_init(&wd->loop, &wd->sigint);
-    if (uv_async_init(&wd->loop, &wd->end, on_end)) goto fail_handles;
-    double ms = secs * 1000.0;
-    uv_timer_start(&wd->timer, on_timer, ms > 1e15 ? (uint64_t)1e15 : (uint64_t)ms, 0);
-    uv_signal_start(&wd->sigterm, on_signal, SIGTERM);
-    uv_signal_start(&wd->sigint, on_signal, SIGINT);
-    if (uv_thread_create(&wd->thread, run, wd)) {
+    /* a handle that failed to initialise is not closed (libuv: undefined); all or none stay */
+    bool timer = !uv_timer_init(&wd->loop, &wd->timer);
+    bool term = timer && !uv_signal_init(&wd->loop, &wd->sigterm);
+    bool intr = term && !uv_signal_init(&wd->loop, &wd->sigint);
+    bool end = intr && !uv_async_init(&wd->loop, &wd->end, on_end);
+    if (end) {
+        double ms = secs * 1000.0;
+        uv_timer_start(&wd->timer, on_timer, ms > 1e15 ? (uint64_t)1e15 : (uint64_t)ms, 0);
+        uv_signal_start(&wd->sigterm, on_signal, SIGTERM);
+        uv_signal_start(&wd->sigint, on_signal, SIGINT);
+        if (!uv_thread_create(&wd->thread, run, wd)) return wd;
         uv_close((uv_handle_t *)&wd->end, NULL);
-        goto fail_handles;
     }
-    return wd;
-fail_handles:
-    uv_close((uv_handle_t *)&wd->timer, NULL);
-    uv_close((uv_handle_t *)&wd->sigterm, NULL);
-    uv_close((uv_handle_t *)&wd->sigint, NULL);
+    if (timer) uv_close((uv_handle_t *)&wd->timer, NULL);
+    if (term) uv_close((uv_handle_t *)&wd->sigterm, NULL);
+    if (intr) uv_close((uv_handle_t *)&wd->sigint, NULL);
     uv_run(&wd->loop, UV_RUN_DEFAULT);
     uv_mutex_destroy(&wd->mu);
 fail_loop:
