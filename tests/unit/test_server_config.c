@@ -69,6 +69,7 @@ TEST(defaults_and_model_names)
     memset(huge, 'm', sizeof huge - 1);
     char *argv3[] = {"serve", "-m", huge};
     ASSERT(rlx_serve_config_load(&c, 3, argv3, &err) != 0);
+    rlx_serve_config_free(&c);
     ASSERT_MSG(strstr(err.msg, "bytes long"), "%s", err.msg);
 }
 
@@ -144,9 +145,11 @@ TEST(api_key_file)
        endless read */
     char *argv2[] = {"serve", "-m", "a.gguf", "--api-key-file", "/dev/zero"};
     ASSERT(rlx_serve_config_load(&c, 5, argv2, &err) != 0);
+    rlx_serve_config_free(&c);
     ASSERT_MSG(strstr(err.msg, "not a regular file"), "%s", err.msg);
     char *argv3[] = {"serve", "-m", "a.gguf", "--config", "/dev/zero"};
     ASSERT(rlx_serve_config_load(&c, 5, argv3, &err) != 0);
+    rlx_serve_config_free(&c);
     ASSERT_MSG(strstr(err.msg, "not a regular file"), "%s", err.msg);
     /* a config line past inih's buffer was cut, its rest read as a line of its own */
     char text[600];
@@ -156,6 +159,7 @@ TEST(api_key_file)
     snprintf(flag, sizeof flag, "--config=%s", ini);
     char *argv4[] = {"serve", "-m", "a.gguf", flag};
     ASSERT(rlx_serve_config_load(&c, 4, argv4, &err) != 0);
+    rlx_serve_config_free(&c);
     ASSERT_MSG(strstr(err.msg, ":2: a line longer than"), "%s", err.msg);
     unlink(ini);
 }
