@@ -1,8 +1,8 @@
 /* grammar_compile.c - GBNF text to a compiled rlx_grammar (see grammar.h for the dialect and
  * limits): a recursive-descent parser building each rule's elements, repetitions rewritten into
- * helper rules as llama.cpp does, then the checks (undefined rules, left recursion) and the
- * rules laid out back to back. */
-#include "engine/grammar_internal.h"
+ * helper rules as llama.cpp does, then the checks (undefined rules, left recursion, over the
+ * analysis of grammar_rules.c) and the rules laid out back to back. */
+#include "engine/grammar_rules.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,15 +24,6 @@ static _Atomic uint64_t next_serial; /* rlx_grammar.serial: unique per compiled 
 
 /* ---- compiler ---------------------------------------------------------------------------------- */
 
-typedef struct parser {
-    const char *src, *end;
-    rlx_error *err;
-    const rlx_grammar_token_ids *ids; /* token references' vocabulary (NULL: ids unchecked, no <text>) */
-    bool failed, has_tokens;
-} parser;
-
-typedef struct ebuf { gelem *e; size_t n, cap; } ebuf;
-
 /* The character at s for a message: a whole UTF-8 character (the first byte of one printed
  * alone is not text), a control or a byte that starts no character as \xNN. */
 static const char *char_text(const char *s, const char *end, char out[16])
@@ -46,8 +37,7 @@ static const char *char_text(const char *s, const char *end, char out[16])
     return out;
 }
 
-static int perr(parser *p, const char *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int perr(parser *p, const char *at, const char *fmt, ...)
+int rlx__gc_perr(parser *p, const char *at, const char *fmt, ...)
 {
     if (p->failed) return RLX_EINVAL;
     p->failed = true;
@@ -70,13 +60,13 @@ static int perr(parser *p, const char *at, const char *fmt, ...)
     return RLX_EINVAL;
 }
 
-static bool eb_push(parser *p, ebuf *b, uint32_t type, uint32_t value)
+bool rlx__gc_push(parser *p, ebuf *b, uint32_t type, uint32_t value)
 {
     if (b->n == b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 16;
         gelem *ne = realloc(b->e, nc * sizeof *ne);
         if (!ne) {
-            perr(p, NULL, "out of memory");
+            rlx__gc_perr(p, NULL, "out of memory");
             return false;
         }
         b->e = ne;
@@ -86,25 +76,12 @@ static bool eb_push(parser *p, ebuf *b, uint32_t type, uint32_t value)
     return true;
 }
 
-/* rule bodies are built as separate element buffers, then laid out back to back */
-typedef struct rule_tab {
-    ebuf *body;
-    char **name;
-    bool *defined;
-    int *chain_prev;        /* rlx_grammar's (grammar_internal.h); -1 none */
-    int *chain_left;
-    int *chain_tlen;        /* the repeated term's elements (0: not in a chain) */
-    int *star_tlen;         /* a star rule R ::= term R | (empty): the term's elements (0: not one) */
-    bool any_chain;
-    int n, cap;
-} rule_tab;
-
 static int rule_find(parser *p, rule_tab *rt, const char *name, size_t len, bool create)
 {
     for (int i = 0; i < rt->n; i++)
         if (strlen(rt->name[i]) == len && !memcmp(rt->name[i], name, len)) return i;
     if (!create) return -1;
-    if (rt->n >= RLX_GRAMMAR_MAX_RULES) return perr(p, NULL, "more than %d rules", RLX_GRAMMAR_MAX_RULES), -1;
+    if (rt->n >= RLX_GRAMMAR_MAX_RULES) return rlx__gc_perr(p, NULL, "more than %d rules", RLX_GRAMMAR_MAX_RULES), -1;
     if (rt->n == rt->cap) {
         int nc = rt->cap ? rt->cap * 2 : 32;
         ebuf *nb = realloc(rt->body, (size_t)nc * sizeof *nb);
@@ -121,11 +98,11 @@ static int rule_find(parser *p, rule_tab *rt, const char *name, size_t len, bool
         if (ct) rt->chain_tlen = ct;
         int *st = realloc(rt->star_tlen, (size_t)nc * sizeof *st);
         if (st) rt->star_tlen = st;
-        if (!nb || !nn || !nd || !cp || !cl || !ct || !st) return perr(p, NULL, "out of memory"), -1;
+        if (!nb || !nn || !nd || !cp || !cl || !ct || !st) return rlx__gc_perr(p, NULL, "out of memory"), -1;
         rt->cap = nc;
     }
     char *s = malloc(len + 1);
-    if (!s) return perr(p, NULL, "out of memory"), -1;
+    if (!s) return rlx__gc_perr(p, NULL, "out of memory"), -1;
     memcpy(s, name, len);
     s[len] = 0;
     rt->body[rt->n] = (ebuf){0};
@@ -138,7 +115,7 @@ static int rule_find(parser *p, rule_tab *rt, const char *name, size_t len, bool
     return rt->n++;
 }
 
-static int rule_new(parser *p, rule_tab *rt, const char *base)
+int rlx__gc_rule_new(parser *p, rule_tab *rt, const char *base)
 {
     char name[160];
     for (int k = rt->n;; k++) {
@@ -170,7 +147,7 @@ static const char *parse_name(parser *p, const char *s)
 {
     const char *b = s;
     while (s < p->end && is_word_char(*s)) s++;
-    if (s == b) perr(p, b, "expected a rule name");
+    if (s == b) rlx__gc_perr(p, b, "expected a rule name");
     return s;
 }
 
@@ -201,13 +178,13 @@ static int utf8_decode(const char *s, const char *end, uint32_t *cp)
 static const char *parse_char(parser *p, const char *s, uint32_t *cp)
 {
     if (s >= p->end) {
-        perr(p, s, "unexpected end of grammar");
+        rlx__gc_perr(p, s, "unexpected end of grammar");
         return s;
     }
     if (*s == '\\') {
         s++;
         if (s >= p->end) {
-            perr(p, s, "unfinished escape");
+            rlx__gc_perr(p, s, "unfinished escape");
             return s;
         }
         char c = *s++;
@@ -217,13 +194,13 @@ static const char *parse_char(parser *p, const char *s, uint32_t *cp)
             for (int i = 0; i < digits; i++, s++) {
                 int h = s < p->end ? rlx_hex_value(*s) : -1;
                 if (h < 0) {
-                    perr(p, s, "expected %d hex digits after \\%c", digits, c);
+                    rlx__gc_perr(p, s, "expected %d hex digits after \\%c", digits, c);
                     return s;
                 }
                 v = (v << 4) | (uint32_t)h;
             }
             if (v > 0x10ffff) {
-                perr(p, s, "code point U+%X is out of range", v);
+                rlx__gc_perr(p, s, "code point U+%X is out of range", v);
                 return s;
             }
             *cp = v;
@@ -235,13 +212,13 @@ static const char *parse_char(parser *p, const char *s, uint32_t *cp)
         case 't': *cp = '\t'; return s;
         case '\\': case '"': case '[': case ']': case '-': case '^': case '/': *cp = (uint8_t)c; return s;
         default:
-            perr(p, s - 1, "unknown escape '\\%c'", c);
+            rlx__gc_perr(p, s - 1, "unknown escape '\\%c'", c);
             return s;
         }
     }
     int n = utf8_decode(s, p->end, cp);
     if (!n) {
-        perr(p, s, "invalid UTF-8 in the grammar");
+        rlx__gc_perr(p, s, "invalid UTF-8 in the grammar");
         return s + 1;
     }
     return s + n;
@@ -256,41 +233,41 @@ static bool apply_repeat(parser *p, rule_tab *rt, int rule, ebuf *b, size_t star
     size_t tlen = b->n - start;
     gelem term[64];
     if (tlen > RLX_ARRAY_LEN(term)) { /* a long char class: make it a rule so the copies are refs */
-        int sub = rule_new(p, rt, rt->name[rule]);
+        int sub = rlx__gc_rule_new(p, rt, rt->name[rule]);
         if (sub < 0) return false;
         for (size_t i = start; i < b->n; i++)
-            if (!eb_push(p, &rt->body[sub], b->e[i].type, b->e[i].value)) return false;
-        if (!eb_push(p, &rt->body[sub], G_END, 0)) return false;
+            if (!rlx__gc_push(p, &rt->body[sub], b->e[i].type, b->e[i].value)) return false;
+        if (!rlx__gc_push(p, &rt->body[sub], G_END, 0)) return false;
         b->n = start;
-        if (!eb_push(p, b, G_REF, (uint32_t)sub)) return false;
+        if (!rlx__gc_push(p, b, G_REF, (uint32_t)sub)) return false;
         tlen = 1;
     }
     memcpy(term, b->e + start, tlen * sizeof *term);
     b->n = start;
     if (min > RLX_GRAMMAR_MAX_REPEAT || max > RLX_GRAMMAR_MAX_REPEAT) {
-        perr(p, at, "repetition count over %d", RLX_GRAMMAR_MAX_REPEAT);
+        rlx__gc_perr(p, at, "repetition count over %d", RLX_GRAMMAR_MAX_REPEAT);
         return false;
     }
     for (int k = 0; k < min; k++)
         for (size_t i = 0; i < tlen; i++)
-            if (!eb_push(p, b, term[i].type, term[i].value)) return false;
+            if (!rlx__gc_push(p, b, term[i].type, term[i].value)) return false;
     if (max == min) return true;
     if (max < 0) { /* star: R ::= term R | (empty) */
-        int r = rule_new(p, rt, rt->name[rule]);
+        int r = rlx__gc_rule_new(p, rt, rt->name[rule]);
         if (r < 0) return false;
         ebuf *rb = &rt->body[r];
         for (size_t i = 0; i < tlen; i++)
-            if (!eb_push(p, rb, term[i].type, term[i].value)) return false;
-        if (!eb_push(p, rb, G_REF, (uint32_t)r) || !eb_push(p, rb, G_ALT, 0) || !eb_push(p, rb, G_END, 0)) return false;
+            if (!rlx__gc_push(p, rb, term[i].type, term[i].value)) return false;
+        if (!rlx__gc_push(p, rb, G_REF, (uint32_t)r) || !rlx__gc_push(p, rb, G_ALT, 0) || !rlx__gc_push(p, rb, G_END, 0)) return false;
         rt->star_tlen[r] = (int)tlen;
-        return eb_push(p, b, G_REF, (uint32_t)r);
+        return rlx__gc_push(p, b, G_REF, (uint32_t)r);
     }
     /* up to (max - min) more: R1 ::= term R2 | (empty), ..., Rk ::= term | (empty), made from
      * the last; a chain for the tables (grammar_internal.h; dropped at the end if term is
      * nullable) */
     int last = -1;
     for (int k = 0; k < max - min; k++) {
-        int r = rule_new(p, rt, rt->name[rule]);
+        int r = rlx__gc_rule_new(p, rt, rt->name[rule]);
         if (r < 0) return false;
         if (last >= 0) rt->chain_prev[last] = r;
         rt->chain_left[r] = k;
@@ -298,12 +275,12 @@ static bool apply_repeat(parser *p, rule_tab *rt, int rule, ebuf *b, size_t star
         rt->any_chain = true;
         ebuf *rb = &rt->body[r];
         for (size_t i = 0; i < tlen; i++)
-            if (!eb_push(p, rb, term[i].type, term[i].value)) return false;
-        if (last >= 0 && !eb_push(p, rb, G_REF, (uint32_t)last)) return false;
-        if (!eb_push(p, rb, G_ALT, 0) || !eb_push(p, rb, G_END, 0)) return false;
+            if (!rlx__gc_push(p, rb, term[i].type, term[i].value)) return false;
+        if (last >= 0 && !rlx__gc_push(p, rb, G_REF, (uint32_t)last)) return false;
+        if (!rlx__gc_push(p, rb, G_ALT, 0) || !rlx__gc_push(p, rb, G_END, 0)) return false;
         last = r;
     }
-    return eb_push(p, b, G_REF, (uint32_t)last);
+    return rlx__gc_push(p, b, G_REF, (uint32_t)last);
 }
 
 static const char *parse_int(parser *p, const char *s, int *v)
@@ -313,12 +290,12 @@ static const char *parse_int(parser *p, const char *s, int *v)
     while (s < p->end && *s >= '0' && *s <= '9') {
         x = x * 10 + (*s - '0');
         if (x > RLX_GRAMMAR_MAX_REPEAT) {
-            perr(p, b, "repetition count over %d", RLX_GRAMMAR_MAX_REPEAT);
+            rlx__gc_perr(p, b, "repetition count over %d", RLX_GRAMMAR_MAX_REPEAT);
             return s;
         }
         s++;
     }
-    if (s == b) perr(p, b, "expected a number");
+    if (s == b) rlx__gc_perr(p, b, "expected a number");
     *v = (int)x;
     return s;
 }
@@ -337,10 +314,10 @@ static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int ru
             while (s < p->end && *s != '"' && !p->failed) {
                 uint32_t cp;
                 s = parse_char(p, s, &cp);
-                if (!eb_push(p, b, G_CHAR, cp)) return s;
+                if (!rlx__gc_push(p, b, G_CHAR, cp)) return s;
                 empty = false;
             }
-            if (s >= p->end) return perr(p, at, "unterminated string literal"), s;
+            if (s >= p->end) return rlx__gc_perr(p, at, "unterminated string literal"), s;
             s++;
             if (empty) have_last = false; /* "" matches nothing: repeating it is a no-op */
         } else if (*s == '[') {
@@ -356,24 +333,24 @@ static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int ru
             while (s < p->end && *s != ']' && !p->failed) {
                 uint32_t cp;
                 s = parse_char(p, s, &cp);
-                if (!eb_push(p, b, first ? start_type : G_CHAR_ALT, cp)) return s;
+                if (!rlx__gc_push(p, b, first ? start_type : G_CHAR_ALT, cp)) return s;
                 first = false;
                 if (s + 1 < p->end && *s == '-' && s[1] != ']') {
                     uint32_t hi;
                     const char *rat = s;
                     s = parse_char(p, s + 1, &hi);
-                    if (hi < cp) return perr(p, rat, "character range end U+%X is below its start U+%X", hi, cp), s;
-                    if (!eb_push(p, b, G_RNG_UPPER, hi)) return s;
+                    if (hi < cp) return rlx__gc_perr(p, rat, "character range end U+%X is below its start U+%X", hi, cp), s;
+                    if (!rlx__gc_push(p, b, G_RNG_UPPER, hi)) return s;
                 }
             }
-            if (s >= p->end) return perr(p, at, "unterminated character class"), s;
-            if (first) return perr(p, at, "empty character class"), s;
+            if (s >= p->end) return rlx__gc_perr(p, at, "unterminated character class"), s;
+            if (first) return rlx__gc_perr(p, at, "empty character class"), s;
             s++;
         } else if (*s == '.') {
             s++;
             last_start = b->n;
             have_last = true;
-            if (!eb_push(p, b, G_ANY, 0)) return s;
+            if (!rlx__gc_push(p, b, G_ANY, 0)) return s;
         } else if (is_word_char(*s)) {
             const char *e = parse_name(p, s);
             int ref = rule_find(p, rt, s, (size_t)(e - s), true);
@@ -381,28 +358,28 @@ static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int ru
             s = e;
             last_start = b->n;
             have_last = true;
-            if (!eb_push(p, b, G_REF, (uint32_t)ref)) return s;
+            if (!rlx__gc_push(p, b, G_REF, (uint32_t)ref)) return s;
         } else if (*s == '<' || *s == '!') { /* a token reference (grammar_tokens.c) */
             bool neg = *s == '!';
-            if (neg && (s + 1 >= p->end || s[1] != '<')) return perr(p, at, "'!' must be followed by a token reference <...>"), s;
+            if (neg && (s + 1 >= p->end || s[1] != '<')) return rlx__gc_perr(p, at, "'!' must be followed by a token reference <...>"), s;
             char why[256];
             uint32_t id;
-            if (!(s = rlx__grammar_token_ref(s + neg, p->end, neg, p->ids, &id, why, sizeof why))) return perr(p, at, "%s", why), at;
+            if (!(s = rlx__grammar_token_ref(s + neg, p->end, neg, p->ids, &id, why, sizeof why))) return rlx__gc_perr(p, at, "%s", why), at;
             last_start = b->n;
             have_last = p->has_tokens = true;
-            if (!eb_push(p, b, neg ? G_TOKEN_NOT : G_TOKEN, id)) return s;
+            if (!rlx__gc_push(p, b, neg ? G_TOKEN_NOT : G_TOKEN, id)) return s;
         } else if (*s == '(') {
-            int sub = rule_new(p, rt, rt->name[rule]);
+            int sub = rlx__gc_rule_new(p, rt, rt->name[rule]);
             if (sub < 0) return s;
             s = parse_alternates(p, rt, s + 1, sub, true);
             if (p->failed) return s;
-            if (s >= p->end || *s != ')') return perr(p, at, "unclosed '('"), s;
+            if (s >= p->end || *s != ')') return rlx__gc_perr(p, at, "unclosed '('"), s;
             s++;
             last_start = b->n;
             have_last = true;
-            if (!eb_push(p, b, G_REF, (uint32_t)sub)) return s;
+            if (!rlx__gc_push(p, b, G_REF, (uint32_t)sub)) return s;
         } else if (*s == '*' || *s == '+' || *s == '?' || *s == '{') {
-            if (!have_last) return perr(p, at, "'%c' follows nothing it could repeat", *s), s; /* one of *+?{ */
+            if (!have_last) return rlx__gc_perr(p, at, "'%c' follows nothing it could repeat", *s), s; /* one of *+?{ */
             int min = 0, max = -1;
             if (*s == '*') {
                 s++;
@@ -425,9 +402,9 @@ static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int ru
                     max = min;
                 }
                 if (p->failed) return s;
-                if (s >= p->end || *s != '}') return perr(p, at, "expected '}'"), s;
+                if (s >= p->end || *s != '}') return rlx__gc_perr(p, at, "expected '}'"), s;
                 s++;
-                if (max >= 0 && max < min) return perr(p, at, "{%d,%d}: the maximum is below the minimum", min, max), s;
+                if (max >= 0 && max < min) return rlx__gc_perr(p, at, "{%d,%d}: the maximum is below the minimum", min, max), s;
             }
             if (!apply_repeat(p, rt, rule, b, last_start, min, max, at)) return s;
             have_last = false; /* x** is an error, as in llama.cpp */
@@ -445,205 +422,14 @@ static const char *parse_alternates(parser *p, rule_tab *rt, const char *s, int 
     s = skip_space(p, s, nested);
     s = parse_sequence(p, rt, s, rule, &b, nested);
     while (!p->failed && s < p->end && *s == '|') {
-        if (!eb_push(p, &b, G_ALT, 0)) break;
+        if (!rlx__gc_push(p, &b, G_ALT, 0)) break;
         s = skip_space(p, s + 1, true);
         s = parse_sequence(p, rt, s, rule, &b, nested);
     }
-    if (!p->failed) eb_push(p, &b, G_END, 0);
+    if (!p->failed) rlx__gc_push(p, &b, G_END, 0);
     free(rt->body[rule].e);
     rt->body[rule] = b;
     return s;
-}
-
-/* The rules that can match the empty text (terminals false), or some finite text (terminals
- * true: "productive"), by fixpoint over their alternatives. */
-static void compute_fix(const rule_tab *rt, bool *out, bool terminals)
-{
-    memset(out, 0, (size_t)rt->n * sizeof *out);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int r = 0; r < rt->n; r++) {
-            if (out[r]) continue;
-            const gelem *e = rt->body[r].e;
-            size_t i = 0;
-            for (;;) { /* each alternative */
-                bool all = true;
-                for (; e[i].type != G_END && e[i].type != G_ALT; i++) {
-                    if (e[i].type == G_REF) {
-                        all = all && out[e[i].value];
-                        continue;
-                    }
-                    all = all && terminals; /* a character set (the rest of it skipped) or a token */
-                    while (e[i + 1].type == G_CHAR_ALT || e[i + 1].type == G_RNG_UPPER) i++;
-                }
-                if (all) {
-                    out[r] = changed = true;
-                    break;
-                }
-                if (e[i].type == G_END) break;
-                i++;
-            }
-        }
-    }
-}
-
-static void compute_nullable(const rule_tab *rt, bool *nullable) { compute_fix(rt, nullable, false); }
-
-/* Finds a rule reachable from r through leading (nullable-prefixed) references that leads back
- * to r: such a rule can never be expanded to a character. */
-static int left_recursive(const rule_tab *rt, const bool *nullable, int r, uint8_t *mark)
-{
-    if (mark[r] == 1) return r; /* on the current path */
-    if (mark[r] == 2) return -1;
-    mark[r] = 1;
-    const gelem *e = rt->body[r].e;
-    for (size_t i = 0;; i++) {
-        /* start of an alternative */
-        for (; e[i].type != G_END && e[i].type != G_ALT; i++) {
-            if (e[i].type != G_REF) break;
-            int hit = left_recursive(rt, nullable, (int)e[i].value, mark);
-            if (hit >= 0) return hit;
-            if (!nullable[e[i].value]) break;
-        }
-        while (e[i].type != G_END && e[i].type != G_ALT) i++;
-        if (e[i].type == G_END) break;
-    }
-    mark[r] = 2;
-    return -1;
-}
-
-/* The counted repetitions' chains into g (grammar_internal.h): a chain whose term could match
- * nothing (all its elements references to nullable rules) is left out, since a term would not
- * then take a byte. false when out of memory. */
-static bool chains_out(const rule_tab *rt, const bool *nullable, rlx_grammar *g)
-{
-    g->chain_prev = malloc((size_t)rt->n * sizeof *g->chain_prev);
-    g->chain_left = malloc((size_t)rt->n * sizeof *g->chain_left);
-    if (!g->chain_prev || !g->chain_left) return false;
-    for (int r = 0; r < rt->n; r++) {
-        bool solid = false; /* the term takes a byte or more */
-        for (int i = 0; i < rt->chain_tlen[r] && !solid; i++)
-            solid = rt->body[r].e[i].type != G_REF || !nullable[rt->body[r].e[i].value];
-        g->chain_prev[r] = solid ? rt->chain_prev[r] : -1;
-        g->chain_left[r] = (uint32_t)rt->chain_left[r];
-    }
-    return true;
-}
-
-/* ---- repetitions of terms that can match nothing ----
- *
- * x* with x nullable ((a|)*, (b? c?)*, as regexes and hand-written grammars have them) would
- * reach its own rule through x's empty match: left recursion, refused below. x* is the same
- * language as (x without its empty match)*, so the star rule's term is replaced by the term's
- * non-empty matches: NE(s1 .. sn) = NE(s1) s2 .. sn | NE(s2) s3 .. sn | ... for as long as the
- * symbols before are nullable; NE of a nullable rule is a new rule of the NE of its
- * alternatives; a character set or a rule that is not nullable is its own NE. */
-typedef struct ne_ctx {
-    parser *p;
-    rule_tab *rt;
-    const bool *nullable;   /* of the rules [0, n0) */
-    int n0;
-    int *ne;                /* [n0]: NE rule of a nullable rule (-1: not made yet) */
-    bool *none;             /* [n0]: the rule matches only the empty string (its NE matches nothing) */
-    size_t emitted;         /* elements written so far (an alternative of n symbols gives up to n^2) */
-} ne_ctx;
-
-static int ne_rule(ne_ctx *c, int q);
-
-/* Appends to out the alternatives of NE(e[0..n)), each followed by tail (a rule reference; -1:
- * none), separated by G_ALT; *alts counts them. */
-static bool ne_alts(ne_ctx *c, const gelem *e, size_t n, int tail, ebuf *out, int *alts)
-{
-    for (size_t i = 0; i < n;) {
-        size_t len = 1;
-        if (e[i].type != G_REF)
-            while (i + len < n && (e[i + len].type == G_CHAR_ALT || e[i + len].type == G_RNG_UPPER)) len++;
-        bool nul = e[i].type == G_REF && (int)e[i].value < c->n0 && c->nullable[e[i].value];
-        int sym = nul ? ne_rule(c, (int)e[i].value) : -1;
-        if (nul && sym < 0) return false;
-        if (!nul || !c->none[e[i].value]) {
-            if ((c->emitted += n - i + 3) > RLX_GRAMMAR_MAX_ELEMS) {
-                rlx_errorf(c->p->err, RLX_ERANGE, "grammar: repetitions of optional terms expand past %u elements",
-                           RLX_GRAMMAR_MAX_ELEMS);
-                c->p->failed = true;
-                return false;
-            }
-            if ((*alts)++ && !eb_push(c->p, out, G_ALT, 0)) return false;
-            if (nul && !eb_push(c->p, out, G_REF, (uint32_t)sym)) return false;
-            for (size_t k = nul ? i + len : i; k < n; k++)
-                if (!eb_push(c->p, out, e[k].type, e[k].value)) return false;
-            if (tail >= 0 && !eb_push(c->p, out, G_REF, (uint32_t)tail)) return false;
-        }
-        if (!nul) break;
-        i += len;
-    }
-    return true;
-}
-
-static int ne_rule(ne_ctx *c, int q)
-{
-    if (c->ne[q] >= 0) return c->ne[q];
-    int r = rule_new(c->p, c->rt, c->rt->name[q]);
-    if (r < 0) return -1;
-    c->ne[q] = r;
-    size_t n = c->rt->body[q].n; /* a copy: new rules move the bodies */
-    gelem *e = malloc(n * sizeof *e);
-    if (!e) return perr(c->p, NULL, "out of memory"), -1;
-    memcpy(e, c->rt->body[q].e, n * sizeof *e);
-    ebuf out = {0};
-    int alts = 0;
-    bool ok = true;
-    for (size_t a = 0; ok && a < n;) {
-        size_t b = a;
-        while (e[b].type != G_ALT && e[b].type != G_END) b++;
-        ok = ne_alts(c, e + a, b - a, -1, &out, &alts);
-        a = b + 1;
-    }
-    free(e);
-    if (ok && !alts) { /* only the empty string: NE matches no code point */
-        c->none[q] = true;
-        ok = eb_push(c->p, &out, G_CHAR_NOT, 0) && eb_push(c->p, &out, G_RNG_UPPER, 0x10FFFF);
-    }
-    if (!ok || !eb_push(c->p, &out, G_END, 0)) {
-        free(out.e);
-        return -1;
-    }
-    free(c->rt->body[r].e);
-    c->rt->body[r] = out;
-    return r;
-}
-
-/* Rewrites every star rule whose term is nullable (see above). */
-static bool star_terms_nonempty(parser *p, rule_tab *rt, const bool *nullable)
-{
-    int n0 = rt->n;
-    ne_ctx c = {p, rt, nullable, n0, malloc((size_t)n0 * sizeof(int)), calloc((size_t)n0, sizeof(bool)), 0};
-    bool ok = c.ne && c.none;
-    if (!ok) perr(p, NULL, "out of memory");
-    for (int i = 0; ok && i < n0; i++) c.ne[i] = -1;
-    for (int r = 0; ok && r < n0; r++) {
-        int tlen = rt->star_tlen[r];
-        bool nul = tlen > 0;
-        for (int i = 0; nul && i < tlen; i++)
-            nul = rt->body[r].e[i].type == G_REF && nullable[rt->body[r].e[i].value];
-        if (!nul) continue;
-        gelem term[64];
-        memcpy(term, rt->body[r].e, (size_t)tlen * sizeof *term);
-        ebuf out = {0};
-        int alts = 0;
-        ok = ne_alts(&c, term, (size_t)tlen, r, &out, &alts) && (!alts || eb_push(p, &out, G_ALT, 0)) &&
-             eb_push(p, &out, G_END, 0);
-        if (!ok) {
-            free(out.e);
-            break;
-        }
-        free(rt->body[r].e);
-        rt->body[r] = out;
-        rt->star_tlen[r] = 0;
-    }
-    free(c.ne);
-    free(c.none);
-    return ok;
 }
 
 rlx_grammar *rlx_grammar_compile(const char *src, size_t len, const char *root, rlx_error *err)
@@ -673,13 +459,13 @@ rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *ro
         int r = rule_find(&p, &rt, s, (size_t)(e - s), true);
         if (r < 0) break;
         if (rt.defined[r]) {
-            perr(&p, at, "rule '%s' is defined twice", rt.name[r]);
+            rlx__gc_perr(&p, at, "rule '%s' is defined twice", rt.name[r]);
             break;
         }
         rt.defined[r] = true;
         s = skip_space(&p, e, false);
         if (p.end - s < 3 || memcmp(s, "::=", 3)) {
-            perr(&p, s, "expected '::=' after '%s'", rt.name[r]);
+            rlx__gc_perr(&p, s, "expected '::=' after '%s'", rt.name[r]);
             break;
         }
         s = parse_alternates(&p, &rt, skip_space(&p, s + 3, true), r, false); /* the body may start on the next line */
@@ -687,7 +473,7 @@ rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *ro
         if (s < p.end && *s == '\r') s++;
         if (s < p.end && *s != '\n') {
             char ch[16];
-            perr(&p, s, "unexpected '%s'", char_text(s, p.end, ch));
+            rlx__gc_perr(&p, s, "unexpected '%s'", char_text(s, p.end, ch));
             break;
         }
         s = skip_space(&p, s, true);
@@ -695,47 +481,47 @@ rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *ro
     if (p.failed) goto fail;
     for (int r = 0; r < rt.n; r++)
         if (!rt.defined[r]) {
-            perr(&p, NULL, "rule '%s' is used but not defined", rt.name[r]);
+            rlx__gc_perr(&p, NULL, "rule '%s' is used but not defined", rt.name[r]);
             goto fail;
         }
     int root_id = rule_find(&p, &rt, root, strlen(root), false);
     if (root_id < 0) {
-        perr(&p, NULL, "no rule named '%s' (the start rule)", root);
+        rlx__gc_perr(&p, NULL, "no rule named '%s' (the start rule)", root);
         goto fail;
     }
     nullable = malloc((size_t)rt.n * sizeof *nullable);
     mark = calloc((size_t)rt.n, 1);
     if (!nullable || !mark) {
-        perr(&p, NULL, "out of memory");
+        rlx__gc_perr(&p, NULL, "out of memory");
         goto fail;
     }
-    compute_nullable(&rt, nullable);
+    rlx__gc_fix(&rt, nullable, false);
     int n_before = rt.n;
-    if (!star_terms_nonempty(&p, &rt, nullable)) goto fail;
+    if (!rlx__gc_star_terms_nonempty(&p, &rt, nullable)) goto fail;
     if (rt.n != n_before) { /* rules NE added (a rewrite always adds one): nullable again */
         bool *nn = realloc(nullable, (size_t)rt.n * sizeof *nn);
         uint8_t *nm = realloc(mark, (size_t)rt.n);
         if (nn) nullable = nn;
         if (nm) mark = nm;
         if (!nn || !nm) {
-            perr(&p, NULL, "out of memory");
+            rlx__gc_perr(&p, NULL, "out of memory");
             goto fail;
         }
         memset(mark, 0, (size_t)rt.n);
-        compute_nullable(&rt, nullable);
+        rlx__gc_fix(&rt, nullable, false);
     }
     for (int r = 0; r < rt.n; r++) {
-        int hit = left_recursive(&rt, nullable, r, mark);
+        int hit = rlx__gc_left_recursive(&rt, nullable, r, mark);
         if (hit >= 0) {
-            perr(&p, NULL, "rule '%s' is left-recursive (it can reach itself before any character)", rt.name[hit]);
+            rlx__gc_perr(&p, NULL, "rule '%s' is left-recursive (it can reach itself before any character)", rt.name[hit]);
             goto fail;
         }
     }
     bool *finite = malloc((size_t)rt.n * sizeof *finite); /* (a root without: the output could never end) */
-    if (finite) compute_fix(&rt, finite, true);
+    if (finite) rlx__gc_fix(&rt, finite, true);
     if (!finite || !finite[root_id]) {
-        if (finite) perr(&p, NULL, "rule '%s' matches no finite text: every way through it recurses forever", root);
-        else perr(&p, NULL, "out of memory");
+        if (finite) rlx__gc_perr(&p, NULL, "rule '%s' matches no finite text: every way through it recurses forever", root);
+        else rlx__gc_perr(&p, NULL, "out of memory");
         free(finite);
         goto fail;
     }
@@ -750,7 +536,7 @@ rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *ro
     }
     g = calloc(1, sizeof *g);
     if (!g || !(g->e = malloc((total + 1) * sizeof *g->e)) || !(g->rule_start = malloc((size_t)rt.n * sizeof *g->rule_start))) {
-        perr(&p, NULL, "out of memory");
+        rlx__gc_perr(&p, NULL, "out of memory");
         goto fail;
     }
     for (int r = 0; r < rt.n; r++) {
@@ -758,8 +544,8 @@ rlx_grammar *rlx_grammar_compile_ids(const char *src, size_t len, const char *ro
         memcpy(g->e + g->n_e, rt.body[r].e, rt.body[r].n * sizeof *g->e);
         g->n_e += (uint32_t)rt.body[r].n;
     }
-    if (rt.any_chain && !chains_out(&rt, nullable, g)) {
-        perr(&p, NULL, "out of memory");
+    if (rt.any_chain && !rlx__gc_chains_out(&rt, nullable, g)) {
+        rlx__gc_perr(&p, NULL, "out of memory");
         goto fail;
     }
     g->e[g->n_e] = (gelem){G_END, 0}; /* a sentinel: the set scanners read one past a set */
