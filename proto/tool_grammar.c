@@ -438,10 +438,11 @@ static const char *opener(rlx_tc_format f)
 /* lazy: the grammar of tool_choice "auto", which starts at the format's trigger (no reasoning
  * block before it: the stage waits for the trigger wherever it comes). prompt: the rendered
  * prompt or its tail (NULL: none). */
-/* Each tool's parameters compiled alone, so that one the grammar cannot honour is named with its
- * tool rather than by a path inside the call's wrapper schema. 0 when all compile; else the
- * 400 (or the 500 of out of memory), *strict telling whether the tool at fault asked for
- * strict schema adherence ("strict": true). */
+/* Each tool's parameters compiled alone, once the call's grammar was refused, so that one the
+ * grammar cannot honour is named with its tool rather than by a path inside the call's wrapper
+ * schema (the happy path compiles the schemas once). 0 when all compile; else the 400 (or the
+ * 500 of out of memory), *strict telling whether the tool at fault asked for strict schema
+ * adherence ("strict": true). */
 static int params_check(const rlx_api_request *r, const char *how, bool *strict, rlx_api_error *e)
 {
     int i = 0;
@@ -572,9 +573,14 @@ int rlx_api_tool_grammar(const rlx_api_request *r, const rlx_tc_info *info, cons
 {
     *gbnf = NULL;
     if (r->tool_choice != RLX_TOOL_CHOICE_REQUIRED && r->tool_choice != RLX_TOOL_CHOICE_NAMED) return 0;
-    bool strict;
-    int rc = has_grammar(info->format) ? params_check(r, "forced (tool_choice)", &strict, e) : 0;
-    return rc ? rc : tool_grammar(r, info, prompt, false, gbnf, e);
+    int rc = tool_grammar(r, info, prompt, false, gbnf, e);
+    if (rc && e->status == 400 && has_grammar(info->format)) { /* name the tool at fault, if one is */
+        bool strict;
+        rlx_api_error pe;
+        int prc = params_check(r, "forced (tool_choice)", &strict, &pe);
+        if (prc) *e = pe, rc = prc;
+    }
+    return rc;
 }
 
 /* ---- "auto" for the formats whose call is plain JSON at the start of the output ---------- */
@@ -657,10 +663,14 @@ int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info,
     if (!json_start && !opener(info->format)) return 0;
     /* a tool whose parameters the grammar cannot honour leaves "auto"'s calls unconstrained (as
        OpenAI's calls are without "strict"); with "strict": true it is the 400 */
-    bool strict;
-    int rc = params_check(r, "followed strictly", &strict, e);
-    if (rc) return strict || e->status != 400 ? rc : 0;
-    rc = tool_grammar(r, info, NULL, true, gbnf, e);
+    int rc = tool_grammar(r, info, NULL, true, gbnf, e);
+    if (rc && e->status == 400) { /* the tool at fault, and whether it asked for strict adherence */
+        bool strict;
+        rlx_api_error pe;
+        int prc = params_check(r, "followed strictly", &strict, &pe);
+        if (prc && pe.status == 400 && !strict) return 0;
+        if (prc) *e = pe, rc = prc;
+    }
     if (rc) return rc;
     if (!json_start) {
         *trigger = opener(info->format);
