@@ -140,22 +140,31 @@ bool rlx__filemap_changed(const rlx_filemap *m, char *why, size_t cap)
     return w != NULL;
 }
 
+/* A regular file of at most max_bytes opened for reading, without waiting in open (a FIFO)
+ * and never a device or a folder: 0 and *fd (blocking again), else RLX_ENOTFOUND / RLX_EIO
+ * with a message naming path. */
+static int open_regular(const char *path, int64_t max_bytes, int *fd, rlx_error *err)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0) return rlx_errorf(err, errno == ENOENT ? RLX_ENOTFOUND : RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(*fd, &st) || !S_ISREG(st.st_mode)) rc = rlx_errorf(err, RLX_EIO, "%s: not a regular file", path);
+    else if (st.st_size > max_bytes) rc = rlx_errorf(err, RLX_EIO, "%s: over %lld bytes", path, (long long)max_bytes);
+    if (rc) {
+        close(*fd);
+        *fd = -1;
+        return rc;
+    }
+    fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+    return 0;
+}
+
 int rlx__fopen_regular(const char *path, int64_t max_bytes, FILE **out, rlx_error *err)
 {
+    int fd, rc;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        if (errno == ENOENT) return RLX_ENOTFOUND;
-        return rlx_errorf(err, RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > max_bytes) {
-        bool reg = S_ISREG(st.st_mode);
-        close(fd);
-        if (reg) return rlx_errorf(err, RLX_EIO, "%s: over %lld bytes", path, (long long)max_bytes);
-        return rlx_errorf(err, RLX_EIO, "%s: not a regular file", path);
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if ((rc = open_regular(path, max_bytes, &fd, err))) return rc;
     if (!(*out = fdopen(fd, "r"))) {
         close(fd);
         return rlx_errorf(err, RLX_ENOMEM, "%s: out of memory", path);
@@ -167,14 +176,8 @@ int rlx__read_file(const char *path, char **out, size_t *len, rlx_error *err)
 {
     *out = NULL;
     /* not blocking in open: a FIFO put where a file should be must not hold the load forever */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return rlx_errorf(err, errno == ENOENT ? RLX_ENOTFOUND : RLX_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return rlx_errorf(err, RLX_EIO, "%s: not a regular file", path);
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    int fd, rc = open_regular(path, INT64_MAX, &fd, err);
+    if (rc) return rc;
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
