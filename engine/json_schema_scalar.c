@@ -11,23 +11,18 @@
 
 /* ---- formats ---- */
 
-/* String formats: name, rule (json_schema_prim.c). Each rule is a subset of what the RFC and
- * Ajv's "full" formats (ajv-formats) accept; Ajv's iso-time / iso-date-time allow what RFC
- * 3339's time / date-time do and more (no offset, a space for the T). */
-static const char *const string_formats[][2] = {
-    {"date", "date"}, {"time", "time"}, {"date-time", "date-time"}, {"iso-time", "time"},
-    {"iso-date-time", "date-time"}, {"duration", "duration"}, {"uuid", "uuid"}, {"email", "email"},
-    {"hostname", "hostname"}, {"ipv4", "ipv4"}, {"ipv6", "ipv6"}, {"uri", "uri"},
-    {"uri-reference", "uri-reference"}, {"byte", "byte"}, {"json-pointer", "json-pointer"},
-    {"relative-json-pointer", "relative-json-pointer"}};
-
-/* The shortest and longest strings each of string_formats' rules writes (characters, all ASCII;
- * -1: unbounded), so that minLength / maxLength that every one of them meets (an e-mail's
- * maxLength 254) can stand beside the format. */
-static const int format_lengths[][2] = {
-    {10, 10}, {9, 24}, {20, 35}, {9, 24}, {20, 35}, {-1, -1}, {36, 36}, {5, 232},
-    {1, 251}, {7, 15}, {15, 39}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
-_Static_assert(RLX_ARRAY_LEN(format_lengths) == RLX_ARRAY_LEN(string_formats), "one entry per format");
+/* String formats: name, rule (json_schema_prim.c), and the shortest and longest strings the rule
+ * writes (characters, all ASCII; -1: unbounded), so that minLength / maxLength that every one of
+ * them meets (an e-mail's maxLength 254) can stand beside the format. Each rule is a subset of
+ * what the RFC and Ajv's "full" formats (ajv-formats) accept; Ajv's iso-time / iso-date-time
+ * allow what RFC 3339's time / date-time do and more (no offset, a space for the T). */
+static const struct { const char *name, *rule; int lo, hi; } string_formats[] = {
+    {"date", "date", 10, 10}, {"time", "time", 9, 24}, {"date-time", "date-time", 20, 35},
+    {"iso-time", "time", 9, 24}, {"iso-date-time", "date-time", 20, 35}, {"duration", "duration", -1, -1},
+    {"uuid", "uuid", 36, 36}, {"email", "email", 5, 232}, {"hostname", "hostname", 1, 251},
+    {"ipv4", "ipv4", 7, 15}, {"ipv6", "ipv6", 15, 39}, {"uri", "uri", -1, -1},
+    {"uri-reference", "uri-reference", -1, -1}, {"byte", "byte", -1, -1}, {"json-pointer", "json-pointer", -1, -1},
+    {"relative-json-pointer", "relative-json-pointer", -1, -1}};
 
 /* The number formats (OpenAPI's, which ajv-formats checks): what they ask of a number. */
 int rlx__js_numeric_format(const char *name)
@@ -41,7 +36,7 @@ int rlx__js_numeric_format(const char *name)
 static bool string_format(const char *name)
 {
     for (size_t i = 0; i < RLX_ARRAY_LEN(string_formats); i++)
-        if (!strcmp(string_formats[i][0], name)) return true;
+        if (!strcmp(string_formats[i].name, name)) return true;
     return false;
 }
 
@@ -220,7 +215,7 @@ char *rlx__js_string(rlx__js *j, const cJSON *s)
     }
     if (fmt) {
         size_t i = 0;
-        while (i < RLX_ARRAY_LEN(string_formats) && strcmp(string_formats[i][0], fmt->valuestring)) i++;
+        while (i < RLX_ARRAY_LEN(string_formats) && strcmp(string_formats[i].name, fmt->valuestring)) i++;
         if (i == RLX_ARRAY_LEN(string_formats))
             return rlx__js_fail(j, RLX_EINVAL, "'format' \"%.64s\" is not supported (strings: date, time, date-time, "
                                 "iso-time, iso-date-time, duration, uuid, email, hostname, ipv4, ipv6, uri, uri-reference, "
@@ -228,7 +223,7 @@ char *rlx__js_string(rlx__js *j, const cJSON *s)
                                 fmt->valuestring), NULL;
         if (pat) return rlx__js_fail(j, RLX_EINVAL, "'format' together with 'pattern' is not supported"), NULL;
         if (lengths) { /* met by every string the format's rule writes, or refused */
-            int lo = format_lengths[i][0], hi = format_lengths[i][1];
+            int lo = string_formats[i].lo, hi = string_formats[i].hi;
             if (lo < 0 || mn > lo || (mx >= 0 && (hi < 0 || mx < hi))) {
                 char range[64];
                 if (lo < 0) snprintf(range, sizeof range, "of unbounded length");
@@ -239,8 +234,8 @@ char *rlx__js_string(rlx__js *j, const cJSON *s)
             }
         }
         rlx__sb b = {0};
-        rlx__sb_printf(&b, "\"\\\"\" %s \"\\\"\"", string_formats[i][1]);
-        return rlx__js_rule(j, string_formats[i][1], rlx__js_take(j, &b));
+        rlx__sb_printf(&b, "\"\\\"\" %s \"\\\"\"", string_formats[i].rule);
+        return rlx__js_rule(j, string_formats[i].rule, rlx__js_take(j, &b));
     }
     if (pat) {
         if (!cJSON_IsString(pat)) return rlx__js_fail(j, RLX_EINVAL, "'pattern' must be a string"), NULL;
