@@ -373,7 +373,7 @@ static rj_value f_indent(rj_env *E, rj_value v, const rj_args *a)
     rj_buf tb = {0};
     rlx__j_buf_put(rt, &tb, text.s.p, text.s.n);
     rlx__j_buf_puts(rt, &tb, "\n"); /* as jinja2 does, so splitlines keeps a trailing empty line */
-    rj_value lines = rlx__j_splitlines(rt, rj_str(tb.p, tb.n));
+    rj_value lines = rlx__j_splitlines(rt, rj_str(tb.p, tb.n), false);
     rj_buf b = {0};
     rlx__j_buf_put(rt, &b, "", 0);
     if (first) rlx__j_buf_put(rt, &b, ind.s.p, ind.s.n);

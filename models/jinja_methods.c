@@ -16,6 +16,38 @@ static rj_value str_arg(rj_rt *rt, const rj_args *a, int idx, const char *method
     return *v;
 }
 
+/* An optional integer argument: absent or None gives dflt; another type is Python's TypeError. */
+static int64_t opt_int(rj_rt *rt, const rj_value *v, int64_t dflt, const char *what)
+{
+    if (!v || v->type == RJ_NONE) return dflt;
+    if (v->type == RJ_INT) return v->i;
+    if (v->type == RJ_BOOL) return v->b;
+    if (!strcmp(what, "slice indices"))
+        rlx__j_fail(rt, RLX_EINVAL, "slice indices must be integers or None or have an __index__ method");
+    rlx__j_fail(rt, RLX_EINVAL, "'%s' object cannot be interpreted as an integer (%s)", rlx__j_type_name(*v), what);
+}
+
+/* An optional str argument (None: absent). */
+static const rj_value *opt_str(rj_rt *rt, const rj_value *v, const char *method)
+{
+    if (!v || v->type == RJ_NONE) return NULL;
+    if (v->type != RJ_STR) rlx__j_fail(rt, RLX_EINVAL, "str.%s(): must be str or None, not %s", method, rlx__j_type_name(*v));
+    return v;
+}
+
+/* Python's s.find(sub, start, end) window: [start, end) in code points, negative ones counted
+ * from the end, clamped; false when the window is empty for sub (end - start < 0). */
+static bool window(rj_rt *rt, rj_value s, const rj_args *a, int64_t *lo, int64_t *hi)
+{
+    int64_t len = (int64_t)rlx__j_utf8_len(s.s.p, s.s.n);
+    *lo = opt_int(rt, rlx__j_arg(a, 1, NULL), 0, "slice indices");
+    *hi = opt_int(rt, rlx__j_arg(a, 2, NULL), len, "slice indices");
+    if (*lo < 0) *lo = RLX_MAX(*lo + len, 0);
+    if (*hi < 0) *hi = RLX_MAX(*hi + len, 0);
+    if (*hi > len) *hi = len;
+    return *hi >= *lo;
+}
+
 static bool prefix_match(rj_value s, rj_value p, bool suffix)
 {
     if (p.s.n > s.s.n) return false;
@@ -27,9 +59,11 @@ static bool starts_ends(rj_rt *rt, rj_value s, const rj_args *a, bool suffix)
     const char *m = suffix ? "endswith" : "startswith";
     const rj_value *p = rlx__j_arg(a, 0, NULL);
     if (!p) rlx__j_fail(rt, RLX_EINVAL, "%s() takes at least 1 argument (0 given)", m);
-    /* start and end slice the string first, as s[start:end].startswith(prefix) */
-    const rj_value *st = rlx__j_arg(a, 1, NULL), *en = rlx__j_arg(a, 2, NULL);
-    if (st || en) s = rlx__j_slice(rt, s, st ? *st : rj_none(), en ? *en : rj_none(), rj_none());
+    /* start and end slice the string first, as s[start:end].startswith(prefix); a window
+     * that starts past its end matches nothing, not even "" */
+    int64_t lo, hi;
+    if (!window(rt, s, a, &lo, &hi)) return false;
+    s = rlx__j_slice(rt, s, rj_int(lo), rj_int(hi), rj_none());
     if (p->type == RJ_LIST && p->tuple && !p->view) {
         for (size_t i = 0; i < p->l->n; i++) {
             if (p->l->v[i].type != RJ_STR)
@@ -98,18 +132,67 @@ static rj_value rsplit(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxsp
     return out;
 }
 
+/* Each implemented str method's arguments as CPython binds them: at least min and at most max
+ * positional ones (-1: any), and the names it takes by keyword (NULL: none, the method is
+ * positional-only). An argument Python refuses with TypeError fails the render (was ignored). */
+static const struct { const char *name; int min, max; const char *kw; } k_str_params[] = {
+    {"strip", 0, 1, NULL}, {"lstrip", 0, 1, NULL}, {"rstrip", 0, 1, NULL}, {"split", 0, 2, "sep,maxsplit"},
+    {"rsplit", 0, 2, "sep,maxsplit"}, {"partition", 1, 1, NULL}, {"rpartition", 1, 1, NULL},
+    {"startswith", 1, 3, NULL}, {"endswith", 1, 3, NULL}, {"replace", 2, 3, NULL}, {"format", 0, -1, "*"},
+    {"format_map", 1, 1, NULL}, {"expandtabs", 0, 1, "tabsize"}, {"find", 1, 3, NULL}, {"rfind", 1, 3, NULL},
+    {"index", 1, 3, NULL}, {"rindex", 1, 3, NULL}, {"count", 1, 3, NULL}, {"join", 1, 1, NULL},
+    {"splitlines", 0, 1, "keepends"}, {"removeprefix", 1, 1, NULL}, {"removesuffix", 1, 1, NULL},
+    {"zfill", 1, 1, NULL}, {"ljust", 1, 2, NULL}, {"rjust", 1, 2, NULL}, {"center", 1, 2, NULL},
+};
+
+static void check_str_args(rj_rt *rt, const char *m, size_t n, const rj_args *a)
+{
+    int min = 0, max = 0;
+    const char *kw = NULL;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(k_str_params); i++)
+        if (is(m, n, k_str_params[i].name)) min = k_str_params[i].min, max = k_str_params[i].max, kw = k_str_params[i].kw;
+    int nm = (int)RLX_MIN(n, (size_t)60);
+    if (kw && !strcmp(kw, "*")) return;
+    if (a->nkw && !kw) rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes no keyword arguments", nm, m);
+    size_t given = a->npos + a->nkw;
+    if (max == 0 && given) rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes no arguments (%zu given)", nm, m, given);
+    if (min == max && (int)given != min)
+        rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes exactly %s argument%s (%zu given)", nm, m, min == 1 ? "one" : "two",
+                    min == 1 ? "" : "s", given);
+    if (max >= 0 && (int)a->npos > max)
+        rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes at most %d argument%s (%zu given)", nm, m, max, max == 1 ? "" : "s", a->npos);
+    if ((int)given < min)
+        rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes at least %d argument%s (%zu given)", nm, m, min, min == 1 ? "" : "s", given);
+    for (size_t k = 0; k < a->nkw; k++) { /* a name it takes, not also given by position */
+        size_t pos = 0;
+        const char *p = kw;
+        for (; *p; pos++) {
+            size_t l = strcspn(p, ",");
+            if (l == a->kwl[k] && !memcmp(p, a->kwn[k], l)) break;
+            p += l + (p[l] == ',');
+        }
+        if (!*p)
+            rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() got an unexpected keyword argument '%.*s'", nm, m,
+                        (int)RLX_MIN(a->kwl[k], (size_t)60), a->kwn[k]);
+        if (pos < a->npos)
+            rlx__j_fail(rt, RLX_EINVAL, "argument for str.%.*s() given by name ('%.*s') and position (%zu)", nm, m,
+                        (int)RLX_MIN(a->kwl[k], (size_t)60), a->kwn[k], pos + 1);
+    }
+}
+
 static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
+    check_str_args(rt, m, n, a);
     if (is(m, n, "strip") || is(m, n, "lstrip") || is(m, n, "rstrip")) {
-        const rj_value *c = rlx__j_arg(a, 0, "chars");
+        const rj_value *c = opt_str(rt, rlx__j_arg(a, 0, NULL), "strip");
         return rlx__j_strip(rt, s, c, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3);
     }
     if (is(m, n, "split") || is(m, n, "rsplit")) {
-        const rj_value *sep = rlx__j_arg(a, 0, "sep"), *mx = rlx__j_arg(a, 1, "maxsplit");
-        int64_t maxsplit = mx && mx->type == RJ_INT ? mx->i : -1;
-        if (m[0] == 'r' && maxsplit >= 0) return rsplit(rt, s, sep && sep->type == RJ_STR ? sep : NULL, maxsplit);
-        return rlx__j_split(rt, s, sep && sep->type == RJ_STR ? sep : NULL, maxsplit);
+        const rj_value *sep = opt_str(rt, rlx__j_arg(a, 0, "sep"), "split");
+        int64_t maxsplit = opt_int(rt, rlx__j_arg(a, 1, "maxsplit"), -1, "maxsplit");
+        if (m[0] == 'r' && maxsplit >= 0) return rsplit(rt, s, sep, maxsplit);
+        return rlx__j_split(rt, s, sep, maxsplit);
     }
     if (is(m, n, "partition") || is(m, n, "rpartition")) {
         rj_value sep = str_arg(rt, a, 0, "partition");
@@ -148,8 +231,8 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
     for (size_t i = 0; i < RLX_ARRAY_LEN(preds); i++)
         if (is(m, n, preds[i].name)) return rj_bool(rlx__j_str_is(s, preds[i].what));
     if (is(m, n, "replace")) {
-        const rj_value *c = rlx__j_arg(a, 2, "count");
-        return rlx__j_replace(rt, s, str_arg(rt, a, 0, "replace"), str_arg(rt, a, 1, "replace"), c && c->type == RJ_INT ? c->i : -1);
+        int64_t count = opt_int(rt, rlx__j_arg(a, 2, NULL), -1, "count");
+        return rlx__j_replace(rt, s, str_arg(rt, a, 0, "replace"), str_arg(rt, a, 1, "replace"), count);
     }
     if (is(m, n, "format")) {
         rj_value kw = rlx__j_new_dict(rt, a->nkw);
@@ -163,7 +246,8 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
     }
     if (is(m, n, "expandtabs")) {
         const rj_value *ts = rlx__j_arg(a, 0, "tabsize");
-        int64_t tab = ts && ts->type == RJ_INT ? ts->i : 8;
+        if (ts && ts->type == RJ_NONE) rlx__j_fail(rt, RLX_EINVAL, "'NoneType' object cannot be interpreted as an integer");
+        int64_t tab = opt_int(rt, ts, 8, "tabsize");
         rj_buf b = {0};
         rlx__j_buf_put(rt, &b, "", 0);
         int64_t col = 0;
@@ -182,13 +266,21 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
         return rj_str(b.p, b.n);
     }
     if (is(m, n, "find") || is(m, n, "rfind") || is(m, n, "index") || is(m, n, "rindex")) {
-        int64_t r = find(s, str_arg(rt, a, 0, "find"), m[0] == 'r');
+        rj_value sub = str_arg(rt, a, 0, "find");
+        int64_t lo, hi, r = -1;
+        if (window(rt, s, a, &lo, &hi)) {
+            r = find(rlx__j_slice(rt, s, rj_int(lo), rj_int(hi), rj_none()), sub, m[0] == 'r');
+            if (r >= 0) r += lo;
+        }
         if (r < 0 && (m[0] == 'i' || (m[0] == 'r' && m[1] == 'i'))) rlx__j_fail(rt, RLX_EINVAL, "substring not found"); /* index, rindex */
         return rj_int(r);
     }
     if (is(m, n, "count")) {
         rj_value sub = str_arg(rt, a, 0, "count");
-        if (!sub.s.n) return rj_int((int64_t)rlx__j_utf8_len(s.s.p, s.s.n) + 1);
+        int64_t lo, hi;
+        if (!window(rt, s, a, &lo, &hi)) return rj_int(0);
+        s = rlx__j_slice(rt, s, rj_int(lo), rj_int(hi), rj_none());
+        if (!sub.s.n) return rj_int(hi - lo + 1);
         int64_t c = 0;
         for (const char *p = s.s.p, *e = s.s.p + s.s.n; (p = memmem(p, (size_t)(e - p), sub.s.p, sub.s.n)); p += sub.s.n) c++;
         return rj_int(c);
@@ -206,7 +298,10 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
         }
         return rj_str(b.p, b.n);
     }
-    if (is(m, n, "splitlines")) return rlx__j_splitlines(rt, s);
+    if (is(m, n, "splitlines")) {
+        const rj_value *k = rlx__j_arg(a, 0, "keepends");
+        return rlx__j_splitlines(rt, s, k && rlx__j_truthy(*k));
+    }
     if (is(m, n, "removeprefix") || is(m, n, "removesuffix")) {
         rj_value p = str_arg(rt, a, 0, "removeprefix");
         bool suf = m[6] == 's';

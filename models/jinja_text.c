@@ -165,7 +165,7 @@ rj_value rlx__j_pad(rj_rt *rt, rj_value s, char how, rj_value width, const rj_va
     return rj_str(b.p, b.n);
 }
 
-rj_value rlx__j_splitlines(rj_rt *rt, rj_value s)
+rj_value rlx__j_splitlines(rj_rt *rt, rj_value s, bool keepends)
 {
     rj_value out = rlx__j_new_list(rt, 0);
     size_t i = 0, start = 0;
@@ -175,8 +175,8 @@ rj_value rlx__j_splitlines(rj_rt *rt, rj_value s)
         bool brk = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d || cp == 0x1e ||
                    cp == 0x85 || cp == 0x2028 || cp == 0x2029;
         if (!brk) continue;
-        rlx__j_list_push(rt, out.l, rj_str(s.s.p + start, at - start));
         if (cp == '\r' && i < s.s.n && s.s.p[i] == '\n') i++;
+        rlx__j_list_push(rt, out.l, rj_str(s.s.p + start, (keepends ? i : at) - start));
         start = i;
     }
     if (start < s.s.n) rlx__j_list_push(rt, out.l, rj_str(s.s.p + start, s.s.n - start));

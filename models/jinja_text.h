@@ -33,6 +33,6 @@ rj_value rlx__j_str_format(rj_env *E, rj_value fmt, const rj_value *args, size_t
 typedef struct rj_entity { const char *name; uint32_t cp1, cp2; } rj_entity;
 const rj_entity *rlx__j_entity(const char *name, size_t n); /* NULL: not a name */
 /* Python's splitlines(): lines without their terminators */
-rj_value rlx__j_splitlines(rj_rt *rt, rj_value s);
+rj_value rlx__j_splitlines(rj_rt *rt, rj_value s, bool keepends);
 
 #endif

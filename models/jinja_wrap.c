@@ -127,7 +127,7 @@ rj_value rlx__j_f_wordwrap(rj_env *E, rj_value v, const rj_args *a)
     }
     bool break_long = bl ? rlx__j_truthy(*bl) : true, hyphens = bh ? rlx__j_truthy(*bh) : true;
     rj_value sep = ws && ws->type != RJ_NONE ? rlx__j_to_str(rt, *ws) : rj_str("\n", 1);
-    rj_value lines = rlx__j_splitlines(rt, rlx__j_to_str(rt, v));
+    rj_value lines = rlx__j_splitlines(rt, rlx__j_to_str(rt, v), false);
     rj_buf b = {0};
     rlx__j_buf_put(rt, &b, "", 0);
     for (size_t li = 0; li < lines.l->n; li++) {

@@ -71,6 +71,11 @@ static const py_case strings_cases[] = {
      "|2026-01-01", 11},
     {"{{ 'abc'.startswith(('x', 'a')) }} {{ 'ABC'.casefold() }} {{ '12'.isdigit() }} {{ '一'.isnumeric() }}",
      "True abc True True", 18},
+    /* start and end of find, count, startswith; splitlines' keepends, split's keywords (were ignored) */
+    {"{{ 'abcabc'.find('a', 1) }} {{ 'abcabc'.rfind('a', 0, 3) }} {{ 'abc'.find('', 4) }} {{ 'abc'.find('', 3) }} {{ 'aXbXc'.index('X', -2) }} {{ 'abcabc'.count('b', 2) }} {{ 'abc'.count('', 1) }} {{ 'abc'.count('', 5) }} {{ 'abc'.startswith('', 4) }} {{ 'abc'.endswith('b', 0, 2) }}",
+     "3 0 -1 3 3 1 3 0 False True", 27},
+    {"{{ 'a\\nb\\r\\nc'.splitlines(true)|tojson }} {{ 'a\\nb'.splitlines(keepends=true)|tojson }} {{ 'a b c'.split(maxsplit=1)|tojson }} {{ 'a,b,c'.rsplit(',', 1)|tojson }} {{ 'xxaxx'.strip(none) }}",
+     "[\"a\\n\", \"b\\r\\n\", \"c\"] [\"a\\n\", \"b\"] [\"a\", \"b c\"] [\"a,b\", \"c\"] xxaxx", 66},
 };
 static const py_case formatting_cases[] = {
     {"{{ '{:.1%}'.format(0.5) }}|{{ '{:,}'.format(1234567.5) }}|{{ '{:08.2f}'.format(-3.5) }}|{{ '{:#x}'.format(255) }}|{{ '{:b}'.format(5) }}|{{ '{:.3}'.format(100.0) }}|{{ '{:>6}'.format(True) }}|{{ '{:d}'.format(True) }}",
@@ -241,6 +246,25 @@ static const struct { const char *src; const char *what; } py_errors[] = {
     {"{{ d|tojson(indent=1.5) }}", "can't multiply sequence by non-int of type 'float'"},
     {"{{ d|tojson(separators=('a',)) }}", "not enough values to unpack (expected 2, got 1)"},
     {"{{ d|tojson(separators=(1, 2)) }}", "must be str, not int"},
+    /* str methods bind their arguments as CPython does (extra ones were ignored); Python says
+       "str.upper() takes no arguments (1 given)", "strip expected at most 1 argument, got 2" */
+    {"{{ 'x'.upper(1) }}", "str.upper() takes no arguments (1 given)"},
+    {"{{ 'x'.isdigit(1) }}", "str.isdigit() takes no arguments (1 given)"},
+    {"{{ 'x'.strip('a', 'b') }}", "at most 1 argument"},
+    {"{{ 'x'.strip(chars='a') }}", "str.strip() takes no keyword arguments"},
+    {"{{ 'x'.partition() }}", "str.partition() takes exactly one argument (0 given)"},
+    {"{{ 'x'.join() }}", "str.join() takes exactly one argument (0 given)"},
+    {"{{ 'x'.split(',', 1, 2) }}", "at most 2 arguments (3 given)"},
+    {"{{ 'x'.split(sepx=',') }}", "unexpected keyword argument 'sepx'"},
+    {"{{ 'x'.split(',', sep=',') }}", "given by name ('sep') and position (1)"},
+    {"{{ 'x'.replace('a') }}", "at least 2 arguments"},
+    {"{{ 'x'.startswith() }}", "at least 1 argument (0 given)"},
+    {"{{ 'x'.ljust(1, 'a', 'b') }}", "at most 2 arguments"},
+    {"{{ 'x'.find('a', 'b') }}", "slice indices must be integers or None"},
+    {"{{ 'x'.split(1) }}", "must be str or None, not int"},
+    {"{{ 'x'.strip(1) }}", "must be str or None, not int"},
+    {"{{ 'x'.split(',', 'a') }}", "'str' object cannot be interpreted as an integer"},
+    {"{{ 'x'.replace('a', 'b', 'c') }}", "'str' object cannot be interpreted as an integer"},
 };
 
 TEST(render_errors_as_python)
