@@ -135,34 +135,39 @@ static rj_value rsplit(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxsp
 /* Each implemented str method's arguments as CPython binds them: at least min and at most max
  * positional ones (-1: any), and the names it takes by keyword (NULL: none, the method is
  * positional-only). An argument Python refuses with TypeError fails the render (was ignored). */
-static const struct { const char *name; int min, max; const char *kw; } k_str_params[] = {
-    {"strip", 0, 1, NULL}, {"lstrip", 0, 1, NULL}, {"rstrip", 0, 1, NULL}, {"split", 0, 2, "sep,maxsplit"},
-    {"rsplit", 0, 2, "sep,maxsplit"}, {"partition", 1, 1, NULL}, {"rpartition", 1, 1, NULL},
-    {"startswith", 1, 3, NULL}, {"endswith", 1, 3, NULL}, {"replace", 2, 3, NULL}, {"format", 0, -1, "*"},
-    {"format_map", 1, 1, NULL}, {"expandtabs", 0, 1, "tabsize"}, {"find", 1, 3, NULL}, {"rfind", 1, 3, NULL},
-    {"index", 1, 3, NULL}, {"rindex", 1, 3, NULL}, {"count", 1, 3, NULL}, {"join", 1, 1, NULL},
-    {"splitlines", 0, 1, "keepends"}, {"removeprefix", 1, 1, NULL}, {"removesuffix", 1, 1, NULL},
-    {"zfill", 1, 1, NULL}, {"ljust", 1, 2, NULL}, {"rjust", 1, 2, NULL}, {"center", 1, 2, NULL},
+static const struct { const char *type, *name; int min, max; const char *kw; } k_params[] = {
+    {"str", "strip", 0, 1, NULL}, {"str", "lstrip", 0, 1, NULL}, {"str", "rstrip", 0, 1, NULL}, {"str", "split", 0, 2, "sep,maxsplit"},
+    {"str", "rsplit", 0, 2, "sep,maxsplit"}, {"str", "partition", 1, 1, NULL}, {"str", "rpartition", 1, 1, NULL},
+    {"str", "startswith", 1, 3, NULL}, {"str", "endswith", 1, 3, NULL}, {"str", "replace", 2, 3, NULL}, {"str", "format", 0, -1, "*"},
+    {"str", "format_map", 1, 1, NULL}, {"str", "expandtabs", 0, 1, "tabsize"}, {"str", "find", 1, 3, NULL}, {"str", "rfind", 1, 3, NULL},
+    {"str", "index", 1, 3, NULL}, {"str", "rindex", 1, 3, NULL}, {"str", "count", 1, 3, NULL}, {"str", "join", 1, 1, NULL},
+    {"str", "splitlines", 0, 1, "keepends"}, {"str", "removeprefix", 1, 1, NULL}, {"str", "removesuffix", 1, 1, NULL},
+    {"str", "zfill", 1, 1, NULL}, {"str", "ljust", 1, 2, NULL}, {"str", "rjust", 1, 2, NULL}, {"str", "center", 1, 2, NULL},
+    {"dict", "get", 1, 2, NULL}, {"dict", "items", 0, 0, NULL}, {"dict", "keys", 0, 0, NULL},
+    {"dict", "values", 0, 0, NULL}, {"dict", "copy", 0, 0, NULL}, {"list", "index", 1, 3, NULL},
+    {"list", "count", 1, 1, NULL}, {"list", "copy", 0, 0, NULL}, {"tuple", "index", 1, 3, NULL},
+    {"tuple", "count", 1, 1, NULL},
 };
 
-static void check_str_args(rj_rt *rt, const char *m, size_t n, const rj_args *a)
+static void check_args(rj_rt *rt, const char *type, const char *m, size_t n, const rj_args *a)
 {
-    int min = 0, max = 0;
-    const char *kw = NULL;
-    for (size_t i = 0; i < RLX_ARRAY_LEN(k_str_params); i++)
-        if (is(m, n, k_str_params[i].name)) min = k_str_params[i].min, max = k_str_params[i].max, kw = k_str_params[i].kw;
+    int min = 0, max = strcmp(type, "str") ? -1 : 0; /* the str methods not listed take no arguments */
+    const char *kw = strcmp(type, "str") ? "*" : NULL;
+    for (size_t i = 0; i < RLX_ARRAY_LEN(k_params); i++)
+        if (!strcmp(type, k_params[i].type) && is(m, n, k_params[i].name))
+            min = k_params[i].min, max = k_params[i].max, kw = k_params[i].kw;
     int nm = (int)RLX_MIN(n, (size_t)60);
     if (kw && !strcmp(kw, "*")) return;
-    if (a->nkw && !kw) rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes no keyword arguments", nm, m);
+    if (a->nkw && !kw) rlx__j_fail(rt, RLX_EINVAL, "%s.%.*s() takes no keyword arguments", type, nm, m);
     size_t given = a->npos + a->nkw;
-    if (max == 0 && given) rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes no arguments (%zu given)", nm, m, given);
+    if (max == 0 && given) rlx__j_fail(rt, RLX_EINVAL, "%s.%.*s() takes no arguments (%zu given)", type, nm, m, given);
     if (min == max && (int)given != min)
-        rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes exactly %s argument%s (%zu given)", nm, m, min == 1 ? "one" : "two",
+        rlx__j_fail(rt, RLX_EINVAL, "%s.%.*s() takes exactly %s argument%s (%zu given)", type, nm, m, min == 1 ? "one" : "two",
                     min == 1 ? "" : "s", given);
     if (max >= 0 && (int)a->npos > max)
-        rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes at most %d argument%s (%zu given)", nm, m, max, max == 1 ? "" : "s", a->npos);
+        rlx__j_fail(rt, RLX_EINVAL, "%s.%.*s() takes at most %d argument%s (%zu given)", type, nm, m, max, max == 1 ? "" : "s", a->npos);
     if ((int)given < min)
-        rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() takes at least %d argument%s (%zu given)", nm, m, min, min == 1 ? "" : "s", given);
+        rlx__j_fail(rt, RLX_EINVAL, "%s.%.*s() takes at least %d argument%s (%zu given)", type, nm, m, min, min == 1 ? "" : "s", given);
     for (size_t k = 0; k < a->nkw; k++) { /* a name it takes, not also given by position */
         size_t pos = 0;
         const char *p = kw;
@@ -172,10 +177,10 @@ static void check_str_args(rj_rt *rt, const char *m, size_t n, const rj_args *a)
             p += l + (p[l] == ',');
         }
         if (!*p)
-            rlx__j_fail(rt, RLX_EINVAL, "str.%.*s() got an unexpected keyword argument '%.*s'", nm, m,
+            rlx__j_fail(rt, RLX_EINVAL, "%s.%.*s() got an unexpected keyword argument '%.*s'", type, nm, m,
                         (int)RLX_MIN(a->kwl[k], (size_t)60), a->kwn[k]);
         if (pos < a->npos)
-            rlx__j_fail(rt, RLX_EINVAL, "argument for str.%.*s() given by name ('%.*s') and position (%zu)", nm, m,
+            rlx__j_fail(rt, RLX_EINVAL, "argument for %s.%.*s() given by name ('%.*s') and position (%zu)", type, nm, m,
                         (int)RLX_MIN(a->kwl[k], (size_t)60), a->kwn[k], pos + 1);
     }
 }
@@ -183,7 +188,7 @@ static void check_str_args(rj_rt *rt, const char *m, size_t n, const rj_args *a)
 static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const rj_args *a)
 {
     rj_rt *rt = rlx__j_env_rt(E);
-    check_str_args(rt, m, n, a);
+    check_args(rt, "str", m, n, a);
     if (is(m, n, "strip") || is(m, n, "lstrip") || is(m, n, "rstrip")) {
         const rj_value *c = opt_str(rt, rlx__j_arg(a, 0, NULL), "strip");
         return rlx__j_strip(rt, s, c, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3);
@@ -386,6 +391,8 @@ rj_value rlx__j_method(rj_env *E, rj_value obj, const char *m, size_t n, const r
 {
     rj_rt *rt = rlx__j_env_rt(E);
     if (obj.type == RJ_STR) return str_method(E, obj, m, n, a);
+    if (obj.type == RJ_DICT || (obj.type == RJ_LIST && !obj.view))
+        check_args(rt, obj.type == RJ_DICT ? "dict" : obj.tuple ? "tuple" : "list", m, n, a);
     if (obj.type == RJ_DICT) {
         if (is(m, n, "get")) {
             const rj_value *k = rlx__j_arg(a, 0, NULL), *d = rlx__j_arg(a, 1, NULL);
@@ -423,10 +430,13 @@ rj_value rlx__j_method(rj_env *E, rj_value obj, const char *m, size_t n, const r
         if (is(m, n, "index") || is(m, n, "count")) {
             const rj_value *x = rlx__j_arg(a, 0, NULL);
             if (!x) rlx__j_fail(rt, RLX_EINVAL, "list.%.*s() needs an argument", (int)n, m);
-            int64_t c = 0;
-            for (size_t i = 0; i < obj.l->n; i++)
+            int64_t c = 0, len = (int64_t)obj.l->n;
+            int64_t lo = opt_int(rt, rlx__j_arg(a, 1, NULL), 0, "slice indices"), hi = opt_int(rt, rlx__j_arg(a, 2, NULL), len, "slice indices");
+            if (lo < 0) lo = RLX_MAX(lo + len, 0);
+            if (hi < 0) hi = RLX_MAX(hi + len, 0);
+            for (int64_t i = lo; i < RLX_MIN(hi, len); i++)
                 if (rlx__j_equal(obj.l->v[i], *x)) {
-                    if (m[0] == 'i') return rj_int((int64_t)i);
+                    if (m[0] == 'i') return rj_int(i);
                     c++;
                 }
             if (m[0] == 'i') rlx__j_fail(rt, RLX_EINVAL, "value is not in list");

@@ -74,6 +74,8 @@ static const py_case strings_cases[] = {
     /* start and end of find, count, startswith; splitlines' keepends, split's keywords (were ignored) */
     {"{{ 'abcabc'.find('a', 1) }} {{ 'abcabc'.rfind('a', 0, 3) }} {{ 'abc'.find('', 4) }} {{ 'abc'.find('', 3) }} {{ 'aXbXc'.index('X', -2) }} {{ 'abcabc'.count('b', 2) }} {{ 'abc'.count('', 1) }} {{ 'abc'.count('', 5) }} {{ 'abc'.startswith('', 4) }} {{ 'abc'.endswith('b', 0, 2) }}",
      "3 0 -1 3 3 1 3 0 False True", 27},
+    {"{{ [1, 2, 1, 3].index(1, 1) }} {{ [1, 2, 1].index(1, -1) }} {{ (1, 2, 1).count(1) }} {{ {'a': 1}.get('b', 2) }}",
+     "2 2 2 2", 7},
     {"{{ 'a\\nb\\r\\nc'.splitlines(true)|tojson }} {{ 'a\\nb'.splitlines(keepends=true)|tojson }} {{ 'a b c'.split(maxsplit=1)|tojson }} {{ 'a,b,c'.rsplit(',', 1)|tojson }} {{ 'xxaxx'.strip(none) }}",
      "[\"a\\n\", \"b\\r\\n\", \"c\"] [\"a\\n\", \"b\"] [\"a\", \"b c\"] [\"a,b\", \"c\"] xxaxx", 66},
 };
@@ -265,6 +267,11 @@ static const struct { const char *src; const char *what; } py_errors[] = {
     {"{{ 'x'.strip(1) }}", "must be str or None, not int"},
     {"{{ 'x'.split(',', 'a') }}", "'str' object cannot be interpreted as an integer"},
     {"{{ 'x'.replace('a', 'b', 'c') }}", "'str' object cannot be interpreted as an integer"},
+    {"{{ d.get('a', 1, 2) }}", "at most 2 arguments"},
+    {"{{ d.keys(1) }}", "dict.keys() takes no arguments (1 given)"},
+    {"{{ d.get(key='a') }}", "dict.get() takes no keyword arguments"},
+    {"{{ l.count() }}", "list.count() takes exactly one argument (0 given)"},
+    {"{{ l.index(3, 1, 0) }}", "not in list"},
 };
 
 TEST(render_errors_as_python)
