@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char *rlx_check_status_name(rlx_check_status s)
 {
@@ -108,6 +109,12 @@ void rlx_model_check(const char *path, rlx_check_result *r)
     memset(r, 0, sizeof *r);
     rlx_error err = {0};
     rlx_gguf *g;
+    struct stat st; /* a FIFO would hold open() until something writes it: refused unopened */
+    if (path && !stat(path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        verdict(r, RLX_CHECK_UNKNOWN, "", "not a regular file (%s)",
+                S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+        return;
+    }
     int rc = rlx_model_open(&g, path, &err);
     if (rc) {
         /* the parser says RLX_EUNSUPPORTED for a tensor type id outside rlxd's table and for a GGUF

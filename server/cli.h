@@ -36,6 +36,10 @@ char *rlx_read_file(const char *path, size_t *len);
  * malformed or out-of-range values. */
 bool rlx_arg_long(const char *cmd, const char *flag, const char *val, long min, long max, long *out);
 bool rlx_arg_float(const char *cmd, const char *flag, const char *val, double min, double max, float *out);
+/* A model path given to a subcommand that is a FIFO, a socket or a device is refused with a
+ * message (false), never opened: open() would wait for a FIFO's writer for ever. A path that
+ * does not exist or a folder passes (the open names what is wrong). stat() only: no wait. */
+bool rlx__cli_model_path_ok(const char *cmd, const char *path);
 /* The value after flag argv[*i], advancing *i; prints an error and returns NULL if missing. */
 const char *rlx_arg_value(const char *cmd, int argc, char **argv, int *i);
 /* "f16" | "f32" -> RLX_F16 / RLX_F32, -1 otherwise. */

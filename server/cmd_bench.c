@@ -136,6 +136,7 @@ int rlx_cmd_bench(int argc, char **argv)
 #undef NEXT
     }
     if (!model) { usage(stderr); return 2; }
+    if (!rlx__cli_model_path_ok("bench", model)) return 1;
     int max_seqs = 1;
     for (int i = 0; i < n_seqs_list; i++) max_seqs = RLX_MAX(max_seqs, seqs[i]);
     rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true, .n_ctx = (int32_t)(p + n),

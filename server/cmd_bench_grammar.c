@@ -197,6 +197,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     }
     if (!model || !file) { usage(stderr); return 2; }
     size_t flen;
+    if (!rlx__cli_model_path_ok("bench", model)) return 1;
     char *src = rlx_read_file(file, &flen);
     if (!src) { fprintf(stderr, "rlxd bench: cannot read %s\n", file); return 1; }
 

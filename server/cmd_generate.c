@@ -50,6 +50,7 @@ int rlx_cmd_generate(int argc, char **argv)
 #undef NEXT
     }
     if (!model || !prompt) { usage(stderr); return 2; }
+    if (!rlx__cli_model_path_ok("generate", model)) return 1;
 
     rlx_error err = {0};
     rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true, .n_ctx = (int32_t)ctx,

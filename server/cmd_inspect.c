@@ -537,6 +537,7 @@ int rlx_cmd_inspect(int argc, char **argv)
         return 2;
     }
     struct stat st;
+    if (!rlx__cli_model_path_ok("inspect", path)) return 1;
     bool hf = rlx_st_is_folder(path);
     if (!hf && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return rlx__cmd_inspect_dir(path, prefer, json);
     if (prefer) {

@@ -69,6 +69,10 @@ int rlx_cmd_logits(int argc, char **argv)
         free(ids);
         return 2;
     }
+    if (!rlx__cli_model_path_ok("logits", model)) {
+        free(ids);
+        return 1;
+    }
     rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true,
                              .max_batch_tokens = n, .max_outputs = n, .n_ctx = n, .backend = {.name = backend_name, .n_threads = (int)threads, .device = (int)device}};
     rlx_runner *r = NULL;

@@ -117,6 +117,10 @@ int rlx_cmd_render_template(int argc, char **argv)
         }
     } else {
         rlx_gguf *g = NULL;
+        if (!rlx__cli_model_path_ok("render-template", model_path)) {
+            cJSON_Delete(ctx);
+            return 1;
+        }
         if ((rlx_st_is_folder(model_path) ? rlx_st_open(&g, model_path, &err) : rlx_gguf_open(&g, model_path, &err)) != 0) {
             fprintf(stderr, "rlxd render-template: %s\n", err.msg);
             cJSON_Delete(ctx);

@@ -43,6 +43,7 @@ int rlx_cmd_tokenize(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (!rlx__cli_model_path_ok("tokenize", model)) return 1;
     char *owned = NULL;
     size_t len = 0;
     if (file) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backends/dtype.h"
 
@@ -55,6 +56,15 @@ bool rlx_arg_float(const char *cmd, const char *flag, const char *val, double mi
     }
     *out = (float)v;
     return true;
+}
+
+bool rlx__cli_model_path_ok(const char *cmd, const char *path)
+{
+    struct stat st;
+    if (!path || stat(path, &st) || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return true; /* the open says the rest */
+    const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+    fprintf(stderr, "rlxd %s: %s is %s, not a model file\n", cmd, path, what);
+    return false;
 }
 
 const char *rlx_arg_value(const char *cmd, int argc, char **argv, int *i)

@@ -143,4 +143,20 @@ grep -q "holds no .gguf files" "$TMP/err" || fail "empty folder: $(cat "$TMP/err
 "$RLXD" check "$TMP/good.gguf" "$TMP/cut.gguf" >/dev/null 2>&1; [ $? -eq 2 ] || fail "two paths: expected exit 2"
 "$RLXD" check "$TMP/absent.gguf" >"$TMP/out" 2>&1; [ $? -eq 1 ] || fail "absent file: expected exit 1"
 grep -q "^Unknown .*absent.gguf: .*cannot open" "$TMP/out" || fail "absent file: $(cat "$TMP/out")"
+
+# a FIFO (or device) given as the model is refused unopened by every subcommand that takes one
+# (open() waited for a writer for ever); each runs under a timeout so the old code fails, not hangs
+mkfifo "$TMP/pipe.gguf" || fail "mkfifo"
+echo '{"messages": []}' >"$TMP/ctx.json"
+timeout 20 "$RLXD" check "$TMP/pipe.gguf" >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 1 ] || fail "check FIFO: exit $rc, expected 1: $(cat "$TMP/out")"
+grep -q "^Unknown .*pipe.gguf: not a regular file (a FIFO)" "$TMP/out" || fail "check FIFO: $(cat "$TMP/out")"
+timeout 20 "$RLXD" check /dev/null >"$TMP/out" 2>&1; [ $? -eq 1 ] || fail "check /dev/null: $(cat "$TMP/out")"
+grep -q "not a regular file (a device)" "$TMP/out" || fail "check /dev/null: $(cat "$TMP/out")"
+for cmd in "inspect" "tokenize -p x -m" "generate -p x -m" "logits --tokens 1 -m" "bench -m" "render-template --context $TMP/ctx.json -m"; do
+    # shellcheck disable=SC2086
+    timeout 20 "$RLXD" $cmd "$TMP/pipe.gguf" >"$TMP/out" 2>&1; rc=$?
+    [ $rc -eq 1 ] || fail "$cmd FIFO: exit $rc, expected 1: $(cat "$TMP/out")"
+    grep -q "pipe.gguf is a FIFO, not a model file" "$TMP/out" || fail "$cmd FIFO: $(cat "$TMP/out")"
+done
 echo "ok"
