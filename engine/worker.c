@@ -376,9 +376,16 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
     else if ((rc = rlx_sampling_params_validate(&req->sampling, w->runner->n_vocab, err))) {
     }
     if (!rc && !embeds) rc = check_admit(w, req, err);
+    /* a turn on a session another request holds (running, or submitted before it and not yet
+       taken in) is refused here, so that a stream gets the 503 as its HTTP status instead of an
+       error event after a 200 (attach still refuses what slips between the two) */
+    bool held = !rc && req->session_id && rlx__session_busy(w, req->session_id);
     if (rc) { rlx_request_free(req); return rc; }
     pthread_mutex_lock(&w->mu);
-    if (w->stop) rc = rlx_errorf(err, RLX_EFULL, "the server is shutting down");
+    for (int32_t i = 0; !held && req->session_id && i < w->n_inbox; i++)
+        held = w->inbox[i]->session_id && !strcmp(w->inbox[i]->session_id, req->session_id);
+    if (held) rc = rlx_errorf(err, RLX_EFULL, "session '%s' is busy with another request; retry when it finishes", req->session_id);
+    else if (w->stop) rc = rlx_errorf(err, RLX_EFULL, "the server is shutting down");
     else if (w->queued >= w->cfg.max_queue)
         rc = rlx_errorf(err, RLX_EFULL, "too many requests are waiting (%d); retry later", w->queued);
     else if (w->n_inbox == w->cap_inbox) {

@@ -222,6 +222,8 @@ void rlx__sessions_close(rlx_worker *w);
  * drop_bos a leading BOS of *ids is dropped when it follows a history (a continuation, not a
  * new sequence). */
 int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, bool drop_bos, rlx_error *err);
+/* Any thread: whether a turn runs on session id now (its request attached). Takes w->smu. */
+bool rlx__session_busy(rlx_worker *w, const char *id);
 /* Records the finished turn (history, pins) and queues it for the store. Returns true when
  * the writer took the request and delivers `ev` (its final event) once the turn is stored;
  * false when the caller delivers it. */

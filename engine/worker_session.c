@@ -191,6 +191,15 @@ static int load_stored(rlx_worker *w, wsession *ws, rlx_error *err)
     return 0;
 }
 
+bool rlx__session_busy(rlx_worker *w, const char *id)
+{
+    pthread_mutex_lock(&w->smu);
+    wsession *ws = find(w, id);
+    bool busy = ws && ws->busy;
+    pthread_mutex_unlock(&w->smu);
+    return busy;
+}
+
 int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, bool drop_bos, rlx_error *err)
 {
     const char *id = s->req->session_id;

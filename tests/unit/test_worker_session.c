@@ -188,5 +188,87 @@ TEST(appended_turn_has_no_bos)
     rlx_worker_stop(w, true);
 }
 
+/* A turn whose first token event holds the worker thread until the test lets it go: its
+ * session is attached (busy) meanwhile, and requests submitted then stay in the inbox. */
+typedef struct gate { pthread_mutex_t mu; pthread_cond_t cv; bool in, open; turn t; } gate;
+
+static void gated_event(void *user, const rlx_event *ev)
+{
+    gate *g = user;
+    pthread_mutex_lock(&g->mu);
+    g->in = true;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    on_event(&g->t, ev);
+}
+
+static rlx_request *turn_req(rlx_worker *w, const char *session, int max_tokens)
+{
+    rlx_request *r = rlx_request_new();
+    rlx_error err = {0};
+    if (rlx_tokenize(rlx_worker_tokenizer(w), "Once upon a time", 16, true, true, &r->prompt_ids, &r->n_prompt, &err)) {
+        rlx_request_free(r);
+        return NULL;
+    }
+    r->bos_added = true;
+    r->max_tokens = max_tokens;
+    r->sampling.temperature = 0;
+    r->session_id = strdup(session);
+    return r;
+}
+
+/* A turn on a session another request holds (running, or submitted and not yet taken in) is
+ * refused at submit with RLX_EFULL, so the server can answer a stream 503 before it starts (it
+ * used to be accepted, then failed by an error event after the stream's 200). */
+TEST(busy_session_refused_at_submit)
+{
+    rlx_worker *w = start(NULL);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false,
+              {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0}};
+    rlx_request *a = turn_req(w, "held", 8);
+    ASSERT(a);
+    a->on_event = gated_event;
+    a->user = &g;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_submit(w, a, &err), 0);
+    pthread_mutex_lock(&g.mu);
+    while (!g.in) pthread_cond_wait(&g.cv, &g.mu); /* the worker thread now waits in a's event */
+    pthread_mutex_unlock(&g.mu);
+
+    turn tb = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
+    rlx_request *b = turn_req(w, "held", 4);
+    ASSERT(b);
+    b->on_event = on_event;
+    b->user = &tb;
+    ASSERT_EQ(rlx_worker_submit(w, b, &err), RLX_EFULL); /* attached and running */
+    ASSERT(strstr(err.msg, "session 'held' is busy"));
+
+    turn tc = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0}, td = tc;
+    rlx_request *c = turn_req(w, "queued", 4), *d = turn_req(w, "queued", 4);
+    ASSERT(c && d);
+    c->on_event = d->on_event = on_event;
+    c->user = &tc;
+    d->user = &td;
+    ASSERT_EQ(rlx_worker_submit(w, c, &err), 0);         /* another session: queued */
+    ASSERT_EQ(rlx_worker_submit(w, d, &err), RLX_EFULL); /* the queued one holds it */
+    ASSERT(strstr(err.msg, "session 'queued' is busy"));
+
+    pthread_mutex_lock(&g.mu);
+    g.open = true;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    for (turn *t = &g.t; t; t = t == &g.t ? &tc : NULL) {
+        pthread_mutex_lock(&t->mu);
+        while (!t->done) pthread_cond_wait(&t->cv, &t->mu);
+        pthread_mutex_unlock(&t->mu);
+        ASSERT_EQ(t->err, 0);
+    }
+    ASSERT_EQ(g.t.n, 8);
+    ASSERT_EQ(run_turn(w, "held", " then", false).err, 0); /* free again once the turn ended */
+    rlx_worker_stop(w, true);
+}
+
 TEST_MAIN(TEST_ENTRY(next_turn_prefills_only_new_tokens), TEST_ENTRY(survives_restart),
-          TEST_ENTRY(appended_turn_has_no_bos))
+          TEST_ENTRY(appended_turn_has_no_bos), TEST_ENTRY(busy_session_refused_at_submit))
