@@ -64,6 +64,20 @@ static cJSON *session_json(const rlx_session_info *i)
     return o;
 }
 
+/* A stored row of a model that is not loaded, as the API shows a session. */
+static cJSON *stored_json(const rlx_session *row, const char *model)
+{
+    rlx_session_info info = {0};
+    snprintf(info.id, sizeof info.id, "%s", row->id);
+    snprintf(info.model, sizeof info.model, "%s", model);
+    info.n_tokens = (int32_t)row->n_tokens;
+    info.created = row->created;
+    info.updated = row->updated;
+    info.has_kv_snapshot = row->kv_path != NULL;
+    info.damaged = row->damaged;
+    return session_json(&info);
+}
+
 /* A session store's failure as the answer (400 for a bad id, else 500). */
 static void session_error(route_task *t, int rc, const rlx_error *err)
 {
@@ -91,6 +105,25 @@ static void sessions_list(route_task *t)
         total += (double)tot;
         free(list);
     }
+    /* with --db, the models not loaded: their sessions are rows only (they were left out, while
+       GET and DELETE of one reached it) */
+    rlx_session_store *st = NULL;
+    rlx_error err = {0};
+    int rc = t->db && t->n_stored ? rlx_session_store_open(&st, t->db, &err) : 0;
+    for (size_t m = 0; !rc && st && m < t->n_stored; m++) {
+        rlx_session *rows = NULL;
+        size_t n = 0, tot = 0;
+        if ((rc = rlx_session_list(st, t->stored[m], t->ttl, t->offset, t->limit, &rows, &n, &tot, &err))) break;
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, stored_json(&rows[i], t->stored[m]));
+        total += (double)tot;
+        rlx_session_list_free(rows, n);
+    }
+    rlx_session_store_close(st);
+    if (rc) {
+        cJSON_Delete(o);
+        session_error(t, rc, &err);
+        return;
+    }
     cJSON_AddStringToObject(o, "object", "list");
     cJSON_AddNumberToObject(o, "total", total);
     t->body = print_free(o);
@@ -117,14 +150,7 @@ static int stored_session(route_task *t, const char *id, bool del, cJSON **shown
         }
         (*found)++;
         if (!del) {
-            rlx_session_info info = {0};
-            snprintf(info.id, sizeof info.id, "%s", row.id);
-            snprintf(info.model, sizeof info.model, "%s", t->stored[m]);
-            info.n_tokens = (int32_t)row.n_tokens;
-            info.created = row.created;
-            info.updated = row.updated;
-            info.has_kv_snapshot = row.kv_path != NULL;
-            *shown = session_json(&info);
+            *shown = stored_json(&row, t->stored[m]);
             cJSON *arr = cJSON_AddArrayToObject(*shown, "tokens");
             for (size_t i = 0; i < row.n_tokens; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(row.tokens[i]));
             rlx_session_clear(&row);
@@ -388,7 +414,7 @@ void rlx_task_sessions(rlx_conn *c, const char *id, bool del, size_t offset, siz
         if (s->models[m]->state == RLX_MODEL_READY) {
             rlx_srv_model_hold(s->models[m], NULL);
             t->held[t->n_held++] = s->models[m];
-        } else if (s->cfg->db && id) {
+        } else if (s->cfg->db) {
             oom = !(t->stored[t->n_stored] = strdup(s->models[m]->cfg->name));
             t->n_stored += !oom;
         }

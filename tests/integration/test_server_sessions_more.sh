@@ -184,6 +184,13 @@ post /models/unload '{"model":"tiny"}' >/dev/null
 for _ in $(seq 1 50); do [ "$(curl -s "$URL/v1/models" | jget '.data[0].meta.status')" = unloaded ] && break; sleep 0.1; done
 r=$(curl -s "$URL/v1/sessions/kept")
 [ "$(echo "$r" | jget '.model')" = tiny ] || fail "GET of an unloaded model's session: $r"
+# the list shows it too (it listed the loaded models' only), with the total
+l=$(curl -s "$URL/v1/sessions")
+[ "$(echo "$l" | jget '.data.map(x => x.id + "@" + x.model + ":" + x.n_tokens).join()')" = "kept@tiny:$(echo "$r" | jget '.n_tokens')" ] ||
+    fail "the list lacks the unloaded model's session: $l"
+[ "$(echo "$l" | jget '.total')" = 1 ] || fail "list total: $l"
+l=$(curl -s "$URL/v1/sessions?offset=1")
+[ "$(echo "$l" | jget '.data.length'):$(echo "$l" | jget '.total')" = 0:1 ] || fail "list past its end: $l"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/sessions/kept")" = 200 ] || fail "DELETE of an unloaded model's session"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/kept")" = 404 ] || fail "the deleted session is still there"
 # the model's next load must not continue the deleted conversation
@@ -191,5 +198,5 @@ r=$(post /v1/generate '{"model":"tiny","prompt":" Then","max_tokens":2,"session_
 p=$(post /tokenize '{"model":"tiny","content":" Then"}' | jget '.tokens.length')
 [ "$(echo "$r" | jget '.usage.prompt_tokens')" = "$p" ] || fail "a deleted session came back with its model: $r"
 stop_server
-ok "an unloaded model's session is shown and deleted from the database"
-echo "10 passed, 0 failed"
+ok "an unloaded model's session is listed, shown and deleted from the database"
+echo "11 passed, 0 failed"
