@@ -110,6 +110,8 @@ typedef struct parser {
     const char *ident;          /* its key or name once known (NUL-terminated) */
     int depth;                  /* array nesting depth; elem[0..depth) is the element path */
     uint64_t elem[GGUF_MAX_DEPTH + 1];
+    bool prefix;                /* the bytes are the file's beginning only: tensors' data unchecked */
+    uint64_t extent;            /* prefix: the size the whole file needs (data end) */
 } parser;
 
 static const char *const type_names[] = {
@@ -535,6 +537,16 @@ static int parse_tensors(parser *ps)
     /* the data section starts at the next multiple of the alignment after the tensor infos */
     uint64_t a = g->alignment, start = ps->pos + (a - ps->pos % a) % a;
     g->data_offset = start;
+    if (ps->prefix) { /* where the data ends; its bytes have not come yet */
+        ps->extent = start;
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            const rlx_gguf_tensor *t = &g->tensors[i];
+            if (t->offset > UINT64_MAX - start || t->size > UINT64_MAX - start - t->offset)
+                return perr(ps, RLX_EFORMAT, "data offset past 2^64");
+            ps->extent = RLX_MAX(ps->extent, start + t->offset + t->size);
+        }
+        return 0;
+    }
     if (g->n_tensors && start > ps->size) {
         ps->ctx = CTX_HEADER;
         return perr(ps, RLX_EFORMAT, "file truncated: the tensor data section would start at offset %llu "
@@ -559,14 +571,19 @@ static int parse_tensors(parser *ps)
     return 0;
 }
 
+static int parse_ps(parser *ps)
+{
+    int rc;
+    if ((rc = parse_header(ps))) return rc;
+    if ((rc = parse_kvs(ps))) return rc;
+    if ((rc = parse_alignment(ps))) return rc;
+    return parse_tensors(ps);
+}
+
 static int parse(rlx_gguf *g, rlx_error *err)
 {
     parser ps = {.g = g, .p = g->base, .size = g->size, .err = err, .ctx = CTX_HEADER};
-    int rc;
-    if ((rc = parse_header(&ps))) return rc;
-    if ((rc = parse_kvs(&ps))) return rc;
-    if ((rc = parse_alignment(&ps))) return rc;
-    return parse_tensors(&ps);
+    return parse_ps(&ps);
 }
 
 static rlx_gguf *handle_new(const char *name, rlx_error *err)
@@ -598,6 +615,21 @@ int rlx_gguf_open_memory(rlx_gguf **out, const void *data, size_t size, const ch
     }
     *out = g;
     return 0;
+}
+
+int rlx_gguf_extent(const void *data, size_t size, uint64_t *extent, uint64_t *alignment, rlx_error *err)
+{
+    *extent = *alignment = 0;
+    rlx_gguf *g = handle_new("(prefix)", err);
+    if (!g) return RLX_ENOMEM;
+    parser ps = {.g = g, .p = data, .size = data ? size : 0, .err = err, .ctx = CTX_HEADER, .prefix = true};
+    int rc = parse_ps(&ps);
+    if (!rc) {
+        *extent = ps.extent;
+        *alignment = g->alignment;
+    }
+    rlx_gguf_close(g);
+    return rc;
 }
 
 int rlx_gguf_open(rlx_gguf **out, const char *path, rlx_error *err)

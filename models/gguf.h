@@ -63,6 +63,10 @@ typedef struct rlx_gguf rlx_gguf;
 int rlx_gguf_open(rlx_gguf **out, const char *path, rlx_error *err);
 /* Parses an in-memory image (borrowed; must outlive the handle). Used by tests and fuzzers. */
 int rlx_gguf_open_memory(rlx_gguf **out, const void *data, size_t size, const char *name, rlx_error *err);
+/* The beginning of a GGUF file (header, metadata and tensor infos; the data need not follow):
+ * 0 with *extent = the size the whole file needs (its data section's end) and its alignment;
+ * RLX_EFORMAT when the bytes are too few for the tensor infos, or not GGUF. Any thread. */
+int rlx_gguf_extent(const void *data, size_t size, uint64_t *extent, uint64_t *alignment, rlx_error *err);
 void rlx_gguf_close(rlx_gguf *g);
 /* Whether a file the handle maps (every split part, a safetensors folder's files) was cut
  * short, written to or resized since it was opened (models/filemap.h): its tensors no longer

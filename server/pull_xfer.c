@@ -3,6 +3,7 @@
  * If-Range, checked (sha256, else a whole GGUF) before it takes its name. */
 #include "server/pull.h"
 #include "server/sha256.h"
+#include "models/gguf.h"
 
 #ifdef RLX_HAVE_CURL
 
@@ -30,6 +31,10 @@ typedef struct xfer {
     const char *vpath;       /* where that validator is kept (NAME.part.etag) */
     bool started, bad_range, changed, too_big, not_file;
     bool began;              /* this response (a 200) began the .part */
+    uint64_t got;            /* bytes of this response written to the .part */
+    uint64_t probe_at;       /* .part size at which to read its GGUF header next (0: 1 MiB) */
+    long long limit;         /* the most bytes the file can have (stated, else its header's), -1: unknown */
+    char overrun[200];       /* why the body was stopped ("" when it was not): it ran past the file */
     int werrno;              /* errno of a failed write of the .part, 0: none */
     long code;               /* the latest response's status */
     long long cr_start, cr_total; /* Content-Range's first byte and total, -1: none */
@@ -115,7 +120,7 @@ static size_t on_header(char *b, size_t sz, size_t nm, void *u)
  * A link found there is removed (not what it points at) and a fresh file made. */
 static FILE *open_own(const char *path, bool append)
 {
-    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC);
+    int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC); /* read: within_file */
     int fd = open(path, flags, 0644);
     if (fd < 0 && errno == ELOOP && !unlink(path)) fd = open(path, flags, 0644);
     if (fd < 0) return NULL;
@@ -125,7 +130,7 @@ static FILE *open_own(const char *path, bool append)
         errno = EINVAL;
         return NULL;
     }
-    FILE *f = fdopen(fd, append ? "ab" : "w");
+    FILE *f = fdopen(fd, append ? "ab+" : "w+");
     if (!f) close(fd);
     return f;
 }
@@ -154,6 +159,47 @@ static void read_sidecar(const char *vpath, char *valid, char *etag, size_t cap)
         valid[0] = etag[0] = 0;
     }
     fclose(f);
+}
+
+#define PROBE_MAX (512u << 20) /* no GGUF header is this long: a body without one is not a model */
+
+/* An answer whose length nothing states (chunked) must not fill the disk before the check at
+ * the end: the .part's own GGUF header says how long the file is (its data section's end), read
+ * when the .part reaches 1, 2, 4, ... MiB until the header is whole; a body running past that
+ * plus the alignment (or past the size the server stated) is stopped. False: stop, x->overrun
+ * says why. */
+static bool within_file(xfer *x)
+{
+    uint64_t total = x->offset + x->got;
+    long long stated = x->linked_size >= 0 ? x->linked_size : x->cr_total >= 0 ? x->cr_total : x->code == 200 ? x->clen : -1;
+    if (stated >= 0 && total > (uint64_t)stated) {
+        snprintf(x->overrun, sizeof x->overrun, "the server stated %lld bytes and sent more", stated);
+        return false;
+    }
+    if (x->limit < 0 && total >= (x->probe_at ? x->probe_at : (1u << 20))) {
+        size_t n = (size_t)RLX_MIN(total, (uint64_t)PROBE_MAX);
+        uint8_t *head = fflush(x->f) ? NULL : malloc(n);
+        rlx_error e = {0};
+        uint64_t extent, align;
+        if (head && pread(fileno(x->f), head, n, 0) == (ssize_t)n && !rlx_gguf_extent(head, n, &extent, &align, &e))
+            x->limit = (long long)(extent + (align ? align : 32)); /* the padding rlx__pull_check_gguf allows */
+        else if (head && n >= 4 && memcmp(head, "GGUF", 4)) {
+            snprintf(x->overrun, sizeof x->overrun, "what the server sent is not a GGUF file");
+            free(head);
+            return false;
+        } else if (head && n == PROBE_MAX) {
+            snprintf(x->overrun, sizeof x->overrun, "no whole GGUF header in its first %u MiB", PROBE_MAX >> 20);
+            free(head);
+            return false;
+        }
+        free(head);
+        x->probe_at = (x->probe_at ? x->probe_at : (1u << 20)) * 2;
+    }
+    if (x->limit >= 0 && total > (uint64_t)x->limit) {
+        snprintf(x->overrun, sizeof x->overrun, "it ran past the %lld bytes its GGUF header gives the file", x->limit);
+        return false;
+    }
+    return true;
 }
 
 static size_t on_body(char *b, size_t sz, size_t nm, void *u)
@@ -211,7 +257,8 @@ static size_t on_body(char *b, size_t sz, size_t nm, void *u)
     if (x->not_file) return len;
     size_t w = fwrite(b, 1, len, x->f);
     if (w < len) x->werrno = errno ? errno : EIO;
-    return w;
+    x->got += w;
+    return w == len && !within_file(x) ? 0 : w;
 }
 
 static void fmt_mib(char *buf, size_t cap, double bytes) { snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0)); }
@@ -430,7 +477,7 @@ int rlx__pull_file(const rlx__pull_ctx *pc, const char *repo, const char *file, 
         if (!attempt) resumed = offset > 0;
         if (offset && !pc->o->quiet)
             fprintf(stderr, "rlxd pull: %s: resuming at %llu bytes (%s)\n", label, (unsigned long long)offset, part);
-        xfer x = {.f = f, .offset = offset, .remembered = valid, .vpath = vpath, .cr_start = -1, .cr_total = -1,
+        xfer x = {.f = f, .offset = offset, .remembered = valid, .vpath = vpath, .cr_start = -1, .cr_total = -1, .limit = -1,
                   .label = label, .quiet = pc->o->quiet, .tty = isatty(2) == 1, .decile = offset ? -1 : 0};
         char cerr[CURL_ERROR_SIZE];
         CURLcode rc = perform(pc, url, &x, offset ? ifr : "", cerr);
@@ -455,6 +502,11 @@ int rlx__pull_file(const rlx__pull_ctx *pc, const char *repo, const char *file, 
             if (sha_hex(x.linked, s) || sha_hex(x.etag, s)) memcpy(stated, s, sizeof s);
             expect = x.linked_size >= 0 ? x.linked_size : x.cr_total >= 0 ? x.cr_total
                      : x.code == 200 ? x.clen : -1;
+        }
+        if (x.overrun[0]) { /* stopped: kept going, it would have filled the disk */
+            drop_part(part, vpath);
+            return rlx_errorf(err, RLX_EFORMAT, "%s from %s: %s; the download was stopped and removed", label, url,
+                              x.overrun);
         }
         if (rc == CURLE_OK && (x.code == 200 || x.code == 206)) break;
         if (rc == CURLE_OK) {

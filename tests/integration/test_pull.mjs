@@ -88,6 +88,10 @@ const repos = {
     'empty.gguf': file(Buffer.alloc(0), { noEtag: true }),
     'short.gguf': file(rd('tiny-q8.gguf'), { noEtag: true, shortBy: 1000 }),
     'long.gguf': file(Buffer.concat([rd('tiny-q8.gguf'), Buffer.alloc(5000, 1)]), { noEtag: true, noLength: true }),
+    // a body that never ends (chunked), after a model and after an error page: sent until the
+    // client stops reading, at most 256 MiB (the test's bound; what was sent is counted)
+    'endless.gguf': file(rd('tiny-q8.gguf'), { noEtag: true, endless: true }),
+    'endlesshtml.gguf': file(Buffer.from('<html>rate limited</html>'), { noEtag: true, endless: true }),
     's204.gguf': file(Buffer.alloc(0), { status: 204 }),
     'noloc.gguf': file(Buffer.alloc(0), { status: 302 }),
     'loop.gguf': file(Buffer.alloc(0), { loop: true }),
@@ -133,6 +137,21 @@ function sendBody(req, res, f) {
   if (f.noLength) { // no Content-Length (chunked): the body's end is whatever arrives
     res.writeHead(200, {});
     return res.end(f.data);
+  }
+  if (f.endless) {
+    res.writeHead(200, {});
+    const junk = Buffer.alloc(1 << 16, 7);
+    f.sent = f.data.length;
+    res.write(f.data);
+    const more = () => {
+      while (f.sent < (256 << 20) && !res.destroyed) {
+        f.sent += junk.length;
+        if (!res.write(junk)) return res.once('drain', more);
+      }
+      res.end();
+    };
+    res.on('close', () => { f.closed = true; });
+    return more();
   }
   if (f.shortBy) { // a Content-Length shorter than the file: the body ends early
     res.writeHead(200, { 'Content-Length': len - f.shortBy });
@@ -416,6 +435,16 @@ try {
                              ['short', /not a whole GGUF file/], ['long', /bytes past the GGUF file's last tensor/]]) {
     r = await pull([`hf:org/junk/${name}.gguf`, '--models-dir', M2]);
     check(r.code === 1 && why.test(r.err) && /removed/.test(r.err), `${name}: ${r.code} ${r.err}`);
+    check(!existsSync(join(jDir, name + '.gguf')) && !existsSync(join(jDir, name + '.gguf.part')), `${name}: a file is left`);
+  }
+  // an endless body is stopped once it runs past what the GGUF header (or the lack of one) allows,
+  // not kept until the disk is full (it was read to the end, 256 MiB here, and only then refused)
+  for (const [name, why] of [['endless', /ran past the \d+ bytes its GGUF header gives the file/],
+                             ['endlesshtml', /not a GGUF file/]]) {
+    r = await pull([`hf:org/junk/${name}.gguf`, '--models-dir', M2]);
+    const f = repos['org/junk'][name + '.gguf'];
+    check(r.code === 1 && why.test(r.err) && /stopped and removed/.test(r.err), `${name}: ${r.code} ${r.err}`);
+    check(f.sent < (16 << 20), `${name}: the server sent ${f.sent} bytes before the pull stopped`);
     check(!existsSync(join(jDir, name + '.gguf')) && !existsSync(join(jDir, name + '.gguf.part')), `${name}: a file is left`);
   }
 
