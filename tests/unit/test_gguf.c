@@ -193,6 +193,38 @@ TEST(stories260k_facts)
     rlx_gguf_close(g);
 }
 
+/* A file's beginning says how long the whole file is (pull stops a body running past it): the
+ * tensor infos' end, on every prefix from the data offset on; too short a prefix, or one that is
+ * no GGUF, is RLX_EFORMAT. */
+TEST(extent_from_prefix)
+{
+    const char *path = rlx_test_shared("models/stories260K.gguf");
+    if (!path) SKIP("models/stories260K.gguf is absent (set RLX_SHARED)");
+    rlx_gguf *g;
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_gguf_open(&g, path, &err) == 0, "%s", err.msg);
+    const uint8_t *bytes = rlx_gguf_bytes(g);
+    uint64_t size = rlx_gguf_file_size(g), off = rlx_gguf_data_offset(g), end = off;
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+        if (off + t->offset + t->size > end) end = off + t->offset + t->size;
+    }
+    uint64_t ext, align;
+    for (uint64_t n = off; n <= size; n += n < off + 64 ? 1 : 4096) { /* from the data offset on */
+        int rc = rlx_gguf_extent(bytes, (size_t)n, &ext, &align, &err);
+        ASSERT_EQ(rc, 0);
+        ASSERT_EQ(ext, end);
+        ASSERT_EQ(align, 32);
+    }
+    ASSERT_EQ(rlx_gguf_extent(bytes, (size_t)size, &ext, &align, &err), 0);
+    ASSERT(end <= size && size - end < 32); /* the whole file: at most its padding past the data */
+    ASSERT_EQ(rlx_gguf_extent(bytes, 1000, &ext, &align, &err), RLX_EFORMAT); /* inside the metadata */
+    ASSERT_EQ(rlx_gguf_extent(bytes, (size_t)off - 40, &ext, &align, &err), RLX_EFORMAT); /* inside the tensor infos */
+    ASSERT_EQ(rlx_gguf_extent("<html>rate limited</html>", 25, &ext, &align, &err), RLX_EFORMAT);
+    ASSERT_EQ(rlx_gguf_extent(NULL, 0, &ext, &align, &err), RLX_EFORMAT);
+    rlx_gguf_close(g);
+}
+
 /* The 151k-token vocabulary opens (its strings are views into the mapping, not copies). The time
  * is printed for the record only: speed is measured by benchmarks, never asserted in a test, where
  * a loaded machine or valgrind would make it flaky. */
@@ -751,7 +783,7 @@ TEST(bad_tensors)
     EXPECT_FAIL(b, RLX_EFORMAT, "tensor #0 'w': file truncated", "data offset (8 bytes at offset 49)");
 }
 
-TEST_MAIN(TEST_ENTRY(shared_files_open), TEST_ENTRY(stories260k_facts), TEST_ENTRY(qwen_vocab_opens),
+TEST_MAIN(TEST_ENTRY(shared_files_open), TEST_ENTRY(stories260k_facts), TEST_ENTRY(extent_from_prefix), TEST_ENTRY(qwen_vocab_opens),
           TEST_ENTRY(writer_roundtrip_align32), TEST_ENTRY(writer_roundtrip_align64), TEST_ENTRY(writer_byte_exact),
           TEST_ENTRY(writer_copies_stories260k), TEST_ENTRY(writer_replaces_and_rejects),
           TEST_ENTRY(getters_convert_when_they_fit), TEST_ENTRY(open_errors), TEST_ENTRY(version2_accepted), TEST_ENTRY(bad_header),
