@@ -367,8 +367,11 @@ T512Q static void q8_k_row_512(const float *x, rlx_block_q8_k *y, int64_t nb, bo
         const float iscale = -127.f / max;
         const __m512 s = _mm512_set1_ps(iscale);
         for (int k = 0; k < RLX_QK_K; k += 16) {
-            /* cvtps rounds to nearest even, as rlx__nearest_int's magic-number addition */
+            /* cvtps rounds to nearest even, as rlx__nearest_int's magic-number addition; the
+               lower bound changes no finite row (|q| <= 127 there) but keeps the sum below
+               defined for inf/NaN activations (cvtps gives INT_MIN, and 16 of them overflowed) */
             __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), s)), _mm512_set1_epi32(127));
+            q = _mm512_max_epi32(q, _mm512_set1_epi32(-128));
             _mm_storeu_si128((__m128i *)(y[i].qs + k), _mm512_cvtepi32_epi8(q));
             y[i].bsums[k / 16] = (int16_t)_mm512_reduce_add_epi32(q);
         }

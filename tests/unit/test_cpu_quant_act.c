@@ -113,4 +113,41 @@ TEST(rounding_matches_scalar_on_every_path)
     ASSERT_EQ(rlx_cpu_force_path(orig), 0);
 }
 
-TEST_MAIN(TEST_ENTRY(bytes_match_reference_on_every_path), TEST_ENTRY(rounding_matches_scalar_on_every_path))
+/* Activations holding inf or NaN (a model whose weights overflow) quantize on every path without
+ * undefined behaviour (the AVX-512 Q8_K sums overflowed int: UBSan stopped the daemon), and a
+ * Q8_K block's sums of 16 stay the sums of its quants. */
+TEST(non_finite_rows_defined_on_every_path)
+{
+    static float x[N];
+    static uint8_t got[N * 2];
+    for (int i = 0; i < N; i++) x[i] = (float)(i % 17) - 8.0f;
+    x[5] = INFINITY;
+    x[300] = NAN;
+    for (int i = 512; i < 768; i++) x[i] = NAN; /* a whole super-block */
+    x[800] = -INFINITY;
+    const char *orig = rlx_cpu_path();
+    const char *paths[] = {"scalar", "avx2", "avx512", "avx512-novnni"};
+    int tested = 0;
+    for (size_t p = 0; p < RLX_ARRAY_LEN(paths); p++) {
+        if (!rlx_cpu_has_path(paths[p])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(paths[p]), 0);
+        for (int b = 0; b < 2; b++) {
+            rlx_cpu_quantize_act(RLX_Q8_0, b, x, got, N);
+            rlx_cpu_quantize_act(RLX_Q8_K, b, x, got, N);
+            const rlx_block_q8_k *k = (const rlx_block_q8_k *)got;
+            for (int i = 0; i < N / RLX_QK_K; i++)
+                for (int j = 0; j < RLX_QK_K / 16; j++) {
+                    int s = 0;
+                    for (int l = 0; l < 16; l++) s += k[i].qs[16 * j + l];
+                    ASSERT_MSG(k[i].bsums[j] == s, "path %s batched %d block %d sum %d: %d != %d", paths[p], b, i, j,
+                               k[i].bsums[j], s);
+                }
+            tested++;
+        }
+    }
+    ASSERT(tested >= 2);
+    ASSERT_EQ(rlx_cpu_force_path(orig), 0);
+}
+
+TEST_MAIN(TEST_ENTRY(bytes_match_reference_on_every_path), TEST_ENTRY(rounding_matches_scalar_on_every_path),
+          TEST_ENTRY(non_finite_rows_defined_on_every_path))
