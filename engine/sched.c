@@ -711,6 +711,7 @@ int rlx__sched_step(rlx_worker *w)
             s->cached_tokens = hit;
             pthread_mutex_lock(&w->mu);
             w->queued--;
+            w->stats.running = w->n_running; /* submit's free slots (--max-queue) see it at once */
             w->stats.prefix_queries += (uint64_t)s->n_prompt;
             w->stats.prefix_hits += (uint64_t)hit;
             if (hit > 0 && rn->mem.has_state) w->stats.state_ckpt_hits++;

@@ -386,8 +386,10 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
         held = w->inbox[i]->session_id && !strcmp(w->inbox[i]->session_id, req->session_id);
     if (held) rc = rlx_errorf(err, RLX_EFULL, "session '%s' is busy with another request; retry when it finishes", req->session_id);
     else if (w->stop) rc = rlx_errorf(err, RLX_EFULL, "the server is shutting down");
-    else if (w->queued >= w->cfg.max_queue)
-        rc = rlx_errorf(err, RLX_EFULL, "too many requests are waiting (%d); retry later", w->queued);
+    else if (w->queued - (embeds ? 0 : RLX_MAX(w->cfg.max_seqs - w->stats.running, 0)) >= w->cfg.max_queue)
+        /* --max-queue bounds the requests that wait: those a free sequence slot takes at the next
+           step do not count (a burst of max_seqs + max_queue into an idle model was refused) */
+        rc = rlx_errorf(err, RLX_EFULL, "too many requests are waiting (%d); retry later", w->cfg.max_queue);
     else if (w->n_inbox == w->cap_inbox) {
         int32_t nc = w->cap_inbox ? w->cap_inbox * 2 : 16;
         rlx_request **n = realloc(w->inbox, (size_t)nc * sizeof *n);

@@ -126,7 +126,7 @@ const char *rlx_serve_usage(void)
            "  --request-timeout SECONDS a request must arrive whole this soon after its\n"
            "                            connection opened (or the previous answer), else 408 (30)\n"
            "  --max-pending-bytes BYTES a stream whose client leaves more unread is cancelled (4194304)\n"
-           "  --max-queue N             waiting requests per model before 503 (256)\n"
+           "  --max-queue N             waiting requests per model (beyond free --max-seqs slots) before 503 (256)\n"
            "  --grace-seconds N         on SIGTERM, how long requests in flight may finish (30)\n"
            "  --stop-timeout N          then how long the models' workers, loads and unloads may\n"
            "                            take to stop before rlxd exits 1 without them (10; 0: wait)\n"

@@ -270,5 +270,57 @@ TEST(busy_session_refused_at_submit)
     rlx_worker_stop(w, true);
 }
 
+/* --max-queue bounds the requests that wait, not those a free sequence slot takes: with one of
+ * two slots busy and max_queue 2, three more are taken (one runs next, two wait) and a fourth
+ * is refused (the old count refused the third: a burst into free slots was turned away). */
+TEST(max_queue_counts_waiting_only)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) SKIP("../shared/models/stories260K.gguf absent");
+    rlx_worker_config cfg = {.model_path = m, .n_threads = 1, .max_seqs = 2, .max_queue = 2};
+    rlx_worker *w = NULL;
+    rlx_error err = {0};
+    ASSERT_MSG(rlx_worker_start(&w, &cfg, &err) == 0, "%s", err.msg);
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false,
+              {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0}};
+    rlx_request *a = turn_req(w, "a", 4);
+    ASSERT(a);
+    free(a->session_id);
+    a->session_id = NULL;
+    a->on_event = gated_event;
+    a->user = &g;
+    ASSERT_EQ(rlx_worker_submit(w, a, &err), 0);
+    pthread_mutex_lock(&g.mu);
+    while (!g.in) pthread_cond_wait(&g.cv, &g.mu); /* a runs; the worker thread waits in its event */
+    pthread_mutex_unlock(&g.mu);
+    turn t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = (turn){PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
+        rlx_request *r = turn_req(w, "x", 4);
+        ASSERT(r);
+        free(r->session_id);
+        r->session_id = NULL;
+        r->on_event = on_event;
+        r->user = &t[i];
+        int rc = rlx_worker_submit(w, r, &err);
+        ASSERT_MSG(rc == (i < 3 ? 0 : RLX_EFULL), "request %d: %d %s", i, rc, err.msg);
+        if (rc) t[i].done = true;
+    }
+    ASSERT(strstr(err.msg, "too many requests are waiting (2)"));
+    pthread_mutex_lock(&g.mu);
+    g.open = true;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    for (int i = -1; i < 4; i++) {
+        turn *x = i < 0 ? &g.t : &t[i];
+        pthread_mutex_lock(&x->mu);
+        while (!x->done) pthread_cond_wait(&x->cv, &x->mu);
+        pthread_mutex_unlock(&x->mu);
+        ASSERT_EQ(x->err, 0);
+    }
+    rlx_worker_stop(w, true);
+}
+
 TEST_MAIN(TEST_ENTRY(next_turn_prefills_only_new_tokens), TEST_ENTRY(survives_restart),
-          TEST_ENTRY(appended_turn_has_no_bos), TEST_ENTRY(busy_session_refused_at_submit))
+          TEST_ENTRY(appended_turn_has_no_bos), TEST_ENTRY(busy_session_refused_at_submit),
+          TEST_ENTRY(max_queue_counts_waiting_only))
