@@ -206,6 +206,7 @@ static void load_done(uv_work_t *w, int status)
     }
     if (status || !m->w_new) {
         m->state = RLX_MODEL_FAILED;
+        rlx_model_signature(m->cfg->path, m->fail_sig);
         m->n_load_failures++;
         if (status) rlx_errorf(&m->err, RLX_ECANCELED, "the load was cancelled");
         fprintf(stderr, "rlxd: cannot load model '%s' from %s: %s\n", m->lname, m->lpath, m->err.msg);
@@ -292,6 +293,14 @@ static int start_load(rlx_model_slot *m)
     m->err = (rlx_error){0};
     pump(s);
     return 0;
+}
+
+bool rlx_model_retry_worth(const rlx_model_slot *m)
+{
+    if (m->err.code == RLX_ENOMEM || m->err.code == RLX_ECANCELED || m->err.code == RLX_EFULL) return true;
+    int64_t now[RLX_MODEL_SIG];
+    rlx_model_signature(m->cfg->path, now);
+    return memcmp(now, m->fail_sig, sizeof now) != 0;
 }
 
 static void busy_error(const rlx_model_slot *m, rlx_api_error *e)

@@ -41,7 +41,7 @@ static int64_t mtime_ns(const struct stat *st)
 }
 
 /* What a rescan compares: the model file's size and time, and its profile file's time. */
-static void signature(const char *path, int64_t sig[RLX_MODEL_SIG])
+void rlx_model_signature(const char *path, int64_t sig[RLX_MODEL_SIG])
 {
     struct stat st;
     char prof[4200];
@@ -79,7 +79,7 @@ static int slot_init(rlx_srv *s, rlx_model_slot *m, const rlx_serve_model *cfg)
                                 .cache_dir = s->cache_dir[0] ? s->cache_dir : NULL};
     uv_timer_init(s->loop, &m->idle_timer);
     m->idle_timer.data = m;
-    signature(cfg->path, m->sig);
+    rlx_model_signature(cfg->path, m->sig);
     /* the profile: the file beside the weights, then the operator's [model.NAME] over it */
     int rc = rlx_profile_load_beside(&m->prof, cfg->path, &m->err);
     if (rc == RLX_ENOTFOUND) rc = 0;
@@ -138,7 +138,10 @@ static rlx_model_slot *add_dir_model(rlx_srv *s, rlx_model_entry *e)
     } else if (probe(m)) {
         m->state = RLX_MODEL_FAILED;
     }
-    if (m->state == RLX_MODEL_FAILED) fprintf(stderr, "rlxd: model '%s' cannot be served: %s\n", m->own.name, m->err.msg);
+    if (m->state == RLX_MODEL_FAILED) {
+        memcpy(m->fail_sig, m->sig, sizeof m->sig); /* the files as they failed */
+        fprintf(stderr, "rlxd: model '%s' cannot be served: %s\n", m->own.name, m->err.msg);
+    }
     return m;
 }
 
@@ -245,7 +248,7 @@ void rlx_models_rescan(rlx_srv *s, bool force)
         bool gone = k == ne, changed = false;
         if (!gone) {
             int64_t sig[RLX_MODEL_SIG];
-            signature(es[k].path, sig);
+            rlx_model_signature(es[k].path, sig);
             changed = strcmp(es[k].path, m->cfg->path) || memcmp(sig, m->sig, sizeof sig) || es[k].n_present != m->n_present;
         }
         if (!gone && !changed) {

@@ -416,9 +416,12 @@ static void h_load(rlx_srv *s, rlx_conn *c, parsed *pb)
     bool first = !pb;
     if (first && op_model_name(c, pb = &local)) return;
     rlx_model_slot *m = op_model(s, c, pb);
-    if (m && first && m->state == RLX_MODEL_FAILED && !m->booting) m->state = RLX_MODEL_UNLOADED;
+    /* a failed model is loaded again when that can end otherwise: not for a file that failed
+       and has not changed since (the retry evicted a model in use to fail the same way) */
+    if (m && first && m->state == RLX_MODEL_FAILED && !m->booting && rlx_model_retry_worth(m)) m->state = RLX_MODEL_UNLOADED;
     if (m) m = pick_model(s, c, pb->model, h_load, pb);
     if (m) {
+        m->unload_asked = false; /* a load after an unload asked while in use: it stays */
         rlx_srv_model_keep_alive(m, pb->req.has_keep_alive ? pb->req.keep_alive_s : s->cfg->keep_alive);
         respond_json(c, 200, model_json(m));
     }

@@ -59,6 +59,7 @@ typedef struct rlx_model_slot {
     rlx_model_state state;
     char lname[192], lpath[512];   /* cfg's name and path escaped for the log (rlx_log_escape) */
     rlx_error err;                 /* why loading failed (FAILED) */
+    int64_t fail_sig[RLX_MODEL_SIG]; /* FAILED: the files' signature then (rlx_model_signature) */
     bool boot;                     /* a -m model: loaded at start; a failure there stops the daemon */
     bool booting;                  /* its start-up load runs: requests get 503, /health too */
     uv_work_t load;                /* the load or the unload on the libuv threadpool */
@@ -469,6 +470,11 @@ rlx_model_slot *rlx_models_find(rlx_srv *s, const char *name);
  * Called by GET /v1/models and by a request naming an unknown model. */
 #define RLX_MODELS_RESCAN_S 2.0
 void rlx_models_rescan(rlx_srv *s, bool force);
+/* What a rescan compares (any thread): the model file's size and mtime, its profiles' mtimes. */
+void rlx_model_signature(const char *path, int64_t sig[RLX_MODEL_SIG]);
+/* POST /models/load of a FAILED model: whether loading it again can give another result (its
+ * files changed since, or it failed for want of memory or by a cancel); a retry evicts. */
+bool rlx_model_retry_worth(const rlx_model_slot *m);
 /* m was unloaded (or failed): when its file went away, its slot goes now (freed once its timer
  * has closed; m must not be used after). */
 void rlx_models_drop_removed(rlx_model_slot *m);

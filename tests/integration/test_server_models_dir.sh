@@ -135,12 +135,41 @@ r=$(post /models/load 'not json'); [ "$(status)" = 400 ] || fail "load bad body:
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X GET "$URL/models/load")" = 405 ] || fail "GET /models/load"
 curl -s "$URL/metrics" | grep -q '^rlxd_model_loaded{model_name="qw/gamma"} 1$' || fail "rlxd_model_loaded metric"
 curl -s "$URL/metrics" | grep -q '^rlxd_model_evictions_total{model_name="beta"} 1$' || fail "eviction metric"
-# a failed model is tried again by POST /models/load (the file may have been replaced)
-r=$(post /models/load '{"model":"broken"}'); [ "$(status)" = 500 ] || fail "load broken: $(status) $r"
-[ "$(echo "$r" | jget .error.code)" = model_load_failed ] || fail "load broken: $r"
+# a failed model whose file has not changed is not loaded again by POST /models/load: it answers
+# the failure (the retry evicted a loaded model first, to fail the same way: one per call)
+before="$(state beta) $(state qw/gamma)"
+[ "$before" = "loaded loaded" ] || fail "setup: beta and gamma not both loaded: $before"
+for _ in 1 2; do
+    r=$(post /models/load '{"model":"broken"}'); [ "$(status)" = 500 ] || fail "load broken: $(status) $r"
+    [ "$(echo "$r" | jget .error.code)" = model_load_failed ] || fail "load broken: $r"
+done
 [ "$(state broken)" = failed ] || fail "broken after a retry: $(state broken)"
+[ "$(state beta) $(state qw/gamma)" = "$before" ] || fail "loading the failed model evicted: $(state beta) $(state qw/gamma)"
+grep -q "making room for 'broken'" "$LOG" && fail "a model was unloaded to make room for the failed one"
 ok "POST /models/load and /models/unload"
 stop_server
+
+# a load after an unload asked while the model was in use: the load's 200 holds (the unload
+# stayed asked and took the model once the request ended). A model big enough to stay busy.
+D2="$TMP/models2"
+mkdir -p "$D2"
+ln -s "$(cd "$SHARED/models" && pwd)/synth-qwen3-tiny-f32.gguf" "$D2/big.gguf"
+start_dir dir2 --models-dir "$D2" --threads 1 --ctx 2048
+r=$(post /models/load '{"model":"big"}'); [ "$(status)" = 200 ] || fail "load big: $(status) $r"
+curl -s -o "$TMP/hold.json" -H 'Content-Type: application/json' "$URL/v1/completions" \
+    --data-binary '{"model":"big","prompt":"hi","max_tokens":1500,"ignore_eos":true,"n":8}' &
+hold=$!
+for _ in $(seq 1 200); do
+    curl -s "$URL/metrics" | grep -q '^rlxd_num_requests_running{model_name="big"} [1-9]' && break; sleep 0.05
+done
+r=$(post /models/unload '{"model":"big"}'); [ "$(echo "$r" | jget .meta.status)" = loaded ] || fail "unload of a busy model: $r"
+r=$(post /models/load '{"model":"big"}'); [ "$(status)" = 200 ] || fail "load after unload: $(status) $r"
+wait "$hold"
+grep -q '"finish_reason":"length"' "$TMP/hold.json" || fail "the held request: $(head -c 300 "$TMP/hold.json")"
+sleep 0.3
+[ "$(state big)" = loaded ] || fail "big unloaded after POST /models/load answered 200: $(state big)"
+stop_server
+ok "a load after an unload asked while busy keeps the model"
 
 # --stdio: lines naming unloaded models wait for their loads (one load per model); the
 # default model is the folder's first
