@@ -27,11 +27,29 @@ void rlx_srv_begin_stop(rlx_srv *s)
     rlx_srv_maybe_exit(s);
 }
 
+/* The grace period is over (or cut short): every request still running gets its final event
+ * (a 503 "shutting down") rather than a cut; they have FLUSH_SECONDS to go out. */
+static void end_grace(rlx_srv *s)
+{
+    fprintf(stderr, "rlxd: grace period over, cancelling %zu request(s)\n", s->n_jobs);
+    rlx_srv_end_all(s);
+    if (s->front->end_tasks) s->front->end_tasks(s);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     rlx_srv *s = h->data;
+    if (s->stopping && s->stop_t0 > 0 && !s->grace_over) {
+        /* another signal while the requests finish: they end now, each with its final event
+           (they were cut mid-stream, answered nothing, and logged 499) */
+        fprintf(stderr, "rlxd: second signal %d, ending the grace period now\n", signum);
+        s->stop_t0 = rlx_now() - s->cfg->grace_seconds; /* the flush is timed from now */
+        end_grace(s);
+        rlx_srv_maybe_exit(s);
+        return;
+    }
     if (s->stopping && s->stop_t0 > 0) {
-        fprintf(stderr, "rlxd: second signal %d, stopping now\n", signum);
+        fprintf(stderr, "rlxd: signal %d while the last answers go out, stopping now\n", signum);
         uv_stop(s->loop);
         return;
     }
@@ -57,10 +75,7 @@ static void on_drain_tick(uv_timer_t *t)
     if (!s->stopping || s->stop_t0 <= 0) return;
     double dt = rlx_now() - s->stop_t0;
     if (dt >= s->cfg->grace_seconds && !s->grace_over) {
-        /* every request gets its final event (a 503 "shutting down") rather than a cut */
-        fprintf(stderr, "rlxd: grace period over, cancelling %zu request(s)\n", s->n_jobs);
-        rlx_srv_end_all(s);
-        if (s->front->end_tasks) s->front->end_tasks(s);
+        end_grace(s);
     } else if (dt >= s->cfg->grace_seconds + FLUSH_SECONDS) {
         /* clients too slow to take those final bytes are cut */
         uv_stop(s->loop);
@@ -123,6 +138,7 @@ static void shutdown_all(rlx_srv *s)
     uv_close((uv_handle_t *)&s->async, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sighup, NULL);
     uv_close((uv_handle_t *)&s->drain_timer, NULL);
     /* closes handles; waits for models still loading or unloading (their work reads the slots):
        a callback that calls uv_stop (rlx_srv_maybe_exit) ends a run early, so run until none is
@@ -156,10 +172,12 @@ static int serve(rlx_serve_config *cfg)
     }
     uv_signal_init(s->loop, &s->sigterm);
     uv_signal_init(s->loop, &s->sigint);
+    uv_signal_init(s->loop, &s->sighup);
     uv_timer_init(s->loop, &s->drain_timer);
-    s->sigterm.data = s->sigint.data = s->drain_timer.data = s;
+    s->sigterm.data = s->sigint.data = s->sighup.data = s->drain_timer.data = s;
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sighup, on_signal, SIGHUP);
     uv_timer_start(&s->drain_timer, on_drain_tick, 100, 100);
     uv_unref((uv_handle_t *)&s->drain_timer);
 

@@ -227,7 +227,7 @@ struct rlx_srv {
     uv_async_t async;
     uv_mutex_t qlock;
     rlx_qevent *qhead, *qtail;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup; /* SIGHUP stops as SIGTERM (a closed terminal) */
     uv_timer_t drain_timer;
     struct MHD_Daemon *mhd;
     uv_poll_t mhd_poll;

@@ -12,7 +12,7 @@
 struct rlx_watchdog {
     uv_loop_t loop;
     uv_timer_t timer;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
     uv_async_t end;
     uv_thread_t thread;
     uv_mutex_t mu; /* what */
@@ -57,6 +57,7 @@ static void on_end(uv_async_t *a)
     uv_close((uv_handle_t *)&wd->timer, NULL);
     uv_close((uv_handle_t *)&wd->sigterm, NULL);
     uv_close((uv_handle_t *)&wd->sigint, NULL);
+    uv_close((uv_handle_t *)&wd->sighup, NULL);
     uv_close((uv_handle_t *)&wd->end, NULL);
 }
 
@@ -77,23 +78,26 @@ rlx_watchdog *rlx_watchdog_start(double secs)
         return NULL;
     }
     if (uv_mutex_init(&wd->mu)) goto fail_loop;
-    wd->timer.data = wd->sigterm.data = wd->sigint.data = wd->end.data = wd;
+    wd->timer.data = wd->sigterm.data = wd->sigint.data = wd->sighup.data = wd->end.data = wd;
     /* a handle that failed to initialise is not closed (libuv: undefined); all or none stay */
     bool timer = !uv_timer_init(&wd->loop, &wd->timer);
     bool term = timer && !uv_signal_init(&wd->loop, &wd->sigterm);
     bool intr = term && !uv_signal_init(&wd->loop, &wd->sigint);
-    bool end = intr && !uv_async_init(&wd->loop, &wd->end, on_end);
+    bool hup = intr && !uv_signal_init(&wd->loop, &wd->sighup);
+    bool end = hup && !uv_async_init(&wd->loop, &wd->end, on_end);
     if (end) {
         double ms = secs * 1000.0;
         uv_timer_start(&wd->timer, on_timer, ms > 1e15 ? (uint64_t)1e15 : (uint64_t)ms, 0);
         uv_signal_start(&wd->sigterm, on_signal, SIGTERM);
         uv_signal_start(&wd->sigint, on_signal, SIGINT);
+        uv_signal_start(&wd->sighup, on_signal, SIGHUP);
         if (!uv_thread_create(&wd->thread, run, wd)) return wd;
         uv_close((uv_handle_t *)&wd->end, NULL);
     }
     if (timer) uv_close((uv_handle_t *)&wd->timer, NULL);
     if (term) uv_close((uv_handle_t *)&wd->sigterm, NULL);
     if (intr) uv_close((uv_handle_t *)&wd->sigint, NULL);
+    if (hup) uv_close((uv_handle_t *)&wd->sighup, NULL);
     uv_run(&wd->loop, UV_RUN_DEFAULT);
     uv_mutex_destroy(&wd->mu);
 fail_loop:

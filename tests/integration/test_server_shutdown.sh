@@ -119,4 +119,29 @@ for i in $(seq 1 40); do
     echo "$line" | jget '.error.message' | grep -q 'shutting down' || fail "stdio: r$i: $line"
 done
 ok "stdio: 40 requests refused or cut with their ids, exit in $elapsed s"
+
+# a second SIGTERM during a long grace period ends it at once: the streams get their error
+# event and [DONE] (they were cut with nothing and logged 499), the exit status is 0; and SIGHUP
+# (a closed terminal) stops as SIGTERM does (it killed the daemon outright)
+for sig in TERM HUP; do
+    start_server second$sig --grace-seconds 600
+    for i in 1 2; do curl -sN -m 60 "$URL/v1/completions" -d "$long,\"stream\":true}" >"$TMP/s2$i" & done
+    for _ in $(seq 1 300); do [ -s "$TMP/s21" ] && [ -s "$TMP/s22" ] && break; sleep 0.05; done
+    [ -s "$TMP/s21" ] && [ -s "$TMP/s22" ] || fail "SIG$sig: the streams did not start"
+    t0=$(date +%s.%N)
+    kill -$sig "$PID"
+    for _ in $(seq 1 100); do grep -q 'no new connections' "$LOG" && break; sleep 0.05; done
+    kill -$sig "$PID"
+    wait_exit "$PID" || fail "SIG$sig: still running 20 s after the second signal (grace 600 s)"
+    wait "$PID"; rc=$?
+    [ "$rc" = 0 ] || fail "SIG$sig: exit status $rc after a second signal"
+    grep -q "second signal .*, ending the grace period now" "$LOG" || fail "SIG$sig: no second-signal line: $(tail -5 "$LOG")"
+    wait
+    for i in 1 2; do
+        grep -q '^data: {"error":{.*shutting down' "$TMP/s2$i" || fail "SIG$sig stream $i: no error event: $(tail -c 300 "$TMP/s2$i")"
+        [ "$(grep '^data: ' "$TMP/s2$i" | tail -1)" = 'data: [DONE]' ] || fail "SIG$sig stream $i: no [DONE]"
+    done
+    grep -q ' 499 ' "$LOG" && fail "SIG$sig: a stream cut by the shutdown is logged 499: $(grep ' 499 ' "$LOG")"
+    ok "SIG$sig twice: the grace period ends at once, streams end with an error event and [DONE], exit 0 in $(since "$t0") s"
+done
 echo "all passed"
