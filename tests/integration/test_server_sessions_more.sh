@@ -199,4 +199,26 @@ p=$(post /tokenize '{"model":"tiny","content":" Then"}' | jget '.tokens.length')
 [ "$(echo "$r" | jget '.usage.prompt_tokens')" = "$p" ] || fail "a deleted session came back with its model: $r"
 stop_server
 ok "an unloaded model's session is listed, shown and deleted from the database"
-echo "11 passed, 0 failed"
+
+# --- a second turn on a session whose turn runs: 503 + Retry-After as the HTTP status, for a
+# stream too (a stream got 200 and then an error event) ---
+use_slow_model
+start_server busy
+curl -sN "$URL/v1/generate" -d '{"prompt":"Lily","max_tokens":3000,"ignore_eos":true,"temperature":0,"stream":true,"session_id":"hold"}' \
+    >"$TMP/hold.ndjson" &
+cpid=$!
+for _ in $(seq 1 600); do [ -s "$TMP/hold.ndjson" ] && break; sleep 0.05; done
+[ -s "$TMP/hold.ndjson" ] || fail "the long turn did not start"
+for stream in true false; do
+    for route in /v1/generate /v1/completions; do
+        h=$(curl -s -D - -o "$TMP/second.json" "$URL$route" \
+            -d '{"prompt":" and","max_tokens":4,"temperature":0,"stream":'$stream',"session_id":"hold"}')
+        echo "$h" | head -1 | grep -q ' 503' || fail "$route stream=$stream on a busy session: $(echo "$h" | head -1) $(head -c 300 "$TMP/second.json")"
+        echo "$h" | grep -qi '^retry-after:' || fail "$route stream=$stream: no Retry-After"
+        grep -q "session 'hold' is busy with another request" "$TMP/second.json" || fail "busy body: $(cat "$TMP/second.json")"
+    done
+done
+kill "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
+stop_server
+ok "a turn on a busy session is a 503 before any stream starts"
+echo "12 passed, 0 failed"
