@@ -134,8 +134,8 @@ void rlx_memory_release(rlx_memory *m, rlx_mem_seq *ms)
 {
     for (int32_t i = 0; i < ms->n_blocks; i++) rlx_kv_release(m->kv, ms->blocks[i]);
     ms->n_blocks = 0;
-    ms->n_hashed = 0;
-    ms->last_hash = 0;
+    ms->n_hashed = ms->n_clean = 0;
+    ms->last_hash = ms->clean_hash = 0;
     if (ms->slot >= 0) m->free_slots[m->n_free_slots++] = ms->slot;
     ms->slot = -1;
     ms->ckpt_pos = 0;
@@ -152,6 +152,42 @@ uint64_t rlx_memory_hash(uint64_t parent, const int32_t *tokens, int32_t n)
     return rlx_kv_hash(parent, tokens, n);
 }
 
+/* Positions of ms computed as prompt tokens (sched.c token_kind): [0, span). */
+static int32_t prompt_span(const rlx_mem_seq *ms, int32_t n_pos)
+{
+    const int32_t p = ms->n_prompt;
+    if (p <= 0) return n_pos; /* all */
+    return p == 1 ? 0 : p - p % 4;
+}
+
+/* Whether block b of ms holds prompt tokens only. */
+static bool block_clean(const rlx_mem_seq *ms, int32_t b, int32_t B) { return (b + 1) * B <= prompt_span(ms, (b + 1) * B); }
+
+/* The key of ms's block b: its tokens chained on the parent's key, and when any of its
+ * positions is not a prompt token, how many of them are prompt tokens and how many a prompt's
+ * tail (the rest generated: the kinds come in that order), so that only a sequence computing
+ * them the same way finds it (memory.h). */
+static uint64_t block_key(const rlx_mem_seq *ms, uint64_t parent, const int32_t *tokens, int32_t b, int32_t B)
+{
+    uint64_t h = rlx_kv_hash(parent, tokens + (size_t)b * B, B);
+    if (block_clean(ms, b, B)) return h;
+    const int32_t p = ms->n_prompt, a = b * B, span = prompt_span(ms, a + B), tail_end = p == 1 ? 0 : p;
+    const int32_t kinds[2] = {RLX_MAX(0, RLX_MIN(B, span - a)),
+                              RLX_MAX(0, RLX_MIN(a + B, tail_end) - RLX_MAX(a, span))};
+    return rlx_kv_hash(h ^ 0xd6e8feb86659fd93ULL, kinds, 2);
+}
+
+/* ms holds its block b (key h) as registered: counts it among the clean ones if it is. */
+static void note_hashed(rlx_mem_seq *ms, int32_t b, int32_t B, uint64_t h)
+{
+    ms->n_hashed = b + 1;
+    ms->last_hash = h;
+    if (ms->n_clean == b && block_clean(ms, b, B)) {
+        ms->n_clean = b + 1;
+        ms->clean_hash = h;
+    }
+}
+
 /* A model with state layers: the longest prefix of cached KV blocks (for its attention layers;
  * none needed without) that ends where a checkpoint is held; the blocks past it go back, the
  * state slot is filled from the checkpoint. */
@@ -162,7 +198,7 @@ static int32_t state_prefix_lookup(rlx_memory *m, rlx_mem_seq *ms, const int32_t
     if (ms->n_blocks || ms->slot >= 0 || m->n_free_slots == 0) return 0;
     for (int32_t i = 0; (i + 1) * B <= n_tokens - 1; i++) {
         if (!ensure_table(ms, i + 1)) break;
-        h = rlx_kv_hash(h, tokens + (size_t)i * B, B);
+        h = block_key(ms, h, tokens, i, B);
         if (m->has_kv) {
             int32_t b = rlx_kv_lookup(m->kv, h);
             if (b < 0) break;
@@ -181,8 +217,8 @@ static int32_t state_prefix_lookup(rlx_memory *m, rlx_mem_seq *ms, const int32_t
         else ms->blocks[ms->n_blocks++] = b;
     }
     if (ok && take_slot(m, ms, src) == 0) {
-        ms->n_hashed = best;
-        ms->last_hash = best_hash;
+        uint64_t h2 = 0; /* the chain again, for the clean count (checkpoints lie in the prompt) */
+        for (int32_t i = 0; i < best; i++) note_hashed(ms, i, B, h2 = block_key(ms, h2, tokens, i, B));
         ms->ckpt_pos = best * B;
         ms->ckpt_hash = best_hash;
         return best * B;
@@ -198,12 +234,11 @@ int32_t rlx_memory_prefix_lookup(rlx_memory *m, rlx_mem_seq *ms, const int32_t *
     if (!rlx_memory_prefix_reusable(m, B)) return 0;
     if (m->has_state) return state_prefix_lookup(m, ms, tokens, n_tokens);
     while ((ms->n_hashed + 1) * B <= n_tokens - 1 && ensure_table(ms, ms->n_blocks + 1)) {
-        uint64_t h = rlx_kv_hash(ms->last_hash, tokens + (size_t)ms->n_hashed * B, B);
+        uint64_t h = block_key(ms, ms->last_hash, tokens, ms->n_hashed, B);
         int32_t b = rlx_kv_lookup(m->kv, h);
         if (b < 0) break;
         ms->blocks[ms->n_blocks++] = b;
-        ms->n_hashed++;
-        ms->last_hash = h;
+        note_hashed(ms, ms->n_hashed, B, h);
         got += B;
     }
     return got;
@@ -216,7 +251,7 @@ int32_t rlx_memory_pending_hashes(const rlx_memory *m, const rlx_mem_seq *ms, co
     if (!rlx_memory_prefix_reusable(m, B)) return 0;
     uint64_t h = ms->last_hash;
     for (int32_t b = ms->n_hashed; (b + 1) * B <= n_pos && n < cap; b++) {
-        h = rlx_kv_hash(h, tokens + (size_t)b * B, B);
+        h = block_key(ms, h, tokens, b, B);
         out[n++] = h;
     }
     return n;
@@ -226,7 +261,7 @@ uint64_t rlx_memory_next_lookup(const rlx_memory *m, const rlx_mem_seq *ms, cons
 {
     int32_t B = m->desc.block_size;
     if (!rlx_memory_prefix_reusable(m, B) || (ms->n_hashed + 1) * B > n_tokens - 1) return 0;
-    return rlx_kv_hash(ms->last_hash, tokens + (size_t)ms->n_hashed * B, B);
+    return block_key(ms, ms->last_hash, tokens, ms->n_hashed, B);
 }
 
 void rlx_memory_commit(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, int32_t n_computed)
@@ -234,10 +269,9 @@ void rlx_memory_commit(rlx_memory *m, rlx_mem_seq *ms, const int32_t *tokens, in
     int32_t B = m->desc.block_size;
     if (!rlx_memory_prefix_reusable(m, B)) return;
     while ((ms->n_hashed + 1) * B <= n_computed) {
-        uint64_t h = rlx_kv_hash(ms->last_hash, tokens + (size_t)ms->n_hashed * B, B);
+        uint64_t h = block_key(ms, ms->last_hash, tokens, ms->n_hashed, B);
         rlx_kv_register(m->kv, ms->blocks[ms->n_hashed], h);
-        ms->last_hash = h;
-        ms->n_hashed++;
+        note_hashed(ms, ms->n_hashed, B, h);
     }
 }
 
@@ -285,12 +319,12 @@ int32_t rlx_memory_pin(rlx_memory *m, const rlx_mem_seq *ms, int32_t *out, uint6
 {
     *last_hash = 0;
     if (!rlx_memory_prefix_reusable(m, m->desc.block_size)) return 0;
-    int32_t n = ms->n_hashed;
-    uint64_t h = ms->last_hash;
+    int32_t n = ms->n_clean; /* blocks of prompt tokens: what a later prompt can reuse */
+    uint64_t h = ms->clean_hash;
     if (m->has_state) { /* up to the latest checkpoint: a state cannot be cut back further */
         n = ms->ckpt_pos / m->desc.block_size;
         h = ms->ckpt_hash;
-        if (n > ms->n_hashed || !rlx_ckpt_contains(&m->ckpt, h, ms->ckpt_pos)) n = 0;
+        if (n > ms->n_clean || !rlx_ckpt_contains(&m->ckpt, h, ms->ckpt_pos)) n = 0;
     }
     for (int32_t i = 0; i < n; i++) {
         out[i] = ms->blocks[i];

@@ -4,7 +4,15 @@
  * recurrent state, or nothing. This module manages both kinds for one model:
  *
  *   - paged KV: block tables over the block manager (engine/kv.h), prefix sharing of full
- *     blocks by chained content hash, eviction of cached blocks;
+ *     blocks by chained content hash, eviction of cached blocks. A block's key also says how
+ *     its positions were computed when any was not a prompt token (a prompt's last n % 4
+ *     tokens and generated tokens run through other kernels, so their K/V differ in the last
+ *     bits; sched.c token_kind, fixed by the sequence's prompt length rlx_mem_seq.n_prompt):
+ *     such a block serves only a sequence computing its positions the same way (its own
+ *     recomputation after a preemption), never a later prompt that holds its tokens, which
+ *     would then not get the numbers of a computation from position 0. Pins cover only the
+ *     leading blocks of prompt tokens (n_clean), so a session's next turn recomputes its
+ *     previous answer as prompt tokens, as a one-shot request of the whole history would;
  *   - recurrent state: a fixed pool of slots, one per running sequence; a slot is cleared
  *     (zeros written through the backend) when a sequence takes it at position 0, or filled
  *     from a checkpoint when it starts later;
@@ -56,6 +64,12 @@ typedef struct rlx_mem_seq {
     int32_t n_blocks, cap_blocks;
     int32_t n_hashed;           /* leading full blocks registered in the prefix cache */
     uint64_t last_hash;         /* hash of block n_hashed - 1 (0 if none) */
+    int32_t n_prompt;           /* the sequence's prompt length: positions before n_prompt -
+                                   n_prompt % 4 are prompt tokens, the others a prompt's tail or
+                                   generated (sched.c token_kind); <= 0: all are prompt tokens.
+                                   Set by the owner; kept by rlx_memory_release */
+    int32_t n_clean;            /* of the n_hashed, the leading ones holding prompt tokens only */
+    uint64_t clean_hash;        /* hash of block n_clean - 1 (0 if none) */
     int32_t slot;               /* recurrent-state slot, -1 if none */
     int32_t ckpt_pos;           /* position of the latest checkpoint of this sequence's state
                                    (restored or taken; 0 if none); ckpt_hash is its key */
@@ -132,7 +146,8 @@ bool rlx_memory_checkpoint_read(rlx_memory *m, uint64_t hash, int32_t pos, void 
 bool rlx_memory_checkpoint_store(rlx_memory *m, uint64_t hash, int32_t pos, const void *bytes);
 
 /* Pins: references to ms's registered blocks that outlive the sequence (a session between
- * turns). Writes up to ms->n_hashed ids to out, each with a reference; returns the count. With
+ * turns). Writes up to ms->n_clean ids to out (the blocks of prompt tokens), each with a
+ * reference; returns the count. With
  * state layers only the blocks up to ms's latest checkpoint still held (0 if none). *last_hash
  * gets the chained hash of the last pinned block (0 if none). */
 int32_t rlx_memory_pin(rlx_memory *m, const rlx_mem_seq *ms, int32_t *out, uint64_t *last_hash);
@@ -150,7 +165,8 @@ int rlx_memory_write_block(rlx_memory *m, int32_t layer, int32_t block, const vo
  * block (*fresh true) to fill and then publish; -1 if the pool is full. */
 int32_t rlx_memory_restore_block(rlx_memory *m, uint64_t hash, bool *fresh);
 void rlx_memory_publish(rlx_memory *m, int32_t block, uint64_t hash);
-/* Chained content hash of a full block (engine/kv.h rlx_kv_hash). */
+/* Chained content hash of a full block of prompt tokens (engine/kv.h rlx_kv_hash): the key of
+ * a pinned block. */
 uint64_t rlx_memory_hash(uint64_t parent, const int32_t *tokens, int32_t n);
 
 #endif

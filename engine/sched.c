@@ -299,6 +299,7 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     memcpy(s->tokens, ids, n * sizeof *ids);
     if (ids != r->prompt_ids) free(ids);
     s->n_tokens = s->n_prompt = (int32_t)n;
+    s->mem.n_prompt = s->n_prompt; /* which blocks' arithmetic a later prompt can reuse (memory.h) */
     s->plp_next = 1;
     for (size_t i = 0; i < n; i++) rlx_sampler_accept(s->sampler, s->tokens[i], false);
     s->out_row = -1;

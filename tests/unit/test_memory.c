@@ -284,6 +284,57 @@ TEST(memory_kv_prefix_sharing)
     stub_destroy(&s->base);
 }
 
+/* A block holding positions that were not prompt tokens (a prompt's tail, generated tokens) is
+ * keyed with how they were computed: a sequence of another prompt length holding the same
+ * tokens does not find it (its arithmetic differs), the same sequence recomputed does; pins
+ * stop at the blocks of prompt tokens. */
+TEST(memory_keys_carry_token_kinds)
+{
+    stub *s = stub_new();
+    ASSERT(s != NULL);
+    rlx_kv_manager kv;
+    rlx_memory m;
+    rlx_error err = {0};
+    rlx_mem_desc d = {2, 0, 16, 4, RLX_F32, kv_only, 0};
+    ASSERT_EQ(rlx_memory_init(&m, &s->base, &d, &kv, &err), 0);
+    int32_t toks[17], pins[8];
+    for (int i = 0; i < 17; i++) toks[i] = 100 + i;
+    uint64_t ph = 0;
+    rlx_mem_seq a, b, c, e;
+    rlx_mem_seq_init(&a);
+    rlx_mem_seq_init(&b);
+    rlx_mem_seq_init(&c);
+    rlx_mem_seq_init(&e);
+    a.n_prompt = 10; /* prompt tokens [0, 8), its tail 8 and 9, then generated */
+    ASSERT_EQ(rlx_memory_grow(&m, &a, 16), 0);
+    rlx_memory_commit(&m, &a, toks, 16);
+    ASSERT_EQ(a.n_hashed, 4);
+    ASSERT_EQ(a.n_clean, 2);
+    uint64_t h = rlx_memory_hash(rlx_memory_hash(0, toks, 4), toks + 4, 4);
+    ASSERT_EQ(a.clean_hash, h);
+    b.n_prompt = 17; /* a later prompt holding the 16 tokens: prompt tokens up to 16 */
+    ASSERT_EQ(rlx_memory_prefix_lookup(&m, &b, toks, 17), 8);
+    c.n_prompt = 10; /* a recomputation of a (preempted, its 16 tokens back): all of it */
+    ASSERT_EQ(rlx_memory_prefix_lookup(&m, &c, toks, 17), 16);
+    ASSERT_EQ(c.n_clean, 2);
+    e.n_prompt = 12; /* prompt tokens up to 12: the block [8, 12) is computed otherwise than a's */
+    ASSERT_EQ(rlx_memory_prefix_lookup(&m, &e, toks, 17), 8);
+    ASSERT_EQ(rlx_memory_pin(&m, &a, pins, &ph), 2); /* the blocks of prompt tokens */
+    ASSERT_EQ(ph, h);
+    rlx_memory_unpin(&m, pins, 2);
+    rlx_memory_release(&m, &a);
+    rlx_memory_release(&m, &b);
+    rlx_memory_release(&m, &c);
+    rlx_memory_release(&m, &e);
+    ASSERT_EQ(a.n_prompt, 10); /* kept for the recomputation */
+    rlx_mem_seq_free(&a);
+    rlx_mem_seq_free(&b);
+    rlx_mem_seq_free(&c);
+    rlx_mem_seq_free(&e);
+    rlx_memory_free(&m);
+    stub_destroy(&s->base);
+}
+
 /* State checkpoints: taken at the registered end, found only where every KV block of the
  * prefix is cached too, restored into a fresh slot (state and position), evicted least
  * recently used first under a budget of two, pinned up to the latest one. */
@@ -612,7 +663,8 @@ TEST(hybrid_model_checkpoints_evicted_under_a_tiny_budget)
     ASSERT(st.state_ckpt_evictions > 0);
 }
 
-TEST_MAIN(TEST_ENTRY(memory_hybrid_slots), TEST_ENTRY(memory_kv_prefix_sharing), TEST_ENTRY(memory_state_checkpoints),
+TEST_MAIN(TEST_ENTRY(memory_hybrid_slots), TEST_ENTRY(memory_kv_prefix_sharing), TEST_ENTRY(memory_keys_carry_token_kinds),
+          TEST_ENTRY(memory_state_checkpoints),
           TEST_ENTRY(backends_and_state_layers), TEST_ENTRY(hybrid_model_batching_and_preemption),
           TEST_ENTRY(kv_only_model_shares_prefixes), TEST_ENTRY(hybrid_model_checkpoints_share_prefixes),
           TEST_ENTRY(hybrid_model_checkpoints_evicted_under_a_tiny_budget))

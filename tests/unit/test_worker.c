@@ -185,6 +185,50 @@ TEST(shared_prefix_computed_once)
     rlx_worker_stop(w, true);
 }
 
+/* A prompt holding an earlier request's prompt and part of its answer gets exactly the numbers
+ * a fresh worker gives it: the answer's blocks (computed as generated tokens, whose K/V differ
+ * in the last bits) are not reused as prompt tokens; the earlier prompt's blocks are. The old
+ * cache reused both: logprobs differed by ~1e-6 here (greedy tokens flipped on Q4_K weights). */
+TEST(generated_blocks_not_reused_as_prompt)
+{
+    rlx_worker *w = start(4, 0, 0);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    int32_t ids[128];
+    size_t n = 21;
+    ids[0] = 1;
+    for (size_t k = 1; k < n; k++) ids[k] = 3 + (int32_t)((k * 131) % 500);
+    static result res[3];
+    collector c = TW_COLLECTOR(0, res);
+    slot sl[3] = {{&c, 0}, {&c, 1}, {&c, 2}};
+    rlx_error err = {0};
+    c.pending = 1;
+    ASSERT_EQ(rlx_worker_submit(w, new_req(0, &sl[0], 60, ids, n), &err), 0);
+    tw_wait_all(&c);
+    ASSERT_EQ(res[0].n, 60);
+    memcpy(ids + n, res[0].tokens, 43 * sizeof *ids); /* the prompt and 43 of its tokens: 64 */
+    for (int i = 1; i < 3; i++) {
+        if (i == 2) { /* the same prompt on a fresh worker */
+            rlx_worker_stop(w, true);
+            w = start(4, 0, 0);
+            ASSERT(w);
+        }
+        c.pending = 1;
+        rlx_request *r = new_req(i, &sl[i], 20, ids, n + 43);
+        r->top_logprobs = 0;
+        ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
+        tw_wait_all(&c);
+    }
+    ASSERT_EQ(res[1].usage.cached_tokens, 16); /* the first prompt's one full block of prompt tokens */
+    ASSERT_EQ(res[2].usage.cached_tokens, 0);
+    ASSERT_EQ(res[1].n, 20);
+    ASSERT_EQ(res[2].n, 20);
+    ASSERT(memcmp(res[1].tokens, res[2].tokens, 20 * sizeof *res[1].tokens) == 0);
+    for (int k = 0; k < 20; k++)
+        ASSERT_MSG(res[1].logprob[k] == res[2].logprob[k], "token %d: logprob %.9g after the cache, %.9g fresh", k,
+                   res[1].logprob[k], res[2].logprob[k]);
+    rlx_worker_stop(w, true);
+}
+
 TEST(cancel_and_limits)
 {
     rlx_worker *w = start(2, 0, 0);
@@ -326,6 +370,7 @@ TEST(never_fits_refused_at_submit)
 
 TEST_MAIN(TEST_ENTRY(batching_is_invisible), TEST_ENTRY(batching_is_invisible_q8_0_kv), TEST_ENTRY(kv_type_selection),
           TEST_ENTRY(preemption_keeps_outputs), TEST_ENTRY(shared_prefix_computed_once),
+          TEST_ENTRY(generated_blocks_not_reused_as_prompt),
           TEST_ENTRY(cancel_and_limits), TEST_ENTRY(text_prompt_and_eos),
           TEST_ENTRY(identical_prompts_in_one_step_computed_once), TEST_ENTRY(idle_session_pins_give_way),
           TEST_ENTRY(never_fits_refused_at_submit))

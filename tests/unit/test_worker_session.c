@@ -8,13 +8,14 @@
 #include <pthread.h>
 #include <unistd.h>
 
-typedef struct turn { pthread_mutex_t mu; pthread_cond_t cv; bool done; rlx_usage usage; int err; int n; } turn;
+typedef struct turn { pthread_mutex_t mu; pthread_cond_t cv; bool done; rlx_usage usage; int err; int n; int32_t tok[64]; } turn;
 
 static void on_event(void *user, const rlx_event *ev)
 {
     turn *t = user;
     pthread_mutex_lock(&t->mu);
-    if (ev->type == RLX_EV_TOKEN) t->n++;
+    if (ev->type == RLX_EV_TOKEN && t->n < 64) t->tok[t->n++] = ev->token;
+    else if (ev->type == RLX_EV_TOKEN) t->n++;
     else { t->done = true; t->usage = ev->usage; t->err = ev->type == RLX_EV_ERROR ? ev->error_code : 0; }
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
@@ -48,7 +49,7 @@ static void submit_wait(rlx_worker *w, rlx_request *r, turn *t)
 
 static turn run_turn(rlx_worker *w, const char *session, const char *text, bool replace)
 {
-    turn t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
+    turn t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}};
     rlx_request *r = rlx_request_new();
     r->id = 1;
     /* tokenized as the server does (special tokens added, then marked as added) */
@@ -68,18 +69,59 @@ static turn run_turn(rlx_worker *w, const char *session, const char *text, bool 
     return t;
 }
 
+/* A one-shot request of ids on a fresh worker: its generated tokens into t. */
+static void one_shot(const int32_t *ids, size_t n, turn *t)
+{
+    rlx_worker *w = start(NULL);
+    ASSERT_MSG(w != NULL, "fresh worker");
+    rlx_request *r = rlx_request_new();
+    r->prompt_ids = malloc(n * sizeof *ids);
+    memcpy(r->prompt_ids, ids, n * sizeof *ids);
+    r->n_prompt = n;
+    r->max_tokens = 20;
+    r->ignore_eos = true;
+    r->sampling.temperature = 0;
+    submit_wait(w, r, t);
+    rlx_worker_stop(w, true);
+}
+
 TEST(next_turn_prefills_only_new_tokens)
 {
     rlx_worker *w = start(NULL);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     turn a = run_turn(w, "chat-1", "Once upon a time there was a little girl named Lily who loved", false);
     ASSERT_EQ(a.err, 0);
-    int32_t hist = a.usage.prompt_tokens + a.usage.completion_tokens;
+    int32_t hist = a.usage.prompt_tokens + a.usage.completion_tokens, p1 = a.usage.prompt_tokens;
+    int32_t *h1 = NULL;
+    size_t nh1 = 0;
+    rlx_session_info hi;
+    rlx_error herr = {0};
+    ASSERT_EQ(rlx_worker_session_get(w, "chat-1", &hi, &h1, &nh1, &herr), 0);
+    ASSERT_EQ((int32_t)nh1, hist);
     turn b = run_turn(w, "chat-1", " She went to the park", false);
     ASSERT_EQ(b.err, 0);
-    ASSERT(b.usage.prompt_tokens > hist);            /* history + the new text */
-    ASSERT(b.usage.cached_tokens >= hist / 16 * 16);  /* every full block of the history */
+    ASSERT(b.usage.prompt_tokens > hist);                   /* history + the new text */
+    /* the previous prompt's full blocks of prompt tokens are reused; its answer, computed as
+       generated tokens, is computed again as prompt tokens (its K/V differ in the last bits) */
+    ASSERT_EQ(b.usage.cached_tokens, (p1 - p1 % 4) / 16 * 16);
     ASSERT(b.usage.cached_tokens > 0);
+    /* so the turn gives exactly what the whole history sent at once gives on a fresh worker */
+    int32_t *ids = NULL;
+    size_t nn = 0;
+    ASSERT_EQ(rlx_tokenize(rlx_worker_tokenizer(w), " She went to the park", 21, true, true, &ids, &nn, &herr), 0);
+    int32_t *all = malloc((nh1 + nn) * sizeof *all);
+    memcpy(all, h1, nh1 * sizeof *all);
+    size_t skip = nn && ids[0] == rlx_tokenizer_bos(rlx_worker_tokenizer(w)) ? 1 : 0; /* the session drops it */
+    memcpy(all + nh1, ids + skip, (nn - skip) * sizeof *all);
+    turn o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}};
+    one_shot(all, nh1 + nn - skip, &o);
+    ASSERT_EQ(o.err, 0);
+    ASSERT_EQ(o.usage.prompt_tokens, b.usage.prompt_tokens);
+    ASSERT_EQ(o.n, b.n);
+    ASSERT(memcmp(o.tok, b.tok, (size_t)b.n * sizeof *b.tok) == 0);
+    free(all);
+    free(ids);
+    free(h1);
     /* list / get / delete */
     rlx_session_info *list = NULL, info;
     size_t n = 0, total = 0, nt = 0;
@@ -149,7 +191,7 @@ static size_t count_bos(rlx_worker *w, const char *session, size_t *first)
 
 static turn run_ids(rlx_worker *w, const char *session, const int32_t *ids, size_t n, bool bos_added)
 {
-    turn t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
+    turn t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}};
     rlx_request *r = rlx_request_new();
     r->id = 2;
     r->prompt_ids = malloc(n * sizeof *ids);
@@ -226,7 +268,7 @@ TEST(busy_session_refused_at_submit)
     rlx_worker *w = start(NULL);
     if (!w) SKIP("../shared/models/stories260K.gguf absent");
     gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false,
-              {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0}};
+              {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}}};
     rlx_request *a = turn_req(w, "held", 8);
     ASSERT(a);
     a->on_event = gated_event;
@@ -237,7 +279,7 @@ TEST(busy_session_refused_at_submit)
     while (!g.in) pthread_cond_wait(&g.cv, &g.mu); /* the worker thread now waits in a's event */
     pthread_mutex_unlock(&g.mu);
 
-    turn tb = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
+    turn tb = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}};
     rlx_request *b = turn_req(w, "held", 4);
     ASSERT(b);
     b->on_event = on_event;
@@ -245,7 +287,7 @@ TEST(busy_session_refused_at_submit)
     ASSERT_EQ(rlx_worker_submit(w, b, &err), RLX_EFULL); /* attached and running */
     ASSERT(strstr(err.msg, "session 'held' is busy"));
 
-    turn tc = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0}, td = tc;
+    turn tc = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}}, td = tc;
     rlx_request *c = turn_req(w, "queued", 4), *d = turn_req(w, "queued", 4);
     ASSERT(c && d);
     c->on_event = d->on_event = on_event;
@@ -282,7 +324,7 @@ TEST(max_queue_counts_waiting_only)
     rlx_error err = {0};
     ASSERT_MSG(rlx_worker_start(&w, &cfg, &err) == 0, "%s", err.msg);
     gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false,
-              {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0}};
+              {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}}};
     rlx_request *a = turn_req(w, "a", 4);
     ASSERT(a);
     free(a->session_id);
@@ -295,7 +337,7 @@ TEST(max_queue_counts_waiting_only)
     pthread_mutex_unlock(&g.mu);
     turn t[4];
     for (int i = 0; i < 4; i++) {
-        t[i] = (turn){PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0};
+        t[i] = (turn){PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}};
         rlx_request *r = turn_req(w, "x", 4);
         ASSERT(r);
         free(r->session_id);
