@@ -251,6 +251,19 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
     return 0;
 }
 
+/* The worker's end-of-generation tokens as bans (made once); how many (0: none, or no memory). */
+static size_t eog_bans(rlx_worker *w)
+{
+    if (w->eog_bans) return w->n_eog_bans;
+    int32_t V = w->runner->n_vocab;
+    size_t n = 0;
+    for (int32_t t = 0; t < V; t++) n += rlx_tokenizer_is_eog(w->tok, t);
+    if (!n || !(w->eog_bans = malloc(n * sizeof *w->eog_bans))) return 0;
+    for (int32_t t = 0; t < V; t++)
+        if (rlx_tokenizer_is_eog(w->tok, t)) w->eog_bans[w->n_eog_bans++] = (rlx_logit_bias){t, -100.0f};
+    return w->n_eog_bans;
+}
+
 int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
 {
     rlx_request *r = s->req;
@@ -282,7 +295,21 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     s->tokens = malloc((size_t)s->cap_tokens * sizeof *s->tokens);
     s->text_cap = 4096;
     s->text = malloc(s->text_cap);
-    s->sampler = rlx_sampler_new(&r->sampling, rn->n_vocab);
+    /* ignore_eos bans the end-of-generation tokens, as llama-server does (a logit bias of -inf):
+       the text goes on without them (they were sampled and skipped, counted in usage but not in
+       the text or the logprobs) */
+    rlx_sampling_params sp = r->sampling;
+    rlx_logit_bias *bias = NULL;
+    if (r->ignore_eos && eog_bans(w)) {
+        if ((bias = malloc((sp.n_logit_bias + w->n_eog_bans) * sizeof *bias))) {
+            if (sp.n_logit_bias) memcpy(bias, sp.logit_bias, sp.n_logit_bias * sizeof *bias);
+            memcpy(bias + sp.n_logit_bias, w->eog_bans, w->n_eog_bans * sizeof *bias);
+            sp.logit_bias = bias;
+            sp.n_logit_bias += w->n_eog_bans;
+        }
+    }
+    s->sampler = bias || !r->ignore_eos || !w->n_eog_bans ? rlx_sampler_new(&sp, rn->n_vocab) : NULL;
+    free(bias);
     if (!s->tokens || !s->text || !s->sampler || rlx_mem_seq_reserve(&rn->mem, &s->mem, s->cap_tokens)) {
         if (ids != r->prompt_ids) free(ids);
         return rlx_errorf(err, RLX_ENOMEM, "out of memory");

@@ -315,6 +315,7 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     rlx__sessions_close(w);
     rlx__grammar_vocab_free(w); /* reads the runner's n_vocab */
     free(w->marker);
+    free(w->eog_bans);
     rlx_chat_template_free(w->tmpl);
     free(w->tmpl_file);
     rlx_tokenizer_free(w->tok);

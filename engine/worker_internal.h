@@ -106,6 +106,9 @@ struct rlx_worker {
     rlx_grammar_cache *gcache;  /* masks per grammar position, shared by the worker's sequences */
     uint8_t *marker;            /* n_vocab entries, NULL when none: control tokens written as text
                                    and given their bytes in gtext (rlx_worker_set_marker_tokens) */
+    rlx_logit_bias *eog_bans;   /* ignore_eos: every end-of-generation token at -100 (banned), made
+                                   at the first such request (sched.c); n_eog_bans of them */
+    size_t n_eog_bans;
 
     pthread_t thread;
     pthread_mutex_t mu;

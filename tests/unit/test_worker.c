@@ -229,6 +229,33 @@ TEST(generated_blocks_not_reused_as_prompt)
     rlx_worker_stop(w, true);
 }
 
+/* ignore_eos bans the end-of-generation tokens, as llama-server does: even a +50 bias on </s>
+ * never samples it (it was sampled, skipped in the text and the logprobs, counted in usage). */
+TEST(ignore_eos_bans_eog)
+{
+    rlx_worker *w = start(2, 0, 0);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    int32_t ids[4] = {1, 400, 401, 402};
+    static result res[1];
+    collector c = TW_COLLECTOR(1, res);
+    slot sl = {&c, 0};
+    rlx_request *r = new_req(0, &sl, 8, ids, 4);
+    rlx_logit_bias *eos_up = malloc(sizeof *eos_up); /* the request owns it */
+    *eos_up = (rlx_logit_bias){2, 50.0f};
+    r->sampling.logit_bias = eos_up;
+    r->sampling.n_logit_bias = 1;
+    r->top_logprobs = 0;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_submit(w, r, &err), 0);
+    tw_wait_all(&c);
+    ASSERT_EQ(res[0].error, 0);
+    ASSERT_EQ(res[0].n, 8);
+    ASSERT_EQ(res[0].usage.completion_tokens, 8);
+    for (int k = 0; k < 8; k++) ASSERT_MSG(res[0].tokens[k] != 2, "token %d is </s>", k);
+    ASSERT(res[0].text_len > 0);
+    rlx_worker_stop(w, true);
+}
+
 TEST(cancel_and_limits)
 {
     rlx_worker *w = start(2, 0, 0);
@@ -370,7 +397,7 @@ TEST(never_fits_refused_at_submit)
 
 TEST_MAIN(TEST_ENTRY(batching_is_invisible), TEST_ENTRY(batching_is_invisible_q8_0_kv), TEST_ENTRY(kv_type_selection),
           TEST_ENTRY(preemption_keeps_outputs), TEST_ENTRY(shared_prefix_computed_once),
-          TEST_ENTRY(generated_blocks_not_reused_as_prompt),
+          TEST_ENTRY(generated_blocks_not_reused_as_prompt), TEST_ENTRY(ignore_eos_bans_eog),
           TEST_ENTRY(cancel_and_limits), TEST_ENTRY(text_prompt_and_eos),
           TEST_ENTRY(identical_prompts_in_one_step_computed_once), TEST_ENTRY(idle_session_pins_give_way),
           TEST_ENTRY(never_fits_refused_at_submit))
