@@ -234,7 +234,8 @@ bool rlx_api_utf8_valid(const char *s, size_t n);
 /* Characters (code points) in n bytes of UTF-8: the bytes that begin one (a sequence cut at the
  * end counts as begun), as OpenAI counts text offsets. */
 size_t rlx_api_utf8_chars(const char *s, size_t n);
-/* A malloc'ed NUL-terminated copy with every invalid sequence replaced by U+FFFD (NULL when out
+/* A malloc'ed NUL-terminated copy with each maximal subpart of an ill-formed sequence replaced by
+ * one U+FFFD (F0 9F: one; a lone continuation byte: one each; as WHATWG and Python) (NULL when out
  * of memory); *out_len (optional) receives its length. */
 char *rlx_api_utf8_sanitize(const char *s, size_t n, size_t *out_len);
 /* n bytes of text as a JSON string item: made valid UTF-8 (as rlx_api_utf8_sanitize), a NUL

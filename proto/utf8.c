@@ -28,6 +28,26 @@ bool rlx_api_utf8_valid(const char *s, size_t n)
     return true;
 }
 
+/* The length of the maximal subpart of an ill-formed sequence at p (Unicode 3.9, U+FFFD
+ * substitution of maximal subparts, as WHATWG, Python and llama-server replace): the lead byte
+ * and the continuation bytes that could still have begun a valid character; at least 1. */
+static size_t maximal_subpart(const unsigned char *p, size_t n)
+{
+    const unsigned char c = p[0];
+    size_t need = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 1;
+    size_t k = 1;
+    while (k < need && k < n) {
+        unsigned char lo = 0x80, hi = 0xbf; /* the second byte's narrower ranges */
+        if (k == 1 && c == 0xe0) lo = 0xa0;
+        else if (k == 1 && c == 0xed) hi = 0x9f;
+        else if (k == 1 && c == 0xf0) lo = 0x90;
+        else if (k == 1 && c == 0xf4) hi = 0x8f;
+        if (p[k] < lo || p[k] > hi) break;
+        k++;
+    }
+    return k;
+}
+
 char *rlx_api_utf8_sanitize(const char *s, size_t n, size_t *out_len)
 {
     const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s;
@@ -37,10 +57,10 @@ char *rlx_api_utf8_sanitize(const char *s, size_t n, size_t *out_len)
     while (i < n) {
         utf8proc_int32_t cp;
         utf8proc_ssize_t k = p[i] < 0x80 ? 1 : utf8proc_iterate(p + i, (utf8proc_ssize_t)(n - i), &cp);
-        if (p[i] >= 0x80 && (k <= 0 || cp < 0)) {
+        if (p[i] >= 0x80 && (k <= 0 || cp < 0)) { /* one U+FFFD per maximal subpart (F0 9F: one) */
             memcpy(w, "\xef\xbf\xbd", 3);
             w += 3;
-            i++;
+            i += maximal_subpart(p + i, n - i);
             continue;
         }
         memcpy(w, s + i, (size_t)k);

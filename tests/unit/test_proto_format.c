@@ -211,6 +211,34 @@ TEST(utf8_chars)
     ASSERT_EQ(rlx_api_utf8_chars("", 0), 0);
 }
 
+/* Ill-formed UTF-8 becomes one U+FFFD per maximal subpart (Unicode's recommended practice, as
+ * WHATWG, Python's "replace" and llama-server): a truncated F0 9F 99 is one, not three; a byte
+ * that cannot continue its lead starts anew. Expected strings from Python's bytes.decode. */
+TEST(utf8_sanitize_maximal_subparts)
+{
+    static const struct { const char *in; size_t n; const char *want; } cases[] = {
+        {"\xf0\x9f", 2, "\xef\xbf\xbd"},
+        {"\xf0\x9f\x99", 3, "\xef\xbf\xbd"},
+        {"\xe0\xa0", 2, "\xef\xbf\xbd"},
+        {"a\xf0\x9f\x99" "b", 5, "a\xef\xbf\xbd" "b"},
+        {"\x80\x80", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* lone continuations: one each */
+        {"\xe0\x80\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* overlong: E0 needs A0..BF */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* a surrogate */
+        {"\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* past U+10FFFF */
+        {"\xc3", 1, "\xef\xbf\xbd"},
+        {"\xc3(", 2, "\xef\xbf\xbd("},
+        {"\xf0\x9f\x98\x80\xff", 5, "\xf0\x9f\x98\x80\xef\xbf\xbd"},
+        {"\xe2\x82\xe2\x82\xac", 5, "\xef\xbf\xbd\xe2\x82\xac"},
+    };
+    for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++) {
+        size_t len = 0;
+        char *out = rlx_api_utf8_sanitize(cases[i].in, cases[i].n, &len);
+        ASSERT(out);
+        ASSERT_MSG(len == strlen(cases[i].want) && !memcmp(out, cases[i].want, len), "case %zu: %zu bytes", i, len);
+        free(out);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(error_object_shape), TEST_ENTRY(meta_init_sets_every_field), TEST_ENTRY(chat_response), TEST_ENTRY(completion_logprobs),
           TEST_ENTRY(chat_stream_chunks), TEST_ENTRY(native_generate),
-          TEST_ENTRY(nul_bytes_in_generated_text), TEST_ENTRY(utf8_chars))
+          TEST_ENTRY(nul_bytes_in_generated_text), TEST_ENTRY(utf8_chars), TEST_ENTRY(utf8_sanitize_maximal_subparts))
