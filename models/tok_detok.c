@@ -58,16 +58,17 @@ size_t rlx_token_to_bytes(const rlx_tokenizer *t, int32_t id, bool special, char
 
 char *rlx_detokenize(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special)
 {
-    return rlx_detokenize_n(t, ids, n, special, NULL);
+    return rlx_detokenize_n(t, ids, n, special, true, NULL);
 }
 
-char *rlx_detokenize_n(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special, size_t *out_len)
+char *rlx_detokenize_n(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special, bool strip_prefix,
+                       size_t *out_len)
 {
     size_t cap = 256, len = 0;
     char *out = malloc(cap);
     if (!out) return NULL;
     /* SentencePiece and WordPiece texts gained a leading space when tokenized: drop it. */
-    bool strip = t->kind == RLX_TOK_WPM || (t->kind == RLX_TOK_SPM && t->add_space_prefix);
+    bool strip = strip_prefix && (t->kind == RLX_TOK_WPM || (t->kind == RLX_TOK_SPM && t->add_space_prefix));
     for (size_t i = 0; i < n; i++) {
         size_t k;
         for (;;) {

@@ -77,8 +77,11 @@ size_t rlx_token_to_bytes(const rlx_tokenizer *t, int32_t id, bool special, char
  * The space SentencePiece/WordPiece prefixed to the text is dropped from the first non-empty
  * piece, so detokenize(tokenize(x)) == x for lossless vocabularies; bytes are kept as they are. */
 char *rlx_detokenize(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special);
-/* The same with its length (a byte-0 token writes a NUL inside the text). */
-char *rlx_detokenize_n(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special, size_t *out_len);
+/* The same with its length (a byte-0 token writes a NUL inside the text); strip_prefix false
+ * keeps the first piece's space (the pieces joined as they are, as llama-server's /detokenize
+ * joins them, so that texts detokenized token by token concatenate to the whole). */
+char *rlx_detokenize_n(const rlx_tokenizer *t, const int32_t *ids, size_t n, bool special, bool strip_prefix,
+                       size_t *out_len);
 
 /* Incremental, UTF-8-safe detokenization for streams: bytes of an incomplete code point are
  * held back until the code point completes (or flushed, as U+FFFD, at the end); malformed

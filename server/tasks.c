@@ -269,7 +269,9 @@ static void task_work(rlx_call *call)
         t->body = print_free(o);
     } else if (t->kind == TASK_DETOKENIZE) {
         size_t n = 0;
-        char *raw = rlx_detokenize_n(t->m->tok, t->ids, t->n_ids, true, &n); /* special tokens as text, as llama-server */
+        /* special tokens as text and the pieces joined as they are (a first piece's space kept:
+           texts detokenized token by token concatenate to the whole), as llama-server */
+        char *raw = rlx_detokenize_n(t->m->tok, t->ids, t->n_ids, true, false, &n);
         /* arbitrary ids may end inside a character, hold lone bytes or the byte 0 (kept, as \u0000) */
         cJSON *text = raw ? rlx_api_json_text(raw, n) : NULL;
         free(raw);
