@@ -330,6 +330,31 @@ void rlx_worker_stop(rlx_worker *w, bool drain)
     free(w);
 }
 
+/* A logit_bias of -100 on every token (with ignore_eos: on every token but the end-of-generation
+ * ones, which it bans) leaves nothing to sample: a 400, rather than token 0 every step. */
+static int check_not_all_banned(const rlx_worker *w, const rlx_request *req, rlx_error *err)
+{
+    const rlx_sampling_params *p = &req->sampling;
+    const int32_t V = w->runner->n_vocab;
+    size_t n_ban = 0;
+    for (size_t i = 0; i < p->n_logit_bias; i++) n_ban += p->logit_bias[i].bias <= -100.0f;
+    if (n_ban + (req->ignore_eos ? 256u : 0u) < (size_t)V) return 0; /* cannot cover it (few EOG tokens) */
+    uint8_t *seen = calloc((size_t)V, 1);
+    if (!seen) return 0;
+    int32_t left = V;
+    for (size_t i = 0; i < p->n_logit_bias; i++) {
+        const int32_t t = p->logit_bias[i].token;
+        if (p->logit_bias[i].bias <= -100.0f && t >= 0 && t < V && !seen[t]) seen[t] = 1, left--;
+    }
+    for (int32_t t = 0; req->ignore_eos && left > 0 && t < V; t++)
+        if (!seen[t] && rlx_tokenizer_is_eog(w->tok, t)) seen[t] = 1, left--;
+    free(seen);
+    if (left > 0) return 0;
+    return rlx_errorf(err, RLX_EINVAL, req->ignore_eos ? "logit_bias bans every token but the end-of-generation ones, "
+                      "which ignore_eos bans: nothing is left to sample" : "logit_bias bans every token of the vocabulary "
+                      "(-100 on all): nothing is left to sample");
+}
+
 static int check_stops(const rlx_request *req, rlx_error *err)
 {
     if (req->n_stop && !req->stop) return rlx_errorf(err, RLX_EINVAL, "the request counts stop strings but has none");
@@ -375,6 +400,7 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
     } else if (req->top_logprobs > RLX_MAX_TOP_LOGPROBS)
         rc = rlx_errorf(err, RLX_EINVAL, "top_logprobs must be at most %d", RLX_MAX_TOP_LOGPROBS);
     else if ((rc = rlx_sampling_params_validate(&req->sampling, w->runner->n_vocab, err))) {
+    } else if ((rc = check_not_all_banned(w, req, err))) {
     }
     if (!rc && !embeds) rc = check_admit(w, req, err);
     /* a turn on a session another request holds (running, or submitted before it and not yet

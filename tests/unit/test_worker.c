@@ -253,6 +253,20 @@ TEST(ignore_eos_bans_eog)
     ASSERT_EQ(res[0].usage.completion_tokens, 8);
     for (int k = 0; k < 8; k++) ASSERT_MSG(res[0].tokens[k] != 2, "token %d is </s>", k);
     ASSERT(res[0].text_len > 0);
+    /* -100 on every token (or on all but </s> with ignore_eos) leaves nothing: refused at
+       submit, where token 0 (<unk>) came out every step */
+    for (int eos = 0; eos < 2; eos++) {
+        rlx_request *q = new_req(1, &sl, 4, ids, 4);
+        q->ignore_eos = eos;
+        rlx_logit_bias *all = malloc(512 * sizeof *all);
+        int32_t nb = 0;
+        for (int32_t t = 0; t < 512; t++)
+            if (!eos || t != 2) all[nb++] = (rlx_logit_bias){t, -100.0f};
+        q->sampling.logit_bias = all;
+        q->sampling.n_logit_bias = (size_t)nb;
+        ASSERT_EQ(rlx_worker_submit(w, q, &err), RLX_EINVAL);
+        ASSERT(strstr(err.msg, "nothing is left to sample"));
+    }
     rlx_worker_stop(w, true);
 }
 
