@@ -191,6 +191,14 @@ static void on_hangup(uv_poll_t *p, int status, int events)
     if (status >= 0 && !(events & UV_DISCONNECT)) return;
     c->gone = true;
     c->log_status = 499; /* nginx's "client closed request" */
+    if (!c->routed && !c->has_resp && c->sock) {
+        /* it left while its body was arriving: MHD would wait for the rest until
+           --request-timeout (and log a 408); the socket ends now */
+        uv_poll_stop(p);
+        shutdown(c->sock->fd, SHUT_RDWR);
+        rlx_http_kick(c->srv);
+        return;
+    }
     if (c->job) {
         take_usage(c, c->job);
         rlx_job_detach(c->job);
@@ -200,11 +208,10 @@ static void on_hangup(uv_poll_t *p, int status, int events)
     rlx_http_kick(c->srv);
 }
 
-static void suspend(rlx_conn *c)
+/* Watches c's socket for the client leaving (on_hangup): while it is suspended, and while its
+ * body arrives. */
+static void watch_hangup(rlx_conn *c)
 {
-    if (c->suspended) return;
-    MHD_suspend_connection(c->mc);
-    c->suspended = true;
     if (!c->poll_init) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci && uv_poll_init_socket(c->srv->loop, &c->poll, ci->connect_fd) == 0) {
@@ -213,6 +220,14 @@ static void suspend(rlx_conn *c)
         }
     }
     if (c->poll_init) uv_poll_start(&c->poll, UV_DISCONNECT, on_hangup);
+}
+
+static void suspend(rlx_conn *c)
+{
+    if (c->suspended) return;
+    MHD_suspend_connection(c->mc);
+    c->suspended = true;
+    watch_hangup(c);
 }
 
 void rlx_http_resume_all(rlx_srv *s)
@@ -483,6 +498,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
             rlx_conn_error(c, &e);
             return queue_resp(c);
         }
+        if (cl && strtoll(cl, NULL, 10) > 0) watch_hangup(c); /* a client leaving mid-body is seen at once */
         return MHD_YES;
     }
     if (*upload_size) {

@@ -197,4 +197,21 @@ rc=$(stuck_stop 600 second)
 grep -q "signal 15 while stopping; exiting without waiting for model 'stuck' (loading)" "$TMP/stuck.log" ||
     fail "second signal message: $(cat "$TMP/stuck.log")"
 ok stop bounded with a stuck load
+# clients that close after part of their body: their sockets end at once, logged 499 (they were
+# held until --request-timeout, 30 s, and counted as request timeouts, 408)
+start_server midbody
+n499=$(grep -c ' 499 ' "$LOG")
+python3 - "$PORT" <<'PY' || fail "mid-body close clients"
+import socket, sys
+body = b'{"prompt":"Once upon a time","max_tokens":4}'
+for _ in range(3):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:10])
+    s.close()
+PY
+for _ in $(seq 1 50); do [ "$(grep -c ' 499 ' "$LOG")" -ge $((n499 + 3)) ] && break; sleep 0.1; done
+[ "$(grep -c ' 499 ' "$LOG")" -ge $((n499 + 3)) ] || fail "clients gone mid-body not ended at once: $(tail -3 "$LOG")"
+grep -q ' 408 ' "$LOG" && fail "a client gone mid-body was counted as a timeout"
+stop_server
+ok "a client gone mid-body ends at once (499, not a 408 after --request-timeout)"
 echo "all passed"
