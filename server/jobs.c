@@ -445,20 +445,23 @@ static int tc_start(rlx_job *j, rlx_api_error *e)
     return 0;
 }
 
-/* The generated logprob entries whose token's text has been released (it begins before the end
- * of the text so far), not yet sent: lps[*from, *from + return). A token whose text is held
- * back (a possible stop string) waits; at the end (final), the entries of text that never
- * came, a stop string's, are dropped, so the logprobs describe the returned text, as
- * llama-server's and OpenAI's do (a token with no text at the very end, an end-of-generation
- * token, stays). */
+/* The generated logprob entries whose token's text has been released whole (it ends within
+ * the text so far), not yet sent: lps[*from, *from + return). A token whose text is held back,
+ * even in part (a possible stop string), waits; at the end (final), the entries of text that
+ * never came whole, a stop string's, are dropped - also the token in which the stop string
+ * begins, as llama-server drops it - so the logprobs describe the returned text, streamed or
+ * not (a token with no text at the very end, an end-of-generation token, stays). */
 static size_t lps_released(rlx_choice *ch, bool final, size_t *from)
 {
     size_t i = RLX_MAX(ch->lp_sent, ch->n_prompt_lps);
     *from = i;
     size_t end = i;
-    while (end < ch->n_lps && (ch->lps[end].byte_offset < ch->len ||
-                               (final && !ch->lps[end].text_len && ch->lps[end].byte_offset == ch->len)))
+    while (end < ch->n_lps) {
+        const size_t at = ch->lps[end].byte_offset,
+                     piece = (end + 1 < ch->n_lps ? ch->lps[end + 1].byte_offset : ch->lp_offset) - at;
+        if (!(piece ? at + piece <= ch->len : at < ch->len || (final && !ch->lps[end].text_len && at == ch->len))) break;
         end++;
+    }
     if (final) {
         for (size_t k = end; k < ch->n_lps; k++) rlx_api_logprob_clear(&ch->lps[k]);
         ch->n_lps = end;
