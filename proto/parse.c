@@ -253,8 +253,9 @@ static int parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, 
     size_t i = 0;
     cJSON_ArrayForEach(it, v) {
         char *end = NULL;
-        long id = strtol(it->string, &end, 10);
-        if (!it->string[0] || *end || id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab))
+        long id = strtol(it->string, &end, 10); /* as Python's int(): blanks around, a sign */
+        while (end != it->string && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+        if (!it->string[0] || end == it->string || *end || id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab))
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
                                   "'logit_bias' key '%s' is not a token id of this model.", it->string);
         if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > 100)
@@ -402,8 +403,20 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if (has) { s->repetition_penalty = (float)d; r->given |= RLX_API_GIVEN_REPEAT_PENALTY; }
     if ((rc = get_int(root, "repeat_last_n", -1, INT32_MAX, &x, &has, e))) return rc;
     if (has) { s->penalty_last_n = (int32_t)x; r->given |= RLX_API_GIVEN_REPEAT_LAST_N; }
-    if ((rc = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &x, &has, e))) return rc;
-    if (has && x != -1) { s->seed = (uint64_t)x; s->has_seed = true; } /* -1: a random seed, as llama-server */
+    /* any 64-bit integer, as OpenAI takes (random.getrandbits(64) was a 400 past 2^53); past 2^53
+       as JSON's double reads it: the same text gives the same seed */
+    const cJSON *sv = field(root, "seed");
+    if (sv && cJSON_IsNumber(sv) && isfinite(sv->valuedouble) && sv->valuedouble == floor(sv->valuedouble) &&
+        fabs(sv->valuedouble) > 9007199254740991.0) {
+        const double d = sv->valuedouble;
+        if (d < -9223372036854775808.0 || d >= 18446744073709551616.0)
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "seed", "'seed' must be a 64-bit integer.");
+        s->seed = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
+        s->has_seed = true;
+    } else {
+        if ((rc = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &x, &has, e))) return rc;
+        if (has && x != -1) { s->seed = (uint64_t)x; s->has_seed = true; } /* -1: a random seed, as llama-server */
+    }
     if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
     if (has) { q->max_tokens = (int32_t)x; r->given |= RLX_API_GIVEN_MAX_TOKENS; }
     if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, &has, e))) return rc;

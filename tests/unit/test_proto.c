@@ -81,10 +81,20 @@ TEST(sampling_params_parsed)
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"repeat_penalty\":\"high\"}", "repeat_penalty");
     /* an integer past 2^53 is out of range, not "not an integer" */
     rlx_api_error e2 = {0};
-    ASSERT(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":9223372036854775808}", &e2) < 0);
+    ASSERT(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":9223372036854775808}", &e2) < 0);
     rlx_api_request_free(&r);
-    ASSERT_STR_EQ(e2.param, "seed");
+    ASSERT_STR_EQ(e2.param, "n");
     ASSERT_MSG(strstr(e2.message, "between") != NULL, "%s", e2.message);
+    /* a seed is any 64-bit integer, as OpenAI takes (random.getrandbits(64)); it was a 400 past 2^53 */
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":18446744073709549568}", &e), 0);
+    ASSERT(r.base->sampling.has_seed);
+    ASSERT_EQ(r.base->sampling.seed, 18446744073709549568ULL);
+    rlx_api_request_free(&r);
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":-9223372036854775808}", &e), 0);
+    ASSERT_EQ(r.base->sampling.seed, (uint64_t)INT64_MIN);
+    rlx_api_request_free(&r);
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":18446744073709551616}", "seed");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":1e300}", "seed");
 }
 
 TEST(prompt_shapes)
@@ -171,6 +181,20 @@ TEST(bad_params_name_the_parameter)
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5000\":1}}", "logit_bias");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", "logit_bias");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[1]}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\" \":1}}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5 x\":1}}", "logit_bias");
+    /* keys read as Python's int() reads them: blanks around and a sign, either side ("5 " was a 400
+       where " 5" was taken) */
+    {
+        rlx_api_request rk;
+        rlx_api_error ek = {0};
+        ASSERT_EQ(parse(&rk, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5 \":1,\" 6\":2,\"+7\":3}}", &ek), 0);
+        ASSERT_EQ(rk.base->sampling.n_logit_bias, 3);
+        ASSERT_EQ(rk.base->sampling.logit_bias[0].token, 5);
+        ASSERT_EQ(rk.base->sampling.logit_bias[1].token, 6);
+        ASSERT_EQ(rk.base->sampling.logit_bias[2].token, 7);
+        rlx_api_request_free(&rk);
+    }
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":0}", "n");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":17}", "n");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"ignore_eos\":1}", "ignore_eos");
