@@ -102,6 +102,9 @@ typedef struct rlx_request {
                                   (the server's request template); the engine does not read it */
     rlx_sampling_params sampling; /* sampling.logit_bias owned (malloc) */
     int32_t max_tokens;        /* <= 0: up to the context end */
+    bool no_generation;        /* the prompt only (its logprobs with prompt_logprobs): the request
+                                  ends with RLX_FINISH_LENGTH where its first token would be sampled
+                                  (OpenAI's max_tokens 0); max_tokens then 1, for admission */
     bool ignore_eos;
     char **stop;               /* owned: n_stop malloc'ed strings */
     size_t n_stop;

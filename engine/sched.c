@@ -603,6 +603,10 @@ static void emit_prompt_logprobs(rlx_worker *w, seq *s, const float *logits)
 bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
 {
     rlx_request *r = s->req;
+    if (r->no_generation) { /* scored, not continued (max_tokens 0) */
+        rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
+        return false;
+    }
     int32_t V = w->runner->n_vocab;
     memcpy(scratch, logits, (size_t)V * sizeof *scratch);
     int32_t tok = -1;

@@ -417,8 +417,10 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
         if ((rc = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &x, &has, e))) return rc;
         if (has && x != -1) { s->seed = (uint64_t)x; s->has_seed = true; } /* -1: a random seed, as llama-server */
     }
-    if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
-    if (has) { q->max_tokens = (int32_t)x; r->given |= RLX_API_GIVEN_MAX_TOKENS; }
+    /* completions take 0, as OpenAI's legacy API does: the prompt scored, nothing generated
+       (echo + logprobs + max_tokens 0 is how evaluation harnesses read a text's log-likelihood) */
+    if ((rc = get_int(root, "max_tokens", r->kind == RLX_API_COMPLETIONS ? 0 : 1, INT32_MAX, &x, &has, e))) return rc;
+    if (has) { q->max_tokens = (int32_t)(x ? x : 1); q->no_generation = !x; r->given |= RLX_API_GIVEN_MAX_TOKENS; }
     if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, &has, e))) return rc;
     if (has) { r->given |= RLX_API_GIVEN_MAX_TOKENS; q->max_tokens = (int32_t)x; r->max_tokens_param = "max_completion_tokens"; }
     if ((rc = get_int(root, "n", 1, RLX_MAX_N, &x, &has, e))) return rc;

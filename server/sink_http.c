@@ -24,6 +24,16 @@ static void http_begin(rlx_job *j)
     }
 }
 
+/* The echoed prompt with its logprobs, once they are in: before the first token, or before the
+ * end when none comes (max_tokens 0: the prompt scored). */
+static void echo_out(rlx_job *j, rlx_choice *ch)
+{
+    if (!ch->echo_pending) return;
+    ch->echo_pending = false;
+    rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, ch->text, ch->echo_len, false, ch->lps, ch->n_prompt_lps,
+                                          RLX_FINISH_NONE));
+}
+
 static void http_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lps,
                        size_t n_lps)
 {
@@ -31,11 +41,7 @@ static void http_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
         if (token >= 0) rlx_job_out_take(j, rlx_api_ndjson_token(token, text, n));
         return;
     }
-    if (ch->echo_pending) { /* the echoed prompt, now with its logprobs */
-        ch->echo_pending = false;
-        rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, ch->text, ch->echo_len, false, ch->lps,
-                                              ch->n_prompt_lps, RLX_FINISH_NONE));
-    }
+    echo_out(j, ch);
     if (!n && !n_lps) return;
     rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lps, n_lps, RLX_FINISH_NONE));
 }
@@ -50,6 +56,7 @@ static void http_tool_event(rlx_job *j, rlx_choice *ch, const rlx_tc_event *ev)
 static void http_choice_end(rlx_job *j, rlx_choice *ch, const char *text, size_t n, const rlx_api_logprob *lps,
                             size_t n_lps)
 {
+    echo_out(j, ch);
     if (ch->tc)
         rlx_job_out_take(j, rlx_api_sse_tool_end(&j->meta, ch->index, ch->finish, ch->tout.n_calls > 0));
     else if (j->req.kind != RLX_API_GENERATE)

@@ -64,6 +64,33 @@ if (i < 0 || c.text.substr(lp.text_offset[i], 5) !== " upon") { console.error(JS
 ' "$first" || fail "streamed echo offsets: $first"
 ok "echo + logprobs: text_offset indexes the returned text"
 
+# max_tokens 0 (completions, as OpenAI's legacy API): the prompt scored, nothing generated - echo
+# + logprobs + max_tokens 0 is how evaluation harnesses read a text's log-likelihood (it was a
+# 400); the prompt's logprobs equal those a generating request gets, streamed or not
+ref=$(post /v1/completions '{"prompt":"Once upon a time there was","max_tokens":1,"echo":true,"logprobs":1,"temperature":0}')
+for st in false true; do
+    r=$(post /v1/completions "{\"prompt\":\"Once upon a time there was\",\"max_tokens\":0,\"echo\":true,\"logprobs\":1,\"stream\":$st,\"stream_options\":{\"include_usage\":$st}}")
+    [ "$(status)" = 200 ] || fail "max_tokens 0: $(status) $r"
+    node -e '
+const [ref, body, st] = [JSON.parse(process.argv[1]), process.argv[2], process.argv[3] === "true"];
+let text = "", toks = [], lps = [], fin = null, usage = null;
+const take = (c) => { text += c.text; if (c.logprobs) { toks.push(...c.logprobs.tokens); lps.push(...c.logprobs.token_logprobs); }
+                      if (c.finish_reason) fin = c.finish_reason; };
+if (st) body.split("\n").filter(l => l.startsWith("data: {")).map(l => JSON.parse(l.slice(6)))
+           .forEach(o => { if (o.choices.length) take(o.choices[0]); if (o.usage) usage = o.usage; });
+else { const o = JSON.parse(body); take(o.choices[0]); usage = o.usage; }
+const rc = ref.choices[0], n = ref.usage.prompt_tokens;
+const die = (m) => { console.error(m + ": " + body); process.exit(1); };
+if (text !== "Once upon a time there was") die("text");
+if (fin !== "length" || usage.completion_tokens !== 0 || usage.prompt_tokens !== n) die("finish or usage");
+if (toks.length !== n || JSON.stringify(toks) !== JSON.stringify(rc.logprobs.tokens.slice(0, n))) die("tokens");
+if (JSON.stringify(lps) !== JSON.stringify(rc.logprobs.token_logprobs.slice(0, n))) die("logprobs differ");
+' "$ref" "$r" "$st" || fail "max_tokens 0 scoring (stream $st)"
+done
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_tokens":0}')
+[ "$(status)" = 400 ] || fail "chat max_tokens 0: $(status) $r"
+ok "completions max_tokens 0: the prompt scored, nothing generated"
+
 # a stop string cuts the text: logprobs describe the returned text (tokens that begin past its
 # end, the stop string's, are left out, as llama-server does), streamed or not; before, " g"
 # and "ir" of "little gi" came with text_offset past the text

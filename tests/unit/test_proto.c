@@ -171,7 +171,9 @@ TEST(bad_params_name_the_parameter)
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"frequency_penalty\":true}", "frequency_penalty");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"repetition_penalty\":0}", "repetition_penalty");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":\"1\"}", "seed");
-    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":-1}", "max_tokens");
+    EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", "max_tokens");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens");
     EXPECT_BAD(RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":-3}",
                "max_completion_tokens");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop");
