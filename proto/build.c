@@ -229,9 +229,12 @@ static cJSON *parse_object(const char *body, size_t len, rlx_api_error *e)
         rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
         return NULL;
     }
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) {
-        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request body is not valid JSON.");
+    /* read as the generation routes read bodies (a lone surrogate escape becomes bytes the UTF-8
+       check below refuses naming the field; cJSON alone called the whole body not JSON) */
+    cJSON *root = NULL;
+    rlx_error jerr = {0};
+    if (rlx_json_parse(body, len, &root, &jerr)) {
+        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request body is not valid JSON (%s).", jerr.msg);
         return NULL;
     }
     if (!cJSON_IsObject(root)) {

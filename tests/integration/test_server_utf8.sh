@@ -28,6 +28,10 @@ bad /tokenize content '{"content":"x\xff"}'
 bad /tokenize prompt '{"prompt":"x\xff"}'
 # an encoded surrogate (CESU-8) is not UTF-8 either
 bad /v1/completions prompt '{"prompt":"a\xed\xb0\x80b","max_tokens":2}'
+# nor is a lone surrogate escape: /tokenize named the whole body "not valid JSON" (the other routes
+# named the field)
+bad /tokenize content '{"content":"a\\ud800b"}'
+bad /v1/completions prompt '{"prompt":"a\\udc00","max_tokens":2}'
 # valid multi-byte text passes
 r=$(post /v1/completions '{"prompt":"Caf\u00e9 \u2603 ok","max_tokens":2}')
 [ "$(status)" = 200 ] || fail "valid UTF-8 refused: $r"
