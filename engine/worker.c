@@ -6,48 +6,13 @@
 #include "engine/pool.h"
 #include "engine/session.h"
 #include "engine/worker_internal.h"
+#include "models/filemap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <errno.h>
-
-/* A text file's bytes, NUL-terminated (malloc'ed, *n its length); NULL with errno set. */
-static char *read_text(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            size_t nc = cap ? cap * 2 : 8192;
-            char *nb = realloc(b, nc);
-            if (!nb) {
-                free(b);
-                fclose(f);
-                errno = ENOMEM;
-                return NULL;
-            }
-            b = nb;
-            cap = nc;
-        }
-        size_t got = fread(b + len, 1, 4096, f);
-        len += got;
-        if (got < 4096) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(b);
-        errno = EIO;
-        return NULL;
-    }
-    b[len] = 0;
-    *n = len;
-    return b;
-}
 
 /* The tokenizer: from the cache when it holds this model's, else built from the GGUF (and
  * written to the cache). What the cache did goes to w->tok_cache for the load log. */
@@ -154,8 +119,10 @@ int rlx_worker_start(rlx_worker **out, const rlx_worker_config *cfg, rlx_error *
     rlx_gguf_str tsrc;
     if (cfg->chat_template_file) {
         size_t n = 0;
-        if (!(w->tmpl_file = read_text(cfg->chat_template_file, &n))) {
-            rc_ = rlx_errorf(err, RLX_EIO, "%s: cannot read the chat template: %s", cfg->chat_template_file, strerror(errno));
+        rlx_error rerr = {0};
+        /* a regular file only: a FIFO held the load for ever, /dev/zero filled the memory */
+        if (rlx__read_file(cfg->chat_template_file, &w->tmpl_file, &n, &rerr)) {
+            rc_ = rlx_errorf(err, RLX_EIO, "cannot read the chat template: %s", rerr.msg);
             goto fail;
         }
         w->tmpl_src = w->tmpl_file;

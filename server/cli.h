@@ -29,7 +29,10 @@ extern const char *const rlx__quant_order[];
 /* `rlxd bench --grammar` (cmd_bench_grammar.c): what a grammar costs. */
 int rlx__cmd_bench_grammar(int argc, char **argv);
 
-/* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error (errno set). */
+/* Reads a whole file (or a FIFO: `<(cmd)`) into a malloc'ed NUL-terminated buffer; NULL on
+ * error with errno set: ENODEV for a device or socket (/dev/zero never ends), EISDIR, EFBIG past
+ * RLX_CLI_FILE_MAX bytes. */
+#define RLX_CLI_FILE_MAX ((size_t)1 << 30)
 char *rlx_read_file(const char *path, size_t *len);
 
 /* Strict number parsing for flags: prints "rlxd CMD: FLAG expects ..." and returns false on

@@ -139,7 +139,9 @@ int rlx_cmd_bench(int argc, char **argv)
     if (!rlx__cli_model_path_ok("bench", model)) return 1;
     int max_seqs = 1;
     for (int i = 0; i < n_seqs_list; i++) max_seqs = RLX_MAX(max_seqs, seqs[i]);
-    rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true, .n_ctx = (int32_t)(p + n),
+    /* the batched rows run a 16-token prompt whatever -p is: the context holds the longer one (-p 4
+       -n 12 failed, "the model's memory is too small for 1 x 28 tokens") */
+    rlx_runner_config cfg = {.model_path = model, .kv_type = kv_type, .kv_type_set = true, .n_ctx = (int32_t)(RLX_MAX(p, 16) + n),
                              .max_seqs = max_seqs, .max_batch_tokens = (int32_t)RLX_MAX(RLX_MIN(p, 512), max_seqs),
                              .max_outputs = max_seqs, .backend = {.name = backend_name, .n_threads = (int)threads, .device = (int)device}};
     rlx_runner *r = NULL;

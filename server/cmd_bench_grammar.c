@@ -30,6 +30,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,7 +200,7 @@ int rlx__cmd_bench_grammar(int argc, char **argv)
     size_t flen;
     if (!rlx__cli_model_path_ok("bench", model)) return 1;
     char *src = rlx_read_file(file, &flen);
-    if (!src) { fprintf(stderr, "rlxd bench: cannot read %s\n", file); return 1; }
+    if (!src) { fprintf(stderr, "rlxd bench: cannot read %s: %s\n", file, strerror(errno)); return 1; }
 
     /* ---- model, vocabulary ---- */
     gbench b = {0};

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,10 +126,11 @@ int rlx__bench_spec(int argc, char **argv)
 #undef NEXT
     }
     if (!model) { fprintf(stderr, "rlxd bench --spec: -m FILE is required\n"); return 2; }
+    if (!rlx__cli_model_path_ok("bench", model) || (draft_model && !rlx__cli_model_path_ok("bench", draft_model))) return 1;
     size_t plen = sizeof default_prompt - 1;
     char *ptext = NULL;
     if (prompt_file && !(ptext = rlx_read_file(prompt_file, &plen))) {
-        fprintf(stderr, "rlxd bench --spec: cannot read %s\n", prompt_file);
+        fprintf(stderr, "rlxd bench --spec: cannot read %s: %s\n", prompt_file, strerror(errno));
         return 1;
     }
     rlx_worker *w[2] = {0};

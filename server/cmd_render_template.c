@@ -9,6 +9,7 @@
 #include "models/json.h"
 
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,7 +91,7 @@ int rlx_cmd_render_template(int argc, char **argv)
     size_t ctx_len = 0;
     char *ctx_text = !strcmp(ctx_path, "-") ? read_stdin(&ctx_len) : rlx_read_file(ctx_path, &ctx_len);
     if (!ctx_text) {
-        fprintf(stderr, "rlxd render-template: cannot read the context %s\n", ctx_path);
+        fprintf(stderr, "rlxd render-template: cannot read the context %s: %s\n", ctx_path, strerror(errno));
         return 1;
     }
     /* read as Python's json reads it: 1.0 stays a float, big ints stay exact, NULs survive */
@@ -111,7 +112,7 @@ int rlx_cmd_render_template(int argc, char **argv)
     if (tmpl_path) {
         src = rlx_read_file(tmpl_path, &src_len);
         if (!src) {
-            fprintf(stderr, "rlxd render-template: cannot read the template %s\n", tmpl_path);
+            fprintf(stderr, "rlxd render-template: cannot read the template %s: %s\n", tmpl_path, strerror(errno));
             cJSON_Delete(ctx);
             return 1;
         }

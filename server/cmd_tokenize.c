@@ -5,6 +5,7 @@
 #include "models/safetensors.h"
 
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +50,7 @@ int rlx_cmd_tokenize(int argc, char **argv)
     if (file) {
         owned = rlx_read_file(file, &len);
         if (!owned) {
-            fprintf(stderr, "rlxd tokenize: cannot read %s\n", file);
+            fprintf(stderr, "rlxd tokenize: cannot read %s: %s\n", file, strerror(errno));
             return 1;
         }
         prompt = owned;

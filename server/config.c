@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LOGFMT, T_KVTYPE, T_KEEPALIVE, T_PROB, T_AUTO } setting_type;
 
@@ -539,6 +540,14 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     }
     if (c->api_key && !c->api_key[0])
         return rlx_errorf(err, RLX_EINVAL, "the API key must not be empty (omit --api-key for no auth)");
+    /* files every model reads: a FIFO, socket or device there would hold each load (a FIFO) or
+       never end (/dev/zero), so they are refused at start, by stat alone (no wait) */
+    const struct { const char *flag, *path; } files[] = {{"--draft-model", c->draft_model}, {"--chat-template", c->chat_template}};
+    for (size_t i = 0; i < RLX_ARRAY_LEN(files); i++) {
+        struct stat st;
+        if (files[i].path && !stat(files[i].path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+            return rlx_errorf(err, RLX_EINVAL, "%s %s is a FIFO, socket or device, not a file", files[i].flag, files[i].path);
+    }
     if (c->n_models == 0 && !c->models_dir)
         return rlx_errorf(err, RLX_EINVAL, "no model to serve: give -m FILE[:NAME], --models-dir DIR, RLXD_MODEL or a "
                           "[model.NAME] section with path=... in the config file");

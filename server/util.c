@@ -11,6 +11,11 @@
 
 char *rlx_read_file(const char *path, size_t *len)
 {
+    struct stat st; /* a device (/dev/zero) never ends: refused; a FIFO (<(cmd)) is read */
+    if (!stat(path, &st) && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
+        errno = S_ISDIR(st.st_mode) ? EISDIR : ENODEV;
+        return NULL;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
@@ -19,6 +24,12 @@ char *rlx_read_file(const char *path, size_t *len)
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
         if (n < cap) break;
+        if (cap >= RLX_CLI_FILE_MAX) { /* a pipe that never ends */
+            free(buf);
+            fclose(f);
+            errno = EFBIG;
+            return NULL;
+        }
         cap *= 2;
         char *nb = realloc(buf, cap + 1);
         if (!nb) { free(buf); buf = NULL; break; }

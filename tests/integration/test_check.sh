@@ -159,4 +159,28 @@ for cmd in "inspect" "tokenize -p x -m" "generate -p x -m" "logits --tokens 1 -m
     [ $rc -eq 1 ] || fail "$cmd FIFO: exit $rc, expected 1: $(cat "$TMP/out")"
     grep -q "pipe.gguf is a FIFO, not a model file" "$TMP/out" || fail "$cmd FIFO: $(cat "$TMP/out")"
 done
+good="$SHARED/models/stories260K.gguf"
+timeout 20 "$RLXD" bench --spec -m "$good" --draft-model "$TMP/pipe.gguf" -n 4 >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "is a FIFO, not a model file" "$TMP/out" || fail "bench --spec --draft-model FIFO: $rc $(cat "$TMP/out")"
+# serve: --draft-model and --chat-template FIFOs or devices are refused at start (each load
+# waited in open() for ever; /dev/zero as the template filled the memory)
+for a in "--draft-model $TMP/pipe.gguf" "--chat-template $TMP/pipe.gguf" "--chat-template /dev/zero"; do
+    # shellcheck disable=SC2086
+    timeout 20 "$RLXD" serve -m "$good" $a --port 0 >"$TMP/out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && grep -q "is a FIFO, socket or device, not a file" "$TMP/out" || fail "serve $a: exit $rc: $(tail -3 "$TMP/out")"
+done
+# text files the subcommands read: a device is refused (/dev/zero grew to gigabytes), a FIFO
+# (process substitution) is read
+timeout 20 "$RLXD" tokenize -m "$good" -f /dev/zero >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "cannot read /dev/zero: No such device" "$TMP/out" || fail "tokenize -f /dev/zero: $rc $(head -c 300 "$TMP/out")"
+timeout 20 "$RLXD" tokenize -m "$good" -f <(printf 'Once upon a time') >"$TMP/out" 2>&1 || fail "tokenize -f FIFO: $(cat "$TMP/out")"
+[ "$(cat "$TMP/out")" = "$("$RLXD" tokenize -m "$good" -p 'Once upon a time')" ] || fail "tokenize -f FIFO: $(cat "$TMP/out")"
+timeout 20 "$RLXD" render-template -m "$good" --context /dev/zero >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "No such device" "$TMP/out" || fail "render-template --context /dev/zero: $rc $(head -c 300 "$TMP/out")"
+# bench with a prompt shorter than the batched rows' 16 tokens (the context was -p + -n: too small)
+for pn in "4 12" "1 1"; do
+    # shellcheck disable=SC2086
+    set -- $pn
+    timeout 60 "$RLXD" bench -m "$good" -p "$1" -n "$2" -r 1 --seqs 1,4 >"$TMP/out" 2>&1 || fail "bench -p $1 -n $2: $(cat "$TMP/out")"
+done
 echo "ok"
