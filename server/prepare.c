@@ -5,6 +5,7 @@
  * token ids only, so every check the engine makes at submit time (context, KV capacity,
  * queue) is answered before the first byte of a response goes out. */
 #include "server/serve.h"
+#include "engine/grammar.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,12 +74,31 @@ static int check_prompt(rlx_job *j, size_t i, const int32_t *ids, size_t n, rlx_
     return rlx_job_admit(j, i, &q, e);
 }
 
+/* A grammar's token references (<[id]>, <text>) against this model's vocabulary: known only
+ * here, they were checked where the worker compiled the grammar, after a stream had begun (200
+ * and an error event, where the same request unstreamed was a 400). */
+static int check_grammar_tokens(rlx_job *j, rlx_api_error *e)
+{
+    const char *g = j->req.base->grammar;
+    if (!g || !strchr(g, '<')) return 0;
+    rlx_grammar_token_ids ids = rlx_grammar_tokenizer_ids(j->model->tok, j->model->n_vocab);
+    rlx_error gerr = {0};
+    rlx_grammar *gr = rlx_grammar_compile_ids(g, strlen(g), NULL, &ids, &gerr);
+    if (gr) {
+        rlx_grammar_free(gr);
+        return 0;
+    }
+    const char *param = j->req.grammar_param ? j->req.grammar_param : "grammar";
+    return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
+}
+
 int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
 {
     rlx_api_request *r = &j->req;
     rlx_model_slot *m = j->model;
     int rc;
     if (rlx_api_kind_embeds(r->kind)) return rlx_embed_prepare(j, e);
+    if ((rc = check_grammar_tokens(j, e))) return rc;
     if (r->messages) {
         char *prompt = NULL;
         if ((rc = rlx_render_chat(m, r, &prompt, e))) return rc;

@@ -67,10 +67,16 @@ for stream in false true; do
         echo "$r" | grep -q '"finish_reason":"stop"' || fail "token references stream finish: $r"
     fi
 done
+# the vocabulary's refusals are a 400 streamed or not (a stream got 200 and an error event)
+for stream in false true; do
+    for ref in '<nope>' '<[99999]>' '<[2]>'; do
+        r=$(post /v1/completions "{\"prompt\":\"x\",\"stream\":$stream,\"grammar\":\"root ::= \\\"a\\\" $ref\\n\"}")
+        [ "$(status)" = 400 ] || fail "token reference $ref (stream $stream): $(status) $r"
+        [ "$(echo "$r" | jget '.error.param')" = grammar ] || fail "token reference $ref param: $r"
+    done
+done
 r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" <nope>\n"}')
-[ "$(status)" = 400 ] || fail "unknown token reference: $(status) $r"
 echo "$r" | jget '.error.message' | grep -q "<nope> is not one token" || fail "unknown token reference message: $r"
-[ "$(echo "$r" | jget '.error.param')" = grammar ] || fail "unknown token reference param: $r"
 r=$(post /v1/completions '{"prompt":"x","json_schema":{"type":"string"},"grammar":""}')
 [ "$(status)" = 200 ] || fail "an empty grammar beside a schema: $(status) $r"
 r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" <[12x]>\n"}')
