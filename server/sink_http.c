@@ -73,7 +73,9 @@ static void http_finish(rlx_job *j)
         else rlx_job_out_take(j, body);
     } else if (j->req.stream && j->req.kind == RLX_API_GENERATE) {
         const rlx_choice *ch = &j->choices[0];
+        /* the final line is the unstreamed response: logprobs too (they were left out) */
         rlx_api_choice c = {.text = ch->text, .text_len = ch->len, .tokens = ch->tokens, .n_tokens = ch->n_tokens,
+                            .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL, .n_logprobs = ch->n_lps,
                             .finish = ch->finish};
         rlx_job_out_take(j, rlx_api_response_json(&j->meta, &c, 1, &j->total, &ch->timings));
         rlx_job_out_put(j, "\n", 1);

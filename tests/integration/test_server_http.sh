@@ -65,6 +65,11 @@ ok chat
 r=$(post /v1/generate '{"prompt":"Once upon a time","max_tokens":5,"temperature":0}')
 [ "$(echo "$r" | jget '.token_ids.length')" = "$(echo "$r" | jget '.usage.completion_tokens')" ] || fail "generate: $r"
 echo "$r" | jget '.timings.total_s' >/dev/null || fail "timings: $r"
+# streamed, its last line is that response, logprobs included (they were left out)
+r=$(post /v1/generate '{"prompt":"Once upon a time","max_tokens":5,"temperature":0,"logprobs":true,"top_logprobs":2}')
+s=$(post /v1/generate '{"prompt":"Once upon a time","max_tokens":5,"temperature":0,"logprobs":true,"top_logprobs":2,"stream":true}' | tail -1)
+[ "$(echo "$r" | jget '.logprobs.content.length')" = 5 ] || fail "generate logprobs: $r"
+[ "$(echo "$s" | jget '.logprobs')" = "$(echo "$r" | jget '.logprobs')" ] || fail "streamed generate logprobs: $s"
 ok generate
 
 # tokenize / detokenize round trip; apply-template
