@@ -17,8 +17,9 @@ static void http_begin(rlx_job *j)
         rlx_choice *ch = &j->choices[i];
         if (j->req.kind == RLX_API_CHAT) /* the opening chunk carries the role */
             rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, "", 0, true, NULL, 0, RLX_FINISH_NONE));
-        else if (ch->len && j->req.kind == RLX_API_COMPLETIONS && j->req.logprobs >= 0)
-            ch->echo_pending = true; /* echo: the prompt goes first, once its logprobs are in */
+        else if (j->req.echo && j->req.kind == RLX_API_COMPLETIONS && j->req.logprobs >= 0)
+            ch->echo_pending = true; /* echo: the prompt goes first, once its logprobs are in (also a
+                                        prompt with no text, "" or control tokens: its entries) */
         else if (ch->len && j->req.kind == RLX_API_COMPLETIONS) /* echo: the prompt comes first */
             rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, (int)i, ch->text, ch->len, false, NULL, 0, RLX_FINISH_NONE));
     }

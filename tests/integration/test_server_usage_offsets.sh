@@ -87,6 +87,13 @@ if (toks.length !== n || JSON.stringify(toks) !== JSON.stringify(rc.logprobs.tok
 if (JSON.stringify(lps) !== JSON.stringify(rc.logprobs.token_logprobs.slice(0, n))) die("logprobs differ");
 ' "$ref" "$r" "$st" || fail "max_tokens 0 scoring (stream $st)"
 done
+# a prompt with no text ("", control-token ids): its entries are streamed too (they were empty)
+for p in '""' '[1,2,3,4]'; do
+    a=$(post /v1/completions "{\"prompt\":$p,\"max_tokens\":0,\"echo\":true,\"logprobs\":1}" | jget '.choices[0].logprobs.tokens')
+    b=$(post /v1/completions "{\"prompt\":$p,\"max_tokens\":0,\"echo\":true,\"logprobs\":1,\"stream\":true}" |
+        node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const t=[];s.split("\n").filter(l=>l.startsWith("data: {")).forEach(l=>{const c=JSON.parse(l.slice(6)).choices[0];if(c&&c.logprobs)t.push(...c.logprobs.tokens)});console.log(JSON.stringify(t))})')
+    [ "$a" = "$b" ] && [ "$a" != "[]" ] || fail "echo logprobs of $p: streamed $b, not $a"
+done
 r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_tokens":0}')
 [ "$(status)" = 400 ] || fail "chat max_tokens 0: $(status) $r"
 ok "completions max_tokens 0: the prompt scored, nothing generated"
