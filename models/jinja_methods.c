@@ -482,6 +482,10 @@ static rj_value strftime_now(rj_rt *rt, const rj_args *a)
         tm.tm_sec = s;
         time_t t = timegm(&tm); /* fills weekday and day of year */
         gmtime_r(&t, &tm);
+        /* a date that does not exist (2026-13-45T99:99:99) is refused, not moved on to 2027 */
+        if (tm.tm_year != y - 1900 || tm.tm_mon != mo - 1 || tm.tm_mday != d || tm.tm_hour != h || tm.tm_min != mi ||
+            tm.tm_sec != s)
+            rlx__j_fail(rt, RLX_EINVAL, "the fixed time '%s' is no date and time of the calendar", rt->now_iso);
     } else {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

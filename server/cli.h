@@ -35,6 +35,8 @@ int rlx__cmd_bench_grammar(int argc, char **argv);
 #define RLX_CLI_FILE_MAX ((size_t)1 << 30)
 char *rlx_read_file(const char *path, size_t *len);
 
+/* s as a JSON string literal with its quotes (malloc'ed; NULL when out of memory). */
+char *rlx_json_string(const char *s);
 /* Strict number parsing for flags: prints "rlxd CMD: FLAG expects ..." and returns false on
  * malformed or out-of-range values. */
 bool rlx_arg_long(const char *cmd, const char *flag, const char *val, long min, long max, long *out);

@@ -6,6 +6,9 @@
 #include "engine/runner.h"
 #include "engine/sample.h"
 #include "server/cli.h"
+#include "backends/cpu/threadpool.h"
+
+#include <cjson/cJSON.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,9 +176,14 @@ int rlx_cmd_bench(int argc, char **argv)
     const char *base = strrchr(model, '/');
     base = base ? base + 1 : model;
     if (json) {
-        printf("{\"model\":\"%s\",\"weight_bytes\":%zu,\"threads\":%ld,\"cpu_path\":\"%s\",\"pp\":%ld,\"tg\":%ld,"
+        /* the name as a JSON string (a file named we"ird\name broke the line), the threads used */
+        char *name = rlx_json_string(base);
+        long used = threads > 0 ? threads : (!backend_name || !strcmp(backend_name, "cpu")) ? rlx_cpu_count() : 0;
+        printf("{\"model\":%s,\"weight_bytes\":%zu,\"threads\":%ld,\"cpu_path\":\"%s\",\"pp\":%ld,\"tg\":%ld,"
                "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"pp_tps_max\":%.2f,\"tg_tps\":%.2f,\"tg_tps_min\":%.2f,\"tg_tps_max\":%.2f,\"tg_tps_by_seqs\":{",
-               base, r->weight_bytes, threads, rlx_cpu_path(), p, n, spp.median, spp.min, spp.max, stg.median, stg.min, stg.max);
+               name ? name : "null", r->weight_bytes, used, rlx_cpu_path(), p, n, spp.median, spp.min, spp.max, stg.median,
+               stg.min, stg.max);
+        free(name);
         for (int i = 0; i < n_seqs_list; i++) printf("%s\"%d\":%.2f", i ? "," : "", seqs[i], sseq[i].median);
         printf("}}\n");
     } else {

@@ -179,7 +179,12 @@ int rlx__bench_spec(int argc, char **argv)
     const char *base = strrchr(model, '/');
     base = base ? base + 1 : model;
     if (!json) printf("| model | workload | plain tok/s | speculative tok/s | speedup | drafted | accepted | identical |\n|---|---|---|---|---|---|---|---|\n");
-    else printf("{\"model\":\"%s\",\"prompt_tokens\":%zu,\"n\":%ld,\"draft_max\":%ld,\"workloads\":[", base, n_ids, n, draft_max);
+    else {
+        char *name = rlx_json_string(base); /* escaped: a file name may hold quotes */
+        printf("{\"model\":%s,\"prompt_tokens\":%zu,\"n\":%ld,\"draft_max\":%ld,\"workloads\":[", name ? name : "null", n_ids,
+               n, draft_max);
+        free(name);
+    }
     for (int wl = 0; wl < 2; wl++) {
         double a = median(tps[wl][0], (int)reps), b = median(tps[wl][1], (int)reps);
         double acc = drafted[wl] ? (double)kept[wl] / (double)drafted[wl] : 0;

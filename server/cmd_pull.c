@@ -66,6 +66,10 @@ int rlx_cmd_pull(int argc, char **argv)
         fprintf(stderr, "rlxd pull: --models-dir must not be empty\n");
         return 2;
     }
+    if (o.endpoint && !o.endpoint[0]) { /* it fell back to huggingface.co unsaid */
+        fprintf(stderr, "rlxd pull: --endpoint must not be empty (omit it for $HF_ENDPOINT or https://huggingface.co)\n");
+        return 2;
+    }
     char path[4096];
     if (rlx_pull(&r, &o, path, sizeof path, &err)) {
         fprintf(stderr, "rlxd pull: %s\n", err.msg);

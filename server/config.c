@@ -540,6 +540,10 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     }
     if (c->api_key && !c->api_key[0])
         return rlx_errorf(err, RLX_EINVAL, "the API key must not be empty (omit --api-key for no auth)");
+    /* a backend is named when given: '' ran on the CPU under an empty name (in the ready line,
+       the metrics and system_fingerprint), 'foo' failed only at load, after listening */
+    if (c->backend && strcmp(c->backend, "cpu") && strcmp(c->backend, "vulkan") && strcmp(c->backend, "cuda"))
+        return rlx_errorf(err, RLX_EINVAL, "--backend must be cpu, vulkan or cuda, not '%s'", c->backend);
     /* files every model reads: a FIFO, socket or device there would hold each load (a FIFO) or
        never end (/dev/zero), so they are refused at start, by stat alone (no wait) */
     const struct { const char *flag, *path; } files[] = {{"--draft-model", c->draft_model}, {"--chat-template", c->chat_template}};

@@ -9,6 +9,8 @@
 
 #include "backends/dtype.h"
 
+#include <cjson/cJSON.h>
+
 char *rlx_read_file(const char *path, size_t *len)
 {
     struct stat st; /* a device (/dev/zero) never ends: refused; a FIFO (<(cmd)) is read */
@@ -67,6 +69,14 @@ bool rlx_arg_float(const char *cmd, const char *flag, const char *val, double mi
     }
     *out = (float)v;
     return true;
+}
+
+char *rlx_json_string(const char *s)
+{
+    cJSON *v = cJSON_CreateString(s ? s : "");
+    char *out = v ? cJSON_PrintUnformatted(v) : NULL;
+    cJSON_Delete(v);
+    return out;
 }
 
 bool rlx__cli_model_path_ok(const char *cmd, const char *path)

@@ -381,8 +381,8 @@ static int parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--timeout")) {
             char *end;
             o->timeout_s = strtod(v, &end);
-            if (*end || !(o->timeout_s > 0)) {
-                fprintf(stderr, "rlxd-loadgen: --timeout needs a positive number of seconds\n");
+            if (*end || !(o->timeout_s > 0) || !(o->timeout_s <= 1e7)) { /* inf overflowed the milliseconds */
+                fprintf(stderr, "rlxd-loadgen: --timeout needs a positive number of seconds, at most 1e7\n");
                 return -1;
             }
         } else {

@@ -413,8 +413,8 @@ static int parse_i64(const char *flag, const char *v, int64_t *out)
     char *end;
     errno = 0;
     long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || errno || *end || x <= 0 || x > (1ll << 40)) {
-        fprintf(stderr, "rlxd-synth: %s needs a positive integer, got '%s'\n", flag, v ? v : "");
+    if (!v || errno || *end || x <= 0 || x > INT32_MAX) { /* GGUF keeps shapes in 32 bits (--ctx 2^32 wrote 0) */
+        fprintf(stderr, "rlxd-synth: %s needs a positive integer up to %d, got '%s'\n", flag, INT32_MAX, v ? v : "");
         return -1;
     }
     *out = x;
@@ -491,7 +491,7 @@ int main(int argc, char **argv)
             char *end;
             errno = 0;
             o.seed = strtoull(v, &end, 10);
-            if (errno || *end || !*v) { fprintf(stderr, "rlxd-synth: --seed needs a non-negative integer, got '%s'\n", v); return 2; }
+            if (errno || *end || !*v || strchr(v, '-')) { fprintf(stderr, "rlxd-synth: --seed needs a non-negative integer, got '%s'\n", v); return 2; }
         } else { fprintf(stderr, "rlxd-synth: unknown option: %s (see --help)\n", f); return 2; }
     }
     if (!arch || !o.out) { fprintf(stderr, "rlxd-synth: --arch and -o are required (see --help)\n"); return 2; }

@@ -177,6 +177,28 @@ timeout 20 "$RLXD" tokenize -m "$good" -f <(printf 'Once upon a time') >"$TMP/ou
 [ "$(cat "$TMP/out")" = "$("$RLXD" tokenize -m "$good" -p 'Once upon a time')" ] || fail "tokenize -f FIFO: $(cat "$TMP/out")"
 timeout 20 "$RLXD" render-template -m "$good" --context /dev/zero >"$TMP/out" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "No such device" "$TMP/out" || fail "render-template --context /dev/zero: $rc $(head -c 300 "$TMP/out")"
+# arguments refused where they were taken and went wrong: a shape past GGUF's 32 bits (wrote
+# context_length 0), an empty or unknown backend (ran as '' / failed after listening), an
+# endless loadgen timeout (overflowed to 1 ms), an empty pull endpoint (fell back to
+# huggingface.co), a date that does not exist (moved on to 2027)
+"$BIN/rlxd-synth" --arch llama --ctx 4294967296 -o "$TMP/wrap.gguf" >"$TMP/out" 2>&1; [ $? -eq 2 ] || fail "synth --ctx 2^32: $(cat "$TMP/out")"
+[ -e "$TMP/wrap.gguf" ] && fail "synth --ctx 2^32 wrote a file"
+"$BIN/rlxd-synth" --arch llama --seed -1 -o "$TMP/wrap.gguf" >"$TMP/out" 2>&1; [ $? -eq 2 ] || fail "synth --seed -1: $(cat "$TMP/out")"
+for b in "" foo; do
+    timeout 20 "$RLXD" serve -m "$good" --backend "$b" --port 0 >"$TMP/out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && grep -q "backend must be cpu, vulkan or cuda, not '$b'" "$TMP/out" || fail "serve --backend '$b': $rc $(tail -2 "$TMP/out")"
+done
+"$BIN/rlxd-loadgen" --url http://127.0.0.1:1/v1 --model m --timeout inf >"$TMP/out" 2>&1; [ $? -eq 2 ] || fail "loadgen --timeout inf: $(head -2 "$TMP/out")"
+"$RLXD" pull hf:a/b --endpoint "" >"$TMP/out" 2>&1; [ $? -eq 2 ] && grep -q "endpoint must not be empty" "$TMP/out" || fail "pull --endpoint '': $(cat "$TMP/out")"
+printf '{{ strftime_now("%%Y-%%m-%%d") }}' >"$TMP/now.jinja"
+"$RLXD" render-template --template "$TMP/now.jinja" --context "$TMP/ctx.json" --now 2026-13-45T99:99:99 >"$TMP/out" 2>&1
+[ $? -eq 1 ] && grep -q "no date and time of the calendar" "$TMP/out" || fail "--now 2026-13-45: $(cat "$TMP/out")"
+[ "$("$RLXD" render-template --template "$TMP/now.jinja" --context "$TMP/ctx.json" --now 2024-02-29)" = 2024-02-29 ] || fail "--now 2024-02-29"
+# bench --json names the model as a JSON string (a quote in the file name broke it) and the threads used
+cp "$good" "$TMP/we\"ird.gguf"
+"$RLXD" bench -m "$TMP/we\"ird.gguf" -p 8 -n 4 -r 1 --seqs 1 -t 2 --json >"$TMP/out.json" 2>/dev/null || fail "bench --json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["model"] == "we\"ird.gguf" and d["threads"] == 2, d' "$TMP/out.json" ||
+    fail "bench --json: $(cat "$TMP/out.json")"
 # bench with a prompt shorter than the batched rows' 16 tokens (the context was -p + -n: too small)
 for pn in "4 12" "1 1"; do
     # shellcheck disable=SC2086
