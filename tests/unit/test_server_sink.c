@@ -75,6 +75,7 @@ TEST(sse_completions_echo_waits_for_logprobs)
     fixture f;
     fx_init(&f, RLX_API_COMPLETIONS, true);
     f.job.req.logprobs = 0;
+    f.job.req.echo = true; /* the echo waits by the request's echo, also for a prompt without text */
     strcpy(f.text, "Once");
     f.ch.text = f.text;
     f.ch.len = f.ch.echo_len = 4;
