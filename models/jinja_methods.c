@@ -77,14 +77,31 @@ static bool starts_ends(rj_rt *rt, rj_value s, const rj_args *a, bool suffix)
     return prefix_match(s, *p, suffix);
 }
 
-static int64_t find(rj_value s, rj_value sub, bool from_right)
+/* n bytes reversed, in the render's arena. */
+static char *reversed(rj_rt *rt, const char *s, size_t n)
+{
+    char *r = rlx__j_alloc(rt, n + 1);
+    for (size_t i = 0; i < n; i++) r[i] = s[n - 1 - i];
+    return r;
+}
+
+/* The last occurrence of p (m > 0 bytes) in s[0, n), NULL if none: the first one in the
+ * reversed texts, found by memmem (linear; a comparison at every position from the end took
+ * n x m: rfind of a 10M needle in a 20M string ran for minutes, past the render's deadline). */
+static const char *last_in(rj_rt *rt, const char *s, size_t n, const char *p, size_t m)
+{
+    if (m > n) return NULL;
+    const char *rs = reversed(rt, s, n), *rp = reversed(rt, p, m);
+    const char *hit = memmem(rs, n, rp, m);
+    return hit ? s + (n - (size_t)(hit - rs) - m) : NULL;
+}
+
+static int64_t find(rj_rt *rt, rj_value s, rj_value sub, bool from_right)
 {
     if (sub.s.n > s.s.n) return -1;
     const char *hit = NULL;
     if (!from_right) hit = memmem(s.s.p, s.s.n, sub.s.p, sub.s.n);
-    else
-        for (size_t i = s.s.n - sub.s.n + 1; i-- > 0;)
-            if (!memcmp(s.s.p + i, sub.s.p, sub.s.n)) { hit = s.s.p + i; break; }
+    else hit = sub.s.n ? last_in(rt, s.s.p, s.s.n, sub.s.p, sub.s.n) : s.s.p + s.s.n;
     if (!hit) return -1;
     return (int64_t)rlx__j_utf8_len(s.s.p, (size_t)(hit - s.s.p));
 }
@@ -112,11 +129,15 @@ static rj_value rsplit(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxsp
         }
     } else {
         if (!sep->s.n) rlx__j_fail(rt, RLX_EINVAL, "rsplit(): empty separator");
+        /* the occurrences from the right are those of the reversed separator, left to right, in
+           the reversed text (one linear pass) */
+        const char *rs = reversed(rt, s.s.p, s.s.n), *rp = reversed(rt, sep->s.p, sep->s.n);
         for (;;) {
             const char *hit = NULL;
-            if (done < maxsplit && sep->s.n <= end)
-                for (size_t i = end - sep->s.n + 1; i-- > 0;)
-                    if (!memcmp(s.s.p + i, sep->s.p, sep->s.n)) { hit = s.s.p + i; break; }
+            if (done < maxsplit && sep->s.n <= end) {
+                const char *r = memmem(rs + (s.s.n - end), end, rp, sep->s.n);
+                if (r) hit = s.s.p + (s.s.n - (size_t)(r - rs) - sep->s.n);
+            }
             if (!hit) {
                 rlx__j_list_push(rt, parts.l, rj_str(s.s.p, end));
                 break;
@@ -204,9 +225,7 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
         if (!sep.s.n) rlx__j_fail(rt, RLX_EINVAL, "str.partition(): empty separator");
         const char *hit = NULL;
         if (m[0] == 'p') hit = memmem(s.s.p, s.s.n, sep.s.p, sep.s.n);
-        else if (sep.s.n <= s.s.n)
-            for (size_t i = s.s.n - sep.s.n + 1; i-- > 0;)
-                if (!memcmp(s.s.p + i, sep.s.p, sep.s.n)) { hit = s.s.p + i; break; }
+        else hit = last_in(rt, s.s.p, s.s.n, sep.s.p, sep.s.n);
         rj_value t = rlx__j_new_list(rt, 3);
         t.tuple = 1;
         if (!hit) {
@@ -274,7 +293,7 @@ static rj_value str_method(rj_env *E, rj_value s, const char *m, size_t n, const
         rj_value sub = str_arg(rt, a, 0, "find");
         int64_t lo, hi, r = -1;
         if (window(rt, s, a, &lo, &hi)) {
-            r = find(rlx__j_slice(rt, s, rj_int(lo), rj_int(hi), rj_none()), sub, m[0] == 'r');
+            r = find(rt, rlx__j_slice(rt, s, rj_int(lo), rj_int(hi), rj_none()), sub, m[0] == 'r');
             if (r >= 0) r += lo;
         }
         if (r < 0 && (m[0] == 'i' || (m[0] == 'r' && m[1] == 'i'))) rlx__j_fail(rt, RLX_EINVAL, "substring not found"); /* index, rindex */

@@ -70,6 +70,13 @@ echo '{"messages": [], "bos_token": "BOS"}' >"$TMP/mctx2.json"
 "$RLXD" render-template -m "$TMP/m.gguf" --context "$TMP/mctx2.json" >"$TMP/mout2.txt" 2>"$TMP/merr.txt" || fail "-m with bos in context: $(cat "$TMP/merr.txt")"
 [ "$(cat "$TMP/mout2.txt")" = "BOS" ] || fail "-m with bos in context rendered '$(cat "$TMP/mout2.txt")'"
 
+# 3b. searches from the right are linear: rfind / rpartition of a 2M-character needle in a 4M
+# string compared at every position (n x m: minutes, past the 10 s render deadline, which one
+# call never reaches); Python answers in a fraction of a second
+printf '{%% set s = "a" * 4000000 %%}{%% set p = "a" * 2000000 ~ "b" %%}{{ s.rfind(p) }} {{ s.rpartition(p)|length }}' >"$TMP/rfind.jinja"
+out=$(timeout 30 "$RLXD" render-template --template "$TMP/rfind.jinja" --context "$TMP/ctx.json") || fail "rfind of a long needle: exit $?"
+[ "$out" = "-1 3" ] || fail "rfind of a long needle: '$out'"
+
 # 4. usage errors
 "$RLXD" render-template --context "$TMP/ctx.json" >/dev/null 2>&1 && fail "missing --template/-m accepted"
 "$RLXD" render-template --template "$TMP/missing.jinja" --context "$TMP/ctx.json" >/dev/null 2>&1 && fail "missing template file accepted"

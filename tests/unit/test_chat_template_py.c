@@ -76,6 +76,10 @@ static const py_case strings_cases[] = {
      "3 0 -1 3 3 1 3 0 False True", 27},
     {"{{ [1, 2, 1, 3].index(1, 1) }} {{ [1, 2, 1].index(1, -1) }} {{ (1, 2, 1).count(1) }} {{ {'a': 1}.get('b', 2) }}",
      "2 2 2 2", 7},
+    /* searches from the right are linear: these compared at every position (n x m, ~15 s here,
+       past the render's 10 s deadline, which a single call does not see) */
+    {"{% set s = 'a' * 2000000 %}{% set p = 'a' * 1000000 ~ 'b' %}{{ s.rfind(p) }} {{ s.rpartition(p)|length }} {{ (s ~ 'b' ~ s).rfind(p) }} {{ (s ~ 'b').rsplit(p, 1)|length }} {{ 'a.b.c'.rsplit('.', 1) }}",
+     "-1 3 1000000 2 ['a.b', 'c']", 27},
     {"{{ 'a\\nb\\r\\nc'.splitlines(true)|tojson }} {{ 'a\\nb'.splitlines(keepends=true)|tojson }} {{ 'a b c'.split(maxsplit=1)|tojson }} {{ 'a,b,c'.rsplit(',', 1)|tojson }} {{ 'xxaxx'.strip(none) }}",
      "[\"a\\n\", \"b\\r\\n\", \"c\"] [\"a\\n\", \"b\"] [\"a\", \"b c\"] [\"a,b\", \"c\"] xxaxx", 66},
 };
