@@ -115,6 +115,9 @@ typedef struct rlx_api_request {
     rlx_api_tool_choice tool_choice; /* chat: NONE without tools, else AUTO unless asked */
     char *tool_name;       /* owned: the function tool_choice names (NAMED), else NULL */
     bool parallel_tool_calls;    /* chat: more than one call allowed (default true) */
+    bool reasoning_raw;          /* chat: reasoning_format "none": a thinking template's reasoning
+                                    stays in the content, tags and all (default: split out into
+                                    reasoning_content, with or without tools, as llama-server) */
     bool add_generation_prompt;  /* chat: the template ends with the assistant's turn opening (default true) */
     bool continue_final_message; /* chat: the final message stays open for the model to continue */
     cJSON *template_kwargs;      /* chat: owned or NULL, chat_template_kwargs: extra template variables */

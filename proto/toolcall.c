@@ -138,7 +138,7 @@ static bool step_text(rlx_tc_parser *p)
 {
     const rlx__tc_spec *sp = p->sp;
     if (p->pos >= p->in.len) return false;
-    if (p->at_start && sp->json_at_start) {
+    if (p->at_start && sp->json_at_start && !p->reasoning_only) {
         size_t i = rlx__tc_skip_ws(p, p->pos);
         if (i == p->in.len && !p->final) return false;
         p->at_start = false;
@@ -163,9 +163,9 @@ static bool step_text(rlx_tc_parser *p)
     int acts[16], which[16], nm = 0;
     if (p->info.thinks && p->info.format != RLX_TC_GPT_OSS && p->info.reasoning_open)
         marks[nm] = p->info.reasoning_open, acts[nm] = ACT_REASON, which[nm++] = 0;
-    for (int i = 0; i < 3 && sp->starts[i].marker; i++)
+    for (int i = 0; i < 3 && sp->starts[i].marker && !p->reasoning_only; i++)
         marks[nm] = sp->starts[i].marker, acts[nm] = ACT_START, which[nm++] = i;
-    for (int i = 0; i < 6 && sp->drops[i]; i++) marks[nm] = sp->drops[i], acts[nm] = ACT_DROP, which[nm++] = i;
+    for (int i = 0; i < 6 && sp->drops[i] && !p->reasoning_only; i++) marks[nm] = sp->drops[i], acts[nm] = ACT_DROP, which[nm++] = i;
     if (sp->format == RLX_TC_GPT_OSS) {
         marks[nm] = "<|channel|>", acts[nm] = ACT_HEADER, which[nm++] = 0;
         marks[nm] = "<|start|>", acts[nm] = ACT_HEADER, which[nm++] = 0;
@@ -543,6 +543,7 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
     p->info = *info;
     p->sp = rlx__tc_spec_of(info->format);
     p->at_start = true;
+    p->reasoning_only = opts && opts->reasoning_only;
     if (rlx__tc_buf_add(&p->in, "", 0)) { free(p); return NULL; } /* in.p is never NULL */
     if (opts && opts->tools && !(p->tools = cJSON_Duplicate(opts->tools, true))) {
         free(p->in.p);
@@ -565,7 +566,7 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
         p->mode = M_REASON;
         p->reason_ws = true;
         p->rclose = info->reasoning_close;
-    } else if (info->format == RLX_TC_FUNCTIONARY_V32 && prompt) {
+    } else if (info->format == RLX_TC_FUNCTIONARY_V32 && prompt && !p->reasoning_only) {
         size_t n = strlen(prompt);
         if (n >= 3 && !memcmp(prompt + n - 3, ">>>", 3)) {
             p->st = &p->sp->starts[0];

@@ -106,6 +106,8 @@ typedef struct rlx_tc_opts {
                                   v3.2's ">>>" in a function name */
     bool seeded;               /* ids from seed and prompt (deterministic), else from a per-process source */
     uint64_t seed;
+    bool reasoning_only;       /* no tools (or tool_choice "none"): only the reasoning is split from
+                                  the content; call markers stay text */
 } rlx_tc_opts;
 
 typedef struct rlx_tc_parser rlx_tc_parser;

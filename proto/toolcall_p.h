@@ -37,6 +37,7 @@ struct rlx_tc_parser {
     bool at_start;            /* json_at_start formats: nothing but whitespace seen */
     bool reason_ws;           /* reasoning's leading whitespace is dropped */
     bool begun;               /* CALL_BEGIN sent for the current call */
+    bool reasoning_only;      /* rlx_tc_opts.reasoning_only: no call is looked for */
     const char *rclose;       /* end of reasoning */
     const rlx__tc_start *st;  /* start marker of the current call */
     const char *name_end;

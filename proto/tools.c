@@ -130,6 +130,15 @@ int rlx_api_parse_tools(cJSON *root, rlx_api_request *r, rlx_api_error *e)
     if (p && !cJSON_IsBool(p))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean.");
     if (p) r->parallel_tool_calls = cJSON_IsTrue(p);
+    /* llama-server's reasoning_format: "none" leaves the reasoning in the content */
+    const cJSON *rf = field(root, "reasoning_format");
+    if (rf && !cJSON_IsNull(rf)) {
+        if (!cJSON_IsString(rf) || (strcmp(rf->valuestring, "none") && strcmp(rf->valuestring, "auto") &&
+                                    strcmp(rf->valuestring, "deepseek")))
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "reasoning_format",
+                                  "'reasoning_format' must be \"auto\", \"deepseek\" or \"none\".");
+        r->reasoning_raw = !strcmp(rf->valuestring, "none");
+    }
     return parse_choice(field(root, "tool_choice"), r, e);
 }
 

@@ -435,10 +435,14 @@ static void tc_finish(rlx_job *j, rlx_choice *ch)
 /* Chat with tools and a sink that takes them: one parser per choice, in the model's format. */
 static int tc_start(rlx_job *j, rlx_api_error *e)
 {
-    if (j->req.kind != RLX_API_CHAT || j->req.tool_choice == RLX_TOOL_CHOICE_NONE || !j->ops->tool_event) return 0;
+    if (j->req.kind != RLX_API_CHAT || !j->ops->tool_event) return 0;
+    /* without tools (or with tool_choice "none") a thinking template's reasoning is still split
+       into reasoning_content, as llama-server splits it (reasoning_format "none": left as text) */
+    bool calls = j->req.tool_choice != RLX_TOOL_CHOICE_NONE;
+    if (!calls && (!j->model->tc.thinks || j->req.reasoning_raw)) return 0;
     for (size_t i = 0; i < j->n_choices; i++) {
-        rlx_tc_opts o = {.tools = j->req.tools, .prompt = j->prompt_tail, .seeded = j->req.base->sampling.has_seed,
-                         .seed = j->req.base->sampling.seed + i};
+        rlx_tc_opts o = {.tools = calls ? j->req.tools : NULL, .prompt = j->prompt_tail, .seeded = j->req.base->sampling.has_seed,
+                         .seed = j->req.base->sampling.seed + i, .reasoning_only = !calls};
         if (!(j->choices[i].tc = rlx_tc_parser_new(&j->model->tc, &o)))
             return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     }

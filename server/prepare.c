@@ -105,10 +105,14 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
         /* the template already wrote BOS as text when it starts with it */
         bool add_special = !(m->bos[0] && !strncmp(prompt, m->bos, strlen(m->bos)));
         rc = prompt_ids(j, 0, prompt, add_special, &j->chat_ids, &j->n_chat_ids, e);
-        if (!rc && r->tool_choice != RLX_TOOL_CHOICE_NONE) {
+        if (!rc && (r->tool_choice != RLX_TOOL_CHOICE_NONE || m->tc.thinks)) {
+            /* the prompt's end: whether it opens the reasoning (the parser of tool calls, or of the
+               reasoning alone) */
             size_t len = strlen(prompt);
             if (!(j->prompt_tail = strdup(prompt + (len > 256 ? len - 256 : 0))))
                 rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+        }
+        if (!rc && r->tool_choice != RLX_TOOL_CHOICE_NONE) {
             char *g = NULL; /* "required" or a named tool: a grammar forces the call */
             if (!rc && !(rc = rlx_api_tool_grammar(r, &m->tc, prompt, &g, e)) && g) {
                 free(r->base->grammar);

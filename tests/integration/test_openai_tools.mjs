@@ -323,6 +323,29 @@ try {
     assert(finish === r.finish_reason, 'qwen3 streamed finish_reason ' + finish);
   }
   console.log('ok   thinking template: reasoning_content, content and tool_calls, streamed and not, no tag text');
+  // without tools (or with tool_choice "none") the reasoning is split out too, as llama-server
+  // splits it (it stayed in the content, tags and all); a call marker then stays text;
+  // reasoning_format "none" leaves the text whole
+  const think = '<think>\nPlan: greet.\n</think>\n\nHello <tool_call>';
+  for (const extra of [{}, { tools, tool_choice: 'none' }]) {
+    const body = { model: 'm', messages, max_tokens: 200, grammar: gbnf(think), ...extra };
+    const m = (await client.chat.completions.create(body)).choices[0].message;
+    assert(m.reasoning_content === 'Plan: greet.' && m.content === 'Hello <tool_call>' && !m.tool_calls,
+           'no tools: reasoning not split: ' + JSON.stringify(m));
+    let sr = '', sc = '';
+    for await (const c of await client.chat.completions.create({ ...body, stream: true })) {
+      const d = c.choices[0]?.delta || {};
+      sr += d.reasoning_content || '';
+      sc += d.content || '';
+    }
+    assert(sr === 'Plan: greet.' && sc === 'Hello <tool_call>', 'no tools, streamed: ' + JSON.stringify([sr, sc]));
+  }
+  const raw = (await client.chat.completions.create({ model: 'm', messages, max_tokens: 200, grammar: gbnf(think), reasoning_format: 'none' })).choices[0].message;
+  assert(raw.content === think && !raw.reasoning_content, 'reasoning_format none: ' + JSON.stringify(raw));
+  let bad = null;
+  try { await client.chat.completions.create({ model: 'm', messages, max_tokens: 2, reasoning_format: 'xml' }); } catch (e) { bad = e; }
+  assert(bad && bad.status === 400, 'reasoning_format xml: ' + (bad && bad.status));
+  console.log('ok   thinking template without tools: reasoning_content split, streamed and not; reasoning_format none keeps it');
   await stop();
 } catch (e) {
   fail(e.stack || String(e));

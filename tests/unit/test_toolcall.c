@@ -369,6 +369,33 @@ TEST(position_follows_reasoning)
     tc_result_free(&r);
 }
 
+/* reasoning_only (a chat without tools): the reasoning block is split from the content, and a
+ * call's markup stays content (no tools were offered), also when the prompt opens reasoning. */
+TEST(reasoning_only_splits_reasoning_not_calls)
+{
+    const char *src = "{{ '<tool_call>' }}{% if t %}<think>\n\n</think>{% endif %}";
+    rlx_tc_info info;
+    rlx_tc_detect(src, strlen(src), &info);
+    ASSERT(info.thinks);
+    static const char out[] = "<think>\nPlan.\n</think>\n\nHi <tool_call>\n" W "\n</tool_call>";
+    for (int opened = 0; opened < 2; opened++) {
+        rlx_tc_opts o = {.reasoning_only = true, .prompt = opened ? "<|im_start|>assistant\n<think>\n" : NULL};
+        rlx_tc_parser *p = rlx_tc_parser_new(&info, &o);
+        tc_result r;
+        memset(&r, 0, sizeof r);
+        r.content = strdup("");
+        r.reasoning = strdup("");
+        const char *text = opened ? out + strlen("<think>\n") : out;
+        for (const char *c = text; *c; c++) ASSERT_EQ(rlx_tc_feed(p, c, 1, tc_sink, &r), 0); /* byte by byte */
+        ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+        ASSERT_STR_EQ(r.reasoning, "Plan.");
+        ASSERT_STR_EQ(r.content, "Hi <tool_call>\n" W "\n</tool_call>");
+        ASSERT_EQ(r.n_calls, 0);
+        rlx_tc_parser_free(p);
+        tc_result_free(&r);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(seeded_ids_differ_between_turns), TEST_ENTRY(stop_from_sink),
-          TEST_ENTRY(holds_back_only_tag_prefixes), TEST_ENTRY(position_follows_reasoning),
+          TEST_ENTRY(holds_back_only_tag_prefixes), TEST_ENTRY(position_follows_reasoning), TEST_ENTRY(reasoning_only_splits_reasoning_not_calls),
           TEST_ENTRY(long_name_same_whole_and_streamed))
