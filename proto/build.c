@@ -189,8 +189,30 @@ int rlx_api_chat_format_vars(cJSON *ctx, const rlx_api_request *r, rlx_tc_format
     return rc;
 }
 
-/* Python's str.strip() whitespace, ASCII part (what message texts end with in practice) */
-static bool py_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+/* The bytes of the character at s[0, n) if it is whitespace as Python's str.strip() strips it
+ * (str.isspace: ASCII blanks and \x1c-\x1f, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028,
+ * U+2029, U+202F, U+205F, U+3000), else 0. */
+static size_t py_space_at(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    if (!n) return 0;
+    if (u[0] < 0x80) return u[0] == ' ' || (u[0] >= '\t' && u[0] <= '\r') || (u[0] >= 0x1c && u[0] <= 0x1f);
+    if (n >= 2 && u[0] == 0xc2 && (u[1] == 0x85 || u[1] == 0xa0)) return 2;
+    if (n < 3) return 0;
+    const unsigned cp = ((u[0] & 0x0fu) << 12) | ((u[1] & 0x3fu) << 6) | (u[2] & 0x3fu);
+    if ((u[0] & 0xf0) != 0xe0) return 0;
+    return cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+                   cp == 0x205f || cp == 0x3000 ? 3 : 0;
+}
+
+/* The whitespace character that ends s[0, n), its bytes, else 0. */
+static size_t py_space_before(const char *s, size_t n)
+{
+    size_t k = 1;
+    while (k < n && k < 3 && ((unsigned char)s[n - k] & 0xc0) == 0x80) k++; /* back to the lead byte */
+    size_t w = py_space_at(s + n - k, k);
+    return w == k ? k : (k > 1 && py_space_at(s + n - 1, 1) ? 1 : 0);
+}
 
 int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_error *e)
 {
@@ -205,12 +227,26 @@ int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_err
      * its leading-stripped length when the template kept the message's trailing space */
     const char *msg = c->valuestring;
     size_t n = strlen(msg), lo = 0, hi = n;
-    while (lo < n && py_space(msg[lo])) lo++;
-    while (hi > lo && py_space(msg[hi - 1])) hi--;
+    for (size_t w; lo < n && (w = py_space_at(msg + lo, n - lo));) lo += w;
+    for (size_t w; hi > lo && (w = py_space_before(msg + lo, hi - lo));) hi -= w;
     const char *core = msg + lo, *at = NULL;
     size_t core_n = hi - lo, len = strlen(rendered);
-    for (size_t i = len + 1; i-- > 0;)
-        if (len - i >= core_n && !memcmp(rendered + i, core, core_n)) { at = rendered + i; break; }
+    /* its last occurrence: the first in the reversed texts (linear; a comparison at every
+       position from the end was len x core_n) */
+    if (core_n <= len) {
+        char *rr = malloc(len + 1), *rc = malloc(core_n + 1);
+        if (!rr || !rc) {
+            free(rr);
+            free(rc);
+            return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+        }
+        for (size_t i = 0; i < len; i++) rr[i] = rendered[len - 1 - i];
+        for (size_t i = 0; i < core_n; i++) rc[i] = core[core_n - 1 - i];
+        const char *hit = core_n ? memmem(rr, len, rc, core_n) : rr;
+        if (hit) at = rendered + (len - (size_t)(hit - rr) - core_n);
+        free(rr);
+        free(rc);
+    }
     if (!at)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "continue_final_message",
                               "'continue_final_message' is set but the final message does not appear in the "

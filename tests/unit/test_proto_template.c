@@ -64,6 +64,12 @@ TEST(continue_final_message)
         {"  The answer", "<a>The answer</a>", "<a>The answer", 0},
         {"x", "<a>x</a><b>x</b>", "<a>x</a><b>x", 0},
         {"gone", "<a>changed</a>", NULL, RLX_EINVAL},
+        /* Python's strip() is Unicode's: a template that trims (gemma, Llama 3) drops U+3000,
+           U+00A0, U+2003 too, where the ASCII-only strip found no message (a 400) */
+        {"Answer\\u3000", "<a>Answer</a>", "<a>Answer", 0},
+        {"Answer\\u00a0\\u00a0", "<a>Answer</a>", "<a>Answer", 0},
+        {"\\u2003Answer", "<a>Answer</a>", "<a>Answer", 0},
+        {"Caf\\u00e9", "<a>Caf\xc3\xa9</a>", "<a>Caf\xc3\xa9", 0}, /* an \u00e9 is no space */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char body[512];
