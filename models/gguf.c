@@ -11,6 +11,7 @@
 #include "models/gguf.h"
 #include "backends/dtype.h"
 #include "models/filemap.h"
+#include "models/gguf_handle.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,11 +35,6 @@
 
 /* ---- arena: many small allocations, one free at close ---- */
 
-typedef struct arena_block {
-    struct arena_block *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char data[];
-} arena_block;
 
 static void *arena_alloc(arena_block **head, size_t n)
 {
@@ -72,29 +68,6 @@ static void arena_free(arena_block *b)
         b = n;
     }
 }
-
-/* ---- the handle ---- */
-
-struct rlx_gguf {
-    char *name;                 /* path or caller-given name, for messages */
-    const uint8_t *base;        /* mapping or borrowed buffer */
-    uint64_t size;
-    rlx_filemap map;            /* the file's mapping (rlx_gguf_open; fd -1 for a borrowed buffer) */
-    uint32_t version;
-    uint64_t alignment;
-    uint64_t data_offset;       /* start of the tensor data section */
-    uint64_t n_kv, n_tensors;
-    rlx_gguf_kv *kvs;
-    rlx_gguf_tensor *tensors;
-    uint32_t *kv_index, *tensor_index; /* open addressing: slot -> index+1, 0 = empty */
-    uint64_t kv_mask, tensor_mask;
-    arena_block *arena;
-    rlx_gguf **parts;           /* split GGUF: the other parts, owned (their tensors are in tensors[]) */
-    uint32_t n_parts;
-    void (*release)(void *);    /* rlx__gguf_on_close: frees memory the handle's tensors point into */
-    void *release_ctx;
-    bool (*changed)(void *ctx, char *why, size_t cap); /* rlx__gguf_on_check: release_ctx's files */
-};
 
 /* ---- the parser and its error context ---- */
 
@@ -755,60 +728,11 @@ int rlx__gguf_add_tensors(rlx_gguf *g, const rlx_gguf_tensor *add, uint64_t n, r
     return rc;
 }
 
-/* fn(ctx) runs first in rlx_gguf_close (one hook per handle; a later call replaces it). */
-void rlx__gguf_on_close(rlx_gguf *g, void (*fn)(void *), void *ctx)
-{
-    g->release = fn;
-    g->release_ctx = ctx;
-}
-
-/* fn(release_ctx, ...) tells rlx_gguf_changed whether files the on-close context maps changed. */
-void rlx__gguf_on_check(rlx_gguf *g, bool (*fn)(void *ctx, char *why, size_t cap)) { g->changed = fn; }
-
-bool rlx_gguf_changed(const rlx_gguf *g, char *why, size_t cap)
-{
-    char w[96];
-    if (rlx__filemap_changed(&g->map, w, sizeof w)) {
-        if (why && cap) snprintf(why, cap, "%s: %s", g->name, w);
-        return true;
-    }
-    if (g->changed && g->changed(g->release_ctx, why, cap)) return true;
-    for (uint32_t i = 0; i < g->n_parts; i++)
-        if (rlx_gguf_changed(g->parts[i], why, cap)) return true;
-    return false;
-}
-
-uint32_t rlx_gguf_n_parts(const rlx_gguf *g) { return g->n_parts + 1; }
-
-const char *rlx_gguf_part_path(const rlx_gguf *g, uint32_t i)
-{
-    return i == 0 ? g->name : i <= g->n_parts ? g->parts[i - 1]->name : NULL;
-}
-
 /* ---- accessors ---- */
-
-const char *rlx_gguf_path(const rlx_gguf *g) { return g->name; }
-uint32_t rlx_gguf_version(const rlx_gguf *g) { return g->version; }
-uint64_t rlx_gguf_alignment(const rlx_gguf *g) { return g->alignment; }
-uint64_t rlx_gguf_file_size(const rlx_gguf *g) { return g->size; }
-const void *rlx_gguf_bytes(const rlx_gguf *g) { return g->base; }
-uint64_t rlx_gguf_data_offset(const rlx_gguf *g) { return g->data_offset; }
-uint64_t rlx_gguf_n_kv(const rlx_gguf *g) { return g->n_kv; }
-uint64_t rlx_gguf_n_tensors(const rlx_gguf *g) { return g->n_tensors; }
 
 const char *rlx_gguf_type_name(rlx_gguf_type t)
 {
     return (unsigned)t < RLX_ARRAY_LEN(type_names) ? type_names[t] : "unknown";
-}
-
-const rlx_gguf_kv *rlx_gguf_kv_at(const rlx_gguf *g, uint64_t i)
-{
-    return i < g->n_kv ? &g->kvs[i] : NULL;
-}
-
-const rlx_gguf_tensor *rlx_gguf_tensor_at(const rlx_gguf *g, uint64_t i)
-{
-    return i < g->n_tensors ? &g->tensors[i] : NULL;
 }
 
 const rlx_gguf_value *rlx_gguf_find(const rlx_gguf *g, const char *key)

@@ -1,9 +1,13 @@
-/* gguf_get.c - typed metadata getters over an open GGUF file (public API only).
+/* gguf_get.c - typed metadata getters over an open GGUF file, and the handle's plain accessors
+ * (its fields: gguf_handle.h).
  *
  * Integers convert between widths and signedness when the value fits; float getters accept
  * any integer; anything else is RLX_EFORMAT with a message naming the file and key. An absent
  * key is RLX_ENOTFOUND and leaves err untouched, so callers can fall back to defaults. */
 #include "models/gguf.h"
+#include "models/gguf_handle.h"
+
+#include <stdio.h>
 
 static bool is_unsigned(rlx_gguf_type t)
 {
@@ -97,4 +101,55 @@ int rlx_gguf_get_arr(const rlx_gguf *g, const char *key, const rlx_gguf_array **
     if (v->type != RLX_GGUF_ARRAY) return wrong_type(g, key, v, "an array", err);
     *out = &v->arr;
     return 0;
+}
+
+/* ---- the handle's fields (gguf_handle.h) ---- */
+
+/* fn(ctx) runs first in rlx_gguf_close (one hook per handle; a later call replaces it). */
+void rlx__gguf_on_close(rlx_gguf *g, void (*fn)(void *), void *ctx)
+{
+    g->release = fn;
+    g->release_ctx = ctx;
+}
+
+/* fn(release_ctx, ...) tells rlx_gguf_changed whether files the on-close context maps changed. */
+void rlx__gguf_on_check(rlx_gguf *g, bool (*fn)(void *ctx, char *why, size_t cap)) { g->changed = fn; }
+
+bool rlx_gguf_changed(const rlx_gguf *g, char *why, size_t cap)
+{
+    char w[96];
+    if (rlx__filemap_changed(&g->map, w, sizeof w)) {
+        if (why && cap) snprintf(why, cap, "%s: %s", g->name, w);
+        return true;
+    }
+    if (g->changed && g->changed(g->release_ctx, why, cap)) return true;
+    for (uint32_t i = 0; i < g->n_parts; i++)
+        if (rlx_gguf_changed(g->parts[i], why, cap)) return true;
+    return false;
+}
+
+uint32_t rlx_gguf_n_parts(const rlx_gguf *g) { return g->n_parts + 1; }
+
+const char *rlx_gguf_part_path(const rlx_gguf *g, uint32_t i)
+{
+    return i == 0 ? g->name : i <= g->n_parts ? g->parts[i - 1]->name : NULL;
+}
+
+const char *rlx_gguf_path(const rlx_gguf *g) { return g->name; }
+uint32_t rlx_gguf_version(const rlx_gguf *g) { return g->version; }
+uint64_t rlx_gguf_alignment(const rlx_gguf *g) { return g->alignment; }
+uint64_t rlx_gguf_file_size(const rlx_gguf *g) { return g->size; }
+const void *rlx_gguf_bytes(const rlx_gguf *g) { return g->base; }
+uint64_t rlx_gguf_data_offset(const rlx_gguf *g) { return g->data_offset; }
+uint64_t rlx_gguf_n_kv(const rlx_gguf *g) { return g->n_kv; }
+uint64_t rlx_gguf_n_tensors(const rlx_gguf *g) { return g->n_tensors; }
+
+const rlx_gguf_kv *rlx_gguf_kv_at(const rlx_gguf *g, uint64_t i)
+{
+    return i < g->n_kv ? &g->kvs[i] : NULL;
+}
+
+const rlx_gguf_tensor *rlx_gguf_tensor_at(const rlx_gguf *g, uint64_t i)
+{
+    return i < g->n_tensors ? &g->tensors[i] : NULL;
 }
