@@ -222,6 +222,18 @@ static bool step_reason(rlx_tc_parser *p)
         if (i == p->in.len) return moved;
         p->reason_ws = false;
     }
+    if (p->reopen) { /* "<think>" again after the prompt's: dropped, as vLLM drops it */
+        const char *o = p->info.reasoning_open;
+        size_t ol = o ? strlen(o) : 0, n = p->in.len - p->pos;
+        if (ol && n >= ol && !memcmp(p->in.p + p->pos, o, ol)) {
+            p->pos += ol;
+            p->reason_ws = true;
+            p->reopen = false;
+            return true;
+        }
+        if (ol && n < ol && !p->final && !memcmp(p->in.p + p->pos, o, n)) return false; /* maybe it comes */
+        p->reopen = false;
+    }
     const char *s = p->in.p + p->pos;
     size_t n = p->in.len - p->pos;
     const char *at = rlx__tc_find(s, n, p->rclose);
@@ -565,6 +577,7 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
     if (rlx_tc_prompt_opens_reasoning(info, prompt)) {
         p->mode = M_REASON;
         p->reason_ws = true;
+        p->reopen = true;
         p->rclose = info->reasoning_close;
     } else if (info->format == RLX_TC_FUNCTIONARY_V32 && prompt && !p->reasoning_only) {
         size_t n = strlen(prompt);

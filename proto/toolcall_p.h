@@ -38,6 +38,8 @@ struct rlx_tc_parser {
     bool reason_ws;           /* reasoning's leading whitespace is dropped */
     bool begun;               /* CALL_BEGIN sent for the current call */
     bool reasoning_only;      /* rlx_tc_opts.reasoning_only: no call is looked for */
+    bool reopen;              /* the prompt opened the reasoning: an open tag the output writes
+                                 again first is no reasoning text (DeepSeek-R1's models do) */
     const char *rclose;       /* end of reasoning */
     const rlx__tc_start *st;  /* start marker of the current call */
     const char *name_end;

@@ -394,6 +394,29 @@ TEST(reasoning_only_splits_reasoning_not_calls)
         rlx_tc_parser_free(p);
         tc_result_free(&r);
     }
+    /* a prompt that opened the block, and an output that opens it again (DeepSeek-R1's models):
+       the second tag is no reasoning text (it was kept: "<think>abc"); a text that only looks
+       like the tag's start stays */
+    static const char *const outs[][3] = {{"<think>\nabc</think>hello", "abc", "hello"},
+                                          {"<thin>abc</think>x", "<thin>abc", "x"}};
+    for (size_t k = 0; k < 2; k++)
+        for (int whole = 0; whole < 2; whole++) {
+            rlx_tc_opts o = {.reasoning_only = true, .prompt = "<|im_start|>assistant\n<think>\n"};
+            rlx_tc_parser *p = rlx_tc_parser_new(&info, &o);
+            tc_result r;
+            memset(&r, 0, sizeof r);
+            r.content = strdup("");
+            r.reasoning = strdup("");
+            const char *t = outs[k][0];
+            if (whole) ASSERT_EQ(rlx_tc_feed(p, t, strlen(t), tc_sink, &r), 0);
+            else
+                for (const char *c = t; *c; c++) ASSERT_EQ(rlx_tc_feed(p, c, 1, tc_sink, &r), 0);
+            ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+            ASSERT_STR_EQ(r.reasoning, outs[k][1]);
+            ASSERT_STR_EQ(r.content, outs[k][2]);
+            rlx_tc_parser_free(p);
+            tc_result_free(&r);
+        }
 }
 
 TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(seeded_ids_differ_between_turns), TEST_ENTRY(stop_from_sink),
