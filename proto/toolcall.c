@@ -574,7 +574,10 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
     } else {
         p->rng = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)p << 16) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
     }
-    if (rlx_tc_prompt_opens_reasoning(info, prompt)) {
+    if (opts && opts->in_reasoning && info->thinks && info->reasoning_close) {
+        p->mode = M_REASON; /* the text goes on where the final message stopped: no whitespace dropped */
+        p->rclose = info->reasoning_close;
+    } else if (rlx_tc_prompt_opens_reasoning(info, prompt)) {
         p->mode = M_REASON;
         p->reason_ws = true;
         p->reopen = true;

@@ -108,6 +108,8 @@ typedef struct rlx_tc_opts {
     uint64_t seed;
     bool reasoning_only;       /* no tools (or tool_choice "none"): only the reasoning is split from
                                   the content; call markers stay text */
+    bool in_reasoning;         /* the output continues an open reasoning block (continue_final_message
+                                  of "<think>\nI think"), whatever the prompt's end says */
 } rlx_tc_opts;
 
 typedef struct rlx_tc_parser rlx_tc_parser;

@@ -442,7 +442,8 @@ static int tc_start(rlx_job *j, rlx_api_error *e)
     if (!calls && (!j->model->tc.thinks || j->req.reasoning_raw)) return 0;
     for (size_t i = 0; i < j->n_choices; i++) {
         rlx_tc_opts o = {.tools = calls ? j->req.tools : NULL, .prompt = j->prompt_tail, .seeded = j->req.base->sampling.has_seed,
-                         .seed = j->req.base->sampling.seed + i, .reasoning_only = !calls};
+                         .seed = j->req.base->sampling.seed + i, .reasoning_only = !calls,
+                         .in_reasoning = j->continues_reasoning};
         if (!(j->choices[i].tc = rlx_tc_parser_new(&j->model->tc, &o)))
             return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     }

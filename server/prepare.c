@@ -105,6 +105,17 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
         /* the template already wrote BOS as text when it starts with it */
         bool add_special = !(m->bos[0] && !strncmp(prompt, m->bos, strlen(m->bos)));
         rc = prompt_ids(j, 0, prompt, add_special, &j->chat_ids, &j->n_chat_ids, e);
+        if (r->continue_final_message && m->tc.thinks && m->tc.reasoning_open) {
+            /* the final message's reasoning block left open ("<think>\nI think"): the output
+               continues the reasoning (only a prompt ending with the tag was read so) */
+            const cJSON *last = NULL, *msg;
+            cJSON_ArrayForEach(msg, r->messages) last = msg;
+            const cJSON *c = last ? cJSON_GetObjectItemCaseSensitive(last, "content") : NULL;
+            const char *t = cJSON_IsString(c) ? c->valuestring : "", *o = NULL, *cl = NULL;
+            for (const char *x = t; (x = strstr(x, m->tc.reasoning_open)); x++) o = x;
+            for (const char *x = t; (x = strstr(x, m->tc.reasoning_close)); x++) cl = x;
+            j->continues_reasoning = o && (!cl || cl < o);
+        }
         if (!rc && (r->tool_choice != RLX_TOOL_CHOICE_NONE || m->tc.thinks)) {
             /* the prompt's end: whether it opens the reasoning (the parser of tool calls, or of the
                reasoning alone) */

@@ -166,6 +166,8 @@ struct rlx_job {
     int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
     char *prompt_tail;             /* chat with tools: the rendered prompt's last bytes (owned),
                                       which say whether the output starts in reasoning */
+    bool continues_reasoning;      /* continue_final_message of an assistant message whose
+                                      reasoning block is open: the output goes on inside it */
     size_t n_chat_ids;
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
     int32_t prompt_tokens;         /* prompt tokens submitted, once per prompt (not per choice) */

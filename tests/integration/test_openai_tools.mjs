@@ -346,6 +346,19 @@ try {
   try { await client.chat.completions.create({ model: 'm', messages, max_tokens: 2, reasoning_format: 'xml' }); } catch (e) { bad = e; }
   assert(bad && bad.status === 400, 'reasoning_format xml: ' + (bad && bad.status));
   console.log('ok   thinking template without tools: reasoning_content split, streamed and not; reasoning_format none keeps it');
+  // continue_final_message of an assistant message whose reasoning is open: the output goes on
+  // inside it (it came back as content " more</think>answer")
+  const cont = { model: 'm', messages: [...messages, { role: 'assistant', content: '<think>\nI think' }], add_generation_prompt: false,
+                 continue_final_message: true, max_tokens: 30, grammar: gbnf(' more</think>answer') };
+  const cm = (await client.chat.completions.create(cont)).choices[0].message;
+  assert(cm.reasoning_content === ' more' && cm.content === 'answer', 'continued reasoning: ' + JSON.stringify(cm));
+  let cr = '', cc = '';
+  for await (const c of await client.chat.completions.create({ ...cont, stream: true })) {
+    cr += c.choices[0]?.delta?.reasoning_content || '';
+    cc += c.choices[0]?.delta?.content || '';
+  }
+  assert(cr === ' more' && cc === 'answer', 'continued reasoning, streamed: ' + JSON.stringify([cr, cc]));
+  console.log('ok   continue_final_message inside an open reasoning block continues the reasoning');
   await stop();
 } catch (e) {
   fail(e.stack || String(e));
