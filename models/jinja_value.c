@@ -352,13 +352,24 @@ static int num_cmp(rj_value a, rj_value b)
     return rlx__j_int_cmp_float(a, b.f);
 }
 
-static bool equal_d(rj_value a, rj_value b, int depth);
-bool rlx__j_equal(rj_value a, rj_value b) { return equal_d(a, b, 0); }
+/* One pair: whether it can be equal, its children (lists, dicts) pushed for the caller. */
+typedef struct eq_pair { rj_value a, b; } eq_pair;
+typedef struct eq_stack { eq_pair *p; size_t n, cap; bool oom; } eq_stack;
 
-/* Containers nested deeper than RJ_MAX_DEPTH compare unequal rather than exhaust the stack. */
-static bool equal_d(rj_value a, rj_value b, int depth)
+static void eq_push(eq_stack *st, rj_value a, rj_value b)
 {
-    if (depth > RJ_MAX_DEPTH) return false;
+    if (st->n == st->cap) {
+        size_t nc = st->cap ? 2 * st->cap : 64;
+        eq_pair *np = realloc(st->p, nc * sizeof *np);
+        if (!np) { st->oom = true; return; }
+        st->p = np;
+        st->cap = nc;
+    }
+    st->p[st->n++] = (eq_pair){a, b};
+}
+
+static bool equal_one(rj_value a, rj_value b, eq_stack *st)
+{
     if (rlx__j_is_number(a) && rlx__j_is_number(b)) return num_cmp(a, b) == 0;
     if (a.type != b.type) return false;
     switch (a.type) {
@@ -366,16 +377,16 @@ static bool equal_d(rj_value a, rj_value b, int depth)
     case RJ_STR: return a.s.n == b.s.n && (a.s.n == 0 || !memcmp(a.s.p, b.s.p, a.s.n));
     case RJ_LIST:
         if (a.tuple != b.tuple || a.view != b.view || a.l->n != b.l->n) return false;
-        for (size_t i = 0; i < a.l->n; i++)
-            if (!equal_d(a.l->v[i], b.l->v[i], depth + 1)) return false;
-        return true;
+        for (size_t i = a.l->n; i-- > 0;) eq_push(st, a.l->v[i], b.l->v[i]); /* compared first to last */
+        return !st->oom;
     case RJ_DICT:
         if (a.d->n != b.d->n) return false;
-        for (size_t i = 0; i < a.d->n; i++) {
+        for (size_t i = a.d->n; i-- > 0;) {
             rj_value *o = rlx__j_dict_get(b.d, a.d->k[i]);
-            if (!o || !equal_d(a.d->v[i], *o, depth + 1)) return false;
+            if (!o) return false;
+            eq_push(st, a.d->v[i], *o);
         }
-        return true;
+        return !st->oom;
     case RJ_NS: return a.d == b.d;
     case RJ_MACRO: return a.m == b.m;
     case RJ_FUNC: return a.fn == b.fn;
@@ -385,6 +396,20 @@ static bool equal_d(rj_value a, rj_value b, int depth)
     case RJ_METHOD: return a.meth == b.meth;
     default: return false;
     }
+}
+
+/* Python's ==, containers compared through an explicit stack: any depth (values nested past
+ * 600 levels compared unequal, where Python compares them; `in` with them too). */
+bool rlx__j_equal(rj_value a, rj_value b)
+{
+    eq_stack st = {0};
+    bool eq = equal_one(a, b, &st);
+    while (eq && st.n) {
+        eq_pair x = st.p[--st.n];
+        eq = equal_one(x.a, x.b, &st);
+    }
+    free(st.p);
+    return eq;
 }
 
 const char *rlx__j_type_name(rj_value v)

@@ -76,6 +76,9 @@ static const py_case strings_cases[] = {
      "3 0 -1 3 3 1 3 0 False True", 27},
     {"{{ [1, 2, 1, 3].index(1, 1) }} {{ [1, 2, 1].index(1, -1) }} {{ (1, 2, 1).count(1) }} {{ {'a': 1}.get('b', 2) }}",
      "2 2 2 2", 7},
+    /* == and `in` at any depth (past 600 levels they answered unequal: False|True|False) */
+    {"{% set ns = namespace(x=[], y=[]) %}{% for i in range(700) %}{% set ns.x = [ns.x] %}{% set ns.y = [ns.y] %}{% endfor %}{{ ns.x == ns.y }}|{{ ns.x != ns.y }}|{{ ns.x in [ns.y] }}|{{ [1, {'a': [2, 3]}] == [1, {'a': [2, 3]}] }}|{{ [1, {'a': [2, 3]}] == [1, {'a': [2, 4]}] }}|{{ {'a': 1, 'b': 2} == {'b': 2, 'a': 1} }}",
+     "True|False|True|True|False|True", 31},
     /* searches from the right are linear: these compared at every position (n x m, ~15 s here,
        past the render's 10 s deadline, which a single call does not see) */
     {"{% set s = 'a' * 2000000 %}{% set p = 'a' * 1000000 ~ 'b' %}{{ s.rfind(p) }} {{ s.rpartition(p)|length }} {{ (s ~ 'b' ~ s).rfind(p) }} {{ (s ~ 'b').rsplit(p, 1)|length }} {{ 'a.b.c'.rsplit('.', 1) }}",
