@@ -510,8 +510,8 @@ static int parse_tensors(parser *ps)
     /* the data section starts at the next multiple of the alignment after the tensor infos */
     uint64_t a = g->alignment, start = ps->pos + (a - ps->pos % a) % a;
     g->data_offset = start;
-    if (ps->prefix) { /* where the data ends; its bytes have not come yet */
-        ps->extent = start;
+    if (ps->prefix) { /* where the data ends; its bytes have not come yet (no tensors: the infos) */
+        ps->extent = g->n_tensors ? start : ps->pos;
         for (uint64_t i = 0; i < g->n_tensors; i++) {
             const rlx_gguf_tensor *t = &g->tensors[i];
             if (t->offset > UINT64_MAX - start || t->size > UINT64_MAX - start - t->offset)

@@ -1,4 +1,5 @@
-/* fuzz_gguf.c - libFuzzer target for the GGUF loader (models/gguf.c, opened from memory) and
+/* fuzz_gguf.c - libFuzzer target for the GGUF loader (models/gguf.c, opened from memory; and
+ * rlx_gguf_extent, the prefix reading of a download) and
  * what reads its metadata: every value and tensor of a file that opens is walked (ASan sees any
  * pointer outside the input), then the tokenizer is built from it and its chat template, if
  * any, parsed, as a model load does. A file that does not open must fail with a negative code
@@ -24,7 +25,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(buf, data, size);
     rlx_gguf *g = NULL;
     rlx_error err = {0};
+    /* the prefix reading pull uses on a download's start: a result or a clean error, and for a
+       file that opens, the end its tensors need (at most its size) */
+    uint64_t ext = 0, align = 0;
+    int xrc = rlx_gguf_extent(buf, size, &ext, &align, &err);
+    if (xrc > 0 || (xrc && !err.msg[0])) abort();
     int rc = rlx_gguf_open_memory(&g, buf, size, "fuzz.gguf", &err);
+    if (!rc && (xrc || ext > size)) abort();
     if (rc) {
         if (g || rc >= 0 || !err.msg[0]) abort();
         free(buf);
