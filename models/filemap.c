@@ -160,6 +160,13 @@ static int open_regular(const char *path, int64_t max_bytes, int *fd, rlx_error 
     return 0;
 }
 
+const char *rlx__special_file(const char *path)
+{
+    struct stat st;
+    if (!path || stat(path, &st) || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return NULL;
+    return S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+}
+
 int rlx__fopen_regular(const char *path, int64_t max_bytes, FILE **out, rlx_error *err)
 {
     int fd, rc;

@@ -56,5 +56,9 @@ int rlx__read_file(const char *path, char **out, size_t *len, rlx_error *err);
  * open (a FIFO) and never reading a device (/dev/zero) or a folder: RLX_ENOTFOUND when it does
  * not exist, RLX_EIO with a message naming it otherwise. */
 int rlx__fopen_regular(const char *path, int64_t max_bytes, FILE **out, rlx_error *err);
+/* What path is when it is neither a regular file nor a folder, by stat alone (no open, so no
+ * wait on a FIFO): "a FIFO", "a socket" or "a device"; NULL for a file, a folder, or a path that
+ * cannot be stat'ed (its open says why). Any thread. */
+const char *rlx__special_file(const char *path);
 
 #endif

@@ -9,7 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
+#include "models/filemap.h"
 
 const char *rlx_check_status_name(rlx_check_status s)
 {
@@ -109,10 +109,9 @@ void rlx_model_check(const char *path, rlx_check_result *r)
     memset(r, 0, sizeof *r);
     rlx_error err = {0};
     rlx_gguf *g;
-    struct stat st; /* a FIFO would hold open() until something writes it: refused unopened */
-    if (path && !stat(path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        verdict(r, RLX_CHECK_UNKNOWN, "", "not a regular file (%s)",
-                S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+    const char *special = rlx__special_file(path); /* a FIFO would hold open() until written: refused unopened */
+    if (special) {
+        verdict(r, RLX_CHECK_UNKNOWN, "", "not a regular file (%s)", special);
         return;
     }
     int rc = rlx_model_open(&g, path, &err);

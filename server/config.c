@@ -548,8 +548,7 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
        never end (/dev/zero), so they are refused at start, by stat alone (no wait) */
     const struct { const char *flag, *path; } files[] = {{"--draft-model", c->draft_model}, {"--chat-template", c->chat_template}};
     for (size_t i = 0; i < RLX_ARRAY_LEN(files); i++) {
-        struct stat st;
-        if (files[i].path && !stat(files[i].path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        if (rlx__special_file(files[i].path))
             return rlx_errorf(err, RLX_EINVAL, "%s %s is a FIFO, socket or device, not a file", files[i].flag, files[i].path);
     }
     if (c->n_models == 0 && !c->models_dir)

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "models/filemap.h"
+
 #include "backends/dtype.h"
 
 #include <cjson/cJSON.h>
@@ -81,11 +83,9 @@ char *rlx_json_string(const char *s)
 
 bool rlx__cli_model_path_ok(const char *cmd, const char *path)
 {
-    struct stat st;
-    if (!path || stat(path, &st) || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return true; /* the open says the rest */
-    const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
-    fprintf(stderr, "rlxd %s: %s is %s, not a model file\n", cmd, path, what);
-    return false;
+    const char *what = rlx__special_file(path); /* else the open says the rest */
+    if (what) fprintf(stderr, "rlxd %s: %s is %s, not a model file\n", cmd, path, what);
+    return !what;
 }
 
 const char *rlx_arg_value(const char *cmd, int argc, char **argv, int *i)
