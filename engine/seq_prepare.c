@@ -148,16 +148,15 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
        the text goes on without them (they were sampled and skipped, counted in usage but not in
        the text or the logprobs) */
     rlx_sampling_params sp = r->sampling;
-    rlx_logit_bias *bias = NULL;
-    if (r->ignore_eos && eog_bans(w)) {
-        if ((bias = malloc((sp.n_logit_bias + w->n_eog_bans) * sizeof *bias))) {
-            if (sp.n_logit_bias) memcpy(bias, sp.logit_bias, sp.n_logit_bias * sizeof *bias);
-            memcpy(bias + sp.n_logit_bias, w->eog_bans, w->n_eog_bans * sizeof *bias);
-            sp.logit_bias = bias;
-            sp.n_logit_bias += w->n_eog_bans;
-        }
+    const size_t n_bans = r->ignore_eos ? eog_bans(w) : 0;
+    rlx_logit_bias *bias = n_bans ? malloc((sp.n_logit_bias + n_bans) * sizeof *bias) : NULL;
+    if (bias) {
+        if (sp.n_logit_bias) memcpy(bias, sp.logit_bias, sp.n_logit_bias * sizeof *bias);
+        memcpy(bias + sp.n_logit_bias, w->eog_bans, n_bans * sizeof *bias);
+        sp.logit_bias = bias;
+        sp.n_logit_bias += n_bans;
     }
-    s->sampler = bias || !r->ignore_eos || !w->n_eog_bans ? rlx_sampler_new(&sp, rn->n_vocab) : NULL;
+    s->sampler = n_bans && !bias ? NULL : rlx_sampler_new(&sp, rn->n_vocab); /* NULL: out of memory below */
     free(bias);
     if (!s->tokens || !s->text || !s->sampler || rlx_mem_seq_reserve(&rn->mem, &s->mem, s->cap_tokens)) {
         if (ids != r->prompt_ids) free(ids);
