@@ -152,16 +152,16 @@ uint64_t rlx_memory_hash(uint64_t parent, const int32_t *tokens, int32_t n)
     return rlx_kv_hash(parent, tokens, n);
 }
 
-/* Positions of ms computed as prompt tokens (sched.c token_kind): [0, span). */
-static int32_t prompt_span(const rlx_mem_seq *ms, int32_t n_pos)
+/* Positions of ms computed as prompt tokens (sched.c token_kind): [0, span); all when no prompt
+ * length is set. */
+static int32_t prompt_span(const rlx_mem_seq *ms)
 {
     const int32_t p = ms->n_prompt;
-    if (p <= 0) return n_pos; /* all */
-    return p == 1 ? 0 : p - p % 4;
+    return p <= 0 ? INT32_MAX : p == 1 ? 0 : p - p % 4;
 }
 
 /* Whether block b of ms holds prompt tokens only. */
-static bool block_clean(const rlx_mem_seq *ms, int32_t b, int32_t B) { return (b + 1) * B <= prompt_span(ms, (b + 1) * B); }
+static bool block_clean(const rlx_mem_seq *ms, int32_t b, int32_t B) { return (int64_t)(b + 1) * B <= prompt_span(ms); }
 
 /* The key of ms's block b: its tokens chained on the parent's key, and when any of its
  * positions is not a prompt token, how many of them are prompt tokens and how many a prompt's
@@ -171,7 +171,7 @@ static uint64_t block_key(const rlx_mem_seq *ms, uint64_t parent, const int32_t 
 {
     uint64_t h = rlx_kv_hash(parent, tokens + (size_t)b * B, B);
     if (block_clean(ms, b, B)) return h;
-    const int32_t p = ms->n_prompt, a = b * B, span = prompt_span(ms, a + B), tail_end = p == 1 ? 0 : p;
+    const int32_t p = ms->n_prompt, a = b * B, span = prompt_span(ms), tail_end = p == 1 ? 0 : p;
     const int32_t kinds[2] = {RLX_MAX(0, RLX_MIN(B, span - a)),
                               RLX_MAX(0, RLX_MIN(a + B, tail_end) - RLX_MAX(a, span))};
     return rlx_kv_hash(h ^ 0xd6e8feb86659fd93ULL, kinds, 2);
