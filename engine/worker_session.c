@@ -265,11 +265,16 @@ int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, bool dr
     return 0;
 }
 
+/* A turn that ends without committing (cancelled, failed) leaves its session as it was; a new
+ * session whose first turn that was never existed (with --db no row was written either). */
 void rlx__session_detach(rlx_worker *w, seq *s)
 {
     if (!s->session) return;
     pthread_mutex_lock(&w->smu);
     s->session->busy = false;
+    if (s->session->n_tokens == 0 && s->session->pending == 0)
+        for (int32_t i = 0; i < w->n_sessions; i++)
+            if (w->sessions[i] == s->session) { remove_session(w, i); break; }
     pthread_mutex_unlock(&w->smu);
     s->session = NULL;
 }
@@ -455,7 +460,7 @@ int rlx_worker_session_get(rlx_worker *w, const char *id, rlx_session_info *info
     if (ws) {
         info_of(w, ws, info);
         if (n_tokens) *n_tokens = (size_t)ws->n_tokens;
-        if (tokens && (*tokens = malloc((size_t)RLX_MAX(ws->n_tokens, 1) * sizeof **tokens)))
+        if (tokens && (*tokens = malloc((size_t)RLX_MAX(ws->n_tokens, 1) * sizeof **tokens)) && ws->n_tokens)
             memcpy(*tokens, ws->tokens, (size_t)ws->n_tokens * sizeof **tokens);
     }
     pthread_mutex_unlock(&w->smu);

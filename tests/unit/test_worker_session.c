@@ -363,6 +363,55 @@ TEST(max_queue_counts_waiting_only)
     rlx_worker_stop(w, true);
 }
 
+/* A new session whose first turn is cancelled (a client gone mid-stream) leaves no session: it
+ * was listed with 0 tokens, and reading it copied from a null history (UBSan stopped the daemon);
+ * with --db no row was ever written, so both ways now agree. A session with history keeps it. */
+TEST(cancelled_first_turn_leaves_no_session)
+{
+    rlx_worker *w = start(NULL);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    ASSERT_EQ(run_turn(w, "kept", "Once", false).err, 0);
+    for (int round = 0; round < 2; round++) { /* a new session, then one with history */
+        const char *id = round ? "kept" : "ghost";
+        gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false,
+                  {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}}};
+        rlx_request *a = turn_req(w, id, 16);
+        ASSERT(a);
+        a->id = 7;
+        a->on_event = gated_event;
+        a->user = &g;
+        rlx_error err = {0};
+        ASSERT_EQ(rlx_worker_submit(w, a, &err), 0);
+        pthread_mutex_lock(&g.mu);
+        while (!g.in) pthread_cond_wait(&g.cv, &g.mu); /* attached and generating */
+        pthread_mutex_unlock(&g.mu);
+        rlx_worker_cancel(w, 7);
+        pthread_mutex_lock(&g.mu);
+        g.open = true;
+        pthread_cond_broadcast(&g.cv);
+        pthread_mutex_unlock(&g.mu);
+        pthread_mutex_lock(&g.t.mu);
+        while (!g.t.done) pthread_cond_wait(&g.t.cv, &g.t.mu);
+        pthread_mutex_unlock(&g.t.mu);
+    }
+    rlx_session_info info;
+    int32_t *toks = NULL;
+    size_t n = 0, total = 0;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_session_get(w, "ghost", &info, &toks, &n, &err), RLX_ENOTFOUND);
+    ASSERT_EQ(rlx_worker_session_get(w, "kept", &info, &toks, &n, &err), 0);
+    ASSERT(n > 1);
+    free(toks);
+    rlx_session_info *list = NULL;
+    ASSERT_EQ(rlx_worker_sessions_list(w, 0, 100, &list, &n, &total, &err), 0);
+    ASSERT_EQ(total, 1);
+    ASSERT_EQ(n, 1);
+    ASSERT(!strcmp(list[0].id, "kept"));
+    free(list);
+    ASSERT_EQ(run_turn(w, "ghost", "Once", false).err, 0); /* the id is free for a real first turn */
+    rlx_worker_stop(w, true);
+}
+
 TEST_MAIN(TEST_ENTRY(next_turn_prefills_only_new_tokens), TEST_ENTRY(survives_restart),
           TEST_ENTRY(appended_turn_has_no_bos), TEST_ENTRY(busy_session_refused_at_submit),
-          TEST_ENTRY(max_queue_counts_waiting_only))
+          TEST_ENTRY(max_queue_counts_waiting_only), TEST_ENTRY(cancelled_first_turn_leaves_no_session))
