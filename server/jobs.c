@@ -455,7 +455,8 @@ static int tc_start(rlx_job *j, rlx_api_error *e)
  * even in part (a possible stop string), waits; at the end (final), the entries of text that
  * never came whole, a stop string's, are dropped - also the token in which the stop string
  * begins, as llama-server drops it - so the logprobs describe the returned text, streamed or
- * not (a token with no text at the very end, an end-of-generation token, stays). */
+ * not (a token that adds no text - an unrendered control token, the end-of-generation token -
+ * stays also at the very end: a token's piece counts the bytes it adds, held back or not). */
 static size_t lps_released(rlx_choice *ch, bool final, size_t *from)
 {
     size_t i = RLX_MAX(ch->lp_sent, ch->n_prompt_lps);
@@ -464,7 +465,7 @@ static size_t lps_released(rlx_choice *ch, bool final, size_t *from)
     while (end < ch->n_lps) {
         const size_t at = ch->lps[end].byte_offset,
                      piece = (end + 1 < ch->n_lps ? ch->lps[end + 1].byte_offset : ch->lp_offset) - at;
-        if (!(piece ? at + piece <= ch->len : at < ch->len || (final && !ch->lps[end].text_len && at == ch->len))) break;
+        if (!(piece ? at + piece <= ch->len : at < ch->len || (final && at == ch->len))) break;
         end++;
     }
     if (final) {

@@ -156,5 +156,27 @@ for (let i = 1; i < toks.length; i++) { if (offs[i] !== pos) { console.error("of
 ' "$r" "$st" || fail "logprobs beside a control token (stream $st): $r"
 done
 ok "a control token the output leaves out keeps every logprob entry and offset"
+# such tokens at the very end keep their entries too (they were dropped as if a stop string had
+# cut them: 3 entries for 5 tokens, so the entries no longer matched completion_tokens)
+for st in false true; do
+    r=$(post /v1/completions "{\"prompt\":\"hi\",\"max_tokens\":10,\"temperature\":0,\"logprobs\":1,\"stream\":$st,
+        \"stream_options\":{\"include_usage\":true},\"grammar\":\"root ::= \\\" ok\\\" <[151655]> <[151655]>\"}")
+    node -e '
+const [body, stream] = [process.argv[1], process.argv[2] === "true"];
+let text = "", toks = [], used = 0;
+const chunks = stream ? body.split("\n").filter(l => l.startsWith("data: {")).map(l => JSON.parse(l.slice(6))) : [JSON.parse(body)];
+for (const o of chunks) {
+  const c = o.choices && o.choices[0];
+  if (o.usage) used = o.usage.completion_tokens;
+  if (!c) continue;
+  text += c.text;
+  if (c.logprobs) toks.push(...c.logprobs.tokens);
+}
+const pad = toks.slice(-2), lead = toks.slice(0, -2);
+if (text !== " ok" || toks.length !== used || lead.join("") !== " ok" || pad.join() !== "<|image_pad|>,<|image_pad|>") {
+  console.error(toks.length + " entries for " + used + " tokens: " + JSON.stringify(toks)); process.exit(1); }
+' "$r" "$st" || fail "logprobs of trailing control tokens (stream $st): $r"
+done
+ok "control tokens at the end keep their logprob entries"
 stop_server
-echo "4 passed, 0 failed"
+echo "5 passed, 0 failed"
