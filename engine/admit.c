@@ -28,7 +28,7 @@ int rlx_admit_tokens(int32_t n_vocab, const int32_t *ids, size_t n, rlx_admit *a
 int rlx_admit_check(const rlx_admit_limits *lim, const rlx_admit_query *q, rlx_admit *a)
 {
     *a = (rlx_admit){.reason = RLX_ADMIT_OK, .n_ctx = lim->n_ctx, .n_prompt = q->n_prompt, .bound = q->bound,
-                     .prompt_bytes = q->prompt_bytes, .n_history = q->n_history, .max_tokens = q->max_tokens, .embed = q->embed};
+                     .prompt_bytes = q->prompt_bytes, .n_history = q->n_history, .max_tokens = q->scored ? 0 : q->max_tokens, .embed = q->embed};
     int rc;
     if (q->bound == RLX_ADMIT_EXACT && q->n_prompt == 0 && q->n_history <= 0) return refuse(a, RLX_ADMIT_PROMPT_EMPTY, 0, 0, 1);
     if ((rc = check_ids(lim->n_vocab, q->ids, q->n_prompt, a))) return rc;
@@ -46,7 +46,7 @@ int rlx_admit_check(const rlx_admit_limits *lim, const rlx_admit_query *q, rlx_a
     /* the fewest tokens the prompt can be */
     int64_t prompt = q->bound == RLX_ADMIT_UNKNOWN ? 1 : (int64_t)q->n_prompt + (q->bound == RLX_ADMIT_MORE_THAN);
     int64_t used = RLX_MAX(q->n_history, 0) + prompt;
-    if (q->embed) return used > limit ? refuse(a, RLX_ADMIT_PROMPT_LONG, prompt, 0, limit) : 0;
+    if (q->embed || q->scored) return used > limit ? refuse(a, RLX_ADMIT_PROMPT_LONG, prompt, 0, limit) : 0;
     if (used >= limit) return refuse(a, RLX_ADMIT_PROMPT_LONG, prompt, 0, limit);
     if (used + RLX_MAX(q->max_tokens, 1) > limit) return refuse(a, RLX_ADMIT_CONTEXT, q->max_tokens, 0, limit);
     return 0;

@@ -384,6 +384,7 @@ typedef struct rlx_admit_query {
     size_t n_bias;
     bool embed;                /* an embedding input: nothing is generated, so the prompt may fill
                                   the limit (refused only past it: RLX_ADMIT_PROMPT_LONG) */
+    bool scored;               /* a prompt scored, nothing generated (no_generation): as embed */
 } rlx_admit_query;
 
 typedef struct rlx_admit {

@@ -130,7 +130,7 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
     rlx_worker_admit_limits(w, &lim);
     lim.n_vocab = 0; /* ids: checked at submit, or the tokenizer's own */
     rlx_admit_query q = {.n_prompt = n - (size_t)s->n_history, .bound = RLX_ADMIT_EXACT, .n_history = s->n_history,
-                         .max_tokens = r->max_tokens};
+                         .max_tokens = r->max_tokens, .scored = r->no_generation};
     rlx_admit a;
     if (rlx_admit_check(&lim, &q, &a)) {
         rc = rlx_admit_error(&a, err);

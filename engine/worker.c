@@ -338,7 +338,8 @@ static int check_admit(rlx_worker *w, const rlx_request *req, rlx_error *err)
     rlx_admit_limits lim;
     rlx_worker_admit_limits(w, &lim);
     rlx_admit_query q = {.ids = req->prompt_ids, .n_prompt = req->prompt_ids ? req->n_prompt : 0,
-                         .bound = req->prompt_ids ? RLX_ADMIT_EXACT : RLX_ADMIT_UNKNOWN, .max_tokens = req->max_tokens};
+                         .bound = req->prompt_ids ? RLX_ADMIT_EXACT : RLX_ADMIT_UNKNOWN, .max_tokens = req->max_tokens,
+                         .scored = req->no_generation};
     q.n_history = req->session_id && !req->session_replace ? rlx__session_history(w, req->session_id) : 0;
     /* a turn after a history drops the BOS its tokenizing added (rlx__session_attach): counting it
        refused a turn that exactly fills the context */

@@ -42,7 +42,8 @@ int rlx_job_check_prompt_bytes(const rlx_job *j, size_t prompt, size_t len, rlx_
     size_t bpt = rlx_tokenizer_max_bytes_per_token(j->model->tok);
     if (!bpt) return 0;
     /* the prompt alone (max_tokens was checked before): an estimate says nothing about the rest */
-    rlx_admit_query q = {.n_prompt = len / bpt, .bound = RLX_ADMIT_AT_LEAST, .prompt_bytes = len};
+    rlx_admit_query q = {.n_prompt = len / bpt, .bound = RLX_ADMIT_AT_LEAST, .prompt_bytes = len,
+                         .scored = j->req.base->no_generation};
     return rlx_job_admit(j, prompt, &q, e);
 }
 
@@ -70,7 +71,8 @@ static int prompt_ids(rlx_job *j, size_t i, const char *text, bool add_special, 
 
 static int check_prompt(rlx_job *j, size_t i, const int32_t *ids, size_t n, rlx_api_error *e)
 {
-    rlx_admit_query q = {.ids = ids, .n_prompt = n, .bound = RLX_ADMIT_EXACT, .max_tokens = j->req.base->max_tokens};
+    rlx_admit_query q = {.ids = ids, .n_prompt = n, .bound = RLX_ADMIT_EXACT, .max_tokens = j->req.base->max_tokens,
+                         .scored = j->req.base->no_generation};
     return rlx_job_admit(j, i, &q, e);
 }
 

@@ -96,6 +96,13 @@ for p in '""' '[1,2,3,4]'; do
 done
 r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_tokens":0}')
 [ "$(status)" = 400 ] || fail "chat max_tokens 0: $(status) $r"
+# nothing is generated, so a prompt may fill the context (it was refused at exactly n_ctx tokens)
+nctx=$(curl -s "$URL/v1/models" | jget '.data[0].meta.n_ctx')
+full=$(node -e 'console.log(JSON.stringify(Array.from({length: +process.argv[1]}, (_, i) => 10 + i % 300)))' "$nctx")
+r=$(post /v1/completions "{\"prompt\":$full,\"max_tokens\":0,\"echo\":true,\"logprobs\":1}")
+[ "$(status)" = 200 ] && [ "$(echo "$r" | jget '.usage.prompt_tokens')" = "$nctx" ] || fail "max_tokens 0, $nctx-token prompt: $(status) $r"
+r=$(post /v1/completions "{\"prompt\":${full%]},7],\"max_tokens\":0,\"echo\":true,\"logprobs\":1}")
+[ "$(status)" = 400 ] || fail "max_tokens 0, $((nctx + 1))-token prompt: $(status) $r"
 ok "completions max_tokens 0: the prompt scored, nothing generated"
 
 # a stop string cuts the text: logprobs describe the returned text (tokens that begin past its
