@@ -208,6 +208,8 @@ int rlx_compile(const rlx_graph *g, const rlx_compile_opts *opts, rlx_plan *plan
     plan->graph = g;
     plan->max_tokens = opts->max_tokens;
     plan->max_outputs = opts->max_outputs;
+    plan->tokens_hint = opts->tokens_hint ? opts->tokens_hint : "--max-batch-tokens";
+    plan->outputs_hint = opts->outputs_hint ? opts->outputs_hint : "--max-seqs (one logit row per sequence)";
     free(ar.free);
     free(consumers);
     free(last_use);

@@ -326,6 +326,7 @@ typedef struct rlx_plan {
     int64_t *offset;
     size_t arena_bytes;
     int32_t max_tokens, max_outputs;
+    const char *tokens_hint, *outputs_hint; /* what bounds them, for errors (see rlx_compile_opts) */
     /* scratch for activation conversion (matmul input in vec-dot type) */
     size_t scratch_bytes;
     int n_fused;              /* nodes folded into chains (for diagnostics / tests) */
@@ -335,6 +336,10 @@ typedef struct rlx_compile_opts {
     int32_t max_tokens;       /* largest batch the plan must run */
     int32_t max_outputs;      /* largest number of logit rows per batch */
     bool no_fusion;           /* for tests: one node per step */
+    /* The settings a user lowers when a backend cannot hold a batch of max_tokens rows or
+     * max_outputs logit rows, named in its error (static strings; NULL: the server's options,
+     * "--max-batch-tokens" and "--max-seqs (one logit row per sequence)"). */
+    const char *tokens_hint, *outputs_hint;
 } rlx_compile_opts;
 
 /* The elementwise op a node of an elementwise op performs (fused or not): its operand for

@@ -30,7 +30,8 @@ int rlx_runner_open(rlx_runner **out, const rlx_runner_config *cfg, rlx_error *e
     const bool hidden = r->graph.output_kind == RLX_OUTPUT_HIDDEN;
     if (hidden && r->max_batch_tokens < r->n_ctx) r->max_batch_tokens = r->n_ctx; /* an input in one step */
     r->out_cols = hidden ? r->graph.tensors[r->graph.output].cols : r->n_vocab;
-    rlx_compile_opts co = {.max_tokens = r->max_batch_tokens, .max_outputs = r->max_outputs};
+    rlx_compile_opts co = {.max_tokens = r->max_batch_tokens, .max_outputs = r->max_outputs,
+                           .tokens_hint = cfg->tokens_hint, .outputs_hint = cfg->outputs_hint};
     if ((rc = rlx_compile(&r->graph, &co, &r->plan, err))) goto fail;
     r->t_compile = (t1 = rlx_now()) - t, t = t1;
     if (cfg->mem_layers) {

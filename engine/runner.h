@@ -29,6 +29,7 @@ typedef struct rlx_runner_config {
     int32_t max_seqs;          /* <= 0: 1 */
     int32_t max_batch_tokens;  /* <= 0: 512 */
     int32_t max_outputs;       /* <= 0: max_seqs */
+    const char *tokens_hint, *outputs_hint; /* the settings bounding them, for errors (rlx_compile_opts) */
     /* Seams for tests and embedders (NULL: the usual): run on this backend instead of creating
      * one from `backend` (the runner takes it, also when opening fails), and describe the
      * model's memory with these layers (the graph's layer count) instead of the builder's. */

@@ -78,7 +78,7 @@ static int check_ranges(const vk_backend *be, const vk_disp *ds, rlx_error *err)
         long long fit = (long long)(be->d.max_range / ((VkDeviceSize)x->cols * 4));
         return rlx_errorf(err, RLX_EUNSUPPORTED, "Vulkan: an activation of %lld rows x %lld values (%llu MiB) exceeds this "
                           "device's storage-buffer range (%llu MiB); at most %lld rows fit: lower %s", (long long)max_rows(be, bd->tensor),
-                          (long long)x->cols, mib, lim, fit, outs ? "--max-seqs (one logit row per sequence)" : "--max-batch-tokens");
+                          (long long)x->cols, mib, lim, fit, outs ? be->plan->outputs_hint : be->plan->tokens_hint);
     }
     return 0;
 }

@@ -36,5 +36,14 @@ if [ $? = 0 ] && printf '%s' "$err" | grep -q "context of 20 tokens is full (fin
 else echo "FAIL: no full-context notice: $err"; fail=1; fi
 err=$("$bin" generate -m "$model" -p "Once upon a time" -n 5 --temp 0 --ctx 20 2>&1 >/dev/null)
 if printf '%s' "$err" | grep -q "is full"; then echo "FAIL: notice without a full context"; fail=1; else echo "ok   no notice when -n ends the text"; fi
-[ $fail = 0 ] && echo "7 passed, 0 failed" || echo "some checks failed"
+# rlxd logits --ubatch N runs the positions in batches of N (for a device that cannot hold every
+# position's logits at once): the same numbers, byte for byte, on a transformer and the hybrid
+toks=$(seq -s, 10 49)
+for m in "$model" "${RLX_SHARED:-../shared}/models/synth-qwen35-tiny-f32.gguf"; do
+  a=$("$bin" logits -m "$m" --tokens "$toks" -t 1 | md5sum); b=$("$bin" logits -m "$m" --tokens "$toks" --ubatch 16 -t 1 | md5sum)
+  if [ "$a" = "$b" ] && "$bin" logits -m "$m" --tokens "$toks" --ubatch 16 -t 1 | grep -q '"positions":\[{"top"'; then echo "ok   logits --ubatch 16 = one batch ($(basename "$m"))"
+  else echo "FAIL: logits --ubatch 16 differs from one batch ($(basename "$m"))"; fail=1; fi
+done
+if "$bin" logits -m "$model" --tokens 1,2 --ubatch 0 2>/dev/null; then echo "FAIL: --ubatch 0 accepted"; fail=1; else echo "ok   --ubatch 0 refused"; fi
+[ $fail = 0 ] && echo "10 passed, 0 failed" || echo "some checks failed"
 exit $fail

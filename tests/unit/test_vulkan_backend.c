@@ -131,6 +131,12 @@ TEST(oversized_activation_fails_prepare)
     ASSERT_EQ(vk->ops->prepare(vk, &c.plan, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "storage-buffer range") && strstr(err.msg, "8 rows fit") && strstr(err.msg, "--max-seqs"),
                "%s", err.msg);
+    /* a tool with settings of its own names them (`rlxd logits` said --max-seqs, which it has not) */
+    rlx_plan_free(&c.plan);
+    co.outputs_hint = "--ubatch";
+    ASSERT_EQ(rlx_compile(&c.g, &co, &c.plan, &err), 0);
+    ASSERT_EQ(vk->ops->prepare(vk, &c.plan, &err), RLX_EUNSUPPORTED);
+    ASSERT_MSG(strstr(err.msg, "8 rows fit: lower --ubatch") && !strstr(err.msg, "--max-seqs"), "%s", err.msg);
     vt_free(&c);
     VK_CLOSE();
     unsetenv("RLX_VK_MAX_RANGE");
