@@ -586,10 +586,25 @@ static int normalise_content(cJSON *msg, int i, rlx_api_error *e)
  * transformers' shape (its content null or absent: normalise_null_content). tool_calls must be
  * an array of objects. function.arguments stays as sent here: whether a
  * template gets it as a string or an object depends on the template (rlx_api_chat_context). */
+/* A message's members that are null (tool_calls, function_call, refusal, audio, name: what
+ * client libraries send for "none") are left out, as llama-server and vLLM build the template's
+ * messages: a template tests `message.tool_calls is defined` and then iterates it ("'NoneType'
+ * object is not iterable" on Llama 3.x and Hermes). An empty tool_calls is no calls either.
+ * Content is normalise_null_content's. */
+static void drop_null_members(cJSON *msg)
+{
+    for (cJSON *it = msg->child, *next; it; it = next) {
+        next = it->next;
+        if (!it->string || !strcmp(it->string, "content")) continue;
+        if (cJSON_IsNull(it) || (!strcmp(it->string, "tool_calls") && cJSON_IsArray(it) && !it->child))
+            cJSON_Delete(cJSON_DetachItemViaPointer(msg, it));
+    }
+}
+
 static int normalise_tool_calls(cJSON *msg, int i, rlx_api_error *e)
 {
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
-    if (!calls || cJSON_IsNull(calls)) return 0;
+    if (!calls) return 0;
     if (!cJSON_IsArray(calls))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages", "messages[%d].tool_calls must be an array.", i);
     int j = 0;
@@ -673,6 +688,7 @@ static int parse_messages(cJSON *root, rlx_api_request *r, rlx_api_error *e)
         if (!cJSON_IsObject(msg) || !cJSON_IsString(role))
             return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "messages",
                                   "messages[%d] must be an object with a string 'role'.", i);
+        drop_null_members(msg);
         int rc = normalise_content(msg, i, e);
         if (!rc) rc = normalise_tool_calls(msg, i, e);
         if (!rc) rc = normalise_null_content(msg, role->valuestring, i, e);

@@ -213,8 +213,17 @@ TEST(tool_calls_shapes)
     const char *ok = "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"[1\"}},"
                      "{\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"x\\\":1.0}\"}},"
                      "{\"function\":{\"name\":\"h\",\"arguments\":\"{\\\"x\\\":\\\"a\\\\\\\\u0000b\\\"}\"}}]},"
-                     "{\"role\":\"assistant\",\"content\":\"no calls\"},{\"role\":\"assistant\",\"tool_calls\":null}]}";
+                     "{\"role\":\"assistant\",\"content\":\"no calls\"},{\"role\":\"assistant\",\"tool_calls\":null},"
+                     "{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":null,\"function_call\":null,\"refusal\":null,\"name\":null},"
+                     "{\"role\":\"assistant\",\"content\":\"y\",\"tool_calls\":[]}]}";
     ASSERT_MSG(rlx_api_parse(&r, RLX_API_CHAT, ok, strlen(ok), 0, &e) == 0, "%s", e.message);
+    /* null members (what client libraries send for "none") and an empty tool_calls are left out:
+       the Llama 3.x and Hermes templates test `tool_calls is defined` and then iterate it */
+    for (int k = 2; k < 5; k++) {
+        const cJSON *mk = cJSON_GetArrayItem(r.messages, k);
+        ASSERT_MSG(cJSON_GetArraySize(mk) == 2 && cJSON_GetObjectItem(mk, "role") && cJSON_GetObjectItem(mk, "content"),
+                   "message %d keeps %d members", k, cJSON_GetArraySize(mk));
+    }
     const cJSON *m = cJSON_GetArrayItem(r.messages, 0);
     ASSERT_STR_EQ(cJSON_GetObjectItem(m, "content")->valuestring, "");
     const cJSON *calls = cJSON_GetObjectItem(m, "tool_calls");
