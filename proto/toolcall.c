@@ -548,6 +548,13 @@ static int run(rlx_tc_parser *p)
     return 0;
 }
 
+uint64_t rlx_tc_prompt_hash(const char *prompt)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)(prompt ? prompt : ""); *c; c++) h = (h ^ *c) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
 rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opts)
 {
     rlx_tc_parser *p = calloc(1, sizeof *p);
@@ -556,6 +563,8 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
     p->sp = rlx__tc_spec_of(info->format);
     p->at_start = true;
     p->reasoning_only = opts && opts->reasoning_only;
+    if (opts && opts->reasoning_raw && info->format != RLX_TC_GPT_OSS)
+        p->info.thinks = false; /* the reasoning block stays in the content, as text */
     if (rlx__tc_buf_add(&p->in, "", 0)) { free(p); return NULL; } /* in.p is never NULL */
     if (opts && opts->tools && !(p->tools = cJSON_Duplicate(opts->tools, true))) {
         free(p->in.p);
@@ -568,16 +577,14 @@ rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opt
         /* the seed and the prompt (FNV-1a): the same request gives the same ids, and an agent
          * that sends one seed on every turn still gets new ids as its history grows (ids from
          * the seed alone repeated the first turn's in every later one) */
-        uint64_t h = 0xcbf29ce484222325ull;
-        for (const unsigned char *c = (const unsigned char *)(prompt ? prompt : ""); *c; c++) h = (h ^ *c) * 0x100000001b3ull;
-        p->rng = opts->seed ^ h;
+        p->rng = opts->seed ^ (opts->prompt_hash ? opts->prompt_hash : rlx_tc_prompt_hash(prompt));
     } else {
         p->rng = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)p << 16) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
     }
-    if (opts && opts->in_reasoning && info->thinks && info->reasoning_close) {
+    if (opts && opts->in_reasoning && p->info.thinks && info->reasoning_close) {
         p->mode = M_REASON; /* the text goes on where the final message stopped: no whitespace dropped */
         p->rclose = info->reasoning_close;
-    } else if (rlx_tc_prompt_opens_reasoning(info, prompt)) {
+    } else if (rlx_tc_prompt_opens_reasoning(&p->info, prompt)) {
         p->mode = M_REASON;
         p->reason_ws = true;
         p->reopen = true;

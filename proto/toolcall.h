@@ -106,16 +106,22 @@ typedef struct rlx_tc_opts {
                                   v3.2's ">>>" in a function name */
     bool seeded;               /* ids from seed and prompt (deterministic), else from a per-process source */
     uint64_t seed;
+    uint64_t prompt_hash;      /* seeded: rlx_tc_prompt_hash of the whole rendered prompt (0: of `prompt`) */
     bool reasoning_only;       /* no tools (or tool_choice "none"): only the reasoning is split from
                                   the content; call markers stay text */
     bool in_reasoning;         /* the output continues an open reasoning block (continue_final_message
                                   of "<think>\nI think"), whatever the prompt's end says */
+    bool reasoning_raw;        /* reasoning_format "none": a reasoning block is content, as text
+                                  (calls are still parsed; gpt-oss's channels are not text) */
 } rlx_tc_opts;
 
 typedef struct rlx_tc_parser rlx_tc_parser;
 
 /* NULL when out of memory. */
 rlx_tc_parser *rlx_tc_parser_new(const rlx_tc_info *info, const rlx_tc_opts *opts);
+/* FNV-1a of a prompt's bytes (NULL: ""), never 0: what seeded call ids mix with the seed, so an
+ * agent that sends one seed on every turn gets new ids as its whole history grows. */
+uint64_t rlx_tc_prompt_hash(const char *prompt);
 void rlx_tc_parser_free(rlx_tc_parser *p);
 /* Feeds the next piece of generated text. Returns 0, RLX_ENOMEM, or the sink's nonzero value. */
 int rlx_tc_feed(rlx_tc_parser *p, const char *text, size_t len, rlx_tc_sink sink, void *user);

@@ -441,9 +441,9 @@ static int tc_start(rlx_job *j, rlx_api_error *e)
     bool calls = j->req.tool_choice != RLX_TOOL_CHOICE_NONE;
     if (!calls && (!j->model->tc.thinks || j->req.reasoning_raw)) return 0;
     for (size_t i = 0; i < j->n_choices; i++) {
-        rlx_tc_opts o = {.tools = calls ? j->req.tools : NULL, .prompt = j->prompt_tail, .seeded = j->req.base->sampling.has_seed,
+        rlx_tc_opts o = {.tools = calls ? j->req.tools : NULL, .prompt = j->prompt_tail, .prompt_hash = j->prompt_hash, .seeded = j->req.base->sampling.has_seed,
                          .seed = j->req.base->sampling.seed + i, .reasoning_only = !calls,
-                         .in_reasoning = j->continues_reasoning};
+                         .in_reasoning = j->continues_reasoning, .reasoning_raw = j->req.reasoning_raw};
         if (!(j->choices[i].tc = rlx_tc_parser_new(&j->model->tc, &o)))
             return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     }

@@ -122,6 +122,7 @@ int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
             /* the prompt's end: whether it opens the reasoning (the parser of tool calls, or of the
                reasoning alone) */
             size_t len = strlen(prompt);
+            j->prompt_hash = rlx_tc_prompt_hash(prompt); /* seeded call ids: the whole history counts */
             if (!(j->prompt_tail = strdup(prompt + (len > 256 ? len - 256 : 0))))
                 rc = rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         }

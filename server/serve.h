@@ -164,6 +164,7 @@ struct rlx_job {
     bool preparing;                /* prepare.c's work runs on the threadpool: the job stays */
     rlx_call *prep;                /* that call while the sink holds the job (dropped on detach) */
     int32_t *chat_ids;             /* chat: the rendered prompt's tokens (owned) */
+    uint64_t prompt_hash;          /* rlx_tc_prompt_hash of the whole prompt (seeded call ids) */
     char *prompt_tail;             /* chat with tools: the rendered prompt's last bytes (owned),
                                       which say whether the output starts in reasoning */
     bool continues_reasoning;      /* continue_final_message of an assistant message whose

@@ -342,10 +342,31 @@ try {
   }
   const raw = (await client.chat.completions.create({ model: 'm', messages, max_tokens: 200, grammar: gbnf(think), reasoning_format: 'none' })).choices[0].message;
   assert(raw.content === think && !raw.reasoning_content, 'reasoning_format none: ' + JSON.stringify(raw));
+  // with tools too (the call parser split it all the same)
+  const thinkText = '<think>\nPlan: greet.\n</think>\n\nHello';
+  for (const stream of [false, true]) {
+    const body = { model: 'm', messages, tools, max_tokens: 200, grammar: gbnf(thinkText), reasoning_format: 'none', stream };
+    let content = '', reasoning = '';
+    if (!stream) ({ content, reasoning_content: reasoning } = (await client.chat.completions.create(body)).choices[0].message);
+    else for await (const c of await client.chat.completions.create(body)) { content += c.choices[0]?.delta?.content || ''; reasoning += c.choices[0]?.delta?.reasoning_content || ''; }
+    assert(content === thinkText && !reasoning, `reasoning_format none with tools (stream ${stream}): ` + JSON.stringify([content, reasoning]));
+  }
+  // an agent loop sending one seed, whose turns repeat the same call and result: every call gets
+  // its own id (ids came from the seed and the prompt's last 256 bytes, the same from turn 3 on)
+  const status = [{ type: 'function', function: { name: 'check_status', parameters: { type: 'object', properties: {}, additionalProperties: false } } }];
+  const loop = [...messages], ids = [];
+  for (let turn = 0; turn < 5; turn++) {
+    const m = (await client.chat.completions.create({ model: 'm', messages: loop, tools: status, max_tokens: 200, seed: 42,
+      tool_choice: { type: 'function', function: { name: 'check_status' } }, chat_template_kwargs: { enable_thinking: false } })).choices[0].message;
+    assert(m.tool_calls && m.tool_calls.length >= 1, 'agent loop turn ' + turn + ': ' + JSON.stringify(m));
+    ids.push(...m.tool_calls.map((c) => c.id));
+    loop.push({ role: 'assistant', content: null, tool_calls: m.tool_calls }, ...m.tool_calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: 'pending' })));
+  }
+  assert(new Set(ids).size === ids.length, 'seeded agent loop repeated call ids: ' + JSON.stringify(ids));
   let bad = null;
   try { await client.chat.completions.create({ model: 'm', messages, max_tokens: 2, reasoning_format: 'xml' }); } catch (e) { bad = e; }
   assert(bad && bad.status === 400, 'reasoning_format xml: ' + (bad && bad.status));
-  console.log('ok   thinking template without tools: reasoning_content split, streamed and not; reasoning_format none keeps it');
+  console.log('ok   thinking template without tools: reasoning_content split, streamed and not; reasoning_format none keeps it (with tools too); seeded agent turns get new call ids');
   // continue_final_message of an assistant message whose reasoning is open: the output goes on
   // inside it (it came back as content " more</think>answer")
   const cont = { model: 'm', messages: [...messages, { role: 'assistant', content: '<think>\nI think' }], add_generation_prompt: false,
