@@ -58,19 +58,28 @@ static void h_health(rlx_srv *s, rlx_conn *c, parsed *pb)
     rlx_conn_error(c, &e);
 }
 
+/* A name or path from the file system as JSON text: bytes that are not UTF-8 (a file named in
+ * another encoding) as U+FFFD, so one such file cannot make the whole listing invalid JSON. */
+void rlx__json_add_fs_text(cJSON *o, const char *key, const char *s)
+{
+    char *t = rlx_api_utf8_sanitize(s, strlen(s), NULL);
+    cJSON_AddStringToObject(o, key, t ? t : "");
+    free(t);
+}
+
 static cJSON *model_json(const rlx_model_slot *m)
 {
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "id", m->cfg->name);
+    rlx__json_add_fs_text(d, "id", m->cfg->name);
     cJSON_AddStringToObject(d, "object", "model");
     cJSON_AddNumberToObject(d, "created", (double)m->created);
     cJSON_AddStringToObject(d, "owned_by", "rlxd");
     cJSON *meta = cJSON_AddObjectToObject(d, "meta");
-    cJSON_AddStringToObject(meta, "path", m->cfg->path);
+    rlx__json_add_fs_text(meta, "path", m->cfg->path);
     cJSON_AddStringToObject(meta, "status", rlx_model_state_name(m->state));
     cJSON_AddStringToObject(meta, "source", m->boot ? "command_line" : "models_dir");
     if (m->removed) cJSON_AddBoolToObject(meta, "file_removed", true);
-    if (m->state == RLX_MODEL_FAILED) cJSON_AddStringToObject(meta, "error", m->err.msg);
+    if (m->state == RLX_MODEL_FAILED) rlx__json_add_fs_text(meta, "error", m->err.msg);
     if (m->state == RLX_MODEL_LOADING) cJSON_AddNumberToObject(meta, "progress", atomic_load(&m->load_permille) / 1000.0);
     if (m->keep_alive < 0) cJSON_AddNumberToObject(meta, "keep_alive", -1);
     else cJSON_AddNumberToObject(meta, "keep_alive", m->keep_alive);

@@ -301,6 +301,10 @@ const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt);
 /* The admission rule (engine.h) for one prompt of the job against the model's context and
  * vocabulary: 0, or the API's 400 in e naming the prompt's parameter or max_tokens. */
 int rlx_job_admit(const rlx_job *j, size_t prompt, const rlx_admit_query *q, rlx_api_error *e);
+/* A name or path from the file system added to o as JSON text, bytes that are not UTF-8 (a file
+ * named in another encoding) as U+FFFD: one such file cannot make a whole listing invalid JSON
+ * (routes.c; any thread). */
+void rlx__json_add_fs_text(cJSON *o, const char *key, const char *s);
 /* Names that parameter in e (for the engine's own RLX_ETOOLONG, e.g. the KV pool's limit). */
 void rlx_job_context_param(const rlx_job *j, size_t prompt, size_t n_prompt, rlx_api_error *e);
 /* Renders a chat request's messages with the model's template (malloc'ed). */

@@ -52,7 +52,7 @@ static cJSON *session_json(const rlx_session_info *i)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", i->id);
     cJSON_AddStringToObject(o, "object", "session");
-    cJSON_AddStringToObject(o, "model", i->model);
+    rlx__json_add_fs_text(o, "model", i->model);
     cJSON_AddNumberToObject(o, "n_tokens", i->n_tokens);
     cJSON_AddNumberToObject(o, "created", (double)(long long)i->created);
     cJSON_AddNumberToObject(o, "updated", (double)(long long)i->updated);

@@ -194,6 +194,19 @@ case "$r" in *"holds no GGUF model"*) ;; *) fail "empty: $r" ;; esac
 stop_server
 ok "an empty folder: healthy, nothing listed"
 
+# a file named in another encoding (Latin-1 "café"): the listing stays valid JSON, its bytes as
+# U+FFFD (the raw byte made every client's parse of /v1/models fail)
+mkdir -p "$TMP/enc"
+cp "$D/alpha.gguf" "$TMP/enc/$(printf 'caf\351').gguf"
+start_dir enc --models-dir "$TMP/enc"
+curl -s "$URL/v1/models" >"$TMP/enc.json"
+LC_ALL=C grep -q "$(printf 'caf\351')" "$TMP/enc.json" && fail "/v1/models holds the name's raw Latin-1 byte (not UTF-8)"
+m=$(cat "$TMP/enc.json")
+[ "$(echo "$m" | jget '.data.map(x=>x.id+"|"+x.meta.path.endsWith("caf\ufffd.gguf")).join()')" = "caf$(printf '\357\277\275')|true" ] ||
+    fail "a Latin-1 file name in /v1/models: $(echo "$m" | od -c | head -5)"
+stop_server
+ok "a file name that is not UTF-8 is listed as valid JSON"
+
 # a memory budget: alpha loaded holds 1.5 MiB (weights and KV), so beta (0.5 MiB of weights
 # before its first load) does not fit 1 MiB beside it: alpha goes
 start_dir mem --models-dir "$D" --max-loaded-mem 1
