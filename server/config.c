@@ -92,8 +92,8 @@ const char *rlx_serve_usage(void)
            "  --ctx N                   context length (the model's)\n"
            "  --chat-template FILE      a Jinja chat template used instead of the models' own\n"
            "                            ([model.NAME] chat-template=FILE for one model)\n"
-           "  --api-key KEY             require Authorization: Bearer KEY (all routes but /health)\n"
-           "  --api-key-file F          read the key from a file\n"
+           "  --api-key KEY[,KEY2...]   require Authorization: Bearer KEY (all routes but /health)\n"
+           "  --api-key-file F          read the keys from a file, one per line\n"
            "  --config FILE             INI file ([server] keys as the flags, [model.NAME] path=...\n"
            "                            and the model's profile: ctx, kv-type, max-seqs, temperature,\n"
            "                            top-p, top-k, ...; also read from <model>.rlx.toml or\n"
@@ -487,6 +487,52 @@ static const char *find_config_flag(int argc, char **argv)
     return getenv("RLXD_CONFIG");
 }
 
+/* The API keys of --api-key (comma-separated, as llama-server reads it) or of --api-key-file
+ * (one per line, blank lines skipped, as llama-server reads it; a UTF-8 BOM first skipped), each
+ * trimmed of spaces and tabs, into *out (malloc'ed, replacing it) as lines joined by '\n'. A key
+ * no client can send in a header (a control byte) or an empty list is an error: the server
+ * started with such a file and answered 401 to everything. */
+static int key_list(const char *s, size_t n, char sep, const char *file, char **out, rlx_error *err)
+{
+    char *list = malloc(n + 1), *w = list;
+    if (!list) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+    if (n >= 3 && !memcmp(s, "\xef\xbb\xbf", 3)) s += 3, n -= 3;
+    int line = 0;
+    for (size_t i = 0; i <= n;) {
+        size_t e = i;
+        while (e < n && s[e] != sep) e++;
+        line++;
+        size_t a = i, b = e;
+        while (a < b && (s[a] == ' ' || s[a] == '\t' || s[a] == '\r')) a++;
+        while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t' || s[b - 1] == '\r')) b--;
+        for (size_t k = a; k < b; k++) {
+            if ((unsigned char)s[k] < 0x20 || s[k] == 0x7f) {
+                free(list);
+                return file ? rlx_errorf(err, RLX_EINVAL, "the API key on line %d of %s holds a control character", line, file)
+                            : rlx_errorf(err, RLX_EINVAL, "API key %d of --api-key holds a control character", line);
+            }
+        }
+        if (b > a) {
+            if (w > list) *w++ = '\n';
+            memcpy(w, s + a, b - a);
+            w += b - a;
+        } else if (!file && n) {
+            free(list);
+            return rlx_errorf(err, RLX_EINVAL, "API key %d of --api-key is empty (keys are separated by commas)", line);
+        }
+        i = e + 1;
+    }
+    *w = 0;
+    if (w == list) {
+        free(list);
+        return file ? rlx_errorf(err, RLX_EINVAL, "the API key file %s holds no key", file)
+                    : rlx_errorf(err, RLX_EINVAL, "the API key must not be empty (omit --api-key for no auth)");
+    }
+    free(*out);
+    *out = list;
+    return 0;
+}
+
 int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error *err)
 {
     memset(c, 0, sizeof *c);
@@ -528,18 +574,16 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     if (c->help) return 0;
     if (c->api_key_file) {
         size_t n = 0;
-        free(c->api_key);
-        c->api_key = NULL;
         char *k = NULL;
         rlx_error ke = {0};
         if (rlx__read_file(c->api_key_file, &k, &n, &ke)) /* a regular file: never a FIFO's wait */
             return rlx_errorf(err, RLX_EINVAL, "cannot read the API key file %s (%s)", c->api_key_file, ke.msg);
-        while (n && isspace((unsigned char)k[n - 1])) k[--n] = 0;
-        if (!n) { free(k); return rlx_errorf(err, RLX_EINVAL, "the API key file %s is empty", c->api_key_file); }
-        c->api_key = k;
+        rc = key_list(k, n, '\n', c->api_key_file, &c->api_key, err);
+        free(k);
+        if (rc) return rc;
+    } else if (c->api_key && (rc = key_list(c->api_key, strlen(c->api_key), ',', NULL, &c->api_key, err))) {
+        return rc;
     }
-    if (c->api_key && !c->api_key[0])
-        return rlx_errorf(err, RLX_EINVAL, "the API key must not be empty (omit --api-key for no auth)");
     /* a backend is named when given: '' ran on the CPU under an empty name (in the ready line,
        the metrics and system_fingerprint), 'foo' failed only at load, after listening */
     if (c->backend && strcmp(c->backend, "cpu") && strcmp(c->backend, "vulkan") && strcmp(c->backend, "cuda"))

@@ -31,8 +31,8 @@ typedef struct rlx_serve_config {
     int port;                /* 8080; 0 picks a free port (logged at start) */
     int threads;             /* per worker, 0: all cores */
     int32_t ctx;             /* 0: the model's context length */
-    char *api_key;           /* NULL: no authentication */
-    char *api_key_file;      /* read into api_key at load */
+    char *api_key;           /* NULL: no authentication; after load, the accepted keys, one per line */
+    char *api_key_file;      /* read into api_key at load (one key per line) */
     char *config_path;
     bool stdio;              /* JSON lines on stdin/stdout instead of HTTP */
     bool log_json;           /* --log-format json */

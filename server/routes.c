@@ -32,7 +32,13 @@ static bool authorized(rlx_srv *s, rlx_conn *c)
     while (*h == ' ' || *h == '\t') h++;
     size_t n = strlen(h);
     while (n && (h[n - 1] == ' ' || h[n - 1] == '\t')) n--; /* a field value's trailing whitespace is not part of it (RFC 9110 5.5) */
-    return key_equal(h, n, key, strlen(key));
+    bool ok = false; /* the keys, one per line (config.c): every one compared, whichever matches */
+    for (const char *k = key; *k;) {
+        size_t kn = strcspn(k, "\n");
+        ok |= key_equal(h, n, k, kn);
+        k += kn + (k[kn] == '\n');
+    }
+    return ok;
 }
 
 static void respond_json(rlx_conn *c, int status, cJSON *o)

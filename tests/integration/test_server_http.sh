@@ -212,4 +212,18 @@ r=$(curl -s -H 'Authorization: Bearer s3cret' "$URL/v1/models")
 [ "$(echo "$r" | jget '.data.map(m=>m.id).join()')" = "tiny,second" ] || fail "two models listed: $r"
 stop_server
 ok auth multi-model
+# several keys, as llama-server takes them: a file with one per line (a second line made every
+# request a 401), --api-key with commas
+printf '\xef\xbb\xbf  k1 \r\n\nk2\n' >"$TMP/keys"
+for form in "--api-key-file=$TMP/keys" "--api-key=k1,k2"; do
+    start_server keys "$form"
+    for k in k1 k2; do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $k" "$URL/v1/models")" = 200 ] || fail "$form: key $k refused"
+    done
+    for k in k3 "k1,k2" k; do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $k" "$URL/v1/models")" = 401 ] || fail "$form: key '$k' accepted"
+    done
+    stop_server
+done
+ok "several API keys (a file's lines, --api-key's commas)"
 echo "all passed"

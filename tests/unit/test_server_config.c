@@ -141,6 +141,33 @@ TEST(api_key_file)
     ASSERT_STR_EQ(c.api_key, "s3cret");
     rlx_serve_config_free(&c);
     unlink(path);
+    /* one key per line, as llama-server reads the file (a second line, spaces around a key, a
+       BOM: the server started and answered 401 to every key); --api-key takes commas */
+    static const struct { const char *text; const char *want; } files[] = {
+        {"k1\nk2\n", "k1\nk2"}, {"  k1  \n", "k1"}, {"\xef\xbb\xbfk1\r\n\n\t k2\r\n", "k1\nk2"},
+        {"\n \n", NULL}, {"k1\nk\x01 2\n", NULL}};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        path = write_tmp(files[i].text);
+        char *av[] = {"serve", "-m", "a.gguf", "--api-key-file", (char *)path};
+        int rc = rlx_serve_config_load(&c, 5, av, &err);
+        if (files[i].want) {
+            ASSERT_MSG(rc == 0, "file %zu: %s", i, err.msg);
+            ASSERT_STR_EQ(c.api_key, files[i].want);
+        } else {
+            ASSERT_MSG(rc != 0, "file %zu accepted", i);
+            ASSERT_MSG(strstr(err.msg, i == 3 ? "holds no key" : "line 2") != NULL, "%s", err.msg);
+        }
+        rlx_serve_config_free(&c);
+        unlink(path);
+    }
+    char *ak[] = {"serve", "-m", "a.gguf", "--api-key", "a, b"};
+    ASSERT_EQ(rlx_serve_config_load(&c, 5, ak, &err), 0);
+    ASSERT_STR_EQ(c.api_key, "a\nb");
+    rlx_serve_config_free(&c);
+    char *ak2[] = {"serve", "-m", "a.gguf", "--api-key", "a,,b"};
+    ASSERT(rlx_serve_config_load(&c, 5, ak2, &err) != 0);
+    ASSERT_MSG(strstr(err.msg, "API key 2 of --api-key is empty"), "%s", err.msg);
+    rlx_serve_config_free(&c);
     /* a FIFO or a device as the key file (or the config): an error at once, never a wait or an
        endless read */
     char *argv2[] = {"serve", "-m", "a.gguf", "--api-key-file", "/dev/zero"};
