@@ -8,6 +8,7 @@
 #include "engine/session.h"
 #include "engine/spec.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -406,7 +407,22 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     /* any 64-bit integer, as OpenAI takes (random.getrandbits(64) was a 400 past 2^53); past 2^53
        as JSON's double reads it: the same text gives the same seed */
     const cJSON *sv = field(root, "seed");
-    if (sv && cJSON_IsNumber(sv) && isfinite(sv->valuedouble) && sv->valuedouble == floor(sv->valuedouble) &&
+    const char *lit = sv && cJSON_IsNumber(sv) ? sv->valuestring : NULL; /* the literal (models/json.h) */
+    if (lit && lit[strspn(lit, "-0123456789")] == 0 && fabs(sv->valuedouble) > 9007199254740991.0) {
+        /* an integer literal read exactly: 2^64 - 1 rounds to 2^64 as a double */
+        char *end;
+        errno = 0;
+        if (lit[0] == '-') {
+            long long v = strtoll(lit, &end, 10);
+            if (errno || *end) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "seed", "'seed' must be a 64-bit integer.");
+            s->seed = (uint64_t)v;
+        } else {
+            unsigned long long v = strtoull(lit, &end, 10);
+            if (errno || *end) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "seed", "'seed' must be a 64-bit integer.");
+            s->seed = (uint64_t)v;
+        }
+        s->has_seed = true;
+    } else if (sv && cJSON_IsNumber(sv) && isfinite(sv->valuedouble) && sv->valuedouble == floor(sv->valuedouble) &&
         fabs(sv->valuedouble) > 9007199254740991.0) {
         const double d = sv->valuedouble;
         if (d < -9223372036854775808.0 || d >= 18446744073709551616.0)

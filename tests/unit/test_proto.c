@@ -93,7 +93,15 @@ TEST(sampling_params_parsed)
     ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":-9223372036854775808}", &e), 0);
     ASSERT_EQ(r.base->sampling.seed, (uint64_t)INT64_MIN);
     rlx_api_request_free(&r);
+    /* read from the literal, exactly: 2^64 - 1 and 2^53 + 1 (as doubles, 2^64 - a 400 - and 2^53) */
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":18446744073709551615}", &e), 0);
+    ASSERT_EQ(r.base->sampling.seed, UINT64_MAX);
+    rlx_api_request_free(&r);
+    ASSERT_EQ(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":9007199254740993}", &e), 0);
+    ASSERT_EQ(r.base->sampling.seed, 9007199254740993ULL);
+    rlx_api_request_free(&r);
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":18446744073709551616}", "seed");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":-9223372036854775809}", "seed");
     EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":1e300}", "seed");
 }
 
