@@ -13,6 +13,7 @@
 #include "models/json.h"
 #include "server/serve.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,21 @@ static bool id_in_flight(rlx_srv *s, const char *id)
     return false;
 }
 
+/* An id's numbers as their literal text (models/json.h keeps it in valuestring): printed as raw
+ * JSON, a 64-bit id comes back as sent (18446744073709551615 came back 1.8446744073709552e+19).
+ * False when a number is NaN or Infinity, which JSON does not have (they came back null). */
+static bool numbers_as_literals(cJSON *v)
+{
+    if (cJSON_IsNumber(v)) {
+        if (!v->valuestring || strpbrk(v->valuestring, "NI")) return false; /* NaN, [-]Infinity; 1e400 is JSON */
+        v->type = cJSON_Raw | (v->type & cJSON_IsReference);
+        return true;
+    }
+    for (cJSON *c = v->child; c; c = c->next)
+        if (!numbers_as_literals(c)) return false;
+    return true;
+}
+
 /* Threadpool: the line -> id + request. */
 static void parse_work(uv_work_t *w)
 {
@@ -313,8 +329,12 @@ static void parse_work(uv_work_t *w)
     if (rlx_json_parse(e->line, e->len, &e->root, &jerr)) e->root = NULL;
     const cJSON *id = e->root ? cJSON_GetObjectItemCaseSensitive(e->root, "id") : NULL;
     size_t id_len = 0;
+    bool id_finite = true;
     if (id && !cJSON_IsNull(id)) {
-        char *txt = cJSON_PrintUnformatted(id);
+        cJSON *copy = cJSON_Duplicate(id, true);
+        id_finite = copy && numbers_as_literals(copy);
+        char *txt = id_finite ? cJSON_PrintUnformatted(copy) : NULL;
+        cJSON_Delete(copy);
         id_len = txt ? strlen(txt) : 0;
         if (txt && id_len <= MAX_ID_BYTES && rlx_api_utf8_valid(txt, id_len)) e->id = txt;
         else free(txt);
@@ -326,6 +346,11 @@ static void parse_work(uv_work_t *w)
     if (id_len > MAX_ID_BYTES) {
         e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, "id", "The 'id' is %zu bytes of JSON; at most %d are "
                                "allowed (it is repeated on every output line).", id_len, MAX_ID_BYTES);
+        return;
+    }
+    if (!id_finite) {
+        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, "id", "The 'id' holds NaN or Infinity, which JSON does "
+                               "not have; use a string or a number.");
         return;
     }
     if (!e->id) {

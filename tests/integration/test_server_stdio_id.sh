@@ -30,3 +30,15 @@ for e in errs:
 assert len(lines) == len(ok) + 3, "unexpected lines"
 PY
 ok stdio id limit
+
+# numbers come back as sent (64-bit ids were printed as doubles: 18446744073709551615 came back
+# 1.8446744073709552e+19, 9007199254740993 as 9.00719925474099e+15); NaN and Infinity, which
+# JSON does not have, are refused (they ran, answered with id null, and two collided)
+printf '%s\n' '{"id":18446744073709551615,"prompt":"x","max_tokens":1}' '{"id":[9007199254740993,{"a":1.50}],"prompt":"x","max_tokens":1}' \
+    '{"id":-0.0,"prompt":"x","max_tokens":1}' '{"id":NaN,"prompt":"x","max_tokens":1}' '{"id":-Infinity,"prompt":"x","max_tokens":1}' |
+    timeout 120 "$BIN" serve -m "$MODEL:tiny" --stdio >"$TMP/out2" 2>"$TMP/err2" || fail "rlxd --stdio exited $?: $(tail -3 "$TMP/err2")"
+for id in 18446744073709551615 '\[9007199254740993,{"a":1.50}\]' -0.0; do
+    grep -q "^{\"id\":$id,\"ok\":true" "$TMP/out2" || fail "id $id not echoed as sent: $(cat "$TMP/out2")"
+done
+[ "$(grep -c '^{"id":null,"ok":false,.*NaN or Infinity' "$TMP/out2")" = 2 ] || fail "NaN/Infinity ids: $(cat "$TMP/out2")"
+ok "stdio ids echoed as sent; NaN and Infinity refused"
