@@ -261,7 +261,8 @@ static void pump(rlx_srv *s)
 }
 
 /* Accepts a load of m (UNLOADED or FAILED): evicts what the limits require and queues it.
- * RLX_EFULL when no idle model can make room. */
+ * RLX_EFULL when no idle model can make room, RLX_ETOOLONG when the model alone exceeds
+ * --max-loaded-mem (its estimate: the file's size until it has loaded once, then what it held). */
 static int start_load(rlx_model_slot *m)
 {
     rlx_srv *s = m->srv;
@@ -274,6 +275,11 @@ static int start_load(rlx_model_slot *m)
     }
     views(s, v);
     rlx_model_limits lim = limits(s);
+    if (lim.max_bytes > 0 && m->bytes > lim.max_bytes) { /* no eviction can ever make room */
+        free(v);
+        free(victims);
+        return RLX_ETOOLONG;
+    }
     size_t target = 0;
     while (s->models[target] != m) target++;
     bool ok = rlx_model_plan_load(v, s->n_models, target, &lim, victims, &nv);
@@ -316,10 +322,28 @@ static void busy_error(const rlx_model_slot *m, rlx_api_error *e)
                    m->cfg->name, lim);
 }
 
+/* A model that can never load under --max-loaded-mem: said so, not "retry shortly" (it got 503
+ * + Retry-After for ever, with nothing in use). */
+static void too_big_error(const rlx_model_slot *m, rlx_api_error *e)
+{
+    rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, "model", "The model '%s' cannot be loaded: it needs %.1f MiB (%s), more "
+                   "than --max-loaded-mem %lld MiB allows for all models together.", m->cfg->name, (double)m->bytes / 1048576.0,
+                   m->n_loads ? "what it held when last loaded" : "its file's size", (long long)m->srv->cfg->max_loaded_mem);
+    e->code = "model_load_failed";
+}
+
+/* The answer to a load start_load refused (RLX_EFULL, RLX_ETOOLONG, or out of memory). */
+static void load_refusal(const rlx_model_slot *m, int rc, rlx_api_error *e)
+{
+    if (rc == RLX_EFULL) busy_error(m, e);
+    else if (rc == RLX_ETOOLONG) too_big_error(m, e);
+    else rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+}
+
 void rlx_srv_model_wait_error(const rlx_model_slot *m, int status, rlx_api_error *e)
 {
     if (status == RLX_ECANCELED) rlx_api_error_shutdown(e);
-    else if (status == RLX_EFULL) busy_error(m, e);
+    else if (status == RLX_EFULL || status == RLX_ETOOLONG) load_refusal(m, status, e);
     else if (status) {
         rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, "model", "The model '%s' failed to load: %s", m->cfg->name,
                        m->err.msg);
@@ -338,11 +362,10 @@ int rlx_srv_model_wait(rlx_model_slot *m, rlx_call *call, void *client, rlx_call
                               m->cfg->name, s->cfg->max_queue);
     if (m->state == RLX_MODEL_UNLOADED || m->state == RLX_MODEL_FAILED) {
         int rc = start_load(m);
-        if (rc == RLX_EFULL) {
-            busy_error(m, e);
+        if (rc) {
+            load_refusal(m, rc, e);
             return rc;
         }
-        if (rc) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     }
     /* QUEUED, LOADING, or UNLOADING (it loads again once gone) */
     call->srv = s;
@@ -364,8 +387,7 @@ int rlx_srv_model_load(rlx_model_slot *m, rlx_api_error *e)
     if (m->srv->stopping) return rlx_api_error_shutdown(e);
     if (m->state != RLX_MODEL_UNLOADED && m->state != RLX_MODEL_FAILED) return 0;
     int rc = start_load(m);
-    if (rc == RLX_EFULL) busy_error(m, e);
-    else if (rc) rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+    if (rc) load_refusal(m, rc, e);
     return rc;
 }
 
@@ -461,7 +483,7 @@ static void unload_done(uv_work_t *w, int status)
     fprintf(stderr, "rlxd: model '%s' unloaded\n", m->lname);
     if (m->n_waiting && !s->stopping) {
         int rc = start_load(m); /* requests came meanwhile: load it again */
-        if (rc) answer_waiters(m, rc == RLX_EFULL ? RLX_EFULL : RLX_ECANCELED);
+        if (rc) answer_waiters(m, rc == RLX_EFULL || rc == RLX_ETOOLONG ? rc : RLX_ECANCELED);
     }
     pump(s);
     rlx_models_drop_removed(m); /* its file went away while it was loaded: it goes now */

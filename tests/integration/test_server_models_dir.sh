@@ -217,6 +217,16 @@ r=$(complete beta); [ "$(status)" = 200 ] || fail "mem: beta: $(status) $r"
 wait_state alpha unloaded
 grep -q "unloading model 'alpha' (least recently used, making room for 'beta')" "$LOG" || fail "mem: no eviction line"
 ok "--max-loaded-mem evicts the LRU model"
+# alpha alone (1.5 MiB, known since it loaded) can never fit 1 MiB: a clear error, not a 503
+# "retry shortly" for ever with nothing in use
+hdr=$(curl -s -D - -o "$TMP/big.json" -H 'Content-Type: application/json' \
+    --data-binary '{"model":"alpha","prompt":"x","max_tokens":2}' "$URL/v1/completions")
+echo "$hdr" | head -1 | grep -q ' 500' || fail "mem: alpha too big: $(echo "$hdr" | head -1) $(cat "$TMP/big.json")"
+echo "$hdr" | grep -qi '^retry-after:' && fail "mem: Retry-After on a model that can never fit"
+grep -q "cannot be loaded: it needs 1\.[0-9] MiB (what it held when last loaded), more than --max-loaded-mem 1 MiB" "$TMP/big.json" ||
+    fail "mem: too-big message: $(cat "$TMP/big.json")"
+r=$(post /models/load '{"model":"alpha"}'); [ "$(status)" = 500 ] || fail "mem: POST /models/load of a too-big model: $(status) $r"
+ok "a model bigger than --max-loaded-mem alone is an error, not a retry"
 stop_server
 
 # a second folder: a slow model (a stream runs for seconds) and alpha, --max-loaded 1
