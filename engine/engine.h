@@ -66,6 +66,7 @@ typedef struct rlx_event {
     float top_logprobs[RLX_MAX_TOP_LOGPROBS];
     /* RLX_EV_DONE: the final text not yet delivered is in text/text_len. */
     rlx_finish_reason finish;
+    bool stop_string;          /* RLX_FINISH_STOP by one of the request's stop strings (the text cut there) */
     rlx_usage usage;
     rlx_timings timings;
     /* RLX_EV_ERROR */

@@ -127,7 +127,8 @@ void rlx__seq_finish(rlx_worker *w, seq *s, rlx_finish_reason why)
     double now = rlx_now();
     size_t n = 0;
     char *rest = final_text(s, &n, &why);
-    rlx_event ev = {.type = RLX_EV_DONE, .finish = why, .text = rest ? rest : "", .text_len = n};
+    rlx_event ev = {.type = RLX_EV_DONE, .finish = why, .text = rest ? rest : "", .text_len = n,
+                    .stop_string = why == RLX_FINISH_STOP && s->stop_hit};
     ev.usage.prompt_tokens = s->n_prompt;
     ev.usage.completion_tokens = s->n_generated;
     ev.usage.cached_tokens = s->cached_tokens;
@@ -476,6 +477,7 @@ bool rlx__emit_token(rlx_worker *w, seq *s, const float *logits, float *scratch)
     }
     rlx__emit(r, &ev);
     /* a grammar with nothing left to take ends the text as end-of-generation would */
+    s->stop_hit = m == 1;
     if (m == 1 || rlx_sampler_must_end(s->sampler)) rlx__seq_finish(w, s, RLX_FINISH_STOP);
     else if (s->n_generated >= s->max_tokens) rlx__seq_finish(w, s, RLX_FINISH_LENGTH);
     else return true;

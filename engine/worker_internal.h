@@ -56,6 +56,7 @@ typedef struct seq {
     bool cancelled;
     bool started;               /* has been admitted at least once */
     bool grammar_fault;         /* a failure now is the grammar's (rlx__seq_fail says so) */
+    bool stop_hit;              /* a stop string ended it (RLX_EV_DONE's stop_string) */
     double t_submit, t_admit, t_first, t_last;
     int32_t out_row;            /* row of this step's logits, -1 if none */
     /* prompt logprobs (req->prompt_logprobs): the next prompt position whose logprob is due,

@@ -371,7 +371,7 @@ char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices
             add_string_n(ch, "text", c->text, c->text_len);
         }
         add_logprobs(ch, m->kind, c->logprobs, c->n_logprobs);
-        add_finish_tools(ch, c->finish, c->tools && c->tools->n_calls);
+        add_finish_tools(ch, c->finish, c->tools && c->tools->n_calls && !c->calls_cut);
         push(arr, ch);
     }
     add(o, "usage", usage_json(usage));

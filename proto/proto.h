@@ -300,6 +300,8 @@ typedef struct rlx_api_choice {
      * there are calls, tool_calls, reasoning_content) and finish_reason "tool_calls" when calls
      * were made and generation stopped normally; NULL: text is the content */
     const rlx_api_tool_out *tools;
+    bool calls_cut;                    /* a call was cut (max_tokens, a stop string): finish_reason
+                                          stays "length" / "stop" */
 } rlx_api_choice;
 
 /* Identity of one response, constant over all its chunks. */

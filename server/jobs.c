@@ -334,7 +334,8 @@ rlx_api_choice *rlx_job_api_choices(const rlx_job *j)
         const rlx_choice *ch = &j->choices[i];
         cs[i] = (rlx_api_choice){.index = ch->index, .text = ch->text, .text_len = ch->len, .tokens = ch->tokens,
                                  .n_tokens = ch->n_tokens, .logprobs = j->req.logprobs >= 0 ? ch->lps : NULL,
-                                 .n_logprobs = ch->n_lps, .finish = ch->finish, .tools = ch->tc ? &ch->tout : NULL};
+                                 .n_logprobs = ch->n_lps, .finish = ch->finish, .tools = ch->tc ? &ch->tout : NULL,
+                                 .calls_cut = ch->calls_cut};
     }
     return cs;
 }
@@ -419,13 +420,15 @@ static void tc_feed(rlx_choice *ch, const char *s, size_t n)
 }
 
 /* The output ended: what the parser held back; a call the model broke is an error unless the
- * output was cut off (finish_reason "length" says so). */
+ * client cut the output - max_tokens or one of its stop strings - which finish_reason ("length",
+ * "stop", never "tool_calls") says. */
 static void tc_finish(rlx_job *j, rlx_choice *ch)
 {
     rlx_error err = {0};
     int rc = j->failed ? 0 : rlx_tc_finish(ch->tc, on_tc_event, ch, &err);
     if (rc == RLX_ENOMEM) job_oom(j);
-    else if (rc && ch->finish != RLX_FINISH_LENGTH && !j->failed) {
+    else if (rc && (ch->finish == RLX_FINISH_LENGTH || ch->stop_string)) ch->calls_cut = true;
+    else if (rc && !j->failed) { /* the model itself ended inside a call */
         j->failed = true;
         rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "The model's tool call could not be parsed: %s", err.msg);
         cancel_open(j);
@@ -522,6 +525,7 @@ static void handle_event(rlx_qevent *q)
             ch->usage = ev->usage;
             ch->timings = ev->timings;
             ch->finish = ev->finish;
+            ch->stop_string = ev->stop_string;
             if (ev->embd && !j->embd) { /* the job takes the vectors */
                 j->embd = q->embd;
                 j->embd_tokens = q->embd_tokens;

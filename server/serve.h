@@ -101,6 +101,8 @@ typedef struct rlx_choice {
     bool prompt_text_begun;        /* a prompt token with text was seen (its prefix space dropped) */
     bool echo_pending;             /* stream: the echo chunk waits for the prompt's logprobs */
     rlx_finish_reason finish;
+    bool stop_string;              /* finish STOP by a client's stop string, not the model's end */
+    bool calls_cut;                /* its last call was cut by max_tokens or a stop string */
     rlx_usage usage;
     rlx_timings timings;
     /* Event hand-over (jobs.c): the final event's queue entry is allocated at submit, so the

@@ -59,7 +59,7 @@ static void http_choice_end(rlx_job *j, rlx_choice *ch, const char *text, size_t
 {
     echo_out(j, ch);
     if (ch->tc)
-        rlx_job_out_take(j, rlx_api_sse_tool_end(&j->meta, ch->index, ch->finish, ch->tout.n_calls > 0));
+        rlx_job_out_take(j, rlx_api_sse_tool_end(&j->meta, ch->index, ch->finish, ch->tout.n_calls > 0 && !ch->calls_cut));
     else if (j->req.kind != RLX_API_GENERATE)
         rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lps, n_lps, ch->finish));
 }

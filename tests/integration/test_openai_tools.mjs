@@ -290,7 +290,22 @@ try {
   for (const [model, tpl, fmt] of textFormats) {
     client = await start(sanitized && fmt !== 'qwen3-coder' ? llama : model, ['--chat-template', template(tpl, fmt)]);
     await suite(client, fmt, {});
-    if (fmt === 'qwen3-coder') await lazyAuto(client, fmt);
+    if (fmt === 'qwen3-coder') {
+      await lazyAuto(client, fmt);
+      // a client's stop string inside a call cuts it as max_tokens does: 200, finish_reason
+      // "stop", the text so far (it was a 500 "could not be parsed", streamed: an error event)
+      const call = '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>';
+      const g = 'root ::= "' + call.replace(/\n/g, '\\n') + '"';
+      for (const stopAt of ['Paris', '</function>']) {
+        const body = { model: 'm', messages, tools, tool_choice: 'auto', max_tokens: 200, grammar: g, stop: [stopAt] };
+        const r = (await client.chat.completions.create(body)).choices[0];
+        assert(r.finish_reason === 'stop', fmt + ' stop inside a call: ' + JSON.stringify(r));
+        let finish = null;
+        for await (const c of await client.chat.completions.create({ ...body, stream: true })) finish = c.choices[0]?.finish_reason || finish;
+        assert(finish === 'stop', fmt + ' stop inside a call, streamed: ' + finish);
+      }
+      console.log(`ok   ${fmt}: a stop string inside a call ends it as max_tokens does (200, finish_reason stop)`);
+    }
     await stop();
   }
   client = await start(qwen, ['--chat-template', template(qwen3Tpl, 'qwen3')]);
