@@ -2,6 +2,7 @@
  * out-of-range value is a 400 naming the parameter; unknown fields are ignored; null counts
  * as absent. */
 #include "proto/proto.h"
+#include "proto/parse_int.h"
 #include "models/json.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
@@ -404,35 +405,7 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if (has) { s->repetition_penalty = (float)d; r->given |= RLX_API_GIVEN_REPEAT_PENALTY; }
     if ((rc = get_int(root, "repeat_last_n", -1, INT32_MAX, &x, &has, e))) return rc;
     if (has) { s->penalty_last_n = (int32_t)x; r->given |= RLX_API_GIVEN_REPEAT_LAST_N; }
-    /* any 64-bit integer, as OpenAI takes (random.getrandbits(64) was a 400 past 2^53); past 2^53
-       as JSON's double reads it: the same text gives the same seed */
-    const cJSON *sv = field(root, "seed");
-    const char *lit = sv && cJSON_IsNumber(sv) ? sv->valuestring : NULL; /* the literal (models/json.h) */
-    if (lit && lit[strspn(lit, "-0123456789")] == 0 && fabs(sv->valuedouble) > 9007199254740991.0) {
-        /* an integer literal read exactly: 2^64 - 1 rounds to 2^64 as a double */
-        char *end;
-        errno = 0;
-        if (lit[0] == '-') {
-            long long v = strtoll(lit, &end, 10);
-            if (errno || *end) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "seed", "'seed' must be a 64-bit integer.");
-            s->seed = (uint64_t)v;
-        } else {
-            unsigned long long v = strtoull(lit, &end, 10);
-            if (errno || *end) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "seed", "'seed' must be a 64-bit integer.");
-            s->seed = (uint64_t)v;
-        }
-        s->has_seed = true;
-    } else if (sv && cJSON_IsNumber(sv) && isfinite(sv->valuedouble) && sv->valuedouble == floor(sv->valuedouble) &&
-        fabs(sv->valuedouble) > 9007199254740991.0) {
-        const double d = sv->valuedouble;
-        if (d < -9223372036854775808.0 || d >= 18446744073709551616.0)
-            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "seed", "'seed' must be a 64-bit integer.");
-        s->seed = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
-        s->has_seed = true;
-    } else {
-        if ((rc = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &x, &has, e))) return rc;
-        if (has && x != -1) { s->seed = (uint64_t)x; s->has_seed = true; } /* -1: a random seed, as llama-server */
-    }
+    if ((rc = rlx__api_parse_seed(root, s, e))) return rc;
     /* completions take 0, as OpenAI's legacy API does: the prompt scored, nothing generated
        (echo + logprobs + max_tokens 0 is how evaluation harnesses read a text's log-likelihood) */
     if ((rc = get_int(root, "max_tokens", r->kind == RLX_API_COMPLETIONS ? 0 : 1, INT32_MAX, &x, &has, e))) return rc;
@@ -773,7 +746,7 @@ int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32
         rc = rlx__api_parse_embed(root, r, e);
         goto out;
     }
-    if ((rc = parse_common(root, r, n_vocab, e))) goto out;
+    if ((rc = parse_common(root, r, n_vocab, e)) || (rc = rlx__api_refuse_unsupported(root, e))) goto out;
     if (kind == RLX_API_COMPLETIONS && (rc = get_bool(root, "echo", &r->echo, e))) goto out;
     if (kind == RLX_API_CHAT) rc = parse_messages(root, r, e);
     else rc = parse_prompts(root, r, n_vocab, e);

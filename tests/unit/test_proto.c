@@ -467,7 +467,37 @@ TEST(mutated_bodies_fail_cleanly)
     ASSERT(accepted > 0 && rejected > 0);
 }
 
-TEST_MAIN(TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
+/* Other servers' sampling fields rlxd does not implement are refused when they would change the
+ * output (they were accepted and ignored: a client asking for mirostat or min_tokens got plain
+ * sampling without a word); their neutral values pass. */
+TEST(unsupported_fields_refused_unless_neutral)
+{
+    static const char *const bad[][2] = {
+        {"\"mirostat\":2", "mirostat"}, {"\"typical_p\":0.5", "typical_p"}, {"\"tfs_z\":0.9", "tfs_z"},
+        {"\"top_n_sigma\":1.5", "top_n_sigma"}, {"\"xtc_probability\":0.5", "xtc_probability"},
+        {"\"dry_multiplier\":0.8", "dry_multiplier"}, {"\"dynatemp_range\":0.5", "dynatemp_range"},
+        {"\"min_tokens\":5", "min_tokens"}, {"\"use_beam_search\":true", "use_beam_search"},
+        {"\"include_stop_str_in_output\":true", "include_stop_str_in_output"},
+        {"\"skip_special_tokens\":false", "skip_special_tokens"}, {"\"stop_token_ids\":[2]", "stop_token_ids"},
+        {"\"suffix\":\"end\"", "suffix"}, {"\"best_of\":3", "best_of"}, {"\"mirostat\":\"on\"", "mirostat"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",%s}", bad[i][0]);
+        EXPECT_BAD(RLX_API_COMPLETIONS, body, bad[i][1]);
+    }
+    const char *ok = "{\"prompt\":\"x\",\"mirostat\":0,\"typical_p\":1,\"tfs_z\":1.0,\"top_n_sigma\":-1,\"xtc_probability\":0,"
+                     "\"dry_multiplier\":0,\"dynatemp_range\":0,\"min_tokens\":0,\"use_beam_search\":false,"
+                     "\"include_stop_str_in_output\":false,\"skip_special_tokens\":true,\"stop_token_ids\":[],\"suffix\":\"\","
+                     "\"best_of\":2,\"n\":2,\"xtc_threshold\":0.1}";
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_MSG(parse(&r, RLX_API_COMPLETIONS, ok, &e) == 0, "%s", e.message);
+    rlx_api_request_free(&r);
+    const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"typical_p\":0.9}";
+    EXPECT_BAD(RLX_API_CHAT, chat, "typical_p");
+}
+
+TEST_MAIN(TEST_ENTRY(unsupported_fields_refused_unless_neutral), TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
           TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(json_schema_constraint), TEST_ENTRY(bad_session_ids_name_the_field), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies), TEST_ENTRY(token_ids_out_of_int_range),
