@@ -76,21 +76,27 @@ static int check_prompt(rlx_job *j, size_t i, const int32_t *ids, size_t n, rlx_
     return rlx_job_admit(j, i, &q, e);
 }
 
-/* A grammar's token references (<[id]>, <text>) against this model's vocabulary: known only
- * here, they were checked where the worker compiled the grammar, after a stream had begun (200
- * and an error event, where the same request unstreamed was a 400). */
+/* What the worker finds wrong in a grammar before any output, found here so that a stream is a
+ * 400 as the same request unstreamed is (it was a 200 and an error event): its token references
+ * (<[id]>, <text>) against this model's vocabulary, known only here, and - for a stream - a start
+ * too ambiguous to expand. An unstreamed request without token references leaves it to the
+ * worker, which answers the same 400 (one compile, not two). */
 static int check_grammar_tokens(rlx_job *j, rlx_api_error *e)
 {
     const char *g = j->req.base->grammar;
-    if (!g || !strchr(g, '<')) return 0;
+    if (!g || (!strchr(g, '<') && !j->req.stream)) return 0;
     rlx_grammar_token_ids ids = rlx_grammar_tokenizer_ids(j->model->tok, j->model->n_vocab);
     rlx_error gerr = {0};
     rlx_grammar *gr = rlx_grammar_compile_ids(g, strlen(g), NULL, &ids, &gerr);
-    if (gr) {
-        rlx_grammar_free(gr);
-        return 0;
-    }
+    const bool compiled = gr != NULL;
+    rlx_grammar_state *st = gr && j->req.stream ? rlx_grammar_state_new(gr, &gerr) : NULL;
+    const bool starts = st != NULL;
+    rlx_grammar_state_free(st);
+    rlx_grammar_free(gr);
+    if (compiled && (starts || !j->req.stream)) return 0;
+    if (gerr.code == RLX_ENOMEM) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
     const char *param = j->req.grammar_param ? j->req.grammar_param : "grammar";
+    if (compiled) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "%s", gerr.msg); /* its start */
     return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
 }
 

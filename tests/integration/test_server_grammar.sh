@@ -82,6 +82,17 @@ r=$(post /v1/completions '{"prompt":"x","json_schema":{"type":"string"},"grammar
 r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" <[12x]>\n"}')
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = grammar ] || fail "bad token id syntax: $(status) $r"
 ok "token references: <s> and !<[1]> by id, streamed and not; 400 for a text that is no token"
+# a start too ambiguous to expand: a 400 streamed or not, naming the field (a stream got 200, a
+# role delta on chat, then an error event)
+amb='root ::= ((\"a\"?){0,99}){0,99}'
+for stream in false true; do
+    r=$(post /v1/completions "{\"prompt\":\"x\",\"max_tokens\":8,\"stream\":$stream,\"grammar\":\"$amb\"}")
+    [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = grammar ] || fail "ambiguous start (stream $stream): $(status) $r"
+    echo "$r" | jget '.error.message' | grep -q "too ambiguous" || fail "ambiguous start message (stream $stream): $r"
+    r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":8,\"stream\":$stream,\"grammar\":\"$amb\"}")
+    [ "$(status)" = 400 ] || fail "ambiguous start, chat (stream $stream): $(status) $r"
+done
+ok "a grammar whose start is too ambiguous: 400 streamed or not"
 
 # errors name the field; nothing is generated
 r=$(post /v1/completions '{"prompt":"x","grammar":"root ::= \"a\" | undefined\n"}')
