@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ typedef struct xfer {
     uint64_t got;            /* bytes of this response written to the .part */
     uint64_t probe_at;       /* .part size at which to read its GGUF header next (0: 1 MiB) */
     long long limit;         /* the most bytes the file can have (stated, else its header's), -1: unknown */
+    long long space_for;     /* the file size the free space was checked for, -1: not yet */
     char overrun[200];       /* why the body was stopped ("" when it was not): it ran past the file */
     int werrno;              /* errno of a failed write of the .part, 0: none */
     long code;               /* the latest response's status */
@@ -198,6 +200,19 @@ static bool within_file(xfer *x)
     if (x->limit >= 0 && total > (uint64_t)x->limit) {
         snprintf(x->overrun, sizeof x->overrun, "it ran past the %lld bytes its GGUF header gives the file", x->limit);
         return false;
+    }
+    /* a size (stated, or the header's - which the server chose) that the disk cannot hold: stopped
+       now, not once the disk is full (a header claiming a 1 TiB tensor wrote on and on) */
+    const long long size = stated >= 0 ? stated : x->limit;
+    struct statvfs vs;
+    if (size >= 0 && size != x->space_for && !fstatvfs(fileno(x->f), &vs)) {
+        x->space_for = size;
+        const unsigned long long room = (unsigned long long)vs.f_bavail * vs.f_frsize;
+        if ((unsigned long long)size > total && (unsigned long long)size - total > room) {
+            snprintf(x->overrun, sizeof x->overrun, "the file is %lld bytes, %llu more than the %llu bytes free where it goes",
+                     size, (unsigned long long)size - total, room);
+            return false;
+        }
     }
     return true;
 }
@@ -477,7 +492,7 @@ int rlx__pull_file(const rlx__pull_ctx *pc, const char *repo, const char *file, 
         if (!attempt) resumed = offset > 0;
         if (offset && !pc->o->quiet)
             fprintf(stderr, "rlxd pull: %s: resuming at %llu bytes (%s)\n", label, (unsigned long long)offset, part);
-        xfer x = {.f = f, .offset = offset, .remembered = valid, .vpath = vpath, .cr_start = -1, .cr_total = -1, .limit = -1,
+        xfer x = {.f = f, .offset = offset, .remembered = valid, .vpath = vpath, .cr_start = -1, .cr_total = -1, .limit = -1, .space_for = -1,
                   .label = label, .quiet = pc->o->quiet, .tty = isatty(2) == 1, .decile = offset ? -1 : 0};
         char cerr[CURL_ERROR_SIZE];
         CURLcode rc = perform(pc, url, &x, offset ? ifr : "", cerr);

@@ -54,6 +54,12 @@ synthFile(['--arch', 'llama', '--preset', 'tiny', '--type', 'q8_0', '--seed', '1
 synthFile(['--arch', 'llama', '--preset', 'tiny', '--type', 'q8_0', '--seed', '2'], 'tiny-f16.gguf');
 synthFile(['--arch', 'qwen3', '--preset', 'tiny', '--type', 'q8_0', '--seed', '3', '--split', '2'], 'split-Q8_0.gguf');
 const rd = (f) => readFileSync(join(tmp, f));
+// GGUF v3 with no metadata and one F32 tensor "w" of 2^38 values (1 TiB) at offset 0
+function hugeHeader() {
+  const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); return b; };
+  const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); return b; };
+  return Buffer.concat([Buffer.from('GGUF'), u32(3), u64(1), u64(0), u64(1), Buffer.from('w'), u32(1), u64(2 ** 38), u32(0), u64(0)]);
+}
 const file = (data, opts = {}) => ({ data, sha: sha(data), ...opts });
 const repos = {
   'org/tiny': {
@@ -92,6 +98,8 @@ const repos = {
     // client stops reading, at most 256 MiB (the test's bound; what was sent is counted)
     'endless.gguf': file(rd('tiny-q8.gguf'), { noEtag: true, endless: true }),
     'endlesshtml.gguf': file(Buffer.from('<html>rate limited</html>'), { noEtag: true, endless: true }),
+    // a GGUF header whose one tensor claims 1 TiB, then zeros without end: more than any disk here
+    'hugeclaim.gguf': file(hugeHeader(), { noEtag: true, endless: true }),
     's204.gguf': file(Buffer.alloc(0), { status: 204 }),
     'noloc.gguf': file(Buffer.alloc(0), { status: 302 }),
     'loop.gguf': file(Buffer.alloc(0), { loop: true }),
@@ -439,8 +447,9 @@ try {
   }
   // an endless body is stopped once it runs past what the GGUF header (or the lack of one) allows,
   // not kept until the disk is full (it was read to the end, 256 MiB here, and only then refused)
+  // a header claiming more than the disk holds is stopped at once (it wrote on and on)
   for (const [name, why] of [['endless', /ran past the \d+ bytes its GGUF header gives the file/],
-                             ['endlesshtml', /not a GGUF file/]]) {
+                             ['endlesshtml', /not a GGUF file/], ['hugeclaim', /the file is \d+ bytes, \d+ more than the \d+ bytes free where it goes/]]) {
     r = await pull([`hf:org/junk/${name}.gguf`, '--models-dir', M2]);
     const f = repos['org/junk'][name + '.gguf'];
     check(r.code === 1 && why.test(r.err) && /stopped and removed/.test(r.err), `${name}: ${r.code} ${r.err}`);
