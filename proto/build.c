@@ -260,11 +260,6 @@ int rlx_api_continue_final(const rlx_api_request *r, char *rendered, rlx_api_err
 
 static cJSON *parse_object(const char *body, size_t len, rlx_api_error *e)
 {
-    /* cJSON would cut such a string at the NUL: refused, as the generation routes do */
-    if (rlx_api_has_escaped_nul(body, len)) {
-        rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
-        return NULL;
-    }
     /* read as the generation routes read bodies (a lone surrogate escape becomes bytes the UTF-8
        check below refuses naming the field; cJSON alone called the whole body not JSON) */
     cJSON *root = NULL;
@@ -278,7 +273,8 @@ static cJSON *parse_object(const char *body, size_t len, rlx_api_error *e)
         rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request body must be a JSON object.");
         return NULL;
     }
-    if (rlx_api_check_utf8(root, e)) {
+    /* cJSON-based readers would cut such a string at the NUL: refused, as the generation routes do */
+    if (rlx_api_check_nul(root, body, len, e) || rlx_api_check_utf8(root, e)) {
         cJSON_Delete(root);
         return NULL;
     }

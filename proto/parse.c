@@ -240,37 +240,6 @@ static int parse_stop(const cJSON *root, rlx_request *q, rlx_api_error *e)
     return 0;
 }
 
-static int parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, rlx_api_error *e)
-{
-    const cJSON *v = field(root, "logit_bias");
-    if (!v) return 0;
-    if (!cJSON_IsObject(v))
-        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
-                              "'logit_bias' must be an object mapping token ids to biases.");
-    int cnt = cJSON_GetArraySize(v);
-    rlx_logit_bias *b = calloc((size_t)(cnt ? cnt : 1), sizeof *b);
-    if (!b) return oom(e);
-    q->sampling.logit_bias = b;
-    const cJSON *it;
-    size_t i = 0;
-    cJSON_ArrayForEach(it, v) {
-        char *end = NULL;
-        long id = strtol(it->string, &end, 10); /* as Python's int(): blanks around, a sign */
-        while (end != it->string && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
-        if (!it->string[0] || end == it->string || *end || id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab))
-            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
-                                  "'logit_bias' key '%s' is not a token id of this model.", it->string);
-        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > 100)
-            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
-                                  "'logit_bias' values must be numbers between -100 and 100.");
-        b[i].token = (int32_t)id;
-        b[i].bias = (float)it->valuedouble;
-        i++;
-    }
-    q->sampling.n_logit_bias = i;
-    return 0;
-}
-
 /* A JSON Schema compiled to GBNF (engine/json_schema.h) into *gbnf; a schema it cannot honour
  * is a 400 naming `param` and, in the message, the keyword. */
 static int schema_grammar(const cJSON *schema, const char *param, char **gbnf, rlx_api_error *e)
@@ -453,7 +422,7 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
         r->include_usage = iu && cJSON_IsTrue(iu);
     }
     if ((rc = parse_stop(root, q, e))) return rc;
-    if ((rc = parse_logit_bias(root, q, n_vocab, e))) return rc;
+    if ((rc = rlx__api_parse_logit_bias(root, q, n_vocab, e))) return rc;
     if ((rc = parse_constraint(root, q, &r->grammar_param, e))) return rc;
 
     /* logprobs: an int for completions, a bool (+ top_logprobs) for chat and generate */
@@ -708,10 +677,6 @@ bool rlx_api_has_escaped_nul(const char *b, size_t n)
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e)
 {
-    if (rlx_api_has_escaped_nul(body, len)) {
-        memset(r, 0, sizeof *r);
-        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
-    }
     /* read as Python's json reads it, so messages and tools reach the chat template with their
      * numbers' types (1.0 stays a float) (models/json.h) */
     cJSON *root = NULL;
@@ -720,7 +685,13 @@ int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_
         memset(r, 0, sizeof *r);
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "The request body is not valid JSON (%s).", jerr.msg);
     }
-    int rc = rlx_api_parse_json(r, kind, root, n_vocab, e);
+    int rc = rlx_api_check_nul(root, body, len, e);
+    if (rc) {
+        cJSON_Delete(root);
+        memset(r, 0, sizeof *r);
+        return rc;
+    }
+    rc = rlx_api_parse_json(r, kind, root, n_vocab, e);
     cJSON_Delete(root);
     return rc;
 }

@@ -2,6 +2,7 @@
  * does not implement, refused unless neutral (see parse_int.h). */
 #include "proto/parse_int.h"
 
+#include <stdio.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -42,6 +43,66 @@ int rlx__api_parse_seed(const cJSON *root, rlx_sampling_params *s, rlx_api_error
     }
     s->seed = seed;
     s->has_seed = true;
+    return 0;
+}
+
+static int bias_id_error(rlx_api_error *e, const char *key)
+{
+    return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias", "'logit_bias' key '%s' is not a token id of this model.", key);
+}
+
+static int bias_value_error(rlx_api_error *e)
+{
+    return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias",
+                          "'logit_bias' values must be numbers between -100 and 100 (or false, in the array form).");
+}
+
+int rlx__api_parse_logit_bias(const cJSON *root, rlx_request *q, int32_t n_vocab, rlx_api_error *e)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias", "'logit_bias' must be an object mapping token ids "
+                              "to biases (or llama-server's array of [id, bias] pairs).");
+    int cnt = cJSON_GetArraySize(v);
+    rlx_logit_bias *b = calloc((size_t)(cnt ? cnt : 1), sizeof *b);
+    if (!b) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+    q->sampling.logit_bias = b;
+    const cJSON *it;
+    size_t i = 0;
+    cJSON_ArrayForEach(it, v) {
+        long long id;
+        const cJSON *val = it;
+        char key[32];
+        if (cJSON_IsObject(v)) { /* OpenAI: {"ID": bias}, the key read as Python's int() reads it */
+            char *end = NULL;
+            id = strtoll(it->string, &end, 10);
+            while (end != it->string && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+            if (!it->string[0] || end == it->string || *end) return bias_id_error(e, it->string);
+            snprintf(key, sizeof key, "%lld", id);
+        } else { /* llama-server: [ID, bias | false] */
+            const cJSON *t = cJSON_GetArrayItem(it, 0);
+            val = cJSON_GetArrayItem(it, 1);
+            if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !cJSON_IsNumber(t))
+                return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "logit_bias", "'logit_bias' entry %zu must be a pair "
+                                      "[token id, bias]%s.", i, cJSON_IsString(t) ? " (a token given as text is not "
+                                      "supported: find its id with POST /tokenize)" : "");
+            if (t->valuedouble != floor(t->valuedouble) || fabs(t->valuedouble) > 4e18) {
+                snprintf(key, sizeof key, "%g", t->valuedouble);
+                return bias_id_error(e, key);
+            }
+            id = (long long)t->valuedouble;
+            snprintf(key, sizeof key, "%lld", id);
+        }
+        if (id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab))
+            return bias_id_error(e, cJSON_IsObject(v) ? it->string : key);
+        b[i].token = (int32_t)id;
+        if (cJSON_IsFalse(val) && cJSON_IsArray(v)) b[i].bias = -100.0f; /* llama-server: never (-100 bans) */
+        else if (!cJSON_IsNumber(val) || !isfinite(val->valuedouble) || fabs(val->valuedouble) > 100) return bias_value_error(e);
+        else b[i].bias = (float)val->valuedouble;
+        i++;
+    }
+    q->sampling.n_logit_bias = i;
     return 0;
 }
 

@@ -181,8 +181,8 @@ int rlx_api_tool_grammar_auto(const rlx_api_request *r, const rlx_tc_info *info,
 char *rlx__gbnf_rename(const char *gbnf, const char *from, const char *to);
 
 /* The same from a parsed body (borrowed; "messages" and "tools" are detached from it). A caller
- * that parses the text itself first rejects rlx_api_has_escaped_nul() bodies: cJSON decodes
- * \u0000 into a NUL that silently cuts every string after it. */
+ * that parses the text itself first rejects bodies with NUL in a string (rlx_api_check_nul):
+ * cJSON decodes \u0000 into a NUL that silently cuts every string after it. */
 bool rlx_api_has_escaped_nul(const char *body, size_t len);
 int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32_t n_vocab,
                        rlx_api_error *e);
@@ -248,6 +248,10 @@ cJSON *rlx_api_json_text(const char *s, size_t n);
 /* Every key and string value in a parsed body must be valid UTF-8: 400 naming the top-level
  * field that holds a bad one. */
 int rlx_api_check_utf8(const cJSON *root, rlx_api_error *e);
+/* A body (root parsed from body with rlx_json_parse) whose strings hold NUL (\u0000, or the raw
+ * byte): a 400 naming the top-level field that holds it (C strings end at NUL: "a\u0000b" would
+ * silently name session "a", or cut a prompt). 0 when there is none. */
+int rlx_api_check_nul(const cJSON *root, const char *body, size_t len, rlx_api_error *e);
 
 /* ---- responses ---------------------------------------------------------------------- */
 

@@ -2,6 +2,7 @@
  * otherwise), and every string the daemon writes is made valid (U+FFFD for each broken
  * sequence) so no response carries raw bytes. */
 #include "proto/proto.h"
+#include "models/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,24 @@ static bool tree_valid(const cJSON *v)
     for (const cJSON *c = v->child; c; c = c->next)
         if (!tree_valid(c)) return false;
     return true;
+}
+
+static bool holds_nul(const cJSON *v)
+{
+    if (cJSON_IsString(v) && v->valueint == RLX_JSON_STR_NUL) return true;
+    for (const cJSON *c = v->child; c; c = c->next)
+        if (holds_nul(c)) return true;
+    return false;
+}
+
+int rlx_api_check_nul(const cJSON *root, const char *body, size_t len, rlx_api_error *e)
+{
+    if (!rlx_api_has_escaped_nul(body, len)) return 0;
+    for (const cJSON *c = root ? root->child : NULL; c; c = c->next)
+        if (c->string && holds_nul(c) && rlx_api_utf8_valid(c->string, strlen(c->string)))
+            return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, c->string, "'%s' must not contain NUL characters (\\u0000).",
+                                  c->string);
+    return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
 }
 
 int rlx_api_check_utf8(const cJSON *root, rlx_api_error *e)

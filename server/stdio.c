@@ -358,10 +358,7 @@ static void parse_work(uv_work_t *w)
                                "to tell its output lines apart.");
         return;
     }
-    if (rlx_api_has_escaped_nul(e->line, e->len)) {
-        e->rc = rlx_api_errorf(&e->err, 400, RLX_API_ERR_INVALID, NULL, "Strings in the request must not contain NUL characters (\\u0000).");
-        return;
-    }
+    if ((e->rc = rlx_api_check_nul(e->root, e->line, e->len, &e->err))) return;
     /* what the line holds: messages (chat), input (embeddings), query + documents (rerank), or a
      * prompt (generate) */
     const cJSON *r = e->root;

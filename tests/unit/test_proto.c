@@ -296,14 +296,21 @@ TEST(nul_in_strings_refused)
     rlx_api_request_free(&r);
     ASSERT_EQ(e.status, 400);
     ASSERT(strstr(e.message, "NUL") != NULL);
+    ASSERT_STR_EQ(e.param, "session_id"); /* the field is named (it was null) */
     ASSERT(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\\u0000y\"}", &e) < 0);
     rlx_api_request_free(&r);
+    ASSERT_STR_EQ(e.param, "prompt");
+    ASSERT_STR_EQ(e.message, "'prompt' must not contain NUL characters (\\u0000).");
+    ASSERT(parse(&r, RLX_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\\u0000\"}]}]}", &e) < 0);
+    rlx_api_request_free(&r);
+    ASSERT_STR_EQ(e.param, "messages");
     /* a NUL byte itself (raw, which JSON does not allow in a string): the same message, not
        "is not valid UTF-8 text" */
     static const char raw[] = "{\"prompt\":\"x\0y\",\"max_tokens\":2}";
     ASSERT(rlx_api_parse(&r, RLX_API_GENERATE, raw, sizeof raw - 1, 1000, &e) < 0);
     rlx_api_request_free(&r);
     ASSERT_MSG(strstr(e.message, "NUL"), "%s", e.message);
+    ASSERT_STR_EQ(e.param, "prompt");
     /* an escaped backslash before "u0000" is plain text */
     ASSERT_EQ(parse(&r, RLX_API_GENERATE, "{\"prompt\":\"x\\\\u0000\",\"session_id\":\"a\"}", &e), 0);
     ASSERT_STR_EQ(r.prompts[0].text, "x\\u0000");
@@ -470,6 +477,26 @@ TEST(mutated_bodies_fail_cleanly)
 /* Other servers' sampling fields rlxd does not implement are refused when they would change the
  * output (they were accepted and ignored: a client asking for mirostat or min_tokens got plain
  * sampling without a word); their neutral values pass. */
+/* llama-server's array form of logit_bias: [[id, bias], [id, false]] (it was a 400) */
+TEST(logit_bias_array_form)
+{
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT_MSG(parse(&r, RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[[5,2.5],[7,false],[9,-1]]}", &e) == 0, "%s", e.message);
+    ASSERT_EQ(r.base->sampling.n_logit_bias, 3);
+    ASSERT_EQ(r.base->sampling.logit_bias[1].token, 7);
+    ASSERT(r.base->sampling.logit_bias[1].bias <= -100.0f); /* false: never */
+    ASSERT_NEAR(r.base->sampling.logit_bias[2].bias, -1.0, 1e-6);
+    rlx_api_request_free(&r);
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[[5]]}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[[\"hi\",1]]}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[[1.5,1]]}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[[-1,1]]}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[[1,true]]}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[[1,101]]}", "logit_bias");
+    EXPECT_BAD(RLX_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":false}}", "logit_bias");
+}
+
 TEST(unsupported_fields_refused_unless_neutral)
 {
     static const char *const bad[][2] = {
@@ -497,7 +524,7 @@ TEST(unsupported_fields_refused_unless_neutral)
     EXPECT_BAD(RLX_API_CHAT, chat, "typical_p");
 }
 
-TEST_MAIN(TEST_ENTRY(unsupported_fields_refused_unless_neutral), TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
+TEST_MAIN(TEST_ENTRY(logit_bias_array_form), TEST_ENTRY(unsupported_fields_refused_unless_neutral), TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
           TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(json_schema_constraint), TEST_ENTRY(bad_session_ids_name_the_field), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies), TEST_ENTRY(token_ids_out_of_int_range),
