@@ -518,7 +518,10 @@ int rlx__bpe_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__i
         if (!(esc = escape_raw(text, n, &n))) return RLX_ENOMEM;
         text = esc;
     }
-    int rc = pretokenize(t, text, n, &words);
+    char *seen = NULL; /* what the regexes match: classes as llama.cpp's Unicode 15.1 has them */
+    int rc = rlx__ucd_regex_text(text, n, &seen);
+    if (!rc) rc = pretokenize(t, seen ? seen : text, n, &words);
+    free(seen);
     for (size_t i = 0; i < words.n && !rc; i++)
         rc = bpe_word(t, &ws, text + words.v[i].off, words.v[i].len, out);
     free(words.v);

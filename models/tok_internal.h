@@ -134,6 +134,10 @@ void rlx__tok_unmap(void *map, size_t len); /* munmap, for rlx_tokenizer_free */
 /* The cache file's checksum of its payload (the bytes after its 64-byte header); for tests. */
 uint64_t rlx__tok_cache_checksum(const void *data, size_t n);
 int rlx__bpe_tokenize(const rlx_tokenizer *t, const char *text, size_t n, rlx__ids *out);
+/* The text the pre-tokenizer regexes match, when it must differ from text (tok_ucd.c): a copy
+ * (same length, *out malloc'ed) whose code points PCRE2 classifies apart from llama.cpp's
+ * Unicode 15.1 are replaced by ones of their class; *out NULL when none does. Any thread. */
+int rlx__ucd_regex_text(const char *text, size_t n, char **out);
 /* GPT-2 byte <-> unicode mapping. */
 uint32_t rlx__bpe_byte_to_cp(uint8_t b);
 int rlx__bpe_cp_to_byte(uint32_t cp); /* -1 if cp is not a mapped byte */
