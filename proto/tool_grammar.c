@@ -455,6 +455,14 @@ static int params_check(const rlx_api_request *r, const char *how, bool *strict,
         rlx_error err = {0};
         char *gb = rlx_json_schema_to_gbnf(p, &err);
         cJSON_Delete(p);
+        /* the schema's grammar must also compile (a $ref cycle that consumes nothing is left
+           recursion only the grammar compiler sees) */
+        rlx_grammar *gr = gb ? rlx_grammar_compile(gb, strlen(gb), NULL, &err) : NULL;
+        rlx_grammar_free(gr);
+        if (gb && !gr) {
+            free(gb);
+            gb = NULL;
+        }
         if (!gb) {
             if (err.code == RLX_ENOMEM) return rlx__tg_oom(e);
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");

@@ -240,6 +240,21 @@ TEST(refusals)
         ASSERT(rlx_api_tool_grammar_auto(&r, &hermes, NULL, &g, &trig, &pat, &e) != 0);
         ASSERT_MSG(e.status == 400 && strstr(e.message, "tools[1] ('mail')"), "%s", e.message);
         rlx_api_request_free(&r);
+        /* parameters whose schema converts but whose grammar does not compile (a $ref cycle that
+           consumes nothing is left recursion): the same - "auto" was a 400 "cannot be forced" */
+        static const char *cyc = "{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                                 "{\"type\":\"object\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},"
+                                 "\"properties\":{\"x\":{\"$ref\":\"#/$defs/a\"}}}%s}}]}";
+        snprintf(body2, sizeof body2, cyc, "");
+        ASSERT_EQ(rlx_api_parse(&r, RLX_API_CHAT, body2, strlen(body2), 1000, &e), 0);
+        ASSERT_MSG(rlx_api_tool_grammar_auto(&r, &hermes, NULL, &g, &trig, &pat, &e) == 0, "%s", e.message);
+        ASSERT(g == NULL && pat == NULL);
+        rlx_api_request_free(&r);
+        snprintf(body2, sizeof body2, cyc, ",\"strict\":true");
+        ASSERT_EQ(rlx_api_parse(&r, RLX_API_CHAT, body2, strlen(body2), 1000, &e), 0);
+        ASSERT(rlx_api_tool_grammar_auto(&r, &hermes, NULL, &g, &trig, &pat, &e) != 0);
+        ASSERT_MSG(e.status == 400 && strstr(e.message, "tools[0] ('f')") && strstr(e.message, "left-recursive"), "%s", e.message);
+        rlx_api_request_free(&r);
     }
     /* forcing a call and another constraint: 400 at parse time */
     rlx_api_request r;
