@@ -666,7 +666,10 @@ int rlx_http_start(rlx_srv *s, rlx_error *err)
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                               MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
                               MHD_OPTION_CONNECTION_LIMIT, mhd_limit(s),
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(2 * MAX_HEADER_BYTES),
+                              /* room for 32 KiB of headers however many: each costs libmicrohttpd's
+                                 pool a record besides its text (900 headers of 10 bytes filled 64 KiB
+                                 and got its HTML 431); pages are touched only as used */
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(8 * MAX_HEADER_BYTES),
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,

@@ -42,11 +42,16 @@ assert "application/json" in head, head
 e = json.loads(b)["error"]
 assert "headers" in e["message"] and e["type"] == "invalid_request_error", e
 print("ok   431 JSON for headers over 32 KiB")
+# many small headers within 32 KiB are served (2,000 of them filled libmicrohttpd's 64 KiB pool
+# with its records and got its HTML 431 at about 9 KB of text)
+st, head, b = raw(b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(2000)) + b"Connection: close\r\n\r\n")
+assert st == 200, (st, b)
+print("ok   2,000 small headers served")
 
 # libmicrohttpd's own answers: status as documented, connection closed
 cases = [
     (b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400, "negative Content-Length"),
-    (b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n", 431, "headers beyond MHD's pool"),
+    (b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 300000 + b"\r\n\r\n", 431, "headers beyond MHD's pool"),
 ]
 for data, want, what in cases:
     st, head, b = raw(data)
