@@ -360,6 +360,11 @@ static char *ini_read_line(char *str, int num, void *stream)
 {
     ini_ctx *x = stream;
     char *r = fgets(str, num, x->f);
+    if (r && !x->rc && !strchr(r, '\n') && strlen(r) + 1 < (size_t)num && !feof(x->f)) {
+        /* fgets stopped at a newline past a NUL byte (it was reported as a line too long) */
+        x->rc = rlx_errorf(x->err, RLX_EINVAL, "config %s:%d: the line holds a NUL byte", x->path, x->line + 1);
+        return NULL;
+    }
     if (r && (strchr(r, '\n') || feof(x->f))) x->line++;
     else if (r && !x->rc) { /* inih reads lines of at most num - 1 bytes: the rest would be cut off
                                and read as a line of its own (another key, a bad section) */
@@ -478,13 +483,18 @@ static int load_flags(load_state *ls, int argc, char **argv, rlx_error *err)
     return 0;
 }
 
-static const char *find_config_flag(int argc, char **argv)
+/* The --config file (else RLXD_CONFIG's); given twice, an error (the second was ignored while
+ * every other flag takes its last value: one file is read, so which one must be clear). */
+static int find_config_flag(int argc, char **argv, const char **out, rlx_error *err)
 {
+    *out = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strncmp(argv[i], "--config=", 9)) return argv[i] + 9;
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) return argv[i + 1];
+        const char *v = !strncmp(argv[i], "--config=", 9) ? argv[i] + 9 : !strcmp(argv[i], "--config") && i + 1 < argc ? argv[++i] : NULL;
+        if (v && *out) return rlx_errorf(err, RLX_EINVAL, "--config is given twice ('%s' and '%s'); one file is read", *out, v);
+        if (v) *out = v;
     }
-    return getenv("RLXD_CONFIG");
+    if (!*out) *out = getenv("RLXD_CONFIG");
+    return 0;
 }
 
 /* The API keys of --api-key (comma-separated, as llama-server reads it) or of --api-key-file
@@ -556,7 +566,8 @@ int rlx_serve_config_load(rlx_serve_config *c, int argc, char **argv, rlx_error 
     load_state ls = {.c = c, .layer = L_INI};
     int rc = 0;
     if (!(c->host = strdup("127.0.0.1"))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
-    const char *cfg = find_config_flag(argc, argv);
+    const char *cfg;
+    if ((rc = find_config_flag(argc, argv, &cfg, err))) return rc;
     if (cfg) {
         if (!(c->config_path = strdup(cfg))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
         ini_ctx x = {.ls = &ls, .c = c, .err = err, .path = cfg};

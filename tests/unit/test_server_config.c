@@ -188,6 +188,19 @@ TEST(api_key_file)
     ASSERT(rlx_serve_config_load(&c, 4, argv4, &err) != 0);
     rlx_serve_config_free(&c);
     ASSERT_MSG(strstr(err.msg, ":2: a line longer than"), "%s", err.msg);
+    /* a NUL byte in a line is named as such (it was "a line longer than 198 bytes") */
+    FILE *nf = fopen(ini, "w");
+    fwrite("[server]\nport = 9\0x\nthreads = 1\n", 1, 32, nf);
+    fclose(nf);
+    ASSERT(rlx_serve_config_load(&c, 4, argv4, &err) != 0);
+    rlx_serve_config_free(&c);
+    ASSERT_MSG(strstr(err.msg, ":2: the line holds a NUL byte"), "%s", err.msg);
+    /* --config twice is an error (the second file was silently ignored) */
+    write_tmp("[server]\nport = 9\n");
+    char *argv5[] = {"serve", "-m", "a.gguf", flag, "--config", "/tmp/other.ini"};
+    ASSERT(rlx_serve_config_load(&c, 6, argv5, &err) != 0);
+    rlx_serve_config_free(&c);
+    ASSERT_MSG(strstr(err.msg, "--config is given twice"), "%s", err.msg);
     unlink(ini);
 }
 
