@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 /* llama.cpp's llama_ftype values (general.file_type) and the names its tools print. */
@@ -93,7 +94,7 @@ static int add(list *l, const char *dir, const char *sub, const char *file)
 static bool is_gguf(const char *name)
 {
     size_t n = strlen(name);
-    return n > 5 && !strcmp(name + n - 5, ".gguf");
+    return n > 5 && !strcasecmp(name + n - 5, ".gguf"); /* Model-Q8_0.GGUF too, as pull writes it */
 }
 
 /* The *.gguf regular files of dir/sub (sub NULL: dir itself, recursing once into folders). */

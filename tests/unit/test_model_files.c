@@ -108,6 +108,13 @@ TEST(scan)
     ASSERT_EQ(e[3].n_present, 2);
     ASSERT_STR_EQ(e[3].path, tmp_path("scan/sub/b-00001-of-00002.gguf"));
     rlx_model_scan_free(e, n);
+    /* the extension in any case, as `rlxd pull` saves a repository's Model-Q8_0.GGUF (it was
+       downloaded, then never served) */
+    touch("upper/Model-Q8_0.GGUF");
+    ASSERT_MSG(rlx_model_scan(tmp_path("upper"), &e, &n, &err) == 0, "%s", err.msg);
+    ASSERT_EQ(n, 1);
+    ASSERT_STR_EQ(e[0].name, "Model-Q8_0");
+    rlx_model_scan_free(e, n);
 
     /* a complete set beside an incomplete one of the same name (which sorts first, having fewer
        parts): the complete one is served as "m", the other listed by its file */
