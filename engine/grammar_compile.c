@@ -313,7 +313,11 @@ static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int ru
             bool empty = true;
             while (s < p->end && *s != '"' && !p->failed) {
                 uint32_t cp;
+                const char *cat = s;
                 s = parse_char(p, s, &cp);
+                /* text is UTF-8: a surrogate never comes (it was "allows no token ... here") */
+                if (!p->failed && cp >= 0xd800 && cp <= 0xdfff)
+                    return rlx__gc_perr(p, cat, "U+%X is a UTF-16 surrogate, not a character: text never holds it", cp), s;
                 if (!rlx__gc_push(p, b, G_CHAR, cp)) return s;
                 empty = false;
             }
@@ -340,6 +344,8 @@ static const char *parse_sequence(parser *p, rule_tab *rt, const char *s, int ru
                     const char *rat = s;
                     s = parse_char(p, s + 1, &hi);
                     if (hi < cp) return rlx__gc_perr(p, rat, "character range end U+%X is below its start U+%X", hi, cp), s;
+                    if (!p->failed && start_type == G_CHAR && cp >= 0xd800 && hi <= 0xdfff)
+                        return rlx__gc_perr(p, rat, "character range U+%X-U+%X holds only UTF-16 surrogates, not characters", cp, hi), s;
                     if (!rlx__gc_push(p, b, G_RNG_UPPER, hi)) return s;
                 }
             }

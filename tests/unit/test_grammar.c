@@ -303,6 +303,12 @@ TEST(compile_errors_name_the_place)
     expect_error("", "no rule named 'root'");
     /* invalid UTF-8 in the source */
     expect_error("root ::= \"\xff\"\n", "invalid UTF-8");
+    /* a surrogate escape can never match (UTF-8 text has none): named, not "allows no token" */
+    expect_error("root ::= \"\\uD800\"\n", "line 1 column 11: U+D800 is a UTF-16 surrogate");
+    expect_error("root ::= [\\uD800-\\uDFFF]\n", "holds only UTF-16 surrogates");
+    rlx_grammar *ok = compile("root ::= [^\\uD800-\\uDFFF] [\\u0020-\\uFFFF]\n"); /* meaningful (if pointless) */
+    ASSERT(ok != NULL);
+    rlx_grammar_free(ok);
 }
 
 TEST(limits_are_errors_not_aborts)
