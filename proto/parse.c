@@ -475,6 +475,11 @@ static int parse_prompts(const cJSON *root, rlx_api_request *r, int32_t n_vocab,
 {
     const char *name = "prompt";
     const cJSON *v = field(root, "prompt");
+    if (v && r->kind == RLX_API_GENERATE && field(root, "input_ids")) /* the ids were silently ignored */
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "input_ids", "Give either 'prompt' or 'input_ids', not both.");
+    if (r->kind == RLX_API_GENERATE && cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0 && !cJSON_IsNumber(cJSON_GetArrayItem(v, 0)))
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "prompt", "'prompt' must be a string or an array of token ids: "
+                              "/v1/generate answers one prompt (/v1/completions takes several).");
     if (!v && r->kind == RLX_API_GENERATE && (v = field(root, "input_ids"))) name = "input_ids";
     if (!v)
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, name, r->kind == RLX_API_GENERATE

@@ -478,6 +478,23 @@ TEST(mutated_bodies_fail_cleanly)
  * output (they were accepted and ignored: a client asking for mirostat or min_tokens got plain
  * sampling without a word); their neutral values pass. */
 /* llama-server's array form of logit_bias: [[id, bias], [id, false]] (it was a 400) */
+/* /v1/generate: one prompt; prompt and input_ids together (the ids were silently ignored) or a
+ * list of texts (it said "must hold integer token ids") get a 400 saying so */
+TEST(generate_prompt_shapes)
+{
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":\"x\",\"input_ids\":[1,2]}", "input_ids");
+    EXPECT_BAD(RLX_API_GENERATE, "{\"prompt\":[\"x\",\"y\"]}", "prompt");
+    rlx_api_request r;
+    rlx_api_error e = {0};
+    ASSERT(parse(&r, RLX_API_GENERATE, "{\"prompt\":[\"x\",\"y\"]}", &e) < 0);
+    rlx_api_request_free(&r);
+    ASSERT_MSG(strstr(e.message, "answers one prompt"), "%s", e.message);
+    ASSERT_EQ(parse(&r, RLX_API_GENERATE, "{\"input_ids\":[1,2]}", &e), 0);
+    rlx_api_request_free(&r);
+    ASSERT_EQ(parse(&r, RLX_API_GENERATE, "{\"prompt\":[1,2],\"input_ids\":null}", &e), 0);
+    rlx_api_request_free(&r);
+}
+
 TEST(logit_bias_array_form)
 {
     rlx_api_request r;
@@ -524,7 +541,7 @@ TEST(unsupported_fields_refused_unless_neutral)
     EXPECT_BAD(RLX_API_CHAT, chat, "typical_p");
 }
 
-TEST_MAIN(TEST_ENTRY(logit_bias_array_form), TEST_ENTRY(unsupported_fields_refused_unless_neutral), TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
+TEST_MAIN(TEST_ENTRY(generate_prompt_shapes), TEST_ENTRY(logit_bias_array_form), TEST_ENTRY(unsupported_fields_refused_unless_neutral), TEST_ENTRY(mutated_bodies_fail_cleanly), TEST_ENTRY(nul_in_strings_refused), TEST_ENTRY(completions_defaults), TEST_ENTRY(sampling_params_parsed), TEST_ENTRY(prompt_shapes),
           TEST_ENTRY(stop_as_string), TEST_ENTRY(chat_messages_and_logprobs),
           TEST_ENTRY(bad_params_name_the_parameter), TEST_ENTRY(json_schema_constraint), TEST_ENTRY(bad_session_ids_name_the_field), TEST_ENTRY(bad_json_is_400_without_param),
           TEST_ENTRY(nulls_are_absent), TEST_ENTRY(tokenize_bodies), TEST_ENTRY(token_ids_out_of_int_range),
