@@ -172,9 +172,11 @@ size_t rlx__tc_utf8_tail(const char *s, size_t n)
     return 0;
 }
 
+/* No NaN or Infinity word (their literals, models/json.h); 1e400 is a JSON number, however big
+ * (as JSON.parse and Python read it: it made a call plain content) */
 static bool all_finite(const cJSON *v)
 {
-    if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) return false;
+    if (cJSON_IsNumber(v) && (v->valuestring ? strpbrk(v->valuestring, "NI") != NULL : !isfinite(v->valuedouble))) return false;
     for (const cJSON *c = v->child; c; c = c->next)
         if (!all_finite(c)) return false;
     return true;

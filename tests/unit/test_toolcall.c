@@ -142,6 +142,10 @@ static const tc_case cases[] = {
      "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1.}}</tool_call>", "", 0, {0}, {0}, 0, false},
     {RLX_TC_HERMES, "NaN", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": NaN}}</tool_call>",
      "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": NaN}}</tool_call>", "", 0, {0}, {0}, 0, false},
+    /* a number too big for a double is still a JSON number (JSON.parse and Python take 1e400):
+       a call (it was left as content) */
+    {RLX_TC_HERMES, "huge exponent", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1e400}}</tool_call>", "", "", 1,
+     {"f"}, {"{\"x\":1e400}"}, 0, true},
     {RLX_TC_HERMES, "arguments null", NULL, "<tool_call>{\"name\": \"now\", \"arguments\": null}</tool_call>", "", "", 1, {"now"}, {"{}"}, 0, true},
     {RLX_TC_HERMES, "arguments array", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": [1, 2]}</tool_call>",
      "<tool_call>{\"name\": \"f\", \"arguments\": [1, 2]}</tool_call>", "", 0, {0}, {0}, 0, false},
