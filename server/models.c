@@ -421,6 +421,12 @@ rlx_model_slot *rlx_srv_model(rlx_srv *s, const char *name, rlx_model_slot **wai
     }
     if (m->state == RLX_MODEL_READY && !m->users && file_changed(m))
         begin_unload(m, "its file changed on disk: it loads again from the file"); /* this request waits */
+    /* POST /models/unload asked while in use: the model drains - a new request waits for the
+       unload and the load after it (under steady traffic it was never idle, so never unloaded) */
+    if (m->state == RLX_MODEL_READY && m->unload_asked && wait) {
+        *wait = m;
+        return NULL;
+    }
     if (m->state == RLX_MODEL_READY) return m;
     if (m->booting) {
         rlx_api_errorf(e, 503, RLX_API_ERR_UNAVAILABLE, NULL, "The model '%s' is still loading; retry shortly.",
@@ -539,6 +545,13 @@ void rlx_srv_model_keep_alive(rlx_model_slot *m, double seconds)
     m->keep_alive = seconds;
     uv_timer_stop(&m->idle_timer);
     idle(m);
+}
+
+void rlx_srv_model_unload_cancel(rlx_model_slot *m)
+{
+    if (!m->unload_asked) return;
+    m->unload_asked = false;
+    if (m->state == RLX_MODEL_READY && m->n_waiting) answer_waiters(m, 0); /* they run now */
 }
 
 int rlx_srv_model_unload(rlx_model_slot *m, rlx_api_error *e)

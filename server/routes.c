@@ -434,9 +434,9 @@ static void h_load(rlx_srv *s, rlx_conn *c, parsed *pb)
     /* a failed model is loaded again when that can end otherwise: not for a file that failed
        and has not changed since (the retry evicted a model in use to fail the same way) */
     if (m && first && m->state == RLX_MODEL_FAILED && !m->booting && rlx_model_retry_worth(m)) m->state = RLX_MODEL_UNLOADED;
+    if (m) rlx_srv_model_unload_cancel(m); /* a load after an unload asked while in use: it stays */
     if (m) m = pick_model(s, c, pb->model, h_load, pb);
     if (m) {
-        m->unload_asked = false; /* a load after an unload asked while in use: it stays */
         rlx_srv_model_keep_alive(m, pb->req.has_keep_alive ? pb->req.keep_alive_s : s->cfg->keep_alive);
         respond_json(c, 200, model_json(m));
     }

@@ -509,6 +509,9 @@ void rlx_srv_model_wait_error(const rlx_model_slot *m, int status, rlx_api_error
 int rlx_srv_model_load(rlx_model_slot *m, rlx_api_error *e);
 /* Sets m's keep-alive (seconds, 0: unload once idle, < 0: forever) and applies it when idle. */
 void rlx_srv_model_keep_alive(rlx_model_slot *m, double seconds);
+/* POST /models/load of a model whose unload was asked while in use: it stays, and the requests
+ * that waited for the unload (and the load after it) run now (loop thread). */
+void rlx_srv_model_unload_cancel(rlx_model_slot *m);
 /* Operators: unloads m once idle (now when it is). 0, or the API error (409 while it loads). */
 int rlx_srv_model_unload(rlx_model_slot *m, rlx_api_error *e);
 /* A job or a threadpool task uses m->w (m READY) until it calls rlx_srv_model_release. r (may be

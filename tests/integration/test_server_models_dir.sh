@@ -260,11 +260,21 @@ ok "load progress logged per 10%"
 # unload while a request runs: answered at once, the stream finishes whole, then the unload
 r=$(post /models/unload '{"model":"slow"}'); [ "$(status)" = 200 ] || fail "unload slow: $(status) $r"
 [ "$(echo "$r" | jget .meta.status)" = loaded ] || fail "slow unloaded under its stream: $r"
+# a request meanwhile waits for the unload and the load after it: the model drains (new requests
+# kept a busy model in use, so an unload under steady traffic never happened)
+curl -s -o "$TMP/s2.json" -H 'Content-Type: application/json' \
+    --data-binary '{"model":"slow","prompt":"x","max_tokens":2}' "$URL/v1/completions" &
+P2=$!
+sleep 0.5
+kill -0 "$P2" 2>/dev/null || fail "a request for a model draining for its unload ran at once: $(cat "$TMP/s2.json")"
 wait "$SPID"
 grep -q '^data: \[DONE\]' "$TMP/s1" || fail "the stream was cut: $(tail -2 "$TMP/s1")"
 grep -q '"finish_reason":"length"' "$TMP/s1" || fail "the stream did not finish normally"
-wait_state slow unloaded
+wait "$P2"
+grep -q '"finish_reason"' "$TMP/s2.json" || fail "the request that waited: $(cat "$TMP/s2.json")"
+grep -q "model 'slow' unloaded" "$LOG" || fail "slow was not unloaded before the request that waited"
+[ "$(loads slow)" = 2 ] || fail "slow loads: $(loads slow) (the waiting request should load it again)"
 r=$(complete alpha); [ "$(status)" = 200 ] || fail "alpha once slow is idle: $(status) $r"
-ok "an unload waits for the request in flight"
+ok "an unload waits for the request in flight; new requests wait for it and the load after"
 stop_server
 echo "all passed"
