@@ -63,6 +63,7 @@ static void on_engine_event(void *user, const rlx_event *ev)
 }
 
 static void handle_event(rlx_qevent *q);
+static void started(rlx_job *j);
 
 static void on_async(uv_async_t *a)
 {
@@ -502,6 +503,10 @@ static void handle_event(rlx_qevent *q)
     bool lost = q->lost;
     rlx_job *j = ch->job;
     if (ch->final) return;
+    if (j->defer_start && (ev->type == RLX_EV_TOKEN || ev->type == RLX_EV_DONE) && !j->failed) {
+        j->defer_start = false; /* output comes: the stream begins (an error first stays a plain error) */
+        started(j);
+    }
     if (ev->type == RLX_EV_PROMPT_TOKEN) { /* echo with logprobs: sent with the echoed prompt */
         if (add_logprob(j, ch, ev->token, ev, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
         return;
@@ -678,11 +683,16 @@ static void prepare_done(rlx_call *call, void *client, int status)
             ch->lp_chars = rlx_api_utf8_chars(ch->text, ch->len);
         }
     if (!rc) rc = tc_start(j, &t->e);
+    /* a grammar can fail at the first step (too ambiguous there, nothing allowed): a stream with
+       one begins with its output, so that failure is a 400 as for the same request unstreamed */
+    const bool constrained = j->req.stream && j->req.base->grammar;
     if (!rc) rc = submit_all(j, &t->e);
     if (rc) {
         j->failed = true;
         j->err = t->e;
         if (j->n_final == j->n_submitted) finish_job(j);
+    } else if (constrained) {
+        j->defer_start = true;
     } else {
         started(j);
     }

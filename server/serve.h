@@ -175,6 +175,8 @@ struct rlx_job {
     char **echo;                   /* echo: each prompt's text (owned, n_prompts) */
     int32_t prompt_tokens;         /* prompt tokens submitted, once per prompt (not per choice) */
     bool started;                  /* every choice was submitted: a stream may begin */
+    bool defer_start;              /* a constrained stream begins at its first token (or end), so
+                                      that a grammar failing before any output is a plain 400 */
     bool aborted;                  /* ended by the server (grace period over), not by the engine */
     const char *line_id;           /* stdio's sink: the client's id as JSON (borrowed from it) */
     const rlx_sink_ops *ops;       /* the front end's formats (static) */

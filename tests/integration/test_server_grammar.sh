@@ -91,6 +91,15 @@ for stream in false true; do
     echo "$r" | jget '.error.message' | grep -q "too ambiguous" || fail "ambiguous start message (stream $stream): $r"
     r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":8,\"stream\":$stream,\"grammar\":\"$amb\"}")
     [ "$(status)" = 400 ] || fail "ambiguous start, chat (stream $stream): $(status) $r"
+    # ... and one that fails at the first step (its start expands; the first token's mask does
+    # not): a constrained stream begins with its output, so this is a 400 too
+    sch='{"type":"string","pattern":"^((a{0,100}){0,100}){0,100}$"}'
+    r=$(post /v1/completions "{\"prompt\":\"x\",\"max_tokens\":8,\"stream\":$stream,\"json_schema\":$sch}")
+    [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = json_schema ] || fail "ambiguous first step (stream $stream): $(status) $r"
+    r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":8,\"stream\":$stream,
+        \"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":$sch}}}")
+    [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = response_format.json_schema ] ||
+        fail "ambiguous first step, chat (stream $stream): $(status) $r"
 done
 ok "a grammar whose start is too ambiguous: 400 streamed or not"
 
