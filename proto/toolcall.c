@@ -185,13 +185,23 @@ static bool step_text(rlx_tc_parser *p)
         if (n == hold) return false;
         rlx__tc_text(p, 0, s, n - hold, false);
         p->pos += n - hold;
+        p->drop_pending = false;
         return true;
     }
     size_t at = (size_t)(best - s), ml = strlen(marks[bi]);
     rlx__tc_text(p, 0, s, at, false);
+    /* a call opening right after a section's dropped opening: if it turns out no call (cut
+       short, malformed), its text from the section's marker on is the content */
+    const bool joined = acts[bi] == ACT_START && p->drop_pending && at == 0;
     p->raw = p->pos + at;
     p->pos += at + ml;
     p->mlen = ml;
+    if (joined) {
+        p->mlen = p->pos - p->drop_at;
+        p->raw = p->drop_at;
+    }
+    p->drop_pending = acts[bi] == ACT_DROP;
+    if (p->drop_pending) p->drop_at = p->raw;
     switch (acts[bi]) {
     case ACT_REASON:
         p->mode = M_REASON;
@@ -537,11 +547,13 @@ static int run(rlx_tc_parser *p)
     bool keep_raw = p->mode != M_TEXT && p->mode != M_REASON && p->mode != M_ARGS && p->mode != M_TAIL
                     && p->mode != M_XML_PARAMS;
     size_t k = keep_raw && p->raw < p->pos ? p->raw : p->pos;
+    if (p->drop_pending && p->drop_at < k) k = p->drop_at; /* a call may still open after it */
     if (k && (k > 4096 || k == p->in.len)) {
         memmove(p->in.p, p->in.p + k, p->in.len - k);
         p->in.len -= k;
         p->pos -= k;
         p->raw = p->raw >= k ? p->raw - k : 0;
+        p->drop_at = p->drop_at >= k ? p->drop_at - k : 0;
         p->vstart = p->vstart >= k ? p->vstart - k : 0;
         p->scan = p->scan >= k ? p->scan - k : 0;
     }

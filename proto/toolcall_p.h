@@ -30,6 +30,9 @@ struct rlx_tc_parser {
     rlx__tc_buf in;           /* text not yet dropped; offsets below index it */
     size_t pos;               /* consumed up to here */
     size_t raw, mlen;         /* the current call's start marker: offset and length */
+    bool drop_pending;        /* a dropped marker (a section's opening) was the last thing read: */
+    size_t drop_at;           /* its offset; a call starting right after it falls back to text
+                                 from there, the marker included */
     size_t vstart, scan;      /* M_OBJ/M_TENT: the value's start, scanned up to */
     enum rlx__tc_mode mode;
     bool final, oom;

@@ -111,6 +111,9 @@ static const tc_case cases[] = {
     {RLX_TC_GRANITE, "granite bad second name", NULL, "<|tool_call|>[" W ", {\"name\": \"a<b\", \"arguments\": {}}]",
      "<|tool_call|>[" W ", {\"name\": \"a<b\", \"arguments\": {}}]", "", 0, {0}, {0}, 0, false},
     {RLX_TC_GRANITE, "granite malformed", NULL, "<|tool_call|>[1, 2]", "<|tool_call|>[1, 2]", "", 0, {0}, {0}, 0, false},
+    /* cut before the call's name is whole: the raw text, section marker and all, is the content */
+    {RLX_TC_KIMI_K2, "kimi cut in the header", NULL, "ok<|tool_calls_section_begin|><|tool_call_begin|>functions.plot:4<|tool_call_argument",
+     "ok<|tool_calls_section_begin|><|tool_call_begin|>functions.plot:4<|tool_call_argument", "", 0, {0}, {0}, 0, false},
     {RLX_TC_KIMI_K2, "kimi think parallel", "", "<think>x</think>ok<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>" UA
      "<|tool_call_end|><|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
      "ok", "x", 2, {"search", "now"}, {UA_OUT, "{}"}, 0, true},
