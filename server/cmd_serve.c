@@ -8,8 +8,12 @@
 #include "server/serve.h"
 #include "server/watchdog.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,10 +156,48 @@ static void shutdown_all(rlx_srv *s)
     uv_mutex_destroy(&s->qlock);
 }
 
+/* One daemon per --db: a second one on the same database forked every session silently (each
+ * continued from its own memory and overwrote the other's turns; a delete through one was undone
+ * by the other's next turn). An exclusive lock on DB.lock, held for the process's life (the
+ * kernel drops it at exit, kill -9 too). -1 and a message when another process holds it. */
+static int lock_db(const char *db, int *fd)
+{
+    *fd = -1;
+    if (!db) return 0;
+    size_t n = strlen(db) + 6;
+    char *path = malloc(n);
+    if (!path) return -1;
+    snprintf(path, n, "%s.lock", db);
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (f < 0) {
+        fprintf(stderr, "rlxd serve: --db %s: cannot open its lock file %s (%s)\n", db, path, strerror(errno));
+        free(path);
+        return -1;
+    }
+    if (flock(f, LOCK_EX | LOCK_NB)) {
+        if (errno == EWOULDBLOCK)
+            fprintf(stderr, "rlxd serve: --db %s is in use by another rlxd (it holds %s); give each daemon its own "
+                    "database\n", db, path);
+        else
+            fprintf(stderr, "rlxd serve: --db %s: cannot lock %s (%s)\n", db, path, strerror(errno));
+        close(f);
+        free(path);
+        return -1;
+    }
+    free(path);
+    *fd = f;
+    return 0;
+}
+
 static int serve(rlx_serve_config *cfg)
 {
+    int db_lock;
+    if (lock_db(cfg->db, &db_lock)) return 1;
     rlx_srv *s = calloc(1, sizeof *s);
-    if (!s) return 1;
+    if (!s) {
+        if (db_lock >= 0) close(db_lock);
+        return 1;
+    }
     s->cfg = cfg;
     s->front = cfg->stdio ? &rlx_stdio_front : &rlx_http_front;
     s->loop = uv_default_loop();
@@ -168,6 +210,7 @@ static int serve(rlx_serve_config *cfg)
     if (rlx_srv_queue_init(s)) {
         fprintf(stderr, "rlxd serve: cannot set up the event queue\n");
         free(s);
+        if (db_lock >= 0) close(db_lock);
         return 1;
     }
     uv_signal_init(s->loop, &s->sigterm);
@@ -194,6 +237,7 @@ static int serve(rlx_serve_config *cfg)
     int code = s->exit_code;
     if (!code) fprintf(stderr, "rlxd: stopped\n");
     free(s);
+    if (db_lock >= 0) close(db_lock); /* after the stores closed (shutdown_all) */
     return code;
 }
 

@@ -41,5 +41,10 @@ r=$(post /v1/generate '{"prompt":" The sun","max_tokens":4,"temperature":0,"sess
 cached=$(echo "$r" | jget '.usage.prompt_tokens_details.cached_tokens')
 [ "$cached" -ge 16 ] || fail "after restart only $cached tokens were cached"
 ok "session survives a restart ($cached tokens from the snapshot)"
+# a second daemon on the same database is refused at start (two forked every session: each
+# continued from its own memory and overwrote the other's turns)
+out=$(timeout 30 "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --db "$DB" 2>&1); rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "is in use by another rlxd" || fail "a second daemon on one --db: rc $rc: $out"
 stop_server
-echo "5 passed, 0 failed"
+ok "one daemon per --db"
+echo "6 passed, 0 failed"
