@@ -91,11 +91,14 @@ static void sessions_list(route_task *t)
 {
     cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
     double total = 0;
+    /* offset and limit page the models' lists one after another, as one list (each model got
+       them: ?limit=1 gave one session per model) */
+    size_t skip = t->offset, want = t->limit;
     for (size_t m = 0; m < t->n_held; m++) {
         rlx_session_info *list = NULL;
         size_t n = 0, tot = 0;
         rlx_error err = {0};
-        int rc = rlx_worker_sessions_list(t->held[m]->w, t->offset, t->limit, &list, &n, &tot, &err);
+        int rc = rlx_worker_sessions_list(t->held[m]->w, skip, want, &list, &n, &tot, &err);
         if (rc) { /* an empty list would say the sessions are gone */
             cJSON_Delete(o);
             session_error(t, rc, &err);
@@ -103,6 +106,8 @@ static void sessions_list(route_task *t)
         }
         for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, session_json(&list[i]));
         total += (double)tot;
+        skip = skip > tot ? skip - tot : 0;
+        want -= RLX_MIN(n, want);
         free(list);
     }
     /* with --db, the models not loaded: their sessions are rows only (they were left out, while
@@ -113,9 +118,11 @@ static void sessions_list(route_task *t)
     for (size_t m = 0; !rc && st && m < t->n_stored; m++) {
         rlx_session *rows = NULL;
         size_t n = 0, tot = 0;
-        if ((rc = rlx_session_list(st, t->stored[m], t->ttl, t->offset, t->limit, &rows, &n, &tot, &err))) break;
+        if ((rc = rlx_session_list(st, t->stored[m], t->ttl, skip, want, &rows, &n, &tot, &err))) break;
         for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(data, stored_json(&rows[i], t->stored[m]));
         total += (double)tot;
+        skip = skip > tot ? skip - tot : 0;
+        want -= RLX_MIN(n, want);
         rlx_session_list_free(rows, n);
     }
     rlx_session_store_close(st);

@@ -191,6 +191,16 @@ l=$(curl -s "$URL/v1/sessions")
 [ "$(echo "$l" | jget '.total')" = 1 ] || fail "list total: $l"
 l=$(curl -s "$URL/v1/sessions?offset=1")
 [ "$(echo "$l" | jget '.data.length'):$(echo "$l" | jget '.total')" = 0:1 ] || fail "list past its end: $l"
+# offset and limit page the models' lists as one (each model got them: ?limit=1 gave one per model)
+for i in 1 2; do post /v1/generate "{\"model\":\"other\",\"prompt\":\"hi\",\"max_tokens\":2,\"session_id\":\"o$i\"}" >/dev/null; done
+l=$(curl -s "$URL/v1/sessions?limit=1")
+[ "$(echo "$l" | jget '.data.length'):$(echo "$l" | jget '.total')" = 1:3 ] || fail "?limit=1 over two models: $l"
+l=$(curl -s "$URL/v1/sessions?limit=2&offset=1")
+[ "$(echo "$l" | jget '.data.length'):$(echo "$l" | jget '.total')" = 2:3 ] || fail "?limit=2&offset=1 over two models: $l"
+a=$(curl -s "$URL/v1/sessions" | jget '.data.map(x => x.id).join()')
+b=$(for o in 0 1 2; do curl -s "$URL/v1/sessions?limit=1&offset=$o" | jget '.data.map(x => x.id).join()'; done | paste -sd,)
+[ "$a" = "$b" ] || fail "pages one by one ($b) differ from the whole list ($a)"
+for i in 1 2; do curl -s -o /dev/null -X DELETE "$URL/v1/sessions/o$i"; done
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/sessions/kept")" = 200 ] || fail "DELETE of an unloaded model's session"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/kept")" = 404 ] || fail "the deleted session is still there"
 # the model's next load must not continue the deleted conversation
