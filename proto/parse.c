@@ -679,6 +679,19 @@ bool rlx_api_has_escaped_nul(const char *b, size_t n)
     return false;
 }
 
+int rlx_api_session_check(const rlx_api_request *r, rlx_api_error *e)
+{
+    const char *id = r->base ? r->base->session_id : NULL;
+    if (!id) return 0;
+    rlx_error serr = {0};
+    if (rlx_session_id_check(id, &serr)) /* the field named, as OpenAI's errors do */
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "session_id", "%s.", serr.msg);
+    if (r->n > 1 || r->n_prompts > 1)
+        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "session_id", "A session continues one conversation: use it with "
+                              "n = 1 and a single prompt.");
+    return 0;
+}
+
 int rlx_api_parse(rlx_api_request *r, rlx_api_kind kind, const char *body, size_t len,
                   int32_t n_vocab, rlx_api_error *e)
 {
@@ -727,10 +740,7 @@ int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32
     if (kind == RLX_API_CHAT) rc = parse_messages(root, r, e);
     else rc = parse_prompts(root, r, n_vocab, e);
     if (rc) goto out;
-    if (r->base->session_id && (r->n > 1 || r->n_prompts > 1)) {
-        rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "session_id", "A session continues one conversation: use it with n = 1 and a single prompt.");
-        goto out;
-    }
+    if ((rc = rlx_api_session_check(r, e))) goto out;
     if (kind == RLX_API_GENERATE && r->n != 1) {
         rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "n", "'n' must be 1 for /v1/generate.");
         goto out;

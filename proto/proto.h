@@ -184,6 +184,9 @@ char *rlx__gbnf_rename(const char *gbnf, const char *from, const char *to);
  * that parses the text itself first rejects bodies with NUL in a string (rlx_api_check_nul):
  * cJSON decodes \u0000 into a NUL that silently cuts every string after it. */
 bool rlx_api_has_escaped_nul(const char *body, size_t len);
+/* A request's session (session_id, or the X-Session-Id header the server copies in): a valid id,
+ * one conversation (n = 1, a single prompt); else a 400 naming session_id. */
+int rlx_api_session_check(const rlx_api_request *r, rlx_api_error *e);
 int rlx_api_parse_json(rlx_api_request *r, rlx_api_kind kind, cJSON *root, int32_t n_vocab,
                        rlx_api_error *e);
 void rlx_api_request_free(rlx_api_request *r);

@@ -313,8 +313,14 @@ static rlx_model_slot *model_for(rlx_srv *s, rlx_conn *c, parsed *pb, handler_fn
     rlx_api_request *r = &pb->req;
     /* the session may also come as a header, for clients that cannot add body fields */
     const char *sid = MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, "X-Session-Id");
+    rlx_api_error e;
+    if (sid && r->base->session_id && strcmp(sid, r->base->session_id)) { /* the body won silently */
+        rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "session_id", "The X-Session-Id header and the body's session_id "
+                       "name different sessions; give one.");
+        rlx_conn_error(c, &e);
+        return NULL;
+    }
     if (sid && !r->base->session_id) {
-        rlx_api_error e;
         if (!rlx_api_utf8_valid(sid, strlen(sid))) {
             rlx_api_errorf(&e, 400, RLX_API_ERR_INVALID, "session_id", "The X-Session-Id header is not valid UTF-8 text.");
             rlx_conn_error(c, &e);
@@ -322,6 +328,12 @@ static rlx_model_slot *model_for(rlx_srv *s, rlx_conn *c, parsed *pb, handler_fn
         }
         if (!(r->base->session_id = strdup(sid))) {
             rlx_api_errorf(&e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
+            rlx_conn_error(c, &e);
+            return NULL;
+        }
+        /* the body's rules for it (a valid id; n = 1, one prompt: with n = 2 the choices raced
+           for the session, a random 503 "busy") */
+        if (rlx_api_session_check(r, &e)) {
             rlx_conn_error(c, &e);
             return NULL;
         }

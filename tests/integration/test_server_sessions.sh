@@ -30,6 +30,20 @@ ok "list and get sessions"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/bad%20id")" = 400 ] || fail "bad id accepted"
 post /v1/completions '{"prompt":["a","b"],"max_tokens":2,"session_id":"x"}' >/dev/null
 [ "$(status)" = 400 ] || fail "session with two prompts should be a 400"
+# the header under the body field's rules: n = 2 or two prompts a 400 (the choices raced for the
+# session: a random 503 "busy"), a bad id named as session_id, and a header naming another
+# session than the body's a 400 (the body won silently)
+for body in '{"prompt":["a","b"],"max_tokens":2}' '{"prompt":"a","n":2,"max_tokens":2}'; do
+    r=$(post /v1/completions "$body" -H 'X-Session-Id: hx')
+    [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = session_id ] || fail "X-Session-Id with $body: $(status) $r"
+done
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"n":2,"max_tokens":2}' -H 'X-Session-Id: hx')
+[ "$(status)" = 400 ] || fail "X-Session-Id with chat n=2: $(status) $r"
+r=$(post /v1/generate '{"prompt":"a","max_tokens":2}' -H 'X-Session-Id: bad id')
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = session_id ] || fail "a bad X-Session-Id: $(status) $r"
+r=$(post /v1/generate '{"prompt":"a","max_tokens":2,"session_id":"one"}' -H 'X-Session-Id: two')
+[ "$(status)" = 400 ] || fail "header and body naming two sessions: $(status) $r"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/sessions/hx")" = 404 ] || fail "a refused request left session hx"
 ok "delete, bad ids and misuse are clear errors"
 curl -s "$URL/metrics" | grep -q '^rlxd_prefix_cache_hits_total' || fail "prefix cache metrics missing"
 stop_server
