@@ -367,6 +367,7 @@ char *rlx_api_response_json(const rlx_api_meta *m, const rlx_api_choice *choices
             cJSON_AddStringToObject(msg, "role", "assistant");
             if (c->tools) tool_message(msg, c->tools);
             else add_string_n(msg, "content", c->text, c->text_len);
+            cJSON_AddNullToObject(msg, "refusal"); /* always in OpenAI's message (its client's type requires it) */
         } else {
             add_string_n(ch, "text", c->text, c->text_len);
         }

@@ -143,6 +143,22 @@ TEST(chat_stream_chunks)
     free(a); free(b); free(u);
 }
 
+/* A chat message carries refusal: null as OpenAI's does (the openai client's type requires it) */
+TEST(chat_message_refusal_null)
+{
+    rlx_api_meta m;
+    rlx_api_meta_init(&m, RLX_API_CHAT, "tiny", 3, 9);
+    rlx_api_choice c = {.text = "hi", .text_len = 2, .finish = RLX_FINISH_STOP};
+    rlx_usage u = {1, 1, 0};
+    char *s = rlx_api_response_json(&m, &c, 1, &u, NULL);
+    cJSON *j = cJSON_Parse(s);
+    cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
+    ASSERT(msg && cJSON_IsNull(cJSON_GetObjectItem(msg, "refusal")));
+    ASSERT_STR_EQ(cJSON_GetObjectItem(msg, "content")->valuestring, "hi");
+    cJSON_Delete(j);
+    free(s);
+}
+
 TEST(native_generate)
 {
     rlx_api_meta m;
@@ -239,6 +255,6 @@ TEST(utf8_sanitize_maximal_subparts)
     }
 }
 
-TEST_MAIN(TEST_ENTRY(error_object_shape), TEST_ENTRY(meta_init_sets_every_field), TEST_ENTRY(chat_response), TEST_ENTRY(completion_logprobs),
+TEST_MAIN(TEST_ENTRY(chat_message_refusal_null), TEST_ENTRY(error_object_shape), TEST_ENTRY(meta_init_sets_every_field), TEST_ENTRY(chat_response), TEST_ENTRY(completion_logprobs),
           TEST_ENTRY(chat_stream_chunks), TEST_ENTRY(native_generate),
           TEST_ENTRY(nul_bytes_in_generated_text), TEST_ENTRY(utf8_chars), TEST_ENTRY(utf8_sanitize_maximal_subparts))
