@@ -41,7 +41,8 @@ int rlx_embed_check_model(const rlx_model_slot *m, const rlx_api_request *r, rlx
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "model", "The model '%s' %s: it serves %s, not this route.", name,
                               what, routes_of(m, routes, sizeof routes));
     }
-    if (wants && r->embed.dimensions)
+    /* the model's own size asks for nothing (OpenAI takes it; libraries that always pass it got a 400) */
+    if (wants && r->embed.dimensions && r->embed.dimensions != rlx_worker_n_embd(m->w))
         return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "dimensions", "The model '%s' does not support 'dimensions' (it "
                               "declares no Matryoshka representation); its vectors have %d values.", name,
                               rlx_worker_n_embd(m->w));

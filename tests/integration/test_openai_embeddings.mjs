@@ -142,6 +142,11 @@ try {
   const byFirst = await client.embeddings.create({ model: 'emb', input: longIds.slice(0, CTX), encoding_format: 'float' });
   assert(same(cutIds.data[0].embedding, byFirst.data[0].embedding), 'truncate of token ids: not their first CTX');
   await expect400(client.embeddings.create({ model: 'emb', input: 'x', dimensions: 8 }), 'dimensions', /dimensions|Matryoshka/);
+  // the model's own size asks for nothing: served as without it (libraries that always pass it got a 400)
+  const own = cut.data[0].embedding.length;
+  const withOwn = await client.embeddings.create({ model: 'emb', input: 'x', dimensions: own, encoding_format: 'float' });
+  const without = await client.embeddings.create({ model: 'emb', input: 'x', encoding_format: 'float' });
+  assert(same(withOwn.data[0].embedding, without.data[0].embedding), 'dimensions equal to the model size');
   await expect400(client.embeddings.create({ model: 'chat', input: 'x' }), 'embeddings to a chat model', /generates text.*\/v1\/chat\/completions/);
   await expect400(client.chat.completions.create({ model: 'emb', messages: [{ role: 'user', content: 'hi' }] }),
                   'chat to an embedding model', /embedding model.*\/v1\/embeddings/);
