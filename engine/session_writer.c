@@ -64,16 +64,23 @@ static void run_put(rlx_worker *w, wjob *j)
         else fprintf(stderr, "rlxd: session '%s' stored without its KV snapshot: %s\n", id, err.msg);
     }
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)w->model_hash);
-    if (rlx_session_put(w->store, w->name, j->id, j->tokens, j->n_tokens, kv, kv ? hash : NULL, &err))
-        fprintf(stderr, "rlxd: session '%s' not saved: %s\n", id, err.msg);
-    else
-        rlx_session_enforce_limits(w->store, w->name, w->cfg.session_ttl_s, w->cfg.max_sessions, NULL, NULL);
+    const bool stored = !rlx_session_put(w->store, w->name, j->id, j->tokens, j->n_tokens, kv, kv ? hash : NULL, &err);
+    if (!stored) fprintf(stderr, "rlxd: session '%s' not saved: %s\n", id, err.msg);
+    else rlx_session_enforce_limits(w->store, w->name, w->cfg.session_ttl_s, w->cfg.max_sessions, NULL, NULL);
     if (j->req) {
-        rlx__emit(j->req, &j->ev);
+        /* a turn the database did not take is an error to its client (it was a 200 while the
+           database kept the turn before, which a restart or a failed delete then brought back) */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "the turn was generated but session '%s' could not be stored (%.400s); the session "
+                 "stays as before this turn", id, err.msg);
+        rlx_event fail = {.type = RLX_EV_ERROR, .request_id = j->ev.request_id, .error_code = RLX_EIO, .error_msg = msg};
+        rlx__emit(j->req, stored ? &j->ev : &fail);
         rlx_request_free(j->req);
     }
     pthread_mutex_lock(&w->smu);
     j->ws->pending--;
+    /* memory follows the database: the next turn, GET and the list read the stored row again */
+    if (!stored) j->ws->deleted = true;
     pthread_mutex_unlock(&w->smu);
 }
 

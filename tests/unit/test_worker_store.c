@@ -9,6 +9,7 @@
 #include "engine/session.h"
 
 #include <pthread.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -387,6 +388,40 @@ TEST(history_too_long_is_named)
     rlx_worker_stop(w, true);
 }
 
+/* A turn the database does not take (locked by another connection past the busy timeout: as a
+ * full disk fails a commit) is an error to its client, and the session stays as stored: its next
+ * turn continues the history before the failed one (the failed turn answered as stored, memory
+ * went on from it, while the database, a restart or a failed delete held the older history). */
+TEST(unstored_turn_is_an_error)
+{
+    const char *m = rlx_test_shared("models/stories260K.gguf");
+    if (!m) SKIP("../shared/models/stories260K.gguf absent");
+    opts o = {.model = m, .db = tmp("fail.db")};
+    rlx_worker *w = start(o);
+    ASSERT(w != NULL);
+    int32_t ids[12];
+    prompt(ids, 12, 3);
+    turn *a = run(w, "f", ids, 12, 6);
+    ASSERT_EQ(a->err, 0);
+    const int32_t hist = a->usage.prompt_tokens + a->usage.completion_tokens;
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(o.db, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+    turn *b = run(w, "f", ids + 1, 4, 6); /* the writer waits out its busy timeout, then fails */
+    ASSERT_EQ(b->err, RLX_EIO);
+    ASSERT_MSG(strstr(b->msg, "could not be stored") != NULL, "%s", b->msg);
+    ASSERT_EQ(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    rlx_session_info info;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_session_get(w, "f", &info, NULL, NULL, &err), 0);
+    ASSERT_EQ(info.n_tokens, hist);
+    turn *c = run(w, "f", ids + 1, 4, 6);
+    ASSERT_EQ(c->err, 0);
+    ASSERT_EQ(c->usage.prompt_tokens, hist + 4); /* after turn 1, not after the failed turn 2 */
+    rlx_worker_stop(w, true);
+}
+
 static void cleanup(void)
 {
     if (!g_dir[0]) return;
@@ -401,7 +436,7 @@ int main(void)
         TEST_ENTRY(snapshot_round_trip_f16), TEST_ENTRY(snapshot_round_trip_q8_0), TEST_ENTRY(other_weights_recompute),
         TEST_ENTRY(rewritten_history_recomputes), TEST_ENTRY(delete_during_turn_stays_deleted),
         TEST_ENTRY(ttl_applies_to_reads_in_memory), TEST_ENTRY(ttl_applies_to_reads_with_db),
-        TEST_ENTRY(models_share_a_database), TEST_ENTRY(history_too_long_is_named),
+        TEST_ENTRY(models_share_a_database), TEST_ENTRY(history_too_long_is_named), TEST_ENTRY(unstored_turn_is_an_error),
     };
     int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
     cleanup();
