@@ -594,8 +594,29 @@ static int delete_where(rlx_session_store *st, const char *select_paths, const c
 
 #define OVER_CAP "SELECT id FROM sessions WHERE model = ?1 ORDER BY updated DESC, id ASC LIMIT -1 OFFSET ?2"
 
+/* The ids kept whatever their age or rank (sessions whose turn runs) into temp.rlx_keep. */
+static int keep_ids(rlx_session_store *st, const char *const *keep, size_t n_keep, rlx_error *err)
+{
+    int rc = exec(st, "CREATE TEMP TABLE IF NOT EXISTS rlx_keep(id TEXT PRIMARY KEY)", "keeping sessions in use", err);
+    if (!rc) rc = exec(st, "DELETE FROM temp.rlx_keep", "keeping sessions in use", err);
+    sqlite3_stmt *s = NULL;
+    if (!rc && n_keep && !(rc = prepare(st, "INSERT OR IGNORE INTO temp.rlx_keep(id) VALUES (?1)", &s, err))) {
+        for (size_t i = 0; i < n_keep && !rc; i++) {
+            sqlite3_bind_text(s, 1, keep[i], -1, SQLITE_STATIC);
+            int step = sqlite3_step(s);
+            if (step != SQLITE_DONE) rc = db_error(st, step, "keeping sessions in use", err);
+            sqlite3_reset(s);
+        }
+        sqlite3_finalize(s);
+    }
+    return rc;
+}
+
+#define NOT_KEPT " AND id NOT IN (SELECT id FROM temp.rlx_keep)"
+
 int rlx_session_enforce_limits(rlx_session_store *st, const char *model, double ttl_seconds,
-                               int64_t max_count, size_t *n_removed, rlx_error *err)
+                               int64_t max_count, const char *const *keep, size_t n_keep, size_t *n_removed,
+                               rlx_error *err)
 {
     size_t removed = 0;
     strvec files = {0};
@@ -605,14 +626,15 @@ int rlx_session_enforce_limits(rlx_session_store *st, const char *model, double 
     double cut = cutoff(st, ttl_seconds);
     int rc = exec(st, "BEGIN IMMEDIATE", "starting a transaction", err);
     if (rc) goto out;
+    if ((rc = keep_ids(st, keep, n_keep, err))) goto fail;
     if (ttl_seconds > 0 &&
-        (rc = delete_where(st, "SELECT kv_path FROM sessions WHERE model = ?1 AND updated < ?2",
-                           "DELETE FROM sessions WHERE model = ?1 AND updated < ?2", model, cut, 0,
+        (rc = delete_where(st, "SELECT kv_path FROM sessions WHERE model = ?1 AND updated < ?2" NOT_KEPT,
+                           "DELETE FROM sessions WHERE model = ?1 AND updated < ?2" NOT_KEPT, model, cut, 0,
                            true, &files, &removed, err)))
         goto fail;
     if (max_count > 0 &&
-        (rc = delete_where(st, "SELECT kv_path FROM sessions WHERE model = ?1 AND id IN (" OVER_CAP ")",
-                           "DELETE FROM sessions WHERE model = ?1 AND id IN (" OVER_CAP ")", model, 0,
+        (rc = delete_where(st, "SELECT kv_path FROM sessions WHERE model = ?1 AND id IN (" OVER_CAP ")" NOT_KEPT,
+                           "DELETE FROM sessions WHERE model = ?1 AND id IN (" OVER_CAP ")" NOT_KEPT, model, 0,
                            max_count, false, &files, &removed, err)))
         goto fail;
     if ((rc = exec(st, "COMMIT", "committing evictions", err))) goto fail;

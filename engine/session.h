@@ -89,10 +89,12 @@ int rlx_session_list(rlx_session_store *st, const char *model, double max_age, s
 void rlx_session_list_free(rlx_session *list, size_t n);
 
 /* Deletes a model's sessions not updated for ttl_seconds (<= 0: no TTL), then its least
- * recently updated beyond max_count (<= 0: no cap), with their KV files. *n_removed is
- * optional. */
+ * recently updated beyond max_count (<= 0: no cap), with their KV files - but never those of
+ * keep[0..n_keep) (sessions whose turn runs: removing their row lost the whole session to a
+ * crash mid-turn). *n_removed is optional. */
 int rlx_session_enforce_limits(rlx_session_store *st, const char *model, double ttl_seconds,
-                               int64_t max_count, size_t *n_removed, rlx_error *err);
+                               int64_t max_count, const char *const *keep, size_t n_keep, size_t *n_removed,
+                               rlx_error *err);
 
 /* Frees what a session owns and zeroes it. */
 void rlx_session_clear(rlx_session *s);

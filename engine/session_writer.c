@@ -51,6 +51,28 @@ static void enqueue(rlx_worker *w, wjob *j)
     pthread_mutex_unlock(&w->wmu);
 }
 
+/* The database's TTL and --max-sessions, keeping the rows of sessions whose turn runs (memory
+ * keeps them too; a crash mid-turn lost the whole session when the row had gone). */
+static void enforce_limits(rlx_worker *w)
+{
+    if (w->cfg.session_ttl_s <= 0 && w->cfg.max_sessions <= 0) return;
+    pthread_mutex_lock(&w->smu);
+    size_t n = 0;
+    char (*ids)[129] = malloc((size_t)RLX_MAX(w->n_sessions, 1) * sizeof *ids);
+    const char **keep = malloc((size_t)RLX_MAX(w->n_sessions, 1) * sizeof *keep);
+    for (int32_t i = 0; ids && keep && i < w->n_sessions; i++)
+        if (w->sessions[i]->busy && !w->sessions[i]->deleted) {
+            memcpy(ids[n], w->sessions[i]->id, sizeof ids[n]);
+            keep[n] = ids[n];
+            n++;
+        }
+    pthread_mutex_unlock(&w->smu);
+    if (ids && keep) /* out of memory: no eviction this time (the next turn's put tries again) */
+        rlx_session_enforce_limits(w->store, w->name, w->cfg.session_ttl_s, w->cfg.max_sessions, keep, n, NULL, NULL);
+    free(ids);
+    free(keep);
+}
+
 static void run_put(rlx_worker *w, wjob *j)
 {
     char path[1100], hash[17];
@@ -66,7 +88,7 @@ static void run_put(rlx_worker *w, wjob *j)
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)w->model_hash);
     const bool stored = !rlx_session_put(w->store, w->name, j->id, j->tokens, j->n_tokens, kv, kv ? hash : NULL, &err);
     if (!stored) fprintf(stderr, "rlxd: session '%s' not saved: %s\n", id, err.msg);
-    else rlx_session_enforce_limits(w->store, w->name, w->cfg.session_ttl_s, w->cfg.max_sessions, NULL, NULL);
+    else enforce_limits(w);
     if (j->req) {
         /* a turn the database did not take is an error to its client (it was a 200 while the
            database kept the turn before, which a restart or a failed delete then brought back) */
@@ -106,7 +128,7 @@ static void *writer_main(void *arg)
         int rc = 0;
         if (j->kind == WJOB_PUT) run_put(w, j);
         else if (j->kind == WJOB_LIMITS)
-            rlx_session_enforce_limits(w->store, w->name, w->cfg.session_ttl_s, w->cfg.max_sessions, NULL, NULL);
+            enforce_limits(w);
         else rc = rlx_session_delete(w->store, w->name, j->id, &j->err);
         pthread_mutex_lock(&w->wmu);
         w->whead = j->next; /* still the head: only this thread unlinks */

@@ -287,22 +287,35 @@ TEST(limits_ttl_and_count)
     fake_now = 1100.0;
     size_t removed = 99;
     /* nothing to do */
-    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 0, 0, &removed, &err), 0);
+    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 0, 0, NULL, 0, &removed, &err), 0);
     ASSERT_EQ(removed, 0);
-    /* TTL 65 s at t = 1100: updated < 1035 goes, i.e. s0..s3 */
-    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 65.0, 0, &removed, &err), 0);
-    ASSERT_EQ(removed, 4);
+    /* TTL 65 s at t = 1100: updated < 1035 goes, i.e. s0..s3 - but a kept one (its turn runs)
+       stays whatever its age: first s2 kept, then no more */
+    const char *busy[] = {"s2"};
+    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 65.0, 0, busy, 1, &removed, &err), 0);
+    ASSERT_EQ(removed, 3);
     rlx_session s;
+    ASSERT_EQ(rlx_session_get(st, "m", "s2", 0, &s, &err), 0);
+    rlx_session_clear(&s);
+    ASSERT(file_exists(kv[2]));
+    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 65.0, 0, NULL, 0, &removed, &err), 0);
+    ASSERT_EQ(removed, 1);
     ASSERT_EQ(rlx_session_get(st, "m", "s3", 0, &s, &err), RLX_ENOTFOUND);
     ASSERT_EQ(rlx_session_get(st, "m", "s4", 0, &s, &err), 0);
     rlx_session_clear(&s);
     ASSERT(!file_exists(kv[3]));
     ASSERT(file_exists(kv[4]));
-    /* touching s4 makes it the newest: the cap of 3 then keeps s4, s9, s8 */
+    /* touching s4 makes it the newest: the cap of 3 then keeps s4, s9, s8 (and s5, kept as in
+       use the first time; it goes the second) */
     fake_now = 1200.0;
     ASSERT_EQ(rlx_session_put(st, "m", "s4", &t, 1, kv[4], "h", &err), 0);
-    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 0, 3, &removed, &err), 0);
-    ASSERT_EQ(removed, 3);
+    const char *busy5[] = {"s5"};
+    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 0, 3, busy5, 1, &removed, &err), 0);
+    ASSERT_EQ(removed, 2);
+    ASSERT_EQ(rlx_session_get(st, "m", "s5", 0, &s, &err), 0);
+    rlx_session_clear(&s);
+    ASSERT_EQ(rlx_session_enforce_limits(st, "m", 0, 3, NULL, 0, &removed, &err), 0);
+    ASSERT_EQ(removed, 1);
     const char *keep[] = {"s4", "s8", "s9"}, *gone[] = {"s5", "s6", "s7"};
     for (int i = 0; i < 3; i++) {
         ASSERT_EQ(rlx_session_get(st, "m", keep[i], 0, &s, &err), 0);
