@@ -497,8 +497,8 @@ int main(int argc, char **argv)
     if (!arch || !o.out) { fprintf(stderr, "rlxd-synth: --arch and -o are required (see --help)\n"); return 2; }
     for (size_t k = 0; k < RLX_ARRAY_LEN(archs); k++) if (!strcmp(arch, archs[k].name)) o.arch = &archs[k];
     if (!o.arch) { fprintf(stderr, "rlxd-synth: unknown --arch '%s': llama, qwen2, qwen3, gemma2, gemma3, bert, nomic-bert or qwen35\n", arch); return 2; }
-    if (o.arch->encoder && o.pooling == 4) {
-        fprintf(stderr, "rlxd-synth: --pooling rank needs a cls head, which rlxd-synth does not write for encoders\n");
+    if (o.pooling == 4) { /* a decoder's file without one was written, then refused by rlxd serve */
+        fprintf(stderr, "rlxd-synth: --pooling rank needs a classifier head (cls.weight), which rlxd-synth does not write\n");
         return 2;
     }
     if (o.arch->encoder && o.non_causal) { fprintf(stderr, "rlxd-synth: --non-causal is for decoders (encoders are never causal)\n"); return 2; }

@@ -225,6 +225,8 @@ TEST(synth_encoders)
     char path[512];
     if (!synth(args[0], "bert.gguf", path, sizeof path)) SKIP("rlxd-synth is not built (RLX_BIN)");
     ASSERT(!synth("--arch bert --pooling rank", "bad.gguf", path, sizeof path)); /* no head to rank with */
+    /* a decoder neither (it wrote a file rlxd serve then refused) */
+    ASSERT(!synth("--arch qwen3 --preset tiny --pooling rank", "bad2.gguf", path, sizeof path));
     for (int m = 0; m < 2; m++) {
         ASSERT(synth(args[m], m ? "nomic.gguf" : "bert.gguf", path, sizeof path));
         rlx_error err = {0};
