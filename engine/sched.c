@@ -289,6 +289,14 @@ static int grow_waiting(rlx_worker *w)
     return 0;
 }
 
+static void finish_cancelled(rlx_worker *w)
+{
+    for (int32_t i = w->n_running - 1; i >= 0; i--)
+        if (w->running[i]->cancelled) rlx__seq_finish(w, w->running[i], RLX_FINISH_CANCELLED);
+    for (int32_t i = w->n_waiting - 1; i >= 0; i--)
+        if (w->waiting[i]->cancelled) rlx__seq_finish(w, w->waiting[i], RLX_FINISH_CANCELLED);
+}
+
 static void intake(rlx_worker *w)
 {
     rlx__sessions_gc(w);
@@ -300,6 +308,23 @@ static void intake(rlx_worker *w)
     w->n_inbox = w->cap_inbox = 0;
     w->cancels = NULL;
     pthread_mutex_unlock(&w->mu);
+    /* cancels first, so that a cancelled turn lets go of its session before the next turn of it
+       (submitted once the client hung up, rlx_worker_submit) attaches; a cancel that finds
+       nothing is kept for the requests taken in with it */
+    cancel_node *keep = NULL;
+    while (cancels) {
+        cancel_node *c = cancels;
+        cancels = c->next;
+        bool found = false;
+        for (int32_t i = 0; i < w->n_running && !found; i++)
+            if (w->running[i]->req->id == c->id) w->running[i]->cancelled = found = true;
+        for (int32_t i = 0; i < w->n_waiting && !found; i++)
+            if (w->waiting[i]->req->id == c->id) w->waiting[i]->cancelled = found = true;
+        if (found) free(c);
+        else c->next = keep, keep = c;
+    }
+    cancels = keep;
+    finish_cancelled(w);
 
     for (int32_t i = 0; i < n_inbox; i++) {
         if (inbox[i]->kind == RLX_REQ_EMBED) { /* worker_embed.c's queue */
@@ -324,23 +349,16 @@ static void intake(rlx_worker *w)
         if (rc) rlx__seq_fail(w, s, rc, err.msg);
     }
     free(inbox);
+    /* the cancels once more: those of requests that came in with them (prepared just now) */
     while (cancels) {
         cancel_node *c = cancels;
         cancels = c->next;
-        if (rlx__embed_mark_cancel(w, c->id)) {
-            free(c);
-            continue;
-        }
-        for (int32_t i = 0; i < w->n_running; i++)
-            if (w->running[i]->req->id == c->id) { w->running[i]->cancelled = true; break; }
-        for (int32_t i = 0; i < w->n_waiting; i++)
-            if (w->waiting[i]->req->id == c->id) { w->waiting[i]->cancelled = true; break; }
+        if (!rlx__embed_mark_cancel(w, c->id))
+            for (int32_t i = 0; i < w->n_waiting; i++)
+                if (w->waiting[i]->req->id == c->id) { w->waiting[i]->cancelled = true; break; }
         free(c);
     }
-    for (int32_t i = w->n_running - 1; i >= 0; i--)
-        if (w->running[i]->cancelled) rlx__seq_finish(w, w->running[i], RLX_FINISH_CANCELLED);
-    for (int32_t i = w->n_waiting - 1; i >= 0; i--)
-        if (w->waiting[i]->cancelled) rlx__seq_finish(w, w->waiting[i], RLX_FINISH_CANCELLED);
+    finish_cancelled(w);
 }
 
 typedef struct plan_entry { seq *s; int32_t k; } plan_entry;

@@ -374,9 +374,14 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
     /* a turn on a session another request holds (running, or submitted before it and not yet
        taken in) is refused here, so that a stream gets the 503 as its HTTP status instead of an
        error event after a 200 (attach still refuses what slips between the two) */
-    bool held = !rc && req->session_id && rlx__session_busy(w, req->session_id);
+    uint64_t holder = 0;
+    bool held = !rc && req->session_id && rlx__session_busy(w, req->session_id, &holder);
     if (rc) { rlx_request_free(req); return rc; }
     pthread_mutex_lock(&w->mu);
+    /* ... unless that request is being cancelled (its client hung up, and this is the client's
+       next turn): the worker applies cancels before it takes in new requests (sched.c intake),
+       so the session is free by then (it was a 503 "busy" for about a step) */
+    for (const cancel_node *c = w->cancels; held && c; c = c->next) held = c->id != holder;
     for (int32_t i = 0; !held && req->session_id && i < w->n_inbox; i++)
         held = w->inbox[i]->session_id && !strcmp(w->inbox[i]->session_id, req->session_id);
     if (held) rc = rlx_errorf(err, RLX_EFULL, "session '%s' is busy with another request; retry when it finishes", req->session_id);

@@ -37,6 +37,7 @@ typedef struct wsession {
     double used;                /* monotonic, for the pin LRU */
     int32_t pending;            /* store writes of this session queued for the writer */
     bool busy;                  /* a request of this session is in flight */
+    uint64_t holder;            /* busy: that request's id */
     bool deleted;               /* deleted (or expired): invisible; freed by the worker */
 } wsession;
 
@@ -227,7 +228,7 @@ void rlx__sessions_close(rlx_worker *w);
  * new sequence). */
 int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, bool drop_bos, rlx_error *err);
 /* Any thread: whether a turn runs on session id now (its request attached). Takes w->smu. */
-bool rlx__session_busy(rlx_worker *w, const char *id);
+bool rlx__session_busy(rlx_worker *w, const char *id, uint64_t *holder); /* holder: the busy turn's request id */
 /* Records the finished turn (history, pins) and queues it for the store. Returns true when
  * the writer took the request and delivers `ev` (its final event) once the turn is stored;
  * false when the caller delivers it. */

@@ -191,11 +191,12 @@ static int load_stored(rlx_worker *w, wsession *ws, rlx_error *err)
     return 0;
 }
 
-bool rlx__session_busy(rlx_worker *w, const char *id)
+bool rlx__session_busy(rlx_worker *w, const char *id, uint64_t *holder)
 {
     pthread_mutex_lock(&w->smu);
     wsession *ws = find(w, id);
     bool busy = ws && ws->busy;
+    if (busy && holder) *holder = ws->holder;
     pthread_mutex_unlock(&w->smu);
     return busy;
 }
@@ -245,6 +246,7 @@ int rlx__session_attach(rlx_worker *w, seq *s, int32_t **ids, size_t *n, bool dr
         w->sessions[w->n_sessions++] = ws;
     }
     ws->busy = true;
+    ws->holder = s->req->id;
     ws->used = rlx_now();
     pthread_mutex_unlock(&w->smu);
     s->session = ws;

@@ -363,6 +363,55 @@ TEST(max_queue_counts_waiting_only)
     rlx_worker_stop(w, true);
 }
 
+/* A client that stops a turn (its connection closes: the server cancels the request) and sends
+ * its next turn at once is taken (it was a 503 "busy" until the worker had applied the cancel): the
+ * worker applies cancels before it takes in new requests, so the next turn finds the session free
+ * and continues the history before the stopped turn. */
+TEST(next_turn_after_a_cancel_is_taken)
+{
+    rlx_worker *w = start(NULL);
+    if (!w) SKIP("../shared/models/stories260K.gguf absent");
+    ASSERT_EQ(run_turn(w, "chat", "Once", false).err, 0);
+    int32_t *h = NULL;
+    size_t nh = 0;
+    rlx_session_info info;
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_worker_session_get(w, "chat", &info, &h, &nh, &err), 0);
+    free(h);
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false,
+              {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}}};
+    rlx_request *a = turn_req(w, "chat", 16);
+    ASSERT(a);
+    a->id = 41;
+    a->on_event = gated_event;
+    a->user = &g;
+    ASSERT_EQ(rlx_worker_submit(w, a, &err), 0);
+    pthread_mutex_lock(&g.mu);
+    while (!g.in) pthread_cond_wait(&g.cv, &g.mu); /* turn 2 runs: the worker waits in its event */
+    pthread_mutex_unlock(&g.mu);
+    rlx_worker_cancel(w, 41);
+    turn tb = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0}, 0, 0, {0}};
+    rlx_request *b = turn_req(w, "chat", 4);
+    ASSERT(b);
+    b->id = 42;
+    b->on_event = on_event;
+    b->user = &tb;
+    ASSERT_MSG(rlx_worker_submit(w, b, &err) == 0, "%s", err.msg);
+    pthread_mutex_lock(&g.mu);
+    g.open = true;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    for (turn *t = &g.t; t; t = t == &g.t ? &tb : NULL) {
+        pthread_mutex_lock(&t->mu);
+        while (!t->done) pthread_cond_wait(&t->cv, &t->mu);
+        pthread_mutex_unlock(&t->mu);
+    }
+    ASSERT_EQ(tb.err, 0);
+    ASSERT_EQ(tb.n, 4);
+    ASSERT(tb.usage.prompt_tokens > (int32_t)nh); /* the history before the stopped turn, then this one */
+    rlx_worker_stop(w, true);
+}
+
 /* A new session whose first turn is cancelled (a client gone mid-stream) leaves no session: it
  * was listed with 0 tokens, and reading it copied from a null history (UBSan stopped the daemon);
  * with --db no row was ever written, so both ways now agree. A session with history keeps it. */
@@ -414,4 +463,5 @@ TEST(cancelled_first_turn_leaves_no_session)
 
 TEST_MAIN(TEST_ENTRY(next_turn_prefills_only_new_tokens), TEST_ENTRY(survives_restart),
           TEST_ENTRY(appended_turn_has_no_bos), TEST_ENTRY(busy_session_refused_at_submit),
-          TEST_ENTRY(max_queue_counts_waiting_only), TEST_ENTRY(cancelled_first_turn_leaves_no_session))
+          TEST_ENTRY(max_queue_counts_waiting_only), TEST_ENTRY(cancelled_first_turn_leaves_no_session),
+          TEST_ENTRY(next_turn_after_a_cancel_is_taken))
