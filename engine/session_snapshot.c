@@ -181,7 +181,13 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
     FILE *f = fopen(path, "rb");
     if (!f) return false;
     kv_header h;
-    bool ok = fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, magic_of(r), 8) && h.model_hash == w->model_hash &&
+    const bool whole = fread(&h, sizeof h, 1, f) == 1;
+    /* another model's, another configuration's or an older format's snapshot is no damage
+       (silent, as below); a file cut short or of other bytes is */
+    if (!whole || memcmp(h.magic, "RLX", 3))
+        fprintf(stderr, "rlxd: KV snapshot %s is %s (damaged): ignored, the session's history is recomputed\n", path,
+                whole ? "no snapshot" : "cut short");
+    bool ok = whole && !memcmp(h.magic, magic_of(r), 8) && h.model_hash == w->model_hash &&
               h.kv_type == (uint32_t)r->kv_geo.type && h.block_size == (uint32_t)r->kv_geo.block_size &&
               h.n_layers == (uint32_t)r->kv_geo.n_layers && h.kv_cols == (uint64_t)r->kv_geo.kv_cols &&
               h.n_blocks > 0 && h.n_tokens == (uint64_t)h.n_blocks * h.block_size && h.n_tokens <= (uint64_t)n &&
@@ -214,6 +220,8 @@ bool rlx__snapshot_restore(rlx_worker *w, const char *path, const int32_t *token
             ok = fread(kb, sb, 1, f) == 1;
             if (ok) sum = digest_bytes(kb, sb, sum);
         }
+        if (!ok)
+            fprintf(stderr, "rlxd: KV snapshot %s is cut short (damaged): ignored, the session's history is recomputed\n", path);
         if (ok && sum != h.checksum) {
             fprintf(stderr, "rlxd: KV snapshot %s fails its checksum (damaged): ignored, the session's history is "
                     "recomputed\n", path);

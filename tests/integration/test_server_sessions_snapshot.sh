@@ -58,4 +58,16 @@ r=$(post /v1/generate '{"prompt":" Then","max_tokens":4,"temperature":0,"session
 [ "$(echo "$r" | jget '.usage.prompt_tokens_details.cached_tokens')" = 0 ] || fail "an old-format snapshot was read: $r"
 ok "an old-format snapshot is treated as absent"
 stop_server
-echo "3 passed, 0 failed"
+
+# a snapshot cut short (in its header, then in its data) or of other bytes: logged as damaged (it
+# was ignored without a word), recomputed
+for cut in 20 4000 garbage; do
+    if [ $cut = garbage ]; then head -c 5000 /dev/urandom >"$snap"; else truncate -s $cut "$snap"; fi
+    start_server "cut$cut" --db "$TMP/a.db"
+    r=$(post /v1/generate '{"prompt":" Again","max_tokens":4,"temperature":0,"session_id":"snap"}')
+    [ "$(status)" = 200 ] && [ "$(echo "$r" | jget '.usage.prompt_tokens_details.cached_tokens')" = 0 ] || fail "snapshot $cut: $(status) $r"
+    grep -Eq "snap.kv is (cut short|no snapshot) \(damaged\)" "$LOG" || fail "snapshot $cut not logged: $(grep -i snapshot "$LOG")"
+    stop_server
+done
+ok "a snapshot cut short or of other bytes is logged and recomputed"
+echo "4 passed, 0 failed"
