@@ -322,6 +322,66 @@ static void busy_error(const rlx_model_slot *m, rlx_api_error *e)
                    m->cfg->name, lim);
 }
 
+/* No idle model can make room for m: the least recently used ones that would are drained (they
+ * take no new request, and unload once their requests end; unload_done then loads m), and m's
+ * requests wait for it - under steady traffic to the loaded models m was refused for ever (503
+ * "all in use"). False when no set of loaded models would make room. */
+static bool drain_for(rlx_model_slot *m)
+{
+    rlx_srv *s = m->srv;
+    rlx_model_view *v = calloc(s->n_models, sizeof *v);
+    size_t *victims = calloc(s->n_models, sizeof *victims), nv = 0, target = 0;
+    bool ok = v && victims;
+    if (ok) {
+        views(s, v);
+        for (size_t i = 0; i < s->n_models; i++) {
+            if (s->models[i] == m) target = i;
+            if (v[i].state != RLX_MODEL_READY) continue;
+            if (s->models[i]->unload_asked) v[i].state = RLX_MODEL_UNLOADING; /* draining already: going */
+            else v[i].busy = false;                                            /* may be drained */
+        }
+        rlx_model_limits lim = limits(s);
+        ok = rlx_model_plan_load(v, s->n_models, target, &lim, victims, &nv);
+    }
+    for (size_t k = 0; ok && k < nv; k++) {
+        rlx_model_slot *x = s->models[victims[k]];
+        if (x->unload_asked) continue;
+        fprintf(stderr, "rlxd: draining model '%s' to make room for '%s' (its requests end, new ones wait)\n", x->lname,
+                m->lname);
+        x->unload_asked = true;
+        x->n_evictions++;
+        idle(x); /* idle already: it goes now */
+    }
+    if (ok && !m->blocked) m->blocked = ++s->block_seq;
+    free(v);
+    free(victims);
+    return ok;
+}
+
+/* After an unload: the models that waited for room, in the order they began to, then m's own
+ * requests (which came while it drained): the first to wait loads first. */
+static void load_waiting(rlx_model_slot *m)
+{
+    rlx_srv *s = m->srv;
+    for (;;) {
+        rlx_model_slot *next = NULL;
+        for (size_t i = 0; i < s->n_models; i++) {
+            rlx_model_slot *x = s->models[i];
+            if (x->blocked && x->n_waiting && x->state == RLX_MODEL_UNLOADED && (!next || x->blocked < next->blocked)) next = x;
+        }
+        if (!next) break;
+        int rc = start_load(next);
+        if (rc == RLX_EFULL) break; /* still draining: the next unload tries again */
+        next->blocked = 0;
+        if (rc) answer_waiters(next, rc == RLX_ETOOLONG ? rc : RLX_ECANCELED);
+    }
+    if (m->n_waiting && m->state == RLX_MODEL_UNLOADED) {
+        int rc = start_load(m); /* requests came meanwhile: load it again */
+        if (rc == RLX_EFULL && drain_for(m)) return;
+        if (rc) answer_waiters(m, rc == RLX_EFULL || rc == RLX_ETOOLONG ? rc : RLX_ECANCELED);
+    }
+}
+
 /* A model that can never load under --max-loaded-mem: said so, not "retry shortly" (it got 503
  * + Retry-After for ever, with nothing in use). */
 static void too_big_error(const rlx_model_slot *m, rlx_api_error *e)
@@ -362,6 +422,7 @@ int rlx_srv_model_wait(rlx_model_slot *m, rlx_call *call, void *client, rlx_call
                               m->cfg->name, s->cfg->max_queue);
     if (m->state == RLX_MODEL_UNLOADED || m->state == RLX_MODEL_FAILED) {
         int rc = start_load(m);
+        if (rc == RLX_EFULL && drain_for(m)) rc = 0; /* it waits for the room being made */
         if (rc) {
             load_refusal(m, rc, e);
             return rc;
@@ -487,10 +548,7 @@ static void unload_done(uv_work_t *w, int status)
     m->state = RLX_MODEL_UNLOADED;
     m->n_unloads++;
     fprintf(stderr, "rlxd: model '%s' unloaded\n", m->lname);
-    if (m->n_waiting && !s->stopping) {
-        int rc = start_load(m); /* requests came meanwhile: load it again */
-        if (rc) answer_waiters(m, rc == RLX_EFULL || rc == RLX_ETOOLONG ? rc : RLX_ECANCELED);
-    }
+    if (!s->stopping) load_waiting(m);
     pump(s);
     rlx_models_drop_removed(m); /* its file went away while it was loaded: it goes now */
 }

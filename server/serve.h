@@ -69,7 +69,10 @@ typedef struct rlx_model_slot {
     size_t n_waiting;
     double last_used;              /* rlx_now() when its last user let go (LRU) */
     double keep_alive;             /* seconds it stays loaded once idle, 0: unload then, < 0: forever */
-    bool unload_asked;             /* POST /models/unload: unload once idle */
+    bool unload_asked;             /* POST /models/unload, or room another model waits for: unload
+                                      once idle (new requests wait meanwhile) */
+    uint64_t blocked;              /* > 0: requests wait for room that models draining will leave
+                                      (the order in which models began to wait) */
     uint64_t bytes;                /* memory estimate: the weights, then weights + KV once loaded */
     double load_t0, load_s;        /* the last load's start and duration */
     double prefetch_s;             /* of which reading the files (load_work writes it) */
@@ -229,6 +232,7 @@ struct rlx_srv {
                                       a slot never moves): the -m ones, then --models-dir's */
     size_t n_models, cap_models;
     size_t n_booting;              /* -m models still loading at start */
+    uint64_t block_seq;            /* the last rlx_model_slot.blocked given */
     size_t n_dir_models;           /* of which found in --models-dir */
     double last_scan;              /* rlx_now() of the last --models-dir scan */
     uv_async_t async;

@@ -4,8 +4,8 @@
 # state; requests load them on demand; concurrent first requests to an unloaded model load it
 # once; --max-loaded 2 evicts the least recently used idle model; the corrupt one is listed as
 # failed with its reason and the others go on serving; keep_alive 0 unloads after the request;
-# POST /models/load and /models/unload; with every loaded model busy a load cannot start (503 +
-# Retry-After); an unload waits for the request in flight.
+# POST /models/load and /models/unload; with every loaded model busy a request for another waits
+# while the busy one drains; an unload waits for the request in flight.
 . "$(dirname "$0")/server_lib.sh"
 SYNTH="${RLX_BIN:-build}/rlxd-synth"
 [ -x "$SYNTH" ] || { echo "skip: $SYNTH not built"; exit 77; }
@@ -244,13 +244,6 @@ stream_slow() { # FILE: a long stream from slow in the background (sets SPID)
     fail "the slow stream did not start"
 }
 stream_slow "$TMP/s1"
-hdr=$(curl -s -D - -o "$TMP/busy.json" -H 'Content-Type: application/json' \
-    --data-binary '{"model":"alpha","prompt":"x","max_tokens":2}' "$URL/v1/completions")
-echo "$hdr" | head -1 | grep -q ' 503' || fail "no 503 while the only loaded model is busy: $(echo "$hdr" | head -1)"
-echo "$hdr" | grep -qi '^retry-after:' || fail "503 without Retry-After"
-grep -q "max-loaded 1" "$TMP/busy.json" || fail "503 message: $(cat "$TMP/busy.json")"
-[ "$(state alpha)" = unloaded ] || fail "alpha state after the 503: $(state alpha)"
-ok "busy at --max-loaded: 503 + Retry-After"
 # the slow model's 33 MB were read with a log line per 10% (small models log none)
 [ "$(grep -c "loading model 'slow': [0-9]*% ([0-9.]* of [0-9.]* MiB, [0-9]* MiB/s)" "$LOG")" = 10 ] ||
     fail "progress lines: $(grep "loading model 'slow':" "$LOG")"
@@ -276,5 +269,21 @@ grep -q "model 'slow' unloaded" "$LOG" || fail "slow was not unloaded before the
 [ "$(loads slow)" = 2 ] || fail "slow loads: $(loads slow) (the waiting request should load it again)"
 r=$(complete alpha); [ "$(status)" = 200 ] || fail "alpha once slow is idle: $(status) $r"
 ok "an unload waits for the request in flight; new requests wait for it and the load after"
+# at --max-loaded with the loaded model busy, a request for another one waits: the busy model
+# drains (its stream ends whole, new requests for it wait) and unloads, then the other loads (it
+# was a 503 for ever under steady traffic to the busy model)
+stream_slow "$TMP/s3"
+curl -s -o "$TMP/busy.json" -H 'Content-Type: application/json' \
+    --data-binary '{"model":"alpha","prompt":"x","max_tokens":2}' "$URL/v1/completions" &
+P3=$!
+sleep 0.5
+kill -0 "$P3" 2>/dev/null || fail "alpha answered while slow streamed at --max-loaded 1: $(cat "$TMP/busy.json")"
+grep -q "draining model 'slow' to make room for 'alpha'" "$LOG" || fail "no drain line: $(grep -i slow "$LOG" | tail -3)"
+wait "$SPID"
+grep -q '^data: \[DONE\]' "$TMP/s3" && grep -q '"finish_reason":"length"' "$TMP/s3" || fail "the draining stream was cut"
+wait "$P3"
+grep -q '"finish_reason"' "$TMP/busy.json" || fail "the request that waited for room: $(cat "$TMP/busy.json")"
+[ "$(state alpha)" = loaded ] && [ "$(state slow)" = unloaded ] || fail "after the drain: alpha $(state alpha), slow $(state slow)"
+ok "busy at --max-loaded: a request for another model waits while the busy one drains"
 stop_server
 echo "all passed"
