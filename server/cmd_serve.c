@@ -144,6 +144,7 @@ static void shutdown_all(rlx_srv *s)
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sighup, NULL);
     uv_close((uv_handle_t *)&s->drain_timer, NULL);
+    uv_close((uv_handle_t *)&s->wake_timer, NULL);
     /* closes handles; waits for models still loading or unloading (their work reads the slots):
        a callback that calls uv_stop (rlx_srv_maybe_exit) ends a run early, so run until none is
        left */
@@ -217,6 +218,8 @@ static int serve(rlx_serve_config *cfg)
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sighup);
     uv_timer_init(s->loop, &s->drain_timer);
+    uv_timer_init(s->loop, &s->wake_timer);
+    s->wake_timer.data = s;
     s->sigterm.data = s->sigint.data = s->sighup.data = s->drain_timer.data = s;
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);

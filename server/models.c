@@ -609,7 +609,33 @@ void rlx_srv_model_unload_cancel(rlx_model_slot *m)
 {
     if (!m->unload_asked) return;
     m->unload_asked = false;
-    if (m->state == RLX_MODEL_READY && m->n_waiting) answer_waiters(m, 0); /* they run now */
+    if (m->state == RLX_MODEL_READY && m->n_waiting) { /* they run, from the loop */
+        m->wake_waiters = true;
+        uv_timer_start(&m->srv->wake_timer, rlx_models_wake, 0, 0);
+    }
+}
+
+void rlx_models_wake(uv_timer_t *t)
+{
+    rlx_srv *s = t->data;
+    for (size_t i = 0; i < s->n_models; i++) {
+        rlx_model_slot *m = s->models[i];
+        if (!m->wake_waiters) continue;
+        m->wake_waiters = false;
+        if (m->state == RLX_MODEL_READY && !m->unload_asked && m->n_waiting) answer_waiters(m, 0);
+    }
+    /* a model that waited for room that no model is making any more (the drain was cancelled):
+       it loads if it can now, else its requests get the 503 "all in use" after all */
+    bool draining = false;
+    for (size_t i = 0; i < s->n_models; i++)
+        draining |= s->models[i]->state == RLX_MODEL_UNLOADING || (s->models[i]->state == RLX_MODEL_READY && s->models[i]->unload_asked);
+    for (size_t i = 0; !draining && i < s->n_models; i++) {
+        rlx_model_slot *x = s->models[i];
+        if (!x->blocked || !x->n_waiting || x->state != RLX_MODEL_UNLOADED) continue;
+        x->blocked = 0;
+        int rc = start_load(x);
+        if (rc) answer_waiters(x, rc == RLX_EFULL || rc == RLX_ETOOLONG ? rc : RLX_ECANCELED);
+    }
 }
 
 int rlx_srv_model_unload(rlx_model_slot *m, rlx_api_error *e)

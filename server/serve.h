@@ -71,6 +71,7 @@ typedef struct rlx_model_slot {
     double keep_alive;             /* seconds it stays loaded once idle, 0: unload then, < 0: forever */
     bool unload_asked;             /* POST /models/unload, or room another model waits for: unload
                                       once idle (new requests wait meanwhile) */
+    bool wake_waiters;             /* its unload was cancelled: its waiting requests run (wake_timer) */
     uint64_t blocked;              /* > 0: requests wait for room that models draining will leave
                                       (the order in which models began to wait) */
     uint64_t bytes;                /* memory estimate: the weights, then weights + KV once loaded */
@@ -240,6 +241,7 @@ struct rlx_srv {
     rlx_qevent *qhead, *qtail;
     uv_signal_t sigterm, sigint, sighup; /* SIGHUP stops as SIGTERM (a closed terminal) */
     uv_timer_t drain_timer;
+    uv_timer_t wake_timer;         /* runs rlx_models_wake on the loop, outside any request's handler */
     struct MHD_Daemon *mhd;
     uv_poll_t mhd_poll;
     uv_timer_t mhd_timer;
@@ -518,6 +520,10 @@ void rlx_srv_model_keep_alive(rlx_model_slot *m, double seconds);
 /* POST /models/load of a model whose unload was asked while in use: it stays, and the requests
  * that waited for the unload (and the load after it) run now (loop thread). */
 void rlx_srv_model_unload_cancel(rlx_model_slot *m);
+/* wake_timer's callback: runs the waiting requests of the models whose unload was cancelled
+ * (answering them inside the handler that cancelled it re-entered libmicrohttpd, which then
+ * completed that handler's own connection under it: a double free). */
+void rlx_models_wake(uv_timer_t *t);
 /* Operators: unloads m once idle (now when it is). 0, or the API error (409 while it loads). */
 int rlx_srv_model_unload(rlx_model_slot *m, rlx_api_error *e);
 /* A job or a threadpool task uses m->w (m READY) until it calls rlx_srv_model_release. r (may be

@@ -163,7 +163,17 @@ for _ in $(seq 1 200); do
     curl -s "$URL/metrics" | grep -q '^rlxd_num_requests_running{model_name="big"} [1-9]' && break; sleep 0.05
 done
 r=$(post /models/unload '{"model":"big"}'); [ "$(echo "$r" | jget .meta.status)" = loaded ] || fail "unload of a busy model: $r"
+# a request now waits for the unload; the load below keeps the model and runs it (from the loop:
+# answered inside the load's handler, libmicrohttpd was re-entered and freed that connection twice)
+curl -s -o "$TMP/w.json" -H 'Content-Type: application/json' --data-binary '{"model":"big","prompt":"hi","max_tokens":2}' \
+    "$URL/v1/completions" &
+PW=$!
+sleep 0.3
 r=$(post /models/load '{"model":"big"}'); [ "$(status)" = 200 ] || fail "load after unload: $(status) $r"
+for _ in $(seq 1 100); do kill -0 "$PW" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$PW" 2>/dev/null && fail "the request that waited for the cancelled unload still waits"
+wait "$PW"
+grep -q '"finish_reason"' "$TMP/w.json" || fail "the request that waited: $(cat "$TMP/w.json")"
 wait "$hold"
 grep -q '"finish_reason":"length"' "$TMP/hold.json" || fail "the held request: $(head -c 300 "$TMP/hold.json")"
 sleep 0.3
