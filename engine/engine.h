@@ -119,6 +119,9 @@ typedef struct rlx_request {
      * worker compiles them at admission; end-of-generation is sampled only where the grammar is
      * complete, and the sequence stops with RLX_FINISH_STOP once nothing else could follow. */
     char *grammar;
+    /* With a grammar that writes one JSON value (json_schema, response_format): no object of it
+     * repeats a key (engine/sample_json.c; a grammar of additionalProperties cannot say so). */
+    bool json_keys_unique;
     /* With a grammar: when set (owned, n_grammar_triggers strings, at most 4), the grammar is
      * lazy (tool_choice "auto"): nothing is constrained until one of these strings appears in
      * the generated text, and the grammar holds from its first byte on (engine/grammar.h

@@ -171,6 +171,13 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
         s->grammar_fault = rc != RLX_ENOMEM;
         return rc;
     }
+    if (r->grammar && r->json_keys_unique) { /* after the grammar's stage: its mask comes first */
+        rlx_sampler_stage *js = rlx_json_keys_stage_new((const char *const *)w->gtext, w->glen, rn->n_vocab);
+        if (!js || rlx_sampler_add_stage(s->sampler, js)) {
+            if (ids != r->prompt_ids) free(ids);
+            return rlx_errorf(err, RLX_ENOMEM, "out of memory");
+        }
+    }
     memcpy(s->tokens, ids, n * sizeof *ids);
     if (ids != r->prompt_ids) free(ids);
     s->n_tokens = s->n_prompt = (int32_t)n;

@@ -25,6 +25,7 @@ rlx_request *rlx_api_make_request(const rlx_api_request *r, const int32_t *ids, 
     q->sampling.n_logit_bias = 0;
     q->max_tokens = b->max_tokens;
     q->no_generation = b->no_generation;
+    q->json_keys_unique = b->json_keys_unique;
     q->ignore_eos = b->ignore_eos;
     q->draft_max = b->draft_max;
     q->draft_p_min = b->draft_p_min;

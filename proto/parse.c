@@ -343,6 +343,7 @@ static int parse_constraint(const cJSON *root, rlx_request *q, const char **para
     rlx_grammar_free(gr);
     q->grammar = owned ? owned : strdup(src);
     if (!q->grammar) return oom(e);
+    q->json_keys_unique = strcmp(param, "grammar") != 0; /* a JSON value: its objects' keys unique */
     *param_out = param;
     return 0;
 }

@@ -117,6 +117,31 @@ async function one(name, schema, n) {
 const t0 = Date.now();
 const results = {};
 const jobs = []; // thunks, run INFLIGHT at a time (the daemon queues at most 256 sequences)
+// A key some object of the JSON text holds twice (decoded: "a" and "\u0061" are one), or null:
+// JSON.parse keeps the last value silently, strict parsers refuse it, OpenAI never writes it.
+function dupKey(text) {
+  const stack = []; // per container: a Set of keys (objects) or null (arrays), and whether a key is next
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i], top = stack[stack.length - 1];
+    if (ch === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      if (j >= text.length) return null; /* cut inside a string */
+      if (top && top.keys && top.expectKey) {
+        const k = JSON.parse(text.slice(i, j + 1));
+        if (top.keys.has(k)) return k;
+        top.keys.add(k);
+        top.expectKey = false;
+      }
+      i = j;
+    } else if (ch === '{') stack.push({ keys: new Set(), expectKey: true });
+    else if (ch === '[') stack.push({ keys: null, expectKey: false });
+    else if (ch === '}' || ch === ']') stack.pop();
+    else if (ch === ',' && top && top.keys) top.expectKey = true;
+  }
+  return null;
+}
+
 const INFLIGHT = 6;
 for (const [name, schema] of Object.entries(schemas)) {
   const validate = (/draft-07/.test(schema.$schema || '') ? ajv07 : ajv).compile(schema);
@@ -131,6 +156,8 @@ for (const [name, schema] of Object.entries(schemas)) {
         let v;
         try { v = JSON.parse(c.message.content); } catch (e) { res.bad.push(`not JSON: ${c.message.content}`); continue; }
         if (!validate(v)) res.bad.push(`invalid: ${c.message.content} ${ajv.errorsText(validate.errors)}`);
+        const dup = dupKey(c.message.content);
+        if (dup !== null) res.bad.push(`key ${JSON.stringify(dup)} twice: ${c.message.content}`);
       }
     }));
   }

@@ -54,4 +54,21 @@ ok "errors name the keyword and the field"
 
 [ "$(curl -s --max-time 5 "$URL/health")" = '{"status":"ok"}' ] || fail "/health after the schema requests"
 stop_server
+
 ok "clean shutdown"
+
+# an object of additionalProperties never repeats a key, however hard the model pushes for one:
+# a bias on the tokens of '","' and digits made synth-qwen3 write {",":2,"":2,",":-2,...}
+MODEL="$SHARED/models/synth-qwen3-tiny-f32.gguf" start_server dupkeys
+for seed in 1 2 3; do
+    r=$(post /v1/generate "{\"prompt\":\"x\",\"max_tokens\":40,\"seed\":$seed,\"temperature\":1,
+        \"logit_bias\":{\"4913\":20,\"64\":30,\"788\":30,\"1335\":30,\"16\":10,\"17\":10,\"92\":8},
+        \"json_schema\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}}")
+    echo "$r" | jget '.text' | python3 -c '
+import json, re, sys
+t = sys.stdin.read()
+keys = [json.loads(m.group(1)) for m in re.finditer(r"(\"(?:[^\"\\]|\\.)*\")\s*:", t)]
+sys.exit(1 if len(keys) != len(set(keys)) or not keys else 0)' || fail "repeated (or no) keys, seed $seed: $r"
+done
+stop_server
+ok "an object of additionalProperties never repeats a key"

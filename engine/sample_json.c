@@ -1,0 +1,276 @@
+/* sample_json.c - a constraint stage for JSON output (json_schema, response_format): no object
+ * repeats a key. A grammar cannot say it (an object of additionalProperties or patternProperties
+ * takes any number of keys from an open set), so a model could write {"a": 1, "a": 2}, which
+ * strict parsers refuse and OpenAI's structured outputs never give. The stage follows the
+ * generated text with a small JSON reader (containers, strings and their escapes; the grammar
+ * keeps the text valid JSON) and refuses a token that would close an object key already in
+ * that object. Keys compare by their decoded text ("a" and "\u0061" are one key), as 64-bit
+ * hashes. Where the grammar leaves nothing but such tokens (a schema whose keys are few, all
+ * used), the stage yields rather than end the request. Called only by the thread running the
+ * sampler. */
+#include "engine/sample_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOCAL_PUSH 32  /* containers a token may open that a check follows; deeper: allowed */
+#define LOCAL_KEYS 16  /* keys a token may close that a check follows */
+
+typedef struct jframe {
+    bool object, expect_key;
+    uint64_t *keys;
+    size_t n_keys, cap_keys;
+} jframe;
+
+/* The reader's state apart from the containers' key sets (copied by a check). */
+typedef struct jscan {
+    bool in_str, is_key, esc;
+    int uhex;                 /* hex digits of a \u escape still to come (0: none) */
+    uint32_t unit, hi;        /* the \u escape so far; a high surrogate waiting for its low one */
+    uint64_t h;               /* the key's hash so far */
+} jscan;
+
+typedef struct json_stage {
+    rlx_sampler_stage base;
+    const char *const *texts; /* per token (borrowed) */
+    const size_t *lens;
+    int32_t n_vocab;
+    jframe *f;
+    size_t depth, cap;
+    jscan sc;
+    bool yield;               /* the position's mask would refuse every token the others allow */
+} json_stage;
+
+#define FNV0 0xcbf29ce484222325ull
+static uint64_t fnv(uint64_t h, uint8_t b) { return (h ^ b) * 0x100000001b3ull; }
+
+static uint64_t hash_cp(uint64_t h, uint32_t cp)
+{
+    if (cp < 0x80) return fnv(h, (uint8_t)cp);
+    if (cp < 0x800) return fnv(fnv(h, (uint8_t)(0xc0 | cp >> 6)), (uint8_t)(0x80 | (cp & 0x3f)));
+    if (cp < 0x10000)
+        return fnv(fnv(fnv(h, (uint8_t)(0xe0 | cp >> 12)), (uint8_t)(0x80 | (cp >> 6 & 0x3f))), (uint8_t)(0x80 | (cp & 0x3f)));
+    return fnv(fnv(fnv(fnv(h, (uint8_t)(0xf0 | cp >> 18)), (uint8_t)(0x80 | (cp >> 12 & 0x3f))), (uint8_t)(0x80 | (cp >> 6 & 0x3f))),
+               (uint8_t)(0x80 | (cp & 0x3f)));
+}
+
+/* A code unit of a \u escape into the key's hash (a surrogate pair as its code point). */
+static void key_unit(jscan *sc, uint32_t u)
+{
+    if (sc->hi && u >= 0xdc00 && u <= 0xdfff) {
+        sc->h = hash_cp(sc->h, 0x10000 + ((sc->hi - 0xd800) << 10) + (u - 0xdc00));
+        sc->hi = 0;
+        return;
+    }
+    if (sc->hi) sc->h = hash_cp(sc->h, sc->hi), sc->hi = 0;
+    if (u >= 0xd800 && u <= 0xdbff) sc->hi = u;
+    else sc->h = hash_cp(sc->h, u);
+}
+
+static int hexval(uint8_t c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* One byte inside a string; returns true when it closed the string. */
+static bool str_byte(jscan *sc, uint8_t b)
+{
+    if (sc->uhex) {
+        int v = hexval(b);
+        sc->unit = (sc->unit << 4) | (uint32_t)(v < 0 ? 0 : v);
+        if (--sc->uhex == 0 && sc->is_key) key_unit(sc, sc->unit);
+        return false;
+    }
+    if (sc->esc) {
+        sc->esc = false;
+        if (b == 'u') {
+            sc->uhex = 4;
+            sc->unit = 0;
+            return false;
+        }
+        if (sc->is_key) {
+            if (sc->hi) sc->h = hash_cp(sc->h, sc->hi), sc->hi = 0;
+            uint8_t d = b == 'n' ? '\n' : b == 't' ? '\t' : b == 'r' ? '\r' : b == 'b' ? '\b' : b == 'f' ? '\f' : b;
+            sc->h = fnv(sc->h, d);
+        }
+        return false;
+    }
+    if (b == '\\') {
+        sc->esc = true;
+        return false;
+    }
+    if (b == '"') {
+        if (sc->is_key && sc->hi) sc->h = hash_cp(sc->h, sc->hi), sc->hi = 0;
+        sc->in_str = false;
+        return true;
+    }
+    if (sc->is_key) {
+        if (sc->hi) sc->h = hash_cp(sc->h, sc->hi), sc->hi = 0;
+        sc->h = fnv(sc->h, b);
+    }
+    return false;
+}
+
+static bool has_key(const jframe *f, uint64_t h)
+{
+    for (size_t i = 0; i < f->n_keys; i++)
+        if (f->keys[i] == h) return true;
+    return false;
+}
+
+/* Whether the bytes, read after the text so far, close no key twice in one object; the state is
+ * not changed. Containers with index < low are the reader's (low: the fewest open since the
+ * bytes began; only the one at low - 1 can change, its expect_key in exp_low); those the bytes
+ * open are followed in a local overlay (index - low). */
+static bool check(const json_stage *s, const char *p, size_t n)
+{
+    jscan sc = s->sc;
+    size_t depth = s->depth, low = s->depth;
+    bool exp_low = low ? s->f[low - 1].expect_key : false;
+    bool lobj[LOCAL_PUSH], lexp[LOCAL_PUSH];
+    uint64_t lkeys[LOCAL_KEYS];
+    size_t lkey_depth[LOCAL_KEYS], n_lkeys = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t b = (uint8_t)p[i];
+        const bool local = depth > low;
+        const bool obj = depth == 0 ? false : local ? lobj[depth - low - 1] : s->f[depth - 1].object;
+        bool *exp = depth == 0 ? NULL : local ? &lexp[depth - low - 1] : &exp_low;
+        if (sc.in_str) {
+            if (!str_byte(&sc, b) || !sc.is_key) continue;
+            bool dup = false; /* a key closed in the container at index depth - 1 */
+            for (size_t k = 0; k < n_lkeys && !dup; k++) dup = lkey_depth[k] == depth && lkeys[k] == sc.h;
+            if (!dup && !local && depth) dup = has_key(&s->f[depth - 1], sc.h);
+            if (dup) return false;
+            if (n_lkeys < LOCAL_KEYS) lkeys[n_lkeys] = sc.h, lkey_depth[n_lkeys++] = depth;
+            if (exp) *exp = false;
+            continue;
+        }
+        if (b == '"') {
+            sc.in_str = true;
+            sc.is_key = obj && exp && *exp;
+            sc.esc = false, sc.uhex = 0, sc.hi = 0, sc.h = FNV0;
+        } else if (b == '{' || b == '[') {
+            if (depth - low >= LOCAL_PUSH) return true; /* too deep to follow here: allowed */
+            lobj[depth - low] = b == '{';
+            lexp[depth - low] = b == '{';
+
+            depth++;
+        } else if (b == '}' || b == ']') {
+            if (depth == 0) return true;
+            depth--;
+            for (size_t k = 0; k < n_lkeys; k++) /* the closed container's keys are gone */
+                if (lkey_depth[k] > depth) lkey_depth[k] = (size_t)-1;
+            if (depth < low) {
+                low = depth;
+                exp_low = low ? s->f[low - 1].expect_key : false;
+            }
+        } else if (b == ',' && obj && exp) {
+            *exp = true;
+        }
+    }
+    return true;
+}
+
+static int push(json_stage *s, bool object)
+{
+    if (s->depth == s->cap) {
+        size_t c = s->cap ? s->cap * 2 : 16;
+        jframe *f = realloc(s->f, c * sizeof *f);
+        if (!f) return RLX_ENOMEM;
+        s->f = f;
+        s->cap = c;
+    }
+    s->f[s->depth++] = (jframe){.object = object, .expect_key = object};
+    return 0;
+}
+
+/* Follows a generated token's bytes for good. */
+static int json_accept(rlx_sampler_stage *st, int32_t token, bool generated)
+{
+    json_stage *s = (json_stage *)st;
+    s->yield = false;
+    if (!generated || token < 0 || token >= s->n_vocab || !s->texts[token]) return 0;
+    const uint8_t *p = (const uint8_t *)s->texts[token];
+    for (size_t i = 0; i < s->lens[token]; i++) {
+        const uint8_t b = p[i];
+        jframe *top = s->depth ? &s->f[s->depth - 1] : NULL;
+        if (s->sc.in_str) {
+            if (!str_byte(&s->sc, b) || !s->sc.is_key || !top) continue;
+            if (top->n_keys == top->cap_keys) {
+                size_t c = top->cap_keys ? top->cap_keys * 2 : 8;
+                uint64_t *k = realloc(top->keys, c * sizeof *k);
+                if (!k) return RLX_ENOMEM;
+                top->keys = k;
+                top->cap_keys = c;
+            }
+            top->keys[top->n_keys++] = s->sc.h;
+            top->expect_key = false;
+            continue;
+        }
+        if (b == '"') {
+            s->sc = (jscan){.in_str = true, .is_key = top && top->object && top->expect_key, .h = FNV0};
+        } else if (b == '{' || b == '[') {
+            if (push(s, b == '{')) return RLX_ENOMEM;
+        } else if ((b == '}' || b == ']') && s->depth) {
+            free(s->f[--s->depth].keys);
+        } else if (b == ',' && top && top->object) {
+            top->expect_key = true;
+        }
+    }
+    return 0;
+}
+
+/* Only a token holding '"' can close a key. */
+static bool refuses(const json_stage *s, int32_t t)
+{
+    return s->texts[t] && memchr(s->texts[t], '"', s->lens[t]) && !check(s, s->texts[t], s->lens[t]);
+}
+
+static bool json_allows(rlx_sampler_stage *st, int32_t token)
+{
+    const json_stage *s = (const json_stage *)st;
+    return s->yield || token < 0 || token >= s->n_vocab || !refuses(s, token);
+}
+
+/* Refuses the tokens that would repeat a key, among those still allowed (the grammar's mask came
+ * first); when that would leave none, refuses none (yield) and allows() agrees for this position. */
+static int64_t json_mask(rlx_sampler_stage *st, rlx_token_cands *c)
+{
+    json_stage *s = (json_stage *)st;
+    int64_t left = 0, refused = 0;
+    for (int32_t t = 0; t < c->n_vocab; t++) {
+        if (c->logits[t] == -INFINITY) continue;
+        left++;
+        refused += refuses(s, t);
+    }
+    if (refused == 0) return left;
+    if (refused == left) { /* only repeats are left: yield (a schema's keys all used) */
+        s->yield = true;
+        return left;
+    }
+    for (int32_t t = 0; t < c->n_vocab; t++)
+        if (c->logits[t] != -INFINITY && refuses(s, t)) c->logits[t] = -INFINITY;
+    return left - refused;
+}
+
+static void json_free(rlx_sampler_stage *st)
+{
+    json_stage *s = (json_stage *)st;
+    for (size_t i = 0; i < s->depth; i++) free(s->f[i].keys);
+    free(s->f);
+    free(s);
+}
+
+rlx_sampler_stage *rlx_json_keys_stage_new(const char *const *texts, const size_t *lens, int32_t n_vocab)
+{
+    static const rlx_stage_ops ops = {.name = "json_keys", .allows = json_allows, .mask = json_mask, .accept = json_accept,
+                                      .free = json_free};
+    json_stage *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->base.ops = &ops;
+    s->texts = texts;
+    s->lens = lens;
+    s->n_vocab = n_vocab;
+    return &s->base;
+}
