@@ -1,6 +1,6 @@
 /* jobs.c - one API request in flight: its engine requests (one per choice), the hand-over of
- * engine events from worker threads to the loop, and the bookkeeping of its choices (text,
- * tokens, logprobs, usage, finish). The bytes of the response are its sink's (rlx_sink_ops:
+ * engine events from worker threads to the loop, and the bookkeeping of its choices (usage,
+ * finish; their text, logprob entries and tool-call parsers grow in choice.c). The bytes of the response are its sink's (rlx_sink_ops:
  * sink_http.c, stdio.c): the job tells the sink when a stream begins, each piece, each choice's
  * end and the end, and the sink formats them into the job's output queue. Stop strings are
  * matched by the engine, which holds back text that may begin one and sends nothing of it. */
@@ -124,16 +124,15 @@ int rlx_render_chat(rlx_model_slot *m, const rlx_api_request *r, char **out, rlx
 
 /* ---- output helpers ------------------------------------------------------------------------ */
 
-static void cancel_open(rlx_job *j);
 
 /* Out of memory, part of the answer is lost: the job fails (500) and stops generating. */
-static void job_oom(rlx_job *j)
+void rlx__job_oom(rlx_job *j)
 {
     if (!j->failed) {
         j->failed = true;
         rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "Out of memory: the response could not be completed.");
     }
-    cancel_open(j);
+    rlx__job_cancel_open(j);
 }
 
 /* Appends whole or not at all; once bytes were lost nothing more is added (the client must
@@ -148,7 +147,7 @@ void rlx_job_out_put(rlx_job *j, const char *s, size_t n)
         char *nb = realloc(j->out, nc);
         if (!nb) {
             j->out_lost = true;
-            job_oom(j);
+            rlx__job_oom(j);
             return;
         }
         j->out = nb;
@@ -166,7 +165,7 @@ void rlx_job_out_take(rlx_job *j, char *s)
         rlx_job_out_put(j, s, strlen(s));
     } else if (!j->out_lost) {
         j->out_lost = true;
-        job_oom(j);
+        rlx__job_oom(j);
     }
     free(s);
 }
@@ -174,43 +173,6 @@ void rlx_job_out_take(rlx_job *j, char *s)
 static void notify(rlx_job *j)
 {
     if (j->sink) j->ops->notify(j);
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t nc = *cap ? *cap * 2 : 16;
-    while (nc < need) nc *= 2;
-    void *np = realloc(*p, nc * elem);
-    if (!np) return RLX_ENOMEM;
-    *p = np;
-    *cap = nc;
-    return 0;
-}
-
-static bool text_append(rlx_choice *ch, const char *s, size_t n)
-{
-    if (grow((void **)&ch->text, &ch->cap, ch->len + n + 1, 1)) {
-        job_oom(ch->job);
-        return false;
-    }
-    memcpy(ch->text + ch->len, s, n);
-    ch->len += n;
-    ch->text[ch->len] = 0;
-    return true;
-}
-
-/* The token's bytes (*len of them, NULs included) with a terminating NUL, malloc'ed */
-static char *token_text(const rlx_tokenizer *tok, int32_t id, size_t *len)
-{
-    char buf[256];
-    size_t n = rlx_token_to_bytes(tok, id, true, buf, sizeof buf - 1);
-    if (n > sizeof buf - 1) n = sizeof buf - 1;
-    buf[n] = 0;
-    char *t = malloc(n + 1);
-    if (t) memcpy(t, buf, n + 1);
-    *len = t ? n : 0;
-    return t;
 }
 
 /* ---- job lifecycle -------------------------------------------------------------------------- */
@@ -245,7 +207,7 @@ static void job_free(rlx_job *j)
     free(j);
 }
 
-static void cancel_open(rlx_job *j)
+void rlx__job_cancel_open(rlx_job *j)
 {
     for (size_t i = 0; i < j->n_choices; i++)
         if (j->choices[i].submitted && !j->choices[i].final) rlx_worker_cancel(j->model->w, j->choices[i].req_id);
@@ -263,14 +225,14 @@ void rlx_job_detach(rlx_job *j)
     if (j->n_final < j->n_submitted) {
         j->client_gone = true;
         j->srv->metrics.cancelled++;
-        cancel_open(j);
+        rlx__job_cancel_open(j);
     }
     maybe_free(j);
 }
 
 void rlx_srv_cancel_all(rlx_srv *s)
 {
-    for (rlx_job *j = s->jobs; j; j = j->next) cancel_open(j);
+    for (rlx_job *j = s->jobs; j; j = j->next) rlx__job_cancel_open(j);
 }
 
 /* The end of the response, in the sink's format. */
@@ -308,7 +270,7 @@ static void finish_job(rlx_job *j)
     write_final(j);
     if (j->out_lost && j->ops->whole(j)) {
         /* the whole answer (or line) did not fit: an error replaces it */
-        job_oom(j);
+        rlx__job_oom(j);
         j->off = j->len = 0;
         j->out_lost = false;
         write_final(j);
@@ -341,160 +303,6 @@ rlx_api_choice *rlx_job_api_choices(const rlx_job *j)
     return cs;
 }
 
-/* Bytes a prompt token adds to the echoed text: its piece without special tokens (a BOS adds
- * none), the first non-empty one as the detokenizer writes it (SentencePiece's prefix space
- * dropped); *begun says a piece with text was seen. */
-static size_t prompt_piece_len(rlx_job *j, int32_t token, bool *begun)
-{
-    const rlx_tokenizer *tok = j->model->tok;
-    char buf[256];
-    size_t n = rlx_token_to_bytes(tok, token, false, buf, sizeof buf);
-    if (n && !*begun) {
-        *begun = true;
-        char *d = rlx_detokenize(tok, &token, 1, false);
-        if (d) n = strlen(d);
-        else job_oom(j); /* the offsets would be off by the dropped space: fail, never mislead */
-        free(d);
-    }
-    return n;
-}
-
-/* Appends the logprob entry of a token (generated or of the prompt) at *offset of the text;
- * ev NULL: an entry without logprob (a prompt's first token). Prompt entries (offset is
- * prompt_lp_offset) advance through the echoed text as it is, so text_offset indexes it.
- * text_offset counts characters, as OpenAI's and vLLM's do (Python's string indices). */
-static rlx_api_logprob *add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, const rlx_event *ev, size_t *offset)
-{
-    if (grow((void **)&ch->lps, &ch->cap_lps, ch->n_lps + 1, sizeof *ch->lps)) {
-        job_oom(j);
-        return NULL;
-    }
-    rlx_api_logprob *lp = &ch->lps[ch->n_lps++];
-    memset(lp, 0, sizeof *lp);
-    lp->text = token_text(j->model->tok, token, &lp->text_len);
-    bool ok = lp->text != NULL;
-    lp->none = !ev;
-    lp->logprob = ev ? ev->logprob : 0;
-    lp->n_top = ev ? RLX_MIN(ev->n_top, j->req.logprobs) : 0;
-    for (int k = 0; k < lp->n_top; k++) {
-        lp->top_text[k] = token_text(j->model->tok, ev->top_ids[k], &lp->top_len[k]);
-        lp->top_logprob[k] = ev->top_logprobs[k];
-        ok = ok && lp->top_text[k];
-    }
-    if (!ok) job_oom(j);
-    if (offset == &ch->prompt_lp_offset) { /* never past the echoed text, whatever its bytes */
-        const size_t at = RLX_MIN(*offset, ch->echo_len);
-        ch->prompt_chars += rlx_api_utf8_chars(ch->text + ch->prompt_counted, at - ch->prompt_counted);
-        ch->prompt_counted = at;
-        lp->text_offset = ch->prompt_chars;
-        *offset += prompt_piece_len(j, token, &ch->prompt_text_begun);
-    } else {
-        /* the entry shows the token as it is (a control token's text too); its offsets advance
-           by what the token adds to the output, which leaves an unrendered control token out
-           (counting its text held back every later entry: "<|image_pad|>" lost the rest) */
-        size_t piece = ev ? ev->piece_len : lp->text_len;
-        lp->text_offset = ch->lp_chars;
-        lp->byte_offset = *offset;
-        *offset += piece;
-        if (piece) ch->lp_chars += rlx_api_utf8_chars(lp->text, lp->text_len); /* piece: 0 or all of text */
-    }
-    return lp;
-}
-
-/* ---- tool calls: a choice's text through its parser ----------------------------------------- */
-
-static int on_tc_event(void *user, const rlx_tc_event *ev)
-{
-    rlx_choice *ch = user;
-    rlx_job *j = ch->job;
-    if (rlx_api_tool_out_add(&ch->tout, ev)) {
-        job_oom(j);
-        return RLX_ENOMEM;
-    }
-    if (j->req.stream && !j->client_gone && !j->failed) j->ops->tool_event(j, ch, ev);
-    return 0;
-}
-
-static void tc_feed(rlx_choice *ch, const char *s, size_t n)
-{
-    if (n && !ch->job->failed && rlx_tc_feed(ch->tc, s, n, on_tc_event, ch) == RLX_ENOMEM) job_oom(ch->job);
-}
-
-/* The output ended: what the parser held back; a call the model broke is an error unless the
- * client cut the output - max_tokens or one of its stop strings - which finish_reason ("length",
- * "stop", never "tool_calls") says. */
-static void tc_finish(rlx_job *j, rlx_choice *ch)
-{
-    rlx_error err = {0};
-    int rc = j->failed ? 0 : rlx_tc_finish(ch->tc, on_tc_event, ch, &err);
-    if (rc == RLX_ENOMEM) job_oom(j);
-    else if (rc && (ch->finish == RLX_FINISH_LENGTH || ch->stop_string)) ch->calls_cut = true;
-    else if (rc && !j->failed) { /* the model itself ended inside a call */
-        j->failed = true;
-        rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "The model's tool call could not be parsed: %s", err.msg);
-        cancel_open(j);
-    }
-}
-
-/* Chat with tools and a sink that takes them: one parser per choice, in the model's format. */
-static int tc_start(rlx_job *j, rlx_api_error *e)
-{
-    if (j->req.kind != RLX_API_CHAT || !j->ops->tool_event) return 0;
-    /* without tools (or with tool_choice "none") a thinking template's reasoning is still split
-       into reasoning_content, as llama-server splits it (reasoning_format "none": left as text) */
-    bool calls = j->req.tool_choice != RLX_TOOL_CHOICE_NONE;
-    if (!calls && (!j->model->tc.thinks || j->req.reasoning_raw)) return 0;
-    for (size_t i = 0; i < j->n_choices; i++) {
-        rlx_tc_opts o = {.tools = calls ? j->req.tools : NULL, .prompt = j->prompt_tail, .prompt_hash = j->prompt_hash, .seeded = j->req.base->sampling.has_seed,
-                         .seed = j->req.base->sampling.seed + i, .reasoning_only = !calls,
-                         .in_reasoning = j->continues_reasoning, .reasoning_raw = j->req.reasoning_raw};
-        if (!(j->choices[i].tc = rlx_tc_parser_new(&j->model->tc, &o)))
-            return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
-    }
-    return 0;
-}
-
-/* The generated logprob entries whose token's text has been released whole (it ends within
- * the text so far), not yet sent: lps[*from, *from + return). A token whose text is held back,
- * even in part (a possible stop string), waits; at the end (final), the entries of text that
- * never came whole, a stop string's, are dropped - also the token in which the stop string
- * begins, as llama-server drops it - so the logprobs describe the returned text, streamed or
- * not (a token that adds no text - an unrendered control token, the end-of-generation token -
- * stays also at the very end: a token's piece counts the bytes it adds, held back or not). */
-static size_t lps_released(rlx_choice *ch, bool final, size_t *from)
-{
-    size_t i = RLX_MAX(ch->lp_sent, ch->n_prompt_lps);
-    *from = i;
-    size_t end = i;
-    while (end < ch->n_lps) {
-        const size_t at = ch->lps[end].byte_offset,
-                     piece = (end + 1 < ch->n_lps ? ch->lps[end + 1].byte_offset : ch->lp_offset) - at;
-        if (!(piece ? at + piece <= ch->len : at < ch->len || (final && at == ch->len))) break;
-        end++;
-    }
-    if (final) {
-        for (size_t k = end; k < ch->n_lps; k++) rlx_api_logprob_clear(&ch->lps[k]);
-        ch->n_lps = end;
-    }
-    ch->lp_sent = end;
-    return end - i;
-}
-
-static void handle_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
-{
-    if (!grow((void **)&ch->tokens, &ch->cap_tokens, ch->n_tokens + 1, sizeof *ch->tokens))
-        ch->tokens[ch->n_tokens++] = ev->token;
-    else
-        job_oom(j);
-    if (j->req.logprobs >= 0) add_logprob(j, ch, ev->token, ev, &ch->lp_offset);
-    const char *out = ev->text ? ev->text : "";
-    size_t n = ev->text_len;
-    text_append(ch, out, n);
-    size_t from = 0, k = lps_released(ch, false, &from);
-    if (j->req.stream && !j->client_gone) j->ops->piece(j, ch, ev->token, out, ch->tc ? 0 : n, ch->lps + from, k);
-    if (ch->tc) tc_feed(ch, out, n);
-}
-
 /* q's owned buffers stay q's unless taken (the vectors of an embedding request). */
 static void handle_event(rlx_qevent *q)
 {
@@ -508,16 +316,16 @@ static void handle_event(rlx_qevent *q)
         started(j);
     }
     if (ev->type == RLX_EV_PROMPT_TOKEN) { /* echo with logprobs: sent with the echoed prompt */
-        if (add_logprob(j, ch, ev->token, ev, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
+        if (rlx__choice_add_logprob(j, ch, ev->token, ev, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
         return;
     }
     if (ev->type == RLX_EV_TOKEN) {
-        handle_token(j, ch, ev);
+        rlx__choice_token(j, ch, ev);
     } else {
         ch->final = true;
         j->n_final++;
         if (lost && ev->type != RLX_EV_ERROR) {
-            job_oom(j); /* a token (or the final text) never reached us */
+            rlx__job_oom(j); /* a token (or the final text) never reached us */
         } else if (ev->type == RLX_EV_ERROR) {
             if (!j->failed) {
                 j->failed = true;
@@ -525,7 +333,7 @@ static void handle_event(rlx_qevent *q)
                 if (ev->error_in_grammar && j->req.grammar_param) /* the field the grammar came from */
                     snprintf(j->err.param, sizeof j->err.param, "%s", j->req.grammar_param);
             }
-            cancel_open(j);
+            rlx__job_cancel_open(j);
         } else {
             ch->usage = ev->usage;
             ch->timings = ev->timings;
@@ -540,17 +348,17 @@ static void handle_event(rlx_qevent *q)
                 j->embd_dim = ev->embd_dim;
                 j->embd_inputs = ev->n_inputs;
             } else if (rlx_api_kind_embeds(j->req.kind) && ev->finish != RLX_FINISH_CANCELLED && !j->failed) {
-                job_oom(j); /* the vectors never reached us */
+                rlx__job_oom(j); /* the vectors never reached us */
             }
             const char *out = ev->text ? ev->text : "";
             size_t n = ev->text_len;
-            text_append(ch, out, n);
+            rlx__choice_text_append(ch, out, n);
             if (ch->tc) {
-                tc_feed(ch, out, n);
-                tc_finish(j, ch);
+                rlx__choice_tc_feed(ch, out, n);
+                rlx__choice_tc_finish(j, ch);
                 n = 0;
             }
-            size_t from = 0, k = lps_released(ch, true, &from);
+            size_t from = 0, k = rlx__choice_lps_released(ch, true, &from);
             if (j->req.stream && !j->client_gone && !j->failed && j->ops->choice_end)
                 j->ops->choice_end(j, ch, out, n, ch->lps + from, k);
         }
@@ -590,7 +398,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
         rlx_error err = {0};
         ch->req_id = ++j->srv->next_id;
         if (!ch->final_ev && !(ch->final_ev = calloc(1, sizeof *ch->final_ev))) {
-            cancel_open(j);
+            rlx__job_cancel_open(j);
             return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
         }
         /* the embedding kinds: one engine request carries every input */
@@ -601,7 +409,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
             q->bos_added = chat || j->req.prompts[pi].text; /* tokenized here, not ids the client sent */
             /* echo with logprobs: the prompt's tokens get logprobs too, the first none (as OpenAI) */
             q->prompt_logprobs = j->req.echo && j->req.logprobs >= 0;
-            if (q->prompt_logprobs && add_logprob(j, ch, ids[0], NULL, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
+            if (q->prompt_logprobs && rlx__choice_add_logprob(j, ch, ids[0], NULL, &ch->prompt_lp_offset)) ch->n_prompt_lps++;
             q->on_event = on_engine_event;
             q->user = ch;
             if ((rc = rlx_worker_submit(m->w, q, &err))) {
@@ -611,7 +419,7 @@ static int submit_all(rlx_job *j, rlx_api_error *e)
             }
         }
         if (rc) {
-            cancel_open(j);
+            rlx__job_cancel_open(j);
             return rc;
         }
         ch->submitted = true;
@@ -677,12 +485,12 @@ static void prepare_done(rlx_call *call, void *client, int status)
         for (size_t i = 0; i < j->n_choices; i++) {
             rlx_choice *ch = &j->choices[i];
             const char *pre = j->echo[i / (size_t)j->req.n];
-            if (!text_append(ch, pre, strlen(pre)) && !rc)
+            if (!rlx__choice_text_append(ch, pre, strlen(pre)) && !rc)
                 rc = rlx_api_errorf(&t->e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
             ch->lp_offset = ch->echo_len = ch->len;
             ch->lp_chars = rlx_api_utf8_chars(ch->text, ch->len);
         }
-    if (!rc) rc = tc_start(j, &t->e);
+    if (!rc) rc = rlx__job_tc_start(j, &t->e);
     /* a grammar can fail at the first step (too ambiguous there, nothing allowed): a stream with
        one begins with its output, so that failure is a 400 as for the same request unstreamed */
     const bool constrained = j->req.stream && j->req.base->grammar;
@@ -711,7 +519,7 @@ static void abort_job(rlx_job *j)
         rlx_api_error_shutdown(&j->err);
     }
     j->aborted = true;
-    cancel_open(j);
+    rlx__job_cancel_open(j);
     finish_job(j);
     notify(j); /* may free j */
 }

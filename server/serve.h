@@ -311,6 +311,21 @@ const char *rlx_job_prompt_param(const rlx_job *j, size_t prompt);
 /* The admission rule (engine.h) for one prompt of the job against the model's context and
  * vocabulary: 0, or the API's 400 in e naming the prompt's parameter or max_tokens. */
 int rlx_job_admit(const rlx_job *j, size_t prompt, const rlx_admit_query *q, rlx_api_error *e);
+
+/* Between jobs.c (the job) and choice.c (a choice as it grows); loop thread only. */
+void rlx__job_oom(rlx_job *j);           /* part of the answer is lost: the job fails (500), stops */
+void rlx__job_cancel_open(rlx_job *j);   /* cancels the engine requests still running */
+int rlx__job_tc_start(rlx_job *j, rlx_api_error *e); /* chat with a sink taking them: the parsers */
+int rlx__grow(void **p, size_t *cap, size_t need, size_t elem);
+bool rlx__choice_text_append(rlx_choice *ch, const char *s, size_t n);
+/* A logprob entry (ev NULL: without logprob, a prompt's first token) at *offset of the text
+ * (prompt_lp_offset: the echoed prompt's, else the generated text's). */
+rlx_api_logprob *rlx__choice_add_logprob(rlx_job *j, rlx_choice *ch, int32_t token, const rlx_event *ev, size_t *offset);
+void rlx__choice_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev); /* a generated token's event */
+void rlx__choice_tc_feed(rlx_choice *ch, const char *s, size_t n);
+void rlx__choice_tc_finish(rlx_job *j, rlx_choice *ch); /* the output ended */
+/* The entries released since the last call: lps[*from, *from + return); final drops the rest. */
+size_t rlx__choice_lps_released(rlx_choice *ch, bool final, size_t *from);
 /* A name or path from the file system added to o as JSON text, bytes that are not UTF-8 (a file
  * named in another encoding) as U+FFFD: one such file cannot make a whole listing invalid JSON
  * (routes.c; any thread). */
