@@ -5,7 +5,6 @@
  * token ids only, so every check the engine makes at submit time (context, KV capacity,
  * queue) is answered before the first byte of a response goes out. */
 #include "server/serve.h"
-#include "engine/grammar.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,37 +75,12 @@ static int check_prompt(rlx_job *j, size_t i, const int32_t *ids, size_t n, rlx_
     return rlx_job_admit(j, i, &q, e);
 }
 
-/* What the worker finds wrong in a grammar before any output, found here so that a stream is a
- * 400 as the same request unstreamed is (it was a 200 and an error event): its token references
- * (<[id]>, <text>) against this model's vocabulary, known only here, and - for a stream - a start
- * too ambiguous to expand. An unstreamed request without token references leaves it to the
- * worker, which answers the same 400 (one compile, not two). */
-static int check_grammar_tokens(rlx_job *j, rlx_api_error *e)
-{
-    const char *g = j->req.base->grammar;
-    if (!g || (!strchr(g, '<') && !j->req.stream)) return 0;
-    rlx_grammar_token_ids ids = rlx_grammar_tokenizer_ids(j->model->tok, j->model->n_vocab);
-    rlx_error gerr = {0};
-    rlx_grammar *gr = rlx_grammar_compile_ids(g, strlen(g), NULL, &ids, &gerr);
-    const bool compiled = gr != NULL;
-    rlx_grammar_state *st = gr && j->req.stream ? rlx_grammar_state_new(gr, &gerr) : NULL;
-    const bool starts = st != NULL;
-    rlx_grammar_state_free(st);
-    rlx_grammar_free(gr);
-    if (compiled && (starts || !j->req.stream)) return 0;
-    if (gerr.code == RLX_ENOMEM) return rlx_api_errorf(e, 500, RLX_API_ERR_SERVER, NULL, "Out of memory.");
-    const char *param = j->req.grammar_param ? j->req.grammar_param : "grammar";
-    if (compiled) return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "%s", gerr.msg); /* its start */
-    return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
-}
-
 int rlx_job_prepare(rlx_job *j, rlx_api_error *e)
 {
     rlx_api_request *r = &j->req;
     rlx_model_slot *m = j->model;
     int rc;
     if (rlx_api_kind_embeds(r->kind)) return rlx_embed_prepare(j, e);
-    if ((rc = check_grammar_tokens(j, e))) return rc;
     if (r->messages) {
         char *prompt = NULL;
         if ((rc = rlx_render_chat(m, r, &prompt, e))) return rc;
