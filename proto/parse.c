@@ -396,10 +396,7 @@ static int parse_common(const cJSON *root, rlx_api_request *r, int32_t n_vocab, 
     if ((rc = get_number(root, "speculative.p_min", 0, 1, &d, &has, e))) return rc;
     if (has) q->draft_p_min = d > 0 ? (float)d : -1; /* 0: draft however unsure (-1 in the engine) */
     if ((rc = get_bool(root, "stream", &r->stream, e))) return rc;
-    if ((rc = get_string(root, "session_id", &q->session_id, e))) return rc;
-    rlx_error serr = {0};
-    if (q->session_id && rlx_session_id_check(q->session_id, &serr)) /* the field named, as OpenAI's errors do */
-        return rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "session_id", "%s.", serr.msg);
+    if ((rc = get_string(root, "session_id", &q->session_id, e))) return rc; /* checked: rlx_api_session_check */
     /* the OpenAI routes resend the whole conversation; the native route sends one turn */
     q->session_replace = r->kind != RLX_API_GENERATE;
     const cJSON *ka = field(root, "keep_alive");
