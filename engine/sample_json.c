@@ -40,6 +40,8 @@ typedef struct json_stage {
     size_t depth, cap;
     jscan sc;
     bool yield;               /* the position's mask would refuse every token the others allow */
+    rlx_token_logit *saved;   /* the mask's refused tokens and their logits (a yield restores them) */
+    size_t cap_saved;
 } json_stage;
 
 #define FNV0 0xcbf29ce484222325ull
@@ -238,20 +240,28 @@ static bool json_allows(rlx_sampler_stage *st, int32_t token)
 static int64_t json_mask(rlx_sampler_stage *st, rlx_token_cands *c)
 {
     json_stage *s = (json_stage *)st;
-    int64_t left = 0, refused = 0;
+    int64_t left = 0;
+    size_t refused = 0;
     for (int32_t t = 0; t < c->n_vocab; t++) {
         if (c->logits[t] == -INFINITY) continue;
         left++;
-        refused += refuses(s, t);
+        if (!refuses(s, t)) continue;
+        if (refused == s->cap_saved) { /* one pass: refused at once, kept to be put back on a yield */
+            size_t cap = s->cap_saved ? s->cap_saved * 2 : 16;
+            rlx_token_logit *v = realloc(s->saved, cap * sizeof *v);
+            if (!v) return RLX_ENOMEM;
+            s->saved = v;
+            s->cap_saved = cap;
+        }
+        s->saved[refused++] = (rlx_token_logit){t, c->logits[t]};
+        c->logits[t] = -INFINITY;
     }
-    if (refused == 0) return left;
-    if (refused == left) { /* only repeats are left: yield (a schema's keys all used) */
+    if (refused && (int64_t)refused == left) { /* only repeats are left: yield (a schema's keys all used) */
+        for (size_t i = 0; i < refused; i++) c->logits[s->saved[i].id] = s->saved[i].logit;
         s->yield = true;
         return left;
     }
-    for (int32_t t = 0; t < c->n_vocab; t++)
-        if (c->logits[t] != -INFINITY && refuses(s, t)) c->logits[t] = -INFINITY;
-    return left - refused;
+    return left - (int64_t)refused;
 }
 
 static void json_free(rlx_sampler_stage *st)
@@ -259,6 +269,7 @@ static void json_free(rlx_sampler_stage *st)
     json_stage *s = (json_stage *)st;
     for (size_t i = 0; i < s->depth; i++) free(s->f[i].keys);
     free(s->f);
+    free(s->saved);
     free(s);
 }
 
