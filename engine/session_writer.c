@@ -89,6 +89,14 @@ static void run_put(rlx_worker *w, wjob *j)
     const bool stored = !rlx_session_put(w->store, w->name, j->id, j->tokens, j->n_tokens, kv, kv ? hash : NULL, &err);
     if (!stored) fprintf(stderr, "rlxd: session '%s' not saved: %s\n", id, err.msg);
     else enforce_limits(w);
+    if (!stored) {
+        /* memory follows the database: the next turn, GET and the list read the stored row
+           again - marked before the client hears of the failure, whose next turn may come at
+           once (the count in pending keeps the session's memory until this job is done) */
+        pthread_mutex_lock(&w->smu);
+        j->ws->deleted = true;
+        pthread_mutex_unlock(&w->smu);
+    }
     if (j->req) {
         /* a turn the database did not take is an error to its client (it was a 200 while the
            database kept the turn before, which a restart or a failed delete then brought back) */
@@ -101,8 +109,6 @@ static void run_put(rlx_worker *w, wjob *j)
     }
     pthread_mutex_lock(&w->smu);
     j->ws->pending--;
-    /* memory follows the database: the next turn, GET and the list read the stored row again */
-    if (!stored) j->ws->deleted = true;
     pthread_mutex_unlock(&w->smu);
 }
 
