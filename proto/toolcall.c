@@ -84,6 +84,7 @@ void rlx__tc_broken(rlx_tc_parser *p, const char *why)
         snprintf(p->broken, sizeof p->broken, "tool call %d (%s) %s", p->n_calls - 1, p->name.p ? p->name.p : "", why);
     rlx__tc_end(p);
     p->mode = M_TEXT;
+    p->in_obj = false;
 }
 
 /* Not a call after all: its text from the start marker up to `upto` is content. */
@@ -318,9 +319,65 @@ static bool call_array(rlx_tc_parser *p, const char *s, size_t n)
     return true;
 }
 
+/* M_OBJ: a call object that opens {"name": "N", "arguments": { streams its arguments from
+ * there (the name is known); true when it did. A head that is not a name is not a call. */
+static bool obj_stream(rlx_tc_parser *p)
+{
+    size_t na, nb, args;
+    int r = rlx__tc_obj_head(p->in.p + p->vstart, p->in.len - p->vstart, 6 * NAME_MAX, &na, &nb, &args);
+    if (r == -1) p->obj_whole = true;
+    if (r != 1) return false;
+    cJSON *name = cJSON_ParseWithLength(p->in.p + p->vstart + na, nb - na);
+    if (!cJSON_IsString(name) || rlx__tc_set_name(p, name->valuestring, strlen(name->valuestring))) {
+        cJSON_Delete(name);
+        rlx__tc_fallback(p, p->raw + p->mlen);
+        return true;
+    }
+    cJSON_Delete(name);
+    rlx__tc_begin(p);
+    memset(&p->js, 0, sizeof p->js);
+    p->args.len = 0;
+    p->pos = p->vstart + args;
+    p->in_obj = true;
+    p->mode = M_ARGS;
+    return true;
+}
+
+/* M_OBJ_REST: the call object's members after its arguments (ignored, as a whole object's
+ * are) up to its closing brace. The call was complete with its arguments: a brace the model
+ * forgot before the format's closing tag, a byte no JSON has there (left as text) or an
+ * output that ends first end the object where they are. */
+static bool step_obj_rest(rlx_tc_parser *p)
+{
+    const char *tail = p->sp->tails[0];
+    size_t i = p->pos;
+    for (; i < p->in.len; i++) {
+        if (tail && p->js.depth == 1 && !p->js.in_str) {
+            int t = rlx__tc_starts(p, i, tail);
+            if (t == 1) break;
+            if (t == -1 && !p->final) { /* maybe the closing tag: wait for it */
+                bool progressed = i != p->pos;
+                p->pos = i;
+                return progressed;
+            }
+        }
+        rlx__jscan_feed(&p->js, (unsigned char)p->in.p[i]);
+        if (p->js.bad) break;
+        if (p->js.done) { i++; break; }
+    }
+    bool ended = i < p->in.len || p->js.done || p->final;
+    bool progressed = i != p->pos;
+    p->pos = i;
+    if (!ended) return progressed;
+    p->mode = M_TAIL;
+    p->tail_i = 0;
+    return true;
+}
+
 /* M_OBJ / M_TENT: scan the JSON value, then read it as calls. */
 static bool step_obj(rlx_tc_parser *p)
 {
+    if (p->mode == M_OBJ && !p->obj_whole && p->in.p[p->vstart] == '{' && obj_stream(p)) return true;
     size_t i = p->scan;
     for (; i < p->in.len && !p->js.done && !p->js.bad; i++)
         if (rlx__jscan_feed(&p->js, (unsigned char)p->in.p[i]) == RLX__JS_END_BEFORE) break;
@@ -375,6 +432,7 @@ static bool step_body(rlx_tc_parser *p)
     if (c == '{' || c == '[') {
         p->vstart = p->scan = i;
         memset(&p->js, 0, sizeof p->js);
+        p->obj_whole = false;
         p->mode = M_OBJ;
     } else if (p->st->body == RLX__TC_PYTAG) {
         p->pos = p->scan = i;
@@ -476,16 +534,25 @@ static bool step_args(rlx_tc_parser *p)
     bool progressed = i != p->pos;
     rlx__tc_text(p, 2, p->out.p, p->out.len, false);
     p->pos = i;
-    if (p->js.done && !p->oom && !rlx__tc_json_strict(p->args.p, p->args.len)) {
-        /* the scanner follows brackets and strings only: a literal or number JSON does not
-           have (tru, 01, 1., 0x10) ends the call as broken, not as a call with bad arguments */
-        rlx__tc_broken(p, "has arguments that are not valid JSON");
-        return true;
-    }
     if (p->js.done) {
-        rlx__tc_end(p);
-        p->mode = M_TAIL;
-        p->tail_i = 0;
+        const bool obj = p->in_obj;
+        if (!p->oom && !rlx__tc_json_strict(p->args.p, p->args.len)) {
+            /* the scanner follows brackets and strings only: a literal or number JSON does not
+               have (tru, 01, 1., 0x10) ends the call as broken, not as a call with bad arguments */
+            rlx__tc_broken(p, "has arguments that are not valid JSON");
+        } else {
+            rlx__tc_end(p);
+            p->mode = M_TAIL;
+            p->tail_i = 0;
+        }
+        p->in_obj = false;
+        if (obj) { /* the call object's other members and its brace follow: not content */
+            memset(&p->js, 0, sizeof p->js);
+            p->js.started = true;
+            p->js.stack[0] = '{';
+            p->js.depth = 1;
+            p->mode = M_OBJ_REST;
+        }
         return true;
     }
     if (p->js.bad) { /* the offending byte and what follows are content again */
@@ -529,6 +596,7 @@ static bool step(rlx_tc_parser *p)
     case M_REASON: return step_reason(p);
     case M_TENT:
     case M_OBJ: return step_obj(p);
+    case M_OBJ_REST: return step_obj_rest(p);
     case M_BODY: return step_body(p);
     case M_NAME: return step_name(p);
     case M_ARGS_PRE: return step_args_pre(p);
@@ -545,7 +613,7 @@ static int run(rlx_tc_parser *p)
     if (p->stop) return p->stop;
     /* drop what is consumed; a call not yet reported keeps its text from the start marker */
     bool keep_raw = p->mode != M_TEXT && p->mode != M_REASON && p->mode != M_ARGS && p->mode != M_TAIL
-                    && p->mode != M_XML_PARAMS;
+                    && p->mode != M_XML_PARAMS && p->mode != M_OBJ_REST;
     size_t k = keep_raw && p->raw < p->pos ? p->raw : p->pos;
     if (p->drop_pending && p->drop_at < k) k = p->drop_at; /* a call may still open after it */
     if (k && (k > 4096 || k == p->in.len)) {

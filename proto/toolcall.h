@@ -20,9 +20,13 @@
  * content after reasoning or a call, is dropped). A function name (gpt-oss: a header) longer
  * than 300 (512) bytes means the text was not a call. Where the name is known before
  * the arguments (name-then-arguments formats: Functionary, Mistral [ARGS], DeepSeek, Kimi,
- * gpt-oss, Qwen3-Coder XML) the arguments stream as they are generated. Where a call is one JSON
- * object whose keys may come in any order (Hermes <tool_call>, Granite, Mistral's JSON array,
- * Llama 3 JSON, generic) the call is reported whole once its object closes.
+ * gpt-oss, Qwen3-Coder XML) the arguments stream as they are generated; so do those of a call
+ * object after a start marker (Hermes <tool_call>, <|python_tag|>) that opens
+ * {"name": "N", "arguments"|"parameters": { - the order a forcing grammar writes - with the
+ * object's later members read past and its closing brace optional before the closing tag. A
+ * call object whose keys come in another order, and the calls of an array or a whole output
+ * (Granite, Mistral's JSON array, Apriel, Llama 3 JSON, generic), are reported whole once the
+ * value closes.
  *
  * Bad output, as llama.cpp treats it: a call whose body turns out not to be a call (no JSON, no
  * name, invalid JSON) before its CALL_BEGIN was reported is returned as content, tag included,

@@ -71,6 +71,13 @@ size_t rlx__tc_value_end(const char *s, size_t n, size_t i);
  * false. */
 bool rlx__tc_obj_field(const char *s, size_t n, const char *key, size_t *a, size_t *b);
 
+/* The head of a call object whose arguments can stream: '{' "name" ':' a JSON string (at most
+ * name_max bytes, quotes included) ',' ("arguments" | "parameters") ':' '{', whitespace between.
+ * 1: s[0..n) holds one; [*na, *nb) is the name's string (quotes included) and *args the
+ * offset of the arguments' '{'. 0: s[0..n) is a proper prefix of one. -1: it is not one (the
+ * object is read whole when it closes). */
+int rlx__tc_obj_head(const char *s, size_t n, size_t name_max, size_t *na, size_t *nb, size_t *args);
+
 /* Length of the longest proper prefix of marker that s[0..n) ends with. */
 size_t rlx__tc_partial(const char *s, size_t n, const char *marker);
 /* Number of bytes at the end of s[0..n) that begin an unfinished UTF-8 sequence. */

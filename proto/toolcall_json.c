@@ -152,6 +152,55 @@ bool rlx__tc_obj_field(const char *s, size_t n, const char *key, size_t *a, size
     }
 }
 
+/* A literal at s[*i]: 1 matched (i moved past it), 0 the text ends inside it, -1 not it. */
+static int head_lit(const char *s, size_t n, size_t *i, const char *lit)
+{
+    size_t l = strlen(lit), k = n - *i < l ? n - *i : l;
+    if (memcmp(s + *i, lit, k)) return -1;
+    if (k < l) return 0;
+    *i += l;
+    return 1;
+}
+
+int rlx__tc_obj_head(const char *s, size_t n, size_t name_max, size_t *na, size_t *nb, size_t *args)
+{
+    size_t i = 0;
+    int r;
+#define HEAD_WS() do { while (i < n && js_space((unsigned char)s[i])) i++; if (i == n) return 0; } while (0)
+    if (!n) return 0;
+    if (s[i++] != '{') return -1;
+    HEAD_WS();
+    if ((r = head_lit(s, n, &i, "\"name\"")) < 1) return r;
+    HEAD_WS();
+    if (s[i++] != ':') return -1;
+    HEAD_WS();
+    if (s[i] != '"') return -1;
+    *na = i++;
+    for (bool esc = false;; i++) {
+        if (i == n) return i - *na > name_max ? -1 : 0;
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || i - *na > name_max) return -1; /* not a JSON string, or no name */
+        if (esc) esc = false;
+        else if (c == '\\') esc = true;
+        else if (c == '"') break;
+    }
+    *nb = ++i;
+    HEAD_WS();
+    if (s[i++] != ',') return -1;
+    HEAD_WS();
+    int ra = head_lit(s, n, &(size_t){i}, "\"arguments\"");
+    int rp = head_lit(s, n, &(size_t){i}, "\"parameters\"");
+    if (ra < 1 && rp < 1) return ra == 0 || rp == 0 ? 0 : -1;
+    i += ra == 1 ? strlen("\"arguments\"") : strlen("\"parameters\"");
+    HEAD_WS();
+    if (s[i++] != ':') return -1;
+    HEAD_WS();
+    if (s[i] != '{') return -1;
+    *args = i;
+    return 1;
+#undef HEAD_WS
+}
+
 size_t rlx__tc_partial(const char *s, size_t n, const char *marker)
 {
     size_t m = strlen(marker);

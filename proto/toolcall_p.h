@@ -16,6 +16,7 @@ enum rlx__tc_mode {
     M_ARGS_PRE,  /* before the arguments object */
     M_ARGS,      /* streaming the arguments */
     M_OBJ,       /* a JSON call object or array */
+    M_OBJ_REST,  /* a call object after its streamed arguments, up to its closing brace */
     M_TAIL,      /* optional closing markers */
     M_XML_FN,    /* <function=NAME> */
     M_XML_PARAMS, /* <parameter=P>v</parameter> ... </function> */
@@ -40,6 +41,8 @@ struct rlx_tc_parser {
     bool at_start;            /* json_at_start formats: nothing but whitespace seen */
     bool reason_ws;           /* reasoning's leading whitespace is dropped */
     bool begun;               /* CALL_BEGIN sent for the current call */
+    bool obj_whole;           /* M_OBJ: the object's head is not name-then-arguments: read whole */
+    bool in_obj;              /* M_ARGS: the arguments of a call object (M_OBJ_REST follows) */
     bool reasoning_only;      /* rlx_tc_opts.reasoning_only: no call is looked for */
     bool reopen;              /* the prompt opened the reasoning: an open tag the output writes
                                  again first is no reasoning text (DeepSeek-R1's models do) */

@@ -321,7 +321,7 @@ try {
     const got = [r.message.reasoning_content, r.message.content ?? '', (r.message.tool_calls || []).map((c) => [c.function.name, c.function.arguments])];
     assert(JSON.stringify(got) === JSON.stringify([reasoning, content, calls]), 'qwen3 parsed ' + JSON.stringify(out) + ': ' + JSON.stringify(r.message));
     assert(r.finish_reason === (calls.length ? 'tool_calls' : 'stop'), 'qwen3 finish_reason ' + r.finish_reason);
-    const s = { reasoning: '', content: '', calls: {} };
+    const s = { reasoning: '', content: '', calls: {}, frags: {} };
     let finish = null;
     for await (const c of await client.chat.completions.create({ ...body, stream: true })) {
       const d = c.choices[0]?.delta || {};
@@ -329,15 +329,18 @@ try {
       s.content += d.content || '';
       for (const t of d.tool_calls || []) {
         if (t.id) { assert(!s.calls[t.index] && t.function.arguments === '', 'stream: a second begin for ' + t.index); s.calls[t.index] = [t.function.name, '']; }
-        else s.calls[t.index][1] += t.function.arguments;
+        else { s.calls[t.index][1] += t.function.arguments; s.frags[t.index] = (s.frags[t.index] || 0) + 1; }
       }
       finish = c.choices[0]?.finish_reason || finish;
     }
     const sgot = [s.reasoning, s.content, Object.values(s.calls)];
     assert(JSON.stringify(sgot) === JSON.stringify([reasoning, content, calls]), 'qwen3 streamed ' + JSON.stringify(out) + ': ' + JSON.stringify(sgot));
+    // a call that opens with its name streams its arguments token by token, as they are generated
+    for (const i of Object.keys(s.calls))
+      assert(s.frags[i] > 1, 'qwen3 streamed: the arguments of call ' + i + ' came in ' + s.frags[i] + ' fragment(s)');
     assert(finish === r.finish_reason, 'qwen3 streamed finish_reason ' + finish);
   }
-  console.log('ok   thinking template: reasoning_content, content and tool_calls, streamed and not, no tag text');
+  console.log('ok   thinking template: reasoning_content, content and tool_calls, streamed and not (arguments in fragments), no tag text');
   // without tools (or with tool_choice "none") the reasoning is split out too, as llama-server
   // splits it (it stayed in the content, tags and all); a call marker then stays text;
   // reasoning_format "none" leaves the text whole

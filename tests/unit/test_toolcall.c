@@ -138,13 +138,33 @@ static const tc_case cases[] = {
     {RLX_TC_LLAMA3, "llama3 unicode", NULL, "{\"name\": \"search\", \"parameters\": " UA "}", "", "", 1, {"search"}, {UA_OUT}, 0, true},
     /* arguments a client's JSON.parse refuses (RFC 8259: no tru, 01, 1., 0x10, NaN) are never
        a call's arguments: whole-object formats leave the text as content, streamed ones break
-       the call (found against llama.cpp's parsers, which refuse them; before, each was a call) */
+       the call (found against llama.cpp's parsers, which refuse them; before, each was a call).
+       A call object that opens with its name streams its arguments: broken, its brace and
+       closing tag are no content */
     {RLX_TC_HERMES, "leading zero", NULL, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 01}}\n</tool_call>",
-     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 01}}\n</tool_call>", "", 0, {0}, {0}, 0, false},
+     "", "", 1, {"get_weather"}, {"{\"days\":01}"}, RLX_EFORMAT, true},
     {RLX_TC_HERMES, "trailing dot", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1.}}</tool_call>",
-     "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1.}}</tool_call>", "", 0, {0}, {0}, 0, false},
+     "", "", 1, {"f"}, {"{\"x\":1.}"}, RLX_EFORMAT, true},
     {RLX_TC_HERMES, "NaN", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": NaN}}</tool_call>",
-     "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": NaN}}</tool_call>", "", 0, {0}, {0}, 0, false},
+     "", "", 1, {"f"}, {"{\"x\":NaN}"}, RLX_EFORMAT, true},
+    {RLX_TC_HERMES, "arguments first, not JSON", NULL, "<tool_call>{\"arguments\": {\"x\": 01}, \"name\": \"f\"}</tool_call>",
+     "<tool_call>{\"arguments\": {\"x\": 01}, \"name\": \"f\"}</tool_call>", "", 0, {0}, {0}, 0, false},
+    /* the object's members after the arguments are read past (brackets and braces in strings
+       included), as a whole object's are; "parameters" is the arguments too */
+    {RLX_TC_HERMES, "members after the arguments", NULL,
+     "<tool_call>\n{ \"name\" :\n\"get_weather\" , \"arguments\"\t: {\"city\": \"P]}\", \"days\": [1, {\"a\": null}]}, \"id\": {\"x\": \"}\"},"
+     " \"name\": \"other\"}\n</tool_call>\nDone.", "Done.", "", 1, {"get_weather"}, {"{\"city\":\"P]}\",\"days\":[1,{\"a\":null}]}"}, 0, true},
+    {RLX_TC_HERMES, "parameters", NULL, "<tool_call>{\"name\": \"f\", \"parameters\": {\"a\": 1}}</tool_call>", "", "", 1, {"f"},
+     {"{\"a\":1}"}, 0, true},
+    /* a model that forgets the object's closing brace meant the call it wrote */
+    {RLX_TC_HERMES, "brace forgotten", NULL, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}\n</tool_call>\nOK",
+     "OK", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_HERMES, "object left open", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}", "", "", 1, {"f"},
+     {"{\"a\":1}"}, 0, true},
+    {RLX_TC_HERMES, "cut off in the arguments", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"Par", "", "", 1, {"f"},
+     {"{\"a\":\"Par"}, RLX_EFORMAT, true},
+    {RLX_TC_HERMES, "name not a name", NULL, "<tool_call>{\"name\": \"a\\nb\", \"arguments\": {}}</tool_call>",
+     "<tool_call>{\"name\": \"a\\nb\", \"arguments\": {}}</tool_call>", "", 0, {0}, {0}, 0, false},
     /* a number too big for a double is still a JSON number (JSON.parse and Python take 1e400):
        a call (it was left as content) */
     {RLX_TC_HERMES, "huge exponent", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1e400}}</tool_call>", "", "", 1,
@@ -287,8 +307,39 @@ TEST(holds_back_only_tag_prefixes)
     a = "\xa9<tool_call>{\"name\": \"f\", \"arguments\": {}}";
     ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
     ASSERT_STR_EQ(r.content, "Hello <tools> are \xc3\xa9");
-    ASSERT_EQ(r.n_calls, 1); /* a JSON object call is reported once its object closes */
+    ASSERT_EQ(r.n_calls, 1);
     ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    ASSERT_EQ(r.order_errors, 0);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+
+    /* a call object that opens with its name streams its arguments as they come; one whose
+       keys come in another order is reported once it closes */
+    p = rlx_tc_parser_new(&info, NULL);
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    a = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\"";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_EQ(r.n_calls, 0);
+    a = ": {\"city\": \"Par";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_EQ(r.n_calls, 1);
+    ASSERT(r.open);
+    ASSERT_STR_EQ(r.names[0], "get_weather");
+    ASSERT_STR_EQ(r.args[0], "{\"city\":\"Par");
+    ASSERT_EQ(rlx_tc_feed(p, "is\"}", 4, tc_sink, &r), 0);
+    ASSERT(!r.open);
+    ASSERT_STR_EQ(r.args[0], "{\"city\":\"Paris\"}");
+    ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CALL); /* the object's brace and tag are still to come */
+    a = "}\n</tool_call><tool_call>{\"arguments\": {\"a\": 1}, ";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_EQ(r.n_calls, 1);
+    ASSERT_EQ(rlx_tc_feed(p, "\"name\": \"f\"}", 13, tc_sink, &r), 0);
+    ASSERT_EQ(r.n_calls, 2);
+    ASSERT_STR_EQ(r.args[1], "{\"a\":1}");
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    ASSERT_STR_EQ(r.content, "");
     ASSERT_EQ(r.order_errors, 0);
     rlx_tc_parser_free(p);
     tc_result_free(&r);
