@@ -422,7 +422,8 @@ static char *chunk_end(const rlx_api_meta *m, cJSON *o)
     return print_free(o, "data: ", "\n\n");
 }
 
-char *rlx_api_sse_tool_event(const rlx_api_meta *m, int index, const rlx_tc_event *ev)
+char *rlx_api_sse_tool_event(const rlx_api_meta *m, int index, const rlx_tc_event *ev, const rlx_api_logprob *lps,
+                             size_t n_lps)
 {
     t_oom = false;
     bool text = ev->kind == RLX_TC_CONTENT || ev->kind == RLX_TC_REASONING;
@@ -444,14 +445,17 @@ char *rlx_api_sse_tool_event(const rlx_api_meta *m, int index, const rlx_tc_even
         add(c, "function", fn);
         push(calls, c);
     }
+    add_logprobs(ch, m->kind, lps, n_lps);
     cJSON_AddNullToObject(ch, "finish_reason");
     return chunk_end(m, o);
 }
 
-char *rlx_api_sse_tool_end(const rlx_api_meta *m, int index, rlx_finish_reason finish, bool tool_calls)
+char *rlx_api_sse_tool_end(const rlx_api_meta *m, int index, rlx_finish_reason finish, bool tool_calls,
+                           const rlx_api_logprob *lps, size_t n_lps)
 {
     t_oom = false;
     cJSON *d, *ch, *o = chat_chunk(m, index, &d, &ch);
+    add_logprobs(ch, m->kind, lps, n_lps);
     add_finish_tools(ch, finish, tool_calls);
     return chunk_end(m, o);
 }

@@ -338,10 +338,13 @@ char *rlx_api_sse_chunk(const rlx_api_meta *m, int index, const char *text, size
  * delta.reasoning_content, for CALL_BEGIN delta.tool_calls [{index, id, type:"function",
  * function:{name, arguments:""}}], for CALL_ARGS [{index, function:{arguments: fragment}}];
  * CALL_END and empty texts need none: "" (NULL only when out of memory). */
-char *rlx_api_sse_tool_event(const rlx_api_meta *m, int index, const rlx_tc_event *ev);
+char *rlx_api_sse_tool_event(const rlx_api_meta *m, int index, const rlx_tc_event *ev, const rlx_api_logprob *lps,
+                             size_t n_lps);
 /* ... and the choice's last chunk: an empty delta and its finish_reason ("tool_calls" when
- * tool_calls and finish is RLX_FINISH_STOP). */
-char *rlx_api_sse_tool_end(const rlx_api_meta *m, int index, rlx_finish_reason finish, bool tool_calls);
+ * tool_calls and finish is RLX_FINISH_STOP). Both carry logprob entries (lps, n_lps: the
+ * tokens of the chunk's text and of tags before it) as rlx_api_sse_chunk does. */
+char *rlx_api_sse_tool_end(const rlx_api_meta *m, int index, rlx_finish_reason finish, bool tool_calls,
+                           const rlx_api_logprob *lps, size_t n_lps);
 /* The final include_usage chunk: choices [] and usage. */
 char *rlx_api_sse_usage(const rlx_api_meta *m, const rlx_usage *usage);
 /* "data: {\"error\":...}\n\n" */

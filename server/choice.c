@@ -114,7 +114,15 @@ static int on_tc_event(void *user, const rlx_tc_event *ev)
         rlx__job_oom(j);
         return RLX_ENOMEM;
     }
-    if (j->req.stream && !j->client_gone && !j->failed) j->ops->tool_event(j, ch, ev);
+    if (j->req.stream && !j->client_gone && !j->failed) {
+        /* the entries released so far ride with the event's chunk (an empty text or a call's
+           end makes none: they wait for the next) */
+        const bool chunk = ev->kind == RLX_TC_CALL_BEGIN || (ev->kind != RLX_TC_CALL_END && ev->len);
+        ch->lp_held = RLX_MAX(ch->lp_held, ch->n_prompt_lps);
+        const size_t n = chunk ? ch->lp_sent - ch->lp_held : 0;
+        j->ops->tool_event(j, ch, ev, n ? ch->lps + ch->lp_held : NULL, n);
+        ch->lp_held += n;
+    }
     return 0;
 }
 
@@ -194,6 +202,7 @@ void rlx__choice_token(rlx_job *j, rlx_choice *ch, const rlx_event *ev)
     size_t n = ev->text_len;
     rlx__choice_text_append(ch, out, n);
     size_t from = 0, k = rlx__choice_lps_released(ch, false, &from);
+    if (ch->tc) k = 0; /* the entries go with the parser's next chunk (on_tc_event) */
     if (j->req.stream && !j->client_gone) j->ops->piece(j, ch, ev->token, out, ch->tc ? 0 : n, ch->lps + from, k);
     if (ch->tc) rlx__choice_tc_feed(ch, out, n);
 }

@@ -353,12 +353,14 @@ static void handle_event(rlx_qevent *q)
             const char *out = ev->text ? ev->text : "";
             size_t n = ev->text_len;
             rlx__choice_text_append(ch, out, n);
-            if (ch->tc) {
+            size_t from = 0, k = rlx__choice_lps_released(ch, true, &from);
+            if (ch->tc) { /* the parser's chunks take the entries released; the last chunk the rest */
                 rlx__choice_tc_feed(ch, out, n);
                 rlx__choice_tc_finish(j, ch);
                 n = 0;
+                from = ch->lp_held;
+                k = ch->lp_sent - ch->lp_held;
             }
-            size_t from = 0, k = rlx__choice_lps_released(ch, true, &from);
             if (j->req.stream && !j->client_gone && !j->failed && j->ops->choice_end)
                 j->ops->choice_end(j, ch, out, n, ch->lps + from, k);
         }

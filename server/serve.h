@@ -100,6 +100,8 @@ typedef struct rlx_choice {
     size_t echo_len;               /* echo: bytes of text that are the prompt */
     size_t n_prompt_lps;           /* echo + logprobs: lps[0..n) are the prompt's tokens */
     size_t lp_sent;                /* stream: generated entries before this index were sent */
+    size_t lp_held;                /* stream with a parser (tc): entries from here up to lp_sent
+                                      are released and wait for the next chunk with text */
     size_t prompt_lp_offset;       /* byte offset of the next prompt token's entry */
     size_t prompt_counted, prompt_chars; /* the echoed text's characters before byte prompt_counted */
     bool prompt_text_begun;        /* a prompt token with text was seen (its prefix space dropped) */
@@ -133,8 +135,9 @@ typedef struct rlx_sink_ops {
     void (*piece)(rlx_job *j, rlx_choice *ch, int32_t token, const char *text, size_t n, const rlx_api_logprob *lps,
                   size_t n_lps);
     /* a stream's choice with a tool-call parser (ch->tc): one parser event, in place of pieces'
-     * text (NULL: the front end takes no tool calls and chat output stays text) */
-    void (*tool_event)(rlx_job *j, rlx_choice *ch, const rlx_tc_event *ev);
+     * text, with the logprob entries released since the last chunk when the event makes one
+     * (NULL: the front end takes no tool calls and chat output stays text) */
+    void (*tool_event)(rlx_job *j, rlx_choice *ch, const rlx_tc_event *ev, const rlx_api_logprob *lps, size_t n_lps);
     /* a stream's choice ended well (ch->finish set): its last text (optional; with ch->tc the
      * text went to the parser and n is 0) */
     void (*choice_end)(rlx_job *j, rlx_choice *ch, const char *text, size_t n, const rlx_api_logprob *lps,

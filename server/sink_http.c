@@ -48,9 +48,9 @@ static void http_piece(rlx_job *j, rlx_choice *ch, int32_t token, const char *te
 }
 
 /* Chat with tools: content, reasoning and calls as their own deltas. */
-static void http_tool_event(rlx_job *j, rlx_choice *ch, const rlx_tc_event *ev)
+static void http_tool_event(rlx_job *j, rlx_choice *ch, const rlx_tc_event *ev, const rlx_api_logprob *lps, size_t n_lps)
 {
-    rlx_job_out_take(j, rlx_api_sse_tool_event(&j->meta, ch->index, ev));
+    rlx_job_out_take(j, rlx_api_sse_tool_event(&j->meta, ch->index, ev, lps, n_lps));
 }
 
 /* SSE: the choice's last text with its finish_reason (NDJSON ends with the response object). */
@@ -59,7 +59,8 @@ static void http_choice_end(rlx_job *j, rlx_choice *ch, const char *text, size_t
 {
     echo_out(j, ch);
     if (ch->tc)
-        rlx_job_out_take(j, rlx_api_sse_tool_end(&j->meta, ch->index, ch->finish, ch->tout.n_calls > 0 && !ch->calls_cut));
+        rlx_job_out_take(j, rlx_api_sse_tool_end(&j->meta, ch->index, ch->finish, ch->tout.n_calls > 0 && !ch->calls_cut,
+                                                 lps, n_lps));
     else if (j->req.kind != RLX_API_GENERATE)
         rlx_job_out_take(j, rlx_api_sse_chunk(&j->meta, ch->index, text, n, false, lps, n_lps, ch->finish));
 }

@@ -341,6 +341,25 @@ try {
     assert(finish === r.finish_reason, 'qwen3 streamed finish_reason ' + finish);
   }
   console.log('ok   thinking template: reasoning_content, content and tool_calls, streamed and not (arguments in fragments), no tag text');
+  // logprobs with a parser: a streamed entry comes in the chunk of the text it released (a tag's
+  // with the next delta), and the stream's entries are the response's, the last ones included
+  for (const [out] of cases) {
+    const body = { model: 'm', messages, tools, tool_choice: 'auto', max_tokens: 200, grammar: gbnf(out), logprobs: true, top_logprobs: 2, seed: 5 };
+    const want = (await client.chat.completions.create(body)).choices[0].logprobs.content.map((e) => e.token);
+    const got = [];
+    for await (const c of await client.chat.completions.create({ ...body, stream: true })) {
+      const ch = c.choices[0];
+      const lp = ch?.logprobs?.content || [];
+      if (!lp.length) continue;
+      const d = ch.delta || {};
+      assert(d.content || d.reasoning_content || d.tool_calls || ch.finish_reason,
+             'qwen3 logprobs streamed in a chunk with no text: ' + JSON.stringify(c));
+      got.push(...lp.map((e) => e.token));
+    }
+    assert(want.join('') === out && JSON.stringify(got) === JSON.stringify(want),
+           'qwen3 logprobs streamed ' + JSON.stringify(got) + ', not streamed ' + JSON.stringify(want));
+  }
+  console.log('ok   thinking template: streamed logprobs come with their text and match the response');
   // without tools (or with tool_choice "none") the reasoning is split out too, as llama-server
   // splits it (it stayed in the content, tags and all); a call marker then stays text;
   // reasoning_format "none" leaves the text whole

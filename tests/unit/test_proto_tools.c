@@ -213,7 +213,7 @@ static void chunk_of(const rlx_tc_event *e, cJSON **root, cJSON **delta)
 {
     rlx_api_meta m;
     rlx_api_meta_init(&m, RLX_API_CHAT, "tiny", 1, 0);
-    char *s = rlx_api_sse_tool_event(&m, 2, e);
+    char *s = rlx_api_sse_tool_event(&m, 2, e, NULL, 0);
     *root = *delta = NULL;
     ASSERT(s && !strncmp(s, "data: ", 6) && strstr(s, "\n\n"));
     *root = cJSON_Parse(s + 6);
@@ -265,19 +265,33 @@ TEST(stream_deltas)
     rlx_api_meta m;
     rlx_api_meta_init(&m, RLX_API_CHAT, "tiny", 1, 0);
     e = (rlx_tc_event){.kind = RLX_TC_CALL_END, .index = 1};
-    char *s = rlx_api_sse_tool_event(&m, 0, &e);
+    char *s = rlx_api_sse_tool_event(&m, 0, &e, NULL, 0);
     ASSERT_STR_EQ(s, "");
     free(s);
     e = (rlx_tc_event){.kind = RLX_TC_CONTENT, .text = "", .len = 0};
-    s = rlx_api_sse_tool_event(&m, 0, &e);
+    s = rlx_api_sse_tool_event(&m, 0, &e, NULL, 0);
     ASSERT_STR_EQ(s, "");
     free(s);
-    s = rlx_api_sse_tool_end(&m, 0, RLX_FINISH_STOP, true);
-    ASSERT(strstr(s, "\"delta\":{},\"finish_reason\":\"tool_calls\""));
+    s = rlx_api_sse_tool_end(&m, 0, RLX_FINISH_STOP, true, NULL, 0);
+    ASSERT(strstr(s, "\"delta\":{},\"logprobs\":null,\"finish_reason\":\"tool_calls\""));
     free(s);
-    s = rlx_api_sse_tool_end(&m, 0, RLX_FINISH_STOP, false);
+    s = rlx_api_sse_tool_end(&m, 0, RLX_FINISH_STOP, false, NULL, 0);
     ASSERT(strstr(s, "\"finish_reason\":\"stop\""));
     free(s);
+    /* logprob entries ride with the chunk of their text, the last ones with the finish */
+    rlx_api_logprob lp = {.text = "hi", .text_len = 2, .logprob = -0.25f};
+    e = (rlx_tc_event){.kind = RLX_TC_REASONING, .text = "hi", .len = 2};
+    for (int end = 0; end < 2; end++) {
+        s = end ? rlx_api_sse_tool_end(&m, 0, RLX_FINISH_STOP, false, &lp, 1) : rlx_api_sse_tool_event(&m, 0, &e, &lp, 1);
+        cJSON *o = s && !strncmp(s, "data: ", 6) ? cJSON_Parse(s + 6) : NULL;
+        free(s);
+        cJSON *l = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "logprobs");
+        cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(l, "content"), 0);
+        ASSERT(c0);
+        ASSERT_STR_EQ(cJSON_GetObjectItem(c0, "token")->valuestring, "hi");
+        ASSERT_NEAR(cJSON_GetObjectItem(c0, "logprob")->valuedouble, -0.25, 1e-6);
+        cJSON_Delete(o);
+    }
 }
 
 TEST_MAIN(TEST_ENTRY(defaults), TEST_ENTRY(choices), TEST_ENTRY(bad_tool_choice), TEST_ENTRY(bad_tools),
