@@ -84,7 +84,7 @@ void rlx__tc_broken(rlx_tc_parser *p, const char *why)
         snprintf(p->broken, sizeof p->broken, "tool call %d (%s) %s", p->n_calls - 1, p->name.p ? p->name.p : "", why);
     rlx__tc_end(p);
     p->mode = M_TEXT;
-    p->in_obj = false;
+    p->in_obj = p->in_arr = false;
 }
 
 /* Not a call after all: its text from the start marker up to `upto` is content. */
@@ -93,6 +93,7 @@ void rlx__tc_fallback(rlx_tc_parser *p, size_t upto)
     rlx__tc_text(p, 0, p->in.p + p->raw, upto - p->raw, false);
     p->pos = upto;
     p->mode = M_TEXT;
+    p->in_obj = p->in_arr = false;
     p->at_start = false;
     p->name.len = 0;
 }
@@ -147,6 +148,7 @@ static bool step_text(rlx_tc_parser *p)
             p->raw = p->pos;
             p->vstart = p->scan = i;
             memset(&p->js, 0, sizeof p->js);
+            p->obj_whole = false;
             p->mode = M_TENT;
         }
         return true;
@@ -329,12 +331,13 @@ static bool obj_stream(rlx_tc_parser *p)
     if (r != 1) return false;
     cJSON *name = cJSON_ParseWithLength(p->in.p + p->vstart + na, nb - na);
     if (!cJSON_IsString(name) || rlx__tc_set_name(p, name->valuestring, strlen(name->valuestring))) {
-        cJSON_Delete(name);
-        rlx__tc_fallback(p, p->raw + p->mlen);
-        return true;
+        cJSON_Delete(name); /* not a call: the whole value says how it falls back */
+        p->obj_whole = true;
+        return false;
     }
     cJSON_Delete(name);
     rlx__tc_begin(p);
+    p->arr_calls += p->in_arr;
     memset(&p->js, 0, sizeof p->js);
     p->args.len = 0;
     p->pos = p->vstart + args;
@@ -369,6 +372,53 @@ static bool step_obj_rest(rlx_tc_parser *p)
     bool progressed = i != p->pos;
     p->pos = i;
     if (!ended) return progressed;
+    p->mode = p->in_arr ? M_ARR : M_TAIL;
+    p->arr_expect = false;
+    p->tail_i = 0;
+    return true;
+}
+
+/* The current array of calls is not one: its text is content when it reported no call yet (as
+ * a whole array was), else the calls after the last one are broken. */
+static bool arr_fail(rlx_tc_parser *p, const char *why)
+{
+    if (!p->arr_calls) {
+        rlx__tc_fallback(p, p->raw + p->mlen);
+        return true;
+    }
+    if (!p->n_broken++) snprintf(p->broken, sizeof p->broken, "tool call list after call %d %s", p->n_calls - 1, why);
+    if (p->final && !strcmp(why, "was cut off")) p->pos = p->in.len; /* a call cut short is no content */
+    p->in_arr = false;
+    p->mode = M_TEXT;
+    return true;
+}
+
+/* M_ARR: between the elements of an array of calls (Mistral, Granite, Apriel, Firefunction):
+ * each element is a call object, streamed as one after a marker is. A closing bracket the
+ * model forgot (before the format's closing tag, or at the end) ends the list where it stops. */
+static bool step_arr(rlx_tc_parser *p)
+{
+    size_t i = rlx__tc_skip_ws(p, p->pos);
+    if (i == p->in.len) {
+        bool moved = i != p->pos;
+        p->pos = i;
+        if (!p->final) return moved;
+        if (p->arr_expect && !p->arr_calls) return arr_fail(p, "was cut off");
+    } else if (p->arr_expect) {
+        if (p->in.p[i] != '{') return arr_fail(p, "holds a value that is not a call");
+        p->pos = p->vstart = p->scan = i;
+        memset(&p->js, 0, sizeof p->js);
+        p->obj_whole = false;
+        p->mode = M_OBJ;
+        return true;
+    } else if (p->in.p[i] == ',') {
+        p->pos = i + 1;
+        p->arr_expect = true;
+        return true;
+    } else {
+        p->pos = i + (p->in.p[i] == ']');
+    }
+    p->in_arr = false;
     p->mode = M_TAIL;
     p->tail_i = 0;
     return true;
@@ -377,13 +427,18 @@ static bool step_obj_rest(rlx_tc_parser *p)
 /* M_OBJ / M_TENT: scan the JSON value, then read it as calls. */
 static bool step_obj(rlx_tc_parser *p)
 {
-    if (p->mode == M_OBJ && !p->obj_whole && p->in.p[p->vstart] == '{' && obj_stream(p)) return true;
+    /* a call object after a marker, or Llama 3's whole-output call (not the generic format's
+       wrapper objects) */
+    const bool streams = p->mode == M_OBJ || p->sp->format == RLX_TC_LLAMA3;
+    if (streams && !p->obj_whole && p->in.p[p->vstart] == '{' && obj_stream(p)) return true;
     size_t i = p->scan;
     for (; i < p->in.len && !p->js.done && !p->js.bad; i++)
         if (rlx__jscan_feed(&p->js, (unsigned char)p->in.p[i]) == RLX__JS_END_BEFORE) break;
     bool progressed = i != p->scan;
     p->scan = i;
     bool tent = p->mode == M_TENT;
+    if (p->in_arr && (p->js.bad || (!p->js.done && p->final)))
+        return arr_fail(p, p->js.bad ? "holds a value that is not a call" : "was cut off");
     if (p->js.bad) {
         rlx__tc_fallback(p, tent ? i : p->raw + p->mlen);
         return true;
@@ -397,6 +452,16 @@ static bool step_obj(rlx_tc_parser *p)
     size_t n = i - p->vstart;
     cJSON *v = cJSON_ParseWithLength(s, n);
     bool ok = v != NULL;
+    if (p->in_arr) { /* an element whose keys come in another order: whole */
+        ok = ok && call_object(p, s, n, false, true);
+        cJSON_Delete(v);
+        if (!ok) return arr_fail(p, "holds a value that is not a call");
+        p->arr_calls++;
+        p->pos = i;
+        p->mode = M_ARR;
+        p->arr_expect = false;
+        return true;
+    }
     if (ok && tent && p->sp->format == RLX_TC_GENERIC) {
         size_t a, b;
         const cJSON *resp = cJSON_GetObjectItemCaseSensitive(v, "response");
@@ -429,7 +494,12 @@ static bool step_body(rlx_tc_parser *p)
         return p->final;
     }
     char c = p->in.p[i];
-    if (c == '{' || c == '[') {
+    if (c == '[') {
+        p->pos = i + 1;
+        p->in_arr = p->arr_expect = true;
+        p->arr_calls = 0;
+        p->mode = M_ARR;
+    } else if (c == '{') {
         p->vstart = p->scan = i;
         memset(&p->js, 0, sizeof p->js);
         p->obj_whole = false;
@@ -535,11 +605,12 @@ static bool step_args(rlx_tc_parser *p)
     rlx__tc_text(p, 2, p->out.p, p->out.len, false);
     p->pos = i;
     if (p->js.done) {
-        const bool obj = p->in_obj;
+        const bool obj = p->in_obj, arr = p->in_arr;
         if (!p->oom && !rlx__tc_json_strict(p->args.p, p->args.len)) {
             /* the scanner follows brackets and strings only: a literal or number JSON does not
                have (tru, 01, 1., 0x10) ends the call as broken, not as a call with bad arguments */
             rlx__tc_broken(p, "has arguments that are not valid JSON");
+            p->in_arr = arr; /* a list goes on with its next call */
         } else {
             rlx__tc_end(p);
             p->mode = M_TAIL;
@@ -597,6 +668,7 @@ static bool step(rlx_tc_parser *p)
     case M_TENT:
     case M_OBJ: return step_obj(p);
     case M_OBJ_REST: return step_obj_rest(p);
+    case M_ARR: return step_arr(p);
     case M_BODY: return step_body(p);
     case M_NAME: return step_name(p);
     case M_ARGS_PRE: return step_args_pre(p);

@@ -21,12 +21,14 @@
  * than 300 (512) bytes means the text was not a call. Where the name is known before
  * the arguments (name-then-arguments formats: Functionary, Mistral [ARGS], DeepSeek, Kimi,
  * gpt-oss, Qwen3-Coder XML) the arguments stream as they are generated; so do those of a call
- * object after a start marker (Hermes <tool_call>, <|python_tag|>) that opens
- * {"name": "N", "arguments"|"parameters": { - the order a forcing grammar writes - with the
- * object's later members read past and its closing brace optional before the closing tag. A
- * call object whose keys come in another order, and the calls of an array or a whole output
- * (Granite, Mistral's JSON array, Apriel, Llama 3 JSON, generic), are reported whole once the
- * value closes.
+ * object (after a start marker: Hermes <tool_call>, <|python_tag|>; an element of a list after
+ * one: Mistral's JSON array, Granite, Apriel, Firefunction; Llama 3's whole-output call) that
+ * opens {"name": "N", "arguments"|"parameters": { - the order a forcing grammar writes - with
+ * the object's later members read past and a closing brace or bracket the model forgot before
+ * the closing tag (or the end) supplied. A call object whose keys come in another order is
+ * reported whole once it closes, as are the generic format's wrapper objects. A list is text
+ * while none of its calls was reported (a first element that is not a call), and broken
+ * (RLX_EFORMAT, below) by a later one.
  *
  * Bad output, as llama.cpp treats it: a call whose body turns out not to be a call (no JSON, no
  * name, invalid JSON) before its CALL_BEGIN was reported is returned as content, tag included,

@@ -17,6 +17,7 @@ enum rlx__tc_mode {
     M_ARGS,      /* streaming the arguments */
     M_OBJ,       /* a JSON call object or array */
     M_OBJ_REST,  /* a call object after its streamed arguments, up to its closing brace */
+    M_ARR,       /* a JSON array of call objects after a start marker, between its elements */
     M_TAIL,      /* optional closing markers */
     M_XML_FN,    /* <function=NAME> */
     M_XML_PARAMS, /* <parameter=P>v</parameter> ... </function> */
@@ -43,6 +44,9 @@ struct rlx_tc_parser {
     bool begun;               /* CALL_BEGIN sent for the current call */
     bool obj_whole;           /* M_OBJ: the object's head is not name-then-arguments: read whole */
     bool in_obj;              /* M_ARGS: the arguments of a call object (M_OBJ_REST follows) */
+    bool in_arr;              /* the call object is an element of an array (M_ARR follows) */
+    bool arr_expect;          /* M_ARR: an element comes next (after '[' or ',') */
+    int arr_calls;            /* calls the current array reported */
     bool reasoning_only;      /* rlx_tc_opts.reasoning_only: no call is looked for */
     bool reopen;              /* the prompt opened the reasoning: an open tag the output writes
                                  again first is no reasoning text (DeepSeek-R1's models do) */

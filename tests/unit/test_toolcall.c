@@ -63,6 +63,10 @@ static const tc_case cases[] = {
     {RLX_TC_LLAMA3, "python_tag json", NULL, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eom_id|>",
      "", "", 1, {"get_weather"}, {WA}, 0, true},
     {RLX_TC_LLAMA3, "python_tag code", NULL, "<|python_tag|>print(\"hi\")\n<|eom_id|>", "", "", 1, {"python"}, {"{\"code\":\"print(\\\"hi\\\")\"}"}, 0, true},
+    {RLX_TC_LLAMA3, "json name not a name", NULL, "{\"name\": \"<b>\", \"parameters\": {}} as JSON", "{\"name\": \"<b>\", \"parameters\": {}} as JSON",
+     "", 0, {0}, {0}, 0, true},
+    {RLX_TC_LLAMA3, "json cut off", NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Pa", "", "", 1, {"get_weather"},
+     {"{\"city\":\"Pa"}, RLX_EFORMAT, true},
     {RLX_TC_LLAMA3, "json not a call", NULL, "{\"a\": 1} is JSON", "{\"a\": 1} is JSON", "", 0, {0}, {0}, 0, true},
     {RLX_TC_LLAMA3, "text", NULL, "  Hello <|eot_id|>", "  Hello ", "", 0, {0}, {0}, 0, true},
     /* Mistral */
@@ -108,8 +112,23 @@ static const tc_case cases[] = {
     {RLX_TC_FUNCTIONARY_V32, "v3.2 unicode", ">>>", "search\n" UA, "", "", 1, {"search"}, {UA_OUT}, 0, true},
     {RLX_TC_GRANITE, "granite parallel think", "", "<think>plan</think><response>Sure.</response><|tool_call|>[" W ", {\"name\": \"now\", \"arguments\": {}}]",
      "Sure.", "plan", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    /* an array of calls streams element by element: one that is not a call after a call was
+       reported breaks the list (the whole array was text when the list was read whole) */
     {RLX_TC_GRANITE, "granite bad second name", NULL, "<|tool_call|>[" W ", {\"name\": \"a<b\", \"arguments\": {}}]",
-     "<|tool_call|>[" W ", {\"name\": \"a<b\", \"arguments\": {}}]", "", 0, {0}, {0}, 0, false},
+     "{\"name\": \"a<b\", \"arguments\": {}}]", "", 1, {"get_weather"}, {WA}, RLX_EFORMAT, false},
+    {RLX_TC_GRANITE, "granite bad first element", NULL, "<|tool_call|>[{\"name\": \"a<b\", \"arguments\": {}}, " W "]",
+     "<|tool_call|>[{\"name\": \"a<b\", \"arguments\": {}}, " W "]", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_GRANITE, "granite empty list", NULL, "<|tool_call|>[]", "<|tool_call|>[]", "", 0, {0}, {0}, 0, false},
+    {RLX_TC_GRANITE, "granite elements in any key order", NULL,
+     "<|tool_call|>[{\"arguments\": {\"city\": \"Paris\"}, \"name\": \"get_weather\"}, {\"name\": \"now\", \"arguments\": {}, \"x\": [1]}]",
+     "", "", 2, {"get_weather", "now"}, {WA, "{}"}, 0, true},
+    {RLX_TC_GRANITE, "granite bracket forgotten", NULL, "<|tool_call|>[" W "", "", "", 1, {"get_weather"}, {WA}, 0, true},
+    {RLX_TC_APRIEL, "apriel bracket forgotten", NULL, "<tool_calls>[" W ", " W "</tool_calls>Done", "Done", "", 2,
+     {"get_weather", "get_weather"}, {WA, WA}, 0, true},
+    {RLX_TC_MISTRAL, "mistral list cut after a call", NULL, "[TOOL_CALLS][" W ", {\"name\": \"now\", \"argu", "", "", 1, {"get_weather"},
+     {WA}, RLX_EFORMAT, true},
+    {RLX_TC_MISTRAL, "mistral bad arguments in the list", NULL, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {\"a\": 01}}, " W "]", "", "",
+     2, {"now", "get_weather"}, {"{\"a\":01}", WA}, RLX_EFORMAT, true},
     {RLX_TC_GRANITE, "granite malformed", NULL, "<|tool_call|>[1, 2]", "<|tool_call|>[1, 2]", "", 0, {0}, {0}, 0, false},
     /* cut before the call's name is whole: the raw text, section marker and all, is the content */
     {RLX_TC_KIMI_K2, "kimi cut in the header", NULL, "ok<|tool_calls_section_begin|><|tool_call_begin|>functions.plot:4<|tool_call_argument",
@@ -312,6 +331,24 @@ TEST(holds_back_only_tag_prefixes)
     ASSERT_EQ(r.order_errors, 0);
     rlx_tc_parser_free(p);
     tc_result_free(&r);
+
+    /* Llama 3's whole-output call streams its arguments too */
+    rlx_tc_info_of(RLX_TC_LLAMA3, &info);
+    p = rlx_tc_parser_new(&info, NULL);
+    memset(&r, 0, sizeof r);
+    r.content = strdup("");
+    r.reasoning = strdup("");
+    a = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT_EQ(r.n_calls, 1);
+    ASSERT_STR_EQ(r.args[0], "{\"city\":\"Par");
+    ASSERT_EQ(rlx_tc_feed(p, "is\"}}", 5, tc_sink, &r), 0);
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, NULL), 0);
+    ASSERT_STR_EQ(r.args[0], WA);
+    ASSERT_STR_EQ(r.content, "");
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+    rlx_tc_info_of(RLX_TC_HERMES, &info);
 
     /* a call object that opens with its name streams its arguments as they come; one whose
        keys come in another order is reported once it closes */
