@@ -10,6 +10,7 @@
 struct rj_scope {
     rj_scope *parent;
     rj_dict vars;
+    bool captured;         /* a macro or caller closes over it (or a scope inside it) */
 };
 
 typedef struct rj_loop {
@@ -19,15 +20,27 @@ typedef struct rj_loop {
     rj_scope *outer;       /* scope the loop started in */
     int depth;             /* loop.depth: 1 + recursion level */
     rj_value changed_last; /* loop.changed(): the arguments of the previous call (undefined: none yet) */
+    bool escaped;          /* `loop` was read as a value (not loop.x, loop(...)): it may outlive the loop */
 } rj_loop;
 
 enum { CTL_NONE, CTL_BREAK, CTL_CONTINUE };
+
+/* The arena frees nothing before the render ends, so a loop run once per item of another
+ * (templates that scan every message for each message: Command R7B's tool-call ids, Command A,
+ * DeepSeek V3.2) would allocate per run and per item - past the render's limit on a long agent
+ * conversation jinja2 renders. A loop reuses the frame (its loop object and item scope) the
+ * last loop at its nesting level left, unless something may still refer to it: a closure over
+ * the scope, or `loop` read as a value. */
+enum { RJ_FOR_FRAMES = 32 };
+typedef struct rj_for_frame { rj_loop *loop; rj_scope *scope; } rj_for_frame;
 
 struct rj_env {
     rj_rt *rt;
     rj_buf *out;
     rj_scope *scope;
     int ctl;
+    int for_depth;         /* loops running */
+    rj_for_frame frames[RJ_FOR_FRAMES];
 };
 
 rj_rt *rlx__j_env_rt(rj_env *env) { return env->rt; }
@@ -53,6 +66,23 @@ static rj_scope *push_scope(rj_env *E, rj_scope *parent)
     rj_scope *s = rlx__j_alloc(E->rt, sizeof *s);
     s->parent = parent;
     return s;
+}
+
+/* The scope a closure keeps: it and its parents are never reused. */
+static rj_scope *capture(rj_scope *s)
+{
+    for (rj_scope *x = s; x && !x->captured; x = x->parent) x->captured = true;
+    return s;
+}
+
+/* A loop's scope for its next item: the last one emptied, unless a closure kept it. */
+static rj_scope *item_scope(rj_env *E, rj_scope *last, rj_scope *outer)
+{
+    if (!last || last->captured) return push_scope(E, outer);
+    last->parent = outer;
+    last->vars.n = 0;
+    if (last->vars.index) memset(last->vars.index, 0, last->vars.index_cap * sizeof *last->vars.index);
+    return last;
 }
 
 static void scope_set(rj_env *E, rj_scope *s, const char *name, size_t n, rj_value v)
@@ -330,6 +360,17 @@ rj_value rlx__j_call_value(rj_env *E, rj_value f, const rj_args *a)
     rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not callable", rlx__j_type_name(f));
 }
 
+/* The object of x.attr or x(...): a name is looked up without counting as `loop` read as a
+ * value (loop.index, loop.cycle(...), loop(...) leave the loop object where it is). */
+static rj_value eval_base(rj_env *E, const rj_node *n)
+{
+    if (n->kind != N_NAME) return eval(E, n);
+    enter(E, n);
+    rj_value r = lookup(E, n->name, n->nlen);
+    E->rt->depth--;
+    return r;
+}
+
 static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_block)
 {
     rj_args args;
@@ -339,14 +380,14 @@ static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_blo
         c.type = RJ_MACRO;
         c.m = rlx__j_alloc(E->rt, sizeof *c.m);
         c.m->def = caller_block;
-        c.m->closure = E->scope;
+        c.m->closure = capture(E->scope);
         args.kwn[args.nkw] = "caller";
         args.kwl[args.nkw] = 6;
         args.kwv[args.nkw++] = c;
     }
     const rj_node *f = n->a;
     if (f->kind == N_ATTR) {
-        rj_value obj = eval(E, f->a);
+        rj_value obj = eval_base(E, f->a);
         E->rt->line = n->line;
         if (obj.type == RJ_LOOP && f->nlen == 5 && !memcmp(f->name, "cycle", 5)) {
             if (!args.npos) rlx__j_fail(E->rt, RLX_EINVAL, "loop.cycle() needs at least one value");
@@ -361,7 +402,7 @@ static rj_value eval_call(rj_env *E, const rj_node *n, const rj_node *caller_blo
         }
         return rlx__j_call_value(E, rlx__j_getattr(E, obj, f->name, f->nlen), &args);
     }
-    rj_value callee = eval(E, f);
+    rj_value callee = eval_base(E, f);
     E->rt->line = n->line;
     return rlx__j_call_value(E, callee, &args);
 }
@@ -383,7 +424,10 @@ static rj_value eval(rj_env *E, const rj_node *n)
     rj_value r;
     switch (n->kind) {
     case N_CONST: r = n->val; break;
-    case N_NAME: r = lookup(E, n->name, n->nlen); break;
+    case N_NAME:
+        r = lookup(E, n->name, n->nlen);
+        if (r.type == RJ_LOOP) r.loop->escaped = true;
+        break;
     case N_LIST: case N_TUPLE:
         r = rlx__j_new_list(E->rt, n->args.n);
         r.tuple = n->kind == N_TUPLE;
@@ -397,7 +441,7 @@ static rj_value eval(rj_env *E, const rj_node *n)
         }
         break;
     case N_ATTR: {
-        rj_value obj = eval(E, n->a);
+        rj_value obj = eval_base(E, n->a);
         E->rt->line = n->line;
         r = rlx__j_getattr(E, obj, n->name, n->nlen);
         break;
@@ -536,10 +580,15 @@ static void exec_for_seq(rj_env *E, const rj_node *n, rj_value seq, rj_scope *ou
     if (seq.type == RJ_NONE || seq.type == RJ_INT || seq.type == RJ_FLOAT || seq.type == RJ_BOOL)
         rlx__j_fail(E->rt, RLX_EINVAL, "'%s' object is not iterable", rlx__j_type_name(seq));
     rj_list *items = rlx__j_iter(E->rt, seq);
+    rj_for_frame *fr = E->for_depth < RJ_FOR_FRAMES ? &E->frames[E->for_depth] : NULL;
+    /* the level's last frame, what of it nothing may still refer to */
+    rj_scope *s = fr && fr->scope && !fr->scope->captured ? fr->scope : NULL;
+    rj_loop *L = fr && fr->loop && !fr->loop->escaped ? fr->loop : NULL;
+    E->for_depth++; /* loops in the condition's and the body's macros take the next level's frames */
     if (n->c) { /* `for x in xs if cond`: filter first, so loop.* counts the kept items */
         rj_value kept = rlx__j_new_list(E->rt, items->n);
         for (size_t i = 0; i < items->n; i++) {
-            E->scope = push_scope(E, outer);
+            E->scope = s = item_scope(E, s, outer);
             assign(E, n->a, items->v[i]);
             bool keep = rlx__j_truthy(eval(E, n->c));
             E->scope = outer;
@@ -548,10 +597,13 @@ static void exec_for_seq(rj_env *E, const rj_node *n, rj_value seq, rj_scope *ou
         items = kept.l;
     }
     if (items->n == 0) {
+        E->for_depth--;
+        if (fr) *fr = (rj_for_frame){L, s};
         exec_body(E, &n->else_body);
         return;
     }
-    rj_loop *L = rlx__j_alloc(E->rt, sizeof *L);
+    if (!L) L = rlx__j_alloc(E->rt, sizeof *L);
+    memset(L, 0, sizeof *L);
     L->items = items;
     L->node = n;
     L->outer = outer;
@@ -561,7 +613,7 @@ static void exec_for_seq(rj_env *E, const rj_node *n, rj_value seq, rj_scope *ou
     lv.loop = L;
     for (size_t i = 0; i < items->n; i++) {
         L->i = i;
-        E->scope = push_scope(E, outer);
+        E->scope = s = item_scope(E, s, outer);
         scope_set(E, E->scope, "loop", 4, lv);
         assign(E, n->a, items->v[i]);
         exec_body(E, &n->body);
@@ -569,6 +621,8 @@ static void exec_for_seq(rj_env *E, const rj_node *n, rj_value seq, rj_scope *ou
         if (E->ctl == CTL_BREAK) { E->ctl = CTL_NONE; break; }
         E->ctl = CTL_NONE;
     }
+    E->for_depth--;
+    if (fr) *fr = (rj_for_frame){L, s};
 }
 
 static void exec_for(rj_env *E, const rj_node *n)
@@ -638,7 +692,7 @@ static void exec_stmt(rj_env *E, const rj_node *n)
         m.type = RJ_MACRO;
         m.m = rlx__j_alloc(E->rt, sizeof *m.m);
         m.m->def = n;
-        m.m->closure = E->scope;
+        m.m->closure = capture(E->scope);
         scope_set(E, E->scope, n->name, n->nlen, m);
         break;
     }

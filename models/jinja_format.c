@@ -254,7 +254,7 @@ static spec_t parse_spec(rj_rt *rt, const char *p, size_t n)
 
 static rj_value as_percent_arg(rj_rt *rt, char conv, rj_value v)
 {
-    if (strchr("di", conv)) { /* int(x) */
+    if (strchr("diu", conv)) { /* int(x) (%u: Python's obsolete alias of %d) */
         if (v.type == RJ_FLOAT) return rlx__j_int_from_double(rt, v.f);
         if (!rlx__j_is_int(v)) rlx__j_fail(rt, RLX_EINVAL, "%%%c format: a real number is required, not %s", conv, rlx__j_type_name(v));
         return v.type == RJ_BOOL ? rj_int(v.b) : v;

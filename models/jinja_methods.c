@@ -113,20 +113,17 @@ static rj_value rsplit(rj_rt *rt, rj_value s, const rj_value *sep, int64_t maxsp
     size_t end = s.s.n;
     int64_t done = 0;
     if (!sep) {
-        while (end > 0 && rlx__j_is_space_cp((unsigned char)s.s.p[end - 1])) end--;
-        while (end > 0) {
-            if (done >= maxsplit) {
-                rlx__j_list_push(rt, parts.l, rj_str(s.s.p, end)); /* the rest keeps its leading spaces */
-                end = 0;
-                break;
-            }
-            size_t st = end;
-            while (st > 0 && !rlx__j_is_space_cp((unsigned char)s.s.p[st - 1])) st--;
-            rlx__j_list_push(rt, parts.l, rj_str(s.s.p + st, end - st));
-            done++;
-            end = st;
-            while (end > 0 && rlx__j_is_space_cp((unsigned char)s.s.p[end - 1])) end--;
-        }
+        /* the words as split() finds them (whitespace code points, not bytes: 'à' ends in 0xa0,
+           which alone is U+00A0), the last maxsplit of them apart; the rest keeps its leading
+           whitespace */
+        rj_value w = rlx__j_split(rt, s, NULL, -1);
+        const size_t k = w.l->n;
+        if ((uint64_t)maxsplit + 1 >= k) return w;
+        rj_value out = rlx__j_new_list(rt, (size_t)maxsplit + 1);
+        const rj_value last = w.l->v[k - (size_t)maxsplit - 1];
+        rlx__j_list_push(rt, out.l, rj_str(s.s.p, (size_t)(last.s.p - s.s.p) + last.s.n));
+        for (size_t i = k - (size_t)maxsplit; i < k; i++) rlx__j_list_push(rt, out.l, w.l->v[i]);
+        return out;
     } else {
         if (!sep->s.n) rlx__j_fail(rt, RLX_EINVAL, "rsplit(): empty separator");
         /* the occurrences from the right are those of the reversed separator, left to right, in
@@ -552,7 +549,11 @@ rj_value rlx__j_call_builtin(rj_env *E, int fn, const rj_args *a)
         double count = ((double)v[1] - (double)v[0]) / (double)v[2];
         if (count > 1e7) rlx__j_fail(rt, RLX_ERANGE, "range() is too large (more than 10000000 items)");
         rj_value r = rlx__j_new_list(rt, 0);
-        for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2]) rlx__j_list_push(rt, r.l, rj_int(i));
+        /* the next item computed wide: near INT64_MAX a step past the end must not wrap */
+        for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1];) {
+            rlx__j_list_push(rt, r.l, rj_int(i));
+            if (__builtin_add_overflow(i, v[2], &i)) break;
+        }
         r.view = RJ_VIEW_RANGE; /* prints as range(a, b) and is no list for tojson or `+` */
         memcpy(r.l->range, v, sizeof v);
         return r;

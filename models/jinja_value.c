@@ -67,6 +67,7 @@ void rlx__j_arena_free(rj_rt *rt)
     }
     rt->chunks = NULL;
     rt->used = 0;
+    memset(rt->undef_seen, 0, sizeof rt->undef_seen); /* they pointed into the chunks */
 }
 
 char *rlx__j_strdup(rj_rt *rt, const char *p, size_t n)
@@ -118,8 +119,17 @@ rj_value rlx__j_undef_named(rj_rt *rt, const char *fmt, ...)
     if (n < 0) n = 0;
     if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1;
     rj_value v = rj_undef();
-    v.s.p = rlx__j_strdup(rt, tmp, (size_t)n);
     v.s.n = (size_t)n;
+    /* the same message again (msg.tool_calls of every user message, in a loop run per message)
+       shares its copy: the arena frees nothing before the render ends */
+    for (size_t k = 0; k < RLX_ARRAY_LEN(rt->undef_seen); k++)
+        if (rt->undef_seen[k].p && rt->undef_seen[k].n == (size_t)n && !memcmp(rt->undef_seen[k].p, tmp, (size_t)n)) {
+            v.s.p = rt->undef_seen[k].p;
+            return v;
+        }
+    v.s.p = rlx__j_strdup(rt, tmp, (size_t)n);
+    rt->undef_seen[rt->undef_next++ % RLX_ARRAY_LEN(rt->undef_seen)].p = v.s.p;
+    rt->undef_seen[(rt->undef_next - 1) % RLX_ARRAY_LEN(rt->undef_seen)].n = (size_t)n;
     return v;
 }
 

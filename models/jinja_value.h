@@ -29,6 +29,8 @@ typedef struct rj_rt {
     int line;              /* template line being evaluated, for messages */
     double deadline;       /* rlx_now() past which a render fails (0: none) */
     unsigned ticks;        /* evaluations, to read the clock every 64 */
+    struct { const char *p; size_t n; } undef_seen[4]; /* recent undefineds' messages, shared */
+    unsigned undef_next;
 } rj_rt;
 
 /* A render may take this long (the arena bounds its memory, this its time: a template looping

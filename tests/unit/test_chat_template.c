@@ -354,6 +354,20 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
     {"{% set j = joiner(' | ') %}{% for m in messages %}{{ j() }}{{ m.role }}{% endfor %}|{% set c = cycler('odd', 'even') %}{% for i in range(3) %}{{ c.next() }}{{ c.current }} {% endfor %}{{ c.reset() }}{{ c.current }}|{% set j2 = joiner() %}{{ j2() }}{{ j2() }}{{ j2() }}\n"
         "",
      "system | user | assistant|oddeven evenodd oddeven Noneodd|, , "},
+    /* rsplit() splits at whitespace code points, not bytes (U+00E0 ends in 0xa0); range() near
+       INT64_MAX stops without wrapping; %u is %d (found by a differential run against jinja2) */
+    {"{{ 'voil\xc3\xa0 tout'.rsplit(none, 1) }}|{{ 'a\xe3\x80\x80" "b'.rsplit() }}|{{ 'a\xc2\xa0" "b c'.rsplit(none, 1) }}|{{ ' a b '.rsplit(none, 0) }}|"
+     "{{ range(9223372036854775800, 9223372036854775807, 4)|list }}|{{ range(-9223372036854775800, -9223372036854775807, -4)|list }}|"
+     "{{ '%u|%i' % (8, 9.7) }}",
+     "['voil\xc3\xa0', 'tout']|['a', 'b']|['a\\xa0b', 'c']|[' a b']|[9223372036854775800, 9223372036854775804]|"
+     "[-9223372036854775800, -9223372036854775804]|8|9"},
+    /* a loop's frame reused across the runs of an inner loop: each run sees its own items, a
+       `loop` kept as a value and a macro defined in the loop keep theirs */
+    {"{% for a in [1, 2] %}{% for b in [a, a * 10] if b > 1 %}{{ loop.index }}{{ b }}{{ loop.length }},{% else %}E,{% endfor %}"
+     "{% set outer = loop %}{% for c in 'xy' %}{{ outer.index }}{{ c }}{{ loop.revindex }}{% endfor %};{% endfor %}|"
+     "{% set ns = namespace(l=[]) %}{% for x in [3, 4] %}{% set ns.l = ns.l + [loop] %}{% endfor %}{{ ns.l|map(attribute='index')|join }}|"
+     "{% for x in [1, 2] %}{% macro m() %}{{ x }}{% endmacro %}{% for y in [7] %}{{ m() }}{% endfor %}{% endfor %}",
+     "1101,1x21y1;122,2202,2x22y1;|22|12"},
 };
 
 static char *render_src(const char *src, const char *ctx_json, const char *now, int *rc, rlx_error *err)
@@ -679,6 +693,81 @@ TEST(large_context)
     free(out);
 }
 
+/* Templates that scan every message once per message (Command R7B's tool-call ids, Command A,
+ * DeepSeek V3.2) over a long agent conversation: a loop's item scope is reused, so the render's
+ * memory does not grow with the iterations (1,100 rounds of call and result - 2,202 messages,
+ * ~5M scope entries - needed more than the 256 MiB a render may take; jinja2 renders them). */
+TEST(long_conversation_nested_loops)
+{
+    /* under valgrind (RLX_MEMCHECK) the same reuse paths over fewer messages */
+    const bool small = getenv("RLX_MEMCHECK") != NULL;
+    const int n_user = small ? 60 : 1200, rounds = small ? 30 : 1100;
+    char want[32], last_id[64];
+    snprintf(want, sizeof want, "%d", n_user * n_user);
+    snprintf(last_id, sizeof last_id, "\"tool_call_id\": \"%d\"", rounds - 1);
+    cJSON *ctx = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(ctx, "messages");
+    for (int i = 0; i < n_user; i++) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", "x");
+        cJSON_AddItemToArray(msgs, m);
+    }
+    int rc;
+    rlx_error err = {0};
+    char *ctx_json = cJSON_PrintUnformatted(ctx);
+    char *out = render_src("{% set ns = namespace(n=0) %}{% for a in messages %}{% for b in messages if b.role == a.role %}"
+                           "{% set c = b.content %}{% if loop.last %}{% set ns.n = ns.n + loop.length %}{% endif %}"
+                           "{% endfor %}{% endfor %}{{ ns.n }}", ctx_json, NULL, &rc, &err);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    if (!rc) ASSERT_STR_EQ(out, want);
+    free(out);
+    free(ctx_json);
+    cJSON_Delete(ctx);
+
+    /* the real template: 1,100 rounds of an assistant's call and its result */
+    const char *path = rlx_test_shared("templates/CohereForAI-c4ai-command-r7b-12-2024-tool_use.json");
+    if (!path) return;
+    char *text = slurp(path);
+    cJSON *doc = cJSON_Parse(text);
+    free(text);
+    ASSERT(doc);
+    const char *src = cJSON_GetObjectItem(doc, "template")->valuestring;
+    ctx = cJSON_CreateObject();
+    msgs = cJSON_AddArrayToObject(ctx, "messages");
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddStringToObject(u, "role", "user");
+    cJSON_AddStringToObject(u, "content", "Weather, again and again?");
+    cJSON_AddItemToArray(msgs, u);
+    for (int i = 0; i < rounds; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "call_%d", i);
+        cJSON *a = cJSON_CreateObject(), *calls = NULL, *c = cJSON_CreateObject(), *fn = NULL, *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(a, "role", "assistant");
+        calls = cJSON_AddArrayToObject(a, "tool_calls");
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        fn = cJSON_AddObjectToObject(c, "function");
+        cJSON_AddStringToObject(fn, "name", "get_weather");
+        cJSON_AddItemToObject(fn, "arguments", cJSON_Parse("{\"city\": \"Paris\"}"));
+        cJSON_AddItemToArray(calls, c);
+        cJSON_AddItemToArray(msgs, a);
+        cJSON_AddStringToObject(t, "role", "tool");
+        cJSON_AddStringToObject(t, "tool_call_id", id);
+        cJSON_AddStringToObject(t, "content", "{\"c\": 21}");
+        cJSON_AddItemToArray(msgs, t);
+    }
+    cJSON_AddTrueToObject(ctx, "add_generation_prompt");
+    rlx_chat_template *tpl = NULL;
+    ASSERT_EQ(rlx_chat_template_parse(&tpl, src, strlen(src), &err), 0);
+    rc = rlx_chat_template_render(tpl, ctx, "2026-01-01T00:00:00", &out, &err);
+    rlx_chat_template_free(tpl);
+    cJSON_Delete(ctx);
+    cJSON_Delete(doc);
+    ASSERT_MSG(rc == 0, "%s", err.msg);
+    ASSERT(out && strstr(out, "call_0") == NULL && strstr(out, last_id)); /* ids renumbered */
+    free(out);
+}
+
 /* Mutates real templates many times (deterministically): whatever the result, no crash,
  * no leak (under ASan), and a failure always carries a message. RLX_TEMPLATE_FUZZ_ITERS=N
  * raises the count per template for longer local runs. */
@@ -757,6 +846,6 @@ TEST(mutation_fuzz)
     ASSERT_EQ(silent, 0);
 }
 
-TEST_MAIN(TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(generation_block), TEST_ENTRY(chatml), TEST_ENTRY(chatml_tool_calls),
+TEST_MAIN(TEST_ENTRY(long_conversation_nested_loops), TEST_ENTRY(shared_templates), TEST_ENTRY(semantics_match_jinja2), TEST_ENTRY(generation_block), TEST_ENTRY(chatml), TEST_ENTRY(chatml_tool_calls),
           TEST_ENTRY(parse_errors_name_construct_and_line), TEST_ENTRY(render_errors), TEST_ENTRY(bad_arguments),
           TEST_ENTRY(adversarial), TEST_ENTRY(concurrent_renders), TEST_ENTRY(string_built_in_a_loop), TEST_ENTRY(large_context), TEST_ENTRY(mutation_fuzz))
