@@ -306,6 +306,17 @@ TEST(stop_from_sink)
     rlx_tc_parser_free(p);
 }
 
+/* A parser of format f (no tools, no prompt) and an empty result for its events. */
+static rlx_tc_parser *fresh_parser(rlx_tc_format f, tc_result *r)
+{
+    rlx_tc_info info;
+    rlx_tc_info_of(f, &info);
+    memset(r, 0, sizeof *r);
+    r->content = strdup("");
+    r->reasoning = strdup("");
+    return rlx_tc_parser_new(&info, NULL);
+}
+
 /* Text streams as it comes: only what may still be a tag waits. */
 TEST(holds_back_only_tag_prefixes)
 {
@@ -333,11 +344,7 @@ TEST(holds_back_only_tag_prefixes)
     tc_result_free(&r);
 
     /* Llama 3's whole-output call streams its arguments too */
-    rlx_tc_info_of(RLX_TC_LLAMA3, &info);
-    p = rlx_tc_parser_new(&info, NULL);
-    memset(&r, 0, sizeof r);
-    r.content = strdup("");
-    r.reasoning = strdup("");
+    p = fresh_parser(RLX_TC_LLAMA3, &r);
     a = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par";
     ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
     ASSERT_EQ(r.n_calls, 1);
@@ -348,14 +355,10 @@ TEST(holds_back_only_tag_prefixes)
     ASSERT_STR_EQ(r.content, "");
     rlx_tc_parser_free(p);
     tc_result_free(&r);
-    rlx_tc_info_of(RLX_TC_HERMES, &info);
 
     /* a call object that opens with its name streams its arguments as they come; one whose
        keys come in another order is reported once it closes */
-    p = rlx_tc_parser_new(&info, NULL);
-    memset(&r, 0, sizeof r);
-    r.content = strdup("");
-    r.reasoning = strdup("");
+    p = fresh_parser(RLX_TC_HERMES, &r);
     a = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\"";
     ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
     ASSERT_EQ(r.n_calls, 0);
@@ -382,11 +385,7 @@ TEST(holds_back_only_tag_prefixes)
     tc_result_free(&r);
 
     /* name-then-arguments formats stream the arguments as they come */
-    rlx_tc_info_of(RLX_TC_MISTRAL, &info);
-    p = rlx_tc_parser_new(&info, NULL);
-    memset(&r, 0, sizeof r);
-    r.content = strdup("");
-    r.reasoning = strdup("");
+    p = fresh_parser(RLX_TC_MISTRAL, &r);
     a = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Par";
     ASSERT_EQ(rlx_tc_feed(p, "[TOOL_CALLS]", 12, tc_sink, &r), 0);
     ASSERT_EQ(rlx_tc_position(p), RLX_TC_IN_CALL);
@@ -403,11 +402,7 @@ TEST(holds_back_only_tag_prefixes)
     tc_result_free(&r);
 
     /* the XML format streams parameter by parameter */
-    rlx_tc_info_of(RLX_TC_QWEN3_CODER, &info);
-    p = rlx_tc_parser_new(&info, NULL);
-    memset(&r, 0, sizeof r);
-    r.content = strdup("");
-    r.reasoning = strdup("");
+    p = fresh_parser(RLX_TC_QWEN3_CODER, &r);
     a = "<tool_call>\n<function=f>\n<parameter=x>\nhi\n</parameter>\n<parameter=y>\n";
     ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
     ASSERT_STR_EQ(r.args[0], "{\"x\":\"hi\"");
