@@ -260,6 +260,10 @@ rlx_sampler_stage *rlx_grammar_stage_new(rlx_grammar *g, const rlx_grammar_token
  * None of either: not lazy (as rlx_grammar_stage_new). If the text read from the trigger cannot
  * continue the grammar, the stage stays unconstrained. `g` is taken over as by
  * rlx_grammar_stage_new, also on failure. Built and used by the thread running the sequence. */
+/* The grammar state of a stage made above, NULL while a lazy one waits for its trigger (the
+ * stage's own thread; valid until its next accept). */
+const rlx_grammar_state *rlx_grammar_stage_state(const rlx_sampler_stage *st);
+
 #define RLX_GRAMMAR_MAX_TRIGGERS 4
 #define RLX_GRAMMAR_PATTERN_MAX_TEXT (64u << 10)
 rlx_sampler_stage *rlx_grammar_stage_new_lazy(rlx_grammar *g, const rlx_grammar_tokens *toks, const char *const *triggers,

@@ -110,9 +110,12 @@ void rlx_sampler_free(rlx_sampler *s);
  * ownership, also on failure (RLX_EINVAL for a stage without allows/mask, RLX_ENOMEM). */
 int rlx_sampler_add_stage(rlx_sampler *s, rlx_sampler_stage *st);
 /* A constraint stage for generated JSON (engine/sample_json.c): refuses a token that would close
- * a key its object already has, unless nothing else is left. texts/lens: each token's bytes
+ * a key its object already has - or, with `grammar` (the grammar stage before it in the chain,
+ * NULL: none), that leaves a key spelling one its object has where the grammar lets nothing
+ * but the closing quote follow - unless nothing else is left. texts/lens: each token's bytes
  * (borrowed for the stage's life). NULL when out of memory. */
-rlx_sampler_stage *rlx_json_keys_stage_new(const char *const *texts, const size_t *lens, int32_t n_vocab);
+rlx_sampler_stage *rlx_json_keys_stage_new(const char *const *texts, const size_t *lens, int32_t n_vocab,
+                                           const rlx_sampler_stage *grammar);
 /* Tells every stage a token of the sequence (see accept above); the first error is returned. */
 int rlx_sampler_accept(rlx_sampler *s, int32_t token, bool generated);
 /* Picks the next token from raw logits (n_vocab of them; modified in place, so a caller that

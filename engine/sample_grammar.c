@@ -30,6 +30,12 @@ typedef struct grammar_stage {
     pcre2_match_data *md;
 } grammar_stage;
 
+const rlx_grammar_state *rlx_grammar_stage_state(const rlx_sampler_stage *st)
+{
+    const grammar_stage *s = (const grammar_stage *)st;
+    return s->waiting ? NULL : s->st;
+}
+
 static bool g_allows(rlx_sampler_stage *st, int32_t tok)
 {
     const grammar_stage *s = (const grammar_stage *)st;

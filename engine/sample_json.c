@@ -5,9 +5,12 @@
  * generated text with a small JSON reader (containers, strings and their escapes; the grammar
  * keeps the text valid JSON) and refuses a token that would close an object key already in
  * that object. Keys compare by their decoded text ("a" and "\u0061" are one key), as 64-bit
- * hashes. Where the grammar leaves nothing but such tokens (a schema whose keys are few, all
- * used), the stage yields rather than end the request. Called only by the thread running the
- * sampler. */
+ * hashes. With the grammar's stage beside it, a token that leaves a key spelling a used one is
+ * refused too where the grammar lets nothing but the closing quote follow (a pattern's keys:
+ * "c" written again can only close as "c"). Where the grammar leaves nothing but such tokens (a
+ * schema whose keys are few, all used), the stage yields rather than end the request. Called
+ * only by the thread running the sampler. */
+#include "engine/grammar.h"
 #include "engine/sample_internal.h"
 
 #include <math.h>
@@ -39,6 +42,7 @@ typedef struct json_stage {
     jframe *f;
     size_t depth, cap;
     jscan sc;
+    const rlx_sampler_stage *grammar; /* the grammar stage before this one (NULL: none) */
     bool yield;               /* the position's mask would refuse every token the others allow */
     rlx_token_logit *saved;   /* the mask's refused tokens and their logits (a yield restores them) */
     size_t cap_saved;
@@ -223,10 +227,54 @@ static int json_accept(rlx_sampler_stage *st, int32_t token, bool generated)
     return 0;
 }
 
-/* Only a token holding '"' can close a key. */
+/* Whether the bytes leave the text inside a key of the current object (opened before or by
+ * them, with no container opened or closed on the way) that so far spells a key the object has
+ * (*h its hash). */
+static bool open_used_key(const json_stage *s, const char *p, size_t n)
+{
+    if (!s->depth || !s->f[s->depth - 1].object) return false;
+    const jframe *top = &s->f[s->depth - 1];
+    jscan sc = s->sc;
+    bool exp = top->expect_key;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t b = (uint8_t)p[i];
+        if (sc.in_str) {
+            if (str_byte(&sc, b)) return false; /* closed: check() judges it */
+            continue;
+        }
+        if (b == '"') sc = (jscan){.in_str = true, .is_key = exp, .h = FNV0};
+        else if (b == '{' || b == '[' || b == '}' || b == ']') return false;
+        else if (b == ',') exp = true;
+    }
+    return sc.in_str && sc.is_key && !sc.esc && !sc.uhex && !sc.hi && has_key(top, sc.h);
+}
+
+/* Whether, after the token, the grammar lets nothing but '"' follow. */
+static bool grammar_closes(const json_stage *s, const char *p, size_t n)
+{
+    const rlx_grammar_state *g = s->grammar ? rlx_grammar_stage_state(s->grammar) : NULL;
+    rlx_grammar_state *c = g ? rlx_grammar_state_clone(g) : NULL;
+    if (!c) return false;
+    bool closes = rlx_grammar_accept(c, p, n) == 0;
+    for (int b = 0; closes && b < 256; b++) {
+        const char ch = (char)b;
+        if (b != '"' && rlx_grammar_allows(c, &ch, 1)) closes = false;
+    }
+    rlx_grammar_state_free(c);
+    return closes;
+}
+
+/* A token holding '"' that closes a key the object has; with the grammar, also one that leaves
+ * the key spelling such a key where the grammar forces it to close next (a pattern of a few
+ * one-letter keys: "c" written again could only become "c" - refused one token later, the
+ * stage met nothing but repeats and yielded). */
 static bool refuses(const json_stage *s, int32_t t)
 {
-    return s->texts[t] && memchr(s->texts[t], '"', s->lens[t]) && !check(s, s->texts[t], s->lens[t]);
+    const char *p = s->texts[t];
+    if (!p) return false;
+    if (memchr(p, '"', s->lens[t]) && !check(s, p, s->lens[t])) return true;
+    if (!s->grammar || (!s->sc.in_str && !memchr(p, '"', s->lens[t]))) return false; /* opens no key */
+    return open_used_key(s, p, s->lens[t]) && grammar_closes(s, p, s->lens[t]);
 }
 
 static bool json_allows(rlx_sampler_stage *st, int32_t token)
@@ -273,7 +321,8 @@ static void json_free(rlx_sampler_stage *st)
     free(s);
 }
 
-rlx_sampler_stage *rlx_json_keys_stage_new(const char *const *texts, const size_t *lens, int32_t n_vocab)
+rlx_sampler_stage *rlx_json_keys_stage_new(const char *const *texts, const size_t *lens, int32_t n_vocab,
+                                           const rlx_sampler_stage *grammar)
 {
     static const rlx_stage_ops ops = {.name = "json_keys", .allows = json_allows, .mask = json_mask, .accept = json_accept,
                                       .free = json_free};
@@ -283,5 +332,6 @@ rlx_sampler_stage *rlx_json_keys_stage_new(const char *const *texts, const size_
     s->texts = texts;
     s->lens = lens;
     s->n_vocab = n_vocab;
+    s->grammar = grammar;
     return &s->base;
 }

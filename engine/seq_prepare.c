@@ -68,7 +68,7 @@ void rlx__grammar_vocab_free(rlx_worker *w)
 }
 
 /* The request's grammar as a constraint stage of the sequence's sampler chain. */
-static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
+static int grammar_prepare(rlx_worker *w, seq *s, const rlx_sampler_stage **stage, rlx_error *err)
 {
     int rc = grammar_vocab(w, err);
     if (rc) return rc;
@@ -97,6 +97,7 @@ static int grammar_prepare(rlx_worker *w, seq *s, rlx_error *err)
                               : NULL;
     if (!st) return rlx_errorf(err, gerr.code ? gerr.code : RLX_EINVAL, "%s", gerr.msg);
     if ((rc = rlx_sampler_add_stage(s->sampler, st))) return rlx_errorf(err, rc, "out of memory");
+    *stage = st;
     return 0;
 }
 
@@ -166,13 +167,14 @@ int rlx__seq_prepare(rlx_worker *w, seq *s, rlx_error *err)
         if (ids != r->prompt_ids) free(ids);
         return rc;
     }
-    if (r->grammar && (rc = grammar_prepare(w, s, err))) {
+    const rlx_sampler_stage *gstage = NULL;
+    if (r->grammar && (rc = grammar_prepare(w, s, &gstage, err))) {
         if (ids != r->prompt_ids) free(ids);
         s->grammar_fault = rc != RLX_ENOMEM;
         return rc;
     }
     if (r->grammar && r->json_keys_unique) { /* after the grammar's stage: its mask comes first */
-        rlx_sampler_stage *js = rlx_json_keys_stage_new((const char *const *)w->gtext, w->glen, rn->n_vocab);
+        rlx_sampler_stage *js = rlx_json_keys_stage_new((const char *const *)w->gtext, w->glen, rn->n_vocab, gstage);
         if (!js || rlx_sampler_add_stage(s->sampler, js)) {
             if (ids != r->prompt_ids) free(ids);
             return rlx_errorf(err, RLX_ENOMEM, "out of memory");

@@ -27,7 +27,7 @@ static bool allows_after(const char *const *seq, const char *next)
     int ids[32], n = 0;
     for (; seq[n]; n++) ids[n] = tok(&v, seq[n]);
     int nx = tok(&v, next);
-    rlx_sampler_stage *st = rlx_json_keys_stage_new(v.t, v.l, v.n);
+    rlx_sampler_stage *st = rlx_json_keys_stage_new(v.t, v.l, v.n, NULL);
     for (int i = 0; i < n; i++) st->ops->accept(st, ids[i], true);
     bool ok = st->ops->allows(st, nx);
     st->ops->free(st);
@@ -70,7 +70,7 @@ TEST(mask_refuses_only_repeats_and_yields)
     vocab v = {0};
     const int open = tok(&v, "{\""), a = tok(&v, "a"), close = tok(&v, "\":"), one = tok(&v, "1"), comma = tok(&v, ",\"");
     const int ab = tok(&v, "ab\":"), end = tok(&v, "}");
-    rlx_sampler_stage *st = rlx_json_keys_stage_new(v.t, v.l, v.n);
+    rlx_sampler_stage *st = rlx_json_keys_stage_new(v.t, v.l, v.n, NULL);
     const int seq[] = {open, a, close, one, comma, a};
     for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) st->ops->accept(st, seq[i], true);
     float logits[32];
