@@ -364,8 +364,12 @@ char *rlx__js_object(rlx__js *j, const cJSON *s, const char *hint)
         const cJSON *own = cJSON_GetObjectItemCaseSensitive(o.members[m], "properties");
         for (size_t i = 0; i < o.n; i++)
             if (!cJSON_GetObjectItemCaseSensitive(own, o.p[i].name)) {
-                rlx__js_fail(j, RLX_EINVAL, "'additionalProperties' of an 'allOf' member excludes property '%.100s' of another",
-                             o.p[i].name);
+                if (o.members[m] == s) /* the schema's own, beside its allOf */
+                    rlx__js_fail(j, RLX_EINVAL, "'additionalProperties' beside 'allOf' excludes property '%.100s' of an 'allOf' "
+                                 "member (it sees only the properties beside it)", o.p[i].name);
+                else
+                    rlx__js_fail(j, RLX_EINVAL, "'additionalProperties' of an 'allOf' member excludes property '%.100s' of "
+                                 "another", o.p[i].name);
                 goto done;
             }
     }

@@ -468,6 +468,9 @@ TEST(all_of)
     REFUSED("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":2}]}", "allOf");
     REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"enum\":[{\"a\":1}]}]}", "enum");
     REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},{\"properties\":{\"b\":{}}}]}", "'b'");
+    /* the outer schema's own additionalProperties is named as such, not as a member's */
+    REFUSED("{\"allOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]}],\"properties\":{},\"additionalProperties\":false}",
+            "beside 'allOf' excludes property 'a'");
 }
 
 TEST(arrays)
