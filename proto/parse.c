@@ -292,14 +292,18 @@ static int parse_constraint(const cJSON *root, rlx_request *q, const char **para
         } else if (!strcmp(type->valuestring, "json_object") || !strcmp(type->valuestring, "json_schema")) {
             bool object = type->valuestring[5] == 'o';
             const cJSON *spec = object ? NULL : field(rf, "json_schema");
-            if (object && field(rf, "schema"))
+            const cJSON *oschema = object ? field(rf, "schema") : NULL;
+            if (oschema && !cJSON_IsNull(oschema) && !cJSON_IsObject(oschema) && !cJSON_IsBool(oschema))
                 rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format.schema",
-                                    "'response_format.schema' is not a field of {\"type\": \"json_object\"}; use "
-                                    "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}.");
+                                    "'response_format.schema' must be a JSON Schema (an object).");
             else if (other)
                 rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format",
                                     "'%s' and a JSON 'response_format' cannot be combined.", other);
-            else if (object)
+            else if (object && oschema && !cJSON_IsNull(oschema)) {
+                /* llama-server's form: {"type": "json_object", "schema": {...}} follows the schema */
+                if ((rc = schema_grammar(oschema, "response_format.schema", &owned, e)) == 0)
+                    src = owned, param = "response_format.schema";
+            } else if (object)
                 src = rlx_grammar_json_object, param = "response_format";
             else if (!cJSON_IsObject(spec))
                 rc = rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, "response_format.json_schema",

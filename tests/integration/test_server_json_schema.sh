@@ -50,7 +50,21 @@ r=$(post /v1/generate '{"prompt":"x","json_schema":{"type":"number","maximum":3.
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = json_schema ] || fail "native bad schema: $r"
 r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":7}}")
 [ "$(status)" = 400 ] || fail "json_schema not an object: $r"
+r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_object\",\"schema\":{\"not\":{}}}}")
+[ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = response_format.schema ] || fail "json_object + bad schema: $r"
 ok "errors name the keyword and the field"
+
+# llama-server's {"type": "json_object", "schema": ...} follows the schema (it was a 400)
+for seed in 1 2 3; do
+    r=$(post /v1/chat/completions "{$chat,\"max_tokens\":60,\"seed\":$seed,\"temperature\":1,\"response_format\":{\"type\":\"json_object\",
+        \"schema\":{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}},\"required\":[\"ok\"],\"additionalProperties\":false}}}")
+    [ "$(status)" = 200 ] || fail "json_object with a schema: $r"
+    c=$(echo "$r" | jget '.choices[0].message.content')
+    [ "$(echo "$r" | jget '.choices[0].finish_reason')" != stop ] ||
+        echo "$c" | python3 -c 'import json,sys; v=json.load(sys.stdin); sys.exit(0 if list(v) == ["ok"] and isinstance(v["ok"], bool) else 1)' ||
+        fail "json_object with a schema, seed $seed: $c"
+done
+ok "llama-server's json_object + schema follows the schema"
 
 [ "$(curl -s --max-time 5 "$URL/health")" = '{"status":"ok"}' ] || fail "/health after the schema requests"
 stop_server
