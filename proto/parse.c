@@ -339,7 +339,12 @@ static int parse_constraint(const cJSON *root, rlx_request *q, const char **para
     rlx_grammar_token_ids any_ids = {.lookup = any_token};
     rlx_grammar *gr = rlx_grammar_compile_ids(src, strlen(src), NULL, &any_ids, &gerr);
     if (!gr) {
-        rc = owned ? rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not supported: its grammar is refused: %s", param, gerr.msg)
+        /* a schema's grammar is never left-recursive but through a $ref that reaches itself
+           before any text ({"$ref": "#"}, a -> b -> a) */
+        const char *why = owned && strstr(gerr.msg, "left-recursive") ? "; in the schema, a '$ref' reaches itself before any "
+                                                                          "text (a cycle of references)" : "";
+        rc = owned ? rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not supported: its grammar is refused: %s%s", param,
+                                    gerr.msg, why)
                    : rlx_api_errorf(e, 400, RLX_API_ERR_INVALID, param, "'%s' is not a valid grammar: %s", param, gerr.msg);
         free(owned);
         return rc;

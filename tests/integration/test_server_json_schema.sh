@@ -52,6 +52,8 @@ r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_schem
 [ "$(status)" = 400 ] || fail "json_schema not an object: $r"
 r=$(post /v1/chat/completions "{$chat,\"response_format\":{\"type\":\"json_object\",\"schema\":{\"not\":{}}}}")
 [ "$(status)" = 400 ] && [ "$(echo "$r" | jget '.error.param')" = response_format.schema ] || fail "json_object + bad schema: $r"
+r=$(post /v1/generate '{"prompt":"x","json_schema":{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}}')
+[ "$(status)" = 400 ] && echo "$r" | grep -q "cycle of references" || fail "a \$ref cycle is named: $r"
 ok "errors name the keyword and the field"
 
 # llama-server's {"type": "json_object", "schema": ...} follows the schema (it was a 400)
