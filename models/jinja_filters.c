@@ -294,13 +294,26 @@ static rj_value f_int(rj_env *E, rj_value v, const rj_args *a)
     case RJ_FLOAT: return isfinite(v.f) ? rlx__j_int_from_double(rt, v.f) : dflt;
     case RJ_STR: { /* int(value, base), else int(float(value)) */
         const rj_value *bp = rlx__j_arg(a, 1, "base");
-        int base = bp && bp->type == RJ_INT && bp->i >= 2 && bp->i <= 36 ? (int)bp->i : 10;
+        int base = bp && bp->type == RJ_INT && (bp->i == 0 || (bp->i >= 2 && bp->i <= 36)) ? (int)bp->i : 10;
         rj_value t = rlx__j_strip(rt, v, NULL, 3);
         size_t i = 0, n = t.s.n;
         const char *p = t.s.p;
         bool ok = n > 0;
         if (ok && (p[0] == '-' || p[0] == '+')) i++;
-        if (base == 16 && n - i > 2 && p[i] == '0' && (p[i + 1] | 0x20) == 'x') i += 2;
+        /* Python's prefixes: 0x for base 16, 0o for 8, 0b for 2; base 0 takes the one written
+           (none: decimal, without leading zeros) */
+        const int pb = n - i > 2 && p[i] == '0' ? ((p[i + 1] | 0x20) == 'x' ? 16 : (p[i + 1] | 0x20) == 'o' ? 8
+                                                    : (p[i + 1] | 0x20) == 'b' ? 2 : 0) : 0;
+        if (pb && (base == pb || base == 0)) {
+            base = pb;
+            i += 2;
+            if (i < n && p[i] == '_') i++; /* int('0x_1f', 16): one '_' may follow the prefix */
+        } else if (base == 0) {
+            base = 10;
+            size_t z = i;
+            while (z < n && (p[z] == '0' || p[z] == '_')) z++;
+            if (z - i > 1 && z < n) ok = false; /* int('007', 0) refuses leading zeros */
+        }
         ok = ok && i < n && p[i] != '_' && p[n - 1] != '_';
         for (size_t k = i; ok && k < n; k++) {
             int c = p[k] | 0x20, d = p[k] >= '0' && p[k] <= '9' ? p[k] - '0' : c >= 'a' && c <= 'z' ? c - 'a' + 10 : p[k] == '_' ? 0 : 99;

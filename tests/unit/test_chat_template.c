@@ -358,9 +358,9 @@ static const struct { const char *tmpl, *want; } sem_cases[] = {
        INT64_MAX stops without wrapping; %u is %d (found by a differential run against jinja2) */
     {"{{ 'voil\xc3\xa0 tout'.rsplit(none, 1) }}|{{ 'a\xe3\x80\x80" "b'.rsplit() }}|{{ 'a\xc2\xa0" "b c'.rsplit(none, 1) }}|{{ ' a b '.rsplit(none, 0) }}|"
      "{{ range(9223372036854775800, 9223372036854775807, 4)|list }}|{{ range(-9223372036854775800, -9223372036854775807, -4)|list }}|"
-     "{{ '%u|%i' % (8, 9.7) }}",
+     "{{ '%u|%i' % (8, 9.7) }}|{{ '0b11'|int(0,0) }}{{ '0o17'|int(0,0) }}{{ '0x_1f'|int(0,16) }}{{ '007'|int(5,0) }}{{ '-0b101'|int(0,2) }}{{ '0b1'|int(7,16) }}",
      "['voil\xc3\xa0', 'tout']|['a', 'b']|['a\\xa0b', 'c']|[' a b']|[9223372036854775800, 9223372036854775804]|"
-     "[-9223372036854775800, -9223372036854775804]|8|9"},
+     "[-9223372036854775800, -9223372036854775804]|8|9|315317-5177"},
     /* a loop's frame reused across the runs of an inner loop: each run sees its own items, a
        `loop` kept as a value and a macro defined in the loop keep theirs */
     {"{% for a in [1, 2] %}{% for b in [a, a * 10] if b > 1 %}{{ loop.index }}{{ b }}{{ loop.length }},{% else %}E,{% endfor %}"
