@@ -355,16 +355,24 @@ static bool step_obj_rest(rlx_tc_parser *p)
     const char *tail = p->sp->tails[0];
     size_t i = p->pos;
     for (; i < p->in.len; i++) {
-        if (tail && p->js.depth == 1 && !p->js.in_str) {
-            int t = rlx__tc_starts(p, i, tail);
+        const char b = p->in.p[i];
+        if (p->js.depth == 1 && !p->js.in_str) {
+            int t = tail ? rlx__tc_starts(p, i, tail) : 0;
             if (t == 1) break;
-            if (t == -1 && !p->final) { /* maybe the closing tag: wait for it */
+            /* a member follows a ',' and the arguments are followed by ',' or '}': anything
+               else (text, the list's next call after a brace the model forgot) is no member */
+            size_t j = i + 1;
+            while (b == ',' && j < p->in.len && rlx__tc_space(p->in.p[j])) j++;
+            if ((t == -1 || (b == ',' && j == p->in.len)) && !p->final) { /* decided by what comes: wait */
                 bool progressed = i != p->pos;
                 p->pos = i;
                 return progressed;
             }
+            if (p->rest_fresh && !rlx__tc_space(b) && b != ',' && b != '}') break;
+            if (b == ',' && (j == p->in.len || p->in.p[j] != '"')) break;
+            if (!rlx__tc_space(b)) p->rest_fresh = false;
         }
-        rlx__jscan_feed(&p->js, (unsigned char)p->in.p[i]);
+        rlx__jscan_feed(&p->js, (unsigned char)b);
         if (p->js.bad) break;
         if (p->js.done) { i++; break; }
     }
@@ -405,7 +413,10 @@ static bool step_arr(rlx_tc_parser *p)
         if (!p->final) return moved;
         if (p->arr_expect && !p->arr_calls) return arr_fail(p, "was cut off");
     } else if (p->arr_expect) {
-        if (p->in.p[i] != '{') return arr_fail(p, "holds a value that is not a call");
+        if (p->in.p[i] != '{') {
+            p->pos = i; /* the whitespace before it read, as a stream that waited here has read it */
+            return arr_fail(p, "holds a value that is not a call");
+        }
         p->pos = p->vstart = p->scan = i;
         memset(&p->js, 0, sizeof p->js);
         p->obj_whole = false;
@@ -589,9 +600,23 @@ static bool step_args_pre(rlx_tc_parser *p)
 static bool step_args(rlx_tc_parser *p)
 {
     size_t i = p->pos, from = i;
+    const char *tail = p->sp->tails[0];
+    bool tag = false; /* the format's closing tag before the arguments closed */
     p->out.len = 0;
     for (; i < p->in.len; i++) {
-        rlx__js_res r = rlx__jscan_feed(&p->js, (unsigned char)p->in.p[i]);
+        const unsigned char c = (unsigned char)p->in.p[i];
+        if (tail && !p->js.in_str && p->js.depth > 0) {
+            int t = rlx__tc_starts(p, i, tail);
+            if (t == 1) { tag = true; break; }
+            if (t == -1 && !p->final) break; /* maybe the tag: wait for it */
+        }
+        if (p->js.in_str && c < 0x20) { /* a raw control character: escaped, as JSON writes it */
+            if (rlx__tc_buf_add(&p->out, p->in.p + from, i - from) || rlx__tc_ctl_escape(&p->out, c)) p->oom = true;
+            from = i + 1;
+            rlx__jscan_feed(&p->js, c);
+            continue;
+        }
+        rlx__js_res r = rlx__jscan_feed(&p->js, c);
         if (p->js.bad) break;
         if (r == RLX__JS_SKIP) {
             if (rlx__tc_buf_add(&p->out, p->in.p + from, i - from)) p->oom = true;
@@ -622,8 +647,15 @@ static bool step_args(rlx_tc_parser *p)
             p->js.started = true;
             p->js.stack[0] = '{';
             p->js.depth = 1;
+            p->rest_fresh = true;
             p->mode = M_OBJ_REST;
         }
+        return true;
+    }
+    if (tag) { /* the closing tag came first: the call is broken, and the tag still ends it */
+        rlx__tc_broken(p, "ends before its arguments close");
+        p->mode = M_TAIL;
+        p->tail_i = 0;
         return true;
     }
     if (p->js.bad) { /* the offending byte and what follows are content again */

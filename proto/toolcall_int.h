@@ -58,7 +58,10 @@ int rlx__tc_buf_add(rlx__tc_buf *b, const void *s, size_t n);   /* 0 or RLX_ENOM
 int rlx__tc_buf_str(rlx__tc_buf *b, const char *s);
 /* Appends s as a JSON string literal (quotes, escapes). */
 int rlx__tc_buf_json_str(rlx__tc_buf *b, const char *s, size_t n);
-/* Appends the compact form of the JSON text s (whitespace outside strings dropped). */
+/* Appends control character c (< 0x20) escaped as JSON writes it inside a string. */
+int rlx__tc_ctl_escape(rlx__tc_buf *b, unsigned char c);
+/* Appends the compact form of the JSON text s (whitespace outside strings dropped; a raw
+ * control character inside a string, which JSON parsers refuse, escaped). */
 int rlx__tc_buf_minify(rlx__tc_buf *b, const char *s, size_t n);
 /* Whether s[0..n) is one JSON value as RFC 8259 writes it (the numbers of its grammar, true,
  * false, null; no NaN or Infinity), as a client's JSON.parse of the arguments takes it. */

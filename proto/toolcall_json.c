@@ -96,6 +96,16 @@ int rlx__tc_buf_json_str(rlx__tc_buf *b, const char *s, size_t n)
     return rlx__tc_buf_add(b, "\"", 1);
 }
 
+int rlx__tc_ctl_escape(rlx__tc_buf *b, unsigned char c)
+{
+    char e[8];
+    if (c == '\n') return rlx__tc_buf_add(b, "\\n", 2);
+    if (c == '\t') return rlx__tc_buf_add(b, "\\t", 2);
+    if (c == '\r') return rlx__tc_buf_add(b, "\\r", 2);
+    snprintf(e, sizeof e, "\\u%04x", c);
+    return rlx__tc_buf_add(b, e, 6);
+}
+
 int rlx__tc_buf_minify(rlx__tc_buf *b, const char *s, size_t n)
 {
     bool in_str = false, esc = false;
@@ -103,7 +113,11 @@ int rlx__tc_buf_minify(rlx__tc_buf *b, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (in_str) {
-            if (esc) esc = false;
+            if ((unsigned char)c < 0x20) { /* a raw control character: escaped, as JSON writes it */
+                if (rlx__tc_buf_add(b, s + from, i - from) || rlx__tc_ctl_escape(b, (unsigned char)c)) return RLX_ENOMEM;
+                from = i + 1;
+                esc = false;
+            } else if (esc) esc = false;
             else if (c == '\\') esc = true;
             else if (c == '"') in_str = false;
         } else if (c == '"') {

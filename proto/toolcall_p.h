@@ -45,6 +45,7 @@ struct rlx_tc_parser {
     bool obj_whole;           /* M_OBJ: the object's head is not name-then-arguments: read whole */
     bool in_obj;              /* M_ARGS: the arguments of a call object (M_OBJ_REST follows) */
     bool in_arr;              /* the call object is an element of an array (M_ARR follows) */
+    bool rest_fresh;          /* M_OBJ_REST: nothing but whitespace read after the arguments */
     bool arr_expect;          /* M_ARR: an element comes next (after '[' or ',') */
     int arr_calls;            /* calls the current array reported */
     bool reasoning_only;      /* rlx_tc_opts.reasoning_only: no call is looked for */

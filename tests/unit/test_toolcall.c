@@ -182,6 +182,23 @@ static const tc_case cases[] = {
      {"{\"a\":1}"}, 0, true},
     {RLX_TC_HERMES, "cut off in the arguments", NULL, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"Par", "", "", 1, {"f"},
      {"{\"a\":\"Par"}, RLX_EFORMAT, true},
+    /* raw control characters in an argument string are escaped (JSON parsers refuse them; it
+       was finish_reason tool_calls with arguments JSON.parse throws on) */
+    {RLX_TC_HERMES, "raw control characters", NULL, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": \"x\ty\nz\x01\"}}\n</tool_call>", "", "", 1,
+     {"add"}, {"{\"a\":\"x\\ty\\nz\\u0001\"}"}, 0, true},
+    {RLX_TC_HERMES, "raw control characters, read whole", NULL, "<tool_call>{\"arguments\": {\"a\": \"x\ty\"}, \"name\": \"add\"}</tool_call>", "",
+     "", 1, {"add"}, {"{\"a\":\"x\\ty\"}"}, 0, true},
+    /* the closing tag before the arguments close: broken there, the text after it is content
+       (it was taken into the arguments, then "cut off") */
+    {RLX_TC_HERMES, "tag before the arguments close", NULL,
+     "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2\n</tool_call>\nThe end.", "The end.", "", 1, {"add"},
+     {"{\"a\":1,\"b\":2"}, RLX_EFORMAT, true},
+    /* a brace forgotten before the list's next call, or before text: neither is a member */
+    {RLX_TC_MISTRAL, "mistral brace forgotten before the next call", NULL,
+     "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}, {\"name\": \"add\", \"arguments\": {\"a\": 3, \"b\": 4}}]",
+     "", "", 2, {"add", "add"}, {"{\"a\":1,\"b\":2}", "{\"a\":3,\"b\":4}"}, 0, true},
+    {RLX_TC_LLAMA3, "llama3 brace forgotten before text", NULL, "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2} Done.", "Done.",
+     "", 1, {"add"}, {"{\"a\":1,\"b\":2}"}, 0, true},
     {RLX_TC_HERMES, "name not a name", NULL, "<tool_call>{\"name\": \"a\\nb\", \"arguments\": {}}</tool_call>",
      "<tool_call>{\"name\": \"a\\nb\", \"arguments\": {}}</tool_call>", "", 0, {0}, {0}, 0, false},
     /* a number too big for a double is still a JSON number (JSON.parse and Python take 1e400):
