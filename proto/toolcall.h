@@ -11,7 +11,9 @@
  *   CALL_BEGIN           index (0, 1, ... per response), id ("call_" + 24 characters, unique per
  *                        parser; deterministic when a seed is given) and the function name
  *   CALL_ARGS            fragments of the arguments: they concatenate to one compact JSON text
- *                        (whitespace outside strings dropped; formats that are not JSON, e.g. the
+ *                        (whitespace outside strings dropped, raw control characters inside them
+ *                        escaped; the format's closing tag before they close breaks the call
+ *                        there; formats that are not JSON, e.g. the
  *                        Qwen3-Coder XML, give an object re-serialised from the typed values)
  *   CALL_END             the call is complete
  *
