@@ -1,5 +1,6 @@
-/* toolcall_p.h - the parser state of proto/toolcall.c, shared with toolcall_modes.c (the XML
- * body, python code, gpt-oss headers). One parser, one thread at a time. */
+/* toolcall_p.h - the parser state of proto/toolcall.c, shared with toolcall_obj.c (JSON call
+ * objects and lists) and toolcall_modes.c (the XML body, python code, gpt-oss headers). One
+ * parser, one thread at a time. */
 #ifndef RLX_TOOLCALL_P_H
 #define RLX_TOOLCALL_P_H
 
@@ -78,6 +79,13 @@ int rlx__tc_set_name(rlx_tc_parser *p, const char *s, size_t n);
 int rlx__tc_starts(const rlx_tc_parser *p, size_t i, const char *m);
 size_t rlx__tc_skip_ws(const rlx_tc_parser *p, size_t i);
 const char *rlx__tc_find(const char *s, size_t n, const char *m);
+/* A function name's longest (bytes): past it, the text was not a call. */
+enum { RLX__TC_NAME_MAX = 300 };
+/* Steps of the JSON call bodies in toolcall_obj.c: M_BODY, M_OBJ / M_TENT, M_OBJ_REST, M_ARR. */
+bool rlx__tc_step_body(rlx_tc_parser *p);
+bool rlx__tc_step_obj(rlx_tc_parser *p);
+bool rlx__tc_step_obj_rest(rlx_tc_parser *p);
+bool rlx__tc_step_arr(rlx_tc_parser *p);
 /* Steps of the modes in toolcall_modes.c (M_XML_FN, M_XML_PARAMS, M_PY, M_HHEAD). */
 bool rlx__tc_step_mode(rlx_tc_parser *p);
 
