@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #define LOCAL_PUSH 32  /* containers a token may open that a check follows; deeper: allowed */
 #define LOCAL_KEYS 16  /* keys a token may close that a check follows */
@@ -51,14 +52,14 @@ typedef struct json_stage {
 #define FNV0 0xcbf29ce484222325ull
 static uint64_t fnv(uint64_t h, uint8_t b) { return (h ^ b) * 0x100000001b3ull; }
 
+/* A code point into the hash as its UTF-8 bytes (a lone surrogate as its three bytes), so a key
+ * written with escapes hashes as the same key written raw. */
 static uint64_t hash_cp(uint64_t h, uint32_t cp)
 {
-    if (cp < 0x80) return fnv(h, (uint8_t)cp);
-    if (cp < 0x800) return fnv(fnv(h, (uint8_t)(0xc0 | cp >> 6)), (uint8_t)(0x80 | (cp & 0x3f)));
-    if (cp < 0x10000)
-        return fnv(fnv(fnv(h, (uint8_t)(0xe0 | cp >> 12)), (uint8_t)(0x80 | (cp >> 6 & 0x3f))), (uint8_t)(0x80 | (cp & 0x3f)));
-    return fnv(fnv(fnv(fnv(h, (uint8_t)(0xf0 | cp >> 18)), (uint8_t)(0x80 | (cp >> 12 & 0x3f))), (uint8_t)(0x80 | (cp >> 6 & 0x3f))),
-               (uint8_t)(0x80 | (cp & 0x3f)));
+    utf8proc_uint8_t b[4];
+    const utf8proc_ssize_t n = utf8proc_encode_char((utf8proc_int32_t)cp, b);
+    for (utf8proc_ssize_t i = 0; i < n; i++) h = fnv(h, b[i]);
+    return h;
 }
 
 /* A code unit of a \u escape into the key's hash (a surrogate pair as its code point). */
