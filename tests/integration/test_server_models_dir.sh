@@ -156,8 +156,10 @@ mkdir -p "$D2"
 ln -s "$(cd "$SHARED/models" && pwd)/synth-qwen3-tiny-f32.gguf" "$D2/big.gguf"
 start_dir dir2 --models-dir "$D2" --threads 1 --ctx 2048
 r=$(post /models/load '{"model":"big"}'); [ "$(status)" = 200 ] || fail "load big: $(status) $r"
-curl -s -o "$TMP/hold.json" -H 'Content-Type: application/json' "$URL/v1/completions" \
-    --data-binary '{"model":"big","prompt":"hi","max_tokens":1500,"ignore_eos":true,"n":8}' &
+# (streamed, so that closing it ends the request once the checks are done: generating all of it
+# took minutes under the sanitizers)
+curl -s -N -o "$TMP/hold.json" -H 'Content-Type: application/json' "$URL/v1/completions" \
+    --data-binary '{"model":"big","prompt":"hi","max_tokens":1500,"ignore_eos":true,"n":8,"stream":true}' &
 hold=$!
 for _ in $(seq 1 200); do
     curl -s "$URL/metrics" | grep -q '^rlxd_num_requests_running{model_name="big"} [1-9]' && break; sleep 0.05
@@ -174,8 +176,14 @@ for _ in $(seq 1 100); do kill -0 "$PW" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$PW" 2>/dev/null && fail "the request that waited for the cancelled unload still waits"
 wait "$PW"
 grep -q '"finish_reason"' "$TMP/w.json" || fail "the request that waited: $(cat "$TMP/w.json")"
-wait "$hold"
-grep -q '"finish_reason":"length"' "$TMP/hold.json" || fail "the held request: $(head -c 300 "$TMP/hold.json")"
+kill -0 "$hold" 2>/dev/null || fail "the held request ended before the checks: $(tail -c 300 "$TMP/hold.json")"
+grep -q '"text"' "$TMP/hold.json" || fail "the held request streamed nothing: $(head -c 300 "$TMP/hold.json")"
+kill "$hold"; wait "$hold" 2>/dev/null
+# the client gone, the request ends; the unload asked before the load must not follow it
+for _ in $(seq 1 200); do
+    curl -s "$URL/metrics" | grep -q '^rlxd_num_requests_running{model_name="big"} 0' && break; sleep 0.05
+done
+curl -s "$URL/metrics" | grep -q '^rlxd_num_requests_running{model_name="big"} 0' || fail "the closed request still runs"
 sleep 0.3
 [ "$(state big)" = loaded ] || fail "big unloaded after POST /models/load answered 200: $(state big)"
 stop_server
@@ -246,9 +254,13 @@ cp "$D/alpha.gguf" "$D2/alpha.gguf"
 "$SYNTH" --arch llama --preset tiny --hidden 768 --layers 6 --heads 12 --kv-heads 4 --ffn 2048 --ctx 8192 \
     --type q8_0 --vocab-from "$SHARED/models/stories260K.gguf" -o "$D2/slow.gguf" >/dev/null || fail "synth slow"
 start_dir busy --models-dir "$D2" --max-loaded 1
+# a stream of seconds (1000 tokens: ~5-10 s; under the sanitizers, ~10x slower, 250 are 20 s)
+slow_tokens=1000
+ldd "$BIN" 2>/dev/null | grep -q libasan && slow_tokens=250
 stream_slow() { # FILE: a long stream from slow in the background (sets SPID)
     curl -s -N -H 'Content-Type: application/json' --data-binary \
-        '{"model":"slow","prompt":"Once upon a time","max_tokens":1000,"ignore_eos":true,"stream":true}' "$URL/v1/completions" >"$1" &
+        "{\"model\":\"slow\",\"prompt\":\"Once upon a time\",\"max_tokens\":$slow_tokens,\"ignore_eos\":true,\"stream\":true}" \
+        "$URL/v1/completions" >"$1" &
     SPID=$!
     for _ in $(seq 1 300); do grep -q '"text"' "$1" 2>/dev/null && return 0; sleep 0.05; done
     fail "the slow stream did not start"
