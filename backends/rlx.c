@@ -2,6 +2,7 @@
 #include "backends/rlx.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,4 +121,32 @@ FILE *rlx_tmpfile_beside(const char *path, mode_t mode, char *tmp, size_t cap)
         errno = e;
     }
     return f;
+}
+
+int rlx_mkdirs(const char *dir, mode_t mode)
+{
+    char p[PATH_MAX];
+    size_t n = strlen(dir);
+    if (n >= sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(p, dir, n + 1);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/' || s[-1] == '/') continue;
+        *s = 0;
+        const int r = mkdir(p, mode);
+        *s = '/';
+        if (r && errno != EEXIST) return -1;
+    }
+    if (!mkdir(p, mode)) return 0;
+    if (errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(p, &st)) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }

@@ -62,4 +62,10 @@ const char *rlx_log_escape(const char *s, bool text, char *out, size_t cap);
  * `path` once complete (or unlink). NULL with errno set and tmp "" when it cannot be made. */
 FILE *rlx_tmpfile_beside(const char *path, mode_t mode, char *tmp, size_t cap);
 
+/* Creates the folder `dir` and those above it that are missing (as `mkdir -p`), each new one with
+ * permissions `mode`; folders that exist are left as they are. 0, or -1 with errno set
+ * (ENAMETOOLONG past PATH_MAX, ENOTDIR where a file stands in the way, EACCES, ...). For the
+ * caches under $XDG_CACHE_HOME, which need not exist (a container's fresh volume). */
+int rlx_mkdirs(const char *dir, mode_t mode);
+
 #endif

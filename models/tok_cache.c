@@ -159,7 +159,7 @@ int rlx_tokenizer_cache_save(const rlx_tokenizer *t, const char *cache_path, con
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = 0;
-        if (mkdir(dir, 0755) && errno != EEXIST) {
+        if (rlx_mkdirs(dir, 0755)) { /* $XDG_CACHE_HOME itself may not exist yet */
             free(b.p);
             return rlx_errorf(err, RLX_EIO, "cannot create the cache folder %s: %s", dir, strerror(errno));
         }

@@ -136,15 +136,7 @@ int rlx__pull_check_gguf(const char *path, long long size, rlx_error *err)
 #ifdef RLX_HAVE_CURL
 static int mkdir_p(const char *path, rlx_error *err)
 {
-    char p[4096];
-    if (rlx__pull_path(err, p, sizeof p, "%s", path)) return err->code;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return rlx_errorf(err, RLX_EIO, "cannot create %s: %s", p, strerror(errno));
-        *s = '/';
-    }
-    if (mkdir(p, 0755) && errno != EEXIST) return rlx_errorf(err, RLX_EIO, "cannot create %s: %s", p, strerror(errno));
+    if (rlx_mkdirs(path, 0755)) return rlx_errorf(err, RLX_EIO, "cannot create %s: %s", path, strerror(errno));
     return 0;
 }
 #endif

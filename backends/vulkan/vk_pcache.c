@@ -144,7 +144,7 @@ int rlx__vk_pcache_save(vk_dev *d, rlx_error *err)
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = 0;
-        mkdir(dir, 0755); /* a failure shows at the temporary file below */
+        (void)rlx_mkdirs(dir, 0755); /* a failure shows at the temporary file below */
     }
     FILE *f = rlx_tmpfile_beside(d->pc_path, 0644, tmp, sizeof tmp);
     bool ok = f && fwrite(buf, 1, PC_HEAD + n, f) == PC_HEAD + n;

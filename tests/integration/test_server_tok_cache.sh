@@ -61,11 +61,21 @@ run off --cache-dir none
 [ "$NOTE" = off ] || fail "--cache-dir none: cache '$NOTE'"
 ok "--cache-dir none: no cache"
 
+# the default folder, $XDG_CACHE_HOME/rlxd, where $XDG_CACHE_HOME does not exist yet (the image's
+# fresh volume: XDG_CACHE_HOME=/var/lib/rlxd/cache): made, levels above it included (only the
+# last level was: "cannot create the cache folder ...: No such file or directory" every load)
+unset RLXD_CACHE_DIR # (server_lib.sh's, which would come first)
+XDG_CACHE_HOME="$TMP/xdg/not/yet" run xdg
+export RLXD_CACHE_DIR="$TMP/tokenizer-cache"
+[ "$NOTE" = "miss, written" ] || fail "XDG_CACHE_HOME not there yet: cache '$NOTE'"
+ls "$TMP"/xdg/not/yet/rlxd/tokenizer-*.bin >/dev/null || fail "no cache file under \$XDG_CACHE_HOME/rlxd"
+ok "a missing \$XDG_CACHE_HOME is made for the cache"
+
 # The Vulkan backend's pipeline cache in the same folder (when this build and host have Vulkan:
 # lavapipe in CI): written at the first load, read at the next (the same data: not rewritten), a
 # damaged file ignored and replaced; the load logs what it did.
 if "$BIN" serve -m "$MODEL:tiny" --stdio --backend vulkan --cache-dir none </dev/null >/dev/null 2>&1; then
-    V="$TMP/vkcache"
+    V="$TMP/vk/not/yet"  # folders above it missing too: made
     vk_note() { "$BIN" serve -m "$MODEL:tiny" --stdio --backend vulkan --cache-dir "$V" </dev/null 2>&1 >/dev/null |
                 sed -n "s/.*Vulkan pipeline cache: //p"; }
     n1=$(vk_note)

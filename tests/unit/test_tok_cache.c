@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,54 @@ TEST(a_temporary_of_its_own)
     ASSERT(!rlx_tmpfile_beside(path, 0644, t2, 8) && errno == ENAMETOOLONG && !t2[0]);
 }
 
+/* The cache folder ($XDG_CACHE_HOME/rlxd) and the folders above it need not exist: a save makes
+ * them (a container's fresh volume under XDG_CACHE_HOME=/var/lib/rlxd/cache logged "cannot create
+ * the cache folder ...: No such file or directory" at every load and never cached). */
+TEST(a_cache_folder_that_does_not_exist)
+{
+    char model[128], path[128], deep[200], msg[600];
+    size_t size;
+    int rc = setup(model, sizeof model, path, sizeof path, &size);
+    if (rc == 77) SKIP("models/synth-qwen3-tiny-f32.gguf absent");
+    ASSERT_EQ(rc, 0);
+    snprintf(deep, sizeof deep, "%s/xdg/new/rlxd/m.bin", dir);
+    rlx_tokenizer *t = NULL;
+    rlx_error err = {0};
+    ASSERT_EQ(build(model, &t), 0);
+    ASSERT_MSG(rlx_tokenizer_cache_save(t, deep, model, &err) == 0, "%s", err.msg);
+    rlx_tokenizer_free(t);
+    ASSERT_EQ(load_status(deep, model, msg, sizeof msg), RLX_TOK_CACHE_HIT);
+}
+
+/* rlx_mkdirs: every missing level, existing folders kept, doubled and trailing slashes, and its
+ * failures (a file in the way, a name past PATH_MAX) with errno set. */
+TEST(mkdirs_makes_every_level)
+{
+    char a[200], b[220], f[220];
+    struct stat st;
+    snprintf(a, sizeof a, "%s/mk/one//two/three/", dir);
+    ASSERT_EQ(rlx_mkdirs(a, 0700), 0);
+    snprintf(b, sizeof b, "%s/mk/one/two/three", dir);
+    ASSERT(!stat(b, &st) && S_ISDIR(st.st_mode));
+    ASSERT_EQ(rlx_mkdirs(b, 0700), 0); /* exists: fine */
+    snprintf(f, sizeof f, "%s/mk/file", dir);
+    spit(f, "x", 1);
+    errno = 0;
+    ASSERT(rlx_mkdirs(f, 0700) == -1 && errno == ENOTDIR);
+    snprintf(b, sizeof b, "%s/mk/file/below", dir);
+    errno = 0;
+    ASSERT(rlx_mkdirs(b, 0700) == -1 && errno == ENOTDIR);
+    char *long_name = malloc(PATH_MAX + 16);
+    ASSERT(long_name);
+    memset(long_name, 'a', PATH_MAX + 15);
+    long_name[0] = '/';
+    long_name[PATH_MAX + 15] = 0;
+    errno = 0;
+    ASSERT(rlx_mkdirs(long_name, 0700) == -1 && errno == ENAMETOOLONG);
+    free(long_name);
+    ASSERT_EQ(rlx_mkdirs("/", 0700), 0);
+}
+
 TEST(cache_path_names_the_model)
 {
     char a[256], b[256], c[256];
@@ -260,7 +309,8 @@ int main(void)
     snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
     if (system(cmd)) return 1;
     static const rlx_test_case cases[] = {TEST_ENTRY(round_trip_every_family), TEST_ENTRY(stale_and_corrupt),
-                                          TEST_ENTRY(a_temporary_of_its_own), TEST_ENTRY(cache_path_names_the_model)};
+                                          TEST_ENTRY(a_temporary_of_its_own), TEST_ENTRY(a_cache_folder_that_does_not_exist),
+                                          TEST_ENTRY(mkdirs_makes_every_level), TEST_ENTRY(cache_path_names_the_model)};
     int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) return 1;
