@@ -69,7 +69,12 @@ int rlx__sessions_open(rlx_worker *w, rlx_error *err)
     if (!(w->kv_dir = model_dir(w->cfg.db_path, w->name))) return rlx_errorf(err, RLX_ENOMEM, "out of memory");
     if (mkdir(w->kv_dir, 0700) && errno != EEXIST)
         return rlx_errorf(err, RLX_EIO, "cannot create the session snapshot directory %s: %s", w->kv_dir, strerror(errno));
-    return rlx__writer_start(w, err);
+    if ((rc = rlx__writer_start(w, err))) return rc;
+    /* the limits at once, not a period later: a restart with a lower --max-sessions or
+       --session-ttl trims the database now (and sqlite's caches fill at start, not in the
+       middle of serving) */
+    rlx__writer_limits(w);
+    return 0;
 }
 
 static void unpin(rlx_worker *w, wsession *ws)
