@@ -150,3 +150,16 @@ int rlx_mkdirs(const char *dir, mode_t mode)
     }
     return 0;
 }
+
+int rlx_mkdirs_for(const char *file, mode_t mode)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s", file) >= (int)sizeof dir) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return 0; /* the working folder or the root: there already */
+    *slash = 0;
+    return rlx_mkdirs(dir, mode);
+}

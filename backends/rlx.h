@@ -68,4 +68,8 @@ FILE *rlx_tmpfile_beside(const char *path, mode_t mode, char *tmp, size_t cap);
  * caches under $XDG_CACHE_HOME, which need not exist (a container's fresh volume). */
 int rlx_mkdirs(const char *dir, mode_t mode);
 
+/* rlx_mkdirs for the folder that will hold the file `file` (its path up to the last '/'; nothing
+ * to make for a bare name or one in the root). 0, or -1 with errno set as rlx_mkdirs does. */
+int rlx_mkdirs_for(const char *file, mode_t mode);
+
 #endif

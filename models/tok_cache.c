@@ -154,15 +154,11 @@ int rlx_tokenizer_cache_save(const rlx_tokenizer *t, const char *cache_path, con
     h.payload = b.n;
     h.checksum = rlx__tok_cache_checksum(b.p, b.n);
 
-    char dir[PATH_MAX], tmp[PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s", cache_path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = 0;
-        if (rlx_mkdirs(dir, 0755)) { /* $XDG_CACHE_HOME itself may not exist yet */
-            free(b.p);
-            return rlx_errorf(err, RLX_EIO, "cannot create the cache folder %s: %s", dir, strerror(errno));
-        }
+    char tmp[PATH_MAX + 32];
+    if (rlx_mkdirs_for(cache_path, 0755)) { /* $XDG_CACHE_HOME itself may not exist yet */
+        free(b.p);
+        return rlx_errorf(err, RLX_EIO, "cannot create the folder of the cache file %s: %s", cache_path,
+                          strerror(errno));
     }
     /* a temporary of its own: two models of one daemon loaded from the same file at once save
      * the same cache file */

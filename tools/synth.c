@@ -421,16 +421,6 @@ static int parse_i64(const char *flag, const char *v, int64_t *out)
     return 0;
 }
 
-static int mkdirs_for(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
-    char *slash = strrchr(buf, '/');
-    if (!slash || slash == buf) return 0;
-    *slash = 0;
-    return rlx_mkdirs(buf, 0777);
-}
-
 int main(int argc, char **argv)
 {
     opts o = {.split = 1, .seed = 1, .pooling = -2, .ft = &ftypes[0], .window = -1, .rope_base_swa = NAN, .final_softcap = NAN, .attn_softcap = NAN};
@@ -541,7 +531,7 @@ int main(int argc, char **argv)
     if (!rc && o.chat_template) rc = set_chat_template(w, o.chat_template, &err);
     if (!rc) rc = write_metadata(w, &o, &err);
     if (!rc) rc = add_tensors(w, &o, &err);
-    if (!rc && mkdirs_for(o.out)) rc = rlx_errorf(&err, RLX_EIO, "cannot create the directory of %s: %s", o.out, strerror(errno));
+    if (!rc && rlx_mkdirs_for(o.out, 0777)) rc = rlx_errorf(&err, RLX_EIO, "cannot create the directory of %s: %s", o.out, strerror(errno));
     if (!rc) rc = rlx_gguf_writer_write_split(w, o.out, (uint32_t)o.split, &err);
     rlx_gguf_writer_free(w);
     if (rc) {

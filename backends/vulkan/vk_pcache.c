@@ -139,13 +139,8 @@ int rlx__vk_pcache_save(vk_dev *d, rlx_error *err)
     memcpy(buf, PC_MAGIC, 8);
     memcpy(buf + 8, &len, 8);
     memcpy(buf + 16, &sum, 8);
-    char dir[PATH_MAX], tmp[PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s", d->pc_path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = 0;
-        (void)rlx_mkdirs(dir, 0755); /* a failure shows at the temporary file below */
-    }
+    char tmp[PATH_MAX + 32];
+    (void)rlx_mkdirs_for(d->pc_path, 0755); /* a failure shows at the temporary file below */
     FILE *f = rlx_tmpfile_beside(d->pc_path, 0644, tmp, sizeof tmp);
     bool ok = f && fwrite(buf, 1, PC_HEAD + n, f) == PC_HEAD + n;
     if (f && fclose(f)) ok = false;

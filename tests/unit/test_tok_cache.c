@@ -291,6 +291,35 @@ TEST(mkdirs_makes_every_level)
     ASSERT_EQ(rlx_mkdirs("/", 0700), 0);
 }
 
+/* rlx_mkdirs_for: the folders above a file, not the file's own name; a bare name, one in the root
+ * and a file in the way. */
+TEST(mkdirs_for_makes_the_files_folder)
+{
+    char p[220], d[220];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/mkf/a/b/file.bin", dir);
+    ASSERT_EQ(rlx_mkdirs_for(p, 0700), 0);
+    snprintf(d, sizeof d, "%s/mkf/a/b", dir);
+    ASSERT(!stat(d, &st) && S_ISDIR(st.st_mode));
+    ASSERT(stat(p, &st) == -1 && errno == ENOENT); /* the file's name is left for the file */
+    ASSERT_EQ(rlx_mkdirs_for(p, 0700), 0);          /* there already: fine */
+    ASSERT_EQ(rlx_mkdirs_for("bare-name.bin", 0700), 0);
+    ASSERT_EQ(rlx_mkdirs_for("/in-the-root.bin", 0700), 0);
+    snprintf(d, sizeof d, "%s/mkf/file", dir);
+    spit(d, "x", 1);
+    snprintf(p, sizeof p, "%s/mkf/file/below/x.bin", dir);
+    errno = 0;
+    ASSERT(rlx_mkdirs_for(p, 0700) == -1 && errno == ENOTDIR);
+    char *long_name = malloc(PATH_MAX + 16);
+    ASSERT(long_name);
+    memset(long_name, 'a', PATH_MAX + 15);
+    long_name[0] = '/';
+    long_name[PATH_MAX + 15] = 0;
+    errno = 0;
+    ASSERT(rlx_mkdirs_for(long_name, 0700) == -1 && errno == ENAMETOOLONG);
+    free(long_name);
+}
+
 TEST(cache_path_names_the_model)
 {
     char a[256], b[256], c[256];
@@ -310,7 +339,8 @@ int main(void)
     if (system(cmd)) return 1;
     static const rlx_test_case cases[] = {TEST_ENTRY(round_trip_every_family), TEST_ENTRY(stale_and_corrupt),
                                           TEST_ENTRY(a_temporary_of_its_own), TEST_ENTRY(a_cache_folder_that_does_not_exist),
-                                          TEST_ENTRY(mkdirs_makes_every_level), TEST_ENTRY(cache_path_names_the_model)};
+                                          TEST_ENTRY(mkdirs_makes_every_level), TEST_ENTRY(mkdirs_for_makes_the_files_folder),
+                                          TEST_ENTRY(cache_path_names_the_model)};
     int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) return 1;
