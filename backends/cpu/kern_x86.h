@@ -61,12 +61,24 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
         float_rows(type, w, rlx_row_bytes(type, K), n0, n1, act, act_row_bytes / 4, 0, T, K, out, ldo, true);
         return;
     case RLX_Q8_0: case RLX_Q4_0: case RLX_Q4_K: case RLX_Q5_K: case RLX_Q6_K:
-        matmul_rows_q(type, false, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
+        matmul_rows_q(type, false, false, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
         return;
     default:
         rlx__matmul_rows_scalar(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo);
         return;
     }
+}
+
+/* rlx__cpu_q8_0_rows: the Q8_0 tile's height on this path, the row group of the packed layout */
+const int KPFX(q8_0_rows) = Q8_0_ROWS;
+
+/* rlx_packed_fn for Q8_0 in the packed layout of repack.h: matmul_rows' arithmetic (Q8_0 has one
+ * for every batch), the tiles reading a row's blocks Q8_0_ROWS blocks apart */
+void KPFX(matmul_q8_0_packed)(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
+                              int64_t T, int64_t K, float *out, int64_t ldo, bool batched)
+{
+    (void)batched;
+    matmul_rows_q(RLX_Q8_0, false, true, packed, n0, n1, act, act_row_bytes, T, K, out, ldo);
 }
 
 /* rlx_matmul_rows_batched: tinyBLAS for float weights, the repacked 4-row gemm for Q4_K; the
@@ -78,7 +90,7 @@ void KPFX(matmul_rows_batched)(int type, const void *w, int64_t n0, int64_t n1, 
     case RLX_F32: case RLX_F16: case RLX_BF16:
         float_rows(type, w, rlx_row_bytes(type, K), n0, n1, act, act_row_bytes / 4, 0, T, K, out, ldo, false);
         return;
-    case RLX_Q4_K: matmul_rows_q(type, true, w, n0, n1, act, act_row_bytes, T, K, out, ldo); return;
+    case RLX_Q4_K: matmul_rows_q(type, true, false, w, n0, n1, act, act_row_bytes, T, K, out, ldo); return;
     default: KPFX(matmul_rows)(type, w, n0, n1, act, act_row_bytes, T, K, out, ldo); return;
     }
 }

@@ -153,7 +153,7 @@ KINLINE void q8_0_pairs_out(const __m512 acc[][2], float res[][Q8_0_ROWS], const
         }
 }
 
-KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
+KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, int64_t bstep, const rlx_block_q8_0 *const *a, int64_t nb,
                             const char *pf, float res[][Q8_0_ROWS], const int nt)
 {
     __m512 acc[4][2];
@@ -166,11 +166,11 @@ KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0
         __m512 dw[2];
         #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
-            const __m512i wq = pair256(_mm256_loadu_si256((const __m256i *)w[2 * p][ib].qs),
-                                       _mm256_loadu_si256((const __m256i *)w[2 * p + 1][ib].qs));
+            const __m512i wq = pair256(_mm256_loadu_si256((const __m256i *)w[2 * p][ib * bstep].qs),
+                                       _mm256_loadu_si256((const __m256i *)w[2 * p + 1][ib * bstep].qs));
             wa[p] = _mm512_abs_epi8(wq); /* |w| as unsigned, the sign moved onto the activation */
             neg[p] = _mm512_movepi8_mask(wq);
-            dw[p] = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)w[2 * p + 1][ib].d), _mm_set1_epi16((short)w[2 * p][ib].d)));
+            dw[p] = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)w[2 * p + 1][ib * bstep].d), _mm_set1_epi16((short)w[2 * p][ib * bstep].d)));
         }
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
@@ -218,7 +218,7 @@ KINLINE void q8_0_prepare(const rlx_block_q8_0 *const *a, int64_t ib0, int64_t n
 }
 
 /* blocks [ib0, ib0 + nb) of four weight rows x nt prepared activation rows into acc */
-KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, int64_t ib0, int64_t nb, const q8_0_prep *pa,
+KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, int64_t bstep, int64_t ib0, int64_t nb, const q8_0_prep *pa,
                                const char *pf, __m512 acc[][2], const int nt)
 {
     const __m512i ones = _mm512_set1_epi8(1);
@@ -229,11 +229,11 @@ KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, int64_t ib0, int6
         __m512 dw[2];
         #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
-            wq[p] = pair256(_mm256_loadu_si256((const __m256i *)w[2 * p][ib].qs),
-                            _mm256_loadu_si256((const __m256i *)w[2 * p + 1][ib].qs));
+            wq[p] = pair256(_mm256_loadu_si256((const __m256i *)w[2 * p][ib * bstep].qs),
+                            _mm256_loadu_si256((const __m256i *)w[2 * p + 1][ib * bstep].qs));
             const __m512i wsum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, wq[p]);
             base[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(wsum, 7));
-            dw[p] = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)w[2 * p + 1][ib].d), _mm_set1_epi16((short)w[2 * p][ib].d)));
+            dw[p] = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)w[2 * p + 1][ib * bstep].d), _mm_set1_epi16((short)w[2 * p][ib * bstep].d)));
         }
         /* the scale products of pair (t, p), [dw[2p] x da[t]] x 8 | [dw[2p + 1] x da[t]] x 8:
          * one multiply per four activation rows (each 128-bit lane of dq[p][h] holds da[4h..4h+3]
@@ -265,8 +265,8 @@ KINLINE void tile_rows_q8_0_u8(const rlx_block_q8_0 *const *w, int64_t ib0, int6
  * pf: prefetch the rows ahead (first activation tile only). Over Q8_0_SEG blocks, the rows go
  * in groups of Q8_0_SUB whose sums wait in acc_keep between segments. */
 #define Q8_0_SUB 64
-KINLINE void rows_q8_0_u8(const void *w, size_t wrow, int64_t c0, int64_t c1, const rlx_block_q8_0 *const *a, int64_t nbl,
-                          bool pf_on, float *out, int64_t ldo, const int nt)
+KINLINE void rows_q8_0_u8(const void *w, size_t wrow, bool packed, int64_t c0, int64_t c1, const rlx_block_q8_0 *const *a,
+                          int64_t nbl, bool pf_on, float *out, int64_t ldo, const int nt)
 {
     q8_0_prep pa;
     const bool one_seg = nbl <= Q8_0_SEG;
@@ -280,15 +280,15 @@ KINLINE void rows_q8_0_u8(const void *w, size_t wrow, int64_t c0, int64_t c1, co
             if (!one_seg) q8_0_prepare(a, ib0, nb, &pa, nt);
             for (int64_t n = s0; n < s1; n += Q8_0_ROWS) {
                 const rlx_block_q8_0 *wr[Q8_0_ROWS];
-                for (int u = 0; u < Q8_0_ROWS; u++) wr[u] = (const rlx_block_q8_0 *)((const char *)w + (size_t)RLX_MIN(n + u, c1 - 1) * wrow);
-                const char *pf = pf_on ? (const char *)w + (size_t)(n + PF_TILES * Q8_0_ROWS) * wrow : NULL;
+                for (int u = 0; u < Q8_0_ROWS; u++) wr[u] = Q8_0_ROW(w, wrow, packed, RLX_MIN(n + u, c1 - 1));
+                const char *pf = pf_on ? (const char *)Q8_0_ROW(w, wrow, packed, n + PF_TILES * Q8_0_ROWS) : NULL;
                 __m512 acc[Q8_0_NT][2];
                 __m512 (*keep)[2] = acc_keep[(n - s0) / Q8_0_ROWS];
                 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++)
                     #pragma GCC unroll 2
                     for (int p = 0; p < 2; p++) acc[t][p] = ib0 ? keep[t][p] : _mm512_setzero_ps();
-                tile_rows_q8_0_u8(wr, ib0, nb, &pa, pf, acc, nt);
+                tile_rows_q8_0_u8(wr, packed ? Q8_0_ROWS : 1, ib0, nb, &pa, pf, acc, nt);
                 if (!last) {
                     #pragma GCC unroll 8
                     for (int t = 0; t < nt; t++)

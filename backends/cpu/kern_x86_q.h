@@ -79,6 +79,15 @@ KINLINE int32_t hsum_epi32(__m256i v)
     } while (0)
 #define Q8_0_PREFETCH(pf, ib) PREFETCH_STEP(pf, ib, Q8_0_ROWS * sizeof(rlx_block_q8_0))
 
+/* Row n's first block in a Q8_0 weight of wrow-byte rows: the GGUF layout (row after row), or
+ * the packed one of repack.h (groups of Q8_0_ROWS rows, block by block), where a row's blocks
+ * are Q8_0_ROWS blocks apart (the tiles' `bstep`). A tile of the packed layout reads one stream,
+ * and the rows PF_TILES tiles ahead are still contiguous, so the prefetch is the same. */
+#define Q8_0_ROW(w, wrow, packed, n)                                                                         \
+    ((packed) ? (const rlx_block_q8_0 *)((const char *)(w) + (size_t)((n) / Q8_0_ROWS) * Q8_0_ROWS * (wrow)) + \
+                    (n) % Q8_0_ROWS                                                                         \
+              : (const rlx_block_q8_0 *)((const char *)(w) + (size_t)(n) * (wrow)))
+
 #if KAVX512
 #include "backends/cpu/kern_x86_512.h"
 #endif
@@ -97,7 +106,7 @@ KINLINE int32_t hsum_epi32(__m256i v)
  * The f16 scales are gathered in general registers: built in memory, the 16-byte load waited
  * on a failed store forward every block. With vec, rows t >= nt read the driver's placeholder
  * blocks (its first row), never past them. */
-KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0 *const *a, int64_t nb,
+KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, int64_t bstep, const rlx_block_q8_0 *const *a, int64_t nb,
                             const char *pf, float res[][Q8_0_ROWS], const bool vec, const int nt)
 {
     __m256 acc[4][2];
@@ -109,9 +118,9 @@ KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0
         float dw[2];
         #pragma GCC unroll 2
         for (int u = 0; u < 2; u++) {
-            wq[u] = _mm256_loadu_si256((const __m256i *)w[u][ib].qs);
+            wq[u] = _mm256_loadu_si256((const __m256i *)w[u][ib * bstep].qs);
             wa[u] = _mm256_abs_epi8(wq[u]); /* |w| as unsigned, the sign moved onto the activation */
-            if (!vec) dw[u] = f16(w[u][ib].d);
+            if (!vec) dw[u] = f16(w[u][ib * bstep].d);
         }
         __m256 ph[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}; /* vec: products p(u, t), lane t of each 128 bits */
         if (vec) {
@@ -121,7 +130,7 @@ KINLINE void tile_rows_q8_0(const rlx_block_q8_0 *const *w, const rlx_block_q8_0
             const __m128 da4 = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(hd[0] | (uint64_t)hd[1] << 16 |
                                                                             (uint64_t)hd[2] << 32 | (uint64_t)hd[3] << 48)));
             const __m256 p8 = _mm256_mul_ps(_mm256_set_m128(da4, da4),
-                                            _mm256_set_m128(_mm_set1_ps(f16(w[1][ib].d)), _mm_set1_ps(f16(w[0][ib].d))));
+                                            _mm256_set_m128(_mm_set1_ps(f16(w[1][ib * bstep].d)), _mm_set1_ps(f16(w[0][ib * bstep].d))));
             ph[0] = _mm256_permute2f128_ps(p8, p8, 0x00);
             ph[1] = _mm256_permute2f128_ps(p8, p8, 0x11);
         }
@@ -439,7 +448,8 @@ KINLINE void tile8_q4_k(const rlx_block_q4_k *const *w, const rlx_block_q8_k *co
 #define BY_NT_Q8 BY_NT_Q
 #endif
 
-static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int64_t n1, const void *act,
+/* packed: a Q8_0 weight in the packed layout of repack.h (Q8_0_ROW) */
+static void matmul_rows_q(int type, bool batched, bool packed, const void *w, int64_t n0, int64_t n1, const void *act,
                           size_t act_row_bytes, int64_t T, int64_t K, float *out, int64_t ldo)
 {
     const size_t wrow = rlx_row_bytes(type, K);
@@ -490,21 +500,22 @@ static void matmul_rows_q(int type, bool batched, const void *w, int64_t n0, int
             }
 #if KAVX512 && KVNNI
             if (type == RLX_Q8_0 && nt > 1) {
-                BY_NT_Q8(rows_q8_0_u8, w, wrow, c0, c1, (const rlx_block_q8_0 *const *)ap, nbl, t0 == 0, out + t0 * ldo, ldo)
+                BY_NT_Q8(rows_q8_0_u8, w, wrow, packed, c0, c1, (const rlx_block_q8_0 *const *)ap, nbl, t0 == 0, out + t0 * ldo, ldo)
                 continue;
             }
 #endif
             if (type == RLX_Q8_0) {
                 for (int64_t n = c0; n < c1; n += Q8_0_ROWS) {
-                    const void *wr[Q8_0_ROWS];
-                    for (int u = 0; u < Q8_0_ROWS; u++) wr[u] = (const char *)w + (size_t)RLX_MIN(n + u, c1 - 1) * wrow;
+                    const rlx_block_q8_0 *wr[Q8_0_ROWS];
+                    for (int u = 0; u < Q8_0_ROWS; u++) wr[u] = Q8_0_ROW(w, wrow, packed, RLX_MIN(n + u, c1 - 1));
                     float rr[8][Q8_0_ROWS];
-                    const char *pf = t0 ? NULL : (const char *)w + (size_t)(n + PF_TILES * Q8_0_ROWS) * wrow;
+                    const char *pf = t0 ? NULL : (const char *)Q8_0_ROW(w, wrow, packed, n + PF_TILES * Q8_0_ROWS);
+                    const int64_t bstep = packed ? Q8_0_ROWS : 1;
 #if KAVX512
-                    BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
+                    BY_NT_Q(tile_rows_q8_0, wr, bstep, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr)
 #else
-                    if (nt <= 2) BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, false)
-                    else BY_NT_Q(tile_rows_q8_0, (const rlx_block_q8_0 *const *)wr, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, true)
+                    if (nt <= 2) BY_NT_Q(tile_rows_q8_0, wr, bstep, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, false)
+                    else BY_NT_Q(tile_rows_q8_0, wr, bstep, (const rlx_block_q8_0 *const *)ap, nbl, pf, rr, true)
 #endif
                     const int nr = (int)RLX_MIN((int64_t)Q8_0_ROWS, c1 - n);
                     for (int t = 0; t < nt; t++) memcpy(out + (t0 + t) * ldo + n, rr[t], (size_t)nr * sizeof(float));

@@ -34,8 +34,17 @@ typedef struct rlx_block_q4_k_x8 {
     uint8_t qs[4 * RLX_QK_K];
 } rlx_block_q4_k_x8; /* 1152 B = 8 x rlx_block_q4_k */
 
+/* Q8_0: groups of R rows block by block, R the current path's Q8_0 tile height (avx2: 2,
+ * avx512: 4; rlx__repack_rows): block i of row R q + r is block (q nb + i) R + r of the copy, so
+ * a tile of R rows reads one contiguous stream instead of R streams a row apart. The blocks
+ * themselves are unchanged (same size, same arithmetic). */
+
+/* The rows of one packed group of `type` on the current path (Q4_K: 8; Q8_0: its tile height);
+ * 0 when that type has no packed layout there. */
+int rlx__repack_rows(int type);
 /* Bytes of the packed copy of an N x K weight of `type`; 0 when it has no packed layout (type,
- * or N not a multiple of 8, or K not of the block size). */
+ * or N not a multiple of the group's rows, or K not of the block size). The layout is the
+ * current path's: pack, unpack and read it under one path. */
 size_t rlx__repack_bytes(int type, int64_t N, int64_t K);
 /* Writes the packed copy of the N x K weight `src` (GGUF layout) to dst (rlx__repack_bytes). */
 void rlx__repack(int type, const void *src, int64_t N, int64_t K, void *dst);
@@ -50,17 +59,26 @@ typedef void (*rlx_packed_fn)(const void *packed, int64_t n0, int64_t n1, const 
  * type in the GGUF layout (then nothing is repacked). */
 rlx_packed_fn rlx__cpu_packed_fn(int type);
 
+/* Whether rlx__repack_plan packs weights of `type` on the current path: its path has a packed
+ * kernel (rlx__cpu_packed_fn), and for Q8_0 transparent huge pages can be had for the copy (THP
+ * "always" or "madvise"), or RLX_CPU_REPACK=1 asks for it anyway: Q8_0's layout gains nothing
+ * in arithmetic, and its copy in 4 KiB pages decoded slower than the file's pages
+ * (bench/RESULTS.md 73). RLX_CPU_REPACK=0 packs nothing. */
+bool rlx__repack_wanted(int type);
+
 /* A plan's packed weights: per graph tensor its packed copy and kernel, or data NULL. */
 typedef struct rlx_packed_weight {
     void *data;
     rlx_packed_fn fn;
 } rlx_packed_weight;
 /* Packs every weight of the plan's graph that only matmuls read (as their weight operand) and
- * whose type the current path reads packed: *out gets graph->n_tensors entries (NULL when none
- * is packed), *bytes their total size; the GGUF pages of a packed weight are handed back to
+ * whose type rlx__repack_wanted: *out gets graph->n_tensors + 1 entries (NULL when none is
+ * packed; the last one's data is the allocation all copies live in, asked to be in huge
+ * pages), *bytes the copies' total size; the GGUF pages of a packed weight are handed back to
  * the kernel (MADV_PAGEOUT: file pages are dropped, they are still readable). RLX_ENOMEM when
- * a copy cannot be allocated. */
+ * the copies cannot be allocated. */
 int rlx__repack_plan(const rlx_plan *plan, rlx_packed_weight **out, size_t *bytes, rlx_error *err);
+/* Frees rlx__repack_plan's result; n: the graph's tensor count it was made for. */
 void rlx__repack_free(rlx_packed_weight *p, int n);
 
 void rlx__avx2_matmul_q4_k_x8(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
@@ -69,6 +87,16 @@ void rlx__avx512_matmul_q4_k_x8(const void *packed, int64_t n0, int64_t n1, cons
                                 int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
 void rlx__avx512vnni_matmul_q4_k_x8(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
                                     int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
+void rlx__avx2_matmul_q8_0_packed(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
+                                  int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
+void rlx__avx2vnni_matmul_q8_0_packed(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
+                                      int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
+void rlx__avx512_matmul_q8_0_packed(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
+                                    int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
+void rlx__avx512vnni_matmul_q8_0_packed(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
+                                        int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
+/* the Q8_0 tile heights of the paths (their packed row groups) */
+extern const int rlx__avx2_q8_0_rows, rlx__avx2vnni_q8_0_rows, rlx__avx512_q8_0_rows, rlx__avx512vnni_q8_0_rows;
 void rlx__avx2vnni_matmul_q4_k_x8(const void *packed, int64_t n0, int64_t n1, const void *act, size_t act_row_bytes,
                                   int64_t T, int64_t K, float *out, int64_t ldo, bool batched);
 

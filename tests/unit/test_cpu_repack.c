@@ -1,6 +1,6 @@
-/* test_cpu_repack.c - load-time repacking (backends/cpu/repack.h): the packed Q4_K layout holds
- * exactly the GGUF rows (unpacked back byte for byte), its kernels give the GGUF-layout
- * kernels' bits on every path that has them (one-row and batched arithmetic, any T, row range
+/* test_cpu_repack.c - load-time repacking (backends/cpu/repack.h): the packed Q4_K and Q8_0
+ * layouts hold exactly the GGUF rows (unpacked back byte for byte), their kernels give the
+ * GGUF-layout kernels' bits on every path that has them (one-row and batched arithmetic, any T, row range
  * and extreme values), and the CPU backend packs the weights only matmuls read, with the same
  * outputs as without packing. No shared files needed. */
 #include "tests/rlx_test.h"
@@ -52,24 +52,61 @@ TEST(layout_round_trip)
     ASSERT_EQ(rlx__repack_bytes(RLX_Q4_K, 12, K), 0);
     ASSERT_EQ(rlx__repack_bytes(RLX_Q4_K, 0, K), 0);
     ASSERT_EQ(rlx__repack_bytes(RLX_Q4_K, N, 300), 0);
-    ASSERT_EQ(rlx__repack_bytes(RLX_Q8_0, N, K), 0);
     ASSERT_EQ(rlx__repack_bytes(RLX_Q6_K, N, K), 0);
     free(p);
     free(w);
 }
 
+/* Q8_0's row group is the path's tile height: each path's layout round-trips, and the scalar
+ * path (no tile) has none */
+TEST(q8_0_layout_round_trip)
+{
+    const int64_t N = 20, K = 320, nb = K / RLX_QK;
+    rlx_block_q8_0 *w = malloc((size_t)(N * nb) * sizeof *w), row[10];
+    for (int64_t i = 0; i < N * nb; i++) {
+        uint8_t *b = (uint8_t *)&w[i];
+        for (size_t k = 0; k < sizeof w[i]; k++) b[k] = (uint8_t)rnd();
+    }
+    int ran = 0;
+    for (size_t pi = 0; pi < RLX_ARRAY_LEN(simd_paths); pi++) {
+        if (!rlx_cpu_has_path(simd_paths[pi])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(simd_paths[pi]), 0);
+        const int R = rlx__repack_rows(RLX_Q8_0);
+        ASSERT_MSG(R == (strncmp(simd_paths[pi], "avx512", 6) ? 2 : 4), "%s: Q8_0 groups of %d rows", simd_paths[pi], R);
+        const size_t bytes = rlx__repack_bytes(RLX_Q8_0, N, K);
+        ASSERT_EQ(bytes, (size_t)(N * nb) * sizeof(rlx_block_q8_0));
+        void *p = malloc(bytes);
+        rlx__repack(RLX_Q8_0, w, N, K, p);
+        ASSERT(memcmp(p, w, bytes) != 0); /* it is another layout */
+        for (int64_t n = 0; n < N; n++) {
+            rlx__unpack_row(RLX_Q8_0, p, n, K, row);
+            ASSERT_MSG(memcmp(row, &w[n * nb], sizeof row) == 0, "%s: row %lld does not survive the round trip",
+                       simd_paths[pi], (long long)n);
+        }
+        free(p);
+        ASSERT_EQ(rlx__repack_bytes(RLX_Q8_0, N + 1, K), 0); /* not whole groups */
+        ASSERT_EQ(rlx__repack_bytes(RLX_Q8_0, N, K + 16), 0);
+        ran++;
+    }
+    ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+    ASSERT_EQ(rlx__repack_rows(RLX_Q8_0), 0);
+    ASSERT_EQ(rlx__repack_bytes(RLX_Q8_0, N, K), 0);
+    free(w);
+    if (!ran) SKIP("this CPU has no SIMD path");
+}
+
 /* packed kernel vs the same path's GGUF-layout kernel (and the scalar reference) on rows
  * [n0, n1) of an N x K weight, T activation rows */
-static int compare(rlx_packed_fn fn, const rlx_block_q4_k *w, const void *packed, const rlx_block_q8_k *a, int64_t N,
-                   int64_t K, int64_t T, int64_t n0, int64_t n1, bool batched, const char *what)
+static int compare_type(int type, rlx_packed_fn fn, const void *w, const void *packed, const void *a, int64_t N,
+                        int64_t K, int64_t T, int64_t n0, int64_t n1, bool batched, const char *what)
 {
-    const size_t arow = rlx_row_bytes(RLX_Q8_K, K);
+    const size_t arow = rlx_row_bytes(rlx_vec_dot_type(type), K);
     float *ref = malloc((size_t)(T * N) * 4), *sc = malloc((size_t)(T * N) * 4), *got = malloc((size_t)(T * N) * 4);
     for (int64_t i = 0; i < T * N; i++) got[i] = ref[i] = sc[i] = -7.0f;
-    (batched ? rlx_matmul_rows_batched : rlx_matmul_rows)(RLX_Q4_K, w, n0, n1, a, arow, T, K, ref, N);
+    (batched ? rlx_matmul_rows_batched : rlx_matmul_rows)(type, w, n0, n1, a, arow, T, K, ref, N);
     const char *path = rlx_cpu_path();
     rlx_cpu_force_path("scalar");
-    (batched ? rlx_matmul_rows_batched : rlx_matmul_rows)(RLX_Q4_K, w, n0, n1, a, arow, T, K, sc, N);
+    (batched ? rlx_matmul_rows_batched : rlx_matmul_rows)(type, w, n0, n1, a, arow, T, K, sc, N);
     rlx_cpu_force_path(path);
     fn(packed, n0, n1, a, arow, T, K, got, N, batched);
     int bad = 0;
@@ -84,6 +121,57 @@ static int compare(rlx_packed_fn fn, const rlx_block_q4_k *w, const void *packed
     free(sc);
     free(got);
     return bad;
+}
+
+static int compare(rlx_packed_fn fn, const rlx_block_q4_k *w, const void *packed, const rlx_block_q8_k *a, int64_t N,
+                   int64_t K, int64_t T, int64_t n0, int64_t n1, bool batched, const char *what)
+{
+    return compare_type(RLX_Q4_K, fn, w, packed, a, N, K, T, n0, n1, batched, what);
+}
+
+/* Q8_0: the packed tiles against the GGUF-layout ones and the scalar reference, every T up to
+ * past the widest activation tile (8), whole and inner row ranges, realistic and random scales */
+TEST(q8_0_packed_kernels_match_gguf_layout)
+{
+    static const int64_t shapes[][2] = {{8, 32}, {48, 1024}, {64, 160 * 32}};
+    int ran = 0;
+    for (size_t pi = 0; pi < RLX_ARRAY_LEN(simd_paths); pi++) {
+        if (!rlx_cpu_has_path(simd_paths[pi])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(simd_paths[pi]), 0);
+        rlx_packed_fn fn = rlx__cpu_packed_fn(RLX_Q8_0);
+        ASSERT(fn != NULL);
+        for (size_t si = 0; si < RLX_ARRAY_LEN(shapes); si++) {
+            const int64_t N = shapes[si][0], K = shapes[si][1], nb = K / RLX_QK;
+            rlx_block_q8_0 *w = malloc((size_t)(N * nb) * sizeof *w);
+            float *x = malloc((size_t)K * 4);
+            for (int64_t n = 0; n < N; n++) {
+                for (int64_t k = 0; k < K; k++) x[k] = (n % 3 ? 0.05f : 40.0f) * rndf();
+                ASSERT_EQ(rlx_quantize_row(RLX_Q8_0, x, &w[n * nb], K), 0);
+                if (n % 4 == 1) /* every byte pattern, -128 included */
+                    for (int64_t i = 0; i < nb; i++)
+                        for (int j = 0; j < RLX_QK; j++) w[n * nb + i].qs[j] = (int8_t)rnd();
+            }
+            void *p = malloc(rlx__repack_bytes(RLX_Q8_0, N, K));
+            rlx__repack(RLX_Q8_0, w, N, K, p);
+            rlx_block_q8_0 *a = malloc((size_t)(11 * nb) * sizeof *a);
+            for (int64_t t = 0; t < 11; t++) {
+                for (int64_t k = 0; k < K; k++) x[k] = (t % 2 ? 3.0f : 0.01f) * rndf();
+                ASSERT_EQ(rlx_quantize_act(RLX_Q8_0, x, &a[t * nb], K), 0);
+            }
+            for (int64_t T = 1; T <= 11; T++) {
+                ASSERT_EQ(compare_type(RLX_Q8_0, fn, w, p, a, N, K, T, 0, N, T % 2, "Q8_0"), 0);
+                if (N > 16) ASSERT_EQ(compare_type(RLX_Q8_0, fn, w, p, a, N, K, T, 8, N - 16, false, "Q8_0, inner rows"), 0);
+            }
+            free(a);
+            free(p);
+            free(x);
+            free(w);
+            ran++;
+        }
+    }
+    ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+    ASSERT(rlx__cpu_packed_fn(RLX_Q8_0) == NULL);
+    if (!ran) SKIP("this CPU has no SIMD path");
 }
 
 TEST(packed_kernels_match_gguf_layout)
@@ -132,7 +220,6 @@ TEST(packed_kernels_match_gguf_layout)
     if (rlx_cpu_has_path("avx2")) {
         ASSERT_EQ(rlx_cpu_force_path("avx2"), 0);
         ASSERT(rlx__cpu_packed_fn(RLX_Q6_K) == NULL);
-        ASSERT(rlx__cpu_packed_fn(RLX_Q8_0) == NULL);
     }
     rlx_cpu_force_path("scalar");
     if (!ran) SKIP("this CPU has no SIMD path");
@@ -187,13 +274,13 @@ TEST(packed_kernels_extremes)
 #define D 256
 #define V 64
 
-/* x = emb[tok] (Q4_K, also the tied output projection); h = rms(x); y = h @ W1 (Q4_K, matmul
- * only) + x; logits = gather(rms(y)) @ emb */
-static void build(rlx_graph *g, const void *emb, const void *w1)
+/* x = emb[tok] (`type`, also the tied output projection); h = rms(x); y = h @ W1 (`type`,
+ * matmul only) + x; logits = gather(rms(y)) @ emb */
+static void build(rlx_graph *g, int type, const void *emb, const void *w1)
 {
     rlx_graph_init(g);
-    int e = rlx_g_weight(g, "emb", RLX_Q4_K, D, V, emb);
-    int m = rlx_g_weight(g, "w1", RLX_Q4_K, D, D, w1);
+    int e = rlx_g_weight(g, "emb", type, D, V, emb);
+    int m = rlx_g_weight(g, "w1", type, D, D, w1);
     int x = rlx_g_get_rows(g, e, 1.0f);
     int y = rlx_g_add(g, rlx_g_matmul(g, rlx_g_rms_norm(g, x, 1e-6f), m), x);
     int o = rlx_g_node(g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, D, rlx_g_rms_norm(g, y, 1e-6f), -1, -1);
@@ -222,15 +309,15 @@ static int run(const rlx_plan *p, const int32_t *tok, int n, float *out, size_t 
     return rc;
 }
 
-TEST(backend_packs_matmul_only_weights)
+static void packs_matmul_only_weights(int type)
 {
-    const int64_t nb = D / RLX_QK_K;
-    rlx_block_q4_k *emb = malloc((size_t)(V * nb) * sizeof *emb), *w1 = malloc((size_t)(D * nb) * sizeof *w1);
+    const size_t rb = rlx_row_bytes(type, D);
+    uint8_t *emb = malloc(V * rb), *w1 = malloc(D * rb);
     float x[D];
-    for (int r = 0; r < V; r++) { for (int k = 0; k < D; k++) x[k] = rndf(); rlx_quantize_row(RLX_Q4_K, x, &emb[r * nb], D); }
-    for (int r = 0; r < D; r++) { for (int k = 0; k < D; k++) x[k] = 0.2f * rndf(); rlx_quantize_row(RLX_Q4_K, x, &w1[r * nb], D); }
+    for (int r = 0; r < V; r++) { for (int k = 0; k < D; k++) x[k] = rndf(); rlx_quantize_row(type, x, &emb[r * rb], D); }
+    for (int r = 0; r < D; r++) { for (int k = 0; k < D; k++) x[k] = 0.2f * rndf(); rlx_quantize_row(type, x, &w1[r * rb], D); }
     rlx_graph g;
-    build(&g, emb, w1);
+    build(&g, type, emb, w1);
     rlx_plan p;
     rlx_error err = {0};
     rlx_compile_opts o = {.max_tokens = 8, .max_outputs = 8};
@@ -242,16 +329,19 @@ TEST(backend_packs_matmul_only_weights)
     for (size_t pi = 0; pi < RLX_ARRAY_LEN(paths); pi++) {
         if (!rlx_cpu_has_path(paths[pi])) continue;
         ASSERT_EQ(rlx_cpu_force_path(paths[pi]), 0);
-        const bool packs = rlx__cpu_packed_fn(RLX_Q4_K) != NULL;
+        setenv("RLX_CPU_REPACK", "1", 1); /* Q8_0 too where no huge pages can be had */
+        const bool packs = rlx__repack_wanted(type);
+        ASSERT_EQ(packs, rlx__cpu_packed_fn(type) != NULL);
         size_t bytes = 0;
         ASSERT_EQ(run(&p, tok, 7, packed_out, &bytes), 0);
         /* w1 only: emb is also read by GET_ROWS */
-        ASSERT_EQ(bytes, packs ? rlx__repack_bytes(RLX_Q4_K, D, D) : 0);
+        ASSERT_EQ(bytes, packs ? rlx__repack_bytes(type, D, D) : 0);
         setenv("RLX_CPU_REPACK", "0", 1);
         ASSERT_EQ(run(&p, tok, 7, plain_out, &bytes), 0);
         unsetenv("RLX_CPU_REPACK");
         ASSERT_EQ(bytes, 0);
         ASSERT_MSG(memcmp(packed_out, plain_out, sizeof packed_out) == 0, "%s: packing changes the logits", paths[pi]);
+        setenv("RLX_CPU_REPACK", "1", 1);
         ASSERT_EQ(run(&p, &tok[4], 1, one, &bytes), 0); /* one token: one-row arithmetic */
         setenv("RLX_CPU_REPACK", "0", 1);
         ASSERT_EQ(run(&p, &tok[4], 1, plain_out, &bytes), 0);
@@ -267,5 +357,37 @@ TEST(backend_packs_matmul_only_weights)
     if (!ran) SKIP("this CPU has no SIMD path: nothing is packed");
 }
 
-TEST_MAIN(TEST_ENTRY(layout_round_trip), TEST_ENTRY(packed_kernels_match_gguf_layout), TEST_ENTRY(packed_kernels_extremes),
-          TEST_ENTRY(backend_packs_matmul_only_weights))
+/* what is packed where: RLX_CPU_REPACK=0 nothing, the scalar path nothing, Q4_K on every SIMD
+ * path, Q8_0 there when asked (=1) or where huge pages can be had */
+TEST(repack_wanted)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "";
+    if (f) {
+        if (!fgets(line, sizeof line, f)) line[0] = 0;
+        fclose(f);
+    }
+    const bool thp = strstr(line, "[always]") || strstr(line, "[madvise]");
+    for (size_t pi = 0; pi < RLX_ARRAY_LEN(simd_paths); pi++) {
+        if (!rlx_cpu_has_path(simd_paths[pi])) continue;
+        ASSERT_EQ(rlx_cpu_force_path(simd_paths[pi]), 0);
+        ASSERT(rlx__repack_wanted(RLX_Q4_K));
+        ASSERT_EQ(rlx__repack_wanted(RLX_Q8_0), thp);
+        ASSERT(!rlx__repack_wanted(RLX_Q6_K));
+        setenv("RLX_CPU_REPACK", "1", 1);
+        ASSERT(rlx__repack_wanted(RLX_Q8_0));
+        setenv("RLX_CPU_REPACK", "0", 1);
+        ASSERT(!rlx__repack_wanted(RLX_Q8_0) && !rlx__repack_wanted(RLX_Q4_K));
+        unsetenv("RLX_CPU_REPACK");
+    }
+    ASSERT_EQ(rlx_cpu_force_path("scalar"), 0);
+    ASSERT(!rlx__repack_wanted(RLX_Q8_0) && !rlx__repack_wanted(RLX_Q4_K));
+}
+
+TEST(backend_packs_matmul_only_weights) { packs_matmul_only_weights(RLX_Q4_K); }
+TEST(backend_packs_matmul_only_weights_q8_0) { packs_matmul_only_weights(RLX_Q8_0); }
+
+TEST_MAIN(TEST_ENTRY(layout_round_trip), TEST_ENTRY(q8_0_layout_round_trip), TEST_ENTRY(packed_kernels_match_gguf_layout),
+          TEST_ENTRY(q8_0_packed_kernels_match_gguf_layout), TEST_ENTRY(packed_kernels_extremes),
+          TEST_ENTRY(repack_wanted), TEST_ENTRY(backend_packs_matmul_only_weights),
+          TEST_ENTRY(backend_packs_matmul_only_weights_q8_0))
