@@ -262,6 +262,17 @@ TEST(a_cache_folder_that_does_not_exist)
     ASSERT_EQ(load_status(deep, model, msg, sizeof msg), RLX_TOK_CACHE_HIT);
 }
 
+/* "/aaa...": a path longer than PATH_MAX (malloc'd) */
+static char *path_past_path_max(void)
+{
+    char *p = malloc(PATH_MAX + 16);
+    if (!p) return NULL;
+    memset(p, 'a', PATH_MAX + 15);
+    p[0] = '/';
+    p[PATH_MAX + 15] = 0;
+    return p;
+}
+
 /* rlx_mkdirs: every missing level, existing folders kept, doubled and trailing slashes, and its
  * failures (a file in the way, a name past PATH_MAX) with errno set. */
 TEST(mkdirs_makes_every_level)
@@ -280,11 +291,8 @@ TEST(mkdirs_makes_every_level)
     snprintf(b, sizeof b, "%s/mk/file/below", dir);
     errno = 0;
     ASSERT(rlx_mkdirs(b, 0700) == -1 && errno == ENOTDIR);
-    char *long_name = malloc(PATH_MAX + 16);
+    char *long_name = path_past_path_max();
     ASSERT(long_name);
-    memset(long_name, 'a', PATH_MAX + 15);
-    long_name[0] = '/';
-    long_name[PATH_MAX + 15] = 0;
     errno = 0;
     ASSERT(rlx_mkdirs(long_name, 0700) == -1 && errno == ENAMETOOLONG);
     free(long_name);
@@ -310,11 +318,8 @@ TEST(mkdirs_for_makes_the_files_folder)
     snprintf(p, sizeof p, "%s/mkf/file/below/x.bin", dir);
     errno = 0;
     ASSERT(rlx_mkdirs_for(p, 0700) == -1 && errno == ENOTDIR);
-    char *long_name = malloc(PATH_MAX + 16);
+    char *long_name = path_past_path_max();
     ASSERT(long_name);
-    memset(long_name, 'a', PATH_MAX + 15);
-    long_name[0] = '/';
-    long_name[PATH_MAX + 15] = 0;
     errno = 0;
     ASSERT(rlx_mkdirs_for(long_name, 0700) == -1 && errno == ENAMETOOLONG);
     free(long_name);
