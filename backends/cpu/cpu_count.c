@@ -12,8 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Reads one line of a small file into buf; false when absent or unreadable. */
-static bool read_line(const char *path, char *buf, size_t cap)
+bool rlx__read_line(const char *path, char *buf, size_t cap)
 {
     FILE *f = fopen(path, "r");
     if (!f) return false;
@@ -51,7 +50,7 @@ int rlx__cpu_max_cpus(const char *text)
 static int v2_limit(const char *dir)
 {
     char path[PATH_MAX], line[128];
-    if (snprintf(path, sizeof path, "%s/cpu.max", dir) >= (int)sizeof path || !read_line(path, line, sizeof line))
+    if (snprintf(path, sizeof path, "%s/cpu.max", dir) >= (int)sizeof path || !rlx__read_line(path, line, sizeof line))
         return 0;
     return rlx__cpu_max_cpus(line);
 }
@@ -61,10 +60,10 @@ static int v1_limit(const char *dir)
 {
     char path[PATH_MAX], line[64];
     long long quota, period;
-    if (snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir) >= (int)sizeof path || !read_line(path, line, sizeof line))
+    if (snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir) >= (int)sizeof path || !rlx__read_line(path, line, sizeof line))
         return 0;
     quota = atoll(line);
-    if (snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir) >= (int)sizeof path || !read_line(path, line, sizeof line))
+    if (snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir) >= (int)sizeof path || !rlx__read_line(path, line, sizeof line))
         return 0;
     period = atoll(line);
     return quota_cpus(quota, period);

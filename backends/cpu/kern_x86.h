@@ -69,7 +69,7 @@ void KPFX(matmul_rows)(int type, const void *w, int64_t n0, int64_t n1, const vo
     }
 }
 
-/* rlx__cpu_q8_0_rows: the Q8_0 tile's height on this path, the row group of the packed layout */
+/* the Q8_0 tile's height on this path: the row group of its packed layout (rlx__repack_rows) */
 const int KPFX(q8_0_rows) = Q8_0_ROWS;
 
 /* rlx_packed_fn for Q8_0 in the packed layout of repack.h: matmul_rows' arithmetic (Q8_0 has one

@@ -1,9 +1,10 @@
 /* repack.c - the packed weight layouts of repack.h, and which path reads which. */
 #include "backends/cpu/repack.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/threadpool.h"
 #include "backends/quant_internal.h"
 
-#include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -135,15 +136,19 @@ rlx_packed_fn rlx__cpu_packed_fn(int type)
 }
 
 /* Transparent huge pages for anonymous memory on request: "always" or "madvise" chosen in
- * /sys/kernel/mm/transparent_hugepage/enabled (the chosen one is in brackets). */
+ * /sys/kernel/mm/transparent_hugepage/enabled (the chosen one is in brackets). Read once per
+ * process (a plan asks for every weight; racing first callers read the same answer). */
 static bool thp_usable(void)
 {
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    char line[128] = "";
-    if (!f) return false;
-    const bool got = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
-    return got && (strstr(line, "[always]") || strstr(line, "[madvise]"));
+    static atomic_int known = -1;
+    int v = atomic_load(&known);
+    if (v < 0) {
+        char line[128];
+        v = rlx__read_line("/sys/kernel/mm/transparent_hugepage/enabled", line, sizeof line) &&
+            (strstr(line, "[always]") || strstr(line, "[madvise]"));
+        atomic_store(&known, v);
+    }
+    return v;
 }
 
 bool rlx__repack_wanted(int type)

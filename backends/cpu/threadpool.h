@@ -36,6 +36,9 @@ void rlx_threadpool_done(rlx_threadpool *tp, _Atomic unsigned *word, unsigned n,
 /* Returns once *word >= target (acquire: the completed units' writes are visible). */
 void rlx_threadpool_wait(rlx_threadpool *tp, _Atomic unsigned *word, unsigned target);
 
+/* cpu_count.c: reads the first line of a small file (/proc, /sys) into buf; false when absent
+ * or unreadable. */
+bool rlx__read_line(const char *path, char *buf, size_t cap);
 /* cpu_count.c: CPUs this process may use (at least 1): the online CPUs, the affinity mask's
  * count and the cgroup CPU quota (v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us, on the
  * process's cgroup and its ancestors; rounded up), whichever is least. */
