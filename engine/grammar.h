@@ -185,7 +185,8 @@ int64_t rlx_grammar_cache_fast_mask(rlx_grammar_cache *c, const rlx_grammar_stat
  * tables since) and ends when every reachable position (up to RLX_GRAMMAR_PREPARE_STACKS) has
  * its table, or at max_new tables, max_ms milliseconds in all (0: no bound) or half the cache's
  * table store. This call runs it for about slice_ms (0: to its end; < 0: not now, only
- * started, for a helper to go on with); rlx_grammar_cache_prepare_more
+ * started, for a helper to go on with; a slice takes one position at least, however short, so
+ * slices always end the walk); rlx_grammar_cache_prepare_more
  * continues it (rlx_grammar_cache_preparing: whether one goes on). Positions inside a multi-byte character (a token ending mid-character) are left
  * to be built when met. Returns the tables built by the call, or a negative RLX_E* code. Same
  * thread rules as the cache. */

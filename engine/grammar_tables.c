@@ -431,6 +431,7 @@ int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, con
 {
     const double t0 = rlx_now() * 1e3;
     const uint64_t built0 = t->stats.built;
+    const size_t visited0 = w->visited;
     int64_t rc = 0;
     while (!w->done) {
         for (; w->queued < w->seen.n; w->queued++) { /* file the stacks reached since last time */
@@ -454,7 +455,9 @@ int64_t rlx__gwalk_run(rlx__gtables *t, rlx__gwalk *w, const rlx_grammar *g, con
             w->done = true; /* nothing left, or a bound of the whole walk */
             break;
         }
-        if (slice_ms < 0 || (slice_ms > 0 && spent > slice_ms)) break; /* this call's share */
+        /* this call's share - after one position at least, so that a slice shorter than the
+         * clock's reads (a slow host, valgrind, a preempted worker) still moves the walk on */
+        if (slice_ms < 0 || (slice_ms > 0 && w->visited > visited0 && spent > slice_ms)) break;
         if (stop && atomic_load_explicit(stop, memory_order_relaxed)) break; /* called off (grammar.h) */
         size_t i = w->bk[w->lo].v[w->next[w->lo]++];
         uint32_t len = w->seen.len[i], bn;

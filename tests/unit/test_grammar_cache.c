@@ -195,5 +195,52 @@ TEST(more_grammars_than_slots)
     rlx_grammar_vocab_free(v);
 }
 
+/* A walk ahead in slices shorter than reading the clock takes (a slow host, valgrind, a
+ * preempted worker) still moves on each call - a slice does one position before it looks at the
+ * time - so it ends, with the tables of a walk made at once. Before, such a call could stop
+ * before its first position and the walk never ended (CI stop 49, memcheck/test_grammar_tables). */
+TEST(tiny_slices_still_advance)
+{
+    size_t lens[NV];
+    for (int i = 0; i < NV; i++) lens[i] = strlen(pieces[i]);
+    rlx_grammar_vocab *v = rlx_grammar_vocab_new(NV, pieces, lens);
+    ASSERT(v != NULL);
+    rlx_grammar *g = compile("root ::= \"{\" ws (kv (\",\" ws kv)*)? \"}\"\n"
+                             "kv ::= \"\\\"\" [a-c]+ \"\\\":\" ws (num | \"true\" | \"null\" | \"[\" num? \"]\")\n"
+                             "num ::= \"-\"? [0-9]+ (\".\" [0-9]+)?\nws ::= [ \\n]?\n");
+    ASSERT(g != NULL);
+    int64_t at_once = -1;
+    for (int sliced = 0; sliced < 2; sliced++) {
+        rlx_grammar_cache *c = rlx_grammar_cache_new(NV, 8);
+        ASSERT(c != NULL);
+        rlx_grammar_state *s0 = rlx_grammar_state_new(g, NULL);
+        ASSERT(s0 != NULL);
+        const double slice = sliced ? 1e-9 : 0; /* a picosecond: over before any clock can tell */
+        int64_t built = rlx_grammar_cache_prepare(c, s0, v, 100000, 0, slice);
+        rlx_grammar_state_free(s0);
+        ASSERT(built >= 0);
+        int calls = 1;
+        for (; rlx_grammar_cache_preparing(c) && calls < 20000; calls++) {
+            int64_t more = rlx_grammar_cache_prepare_more(c, v, slice);
+            ASSERT(more >= 0);
+            built += more;
+        }
+        ASSERT_MSG(!rlx_grammar_cache_preparing(c), "still walking after %d calls, %lld tables", calls, (long long)built);
+        if (!sliced) {
+            ASSERT(built > 10);
+            at_once = built;
+        } else {
+            ASSERT_MSG(built == at_once && calls > 10, "%lld tables in %d calls, %lld at once", (long long)built, calls,
+                       (long long)at_once);
+            fprintf(stderr, "  %lld tables, in %d calls of a picosecond\n", (long long)built, calls);
+        }
+        ASSERT(walk_check(c, g, v, lens, 7, 4) > 0);
+        rlx_grammar_cache_free(c);
+    }
+    rlx_grammar_free(g);
+    rlx_grammar_vocab_free(v);
+}
+
 TEST_MAIN(TEST_ENTRY(cached_masks_equal_full_masks_and_are_shared), TEST_ENTRY(a_tiny_cache_evicts_and_stays_right),
-          TEST_ENTRY(more_grammars_than_slots))
+          TEST_ENTRY(more_grammars_than_slots),
+          TEST_ENTRY(tiny_slices_still_advance))
