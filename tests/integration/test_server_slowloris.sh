@@ -109,6 +109,11 @@ print(f"ok   all {N} slow sockets closed within {late:.1f} s of accept; answers 
 EOF
 
 grep -q 'POST /v1/generate 408 ' "$LOG" || fail "no 408 line in the access log"
+# each slow socket is logged once, with what it was answered: the server closed them, so none is
+# a 499 (client closed) and none is logged twice
+! grep ' /v1/generate 499 ' "$LOG" | head -3 | grep . || fail "slow sockets logged as closed by the client"
+n=$(grep -cE ' /v1/generate (408|503) ' "$LOG")
+[ "$n" = 100 ] || fail "$n access-log lines for 100 slow sockets"
 m=$(curl -s -m 5 "$URL/metrics")
 echo "$m" | grep -q '^rlxd_request_timeouts_total [1-9]' || fail "timeouts not metered: $(echo "$m" | grep timeouts)"
 ok timeouts logged and metered
