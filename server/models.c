@@ -205,6 +205,7 @@ static void load_done(uv_work_t *w, int status)
         s->n_booting--;
     }
     if (status || !m->w_new) {
+        m->drain_after_load = false; /* gone already: the models waiting for room load next (pump) */
         m->state = RLX_MODEL_FAILED;
         rlx_model_signature(m->cfg->path, m->fail_sig);
         m->n_load_failures++;
@@ -225,7 +226,11 @@ static void load_done(uv_work_t *w, int status)
         answer_waiters(m, RLX_ECANCELED);
         return;
     }
-    answer_waiters(m, 0);
+    answer_waiters(m, 0); /* they hold it now (new requests after the drain below wait) */
+    if (m->drain_after_load) { /* another model waits for its room (drain_for) */
+        m->drain_after_load = false;
+        m->unload_asked = true;
+    }
     if (!m->users) idle(m);
     if (boot && s->n_booting == 0) {
         fprintf(stderr, "rlxd: all models ready\n");
@@ -325,7 +330,9 @@ static void busy_error(const rlx_model_slot *m, rlx_api_error *e)
 /* No idle model can make room for m: the least recently used ones that would are drained (they
  * take no new request, and unload once their requests end; unload_done then loads m), and m's
  * requests wait for it - under steady traffic to the loaded models m was refused for ever (503
- * "all in use"). False when no set of loaded models would make room. */
+ * "all in use"). A model being loaded (not a -m one at start) may be chosen too: it drains once
+ * loaded, after the requests that waited for it - two models asked for in turn at --max-loaded 1
+ * got a 503 when one was loading. False when no set of models would make room. */
 static bool drain_for(rlx_model_slot *m)
 {
     rlx_srv *s = m->srv;
@@ -335,21 +342,30 @@ static bool drain_for(rlx_model_slot *m)
     if (ok) {
         views(s, v);
         for (size_t i = 0; i < s->n_models; i++) {
-            if (s->models[i] == m) target = i;
+            rlx_model_slot *x = s->models[i];
+            if (x == m) target = i;
+            if ((v[i].state == RLX_MODEL_QUEUED || v[i].state == RLX_MODEL_LOADING) && !x->booting)
+                v[i].state = RLX_MODEL_READY; /* drained once loaded */
             if (v[i].state != RLX_MODEL_READY) continue;
-            if (s->models[i]->unload_asked) v[i].state = RLX_MODEL_UNLOADING; /* draining already: going */
-            else v[i].busy = false;                                            /* may be drained */
+            if (x->unload_asked || x->drain_after_load) v[i].state = RLX_MODEL_UNLOADING; /* draining already: going */
+            else v[i].busy = false;                                                        /* may be drained */
         }
         rlx_model_limits lim = limits(s);
         ok = rlx_model_plan_load(v, s->n_models, target, &lim, victims, &nv);
     }
     for (size_t k = 0; ok && k < nv; k++) {
         rlx_model_slot *x = s->models[victims[k]];
-        if (x->unload_asked) continue;
+        if (x->unload_asked || x->drain_after_load) continue;
+        x->n_evictions++;
+        if (x->state != RLX_MODEL_READY) {
+            fprintf(stderr, "rlxd: draining model '%s' once loaded, to make room for '%s' (the requests that wait for "
+                    "it run first, new ones wait)\n", x->lname, m->lname);
+            x->drain_after_load = true;
+            continue;
+        }
         fprintf(stderr, "rlxd: draining model '%s' to make room for '%s' (its requests end, new ones wait)\n", x->lname,
                 m->lname);
         x->unload_asked = true;
-        x->n_evictions++;
         idle(x); /* idle already: it goes now */
     }
     if (ok && !m->blocked) m->blocked = ++s->block_seq;
@@ -607,6 +623,10 @@ void rlx_srv_model_keep_alive(rlx_model_slot *m, double seconds)
 
 void rlx_srv_model_unload_cancel(rlx_model_slot *m)
 {
+    if (m->drain_after_load) { /* the models waiting for its room: loaded if they can, else 503 */
+        m->drain_after_load = false;
+        uv_timer_start(&m->srv->wake_timer, rlx_models_wake, 0, 0);
+    }
     if (!m->unload_asked) return;
     m->unload_asked = false;
     if (m->state == RLX_MODEL_READY && m->n_waiting) { /* they run, from the loop */
@@ -628,7 +648,8 @@ void rlx_models_wake(uv_timer_t *t)
        it loads if it can now, else its requests get the 503 "all in use" after all */
     bool draining = false;
     for (size_t i = 0; i < s->n_models; i++)
-        draining |= s->models[i]->state == RLX_MODEL_UNLOADING || (s->models[i]->state == RLX_MODEL_READY && s->models[i]->unload_asked);
+        draining |= s->models[i]->state == RLX_MODEL_UNLOADING || s->models[i]->drain_after_load ||
+                    (s->models[i]->state == RLX_MODEL_READY && s->models[i]->unload_asked);
     for (size_t i = 0; !draining && i < s->n_models; i++) {
         rlx_model_slot *x = s->models[i];
         if (!x->blocked || !x->n_waiting || x->state != RLX_MODEL_UNLOADED) continue;

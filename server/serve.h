@@ -71,6 +71,8 @@ typedef struct rlx_model_slot {
     double keep_alive;             /* seconds it stays loaded once idle, 0: unload then, < 0: forever */
     bool unload_asked;             /* POST /models/unload, or room another model waits for: unload
                                       once idle (new requests wait meanwhile) */
+    bool drain_after_load;         /* QUEUED/LOADING, and room another model waits for: once loaded,
+                                      the requests that waited for it run, then it drains */
     bool wake_waiters;             /* its unload was cancelled: its waiting requests run (wake_timer) */
     uint64_t blocked;              /* > 0: requests wait for room that models draining will leave
                                       (the order in which models began to wait) */

@@ -5,7 +5,8 @@
 # once; --max-loaded 2 evicts the least recently used idle model; the corrupt one is listed as
 # failed with its reason and the others go on serving; keep_alive 0 unloads after the request;
 # POST /models/load and /models/unload; with every loaded model busy a request for another waits
-# while the busy one drains; an unload waits for the request in flight.
+# while the busy one drains (also for the model it drains for, while that one loads); an unload
+# waits for the request in flight.
 . "$(dirname "$0")/server_lib.sh"
 SYNTH="${RLX_BIN:-build}/rlxd-synth"
 [ -x "$SYNTH" ] || { echo "skip: $SYNTH not built"; exit 77; }
@@ -257,9 +258,9 @@ start_dir busy --models-dir "$D2" --max-loaded 1
 # a stream of seconds (1000 tokens: ~5-10 s; under the sanitizers, ~10x slower, 250 are 20 s)
 slow_tokens=1000
 ldd "$BIN" 2>/dev/null | grep -q libasan && slow_tokens=250
-stream_slow() { # FILE: a long stream from slow in the background (sets SPID)
+stream_slow() { # FILE [TOKENS]: a long stream from slow in the background (sets SPID)
     curl -s -N -H 'Content-Type: application/json' --data-binary \
-        "{\"model\":\"slow\",\"prompt\":\"Once upon a time\",\"max_tokens\":$slow_tokens,\"ignore_eos\":true,\"stream\":true}" \
+        "{\"model\":\"slow\",\"prompt\":\"Once upon a time\",\"max_tokens\":${2:-$slow_tokens},\"ignore_eos\":true,\"stream\":true}" \
         "$URL/v1/completions" >"$1" &
     SPID=$!
     for _ in $(seq 1 300); do grep -q '"text"' "$1" 2>/dev/null && return 0; sleep 0.05; done
@@ -307,5 +308,26 @@ wait "$P3"
 grep -q '"finish_reason"' "$TMP/busy.json" || fail "the request that waited for room: $(cat "$TMP/busy.json")"
 [ "$(state alpha)" = loaded ] && [ "$(state slow)" = unloaded ] || fail "after the drain: alpha $(state alpha), slow $(state slow)"
 ok "busy at --max-loaded: a request for another model waits while the busy one drains"
+# ping-pong at --max-loaded 1: slow streams, alpha is asked for (slow drains, alpha's load
+# waits), then slow again while it drains: it waits for its unload; then alpha is loading and no
+# loaded model can make room for slow - alpha is marked to drain once loaded (its waiting request
+# runs first), then slow loads again (that request got 503 "all in use")
+la=$(loads alpha); ls_=$(loads slow)
+stream_slow "$TMP/s4" $((slow_tokens / 2))
+curl -s -o "$TMP/pp_alpha.json" -H 'Content-Type: application/json' \
+    --data-binary '{"model":"alpha","prompt":"x","max_tokens":2}' "$URL/v1/completions" &
+P4=$!
+for _ in $(seq 1 100); do [ "$(grep -c "draining model 'slow' to make room for 'alpha'" "$LOG")" = 2 ] && break; sleep 0.05; done
+curl -s -o "$TMP/pp_slow.json" -H 'Content-Type: application/json' \
+    --data-binary '{"model":"slow","prompt":"x","max_tokens":2}' "$URL/v1/completions" &
+P5=$!
+wait "$SPID" "$P4" "$P5"
+grep -q '"finish_reason":"length"' "$TMP/s4" || fail "the draining slow stream was cut"
+grep -q '"finish_reason"' "$TMP/pp_alpha.json" || fail "alpha, asked while slow streamed: $(cat "$TMP/pp_alpha.json")"
+grep -q '"finish_reason"' "$TMP/pp_slow.json" || fail "slow, asked while it drained for alpha: $(cat "$TMP/pp_slow.json")"
+grep -q "draining model 'alpha' once loaded, to make room for 'slow'" "$LOG" || fail "no drain-after-load line"
+[ "$(loads slow)" = $((ls_ + 2)) ] && [ "$(loads alpha)" = $((la + 1)) ] ||
+    fail "loads: slow $ls_ -> $(loads slow), alpha $la -> $(loads alpha)"
+ok "ping-pong at --max-loaded 1: a request for the model draining for a loading one waits, not 503"
 stop_server
 echo "all passed"
