@@ -556,6 +556,11 @@ rlx_tc_where rlx_tc_position(const rlx_tc_parser *p)
     }
 }
 
+const char *rlx_tc_broken(const rlx_tc_parser *p)
+{
+    return p->n_broken && !p->final ? p->broken : NULL;
+}
+
 int rlx_tc_feed(rlx_tc_parser *p, const char *text, size_t len, rlx_tc_sink sink, void *user)
 {
     if (p->final) return RLX_EINVAL;

@@ -136,6 +136,11 @@ int rlx_tc_feed(rlx_tc_parser *p, const char *text, size_t len, rlx_tc_sink sink
 /* End of output: reports what was held back. RLX_EFORMAT (err names the call) when a call was
  * cut off or broken after its CALL_BEGIN; the parser takes no more text after it. */
 int rlx_tc_finish(rlx_tc_parser *p, rlx_tc_sink sink, void *user, rlx_error *err);
+/* The message naming the first call the model broke in the text fed so far (rlx_tc_feed:
+ * arguments that are not JSON, text where a parameter belongs, ...), or NULL. Such a call makes
+ * rlx_tc_finish fail whatever comes after, so a caller may end the output there; a call the
+ * end of the output cuts is rlx_tc_finish's alone to report (NULL here during it). */
+const char *rlx_tc_broken(const rlx_tc_parser *p);
 /* Where the text fed so far has left the parser (for a grammar that starts when reasoning ends
  * or a call opens): inside reasoning, inside a tool call (after its start marker), or else. */
 typedef enum rlx_tc_where { RLX_TC_IN_CONTENT, RLX_TC_IN_REASONING, RLX_TC_IN_CALL } rlx_tc_where;

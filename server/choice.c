@@ -106,10 +106,24 @@ rlx_api_logprob *rlx__choice_add_logprob(rlx_job *j, rlx_choice *ch, int32_t tok
 
 /* ---- tool calls: a choice's text through its parser ----------------------------------------- */
 
+/* The model ended (or broke) a call so that its output is no answer: the job fails (500, or a
+ * stream's error event) and its generation stops. */
+static void calls_failed(rlx_job *j, const char *why)
+{
+    j->failed = true;
+    rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "The model's tool call could not be parsed: %s", why);
+    rlx__job_cancel_open(j);
+}
+
 static int on_tc_event(void *user, const rlx_tc_event *ev)
 {
     rlx_choice *ch = user;
     rlx_job *j = ch->job;
+    const char *broken = rlx_tc_broken(ch->tc);
+    if (broken) { /* at the break, not after the text the model writes next (it was streamed) */
+        if (!j->failed) calls_failed(j, broken);
+        return RLX_ECANCELED; /* the parser takes no more */
+    }
     if (rlx_api_tool_out_add(&ch->tout, ev)) {
         rlx__job_oom(j);
         return RLX_ENOMEM;
@@ -140,11 +154,7 @@ void rlx__choice_tc_finish(rlx_job *j, rlx_choice *ch)
     int rc = j->failed ? 0 : rlx_tc_finish(ch->tc, on_tc_event, ch, &err);
     if (rc == RLX_ENOMEM) rlx__job_oom(j);
     else if (rc && (ch->finish == RLX_FINISH_LENGTH || ch->stop_string)) ch->calls_cut = true;
-    else if (rc && !j->failed) { /* the model itself ended inside a call */
-        j->failed = true;
-        rlx_api_errorf(&j->err, 500, RLX_API_ERR_SERVER, NULL, "The model's tool call could not be parsed: %s", err.msg);
-        rlx__job_cancel_open(j);
-    }
+    else if (rc && !j->failed) calls_failed(j, err.msg); /* the model itself ended inside a call */
 }
 
 /* Chat with tools and a sink that takes them: one parser per choice, in the model's format. */

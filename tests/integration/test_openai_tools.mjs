@@ -311,6 +311,29 @@ try {
         assert(finish === 'stop', fmt + ' stop inside a call, streamed: ' + finish);
       }
       console.log(`ok   ${fmt}: a stop string inside a call ends it as max_tokens does (200, finish_reason stop)`);
+      // a call the model breaks after its name (text where a <parameter=...> belongs) is a 500;
+      // streamed, the error event comes at the break: the text the model writes after it is not
+      // streamed as content first (it was), and the generation stops there
+      const broken = '<tool_call>\n<function=get_weather>\nsunny\n</function>\n</tool_call>\nAnd then more text after the break.';
+      const bb = { model: 'm', messages, tools, tool_choice: 'auto', max_tokens: 200, grammar: 'root ::= "' + broken.replace(/\n/g, '\\n') + '"' };
+      const post = (body) => fetch(client.baseURL + '/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      let res = await post(bb);
+      const jb = await res.json();
+      assert(res.status === 500 && /tool call could not be parsed.*get_weather/.test(jb.error?.message || ''), fmt + ' broken call: ' + res.status + ' ' + JSON.stringify(jb));
+      res = await post({ ...bb, stream: true });
+      const sse = await res.text();
+      assert(res.status === 200 && /tool call could not be parsed/.test(sse), fmt + ' broken call, streamed: ' + sse);
+      const content = sse.split('\n').filter((l) => l.startsWith('data: {"id"')).map((l) => JSON.parse(l.slice(6)).choices[0]?.delta?.content || '').join('');
+      assert(!content.includes('And then') && !sse.includes('finish_reason":"'), fmt + ' broken call, streamed past the break: ' + JSON.stringify(content));
+      // the generation stopped at the break: the stream's access-log line (its choice was
+      // cancelled there) counts fewer tokens than the whole text has (tool_choice "none")
+      const cut = () => log.split('\n').filter((l) => / \/v1\/chat\/completions 200 .*finish=cancelled/.test(l));
+      for (let i = 0; i < 200 && !cut().length; i++) await new Promise((r) => setTimeout(r, 20));
+      const line = cut().pop() || 'no line with finish=cancelled';
+      const got = Number((/completion_tokens=(\d+)/.exec(line) || [])[1]);
+      const whole = (await client.chat.completions.create({ ...bb, tool_choice: 'none' })).usage.completion_tokens;
+      assert(got < whole, fmt + ` broken call: ${got} tokens generated of the text's ${whole}: ` + line);
+      console.log(`ok   ${fmt}: a call broken after its name is a 500; streamed, an error event at the break`);
     }
     await stop();
   }

@@ -323,6 +323,37 @@ TEST(stop_from_sink)
     rlx_tc_parser_free(p);
 }
 
+/* rlx_tc_broken: NULL until the model breaks a call in the text fed (then it names the call,
+ * whatever comes after), and NULL for a call the end cuts (rlx_tc_finish's to report) */
+TEST(broken_reported_at_the_break)
+{
+    rlx_tc_info info;
+    rlx_tc_info_of(RLX_TC_QWEN3_CODER, &info);
+    tc_result r;
+    memset(&r, 0, sizeof r);
+    rlx_tc_parser *p = rlx_tc_parser_new(&info, NULL);
+    const char *a = "<tool_call>\n<function=get_weather>\n";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT(rlx_tc_broken(p) == NULL);
+    a = "sunny\n</function>\n</tool_call>\nmore";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT(rlx_tc_broken(p) && strstr(rlx_tc_broken(p), "get_weather") && strstr(rlx_tc_broken(p), "<parameter="));
+    rlx_error err = {0};
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, &err), RLX_EFORMAT);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+    memset(&r, 0, sizeof r);
+    rlx_tc_info_of(RLX_TC_HERMES, &info);
+    p = rlx_tc_parser_new(&info, NULL);
+    a = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1";
+    ASSERT_EQ(rlx_tc_feed(p, a, strlen(a), tc_sink, &r), 0);
+    ASSERT(rlx_tc_broken(p) == NULL);
+    ASSERT_EQ(rlx_tc_finish(p, tc_sink, &r, &err), RLX_EFORMAT); /* cut off */
+    ASSERT(rlx_tc_broken(p) == NULL);
+    rlx_tc_parser_free(p);
+    tc_result_free(&r);
+}
+
 /* A parser of format f (no tools, no prompt) and an empty result for its events. */
 static rlx_tc_parser *fresh_parser(rlx_tc_format f, tc_result *r)
 {
@@ -526,6 +557,6 @@ TEST(reasoning_only_splits_reasoning_not_calls)
         }
 }
 
-TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(seeded_ids_differ_between_turns), TEST_ENTRY(stop_from_sink),
+TEST_MAIN(TEST_ENTRY(formats_whole_and_streamed), TEST_ENTRY(ids_unique_and_seeded), TEST_ENTRY(seeded_ids_differ_between_turns), TEST_ENTRY(stop_from_sink), TEST_ENTRY(broken_reported_at_the_break),
           TEST_ENTRY(holds_back_only_tag_prefixes), TEST_ENTRY(position_follows_reasoning), TEST_ENTRY(reasoning_only_splits_reasoning_not_calls),
           TEST_ENTRY(long_name_same_whole_and_streamed))
