@@ -264,8 +264,8 @@ TEST(llama3_rope_scaling)
 {
     char plain[512], keys[600], tens[600];
     if (!synth("--arch llama --seed 11", "llama.gguf", plain, sizeof plain)) SKIP("rlxd-synth is not built or failed");
-    snprintf(keys, sizeof keys, "%s/llama3-keys.gguf", synth_tmpdir);
-    snprintf(tens, sizeof tens, "%s/llama3-tensor.gguf", synth_tmpdir);
+    snprintf(keys, sizeof keys, "%s/llama3-keys.gguf", rlx_test_tmp_dir());
+    snprintf(tens, sizeof tens, "%s/llama3-tensor.gguf", rlx_test_tmp_dir());
     /* head_dim 16, base 10000, original context 64: wavelengths 6.3 (kept), 20 and 63 (blended), >= 199 (x8) */
     float ff[8];
     llama3_expected(ff, 16, 10000.0, 8.0, 1.0, 4.0, 64.0);
@@ -432,7 +432,7 @@ TEST(qwen2_output_bias)
     bool ok = ref_forward(&rm, &f, tok, N, plain);
     rlx_runner_close(r);
     ASSERT(ok);
-    snprintf(p, sizeof p, "%s/qwen2-with-bias.gguf", synth_tmpdir);
+    snprintf(p, sizeof p, "%s/qwen2-with-bias.gguf", rlx_test_tmp_dir());
     ASSERT_EQ(rewrite(q2, p, NULL, add_output_bias, &V), 0);
     for (size_t i = 0; i < (size_t)N * V; i++) plain[i] += (float)(((int64_t)(i % (size_t)V) * 37) % 11) - 5.0f;
     r = open_runner(p);
@@ -449,17 +449,17 @@ TEST(bad_family_metadata)
     if (!synth(GEMMA3_ARGS, "gemma3.gguf", g3, sizeof g3) || !synth("--arch llama --seed 11", "llama.gguf", ll, sizeof ll))
         SKIP("rlxd-synth is not built or failed");
     rlx_error err = {0};
-    snprintf(p, sizeof p, "%s/gemma3-badpattern.gguf", synth_tmpdir);
+    snprintf(p, sizeof p, "%s/gemma3-badpattern.gguf", rlx_test_tmp_dir());
     ASSERT_EQ(rewrite(g3, p, NULL, set_bad_pattern, NULL), 0);
     ASSERT_EQ(load_error(p, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "gemma3.attention.sliding_window_pattern"), "%s", err.msg);
 
-    snprintf(p, sizeof p, "%s/llama-yarn.gguf", synth_tmpdir);
+    snprintf(p, sizeof p, "%s/llama-yarn.gguf", rlx_test_tmp_dir());
     ASSERT_EQ(rewrite(ll, p, NULL, set_yarn, NULL), 0);
     ASSERT_EQ(load_error(p, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "yarn"), "%s", err.msg);
 
-    snprintf(p, sizeof p, "%s/llama3-bad.gguf", synth_tmpdir);
+    snprintf(p, sizeof p, "%s/llama3-bad.gguf", rlx_test_tmp_dir());
     ASSERT_EQ(rewrite(ll, p, NULL, set_bad_llama3, NULL), 0);
     ASSERT_EQ(load_error(p, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "high_freq_factor"), "%s", err.msg);
@@ -473,7 +473,7 @@ TEST(bad_family_metadata)
     /* a qwen2 file without its q/k/v biases loads but cannot be built */
     char q2[512];
     ASSERT(synth("--arch qwen2 --seed 2", "qwen2.gguf", q2, sizeof q2));
-    snprintf(p, sizeof p, "%s/qwen2-nobias.gguf", synth_tmpdir);
+    snprintf(p, sizeof p, "%s/qwen2-nobias.gguf", rlx_test_tmp_dir());
     {
         rlx_gguf *g = NULL;
         ASSERT_EQ(rlx_gguf_open(&g, q2, &err), 0);

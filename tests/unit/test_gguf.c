@@ -2,6 +2,7 @@
  * value type and several tensor types, a byte-exact layout check against the spec, typed
  * getters, and one test per kind of malformed file (each must name the offending field). */
 #include "tests/rlx_test.h"
+#include "tests/rlx_test_tmp.h"
 #include "models/gguf.h"
 #include "backends/dtype.h"
 #include "server/cli.h"
@@ -75,19 +76,6 @@ static const char *check_fail(bb *b, int code, const char *f1, const char *f2)
 
 static bool str_is(rlx_gguf_str s, const char *c) { return s.len == strlen(c) && !memcmp(s.ptr, c, s.len); }
 
-static char tmpdir[64];
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    if (!tmpdir[0]) {
-        strcpy(tmpdir, "/tmp/rlx_gguf_XXXXXX");
-        if (!mkdtemp(tmpdir)) return NULL;
-    }
-    char *b = buf[k++ & 3];
-    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-    return b;
-}
 
 /* ---- the shared reference files ---- */
 
@@ -369,7 +357,7 @@ static void roundtrip(uint32_t align)
         fill(data[i], sz, (uint32_t)i);
         ASSERT_EQ(rlx_gguf_writer_add_tensor(w, s->name, s->type, s->n_dims, s->ne, data[i], sz), 0);
     }
-    const char *path = tmp_path(align == 32 ? "rt32.gguf" : "rt64.gguf");
+    const char *path = rlx_test_tmp_path(align == 32 ? "rt32.gguf" : "rt64.gguf");
     rlx_error err = {0};
     ASSERT_MSG(rlx_gguf_writer_write(w, path, &err) == 0, "%s", err.msg);
     rlx_gguf_writer_free(w);
@@ -438,7 +426,7 @@ TEST(writer_byte_exact)
     int64_t ne[1] = {2};
     ASSERT_EQ(rlx_gguf_writer_set_u32(w, "a", 7), 0);
     ASSERT_EQ(rlx_gguf_writer_add_tensor(w, "t", RLX_F32, 1, ne, v, 8), 0);
-    const char *path = tmp_path("exact.gguf");
+    const char *path = rlx_test_tmp_path("exact.gguf");
     rlx_error err = {0};
     ASSERT_MSG(rlx_gguf_writer_write(w, path, &err) == 0, "%s", err.msg);
     rlx_gguf_writer_free(w);
@@ -474,7 +462,7 @@ TEST(writer_copies_stories260k)
         const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
         ASSERT_EQ(rlx_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size), 0);
     }
-    const char *path = tmp_path("copy.gguf");
+    const char *path = rlx_test_tmp_path("copy.gguf");
     ASSERT_MSG(rlx_gguf_writer_write(w, path, &err) == 0, "%s", err.msg);
     rlx_gguf_writer_free(w);
     ASSERT_MSG(rlx_gguf_open(&h, path, &err) == 0, "%s", err.msg);
@@ -549,12 +537,12 @@ TEST(writer_replaces_and_rejects)
     rlx_error err = {0};
     ASSERT_EQ(rlx_gguf_writer_write(w, "/nonexistent-dir/x.gguf", &err), RLX_EIO);
     ASSERT(strstr(err.msg, "/nonexistent-dir/x.gguf"));
-    const char *path = tmp_path("replace.gguf");
+    const char *path = rlx_test_tmp_path("replace.gguf");
     ASSERT_MSG(rlx_gguf_writer_write(w, path, &err) == 0, "%s", err.msg);
     ASSERT_EQ(rlx_gguf_writer_set_u32(w, "general.alignment", 48), 0);
-    ASSERT_EQ(rlx_gguf_writer_write(w, tmp_path("never.gguf"), &err), RLX_EINVAL);
+    ASSERT_EQ(rlx_gguf_writer_write(w, rlx_test_tmp_path("never.gguf"), &err), RLX_EINVAL);
     ASSERT(strstr(err.msg, "power of two"));
-    ASSERT(access(tmp_path("never.gguf"), F_OK) != 0);
+    ASSERT(access(rlx_test_tmp_path("never.gguf"), F_OK) != 0);
     rlx_gguf_writer_free(w);
     rlx_gguf *g;
     ASSERT_MSG(rlx_gguf_open(&g, path, &err) == 0, "%s", err.msg);
@@ -583,7 +571,7 @@ TEST(getters_convert_when_they_fit)
     for (size_t i = 0; i < RLX_ARRAY_LEN(kvs); i++) ASSERT_EQ(rlx_gguf_writer_copy_kv(w, &kvs[i]), 0);
     rlx_gguf_writer_set_str(w, "s", "x", 1);
     rlx_gguf_writer_set_bool(w, "b", true);
-    const char *path = tmp_path("getters.gguf");
+    const char *path = rlx_test_tmp_path("getters.gguf");
     rlx_error err = {0};
     ASSERT_MSG(rlx_gguf_writer_write(w, path, &err) == 0, "%s", err.msg);
     rlx_gguf_writer_free(w);
@@ -637,7 +625,7 @@ TEST(open_errors)
     ASSERT(strstr(err.msg, "/nonexistent/model.gguf"));
     ASSERT_EQ(rlx_gguf_open(&g, "/tmp", &err), RLX_EIO);
     ASSERT(strstr(err.msg, "directory"));
-    const char *empty = tmp_path("empty.gguf");
+    const char *empty = rlx_test_tmp_path("empty.gguf");
     FILE *f = fopen(empty, "wb");
     ASSERT(f);
     fclose(f);
@@ -738,7 +726,7 @@ TEST(bad_alignment)
     header(&b, 3, 1, 1), str(&b, "general.alignment"), u32(&b, RLX_GGUF_UINT32), u32(&b, 64);
     str(&b, "t"), u32(&b, 1), u64(&b, ne[0]), u32(&b, RLX_F32), u64(&b, 32);
     pad(&b, 64);
-    put(&b, tmpdir, 64);
+    put(&b, (const char[64]){0}, 64);
     EXPECT_FAIL(b, RLX_EFORMAT, "tensor #0 't'", "not a multiple of the alignment 64");
 }
 
@@ -776,7 +764,7 @@ TEST(bad_tensors)
     header(&b, 3, 2, 0);
     for (int i = 0; i < 2; i++) str(&b, "same"), u32(&b, 1), u64(&b, 8), u32(&b, RLX_F32), u64(&b, 32 * i);
     pad(&b, 32);
-    put(&b, tmpdir, 64);
+    put(&b, (const char[64]){0}, 64);
     EXPECT_FAIL(b, RLX_EFORMAT, "tensor #1 'same': duplicate tensor name", "#0");
     tensor_file(&b, "w", 1, (uint64_t[]){8}, RLX_F32, 0, 32);
     b.n = 56; /* inside the data offset field */

@@ -4,6 +4,7 @@
 #include "models/gguf.h"
 #include "backends/dtype.h"
 #include "tests/rlx_test.h"
+#include "tests/rlx_test_tmp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,19 +12,6 @@
 
 #define N_T 7
 
-static char tmpdir[64];
-static const char *tmp_path(const char *name)
-{
-    static char buf[8][256];
-    static int k;
-    if (!tmpdir[0]) {
-        strcpy(tmpdir, "/tmp/rlx_split_XXXXXX");
-        if (!mkdtemp(tmpdir)) return NULL;
-    }
-    char *b = buf[k++ & 7];
-    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-    return b;
-}
 
 /* A model of N_T f32 tensors t0..t6 (tensor i has i+1 rows of 8 values i*100 + j). */
 static rlx_gguf_writer *make_writer(void)
@@ -43,13 +31,13 @@ static rlx_gguf_writer *make_writer(void)
     return w;
 }
 
-/* Writes BASE.gguf split in n parts under tmpdir; returns 0 or an RLX_E* code. */
+/* Writes BASE.gguf split in n parts in the test folder; returns 0 or an RLX_E* code. */
 static int write_split(const char *base, uint32_t n, rlx_error *err)
 {
     rlx_gguf_writer *w = make_writer();
     char path[128];
     snprintf(path, sizeof path, "%s.gguf", base);
-    int rc = rlx_gguf_writer_write_split(w, tmp_path(path), n, err);
+    int rc = rlx_gguf_writer_write_split(w, rlx_test_tmp_path(path), n, err);
     rlx_gguf_writer_free(w);
     return rc;
 }
@@ -58,7 +46,7 @@ static const char *part(const char *base, uint32_t no, uint32_t count)
 {
     char name[128];
     snprintf(name, sizeof name, "%s-%05u-of-%05u.gguf", base, no, count);
-    return tmp_path(name);
+    return rlx_test_tmp_path(name);
 }
 
 TEST(names)
@@ -115,7 +103,7 @@ TEST(writer_layout)
     /* 1 part: a plain file without split keys */
     ASSERT_EQ(write_split("plain", 1, &err), 0);
     rlx_gguf *g;
-    ASSERT_MSG(rlx_gguf_open(&g, tmp_path("plain.gguf"), &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_gguf_open(&g, rlx_test_tmp_path("plain.gguf"), &err) == 0, "%s", err.msg);
     ASSERT(!rlx_gguf_find(g, "split.count"));
     rlx_gguf_close(g);
 }
@@ -151,7 +139,7 @@ TEST(open_any_part)
     /* a plain file opens as itself */
     ASSERT_EQ(write_split("single", 1, &err), 0);
     rlx_gguf *g;
-    ASSERT_MSG(rlx_gguf_open_split(&g, tmp_path("single.gguf"), &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_gguf_open_split(&g, rlx_test_tmp_path("single.gguf"), &err) == 0, "%s", err.msg);
     ASSERT_EQ(rlx_gguf_n_parts(g), 1);
     ASSERT_EQ(rlx_gguf_n_tensors(g), N_T);
     rlx_gguf_close(g);
@@ -195,9 +183,9 @@ TEST(bad_parts)
     ASSERT_MSG(strstr(err.msg, part("magic", 2, 3)) && strstr(err.msg, "not a GGUF file"), "%s", err.msg);
     /* parts 2 and 3 swapped: split.no disagrees with the name */
     ASSERT_MSG(write_split("swap", 3, &err) == 0, "%s", err.msg);
-    ASSERT_EQ(rename(part("swap", 2, 3), tmp_path("x.gguf")), 0);
+    ASSERT_EQ(rename(part("swap", 2, 3), rlx_test_tmp_path("x.gguf")), 0);
     ASSERT_EQ(rename(part("swap", 3, 3), part("swap", 2, 3)), 0);
-    ASSERT_EQ(rename(tmp_path("x.gguf"), part("swap", 3, 3)), 0);
+    ASSERT_EQ(rename(rlx_test_tmp_path("x.gguf"), part("swap", 3, 3)), 0);
     ASSERT_NE(rlx_gguf_open_split(&g, part("swap", 1, 3), &err), 0);
     ASSERT_MSG(strstr(err.msg, "says it is part 3 of 3") && strstr(err.msg, "makes it part 2 of 3"), "%s", err.msg);
     /* a part of another split (count 4 among parts of 3) */
@@ -208,8 +196,8 @@ TEST(bad_parts)
     ASSERT_MSG(strstr(err.msg, "part 2 of 4"), "%s", err.msg);
     /* a part renamed so its name does not match its keys */
     ASSERT_MSG(write_split("ren", 3, &err) == 0, "%s", err.msg);
-    ASSERT_EQ(rename(part("ren", 1, 3), tmp_path("ren.gguf")), 0);
-    ASSERT_NE(rlx_gguf_open_split(&g, tmp_path("ren.gguf"), &err), 0);
+    ASSERT_EQ(rename(part("ren", 1, 3), rlx_test_tmp_path("ren.gguf")), 0);
+    ASSERT_NE(rlx_gguf_open_split(&g, rlx_test_tmp_path("ren.gguf"), &err), 0);
     ASSERT_MSG(strstr(err.msg, "does not end in -00001-of-00003.gguf"), "%s", err.msg);
 }
 
@@ -223,7 +211,7 @@ TEST(tensor_count_and_duplicates)
     int64_t ne[1] = {8};
     rlx_gguf_writer_add_tensor(w, "a", RLX_F32, 1, ne, v, sizeof v);
     rlx_gguf_writer_add_tensor(w, "a2", RLX_F32, 1, ne, v, sizeof v);
-    ASSERT_EQ(rlx_gguf_writer_write_split(w, tmp_path("dup.gguf"), 2, &err), 0);
+    ASSERT_EQ(rlx_gguf_writer_write_split(w, rlx_test_tmp_path("dup.gguf"), 2, &err), 0);
     rlx_gguf_writer_free(w);
     /* rewrite part 2 holding "a" again: a tensor in two parts */
     w = rlx_gguf_writer_new();
@@ -250,7 +238,7 @@ TEST(tensor_count_and_duplicates)
     rlx_gguf_writer_set_u32(w, "split.count", 2);
     rlx_gguf_writer_add_tensor(w, "a", RLX_F32, 1, ne, v, sizeof v);
     rlx_gguf_writer_add_tensor(w, "b", RLX_F32, 1, ne, v, sizeof v);
-    ASSERT_EQ(rlx_gguf_writer_write_split(w, tmp_path("keys.gguf"), 2, &err), RLX_EINVAL);
+    ASSERT_EQ(rlx_gguf_writer_write_split(w, rlx_test_tmp_path("keys.gguf"), 2, &err), RLX_EINVAL);
     rlx_gguf_writer_free(w);
 }
 
@@ -284,13 +272,6 @@ TEST(metadata_only_first_part)
     rlx_gguf_close(g);
 }
 
-static void cleanup(void)
-{
-    if (!tmpdir[0]) return;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd)) {}
-}
 
 int main(void)
 {
@@ -299,7 +280,5 @@ int main(void)
         TEST_ENTRY(missing_parts_named), TEST_ENTRY(bad_parts), TEST_ENTRY(tensor_count_and_duplicates),
         TEST_ENTRY(metadata_only_first_part),
     };
-    int rc = rlx_test_run(cases, sizeof cases / sizeof cases[0]);
-    cleanup();
-    return rc;
+    return rlx_test_run(cases, sizeof cases / sizeof cases[0]);
 }

@@ -5,30 +5,18 @@
 #include "models/model.h"
 #include "backends/dtype.h"
 #include "tests/rlx_test.h"
+#include "tests/rlx_test_tmp.h"
 #include "tests/unit/test_synth_util.h"
 
 #include <math.h>
 #include <sys/stat.h>
 
-static char tmpdir[64];
-static const char *tmp_path(const char *name)
-{
-    static char buf[8][256];
-    static int k;
-    if (!tmpdir[0]) {
-        strcpy(tmpdir, "/tmp/rlx_mfiles_XXXXXX");
-        if (!mkdtemp(tmpdir)) return NULL;
-    }
-    char *b = buf[k++ & 7];
-    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-    return b;
-}
 
 static void touch(const char *rel)
 {
     char dir[256];
-    snprintf(dir, sizeof dir, "%s", tmp_path(rel));
-    for (char *p = dir + strlen(tmpdir) + 1; *p; p++)
+    snprintf(dir, sizeof dir, "%s", rlx_test_tmp_path(rel));
+    for (char *p = dir + strlen(rlx_test_tmp_dir()) + 1; *p; p++)
         if (*p == '/') { *p = 0; mkdir(dir, 0755); *p = '/'; }
     FILE *f = fopen(dir, "wb");
     if (f) fclose(f);
@@ -55,7 +43,7 @@ static const char *quant_file(const char *name, int64_t file_type)
     rlx_gguf_writer_add_tensor(w, "f", RLX_F32, 2, f, zero, 4 * 32 * 4);
     rlx_gguf_writer_add_tensor(w, "v", RLX_F32, 1, v, zero, 4000);
     rlx_error err = {0};
-    const char *p = tmp_path(name);
+    const char *p = rlx_test_tmp_path(name);
     int rc = rlx_gguf_writer_write(w, p, &err);
     rlx_gguf_writer_free(w);
     return rc ? NULL : p;
@@ -92,26 +80,26 @@ TEST(scan)
     rlx_model_entry *e;
     size_t n;
     rlx_error err = {0};
-    ASSERT_MSG(rlx_model_scan(tmp_path("scan"), &e, &n, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_model_scan(rlx_test_tmp_path("scan"), &e, &n, &err) == 0, "%s", err.msg);
     ASSERT_EQ(n, 4);
     ASSERT_STR_EQ(e[0].name, "a");
     ASSERT_EQ(e[0].n_parts, 1);
     ASSERT_STR_EQ(e[1].name, "c");
     ASSERT_EQ(e[1].n_parts, 1);
-    ASSERT_STR_EQ(e[1].path, tmp_path("scan/c.gguf"));
+    ASSERT_STR_EQ(e[1].path, rlx_test_tmp_path("scan/c.gguf"));
     ASSERT_STR_EQ(e[2].name, "c-00002-of-00003.gguf"); /* not a second "c": the plain one keeps the name */
     ASSERT_EQ(e[2].n_parts, 3);
     ASSERT_EQ(e[2].n_present, 1);
-    ASSERT_STR_EQ(e[2].path, tmp_path("scan/c-00002-of-00003.gguf"));
+    ASSERT_STR_EQ(e[2].path, rlx_test_tmp_path("scan/c-00002-of-00003.gguf"));
     ASSERT_STR_EQ(e[3].name, "sub/b");
     ASSERT_EQ(e[3].n_parts, 2);
     ASSERT_EQ(e[3].n_present, 2);
-    ASSERT_STR_EQ(e[3].path, tmp_path("scan/sub/b-00001-of-00002.gguf"));
+    ASSERT_STR_EQ(e[3].path, rlx_test_tmp_path("scan/sub/b-00001-of-00002.gguf"));
     rlx_model_scan_free(e, n);
     /* the extension in any case, as `rlxd pull` saves a repository's Model-Q8_0.GGUF (it was
        downloaded, then never served) */
     touch("upper/Model-Q8_0.GGUF");
-    ASSERT_MSG(rlx_model_scan(tmp_path("upper"), &e, &n, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_model_scan(rlx_test_tmp_path("upper"), &e, &n, &err) == 0, "%s", err.msg);
     ASSERT_EQ(n, 1);
     ASSERT_STR_EQ(e[0].name, "Model-Q8_0");
     rlx_model_scan_free(e, n);
@@ -122,7 +110,7 @@ TEST(scan)
     touch("shadow/m-00002-of-00003.gguf");
     touch("shadow/m-00003-of-00003.gguf");
     touch("shadow/m-00001-of-00002.gguf");
-    ASSERT_MSG(rlx_model_scan(tmp_path("shadow"), &e, &n, &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_model_scan(rlx_test_tmp_path("shadow"), &e, &n, &err) == 0, "%s", err.msg);
     ASSERT_EQ(n, 2);
     ASSERT_STR_EQ(e[0].name, "m");
     ASSERT_EQ(e[0].n_parts, 3);
@@ -130,10 +118,10 @@ TEST(scan)
     ASSERT_STR_EQ(e[1].name, "m-00001-of-00002.gguf");
     ASSERT_EQ(e[1].n_present, 1);
     rlx_model_scan_free(e, n);
-    ASSERT_NE(rlx_model_scan(tmp_path("absent"), &e, &n, &err), 0);
+    ASSERT_NE(rlx_model_scan(rlx_test_tmp_path("absent"), &e, &n, &err), 0);
     ASSERT(strstr(err.msg, "cannot read the folder"));
-    mkdir(tmp_path("empty"), 0755);
-    ASSERT_EQ(rlx_model_scan(tmp_path("empty"), &e, &n, &err), 0);
+    mkdir(rlx_test_tmp_path("empty"), 0755);
+    ASSERT_EQ(rlx_model_scan(rlx_test_tmp_path("empty"), &e, &n, &err), 0);
     ASSERT_EQ(n, 0);
     rlx_model_scan_free(e, n);
 }
@@ -179,7 +167,7 @@ TEST(check_verdicts)
     for (size_t i = 0; rlx_model_required_keys[i]; i++) {
         char key[128];
         snprintf(key, sizeof key, "llama.%s", rlx_model_required_keys[i]);
-        const char *p = tmp_path("nokey.gguf");
+        const char *p = rlx_test_tmp_path("nokey.gguf");
         ASSERT_MSG(copy_without(good, p, key, &err) == 0, "%s", err.msg);
         rlx_model *m = NULL;
         ASSERT_NE(rlx_model_load(&m, p, &err), 0);
@@ -190,7 +178,7 @@ TEST(check_verdicts)
     }
     const char *drops[] = {"llama.context_length", "tokenizer.ggml.model", "tokenizer.ggml.tokens", "general.architecture"};
     for (size_t i = 0; i < RLX_ARRAY_LEN(drops); i++) {
-        const char *p = tmp_path("nokey.gguf");
+        const char *p = rlx_test_tmp_path("nokey.gguf");
         ASSERT_MSG(copy_without(good, p, drops[i], &err) == 0, "%s", err.msg);
         rlx_model_check(p, &r);
         ASSERT_EQ(r.status, RLX_CHECK_MISSING_METADATA);
@@ -198,7 +186,7 @@ TEST(check_verdicts)
     }
     /* a file that is not GGUF, and one with keys but no tensors */
     touch("empty.gguf");
-    rlx_model_check(tmp_path("empty.gguf"), &r);
+    rlx_model_check(rlx_test_tmp_path("empty.gguf"), &r);
     ASSERT_EQ(r.status, RLX_CHECK_UNKNOWN);
     ASSERT_EQ(r.n_parts, 0);
     ASSERT_STR_EQ(rlx_check_status_name(r.status), "Unknown");
@@ -252,7 +240,7 @@ TEST(impossible_values_refused)
     };
     for (size_t i = 0; i < RLX_ARRAY_LEN(cases); i++) {
         rlx_error err = {0};
-        const char *p = tmp_path("edited.gguf");
+        const char *p = rlx_test_tmp_path("edited.gguf");
         ASSERT_MSG(copy_edited(good, p, cases[i].key, cases[i].kind, cases[i].v, cases[i].rows, &err) == 0, "%s", err.msg);
         rlx_model *m = NULL;
         ASSERT_MSG(rlx_model_load(&m, p, &err) != 0, "case %zu loaded", i);
@@ -263,13 +251,6 @@ TEST(impossible_values_refused)
     }
 }
 
-static void cleanup(void)
-{
-    if (!tmpdir[0]) return;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd)) {}
-}
 
 int main(void)
 {
@@ -277,7 +258,5 @@ int main(void)
         TEST_ENTRY(ftype_names), TEST_ENTRY(quant), TEST_ENTRY(scan), TEST_ENTRY(check_verdicts),
         TEST_ENTRY(impossible_values_refused),
     };
-    int rc = rlx_test_run(cases, sizeof cases / sizeof cases[0]);
-    cleanup();
-    return rc;
+    return rlx_test_run(cases, sizeof cases / sizeof cases[0]);
 }

@@ -92,7 +92,7 @@ static int check_vocab_as(const char *vocab, const char *vectors, int form)
     tv_vocab v;
     int rc = tv_open(&v, vocab);
     if (rc) return rc;
-    const char *dir = tmp_path(vocab);
+    const char *dir = rlx_test_tmp_path(vocab);
     mkdir(dir, 0755);
     rlx_error err = {0};
     rlx_tokenizer *jt;
@@ -188,7 +188,7 @@ VOCAB_TEST(tok_refact, "refact", "refact")
 
 TEST(tok_unsupported)
 {
-    const char *dir = tmp_path("tok_bad");
+    const char *dir = rlx_test_tmp_path("tok_bad");
     mkdir(dir, 0755);
     rlx_error err = {0};
     rlx_tokenizer *t;
@@ -241,8 +241,8 @@ TEST(tok_unsupported)
         free(ids);
         rlx_tokenizer_free(t);
     }
-    unlink(tmp_path("tok_bad/tokenizer_config.json"));
-    unlink(tmp_path("tok_bad/tokenizer.json"));
+    unlink(rlx_test_tmp_path("tok_bad/tokenizer_config.json"));
+    unlink(rlx_test_tmp_path("tok_bad/tokenizer.json"));
     ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_ENOTFOUND);
     ASSERT_MSG(strstr(err.msg, "no tokenizer.json"), "%s", err.msg);
     /* holes up to the embedding's rows become [PAD<id>], unused */
@@ -282,7 +282,7 @@ TEST(tok_unsupported)
     write_json_file(dir, "generation_config.json", "{\"eos_token_id\":9}");
     ASSERT_EQ(json_tokenizer(dir, 0, &t, &err), RLX_EFORMAT);
     ASSERT_MSG(strstr(err.msg, "outside the vocabulary"), "%s", err.msg);
-    unlink(tmp_path("tok_bad/generation_config.json"));
+    unlink(rlx_test_tmp_path("tok_bad/generation_config.json"));
     /* ids that are not whole numbers in range */
     write_json_file(dir, "tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]},"
                     "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
@@ -320,7 +320,7 @@ static void roundtrip_path(const char *path, const char *dirname, int shards, un
     rlx_error err = {0};
     rlx_gguf *g, *h;
     ASSERT_MSG(rlx_gguf_open(&g, path, &err) == 0, "%s", err.msg);
-    const char *dir = tmp_path(dirname);
+    const char *dir = rlx_test_tmp_path(dirname);
     ASSERT_MSG(rlx_hf_export(g, dir, shards, flags, &err) == 0, "%s", err.msg);
     ASSERT(rlx_st_is_folder(dir));
     ASSERT_MSG(rlx_model_open(&h, dir, &err) == 0, "%s", err.msg);
@@ -409,14 +409,14 @@ TEST(gemma3_roundtrip)
     }
     /* the multimodal folder: vision tensors present in the files, absent from the model */
     char p[512];
-    snprintf(p, sizeof p, "%s/config.json", tmp_path("gemma3-mm"));
+    snprintf(p, sizeof p, "%s/config.json", rlx_test_tmp_path("gemma3-mm"));
     size_t n;
     char *text = rlx_read_file(p, &n);
     ASSERT(text && strstr(text, "Gemma3ForConditionalGeneration") && strstr(text, "\"text_config\""));
     free(text);
     rlx_error err = {0};
     rlx_gguf *h;
-    ASSERT_MSG(rlx_model_open(&h, tmp_path("gemma3-mm"), &err) == 0, "%s", err.msg);
+    ASSERT_MSG(rlx_model_open(&h, rlx_test_tmp_path("gemma3-mm"), &err) == 0, "%s", err.msg);
     for (uint64_t i = 0; i < rlx_gguf_n_tensors(h); i++) ASSERT(!strstr(rlx_gguf_tensor_at(h, i)->name, "vision"));
     ASSERT(rlx_gguf_find_tensor(h, "blk.1.attn_q_norm.weight") != NULL);
     rlx_gguf_close(h);
@@ -427,7 +427,7 @@ TEST(gemma3_roundtrip)
  * malformed layer_types and sliding_window_pattern 0 are refused, naming the key */
 TEST(gemma3_config)
 {
-    const char *dir = tmp_path("gemma3-mm");
+    const char *dir = rlx_test_tmp_path("gemma3-mm");
     if (!rlx_st_is_folder(dir)) test_gemma3_roundtrip(); /* run alone (RLX_TEST_ONLY) */
     if (!rlx_st_is_folder(dir)) SKIP("gemma3_roundtrip did not run");
     rlx_error err = {0};
@@ -479,7 +479,7 @@ TEST(llama_f16) { roundtrip("models/synth-llama-mid-f16.gguf", "llama-f16", 1); 
  * changes when the weights are rewritten, though config and tokenizer stay the same. */
 TEST(identity)
 {
-    const char *dir = tmp_path("llama"); /* written by llama_roundtrip */
+    const char *dir = rlx_test_tmp_path("llama"); /* written by llama_roundtrip */
     if (!rlx_st_is_folder(dir)) SKIP("llama_roundtrip did not run");
     rlx_error err = {0};
     rlx_gguf *a, *b;
@@ -508,7 +508,7 @@ TEST(errors)
     rlx_error err = {0};
     rlx_gguf *g, *h;
     ASSERT_MSG(rlx_gguf_open(&g, path, &err) == 0, "%s", err.msg);
-    const char *dir = tmp_path("err");
+    const char *dir = rlx_test_tmp_path("err");
     ASSERT_MSG(rlx_hf_export(g, dir, 3, 0, &err) == 0, "%s", err.msg);
     rlx_gguf_close(g);
     /* a missing shard: named, with the count */
@@ -562,7 +562,7 @@ TEST(errors)
     ASSERT_EQ(rlx_model_open(&h, dir, &err), RLX_EUNSUPPORTED);
     ASSERT_MSG(strstr(err.msg, "'MambaForCausalLM'") && strstr(err.msg, "Qwen3ForCausalLM"), "%s", err.msg);
     /* a folder without config.json is not a model folder */
-    const char *empty = tmp_path("empty");
+    const char *empty = rlx_test_tmp_path("empty");
     mkdir(empty, 0755);
     ASSERT(!rlx_st_is_folder(empty));
     ASSERT_NE(rlx_model_open(&h, empty, &err), 0);
@@ -582,7 +582,7 @@ TEST(errors)
  * the KV heads, and F16/BF16 vectors widened to F32. */
 TEST(permute_and_vectors)
 {
-    const char *dir = tmp_path("hand");
+    const char *dir = rlx_test_tmp_path("hand");
     mkdir(dir, 0755);
     write_json_file(dir, "config.json", "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":8,\"intermediate_size\":8,"
                     "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"num_key_value_heads\":1,\"rms_norm_eps\":1e-6}");
@@ -666,7 +666,7 @@ TEST(permute_and_vectors)
  * 2^-8 gives 1 + 2^-8, a tie between two BF16 values, rounded to even (1.0); F32 keeps it. */
 TEST(gemma_norm_type)
 {
-    const char *dir = tmp_path("gemma_hand");
+    const char *dir = rlx_test_tmp_path("gemma_hand");
     mkdir(dir, 0755);
     write_json_file(dir, "config.json", "{\"architectures\":[\"Gemma2ForCausalLM\"],\"hidden_size\":2,\"intermediate_size\":2,"
                     "\"num_hidden_layers\":1,\"num_attention_heads\":1,\"head_dim\":2,\"sliding_window\":8,"
@@ -710,8 +710,8 @@ TEST(gemma_norm_type)
 TEST(corrupt_headers)
 {
     char src[512], dir[512]; /* copies: tmp_path's buffers are a ring */
-    snprintf(src, sizeof src, "%s", tmp_path("gemma_hand/model.safetensors")); /* written by gemma_norm_type */
-    snprintf(dir, sizeof dir, "%s", tmp_path("gemma_hand"));
+    snprintf(src, sizeof src, "%s", rlx_test_tmp_path("gemma_hand/model.safetensors")); /* written by gemma_norm_type */
+    snprintf(dir, sizeof dir, "%s", rlx_test_tmp_path("gemma_hand"));
     if (!rlx_st_is_folder(dir)) test_gemma_norm_type(); /* run alone (RLX_TEST_ONLY) */
     size_t n;
     char *orig = rlx_read_file(src, &n);

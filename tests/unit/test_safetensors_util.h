@@ -4,6 +4,7 @@
 #define TEST_SAFETENSORS_UTIL_H
 
 #include "tests/rlx_test.h"
+#include "tests/rlx_test_tmp.h"
 #include "models/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -11,19 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char tmpdir[64];
-static const char *tmp_path(const char *name)
-{
-    static char buf[8][512];
-    static int k;
-    if (!tmpdir[0]) {
-        strcpy(tmpdir, "/tmp/rlx_st_XXXXXX");
-        if (!mkdtemp(tmpdir)) return NULL;
-    }
-    char *b = buf[k++ & 7];
-    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-    return b;
-}
 
 static void put_file(const char *path, const void *data, size_t n)
 {

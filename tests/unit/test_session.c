@@ -2,6 +2,7 @@
  * their KV files, foreign and corrupt files, schema migration, reopen persistence, concurrent
  * threads, and kill -9 of a writer at random moments. */
 #include "tests/rlx_test.h"
+#include "tests/rlx_test_tmp.h"
 #include "engine/session.h"
 
 #include <errno.h>
@@ -14,21 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static char g_dir[256];
-
-/* A fresh temporary directory per test; returns a path inside it. */
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int next;
-    if (!g_dir[0]) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/rlx_session_XXXXXX");
-        if (!mkdtemp(g_dir)) return NULL;
-    }
-    char *b = buf[next++ & 3];
-    snprintf(b, sizeof buf[0], "%s/%s", g_dir, name);
-    return b;
-}
 
 static void rm_db(const char *path)
 {
@@ -72,7 +58,7 @@ TEST(ids)
 
 TEST(crud_and_reopen)
 {
-    const char *db = tmp_path("crud.db");
+    const char *db = rlx_test_tmp_path("crud.db");
     rm_db(db);
     rlx_session_store *st;
     rlx_error err = {0};
@@ -153,12 +139,12 @@ TEST(crud_and_reopen)
 
 TEST(kv_files_follow_their_rows)
 {
-    const char *db = tmp_path("kv.db");
+    const char *db = rlx_test_tmp_path("kv.db");
     char kvdir[600], a[700], b[700], outside[700];
     snprintf(kvdir, sizeof kvdir, "%s.kv", db);
     snprintf(a, sizeof a, "%s/a.kv", kvdir);
     snprintf(b, sizeof b, "%s/b.kv", kvdir);
-    snprintf(outside, sizeof outside, "%s", tmp_path("victim.txt"));
+    snprintf(outside, sizeof outside, "%s", rlx_test_tmp_path("victim.txt"));
     rm_db(db);
     mkdir(kvdir, 0700);
     touch(a);
@@ -178,7 +164,7 @@ TEST(kv_files_follow_their_rows)
     ASSERT(!file_exists(b));
     /* a row naming a file outside <db>.kv/ (a copied or edited database): never removed */
     char up[800];
-    snprintf(up, sizeof up, "%s/../%s", kvdir, outside + strlen(g_dir) + 1); /* the same file */
+    snprintf(up, sizeof up, "%s/../%s", kvdir, outside + strlen(rlx_test_tmp_dir()) + 1); /* the same file */
     ASSERT_EQ(rlx_session_put(st, "m", "x", &t, 1, outside, "h1", &err), 0);
     ASSERT_EQ(rlx_session_delete(st, "m", "x", &err), 0);
     ASSERT(file_exists(outside));
@@ -195,7 +181,7 @@ TEST(kv_files_follow_their_rows)
 
 TEST(list_pages)
 {
-    const char *db = tmp_path("list.db");
+    const char *db = rlx_test_tmp_path("list.db");
     rm_db(db);
     rlx_session_store *st;
     rlx_error err = {0};
@@ -267,7 +253,7 @@ TEST(list_pages)
 TEST(limits_ttl_and_count)
 {
     char db[512];
-    snprintf(db, sizeof db, "%s", tmp_path("lim.db")); /* tmp_path's ring is reused below */
+    snprintf(db, sizeof db, "%s", rlx_test_tmp_path("lim.db")); /* the path ring is reused below */
     rm_db(db);
     rlx_session_store *st;
     rlx_error err = {0};
@@ -334,7 +320,7 @@ TEST(foreign_and_corrupt_files)
     rlx_session_store *st = (rlx_session_store *)1;
     rlx_error err = {0};
     /* plain text */
-    const char *txt = tmp_path("notes.txt");
+    const char *txt = rlx_test_tmp_path("notes.txt");
     FILE *f = fopen(txt, "w");
     ASSERT(f);
     for (int i = 0; i < 200; i++) fputs("this is not a database at all\n", f);
@@ -345,7 +331,7 @@ TEST(foreign_and_corrupt_files)
                "message: %s", err.msg);
     unlink(txt);
     /* an sqlite database of another program */
-    const char *other = tmp_path("other.db");
+    const char *other = rlx_test_tmp_path("other.db");
     rm_db(other);
     sqlite3 *raw;
     ASSERT_EQ(sqlite3_open(other, &raw), SQLITE_OK);
@@ -355,7 +341,7 @@ TEST(foreign_and_corrupt_files)
     ASSERT(strstr(err.msg, "another program") != NULL);
     rm_db(other);
     /* a valid database whose pages were overwritten */
-    const char *bad = tmp_path("bad.db");
+    const char *bad = rlx_test_tmp_path("bad.db");
     rm_db(bad);
     ASSERT_EQ(rlx_session_store_open(&st, bad, &err), 0);
     int32_t toks[200] = {0};
@@ -381,7 +367,7 @@ TEST(foreign_and_corrupt_files)
 
 TEST(newer_schema_refused_and_v1_migrated)
 {
-    const char *db = tmp_path("ver.db");
+    const char *db = rlx_test_tmp_path("ver.db");
     rm_db(db);
     sqlite3 *raw;
     ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
@@ -421,7 +407,7 @@ TEST(newer_schema_refused_and_v1_migrated)
  * model, snapshot path and times kept; afterwards two models may use one id. */
 TEST(v2_migrated_to_model_keys)
 {
-    const char *db = tmp_path("v2.db");
+    const char *db = rlx_test_tmp_path("v2.db");
     rm_db(db);
     sqlite3 *raw;
     ASSERT_EQ(sqlite3_open(db, &raw), SQLITE_OK);
@@ -485,7 +471,7 @@ static void *thr_main(void *p)
 
 TEST(threads_share_a_store)
 {
-    const char *db = tmp_path("thr.db");
+    const char *db = rlx_test_tmp_path("thr.db");
     rm_db(db);
     rlx_session_store *st;
     ASSERT_EQ(rlx_session_store_open(&st, db, NULL), 0);
@@ -523,7 +509,7 @@ static void *open_main(void *p)
 
 TEST(concurrent_opens_of_a_new_file)
 {
-    const char *db = tmp_path("race.db");
+    const char *db = rlx_test_tmp_path("race.db");
     for (int round = 0; round < 40; round++) {
         rm_db(db);
         enum { N = 4 };
@@ -563,7 +549,7 @@ static void crash_child(const char *db, int wfd, uint32_t base)
 
 TEST(kill9_keeps_committed_sessions)
 {
-    const char *db = tmp_path("crash.db");
+    const char *db = rlx_test_tmp_path("crash.db");
     rm_db(db);
     unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
     srand(seed);
@@ -635,8 +621,6 @@ TEST(kill9_keeps_committed_sessions)
     rm_db(db);
 }
 
-static void cleanup(void) { if (g_dir[0]) rmdir(g_dir); }
-
 int main(void)
 {
     static const rlx_test_case cases[] = {
@@ -646,7 +630,5 @@ int main(void)
         TEST_ENTRY(v2_migrated_to_model_keys),
         TEST_ENTRY(threads_share_a_store), TEST_ENTRY(concurrent_opens_of_a_new_file), TEST_ENTRY(kill9_keeps_committed_sessions),
     };
-    int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
-    cleanup();
-    return rc;
+    return rlx_test_run(cases, RLX_ARRAY_LEN(cases));
 }

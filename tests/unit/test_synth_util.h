@@ -1,5 +1,5 @@
-/* test_synth_util.h - models for tests written by the built rlxd-synth (RLX_BIN) into a
- * temporary directory removed at exit. Header-only. */
+/* test_synth_util.h - models for tests written by the built rlxd-synth (RLX_BIN) into
+ * the test's temporary folder (tests/rlx_test_tmp.h), removed at exit. Header-only. */
 #ifndef RLX_TEST_SYNTH_UTIL_H
 #define RLX_TEST_SYNTH_UTIL_H
 
@@ -9,14 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char synth_tmpdir[256];
-
-static inline void synth_cleanup(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", synth_tmpdir);
-    if (system(cmd)) fprintf(stderr, "  could not remove %s\n", synth_tmpdir);
-}
+#include "tests/rlx_test_tmp.h"
 
 /* Runs rlxd-synth with `args` into <tmpdir>/out (path gets the file); false if the tool is not
  * built or fails. */
@@ -26,12 +19,9 @@ static inline bool synth(const char *args, const char *out, char *path, size_t c
     char tool[512], cmd[2048];
     snprintf(tool, sizeof tool, "%s/rlxd-synth", bin ? bin : ".");
     if (access(tool, X_OK)) return false;
-    if (!synth_tmpdir[0]) {
-        snprintf(synth_tmpdir, sizeof synth_tmpdir, "/tmp/rlx-test-synth-XXXXXX");
-        if (!mkdtemp(synth_tmpdir)) return false;
-        atexit(synth_cleanup);
-    }
-    snprintf(path, cap, "%s/%s", synth_tmpdir, out);
+    const char *dir = rlx_test_tmp_dir();
+    if (!dir) return false;
+    snprintf(path, cap, "%s/%s", dir, out);
     snprintf(cmd, sizeof cmd, "\"%s\" %s -o \"%s\" 2>/dev/null", tool, args, path);
     int rc = system(cmd);
     return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;

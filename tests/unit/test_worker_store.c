@@ -5,6 +5,7 @@
  * models share one database without seeing each other's sessions, and a history that no
  * longer fits is refused with a message naming the session history. */
 #include "tests/rlx_test.h"
+#include "tests/rlx_test_tmp.h"
 #include "engine/engine.h"
 #include "engine/session.h"
 
@@ -112,27 +113,12 @@ static void prompt(int32_t *ids, size_t n, int salt)
     for (size_t k = 1; k < n; k++) ids[k] = 3 + (int32_t)((k * 37 + (size_t)salt * 101) % 500);
 }
 
-static char g_dir[64];
-
-static const char *tmp(const char *name)
-{
-    static char bufs[8][256];
-    static int next;
-    if (!g_dir[0]) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/rlxd-wstore-XXXXXX");
-        if (!mkdtemp(g_dir)) return NULL;
-    }
-    char *b = bufs[next++ & 7];
-    snprintf(b, sizeof bufs[0], "%s/%s", g_dir, name);
-    return b;
-}
-
 static const char *synth(const char *name, int seed)
 {
     const char *bin = getenv("RLX_BIN");
     const char *vocab = rlx_test_shared("models/stories260K.gguf");
     if (!bin || !vocab) return NULL;
-    const char *path = tmp(name);
+    const char *path = rlx_test_tmp_path(name);
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "'%s/rlxd-synth' --arch llama --preset tiny --seed %d --vocab-from '%s' -o '%s' >/dev/null 2>&1",
              bin, seed, vocab, path);
@@ -174,7 +160,7 @@ static void snapshot_round_trip(int kv_type, const char *dbname)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) SKIP("../shared/models/stories260K.gguf absent");
-    opts o = {.model = m, .db = tmp(dbname), .kv_type = kv_type};
+    opts o = {.model = m, .db = rlx_test_tmp_path(dbname), .kv_type = kv_type};
     rlx_worker *w = start(o);
     ASSERT(w != NULL);
     int32_t ids[70];
@@ -196,7 +182,7 @@ TEST(other_weights_recompute)
 {
     const char *m1 = synth("seed1.gguf", 1), *m2 = synth("seed2.gguf", 2);
     if (!m1 || !m2) SKIP("rlxd-synth or stories260K not available");
-    opts o = {.model = m1, .name = "chat", .db = tmp("weights.db")};
+    opts o = {.model = m1, .name = "chat", .db = rlx_test_tmp_path("weights.db")};
     rlx_worker *w = start(o);
     ASSERT(w != NULL);
     int32_t ids[70];
@@ -217,7 +203,7 @@ TEST(rewritten_history_recomputes)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) SKIP("../shared/models/stories260K.gguf absent");
-    opts o = {.model = m, .name = "tiny", .db = tmp("chain.db")};
+    opts o = {.model = m, .name = "tiny", .db = rlx_test_tmp_path("chain.db")};
     rlx_worker *w = start(o);
     ASSERT(w != NULL);
     int32_t ids[70];
@@ -248,7 +234,7 @@ TEST(delete_during_turn_stays_deleted)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) SKIP("../shared/models/stories260K.gguf absent");
-    opts o = {.model = m, .name = "tiny", .db = tmp("del.db")};
+    opts o = {.model = m, .name = "tiny", .db = rlx_test_tmp_path("del.db")};
     rlx_worker *w = start(o);
     ASSERT(w != NULL);
     int32_t ids[40];
@@ -320,13 +306,13 @@ static void ttl_on_read(const char *db)
 }
 
 TEST(ttl_applies_to_reads_in_memory) { ttl_on_read(NULL); }
-TEST(ttl_applies_to_reads_with_db) { ttl_on_read(tmp("ttl.db")); }
+TEST(ttl_applies_to_reads_with_db) { ttl_on_read(rlx_test_tmp_path("ttl.db")); }
 
 TEST(models_share_a_database)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) SKIP("../shared/models/stories260K.gguf absent");
-    const char *db = tmp("shared.db");
+    const char *db = rlx_test_tmp_path("shared.db");
     opts oa = {.model = m, .name = "a", .db = db}, ob = {.model = m, .name = "b/x", .db = db};
     rlx_worker *wa = start(oa), *wb = start(ob);
     ASSERT(wa && wb);
@@ -374,7 +360,7 @@ TEST(history_too_long_is_named)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) SKIP("../shared/models/stories260K.gguf absent");
-    opts o = {.model = m, .db = tmp("long.db"), .ctx = 64};
+    opts o = {.model = m, .db = rlx_test_tmp_path("long.db"), .ctx = 64};
     rlx_worker *w = start(o);
     ASSERT(w != NULL);
     int32_t ids[40];
@@ -402,7 +388,7 @@ TEST(unstored_turn_is_an_error)
 {
     const char *m = rlx_test_shared("models/stories260K.gguf");
     if (!m) SKIP("../shared/models/stories260K.gguf absent");
-    opts o = {.model = m, .db = tmp("fail.db")};
+    opts o = {.model = m, .db = rlx_test_tmp_path("fail.db")};
     rlx_worker *w = start(o);
     ASSERT(w != NULL);
     int32_t ids[12];
@@ -430,13 +416,6 @@ TEST(unstored_turn_is_an_error)
     rlx_worker_stop(w, true);
 }
 
-static void cleanup(void)
-{
-    if (!g_dir[0]) return;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd)) fprintf(stderr, "cannot remove %s\n", g_dir);
-}
 
 int main(void)
 {
@@ -446,7 +425,5 @@ int main(void)
         TEST_ENTRY(ttl_applies_to_reads_in_memory), TEST_ENTRY(ttl_applies_to_reads_with_db),
         TEST_ENTRY(models_share_a_database), TEST_ENTRY(history_too_long_is_named), TEST_ENTRY(unstored_turn_is_an_error),
     };
-    int rc = rlx_test_run(cases, RLX_ARRAY_LEN(cases));
-    cleanup();
-    return rc;
+    return rlx_test_run(cases, RLX_ARRAY_LEN(cases));
 }
