@@ -205,7 +205,10 @@ static void load_done(uv_work_t *w, int status)
         s->n_booting--;
     }
     if (status || !m->w_new) {
-        m->drain_after_load = false; /* gone already: the models waiting for room load next (pump) */
+        if (m->drain_after_load) { /* gone already: the models that waited for its room load now */
+            m->drain_after_load = false;
+            uv_timer_start(&s->wake_timer, rlx_models_wake, 0, 0);
+        }
         m->state = RLX_MODEL_FAILED;
         rlx_model_signature(m->cfg->path, m->fail_sig);
         m->n_load_failures++;

@@ -329,5 +329,24 @@ grep -q "draining model 'alpha' once loaded, to make room for 'slow'" "$LOG" || 
 [ "$(loads slow)" = $((ls_ + 2)) ] && [ "$(loads alpha)" = $((la + 1)) ] ||
     fail "loads: slow $ls_ -> $(loads slow), alpha $la -> $(loads alpha)"
 ok "ping-pong at --max-loaded 1: a request for the model draining for a loading one waits, not 503"
+# the same, and the model marked to drain once loaded fails to load (its file was cut meanwhile):
+# the request that waited for its room still gets its model (it waited for ever)
+ls_=$(loads slow)
+stream_slow "$TMP/s5" $((slow_tokens / 2))
+curl -s -o "$TMP/pf_alpha.json" -H 'Content-Type: application/json' \
+    --data-binary '{"model":"alpha","prompt":"x","max_tokens":2}' "$URL/v1/completions" &
+P6=$!
+for _ in $(seq 1 100); do [ "$(grep -c "draining model 'slow' to make room for 'alpha'" "$LOG")" = 3 ] && break; sleep 0.05; done
+curl -s -m 60 -o "$TMP/pf_slow.json" -H 'Content-Type: application/json' \
+    --data-binary '{"model":"slow","prompt":"x","max_tokens":2}' "$URL/v1/completions" &
+P7=$!
+head -c 3000 "$D/alpha.gguf" >"$D2/alpha.gguf" # cut inside its metadata: its next load fails
+wait "$SPID" "$P6" "$P7"
+grep -q '"finish_reason":"length"' "$TMP/s5" || fail "the slow stream was cut"
+grep -q '"code":"model_load_failed"' "$TMP/pf_alpha.json" || fail "alpha, cut before its load: $(cat "$TMP/pf_alpha.json")"
+grep -q '"finish_reason"' "$TMP/pf_slow.json" || fail "slow, waiting for the room of a load that failed: $(cat "$TMP/pf_slow.json")"
+[ "$(grep -c "draining model 'alpha' once loaded, to make room for 'slow'" "$LOG")" = 2 ] || fail "no second drain-after-load line"
+[ "$(loads slow)" = $((ls_ + 1)) ] || fail "slow loads: $ls_ -> $(loads slow) (loaded before, then again once alpha failed)"
+ok "a model marked to drain once loaded that fails to load: the request waiting for its room runs"
 stop_server
 echo "all passed"
