@@ -182,7 +182,7 @@ static void take_usage(rlx_conn *c, const rlx_job *j)
     }
     c->ttft = j->n_choices ? j->choices[0].timings.ttft_s : -1;
     if (j->n_choices) c->finish = rlx_api_finish_name(j->choices[0].finish);
-    if (j->failed && !c->stream) c->finish = NULL;
+    if (j->failed) c->finish = c->stream ? "error" : NULL; /* a stream that ended with an error event */
 }
 
 static void on_hangup(uv_poll_t *p, int status, int events)

@@ -325,11 +325,11 @@ try {
       assert(res.status === 200 && /tool call could not be parsed/.test(sse), fmt + ' broken call, streamed: ' + sse);
       const content = sse.split('\n').filter((l) => l.startsWith('data: {"id"')).map((l) => JSON.parse(l.slice(6)).choices[0]?.delta?.content || '').join('');
       assert(!content.includes('And then') && !sse.includes('finish_reason":"'), fmt + ' broken call, streamed past the break: ' + JSON.stringify(content));
-      // the generation stopped at the break: the stream's access-log line (its choice was
-      // cancelled there) counts fewer tokens than the whole text has (tool_choice "none")
-      const cut = () => log.split('\n').filter((l) => / \/v1\/chat\/completions 200 .*finish=cancelled/.test(l));
+      // the generation stopped at the break: the stream's access-log line (finish=error: it
+      // ended with an error event) counts fewer tokens than the whole text has (tool_choice "none")
+      const cut = () => log.split('\n').filter((l) => / \/v1\/chat\/completions 200 .*finish=error/.test(l));
       for (let i = 0; i < 200 && !cut().length; i++) await new Promise((r) => setTimeout(r, 20));
-      const line = cut().pop() || 'no line with finish=cancelled';
+      const line = cut().pop() || 'no line with finish=error';
       const got = Number((/completion_tokens=(\d+)/.exec(line) || [])[1]);
       const whole = (await client.chat.completions.create({ ...bb, tool_choice: 'none' })).usage.completion_tokens;
       assert(got < whole, fmt + ` broken call: ${got} tokens generated of the text's ${whole}: ` + line);
