@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -185,6 +186,20 @@ static void take_usage(rlx_conn *c, const rlx_job *j)
     if (j->failed) c->finish = c->stream ? "error" : NULL; /* a stream that ended with an error event */
 }
 
+/* c's client left after its request was routed: its work is cancelled, its response ends. No
+ * MHD run here (reap calls it from inside MHD's callbacks; a resume wakes MHD's loop itself). */
+static void routed_hangup(rlx_conn *c)
+{
+    c->gone = true;
+    c->log_status = 499; /* nginx's "client closed request" */
+    if (c->job) {
+        take_usage(c, c->job);
+        rlx_job_detach(c->job);
+        c->job = NULL;
+    }
+    resume(c);
+}
+
 static void on_hangup(uv_poll_t *p, int status, int events)
 {
     rlx_conn *c = p->data;
@@ -199,13 +214,21 @@ static void on_hangup(uv_poll_t *p, int status, int events)
         rlx_http_kick(c->srv);
         return;
     }
-    if (c->job) {
-        take_usage(c, c->job);
-        rlx_job_detach(c->job);
-        c->job = NULL;
-    }
-    resume(c);
+    routed_hangup(c);
     rlx_http_kick(c->srv);
+}
+
+void rlx_http_reap_hangups(rlx_srv *s)
+{
+    for (rlx_conn *c = s->conns; c; c = c->next) {
+        if (!c->job || c->gone) continue; /* (a job: routed) */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci) continue;
+        struct pollfd pf = {.fd = ci->connect_fd, .events = POLLRDHUP};
+        /* as the hang-up watch would at the loop's next turn, or MHD at its next write when the
+           connection is not suspended (cancel_unread ends one the same way) */
+        if (poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) routed_hangup(c);
+    }
 }
 
 /* Watches c's socket for the client leaving (on_hangup): while it is suspended, and while its

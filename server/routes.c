@@ -362,6 +362,7 @@ static void generate(rlx_srv *s, rlx_conn *c, parsed *pb)
         rlx_conn_error(c, &e);
         return;
     }
+    if (r->base->session_id) rlx_http_reap_hangups(s); /* its previous turn's client may have just left */
     bool stream = r->stream;
     rlx_api_kind kind = r->kind;
     rlx_job *j;

@@ -401,6 +401,10 @@ void rlx_http_resume_all(rlx_srv *s);
 void rlx_http_end_tasks(rlx_srv *s);
 /* No request is being answered: the connections left (if any) are still sending their bodies. */
 bool rlx_http_idle(rlx_srv *s);
+/* The clients of running requests that have hung up but whose hang-up the loop has not handled
+ * yet: handled now (their requests cancelled), so that a session's next turn, sent just after
+ * its client closed the previous one, finds the session being freed, not busy (a 503). */
+void rlx_http_reap_hangups(rlx_srv *s);
 
 /* One HTTP request on the loop thread (http.c owns it; routes.c fills the answer). */
 struct rlx_conn {
