@@ -303,28 +303,38 @@ static void intake(rlx_worker *w)
     pthread_mutex_lock(&w->mu);
     rlx_request **inbox = w->inbox;
     int32_t n_inbox = w->n_inbox;
-    cancel_node *cancels = w->cancels;
+    cancel_node *cancels = w->cancels; /* stays listed until their sessions are let go (below) */
     w->inbox = NULL;
     w->n_inbox = w->cap_inbox = 0;
-    w->cancels = NULL;
     pthread_mutex_unlock(&w->mu);
     /* cancels first, so that a cancelled turn lets go of its session before the next turn of it
        (submitted once the client hung up, rlx_worker_submit) attaches; a cancel that finds
-       nothing is kept for the requests taken in with it */
+       nothing is kept for the requests taken in with it. The nodes stay in w->cancels until
+       finish_cancelled has let go of the sessions: a submit in between (which reads that list
+       to let a turn in on a session being cancelled) found neither the node nor a free session
+       and refused the turn as busy. Later cancels are pushed at the head, so the nodes taken
+       here are the list's tail from `cancels` on. */
+    for (cancel_node *c = cancels; c; c = c->next) {
+        c->found = false;
+        for (int32_t i = 0; i < w->n_running && !c->found; i++)
+            if (w->running[i]->req->id == c->id) w->running[i]->cancelled = c->found = true;
+        for (int32_t i = 0; i < w->n_waiting && !c->found; i++)
+            if (w->waiting[i]->req->id == c->id) w->waiting[i]->cancelled = c->found = true;
+    }
+    finish_cancelled(w);
+    pthread_mutex_lock(&w->mu);
+    cancel_node **tail = &w->cancels;
+    while (*tail != cancels) tail = &(*tail)->next;
+    *tail = NULL;
+    pthread_mutex_unlock(&w->mu);
     cancel_node *keep = NULL;
     while (cancels) {
         cancel_node *c = cancels;
         cancels = c->next;
-        bool found = false;
-        for (int32_t i = 0; i < w->n_running && !found; i++)
-            if (w->running[i]->req->id == c->id) w->running[i]->cancelled = found = true;
-        for (int32_t i = 0; i < w->n_waiting && !found; i++)
-            if (w->waiting[i]->req->id == c->id) w->waiting[i]->cancelled = found = true;
-        if (found) free(c);
+        if (c->found) free(c);
         else c->next = keep, keep = c;
     }
     cancels = keep;
-    finish_cancelled(w);
 
     for (int32_t i = 0; i < n_inbox; i++) {
         if (inbox[i]->kind == RLX_REQ_EMBED) { /* worker_embed.c's queue */

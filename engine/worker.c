@@ -374,10 +374,13 @@ int rlx_worker_submit(rlx_worker *w, rlx_request *req, rlx_error *err)
     /* a turn on a session another request holds (running, or submitted before it and not yet
        taken in) is refused here, so that a stream gets the 503 as its HTTP status instead of an
        error event after a 200 (attach still refuses what slips between the two) */
-    uint64_t holder = 0;
-    bool held = !rc && req->session_id && rlx__session_busy(w, req->session_id, &holder);
     if (rc) { rlx_request_free(req); return rc; }
     pthread_mutex_lock(&w->mu);
+    /* under mu (then smu: the one order of the two), so that the session and the cancels are
+       seen at one moment: intake lets go of a cancelled turn's session before it drops the
+       cancel from the list */
+    uint64_t holder = 0;
+    bool held = req->session_id && rlx__session_busy(w, req->session_id, &holder);
     /* ... unless that request is being cancelled (its client hung up, and this is the client's
        next turn): the worker applies cancels before it takes in new requests (sched.c intake),
        so the session is free by then (it was a 503 "busy" for about a step) */

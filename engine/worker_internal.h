@@ -78,7 +78,7 @@ typedef struct seq {
     int32_t n_proposed;         /* this step's drafts from the draft model, in draft[] */
 } seq;
 
-typedef struct cancel_node { uint64_t id; struct cancel_node *next; } cancel_node;
+typedef struct cancel_node { uint64_t id; bool found; struct cancel_node *next; } cancel_node;
 
 typedef struct ejob ejob;      /* an embedding request in the worker (worker_embed.c) */
 
