@@ -3,8 +3,9 @@
  * stores them) and session_snapshot.c (KV snapshot files). Private to engine/. Per-sequence
  * memory (KV blocks, recurrent-state slots) goes through the runner's engine/memory.h only.
  *
- * Locks, always taken in this order when nested: smu (session table) -> wmu (writer queue);
- * mu (inbox, stats) is never held with another. No lock is held across disk I/O except the
+ * Locks, always taken in this order when nested: mu (inbox, cancels, stats) -> smu (session
+ * table) -> wmu (writer queue); only rlx_worker_submit holds mu with another (a session's busy
+ * state and the pending cancels read at one moment). No lock is held across disk I/O except the
  * store connections' own mutexes, and the worker thread never uses the writer's connection,
  * so the step loop never waits for an fsync. */
 #ifndef RLX_WORKER_INTERNAL_H
