@@ -475,6 +475,22 @@ void rlx_conn_respond(rlx_conn *c, int status, const char *ctype, char *body);
  * status to answer (400, 411, 415) with e set, the connection to be closed; 0 when the framing
  * is sound. */
 int rlx__http_framing_check(struct MHD_Connection *mc, const char *version, rlx_api_error *e);
+/* http_wait.c: sockets with no request being answered, for http.c. */
+/* MHD's socket context: one per accepted socket, from MHD_CONNECTION_NOTIFY_STARTED to _CLOSED. */
+typedef struct rlx_sock {
+    struct rlx_sock *prev, *next;  /* srv->wait_head list while waiting */
+    bool waiting;                  /* no request of it is being answered */
+    bool dropped;                  /* we shut it down: it only waits for MHD to close it */
+    bool served;                   /* a request was answered on it (an idle keep-alive socket) */
+    double since;                  /* when the wait began (accept or the last answer), rlx_now() */
+    int fd;
+    rlx_conn *conn;                /* the request whose line has arrived, NULL before */
+} rlx_sock;
+void rlx__http_wait_begin(rlx_srv *s, rlx_sock *k);  /* its wait (for a request) begins now */
+void rlx__http_wait_end(rlx_conn *c);                /* c's request is being answered */
+unsigned rlx__http_mhd_limit(const rlx_srv *s);      /* MHD's connection limit */
+void rlx__http_on_connection(void *cls, struct MHD_Connection *mc, void **socket_ctx,
+                             enum MHD_ConnectionNotificationCode t); /* MHD_OPTION_NOTIFY_CONNECTION */
 void rlx_conn_error(rlx_conn *c, const rlx_api_error *e);
 /* tasks.c: answers computed on the threadpool while the connection waits; each takes its
  * inputs (freed also on failure). id NULL: list sessions, else get or delete one. */
