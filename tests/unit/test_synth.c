@@ -2,6 +2,7 @@
  * the GGUF reader and checks metadata, tensor names/shapes/types per family, determinism, the
  * weight statistics it promises, the built-in vocabulary, --vocab-from, and bad arguments. */
 #include "tests/rlx_test.h"
+#include "tests/rlx_test_tmp.h"
 #include "backends/quant.h"
 #include "models/gguf.h"
 #include "engine/runner.h"
@@ -10,13 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
 static int synth(const char *args, const char *out)
 {
     const char *bin = getenv("RLX_BIN");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "\"%s/rlxd-synth\" %s -o \"%s/%s\" 2>/dev/null", bin ? bin : ".", args, tmpdir, out);
+    snprintf(cmd, sizeof cmd, "\"%s/rlxd-synth\" %s -o \"%s/%s\" 2>/dev/null", bin ? bin : ".", args, rlx_test_tmp_dir(), out);
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -24,7 +23,7 @@ static int synth(const char *args, const char *out)
 static rlx_gguf *open_out(const char *out)
 {
     char p[512];
-    snprintf(p, sizeof p, "%s/%s", tmpdir, out);
+    snprintf(p, sizeof p, "%s/%s", rlx_test_tmp_dir(), out);
     rlx_gguf *g = NULL;
     rlx_error err = {0};
     if (rlx_gguf_open(&g, p, &err)) fprintf(stderr, "  cannot open %s: %s\n", p, err.msg);
@@ -37,11 +36,7 @@ static bool have_tool(void)
     char p[512];
     snprintf(p, sizeof p, "%s/rlxd-synth", bin ? bin : ".");
     if (access(p, X_OK)) return false;
-    if (!tmpdir[0]) {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/rlx-test-synth-XXXXXX");
-        if (!mkdtemp(tmpdir)) return false;
-    }
-    return true;
+    return rlx_test_tmp_dir() != NULL;
 }
 
 static uint32_t get_u32(const rlx_gguf *g, const char *key)
@@ -222,8 +217,8 @@ TEST(every_type)
 static bool same_file(const char *a, const char *b)
 {
     char pa[512], pb[512];
-    snprintf(pa, sizeof pa, "%s/%s", tmpdir, a);
-    snprintf(pb, sizeof pb, "%s/%s", tmpdir, b);
+    snprintf(pa, sizeof pa, "%s/%s", rlx_test_tmp_dir(), a);
+    snprintf(pb, sizeof pb, "%s/%s", rlx_test_tmp_dir(), b);
     FILE *fa = fopen(pa, "rb"), *fb = fopen(pb, "rb");
     bool same = fa && fb;
     while (same) {
@@ -342,7 +337,7 @@ TEST(bad_arguments)
     ASSERT_EQ(synth("--arch llama --preset huge", "x.gguf"), 2);
     ASSERT_EQ(synth("--arch llama --vocab-from /nonexistent.gguf", "x.gguf"), 1);
     char p[512];
-    snprintf(p, sizeof p, "%s/x.gguf", tmpdir);
+    snprintf(p, sizeof p, "%s/x.gguf", rlx_test_tmp_dir());
     ASSERT(access(p, F_OK) != 0);
 }
 
@@ -392,7 +387,7 @@ TEST(qwen35_any_shape)
         char args[512], path[512];
         snprintf(args, sizeof args, "--arch qwen35 %s --seed 7", shapes[i]);
         ASSERT_MSG(synth(args, "shape.gguf") == 0, "%s", args);
-        snprintf(path, sizeof path, "%s/shape.gguf", tmpdir);
+        snprintf(path, sizeof path, "%s/shape.gguf", rlx_test_tmp_dir());
         rlx_runner_config cfg = {.model_path = path, .n_ctx = 64, .max_batch_tokens = 32, .max_outputs = 32, .backend = {.n_threads = 1}};
         rlx_runner *r = NULL;
         rlx_error err = {0};
@@ -423,18 +418,6 @@ TEST(qwen35_any_shape)
     ASSERT_EQ(synth("--arch qwen35 --head-dim 16 --rope-dims 18", "x.gguf"), 2);
 }
 
-static void cleanup(void)
-{
-    if (tmpdir[0]) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf \"%s\"", tmpdir);
-        if (system(cmd)) fprintf(stderr, "  could not remove %s\n", tmpdir);
-    }
-}
-
-TEST(zz_cleanup) { cleanup(); }
-
 TEST_MAIN(TEST_ENTRY(families_metadata_and_tensors), TEST_ENTRY(quant_mix_and_statistics), TEST_ENTRY(every_type),
           TEST_ENTRY(deterministic),
-          TEST_ENTRY(builtin_vocabulary), TEST_ENTRY(vocab_from), TEST_ENTRY(bad_arguments), TEST_ENTRY(qwen35_any_shape),
-          TEST_ENTRY(zz_cleanup))
+          TEST_ENTRY(builtin_vocabulary), TEST_ENTRY(vocab_from), TEST_ENTRY(bad_arguments), TEST_ENTRY(qwen35_any_shape))
