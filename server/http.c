@@ -90,11 +90,11 @@ static void on_hangup(uv_poll_t *p, int status, int events)
 {
     rlx_conn *c = p->data;
     if (status >= 0 && !(events & UV_DISCONNECT)) return;
-    c->gone = true;
-    c->log_status = 499; /* nginx's "client closed request" */
     if (!c->routed && !c->has_resp && c->sock) {
         /* it left while its body was arriving: MHD would wait for the rest until
            --request-timeout (and log a 408); the socket ends now */
+        c->gone = true;
+        c->log_status = 499;
         uv_poll_stop(p);
         shutdown(c->sock->fd, SHUT_RDWR);
         rlx_http_kick(c->srv);
