@@ -7,9 +7,12 @@
  * that object. Keys compare by their decoded text ("a" and "\u0061" are one key), as 64-bit
  * hashes. With the grammar's stage beside it, a token that leaves a key spelling a used one is
  * refused too where the grammar lets nothing but the closing quote follow (a pattern's keys:
- * "c" written again can only close as "c"). Where the grammar leaves nothing but such tokens (a
- * schema whose keys are few, all used), the stage yields rather than end the request. Called
- * only by the thread running the sampler. */
+ * "c" written again can only close as "c"). Where the grammar offers an object a short list of
+ * keys (asked once, at its first ','; rlx_grammar_strings_before), a ',' once every listed key is
+ * written is refused (the object closes instead), and so is a key begun whose every listed
+ * completion is written ("d" where "de" alone begins so). Where the grammar leaves nothing but
+ * such tokens, the stage yields rather than end the request. Called only by the thread running
+ * the sampler. */
 #include "engine/grammar.h"
 #include "engine/sample_internal.h"
 
@@ -21,10 +24,20 @@
 #define LOCAL_PUSH 32  /* containers a token may open that a check follows; deeper: allowed */
 #define LOCAL_KEYS 16  /* keys a token may close that a check follows */
 
+#define KEYSET_MAX 64 /* keys an object's grammar may offer for its key list to be followed */
+#define KEY_PRE 64    /* bytes of a key kept as text (a list's keys; the key being written) */
+
+typedef struct kentry { uint64_t h; size_t len; char text[KEY_PRE]; } kentry; /* text: the first KEY_PRE bytes */
+
 typedef struct jframe {
     bool object, expect_key;
     uint64_t *keys;
     size_t n_keys, cap_keys;
+    /* The keys the grammar offers after the object's first ',' (KEYSET_MAX at most): 0 not
+     * asked yet, 1 listed in kset, -1 not a short list (or the grammar did not say). */
+    int8_t keyset;
+    kentry *kset;
+    size_t n_kset;
 } jframe;
 
 /* The reader's state apart from the containers' key sets (copied by a check). */
@@ -33,6 +46,9 @@ typedef struct jscan {
     int uhex;                 /* hex digits of a \u escape still to come (0: none) */
     uint32_t unit, hi;        /* the \u escape so far; a high surrogate waiting for its low one */
     uint64_t h;               /* the key's hash so far */
+    bool plain;               /* a key with no escape so far, its bytes in pre (n_pre <= KEY_PRE) */
+    uint8_t n_pre;
+    uint8_t pre[KEY_PRE];
 } jscan;
 
 typedef struct json_stage {
@@ -80,9 +96,16 @@ static int hexval(uint8_t c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
+/* A string opened (a key or not). */
+static jscan open_str(bool is_key) { return (jscan){.in_str = true, .is_key = is_key, .h = FNV0, .plain = is_key}; }
+
 /* One byte inside a string; returns true when it closed the string. */
 static bool str_byte(jscan *sc, uint8_t b)
 {
+    if (sc->plain) { /* a key's text as written, while it has no escape and fits */
+        if (sc->uhex || sc->esc || b == '\\' || (b != '"' && sc->n_pre == KEY_PRE)) sc->plain = false;
+        else if (b != '"') sc->pre[sc->n_pre++] = b;
+    }
     if (sc->uhex) {
         int v = hexval(b);
         sc->unit = (sc->unit << 4) | (uint32_t)(v < 0 ? 0 : v);
@@ -154,9 +177,7 @@ static bool check(const json_stage *s, const char *p, size_t n)
             continue;
         }
         if (b == '"') {
-            sc.in_str = true;
-            sc.is_key = obj && exp && *exp;
-            sc.esc = false, sc.uhex = 0, sc.hi = 0, sc.h = FNV0;
+            sc = open_str(obj && exp && *exp);
         } else if (b == '{' || b == '[') {
             if (depth - low >= LOCAL_PUSH) return true; /* too deep to follow here: allowed */
             lobj[depth - low] = b == '{';
@@ -216,11 +237,13 @@ static int json_accept(rlx_sampler_stage *st, int32_t token, bool generated)
             continue;
         }
         if (b == '"') {
-            s->sc = (jscan){.in_str = true, .is_key = top && top->object && top->expect_key, .h = FNV0};
+            s->sc = open_str(top && top->object && top->expect_key);
         } else if (b == '{' || b == '[') {
             if (push(s, b == '{')) return RLX_ENOMEM;
         } else if ((b == '}' || b == ']') && s->depth) {
-            free(s->f[--s->depth].keys);
+            --s->depth;
+            free(s->f[s->depth].keys);
+            free(s->f[s->depth].kset);
         } else if (b == ',' && top && top->object) {
             top->expect_key = true;
         }
@@ -243,7 +266,7 @@ static bool open_used_key(const json_stage *s, const char *p, size_t n)
             if (str_byte(&sc, b)) return false; /* closed: check() judges it */
             continue;
         }
-        if (b == '"') sc = (jscan){.in_str = true, .is_key = exp, .h = FNV0};
+        if (b == '"') sc = open_str(exp);
         else if (b == '{' || b == '[' || b == '}' || b == ']') return false;
         else if (b == ',') exp = true;
     }
@@ -265,22 +288,127 @@ static bool grammar_closes(const json_stage *s, const char *p, size_t n)
     return closes;
 }
 
+/* ---- an object whose keys are all used: a ',' that would open one more is refused ---- */
+
+#define KEYSET_MAX_LEN 64  /* code points of a listed key, at most */
+#define KEYSET_STEPS 1024  /* steps of the walk that lists them, at most */
+
+typedef struct kset_fill { kentry *k; size_t n; } kset_fill;
+
+static int kset_add(void *ctx, const uint32_t *cps, size_t n)
+{
+    kset_fill *f = ctx;
+    kentry *k = &f->k[f->n++];
+    *k = (kentry){.h = FNV0};
+    for (size_t i = 0; i < n; i++) {
+        if (cps[i] == '\\') return RLX_ERANGE; /* an escape: the key is not its code points */
+        k->h = hash_cp(k->h, cps[i]);
+        utf8proc_uint8_t b[4];
+        const utf8proc_ssize_t m = utf8proc_encode_char((utf8proc_int32_t)cps[i], b);
+        for (utf8proc_ssize_t j = 0; j < m; j++, k->len++)
+            if (k->len < KEY_PRE) k->text[k->len] = (char)b[j];
+    }
+    return 0;
+}
+
+/* Lists the keys the grammar offers after a ',' of the top object: from the state after the text
+ * so far, the token's first `upto` bytes (which end with that ',') and '"'. Asked at the first
+ * ',' only: after it the offer only narrows (a schema's object: its optional properties in order,
+ * then the extras; alternatives drop out), so the first list holds every later one. The grammar
+ * refusing the bytes leaves the question for a later token. */
+static void list_keys(json_stage *s, jframe *top, const char *p, size_t upto)
+{
+    const rlx_grammar_state *g = rlx_grammar_stage_state(s->grammar);
+    rlx_grammar_state *c = g ? rlx_grammar_state_clone(g) : NULL;
+    kentry *k = c ? malloc(KEYSET_MAX * sizeof *k) : NULL;
+    if (k && !rlx_grammar_accept(c, p, upto)) {
+        kset_fill f = {k, 0};
+        size_t n = 0;
+        top->keyset = -1;
+        if (!rlx_grammar_accept(c, "\"", 1) &&
+            !rlx_grammar_strings_before(c, '"', KEYSET_MAX, KEYSET_MAX_LEN, KEYSET_STEPS, kset_add, &f, &n) && n) {
+            top->kset = k, top->n_kset = n, top->keyset = 1;
+            k = NULL;
+        }
+    }
+    free(k);
+    rlx_grammar_state_free(c);
+}
+
+/* Whether every listed key of the object that begins with the given text (all of them for none)
+ * is one it has or one of `closed`; false when none begins so. */
+static bool listed_all_used(const jframe *top, const uint8_t *pre, size_t n_pre, const uint64_t *closed, size_t n_closed)
+{
+    size_t cands = 0;
+    for (size_t k = 0; k < top->n_kset; k++) {
+        const kentry *e = &top->kset[k];
+        if (e->len < n_pre || (n_pre && memcmp(e->text, pre, n_pre))) continue;
+        cands++;
+        bool used = has_key(top, e->h);
+        for (size_t c = 0; c < n_closed && !used; c++) used = closed[c] == e->h;
+        if (!used) return false;
+    }
+    return cands > 0;
+}
+
+/* Whether the token leads the top object where only keys it has could follow, by the keys its
+ * grammar offers (list_keys): a ',' once every listed key is written (a pattern's keys,
+ * {"en","fr","de"}, all there: the object has to close instead), or a key left open whose every
+ * listed completion is written ("d" where "de" is the only key so begun). Keys the token closes
+ * count. */
+static bool token_into_used(json_stage *s, const char *p, size_t n)
+{
+    if (!s->grammar || !s->depth || !s->f[s->depth - 1].object || s->f[s->depth - 1].keyset < 0) return false;
+    jframe *top = &s->f[s->depth - 1];
+    jscan sc = s->sc;
+    size_t depth = s->depth;
+    bool exp = top->expect_key;
+    uint64_t closed[LOCAL_KEYS];
+    size_t n_closed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t b = (uint8_t)p[i];
+        if (sc.in_str) {
+            if (str_byte(&sc, b) && sc.is_key) {
+                if (n_closed < LOCAL_KEYS) closed[n_closed++] = sc.h;
+                exp = false;
+            }
+            continue;
+        }
+        if (b == '"') {
+            sc = open_str(depth == s->depth && exp);
+        } else if (b == '{' || b == '[') {
+            depth++;
+        } else if (b == '}' || b == ']') {
+            if (depth-- == s->depth) return false; /* the object closed first */
+        } else if (b == ',' && depth == s->depth) {
+            exp = true;
+            if (!top->keyset) list_keys(s, top, p, i + 1);
+            if (top->keyset < 0) return false;
+            if (top->keyset && listed_all_used(top, NULL, 0, closed, n_closed)) return true;
+        }
+    }
+    return top->keyset > 0 && depth == s->depth && sc.in_str && sc.is_key && sc.plain &&
+           listed_all_used(top, sc.pre, sc.n_pre, closed, n_closed);
+}
+
 /* A token holding '"' that closes a key the object has; with the grammar, also one that leaves
  * the key spelling such a key where the grammar forces it to close next (a pattern of a few
  * one-letter keys: "c" written again could only become "c" - refused one token later, the
  * stage met nothing but repeats and yielded). */
-static bool refuses(const json_stage *s, int32_t t)
+static bool refuses(json_stage *s, int32_t t)
 {
     const char *p = s->texts[t];
     if (!p) return false;
     if (memchr(p, '"', s->lens[t]) && !check(s, p, s->lens[t])) return true;
+    if ((s->sc.in_str || memchr(p, ',', s->lens[t]) || memchr(p, '"', s->lens[t])) && token_into_used(s, p, s->lens[t]))
+        return true;
     if (!s->grammar || (!s->sc.in_str && !memchr(p, '"', s->lens[t]))) return false; /* opens no key */
     return open_used_key(s, p, s->lens[t]) && grammar_closes(s, p, s->lens[t]);
 }
 
 static bool json_allows(rlx_sampler_stage *st, int32_t token)
 {
-    const json_stage *s = (const json_stage *)st;
+    json_stage *s = (json_stage *)st;
     return s->yield || token < 0 || token >= s->n_vocab || !refuses(s, token);
 }
 
@@ -316,7 +444,7 @@ static int64_t json_mask(rlx_sampler_stage *st, rlx_token_cands *c)
 static void json_free(rlx_sampler_stage *st)
 {
     json_stage *s = (json_stage *)st;
-    for (size_t i = 0; i < s->depth; i++) free(s->f[i].keys);
+    for (size_t i = 0; i < s->depth; i++) free(s->f[i].keys), free(s->f[i].kset);
     free(s->f);
     free(s->saved);
     free(s);

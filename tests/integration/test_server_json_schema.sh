@@ -100,5 +100,25 @@ t = sys.stdin.read()
 keys = [json.loads(m.group(1)) for m in re.finditer(r"(\"(?:[^\"\\]|\\.)*\")\s*:", t)]
 sys.exit(1 if len(keys) != len(set(keys)) or "id" not in keys else 0)' || fail "patternProperties: repeated (or no) keys, seed $seed: $r"
 done
+# a pattern of three keys, pushed to write them ('{"' and ',' favoured): once all are written the
+# ',' that would open a fourth is refused and the object closes, and a key begun ("d") whose only
+# completion is written is refused too (the stage yielded once only repeats were left: all 30
+# seeds repeated keys, none closed)
+closed=0
+for seed in $(seq 1 30); do
+    r=$(post /v1/generate "{\"prompt\":\"x\",\"max_tokens\":80,\"seed\":$seed,\"temperature\":1,\"logit_bias\":{\"4913\":20,\"11\":15,\"1335\":15},
+        \"json_schema\":{\"type\":\"object\",\"patternProperties\":{\"^(en|fr|de)$\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9}},
+        \"additionalProperties\":false}}")
+    echo "$r" | python3 -c '
+import json, re, sys
+r = json.load(sys.stdin)
+t = r["text"]
+keys = [json.loads(m.group(1)) for m in re.finditer(r"(\"(?:[^\"\\]|\\.)*\")\s*:", t)]
+if len(keys) != len(set(keys)) or not set(keys) <= {"en", "fr", "de"}: sys.exit(1)
+if r["finish_reason"] == "stop" and set(json.loads(t)) != set(keys): sys.exit(1)
+sys.exit(0 if r["finish_reason"] == "stop" else 3)'
+    case $? in 0) closed=$((closed + 1)) ;; 3) ;; *) fail "three pattern keys: a repeated key, seed $seed: $r" ;; esac
+done
+[ "$closed" -ge 20 ] || fail "three pattern keys: only $closed of 30 objects closed within 80 tokens"
 stop_server
-ok "an object of additionalProperties or patternProperties never repeats a key where another is free"
+ok "an object of additionalProperties or patternProperties never repeats a key where another is free, and closes once none is"

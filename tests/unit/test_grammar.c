@@ -443,7 +443,81 @@ TEST(builtin_json_object)
     rlx_grammar_free(g);
 }
 
-TEST_MAIN(TEST_ENTRY(builtin_json_object), TEST_ENTRY(literals_and_alternatives), TEST_ENTRY(classes_ranges_and_repetition),
+
+/* ---- the few strings before a character (rlx_grammar_strings_before) ---- */
+
+typedef struct listed { char s[8][16]; int n; } listed;
+
+static int list_one(void *ctx, const uint32_t *cps, size_t n)
+{
+    listed *l = ctx;
+    if (l->n == 8 || n >= 16) return 99;
+    for (size_t i = 0; i < n; i++) l->s[l->n][i] = (char)cps[i];
+    l->s[l->n++][n] = 0;
+    return 0;
+}
+
+/* The strings of `src` after `prefix`, before '"'; returns the call's code, *l what it listed. */
+static int strings_after(const char *src, const char *prefix, size_t max_strings, size_t max_steps, listed *l)
+{
+    rlx_grammar *g = compile(src);
+    rlx_grammar_state *s = g ? rlx_grammar_state_new(g, NULL) : NULL;
+    memset(l, 0, sizeof *l);
+    size_t count = 0;
+    int rc = !s || rlx_grammar_accept(s, prefix, strlen(prefix)) ? -100
+             : rlx_grammar_strings_before(s, '"', max_strings, 16, max_steps, list_one, l, &count);
+    if (!rc && count != (size_t)l->n) rc = -101;
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
+    return rc;
+}
+
+TEST(strings_before_a_character)
+{
+    listed l;
+    /* a few keys, in code point order whatever the grammar's; one that is a prefix of another */
+    ASSERT_EQ(strings_after("root ::= \"{\\\"\" (\"fr\" | \"en\" | \"de\" | \"d\") \"\\\":1}\"", "{\"", 8, 1000, &l), 0);
+    ASSERT_EQ(l.n, 4);
+    ASSERT_STR_EQ(l.s[0], "d");
+    ASSERT_STR_EQ(l.s[1], "de");
+    ASSERT_STR_EQ(l.s[2], "en");
+    ASSERT_STR_EQ(l.s[3], "fr");
+    /* classes and counted repetitions: x0..x2, and the empty string where the grammar allows it */
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" ([x] [0-2])? \"\\\"\"", "\"", 8, 1000, &l), 0);
+    ASSERT_EQ(l.n, 4);
+    ASSERT_STR_EQ(l.s[0], "");
+    ASSERT_STR_EQ(l.s[3], "x2");
+    /* paths that never reach the character do not count */
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" (\"ab\" \"\\\"\" | \"zz\")", "\"", 8, 1000, &l), 0);
+    ASSERT_EQ(l.n, 1);
+    ASSERT_STR_EQ(l.s[0], "ab");
+    /* no string: the character cannot come */
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" \"a\"", "\"", 8, 1000, &l), 0);
+    ASSERT_EQ(l.n, 0);
+    /* not a short list: an open repetition, a negated set, any character, a wide set, too many
+     * strings, too many steps, a token reference */
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" [a-c]+ \"\\\"\"", "\"", 8, 1000, &l), RLX_ERANGE);
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" [^\"]* \"\\\"\"", "\"", 8, 1000, &l), RLX_ERANGE);
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" . \"\\\"\"", "\"", 8, 1000, &l), RLX_ERANGE);
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" [ -~] \"\\\"\"", "\"", 64, 1000, &l), RLX_ERANGE);
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" [a-i] \"\\\"\"", "\"", 8, 1000, &l), RLX_ERANGE);
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" [a-f] [a-f] \"\\\"\"", "\"", 64, 5, &l), RLX_ERANGE);
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" <[42]> \"\\\"\"", "\"", 8, 1000, &l), RLX_ERANGE);
+    /* the callback's own code stops the walk */
+    ASSERT_EQ(strings_after("root ::= \"\\\"\" [a-i] [a-i] \"\\\"\"", "\"", 100, 1000, &l), 99);
+    /* inside a character: not a place to start */
+    rlx_grammar *g = compile("root ::= [\\u00e9] \"\\\"\"");
+    rlx_grammar_state *s = g ? rlx_grammar_state_new(g, NULL) : NULL;
+    ASSERT(s);
+    ASSERT_EQ(rlx_grammar_accept(s, "\xc3", 1), 0);
+    size_t count = 7;
+    ASSERT_EQ(rlx_grammar_strings_before(s, '"', 8, 16, 100, list_one, &l, &count), RLX_ERANGE);
+    ASSERT_EQ(count, 7u);
+    rlx_grammar_state_free(s);
+    rlx_grammar_free(g);
+}
+
+TEST_MAIN(TEST_ENTRY(builtin_json_object), TEST_ENTRY(strings_before_a_character), TEST_ENTRY(literals_and_alternatives), TEST_ENTRY(classes_ranges_and_repetition),
           TEST_ENTRY(repeating_what_can_match_nothing), TEST_ENTRY(nested_repetitions_of_the_empty), TEST_ENTRY(big_character_sets),
           TEST_ENTRY(utf8_split_across_pieces), TEST_ENTRY(json_grammar), TEST_ENTRY(compile_errors_name_the_place),
           TEST_ENTRY(limits_are_errors_not_aborts), TEST_ENTRY(mask_equals_token_checks))

@@ -5,7 +5,11 @@
  * else is left (a schema's few keys all used). Without the stage, a grammar of
  * additionalProperties let a model write {"a": 1, "a": 2}. */
 #include "tests/rlx_test.h"
+#include "engine/grammar.h"
+#include "engine/json_schema.h"
 #include "engine/sample.h"
+
+#include <cjson/cJSON.h>
 
 #include <math.h>
 
@@ -89,5 +93,146 @@ TEST(mask_refuses_only_repeats_and_yields)
     st->ops->free(st);
 }
 
-TEST_MAIN(TEST_ENTRY(repeated_keys_refused), TEST_ENTRY(other_objects_and_values_are_free),
+
+/* ---- with the grammar of a schema: a ',' after which only used keys could come ---- */
+
+typedef struct gpair { vocab v; rlx_grammar_vocab *gv; uint8_t mask[32]; rlx_sampler_stage *g, *j; } gpair;
+
+static bool no_eog(const void *ctx, int32_t t) { (void)ctx, (void)t; return false; }
+
+/* The grammar stage of the schema and the keys stage after it, over the vocabulary `texts` (NULL
+ * terminated); NULL on failure. */
+static gpair *gpair_new(const char *schema, const char *const *texts)
+{
+    gpair *p = calloc(1, sizeof *p);
+    for (int i = 0; texts[i]; i++) tok(&p->v, texts[i]);
+    cJSON *js = cJSON_Parse(schema);
+    rlx_error e = {0};
+    char *src = js ? rlx_json_schema_to_gbnf(js, &e) : NULL;
+    cJSON_Delete(js);
+    rlx_grammar *g = src ? rlx_grammar_compile(src, strlen(src), NULL, &e) : NULL;
+    free(src);
+    p->gv = rlx_grammar_vocab_new(p->v.n, p->v.t, p->v.l);
+    rlx_grammar_tokens toks = {.vocab = p->gv, .texts = p->v.t, .lens = p->v.l, .mask = p->mask, .is_eog = no_eog};
+    p->g = g && p->gv ? rlx_grammar_stage_new(g, &toks, &e) : NULL;
+    p->j = p->g ? rlx_json_keys_stage_new(p->v.t, p->v.l, p->v.n, p->g) : NULL;
+    if (!p->j) fprintf(stderr, "  schema stage: %s\n", e.msg);
+    return p;
+}
+
+static void gpair_free(gpair *p)
+{
+    if (p->j) p->j->ops->free(p->j);
+    if (p->g) p->g->ops->free(p->g);
+    rlx_grammar_vocab_free(p->gv);
+    free(p);
+}
+
+/* Feeds the texts (each a token of the vocabulary, NULL terminated) to both stages, each asked
+ * first as the sampler asks (the keys stage lists an object's keys when asked about its first
+ * ','); false when either refuses one. */
+static bool feed(gpair *p, const char *const *seq)
+{
+    for (int i = 0; seq[i]; i++) {
+        const int t = tok(&p->v, seq[i]);
+        if (!p->g->ops->allows(p->g, t) || !p->j->ops->allows(p->j, t)) return false;
+        p->g->ops->accept(p->g, t, true);
+        p->j->ops->accept(p->j, t, true);
+    }
+    return true;
+}
+
+static bool keys_allow(gpair *p, const char *text) { return p->j->ops->allows(p->j, tok(&p->v, text)); }
+
+static const char *const kvocab[] = {"{\"", "en", "fr", "de", "\":", "1", ",", ",\"", "}", "\",", "\"}", "\":\"", "x",
+                                     "de\":1,", "en\":1}", " ", "\"", "e", "n", "d", "f", NULL};
+
+TEST(comma_refused_once_every_key_is_used)
+{
+    const char *pat = "{\"type\":\"object\",\"patternProperties\":{\"^(en|fr|de)$\":{\"type\":\"integer\"}},"
+                      "\"additionalProperties\":false}";
+    gpair *p = gpair_new(pat, kvocab);
+    ASSERT(p->j);
+    ASSERT(feed(p, (const char *const[]){"{\"", "en", "\":", "1", ",\"", "fr", "\":", "1", NULL}));
+    ASSERT(keys_allow(p, ",") && keys_allow(p, ",\"")); /* "de" is still free */
+    ASSERT(feed(p, (const char *const[]){",\"", "de", "\":", "1", NULL}));
+    /* every key written: no ',' in any token, the object closes */
+    ASSERT(!keys_allow(p, ","));
+    ASSERT(!keys_allow(p, ",\""));
+    ASSERT(keys_allow(p, "}"));
+    /* the mask agrees, and leaves the grammar's other choices ('}', more digits) */
+    float logits[32];
+    for (int i = 0; i < p->v.n; i++) logits[i] = p->g->ops->allows(p->g, i) ? 0.0f : -INFINITY;
+    rlx_token_cands c = {.logits = logits, .n_vocab = p->v.n};
+    ASSERT(p->j->ops->mask(p->j, &c) > 0);
+    ASSERT(logits[tok(&p->v, ",")] == -INFINITY && logits[tok(&p->v, ",\"")] == -INFINITY);
+    ASSERT(logits[tok(&p->v, "}")] == 0.0f && logits[tok(&p->v, "1")] == 0.0f);
+    gpair_free(p);
+
+    /* a key begun whose only completion is written: "d" (and "e") after "de" and "en", "f" free */
+    p = gpair_new(pat, kvocab);
+    ASSERT(feed(p, (const char *const[]){"{\"", "en", "\":", "1", ",\"", "de", "\":", "1", ",\"", NULL}));
+    ASSERT(!keys_allow(p, "d") && !keys_allow(p, "e"));
+    ASSERT(keys_allow(p, "f") && keys_allow(p, "fr"));
+    gpair_free(p);
+    p = gpair_new(pat, kvocab); /* the same with the key opened by the token */
+    ASSERT(feed(p, (const char *const[]){"{\"", "en", "\":", "1", ",\"", "de", "\":", "1", ",", NULL}));
+    ASSERT(keys_allow(p, "\"") && keys_allow(p, " ")); /* "fr" is free */
+    gpair_free(p);
+
+    /* the last key closed by the token that writes the ',' */
+    p = gpair_new(pat, kvocab);
+    ASSERT(feed(p, (const char *const[]){"{\"", "en", "\":", "1", ",\"", "fr", "\":", "1", ",\"", NULL}));
+    ASSERT(!keys_allow(p, "de\":1,"));
+    gpair_free(p);
+
+    /* string values: the ',' comes in the token that closes the value */
+    const char *spat = "{\"type\":\"object\",\"patternProperties\":{\"^(en|fr|de)$\":{\"type\":\"string\"}},"
+                       "\"additionalProperties\":false}";
+    p = gpair_new(spat, kvocab);
+    ASSERT(p->j);
+    ASSERT(feed(p, (const char *const[]){"{\"", "en", "\":\"", "x", "\",", "\"", "fr", "\":\"", "x", NULL}));
+    ASSERT(keys_allow(p, "\","));
+    ASSERT(feed(p, (const char *const[]){"\",", "\"", "de", "\":\"", "x", NULL}));
+    ASSERT(!keys_allow(p, "\","));
+    ASSERT(keys_allow(p, "\"}"));
+    gpair_free(p);
+}
+
+TEST(comma_free_while_keys_are_many)
+{
+    /* a pattern of many keys (an open list): the ',' stays free; keys already written still are
+     * refused by their text */
+    const char *pat = "{\"type\":\"object\",\"patternProperties\":{\"^[a-z]+$\":{\"type\":\"integer\"}},"
+                      "\"additionalProperties\":false}";
+    gpair *p = gpair_new(pat, kvocab);
+    ASSERT(p->j);
+    ASSERT(feed(p, (const char *const[]){"{\"", "en", "\":", "1", ",\"", "fr", "\":", "1", ",\"", "de", "\":", "1", NULL}));
+    ASSERT(keys_allow(p, ",") && keys_allow(p, ",\""));
+    gpair_free(p);
+    /* declared properties and a few extras: the extras' list counts once the properties are used */
+    const char *mixed = "{\"type\":\"object\",\"properties\":{\"en\":{\"type\":\"integer\"}},"
+                        "\"patternProperties\":{\"^(fr|de)$\":{\"type\":\"integer\"}},\"additionalProperties\":false}";
+    p = gpair_new(mixed, kvocab);
+    ASSERT(p->j);
+    ASSERT(feed(p, (const char *const[]){"{\"", "en", "\":", "1", ",\"", "de", "\":", "1", NULL}));
+    ASSERT(keys_allow(p, ","));
+    ASSERT(feed(p, (const char *const[]){",\"", "fr", "\":", "1", NULL}));
+    ASSERT(!keys_allow(p, ","));
+    gpair_free(p);
+    /* nested objects keep their own lists: the inner object's keys do not close the outer one */
+    const char *nest = "{\"type\":\"object\",\"patternProperties\":{\"^(en|fr)$\":{\"anyOf\":[{\"type\":\"integer\"},"
+                       "{\"type\":\"object\",\"patternProperties\":{\"^(en|fr)$\":{\"type\":\"integer\"}},"
+                       "\"additionalProperties\":false}]}},\"additionalProperties\":false}";
+    p = gpair_new(nest, kvocab);
+    ASSERT(p->j);
+    ASSERT(feed(p, (const char *const[]){"{\"", "en", "\":", "{\"", "en", "\":", "1", ",\"", "fr", "\":", "1", NULL}));
+    ASSERT(!keys_allow(p, ",")); /* the inner object's keys are used */
+    ASSERT(feed(p, (const char *const[]){"}", NULL}));
+    ASSERT(keys_allow(p, ",")); /* the outer one still has "fr" */
+    gpair_free(p);
+}
+
+TEST_MAIN(TEST_ENTRY(repeated_keys_refused), TEST_ENTRY(comma_refused_once_every_key_is_used),
+          TEST_ENTRY(comma_free_while_keys_are_many), TEST_ENTRY(other_objects_and_values_are_free),
           TEST_ENTRY(mask_refuses_only_repeats_and_yields))
