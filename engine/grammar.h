@@ -101,15 +101,16 @@ int rlx_grammar_token_check(const rlx_grammar_state *s, int32_t token, const cha
 bool rlx_grammar_can_end(const rlx_grammar_state *s);
 /* True when nothing but the end can follow (every stack is empty). */
 bool rlx_grammar_must_end(const rlx_grammar_state *s);
-/* Every string w (of code points other than `stop`) for which the text so far, then w, then
- * `stop` can continue the grammar - when they are few: cb(ctx, w, |w|) once per string (in
+/* Every string w for which the text so far, then w, then `stop` can continue the grammar, w
+ * holding `stop` only right after an unpaired `esc` (JSON's \" inside a key, esc '\\';
+ * UINT32_MAX for no escape) - when they are few: cb(ctx, w, |w|) once per string (in
  * code point order; a nonzero return stops the walk and is returned), *count their number.
  * RLX_ERANGE, with the strings so far already given, when the language is not such a list:
  * more than max_strings strings, one longer than max_len, over max_steps steps of the walk, a
  * position that offers a negated or wide set (more than 64 code points), a token reference, or
  * a state inside a character. RLX_ENOMEM. The state is not changed (engine/grammar_enum.c; the
  * JSON keys stage lists the keys an object may still take this way). */
-int rlx_grammar_strings_before(const rlx_grammar_state *s, uint32_t stop, size_t max_strings, size_t max_len,
+int rlx_grammar_strings_before(const rlx_grammar_state *s, uint32_t stop, uint32_t esc, size_t max_strings, size_t max_len,
                                size_t max_steps, int (*cb)(void *ctx, const uint32_t *cps, size_t n), void *ctx,
                                size_t *count);
 

@@ -1,6 +1,7 @@
 /* grammar_enum.c - the few strings a grammar state lets come before a given character
  * (rlx_grammar_strings_before, grammar.h): a depth-first walk over code points, each step the
- * union of the parse stacks' top sets. It gives up (RLX_ERANGE) as soon as the language cannot
+ * union of the parse stacks' top sets; the stop character right after an escape (a JSON key's
+ * \" after \) is part of the string. It gives up (RLX_ERANGE) as soon as the language cannot
  * be a short finite list: a negated or wide set, a token reference, a string or a walk over its
  * limits. Called by the thread that owns the state; the state is not changed. */
 #include "engine/grammar_internal.h"
@@ -12,7 +13,7 @@
 
 typedef struct enum_walk {
     const rlx_grammar *g;
-    uint32_t stop, *path, *buf;
+    uint32_t stop, esc, *path, *buf;
     size_t max_strings, max_len, steps_left, count;
     int (*cb)(void *ctx, const uint32_t *cps, size_t n);
     void *ctx;
@@ -47,7 +48,8 @@ static int candidates(const rlx_grammar *g, const rlx__sset *set, uint32_t *cand
     return 0;
 }
 
-static int walk(enum_walk *w, const rlx__sset *set, size_t depth)
+/* escaped: the code point before this position is an escape that takes the next one literally. */
+static int walk(enum_walk *w, const rlx__sset *set, size_t depth, bool escaped)
 {
     uint32_t cand[ENUM_FANOUT];
     size_t nc = 0;
@@ -63,29 +65,29 @@ static int walk(enum_walk *w, const rlx__sset *set, size_t depth)
         if (next.oom) rc = RLX_ENOMEM;
         else if (next.overflow) rc = RLX_ERANGE;
         else if (!next.n) continue;
-        else if (cand[k] == w->stop) {
+        else if (cand[k] == w->stop && !escaped) {
             rc = ++w->count > w->max_strings ? RLX_ERANGE : w->cb(w->ctx, w->path, depth);
         } else if (depth == w->max_len) {
             rc = RLX_ERANGE;
         } else {
             w->path[depth] = cand[k];
-            rc = walk(w, &next, depth + 1);
+            rc = walk(w, &next, depth + 1, cand[k] == w->esc && !escaped);
         }
     }
     rlx__sset_free(&next);
     return rc;
 }
 
-int rlx_grammar_strings_before(const rlx_grammar_state *s, uint32_t stop, size_t max_strings, size_t max_len,
+int rlx_grammar_strings_before(const rlx_grammar_state *s, uint32_t stop, uint32_t esc, size_t max_strings, size_t max_len,
                                size_t max_steps, int (*cb)(void *ctx, const uint32_t *cps, size_t n), void *ctx,
                                size_t *count)
 {
     if (s->remain) return RLX_ERANGE; /* inside a character: not a position to start from */
-    enum_walk w = {.g = s->g, .stop = stop, .max_strings = max_strings, .max_len = max_len, .steps_left = max_steps,
+    enum_walk w = {.g = s->g, .stop = stop, .esc = esc, .max_strings = max_strings, .max_len = max_len, .steps_left = max_steps,
                    .cb = cb, .ctx = ctx};
     w.path = malloc((max_len + 1) * sizeof *w.path);
     w.buf = malloc((RLX_GRAMMAR_MAX_DEPTH + 1) * sizeof *w.buf);
-    int rc = w.path && w.buf ? walk(&w, &s->stacks, 0) : RLX_ENOMEM;
+    int rc = w.path && w.buf ? walk(&w, &s->stacks, 0, false) : RLX_ENOMEM;
     free(w.path);
     free(w.buf);
     if (!rc && count) *count = w.count;

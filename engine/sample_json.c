@@ -46,7 +46,7 @@ typedef struct jscan {
     int uhex;                 /* hex digits of a \u escape still to come (0: none) */
     uint32_t unit, hi;        /* the \u escape so far; a high surrogate waiting for its low one */
     uint64_t h;               /* the key's hash so far */
-    bool plain;               /* a key with no escape so far, its bytes in pre (n_pre <= KEY_PRE) */
+    bool fits;                /* a key whose bytes so far, as written (escapes too), are in pre */
     uint8_t n_pre;
     uint8_t pre[KEY_PRE];
 } jscan;
@@ -97,14 +97,14 @@ static int hexval(uint8_t c)
 }
 
 /* A string opened (a key or not). */
-static jscan open_str(bool is_key) { return (jscan){.in_str = true, .is_key = is_key, .h = FNV0, .plain = is_key}; }
+static jscan open_str(bool is_key) { return (jscan){.in_str = true, .is_key = is_key, .h = FNV0, .fits = is_key}; }
 
 /* One byte inside a string; returns true when it closed the string. */
 static bool str_byte(jscan *sc, uint8_t b)
 {
-    if (sc->plain) { /* a key's text as written, while it has no escape and fits */
-        if (sc->uhex || sc->esc || b == '\\' || (b != '"' && sc->n_pre == KEY_PRE)) sc->plain = false;
-        else if (b != '"') sc->pre[sc->n_pre++] = b;
+    if (sc->fits && (b != '"' || sc->esc || sc->uhex)) { /* a key's text as written, escapes and all */
+        if (sc->n_pre == KEY_PRE) sc->fits = false;
+        else sc->pre[sc->n_pre++] = b;
     }
     if (sc->uhex) {
         int v = hexval(b);
@@ -295,19 +295,26 @@ static bool grammar_closes(const json_stage *s, const char *p, size_t n)
 
 typedef struct kset_fill { kentry *k; size_t n; } kset_fill;
 
+/* A listed key as the grammar spells it: its text as written (escapes and all, as the key being
+ * written is kept, so that "\\" begun matches "\\n" and "\\t") and the hash of its decoded text, read by the
+ * key reader (\" and \u0071 are their characters, as in a written key). */
 static int kset_add(void *ctx, const uint32_t *cps, size_t n)
 {
     kset_fill *f = ctx;
     kentry *k = &f->k[f->n++];
-    *k = (kentry){.h = FNV0};
+    *k = (kentry){0};
+    jscan sc = open_str(true);
     for (size_t i = 0; i < n; i++) {
-        if (cps[i] == '\\') return RLX_ERANGE; /* an escape: the key is not its code points */
-        k->h = hash_cp(k->h, cps[i]);
         utf8proc_uint8_t b[4];
         const utf8proc_ssize_t m = utf8proc_encode_char((utf8proc_int32_t)cps[i], b);
-        for (utf8proc_ssize_t j = 0; j < m; j++, k->len++)
+        for (utf8proc_ssize_t j = 0; j < m; j++, k->len++) {
             if (k->len < KEY_PRE) k->text[k->len] = (char)b[j];
+            if (str_byte(&sc, b[j])) return RLX_ERANGE; /* cannot be: '"' ends the list's strings */
+        }
     }
+    if (sc.esc || sc.uhex) return RLX_ERANGE; /* an escape left open: not a key */
+    str_byte(&sc, '"'); /* a high surrogate left waiting counts as itself, as when a key closes */
+    k->h = sc.h;
     return 0;
 }
 
@@ -326,7 +333,7 @@ static void list_keys(json_stage *s, jframe *top, const char *p, size_t upto)
         size_t n = 0;
         top->keyset = -1;
         if (!rlx_grammar_accept(c, "\"", 1) &&
-            !rlx_grammar_strings_before(c, '"', KEYSET_MAX, KEYSET_MAX_LEN, KEYSET_STEPS, kset_add, &f, &n) && n) {
+            !rlx_grammar_strings_before(c, '"', '\\', KEYSET_MAX, KEYSET_MAX_LEN, KEYSET_STEPS, kset_add, &f, &n) && n) {
             top->kset = k, top->n_kset = n, top->keyset = 1;
             k = NULL;
         }
@@ -387,7 +394,7 @@ static bool token_into_used(json_stage *s, const char *p, size_t n)
             if (top->keyset && listed_all_used(top, NULL, 0, closed, n_closed)) return true;
         }
     }
-    return top->keyset > 0 && depth == s->depth && sc.in_str && sc.is_key && sc.plain &&
+    return top->keyset > 0 && depth == s->depth && sc.in_str && sc.is_key && sc.fits &&
            listed_all_used(top, sc.pre, sc.n_pre, closed, n_closed);
 }
 

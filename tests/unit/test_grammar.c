@@ -465,7 +465,7 @@ static int strings_after(const char *src, const char *prefix, size_t max_strings
     memset(l, 0, sizeof *l);
     size_t count = 0;
     int rc = !s || rlx_grammar_accept(s, prefix, strlen(prefix)) ? -100
-             : rlx_grammar_strings_before(s, '"', max_strings, 16, max_steps, list_one, l, &count);
+             : rlx_grammar_strings_before(s, '"', '\\', max_strings, 16, max_steps, list_one, l, &count);
     if (!rc && count != (size_t)l->n) rc = -101;
     rlx_grammar_state_free(s);
     rlx_grammar_free(g);
@@ -491,6 +491,26 @@ TEST(strings_before_a_character)
     ASSERT_EQ(strings_after("root ::= \"\\\"\" (\"ab\" \"\\\"\" | \"zz\")", "\"", 8, 1000, &l), 0);
     ASSERT_EQ(l.n, 1);
     ASSERT_STR_EQ(l.s[0], "ab");
+    /* an escaped stop is part of the string (a JSON key q" written q\"), an escaped escape is not
+     * an escape (s\\ ends before the quote) */
+    const char *esc = "root ::= \"\\\"\" ( \"q\\\\\\\"\" | \"r\" | \"s\\\\\\\\\" \"\\\"\" \"t\" ) \"\\\"\"";
+    ASSERT_EQ(strings_after(esc, "\"", 8, 1000, &l), 0);
+    ASSERT_EQ(l.n, 3);
+    ASSERT_STR_EQ(l.s[0], "q\\\"");
+    ASSERT_STR_EQ(l.s[1], "r");
+    ASSERT_STR_EQ(l.s[2], "s\\\\");
+    {
+        rlx_grammar *g = compile(esc);
+        rlx_grammar_state *s = g ? rlx_grammar_state_new(g, NULL) : NULL;
+        ASSERT(s && !rlx_grammar_accept(s, "\"", 1));
+        size_t count = 0; /* no escape: the quote after q\ ends a string */
+        memset(&l, 0, sizeof l);
+        ASSERT_EQ(rlx_grammar_strings_before(s, '"', UINT32_MAX, 8, 16, 100, list_one, &l, &count), 0);
+        ASSERT_EQ(l.n, 3);
+        ASSERT_STR_EQ(l.s[0], "q\\");
+        rlx_grammar_state_free(s);
+        rlx_grammar_free(g);
+    }
     /* no string: the character cannot come */
     ASSERT_EQ(strings_after("root ::= \"\\\"\" \"a\"", "\"", 8, 1000, &l), 0);
     ASSERT_EQ(l.n, 0);
@@ -511,7 +531,7 @@ TEST(strings_before_a_character)
     ASSERT(s);
     ASSERT_EQ(rlx_grammar_accept(s, "\xc3", 1), 0);
     size_t count = 7;
-    ASSERT_EQ(rlx_grammar_strings_before(s, '"', 8, 16, 100, list_one, &l, &count), RLX_ERANGE);
+    ASSERT_EQ(rlx_grammar_strings_before(s, '"', '\\', 8, 16, 100, list_one, &l, &count), RLX_ERANGE);
     ASSERT_EQ(count, 7u);
     rlx_grammar_state_free(s);
     rlx_grammar_free(g);
