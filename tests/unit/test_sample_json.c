@@ -13,7 +13,7 @@
 
 #include <math.h>
 
-typedef struct vocab { const char *t[32]; size_t l[32]; int n; } vocab;
+typedef struct vocab { const char *t[48]; size_t l[48]; int n; } vocab;
 
 static int tok(vocab *v, const char *text)
 {
@@ -96,7 +96,7 @@ TEST(mask_refuses_only_repeats_and_yields)
 
 /* ---- with the grammar of a schema: a ',' after which only used keys could come ---- */
 
-typedef struct gpair { vocab v; rlx_grammar_vocab *gv; uint8_t mask[32]; rlx_sampler_stage *g, *j; } gpair;
+typedef struct gpair { vocab v; rlx_grammar_vocab *gv; uint8_t mask[48]; rlx_sampler_stage *g, *j; } gpair;
 
 static bool no_eog(const void *ctx, int32_t t) { (void)ctx, (void)t; return false; }
 
@@ -228,6 +228,153 @@ TEST(comma_refused_once_every_key_is_used)
     gpair_free(p);
 }
 
+/* ---- random walks over random short key lists ---- */
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* Whether any object in the value repeats a key (cJSON keeps repeated keys, decoded). */
+static bool has_repeat(const cJSON *v)
+{
+    for (const cJSON *a = v ? v->child : NULL; a; a = a->next) {
+        if (cJSON_IsObject(v))
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (!strcmp(a->string, b->string)) return true;
+        if (has_repeat(a)) return true;
+    }
+    return false;
+}
+
+/* Pieces of keys and the tokens that write them: a quote, a backslash, a newline, a control
+ * character (written \u0001), an accented letter (two bytes, or one token), so that the keys'
+ * written forms hold every kind of escape. */
+static const char *const kpiece[] = {"a", "b", "\"", "\\", "\n", "\x01", "\xc3\xa9"};
+static const char *const wvocab[] = {"{", "}", "{\"", "\"", "\":", ":", ",", ",\"", "1", "2", "1,\"", "a", "b", "\\", "n",
+                                     "u", "0", "\xc3", "\xa9", "\xc3\xa9", "a\"", "\\\"", "\\\\", "\\n", "\\u0001", " ",
+                                     "[", "]", "a\":", ",\"a", "\"b", "b\":", "\\u", "00", "01", NULL};
+
+/* Random patternProperties lists of 1-5 keys of those pieces (as an object, an array of them,
+ * or beside a declared property; and objects of any keys), walked token by token at random through both stages the way
+ * the sampler asks them (the keys stage's mask after the grammar's), favouring a ',' where one
+ * is allowed: every walk that ends (the grammar complete) must parse with no object repeating
+ * a key, and no position may be left without a token. */
+TEST(random_walks_never_repeat_a_listed_key)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int ended = 0, closed_full = 0;
+    const int n_schemas = getenv("RLX_MEMCHECK") ? 60 : 300; /* under valgrind fewer: the same paths */
+    for (int sch = 0; sch < n_schemas; sch++) {
+        char keys[5][16], re[160] = "^(";
+        const int n_keys = 1 + (int)(rng_next(&x) % 5);
+        int nk = 0;
+        while (nk < n_keys) {
+            keys[nk][0] = 0;
+            const int len = 1 + (int)(rng_next(&x) % 3);
+            for (int i = 0; i < len; i++) strcat(keys[nk], kpiece[rng_next(&x) % 7]);
+            bool dup = false;
+            for (int k = 0; k < nk; k++) dup |= !strcmp(keys[k], keys[nk]);
+            if (dup) continue;
+            if (nk) strcat(re, "|");
+            for (const char *c = keys[nk]; *c; c++) strcat(re, *c == '\\' ? "\\\\" : *c == '\n' ? "\\n" : (char[]){*c, 0});
+            nk++;
+        }
+        strcat(re, ")$");
+        cJSON *obj = cJSON_CreateObject(), *pp = cJSON_AddObjectToObject(obj, "patternProperties");
+        cJSON *val = cJSON_AddObjectToObject(pp, re);
+        cJSON_AddStringToObject(val, "type", "integer");
+        cJSON_AddNumberToObject(val, "minimum", 1);
+        cJSON_AddNumberToObject(val, "maximum", 2);
+        cJSON_AddStringToObject(obj, "type", "object");
+        cJSON_AddFalseToObject(obj, "additionalProperties");
+        const int shape = (int)(rng_next(&x) % 4);
+        if (shape == 3) { /* any key (no list): a used one is refused as it closes */
+            cJSON_DeleteItemFromObject(obj, "patternProperties");
+            cJSON_DeleteItemFromObject(obj, "additionalProperties");
+            cJSON *ap = cJSON_AddObjectToObject(obj, "additionalProperties");
+            cJSON_AddStringToObject(ap, "type", "integer");
+            cJSON_AddNumberToObject(ap, "minimum", 1);
+            cJSON_AddNumberToObject(ap, "maximum", 2);
+        }
+        if (shape == 2) { /* a declared property beside the pattern's keys ("n" is none of theirs) */
+            cJSON *props = cJSON_AddObjectToObject(obj, "properties"), *np = cJSON_AddObjectToObject(props, "nn");
+            cJSON_AddStringToObject(np, "type", "integer");
+            cJSON_AddNumberToObject(np, "minimum", 1);
+            cJSON_AddNumberToObject(np, "maximum", 2);
+        }
+        cJSON *root = obj;
+        if (shape == 1) {
+            root = cJSON_CreateObject();
+            cJSON_AddStringToObject(root, "type", "array");
+            cJSON_AddNumberToObject(root, "maxItems", 3);
+            cJSON_AddItemToObject(root, "items", obj);
+        }
+        char *schema = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        for (int walk = 0; walk < 4; walk++) {
+            gpair *p = gpair_new(schema, wvocab);
+            ASSERT_MSG(p->j, "schema %s", schema);
+            char text[4096];
+            size_t n_text = 0;
+            bool end = false;
+            for (int step = 0; step < 400 && !end; step++) {
+                if (rlx_grammar_can_end(rlx_grammar_stage_state(p->g))) {
+                    end = true;
+                    break;
+                }
+                float logits[48];
+                int64_t left = 0;
+                for (int t = 0; t < p->v.n; t++) {
+                    logits[t] = p->g->ops->allows(p->g, t) ? 0.0f : -INFINITY;
+                    left += logits[t] == 0.0f;
+                }
+                ASSERT_MSG(left > 0, "schema %s: the grammar allows nothing after '%.*s'", schema, (int)n_text, text);
+                rlx_token_cands c = {.logits = logits, .n_vocab = p->v.n};
+                const int64_t kept = p->j->ops->mask(p->j, &c);
+                ASSERT(kept > 0);
+                int cand[48], n_cand = 0, commas[48], n_commas = 0;
+                for (int t = 0; t < p->v.n; t++) {
+                    if (logits[t] == -INFINITY) continue;
+                    ASSERT(p->j->ops->allows(p->j, t)); /* the mask and allows agree */
+                    cand[n_cand++] = t;
+                    if (strchr(p->v.t[t], ',')) commas[n_commas++] = t;
+                }
+                const int t = n_commas && rng_next(&x) % 10 < 7 ? commas[rng_next(&x) % (uint64_t)n_commas]
+                                                                 : cand[rng_next(&x) % (uint64_t)n_cand];
+                p->g->ops->accept(p->g, t, true);
+                p->j->ops->accept(p->j, t, true);
+                ASSERT(n_text + p->v.l[t] < sizeof text);
+                memcpy(text + n_text, p->v.t[t], p->v.l[t]);
+                n_text += p->v.l[t];
+            }
+            if (end) {
+                /* cJSON's keys end at a NUL: \u0000 is read as U+E000 (which no token writes) */
+                bool in_str = false;
+                for (size_t i = 0; i < n_text; i++) {
+                    if (text[i] == '"') in_str = !in_str;
+                    else if (in_str && text[i] == '\\' && i + 1 < n_text) {
+                        if (i + 6 <= n_text && !memcmp(text + i + 1, "u0000", 5)) memcpy(text + i + 2, "E000", 4);
+                        i++;
+                    }
+                }
+                cJSON *v = cJSON_ParseWithLength(text, n_text);
+                ASSERT_MSG(v, "schema %s: not JSON: '%.*s'", schema, (int)n_text, text);
+                ASSERT_MSG(!has_repeat(v), "schema %s: a repeated key in '%.*s'", schema, (int)n_text, text);
+                ended++;
+                const cJSON *o = cJSON_IsArray(v) ? v->child : v; /* an object with every key the pattern has */
+                closed_full += shape != 3 && o && cJSON_GetArraySize(o) >= n_keys;
+                cJSON_Delete(v);
+            }
+            gpair_free(p);
+        }
+        free(schema);
+    }
+    fprintf(stderr, "  %d of %d walks ended, %d with every listed key\n", ended, 4 * n_schemas, closed_full);
+    ASSERT(ended > 2 * n_schemas && closed_full > n_schemas);
+}
+
 TEST(comma_free_while_keys_are_many)
 {
     /* a pattern of many keys (an open list): the ',' stays free; keys already written still are
@@ -263,5 +410,5 @@ TEST(comma_free_while_keys_are_many)
 }
 
 TEST_MAIN(TEST_ENTRY(repeated_keys_refused), TEST_ENTRY(comma_refused_once_every_key_is_used),
-          TEST_ENTRY(comma_free_while_keys_are_many), TEST_ENTRY(other_objects_and_values_are_free),
+          TEST_ENTRY(comma_free_while_keys_are_many), TEST_ENTRY(random_walks_never_repeat_a_listed_key), TEST_ENTRY(other_objects_and_values_are_free),
           TEST_ENTRY(mask_refuses_only_repeats_and_yields))
