@@ -27,7 +27,8 @@
 #define KEYSET_MAX 64 /* keys an object's grammar may offer for its key list to be followed */
 #define KEY_PRE 64    /* bytes of a key kept as text (a list's keys; the key being written) */
 
-typedef struct kentry { uint64_t h; size_t len; char text[KEY_PRE]; } kentry; /* text: the first KEY_PRE bytes */
+/* A listed key: its hash, and its text as written (len > KEY_PRE: only the first KEY_PRE bytes) */
+typedef struct kentry { uint64_t h; size_t len; char text[KEY_PRE]; } kentry;
 
 typedef struct jframe {
     bool object, expect_key;
@@ -295,26 +296,24 @@ static bool grammar_closes(const json_stage *s, const char *p, size_t n)
 
 typedef struct kset_fill { kentry *k; size_t n; } kset_fill;
 
-/* A listed key as the grammar spells it: its text as written (escapes and all, as the key being
- * written is kept, so that "\\" begun matches "\\n" and "\\t") and the hash of its decoded text, read by the
- * key reader (\" and \u0071 are their characters, as in a written key). */
+/* A listed key as the grammar spells it, read by the key reader as a written key is: its text
+ * as written (escapes and all, so that "\\" begun matches "\\n" and "\\t"; len past KEY_PRE
+ * when it does not fit) and the hash of its decoded text (\" and \u0071 are their characters). */
 static int kset_add(void *ctx, const uint32_t *cps, size_t n)
 {
     kset_fill *f = ctx;
-    kentry *k = &f->k[f->n++];
-    *k = (kentry){0};
     jscan sc = open_str(true);
     for (size_t i = 0; i < n; i++) {
         utf8proc_uint8_t b[4];
         const utf8proc_ssize_t m = utf8proc_encode_char((utf8proc_int32_t)cps[i], b);
-        for (utf8proc_ssize_t j = 0; j < m; j++, k->len++) {
-            if (k->len < KEY_PRE) k->text[k->len] = (char)b[j];
+        for (utf8proc_ssize_t j = 0; j < m; j++)
             if (str_byte(&sc, b[j])) return RLX_ERANGE; /* cannot be: '"' ends the list's strings */
-        }
     }
     if (sc.esc || sc.uhex) return RLX_ERANGE; /* an escape left open: not a key */
     str_byte(&sc, '"'); /* a high surrogate left waiting counts as itself, as when a key closes */
-    k->h = sc.h;
+    kentry *k = &f->k[f->n++];
+    *k = (kentry){.h = sc.h, .len = sc.fits ? sc.n_pre : KEY_PRE + 1};
+    memcpy(k->text, sc.pre, sc.n_pre);
     return 0;
 }
 
