@@ -19,6 +19,7 @@ static int tok(vocab *v, const char *text)
 {
     for (int i = 0; i < v->n; i++)
         if (!strcmp(v->t[i], text)) return i;
+    if (v->n == (int)(sizeof v->t / sizeof *v->t)) abort(); /* a test's vocabulary past the arrays */
     v->t[v->n] = text;
     v->l[v->n] = strlen(text);
     return v->n++;
