@@ -17,7 +17,11 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: CONC + 8 });
 function req(method, path, body, abortAfterMs) {
   return new Promise((resolve) => {
     const t0 = performance.now();
-    const r = http.request(url + path, { method, agent, headers: { "Content-Type": "application/json" } }, (res) => {
+    // a Content-Length, as every OpenAI client sends: without it Node streams the body chunked,
+    // which rlxd refuses (411) under libmicrohttpd 0.9 (README)
+    const headers = { "Content-Type": "application/json" };
+    if (body) headers["Content-Length"] = Buffer.byteLength(body);
+    const r = http.request(url + path, { method, agent, headers }, (res) => {
       let b = "";
       res.setEncoding("utf8");
       res.on("data", (d) => (b += d));
