@@ -349,6 +349,13 @@ KINLINE void dtile_out(const int type, const uint8_t *wi, const float *aj, int64
     }
 }
 
+/* A lone F32/F16 row (1 x 1: batch-1 decode, a short batch's rows on AVX2) touches its weights
+ * ROW_PF bytes ahead as it reads them, into the rows that follow in memory: the hardware
+ * prefetchers alone left F16 decode at 0.80x llama.cpp's on an Intel Xeon (+23% avx512, +24-34%
+ * avx2 there; 1-2 KiB too short, 16 KiB too long; bench/RESULTS.md 76). Touches only, so the
+ * numbers are unchanged; they never fault, so reading past the weights is harmless. */
+#define ROW_PF 4096
+
 KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K,
                    float *out, int64_t ldo, const int rm, const int rn)
 {
@@ -371,7 +378,12 @@ KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a
                     for (int i = 0; i < rm; i++)
                         acc[i][j][s] = lv_dp(acc[i][j][s], w + (size_t)i * wrow, a + (size_t)j * astr, k + 32 * s);
     } else {
-        for (int64_t k = 0; k < np; k += 64)
+        for (int64_t k = 0; k < np; k += 64) {
+            if (rm == 1 && rn == 1) {
+                const size_t es = type == RLX_F32 ? 4 : 2;
+                #pragma GCC unroll 4
+                for (size_t o = 0; o < 64 * es; o += 64) _mm_prefetch((const char *)w + (size_t)k * es + ROW_PF + o, _MM_HINT_T0);
+            }
             #pragma GCC unroll 4
             for (int s = 0; s < 4; s++) {
                 lvec wv[DT_RM1 > DT_RM ? DT_RM1 : DT_RM];
@@ -384,36 +396,12 @@ KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a
                     for (int i = 0; i < rm; i++) acc[i][j][s] = lv_fma(wv[i], av, acc[i][j][s]);
                 }
             }
+        }
     }
     #pragma GCC unroll 8
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 8
         for (int i = 0; i < rm; i++) dtile_out(type, w + (size_t)i * wrow, a + (size_t)j * astr, K, acc[i][j], out + (int64_t)j * ldo + i);
-}
-
-/* dtile's numbers (bit for bit: the same four chains, the same order) for one F32/F16 weight row
- * and one activation row, batch-1 decode, touching the weights ROW_PF bytes ahead as it reads
- * them (the next rows: a one-row run reads its rows in memory order). The hardware prefetchers
- * alone left F16 decode at 0.80x llama.cpp's on an Intel Xeon (4 KiB ahead: +15-34% there on
- * both paths; 1-2 KiB too short, 16 KiB too long; bench/RESULTS.md 76). */
-#define ROW_PF 4096
-KINLINE void drow_pf(const int type, const uint8_t *w, const float *a, int64_t K, float *o)
-{
-    const int64_t np = K & ~(int64_t)63;
-    const size_t es = type == RLX_F32 ? 4 : 2;
-    lvec acc[4] = {lv_zero(), lv_zero(), lv_zero(), lv_zero()};
-    for (int64_t k = 0; k < np; k += 64) {
-        const char *pf = (const char *)w + (size_t)k * es + ROW_PF;
-        _mm_prefetch(pf, _MM_HINT_T0);
-        _mm_prefetch(pf + 64, _MM_HINT_T0);
-        if (es == 4) {
-            _mm_prefetch(pf + 128, _MM_HINT_T0);
-            _mm_prefetch(pf + 192, _MM_HINT_T0);
-        }
-        #pragma GCC unroll 4
-        for (int s = 0; s < 4; s++) acc[s] = lv_fma(lv_loadw(type, w, k + 16 * s), lv_loada(a + k + 16 * s), acc[s]);
-    }
-    dtile_out(type, w, a, K, acc, o);
 }
 
 #if KAVX512
@@ -523,10 +511,6 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
             const float *a = act + (size_t)t0 * astr;                                            \
             float *o = out + t0 * ldo;                                                           \
             int64_t n = n0;                                                                      \
-            if (TYPE != RLX_BF16) {                                                              \
-                for (; n < n1; n++) drow_pf(TYPE, w + (size_t)n * wrow, a, K, o + n);              \
-                return;                                                                          \
-            }                                                                                    \
             for (; n + DT_RM1 <= n1; n += DT_RM1)                                                \
                 dtile(TYPE, w + (size_t)n * wrow, wrow, a, astr, K, o + n, ldo, DT_RM1, 1);      \
             for (; n < n1; n++) dtile(TYPE, w + (size_t)n * wrow, wrow, a, astr, K, o + n, ldo, 1, 1); \
