@@ -349,10 +349,10 @@ KINLINE void dtile_out(const int type, const uint8_t *wi, const float *aj, int64
     }
 }
 
-/* A lone F32/F16 row (1 x 1: batch-1 decode, a short batch's rows on AVX2) touches its weights
- * ROW_PF bytes ahead as it reads them, into the rows that follow in memory: the hardware
- * prefetchers alone left F16 decode at 0.80x llama.cpp's on an Intel Xeon (+23% avx512, +24-34%
- * avx2 there; 1-2 KiB too short, 16 KiB too long; bench/RESULTS.md 76). Touches only, so the
+/* One-row tiles (decode) touch each weight row ROW_PF bytes ahead as they read it, into the rows
+ * that follow in memory: the hardware prefetchers alone left F16 decode at 0.80x llama.cpp's on
+ * an Intel Xeon (+23% avx512, +24-34% avx2 there; 1-2 KiB too short, 16 KiB too long;
+ * bench/RESULTS.md 76; tiles of several rows and BF16 since, section 77). Touches only, so the
  * numbers are unchanged; they never fault, so reading past the weights is harmless. */
 #define ROW_PF 4096
 
@@ -371,18 +371,24 @@ KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a
         /* two chains: values [k, k + 32) and [k + 32, k + 64) */
         for (int64_t k = 0; k < np; k += 64)
             #pragma GCC unroll 2
-            for (int s = 0; s < 2; s++)
+            for (int s = 0; s < 2; s++) {
+                #pragma GCC unroll 8
+                for (int i = 0; i < rm; i++) _mm_prefetch((const char *)w + (size_t)i * wrow + (size_t)k * 2 + ROW_PF + 64 * s, _MM_HINT_T0);
                 #pragma GCC unroll 8
                 for (int j = 0; j < rn; j++)
                     #pragma GCC unroll 8
                     for (int i = 0; i < rm; i++)
                         acc[i][j][s] = lv_dp(acc[i][j][s], w + (size_t)i * wrow, a + (size_t)j * astr, k + 32 * s);
+            }
     } else {
         for (int64_t k = 0; k < np; k += 64) {
-            if (rm == 1 && rn == 1) {
+            {
                 const size_t es = type == RLX_F32 ? 4 : 2;
-                #pragma GCC unroll 4
-                for (size_t o = 0; o < 64 * es; o += 64) _mm_prefetch((const char *)w + (size_t)k * es + ROW_PF + o, _MM_HINT_T0);
+                #pragma GCC unroll 8
+                for (int i = 0; i < rm; i++)
+                    #pragma GCC unroll 4
+                    for (size_t o = 0; o < 64 * es; o += 64)
+                        _mm_prefetch((const char *)w + (size_t)i * wrow + (size_t)k * es + ROW_PF + o, _MM_HINT_T0);
             }
             #pragma GCC unroll 4
             for (int s = 0; s < 4; s++) {
@@ -565,29 +571,131 @@ TBF16 static inline __m512bh bf_loada(const float *a, int64_t k)
     return _mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + k + 16), _mm512_loadu_ps(a + k));
 }
 
+/* Batched rows: tinyBLAS's arithmetic (one accumulator per output, a vdpbf16ps per 32 values in
+ * order, then _mm512_reduce_add_ps) for rm x rn outputs at once: each weight vector feeds rn
+ * products and each activation vector, narrowed once per step, rm (the one-output loop ran BF16
+ * prefill at 0.41x llama.cpp's, bench/RESULTS.md 77). The same instructions per output in the same
+ * order: its results bit for bit. */
+#define BF_RM 6
+#define BF_RN 4
+KINLINE TBF16 void bf16_ptile(const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K, float *out,
+                              int64_t ldo, const uint16_t *ab, const int rm, const int rn)
+{
+    __m512 acc[BF_RM][BF_RN];
+    #pragma GCC unroll 8
+    for (int i = 0; i < rm; i++)
+        #pragma GCC unroll 8
+        for (int j = 0; j < rn; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 32) {
+        __m512bh av[BF_RN];
+        #pragma GCC unroll 8
+        for (int j = 0; j < rn; j++)
+            av[j] = ab ? (__m512bh)_mm512_loadu_si512(ab + (size_t)j * (size_t)K + k) : bf_loada(a + (size_t)j * astr, k);
+        #pragma GCC unroll 8
+        for (int i = 0; i < rm; i++) {
+            const __m512bh wv = bf_loadw(w + (size_t)i * wrow, k);
+            #pragma GCC unroll 8
+            for (int j = 0; j < rn; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, av[j]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int j = 0; j < rn; j++)
+        #pragma GCC unroll 8
+        for (int i = 0; i < rm; i++) out[(int64_t)j * ldo + i] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+/* One-row rows (ggml_vec_dot_bf16: two chains per 64 values, each reduced and added in double,
+ * the tail in double) for rm x rn outputs, sharing weight and activation loads the same way. */
+#define BO_RM 2
+#define BO_RN 4
+KINLINE TBF16 void bf16_dtile(const uint8_t *w, size_t wrow, const float *a, size_t astr, int64_t K, float *out,
+                              int64_t ldo, const int rm, const int rn)
+{
+    __m512 c[BO_RM][BO_RN][2];
+    #pragma GCC unroll 4
+    for (int i = 0; i < rm; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < rn; j++) c[i][j][0] = c[i][j][1] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 64 <= K; k += 64) {
+        /* decode streams the weights: touch each row's ROW_PF ahead as dtile does (BF16 batch-1
+         * decode +27%, x4 +45% on an Intel Xeon, bench/RESULTS.md 77) */
+        #pragma GCC unroll 4
+        for (int i = 0; i < rm; i++) {
+            _mm_prefetch((const char *)w + (size_t)i * wrow + (size_t)k * 2 + ROW_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)w + (size_t)i * wrow + (size_t)k * 2 + ROW_PF + 64, _MM_HINT_T0);
+        }
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512bh av[BO_RN];
+            #pragma GCC unroll 4
+            for (int j = 0; j < rn; j++) av[j] = bf_loada(a + (size_t)j * astr, k + 32 * h);
+            #pragma GCC unroll 4
+            for (int i = 0; i < rm; i++) {
+                const __m512bh wv = bf_loadw(w + (size_t)i * wrow, k + 32 * h);
+                #pragma GCC unroll 4
+                for (int j = 0; j < rn; j++) c[i][j][h] = _mm512_dpbf16_ps(c[i][j][h], wv, av[j]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < rn; j++)
+        #pragma GCC unroll 4
+        for (int i = 0; i < rm; i++) {
+            const uint8_t *wr = w + (size_t)i * wrow;
+            const float *aj = a + (size_t)j * astr;
+            double sum = (double)_mm512_reduce_add_ps(c[i][j][0]);
+            sum += (double)_mm512_reduce_add_ps(c[i][j][1]);
+            for (int64_t q = k; q < K; q++) sum += (double)(rlx_bf16_to_f32(((const uint16_t *)wr)[q]) * aj[q]);
+            out[(int64_t)j * ldo + i] = (float)sum;
+        }
+}
+
+#define BF_BY_RN(TILE, rm, max, ...)                                  \
+    switch (rn) {                                                     \
+    case 1: TILE(__VA_ARGS__, rm, 1); break;                          \
+    case 2: TILE(__VA_ARGS__, rm, 2); break;                          \
+    case 3: TILE(__VA_ARGS__, rm, 3 <= (max) ? 3 : 1); break;         \
+    default: TILE(__VA_ARGS__, rm, 4 <= (max) ? 4 : 1); break;        \
+    }
+
 TBF16 static void bf16dp_run(const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
                              int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo, bool onerow)
 {
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *wr = w + (size_t)n * wrow;
-        for (int64_t t = t0; t < t1; t++) {
+    /* batched rows: each block of BF_RN activation rows is narrowed once (exactly: the backend
+     * rounded them to bf16 values) and every row group reads it from L1; the weights come from
+     * L2 as often as there are blocks, which vdpbf16ps's pace (one per two cycles on the Intel
+     * Xeon of bench/RESULTS.md 77) leaves far from L2's limit. Without the buffer (no memory)
+     * every tile narrows its own. */
+    uint16_t *ab = !onerow && t1 - t0 > 1 && n1 - n0 > BF_RM ? malloc((size_t)BF_RN * (size_t)K * 2) : NULL;
+    if (ab) {
+        for (int64_t t = t0; t < t1; t += BF_RN) {
+            const int rn = (int)(t1 - t < BF_RN ? t1 - t : BF_RN);
+            for (int j = 0; j < rn; j++)
+                for (int64_t k = 0; k < K; k += 32)
+                    _mm512_storeu_si512(ab + (size_t)j * (size_t)K + k, (__m512i)bf_loada(act + (size_t)(t + j) * astr, k));
+            float *o = out + t * ldo;
+            int64_t n = n0;
+            for (; n + BF_RM <= n1; n += BF_RM) BF_BY_RN(bf16_ptile, BF_RM, BF_RN, w + (size_t)n * wrow, wrow, NULL, 0, K, o + n, ldo, ab)
+            for (; n < n1; n++) BF_BY_RN(bf16_ptile, 1, BF_RN, w + (size_t)n * wrow, wrow, NULL, 0, K, o + n, ldo, ab)
+        }
+        free(ab);
+        return;
+    }
+    const int rmax = onerow ? BO_RM : BF_RM, tmax = onerow ? BO_RN : BF_RN;
+    for (int64_t n = n0; n < n1; n += rmax) {
+        const bool full = n + rmax <= n1;
+        for (int64_t t = t0; t < t1; t += tmax) {
+            const int rn = (int)(t1 - t < tmax ? t1 - t : tmax);
             const float *a = act + (size_t)t * astr;
-            if (!onerow) {
-                __m512 c = _mm512_setzero_ps();
-                for (int64_t k = 0; k < K; k += 32) c = _mm512_dpbf16_ps(c, bf_loadw(wr, k), bf_loada(a, k));
-                out[t * ldo + n] = _mm512_reduce_add_ps(c);
-                continue;
+            float *o = out + t * ldo;
+            for (int64_t r = n; r < (full ? n + 1 : n1); r++) {
+                const uint8_t *wr = w + (size_t)r * wrow;
+                if (onerow && full) BF_BY_RN(bf16_dtile, BO_RM, BO_RN, wr, wrow, a, astr, K, o + r, ldo)
+                else if (onerow) BF_BY_RN(bf16_dtile, 1, BO_RN, wr, wrow, a, astr, K, o + r, ldo)
+                else if (full) BF_BY_RN(bf16_ptile, BF_RM, BF_RN, wr, wrow, a, astr, K, o + r, ldo, NULL)
+                else BF_BY_RN(bf16_ptile, 1, BF_RN, wr, wrow, a, astr, K, o + r, ldo, NULL)
             }
-            __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
-            int64_t k = 0;
-            for (; k + 64 <= K; k += 64) {
-                c1 = _mm512_dpbf16_ps(c1, bf_loadw(wr, k), bf_loada(a, k));
-                c2 = _mm512_dpbf16_ps(c2, bf_loadw(wr, k + 32), bf_loada(a, k + 32));
-            }
-            double sum = (double)_mm512_reduce_add_ps(c1);
-            sum += (double)_mm512_reduce_add_ps(c2);
-            for (; k < K; k++) sum += (double)(rlx_bf16_to_f32(((const uint16_t *)wr)[k]) * a[k]);
-            out[t * ldo + n] = (float)sum;
         }
     }
 }
