@@ -381,15 +381,13 @@ KINLINE void dtile(const int type, const uint8_t *w, size_t wrow, const float *a
                         acc[i][j][s] = lv_dp(acc[i][j][s], w + (size_t)i * wrow, a + (size_t)j * astr, k + 32 * s);
             }
     } else {
+        const size_t es = type == RLX_F32 ? 4 : 2;
         for (int64_t k = 0; k < np; k += 64) {
-            {
-                const size_t es = type == RLX_F32 ? 4 : 2;
-                #pragma GCC unroll 8
-                for (int i = 0; i < rm; i++)
-                    #pragma GCC unroll 4
-                    for (size_t o = 0; o < 64 * es; o += 64)
-                        _mm_prefetch((const char *)w + (size_t)i * wrow + (size_t)k * es + ROW_PF + o, _MM_HINT_T0);
-            }
+            #pragma GCC unroll 8
+            for (int i = 0; i < rm; i++)
+                #pragma GCC unroll 4
+                for (size_t o = 0; o < 64 * es; o += 64)
+                    _mm_prefetch((const char *)w + (size_t)i * wrow + (size_t)k * es + ROW_PF + o, _MM_HINT_T0);
             #pragma GCC unroll 4
             for (int s = 0; s < 4; s++) {
                 lvec wv[DT_RM1 > DT_RM ? DT_RM1 : DT_RM];
@@ -467,14 +465,15 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
 }
 #endif
 
-#define TILE_BY_RN(TILE, type, rm, max, ...)                      \
-    switch (rn) {                                                 \
-    case 1: TILE(type, __VA_ARGS__, rm, 1); break;                \
-    case 2: TILE(type, __VA_ARGS__, rm, 2 <= max ? 2 : 1); break; \
-    case 3: TILE(type, __VA_ARGS__, rm, 3 <= max ? 3 : 1); break; \
-    case 4: TILE(type, __VA_ARGS__, rm, 4 <= max ? 4 : 1); break; \
-    case 5: TILE(type, __VA_ARGS__, rm, 5 <= max ? 5 : 1); break; \
-    default: TILE(type, __VA_ARGS__, rm, 6 <= max ? 6 : 1); break; \
+/* TILE(args..., rm, rn) with rn (a variable in scope, 1..6) made a constant no larger than max */
+#define TILE_BY_RN(TILE, rm, max, ...)                          \
+    switch (rn) {                                               \
+    case 1: TILE(__VA_ARGS__, rm, 1); break;                    \
+    case 2: TILE(__VA_ARGS__, rm, 2 <= max ? 2 : 1); break;     \
+    case 3: TILE(__VA_ARGS__, rm, 3 <= max ? 3 : 1); break;     \
+    case 4: TILE(__VA_ARGS__, rm, 4 <= max ? 4 : 1); break;     \
+    case 5: TILE(__VA_ARGS__, rm, 5 <= max ? 5 : 1); break;     \
+    default: TILE(__VA_ARGS__, rm, 6 <= max ? 6 : 1); break;    \
     }
 
 #if KAVX512
@@ -482,8 +481,8 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
 #define PASSES(type, T, K) ((type) != RLX_BF16 && (T) >= 8)
 #define ONEROW_TILE(type, full, ...)                                                              \
     {                                                                                             \
-        if (passes) TILE_BY_RN(dtile_passes, type, (full) ? PT_RM : 1, PT_RN, __VA_ARGS__)     \
-        else TILE_BY_RN(dtile, type, (full) ? DT_RM : 1, DT_RN, __VA_ARGS__)                       \
+        if (passes) TILE_BY_RN(dtile_passes, (full) ? PT_RM : 1, PT_RN, type, __VA_ARGS__)     \
+        else TILE_BY_RN(dtile, (full) ? DT_RM : 1, DT_RN, type, __VA_ARGS__)                       \
     }
 #define HALVES(type) 0 /* AVX-512: 16-lane accumulators are one register; ptile_pairs is AVX2's */
 #define PP_RM PT_RM
@@ -502,8 +501,8 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
 #define ONEROW_PASS_RN HT_RN
 #define ONEROW_TILE(type, full, ...)                                                              \
     {                                                                                             \
-        if (passes) TILE_BY_RN(dtile_halves, type, (full) ? HT_RM : 1, HT_RN, __VA_ARGS__)     \
-        else TILE_BY_RN(dtile, type, (full) ? DT_RM : 1, DT_RN, __VA_ARGS__)                       \
+        if (passes) TILE_BY_RN(dtile_halves, (full) ? HT_RM : 1, HT_RN, type, __VA_ARGS__)     \
+        else TILE_BY_RN(dtile, (full) ? DT_RM : 1, DT_RN, type, __VA_ARGS__)                       \
     }
 #endif
 
@@ -546,10 +545,10 @@ KINLINE void dtile_halves(const int type, const uint8_t *w, size_t wrow, const f
                     const uint8_t *wr = w + (size_t)r * wrow;                                    \
                     if (onerow && full) ONEROW_TILE(TYPE, true, wr, wrow, a, astr, K, o + r, ldo)        \
                     else if (onerow) ONEROW_TILE(TYPE, false, wr, wrow, a, astr, K, o + r, ldo)         \
-                    else if (HALVES(TYPE) && full) TILE_BY_RN(ptile_pairs, TYPE, PP_RM, PP_RN, wr, wrow, a, astr, K, o + r, ldo) \
-                    else if (HALVES(TYPE)) TILE_BY_RN(ptile_pairs, TYPE, 1, PP_RN, wr, wrow, a, astr, K, o + r, ldo) \
-                    else if (full) TILE_BY_RN(ptile, TYPE, PT_RM, PT_RN, wr, wrow, a, astr, K, o + r, ldo) \
-                    else TILE_BY_RN(ptile, TYPE, 1, PT_RN, wr, wrow, a, astr, K, o + r, ldo)     \
+                    else if (HALVES(TYPE) && full) TILE_BY_RN(ptile_pairs, PP_RM, PP_RN, TYPE, wr, wrow, a, astr, K, o + r, ldo) \
+                    else if (HALVES(TYPE)) TILE_BY_RN(ptile_pairs, 1, PP_RN, TYPE, wr, wrow, a, astr, K, o + r, ldo) \
+                    else if (full) TILE_BY_RN(ptile, PT_RM, PT_RN, TYPE, wr, wrow, a, astr, K, o + r, ldo) \
+                    else TILE_BY_RN(ptile, 1, PT_RN, TYPE, wr, wrow, a, astr, K, o + r, ldo)     \
                 }                                                                                \
             }                                                                                    \
         }                                                                                        \
@@ -616,8 +615,7 @@ KINLINE TBF16 void bf16_dtile(const uint8_t *w, size_t wrow, const float *a, siz
     for (int i = 0; i < rm; i++)
         #pragma GCC unroll 4
         for (int j = 0; j < rn; j++) c[i][j][0] = c[i][j][1] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 64 <= K; k += 64) {
+    for (int64_t k = 0; k + 64 <= K; k += 64) {
         /* decode streams the weights: touch each row's ROW_PF ahead as dtile does (BF16 batch-1
          * decode +27%, x4 +45% on an Intel Xeon, bench/RESULTS.md 77) */
         #pragma GCC unroll 4
@@ -642,59 +640,46 @@ KINLINE TBF16 void bf16_dtile(const uint8_t *w, size_t wrow, const float *a, siz
     for (int j = 0; j < rn; j++)
         #pragma GCC unroll 4
         for (int i = 0; i < rm; i++) {
-            const uint8_t *wr = w + (size_t)i * wrow;
-            const float *aj = a + (size_t)j * astr;
-            double sum = (double)_mm512_reduce_add_ps(c[i][j][0]);
-            sum += (double)_mm512_reduce_add_ps(c[i][j][1]);
-            for (int64_t q = k; q < K; q++) sum += (double)(rlx_bf16_to_f32(((const uint16_t *)wr)[q]) * aj[q]);
-            out[(int64_t)j * ldo + i] = (float)sum;
+            const lvec x[2] = {{c[i][j][0]}, {c[i][j][1]}};
+            dtile_out(RLX_BF16, w + (size_t)i * wrow, a + (size_t)j * astr, K, x, out + (int64_t)j * ldo + i);
         }
 }
-
-#define BF_BY_RN(TILE, rm, max, ...)                                  \
-    switch (rn) {                                                     \
-    case 1: TILE(__VA_ARGS__, rm, 1); break;                          \
-    case 2: TILE(__VA_ARGS__, rm, 2); break;                          \
-    case 3: TILE(__VA_ARGS__, rm, 3 <= (max) ? 3 : 1); break;         \
-    default: TILE(__VA_ARGS__, rm, 4 <= (max) ? 4 : 1); break;        \
-    }
 
 TBF16 static void bf16dp_run(const uint8_t *w, size_t wrow, int64_t n0, int64_t n1, const float *act, size_t astr,
                              int64_t t0, int64_t t1, int64_t K, float *out, int64_t ldo, bool onerow)
 {
-    /* batched rows: each block of BF_RN activation rows is narrowed once (exactly: the backend
-     * rounded them to bf16 values) and every row group reads it from L1; the weights come from
-     * L2 as often as there are blocks, which vdpbf16ps's pace (one per two cycles on the Intel
-     * Xeon of bench/RESULTS.md 77) leaves far from L2's limit. Without the buffer (no memory)
-     * every tile narrows its own. */
-    uint16_t *ab = !onerow && t1 - t0 > 1 && n1 - n0 > BF_RM ? malloc((size_t)BF_RN * (size_t)K * 2) : NULL;
-    if (ab) {
+    if (!onerow) {
+        /* each block of BF_RN activation rows is narrowed once (exactly: the backend rounded them
+         * to bf16 values) and every row group reads it from L1; the weights come from L2 once per
+         * block, which vdpbf16ps's pace (one per two cycles on the Intel Xeon of
+         * bench/RESULTS.md 77) leaves far from L2's limit. Without the buffer (one row group, one
+         * activation row, or no memory) each tile narrows its own. */
+        uint16_t *ab = t1 - t0 > 1 && n1 - n0 > BF_RM ? malloc((size_t)BF_RN * (size_t)K * 2) : NULL;
         for (int64_t t = t0; t < t1; t += BF_RN) {
             const int rn = (int)(t1 - t < BF_RN ? t1 - t : BF_RN);
-            for (int j = 0; j < rn; j++)
-                for (int64_t k = 0; k < K; k += 32)
-                    _mm512_storeu_si512(ab + (size_t)j * (size_t)K + k, (__m512i)bf_loada(act + (size_t)(t + j) * astr, k));
+            const float *a = act + (size_t)t * astr;
+            if (ab)
+                for (int j = 0; j < rn; j++)
+                    for (int64_t k = 0; k < K; k += 32)
+                        _mm512_storeu_si512(ab + (size_t)j * (size_t)K + k, (__m512i)bf_loada(a + (size_t)j * astr, k));
             float *o = out + t * ldo;
             int64_t n = n0;
-            for (; n + BF_RM <= n1; n += BF_RM) BF_BY_RN(bf16_ptile, BF_RM, BF_RN, w + (size_t)n * wrow, wrow, NULL, 0, K, o + n, ldo, ab)
-            for (; n < n1; n++) BF_BY_RN(bf16_ptile, 1, BF_RN, w + (size_t)n * wrow, wrow, NULL, 0, K, o + n, ldo, ab)
+            for (; n + BF_RM <= n1; n += BF_RM) TILE_BY_RN(bf16_ptile, BF_RM, BF_RN, w + (size_t)n * wrow, wrow, a, astr, K, o + n, ldo, ab)
+            for (; n < n1; n++) TILE_BY_RN(bf16_ptile, 1, BF_RN, w + (size_t)n * wrow, wrow, a, astr, K, o + n, ldo, ab)
         }
         free(ab);
         return;
     }
-    const int rmax = onerow ? BO_RM : BF_RM, tmax = onerow ? BO_RN : BF_RN;
-    for (int64_t n = n0; n < n1; n += rmax) {
-        const bool full = n + rmax <= n1;
-        for (int64_t t = t0; t < t1; t += tmax) {
-            const int rn = (int)(t1 - t < tmax ? t1 - t : tmax);
+    for (int64_t n = n0; n < n1; n += BO_RM) {
+        const bool full = n + BO_RM <= n1;
+        for (int64_t t = t0; t < t1; t += BO_RN) {
+            const int rn = (int)(t1 - t < BO_RN ? t1 - t : BO_RN);
             const float *a = act + (size_t)t * astr;
             float *o = out + t * ldo;
             for (int64_t r = n; r < (full ? n + 1 : n1); r++) {
                 const uint8_t *wr = w + (size_t)r * wrow;
-                if (onerow && full) BF_BY_RN(bf16_dtile, BO_RM, BO_RN, wr, wrow, a, astr, K, o + r, ldo)
-                else if (onerow) BF_BY_RN(bf16_dtile, 1, BO_RN, wr, wrow, a, astr, K, o + r, ldo)
-                else if (full) BF_BY_RN(bf16_ptile, BF_RM, BF_RN, wr, wrow, a, astr, K, o + r, ldo, NULL)
-                else BF_BY_RN(bf16_ptile, 1, BF_RN, wr, wrow, a, astr, K, o + r, ldo, NULL)
+                if (full) TILE_BY_RN(bf16_dtile, BO_RM, BO_RN, wr, wrow, a, astr, K, o + r, ldo)
+                else TILE_BY_RN(bf16_dtile, 1, BO_RN, wr, wrow, a, astr, K, o + r, ldo)
             }
         }
     }
