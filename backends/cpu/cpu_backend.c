@@ -434,6 +434,7 @@ static int cpu_run(rlx_backend *be_, const rlx_plan *plan, const rlx_batch *b, f
         for (int k = 0; k < 2; k++) {
             atomic_store_explicit(&y->next[k], 0, memory_order_relaxed);
             atomic_store_explicit(&y->done[k], 0, memory_order_relaxed);
+            for (int q = 0; q < RLX_CPU_PARTS; q++) atomic_store_explicit(&y->part[k][q], 0, memory_order_relaxed);
             y->units[k] = u[k];
         }
     }

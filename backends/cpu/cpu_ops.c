@@ -504,7 +504,23 @@ static void convert_rows(rlx_cpu_run *r, int x, const rlx_gtensor *w, int vt, co
 
 static bool matmul_converts(const rlx_gtensor *w) { return !(rlx_vec_dot_type(w->wtype) == RLX_F32 && w->wtype == RLX_F32); }
 
-/* Output rows go in chunks of 16-row tiles claimed from the step's counter, so a thread the OS
+/* Parts of the activation rows a product's work is claimed by (rlx_cpu_claim_part; 1: claims of
+ * weight rows over every activation row). F32/F16 weights times at least 16 rows a thread split
+ * the rows, one part per thread: a thread multiplies the rows it wrote in the step before (its
+ * part of the norm's or the residual's row chunks) by every weight row, instead of half the
+ * weight rows by every activation row, half of them written in the other core's cache (a MiniLM
+ * encoder step on the Intel Xeon of bench/RESULTS.md 78: +N%). */
+static int matmul_parts(const rlx_cpu_run *r, const rlx_step *s, int nth)
+{
+    const rlx_gtensor *w = &r->plan->graph->tensors[s->node.in[1]];
+    const int P = rlx_cpu_parts(nth);
+    if (P < 2 || (w->wtype != RLX_F32 && w->wtype != RLX_F16)) return 1;
+    if (r->packed && r->packed[s->node.in[1]].data) return 1;
+    return n_rows(r, s->node.in[0]) >= 16 * (int64_t)P ? P : 1;
+}
+
+/* Output rows go in chunks of 16-row tiles claimed from the step's counter (or, by parts of the
+ * activation rows, from its part counters: matmul_parts), so a thread the OS
  * preempts (the machine is often oversubscribed) does not hold the others: they take the
  * tiles it has not claimed. rlx_matmul_rows' sums never depend on [n0, n1), so results are
  * the same whoever claims what. Several activation rows are converted into the shared scratch
@@ -523,9 +539,10 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const uint8_t *role = row_roles(r, x, rlx_batched_rows(w->wtype, N, K));
     const void *act = !conv ? (const void *)rowp(r, x, 0)
                       : own ? (const void *)(r->row_scratch + (size_t)ith * r->row_scratch_stride) : (const void *)r->scratch;
-    if (y->units[0]) {
+    if (y->units[0]) { /* row chunks by parts: a thread converts the rows it multiplies */
         const unsigned n = y->units[0];
-        for (int64_t c; (c = rlx_cpu_claim(&y->next[0], 1, nth)) < n;) {
+        int k = 0;
+        for (int64_t c; (c = rlx_cpu_claim_part(y->part[0], n, ith, nth, &k)) >= 0;) {
             int64_t a, b;
             split(T, (int)c, (int)n, &a, &b);
             convert_rows(r, x, w, vt, role, a, b, r->scratch, arb);
@@ -542,14 +559,17 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * loop runs inside the chunk; otherwise every weight tile would stream all T rows from
      * memory (pp512 ran at half pp128's speed). Results are unchanged: rlx_matmul_rows' sums
      * depend on neither T nor [n0, n1). */
-    int64_t tiles = (N + 15) / 16, per = tiles / ((int64_t)nth * 8);
+    const int parts = matmul_parts(r, s, nth);
+    const int64_t Tp = (T + parts - 1) / parts; /* activation rows of a claim */
+    /* about 8 claims per thread: of the weight rows, or of each part's weight rows */
+    int64_t tiles = (N + 15) / 16, per = parts > 1 ? tiles / 8 : tiles / ((int64_t)nth * 8);
     /* the step's epilogue (s->chain: bias, residual, activation) runs over a claim's columns row
      * by row, and at 16 columns a row its calls cost more than its arithmetic (a MiniLM step's
      * 272 rows: add_512 4.2% of the server's time, bench/RESULTS.md section 65): at least 64,
      * within the L2 bounds below */
-    if (s->n_chain && T >= 16) per = RLX_MAX(per, RLX_MIN((int64_t)4, tiles / nth));
+    if (s->n_chain && T >= 16) per = RLX_MAX(per, RLX_MIN((int64_t)4, parts > 1 ? tiles : tiles / nth));
     int64_t tb = RLX_MAX((int64_t)16, (int64_t)(ACT_BLOCK_BYTES / arb) / 16 * 16);
-    if (T > tb) per = RLX_MIN(per, (int64_t)(WEIGHT_CHUNK_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
+    if (Tp > tb) per = RLX_MIN(per, (int64_t)(WEIGHT_CHUNK_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
     /* at most ~1 MiB of weights per claim (the output projection's 8 per thread were ~10 MiB):
      * a thread descheduled while holding a claim holds the others until it runs again */
     else if (nth > 1) per = RLX_MIN(per, (int64_t)(MAX_CLAIM_BYTES / (16 * rlx_row_bytes(w->wtype, K))));
@@ -564,16 +584,24 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     }
     if (nth == 1 && T <= tb) per = tiles;
     _Atomic int64_t *next = &y->next[1];
-    for (;;) {
-        int64_t c = rlx_cpu_claim(next, per, nth);
-        if (c >= tiles) break;
+    const int64_t chunks = (tiles + per - 1) / per; /* claims per part */
+    for (int k = 0;;) {
+        int64_t c, ta = 0, te = T;
+        if (parts > 1) { /* unit u: part u / chunks, its weight rows' chunk u % chunks */
+            const int64_t u = rlx_cpu_claim_part(y->part[1], parts * chunks, ith, nth, &k);
+            if (u < 0) break;
+            c = u % chunks * per;
+            split(T, (int)(u / chunks), parts, &ta, &te);
+        } else if ((c = rlx_cpu_claim(next, per, nth)) >= tiles) {
+            break;
+        }
         if (!converted) {
             convert_rows(r, x, w, vt, role, 0, 1, (uint8_t *)act, arb);
             converted = true;
         }
         int64_t n0 = c * 16, n1 = RLX_MIN((c + per) * 16, N);
-        for (int64_t t0 = 0; t0 < T; t0 += tb) {
-            const int64_t t1 = RLX_MIN(t0 + tb, T);
+        for (int64_t t0 = ta; t0 < te; t0 += tb) {
+            const int64_t t1 = RLX_MIN(t0 + tb, te);
             for (int64_t u = t0, end; u < t1; u = end) {
                 const bool one = onerow(role, u);
                 for (end = u + 1; end < t1 && onerow(role, end) == one;) end++;
@@ -586,8 +614,8 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
             }
         }
         if (s->n_chain)
-            for (int64_t t = 0; t < T; t++) apply_chain(r, s, out + t * N, t, n0, n1, N);
-        rlx_cpu_done(r, &y->done[1], (unsigned)(RLX_MIN(c + per, tiles) - c), (unsigned)tiles, nth);
+            for (int64_t t = ta; t < te; t++) apply_chain(r, s, out + t * N, t, n0, n1, N);
+        rlx_cpu_done(r, &y->done[1], (unsigned)(RLX_MIN(c + per, tiles) - c), y->units[1], nth);
     }
 }
 
@@ -733,7 +761,7 @@ void rlx_cpu_step_units(const rlx_cpu_run *r, const rlx_step *s, int nth, unsign
         const rlx_gtensor *w = &r->plan->graph->tensors[s->node.in[1]];
         const int64_t T = n_rows(r, s->node.in[0]);
         units[0] = matmul_converts(w) && T > 1 ? rlx_cpu_row_chunks(T, nth) : 0;
-        units[1] = (unsigned)((w->ne[1] + 15) / 16);
+        units[1] = (unsigned)((w->ne[1] + 15) / 16 * matmul_parts(r, s, nth)); /* 16-row tiles per part */
     } else {
         units[1] = rlx_cpu_row_chunks(kernel_rows(r, s), nth);
     }
@@ -754,7 +782,8 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         atomic_store_explicit(&y->done[1], n, memory_order_relaxed);
         return;
     }
-    for (int64_t c; (c = atomic_fetch_add_explicit(&y->next[1], 1, memory_order_relaxed)) < n;) {
+    int q = 0; /* row chunks by parts: a thread keeps to the rows it had in the step before */
+    for (int64_t c; (c = rlx_cpu_claim_part(y->part[1], n, ith, nth, &q)) >= 0;) {
         k(r, s, (int)c, (int)n);
         rlx_threadpool_done(r->tp, &y->done[1], 1, n);
     }

@@ -13,14 +13,19 @@
 #include <math.h>
 #include <stdatomic.h>
 
+/* Parts of a phase's units that rlx_cpu_claim_part hands out, one per thread up to this many */
+#define RLX_CPU_PARTS 8
+
 /* Per plan step: its work in up to two phases (phase 0 prepares what phase 1 reads: a batched
  * matmul's converted activations, attention's KV stores; 0 units when there is none). Phase p's
- * units are claimed from next[p] and counted, once completed, in done[p] up to units[p]
- * (rlx_cpu_step_units, before the run). One cache line each. */
+ * units are claimed from next[p], or by parts from part[p] (rlx_cpu_claim_part), and counted,
+ * once completed, in done[p] up to units[p] (rlx_cpu_step_units, before the run). Two cache
+ * lines each. */
 typedef struct rlx_cpu_sync {
     _Alignas(64) _Atomic int64_t next[2];
     _Atomic unsigned done[2];
     unsigned units[2];
+    _Alignas(64) _Atomic int32_t part[2][RLX_CPU_PARTS];
 } rlx_cpu_sync;
 
 typedef struct rlx_cpu_run {
@@ -101,6 +106,36 @@ static inline int64_t rlx_cpu_claim(_Atomic int64_t *next, int64_t n, int nth)
     const int64_t c = atomic_load_explicit(next, memory_order_relaxed);
     atomic_store_explicit(next, c + n, memory_order_relaxed);
     return c;
+}
+
+/* The parts rlx_cpu_claim_part splits a phase's units into on nth threads */
+static inline int rlx_cpu_parts(int nth) { return nth < RLX_CPU_PARTS ? (nth > 1 ? nth : 1) : RLX_CPU_PARTS; }
+
+/* Claims one of units [0, n) by parts: part q of P = rlx_cpu_parts(nth) holds units
+ * [q n / P, (q + 1) n / P), counted in part[q]. Thread ith takes its own part's units first
+ * (part ith % P, in order: rows near its previous ones), then the next parts' in turn, so a
+ * slow thread's last units still go to whoever is free. *k is the caller's cursor over the
+ * parts, 0 before its first claim. Returns the unit, or -1 once every part is exhausted. Unit
+ * u of a phase of row chunks (rlx_cpu_row_chunks) covers the rows split(rows, u, n): the same
+ * rows go to the same thread from step to step while the threads keep pace. */
+static inline int64_t rlx_cpu_claim_part(_Atomic int32_t *part, int64_t n, int ith, int nth, int *k)
+{
+    const int P = rlx_cpu_parts(nth);
+    for (; *k < P; ++*k) {
+        const int q = (ith + *k) % P;
+        const int64_t lo = n * q / P, hi = n * (q + 1) / P;
+        if (lo >= hi) continue;
+        int64_t c;
+        if (nth > 1) {
+            if (atomic_load_explicit(&part[q], memory_order_relaxed) >= hi - lo) continue;
+            c = atomic_fetch_add_explicit(&part[q], 1, memory_order_relaxed);
+        } else {
+            c = atomic_load_explicit(&part[q], memory_order_relaxed);
+            atomic_store_explicit(&part[q], (int32_t)(c + 1), memory_order_relaxed);
+        }
+        if (lo + c < hi) return lo + c;
+    }
+    return -1;
 }
 
 /* Counts n completed units of a phase of `target` (rlx_threadpool_done; on one thread a plain

@@ -1,7 +1,8 @@
 /* test_cpu_backend.c - the CPU backend's scheduling never shows in the results: matmul tiles
  * claimed dynamically, single rows converted per thread, and barriers skipped between
  * independent steps (q/k/v-like projections of one input) give bit-identical outputs on one
- * thread and on two (and on more threads than cores), repeated, and a token's row is the same alone (T = 1) or in a batch. The
+ * thread and on two (and on more threads than cores), repeated, and a token's row is the same alone (T = 1) or in a batch; so
+ * do F32/F16 products claimed by parts of their activation rows. The
  * weights are large enough (Q8_0, four 1024 x 1024: above the backend's 4 MiB single-thread
  * limit even for one token) for every run to use both threads. */
 #include "tests/rlx_test.h"
@@ -70,8 +71,8 @@ static int run(const rlx_plan *p, int nth, const int32_t *tok, int n, float *out
     if (!rc) rc = be->ops->prepare(be, p, &err);
     rlx_mem_desc geo = {1, 8, 1, 16, RLX_F32, NULL, 0};
     if (!rc) rc = be->ops->mem_init(be, &geo, &err);
-    int32_t pos[16], seq[16] = {0}, blocks[1] = {0};
-    uint8_t outm[16];
+    int32_t pos[64], seq[64] = {0}, blocks[1] = {0};
+    uint8_t outm[64];
     for (int i = 0; i < n; i++) { pos[i] = i; outm[i] = 1; }
     rlx_batch_seq bs = {blocks, 1, -1};
     rlx_batch b = {n, tok, pos, seq, outm, n, 1, &bs, NULL};
@@ -162,4 +163,65 @@ TEST(later_row_kernels_thread_invisible)
     rlx_graph_free(&g);
 }
 
-TEST_MAIN(TEST_ENTRY(threads_and_batching_are_invisible), TEST_ENTRY(later_row_kernels_thread_invisible))
+/* F32 and F16 weights times 64 rows: products claimed by parts of the activation rows, one part
+ * per thread (rlx_cpu_claim_part), up to more threads than parts. Bit for bit the same on 1 to
+ * 12 threads, and each token's row the same in a batch of 64 as in one of 8. */
+static float wf32a[D * D], wf32b[D * D];
+static uint16_t wf16[D * D];
+
+TEST(float_products_by_row_parts_thread_invisible)
+{
+    fill(emb, V * D, 7);
+    fill(norm_w, D, 8);
+    fill(wf32a, D * D, 9);
+    fill(wf32b, D * D, 10);
+    static float row[D];
+    for (int r = 0; r < D; r++) {
+        fill(row, D, 11 + (uint32_t)r * 31u);
+        rlx_quantize_row(RLX_F16, row, (uint8_t *)(wf16 + (size_t)r * D), D);
+    }
+    rlx_graph g;
+    rlx_graph_init(&g);
+    int e = rlx_g_weight(&g, "emb", RLX_F32, D, V, emb);
+    int nw = rlx_g_weight(&g, "norm", RLX_F32, D, 1, norm_w);
+    int a = rlx_g_weight(&g, "a", RLX_F32, D, D, wf32a), b = rlx_g_weight(&g, "b", RLX_F32, D, D, wf32b);
+    int h16 = rlx_g_weight(&g, "h", RLX_F16, D, D, wf16);
+    int x = rlx_g_get_rows(&g, e, 1.0f);
+    int h = rlx_g_mul(&g, rlx_g_norm(&g, x, 1e-5f), nw);
+    int y = rlx_g_add(&g, rlx_g_matmul(&g, h, a), rlx_g_unary(&g, RLX_OP_GELU, rlx_g_matmul(&g, h, h16), 0));
+    int z = rlx_g_add(&g, rlx_g_matmul(&g, rlx_g_norm(&g, y, 1e-5f), b), y);
+    g.output = rlx_g_node(&g, RLX_OP_GATHER, RLX_ROWS_OUTPUTS, D, z, -1, -1);
+    g.n_layers = 1;
+    g.kv_cols = 8;
+    rlx_plan p;
+    rlx_error err = {0};
+    rlx_compile_opts o = {.max_tokens = 64, .max_outputs = 64};
+    ASSERT_MSG(rlx_compile(&g, &o, &p, &err) == 0, "%s", err.msg);
+    int32_t tok[64], other[64];
+    for (int t = 0; t < 64; t++) tok[t] = (t * 37 + 5) % V, other[t] = (t * 11 + 3) % V;
+    static float one[64 * D], many[64 * D], part[8 * D];
+    ASSERT_EQ(run(&p, 1, tok, 64, one), 0);
+    bool finite = true;
+    for (int i = 0; i < 64 * D; i++) finite &= isfinite(one[i]) != 0;
+    ASSERT(finite);
+    const int nths[] = {2, 3, 5, 9, 12};
+    for (size_t i = 0; i < sizeof nths / sizeof *nths; i++)
+        for (int rep = 0; rep < (getenv("RLX_MEMCHECK") ? 1 : 3); rep++) {
+            /* other tokens first, every row on one thread: a row the run left out would keep
+             * their values (the allocator hands the next backend the same activations' memory) */
+            ASSERT_EQ(run(&p, 1, other, 64, many), 0);
+            ASSERT_EQ(run(&p, nths[i], tok, 64, many), 0);
+            ASSERT_EQ(last_more, 1);
+            ASSERT_MSG(memcmp(one, many, sizeof one) == 0, "%d threads differ from one", nths[i]);
+        }
+    for (int t0 = 0; t0 < 64; t0 += 8) { /* 8 rows: under a part's 16 per thread, weight-row claims */
+        ASSERT_EQ(run(&p, 1, other + t0, 8, part), 0);
+        ASSERT_EQ(run(&p, 2, tok + t0, 8, part), 0);
+        ASSERT_MSG(memcmp(part, one + (size_t)t0 * D, sizeof part) == 0, "tokens %d.. in 8 differ from the batch of 64", t0);
+    }
+    rlx_plan_free(&p);
+    rlx_graph_free(&g);
+}
+
+TEST_MAIN(TEST_ENTRY(threads_and_batching_are_invisible), TEST_ENTRY(later_row_kernels_thread_invisible),
+          TEST_ENTRY(float_products_by_row_parts_thread_invisible))
