@@ -508,8 +508,9 @@ static bool matmul_converts(const rlx_gtensor *w) { return !(rlx_vec_dot_type(w-
  * weight rows over every activation row). F32/F16 weights times at least 16 rows a thread split
  * the rows, one part per thread: a thread multiplies the rows it wrote in the step before (its
  * part of the norm's or the residual's row chunks) by every weight row, instead of half the
- * weight rows by every activation row, half of them written in the other core's cache (a MiniLM
- * encoder step on the Intel Xeon of bench/RESULTS.md 78: +N%). */
+ * weight rows by every activation row, half of them written in the other core's cache (a
+ * MiniLM-shaped F32 encoder step on the Intel Xeon of bench/RESULTS.md 78: +7% on 16-token texts,
+ * +14% on 200-token ones). */
 static int matmul_parts(const rlx_cpu_run *r, const rlx_step *s, int nth)
 {
     const rlx_gtensor *w = &r->plan->graph->tensors[s->node.in[1]];
@@ -539,10 +540,11 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const uint8_t *role = row_roles(r, x, rlx_batched_rows(w->wtype, N, K));
     const void *act = !conv ? (const void *)rowp(r, x, 0)
                       : own ? (const void *)(r->row_scratch + (size_t)ith * r->row_scratch_stride) : (const void *)r->scratch;
-    if (y->units[0]) { /* row chunks by parts: a thread converts the rows it multiplies */
+    const int parts = matmul_parts(r, s, nth);
+    if (y->units[0]) { /* row chunks, by parts where the products go by parts: a thread converts the rows it multiplies */
         const unsigned n = y->units[0];
-        int k = 0;
-        for (int64_t c; (c = rlx_cpu_claim_part(y->part[0], n, ith, nth, &k)) >= 0;) {
+        int k = parts > 1 ? 0 : RLX_CPU_PARTS;
+        for (int64_t c; (c = parts > 1 ? rlx_cpu_claim_part(y->part[0], n, ith, nth, &k) : rlx_cpu_claim(&y->next[0], 1, nth)) >= 0 && c < n;) {
             int64_t a, b;
             split(T, (int)c, (int)n, &a, &b);
             convert_rows(r, x, w, vt, role, a, b, r->scratch, arb);
@@ -559,7 +561,6 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * loop runs inside the chunk; otherwise every weight tile would stream all T rows from
      * memory (pp512 ran at half pp128's speed). Results are unchanged: rlx_matmul_rows' sums
      * depend on neither T nor [n0, n1). */
-    const int parts = matmul_parts(r, s, nth);
     const int64_t Tp = (T + parts - 1) / parts; /* activation rows of a claim */
     /* about 8 claims per thread: of the weight rows, or of each part's weight rows */
     int64_t tiles = (N + 15) / 16, per = parts > 1 ? tiles / 8 : tiles / ((int64_t)nth * 8);
@@ -782,8 +783,12 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
         atomic_store_explicit(&y->done[1], n, memory_order_relaxed);
         return;
     }
-    int q = 0; /* row chunks by parts: a thread keeps to the rows it had in the step before */
-    for (int64_t c; (c = rlx_cpu_claim_part(y->part[1], n, ith, nth, &q)) >= 0;) {
+    /* rows by parts where products of float weights go by parts (as many rows): a thread keeps
+     * to the rows it had in the step before; otherwise as they come */
+    const bool by_parts = kernel_rows(r, s) >= 16 * (int64_t)rlx_cpu_parts(nth);
+    int q = 0;
+    for (int64_t c; (c = by_parts ? rlx_cpu_claim_part(y->part[1], n, ith, nth, &q)
+                                  : atomic_fetch_add_explicit(&y->next[1], 1, memory_order_relaxed)) >= 0 && c < n;) {
         k(r, s, (int)c, (int)n);
         rlx_threadpool_done(r->tp, &y->done[1], 1, n);
     }
