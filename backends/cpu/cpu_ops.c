@@ -543,8 +543,8 @@ static void k_matmul(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
     const int parts = matmul_parts(r, s, nth);
     if (y->units[0]) { /* row chunks, by parts where the products go by parts: a thread converts the rows it multiplies */
         const unsigned n = y->units[0];
-        int k = parts > 1 ? 0 : RLX_CPU_PARTS;
-        for (int64_t c; (c = parts > 1 ? rlx_cpu_claim_part(y->part[0], n, ith, nth, &k) : rlx_cpu_claim(&y->next[0], 1, nth)) >= 0 && c < n;) {
+        int k = 0;
+        for (int64_t c; (c = rlx_cpu_claim_unit(y, 0, n, parts > 1, ith, nth, &k)) >= 0;) {
             int64_t a, b;
             split(T, (int)c, (int)n, &a, &b);
             convert_rows(r, x, w, vt, role, a, b, r->scratch, arb);
@@ -787,8 +787,7 @@ void rlx_cpu_step(rlx_cpu_run *r, const rlx_step *s, int ith, int nth)
      * to the rows it had in the step before; otherwise as they come */
     const bool by_parts = kernel_rows(r, s) >= 16 * (int64_t)rlx_cpu_parts(nth);
     int q = 0;
-    for (int64_t c; (c = by_parts ? rlx_cpu_claim_part(y->part[1], n, ith, nth, &q)
-                                  : atomic_fetch_add_explicit(&y->next[1], 1, memory_order_relaxed)) >= 0 && c < n;) {
+    for (int64_t c; (c = rlx_cpu_claim_unit(y, 1, n, by_parts, ith, nth, &q)) >= 0;) {
         k(r, s, (int)c, (int)n);
         rlx_threadpool_done(r->tp, &y->done[1], 1, n);
     }

@@ -138,6 +138,15 @@ static inline int64_t rlx_cpu_claim_part(_Atomic int32_t *part, int64_t n, int i
     return -1;
 }
 
+/* One of phase p's n units: by parts (rlx_cpu_claim_part, *k its cursor) or as they come
+ * from next[p]; -1 once none is left. */
+static inline int64_t rlx_cpu_claim_unit(rlx_cpu_sync *y, int p, int64_t n, bool by_parts, int ith, int nth, int *k)
+{
+    if (by_parts) return rlx_cpu_claim_part(y->part[p], n, ith, nth, k);
+    const int64_t c = rlx_cpu_claim(&y->next[p], 1, nth);
+    return c < n ? c : -1;
+}
+
 /* Counts n completed units of a phase of `target` (rlx_threadpool_done; on one thread a plain
  * store that the same thread's waits read). */
 static inline void rlx_cpu_done(rlx_cpu_run *r, _Atomic unsigned *word, unsigned n, unsigned target, int nth)
